@@ -1,0 +1,26 @@
+//===- CNNDialect.td - the cnn dialect ---------------------*- tablegen -*-===//
+#ifndef CNNC_DIALECT_CNN_CNNDIALECT_TD
+#define CNNC_DIALECT_CNN_CNNDIALECT_TD
+
+include "mlir/IR/OpBase.td"
+
+def CNN_Dialect : Dialect {
+  let name = "cnn";
+  let summary = "Convolutional-network training ops on ranked tensors";
+  let description = [{
+    The `cnn` dialect models one training step of a convolutional network with
+    value semantics on builtin ranked tensors: forward ops (conv2d, batch_norm,
+    pooling, matmul, ...), their backward ops, loss and optimizer updates.
+    Layout-sensitive ops operate on NCHW tensors (4-D: batch, channels,
+    height, width). Element types are f32 and f16; labels are i32/i64.
+    Model parameters are function arguments tagged `cnn.param = "name"`; their
+    values live outside the IR in a `.cnnw` weights file.
+  }];
+  let cppNamespace = "::cnnc::cnn";
+  let hasConstantMaterializer = 1;
+}
+
+class CNN_Op<string mnemonic, list<Trait> traits = []>
+    : Op<CNN_Dialect, mnemonic, traits>;
+
+#endif

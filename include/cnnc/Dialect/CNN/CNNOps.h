@@ -1,0 +1,30 @@
+//===- CNNOps.h - cnn dialect ----------------------------------*- C++ -*-===//
+#ifndef CNNC_DIALECT_CNN_CNNOPS_H
+#define CNNC_DIALECT_CNN_CNNOPS_H
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "cnnc/Dialect/CNN/CNNOpsDialect.h.inc"
+
+#define GET_OP_CLASSES
+#include "cnnc/Dialect/CNN/CNNOps.h.inc"
+
+namespace cnnc::cnn {
+/// Output size of one spatial dimension of a convolution or pooling window.
+int64_t windowOutputSize(int64_t in, int64_t padBefore, int64_t padAfter,
+                         int64_t kernel, int64_t stride, int64_t dilation,
+                         bool ceilMode);
+/// Argument attribute names marking a function argument's role.
+constexpr const char *kParamAttr = "cnn.param";   // trainable parameter
+constexpr const char *kBufferAttr = "cnn.buffer"; // BN running statistic
+constexpr const char *kInputAttr = "cnn.input";   // data input
+} // namespace cnnc::cnn
+
+#endif

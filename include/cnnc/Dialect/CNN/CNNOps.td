@@ -1,0 +1,373 @@
+//===- CNNOps.td - cnn dialect ops -------------------------*- tablegen -*-===//
+//
+// Every op documents its constraints; each constraint is checked by the
+// verifier (or by result type inference, which the verifier runs) and has a
+// case in test/Dialect/CNN/invalid.mlir.
+//
+//===----------------------------------------------------------------------===//
+#ifndef CNNC_DIALECT_CNN_CNNOPS_TD
+#define CNNC_DIALECT_CNN_CNNOPS_TD
+
+include "cnnc/Dialect/CNN/CNNDialect.td"
+include "mlir/IR/BuiltinAttributes.td"
+include "mlir/IR/CommonAttrConstraints.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def CNN_FloatTensor : RankedTensorOf<[F32, F16]>;
+def CNN_LabelTensor : RankedTensorOf<[I32, I64]>;
+def CNN_Scalar : 0DTensorOf<[F32]>;
+
+class CNN_PureOp<string mnemonic, list<Trait> traits = []>
+    : CNN_Op<mnemonic, !listconcat([Pure], traits)> {
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
+// Convolution attributes shared by conv2d and its gradients.
+defvar ConvAttrs = (ins DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$padding,
+                    DenseI64ArrayAttr:$dilations, I64Attr:$groups);
+defvar PoolAttrs = (ins DenseI64ArrayAttr:$kernel, DenseI64ArrayAttr:$strides,
+                    DenseI64ArrayAttr:$padding, BoolAttr:$ceil_mode);
+
+//===----------------------------------------------------------------------===//
+// Forward ops
+//===----------------------------------------------------------------------===//
+
+def CNN_ConstantOp : CNN_Op<"constant", [Pure, ConstantLike]> {
+  let summary = "Constant tensor";
+  let description = [{ A small constant (large weights are parameters instead). }];
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs AnyRankedTensor:$result);
+  let hasCustomAssemblyFormat = 1;
+  let hasFolder = 1;
+  let hasVerifier = 1;
+}
+
+def CNN_Conv2DOp : CNN_PureOp<"conv2d", [InferTypeOpAdaptor]> {
+  let summary = "2-D convolution (NCHW input, FCHW filter, no bias)";
+  let description = [{
+    `input` is N x C x H x W, `filter` is F x (C/groups) x KH x KW.
+    `strides` and `dilations` have 2 positive entries, `padding` has 4
+    non-negative entries (top, left, bottom, right). C and F are divisible by
+    `groups`. The result is N x F x OH x OW with
+    OH = (H + top + bottom - dil_h * (KH - 1) - 1) / stride_h + 1 >= 1.
+  }];
+  let arguments = !con((ins CNN_FloatTensor:$input, CNN_FloatTensor:$filter), ConvAttrs);
+  let results = (outs CNN_FloatTensor:$result);
+}
+
+def CNN_BiasAddOp : CNN_PureOp<"bias_add", [InferTypeOpAdaptor]> {
+  let summary = "Adds a per-channel bias along dimension 1";
+  let description = [{ `input` has rank >= 2; `bias` is 1-D with size input.dim(1). }];
+  let arguments = (ins CNN_FloatTensor:$input, CNN_FloatTensor:$bias);
+  let results = (outs CNN_FloatTensor:$result);
+}
+
+def CNN_ReluOp : CNN_PureOp<"relu", [SameOperandsAndResultType]> {
+  let summary = "max(x, 0)";
+  let arguments = (ins CNN_FloatTensor:$input);
+  let results = (outs CNN_FloatTensor:$result);
+}
+
+def CNN_ClipOp : CNN_PureOp<"clip", [SameOperandsAndResultType]> {
+  let summary = "min(max(x, min), max) (ReLU6 is clip 0..6)";
+  let description = [{ Requires `min <= max`. }];
+  let arguments = (ins CNN_FloatTensor:$input, F32Attr:$min, F32Attr:$max);
+  let results = (outs CNN_FloatTensor:$result);
+  let hasVerifier = 1;
+}
+
+def CNN_AddOp : CNN_PureOp<"add", [SameOperandsAndResultType, Commutative]> {
+  let summary = "Elementwise sum of two tensors of the same type";
+  let arguments = (ins CNN_FloatTensor:$lhs, CNN_FloatTensor:$rhs);
+  let results = (outs CNN_FloatTensor:$result);
+}
+
+def CNN_MulOp : CNN_PureOp<"mul", [SameOperandsAndResultType, Commutative]> {
+  let summary = "Elementwise product of two tensors of the same type";
+  let arguments = (ins CNN_FloatTensor:$lhs, CNN_FloatTensor:$rhs);
+  let results = (outs CNN_FloatTensor:$result);
+}
+
+def CNN_ScaleOp : CNN_PureOp<"scale", [SameOperandsAndResultType]> {
+  let summary = "Multiplies every element by a constant factor";
+  let arguments = (ins CNN_FloatTensor:$input, F32Attr:$factor);
+  let results = (outs CNN_FloatTensor:$result);
+}
+
+def CNN_BatchNormOp : CNN_PureOp<"batch_norm", [InferTypeOpAdaptor]> {
+  let summary = "Batch normalization, inference form (running statistics)";
+  let description = [{
+    y = scale * (x - mean) / sqrt(var + epsilon) + bias, per channel (dim 1).
+    `input` has rank 2 or 4; scale, bias, mean, var are 1-D of size C.
+  }];
+  let arguments = (ins CNN_FloatTensor:$input, CNN_FloatTensor:$scale,
+                   CNN_FloatTensor:$bias, CNN_FloatTensor:$mean,
+                   CNN_FloatTensor:$var, F32Attr:$epsilon);
+  let results = (outs CNN_FloatTensor:$result);
+}
+
+def CNN_BatchNormTrainOp : CNN_PureOp<"batch_norm_train", [InferTypeOpAdaptor]> {
+  let summary = "Batch normalization, training form (batch statistics)";
+  let description = [{
+    Normalizes with the batch mean and biased batch variance, returns the
+    saved mean and inverse standard deviation for the gradient, and the new
+    running statistics as PyTorch updates them:
+    running = (1 - momentum) * running + momentum * batch_stat, where the
+    variance used there is the unbiased one (n / (n - 1)).
+  }];
+  let arguments = (ins CNN_FloatTensor:$input, CNN_FloatTensor:$scale,
+                   CNN_FloatTensor:$bias, CNN_FloatTensor:$running_mean,
+                   CNN_FloatTensor:$running_var, F32Attr:$epsilon,
+                   F32Attr:$momentum);
+  let results = (outs CNN_FloatTensor:$result, CNN_FloatTensor:$saved_mean,
+                 CNN_FloatTensor:$saved_invstd,
+                 CNN_FloatTensor:$new_running_mean,
+                 CNN_FloatTensor:$new_running_var);
+}
+
+def CNN_MaxPool2DOp : CNN_PureOp<"max_pool2d", [InferTypeOpAdaptor]> {
+  let summary = "2-D max pooling (padding never wins)";
+  let description = [{
+    `kernel`, `strides`: 2 positive entries; `padding`: 4 (t, l, b, r), each
+    smaller than the kernel. Output size uses floor, or ceil with `ceil_mode`
+    (a window must start inside the input or left padding).
+  }];
+  let arguments = !con((ins CNN_FloatTensor:$input), PoolAttrs);
+  let results = (outs CNN_FloatTensor:$result);
+}
+
+def CNN_AvgPool2DOp : CNN_PureOp<"avg_pool2d", [InferTypeOpAdaptor]> {
+  let summary = "2-D average pooling";
+  let description = [{
+    As max_pool2d; `count_include_pad` divides by the full kernel area
+    (clipped to the padded input), otherwise by the number of real elements.
+  }];
+  let arguments = !con((ins CNN_FloatTensor:$input), PoolAttrs,
+                       (ins BoolAttr:$count_include_pad));
+  let results = (outs CNN_FloatTensor:$result);
+}
+
+def CNN_GlobalAvgPoolOp : CNN_PureOp<"global_avg_pool", [InferTypeOpAdaptor]> {
+  let summary = "Mean over H and W: N x C x H x W -> N x C x 1 x 1";
+  let arguments = (ins CNN_FloatTensor:$input);
+  let results = (outs CNN_FloatTensor:$result);
+}
+
+def CNN_MatmulOp : CNN_PureOp<"matmul", [InferTypeOpAdaptor]> {
+  let summary = "2-D matrix product op(lhs) x op(rhs)";
+  let description = [{
+    op(x) is x or its transpose. A linear layer y = x W^T is
+    `matmul %x, %w {transpose_rhs = true}`; contracting sizes must agree.
+  }];
+  let arguments = (ins CNN_FloatTensor:$lhs, CNN_FloatTensor:$rhs,
+                   DefaultValuedAttr<BoolAttr, "false">:$transpose_lhs,
+                   DefaultValuedAttr<BoolAttr, "false">:$transpose_rhs);
+  let results = (outs CNN_FloatTensor:$result);
+}
+
+def CNN_FlattenOp : CNN_PureOp<"flatten", [InferTypeOpAdaptor]> {
+  let summary = "Flattens to 2-D: dims [0, axis) and [axis, rank)";
+  let arguments = (ins CNN_FloatTensor:$input, I64Attr:$axis);
+  let results = (outs CNN_FloatTensor:$result);
+}
+
+def CNN_ReshapeOp : CNN_PureOp<"reshape"> {
+  let summary = "Reinterprets the elements with a new static shape";
+  let description = [{ Same element type and element count. }];
+  let arguments = (ins CNN_FloatTensor:$input);
+  let results = (outs CNN_FloatTensor:$result);
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def CNN_ConcatOp : CNN_PureOp<"concat", [InferTypeOpAdaptor]> {
+  let summary = "Concatenation along `axis`";
+  let description = [{ At least one input; same rank, element type and sizes except along `axis`. }];
+  let arguments = (ins Variadic<CNN_FloatTensor>:$inputs, I64Attr:$axis);
+  let results = (outs CNN_FloatTensor:$result);
+}
+
+def CNN_SliceOp : CNN_PureOp<"slice", [InferTypeOpAdaptor]> {
+  let summary = "Static slice [offsets, offsets + sizes) (the gradient of concat)";
+  let arguments = (ins CNN_FloatTensor:$input, DenseI64ArrayAttr:$offsets,
+                   DenseI64ArrayAttr:$sizes);
+  let results = (outs CNN_FloatTensor:$result);
+}
+
+def CNN_TransposeOp : CNN_PureOp<"transpose", [InferTypeOpAdaptor]> {
+  let summary = "Permutes dimensions: result.dim(i) = input.dim(permutation[i])";
+  let arguments = (ins CNN_FloatTensor:$input, DenseI64ArrayAttr:$permutation);
+  let results = (outs CNN_FloatTensor:$result);
+  let hasFolder = 1;
+}
+
+def CNN_CastOp : CNN_PureOp<"cast"> {
+  let summary = "Converts the element type (f32 <-> f16), same shape";
+  let arguments = (ins CNN_FloatTensor:$input);
+  let results = (outs CNN_FloatTensor:$result);
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def CNN_DropoutOp : CNN_PureOp<"dropout", [SameOperandsAndResultType]> {
+  let summary = "Dropout at inference: the identity";
+  let description = [{ `ratio` in [0, 1). Folds away. }];
+  let arguments = (ins CNN_FloatTensor:$input, F32Attr:$ratio);
+  let results = (outs CNN_FloatTensor:$result);
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def CNN_DropoutMaskOp : CNN_PureOp<"dropout_mask"> {
+  let summary = "Training-mode dropout mask: 0 or 1/(1-ratio) per element";
+  let description = [{
+    Element i of the mask is 0 when hash(seed, step, i) < ratio, where the hash
+    is the counter-based generator documented in docs/dialect.md, so the CPU
+    reference and the GPU draw the same mask. dropout(x) = x * mask.
+  }];
+  let arguments = (ins CNN_Scalar:$step, F32Attr:$ratio, I64Attr:$seed);
+  let results = (outs CNN_FloatTensor:$result);
+  let hasVerifier = 1;
+}
+
+def CNN_SoftmaxOp : CNN_PureOp<"softmax", [SameOperandsAndResultType]> {
+  let summary = "Softmax along `axis`";
+  let arguments = (ins CNN_FloatTensor:$input, I64Attr:$axis);
+  let results = (outs CNN_FloatTensor:$result);
+  let hasVerifier = 1;
+}
+
+def CNN_SoftmaxCrossEntropyOp : CNN_PureOp<"softmax_cross_entropy", [InferTypeOpAdaptor]> {
+  let summary = "Mean softmax cross-entropy of N x C logits against N labels";
+  let description = [{
+    loss = mean_n [ -(1-s) log p[n, y_n] - (s / C) sum_c log p[n, c] ]
+    with s = `label_smoothing` in [0, 1]. Returns a 0-D f32 tensor.
+  }];
+  let arguments = (ins CNN_FloatTensor:$logits, CNN_LabelTensor:$labels,
+                   DefaultValuedAttr<F32Attr, "0.0f">:$label_smoothing);
+  let results = (outs CNN_Scalar:$loss);
+}
+
+//===----------------------------------------------------------------------===//
+// Backward ops (produced by cnn-autodiff)
+//===----------------------------------------------------------------------===//
+
+def CNN_Conv2DBwdDataOp : CNN_PureOp<"conv2d_bwd_data"> {
+  let summary = "Gradient of conv2d with respect to its input";
+  let description = [{
+    `grad_output` is the conv2d result gradient, `filter` its filter; the
+    result type is the conv2d input type, and conv2d(result, filter) must
+    have the type of `grad_output`.
+  }];
+  let arguments = !con((ins CNN_FloatTensor:$grad_output, CNN_FloatTensor:$filter), ConvAttrs);
+  let results = (outs CNN_FloatTensor:$result);
+  let hasVerifier = 1;
+}
+
+def CNN_Conv2DBwdFilterOp : CNN_PureOp<"conv2d_bwd_filter"> {
+  let summary = "Gradient of conv2d with respect to its filter";
+  let description = [{ The result type is the filter type; conv2d(input, result) must have the type of `grad_output`. }];
+  let arguments = !con((ins CNN_FloatTensor:$input, CNN_FloatTensor:$grad_output), ConvAttrs);
+  let results = (outs CNN_FloatTensor:$result);
+  let hasVerifier = 1;
+}
+
+def CNN_BiasGradOp : CNN_PureOp<"bias_grad", [InferTypeOpAdaptor]> {
+  let summary = "Sum over every dimension except 1 (gradient of bias_add)";
+  let arguments = (ins CNN_FloatTensor:$grad_output);
+  let results = (outs CNN_FloatTensor:$result);
+}
+
+def CNN_ReluGradOp : CNN_PureOp<"relu_grad", [SameOperandsAndResultType]> {
+  let summary = "grad_output where output > 0, else 0";
+  let arguments = (ins CNN_FloatTensor:$grad_output, CNN_FloatTensor:$output);
+  let results = (outs CNN_FloatTensor:$result);
+}
+
+def CNN_ClipGradOp : CNN_PureOp<"clip_grad", [SameOperandsAndResultType]> {
+  let summary = "grad_output where min < input < max, else 0";
+  let arguments = (ins CNN_FloatTensor:$grad_output, CNN_FloatTensor:$input,
+                   F32Attr:$min, F32Attr:$max);
+  let results = (outs CNN_FloatTensor:$result);
+}
+
+def CNN_MaxPool2DGradOp : CNN_PureOp<"max_pool2d_grad"> {
+  let summary = "Routes each output gradient to the first maximum of its window";
+  let description = [{ Result type = `input` type; max_pool2d(input) must have the type of `grad_output`. }];
+  let arguments = !con((ins CNN_FloatTensor:$grad_output, CNN_FloatTensor:$input), PoolAttrs);
+  let results = (outs CNN_FloatTensor:$result);
+  let hasVerifier = 1;
+}
+
+def CNN_AvgPool2DGradOp : CNN_PureOp<"avg_pool2d_grad"> {
+  let summary = "Gradient of avg_pool2d; the result type is the input type";
+  let arguments = !con((ins CNN_FloatTensor:$grad_output), PoolAttrs,
+                       (ins BoolAttr:$count_include_pad));
+  let results = (outs CNN_FloatTensor:$result);
+  let hasVerifier = 1;
+}
+
+def CNN_GlobalAvgPoolGradOp : CNN_PureOp<"global_avg_pool_grad"> {
+  let summary = "Spreads N x C x 1 x 1 gradients evenly over H x W";
+  let arguments = (ins CNN_FloatTensor:$grad_output);
+  let results = (outs CNN_FloatTensor:$result);
+  let hasVerifier = 1;
+}
+
+def CNN_BatchNormGradOp : CNN_PureOp<"batch_norm_grad", [InferTypeOpAdaptor]> {
+  let summary = "Gradient of batch_norm_train: (grad_input, grad_scale, grad_bias)";
+  let arguments = (ins CNN_FloatTensor:$grad_output, CNN_FloatTensor:$input,
+                   CNN_FloatTensor:$scale, CNN_FloatTensor:$saved_mean,
+                   CNN_FloatTensor:$saved_invstd);
+  let results = (outs CNN_FloatTensor:$grad_input, CNN_FloatTensor:$grad_scale,
+                 CNN_FloatTensor:$grad_bias);
+}
+
+def CNN_SoftmaxCrossEntropyGradOp : CNN_PureOp<"softmax_cross_entropy_grad", [InferTypeOpAdaptor]> {
+  let summary = "d loss / d logits, times the upstream scalar `grad_loss`";
+  let description = [{ (softmax(logits) - smoothed_onehot(labels)) * grad_loss / N. }];
+  let arguments = (ins CNN_FloatTensor:$logits, CNN_LabelTensor:$labels,
+                   CNN_Scalar:$grad_loss,
+                   DefaultValuedAttr<F32Attr, "0.0f">:$label_smoothing);
+  let results = (outs CNN_FloatTensor:$result);
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizer ops: update one parameter; hyper-parameters that may change per
+// step (learning rate, step count) are 0-D tensor operands.
+//===----------------------------------------------------------------------===//
+
+def CNN_SGDUpdateOp : CNN_PureOp<"sgd_update", [InferTypeOpAdaptor]> {
+  let summary = "torch.optim.SGD step for one parameter";
+  let description = [{
+    g = grad + weight_decay * param;
+    if momentum != 0: buf = (step == 1) ? g : momentum * buf + (1 - dampening) * g;
+                      g = nesterov ? g + momentum * buf : buf;
+    param = param - lr * g.  Results: (new_param, new_momentum_buffer).
+  }];
+  let arguments = (ins CNN_FloatTensor:$param, CNN_FloatTensor:$grad,
+                   CNN_FloatTensor:$momentum_buffer, CNN_Scalar:$lr,
+                   CNN_Scalar:$step, F32Attr:$momentum, F32Attr:$dampening,
+                   F32Attr:$weight_decay, BoolAttr:$nesterov);
+  let results = (outs CNN_FloatTensor:$new_param, CNN_FloatTensor:$new_momentum_buffer);
+}
+
+def CNN_AdamUpdateOp : CNN_PureOp<"adam_update", [InferTypeOpAdaptor]> {
+  let summary = "torch.optim.Adam / AdamW step for one parameter";
+  let description = [{
+    Adam: g = grad + wd * param.  AdamW (`decoupled`): param *= 1 - lr * wd.
+    m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+    param -= lr / (1 - b1^step) * m / (sqrt(v) / sqrt(1 - b2^step) + eps).
+    Results: (new_param, new_m, new_v).
+  }];
+  let arguments = (ins CNN_FloatTensor:$param, CNN_FloatTensor:$grad,
+                   CNN_FloatTensor:$exp_avg, CNN_FloatTensor:$exp_avg_sq,
+                   CNN_Scalar:$lr, CNN_Scalar:$step, F32Attr:$beta1,
+                   F32Attr:$beta2, F32Attr:$epsilon, F32Attr:$weight_decay,
+                   BoolAttr:$decoupled);
+  let results = (outs CNN_FloatTensor:$new_param, CNN_FloatTensor:$new_exp_avg,
+                 CNN_FloatTensor:$new_exp_avg_sq);
+}
+
+#endif

@@ -1,0 +1,62 @@
+//===- Interpreter.h - CPU reference interpreter for cnn --------*- C++ -*-===//
+//
+// Executes a func.func of cnn ops on the CPU in f32. Tensors of f16 type are
+// rounded to f16 after every op, as the GPU stores them. This is the golden
+// model every pass and the CUDA backend are compared against.
+//
+//===----------------------------------------------------------------------===//
+#ifndef CNNC_REFERENCE_INTERPRETER_H
+#define CNNC_REFERENCE_INTERPRETER_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "llvm/ADT/ArrayRef.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace cnnc::reference {
+
+enum class ElemKind { F32, F16, I32, I64 };
+
+/// A dense row-major tensor. Integer tensors (labels) are held as floats,
+/// exact up to 2^24.
+struct Tensor {
+  ElemKind kind = ElemKind::F32;
+  std::vector<int64_t> shape;
+  std::vector<float> data;
+
+  Tensor() = default;
+  Tensor(ElemKind kind, std::vector<int64_t> shape, float fill = 0.0f);
+  int64_t numel() const;
+  /// A tensor of the given MLIR tensor type, filled with `fill`.
+  static Tensor zeros(mlir::RankedTensorType type, float fill = 0.0f);
+  /// True when shape and element kind match `type`.
+  bool matches(mlir::RankedTensorType type) const;
+};
+
+/// Named tensors: model weights, BN running statistics, optimizer state.
+using TensorMap = std::map<std::string, Tensor>;
+
+ElemKind elemKindOf(mlir::Type elementType);
+/// Rounds to the nearest f16 value (round-to-nearest-even), as f32.
+float roundToHalf(float x);
+
+/// Runs `func` on `args` (one per argument, in order). On failure an error
+/// is emitted at the location of the op that failed.
+mlir::FailureOr<std::vector<Tensor>> run(mlir::func::FuncOp func,
+                                         llvm::ArrayRef<Tensor> args);
+
+/// Builds the argument list of `func`: arguments tagged `cnn.param` or
+/// `cnn.buffer` (and optimizer state `cnn.state`) are looked up by name in
+/// `named`; the others are taken in order from `positional`. Missing state
+/// tensors start at zero; missing params/buffers are an error.
+mlir::FailureOr<std::vector<Tensor>>
+bindArguments(mlir::func::FuncOp func, const TensorMap &named,
+              llvm::ArrayRef<Tensor> positional);
+
+} // namespace cnnc::reference
+
+#endif

@@ -1,0 +1,622 @@
+//===- CNNOps.cpp - cnn op verifiers, type inference, folders ---------===//
+//
+// Result type inference doubles as the shape verifier: the generated
+// verifier re-runs inference and compares, so every message below names the
+// operand and both shapes involved.
+//
+//===----------------------------------------------------------------------===//
+#include "cnnc/Dialect/CNN/CNNOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Diagnostics.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+using namespace cnnc;
+using namespace cnnc::cnn;
+
+namespace {
+std::string str(Type t) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  t.print(os);
+  return s;
+}
+std::string str(ArrayRef<int64_t> a) {
+  std::string s = "[";
+  for (auto [i, v] : llvm::enumerate(a))
+    s += (i ? ", " : "") + std::to_string(v);
+  return s + "]";
+}
+
+/// Emits an error at `loc` (if present) and fails.
+LogicalResult fail(std::optional<Location> loc, const Twine &msg) {
+  return emitOptionalError(loc, msg);
+}
+
+RankedTensorType ranked(Value v) {
+  return cast<RankedTensorType>(v.getType());
+}
+
+LogicalResult checkArray(std::optional<Location> loc, StringRef name,
+                         ArrayRef<int64_t> a, size_t size, int64_t min) {
+  if (a.size() != size)
+    return fail(loc, "'" + name + "' must have " + Twine(size) +
+                         " entries, got " + str(a));
+  for (int64_t v : a)
+    if (v < min)
+      return fail(loc, "'" + name + "' entries must be >= " + Twine(min) +
+                           ", got " + str(a));
+  return success();
+}
+
+/// Shared checks and shape computation for conv2d and its gradients.
+FailureOr<RankedTensorType>
+inferConv(std::optional<Location> loc, RankedTensorType in,
+          RankedTensorType filter, ArrayRef<int64_t> strides,
+          ArrayRef<int64_t> padding, ArrayRef<int64_t> dilations,
+          int64_t groups) {
+  if (in.getRank() != 4)
+    return fail(loc, "'input' must be 4-D (NCHW), got " + str(in));
+  if (filter.getRank() != 4)
+    return fail(loc, "'filter' must be 4-D (FCHW), got " + str(filter));
+  if (in.getElementType() != filter.getElementType())
+    return fail(loc, "'input' " + str(in) + " and 'filter' " + str(filter) +
+                         " have different element types");
+  if (failed(checkArray(loc, "strides", strides, 2, 1)) ||
+      failed(checkArray(loc, "padding", padding, 4, 0)) ||
+      failed(checkArray(loc, "dilations", dilations, 2, 1)))
+    return failure();
+  if (groups < 1)
+    return fail(loc, "'groups' must be >= 1, got " + Twine(groups));
+  auto is = in.getShape(), fs = filter.getShape();
+  if (is[1] % groups || fs[0] % groups)
+    return fail(loc, "input channels (" + Twine(is[1]) +
+                         ") and filters (" + Twine(fs[0]) +
+                         ") must be divisible by groups = " + Twine(groups));
+  if (fs[1] * groups != is[1])
+    return fail(loc, "'filter' " + str(filter) + " expects " +
+                         Twine(fs[1] * groups) +
+                         " input channels but 'input' " + str(in) + " has " +
+                         Twine(is[1]) + " (groups = " + Twine(groups) + ")");
+  int64_t oh = windowOutputSize(is[2], padding[0], padding[2], fs[2],
+                                strides[0], dilations[0], false);
+  int64_t ow = windowOutputSize(is[3], padding[1], padding[3], fs[3],
+                                strides[1], dilations[1], false);
+  if (oh < 1 || ow < 1)
+    return fail(loc, "the " + Twine(fs[2]) + "x" + Twine(fs[3]) +
+                         " window of 'filter' " + str(filter) +
+                         " does not fit the padded 'input' " + str(in));
+  return RankedTensorType::get({is[0], fs[0], oh, ow}, in.getElementType());
+}
+
+FailureOr<RankedTensorType> inferPool(std::optional<Location> loc,
+                                      RankedTensorType in,
+                                      ArrayRef<int64_t> kernel,
+                                      ArrayRef<int64_t> strides,
+                                      ArrayRef<int64_t> padding, bool ceil) {
+  if (in.getRank() != 4)
+    return fail(loc, "'input' must be 4-D (NCHW), got " + str(in));
+  if (failed(checkArray(loc, "kernel", kernel, 2, 1)) ||
+      failed(checkArray(loc, "strides", strides, 2, 1)) ||
+      failed(checkArray(loc, "padding", padding, 4, 0)))
+    return failure();
+  for (int i = 0; i < 4; ++i)
+    if (padding[i] >= kernel[i % 2] + 1 || padding[i] * 2 > kernel[i % 2])
+      return fail(loc, "'padding' " + str(padding) +
+                           " must be at most half of 'kernel' " + str(kernel));
+  auto s = in.getShape();
+  int64_t oh =
+      windowOutputSize(s[2], padding[0], padding[2], kernel[0], strides[0], 1, ceil);
+  int64_t ow =
+      windowOutputSize(s[3], padding[1], padding[3], kernel[1], strides[1], 1, ceil);
+  if (oh < 1 || ow < 1)
+    return fail(loc, "the " + Twine(kernel[0]) + "x" + Twine(kernel[1]) +
+                         " pooling window does not fit 'input' " + str(in));
+  return RankedTensorType::get({s[0], s[1], oh, ow}, in.getElementType());
+}
+
+LogicalResult checkChannelVector(std::optional<Location> loc, StringRef name,
+                                 RankedTensorType in, RankedTensorType vec) {
+  if (vec.getRank() != 1 || vec.getDimSize(0) != in.getDimSize(1))
+    return fail(loc, "'" + name + "' " + str(vec) + " must be 1-D of size " +
+                         Twine(in.getDimSize(1)) + " (dim 1 of 'input' " +
+                         str(in) + ")");
+  return success();
+}
+
+LogicalResult checkSameType(std::optional<Location> loc, StringRef a, Type ta,
+                            StringRef b, Type tb) {
+  if (ta != tb)
+    return fail(loc, "'" + a + "' " + str(ta) + " and '" + b + "' " + str(tb) +
+                         " must have the same type");
+  return success();
+}
+} // namespace
+
+int64_t cnnc::cnn::windowOutputSize(int64_t in, int64_t padBefore,
+                                    int64_t padAfter, int64_t kernel,
+                                    int64_t stride, int64_t dilation,
+                                    bool ceilMode) {
+  int64_t span = in + padBefore + padAfter - dilation * (kernel - 1) - 1;
+  if (span < 0)
+    return 0;
+  int64_t out = (ceilMode ? (span + stride - 1) / stride : span / stride) + 1;
+  // PyTorch: the last window must start inside the input or the left padding.
+  if (ceilMode && (out - 1) * stride >= in + padBefore)
+    --out;
+  return out;
+}
+
+//===----------------------------------------------------------------------===//
+// Forward ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult ConstantOp::verify() {
+  if (getValue().getType() != getType())
+    return emitOpError("value type ")
+           << getValue().getType() << " differs from result type " << getType();
+  return success();
+}
+OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
+
+LogicalResult Conv2DOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor a, SmallVectorImpl<Type> &out) {
+  auto t = inferConv(loc, ranked(a.getInput()), ranked(a.getFilter()),
+                     a.getStrides(), a.getPadding(), a.getDilations(),
+                     a.getGroups());
+  if (failed(t))
+    return failure();
+  out.push_back(*t);
+  return success();
+}
+
+LogicalResult BiasAddOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                          Adaptor a, SmallVectorImpl<Type> &out) {
+  auto in = ranked(a.getInput()), bias = ranked(a.getBias());
+  if (in.getRank() < 2)
+    return fail(loc, "'input' must have rank >= 2, got " + str(in));
+  if (in.getElementType() != bias.getElementType())
+    return fail(loc, "'input' " + str(in) + " and 'bias' " + str(bias) +
+                         " have different element types");
+  if (failed(checkChannelVector(loc, "bias", in, bias)))
+    return failure();
+  out.push_back(in);
+  return success();
+}
+
+LogicalResult ClipOp::verify() {
+  if (getMin().convertToFloat() > getMax().convertToFloat())
+    return emitOpError("'min' (") << getMin().convertToFloat()
+                                  << ") must not exceed 'max' ("
+                                  << getMax().convertToFloat() << ")";
+  return success();
+}
+
+static LogicalResult inferBatchNormCommon(std::optional<Location> loc,
+                                          RankedTensorType in,
+                                          ArrayRef<std::pair<StringRef, Value>> vecs) {
+  if (in.getRank() != 2 && in.getRank() != 4)
+    return fail(loc, "'input' must be 2-D or 4-D, got " + str(in));
+  for (auto [name, v] : vecs) {
+    auto t = ranked(v);
+    if (failed(checkChannelVector(loc, name, in, t)))
+      return failure();
+    if (t.getElementType() != in.getElementType() &&
+        !t.getElementType().isF32())
+      return fail(loc, "'" + name + "' " + str(t) +
+                           " must be f32 or have the element type of 'input'");
+  }
+  return success();
+}
+
+LogicalResult BatchNormOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            Adaptor a, SmallVectorImpl<Type> &out) {
+  auto in = ranked(a.getInput());
+  if (failed(inferBatchNormCommon(loc, in,
+                                  {{"scale", a.getScale()},
+                                   {"bias", a.getBias()},
+                                   {"mean", a.getMean()},
+                                   {"var", a.getVar()}})))
+    return failure();
+  out.push_back(in);
+  return success();
+}
+
+LogicalResult BatchNormTrainOp::inferReturnTypes(MLIRContext *,
+                                                 std::optional<Location> loc,
+                                                 Adaptor a,
+                                                 SmallVectorImpl<Type> &out) {
+  auto in = ranked(a.getInput());
+  if (failed(inferBatchNormCommon(loc, in,
+                                  {{"scale", a.getScale()},
+                                   {"bias", a.getBias()},
+                                   {"running_mean", a.getRunningMean()},
+                                   {"running_var", a.getRunningVar()}})))
+    return failure();
+  float m = a.getMomentum().convertToFloat();
+  if (m < 0 || m > 1)
+    return fail(loc, "'momentum' must be in [0, 1], got " + Twine(std::to_string(m)));
+  auto stat = RankedTensorType::get({in.getDimSize(1)},
+                                    Float32Type::get(in.getContext()));
+  out.push_back(in);
+  out.push_back(stat);
+  out.push_back(stat);
+  out.push_back(ranked(a.getRunningMean()));
+  out.push_back(ranked(a.getRunningVar()));
+  return success();
+}
+
+LogicalResult MaxPool2DOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            Adaptor a, SmallVectorImpl<Type> &out) {
+  auto t = inferPool(loc, ranked(a.getInput()), a.getKernel(), a.getStrides(),
+                     a.getPadding(), a.getCeilMode());
+  if (failed(t))
+    return failure();
+  out.push_back(*t);
+  return success();
+}
+
+LogicalResult AvgPool2DOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            Adaptor a, SmallVectorImpl<Type> &out) {
+  auto t = inferPool(loc, ranked(a.getInput()), a.getKernel(), a.getStrides(),
+                     a.getPadding(), a.getCeilMode());
+  if (failed(t))
+    return failure();
+  out.push_back(*t);
+  return success();
+}
+
+LogicalResult GlobalAvgPoolOp::inferReturnTypes(MLIRContext *,
+                                                std::optional<Location> loc,
+                                                Adaptor a,
+                                                SmallVectorImpl<Type> &out) {
+  auto in = ranked(a.getInput());
+  if (in.getRank() != 4)
+    return fail(loc, "'input' must be 4-D (NCHW), got " + str(in));
+  out.push_back(RankedTensorType::get({in.getDimSize(0), in.getDimSize(1), 1, 1},
+                                      in.getElementType()));
+  return success();
+}
+
+LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor a, SmallVectorImpl<Type> &out) {
+  auto l = ranked(a.getLhs()), r = ranked(a.getRhs());
+  if (l.getRank() != 2 || r.getRank() != 2)
+    return fail(loc, "'lhs' " + str(l) + " and 'rhs' " + str(r) +
+                         " must both be 2-D");
+  if (l.getElementType() != r.getElementType())
+    return fail(loc, "'lhs' " + str(l) + " and 'rhs' " + str(r) +
+                         " have different element types");
+  bool tl = a.getTransposeLhs(), tr = a.getTransposeRhs();
+  int64_t m = l.getDimSize(tl ? 1 : 0), k = l.getDimSize(tl ? 0 : 1);
+  int64_t k2 = r.getDimSize(tr ? 1 : 0), n = r.getDimSize(tr ? 0 : 1);
+  if (k != k2)
+    return fail(loc, "contracting sizes differ: 'lhs' " + str(l) +
+                         (tl ? " (transposed)" : "") + " gives " + Twine(k) +
+                         ", 'rhs' " + str(r) + (tr ? " (transposed)" : "") +
+                         " gives " + Twine(k2));
+  out.push_back(RankedTensorType::get({m, n}, l.getElementType()));
+  return success();
+}
+
+LogicalResult FlattenOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                          Adaptor a, SmallVectorImpl<Type> &out) {
+  auto in = ranked(a.getInput());
+  int64_t axis = a.getAxis();
+  if (axis < 0 || axis > in.getRank())
+    return fail(loc, "'axis' " + Twine(axis) + " out of range for 'input' " +
+                         str(in));
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < in.getRank(); ++i)
+    (i < axis ? outer : inner) *= in.getDimSize(i);
+  out.push_back(RankedTensorType::get({outer, inner}, in.getElementType()));
+  return success();
+}
+
+LogicalResult ReshapeOp::verify() {
+  auto in = getInput().getType(), res = getType();
+  if (in.getElementType() != res.getElementType() ||
+      in.getNumElements() != res.getNumElements())
+    return emitOpError("cannot reshape 'input' ")
+           << in << " (" << in.getNumElements() << " elements) to " << res
+           << " (" << res.getNumElements() << " elements)";
+  return success();
+}
+OpFoldResult ReshapeOp::fold(FoldAdaptor) {
+  if (getInput().getType() == getType())
+    return getInput();
+  if (auto prev = getInput().getDefiningOp<ReshapeOp>()) {
+    getInputMutable().assign(prev.getInput());
+    return getResult();
+  }
+  return {};
+}
+
+LogicalResult ConcatOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor a, SmallVectorImpl<Type> &out) {
+  if (a.getInputs().empty())
+    return fail(loc, "needs at least one input");
+  auto first = ranked(a.getInputs()[0]);
+  int64_t axis = a.getAxis();
+  if (axis < 0 || axis >= first.getRank())
+    return fail(loc, "'axis' " + Twine(axis) + " out of range for " +
+                         str(first));
+  SmallVector<int64_t> shape(first.getShape());
+  shape[axis] = 0;
+  for (auto [i, v] : llvm::enumerate(a.getInputs())) {
+    auto t = ranked(v);
+    bool ok = t.getRank() == first.getRank() &&
+              t.getElementType() == first.getElementType();
+    for (int64_t d = 0; ok && d < t.getRank(); ++d)
+      ok = d == axis || t.getDimSize(d) == first.getDimSize(d);
+    if (!ok)
+      return fail(loc, "input #" + Twine(i) + " " + str(t) +
+                           " does not match input #0 " + str(first) +
+                           " outside axis " + Twine(axis));
+    shape[axis] += t.getDimSize(axis);
+  }
+  out.push_back(RankedTensorType::get(shape, first.getElementType()));
+  return success();
+}
+
+LogicalResult SliceOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                        Adaptor a, SmallVectorImpl<Type> &out) {
+  auto in = ranked(a.getInput());
+  auto off = a.getOffsets(), sz = a.getSizes();
+  if ((int64_t)off.size() != in.getRank() || (int64_t)sz.size() != in.getRank())
+    return fail(loc, "'offsets' " + str(off) + " and 'sizes' " + str(sz) +
+                         " must have one entry per dimension of 'input' " +
+                         str(in));
+  for (int64_t d = 0; d < in.getRank(); ++d)
+    if (off[d] < 0 || sz[d] < 1 || off[d] + sz[d] > in.getDimSize(d))
+      return fail(loc, "slice offsets " + str(off) + " sizes " + str(sz) +
+                           " exceed 'input' " + str(in));
+  out.push_back(RankedTensorType::get(sz, in.getElementType()));
+  return success();
+}
+
+LogicalResult TransposeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            Adaptor a, SmallVectorImpl<Type> &out) {
+  auto in = ranked(a.getInput());
+  auto perm = a.getPermutation();
+  SmallVector<bool> seen(in.getRank(), false);
+  bool ok = (int64_t)perm.size() == in.getRank();
+  for (int64_t p : perm) {
+    ok = ok && p >= 0 && p < in.getRank() && !seen[p];
+    if (ok)
+      seen[p] = true;
+  }
+  if (!ok)
+    return fail(loc, "'permutation' " + str(perm) +
+                         " is not a permutation of the dimensions of 'input' " +
+                         str(in));
+  SmallVector<int64_t> shape;
+  for (int64_t p : perm)
+    shape.push_back(in.getDimSize(p));
+  out.push_back(RankedTensorType::get(shape, in.getElementType()));
+  return success();
+}
+OpFoldResult TransposeOp::fold(FoldAdaptor) {
+  if (llvm::equal(getPermutation(), llvm::seq<int64_t>(0, getPermutation().size())))
+    return getInput();
+  // transpose(transpose(x, p), q) == x when p∘q is the identity.
+  if (auto prev = getInput().getDefiningOp<TransposeOp>()) {
+    auto p = prev.getPermutation(), q = getPermutation();
+    bool identity = true;
+    for (size_t i = 0; i < q.size(); ++i)
+      identity &= p[q[i]] == (int64_t)i;
+    if (identity)
+      return prev.getInput();
+  }
+  return {};
+}
+
+LogicalResult CastOp::verify() {
+  if (getInput().getType().getShape() != getType().getShape())
+    return emitOpError("'input' ") << getInput().getType()
+                                   << " and result " << getType()
+                                   << " must have the same shape";
+  return success();
+}
+OpFoldResult CastOp::fold(FoldAdaptor) {
+  if (getInput().getType() == getType())
+    return getInput();
+  return {};
+}
+
+LogicalResult DropoutOp::verify() {
+  float r = getRatio().convertToFloat();
+  if (r < 0 || r >= 1)
+    return emitOpError("'ratio' must be in [0, 1), got ") << r;
+  return success();
+}
+OpFoldResult DropoutOp::fold(FoldAdaptor) { return getInput(); }
+
+LogicalResult DropoutMaskOp::verify() {
+  float r = getRatio().convertToFloat();
+  if (r < 0 || r >= 1)
+    return emitOpError("'ratio' must be in [0, 1), got ") << r;
+  return success();
+}
+
+LogicalResult SoftmaxOp::verify() {
+  if (getAxis() < 0 || getAxis() >= getType().getRank())
+    return emitOpError("'axis' ") << getAxis() << " out of range for "
+                                  << getType();
+  return success();
+}
+
+static LogicalResult checkLogitsLabels(std::optional<Location> loc,
+                                       RankedTensorType logits,
+                                       RankedTensorType labels, float smoothing) {
+  if (logits.getRank() != 2)
+    return fail(loc, "'logits' must be 2-D (N x C), got " + str(logits));
+  if (labels.getRank() != 1 || labels.getDimSize(0) != logits.getDimSize(0))
+    return fail(loc, "'labels' " + str(labels) + " must be 1-D of size " +
+                         Twine(logits.getDimSize(0)) + " (the batch of 'logits' " +
+                         str(logits) + ")");
+  if (smoothing < 0 || smoothing > 1)
+    return fail(loc, "'label_smoothing' must be in [0, 1], got " +
+                         Twine(std::to_string(smoothing)));
+  return success();
+}
+
+LogicalResult SoftmaxCrossEntropyOp::inferReturnTypes(
+    MLIRContext *ctx, std::optional<Location> loc, Adaptor a,
+    SmallVectorImpl<Type> &out) {
+  if (failed(checkLogitsLabels(loc, ranked(a.getLogits()), ranked(a.getLabels()),
+                               a.getLabelSmoothing().convertToFloat())))
+    return failure();
+  out.push_back(RankedTensorType::get({}, Float32Type::get(ctx)));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Backward ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult Conv2DBwdDataOp::verify() {
+  auto t = inferConv(getLoc(), getType(), getFilter().getType(), getStrides(),
+                     getPadding(), getDilations(), getGroups());
+  if (failed(t))
+    return failure();
+  if (*t != getGradOutput().getType())
+    return emitOpError("'grad_output' ")
+           << getGradOutput().getType() << " does not match the conv2d output "
+           << *t << " of result " << getType();
+  return success();
+}
+
+LogicalResult Conv2DBwdFilterOp::verify() {
+  auto t = inferConv(getLoc(), getInput().getType(), getType(), getStrides(),
+                     getPadding(), getDilations(), getGroups());
+  if (failed(t))
+    return failure();
+  if (*t != getGradOutput().getType())
+    return emitOpError("'grad_output' ")
+           << getGradOutput().getType() << " does not match the conv2d output "
+           << *t << " of 'input' " << getInput().getType();
+  return success();
+}
+
+LogicalResult BiasGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                           Adaptor a, SmallVectorImpl<Type> &out) {
+  auto g = ranked(a.getGradOutput());
+  if (g.getRank() < 2)
+    return fail(loc, "'grad_output' must have rank >= 2, got " + str(g));
+  out.push_back(RankedTensorType::get({g.getDimSize(1)}, g.getElementType()));
+  return success();
+}
+
+LogicalResult MaxPool2DGradOp::verify() {
+  auto t = inferPool(getLoc(), getInput().getType(), getKernel(), getStrides(),
+                     getPadding(), getCeilMode());
+  if (failed(t))
+    return failure();
+  if (*t != getGradOutput().getType())
+    return emitOpError("'grad_output' ")
+           << getGradOutput().getType() << " does not match the pooled output "
+           << *t << " of 'input' " << getInput().getType();
+  if (getType() != getInput().getType())
+    return emitOpError("result ") << getType() << " must have the type of 'input' "
+                                  << getInput().getType();
+  return success();
+}
+
+LogicalResult AvgPool2DGradOp::verify() {
+  auto t = inferPool(getLoc(), getType(), getKernel(), getStrides(),
+                     getPadding(), getCeilMode());
+  if (failed(t))
+    return failure();
+  if (*t != getGradOutput().getType())
+    return emitOpError("'grad_output' ")
+           << getGradOutput().getType() << " does not match the pooled output "
+           << *t << " of result " << getType();
+  return success();
+}
+
+LogicalResult GlobalAvgPoolGradOp::verify() {
+  auto g = getGradOutput().getType(), r = getType();
+  if (r.getRank() != 4 || g.getRank() != 4 || g.getDimSize(0) != r.getDimSize(0) ||
+      g.getDimSize(1) != r.getDimSize(1) || g.getDimSize(2) != 1 ||
+      g.getDimSize(3) != 1 || g.getElementType() != r.getElementType())
+    return emitOpError("'grad_output' ")
+           << g << " must be N x C x 1 x 1 of result " << r;
+  return success();
+}
+
+LogicalResult BatchNormGradOp::inferReturnTypes(MLIRContext *,
+                                                std::optional<Location> loc,
+                                                Adaptor a,
+                                                SmallVectorImpl<Type> &out) {
+  auto in = ranked(a.getInput()), g = ranked(a.getGradOutput());
+  if (failed(checkSameType(loc, "grad_output", g, "input", in)) ||
+      failed(inferBatchNormCommon(loc, in,
+                                  {{"scale", a.getScale()},
+                                   {"saved_mean", a.getSavedMean()},
+                                   {"saved_invstd", a.getSavedInvstd()}})))
+    return failure();
+  out.push_back(in);
+  out.push_back(ranked(a.getScale()));
+  out.push_back(ranked(a.getScale()));
+  return success();
+}
+
+LogicalResult SoftmaxCrossEntropyGradOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, Adaptor a,
+    SmallVectorImpl<Type> &out) {
+  auto logits = ranked(a.getLogits());
+  if (failed(checkLogitsLabels(loc, logits, ranked(a.getLabels()),
+                               a.getLabelSmoothing().convertToFloat())))
+    return failure();
+  out.push_back(logits);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizer ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult SGDUpdateOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            Adaptor a, SmallVectorImpl<Type> &out) {
+  auto p = ranked(a.getParam());
+  if (failed(checkSameType(loc, "param", p, "grad", a.getGrad().getType())) ||
+      failed(checkSameType(loc, "param", p, "momentum_buffer",
+                           a.getMomentumBuffer().getType())))
+    return failure();
+  out.append({p, p});
+  return success();
+}
+
+LogicalResult AdamUpdateOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                             Adaptor a, SmallVectorImpl<Type> &out) {
+  auto p = ranked(a.getParam());
+  if (failed(checkSameType(loc, "param", p, "grad", a.getGrad().getType())) ||
+      failed(checkSameType(loc, "param", p, "exp_avg", a.getExpAvg().getType())) ||
+      failed(checkSameType(loc, "param", p, "exp_avg_sq",
+                           a.getExpAvgSq().getType())))
+    return failure();
+  out.append({p, p, p});
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "cnnc/Dialect/CNN/CNNOps.cpp.inc"
+
+// `cnn.constant dense<...> : tensor<...>`: the value carries the type.
+ParseResult ConstantOp::parse(OpAsmParser &parser, OperationState &result) {
+  ElementsAttr value;
+  if (parser.parseOptionalAttrDict(result.attributes) ||
+      parser.parseAttribute(value, "value", result.attributes))
+    return failure();
+  result.addTypes(value.getType());
+  return success();
+}
+
+void ConstantOp::print(OpAsmPrinter &p) {
+  p.printOptionalAttrDict((*this)->getAttrs(), {"value"});
+  p << ' ';
+  p.printAttribute(getValue());
+}
