@@ -1,0 +1,20 @@
+# -*- Python -*-
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+
+config.name = "CNNC"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".test"]
+config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "e2e"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.cnnc_obj_root, "test")
+
+llvm_config.use_default_substitutions()
+config.substitutions.append(("%python", "/usr/bin/python3"))
+config.substitutions.append(("%cnnc_src", config.cnnc_src_root))
+llvm_config.with_environment("PATH", config.cnnc_tools_dir, append_path=False)
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+llvm_config.add_tool_substitutions(
+    ["cnnc-opt", "cnnc", "cnnc-reference-run"], [config.cnnc_tools_dir])
