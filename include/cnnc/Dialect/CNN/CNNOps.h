@@ -13,6 +13,31 @@
 
 #include "cnnc/Dialect/CNN/CNNOpsDialect.h.inc"
 
+namespace cnnc::cnn {
+/// Runs an op's inferReturnTypes at its location as a verifier, so shape
+/// errors are reported there once, with the op's own message.
+template <typename ConcreteType>
+class CNNVerifyShapes
+    : public mlir::OpTrait::TraitBase<ConcreteType, CNNVerifyShapes> {
+public:
+  static mlir::LogicalResult verifyTrait(mlir::Operation *op) {
+    llvm::SmallVector<mlir::Type> types;
+    if (mlir::failed(ConcreteType::inferReturnTypes(
+            op->getContext(), op->getLoc(),
+            typename ConcreteType::Adaptor(llvm::cast<ConcreteType>(op)),
+            types)))
+      return mlir::failure();
+    for (auto [i, inferred, declared] :
+         llvm::enumerate(types, op->getResultTypes()))
+      if (inferred != declared)
+        return op->emitOpError("result #")
+               << i << " has type " << declared << " but the operands give "
+               << inferred;
+    return mlir::success();
+  }
+};
+} // namespace cnnc::cnn
+
 #define GET_OP_CLASSES
 #include "cnnc/Dialect/CNN/CNNOps.h.inc"
 

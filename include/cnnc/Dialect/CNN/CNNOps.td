@@ -18,6 +18,15 @@ def CNN_FloatTensor : RankedTensorOf<[F32, F16]>;
 def CNN_LabelTensor : RankedTensorOf<[I32, I64]>;
 def CNN_Scalar : 0DTensorOf<[F32]>;
 
+// Result type inference that also verifies: the shape checks of an op live in
+// its inferReturnTypes. The CNNVerifyShapes trait runs them at the op's
+// location before InferTypeOpInterface compares the inferred and declared
+// result types, so a bad op gets one diagnostic naming operands and shapes.
+def CNN_VerifyShapes : NativeOpTrait<"CNNVerifyShapes"> {
+  let cppNamespace = "::cnnc::cnn";
+}
+def CNN_InferShapes : TraitList<[CNN_VerifyShapes, InferTypeOpAdaptor]>;
+
 class CNN_PureOp<string mnemonic, list<Trait> traits = []>
     : CNN_Op<mnemonic, !listconcat([Pure], traits)> {
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
@@ -43,7 +52,7 @@ def CNN_ConstantOp : CNN_Op<"constant", [Pure, ConstantLike]> {
   let hasVerifier = 1;
 }
 
-def CNN_Conv2DOp : CNN_PureOp<"conv2d", [InferTypeOpAdaptor]> {
+def CNN_Conv2DOp : CNN_PureOp<"conv2d", [CNN_InferShapes]> {
   let summary = "2-D convolution (NCHW input, FCHW filter, no bias)";
   let description = [{
     `input` is N x C x H x W, `filter` is F x (C/groups) x KH x KW.
@@ -56,7 +65,7 @@ def CNN_Conv2DOp : CNN_PureOp<"conv2d", [InferTypeOpAdaptor]> {
   let results = (outs CNN_FloatTensor:$result);
 }
 
-def CNN_BiasAddOp : CNN_PureOp<"bias_add", [InferTypeOpAdaptor]> {
+def CNN_BiasAddOp : CNN_PureOp<"bias_add", [CNN_InferShapes]> {
   let summary = "Adds a per-channel bias along dimension 1";
   let description = [{ `input` has rank >= 2; `bias` is 1-D with size input.dim(1). }];
   let arguments = (ins CNN_FloatTensor:$input, CNN_FloatTensor:$bias);
@@ -95,7 +104,7 @@ def CNN_ScaleOp : CNN_PureOp<"scale", [SameOperandsAndResultType]> {
   let results = (outs CNN_FloatTensor:$result);
 }
 
-def CNN_BatchNormOp : CNN_PureOp<"batch_norm", [InferTypeOpAdaptor]> {
+def CNN_BatchNormOp : CNN_PureOp<"batch_norm", [CNN_InferShapes]> {
   let summary = "Batch normalization, inference form (running statistics)";
   let description = [{
     y = scale * (x - mean) / sqrt(var + epsilon) + bias, per channel (dim 1).
@@ -107,7 +116,7 @@ def CNN_BatchNormOp : CNN_PureOp<"batch_norm", [InferTypeOpAdaptor]> {
   let results = (outs CNN_FloatTensor:$result);
 }
 
-def CNN_BatchNormTrainOp : CNN_PureOp<"batch_norm_train", [InferTypeOpAdaptor]> {
+def CNN_BatchNormTrainOp : CNN_PureOp<"batch_norm_train", [CNN_InferShapes]> {
   let summary = "Batch normalization, training form (batch statistics)";
   let description = [{
     Normalizes with the batch mean and biased batch variance, returns the
@@ -126,7 +135,7 @@ def CNN_BatchNormTrainOp : CNN_PureOp<"batch_norm_train", [InferTypeOpAdaptor]> 
                  CNN_FloatTensor:$new_running_var);
 }
 
-def CNN_MaxPool2DOp : CNN_PureOp<"max_pool2d", [InferTypeOpAdaptor]> {
+def CNN_MaxPool2DOp : CNN_PureOp<"max_pool2d", [CNN_InferShapes]> {
   let summary = "2-D max pooling (padding never wins)";
   let description = [{
     `kernel`, `strides`: 2 positive entries; `padding`: 4 (t, l, b, r), each
@@ -137,7 +146,7 @@ def CNN_MaxPool2DOp : CNN_PureOp<"max_pool2d", [InferTypeOpAdaptor]> {
   let results = (outs CNN_FloatTensor:$result);
 }
 
-def CNN_AvgPool2DOp : CNN_PureOp<"avg_pool2d", [InferTypeOpAdaptor]> {
+def CNN_AvgPool2DOp : CNN_PureOp<"avg_pool2d", [CNN_InferShapes]> {
   let summary = "2-D average pooling";
   let description = [{
     As max_pool2d; `count_include_pad` divides by the full kernel area
@@ -148,13 +157,13 @@ def CNN_AvgPool2DOp : CNN_PureOp<"avg_pool2d", [InferTypeOpAdaptor]> {
   let results = (outs CNN_FloatTensor:$result);
 }
 
-def CNN_GlobalAvgPoolOp : CNN_PureOp<"global_avg_pool", [InferTypeOpAdaptor]> {
+def CNN_GlobalAvgPoolOp : CNN_PureOp<"global_avg_pool", [CNN_InferShapes]> {
   let summary = "Mean over H and W: N x C x H x W -> N x C x 1 x 1";
   let arguments = (ins CNN_FloatTensor:$input);
   let results = (outs CNN_FloatTensor:$result);
 }
 
-def CNN_MatmulOp : CNN_PureOp<"matmul", [InferTypeOpAdaptor]> {
+def CNN_MatmulOp : CNN_PureOp<"matmul", [CNN_InferShapes]> {
   let summary = "2-D matrix product op(lhs) x op(rhs)";
   let description = [{
     op(x) is x or its transpose. A linear layer y = x W^T is
@@ -166,7 +175,7 @@ def CNN_MatmulOp : CNN_PureOp<"matmul", [InferTypeOpAdaptor]> {
   let results = (outs CNN_FloatTensor:$result);
 }
 
-def CNN_FlattenOp : CNN_PureOp<"flatten", [InferTypeOpAdaptor]> {
+def CNN_FlattenOp : CNN_PureOp<"flatten", [CNN_InferShapes]> {
   let summary = "Flattens to 2-D: dims [0, axis) and [axis, rank)";
   let arguments = (ins CNN_FloatTensor:$input, I64Attr:$axis);
   let results = (outs CNN_FloatTensor:$result);
@@ -181,21 +190,21 @@ def CNN_ReshapeOp : CNN_PureOp<"reshape"> {
   let hasFolder = 1;
 }
 
-def CNN_ConcatOp : CNN_PureOp<"concat", [InferTypeOpAdaptor]> {
+def CNN_ConcatOp : CNN_PureOp<"concat", [CNN_InferShapes]> {
   let summary = "Concatenation along `axis`";
   let description = [{ At least one input; same rank, element type and sizes except along `axis`. }];
   let arguments = (ins Variadic<CNN_FloatTensor>:$inputs, I64Attr:$axis);
   let results = (outs CNN_FloatTensor:$result);
 }
 
-def CNN_SliceOp : CNN_PureOp<"slice", [InferTypeOpAdaptor]> {
+def CNN_SliceOp : CNN_PureOp<"slice", [CNN_InferShapes]> {
   let summary = "Static slice [offsets, offsets + sizes) (the gradient of concat)";
   let arguments = (ins CNN_FloatTensor:$input, DenseI64ArrayAttr:$offsets,
                    DenseI64ArrayAttr:$sizes);
   let results = (outs CNN_FloatTensor:$result);
 }
 
-def CNN_TransposeOp : CNN_PureOp<"transpose", [InferTypeOpAdaptor]> {
+def CNN_TransposeOp : CNN_PureOp<"transpose", [CNN_InferShapes]> {
   let summary = "Permutes dimensions: result.dim(i) = input.dim(permutation[i])";
   let arguments = (ins CNN_FloatTensor:$input, DenseI64ArrayAttr:$permutation);
   let results = (outs CNN_FloatTensor:$result);
@@ -238,7 +247,7 @@ def CNN_SoftmaxOp : CNN_PureOp<"softmax", [SameOperandsAndResultType]> {
   let hasVerifier = 1;
 }
 
-def CNN_SoftmaxCrossEntropyOp : CNN_PureOp<"softmax_cross_entropy", [InferTypeOpAdaptor]> {
+def CNN_SoftmaxCrossEntropyOp : CNN_PureOp<"softmax_cross_entropy", [CNN_InferShapes]> {
   let summary = "Mean softmax cross-entropy of N x C logits against N labels";
   let description = [{
     loss = mean_n [ -(1-s) log p[n, y_n] - (s / C) sum_c log p[n, c] ]
@@ -273,7 +282,7 @@ def CNN_Conv2DBwdFilterOp : CNN_PureOp<"conv2d_bwd_filter"> {
   let hasVerifier = 1;
 }
 
-def CNN_BiasGradOp : CNN_PureOp<"bias_grad", [InferTypeOpAdaptor]> {
+def CNN_BiasGradOp : CNN_PureOp<"bias_grad", [CNN_InferShapes]> {
   let summary = "Sum over every dimension except 1 (gradient of bias_add)";
   let arguments = (ins CNN_FloatTensor:$grad_output);
   let results = (outs CNN_FloatTensor:$result);
@@ -315,7 +324,7 @@ def CNN_GlobalAvgPoolGradOp : CNN_PureOp<"global_avg_pool_grad"> {
   let hasVerifier = 1;
 }
 
-def CNN_BatchNormGradOp : CNN_PureOp<"batch_norm_grad", [InferTypeOpAdaptor]> {
+def CNN_BatchNormGradOp : CNN_PureOp<"batch_norm_grad", [CNN_InferShapes]> {
   let summary = "Gradient of batch_norm_train: (grad_input, grad_scale, grad_bias)";
   let arguments = (ins CNN_FloatTensor:$grad_output, CNN_FloatTensor:$input,
                    CNN_FloatTensor:$scale, CNN_FloatTensor:$saved_mean,
@@ -324,7 +333,7 @@ def CNN_BatchNormGradOp : CNN_PureOp<"batch_norm_grad", [InferTypeOpAdaptor]> {
                  CNN_FloatTensor:$grad_bias);
 }
 
-def CNN_SoftmaxCrossEntropyGradOp : CNN_PureOp<"softmax_cross_entropy_grad", [InferTypeOpAdaptor]> {
+def CNN_SoftmaxCrossEntropyGradOp : CNN_PureOp<"softmax_cross_entropy_grad", [CNN_InferShapes]> {
   let summary = "d loss / d logits, times the upstream scalar `grad_loss`";
   let description = [{ (softmax(logits) - smoothed_onehot(labels)) * grad_loss / N. }];
   let arguments = (ins CNN_FloatTensor:$logits, CNN_LabelTensor:$labels,
@@ -338,7 +347,7 @@ def CNN_SoftmaxCrossEntropyGradOp : CNN_PureOp<"softmax_cross_entropy_grad", [In
 // step (learning rate, step count) are 0-D tensor operands.
 //===----------------------------------------------------------------------===//
 
-def CNN_SGDUpdateOp : CNN_PureOp<"sgd_update", [InferTypeOpAdaptor]> {
+def CNN_SGDUpdateOp : CNN_PureOp<"sgd_update", [CNN_InferShapes]> {
   let summary = "torch.optim.SGD step for one parameter";
   let description = [{
     g = grad + weight_decay * param;
@@ -353,7 +362,7 @@ def CNN_SGDUpdateOp : CNN_PureOp<"sgd_update", [InferTypeOpAdaptor]> {
   let results = (outs CNN_FloatTensor:$new_param, CNN_FloatTensor:$new_momentum_buffer);
 }
 
-def CNN_AdamUpdateOp : CNN_PureOp<"adam_update", [InferTypeOpAdaptor]> {
+def CNN_AdamUpdateOp : CNN_PureOp<"adam_update", [CNN_InferShapes]> {
   let summary = "torch.optim.Adam / AdamW step for one parameter";
   let description = [{
     Adam: g = grad + wd * param.  AdamW (`decoupled`): param *= 1 - lr * wd.
