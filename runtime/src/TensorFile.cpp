@@ -233,8 +233,8 @@ bool readTensorFile(const std::string &path, std::vector<TensorEntry> &out,
     if (!c.get(dt, "dtype"))
       return false;
     if (!isValidDType(dt)) {
-      err = "bad dtype code " + std::to_string(dt) + " for tensor '" +
-            e.name + "' in " + path;
+      err = "bad dtype code " + std::to_string(dt) + " for tensor '" + e.name +
+            "' in " + path;
       return false;
     }
     e.dtype = static_cast<DType>(dt);
@@ -427,7 +427,8 @@ bool readNpy(const std::string &path, TensorEntry &out, std::string &err) {
   size_t want = static_cast<size_t>(out.numel()) * dtypeSize(out.dtype);
   size_t dataStart = hstart + hlen;
   if (buf.size() - dataStart != want) {
-    err = (buf.size() - dataStart < want ? "truncated file " : "size mismatch in ") +
+    err = (buf.size() - dataStart < want ? "truncated file "
+                                         : "size mismatch in ") +
           path + ": data has " + std::to_string(buf.size() - dataStart) +
           " bytes, shape/dtype need " + std::to_string(want);
     return false;
@@ -464,7 +465,8 @@ bool writeNpy(const std::string &path, const TensorEntry &t, std::string &err) {
   return writeFileAtomic(path, bytes, err);
 }
 
-//===--- CNNT raw tensor ----------------------------------------------------===//
+//===--- CNNT raw tensor
+//----------------------------------------------------===//
 
 bool readRawTensor(const std::string &path, TensorEntry &out,
                    std::string &err) {
@@ -494,9 +496,10 @@ bool readRawTensor(const std::string &path, TensorEntry &out,
       return false;
   size_t want = static_cast<size_t>(out.numel()) * dtypeSize(out.dtype);
   if (buf.size() - c.pos != want) {
-    err = (buf.size() - c.pos < want ? "truncated file " : "size mismatch in ") +
-          path + ": data has " + std::to_string(buf.size() - c.pos) +
-          " bytes, shape/dtype need " + std::to_string(want);
+    err =
+        (buf.size() - c.pos < want ? "truncated file " : "size mismatch in ") +
+        path + ": data has " + std::to_string(buf.size() - c.pos) +
+        " bytes, shape/dtype need " + std::to_string(want);
     return false;
   }
   out.data.assign(buf.begin() + c.pos, buf.end());

@@ -67,8 +67,7 @@ bool writeNpy(const std::string &path, const TensorEntry &t, std::string &err);
 
 //===--- raw single tensor ("CNNT") ---------------------------------------===//
 
-bool readRawTensor(const std::string &path, TensorEntry &out,
-                   std::string &err);
+bool readRawTensor(const std::string &path, TensorEntry &out, std::string &err);
 bool writeRawTensor(const std::string &path, const TensorEntry &t,
                     std::string &err);
 

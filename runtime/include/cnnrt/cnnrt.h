@@ -1,0 +1,228 @@
+//===- cnnrt.h - the runtime contract of generated model.cu ------*- C++
+//-*-===//
+//
+// A generated model.cu includes this header, defines its kernels, a tensor
+// table, prepare/trainStep/evalStep functions and a ModelSpec, and ends with
+//   int main(int argc, char **argv) { return cnnrt::trainMain(argc, argv,
+//   kModel); }
+// See docs/runtime.md for the full contract and an example
+// (runtime/test/tiny_model.cu).
+//
+//===----------------------------------------------------------------------===//
+#ifndef CNNRT_CNNRT_H
+#define CNNRT_CNNRT_H
+
+#include "cnnrt/TensorFile.h"
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace cnnrt {
+
+/// What a tensor of the arena is for. The runtime reads/writes:
+///  Param, Buffer, OptState: loaded from --weights, saved in checkpoints
+///    (a missing OptState entry starts at zero; Param/Buffer are required);
+///  LossScale: f32 scalar, saved in checkpoints, printed as " scale <x>";
+///  InputImage: written before each step from the batch (x = byte/255);
+///  InputLabel: int32 (or int64) class indices of the batch;
+///  Loss: f32 (or f16) scalar read on logging steps;
+///  Logits: [batch, classes] read by --eval;
+///  ScalarLR / ScalarStep: f32 scalars written before each step
+///    (ScalarStep is the 1-based global step count);
+///  Temp: anything else (activations, gradients, ...).
+enum class Role : uint32_t {
+  Param = 0,
+  Buffer,
+  OptState,
+  InputImage,
+  InputLabel,
+  Loss,
+  Logits,
+  ScalarLR,
+  ScalarStep,
+  LossScale,
+  Temp
+};
+
+enum class Layout : uint32_t { NCHW = 0, NHWC = 1 };
+
+/// One tensor of the arena. `dims` beyond `rank` are ignored. `layout` only
+/// matters for the InputImage tensor (dims are then N,H,W,C for NHWC).
+struct TensorSpec {
+  const char *name;
+  DType dtype;
+  int rank;
+  int64_t dims[4];
+  size_t offset; ///< byte offset in the arena (256-byte aligned recommended)
+  size_t bytes;
+  Role role;
+  Layout layout = Layout::NCHW;
+};
+
+class Context;
+
+/// Everything the runtime needs to know about a generated model.
+struct ModelSpec {
+  const char *name;
+  size_t arenaBytes;
+  const TensorSpec *tensors;
+  int numTensors;
+  int batch;
+  int imageC, imageH, imageW;
+  int numClasses;
+  /// Registers every conv/matmul descriptor by id. Called once, before any
+  /// step.
+  void (*prepare)(Context &);
+  /// Enqueues one full training step on ctx.stream() using arena pointers only
+  /// (it is captured into a CUDA graph: no host syncs, no allocation).
+  void (*trainStep)(Context &);
+  /// Forward in inference mode writing the Logits tensor (may be null).
+  void (*evalStep)(Context &);
+  float defaultLR = 0.01f;
+  int64_t defaultSteps = 100;
+};
+
+/// A 2-D convolution. x: [N,C,H,W] (or NHWC), w: [K,C/groups,R,S] (or KRSC
+/// for NHWC), y: [N,K,P,Q] (or NHWC). Asymmetric padding (padT != padB or
+/// padL != padR) is emulated: x is copied into a zero-padded scratch buffer
+/// and cuDNN runs with padding 0.
+struct ConvDesc {
+  int N, C, H, W;
+  int K, R, S;
+  int P, Q;
+  int padT, padL, padB, padR;
+  int strideH, strideW;
+  int dilH, dilW;
+  int groups;
+  DType dtype;   ///< F32 or F16 (f16 accumulates in f32)
+  Layout layout; ///< NCHW or NHWC
+};
+
+/// Row-major matmul: C[M,N] = op(A) * op(B), op(A) is [M,K], op(B) is [K,N].
+/// A is stored [M,K] (or [K,M] if transA), B [K,N] (or [N,K] if transB).
+struct MatmulDesc {
+  int64_t M, N, K;
+  bool transA, transB;
+  DType dtype; ///< F32 or F16 (f32 accumulation)
+};
+
+/// Runtime options (trainMain fills them from flags and the environment).
+struct ContextOptions {
+  bool allowTF32 = false;    ///< CNNRT_ALLOW_TF32=1
+  bool deterministic = true; ///< CNNRT_DETERMINISTIC=0 allows atomics algos
+  std::string algoCachePath; ///< CNNRT_ALGO_CACHE or ~/.cache/cnnc/algos.txt
+  bool syncCheck = false;    ///< CNNRT_SYNC_CHECK=1: sync after every launch
+  bool verbose = false;      ///< CNNRT_VERBOSE=1: print algorithm choices
+  /// Fills the fields above from the environment.
+  static ContextOptions fromEnv();
+};
+
+/// Exit codes of the runtime.
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitError = 1,
+  kExitOutOfMemory = 2,
+  kExitNoGPU = 3
+};
+
+/// Exits with kExitNoGPU and "cnnrt: no CUDA GPU available (<why>)" if no
+/// usable GPU (no device, or the driver is too old).
+void requireGPU();
+
+/// Owns the arena, the workspace, the streams and the library handles.
+class Context {
+public:
+  /// Checks the GPU (exit 3), creates streams and handles, allocates and zeroes
+  /// the arena (exit 2 with a report on out-of-memory).
+  explicit Context(const ModelSpec &spec,
+                   const ContextOptions &opts = ContextOptions::fromEnv());
+  ~Context();
+  Context(const Context &) = delete;
+  Context &operator=(const Context &) = delete;
+
+  char *arena() const { return arena_; }
+  /// Typed pointer into the arena: ctx.at<float>(offset).
+  template <typename T> T *at(size_t offset) const {
+    return reinterpret_cast<T *>(arena_ + offset);
+  }
+  cudaStream_t stream() const { return stream_; }
+  cudaStream_t copyStream() const { return copyStream_; }
+  const ModelSpec &spec() const { return spec_; }
+  const ContextOptions &options() const { return opts_; }
+
+  //--- prepare-time registration (algorithm choice happens here) ----------//
+  void registerConv(int id, const ConvDesc &d, const char *loc);
+  void registerMatmul(int id, const MatmulDesc &d, const char *loc);
+  /// Allocates the workspace (max over chosen algorithms) and saves the
+  /// algorithm cache. trainMain calls it after spec.prepare.
+  void finishPrepare();
+
+  //--- step-time calls (enqueue on stream(); capturable) ------------------//
+  /// y = conv(x, w)  (accumulate: y += conv(x, w)).
+  void convFwd(int id, const void *x, const void *w, void *y,
+               bool accumulate = false);
+  /// dx = conv_bwd_data(dy, w).
+  void convBwdData(int id, const void *dy, const void *w, void *dx,
+                   bool accumulate = false);
+  /// dw = conv_bwd_filter(x, dy).
+  void convBwdFilter(int id, const void *x, const void *dy, void *dw,
+                     bool accumulate = false);
+  /// C = op(A) op(B) (accumulate: C += ...).
+  void matmul(int id, const void *A, const void *B, void *C,
+              bool accumulate = false);
+
+  /// Checks cudaGetLastError() (and syncs when CNNRT_SYNC_CHECK=1 outside
+  /// capture); on error prints "cnnrt: error at <loc>: <what>", exits 1.
+  void checkLaunch(const char *loc);
+  /// Checks a CUDA runtime status.
+  void check(cudaError_t e, const char *loc);
+  [[noreturn]] void fail(const char *loc, const std::string &what);
+
+  /// Raw cuDNN (cudnnHandle_t) and cuBLASLt (cublasLtHandle_t) handles, for
+  /// generated code that calls the libraries directly.
+  void *cudnnHandle() const;
+  void *cublasLtHandle() const;
+  void *workspace() const;
+  size_t workspaceBytes() const;
+
+  struct Impl;
+  Impl *impl() const { return impl_; }
+
+private:
+  const ModelSpec &spec_;
+  ContextOptions opts_;
+  char *arena_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  cudaStream_t copyStream_ = nullptr;
+  Impl *impl_ = nullptr;
+};
+
+/// After every kernel launch in generated code:
+///   kernel<<<g, b, 0, ctx.stream()>>>(...); CNNRT_CHECK_LAUNCH(ctx, "Conv_0");
+#define CNNRT_CHECK_LAUNCH(ctx, loc) (ctx).checkLaunch(loc)
+
+/// Grid size for n elements with `threads` per block (at least 1).
+inline unsigned gridFor(int64_t n, int threads = 256) {
+  int64_t g = (n + threads - 1) / threads;
+  if (g < 1)
+    g = 1;
+  if (g > 0x7fffffff)
+    g = 0x7fffffff;
+  return static_cast<unsigned>(g);
+}
+
+/// The training driver: flags, data, weights, steps, checkpoints, eval.
+int trainMain(int argc, char **argv, const ModelSpec &spec);
+
+/// Finds a tensor of the spec by role (first match) or by name (nullptr if
+/// absent).
+const TensorSpec *findTensor(const ModelSpec &spec, Role role);
+const TensorSpec *findTensor(const ModelSpec &spec, const char *name);
+
+} // namespace cnnrt
+
+#endif // CNNRT_CNNRT_H

@@ -1,0 +1,857 @@
+//===- Context.cu - arena, handles, cuDNN convolutions, cuBLASLt matmuls --===//
+
+// The legacy cuDNN convolution API is deprecated in cuDNN 9; it is what we
+// use, so keep its deprecation warnings off in this file.
+#undef CUDNN_WARN_DEPRECATED
+#include "cnnrt/cnnrt.h"
+
+#include <cublasLt.h>
+#include <cudnn.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <sys/stat.h>
+#include <vector>
+
+namespace cnnrt {
+
+//===--- errors -----------------------------------------------------------===//
+
+void requireGPU() {
+  int n = 0;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess || n == 0) {
+    std::fprintf(stderr, "cnnrt: no CUDA GPU available (%s)\n",
+                 e != cudaSuccess ? cudaGetErrorString(e) : "no device found");
+    std::fflush(stderr);
+    std::exit(kExitNoGPU);
+  }
+}
+
+ContextOptions ContextOptions::fromEnv() {
+  ContextOptions o;
+  auto flag = [](const char *name, bool def) {
+    const char *v = std::getenv(name);
+    if (!v || !*v)
+      return def;
+    return !(v[0] == '0' || v[0] == 'n' || v[0] == 'N' || v[0] == 'f' ||
+             v[0] == 'F');
+  };
+  o.allowTF32 = flag("CNNRT_ALLOW_TF32", false);
+  o.deterministic = flag("CNNRT_DETERMINISTIC", true);
+  o.syncCheck = flag("CNNRT_SYNC_CHECK", false);
+  o.verbose = flag("CNNRT_VERBOSE", false);
+  if (const char *p = std::getenv("CNNRT_ALGO_CACHE"))
+    o.algoCachePath = p;
+  else if (const char *h = std::getenv("HOME"))
+    o.algoCachePath = std::string(h) + "/.cache/cnnc/algos.txt";
+  return o;
+}
+
+const TensorSpec *findTensor(const ModelSpec &spec, Role role) {
+  for (int i = 0; i < spec.numTensors; ++i)
+    if (spec.tensors[i].role == role)
+      return &spec.tensors[i];
+  return nullptr;
+}
+
+const TensorSpec *findTensor(const ModelSpec &spec, const char *name) {
+  for (int i = 0; i < spec.numTensors; ++i)
+    if (std::strcmp(spec.tensors[i].name, name) == 0)
+      return &spec.tensors[i];
+  return nullptr;
+}
+
+namespace {
+
+[[noreturn]] void oomExit(const ModelSpec &spec, const char *what,
+                          size_t bytes) {
+  size_t freeB = 0, totalB = 0;
+  cudaGetLastError();
+  cudaMemGetInfo(&freeB, &totalB);
+  std::fprintf(stderr,
+               "cnnrt: out of GPU memory allocating %s of model '%s': "
+               "requested %zu bytes (%.1f MiB); device has %.1f MiB free of "
+               "%.1f MiB\n",
+               what, spec.name ? spec.name : "?", bytes, bytes / 1048576.0,
+               freeB / 1048576.0, totalB / 1048576.0);
+  std::vector<const TensorSpec *> ts;
+  for (int i = 0; i < spec.numTensors; ++i)
+    ts.push_back(&spec.tensors[i]);
+  std::sort(ts.begin(), ts.end(), [](const TensorSpec *a, const TensorSpec *b) {
+    return a->bytes > b->bytes;
+  });
+  std::fprintf(stderr, "cnnrt: largest tensors of the model:\n");
+  for (size_t i = 0; i < ts.size() && i < 10; ++i)
+    std::fprintf(stderr, "  %-40s %14zu bytes (%.1f MiB)\n", ts[i]->name,
+                 ts[i]->bytes, ts[i]->bytes / 1048576.0);
+  std::fflush(stderr);
+  std::exit(kExitOutOfMemory);
+}
+
+const char *cudnnErr(cudnnStatus_t s) { return cudnnGetErrorString(s); }
+
+const char *cublasErr(cublasStatus_t s) {
+  switch (s) {
+  case CUBLAS_STATUS_SUCCESS:
+    return "CUBLAS_STATUS_SUCCESS";
+  case CUBLAS_STATUS_NOT_INITIALIZED:
+    return "CUBLAS_STATUS_NOT_INITIALIZED";
+  case CUBLAS_STATUS_ALLOC_FAILED:
+    return "CUBLAS_STATUS_ALLOC_FAILED";
+  case CUBLAS_STATUS_INVALID_VALUE:
+    return "CUBLAS_STATUS_INVALID_VALUE";
+  case CUBLAS_STATUS_ARCH_MISMATCH:
+    return "CUBLAS_STATUS_ARCH_MISMATCH";
+  case CUBLAS_STATUS_MAPPING_ERROR:
+    return "CUBLAS_STATUS_MAPPING_ERROR";
+  case CUBLAS_STATUS_EXECUTION_FAILED:
+    return "CUBLAS_STATUS_EXECUTION_FAILED";
+  case CUBLAS_STATUS_INTERNAL_ERROR:
+    return "CUBLAS_STATUS_INTERNAL_ERROR";
+  case CUBLAS_STATUS_NOT_SUPPORTED:
+    return "CUBLAS_STATUS_NOT_SUPPORTED";
+  default:
+    return "cuBLAS error";
+  }
+}
+
+cudnnDataType_t cudnnType(DType d) {
+  return d == DType::F16 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
+}
+cudaDataType_t cudaType(DType d) {
+  return d == DType::F16 ? CUDA_R_16F : CUDA_R_32F;
+}
+
+bool mkdirs(const std::string &dir) {
+  if (dir.empty())
+    return true;
+  struct stat st;
+  if (stat(dir.c_str(), &st) == 0)
+    return S_ISDIR(st.st_mode);
+  size_t slash = dir.find_last_of('/');
+  if (slash != std::string::npos && slash > 0 && !mkdirs(dir.substr(0, slash)))
+    return false;
+  return mkdir(dir.c_str(), 0755) == 0 || errno == EEXIST;
+}
+
+//===--- padding emulation kernels ----------------------------------------===//
+
+template <typename T>
+__global__ void padKernel(const T *__restrict__ x, T *__restrict__ xp, int N,
+                          int C, int H, int W, int Hp, int Wp, int pt, int pl,
+                          bool nhwc) {
+  int64_t total = (int64_t)N * C * Hp * Wp;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    int64_t n, c, y, xx;
+    if (nhwc) {
+      c = i % C;
+      xx = (i / C) % Wp;
+      y = (i / C / Wp) % Hp;
+      n = i / C / Wp / Hp;
+    } else {
+      xx = i % Wp;
+      y = (i / Wp) % Hp;
+      c = (i / Wp / Hp) % C;
+      n = i / Wp / Hp / C;
+    }
+    int64_t sy = y - pt, sx = xx - pl;
+    T v = T(0.0f);
+    if (sy >= 0 && sy < H && sx >= 0 && sx < W)
+      v = nhwc ? x[((n * H + sy) * W + sx) * C + c]
+               : x[((n * C + c) * H + sy) * W + sx];
+    xp[i] = v;
+  }
+}
+
+template <typename T>
+__global__ void cropKernel(const T *__restrict__ xp, T *__restrict__ x, int N,
+                           int C, int H, int W, int Hp, int Wp, int pt, int pl,
+                           bool nhwc, bool accumulate) {
+  int64_t total = (int64_t)N * C * H * W;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    int64_t n, c, y, xx, src;
+    if (nhwc) {
+      c = i % C;
+      xx = (i / C) % W;
+      y = (i / C / W) % H;
+      n = i / C / W / H;
+      src = ((n * Hp + y + pt) * Wp + xx + pl) * C + c;
+    } else {
+      xx = i % W;
+      y = (i / W) % H;
+      c = (i / W / H) % C;
+      n = i / W / H / C;
+      src = ((n * C + c) * Hp + y + pt) * Wp + xx + pl;
+    }
+    float v = static_cast<float>(xp[src]);
+    if (accumulate)
+      v += static_cast<float>(x[i]);
+    x[i] = T(v);
+  }
+}
+
+} // namespace
+
+//===--- Impl -------------------------------------------------------------===//
+
+enum Dir { kFwd = 0, kBwdData = 1, kBwdFilter = 2 };
+static const char *kDirName[3] = {"fwd", "bwd_data", "bwd_filter"};
+
+struct ConvEntry {
+  bool valid = false;
+  ConvDesc d{};
+  std::string loc;
+  bool asym = false;
+  int Hp = 0, Wp = 0; ///< x geometry seen by cuDNN (padded if asym)
+  size_t xpBytes = 0; ///< bytes of the padded x copy (asym only)
+  cudnnTensorDescriptor_t xDesc = nullptr, yDesc = nullptr;
+  cudnnFilterDescriptor_t wDesc = nullptr;
+  cudnnConvolutionDescriptor_t cDesc = nullptr;
+  int algo[3] = {-1, -1, -1};
+  cudnnMathType_t math[3] = {CUDNN_DEFAULT_MATH, CUDNN_DEFAULT_MATH,
+                             CUDNN_DEFAULT_MATH};
+  size_t ws[3] = {0, 0, 0};
+};
+
+struct MatmulEntry {
+  bool valid = false;
+  MatmulDesc d{};
+  std::string loc;
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t aL = nullptr, bL = nullptr, cL = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  size_t ws = 0;
+};
+
+struct Context::Impl {
+  cudnnHandle_t cudnn = nullptr;
+  cublasLtHandle_t lt = nullptr;
+  std::vector<ConvEntry> convs;
+  std::vector<MatmulEntry> matmuls;
+  void *workspace = nullptr;
+  size_t workspaceBytes = 0;
+  size_t neededWorkspace = 0;
+  void *padBuf = nullptr;
+  size_t padBytes = 0;
+  size_t neededPad = 0;
+  bool prepared = false;
+  // tuning scratch
+  void *tuneWs = nullptr;
+  size_t tuneWsBytes = 0;
+  void *scratch[3] = {nullptr, nullptr, nullptr};
+  size_t scratchBytes[3] = {0, 0, 0};
+  // algorithm cache
+  std::string gpuName;
+  std::string cudnnVer;
+  std::map<std::string, std::string> cache;
+  bool cacheDirty = false;
+  size_t matmulWsLimit = 32u << 20;
+  size_t tuneWsLimit = 1024u << 20;
+};
+
+#define CNNRT_CUDA(ctx, call, loc)                                             \
+  do {                                                                         \
+    cudaError_t e_ = (call);                                                   \
+    if (e_ != cudaSuccess)                                                     \
+      (ctx).fail(loc, std::string(#call) + ": " + cudaGetErrorString(e_));     \
+  } while (0)
+#define CNNRT_CUDNN(ctx, call, loc)                                            \
+  do {                                                                         \
+    cudnnStatus_t s_ = (call);                                                 \
+    if (s_ != CUDNN_STATUS_SUCCESS)                                            \
+      (ctx).fail(loc, std::string(#call) + ": " + cudnnErr(s_));               \
+  } while (0)
+#define CNNRT_CUBLAS(ctx, call, loc)                                           \
+  do {                                                                         \
+    cublasStatus_t s_ = (call);                                                \
+    if (s_ != CUBLAS_STATUS_SUCCESS)                                           \
+      (ctx).fail(loc, std::string(#call) + ": " + cublasErr(s_));              \
+  } while (0)
+
+Context::Context(const ModelSpec &spec, const ContextOptions &opts)
+    : spec_(spec), opts_(opts), impl_(new Impl) {
+  requireGPU();
+  CNNRT_CUDA(*this, cudaSetDevice(0), "runtime init");
+  cudaDeviceProp prop;
+  CNNRT_CUDA(*this, cudaGetDeviceProperties(&prop, 0), "runtime init");
+  impl_->gpuName = prop.name;
+  for (char &c : impl_->gpuName)
+    if (c == ' ' || c == '|' || c == '\t')
+      c = '_';
+  impl_->cudnnVer = std::to_string(cudnnGetVersion());
+  CNNRT_CUDA(*this, cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
+             "runtime init");
+  CNNRT_CUDA(*this,
+             cudaStreamCreateWithFlags(&copyStream_, cudaStreamNonBlocking),
+             "runtime init");
+  cudnnStatus_t s = cudnnCreate(&impl_->cudnn);
+  if (s == CUDNN_STATUS_NOT_INITIALIZED) {
+    std::fprintf(stderr, "cnnrt: no CUDA GPU available (cudnnCreate: %s)\n",
+                 cudnnErr(s));
+    std::exit(kExitNoGPU);
+  }
+  CNNRT_CUDNN(*this, s, "runtime init (cudnnCreate)");
+  CNNRT_CUDNN(*this, cudnnSetStream(impl_->cudnn, stream_), "runtime init");
+  CNNRT_CUBLAS(*this, cublasLtCreate(&impl_->lt), "runtime init");
+  if (const char *v = std::getenv("CNNRT_MATMUL_WORKSPACE_MB"))
+    impl_->matmulWsLimit = std::strtoull(v, nullptr, 10) << 20;
+  if (const char *v = std::getenv("CNNRT_WORKSPACE_LIMIT_MB"))
+    impl_->tuneWsLimit = std::strtoull(v, nullptr, 10) << 20;
+
+  size_t bytes = std::max<size_t>(spec.arenaBytes, 256);
+  if (cudaMalloc(&arena_, bytes) != cudaSuccess)
+    oomExit(spec, "the arena", bytes);
+  CNNRT_CUDA(*this, cudaMemset(arena_, 0, bytes), "runtime init");
+
+  // Load the algorithm cache.
+  if (!opts_.algoCachePath.empty()) {
+    std::ifstream in(opts_.algoCachePath);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.empty() || line[0] == '#')
+        continue;
+      size_t sp = line.find(' ');
+      if (sp != std::string::npos)
+        impl_->cache[line.substr(0, sp)] = line.substr(sp + 1);
+    }
+  }
+}
+
+Context::~Context() {
+  if (!impl_)
+    return;
+  cudaDeviceSynchronize();
+  for (ConvEntry &c : impl_->convs) {
+    if (!c.valid)
+      continue;
+    cudnnDestroyTensorDescriptor(c.xDesc);
+    cudnnDestroyTensorDescriptor(c.yDesc);
+    cudnnDestroyFilterDescriptor(c.wDesc);
+    cudnnDestroyConvolutionDescriptor(c.cDesc);
+  }
+  for (MatmulEntry &m : impl_->matmuls) {
+    if (!m.valid)
+      continue;
+    cublasLtMatmulDescDestroy(m.desc);
+    cublasLtMatrixLayoutDestroy(m.aL);
+    cublasLtMatrixLayoutDestroy(m.bL);
+    cublasLtMatrixLayoutDestroy(m.cL);
+  }
+  for (void *p : impl_->scratch)
+    cudaFree(p);
+  cudaFree(impl_->tuneWs);
+  cudaFree(impl_->workspace);
+  cudaFree(impl_->padBuf);
+  cudaFree(arena_);
+  if (impl_->lt)
+    cublasLtDestroy(impl_->lt);
+  if (impl_->cudnn)
+    cudnnDestroy(impl_->cudnn);
+  cudaStreamDestroy(stream_);
+  cudaStreamDestroy(copyStream_);
+  delete impl_;
+}
+
+void Context::fail(const char *loc, const std::string &what) {
+  std::fflush(stdout);
+  std::fprintf(stderr, "cnnrt: error at %s: %s\n", loc ? loc : "?",
+               what.c_str());
+  std::fflush(stderr);
+  std::exit(kExitError);
+}
+
+void Context::check(cudaError_t e, const char *loc) {
+  if (e != cudaSuccess)
+    fail(loc, cudaGetErrorString(e));
+}
+
+void Context::checkLaunch(const char *loc) {
+  cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess)
+    fail(loc, std::string("kernel launch: ") + cudaGetErrorString(e));
+  if (opts_.syncCheck) {
+    cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    cudaStreamIsCapturing(stream_, &st);
+    if (st == cudaStreamCaptureStatusNone) {
+      e = cudaStreamSynchronize(stream_);
+      if (e != cudaSuccess)
+        fail(loc, std::string("kernel execution: ") + cudaGetErrorString(e));
+    }
+  }
+}
+
+void *Context::cudnnHandle() const { return impl_->cudnn; }
+void *Context::cublasLtHandle() const { return impl_->lt; }
+void *Context::workspace() const { return impl_->workspace; }
+size_t Context::workspaceBytes() const { return impl_->workspaceBytes; }
+
+//===--- convolutions -----------------------------------------------------===//
+
+namespace {
+
+/// Picks the first (fastest) successful result, honouring determinism.
+template <typename Perf>
+bool pickPerf(const Perf *perf, int n, bool deterministic, int &algo,
+              cudnnMathType_t &math, size_t &ws) {
+  for (int pass = 0; pass < 2; ++pass)
+    for (int i = 0; i < n; ++i) {
+      if (perf[i].status != CUDNN_STATUS_SUCCESS)
+        continue;
+      if (pass == 0 && deterministic &&
+          perf[i].determinism != CUDNN_DETERMINISTIC)
+        continue;
+      algo = static_cast<int>(perf[i].algo);
+      math = perf[i].mathType;
+      ws = perf[i].memory;
+      return true;
+    }
+  return false;
+}
+
+} // namespace
+
+static void ensureScratch(Context &ctx, Context::Impl &I, int slot,
+                          size_t bytes, const char *loc) {
+  if (I.scratchBytes[slot] >= bytes)
+    return;
+  cudaFree(I.scratch[slot]);
+  I.scratch[slot] = nullptr;
+  I.scratchBytes[slot] = 0;
+  if (cudaMalloc(&I.scratch[slot], bytes) != cudaSuccess)
+    oomExit(ctx.spec(), "algorithm-tuning scratch", bytes);
+  CNNRT_CUDA(ctx, cudaMemset(I.scratch[slot], 0, bytes), loc);
+  I.scratchBytes[slot] = bytes;
+}
+
+static void ensureTuneWorkspace(Context &ctx, Context::Impl &I) {
+  if (I.tuneWs)
+    return;
+  size_t freeB = 0, totalB = 0;
+  cudaMemGetInfo(&freeB, &totalB);
+  size_t want = std::min(I.tuneWsLimit, freeB / 2);
+  while (want >= (1u << 20)) {
+    if (cudaMalloc(&I.tuneWs, want) == cudaSuccess) {
+      I.tuneWsBytes = want;
+      return;
+    }
+    cudaGetLastError();
+    want /= 2;
+  }
+  I.tuneWs = nullptr;
+  I.tuneWsBytes = 0;
+}
+
+void Context::registerConv(int id, const ConvDesc &d, const char *loc) {
+  Impl &I = *impl_;
+  if (I.prepared)
+    fail(loc, "registerConv after prepare finished");
+  if (id < 0)
+    fail(loc, "negative conv id");
+  if (static_cast<size_t>(id) >= I.convs.size())
+    I.convs.resize(id + 1);
+  ConvEntry &c = I.convs[id];
+  if (c.valid)
+    fail(loc, "conv id " + std::to_string(id) + " registered twice");
+  if (d.dtype != DType::F32 && d.dtype != DType::F16)
+    fail(loc, "convolution dtype must be f32 or f16");
+  if (d.groups < 1 || d.C % d.groups || d.K % d.groups)
+    fail(loc, "bad group count " + std::to_string(d.groups));
+  c.d = d;
+  c.loc = loc;
+  c.asym = d.padT != d.padB || d.padL != d.padR;
+  int pH = c.asym ? 0 : d.padT, pW = c.asym ? 0 : d.padL;
+  c.Hp = c.asym ? d.H + d.padT + d.padB : d.H;
+  c.Wp = c.asym ? d.W + d.padL + d.padR : d.W;
+  size_t es = dtypeSize(d.dtype);
+  size_t xBytes = static_cast<size_t>(d.N) * d.C * c.Hp * c.Wp * es;
+  size_t wBytes = static_cast<size_t>(d.K) * (d.C / d.groups) * d.R * d.S * es;
+  size_t yBytes = static_cast<size_t>(d.N) * d.K * d.P * d.Q * es;
+  if (c.asym) {
+    c.xpBytes = xBytes;
+    I.neededPad = std::max(I.neededPad, xBytes);
+  }
+  cudnnTensorFormat_t fmt =
+      d.layout == Layout::NHWC ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+  cudnnDataType_t dt = cudnnType(d.dtype);
+  CNNRT_CUDNN(*this, cudnnCreateTensorDescriptor(&c.xDesc), loc);
+  CNNRT_CUDNN(*this, cudnnCreateTensorDescriptor(&c.yDesc), loc);
+  CNNRT_CUDNN(*this, cudnnCreateFilterDescriptor(&c.wDesc), loc);
+  CNNRT_CUDNN(*this, cudnnCreateConvolutionDescriptor(&c.cDesc), loc);
+  c.valid = true;
+  CNNRT_CUDNN(
+      *this, cudnnSetTensor4dDescriptor(c.xDesc, fmt, dt, d.N, d.C, c.Hp, c.Wp),
+      loc);
+  CNNRT_CUDNN(*this,
+              cudnnSetTensor4dDescriptor(c.yDesc, fmt, dt, d.N, d.K, d.P, d.Q),
+              loc);
+  CNNRT_CUDNN(*this,
+              cudnnSetFilter4dDescriptor(c.wDesc, dt, fmt, d.K, d.C / d.groups,
+                                         d.R, d.S),
+              loc);
+  CNNRT_CUDNN(*this,
+              cudnnSetConvolution2dDescriptor(
+                  c.cDesc, pH, pW, d.strideH, d.strideW, d.dilH, d.dilW,
+                  CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+              loc);
+  CNNRT_CUDNN(*this, cudnnSetConvolutionGroupCount(c.cDesc, d.groups), loc);
+  cudnnMathType_t baseMath =
+      d.dtype == DType::F16
+          ? CUDNN_TENSOR_OP_MATH
+          : (opts_.allowTF32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH);
+  CNNRT_CUDNN(*this, cudnnSetConvolutionMathType(c.cDesc, baseMath), loc);
+  int n = 0, k = 0, p = 0, q = 0;
+  CNNRT_CUDNN(*this,
+              cudnnGetConvolution2dForwardOutputDim(c.cDesc, c.xDesc, c.wDesc,
+                                                    &n, &k, &p, &q),
+              loc);
+  if (n != d.N || k != d.K || p != d.P || q != d.Q)
+    fail(loc, "convolution output shape mismatch: descriptor says [" +
+                  std::to_string(d.N) + "," + std::to_string(d.K) + "," +
+                  std::to_string(d.P) + "," + std::to_string(d.Q) +
+                  "], cuDNN computes [" + std::to_string(n) + "," +
+                  std::to_string(k) + "," + std::to_string(p) + "," +
+                  std::to_string(q) + "]");
+
+  std::ostringstream key;
+  key << I.gpuName << "|cudnn" << I.cudnnVer << "|conv|" << dtypeName(d.dtype)
+      << (d.layout == Layout::NHWC ? "|nhwc|" : "|nchw|") << d.N << ',' << d.C
+      << ',' << c.Hp << ',' << c.Wp << ',' << d.K << ',' << d.R << ',' << d.S
+      << ",p" << pH << ',' << pW << ",s" << d.strideH << ',' << d.strideW
+      << ",d" << d.dilH << ',' << d.dilW << ",g" << d.groups
+      << "|tf32=" << opts_.allowTF32 << "|det=" << opts_.deterministic << '|';
+  for (int dir = 0; dir < 3; ++dir) {
+    std::string k2 = key.str() + kDirName[dir];
+    auto it = I.cache.find(k2);
+    if (it != I.cache.end()) {
+      std::istringstream v(it->second);
+      int algo = -1, math = 0;
+      size_t ws = 0;
+      if (v >> algo >> math >> ws) {
+        c.algo[dir] = algo;
+        c.math[dir] = static_cast<cudnnMathType_t>(math);
+        c.ws[dir] = ws;
+        if (opts_.verbose)
+          std::fprintf(stderr, "cnnrt: %s %s algo %d (cached)\n", loc,
+                       kDirName[dir], algo);
+        continue;
+      }
+    }
+    // Time the candidates on scratch buffers.
+    ensureTuneWorkspace(*this, I);
+    ensureScratch(*this, I, 0, xBytes, loc);
+    ensureScratch(*this, I, 1, wBytes, loc);
+    ensureScratch(*this, I, 2, yBytes, loc);
+    int got = 0;
+    bool ok = false;
+    int algo = -1;
+    cudnnMathType_t math = baseMath;
+    size_t ws = 0;
+    if (dir == kFwd) {
+      cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+      CNNRT_CUDNN(*this,
+                  cudnnFindConvolutionForwardAlgorithmEx(
+                      I.cudnn, c.xDesc, I.scratch[0], c.wDesc, I.scratch[1],
+                      c.cDesc, c.yDesc, I.scratch[2],
+                      CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf, I.tuneWs,
+                      I.tuneWsBytes),
+                  loc);
+      ok = pickPerf(perf, got, opts_.deterministic, algo, math, ws);
+    } else if (dir == kBwdData) {
+      cudnnConvolutionBwdDataAlgoPerf_t
+          perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+      CNNRT_CUDNN(*this,
+                  cudnnFindConvolutionBackwardDataAlgorithmEx(
+                      I.cudnn, c.wDesc, I.scratch[1], c.yDesc, I.scratch[2],
+                      c.cDesc, c.xDesc, I.scratch[0],
+                      CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf,
+                      I.tuneWs, I.tuneWsBytes),
+                  loc);
+      ok = pickPerf(perf, got, opts_.deterministic, algo, math, ws);
+    } else {
+      cudnnConvolutionBwdFilterAlgoPerf_t
+          perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+      CNNRT_CUDNN(*this,
+                  cudnnFindConvolutionBackwardFilterAlgorithmEx(
+                      I.cudnn, c.xDesc, I.scratch[0], c.yDesc, I.scratch[2],
+                      c.cDesc, c.wDesc, I.scratch[1],
+                      CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf,
+                      I.tuneWs, I.tuneWsBytes),
+                  loc);
+      ok = pickPerf(perf, got, opts_.deterministic, algo, math, ws);
+    }
+    if (!ok)
+      fail(loc, std::string("cuDNN found no usable ") + kDirName[dir] +
+                    " algorithm for this convolution");
+    c.algo[dir] = algo;
+    c.math[dir] = math;
+    c.ws[dir] = ws;
+    std::ostringstream v;
+    v << algo << ' ' << static_cast<int>(math) << ' ' << ws;
+    I.cache[k2] = v.str();
+    I.cacheDirty = true;
+    if (opts_.verbose)
+      std::fprintf(stderr, "cnnrt: %s %s algo %d math %d workspace %zu\n", loc,
+                   kDirName[dir], algo, static_cast<int>(math), ws);
+  }
+  for (int dir = 0; dir < 3; ++dir)
+    I.neededWorkspace = std::max(I.neededWorkspace, c.ws[dir]);
+}
+
+void Context::finishPrepare() {
+  Impl &I = *impl_;
+  for (int s = 0; s < 3; ++s) {
+    cudaFree(I.scratch[s]);
+    I.scratch[s] = nullptr;
+    I.scratchBytes[s] = 0;
+  }
+  cudaFree(I.tuneWs);
+  I.tuneWs = nullptr;
+  I.tuneWsBytes = 0;
+  if (I.neededWorkspace > I.workspaceBytes) {
+    cudaFree(I.workspace);
+    I.workspace = nullptr;
+    if (cudaMalloc(&I.workspace, I.neededWorkspace) != cudaSuccess)
+      oomExit(spec_, "the algorithm workspace", I.neededWorkspace);
+    I.workspaceBytes = I.neededWorkspace;
+  }
+  if (I.neededPad > I.padBytes) {
+    cudaFree(I.padBuf);
+    I.padBuf = nullptr;
+    if (cudaMalloc(&I.padBuf, I.neededPad) != cudaSuccess)
+      oomExit(spec_, "the padding scratch buffer", I.neededPad);
+    I.padBytes = I.neededPad;
+  }
+  I.prepared = true;
+  if (I.cacheDirty && !opts_.algoCachePath.empty()) {
+    std::string path = opts_.algoCachePath;
+    size_t slash = path.find_last_of('/');
+    if (slash != std::string::npos)
+      mkdirs(path.substr(0, slash));
+    // Re-read so that concurrent runs' entries are kept, then merge ours.
+    std::map<std::string, std::string> merged;
+    {
+      std::ifstream in(path);
+      std::string line;
+      while (std::getline(in, line)) {
+        size_t sp = line.find(' ');
+        if (!line.empty() && line[0] != '#' && sp != std::string::npos)
+          merged[line.substr(0, sp)] = line.substr(sp + 1);
+      }
+    }
+    for (auto &kv : I.cache)
+      merged[kv.first] = kv.second;
+    std::string text = "# cnnrt algorithm cache: key algo mathType "
+                       "workspaceBytes\n";
+    for (auto &kv : merged)
+      text += kv.first + " " + kv.second + "\n";
+    std::string err;
+    if (!writeFileAtomic(path, text, err))
+      std::fprintf(stderr, "cnnrt: warning: cannot save algorithm cache: %s\n",
+                   err.c_str());
+    I.cacheDirty = false;
+  }
+  CNNRT_CUDA(*this, cudaDeviceSynchronize(), "prepare");
+}
+
+static ConvEntry &getConv(Context &ctx, int id) {
+  auto &v = ctx.impl()->convs;
+  if (id < 0 || static_cast<size_t>(id) >= v.size() || !v[id].valid)
+    ctx.fail("conv", "conv id " + std::to_string(id) + " was not registered");
+  if (!ctx.impl()->prepared)
+    ctx.fail(v[id].loc.c_str(), "convolution used before finishPrepare()");
+  return v[id];
+}
+
+static void launchPad(Context &ctx, ConvEntry &c, const void *x) {
+  const ConvDesc &d = c.d;
+  int64_t total = (int64_t)d.N * d.C * c.Hp * c.Wp;
+  unsigned g = std::min<unsigned>(gridFor(total), 65535u * 8);
+  bool nhwc = d.layout == Layout::NHWC;
+  if (d.dtype == DType::F16)
+    padKernel<__half><<<g, 256, 0, ctx.stream()>>>(
+        (const __half *)x, (__half *)ctx.impl()->padBuf, d.N, d.C, d.H, d.W,
+        c.Hp, c.Wp, d.padT, d.padL, nhwc);
+  else
+    padKernel<float><<<g, 256, 0, ctx.stream()>>>(
+        (const float *)x, (float *)ctx.impl()->padBuf, d.N, d.C, d.H, d.W, c.Hp,
+        c.Wp, d.padT, d.padL, nhwc);
+  ctx.checkLaunch(c.loc.c_str());
+}
+
+void Context::convFwd(int id, const void *x, const void *w, void *y,
+                      bool accumulate) {
+  ConvEntry &c = getConv(*this, id);
+  const char *loc = c.loc.c_str();
+  if (c.asym) {
+    launchPad(*this, c, x);
+    x = impl_->padBuf;
+  }
+  float alpha = 1.f, beta = accumulate ? 1.f : 0.f;
+  CNNRT_CUDNN(*this, cudnnSetConvolutionMathType(c.cDesc, c.math[kFwd]), loc);
+  CNNRT_CUDNN(*this,
+              cudnnConvolutionForward(
+                  impl_->cudnn, &alpha, c.xDesc, x, c.wDesc, w, c.cDesc,
+                  static_cast<cudnnConvolutionFwdAlgo_t>(c.algo[kFwd]),
+                  impl_->workspace, c.ws[kFwd], &beta, c.yDesc, y),
+              loc);
+}
+
+void Context::convBwdData(int id, const void *dy, const void *w, void *dx,
+                          bool accumulate) {
+  ConvEntry &c = getConv(*this, id);
+  const char *loc = c.loc.c_str();
+  float alpha = 1.f, beta = (accumulate && !c.asym) ? 1.f : 0.f;
+  void *out = c.asym ? impl_->padBuf : dx;
+  CNNRT_CUDNN(*this, cudnnSetConvolutionMathType(c.cDesc, c.math[kBwdData]),
+              loc);
+  CNNRT_CUDNN(*this,
+              cudnnConvolutionBackwardData(
+                  impl_->cudnn, &alpha, c.wDesc, w, c.yDesc, dy, c.cDesc,
+                  static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo[kBwdData]),
+                  impl_->workspace, c.ws[kBwdData], &beta, c.xDesc, out),
+              loc);
+  if (c.asym) {
+    const ConvDesc &d = c.d;
+    int64_t total = (int64_t)d.N * d.C * d.H * d.W;
+    unsigned g = std::min<unsigned>(gridFor(total), 65535u * 8);
+    bool nhwc = d.layout == Layout::NHWC;
+    if (d.dtype == DType::F16)
+      cropKernel<__half><<<g, 256, 0, stream_>>>(
+          (const __half *)impl_->padBuf, (__half *)dx, d.N, d.C, d.H, d.W, c.Hp,
+          c.Wp, d.padT, d.padL, nhwc, accumulate);
+    else
+      cropKernel<float><<<g, 256, 0, stream_>>>(
+          (const float *)impl_->padBuf, (float *)dx, d.N, d.C, d.H, d.W, c.Hp,
+          c.Wp, d.padT, d.padL, nhwc, accumulate);
+    checkLaunch(loc);
+  }
+}
+
+void Context::convBwdFilter(int id, const void *x, const void *dy, void *dw,
+                            bool accumulate) {
+  ConvEntry &c = getConv(*this, id);
+  const char *loc = c.loc.c_str();
+  if (c.asym) {
+    launchPad(*this, c, x);
+    x = impl_->padBuf;
+  }
+  float alpha = 1.f, beta = accumulate ? 1.f : 0.f;
+  CNNRT_CUDNN(*this, cudnnSetConvolutionMathType(c.cDesc, c.math[kBwdFilter]),
+              loc);
+  CNNRT_CUDNN(
+      *this,
+      cudnnConvolutionBackwardFilter(
+          impl_->cudnn, &alpha, c.xDesc, x, c.yDesc, dy, c.cDesc,
+          static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo[kBwdFilter]),
+          impl_->workspace, c.ws[kBwdFilter], &beta, c.wDesc, dw),
+      loc);
+}
+
+//===--- matmul (cuBLASLt) ------------------------------------------------===//
+
+void Context::registerMatmul(int id, const MatmulDesc &d, const char *loc) {
+  Impl &I = *impl_;
+  if (I.prepared)
+    fail(loc, "registerMatmul after prepare finished");
+  if (id < 0)
+    fail(loc, "negative matmul id");
+  if (static_cast<size_t>(id) >= I.matmuls.size())
+    I.matmuls.resize(id + 1);
+  MatmulEntry &m = I.matmuls[id];
+  if (m.valid)
+    fail(loc, "matmul id " + std::to_string(id) + " registered twice");
+  if (d.dtype != DType::F32 && d.dtype != DType::F16)
+    fail(loc, "matmul dtype must be f32 or f16");
+  if (d.M <= 0 || d.N <= 0 || d.K <= 0)
+    fail(loc, "matmul with an empty dimension");
+  m.d = d;
+  m.loc = loc;
+  // Row-major C[M,N] = op(A) op(B) is column-major C^T[N,M] = op(B)^T op(A)^T.
+  // cuBLASLt's first operand is our B, its second our A.
+  cublasComputeType_t ct = CUBLAS_COMPUTE_32F;
+  if (d.dtype == DType::F32 && opts_.allowTF32)
+    ct = CUBLAS_COMPUTE_32F_FAST_TF32;
+  CNNRT_CUBLAS(*this, cublasLtMatmulDescCreate(&m.desc, ct, CUDA_R_32F), loc);
+  m.valid = true;
+  cublasOperation_t opFirst = d.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t opSecond = d.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  CNNRT_CUBLAS(*this,
+               cublasLtMatmulDescSetAttribute(m.desc,
+                                              CUBLASLT_MATMUL_DESC_TRANSA,
+                                              &opFirst, sizeof(opFirst)),
+               loc);
+  CNNRT_CUBLAS(*this,
+               cublasLtMatmulDescSetAttribute(m.desc,
+                                              CUBLASLT_MATMUL_DESC_TRANSB,
+                                              &opSecond, sizeof(opSecond)),
+               loc);
+  cudaDataType_t t = cudaType(d.dtype);
+  // First operand (our B): stored row-major [K,N] -> col-major N x K, ld N;
+  // transB: stored [N,K] -> col-major K x N, ld K.
+  if (d.transB)
+    CNNRT_CUBLAS(*this, cublasLtMatrixLayoutCreate(&m.aL, t, d.K, d.N, d.K),
+                 loc);
+  else
+    CNNRT_CUBLAS(*this, cublasLtMatrixLayoutCreate(&m.aL, t, d.N, d.K, d.N),
+                 loc);
+  // Second operand (our A): stored [M,K] -> col-major K x M, ld K;
+  // transA: stored [K,M] -> col-major M x K, ld M.
+  if (d.transA)
+    CNNRT_CUBLAS(*this, cublasLtMatrixLayoutCreate(&m.bL, t, d.M, d.K, d.M),
+                 loc);
+  else
+    CNNRT_CUBLAS(*this, cublasLtMatrixLayoutCreate(&m.bL, t, d.K, d.M, d.K),
+                 loc);
+  CNNRT_CUBLAS(*this, cublasLtMatrixLayoutCreate(&m.cL, t, d.N, d.M, d.N), loc);
+  cublasLtMatmulPreference_t pref;
+  CNNRT_CUBLAS(*this, cublasLtMatmulPreferenceCreate(&pref), loc);
+  size_t wsLimit = I.matmulWsLimit;
+  CNNRT_CUBLAS(*this,
+               cublasLtMatmulPreferenceSetAttribute(
+                   pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsLimit,
+                   sizeof(wsLimit)),
+               loc);
+  cublasLtMatmulHeuristicResult_t heur[8];
+  int got = 0;
+  cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(
+      I.lt, m.desc, m.aL, m.bL, m.cL, m.cL, pref, 8, heur, &got);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (s != CUBLAS_STATUS_SUCCESS || got == 0)
+    fail(loc, std::string("cublasLtMatmulAlgoGetHeuristic found no algorithm "
+                          "for M=") +
+                  std::to_string(d.M) + " N=" + std::to_string(d.N) +
+                  " K=" + std::to_string(d.K) + " (" + cublasErr(s) + ")");
+  m.algo = heur[0].algo;
+  m.ws = heur[0].workspaceSize;
+  I.neededWorkspace = std::max(I.neededWorkspace, m.ws);
+  if (opts_.verbose)
+    std::fprintf(stderr, "cnnrt: %s matmul M=%lld N=%lld K=%lld ws %zu\n", loc,
+                 (long long)d.M, (long long)d.N, (long long)d.K, m.ws);
+}
+
+void Context::matmul(int id, const void *A, const void *B, void *C,
+                     bool accumulate) {
+  auto &v = impl_->matmuls;
+  if (id < 0 || static_cast<size_t>(id) >= v.size() || !v[id].valid)
+    fail("matmul", "matmul id " + std::to_string(id) + " was not registered");
+  MatmulEntry &m = v[id];
+  if (!impl_->prepared)
+    fail(m.loc.c_str(), "matmul used before finishPrepare()");
+  float alpha = 1.f, beta = accumulate ? 1.f : 0.f;
+  CNNRT_CUBLAS(*this,
+               cublasLtMatmul(impl_->lt, m.desc, &alpha, B, m.aL, A, m.bL,
+                              &beta, C, m.cL, C, m.cL, &m.algo,
+                              impl_->workspace, m.ws, stream_),
+               m.loc.c_str());
+}
+
+} // namespace cnnrt

@@ -1,0 +1,245 @@
+//===- Session.cu - input conversion, scalars, state load/save ------------===//
+
+#include "Session.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace cnnrt {
+
+namespace {
+
+template <typename T>
+__global__ void convertImagesKernel(const uint8_t *__restrict__ src,
+                                    T *__restrict__ dst, int64_t total, int C,
+                                    int H, int W, bool nhwc) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    int64_t s = i;
+    if (nhwc) { // dst is N,H,W,C; src is N,C,H,W
+      int64_t c = i % C, x = (i / C) % W, y = (i / C / W) % H,
+              n = i / C / W / H;
+      s = ((n * C + c) * H + y) * W + x;
+    }
+    dst[i] = T(static_cast<float>(src[s]) / 255.0f);
+  }
+}
+
+__global__ void convertLabelsKernel(const int32_t *__restrict__ src,
+                                    void *__restrict__ dst, int n, int kind) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n)
+    return;
+  if (kind == 3)
+    static_cast<int64_t *>(dst)[i] = src[i];
+  else
+    static_cast<int32_t *>(dst)[i] = src[i];
+}
+
+__global__ void setScalarsKernel(void *lr, int lrKind, float lrValue,
+                                 void *step, int stepKind, int64_t stepValue) {
+  auto put = [](void *p, int kind, double v) {
+    switch (kind) {
+    case 0:
+      *static_cast<float *>(p) = static_cast<float>(v);
+      break;
+    case 1:
+      *static_cast<__half *>(p) = __float2half(static_cast<float>(v));
+      break;
+    case 2:
+      *static_cast<int32_t *>(p) = static_cast<int32_t>(v);
+      break;
+    case 3:
+      *static_cast<int64_t *>(p) = static_cast<int64_t>(v);
+      break;
+    }
+  };
+  if (lr)
+    put(lr, lrKind, lrValue);
+  if (step)
+    put(step, stepKind, static_cast<double>(stepValue));
+}
+
+bool persistent(Role r) {
+  return r == Role::Param || r == Role::Buffer || r == Role::OptState ||
+         r == Role::LossScale;
+}
+
+std::string shapeStr(const int64_t *d, size_t n) {
+  std::string s = "[";
+  for (size_t i = 0; i < n; ++i)
+    s += (i ? "," : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+} // namespace
+
+void launchInputConvert(Context &ctx, const uint8_t *dImages,
+                        const int32_t *dLabels) {
+  const ModelSpec &spec = ctx.spec();
+  if (const TensorSpec *img = findTensor(spec, Role::InputImage)) {
+    int64_t total =
+        (int64_t)spec.batch * spec.imageC * spec.imageH * spec.imageW;
+    unsigned g = std::min<unsigned>(gridFor(total), 65535u * 8);
+    bool nhwc = img->layout == Layout::NHWC;
+    if (img->dtype == DType::F16)
+      convertImagesKernel<__half><<<g, 256, 0, ctx.stream()>>>(
+          dImages, ctx.at<__half>(img->offset), total, spec.imageC, spec.imageH,
+          spec.imageW, nhwc);
+    else
+      convertImagesKernel<float><<<g, 256, 0, ctx.stream()>>>(
+          dImages, ctx.at<float>(img->offset), total, spec.imageC, spec.imageH,
+          spec.imageW, nhwc);
+    ctx.checkLaunch("input image conversion");
+  }
+  if (const TensorSpec *lab = findTensor(spec, Role::InputLabel)) {
+    convertLabelsKernel<<<gridFor(spec.batch), 256, 0, ctx.stream()>>>(
+        dLabels, ctx.arena() + lab->offset, spec.batch,
+        static_cast<int>(lab->dtype));
+    ctx.checkLaunch("input label conversion");
+  }
+}
+
+void launchSetScalars(Context &ctx, float lr, int64_t step) {
+  const TensorSpec *l = findTensor(ctx.spec(), Role::ScalarLR);
+  const TensorSpec *s = findTensor(ctx.spec(), Role::ScalarStep);
+  if (!l && !s)
+    return;
+  setScalarsKernel<<<1, 1, 0, ctx.stream()>>>(
+      l ? ctx.arena() + l->offset : nullptr, l ? (int)l->dtype : 0, lr,
+      s ? ctx.arena() + s->offset : nullptr, s ? (int)s->dtype : 0, step);
+  ctx.checkLaunch("scalar update (lr, step)");
+}
+
+bool loadStateIntoArena(Context &ctx, const std::vector<TensorEntry> &entries,
+                        const std::string &source, std::string &err) {
+  const ModelSpec &spec = ctx.spec();
+  std::vector<std::string> missing;
+  for (int i = 0; i < spec.numTensors; ++i) {
+    const TensorSpec &t = spec.tensors[i];
+    if (!persistent(t.role))
+      continue;
+    const TensorEntry *e = findEntry(entries, t.name);
+    if (!e) {
+      if (t.role == Role::Param || t.role == Role::Buffer) {
+        missing.push_back(t.name);
+      } else if (t.role == Role::OptState) {
+        ctx.check(
+            cudaMemsetAsync(ctx.arena() + t.offset, 0, t.bytes, ctx.stream()),
+            "loading state");
+      } else if (t.role == Role::LossScale) {
+        float v = 65536.0f;
+        if (t.dtype != DType::F32) {
+          err = "LossScale tensor '" + std::string(t.name) + "' must be f32";
+          return false;
+        }
+        ctx.check(
+            cudaMemcpy(ctx.arena() + t.offset, &v, 4, cudaMemcpyHostToDevice),
+            "loading state");
+      }
+      continue;
+    }
+    int64_t numel = 1;
+    for (int r = 0; r < t.rank; ++r)
+      numel *= t.dims[r];
+    if (e->numel() != numel) {
+      err = "tensor '" + std::string(t.name) + "' in " + source +
+            " has shape " + shapeStr(e->shape.data(), e->shape.size()) +
+            " but the model expects " + shapeStr(t.dims, t.rank);
+      return false;
+    }
+    std::vector<char> buf;
+    const char *src = e->data.data();
+    size_t es = dtypeSize(t.dtype);
+    if (e->dtype != t.dtype) {
+      buf.resize(numel * es);
+      if (e->dtype == DType::F32 && t.dtype == DType::F16) {
+        for (int64_t k = 0; k < numel; ++k)
+          reinterpret_cast<__half *>(buf.data())[k] =
+              __float2half(e->as<float>()[k]);
+      } else if (e->dtype == DType::F16 && t.dtype == DType::F32) {
+        for (int64_t k = 0; k < numel; ++k)
+          reinterpret_cast<float *>(buf.data())[k] =
+              __half2float(e->as<__half>()[k]);
+      } else {
+        err = "tensor '" + std::string(t.name) + "' in " + source + " is " +
+              dtypeName(e->dtype) + " but the model expects " +
+              dtypeName(t.dtype);
+        return false;
+      }
+      src = buf.data();
+    }
+    size_t bytes = static_cast<size_t>(numel) * es;
+    if (bytes > t.bytes) {
+      err = "tensor '" + std::string(t.name) + "' needs " +
+            std::to_string(bytes) + " bytes but the spec gives it " +
+            std::to_string(t.bytes);
+      return false;
+    }
+    ctx.check(
+        cudaMemcpy(ctx.arena() + t.offset, src, bytes, cudaMemcpyHostToDevice),
+        "loading state");
+  }
+  if (!missing.empty()) {
+    err = source + " has no entry for " + std::to_string(missing.size()) +
+          " parameter/buffer tensor(s): ";
+    for (size_t i = 0; i < missing.size() && i < 8; ++i)
+      err += (i ? ", " : "") + missing[i];
+    if (missing.size() > 8)
+      err += ", ...";
+    return false;
+  }
+  ctx.check(cudaDeviceSynchronize(), "loading state");
+  return true;
+}
+
+std::vector<TensorEntry> readStateFromArena(Context &ctx) {
+  const ModelSpec &spec = ctx.spec();
+  ctx.check(cudaStreamSynchronize(ctx.stream()), "reading state");
+  std::vector<TensorEntry> out;
+  for (int i = 0; i < spec.numTensors; ++i) {
+    const TensorSpec &t = spec.tensors[i];
+    if (!persistent(t.role))
+      continue;
+    TensorEntry e = TensorEntry::zeros(
+        t.name, t.dtype, std::vector<int64_t>(t.dims, t.dims + t.rank));
+    ctx.check(cudaMemcpy(e.data.data(), ctx.arena() + t.offset, e.data.size(),
+                         cudaMemcpyDeviceToHost),
+              "reading state");
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+float readScalar(Context &ctx, const TensorSpec &t) {
+  ctx.check(cudaStreamSynchronize(ctx.stream()), "reading a scalar");
+  char buf[8] = {};
+  ctx.check(cudaMemcpy(buf, ctx.arena() + t.offset, dtypeSize(t.dtype),
+                       cudaMemcpyDeviceToHost),
+            t.name);
+  switch (t.dtype) {
+  case DType::F32: {
+    float f;
+    std::memcpy(&f, buf, 4);
+    return f;
+  }
+  case DType::F16: {
+    __half h;
+    std::memcpy(&h, buf, 2);
+    return __half2float(h);
+  }
+  case DType::I32: {
+    int32_t v;
+    std::memcpy(&v, buf, 4);
+    return static_cast<float>(v);
+  }
+  case DType::I64: {
+    int64_t v;
+    std::memcpy(&v, buf, 8);
+    return static_cast<float>(v);
+  }
+  }
+  return 0.f;
+}
+
+} // namespace cnnrt

@@ -1,0 +1,38 @@
+//===- Session.h - shared machinery of trainMain and the C API ---*- C++
+//-*-===//
+//
+// Internal header (not installed).
+//
+//===----------------------------------------------------------------------===//
+#ifndef CNNRT_SRC_SESSION_H
+#define CNNRT_SRC_SESSION_H
+
+#include "cnnrt/Dataset.h"
+#include "cnnrt/cnnrt.h"
+
+#include <string>
+#include <vector>
+
+namespace cnnrt {
+
+/// Converts `batch` staged uint8 images/int32 labels on the device into the
+/// InputImage/InputLabel tensors (enqueued on ctx.stream()).
+void launchInputConvert(Context &ctx, const uint8_t *dImages,
+                        const int32_t *dLabels);
+/// Writes ScalarLR and ScalarStep (if the model has them) on ctx.stream().
+void launchSetScalars(Context &ctx, float lr, int64_t step);
+
+/// Copies Param/Buffer/OptState/LossScale tensors from `entries` into the
+/// arena. Param and Buffer entries are required; a missing OptState starts at
+/// zero; a missing LossScale starts at 65536. f32 <-> f16 is converted.
+bool loadStateIntoArena(Context &ctx, const std::vector<TensorEntry> &entries,
+                        const std::string &source, std::string &err);
+/// Reads the persistent state (Param/Buffer/OptState/LossScale) to the host.
+/// Synchronizes ctx.stream().
+std::vector<TensorEntry> readStateFromArena(Context &ctx);
+/// Reads a scalar f32/f16 tensor (synchronizes ctx.stream()).
+float readScalar(Context &ctx, const TensorSpec &t);
+
+} // namespace cnnrt
+
+#endif // CNNRT_SRC_SESSION_H

@@ -1,0 +1,504 @@
+//===- TrainMain.cu - the training driver of generated executables --------===//
+
+#include "Session.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <unistd.h>
+
+namespace cnnrt {
+
+namespace {
+
+struct Options {
+  std::string data;
+  int64_t steps = -1;
+  double lr = -1;
+  std::string weights;
+  std::string checkpoint;
+  int64_t checkpointEvery = 0;
+  std::string resume;
+  bool eval = false;
+  int64_t logEvery = 10;
+  uint64_t seed = 0;
+  bool graph = true;
+};
+
+const char *kUsage =
+    "usage: %s --data DIR|FILE|synthetic [options]\n"
+    "  --data DIR|FILE|synthetic  CIFAR-10 binary data (a directory with\n"
+    "                        data_batch_*.bin / test_batch.bin, or one file),\n"
+    "                        or deterministic synthetic data (required)\n"
+    "  --steps N             train until global step N (default %lld)\n"
+    "  --lr X                learning rate (default %g)\n"
+    "  --weights FILE        initial weights (default <executable>.cnnw)\n"
+    "  --checkpoint FILE     write a checkpoint at the end (atomically)\n"
+    "  --checkpoint-every K  also write it every K steps\n"
+    "  --resume FILE         continue from a checkpoint (exact resume)\n"
+    "  --eval                evaluate on the test split after training\n"
+    "  --log-every K         print progress every K steps (default 10)\n"
+    "  --seed S              data shuffling / synthetic data seed (default 0)\n"
+    "  --no-graph            do not capture the step into a CUDA graph\n"
+    "  --help                this text\n"
+    "environment: CNNRT_ALLOW_TF32=0|1 CNNRT_DETERMINISTIC=1|0 "
+    "CNNRT_ALGO_CACHE=FILE\n"
+    "             CNNRT_SYNC_CHECK=1 CNNRT_VERBOSE=1\n"
+    "exit codes: 0 ok, 1 error, 2 out of GPU memory, 3 no GPU\n";
+
+[[noreturn]] void usageError(const std::string &msg) {
+  std::fprintf(stderr, "cnnrt: %s (see --help)\n", msg.c_str());
+  std::exit(kExitError);
+}
+
+int64_t parseInt(const std::string &flag, const std::string &v, int64_t min) {
+  char *end = nullptr;
+  errno = 0;
+  long long x = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end || errno || x < min)
+    usageError("invalid value '" + v + "' for " + flag +
+               " (expected an integer >= " + std::to_string(min) + ")");
+  return x;
+}
+
+double parseFloat(const std::string &flag, const std::string &v) {
+  char *end = nullptr;
+  double x = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end || !(x >= 0))
+    usageError("invalid value '" + v + "' for " + flag +
+               " (expected a non-negative number)");
+  return x;
+}
+
+Options parseArgs(int argc, char **argv, const ModelSpec &spec) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i], v;
+    bool hasInline = false;
+    size_t eq = a.find('=');
+    if (a.rfind("--", 0) == 0 && eq != std::string::npos) {
+      v = a.substr(eq + 1);
+      a = a.substr(0, eq);
+      hasInline = true;
+    }
+    auto value = [&]() -> std::string {
+      if (hasInline)
+        return v;
+      if (i + 1 >= argc)
+        usageError("missing value for " + a);
+      return argv[++i];
+    };
+    auto noValue = [&]() {
+      if (hasInline)
+        usageError(a + " takes no value");
+    };
+    if (a == "--help" || a == "-h") {
+      std::printf(kUsage, argv[0], (long long)spec.defaultSteps,
+                  (double)spec.defaultLR);
+      std::exit(0);
+    } else if (a == "--data") {
+      o.data = value();
+    } else if (a == "--steps") {
+      o.steps = parseInt(a, value(), 0);
+    } else if (a == "--lr") {
+      o.lr = parseFloat(a, value());
+    } else if (a == "--weights") {
+      o.weights = value();
+    } else if (a == "--checkpoint") {
+      o.checkpoint = value();
+    } else if (a == "--checkpoint-every") {
+      o.checkpointEvery = parseInt(a, value(), 1);
+    } else if (a == "--resume") {
+      o.resume = value();
+    } else if (a == "--eval") {
+      noValue();
+      o.eval = true;
+    } else if (a == "--log-every") {
+      o.logEvery = parseInt(a, value(), 1);
+    } else if (a == "--seed") {
+      o.seed = static_cast<uint64_t>(parseInt(a, value(), 0));
+    } else if (a == "--no-graph") {
+      noValue();
+      o.graph = false;
+    } else {
+      usageError("unknown flag '" + std::string(argv[i]) + "'");
+    }
+  }
+  if (o.data.empty())
+    usageError("--data DIR|FILE|synthetic is required");
+  if (o.checkpointEvery > 0 && o.checkpoint.empty())
+    usageError("--checkpoint-every needs --checkpoint FILE");
+  if (o.steps < 0)
+    o.steps = spec.defaultSteps;
+  if (o.lr < 0)
+    o.lr = spec.defaultLR;
+  return o;
+}
+
+bool fileExists(const std::string &p) { return access(p.c_str(), R_OK) == 0; }
+
+std::string defaultWeights(const char *argv0) {
+  std::string a = std::string(argv0) + ".cnnw";
+  if (fileExists(a))
+    return a;
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n > 0) {
+    buf[n] = 0;
+    std::string b = std::string(buf) + ".cnnw";
+    if (fileExists(b))
+      return b;
+  }
+  return a;
+}
+
+double now() {
+  return std::chrono::duration<double>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+/// Double-buffered input pipeline: pinned host slots, device staging slots,
+/// copies on the copy stream ordered by events.
+struct InputPipeline {
+  Context &ctx;
+  size_t imgBytes = 0, labBytes = 0;
+  uint8_t *hImg[2] = {nullptr, nullptr};
+  int32_t *hLab[2] = {nullptr, nullptr};
+  uint8_t *dImg[2] = {nullptr, nullptr};
+  int32_t *dLab[2] = {nullptr, nullptr};
+  cudaEvent_t copied[2] = {nullptr, nullptr};
+  cudaEvent_t consumed[2] = {nullptr, nullptr};
+  LoaderState before[2]; ///< loader state before the batch in each slot
+
+  explicit InputPipeline(Context &c) : ctx(c) {
+    const ModelSpec &s = c.spec();
+    imgBytes = (size_t)s.batch * s.imageC * s.imageH * s.imageW;
+    labBytes = (size_t)s.batch * sizeof(int32_t);
+    for (int k = 0; k < 2; ++k) {
+      c.check(cudaMallocHost(&hImg[k], imgBytes), "input pipeline");
+      c.check(cudaMallocHost(&hLab[k], labBytes), "input pipeline");
+      c.check(cudaMalloc(&dImg[k], imgBytes), "input pipeline");
+      c.check(cudaMalloc(&dLab[k], labBytes), "input pipeline");
+      c.check(cudaEventCreateWithFlags(&copied[k], cudaEventDisableTiming),
+              "input pipeline");
+      c.check(cudaEventCreateWithFlags(&consumed[k], cudaEventDisableTiming),
+              "input pipeline");
+    }
+  }
+  ~InputPipeline() {
+    cudaDeviceSynchronize();
+    for (int k = 0; k < 2; ++k) {
+      cudaFreeHost(hImg[k]);
+      cudaFreeHost(hLab[k]);
+      cudaFree(dImg[k]);
+      cudaFree(dLab[k]);
+      cudaEventDestroy(copied[k]);
+      cudaEventDestroy(consumed[k]);
+    }
+  }
+  /// Fills host slot k from the loader and starts its copy to the device.
+  void produce(int k, BatchLoader &loader) {
+    ctx.check(cudaEventSynchronize(copied[k]), "input pipeline");
+    before[k] = loader.state();
+    loader.nextBatchU8(hImg[k], hLab[k]);
+    ctx.check(cudaStreamWaitEvent(ctx.copyStream(), consumed[k], 0),
+              "input pipeline");
+    ctx.check(cudaMemcpyAsync(dImg[k], hImg[k], imgBytes,
+                              cudaMemcpyHostToDevice, ctx.copyStream()),
+              "input copy");
+    ctx.check(cudaMemcpyAsync(dLab[k], hLab[k], labBytes,
+                              cudaMemcpyHostToDevice, ctx.copyStream()),
+              "input copy");
+    ctx.check(cudaEventRecord(copied[k], ctx.copyStream()), "input pipeline");
+  }
+  /// Converts slot k into the input tensors on the compute stream.
+  void consume(int k) {
+    ctx.check(cudaStreamWaitEvent(ctx.stream(), copied[k], 0),
+              "input pipeline");
+    launchInputConvert(ctx, dImg[k], dLab[k]);
+    ctx.check(cudaEventRecord(consumed[k], ctx.stream()), "input pipeline");
+  }
+};
+
+size_t usedGPUMemory() {
+  size_t f = 0, t = 0;
+  if (cudaMemGetInfo(&f, &t) != cudaSuccess)
+    return 0;
+  return t - f;
+}
+
+void writeCheckpoint(Context &ctx, const std::string &path, int64_t step,
+                     const LoaderState &ls) {
+  std::vector<TensorEntry> entries = readStateFromArena(ctx);
+  TensorEntry s = TensorEntry::zeros("__step__", DType::I64, {1});
+  s.as<int64_t>()[0] = step;
+  entries.push_back(std::move(s));
+  TensorEntry l = TensorEntry::zeros("__loader__", DType::I64, {3});
+  l.as<int64_t>()[0] = static_cast<int64_t>(ls.seed);
+  l.as<int64_t>()[1] = ls.epoch;
+  l.as<int64_t>()[2] = ls.cursor;
+  entries.push_back(std::move(l));
+  std::string err;
+  if (!writeTensorFileAtomic(path, entries, err))
+    ctx.fail("checkpoint", err);
+}
+
+} // namespace
+
+int trainMain(int argc, char **argv, const ModelSpec &spec) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  Options o = parseArgs(argc, argv, spec);
+  requireGPU();
+
+  bool synthetic = o.data == "synthetic";
+  std::string err;
+  int64_t runSteps = 0;
+  // Initial state.
+  std::vector<TensorEntry> init;
+  std::string initSource;
+  int64_t startStep = 0;
+  LoaderState ls{o.seed, 0, 0};
+  if (!o.resume.empty()) {
+    initSource = o.resume;
+    if (!readTensorFile(o.resume, init, err)) {
+      std::fprintf(stderr, "cnnrt: cannot resume: %s\n", err.c_str());
+      return kExitError;
+    }
+    const TensorEntry *st = findEntry(init, "__step__");
+    const TensorEntry *ld = findEntry(init, "__loader__");
+    if (!st || st->dtype != DType::I64 || st->numel() != 1 || !ld ||
+        ld->dtype != DType::I64 || ld->numel() != 3) {
+      std::fprintf(stderr,
+                   "cnnrt: cannot resume: %s is not a checkpoint (no "
+                   "__step__/__loader__ entries)\n",
+                   o.resume.c_str());
+      return kExitError;
+    }
+    startStep = st->as<int64_t>()[0];
+    ls.seed = static_cast<uint64_t>(ld->as<int64_t>()[0]);
+    ls.epoch = ld->as<int64_t>()[1];
+    ls.cursor = ld->as<int64_t>()[2];
+    if (ls.seed != o.seed)
+      std::fprintf(
+          stderr, "cnnrt: note: using the checkpoint's data seed %" PRIu64 "\n",
+          ls.seed);
+  } else {
+    initSource = o.weights.empty() ? defaultWeights(argv[0]) : o.weights;
+    if (!readTensorFile(initSource, init, err)) {
+      std::fprintf(stderr, "cnnrt: cannot load weights: %s\n", err.c_str());
+      return kExitError;
+    }
+  }
+  // The dataset (synthetic data is generated from the checkpoint's seed).
+  DatasetOptions dopts;
+  dopts.C = spec.imageC;
+  dopts.H = spec.imageH;
+  dopts.W = spec.imageW;
+  dopts.numClasses = spec.numClasses;
+  dopts.batch = spec.batch;
+  dopts.seed = ls.seed;
+  ImageSet train;
+  if (!openDataset(o.data, Split::Train, dopts, train, err)) {
+    std::fprintf(stderr, "cnnrt: %s\n", err.c_str());
+    return kExitError;
+  }
+
+  BatchLoader loader(train, spec.batch, ls.seed, /*shuffle=*/!synthetic);
+  loader.setState(ls);
+
+  Context ctx(spec);
+  const TensorSpec *lossT = findTensor(spec, Role::Loss);
+  const TensorSpec *scaleT = findTensor(spec, Role::LossScale);
+  if (!lossT)
+    ctx.fail("model spec", "the model has no Loss tensor");
+  if (!spec.trainStep)
+    ctx.fail("model spec", "the model has no trainStep");
+  if (spec.prepare)
+    spec.prepare(ctx);
+  ctx.finishPrepare();
+  if (!loadStateIntoArena(ctx, init, initSource, err)) {
+    std::fprintf(stderr, "cnnrt: %s\n", err.c_str());
+    return kExitError;
+  }
+  init.clear();
+  init.shrink_to_fit();
+
+  std::unique_ptr<InputPipeline> pipe(new InputPipeline(ctx));
+  if (synthetic) {
+    // One fixed batch, copied to the device once; no copies per step.
+    std::vector<uint8_t> img(pipe->imgBytes);
+    std::vector<int32_t> lab(spec.batch);
+    BatchLoader once(train, spec.batch, ls.seed, false);
+    once.nextBatchU8(img.data(), lab.data());
+    ctx.check(cudaMemcpy(pipe->dImg[0], img.data(), pipe->imgBytes,
+                         cudaMemcpyHostToDevice),
+              "synthetic data");
+    ctx.check(cudaMemcpy(pipe->dLab[0], lab.data(), pipe->labBytes,
+                         cudaMemcpyHostToDevice),
+              "synthetic data");
+    pipe->before[0] = pipe->before[1] = ls;
+  }
+
+  int64_t first = startStep + 1, last = o.steps;
+  if (first > last && !o.eval)
+    std::fprintf(stderr,
+                 "cnnrt: nothing to do: the checkpoint is at step %lld and "
+                 "--steps is %lld\n",
+                 (long long)startStep, (long long)o.steps);
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t graphExec = nullptr;
+  size_t peak = usedGPUMemory();
+  double tStart = now(), tLog = tStart, tMean = tStart;
+  int64_t logSince = 0, meanSteps = 0;
+  float lastLoss = NAN;
+  if (first <= last && !synthetic)
+    pipe->produce(first % 2, loader);
+
+  for (int64_t step = first; step <= last; ++step) {
+    int slot = static_cast<int>(step % 2);
+    ++runSteps;
+    if (synthetic)
+      launchInputConvert(ctx, pipe->dImg[0], pipe->dLab[0]);
+    else
+      pipe->consume(slot);
+    launchSetScalars(ctx, static_cast<float>(o.lr), step);
+    if (o.graph && runSteps == 3 && !graphExec) {
+      ctx.check(
+          cudaStreamBeginCapture(ctx.stream(), cudaStreamCaptureModeRelaxed),
+          "CUDA graph capture");
+      spec.trainStep(ctx);
+      ctx.check(cudaStreamEndCapture(ctx.stream(), &graph),
+                "CUDA graph capture");
+      ctx.check(cudaGraphInstantiate(&graphExec, graph, 0),
+                "CUDA graph instantiate");
+    }
+    if (graphExec)
+      ctx.check(cudaGraphLaunch(graphExec, ctx.stream()), "CUDA graph launch");
+    else
+      spec.trainStep(ctx);
+    // Prefetch the next batch while this step runs.
+    if (!synthetic && step < last)
+      pipe->produce(1 - slot, loader);
+    ++logSince;
+    bool isLog = step % o.logEvery == 0 || step == last;
+    bool isCkpt =
+        o.checkpointEvery > 0 && step % o.checkpointEvery == 0 && step != last;
+    if (isLog) {
+      lastLoss = readScalar(ctx, *lossT);
+      double t = now();
+      peak = std::max(peak, usedGPUMemory());
+      double ips = logSince * (double)spec.batch / std::max(t - tLog, 1e-9);
+      if (scaleT)
+        std::printf("step %lld loss %.6g img/s %lld scale %g\n",
+                    (long long)step, lastLoss, (long long)(ips + 0.5),
+                    readScalar(ctx, *scaleT));
+      else
+        std::printf("step %lld loss %.6g img/s %lld\n", (long long)step,
+                    lastLoss, (long long)(ips + 0.5));
+      tLog = now();
+      logSince = 0;
+    }
+    if (isCkpt) {
+      // The next step's batch has been produced from pipe->before[1-slot].
+      LoaderState next = synthetic ? ls : pipe->before[1 - slot];
+      writeCheckpoint(ctx, o.checkpoint, step, next);
+    }
+    if (runSteps == 2 && last - step > 0) {
+      ctx.check(cudaStreamSynchronize(ctx.stream()), "warm-up");
+      tMean = now();
+      meanSteps = 0;
+    } else {
+      ++meanSteps;
+    }
+  }
+  ctx.check(cudaStreamSynchronize(ctx.stream()), "end of training");
+  double tEnd = now();
+  if (runSteps > 0 && std::isnan(lastLoss))
+    lastLoss = readScalar(ctx, *lossT);
+  if (runSteps <= 2) {
+    tMean = tStart;
+    meanSteps = runSteps;
+  }
+  double meanIps =
+      meanSteps * (double)spec.batch / std::max(tEnd - tMean, 1e-9);
+  if (!o.checkpoint.empty() && runSteps > 0) {
+    LoaderState next = synthetic ? ls : loader.state();
+    writeCheckpoint(ctx, o.checkpoint, last, next);
+  }
+  peak = std::max(peak, usedGPUMemory());
+
+  if (o.eval) {
+    if (!spec.evalStep)
+      ctx.fail("--eval", "this model has no evalStep");
+    const TensorSpec *logitsT = findTensor(spec, Role::Logits);
+    if (!logitsT)
+      ctx.fail("--eval", "this model has no Logits tensor");
+    ImageSet test;
+    if (!openDataset(o.data, Split::Test, dopts, test, err)) {
+      std::fprintf(stderr, "cnnrt: %s\n", err.c_str());
+      return kExitError;
+    }
+    BatchLoader tl(test, spec.batch, 0, false);
+    int64_t total = test.count, seen = 0, correct = 0;
+    size_t es = dtypeSize(logitsT->dtype);
+    std::vector<char> logits((size_t)spec.batch * spec.numClasses * es);
+    std::vector<int32_t> labels(spec.batch);
+    while (seen < total) {
+      tl.nextBatchU8(pipe->hImg[0], pipe->hLab[0]);
+      std::copy(pipe->hLab[0], pipe->hLab[0] + spec.batch, labels.begin());
+      ctx.check(cudaMemcpyAsync(pipe->dImg[0], pipe->hImg[0], pipe->imgBytes,
+                                cudaMemcpyHostToDevice, ctx.stream()),
+                "eval input");
+      ctx.check(cudaMemcpyAsync(pipe->dLab[0], pipe->hLab[0], pipe->labBytes,
+                                cudaMemcpyHostToDevice, ctx.stream()),
+                "eval input");
+      launchInputConvert(ctx, pipe->dImg[0], pipe->dLab[0]);
+      spec.evalStep(ctx);
+      ctx.check(cudaMemcpyAsync(logits.data(), ctx.arena() + logitsT->offset,
+                                logits.size(), cudaMemcpyDeviceToHost,
+                                ctx.stream()),
+                "eval logits");
+      ctx.check(cudaStreamSynchronize(ctx.stream()), "eval");
+      int64_t valid = std::min<int64_t>(spec.batch, total - seen);
+      for (int64_t b = 0; b < valid; ++b) {
+        int best = 0;
+        float bestV = -INFINITY;
+        for (int c = 0; c < spec.numClasses; ++c) {
+          size_t k = (size_t)b * spec.numClasses + c;
+          float v = logitsT->dtype == DType::F16
+                        ? __half2float(((const __half *)logits.data())[k])
+                        : ((const float *)logits.data())[k];
+          if (v > bestV) {
+            bestV = v;
+            best = c;
+          }
+        }
+        correct += best == labels[b];
+      }
+      seen += valid;
+    }
+    std::printf("eval: accuracy %.4f (%lld/%lld)\n",
+                total ? (double)correct / total : 0.0, (long long)correct,
+                (long long)total);
+  }
+
+  if (graphExec)
+    cudaGraphExecDestroy(graphExec);
+  if (graph)
+    cudaGraphDestroy(graph);
+  std::printf("done: %lld steps, final loss %.6g, mean img/s %lld, peak GPU "
+              "memory %lld MiB\n",
+              (long long)runSteps, lastLoss, (long long)(meanIps + 0.5),
+              (long long)((peak + (1 << 20) - 1) >> 20));
+  return kExitOk;
+}
+
+} // namespace cnnrt
