@@ -1,5 +1,6 @@
 //===- cnnc-opt.cpp - the cnnc test driver --------------------------===//
 #include "cnnc/Dialect/CNN/CNNOps.h"
+#include "cnnc/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
@@ -8,6 +9,7 @@
 int main(int argc, char **argv) {
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();
+  cnnc::registerCNNPasses();
   mlir::DialectRegistry registry;
   registry.insert<cnnc::cnn::CNNDialect, mlir::func::FuncDialect>();
   return mlir::asMainReturnCode(

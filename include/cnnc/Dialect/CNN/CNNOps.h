@@ -50,6 +50,11 @@ int64_t windowOutputSize(int64_t in, int64_t padBefore, int64_t padAfter,
 constexpr const char *kParamAttr = "cnn.param";   // trainable parameter
 constexpr const char *kBufferAttr = "cnn.buffer"; // BN running statistic
 constexpr const char *kInputAttr = "cnn.input";   // data input
+constexpr const char *kStateAttr = "cnn.state";   // optimizer state
+constexpr const char *kLabelsAttr = "cnn.labels"; // integer class labels
+constexpr const char *kLRAttr = "cnn.lr";         // learning rate scalar
+constexpr const char *kStepAttr = "cnn.step";     // 1-based step scalar
+constexpr const char *kLossAttr = "cnn.loss";     // loss result
 } // namespace cnnc::cnn
 
 #endif

@@ -109,10 +109,13 @@ def CNN_BatchNormOp : CNN_PureOp<"batch_norm", [CNN_InferShapes]> {
   let description = [{
     y = scale * (x - mean) / sqrt(var + epsilon) + bias, per channel (dim 1).
     `input` has rank 2 or 4; scale, bias, mean, var are 1-D of size C.
+    `momentum` (PyTorch's convention, 1 - ONNX's) is unused here and kept for
+    the training form that cnn-autodiff derives from this op.
   }];
   let arguments = (ins CNN_FloatTensor:$input, CNN_FloatTensor:$scale,
                    CNN_FloatTensor:$bias, CNN_FloatTensor:$mean,
-                   CNN_FloatTensor:$var, F32Attr:$epsilon);
+                   CNN_FloatTensor:$var, F32Attr:$epsilon,
+                   DefaultValuedAttr<F32Attr, "0.1f">:$momentum);
   let results = (outs CNN_FloatTensor:$result);
 }
 
