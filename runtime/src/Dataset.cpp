@@ -145,13 +145,17 @@ ImageSet makeSynthetic(int64_t count, int C, int H, int W, int numClasses,
     s.labels[i] = label;
     uint8_t *p = s.images.data() + i * img;
     for (size_t k = 0; k < img; ++k) {
-      // Class pattern: a bright band whose position depends on the label.
+      // Class pattern: a bright band whose position depends on the label...
       size_t c = k / (static_cast<size_t>(H) * W);
       size_t y = (k / W) % H;
       bool band =
           ((y * numClasses) / H + c) % numClasses == static_cast<size_t>(label);
+      // Channel brightness that depends on the label (learnable even after
+      // global average pooling).
+      int level = static_cast<int>((label * 7 + c * 3) % numClasses) * 72 /
+                  std::max(numClasses - 1, 1);
       uint8_t noise = static_cast<uint8_t>(splitmix64(st) & 63);
-      p[k] = static_cast<uint8_t>((band ? 160 : 32) + noise);
+      p[k] = static_cast<uint8_t>((band ? 112 : 32) + level + noise);
     }
   }
   return s;

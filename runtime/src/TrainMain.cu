@@ -40,7 +40,8 @@ const char *kUsage =
     "  --steps N             train until global step N (default %lld)\n"
     "  --lr X                learning rate (default %g)\n"
     "  --weights FILE        initial weights (default <executable>.cnnw)\n"
-    "  --checkpoint FILE     write a checkpoint at the end (atomically)\n"
+    "  --checkpoint FILE     write a checkpoint at the end (atomically);\n"
+    "                        \"{step}\" in FILE is replaced by the step\n"
     "  --checkpoint-every K  also write it every K steps\n"
     "  --resume FILE         continue from a checkpoint (exact resume)\n"
     "  --eval                evaluate on the test split after training\n"
@@ -235,8 +236,17 @@ size_t usedGPUMemory() {
   return t - f;
 }
 
-void writeCheckpoint(Context &ctx, const std::string &path, int64_t step,
+/// "{step}" in a checkpoint path is replaced by the step number.
+std::string checkpointPath(std::string p, int64_t step) {
+  size_t k = p.find("{step}");
+  if (k != std::string::npos)
+    p.replace(k, 6, std::to_string(step));
+  return p;
+}
+
+void writeCheckpoint(Context &ctx, const std::string &pathPattern, int64_t step,
                      const LoaderState &ls) {
+  std::string path = checkpointPath(pathPattern, step);
   std::vector<TensorEntry> entries = readStateFromArena(ctx);
   TensorEntry s = TensorEntry::zeros("__step__", DType::I64, {1});
   s.as<int64_t>()[0] = step;

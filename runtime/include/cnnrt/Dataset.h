@@ -50,8 +50,9 @@ bool readCifarFile(const std::string &path, const CifarFormat &fmt,
 bool loadCifar(const std::string &path, Split split, const CifarFormat &fmt,
                ImageSet &out, std::string &err);
 
-/// Deterministic synthetic data: label = splitmix64 stream % numClasses and
-/// pixel bytes that mix a per-class pattern with per-image noise (learnable).
+/// Deterministic synthetic data from a splitmix64 stream seeded with `seed`:
+/// label = next() % numClasses; pixel = (112 if in the label's band of rows,
+/// else 32) + per-channel label level (0..72) + (next() & 63). Learnable.
 ImageSet makeSynthetic(int64_t count, int C, int H, int W, int numClasses,
                        uint64_t seed);
 
