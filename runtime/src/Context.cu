@@ -311,6 +311,7 @@ Context::Context(const ModelSpec &spec, const ContextOptions &opts)
   if (cudaMalloc(&arena_, bytes) != cudaSuccess)
     oomExit(spec, "the arena", bytes);
   CNNRT_CUDA(*this, cudaMemset(arena_, 0, bytes), "runtime init");
+  CNNRT_CUDA(*this, cudaDeviceSynchronize(), "runtime init");
 
   // Load the algorithm cache.
   if (!opts_.algoCachePath.empty()) {
@@ -429,6 +430,7 @@ static void ensureScratch(Context &ctx, Context::Impl &I, int slot,
   if (cudaMalloc(&I.scratch[slot], bytes) != cudaSuccess)
     oomExit(ctx.spec(), "algorithm-tuning scratch", bytes);
   CNNRT_CUDA(ctx, cudaMemset(I.scratch[slot], 0, bytes), loc);
+  CNNRT_CUDA(ctx, cudaDeviceSynchronize(), loc);
   I.scratchBytes[slot] = bytes;
 }
 
