@@ -1,0 +1,726 @@
+//===- Interpreter.cpp - CPU reference interpreter for cnn ----------------===//
+//
+// Walks the body of a func.func in order, keeping one Tensor per SSA value
+// (freed after its last use) and dispatching each op to a kernel in
+// Kernels.h. To support a new op, add a `LogicalResult exec(NewOp)` member
+// and list the op in the TypeSwitch of `Executor::execute`.
+//
+//===----------------------------------------------------------------------===//
+#include "cnnc/Reference/Interpreter.h"
+
+#include "Kernels.h"
+
+#include "cnnc/Dialect/CNN/CNNOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cmath>
+#include <cstring>
+
+using namespace mlir;
+namespace cnn = cnnc::cnn;
+namespace kn = cnnc::reference::kernels;
+
+namespace cnnc::reference {
+
+//===----------------------------------------------------------------------===//
+// Tensor and helpers
+//===----------------------------------------------------------------------===//
+
+Tensor::Tensor(ElemKind kind, std::vector<int64_t> shape, float fill)
+    : kind(kind), shape(std::move(shape)) {
+  data.assign(kn::numel(this->shape), fill);
+}
+
+int64_t Tensor::numel() const { return kn::numel(shape); }
+
+Tensor Tensor::zeros(RankedTensorType type, float fill) {
+  return Tensor(
+      elemKindOf(type.getElementType()),
+      std::vector<int64_t>(type.getShape().begin(), type.getShape().end()),
+      fill);
+}
+
+bool Tensor::matches(RankedTensorType type) const {
+  return kind == elemKindOf(type.getElementType()) &&
+         llvm::equal(shape, type.getShape()) &&
+         static_cast<int64_t>(data.size()) == numel();
+}
+
+ElemKind elemKindOf(Type elementType) {
+  if (elementType.isF16())
+    return ElemKind::F16;
+  if (auto it = dyn_cast<IntegerType>(elementType))
+    return it.getWidth() <= 32 ? ElemKind::I32 : ElemKind::I64;
+  return ElemKind::F32;
+}
+
+float roundToHalf(float x) {
+  if (std::isnan(x))
+    return x;
+  const float a = std::fabs(x);
+  // 65504 is the largest half; 65520 lies halfway to 2^16 and rounds to even,
+  // i.e. up, so it and everything above overflows to infinity.
+  if (a >= 65520.0f)
+    return std::copysign(INFINITY, x);
+  float r;
+  if (a < 6.103515625e-05f) { // 2^-14: subnormal halves, spacing 2^-24
+    // Scaling by 2^24 is exact; nearbyint rounds to nearest even.
+    r = std::nearbyint(a * 16777216.0f) * (1.0f / 16777216.0f);
+  } else { // normal: keep 10 of the 23 mantissa bits, round to nearest even
+    uint32_t u;
+    std::memcpy(&u, &a, sizeof u);
+    u += 0xFFFu + ((u >> 13) & 1u);
+    u &= ~0x1FFFu;
+    std::memcpy(&r, &u, sizeof r);
+  }
+  return std::copysign(r, x);
+}
+
+namespace {
+
+const char *kindName(ElemKind k) {
+  switch (k) {
+  case ElemKind::F32:
+    return "f32";
+  case ElemKind::F16:
+    return "f16";
+  case ElemKind::I32:
+    return "i32";
+  case ElemKind::I64:
+    return "i64";
+  }
+  return "?";
+}
+
+std::string describe(const Tensor &t) {
+  std::string s = "tensor<";
+  for (int64_t d : t.shape)
+    s += std::to_string(d) + "x";
+  s += kindName(t.kind) + std::string(">");
+  if (static_cast<int64_t>(t.data.size()) != t.numel())
+    s += " holding " + std::to_string(t.data.size()) + " values";
+  return s;
+}
+
+std::string describe(Type t) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  t.print(os);
+  return s;
+}
+
+std::vector<int64_t> shapeOf(Value v) {
+  auto s = cast<RankedTensorType>(v.getType()).getShape();
+  return {s.begin(), s.end()};
+}
+
+float f32(const APFloat &v) { return v.convertToFloat(); }
+
+kn::ConvParams convParams(ArrayRef<int64_t> in, ArrayRef<int64_t> filter,
+                          ArrayRef<int64_t> strides, ArrayRef<int64_t> padding,
+                          ArrayRef<int64_t> dilations, int64_t groups) {
+  kn::ConvParams p;
+  p.n = in[0];
+  p.c = in[1];
+  p.h = in[2];
+  p.w = in[3];
+  p.f = filter[0];
+  p.kh = filter[2];
+  p.kw = filter[3];
+  p.strideH = strides[0];
+  p.strideW = strides[1];
+  p.padT = padding[0];
+  p.padL = padding[1];
+  p.padB = padding[2];
+  p.padR = padding[3];
+  p.dilH = dilations[0];
+  p.dilW = dilations[1];
+  p.groups = groups;
+  return p;
+}
+
+kn::PoolParams poolParams(ArrayRef<int64_t> in, ArrayRef<int64_t> kernel,
+                          ArrayRef<int64_t> strides, ArrayRef<int64_t> padding,
+                          bool ceilMode, bool countIncludePad) {
+  kn::PoolParams p;
+  p.planes = in[0] * in[1];
+  p.h = in[2];
+  p.w = in[3];
+  p.kh = kernel[0];
+  p.kw = kernel[1];
+  p.strideH = strides[0];
+  p.strideW = strides[1];
+  p.padT = padding[0];
+  p.padL = padding[1];
+  p.padB = padding[2];
+  p.padR = padding[3];
+  p.ceilMode = ceilMode;
+  p.countIncludePad = countIncludePad;
+  return p;
+}
+
+/// (n, c, inner) of a batch_norm input of rank 2 or 4.
+struct NCI {
+  int64_t n, c, inner;
+};
+NCI nciOf(ArrayRef<int64_t> s) {
+  int64_t inner = 1;
+  for (size_t d = 2; d < s.size(); ++d)
+    inner *= s[d];
+  return {s[0], s[1], inner};
+}
+
+//===----------------------------------------------------------------------===//
+// Executor
+//===----------------------------------------------------------------------===//
+
+class Executor {
+public:
+  explicit Executor(func::FuncOp func) : func(func) {}
+
+  FailureOr<std::vector<Tensor>> run(ArrayRef<Tensor> args);
+
+private:
+  LogicalResult execute(Operation *op);
+
+  const Tensor &get(Value v) {
+    auto it = env.find(v);
+    assert(it != env.end() && "value used before definition or after free");
+    return it->second;
+  }
+  const float *ptr(Value v) { return get(v).data.data(); }
+  float scalar(Value v) { return get(v).data[0]; }
+  /// Creates the (zero-filled) tensor of result `v`.
+  Tensor &def(Value v) {
+    Tensor &t = env[v];
+    t = Tensor::zeros(cast<RankedTensorType>(v.getType()));
+    return t;
+  }
+  float *out(Value v) { return def(v).data.data(); }
+
+  // Forward ops.
+  LogicalResult exec(cnn::ConstantOp op);
+  LogicalResult exec(cnn::Conv2DOp op);
+  LogicalResult exec(cnn::BiasAddOp op);
+  LogicalResult exec(cnn::ReluOp op);
+  LogicalResult exec(cnn::ClipOp op);
+  LogicalResult exec(cnn::AddOp op);
+  LogicalResult exec(cnn::MulOp op);
+  LogicalResult exec(cnn::ScaleOp op);
+  LogicalResult exec(cnn::BatchNormOp op);
+  LogicalResult exec(cnn::BatchNormTrainOp op);
+  LogicalResult exec(cnn::MaxPool2DOp op);
+  LogicalResult exec(cnn::AvgPool2DOp op);
+  LogicalResult exec(cnn::GlobalAvgPoolOp op);
+  LogicalResult exec(cnn::MatmulOp op);
+  LogicalResult exec(cnn::ConcatOp op);
+  LogicalResult exec(cnn::SliceOp op);
+  LogicalResult exec(cnn::TransposeOp op);
+  LogicalResult exec(cnn::DropoutMaskOp op);
+  LogicalResult exec(cnn::SoftmaxOp op);
+  LogicalResult exec(cnn::SoftmaxCrossEntropyOp op);
+  // Backward ops.
+  LogicalResult exec(cnn::Conv2DBwdDataOp op);
+  LogicalResult exec(cnn::Conv2DBwdFilterOp op);
+  LogicalResult exec(cnn::BiasGradOp op);
+  LogicalResult exec(cnn::ReluGradOp op);
+  LogicalResult exec(cnn::ClipGradOp op);
+  LogicalResult exec(cnn::MaxPool2DGradOp op);
+  LogicalResult exec(cnn::AvgPool2DGradOp op);
+  LogicalResult exec(cnn::GlobalAvgPoolGradOp op);
+  LogicalResult exec(cnn::BatchNormGradOp op);
+  LogicalResult exec(cnn::SoftmaxCrossEntropyGradOp op);
+  // Optimizer ops.
+  LogicalResult exec(cnn::SGDUpdateOp op);
+  LogicalResult exec(cnn::AdamUpdateOp op);
+  /// flatten, reshape, dropout (inference), cast: element copy; the f16
+  /// rounding after every op performs the f32 -> f16 conversion of cast.
+  LogicalResult execCopy(Operation *op);
+  LogicalResult checkLabels(Operation *op, Value labels, int64_t classes);
+
+  func::FuncOp func;
+  llvm::DenseMap<Value, Tensor> env;
+  std::vector<Tensor> results;
+};
+
+FailureOr<std::vector<Tensor>> Executor::run(ArrayRef<Tensor> args) {
+  if (args.size() != func.getNumArguments())
+    return func.emitError("reference interpreter: expected ")
+           << func.getNumArguments() << " arguments, got " << args.size();
+  Block &body = func.getBody().front();
+  for (auto [i, arg] : llvm::enumerate(body.getArguments())) {
+    auto type = dyn_cast<RankedTensorType>(arg.getType());
+    if (!type)
+      return func.emitError("reference interpreter: argument #")
+             << i << " has unsupported type " << arg.getType();
+    if (!args[i].matches(type))
+      return func.emitError("reference interpreter: argument #")
+             << i << " is " << describe(args[i]) << " but the function expects "
+             << describe(type);
+    Tensor t = args[i];
+    if (t.kind == ElemKind::F16)
+      for (float &v : t.data)
+        v = roundToHalf(v);
+    env[arg] = std::move(t);
+  }
+
+  // The index of the last top-level op using each value (uses inside nested
+  // regions count for the op that holds them).
+  std::vector<Operation *> ops;
+  llvm::DenseMap<Value, size_t> lastUse;
+  for (Operation &op : body) {
+    size_t idx = ops.size();
+    ops.push_back(&op);
+    op.walk([&](Operation *nested) {
+      for (Value v : nested->getOperands())
+        lastUse[v] = idx;
+    });
+  }
+  std::vector<SmallVector<Value, 4>> freeAfter(ops.size());
+  for (auto &[v, idx] : lastUse)
+    freeAfter[idx].push_back(v);
+
+  for (auto [idx, op] : llvm::enumerate(ops)) {
+    if (failed(execute(op)))
+      return failure();
+    for (Value r : op->getResults()) {
+      if (r.use_empty()) {
+        env.erase(r);
+        continue;
+      }
+      auto type = cast<RankedTensorType>(r.getType());
+      if (type.getElementType().isF16())
+        for (float &v : env[r].data)
+          v = roundToHalf(v);
+    }
+    for (Value v : freeAfter[idx])
+      env.erase(v);
+  }
+  return std::move(results);
+}
+
+LogicalResult Executor::execute(Operation *op) {
+  for (Value r : op->getResults())
+    if (!isa<RankedTensorType>(r.getType()))
+      return op->emitError("reference interpreter: result type ")
+             << r.getType() << " is not a ranked tensor";
+  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case<cnn::ConstantOp, cnn::Conv2DOp, cnn::BiasAddOp, cnn::ReluOp,
+            cnn::ClipOp, cnn::AddOp, cnn::MulOp, cnn::ScaleOp, cnn::BatchNormOp,
+            cnn::BatchNormTrainOp, cnn::MaxPool2DOp, cnn::AvgPool2DOp,
+            cnn::GlobalAvgPoolOp, cnn::MatmulOp, cnn::ConcatOp, cnn::SliceOp,
+            cnn::TransposeOp, cnn::DropoutMaskOp, cnn::SoftmaxOp,
+            cnn::SoftmaxCrossEntropyOp, cnn::Conv2DBwdDataOp,
+            cnn::Conv2DBwdFilterOp, cnn::BiasGradOp, cnn::ReluGradOp,
+            cnn::ClipGradOp, cnn::MaxPool2DGradOp, cnn::AvgPool2DGradOp,
+            cnn::GlobalAvgPoolGradOp, cnn::BatchNormGradOp,
+            cnn::SoftmaxCrossEntropyGradOp, cnn::SGDUpdateOp,
+            cnn::AdamUpdateOp>([&](auto concrete) { return exec(concrete); })
+      .Case<cnn::FlattenOp, cnn::ReshapeOp, cnn::DropoutOp, cnn::CastOp>(
+          [&](Operation *o) { return execCopy(o); })
+      .Case<func::ReturnOp>([&](func::ReturnOp ret) {
+        results.clear();
+        for (Value v : ret.getOperands())
+          results.push_back(get(v));
+        return success();
+      })
+      .Default([&](Operation *o) {
+        return o->emitError("reference interpreter: no implementation of '")
+               << o->getName() << "'";
+      });
+}
+
+//===----------------------------------------------------------------------===//
+// Forward ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult Executor::exec(cnn::ConstantOp op) {
+  ElementsAttr value = op.getValue();
+  Tensor &t = def(op.getResult());
+  Type et = value.getElementType();
+  size_t i = 0;
+  if (isa<FloatType>(et)) {
+    auto values = value.tryGetValues<APFloat>();
+    if (!values)
+      return op.emitError("reference interpreter: cannot read the elements of ")
+             << value;
+    for (APFloat v : *values) {
+      bool lost;
+      v.convert(APFloat::IEEEsingle(), APFloat::rmNearestTiesToEven, &lost);
+      t.data[i++] = v.convertToFloat();
+    }
+  } else if (isa<IntegerType, IndexType>(et)) {
+    auto values = value.tryGetValues<APInt>();
+    if (!values)
+      return op.emitError("reference interpreter: cannot read the elements of ")
+             << value;
+    for (const APInt &v : *values)
+      t.data[i++] = static_cast<float>(v.getSExtValue());
+  } else {
+    return op.emitError("reference interpreter: unsupported constant element "
+                        "type ")
+           << et;
+  }
+  return success();
+}
+
+LogicalResult Executor::exec(cnn::Conv2DOp op) {
+  auto p = convParams(shapeOf(op.getInput()), shapeOf(op.getFilter()),
+                      op.getStrides(), op.getPadding(), op.getDilations(),
+                      op.getGroups());
+  kn::conv2d(ptr(op.getInput()), ptr(op.getFilter()), out(op.getResult()), p);
+  return success();
+}
+
+LogicalResult Executor::exec(cnn::BiasAddOp op) {
+  auto s = shapeOf(op.getInput());
+  NCI d = nciOf(s);
+  kn::biasAdd(ptr(op.getInput()), ptr(op.getBias()), out(op.getResult()), d.n,
+              d.c, d.inner);
+  return success();
+}
+
+LogicalResult Executor::exec(cnn::ReluOp op) {
+  kn::relu(ptr(op.getInput()), out(op.getResult()), get(op.getInput()).numel());
+  return success();
+}
+
+LogicalResult Executor::exec(cnn::ClipOp op) {
+  kn::clip(ptr(op.getInput()), out(op.getResult()), get(op.getInput()).numel(),
+           f32(op.getMin()), f32(op.getMax()));
+  return success();
+}
+
+LogicalResult Executor::exec(cnn::AddOp op) {
+  kn::add(ptr(op.getLhs()), ptr(op.getRhs()), out(op.getResult()),
+          get(op.getLhs()).numel());
+  return success();
+}
+
+LogicalResult Executor::exec(cnn::MulOp op) {
+  kn::mul(ptr(op.getLhs()), ptr(op.getRhs()), out(op.getResult()),
+          get(op.getLhs()).numel());
+  return success();
+}
+
+LogicalResult Executor::exec(cnn::ScaleOp op) {
+  kn::scale(ptr(op.getInput()), out(op.getResult()), get(op.getInput()).numel(),
+            f32(op.getFactor()));
+  return success();
+}
+
+LogicalResult Executor::exec(cnn::BatchNormOp op) {
+  NCI d = nciOf(shapeOf(op.getInput()));
+  kn::batchNormInference(ptr(op.getInput()), ptr(op.getScale()),
+                         ptr(op.getBias()), ptr(op.getMean()), ptr(op.getVar()),
+                         out(op.getResult()), d.n, d.c, d.inner,
+                         f32(op.getEpsilon()));
+  return success();
+}
+
+LogicalResult Executor::exec(cnn::BatchNormTrainOp op) {
+  NCI d = nciOf(shapeOf(op.getInput()));
+  float *y = out(op->getResult(0)), *mean = out(op->getResult(1)),
+        *invstd = out(op->getResult(2)), *rm = out(op->getResult(3)),
+        *rv = out(op->getResult(4));
+  kn::batchNormTrain(ptr(op.getInput()), ptr(op.getScale()), ptr(op.getBias()),
+                     ptr(op.getRunningMean()), ptr(op.getRunningVar()), y, mean,
+                     invstd, rm, rv, d.n, d.c, d.inner, f32(op.getEpsilon()),
+                     f32(op.getMomentum()));
+  return success();
+}
+
+LogicalResult Executor::exec(cnn::MaxPool2DOp op) {
+  auto p = poolParams(shapeOf(op.getInput()), op.getKernel(), op.getStrides(),
+                      op.getPadding(), op.getCeilMode(), false);
+  kn::maxPool2d(ptr(op.getInput()), out(op.getResult()), p);
+  return success();
+}
+
+LogicalResult Executor::exec(cnn::AvgPool2DOp op) {
+  auto p =
+      poolParams(shapeOf(op.getInput()), op.getKernel(), op.getStrides(),
+                 op.getPadding(), op.getCeilMode(), op.getCountIncludePad());
+  kn::avgPool2d(ptr(op.getInput()), out(op.getResult()), p);
+  return success();
+}
+
+LogicalResult Executor::exec(cnn::GlobalAvgPoolOp op) {
+  auto s = shapeOf(op.getInput());
+  kn::globalAvgPool(ptr(op.getInput()), out(op.getResult()), s[0] * s[1],
+                    s[2] * s[3]);
+  return success();
+}
+
+LogicalResult Executor::exec(cnn::MatmulOp op) {
+  auto l = shapeOf(op.getLhs()), r = shapeOf(op.getRhs());
+  bool tl = op.getTransposeLhs(), tr = op.getTransposeRhs();
+  int64_t m = tl ? l[1] : l[0], k = tl ? l[0] : l[1], n = tr ? r[0] : r[1];
+  kn::gemm(m, n, k, ptr(op.getLhs()), tl, ptr(op.getRhs()), tr,
+           out(op.getResult()));
+  return success();
+}
+
+LogicalResult Executor::exec(cnn::ConcatOp op) {
+  std::vector<const float *> inputs;
+  std::vector<kn::Shape> shapes;
+  for (Value v : op.getInputs()) {
+    inputs.push_back(ptr(v));
+    shapes.push_back(shapeOf(v));
+  }
+  kn::concat(inputs, shapes, op.getAxis(), out(op.getResult()));
+  return success();
+}
+
+LogicalResult Executor::exec(cnn::SliceOp op) {
+  kn::slice(ptr(op.getInput()), shapeOf(op.getInput()),
+            kn::Shape(op.getOffsets().begin(), op.getOffsets().end()),
+            kn::Shape(op.getSizes().begin(), op.getSizes().end()),
+            out(op.getResult()));
+  return success();
+}
+
+LogicalResult Executor::exec(cnn::TransposeOp op) {
+  kn::transpose(
+      ptr(op.getInput()), shapeOf(op.getInput()),
+      kn::Shape(op.getPermutation().begin(), op.getPermutation().end()),
+      out(op.getResult()));
+  return success();
+}
+
+LogicalResult Executor::exec(cnn::DropoutMaskOp op) {
+  float step = scalar(op.getStep());
+  if (!(step >= 0))
+    return op.emitError("reference interpreter: dropout step must be >= 0, "
+                        "got ")
+           << step;
+  Tensor &t = def(op.getResult());
+  kn::dropoutMask(t.data.data(), t.numel(), f32(op.getRatio()), op.getSeed(),
+                  static_cast<uint64_t>(step));
+  return success();
+}
+
+LogicalResult Executor::exec(cnn::SoftmaxOp op) {
+  auto s = shapeOf(op.getInput());
+  int64_t axis = op.getAxis(), outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= s[d];
+  for (size_t d = axis + 1; d < s.size(); ++d)
+    inner *= s[d];
+  kn::softmax(ptr(op.getInput()), out(op.getResult()), outer, s[axis], inner);
+  return success();
+}
+
+LogicalResult Executor::checkLabels(Operation *op, Value labels,
+                                    int64_t classes) {
+  for (auto [i, l] : llvm::enumerate(get(labels).data))
+    if (!(l >= 0 && l < classes))
+      return op->emitError("reference interpreter: label #")
+             << i << " is " << l << ", outside [0, " << classes << ")";
+  return success();
+}
+
+LogicalResult Executor::exec(cnn::SoftmaxCrossEntropyOp op) {
+  auto s = shapeOf(op.getLogits());
+  if (failed(checkLabels(op, op.getLabels(), s[1])))
+    return failure();
+  float loss = kn::softmaxCrossEntropy(ptr(op.getLogits()), ptr(op.getLabels()),
+                                       s[0], s[1], f32(op.getLabelSmoothing()));
+  out(op.getResult())[0] = loss;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Backward ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult Executor::exec(cnn::Conv2DBwdDataOp op) {
+  auto p = convParams(shapeOf(op.getResult()), shapeOf(op.getFilter()),
+                      op.getStrides(), op.getPadding(), op.getDilations(),
+                      op.getGroups());
+  kn::conv2dBwdData(ptr(op.getGradOutput()), ptr(op.getFilter()),
+                    out(op.getResult()), p);
+  return success();
+}
+
+LogicalResult Executor::exec(cnn::Conv2DBwdFilterOp op) {
+  auto p = convParams(shapeOf(op.getInput()), shapeOf(op.getResult()),
+                      op.getStrides(), op.getPadding(), op.getDilations(),
+                      op.getGroups());
+  kn::conv2dBwdFilter(ptr(op.getInput()), ptr(op.getGradOutput()),
+                      out(op.getResult()), p);
+  return success();
+}
+
+LogicalResult Executor::exec(cnn::BiasGradOp op) {
+  NCI d = nciOf(shapeOf(op.getGradOutput()));
+  kn::biasGrad(ptr(op.getGradOutput()), out(op.getResult()), d.n, d.c, d.inner);
+  return success();
+}
+
+LogicalResult Executor::exec(cnn::ReluGradOp op) {
+  kn::reluGrad(ptr(op.getGradOutput()), ptr(op.getOutput()),
+               out(op.getResult()), get(op.getOutput()).numel());
+  return success();
+}
+
+LogicalResult Executor::exec(cnn::ClipGradOp op) {
+  kn::clipGrad(ptr(op.getGradOutput()), ptr(op.getInput()), out(op.getResult()),
+               get(op.getInput()).numel(), f32(op.getMin()), f32(op.getMax()));
+  return success();
+}
+
+LogicalResult Executor::exec(cnn::MaxPool2DGradOp op) {
+  auto p = poolParams(shapeOf(op.getInput()), op.getKernel(), op.getStrides(),
+                      op.getPadding(), op.getCeilMode(), false);
+  kn::maxPool2dGrad(ptr(op.getGradOutput()), ptr(op.getInput()),
+                    out(op.getResult()), p);
+  return success();
+}
+
+LogicalResult Executor::exec(cnn::AvgPool2DGradOp op) {
+  auto p =
+      poolParams(shapeOf(op.getResult()), op.getKernel(), op.getStrides(),
+                 op.getPadding(), op.getCeilMode(), op.getCountIncludePad());
+  kn::avgPool2dGrad(ptr(op.getGradOutput()), out(op.getResult()), p);
+  return success();
+}
+
+LogicalResult Executor::exec(cnn::GlobalAvgPoolGradOp op) {
+  auto s = shapeOf(op.getResult());
+  kn::globalAvgPoolGrad(ptr(op.getGradOutput()), out(op.getResult()),
+                        s[0] * s[1], s[2] * s[3]);
+  return success();
+}
+
+LogicalResult Executor::exec(cnn::BatchNormGradOp op) {
+  NCI d = nciOf(shapeOf(op.getInput()));
+  float *dx = out(op->getResult(0)), *dscale = out(op->getResult(1)),
+        *dbias = out(op->getResult(2));
+  kn::batchNormGrad(ptr(op.getGradOutput()), ptr(op.getInput()),
+                    ptr(op.getScale()), ptr(op.getSavedMean()),
+                    ptr(op.getSavedInvstd()), dx, dscale, dbias, d.n, d.c,
+                    d.inner);
+  return success();
+}
+
+LogicalResult Executor::exec(cnn::SoftmaxCrossEntropyGradOp op) {
+  auto s = shapeOf(op.getLogits());
+  if (failed(checkLabels(op, op.getLabels(), s[1])))
+    return failure();
+  kn::softmaxCrossEntropyGrad(ptr(op.getLogits()), ptr(op.getLabels()),
+                              scalar(op.getGradLoss()), out(op.getResult()),
+                              s[0], s[1], f32(op.getLabelSmoothing()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizer ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult Executor::exec(cnn::SGDUpdateOp op) {
+  float *p = out(op->getResult(0)), *buf = out(op->getResult(1));
+  kn::sgdUpdate(ptr(op.getParam()), ptr(op.getGrad()),
+                ptr(op.getMomentumBuffer()), p, buf, get(op.getParam()).numel(),
+                scalar(op.getLr()), scalar(op.getStep()), f32(op.getMomentum()),
+                f32(op.getDampening()), f32(op.getWeightDecay()),
+                op.getNesterov());
+  return success();
+}
+
+LogicalResult Executor::exec(cnn::AdamUpdateOp op) {
+  float step = scalar(op.getStep());
+  if (!(step >= 1))
+    return op.emitError("reference interpreter: adam step must be >= 1 (it is "
+                        "1-based), got ")
+           << step;
+  float *p = out(op->getResult(0)), *m = out(op->getResult(1)),
+        *v = out(op->getResult(2));
+  kn::adamUpdate(ptr(op.getParam()), ptr(op.getGrad()), ptr(op.getExpAvg()),
+                 ptr(op.getExpAvgSq()), p, m, v, get(op.getParam()).numel(),
+                 scalar(op.getLr()), step, f32(op.getBeta1()),
+                 f32(op.getBeta2()), f32(op.getEpsilon()),
+                 f32(op.getWeightDecay()), op.getDecoupled());
+  return success();
+}
+
+LogicalResult Executor::execCopy(Operation *op) {
+  const Tensor &in = get(op->getOperand(0));
+  Tensor &t = def(op->getResult(0));
+  if (t.numel() != in.numel())
+    return op->emitError("reference interpreter: element count mismatch");
+  kn::copy(in.data.data(), t.data.data(), in.numel());
+  return success();
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Entry points
+//===----------------------------------------------------------------------===//
+
+FailureOr<std::vector<Tensor>> run(func::FuncOp func, ArrayRef<Tensor> args) {
+  if (func.isExternal())
+    return func.emitError("reference interpreter: function has no body");
+  return Executor(func).run(args);
+}
+
+FailureOr<std::vector<Tensor>> bindArguments(func::FuncOp func,
+                                             const TensorMap &named,
+                                             ArrayRef<Tensor> positional) {
+  static constexpr const char *kStateAttr = "cnn.state";
+  std::vector<Tensor> args;
+  size_t next = 0;
+  for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
+    auto type = dyn_cast<RankedTensorType>(func.getArgumentTypes()[i]);
+    if (!type)
+      return func.emitError("argument #")
+             << i << " has unsupported type " << func.getArgumentTypes()[i];
+    StringAttr name;
+    const char *role = nullptr;
+    for (const char *attr : {cnn::kParamAttr, cnn::kBufferAttr, kStateAttr})
+      if (auto s = func.getArgAttrOfType<StringAttr>(i, attr)) {
+        name = s;
+        role = attr;
+        break;
+      }
+    if (!name) {
+      if (next >= positional.size())
+        return func.emitError("argument #")
+               << i << " " << describe(type) << " has no value: only "
+               << positional.size() << " positional tensors were given";
+      if (!positional[next].matches(type))
+        return func.emitError("argument #")
+               << i << " expects " << describe(type)
+               << " but positional tensor #" << next << " is "
+               << describe(positional[next]);
+      args.push_back(positional[next++]);
+      continue;
+    }
+    auto it = named.find(name.str());
+    if (it == named.end()) {
+      if (role == kStateAttr) {
+        args.push_back(Tensor::zeros(type));
+        continue;
+      }
+      return func.emitError("argument #")
+             << i << " (" << role << " = \"" << name.getValue()
+             << "\") is missing from the named tensors";
+    }
+    if (!it->second.matches(type))
+      return func.emitError("argument #")
+             << i << " (" << role << " = \"" << name.getValue()
+             << "\") expects " << describe(type) << " but the named tensor is "
+             << describe(it->second);
+    args.push_back(it->second);
+  }
+  if (next != positional.size())
+    return func.emitError("expected ")
+           << next << " positional tensors, got " << positional.size();
+  return args;
+}
+
+} // namespace cnnc::reference

@@ -1,0 +1,797 @@
+//===- Kernels.cpp - CPU reference kernels for the cnn ops ----------------===//
+//
+// Convolutions are im2col + a blocked GEMM whose inner loop runs over
+// contiguous memory, so they vectorize at -O2 (this file is always built
+// with at least -O2, see CMakeLists.txt).
+//
+//===----------------------------------------------------------------------===//
+#include "Kernels.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace cnnc::reference::kernels {
+
+int64_t numel(const Shape &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+int64_t windowOutputSize(int64_t in, int64_t padBefore, int64_t padAfter,
+                         int64_t kernel, int64_t stride, int64_t dilation,
+                         bool ceilMode) {
+  int64_t span = in + padBefore + padAfter - dilation * (kernel - 1) - 1;
+  if (span < 0)
+    return 0;
+  int64_t out = (ceilMode ? (span + stride - 1) / stride : span / stride) + 1;
+  // PyTorch: the last window must start inside the input or the left padding.
+  if (ceilMode && (out - 1) * stride >= in + padBefore)
+    --out;
+  return out;
+}
+
+//===----------------------------------------------------------------------===//
+// GEMM
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// rows x cols (row-major) -> cols x rows.
+void transpose2d(const float *src, int64_t rows, int64_t cols, float *dst) {
+  constexpr int64_t B = 32;
+  for (int64_t i0 = 0; i0 < rows; i0 += B)
+    for (int64_t j0 = 0; j0 < cols; j0 += B) {
+      int64_t i1 = std::min(rows, i0 + B), j1 = std::min(cols, j0 + B);
+      for (int64_t i = i0; i < i1; ++i)
+        for (int64_t j = j0; j < j1; ++j)
+          dst[j * rows + i] = src[i * cols + j];
+    }
+}
+
+/// C[m x n] (+)= A[m x k] * B[k x n], all contiguous row-major. Blocked over
+/// n and k so a k-panel of B stays in cache; four rows of C are updated per
+/// pass over a row of B. The innermost loop is contiguous in B and C.
+void gemmNN(int64_t m, int64_t n, int64_t k, const float *a, const float *b,
+            float *c, bool accumulate) {
+  if (!accumulate)
+    std::fill(c, c + m * n, 0.0f);
+  constexpr int64_t NB = 512, KB = 128;
+  for (int64_t j0 = 0; j0 < n; j0 += NB) {
+    const int64_t nb = std::min(NB, n - j0);
+    for (int64_t k0 = 0; k0 < k; k0 += KB) {
+      const int64_t kb = std::min(KB, k - k0);
+      int64_t i = 0;
+      for (; i + 4 <= m; i += 4) {
+        float *__restrict c0 = c + i * n + j0;
+        float *__restrict c1 = c0 + n;
+        float *__restrict c2 = c1 + n;
+        float *__restrict c3 = c2 + n;
+        const float *a0 = a + i * k + k0;
+        for (int64_t kk = 0; kk < kb; ++kk) {
+          const float v0 = a0[kk], v1 = a0[k + kk], v2 = a0[2 * k + kk],
+                      v3 = a0[3 * k + kk];
+          const float *__restrict bp = b + (k0 + kk) * n + j0;
+          for (int64_t j = 0; j < nb; ++j) {
+            const float bv = bp[j];
+            c0[j] += v0 * bv;
+            c1[j] += v1 * bv;
+            c2[j] += v2 * bv;
+            c3[j] += v3 * bv;
+          }
+        }
+      }
+      for (; i < m; ++i) {
+        float *__restrict c0 = c + i * n + j0;
+        const float *a0 = a + i * k + k0;
+        for (int64_t kk = 0; kk < kb; ++kk) {
+          const float v0 = a0[kk];
+          const float *__restrict bp = b + (k0 + kk) * n + j0;
+          for (int64_t j = 0; j < nb; ++j)
+            c0[j] += v0 * bp[j];
+        }
+      }
+    }
+  }
+}
+
+} // namespace
+
+void gemm(int64_t m, int64_t n, int64_t k, const float *a, bool transA,
+          const float *b, bool transB, float *c, bool accumulate) {
+  std::vector<float> at, bt;
+  if (transA) {
+    at.resize(m * k);
+    transpose2d(a, k, m, at.data());
+    a = at.data();
+  }
+  if (transB) {
+    bt.resize(k * n);
+    transpose2d(b, n, k, bt.data());
+    b = bt.data();
+  }
+  gemmNN(m, n, k, a, b, c, accumulate);
+}
+
+//===----------------------------------------------------------------------===//
+// Convolution
+//===----------------------------------------------------------------------===//
+
+int64_t ConvParams::outH() const {
+  return windowOutputSize(h, padT, padB, kh, strideH, dilH, false);
+}
+int64_t ConvParams::outW() const {
+  return windowOutputSize(w, padL, padR, kw, strideW, dilW, false);
+}
+
+namespace {
+
+bool isDirect(const ConvParams &p) {
+  return p.kh == 1 && p.kw == 1 && p.strideH == 1 && p.strideW == 1 &&
+         p.padT == 0 && p.padL == 0 && p.padB == 0 && p.padR == 0;
+}
+
+/// col[(c*KH + i)*KW + j][oh*OW + ow] = x[c][oh*sh - pt + i*dh][ow*sw - pl +
+/// j*dw], 0 in the padding. `x` points at the group's first channel.
+void im2col(const float *x, int64_t channels, const ConvParams &p, float *col) {
+  const int64_t oh = p.outH(), ow = p.outW(), P = oh * ow;
+  for (int64_t ch = 0; ch < channels; ++ch)
+    for (int64_t i = 0; i < p.kh; ++i)
+      for (int64_t j = 0; j < p.kw; ++j) {
+        float *dst = col + ((ch * p.kh + i) * p.kw + j) * P;
+        for (int64_t y = 0; y < oh; ++y) {
+          const int64_t ih = y * p.strideH - p.padT + i * p.dilH;
+          float *d = dst + y * ow;
+          if (ih < 0 || ih >= p.h) {
+            std::fill(d, d + ow, 0.0f);
+            continue;
+          }
+          const float *src = x + (ch * p.h + ih) * p.w;
+          const int64_t off = j * p.dilW - p.padL;
+          if (p.strideW == 1 && off >= 0 && off + ow <= p.w) {
+            std::memcpy(d, src + off, ow * sizeof(float));
+            continue;
+          }
+          for (int64_t xo = 0; xo < ow; ++xo) {
+            const int64_t iw = xo * p.strideW + off;
+            d[xo] = (iw >= 0 && iw < p.w) ? src[iw] : 0.0f;
+          }
+        }
+      }
+}
+
+/// The adjoint of im2col: accumulates col into dx.
+void col2im(const float *col, int64_t channels, const ConvParams &p,
+            float *dx) {
+  const int64_t oh = p.outH(), ow = p.outW(), P = oh * ow;
+  for (int64_t ch = 0; ch < channels; ++ch)
+    for (int64_t i = 0; i < p.kh; ++i)
+      for (int64_t j = 0; j < p.kw; ++j) {
+        const float *src = col + ((ch * p.kh + i) * p.kw + j) * P;
+        for (int64_t y = 0; y < oh; ++y) {
+          const int64_t ih = y * p.strideH - p.padT + i * p.dilH;
+          if (ih < 0 || ih >= p.h)
+            continue;
+          float *d = dx + (ch * p.h + ih) * p.w;
+          const float *s = src + y * ow;
+          const int64_t off = j * p.dilW - p.padL;
+          for (int64_t xo = 0; xo < ow; ++xo) {
+            const int64_t iw = xo * p.strideW + off;
+            if (iw >= 0 && iw < p.w)
+              d[iw] += s[xo];
+          }
+        }
+      }
+}
+
+} // namespace
+
+void conv2d(const float *x, const float *w, float *y, const ConvParams &p) {
+  const int64_t cg = p.c / p.groups, fg = p.f / p.groups;
+  const int64_t K = cg * p.kh * p.kw, P = p.outH() * p.outW();
+  const bool direct = isDirect(p);
+  std::vector<float> col(direct ? 0 : K * P);
+  for (int64_t n = 0; n < p.n; ++n)
+    for (int64_t g = 0; g < p.groups; ++g) {
+      const float *xg = x + (n * p.c + g * cg) * p.h * p.w;
+      const float *b = xg;
+      if (!direct) {
+        im2col(xg, cg, p, col.data());
+        b = col.data();
+      }
+      gemmNN(fg, P, K, w + g * fg * K, b, y + (n * p.f + g * fg) * P, false);
+    }
+}
+
+void conv2dBwdData(const float *dy, const float *w, float *dx,
+                   const ConvParams &p) {
+  const int64_t cg = p.c / p.groups, fg = p.f / p.groups;
+  const int64_t K = cg * p.kh * p.kw, P = p.outH() * p.outW();
+  const bool direct = isDirect(p);
+  // wt[g] = w[g]^T : K x Fg.
+  std::vector<float> wt(p.f * K);
+  for (int64_t g = 0; g < p.groups; ++g)
+    transpose2d(w + g * fg * K, fg, K, wt.data() + g * fg * K);
+  std::vector<float> col(direct ? 0 : K * P);
+  if (!direct)
+    std::fill(dx, dx + p.n * p.c * p.h * p.w, 0.0f);
+  for (int64_t n = 0; n < p.n; ++n)
+    for (int64_t g = 0; g < p.groups; ++g) {
+      const float *dyg = dy + (n * p.f + g * fg) * P;
+      float *dxg = dx + (n * p.c + g * cg) * p.h * p.w;
+      if (direct) {
+        gemmNN(K, P, fg, wt.data() + g * fg * K, dyg, dxg, false);
+        continue;
+      }
+      gemmNN(K, P, fg, wt.data() + g * fg * K, dyg, col.data(), false);
+      col2im(col.data(), cg, p, dxg);
+    }
+}
+
+void conv2dBwdFilter(const float *x, const float *dy, float *dw,
+                     const ConvParams &p) {
+  const int64_t cg = p.c / p.groups, fg = p.f / p.groups;
+  const int64_t K = cg * p.kh * p.kw, P = p.outH() * p.outW();
+  const bool direct = isDirect(p);
+  std::vector<float> col(direct ? 0 : K * P), colT(K * P);
+  std::fill(dw, dw + p.f * K, 0.0f);
+  for (int64_t n = 0; n < p.n; ++n)
+    for (int64_t g = 0; g < p.groups; ++g) {
+      const float *xg = x + (n * p.c + g * cg) * p.h * p.w;
+      const float *src = xg;
+      if (!direct) {
+        im2col(xg, cg, p, col.data());
+        src = col.data();
+      }
+      transpose2d(src, K, P, colT.data());
+      // dw[g] (Fg x K) += dy[n, g] (Fg x P) * col^T (P x K).
+      gemmNN(fg, K, P, dy + (n * p.f + g * fg) * P, colT.data(),
+             dw + g * fg * K, true);
+    }
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+void biasAdd(const float *x, const float *bias, float *y, int64_t outer,
+             int64_t channels, int64_t inner) {
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t c = 0; c < channels; ++c) {
+      const float b = bias[c];
+      const float *xs = x + (o * channels + c) * inner;
+      float *ys = y + (o * channels + c) * inner;
+      for (int64_t i = 0; i < inner; ++i)
+        ys[i] = xs[i] + b;
+    }
+}
+
+void biasGrad(const float *dy, float *db, int64_t outer, int64_t channels,
+              int64_t inner) {
+  std::vector<double> acc(channels, 0.0);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t c = 0; c < channels; ++c) {
+      const float *s = dy + (o * channels + c) * inner;
+      double sum = 0;
+      for (int64_t i = 0; i < inner; ++i)
+        sum += s[i];
+      acc[c] += sum;
+    }
+  for (int64_t c = 0; c < channels; ++c)
+    db[c] = static_cast<float>(acc[c]);
+}
+
+void relu(const float *x, float *y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = x[i] < 0.0f ? 0.0f : x[i]; // NaN propagates, like torch.relu
+}
+
+void reluGrad(const float *dy, const float *out, float *dx, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    dx[i] = out[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+void clip(const float *x, float *y, int64_t n, float lo, float hi) {
+  for (int64_t i = 0; i < n; ++i) {
+    float v = x[i];
+    y[i] = v < lo ? lo : (v > hi ? hi : v);
+  }
+}
+
+void clipGrad(const float *dy, const float *x, float *dx, int64_t n, float lo,
+              float hi) {
+  for (int64_t i = 0; i < n; ++i)
+    dx[i] = (x[i] > lo && x[i] < hi) ? dy[i] : 0.0f;
+}
+
+void add(const float *a, const float *b, float *y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = a[i] + b[i];
+}
+
+void mul(const float *a, const float *b, float *y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = a[i] * b[i];
+}
+
+void scale(const float *x, float *y, int64_t n, float factor) {
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = x[i] * factor;
+}
+
+//===----------------------------------------------------------------------===//
+// Batch normalization
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// y = x * alpha + beta per channel, in f32 (as PyTorch's CPU kernel).
+void affinePerChannel(const float *x, float *y, const std::vector<float> &alpha,
+                      const std::vector<float> &beta, int64_t n, int64_t c,
+                      int64_t inner) {
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t ch = 0; ch < c; ++ch) {
+      const float al = alpha[ch], be = beta[ch];
+      const float *xs = x + (b * c + ch) * inner;
+      float *ys = y + (b * c + ch) * inner;
+      for (int64_t i = 0; i < inner; ++i)
+        ys[i] = xs[i] * al + be;
+    }
+}
+} // namespace
+
+void batchNormInference(const float *x, const float *scale, const float *bias,
+                        const float *mean, const float *var, float *y,
+                        int64_t n, int64_t c, int64_t inner, float eps) {
+  std::vector<float> alpha(c), beta(c);
+  for (int64_t ch = 0; ch < c; ++ch) {
+    double invstd = 1.0 / std::sqrt(static_cast<double>(var[ch]) + eps);
+    double a = invstd * scale[ch];
+    alpha[ch] = static_cast<float>(a);
+    beta[ch] = static_cast<float>(bias[ch] - mean[ch] * a);
+  }
+  affinePerChannel(x, y, alpha, beta, n, c, inner);
+}
+
+void batchNormTrain(const float *x, const float *scale, const float *bias,
+                    const float *runningMean, const float *runningVar, float *y,
+                    float *savedMean, float *savedInvstd, float *newRunningMean,
+                    float *newRunningVar, int64_t n, int64_t c, int64_t inner,
+                    float eps, float momentum) {
+  const int64_t count = n * inner;
+  std::vector<float> alpha(c), beta(c);
+  for (int64_t ch = 0; ch < c; ++ch) {
+    double sum = 0;
+    for (int64_t b = 0; b < n; ++b) {
+      const float *xs = x + (b * c + ch) * inner;
+      for (int64_t i = 0; i < inner; ++i)
+        sum += xs[i];
+    }
+    const double mean = sum / count;
+    double ss = 0;
+    for (int64_t b = 0; b < n; ++b) {
+      const float *xs = x + (b * c + ch) * inner;
+      for (int64_t i = 0; i < inner; ++i) {
+        double d = xs[i] - mean;
+        ss += d * d;
+      }
+    }
+    const double var = ss / count;
+    const double invstd = 1.0 / std::sqrt(var + eps);
+    const double unbiased = count > 1 ? ss / (count - 1) : var;
+    const double m = momentum;
+    savedMean[ch] = static_cast<float>(mean);
+    savedInvstd[ch] = static_cast<float>(invstd);
+    newRunningMean[ch] =
+        static_cast<float>(m * mean + (1.0 - m) * runningMean[ch]);
+    newRunningVar[ch] =
+        static_cast<float>(m * unbiased + (1.0 - m) * runningVar[ch]);
+    const double a = invstd * scale[ch];
+    alpha[ch] = static_cast<float>(a);
+    beta[ch] = static_cast<float>(bias[ch] - mean * a);
+  }
+  affinePerChannel(x, y, alpha, beta, n, c, inner);
+}
+
+void batchNormGrad(const float *dy, const float *x, const float *scale,
+                   const float *savedMean, const float *savedInvstd, float *dx,
+                   float *dscale, float *dbias, int64_t n, int64_t c,
+                   int64_t inner) {
+  const double count = static_cast<double>(n * inner);
+  for (int64_t ch = 0; ch < c; ++ch) {
+    const double mean = savedMean[ch], invstd = savedInvstd[ch];
+    double sumDy = 0, dot = 0;
+    for (int64_t b = 0; b < n; ++b) {
+      const float *xs = x + (b * c + ch) * inner;
+      const float *gs = dy + (b * c + ch) * inner;
+      for (int64_t i = 0; i < inner; ++i) {
+        sumDy += gs[i];
+        dot += (xs[i] - mean) * gs[i];
+      }
+    }
+    dbias[ch] = static_cast<float>(sumDy);
+    dscale[ch] = static_cast<float>(dot * invstd);
+    const double k = dot * invstd * invstd / count;
+    const double gradMean = sumDy / count;
+    const double w = invstd * scale[ch];
+    for (int64_t b = 0; b < n; ++b) {
+      const float *xs = x + (b * c + ch) * inner;
+      const float *gs = dy + (b * c + ch) * inner;
+      float *ds = dx + (b * c + ch) * inner;
+      for (int64_t i = 0; i < inner; ++i)
+        ds[i] = static_cast<float>((gs[i] - gradMean - (xs[i] - mean) * k) * w);
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Pooling
+//===----------------------------------------------------------------------===//
+
+int64_t PoolParams::outH() const {
+  return windowOutputSize(h, padT, padB, kh, strideH, 1, ceilMode);
+}
+int64_t PoolParams::outW() const {
+  return windowOutputSize(w, padL, padR, kw, strideW, 1, ceilMode);
+}
+
+namespace {
+/// Index of the window's maximum in the plane (PyTorch's rule).
+int64_t argmaxWindow(const float *plane, const PoolParams &p, int64_t oy,
+                     int64_t ox, float &maxval) {
+  int64_t h0 = oy * p.strideH - p.padT, w0 = ox * p.strideW - p.padL;
+  int64_t h1 = std::min(h0 + p.kh, p.h), w1 = std::min(w0 + p.kw, p.w);
+  h0 = std::max<int64_t>(h0, 0);
+  w0 = std::max<int64_t>(w0, 0);
+  int64_t best = h0 * p.w + w0;
+  maxval = -std::numeric_limits<float>::infinity();
+  for (int64_t ih = h0; ih < h1; ++ih)
+    for (int64_t iw = w0; iw < w1; ++iw) {
+      const float v = plane[ih * p.w + iw];
+      if (v > maxval || std::isnan(v)) {
+        maxval = v;
+        best = ih * p.w + iw;
+      }
+    }
+  return best;
+}
+
+struct AvgWindow {
+  int64_t h0, h1, w0, w1; // real elements [h0, h1) x [w0, w1)
+  int64_t divisor;        // 0: empty window
+};
+
+AvgWindow avgWindow(const PoolParams &p, int64_t oy, int64_t ox) {
+  int64_t h0 = oy * p.strideH - p.padT, w0 = ox * p.strideW - p.padL;
+  int64_t h1 = std::min(h0 + p.kh, p.h + p.padB);
+  int64_t w1 = std::min(w0 + p.kw, p.w + p.padR);
+  const int64_t poolSize = (h1 - h0) * (w1 - w0);
+  h0 = std::max<int64_t>(h0, 0);
+  w0 = std::max<int64_t>(w0, 0);
+  h1 = std::min(h1, p.h);
+  w1 = std::min(w1, p.w);
+  if (h0 >= h1 || w0 >= w1)
+    return {h0, h1, w0, w1, 0};
+  return {h0, h1, w0, w1, p.countIncludePad ? poolSize : (h1 - h0) * (w1 - w0)};
+}
+} // namespace
+
+void maxPool2d(const float *x, float *y, const PoolParams &p) {
+  const int64_t oh = p.outH(), ow = p.outW();
+  for (int64_t pl = 0; pl < p.planes; ++pl) {
+    const float *plane = x + pl * p.h * p.w;
+    for (int64_t oy = 0; oy < oh; ++oy)
+      for (int64_t ox = 0; ox < ow; ++ox) {
+        float m;
+        argmaxWindow(plane, p, oy, ox, m);
+        y[(pl * oh + oy) * ow + ox] = m;
+      }
+  }
+}
+
+void maxPool2dGrad(const float *dy, const float *x, float *dx,
+                   const PoolParams &p) {
+  const int64_t oh = p.outH(), ow = p.outW();
+  std::fill(dx, dx + p.planes * p.h * p.w, 0.0f);
+  for (int64_t pl = 0; pl < p.planes; ++pl) {
+    const float *plane = x + pl * p.h * p.w;
+    float *dplane = dx + pl * p.h * p.w;
+    for (int64_t oy = 0; oy < oh; ++oy)
+      for (int64_t ox = 0; ox < ow; ++ox) {
+        float m;
+        dplane[argmaxWindow(plane, p, oy, ox, m)] +=
+            dy[(pl * oh + oy) * ow + ox];
+      }
+  }
+}
+
+void avgPool2d(const float *x, float *y, const PoolParams &p) {
+  const int64_t oh = p.outH(), ow = p.outW();
+  for (int64_t pl = 0; pl < p.planes; ++pl) {
+    const float *plane = x + pl * p.h * p.w;
+    for (int64_t oy = 0; oy < oh; ++oy)
+      for (int64_t ox = 0; ox < ow; ++ox) {
+        AvgWindow win = avgWindow(p, oy, ox);
+        float &out = y[(pl * oh + oy) * ow + ox];
+        if (!win.divisor) {
+          out = 0.0f;
+          continue;
+        }
+        double sum = 0;
+        for (int64_t ih = win.h0; ih < win.h1; ++ih)
+          for (int64_t iw = win.w0; iw < win.w1; ++iw)
+            sum += plane[ih * p.w + iw];
+        out = static_cast<float>(sum / win.divisor);
+      }
+  }
+}
+
+void avgPool2dGrad(const float *dy, float *dx, const PoolParams &p) {
+  const int64_t oh = p.outH(), ow = p.outW();
+  std::fill(dx, dx + p.planes * p.h * p.w, 0.0f);
+  for (int64_t pl = 0; pl < p.planes; ++pl) {
+    float *dplane = dx + pl * p.h * p.w;
+    for (int64_t oy = 0; oy < oh; ++oy)
+      for (int64_t ox = 0; ox < ow; ++ox) {
+        AvgWindow win = avgWindow(p, oy, ox);
+        if (!win.divisor)
+          continue;
+        const float g =
+            dy[(pl * oh + oy) * ow + ox] / static_cast<float>(win.divisor);
+        for (int64_t ih = win.h0; ih < win.h1; ++ih)
+          for (int64_t iw = win.w0; iw < win.w1; ++iw)
+            dplane[ih * p.w + iw] += g;
+      }
+  }
+}
+
+void globalAvgPool(const float *x, float *y, int64_t planes, int64_t hw) {
+  for (int64_t pl = 0; pl < planes; ++pl) {
+    double sum = 0;
+    for (int64_t i = 0; i < hw; ++i)
+      sum += x[pl * hw + i];
+    y[pl] = static_cast<float>(sum / hw);
+  }
+}
+
+void globalAvgPoolGrad(const float *dy, float *dx, int64_t planes, int64_t hw) {
+  for (int64_t pl = 0; pl < planes; ++pl) {
+    const float g = dy[pl] / static_cast<float>(hw);
+    std::fill(dx + pl * hw, dx + (pl + 1) * hw, g);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+void copy(const float *x, float *y, int64_t n) {
+  if (n)
+    std::memcpy(y, x, n * sizeof(float));
+}
+
+void concat(const std::vector<const float *> &inputs,
+            const std::vector<Shape> &shapes, int64_t axis, float *y) {
+  assert(!inputs.empty() && inputs.size() == shapes.size());
+  const Shape &s0 = shapes[0];
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= s0[d];
+  for (size_t d = axis + 1; d < s0.size(); ++d)
+    inner *= s0[d];
+  for (int64_t o = 0; o < outer; ++o)
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const int64_t chunk = shapes[i][axis] * inner;
+      copy(inputs[i] + o * chunk, y, chunk);
+      y += chunk;
+    }
+}
+
+namespace {
+std::vector<int64_t> stridesOf(const Shape &shape) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * shape[d + 1];
+  return strides;
+}
+} // namespace
+
+void slice(const float *x, const Shape &shape, const Shape &offsets,
+           const Shape &sizes, float *y) {
+  const int64_t rank = shape.size();
+  if (rank == 0) {
+    y[0] = x[0];
+    return;
+  }
+  std::vector<int64_t> strides = stridesOf(shape);
+  const int64_t rows = numel(sizes) / sizes[rank - 1];
+  std::vector<int64_t> idx(rank, 0); // index over sizes[0 .. rank-2]
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t off = offsets[rank - 1];
+    for (int64_t d = 0; d + 1 < rank; ++d)
+      off += (offsets[d] + idx[d]) * strides[d];
+    copy(x + off, y + r * sizes[rank - 1], sizes[rank - 1]);
+    for (int64_t d = rank - 2; d >= 0; --d) {
+      if (++idx[d] < sizes[d])
+        break;
+      idx[d] = 0;
+    }
+  }
+}
+
+void transpose(const float *x, const Shape &shape, const Shape &perm,
+               float *y) {
+  const int64_t rank = shape.size();
+  std::vector<int64_t> inStrides = stridesOf(shape);
+  Shape outShape(rank);
+  std::vector<int64_t> srcStride(rank); // input stride of each output dim
+  for (int64_t d = 0; d < rank; ++d) {
+    outShape[d] = shape[perm[d]];
+    srcStride[d] = inStrides[perm[d]];
+  }
+  const int64_t total = numel(outShape);
+  std::vector<int64_t> idx(rank, 0);
+  int64_t off = 0;
+  for (int64_t i = 0; i < total; ++i) {
+    y[i] = x[off];
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      off += srcStride[d];
+      if (++idx[d] < outShape[d])
+        break;
+      off -= srcStride[d] * outShape[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Dropout
+//===----------------------------------------------------------------------===//
+
+uint64_t splitmix64(uint64_t x) {
+  uint64_t z = x + 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+float dropoutUniform(uint64_t seed, uint64_t step, uint64_t index) {
+  uint64_t h = splitmix64(splitmix64(splitmix64(seed) + step) + index);
+  return static_cast<float>(h >> 40) * (1.0f / 16777216.0f);
+}
+
+void dropoutMask(float *mask, int64_t n, float ratio, uint64_t seed,
+                 uint64_t step) {
+  const float keep = 1.0f / (1.0f - ratio);
+  for (int64_t i = 0; i < n; ++i)
+    mask[i] = dropoutUniform(seed, step, i) < ratio ? 0.0f : keep;
+}
+
+//===----------------------------------------------------------------------===//
+// Softmax and loss
+//===----------------------------------------------------------------------===//
+
+void softmax(const float *x, float *y, int64_t outer, int64_t axisSize,
+             int64_t inner) {
+  std::vector<double> e(axisSize);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t in = 0; in < inner; ++in) {
+      const float *xs = x + o * axisSize * inner + in;
+      float *ys = y + o * axisSize * inner + in;
+      float mx = -std::numeric_limits<float>::infinity();
+      for (int64_t a = 0; a < axisSize; ++a)
+        mx = std::max(mx, xs[a * inner]);
+      double sum = 0;
+      for (int64_t a = 0; a < axisSize; ++a)
+        sum += e[a] = std::exp(static_cast<double>(xs[a * inner]) - mx);
+      for (int64_t a = 0; a < axisSize; ++a)
+        ys[a * inner] = static_cast<float>(e[a] / sum);
+    }
+}
+
+namespace {
+/// log(sum(exp(row))) with the maximum subtracted, in double.
+double logSumExp(const float *row, int64_t c) {
+  double mx = -std::numeric_limits<double>::infinity();
+  for (int64_t j = 0; j < c; ++j)
+    mx = std::max(mx, static_cast<double>(row[j]));
+  double sum = 0;
+  for (int64_t j = 0; j < c; ++j)
+    sum += std::exp(row[j] - mx);
+  return mx + std::log(sum);
+}
+} // namespace
+
+float softmaxCrossEntropy(const float *logits, const float *labels, int64_t n,
+                          int64_t c, float smoothing) {
+  const double s = smoothing;
+  double total = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float *row = logits + i * c;
+    const double lse = logSumExp(row, c);
+    const int64_t y = static_cast<int64_t>(labels[i]);
+    double nll = lse - row[y];
+    double smooth = 0;
+    if (s != 0) {
+      for (int64_t j = 0; j < c; ++j)
+        smooth += lse - row[j];
+      smooth /= c;
+    }
+    total += (1.0 - s) * nll + s * smooth;
+  }
+  return static_cast<float>(total / n);
+}
+
+void softmaxCrossEntropyGrad(const float *logits, const float *labels,
+                             float gradLoss, float *dlogits, int64_t n,
+                             int64_t c, float smoothing) {
+  const double s = smoothing, factor = static_cast<double>(gradLoss) / n;
+  for (int64_t i = 0; i < n; ++i) {
+    const float *row = logits + i * c;
+    const double lse = logSumExp(row, c);
+    const int64_t y = static_cast<int64_t>(labels[i]);
+    for (int64_t j = 0; j < c; ++j) {
+      double target = s / c + (j == y ? 1.0 - s : 0.0);
+      dlogits[i * c + j] =
+          static_cast<float>((std::exp(row[j] - lse) - target) * factor);
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizers: f32 arithmetic in the order of torch.optim's single-tensor code
+//===----------------------------------------------------------------------===//
+
+void sgdUpdate(const float *param, const float *grad, const float *buf,
+               float *newParam, float *newBuf, int64_t n, float lr, float step,
+               float momentum, float dampening, float weightDecay,
+               bool nesterov) {
+  const bool first = step < 1.5f;
+  const float damp = static_cast<float>(1.0 - static_cast<double>(dampening));
+  for (int64_t i = 0; i < n; ++i) {
+    float g = grad[i];
+    if (weightDecay != 0.0f)
+      g = g + weightDecay * param[i];
+    if (momentum != 0.0f) {
+      float b = first ? g : buf[i] * momentum + damp * g;
+      newBuf[i] = b;
+      g = nesterov ? g + momentum * b : b;
+    } else {
+      newBuf[i] = buf[i];
+    }
+    newParam[i] = param[i] + (-lr) * g;
+  }
+}
+
+void adamUpdate(const float *param, const float *grad, const float *expAvg,
+                const float *expAvgSq, float *newParam, float *newExpAvg,
+                float *newExpAvgSq, int64_t n, float lr, float step,
+                float beta1, float beta2, float eps, float weightDecay,
+                bool decoupled) {
+  const double b1 = beta1, b2 = beta2, t = step;
+  const float oneMinusB1 = static_cast<float>(1.0 - b1);
+  const float oneMinusB2 = static_cast<float>(1.0 - b2);
+  const double bc1 = 1.0 - std::pow(b1, t), bc2 = 1.0 - std::pow(b2, t);
+  const float stepSize = static_cast<float>(static_cast<double>(lr) / bc1);
+  const float bc2Sqrt = static_cast<float>(std::sqrt(bc2));
+  const float decay =
+      static_cast<float>(1.0 - static_cast<double>(lr) * weightDecay);
+  for (int64_t i = 0; i < n; ++i) {
+    float p = param[i], g = grad[i];
+    if (decoupled)
+      p = p * decay;
+    else if (weightDecay != 0.0f)
+      g = g + weightDecay * p;
+    const float m = expAvg[i] * beta1 + oneMinusB1 * g;
+    const float v = expAvgSq[i] * beta2 + oneMinusB2 * g * g;
+    const float denom = std::sqrt(v) / bc2Sqrt + eps;
+    newExpAvg[i] = m;
+    newExpAvgSq[i] = v;
+    newParam[i] = p + (-stepSize) * (m / denom);
+  }
+}
+
+} // namespace cnnc::reference::kernels

@@ -1,0 +1,207 @@
+//===- Kernels.h - CPU reference kernels for the cnn ops --------*- C++ -*-===//
+//
+// Plain C++ on raw float pointers and shapes, no MLIR. One function per cnn
+// op. All tensors are dense row-major (NCHW for images, FCHW for filters).
+// Every kernel matches PyTorch (CPU, f32) semantics; reductions whose order
+// is cheap to control are accumulated in double.
+//
+// Outputs are written, never accumulated into, unless a comment says so.
+//
+//===----------------------------------------------------------------------===//
+#ifndef CNNC_LIB_REFERENCE_KERNELS_H
+#define CNNC_LIB_REFERENCE_KERNELS_H
+
+#include <cstdint>
+#include <vector>
+
+namespace cnnc::reference::kernels {
+
+using Shape = std::vector<int64_t>;
+
+int64_t numel(const Shape &shape);
+
+/// Output size of a convolution / pooling window along one dimension
+/// (same rule as cnn::windowOutputSize, PyTorch's ceil_mode included).
+int64_t windowOutputSize(int64_t in, int64_t padBefore, int64_t padAfter,
+                         int64_t kernel, int64_t stride, int64_t dilation,
+                         bool ceilMode);
+
+//===----------------------------------------------------------------------===//
+// Matrix product
+//===----------------------------------------------------------------------===//
+
+/// C[M x N] = op(A) * op(B) (+ C when `accumulate`), row-major, where op(A)
+/// is M x K (A is K x M when transA) and op(B) is K x N (N x K when transB).
+void gemm(int64_t m, int64_t n, int64_t k, const float *a, bool transA,
+          const float *b, bool transB, float *c, bool accumulate = false);
+
+//===----------------------------------------------------------------------===//
+// Convolution
+//===----------------------------------------------------------------------===//
+
+struct ConvParams {
+  int64_t n = 1, c = 1, h = 1, w = 1; // input
+  int64_t f = 1, kh = 1, kw = 1;      // filter F x (C/groups) x KH x KW
+  int64_t strideH = 1, strideW = 1;
+  int64_t padT = 0, padL = 0, padB = 0, padR = 0;
+  int64_t dilH = 1, dilW = 1;
+  int64_t groups = 1;
+  int64_t outH() const;
+  int64_t outW() const;
+};
+
+/// y[N, F, OH, OW] = conv2d(x[N, C, H, W], w[F, C/groups, KH, KW]).
+void conv2d(const float *x, const float *w, float *y, const ConvParams &p);
+/// dx[N, C, H, W] from dy[N, F, OH, OW] and w.
+void conv2dBwdData(const float *dy, const float *w, float *dx,
+                   const ConvParams &p);
+/// dw[F, C/groups, KH, KW] from x and dy.
+void conv2dBwdFilter(const float *x, const float *dy, float *dw,
+                     const ConvParams &p);
+
+//===----------------------------------------------------------------------===//
+// Elementwise and per-channel ops
+//===----------------------------------------------------------------------===//
+
+/// y = x + bias[channel]; x has shape [d0, C, rest...] with `inner` =
+/// prod(rest).
+void biasAdd(const float *x, const float *bias, float *y, int64_t outer,
+             int64_t channels, int64_t inner);
+/// db[c] = sum of dy over every dimension but 1 (double accumulation).
+void biasGrad(const float *dy, float *db, int64_t outer, int64_t channels,
+              int64_t inner);
+void relu(const float *x, float *y, int64_t n);
+/// dx = dy where out > 0 else 0.
+void reluGrad(const float *dy, const float *out, float *dx, int64_t n);
+/// torch.clamp(x, lo, hi) (NaN propagates).
+void clip(const float *x, float *y, int64_t n, float lo, float hi);
+/// dx = dy where lo < x < hi else 0 (torch hardtanh_backward).
+void clipGrad(const float *dy, const float *x, float *dx, int64_t n, float lo,
+              float hi);
+void add(const float *a, const float *b, float *y, int64_t n);
+void mul(const float *a, const float *b, float *y, int64_t n);
+void scale(const float *x, float *y, int64_t n, float factor);
+
+//===----------------------------------------------------------------------===//
+// Batch normalization; x is [N, C, inner] (inner = H*W, or 1 for 2-D input)
+//===----------------------------------------------------------------------===//
+
+void batchNormInference(const float *x, const float *scale, const float *bias,
+                        const float *mean, const float *var, float *y,
+                        int64_t n, int64_t c, int64_t inner, float eps);
+
+/// Training form. saved_invstd = 1/sqrt(biased_var + eps); new running
+/// statistics (1-m)*running + m*stat, with the unbiased variance n/(n-1).
+void batchNormTrain(const float *x, const float *scale, const float *bias,
+                    const float *runningMean, const float *runningVar, float *y,
+                    float *savedMean, float *savedInvstd, float *newRunningMean,
+                    float *newRunningVar, int64_t n, int64_t c, int64_t inner,
+                    float eps, float momentum);
+
+/// PyTorch's batch_norm_backward (training): with M = n*inner,
+///   dbias = sum dy, dscale = sum (x-mean) dy * invstd,
+///   dx = (dy - dbias/M - (x-mean) invstd^2 sum((x-mean) dy)/M) invstd scale.
+void batchNormGrad(const float *dy, const float *x, const float *scale,
+                   const float *savedMean, const float *savedInvstd, float *dx,
+                   float *dscale, float *dbias, int64_t n, int64_t c,
+                   int64_t inner);
+
+//===----------------------------------------------------------------------===//
+// Pooling; x is [N*C planes of H x W]
+//===----------------------------------------------------------------------===//
+
+struct PoolParams {
+  int64_t planes = 1, h = 1, w = 1; // planes = N * C
+  int64_t kh = 1, kw = 1, strideH = 1, strideW = 1;
+  int64_t padT = 0, padL = 0, padB = 0, padR = 0;
+  bool ceilMode = false;
+  bool countIncludePad = true; // avg pooling only
+  int64_t outH() const;
+  int64_t outW() const;
+};
+
+/// Padding never wins; the first maximum in window (row-major) order wins;
+/// NaN wins as in PyTorch.
+void maxPool2d(const float *x, float *y, const PoolParams &p);
+/// Routes each dy to the first maximum of its window (accumulating).
+void maxPool2dGrad(const float *dy, const float *x, float *dx,
+                   const PoolParams &p);
+/// PyTorch's divisor: with count_include_pad, the window clipped to the
+/// padded input [-padT, H+padB) x [-padL, W+padR); otherwise the number of
+/// real elements. A window without real elements gives 0.
+void avgPool2d(const float *x, float *y, const PoolParams &p);
+void avgPool2dGrad(const float *dy, float *dx, const PoolParams &p);
+void globalAvgPool(const float *x, float *y, int64_t planes, int64_t hw);
+void globalAvgPoolGrad(const float *dy, float *dx, int64_t planes, int64_t hw);
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+void copy(const float *x, float *y, int64_t n);
+/// Concatenation along `axis` of inputs sharing every other dimension.
+void concat(const std::vector<const float *> &inputs,
+            const std::vector<Shape> &shapes, int64_t axis, float *y);
+/// y = x[offsets : offsets + sizes].
+void slice(const float *x, const Shape &shape, const Shape &offsets,
+           const Shape &sizes, float *y);
+/// y.dim(i) = x.dim(perm[i]).
+void transpose(const float *x, const Shape &shape, const Shape &perm, float *y);
+
+//===----------------------------------------------------------------------===//
+// Dropout
+//===----------------------------------------------------------------------===//
+
+/// splitmix64 finalizer (Steele, Lea, Flood 2014):
+///   z = x + 0x9E3779B97F4A7C15
+///   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9
+///   z = (z ^ (z >> 27)) * 0x94D049BB133111EB
+///   return z ^ (z >> 31)              (all arithmetic mod 2^64)
+uint64_t splitmix64(uint64_t x);
+/// The counter-based dropout generator shared with the CUDA backend:
+///   h = splitmix64(splitmix64(splitmix64(seed) + step) + index)
+///   u = (h >> 40) * 2^-24              (24 random bits, exact in f32, [0,1))
+/// `step` is the 1-based training step (the op's `step` operand, truncated to
+/// an integer), `index` the row-major element index.
+float dropoutUniform(uint64_t seed, uint64_t step, uint64_t index);
+/// mask[i] = dropoutUniform(seed, step, i) < ratio ? 0 : 1 / (1 - ratio).
+void dropoutMask(float *mask, int64_t n, float ratio, uint64_t seed,
+                 uint64_t step);
+
+//===----------------------------------------------------------------------===//
+// Softmax and loss
+//===----------------------------------------------------------------------===//
+
+/// Softmax along the middle dimension of [outer, axisSize, inner].
+void softmax(const float *x, float *y, int64_t outer, int64_t axisSize,
+             int64_t inner);
+/// torch.nn.CrossEntropyLoss(label_smoothing=s), mean over the batch;
+/// logits [n, c], labels held as floats. Returns the loss (double
+/// accumulation, log-sum-exp with the row maximum subtracted).
+float softmaxCrossEntropy(const float *logits, const float *labels, int64_t n,
+                          int64_t c, float smoothing);
+/// dlogits = (softmax(logits) - ((1-s) onehot + s/c)) * gradLoss / n.
+void softmaxCrossEntropyGrad(const float *logits, const float *labels,
+                             float gradLoss, float *dlogits, int64_t n,
+                             int64_t c, float smoothing);
+
+//===----------------------------------------------------------------------===//
+// Optimizers (torch.optim formulas, elementwise over n values)
+//===----------------------------------------------------------------------===//
+
+/// torch.optim.SGD; `step` is the 1-based step count (the buffer is
+/// initialised to g on step 1). With momentum 0 the buffer is passed through.
+void sgdUpdate(const float *param, const float *grad, const float *buf,
+               float *newParam, float *newBuf, int64_t n, float lr, float step,
+               float momentum, float dampening, float weightDecay,
+               bool nesterov);
+/// torch.optim.Adam (decoupled = false) or AdamW (decoupled = true).
+void adamUpdate(const float *param, const float *grad, const float *expAvg,
+                const float *expAvgSq, float *newParam, float *newExpAvg,
+                float *newExpAvgSq, int64_t n, float lr, float step,
+                float beta1, float beta2, float eps, float weightDecay,
+                bool decoupled);
+
+} // namespace cnnc::reference::kernels
+
+#endif
