@@ -1,0 +1,201 @@
+// GPU check of Context's library calls against CPU references: convolutions
+// (asymmetric padding emulation, stride, dilation, groups, NHWC, f16; forward,
+// backward data, backward filter, accumulate) and matmuls (all transpose
+// combinations, f16, accumulate). Exit 3 without a GPU (ctest SKIP).
+#include "cnnrt/cnnrt.h"
+
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+using namespace cnnrt;
+
+namespace {
+
+uint64_t gState = 88172645463325252ull;
+float rnd() {
+  gState ^= gState << 13;
+  gState ^= gState >> 7;
+  gState ^= gState << 17;
+  return static_cast<float>(gState >> 40) / 16777216.0f * 2.f - 1.f;
+}
+
+struct Buf {
+  std::vector<float> h;
+  void *d = nullptr;
+  DType dt;
+  Buf(size_t n, DType t, bool random) : h(n), dt(t) {
+    for (float &v : h) {
+      v = random ? rnd() : 0.f;
+      if (dt == DType::F16)
+        v = __half2float(__float2half(v));
+    }
+    cudaMalloc(&d, n * dtypeSize(t));
+    upload();
+  }
+  void upload() {
+    if (dt == DType::F16) {
+      std::vector<__half> t(h.size());
+      for (size_t i = 0; i < h.size(); ++i)
+        t[i] = __float2half(h[i]);
+      cudaMemcpy(d, t.data(), t.size() * 2, cudaMemcpyHostToDevice);
+    } else {
+      cudaMemcpy(d, h.data(), h.size() * 4, cudaMemcpyHostToDevice);
+    }
+  }
+  std::vector<float> download() const {
+    std::vector<float> out(h.size());
+    if (dt == DType::F16) {
+      std::vector<__half> t(h.size());
+      cudaMemcpy(t.data(), d, t.size() * 2, cudaMemcpyDeviceToHost);
+      for (size_t i = 0; i < h.size(); ++i)
+        out[i] = __half2float(t[i]);
+    } else {
+      cudaMemcpy(out.data(), d, out.size() * 4, cudaMemcpyDeviceToHost);
+    }
+    return out;
+  }
+};
+
+int failures = 0;
+void compare(const char *what, const std::vector<float> &got,
+             const std::vector<double> &want, double tol) {
+  double worst = 0;
+  size_t at = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    double e = std::fabs(got[i] - want[i]) / (1.0 + std::fabs(want[i]));
+    if (!(e <= worst)) {
+      worst = e;
+      at = i;
+    }
+  }
+  bool ok = worst <= tol;
+  std::printf("%-46s max rel err %.2e %s\n", what, worst, ok ? "ok" : "FAIL");
+  if (!ok) {
+    std::printf("  at %zu: got %g want %g\n", at, got[at], want[at]);
+    ++failures;
+  }
+}
+
+// Index helpers for NCHW / NHWC activations and KCRS / KRSC filters.
+size_t ai(const ConvDesc &d, bool nhwc, int n, int c, int y, int x, int C,
+          int H, int W) {
+  (void)d;
+  return nhwc ? ((size_t(n) * H + y) * W + x) * C + c
+              : ((size_t(n) * C + c) * H + y) * W + x;
+}
+size_t wi(const ConvDesc &d, bool nhwc, int k, int c, int r, int s) {
+  int Cg = d.C / d.groups;
+  return nhwc ? ((size_t(k) * d.R + r) * d.S + s) * Cg + c
+              : ((size_t(k) * Cg + c) * d.R + r) * d.S + s;
+}
+
+void checkConv(Context &ctx, int id, const ConvDesc &d, const char *name) {
+  bool nhwc = d.layout == Layout::NHWC;
+  int Cg = d.C / d.groups, Kg = d.K / d.groups;
+  size_t nx = size_t(d.N) * d.C * d.H * d.W, nw = size_t(d.K) * Cg * d.R * d.S,
+         ny = size_t(d.N) * d.K * d.P * d.Q;
+  Buf x(nx, d.dtype, true), w(nw, d.dtype, true), y(ny, d.dtype, false),
+      dy(ny, d.dtype, true), dx(nx, d.dtype, true), dw(nw, d.dtype, false);
+  std::vector<double> ry(ny, 0), rdx(nx, 0), rdw(nw, 0);
+  for (int n = 0; n < d.N; ++n)
+    for (int k = 0; k < d.K; ++k)
+      for (int p = 0; p < d.P; ++p)
+        for (int q = 0; q < d.Q; ++q) {
+          int g = k / Kg;
+          size_t yi = ai(d, nhwc, n, k, p, q, d.K, d.P, d.Q);
+          for (int c = 0; c < Cg; ++c)
+            for (int r = 0; r < d.R; ++r)
+              for (int s = 0; s < d.S; ++s) {
+                int iy = p * d.strideH - d.padT + r * d.dilH;
+                int ix = q * d.strideW - d.padL + s * d.dilW;
+                if (iy < 0 || iy >= d.H || ix < 0 || ix >= d.W)
+                  continue;
+                size_t xi = ai(d, nhwc, n, g * Cg + c, iy, ix, d.C, d.H, d.W);
+                size_t wI = wi(d, nhwc, k, c, r, s);
+                ry[yi] += double(x.h[xi]) * w.h[wI];
+                rdx[xi] += double(dy.h[yi]) * w.h[wI];
+                rdw[wI] += double(dy.h[yi]) * x.h[xi];
+              }
+        }
+  double tol = d.dtype == DType::F16 ? 2e-2 : 1e-5;
+  ctx.convFwd(id, x.d, w.d, y.d);
+  std::vector<double> rdxAcc(nx);
+  for (size_t i = 0; i < nx; ++i)
+    rdxAcc[i] = rdx[i] + dx.h[i];
+  ctx.convBwdData(id, dy.d, w.d, dx.d, /*accumulate=*/true);
+  ctx.convBwdFilter(id, x.d, dy.d, dw.d);
+  cudaStreamSynchronize(ctx.stream());
+  std::string n = name;
+  compare((n + " fwd").c_str(), y.download(), ry, tol);
+  compare((n + " bwd_data (accumulate)").c_str(), dx.download(), rdxAcc, tol);
+  compare((n + " bwd_filter").c_str(), dw.download(), rdw, tol);
+  ctx.convBwdData(id, dy.d, w.d, dx.d);
+  cudaStreamSynchronize(ctx.stream());
+  compare((n + " bwd_data").c_str(), dx.download(), rdx, tol);
+}
+
+void checkMatmul(Context &ctx, int id, const MatmulDesc &m, bool acc) {
+  Buf A(m.M * m.K, m.dtype, true), B(m.K * m.N, m.dtype, true),
+      C(m.M * m.N, m.dtype, true);
+  std::vector<double> want(m.M * m.N);
+  for (int64_t i = 0; i < m.M; ++i)
+    for (int64_t j = 0; j < m.N; ++j) {
+      double s = acc ? C.h[i * m.N + j] : 0.0;
+      for (int64_t k = 0; k < m.K; ++k) {
+        float a = m.transA ? A.h[k * m.M + i] : A.h[i * m.K + k];
+        float b = m.transB ? B.h[j * m.K + k] : B.h[k * m.N + j];
+        s += double(a) * b;
+      }
+      want[i * m.N + j] = s;
+    }
+  ctx.matmul(id, A.d, B.d, C.d, acc);
+  cudaStreamSynchronize(ctx.stream());
+  char name[96];
+  std::snprintf(name, sizeof(name), "matmul %s M%lld N%lld K%lld tA%d tB%d%s",
+                dtypeName(m.dtype), (long long)m.M, (long long)m.N,
+                (long long)m.K, m.transA, m.transB, acc ? " acc" : "");
+  compare(name, C.download(), want, m.dtype == DType::F16 ? 2e-2 : 1e-5);
+}
+
+} // namespace
+
+int main() {
+  ModelSpec spec{"ops_check", 256, nullptr, 0,       1,       1,
+                 1,           1,   1,       nullptr, nullptr, nullptr};
+  Context ctx(spec);
+  std::vector<std::pair<ConvDesc, const char *>> convs = {
+      {{2, 3, 7, 6, 4, 3, 2, 4, 6,          0,
+        1, 1, 0, 2, 1, 1, 1, 1, DType::F32, Layout::NCHW},
+       "conv asym-pad stride2 nchw f32"},
+      {{2, 4, 6, 6, 6, 3, 3, 6, 6,          2,
+        2, 2, 2, 1, 1, 2, 2, 2, DType::F32, Layout::NHWC},
+       "conv groups2 dil2 nhwc f32"},
+      {{2, 8, 5, 5, 8, 3, 3, 3, 3,          1,
+        0, 0, 1, 2, 2, 1, 1, 1, DType::F32, Layout::NHWC},
+       "conv asym-pad stride2 nhwc f32"},
+      {{4, 16, 8, 8, 32, 3, 3, 8, 8,          1,
+        1, 1,  1, 1, 1,  1, 1, 1, DType::F16, Layout::NHWC},
+       "conv nhwc f16"},
+      {{2, 8, 6, 6, 8, 1, 1, 6, 6,          0,
+        0, 0, 0, 1, 1, 1, 1, 1, DType::F16, Layout::NCHW},
+       "conv 1x1 nchw f16"},
+  };
+  for (size_t i = 0; i < convs.size(); ++i)
+    ctx.registerConv(int(i), convs[i].first, convs[i].second);
+  std::vector<MatmulDesc> mms;
+  for (int t = 0; t < 4; ++t)
+    mms.push_back({5, 7, 3, bool(t & 1), bool(t & 2), DType::F32});
+  mms.push_back({64, 48, 40, false, true, DType::F16});
+  mms.push_back({33, 17, 65, true, false, DType::F32});
+  for (size_t i = 0; i < mms.size(); ++i)
+    ctx.registerMatmul(int(i), mms[i], "matmul");
+  ctx.finishPrepare();
+  for (size_t i = 0; i < convs.size(); ++i)
+    checkConv(ctx, int(i), convs[i].first, convs[i].second);
+  for (size_t i = 0; i < mms.size(); ++i)
+    checkMatmul(ctx, int(i), mms[i], i == mms.size() - 1);
+  ctx.checkLaunch("ops_check");
+  std::printf("%s\n", failures ? "ops_check: FAILED" : "ops_check: all ok");
+  return failures ? 1 : 0;
+}
