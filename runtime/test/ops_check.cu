@@ -165,13 +165,13 @@ int main() {
                  1,           1,   1,       nullptr, nullptr, nullptr};
   Context ctx(spec);
   std::vector<std::pair<ConvDesc, const char *>> convs = {
-      {{2, 3, 7, 6, 4, 3, 2, 4, 6,          0,
+      {{2, 3, 7, 6, 4, 3, 2, 3, 6,          0,
         1, 1, 0, 2, 1, 1, 1, 1, DType::F32, Layout::NCHW},
        "conv asym-pad stride2 nchw f32"},
       {{2, 4, 6, 6, 6, 3, 3, 6, 6,          2,
         2, 2, 2, 1, 1, 2, 2, 2, DType::F32, Layout::NHWC},
        "conv groups2 dil2 nhwc f32"},
-      {{2, 8, 5, 5, 8, 3, 3, 3, 3,          1,
+      {{2, 8, 5, 5, 8, 3, 3, 2, 2,          1,
         0, 0, 1, 2, 2, 1, 1, 1, DType::F32, Layout::NHWC},
        "conv asym-pad stride2 nhwc f32"},
       {{4, 16, 8, 8, 32, 3, 3, 8, 8,          1,
