@@ -1,0 +1,1 @@
+"""cnnc Python helpers: export models from PyTorch, compile, run, compare."""

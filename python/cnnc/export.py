@@ -1,0 +1,126 @@
+"""Export helpers: SimpleCNN and torchvision models to ONNX for cnnc.
+
+Used by the tests (test/e2e) and the bench scripts. Works with torch 1.13
+(Debian, TorchScript exporter) and newer torch (torch 2.x; pass
+``dynamo=True`` to use the dynamo-based exporter where available).
+
+    /usr/bin/python3 -m cnnc.export simplecnn out.onnx --batch 32 [--training]
+"""
+import argparse
+import os
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class SimpleCNN(nn.Module):
+    """The small example network of the mixed-precision tutorials.
+
+    input 3x32x32; conv 3->16 (3x3, s1, p1) -> ReLU -> max-pool 2;
+    conv 16->32 (3x3, s1, p1) -> ReLU -> max-pool 2; flatten (32*8*8)
+    -> linear 2048->128 -> ReLU -> linear 128->num_classes.
+    """
+
+    def __init__(self, num_classes=10):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 16, kernel_size=3, stride=1, padding=1)
+        self.conv2 = nn.Conv2d(16, 32, kernel_size=3, stride=1, padding=1)
+        self.pool = nn.MaxPool2d(2)
+        self.fc1 = nn.Linear(32 * 8 * 8, 128)
+        self.fc2 = nn.Linear(128, num_classes)
+
+    def forward(self, x):
+        x = self.pool(F.relu(self.conv1(x)))
+        x = self.pool(F.relu(self.conv2(x)))
+        # view(size(0), -1): exported as a Shape/Gather/Unsqueeze/Concat chain
+        # feeding Reshape, which cnnc folds at import.
+        x = x.view(x.size(0), -1)
+        x = F.relu(self.fc1(x))
+        return self.fc2(x)
+
+
+def build_model(name, num_classes=None, seed=0):
+    """A model by name: 'simplecnn' or any torchvision.models constructor."""
+    torch.manual_seed(seed)
+    if name.lower() == "simplecnn":
+        return SimpleCNN(num_classes or 10)
+    import torchvision
+
+    ctor = getattr(torchvision.models, name, None)
+    if ctor is None:
+        raise ValueError("unknown model '%s'" % name)
+    kwargs = {"num_classes": num_classes} if num_classes else {}
+    try:
+        return ctor(weights=None, **kwargs)
+    except TypeError:  # older torchvision
+        return ctor(pretrained=False, **kwargs)
+
+
+def default_input_shape(name, batch):
+    if name.lower() == "simplecnn":
+        return (batch, 3, 32, 32)
+    return (batch, 3, 224, 224)
+
+
+def export_onnx(model, path, input_shape, training=False, dynamic_batch=False,
+                opset=None, dynamo=False, input_name="input",
+                output_name="logits"):
+    """Exports `model` to `path` and returns the example input used.
+
+    training=True exports the training-mode graph as cnnc expects it:
+    BatchNormalization with training_mode=1 (running-stat outputs), Dropout
+    with ratio/training_mode inputs, no constant folding.
+    """
+    x = torch.randn(*input_shape)
+    kwargs = dict(input_names=[input_name], output_names=[output_name])
+    if dynamic_batch:
+        kwargs["dynamic_axes"] = {input_name: {0: "batch"},
+                                  output_name: {0: "batch"}}
+    if opset is not None:
+        kwargs["opset_version"] = opset
+    if dynamo:
+        kwargs["dynamo"] = True
+    if training:
+        model.train()
+        kwargs["training"] = torch.onnx.TrainingMode.TRAINING
+        kwargs["do_constant_folding"] = False
+    else:
+        model.eval()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    torch.onnx.export(model, (x,), path, **kwargs)
+    return x
+
+
+def export_named(name, path, batch=1, training=False, dynamic_batch=False,
+                 opset=None, dynamo=False, num_classes=None, seed=0):
+    """build_model + export_onnx; returns (model, example input)."""
+    model = build_model(name, num_classes, seed)
+    x = export_onnx(model, path, default_input_shape(name, batch),
+                    training=training, dynamic_batch=dynamic_batch,
+                    opset=opset, dynamo=dynamo)
+    return model, x
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("model", help="simplecnn or a torchvision model name")
+    p.add_argument("output", help="where to write the .onnx file")
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--training", action="store_true")
+    p.add_argument("--dynamic-batch", action="store_true")
+    p.add_argument("--opset", type=int, default=None)
+    p.add_argument("--dynamo", action="store_true")
+    p.add_argument("--num-classes", type=int, default=None)
+    args = p.parse_args(argv)
+    export_named(args.model, args.output, batch=args.batch,
+                 training=args.training, dynamic_batch=args.dynamic_batch,
+                 opset=args.opset, dynamo=args.dynamo,
+                 num_classes=args.num_classes)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,425 @@
+//===- Driver.cpp - the cnnc compiler driver ------------------------------===//
+#include "Driver.h"
+
+#include "cnnc/Dialect/CNN/CNNOps.h"
+#include "cnnc/Frontend/ONNXImporter.h"
+#include "cnnrt/TensorFile.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/OperationSupport.h"
+#include "mlir/Parser/Parser.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cmath>
+#include <cstring>
+
+using namespace mlir;
+using namespace cnnc;
+using namespace cnnc::driver;
+
+#ifndef CNNC_VERSION
+#define CNNC_VERSION "0.1.0"
+#endif
+
+//===----------------------------------------------------------------------===//
+// Command line
+//===----------------------------------------------------------------------===//
+
+namespace {
+namespace cl = llvm::cl;
+
+cl::OptionCategory cnncCategory("cnnc options");
+
+cl::opt<std::string> inputFile(cl::Positional,
+                               cl::desc("<model.onnx|model.mlir>"),
+                               cl::Required, cl::cat(cnncCategory));
+cl::opt<std::string> outputFile("o", cl::desc("Output file (default: stdout)"),
+                                cl::value_desc("file"), cl::init("-"),
+                                cl::cat(cnncCategory));
+cl::opt<std::string>
+    emitKind("emit",
+             cl::desc("What to emit: mlir (the default when no other action "
+                      "is requested)"),
+             cl::value_desc("mlir"), cl::init(""), cl::cat(cnncCategory));
+cl::opt<int64_t> batchSize("batch",
+                           cl::desc("Batch size (replaces the input's first, "
+                                    "possibly dynamic, dimension)"),
+                           cl::value_desc("N"), cl::init(0),
+                           cl::cat(cnncCategory));
+cl::opt<bool> printLocations("print-locations",
+                             cl::desc("Print op locations (ONNX node names) "
+                                      "in the emitted IR"),
+                             cl::init(false), cl::cat(cnncCategory));
+cl::opt<bool> runRef("run-reference",
+                     cl::desc("Run @forward with the CPU reference "
+                              "interpreter on --input, write --output"),
+                     cl::init(false), cl::cat(cnncCategory));
+cl::opt<std::string> inputTensor("input",
+                                 cl::desc("Input tensor for --run-reference "
+                                          "(.npy or raw CNNT .bin)"),
+                                 cl::value_desc("file"), cl::init(""),
+                                 cl::cat(cnncCategory));
+cl::opt<std::string> outputTensor("output",
+                                  cl::desc("Where --run-reference writes the "
+                                           "first result (.npy or .bin)"),
+                                  cl::value_desc("file"), cl::init(""),
+                                  cl::cat(cnncCategory));
+cl::opt<std::string> weightsFile("weights",
+                                 cl::desc("Weights file (.cnnw) overriding "
+                                          "the module's cnn.weights"),
+                                 cl::value_desc("file"), cl::init(""),
+                                 cl::cat(cnncCategory));
+
+bool hasExtension(StringRef path, StringRef ext) {
+  return llvm::sys::path::extension(path).equals_insensitive(ext);
+}
+} // namespace
+
+DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
+  // The standard MLIR printing/context options (--mlir-print-debuginfo, ...).
+  registerAsmPrinterCLOptions();
+  registerMLIRContextCLOptions();
+  cl::SetVersionPrinter([](llvm::raw_ostream &os) {
+    os << "cnnc " << CNNC_VERSION << " (MLIR " << LLVM_VERSION_STRING << ")\n";
+  });
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "cnnc: compiles CNN training steps to CUDA\n\n"
+      "  cnnc model.onnx [--batch N] [--emit mlir] [-o model.mlir]\n"
+      "  cnnc model.mlir --run-reference --input x.npy --output y.npy\n");
+  DriverOptions o;
+  o.inputFile = inputFile;
+  o.outputFile = outputFile == "-" ? "" : outputFile.getValue();
+  o.emit = emitKind;
+  o.batch = batchSize;
+  o.printLocations = printLocations;
+  o.runReference = runRef;
+  o.inputTensor = inputTensor;
+  o.outputTensor = outputTensor;
+  o.weightsFile = weightsFile;
+  return o;
+}
+
+//===----------------------------------------------------------------------===//
+// Tensor conversions
+//===----------------------------------------------------------------------===//
+
+namespace {
+float halfBitsToFloat(uint16_t h) {
+  uint32_t sign = uint32_t(h & 0x8000) << 16;
+  uint32_t exp = (h >> 10) & 0x1f, mant = h & 0x3ff, bits;
+  if (exp == 0) {
+    if (mant == 0) {
+      bits = sign;
+    } else {
+      exp = 127 - 15 + 1;
+      while (!(mant & 0x400)) {
+        mant <<= 1;
+        --exp;
+      }
+      bits = sign | (exp << 23) | ((mant & 0x3ff) << 13);
+    }
+  } else if (exp == 0x1f) {
+    bits = sign | 0x7f800000 | (mant << 13);
+  } else {
+    bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+/// Round-to-nearest-even f32 -> f16 bits.
+uint16_t floatToHalfBits(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000;
+  uint32_t absx = x & 0x7fffffff;
+  if (absx >= 0x7f800000) // inf or nan
+    return sign | 0x7c00 | (absx > 0x7f800000 ? 0x200 : 0);
+  if (absx >= 0x477ff000) // rounds to >= 65520: inf
+    return sign | 0x7c00;
+  if (absx < 0x38800000) { // subnormal or zero in f16
+    float a;
+    std::memcpy(&a, &absx, 4);
+    // a * 2^24 rounded to nearest even gives the subnormal mantissa.
+    return sign | uint16_t(std::nearbyint(a * 16777216.0f));
+  }
+  uint32_t mant = absx & 0x7fffff;
+  uint32_t exp = (absx >> 23) - 127 + 15;
+  uint32_t h = (exp << 10) | (mant >> 13);
+  uint32_t rest = mant & 0x1fff;
+  if (rest > 0x1000 || (rest == 0x1000 && (h & 1)))
+    ++h;
+  return sign | h;
+}
+
+reference::Tensor fromEntry(const cnnrt::TensorEntry &e) {
+  reference::Tensor t;
+  t.shape = e.shape;
+  int64_t n = e.numel();
+  t.data.resize(n);
+  switch (e.dtype) {
+  case cnnrt::DType::F32:
+    t.kind = reference::ElemKind::F32;
+    std::memcpy(t.data.data(), e.data.data(), n * 4);
+    break;
+  case cnnrt::DType::F16:
+    t.kind = reference::ElemKind::F16;
+    for (int64_t i = 0; i < n; ++i)
+      t.data[i] = halfBitsToFloat(e.as<uint16_t>()[i]);
+    break;
+  case cnnrt::DType::I32:
+    t.kind = reference::ElemKind::I32;
+    for (int64_t i = 0; i < n; ++i)
+      t.data[i] = float(e.as<int32_t>()[i]);
+    break;
+  case cnnrt::DType::I64:
+    t.kind = reference::ElemKind::I64;
+    for (int64_t i = 0; i < n; ++i)
+      t.data[i] = float(e.as<int64_t>()[i]);
+    break;
+  }
+  return t;
+}
+
+cnnrt::TensorEntry toEntry(const std::string &name,
+                           const reference::Tensor &t) {
+  cnnrt::DType dt = cnnrt::DType::F32;
+  switch (t.kind) {
+  case reference::ElemKind::F32:
+    dt = cnnrt::DType::F32;
+    break;
+  case reference::ElemKind::F16:
+    dt = cnnrt::DType::F16;
+    break;
+  case reference::ElemKind::I32:
+    dt = cnnrt::DType::I32;
+    break;
+  case reference::ElemKind::I64:
+    dt = cnnrt::DType::I64;
+    break;
+  }
+  cnnrt::TensorEntry e = cnnrt::TensorEntry::zeros(name, dt, t.shape);
+  int64_t n = std::min<int64_t>(e.numel(), t.data.size());
+  for (int64_t i = 0; i < n; ++i) {
+    switch (dt) {
+    case cnnrt::DType::F32:
+      e.as<float>()[i] = t.data[i];
+      break;
+    case cnnrt::DType::F16:
+      e.as<uint16_t>()[i] = floatToHalfBits(t.data[i]);
+      break;
+    case cnnrt::DType::I32:
+      e.as<int32_t>()[i] = int32_t(t.data[i]);
+      break;
+    case cnnrt::DType::I64:
+      e.as<int64_t>()[i] = int64_t(t.data[i]);
+      break;
+    }
+  }
+  return e;
+}
+} // namespace
+
+LogicalResult cnnc::driver::readWeights(const std::string &path,
+                                        reference::TensorMap &weights,
+                                        std::string &err) {
+  std::vector<cnnrt::TensorEntry> entries;
+  if (!cnnrt::readTensorFile(path, entries, err))
+    return failure();
+  for (const auto &e : entries)
+    weights[e.name] = fromEntry(e);
+  return success();
+}
+
+LogicalResult cnnc::driver::writeWeights(const std::string &path,
+                                         const reference::TensorMap &weights,
+                                         std::string &err) {
+  std::vector<cnnrt::TensorEntry> entries;
+  entries.reserve(weights.size());
+  for (const auto &[name, t] : weights)
+    entries.push_back(toEntry(name, t));
+  return success(cnnrt::writeTensorFileAtomic(path, entries, err));
+}
+
+LogicalResult cnnc::driver::readTensor(const std::string &path,
+                                       reference::Tensor &t, std::string &err) {
+  cnnrt::TensorEntry e;
+  bool ok;
+  if (hasExtension(path, ".npy"))
+    ok = cnnrt::readNpy(path, e, err);
+  else if (hasExtension(path, ".bin"))
+    ok = cnnrt::readRawTensor(path, e, err);
+  else {
+    err = "tensor file '" + path + "' must end in .npy or .bin";
+    return failure();
+  }
+  if (!ok)
+    return failure();
+  t = fromEntry(e);
+  return success();
+}
+
+LogicalResult cnnc::driver::writeTensor(const std::string &path,
+                                        const reference::Tensor &t,
+                                        std::string &err) {
+  cnnrt::TensorEntry e = toEntry(path, t);
+  if (hasExtension(path, ".npy"))
+    return success(cnnrt::writeNpy(path, e, err));
+  if (hasExtension(path, ".bin"))
+    return success(cnnrt::writeRawTensor(path, e, err));
+  err = "tensor file '" + path + "' must end in .npy or .bin";
+  return failure();
+}
+
+//===----------------------------------------------------------------------===//
+// Actions
+//===----------------------------------------------------------------------===//
+
+namespace {
+LogicalResult fail(Compilation &c, const Twine &msg) {
+  emitError(UnknownLoc::get(&c.context)) << msg;
+  return failure();
+}
+
+/// Resolves the cnn.weights path of `mlirPath`: as written, else next to the
+/// .mlir file.
+std::string resolveWeightsPath(StringRef mlirPath, StringRef weights) {
+  if (llvm::sys::fs::exists(weights) || llvm::sys::path::is_absolute(weights))
+    return weights.str();
+  SmallString<256> p(llvm::sys::path::parent_path(mlirPath));
+  llvm::sys::path::append(p, llvm::sys::path::filename(weights));
+  return llvm::sys::fs::exists(p) ? std::string(p) : weights.str();
+}
+
+func::FuncOp findForward(Compilation &c) {
+  return c.module->lookupSymbol<func::FuncOp>("forward");
+}
+} // namespace
+
+LogicalResult cnnc::driver::loadInput(const DriverOptions &options,
+                                      Compilation &c) {
+  const std::string &path = options.inputFile;
+  bool isOnnx = hasExtension(path, ".onnx");
+  bool isMlir = hasExtension(path, ".mlir");
+  if (!isOnnx && !isMlir)
+    return fail(c, "input file '" + path +
+                       "' must have the extension .onnx or .mlir");
+  if (!llvm::sys::fs::exists(path))
+    return fail(c, "cannot open input file '" + path +
+                       "': No such file or directory");
+  if (options.batch < 0)
+    return fail(c, "--batch must be positive, got " + Twine(options.batch));
+
+  if (isOnnx) {
+    ONNXImportOptions importOptions;
+    importOptions.batch = options.batch;
+    c.module = importONNX(path, c.context, importOptions, c.weights);
+    if (!c.module)
+      return failure();
+  } else {
+    if (options.batch > 0)
+      return fail(c, "--batch applies to ONNX input only");
+    std::string err;
+    auto buffer = llvm::MemoryBuffer::getFile(path);
+    if (!buffer)
+      return fail(c, "cannot open input file '" + path +
+                         "': " + buffer.getError().message());
+    c.sourceMgr.AddNewSourceBuffer(std::move(*buffer), llvm::SMLoc());
+    c.context.loadDialect<cnn::CNNDialect, func::FuncDialect>();
+    c.module = parseSourceFile<ModuleOp>(c.sourceMgr, ParserConfig(&c.context));
+    if (!c.module)
+      return failure();
+    if (options.weightsFile.empty()) {
+      if (auto attr = (*c.module)->getAttrOfType<StringAttr>(kWeightsAttr)) {
+        std::string wpath = resolveWeightsPath(path, attr.getValue());
+        if (failed(readWeights(wpath, c.weights, err)))
+          return fail(c, "cannot read the weights '" + wpath + "' named by " +
+                             kWeightsAttr + ": " + err);
+      }
+    }
+  }
+  if (!options.weightsFile.empty()) {
+    std::string err;
+    c.weights.clear();
+    if (failed(readWeights(options.weightsFile, c.weights, err)))
+      return fail(c,
+                  "cannot read weights '" + options.weightsFile + "': " + err);
+  }
+  return success();
+}
+
+LogicalResult cnnc::driver::emitMLIR(const DriverOptions &options,
+                                     Compilation &c) {
+  OpPrintingFlags flags;
+  if (options.printLocations)
+    flags.enableDebugInfo(/*enable=*/true, /*prettyForm=*/false);
+  if (options.outputFile.empty()) {
+    c.module->print(llvm::outs(), flags);
+    llvm::outs().flush();
+    return success();
+  }
+  std::string weightsPath = options.outputFile + ".cnnw";
+  std::string err;
+  if (failed(writeWeights(weightsPath, c.weights, err)))
+    return fail(c, "cannot write weights '" + weightsPath + "': " + err);
+  (*c.module)->setAttr(kWeightsAttr, StringAttr::get(&c.context, weightsPath));
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  c.module->print(os, flags);
+  os.flush();
+  if (!cnnrt::writeFileAtomic(options.outputFile, text, err))
+    return fail(c, "cannot write '" + options.outputFile + "': " + err);
+  return success();
+}
+
+LogicalResult cnnc::driver::runReference(const DriverOptions &options,
+                                         Compilation &c) {
+  if (options.inputTensor.empty() || options.outputTensor.empty())
+    return fail(c, "--run-reference needs --input FILE and --output FILE");
+  func::FuncOp func = findForward(c);
+  if (!func)
+    return fail(c, "the module has no function @forward");
+  std::string err;
+  reference::Tensor input;
+  if (failed(readTensor(options.inputTensor, input, err)))
+    return fail(c, "cannot read input tensor: " + err);
+  auto args = reference::bindArguments(func, c.weights, {input});
+  if (failed(args))
+    return failure();
+  auto results = reference::run(func, *args);
+  if (failed(results))
+    return failure();
+  if (results->empty())
+    return fail(c, "@forward returned no results");
+  if (failed(writeTensor(options.outputTensor, results->front(), err)))
+    return fail(c, "cannot write output tensor: " + err);
+  return success();
+}
+
+int cnnc::driver::runDriver(const DriverOptions &options) {
+  Compilation c;
+  // Every diagnostic goes to stderr as "<loc>: error: <msg>".
+  SourceMgrDiagnosticHandler diagHandler(c.sourceMgr, &c.context, llvm::errs());
+
+  if (!options.emit.empty() && options.emit != "mlir") {
+    emitError(UnknownLoc::get(&c.context))
+        << "unknown --emit kind '" << options.emit << "' (expected: mlir)";
+    return 1;
+  }
+  if (failed(loadInput(options, c)))
+    return 1;
+  if (options.runReference && failed(runReference(options, c)))
+    return 1;
+  bool emit = options.emit == "mlir" || !options.runReference;
+  if (emit && failed(emitMLIR(options, c)))
+    return 1;
+  return 0;
+}
