@@ -1,0 +1,725 @@
+//===- EmitCUDA.cpp - cnn train step -> CUDA C++ -------------------------===//
+//
+// Lowers @train_step (and @forward as the evaluation step) to one .cu file:
+// a buffer plan in one arena, one generated kernel per elementwise op
+// (specialized to its shape), shape-generic prelude kernels for reductions,
+// pooling and the loss, cuDNN convolutions and cuBLASLt matmuls through
+// libcnnrt, the tensor table and main().
+//
+//===----------------------------------------------------------------------===//
+#include "cnnc/Target/CUDA/EmitCUDA.h"
+
+#include "BufferPlan.h"
+#include "cnnc/Dialect/CNN/CNNOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <fmt/format.h>
+
+#include <map>
+
+using namespace mlir;
+using namespace cnnc;
+using namespace cnnc::cnn;
+
+static const char *kPrelude =
+#include "Prelude.cuh.inc"
+    ;
+
+static std::string tensorTable(const BufferPlan &plan);
+
+namespace {
+
+std::string ctype(Type t) {
+  if (t.isF32())
+    return "float";
+  if (t.isF16())
+    return "__half";
+  if (t.isInteger(32))
+    return "int32_t";
+  return "int64_t";
+}
+std::string dtype(Type t) {
+  if (t.isF32())
+    return "cnnrt::DType::F32";
+  if (t.isF16())
+    return "cnnrt::DType::F16";
+  if (t.isInteger(32))
+    return "cnnrt::DType::I32";
+  return "cnnrt::DType::I64";
+}
+RankedTensorType ttype(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+std::string locString(Location loc) {
+  if (auto n = dyn_cast<NameLoc>(loc))
+    return n.getName().str();
+  if (auto f = dyn_cast<FileLineColLoc>(loc))
+    return fmt::format("{}:{}:{}", f.getFilename().str(), f.getLine(), f.getColumn());
+  if (auto f = dyn_cast<FusedLoc>(loc))
+    if (!f.getLocations().empty())
+      return locString(f.getLocations().front());
+  return "<unknown>";
+}
+
+std::string escape(const std::string &s) {
+  std::string o;
+  for (char c : s)
+    o += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
+  return o;
+}
+
+std::string floatLit(double v) {
+  if (std::isinf(v))
+    return v > 0 ? "INFINITY" : "-INFINITY";
+  return fmt::format("{:.9g}f", v);
+}
+
+/// One input of a generated elementwise kernel.
+struct EwIn {
+  Value v;
+  std::string index = "i"; // element index expression in terms of i
+};
+
+class Emitter {
+public:
+  Emitter(ModuleOp module, BufferPlan plan, const CUDAEmitOptions &options)
+      : module(module), plan(std::move(plan)), options(options) {}
+
+  LogicalResult emitFunction(func::FuncOp f, std::string &body);
+  LogicalResult write(llvm::raw_ostream &os, func::FuncOp step,
+                      func::FuncOp forward, const std::string &trainBody,
+                      const std::string &evalBody);
+
+private:
+  LogicalResult emitOp(Operation *op, std::string &out);
+  std::string ptr(Value v) {
+    return fmt::format("P<{}>(A, {})", ctype(ttype(v).getElementType()),
+                       plan.offsetOf(v));
+  }
+  std::string loc(Operation *op) { return escape(locString(op->getLoc())); }
+  /// Emits (or reuses) a kernel with the given signature and body.
+  std::string kernel(const std::string &params, const std::string &body);
+  void launch(std::string &out, Operation *op, const std::string &name,
+              const std::string &grid, const std::string &block,
+              const std::string &args);
+  void elementwise(std::string &out, Operation *op, ArrayRef<EwIn> ins,
+                   ArrayRef<Value> outs, const std::string &expr,
+                   int64_t n = -1);
+  int convId(Operation *op, RankedTensorType x, RankedTensorType w,
+             RankedTensorType y, ArrayRef<int64_t> strides,
+             ArrayRef<int64_t> padding, ArrayRef<int64_t> dilations,
+             int64_t groups);
+  std::string poolParams(RankedTensorType x, RankedTensorType y,
+                         ArrayRef<int64_t> k, ArrayRef<int64_t> s,
+                         ArrayRef<int64_t> p, bool countIncludePad);
+
+  ModuleOp module;
+  BufferPlan plan;
+  const CUDAEmitOptions &options;
+  std::string kernels, prepare;
+  std::map<std::string, std::string> kernelByText;
+  std::map<std::string, int> convIds, matmulIds;
+  int numKernels = 0;
+  int64_t numLaunches = 0;
+};
+
+std::string Emitter::kernel(const std::string &params, const std::string &body) {
+  std::string key = params + "\n" + body;
+  auto it = kernelByText.find(key);
+  if (it != kernelByText.end())
+    return it->second;
+  std::string name = fmt::format("k{}", numKernels++);
+  kernels += fmt::format("__global__ void __launch_bounds__(256) {}({}) {{\n{}}}\n\n",
+                         name, params, body);
+  kernelByText[key] = name;
+  return name;
+}
+
+void Emitter::launch(std::string &out, Operation *op, const std::string &name,
+                     const std::string &grid, const std::string &block,
+                     const std::string &args) {
+  out += fmt::format("  {}<<<{}, {}, 0, s>>>({});\n  CNNRT_CHECK_LAUNCH(ctx, \"{}\");\n",
+                     name, grid, block, args, loc(op));
+  ++numLaunches;
+}
+
+static std::string gridFor(int64_t n) {
+  // Grid-stride loops: enough blocks to fill the GPU, not one per element.
+  return std::to_string(std::max<int64_t>(1, std::min<int64_t>((n + 255) / 256, 132 * 32)));
+}
+
+void Emitter::elementwise(std::string &out, Operation *op, ArrayRef<EwIn> ins,
+                          ArrayRef<Value> outs, const std::string &expr,
+                          int64_t n) {
+  if (n < 0)
+    n = ttype(outs[0]).getNumElements();
+  // Buffers written in place (optimizer updates) alias inputs: no
+  // __restrict__ then.
+  bool aliased = false;
+  for (Value o : outs)
+    for (const EwIn &in : ins)
+      aliased |= plan.offsetOf(o) == plan.offsetOf(in.v);
+  const char *restrict_ = aliased ? "" : " __restrict__";
+  std::string params, body, args;
+  for (auto [k, in] : llvm::enumerate(ins)) {
+    params += fmt::format("{}const {} *{} in{}", k ? ", " : "",
+                          ctype(ttype(in.v).getElementType()), restrict_, k);
+    args += fmt::format("{}{}", k ? ", " : "", ptr(in.v));
+  }
+  for (auto [k, o] : llvm::enumerate(outs)) {
+    params += fmt::format(", {} *{} out{}", ctype(ttype(o).getElementType()),
+                          restrict_, k);
+    args += ", " + ptr(o);
+  }
+  body += fmt::format("  for (int64_t i = blockIdx.x * 256ll + threadIdx.x; i < {}ll; "
+                      "i += (int64_t)gridDim.x * 256) {{\n",
+                      n);
+  for (auto [k, in] : llvm::enumerate(ins))
+    body += fmt::format("    float a{} = ld(in{} + ({}));\n", k, k, in.index);
+  for (size_t k = 0; k < outs.size(); ++k)
+    body += fmt::format("    float r{};\n", k);
+  body += "    " + expr + "\n";
+  for (size_t k = 0; k < outs.size(); ++k)
+    body += fmt::format("    st(out{} + i, r{});\n", k, k);
+  body += "  }\n";
+  launch(out, op, kernel(params, body), gridFor(n), "256", args);
+}
+
+int Emitter::convId(Operation *op, RankedTensorType x, RankedTensorType w,
+                    RankedTensorType y, ArrayRef<int64_t> st,
+                    ArrayRef<int64_t> pd, ArrayRef<int64_t> dl, int64_t groups) {
+  auto xs = x.getShape(), ws = w.getShape(), ys = y.getShape();
+  std::string desc = fmt::format(
+      "cnnrt::ConvDesc{{{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, "
+      "{}, {}, {}, {}, cnnrt::Layout::NCHW}}",
+      xs[0], xs[1], xs[2], xs[3], ws[0], ws[2], ws[3], ys[2], ys[3], pd[0], pd[1],
+      pd[2], pd[3], st[0], st[1], dl[0], dl[1], groups, dtype(x.getElementType()));
+  auto it = convIds.find(desc);
+  if (it != convIds.end())
+    return it->second;
+  int id = convIds.size();
+  convIds[desc] = id;
+  prepare += fmt::format("  ctx.registerConv({}, {}, \"{}\");\n", id, desc, loc(op));
+  return id;
+}
+
+std::string Emitter::poolParams(RankedTensorType x, RankedTensorType y,
+                                ArrayRef<int64_t> k, ArrayRef<int64_t> s,
+                                ArrayRef<int64_t> p, bool cip) {
+  auto xs = x.getShape(), ys = y.getShape();
+  return fmt::format("PoolParams{{{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}}}",
+                     xs[0], xs[1], xs[2], xs[3], ys[2], ys[3], k[0], k[1], s[0], s[1],
+                     p[0], p[1], p[2], p[3], cip ? "true" : "false");
+}
+
+static int64_t channelInner(RankedTensorType t) {
+  int64_t hw = 1;
+  for (int64_t d = 2; d < t.getRank(); ++d)
+    hw *= t.getDimSize(d);
+  return hw;
+}
+
+LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
+  auto channelIndex = [](RankedTensorType t) {
+    return fmt::format("(i / {}ll) % {}ll", channelInner(t), t.getDimSize(1));
+  };
+  return TypeSwitch<Operation *, LogicalResult>(op)
+      .Case<ReshapeOp, FlattenOp>([&](Operation *) { return success(); })
+      .Case([&](ConstantOp c) -> LogicalResult {
+        auto attr = dyn_cast<DenseElementsAttr>(c.getValue());
+        if (!attr || !attr.isSplat() || !isa<FloatType>(attr.getElementType()))
+          return c.emitError("CUDA backend: only splat floating-point constants are "
+                             "supported");
+        elementwise(out, op, {}, {c.getResult()},
+                    "r0 = " +
+                        floatLit(attr.getSplatValue<APFloat>().convertToDouble()) +
+                        ";");
+        return success();
+      })
+      .Case([&](Conv2DOp c) {
+        int id = convId(op, c.getInput().getType(), c.getFilter().getType(),
+                        c.getType(), c.getStrides(), c.getPadding(), c.getDilations(),
+                        c.getGroups());
+        out += fmt::format("  ctx.convFwd({}, {}, {}, {});\n", id, ptr(c.getInput()),
+                           ptr(c.getFilter()), ptr(c.getResult()));
+        ++numLaunches;
+        return success();
+      })
+      .Case([&](Conv2DBwdDataOp c) {
+        int id = convId(op, c.getType(), c.getFilter().getType(),
+                        c.getGradOutput().getType(), c.getStrides(), c.getPadding(),
+                        c.getDilations(), c.getGroups());
+        out += fmt::format("  ctx.convBwdData({}, {}, {}, {});\n", id,
+                           ptr(c.getGradOutput()), ptr(c.getFilter()), ptr(c.getResult()));
+        ++numLaunches;
+        return success();
+      })
+      .Case([&](Conv2DBwdFilterOp c) {
+        int id = convId(op, c.getInput().getType(), c.getType(),
+                        c.getGradOutput().getType(), c.getStrides(), c.getPadding(),
+                        c.getDilations(), c.getGroups());
+        out += fmt::format("  ctx.convBwdFilter({}, {}, {}, {});\n", id,
+                           ptr(c.getInput()), ptr(c.getGradOutput()), ptr(c.getResult()));
+        ++numLaunches;
+        return success();
+      })
+      .Case([&](MatmulOp m) {
+        auto t = m.getType();
+        bool ta = m.getTransposeLhs();
+        int64_t k = m.getLhs().getType().getDimSize(ta ? 0 : 1);
+        std::string desc = fmt::format("cnnrt::MatmulDesc{{{}, {}, {}, {}, {}, {}}}",
+                                       t.getDimSize(0), t.getDimSize(1), k,
+                                       ta ? "true" : "false",
+                                       m.getTransposeRhs() ? "true" : "false",
+                                       dtype(t.getElementType()));
+        auto it = matmulIds.find(desc);
+        int id;
+        if (it == matmulIds.end()) {
+          id = matmulIds.size();
+          matmulIds[desc] = id;
+          prepare += fmt::format("  ctx.registerMatmul({}, {}, \"{}\");\n", id, desc,
+                                 loc(op));
+        } else {
+          id = it->second;
+        }
+        out += fmt::format("  ctx.matmul({}, {}, {}, {});\n", id, ptr(m.getLhs()),
+                           ptr(m.getRhs()), ptr(m.getResult()));
+        ++numLaunches;
+        return success();
+      })
+      .Case([&](BiasAddOp b) {
+        elementwise(out, op, {{b.getInput()}, {b.getBias(), channelIndex(b.getType())}},
+                    {b.getResult()}, "r0 = a0 + a1;");
+        return success();
+      })
+      .Case([&](ReluOp r) {
+        elementwise(out, op, {{r.getInput()}}, {r.getResult()}, "r0 = a0 > 0.f ? a0 : 0.f;");
+        return success();
+      })
+      .Case([&](ClipOp c) {
+        elementwise(out, op, {{c.getInput()}}, {c.getResult()},
+                    fmt::format("r0 = fminf(fmaxf(a0, {}), {});",
+                                floatLit(c.getMin().convertToFloat()),
+                                floatLit(c.getMax().convertToFloat())));
+        return success();
+      })
+      .Case([&](AddOp a) {
+        elementwise(out, op, {{a.getLhs()}, {a.getRhs()}}, {a.getResult()}, "r0 = a0 + a1;");
+        return success();
+      })
+      .Case([&](MulOp a) {
+        elementwise(out, op, {{a.getLhs()}, {a.getRhs()}}, {a.getResult()}, "r0 = a0 * a1;");
+        return success();
+      })
+      .Case([&](ScaleOp a) {
+        elementwise(out, op, {{a.getInput()}}, {a.getResult()},
+                    "r0 = a0 * " + floatLit(a.getFactor().convertToFloat()) + ";");
+        return success();
+      })
+      .Case<CastOp, DropoutOp>([&](Operation *o) {
+        elementwise(out, op, {{o->getOperand(0)}}, {o->getResult(0)}, "r0 = a0;");
+        return success();
+      })
+      .Case([&](ReluGradOp r) {
+        elementwise(out, op, {{r.getGradOutput()}, {r.getOutput()}}, {r.getResult()},
+                    "r0 = a1 > 0.f ? a0 : 0.f;");
+        return success();
+      })
+      .Case([&](ClipGradOp c) {
+        elementwise(out, op, {{c.getGradOutput()}, {c.getInput()}}, {c.getResult()},
+                    fmt::format("r0 = (a1 > {} && a1 < {}) ? a0 : 0.f;",
+                                floatLit(c.getMin().convertToFloat()),
+                                floatLit(c.getMax().convertToFloat())));
+        return success();
+      })
+      .Case([&](DropoutMaskOp d) {
+        double ratio = d.getRatio().convertToFloat();
+        elementwise(out, op, {{d.getStep(), "0"}}, {d.getResult()},
+                    fmt::format("uint64_t h = splitmix64(splitmix64(splitmix64({}ull) ^ "
+                                "(uint64_t)a0) ^ (uint64_t)i); float u = (float)(h >> 40) "
+                                "* (1.0f / 16777216.0f); r0 = u < {} ? 0.f : {};",
+                                d.getSeed(), floatLit(ratio), floatLit(1.0 / (1.0 - ratio))));
+        return success();
+      })
+      .Case([&](GlobalAvgPoolGradOp g) {
+        auto t = g.getType();
+        int64_t hw = t.getDimSize(2) * t.getDimSize(3);
+        elementwise(out, op, {{g.getGradOutput(), fmt::format("i / {}ll", hw)}},
+                    {g.getResult()}, "r0 = a0 / " + floatLit((double)hw) + ";");
+        return success();
+      })
+      .Case([&](GlobalAvgPoolOp g) {
+        auto t = g.getInput().getType();
+        int64_t rows = t.getDimSize(0) * t.getDimSize(1);
+        launch(out, op, fmt::format("rowMean<{}>", ctype(t.getElementType())),
+               gridFor(rows), "256",
+               fmt::format("{}, {}, {}ll, {}ll", ptr(g.getInput()), ptr(g.getResult()),
+                           rows, t.getDimSize(2) * t.getDimSize(3)));
+        return success();
+      })
+      .Case([&](BiasGradOp b) {
+        auto t = b.getGradOutput().getType();
+        launch(out, op,
+               fmt::format("channelSum<{}, {}>", ctype(t.getElementType()),
+                           ctype(b.getType().getElementType())),
+               std::to_string(t.getDimSize(1)), "512",
+               fmt::format("{}, {}, {}, {}, {}ll", ptr(b.getGradOutput()),
+                           ptr(b.getResult()), t.getDimSize(0), t.getDimSize(1),
+                           channelInner(t)));
+        return success();
+      })
+      .Case([&](BatchNormOp b) {
+        auto t = b.getType();
+        std::string ci = channelIndex(t);
+        elementwise(out, op,
+                    {{b.getInput()}, {b.getScale(), ci}, {b.getBias(), ci},
+                     {b.getMean(), ci}, {b.getVar(), ci}},
+                    {b.getResult()},
+                    fmt::format("r0 = (a0 - a3) * rsqrtf(a4 + {}) * a1 + a2;",
+                                floatLit(b.getEpsilon().convertToFloat())));
+        return success();
+      })
+      .Case([&](BatchNormTrainOp b) {
+        auto t = b.getInput().getType();
+        launch(out, op,
+               fmt::format("bnStats<{}, {}>", ctype(t.getElementType()),
+                           ctype(b.getRunningMean().getType().getElementType())),
+               std::to_string(t.getDimSize(1)), "512",
+               fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}, {}ll, {}, {}",
+                           ptr(b.getInput()), ptr(b.getSavedMean()),
+                           ptr(b.getSavedInvstd()), ptr(b.getNewRunningMean()),
+                           ptr(b.getNewRunningVar()), ptr(b.getRunningMean()),
+                           ptr(b.getRunningVar()), t.getDimSize(0), t.getDimSize(1),
+                           channelInner(t), floatLit(b.getEpsilon().convertToFloat()),
+                           floatLit(b.getMomentum().convertToFloat())));
+        std::string ci = channelIndex(t);
+        elementwise(out, op,
+                    {{b.getInput()}, {b.getSavedMean(), ci}, {b.getSavedInvstd(), ci},
+                     {b.getScale(), ci}, {b.getBias(), ci}},
+                    {b.getResult()}, "r0 = (a0 - a1) * a2 * a3 + a4;");
+        return success();
+      })
+      .Case([&](BatchNormGradOp b) {
+        auto t = b.getInput().getType();
+        launch(out, op,
+               fmt::format("bnGradReduce<{}, {}>", ctype(t.getElementType()),
+                           ctype(b.getScale().getType().getElementType())),
+               std::to_string(t.getDimSize(1)), "512",
+               fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}ll", ptr(b.getGradOutput()),
+                           ptr(b.getInput()), ptr(b.getSavedMean()),
+                           ptr(b.getSavedInvstd()), ptr(b.getGradScale()),
+                           ptr(b.getGradBias()), t.getDimSize(0), t.getDimSize(1),
+                           channelInner(t)));
+        std::string ci = channelIndex(t);
+        double m = (double)t.getNumElements() / t.getDimSize(1);
+        elementwise(out, op,
+                    {{b.getGradOutput()}, {b.getInput()}, {b.getSavedMean(), ci},
+                     {b.getSavedInvstd(), ci}, {b.getScale(), ci},
+                     {b.getGradScale(), ci}, {b.getGradBias(), ci}},
+                    {b.getGradInput()},
+                    fmt::format("float xhat = (a1 - a2) * a3; r0 = a4 * a3 * (a0 - a6 / {} "
+                                "- xhat * a5 / {});",
+                                floatLit(m), floatLit(m)));
+        return success();
+      })
+      .Case([&](MaxPool2DOp p) {
+        auto pp = poolParams(p.getInput().getType(), p.getType(), p.getKernel(),
+                             p.getStrides(), p.getPadding(), false);
+        launch(out, op, fmt::format("maxPoolFwd<{}>", ctype(p.getType().getElementType())),
+               gridFor(p.getType().getNumElements()), "256",
+               fmt::format("{}, {}, {}", ptr(p.getInput()), ptr(p.getResult()), pp));
+        return success();
+      })
+      .Case([&](MaxPool2DGradOp p) {
+        auto pp = poolParams(p.getInput().getType(), p.getGradOutput().getType(),
+                             p.getKernel(), p.getStrides(), p.getPadding(), false);
+        launch(out, op, fmt::format("maxPoolBwd<{}>", ctype(p.getType().getElementType())),
+               gridFor(p.getType().getNumElements()), "256",
+               fmt::format("{}, {}, {}, {}", ptr(p.getGradOutput()), ptr(p.getInput()),
+                           ptr(p.getResult()), pp));
+        return success();
+      })
+      .Case([&](AvgPool2DOp p) {
+        auto pp = poolParams(p.getInput().getType(), p.getType(), p.getKernel(),
+                             p.getStrides(), p.getPadding(), p.getCountIncludePad());
+        launch(out, op, fmt::format("avgPoolFwd<{}>", ctype(p.getType().getElementType())),
+               gridFor(p.getType().getNumElements()), "256",
+               fmt::format("{}, {}, {}", ptr(p.getInput()), ptr(p.getResult()), pp));
+        return success();
+      })
+      .Case([&](AvgPool2DGradOp p) {
+        auto pp = poolParams(p.getType(), p.getGradOutput().getType(), p.getKernel(),
+                             p.getStrides(), p.getPadding(), p.getCountIncludePad());
+        launch(out, op, fmt::format("avgPoolBwd<{}>", ctype(p.getType().getElementType())),
+               gridFor(p.getType().getNumElements()), "256",
+               fmt::format("{}, {}, {}", ptr(p.getGradOutput()), ptr(p.getResult()), pp));
+        return success();
+      })
+      .Case([&](SoftmaxOp s) -> LogicalResult {
+        auto t = s.getType();
+        if ((int64_t)s.getAxis() != t.getRank() - 1)
+          return s.emitError("CUDA backend: softmax is only supported over the last "
+                             "dimension");
+        int64_t cols = t.getDimSize(t.getRank() - 1);
+        launch(out, op, fmt::format("softmaxRows<{}>", ctype(t.getElementType())),
+               std::to_string(t.getNumElements() / cols), "256",
+               fmt::format("{}, {}, {}", ptr(s.getInput()), ptr(s.getResult()), cols));
+        return success();
+      })
+      .Case([&](SoftmaxCrossEntropyOp s) {
+        auto t = s.getLogits().getType();
+        launch(out, op,
+               fmt::format("softmaxXentLoss<{}, {}>", ctype(t.getElementType()),
+                           ctype(s.getLabels().getType().getElementType())),
+               "1", "1024",
+               fmt::format("{}, {}, {}, {}, {}, {}", ptr(s.getLogits()), ptr(s.getLabels()),
+                           ptr(s.getLoss()), t.getDimSize(0), t.getDimSize(1),
+                           floatLit(s.getLabelSmoothing().convertToFloat())));
+        return success();
+      })
+      .Case([&](SoftmaxCrossEntropyGradOp s) {
+        auto t = s.getLogits().getType();
+        launch(out, op,
+               fmt::format("softmaxXentGrad<{}, {}>", ctype(t.getElementType()),
+                           ctype(s.getLabels().getType().getElementType())),
+               std::to_string(t.getDimSize(0)), "256",
+               fmt::format("{}, {}, {}, {}, {}, {}, {}", ptr(s.getLogits()),
+                           ptr(s.getLabels()), ptr(s.getGradLoss()), ptr(s.getResult()),
+                           t.getDimSize(0), t.getDimSize(1),
+                           floatLit(s.getLabelSmoothing().convertToFloat())));
+        return success();
+      })
+      .Case([&](ConcatOp c) {
+        auto t = c.getType();
+        int64_t axis = c.getAxis(), inner = 1, offset = 0;
+        for (int64_t d = axis + 1; d < t.getRank(); ++d)
+          inner *= t.getDimSize(d);
+        int64_t outAxis = t.getDimSize(axis);
+        for (Value in : c.getInputs()) {
+          auto it = ttype(in);
+          int64_t a = it.getDimSize(axis), n = it.getNumElements();
+          std::string T = ctype(t.getElementType());
+          std::string body = fmt::format(
+              "  for (int64_t i = blockIdx.x * 256ll + threadIdx.x; i < {}ll; i += "
+              "(int64_t)gridDim.x * 256) {{\n"
+              "    int64_t o = i / {}ll, r = i % {}ll;\n"
+              "    out[o * {}ll + {}ll + r] = in[i];\n  }}\n",
+              n, a * inner, a * inner, outAxis * inner, offset * inner);
+          launch(out, op,
+                 kernel(fmt::format("const {} *__restrict__ in, {} *__restrict__ out", T, T),
+                        body),
+                 gridFor(n), "256", fmt::format("{}, {}", ptr(in), ptr(c.getResult())));
+          offset += a;
+        }
+        return success();
+      })
+      .Case<SliceOp, TransposeOp>([&](Operation *o) {
+        // Gather: each output element computes its input offset.
+        auto in = ttype(o->getOperand(0)), res = ttype(o->getResult(0));
+        int64_t rank = in.getRank();
+        SmallVector<int64_t> inStrides(rank, 1);
+        for (int64_t d = rank - 2; d >= 0; --d)
+          inStrides[d] = inStrides[d + 1] * in.getDimSize(d + 1);
+        SmallVector<int64_t> srcStride(rank), srcOffset(rank, 0);
+        if (auto s = dyn_cast<SliceOp>(o)) {
+          for (int64_t d = 0; d < rank; ++d)
+            srcStride[d] = inStrides[d], srcOffset[d] = s.getOffsets()[d];
+        } else {
+          auto perm = cast<TransposeOp>(o).getPermutation();
+          for (int64_t d = 0; d < rank; ++d)
+            srcStride[d] = inStrides[perm[d]];
+        }
+        std::string T = ctype(res.getElementType());
+        std::string body = fmt::format(
+            "  for (int64_t i = blockIdx.x * 256ll + threadIdx.x; i < {}ll; i += "
+            "(int64_t)gridDim.x * 256) {{\n    int64_t rem = i, src = 0;\n",
+            res.getNumElements());
+        for (int64_t d = rank - 1; d >= 0; --d)
+          body += fmt::format("    src += (rem % {}ll + {}ll) * {}ll; rem /= {}ll;\n",
+                              res.getDimSize(d), srcOffset[d], srcStride[d],
+                              res.getDimSize(d));
+        body += "    out[i] = in[src];\n  }\n";
+        launch(out, op,
+               kernel(fmt::format("const {} *__restrict__ in, {} *__restrict__ out", T, T),
+                      body),
+               gridFor(res.getNumElements()), "256",
+               fmt::format("{}, {}", ptr(o->getOperand(0)), ptr(o->getResult(0))));
+        return success();
+      })
+      .Case([&](SGDUpdateOp u) {
+        double mom = u.getMomentum().convertToFloat(),
+               damp = u.getDampening().convertToFloat(),
+               wd = u.getWeightDecay().convertToFloat();
+        std::string expr = "float g = a1";
+        if (wd != 0)
+          expr += " + " + floatLit(wd) + " * a0";
+        expr += ";";
+        if (mom != 0) {
+          expr += fmt::format(" float buf = a4 == 1.f ? g : {} * a2 + {} * g;",
+                              floatLit(mom), floatLit(1.0 - damp));
+          expr += u.getNesterov() ? fmt::format(" g = g + {} * buf;", floatLit(mom))
+                                  : " g = buf;";
+          expr += " r1 = buf;";
+        } else {
+          expr += " r1 = a2;";
+        }
+        expr += " r0 = a0 - a3 * g;";
+        elementwise(out, op,
+                    {{u.getParam()}, {u.getGrad()}, {u.getMomentumBuffer()},
+                     {u.getLr(), "0"}, {u.getStep(), "0"}},
+                    {u.getNewParam(), u.getNewMomentumBuffer()}, expr);
+        return success();
+      })
+      .Case([&](AdamUpdateOp u) {
+        double b1 = u.getBeta1().convertToFloat(), b2 = u.getBeta2().convertToFloat(),
+               eps = u.getEpsilon().convertToFloat(),
+               wd = u.getWeightDecay().convertToFloat();
+        std::string expr = "float p = a0, g = a1;";
+        if (wd != 0)
+          expr += u.getDecoupled() ? fmt::format(" p = p * (1.f - a4 * {});", floatLit(wd))
+                                   : fmt::format(" g = g + {} * p;", floatLit(wd));
+        expr += fmt::format(
+            " float m = a2 + {} * (g - a2); float v = {} * a3 + {} * g * g;"
+            " float bc1 = 1.f - powf({}, a5), bc2 = 1.f - powf({}, a5);"
+            " r0 = p - (a4 / bc1) * m / (sqrtf(v) / sqrtf(bc2) + {}); r1 = m; r2 = v;",
+            floatLit(1.0 - b1), floatLit(b2), floatLit(1.0 - b2), floatLit(b1),
+            floatLit(b2), floatLit(eps));
+        elementwise(out, op,
+                    {{u.getParam()}, {u.getGrad()}, {u.getExpAvg()}, {u.getExpAvgSq()},
+                     {u.getLr(), "0"}, {u.getStep(), "0"}},
+                    {u.getNewParam(), u.getNewExpAvg(), u.getNewExpAvgSq()}, expr);
+        return success();
+      })
+      .Default([&](Operation *o) {
+        return o->emitError("CUDA backend: no lowering for '") << o->getName() << "'";
+      });
+}
+
+LogicalResult Emitter::emitFunction(func::FuncOp f, std::string &body) {
+  for (Operation &op : f.getBody().front()) {
+    if (isa<func::ReturnOp>(op))
+      break;
+    if (failed(emitOp(&op, body)))
+      return failure();
+  }
+  return success();
+}
+
+} // namespace
+
+LogicalResult Emitter::write(llvm::raw_ostream &os, func::FuncOp step,
+                             func::FuncOp forward, const std::string &trainBody,
+                             const std::string &evalBody) {
+  const PlannedBuffer *input = nullptr;
+  for (const PlannedBuffer &b : plan.buffers)
+    if (b.role == BufferRole::InputImage)
+      input = &b;
+  if (!input || input->type.getRank() != 4)
+    return step.emitError("CUDA backend: @train_step needs one 4-D image input "
+                          "(argument tagged cnn.input)");
+  int64_t classes = 0;
+  step.walk([&](SoftmaxCrossEntropyOp op) {
+    classes = op.getLogits().getType().getDimSize(1);
+  });
+  if (classes == 0)
+    return step.emitError("CUDA backend: @train_step has no softmax_cross_entropy loss");
+
+  std::string copies;
+  auto ret = cast<func::ReturnOp>(step.getBody().front().getTerminator());
+  for (auto [r, dest] : plan.copiesAtEnd) {
+    Value v = ret.getOperand(r);
+    copies += fmt::format(
+        "  ctx.check(cudaMemcpyAsync(A + {}, A + {}, {}, cudaMemcpyDeviceToDevice, s), "
+        "\"{}\");\n",
+        plan.buffers[dest].offset, plan.offsetOf(v), plan.buffers[dest].bytes,
+        escape(plan.buffers[dest].name));
+    ++numLaunches;
+  }
+
+  os << "// Generated by cnnc from the cnn dialect; do not edit.\n"
+     << "// Model '" << options.modelName << "': " << numLaunches
+     << " kernel launches and library calls per training step, arena "
+     << plan.arenaBytes << " bytes.\n";
+  os << kPrelude << "\n";
+  os << "// ---- generated kernels ----\n" << kernels;
+  os << tensorTable(plan) << "\n";
+  os << "static void prepareModel(cnnrt::Context &ctx) {\n" << prepare << "}\n\n";
+  os << "static void trainStep(cnnrt::Context &ctx) {\n"
+     << "  char *A = ctx.arena();\n  cudaStream_t s = ctx.stream();\n  (void)A; (void)s;\n"
+     << trainBody << copies << "}\n\n";
+  if (forward)
+    os << "static void evalStep(cnnrt::Context &ctx) {\n"
+       << "  char *A = ctx.arena();\n  cudaStream_t s = ctx.stream();\n  (void)A; (void)s;\n"
+       << evalBody << "}\n\n";
+  auto in = input->type.getShape();
+  os << fmt::format(
+      "static const cnnrt::ModelSpec kModel = {{\"{}\", {}ull, kTensors, "
+      "(int)(sizeof(kTensors) / sizeof(kTensors[0])), {}, {}, {}, {}, {}, prepareModel, "
+      "trainStep, {}, {}, {}}};\n\n",
+      escape(options.modelName), plan.arenaBytes, in[0], in[1], in[2], in[3], classes,
+      forward ? "evalStep" : "nullptr", floatLit(options.defaultLR), options.defaultSteps);
+  os << "int main(int argc, char **argv) { return cnnrt::trainMain(argc, argv, kModel); }\n";
+  return success();
+}
+
+static std::string tensorTable(const BufferPlan &plan) {
+  static const char *roles[] = {"Param",      "Buffer",     "OptState",
+                                "InputImage", "InputLabel", "Loss",
+                                "Logits",     "ScalarLR",   "ScalarStep"};
+  std::string s = "static const cnnrt::TensorSpec kTensors[] = {\n";
+  for (const PlannedBuffer &b : plan.buffers) {
+    if (b.role == BufferRole::Temp)
+      continue;
+    std::string dims;
+    for (int d = 0; d < 4; ++d)
+      dims += fmt::format("{}{}", d ? ", " : "",
+                          d < b.type.getRank() ? b.type.getDimSize(d) : 0);
+    s += fmt::format("  {{\"{}\", {}, {}, {{{}}}, {}, {}, cnnrt::Role::{}}},\n",
+                     escape(b.name), dtype(b.type.getElementType()), b.type.getRank(),
+                     dims, b.offset, b.bytes, roles[(int)b.role]);
+  }
+  return s + "};\n";
+}
+
+LogicalResult cnnc::dumpBufferPlan(ModuleOp module, llvm::raw_ostream &os) {
+  auto step = module.lookupSymbol<func::FuncOp>("train_step");
+  if (!step)
+    return module.emitError("--dump-plan: the module has no @train_step");
+  auto plan = planBuffers(step, module.lookupSymbol<func::FuncOp>("forward"));
+  if (failed(plan))
+    return failure();
+  plan->print(os);
+  return success();
+}
+
+LogicalResult cnnc::emitCUDA(ModuleOp module, llvm::raw_ostream &os,
+                             const CUDAEmitOptions &options) {
+  auto step = module.lookupSymbol<func::FuncOp>("train_step");
+  if (!step)
+    return module.emitError("CUDA backend: the module has no @train_step "
+                            "(run cnn-autodiff first)");
+  auto forward = module.lookupSymbol<func::FuncOp>("forward");
+  for (auto f : {step, forward})
+    if (f && f.getBlocks().size() != 1)
+      return f.emitError("CUDA backend: functions must have one block");
+  if (forward && (forward.getNumResults() != 1 ||
+                  ttype(forward.getBody().front().getTerminator()->getOperand(0))
+                          .getRank() != 2))
+    forward = nullptr;
+  for (auto arg : step.getArguments())
+    if (ttype(arg).getRank() > 4)
+      return step.emitError("CUDA backend: tensors of rank > 4 are not supported");
+  auto planOr = planBuffers(step, forward);
+  if (failed(planOr))
+    return failure();
+  BufferPlan plan = std::move(*planOr);
+
+  Emitter em(module, plan, options);
+  std::string trainBody, evalBody;
+  if (failed(em.emitFunction(step, trainBody)))
+    return failure();
+  if (forward && failed(em.emitFunction(forward, evalBody)))
+    return failure();
+  return em.write(os, step, forward, trainBody, evalBody);
+}
