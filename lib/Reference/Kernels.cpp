@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 
@@ -382,7 +384,7 @@ void batchNormTrain(const float *x, const float *scale, const float *bias,
     const double var = ss / count;
     const double invstd = 1.0 / std::sqrt(var + eps);
     const double unbiased = count > 1 ? ss / (count - 1) : var;
-    const double m = momentum;
+    const double m = decimalValue(momentum);
     savedMean[ch] = static_cast<float>(mean);
     savedInvstd[ch] = static_cast<float>(invstd);
     newRunningMean[ch] =
@@ -745,12 +747,25 @@ void softmaxCrossEntropyGrad(const float *logits, const float *labels,
 // Optimizers: f32 arithmetic in the order of torch.optim's single-tensor code
 //===----------------------------------------------------------------------===//
 
+double decimalValue(float f) {
+  if (!std::isfinite(f))
+    return f;
+  char buf[32];
+  for (int digits = 1; digits <= 9; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, static_cast<double>(f));
+    double d = std::strtod(buf, nullptr);
+    if (static_cast<float>(d) == f)
+      return d;
+  }
+  return f;
+}
+
 void sgdUpdate(const float *param, const float *grad, const float *buf,
                float *newParam, float *newBuf, int64_t n, float lr, float step,
                float momentum, float dampening, float weightDecay,
                bool nesterov) {
   const bool first = step < 1.5f;
-  const float damp = static_cast<float>(1.0 - static_cast<double>(dampening));
+  const float damp = static_cast<float>(1.0 - decimalValue(dampening));
   for (int64_t i = 0; i < n; ++i) {
     float g = grad[i];
     if (weightDecay != 0.0f)
@@ -771,14 +786,14 @@ void adamUpdate(const float *param, const float *grad, const float *expAvg,
                 float *newExpAvgSq, int64_t n, float lr, float step,
                 float beta1, float beta2, float eps, float weightDecay,
                 bool decoupled) {
-  const double b1 = beta1, b2 = beta2, t = step;
+  const double b1 = decimalValue(beta1), b2 = decimalValue(beta2), t = step;
   const float oneMinusB1 = static_cast<float>(1.0 - b1);
   const float oneMinusB2 = static_cast<float>(1.0 - b2);
   const double bc1 = 1.0 - std::pow(b1, t), bc2 = 1.0 - std::pow(b2, t);
-  const float stepSize = static_cast<float>(static_cast<double>(lr) / bc1);
+  const float stepSize = static_cast<float>(decimalValue(lr) / bc1);
   const float bc2Sqrt = static_cast<float>(std::sqrt(bc2));
   const float decay =
-      static_cast<float>(1.0 - static_cast<double>(lr) * weightDecay);
+      static_cast<float>(1.0 - decimalValue(lr) * decimalValue(weightDecay));
   for (int64_t i = 0; i < n; ++i) {
     float p = param[i], g = grad[i];
     if (decoupled)

@@ -189,6 +189,13 @@ void softmaxCrossEntropyGrad(const float *logits, const float *labels,
 // Optimizers (torch.optim formulas, elementwise over n values)
 //===----------------------------------------------------------------------===//
 
+/// The shortest decimal that rounds to `f`, as a double: the value the user
+/// most likely wrote (0.999f -> 0.999). Hyper-parameters are f32 attributes
+/// but torch.optim computes with Python doubles; 1 - beta2 from 0.999f would
+/// be off by 5e-5 relative, so 1 - beta, 1 - dampening and beta^step are
+/// computed from this value (backends should do the same on the host).
+double decimalValue(float f);
+
 /// torch.optim.SGD; `step` is the 1-based step count (the buffer is
 /// initialised to g on step 1). With momentum 0 the buffer is passed through.
 void sgdUpdate(const float *param, const float *grad, const float *buf,

@@ -163,6 +163,7 @@ int main(int argc, char **argv) {
   DialectRegistry registry;
   registry.insert<cnn::CNNDialect, func::FuncDialect>();
   MLIRContext ctx(registry);
+  ctx.printOpOnDiagnostic(false);
   ctx.loadAllAvailableDialects();
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler diagHandler(sourceMgr, &ctx);
