@@ -222,9 +222,10 @@ void AutodiffPass::runOnOperation() {
         << "' must return one N x C logits tensor, got " << forward.getFunctionType();
     return signalPassFailure();
   }
-  if (optimizer != "sgd" && optimizer != "adam" && optimizer != "adamw") {
+  if (optimizer != "sgd" && optimizer != "adam" && optimizer != "adamw" &&
+      optimizer != "none") {
     module.emitError("cnn-autodiff: unknown optimizer '") << optimizer
-        << "' (expected sgd, adam or adamw)";
+        << "' (expected sgd, adam, adamw or none)";
     return signalPassFailure();
   }
 
@@ -251,8 +252,10 @@ void AutodiffPass::runOnOperation() {
         << "' has no parameters (arguments tagged cnn.param): nothing to train";
     return signalPassFailure();
   }
-  int stateSlots = optimizer == "sgd" ? 1 : 2;
+  int stateSlots = optimizer == "none" ? 0 : optimizer == "sgd" ? 1 : 2;
   auto stateNames = [&](StringRef param) -> SmallVector<std::string> {
+    if (optimizer == "none")
+      return {};
     if (optimizer == "sgd")
       return {(param + ".momentum_buffer").str()};
     return {(param + ".exp_avg").str(), (param + ".exp_avg_sq").str()};
@@ -401,6 +404,13 @@ void AutodiffPass::runOnOperation() {
                         cast<StringAttr>(forward.getArgAttr(i, kParamAttr)).getValue()),
         loc);
     unsigned s = stateBase + k * stateSlots;
+    StringRef pname = cast<StringAttr>(forward.getArgAttr(i, kParamAttr)).getValue();
+    if (optimizer == "none") {
+      // Gradients only (for testing against torch.autograd).
+      results.push_back(g);
+      resultAttrs.push_back(named(kGradAttr, b.getStringAttr(pname)));
+      continue;
+    }
     if (optimizer == "sgd") {
       auto u = SGDUpdateOp::create(
           b, ploc, ValueRange{p, g, entry->getArgument(s), lr, stepArg},

@@ -1,5 +1,6 @@
 // RUN: cnnc-opt %s -cnn-autodiff | FileCheck %s
 // RUN: cnnc-opt %s -cnn-autodiff=optimizer=adamw | FileCheck %s --check-prefix=ADAM
+// RUN: cnnc-opt %s -cnn-autodiff=optimizer=none | FileCheck %s --check-prefix=GRAD
 
 // A two-layer net: conv + bias + relu -> global pool -> flatten -> linear.
 func.func @forward(%x: tensor<2x3x8x8xf32> {cnn.input},
@@ -54,3 +55,7 @@ func.func @forward(%x: tensor<2x3x8x8xf32> {cnn.input},
 // ADAM-SAME: {cnn.state = "fc.weight.exp_avg"}
 // ADAM-SAME: {cnn.state = "fc.weight.exp_avg_sq"}
 // ADAM-COUNT-3: cnn.adam_update {{.*}} decoupled = true
+
+// GRAD-LABEL: func.func @train_step
+// GRAD-SAME: -> (tensor<f32> {cnn.loss}, tensor<4x3x3x3xf32> {cnn.grad = "conv.weight"}, tensor<4xf32> {cnn.grad = "conv.bias"}, tensor<10x4xf32> {cnn.grad = "fc.weight"})
+// GRAD-NOT: update

@@ -39,7 +39,7 @@ def CNNAutodiff : Pass<"cnn-autodiff", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"optimizer", "optimizer", "std::string", "\"sgd\"",
-           "sgd, adam or adamw">,
+           "sgd, adam, adamw, or none (return the gradients instead of updating)">,
     Option<"momentum", "momentum", "double", "0.9", "SGD momentum">,
     Option<"dampening", "dampening", "double", "0.0", "SGD dampening">,
     Option<"nesterov", "nesterov", "bool", "false", "SGD Nesterov momentum">,

@@ -55,6 +55,7 @@ constexpr const char *kLabelsAttr = "cnn.labels"; // integer class labels
 constexpr const char *kLRAttr = "cnn.lr";         // learning rate scalar
 constexpr const char *kStepAttr = "cnn.step";     // 1-based step scalar
 constexpr const char *kLossAttr = "cnn.loss";     // loss result
+constexpr const char *kGradAttr = "cnn.grad";     // gradient result
 } // namespace cnnc::cnn
 
 #endif
