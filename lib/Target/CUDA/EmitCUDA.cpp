@@ -336,8 +336,8 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
       .Case([&](DropoutMaskOp d) {
         double ratio = d.getRatio().convertToFloat();
         elementwise(out, op, {{d.getStep(), "0"}}, {d.getResult()},
-                    fmt::format("uint64_t h = splitmix64(splitmix64(splitmix64({}ull) ^ "
-                                "(uint64_t)a0) ^ (uint64_t)i); float u = (float)(h >> 40) "
+                    fmt::format("uint64_t h = splitmix64(splitmix64(splitmix64({}ull) + "
+                                "(uint64_t)a0) + (uint64_t)i); float u = (float)(h >> 40) "
                                 "* (1.0f / 16777216.0f); r0 = u < {} ? 0.f : {};",
                                 d.getSeed(), floatLit(ratio), floatLit(1.0 / (1.0 - ratio))));
         return success();
