@@ -404,10 +404,62 @@ LogicalResult cnnc::driver::runReference(const DriverOptions &options,
   return success();
 }
 
+namespace {
+/// The ONNX location NameLoc("<node>", FileLineColLoc("<file>", 0, 0)), if
+/// `loc` is one, as "<file>:<node>".
+std::optional<std::string> onnxLocation(Location loc) {
+  auto name = dyn_cast<NameLoc>(loc);
+  if (!name)
+    return std::nullopt;
+  auto file = dyn_cast<FileLineColLoc>(name.getChildLoc());
+  if (!file || file.getLine() != 0)
+    return std::nullopt;
+  return (file.getFilename().getValue() + ":" + name.getName().getValue())
+      .str();
+}
+
+const char *severityName(DiagnosticSeverity s) {
+  switch (s) {
+  case DiagnosticSeverity::Error:
+    return "error";
+  case DiagnosticSeverity::Warning:
+    return "warning";
+  case DiagnosticSeverity::Note:
+    return "note";
+  case DiagnosticSeverity::Remark:
+    return "remark";
+  }
+  return "error";
+}
+
+void printPlain(llvm::raw_ostream &os, const std::string &where,
+                Diagnostic &d) {
+  os << where << ": " << severityName(d.getSeverity()) << ": " << d << "\n";
+  for (Diagnostic &note : d.getNotes()) {
+    auto loc = onnxLocation(note.getLocation());
+    os << (loc ? *loc : where) << ": note: " << note << "\n";
+  }
+}
+} // namespace
+
 int cnnc::driver::runDriver(const DriverOptions &options) {
   Compilation c;
-  // Every diagnostic goes to stderr as "<loc>: error: <msg>".
+  // Every diagnostic goes to stderr as "<loc>: error: <msg>": MLIR source
+  // locations through the SourceMgr handler (with the source line), ONNX
+  // node locations as "<file>:<node>", location-less ones as "cnnc".
+  c.context.printOpOnDiagnostic(false);
   SourceMgrDiagnosticHandler diagHandler(c.sourceMgr, &c.context, llvm::errs());
+  ScopedDiagnosticHandler plainHandler(&c.context, [](Diagnostic &d) {
+    if (auto where = onnxLocation(d.getLocation())) {
+      printPlain(llvm::errs(), *where, d);
+      return success();
+    }
+    if (isa<UnknownLoc>(d.getLocation())) {
+      printPlain(llvm::errs(), "cnnc", d);
+      return success();
+    }
+    return failure(); // to the SourceMgr handler
+  });
 
   if (!options.emit.empty() && options.emit != "mlir") {
     emitError(UnknownLoc::get(&c.context))

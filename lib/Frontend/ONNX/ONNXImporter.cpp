@@ -772,7 +772,9 @@ LogicalResult Importer::importMatMul() {
   if (shapeOf(a).size() != 2 || shapeOf(w).size() != 2)
     return unsupported("only 2-D MatMul is supported, got " +
                        shapeStr(shapeOf(a)) + " x " + shapeStr(shapeOf(w)));
-  Value y = make<cnn::MatmulOp>({a, w});
+  Value y = make<cnn::MatmulOp>({a, w},
+                                {attr("transpose_lhs", b.getBoolAttr(false)),
+                                 attr("transpose_rhs", b.getBoolAttr(false))});
   if (!y)
     return failure();
   setOutput(0, y);
@@ -980,6 +982,12 @@ LogicalResult Importer::importBinary(StringRef opType) {
   Value rv = data(1);
   if (!rv)
     return failure();
+  if (lv.getType() != rv.getType())
+    return nodeError(fmt::format(
+        "operands of node '{}' ({}) must have the same shape (broadcasting "
+        "of run-time tensors is not supported): '{}' is {} and '{}' is {}",
+        nodeName, opType.str(), node->input(0), shapeStr(shapeOf(lv)),
+        node->input(1), shapeStr(shapeOf(rv))));
   Value y = kind == BinaryKind::Add ? make<cnn::AddOp>({lv, rv})
                                     : make<cnn::MulOp>({lv, rv});
   if (!y)

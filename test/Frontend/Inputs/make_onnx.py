@@ -1,0 +1,261 @@
+"""Writes small ONNX models for the importer's lit tests (onnx.helper only).
+
+    %python make_onnx.py <case> <output.onnx>
+
+Weights are deterministic (arange-based) so tests can check values.
+"""
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+F = TensorProto.FLOAT
+
+
+def init(name, shape, scale=0.01, dtype=np.float32):
+    n = int(np.prod(shape)) if shape else 1
+    data = (np.arange(n, dtype=np.float64) * scale).astype(dtype).reshape(shape)
+    return numpy_helper.from_array(data, name)
+
+
+def ints(name, values):
+    return numpy_helper.from_array(np.array(values, dtype=np.int64), name)
+
+
+def vi(name, shape, elem=F):
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def model(nodes, inputs, outputs, inits=(), opset=13):
+    g = helper.make_graph(nodes, "g", inputs, outputs, list(inits))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)],
+                          producer_name="cnnc-test")
+    m.ir_version = 7
+    return m
+
+
+def conv_bias():
+    # Conv with bias, SAME_UPPER in the second conv, group conv in the third.
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1",
+                         pads=[1, 1, 1, 1], strides=[1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+        helper.make_node("Conv", ["r1", "w2"], ["c2"], name="conv_same",
+                         auto_pad="SAME_UPPER", strides=[2, 2],
+                         kernel_shape=[3, 3]),
+        helper.make_node("Conv", ["c2", "w3", "b3"], ["y"], name="conv_group",
+                         group=4, pads=[0, 0, 0, 0]),
+    ]
+    return model(nodes, [vi("x", [2, 3, 8, 8])], [vi("y", None)],
+                 [init("w1", [8, 3, 3, 3]), init("b1", [8]),
+                  init("w2", [8, 8, 3, 3]), init("w3", [8, 2, 1, 1]),
+                  init("b3", [8])])
+
+
+def gemm():
+    nodes = [
+        helper.make_node("Flatten", ["x"], ["f"], name="flat", axis=1),
+        helper.make_node("Gemm", ["f", "w", "b"], ["g"], name="fc", transB=1),
+        helper.make_node("Relu", ["g"], ["r"], name="relu"),
+        helper.make_node("MatMul", ["r", "w2"], ["m"], name="mm"),
+        helper.make_node("Softmax", ["m"], ["y"], name="softmax", axis=-1),
+    ]
+    return model(nodes, [vi("x", [4, 2, 3, 2])], [vi("y", None)],
+                 [init("w", [5, 12]), init("b", [5]), init("w2", [5, 3])])
+
+
+def gemm_alpha():
+    nodes = [helper.make_node("Gemm", ["x", "w"], ["y"], name="fc", alpha=2.0)]
+    return model(nodes, [vi("x", [4, 3])], [vi("y", None)],
+                 [init("w", [3, 5])])
+
+
+def batchnorm():
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+        helper.make_node("BatchNormalization",
+                         ["c", "scale", "bias", "mean", "var"], ["y"],
+                         name="bn", epsilon=1e-3),
+    ]
+    return model(nodes, [vi("x", [2, 3, 4, 4])], [vi("y", None)],
+                 [init("w", [4, 3, 1, 1]), init("scale", [4]),
+                  init("bias", [4]), init("mean", [4]),
+                  init("var", [4], scale=1.0)])
+
+
+def batchnorm_training():
+    # torch.onnx.export(training=TRAINING), opset 14: training_mode=1 and
+    # running statistics outputs; weights also listed as graph inputs.
+    nodes = [
+        helper.make_node("BatchNormalization",
+                         ["x", "bn.weight", "bn.bias", "bn.running_mean",
+                          "bn.running_var"],
+                         ["y", "bn.new_mean", "bn.new_var"], name="bn_train",
+                         epsilon=1e-5, momentum=0.9, training_mode=1),
+    ]
+    inits = [init("bn.weight", [3]), init("bn.bias", [3]),
+             init("bn.running_mean", [3]),
+             init("bn.running_var", [3], scale=1.0)]
+    inputs = [vi("x", [2, 3, 4, 4])] + [vi(t.name, list(t.dims))
+                                        for t in inits]
+    return model(nodes, inputs,
+                 [vi("y", None), vi("bn.new_mean", None),
+                  vi("bn.new_var", None)], inits, opset=14)
+
+
+def pools():
+    nodes = [
+        helper.make_node("MaxPool", ["x"], ["p1"], name="maxpool",
+                         kernel_shape=[3, 3], strides=[2, 2],
+                         pads=[1, 1, 1, 1]),
+        helper.make_node("AveragePool", ["p1"], ["p2"], name="avgpool",
+                         kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1,
+                         count_include_pad=1),
+        helper.make_node("AveragePool", ["p2"], ["p3"], name="avgpool_excl",
+                         kernel_shape=[3, 3], strides=[1, 1],
+                         pads=[1, 1, 1, 1]),
+        helper.make_node("GlobalAveragePool", ["p3"], ["y"], name="gap"),
+    ]
+    return model(nodes, [vi("x", [1, 2, 9, 9])], [vi("y", None)])
+
+
+def concat():
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["a"], name="squeeze"),
+        helper.make_node("Conv", ["a", "w2"], ["b"], name="expand1x1"),
+        helper.make_node("Conv", ["a", "w3"], ["c"], name="expand3x3",
+                         pads=[1, 1, 1, 1]),
+        helper.make_node("Concat", ["b", "c"], ["y"], name="cat", axis=1),
+    ]
+    return model(nodes, [vi("x", [1, 4, 5, 5])], [vi("y", None)],
+                 [init("w1", [2, 4, 1, 1]), init("w2", [3, 2, 1, 1]),
+                  init("w3", [5, 2, 3, 3])])
+
+
+def reshape_chain():
+    # x.view(x.size(0), -1) as torch 1.13 exports it without constant folding.
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"], name="relu"),
+        helper.make_node("Shape", ["r"], ["s"], name="shape"),
+        helper.make_node("Constant", [], ["zero"], name="const0",
+                         value=helper.make_tensor("v", TensorProto.INT64, [],
+                                                  [0])),
+        helper.make_node("Gather", ["s", "zero"], ["n"], name="gather",
+                         axis=0),
+        helper.make_node("Unsqueeze", ["n", "axes0"], ["n1"],
+                         name="unsqueeze"),
+        helper.make_node("Constant", [], ["minus1"], name="const1",
+                         value=helper.make_tensor("v", TensorProto.INT64, [1],
+                                                  [-1])),
+        helper.make_node("Concat", ["n1", "minus1"], ["newshape"],
+                         name="concat_shape", axis=0),
+        helper.make_node("Cast", ["newshape"], ["newshape64"], name="cast",
+                         to=TensorProto.INT64),
+        helper.make_node("Slice", ["newshape64", "st", "en"], ["sliced"],
+                         name="slice"),
+        helper.make_node("Reshape", ["r", "sliced"], ["flat"],
+                         name="view"),
+        helper.make_node("Reshape", ["flat", "zero_shape"], ["y"],
+                         name="reshape_zero"),
+    ]
+    return model(nodes, [vi("x", [3, 2, 4, 4])], [vi("y", None)],
+                 [ints("axes0", [0]), ints("st", [0]), ints("en", [100]),
+                  ints("zero_shape", [0, 4, -1])])
+
+
+def misc():
+    # Clip (ReLU6) from constant inputs, Dropout in training form, Identity,
+    # Add/Mul with a broadcast constant, Transpose.
+    nodes = [
+        helper.make_node("Clip", ["x", "lo", "hi6"], ["c"], name="relu6"),
+        helper.make_node("Dropout", ["c", "ratio", "train"], ["d", "mask"],
+                         name="drop"),
+        helper.make_node("Identity", ["d"], ["i"], name="ident"),
+        helper.make_node("Mul", ["i", "two"], ["m"], name="scale"),
+        helper.make_node("Add", ["m", "rowbias"], ["a"], name="addrow"),
+        helper.make_node("Mul", ["a", "i"], ["mm"], name="mul"),
+        helper.make_node("Transpose", ["mm"], ["y"], name="tr",
+                         perm=[0, 2, 3, 1]),
+    ]
+    return model(nodes, [vi("x", [1, 2, 2, 3])], [vi("y", None)],
+                 [init("lo", [], 0.0), init("hi", [], 0.0),
+                  numpy_helper.from_array(np.array(6.0, np.float32), "hi6"),
+                  numpy_helper.from_array(np.array(0.25, np.float32),
+                                          "ratio"),
+                  numpy_helper.from_array(np.array(True), "train"),
+                  numpy_helper.from_array(np.array(2.0, np.float32), "two"),
+                  init("rowbias", [1, 3], 1.0)], opset=13)
+
+
+def clip_attr():
+    nodes = [helper.make_node("Clip", ["x"], ["y"], name="clip6", min=0.0,
+                              max=6.0)]
+    return model(nodes, [vi("x", [1, 4])], [vi("y", None)], opset=6)
+
+
+def unsupported():
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"], name="relu"),
+        helper.make_node("LRN", ["r"], ["y"], name="lrn_1", size=3),
+    ]
+    return model(nodes, [vi("x", [1, 3, 4, 4])], [vi("y", None)])
+
+
+def unnamed():
+    nodes = [helper.make_node("Relu", ["x"], ["r"]),
+             helper.make_node("Sigmoid", ["r"], ["y"])]
+    return model(nodes, [vi("x", [1, 3])], [vi("y", None)])
+
+
+def dynamic_batch():
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+        helper.make_node("Flatten", ["c"], ["y"], name="flatten"),
+    ]
+    return model(nodes, [vi("x", ["batch", 3, 4, 4])], [vi("y", None)],
+                 [init("w", [2, 3, 3, 3])])
+
+
+def bad_shapes():
+    nodes = [helper.make_node("Conv", ["x", "w"], ["y"], name="conv_bad")]
+    return model(nodes, [vi("x", [1, 3, 4, 4])], [vi("y", None)],
+                 [init("w", [2, 5, 3, 3])])
+
+
+def bad_add():
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+        helper.make_node("Add", ["c", "x"], ["y"], name="residual_bad"),
+    ]
+    return model(nodes, [vi("x", [1, 3, 4, 4])], [vi("y", None)],
+                 [init("w", [2, 3, 1, 1])])
+
+
+def fp16_weights():
+    w = numpy_helper.from_array(
+        (np.arange(6, dtype=np.float32) * 0.5).astype(np.float16).reshape(
+            [2, 3]), "w")
+    w64 = numpy_helper.from_array(np.arange(3, dtype=np.float64), "b")
+    # float_data instead of raw_data for a third initializer.
+    w3 = helper.make_tensor("w3", F, [3, 2], [1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+    nodes = [helper.make_node("Gemm", ["x", "w", "b"], ["g"], name="fc"),
+             helper.make_node("MatMul", ["g", "w3"], ["y"], name="mm")]
+    return model(nodes, [vi("x", [1, 2])], [vi("y", None)], [w, w64, w3])
+
+
+CASES = {f.__name__: f for f in [
+    conv_bias, gemm, gemm_alpha, batchnorm, batchnorm_training, pools,
+    concat, reshape_chain, misc, clip_attr, unsupported, unnamed,
+    dynamic_batch, bad_shapes, bad_add, fp16_weights]}
+
+
+def main():
+    case, out = sys.argv[1], sys.argv[2]
+    m = CASES[case]()
+    with open(out, "wb") as f:
+        f.write(m.SerializeToString())
+
+
+if __name__ == "__main__":
+    main()
