@@ -55,13 +55,16 @@ void transpose2d(const float *src, int64_t rows, int64_t cols, float *dst) {
     }
 }
 
-/// C[m x n] (+)= A[m x k] * B[k x n], all contiguous row-major. Blocked over
-/// n and k so a k-panel of B stays in cache; four rows of C are updated per
-/// pass over a row of B. The innermost loop is contiguous in B and C.
-void gemmNN(int64_t m, int64_t n, int64_t k, const float *a, const float *b,
-            float *c, bool accumulate) {
+/// C[m x n] (+)= A[m x k] * B[k x n], row-major with leading dimensions
+/// lda, ldb, ldc. Blocked over n and k so a k-panel of B stays in cache; four
+/// rows of C are updated per pass over a row of B. The innermost loop is
+/// contiguous in B and C.
+void gemmNN(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+            const float *b, int64_t ldb, float *c, int64_t ldc,
+            bool accumulate) {
   if (!accumulate)
-    std::fill(c, c + m * n, 0.0f);
+    for (int64_t i = 0; i < m; ++i)
+      std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
   constexpr int64_t NB = 512, KB = 128;
   for (int64_t j0 = 0; j0 < n; j0 += NB) {
     const int64_t nb = std::min(NB, n - j0);
@@ -69,15 +72,15 @@ void gemmNN(int64_t m, int64_t n, int64_t k, const float *a, const float *b,
       const int64_t kb = std::min(KB, k - k0);
       int64_t i = 0;
       for (; i + 4 <= m; i += 4) {
-        float *__restrict c0 = c + i * n + j0;
-        float *__restrict c1 = c0 + n;
-        float *__restrict c2 = c1 + n;
-        float *__restrict c3 = c2 + n;
-        const float *a0 = a + i * k + k0;
+        float *__restrict c0 = c + i * ldc + j0;
+        float *__restrict c1 = c0 + ldc;
+        float *__restrict c2 = c1 + ldc;
+        float *__restrict c3 = c2 + ldc;
+        const float *a0 = a + i * lda + k0;
         for (int64_t kk = 0; kk < kb; ++kk) {
-          const float v0 = a0[kk], v1 = a0[k + kk], v2 = a0[2 * k + kk],
-                      v3 = a0[3 * k + kk];
-          const float *__restrict bp = b + (k0 + kk) * n + j0;
+          const float v0 = a0[kk], v1 = a0[lda + kk], v2 = a0[2 * lda + kk],
+                      v3 = a0[3 * lda + kk];
+          const float *__restrict bp = b + (k0 + kk) * ldb + j0;
           for (int64_t j = 0; j < nb; ++j) {
             const float bv = bp[j];
             c0[j] += v0 * bv;
@@ -88,11 +91,11 @@ void gemmNN(int64_t m, int64_t n, int64_t k, const float *a, const float *b,
         }
       }
       for (; i < m; ++i) {
-        float *__restrict c0 = c + i * n + j0;
-        const float *a0 = a + i * k + k0;
+        float *__restrict c0 = c + i * ldc + j0;
+        const float *a0 = a + i * lda + k0;
         for (int64_t kk = 0; kk < kb; ++kk) {
           const float v0 = a0[kk];
-          const float *__restrict bp = b + (k0 + kk) * n + j0;
+          const float *__restrict bp = b + (k0 + kk) * ldb + j0;
           for (int64_t j = 0; j < nb; ++j)
             c0[j] += v0 * bp[j];
         }
@@ -116,11 +119,15 @@ void gemm(int64_t m, int64_t n, int64_t k, const float *a, bool transA,
     transpose2d(b, n, k, bt.data());
     b = bt.data();
   }
-  gemmNN(m, n, k, a, b, c, accumulate);
+  gemmNN(m, n, k, a, k, b, n, c, n, accumulate);
 }
 
 //===----------------------------------------------------------------------===//
 // Convolution
+//
+// Per group, the images of a chunk are laid side by side: col is
+// K x (nb * P) with K = C/groups * KH * KW and P = OH * OW, so late layers
+// with few output pixels still get long contiguous GEMM rows.
 //===----------------------------------------------------------------------===//
 
 int64_t ConvParams::outH() const {
@@ -137,14 +144,24 @@ bool isDirect(const ConvParams &p) {
          p.padT == 0 && p.padL == 0 && p.padB == 0 && p.padR == 0;
 }
 
+/// Images per chunk: enough for rows of >= 512 columns, with col at most
+/// 8M floats.
+int64_t imagesPerChunk(const ConvParams &p, int64_t K, int64_t P) {
+  int64_t chunk = std::min<int64_t>(p.n, std::max<int64_t>(1, 512 / P));
+  const int64_t cap = std::max<int64_t>(1, (int64_t(8) << 20) / (K * P));
+  return std::max<int64_t>(1, std::min(chunk, cap));
+}
+
 /// col[(c*KH + i)*KW + j][oh*OW + ow] = x[c][oh*sh - pt + i*dh][ow*sw - pl +
-/// j*dw], 0 in the padding. `x` points at the group's first channel.
-void im2col(const float *x, int64_t channels, const ConvParams &p, float *col) {
-  const int64_t oh = p.outH(), ow = p.outW(), P = oh * ow;
+/// j*dw], 0 in the padding; rows of col are `ld` apart. `x` points at the
+/// group's first channel of one image.
+void im2col(const float *x, int64_t channels, const ConvParams &p, float *col,
+            int64_t ld) {
+  const int64_t oh = p.outH(), ow = p.outW();
   for (int64_t ch = 0; ch < channels; ++ch)
     for (int64_t i = 0; i < p.kh; ++i)
       for (int64_t j = 0; j < p.kw; ++j) {
-        float *dst = col + ((ch * p.kh + i) * p.kw + j) * P;
+        float *dst = col + ((ch * p.kh + i) * p.kw + j) * ld;
         for (int64_t y = 0; y < oh; ++y) {
           const int64_t ih = y * p.strideH - p.padT + i * p.dilH;
           float *d = dst + y * ow;
@@ -166,14 +183,14 @@ void im2col(const float *x, int64_t channels, const ConvParams &p, float *col) {
       }
 }
 
-/// The adjoint of im2col: accumulates col into dx.
-void col2im(const float *col, int64_t channels, const ConvParams &p,
+/// The adjoint of im2col: accumulates col (rows `ld` apart) into dx.
+void col2im(const float *col, int64_t ld, int64_t channels, const ConvParams &p,
             float *dx) {
-  const int64_t oh = p.outH(), ow = p.outW(), P = oh * ow;
+  const int64_t oh = p.outH(), ow = p.outW();
   for (int64_t ch = 0; ch < channels; ++ch)
     for (int64_t i = 0; i < p.kh; ++i)
       for (int64_t j = 0; j < p.kw; ++j) {
-        const float *src = col + ((ch * p.kh + i) * p.kw + j) * P;
+        const float *src = col + ((ch * p.kh + i) * p.kw + j) * ld;
         for (int64_t y = 0; y < oh; ++y) {
           const int64_t ih = y * p.strideH - p.padT + i * p.dilH;
           if (ih < 0 || ih >= p.h)
@@ -190,70 +207,112 @@ void col2im(const float *col, int64_t channels, const ConvParams &p,
       }
 }
 
+/// Lays the group-g inputs of images [n0, n0 + nb) side by side in col
+/// (K x nb*P).
+void buildCol(const float *x, const ConvParams &p, int64_t n0, int64_t nb,
+              int64_t g, float *col) {
+  const int64_t cg = p.c / p.groups, P = p.outH() * p.outW(), ld = nb * P;
+  for (int64_t i = 0; i < nb; ++i) {
+    const float *xg = x + ((n0 + i) * p.c + g * cg) * p.h * p.w;
+    if (isDirect(p)) {
+      for (int64_t ch = 0; ch < cg; ++ch)
+        std::memcpy(col + ch * ld + i * P, xg + ch * P, P * sizeof(float));
+    } else {
+      im2col(xg, cg, p, col + i * P, ld);
+    }
+  }
+}
+
+/// The group-g channels of images [n0, n0 + nb) of an [N, F, P] tensor,
+/// as an Fg x nb*P matrix (the layout of the GEMM result).
+void gatherOutputs(const float *images, float *packed, const ConvParams &p,
+                   int64_t n0, int64_t nb, int64_t g) {
+  const int64_t fg = p.f / p.groups, P = p.outH() * p.outW(), ld = nb * P;
+  for (int64_t i = 0; i < nb; ++i)
+    for (int64_t f = 0; f < fg; ++f)
+      std::memcpy(packed + f * ld + i * P,
+                  images + ((n0 + i) * p.f + g * fg + f) * P,
+                  P * sizeof(float));
+}
+
+/// The inverse of gatherOutputs.
+void scatterOutputs(const float *packed, float *images, const ConvParams &p,
+                    int64_t n0, int64_t nb, int64_t g) {
+  const int64_t fg = p.f / p.groups, P = p.outH() * p.outW(), ld = nb * P;
+  for (int64_t i = 0; i < nb; ++i)
+    for (int64_t f = 0; f < fg; ++f)
+      std::memcpy(images + ((n0 + i) * p.f + g * fg + f) * P,
+                  packed + f * ld + i * P, P * sizeof(float));
+}
+
 } // namespace
 
 void conv2d(const float *x, const float *w, float *y, const ConvParams &p) {
   const int64_t cg = p.c / p.groups, fg = p.f / p.groups;
   const int64_t K = cg * p.kh * p.kw, P = p.outH() * p.outW();
-  const bool direct = isDirect(p);
-  std::vector<float> col(direct ? 0 : K * P);
-  for (int64_t n = 0; n < p.n; ++n)
+  const int64_t chunk = imagesPerChunk(p, K, P);
+  std::vector<float> col(K * chunk * P), out(fg * chunk * P);
+  for (int64_t n0 = 0; n0 < p.n; n0 += chunk) {
+    const int64_t nb = std::min(chunk, p.n - n0), ld = nb * P;
     for (int64_t g = 0; g < p.groups; ++g) {
-      const float *xg = x + (n * p.c + g * cg) * p.h * p.w;
-      const float *b = xg;
-      if (!direct) {
-        im2col(xg, cg, p, col.data());
-        b = col.data();
-      }
-      gemmNN(fg, P, K, w + g * fg * K, b, y + (n * p.f + g * fg) * P, false);
+      buildCol(x, p, n0, nb, g, col.data());
+      gemmNN(fg, ld, K, w + g * fg * K, K, col.data(), ld, out.data(), ld,
+             false);
+      scatterOutputs(out.data(), y, p, n0, nb, g);
     }
+  }
 }
 
 void conv2dBwdData(const float *dy, const float *w, float *dx,
                    const ConvParams &p) {
   const int64_t cg = p.c / p.groups, fg = p.f / p.groups;
   const int64_t K = cg * p.kh * p.kw, P = p.outH() * p.outW();
-  const bool direct = isDirect(p);
+  const int64_t chunk = imagesPerChunk(p, K, P);
   // wt[g] = w[g]^T : K x Fg.
   std::vector<float> wt(p.f * K);
   for (int64_t g = 0; g < p.groups; ++g)
     transpose2d(w + g * fg * K, fg, K, wt.data() + g * fg * K);
-  std::vector<float> col(direct ? 0 : K * P);
-  if (!direct)
-    std::fill(dx, dx + p.n * p.c * p.h * p.w, 0.0f);
-  for (int64_t n = 0; n < p.n; ++n)
+  std::vector<float> col(K * chunk * P), dyc(fg * chunk * P);
+  std::fill(dx, dx + p.n * p.c * p.h * p.w, 0.0f);
+  for (int64_t n0 = 0; n0 < p.n; n0 += chunk) {
+    const int64_t nb = std::min(chunk, p.n - n0), ld = nb * P;
     for (int64_t g = 0; g < p.groups; ++g) {
-      const float *dyg = dy + (n * p.f + g * fg) * P;
-      float *dxg = dx + (n * p.c + g * cg) * p.h * p.w;
-      if (direct) {
-        gemmNN(K, P, fg, wt.data() + g * fg * K, dyg, dxg, false);
-        continue;
+      gatherOutputs(dy, dyc.data(), p, n0, nb, g);
+      gemmNN(K, ld, fg, wt.data() + g * fg * K, fg, dyc.data(), ld, col.data(),
+             ld, false);
+      for (int64_t i = 0; i < nb; ++i) {
+        float *dxg = dx + ((n0 + i) * p.c + g * cg) * p.h * p.w;
+        if (isDirect(p)) {
+          for (int64_t ch = 0; ch < cg; ++ch)
+            std::memcpy(dxg + ch * P, col.data() + ch * ld + i * P,
+                        P * sizeof(float));
+        } else {
+          col2im(col.data() + i * P, ld, cg, p, dxg);
+        }
       }
-      gemmNN(K, P, fg, wt.data() + g * fg * K, dyg, col.data(), false);
-      col2im(col.data(), cg, p, dxg);
     }
+  }
 }
 
 void conv2dBwdFilter(const float *x, const float *dy, float *dw,
                      const ConvParams &p) {
   const int64_t cg = p.c / p.groups, fg = p.f / p.groups;
   const int64_t K = cg * p.kh * p.kw, P = p.outH() * p.outW();
-  const bool direct = isDirect(p);
-  std::vector<float> col(direct ? 0 : K * P), colT(K * P);
+  const int64_t chunk = imagesPerChunk(p, K, P);
+  std::vector<float> col(K * chunk * P), colT(K * chunk * P),
+      dyc(fg * chunk * P);
   std::fill(dw, dw + p.f * K, 0.0f);
-  for (int64_t n = 0; n < p.n; ++n)
+  for (int64_t n0 = 0; n0 < p.n; n0 += chunk) {
+    const int64_t nb = std::min(chunk, p.n - n0), ld = nb * P;
     for (int64_t g = 0; g < p.groups; ++g) {
-      const float *xg = x + (n * p.c + g * cg) * p.h * p.w;
-      const float *src = xg;
-      if (!direct) {
-        im2col(xg, cg, p, col.data());
-        src = col.data();
-      }
-      transpose2d(src, K, P, colT.data());
-      // dw[g] (Fg x K) += dy[n, g] (Fg x P) * col^T (P x K).
-      gemmNN(fg, K, P, dy + (n * p.f + g * fg) * P, colT.data(),
-             dw + g * fg * K, true);
+      buildCol(x, p, n0, nb, g, col.data());
+      transpose2d(col.data(), K, ld, colT.data());
+      gatherOutputs(dy, dyc.data(), p, n0, nb, g);
+      // dw[g] (Fg x K) += dy (Fg x nb*P) * col^T (nb*P x K).
+      gemmNN(fg, K, ld, dyc.data(), ld, colT.data(), K, dw + g * fg * K, K,
+             true);
     }
+  }
 }
 
 //===----------------------------------------------------------------------===//
@@ -667,7 +726,8 @@ float dropoutUniform(uint64_t seed, uint64_t step, uint64_t index) {
 
 void dropoutMask(float *mask, int64_t n, float ratio, uint64_t seed,
                  uint64_t step) {
-  const float keep = 1.0f / (1.0f - ratio);
+  const float keep =
+      static_cast<float>(1.0 / (1.0 - static_cast<double>(ratio)));
   for (int64_t i = 0; i < n; ++i)
     mask[i] = dropoutUniform(seed, step, i) < ratio ? 0.0f : keep;
 }

@@ -164,7 +164,8 @@ uint64_t splitmix64(uint64_t x);
 /// `step` is the 1-based training step (the op's `step` operand, truncated to
 /// an integer), `index` the row-major element index.
 float dropoutUniform(uint64_t seed, uint64_t step, uint64_t index);
-/// mask[i] = dropoutUniform(seed, step, i) < ratio ? 0 : 1 / (1 - ratio).
+/// mask[i] = dropoutUniform(seed, step, i) < ratio ? 0 : keep, where
+/// keep = (float)(1.0 / (1.0 - (double)ratio)).
 void dropoutMask(float *mask, int64_t n, float ratio, uint64_t seed,
                  uint64_t step);
 
