@@ -686,6 +686,10 @@ void slice(const float *x, const Shape &shape, const Shape &offsets,
 void transpose(const float *x, const Shape &shape, const Shape &perm,
                float *y) {
   const int64_t rank = shape.size();
+  if (rank == 0) {
+    y[0] = x[0];
+    return;
+  }
   std::vector<int64_t> inStrides = stridesOf(shape);
   Shape outShape(rank);
   std::vector<int64_t> srcStride(rank); // input stride of each output dim
