@@ -470,7 +470,10 @@ int cnnc::driver::runDriver(const DriverOptions &options) {
     return 1;
   if (options.runReference && failed(runReference(options, c)))
     return 1;
-  bool emit = options.emit == "mlir" || !options.runReference;
+  // IR is emitted when asked for, when written to a file with -o, or when
+  // no other action was requested.
+  bool emit = options.emit == "mlir" || !options.runReference ||
+              !options.outputFile.empty();
   if (emit && failed(emitMLIR(options, c)))
     return 1;
   return 0;
