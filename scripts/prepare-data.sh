@@ -8,5 +8,5 @@ OUT=data/generated
 mkdir -p "$OUT"
 [ -f "$OUT/digits/test_batch.bin" ] || /usr/bin/python3 scripts/make_digits.py --out "$OUT/digits"
 if [ ! -f "$OUT/simplecnn.onnx" ]; then
-  PYTHONPATH=python /usr/bin/python3 -m cnnc.export simplecnn --out "$OUT/simplecnn.onnx" --batch 32
+  PYTHONPATH=python /usr/bin/python3 -m cnnc.export simplecnn "$OUT/simplecnn.onnx" --batch 32 --training
 fi

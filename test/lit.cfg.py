@@ -14,7 +14,7 @@ config.test_exec_root = os.path.join(config.cnnc_obj_root, "test")
 llvm_config.use_default_substitutions()
 config.substitutions.append(("%python", "/usr/bin/python3"))
 config.substitutions.append(("%cnnc_src", config.cnnc_src_root))
-llvm_config.with_environment("PATH", config.cnnc_tools_dir, append_path=False)
+llvm_config.with_environment("PATH", config.cnnc_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.add_tool_substitutions(
     ["cnnc-opt", "cnnc", "cnnc-reference-run"], [config.cnnc_tools_dir])

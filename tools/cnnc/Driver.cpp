@@ -3,6 +3,7 @@
 
 #include "cnnc/Dialect/CNN/CNNOps.h"
 #include "cnnc/Frontend/ONNXImporter.h"
+#include "cnnc/Target/CUDA/EmitCUDA.h"
 #include "cnnrt/TensorFile.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -76,6 +77,69 @@ cl::opt<std::string> weightsFile("weights",
                                  cl::value_desc("file"), cl::init(""),
                                  cl::cat(cnncCategory));
 
+cl::OptionCategory trainCategory("training (cnn-autodiff) options");
+cl::opt<bool> trainFlag("train",
+                        cl::desc("Build the training step (loss, backward, "
+                                 "optimizer) with cnn-autodiff"),
+                        cl::init(false), cl::cat(trainCategory));
+cl::opt<std::string> optimizerName("optimizer",
+                                   cl::desc("sgd, adam, adamw, or none "
+                                            "(return gradients)"),
+                                   cl::init("sgd"), cl::cat(trainCategory));
+cl::opt<double> lrOpt("lr", cl::desc("Learning rate (default: 0.01 for SGD, "
+                                     "0.001 for Adam)"),
+                      cl::init(-1.0), cl::cat(trainCategory));
+cl::opt<double> momentumOpt("momentum", cl::desc("SGD momentum"),
+                            cl::init(0.9), cl::cat(trainCategory));
+cl::opt<double> dampeningOpt("dampening", cl::desc("SGD dampening"),
+                             cl::init(0.0), cl::cat(trainCategory));
+cl::opt<bool> nesterovOpt("nesterov", cl::desc("SGD Nesterov momentum"),
+                          cl::init(false), cl::cat(trainCategory));
+cl::opt<double> weightDecayOpt("weight-decay", cl::desc("Weight decay"),
+                               cl::init(0.0), cl::cat(trainCategory));
+cl::opt<double> beta1Opt("beta1", cl::desc("Adam beta1"), cl::init(0.9),
+                         cl::cat(trainCategory));
+cl::opt<double> beta2Opt("beta2", cl::desc("Adam beta2"), cl::init(0.999),
+                         cl::cat(trainCategory));
+cl::opt<double> epsOpt("eps", cl::desc("Adam epsilon"), cl::init(1e-8),
+                       cl::cat(trainCategory));
+cl::opt<double> labelSmoothingOpt("label-smoothing",
+                                  cl::desc("Cross-entropy label smoothing"),
+                                  cl::init(0.0), cl::cat(trainCategory));
+cl::opt<int64_t> stepsOpt("steps", cl::desc("Training steps"), cl::init(0),
+                          cl::cat(trainCategory));
+cl::opt<std::string> dataOpt("data",
+                             cl::desc("Training data: CIFAR-10 binary dir or "
+                                      "file, or 'synthetic'"),
+                             cl::value_desc("DIR|FILE|synthetic"), cl::init(""),
+                             cl::cat(trainCategory));
+cl::opt<std::string> labelsOpt("labels",
+                               cl::desc("Labels (.npy) of the fixed batch "
+                                        "--input, for --train --run-reference"),
+                               cl::value_desc("file"), cl::init(""),
+                               cl::cat(trainCategory));
+cl::opt<std::string> saveStateOpt("save-state",
+                                  cl::desc("After reference training, write "
+                                           "parameters, statistics, optimizer "
+                                           "state (and gradients) to a .cnnw"),
+                                  cl::value_desc("file"), cl::init(""),
+                                  cl::cat(trainCategory));
+cl::opt<uint64_t> seedOpt("seed", cl::desc("Data shuffling seed"),
+                          cl::init(0), cl::cat(trainCategory));
+cl::opt<bool> dumpPlanOpt("dump-plan",
+                          cl::desc("Print the arena buffer plan of the "
+                                   "training step"),
+                          cl::init(false), cl::cat(trainCategory));
+cl::opt<std::string> archOpt("arch", cl::desc("GPU architecture for nvcc"),
+                             cl::value_desc("sm_90a|sm_80"), cl::init("sm_90a"),
+                             cl::cat(trainCategory));
+cl::opt<std::string> runtimeDirOpt("runtime-dir",
+                                   cl::desc("Directory with include/cnnrt and "
+                                            "libcnnrt.a (default: next to "
+                                            "cnnc, or $CNNC_RUNTIME_DIR)"),
+                                   cl::value_desc("dir"), cl::init(""),
+                                   cl::cat(trainCategory));
+
 bool hasExtension(StringRef path, StringRef ext) {
   return llvm::sys::path::extension(path).equals_insensitive(ext);
 }
@@ -92,7 +156,11 @@ DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
       argc, argv,
       "cnnc: compiles CNN training steps to CUDA\n\n"
       "  cnnc model.onnx [--batch N] [--emit mlir] [-o model.mlir]\n"
-      "  cnnc model.mlir --run-reference --input x.npy --output y.npy\n");
+      "  cnnc model.mlir --run-reference --input x.npy --output y.npy\n"
+      "  cnnc model.onnx --train [--optimizer sgd|adam|adamw] --emit mlir\n"
+      "  cnnc model.onnx --train --run-reference --steps K --data DIR\n"
+      "  cnnc model.onnx --train -o train [--emit cuda]\n"
+      "  cnnc train model.onnx --data DIR --steps N   (compile and run)\n");
   DriverOptions o;
   o.inputFile = inputFile;
   o.outputFile = outputFile == "-" ? "" : outputFile.getValue();
@@ -103,6 +171,26 @@ DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
   o.inputTensor = inputTensor;
   o.outputTensor = outputTensor;
   o.weightsFile = weightsFile;
+  o.train = trainFlag;
+  o.optimizer = optimizerName;
+  o.lr = lrOpt;
+  o.momentum = momentumOpt;
+  o.dampening = dampeningOpt;
+  o.nesterov = nesterovOpt;
+  o.weightDecay = weightDecayOpt;
+  o.beta1 = beta1Opt;
+  o.beta2 = beta2Opt;
+  o.eps = epsOpt;
+  o.labelSmoothing = labelSmoothingOpt;
+  o.steps = stepsOpt;
+  o.data = dataOpt;
+  o.labelsTensor = labelsOpt;
+  o.saveState = saveStateOpt;
+  o.seed = seedOpt;
+  o.dumpPlan = dumpPlanOpt;
+  o.arch = archOpt;
+  o.runtimeDir = runtimeDirOpt;
+  o.argv0 = argv[0];
   return o;
 }
 
@@ -461,15 +549,46 @@ int cnnc::driver::runDriver(const DriverOptions &options) {
     return failure(); // to the SourceMgr handler
   });
 
-  if (!options.emit.empty() && options.emit != "mlir") {
+  if (!options.emit.empty() && options.emit != "mlir" &&
+      options.emit != "cuda" && options.emit != "exe") {
     emitError(UnknownLoc::get(&c.context))
-        << "unknown --emit kind '" << options.emit << "' (expected: mlir)";
+        << "unknown --emit kind '" << options.emit
+        << "' (expected: mlir, cuda or exe)";
+    return 1;
+  }
+  bool wantsCuda = options.emit == "cuda" || options.emit == "exe" ||
+                   (options.train && options.emit.empty() &&
+                    !options.outputFile.empty() && !options.runReference &&
+                    !hasExtension(options.outputFile, ".mlir"));
+  if ((wantsCuda || options.dumpPlan || options.trainAndRun) && !options.train) {
+    emitError(UnknownLoc::get(&c.context))
+        << "--emit cuda/exe, --dump-plan and 'cnnc train' need the training "
+           "step: add --train";
     return 1;
   }
   if (failed(loadInput(options, c)))
     return 1;
-  if (options.runReference && failed(runReference(options, c)))
+  if (options.train && failed(buildTrainStep(options, c)))
     return 1;
+  if (options.trainAndRun)
+    return trainAndRun(options, c);
+  if (options.dumpPlan) {
+    if (failed(dumpBufferPlan(*c.module, llvm::outs())))
+      return 1;
+    llvm::outs().flush();
+    if (!wantsCuda && options.emit.empty() && !options.runReference)
+      return 0;
+  }
+  if (wantsCuda) {
+    std::string exe;
+    return failed(compileCUDA(options, c, exe)) ? 1 : 0;
+  }
+  if (options.runReference && options.train) {
+    if (failed(trainReference(options, c)))
+      return 1;
+  } else if (options.runReference && failed(runReference(options, c))) {
+    return 1;
+  }
   // IR is emitted when asked for, when written to a file with -o, or when
   // no other action was requested.
   bool emit = options.emit == "mlir" || !options.runReference ||

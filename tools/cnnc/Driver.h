@@ -34,6 +34,23 @@ struct DriverOptions {
   std::string inputTensor;  ///< --input x.npy|x.bin
   std::string outputTensor; ///< --output y.npy|y.bin
   std::string weightsFile;  ///< --weights FILE.cnnw (overrides cnn.weights)
+  // --train: build @train_step with cnn-autodiff
+  bool train = false;
+  std::string optimizer = "sgd";
+  double lr = -1; ///< < 0: the optimizer's default (SGD 0.01, Adam 1e-3)
+  double momentum = 0.9, dampening = 0, weightDecay = 0;
+  bool nesterov = false;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, labelSmoothing = 0;
+  int64_t steps = 0;          ///< --steps (reference training / cnnc train)
+  std::string data;           ///< --data DIR|FILE|synthetic
+  std::string labelsTensor;   ///< --labels y.npy (fixed batch with --input)
+  std::string saveState;      ///< --save-state out.cnnw
+  uint64_t seed = 0;          ///< --seed (data order)
+  bool dumpPlan = false;      ///< --dump-plan
+  std::string arch = "sm_90a"; ///< --arch for nvcc
+  std::string runtimeDir;     ///< --runtime-dir (include/ + libcnnrt.a)
+  bool trainAndRun = false;   ///< `cnnc train ...`: compile and run
+  std::string argv0;          ///< path of this executable
 };
 
 /// Parses argv with llvm::cl (exits on --help, --version, unknown flags).
@@ -56,6 +73,22 @@ mlir::LogicalResult loadInput(const DriverOptions &options, Compilation &c);
 mlir::LogicalResult emitMLIR(const DriverOptions &options, Compilation &c);
 /// Runs @forward on --input with the reference interpreter; writes --output.
 mlir::LogicalResult runReference(const DriverOptions &options, Compilation &c);
+
+/// Runs cnn-autodiff (+ CSE) to build @train_step from @forward.
+mlir::LogicalResult buildTrainStep(const DriverOptions &options,
+                                   Compilation &c);
+/// Trains on the CPU reference interpreter: --steps K on --data or on the
+/// fixed batch --input/--labels; prints the loss of each step, the held-out
+/// accuracy, and writes --save-state.
+mlir::LogicalResult trainReference(const DriverOptions &options,
+                                   Compilation &c);
+/// Emits CUDA C++ (--emit cuda) or builds an executable with nvcc (-o exe,
+/// weights beside it as "<exe>.cnnw"). Sets `exePath` when one was built.
+mlir::LogicalResult compileCUDA(const DriverOptions &options, Compilation &c,
+                                std::string &exePath);
+/// `cnnc train`: compile and run on the GPU, or fall back to the reference
+/// interpreter with a note when there is no GPU (or no nvcc).
+int trainAndRun(const DriverOptions &options, Compilation &c);
 
 /// Runs the whole pipeline; returns the process exit code.
 int runDriver(const DriverOptions &options);

@@ -289,7 +289,9 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
   if (l.getElementType() != r.getElementType())
     return fail(loc, "'lhs' " + str(l) + " and 'rhs' " + str(r) +
                          " have different element types");
-  bool tl = a.getTransposeLhs(), tr = a.getTransposeRhs();
+  // Read the attributes directly: a builder may leave the defaulted ones unset.
+  auto tlAttr = a.getTransposeLhsAttr(), trAttr = a.getTransposeRhsAttr();
+  bool tl = tlAttr && tlAttr.getValue(), tr = trAttr && trAttr.getValue();
   int64_t m = l.getDimSize(tl ? 1 : 0), k = l.getDimSize(tl ? 0 : 1);
   int64_t k2 = r.getDimSize(tr ? 1 : 0), n = r.getDimSize(tr ? 0 : 1);
   if (k != k2)

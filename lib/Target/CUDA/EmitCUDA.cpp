@@ -13,10 +13,13 @@
 #include "cnnc/Dialect/CNN/CNNOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <fmt/format.h>
 
+#include <cmath>
+#include <cstdlib>
 #include <map>
 
 using namespace mlir;
@@ -72,8 +75,24 @@ std::string escape(const std::string &s) {
 std::string floatLit(double v) {
   if (std::isinf(v))
     return v > 0 ? "INFINITY" : "-INFINITY";
-  return fmt::format("{:.9g}f", v);
+  std::string s = fmt::format("{:.9g}", v);
+  if (s.find_first_of(".en") == std::string::npos)
+    s += ".0";
+  return s + "f";
 }
+
+/// The shortest decimal that rounds to the f32 attribute `f` (0.999f ->
+/// 0.999), so factors derived from hyper-parameters (1 - beta2, ...) are
+/// computed as PyTorch computes them from Python floats.
+double dec(float f) {
+  for (int p = 1; p <= 9; ++p) {
+    double d = std::strtod(fmt::format("{:.{}g}", f, p).c_str(), nullptr);
+    if ((float)d == f)
+      return d;
+  }
+  return f;
+}
+double dec(APFloat f) { return dec(f.convertToFloat()); }
 
 /// One input of a generated elementwise kernel.
 struct EwIn {
@@ -161,17 +180,19 @@ void Emitter::elementwise(std::string &out, Operation *op, ArrayRef<EwIn> ins,
     for (const EwIn &in : ins)
       aliased |= plan.offsetOf(o) == plan.offsetOf(in.v);
   const char *restrict_ = aliased ? "" : " __restrict__";
-  std::string params, body, args;
+  std::vector<std::string> paramList, argList;
   for (auto [k, in] : llvm::enumerate(ins)) {
-    params += fmt::format("{}const {} *{} in{}", k ? ", " : "",
-                          ctype(ttype(in.v).getElementType()), restrict_, k);
-    args += fmt::format("{}{}", k ? ", " : "", ptr(in.v));
+    paramList.push_back(fmt::format("const {} *{} in{}",
+                                    ctype(ttype(in.v).getElementType()), restrict_, k));
+    argList.push_back(ptr(in.v));
   }
   for (auto [k, o] : llvm::enumerate(outs)) {
-    params += fmt::format(", {} *{} out{}", ctype(ttype(o).getElementType()),
-                          restrict_, k);
-    args += ", " + ptr(o);
+    paramList.push_back(
+        fmt::format("{} *{} out{}", ctype(ttype(o).getElementType()), restrict_, k));
+    argList.push_back(ptr(o));
   }
+  std::string body, params = llvm::join(paramList, ", "),
+                    args = llvm::join(argList, ", ");
   body += fmt::format("  for (int64_t i = blockIdx.x * 256ll + threadIdx.x; i < {}ll; "
                       "i += (int64_t)gridDim.x * 256) {{\n",
                       n);
@@ -334,7 +355,7 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
         return success();
       })
       .Case([&](DropoutMaskOp d) {
-        double ratio = d.getRatio().convertToFloat();
+        double ratio = dec(d.getRatio());
         elementwise(out, op, {{d.getStep(), "0"}}, {d.getResult()},
                     fmt::format("uint64_t h = splitmix64(splitmix64(splitmix64({}ull) + "
                                 "(uint64_t)a0) + (uint64_t)i); float u = (float)(h >> 40) "
@@ -392,7 +413,7 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
                            ptr(b.getNewRunningVar()), ptr(b.getRunningMean()),
                            ptr(b.getRunningVar()), t.getDimSize(0), t.getDimSize(1),
                            channelInner(t), floatLit(b.getEpsilon().convertToFloat()),
-                           floatLit(b.getMomentum().convertToFloat())));
+                           floatLit(dec(b.getMomentum()))));
         std::string ci = channelIndex(t);
         elementwise(out, op,
                     {{b.getInput()}, {b.getSavedMean(), ci}, {b.getSavedInvstd(), ci},
@@ -548,9 +569,8 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
         return success();
       })
       .Case([&](SGDUpdateOp u) {
-        double mom = u.getMomentum().convertToFloat(),
-               damp = u.getDampening().convertToFloat(),
-               wd = u.getWeightDecay().convertToFloat();
+        double mom = dec(u.getMomentum()), damp = dec(u.getDampening()),
+               wd = dec(u.getWeightDecay());
         std::string expr = "float g = a1";
         if (wd != 0)
           expr += " + " + floatLit(wd) + " * a0";
@@ -572,9 +592,8 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
         return success();
       })
       .Case([&](AdamUpdateOp u) {
-        double b1 = u.getBeta1().convertToFloat(), b2 = u.getBeta2().convertToFloat(),
-               eps = u.getEpsilon().convertToFloat(),
-               wd = u.getWeightDecay().convertToFloat();
+        double b1 = dec(u.getBeta1()), b2 = dec(u.getBeta2()),
+               eps = dec(u.getEpsilon()), wd = dec(u.getWeightDecay());
         std::string expr = "float p = a0, g = a1;";
         if (wd != 0)
           expr += u.getDecoupled() ? fmt::format(" p = p * (1.f - a4 * {});", floatLit(wd))

@@ -1,0 +1,432 @@
+//===- Train.cpp - training-step actions of the cnnc driver ---------------===//
+//
+// --train (cnn-autodiff), reference-interpreter training, CUDA emission and
+// nvcc, and `cnnc train` (compile + run, CPU fallback without a GPU).
+//
+//===----------------------------------------------------------------------===//
+#include "Driver.h"
+
+#include "cnnc/Dialect/CNN/CNNOps.h"
+#include "cnnc/Target/CUDA/EmitCUDA.h"
+#include "cnnc/Transforms/Passes.h"
+#include "cnnrt/Dataset.h"
+#include "cnnrt/TensorFile.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstdio>
+
+using namespace mlir;
+using namespace cnnc;
+using namespace cnnc::driver;
+
+namespace {
+LogicalResult fail(Compilation &c, const Twine &msg) {
+  emitError(UnknownLoc::get(&c.context)) << msg;
+  return failure();
+}
+
+double learningRate(const DriverOptions &o) {
+  if (o.lr >= 0)
+    return o.lr;
+  return o.optimizer == "sgd" ? 0.01 : 0.001;
+}
+
+std::string argName(func::FuncOp f, unsigned i, const char *attr) {
+  if (auto s = f.getArgAttrOfType<StringAttr>(i, attr))
+    return s.str();
+  return "";
+}
+} // namespace
+
+LogicalResult cnnc::driver::buildTrainStep(const DriverOptions &o,
+                                           Compilation &c) {
+  if (o.optimizer != "sgd" && o.optimizer != "adam" && o.optimizer != "adamw" &&
+      o.optimizer != "none")
+    return fail(c, "unknown --optimizer '" + o.optimizer +
+                       "' (expected sgd, adam, adamw or none)");
+  if ((*c.module).lookupSymbol("train_step"))
+    return success(); // a .mlir file that already holds the step
+  PassManager pm(&c.context);
+  CNNAutodiffOptions ad;
+  ad.optimizer = o.optimizer;
+  ad.momentum = o.momentum;
+  ad.dampening = o.dampening;
+  ad.nesterov = o.nesterov;
+  ad.weightDecay = o.weightDecay;
+  ad.beta1 = o.beta1;
+  ad.beta2 = o.beta2;
+  ad.epsilon = o.eps;
+  ad.labelSmoothing = o.labelSmoothing;
+  pm.addPass(createCNNAutodiff(ad));
+  pm.addPass(createCSEPass());
+  return pm.run(*c.module);
+}
+
+//===----------------------------------------------------------------------===//
+// Reference training
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Where the step's batches come from: a dataset or one fixed batch.
+struct BatchSource {
+  cnnrt::ImageSet set, test;
+  std::unique_ptr<cnnrt::BatchLoader> loader;
+  reference::Tensor fixedImages, fixedLabels;
+  bool hasTest = false;
+};
+
+LogicalResult openData(const DriverOptions &o, Compilation &c,
+                       RankedTensorType imageType, int64_t classes,
+                       BatchSource &src) {
+  std::string err;
+  if (!o.inputTensor.empty() || !o.labelsTensor.empty()) {
+    if (o.inputTensor.empty() || o.labelsTensor.empty())
+      return fail(c, "a fixed batch needs both --input and --labels");
+    if (failed(readTensor(o.inputTensor, src.fixedImages, err)) ||
+        failed(readTensor(o.labelsTensor, src.fixedLabels, err)))
+      return fail(c, "cannot read the fixed batch: " + err);
+    if (!src.fixedImages.matches(imageType))
+      return fail(c, "--input has the wrong shape for the model's input");
+    if (src.fixedLabels.shape != std::vector<int64_t>{imageType.getDimSize(0)})
+      return fail(c, "--labels must be 1-D with one label per image (" +
+                         Twine(imageType.getDimSize(0)) + ")");
+    for (float l : src.fixedLabels.data)
+      if (l < 0 || l >= classes || l != (int64_t)l)
+        return fail(c, "--labels holds " + Twine((int64_t)l) + ", not a class in [0, " +
+                           Twine(classes) + ")");
+    src.fixedLabels.kind = reference::ElemKind::I32;
+    return success();
+  }
+  if (o.data.empty())
+    return fail(c, "training on the reference interpreter needs --data "
+                   "DIR|FILE|synthetic or --input x.npy --labels y.npy");
+  if (imageType.getRank() != 4)
+    return fail(c, "--data needs a 4-D image input");
+  cnnrt::DatasetOptions d;
+  d.C = imageType.getDimSize(1);
+  d.H = imageType.getDimSize(2);
+  d.W = imageType.getDimSize(3);
+  d.numClasses = classes;
+  d.batch = imageType.getDimSize(0);
+  d.seed = o.seed;
+  if (!cnnrt::openDataset(o.data, cnnrt::Split::Train, d, src.set, err))
+    return fail(c, "cannot read --data: " + err);
+  if (src.set.count < d.batch)
+    return fail(c, "--data holds " + Twine(src.set.count) +
+                       " images, fewer than one batch of " + Twine(d.batch));
+  bool synthetic = o.data == "synthetic";
+  src.loader = std::make_unique<cnnrt::BatchLoader>(src.set, d.batch, o.seed,
+                                                    /*shuffle=*/!synthetic);
+  std::vector<std::string> files;
+  if (!synthetic &&
+      cnnrt::cifarFiles(o.data, cnnrt::Split::Test, files, err) && !files.empty() &&
+      cnnrt::openDataset(o.data, cnnrt::Split::Test, d, src.test, err))
+    src.hasTest = true;
+  return success();
+}
+
+void nextBatch(BatchSource &src, reference::Tensor &images,
+               reference::Tensor &labels) {
+  if (!src.loader) {
+    images = src.fixedImages;
+    labels = src.fixedLabels;
+    return;
+  }
+  std::vector<int32_t> l(labels.numel());
+  src.loader->nextBatchF32(images.data.data(), l.data());
+  for (size_t i = 0; i < l.size(); ++i)
+    labels.data[i] = (float)l[i];
+}
+} // namespace
+
+LogicalResult cnnc::driver::trainReference(const DriverOptions &o,
+                                           Compilation &c) {
+  auto step = c.module->lookupSymbol<func::FuncOp>("train_step");
+  if (!step)
+    return fail(c, "the module has no @train_step");
+  if (o.steps <= 0)
+    return fail(c, "--train --run-reference needs --steps K (K >= 1)");
+
+  // Argument roles.
+  int imageArg = -1, labelsArg = -1, lrArg = -1, stepArg = -1;
+  for (unsigned i = 0; i < step.getNumArguments(); ++i) {
+    if (step.getArgAttr(i, cnn::kLabelsAttr))
+      labelsArg = i;
+    else if (step.getArgAttr(i, cnn::kLRAttr))
+      lrArg = i;
+    else if (step.getArgAttr(i, cnn::kStepAttr))
+      stepArg = i;
+    else if (step.getArgAttr(i, cnn::kInputAttr))
+      imageArg = i;
+  }
+  if (imageArg < 0 || labelsArg < 0 || lrArg < 0 || stepArg < 0)
+    return fail(c, "@train_step lacks its input, labels, lr or step argument");
+  auto imageType = cast<RankedTensorType>(step.getArgument(imageArg).getType());
+  auto labelsType = cast<RankedTensorType>(step.getArgument(labelsArg).getType());
+  int64_t classes = 0;
+  step.walk([&](cnn::SoftmaxCrossEntropyOp op) {
+    classes = op.getLogits().getType().getDimSize(1);
+  });
+  BatchSource src;
+  if (failed(openData(o, c, imageType, classes, src)))
+    return failure();
+
+  // Persistent state by name: weights, statistics, optimizer state.
+  reference::TensorMap state = c.weights;
+  reference::Tensor images = reference::Tensor::zeros(imageType);
+  reference::Tensor labels = reference::Tensor::zeros(labelsType);
+  double lr = learningRate(o);
+  for (int64_t k = 1; k <= o.steps; ++k) {
+    nextBatch(src, images, labels);
+    std::vector<reference::Tensor> args(step.getNumArguments());
+    for (unsigned i = 0; i < step.getNumArguments(); ++i) {
+      auto type = cast<RankedTensorType>(step.getArgument(i).getType());
+      std::string name = argName(step, i, cnn::kParamAttr);
+      if (name.empty())
+        name = argName(step, i, cnn::kBufferAttr);
+      if (name.empty())
+        name = argName(step, i, cnn::kStateAttr);
+      if ((int)i == imageArg)
+        args[i] = images;
+      else if ((int)i == labelsArg)
+        args[i] = labels;
+      else if ((int)i == lrArg)
+        args[i] = reference::Tensor::zeros(type, (float)lr);
+      else if ((int)i == stepArg)
+        args[i] = reference::Tensor::zeros(type, (float)k);
+      else if (state.count(name))
+        args[i] = state[name];
+      else if (step.getArgAttr(i, cnn::kStateAttr))
+        args[i] = reference::Tensor::zeros(type);
+      else
+        return fail(c, "no value for the parameter '" + name + "'");
+      if (!args[i].matches(type))
+        return fail(c, "the value of '" + name + "' has the wrong shape");
+    }
+    auto results = reference::run(step, args);
+    if (failed(results))
+      return failure();
+    float loss = 0;
+    for (unsigned r = 0; r < step.getNumResults(); ++r) {
+      DictionaryAttr d = step.getResultAttrDict(r);
+      if (d && d.get(cnn::kLossAttr)) {
+        loss = (*results)[r].data[0];
+        continue;
+      }
+      for (const char *key : {cnn::kParamAttr, cnn::kBufferAttr, cnn::kStateAttr})
+        if (auto s = d ? dyn_cast_or_null<StringAttr>(d.get(key)) : nullptr)
+          state[s.str()] = (*results)[r];
+      if (auto s = d ? dyn_cast_or_null<StringAttr>(d.get(cnn::kGradAttr)) : nullptr)
+        state[s.str() + ".grad"] = (*results)[r];
+    }
+    llvm::outs() << llvm::format("step %lld loss %.7g\n", (long long)k, loss);
+    llvm::outs().flush();
+  }
+
+  // Held-out accuracy with @forward (inference-mode BN, running statistics).
+  auto forward = c.module->lookupSymbol<func::FuncOp>("forward");
+  if (src.hasTest && forward) {
+    cnnrt::BatchLoader test(src.test, imageType.getDimSize(0), 0, false);
+    int64_t batches = src.test.count / imageType.getDimSize(0), correct = 0;
+    for (int64_t b = 0; b < batches; ++b) {
+      std::vector<int32_t> l(labels.numel());
+      test.nextBatchF32(images.data.data(), l.data());
+      auto args = reference::bindArguments(forward, state, {images});
+      if (failed(args))
+        return failure();
+      auto out = reference::run(forward, *args);
+      if (failed(out))
+        return failure();
+      const reference::Tensor &logits = out->front();
+      for (int64_t n = 0; n < logits.shape[0]; ++n) {
+        int64_t best = 0;
+        for (int64_t k = 1; k < logits.shape[1]; ++k)
+          if (logits.data[n * logits.shape[1] + k] >
+              logits.data[n * logits.shape[1] + best])
+            best = k;
+        correct += best == l[n];
+      }
+    }
+    int64_t total = batches * imageType.getDimSize(0);
+    llvm::outs() << llvm::format("held-out accuracy: %.2f%% (%lld/%lld)\n",
+                                 total ? 100.0 * correct / total : 0.0,
+                                 (long long)correct, (long long)total);
+  }
+  if (!o.saveState.empty()) {
+    std::string err;
+    if (failed(writeWeights(o.saveState, state, err)))
+      return fail(c, "cannot write --save-state '" + o.saveState + "': " + err);
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// CUDA
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// The runtime (headers + libcnnrt.a): --runtime-dir, $CNNC_RUNTIME_DIR, or
+/// the build tree next to this cnnc (build/bin/cnnc -> build/lib/libcnnrt.a,
+/// <source>/runtime/include).
+bool findRuntime(const DriverOptions &o, std::string &include, std::string &lib) {
+  auto check = [&](StringRef inc, StringRef l) {
+    SmallString<256> h(inc);
+    llvm::sys::path::append(h, "cnnrt", "cnnrt.h");
+    if (!llvm::sys::fs::exists(h) || !llvm::sys::fs::exists(l))
+      return false;
+    include = inc.str();
+    lib = l.str();
+    return true;
+  };
+  std::vector<std::string> dirs;
+  if (!o.runtimeDir.empty())
+    dirs.push_back(o.runtimeDir);
+  if (const char *e = std::getenv("CNNC_RUNTIME_DIR"))
+    dirs.push_back(e);
+  for (const std::string &d : dirs)
+    for (const char *l : {"lib/libcnnrt.a", "libcnnrt.a"})
+      if (check(d + "/include", d + "/" + l))
+        return true;
+  std::string exe = llvm::sys::fs::getMainExecutable(o.argv0.c_str(), (void *)&findRuntime);
+  SmallString<256> bin(llvm::sys::path::parent_path(exe));
+  SmallString<256> build(llvm::sys::path::parent_path(bin));
+  SmallString<256> lib0(build), inc0(llvm::sys::path::parent_path(build));
+  llvm::sys::path::append(lib0, "lib", "libcnnrt.a");
+  llvm::sys::path::append(inc0, "runtime", "include");
+  if (check(inc0, lib0))
+    return true;
+#ifdef CNNC_RUNTIME_INCLUDE_DIR
+  if (check(CNNC_RUNTIME_INCLUDE_DIR, CNNC_RUNTIME_LIBRARY))
+    return true;
+#endif
+  return false;
+}
+
+std::string findNvcc() {
+  if (const char *e = std::getenv("CNNC_NVCC"))
+    return e;
+  if (llvm::sys::fs::can_execute("/usr/local/cuda/bin/nvcc"))
+    return "/usr/local/cuda/bin/nvcc";
+  if (auto p = llvm::sys::findProgramByName("nvcc"))
+    return *p;
+  return "";
+}
+
+bool hasGPU() {
+  if (const char *e = std::getenv("CNNC_ASSUME_NO_GPU"))
+    if (std::string(e) == "1")
+      return false;
+  return llvm::sys::fs::exists("/dev/nvidia0") ||
+         llvm::sys::fs::exists("/dev/nvidiactl");
+}
+} // namespace
+
+LogicalResult cnnc::driver::compileCUDA(const DriverOptions &o, Compilation &c,
+                                        std::string &exePath) {
+  CUDAEmitOptions eo;
+  eo.modelName = llvm::sys::path::stem(o.inputFile).str();
+  eo.defaultLR = (float)learningRate(o);
+  if (o.steps > 0)
+    eo.defaultSteps = o.steps;
+  std::string cu;
+  llvm::raw_string_ostream os(cu);
+  if (failed(emitCUDA(*c.module, os, eo)))
+    return failure();
+  os.flush();
+  std::string err;
+  if (o.emit == "cuda") {
+    if (o.outputFile.empty()) {
+      llvm::outs() << cu;
+      return success();
+    }
+    if (!cnnrt::writeFileAtomic(o.outputFile, cu, err))
+      return fail(c, "cannot write '" + o.outputFile + "': " + err);
+    return success();
+  }
+  // An executable: <exe>.cu kept beside it, weights in <exe>.cnnw.
+  exePath = o.outputFile.empty() ? std::string("train") : o.outputFile;
+  std::string cuPath = exePath + ".cu";
+  if (!cnnrt::writeFileAtomic(cuPath, cu, err))
+    return fail(c, "cannot write '" + cuPath + "': " + err);
+  reference::TensorMap initial;
+  for (auto &[name, t] : c.weights)
+    initial[name] = t;
+  if (failed(writeWeights(exePath + ".cnnw", initial, err)))
+    return fail(c, "cannot write '" + exePath + ".cnnw': " + err);
+  std::string nvcc = findNvcc(), include, lib;
+  if (nvcc.empty())
+    return fail(c, "nvcc not found (looked at $CNNC_NVCC, /usr/local/cuda/bin, "
+                   "PATH); the CUDA source is in '" + cuPath + "'");
+  if (!findRuntime(o, include, lib))
+    return fail(c, "the cnnc runtime (include/cnnrt/cnnrt.h and libcnnrt.a) "
+                   "was not found; pass --runtime-dir or set CNNC_RUNTIME_DIR");
+  if (o.arch != "sm_90a" && o.arch != "sm_80" && o.arch != "sm_90" &&
+      o.arch != "sm_86" && o.arch != "sm_89")
+    return fail(c, "unsupported --arch '" + o.arch +
+                       "' (expected sm_80, sm_86, sm_89, sm_90 or sm_90a)");
+  std::string tmpExe = exePath + ".tmp";
+  std::vector<std::string> args = {nvcc, "-O3", "-std=c++17", "-arch=" + o.arch,
+                                   "-I" + include, cuPath, lib, "-lcudnn",
+                                   "-lcublasLt", "-lcublas", "-o", tmpExe};
+  std::vector<StringRef> argRefs(args.begin(), args.end());
+  std::string msg;
+  int rc = llvm::sys::ExecuteAndWait(nvcc, argRefs, std::nullopt, {}, 0, 0, &msg);
+  if (rc != 0)
+    return fail(c, "nvcc failed (exit " + Twine(rc) + (msg.empty() ? "" : ": " + msg) +
+                       ") on '" + cuPath + "'");
+  if (auto ec = llvm::sys::fs::rename(tmpExe, exePath))
+    return fail(c, "cannot rename '" + tmpExe + "': " + ec.message());
+  llvm::errs() << "cnnc: built '" << exePath << "' (weights '" << exePath
+               << ".cnnw', source '" << cuPath << "')\n";
+  return success();
+}
+
+int cnnc::driver::trainAndRun(const DriverOptions &options, Compilation &c) {
+  DriverOptions o = options;
+  if (o.steps <= 0)
+    o.steps = 100;
+  if (o.data.empty()) {
+    emitError(UnknownLoc::get(&c.context)) << "cnnc train needs --data DIR|FILE|synthetic";
+    return 1;
+  }
+  auto fallback = [&](const std::string &why) {
+    llvm::errs() << "cnnc: note: " << why
+                 << "; training on the CPU reference interpreter instead\n";
+    llvm::errs().flush();
+    return failed(trainReference(o, c)) ? 1 : 0;
+  };
+  if (!hasGPU())
+    return fallback("no CUDA GPU found");
+  if (findNvcc().empty())
+    return fallback("nvcc not found");
+  o.emit = "exe";
+  if (o.outputFile.empty())
+    o.outputFile = "train";
+  std::string exe;
+  if (failed(compileCUDA(o, c, exe)))
+    return 1;
+  SmallString<256> abs(exe);
+  llvm::sys::fs::make_absolute(abs);
+  std::vector<std::string> args = {std::string(abs), "--data", o.data, "--steps",
+                                   std::to_string(o.steps), "--lr",
+                                   std::to_string(learningRate(o)), "--seed",
+                                   std::to_string(o.seed)};
+  std::string err;
+  std::vector<std::string> testFiles;
+  if (o.data != "synthetic" &&
+      cnnrt::cifarFiles(o.data, cnnrt::Split::Test, testFiles, err) &&
+      !testFiles.empty())
+    args.push_back("--eval");
+  std::vector<StringRef> argRefs(args.begin(), args.end());
+  int rc = llvm::sys::ExecuteAndWait(args[0], argRefs);
+  if (rc == 3) // the runtime's "no GPU" exit code
+    return fallback("the executable found no usable GPU");
+  return rc;
+}
