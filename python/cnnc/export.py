@@ -80,8 +80,13 @@ def export_onnx(model, path, input_shape, training=False, dynamic_batch=False,
                                   output_name: {0: "batch"}}
     if opset is not None:
         kwargs["opset_version"] = opset
-    if dynamo:
-        kwargs["dynamo"] = True
+    import inspect
+    if "dynamo" in inspect.signature(torch.onnx.export).parameters:
+        # torch >= 2.9 defaults to the dynamo exporter, which drops the
+        # training-mode BatchNormalization; ask for the one wanted.
+        kwargs["dynamo"] = bool(dynamo)
+    elif dynamo:
+        raise ValueError("this torch has no dynamo-based ONNX exporter")
     if training:
         model.train()
         kwargs["training"] = torch.onnx.TrainingMode.TRAINING

@@ -15,6 +15,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
@@ -319,6 +320,21 @@ std::string findNvcc() {
   return "";
 }
 
+/// cuDNN as nvcc should link it: "-lcudnn" where the development symlink
+/// exists, else the versioned library by path (GPU machines often only have
+/// libcudnn.so.9).
+std::string cudnnLinkArg() {
+  for (const char *dir : {"/usr/local/cuda/lib64", "/usr/local/cuda/lib",
+                          "/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu"}) {
+    std::string base = std::string(dir) + "/libcudnn.so";
+    if (llvm::sys::fs::exists(base))
+      return "-L" + std::string(dir) + " -lcudnn";
+    if (llvm::sys::fs::exists(base + ".9"))
+      return base + ".9";
+  }
+  return "-lcudnn";
+}
+
 bool hasGPU() {
   if (const char *e = std::getenv("CNNC_ASSUME_NO_GPU"))
     if (std::string(e) == "1")
@@ -373,8 +389,11 @@ LogicalResult cnnc::driver::compileCUDA(const DriverOptions &o, Compilation &c,
                        "' (expected sm_80, sm_86, sm_89, sm_90 or sm_90a)");
   std::string tmpExe = exePath + ".tmp";
   std::vector<std::string> args = {nvcc, "-O3", "-std=c++17", "-arch=" + o.arch,
-                                   "-I" + include, cuPath, lib, "-lcudnn",
-                                   "-lcublasLt", "-lcublas", "-o", tmpExe};
+                                   "-I" + include, cuPath, lib};
+  std::string cudnn = cudnnLinkArg();
+  for (StringRef a : llvm::split(cudnn, ' '))
+    args.push_back(a.str());
+  args.insert(args.end(), {"-lcublasLt", "-lcublas", "-o", tmpExe});
   std::vector<StringRef> argRefs(args.begin(), args.end());
   std::string msg;
   int rc = llvm::sys::ExecuteAndWait(nvcc, argRefs, std::nullopt, {}, 0, 0, &msg);

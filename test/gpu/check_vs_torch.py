@@ -1,0 +1,220 @@
+#!/usr/bin/env python3
+"""GPU checks of cnnc's CUDA backend against PyTorch on the same GPU.
+
+For each model: export it (training mode) with PyTorch, compile the training
+step with `cnnc --train -o train`, run 3 SGD steps of the executable on a
+data file of exactly one batch (so both sides see the same images; the
+runtime's shuffling only permutes them within the batch, which mean-based
+losses and BN statistics do not see), run the same 3 steps with torch.optim
+(TF32 off on both sides) and compare the losses, every parameter, the
+momentum buffers and the BN running statistics: max|a-b| / max|b| <= 1e-3.
+
+Also: checkpoint/resume gives the same losses as an uninterrupted run, and
+SimpleCNN trains on the bundled digits to >= 95 % held-out accuracy.
+
+Exit 77 (ctest SKIP_RETURN_CODE) when no CUDA GPU is present.
+
+  check_vs_torch.py --cnnc build/bin/cnnc --work DIR [--models simplecnn,resnet18,resnet50]
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+
+try:
+    import torch
+except ImportError:
+    torch = None
+
+if torch is None or not torch.cuda.is_available():
+    print("check_vs_torch: no CUDA GPU (or no torch): skipped")
+    sys.exit(77)
+
+from cnnc.cnnw import read_cnnw  # noqa: E402
+from cnnc.export import build_model, export_onnx  # noqa: E402
+
+torch.backends.cudnn.allow_tf32 = False
+torch.backends.cuda.matmul.allow_tf32 = False
+
+CONFIG = {  # batch, input H=W
+    "simplecnn": (32, 32),
+    "resnet18": (16, 64),
+    "resnet50": (16, 64),
+}
+LR, MOMENTUM, WD = 0.01, 0.9, 5e-4
+failures = []
+
+
+def run(cmd, **kw):
+    t = time.time()
+    p = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if p.returncode != 0:
+        print(p.stdout[-3000:], p.stderr[-3000:])
+        raise RuntimeError("command failed (%d): %s" % (p.returncode, " ".join(cmd)))
+    return p.stdout + p.stderr, time.time() - t
+
+
+def losses_of(text):
+    return [float(m.group(2)) for m in re.finditer(r"^step (\d+) loss (\S+)", text, re.M)]
+
+
+def rel(a, b):
+    a = np.asarray(a, np.float64)
+    b = np.asarray(b, np.float64)
+    return float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-30))
+
+
+def write_cifar(path, images, labels):
+    rec = np.concatenate([labels.astype(np.uint8)[:, None],
+                          images.reshape(len(images), -1).astype(np.uint8)], axis=1)
+    with open(path, "wb") as f:
+        f.write(rec.tobytes())
+
+
+def adapt(images, h, w):
+    """The runtime's nearest-neighbour resize (cnnrt::adaptImages)."""
+    sy = (np.arange(h) * images.shape[2]) // h
+    sx = (np.arange(w) * images.shape[3]) // w
+    return images[:, :, sy][:, :, :, sx]
+
+
+def check_model(name, args):
+    batch, hw = CONFIG[name]
+    work = os.path.join(args.work, name)
+    os.makedirs(work, exist_ok=True)
+    model = build_model(name, 10, seed=0)
+    for m in model.modules():
+        if isinstance(m, torch.nn.Dropout):
+            m.p = 0.0
+    onnx_path = os.path.join(work, name + ".onnx")
+    export_onnx(model, onnx_path, (batch, 3, hw, hw), training=True, opset=17)
+    exe = os.path.join(work, "train")
+    _, t_compile = run([args.cnnc, onnx_path, "--train", "--optimizer", "sgd", "--lr", str(LR),
+                        "--momentum", str(MOMENTUM), "--weight-decay", str(WD), "-o", exe])
+    rng = np.random.RandomState(1)
+    images = rng.randint(0, 256, size=(batch, 3, 32, 32)).astype(np.uint8)
+    labels = rng.randint(0, 10, size=batch)
+    data = os.path.join(work, "batch.bin")
+    write_cifar(data, images, labels)
+    ckpt = os.path.join(work, "after3.cnnw")
+    out, t_run = run([exe, "--data", data, "--steps", "3", "--lr", str(LR), "--log-every", "1",
+                      "--checkpoint", ckpt])
+    got_losses = losses_of(out)
+
+    # PyTorch: the same initial values (the weights file cnnc wrote), data, steps.
+    init = read_cnnw(exe + ".cnnw")
+    sd = model.state_dict()
+    for k in sd:
+        if k in init:
+            sd[k] = torch.from_numpy(np.array(init[k])).reshape(sd[k].shape)
+    model.load_state_dict(sd)
+    model = model.cuda().train()
+    x = torch.from_numpy(adapt(images, hw, hw).astype(np.float32) / 255.0).cuda()
+    y = torch.from_numpy(labels.astype(np.int64)).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM, weight_decay=WD)
+    ref_losses = []
+    for _ in range(3):
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        ref_losses.append(loss.item())
+    got = read_cnnw(ckpt)
+    worst = ("", 0.0)
+    compared = 0
+    for pname, p in model.named_parameters():
+        for key, ref in ((pname, p), (pname + ".momentum_buffer", opt.state[p]["momentum_buffer"])):
+            if key not in got:
+                failures.append("%s: '%s' missing from the checkpoint" % (name, key))
+                continue
+            e = rel(np.array(got[key]).reshape(ref.shape), ref.detach().cpu().numpy())
+            compared += 1
+            if e > worst[1]:
+                worst = (key, e)
+    for bname, b in model.named_buffers():
+        if "running" in bname and bname in got:
+            e = rel(np.array(got[bname]).reshape(b.shape), b.cpu().numpy())
+            compared += 1
+            if e > worst[1]:
+                worst = (bname, e)
+    loss_err = rel(got_losses, ref_losses) if len(got_losses) == 3 else float("inf")
+    ok = worst[1] <= 1e-3 and loss_err <= 1e-3
+    print("%-10s losses cnnc %s torch %s (rel %.2e); %d tensors, worst %s rel %.2e; "
+          "compile %.1f s, run %.1f s: %s" % (
+              name, ["%.6f" % v for v in got_losses], ["%.6f" % v for v in ref_losses], loss_err,
+              compared, worst[0], worst[1], t_compile, t_run, "ok" if ok else "FAIL"))
+    if not ok:
+        failures.append("%s: mismatch (loss rel %.2e, worst %s %.2e)" % (name, loss_err, *worst))
+    return exe, data
+
+
+def check_resume(exe, data, args):
+    work = os.path.dirname(exe)
+    full, _ = run([exe, "--data", data, "--steps", "6", "--log-every", "1"])
+    ck = os.path.join(work, "resume3.cnnw")
+    run([exe, "--data", data, "--steps", "3", "--log-every", "1", "--checkpoint", ck])
+    resumed, _ = run([exe, "--data", data, "--steps", "6", "--log-every", "1", "--resume", ck])
+    a, b = losses_of(full)[3:], losses_of(resumed)
+    ok = len(a) == 3 and a == b[-3:]
+    print("resume     uninterrupted %s resumed %s: %s" % (a, b, "ok" if ok else "FAIL"))
+    if not ok:
+        failures.append("checkpoint/resume losses differ")
+
+
+def check_digits(args):
+    work = os.path.join(args.work, "digits")
+    os.makedirs(work, exist_ok=True)
+    digits = os.path.join(work, "data")
+    run([sys.executable, os.path.join(HERE, "..", "..", "scripts", "make_digits.py"),
+         "--out", digits])
+    model = build_model("simplecnn", 10, seed=0)
+    onnx_path = os.path.join(work, "simplecnn.onnx")
+    export_onnx(model, onnx_path, (32, 3, 32, 32), training=True, opset=17)
+    exe = os.path.join(work, "train")
+    run([args.cnnc, onnx_path, "--train", "--optimizer", "adam", "--lr", "0.001", "-o", exe])
+    out, t = run([exe, "--data", digits, "--steps", "400", "--lr", "0.001", "--eval",
+                  "--log-every", "100"])
+    m = re.search(r"accuracy ([0-9.]+)", out)
+    acc = float(m.group(1)) if m else 0.0
+    acc = acc * 100 if acc <= 1.0 else acc
+    ok = acc >= 95.0
+    print("digits     400 Adam steps in %.1f s, held-out accuracy %.2f%%: %s" % (
+        t, acc, "ok" if ok else "FAIL"))
+    print("\n".join(l for l in out.splitlines() if l.startswith(("step", "done", "eval"))))
+    if not ok:
+        failures.append("digits accuracy %.2f%% < 95%%" % acc)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cnnc", required=True)
+    ap.add_argument("--work", default="/tmp/cnnc-gpu-check")
+    ap.add_argument("--models", default="simplecnn,resnet18,resnet50")
+    ap.add_argument("--skip-digits", action="store_true")
+    args = ap.parse_args()
+    print("GPU:", torch.cuda.get_device_name(0), "torch", torch.__version__)
+    first = None
+    for name in args.models.split(","):
+        try:
+            r = check_model(name, args)
+            first = first or r
+        except Exception as e:  # report and go on with the other models
+            failures.append("%s: %s" % (name, e))
+            print("%-10s ERROR %s" % (name, e))
+    if first:
+        check_resume(*first, args)
+    if not args.skip_digits:
+        check_digits(args)
+    print("FAILURES:" if failures else "ALL GPU CHECKS PASSED", *failures, sep="\n  ")
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
