@@ -1,0 +1,43 @@
+// RUN: cnnc %S/Inputs/small_cnn.mlir --train --optimizer sgd --lr 0.05 --emit cuda | FileCheck %s
+// RUN: cnnc %S/Inputs/small_cnn.mlir --train --dump-plan | FileCheck %s --check-prefix=PLAN
+
+// The step: cuDNN for convolutions, cuBLASLt for the linear layer, generated
+// kernels for the rest, the loss through the prelude kernels.
+// CHECK: #include "cnnrt/cnnrt.h"
+// CHECK-LABEL: // ---- generated kernels ----
+// CHECK: __global__ void __launch_bounds__(256) k{{[0-9]+}}(
+// CHECK: static const cnnrt::TensorSpec kTensors[] = {
+// CHECK-DAG: {"input", cnnrt::DType::F32, 4, {4, 3, 8, 8}, {{[0-9]+}}, 3072, cnnrt::Role::InputImage}
+// CHECK-DAG: {"labels", cnnrt::DType::I32, 1, {4, 0, 0, 0}, {{[0-9]+}}, 16, cnnrt::Role::InputLabel}
+// CHECK-DAG: {"conv1.weight", cnnrt::DType::F32, 4, {8, 3, 3, 3}, {{[0-9]+}}, 864, cnnrt::Role::Param}
+// CHECK-DAG: {"conv1.weight.momentum_buffer", cnnrt::DType::F32, 4, {8, 3, 3, 3}, {{[0-9]+}}, 864, cnnrt::Role::OptState}
+// CHECK-DAG: {"bn.running_mean", cnnrt::DType::F32, 1, {8, 0, 0, 0}, {{[0-9]+}}, 32, cnnrt::Role::Buffer}
+// CHECK-DAG: {"loss", cnnrt::DType::F32, 0, {0, 0, 0, 0}, {{[0-9]+}}, 4, cnnrt::Role::Loss}
+// CHECK-DAG: {"logits", cnnrt::DType::F32, 2, {4, 10, 0, 0}, {{[0-9]+}}, 160, cnnrt::Role::Logits}
+// CHECK-LABEL: static void prepareModel(cnnrt::Context &ctx) {
+// CHECK: ctx.registerConv(0, cnnrt::ConvDesc{4, 3, 8, 8, 8, 3, 3, 8, 8, 1, 1, 1, 1, 1, 1, 1, 1, 1, cnnrt::DType::F32, cnnrt::Layout::NCHW}, "{{.*}}");
+// CHECK: ctx.registerMatmul(0, cnnrt::MatmulDesc{4, 10, 8, false, true, cnnrt::DType::F32}
+// CHECK-LABEL: static void trainStep(cnnrt::Context &ctx) {
+// CHECK: ctx.convFwd(0,
+// CHECK: maxPoolFwd<float><<<
+// CHECK: bnStats<float, float><<<8, 512, 0, s>>>
+// CHECK: rowMean<float><<<
+// CHECK: ctx.matmul(0,
+// CHECK: softmaxXentLoss<float, int32_t><<<1, 1024, 0, s>>>
+// CHECK: softmaxXentGrad<float, int32_t><<<4, 256, 0, s>>>
+// CHECK: bnGradReduce<float, float>
+// CHECK: maxPoolBwd<float>
+// CHECK: channelSum<float, float>
+// CHECK: ctx.convBwdFilter(0,
+// CHECK-NOT: ctx.convBwdData
+// CHECK-LABEL: static void evalStep(cnnrt::Context &ctx) {
+// CHECK: static const cnnrt::ModelSpec kModel = {"small_cnn", {{[0-9]+}}ull, kTensors, {{.*}}, 4, 3, 8, 8, 10, prepareModel, trainStep, evalStep, 0.0500000007f, 100};
+// CHECK: int main(int argc, char **argv) { return cnnrt::trainMain(argc, argv, kModel); }
+
+// PLAN: input	input	3072
+// PLAN: conv1.weight	param	864
+// PLAN: bn.running_mean	buffer	32
+// PLAN: conv1.weight.momentum_buffer	opt-state	864
+// PLAN: loss	loss	4
+// PLAN: temp	8192	{{[0-9]+}}	[0, {{[0-9]+}}]	cnn.conv2d
+// PLAN: arena bytes:
