@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""cnnc vs PyTorch, side by side in one run on the GPU machine.
+
+For each model: export it with PyTorch (training mode, legacy exporter),
+compile its training step with cnnc (timed), run the executable on synthetic
+data and read its steady-state img/s and peak GPU memory; then time the same
+SGD training step in PyTorch eager f32, eager AMP (f16) + channels_last, and
+torch.compile (f32). TF32 is off on both sides for the f32 rows.
+
+  python3 bench/bench.py --cnnc .carry/cnnc [--models simplecnn,resnet18,resnet50]
+       [--steps 60] [--cnnc-flags "..."] [--no-compile]
+Prints a markdown table (for docs/benchmarks.md) at the end.
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
+
+import torch  # noqa: E402
+
+from cnnc.export import build_model, export_onnx  # noqa: E402
+
+CONFIG = {"simplecnn": (32, 32), "resnet18": (128, 224), "resnet50": (128, 224)}
+
+
+def time_torch(name, batch, hw, mode, steps):
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.benchmark = True
+    model = build_model(name, 10, seed=0).cuda().train()
+    x = torch.rand(batch, 3, hw, hw, device="cuda")
+    y = torch.randint(0, 10, (batch,), device="cuda")
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    amp = mode == "amp"
+    if amp:
+        model = model.to(memory_format=torch.channels_last)
+        x = x.to(memory_format=torch.channels_last)
+    scaler = torch.amp.GradScaler("cuda", enabled=amp)
+    fwd = torch.compile(model) if mode == "compile" else model
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.float16, enabled=amp):
+            loss = torch.nn.functional.cross_entropy(fwd(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+
+    torch.cuda.reset_peak_memory_stats()
+    t0 = time.time()
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize()
+    warm = time.time() - t0
+    best = float("inf")
+    for _ in range(3):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        for _ in range(steps):
+            step()
+        e.record()
+        e.synchronize()
+        best = min(best, s.elapsed_time(e) / steps)
+    mem = torch.cuda.max_memory_reserved() / 2**20
+    del model, opt, fwd
+    torch.cuda.empty_cache()
+    return best, mem, warm
+
+
+def run_cnnc(name, batch, hw, args):
+    work = os.path.join(args.work, name)
+    os.makedirs(work, exist_ok=True)
+    onnx_path = os.path.join(work, "%s.onnx" % name)
+    model = build_model(name, 10, seed=0)
+    export_onnx(model, onnx_path, (batch, 3, hw, hw), training=True, opset=17)
+    exe = os.path.join(work, "train")
+    t0 = time.time()
+    cmd = [args.cnnc, onnx_path, "--train", "--optimizer", "sgd", "--lr", "0.01",
+           "--momentum", "0.9", "-o", exe] + args.cnnc_flags.split()
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    compile_s = time.time() - t0
+    if p.returncode:
+        raise RuntimeError("cnnc failed: " + p.stderr[-2000:])
+    t0 = time.time()
+    p = subprocess.run([exe, "--data", "synthetic", "--steps", str(args.steps + 3),
+                        "--log-every", str(args.steps)], capture_output=True, text=True)
+    run_s = time.time() - t0
+    if p.returncode:
+        raise RuntimeError("train failed: " + (p.stdout + p.stderr)[-2000:])
+    m = re.search(r"mean img/s (\d+), peak GPU memory (\d+) MiB", p.stdout)
+    ips, mem = float(m.group(1)), float(m.group(2))
+    return 1000.0 * batch / ips, mem, compile_s, run_s
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cnnc", required=True)
+    ap.add_argument("--models", default="simplecnn,resnet18,resnet50")
+    ap.add_argument("--steps", type=int, default=50)
+    ap.add_argument("--work", default="/tmp/cnnc-bench")
+    ap.add_argument("--cnnc-flags", default="")
+    ap.add_argument("--no-compile", action="store_true", help="skip torch.compile")
+    args = ap.parse_args()
+    print("GPU:", torch.cuda.get_device_name(0), "| torch", torch.__version__, flush=True)
+    rows = []
+    for name in args.models.split(","):
+        batch, hw = CONFIG[name]
+        res = {}
+        try:
+            res["cnnc"] = run_cnnc(name, batch, hw, args)
+        except Exception as e:
+            print("cnnc %s: %s" % (name, e), flush=True)
+        modes = ["eager", "amp"] + ([] if args.no_compile else ["compile"])
+        for mode in modes:
+            ms, mem, warm = time_torch(name, batch, hw, mode, args.steps)
+            res[mode] = (ms, mem, warm, None)
+        print(name, res, flush=True)
+        rows.append((name, batch, hw, res))
+    print("\n| model | batch | runner | ms/step | img/s | peak GPU MiB | compile s | cnnc speed-up |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name, batch, hw, res in rows:
+        c = res.get("cnnc")
+        for runner, label in (("cnnc", "cnnc" + (" " + args.cnnc_flags if args.cnnc_flags else "")),
+                              ("eager", "PyTorch eager f32"), ("amp", "PyTorch AMP+channels_last"),
+                              ("compile", "torch.compile f32")):
+            if runner not in res:
+                continue
+            ms, mem, comp, _ = res[runner]
+            ratio = "" if runner == "cnnc" or not c else "%.2fx" % (ms / c[0])
+            print("| %s | %d | %s | %.2f | %.0f | %.0f | %.1f | %s |" % (
+                name, batch, label, ms, 1000.0 * batch / ms, mem, comp, ratio))
+
+
+if __name__ == "__main__":
+    main()
