@@ -34,9 +34,9 @@ class SimpleCNN(nn.Module):
     def forward(self, x):
         x = self.pool(F.relu(self.conv1(x)))
         x = self.pool(F.relu(self.conv2(x)))
-        # view(size(0), -1): exported as a Shape/Gather/Unsqueeze/Concat chain
+        # reshape(size(0), -1) (works for channels_last too): exported as a Shape/Gather/Unsqueeze/Concat chain
         # feeding Reshape, which cnnc folds at import.
-        x = x.view(x.size(0), -1)
+        x = x.reshape(x.size(0), -1)
         x = F.relu(self.fc1(x))
         return self.fc2(x)
 
