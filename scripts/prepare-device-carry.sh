@@ -11,4 +11,5 @@ cp "$B/bin/cnnc" .carry/cnnc
 strip .carry/cnnc
 cp "$B/lib/libcnnrt.a" .carry/rt/lib/
 cp -r runtime/include .carry/rt/include
+[ -f data/generated/digits/test_batch.bin ] && cp -r data/generated/digits .carry/digits || /usr/bin/python3 scripts/make_digits.py --out .carry/digits
 du -sh .carry
