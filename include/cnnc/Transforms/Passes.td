@@ -54,4 +54,24 @@ def CNNAutodiff : Pass<"cnn-autodiff", "mlir::ModuleOp"> {
   ];
 }
 
+def CNNLayout : Pass<"cnn-layout", "mlir::ModuleOp"> {
+  let summary = "Makes convolutions, pooling and BN work on NHWC tensors";
+  let description = [{ (filled in with the implementation: IR before/after) }];
+}
+
+def CNNPrecision : Pass<"cnn-precision", "mlir::ModuleOp"> {
+  let summary = "f16 compute with f32 master weights, optimizer state and dynamic loss scaling";
+  let description = [{ (filled in with the implementation: IR before/after) }];
+}
+
+def CNNFuse : Pass<"cnn-fuse", "mlir::ModuleOp"> {
+  let summary = "Fuses conv+bias+relu(+residual), elementwise chains and backward pairs";
+  let description = [{ (filled in with the implementation: IR before/after) }];
+}
+
+def CNNMemoryPlan : Pass<"cnn-memory-plan", "mlir::ModuleOp"> {
+  let summary = "Plans every tensor of the train step into one arena";
+  let description = [{ (filled in with the implementation: IR before/after) }];
+}
+
 #endif
