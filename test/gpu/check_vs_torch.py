@@ -7,12 +7,12 @@ data file of exactly one batch (so both sides see the same images; the
 runtime's shuffling only permutes them within the batch, which mean-based
 losses and BN statistics do not see), run the same 3 steps with torch.optim
 (TF32 off on both sides) and compare the losses, every parameter and the BN
-running statistics: max|a-b| / max|b| <= 1e-3. The momentum buffers (the
-accumulated gradients) are compared too but only gate for nets without
-BatchNorm: in deep ReLU+BN nets a ReLU input within ~1e-6 of zero may round
-to either side in two correct f32 implementations, and BN over few values per
-channel spreads that one flipped gradient over the channel (torch f32 itself
-differs from torch f64 by up to 5e-2 there; see docs/testing.md).
+running statistics and momentum buffers: max|a-b| / max|b| <= 1e-3, or, where
+two correct f32 implementations already differ by more (PyTorch CPU vs
+PyTorch GPU, measured in the same run), within twice that drift. In deep
+ReLU+BN nets a ReLU input within ~1e-6 of zero may round to either side, and
+BN over few values per channel spreads that one flipped gradient over the
+channel: torch f32 itself differs from torch f64 by up to 5e-2 there.
 
 Also: checkpoint/resume gives the same losses as an uninterrupted run, and
 SimpleCNN trains on the bundled digits to >= 95 % held-out accuracy.
@@ -113,55 +113,80 @@ def check_model(name, args):
                       "--checkpoint", ckpt])
     got_losses = losses_of(out)
 
-    # PyTorch: the same initial values (the weights file cnnc wrote), data, steps.
+    # PyTorch: the same initial values (the weights file cnnc wrote), data, steps;
+    # on the GPU (the reference) and on the CPU (how far two correct f32
+    # implementations drift apart on this model: the baseline).
     init = read_cnnw(exe + ".cnnw")
     sd = model.state_dict()
     for k in sd:
         if k in init:
             sd[k] = torch.from_numpy(np.array(init[k])).reshape(sd[k].shape)
-    model.load_state_dict(sd)
-    model = model.cuda().train()
-    x = torch.from_numpy(adapt(images, hw, hw).astype(np.float32) / 255.0).cuda()
-    y = torch.from_numpy(labels.astype(np.int64)).cuda()
-    opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM, weight_decay=WD)
-    ref_losses = []
-    for _ in range(3):
-        opt.zero_grad()
-        loss = torch.nn.functional.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        ref_losses.append(loss.item())
+
+    def torch_run(device):
+        m = build_model(name, 10, seed=0)
+        for mod in m.modules():
+            if isinstance(mod, torch.nn.Dropout):
+                mod.p = 0.0
+        m.load_state_dict(sd)
+        m = m.to(device).train()
+        xx = torch.from_numpy(adapt(images, hw, hw).astype(np.float32) / 255.0).to(device)
+        yy = torch.from_numpy(labels.astype(np.int64)).to(device)
+        o = torch.optim.SGD(m.parameters(), lr=LR, momentum=MOMENTUM, weight_decay=WD)
+        ls = []
+        for _ in range(3):
+            o.zero_grad()
+            loss = torch.nn.functional.cross_entropy(m(xx), yy)
+            loss.backward()
+            o.step()
+            ls.append(loss.item())
+        return m, o, ls
+
+    model, opt, ref_losses = torch_run("cuda")
+    cpu_model, cpu_opt, cpu_losses = torch_run("cpu")
+    cpu_state = dict(cpu_model.named_parameters())
+    cpu_buf = dict(cpu_model.named_buffers())
     got = read_cnnw(ckpt)
     has_bn = any(isinstance(m, torch.nn.BatchNorm2d) for m in model.modules())
-    worst = {"param": ("", 0.0), "momentum": ("", 0.0), "bn": ("", 0.0)}
-    compared = 0
+    # kind -> [cnnc worst (key, err), torch-cpu worst (key, err)]
+    worst = {k: [("", 0.0), ("", 0.0)] for k in ("param", "momentum", "bn")}
 
-    def note(kind, key, a, ref):
-        nonlocal compared
+    def note(kind, key, ref, cpu_val):
         if key not in got:
             failures.append("%s: '%s' missing from the checkpoint" % (name, key))
             return
-        e = rel(np.array(got[key]).reshape(ref.shape), ref.detach().cpu().numpy())
-        compared += 1
-        if e > worst[kind][1]:
-            worst[kind] = (key, e)
+        r = ref.detach().cpu().numpy()
+        for i, val in enumerate((np.array(got[key]).reshape(ref.shape),
+                                 cpu_val.detach().cpu().numpy())):
+            e = rel(val, r)
+            if e > worst[kind][i][1]:
+                worst[kind][i] = (key, e)
 
     for pname, p in model.named_parameters():
-        note("param", pname, None, p)
-        note("momentum", pname + ".momentum_buffer", None, opt.state[p]["momentum_buffer"])
+        note("param", pname, p, cpu_state[pname])
+        note("momentum", pname + ".momentum_buffer", opt.state[p]["momentum_buffer"],
+             cpu_opt.state[cpu_state[pname]]["momentum_buffer"])
     for bname, b in model.named_buffers():
         if "running" in bname:
-            note("bn", bname, None, b)
+            note("bn", bname, b, cpu_buf[bname])
     loss_err = rel(got_losses, ref_losses) if len(got_losses) == 3 else float("inf")
-    gated = [loss_err, worst["param"][1], worst["bn"][1]] + ([] if has_bn else [worst["momentum"][1]])
-    ok = max(gated) <= 1e-3
-    print("%-10s losses cnnc %s torch %s (rel %.2e); %d tensors: params worst %s %.2e, "
-          "BN stats worst %s %.2e, momentum%s worst %s %.2e; compile %.1f s, run %.1f s: %s" % (
-              name, ["%.6f" % v for v in got_losses], ["%.6f" % v for v in ref_losses], loss_err,
-              compared, *worst["param"], *worst["bn"], " (reported only)" if has_bn else "",
-              *worst["momentum"], t_compile, t_run, "ok" if ok else "FAIL"))
+    cpu_loss_err = rel(cpu_losses, ref_losses)
+    # Gate: within 1e-3 (the bound), or -- where two correct f32
+    # implementations already drift further apart (ReLU ties amplified by BN
+    # over few values per channel) -- within 2x PyTorch CPU's drift from
+    # PyTorch GPU on the same model, data and steps.
+    ok = True
+    for kind, (ours, base) in [("loss", (("loss", loss_err), ("loss", cpu_loss_err)))] + \
+            [(k, tuple(v)) for k, v in worst.items()]:
+        bound = max(1e-3, 2.0 * base[1])
+        good = ours[1] <= bound
+        ok &= good
+        print("  %-8s %-8s cnnc %.2e (%s)  torch-cpu %.2e (%s)  bound %.1e %s" % (
+            name, kind, ours[1], ours[0], base[1], base[0], bound, "ok" if good else "FAIL"))
+    print("%-10s losses cnnc %s torch-gpu %s torch-cpu %s; compile %.1f s, run %.1f s: %s" % (
+        name, ["%.6f" % v for v in got_losses], ["%.6f" % v for v in ref_losses],
+        ["%.6f" % v for v in cpu_losses], t_compile, t_run, "ok" if ok else "FAIL"))
     if not ok:
-        failures.append("%s: mismatch (max gated rel error %.2e)" % (name, max(gated)))
+        failures.append("%s: mismatch beyond the bound" % name)
     return exe, data
 
 
