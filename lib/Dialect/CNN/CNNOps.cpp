@@ -149,6 +149,28 @@ int64_t cnnc::cnn::windowOutputSize(int64_t in, int64_t padBefore,
   return out;
 }
 
+FailureOr<RankedTensorType> cnnc::cnn::inferConv2DType(
+    Location loc, RankedTensorType in, RankedTensorType filter,
+    ArrayRef<int64_t> strides, ArrayRef<int64_t> padding,
+    ArrayRef<int64_t> dilations, int64_t groups, StringRef layout) {
+  if (layout != "NHWC")
+    return inferConv(loc, in, filter, strides, padding, dilations, groups);
+  if (in.getRank() != 4 || filter.getRank() != 4)
+    return emitError(loc, "'input' and 'filter' must be 4-D, got ")
+           << in << " and " << filter;
+  // NHWC/KRSC: check in NCHW/FCHW terms, answer in NHWC.
+  auto toNCHW = [](RankedTensorType t) {
+    auto s = t.getShape();
+    return RankedTensorType::get({s[0], s[3], s[1], s[2]}, t.getElementType());
+  };
+  auto r = inferConv(loc, toNCHW(in), toNCHW(filter), strides, padding,
+                     dilations, groups);
+  if (failed(r))
+    return failure();
+  auto s = r->getShape();
+  return RankedTensorType::get({s[0], s[2], s[3], s[1]}, r->getElementType());
+}
+
 //===----------------------------------------------------------------------===//
 // Forward ops
 //===----------------------------------------------------------------------===//

@@ -18,6 +18,7 @@ def CNN_Dialect : Dialect {
   }];
   let cppNamespace = "::cnnc::cnn";
   let hasConstantMaterializer = 1;
+  let dependentDialects = ["::mlir::arith::ArithDialect"];
 }
 
 class CNN_Op<string mnemonic, list<Trait> traits = []>

@@ -3,6 +3,7 @@
 #define CNNC_DIALECT_CNN_CNNOPS_H
 
 #include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Dialect.h"
@@ -46,6 +47,18 @@ namespace cnnc::cnn {
 int64_t windowOutputSize(int64_t in, int64_t padBefore, int64_t padAfter,
                          int64_t kernel, int64_t stride, int64_t dilation,
                          bool ceilMode);
+/// Result type of conv2d for `layout` "NCHW" (FCHW filter) or "NHWC" (KRSC
+/// filter); emits an error at `loc` and fails on bad shapes.
+mlir::FailureOr<mlir::RankedTensorType>
+inferConv2DType(mlir::Location loc, mlir::RankedTensorType input,
+                mlir::RankedTensorType filter, llvm::ArrayRef<int64_t> strides,
+                llvm::ArrayRef<int64_t> padding,
+                llvm::ArrayRef<int64_t> dilations, int64_t groups,
+                llvm::StringRef layout);
+/// The channel dimension of an activation in `layout` (1 for rank < 4).
+inline int64_t channelDim(mlir::RankedTensorType t, llvm::StringRef layout) {
+  return layout == "NHWC" && t.getRank() == 4 ? 3 : 1;
+}
 /// Argument attribute names marking a function argument's role.
 constexpr const char *kParamAttr = "cnn.param";   // trainable parameter
 constexpr const char *kBufferAttr = "cnn.buffer"; // BN running statistic

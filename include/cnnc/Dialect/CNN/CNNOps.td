@@ -382,4 +382,6 @@ def CNN_AdamUpdateOp : CNN_PureOp<"adam_update", [CNN_InferShapes]> {
                  CNN_FloatTensor:$new_exp_avg_sq);
 }
 
+include "cnnc/Dialect/CNN/CNNFusedOps.td"
+
 #endif

@@ -1,0 +1,109 @@
+//===- CNNFusedOps.td - ops made by cnn-fuse ---------------*- tablegen -*-===//
+//
+// Fused ops are produced by the cnn-fuse pass only. Each keeps the exact
+// semantics of the op sequence it replaces; the reference interpreter runs
+// them, so every fusion is checked by running the step before and after.
+//
+//===----------------------------------------------------------------------===//
+#ifndef CNNC_DIALECT_CNN_CNNFUSEDOPS_TD
+#define CNNC_DIALECT_CNN_CNNFUSEDOPS_TD
+
+def CNN_FusedConv2DOp : CNN_PureOp<"fused_conv2d", [AttrSizedOperandSegments]> {
+  let summary = "conv2d with an epilogue: act(conv(x, w) + bias + residual)";
+  let description = [{
+    `bias` (1-D, one per output channel) and `residual` (the result's type)
+    are optional; `activation` is "none", "relu" or "clip" (`clip_min`,
+    `clip_max`, ReLU6 is clip 0..6). `layout` is the activation layout (NCHW
+    with FCHW filters, or NHWC with KRSC filters). The CUDA target runs the
+    convolution through cuDNN into the result and applies the epilogue in one
+    generated kernel.
+  }];
+  let arguments = (ins CNN_FloatTensor:$input, CNN_FloatTensor:$filter,
+                   Optional<CNN_FloatTensor>:$bias,
+                   Optional<CNN_FloatTensor>:$residual,
+                   DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$padding,
+                   DenseI64ArrayAttr:$dilations, I64Attr:$groups,
+                   DefaultValuedAttr<StrAttr, "\"NCHW\"">:$layout,
+                   DefaultValuedAttr<StrAttr, "\"none\"">:$activation,
+                   DefaultValuedAttr<F32Attr, "0.0f">:$clip_min,
+                   DefaultValuedAttr<F32Attr, "6.0f">:$clip_max);
+  let results = (outs CNN_FloatTensor:$result);
+  let hasVerifier = 1;
+}
+
+def CNN_BatchNormStatsOp : CNN_PureOp<"batch_norm_stats"> {
+  let summary = "The statistics half of batch_norm_train";
+  let description = [{
+    Batch mean and inverse standard deviation per channel (f32) and the
+    updated running statistics, exactly as batch_norm_train computes them;
+    the normalization itself becomes elementwise (and fuses with what
+    follows, e.g. a residual add and a ReLU).
+  }];
+  let arguments = (ins CNN_FloatTensor:$input, CNN_FloatTensor:$running_mean,
+                   CNN_FloatTensor:$running_var, F32Attr:$epsilon,
+                   F32Attr:$momentum,
+                   DefaultValuedAttr<StrAttr, "\"NCHW\"">:$layout);
+  let results = (outs CNN_FloatTensor:$saved_mean, CNN_FloatTensor:$saved_invstd,
+                 CNN_FloatTensor:$new_running_mean,
+                 CNN_FloatTensor:$new_running_var);
+  let hasVerifier = 1;
+}
+
+def CNN_FusedBatchNormReluGradOp : CNN_PureOp<"fused_batch_norm_relu_grad"> {
+  let summary = "batch_norm_grad of relu_grad(grad_output, relu_output)";
+  let description = [{
+    The ReLU mask is applied while reading `grad_output`, so the masked
+    gradient is never stored. Results as batch_norm_grad.
+  }];
+  let arguments = (ins CNN_FloatTensor:$grad_output, CNN_FloatTensor:$relu_output,
+                   CNN_FloatTensor:$input, CNN_FloatTensor:$scale,
+                   CNN_FloatTensor:$saved_mean, CNN_FloatTensor:$saved_invstd,
+                   DefaultValuedAttr<StrAttr, "\"NCHW\"">:$layout);
+  let results = (outs CNN_FloatTensor:$grad_input, CNN_FloatTensor:$grad_scale,
+                 CNN_FloatTensor:$grad_bias);
+  let hasVerifier = 1;
+}
+
+def CNN_FusedElementwiseOp : CNN_Op<"fused_elementwise",
+    [Pure, IsolatedFromAbove,
+     SingleBlockImplicitTerminator<"::cnnc::cnn::YieldOp">]> {
+  let summary = "A chain of elementwise ops as one op with a scalar region";
+  let description = [{
+    The region computes, for every element index i of the results, the
+    result scalars from the input scalars (f32 block arguments, one per
+    input, in order) with `arith` ops, and yields one f32 per result; results
+    of f16 type are rounded when stored. `broadcast` says how input k is
+    indexed: 0 = like the results (same number of elements), 1 = per channel
+    (a 1-D tensor of the channel count; channel of i per `layout`), 2 = one
+    scalar (a tensor of one element). All results have the same shape. The
+    CUDA target emits one kernel per op.
+
+    ```mlir
+    %y = cnn.fused_elementwise %x, %b {broadcast = array<i64: 0, 1>}
+        : (tensor<8x16x4x4xf32>, tensor<16xf32>) -> tensor<8x16x4x4xf32> {
+    ^bb0(%a: f32, %c: f32):
+      %s = arith.addf %a, %c : f32
+      %z = arith.constant 0.0 : f32
+      %r = arith.maximumf %s, %z : f32
+      cnn.yield %r : f32
+    }
+    ```
+  }];
+  let arguments = (ins Variadic<AnyRankedTensor>:$inputs,
+                   DenseI64ArrayAttr:$broadcast,
+                   DefaultValuedAttr<StrAttr, "\"NCHW\"">:$layout);
+  let results = (outs Variadic<CNN_FloatTensor>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$inputs attr-dict `:` functional-type($inputs, results) $body";
+  let hasVerifier = 1;
+}
+
+def CNN_YieldOp : CNN_Op<"yield", [Pure, Terminator,
+                                   HasParent<"FusedElementwiseOp">]> {
+  let summary = "Yields the result scalars of a fused_elementwise body";
+  let arguments = (ins Variadic<F32>:$values);
+  let builders = [OpBuilder<(ins), [{ /* no values */ }]>];
+  let assemblyFormat = "($values^ `:` type($values))? attr-dict";
+}
+
+#endif
