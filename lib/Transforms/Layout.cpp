@@ -1,13 +1,267 @@
-//===- Layout.cpp - cnn-layout (scaffold: being implemented) ---===//
+//===- Layout.cpp - cnn-layout: NHWC for convolutions, pooling and BN -----===//
+//
+// Tensor Cores want channels innermost, so every layout-sensitive op (an op
+// with a `layout` attribute: conv2d and its gradients, bias_add/bias_grad,
+// batch_norm*, the pools and their gradients, fused_conv2d) is switched to
+// NHWC, with KRSC filters. The pass works in three steps:
+//
+// 1. Local rewrite. Each NCHW op with 4-D operands becomes its NHWC twin
+//    between transposes: every 4-D operand goes through NCHW->NHWC (for a
+//    filter the same permutation is FCHW->KRSC), every 4-D result back
+//    through NHWC->NCHW. The function is correct after this step.
+// 2. Propagation. Transposes are pushed down through layout-agnostic ops
+//    (elementwise ops, concat, slice), and back-to-back inverse transposes
+//    fold away (TransposeOp's folder), so in between the edges the whole step
+//    stays NHWC.
+// 3. Cleanup. A transpose that only moves unit dimensions (N x 1 x 1 x C ->
+//    N x C x 1 x 1, the global-avg-pool -> linear case, or a 1x1 filter) is a
+//    reshape; reshape chains and flatten-of-reshape fold; CSE merges the
+//    transposes of a filter used by conv2d and conv2d_bwd_data.
+//
+// What remains are the transposes at the graph's edges: the image argument
+// (NCHW in), each filter use (parameters stay FCHW for the weights file and
+// the optimizer), each filter gradient (KRSC -> FCHW before the optimizer)
+// and a flatten of spatial NHWC data (PyTorch flattens in NCHW order).
+//
+//===----------------------------------------------------------------------===//
 #include "cnnc/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Dominance.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/CSE.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace cnnc {
 #define GEN_PASS_DEF_CNNLAYOUT
 #include "cnnc/Transforms/Passes.h.inc"
 } // namespace cnnc
 
+using namespace mlir;
+using namespace cnnc;
+using namespace cnnc::cnn;
+
 namespace {
-struct LayoutPass : public cnnc::impl::CNNLayoutBase<LayoutPass> {
-  void runOnOperation() override {}
+
+/// NCHW -> NHWC (and FCHW -> KRSC): result dim i is input dim kToNHWC[i].
+constexpr int64_t kToNHWC[] = {0, 2, 3, 1};
+/// NHWC -> NCHW (and KRSC -> FCHW).
+constexpr int64_t kToNCHW[] = {0, 3, 1, 2};
+
+bool isRank4(Type t) {
+  auto r = dyn_cast<RankedTensorType>(t);
+  return r && r.getRank() == 4;
+}
+
+RankedTensorType permuted(Type t, ArrayRef<int64_t> perm) {
+  auto r = cast<RankedTensorType>(t);
+  SmallVector<int64_t> shape;
+  for (int64_t p : perm)
+    shape.push_back(r.getDimSize(p));
+  return RankedTensorType::get(shape, r.getElementType());
+}
+
+bool isTransposeBy(Value v, ArrayRef<int64_t> perm) {
+  auto t = v.getDefiningOp<TransposeOp>();
+  return t && t.getPermutation() == perm;
+}
+
+/// transpose(v, perm), folding transpose(transpose(x, inv), perm) to x.
+Value transposeOrFold(OpBuilder &b, Location loc, Value v, ArrayRef<int64_t> perm) {
+  ArrayRef<int64_t> inverse = perm == ArrayRef<int64_t>(kToNHWC)
+                                  ? ArrayRef<int64_t>(kToNCHW)
+                                  : ArrayRef<int64_t>(kToNHWC);
+  if (auto t = v.getDefiningOp<TransposeOp>(); t && t.getPermutation() == inverse)
+    return t.getInput();
+  return TransposeOp::create(
+      b, loc, ValueRange{v},
+      {b.getNamedAttr("permutation", b.getDenseI64ArrayAttr(perm))});
+}
+
+/// Ops with a `layout` attribute (the generated op knows its attributes).
+bool isLayoutSensitive(Operation *op) {
+  auto name = op->getRegisteredInfo();
+  if (!name)
+    return false;
+  return llvm::any_of(name->getAttributeNames(),
+                      [](StringAttr a) { return a.getValue() == "layout"; });
+}
+
+/// Elementwise ops with operands and results of one shape: any layout works.
+bool isLayoutAgnostic(Operation *op) {
+  return isa<ReluOp, ClipOp, AddOp, MulOp, ScaleOp, CastOp, DropoutOp,
+             ReluGradOp, ClipGradOp>(op) ||
+         op->hasTrait<OpTrait::Elementwise>();
+}
+
+/// Rebuilds `op` (same name and attributes, plus `attrs`) on `operands` with
+/// `types`; the caller replaces the old results.
+Operation *rebuild(OpBuilder &b, Operation *op, ValueRange operands,
+                   TypeRange types, ArrayRef<NamedAttribute> attrs = {}) {
+  OperationState st(op->getLoc(), op->getName());
+  st.addOperands(operands);
+  st.addTypes(types);
+  NamedAttrList list(op->getAttrDictionary());
+  for (const NamedAttribute &a : attrs)
+    list.set(a.getName(), a.getValue());
+  st.addAttributes(list);
+  return b.create(st);
+}
+
+/// Step 1: an NCHW layout-sensitive op becomes NHWC between transposes.
+void convertToNHWC(Operation *op) {
+  OpBuilder b(op);
+  Location loc = op->getLoc();
+  SmallVector<Value> operands;
+  for (Value v : op->getOperands())
+    operands.push_back(isRank4(v.getType()) ? transposeOrFold(b, loc, v, kToNHWC) : v);
+  SmallVector<Type> types;
+  for (Type t : op->getResultTypes())
+    types.push_back(isRank4(t) ? permuted(t, kToNHWC) : t);
+  Operation *nhwc = rebuild(b, op, operands, types,
+                            {b.getNamedAttr("layout", b.getStringAttr("NHWC"))});
+  for (auto [old, res] : llvm::zip(op->getResults(), nhwc->getResults()))
+    old.replaceAllUsesWith(isRank4(res.getType())
+                               ? transposeOrFold(b, loc, res, kToNCHW)
+                               : Value(res));
+  op->erase();
+}
+
+/// op(transpose(x, NHWC->NCHW), ...) -> transpose(op(x, ...), NHWC->NCHW) for
+/// elementwise ops: the op runs on the NHWC data and the transpose moves on
+/// towards the next NHWC op, where it cancels.
+struct PushThroughElementwise : RewritePattern {
+  PushThroughElementwise(MLIRContext *ctx)
+      : RewritePattern(MatchAnyOpTypeTag(), /*benefit=*/1, ctx) {}
+  LogicalResult matchAndRewrite(Operation *op, PatternRewriter &rw) const override {
+    if (!isLayoutAgnostic(op) || op->getNumResults() == 0 ||
+        op->getNumOperands() == 0)
+      return failure();
+    auto shape = [](Type t) { return cast<RankedTensorType>(t).getShape(); };
+    for (Type t : llvm::concat<Type>(op->getOperandTypes(), op->getResultTypes()))
+      if (!isRank4(t) || shape(t) != shape(op->getResultTypes()[0]))
+        return failure();
+    if (!llvm::any_of(op->getOperands(),
+                      [](Value v) { return isTransposeBy(v, kToNCHW); }))
+      return failure();
+    SmallVector<Value> operands;
+    for (Value v : op->getOperands())
+      operands.push_back(transposeOrFold(rw, op->getLoc(), v, kToNHWC));
+    SmallVector<Type> types;
+    for (Type t : op->getResultTypes())
+      types.push_back(permuted(t, kToNHWC));
+    Operation *moved = rebuild(rw, op, operands, types);
+    SmallVector<Value> results;
+    for (Value r : moved->getResults())
+      results.push_back(transposeOrFold(rw, op->getLoc(), r, kToNCHW));
+    rw.replaceOp(op, results);
+    return success();
+  }
 };
+
+/// concat(transpose(x_i, NHWC->NCHW), axis) -> transpose(concat(x_i, axis'), ...).
+struct PushThroughConcat : OpRewritePattern<ConcatOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(ConcatOp op, PatternRewriter &rw) const override {
+    if (!isRank4(op.getType()) ||
+        !llvm::all_of(op.getInputs(), [](Value v) { return isTransposeBy(v, kToNCHW); }))
+      return failure();
+    SmallVector<Value> inputs;
+    for (Value v : op.getInputs())
+      inputs.push_back(v.getDefiningOp<TransposeOp>().getInput());
+    int64_t axis = llvm::find(kToNHWC, (int64_t)op.getAxis()) - std::begin(kToNHWC);
+    auto c = ConcatOp::create(rw, op.getLoc(), ValueRange{inputs},
+                              {rw.getNamedAttr("axis", rw.getI64IntegerAttr(axis))});
+    rw.replaceOp(op, transposeOrFold(rw, op.getLoc(), c, kToNCHW));
+    return success();
+  }
+};
+
+/// slice(transpose(x, NHWC->NCHW)) -> transpose(slice(x), NHWC->NCHW).
+struct PushThroughSlice : OpRewritePattern<SliceOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(SliceOp op, PatternRewriter &rw) const override {
+    if (!isTransposeBy(op.getInput(), kToNCHW))
+      return failure();
+    SmallVector<int64_t> offs, sizes;
+    for (int64_t p : kToNHWC) {
+      offs.push_back(op.getOffsets()[p]);
+      sizes.push_back(op.getSizes()[p]);
+    }
+    auto s = SliceOp::create(
+        rw, op.getLoc(), ValueRange{op.getInput().getDefiningOp<TransposeOp>().getInput()},
+        {rw.getNamedAttr("offsets", rw.getDenseI64ArrayAttr(offs)),
+         rw.getNamedAttr("sizes", rw.getDenseI64ArrayAttr(sizes))});
+    rw.replaceOp(op, transposeOrFold(rw, op.getLoc(), s, kToNCHW));
+    return success();
+  }
+};
+
+/// A transpose that keeps the order of the non-unit dimensions moves no data.
+struct UnitTransposeToReshape : OpRewritePattern<TransposeOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(TransposeOp op, PatternRewriter &rw) const override {
+    auto in = op.getInput().getType();
+    int64_t last = -1;
+    for (int64_t p : op.getPermutation()) {
+      if (in.getDimSize(p) == 1)
+        continue;
+      if (p < last)
+        return failure();
+      last = p;
+    }
+    rw.replaceOpWithNewOp<ReshapeOp>(op, op.getType(), op.getInput());
+    return success();
+  }
+};
+
+/// flatten(reshape(x)) -> reshape(x).
+struct FlattenOfReshape : OpRewritePattern<FlattenOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(FlattenOp op, PatternRewriter &rw) const override {
+    auto r = op.getInput().getDefiningOp<ReshapeOp>();
+    if (!r)
+      return failure();
+    rw.replaceOpWithNewOp<ReshapeOp>(op, op.getType(), r.getInput());
+    return success();
+  }
+};
+
+struct LayoutPass : public cnnc::impl::CNNLayoutBase<LayoutPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    MLIRContext *ctx = &getContext();
+
+    // 1. Every NCHW layout-sensitive op with 4-D operands or results.
+    SmallVector<Operation *> todo;
+    module.walk([&](Operation *op) {
+      if (!isLayoutSensitive(op))
+        return;
+      auto layout = op->getAttrOfType<StringAttr>("layout");
+      if (layout && layout.getValue() != "NCHW")
+        return;
+      if (llvm::any_of(op->getOperandTypes(), isRank4) ||
+          llvm::any_of(op->getResultTypes(), isRank4))
+        todo.push_back(op);
+    });
+    for (Operation *op : todo)
+      convertToNHWC(op);
+
+    // 2. Push transposes down; inverse pairs fold.
+    RewritePatternSet push(ctx);
+    push.add<PushThroughElementwise, PushThroughConcat, PushThroughSlice>(ctx);
+    if (failed(applyPatternsGreedily(module, std::move(push))))
+      return signalPassFailure();
+
+    // 3. Unit-dimension transposes are reshapes; then CSE.
+    RewritePatternSet cleanup(ctx);
+    cleanup.add<UnitTransposeToReshape, FlattenOfReshape>(ctx);
+    if (failed(applyPatternsGreedily(module, std::move(cleanup))))
+      return signalPassFailure();
+    IRRewriter rewriter(ctx);
+    DominanceInfo dom(module);
+    eliminateCommonSubExpressions(rewriter, dom, module);
+  }
+};
+
 } // namespace

@@ -56,7 +56,50 @@ def CNNAutodiff : Pass<"cnn-autodiff", "mlir::ModuleOp"> {
 
 def CNNLayout : Pass<"cnn-layout", "mlir::ModuleOp"> {
   let summary = "Makes convolutions, pooling and BN work on NHWC tensors";
-  let description = [{ (filled in with the implementation: IR before/after) }];
+  let description = [{
+    Switches every layout-sensitive op (an op with a `layout` attribute:
+    conv2d, conv2d_bwd_data/_filter, bias_add, bias_grad, batch_norm,
+    batch_norm_train/_grad, max/avg_pool2d(_grad), global_avg_pool(_grad),
+    fused_conv2d) of every function to `layout = "NHWC"`: activations
+    N x H x W x C, filters K x R x S x C/groups (cuDNN's KRSC). Each op is
+    first rewritten in place between transposes; transposes are then pushed
+    down through layout-agnostic ops (relu, add, mul, clip, scale, cast,
+    relu_grad, clip_grad, concat, slice) and inverse pairs cancel, so the
+    step stays NHWC between its edges. What remains:
+
+    - the image argument (NCHW) is transposed once;
+    - parameters keep PyTorch's FCHW layout (weights file, optimizer): each
+      filter is transposed FCHW -> KRSC where it is used (one transpose per
+      filter, shared by conv2d and conv2d_bwd_data) and each filter gradient
+      KRSC -> FCHW before the optimizer; 1-D parameters are unaffected;
+    - flatten/reshape of spatial NHWC data keeps PyTorch's NCHW order: the
+      NHWC -> NCHW transpose stays in front of it. A transpose that moves only
+      unit dimensions (N x 1 x 1 x C after global_avg_pool, 1x1 filters)
+      becomes a free cnn.reshape.
+
+    Before:
+    ```mlir
+    %y = cnn.conv2d %x, %w {dilations = array<i64: 1, 1>, groups = 1 : i64,
+           padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>}
+         : (tensor<8x3x32x32xf32>, tensor<16x3x3x3xf32>) -> tensor<8x16x32x32xf32>
+    %r = cnn.relu %y : (tensor<8x16x32x32xf32>) -> tensor<8x16x32x32xf32>
+    %p = cnn.global_avg_pool %r : (tensor<8x16x32x32xf32>) -> tensor<8x16x1x1xf32>
+    %f = cnn.flatten %p {axis = 1 : i64} : (tensor<8x16x1x1xf32>) -> tensor<8x16xf32>
+    ```
+    After:
+    ```mlir
+    %xt = cnn.transpose %x {permutation = array<i64: 0, 2, 3, 1>}
+          : (tensor<8x3x32x32xf32>) -> tensor<8x32x32x3xf32>
+    %wt = cnn.transpose %w {permutation = array<i64: 0, 2, 3, 1>}
+          : (tensor<16x3x3x3xf32>) -> tensor<16x3x3x3xf32>
+    %y = cnn.conv2d %xt, %wt {..., layout = "NHWC"}
+         : (tensor<8x32x32x3xf32>, tensor<16x3x3x3xf32>) -> tensor<8x32x32x16xf32>
+    %r = cnn.relu %y : (tensor<8x32x32x16xf32>) -> tensor<8x32x32x16xf32>
+    %p = cnn.global_avg_pool %r {layout = "NHWC"}
+         : (tensor<8x32x32x16xf32>) -> tensor<8x1x1x16xf32>
+    %f = cnn.reshape %p : (tensor<8x1x1x16xf32>) -> tensor<8x16xf32>
+    ```
+  }];
 }
 
 def CNNPrecision : Pass<"cnn-precision", "mlir::ModuleOp"> {

@@ -51,16 +51,52 @@ LogicalResult checkArray(std::optional<Location> loc, StringRef name,
   return success();
 }
 
-/// Shared checks and shape computation for conv2d and its gradients.
+/// The `layout` attribute of the layout-sensitive ops is "NCHW" or "NHWC".
+LogicalResult checkLayout(std::optional<Location> loc, StringRef layout) {
+  if (layout != "NCHW" && layout != "NHWC")
+    return fail(loc, "'layout' must be \"NCHW\" or \"NHWC\", got \"" + layout +
+                         "\"");
+  return success();
+}
+
+/// The `layout` of an adaptor: a builder may leave the defaulted one unset.
+template <typename AdaptorT> StringRef layoutOf(AdaptorT &a) {
+  auto attr = a.getLayoutAttr();
+  return attr ? attr.getValue() : StringRef("NCHW");
+}
+
+/// The channel dimension of an activation: the last one for NHWC.
+int64_t chanDim(RankedTensorType t, StringRef layout) {
+  return layout == "NHWC" && t.getRank() > 1 ? t.getRank() - 1 : 1;
+}
+
+/// The shape of a 4-D tensor in NCHW (FCHW) order: NHWC (KRSC) is permuted.
+SmallVector<int64_t, 4> nchwShape(RankedTensorType t, bool nhwc) {
+  auto s = t.getShape();
+  if (!nhwc || s.size() != 4)
+    return SmallVector<int64_t, 4>(s);
+  return {s[0], s[3], s[1], s[2]};
+}
+/// An N, C, H, W shape as a tensor type of the layout.
+RankedTensorType typeInLayout(ArrayRef<int64_t> nchw, Type elt, bool nhwc) {
+  if (!nhwc)
+    return RankedTensorType::get(nchw, elt);
+  return RankedTensorType::get({nchw[0], nchw[2], nchw[3], nchw[1]}, elt);
+}
+
+/// Shared checks and shape computation for conv2d and its gradients. With
+/// `nhwc`, `in` is N x H x W x C and `filter` K x R x S x C/groups (KRSC).
 FailureOr<RankedTensorType>
 inferConv(std::optional<Location> loc, RankedTensorType in,
           RankedTensorType filter, ArrayRef<int64_t> strides,
           ArrayRef<int64_t> padding, ArrayRef<int64_t> dilations,
-          int64_t groups) {
+          int64_t groups, bool nhwc = false) {
   if (in.getRank() != 4)
-    return fail(loc, "'input' must be 4-D (NCHW), got " + str(in));
+    return fail(loc, Twine("'input' must be 4-D (") + (nhwc ? "NHWC" : "NCHW") +
+                         "), got " + str(in));
   if (filter.getRank() != 4)
-    return fail(loc, "'filter' must be 4-D (FCHW), got " + str(filter));
+    return fail(loc, Twine("'filter' must be 4-D (") + (nhwc ? "KRSC" : "FCHW") +
+                         "), got " + str(filter));
   if (in.getElementType() != filter.getElementType())
     return fail(loc, "'input' " + str(in) + " and 'filter' " + str(filter) +
                          " have different element types");
@@ -70,7 +106,7 @@ inferConv(std::optional<Location> loc, RankedTensorType in,
     return failure();
   if (groups < 1)
     return fail(loc, "'groups' must be >= 1, got " + Twine(groups));
-  auto is = in.getShape(), fs = filter.getShape();
+  auto is = nchwShape(in, nhwc), fs = nchwShape(filter, nhwc);
   if (is[1] % groups || fs[0] % groups)
     return fail(loc, "input channels (" + Twine(is[1]) +
                          ") and filters (" + Twine(fs[0]) +
@@ -88,16 +124,20 @@ inferConv(std::optional<Location> loc, RankedTensorType in,
     return fail(loc, "the " + Twine(fs[2]) + "x" + Twine(fs[3]) +
                          " window of 'filter' " + str(filter) +
                          " does not fit the padded 'input' " + str(in));
-  return RankedTensorType::get({is[0], fs[0], oh, ow}, in.getElementType());
+  return typeInLayout({is[0], fs[0], oh, ow}, in.getElementType(), nhwc);
 }
 
 FailureOr<RankedTensorType> inferPool(std::optional<Location> loc,
                                       RankedTensorType in,
                                       ArrayRef<int64_t> kernel,
                                       ArrayRef<int64_t> strides,
-                                      ArrayRef<int64_t> padding, bool ceil) {
+                                      ArrayRef<int64_t> padding, bool ceil,
+                                      StringRef layout) {
+  if (failed(checkLayout(loc, layout)))
+    return failure();
+  bool nhwc = layout == "NHWC";
   if (in.getRank() != 4)
-    return fail(loc, "'input' must be 4-D (NCHW), got " + str(in));
+    return fail(loc, "'input' must be 4-D (" + layout + "), got " + str(in));
   if (failed(checkArray(loc, "kernel", kernel, 2, 1)) ||
       failed(checkArray(loc, "strides", strides, 2, 1)) ||
       failed(checkArray(loc, "padding", padding, 4, 0)))
@@ -106,7 +146,7 @@ FailureOr<RankedTensorType> inferPool(std::optional<Location> loc,
     if (padding[i] >= kernel[i % 2] + 1 || padding[i] * 2 > kernel[i % 2])
       return fail(loc, "'padding' " + str(padding) +
                            " must be at most half of 'kernel' " + str(kernel));
-  auto s = in.getShape();
+  auto s = nchwShape(in, nhwc);
   int64_t oh =
       windowOutputSize(s[2], padding[0], padding[2], kernel[0], strides[0], 1, ceil);
   int64_t ow =
@@ -114,15 +154,29 @@ FailureOr<RankedTensorType> inferPool(std::optional<Location> loc,
   if (oh < 1 || ow < 1)
     return fail(loc, "the " + Twine(kernel[0]) + "x" + Twine(kernel[1]) +
                          " pooling window does not fit 'input' " + str(in));
-  return RankedTensorType::get({s[0], s[1], oh, ow}, in.getElementType());
+  return typeInLayout({s[0], s[1], oh, ow}, in.getElementType(), nhwc);
+}
+
+/// Checks `layout` and the conv shapes in it (conv2d and its gradients).
+FailureOr<RankedTensorType>
+inferConvIn(std::optional<Location> loc, RankedTensorType in,
+            RankedTensorType filter, ArrayRef<int64_t> strides,
+            ArrayRef<int64_t> padding, ArrayRef<int64_t> dilations,
+            int64_t groups, StringRef layout) {
+  if (failed(checkLayout(loc, layout)))
+    return failure();
+  return inferConv(loc, in, filter, strides, padding, dilations, groups,
+                   layout == "NHWC");
 }
 
 LogicalResult checkChannelVector(std::optional<Location> loc, StringRef name,
-                                 RankedTensorType in, RankedTensorType vec) {
-  if (vec.getRank() != 1 || vec.getDimSize(0) != in.getDimSize(1))
+                                 RankedTensorType in, RankedTensorType vec,
+                                 StringRef layout = "NCHW") {
+  int64_t cd = chanDim(in, layout);
+  if (vec.getRank() != 1 || vec.getDimSize(0) != in.getDimSize(cd))
     return fail(loc, "'" + name + "' " + str(vec) + " must be 1-D of size " +
-                         Twine(in.getDimSize(1)) + " (dim 1 of 'input' " +
-                         str(in) + ")");
+                         Twine(in.getDimSize(cd)) + " (dim " + Twine(cd) +
+                         " of 'input' " + str(in) + ")");
   return success();
 }
 
@@ -185,9 +239,9 @@ OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
 
 LogicalResult Conv2DOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                          Adaptor a, SmallVectorImpl<Type> &out) {
-  auto t = inferConv(loc, ranked(a.getInput()), ranked(a.getFilter()),
-                     a.getStrides(), a.getPadding(), a.getDilations(),
-                     a.getGroups());
+  auto t = inferConvIn(loc, ranked(a.getInput()), ranked(a.getFilter()),
+                       a.getStrides(), a.getPadding(), a.getDilations(),
+                       a.getGroups(), layoutOf(a));
   if (failed(t))
     return failure();
   out.push_back(*t);
@@ -202,7 +256,8 @@ LogicalResult BiasAddOp::inferReturnTypes(MLIRContext *, std::optional<Location>
   if (in.getElementType() != bias.getElementType())
     return fail(loc, "'input' " + str(in) + " and 'bias' " + str(bias) +
                          " have different element types");
-  if (failed(checkChannelVector(loc, "bias", in, bias)))
+  if (failed(checkLayout(loc, layoutOf(a))) ||
+      failed(checkChannelVector(loc, "bias", in, bias, layoutOf(a))))
     return failure();
   out.push_back(in);
   return success();
@@ -218,12 +273,15 @@ LogicalResult ClipOp::verify() {
 
 static LogicalResult inferBatchNormCommon(std::optional<Location> loc,
                                           RankedTensorType in,
-                                          ArrayRef<std::pair<StringRef, Value>> vecs) {
+                                          ArrayRef<std::pair<StringRef, Value>> vecs,
+                                          StringRef layout) {
+  if (failed(checkLayout(loc, layout)))
+    return failure();
   if (in.getRank() != 2 && in.getRank() != 4)
     return fail(loc, "'input' must be 2-D or 4-D, got " + str(in));
   for (auto [name, v] : vecs) {
     auto t = ranked(v);
-    if (failed(checkChannelVector(loc, name, in, t)))
+    if (failed(checkChannelVector(loc, name, in, t, layout)))
       return failure();
     if (t.getElementType() != in.getElementType() &&
         !t.getElementType().isF32())
@@ -240,7 +298,8 @@ LogicalResult BatchNormOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
                                   {{"scale", a.getScale()},
                                    {"bias", a.getBias()},
                                    {"mean", a.getMean()},
-                                   {"var", a.getVar()}})))
+                                   {"var", a.getVar()}},
+                                  layoutOf(a))))
     return failure();
   out.push_back(in);
   return success();
@@ -255,12 +314,13 @@ LogicalResult BatchNormTrainOp::inferReturnTypes(MLIRContext *,
                                   {{"scale", a.getScale()},
                                    {"bias", a.getBias()},
                                    {"running_mean", a.getRunningMean()},
-                                   {"running_var", a.getRunningVar()}})))
+                                   {"running_var", a.getRunningVar()}},
+                                  layoutOf(a))))
     return failure();
   float m = a.getMomentum().convertToFloat();
   if (m < 0 || m > 1)
     return fail(loc, "'momentum' must be in [0, 1], got " + Twine(std::to_string(m)));
-  auto stat = RankedTensorType::get({in.getDimSize(1)},
+  auto stat = RankedTensorType::get({in.getDimSize(chanDim(in, layoutOf(a)))},
                                     Float32Type::get(in.getContext()));
   out.push_back(in);
   out.push_back(stat);
@@ -273,7 +333,7 @@ LogicalResult BatchNormTrainOp::inferReturnTypes(MLIRContext *,
 LogicalResult MaxPool2DOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                             Adaptor a, SmallVectorImpl<Type> &out) {
   auto t = inferPool(loc, ranked(a.getInput()), a.getKernel(), a.getStrides(),
-                     a.getPadding(), a.getCeilMode());
+                     a.getPadding(), a.getCeilMode(), layoutOf(a));
   if (failed(t))
     return failure();
   out.push_back(*t);
@@ -283,7 +343,7 @@ LogicalResult MaxPool2DOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
 LogicalResult AvgPool2DOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                             Adaptor a, SmallVectorImpl<Type> &out) {
   auto t = inferPool(loc, ranked(a.getInput()), a.getKernel(), a.getStrides(),
-                     a.getPadding(), a.getCeilMode());
+                     a.getPadding(), a.getCeilMode(), layoutOf(a));
   if (failed(t))
     return failure();
   out.push_back(*t);
@@ -295,10 +355,13 @@ LogicalResult GlobalAvgPoolOp::inferReturnTypes(MLIRContext *,
                                                 Adaptor a,
                                                 SmallVectorImpl<Type> &out) {
   auto in = ranked(a.getInput());
+  if (failed(checkLayout(loc, layoutOf(a))))
+    return failure();
+  bool nhwc = layoutOf(a) == "NHWC";
   if (in.getRank() != 4)
-    return fail(loc, "'input' must be 4-D (NCHW), got " + str(in));
-  out.push_back(RankedTensorType::get({in.getDimSize(0), in.getDimSize(1), 1, 1},
-                                      in.getElementType()));
+    return fail(loc, "'input' must be 4-D (" + layoutOf(a) + "), got " + str(in));
+  out.push_back(typeInLayout({in.getDimSize(0), in.getDimSize(nhwc ? 3 : 1), 1, 1},
+                             in.getElementType(), nhwc));
   return success();
 }
 
@@ -502,8 +565,8 @@ LogicalResult SoftmaxCrossEntropyOp::inferReturnTypes(
 //===----------------------------------------------------------------------===//
 
 LogicalResult Conv2DBwdDataOp::verify() {
-  auto t = inferConv(getLoc(), getType(), getFilter().getType(), getStrides(),
-                     getPadding(), getDilations(), getGroups());
+  auto t = inferConvIn(getLoc(), getType(), getFilter().getType(), getStrides(),
+                       getPadding(), getDilations(), getGroups(), getLayout());
   if (failed(t))
     return failure();
   if (*t != getGradOutput().getType())
@@ -514,8 +577,8 @@ LogicalResult Conv2DBwdDataOp::verify() {
 }
 
 LogicalResult Conv2DBwdFilterOp::verify() {
-  auto t = inferConv(getLoc(), getInput().getType(), getType(), getStrides(),
-                     getPadding(), getDilations(), getGroups());
+  auto t = inferConvIn(getLoc(), getInput().getType(), getType(), getStrides(),
+                       getPadding(), getDilations(), getGroups(), getLayout());
   if (failed(t))
     return failure();
   if (*t != getGradOutput().getType())
@@ -528,15 +591,18 @@ LogicalResult Conv2DBwdFilterOp::verify() {
 LogicalResult BiasGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                            Adaptor a, SmallVectorImpl<Type> &out) {
   auto g = ranked(a.getGradOutput());
+  if (failed(checkLayout(loc, layoutOf(a))))
+    return failure();
   if (g.getRank() < 2)
     return fail(loc, "'grad_output' must have rank >= 2, got " + str(g));
-  out.push_back(RankedTensorType::get({g.getDimSize(1)}, g.getElementType()));
+  out.push_back(RankedTensorType::get({g.getDimSize(chanDim(g, layoutOf(a)))},
+                                      g.getElementType()));
   return success();
 }
 
 LogicalResult MaxPool2DGradOp::verify() {
   auto t = inferPool(getLoc(), getInput().getType(), getKernel(), getStrides(),
-                     getPadding(), getCeilMode());
+                     getPadding(), getCeilMode(), getLayout());
   if (failed(t))
     return failure();
   if (*t != getGradOutput().getType())
@@ -551,7 +617,7 @@ LogicalResult MaxPool2DGradOp::verify() {
 
 LogicalResult AvgPool2DGradOp::verify() {
   auto t = inferPool(getLoc(), getType(), getKernel(), getStrides(),
-                     getPadding(), getCeilMode());
+                     getPadding(), getCeilMode(), getLayout());
   if (failed(t))
     return failure();
   if (*t != getGradOutput().getType())
@@ -563,6 +629,17 @@ LogicalResult AvgPool2DGradOp::verify() {
 
 LogicalResult GlobalAvgPoolGradOp::verify() {
   auto g = getGradOutput().getType(), r = getType();
+  if (failed(checkLayout(getLoc(), getLayout())))
+    return failure();
+  if (getLayout() == "NHWC") {
+    if (r.getRank() != 4 || g.getRank() != 4 ||
+        g.getDimSize(0) != r.getDimSize(0) || g.getDimSize(3) != r.getDimSize(3) ||
+        g.getDimSize(1) != 1 || g.getDimSize(2) != 1 ||
+        g.getElementType() != r.getElementType())
+      return emitOpError("'grad_output' ")
+             << g << " must be N x 1 x 1 x C of result " << r << " (NHWC)";
+    return success();
+  }
   if (r.getRank() != 4 || g.getRank() != 4 || g.getDimSize(0) != r.getDimSize(0) ||
       g.getDimSize(1) != r.getDimSize(1) || g.getDimSize(2) != 1 ||
       g.getDimSize(3) != 1 || g.getElementType() != r.getElementType())
@@ -580,7 +657,8 @@ LogicalResult BatchNormGradOp::inferReturnTypes(MLIRContext *,
       failed(inferBatchNormCommon(loc, in,
                                   {{"scale", a.getScale()},
                                    {"saved_mean", a.getSavedMean()},
-                                   {"saved_invstd", a.getSavedInvstd()}})))
+                                   {"saved_invstd", a.getSavedInvstd()}},
+                                  layoutOf(a))))
     return failure();
   out.push_back(in);
   out.push_back(ranked(a.getScale()));
@@ -603,8 +681,19 @@ LogicalResult SoftmaxCrossEntropyGradOp::inferReturnTypes(
 // Optimizer ops
 //===----------------------------------------------------------------------===//
 
+/// The optional `grad_scale, finite` operands: none or both.
+static LogicalResult checkLossScaling(std::optional<Location> loc,
+                                     ValueRange scaling) {
+  if (!scaling.empty() && scaling.size() != 2)
+    return fail(loc, "takes either no loss-scaling operands or two (grad_scale, "
+                     "finite), got " + Twine(scaling.size()));
+  return success();
+}
+
 LogicalResult SGDUpdateOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                             Adaptor a, SmallVectorImpl<Type> &out) {
+  if (failed(checkLossScaling(loc, a.getLossScaling())))
+    return failure();
   auto p = ranked(a.getParam());
   if (failed(checkSameType(loc, "param", p, "grad", a.getGrad().getType())) ||
       failed(checkSameType(loc, "param", p, "momentum_buffer",
@@ -616,6 +705,8 @@ LogicalResult SGDUpdateOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
 
 LogicalResult AdamUpdateOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                              Adaptor a, SmallVectorImpl<Type> &out) {
+  if (failed(checkLossScaling(loc, a.getLossScaling())))
+    return failure();
   auto p = ranked(a.getParam());
   if (failed(checkSameType(loc, "param", p, "grad", a.getGrad().getType())) ||
       failed(checkSameType(loc, "param", p, "exp_avg", a.getExpAvg().getType())) ||

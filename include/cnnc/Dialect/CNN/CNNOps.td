@@ -37,6 +37,12 @@ defvar ConvAttrs = (ins DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$padding,
                     DenseI64ArrayAttr:$dilations, I64Attr:$groups);
 defvar PoolAttrs = (ins DenseI64ArrayAttr:$kernel, DenseI64ArrayAttr:$strides,
                     DenseI64ArrayAttr:$padding, BoolAttr:$ceil_mode);
+// Activation layout of the layout-sensitive ops: "NCHW" (the default, filters
+// F x C/groups x KH x KW) or "NHWC" (activations N x H x W x C, the channel is
+// the last dimension; filters K x R x S x C/groups, cuDNN's KRSC). cnn-layout
+// sets it; the verifiers accept only these two values.
+defvar CNN_Layout = DefaultValuedAttr<StrAttr, "\"NCHW\"">;
+defvar LayoutAttr = (ins CNN_Layout:$layout);
 
 //===----------------------------------------------------------------------===//
 // Forward ops
@@ -56,19 +62,25 @@ def CNN_Conv2DOp : CNN_PureOp<"conv2d", [CNN_InferShapes]> {
   let summary = "2-D convolution (NCHW input, FCHW filter, no bias)";
   let description = [{
     `input` is N x C x H x W, `filter` is F x (C/groups) x KH x KW.
+    With `layout = "NHWC"` the input is N x H x W x C, the filter
+    F x KH x KW x (C/groups) (KRSC) and the result N x OH x OW x F.
     `strides` and `dilations` have 2 positive entries, `padding` has 4
     non-negative entries (top, left, bottom, right). C and F are divisible by
     `groups`. The result is N x F x OH x OW with
     OH = (H + top + bottom - dil_h * (KH - 1) - 1) / stride_h + 1 >= 1.
   }];
-  let arguments = !con((ins CNN_FloatTensor:$input, CNN_FloatTensor:$filter), ConvAttrs);
+  let arguments = !con((ins CNN_FloatTensor:$input, CNN_FloatTensor:$filter), ConvAttrs,
+                       LayoutAttr);
   let results = (outs CNN_FloatTensor:$result);
 }
 
 def CNN_BiasAddOp : CNN_PureOp<"bias_add", [CNN_InferShapes]> {
   let summary = "Adds a per-channel bias along dimension 1";
-  let description = [{ `input` has rank >= 2; `bias` is 1-D with size input.dim(1). }];
-  let arguments = (ins CNN_FloatTensor:$input, CNN_FloatTensor:$bias);
+  let description = [{
+    `input` has rank >= 2; `bias` is 1-D with size input.dim(1) (with
+    `layout = "NHWC"`: the last dimension).
+  }];
+  let arguments = (ins CNN_FloatTensor:$input, CNN_FloatTensor:$bias, CNN_Layout:$layout);
   let results = (outs CNN_FloatTensor:$result);
 }
 
@@ -115,7 +127,8 @@ def CNN_BatchNormOp : CNN_PureOp<"batch_norm", [CNN_InferShapes]> {
   let arguments = (ins CNN_FloatTensor:$input, CNN_FloatTensor:$scale,
                    CNN_FloatTensor:$bias, CNN_FloatTensor:$mean,
                    CNN_FloatTensor:$var, F32Attr:$epsilon,
-                   DefaultValuedAttr<F32Attr, "0.1f">:$momentum);
+                   DefaultValuedAttr<F32Attr, "0.1f">:$momentum,
+                   CNN_Layout:$layout);
   let results = (outs CNN_FloatTensor:$result);
 }
 
@@ -131,7 +144,7 @@ def CNN_BatchNormTrainOp : CNN_PureOp<"batch_norm_train", [CNN_InferShapes]> {
   let arguments = (ins CNN_FloatTensor:$input, CNN_FloatTensor:$scale,
                    CNN_FloatTensor:$bias, CNN_FloatTensor:$running_mean,
                    CNN_FloatTensor:$running_var, F32Attr:$epsilon,
-                   F32Attr:$momentum);
+                   F32Attr:$momentum, CNN_Layout:$layout);
   let results = (outs CNN_FloatTensor:$result, CNN_FloatTensor:$saved_mean,
                  CNN_FloatTensor:$saved_invstd,
                  CNN_FloatTensor:$new_running_mean,
@@ -145,7 +158,7 @@ def CNN_MaxPool2DOp : CNN_PureOp<"max_pool2d", [CNN_InferShapes]> {
     smaller than the kernel. Output size uses floor, or ceil with `ceil_mode`
     (a window must start inside the input or left padding).
   }];
-  let arguments = !con((ins CNN_FloatTensor:$input), PoolAttrs);
+  let arguments = !con((ins CNN_FloatTensor:$input), PoolAttrs, LayoutAttr);
   let results = (outs CNN_FloatTensor:$result);
 }
 
@@ -156,13 +169,14 @@ def CNN_AvgPool2DOp : CNN_PureOp<"avg_pool2d", [CNN_InferShapes]> {
     (clipped to the padded input), otherwise by the number of real elements.
   }];
   let arguments = !con((ins CNN_FloatTensor:$input), PoolAttrs,
-                       (ins BoolAttr:$count_include_pad));
+                       (ins BoolAttr:$count_include_pad), LayoutAttr);
   let results = (outs CNN_FloatTensor:$result);
 }
 
 def CNN_GlobalAvgPoolOp : CNN_PureOp<"global_avg_pool", [CNN_InferShapes]> {
   let summary = "Mean over H and W: N x C x H x W -> N x C x 1 x 1";
-  let arguments = (ins CNN_FloatTensor:$input);
+  let description = [{ With `layout = "NHWC"`: N x H x W x C -> N x 1 x 1 x C. }];
+  let arguments = (ins CNN_FloatTensor:$input, CNN_Layout:$layout);
   let results = (outs CNN_FloatTensor:$result);
 }
 
@@ -272,7 +286,8 @@ def CNN_Conv2DBwdDataOp : CNN_PureOp<"conv2d_bwd_data"> {
     result type is the conv2d input type, and conv2d(result, filter) must
     have the type of `grad_output`.
   }];
-  let arguments = !con((ins CNN_FloatTensor:$grad_output, CNN_FloatTensor:$filter), ConvAttrs);
+  let arguments = !con((ins CNN_FloatTensor:$grad_output, CNN_FloatTensor:$filter), ConvAttrs,
+                       LayoutAttr);
   let results = (outs CNN_FloatTensor:$result);
   let hasVerifier = 1;
 }
@@ -280,14 +295,16 @@ def CNN_Conv2DBwdDataOp : CNN_PureOp<"conv2d_bwd_data"> {
 def CNN_Conv2DBwdFilterOp : CNN_PureOp<"conv2d_bwd_filter"> {
   let summary = "Gradient of conv2d with respect to its filter";
   let description = [{ The result type is the filter type; conv2d(input, result) must have the type of `grad_output`. }];
-  let arguments = !con((ins CNN_FloatTensor:$input, CNN_FloatTensor:$grad_output), ConvAttrs);
+  let arguments = !con((ins CNN_FloatTensor:$input, CNN_FloatTensor:$grad_output), ConvAttrs,
+                       LayoutAttr);
   let results = (outs CNN_FloatTensor:$result);
   let hasVerifier = 1;
 }
 
 def CNN_BiasGradOp : CNN_PureOp<"bias_grad", [CNN_InferShapes]> {
   let summary = "Sum over every dimension except 1 (gradient of bias_add)";
-  let arguments = (ins CNN_FloatTensor:$grad_output);
+  let description = [{ With `layout = "NHWC"`: every dimension except the last. }];
+  let arguments = (ins CNN_FloatTensor:$grad_output, CNN_Layout:$layout);
   let results = (outs CNN_FloatTensor:$result);
 }
 
@@ -307,7 +324,8 @@ def CNN_ClipGradOp : CNN_PureOp<"clip_grad", [SameOperandsAndResultType]> {
 def CNN_MaxPool2DGradOp : CNN_PureOp<"max_pool2d_grad"> {
   let summary = "Routes each output gradient to the first maximum of its window";
   let description = [{ Result type = `input` type; max_pool2d(input) must have the type of `grad_output`. }];
-  let arguments = !con((ins CNN_FloatTensor:$grad_output, CNN_FloatTensor:$input), PoolAttrs);
+  let arguments = !con((ins CNN_FloatTensor:$grad_output, CNN_FloatTensor:$input), PoolAttrs,
+                       LayoutAttr);
   let results = (outs CNN_FloatTensor:$result);
   let hasVerifier = 1;
 }
@@ -315,14 +333,14 @@ def CNN_MaxPool2DGradOp : CNN_PureOp<"max_pool2d_grad"> {
 def CNN_AvgPool2DGradOp : CNN_PureOp<"avg_pool2d_grad"> {
   let summary = "Gradient of avg_pool2d; the result type is the input type";
   let arguments = !con((ins CNN_FloatTensor:$grad_output), PoolAttrs,
-                       (ins BoolAttr:$count_include_pad));
+                       (ins BoolAttr:$count_include_pad), LayoutAttr);
   let results = (outs CNN_FloatTensor:$result);
   let hasVerifier = 1;
 }
 
 def CNN_GlobalAvgPoolGradOp : CNN_PureOp<"global_avg_pool_grad"> {
   let summary = "Spreads N x C x 1 x 1 gradients evenly over H x W";
-  let arguments = (ins CNN_FloatTensor:$grad_output);
+  let arguments = (ins CNN_FloatTensor:$grad_output, CNN_Layout:$layout);
   let results = (outs CNN_FloatTensor:$result);
   let hasVerifier = 1;
 }
@@ -331,7 +349,7 @@ def CNN_BatchNormGradOp : CNN_PureOp<"batch_norm_grad", [CNN_InferShapes]> {
   let summary = "Gradient of batch_norm_train: (grad_input, grad_scale, grad_bias)";
   let arguments = (ins CNN_FloatTensor:$grad_output, CNN_FloatTensor:$input,
                    CNN_FloatTensor:$scale, CNN_FloatTensor:$saved_mean,
-                   CNN_FloatTensor:$saved_invstd);
+                   CNN_FloatTensor:$saved_invstd, CNN_Layout:$layout);
   let results = (outs CNN_FloatTensor:$grad_input, CNN_FloatTensor:$grad_scale,
                  CNN_FloatTensor:$grad_bias);
 }
@@ -350,6 +368,18 @@ def CNN_SoftmaxCrossEntropyGradOp : CNN_PureOp<"softmax_cross_entropy_grad", [CN
 // step (learning rate, step count) are 0-D tensor operands.
 //===----------------------------------------------------------------------===//
 
+// The optional trailing operands `grad_scale, finite` of the optimizer ops.
+defvar CNN_LossScalingAccessors = [{
+  /// The loss scale the gradient is divided by (null without loss scaling).
+  ::mlir::Value getGradScale() {
+    return getLossScaling().size() == 2 ? getLossScaling()[0] : ::mlir::Value();
+  }
+  /// The all_finite flag; the update is skipped when it is 0.
+  ::mlir::Value getFinite() {
+    return getLossScaling().size() == 2 ? getLossScaling()[1] : ::mlir::Value();
+  }
+}];
+
 def CNN_SGDUpdateOp : CNN_PureOp<"sgd_update", [CNN_InferShapes]> {
   let summary = "torch.optim.SGD step for one parameter";
   let description = [{
@@ -357,12 +387,18 @@ def CNN_SGDUpdateOp : CNN_PureOp<"sgd_update", [CNN_InferShapes]> {
     if momentum != 0: buf = (step == 1) ? g : momentum * buf + (1 - dampening) * g;
                       g = nesterov ? g + momentum * buf : buf;
     param = param - lr * g.  Results: (new_param, new_momentum_buffer).
+    Loss scaling (cnn-precision): two more 0-D f32 operands `grad_scale, finite`
+    (the `loss_scaling` group, empty or both): grad is divided by grad_scale
+    first, and when finite == 0 the results are param and momentum_buffer
+    unchanged (GradScaler skips optimizer.step on inf/NaN).
   }];
   let arguments = (ins CNN_FloatTensor:$param, CNN_FloatTensor:$grad,
                    CNN_FloatTensor:$momentum_buffer, CNN_Scalar:$lr,
-                   CNN_Scalar:$step, F32Attr:$momentum, F32Attr:$dampening,
+                   CNN_Scalar:$step, Variadic<CNN_Scalar>:$loss_scaling,
+                   F32Attr:$momentum, F32Attr:$dampening,
                    F32Attr:$weight_decay, BoolAttr:$nesterov);
   let results = (outs CNN_FloatTensor:$new_param, CNN_FloatTensor:$new_momentum_buffer);
+  let extraClassDeclaration = CNN_LossScalingAccessors;
 }
 
 def CNN_AdamUpdateOp : CNN_PureOp<"adam_update", [CNN_InferShapes]> {
@@ -372,14 +408,18 @@ def CNN_AdamUpdateOp : CNN_PureOp<"adam_update", [CNN_InferShapes]> {
     m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
     param -= lr / (1 - b1^step) * m / (sqrt(v) / sqrt(1 - b2^step) + eps).
     Results: (new_param, new_m, new_v).
+    Loss scaling: optional `grad_scale, finite` as for sgd_update (grad is
+    divided by grad_scale; finite == 0 leaves param, m and v unchanged).
   }];
   let arguments = (ins CNN_FloatTensor:$param, CNN_FloatTensor:$grad,
                    CNN_FloatTensor:$exp_avg, CNN_FloatTensor:$exp_avg_sq,
-                   CNN_Scalar:$lr, CNN_Scalar:$step, F32Attr:$beta1,
+                   CNN_Scalar:$lr, CNN_Scalar:$step,
+                   Variadic<CNN_Scalar>:$loss_scaling, F32Attr:$beta1,
                    F32Attr:$beta2, F32Attr:$epsilon, F32Attr:$weight_decay,
                    BoolAttr:$decoupled);
   let results = (outs CNN_FloatTensor:$new_param, CNN_FloatTensor:$new_exp_avg,
                  CNN_FloatTensor:$new_exp_avg_sq);
+  let extraClassDeclaration = CNN_LossScalingAccessors;
 }
 
 include "cnnc/Dialect/CNN/CNNFusedOps.td"
