@@ -236,6 +236,13 @@ private:
   // Optimizer ops.
   LogicalResult exec(cnn::SGDUpdateOp op);
   LogicalResult exec(cnn::AdamUpdateOp op);
+  // Loss scaling (cnn-precision).
+  LogicalResult exec(cnn::AllFiniteOp op);
+  LogicalResult exec(cnn::LossScaleUpdateOp op);
+  LogicalResult exec(cnn::UnscaleOp op);
+  /// The gradient operand of an optimizer update divided by its grad_scale
+  /// (or the gradient itself without loss scaling).
+  const float *unscaledGrad(Value grad, Value scale, std::vector<float> &tmp);
   /// flatten, reshape, dropout (inference), cast: element copy; the f16
   /// rounding after every op performs the f32 -> f16 conversion of cast.
   LogicalResult execCopy(Operation *op);
@@ -321,6 +328,8 @@ LogicalResult Executor::execute(Operation *op) {
             cnn::AdamUpdateOp>([&](auto concrete) { return exec(concrete); })
       .Case<cnn::FlattenOp, cnn::ReshapeOp, cnn::DropoutOp, cnn::CastOp>(
           [&](Operation *o) { return execCopy(o); })
+      .Case<cnn::AllFiniteOp, cnn::LossScaleUpdateOp, cnn::UnscaleOp>(
+          [&](auto concrete) { return exec(concrete); })
       .Case<func::ReturnOp>([&](func::ReturnOp ret) {
         results.clear();
         for (Value v : ret.getOperands())
@@ -621,9 +630,39 @@ LogicalResult Executor::exec(cnn::SoftmaxCrossEntropyGradOp op) {
 // Optimizer ops
 //===----------------------------------------------------------------------===//
 
+const float *Executor::unscaledGrad(Value grad, Value scale,
+                                    std::vector<float> &tmp) {
+  if (!scale)
+    return ptr(grad);
+  const Tensor &g = get(grad);
+  float s = scalar(scale);
+  tmp.resize(g.data.size());
+  for (size_t i = 0; i < tmp.size(); ++i)
+    tmp[i] = g.data[i] / s;
+  return tmp.data();
+}
+
+/// Loss scaling: a non-finite step leaves every input of the update unchanged.
+static bool skipUpdate(Operation *op, Value finite,
+                       llvm::DenseMap<Value, Tensor> &env) {
+  if (!finite || env.find(finite)->second.data[0] != 0.0f)
+    return false;
+  for (unsigned r = 0; r < op->getNumResults(); ++r) {
+    // Results are (new_param, new_state...) for operands (param, grad, state...).
+    Value src = op->getOperand(r == 0 ? 0 : r + 1);
+    Tensor copy = env.find(src)->second;
+    env[op->getResult(r)] = std::move(copy);
+  }
+  return true;
+}
+
 LogicalResult Executor::exec(cnn::SGDUpdateOp op) {
+  if (skipUpdate(op, op.getFinite(), env))
+    return success();
+  std::vector<float> tmp;
+  const float *grad = unscaledGrad(op.getGrad(), op.getGradScale(), tmp);
   float *p = out(op->getResult(0)), *buf = out(op->getResult(1));
-  kn::sgdUpdate(ptr(op.getParam()), ptr(op.getGrad()),
+  kn::sgdUpdate(ptr(op.getParam()), grad,
                 ptr(op.getMomentumBuffer()), p, buf, get(op.getParam()).numel(),
                 scalar(op.getLr()), scalar(op.getStep()), f32(op.getMomentum()),
                 f32(op.getDampening()), f32(op.getWeightDecay()),
@@ -637,13 +676,58 @@ LogicalResult Executor::exec(cnn::AdamUpdateOp op) {
     return op.emitError("reference interpreter: adam step must be >= 1 (it is "
                         "1-based), got ")
            << step;
+  if (skipUpdate(op, op.getFinite(), env))
+    return success();
+  std::vector<float> tmp;
+  const float *grad = unscaledGrad(op.getGrad(), op.getGradScale(), tmp);
   float *p = out(op->getResult(0)), *m = out(op->getResult(1)),
         *v = out(op->getResult(2));
-  kn::adamUpdate(ptr(op.getParam()), ptr(op.getGrad()), ptr(op.getExpAvg()),
+  kn::adamUpdate(ptr(op.getParam()), grad, ptr(op.getExpAvg()),
                  ptr(op.getExpAvgSq()), p, m, v, get(op.getParam()).numel(),
                  scalar(op.getLr()), step, f32(op.getBeta1()),
                  f32(op.getBeta2()), f32(op.getEpsilon()),
                  f32(op.getWeightDecay()), op.getDecoupled());
+  return success();
+}
+
+LogicalResult Executor::exec(cnn::AllFiniteOp op) {
+  float ok = 1.0f;
+  for (Value v : op.getInputs())
+    for (float x : get(v).data)
+      if (!std::isfinite(x))
+        ok = 0.0f;
+  out(op.getResult())[0] = ok;
+  return success();
+}
+
+LogicalResult Executor::exec(cnn::LossScaleUpdateOp op) {
+  // torch's _amp_update_scale_ (aten/src/ATen/native/cuda/AmpKernels.cu).
+  float scale = scalar(op.getScale()), tracker = scalar(op.getGrowthTracker());
+  if (scalar(op.getFinite()) == 0.0f) {
+    scale *= f32(op.getBackoffFactor());
+    tracker = 0;
+  } else {
+    float successful = tracker + 1;
+    if (successful == (float)op.getGrowthInterval()) {
+      float grown = scale * f32(op.getGrowthFactor());
+      if (std::isfinite(grown))
+        scale = grown;
+      tracker = 0;
+    } else {
+      tracker = successful;
+    }
+  }
+  out(op.getNewScale())[0] = scale;
+  out(op.getNewGrowthTracker())[0] = tracker;
+  return success();
+}
+
+LogicalResult Executor::exec(cnn::UnscaleOp op) {
+  const Tensor &in = get(op.getInput());
+  float s = scalar(op.getScale());
+  float *o = out(op.getResult());
+  for (size_t i = 0; i < in.data.size(); ++i)
+    o[i] = in.data[i] / s;
   return success();
 }
 
@@ -703,7 +787,10 @@ FailureOr<std::vector<Tensor>> bindArguments(func::FuncOp func,
     auto it = named.find(name.str());
     if (it == named.end()) {
       if (role == kStateAttr) {
-        args.push_back(Tensor::zeros(type));
+        // cnn.init: the initial value of a state (the loss scale).
+        auto init = func.getArgAttrOfType<FloatAttr>(i, "cnn.init");
+        args.push_back(Tensor::zeros(
+            type, init ? (float)init.getValueAsDouble() : 0.0f));
         continue;
       }
       return func.emitError("argument #")

@@ -1,13 +1,388 @@
-//===- Precision.cpp - cnn-precision (scaffold: being implemented) ---===//
+//===- Precision.cpp - cnn-precision: f16 compute, dynamic loss scaling ---===//
+//
+// Mixed precision as torch.autocast + torch.amp.GradScaler do it, inside the
+// train step:
+//  - the image input is cast to f16 right after the argument; every
+//    activation and activation gradient is f16 (conv/matmul run on Tensor
+//    Cores with f32 accumulation in the CUDA runtime);
+//  - parameters stay f32 arguments (master weights); each use that needs an
+//    f16 operand (conv filter, matmul weight, bias) reads one f16 copy
+//    (cnn.cast, shared by the forward and backward uses); BN keeps f32
+//    scale/bias/statistics, the loss is f32;
+//  - the loss gradient seed (the constant 1.0 of softmax_cross_entropy_grad)
+//    becomes the loss scale S, a persistent state argument; parameter
+//    gradients are checked with cnn.all_finite, cast back to f32 and divided
+//    by S inside the optimizer update, which is skipped when any gradient is
+//    not finite; cnn.loss_scale_update computes the next S and growth
+//    tracker (both returned as state). With optimizer none the returned
+//    gradients are unscaled (cnn.unscale, f32).
+//  - convolutions whose input channel count is not a multiple of 8 (the RGB
+//    stem) get their input and filter zero-padded along C to the next
+//    multiple of 8; the filter gradient is sliced back.
+// @forward (evaluation) runs in f16 the same way and casts the logits back.
+//
+//===----------------------------------------------------------------------===//
 #include "cnnc/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
 
 namespace cnnc {
 #define GEN_PASS_DEF_CNNPRECISION
 #include "cnnc/Transforms/Passes.h.inc"
 } // namespace cnnc
 
+using namespace mlir;
+using namespace cnnc;
+using namespace cnnc::cnn;
+
 namespace {
+
+constexpr const char *kLossScaleName = "loss_scale";
+constexpr const char *kTrackerName = "loss_scale.growth_tracker";
+
+bool isFloatTensor(Type t) {
+  auto rt = dyn_cast<RankedTensorType>(t);
+  return rt && isa<FloatType>(rt.getElementType());
+}
+bool isF32Tensor(Type t) {
+  auto rt = dyn_cast<RankedTensorType>(t);
+  return rt && rt.getElementType().isF32();
+}
+RankedTensorType withElement(Type t, Type elem) {
+  return cast<RankedTensorType>(t).clone(elem);
+}
+
 struct PrecisionPass : public cnnc::impl::CNNPrecisionBase<PrecisionPass> {
-  void runOnOperation() override {}
+  using CNNPrecisionBase::CNNPrecisionBase;
+  void runOnOperation() override;
+
+  LogicalResult convert(func::FuncOp f);
+  LogicalResult addLossScaling(func::FuncOp f);
+  LogicalResult padChannels(func::FuncOp f);
+
+  /// The f16 version of `v`: itself if already f16, else one cnn.cast placed
+  /// right after its definition (shared by all users).
+  Value toF16(OpBuilder &b, Value v) {
+    auto t = cast<RankedTensorType>(v.getType());
+    if (t.getElementType().isF16())
+      return v;
+    auto it = f16Of.find(v);
+    if (it != f16Of.end())
+      return it->second;
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointAfterValue(v);
+    Value c = CastOp::create(b, v.getLoc(), withElement(t, b.getF16Type()), v);
+    created.insert(c.getDefiningOp());
+    f16Of[v] = c;
+    return c;
+  }
+  /// The f32 version of `v` (a cast right after its definition).
+  Value toF32(OpBuilder &b, Value v) {
+    auto t = cast<RankedTensorType>(v.getType());
+    if (t.getElementType().isF32())
+      return v;
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointAfterValue(v);
+    Value c = CastOp::create(b, v.getLoc(), withElement(t, b.getF32Type()), v);
+    created.insert(c.getDefiningOp());
+    return c;
+  }
+
+  DenseMap<Value, Value> f16Of;
+  DenseSet<Operation *> created;
 };
+
+/// Operand positions that carry activations (must become f16); the other
+/// float operands (BN scale/bias/statistics, scalars) keep their type.
+SmallVector<unsigned> activationOperands(Operation *op) {
+  if (isa<BatchNormOp, BatchNormTrainOp, SoftmaxCrossEntropyGradOp,
+          SoftmaxCrossEntropyOp>(op))
+    return {0};
+  if (isa<BatchNormGradOp>(op))
+    return {0, 1};
+  if (isa<DropoutMaskOp>(op))
+    return {};
+  SmallVector<unsigned> all;
+  for (auto [i, v] : llvm::enumerate(op->getOperands()))
+    if (isFloatTensor(v.getType()) &&
+        cast<RankedTensorType>(v.getType()).getRank() > 0)
+      all.push_back(i);
+  return all;
+}
+
+LogicalResult PrecisionPass::convert(func::FuncOp f) {
+  OpBuilder b(f.getContext());
+  Block &entry = f.getBody().front();
+  f16Of.clear();
+  SmallVector<Operation *> ops;
+  for (Operation &op : entry)
+    ops.push_back(&op);
+  for (Operation *op : ops) {
+    if (created.contains(op))
+      continue;
+    if (isa<func::ReturnOp, ConstantOp, CastOp, SGDUpdateOp, AdamUpdateOp,
+            AllFiniteOp, LossScaleUpdateOp, UnscaleOp>(op))
+      continue;
+    if (op->getDialect() != f->getContext()->getLoadedDialect<CNNDialect>())
+      return op->emitError("cnn-precision: unsupported op '")
+             << op->getName() << "' in @" << f.getName();
+    for (unsigned i : activationOperands(op)) {
+      Value v = op->getOperand(i);
+      if (isF32Tensor(v.getType()))
+        op->setOperand(i, toF16(b, v));
+    }
+    // New result types: inferred where the op infers them (BN statistics
+    // and the loss stay f32), else f16 for every f32 result.
+    SmallVector<Type> types;
+    if (auto infer = dyn_cast<InferTypeOpInterface>(op)) {
+      if (failed(infer.inferReturnTypes(
+              op->getContext(), op->getLoc(), op->getOperands(),
+              op->getRawDictionaryAttrs(), op->getPropertiesStorage(),
+              op->getRegions(), types)))
+        return failure();
+    } else {
+      for (Type t : op->getResultTypes())
+        types.push_back(isF32Tensor(t) ? withElement(t, b.getF16Type()) : t);
+    }
+    for (auto [r, t] : llvm::zip(op->getResults(), types))
+      r.setType(t);
+  }
+  return success();
+}
+
+/// Zero-pads the input channels of convolutions with C % 8 != 0 (groups 1).
+LogicalResult PrecisionPass::padChannels(func::FuncOp f) {
+  OpBuilder b(f.getContext());
+  SmallVector<Conv2DOp> convs;
+  f.walk([&](Conv2DOp c) { convs.push_back(c); });
+  for (Conv2DOp conv : convs) {
+    auto layoutAttr = conv->getAttrOfType<StringAttr>("layout");
+    bool nhwc = layoutAttr && layoutAttr.getValue() == "NHWC";
+    int64_t axis = nhwc ? 3 : 1;
+    Value x = conv.getInput(), w = conv.getFilter();
+    auto xt = cast<RankedTensorType>(x.getType());
+    auto wt = cast<RankedTensorType>(w.getType());
+    int64_t c = xt.getDimSize(axis);
+    if (conv.getGroups() != 1 || c % 8 == 0 || !xt.getElementType().isF16())
+      continue;
+    int64_t cp = (c + 7) / 8 * 8;
+    auto pad = [&](Value v) -> Value {
+      auto t = cast<RankedTensorType>(v.getType());
+      SmallVector<int64_t> zs(t.getShape());
+      zs[axis] = cp - c;
+      auto zt = t.clone(zs);
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointAfterValue(v);
+      Value z = ConstantOp::create(
+          b, v.getLoc(), zt, DenseElementsAttr::get(zt, b.getZeroAttr(t.getElementType())));
+      return ConcatOp::create(b, v.getLoc(), ValueRange{v, z},
+                              {b.getNamedAttr("axis", b.getI64IntegerAttr(axis))});
+    };
+    auto sameAttrs = [&](Operation *o) {
+      for (StringRef n : {"strides", "padding", "dilations", "groups", "layout"})
+        if (o->getAttr(n) != conv->getAttr(n))
+          return false;
+      return true;
+    };
+    auto sliceBack = [&](Operation *o, RankedTensorType orig) {
+      b.setInsertionPointAfter(o);
+      SmallVector<int64_t> offs(orig.getRank(), 0);
+      auto s = SliceOp::create(b, o->getLoc(), ValueRange{o->getResult(0)},
+                               {b.getNamedAttr("offsets", b.getDenseI64ArrayAttr(offs)),
+                                b.getNamedAttr("sizes", b.getDenseI64ArrayAttr(orig.getShape()))});
+      o->getResult(0).replaceAllUsesExcept(s, s);
+    };
+    Value xp = pad(x), wp = pad(w);
+    // Gradients of this convolution: bwd_filter(x, dy) and bwd_data(dy, w).
+    SmallVector<Operation *> users(x.getUsers().begin(), x.getUsers().end());
+    for (Operation *u : users)
+      if (auto bf = dyn_cast<Conv2DBwdFilterOp>(u))
+        if (bf.getInput() == x && bf.getType() == wt && sameAttrs(u)) {
+          bf.getInputMutable().assign(xp);
+          bf.getResult().setType(cast<RankedTensorType>(wp.getType()));
+          sliceBack(u, wt);
+        }
+    users.assign(w.getUsers().begin(), w.getUsers().end());
+    for (Operation *u : users)
+      if (auto bd = dyn_cast<Conv2DBwdDataOp>(u))
+        if (bd.getFilter() == w && bd.getType() == xt && sameAttrs(u)) {
+          bd.getFilterMutable().assign(wp);
+          bd.getResult().setType(cast<RankedTensorType>(xp.getType()));
+          sliceBack(u, xt);
+        }
+    conv.getInputMutable().assign(xp);
+    conv.getFilterMutable().assign(wp);
+  }
+  return success();
+}
+
+LogicalResult PrecisionPass::addLossScaling(func::FuncOp f) {
+  MLIRContext *ctx = f.getContext();
+  OpBuilder b(ctx);
+  Block &entry = f.getBody().front();
+  auto ret = cast<func::ReturnOp>(entry.getTerminator());
+  auto scalar = RankedTensorType::get({}, b.getF32Type());
+  for (unsigned i = 0; i < f.getNumArguments(); ++i)
+    if (auto s = f.getArgAttrOfType<StringAttr>(i, kStateAttr))
+      if (s.getValue() == kLossScaleName)
+        return f.emitError("cnn-precision: @") << f.getName()
+               << " already has a loss scale (the pass ran twice?)";
+
+  // The seed of the backward pass.
+  SoftmaxCrossEntropyGradOp seedOp;
+  f.walk([&](SoftmaxCrossEntropyGradOp o) { seedOp = o; });
+  if (!seedOp)
+    return f.emitError("cnn-precision: @") << f.getName()
+           << " has no softmax_cross_entropy_grad to seed with the loss scale";
+  auto one = seedOp.getGradLoss().getDefiningOp<ConstantOp>();
+  auto oneAttr = one ? dyn_cast<DenseElementsAttr>(one.getValue()) : nullptr;
+  if (!oneAttr || !oneAttr.isSplat() ||
+      oneAttr.getSplatValue<APFloat>().convertToDouble() != 1.0)
+    return seedOp.emitError("cnn-precision: the loss gradient seed must be the "
+                            "constant 1.0 made by cnn-autodiff");
+
+  // New state arguments: S (initial value init-scale) and the growth tracker.
+  unsigned sIdx = f.getNumArguments();
+  auto initAttr = b.getF32FloatAttr(initScale);
+  entry.addArgument(scalar, f.getLoc());
+  entry.addArgument(scalar, f.getLoc());
+  f.setFunctionType(
+      b.getFunctionType(entry.getArgumentTypes(), f.getResultTypes()));
+  // (set all at once: the attribute arrays are not resized by
+  // setFunctionType)
+  SmallVector<DictionaryAttr> argAttrs;
+  for (unsigned i = 0; i < sIdx; ++i)
+    argAttrs.push_back(f.getArgAttrDict(i));
+  argAttrs.push_back(
+      b.getDictionaryAttr({b.getNamedAttr(kStateAttr, b.getStringAttr(kLossScaleName)),
+                           b.getNamedAttr("cnn.loss_scale", b.getUnitAttr()),
+                           b.getNamedAttr("cnn.init", initAttr)}));
+  argAttrs.push_back(b.getDictionaryAttr(
+      b.getNamedAttr(kStateAttr, b.getStringAttr(kTrackerName))));
+  for (DictionaryAttr &d : argAttrs)
+    if (!d)
+      d = b.getDictionaryAttr({});
+  f.setAllArgAttrs(argAttrs);
+  Value S = f.getArgument(sIdx), tracker = f.getArgument(sIdx + 1);
+  seedOp.getGradLossMutable().assign(S);
+  if (one->use_empty())
+    one->erase();
+
+  // Gradients: operands of the optimizer updates, or cnn.grad results.
+  SmallVector<Operation *> updates;
+  for (Operation &op : entry)
+    if (isa<SGDUpdateOp, AdamUpdateOp>(op))
+      updates.push_back(&op);
+  SmallVector<unsigned> gradResults;
+  for (unsigned r = 0; r < f.getNumResults(); ++r)
+    if (f.getResultAttr(r, kGradAttr))
+      gradResults.push_back(r);
+  SmallVector<Value> grads;
+  for (Operation *u : updates)
+    grads.push_back(u->getOperand(1));
+  for (unsigned r : gradResults)
+    grads.push_back(ret.getOperand(r));
+  if (grads.empty())
+    return f.emitError("cnn-precision: @") << f.getName()
+           << " has neither optimizer updates nor gradient results";
+  Operation *at = updates.empty() ? ret.getOperation() : updates.front();
+  for (Value g : grads)
+    if (Operation *d = g.getDefiningOp())
+      if (!d->isBeforeInBlock(at))
+        return d->emitError("cnn-precision: a gradient is computed after the "
+                            "first optimizer update");
+  // Constant gradients (zeros of unused parameters) need no check.
+  SmallVector<Value> checked;
+  for (Value g : grads)
+    if (!g.getDefiningOp<ConstantOp>() && !llvm::is_contained(checked, g))
+      checked.push_back(g);
+  if (checked.empty())
+    checked.push_back(grads.front());
+  b.setInsertionPoint(at);
+  Location loc = NameLoc::get(b.getStringAttr("loss_scale"), f.getLoc());
+  Value finite = AllFiniteOp::create(b, loc, scalar, checked);
+  auto upd = LossScaleUpdateOp::create(
+      b, loc, TypeRange{scalar, scalar}, ValueRange{S, tracker, finite},
+      {b.getNamedAttr("growth_interval", b.getI64IntegerAttr(growthInterval)),
+       b.getNamedAttr("growth_factor", b.getF32FloatAttr(growthFactor)),
+       b.getNamedAttr("backoff_factor", b.getF32FloatAttr(backoffFactor))});
+
+  // Optimizer updates: f32 gradients, divided by S, skipped unless finite.
+  for (Operation *u : updates) {
+    u->setOperand(1, toF32(b, u->getOperand(1)));
+    u->insertOperands(u->getNumOperands(), ValueRange{S, finite});
+  }
+  // Returned gradients: unscaled to f32.
+  b.setInsertionPoint(ret);
+  for (unsigned r : gradResults) {
+    Value g = ret.getOperand(r);
+    auto t = withElement(g.getType(), b.getF32Type());
+    ret.setOperand(r, UnscaleOp::create(b, g.getLoc(), t, ValueRange{g, S}));
+  }
+  // Return the new scale and tracker.
+  SmallVector<Value> results(ret.getOperands());
+  results.append({upd.getNewScale(), upd.getNewGrowthTracker()});
+  SmallVector<DictionaryAttr> resAttrs;
+  for (unsigned r = 0; r < f.getNumResults(); ++r)
+    resAttrs.push_back(f.getResultAttrDict(r));
+  resAttrs.push_back(b.getDictionaryAttr(
+      b.getNamedAttr(kStateAttr, b.getStringAttr(kLossScaleName))));
+  resAttrs.push_back(b.getDictionaryAttr(
+      b.getNamedAttr(kStateAttr, b.getStringAttr(kTrackerName))));
+  ret->setOperands(results);
+  f.setFunctionType(b.getFunctionType(entry.getArgumentTypes(),
+                                      ValueRange(results).getTypes()));
+  for (DictionaryAttr &d : resAttrs)
+    if (!d)
+      d = b.getDictionaryAttr({});
+  f.setAllResultAttrs(resAttrs);
+  return success();
+}
+
+/// Results must keep their f32 types (logits, new params, statistics):
+/// cast back what became f16.
+void castResults(func::FuncOp f, DenseSet<Operation *> &created) {
+  auto ret = cast<func::ReturnOp>(f.getBody().front().getTerminator());
+  OpBuilder b(ret);
+  for (auto [r, t] : llvm::enumerate(f.getResultTypes()))
+    if (ret.getOperand(r).getType() != t) {
+      auto c = CastOp::create(b, ret.getLoc(), t, ret.getOperand(r));
+      created.insert(c);
+      ret.setOperand(r, c);
+    }
+}
+
+void PrecisionPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  if (initScale <= 0 || growthInterval < 1 || growthFactor <= 1 ||
+      backoffFactor <= 0 || backoffFactor >= 1) {
+    module.emitError("cnn-precision: need init-scale > 0, growth-interval >= 1, "
+                     "growth-factor > 1 and 0 < backoff-factor < 1");
+    return signalPassFailure();
+  }
+  auto forward = module.lookupSymbol<func::FuncOp>("forward");
+  auto step = module.lookupSymbol<func::FuncOp>("train_step");
+  if (!forward && !step)
+    return; // nothing to do
+  for (func::FuncOp f : {forward, step}) {
+    if (!f || f.isExternal())
+      continue;
+    if (f.getBlocks().size() != 1) {
+      f.emitError("cnn-precision: functions must have one block");
+      return signalPassFailure();
+    }
+    if (failed(convert(f)))
+      return signalPassFailure();
+    // After conversion: the seed constant (still f32) becomes S, gradients
+    // (now f16) are checked, cast to f32 and unscaled in the updates.
+    if (f == step && failed(addLossScaling(f)))
+      return signalPassFailure();
+    if (padChannelsOpt && failed(padChannels(f)))
+      return signalPassFailure();
+    castResults(f, created);
+  }
+}
+
 } // namespace

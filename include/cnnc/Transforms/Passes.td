@@ -104,7 +104,85 @@ def CNNLayout : Pass<"cnn-layout", "mlir::ModuleOp"> {
 
 def CNNPrecision : Pass<"cnn-precision", "mlir::ModuleOp"> {
   let summary = "f16 compute with f32 master weights, optimizer state and dynamic loss scaling";
-  let description = [{ (filled in with the implementation: IR before/after) }];
+  let description = [{
+    Mixed precision as torch.autocast + torch.amp.GradScaler, on @train_step
+    (after cnn-autodiff) and @forward:
+    - the image input is cast to f16 right after the argument and every
+      activation / activation gradient becomes f16 (conv and matmul run on
+      Tensor Cores with f32 accumulation);
+    - parameters stay f32 arguments (master weights); each parameter that an
+      op needs in f16 (conv filter, matmul weight, bias) gets one cnn.cast
+      shared by its forward and backward uses; batch_norm keeps f32
+      scale/bias/statistics, softmax_cross_entropy returns an f32 loss;
+    - dynamic loss scaling: the loss-gradient seed (constant 1.0) becomes the
+      scale S, a new state argument {cnn.state = "loss_scale", cnn.loss_scale,
+      cnn.init = <init-scale>} (plus "loss_scale.growth_tracker");
+      cnn.all_finite checks every parameter gradient, which is cast to f32 and
+      passed to its optimizer update with `grad_scale, finite` (divide by S;
+      skip the update when not finite); cnn.loss_scale_update applies
+      GradScaler.update (halve on inf/NaN, grow after growth-interval clean
+      steps); the new S and tracker are returned as state. With optimizer
+      none, the returned cnn.grad gradients are unscaled (cnn.unscale, f32).
+    - channel padding: a conv2d (groups 1) whose input channel count is not a
+      multiple of 8 (the RGB stem) gets input and filter zero-padded along C
+      (cnn.concat with zeros); its conv2d_bwd_filter/bwd_data are sliced back.
+    - @forward: the same f16 conversion; the logits are cast back to f32.
+
+    Before (SGD, after cnn-autodiff):
+    ```mlir
+    func.func @train_step(%x: tensor<8x3x4x4xf32> {cnn.input}, %labels: tensor<8xi32> {cnn.labels},
+        %lr: tensor<f32> {cnn.lr}, %step: tensor<f32> {cnn.step},
+        %w: tensor<10x3x4x4xf32> {cnn.param = "w"}, %m: tensor<10x3x4x4xf32> {cnn.state = "w.momentum_buffer"})
+        -> (tensor<f32> {cnn.loss}, ...) {
+      %y = cnn.conv2d %x, %w ...                 // f32
+      %loss = cnn.softmax_cross_entropy %yf, %labels
+      %one = cnn.constant dense<1.0> : tensor<f32>
+      %dy = cnn.softmax_cross_entropy_grad %yf, %labels, %one
+      %dw = cnn.conv2d_bwd_filter %x, %dyr ...
+      %w2, %m2 = cnn.sgd_update %w, %dw, %m, %lr, %step {...}
+      return %loss, %w2, %m2
+    }
+    ```
+    After:
+    ```mlir
+    func.func @train_step(%x: tensor<8x3x4x4xf32> {cnn.input}, ..., %w: tensor<10x3x4x4xf32> {cnn.param = "w"},
+        %m: ..., %S: tensor<f32> {cnn.init = 6.553600e+04 : f32, cnn.loss_scale, cnn.state = "loss_scale"},
+        %t: tensor<f32> {cnn.state = "loss_scale.growth_tracker"})
+        -> (tensor<f32> {cnn.loss}, ..., tensor<f32> {cnn.state = "loss_scale"},
+            tensor<f32> {cnn.state = "loss_scale.growth_tracker"}) {
+      %xh = cnn.cast %x : (tensor<8x3x4x4xf32>) -> tensor<8x3x4x4xf16>
+      %wh = cnn.cast %w : (tensor<10x3x4x4xf32>) -> tensor<10x3x4x4xf16>
+      %z = cnn.constant dense<0.0> : tensor<8x5x4x4xf16>          // channel padding 3 -> 8
+      %xp = cnn.concat %xh, %z {axis = 1}
+      %y = cnn.conv2d %xp, %wp ...                                   // f16
+      %loss = cnn.softmax_cross_entropy %yf, %labels                // f32 loss
+      %dy = cnn.softmax_cross_entropy_grad %yf, %labels, %S         // seeded with S, f16
+      %dwp = cnn.conv2d_bwd_filter %xp, %dyr ...
+      %dw = cnn.slice %dwp {offsets = array<i64: 0, 0, 0, 0>, sizes = array<i64: 10, 3, 4, 4>}
+      %dw32 = cnn.cast %dw : (tensor<10x3x4x4xf16>) -> tensor<10x3x4x4xf32>
+      %ok = cnn.all_finite %dw : (tensor<10x3x4x4xf16>) -> tensor<f32>
+      %S2, %t2 = cnn.loss_scale_update %S, %t, %ok {backoff_factor = 5.0e-01 : f32,
+                   growth_factor = 2.0 : f32, growth_interval = 2000 : i64}
+      %w2, %m2 = cnn.sgd_update %w, %dw32, %m, %lr, %step, %S, %ok {...}
+      return %loss, %w2, %m2, %S2, %t2
+    }
+    ```
+    Initial value of S: bindArguments of the reference interpreter and the
+    driver use `cnn.init`; the CUDA runtime starts a LossScale tensor missing
+    from the weights file at 65536 (the default init-scale).
+  }];
+  let options = [
+    Option<"initScale", "init-scale", "double", "65536.0",
+           "initial loss scale (GradScaler init_scale)">,
+    Option<"growthInterval", "growth-interval", "int64_t", "2000",
+           "consecutive finite steps before the scale grows">,
+    Option<"growthFactor", "growth-factor", "double", "2.0",
+           "scale multiplier after growth-interval finite steps">,
+    Option<"backoffFactor", "backoff-factor", "double", "0.5",
+           "scale multiplier on a step with inf/NaN gradients">,
+    Option<"padChannelsOpt", "pad-channels", "bool", "true",
+           "zero-pad conv input channels to a multiple of 8 (Tensor Cores)">,
+  ];
 }
 
 def CNNFuse : Pass<"cnn-fuse", "mlir::ModuleOp"> {

@@ -28,6 +28,7 @@ static const char *roleName(BufferRole r) {
   case BufferRole::Logits: return "logits";
   case BufferRole::ScalarLR: return "lr";
   case BufferRole::ScalarStep: return "step";
+  case BufferRole::LossScale: return "loss-scale";
   case BufferRole::Temp: return "temp";
   }
   return "?";
@@ -155,7 +156,7 @@ FailureOr<BufferPlan> cnnc::planBuffers(func::FuncOp step, func::FuncOp forward)
     else if (!(name = attrName(d, kBufferAttr)).empty())
       role = BufferRole::Buffer;
     else if (!(name = attrName(d, kStateAttr)).empty())
-      role = BufferRole::OptState;
+      role = d.get("cnn.loss_scale") ? BufferRole::LossScale : BufferRole::OptState;
     else if (d && d.get(kLabelsAttr))
       role = BufferRole::InputLabel, name = "labels";
     else if (d && d.get(kLRAttr))

@@ -30,6 +30,7 @@ enum class BufferRole {
   Logits,
   ScalarLR,
   ScalarStep,
+  LossScale, // the dynamic loss scale (cnn-precision), an f32 scalar state
   Temp
 };
 

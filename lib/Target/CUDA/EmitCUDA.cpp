@@ -571,7 +571,8 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
       .Case([&](SGDUpdateOp u) {
         double mom = dec(u.getMomentum()), damp = dec(u.getDampening()),
                wd = dec(u.getWeightDecay());
-        std::string expr = "float g = a1";
+        // Loss scaling: a5 = grad_scale, a6 = finite (skip when 0).
+        std::string expr = u.getGradScale() ? "float g = a1 / a5" : "float g = a1";
         if (wd != 0)
           expr += " + " + floatLit(wd) + " * a0";
         expr += ";";
@@ -585,16 +586,21 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
           expr += " r1 = a2;";
         }
         expr += " r0 = a0 - a3 * g;";
-        elementwise(out, op,
-                    {{u.getParam()}, {u.getGrad()}, {u.getMomentumBuffer()},
-                     {u.getLr(), "0"}, {u.getStep(), "0"}},
-                    {u.getNewParam(), u.getNewMomentumBuffer()}, expr);
+        SmallVector<EwIn> ins = {{u.getParam()}, {u.getGrad()}, {u.getMomentumBuffer()},
+                                 {u.getLr(), "0"}, {u.getStep(), "0"}};
+        if (u.getFinite()) {
+          ins.append({{u.getGradScale(), "0"}, {u.getFinite(), "0"}});
+          expr += " if (a6 == 0.f) { r0 = a0; r1 = a2; }";
+        }
+        elementwise(out, op, ins, {u.getNewParam(), u.getNewMomentumBuffer()}, expr);
         return success();
       })
       .Case([&](AdamUpdateOp u) {
         double b1 = dec(u.getBeta1()), b2 = dec(u.getBeta2()),
                eps = dec(u.getEpsilon()), wd = dec(u.getWeightDecay());
-        std::string expr = "float p = a0, g = a1;";
+        // Loss scaling: a6 = grad_scale, a7 = finite (skip when 0).
+        std::string expr =
+            u.getGradScale() ? "float p = a0, g = a1 / a6;" : "float p = a0, g = a1;";
         if (wd != 0)
           expr += u.getDecoupled() ? fmt::format(" p = p * (1.f - a4 * {});", floatLit(wd))
                                    : fmt::format(" g = g + {} * p;", floatLit(wd));
@@ -604,10 +610,42 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
             " r0 = p - (a4 / bc1) * m / (sqrtf(v) / sqrtf(bc2) + {}); r1 = m; r2 = v;",
             floatLit(1.0 - b1), floatLit(b2), floatLit(1.0 - b2), floatLit(b1),
             floatLit(b2), floatLit(eps));
-        elementwise(out, op,
-                    {{u.getParam()}, {u.getGrad()}, {u.getExpAvg()}, {u.getExpAvgSq()},
-                     {u.getLr(), "0"}, {u.getStep(), "0"}},
-                    {u.getNewParam(), u.getNewExpAvg(), u.getNewExpAvgSq()}, expr);
+        SmallVector<EwIn> ins = {{u.getParam()}, {u.getGrad()}, {u.getExpAvg()},
+                                 {u.getExpAvgSq()}, {u.getLr(), "0"}, {u.getStep(), "0"}};
+        if (u.getFinite()) {
+          ins.append({{u.getGradScale(), "0"}, {u.getFinite(), "0"}});
+          expr += " if (a7 == 0.f) { r0 = a0; r1 = a2; r2 = a3; }";
+        }
+        elementwise(out, op, ins, {u.getNewParam(), u.getNewExpAvg(), u.getNewExpAvgSq()},
+                    expr);
+        return success();
+      })
+      // Loss scaling (cnn-precision).
+      .Case([&](AllFiniteOp a) {
+        // flag = 1, then every input clears it on a non-finite element.
+        std::string flag = ptr(a.getResult());
+        launch(out, op, "setFlag", "1", "1", flag);
+        for (Value in : a.getInputs()) {
+          int64_t n = ttype(in).getNumElements();
+          launch(out, op,
+                 fmt::format("clearIfNonFinite<{}>", ctype(ttype(in).getElementType())),
+                 gridFor(n), "256", fmt::format("{}, {}ll, {}", ptr(in), n, flag));
+        }
+        return success();
+      })
+      .Case([&](LossScaleUpdateOp u) {
+        launch(out, op, "lossScaleUpdate", "1", "1",
+               fmt::format("{}, {}, {}, {}, {}, {}ll, {}, {}", ptr(u.getScale()),
+                           ptr(u.getGrowthTracker()), ptr(u.getFinite()),
+                           ptr(u.getNewScale()), ptr(u.getNewGrowthTracker()),
+                           u.getGrowthInterval(),
+                           floatLit(u.getGrowthFactor().convertToFloat()),
+                           floatLit(u.getBackoffFactor().convertToFloat())));
+        return success();
+      })
+      .Case([&](UnscaleOp u) {
+        elementwise(out, op, {{u.getInput()}, {u.getScale(), "0"}}, {u.getResult()},
+                    "r0 = a0 / a1;");
         return success();
       })
       .Default([&](Operation *o) {
@@ -685,7 +723,8 @@ LogicalResult Emitter::write(llvm::raw_ostream &os, func::FuncOp step,
 static std::string tensorTable(const BufferPlan &plan) {
   static const char *roles[] = {"Param",      "Buffer",     "OptState",
                                 "InputImage", "InputLabel", "Loss",
-                                "Logits",     "ScalarLR",   "ScalarStep"};
+                                "Logits",     "ScalarLR",   "ScalarStep",
+                                "LossScale"};
   std::string s = "static const cnnrt::TensorSpec kTensors[] = {\n";
   for (const PlannedBuffer &b : plan.buffers) {
     if (b.role == BufferRole::Temp)

@@ -1,0 +1,33 @@
+//===- CNNAmpOps.cpp - verifiers of the loss-scaling ops -----------------===//
+#include "cnnc/Dialect/CNN/CNNOps.h"
+
+#include "mlir/IR/Builders.h"
+
+using namespace mlir;
+using namespace cnnc::cnn;
+
+LogicalResult AllFiniteOp::verify() {
+  if (getInputs().empty())
+    return emitOpError("needs at least one input");
+  return success();
+}
+
+LogicalResult LossScaleUpdateOp::verify() {
+  if (getGrowthInterval() < 1)
+    return emitOpError("'growth_interval' must be >= 1, got ")
+           << getGrowthInterval();
+  float g = getGrowthFactor().convertToFloat();
+  if (!(g > 1.0f))
+    return emitOpError("'growth_factor' must be > 1, got ") << g;
+  float b = getBackoffFactor().convertToFloat();
+  if (!(b > 0.0f && b < 1.0f))
+    return emitOpError("'backoff_factor' must be in (0, 1), got ") << b;
+  return success();
+}
+
+LogicalResult UnscaleOp::verify() {
+  if (getInput().getType().getShape() != getType().getShape())
+    return emitOpError("'input' ") << getInput().getType() << " and result "
+                                   << getType() << " must have the same shape";
+  return success();
+}
