@@ -11,6 +11,7 @@
 #include "Kernels.h"
 
 #include "cnnc/Dialect/CNN/CNNOps.h"
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -185,6 +186,8 @@ public:
 
 private:
   LogicalResult execute(Operation *op);
+  /// Runs an op with `layout = "NHWC"` on the NCHW kernels.
+  LogicalResult executeNHWC(Operation *op);
 
   const Tensor &get(Value v) {
     auto it = env.find(v);
@@ -314,6 +317,9 @@ LogicalResult Executor::execute(Operation *op) {
     if (!isa<RankedTensorType>(r.getType()))
       return op->emitError("reference interpreter: result type ")
              << r.getType() << " is not a ranked tensor";
+  if (auto layout = op->getAttrOfType<StringAttr>("layout");
+      layout && layout.getValue() == "NHWC")
+    return executeNHWC(op);
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case<cnn::ConstantOp, cnn::Conv2DOp, cnn::BiasAddOp, cnn::ReluOp,
             cnn::ClipOp, cnn::AddOp, cnn::MulOp, cnn::ScaleOp, cnn::BatchNormOp,
@@ -340,6 +346,56 @@ LogicalResult Executor::execute(Operation *op) {
         return o->emitError("reference interpreter: no implementation of '")
                << o->getName() << "'";
       });
+}
+
+/// NHWC support, written for clarity: a scratch NCHW twin of the op reads
+/// transposed copies of its operands, and its 4-D results are transposed
+/// back. Every 4-D operand or result of a layout-sensitive op is either an
+/// activation (NHWC <-> NCHW) or a filter (KRSC <-> FCHW): one permutation.
+LogicalResult Executor::executeNHWC(Operation *op) {
+  const kn::Shape toNCHW{0, 3, 1, 2}, toNHWC{0, 2, 3, 1};
+  auto permuted = [](Type type, const kn::Shape &perm) -> Type {
+    auto t = cast<RankedTensorType>(type);
+    if (t.getRank() != 4)
+      return t;
+    SmallVector<int64_t> shape;
+    for (int64_t p : perm)
+      shape.push_back(t.getDimSize(p));
+    return RankedTensorType::get(shape, t.getElementType());
+  };
+  Block scratch;
+  OperationState state(op->getLoc(), op->getName());
+  for (Value v : op->getOperands()) {
+    Value arg = scratch.addArgument(permuted(v.getType(), toNCHW), op->getLoc());
+    Tensor t = get(v);
+    if (t.shape.size() == 4) {
+      t = Tensor::zeros(cast<RankedTensorType>(arg.getType()));
+      kn::transpose(ptr(v), shapeOf(v), toNCHW, t.data.data());
+    }
+    env[arg] = std::move(t);
+    state.addOperands(arg);
+  }
+  for (Type t : op->getResultTypes())
+    state.addTypes(permuted(t, toNCHW));
+  NamedAttrList attrs(op->getAttrDictionary());
+  attrs.set("layout", StringAttr::get(op->getContext(), "NCHW"));
+  state.addAttributes(attrs);
+  Operation *nchw = Operation::create(state); // detached, destroyed below
+  LogicalResult result = execute(nchw);
+  for (auto [r, twin] : llvm::zip(op->getResults(), nchw->getResults())) {
+    if (failed(result))
+      break;
+    Tensor t = get(twin);
+    if (t.shape.size() == 4) {
+      t = Tensor::zeros(cast<RankedTensorType>(r.getType()));
+      kn::transpose(ptr(twin), shapeOf(twin), toNHWC, t.data.data());
+    }
+    env[r] = std::move(t);
+  }
+  for (Value v : llvm::concat<Value>(scratch.getArguments(), nchw->getResults()))
+    env.erase(v);
+  nchw->destroy();
+  return result;
 }
 
 //===----------------------------------------------------------------------===//
