@@ -125,10 +125,18 @@ private:
   void elementwise(std::string &out, Operation *op, ArrayRef<EwIn> ins,
                    ArrayRef<Value> outs, const std::string &expr,
                    int64_t n = -1);
+  /// `nhwc`: x, y are N x H x W x C and w is K x R x S x C/groups (KRSC).
   int convId(Operation *op, RankedTensorType x, RankedTensorType w,
              RankedTensorType y, ArrayRef<int64_t> strides,
              ArrayRef<int64_t> padding, ArrayRef<int64_t> dilations,
-             int64_t groups);
+             int64_t groups, bool nhwc = false);
+  /// Lowers a layout-sensitive op with layout = "NHWC".
+  LogicalResult emitNHWC(Operation *op, std::string &out);
+  /// Per-channel reduction of an N x H x W x C tensor into the prelude's
+  /// nhwcScratch (pass 1, nhwcPartial<mode>); returns the number of tiles
+  /// that the finishing kernel adds.
+  int64_t nhwcPartial(std::string &out, Operation *op, int mode, Value a, Value b,
+                      Value mean, Value invstd);
   std::string poolParams(RankedTensorType x, RankedTensorType y,
                          ArrayRef<int64_t> k, ArrayRef<int64_t> s,
                          ArrayRef<int64_t> p, bool countIncludePad);
@@ -209,13 +217,18 @@ void Emitter::elementwise(std::string &out, Operation *op, ArrayRef<EwIn> ins,
 
 int Emitter::convId(Operation *op, RankedTensorType x, RankedTensorType w,
                     RankedTensorType y, ArrayRef<int64_t> st,
-                    ArrayRef<int64_t> pd, ArrayRef<int64_t> dl, int64_t groups) {
+                    ArrayRef<int64_t> pd, ArrayRef<int64_t> dl, int64_t groups,
+                    bool nhwc) {
   auto xs = x.getShape(), ws = w.getShape(), ys = y.getShape();
+  // ConvDesc takes N, C, H, W, K, R, S, P, Q in any layout.
+  int64_t N = xs[0], C = xs[nhwc ? 3 : 1], H = xs[nhwc ? 1 : 2], W = xs[nhwc ? 2 : 3];
+  int64_t K = ws[0], R = ws[nhwc ? 1 : 2], S = ws[nhwc ? 2 : 3];
+  int64_t P = ys[nhwc ? 1 : 2], Q = ys[nhwc ? 2 : 3];
   std::string desc = fmt::format(
       "cnnrt::ConvDesc{{{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, "
-      "{}, {}, {}, {}, cnnrt::Layout::NCHW}}",
-      xs[0], xs[1], xs[2], xs[3], ws[0], ws[2], ws[3], ys[2], ys[3], pd[0], pd[1],
-      pd[2], pd[3], st[0], st[1], dl[0], dl[1], groups, dtype(x.getElementType()));
+      "{}, {}, {}, {}, cnnrt::Layout::{}}}",
+      N, C, H, W, K, R, S, P, Q, pd[0], pd[1], pd[2], pd[3], st[0], st[1], dl[0], dl[1],
+      groups, dtype(x.getElementType()), nhwc ? "NHWC" : "NCHW");
   auto it = convIds.find(desc);
   if (it != convIds.end())
     return it->second;
@@ -241,7 +254,210 @@ static int64_t channelInner(RankedTensorType t) {
   return hw;
 }
 
+//===----------------------------------------------------------------------===//
+// NHWC (cnn-layout): cuDNN with Layout::NHWC, channel index i % C for the
+// per-channel elementwise kernels, the prelude's *NHWC kernels otherwise.
+//===----------------------------------------------------------------------===//
+
+int64_t Emitter::nhwcPartial(std::string &out, Operation *op, int mode, Value a,
+                             Value b, Value mean, Value invstd) {
+  auto t = ttype(a);
+  int64_t C = t.getDimSize(t.getRank() - 1), M = t.getNumElements() / C;
+  int64_t colBlocks = (C + 31) / 32;
+  // Enough tiles of >= 64 rows to fill the GPU (~2048 blocks), within the
+  // 2^18 doubles per sum of nhwcScratch.
+  int64_t tiles = std::max<int64_t>(
+      1, std::min({(M + 63) / 64, 2048 / colBlocks, (int64_t)262144 / C}));
+  int64_t rowsPerTile = (M + tiles - 1) / tiles;
+  tiles = (M + rowsPerTile - 1) / rowsPerTile;
+  std::string T = ctype(t.getElementType());
+  auto orNull = [&](Value v, const std::string &type) {
+    return v ? ptr(v) : fmt::format("({} *)nullptr", type);
+  };
+  launch(out, op, fmt::format("nhwcPartial<{}, {}>", mode, T),
+         fmt::format("dim3({}, {})", colBlocks, tiles), "dim3(32, 8)",
+         fmt::format("{}, {}, {}, {}, {}ll, {}, {}ll", ptr(a), orNull(b, "const " + T),
+                     orNull(mean, "const float"), orNull(invstd, "const float"), M, C,
+                     rowsPerTile));
+  return tiles;
+}
+
+LogicalResult Emitter::emitNHWC(Operation *op, std::string &out) {
+  // Activations are N x H x W x C: the channel of element i is i % C.
+  auto chIdx = [](RankedTensorType t) {
+    return fmt::format("i % {}ll", t.getDimSize(t.getRank() - 1));
+  };
+  auto finishGrid = [](int64_t C) { return std::to_string((C + 255) / 256); };
+  auto pool = [&](RankedTensorType x, RankedTensorType y, ArrayRef<int64_t> k,
+                  ArrayRef<int64_t> s, ArrayRef<int64_t> p, bool cip) {
+    auto xs = x.getShape(), ys = y.getShape();
+    return fmt::format(
+        "PoolParams{{{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}}}", xs[0],
+        xs[3], xs[1], xs[2], ys[1], ys[2], k[0], k[1], s[0], s[1], p[0], p[1], p[2], p[3],
+        cip ? "true" : "false");
+  };
+  return TypeSwitch<Operation *, LogicalResult>(op)
+      .Case([&](Conv2DOp c) {
+        int id = convId(op, c.getInput().getType(), c.getFilter().getType(), c.getType(),
+                        c.getStrides(), c.getPadding(), c.getDilations(), c.getGroups(),
+                        true);
+        out += fmt::format("  ctx.convFwd({}, {}, {}, {});\n", id, ptr(c.getInput()),
+                           ptr(c.getFilter()), ptr(c.getResult()));
+        ++numLaunches;
+        return success();
+      })
+      .Case([&](Conv2DBwdDataOp c) {
+        int id = convId(op, c.getType(), c.getFilter().getType(),
+                        c.getGradOutput().getType(), c.getStrides(), c.getPadding(),
+                        c.getDilations(), c.getGroups(), true);
+        out += fmt::format("  ctx.convBwdData({}, {}, {}, {});\n", id,
+                           ptr(c.getGradOutput()), ptr(c.getFilter()), ptr(c.getResult()));
+        ++numLaunches;
+        return success();
+      })
+      .Case([&](Conv2DBwdFilterOp c) {
+        int id = convId(op, c.getInput().getType(), c.getType(),
+                        c.getGradOutput().getType(), c.getStrides(), c.getPadding(),
+                        c.getDilations(), c.getGroups(), true);
+        out += fmt::format("  ctx.convBwdFilter({}, {}, {}, {});\n", id,
+                           ptr(c.getInput()), ptr(c.getGradOutput()), ptr(c.getResult()));
+        ++numLaunches;
+        return success();
+      })
+      .Case([&](BiasAddOp b) {
+        elementwise(out, op, {{b.getInput()}, {b.getBias(), chIdx(b.getType())}},
+                    {b.getResult()}, "r0 = a0 + a1;");
+        return success();
+      })
+      .Case([&](BiasGradOp b) {
+        auto t = b.getGradOutput().getType();
+        int64_t C = t.getDimSize(t.getRank() - 1);
+        int64_t tiles = nhwcPartial(out, op, 0, b.getGradOutput(), {}, {}, {});
+        launch(out, op, fmt::format("nhwcSumFinish<{}>", ctype(b.getType().getElementType())),
+               finishGrid(C), "256", fmt::format("{}, {}, {}", ptr(b.getResult()), C, tiles));
+        return success();
+      })
+      .Case([&](BatchNormOp b) {
+        std::string ci = chIdx(b.getType());
+        elementwise(out, op,
+                    {{b.getInput()}, {b.getScale(), ci}, {b.getBias(), ci},
+                     {b.getMean(), ci}, {b.getVar(), ci}},
+                    {b.getResult()},
+                    fmt::format("r0 = (a0 - a3) * rsqrtf(a4 + {}) * a1 + a2;",
+                                floatLit(b.getEpsilon().convertToFloat())));
+        return success();
+      })
+      .Case([&](BatchNormTrainOp b) {
+        auto t = b.getInput().getType();
+        int64_t C = t.getDimSize(t.getRank() - 1);
+        int64_t tiles = nhwcPartial(out, op, 1, b.getInput(), {}, {}, {});
+        launch(out, op,
+               fmt::format("nhwcStatsFinish<{}, {}>", ctype(t.getElementType()),
+                           ctype(b.getRunningMean().getType().getElementType())),
+               finishGrid(C), "256",
+               fmt::format("{}, {}, {}, {}, {}, {}, {}, {}ll, {}, {}, {}, {}",
+                           ptr(b.getInput()), ptr(b.getSavedMean()),
+                           ptr(b.getSavedInvstd()), ptr(b.getNewRunningMean()),
+                           ptr(b.getNewRunningVar()), ptr(b.getRunningMean()),
+                           ptr(b.getRunningVar()), t.getNumElements() / C, C, tiles,
+                           floatLit(b.getEpsilon().convertToFloat()),
+                           floatLit(dec(b.getMomentum()))));
+        std::string ci = chIdx(t);
+        elementwise(out, op,
+                    {{b.getInput()}, {b.getSavedMean(), ci}, {b.getSavedInvstd(), ci},
+                     {b.getScale(), ci}, {b.getBias(), ci}},
+                    {b.getResult()}, "r0 = (a0 - a1) * a2 * a3 + a4;");
+        return success();
+      })
+      .Case([&](BatchNormGradOp b) {
+        auto t = b.getInput().getType();
+        int64_t C = t.getDimSize(t.getRank() - 1);
+        int64_t tiles = nhwcPartial(out, op, 2, b.getGradOutput(), b.getInput(),
+                                    b.getSavedMean(), b.getSavedInvstd());
+        launch(out, op,
+               fmt::format("nhwcBnGradFinish<{}>",
+                           ctype(b.getScale().getType().getElementType())),
+               finishGrid(C), "256",
+               fmt::format("{}, {}, {}, {}", ptr(b.getGradScale()), ptr(b.getGradBias()), C,
+                           tiles));
+        std::string ci = chIdx(t);
+        double m = (double)t.getNumElements() / C;
+        elementwise(out, op,
+                    {{b.getGradOutput()}, {b.getInput()}, {b.getSavedMean(), ci},
+                     {b.getSavedInvstd(), ci}, {b.getScale(), ci},
+                     {b.getGradScale(), ci}, {b.getGradBias(), ci}},
+                    {b.getGradInput()},
+                    fmt::format("float xhat = (a1 - a2) * a3; r0 = a4 * a3 * (a0 - a6 / {} "
+                                "- xhat * a5 / {});",
+                                floatLit(m), floatLit(m)));
+        return success();
+      })
+      .Case([&](MaxPool2DOp p) {
+        auto pp = pool(p.getInput().getType(), p.getType(), p.getKernel(), p.getStrides(),
+                       p.getPadding(), false);
+        launch(out, op, fmt::format("maxPoolFwdNHWC<{}>", ctype(p.getType().getElementType())),
+               gridFor(p.getType().getNumElements()), "256",
+               fmt::format("{}, {}, {}", ptr(p.getInput()), ptr(p.getResult()), pp));
+        return success();
+      })
+      .Case([&](MaxPool2DGradOp p) {
+        auto pp = pool(p.getInput().getType(), p.getGradOutput().getType(), p.getKernel(),
+                       p.getStrides(), p.getPadding(), false);
+        launch(out, op, fmt::format("maxPoolBwdNHWC<{}>", ctype(p.getType().getElementType())),
+               gridFor(p.getType().getNumElements()), "256",
+               fmt::format("{}, {}, {}, {}", ptr(p.getGradOutput()), ptr(p.getInput()),
+                           ptr(p.getResult()), pp));
+        return success();
+      })
+      .Case([&](AvgPool2DOp p) {
+        auto pp = pool(p.getInput().getType(), p.getType(), p.getKernel(), p.getStrides(),
+                       p.getPadding(), p.getCountIncludePad());
+        launch(out, op, fmt::format("avgPoolFwdNHWC<{}>", ctype(p.getType().getElementType())),
+               gridFor(p.getType().getNumElements()), "256",
+               fmt::format("{}, {}, {}", ptr(p.getInput()), ptr(p.getResult()), pp));
+        return success();
+      })
+      .Case([&](AvgPool2DGradOp p) {
+        auto pp = pool(p.getType(), p.getGradOutput().getType(), p.getKernel(),
+                       p.getStrides(), p.getPadding(), p.getCountIncludePad());
+        launch(out, op, fmt::format("avgPoolBwdNHWC<{}>", ctype(p.getType().getElementType())),
+               gridFor(p.getType().getNumElements()), "256",
+               fmt::format("{}, {}, {}", ptr(p.getGradOutput()), ptr(p.getResult()), pp));
+        return success();
+      })
+      .Case([&](GlobalAvgPoolOp g) {
+        auto t = g.getInput().getType();
+        int64_t n = t.getDimSize(0), hw = t.getDimSize(1) * t.getDimSize(2),
+                c = t.getDimSize(3);
+        launch(out, op, fmt::format("spatialMeanNHWC<{}>", ctype(t.getElementType())),
+               gridFor(n * c), "256",
+               fmt::format("{}, {}, {}ll, {}ll, {}ll", ptr(g.getInput()), ptr(g.getResult()),
+                           n, hw, c));
+        return success();
+      })
+      .Case([&](GlobalAvgPoolGradOp g) {
+        auto t = g.getType();
+        int64_t hw = t.getDimSize(1) * t.getDimSize(2), c = t.getDimSize(3);
+        // dy is N x 1 x 1 x C: element (n, h, w, c) reads dy[n * C + c].
+        elementwise(out, op,
+                    {{g.getGradOutput(),
+                      fmt::format("(i / {}ll) * {}ll + i % {}ll", hw * c, c, c)}},
+                    {g.getResult()}, "r0 = a0 / " + floatLit((double)hw) + ";");
+        return success();
+      })
+      .Default([&](Operation *o) {
+        return o->emitError("CUDA backend: no NHWC lowering for '") << o->getName() << "'";
+      });
+}
+
 LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
+  if (auto layout = op->getAttrOfType<StringAttr>("layout");
+      layout && layout.getValue() == "NHWC" &&
+      isa<Conv2DOp, Conv2DBwdDataOp, Conv2DBwdFilterOp, BiasAddOp, BiasGradOp,
+          BatchNormOp, BatchNormTrainOp, BatchNormGradOp, MaxPool2DOp,
+          MaxPool2DGradOp, AvgPool2DOp, AvgPool2DGradOp, GlobalAvgPoolOp,
+          GlobalAvgPoolGradOp>(op))
+    return emitNHWC(op, out);
   auto channelIndex = [](RankedTensorType t) {
     return fmt::format("(i / {}ll) % {}ll", channelInner(t), t.getDimSize(1));
   };
