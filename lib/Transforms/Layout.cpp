@@ -95,7 +95,8 @@ bool isLayoutAgnostic(Operation *op) {
 }
 
 /// Rebuilds `op` (same name and attributes, plus `attrs`) on `operands` with
-/// `types`; the caller replaces the old results.
+/// `types`, moving its regions (fused_elementwise's body) over; the caller
+/// replaces the old results.
 Operation *rebuild(OpBuilder &b, Operation *op, ValueRange operands,
                    TypeRange types, ArrayRef<NamedAttribute> attrs = {}) {
   OperationState st(op->getLoc(), op->getName());
@@ -105,7 +106,12 @@ Operation *rebuild(OpBuilder &b, Operation *op, ValueRange operands,
   for (const NamedAttribute &a : attrs)
     list.set(a.getName(), a.getValue());
   st.addAttributes(list);
-  return b.create(st);
+  for (unsigned i = 0; i < op->getNumRegions(); ++i)
+    st.addRegion();
+  Operation *created = b.create(st);
+  for (unsigned i = 0; i < op->getNumRegions(); ++i)
+    created->getRegion(i).takeBody(op->getRegion(i));
+  return created;
 }
 
 /// Step 1: an NCHW layout-sensitive op becomes NHWC between transposes.

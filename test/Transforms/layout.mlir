@@ -136,3 +136,23 @@ func.func @rank2(%x: tensor<2x8xf32>, %s: tensor<8xf32>) -> tensor<2x8xf32> {
   %b = cnn.bias_add %n, %s : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
   return %b : tensor<2x8xf32>
 }
+
+// -----
+
+// Fused ops carry a layout too (cnn-fuse may run first): fused_elementwise
+// keeps its body and indexes the per-channel bias by the NHWC channel.
+// CHECK-LABEL: func @fused
+// CHECK: %[[C:.*]] = cnn.conv2d {{.*}}layout = "NHWC"
+// CHECK-NEXT: %[[F:.*]] = cnn.fused_elementwise %[[C]], %{{.*}} {broadcast = array<i64: 0, 1>, layout = "NHWC"} : (tensor<2x8x8x4xf32>, tensor<4xf32>) -> tensor<2x8x8x4xf32> {
+// CHECK-NEXT: ^bb0(%[[A0:.*]]: f32, %[[A1:.*]]: f32):
+// CHECK-NEXT: arith.addf %[[A0]], %[[A1]] : f32
+// CHECK: cnn.transpose %[[F]] {permutation = array<i64: 0, 3, 1, 2>}
+func.func @fused(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>, %b: tensor<4xf32>) -> tensor<2x4x8x8xf32> {
+  %c = cnn.conv2d %x, %w {strides = array<i64: 1, 1>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1} : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<2x4x8x8xf32>
+  %y = cnn.fused_elementwise %c, %b {broadcast = array<i64: 0, 1>} : (tensor<2x4x8x8xf32>, tensor<4xf32>) -> tensor<2x4x8x8xf32> {
+  ^bb0(%a0: f32, %a1: f32):
+    %s = arith.addf %a0, %a1 : f32
+    cnn.yield %s : f32
+  }
+  return %y : tensor<2x4x8x8xf32>
+}
