@@ -87,7 +87,8 @@ def write_cnnw(path, tensors):
         a = np.asarray(a)
         if a.dtype.newbyteorder("<") not in CODES:
             a = a.astype(np.float32)
-        a = np.ascontiguousarray(a.astype(a.dtype.newbyteorder("<")))
+        # (np.ascontiguousarray would turn rank 0 into rank 1)
+        a = np.array(a, dtype=a.dtype.newbyteorder("<"), order="C", copy=True)
         nb = name.encode("utf-8")
         parts += [struct.pack("<I", len(nb)), nb,
                   struct.pack("<II", CODES[a.dtype], a.ndim),
