@@ -240,6 +240,9 @@ struct Context::Impl {
   void *workspace = nullptr;
   size_t workspaceBytes = 0;
   size_t neededWorkspace = 0;
+  /// The workspace is the arena region ModelSpec plans: algorithms must fit
+  /// in workspaceBytes, nothing is allocated or freed.
+  bool plannedWorkspace = false;
   void *padBuf = nullptr;
   size_t padBytes = 0;
   size_t neededPad = 0;
@@ -312,6 +315,19 @@ Context::Context(const ModelSpec &spec, const ContextOptions &opts)
     oomExit(spec, "the arena", bytes);
   CNNRT_CUDA(*this, cudaMemset(arena_, 0, bytes), "runtime init");
   CNNRT_CUDA(*this, cudaDeviceSynchronize(), "runtime init");
+  if (spec.workspaceBytes > 0) {
+    if (spec.workspaceOffset % 256 != 0 ||
+        spec.workspaceOffset + spec.workspaceBytes > bytes)
+      fail("runtime init",
+           "the planned workspace [" + std::to_string(spec.workspaceOffset) +
+               ", +" + std::to_string(spec.workspaceBytes) +
+               ") is not an aligned region of the arena (" +
+               std::to_string(bytes) + " bytes)");
+    impl_->workspace = arena_ + spec.workspaceOffset;
+    impl_->workspaceBytes = spec.workspaceBytes;
+    impl_->plannedWorkspace = true;
+    impl_->matmulWsLimit = std::min(impl_->matmulWsLimit, spec.workspaceBytes);
+  }
 
   // Load the algorithm cache.
   if (!opts_.algoCachePath.empty()) {
@@ -350,7 +366,8 @@ Context::~Context() {
   for (void *p : impl_->scratch)
     cudaFree(p);
   cudaFree(impl_->tuneWs);
-  cudaFree(impl_->workspace);
+  if (!impl_->plannedWorkspace)
+    cudaFree(impl_->workspace);
   cudaFree(impl_->padBuf);
   cudaFree(arena_);
   if (impl_->lt)
@@ -399,13 +416,14 @@ size_t Context::workspaceBytes() const { return impl_->workspaceBytes; }
 
 namespace {
 
-/// Picks the first (fastest) successful result, honouring determinism.
+/// Picks the first (fastest) successful result whose workspace fits in
+/// `maxWs`, honouring determinism.
 template <typename Perf>
-bool pickPerf(const Perf *perf, int n, bool deterministic, int &algo,
-              cudnnMathType_t &math, size_t &ws) {
+bool pickPerf(const Perf *perf, int n, bool deterministic, size_t maxWs,
+              int &algo, cudnnMathType_t &math, size_t &ws) {
   for (int pass = 0; pass < 2; ++pass)
     for (int i = 0; i < n; ++i) {
-      if (perf[i].status != CUDNN_STATUS_SUCCESS)
+      if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > maxWs)
         continue;
       if (pass == 0 && deterministic &&
           perf[i].determinism != CUDNN_DETERMINISTIC)
@@ -530,6 +548,10 @@ void Context::registerConv(int id, const ConvDesc &d, const char *loc) {
       << ",p" << pH << ',' << pW << ",s" << d.strideH << ',' << d.strideW
       << ",d" << d.dilH << ',' << d.dilW << ",g" << d.groups
       << "|tf32=" << opts_.allowTF32 << "|det=" << opts_.deterministic << '|';
+  // A planned workspace caps the algorithms (and keys their cache entries).
+  size_t wsCap = I.plannedWorkspace ? I.workspaceBytes : SIZE_MAX;
+  if (I.plannedWorkspace)
+    key << "wsmax=" << wsCap << '|';
   for (int dir = 0; dir < 3; ++dir) {
     std::string k2 = key.str() + kDirName[dir];
     auto it = I.cache.find(k2);
@@ -537,7 +559,7 @@ void Context::registerConv(int id, const ConvDesc &d, const char *loc) {
       std::istringstream v(it->second);
       int algo = -1, math = 0;
       size_t ws = 0;
-      if (v >> algo >> math >> ws) {
+      if ((v >> algo >> math >> ws) && ws <= wsCap) {
         c.algo[dir] = algo;
         c.math[dir] = static_cast<cudnnMathType_t>(math);
         c.ws[dir] = ws;
@@ -564,9 +586,9 @@ void Context::registerConv(int id, const ConvDesc &d, const char *loc) {
                       I.cudnn, c.xDesc, I.scratch[0], c.wDesc, I.scratch[1],
                       c.cDesc, c.yDesc, I.scratch[2],
                       CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf, I.tuneWs,
-                      I.tuneWsBytes),
+                      std::min(I.tuneWsBytes, wsCap)),
                   loc);
-      ok = pickPerf(perf, got, opts_.deterministic, algo, math, ws);
+      ok = pickPerf(perf, got, opts_.deterministic, wsCap, algo, math, ws);
     } else if (dir == kBwdData) {
       cudnnConvolutionBwdDataAlgoPerf_t
           perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
@@ -575,9 +597,9 @@ void Context::registerConv(int id, const ConvDesc &d, const char *loc) {
                       I.cudnn, c.wDesc, I.scratch[1], c.yDesc, I.scratch[2],
                       c.cDesc, c.xDesc, I.scratch[0],
                       CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf,
-                      I.tuneWs, I.tuneWsBytes),
+                      I.tuneWs, std::min(I.tuneWsBytes, wsCap)),
                   loc);
-      ok = pickPerf(perf, got, opts_.deterministic, algo, math, ws);
+      ok = pickPerf(perf, got, opts_.deterministic, wsCap, algo, math, ws);
     } else {
       cudnnConvolutionBwdFilterAlgoPerf_t
           perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
@@ -586,9 +608,9 @@ void Context::registerConv(int id, const ConvDesc &d, const char *loc) {
                       I.cudnn, c.xDesc, I.scratch[0], c.yDesc, I.scratch[2],
                       c.cDesc, c.wDesc, I.scratch[1],
                       CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf,
-                      I.tuneWs, I.tuneWsBytes),
+                      I.tuneWs, std::min(I.tuneWsBytes, wsCap)),
                   loc);
-      ok = pickPerf(perf, got, opts_.deterministic, algo, math, ws);
+      ok = pickPerf(perf, got, opts_.deterministic, wsCap, algo, math, ws);
     }
     if (!ok)
       fail(loc, std::string("cuDNN found no usable ") + kDirName[dir] +
@@ -618,7 +640,11 @@ void Context::finishPrepare() {
   cudaFree(I.tuneWs);
   I.tuneWs = nullptr;
   I.tuneWsBytes = 0;
-  if (I.neededWorkspace > I.workspaceBytes) {
+  if (I.plannedWorkspace && I.neededWorkspace > I.workspaceBytes)
+    fail("prepare", "an algorithm needs " + std::to_string(I.neededWorkspace) +
+                        " workspace bytes, more than the " +
+                        std::to_string(I.workspaceBytes) + " planned");
+  if (!I.plannedWorkspace && I.neededWorkspace > I.workspaceBytes) {
     cudaFree(I.workspace);
     I.workspace = nullptr;
     if (cudaMalloc(&I.workspace, I.neededWorkspace) != cudaSuccess)

@@ -192,7 +192,86 @@ def CNNFuse : Pass<"cnn-fuse", "mlir::ModuleOp"> {
 
 def CNNMemoryPlan : Pass<"cnn-memory-plan", "mlir::ModuleOp"> {
   let summary = "Plans every tensor of the train step into one arena";
-  let description = [{ (filled in with the implementation: IR before/after) }];
+  let description = [{
+    Assigns every tensor of `@train_step` and `@forward` (the evaluation
+    step) a byte offset in one device arena and records the plan in the IR,
+    so the CUDA target only reads it (it falls back to its own first-fit plan
+    when the attributes are absent):
+
+      [ persistent tensors | cuDNN/cuBLASLt workspace | temporaries ]
+
+    Persistent tensors (inputs, labels, lr, step, parameters, BN statistics,
+    optimizer state, the loss, @forward's logits) are laid out in argument
+    order; an optimizer update or BN running statistic is written in place
+    into its argument's buffer when nothing reads the old value later
+    (otherwise the emitter copies it at the end of the step). The workspace
+    region (`workspace-mb`) replaces the runtime's separate allocation: the
+    runtime only picks algorithms whose workspace fits. Temporaries are
+    planned per function over its schedule (op order): a buffer lives from
+    its defining op to the last use of any value sharing it; views (reshape,
+    flatten) share their source's buffer; an elementwise op (relu, add, mul,
+    scale, clip, cast, dropout, relu_grad, clip_grad, bias_add's input,
+    fused_elementwise's broadcast-0 inputs) writes its result into an
+    operand's buffer when that operand dies there and the byte sizes match.
+    Buffers are packed by best-fit decreasing (MemoryPlanner.h: several
+    orders tried, smallest peak kept); both functions share the temporary
+    region. Offsets: `cnn.offset` (i64 on arguments, one i64 per result on
+    ops), `cnn.in_place` (operand reused per result, -1 none); module:
+    `cnn.arena_bytes`, `cnn.persistent_bytes`, `cnn.workspace_offset`,
+    `cnn.workspace_bytes`, `cnn.temp_offset`, `cnn.{train,eval}_peak_bytes`,
+    `cnn.{train,eval}_lower_bound_bytes` (max over time of live bytes),
+    `cnn.plan_strategy`. Run it last: the emitter rejects a plan that does
+    not cover every value or lets two live temporaries overlap.
+
+    Before:
+    ```mlir
+    func.func @train_step(%x: tensor<4x8xf32> {cnn.input}, ...,
+        %w: tensor<8x8xf32> {cnn.param = "w"},
+        %mom: tensor<8x8xf32> {cnn.state = "w.momentum_buffer"}) -> (...) {
+      %h = cnn.matmul %x, %w {transpose_rhs = true}
+      %r = cnn.relu %h
+      %s = cnn.scale %r {factor = 5.0e-01 : f32}
+      ...
+      %dh = cnn.relu_grad %dr, %r
+      %dw = cnn.matmul %dh, %x {transpose_lhs = true}
+      %w2, %m2 = cnn.sgd_update %w, %dw, %mom, %lr, %step {...}
+      return %loss, %w2, %m2
+    }
+    ```
+    After (`workspace-mb=1`):
+    ```mlir
+    module attributes {cnn.arena_bytes = 1051392 : i64,
+        cnn.persistent_bytes = 1792 : i64, cnn.temp_offset = 1050368 : i64,
+        cnn.train_lower_bound_bytes = 388 : i64, cnn.train_peak_bytes = 772 : i64,
+        cnn.workspace_bytes = 1048576 : i64, cnn.workspace_offset = 1792 : i64, ...} {
+      func.func @train_step(%x: tensor<4x8xf32> {cnn.input, cnn.offset = 0 : i64}, ...,
+          %w: tensor<8x8xf32> {cnn.offset = 1024 : i64, cnn.param = "w"},
+          %mom: tensor<8x8xf32> {cnn.offset = 1280 : i64, cnn.state = "w.momentum_buffer"}) {
+        %h = cnn.matmul %x, %w {cnn.offset = array<i64: 1050368>, transpose_rhs = true}
+        // %h dies here: the ReLU overwrites it.
+        %r = cnn.relu %h {cnn.in_place = array<i64: 0>, cnn.offset = array<i64: 1050368>}
+        // %r is read again by relu_grad: a buffer of its own.
+        %s = cnn.scale %r {cnn.offset = array<i64: 1050624>, factor = 5.0e-01 : f32}
+        ...
+        %dh = cnn.relu_grad %dr, %r {cnn.in_place = array<i64: 0>, cnn.offset = array<i64: 1050880>}
+        %dw = cnn.matmul %dh, %x {cnn.offset = array<i64: 1050368>, transpose_lhs = true}
+        %w2, %m2 = cnn.sgd_update %w, %dw, %mom, %lr, %step {cnn.offset = array<i64: 1024, 1280>, ...}
+        return %loss, %w2, %m2
+      }
+    }
+    ```
+  }];
+  let options = [
+    Option<"workspaceMB", "workspace-mb", "int64_t", "-1",
+           "MiB of the arena reserved for the cuDNN/cuBLASLt workspace (the "
+           "runtime picks algorithms that fit). -1: the largest tensor a "
+           "convolution touches, clamped to [4, 256] MiB; 0: no region (the "
+           "runtime allocates the workspace separately, as without the pass)">,
+    Option<"inPlace", "in-place", "bool", "true",
+           "let elementwise ops write their result into a dying operand">,
+    Option<"alignment", "alignment", "int64_t", "256",
+           "byte alignment of every buffer (a power of two)">,
+  ];
 }
 
 #endif

@@ -2,6 +2,7 @@
 #include "BufferPlan.h"
 
 #include "cnnc/Dialect/CNN/CNNOps.h"
+#include "llvm/Support/Format.h"
 
 #include <algorithm>
 
@@ -259,16 +260,44 @@ FailureOr<BufferPlan> cnnc::planBuffers(func::FuncOp step, func::FuncOp forward)
 }
 
 void BufferPlan::print(llvm::raw_ostream &os) const {
-  os << "# buffer plan: name, role, bytes, offset, live range (op indices), defining op\n";
+  os << "# buffer plan ("
+     << (fromPass ? "cnn-memory-plan, " + strategy : std::string("first-fit"))
+     << "): name, role, bytes, offset, live range (op indices), defining op\n";
   for (const PlannedBuffer &b : buffers) {
     os << b.name << "\t" << roleName(b.role) << "\t" << b.bytes << "\t" << b.offset;
-    if (b.role == BufferRole::Temp)
+    if (b.role == BufferRole::Temp) {
       os << "\t[" << b.firstUse << ", " << b.lastUse << "]\t" << b.defOp;
+      if (b.numInPlace)
+        os << " (+" << b.numInPlace << " in place)";
+    }
     os << "\n";
   }
-  os << "persistent bytes: " << persistentBytes << "\n"
-     << "train temporaries peak: " << trainTempBytes << "\n"
-     << "eval temporaries peak: " << evalTempBytes << "\n"
-     << "sum of all temporaries: " << sumTempBytes << "\n"
-     << "arena bytes: " << arenaBytes << "\n";
+  auto mib = [](size_t b) {
+    std::string s;
+    llvm::raw_string_ostream(s) << llvm::format(" (%.1f MiB)", b / 1048576.0);
+    return s;
+  };
+  os << "persistent bytes: " << persistentBytes << mib(persistentBytes) << "\n";
+  if (fromPass)
+    os << "workspace bytes: " << workspaceBytes << mib(workspaceBytes)
+       << " at offset " << workspaceOffset << "\n"
+       << "temporaries start at: " << tempOffset << "\n";
+  os << "train temporaries peak: " << trainTempBytes << mib(trainTempBytes);
+  if (fromPass)
+    os << ", lower bound " << trainLowerBound << mib(trainLowerBound);
+  os << "\n"
+     << "eval temporaries peak: " << evalTempBytes << mib(evalTempBytes);
+  if (fromPass)
+    os << ", lower bound " << evalLowerBound << mib(evalLowerBound);
+  os << "\n"
+     << "sum of all temporaries: " << sumTempBytes << mib(sumTempBytes) << "\n"
+     << "sum of all buffers: " << persistentBytes + sumTempBytes
+     << mib(persistentBytes + sumTempBytes) << "\n";
+  if (fromPass)
+    os << "results written in place: " << numInPlace << "\n";
+  os << "arena bytes: " << arenaBytes << mib(arenaBytes)
+     << (fromPass && workspaceBytes ? ", workspace included" : "") << "\n";
+  if (fromPass)
+    os << "arena bytes with the first-fit planner: " << firstFitArenaBytes
+       << mib(firstFitArenaBytes) << ", workspace allocated separately\n";
 }

@@ -41,6 +41,7 @@ struct PlannedBuffer {
   size_t offset = 0, bytes = 0;
   int firstUse = 0, lastUse = 0; // op indices (temps only)
   std::string defOp;             // defining op name (temps only)
+  unsigned numInPlace = 0;       // results written in place into it (temps)
 };
 
 struct BufferPlan {
@@ -51,6 +52,14 @@ struct BufferPlan {
   std::vector<std::pair<unsigned, int>> copiesAtEnd;
   size_t persistentBytes = 0, trainTempBytes = 0, evalTempBytes = 0;
   size_t arenaBytes = 0, sumTempBytes = 0;
+  /// Set when the plan comes from cnn-memory-plan (attributes in the IR):
+  /// the workspace region in the arena, where temporaries start, the lower
+  /// bounds of the temporary peaks, and today's first-fit arena to compare.
+  bool fromPass = false;
+  size_t workspaceOffset = 0, workspaceBytes = 0, tempOffset = 0;
+  size_t trainLowerBound = 0, evalLowerBound = 0, firstFitArenaBytes = 0;
+  unsigned numInPlace = 0;
+  std::string strategy;
 
   size_t offsetOf(mlir::Value v) const {
     return buffers[bufferOf.lookup(v)].offset;
@@ -64,6 +73,12 @@ size_t bytesOf(mlir::RankedTensorType t);
 /// on an argument whose role cannot be determined.
 mlir::FailureOr<BufferPlan> planBuffers(mlir::func::FuncOp trainStep,
                                         mlir::func::FuncOp forward);
+
+/// The plan recorded by cnn-memory-plan when the module carries it (checked:
+/// every value placed, no two live temporaries overlap), otherwise
+/// planBuffers' first-fit plan.
+mlir::FailureOr<BufferPlan> getBufferPlan(mlir::func::FuncOp trainStep,
+                                          mlir::func::FuncOp forward);
 
 } // namespace cnnc
 

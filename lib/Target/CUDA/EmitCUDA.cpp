@@ -929,9 +929,10 @@ LogicalResult Emitter::write(llvm::raw_ostream &os, func::FuncOp step,
   os << fmt::format(
       "static const cnnrt::ModelSpec kModel = {{\"{}\", {}ull, kTensors, "
       "(int)(sizeof(kTensors) / sizeof(kTensors[0])), {}, {}, {}, {}, {}, prepareModel, "
-      "trainStep, {}, {}, {}}};\n\n",
+      "trainStep, {}, {}, {}, {}ull, {}ull}};\n\n",
       escape(options.modelName), plan.arenaBytes, in[0], in[1], in[2], in[3], classes,
-      forward ? "evalStep" : "nullptr", floatLit(options.defaultLR), options.defaultSteps);
+      forward ? "evalStep" : "nullptr", floatLit(options.defaultLR), options.defaultSteps,
+      plan.workspaceOffset, plan.workspaceBytes);
   os << "int main(int argc, char **argv) { return cnnrt::trainMain(argc, argv, kModel); }\n";
   return success();
 }
@@ -960,7 +961,7 @@ LogicalResult cnnc::dumpBufferPlan(ModuleOp module, llvm::raw_ostream &os) {
   auto step = module.lookupSymbol<func::FuncOp>("train_step");
   if (!step)
     return module.emitError("--dump-plan: the module has no @train_step");
-  auto plan = planBuffers(step, module.lookupSymbol<func::FuncOp>("forward"));
+  auto plan = getBufferPlan(step, module.lookupSymbol<func::FuncOp>("forward"));
   if (failed(plan))
     return failure();
   plan->print(os);
@@ -984,7 +985,7 @@ LogicalResult cnnc::emitCUDA(ModuleOp module, llvm::raw_ostream &os,
   for (auto arg : step.getArguments())
     if (ttype(arg).getRank() > 4)
       return step.emitError("CUDA backend: tensors of rank > 4 are not supported");
-  auto planOr = planBuffers(step, forward);
+  auto planOr = getBufferPlan(step, forward);
   if (failed(planOr))
     return failure();
   BufferPlan plan = std::move(*planOr);

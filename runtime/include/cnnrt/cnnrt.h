@@ -84,6 +84,13 @@ struct ModelSpec {
   void (*evalStep)(Context &);
   float defaultLR = 0.01f;
   int64_t defaultSteps = 100;
+  /// The cuDNN/cuBLASLt workspace as a region of the arena (planned by
+  /// cnn-memory-plan). With workspaceBytes > 0 the runtime uses
+  /// [workspaceOffset, workspaceOffset + workspaceBytes) and only picks
+  /// algorithms whose workspace fits; with 0 it allocates one workspace
+  /// buffer, sized to the largest chosen algorithm, outside the arena.
+  size_t workspaceOffset = 0;
+  size_t workspaceBytes = 0;
 };
 
 /// A 2-D convolution. x: [N,C,H,W] (or NHWC), w: [K,C/groups,R,S] (or KRSC
@@ -157,8 +164,9 @@ public:
   //--- prepare-time registration (algorithm choice happens here) ----------//
   void registerConv(int id, const ConvDesc &d, const char *loc);
   void registerMatmul(int id, const MatmulDesc &d, const char *loc);
-  /// Allocates the workspace (max over chosen algorithms) and saves the
-  /// algorithm cache. trainMain calls it after spec.prepare.
+  /// Allocates the workspace (max over chosen algorithms; nothing when the
+  /// spec plans it in the arena) and saves the algorithm cache. trainMain
+  /// calls it after spec.prepare.
   void finishPrepare();
 
   //--- step-time calls (enqueue on stream(); capturable) ------------------//

@@ -31,7 +31,7 @@
 // CHECK: ctx.convBwdFilter(0,
 // CHECK-NOT: ctx.convBwdData
 // CHECK-LABEL: static void evalStep(cnnrt::Context &ctx) {
-// CHECK: static const cnnrt::ModelSpec kModel = {"small_cnn", {{[0-9]+}}ull, kTensors, {{.*}}, 4, 3, 8, 8, 10, prepareModel, trainStep, evalStep, 0.0500000007f, 100};
+// CHECK: static const cnnrt::ModelSpec kModel = {"small_cnn", {{[0-9]+}}ull, kTensors, {{.*}}, 4, 3, 8, 8, 10, prepareModel, trainStep, evalStep, 0.0500000007f, 100, {{[0-9]+}}ull, {{[0-9]+}}ull};
 // CHECK: int main(int argc, char **argv) { return cnnrt::trainMain(argc, argv, kModel); }
 
 // PLAN: input	input	3072
