@@ -15,6 +15,8 @@
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/TypeSwitch.h"
+
+#include "FusedOps.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cmath>
@@ -317,6 +319,11 @@ LogicalResult Executor::execute(Operation *op) {
     if (!isa<RankedTensorType>(r.getType()))
       return op->emitError("reference interpreter: result type ")
              << r.getType() << " is not a ranked tensor";
+  // Ops made by cnn-fuse handle both layouts themselves.
+  if (isFusedOp(op))
+    return executeFused(
+        op, [&](Value v) -> const Tensor & { return get(v); },
+        [&](Value v) -> Tensor & { return def(v); });
   if (auto layout = op->getAttrOfType<StringAttr>("layout");
       layout && layout.getValue() == "NHWC")
     return executeNHWC(op);

@@ -11,6 +11,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/OperationSupport.h"
 #include "mlir/Parser/Parser.h"
+#include "llvm/ADT/Statistic.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
@@ -140,6 +141,24 @@ cl::opt<std::string> runtimeDirOpt("runtime-dir",
                                    cl::value_desc("dir"), cl::init(""),
                                    cl::cat(trainCategory));
 
+cl::OptionCategory optCategory("optimization options");
+cl::opt<bool> o0("O0", cl::desc("Turn all optimization passes off"),
+                 cl::init(false), cl::cat(optCategory));
+cl::opt<bool> fuseOpt("fuse", cl::desc("cnn-fuse (default on; --fuse=false)"),
+                      cl::init(true), cl::cat(optCategory));
+cl::opt<std::string> layoutOpt("layout",
+                               cl::desc("Activation layout: nchw or nhwc"),
+                               cl::value_desc("nchw|nhwc"), cl::init(""),
+                               cl::cat(optCategory));
+cl::opt<std::string> precisionOpt("precision",
+                                  cl::desc("fp32 or fp16 (f16 compute, f32 "
+                                           "master weights, loss scaling)"),
+                                  cl::value_desc("fp32|fp16"), cl::init(""),
+                                  cl::cat(optCategory));
+cl::opt<bool> memoryPlanOpt("memory-plan",
+                            cl::desc("cnn-memory-plan (default on)"),
+                            cl::init(true), cl::cat(optCategory));
+
 bool hasExtension(StringRef path, StringRef ext) {
   return llvm::sys::path::extension(path).equals_insensitive(ext);
 }
@@ -191,6 +210,14 @@ DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
   o.arch = archOpt;
   o.runtimeDir = runtimeDirOpt;
   o.argv0 = argv[0];
+  o.optimize = !o0;
+  o.fuse = fuseOpt;
+  o.layout = layoutOpt;
+  o.precision = precisionOpt;
+  o.memoryPlan = memoryPlanOpt;
+  // --stats is LLVM's own flag (statistics); cnnc adds its fusion counts and
+  // kernel launches per step to what it prints.
+  o.stats = llvm::AreStatisticsEnabled();
   return o;
 }
 

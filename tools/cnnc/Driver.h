@@ -50,6 +50,13 @@ struct DriverOptions {
   std::string arch = "sm_90a"; ///< --arch for nvcc
   std::string runtimeDir;     ///< --runtime-dir (include/ + libcnnrt.a)
   bool trainAndRun = false;   ///< `cnnc train ...`: compile and run
+  // Optimization passes (on by default; -O0 turns all off).
+  bool optimize = true;       ///< false with -O0
+  bool fuse = true;           ///< --fuse / --no-fuse
+  std::string layout = "";    ///< --layout nchw|nhwc ("" = default)
+  std::string precision = ""; ///< --precision fp32|fp16 ("" = default)
+  bool memoryPlan = true;     ///< --memory-plan / --no-memory-plan
+  bool stats = false;         ///< --stats
   std::string argv0;          ///< path of this executable
 };
 
@@ -77,6 +84,13 @@ mlir::LogicalResult runReference(const DriverOptions &options, Compilation &c);
 /// Runs cnn-autodiff (+ CSE) to build @train_step from @forward.
 mlir::LogicalResult buildTrainStep(const DriverOptions &options,
                                    Compilation &c);
+/// Runs the optimization passes on the training step: cnn-layout (NHWC),
+/// cnn-precision (f16), canonicalize + CSE, cnn-fuse, cnn-memory-plan.
+mlir::LogicalResult optimizeTrainStep(const DriverOptions &options,
+                                      Compilation &c);
+/// The layout / precision the pipeline uses for `options`.
+std::string effectiveLayout(const DriverOptions &options);
+std::string effectivePrecision(const DriverOptions &options);
 /// Trains on the CPU reference interpreter: --steps K on --data or on the
 /// fixed batch --input/--labels; prints the loss of each step, the held-out
 /// accuracy, and writes --save-state.

@@ -27,6 +27,10 @@ using namespace mlir;
 using namespace cnnc;
 using namespace cnnc::driver;
 
+// What the optimization pipeline uses when neither -O0 nor a flag says.
+static constexpr const char *kDefaultLayout = "nchw";
+static constexpr const char *kDefaultPrecision = "fp32";
+
 namespace {
 LogicalResult fail(Compilation &c, const Twine &msg) {
   emitError(UnknownLoc::get(&c.context)) << msg;
@@ -67,7 +71,64 @@ LogicalResult cnnc::driver::buildTrainStep(const DriverOptions &o,
   ad.labelSmoothing = o.labelSmoothing;
   pm.addPass(createCNNAutodiff(ad));
   pm.addPass(createCSEPass());
-  return pm.run(*c.module);
+  if (failed(pm.run(*c.module)))
+    return failure();
+  return optimizeTrainStep(o, c);
+}
+
+std::string cnnc::driver::effectiveLayout(const DriverOptions &o) {
+  if (!o.layout.empty())
+    return o.layout;
+  return o.optimize ? kDefaultLayout : "nchw";
+}
+
+std::string cnnc::driver::effectivePrecision(const DriverOptions &o) {
+  if (!o.precision.empty())
+    return o.precision;
+  return o.optimize ? kDefaultPrecision : "fp32";
+}
+
+LogicalResult cnnc::driver::optimizeTrainStep(const DriverOptions &o,
+                                              Compilation &c) {
+  std::string layout = effectiveLayout(o), precision = effectivePrecision(o);
+  if (layout != "nchw" && layout != "nhwc")
+    return fail(c, "unknown --layout '" + layout + "' (expected nchw or nhwc)");
+  if (precision != "fp32" && precision != "fp16")
+    return fail(c, "unknown --precision '" + precision + "' (expected fp32 or fp16)");
+  int64_t opsBefore = 0;
+  c.module->walk([&](Operation *op) {
+    if (isa<cnn::CNNDialect>(op->getDialect()) && !isa<cnn::YieldOp>(op))
+      ++opsBefore;
+  });
+  PassManager pm(&c.context);
+  if (layout == "nhwc")
+    pm.addPass(createCNNLayout());
+  if (precision == "fp16")
+    pm.addPass(createCNNPrecision());
+  if (layout == "nhwc" || precision == "fp16") {
+    pm.addPass(createCanonicalizerPass());
+    pm.addPass(createCSEPass());
+  }
+  if (o.optimize && o.fuse)
+    pm.addPass(createCNNFuse());
+  if (o.optimize && o.memoryPlan)
+    pm.addPass(createCNNMemoryPlan());
+  if (failed(pm.run(*c.module)))
+    return failure();
+  if (o.stats) {
+    int64_t opsAfter = 0;
+    c.module->walk([&](Operation *op) {
+      if (isa<cnn::CNNDialect>(op->getDialect()) && !isa<cnn::YieldOp>(op))
+        ++opsAfter;
+    });
+    llvm::errs() << "cnnc: stats: layout " << layout << ", precision " << precision
+                 << ", cnn ops " << opsBefore << " -> " << opsAfter << "\n";
+    if (auto st = (*c.module)->getAttrOfType<DictionaryAttr>("cnn.fusion_stats"))
+      for (NamedAttribute a : st)
+        llvm::errs() << "cnnc: stats: fusion " << a.getName().getValue() << " "
+                     << cast<IntegerAttr>(a.getValue()).getInt() << "\n";
+  }
+  return success();
 }
 
 //===----------------------------------------------------------------------===//
@@ -204,8 +265,11 @@ LogicalResult cnnc::driver::trainReference(const DriverOptions &o,
         args[i] = reference::Tensor::zeros(type, (float)k);
       else if (state.count(name))
         args[i] = state[name];
-      else if (step.getArgAttr(i, cnn::kStateAttr))
-        args[i] = reference::Tensor::zeros(type);
+      else if (step.getArgAttr(i, cnn::kStateAttr)) {
+        // Optimizer state starts at zero; the loss scale at its cnn.init.
+        auto init = step.getArgAttrOfType<FloatAttr>(i, "cnn.init");
+        args[i] = reference::Tensor::zeros(type, init ? init.getValueAsDouble() : 0.0f);
+      }
       else
         return fail(c, "no value for the parameter '" + name + "'");
       if (!args[i].matches(type))
@@ -356,6 +420,14 @@ LogicalResult cnnc::driver::compileCUDA(const DriverOptions &o, Compilation &c,
   if (failed(emitCUDA(*c.module, os, eo)))
     return failure();
   os.flush();
+  if (o.stats) {
+    // The emitter states the count in the header comment of the .cu file.
+    size_t at = cu.find(" kernel launches and library calls per training step");
+    size_t from = cu.rfind("': ", at);
+    if (at != std::string::npos && from != std::string::npos)
+      llvm::errs() << "cnnc: stats: " << cu.substr(from + 3, at - from - 3)
+                   << " kernel launches and library calls per training step\n";
+  }
   std::string err;
   if (o.emit == "cuda") {
     if (o.outputFile.empty()) {

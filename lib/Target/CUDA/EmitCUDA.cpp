@@ -12,6 +12,7 @@
 #include "BufferPlan.h"
 #include "cnnc/Dialect/CNN/CNNOps.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -635,6 +636,177 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
                     {{b.getInput()}, {b.getSavedMean(), ci}, {b.getSavedInvstd(), ci},
                      {b.getScale(), ci}, {b.getBias(), ci}},
                     {b.getResult()}, "r0 = (a0 - a1) * a2 * a3 + a4;");
+        return success();
+      })
+      .Case([&](FusedElementwiseOp f) -> LogicalResult {
+        // The body becomes straight-line C; inputs are indexed per broadcast.
+        auto rt = cast<RankedTensorType>(f.getResult(0).getType());
+        bool nhwc = f.getLayout() == "NHWC" && rt.getRank() == 4;
+        int64_t c = rt.getRank() >= 2 ? rt.getDimSize(nhwc ? 3 : 1) : 1;
+        std::string chIdx = nhwc ? fmt::format("i % {}ll", c)
+                                 : fmt::format("(i / {}ll) % {}ll", channelInner(rt), c);
+        std::vector<EwIn> ins;
+        for (auto [k, v] : llvm::enumerate(f.getInputs())) {
+          int64_t b = f.getBroadcast()[k];
+          ins.push_back({v, b == 0 ? std::string("i") : b == 1 ? chIdx : std::string("0")});
+        }
+        Block &body = f.getBody().front();
+        DenseMap<Value, std::string> name;
+        for (auto [k, a] : llvm::enumerate(body.getArguments()))
+          name[a] = fmt::format("a{}", k);
+        std::string expr;
+        int t = 0;
+        for (Operation &o : body.without_terminator()) {
+          auto x = [&](unsigned k) { return name.lookup(o.getOperand(k)); };
+          std::string v = fmt::format("t{}", t++), e;
+          bool isBool = o.getResult(0).getType().isInteger(1);
+          if (auto cst = dyn_cast<arith::ConstantOp>(o)) {
+            if (auto fa = dyn_cast<FloatAttr>(cst.getValue()))
+              e = floatLit(fa.getValueAsDouble());
+            else
+              e = cast<IntegerAttr>(cst.getValue()).getValue().isZero() ? "false" : "true";
+          } else if (isa<arith::AddFOp>(o)) {
+            e = x(0) + " + " + x(1);
+          } else if (isa<arith::SubFOp>(o)) {
+            e = x(0) + " - " + x(1);
+          } else if (isa<arith::MulFOp>(o)) {
+            e = x(0) + " * " + x(1);
+          } else if (isa<arith::DivFOp>(o)) {
+            e = x(0) + " / " + x(1);
+          } else if (isa<arith::MaximumFOp, arith::MaxNumFOp>(o)) {
+            e = "fmaxf(" + x(0) + ", " + x(1) + ")";
+          } else if (isa<arith::MinimumFOp, arith::MinNumFOp>(o)) {
+            e = "fminf(" + x(0) + ", " + x(1) + ")";
+          } else if (auto cmp = dyn_cast<arith::CmpFOp>(o)) {
+            using P = arith::CmpFPredicate;
+            const char *opStr = nullptr;
+            switch (cmp.getPredicate()) {
+            case P::OGT: opStr = ">"; break;
+            case P::OGE: opStr = ">="; break;
+            case P::OLT: opStr = "<"; break;
+            case P::OLE: opStr = "<="; break;
+            case P::OEQ: opStr = "=="; break;
+            case P::UNE: opStr = "!="; break;
+            default: break;
+            }
+            if (!opStr)
+              return o.emitError("CUDA backend: unsupported comparison in a fused body");
+            e = x(0) + " " + opStr + " " + x(1);
+          } else if (isa<arith::SelectOp>(o)) {
+            e = x(0) + " ? " + x(1) + " : " + x(2);
+          } else if (isa<arith::AndIOp>(o)) {
+            e = x(0) + " && " + x(1);
+          } else if (isa<arith::OrIOp>(o)) {
+            e = x(0) + " || " + x(1);
+          } else if (isa<arith::NegFOp>(o)) {
+            e = "-" + x(0);
+          } else if (isa<arith::TruncFOp>(o)) {
+            e = "__half2float(__float2half_rn(" + x(0) + "))";
+          } else if (isa<arith::ExtFOp>(o)) {
+            e = x(0);
+          } else {
+            return o.emitError("CUDA backend: unsupported op in a fused body: '")
+                   << o.getName() << "'";
+          }
+          expr += fmt::format("{} {} = {}; ", isBool ? "bool" : "float", v, e);
+          name[o.getResult(0)] = v;
+        }
+        auto yield = cast<YieldOp>(body.getTerminator());
+        for (auto [k, y] : llvm::enumerate(yield.getValues()))
+          expr += fmt::format("r{} = {}; ", k, name.lookup(y));
+        SmallVector<Value> outs(f.getResults());
+        elementwise(out, op, ins, outs, expr);
+        return success();
+      })
+      .Case([&](FusedConv2DOp c) -> LogicalResult {
+        bool nhwc = c.getLayout() == "NHWC";
+        int id = convId(op, c.getInput().getType(), c.getFilter().getType(), c.getType(),
+                        c.getStrides(), c.getPadding(), c.getDilations(), c.getGroups(),
+                        nhwc);
+        out += fmt::format("  ctx.convFwd({}, {}, {}, {});\n", id, ptr(c.getInput()),
+                           ptr(c.getFilter()), ptr(c.getResult()));
+        ++numLaunches;
+        // Epilogue in one kernel, in place on the convolution's output.
+        std::vector<EwIn> ins{{c.getResult()}};
+        std::string e = "float v = a0;";
+        int k = 1;
+        if (c.getBias()) {
+          ins.push_back({c.getBias(),
+                         nhwc ? fmt::format("i % {}ll", c.getType().getDimSize(3))
+                              : channelIndex(c.getType())});
+          e += fmt::format(" v += a{};", k++);
+        }
+        if (c.getResidual()) {
+          ins.push_back({c.getResidual()});
+          e += fmt::format(" v += a{};", k++);
+        }
+        if (c.getActivation() == "relu")
+          e += " v = v > 0.f ? v : 0.f;";
+        else if (c.getActivation() == "clip")
+          e += fmt::format(" v = fminf(fmaxf(v, {}), {});",
+                           floatLit(c.getClipMin().convertToFloat()),
+                           floatLit(c.getClipMax().convertToFloat()));
+        if (k == 1 && c.getActivation() == "none")
+          return success();
+        elementwise(out, op, ins, {c.getResult()}, e + " r0 = v;");
+        return success();
+      })
+      .Case([&](BatchNormStatsOp b) -> LogicalResult {
+        auto t = b.getInput().getType();
+        if (b.getLayout() == "NHWC") {
+          int64_t C = t.getDimSize(t.getRank() - 1);
+          int64_t tiles = nhwcPartial(out, op, 1, b.getInput(), {}, {}, {});
+          launch(out, op,
+                 fmt::format("nhwcStatsFinish<{}, {}>", ctype(t.getElementType()),
+                             ctype(b.getRunningMean().getType().getElementType())),
+                 std::to_string((C + 255) / 256), "256",
+                 fmt::format("{}, {}, {}, {}, {}, {}, {}, {}ll, {}, {}, {}, {}",
+                             ptr(b.getInput()), ptr(b.getSavedMean()),
+                             ptr(b.getSavedInvstd()), ptr(b.getNewRunningMean()),
+                             ptr(b.getNewRunningVar()), ptr(b.getRunningMean()),
+                             ptr(b.getRunningVar()), t.getNumElements() / C, C, tiles,
+                             floatLit(b.getEpsilon().convertToFloat()),
+                             floatLit(dec(b.getMomentum()))));
+          return success();
+        }
+        launch(out, op,
+               fmt::format("bnStats<{}, {}>", ctype(t.getElementType()),
+                           ctype(b.getRunningMean().getType().getElementType())),
+               std::to_string(t.getDimSize(1)), "512",
+               fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}, {}ll, {}, {}",
+                           ptr(b.getInput()), ptr(b.getSavedMean()),
+                           ptr(b.getSavedInvstd()), ptr(b.getNewRunningMean()),
+                           ptr(b.getNewRunningVar()), ptr(b.getRunningMean()),
+                           ptr(b.getRunningVar()), t.getDimSize(0), t.getDimSize(1),
+                           channelInner(t), floatLit(b.getEpsilon().convertToFloat()),
+                           floatLit(dec(b.getMomentum()))));
+        return success();
+      })
+      .Case([&](FusedBatchNormReluGradOp b) -> LogicalResult {
+        if (b.getLayout() != "NCHW")
+          return b.emitError("CUDA backend: fused_batch_norm_relu_grad is lowered for "
+                             "NCHW only");
+        auto t = b.getInput().getType();
+        launch(out, op,
+               fmt::format("bnReluGradReduce<{}, {}>", ctype(t.getElementType()),
+                           ctype(b.getScale().getType().getElementType())),
+               std::to_string(t.getDimSize(1)), "512",
+               fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}, {}ll",
+                           ptr(b.getGradOutput()), ptr(b.getReluOutput()),
+                           ptr(b.getInput()), ptr(b.getSavedMean()),
+                           ptr(b.getSavedInvstd()), ptr(b.getGradScale()),
+                           ptr(b.getGradBias()), t.getDimSize(0), t.getDimSize(1),
+                           channelInner(t)));
+        std::string ci = channelIndex(t);
+        double m = (double)t.getNumElements() / t.getDimSize(1);
+        elementwise(out, op,
+                    {{b.getGradOutput()}, {b.getReluOutput()}, {b.getInput()},
+                     {b.getSavedMean(), ci}, {b.getSavedInvstd(), ci},
+                     {b.getScale(), ci}, {b.getGradScale(), ci}, {b.getGradBias(), ci}},
+                    {b.getGradInput()},
+                    fmt::format("float g = a1 > 0.f ? a0 : 0.f; float xhat = (a2 - a3) * a4; "
+                                "r0 = a5 * a4 * (g - a7 / {} - xhat * a6 / {});",
+                                floatLit(m), floatLit(m)));
         return success();
       })
       .Case([&](BatchNormGradOp b) {

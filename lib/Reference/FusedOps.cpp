@@ -1,0 +1,345 @@
+//===- FusedOps.cpp - reference execution of cnn-fuse's ops ---------------===//
+//
+// Each fused op computes exactly what the op sequence it replaced computes
+// (same f32/double accumulation as Kernels.cpp), in NCHW or NHWC.
+//
+//===----------------------------------------------------------------------===//
+#include "FusedOps.h"
+
+#include "Kernels.h"
+#include "cnnc/Dialect/CNN/CNNOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace cnnc;
+using namespace cnnc::reference;
+namespace kn = cnnc::reference::kernels;
+
+namespace {
+/// Maps a flat element index to its channel for a shape and layout.
+struct ChannelOf {
+  int64_t channels = 1, inner = 1;
+  bool nhwc = false;
+  ChannelOf(ArrayRef<int64_t> s, StringRef layout) {
+    nhwc = layout == "NHWC" && s.size() == 4;
+    if (s.size() < 2)
+      return;
+    channels = nhwc ? s[3] : s[1];
+    for (size_t d = 2; d < s.size(); ++d)
+      inner *= s[d];
+  }
+  int64_t operator()(int64_t i) const {
+    return nhwc ? i % channels : (i / inner) % channels;
+  }
+};
+
+/// NHWC <-> NCHW copies (4-D).
+std::vector<float> nhwcToNchw(const Tensor &t) {
+  auto s = t.shape;
+  int64_t n = s[0], h = s[1], w = s[2], c = s[3];
+  std::vector<float> o(t.data.size());
+  for (int64_t a = 0; a < n; ++a)
+    for (int64_t y = 0; y < h; ++y)
+      for (int64_t x = 0; x < w; ++x)
+        for (int64_t k = 0; k < c; ++k)
+          o[((a * c + k) * h + y) * w + x] = t.data[((a * h + y) * w + x) * c + k];
+  return o;
+}
+void nchwToNhwc(const std::vector<float> &in, ArrayRef<int64_t> nhwc, float *o) {
+  int64_t n = nhwc[0], h = nhwc[1], w = nhwc[2], c = nhwc[3];
+  for (int64_t a = 0; a < n; ++a)
+    for (int64_t y = 0; y < h; ++y)
+      for (int64_t x = 0; x < w; ++x)
+        for (int64_t k = 0; k < c; ++k)
+          o[((a * h + y) * w + x) * c + k] = in[((a * c + k) * h + y) * w + x];
+}
+
+LogicalResult execConv(cnn::FusedConv2DOp op, function_ref<const Tensor &(Value)> get,
+                       function_ref<Tensor &(Value)> def) {
+  const Tensor &x = get(op.getInput()), &w = get(op.getFilter());
+  bool nhwc = op.getLayout() == "NHWC";
+  std::vector<float> xs = nhwc ? nhwcToNchw(x) : x.data;
+  std::vector<float> ws = nhwc ? nhwcToNchw(w) : w.data;
+  kn::ConvParams p;
+  auto is = x.shape, fs = w.shape;
+  p.n = is[0];
+  p.c = nhwc ? is[3] : is[1];
+  p.h = nhwc ? is[1] : is[2];
+  p.w = nhwc ? is[2] : is[3];
+  p.f = fs[0];
+  p.kh = nhwc ? fs[1] : fs[2];
+  p.kw = nhwc ? fs[2] : fs[3];
+  p.strideH = op.getStrides()[0];
+  p.strideW = op.getStrides()[1];
+  p.padT = op.getPadding()[0];
+  p.padL = op.getPadding()[1];
+  p.padB = op.getPadding()[2];
+  p.padR = op.getPadding()[3];
+  p.dilH = op.getDilations()[0];
+  p.dilW = op.getDilations()[1];
+  p.groups = op.getGroups();
+  std::vector<float> y(p.n * p.f * p.outH() * p.outW());
+  kn::conv2d(xs.data(), ws.data(), y.data(), p);
+  Tensor &r = def(op.getResult());
+  if (nhwc)
+    nchwToNhwc(y, r.shape, r.data.data());
+  else
+    r.data = y;
+  ChannelOf ch(r.shape, op.getLayout());
+  const Tensor *bias = op.getBias() ? &get(op.getBias()) : nullptr;
+  const Tensor *res = op.getResidual() ? &get(op.getResidual()) : nullptr;
+  float lo = op.getClipMin().convertToFloat(), hi = op.getClipMax().convertToFloat();
+  StringRef act = op.getActivation();
+  bool half = r.kind == ElemKind::F16;
+  for (int64_t i = 0; i < (int64_t)r.data.size(); ++i) {
+    // Each step rounds as the unfused ops stored their f16 results.
+    float v = r.data[i];
+    if (half)
+      v = roundToHalf(v);
+    if (bias) {
+      v += bias->data[ch(i)];
+      if (half)
+        v = roundToHalf(v);
+    }
+    if (res) {
+      v += res->data[i];
+      if (half)
+        v = roundToHalf(v);
+    }
+    if (act == "relu")
+      v = v > 0 ? v : 0;
+    else if (act == "clip")
+      v = std::min(std::max(v, lo), hi);
+    r.data[i] = v;
+  }
+  return success();
+}
+
+LogicalResult execStats(cnn::BatchNormStatsOp op, function_ref<const Tensor &(Value)> get,
+                        function_ref<Tensor &(Value)> def) {
+  const Tensor &x = get(op.getInput());
+  ChannelOf ch(x.shape, op.getLayout());
+  int64_t c = ch.channels, count = x.numel() / c;
+  std::vector<double> sum(c, 0), ss(c, 0);
+  for (int64_t i = 0; i < x.numel(); ++i)
+    sum[ch(i)] += x.data[i];
+  std::vector<double> mean(c);
+  for (int64_t k = 0; k < c; ++k)
+    mean[k] = sum[k] / count;
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    double d = x.data[i] - mean[ch(i)];
+    ss[ch(i)] += d * d;
+  }
+  const Tensor &rm = get(op.getRunningMean()), &rv = get(op.getRunningVar());
+  float *m = def(op.getSavedMean()).data.data(), *is = def(op.getSavedInvstd()).data.data(),
+        *nm = def(op.getNewRunningMean()).data.data(),
+        *nv = def(op.getNewRunningVar()).data.data();
+  double mom = kn::decimalValue(op.getMomentum().convertToFloat());
+  float eps = op.getEpsilon().convertToFloat();
+  for (int64_t k = 0; k < c; ++k) {
+    double var = ss[k] / count;
+    double unbiased = count > 1 ? ss[k] / (count - 1) : var;
+    m[k] = (float)mean[k];
+    is[k] = (float)(1.0 / std::sqrt(var + eps));
+    nm[k] = (float)(mom * mean[k] + (1.0 - mom) * rm.data[k]);
+    nv[k] = (float)(mom * unbiased + (1.0 - mom) * rv.data[k]);
+  }
+  return success();
+}
+
+LogicalResult execBnReluGrad(cnn::FusedBatchNormReluGradOp op,
+                             function_ref<const Tensor &(Value)> get,
+                             function_ref<Tensor &(Value)> def) {
+  const Tensor &dy = get(op.getGradOutput()), &y = get(op.getReluOutput()),
+               &x = get(op.getInput()), &scale = get(op.getScale()),
+               &mean = get(op.getSavedMean()), &invstd = get(op.getSavedInvstd());
+  ChannelOf ch(x.shape, op.getLayout());
+  int64_t c = ch.channels, n = x.numel();
+  double count = (double)(n / c);
+  bool half = x.kind == ElemKind::F16;
+  auto g = [&](int64_t i) {
+    float v = y.data[i] > 0 ? dy.data[i] : 0.0f;
+    return half ? roundToHalf(v) : v;
+  };
+  std::vector<double> sumDy(c, 0), dot(c, 0);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t k = ch(i);
+    double gi = g(i);
+    sumDy[k] += gi;
+    dot[k] += (x.data[i] - (double)mean.data[k]) * gi;
+  }
+  float *dx = def(op.getGradInput()).data.data();
+  float *ds = def(op.getGradScale()).data.data(), *db = def(op.getGradBias()).data.data();
+  for (int64_t k = 0; k < c; ++k) {
+    db[k] = (float)sumDy[k];
+    ds[k] = (float)(dot[k] * invstd.data[k]);
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t k = ch(i);
+    double is = invstd.data[k], m = mean.data[k];
+    double kk = dot[k] * is * is / count;
+    dx[i] = (float)((g(i) - sumDy[k] / count - (x.data[i] - m) * kk) * is * scale.data[k]);
+  }
+  return success();
+}
+
+/// A fused_elementwise body compiled to a straight-line program.
+struct Program {
+  enum Kind { Const, Add, Sub, Mul, Div, Max, Min, Cmp, Select, And, Or, Neg, Trunc, Copy };
+  struct Inst {
+    Kind kind;
+    int a = 0, b = 0, c = 0, out = 0;
+    float value = 0;
+    arith::CmpFPredicate pred = arith::CmpFPredicate::OEQ;
+  };
+  std::vector<Inst> insts;
+  std::vector<int> yields;
+  int slots = 0;
+};
+
+FailureOr<Program> compile(cnn::FusedElementwiseOp op) {
+  Program p;
+  DenseMap<Value, int> slot;
+  Block &body = op.getBody().front();
+  for (BlockArgument a : body.getArguments())
+    slot[a] = p.slots++;
+  for (Operation &o : body.without_terminator()) {
+    Program::Inst in;
+    in.out = p.slots++;
+    auto arg = [&](unsigned k) { return slot.lookup(o.getOperand(k)); };
+    bool ok = true;
+    TypeSwitch<Operation *>(&o)
+        .Case([&](arith::ConstantOp c) {
+          in.kind = Program::Const;
+          if (auto f = dyn_cast<FloatAttr>(c.getValue()))
+            in.value = f.getValueAsDouble();
+          else if (auto i = dyn_cast<IntegerAttr>(c.getValue()))
+            in.value = i.getValue().getZExtValue();
+          else
+            ok = false;
+        })
+        .Case<arith::AddFOp>([&](auto) { in.kind = Program::Add; })
+        .Case<arith::SubFOp>([&](auto) { in.kind = Program::Sub; })
+        .Case<arith::MulFOp>([&](auto) { in.kind = Program::Mul; })
+        .Case<arith::DivFOp>([&](auto) { in.kind = Program::Div; })
+        .Case<arith::MaximumFOp, arith::MaxNumFOp>([&](auto) { in.kind = Program::Max; })
+        .Case<arith::MinimumFOp, arith::MinNumFOp>([&](auto) { in.kind = Program::Min; })
+        .Case([&](arith::CmpFOp c) {
+          in.kind = Program::Cmp;
+          in.pred = c.getPredicate();
+        })
+        .Case<arith::SelectOp>([&](auto) { in.kind = Program::Select; })
+        .Case<arith::AndIOp>([&](auto) { in.kind = Program::And; })
+        .Case<arith::OrIOp>([&](auto) { in.kind = Program::Or; })
+        .Case<arith::NegFOp>([&](auto) { in.kind = Program::Neg; })
+        .Case<arith::TruncFOp>([&](auto) { in.kind = Program::Trunc; })
+        .Case<arith::ExtFOp>([&](auto) { in.kind = Program::Copy; })
+        .Default([&](Operation *) { ok = false; });
+    if (!ok)
+      return o.emitError("reference interpreter: unsupported op in a fused body: '")
+             << o.getName() << "'";
+    if (o.getNumOperands() > 0)
+      in.a = arg(0);
+    if (o.getNumOperands() > 1)
+      in.b = arg(1);
+    if (o.getNumOperands() > 2)
+      in.c = arg(2);
+    slot[o.getResult(0)] = in.out;
+    p.insts.push_back(in);
+  }
+  for (Value v : cast<cnn::YieldOp>(body.getTerminator()).getValues())
+    p.yields.push_back(slot.lookup(v));
+  return p;
+}
+
+bool compare(arith::CmpFPredicate p, float x, float y) {
+  using P = arith::CmpFPredicate;
+  switch (p) {
+  case P::OGT: return x > y;
+  case P::OGE: return x >= y;
+  case P::OLT: return x < y;
+  case P::OLE: return x <= y;
+  case P::OEQ: return x == y;
+  case P::ONE: return x != y && !std::isnan(x) && !std::isnan(y);
+  case P::UNE: return x != y;
+  case P::UGT: return !(x <= y);
+  case P::ULT: return !(x >= y);
+  default: return false;
+  }
+}
+
+LogicalResult execElementwise(cnn::FusedElementwiseOp op,
+                              function_ref<const Tensor &(Value)> get,
+                              function_ref<Tensor &(Value)> def) {
+  auto prog = compile(op);
+  if (failed(prog))
+    return failure();
+  auto shape = cast<RankedTensorType>(op.getResult(0).getType()).getShape();
+  ChannelOf ch(shape, op.getLayout());
+  std::vector<const float *> ins;
+  for (Value v : op.getInputs())
+    ins.push_back(get(v).data.data());
+  std::vector<float *> outs;
+  std::vector<bool> half;
+  for (Value r : op.getResults()) {
+    Tensor &t = def(r);
+    outs.push_back(t.data.data());
+    half.push_back(t.kind == ElemKind::F16);
+  }
+  auto bc = op.getBroadcast();
+  int64_t n = cast<RankedTensorType>(op.getResult(0).getType()).getNumElements();
+  std::vector<float> s(prog->slots);
+  for (int64_t i = 0; i < n; ++i) {
+    for (size_t k = 0; k < ins.size(); ++k)
+      s[k] = ins[k][bc[k] == 0 ? i : bc[k] == 1 ? ch(i) : 0];
+    for (const Program::Inst &in : prog->insts) {
+      float a = s[in.a], b = s[in.b];
+      float &o = s[in.out];
+      switch (in.kind) {
+      case Program::Const: o = in.value; break;
+      case Program::Add: o = a + b; break;
+      case Program::Sub: o = a - b; break;
+      case Program::Mul: o = a * b; break;
+      case Program::Div: o = a / b; break;
+      case Program::Max: o = std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b); break;
+      case Program::Min: o = std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b); break;
+      case Program::Cmp: o = compare(in.pred, a, b) ? 1.0f : 0.0f; break;
+      case Program::Select: o = a != 0 ? b : s[in.c]; break;
+      case Program::And: o = (a != 0 && b != 0) ? 1.0f : 0.0f; break;
+      case Program::Or: o = (a != 0 || b != 0) ? 1.0f : 0.0f; break;
+      case Program::Neg: o = -a; break;
+      case Program::Trunc: o = roundToHalf(a); break;
+      case Program::Copy: o = a; break;
+      }
+    }
+    for (size_t r = 0; r < outs.size(); ++r) {
+      float v = s[prog->yields[r]];
+      outs[r][i] = half[r] ? roundToHalf(v) : v;
+    }
+  }
+  return success();
+}
+} // namespace
+
+bool cnnc::reference::isFusedOp(Operation *op) {
+  return isa<cnn::FusedConv2DOp, cnn::FusedElementwiseOp, cnn::BatchNormStatsOp,
+             cnn::FusedBatchNormReluGradOp>(op);
+}
+
+LogicalResult cnnc::reference::executeFused(Operation *op,
+                                            function_ref<const Tensor &(Value)> get,
+                                            function_ref<Tensor &(Value)> def) {
+  return TypeSwitch<Operation *, LogicalResult>(op)
+      .Case([&](cnn::FusedConv2DOp o) { return execConv(o, get, def); })
+      .Case([&](cnn::BatchNormStatsOp o) { return execStats(o, get, def); })
+      .Case([&](cnn::FusedBatchNormReluGradOp o) { return execBnReluGrad(o, get, def); })
+      .Case([&](cnn::FusedElementwiseOp o) { return execElementwise(o, get, def); })
+      .Default([](Operation *o) {
+        return o->emitError("reference interpreter: '") << o->getName()
+                                                        << "' is not a fused op";
+      });
+}

