@@ -102,7 +102,8 @@ def check_model(name, args):
     export_onnx(model, onnx_path, (batch, 3, hw, hw), training=True, opset=17)
     exe = os.path.join(work, "train")
     _, t_compile = run([args.cnnc, onnx_path, "--train", "--optimizer", "sgd", "--lr", str(LR),
-                        "--momentum", str(MOMENTUM), "--weight-decay", str(WD), "-o", exe])
+                        "--momentum", str(MOMENTUM), "--weight-decay", str(WD), "-o", exe]
+                       + args.cnnc_flags.split())
     rng = np.random.RandomState(1)
     images = rng.randint(0, 256, size=(batch, 3, 32, 32)).astype(np.uint8)
     labels = rng.randint(0, 10, size=batch)
@@ -214,7 +215,8 @@ def check_digits(args):
     onnx_path = os.path.join(work, "simplecnn.onnx")
     export_onnx(model, onnx_path, (32, 3, 32, 32), training=True, opset=17)
     exe = os.path.join(work, "train")
-    run([args.cnnc, onnx_path, "--train", "--optimizer", "adam", "--lr", "0.001", "-o", exe])
+    run([args.cnnc, onnx_path, "--train", "--optimizer", "adam", "--lr", "0.001", "--precision", "fp16",
+         "--layout", "nhwc", "-o", exe])
     out, t = run([exe, "--data", digits, "--steps", "400", "--lr", "0.001", "--eval",
                   "--log-every", "100"])
     m = re.search(r"accuracy ([0-9.]+)", out)
@@ -228,12 +230,85 @@ def check_digits(args):
         failures.append("digits accuracy %.2f%% < 95%%" % acc)
 
 
+def check_amp(name, args):
+    """f16 + NHWC (the default optimized pipeline) against PyTorch AMP +
+    channels_last: 50 SGD steps on one fixed batch; the mean loss of the
+    last 5 steps must agree within 2 %, or within twice the drift between
+    PyTorch's own channels_last and NCHW AMP runs when that is larger."""
+    batch, hw = 32, 128
+    work = os.path.join(args.work, "amp-" + name)
+    os.makedirs(work, exist_ok=True)
+    model = build_model(name, 10, seed=0)
+    onnx_path = os.path.join(work, name + ".onnx")
+    export_onnx(model, onnx_path, (batch, 3, hw, hw), training=True, opset=17)
+    exe = os.path.join(work, "train")
+    _, t_compile = run([args.cnnc, onnx_path, "--train", "--optimizer", "sgd", "--lr", "0.01",
+                        "--momentum", "0.9", "--precision", "fp16", "--layout", "nhwc",
+                        "-o", exe])
+    rng = np.random.RandomState(3)
+    images = rng.randint(0, 256, size=(batch, 3, 32, 32)).astype(np.uint8)
+    labels = rng.randint(0, 10, size=batch)
+    data = os.path.join(work, "batch.bin")
+    write_cifar(data, images, labels)
+    out, t_run = run([exe, "--data", data, "--steps", "50", "--lr", "0.01", "--log-every", "1"])
+    got = losses_of(out)
+    init = read_cnnw(exe + ".cnnw")
+    sd = model.state_dict()
+    for k in sd:
+        if k in init:
+            sd[k] = torch.from_numpy(np.array(init[k])).reshape(sd[k].shape)
+    def torch_amp(channels_last):
+        m = build_model(name, 10, seed=0)
+        m.load_state_dict(sd)
+        m = m.cuda().train()
+        xx = torch.from_numpy(adapt(images, hw, hw).astype(np.float32) / 255.0).cuda()
+        if channels_last:
+            m = m.to(memory_format=torch.channels_last)
+            xx = xx.to(memory_format=torch.channels_last)
+        yy = torch.from_numpy(labels.astype(np.int64)).cuda()
+        opt = torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9)
+        scaler = torch.amp.GradScaler("cuda")
+        ls = []
+        for _ in range(50):
+            opt.zero_grad()
+            with torch.autocast("cuda", dtype=torch.float16):
+                loss = torch.nn.functional.cross_entropy(m(xx), yy)
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            ls.append(loss.item())
+        return ls
+
+    ref = torch_amp(True)
+    alt = torch_amp(False)  # the same AMP step with NCHW kernels: PyTorch's own drift
+    a, b = float(np.mean(got[-5:])), float(np.mean(ref[-5:]))
+    c = float(np.mean(alt[-5:]))
+    drift = abs(c - b) / abs(b)
+    bound = max(0.02, 2 * drift)
+    ok = len(got) == 50 and abs(a - b) <= bound * abs(b)
+    print("amp %-9s losses every 10 steps: cnnc %s torch-AMP %s torch-AMP-NCHW %s" % (
+        name, ["%.3f" % v for v in got[9::10]], ["%.3f" % v for v in ref[9::10]],
+        ["%.3f" % v for v in alt[9::10]]))
+    print("amp %-9s PyTorch's own drift (channels_last vs NCHW) %.2f%%, bound %.2f%%" % (
+        name, 100 * drift, 100 * bound))
+    print("amp %-9s f16 NHWC 50 steps: loss cnnc %s ... %.4f, torch AMP %s ... %.4f "
+          "(last-5 mean %.4f vs %.4f, %.2f%%); compile %.1f s: %s" % (
+              name, ["%.3f" % v for v in got[:3]], got[-1] if got else float("nan"),
+              ["%.3f" % v for v in ref[:3]], ref[-1], a, b, 100 * abs(a - b) / abs(b),
+              t_compile, "ok" if ok else "FAIL"))
+    if not ok:
+        failures.append("amp %s: loss after 50 steps differs beyond the bound" % name)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cnnc", required=True)
     ap.add_argument("--work", default="/tmp/cnnc-gpu-check")
     ap.add_argument("--models", default="simplecnn,resnet18,resnet50")
     ap.add_argument("--skip-digits", action="store_true")
+    ap.add_argument("--amp-models", default="resnet18,resnet50",
+                    help="models for the f16 check against PyTorch AMP ('' to skip)")
+    ap.add_argument("--cnnc-flags", default="", help="extra cnnc flags for the f32 checks")
     ap.add_argument("--digits", default="", help="converted digits dir (else made with "
                     "scripts/make_digits.py, which needs python3-sklearn's data)")
     args = ap.parse_args()
@@ -250,6 +325,12 @@ def main():
         check_resume(*first, args)
     if not args.skip_digits:
         check_digits(args)
+    for name in filter(None, args.amp_models.split(",")):
+        try:
+            check_amp(name, args)
+        except Exception as e:
+            failures.append("amp %s: %s" % (name, e))
+            print("amp %-9s ERROR %s" % (name, e))
     print("FAILURES:" if failures else "ALL GPU CHECKS PASSED", *failures, sep="\n  ")
     sys.exit(1 if failures else 0)
 

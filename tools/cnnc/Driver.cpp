@@ -595,7 +595,9 @@ int cnnc::driver::runDriver(const DriverOptions &options) {
   }
   if (failed(loadInput(options, c)))
     return 1;
-  if (options.train && failed(buildTrainStep(options, c)))
+  DriverOptions o = options;
+  o.targetGPU = wantsCuda || (options.trainAndRun && hasGPU());
+  if (options.train && failed(buildTrainStep(o, c)))
     return 1;
   if (options.trainAndRun)
     return trainAndRun(options, c);

@@ -57,6 +57,10 @@ struct DriverOptions {
   std::string precision = ""; ///< --precision fp32|fp16 ("" = default)
   bool memoryPlan = true;     ///< --memory-plan / --no-memory-plan
   bool stats = false;         ///< --stats
+  /// Compiling for the GPU (--emit cuda/exe, -o exe, `cnnc train` with a
+  /// GPU): the optimized defaults are NHWC and fp16 (Tensor Cores); for the
+  /// CPU reference interpreter NCHW and fp32.
+  bool targetGPU = false;
   std::string argv0;          ///< path of this executable
 };
 
@@ -103,6 +107,9 @@ mlir::LogicalResult compileCUDA(const DriverOptions &options, Compilation &c,
 /// `cnnc train`: compile and run on the GPU, or fall back to the reference
 /// interpreter with a note when there is no GPU (or no nvcc).
 int trainAndRun(const DriverOptions &options, Compilation &c);
+/// Whether this machine has an NVIDIA GPU device node (CNNC_ASSUME_NO_GPU=1
+/// says no).
+bool hasGPU();
 
 /// Runs the whole pipeline; returns the process exit code.
 int runDriver(const DriverOptions &options);

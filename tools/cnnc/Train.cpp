@@ -27,9 +27,6 @@ using namespace mlir;
 using namespace cnnc;
 using namespace cnnc::driver;
 
-// What the optimization pipeline uses when neither -O0 nor a flag says.
-static constexpr const char *kDefaultLayout = "nchw";
-static constexpr const char *kDefaultPrecision = "fp32";
 
 namespace {
 LogicalResult fail(Compilation &c, const Twine &msg) {
@@ -79,13 +76,13 @@ LogicalResult cnnc::driver::buildTrainStep(const DriverOptions &o,
 std::string cnnc::driver::effectiveLayout(const DriverOptions &o) {
   if (!o.layout.empty())
     return o.layout;
-  return o.optimize ? kDefaultLayout : "nchw";
+  return o.optimize && o.targetGPU ? "nhwc" : "nchw";
 }
 
 std::string cnnc::driver::effectivePrecision(const DriverOptions &o) {
   if (!o.precision.empty())
     return o.precision;
-  return o.optimize ? kDefaultPrecision : "fp32";
+  return o.optimize && o.targetGPU ? "fp16" : "fp32";
 }
 
 LogicalResult cnnc::driver::optimizeTrainStep(const DriverOptions &o,
@@ -399,14 +396,15 @@ std::string cudnnLinkArg() {
   return "-lcudnn";
 }
 
-bool hasGPU() {
+} // namespace
+
+bool cnnc::driver::hasGPU() {
   if (const char *e = std::getenv("CNNC_ASSUME_NO_GPU"))
     if (std::string(e) == "1")
       return false;
   return llvm::sys::fs::exists("/dev/nvidia0") ||
          llvm::sys::fs::exists("/dev/nvidiactl");
 }
-} // namespace
 
 LogicalResult cnnc::driver::compileCUDA(const DriverOptions &o, Compilation &c,
                                         std::string &exePath) {
