@@ -72,7 +72,7 @@ def time_torch(name, batch, hw, mode, steps):
     return best, mem, warm
 
 
-def run_cnnc(name, batch, hw, args):
+def run_cnnc(name, batch, hw, args, flags):
     work = os.path.join(args.work, name)
     os.makedirs(work, exist_ok=True)
     onnx_path = os.path.join(work, "%s.onnx" % name)
@@ -81,7 +81,7 @@ def run_cnnc(name, batch, hw, args):
     exe = os.path.join(work, "train")
     t0 = time.time()
     cmd = [args.cnnc, onnx_path, "--train", "--optimizer", "sgd", "--lr", "0.01",
-           "--momentum", "0.9", "-o", exe] + args.cnnc_flags.split()
+           "--momentum", "0.9", "-o", exe] + flags.split()
     p = subprocess.run(cmd, capture_output=True, text=True)
     compile_s = time.time() - t0
     if p.returncode:
@@ -104,36 +104,47 @@ def main():
     ap.add_argument("--steps", type=int, default=50)
     ap.add_argument("--work", default="/tmp/cnnc-bench")
     ap.add_argument("--cnnc-flags", default="")
+    ap.add_argument("--variants", default="",
+                    help="';'-separated 'label=flags' cnnc variants (one row each); "
+                         "default: one row with --cnnc-flags")
     ap.add_argument("--no-compile", action="store_true", help="skip torch.compile")
     args = ap.parse_args()
     print("GPU:", torch.cuda.get_device_name(0), "| torch", torch.__version__, flush=True)
+    if args.variants:
+        variants = [tuple(v.split("=", 1)) for v in args.variants.split(";") if v.strip()]
+    else:
+        variants = [(args.cnnc_flags or "default", args.cnnc_flags)]
     rows = []
     for name in args.models.split(","):
         batch, hw = CONFIG[name]
         res = {}
-        try:
-            res["cnnc"] = run_cnnc(name, batch, hw, args)
-        except Exception as e:
-            print("cnnc %s: %s" % (name, e), flush=True)
+        for label, flags in variants:
+            try:
+                res["cnnc " + label] = run_cnnc(name, batch, hw, args, flags)
+                print(name, label, res["cnnc " + label], flush=True)
+            except Exception as e:
+                print("cnnc %s %s: %s" % (name, label, e), flush=True)
         modes = ["eager", "amp"] + ([] if args.no_compile else ["compile"])
         for mode in modes:
             ms, mem, warm = time_torch(name, batch, hw, mode, args.steps)
             res[mode] = (ms, mem, warm, None)
         print(name, res, flush=True)
         rows.append((name, batch, hw, res))
-    print("\n| model | batch | runner | ms/step | img/s | peak GPU MiB | compile s | cnnc speed-up |")
+    print("\n| model | batch | runner | ms/step | img/s | peak GPU MiB | compile s | "
+          "best cnnc speed-up |")
     print("|---|---|---|---|---|---|---|---|")
     for name, batch, hw, res in rows:
-        c = res.get("cnnc")
-        for runner, label in (("cnnc", "cnnc" + (" " + args.cnnc_flags if args.cnnc_flags else "")),
-                              ("eager", "PyTorch eager f32"), ("amp", "PyTorch AMP+channels_last"),
-                              ("compile", "torch.compile f32")):
-            if runner not in res:
-                continue
+        best = min((v[0] for k, v in res.items() if k.startswith("cnnc")), default=None)
+        runners = [k for k in res if k.startswith("cnnc")] + [
+            k for k in ("eager", "amp", "compile") if k in res]
+        labels = {"eager": "PyTorch eager f32", "amp": "PyTorch AMP+channels_last",
+                  "compile": "torch.compile f32"}
+        for runner in runners:
             ms, mem, comp, _ = res[runner]
-            ratio = "" if runner == "cnnc" or not c else "%.2fx" % (ms / c[0])
+            ratio = "" if runner.startswith("cnnc") or best is None else "%.2fx" % (ms / best)
             print("| %s | %d | %s | %.2f | %.0f | %.0f | %.1f | %s |" % (
-                name, batch, label, ms, 1000.0 * batch / ms, mem, comp, ratio))
+                name, batch, labels.get(runner, runner), ms, 1000.0 * batch / ms, mem, comp,
+                ratio))
 
 
 if __name__ == "__main__":
