@@ -1,7 +1,7 @@
 // The CUDA target reads the plan of cnn-memory-plan: offsets from the IR,
 // the workspace region in the ModelSpec, in-place kernels without
 // __restrict__, and a checked plan (a corrupted or stale one is rejected).
-// RUN: cnnc %S/Inputs/small_cnn.mlir --train --optimizer sgd --lr 0.05 --emit mlir -o %t.step.mlir
+// RUN: cnnc %S/Inputs/small_cnn.mlir --train -O0 --optimizer sgd --lr 0.05 --emit mlir -o %t.step.mlir
 // RUN: cnnc-opt %t.step.mlir --cnn-memory-plan=workspace-mb=4 -o %t.plan.mlir
 // RUN: cnnc %t.plan.mlir --train --lr 0.05 --emit cuda | FileCheck %s
 // RUN: cnnc %t.plan.mlir --train --dump-plan | FileCheck %s --check-prefix=PLAN
