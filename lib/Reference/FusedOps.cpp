@@ -121,6 +121,11 @@ LogicalResult execConv(cnn::FusedConv2DOp op, function_ref<const Tensor &(Value)
 
 LogicalResult execStats(cnn::BatchNormStatsOp op, function_ref<const Tensor &(Value)> get,
                         function_ref<Tensor &(Value)> def) {
+  // Results first: def() may grow the value map and move the tensors that
+  // get() returned references to (their data buffers stay put).
+  float *m = def(op.getSavedMean()).data.data(), *is = def(op.getSavedInvstd()).data.data(),
+        *nm = def(op.getNewRunningMean()).data.data(),
+        *nv = def(op.getNewRunningVar()).data.data();
   const Tensor &x = get(op.getInput());
   ChannelOf ch(x.shape, op.getLayout());
   int64_t c = ch.channels, count = x.numel() / c;
@@ -135,9 +140,6 @@ LogicalResult execStats(cnn::BatchNormStatsOp op, function_ref<const Tensor &(Va
     ss[ch(i)] += d * d;
   }
   const Tensor &rm = get(op.getRunningMean()), &rv = get(op.getRunningVar());
-  float *m = def(op.getSavedMean()).data.data(), *is = def(op.getSavedInvstd()).data.data(),
-        *nm = def(op.getNewRunningMean()).data.data(),
-        *nv = def(op.getNewRunningVar()).data.data();
   double mom = kn::decimalValue(op.getMomentum().convertToFloat());
   float eps = op.getEpsilon().convertToFloat();
   for (int64_t k = 0; k < c; ++k) {
@@ -154,6 +156,8 @@ LogicalResult execStats(cnn::BatchNormStatsOp op, function_ref<const Tensor &(Va
 LogicalResult execBnReluGrad(cnn::FusedBatchNormReluGradOp op,
                              function_ref<const Tensor &(Value)> get,
                              function_ref<Tensor &(Value)> def) {
+  float *dx = def(op.getGradInput()).data.data();
+  float *ds = def(op.getGradScale()).data.data(), *db = def(op.getGradBias()).data.data();
   const Tensor &dy = get(op.getGradOutput()), &y = get(op.getReluOutput()),
                &x = get(op.getInput()), &scale = get(op.getScale()),
                &mean = get(op.getSavedMean()), &invstd = get(op.getSavedInvstd());
@@ -172,8 +176,6 @@ LogicalResult execBnReluGrad(cnn::FusedBatchNormReluGradOp op,
     sumDy[k] += gi;
     dot[k] += (x.data[i] - (double)mean.data[k]) * gi;
   }
-  float *dx = def(op.getGradInput()).data.data();
-  float *ds = def(op.getGradScale()).data.data(), *db = def(op.getGradBias()).data.data();
   for (int64_t k = 0; k < c; ++k) {
     db[k] = (float)sumDy[k];
     ds[k] = (float)(dot[k] * invstd.data[k]);
@@ -280,9 +282,6 @@ LogicalResult execElementwise(cnn::FusedElementwiseOp op,
     return failure();
   auto shape = cast<RankedTensorType>(op.getResult(0).getType()).getShape();
   ChannelOf ch(shape, op.getLayout());
-  std::vector<const float *> ins;
-  for (Value v : op.getInputs())
-    ins.push_back(get(v).data.data());
   std::vector<float *> outs;
   std::vector<bool> half;
   for (Value r : op.getResults()) {
@@ -290,6 +289,9 @@ LogicalResult execElementwise(cnn::FusedElementwiseOp op,
     outs.push_back(t.data.data());
     half.push_back(t.kind == ElemKind::F16);
   }
+  std::vector<const float *> ins;
+  for (Value v : op.getInputs())
+    ins.push_back(get(v).data.data());
   auto bc = op.getBroadcast();
   int64_t n = cast<RankedTensorType>(op.getResult(0).getType()).getNumElements();
   std::vector<float> s(prog->slots);

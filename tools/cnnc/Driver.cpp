@@ -144,7 +144,9 @@ cl::opt<std::string> runtimeDirOpt("runtime-dir",
 cl::OptionCategory optCategory("optimization options");
 cl::opt<bool> o0("O0", cl::desc("Turn all optimization passes off"),
                  cl::init(false), cl::cat(optCategory));
-cl::opt<bool> fuseOpt("fuse", cl::desc("cnn-fuse (default on; --fuse=false)"),
+cl::opt<bool> fuseOpt("fuse",
+                      cl::desc("cnn-fuse (default: on when compiling for the "
+                               "GPU, off for the reference interpreter)"),
                       cl::init(true), cl::cat(optCategory));
 cl::opt<std::string> layoutOpt("layout",
                                cl::desc("Activation layout: nchw or nhwc"),
@@ -212,6 +214,7 @@ DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
   o.argv0 = argv[0];
   o.optimize = !o0;
   o.fuse = fuseOpt;
+  o.fuseExplicit = fuseOpt.getNumOccurrences() > 0;
   o.layout = layoutOpt;
   o.precision = precisionOpt;
   o.memoryPlan = memoryPlanOpt;
@@ -596,7 +599,7 @@ int cnnc::driver::runDriver(const DriverOptions &options) {
   if (failed(loadInput(options, c)))
     return 1;
   DriverOptions o = options;
-  o.targetGPU = wantsCuda || (options.trainAndRun && hasGPU());
+  o.targetGPU = wantsCuda || options.dumpPlan || (options.trainAndRun && hasGPU());
   if (options.train && failed(buildTrainStep(o, c)))
     return 1;
   if (options.trainAndRun)

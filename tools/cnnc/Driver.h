@@ -52,7 +52,8 @@ struct DriverOptions {
   bool trainAndRun = false;   ///< `cnnc train ...`: compile and run
   // Optimization passes (on by default; -O0 turns all off).
   bool optimize = true;       ///< false with -O0
-  bool fuse = true;           ///< --fuse / --no-fuse
+  bool fuse = true;           ///< --fuse (default: on for the GPU target)
+  bool fuseExplicit = false;  ///< --fuse given on the command line
   std::string layout = "";    ///< --layout nchw|nhwc ("" = default)
   std::string precision = ""; ///< --precision fp32|fp16 ("" = default)
   bool memoryPlan = true;     ///< --memory-plan / --no-memory-plan

@@ -106,9 +106,13 @@ LogicalResult cnnc::driver::optimizeTrainStep(const DriverOptions &o,
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());
   }
-  if (o.optimize && o.fuse)
+  // The reference interpreter is the golden model: it runs the unfused
+  // step unless --fuse asks otherwise (tests compare the two).
+  if (o.optimize && o.fuse && (o.targetGPU || o.fuseExplicit))
     pm.addPass(createCNNFuse());
-  if (o.optimize && o.memoryPlan)
+  // The arena plan is for the CUDA target (the reference interpreter
+  // allocates per value).
+  if (o.optimize && o.memoryPlan && o.targetGPU)
     pm.addPass(createCNNMemoryPlan());
   if (failed(pm.run(*c.module)))
     return failure();

@@ -1,5 +1,5 @@
-// RUN: cnnc %S/Inputs/small_cnn.mlir --train --optimizer sgd --lr 0.05 --emit cuda | FileCheck %s
-// RUN: cnnc %S/Inputs/small_cnn.mlir --train --dump-plan | FileCheck %s --check-prefix=PLAN
+// RUN: cnnc %S/Inputs/small_cnn.mlir --train -O0 --optimizer sgd --lr 0.05 --emit cuda | FileCheck %s
+// RUN: cnnc %S/Inputs/small_cnn.mlir --train -O0 --dump-plan | FileCheck %s --check-prefix=PLAN
 
 // The step: cuDNN for convolutions, cuBLASLt for the linear layer, generated
 // kernels for the rest, the loss through the prelude kernels.
@@ -41,3 +41,15 @@
 // PLAN: loss	loss	4
 // PLAN: temp	8192	{{[0-9]+}}	[0, {{[0-9]+}}]	cnn.conv2d
 // PLAN: arena bytes:
+
+// The default GPU pipeline: NHWC, f16 with loss scaling, fusion, memory plan.
+// RUN: cnnc %S/Inputs/small_cnn.mlir --train --optimizer sgd --emit cuda --stats -o %t.opt.cu 2>&1 | FileCheck %s --check-prefix=STATS
+// RUN: FileCheck %s --check-prefix=OPT < %t.opt.cu
+// STATS: cnnc: stats: layout nhwc, precision fp16
+// STATS: cnnc: stats: fusion conv_epilogue_ops {{[1-9]}}
+// STATS: kernel launches and library calls per training step
+// OPT-DAG: {"input", cnnrt::DType::F32, 4, {4, 3, 8, 8}
+// OPT-DAG: {"conv1.weight", cnnrt::DType::F32, 4, {8, 3, 3, 3}, {{[0-9]+}}, 864, cnnrt::Role::Param}
+// OPT-DAG: {"loss_scale", cnnrt::DType::F32, 0, {0, 0, 0, 0}, {{[0-9]+}}, 4, cnnrt::Role::LossScale}
+// OPT-DAG: ctx.registerConv({{[0-9]+}}, cnnrt::ConvDesc{{.*}}cnnrt::DType::F16, cnnrt::Layout::NHWC}
+// OPT-DAG: nhwcStatsFinish<__half, float>
