@@ -102,7 +102,8 @@ def check_model(name, args):
     export_onnx(model, onnx_path, (batch, 3, hw, hw), training=True, opset=17)
     exe = os.path.join(work, "train")
     _, t_compile = run([args.cnnc, onnx_path, "--train", "--optimizer", "sgd", "--lr", str(LR),
-                        "--momentum", str(MOMENTUM), "--weight-decay", str(WD), "-o", exe]
+                        "--momentum", str(MOMENTUM), "--weight-decay", str(WD),
+                        "--precision", "fp32", "--layout", "nchw", "-o", exe]
                        + args.cnnc_flags.split())
     rng = np.random.RandomState(1)
     images = rng.randint(0, 256, size=(batch, 3, 32, 32)).astype(np.uint8)
@@ -308,7 +309,9 @@ def main():
     ap.add_argument("--skip-digits", action="store_true")
     ap.add_argument("--amp-models", default="resnet18,resnet50",
                     help="models for the f16 check against PyTorch AMP ('' to skip)")
-    ap.add_argument("--cnnc-flags", default="", help="extra cnnc flags for the f32 checks")
+    ap.add_argument("--cnnc-flags", default="",
+                    help="extra cnnc flags for the f32 checks (which use fp32, NCHW and the "
+                         "default fusion and memory plan)")
     ap.add_argument("--digits", default="", help="converted digits dir (else made with "
                     "scripts/make_digits.py, which needs python3-sklearn's data)")
     args = ap.parse_args()
