@@ -586,45 +586,50 @@ int cnnc::driver::runDriver(const DriverOptions &options) {
         << "' (expected: mlir, cuda or exe)";
     return 1;
   }
-  bool wantsCuda = options.emit == "cuda" || options.emit == "exe" ||
-                   (options.train && options.emit.empty() &&
-                    !options.outputFile.empty() && !options.runReference &&
-                    !hasExtension(options.outputFile, ".mlir"));
-  if ((wantsCuda || options.dumpPlan || options.trainAndRun) && !options.train) {
+  // `cnnc model.onnx -o train` (no --emit, an output that is not .mlir/.cu)
+  // builds the training executable: --train is implied.
+  DriverOptions o = options;
+  bool exeOutput = !o.outputFile.empty() && !hasExtension(o.outputFile, ".mlir") &&
+                   !hasExtension(o.outputFile, ".cu") && !hasExtension(o.outputFile, ".onnx");
+  if (o.emit.empty() && exeOutput && !o.runReference && !o.dumpPlan)
+    o.train = true;
+  if (o.emit == "exe" || o.emit == "cuda")
+    o.train = true;
+  bool wantsCuda = o.emit == "cuda" || o.emit == "exe" ||
+                   (o.train && o.emit.empty() && exeOutput && !o.runReference);
+  if ((o.dumpPlan || o.trainAndRun) && !o.train) {
     emitError(UnknownLoc::get(&c.context))
-        << "--emit cuda/exe, --dump-plan and 'cnnc train' need the training "
-           "step: add --train";
+        << "--dump-plan and 'cnnc train' need the training step: add --train";
     return 1;
   }
-  if (failed(loadInput(options, c)))
+  if (failed(loadInput(o, c)))
     return 1;
-  DriverOptions o = options;
-  o.targetGPU = wantsCuda || options.dumpPlan || (options.trainAndRun && hasGPU());
-  if (options.train && failed(buildTrainStep(o, c)))
+  o.targetGPU = wantsCuda || o.dumpPlan || (o.trainAndRun && hasGPU());
+  if (o.train && failed(buildTrainStep(o, c)))
     return 1;
-  if (options.trainAndRun)
+  if (o.trainAndRun)
     return trainAndRun(options, c);
-  if (options.dumpPlan) {
+  if (o.dumpPlan) {
     if (failed(dumpBufferPlan(*c.module, llvm::outs())))
       return 1;
     llvm::outs().flush();
-    if (!wantsCuda && options.emit.empty() && !options.runReference)
+    if (!wantsCuda && o.emit.empty() && !o.runReference)
       return 0;
   }
   if (wantsCuda) {
     std::string exe;
     return failed(compileCUDA(options, c, exe)) ? 1 : 0;
   }
-  if (options.runReference && options.train) {
+  if (o.runReference && o.train) {
     if (failed(trainReference(options, c)))
       return 1;
-  } else if (options.runReference && failed(runReference(options, c))) {
+  } else if (o.runReference && failed(runReference(options, c))) {
     return 1;
   }
   // IR is emitted when asked for, when written to a file with -o, or when
   // no other action was requested.
-  bool emit = options.emit == "mlir" || !options.runReference ||
-              !options.outputFile.empty();
+  bool emit = o.emit == "mlir" || !o.runReference ||
+              !o.outputFile.empty();
   if (emit && failed(emitMLIR(options, c)))
     return 1;
   return 0;
