@@ -187,7 +187,43 @@ def CNNPrecision : Pass<"cnn-precision", "mlir::ModuleOp"> {
 
 def CNNFuse : Pass<"cnn-fuse", "mlir::ModuleOp"> {
   let summary = "Fuses conv+bias+relu(+residual), elementwise chains and backward pairs";
-  let description = [{ (filled in with the implementation: IR before/after) }];
+  let description = [{
+    Four rewrites on @train_step and @forward, each exact (the reference
+    interpreter gives the same numbers before and after, test/e2e/test_fuse.py):
+    1. conv2d [+ bias_add] [+ add residual] [+ relu | clip] -> fused_conv2d
+       when every intermediate has one user (clip_grad is first re-pointed at
+       the clip output, which carries the same mask).
+    2. batch_norm_train -> batch_norm_stats + a fused_elementwise that
+       normalizes, so the residual add and ReLU that follow join it.
+    3. batch_norm_grad(relu_grad(dy, y)) -> fused_batch_norm_relu_grad (NCHW;
+       the mask is applied while reading dy).
+    4. Every elementwise op becomes a fused_elementwise with an `arith` body;
+       producer/consumer pairs of the same shape merge while the consumer's
+       other operands are defined before the producer.
+    Counts go to the module attribute `cnn.fusion_stats` (`cnnc --stats`).
+
+    Before:
+    ```mlir
+    %c = cnn.conv2d %x, %w {...} : (...) -> tensor<2x4x8x8xf32>
+    %b = cnn.bias_add %c, %bias : (...) -> tensor<2x4x8x8xf32>
+    %r = cnn.relu %b : (...) -> tensor<2x4x8x8xf32>
+    %g = cnn.relu_grad %dy, %r : (...) -> tensor<2x4x8x8xf32>
+    %s = cnn.scale %g {factor = 0.5 : f32} : (...) -> tensor<2x4x8x8xf32>
+    ```
+    After:
+    ```mlir
+    %r = cnn.fused_conv2d %x, %w, %bias {activation = "relu", ...}
+    %s = cnn.fused_elementwise %dy, %r {broadcast = array<i64: 0, 0>} : (...) -> tensor<2x4x8x8xf32> {
+    ^bb0(%a: f32, %y: f32):
+      %zero = arith.constant 0.0 : f32
+      %pos = arith.cmpf ogt, %y, %zero : f32
+      %m = arith.select %pos, %a, %zero : f32
+      %half = arith.constant 0.5 : f32
+      %v = arith.mulf %m, %half : f32
+      cnn.yield %v : f32
+    }
+    ```
+  }];
 }
 
 def CNNMemoryPlan : Pass<"cnn-memory-plan", "mlir::ModuleOp"> {
