@@ -108,6 +108,7 @@ def main():
                     help="';'-separated 'label=flags' cnnc variants (one row each); "
                          "default: one row with --cnnc-flags")
     ap.add_argument("--no-compile", action="store_true", help="skip torch.compile")
+    ap.add_argument("--cnnc-only", action="store_true", help="skip the PyTorch rows")
     args = ap.parse_args()
     print("GPU:", torch.cuda.get_device_name(0), "| torch", torch.__version__, flush=True)
     if args.variants:
@@ -124,7 +125,8 @@ def main():
                 print(name, label, res["cnnc " + label], flush=True)
             except Exception as e:
                 print("cnnc %s %s: %s" % (name, label, e), flush=True)
-        modes = ["eager", "amp"] + ([] if args.no_compile else ["compile"])
+        modes = [] if args.cnnc_only else \
+            ["eager", "amp"] + ([] if args.no_compile else ["compile"])
         for mode in modes:
             ms, mem, warm = time_torch(name, batch, hw, mode, args.steps)
             res[mode] = (ms, mem, warm, None)
