@@ -529,8 +529,9 @@ LogicalResult DropoutMaskOp::verify() {
 }
 
 LogicalResult SoftmaxOp::verify() {
-  if (getAxis() < 0 || getAxis() >= getType().getRank())
-    return emitOpError("'axis' ") << getAxis() << " out of range for "
+  int64_t axis = getAxisAttr().getInt();
+  if (axis < 0 || axis >= getType().getRank())
+    return emitOpError("'axis' ") << axis << " out of range for "
                                   << getType();
   return success();
 }
