@@ -55,6 +55,12 @@ std::string dtype(Type t) {
 }
 RankedTensorType ttype(Value v) { return cast<RankedTensorType>(v.getType()); }
 
+/// Whether a layout-sensitive op works on NHWC data (cnn-layout).
+bool isNHWC(Operation *op) {
+  auto l = op->getAttrOfType<StringAttr>("layout");
+  return l && l.getValue() == "NHWC";
+}
+
 std::string locString(Location loc) {
   if (auto n = dyn_cast<NameLoc>(loc))
     return n.getName().str();
@@ -140,7 +146,7 @@ private:
                       Value mean, Value invstd);
   std::string poolParams(RankedTensorType x, RankedTensorType y,
                          ArrayRef<int64_t> k, ArrayRef<int64_t> s,
-                         ArrayRef<int64_t> p, bool countIncludePad);
+                         ArrayRef<int64_t> p, bool countIncludePad, bool nhwc);
 
   ModuleOp module;
   BufferPlan plan;
@@ -241,11 +247,21 @@ int Emitter::convId(Operation *op, RankedTensorType x, RankedTensorType w,
 
 std::string Emitter::poolParams(RankedTensorType x, RankedTensorType y,
                                 ArrayRef<int64_t> k, ArrayRef<int64_t> s,
-                                ArrayRef<int64_t> p, bool cip) {
+                                ArrayRef<int64_t> p, bool cip, bool nhwc) {
+  // PoolParams are N, C, H, W, P, Q, ... whatever the memory layout.
   auto xs = x.getShape(), ys = y.getShape();
+  int64_t c = nhwc ? xs[3] : xs[1], h = nhwc ? xs[1] : xs[2], w = nhwc ? xs[2] : xs[3];
+  int64_t ph = nhwc ? ys[1] : ys[2], pw = nhwc ? ys[2] : ys[3];
   return fmt::format("PoolParams{{{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}}}",
-                     xs[0], xs[1], xs[2], xs[3], ys[2], ys[3], k[0], k[1], s[0], s[1],
-                     p[0], p[1], p[2], p[3], cip ? "true" : "false");
+                     xs[0], c, h, w, ph, pw, k[0], k[1], s[0], s[1], p[0], p[1], p[2], p[3],
+                     cip ? "true" : "false");
+}
+
+/// The prelude's pooling kernel for the op's layout ("maxPoolFwd" or its
+/// NHWC variant "maxPoolFwdNHWC"), instantiated for the element type.
+static std::string poolKernel(StringRef base, Operation *op, RankedTensorType t) {
+  return fmt::format("{}{}<{}>", base.str(), isNHWC(op) ? "NHWC" : "",
+                     ctype(t.getElementType()));
 }
 
 static int64_t channelInner(RankedTensorType t) {
@@ -289,42 +305,7 @@ LogicalResult Emitter::emitNHWC(Operation *op, std::string &out) {
     return fmt::format("i % {}ll", t.getDimSize(t.getRank() - 1));
   };
   auto finishGrid = [](int64_t C) { return std::to_string((C + 255) / 256); };
-  auto pool = [&](RankedTensorType x, RankedTensorType y, ArrayRef<int64_t> k,
-                  ArrayRef<int64_t> s, ArrayRef<int64_t> p, bool cip) {
-    auto xs = x.getShape(), ys = y.getShape();
-    return fmt::format(
-        "PoolParams{{{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}}}", xs[0],
-        xs[3], xs[1], xs[2], ys[1], ys[2], k[0], k[1], s[0], s[1], p[0], p[1], p[2], p[3],
-        cip ? "true" : "false");
-  };
   return TypeSwitch<Operation *, LogicalResult>(op)
-      .Case([&](Conv2DOp c) {
-        int id = convId(op, c.getInput().getType(), c.getFilter().getType(), c.getType(),
-                        c.getStrides(), c.getPadding(), c.getDilations(), c.getGroups(),
-                        true);
-        out += fmt::format("  ctx.convFwd({}, {}, {}, {});\n", id, ptr(c.getInput()),
-                           ptr(c.getFilter()), ptr(c.getResult()));
-        ++numLaunches;
-        return success();
-      })
-      .Case([&](Conv2DBwdDataOp c) {
-        int id = convId(op, c.getType(), c.getFilter().getType(),
-                        c.getGradOutput().getType(), c.getStrides(), c.getPadding(),
-                        c.getDilations(), c.getGroups(), true);
-        out += fmt::format("  ctx.convBwdData({}, {}, {}, {});\n", id,
-                           ptr(c.getGradOutput()), ptr(c.getFilter()), ptr(c.getResult()));
-        ++numLaunches;
-        return success();
-      })
-      .Case([&](Conv2DBwdFilterOp c) {
-        int id = convId(op, c.getInput().getType(), c.getType(),
-                        c.getGradOutput().getType(), c.getStrides(), c.getPadding(),
-                        c.getDilations(), c.getGroups(), true);
-        out += fmt::format("  ctx.convBwdFilter({}, {}, {}, {});\n", id,
-                           ptr(c.getInput()), ptr(c.getGradOutput()), ptr(c.getResult()));
-        ++numLaunches;
-        return success();
-      })
       .Case([&](BiasAddOp b) {
         elementwise(out, op, {{b.getInput()}, {b.getBias(), chIdx(b.getType())}},
                     {b.getResult()}, "r0 = a0 + a1;");
@@ -393,39 +374,6 @@ LogicalResult Emitter::emitNHWC(Operation *op, std::string &out) {
                                 floatLit(m), floatLit(m)));
         return success();
       })
-      .Case([&](MaxPool2DOp p) {
-        auto pp = pool(p.getInput().getType(), p.getType(), p.getKernel(), p.getStrides(),
-                       p.getPadding(), false);
-        launch(out, op, fmt::format("maxPoolFwdNHWC<{}>", ctype(p.getType().getElementType())),
-               gridFor(p.getType().getNumElements()), "256",
-               fmt::format("{}, {}, {}", ptr(p.getInput()), ptr(p.getResult()), pp));
-        return success();
-      })
-      .Case([&](MaxPool2DGradOp p) {
-        auto pp = pool(p.getInput().getType(), p.getGradOutput().getType(), p.getKernel(),
-                       p.getStrides(), p.getPadding(), false);
-        launch(out, op, fmt::format("maxPoolBwdNHWC<{}>", ctype(p.getType().getElementType())),
-               gridFor(p.getType().getNumElements()), "256",
-               fmt::format("{}, {}, {}, {}", ptr(p.getGradOutput()), ptr(p.getInput()),
-                           ptr(p.getResult()), pp));
-        return success();
-      })
-      .Case([&](AvgPool2DOp p) {
-        auto pp = pool(p.getInput().getType(), p.getType(), p.getKernel(), p.getStrides(),
-                       p.getPadding(), p.getCountIncludePad());
-        launch(out, op, fmt::format("avgPoolFwdNHWC<{}>", ctype(p.getType().getElementType())),
-               gridFor(p.getType().getNumElements()), "256",
-               fmt::format("{}, {}, {}", ptr(p.getInput()), ptr(p.getResult()), pp));
-        return success();
-      })
-      .Case([&](AvgPool2DGradOp p) {
-        auto pp = pool(p.getType(), p.getGradOutput().getType(), p.getKernel(),
-                       p.getStrides(), p.getPadding(), p.getCountIncludePad());
-        launch(out, op, fmt::format("avgPoolBwdNHWC<{}>", ctype(p.getType().getElementType())),
-               gridFor(p.getType().getNumElements()), "256",
-               fmt::format("{}, {}, {}", ptr(p.getGradOutput()), ptr(p.getResult()), pp));
-        return success();
-      })
       .Case([&](GlobalAvgPoolOp g) {
         auto t = g.getInput().getType();
         int64_t n = t.getDimSize(0), hw = t.getDimSize(1) * t.getDimSize(2),
@@ -454,10 +402,8 @@ LogicalResult Emitter::emitNHWC(Operation *op, std::string &out) {
 LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
   if (auto layout = op->getAttrOfType<StringAttr>("layout");
       layout && layout.getValue() == "NHWC" &&
-      isa<Conv2DOp, Conv2DBwdDataOp, Conv2DBwdFilterOp, BiasAddOp, BiasGradOp,
-          BatchNormOp, BatchNormTrainOp, BatchNormGradOp, MaxPool2DOp,
-          MaxPool2DGradOp, AvgPool2DOp, AvgPool2DGradOp, GlobalAvgPoolOp,
-          GlobalAvgPoolGradOp>(op))
+      isa<BiasAddOp, BiasGradOp, BatchNormOp, BatchNormTrainOp, BatchNormGradOp,
+          GlobalAvgPoolOp, GlobalAvgPoolGradOp>(op))
     return emitNHWC(op, out);
   auto channelIndex = [](RankedTensorType t) {
     return fmt::format("(i / {}ll) % {}ll", channelInner(t), t.getDimSize(1));
@@ -476,9 +422,9 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
         return success();
       })
       .Case([&](Conv2DOp c) {
-        int id = convId(op, c.getInput().getType(), c.getFilter().getType(),
-                        c.getType(), c.getStrides(), c.getPadding(), c.getDilations(),
-                        c.getGroups());
+        int id = convId(op, c.getInput().getType(), c.getFilter().getType(), c.getType(),
+                        c.getStrides(), c.getPadding(), c.getDilations(), c.getGroups(),
+                        isNHWC(op));
         out += fmt::format("  ctx.convFwd({}, {}, {}, {});\n", id, ptr(c.getInput()),
                            ptr(c.getFilter()), ptr(c.getResult()));
         ++numLaunches;
@@ -487,7 +433,7 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
       .Case([&](Conv2DBwdDataOp c) {
         int id = convId(op, c.getType(), c.getFilter().getType(),
                         c.getGradOutput().getType(), c.getStrides(), c.getPadding(),
-                        c.getDilations(), c.getGroups());
+                        c.getDilations(), c.getGroups(), isNHWC(op));
         out += fmt::format("  ctx.convBwdData({}, {}, {}, {});\n", id,
                            ptr(c.getGradOutput()), ptr(c.getFilter()), ptr(c.getResult()));
         ++numLaunches;
@@ -496,7 +442,7 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
       .Case([&](Conv2DBwdFilterOp c) {
         int id = convId(op, c.getInput().getType(), c.getType(),
                         c.getGradOutput().getType(), c.getStrides(), c.getPadding(),
-                        c.getDilations(), c.getGroups());
+                        c.getDilations(), c.getGroups(), isNHWC(op));
         out += fmt::format("  ctx.convBwdFilter({}, {}, {}, {});\n", id,
                            ptr(c.getInput()), ptr(c.getGradOutput()), ptr(c.getResult()));
         ++numLaunches;
@@ -834,16 +780,16 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
       })
       .Case([&](MaxPool2DOp p) {
         auto pp = poolParams(p.getInput().getType(), p.getType(), p.getKernel(),
-                             p.getStrides(), p.getPadding(), false);
-        launch(out, op, fmt::format("maxPoolFwd<{}>", ctype(p.getType().getElementType())),
+                             p.getStrides(), p.getPadding(), false, isNHWC(op));
+        launch(out, op, poolKernel("maxPoolFwd", op, p.getType()),
                gridFor(p.getType().getNumElements()), "256",
                fmt::format("{}, {}, {}", ptr(p.getInput()), ptr(p.getResult()), pp));
         return success();
       })
       .Case([&](MaxPool2DGradOp p) {
         auto pp = poolParams(p.getInput().getType(), p.getGradOutput().getType(),
-                             p.getKernel(), p.getStrides(), p.getPadding(), false);
-        launch(out, op, fmt::format("maxPoolBwd<{}>", ctype(p.getType().getElementType())),
+                             p.getKernel(), p.getStrides(), p.getPadding(), false, isNHWC(op));
+        launch(out, op, poolKernel("maxPoolBwd", op, p.getType()),
                gridFor(p.getType().getNumElements()), "256",
                fmt::format("{}, {}, {}, {}", ptr(p.getGradOutput()), ptr(p.getInput()),
                            ptr(p.getResult()), pp));
@@ -851,16 +797,18 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
       })
       .Case([&](AvgPool2DOp p) {
         auto pp = poolParams(p.getInput().getType(), p.getType(), p.getKernel(),
-                             p.getStrides(), p.getPadding(), p.getCountIncludePad());
-        launch(out, op, fmt::format("avgPoolFwd<{}>", ctype(p.getType().getElementType())),
+                             p.getStrides(), p.getPadding(), p.getCountIncludePad(),
+                             isNHWC(op));
+        launch(out, op, poolKernel("avgPoolFwd", op, p.getType()),
                gridFor(p.getType().getNumElements()), "256",
                fmt::format("{}, {}, {}", ptr(p.getInput()), ptr(p.getResult()), pp));
         return success();
       })
       .Case([&](AvgPool2DGradOp p) {
         auto pp = poolParams(p.getType(), p.getGradOutput().getType(), p.getKernel(),
-                             p.getStrides(), p.getPadding(), p.getCountIncludePad());
-        launch(out, op, fmt::format("avgPoolBwd<{}>", ctype(p.getType().getElementType())),
+                             p.getStrides(), p.getPadding(), p.getCountIncludePad(),
+                             isNHWC(op));
+        launch(out, op, poolKernel("avgPoolBwd", op, p.getType()),
                gridFor(p.getType().getNumElements()), "256",
                fmt::format("{}, {}, {}", ptr(p.getGradOutput()), ptr(p.getResult()), pp));
         return success();
