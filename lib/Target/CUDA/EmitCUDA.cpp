@@ -55,6 +55,16 @@ std::string dtype(Type t) {
 }
 RankedTensorType ttype(Value v) { return cast<RankedTensorType>(v.getType()); }
 
+/// The channel of flat element index `i` of an activation of type `t`.
+std::string chanIndex(RankedTensorType t, bool nhwc) {
+  if (nhwc)
+    return fmt::format("i % {}ll", t.getDimSize(t.getRank() - 1));
+  int64_t inner = 1;
+  for (int64_t d = 2; d < t.getRank(); ++d)
+    inner *= t.getDimSize(d);
+  return fmt::format("(i / {}ll) % {}ll", inner, t.getDimSize(1));
+}
+
 /// Whether a layout-sensitive op works on NHWC data (cnn-layout).
 bool isNHWC(Operation *op) {
   auto l = op->getAttrOfType<StringAttr>("layout");
@@ -142,6 +152,11 @@ private:
   /// Per-channel reduction of an N x H x W x C tensor into the prelude's
   /// nhwcScratch (pass 1, nhwcPartial<mode>); returns the number of tiles
   /// that the finishing kernel adds.
+  /// Batch statistics (saved mean/invstd, running statistics updated) of
+  /// `x` for batch_norm_train and batch_norm_stats, in the op's layout.
+  void bnStats(std::string &out, Operation *op, Value x, Value mean, Value invstd,
+               Value newMean, Value newVar, Value oldMean, Value oldVar,
+               APFloat eps, APFloat momentum);
   int64_t nhwcPartial(std::string &out, Operation *op, int mode, Value a, Value b,
                       Value mean, Value invstd);
   std::string poolParams(RankedTensorType x, RankedTensorType y,
@@ -299,79 +314,38 @@ int64_t Emitter::nhwcPartial(std::string &out, Operation *op, int mode, Value a,
   return tiles;
 }
 
+void Emitter::bnStats(std::string &out, Operation *op, Value x, Value mean,
+                      Value invstd, Value newMean, Value newVar, Value oldMean,
+                      Value oldVar, APFloat eps, APFloat momentum) {
+  auto t = ttype(x);
+  std::string T = ctype(t.getElementType()), S = ctype(ttype(oldMean).getElementType());
+  if (isNHWC(op)) {
+    int64_t C = t.getDimSize(t.getRank() - 1);
+    int64_t tiles = nhwcPartial(out, op, 1, x, {}, {}, {});
+    launch(out, op, fmt::format("nhwcStatsFinish<{}, {}>", T, S),
+           std::to_string((C + 255) / 256), "256",
+           fmt::format("{}, {}, {}, {}, {}, {}, {}, {}ll, {}, {}, {}, {}", ptr(x), ptr(mean),
+                       ptr(invstd), ptr(newMean), ptr(newVar), ptr(oldMean), ptr(oldVar),
+                       t.getNumElements() / C, C, tiles, floatLit(eps.convertToFloat()),
+                       floatLit(dec(momentum))));
+    return;
+  }
+  launch(out, op, fmt::format("bnStats<{}, {}>", T, S), std::to_string(t.getDimSize(1)), "512",
+         fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}, {}ll, {}, {}", ptr(x), ptr(mean),
+                     ptr(invstd), ptr(newMean), ptr(newVar), ptr(oldMean), ptr(oldVar),
+                     t.getDimSize(0), t.getDimSize(1), channelInner(t),
+                     floatLit(eps.convertToFloat()), floatLit(dec(momentum))));
+}
+
 LogicalResult Emitter::emitNHWC(Operation *op, std::string &out) {
-  // Activations are N x H x W x C: the channel of element i is i % C.
-  auto chIdx = [](RankedTensorType t) {
-    return fmt::format("i % {}ll", t.getDimSize(t.getRank() - 1));
-  };
   auto finishGrid = [](int64_t C) { return std::to_string((C + 255) / 256); };
   return TypeSwitch<Operation *, LogicalResult>(op)
-      .Case([&](BiasAddOp b) {
-        elementwise(out, op, {{b.getInput()}, {b.getBias(), chIdx(b.getType())}},
-                    {b.getResult()}, "r0 = a0 + a1;");
-        return success();
-      })
       .Case([&](BiasGradOp b) {
         auto t = b.getGradOutput().getType();
         int64_t C = t.getDimSize(t.getRank() - 1);
         int64_t tiles = nhwcPartial(out, op, 0, b.getGradOutput(), {}, {}, {});
         launch(out, op, fmt::format("nhwcSumFinish<{}>", ctype(b.getType().getElementType())),
                finishGrid(C), "256", fmt::format("{}, {}, {}", ptr(b.getResult()), C, tiles));
-        return success();
-      })
-      .Case([&](BatchNormOp b) {
-        std::string ci = chIdx(b.getType());
-        elementwise(out, op,
-                    {{b.getInput()}, {b.getScale(), ci}, {b.getBias(), ci},
-                     {b.getMean(), ci}, {b.getVar(), ci}},
-                    {b.getResult()},
-                    fmt::format("r0 = (a0 - a3) * rsqrtf(a4 + {}) * a1 + a2;",
-                                floatLit(b.getEpsilon().convertToFloat())));
-        return success();
-      })
-      .Case([&](BatchNormTrainOp b) {
-        auto t = b.getInput().getType();
-        int64_t C = t.getDimSize(t.getRank() - 1);
-        int64_t tiles = nhwcPartial(out, op, 1, b.getInput(), {}, {}, {});
-        launch(out, op,
-               fmt::format("nhwcStatsFinish<{}, {}>", ctype(t.getElementType()),
-                           ctype(b.getRunningMean().getType().getElementType())),
-               finishGrid(C), "256",
-               fmt::format("{}, {}, {}, {}, {}, {}, {}, {}ll, {}, {}, {}, {}",
-                           ptr(b.getInput()), ptr(b.getSavedMean()),
-                           ptr(b.getSavedInvstd()), ptr(b.getNewRunningMean()),
-                           ptr(b.getNewRunningVar()), ptr(b.getRunningMean()),
-                           ptr(b.getRunningVar()), t.getNumElements() / C, C, tiles,
-                           floatLit(b.getEpsilon().convertToFloat()),
-                           floatLit(dec(b.getMomentum()))));
-        std::string ci = chIdx(t);
-        elementwise(out, op,
-                    {{b.getInput()}, {b.getSavedMean(), ci}, {b.getSavedInvstd(), ci},
-                     {b.getScale(), ci}, {b.getBias(), ci}},
-                    {b.getResult()}, "r0 = (a0 - a1) * a2 * a3 + a4;");
-        return success();
-      })
-      .Case([&](BatchNormGradOp b) {
-        auto t = b.getInput().getType();
-        int64_t C = t.getDimSize(t.getRank() - 1);
-        int64_t tiles = nhwcPartial(out, op, 2, b.getGradOutput(), b.getInput(),
-                                    b.getSavedMean(), b.getSavedInvstd());
-        launch(out, op,
-               fmt::format("nhwcBnGradFinish<{}>",
-                           ctype(b.getScale().getType().getElementType())),
-               finishGrid(C), "256",
-               fmt::format("{}, {}, {}, {}", ptr(b.getGradScale()), ptr(b.getGradBias()), C,
-                           tiles));
-        std::string ci = chIdx(t);
-        double m = (double)t.getNumElements() / C;
-        elementwise(out, op,
-                    {{b.getGradOutput()}, {b.getInput()}, {b.getSavedMean(), ci},
-                     {b.getSavedInvstd(), ci}, {b.getScale(), ci},
-                     {b.getGradScale(), ci}, {b.getGradBias(), ci}},
-                    {b.getGradInput()},
-                    fmt::format("float xhat = (a1 - a2) * a3; r0 = a4 * a3 * (a0 - a6 / {} "
-                                "- xhat * a5 / {});",
-                                floatLit(m), floatLit(m)));
         return success();
       })
       .Case([&](GlobalAvgPoolOp g) {
@@ -402,8 +376,7 @@ LogicalResult Emitter::emitNHWC(Operation *op, std::string &out) {
 LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
   if (auto layout = op->getAttrOfType<StringAttr>("layout");
       layout && layout.getValue() == "NHWC" &&
-      isa<BiasAddOp, BiasGradOp, BatchNormOp, BatchNormTrainOp, BatchNormGradOp,
-          GlobalAvgPoolOp, GlobalAvgPoolGradOp>(op))
+      isa<BiasGradOp, GlobalAvgPoolOp, GlobalAvgPoolGradOp>(op))
     return emitNHWC(op, out);
   auto channelIndex = [](RankedTensorType t) {
     return fmt::format("(i / {}ll) % {}ll", channelInner(t), t.getDimSize(1));
@@ -473,7 +446,8 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
         return success();
       })
       .Case([&](BiasAddOp b) {
-        elementwise(out, op, {{b.getInput()}, {b.getBias(), channelIndex(b.getType())}},
+        elementwise(out, op,
+                    {{b.getInput()}, {b.getBias(), chanIndex(b.getType(), isNHWC(op))}},
                     {b.getResult()}, "r0 = a0 + a1;");
         return success();
       })
@@ -554,8 +528,7 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
         return success();
       })
       .Case([&](BatchNormOp b) {
-        auto t = b.getType();
-        std::string ci = channelIndex(t);
+        std::string ci = chanIndex(b.getType(), isNHWC(op));
         elementwise(out, op,
                     {{b.getInput()}, {b.getScale(), ci}, {b.getBias(), ci},
                      {b.getMean(), ci}, {b.getVar(), ci}},
@@ -566,18 +539,10 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
       })
       .Case([&](BatchNormTrainOp b) {
         auto t = b.getInput().getType();
-        launch(out, op,
-               fmt::format("bnStats<{}, {}>", ctype(t.getElementType()),
-                           ctype(b.getRunningMean().getType().getElementType())),
-               std::to_string(t.getDimSize(1)), "512",
-               fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}, {}ll, {}, {}",
-                           ptr(b.getInput()), ptr(b.getSavedMean()),
-                           ptr(b.getSavedInvstd()), ptr(b.getNewRunningMean()),
-                           ptr(b.getNewRunningVar()), ptr(b.getRunningMean()),
-                           ptr(b.getRunningVar()), t.getDimSize(0), t.getDimSize(1),
-                           channelInner(t), floatLit(b.getEpsilon().convertToFloat()),
-                           floatLit(dec(b.getMomentum()))));
-        std::string ci = channelIndex(t);
+        bnStats(out, op, b.getInput(), b.getSavedMean(), b.getSavedInvstd(),
+                b.getNewRunningMean(), b.getNewRunningVar(), b.getRunningMean(),
+                b.getRunningVar(), b.getEpsilon(), b.getMomentum());
+        std::string ci = chanIndex(t, isNHWC(op));
         elementwise(out, op,
                     {{b.getInput()}, {b.getSavedMean(), ci}, {b.getSavedInvstd(), ci},
                      {b.getScale(), ci}, {b.getBias(), ci}},
@@ -697,35 +662,10 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
         elementwise(out, op, ins, {c.getResult()}, e + " r0 = v;");
         return success();
       })
-      .Case([&](BatchNormStatsOp b) -> LogicalResult {
-        auto t = b.getInput().getType();
-        if (b.getLayout() == "NHWC") {
-          int64_t C = t.getDimSize(t.getRank() - 1);
-          int64_t tiles = nhwcPartial(out, op, 1, b.getInput(), {}, {}, {});
-          launch(out, op,
-                 fmt::format("nhwcStatsFinish<{}, {}>", ctype(t.getElementType()),
-                             ctype(b.getRunningMean().getType().getElementType())),
-                 std::to_string((C + 255) / 256), "256",
-                 fmt::format("{}, {}, {}, {}, {}, {}, {}, {}ll, {}, {}, {}, {}",
-                             ptr(b.getInput()), ptr(b.getSavedMean()),
-                             ptr(b.getSavedInvstd()), ptr(b.getNewRunningMean()),
-                             ptr(b.getNewRunningVar()), ptr(b.getRunningMean()),
-                             ptr(b.getRunningVar()), t.getNumElements() / C, C, tiles,
-                             floatLit(b.getEpsilon().convertToFloat()),
-                             floatLit(dec(b.getMomentum()))));
-          return success();
-        }
-        launch(out, op,
-               fmt::format("bnStats<{}, {}>", ctype(t.getElementType()),
-                           ctype(b.getRunningMean().getType().getElementType())),
-               std::to_string(t.getDimSize(1)), "512",
-               fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}, {}ll, {}, {}",
-                           ptr(b.getInput()), ptr(b.getSavedMean()),
-                           ptr(b.getSavedInvstd()), ptr(b.getNewRunningMean()),
-                           ptr(b.getNewRunningVar()), ptr(b.getRunningMean()),
-                           ptr(b.getRunningVar()), t.getDimSize(0), t.getDimSize(1),
-                           channelInner(t), floatLit(b.getEpsilon().convertToFloat()),
-                           floatLit(dec(b.getMomentum()))));
+      .Case([&](BatchNormStatsOp b) {
+        bnStats(out, op, b.getInput(), b.getSavedMean(), b.getSavedInvstd(),
+                b.getNewRunningMean(), b.getNewRunningVar(), b.getRunningMean(),
+                b.getRunningVar(), b.getEpsilon(), b.getMomentum());
         return success();
       })
       .Case([&](FusedBatchNormReluGradOp b) -> LogicalResult {
@@ -757,17 +697,29 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
       })
       .Case([&](BatchNormGradOp b) {
         auto t = b.getInput().getType();
-        launch(out, op,
-               fmt::format("bnGradReduce<{}, {}>", ctype(t.getElementType()),
-                           ctype(b.getScale().getType().getElementType())),
-               std::to_string(t.getDimSize(1)), "512",
-               fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}ll", ptr(b.getGradOutput()),
-                           ptr(b.getInput()), ptr(b.getSavedMean()),
-                           ptr(b.getSavedInvstd()), ptr(b.getGradScale()),
-                           ptr(b.getGradBias()), t.getDimSize(0), t.getDimSize(1),
-                           channelInner(t)));
-        std::string ci = channelIndex(t);
-        double m = (double)t.getNumElements() / t.getDimSize(1);
+        bool nhwc = isNHWC(op);
+        int64_t C = t.getDimSize(nhwc ? t.getRank() - 1 : 1);
+        if (nhwc) {
+          int64_t tiles = nhwcPartial(out, op, 2, b.getGradOutput(), b.getInput(),
+                                      b.getSavedMean(), b.getSavedInvstd());
+          launch(out, op,
+                 fmt::format("nhwcBnGradFinish<{}>",
+                             ctype(b.getScale().getType().getElementType())),
+                 std::to_string((C + 255) / 256), "256",
+                 fmt::format("{}, {}, {}, {}", ptr(b.getGradScale()), ptr(b.getGradBias()),
+                             C, tiles));
+        } else {
+          launch(out, op,
+                 fmt::format("bnGradReduce<{}, {}>", ctype(t.getElementType()),
+                             ctype(b.getScale().getType().getElementType())),
+                 std::to_string(C), "512",
+                 fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}ll", ptr(b.getGradOutput()),
+                             ptr(b.getInput()), ptr(b.getSavedMean()),
+                             ptr(b.getSavedInvstd()), ptr(b.getGradScale()),
+                             ptr(b.getGradBias()), t.getDimSize(0), C, channelInner(t)));
+        }
+        std::string ci = chanIndex(t, nhwc);
+        double m = (double)t.getNumElements() / C;
         elementwise(out, op,
                     {{b.getGradOutput()}, {b.getInput()}, {b.getSavedMean(), ci},
                      {b.getSavedInvstd(), ci}, {b.getScale(), ci},
