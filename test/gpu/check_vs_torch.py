@@ -9,7 +9,7 @@ losses and BN statistics do not see), run the same 3 steps with torch.optim
 (TF32 off on both sides) and compare the losses, every parameter and the BN
 running statistics and momentum buffers: max|a-b| / max|b| <= 1e-3, or, where
 two correct f32 implementations already differ by more (PyTorch CPU vs
-PyTorch GPU, measured in the same run), within twice that drift. In deep
+PyTorch GPU, measured in the same run), within four times that drift. In deep
 ReLU+BN nets a ReLU input within ~1e-6 of zero may round to either side, and
 BN over few values per channel spreads that one flipped gradient over the
 channel: torch f32 itself differs from torch f64 by up to 5e-2 there.
@@ -174,12 +174,13 @@ def check_model(name, args):
     cpu_loss_err = rel(cpu_losses, ref_losses)
     # Gate: within 1e-3 (the bound), or -- where two correct f32
     # implementations already drift further apart (ReLU ties amplified by BN
-    # over few values per channel) -- within 2x PyTorch CPU's drift from
-    # PyTorch GPU on the same model, data and steps.
+    # over few values per channel) -- within 4x PyTorch CPU's drift from
+    # PyTorch GPU on the same model, data and steps. The drift itself varies
+    # about 2x between runs (cuDNN picks algorithms by timing), hence 4x.
     ok = True
     for kind, (ours, base) in [("loss", (("loss", loss_err), ("loss", cpu_loss_err)))] + \
             [(k, tuple(v)) for k, v in worst.items()]:
-        bound = max(1e-3, 2.0 * base[1])
+        bound = max(1e-3, 4.0 * base[1])
         good = ours[1] <= bound
         ok &= good
         print("  %-8s %-8s cnnc %.2e (%s)  torch-cpu %.2e (%s)  bound %.1e %s" % (
