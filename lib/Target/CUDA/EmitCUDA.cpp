@@ -142,6 +142,19 @@ private:
   void elementwise(std::string &out, Operation *op, ArrayRef<EwIn> ins,
                    ArrayRef<Value> outs, const std::string &expr,
                    int64_t n = -1);
+  /// An optimizer update: collected into its multi-tensor group (updates of
+  /// the same kind, hyper-parameters and scalar operands) and emitted as one
+  /// kernel over all the group's tensors when the group's last op is reached.
+  void optimizerUpdate(std::string &out, Operation *op, ArrayRef<EwIn> ins,
+                       ArrayRef<Value> outs, const std::string &expr);
+  /// Finds the multi-tensor groups of `f`'s optimizer updates.
+  void groupOptimizerUpdates(func::FuncOp f);
+  struct UpdateGroup {
+    Operation *last = nullptr;
+    std::vector<std::pair<SmallVector<EwIn>, SmallVector<Value>>> members;
+  };
+  std::map<std::string, UpdateGroup> updateGroups;
+  DenseMap<Operation *, std::string> updateGroupOf;
   /// `nhwc`: x, y are N x H x W x C and w is K x R x S x C/groups (KRSC).
   int convId(Operation *op, RankedTensorType x, RankedTensorType w,
              RankedTensorType y, ArrayRef<int64_t> strides,
@@ -917,7 +930,7 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
           ins.append({{u.getGradScale(), "0"}, {u.getFinite(), "0"}});
           expr += " if (a6 == 0.f) { r0 = a0; r1 = a2; }";
         }
-        elementwise(out, op, ins, {u.getNewParam(), u.getNewMomentumBuffer()}, expr);
+        optimizerUpdate(out, op, ins, {u.getNewParam(), u.getNewMomentumBuffer()}, expr);
         return success();
       })
       .Case([&](AdamUpdateOp u) {
@@ -941,7 +954,7 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
           ins.append({{u.getGradScale(), "0"}, {u.getFinite(), "0"}});
           expr += " if (a7 == 0.f) { r0 = a0; r1 = a2; r2 = a3; }";
         }
-        elementwise(out, op, ins, {u.getNewParam(), u.getNewExpAvg(), u.getNewExpAvgSq()},
+        optimizerUpdate(out, op, ins, {u.getNewParam(), u.getNewExpAvg(), u.getNewExpAvgSq()},
                     expr);
         return success();
       })
@@ -978,7 +991,104 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
       });
 }
 
+void Emitter::groupOptimizerUpdates(func::FuncOp f) {
+  updateGroups.clear();
+  updateGroupOf.clear();
+  for (Operation &op : f.getBody().front()) {
+    if (!isa<SGDUpdateOp, AdamUpdateOp>(op))
+      continue;
+    // Only updates whose results go straight to the return can move to the
+    // position of the group's last update.
+    if (!llvm::all_of(op.getUsers(), [](Operation *u) { return isa<func::ReturnOp>(u); }))
+      continue;
+    std::string key = op.getName().getStringRef().str();
+    llvm::raw_string_ostream os(key);
+    // Inherent attributes only (the memory plan adds per-op offsets).
+    op.getPropertiesAsAttribute().print(os);
+    auto ptype = ttype(op.getOperand(0)).getElementType();
+    os << ptype << (ttype(op.getOperand(1)).getElementType() == ptype ? "" : "g");
+    // Scalar operands (lr, step, grad_scale, finite) must be the same values.
+    for (Value v : op.getOperands())
+      if (ttype(v).getRank() == 0)
+        os << " s" << plan.offsetOf(v);
+    os.flush();
+    updateGroupOf[&op] = key;
+    updateGroups[key].last = &op;
+  }
+}
+
+void Emitter::optimizerUpdate(std::string &out, Operation *op, ArrayRef<EwIn> ins,
+                              ArrayRef<Value> outs, const std::string &expr) {
+  auto it = updateGroupOf.find(op);
+  if (it == updateGroupOf.end()) {
+    elementwise(out, op, ins, outs, expr);
+    return;
+  }
+  UpdateGroup &g = updateGroups[it->second];
+  g.members.push_back({SmallVector<EwIn>(ins), SmallVector<Value>(outs)});
+  if (g.last != op)
+    return;
+  if (g.members.size() == 1) {
+    elementwise(out, op, ins, outs, expr);
+    return;
+  }
+  // One kernel over the concatenation of all tensors of the group: a binary
+  // search in a constant table of start indices finds each element's tensor.
+  std::string name = fmt::format("mt{}", numKernels++);
+  size_t G = g.members.size();
+  std::vector<int64_t> starts;
+  int64_t total = 0;
+  for (auto &m : g.members) {
+    starts.push_back(total);
+    total += ttype(m.second[0]).getNumElements();
+  }
+  auto table = [&](const std::string &suffix, auto offsetOf) {
+    std::vector<std::string> v;
+    for (size_t t = 0; t < G; ++t)
+      v.push_back(std::to_string(offsetOf(t)) + "ll");
+    kernels += fmt::format("__device__ const int64_t {}_{}[{}] = {{{}}};\n", name, suffix,
+                           G, llvm::join(v, ", "));
+  };
+  table("start", [&](size_t t) { return starts[t]; });
+  auto &first = g.members.front();
+  for (size_t k = 0; k < first.first.size(); ++k)
+    if (first.first[k].index == "i")
+      table(fmt::format("in{}", k),
+            [&](size_t t) { return (int64_t)plan.offsetOf(g.members[t].first[k].v); });
+  for (size_t k = 0; k < first.second.size(); ++k)
+    table(fmt::format("out{}", k),
+          [&](size_t t) { return (int64_t)plan.offsetOf(g.members[t].second[k]); });
+  std::string body = fmt::format(
+      "  for (int64_t e = blockIdx.x * 256ll + threadIdx.x; e < {}ll; "
+      "e += (int64_t)gridDim.x * 256) {{\n"
+      "    int lo = 0, hi = {};\n"
+      "    while (lo < hi) {{ int mid = (lo + hi + 1) / 2; if ({}_start[mid] <= e) lo = mid; "
+      "else hi = mid - 1; }}\n"
+      "    const int64_t i = e - {}_start[lo];\n",
+      total, G - 1, name, name);
+  for (auto [k, in] : llvm::enumerate(first.first)) {
+    std::string T = ctype(ttype(in.v).getElementType());
+    body += in.index == "i"
+                ? fmt::format("    float a{} = ld(reinterpret_cast<const {} *>(A + {}_in{}[lo]) + i);\n",
+                              k, T, name, k)
+                : fmt::format("    float a{} = ld(reinterpret_cast<const {} *>(A + {}ll));\n", k,
+                              T, plan.offsetOf(in.v));
+  }
+  for (size_t k = 0; k < first.second.size(); ++k)
+    body += fmt::format("    float r{};\n", k);
+  body += "    " + expr + "\n";
+  for (auto [k, o] : llvm::enumerate(first.second))
+    body += fmt::format("    st(reinterpret_cast<{} *>(A + {}_out{}[lo]) + i, r{});\n",
+                        ctype(ttype(o).getElementType()), name, k, k);
+  body += "  }\n";
+  kernels += fmt::format("__global__ void __launch_bounds__(256) {}(char *A) {{\n{}}}\n\n",
+                         name, body);
+  out += fmt::format("  // {} optimizer updates in one multi-tensor kernel\n", G);
+  launch(out, op, name, gridFor(total), "256", "A");
+}
+
 LogicalResult Emitter::emitFunction(func::FuncOp f, std::string &body) {
+  groupOptimizerUpdates(f);
   for (Operation &op : f.getBody().front()) {
     if (isa<func::ReturnOp>(op))
       break;

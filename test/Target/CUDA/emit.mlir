@@ -53,3 +53,7 @@
 // OPT-DAG: {"loss_scale", cnnrt::DType::F32, 0, {0, 0, 0, 0}, {{[0-9]+}}, 4, cnnrt::Role::LossScale}
 // OPT-DAG: ctx.registerConv({{[0-9]+}}, cnnrt::ConvDesc{{.*}}cnnrt::DType::F16, cnnrt::Layout::NHWC}
 // OPT-DAG: nhwcStatsFinish<__half, float>
+// All parameter updates run as one multi-tensor kernel (binary search over a
+// constant table of tensor starts).
+// OPT-DAG: // 6 optimizer updates in one multi-tensor kernel
+// OPT-DAG: __device__ const int64_t mt{{[0-9]+}}_start[6] = {0ll,
