@@ -3,6 +3,7 @@
 
 #include "cnnc/Dialect/CNN/CNNOps.h"
 #include "cnnc/Frontend/ONNXImporter.h"
+#include "cnnc/Reference/TensorEntry.h"
 #include "cnnc/Target/CUDA/EmitCUDA.h"
 #include "cnnrt/TensorFile.h"
 
@@ -224,127 +225,9 @@ DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
   return o;
 }
 
-//===----------------------------------------------------------------------===//
-// Tensor conversions
-//===----------------------------------------------------------------------===//
-
-namespace {
-float halfBitsToFloat(uint16_t h) {
-  uint32_t sign = uint32_t(h & 0x8000) << 16;
-  uint32_t exp = (h >> 10) & 0x1f, mant = h & 0x3ff, bits;
-  if (exp == 0) {
-    if (mant == 0) {
-      bits = sign;
-    } else {
-      exp = 127 - 15 + 1;
-      while (!(mant & 0x400)) {
-        mant <<= 1;
-        --exp;
-      }
-      bits = sign | (exp << 23) | ((mant & 0x3ff) << 13);
-    }
-  } else if (exp == 0x1f) {
-    bits = sign | 0x7f800000 | (mant << 13);
-  } else {
-    bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
-  }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-/// Round-to-nearest-even f32 -> f16 bits.
-uint16_t floatToHalfBits(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  uint32_t sign = (x >> 16) & 0x8000;
-  uint32_t absx = x & 0x7fffffff;
-  if (absx >= 0x7f800000) // inf or nan
-    return sign | 0x7c00 | (absx > 0x7f800000 ? 0x200 : 0);
-  if (absx >= 0x477ff000) // rounds to >= 65520: inf
-    return sign | 0x7c00;
-  if (absx < 0x38800000) { // subnormal or zero in f16
-    float a;
-    std::memcpy(&a, &absx, 4);
-    // a * 2^24 rounded to nearest even gives the subnormal mantissa.
-    return sign | uint16_t(std::nearbyint(a * 16777216.0f));
-  }
-  uint32_t mant = absx & 0x7fffff;
-  uint32_t exp = (absx >> 23) - 127 + 15;
-  uint32_t h = (exp << 10) | (mant >> 13);
-  uint32_t rest = mant & 0x1fff;
-  if (rest > 0x1000 || (rest == 0x1000 && (h & 1)))
-    ++h;
-  return sign | h;
-}
-
-reference::Tensor fromEntry(const cnnrt::TensorEntry &e) {
-  reference::Tensor t;
-  t.shape = e.shape;
-  int64_t n = e.numel();
-  t.data.resize(n);
-  switch (e.dtype) {
-  case cnnrt::DType::F32:
-    t.kind = reference::ElemKind::F32;
-    std::memcpy(t.data.data(), e.data.data(), n * 4);
-    break;
-  case cnnrt::DType::F16:
-    t.kind = reference::ElemKind::F16;
-    for (int64_t i = 0; i < n; ++i)
-      t.data[i] = halfBitsToFloat(e.as<uint16_t>()[i]);
-    break;
-  case cnnrt::DType::I32:
-    t.kind = reference::ElemKind::I32;
-    for (int64_t i = 0; i < n; ++i)
-      t.data[i] = float(e.as<int32_t>()[i]);
-    break;
-  case cnnrt::DType::I64:
-    t.kind = reference::ElemKind::I64;
-    for (int64_t i = 0; i < n; ++i)
-      t.data[i] = float(e.as<int64_t>()[i]);
-    break;
-  }
-  return t;
-}
-
-cnnrt::TensorEntry toEntry(const std::string &name,
-                           const reference::Tensor &t) {
-  cnnrt::DType dt = cnnrt::DType::F32;
-  switch (t.kind) {
-  case reference::ElemKind::F32:
-    dt = cnnrt::DType::F32;
-    break;
-  case reference::ElemKind::F16:
-    dt = cnnrt::DType::F16;
-    break;
-  case reference::ElemKind::I32:
-    dt = cnnrt::DType::I32;
-    break;
-  case reference::ElemKind::I64:
-    dt = cnnrt::DType::I64;
-    break;
-  }
-  cnnrt::TensorEntry e = cnnrt::TensorEntry::zeros(name, dt, t.shape);
-  int64_t n = std::min<int64_t>(e.numel(), t.data.size());
-  for (int64_t i = 0; i < n; ++i) {
-    switch (dt) {
-    case cnnrt::DType::F32:
-      e.as<float>()[i] = t.data[i];
-      break;
-    case cnnrt::DType::F16:
-      e.as<uint16_t>()[i] = floatToHalfBits(t.data[i]);
-      break;
-    case cnnrt::DType::I32:
-      e.as<int32_t>()[i] = int32_t(t.data[i]);
-      break;
-    case cnnrt::DType::I64:
-      e.as<int64_t>()[i] = int64_t(t.data[i]);
-      break;
-    }
-  }
-  return e;
-}
-} // namespace
+// Tensor conversions: cnnc/Reference/TensorEntry.h.
+using reference::fromEntry;
+using reference::toEntry;
 
 LogicalResult cnnc::driver::readWeights(const std::string &path,
                                         reference::TensorMap &weights,

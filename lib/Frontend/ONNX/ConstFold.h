@@ -98,8 +98,7 @@ bool resolveSlice(const std::vector<int64_t> &shape,
                   std::vector<int64_t> &outStart, std::vector<int64_t> &outStep,
                   std::vector<int64_t> &outSize, std::string &err);
 
-/// IEEE half / bfloat16 bits to float.
-float halfToFloat(uint16_t bits);
+/// bfloat16 bits to float (IEEE half: reference::halfToFloat).
 float bfloat16ToFloat(uint16_t bits);
 
 } // namespace cnnc::onnximport

@@ -16,6 +16,7 @@
 
 #include "ConstFold.h"
 #include "cnnc/Dialect/CNN/CNNOps.h"
+#include "cnnc/Reference/TensorEntry.h"
 
 #include "cnnc_onnx.pb.h"
 
@@ -358,7 +359,7 @@ LogicalResult Importer::readInitializer(const onnx::TensorProto &t,
       case onnx::TensorProto::BFLOAT16: {
         uint16_t h;
         std::memcpy(&h, p, 2);
-        out.floats[i] = dt == onnx::TensorProto::FLOAT16 ? halfToFloat(h)
+        out.floats[i] = dt == onnx::TensorProto::FLOAT16 ? reference::halfToFloat(h)
                                                          : bfloat16ToFloat(h);
         break;
       }
@@ -433,7 +434,7 @@ LogicalResult Importer::readInitializer(const onnx::TensorProto &t,
     for (int64_t i = 0; i < std::min(have, *n); ++i) {
       uint16_t h = uint16_t(t.int32_data(i));
       put(i,
-          dt == onnx::TensorProto::FLOAT16 ? halfToFloat(h)
+          dt == onnx::TensorProto::FLOAT16 ? reference::halfToFloat(h)
                                            : bfloat16ToFloat(h),
           0);
     }

@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 #include "cnnc/Dialect/CNN/CNNOps.h"
 #include "cnnc/Reference/Interpreter.h"
+#include "cnnc/Reference/TensorEntry.h"
 #include "cnnrt/TensorFile.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -33,96 +34,6 @@ using reference::Tensor;
 
 namespace {
 
-float halfToFloat(uint16_t h) {
-  const float sign = (h & 0x8000) ? -1.0f : 1.0f;
-  const int exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
-  if (exp == 0)
-    return sign * std::ldexp(static_cast<float>(mant), -24);
-  if (exp == 31)
-    return mant ? NAN : sign * INFINITY;
-  return sign * std::ldexp(static_cast<float>(mant | 0x400), exp - 25);
-}
-
-/// `f` must be representable as a half (e.g. the output of roundToHalf).
-uint16_t halfBits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  const uint16_t sign = (u >> 16) & 0x8000;
-  if (std::isnan(f))
-    return sign | 0x7e00;
-  const float a = std::fabs(f);
-  if (std::isinf(f) || a > 65504.0f)
-    return sign | 0x7c00;
-  if (a < 6.103515625e-05f)
-    return sign | static_cast<uint16_t>(a * 16777216.0f);
-  const int exp = static_cast<int>((u >> 23) & 0xff) - 127 + 15;
-  return sign | static_cast<uint16_t>(exp << 10) |
-         static_cast<uint16_t>((u >> 13) & 0x3ff);
-}
-
-bool toTensor(const cnnrt::TensorEntry &e, Tensor &t) {
-  t.shape = e.shape;
-  const int64_t n = e.numel();
-  t.data.resize(n);
-  switch (e.dtype) {
-  case cnnrt::DType::F32:
-    t.kind = ElemKind::F32;
-    std::memcpy(t.data.data(), e.data.data(), n * sizeof(float));
-    return true;
-  case cnnrt::DType::F16:
-    t.kind = ElemKind::F16;
-    for (int64_t i = 0; i < n; ++i)
-      t.data[i] = halfToFloat(e.as<uint16_t>()[i]);
-    return true;
-  case cnnrt::DType::I32:
-    t.kind = ElemKind::I32;
-    for (int64_t i = 0; i < n; ++i)
-      t.data[i] = static_cast<float>(e.as<int32_t>()[i]);
-    return true;
-  case cnnrt::DType::I64:
-    t.kind = ElemKind::I64;
-    for (int64_t i = 0; i < n; ++i)
-      t.data[i] = static_cast<float>(e.as<int64_t>()[i]);
-    return true;
-  }
-  return false;
-}
-
-cnnrt::TensorEntry toEntry(const Tensor &t) {
-  cnnrt::DType dt = cnnrt::DType::F32;
-  switch (t.kind) {
-  case ElemKind::F32:
-    dt = cnnrt::DType::F32;
-    break;
-  case ElemKind::F16:
-    dt = cnnrt::DType::F16;
-    break;
-  case ElemKind::I32:
-    dt = cnnrt::DType::I32;
-    break;
-  case ElemKind::I64:
-    dt = cnnrt::DType::I64;
-    break;
-  }
-  cnnrt::TensorEntry e = cnnrt::TensorEntry::zeros("", dt, t.shape);
-  for (int64_t i = 0, n = t.numel(); i < n; ++i) {
-    switch (t.kind) {
-    case ElemKind::F32:
-      e.as<float>()[i] = t.data[i];
-      break;
-    case ElemKind::F16:
-      e.as<uint16_t>()[i] = halfBits(reference::roundToHalf(t.data[i]));
-      break;
-    case ElemKind::I32:
-      e.as<int32_t>()[i] = static_cast<int32_t>(t.data[i]);
-      break;
-    case ElemKind::I64:
-      e.as<int64_t>()[i] = static_cast<int64_t>(t.data[i]);
-      break;
-    }
-  }
-  return e;
-}
 
 int usage() {
   llvm::errs() << "usage: cnnc-reference-run FILE.mlir [--func NAME] "
@@ -186,11 +97,11 @@ int main(int argc, char **argv) {
   for (auto [i, path] : llvm::enumerate(inputs)) {
     cnnrt::TensorEntry e;
     std::string err;
-    Tensor t;
-    if (!cnnrt::readNpy(path, e, err) || !toTensor(e, t)) {
+    if (!cnnrt::readNpy(path, e, err)) {
       llvm::errs() << path << ": " << err << "\n";
       return 1;
     }
+    Tensor t = reference::fromEntry(e);
     if (i < func.getNumArguments())
       if (auto type = dyn_cast<RankedTensorType>(func.getArgumentTypes()[i]))
         t.kind = reference::elemKindOf(type.getElementType());
@@ -212,7 +123,7 @@ int main(int argc, char **argv) {
   }
   for (auto [i, t] : llvm::enumerate(*results)) {
     std::string path = prefix + std::to_string(i) + ".npy", err;
-    if (!cnnrt::writeNpy(path, toEntry(t), err)) {
+    if (!cnnrt::writeNpy(path, reference::toEntry("", t), err)) {
       llvm::errs() << path << ": " << err << "\n";
       return 1;
     }
