@@ -21,6 +21,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <unordered_map>
 
 using namespace mlir;
 namespace cnn = cnnc::cnn;
@@ -83,6 +84,11 @@ float roundToHalf(float x) {
 }
 
 namespace {
+
+struct ValueHash {
+  size_t operator()(Value v) const { return hash_value(v); }
+};
+using ValueTensorMap = std::unordered_map<Value, Tensor, ValueHash>;
 
 const char *kindName(ElemKind k) {
   switch (k) {
@@ -254,7 +260,11 @@ private:
   LogicalResult checkLabels(Operation *op, Value labels, int64_t classes);
 
   func::FuncOp func;
-  llvm::DenseMap<Value, Tensor> env;
+  /// Node-based on purpose: kernels hold `get()` references to operands
+  /// while `def()` inserts their results, and a DenseMap would move every
+  /// tensor when that insertion grows or rehashes the table (when it does
+  /// depends on pointer hashes, so the failure came and went with ASLR).
+  ValueTensorMap env;
   std::vector<Tensor> results;
 };
 
@@ -707,7 +717,7 @@ const float *Executor::unscaledGrad(Value grad, Value scale,
 
 /// Loss scaling: a non-finite step leaves every input of the update unchanged.
 static bool skipUpdate(Operation *op, Value finite,
-                       llvm::DenseMap<Value, Tensor> &env) {
+                       ValueTensorMap &env) {
   if (!finite || env.find(finite)->second.data[0] != 0.0f)
     return false;
   for (unsigned r = 0; r < op->getNumResults(); ++r) {
