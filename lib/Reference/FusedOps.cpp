@@ -121,11 +121,10 @@ LogicalResult execConv(cnn::FusedConv2DOp op, function_ref<const Tensor &(Value)
 
 LogicalResult execStats(cnn::BatchNormStatsOp op, function_ref<const Tensor &(Value)> get,
                         function_ref<Tensor &(Value)> def) {
-  // Results first: def() may grow the value map and move the tensors that
-  // get() returned references to (their data buffers stay put).
   float *m = def(op.getSavedMean()).data.data(), *is = def(op.getSavedInvstd()).data.data(),
         *nm = def(op.getNewRunningMean()).data.data(),
-        *nv = def(op.getNewRunningVar()).data.data();
+        *nv = def(op.getNewRunningVar()).data.data(), *al = def(op.getAlpha()).data.data(),
+        *be = def(op.getBeta()).data.data();
   const Tensor &x = get(op.getInput());
   ChannelOf ch(x.shape, op.getLayout());
   int64_t c = ch.channels, count = x.numel() / c;
@@ -139,14 +138,20 @@ LogicalResult execStats(cnn::BatchNormStatsOp op, function_ref<const Tensor &(Va
     double d = x.data[i] - mean[ch(i)];
     ss[ch(i)] += d * d;
   }
-  const Tensor &rm = get(op.getRunningMean()), &rv = get(op.getRunningVar());
+  const Tensor &rm = get(op.getRunningMean()), &rv = get(op.getRunningVar()),
+               &scale = get(op.getScale()), &bias = get(op.getBias());
   double mom = kn::decimalValue(op.getMomentum().convertToFloat());
   float eps = op.getEpsilon().convertToFloat();
   for (int64_t k = 0; k < c; ++k) {
     double var = ss[k] / count;
     double unbiased = count > 1 ? ss[k] / (count - 1) : var;
     m[k] = (float)mean[k];
-    is[k] = (float)(1.0 / std::sqrt(var + eps));
+    double invstd = 1.0 / std::sqrt(var + eps);
+    is[k] = (float)invstd;
+    // As batch_norm_train's kernel (kernels::batchNormTrain).
+    double a = invstd * scale.data[k];
+    al[k] = (float)a;
+    be[k] = (float)(bias.data[k] - mean[k] * a);
     nm[k] = (float)(mom * mean[k] + (1.0 - mom) * rm.data[k]);
     nv[k] = (float)(mom * unbiased + (1.0 - mom) * rv.data[k]);
   }
@@ -183,8 +188,9 @@ LogicalResult execBnReluGrad(cnn::FusedBatchNormReluGradOp op,
   for (int64_t i = 0; i < n; ++i) {
     int64_t k = ch(i);
     double is = invstd.data[k], m = mean.data[k];
-    double kk = dot[k] * is * is / count;
-    dx[i] = (float)((g(i) - sumDy[k] / count - (x.data[i] - m) * kk) * is * scale.data[k]);
+    // The same operations, in the same order, as batch_norm_grad's kernel.
+    double kk = dot[k] * is * is / count, w = is * scale.data[k];
+    dx[i] = (float)((g(i) - sumDy[k] / count - (x.data[i] - m) * kk) * w);
   }
   return success();
 }

@@ -156,24 +156,26 @@ void splitBatchNorm(func::FuncOp f, int &count) {
   for (BatchNormTrainOp bn : bns) {
     OpBuilder b(bn);
     StringRef layout = layoutOf(bn);
+    auto f32 = RankedTensorType::get(bn.getSavedMean().getType().getShape(),
+                                     b.getF32Type());
     auto stats = BatchNormStatsOp::create(
         b, bn.getLoc(),
         TypeRange{bn.getSavedMean().getType(), bn.getSavedInvstd().getType(),
-                  bn.getNewRunningMean().getType(), bn.getNewRunningVar().getType()},
-        ValueRange{bn.getInput(), bn.getRunningMean(), bn.getRunningVar()},
+                  bn.getNewRunningMean().getType(), bn.getNewRunningVar().getType(),
+                  f32, f32},
+        ValueRange{bn.getInput(), bn.getScale(), bn.getBias(), bn.getRunningMean(),
+                   bn.getRunningVar()},
         {b.getNamedAttr("epsilon", bn.getEpsilonAttr()),
          b.getNamedAttr("momentum", bn.getMomentumAttr()),
          b.getNamedAttr("layout", b.getStringAttr(layout))});
     auto norm = makeElementwise(
         b, bn.getLoc(), TypeRange{bn.getResult().getType()},
-        ValueRange{bn.getInput(), stats.getSavedMean(), stats.getSavedInvstd(),
-                   bn.getScale(), bn.getBias()},
-        {0, 1, 1, 1, 1}, layout, [&](OpBuilder &ib, ValueRange a) {
+        ValueRange{bn.getInput(), stats.getAlpha(), stats.getBeta()}, {0, 1, 1},
+        layout, [&](OpBuilder &ib, ValueRange a) {
+          // x * alpha + beta: the batch_norm_train kernel's operations.
           Location l = bn.getLoc();
-          Value d = arith::SubFOp::create(ib, l, a[0], a[1]);
-          Value n = arith::MulFOp::create(ib, l, d, a[2]);
-          Value s = arith::MulFOp::create(ib, l, n, a[3]);
-          return SmallVector<Value>{arith::AddFOp::create(ib, l, s, a[4])};
+          Value s = arith::MulFOp::create(ib, l, a[0], a[1]);
+          return SmallVector<Value>{arith::AddFOp::create(ib, l, s, a[2])};
         });
     bn.getResult().replaceAllUsesWith(norm.getResult(0));
     bn.getSavedMean().replaceAllUsesWith(stats.getSavedMean());
@@ -190,9 +192,7 @@ void fuseReluIntoBatchNormGrad(func::FuncOp f, int &count) {
   f.walk([&](BatchNormGradOp o) { grads.push_back(o); });
   for (BatchNormGradOp g : grads) {
     auto rg = g.getGradOutput().getDefiningOp<ReluGradOp>();
-    // NHWC BN gradients use the layout pass's tiled reductions, which take
-    // no mask: there the ReLU gradient fuses into the elementwise chains.
-    if (!rg || !rg.getResult().hasOneUse() || layoutOf(g) == "NHWC")
+    if (!rg || !rg.getResult().hasOneUse())
       continue;
     OpBuilder b(g);
     auto fused = FusedBatchNormReluGradOp::create(

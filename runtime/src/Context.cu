@@ -47,6 +47,20 @@ ContextOptions ContextOptions::fromEnv() {
   o.deterministic = flag("CNNRT_DETERMINISTIC", true);
   o.syncCheck = flag("CNNRT_SYNC_CHECK", false);
   o.verbose = flag("CNNRT_VERBOSE", false);
+  if (const char *f = std::getenv("CNNRT_CONV_FUSION")) {
+    std::string v = f;
+    if (v == "cudnn")
+      o.convFusion = ConvFusion::CuDNN;
+    else if (v == "split")
+      o.convFusion = ConvFusion::Split;
+    else if (v != "auto" && !v.empty()) {
+      std::fprintf(stderr,
+                   "cnnrt: CNNRT_CONV_FUSION must be auto, cudnn or split, "
+                   "not '%s'\n",
+                   f);
+      std::exit(kExitError);
+    }
+  }
   if (const char *p = std::getenv("CNNRT_ALGO_CACHE"))
     o.algoCachePath = p;
   else if (const char *h = std::getenv("HOME"))
@@ -220,6 +234,24 @@ struct ConvEntry {
   cudnnMathType_t math[3] = {CUDNN_DEFAULT_MATH, CUDNN_DEFAULT_MATH,
                              CUDNN_DEFAULT_MATH};
   size_t ws[3] = {0, 0, 0};
+  std::string key; ///< algorithm-cache key prefix of this shape
+};
+
+/// A convolution with a bias/residual/activation epilogue (registerConvBiasAct).
+struct FusedConvEntry {
+  bool valid = false;
+  int conv = -1;
+  Activation act = Activation::Relu;
+  bool residual = false;
+  ConvEpilogueFn epilogue = nullptr;
+  std::string loc;
+  /// Chosen in finishPrepare: one cuDNN call (algo/math/ws) or the split form.
+  bool useCudnn = false;
+  int algo = -1;
+  cudnnMathType_t math = CUDNN_DEFAULT_MATH;
+  size_t ws = 0;
+  cudnnTensorDescriptor_t biasDesc = nullptr;
+  cudnnActivationDescriptor_t actDesc = nullptr;
 };
 
 struct MatmulEntry {
@@ -236,6 +268,7 @@ struct Context::Impl {
   cudnnHandle_t cudnn = nullptr;
   cublasLtHandle_t lt = nullptr;
   std::vector<ConvEntry> convs;
+  std::vector<FusedConvEntry> fusedConvs;
   std::vector<MatmulEntry> matmuls;
   void *workspace = nullptr;
   size_t workspaceBytes = 0;
@@ -354,6 +387,12 @@ Context::~Context() {
     cudnnDestroyTensorDescriptor(c.yDesc);
     cudnnDestroyFilterDescriptor(c.wDesc);
     cudnnDestroyConvolutionDescriptor(c.cDesc);
+  }
+  for (FusedConvEntry &f : impl_->fusedConvs) {
+    if (f.biasDesc)
+      cudnnDestroyTensorDescriptor(f.biasDesc);
+    if (f.actDesc)
+      cudnnDestroyActivationDescriptor(f.actDesc);
   }
   for (MatmulEntry &m : impl_->matmuls) {
     if (!m.valid)
@@ -552,6 +591,7 @@ void Context::registerConv(int id, const ConvDesc &d, const char *loc) {
   size_t wsCap = I.plannedWorkspace ? I.workspaceBytes : SIZE_MAX;
   if (I.plannedWorkspace)
     key << "wsmax=" << wsCap << '|';
+  c.key = key.str();
   for (int dir = 0; dir < 3; ++dir) {
     std::string k2 = key.str() + kDirName[dir];
     auto it = I.cache.find(k2);
@@ -630,6 +670,8 @@ void Context::registerConv(int id, const ConvDesc &d, const char *loc) {
     I.neededWorkspace = std::max(I.neededWorkspace, c.ws[dir]);
 }
 
+static void chooseFusedConvs(Context &ctx);
+
 void Context::finishPrepare() {
   Impl &I = *impl_;
   for (int s = 0; s < 3; ++s) {
@@ -659,6 +701,7 @@ void Context::finishPrepare() {
     I.padBytes = I.neededPad;
   }
   I.prepared = true;
+  chooseFusedConvs(*this);
   if (I.cacheDirty && !opts_.algoCachePath.empty()) {
     std::string path = opts_.algoCachePath;
     size_t slash = path.find_last_of('/');
@@ -715,22 +758,26 @@ static void launchPad(Context &ctx, ConvEntry &c, const void *x) {
   ctx.checkLaunch(c.loc.c_str());
 }
 
-void Context::convFwd(int id, const void *x, const void *w, void *y,
-                      bool accumulate) {
-  ConvEntry &c = getConv(*this, id);
+static void enqueueConvFwd(Context &ctx, ConvEntry &c, const void *x,
+                           const void *w, void *y, bool accumulate) {
   const char *loc = c.loc.c_str();
   if (c.asym) {
-    launchPad(*this, c, x);
-    x = impl_->padBuf;
+    launchPad(ctx, c, x);
+    x = ctx.impl()->padBuf;
   }
   float alpha = 1.f, beta = accumulate ? 1.f : 0.f;
-  CNNRT_CUDNN(*this, cudnnSetConvolutionMathType(c.cDesc, c.math[kFwd]), loc);
-  CNNRT_CUDNN(*this,
+  CNNRT_CUDNN(ctx, cudnnSetConvolutionMathType(c.cDesc, c.math[kFwd]), loc);
+  CNNRT_CUDNN(ctx,
               cudnnConvolutionForward(
-                  impl_->cudnn, &alpha, c.xDesc, x, c.wDesc, w, c.cDesc,
+                  ctx.impl()->cudnn, &alpha, c.xDesc, x, c.wDesc, w, c.cDesc,
                   static_cast<cudnnConvolutionFwdAlgo_t>(c.algo[kFwd]),
-                  impl_->workspace, c.ws[kFwd], &beta, c.yDesc, y),
+                  ctx.impl()->workspace, c.ws[kFwd], &beta, c.yDesc, y),
               loc);
+}
+
+void Context::convFwd(int id, const void *x, const void *w, void *y,
+                      bool accumulate) {
+  enqueueConvFwd(*this, getConv(*this, id), x, w, y, accumulate);
 }
 
 void Context::convBwdData(int id, const void *dy, const void *w, void *dx,
@@ -782,6 +829,254 @@ void Context::convBwdFilter(int id, const void *x, const void *dy, void *dw,
           static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo[kBwdFilter]),
           impl_->workspace, c.ws[kBwdFilter], &beta, c.wDesc, dw),
       loc);
+}
+
+//===--- convolutions with a fused epilogue -------------------------------===//
+
+void Context::registerConvBiasAct(int id, int convId, Activation act,
+                                  bool residual, ConvEpilogueFn epilogue,
+                                  const char *loc) {
+  Impl &I = *impl_;
+  if (I.prepared)
+    fail(loc, "registerConvBiasAct after prepare finished");
+  if (id < 0)
+    fail(loc, "negative fused conv id");
+  if (convId < 0 || static_cast<size_t>(convId) >= I.convs.size() ||
+      !I.convs[convId].valid)
+    fail(loc, "fused conv " + std::to_string(id) + " names conv id " +
+                  std::to_string(convId) + ", which was not registered");
+  if (!epilogue)
+    fail(loc, "fused conv without an epilogue function");
+  if (static_cast<size_t>(id) >= I.fusedConvs.size())
+    I.fusedConvs.resize(id + 1);
+  FusedConvEntry &f = I.fusedConvs[id];
+  if (f.valid)
+    fail(loc, "fused conv id " + std::to_string(id) + " registered twice");
+  f.valid = true;
+  f.conv = convId;
+  f.act = act;
+  f.residual = residual;
+  f.epilogue = epilogue;
+  f.loc = loc;
+  const ConvDesc &d = I.convs[convId].d;
+  CNNRT_CUDNN(*this, cudnnCreateTensorDescriptor(&f.biasDesc), loc);
+  CNNRT_CUDNN(*this,
+              cudnnSetTensor4dDescriptor(f.biasDesc, CUDNN_TENSOR_NCHW,
+                                         cudnnType(d.dtype), 1, d.K, 1, 1),
+              loc);
+  CNNRT_CUDNN(*this, cudnnCreateActivationDescriptor(&f.actDesc), loc);
+  CNNRT_CUDNN(*this,
+              cudnnSetActivationDescriptor(
+                  f.actDesc,
+                  act == Activation::Relu ? CUDNN_ACTIVATION_RELU
+                                          : CUDNN_ACTIVATION_IDENTITY,
+                  CUDNN_PROPAGATE_NAN, 0.0),
+              loc);
+}
+
+/// One cudnnConvolutionBiasActivationForward call (z = y with alpha2 = 0 when
+/// there is no residual).
+static cudnnStatus_t enqueueFusedCudnn(Context &ctx, FusedConvEntry &f,
+                                       ConvEntry &c, int algo,
+                                       cudnnMathType_t math, size_t ws,
+                                       const void *x, const void *w,
+                                       const void *bias, const void *residual,
+                                       void *y) {
+  if (c.asym) {
+    launchPad(ctx, c, x);
+    x = ctx.impl()->padBuf;
+  }
+  float alpha1 = 1.f, alpha2 = residual ? 1.f : 0.f;
+  cudnnStatus_t s = cudnnSetConvolutionMathType(c.cDesc, math);
+  if (s != CUDNN_STATUS_SUCCESS)
+    return s;
+  return cudnnConvolutionBiasActivationForward(
+      ctx.impl()->cudnn, &alpha1, c.xDesc, x, c.wDesc, w, c.cDesc,
+      static_cast<cudnnConvolutionFwdAlgo_t>(algo), ctx.impl()->workspace, ws,
+      &alpha2, c.yDesc, residual ? residual : y, f.biasDesc, bias, f.actDesc,
+      c.yDesc, y);
+}
+
+namespace {
+/// Device buffers for timing one fused convolution (zero-filled).
+struct TuneBuffers {
+  void *p[5] = {};
+  ~TuneBuffers() {
+    for (void *q : p)
+      cudaFree(q);
+  }
+};
+} // namespace
+
+/// Times each fused convolution's two forms (cuDNN's fused call with the
+/// chosen forward algorithm and with IMPLICIT_PRECOMP_GEMM, the only one that
+/// supports the identity activation; and convolution + generated epilogue)
+/// and keeps the faster, through the algorithm cache.
+static void chooseFusedConvs(Context &ctx) {
+  Context::Impl &I = *ctx.impl();
+  const ContextOptions &opts = ctx.options();
+  cudaStream_t st = ctx.stream();
+  for (FusedConvEntry &f : I.fusedConvs) {
+    if (!f.valid)
+      continue;
+    ConvEntry &c = I.convs[f.conv];
+    const char *loc = f.loc.c_str();
+    f.useCudnn = false;
+    if (opts.convFusion == ConvFusion::Split)
+      continue;
+    std::string key = c.key + "biasact|" +
+                      (f.act == Activation::Relu ? "relu" : "identity") +
+                      "|z=" + std::to_string(f.residual) + "|ws=" +
+                      std::to_string(I.workspaceBytes);
+    auto it = I.cache.find(key);
+    if (opts.convFusion == ConvFusion::Auto && it != I.cache.end()) {
+      std::istringstream v(it->second);
+      int algo = -1, math = 0;
+      size_t ws = 0;
+      if ((v >> algo >> math >> ws) && ws <= I.workspaceBytes) {
+        f.useCudnn = algo >= 0;
+        f.algo = algo;
+        f.math = static_cast<cudnnMathType_t>(math);
+        f.ws = ws;
+        if (opts.verbose)
+          std::fprintf(stderr, "cnnrt: %s fused conv: %s (cached)\n", loc,
+                       f.useCudnn ? "cuDNN bias+activation call"
+                                  : "conv + epilogue kernel");
+        continue;
+      }
+    }
+    const ConvDesc &d = c.d;
+    size_t es = dtypeSize(d.dtype);
+    size_t bytes[5] = {static_cast<size_t>(d.N) * d.C * d.H * d.W * es,
+                       static_cast<size_t>(d.K) * (d.C / d.groups) * d.R *
+                           d.S * es,
+                       static_cast<size_t>(d.N) * d.K * d.P * d.Q * es,
+                       static_cast<size_t>(d.K) * es,
+                       static_cast<size_t>(d.N) * d.K * d.P * d.Q * es};
+    TuneBuffers b;
+    for (int k = 0; k < 5; ++k) {
+      if (k == 4 && !f.residual)
+        continue;
+      if (cudaMalloc(&b.p[k], bytes[k]) != cudaSuccess)
+        oomExit(ctx.spec(), "fused-convolution timing buffers", bytes[k]);
+      CNNRT_CUDA(ctx, cudaMemset(b.p[k], 0, bytes[k]), loc);
+    }
+    cudaEvent_t e0, e1;
+    CNNRT_CUDA(ctx, cudaEventCreate(&e0), loc);
+    CNNRT_CUDA(ctx, cudaEventCreate(&e1), loc);
+    auto timeMs = [&](auto &&run) {
+      for (int i = 0; i < 2; ++i)
+        run();
+      cudaEventRecord(e0, st);
+      const int iters = 10;
+      for (int i = 0; i < iters; ++i)
+        run();
+      cudaEventRecord(e1, st);
+      cudaEventSynchronize(e1);
+      float ms = 0;
+      cudaEventElapsedTime(&ms, e0, e1);
+      return ms / iters;
+    };
+    float bestMs = 1e30f;
+    if (opts.convFusion == ConvFusion::Auto)
+      bestMs = timeMs([&] {
+        enqueueConvFwd(ctx, c, b.p[0], b.p[1], b.p[2], false);
+        f.epilogue(ctx, b.p[2], b.p[3], b.p[4]);
+      });
+    float splitMs = bestMs;
+    int candidates[2] = {c.algo[kFwd],
+                         CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM};
+    for (int k = 0; k < 2; ++k) {
+      int algo = candidates[k];
+      if (k == 1 && algo == candidates[0])
+        continue;
+      if (f.act == Activation::Identity &&
+          algo != CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM)
+        continue;
+      cudnnMathType_t math = c.math[kFwd];
+      size_t ws = 0;
+      cudnnSetConvolutionMathType(c.cDesc, math);
+      if (cudnnGetConvolutionForwardWorkspaceSize(
+              I.cudnn, c.xDesc, c.wDesc, c.cDesc, c.yDesc,
+              static_cast<cudnnConvolutionFwdAlgo_t>(algo),
+              &ws) != CUDNN_STATUS_SUCCESS ||
+          ws > I.workspaceBytes)
+        continue;
+      // A configuration cuDNN's fused call does not support fails at once:
+      // try it before timing.
+      if (enqueueFusedCudnn(ctx, f, c, algo, math, ws, b.p[0], b.p[1],
+                            b.p[3], b.p[4], b.p[2]) != CUDNN_STATUS_SUCCESS ||
+          cudaStreamSynchronize(st) != cudaSuccess) {
+        cudaGetLastError();
+        if (opts.verbose)
+          std::fprintf(stderr,
+                       "cnnrt: %s fused conv: cuDNN algo %d unsupported\n",
+                       loc, algo);
+        continue;
+      }
+      float ms = timeMs([&] {
+        enqueueFusedCudnn(ctx, f, c, algo, math, ws, b.p[0], b.p[1], b.p[3],
+                          b.p[4], b.p[2]);
+      });
+      if (ms < bestMs) {
+        bestMs = ms;
+        f.useCudnn = true;
+        f.algo = algo;
+        f.math = math;
+        f.ws = ws;
+      }
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    CNNRT_CUDA(ctx, cudaDeviceSynchronize(), loc);
+    if (opts.convFusion == ConvFusion::CuDNN && !f.useCudnn)
+      std::fprintf(stderr,
+                   "cnnrt: warning: %s: cuDNN cannot fuse this convolution; "
+                   "running conv + epilogue kernel\n",
+                   loc);
+    if (opts.verbose)
+      std::fprintf(stderr,
+                   "cnnrt: %s fused conv: %s (conv + epilogue %.3f ms, best "
+                   "%.3f ms)\n",
+                   loc,
+                   f.useCudnn ? "cuDNN bias+activation call"
+                              : "conv + epilogue kernel",
+                   splitMs, bestMs);
+    if (opts.convFusion == ConvFusion::Auto) {
+      std::ostringstream v;
+      v << (f.useCudnn ? f.algo : -1) << ' ' << static_cast<int>(f.math) << ' '
+        << (f.useCudnn ? f.ws : 0);
+      I.cache[key] = v.str();
+      I.cacheDirty = true;
+    }
+  }
+}
+
+void Context::convBiasActFwd(int id, const void *x, const void *w,
+                             const void *bias, const void *residual, void *y) {
+  auto &v = impl_->fusedConvs;
+  if (id < 0 || static_cast<size_t>(id) >= v.size() || !v[id].valid)
+    fail("conv", "fused conv id " + std::to_string(id) + " was not registered");
+  FusedConvEntry &f = v[id];
+  ConvEntry &c = getConv(*this, f.conv);
+  if (f.residual != (residual != nullptr))
+    fail(f.loc.c_str(), f.residual ? "fused conv needs its residual operand"
+                                   : "fused conv registered without residual");
+  if (!f.useCudnn) {
+    enqueueConvFwd(*this, c, x, w, y, false);
+    f.epilogue(*this, y, bias, residual);
+    return;
+  }
+  CNNRT_CUDNN(*this,
+              enqueueFusedCudnn(*this, f, c, f.algo, f.math, f.ws, x, w, bias,
+                                residual, y),
+              f.loc.c_str());
+}
+
+bool Context::convBiasActUsesCudnn(int id) const {
+  auto &v = impl_->fusedConvs;
+  return id >= 0 && static_cast<size_t>(id) < v.size() && v[id].valid &&
+         v[id].useCudnn;
 }
 
 //===--- matmul (cuBLASLt) ------------------------------------------------===//

@@ -51,8 +51,15 @@ func.func @conv_residual_clip(%x: tensor<2x4x8x8xf32>, %w: tensor<4x4x3x3xf32>, 
 // Training BN: statistics, then normalize + residual add + ReLU in one
 // elementwise op; the backward ReLU mask goes into the BN gradient.
 // CHECK-LABEL: func @bn_add_relu
-// CHECK: %[[M:.*]], %[[I:.*]], %{{.*}}, %{{.*}} = cnn.batch_norm_stats %arg0, %arg3, %arg4
-// CHECK: %[[Y:.*]] = cnn.fused_elementwise %arg0, %[[M]], %[[I]], %arg1, %arg2, %arg5 {broadcast = array<i64: 0, 1, 1, 1, 1, 0>
+// The statistics op also yields the affine map (alpha, beta) that
+// batch_norm_train's kernel applies, so y = x * alpha + beta is its result
+// bit for bit.
+// CHECK: %[[M:.*]], %[[I:.*]], %{{.*}}, %{{.*}}, %[[A:.*]], %[[B:.*]] = cnn.batch_norm_stats %arg0, %arg1, %arg2, %arg3, %arg4
+// CHECK: %[[Y:.*]] = cnn.fused_elementwise %arg0, %[[A]], %[[B]], %arg5 {broadcast = array<i64: 0, 1, 1, 0>
+// CHECK-NEXT: ^bb0(%[[X:.*]]: f32, %[[AL:.*]]: f32, %[[BE:.*]]: f32, %[[R:.*]]: f32):
+// CHECK-NEXT: %[[S:.*]] = arith.mulf %[[X]], %[[AL]]
+// CHECK-NEXT: %[[N:.*]] = arith.addf %[[S]], %[[BE]]
+// CHECK-NEXT: arith.addf %[[N]], %[[R]]
 // CHECK: arith.maximumf
 // CHECK: cnn.fused_batch_norm_relu_grad %arg6, %[[Y]], %arg0
 // CHECK-NOT: cnn.relu_grad
@@ -63,6 +70,20 @@ func.func @bn_add_relu(%x: tensor<4x8x4x4xf32>, %s: tensor<8xf32>, %b: tensor<8x
   %g = cnn.relu_grad %dy, %r : (tensor<4x8x4x4xf32>, tensor<4x8x4x4xf32>) -> tensor<4x8x4x4xf32>
   %gx, %gs, %gb = cnn.batch_norm_grad %g, %x, %s, %m, %i : (tensor<4x8x4x4xf32>, tensor<4x8x4x4xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<4x8x4x4xf32>, tensor<8xf32>, tensor<8xf32>)
   return %r, %nm, %gx, %gs : tensor<4x8x4x4xf32>, tensor<8xf32>, tensor<4x8x4x4xf32>, tensor<8xf32>
+}
+
+// -----
+
+// NHWC: the same relu_grad + batch_norm_grad fusion, keeping the layout (the
+// CUDA target reduces the masked gradient with its tiled NHWC reductions).
+// CHECK-LABEL: func @bn_relu_grad_nhwc
+// CHECK: cnn.fused_batch_norm_relu_grad %arg4, %arg5, %arg0, %arg1, %arg2, %arg3 {layout = "NHWC"}
+// CHECK-NOT: cnn.relu_grad
+// CHECK-NOT: cnn.batch_norm_grad
+func.func @bn_relu_grad_nhwc(%x: tensor<4x4x4x8xf32>, %s: tensor<8xf32>, %m: tensor<8xf32>, %i: tensor<8xf32>, %dy: tensor<4x4x4x8xf32>, %r: tensor<4x4x4x8xf32>) -> (tensor<4x4x4x8xf32>, tensor<8xf32>, tensor<8xf32>) {
+  %g = cnn.relu_grad %dy, %r : (tensor<4x4x4x8xf32>, tensor<4x4x4x8xf32>) -> tensor<4x4x4x8xf32>
+  %gx, %gs, %gb = cnn.batch_norm_grad %g, %x, %s, %m, %i {layout = "NHWC"} : (tensor<4x4x4x8xf32>, tensor<4x4x4x8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<4x4x4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  return %gx, %gs, %gb : tensor<4x4x4x8xf32>, tensor<8xf32>, tensor<8xf32>
 }
 
 // -----

@@ -1,12 +1,12 @@
 """cnn-fuse keeps the training step's numbers: the step of each model is run
 on the reference interpreter before and after the pass (same weights, batch
 and labels) and the loss and every gradient and BN statistic compared with
-max|a-b| / max|b|. Without BatchNorm the fused step is bit-for-bit the same
-math (bound 1e-5). With BN, the fused normalization (x - mean) * invstd *
-scale + bias rounds differently from the unfused kernel's x * a + b; deep BN
-nets amplify that (see test_train_grads.py on conditioning), so ResNet-18's
-bound is 1e-4 at a size where BN sees >= 64 values per channel, MobileNet-v2's
-(ReLU6 ties, depthwise convs; BN eps 1e-3 as in test_train_grads.py) 1e-3."""
+max|a-b| / max|b| <= 1e-5. The reference kernels of the unfused ops compute
+the same f32 operations in the same order as the fused ops (BN normalization
+as (x - mean) * invstd * scale + bias, the BN gradient's final scaling), so
+the fused step is in fact bit-for-bit the unfused one; 1e-5 leaves room
+for a future fusion that reassociates. ResNet-18 also runs NHWC (cnn-layout
+first), where the ReLU gradient fuses into the BN gradient as well."""
 import os
 import pathlib
 import subprocess
@@ -40,10 +40,12 @@ def run_step(mlir, tmp, tag):
     return loss, read_cnnw(state)
 
 
-@pytest.mark.parametrize("name,batch,hw,tol", [("simplecnn", 4, 32, 1e-5),
-                                                ("resnet18", 4, 64, 1e-3),
-                                                ("mobilenet_v2", 4, 64, 1e-3)])
-def test_fuse_preserves_step(tmp_path, name, batch, hw, tol):
+@pytest.mark.parametrize("name,batch,hw,tol,layout", [
+    ("simplecnn", 4, 32, 1e-5, "nchw"),
+    ("resnet18", 4, 64, 1e-5, "nchw"),
+    ("resnet18", 4, 64, 1e-5, "nhwc"),
+    ("mobilenet_v2", 4, 64, 1e-5, "nchw")])
+def test_fuse_preserves_step(tmp_path, name, batch, hw, tol, layout):
     seed = 2 if name == "mobilenet_v2" else 0
     model = build_model(name, 10, seed=seed)
     for m in model.modules():
@@ -60,7 +62,8 @@ def test_fuse_preserves_step(tmp_path, name, batch, hw, tol):
     subprocess.run([tool("cnnc"), str(onnx), "--train", "-O0", "--optimizer", "none",
                     "--emit", "mlir", "-o", str(base)], check=True)
     fused = tmp_path / "fused.mlir"
-    subprocess.run([tool("cnnc-opt"), str(base), "--cnn-fuse", "-o", str(fused)], check=True)
+    passes = (["--cnn-layout"] if layout == "nhwc" else []) + ["--cnn-fuse"]
+    subprocess.run([tool("cnnc-opt"), str(base)] + passes + ["-o", str(fused)], check=True)
     text = fused.read_text()
     assert "cnn.fused_" in text
     if name == "simplecnn":
@@ -78,9 +81,5 @@ def test_fuse_preserves_step(tmp_path, name, batch, hw, tol):
         # only rounding noise: compare those against a 1e-3 floor.
         scale = max(np.max(np.abs(b)), 1e-3)
         worst = max(worst, float(np.max(np.abs(a - b)) / scale))
-    print("%s: %d tensors, worst rel %.2e" % (name, len(s0), worst))
-    for k, v in s0.items():
-        b = np.asarray(v, np.float64); a = np.asarray(s1[k], np.float64)
-        e = float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-3))
-        if e > tol: print("  ", k, e, np.max(np.abs(b)))
+    print("%s %s: %d tensors, worst rel %.2e" % (name, layout, len(s0), worst))
     assert worst <= tol

@@ -188,15 +188,19 @@ def CNNPrecision : Pass<"cnn-precision", "mlir::ModuleOp"> {
 def CNNFuse : Pass<"cnn-fuse", "mlir::ModuleOp"> {
   let summary = "Fuses conv+bias+relu(+residual), elementwise chains and backward pairs";
   let description = [{
-    Four rewrites on @train_step and @forward, each exact (the reference
-    interpreter gives the same numbers before and after, test/e2e/test_fuse.py):
+    Four rewrites on @train_step and @forward, each exact: the reference
+    interpreter gives bit-identical numbers before and after
+    (test/e2e/test_fuse.py), because each fused op performs the f32
+    operations of the ops it replaces in their order.
     1. conv2d [+ bias_add] [+ add residual] [+ relu | clip] -> fused_conv2d
        when every intermediate has one user (clip_grad is first re-pointed at
        the clip output, which carries the same mask).
-    2. batch_norm_train -> batch_norm_stats + a fused_elementwise that
-       normalizes, so the residual add and ReLU that follow join it.
-    3. batch_norm_grad(relu_grad(dy, y)) -> fused_batch_norm_relu_grad (NCHW;
-       the mask is applied while reading dy).
+    2. batch_norm_train -> batch_norm_stats (statistics and the per-channel
+       affine map alpha, beta) + a fused_elementwise y = x * alpha + beta, so
+       the residual add and ReLU that follow join it.
+    3. batch_norm_grad(relu_grad(dy, y)) -> fused_batch_norm_relu_grad, in
+       either layout (the mask is applied while reading dy; the masked
+       gradient is never stored).
     4. Every elementwise op becomes a fused_elementwise with an `arith` body;
        producer/consumer pairs of the same shape merge while the consumer's
        other operands are defined before the producer.

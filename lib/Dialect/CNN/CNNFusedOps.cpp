@@ -53,7 +53,9 @@ LogicalResult BatchNormStatsOp::verify() {
   if (in.getRank() != 2 && in.getRank() != 4)
     return emitOpError("'input' must be 2-D or 4-D, got ") << in;
   int64_t c = in.getDimSize(channelDim(in, getLayout()));
-  for (auto [name, v] : {std::pair<StringRef, Value>{"running_mean", getRunningMean()},
+  for (auto [name, v] : {std::pair<StringRef, Value>{"scale", getScale()},
+                         {"bias", getBias()},
+                         {"running_mean", getRunningMean()},
                          {"running_var", getRunningVar()}})
     if (failed(checkChannels(*this, name, v, c)))
       return failure();

@@ -130,6 +130,9 @@ public:
 private:
   LogicalResult emitOp(Operation *op, std::string &out);
   std::string ptr(Value v) {
+    auto it = ptrOverride.find(v);
+    if (it != ptrOverride.end())
+      return it->second;
     return fmt::format("P<{}>(A, {})", ctype(ttype(v).getElementType()),
                        plan.offsetOf(v));
   }
@@ -169,9 +172,10 @@ private:
   /// `x` for batch_norm_train and batch_norm_stats, in the op's layout.
   void bnStats(std::string &out, Operation *op, Value x, Value mean, Value invstd,
                Value newMean, Value newVar, Value oldMean, Value oldVar,
-               APFloat eps, APFloat momentum);
+               APFloat eps, APFloat momentum, Value scale = {}, Value bias = {},
+               Value alpha = {}, Value beta = {});
   int64_t nhwcPartial(std::string &out, Operation *op, int mode, Value a, Value b,
-                      Value mean, Value invstd);
+                      Value mean, Value invstd, Value mask = {});
   std::string poolParams(RankedTensorType x, RankedTensorType y,
                          ArrayRef<int64_t> k, ArrayRef<int64_t> s,
                          ArrayRef<int64_t> p, bool countIncludePad, bool nhwc);
@@ -180,6 +184,13 @@ private:
   BufferPlan plan;
   const CUDAEmitOptions &options;
   std::string kernels, prepare;
+  /// Host functions holding fused convolutions' epilogue launches.
+  std::string epilogues;
+  std::map<std::string, std::string> epilogueByBody;
+  int numFusedConvs = 0;
+  /// Pointer expressions replacing arena pointers while emitting code that
+  /// takes its buffers as parameters (a fused convolution's epilogue).
+  DenseMap<Value, std::string> ptrOverride;
   std::map<std::string, std::string> kernelByText;
   std::map<std::string, int> convIds, matmulIds;
   int numKernels = 0;
@@ -342,7 +353,7 @@ static int64_t channelInner(RankedTensorType t) {
 //===----------------------------------------------------------------------===//
 
 int64_t Emitter::nhwcPartial(std::string &out, Operation *op, int mode, Value a,
-                             Value b, Value mean, Value invstd) {
+                             Value b, Value mean, Value invstd, Value mask) {
   auto t = ttype(a);
   int64_t C = t.getDimSize(t.getRank() - 1), M = t.getNumElements() / C;
   int64_t colBlocks = (C + 31) / 32;
@@ -358,32 +369,39 @@ int64_t Emitter::nhwcPartial(std::string &out, Operation *op, int mode, Value a,
   };
   launch(out, op, fmt::format("nhwcPartial<{}, {}>", mode, T),
          fmt::format("dim3({}, {})", colBlocks, tiles), "dim3(32, 8)",
-         fmt::format("{}, {}, {}, {}, {}ll, {}, {}ll", ptr(a), orNull(b, "const " + T),
-                     orNull(mean, "const float"), orNull(invstd, "const float"), M, C,
-                     rowsPerTile));
+         fmt::format("{}, {}, {}, {}, {}, {}ll, {}, {}ll", ptr(a), orNull(b, "const " + T),
+                     orNull(mask, "const " + T), orNull(mean, "const float"),
+                     orNull(invstd, "const float"), M, C, rowsPerTile));
   return tiles;
 }
 
 void Emitter::bnStats(std::string &out, Operation *op, Value x, Value mean,
                       Value invstd, Value newMean, Value newVar, Value oldMean,
-                      Value oldVar, APFloat eps, APFloat momentum) {
+                      Value oldVar, APFloat eps, APFloat momentum, Value scale,
+                      Value bias, Value alpha, Value beta) {
   auto t = ttype(x);
   std::string T = ctype(t.getElementType()), S = ctype(ttype(oldMean).getElementType());
+  auto orNull = [&](Value v, const std::string &type) {
+    return v ? ptr(v) : fmt::format("({} *)nullptr", type);
+  };
+  std::string affine =
+      fmt::format("{}, {}, {}, {}", orNull(scale, "const " + S), orNull(bias, "const " + S),
+                  orNull(alpha, "float"), orNull(beta, "float"));
   if (isNHWC(op)) {
     int64_t C = t.getDimSize(t.getRank() - 1);
     int64_t tiles = nhwcPartial(out, op, 1, x, {}, {}, {});
     launch(out, op, fmt::format("nhwcStatsFinish<{}, {}>", T, S),
            std::to_string((C + 255) / 256), "256",
-           fmt::format("{}, {}, {}, {}, {}, {}, {}, {}ll, {}, {}, {}, {}", ptr(x), ptr(mean),
-                       ptr(invstd), ptr(newMean), ptr(newVar), ptr(oldMean), ptr(oldVar),
-                       t.getNumElements() / C, C, tiles, floatLit(eps.convertToFloat()),
-                       floatLit(dec(momentum))));
+           fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}ll, {}, {}, {}, {}", ptr(x),
+                       ptr(mean), ptr(invstd), ptr(newMean), ptr(newVar), ptr(oldMean),
+                       ptr(oldVar), affine, t.getNumElements() / C, C, tiles,
+                       floatLit(eps.convertToFloat()), floatLit(dec(momentum))));
     return;
   }
   launch(out, op, fmt::format("bnStats<{}, {}>", T, S), std::to_string(t.getDimSize(1)), "512",
-         fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}, {}ll, {}, {}", ptr(x), ptr(mean),
-                     ptr(invstd), ptr(newMean), ptr(newVar), ptr(oldMean), ptr(oldVar),
-                     t.getDimSize(0), t.getDimSize(1), channelInner(t),
+         fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}ll, {}, {}", ptr(x),
+                     ptr(mean), ptr(invstd), ptr(newMean), ptr(newVar), ptr(oldMean),
+                     ptr(oldVar), affine, t.getDimSize(0), t.getDimSize(1), channelInner(t),
                      floatLit(eps.convertToFloat()), floatLit(dec(momentum))));
 }
 
@@ -684,9 +702,6 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
         int id = convId(op, c.getInput().getType(), c.getFilter().getType(), c.getType(),
                         c.getStrides(), c.getPadding(), c.getDilations(), c.getGroups(),
                         nhwc);
-        out += fmt::format("  ctx.convFwd({}, {}, {}, {});\n", id, ptr(c.getInput()),
-                           ptr(c.getFilter()), ptr(c.getResult()));
-        ++numLaunches;
         // Epilogue in one kernel, in place on the convolution's output.
         std::vector<EwIn> ins{{c.getResult()}};
         std::string e = "float v = a0;";
@@ -701,40 +716,97 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
           ins.push_back({c.getResidual()});
           e += fmt::format(" v += a{};", k++);
         }
-        if (c.getActivation() == "relu")
+        StringRef act = c.getActivation();
+        if (act == "relu")
           e += " v = v > 0.f ? v : 0.f;";
-        else if (c.getActivation() == "clip")
+        else if (act == "clip")
           e += fmt::format(" v = fminf(fmaxf(v, {}), {});",
                            floatLit(c.getClipMin().convertToFloat()),
                            floatLit(c.getClipMax().convertToFloat()));
-        if (k == 1 && c.getActivation() == "none")
+        e += " r0 = v;";
+        Type et = c.getType().getElementType();
+        // cudnnConvolutionBiasActivationForward computes exactly
+        // relu/identity(conv + bias [+ residual]) with the bias in the data
+        // type: the runtime times it against conv + this epilogue and runs
+        // the faster (its algorithm cache keeps the choice).
+        bool cudnnForm = c.getBias() && (act == "relu" || act == "none") &&
+                         c.getBias().getType().getElementType() == et &&
+                         c.getInput().getType().getElementType() == et;
+        if (!cudnnForm) {
+          out += fmt::format("  ctx.convFwd({}, {}, {}, {});\n", id, ptr(c.getInput()),
+                             ptr(c.getFilter()), ptr(c.getResult()));
+          ++numLaunches;
+          if (k == 1 && act == "none")
+            return success();
+          elementwise(out, op, ins, {c.getResult()}, e);
           return success();
-        elementwise(out, op, ins, {c.getResult()}, e + " r0 = v;");
+        }
+        int fid = numFusedConvs++;
+        std::string T = ctype(et), body;
+        ptrOverride[c.getResult()] = fmt::format("static_cast<{} *>(y)", T);
+        ptrOverride[c.getBias()] = fmt::format("static_cast<const {} *>(bias)", T);
+        if (c.getResidual())
+          ptrOverride[c.getResidual()] =
+              fmt::format("static_cast<const {} *>(residual)", T);
+        elementwise(body, op, ins, {c.getResult()}, e);
+        ptrOverride.clear();
+        // Identical epilogues (the eval step's, equal shapes) share a function.
+        auto [it, isNew] = epilogueByBody.try_emplace(
+            body, fmt::format("convEpilogue{}", epilogueByBody.size()));
+        const std::string &fn = it->second;
+        if (isNew)
+          epilogues += fmt::format(
+              "static void {}(cnnrt::Context &ctx, void *y, const void *bias,\n"
+              "    const void *residual) {{\n  cudaStream_t s = ctx.stream();\n"
+              "  (void)residual;\n{}}}\n\n",
+              fn, body);
+        prepare += fmt::format(
+            "  ctx.registerConvBiasAct({}, {}, cnnrt::Activation::{}, {}, {}, \"{}\");\n",
+            fid, id, act == "relu" ? "Relu" : "Identity",
+            c.getResidual() ? "true" : "false", fn, loc(op));
+        out += fmt::format("  ctx.convBiasActFwd({}, {}, {}, {}, {}, {});\n", fid,
+                           ptr(c.getInput()), ptr(c.getFilter()), ptr(c.getBias()),
+                           c.getResidual() ? ptr(c.getResidual()) : "nullptr",
+                           ptr(c.getResult()));
+        ++numLaunches;
         return success();
       })
       .Case([&](BatchNormStatsOp b) {
         bnStats(out, op, b.getInput(), b.getSavedMean(), b.getSavedInvstd(),
                 b.getNewRunningMean(), b.getNewRunningVar(), b.getRunningMean(),
-                b.getRunningVar(), b.getEpsilon(), b.getMomentum());
+                b.getRunningVar(), b.getEpsilon(), b.getMomentum(), b.getScale(),
+                b.getBias(), b.getAlpha(), b.getBeta());
         return success();
       })
       .Case([&](FusedBatchNormReluGradOp b) -> LogicalResult {
-        if (b.getLayout() != "NCHW")
-          return b.emitError("CUDA backend: fused_batch_norm_relu_grad is lowered for "
-                             "NCHW only");
+        // Pass 1 reduces sum(g) and sum(g * xhat) per channel with g = dy
+        // masked by the ReLU output; pass 2 computes dx from them. The
+        // masked gradient g is never stored.
         auto t = b.getInput().getType();
-        launch(out, op,
-               fmt::format("bnReluGradReduce<{}, {}>", ctype(t.getElementType()),
-                           ctype(b.getScale().getType().getElementType())),
-               std::to_string(t.getDimSize(1)), "512",
-               fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}, {}ll",
-                           ptr(b.getGradOutput()), ptr(b.getReluOutput()),
-                           ptr(b.getInput()), ptr(b.getSavedMean()),
-                           ptr(b.getSavedInvstd()), ptr(b.getGradScale()),
-                           ptr(b.getGradBias()), t.getDimSize(0), t.getDimSize(1),
-                           channelInner(t)));
-        std::string ci = channelIndex(t);
-        double m = (double)t.getNumElements() / t.getDimSize(1);
+        bool nhwc = b.getLayout() == "NHWC";
+        int64_t C = t.getDimSize(nhwc ? t.getRank() - 1 : 1);
+        std::string S = ctype(b.getScale().getType().getElementType());
+        if (nhwc) {
+          int64_t tiles = nhwcPartial(out, op, 3, b.getGradOutput(), b.getInput(),
+                                      b.getSavedMean(), b.getSavedInvstd(),
+                                      b.getReluOutput());
+          launch(out, op, fmt::format("nhwcBnGradFinish<{}>", S),
+                 std::to_string((C + 255) / 256), "256",
+                 fmt::format("{}, {}, {}, {}", ptr(b.getGradScale()), ptr(b.getGradBias()),
+                             C, tiles));
+        } else {
+          launch(out, op,
+                 fmt::format("bnReluGradReduce<{}, {}>", ctype(t.getElementType()), S),
+                 std::to_string(C), "512",
+                 fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}, {}ll",
+                             ptr(b.getGradOutput()), ptr(b.getReluOutput()),
+                             ptr(b.getInput()), ptr(b.getSavedMean()),
+                             ptr(b.getSavedInvstd()), ptr(b.getGradScale()),
+                             ptr(b.getGradBias()), t.getDimSize(0), C,
+                             channelInner(t)));
+        }
+        std::string ci = chanIndex(t, nhwc);
+        double m = (double)t.getNumElements() / C;
         elementwise(out, op,
                     {{b.getGradOutput()}, {b.getReluOutput()}, {b.getInput()},
                      {b.getSavedMean(), ci}, {b.getSavedInvstd(), ci},
@@ -1135,6 +1207,9 @@ LogicalResult Emitter::write(llvm::raw_ostream &os, func::FuncOp step,
      << plan.arenaBytes << " bytes.\n";
   os << kPrelude << "\n";
   os << "// ---- generated kernels ----\n" << kernels;
+  if (!epilogues.empty())
+    os << "// ---- epilogues of fused convolutions (run by the runtime) ----\n"
+       << epilogues;
   os << tensorTable(plan) << "\n";
   os << "static void prepareModel(cnnrt::Context &ctx) {\n" << prepare << "}\n\n";
   os << "static void trainStep(cnnrt::Context &ctx) {\n"

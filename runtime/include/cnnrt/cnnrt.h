@@ -117,6 +117,19 @@ struct MatmulDesc {
   DType dtype; ///< F32 or F16 (f32 accumulation)
 };
 
+/// The activation of a fused convolution's epilogue (see registerConvBiasAct).
+enum class Activation : int { Identity = 0, Relu = 1 };
+
+/// The generated kernel(s) of a fused convolution's epilogue, in place on the
+/// convolution's output: y = act(y + bias [+ residual]), enqueued on
+/// ctx.stream(). `residual` is null when the op has none.
+using ConvEpilogueFn = void (*)(Context &ctx, void *y, const void *bias,
+                                const void *residual);
+
+/// How a fused convolution runs: Auto times both forms once per shape (and
+/// caches the choice); CuDNN and Split force one (CNNRT_CONV_FUSION).
+enum class ConvFusion { Auto, CuDNN, Split };
+
 /// Runtime options (trainMain fills them from flags and the environment).
 struct ContextOptions {
   bool allowTF32 = false;    ///< CNNRT_ALLOW_TF32=1
@@ -124,6 +137,8 @@ struct ContextOptions {
   std::string algoCachePath; ///< CNNRT_ALGO_CACHE or ~/.cache/cnnc/algos.txt
   bool syncCheck = false;    ///< CNNRT_SYNC_CHECK=1: sync after every launch
   bool verbose = false;      ///< CNNRT_VERBOSE=1: print algorithm choices
+  /// CNNRT_CONV_FUSION=auto|cudnn|split
+  ConvFusion convFusion = ConvFusion::Auto;
   /// Fills the fields above from the environment.
   static ContextOptions fromEnv();
 };
@@ -164,6 +179,15 @@ public:
   //--- prepare-time registration (algorithm choice happens here) ----------//
   void registerConv(int id, const ConvDesc &d, const char *loc);
   void registerMatmul(int id, const MatmulDesc &d, const char *loc);
+  /// A convolution with an epilogue, y = act(conv(x, w) + bias [+ residual]),
+  /// on the registered convolution `convId` (bias: K elements of its dtype,
+  /// residual: like y). It runs either as one
+  /// cudnnConvolutionBiasActivationForward call or as the convolution
+  /// followed by `epilogue`: finishPrepare times both for the shape and keeps
+  /// the faster (fused cuDNN calls are sometimes slower) in the algorithm
+  /// cache.
+  void registerConvBiasAct(int id, int convId, Activation act, bool residual,
+                           ConvEpilogueFn epilogue, const char *loc);
   /// Allocates the workspace (max over chosen algorithms; nothing when the
   /// spec plans it in the arena) and saves the algorithm cache. trainMain
   /// calls it after spec.prepare.
@@ -173,6 +197,13 @@ public:
   /// y = conv(x, w)  (accumulate: y += conv(x, w)).
   void convFwd(int id, const void *x, const void *w, void *y,
                bool accumulate = false);
+  /// y = act(conv(x, w) + bias [+ residual]) for registerConvBiasAct's `id`
+  /// (residual may be null when registered without one).
+  void convBiasActFwd(int id, const void *x, const void *w, const void *bias,
+                      const void *residual, void *y);
+  /// After finishPrepare: whether fused convolution `id` runs as one cuDNN
+  /// call (false: convolution + generated epilogue).
+  bool convBiasActUsesCudnn(int id) const;
   /// dx = conv_bwd_data(dy, w).
   void convBwdData(int id, const void *dy, const void *w, void *dx,
                    bool accumulate = false);

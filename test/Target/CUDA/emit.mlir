@@ -53,6 +53,12 @@
 // OPT-DAG: {"loss_scale", cnnrt::DType::F32, 0, {0, 0, 0, 0}, {{[0-9]+}}, 4, cnnrt::Role::LossScale}
 // OPT-DAG: ctx.registerConv({{[0-9]+}}, cnnrt::ConvDesc{{.*}}cnnrt::DType::F16, cnnrt::Layout::NHWC}
 // OPT-DAG: nhwcStatsFinish<__half, float>
+// conv + bias + relu: one op the runtime runs as cuDNN's fused call or as the
+// convolution + the generated epilogue, whichever it timed faster.
+// OPT-DAG: static void [[EPI:convEpilogue[0-9]+]](cnnrt::Context &ctx, void *y, const void *bias,
+// OPT-DAG: k{{[0-9]+}}<<<{{.*}}>>>(static_cast<__half *>(y), static_cast<const __half *>(bias), static_cast<__half *>(y));
+// OPT-DAG: ctx.registerConvBiasAct([[FID:[0-9]+]], [[CID:[0-9]+]], cnnrt::Activation::Relu, false, [[EPI]], "{{.*}}");
+// OPT-DAG: ctx.convBiasActFwd([[FID]], P<__half>(A, {{[0-9]+}}), P<__half>(A, {{[0-9]+}}), P<__half>(A, {{[0-9]+}}), nullptr, P<__half>(A, {{[0-9]+}}));
 // All parameter updates run as one multi-tensor kernel (binary search over a
 // constant table of tensor starts).
 // OPT-DAG: // 6 optimizer updates in one multi-tensor kernel

@@ -34,18 +34,26 @@ def CNN_FusedConv2DOp : CNN_PureOp<"fused_conv2d", [AttrSizedOperandSegments]> {
 def CNN_BatchNormStatsOp : CNN_PureOp<"batch_norm_stats"> {
   let summary = "The statistics half of batch_norm_train";
   let description = [{
-    Batch mean and inverse standard deviation per channel (f32) and the
-    updated running statistics, exactly as batch_norm_train computes them;
-    the normalization itself becomes elementwise (and fuses with what
-    follows, e.g. a residual add and a ReLU).
+    Batch mean and inverse standard deviation per channel (f32), the updated
+    running statistics, and the per-channel affine map of the normalization,
+    `alpha = invstd * scale` and `beta = bias - mean * alpha` (computed from
+    the f64 statistics and rounded once), exactly as batch_norm_train
+    computes them. The normalization itself, `y = x * alpha + beta`, becomes
+    elementwise (and fuses with what follows, e.g. a residual add and a
+    ReLU) and reproduces batch_norm_train's result bit for bit.
+
+    Constraints: `input` is 2-D or 4-D; every other operand and every result
+    is 1-D with the channel count of `input` (per `layout`).
   }];
-  let arguments = (ins CNN_FloatTensor:$input, CNN_FloatTensor:$running_mean,
+  let arguments = (ins CNN_FloatTensor:$input, CNN_FloatTensor:$scale,
+                   CNN_FloatTensor:$bias, CNN_FloatTensor:$running_mean,
                    CNN_FloatTensor:$running_var, F32Attr:$epsilon,
                    F32Attr:$momentum,
                    DefaultValuedAttr<StrAttr, "\"NCHW\"">:$layout);
   let results = (outs CNN_FloatTensor:$saved_mean, CNN_FloatTensor:$saved_invstd,
                  CNN_FloatTensor:$new_running_mean,
-                 CNN_FloatTensor:$new_running_var);
+                 CNN_FloatTensor:$new_running_var, CNN_FloatTensor:$alpha,
+                 CNN_FloatTensor:$beta);
   let hasVerifier = 1;
 }
 
