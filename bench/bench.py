@@ -72,7 +72,22 @@ def time_torch(name, batch, hw, mode, steps):
     return best, mem, warm
 
 
+def split_flags(flags):
+    """cnnc flags and NAME=VALUE runtime environment settings (upper-case
+    names, e.g. CNNRT_CONV_FUSION=split) of one variant."""
+    env, cnnc = {}, []
+    for tok in flags.split():
+        k, eq, v = tok.partition("=")
+        if eq and k.isupper() and not k.startswith("-"):
+            env[k] = v
+        else:
+            cnnc.append(tok)
+    return cnnc, env
+
+
 def run_cnnc(name, batch, hw, args, flags):
+    flags, env = split_flags(flags)
+    env = dict(os.environ, **env)
     work = os.path.join(args.work, name)
     os.makedirs(work, exist_ok=True)
     onnx_path = os.path.join(work, "%s.onnx" % name)
@@ -81,17 +96,23 @@ def run_cnnc(name, batch, hw, args, flags):
     exe = os.path.join(work, "train")
     t0 = time.time()
     cmd = [args.cnnc, onnx_path, "--train", "--optimizer", "sgd", "--lr", "0.01",
-           "--momentum", "0.9", "-o", exe] + flags.split()
+           "--momentum", "0.9", "-o", exe] + flags
     p = subprocess.run(cmd, capture_output=True, text=True)
     compile_s = time.time() - t0
     if p.returncode:
         raise RuntimeError("cnnc failed: " + p.stderr[-2000:])
     t0 = time.time()
     p = subprocess.run([exe, "--data", "synthetic", "--steps", str(args.steps + 3),
-                        "--log-every", str(args.steps)], capture_output=True, text=True)
+                        "--log-every", str(args.steps)], capture_output=True, text=True,
+                       env=env)
     run_s = time.time() - t0
     if p.returncode:
         raise RuntimeError("train failed: " + (p.stdout + p.stderr)[-2000:])
+    if args.profile:
+        q = subprocess.run([exe, "--data", "synthetic", "--steps", "3"], capture_output=True,
+                           text=True, env=dict(env, CNNRT_PROFILE="1"))
+        print("\n".join(l for l in q.stderr.splitlines() if not l.startswith("cnnrt: warning")),
+              flush=True)
     m = re.search(r"mean img/s (\d+), peak GPU memory (\d+) MiB", p.stdout)
     ips, mem = float(m.group(1)), float(m.group(2))
     return 1000.0 * batch / ips, mem, compile_s, run_s
@@ -105,10 +126,13 @@ def main():
     ap.add_argument("--work", default="/tmp/cnnc-bench")
     ap.add_argument("--cnnc-flags", default="")
     ap.add_argument("--variants", default="",
-                    help="';'-separated 'label=flags' cnnc variants (one row each); "
+                    help="';'-separated 'label=flags' cnnc variants (one row each; "
+                         "NAME=VALUE tokens set the executable's environment); "
                          "default: one row with --cnnc-flags")
     ap.add_argument("--no-compile", action="store_true", help="skip torch.compile")
     ap.add_argument("--cnnc-only", action="store_true", help="skip the PyTorch rows")
+    ap.add_argument("--profile", action="store_true",
+                    help="also print each cnnc variant's CNNRT_PROFILE report of one step")
     args = ap.parse_args()
     print("GPU:", torch.cuda.get_device_name(0), "| torch", torch.__version__, flush=True)
     if args.variants:

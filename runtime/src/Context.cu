@@ -47,6 +47,7 @@ ContextOptions ContextOptions::fromEnv() {
   o.deterministic = flag("CNNRT_DETERMINISTIC", true);
   o.syncCheck = flag("CNNRT_SYNC_CHECK", false);
   o.verbose = flag("CNNRT_VERBOSE", false);
+  o.profile = flag("CNNRT_PROFILE", false);
   if (const char *f = std::getenv("CNNRT_CONV_FUSION")) {
     std::string v = f;
     if (v == "cudnn")
@@ -290,6 +291,14 @@ struct Context::Impl {
   std::string cudnnVer;
   std::map<std::string, std::string> cache;
   bool cacheDirty = false;
+  // profiling (CNNRT_PROFILE): one event after each launch, with its labels
+  struct Mark {
+    cudaEvent_t ev;
+    std::string loc, what;
+  };
+  bool profiling = false;
+  cudaEvent_t profileStart = nullptr;
+  std::vector<Mark> marks;
   size_t matmulWsLimit = 32u << 20;
   size_t tuneWsLimit = 1024u << 20;
 };
@@ -431,7 +440,85 @@ void Context::check(cudaError_t e, const char *loc) {
     fail(loc, cudaGetErrorString(e));
 }
 
+static void mark(Context &ctx, const char *loc, const char *what) {
+  Context::Impl &I = *ctx.impl();
+  if (!I.profiling)
+    return;
+  cudaEvent_t ev;
+  ctx.check(cudaEventCreate(&ev), "profile");
+  ctx.check(cudaEventRecord(ev, ctx.stream()), "profile");
+  I.marks.push_back({ev, loc ? loc : "?", what ? what : "runtime kernel"});
+}
+
+void Context::checkLaunch(const char *loc, const char *what) {
+  checkLaunch(loc);
+  if (impl_->profiling && !impl_->marks.empty() &&
+      impl_->marks.back().what == "runtime kernel")
+    impl_->marks.back().what = what;
+}
+
+void Context::beginProfile() {
+  Impl &I = *impl_;
+  check(cudaStreamSynchronize(stream_), "profile");
+  check(cudaEventCreate(&I.profileStart), "profile");
+  check(cudaEventRecord(I.profileStart, stream_), "profile");
+  I.marks.clear();
+  I.profiling = true;
+}
+
+void Context::endProfile(const char *title) {
+  Impl &I = *impl_;
+  I.profiling = false;
+  check(cudaStreamSynchronize(stream_), "profile");
+  struct Row {
+    double ms = 0;
+    int calls = 0;
+  };
+  std::map<std::string, Row> byWhat;
+  std::vector<std::pair<double, const Impl::Mark *>> each;
+  double total = 0;
+  cudaEvent_t prev = I.profileStart;
+  for (const Impl::Mark &m : I.marks) {
+    float ms = 0;
+    cudaEventElapsedTime(&ms, prev, m.ev);
+    prev = m.ev;
+    total += ms;
+    // Group by op kind: the first word of `what` ("cnn.conv2d_bwd_filter",
+    // "cuDNN", ...), keeping library calls' full description.
+    std::string key = m.what;
+    if (key.rfind("cu", 0) != 0)
+      key = key.substr(0, key.find(' '));
+    Row &r = byWhat[key];
+    r.ms += ms;
+    r.calls += 1;
+    each.push_back({ms, &m});
+  }
+  std::vector<std::pair<std::string, Row>> rows(byWhat.begin(), byWhat.end());
+  std::sort(rows.begin(), rows.end(),
+            [](auto &a, auto &b) { return a.second.ms > b.second.ms; });
+  std::sort(each.begin(), each.end(),
+            [](auto &a, auto &b) { return a.first > b.first; });
+  std::fprintf(stderr,
+               "cnnrt: profile of %s: %zu launches and library calls, %.3f "
+               "ms (CUDA events between consecutive launches; no graph)\n",
+               title, I.marks.size(), total);
+  std::fprintf(stderr, "  %-34s %9s %6s %6s\n", "by op kind", "ms", "%", "calls");
+  for (auto &[k, r] : rows)
+    std::fprintf(stderr, "  %-34s %9.3f %6.1f %6d\n", k.c_str(), r.ms,
+                 100.0 * r.ms / std::max(total, 1e-9), r.calls);
+  std::fprintf(stderr, "  slowest launches:\n");
+  for (size_t i = 0; i < each.size() && i < 20; ++i)
+    std::fprintf(stderr, "  %9.3f ms  %-40s %s\n", each[i].first,
+                 each[i].second->what.c_str(), each[i].second->loc.c_str());
+  for (const Impl::Mark &m : I.marks)
+    cudaEventDestroy(m.ev);
+  I.marks.clear();
+  cudaEventDestroy(I.profileStart);
+  I.profileStart = nullptr;
+}
+
 void Context::checkLaunch(const char *loc) {
+  mark(*this, loc, nullptr);
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess)
     fail(loc, std::string("kernel launch: ") + cudaGetErrorString(e));
@@ -773,6 +860,7 @@ static void enqueueConvFwd(Context &ctx, ConvEntry &c, const void *x,
                   static_cast<cudnnConvolutionFwdAlgo_t>(c.algo[kFwd]),
                   ctx.impl()->workspace, c.ws[kFwd], &beta, c.yDesc, y),
               loc);
+  mark(ctx, loc, "cuDNN conv fwd");
 }
 
 void Context::convFwd(int id, const void *x, const void *w, void *y,
@@ -794,6 +882,7 @@ void Context::convBwdData(int id, const void *dy, const void *w, void *dx,
                   static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo[kBwdData]),
                   impl_->workspace, c.ws[kBwdData], &beta, c.xDesc, out),
               loc);
+  mark(*this, loc, "cuDNN conv bwd data");
   if (c.asym) {
     const ConvDesc &d = c.d;
     int64_t total = (int64_t)d.N * d.C * d.H * d.W;
@@ -829,6 +918,7 @@ void Context::convBwdFilter(int id, const void *x, const void *dy, void *dw,
           static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo[kBwdFilter]),
           impl_->workspace, c.ws[kBwdFilter], &beta, c.wDesc, dw),
       loc);
+  mark(*this, loc, "cuDNN conv bwd filter");
 }
 
 //===--- convolutions with a fused epilogue -------------------------------===//
@@ -1071,6 +1161,7 @@ void Context::convBiasActFwd(int id, const void *x, const void *w,
               enqueueFusedCudnn(*this, f, c, f.algo, f.math, f.ws, x, w, bias,
                                 residual, y),
               f.loc.c_str());
+  mark(*this, f.loc.c_str(), "cuDNN conv+bias+act fwd");
 }
 
 bool Context::convBiasActUsesCudnn(int id) const {
@@ -1175,6 +1266,7 @@ void Context::matmul(int id, const void *A, const void *B, void *C,
                               &beta, C, m.cL, C, m.cL, &m.algo,
                               impl_->workspace, m.ws, stream_),
                m.loc.c_str());
+  mark(*this, m.loc.c_str(), "cuBLASLt matmul");
 }
 
 } // namespace cnnrt

@@ -390,10 +390,15 @@ int trainMain(int argc, char **argv, const ModelSpec &spec) {
       ctx.check(cudaGraphInstantiate(&graphExec, graph, 0),
                 "CUDA graph instantiate");
     }
+    bool profileThis = ctx.options().profile && runSteps == 2;
+    if (profileThis)
+      ctx.beginProfile();
     if (graphExec)
       ctx.check(cudaGraphLaunch(graphExec, ctx.stream()), "CUDA graph launch");
     else
       spec.trainStep(ctx);
+    if (profileThis)
+      ctx.endProfile("training step 2");
     // Prefetch the next batch while this step runs.
     if (!synthetic && step < last)
       pipe->produce(1 - slot, loader);

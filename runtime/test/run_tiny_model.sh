@@ -53,6 +53,17 @@ paste <(losses "$dir/graph.out") <(losses "$dir/ref.out") | awk '
 diff <(losses "$dir/graph.out") <(losses "$dir/eager.out") >/dev/null ||
   fail "--no-graph losses differ from the graph run"
 
+# 3b. CNNRT_PROFILE=1 reports one step's launches by op kind, and profiling
+# does not change the numbers.
+CNNRT_PROFILE=1 "$model" --data synthetic --steps 50 --log-every 1 \
+  --weights "$dir/w.cnnw" >"$dir/prof.out" 2>"$dir/prof.err" || fail "profiled run failed"
+cat "$dir/prof.err"
+grep -Eq '^cnnrt: profile of training step 2: [0-9]+ launches and library calls, [0-9.]+ ms' \
+  "$dir/prof.err" || fail "no profile report"
+grep -q 'cuDNN conv fwd' "$dir/prof.err" || fail "profile lacks the convolution"
+diff <(losses "$dir/graph.out") <(losses "$dir/prof.out") >/dev/null ||
+  fail "profiled losses differ from the graph run"
+
 # 4. CIFAR-format data: exact resume (end-of-run and mid-run checkpoints).
 "$model" --data "$dir/cifar" --steps 40 --log-every 1 --weights "$dir/w.cnnw" \
   --seed 7 --checkpoint "$dir/ck_{step}.cnnw" --checkpoint-every 13 \

@@ -139,6 +139,9 @@ struct ContextOptions {
   bool verbose = false;      ///< CNNRT_VERBOSE=1: print algorithm choices
   /// CNNRT_CONV_FUSION=auto|cudnn|split
   ConvFusion convFusion = ConvFusion::Auto;
+  /// CNNRT_PROFILE=1: time every launch of one (uncaptured) training step
+  /// with CUDA events and print where the time goes.
+  bool profile = false;
   /// Fills the fields above from the environment.
   static ContextOptions fromEnv();
 };
@@ -217,6 +220,16 @@ public:
   /// Checks cudaGetLastError() (and syncs when CNNRT_SYNC_CHECK=1 outside
   /// capture); on error prints "cnnrt: error at <loc>: <what>", exits 1.
   void checkLaunch(const char *loc);
+  /// checkLaunch for a kernel of generated code; `what` ("<op> <kernel>")
+  /// names it in CNNRT_PROFILE's report.
+  void checkLaunch(const char *loc, const char *what);
+
+  //--- profiling (CNNRT_PROFILE) -------------------------------------------//
+  /// Starts recording an event after every launch and library call.
+  void beginProfile();
+  /// Waits for the stream and prints the time between consecutive events,
+  /// by op kind and for the slowest launches, to stderr.
+  void endProfile(const char *title);
   /// Checks a CUDA runtime status.
   void check(cudaError_t e, const char *loc);
   [[noreturn]] void fail(const char *loc, const std::string &what);
@@ -243,6 +256,8 @@ private:
 /// After every kernel launch in generated code:
 ///   kernel<<<g, b, 0, ctx.stream()>>>(...); CNNRT_CHECK_LAUNCH(ctx, "Conv_0");
 #define CNNRT_CHECK_LAUNCH(ctx, loc) (ctx).checkLaunch(loc)
+/// The same, naming the op and kernel for the profile.
+#define CNNRT_CHECK_KERNEL(ctx, loc, what) (ctx).checkLaunch(loc, what)
 
 /// Grid size for n elements with `threads` per block (at least 1).
 inline unsigned gridFor(int64_t n, int threads = 256) {

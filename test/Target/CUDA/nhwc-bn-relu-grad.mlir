@@ -1,6 +1,6 @@
 // The default GPU pipeline (NHWC, f16, fusion) on conv -> BN -> ReLU: the
 // ReLU gradient fuses into the BN gradient, whose NHWC lowering reduces the
-// masked gradient with the tiled reduction (nhwcPartial mode 3) and computes
+// masked gradient with the tiled reduction (nhwcPartial8 mode 3: C % 8 == 0) and computes
 // dx in one elementwise kernel that applies the mask again: the masked
 // gradient is never stored.
 // RUN: cnnc %s --train --optimizer sgd --emit cuda --stats -o %t.cu 2>&1 | FileCheck %s --check-prefix=STATS
@@ -8,12 +8,12 @@
 // STATS: cnnc: stats: fusion bn_relu_grad_ops 2
 
 // CHECK-LABEL: static void trainStep(
-// CHECK: nhwcPartial<3, __half><<<dim3(1, {{[0-9]+}}), dim3(32, 8), 0, s>>>(P<__half>(A, [[DY:[0-9]+]]), P<__half>(A, [[X:[0-9]+]]), P<__half>(A, [[Y:[0-9]+]]), P<float>
-// CHECK-NEXT: CNNRT_CHECK_LAUNCH
+// CHECK: nhwcPartial8<3, __half><<<dim3(1, {{[0-9]+}}), dim3(2, 128), 0, s>>>(P<__half>(A, [[DY:[0-9]+]]), P<__half>(A, [[X:[0-9]+]]), P<__half>(A, [[Y:[0-9]+]]), P<float>
+// CHECK-NEXT: CNNRT_CHECK_KERNEL(ctx, "{{.*}}", "cnn.fused_batch_norm_relu_grad nhwc{{.*}}");
 // CHECK-NEXT: nhwcBnGradFinish<float><<<1, 256, 0, s>>>
-// CHECK-NEXT: CNNRT_CHECK_LAUNCH
+// CHECK-NEXT: CNNRT_CHECK_KERNEL(ctx, "{{.*}}", "cnn.fused_batch_norm_relu_grad nhwc{{.*}}");
 // CHECK-NEXT: k[[K:[0-9]+]]<<<{{.*}}>>>(P<__half>(A, [[DY]]), P<__half>(A, [[Y]]), P<__half>(A, [[X]]),
-// CHECK-NOT: relu_grad
+// CHECK-NOT: "cnn.relu_grad
 func.func @forward(%x: tensor<8x3x8x8xf32> {cnn.input},
                    %w1: tensor<16x3x3x3xf32> {cnn.param = "conv1.weight"},
                    %g: tensor<16xf32> {cnn.param = "bn.weight"},

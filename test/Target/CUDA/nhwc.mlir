@@ -7,8 +7,9 @@
 // kernels do the reductions and pooling. The image stays NCHW in the tensor
 // table (one transpose at the start of the step).
 // CHECK: // ---- generated kernels ----
-// bias_add: the bias is indexed by i % C.
-// CHECK: float a1 = ld(in1 + (i % 8ll));
+// bias_add: the bias is indexed by i % C; with C % 8 == 0 the 8 elements a
+// thread takes have 8 consecutive channels: one vector load.
+// CHECK: ldv8(in1 + (v * 8) % 8ll, a1v);
 // CHECK: static const cnnrt::TensorSpec kTensors[] = {
 // CHECK-DAG: {"input", cnnrt::DType::F32, 4, {4, 3, 8, 8}, {{[0-9]+}}, 3072, cnnrt::Role::InputImage}
 // CHECK-DAG: {"conv1.weight", cnnrt::DType::F32, 4, {8, 3, 3, 3}, {{[0-9]+}}, 864, cnnrt::Role::Param}
@@ -20,8 +21,9 @@
 // CHECK-NOT: Layout::NCHW
 // CHECK-LABEL: static void trainStep(cnnrt::Context &ctx) {
 // CHECK: ctx.convFwd(0,
-// CHECK: maxPoolFwdNHWC<float><<<{{[0-9]+}}, 256, 0, s>>>({{.*}}, PoolParams{4, 8, 8, 8, 4, 4, 2, 2, 2, 2, 0, 0, 0, 0, false});
-// CHECK: nhwcPartial<1, float><<<dim3(1, 1), dim3(32, 8), 0, s>>>({{.*}}, 64ll, 8, 64ll);
+// C % 8 == 0: pooling and the channel reductions take 8 channels per thread.
+// CHECK: maxPoolNHWC8<float, false><<<{{[0-9]+}}, 256, 0, s>>>({{.*}}, nullptr, PoolParams{4, 8, 8, 8, 4, 4, 2, 2, 2, 2, 0, 0, 0, 0, false});
+// CHECK: nhwcPartial8<1, float><<<dim3(1, 1), dim3(1, 256), 0, s>>>({{.*}}, 64ll, 8, 64ll);
 // CHECK: nhwcStatsFinish<float, float><<<1, 256, 0, s>>>
 // CHECK: ctx.convFwd(1,
 // CHECK: avgPoolFwdNHWC<float><<<{{.*}}PoolParams{4, 16, 2, 2, 1, 1, 2, 2, 2, 2, 0, 0, 0, 0, true});
@@ -31,15 +33,21 @@
 // CHECK: avgPoolBwdNHWC<float>
 // CHECK: ctx.convBwdData(1,
 // CHECK: ctx.convBwdFilter(1,
-// CHECK: nhwcPartial<2, float>
+// CHECK: nhwcPartial8<2, float>
 // CHECK: nhwcBnGradFinish<float><<<1, 256, 0, s>>>
-// CHECK: maxPoolBwdNHWC<float>
-// CHECK: nhwcPartial<0, float><<<dim3(1, 4), dim3(32, 8), 0, s>>>({{.*}}, 256ll, 8, 64ll);
+// max_pool2d_grad: per-window argmax bytes in the workspace, then a gather
+// (the one-pass gather form only if the workspace is too small).
+// CHECK: if (ctx.workspaceBytes() >= 512ull) {
+// CHECK-NEXT: maxPoolNHWC8<float, true><<<1, 256, 0, s>>>
+// CHECK: maxPoolBwdGatherNHWC8<float>
+// CHECK: } else {
+// CHECK-NEXT: maxPoolBwdNHWC<float>
+// CHECK: nhwcPartial8<0, float><<<dim3(1, 4), dim3(1, 256), 0, s>>>({{.*}}, 256ll, 8, 64ll);
 // CHECK: nhwcSumFinish<float><<<1, 256, 0, s>>>({{.*}}, 8, 4);
 // CHECK: ctx.convBwdFilter(0,
 // CHECK-LABEL: static void evalStep(cnnrt::Context &ctx) {
 // CHECK: ctx.convFwd(0,
-// CHECK: maxPoolFwdNHWC<float>
+// CHECK: maxPoolNHWC8<float, false>
 // CHECK: avgPoolFwdNHWC<float>
 // CHECK: int main(
 // No NCHW kernel is left (channelSum remains for the linear layer's bias).
