@@ -1111,11 +1111,46 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
         // flag = 1, then every input clears it on a non-finite element.
         std::string flag = ptr(a.getResult());
         launch(out, op, "setFlag", "1", "1", flag);
-        for (Value in : a.getInputs()) {
-          int64_t n = ttype(in).getNumElements();
-          launch(out, op,
-                 fmt::format("clearIfNonFinite<{}>", ctype(ttype(in).getElementType())),
-                 gridFor(n), "256", fmt::format("{}, {}ll, {}", ptr(in), n, flag));
+        // One multi-tensor kernel per element type (a table of tensor starts
+        // and arena offsets, binary-searched per element), not one per input.
+        std::map<std::string, std::vector<Value>> byType;
+        for (Value in : a.getInputs())
+          byType[ctype(ttype(in).getElementType())].push_back(in);
+        for (auto &[T, vs] : byType) {
+          if (vs.size() == 1) {
+            int64_t n = ttype(vs[0]).getNumElements();
+            launch(out, op, fmt::format("clearIfNonFinite<{}>", T), gridFor(n), "256",
+                   fmt::format("{}, {}ll, {}", ptr(vs[0]), n, flag));
+            continue;
+          }
+          std::string name = fmt::format("af{}", numKernels++);
+          std::vector<std::string> starts, offsets;
+          int64_t total = 0;
+          for (Value v : vs) {
+            starts.push_back(std::to_string(total) + "ll");
+            offsets.push_back(std::to_string(plan.offsetOf(v)) + "ll");
+            total += ttype(v).getNumElements();
+          }
+          kernels += fmt::format(
+              "__device__ const int64_t {0}_start[{1}] = {{{2}}};\n"
+              "__device__ const int64_t {0}_in[{1}] = {{{3}}};\n"
+              "__global__ void __launch_bounds__(256) {0}(const char *A, float *flag) {{\n"
+              "  bool bad = false;\n"
+              "  for (int64_t e = blockIdx.x * 256ll + threadIdx.x; e < {4}ll; "
+              "e += (int64_t)gridDim.x * 256) {{\n"
+              "    int lo = 0, hi = {5};\n"
+              "    while (lo < hi) {{ int mid = (lo + hi + 1) / 2; if ({0}_start[mid] <= e) "
+              "lo = mid; else hi = mid - 1; }}\n"
+              "    bad |= !isfinite(ld(reinterpret_cast<const {6} *>(A + {0}_in[lo]) + "
+              "(e - {0}_start[lo])));\n"
+              "  }}\n"
+              "  if (__syncthreads_or(bad) && threadIdx.x == 0) *flag = 0.0f;\n"
+              "}}\n\n",
+              name, vs.size(), llvm::join(starts, ", "), llvm::join(offsets, ", "), total,
+              vs.size() - 1, T);
+          out += fmt::format("  // {} gradients checked in one multi-tensor kernel\n",
+                             vs.size());
+          launch(out, op, name, gridFor(total), "256", fmt::format("A, {}", flag));
         }
         return success();
       })

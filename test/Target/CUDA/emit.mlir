@@ -62,4 +62,9 @@
 // All parameter updates run as one multi-tensor kernel (binary search over a
 // constant table of tensor starts).
 // OPT-DAG: // 6 optimizer updates in one multi-tensor kernel
+// The loss-scaling finiteness check of the 6 gradients: one multi-tensor
+// kernel per gradient element type (4 f32 + 2 f16 here), not one per tensor.
+// OPT-DAG: // 4 gradients checked in one multi-tensor kernel
+// OPT-DAG: // 2 gradients checked in one multi-tensor kernel
+// OPT-DAG: __global__ void __launch_bounds__(256) af{{[0-9]+}}(const char *A, float *flag) {
 // OPT-DAG: __device__ const int64_t mt{{[0-9]+}}_start[6] = {0ll,
