@@ -10,7 +10,8 @@
 // CHECK-LABEL: static void trainStep(
 // CHECK: nhwcPartial8<3, __half><<<dim3(1, {{[0-9]+}}), dim3(2, 128), 0, s>>>(P<__half>(A, [[DY:[0-9]+]]), P<__half>(A, [[X:[0-9]+]]), P<__half>(A, [[Y:[0-9]+]]), P<float>
 // CHECK-NEXT: CNNRT_CHECK_KERNEL(ctx, "{{.*}}", "cnn.fused_batch_norm_relu_grad nhwc{{.*}}");
-// CHECK-NEXT: nhwcBnGradFinish<float><<<1, 256, 0, s>>>
+// One block per channel (16) adds the tiles.
+// CHECK-NEXT: nhwcBnGradFinish<float><<<16, 256, 0, s>>>
 // CHECK-NEXT: CNNRT_CHECK_KERNEL(ctx, "{{.*}}", "cnn.fused_batch_norm_relu_grad nhwc{{.*}}");
 // CHECK-NEXT: k[[K:[0-9]+]]<<<{{.*}}>>>(P<__half>(A, [[DY]]), P<__half>(A, [[Y]]), P<__half>(A, [[X]]),
 // CHECK-NOT: "cnn.relu_grad

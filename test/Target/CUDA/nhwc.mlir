@@ -24,7 +24,7 @@
 // C % 8 == 0: pooling and the channel reductions take 8 channels per thread.
 // CHECK: maxPoolNHWC8<float, false><<<{{[0-9]+}}, 256, 0, s>>>({{.*}}, nullptr, PoolParams{4, 8, 8, 8, 4, 4, 2, 2, 2, 2, 0, 0, 0, 0, false});
 // CHECK: nhwcPartial8<1, float><<<dim3(1, 1), dim3(1, 256), 0, s>>>({{.*}}, 64ll, 8, 64ll);
-// CHECK: nhwcStatsFinish<float, float><<<1, 256, 0, s>>>
+// CHECK: nhwcStatsFinish<float, float><<<8, 256, 0, s>>>
 // CHECK: ctx.convFwd(1,
 // CHECK: avgPoolFwdNHWC<float><<<{{.*}}PoolParams{4, 16, 2, 2, 1, 1, 2, 2, 2, 2, 0, 0, 0, 0, true});
 // CHECK: spatialMeanNHWC<float><<<1, 256, 0, s>>>({{.*}}, 4ll, 1ll, 16ll);
@@ -34,7 +34,7 @@
 // CHECK: ctx.convBwdData(1,
 // CHECK: ctx.convBwdFilter(1,
 // CHECK: nhwcPartial8<2, float>
-// CHECK: nhwcBnGradFinish<float><<<1, 256, 0, s>>>
+// CHECK: nhwcBnGradFinish<float><<<8, 256, 0, s>>>
 // max_pool2d_grad: per-window argmax bytes in the workspace, then a gather
 // (the one-pass gather form only if the workspace is too small).
 // CHECK: if (ctx.workspaceBytes() >= 512ull) {
@@ -43,7 +43,7 @@
 // CHECK: } else {
 // CHECK-NEXT: maxPoolBwdNHWC<float>
 // CHECK: nhwcPartial8<0, float><<<dim3(1, 4), dim3(1, 256), 0, s>>>({{.*}}, 256ll, 8, 64ll);
-// CHECK: nhwcSumFinish<float><<<1, 256, 0, s>>>({{.*}}, 8, 4);
+// CHECK: nhwcSumFinish<float><<<8, 256, 0, s>>>({{.*}}, 8, 4);
 // CHECK: ctx.convBwdFilter(0,
 // CHECK-LABEL: static void evalStep(cnnrt::Context &ctx) {
 // CHECK: ctx.convFwd(0,
