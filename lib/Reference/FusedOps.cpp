@@ -46,10 +46,12 @@ std::vector<float> nhwcToNchw(const Tensor &t) {
     for (int64_t y = 0; y < h; ++y)
       for (int64_t x = 0; x < w; ++x)
         for (int64_t k = 0; k < c; ++k)
-          o[((a * c + k) * h + y) * w + x] = t.data[((a * h + y) * w + x) * c + k];
+          o[((a * c + k) * h + y) * w + x] =
+              t.data[((a * h + y) * w + x) * c + k];
   return o;
 }
-void nchwToNhwc(const std::vector<float> &in, ArrayRef<int64_t> nhwc, float *o) {
+void nchwToNhwc(const std::vector<float> &in, ArrayRef<int64_t> nhwc,
+                float *o) {
   int64_t n = nhwc[0], h = nhwc[1], w = nhwc[2], c = nhwc[3];
   for (int64_t a = 0; a < n; ++a)
     for (int64_t y = 0; y < h; ++y)
@@ -58,7 +60,8 @@ void nchwToNhwc(const std::vector<float> &in, ArrayRef<int64_t> nhwc, float *o) 
           o[((a * h + y) * w + x) * c + k] = in[((a * c + k) * h + y) * w + x];
 }
 
-LogicalResult execConv(cnn::FusedConv2DOp op, function_ref<const Tensor &(Value)> get,
+LogicalResult execConv(cnn::FusedConv2DOp op,
+                       function_ref<const Tensor &(Value)> get,
                        function_ref<Tensor &(Value)> def) {
   const Tensor &x = get(op.getInput()), &w = get(op.getFilter());
   bool nhwc = op.getLayout() == "NHWC";
@@ -92,7 +95,8 @@ LogicalResult execConv(cnn::FusedConv2DOp op, function_ref<const Tensor &(Value)
   ChannelOf ch(r.shape, op.getLayout());
   const Tensor *bias = op.getBias() ? &get(op.getBias()) : nullptr;
   const Tensor *res = op.getResidual() ? &get(op.getResidual()) : nullptr;
-  float lo = op.getClipMin().convertToFloat(), hi = op.getClipMax().convertToFloat();
+  float lo = op.getClipMin().convertToFloat(),
+        hi = op.getClipMax().convertToFloat();
   StringRef act = op.getActivation();
   bool half = r.kind == ElemKind::F16;
   for (int64_t i = 0; i < (int64_t)r.data.size(); ++i) {
@@ -119,11 +123,14 @@ LogicalResult execConv(cnn::FusedConv2DOp op, function_ref<const Tensor &(Value)
   return success();
 }
 
-LogicalResult execStats(cnn::BatchNormStatsOp op, function_ref<const Tensor &(Value)> get,
+LogicalResult execStats(cnn::BatchNormStatsOp op,
+                        function_ref<const Tensor &(Value)> get,
                         function_ref<Tensor &(Value)> def) {
-  float *m = def(op.getSavedMean()).data.data(), *is = def(op.getSavedInvstd()).data.data(),
+  float *m = def(op.getSavedMean()).data.data(),
+        *is = def(op.getSavedInvstd()).data.data(),
         *nm = def(op.getNewRunningMean()).data.data(),
-        *nv = def(op.getNewRunningVar()).data.data(), *al = def(op.getAlpha()).data.data(),
+        *nv = def(op.getNewRunningVar()).data.data(),
+        *al = def(op.getAlpha()).data.data(),
         *be = def(op.getBeta()).data.data();
   const Tensor &x = get(op.getInput());
   ChannelOf ch(x.shape, op.getLayout());
@@ -162,10 +169,12 @@ LogicalResult execBnReluGrad(cnn::FusedBatchNormReluGradOp op,
                              function_ref<const Tensor &(Value)> get,
                              function_ref<Tensor &(Value)> def) {
   float *dx = def(op.getGradInput()).data.data();
-  float *ds = def(op.getGradScale()).data.data(), *db = def(op.getGradBias()).data.data();
+  float *ds = def(op.getGradScale()).data.data(),
+        *db = def(op.getGradBias()).data.data();
   const Tensor &dy = get(op.getGradOutput()), &y = get(op.getReluOutput()),
                &x = get(op.getInput()), &scale = get(op.getScale()),
-               &mean = get(op.getSavedMean()), &invstd = get(op.getSavedInvstd());
+               &mean = get(op.getSavedMean()),
+               &invstd = get(op.getSavedInvstd());
   ChannelOf ch(x.shape, op.getLayout());
   int64_t c = ch.channels, n = x.numel();
   double count = (double)(n / c);
@@ -197,7 +206,22 @@ LogicalResult execBnReluGrad(cnn::FusedBatchNormReluGradOp op,
 
 /// A fused_elementwise body compiled to a straight-line program.
 struct Program {
-  enum Kind { Const, Add, Sub, Mul, Div, Max, Min, Cmp, Select, And, Or, Neg, Trunc, Copy };
+  enum Kind {
+    Const,
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Max,
+    Min,
+    Cmp,
+    Select,
+    And,
+    Or,
+    Neg,
+    Trunc,
+    Copy
+  };
   struct Inst {
     Kind kind;
     int a = 0, b = 0, c = 0, out = 0;
@@ -234,8 +258,10 @@ FailureOr<Program> compile(cnn::FusedElementwiseOp op) {
         .Case<arith::SubFOp>([&](auto) { in.kind = Program::Sub; })
         .Case<arith::MulFOp>([&](auto) { in.kind = Program::Mul; })
         .Case<arith::DivFOp>([&](auto) { in.kind = Program::Div; })
-        .Case<arith::MaximumFOp, arith::MaxNumFOp>([&](auto) { in.kind = Program::Max; })
-        .Case<arith::MinimumFOp, arith::MinNumFOp>([&](auto) { in.kind = Program::Min; })
+        .Case<arith::MaximumFOp, arith::MaxNumFOp>(
+            [&](auto) { in.kind = Program::Max; })
+        .Case<arith::MinimumFOp, arith::MinNumFOp>(
+            [&](auto) { in.kind = Program::Min; })
         .Case([&](arith::CmpFOp c) {
           in.kind = Program::Cmp;
           in.pred = c.getPredicate();
@@ -248,7 +274,8 @@ FailureOr<Program> compile(cnn::FusedElementwiseOp op) {
         .Case<arith::ExtFOp>([&](auto) { in.kind = Program::Copy; })
         .Default([&](Operation *) { ok = false; });
     if (!ok)
-      return o.emitError("reference interpreter: unsupported op in a fused body: '")
+      return o.emitError(
+                 "reference interpreter: unsupported op in a fused body: '")
              << o.getName() << "'";
     if (o.getNumOperands() > 0)
       in.a = arg(0);
@@ -267,16 +294,26 @@ FailureOr<Program> compile(cnn::FusedElementwiseOp op) {
 bool compare(arith::CmpFPredicate p, float x, float y) {
   using P = arith::CmpFPredicate;
   switch (p) {
-  case P::OGT: return x > y;
-  case P::OGE: return x >= y;
-  case P::OLT: return x < y;
-  case P::OLE: return x <= y;
-  case P::OEQ: return x == y;
-  case P::ONE: return x != y && !std::isnan(x) && !std::isnan(y);
-  case P::UNE: return x != y;
-  case P::UGT: return !(x <= y);
-  case P::ULT: return !(x >= y);
-  default: return false;
+  case P::OGT:
+    return x > y;
+  case P::OGE:
+    return x >= y;
+  case P::OLT:
+    return x < y;
+  case P::OLE:
+    return x <= y;
+  case P::OEQ:
+    return x == y;
+  case P::ONE:
+    return x != y && !std::isnan(x) && !std::isnan(y);
+  case P::UNE:
+    return x != y;
+  case P::UGT:
+    return !(x <= y);
+  case P::ULT:
+    return !(x >= y);
+  default:
+    return false;
   }
 }
 
@@ -299,7 +336,8 @@ LogicalResult execElementwise(cnn::FusedElementwiseOp op,
   for (Value v : op.getInputs())
     ins.push_back(get(v).data.data());
   auto bc = op.getBroadcast();
-  int64_t n = cast<RankedTensorType>(op.getResult(0).getType()).getNumElements();
+  int64_t n =
+      cast<RankedTensorType>(op.getResult(0).getType()).getNumElements();
   std::vector<float> s(prog->slots);
   for (int64_t i = 0; i < n; ++i) {
     for (size_t k = 0; k < ins.size(); ++k)
@@ -308,20 +346,48 @@ LogicalResult execElementwise(cnn::FusedElementwiseOp op,
       float a = s[in.a], b = s[in.b];
       float &o = s[in.out];
       switch (in.kind) {
-      case Program::Const: o = in.value; break;
-      case Program::Add: o = a + b; break;
-      case Program::Sub: o = a - b; break;
-      case Program::Mul: o = a * b; break;
-      case Program::Div: o = a / b; break;
-      case Program::Max: o = std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b); break;
-      case Program::Min: o = std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b); break;
-      case Program::Cmp: o = compare(in.pred, a, b) ? 1.0f : 0.0f; break;
-      case Program::Select: o = a != 0 ? b : s[in.c]; break;
-      case Program::And: o = (a != 0 && b != 0) ? 1.0f : 0.0f; break;
-      case Program::Or: o = (a != 0 || b != 0) ? 1.0f : 0.0f; break;
-      case Program::Neg: o = -a; break;
-      case Program::Trunc: o = roundToHalf(a); break;
-      case Program::Copy: o = a; break;
+      case Program::Const:
+        o = in.value;
+        break;
+      case Program::Add:
+        o = a + b;
+        break;
+      case Program::Sub:
+        o = a - b;
+        break;
+      case Program::Mul:
+        o = a * b;
+        break;
+      case Program::Div:
+        o = a / b;
+        break;
+      case Program::Max:
+        o = std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b);
+        break;
+      case Program::Min:
+        o = std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b);
+        break;
+      case Program::Cmp:
+        o = compare(in.pred, a, b) ? 1.0f : 0.0f;
+        break;
+      case Program::Select:
+        o = a != 0 ? b : s[in.c];
+        break;
+      case Program::And:
+        o = (a != 0 && b != 0) ? 1.0f : 0.0f;
+        break;
+      case Program::Or:
+        o = (a != 0 || b != 0) ? 1.0f : 0.0f;
+        break;
+      case Program::Neg:
+        o = -a;
+        break;
+      case Program::Trunc:
+        o = roundToHalf(a);
+        break;
+      case Program::Copy:
+        o = a;
+        break;
       }
     }
     for (size_t r = 0; r < outs.size(); ++r) {
@@ -338,16 +404,21 @@ bool cnnc::reference::isFusedOp(Operation *op) {
              cnn::FusedBatchNormReluGradOp>(op);
 }
 
-LogicalResult cnnc::reference::executeFused(Operation *op,
-                                            function_ref<const Tensor &(Value)> get,
-                                            function_ref<Tensor &(Value)> def) {
+LogicalResult
+cnnc::reference::executeFused(Operation *op,
+                              function_ref<const Tensor &(Value)> get,
+                              function_ref<Tensor &(Value)> def) {
   return TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](cnn::FusedConv2DOp o) { return execConv(o, get, def); })
       .Case([&](cnn::BatchNormStatsOp o) { return execStats(o, get, def); })
-      .Case([&](cnn::FusedBatchNormReluGradOp o) { return execBnReluGrad(o, get, def); })
-      .Case([&](cnn::FusedElementwiseOp o) { return execElementwise(o, get, def); })
+      .Case([&](cnn::FusedBatchNormReluGradOp o) {
+        return execBnReluGrad(o, get, def);
+      })
+      .Case([&](cnn::FusedElementwiseOp o) {
+        return execElementwise(o, get, def);
+      })
       .Default([](Operation *o) {
-        return o->emitError("reference interpreter: '") << o->getName()
-                                                        << "' is not a fused op";
+        return o->emitError("reference interpreter: '")
+               << o->getName() << "' is not a fused op";
       });
 }

@@ -383,7 +383,8 @@ LogicalResult Executor::executeNHWC(Operation *op) {
   Block scratch;
   OperationState state(op->getLoc(), op->getName());
   for (Value v : op->getOperands()) {
-    Value arg = scratch.addArgument(permuted(v.getType(), toNCHW), op->getLoc());
+    Value arg =
+        scratch.addArgument(permuted(v.getType(), toNCHW), op->getLoc());
     Tensor t = get(v);
     if (t.shape.size() == 4) {
       t = Tensor::zeros(cast<RankedTensorType>(arg.getType()));
@@ -409,7 +410,8 @@ LogicalResult Executor::executeNHWC(Operation *op) {
     }
     env[r] = std::move(t);
   }
-  for (Value v : llvm::concat<Value>(scratch.getArguments(), nchw->getResults()))
+  for (Value v :
+       llvm::concat<Value>(scratch.getArguments(), nchw->getResults()))
     env.erase(v);
   nchw->destroy();
   return result;
@@ -716,12 +718,12 @@ const float *Executor::unscaledGrad(Value grad, Value scale,
 }
 
 /// Loss scaling: a non-finite step leaves every input of the update unchanged.
-static bool skipUpdate(Operation *op, Value finite,
-                       ValueTensorMap &env) {
+static bool skipUpdate(Operation *op, Value finite, ValueTensorMap &env) {
   if (!finite || env.find(finite)->second.data[0] != 0.0f)
     return false;
   for (unsigned r = 0; r < op->getNumResults(); ++r) {
-    // Results are (new_param, new_state...) for operands (param, grad, state...).
+    // Results are (new_param, new_state...) for operands (param, grad,
+    // state...).
     Value src = op->getOperand(r == 0 ? 0 : r + 1);
     Tensor copy = env.find(src)->second;
     env[op->getResult(r)] = std::move(copy);
@@ -735,9 +737,9 @@ LogicalResult Executor::exec(cnn::SGDUpdateOp op) {
   std::vector<float> tmp;
   const float *grad = unscaledGrad(op.getGrad(), op.getGradScale(), tmp);
   float *p = out(op->getResult(0)), *buf = out(op->getResult(1));
-  kn::sgdUpdate(ptr(op.getParam()), grad,
-                ptr(op.getMomentumBuffer()), p, buf, get(op.getParam()).numel(),
-                scalar(op.getLr()), scalar(op.getStep()), f32(op.getMomentum()),
+  kn::sgdUpdate(ptr(op.getParam()), grad, ptr(op.getMomentumBuffer()), p, buf,
+                get(op.getParam()).numel(), scalar(op.getLr()),
+                scalar(op.getStep()), f32(op.getMomentum()),
                 f32(op.getDampening()), f32(op.getWeightDecay()),
                 op.getNesterov());
   return success();
@@ -862,8 +864,8 @@ FailureOr<std::vector<Tensor>> bindArguments(func::FuncOp func,
       if (role == kStateAttr) {
         // cnn.init: the initial value of a state (the loss scale).
         auto init = func.getArgAttrOfType<FloatAttr>(i, "cnn.init");
-        args.push_back(Tensor::zeros(
-            type, init ? (float)init.getValueAsDouble() : 0.0f));
+        args.push_back(
+            Tensor::zeros(type, init ? (float)init.getValueAsDouble() : 0.0f));
         continue;
       }
       return func.emitError("argument #")

@@ -34,8 +34,8 @@ NamedAttribute f32Attr(OpBuilder &b, StringRef name, double v) {
 
 Value zeros(OpBuilder &b, Location loc, Type type) {
   auto t = cast<RankedTensorType>(type);
-  return ConstantOp::create(b, loc, t,
-                            DenseElementsAttr::get(t, b.getZeroAttr(t.getElementType())));
+  return ConstantOp::create(
+      b, loc, t, DenseElementsAttr::get(t, b.getZeroAttr(t.getElementType())));
 }
 
 struct AutodiffPass : public cnnc::impl::CNNAutodiffBase<AutodiffPass> {
@@ -67,14 +67,14 @@ LogicalResult AutodiffPass::backprop(OpBuilder &b, Operation *op) {
       .Case([&](Conv2DOp c) {
         if (wants(c.getInput()))
           accumulate(b, loc, c.getInput(),
-                     Conv2DBwdDataOp::create(b, loc, TypeRange{c.getInput().getType()},
-                                             ValueRange{dy, c.getFilter()},
-                                             c->getAttrs()));
+                     Conv2DBwdDataOp::create(
+                         b, loc, TypeRange{c.getInput().getType()},
+                         ValueRange{dy, c.getFilter()}, c->getAttrs()));
         if (wants(c.getFilter()))
           accumulate(b, loc, c.getFilter(),
-                     Conv2DBwdFilterOp::create(b, loc, TypeRange{c.getFilter().getType()},
-                                               ValueRange{c.getInput(), dy},
-                                               c->getAttrs()));
+                     Conv2DBwdFilterOp::create(
+                         b, loc, TypeRange{c.getFilter().getType()},
+                         ValueRange{c.getInput(), dy}, c->getAttrs()));
         return success();
       })
       .Case([&](BiasAddOp o) {
@@ -85,13 +85,15 @@ LogicalResult AutodiffPass::backprop(OpBuilder &b, Operation *op) {
         return success();
       })
       .Case([&](ReluOp o) {
-        accumulate(b, loc, o.getInput(), ReluGradOp::create(b, loc, dy, o.getResult()));
+        accumulate(b, loc, o.getInput(),
+                   ReluGradOp::create(b, loc, dy, o.getResult()));
         return success();
       })
       .Case([&](ClipOp o) {
         accumulate(b, loc, o.getInput(),
                    ClipGradOp::create(b, loc, TypeRange{dy.getType()},
-                                      ValueRange{dy, o.getInput()}, o->getAttrs()));
+                                      ValueRange{dy, o.getInput()},
+                                      o->getAttrs()));
         return success();
       })
       .Case([&](AddOp o) {
@@ -109,8 +111,8 @@ LogicalResult AutodiffPass::backprop(OpBuilder &b, Operation *op) {
       })
       .Case([&](ScaleOp o) {
         accumulate(b, loc, o.getInput(),
-                   ScaleOp::create(b, loc, TypeRange{dy.getType()}, ValueRange{dy},
-                                   o->getAttrs()));
+                   ScaleOp::create(b, loc, TypeRange{dy.getType()},
+                                   ValueRange{dy}, o->getAttrs()));
         return success();
       })
       .Case([&](BatchNormTrainOp o) {
@@ -126,19 +128,22 @@ LogicalResult AutodiffPass::backprop(OpBuilder &b, Operation *op) {
       })
       .Case([&](MaxPool2DOp o) {
         accumulate(b, loc, o.getInput(),
-                   MaxPool2DGradOp::create(b, loc, TypeRange{o.getInput().getType()},
-                                           ValueRange{dy, o.getInput()}, o->getAttrs()));
+                   MaxPool2DGradOp::create(
+                       b, loc, TypeRange{o.getInput().getType()},
+                       ValueRange{dy, o.getInput()}, o->getAttrs()));
         return success();
       })
       .Case([&](AvgPool2DOp o) {
         accumulate(b, loc, o.getInput(),
-                   AvgPool2DGradOp::create(b, loc, TypeRange{o.getInput().getType()},
+                   AvgPool2DGradOp::create(b, loc,
+                                           TypeRange{o.getInput().getType()},
                                            ValueRange{dy}, o->getAttrs()));
         return success();
       })
       .Case([&](GlobalAvgPoolOp o) {
-        accumulate(b, loc, o.getInput(),
-                   GlobalAvgPoolGradOp::create(b, loc, o.getInput().getType(), dy));
+        accumulate(
+            b, loc, o.getInput(),
+            GlobalAvgPoolGradOp::create(b, loc, o.getInput().getType(), dy));
         return success();
       })
       .Case([&](MatmulOp o) {
@@ -152,13 +157,15 @@ LogicalResult AutodiffPass::backprop(OpBuilder &b, Operation *op) {
                                    boolAttr(b, "transpose_rhs", ty)});
         };
         if (wants(a))
-          accumulate(b, loc, a,
-                     !ta ? mm(dy, bm, false, !tb) : (tb ? mm(bm, dy, true, true)
-                                                        : mm(bm, dy, false, true)));
+          accumulate(
+              b, loc, a,
+              !ta ? mm(dy, bm, false, !tb)
+                  : (tb ? mm(bm, dy, true, true) : mm(bm, dy, false, true)));
         if (wants(bm))
-          accumulate(b, loc, bm,
-                     !tb ? (ta ? mm(a, dy, false, false) : mm(a, dy, true, false))
-                         : (ta ? mm(dy, a, true, true) : mm(dy, a, true, false)));
+          accumulate(
+              b, loc, bm,
+              !tb ? (ta ? mm(a, dy, false, false) : mm(a, dy, true, false))
+                  : (ta ? mm(dy, a, true, true) : mm(dy, a, true, false)));
         return success();
       })
       .Case<FlattenOp, ReshapeOp>([&](Operation *o) {
@@ -167,7 +174,8 @@ LogicalResult AutodiffPass::backprop(OpBuilder &b, Operation *op) {
         return success();
       })
       .Case([&](CastOp o) {
-        accumulate(b, loc, o.getInput(), CastOp::create(b, loc, o.getInput().getType(), dy));
+        accumulate(b, loc, o.getInput(),
+                   CastOp::create(b, loc, o.getInput().getType(), dy));
         return success();
       })
       .Case([&](TransposeOp o) {
@@ -175,10 +183,11 @@ LogicalResult AutodiffPass::backprop(OpBuilder &b, Operation *op) {
         SmallVector<int64_t> inv(perm.size());
         for (auto [i, p] : llvm::enumerate(perm))
           inv[p] = i;
-        accumulate(b, loc, o.getInput(),
-                   TransposeOp::create(b, loc, ValueRange{dy},
-                                       {b.getNamedAttr("permutation",
-                                                       b.getDenseI64ArrayAttr(inv))}));
+        accumulate(
+            b, loc, o.getInput(),
+            TransposeOp::create(
+                b, loc, ValueRange{dy},
+                {b.getNamedAttr("permutation", b.getDenseI64ArrayAttr(inv))}));
         return success();
       })
       .Case([&](ConcatOp o) {
@@ -189,11 +198,13 @@ LogicalResult AutodiffPass::backprop(OpBuilder &b, Operation *op) {
           if (wants(in)) {
             SmallVector<int64_t> offs(dyType.getRank(), 0);
             offs[axis] = offset;
-            accumulate(b, loc, in,
-                       SliceOp::create(b, loc, ValueRange{dy},
-                                       {b.getNamedAttr("offsets", b.getDenseI64ArrayAttr(offs)),
-                                        b.getNamedAttr("sizes",
-                                                       b.getDenseI64ArrayAttr(t.getShape()))}));
+            accumulate(
+                b, loc, in,
+                SliceOp::create(
+                    b, loc, ValueRange{dy},
+                    {b.getNamedAttr("offsets", b.getDenseI64ArrayAttr(offs)),
+                     b.getNamedAttr("sizes",
+                                    b.getDenseI64ArrayAttr(t.getShape()))}));
           }
           offset += t.getDimSize(axis);
         }
@@ -201,7 +212,8 @@ LogicalResult AutodiffPass::backprop(OpBuilder &b, Operation *op) {
       })
       .Default([&](Operation *o) {
         return o->emitError("cnn-autodiff: no gradient rule for '")
-               << o->getName() << "', which lies between the parameters and the loss";
+               << o->getName()
+               << "', which lies between the parameters and the loss";
       });
 }
 
@@ -218,14 +230,15 @@ void AutodiffPass::runOnOperation() {
   }
   if (forward.getNumResults() != 1 ||
       cast<RankedTensorType>(forward.getResultTypes()[0]).getRank() != 2) {
-    forward.emitError("cnn-autodiff: '") << forwardName
-        << "' must return one N x C logits tensor, got " << forward.getFunctionType();
+    forward.emitError("cnn-autodiff: '")
+        << forwardName << "' must return one N x C logits tensor, got "
+        << forward.getFunctionType();
     return signalPassFailure();
   }
   if (optimizer != "sgd" && optimizer != "adam" && optimizer != "adamw" &&
       optimizer != "none") {
-    module.emitError("cnn-autodiff: unknown optimizer '") << optimizer
-        << "' (expected sgd, adam, adamw or none)";
+    module.emitError("cnn-autodiff: unknown optimizer '")
+        << optimizer << "' (expected sgd, adam, adamw or none)";
     return signalPassFailure();
   }
 
@@ -234,8 +247,8 @@ void AutodiffPass::runOnOperation() {
   Location loc = forward.getLoc();
   auto logitsType = cast<RankedTensorType>(forward.getResultTypes()[0]);
   auto scalarType = RankedTensorType::get({}, Float32Type::get(ctx));
-  auto labelsType =
-      RankedTensorType::get({logitsType.getDimSize(0)}, IntegerType::get(ctx, 32));
+  auto labelsType = RankedTensorType::get({logitsType.getDimSize(0)},
+                                          IntegerType::get(ctx, 32));
 
   // Classify the forward arguments.
   SmallVector<unsigned> inputs, params, buffers;
@@ -248,7 +261,8 @@ void AutodiffPass::runOnOperation() {
       inputs.push_back(i);
   }
   if (params.empty()) {
-    forward.emitError("cnn-autodiff: '") << forwardName
+    forward.emitError("cnn-autodiff: '")
+        << forwardName
         << "' has no parameters (arguments tagged cnn.param): nothing to train";
     return signalPassFailure();
   }
@@ -269,19 +283,21 @@ void AutodiffPass::runOnOperation() {
   };
   for (unsigned i : inputs) {
     argTypes.push_back(forward.getArgument(i).getType());
-    argAttrs.push_back(forward.getArgAttrDict(i) ? forward.getArgAttrDict(i)
-                                                 : named(kInputAttr, b.getUnitAttr()));
+    argAttrs.push_back(forward.getArgAttrDict(i)
+                           ? forward.getArgAttrDict(i)
+                           : named(kInputAttr, b.getUnitAttr()));
   }
   argTypes.append({labelsType, scalarType, scalarType});
-  argAttrs.append({named(kLabelsAttr, b.getUnitAttr()), named(kLRAttr, b.getUnitAttr()),
+  argAttrs.append({named(kLabelsAttr, b.getUnitAttr()),
+                   named(kLRAttr, b.getUnitAttr()),
                    named(kStepAttr, b.getUnitAttr())});
   for (unsigned i : llvm::concat<unsigned>(params, buffers)) {
     argTypes.push_back(forward.getArgument(i).getType());
     argAttrs.push_back(forward.getArgAttrDict(i));
   }
   for (unsigned i : params)
-    for (const std::string &n :
-         stateNames(cast<StringAttr>(forward.getArgAttr(i, kParamAttr)).getValue())) {
+    for (const std::string &n : stateNames(
+             cast<StringAttr>(forward.getArgAttr(i, kParamAttr)).getValue())) {
       argTypes.push_back(forward.getArgument(i).getType());
       argAttrs.push_back(named(kStateAttr, b.getStringAttr(n)));
     }
@@ -358,13 +374,14 @@ void AutodiffPass::runOnOperation() {
   SmallVector<Operation *> forwardOps;
   for (Operation &op : *entry) {
     forwardOps.push_back(&op);
-    if (llvm::any_of(op.getOperands(), [&](Value v) { return needsGrad.contains(v); }))
+    if (llvm::any_of(op.getOperands(),
+                     [&](Value v) { return needsGrad.contains(v); }))
       for (Value r : op.getResults())
         needsGrad.insert(r);
   }
   if (!needsGrad.contains(logits)) {
-    forward.emitError("cnn-autodiff: the logits of '") << forwardName
-        << "' do not depend on any parameter";
+    forward.emitError("cnn-autodiff: the logits of '")
+        << forwardName << "' do not depend on any parameter";
     return signalPassFailure();
   }
 
@@ -376,9 +393,11 @@ void AutodiffPass::runOnOperation() {
       {f32Attr(b, "label_smoothing", labelSmoothing)});
   for (Operation *op : llvm::reverse(forwardOps)) {
     if (isa<SoftmaxCrossEntropyOp>(op) || op->getNumResults() == 0 ||
-        !llvm::any_of(op->getResults(), [&](Value r) { return grads.count(r); }))
+        !llvm::any_of(op->getResults(),
+                      [&](Value r) { return grads.count(r); }))
       continue;
-    if (!llvm::any_of(op->getOperands(), [&](Value v) { return needsGrad.contains(v); }))
+    if (!llvm::any_of(op->getOperands(),
+                      [&](Value v) { return needsGrad.contains(v); }))
       continue;
     // Results without a gradient (e.g. BN statistics) contribute nothing;
     // the first result is the differentiated one for every rule above.
@@ -400,11 +419,13 @@ void AutodiffPass::runOnOperation() {
     if (!g)
       g = zeros(b, p.getLoc(), p.getType());
     Location ploc = NameLoc::get(
-        b.getStringAttr("optimizer." +
-                        cast<StringAttr>(forward.getArgAttr(i, kParamAttr)).getValue()),
+        b.getStringAttr(
+            "optimizer." +
+            cast<StringAttr>(forward.getArgAttr(i, kParamAttr)).getValue()),
         loc);
     unsigned s = stateBase + k * stateSlots;
-    StringRef pname = cast<StringAttr>(forward.getArgAttr(i, kParamAttr)).getValue();
+    StringRef pname =
+        cast<StringAttr>(forward.getArgAttr(i, kParamAttr)).getValue();
     if (optimizer == "none") {
       // Gradients only (for testing against torch.autograd).
       results.push_back(g);
@@ -415,15 +436,18 @@ void AutodiffPass::runOnOperation() {
       auto u = SGDUpdateOp::create(
           b, ploc, ValueRange{p, g, entry->getArgument(s), lr, stepArg},
           {f32Attr(b, "momentum", momentum), f32Attr(b, "dampening", dampening),
-           f32Attr(b, "weight_decay", weightDecay), boolAttr(b, "nesterov", nesterov)});
+           f32Attr(b, "weight_decay", weightDecay),
+           boolAttr(b, "nesterov", nesterov)});
       results.push_back(u.getNewParam());
       newState.push_back(u.getNewMomentumBuffer());
     } else {
       auto u = AdamUpdateOp::create(
           b, ploc,
-          ValueRange{p, g, entry->getArgument(s), entry->getArgument(s + 1), lr, stepArg},
+          ValueRange{p, g, entry->getArgument(s), entry->getArgument(s + 1), lr,
+                     stepArg},
           {f32Attr(b, "beta1", beta1), f32Attr(b, "beta2", beta2),
-           f32Attr(b, "epsilon", epsilon), f32Attr(b, "weight_decay", weightDecay),
+           f32Attr(b, "epsilon", epsilon),
+           f32Attr(b, "weight_decay", weightDecay),
            boolAttr(b, "decoupled", optimizer == "adamw")});
       results.push_back(u.getNewParam());
       newState.append({u.getNewExpAvg(), u.getNewExpAvgSq()});
@@ -441,7 +465,8 @@ void AutodiffPass::runOnOperation() {
     resultAttrs.push_back(step.getArgAttrDict(stateBase + k));
   }
   func::ReturnOp::create(b, loc, results);
-  step.setFunctionType(b.getFunctionType(argTypes, ValueRange(results).getTypes()));
+  step.setFunctionType(
+      b.getFunctionType(argTypes, ValueRange(results).getTypes()));
   for (auto [i, attrs] : llvm::enumerate(resultAttrs))
     step.setResultAttrs(i, attrs);
 }

@@ -109,15 +109,16 @@ void fuseConvEpilogues(func::FuncOp f, int &count) {
         b.getNamedAttr("activation", b.getStringAttr(act)),
         b.getNamedAttr("clip_min", b.getF32FloatAttr(clipMin)),
         b.getNamedAttr("clip_max", b.getF32FloatAttr(clipMax)),
-        b.getNamedAttr("operandSegmentSizes",
-                       b.getDenseI32ArrayAttr({1, 1, bias ? 1 : 0, residual ? 1 : 0}))};
+        b.getNamedAttr(
+            "operandSegmentSizes",
+            b.getDenseI32ArrayAttr({1, 1, bias ? 1 : 0, residual ? 1 : 0}))};
     SmallVector<Value> operands{conv.getInput(), conv.getFilter()};
     if (bias)
       operands.push_back(bias);
     if (residual)
       operands.push_back(residual);
-    auto fused = FusedConv2DOp::create(b, conv.getLoc(), TypeRange{cur.getType()},
-                                       operands, attrs);
+    auto fused = FusedConv2DOp::create(
+        b, conv.getLoc(), TypeRange{cur.getType()}, operands, attrs);
     cur.replaceAllUsesWith(fused.getResult());
     for (Operation *op : llvm::reverse(chain))
       op->erase();
@@ -132,10 +133,10 @@ void fuseConvEpilogues(func::FuncOp f, int &count) {
 
 /// Builds a fused_elementwise with `inputs` (broadcast kinds `bc`) whose body
 /// is made by `body(builder, args) -> yielded values`.
-FusedElementwiseOp
-makeElementwise(OpBuilder &b, Location loc, TypeRange results, ValueRange inputs,
-                ArrayRef<int64_t> bc, StringRef layout,
-                function_ref<SmallVector<Value>(OpBuilder &, ValueRange)> body) {
+FusedElementwiseOp makeElementwise(
+    OpBuilder &b, Location loc, TypeRange results, ValueRange inputs,
+    ArrayRef<int64_t> bc, StringRef layout,
+    function_ref<SmallVector<Value>(OpBuilder &, ValueRange)> body) {
   auto op = FusedElementwiseOp::create(
       b, loc, results, inputs,
       {b.getNamedAttr("broadcast", b.getDenseI64ArrayAttr(bc)),
@@ -161,10 +162,10 @@ void splitBatchNorm(func::FuncOp f, int &count) {
     auto stats = BatchNormStatsOp::create(
         b, bn.getLoc(),
         TypeRange{bn.getSavedMean().getType(), bn.getSavedInvstd().getType(),
-                  bn.getNewRunningMean().getType(), bn.getNewRunningVar().getType(),
-                  f32, f32},
-        ValueRange{bn.getInput(), bn.getScale(), bn.getBias(), bn.getRunningMean(),
-                   bn.getRunningVar()},
+                  bn.getNewRunningMean().getType(),
+                  bn.getNewRunningVar().getType(), f32, f32},
+        ValueRange{bn.getInput(), bn.getScale(), bn.getBias(),
+                   bn.getRunningMean(), bn.getRunningVar()},
         {b.getNamedAttr("epsilon", bn.getEpsilonAttr()),
          b.getNamedAttr("momentum", bn.getMomentumAttr()),
          b.getNamedAttr("layout", b.getStringAttr(layout))});
@@ -197,8 +198,8 @@ void fuseReluIntoBatchNormGrad(func::FuncOp f, int &count) {
     OpBuilder b(g);
     auto fused = FusedBatchNormReluGradOp::create(
         b, g.getLoc(), g->getResultTypes(),
-        ValueRange{rg.getGradOutput(), rg.getOutput(), g.getInput(), g.getScale(),
-                   g.getSavedMean(), g.getSavedInvstd()},
+        ValueRange{rg.getGradOutput(), rg.getOutput(), g.getInput(),
+                   g.getScale(), g.getSavedMean(), g.getSavedInvstd()},
         {b.getNamedAttr("layout", b.getStringAttr(layoutOf(g)))});
     g->replaceAllUsesWith(fused->getResults());
     g->erase();
@@ -228,33 +229,35 @@ FusedElementwiseOp toElementwise(Operation *op) {
   Location l = op->getLoc();
   auto mk = [&](ValueRange ins, ArrayRef<int64_t> bc,
                 function_ref<Value(OpBuilder &, ValueRange)> fn) {
-    return makeElementwise(b, l, op->getResultTypes(), ins, bc, layoutOf(op),
-                           [&](OpBuilder &ib, ValueRange a) {
-                             Value r = fn(ib, a);
-                             if (cast<RankedTensorType>(op->getResult(0).getType())
-                                     .getElementType()
-                                     .isF16())
-                               r = roundHalf(ib, l, r);
-                             return SmallVector<Value>{r};
-                           });
+    return makeElementwise(
+        b, l, op->getResultTypes(), ins, bc, layoutOf(op),
+        [&](OpBuilder &ib, ValueRange a) {
+          Value r = fn(ib, a);
+          if (cast<RankedTensorType>(op->getResult(0).getType())
+                  .getElementType()
+                  .isF16())
+            r = roundHalf(ib, l, r);
+          return SmallVector<Value>{r};
+        });
   };
-  auto cmpSel = [&](OpBuilder &ib, arith::CmpFPredicate p, Value x, Value y, Value t,
-                    Value e) {
+  auto cmpSel = [&](OpBuilder &ib, arith::CmpFPredicate p, Value x, Value y,
+                    Value t, Value e) {
     Value c = arith::CmpFOp::create(ib, l, p, x, y);
     return arith::SelectOp::create(ib, l, c, t, e).getResult();
   };
   return TypeSwitch<Operation *, FusedElementwiseOp>(op)
       .Case([&](ReluOp o) {
         return mk(o->getOperands(), {0}, [&](OpBuilder &ib, ValueRange a) {
-          return arith::MaximumFOp::create(ib, l, a[0], constF32(ib, l, 0)).getResult();
+          return arith::MaximumFOp::create(ib, l, a[0], constF32(ib, l, 0))
+              .getResult();
         });
       })
       .Case([&](ClipOp o) {
         return mk(o->getOperands(), {0}, [&](OpBuilder &ib, ValueRange a) {
           Value lo = arith::MaximumFOp::create(
               ib, l, a[0], constF32(ib, l, o.getMin().convertToFloat()));
-          return arith::MinimumFOp::create(ib, l, lo,
-                                           constF32(ib, l, o.getMax().convertToFloat()))
+          return arith::MinimumFOp::create(
+                     ib, l, lo, constF32(ib, l, o.getMax().convertToFloat()))
               .getResult();
         });
       })
@@ -270,8 +273,9 @@ FusedElementwiseOp toElementwise(Operation *op) {
       })
       .Case([&](ScaleOp o) {
         return mk(o->getOperands(), {0}, [&](OpBuilder &ib, ValueRange a) {
-          return arith::MulFOp::create(ib, l, a[0],
-                                       constF32(ib, l, o.getFactor().convertToFloat()))
+          return arith::MulFOp::create(
+                     ib, l, a[0],
+                     constF32(ib, l, o.getFactor().convertToFloat()))
               .getResult();
         });
       })
@@ -281,18 +285,21 @@ FusedElementwiseOp toElementwise(Operation *op) {
       })
       .Case([&](ReluGradOp o) {
         return mk(o->getOperands(), {0, 0}, [&](OpBuilder &ib, ValueRange a) {
-          return cmpSel(ib, arith::CmpFPredicate::OGT, a[1], constF32(ib, l, 0), a[0],
-                        constF32(ib, l, 0));
+          return cmpSel(ib, arith::CmpFPredicate::OGT, a[1], constF32(ib, l, 0),
+                        a[0], constF32(ib, l, 0));
         });
       })
       .Case([&](ClipGradOp o) {
         return mk(o->getOperands(), {0, 0}, [&](OpBuilder &ib, ValueRange a) {
-          Value gt = arith::CmpFOp::create(ib, l, arith::CmpFPredicate::OGT, a[1],
-                                           constF32(ib, l, o.getMin().convertToFloat()));
-          Value lt = arith::CmpFOp::create(ib, l, arith::CmpFPredicate::OLT, a[1],
-                                           constF32(ib, l, o.getMax().convertToFloat()));
+          Value gt = arith::CmpFOp::create(
+              ib, l, arith::CmpFPredicate::OGT, a[1],
+              constF32(ib, l, o.getMin().convertToFloat()));
+          Value lt = arith::CmpFOp::create(
+              ib, l, arith::CmpFPredicate::OLT, a[1],
+              constF32(ib, l, o.getMax().convertToFloat()));
           Value in = arith::AndIOp::create(ib, l, gt, lt);
-          return arith::SelectOp::create(ib, l, in, a[0], constF32(ib, l, 0)).getResult();
+          return arith::SelectOp::create(ib, l, in, a[0], constF32(ib, l, 0))
+              .getResult();
         });
       })
       .Case([&](BiasAddOp o) {
@@ -306,9 +313,11 @@ FusedElementwiseOp toElementwise(Operation *op) {
 /// Merges `consumer` into `producer` (both fused_elementwise, same shape and
 /// compatible layouts); every other operand of `consumer` is defined before
 /// `producer`, so the merged op takes the producer's place.
-FusedElementwiseOp merge(FusedElementwiseOp producer, FusedElementwiseOp consumer) {
+FusedElementwiseOp merge(FusedElementwiseOp producer,
+                         FusedElementwiseOp consumer) {
   OpBuilder b(producer);
-  Location loc = FusedLoc::get(b.getContext(), {producer.getLoc(), consumer.getLoc()});
+  Location loc =
+      FusedLoc::get(b.getContext(), {producer.getLoc(), consumer.getLoc()});
   // Inputs: the producer's, then the consumer's that are not producer results.
   SmallVector<Value> inputs(producer.getInputs());
   SmallVector<int64_t> bc(producer.getBroadcast());
@@ -316,7 +325,8 @@ FusedElementwiseOp merge(FusedElementwiseOp producer, FusedElementwiseOp consume
     if (in.getDefiningOp() == producer.getOperation())
       continue;
     auto it = llvm::find(inputs, in);
-    if (it != inputs.end() && bc[it - inputs.begin()] == consumer.getBroadcast()[k])
+    if (it != inputs.end() &&
+        bc[it - inputs.begin()] == consumer.getBroadcast()[k])
       continue;
     inputs.push_back(in);
     bc.push_back(consumer.getBroadcast()[k]);
@@ -324,7 +334,9 @@ FusedElementwiseOp merge(FusedElementwiseOp producer, FusedElementwiseOp consume
   // Results: producer results still needed elsewhere, then the consumer's.
   SmallVector<Value> oldResults;
   for (Value r : producer.getResults())
-    if (llvm::any_of(r.getUsers(), [&](Operation *u) { return u != consumer.getOperation(); }))
+    if (llvm::any_of(r.getUsers(), [&](Operation *u) {
+          return u != consumer.getOperation();
+        }))
       oldResults.push_back(r);
   llvm::append_range(oldResults, consumer.getResults());
   SmallVector<Type> types;
@@ -355,7 +367,9 @@ FusedElementwiseOp merge(FusedElementwiseOp producer, FusedElementwiseOp consume
   for (auto [k, arg] : llvm::enumerate(cb.getArguments())) {
     Value in = consumer.getInputs()[k];
     if (in.getDefiningOp() == producer.getOperation()) {
-      map.map(arg, map.lookup(pyield.getValues()[cast<OpResult>(in).getResultNumber()]));
+      map.map(
+          arg,
+          map.lookup(pyield.getValues()[cast<OpResult>(in).getResultNumber()]));
       continue;
     }
     for (size_t i = 0; i < inputs.size(); ++i)
@@ -370,7 +384,8 @@ FusedElementwiseOp merge(FusedElementwiseOp producer, FusedElementwiseOp consume
   SmallVector<Value> yields;
   for (Value r : producer.getResults())
     if (llvm::is_contained(oldResults, r))
-      yields.push_back(map.lookup(pyield.getValues()[cast<OpResult>(r).getResultNumber()]));
+      yields.push_back(
+          map.lookup(pyield.getValues()[cast<OpResult>(r).getResultNumber()]));
   for (Value y : cyield.getValues())
     yields.push_back(map.lookup(y));
   YieldOp::create(ib, loc, yields);
@@ -415,7 +430,8 @@ void fuseElementwise(func::FuncOp f, int &converted, int &merged) {
           continue;
         bool dominated = llvm::all_of(consumer.getInputs(), [&](Value v) {
           Operation *d = v.getDefiningOp();
-          return !d || d == producer.getOperation() || d->isBeforeInBlock(producer);
+          return !d || d == producer.getOperation() ||
+                 d->isBeforeInBlock(producer);
         });
         if (!dominated)
           continue;
@@ -444,16 +460,21 @@ struct FusePass : public cnnc::impl::CNNFuseBase<FusePass> {
     auto *ctx = &getContext();
     getOperation()->setAttr(
         "cnn.fusion_stats",
-        DictionaryAttr::get(ctx, {NamedAttribute(StringAttr::get(ctx, "conv_epilogue_ops"),
-                                                 IntegerAttr::get(IntegerType::get(ctx, 64), conv)),
-                                  NamedAttribute(StringAttr::get(ctx, "bn_split"),
-                                                 IntegerAttr::get(IntegerType::get(ctx, 64), bn)),
-                                  NamedAttribute(StringAttr::get(ctx, "bn_relu_grad_ops"),
-                                                 IntegerAttr::get(IntegerType::get(ctx, 64), bnGrad)),
-                                  NamedAttribute(StringAttr::get(ctx, "elementwise_ops"),
-                                                 IntegerAttr::get(IntegerType::get(ctx, 64), converted)),
-                                  NamedAttribute(StringAttr::get(ctx, "elementwise_merges"),
-                                                 IntegerAttr::get(IntegerType::get(ctx, 64), merged))}));
+        DictionaryAttr::get(
+            ctx,
+            {NamedAttribute(StringAttr::get(ctx, "conv_epilogue_ops"),
+                            IntegerAttr::get(IntegerType::get(ctx, 64), conv)),
+             NamedAttribute(StringAttr::get(ctx, "bn_split"),
+                            IntegerAttr::get(IntegerType::get(ctx, 64), bn)),
+             NamedAttribute(
+                 StringAttr::get(ctx, "bn_relu_grad_ops"),
+                 IntegerAttr::get(IntegerType::get(ctx, 64), bnGrad)),
+             NamedAttribute(
+                 StringAttr::get(ctx, "elementwise_ops"),
+                 IntegerAttr::get(IntegerType::get(ctx, 64), converted)),
+             NamedAttribute(
+                 StringAttr::get(ctx, "elementwise_merges"),
+                 IntegerAttr::get(IntegerType::get(ctx, 64), merged))}));
   }
 };
 

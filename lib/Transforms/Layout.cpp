@@ -67,11 +67,13 @@ bool isTransposeBy(Value v, ArrayRef<int64_t> perm) {
 }
 
 /// transpose(v, perm), folding transpose(transpose(x, inv), perm) to x.
-Value transposeOrFold(OpBuilder &b, Location loc, Value v, ArrayRef<int64_t> perm) {
+Value transposeOrFold(OpBuilder &b, Location loc, Value v,
+                      ArrayRef<int64_t> perm) {
   ArrayRef<int64_t> inverse = perm == ArrayRef<int64_t>(kToNHWC)
                                   ? ArrayRef<int64_t>(kToNCHW)
                                   : ArrayRef<int64_t>(kToNHWC);
-  if (auto t = v.getDefiningOp<TransposeOp>(); t && t.getPermutation() == inverse)
+  if (auto t = v.getDefiningOp<TransposeOp>();
+      t && t.getPermutation() == inverse)
     return t.getInput();
   return TransposeOp::create(
       b, loc, ValueRange{v},
@@ -120,12 +122,14 @@ void convertToNHWC(Operation *op) {
   Location loc = op->getLoc();
   SmallVector<Value> operands;
   for (Value v : op->getOperands())
-    operands.push_back(isRank4(v.getType()) ? transposeOrFold(b, loc, v, kToNHWC) : v);
+    operands.push_back(
+        isRank4(v.getType()) ? transposeOrFold(b, loc, v, kToNHWC) : v);
   SmallVector<Type> types;
   for (Type t : op->getResultTypes())
     types.push_back(isRank4(t) ? permuted(t, kToNHWC) : t);
-  Operation *nhwc = rebuild(b, op, operands, types,
-                            {b.getNamedAttr("layout", b.getStringAttr("NHWC"))});
+  Operation *nhwc =
+      rebuild(b, op, operands, types,
+              {b.getNamedAttr("layout", b.getStringAttr("NHWC"))});
   for (auto [old, res] : llvm::zip(op->getResults(), nhwc->getResults()))
     old.replaceAllUsesWith(isRank4(res.getType())
                                ? transposeOrFold(b, loc, res, kToNCHW)
@@ -139,12 +143,14 @@ void convertToNHWC(Operation *op) {
 struct PushThroughElementwise : RewritePattern {
   PushThroughElementwise(MLIRContext *ctx)
       : RewritePattern(MatchAnyOpTypeTag(), /*benefit=*/1, ctx) {}
-  LogicalResult matchAndRewrite(Operation *op, PatternRewriter &rw) const override {
+  LogicalResult matchAndRewrite(Operation *op,
+                                PatternRewriter &rw) const override {
     if (!isLayoutAgnostic(op) || op->getNumResults() == 0 ||
         op->getNumOperands() == 0)
       return failure();
     auto shape = [](Type t) { return cast<RankedTensorType>(t).getShape(); };
-    for (Type t : llvm::concat<Type>(op->getOperandTypes(), op->getResultTypes()))
+    for (Type t :
+         llvm::concat<Type>(op->getOperandTypes(), op->getResultTypes()))
       if (!isRank4(t) || shape(t) != shape(op->getResultTypes()[0]))
         return failure();
     if (!llvm::any_of(op->getOperands(),
@@ -165,19 +171,24 @@ struct PushThroughElementwise : RewritePattern {
   }
 };
 
-/// concat(transpose(x_i, NHWC->NCHW), axis) -> transpose(concat(x_i, axis'), ...).
+/// concat(transpose(x_i, NHWC->NCHW), axis) -> transpose(concat(x_i, axis'),
+/// ...).
 struct PushThroughConcat : OpRewritePattern<ConcatOp> {
   using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(ConcatOp op, PatternRewriter &rw) const override {
-    if (!isRank4(op.getType()) ||
-        !llvm::all_of(op.getInputs(), [](Value v) { return isTransposeBy(v, kToNCHW); }))
+  LogicalResult matchAndRewrite(ConcatOp op,
+                                PatternRewriter &rw) const override {
+    if (!isRank4(op.getType()) || !llvm::all_of(op.getInputs(), [](Value v) {
+          return isTransposeBy(v, kToNCHW);
+        }))
       return failure();
     SmallVector<Value> inputs;
     for (Value v : op.getInputs())
       inputs.push_back(v.getDefiningOp<TransposeOp>().getInput());
-    int64_t axis = llvm::find(kToNHWC, (int64_t)op.getAxis()) - std::begin(kToNHWC);
-    auto c = ConcatOp::create(rw, op.getLoc(), ValueRange{inputs},
-                              {rw.getNamedAttr("axis", rw.getI64IntegerAttr(axis))});
+    int64_t axis =
+        llvm::find(kToNHWC, (int64_t)op.getAxis()) - std::begin(kToNHWC);
+    auto c =
+        ConcatOp::create(rw, op.getLoc(), ValueRange{inputs},
+                         {rw.getNamedAttr("axis", rw.getI64IntegerAttr(axis))});
     rw.replaceOp(op, transposeOrFold(rw, op.getLoc(), c, kToNCHW));
     return success();
   }
@@ -186,7 +197,8 @@ struct PushThroughConcat : OpRewritePattern<ConcatOp> {
 /// slice(transpose(x, NHWC->NCHW)) -> transpose(slice(x), NHWC->NCHW).
 struct PushThroughSlice : OpRewritePattern<SliceOp> {
   using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(SliceOp op, PatternRewriter &rw) const override {
+  LogicalResult matchAndRewrite(SliceOp op,
+                                PatternRewriter &rw) const override {
     if (!isTransposeBy(op.getInput(), kToNCHW))
       return failure();
     SmallVector<int64_t> offs, sizes;
@@ -195,7 +207,8 @@ struct PushThroughSlice : OpRewritePattern<SliceOp> {
       sizes.push_back(op.getSizes()[p]);
     }
     auto s = SliceOp::create(
-        rw, op.getLoc(), ValueRange{op.getInput().getDefiningOp<TransposeOp>().getInput()},
+        rw, op.getLoc(),
+        ValueRange{op.getInput().getDefiningOp<TransposeOp>().getInput()},
         {rw.getNamedAttr("offsets", rw.getDenseI64ArrayAttr(offs)),
          rw.getNamedAttr("sizes", rw.getDenseI64ArrayAttr(sizes))});
     rw.replaceOp(op, transposeOrFold(rw, op.getLoc(), s, kToNCHW));
@@ -206,7 +219,8 @@ struct PushThroughSlice : OpRewritePattern<SliceOp> {
 /// A transpose that keeps the order of the non-unit dimensions moves no data.
 struct UnitTransposeToReshape : OpRewritePattern<TransposeOp> {
   using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(TransposeOp op, PatternRewriter &rw) const override {
+  LogicalResult matchAndRewrite(TransposeOp op,
+                                PatternRewriter &rw) const override {
     auto in = op.getInput().getType();
     int64_t last = -1;
     for (int64_t p : op.getPermutation()) {
@@ -224,7 +238,8 @@ struct UnitTransposeToReshape : OpRewritePattern<TransposeOp> {
 /// flatten(reshape(x)) -> reshape(x).
 struct FlattenOfReshape : OpRewritePattern<FlattenOp> {
   using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(FlattenOp op, PatternRewriter &rw) const override {
+  LogicalResult matchAndRewrite(FlattenOp op,
+                                PatternRewriter &rw) const override {
     auto r = op.getInput().getDefiningOp<ReshapeOp>();
     if (!r)
       return failure();

@@ -143,7 +143,8 @@ cnnc::analyzeBufferLiveness(func::FuncOp func,
         SmallVector<unsigned> ok = inPlaceCandidates(&op);
         for (OpOperand &o : op.getOpOperands())
           if (!isPersistent(o.get()) && L.bufferOf.lookup(o.get()) == b &&
-              L.bufferOf.count(o.get()) && !llvm::is_contained(ok, o.getOperandNumber()))
+              L.bufferOf.count(o.get()) &&
+              !llvm::is_contained(ok, o.getOperandNumber()))
             return -1;
         return b;
       };
@@ -158,8 +159,8 @@ cnnc::analyzeBufferLiveness(func::FuncOp func,
         int64_t k = recorded[r.getResultNumber()];
         if (k >= op.getNumOperands() || (reused = canReuse(k)) < 0)
           return op.emitError("memory plan: result #")
-                 << r.getResultNumber() << " cannot be written in place into operand #"
-                 << k;
+                 << r.getResultNumber()
+                 << " cannot be written in place into operand #" << k;
         reuse[r.getResultNumber()] = k;
       }
       if (reused >= 0) {
@@ -233,7 +234,8 @@ uint64_t autoWorkspaceBytes(func::FuncOp step, func::FuncOp forward) {
     f.walk([&](Operation *op) {
       if (auto g = dyn_cast<MaxPool2DGradOp>(op)) {
         any = true;
-        most = std::max<uint64_t>(most, g.getGradOutput().getType().getNumElements());
+        most = std::max<uint64_t>(most,
+                                  g.getGradOutput().getType().getNumElements());
         return;
       }
       bool conv = isa<Conv2DOp, Conv2DBwdDataOp, Conv2DBwdFilterOp>(op) ||
@@ -250,7 +252,8 @@ uint64_t autoWorkspaceBytes(func::FuncOp step, func::FuncOp forward) {
   }
   if (!any)
     return 0;
-  return std::clamp<uint64_t>(memplan::alignTo(most, 1 << 20), 4 << 20, 256 << 20);
+  return std::clamp<uint64_t>(memplan::alignTo(most, 1 << 20), 4 << 20,
+                              256 << 20);
 }
 
 /// Ops that may write an updated persistent tensor over the old one.
@@ -280,7 +283,8 @@ LogicalResult MemoryPlanPass::plan() {
   Builder b(ctx);
   uint64_t align = alignment < 1 ? 1 : (uint64_t)alignment;
   if (align & (align - 1))
-    return module.emitError("cnn-memory-plan: alignment must be a power of two");
+    return module.emitError(
+        "cnn-memory-plan: alignment must be a power of two");
   auto step = module.lookupSymbol<func::FuncOp>("train_step");
   if (!step)
     return module.emitError("cnn-memory-plan: the module has no @train_step "
@@ -308,7 +312,8 @@ LogicalResult MemoryPlanPass::plan() {
       return step.emitError("cnn-memory-plan: argument #")
              << arg.getArgNumber() << " of @train_step has no role attribute";
     if (!byName.try_emplace(name, arg).second)
-      return step.emitError("cnn-memory-plan: two arguments named '") << name << "'";
+      return step.emitError("cnn-memory-plan: two arguments named '")
+             << name << "'";
     if (!isa<RankedTensorType>(arg.getType()))
       return step.emitError("cnn-memory-plan: argument #")
              << arg.getArgNumber() << " is not a ranked tensor";
@@ -325,7 +330,8 @@ LogicalResult MemoryPlanPass::plan() {
     DictionaryAttr d = step.getResultAttrDict(r);
     if (d && d.get(kLossAttr)) {
       if (fixed.count(v) || !v.getDefiningOp())
-        return step.emitError("cnn-memory-plan: the loss must be computed by the step");
+        return step.emitError(
+            "cnn-memory-plan: the loss must be computed by the step");
       place(v);
       continue;
     }
@@ -412,9 +418,8 @@ LogicalResult MemoryPlanPass::plan() {
   return success();
 }
 
-FailureOr<memplan::Plan>
-MemoryPlanPass::planTemps(func::FuncOp f, const DenseMap<Value, uint64_t> &fixed,
-                          uint64_t base) {
+FailureOr<memplan::Plan> MemoryPlanPass::planTemps(
+    func::FuncOp f, const DenseMap<Value, uint64_t> &fixed, uint64_t base) {
   Builder b(f.getContext());
   auto liveness = analyzeBufferLiveness(
       f, [&](Value v) { return fixed.count(v) > 0; },
@@ -446,15 +451,17 @@ MemoryPlanPass::planTemps(func::FuncOp f, const DenseMap<Value, uint64_t> &fixed
     for (Value r : op.getResults()) {
       Value v = r;
       // Views of persistent tensors: follow to the source.
-      while (!fixed.count(v) && !liveness->bufferOf.count(v) && v.getDefiningOp() &&
-             isBufferView(v.getDefiningOp()))
+      while (!fixed.count(v) && !liveness->bufferOf.count(v) &&
+             v.getDefiningOp() && isBufferView(v.getDefiningOp()))
         v = v.getDefiningOp()->getOperand(0);
       if (fixed.count(v))
         offsets.push_back((int64_t)fixed.lookup(v));
       else if (liveness->bufferOf.count(v))
-        offsets.push_back((int64_t)(base + p.offsets[liveness->bufferOf.lookup(v)]));
+        offsets.push_back(
+            (int64_t)(base + p.offsets[liveness->bufferOf.lookup(v)]));
       else
-        return op.emitError("cnn-memory-plan: internal error: no buffer for a result");
+        return op.emitError(
+            "cnn-memory-plan: internal error: no buffer for a result");
     }
     op.setAttr(kOffsetAttr, b.getDenseI64ArrayAttr(offsets));
     auto it = liveness->inPlace.find(&op);

@@ -20,10 +20,14 @@ bool liveTogether(int64_t f1, int64_t l1, int64_t f2, int64_t l2) {
 
 const char *orderName(Order o) {
   switch (o) {
-  case Order::SizeDecreasing: return "size";
-  case Order::SizeTimesLifetime: return "size*lifetime";
-  case Order::LifetimeDecreasing: return "lifetime";
-  case Order::Schedule: return "schedule";
+  case Order::SizeDecreasing:
+    return "size";
+  case Order::SizeTimesLifetime:
+    return "size*lifetime";
+  case Order::LifetimeDecreasing:
+    return "lifetime";
+  case Order::Schedule:
+    return "schedule";
   }
   return "?";
 }
@@ -35,7 +39,9 @@ Plan cnnc::memplan::placeWith(const std::vector<Interval> &iv, Order order,
   size_t n = iv.size();
   std::vector<size_t> idx(n);
   std::iota(idx.begin(), idx.end(), 0);
-  auto life = [&](size_t i) { return (uint64_t)(iv[i].last - iv[i].first + 1); };
+  auto life = [&](size_t i) {
+    return (uint64_t)(iv[i].last - iv[i].first + 1);
+  };
   auto bySize = [&](size_t a, size_t b) {
     if (iv[a].size != iv[b].size)
       return iv[a].size > iv[b].size;
@@ -188,9 +194,10 @@ std::string cnnc::memplan::verify(const std::vector<Interval> &iv,
   for (size_t i : order) {
     if (iv[i].size == 0)
       continue;
-    active.erase(std::remove_if(active.begin(), active.end(),
-                                [&](size_t j) { return iv[j].last < iv[i].first; }),
-                 active.end());
+    active.erase(
+        std::remove_if(active.begin(), active.end(),
+                       [&](size_t j) { return iv[j].last < iv[i].first; }),
+        active.end());
     for (size_t j : active) {
       bool apart = offsets[i] + iv[i].size <= offsets[j] ||
                    offsets[j] + iv[j].size <= offsets[i];

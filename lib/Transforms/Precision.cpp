@@ -176,12 +176,15 @@ LogicalResult PrecisionPass::padChannels(func::FuncOp f) {
       OpBuilder::InsertionGuard g(b);
       b.setInsertionPointAfterValue(v);
       Value z = ConstantOp::create(
-          b, v.getLoc(), zt, DenseElementsAttr::get(zt, b.getZeroAttr(t.getElementType())));
-      return ConcatOp::create(b, v.getLoc(), ValueRange{v, z},
-                              {b.getNamedAttr("axis", b.getI64IntegerAttr(axis))});
+          b, v.getLoc(), zt,
+          DenseElementsAttr::get(zt, b.getZeroAttr(t.getElementType())));
+      return ConcatOp::create(
+          b, v.getLoc(), ValueRange{v, z},
+          {b.getNamedAttr("axis", b.getI64IntegerAttr(axis))});
     };
     auto sameAttrs = [&](Operation *o) {
-      for (StringRef n : {"strides", "padding", "dilations", "groups", "layout"})
+      for (StringRef n :
+           {"strides", "padding", "dilations", "groups", "layout"})
         if (o->getAttr(n) != conv->getAttr(n))
           return false;
       return true;
@@ -189,9 +192,10 @@ LogicalResult PrecisionPass::padChannels(func::FuncOp f) {
     auto sliceBack = [&](Operation *o, RankedTensorType orig) {
       b.setInsertionPointAfter(o);
       SmallVector<int64_t> offs(orig.getRank(), 0);
-      auto s = SliceOp::create(b, o->getLoc(), ValueRange{o->getResult(0)},
-                               {b.getNamedAttr("offsets", b.getDenseI64ArrayAttr(offs)),
-                                b.getNamedAttr("sizes", b.getDenseI64ArrayAttr(orig.getShape()))});
+      auto s = SliceOp::create(
+          b, o->getLoc(), ValueRange{o->getResult(0)},
+          {b.getNamedAttr("offsets", b.getDenseI64ArrayAttr(offs)),
+           b.getNamedAttr("sizes", b.getDenseI64ArrayAttr(orig.getShape()))});
       o->getResult(0).replaceAllUsesExcept(s, s);
     };
     Value xp = pad(x), wp = pad(w);
@@ -227,14 +231,16 @@ LogicalResult PrecisionPass::addLossScaling(func::FuncOp f) {
   for (unsigned i = 0; i < f.getNumArguments(); ++i)
     if (auto s = f.getArgAttrOfType<StringAttr>(i, kStateAttr))
       if (s.getValue() == kLossScaleName)
-        return f.emitError("cnn-precision: @") << f.getName()
+        return f.emitError("cnn-precision: @")
+               << f.getName()
                << " already has a loss scale (the pass ran twice?)";
 
   // The seed of the backward pass.
   SoftmaxCrossEntropyGradOp seedOp;
   f.walk([&](SoftmaxCrossEntropyGradOp o) { seedOp = o; });
   if (!seedOp)
-    return f.emitError("cnn-precision: @") << f.getName()
+    return f.emitError("cnn-precision: @")
+           << f.getName()
            << " has no softmax_cross_entropy_grad to seed with the loss scale";
   auto one = seedOp.getGradLoss().getDefiningOp<ConstantOp>();
   auto oneAttr = one ? dyn_cast<DenseElementsAttr>(one.getValue()) : nullptr;
@@ -255,10 +261,10 @@ LogicalResult PrecisionPass::addLossScaling(func::FuncOp f) {
   SmallVector<DictionaryAttr> argAttrs;
   for (unsigned i = 0; i < sIdx; ++i)
     argAttrs.push_back(f.getArgAttrDict(i));
-  argAttrs.push_back(
-      b.getDictionaryAttr({b.getNamedAttr(kStateAttr, b.getStringAttr(kLossScaleName)),
-                           b.getNamedAttr("cnn.loss_scale", b.getUnitAttr()),
-                           b.getNamedAttr("cnn.init", initAttr)}));
+  argAttrs.push_back(b.getDictionaryAttr(
+      {b.getNamedAttr(kStateAttr, b.getStringAttr(kLossScaleName)),
+       b.getNamedAttr("cnn.loss_scale", b.getUnitAttr()),
+       b.getNamedAttr("cnn.init", initAttr)}));
   argAttrs.push_back(b.getDictionaryAttr(
       b.getNamedAttr(kStateAttr, b.getStringAttr(kTrackerName))));
   for (DictionaryAttr &d : argAttrs)
@@ -285,7 +291,8 @@ LogicalResult PrecisionPass::addLossScaling(func::FuncOp f) {
   for (unsigned r : gradResults)
     grads.push_back(ret.getOperand(r));
   if (grads.empty())
-    return f.emitError("cnn-precision: @") << f.getName()
+    return f.emitError("cnn-precision: @")
+           << f.getName()
            << " has neither optimizer updates nor gradient results";
   Operation *at = updates.empty() ? ret.getOperation() : updates.front();
   for (Value g : grads)
@@ -358,8 +365,9 @@ void PrecisionPass::runOnOperation() {
   ModuleOp module = getOperation();
   if (initScale <= 0 || growthInterval < 1 || growthFactor <= 1 ||
       backoffFactor <= 0 || backoffFactor >= 1) {
-    module.emitError("cnn-precision: need init-scale > 0, growth-interval >= 1, "
-                     "growth-factor > 1 and 0 < backoff-factor < 1");
+    module.emitError(
+        "cnn-precision: need init-scale > 0, growth-interval >= 1, "
+        "growth-factor > 1 and 0 < backoff-factor < 1");
     return signalPassFailure();
   }
   auto forward = module.lookupSymbol<func::FuncOp>("forward");

@@ -238,7 +238,8 @@ struct ConvEntry {
   std::string key; ///< algorithm-cache key prefix of this shape
 };
 
-/// A convolution with a bias/residual/activation epilogue (registerConvBiasAct).
+/// A convolution with a bias/residual/activation epilogue
+/// (registerConvBiasAct).
 struct FusedConvEntry {
   bool valid = false;
   int conv = -1;
@@ -360,11 +361,11 @@ Context::Context(const ModelSpec &spec, const ContextOptions &opts)
   if (spec.workspaceBytes > 0) {
     if (spec.workspaceOffset % 256 != 0 ||
         spec.workspaceOffset + spec.workspaceBytes > bytes)
-      fail("runtime init",
-           "the planned workspace [" + std::to_string(spec.workspaceOffset) +
-               ", +" + std::to_string(spec.workspaceBytes) +
-               ") is not an aligned region of the arena (" +
-               std::to_string(bytes) + " bytes)");
+      fail("runtime init", "the planned workspace [" +
+                               std::to_string(spec.workspaceOffset) + ", +" +
+                               std::to_string(spec.workspaceBytes) +
+                               ") is not an aligned region of the arena (" +
+                               std::to_string(bytes) + " bytes)");
     impl_->workspace = arena_ + spec.workspaceOffset;
     impl_->workspaceBytes = spec.workspaceBytes;
     impl_->plannedWorkspace = true;
@@ -502,7 +503,8 @@ void Context::endProfile(const char *title) {
                "cnnrt: profile of %s: %zu launches and library calls, %.3f "
                "ms (CUDA events between consecutive launches; no graph)\n",
                title, I.marks.size(), total);
-  std::fprintf(stderr, "  %-34s %9s %6s %6s\n", "by op kind", "ms", "%", "calls");
+  std::fprintf(stderr, "  %-34s %9s %6s %6s\n", "by op kind", "ms", "%",
+               "calls");
   for (auto &[k, r] : rows)
     std::fprintf(stderr, "  %-34s %9.3f %6.1f %6d\n", k.c_str(), r.ms,
                  100.0 * r.ms / std::max(total, 1e-9), r.calls);
@@ -956,22 +958,20 @@ void Context::registerConvBiasAct(int id, int convId, Activation act,
               loc);
   CNNRT_CUDNN(*this, cudnnCreateActivationDescriptor(&f.actDesc), loc);
   CNNRT_CUDNN(*this,
-              cudnnSetActivationDescriptor(
-                  f.actDesc,
-                  act == Activation::Relu ? CUDNN_ACTIVATION_RELU
-                                          : CUDNN_ACTIVATION_IDENTITY,
-                  CUDNN_PROPAGATE_NAN, 0.0),
+              cudnnSetActivationDescriptor(f.actDesc,
+                                           act == Activation::Relu
+                                               ? CUDNN_ACTIVATION_RELU
+                                               : CUDNN_ACTIVATION_IDENTITY,
+                                           CUDNN_PROPAGATE_NAN, 0.0),
               loc);
 }
 
 /// One cudnnConvolutionBiasActivationForward call (z = y with alpha2 = 0 when
 /// there is no residual).
-static cudnnStatus_t enqueueFusedCudnn(Context &ctx, FusedConvEntry &f,
-                                       ConvEntry &c, int algo,
-                                       cudnnMathType_t math, size_t ws,
-                                       const void *x, const void *w,
-                                       const void *bias, const void *residual,
-                                       void *y) {
+static cudnnStatus_t
+enqueueFusedCudnn(Context &ctx, FusedConvEntry &f, ConvEntry &c, int algo,
+                  cudnnMathType_t math, size_t ws, const void *x, const void *w,
+                  const void *bias, const void *residual, void *y) {
   if (c.asym) {
     launchPad(ctx, c, x);
     x = ctx.impl()->padBuf;
@@ -1016,8 +1016,8 @@ static void chooseFusedConvs(Context &ctx) {
       continue;
     std::string key = c.key + "biasact|" +
                       (f.act == Activation::Relu ? "relu" : "identity") +
-                      "|z=" + std::to_string(f.residual) + "|ws=" +
-                      std::to_string(I.workspaceBytes);
+                      "|z=" + std::to_string(f.residual) +
+                      "|ws=" + std::to_string(I.workspaceBytes);
     auto it = I.cache.find(key);
     if (opts.convFusion == ConvFusion::Auto && it != I.cache.end()) {
       std::istringstream v(it->second);
@@ -1038,8 +1038,8 @@ static void chooseFusedConvs(Context &ctx) {
     const ConvDesc &d = c.d;
     size_t es = dtypeSize(d.dtype);
     size_t bytes[5] = {static_cast<size_t>(d.N) * d.C * d.H * d.W * es,
-                       static_cast<size_t>(d.K) * (d.C / d.groups) * d.R *
-                           d.S * es,
+                       static_cast<size_t>(d.K) * (d.C / d.groups) * d.R * d.S *
+                           es,
                        static_cast<size_t>(d.N) * d.K * d.P * d.Q * es,
                        static_cast<size_t>(d.K) * es,
                        static_cast<size_t>(d.N) * d.K * d.P * d.Q * es};
@@ -1094,14 +1094,14 @@ static void chooseFusedConvs(Context &ctx) {
         continue;
       // A configuration cuDNN's fused call does not support fails at once:
       // try it before timing.
-      if (enqueueFusedCudnn(ctx, f, c, algo, math, ws, b.p[0], b.p[1],
-                            b.p[3], b.p[4], b.p[2]) != CUDNN_STATUS_SUCCESS ||
+      if (enqueueFusedCudnn(ctx, f, c, algo, math, ws, b.p[0], b.p[1], b.p[3],
+                            b.p[4], b.p[2]) != CUDNN_STATUS_SUCCESS ||
           cudaStreamSynchronize(st) != cudaSuccess) {
         cudaGetLastError();
         if (opts.verbose)
           std::fprintf(stderr,
-                       "cnnrt: %s fused conv: cuDNN algo %d unsupported\n",
-                       loc, algo);
+                       "cnnrt: %s fused conv: cuDNN algo %d unsupported\n", loc,
+                       algo);
         continue;
       }
       float ms = timeMs([&] {

@@ -160,7 +160,6 @@ void checkMatmul(Context &ctx, int id, const MatmulDesc &m, bool acc) {
   compare(name, C.download(), want, m.dtype == DType::F16 ? 2e-2 : 1e-5);
 }
 
-
 // The split form of a fused convolution's epilogue, as generated code has it:
 // y = act(y + bias [+ residual]) in place.
 template <typename T>
@@ -187,18 +186,26 @@ struct FusedCase {
   const char *name;
 };
 const FusedCase kFused[] = {
-    {{4, 16, 8, 8, 32, 3, 3, 8, 8, 1, 1, 1, 1, 1, 1, 1, 1, 1, DType::F16,
-      Layout::NHWC},
-     Activation::Relu, false, "fused conv+bias+relu nhwc f16"},
-    {{4, 16, 8, 8, 32, 3, 3, 8, 8, 1, 1, 1, 1, 1, 1, 1, 1, 1, DType::F16,
-      Layout::NHWC},
-     Activation::Relu, true, "fused conv+bias+add+relu nhwc f16"},
-    {{2, 8, 6, 6, 8, 1, 1, 6, 6, 0, 0, 0, 0, 1, 1, 1, 1, 1, DType::F32,
-      Layout::NCHW},
-     Activation::Identity, true, "fused conv+bias+add nchw f32"},
-    {{2, 3, 7, 6, 4, 3, 2, 3, 6, 0, 1, 1, 0, 2, 1, 1, 1, 1, DType::F32,
-      Layout::NCHW},
-     Activation::Relu, false, "fused conv+bias+relu asym-pad nchw f32"},
+    {{4, 16, 8, 8, 32, 3, 3, 8, 8,          1,
+      1, 1,  1, 1, 1,  1, 1, 1, DType::F16, Layout::NHWC},
+     Activation::Relu,
+     false,
+     "fused conv+bias+relu nhwc f16"},
+    {{4, 16, 8, 8, 32, 3, 3, 8, 8,          1,
+      1, 1,  1, 1, 1,  1, 1, 1, DType::F16, Layout::NHWC},
+     Activation::Relu,
+     true,
+     "fused conv+bias+add+relu nhwc f16"},
+    {{2, 8, 6, 6, 8, 1, 1, 6, 6,          0,
+      0, 0, 0, 1, 1, 1, 1, 1, DType::F32, Layout::NCHW},
+     Activation::Identity,
+     true,
+     "fused conv+bias+add nchw f32"},
+    {{2, 3, 7, 6, 4, 3, 2, 3, 6,          0,
+      1, 1, 0, 2, 1, 1, 1, 1, DType::F32, Layout::NCHW},
+     Activation::Relu,
+     false,
+     "fused conv+bias+relu asym-pad nchw f32"},
 };
 
 template <int I>
@@ -222,8 +229,8 @@ const ConvEpilogueFn kEpilogues[] = {epilogue<0>, epilogue<1>, epilogue<2>,
 
 /// Runs every fused case under `mode` against a double-precision reference.
 void checkFusedConvs(ConvFusion mode, const char *modeName) {
-  ModelSpec spec{"ops_check_fused", 256, nullptr, 0,       1,       1,
-                 1,                 1,   1,       nullptr, nullptr, nullptr};
+  ModelSpec spec{"ops_check_fused", 256,     nullptr, 0, 1, 1, 1, 1, 1,
+                 nullptr,           nullptr, nullptr};
   ContextOptions opts = ContextOptions::fromEnv();
   opts.convFusion = mode;
   Context ctx(spec, opts);
@@ -240,7 +247,8 @@ void checkFusedConvs(ConvFusion mode, const char *modeName) {
     bool nhwc = d.layout == Layout::NHWC;
     int Cg = d.C / d.groups, Kg = d.K / d.groups;
     size_t nx = size_t(d.N) * d.C * d.H * d.W,
-           nw = size_t(d.K) * Cg * d.R * d.S, ny = size_t(d.N) * d.K * d.P * d.Q;
+           nw = size_t(d.K) * Cg * d.R * d.S,
+           ny = size_t(d.N) * d.K * d.P * d.Q;
     Buf x(nx, d.dtype, true), w(nw, d.dtype, true), y(ny, d.dtype, true),
         b(d.K, d.dtype, true), r(ny, d.dtype, true);
     std::vector<double> want(ny);

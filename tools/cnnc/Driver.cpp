@@ -88,11 +88,12 @@ cl::opt<std::string> optimizerName("optimizer",
                                    cl::desc("sgd, adam, adamw, or none "
                                             "(return gradients)"),
                                    cl::init("sgd"), cl::cat(trainCategory));
-cl::opt<double> lrOpt("lr", cl::desc("Learning rate (default: 0.01 for SGD, "
-                                     "0.001 for Adam)"),
+cl::opt<double> lrOpt("lr",
+                      cl::desc("Learning rate (default: 0.01 for SGD, "
+                               "0.001 for Adam)"),
                       cl::init(-1.0), cl::cat(trainCategory));
-cl::opt<double> momentumOpt("momentum", cl::desc("SGD momentum"),
-                            cl::init(0.9), cl::cat(trainCategory));
+cl::opt<double> momentumOpt("momentum", cl::desc("SGD momentum"), cl::init(0.9),
+                            cl::cat(trainCategory));
 cl::opt<double> dampeningOpt("dampening", cl::desc("SGD dampening"),
                              cl::init(0.0), cl::cat(trainCategory));
 cl::opt<bool> nesterovOpt("nesterov", cl::desc("SGD Nesterov momentum"),
@@ -126,8 +127,8 @@ cl::opt<std::string> saveStateOpt("save-state",
                                            "state (and gradients) to a .cnnw"),
                                   cl::value_desc("file"), cl::init(""),
                                   cl::cat(trainCategory));
-cl::opt<uint64_t> seedOpt("seed", cl::desc("Data shuffling seed"),
-                          cl::init(0), cl::cat(trainCategory));
+cl::opt<uint64_t> seedOpt("seed", cl::desc("Data shuffling seed"), cl::init(0),
+                          cl::cat(trainCategory));
 cl::opt<bool> dumpPlanOpt("dump-plan",
                           cl::desc("Print the arena buffer plan of the "
                                    "training step"),
@@ -472,8 +473,10 @@ int cnnc::driver::runDriver(const DriverOptions &options) {
   // `cnnc model.onnx -o train` (no --emit, an output that is not .mlir/.cu)
   // builds the training executable: --train is implied.
   DriverOptions o = options;
-  bool exeOutput = !o.outputFile.empty() && !hasExtension(o.outputFile, ".mlir") &&
-                   !hasExtension(o.outputFile, ".cu") && !hasExtension(o.outputFile, ".onnx");
+  bool exeOutput = !o.outputFile.empty() &&
+                   !hasExtension(o.outputFile, ".mlir") &&
+                   !hasExtension(o.outputFile, ".cu") &&
+                   !hasExtension(o.outputFile, ".onnx");
   if (o.emit.empty() && exeOutput && !o.runReference && !o.dumpPlan)
     o.train = true;
   if (o.emit == "exe" || o.emit == "cuda")
@@ -511,8 +514,7 @@ int cnnc::driver::runDriver(const DriverOptions &options) {
   }
   // IR is emitted when asked for, when written to a file with -o, or when
   // no other action was requested.
-  bool emit = o.emit == "mlir" || !o.runReference ||
-              !o.outputFile.empty();
+  bool emit = o.emit == "mlir" || !o.runReference || !o.outputFile.empty();
   if (emit && failed(emitMLIR(options, c)))
     return 1;
   return 0;

@@ -41,15 +41,15 @@ struct DriverOptions {
   double momentum = 0.9, dampening = 0, weightDecay = 0;
   bool nesterov = false;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, labelSmoothing = 0;
-  int64_t steps = 0;          ///< --steps (reference training / cnnc train)
-  std::string data;           ///< --data DIR|FILE|synthetic
-  std::string labelsTensor;   ///< --labels y.npy (fixed batch with --input)
-  std::string saveState;      ///< --save-state out.cnnw
-  uint64_t seed = 0;          ///< --seed (data order)
-  bool dumpPlan = false;      ///< --dump-plan
+  int64_t steps = 0;           ///< --steps (reference training / cnnc train)
+  std::string data;            ///< --data DIR|FILE|synthetic
+  std::string labelsTensor;    ///< --labels y.npy (fixed batch with --input)
+  std::string saveState;       ///< --save-state out.cnnw
+  uint64_t seed = 0;           ///< --seed (data order)
+  bool dumpPlan = false;       ///< --dump-plan
   std::string arch = "sm_90a"; ///< --arch for nvcc
-  std::string runtimeDir;     ///< --runtime-dir (include/ + libcnnrt.a)
-  bool trainAndRun = false;   ///< `cnnc train ...`: compile and run
+  std::string runtimeDir;      ///< --runtime-dir (include/ + libcnnrt.a)
+  bool trainAndRun = false;    ///< `cnnc train ...`: compile and run
   // Optimization passes (on by default; -O0 turns all off).
   bool optimize = true;       ///< false with -O0
   bool fuse = true;           ///< --fuse (default: on for the GPU target)
@@ -62,7 +62,7 @@ struct DriverOptions {
   /// GPU): the optimized defaults are NHWC and fp16 (Tensor Cores); for the
   /// CPU reference interpreter NCHW and fp32.
   bool targetGPU = false;
-  std::string argv0;          ///< path of this executable
+  std::string argv0; ///< path of this executable
 };
 
 /// Parses argv with llvm::cl (exits on --help, --version, unknown flags).

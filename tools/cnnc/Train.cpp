@@ -27,7 +27,6 @@ using namespace mlir;
 using namespace cnnc;
 using namespace cnnc::driver;
 
-
 namespace {
 LogicalResult fail(Compilation &c, const Twine &msg) {
   emitError(UnknownLoc::get(&c.context)) << msg;
@@ -91,7 +90,8 @@ LogicalResult cnnc::driver::optimizeTrainStep(const DriverOptions &o,
   if (layout != "nchw" && layout != "nhwc")
     return fail(c, "unknown --layout '" + layout + "' (expected nchw or nhwc)");
   if (precision != "fp32" && precision != "fp16")
-    return fail(c, "unknown --precision '" + precision + "' (expected fp32 or fp16)");
+    return fail(c, "unknown --precision '" + precision +
+                       "' (expected fp32 or fp16)");
   int64_t opsBefore = 0;
   c.module->walk([&](Operation *op) {
     if (isa<cnn::CNNDialect>(op->getDialect()) && !isa<cnn::YieldOp>(op))
@@ -122,9 +122,11 @@ LogicalResult cnnc::driver::optimizeTrainStep(const DriverOptions &o,
       if (isa<cnn::CNNDialect>(op->getDialect()) && !isa<cnn::YieldOp>(op))
         ++opsAfter;
     });
-    llvm::errs() << "cnnc: stats: layout " << layout << ", precision " << precision
-                 << ", cnn ops " << opsBefore << " -> " << opsAfter << "\n";
-    if (auto st = (*c.module)->getAttrOfType<DictionaryAttr>("cnn.fusion_stats"))
+    llvm::errs() << "cnnc: stats: layout " << layout << ", precision "
+                 << precision << ", cnn ops " << opsBefore << " -> " << opsAfter
+                 << "\n";
+    if (auto st =
+            (*c.module)->getAttrOfType<DictionaryAttr>("cnn.fusion_stats"))
       for (NamedAttribute a : st)
         llvm::errs() << "cnnc: stats: fusion " << a.getName().getValue() << " "
                      << cast<IntegerAttr>(a.getValue()).getInt() << "\n";
@@ -162,8 +164,8 @@ LogicalResult openData(const DriverOptions &o, Compilation &c,
                          Twine(imageType.getDimSize(0)) + ")");
     for (float l : src.fixedLabels.data)
       if (l < 0 || l >= classes || l != (int64_t)l)
-        return fail(c, "--labels holds " + Twine((int64_t)l) + ", not a class in [0, " +
-                           Twine(classes) + ")");
+        return fail(c, "--labels holds " + Twine((int64_t)l) +
+                           ", not a class in [0, " + Twine(classes) + ")");
     src.fixedLabels.kind = reference::ElemKind::I32;
     return success();
   }
@@ -188,8 +190,8 @@ LogicalResult openData(const DriverOptions &o, Compilation &c,
   src.loader = std::make_unique<cnnrt::BatchLoader>(src.set, d.batch, o.seed,
                                                     /*shuffle=*/!synthetic);
   std::vector<std::string> files;
-  if (!synthetic &&
-      cnnrt::cifarFiles(o.data, cnnrt::Split::Test, files, err) && !files.empty() &&
+  if (!synthetic && cnnrt::cifarFiles(o.data, cnnrt::Split::Test, files, err) &&
+      !files.empty() &&
       cnnrt::openDataset(o.data, cnnrt::Split::Test, d, src.test, err))
     src.hasTest = true;
   return success();
@@ -232,7 +234,8 @@ LogicalResult cnnc::driver::trainReference(const DriverOptions &o,
   if (imageArg < 0 || labelsArg < 0 || lrArg < 0 || stepArg < 0)
     return fail(c, "@train_step lacks its input, labels, lr or step argument");
   auto imageType = cast<RankedTensorType>(step.getArgument(imageArg).getType());
-  auto labelsType = cast<RankedTensorType>(step.getArgument(labelsArg).getType());
+  auto labelsType =
+      cast<RankedTensorType>(step.getArgument(labelsArg).getType());
   int64_t classes = 0;
   step.walk([&](cnn::SoftmaxCrossEntropyOp op) {
     classes = op.getLogits().getType().getDimSize(1);
@@ -269,9 +272,9 @@ LogicalResult cnnc::driver::trainReference(const DriverOptions &o,
       else if (step.getArgAttr(i, cnn::kStateAttr)) {
         // Optimizer state starts at zero; the loss scale at its cnn.init.
         auto init = step.getArgAttrOfType<FloatAttr>(i, "cnn.init");
-        args[i] = reference::Tensor::zeros(type, init ? init.getValueAsDouble() : 0.0f);
-      }
-      else
+        args[i] = reference::Tensor::zeros(type, init ? init.getValueAsDouble()
+                                                      : 0.0f);
+      } else
         return fail(c, "no value for the parameter '" + name + "'");
       if (!args[i].matches(type))
         return fail(c, "the value of '" + name + "' has the wrong shape");
@@ -286,10 +289,12 @@ LogicalResult cnnc::driver::trainReference(const DriverOptions &o,
         loss = (*results)[r].data[0];
         continue;
       }
-      for (const char *key : {cnn::kParamAttr, cnn::kBufferAttr, cnn::kStateAttr})
+      for (const char *key :
+           {cnn::kParamAttr, cnn::kBufferAttr, cnn::kStateAttr})
         if (auto s = d ? dyn_cast_or_null<StringAttr>(d.get(key)) : nullptr)
           state[s.str()] = (*results)[r];
-      if (auto s = d ? dyn_cast_or_null<StringAttr>(d.get(cnn::kGradAttr)) : nullptr)
+      if (auto s =
+              d ? dyn_cast_or_null<StringAttr>(d.get(cnn::kGradAttr)) : nullptr)
         state[s.str() + ".grad"] = (*results)[r];
     }
     llvm::outs() << llvm::format("step %lld loss %.7g\n", (long long)k, loss);
@@ -341,7 +346,8 @@ namespace {
 /// The runtime (headers + libcnnrt.a): --runtime-dir, $CNNC_RUNTIME_DIR, or
 /// the build tree next to this cnnc (build/bin/cnnc -> build/lib/libcnnrt.a,
 /// <source>/runtime/include).
-bool findRuntime(const DriverOptions &o, std::string &include, std::string &lib) {
+bool findRuntime(const DriverOptions &o, std::string &include,
+                 std::string &lib) {
   auto check = [&](StringRef inc, StringRef l) {
     SmallString<256> h(inc);
     llvm::sys::path::append(h, "cnnrt", "cnnrt.h");
@@ -360,7 +366,8 @@ bool findRuntime(const DriverOptions &o, std::string &include, std::string &lib)
     for (const char *l : {"lib/libcnnrt.a", "libcnnrt.a"})
       if (check(d + "/include", d + "/" + l))
         return true;
-  std::string exe = llvm::sys::fs::getMainExecutable(o.argv0.c_str(), (void *)&findRuntime);
+  std::string exe =
+      llvm::sys::fs::getMainExecutable(o.argv0.c_str(), (void *)&findRuntime);
   SmallString<256> bin(llvm::sys::path::parent_path(exe));
   SmallString<256> build(llvm::sys::path::parent_path(bin));
   SmallString<256> lib0(build), inc0(llvm::sys::path::parent_path(build));
@@ -389,8 +396,9 @@ std::string findNvcc() {
 /// exists, else the versioned library by path (GPU machines often only have
 /// libcudnn.so.9).
 std::string cudnnLinkArg() {
-  for (const char *dir : {"/usr/local/cuda/lib64", "/usr/local/cuda/lib",
-                          "/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu"}) {
+  for (const char *dir :
+       {"/usr/local/cuda/lib64", "/usr/local/cuda/lib",
+        "/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu"}) {
     std::string base = std::string(dir) + "/libcudnn.so";
     if (llvm::sys::fs::exists(base))
       return "-L" + std::string(dir) + " -lcudnn";
@@ -453,7 +461,8 @@ LogicalResult cnnc::driver::compileCUDA(const DriverOptions &o, Compilation &c,
   std::string nvcc = findNvcc(), include, lib;
   if (nvcc.empty())
     return fail(c, "nvcc not found (looked at $CNNC_NVCC, /usr/local/cuda/bin, "
-                   "PATH); the CUDA source is in '" + cuPath + "'");
+                   "PATH); the CUDA source is in '" +
+                       cuPath + "'");
   if (!findRuntime(o, include, lib))
     return fail(c, "the cnnc runtime (include/cnnrt/cnnrt.h and libcnnrt.a) "
                    "was not found; pass --runtime-dir or set CNNC_RUNTIME_DIR");
@@ -462,18 +471,21 @@ LogicalResult cnnc::driver::compileCUDA(const DriverOptions &o, Compilation &c,
     return fail(c, "unsupported --arch '" + o.arch +
                        "' (expected sm_80, sm_86, sm_89, sm_90 or sm_90a)");
   std::string tmpExe = exePath + ".tmp";
-  std::vector<std::string> args = {nvcc, "-O3", "-std=c++17", "-arch=" + o.arch,
-                                   "-I" + include, cuPath, lib};
+  std::vector<std::string> args = {
+      nvcc,           "-O3",  "-std=c++17", "-arch=" + o.arch,
+      "-I" + include, cuPath, lib};
   std::string cudnn = cudnnLinkArg();
   for (StringRef a : llvm::split(cudnn, ' '))
     args.push_back(a.str());
   args.insert(args.end(), {"-lcublasLt", "-lcublas", "-o", tmpExe});
   std::vector<StringRef> argRefs(args.begin(), args.end());
   std::string msg;
-  int rc = llvm::sys::ExecuteAndWait(nvcc, argRefs, std::nullopt, {}, 0, 0, &msg);
+  int rc =
+      llvm::sys::ExecuteAndWait(nvcc, argRefs, std::nullopt, {}, 0, 0, &msg);
   if (rc != 0)
-    return fail(c, "nvcc failed (exit " + Twine(rc) + (msg.empty() ? "" : ": " + msg) +
-                       ") on '" + cuPath + "'");
+    return fail(c, "nvcc failed (exit " + Twine(rc) +
+                       (msg.empty() ? "" : ": " + msg) + ") on '" + cuPath +
+                       "'");
   if (auto ec = llvm::sys::fs::rename(tmpExe, exePath))
     return fail(c, "cannot rename '" + tmpExe + "': " + ec.message());
   llvm::errs() << "cnnc: built '" << exePath << "' (weights '" << exePath
@@ -486,7 +498,8 @@ int cnnc::driver::trainAndRun(const DriverOptions &options, Compilation &c) {
   if (o.steps <= 0)
     o.steps = 100;
   if (o.data.empty()) {
-    emitError(UnknownLoc::get(&c.context)) << "cnnc train needs --data DIR|FILE|synthetic";
+    emitError(UnknownLoc::get(&c.context))
+        << "cnnc train needs --data DIR|FILE|synthetic";
     return 1;
   }
   auto fallback = [&](const std::string &why) {
@@ -507,9 +520,14 @@ int cnnc::driver::trainAndRun(const DriverOptions &options, Compilation &c) {
     return 1;
   SmallString<256> abs(exe);
   llvm::sys::fs::make_absolute(abs);
-  std::vector<std::string> args = {std::string(abs), "--data", o.data, "--steps",
-                                   std::to_string(o.steps), "--lr",
-                                   std::to_string(learningRate(o)), "--seed",
+  std::vector<std::string> args = {std::string(abs),
+                                   "--data",
+                                   o.data,
+                                   "--steps",
+                                   std::to_string(o.steps),
+                                   "--lr",
+                                   std::to_string(learningRate(o)),
+                                   "--seed",
                                    std::to_string(o.seed)};
   std::string err;
   std::vector<std::string> testFiles;

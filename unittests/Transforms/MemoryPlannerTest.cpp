@@ -147,7 +147,8 @@ class MemoryPlannerRandom : public ::testing::TestWithParam<RandomCase> {};
 
 TEST_P(MemoryPlannerRandom, ValidAndNearTheLowerBound) {
   const RandomCase &rc = GetParam();
-  std::mt19937_64 rng(0xC0FFEE + std::string(rc.name).size() * 7919 + rc.maxLen);
+  std::mt19937_64 rng(0xC0FFEE + std::string(rc.name).size() * 7919 +
+                      rc.maxLen);
   double worst = 1.0, total = 0;
   const int kSets = 300;
   for (int set = 0; set < kSets; ++set) {
@@ -215,7 +216,8 @@ TEST(MemoryPlanner, ThousandsOfBuffers) {
   for (int i = 0; i < 4000; ++i) {
     Interval b;
     b.first = i;
-    b.last = i + (rng() % 4 == 0 ? (int64_t)(rng() % 3000) : (int64_t)(rng() % 8));
+    b.last =
+        i + (rng() % 4 == 0 ? (int64_t)(rng() % 3000) : (int64_t)(rng() % 8));
     b.size = 256 * (1 + rng() % 4096);
     b.alignment = 256;
     ivs.push_back(b);

@@ -1,4 +1,5 @@
-//===- ONNXImporter.h - ONNX -> cnn dialect ----------------------*- C++ -*-===//
+//===- ONNXImporter.h - ONNX -> cnn dialect ----------------------*- C++
+//-*-===//
 #ifndef CNNC_FRONTEND_ONNXIMPORTER_H
 #define CNNC_FRONTEND_ONNXIMPORTER_H
 

@@ -1,4 +1,5 @@
-//===- MemoryPlan.h - the arena plan recorded by cnn-memory-plan -*- C++ -*-===//
+//===- MemoryPlan.h - the arena plan recorded by cnn-memory-plan -*- C++
+//-*-===//
 //
 // cnn-memory-plan records the arena plan of @train_step and @forward in the
 // IR; the CUDA target reads it back. This header names the attributes and
@@ -62,9 +63,9 @@ llvm::SmallVector<unsigned> inPlaceCandidates(mlir::Operation *op);
 /// (the schedule), the terminator included.
 struct BufferLiveness {
   struct Buffer {
-    mlir::Value root;      ///< the value that allocates the buffer
-    int64_t first = 0;     ///< index of the defining op
-    int64_t last = 0;      ///< index of the last use of any alias
+    mlir::Value root;  ///< the value that allocates the buffer
+    int64_t first = 0; ///< index of the defining op
+    int64_t last = 0;  ///< index of the last use of any alias
     uint64_t bytes = 0;
     unsigned numInPlace = 0; ///< results written in place into it
   };

@@ -36,10 +36,10 @@ struct Interval {
 
 /// The order in which buffers are placed.
 enum class Order {
-  SizeDecreasing,         ///< largest first (ties: longer lifetime first)
-  SizeTimesLifetime,      ///< largest size x lifetime first
-  LifetimeDecreasing,     ///< longest-lived first (ties: larger first)
-  Schedule,               ///< by first use (what a runtime allocator sees)
+  SizeDecreasing,     ///< largest first (ties: longer lifetime first)
+  SizeTimesLifetime,  ///< largest size x lifetime first
+  LifetimeDecreasing, ///< longest-lived first (ties: larger first)
+  Schedule,           ///< by first use (what a runtime allocator sees)
 };
 
 /// How a gap is chosen among those that fit.

@@ -8,7 +8,8 @@ using namespace cnnc::cnn;
 
 static LogicalResult checkLayout(Operation *op, StringRef layout) {
   if (layout != "NCHW" && layout != "NHWC")
-    return op->emitOpError("'layout' must be NCHW or NHWC, got '") << layout << "'";
+    return op->emitOpError("'layout' must be NCHW or NHWC, got '")
+           << layout << "'";
   return success();
 }
 
@@ -24,23 +25,26 @@ static LogicalResult checkChannels(Operation *op, StringRef name, Value v,
 LogicalResult FusedConv2DOp::verify() {
   if (failed(checkLayout(*this, getLayout())))
     return failure();
-  auto t = inferConv2DType(getLoc(), getInput().getType(), getFilter().getType(),
-                           getStrides(), getPadding(), getDilations(), getGroups(),
-                           getLayout());
+  auto t = inferConv2DType(getLoc(), getInput().getType(),
+                           getFilter().getType(), getStrides(), getPadding(),
+                           getDilations(), getGroups(), getLayout());
   if (failed(t))
     return failure();
   if (*t != getType())
-    return emitOpError("result ") << getType() << " differs from the convolution's "
-                                  << *t;
+    return emitOpError("result ")
+           << getType() << " differs from the convolution's " << *t;
   if (getBias() &&
-      failed(checkChannels(*this, "bias", getBias(), t->getDimSize(channelDim(*t, getLayout())))))
+      failed(checkChannels(*this, "bias", getBias(),
+                           t->getDimSize(channelDim(*t, getLayout())))))
     return failure();
   if (getResidual() && getResidual().getType() != getType())
-    return emitOpError("'residual' ") << getResidual().getType()
-                                      << " must have the result type " << getType();
+    return emitOpError("'residual' ")
+           << getResidual().getType() << " must have the result type "
+           << getType();
   StringRef act = getActivation();
   if (act != "none" && act != "relu" && act != "clip")
-    return emitOpError("'activation' must be none, relu or clip, got '") << act << "'";
+    return emitOpError("'activation' must be none, relu or clip, got '")
+           << act << "'";
   if (getClipMin().convertToFloat() > getClipMax().convertToFloat())
     return emitOpError("'clip_min' must not exceed 'clip_max'");
   return success();
@@ -72,7 +76,8 @@ LogicalResult FusedBatchNormReluGradOp::verify() {
   if (getGradOutput().getType() != in || getReluOutput().getType() != in)
     return emitOpError("'grad_output' ")
            << getGradOutput().getType() << " and 'relu_output' "
-           << getReluOutput().getType() << " must have the type of 'input' " << in;
+           << getReluOutput().getType() << " must have the type of 'input' "
+           << in;
   int64_t c = in.getDimSize(channelDim(in, getLayout()));
   for (auto [name, v] : {std::pair<StringRef, Value>{"scale", getScale()},
                          {"saved_mean", getSavedMean()},
@@ -92,23 +97,26 @@ LogicalResult FusedElementwiseOp::verify() {
   auto shape = cast<RankedTensorType>(getResult(0).getType());
   for (Value r : getResults())
     if (cast<RankedTensorType>(r.getType()).getShape() != shape.getShape())
-      return emitOpError("all results must have the shape of result #0 ") << shape;
+      return emitOpError("all results must have the shape of result #0 ")
+             << shape;
   auto bc = getBroadcast();
   if (bc.size() != getInputs().size())
     return emitOpError("'broadcast' has ")
            << bc.size() << " entries for " << getInputs().size() << " inputs";
-  int64_t channels =
-      shape.getRank() >= 2 ? shape.getDimSize(channelDim(shape, getLayout())) : 1;
+  int64_t channels = shape.getRank() >= 2
+                         ? shape.getDimSize(channelDim(shape, getLayout()))
+                         : 1;
   for (auto [k, in] : llvm::enumerate(getInputs())) {
     auto t = cast<RankedTensorType>(in.getType());
     if (bc[k] == 0 && t.getNumElements() != shape.getNumElements())
-      return emitOpError("input #") << k << " " << t << " must have as many elements as "
-                                    << shape;
+      return emitOpError("input #")
+             << k << " " << t << " must have as many elements as " << shape;
     if (bc[k] == 1 && (t.getRank() != 1 || t.getDimSize(0) != channels))
       return emitOpError("per-channel input #")
              << k << " " << t << " must be 1-D of size " << channels;
     if (bc[k] == 2 && t.getNumElements() != 1)
-      return emitOpError("scalar input #") << k << " " << t << " must have one element";
+      return emitOpError("scalar input #")
+             << k << " " << t << " must have one element";
     if (bc[k] < 0 || bc[k] > 2)
       return emitOpError("'broadcast' entries must be 0, 1 or 2");
   }
@@ -119,6 +127,7 @@ LogicalResult FusedElementwiseOp::verify() {
   auto yield = cast<YieldOp>(body.getTerminator());
   if (yield.getValues().size() != getNumResults())
     return emitOpError("the body yields ")
-           << yield.getValues().size() << " values for " << getNumResults() << " results";
+           << yield.getValues().size() << " values for " << getNumResults()
+           << " results";
   return success();
 }

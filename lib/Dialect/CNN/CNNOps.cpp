@@ -35,9 +35,7 @@ LogicalResult fail(std::optional<Location> loc, const Twine &msg) {
   return emitOptionalError(loc, msg);
 }
 
-RankedTensorType ranked(Value v) {
-  return cast<RankedTensorType>(v.getType());
-}
+RankedTensorType ranked(Value v) { return cast<RankedTensorType>(v.getType()); }
 
 LogicalResult checkArray(std::optional<Location> loc, StringRef name,
                          ArrayRef<int64_t> a, size_t size, int64_t min) {
@@ -95,8 +93,8 @@ inferConv(std::optional<Location> loc, RankedTensorType in,
     return fail(loc, Twine("'input' must be 4-D (") + (nhwc ? "NHWC" : "NCHW") +
                          "), got " + str(in));
   if (filter.getRank() != 4)
-    return fail(loc, Twine("'filter' must be 4-D (") + (nhwc ? "KRSC" : "FCHW") +
-                         "), got " + str(filter));
+    return fail(loc, Twine("'filter' must be 4-D (") +
+                         (nhwc ? "KRSC" : "FCHW") + "), got " + str(filter));
   if (in.getElementType() != filter.getElementType())
     return fail(loc, "'input' " + str(in) + " and 'filter' " + str(filter) +
                          " have different element types");
@@ -108,8 +106,8 @@ inferConv(std::optional<Location> loc, RankedTensorType in,
     return fail(loc, "'groups' must be >= 1, got " + Twine(groups));
   auto is = nchwShape(in, nhwc), fs = nchwShape(filter, nhwc);
   if (is[1] % groups || fs[0] % groups)
-    return fail(loc, "input channels (" + Twine(is[1]) +
-                         ") and filters (" + Twine(fs[0]) +
+    return fail(loc, "input channels (" + Twine(is[1]) + ") and filters (" +
+                         Twine(fs[0]) +
                          ") must be divisible by groups = " + Twine(groups));
   if (fs[1] * groups != is[1])
     return fail(loc, "'filter' " + str(filter) + " expects " +
@@ -127,12 +125,10 @@ inferConv(std::optional<Location> loc, RankedTensorType in,
   return typeInLayout({is[0], fs[0], oh, ow}, in.getElementType(), nhwc);
 }
 
-FailureOr<RankedTensorType> inferPool(std::optional<Location> loc,
-                                      RankedTensorType in,
-                                      ArrayRef<int64_t> kernel,
-                                      ArrayRef<int64_t> strides,
-                                      ArrayRef<int64_t> padding, bool ceil,
-                                      StringRef layout) {
+FailureOr<RankedTensorType>
+inferPool(std::optional<Location> loc, RankedTensorType in,
+          ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
+          ArrayRef<int64_t> padding, bool ceil, StringRef layout) {
   if (failed(checkLayout(loc, layout)))
     return failure();
   bool nhwc = layout == "NHWC";
@@ -147,10 +143,10 @@ FailureOr<RankedTensorType> inferPool(std::optional<Location> loc,
       return fail(loc, "'padding' " + str(padding) +
                            " must be at most half of 'kernel' " + str(kernel));
   auto s = nchwShape(in, nhwc);
-  int64_t oh =
-      windowOutputSize(s[2], padding[0], padding[2], kernel[0], strides[0], 1, ceil);
-  int64_t ow =
-      windowOutputSize(s[3], padding[1], padding[3], kernel[1], strides[1], 1, ceil);
+  int64_t oh = windowOutputSize(s[2], padding[0], padding[2], kernel[0],
+                                strides[0], 1, ceil);
+  int64_t ow = windowOutputSize(s[3], padding[1], padding[3], kernel[1],
+                                strides[1], 1, ceil);
   if (oh < 1 || ow < 1)
     return fail(loc, "the " + Twine(kernel[0]) + "x" + Twine(kernel[1]) +
                          " pooling window does not fit 'input' " + str(in));
@@ -237,8 +233,9 @@ LogicalResult ConstantOp::verify() {
 }
 OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
 
-LogicalResult Conv2DOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                         Adaptor a, SmallVectorImpl<Type> &out) {
+LogicalResult Conv2DOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc, Adaptor a,
+                                         SmallVectorImpl<Type> &out) {
   auto t = inferConvIn(loc, ranked(a.getInput()), ranked(a.getFilter()),
                        a.getStrides(), a.getPadding(), a.getDilations(),
                        a.getGroups(), layoutOf(a));
@@ -248,8 +245,10 @@ LogicalResult Conv2DOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
   return success();
 }
 
-LogicalResult BiasAddOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                          Adaptor a, SmallVectorImpl<Type> &out) {
+LogicalResult BiasAddOp::inferReturnTypes(MLIRContext *,
+                                          std::optional<Location> loc,
+                                          Adaptor a,
+                                          SmallVectorImpl<Type> &out) {
   auto in = ranked(a.getInput()), bias = ranked(a.getBias());
   if (in.getRank() < 2)
     return fail(loc, "'input' must have rank >= 2, got " + str(in));
@@ -265,16 +264,16 @@ LogicalResult BiasAddOp::inferReturnTypes(MLIRContext *, std::optional<Location>
 
 LogicalResult ClipOp::verify() {
   if (getMin().convertToFloat() > getMax().convertToFloat())
-    return emitOpError("'min' (") << getMin().convertToFloat()
-                                  << ") must not exceed 'max' ("
-                                  << getMax().convertToFloat() << ")";
+    return emitOpError("'min' (")
+           << getMin().convertToFloat() << ") must not exceed 'max' ("
+           << getMax().convertToFloat() << ")";
   return success();
 }
 
-static LogicalResult inferBatchNormCommon(std::optional<Location> loc,
-                                          RankedTensorType in,
-                                          ArrayRef<std::pair<StringRef, Value>> vecs,
-                                          StringRef layout) {
+static LogicalResult
+inferBatchNormCommon(std::optional<Location> loc, RankedTensorType in,
+                     ArrayRef<std::pair<StringRef, Value>> vecs,
+                     StringRef layout) {
   if (failed(checkLayout(loc, layout)))
     return failure();
   if (in.getRank() != 2 && in.getRank() != 4)
@@ -291,8 +290,10 @@ static LogicalResult inferBatchNormCommon(std::optional<Location> loc,
   return success();
 }
 
-LogicalResult BatchNormOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                            Adaptor a, SmallVectorImpl<Type> &out) {
+LogicalResult BatchNormOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor a,
+                                            SmallVectorImpl<Type> &out) {
   auto in = ranked(a.getInput());
   if (failed(inferBatchNormCommon(loc, in,
                                   {{"scale", a.getScale()},
@@ -319,7 +320,8 @@ LogicalResult BatchNormTrainOp::inferReturnTypes(MLIRContext *,
     return failure();
   float m = a.getMomentum().convertToFloat();
   if (m < 0 || m > 1)
-    return fail(loc, "'momentum' must be in [0, 1], got " + Twine(std::to_string(m)));
+    return fail(loc, "'momentum' must be in [0, 1], got " +
+                         Twine(std::to_string(m)));
   auto stat = RankedTensorType::get({in.getDimSize(chanDim(in, layoutOf(a)))},
                                     Float32Type::get(in.getContext()));
   out.push_back(in);
@@ -330,8 +332,10 @@ LogicalResult BatchNormTrainOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
-LogicalResult MaxPool2DOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                            Adaptor a, SmallVectorImpl<Type> &out) {
+LogicalResult MaxPool2DOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor a,
+                                            SmallVectorImpl<Type> &out) {
   auto t = inferPool(loc, ranked(a.getInput()), a.getKernel(), a.getStrides(),
                      a.getPadding(), a.getCeilMode(), layoutOf(a));
   if (failed(t))
@@ -340,8 +344,10 @@ LogicalResult MaxPool2DOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
   return success();
 }
 
-LogicalResult AvgPool2DOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                            Adaptor a, SmallVectorImpl<Type> &out) {
+LogicalResult AvgPool2DOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor a,
+                                            SmallVectorImpl<Type> &out) {
   auto t = inferPool(loc, ranked(a.getInput()), a.getKernel(), a.getStrides(),
                      a.getPadding(), a.getCeilMode(), layoutOf(a));
   if (failed(t))
@@ -359,14 +365,17 @@ LogicalResult GlobalAvgPoolOp::inferReturnTypes(MLIRContext *,
     return failure();
   bool nhwc = layoutOf(a) == "NHWC";
   if (in.getRank() != 4)
-    return fail(loc, "'input' must be 4-D (" + layoutOf(a) + "), got " + str(in));
-  out.push_back(typeInLayout({in.getDimSize(0), in.getDimSize(nhwc ? 3 : 1), 1, 1},
-                             in.getElementType(), nhwc));
+    return fail(loc,
+                "'input' must be 4-D (" + layoutOf(a) + "), got " + str(in));
+  out.push_back(
+      typeInLayout({in.getDimSize(0), in.getDimSize(nhwc ? 3 : 1), 1, 1},
+                   in.getElementType(), nhwc));
   return success();
 }
 
-LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                         Adaptor a, SmallVectorImpl<Type> &out) {
+LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc, Adaptor a,
+                                         SmallVectorImpl<Type> &out) {
   auto l = ranked(a.getLhs()), r = ranked(a.getRhs());
   if (l.getRank() != 2 || r.getRank() != 2)
     return fail(loc, "'lhs' " + str(l) + " and 'rhs' " + str(r) +
@@ -388,8 +397,10 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
   return success();
 }
 
-LogicalResult FlattenOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                          Adaptor a, SmallVectorImpl<Type> &out) {
+LogicalResult FlattenOp::inferReturnTypes(MLIRContext *,
+                                          std::optional<Location> loc,
+                                          Adaptor a,
+                                          SmallVectorImpl<Type> &out) {
   auto in = ranked(a.getInput());
   int64_t axis = a.getAxis();
   if (axis < 0 || axis > in.getRank())
@@ -421,15 +432,16 @@ OpFoldResult ReshapeOp::fold(FoldAdaptor) {
   return {};
 }
 
-LogicalResult ConcatOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                         Adaptor a, SmallVectorImpl<Type> &out) {
+LogicalResult ConcatOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc, Adaptor a,
+                                         SmallVectorImpl<Type> &out) {
   if (a.getInputs().empty())
     return fail(loc, "needs at least one input");
   auto first = ranked(a.getInputs()[0]);
   int64_t axis = a.getAxis();
   if (axis < 0 || axis >= first.getRank())
-    return fail(loc, "'axis' " + Twine(axis) + " out of range for " +
-                         str(first));
+    return fail(loc,
+                "'axis' " + Twine(axis) + " out of range for " + str(first));
   SmallVector<int64_t> shape(first.getShape());
   shape[axis] = 0;
   for (auto [i, v] : llvm::enumerate(a.getInputs())) {
@@ -448,8 +460,9 @@ LogicalResult ConcatOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
   return success();
 }
 
-LogicalResult SliceOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                        Adaptor a, SmallVectorImpl<Type> &out) {
+LogicalResult SliceOp::inferReturnTypes(MLIRContext *,
+                                        std::optional<Location> loc, Adaptor a,
+                                        SmallVectorImpl<Type> &out) {
   auto in = ranked(a.getInput());
   auto off = a.getOffsets(), sz = a.getSizes();
   if ((int64_t)off.size() != in.getRank() || (int64_t)sz.size() != in.getRank())
@@ -464,8 +477,10 @@ LogicalResult SliceOp::inferReturnTypes(MLIRContext *, std::optional<Location> l
   return success();
 }
 
-LogicalResult TransposeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                            Adaptor a, SmallVectorImpl<Type> &out) {
+LogicalResult TransposeOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor a,
+                                            SmallVectorImpl<Type> &out) {
   auto in = ranked(a.getInput());
   auto perm = a.getPermutation();
   SmallVector<bool> seen(in.getRank(), false);
@@ -486,7 +501,8 @@ LogicalResult TransposeOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
   return success();
 }
 OpFoldResult TransposeOp::fold(FoldAdaptor) {
-  if (llvm::equal(getPermutation(), llvm::seq<int64_t>(0, getPermutation().size())))
+  if (llvm::equal(getPermutation(),
+                  llvm::seq<int64_t>(0, getPermutation().size())))
     return getInput();
   // transpose(transpose(x, p), q) == x when p∘q is the identity.
   if (auto prev = getInput().getDefiningOp<TransposeOp>()) {
@@ -502,9 +518,8 @@ OpFoldResult TransposeOp::fold(FoldAdaptor) {
 
 LogicalResult CastOp::verify() {
   if (getInput().getType().getShape() != getType().getShape())
-    return emitOpError("'input' ") << getInput().getType()
-                                   << " and result " << getType()
-                                   << " must have the same shape";
+    return emitOpError("'input' ") << getInput().getType() << " and result "
+                                   << getType() << " must have the same shape";
   return success();
 }
 OpFoldResult CastOp::fold(FoldAdaptor) {
@@ -531,30 +546,32 @@ LogicalResult DropoutMaskOp::verify() {
 LogicalResult SoftmaxOp::verify() {
   int64_t axis = getAxisAttr().getInt();
   if (axis < 0 || axis >= getType().getRank())
-    return emitOpError("'axis' ") << axis << " out of range for "
-                                  << getType();
+    return emitOpError("'axis' ") << axis << " out of range for " << getType();
   return success();
 }
 
 static LogicalResult checkLogitsLabels(std::optional<Location> loc,
                                        RankedTensorType logits,
-                                       RankedTensorType labels, float smoothing) {
+                                       RankedTensorType labels,
+                                       float smoothing) {
   if (logits.getRank() != 2)
     return fail(loc, "'logits' must be 2-D (N x C), got " + str(logits));
   if (labels.getRank() != 1 || labels.getDimSize(0) != logits.getDimSize(0))
     return fail(loc, "'labels' " + str(labels) + " must be 1-D of size " +
-                         Twine(logits.getDimSize(0)) + " (the batch of 'logits' " +
-                         str(logits) + ")");
+                         Twine(logits.getDimSize(0)) +
+                         " (the batch of 'logits' " + str(logits) + ")");
   if (smoothing < 0 || smoothing > 1)
     return fail(loc, "'label_smoothing' must be in [0, 1], got " +
                          Twine(std::to_string(smoothing)));
   return success();
 }
 
-LogicalResult SoftmaxCrossEntropyOp::inferReturnTypes(
-    MLIRContext *ctx, std::optional<Location> loc, Adaptor a,
-    SmallVectorImpl<Type> &out) {
-  if (failed(checkLogitsLabels(loc, ranked(a.getLogits()), ranked(a.getLabels()),
+LogicalResult
+SoftmaxCrossEntropyOp::inferReturnTypes(MLIRContext *ctx,
+                                        std::optional<Location> loc, Adaptor a,
+                                        SmallVectorImpl<Type> &out) {
+  if (failed(checkLogitsLabels(loc, ranked(a.getLogits()),
+                               ranked(a.getLabels()),
                                a.getLabelSmoothing().convertToFloat())))
     return failure();
   out.push_back(RankedTensorType::get({}, Float32Type::get(ctx)));
@@ -589,8 +606,10 @@ LogicalResult Conv2DBwdFilterOp::verify() {
   return success();
 }
 
-LogicalResult BiasGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                           Adaptor a, SmallVectorImpl<Type> &out) {
+LogicalResult BiasGradOp::inferReturnTypes(MLIRContext *,
+                                           std::optional<Location> loc,
+                                           Adaptor a,
+                                           SmallVectorImpl<Type> &out) {
   auto g = ranked(a.getGradOutput());
   if (failed(checkLayout(loc, layoutOf(a))))
     return failure();
@@ -611,8 +630,9 @@ LogicalResult MaxPool2DGradOp::verify() {
            << getGradOutput().getType() << " does not match the pooled output "
            << *t << " of 'input' " << getInput().getType();
   if (getType() != getInput().getType())
-    return emitOpError("result ") << getType() << " must have the type of 'input' "
-                                  << getInput().getType();
+    return emitOpError("result ")
+           << getType() << " must have the type of 'input' "
+           << getInput().getType();
   return success();
 }
 
@@ -634,14 +654,15 @@ LogicalResult GlobalAvgPoolGradOp::verify() {
     return failure();
   if (getLayout() == "NHWC") {
     if (r.getRank() != 4 || g.getRank() != 4 ||
-        g.getDimSize(0) != r.getDimSize(0) || g.getDimSize(3) != r.getDimSize(3) ||
-        g.getDimSize(1) != 1 || g.getDimSize(2) != 1 ||
-        g.getElementType() != r.getElementType())
+        g.getDimSize(0) != r.getDimSize(0) ||
+        g.getDimSize(3) != r.getDimSize(3) || g.getDimSize(1) != 1 ||
+        g.getDimSize(2) != 1 || g.getElementType() != r.getElementType())
       return emitOpError("'grad_output' ")
              << g << " must be N x 1 x 1 x C of result " << r << " (NHWC)";
     return success();
   }
-  if (r.getRank() != 4 || g.getRank() != 4 || g.getDimSize(0) != r.getDimSize(0) ||
+  if (r.getRank() != 4 || g.getRank() != 4 ||
+      g.getDimSize(0) != r.getDimSize(0) ||
       g.getDimSize(1) != r.getDimSize(1) || g.getDimSize(2) != 1 ||
       g.getDimSize(3) != 1 || g.getElementType() != r.getElementType())
     return emitOpError("'grad_output' ")
@@ -684,15 +705,19 @@ LogicalResult SoftmaxCrossEntropyGradOp::inferReturnTypes(
 
 /// The optional `grad_scale, finite` operands: none or both.
 static LogicalResult checkLossScaling(std::optional<Location> loc,
-                                     ValueRange scaling) {
+                                      ValueRange scaling) {
   if (!scaling.empty() && scaling.size() != 2)
-    return fail(loc, "takes either no loss-scaling operands or two (grad_scale, "
-                     "finite), got " + Twine(scaling.size()));
+    return fail(loc,
+                "takes either no loss-scaling operands or two (grad_scale, "
+                "finite), got " +
+                    Twine(scaling.size()));
   return success();
 }
 
-LogicalResult SGDUpdateOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                            Adaptor a, SmallVectorImpl<Type> &out) {
+LogicalResult SGDUpdateOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor a,
+                                            SmallVectorImpl<Type> &out) {
   if (failed(checkLossScaling(loc, a.getLossScaling())))
     return failure();
   auto p = ranked(a.getParam());
@@ -704,13 +729,16 @@ LogicalResult SGDUpdateOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
   return success();
 }
 
-LogicalResult AdamUpdateOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                             Adaptor a, SmallVectorImpl<Type> &out) {
+LogicalResult AdamUpdateOp::inferReturnTypes(MLIRContext *,
+                                             std::optional<Location> loc,
+                                             Adaptor a,
+                                             SmallVectorImpl<Type> &out) {
   if (failed(checkLossScaling(loc, a.getLossScaling())))
     return failure();
   auto p = ranked(a.getParam());
   if (failed(checkSameType(loc, "param", p, "grad", a.getGrad().getType())) ||
-      failed(checkSameType(loc, "param", p, "exp_avg", a.getExpAvg().getType())) ||
+      failed(
+          checkSameType(loc, "param", p, "exp_avg", a.getExpAvg().getType())) ||
       failed(checkSameType(loc, "param", p, "exp_avg_sq",
                            a.getExpAvgSq().getType())))
     return failure();

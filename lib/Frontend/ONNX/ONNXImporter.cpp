@@ -359,8 +359,9 @@ LogicalResult Importer::readInitializer(const onnx::TensorProto &t,
       case onnx::TensorProto::BFLOAT16: {
         uint16_t h;
         std::memcpy(&h, p, 2);
-        out.floats[i] = dt == onnx::TensorProto::FLOAT16 ? reference::halfToFloat(h)
-                                                         : bfloat16ToFloat(h);
+        out.floats[i] = dt == onnx::TensorProto::FLOAT16
+                            ? reference::halfToFloat(h)
+                            : bfloat16ToFloat(h);
         break;
       }
       case onnx::TensorProto::INT64:

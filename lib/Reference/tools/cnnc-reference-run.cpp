@@ -34,7 +34,6 @@ using reference::Tensor;
 
 namespace {
 
-
 int usage() {
   llvm::errs() << "usage: cnnc-reference-run FILE.mlir [--func NAME] "
                   "[-o PREFIX] [--repeat N] [--time] INPUT.npy...\n";

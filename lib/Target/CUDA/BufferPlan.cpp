@@ -20,17 +20,28 @@ size_t cnnc::bytesOf(RankedTensorType t) {
 
 static const char *roleName(BufferRole r) {
   switch (r) {
-  case BufferRole::Param: return "param";
-  case BufferRole::Buffer: return "buffer";
-  case BufferRole::OptState: return "opt-state";
-  case BufferRole::InputImage: return "input";
-  case BufferRole::InputLabel: return "labels";
-  case BufferRole::Loss: return "loss";
-  case BufferRole::Logits: return "logits";
-  case BufferRole::ScalarLR: return "lr";
-  case BufferRole::ScalarStep: return "step";
-  case BufferRole::LossScale: return "loss-scale";
-  case BufferRole::Temp: return "temp";
+  case BufferRole::Param:
+    return "param";
+  case BufferRole::Buffer:
+    return "buffer";
+  case BufferRole::OptState:
+    return "opt-state";
+  case BufferRole::InputImage:
+    return "input";
+  case BufferRole::InputLabel:
+    return "labels";
+  case BufferRole::Loss:
+    return "loss";
+  case BufferRole::Logits:
+    return "logits";
+  case BufferRole::ScalarLR:
+    return "lr";
+  case BufferRole::ScalarStep:
+    return "step";
+  case BufferRole::LossScale:
+    return "loss-scale";
+  case BufferRole::Temp:
+    return "temp";
   }
   return "?";
 }
@@ -128,7 +139,8 @@ static size_t planTemps(func::FuncOp func, BufferPlan &plan,
   return packer.peak;
 }
 
-FailureOr<BufferPlan> cnnc::planBuffers(func::FuncOp step, func::FuncOp forward) {
+FailureOr<BufferPlan> cnnc::planBuffers(func::FuncOp step,
+                                        func::FuncOp forward) {
   BufferPlan plan;
   size_t cursor = 0;
   llvm::StringMap<int> byName;
@@ -157,7 +169,8 @@ FailureOr<BufferPlan> cnnc::planBuffers(func::FuncOp step, func::FuncOp forward)
     else if (!(name = attrName(d, kBufferAttr)).empty())
       role = BufferRole::Buffer;
     else if (!(name = attrName(d, kStateAttr)).empty())
-      role = d.get("cnn.loss_scale") ? BufferRole::LossScale : BufferRole::OptState;
+      role = d.get("cnn.loss_scale") ? BufferRole::LossScale
+                                     : BufferRole::OptState;
     else if (d && d.get(kLabelsAttr))
       role = BufferRole::InputLabel, name = "labels";
     else if (d && d.get(kLRAttr))
@@ -170,7 +183,8 @@ FailureOr<BufferPlan> cnnc::planBuffers(func::FuncOp step, func::FuncOp forward)
       return step.emitError("buffer plan: argument #")
              << arg.getArgNumber() << " of @train_step has no role attribute";
     if (byName.count(name))
-      return step.emitError("buffer plan: two arguments named '") << name << "'";
+      return step.emitError("buffer plan: two arguments named '")
+             << name << "'";
     plan.bufferOf[arg] = addPersistent(name, role, t);
   }
 
@@ -185,7 +199,8 @@ FailureOr<BufferPlan> cnnc::planBuffers(func::FuncOp step, func::FuncOp forward)
     DictionaryAttr d = step.getResultAttrDict(r);
     if (d && d.get(kLossAttr)) {
       if (plan.bufferOf.count(v))
-        return step.emitError("buffer plan: the loss must be computed by the step");
+        return step.emitError(
+            "buffer plan: the loss must be computed by the step");
       plan.bufferOf[v] = addPersistent("loss", BufferRole::Loss,
                                        cast<RankedTensorType>(v.getType()));
       continue;
@@ -235,15 +250,16 @@ FailureOr<BufferPlan> cnnc::planBuffers(func::FuncOp step, func::FuncOp forward)
                << name << "' of @forward is not an argument of @train_step";
       if (plan.buffers[byName[name]].type != arg.getType())
         return forward.emitError("buffer plan: argument '")
-               << name << "' of @forward has type " << arg.getType()
-               << " but " << plan.buffers[byName[name]].type << " in @train_step";
+               << name << "' of @forward has type " << arg.getType() << " but "
+               << plan.buffers[byName[name]].type << " in @train_step";
       plan.bufferOf[arg] = byName[name];
     }
     auto fret = cast<func::ReturnOp>(forward.getBody().front().getTerminator());
     Value logits = fret.getOperand(0);
     if (!plan.bufferOf.count(logits))
-      plan.bufferOf[logits] = addPersistent(
-          "logits", BufferRole::Logits, cast<RankedTensorType>(logits.getType()));
+      plan.bufferOf[logits] =
+          addPersistent("logits", BufferRole::Logits,
+                        cast<RankedTensorType>(logits.getType()));
     plan.persistentBytes = cursor;
   }
   plan.trainTempBytes = planTemps(step, plan, trainTemps);
@@ -253,8 +269,8 @@ FailureOr<BufferPlan> cnnc::planBuffers(func::FuncOp step, func::FuncOp forward)
     plan.buffers[t].offset += plan.persistentBytes;
   for (int t : evalTemps)
     plan.buffers[t].offset += plan.persistentBytes;
-  plan.arenaBytes = plan.persistentBytes +
-                    std::max(plan.trainTempBytes, plan.evalTempBytes);
+  plan.arenaBytes =
+      plan.persistentBytes + std::max(plan.trainTempBytes, plan.evalTempBytes);
   plan.arenaBytes = std::max<size_t>(plan.arenaBytes, kAlign);
   return plan;
 }
@@ -264,7 +280,8 @@ void BufferPlan::print(llvm::raw_ostream &os) const {
      << (fromPass ? "cnn-memory-plan, " + strategy : std::string("first-fit"))
      << "): name, role, bytes, offset, live range (op indices), defining op\n";
   for (const PlannedBuffer &b : buffers) {
-    os << b.name << "\t" << roleName(b.role) << "\t" << b.bytes << "\t" << b.offset;
+    os << b.name << "\t" << roleName(b.role) << "\t" << b.bytes << "\t"
+       << b.offset;
     if (b.role == BufferRole::Temp) {
       os << "\t[" << b.firstUse << ", " << b.lastUse << "]\t" << b.defOp;
       if (b.numInPlace)

@@ -20,8 +20,8 @@
 #include <fmt/format.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 
 using namespace mlir;
@@ -76,7 +76,8 @@ std::string locString(Location loc) {
   if (auto n = dyn_cast<NameLoc>(loc))
     return n.getName().str();
   if (auto f = dyn_cast<FileLineColLoc>(loc))
-    return fmt::format("{}:{}:{}", f.getFilename().str(), f.getLine(), f.getColumn());
+    return fmt::format("{}:{}:{}", f.getFilename().str(), f.getLine(),
+                       f.getColumn());
   if (auto f = dyn_cast<FusedLoc>(loc))
     if (!f.getLocations().empty())
       return locString(f.getLocations().front());
@@ -160,8 +161,8 @@ private:
   std::map<std::string, UpdateGroup> updateGroups;
   DenseMap<Operation *, std::string> updateGroupOf;
   /// The id of the registered cuBLASLt matmul C[M,N] = op(A) op(B).
-  int matmulId(Operation *op, int64_t M, int64_t N, int64_t K, bool transA, bool transB,
-               Type elementType);
+  int matmulId(Operation *op, int64_t M, int64_t N, int64_t K, bool transA,
+               bool transB, Type elementType);
   /// `nhwc`: x, y are N x H x W x C and w is K x R x S x C/groups (KRSC).
   int convId(Operation *op, RankedTensorType x, RankedTensorType w,
              RankedTensorType y, ArrayRef<int64_t> strides,
@@ -174,12 +175,12 @@ private:
   /// that the finishing kernel adds.
   /// Batch statistics (saved mean/invstd, running statistics updated) of
   /// `x` for batch_norm_train and batch_norm_stats, in the op's layout.
-  void bnStats(std::string &out, Operation *op, Value x, Value mean, Value invstd,
-               Value newMean, Value newVar, Value oldMean, Value oldVar,
-               APFloat eps, APFloat momentum, Value scale = {}, Value bias = {},
-               Value alpha = {}, Value beta = {});
-  int64_t nhwcPartial(std::string &out, Operation *op, int mode, Value a, Value b,
-                      Value mean, Value invstd, Value mask = {});
+  void bnStats(std::string &out, Operation *op, Value x, Value mean,
+               Value invstd, Value newMean, Value newVar, Value oldMean,
+               Value oldVar, APFloat eps, APFloat momentum, Value scale = {},
+               Value bias = {}, Value alpha = {}, Value beta = {});
+  int64_t nhwcPartial(std::string &out, Operation *op, int mode, Value a,
+                      Value b, Value mean, Value invstd, Value mask = {});
   std::string poolParams(RankedTensorType x, RankedTensorType y,
                          ArrayRef<int64_t> k, ArrayRef<int64_t> s,
                          ArrayRef<int64_t> p, bool countIncludePad, bool nhwc);
@@ -201,14 +202,16 @@ private:
   int64_t numLaunches = 0;
 };
 
-std::string Emitter::kernel(const std::string &params, const std::string &body) {
+std::string Emitter::kernel(const std::string &params,
+                            const std::string &body) {
   std::string key = params + "\n" + body;
   auto it = kernelByText.find(key);
   if (it != kernelByText.end())
     return it->second;
   std::string name = fmt::format("k{}", numKernels++);
-  kernels += fmt::format("__global__ void __launch_bounds__(256) {}({}) {{\n{}}}\n\n",
-                         name, params, body);
+  kernels +=
+      fmt::format("__global__ void __launch_bounds__(256) {}({}) {{\n{}}}\n\n",
+                  name, params, body);
   kernelByText[key] = name;
   return name;
 }
@@ -217,15 +220,17 @@ void Emitter::launch(std::string &out, Operation *op, const std::string &name,
                      const std::string &grid, const std::string &block,
                      const std::string &args) {
   // The op and kernel name label the launch in CNNRT_PROFILE's report.
-  out += fmt::format("  {}<<<{}, {}, 0, s>>>({});\n  CNNRT_CHECK_KERNEL(ctx, \"{}\", \"{} {}\");\n",
-                     name, grid, block, args, loc(op), op->getName().getStringRef().str(),
-                     name);
+  out += fmt::format("  {}<<<{}, {}, 0, s>>>({});\n  CNNRT_CHECK_KERNEL(ctx, "
+                     "\"{}\", \"{} {}\");\n",
+                     name, grid, block, args, loc(op),
+                     op->getName().getStringRef().str(), name);
   ++numLaunches;
 }
 
 static std::string gridFor(int64_t n) {
   // Grid-stride loops: enough blocks to fill the GPU, not one per element.
-  return std::to_string(std::max<int64_t>(1, std::min<int64_t>((n + 255) / 256, 132 * 32)));
+  return std::to_string(
+      std::max<int64_t>(1, std::min<int64_t>((n + 255) / 256, 132 * 32)));
 }
 
 void Emitter::elementwise(std::string &out, Operation *op, ArrayRef<EwIn> ins,
@@ -243,12 +248,13 @@ void Emitter::elementwise(std::string &out, Operation *op, ArrayRef<EwIn> ins,
   std::vector<std::string> paramList, argList;
   for (auto [k, in] : llvm::enumerate(ins)) {
     paramList.push_back(fmt::format("const {} *{} in{}",
-                                    ctype(ttype(in.v).getElementType()), restrict_, k));
+                                    ctype(ttype(in.v).getElementType()),
+                                    restrict_, k));
     argList.push_back(ptr(in.v));
   }
   for (auto [k, o] : llvm::enumerate(outs)) {
-    paramList.push_back(
-        fmt::format("{} *{} out{}", ctype(ttype(o).getElementType()), restrict_, k));
+    paramList.push_back(fmt::format(
+        "{} *{} out{}", ctype(ttype(o).getElementType()), restrict_, k));
     argList.push_back(ptr(o));
   }
   std::string body, params = llvm::join(paramList, ", "),
@@ -259,14 +265,16 @@ void Emitter::elementwise(std::string &out, Operation *op, ArrayRef<EwIn> ins,
   bool vec = n % 8 == 0 && n >= 8;
   auto aligned = [&](Value v) { return plan.offsetOf(v) % 16 == 0; };
   for (const EwIn &in : ins)
-    vec &= in.index != "i" || (aligned(in.v) && ttype(in.v).getElementType().isF16()) ||
+    vec &= in.index != "i" ||
+           (aligned(in.v) && ttype(in.v).getElementType().isF16()) ||
            (aligned(in.v) && ttype(in.v).getElementType().isF32());
   for (Value o : outs)
     vec &= aligned(o);
   if (vec) {
-    body += fmt::format("  for (int64_t v = blockIdx.x * 256ll + threadIdx.x; v < {}ll; "
-                        "v += (int64_t)gridDim.x * 256) {{\n",
-                        n / 8);
+    body += fmt::format(
+        "  for (int64_t v = blockIdx.x * 256ll + threadIdx.x; v < {}ll; "
+        "v += (int64_t)gridDim.x * 256) {{\n",
+        n / 8);
     // Per-channel inputs: the 8 elements' channels are 8 consecutive ones
     // (NHWC, C % 8 == 0: one vector load) or one channel (NCHW with H*W % 8
     // == 0: one load) instead of 8 scalar loads.
@@ -274,22 +282,25 @@ void Emitter::elementwise(std::string &out, Operation *op, ArrayRef<EwIn> ins,
     for (auto [k, in] : llvm::enumerate(ins)) {
       long long c = 0, inner = 0;
       char tail = 0;
-      if (std::sscanf(in.index.c_str(), "i %% %lldll%c", &c, &tail) == 1 && c % 8 == 0 &&
-          aligned(in.v)) {
+      if (std::sscanf(in.index.c_str(), "i %% %lldll%c", &c, &tail) == 1 &&
+          c % 8 == 0 && aligned(in.v)) {
         perVec[k] = true;
-        body += fmt::format("    float a{}v[8];\n    ldv8(in{} + (v * 8) % {}ll, a{}v);\n", k,
-                            k, c, k);
-      } else if (std::sscanf(in.index.c_str(), "(i / %lldll) %% %lldll%c", &inner, &c,
-                             &tail) == 2 &&
+        body += fmt::format(
+            "    float a{}v[8];\n    ldv8(in{} + (v * 8) % {}ll, a{}v);\n", k,
+            k, c, k);
+      } else if (std::sscanf(in.index.c_str(), "(i / %lldll) %% %lldll%c",
+                             &inner, &c, &tail) == 2 &&
                  inner % 8 == 0) {
         perOne[k] = true;
-        body += fmt::format("    const float a{}s = ld(in{} + ((v * 8) / {}ll) % {}ll);\n", k,
-                            k, inner, c);
+        body += fmt::format(
+            "    const float a{}s = ld(in{} + ((v * 8) / {}ll) % {}ll);\n", k,
+            k, inner, c);
       }
     }
     for (auto [k, in] : llvm::enumerate(ins))
       if (in.index == "i")
-        body += fmt::format("    float a{}v[8];\n    ldv8(in{} + v * 8, a{}v);\n", k, k, k);
+        body += fmt::format(
+            "    float a{}v[8];\n    ldv8(in{} + v * 8, a{}v);\n", k, k, k);
     for (size_t k = 0; k < outs.size(); ++k)
       body += fmt::format("    float r{}v[8];\n", k);
     body += "#pragma unroll\n    for (int e = 0; e < 8; ++e) {\n"
@@ -298,7 +309,8 @@ void Emitter::elementwise(std::string &out, Operation *op, ArrayRef<EwIn> ins,
       body += in.index == "i" || perVec[k]
                   ? fmt::format("      float a{} = a{}v[e];\n", k, k)
               : perOne[k] ? fmt::format("      float a{} = a{}s;\n", k, k)
-                          : fmt::format("      float a{} = ld(in{} + ({}));\n", k, k, in.index);
+                          : fmt::format("      float a{} = ld(in{} + ({}));\n",
+                                        k, k, in.index);
     for (size_t k = 0; k < outs.size(); ++k)
       body += fmt::format("      float r{};\n", k);
     body += "      " + expr + "\n";
@@ -311,9 +323,10 @@ void Emitter::elementwise(std::string &out, Operation *op, ArrayRef<EwIn> ins,
     launch(out, op, kernel(params, body), gridFor(n / 8), "256", args);
     return;
   }
-  body += fmt::format("  for (int64_t i = blockIdx.x * 256ll + threadIdx.x; i < {}ll; "
-                      "i += (int64_t)gridDim.x * 256) {{\n",
-                      n);
+  body += fmt::format(
+      "  for (int64_t i = blockIdx.x * 256ll + threadIdx.x; i < {}ll; "
+      "i += (int64_t)gridDim.x * 256) {{\n",
+      n);
   for (auto [k, in] : llvm::enumerate(ins))
     body += fmt::format("    float a{} = ld(in{} + ({}));\n", k, k, in.index);
   for (size_t k = 0; k < outs.size(); ++k)
@@ -325,31 +338,33 @@ void Emitter::elementwise(std::string &out, Operation *op, ArrayRef<EwIn> ins,
   launch(out, op, kernel(params, body), gridFor(n), "256", args);
 }
 
-int Emitter::matmulId(Operation *op, int64_t M, int64_t N, int64_t K, bool transA,
-                      bool transB, Type elementType) {
-  std::string desc =
-      fmt::format("cnnrt::MatmulDesc{{{}, {}, {}, {}, {}, {}}}", M, N, K,
-                  transA ? "true" : "false", transB ? "true" : "false", dtype(elementType));
+int Emitter::matmulId(Operation *op, int64_t M, int64_t N, int64_t K,
+                      bool transA, bool transB, Type elementType) {
+  std::string desc = fmt::format("cnnrt::MatmulDesc{{{}, {}, {}, {}, {}, {}}}",
+                                 M, N, K, transA ? "true" : "false",
+                                 transB ? "true" : "false", dtype(elementType));
   auto it = matmulIds.find(desc);
   if (it != matmulIds.end())
     return it->second;
   int id = matmulIds.size();
   matmulIds[desc] = id;
-  prepare += fmt::format("  ctx.registerMatmul({}, {}, \"{}\");\n", id, desc, loc(op));
+  prepare +=
+      fmt::format("  ctx.registerMatmul({}, {}, \"{}\");\n", id, desc, loc(op));
   return id;
 }
 
 /// An NHWC 1x1 convolution with stride 1, no padding and one group is a
 /// matrix product over the N*H*W pixels: cuBLASLt runs it (and its two
-/// gradients) far faster than cuDNN's legacy convolution engines do (ResNet-50's
-/// bottleneck 1x1 layers took up to 0.6 ms each as convolutions).
+/// gradients) far faster than cuDNN's legacy convolution engines do
+/// (ResNet-50's bottleneck 1x1 layers took up to 0.6 ms each as convolutions).
 static bool pointwiseGemm(Operation *op, RankedTensorType x, RankedTensorType w,
                           RankedTensorType y, ArrayRef<int64_t> strides,
                           ArrayRef<int64_t> padding, int64_t groups) {
-  return isNHWC(op) && w.getRank() == 4 && w.getDimSize(1) == 1 && w.getDimSize(2) == 1 &&
+  return isNHWC(op) && w.getRank() == 4 && w.getDimSize(1) == 1 &&
+         w.getDimSize(2) == 1 &&
          llvm::all_of(strides, [](int64_t s) { return s == 1; }) &&
-         llvm::all_of(padding, [](int64_t p) { return p == 0; }) && groups == 1 &&
-         x.getElementType() == w.getElementType() &&
+         llvm::all_of(padding, [](int64_t p) { return p == 0; }) &&
+         groups == 1 && x.getElementType() == w.getElementType() &&
          x.getElementType() == y.getElementType();
 }
 
@@ -359,20 +374,23 @@ int Emitter::convId(Operation *op, RankedTensorType x, RankedTensorType w,
                     bool nhwc) {
   auto xs = x.getShape(), ws = w.getShape(), ys = y.getShape();
   // ConvDesc takes N, C, H, W, K, R, S, P, Q in any layout.
-  int64_t N = xs[0], C = xs[nhwc ? 3 : 1], H = xs[nhwc ? 1 : 2], W = xs[nhwc ? 2 : 3];
+  int64_t N = xs[0], C = xs[nhwc ? 3 : 1], H = xs[nhwc ? 1 : 2],
+          W = xs[nhwc ? 2 : 3];
   int64_t K = ws[0], R = ws[nhwc ? 1 : 2], S = ws[nhwc ? 2 : 3];
   int64_t P = ys[nhwc ? 1 : 2], Q = ys[nhwc ? 2 : 3];
   std::string desc = fmt::format(
-      "cnnrt::ConvDesc{{{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, "
+      "cnnrt::ConvDesc{{{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, "
+      "{}, {}, "
       "{}, {}, {}, {}, cnnrt::Layout::{}}}",
-      N, C, H, W, K, R, S, P, Q, pd[0], pd[1], pd[2], pd[3], st[0], st[1], dl[0], dl[1],
-      groups, dtype(x.getElementType()), nhwc ? "NHWC" : "NCHW");
+      N, C, H, W, K, R, S, P, Q, pd[0], pd[1], pd[2], pd[3], st[0], st[1],
+      dl[0], dl[1], groups, dtype(x.getElementType()), nhwc ? "NHWC" : "NCHW");
   auto it = convIds.find(desc);
   if (it != convIds.end())
     return it->second;
   int id = convIds.size();
   convIds[desc] = id;
-  prepare += fmt::format("  ctx.registerConv({}, {}, \"{}\");\n", id, desc, loc(op));
+  prepare +=
+      fmt::format("  ctx.registerConv({}, {}, \"{}\");\n", id, desc, loc(op));
   return id;
 }
 
@@ -381,11 +399,13 @@ std::string Emitter::poolParams(RankedTensorType x, RankedTensorType y,
                                 ArrayRef<int64_t> p, bool cip, bool nhwc) {
   // PoolParams are N, C, H, W, P, Q, ... whatever the memory layout.
   auto xs = x.getShape(), ys = y.getShape();
-  int64_t c = nhwc ? xs[3] : xs[1], h = nhwc ? xs[1] : xs[2], w = nhwc ? xs[2] : xs[3];
+  int64_t c = nhwc ? xs[3] : xs[1], h = nhwc ? xs[1] : xs[2],
+          w = nhwc ? xs[2] : xs[3];
   int64_t ph = nhwc ? ys[1] : ys[2], pw = nhwc ? ys[2] : ys[3];
-  return fmt::format("PoolParams{{{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}}}",
-                     xs[0], c, h, w, ph, pw, k[0], k[1], s[0], s[1], p[0], p[1], p[2], p[3],
-                     cip ? "true" : "false");
+  return fmt::format("PoolParams{{{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, "
+                     "{}, {}, {}, {}}}",
+                     xs[0], c, h, w, ph, pw, k[0], k[1], s[0], s[1], p[0], p[1],
+                     p[2], p[3], cip ? "true" : "false");
 }
 
 /// NHWC pooling with eight channels per thread (16-byte accesses: C % 8 ==
@@ -396,7 +416,8 @@ static bool vec8Pool(Operation *op, RankedTensorType y) {
 
 /// The prelude's pooling kernel for the op's layout ("maxPoolFwd" or its
 /// NHWC variant "maxPoolFwdNHWC"), instantiated for the element type.
-static std::string poolKernel(StringRef base, Operation *op, RankedTensorType t) {
+static std::string poolKernel(StringRef base, Operation *op,
+                              RankedTensorType t) {
   return fmt::format("{}{}<{}>", base.str(), isNHWC(op) ? "NHWC" : "",
                      ctype(t.getElementType()));
 }
@@ -431,12 +452,15 @@ int64_t Emitter::nhwcPartial(std::string &out, Operation *op, int mode, Value a,
   auto orNull = [&](Value v, const std::string &type) {
     return v ? ptr(v) : fmt::format("({} *)nullptr", type);
   };
-  launch(out, op, fmt::format("{}<{}, {}>", vec ? "nhwcPartial8" : "nhwcPartial", mode, T),
-         fmt::format("dim3({}, {})", colBlocks, tiles),
-         vec ? fmt::format("dim3({}, {})", lanes, 256 / lanes) : "dim3(32, 8)",
-         fmt::format("{}, {}, {}, {}, {}, {}ll, {}, {}ll", ptr(a), orNull(b, "const " + T),
-                     orNull(mask, "const " + T), orNull(mean, "const float"),
-                     orNull(invstd, "const float"), M, C, rowsPerTile));
+  launch(
+      out, op,
+      fmt::format("{}<{}, {}>", vec ? "nhwcPartial8" : "nhwcPartial", mode, T),
+      fmt::format("dim3({}, {})", colBlocks, tiles),
+      vec ? fmt::format("dim3({}, {})", lanes, 256 / lanes) : "dim3(32, 8)",
+      fmt::format("{}, {}, {}, {}, {}, {}ll, {}, {}ll", ptr(a),
+                  orNull(b, "const " + T), orNull(mask, "const " + T),
+                  orNull(mean, "const float"), orNull(invstd, "const float"), M,
+                  C, rowsPerTile));
   return tiles;
 }
 
@@ -445,28 +469,32 @@ void Emitter::bnStats(std::string &out, Operation *op, Value x, Value mean,
                       Value oldVar, APFloat eps, APFloat momentum, Value scale,
                       Value bias, Value alpha, Value beta) {
   auto t = ttype(x);
-  std::string T = ctype(t.getElementType()), S = ctype(ttype(oldMean).getElementType());
+  std::string T = ctype(t.getElementType()),
+              S = ctype(ttype(oldMean).getElementType());
   auto orNull = [&](Value v, const std::string &type) {
     return v ? ptr(v) : fmt::format("({} *)nullptr", type);
   };
-  std::string affine =
-      fmt::format("{}, {}, {}, {}", orNull(scale, "const " + S), orNull(bias, "const " + S),
-                  orNull(alpha, "float"), orNull(beta, "float"));
+  std::string affine = fmt::format(
+      "{}, {}, {}, {}", orNull(scale, "const " + S), orNull(bias, "const " + S),
+      orNull(alpha, "float"), orNull(beta, "float"));
   if (isNHWC(op)) {
     int64_t C = t.getDimSize(t.getRank() - 1);
     int64_t tiles = nhwcPartial(out, op, 1, x, {}, {}, {});
     launch(out, op, fmt::format("nhwcStatsFinish<{}, {}>", T, S),
            std::to_string(C), "256",
-           fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}ll, {}, {}, {}, {}", ptr(x),
-                       ptr(mean), ptr(invstd), ptr(newMean), ptr(newVar), ptr(oldMean),
-                       ptr(oldVar), affine, t.getNumElements() / C, C, tiles,
-                       floatLit(eps.convertToFloat()), floatLit(dec(momentum))));
+           fmt::format(
+               "{}, {}, {}, {}, {}, {}, {}, {}, {}ll, {}, {}, {}, {}", ptr(x),
+               ptr(mean), ptr(invstd), ptr(newMean), ptr(newVar), ptr(oldMean),
+               ptr(oldVar), affine, t.getNumElements() / C, C, tiles,
+               floatLit(eps.convertToFloat()), floatLit(dec(momentum))));
     return;
   }
-  launch(out, op, fmt::format("bnStats<{}, {}>", T, S), std::to_string(t.getDimSize(1)), "512",
-         fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}ll, {}, {}", ptr(x),
-                     ptr(mean), ptr(invstd), ptr(newMean), ptr(newVar), ptr(oldMean),
-                     ptr(oldVar), affine, t.getDimSize(0), t.getDimSize(1), channelInner(t),
+  launch(out, op, fmt::format("bnStats<{}, {}>", T, S),
+         std::to_string(t.getDimSize(1)), "512",
+         fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}ll, {}, {}",
+                     ptr(x), ptr(mean), ptr(invstd), ptr(newMean), ptr(newVar),
+                     ptr(oldMean), ptr(oldVar), affine, t.getDimSize(0),
+                     t.getDimSize(1), channelInner(t),
                      floatLit(eps.convertToFloat()), floatLit(dec(momentum))));
 }
 
@@ -478,32 +506,38 @@ LogicalResult Emitter::emitNHWC(Operation *op, std::string &out) {
         auto t = b.getGradOutput().getType();
         int64_t C = t.getDimSize(t.getRank() - 1);
         int64_t tiles = nhwcPartial(out, op, 0, b.getGradOutput(), {}, {}, {});
-        launch(out, op, fmt::format("nhwcSumFinish<{}>", ctype(b.getType().getElementType())),
-               finishGrid(C), "256", fmt::format("{}, {}, {}", ptr(b.getResult()), C, tiles));
+        launch(out, op,
+               fmt::format("nhwcSumFinish<{}>",
+                           ctype(b.getType().getElementType())),
+               finishGrid(C), "256",
+               fmt::format("{}, {}, {}", ptr(b.getResult()), C, tiles));
         return success();
       })
       .Case([&](GlobalAvgPoolOp g) {
         auto t = g.getInput().getType();
         int64_t n = t.getDimSize(0), hw = t.getDimSize(1) * t.getDimSize(2),
                 c = t.getDimSize(3);
-        launch(out, op, fmt::format("spatialMeanNHWC<{}>", ctype(t.getElementType())),
+        launch(out, op,
+               fmt::format("spatialMeanNHWC<{}>", ctype(t.getElementType())),
                gridFor(n * c), "256",
-               fmt::format("{}, {}, {}ll, {}ll, {}ll", ptr(g.getInput()), ptr(g.getResult()),
-                           n, hw, c));
+               fmt::format("{}, {}, {}ll, {}ll, {}ll", ptr(g.getInput()),
+                           ptr(g.getResult()), n, hw, c));
         return success();
       })
       .Case([&](GlobalAvgPoolGradOp g) {
         auto t = g.getType();
         int64_t hw = t.getDimSize(1) * t.getDimSize(2), c = t.getDimSize(3);
         // dy is N x 1 x 1 x C: element (n, h, w, c) reads dy[n * C + c].
-        elementwise(out, op,
-                    {{g.getGradOutput(),
-                      fmt::format("(i / {}ll) * {}ll + i % {}ll", hw * c, c, c)}},
-                    {g.getResult()}, "r0 = a0 / " + floatLit((double)hw) + ";");
+        elementwise(
+            out, op,
+            {{g.getGradOutput(),
+              fmt::format("(i / {}ll) * {}ll + i % {}ll", hw * c, c, c)}},
+            {g.getResult()}, "r0 = a0 / " + floatLit((double)hw) + ";");
         return success();
       })
       .Default([&](Operation *o) {
-        return o->emitError("CUDA backend: no NHWC lowering for '") << o->getName() << "'";
+        return o->emitError("CUDA backend: no NHWC lowering for '")
+               << o->getName() << "'";
       });
 }
 
@@ -520,32 +554,36 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
       .Case([&](ConstantOp c) -> LogicalResult {
         auto attr = dyn_cast<DenseElementsAttr>(c.getValue());
         if (!attr || !attr.isSplat() || !isa<FloatType>(attr.getElementType()))
-          return c.emitError("CUDA backend: only splat floating-point constants are "
-                             "supported");
-        elementwise(out, op, {}, {c.getResult()},
-                    "r0 = " +
-                        floatLit(attr.getSplatValue<APFloat>().convertToDouble()) +
-                        ";");
+          return c.emitError(
+              "CUDA backend: only splat floating-point constants are "
+              "supported");
+        elementwise(
+            out, op, {}, {c.getResult()},
+            "r0 = " +
+                floatLit(attr.getSplatValue<APFloat>().convertToDouble()) +
+                ";");
         return success();
       })
       .Case([&](Conv2DOp c) {
         auto x = c.getInput().getType(), y = c.getType();
-        if (pointwiseGemm(op, x, c.getFilter().getType(), y, c.getStrides(), c.getPadding(),
-                          c.getGroups())) {
+        if (pointwiseGemm(op, x, c.getFilter().getType(), y, c.getStrides(),
+                          c.getPadding(), c.getGroups())) {
           // Y[NHW, K] = X[NHW, C] W[K, C]^T
           int64_t M = y.getNumElements() / y.getDimSize(3);
-          int id = matmulId(op, M, y.getDimSize(3), x.getDimSize(3), false, true,
-                            y.getElementType());
-          out += fmt::format("  ctx.matmul({}, {}, {}, {});\n", id, ptr(c.getInput()),
-                             ptr(c.getFilter()), ptr(c.getResult()));
+          int id = matmulId(op, M, y.getDimSize(3), x.getDimSize(3), false,
+                            true, y.getElementType());
+          out += fmt::format("  ctx.matmul({}, {}, {}, {});\n", id,
+                             ptr(c.getInput()), ptr(c.getFilter()),
+                             ptr(c.getResult()));
           ++numLaunches;
           return success();
         }
-        int id = convId(op, c.getInput().getType(), c.getFilter().getType(), c.getType(),
-                        c.getStrides(), c.getPadding(), c.getDilations(), c.getGroups(),
-                        isNHWC(op));
-        out += fmt::format("  ctx.convFwd({}, {}, {}, {});\n", id, ptr(c.getInput()),
-                           ptr(c.getFilter()), ptr(c.getResult()));
+        int id = convId(op, c.getInput().getType(), c.getFilter().getType(),
+                        c.getType(), c.getStrides(), c.getPadding(),
+                        c.getDilations(), c.getGroups(), isNHWC(op));
+        out += fmt::format("  ctx.convFwd({}, {}, {}, {});\n", id,
+                           ptr(c.getInput()), ptr(c.getFilter()),
+                           ptr(c.getResult()));
         ++numLaunches;
         return success();
       })
@@ -555,39 +593,45 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
                           c.getPadding(), c.getGroups())) {
           // dX[NHW, C] = dY[NHW, K] W[K, C]
           int64_t M = dx.getNumElements() / dx.getDimSize(3);
-          int id = matmulId(op, M, dx.getDimSize(3), dy.getDimSize(3), false, false,
-                            dx.getElementType());
-          out += fmt::format("  ctx.matmul({}, {}, {}, {});\n", id, ptr(c.getGradOutput()),
-                             ptr(c.getFilter()), ptr(c.getResult()));
+          int id = matmulId(op, M, dx.getDimSize(3), dy.getDimSize(3), false,
+                            false, dx.getElementType());
+          out += fmt::format("  ctx.matmul({}, {}, {}, {});\n", id,
+                             ptr(c.getGradOutput()), ptr(c.getFilter()),
+                             ptr(c.getResult()));
           ++numLaunches;
           return success();
         }
-        int id = convId(op, c.getType(), c.getFilter().getType(),
-                        c.getGradOutput().getType(), c.getStrides(), c.getPadding(),
-                        c.getDilations(), c.getGroups(), isNHWC(op));
+        int id =
+            convId(op, c.getType(), c.getFilter().getType(),
+                   c.getGradOutput().getType(), c.getStrides(), c.getPadding(),
+                   c.getDilations(), c.getGroups(), isNHWC(op));
         out += fmt::format("  ctx.convBwdData({}, {}, {}, {});\n", id,
-                           ptr(c.getGradOutput()), ptr(c.getFilter()), ptr(c.getResult()));
+                           ptr(c.getGradOutput()), ptr(c.getFilter()),
+                           ptr(c.getResult()));
         ++numLaunches;
         return success();
       })
       .Case([&](Conv2DBwdFilterOp c) {
         auto x = c.getInput().getType(), dy = c.getGradOutput().getType();
-        if (pointwiseGemm(op, x, c.getType(), dy, c.getStrides(), c.getPadding(),
-                          c.getGroups())) {
+        if (pointwiseGemm(op, x, c.getType(), dy, c.getStrides(),
+                          c.getPadding(), c.getGroups())) {
           // dW[K, C] = dY[NHW, K]^T X[NHW, C]
           int64_t M = x.getNumElements() / x.getDimSize(3);
-          int id = matmulId(op, dy.getDimSize(3), x.getDimSize(3), M, true, false,
-                            x.getElementType());
-          out += fmt::format("  ctx.matmul({}, {}, {}, {});\n", id, ptr(c.getGradOutput()),
-                             ptr(c.getInput()), ptr(c.getResult()));
+          int id = matmulId(op, dy.getDimSize(3), x.getDimSize(3), M, true,
+                            false, x.getElementType());
+          out += fmt::format("  ctx.matmul({}, {}, {}, {});\n", id,
+                             ptr(c.getGradOutput()), ptr(c.getInput()),
+                             ptr(c.getResult()));
           ++numLaunches;
           return success();
         }
-        int id = convId(op, c.getInput().getType(), c.getType(),
-                        c.getGradOutput().getType(), c.getStrides(), c.getPadding(),
-                        c.getDilations(), c.getGroups(), isNHWC(op));
+        int id =
+            convId(op, c.getInput().getType(), c.getType(),
+                   c.getGradOutput().getType(), c.getStrides(), c.getPadding(),
+                   c.getDilations(), c.getGroups(), isNHWC(op));
         out += fmt::format("  ctx.convBwdFilter({}, {}, {}, {});\n", id,
-                           ptr(c.getInput()), ptr(c.getGradOutput()), ptr(c.getResult()));
+                           ptr(c.getInput()), ptr(c.getGradOutput()),
+                           ptr(c.getResult()));
         ++numLaunches;
         return success();
       })
@@ -595,21 +639,24 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
         auto t = m.getType();
         bool ta = m.getTransposeLhs();
         int64_t k = m.getLhs().getType().getDimSize(ta ? 0 : 1);
-        int id = matmulId(op, t.getDimSize(0), t.getDimSize(1), k, ta, m.getTransposeRhs(),
-                          t.getElementType());
-        out += fmt::format("  ctx.matmul({}, {}, {}, {});\n", id, ptr(m.getLhs()),
-                           ptr(m.getRhs()), ptr(m.getResult()));
+        int id = matmulId(op, t.getDimSize(0), t.getDimSize(1), k, ta,
+                          m.getTransposeRhs(), t.getElementType());
+        out +=
+            fmt::format("  ctx.matmul({}, {}, {}, {});\n", id, ptr(m.getLhs()),
+                        ptr(m.getRhs()), ptr(m.getResult()));
         ++numLaunches;
         return success();
       })
       .Case([&](BiasAddOp b) {
-        elementwise(out, op,
-                    {{b.getInput()}, {b.getBias(), chanIndex(b.getType(), isNHWC(op))}},
-                    {b.getResult()}, "r0 = a0 + a1;");
+        elementwise(
+            out, op,
+            {{b.getInput()}, {b.getBias(), chanIndex(b.getType(), isNHWC(op))}},
+            {b.getResult()}, "r0 = a0 + a1;");
         return success();
       })
       .Case([&](ReluOp r) {
-        elementwise(out, op, {{r.getInput()}}, {r.getResult()}, "r0 = a0 > 0.f ? a0 : 0.f;");
+        elementwise(out, op, {{r.getInput()}}, {r.getResult()},
+                    "r0 = a0 > 0.f ? a0 : 0.f;");
         return success();
       })
       .Case([&](ClipOp c) {
@@ -620,29 +667,34 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
         return success();
       })
       .Case([&](AddOp a) {
-        elementwise(out, op, {{a.getLhs()}, {a.getRhs()}}, {a.getResult()}, "r0 = a0 + a1;");
+        elementwise(out, op, {{a.getLhs()}, {a.getRhs()}}, {a.getResult()},
+                    "r0 = a0 + a1;");
         return success();
       })
       .Case([&](MulOp a) {
-        elementwise(out, op, {{a.getLhs()}, {a.getRhs()}}, {a.getResult()}, "r0 = a0 * a1;");
+        elementwise(out, op, {{a.getLhs()}, {a.getRhs()}}, {a.getResult()},
+                    "r0 = a0 * a1;");
         return success();
       })
       .Case([&](ScaleOp a) {
         elementwise(out, op, {{a.getInput()}}, {a.getResult()},
-                    "r0 = a0 * " + floatLit(a.getFactor().convertToFloat()) + ";");
+                    "r0 = a0 * " + floatLit(a.getFactor().convertToFloat()) +
+                        ";");
         return success();
       })
       .Case<CastOp, DropoutOp>([&](Operation *o) {
-        elementwise(out, op, {{o->getOperand(0)}}, {o->getResult(0)}, "r0 = a0;");
+        elementwise(out, op, {{o->getOperand(0)}}, {o->getResult(0)},
+                    "r0 = a0;");
         return success();
       })
       .Case([&](ReluGradOp r) {
-        elementwise(out, op, {{r.getGradOutput()}, {r.getOutput()}}, {r.getResult()},
-                    "r0 = a1 > 0.f ? a0 : 0.f;");
+        elementwise(out, op, {{r.getGradOutput()}, {r.getOutput()}},
+                    {r.getResult()}, "r0 = a1 > 0.f ? a0 : 0.f;");
         return success();
       })
       .Case([&](ClipGradOp c) {
-        elementwise(out, op, {{c.getGradOutput()}, {c.getInput()}}, {c.getResult()},
+        elementwise(out, op, {{c.getGradOutput()}, {c.getInput()}},
+                    {c.getResult()},
                     fmt::format("r0 = (a1 > {} && a1 < {}) ? a0 : 0.f;",
                                 floatLit(c.getMin().convertToFloat()),
                                 floatLit(c.getMax().convertToFloat())));
@@ -650,11 +702,13 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
       })
       .Case([&](DropoutMaskOp d) {
         double ratio = dec(d.getRatio());
-        elementwise(out, op, {{d.getStep(), "0"}}, {d.getResult()},
-                    fmt::format("uint64_t h = splitmix64(splitmix64(splitmix64({}ull) + "
-                                "(uint64_t)a0) + (uint64_t)i); float u = (float)(h >> 40) "
-                                "* (1.0f / 16777216.0f); r0 = u < {} ? 0.f : {};",
-                                d.getSeed(), floatLit(ratio), floatLit(1.0 / (1.0 - ratio))));
+        elementwise(
+            out, op, {{d.getStep(), "0"}}, {d.getResult()},
+            fmt::format(
+                "uint64_t h = splitmix64(splitmix64(splitmix64({}ull) + "
+                "(uint64_t)a0) + (uint64_t)i); float u = (float)(h >> 40) "
+                "* (1.0f / 16777216.0f); r0 = u < {} ? 0.f : {};",
+                d.getSeed(), floatLit(ratio), floatLit(1.0 / (1.0 - ratio))));
         return success();
       })
       .Case([&](GlobalAvgPoolGradOp g) {
@@ -669,8 +723,9 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
         int64_t rows = t.getDimSize(0) * t.getDimSize(1);
         launch(out, op, fmt::format("rowMean<{}>", ctype(t.getElementType())),
                gridFor(rows), "256",
-               fmt::format("{}, {}, {}ll, {}ll", ptr(g.getInput()), ptr(g.getResult()),
-                           rows, t.getDimSize(2) * t.getDimSize(3)));
+               fmt::format("{}, {}, {}ll, {}ll", ptr(g.getInput()),
+                           ptr(g.getResult()), rows,
+                           t.getDimSize(2) * t.getDimSize(3)));
         return success();
       })
       .Case([&](BiasGradOp b) {
@@ -687,8 +742,11 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
       .Case([&](BatchNormOp b) {
         std::string ci = chanIndex(b.getType(), isNHWC(op));
         elementwise(out, op,
-                    {{b.getInput()}, {b.getScale(), ci}, {b.getBias(), ci},
-                     {b.getMean(), ci}, {b.getVar(), ci}},
+                    {{b.getInput()},
+                     {b.getScale(), ci},
+                     {b.getBias(), ci},
+                     {b.getMean(), ci},
+                     {b.getVar(), ci}},
                     {b.getResult()},
                     fmt::format("r0 = (a0 - a3) * rsqrtf(a4 + {}) * a1 + a2;",
                                 floatLit(b.getEpsilon().convertToFloat())));
@@ -701,8 +759,11 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
                 b.getRunningVar(), b.getEpsilon(), b.getMomentum());
         std::string ci = chanIndex(t, isNHWC(op));
         elementwise(out, op,
-                    {{b.getInput()}, {b.getSavedMean(), ci}, {b.getSavedInvstd(), ci},
-                     {b.getScale(), ci}, {b.getBias(), ci}},
+                    {{b.getInput()},
+                     {b.getSavedMean(), ci},
+                     {b.getSavedInvstd(), ci},
+                     {b.getScale(), ci},
+                     {b.getBias(), ci}},
                     {b.getResult()}, "r0 = (a0 - a1) * a2 * a3 + a4;");
         return success();
       })
@@ -711,12 +772,15 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
         auto rt = cast<RankedTensorType>(f.getResult(0).getType());
         bool nhwc = f.getLayout() == "NHWC" && rt.getRank() == 4;
         int64_t c = rt.getRank() >= 2 ? rt.getDimSize(nhwc ? 3 : 1) : 1;
-        std::string chIdx = nhwc ? fmt::format("i % {}ll", c)
-                                 : fmt::format("(i / {}ll) % {}ll", channelInner(rt), c);
+        std::string chIdx =
+            nhwc ? fmt::format("i % {}ll", c)
+                 : fmt::format("(i / {}ll) % {}ll", channelInner(rt), c);
         std::vector<EwIn> ins;
         for (auto [k, v] : llvm::enumerate(f.getInputs())) {
           int64_t b = f.getBroadcast()[k];
-          ins.push_back({v, b == 0 ? std::string("i") : b == 1 ? chIdx : std::string("0")});
+          ins.push_back({v, b == 0   ? std::string("i")
+                            : b == 1 ? chIdx
+                                     : std::string("0")});
         }
         Block &body = f.getBody().front();
         DenseMap<Value, std::string> name;
@@ -732,7 +796,9 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
             if (auto fa = dyn_cast<FloatAttr>(cst.getValue()))
               e = floatLit(fa.getValueAsDouble());
             else
-              e = cast<IntegerAttr>(cst.getValue()).getValue().isZero() ? "false" : "true";
+              e = cast<IntegerAttr>(cst.getValue()).getValue().isZero()
+                      ? "false"
+                      : "true";
           } else if (isa<arith::AddFOp>(o)) {
             e = x(0) + " + " + x(1);
           } else if (isa<arith::SubFOp>(o)) {
@@ -749,16 +815,30 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
             using P = arith::CmpFPredicate;
             const char *opStr = nullptr;
             switch (cmp.getPredicate()) {
-            case P::OGT: opStr = ">"; break;
-            case P::OGE: opStr = ">="; break;
-            case P::OLT: opStr = "<"; break;
-            case P::OLE: opStr = "<="; break;
-            case P::OEQ: opStr = "=="; break;
-            case P::UNE: opStr = "!="; break;
-            default: break;
+            case P::OGT:
+              opStr = ">";
+              break;
+            case P::OGE:
+              opStr = ">=";
+              break;
+            case P::OLT:
+              opStr = "<";
+              break;
+            case P::OLE:
+              opStr = "<=";
+              break;
+            case P::OEQ:
+              opStr = "==";
+              break;
+            case P::UNE:
+              opStr = "!=";
+              break;
+            default:
+              break;
             }
             if (!opStr)
-              return o.emitError("CUDA backend: unsupported comparison in a fused body");
+              return o.emitError(
+                  "CUDA backend: unsupported comparison in a fused body");
             e = x(0) + " " + opStr + " " + x(1);
           } else if (isa<arith::SelectOp>(o)) {
             e = x(0) + " ? " + x(1) + " : " + x(2);
@@ -773,7 +853,8 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
           } else if (isa<arith::ExtFOp>(o)) {
             e = x(0);
           } else {
-            return o.emitError("CUDA backend: unsupported op in a fused body: '")
+            return o.emitError(
+                       "CUDA backend: unsupported op in a fused body: '")
                    << o.getName() << "'";
           }
           expr += fmt::format("{} {} = {}; ", isBool ? "bool" : "float", v, e);
@@ -788,17 +869,18 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
       })
       .Case([&](FusedConv2DOp c) -> LogicalResult {
         bool nhwc = c.getLayout() == "NHWC";
-        int id = convId(op, c.getInput().getType(), c.getFilter().getType(), c.getType(),
-                        c.getStrides(), c.getPadding(), c.getDilations(), c.getGroups(),
-                        nhwc);
+        int id = convId(op, c.getInput().getType(), c.getFilter().getType(),
+                        c.getType(), c.getStrides(), c.getPadding(),
+                        c.getDilations(), c.getGroups(), nhwc);
         // Epilogue in one kernel, in place on the convolution's output.
         std::vector<EwIn> ins{{c.getResult()}};
         std::string e = "float v = a0;";
         int k = 1;
         if (c.getBias()) {
-          ins.push_back({c.getBias(),
-                         nhwc ? fmt::format("i % {}ll", c.getType().getDimSize(3))
-                              : channelIndex(c.getType())});
+          ins.push_back(
+              {c.getBias(),
+               nhwc ? fmt::format("i % {}ll", c.getType().getDimSize(3))
+                    : channelIndex(c.getType())});
           e += fmt::format(" v += a{};", k++);
         }
         if (c.getResidual()) {
@@ -822,8 +904,9 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
                          c.getBias().getType().getElementType() == et &&
                          c.getInput().getType().getElementType() == et;
         if (!cudnnForm) {
-          out += fmt::format("  ctx.convFwd({}, {}, {}, {});\n", id, ptr(c.getInput()),
-                             ptr(c.getFilter()), ptr(c.getResult()));
+          out += fmt::format("  ctx.convFwd({}, {}, {}, {});\n", id,
+                             ptr(c.getInput()), ptr(c.getFilter()),
+                             ptr(c.getResult()));
           ++numLaunches;
           if (k == 1 && act == "none")
             return success();
@@ -833,7 +916,8 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
         int fid = numFusedConvs++;
         std::string T = ctype(et), body;
         ptrOverride[c.getResult()] = fmt::format("static_cast<{} *>(y)", T);
-        ptrOverride[c.getBias()] = fmt::format("static_cast<const {} *>(bias)", T);
+        ptrOverride[c.getBias()] =
+            fmt::format("static_cast<const {} *>(bias)", T);
         if (c.getResidual())
           ptrOverride[c.getResidual()] =
               fmt::format("static_cast<const {} *>(residual)", T);
@@ -849,22 +933,23 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
               "    const void *residual) {{\n  cudaStream_t s = ctx.stream();\n"
               "  (void)residual;\n{}}}\n\n",
               fn, body);
-        prepare += fmt::format(
-            "  ctx.registerConvBiasAct({}, {}, cnnrt::Activation::{}, {}, {}, \"{}\");\n",
-            fid, id, act == "relu" ? "Relu" : "Identity",
-            c.getResidual() ? "true" : "false", fn, loc(op));
-        out += fmt::format("  ctx.convBiasActFwd({}, {}, {}, {}, {}, {});\n", fid,
-                           ptr(c.getInput()), ptr(c.getFilter()), ptr(c.getBias()),
-                           c.getResidual() ? ptr(c.getResidual()) : "nullptr",
-                           ptr(c.getResult()));
+        prepare += fmt::format("  ctx.registerConvBiasAct({}, {}, "
+                               "cnnrt::Activation::{}, {}, {}, \"{}\");\n",
+                               fid, id, act == "relu" ? "Relu" : "Identity",
+                               c.getResidual() ? "true" : "false", fn, loc(op));
+        out +=
+            fmt::format("  ctx.convBiasActFwd({}, {}, {}, {}, {}, {});\n", fid,
+                        ptr(c.getInput()), ptr(c.getFilter()), ptr(c.getBias()),
+                        c.getResidual() ? ptr(c.getResidual()) : "nullptr",
+                        ptr(c.getResult()));
         ++numLaunches;
         return success();
       })
       .Case([&](BatchNormStatsOp b) {
         bnStats(out, op, b.getInput(), b.getSavedMean(), b.getSavedInvstd(),
                 b.getNewRunningMean(), b.getNewRunningVar(), b.getRunningMean(),
-                b.getRunningVar(), b.getEpsilon(), b.getMomentum(), b.getScale(),
-                b.getBias(), b.getAlpha(), b.getBeta());
+                b.getRunningVar(), b.getEpsilon(), b.getMomentum(),
+                b.getScale(), b.getBias(), b.getAlpha(), b.getBeta());
         return success();
       })
       .Case([&](FusedBatchNormReluGradOp b) -> LogicalResult {
@@ -876,16 +961,17 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
         int64_t C = t.getDimSize(nhwc ? t.getRank() - 1 : 1);
         std::string S = ctype(b.getScale().getType().getElementType());
         if (nhwc) {
-          int64_t tiles = nhwcPartial(out, op, 3, b.getGradOutput(), b.getInput(),
-                                      b.getSavedMean(), b.getSavedInvstd(),
-                                      b.getReluOutput());
+          int64_t tiles = nhwcPartial(out, op, 3, b.getGradOutput(),
+                                      b.getInput(), b.getSavedMean(),
+                                      b.getSavedInvstd(), b.getReluOutput());
           launch(out, op, fmt::format("nhwcBnGradFinish<{}>", S),
                  std::to_string(C), "256",
-                 fmt::format("{}, {}, {}, {}", ptr(b.getGradScale()), ptr(b.getGradBias()),
-                             C, tiles));
+                 fmt::format("{}, {}, {}, {}", ptr(b.getGradScale()),
+                             ptr(b.getGradBias()), C, tiles));
         } else {
           launch(out, op,
-                 fmt::format("bnReluGradReduce<{}, {}>", ctype(t.getElementType()), S),
+                 fmt::format("bnReluGradReduce<{}, {}>",
+                             ctype(t.getElementType()), S),
                  std::to_string(C), "512",
                  fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}, {}ll",
                              ptr(b.getGradOutput()), ptr(b.getReluOutput()),
@@ -896,14 +982,21 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
         }
         std::string ci = chanIndex(t, nhwc);
         double m = (double)t.getNumElements() / C;
-        elementwise(out, op,
-                    {{b.getGradOutput()}, {b.getReluOutput()}, {b.getInput()},
-                     {b.getSavedMean(), ci}, {b.getSavedInvstd(), ci},
-                     {b.getScale(), ci}, {b.getGradScale(), ci}, {b.getGradBias(), ci}},
-                    {b.getGradInput()},
-                    fmt::format("float g = a1 > 0.f ? a0 : 0.f; float xhat = (a2 - a3) * a4; "
-                                "r0 = a5 * a4 * (g - a7 / {} - xhat * a6 / {});",
-                                floatLit(m), floatLit(m)));
+        elementwise(
+            out, op,
+            {{b.getGradOutput()},
+             {b.getReluOutput()},
+             {b.getInput()},
+             {b.getSavedMean(), ci},
+             {b.getSavedInvstd(), ci},
+             {b.getScale(), ci},
+             {b.getGradScale(), ci},
+             {b.getGradBias(), ci}},
+            {b.getGradInput()},
+            fmt::format(
+                "float g = a1 > 0.f ? a0 : 0.f; float xhat = (a2 - a3) * a4; "
+                "r0 = a5 * a4 * (g - a7 / {} - xhat * a6 / {});",
+                floatLit(m), floatLit(m)));
         return success();
       })
       .Case([&](BatchNormGradOp b) {
@@ -911,34 +1004,42 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
         bool nhwc = isNHWC(op);
         int64_t C = t.getDimSize(nhwc ? t.getRank() - 1 : 1);
         if (nhwc) {
-          int64_t tiles = nhwcPartial(out, op, 2, b.getGradOutput(), b.getInput(),
-                                      b.getSavedMean(), b.getSavedInvstd());
+          int64_t tiles =
+              nhwcPartial(out, op, 2, b.getGradOutput(), b.getInput(),
+                          b.getSavedMean(), b.getSavedInvstd());
           launch(out, op,
                  fmt::format("nhwcBnGradFinish<{}>",
                              ctype(b.getScale().getType().getElementType())),
                  std::to_string(C), "256",
-                 fmt::format("{}, {}, {}, {}", ptr(b.getGradScale()), ptr(b.getGradBias()),
-                             C, tiles));
+                 fmt::format("{}, {}, {}, {}", ptr(b.getGradScale()),
+                             ptr(b.getGradBias()), C, tiles));
         } else {
           launch(out, op,
                  fmt::format("bnGradReduce<{}, {}>", ctype(t.getElementType()),
                              ctype(b.getScale().getType().getElementType())),
                  std::to_string(C), "512",
-                 fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}ll", ptr(b.getGradOutput()),
-                             ptr(b.getInput()), ptr(b.getSavedMean()),
-                             ptr(b.getSavedInvstd()), ptr(b.getGradScale()),
-                             ptr(b.getGradBias()), t.getDimSize(0), C, channelInner(t)));
+                 fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}ll",
+                             ptr(b.getGradOutput()), ptr(b.getInput()),
+                             ptr(b.getSavedMean()), ptr(b.getSavedInvstd()),
+                             ptr(b.getGradScale()), ptr(b.getGradBias()),
+                             t.getDimSize(0), C, channelInner(t)));
         }
         std::string ci = chanIndex(t, nhwc);
         double m = (double)t.getNumElements() / C;
-        elementwise(out, op,
-                    {{b.getGradOutput()}, {b.getInput()}, {b.getSavedMean(), ci},
-                     {b.getSavedInvstd(), ci}, {b.getScale(), ci},
-                     {b.getGradScale(), ci}, {b.getGradBias(), ci}},
-                    {b.getGradInput()},
-                    fmt::format("float xhat = (a1 - a2) * a3; r0 = a4 * a3 * (a0 - a6 / {} "
-                                "- xhat * a5 / {});",
-                                floatLit(m), floatLit(m)));
+        elementwise(
+            out, op,
+            {{b.getGradOutput()},
+             {b.getInput()},
+             {b.getSavedMean(), ci},
+             {b.getSavedInvstd(), ci},
+             {b.getScale(), ci},
+             {b.getGradScale(), ci},
+             {b.getGradBias(), ci}},
+            {b.getGradInput()},
+            fmt::format(
+                "float xhat = (a1 - a2) * a3; r0 = a4 * a3 * (a0 - a6 / {} "
+                "- xhat * a5 / {});",
+                floatLit(m), floatLit(m)));
         return success();
       })
       .Case([&](MaxPool2DOp p) {
@@ -946,24 +1047,28 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
                              p.getStrides(), p.getPadding(), false, isNHWC(op));
         if (vec8Pool(op, p.getType())) {
           launch(out, op,
-                 fmt::format("maxPoolNHWC8<{}, false>", ctype(p.getType().getElementType())),
+                 fmt::format("maxPoolNHWC8<{}, false>",
+                             ctype(p.getType().getElementType())),
                  gridFor(p.getType().getNumElements() / 8), "256",
-                 fmt::format("{}, {}, nullptr, {}", ptr(p.getInput()), ptr(p.getResult()), pp));
+                 fmt::format("{}, {}, nullptr, {}", ptr(p.getInput()),
+                             ptr(p.getResult()), pp));
           return success();
         }
         launch(out, op, poolKernel("maxPoolFwd", op, p.getType()),
                gridFor(p.getType().getNumElements()), "256",
-               fmt::format("{}, {}, {}", ptr(p.getInput()), ptr(p.getResult()), pp));
+               fmt::format("{}, {}, {}", ptr(p.getInput()), ptr(p.getResult()),
+                           pp));
         return success();
       })
       .Case([&](MaxPool2DGradOp p) {
-        auto pp = poolParams(p.getInput().getType(), p.getGradOutput().getType(),
-                             p.getKernel(), p.getStrides(), p.getPadding(), false, isNHWC(op));
+        auto pp = poolParams(p.getInput().getType(),
+                             p.getGradOutput().getType(), p.getKernel(),
+                             p.getStrides(), p.getPadding(), false, isNHWC(op));
         auto gather = [&](std::string &o) {
           launch(o, op, poolKernel("maxPoolBwd", op, p.getType()),
                  gridFor(p.getType().getNumElements()), "256",
-                 fmt::format("{}, {}, {}, {}", ptr(p.getGradOutput()), ptr(p.getInput()),
-                             ptr(p.getResult()), pp));
+                 fmt::format("{}, {}, {}, {}", ptr(p.getGradOutput()),
+                             ptr(p.getInput()), ptr(p.getResult()), pp));
         };
         auto k = p.getKernel();
         int64_t windows = p.getGradOutput().getType().getNumElements();
@@ -975,23 +1080,31 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
         // calls; cnn-memory-plan sizes it for this), else the gather form.
         std::string T = ctype(p.getType().getElementType()),
                     L = isNHWC(op) ? "true" : "false";
-        out += fmt::format("  if (ctx.workspaceBytes() >= {}ull) {{\n", windows);
+        out +=
+            fmt::format("  if (ctx.workspaceBytes() >= {}ull) {{\n", windows);
         if (vec8Pool(op, p.getType())) {
-          launch(out, op, fmt::format("maxPoolNHWC8<{}, true>", T), gridFor(windows / 8), "256",
-                 fmt::format("{}, ({} *)nullptr, static_cast<uint8_t *>(ctx.workspace()), {}",
+          launch(out, op, fmt::format("maxPoolNHWC8<{}, true>", T),
+                 gridFor(windows / 8), "256",
+                 fmt::format("{}, ({} *)nullptr, static_cast<uint8_t "
+                             "*>(ctx.workspace()), {}",
                              ptr(p.getInput()), T, pp));
-          launch(out, op, fmt::format("maxPoolBwdGatherNHWC8<{}>", T),
-                 gridFor(p.getType().getNumElements() / 8), "256",
-                 fmt::format("{}, static_cast<const uint8_t *>(ctx.workspace()), {}, {}",
-                             ptr(p.getGradOutput()), ptr(p.getResult()), pp));
+          launch(
+              out, op, fmt::format("maxPoolBwdGatherNHWC8<{}>", T),
+              gridFor(p.getType().getNumElements() / 8), "256",
+              fmt::format(
+                  "{}, static_cast<const uint8_t *>(ctx.workspace()), {}, {}",
+                  ptr(p.getGradOutput()), ptr(p.getResult()), pp));
         } else {
-          launch(out, op, fmt::format("maxPoolArgmax<{}, {}>", T, L), gridFor(windows), "256",
+          launch(out, op, fmt::format("maxPoolArgmax<{}, {}>", T, L),
+                 gridFor(windows), "256",
                  fmt::format("{}, static_cast<uint8_t *>(ctx.workspace()), {}",
                              ptr(p.getInput()), pp));
-          launch(out, op, fmt::format("maxPoolBwdGather<{}, {}>", T, L),
-                 gridFor(p.getType().getNumElements()), "256",
-                 fmt::format("{}, static_cast<const uint8_t *>(ctx.workspace()), {}, {}",
-                             ptr(p.getGradOutput()), ptr(p.getResult()), pp));
+          launch(
+              out, op, fmt::format("maxPoolBwdGather<{}, {}>", T, L),
+              gridFor(p.getType().getNumElements()), "256",
+              fmt::format(
+                  "{}, static_cast<const uint8_t *>(ctx.workspace()), {}, {}",
+                  ptr(p.getGradOutput()), ptr(p.getResult()), pp));
           numLaunches -= 2;
         }
         out += "  } else {\n";
@@ -1002,31 +1115,36 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
       })
       .Case([&](AvgPool2DOp p) {
         auto pp = poolParams(p.getInput().getType(), p.getType(), p.getKernel(),
-                             p.getStrides(), p.getPadding(), p.getCountIncludePad(),
-                             isNHWC(op));
+                             p.getStrides(), p.getPadding(),
+                             p.getCountIncludePad(), isNHWC(op));
         launch(out, op, poolKernel("avgPoolFwd", op, p.getType()),
                gridFor(p.getType().getNumElements()), "256",
-               fmt::format("{}, {}, {}", ptr(p.getInput()), ptr(p.getResult()), pp));
+               fmt::format("{}, {}, {}", ptr(p.getInput()), ptr(p.getResult()),
+                           pp));
         return success();
       })
       .Case([&](AvgPool2DGradOp p) {
-        auto pp = poolParams(p.getType(), p.getGradOutput().getType(), p.getKernel(),
-                             p.getStrides(), p.getPadding(), p.getCountIncludePad(),
-                             isNHWC(op));
+        auto pp = poolParams(p.getType(), p.getGradOutput().getType(),
+                             p.getKernel(), p.getStrides(), p.getPadding(),
+                             p.getCountIncludePad(), isNHWC(op));
         launch(out, op, poolKernel("avgPoolBwd", op, p.getType()),
                gridFor(p.getType().getNumElements()), "256",
-               fmt::format("{}, {}, {}", ptr(p.getGradOutput()), ptr(p.getResult()), pp));
+               fmt::format("{}, {}, {}", ptr(p.getGradOutput()),
+                           ptr(p.getResult()), pp));
         return success();
       })
       .Case([&](SoftmaxOp s) -> LogicalResult {
         auto t = s.getType();
         if ((int64_t)s.getAxis() != t.getRank() - 1)
-          return s.emitError("CUDA backend: softmax is only supported over the last "
-                             "dimension");
+          return s.emitError(
+              "CUDA backend: softmax is only supported over the last "
+              "dimension");
         int64_t cols = t.getDimSize(t.getRank() - 1);
-        launch(out, op, fmt::format("softmaxRows<{}>", ctype(t.getElementType())),
+        launch(out, op,
+               fmt::format("softmaxRows<{}>", ctype(t.getElementType())),
                std::to_string(t.getNumElements() / cols), "256",
-               fmt::format("{}, {}, {}", ptr(s.getInput()), ptr(s.getResult()), cols));
+               fmt::format("{}, {}, {}", ptr(s.getInput()), ptr(s.getResult()),
+                           cols));
         return success();
       })
       .Case([&](SoftmaxCrossEntropyOp s) {
@@ -1035,8 +1153,9 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
                fmt::format("softmaxXentLoss<{}, {}>", ctype(t.getElementType()),
                            ctype(s.getLabels().getType().getElementType())),
                "1", "1024",
-               fmt::format("{}, {}, {}, {}, {}, {}", ptr(s.getLogits()), ptr(s.getLabels()),
-                           ptr(s.getLoss()), t.getDimSize(0), t.getDimSize(1),
+               fmt::format("{}, {}, {}, {}, {}, {}", ptr(s.getLogits()),
+                           ptr(s.getLabels()), ptr(s.getLoss()),
+                           t.getDimSize(0), t.getDimSize(1),
                            floatLit(s.getLabelSmoothing().convertToFloat())));
         return success();
       })
@@ -1047,8 +1166,8 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
                            ctype(s.getLabels().getType().getElementType())),
                std::to_string(t.getDimSize(0)), "256",
                fmt::format("{}, {}, {}, {}, {}, {}, {}", ptr(s.getLogits()),
-                           ptr(s.getLabels()), ptr(s.getGradLoss()), ptr(s.getResult()),
-                           t.getDimSize(0), t.getDimSize(1),
+                           ptr(s.getLabels()), ptr(s.getGradLoss()),
+                           ptr(s.getResult()), t.getDimSize(0), t.getDimSize(1),
                            floatLit(s.getLabelSmoothing().convertToFloat())));
         return success();
       })
@@ -1063,15 +1182,19 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
           int64_t a = it.getDimSize(axis), n = it.getNumElements();
           std::string T = ctype(t.getElementType());
           std::string body = fmt::format(
-              "  for (int64_t i = blockIdx.x * 256ll + threadIdx.x; i < {}ll; i += "
+              "  for (int64_t i = blockIdx.x * 256ll + threadIdx.x; i < {}ll; "
+              "i += "
               "(int64_t)gridDim.x * 256) {{\n"
               "    int64_t o = i / {}ll, r = i % {}ll;\n"
               "    out[o * {}ll + {}ll + r] = in[i];\n  }}\n",
               n, a * inner, a * inner, outAxis * inner, offset * inner);
           launch(out, op,
-                 kernel(fmt::format("const {} *__restrict__ in, {} *__restrict__ out", T, T),
+                 kernel(fmt::format(
+                            "const {} *__restrict__ in, {} *__restrict__ out",
+                            T, T),
                         body),
-                 gridFor(n), "256", fmt::format("{}, {}", ptr(in), ptr(c.getResult())));
+                 gridFor(n), "256",
+                 fmt::format("{}, {}", ptr(in), ptr(c.getResult())));
           offset += a;
         }
         return success();
@@ -1094,71 +1217,84 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
         }
         std::string T = ctype(res.getElementType());
         std::string body = fmt::format(
-            "  for (int64_t i = blockIdx.x * 256ll + threadIdx.x; i < {}ll; i += "
+            "  for (int64_t i = blockIdx.x * 256ll + threadIdx.x; i < {}ll; i "
+            "+= "
             "(int64_t)gridDim.x * 256) {{\n    int64_t rem = i, src = 0;\n",
             res.getNumElements());
         for (int64_t d = rank - 1; d >= 0; --d)
-          body += fmt::format("    src += (rem % {}ll + {}ll) * {}ll; rem /= {}ll;\n",
-                              res.getDimSize(d), srcOffset[d], srcStride[d],
-                              res.getDimSize(d));
+          body += fmt::format(
+              "    src += (rem % {}ll + {}ll) * {}ll; rem /= {}ll;\n",
+              res.getDimSize(d), srcOffset[d], srcStride[d], res.getDimSize(d));
         body += "    out[i] = in[src];\n  }\n";
-        launch(out, op,
-               kernel(fmt::format("const {} *__restrict__ in, {} *__restrict__ out", T, T),
-                      body),
-               gridFor(res.getNumElements()), "256",
-               fmt::format("{}, {}", ptr(o->getOperand(0)), ptr(o->getResult(0))));
+        launch(
+            out, op,
+            kernel(fmt::format(
+                       "const {} *__restrict__ in, {} *__restrict__ out", T, T),
+                   body),
+            gridFor(res.getNumElements()), "256",
+            fmt::format("{}, {}", ptr(o->getOperand(0)), ptr(o->getResult(0))));
         return success();
       })
       .Case([&](SGDUpdateOp u) {
         double mom = dec(u.getMomentum()), damp = dec(u.getDampening()),
                wd = dec(u.getWeightDecay());
         // Loss scaling: a5 = grad_scale, a6 = finite (skip when 0).
-        std::string expr = u.getGradScale() ? "float g = a1 / a5" : "float g = a1";
+        std::string expr =
+            u.getGradScale() ? "float g = a1 / a5" : "float g = a1";
         if (wd != 0)
           expr += " + " + floatLit(wd) + " * a0";
         expr += ";";
         if (mom != 0) {
           expr += fmt::format(" float buf = a4 == 1.f ? g : {} * a2 + {} * g;",
                               floatLit(mom), floatLit(1.0 - damp));
-          expr += u.getNesterov() ? fmt::format(" g = g + {} * buf;", floatLit(mom))
-                                  : " g = buf;";
+          expr += u.getNesterov()
+                      ? fmt::format(" g = g + {} * buf;", floatLit(mom))
+                      : " g = buf;";
           expr += " r1 = buf;";
         } else {
           expr += " r1 = a2;";
         }
         expr += " r0 = a0 - a3 * g;";
-        SmallVector<EwIn> ins = {{u.getParam()}, {u.getGrad()}, {u.getMomentumBuffer()},
-                                 {u.getLr(), "0"}, {u.getStep(), "0"}};
+        SmallVector<EwIn> ins = {{u.getParam()},
+                                 {u.getGrad()},
+                                 {u.getMomentumBuffer()},
+                                 {u.getLr(), "0"},
+                                 {u.getStep(), "0"}};
         if (u.getFinite()) {
           ins.append({{u.getGradScale(), "0"}, {u.getFinite(), "0"}});
           expr += " if (a6 == 0.f) { r0 = a0; r1 = a2; }";
         }
-        optimizerUpdate(out, op, ins, {u.getNewParam(), u.getNewMomentumBuffer()}, expr);
+        optimizerUpdate(out, op, ins,
+                        {u.getNewParam(), u.getNewMomentumBuffer()}, expr);
         return success();
       })
       .Case([&](AdamUpdateOp u) {
         double b1 = dec(u.getBeta1()), b2 = dec(u.getBeta2()),
                eps = dec(u.getEpsilon()), wd = dec(u.getWeightDecay());
         // Loss scaling: a6 = grad_scale, a7 = finite (skip when 0).
-        std::string expr =
-            u.getGradScale() ? "float p = a0, g = a1 / a6;" : "float p = a0, g = a1;";
+        std::string expr = u.getGradScale() ? "float p = a0, g = a1 / a6;"
+                                            : "float p = a0, g = a1;";
         if (wd != 0)
-          expr += u.getDecoupled() ? fmt::format(" p = p * (1.f - a4 * {});", floatLit(wd))
-                                   : fmt::format(" g = g + {} * p;", floatLit(wd));
+          expr += u.getDecoupled()
+                      ? fmt::format(" p = p * (1.f - a4 * {});", floatLit(wd))
+                      : fmt::format(" g = g + {} * p;", floatLit(wd));
         expr += fmt::format(
             " float m = a2 + {} * (g - a2); float v = {} * a3 + {} * g * g;"
             " float bc1 = 1.f - powf({}, a5), bc2 = 1.f - powf({}, a5);"
-            " r0 = p - (a4 / bc1) * m / (sqrtf(v) / sqrtf(bc2) + {}); r1 = m; r2 = v;",
+            " r0 = p - (a4 / bc1) * m / (sqrtf(v) / sqrtf(bc2) + {}); r1 = m; "
+            "r2 = v;",
             floatLit(1.0 - b1), floatLit(b2), floatLit(1.0 - b2), floatLit(b1),
             floatLit(b2), floatLit(eps));
-        SmallVector<EwIn> ins = {{u.getParam()}, {u.getGrad()}, {u.getExpAvg()},
-                                 {u.getExpAvgSq()}, {u.getLr(), "0"}, {u.getStep(), "0"}};
+        SmallVector<EwIn> ins = {{u.getParam()},   {u.getGrad()},
+                                 {u.getExpAvg()},  {u.getExpAvgSq()},
+                                 {u.getLr(), "0"}, {u.getStep(), "0"}};
         if (u.getFinite()) {
           ins.append({{u.getGradScale(), "0"}, {u.getFinite(), "0"}});
           expr += " if (a7 == 0.f) { r0 = a0; r1 = a2; r2 = a3; }";
         }
-        optimizerUpdate(out, op, ins, {u.getNewParam(), u.getNewExpAvg(), u.getNewExpAvgSq()},
-                    expr);
+        optimizerUpdate(out, op, ins,
+                        {u.getNewParam(), u.getNewExpAvg(), u.getNewExpAvgSq()},
+                        expr);
         return success();
       })
       // Loss scaling (cnn-precision).
@@ -1174,8 +1310,8 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
         for (auto &[T, vs] : byType) {
           if (vs.size() == 1) {
             int64_t n = ttype(vs[0]).getNumElements();
-            launch(out, op, fmt::format("clearIfNonFinite<{}>", T), gridFor(n), "256",
-                   fmt::format("{}, {}ll, {}", ptr(vs[0]), n, flag));
+            launch(out, op, fmt::format("clearIfNonFinite<{}>", T), gridFor(n),
+                   "256", fmt::format("{}, {}ll, {}", ptr(vs[0]), n, flag));
             continue;
           }
           std::string name = fmt::format("af{}", numKernels++);
@@ -1189,43 +1325,49 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
           kernels += fmt::format(
               "__device__ const int64_t {0}_start[{1}] = {{{2}}};\n"
               "__device__ const int64_t {0}_in[{1}] = {{{3}}};\n"
-              "__global__ void __launch_bounds__(256) {0}(const char *A, float *flag) {{\n"
+              "__global__ void __launch_bounds__(256) {0}(const char *A, float "
+              "*flag) {{\n"
               "  bool bad = false;\n"
               "  for (int64_t e = blockIdx.x * 256ll + threadIdx.x; e < {4}ll; "
               "e += (int64_t)gridDim.x * 256) {{\n"
               "    int lo = 0, hi = {5};\n"
-              "    while (lo < hi) {{ int mid = (lo + hi + 1) / 2; if ({0}_start[mid] <= e) "
+              "    while (lo < hi) {{ int mid = (lo + hi + 1) / 2; if "
+              "({0}_start[mid] <= e) "
               "lo = mid; else hi = mid - 1; }}\n"
-              "    bad |= !isfinite(ld(reinterpret_cast<const {6} *>(A + {0}_in[lo]) + "
+              "    bad |= !isfinite(ld(reinterpret_cast<const {6} *>(A + "
+              "{0}_in[lo]) + "
               "(e - {0}_start[lo])));\n"
               "  }}\n"
               "  if (__syncthreads_or(bad) && threadIdx.x == 0) *flag = 0.0f;\n"
               "}}\n\n",
-              name, vs.size(), llvm::join(starts, ", "), llvm::join(offsets, ", "), total,
-              vs.size() - 1, T);
-          out += fmt::format("  // {} gradients checked in one multi-tensor kernel\n",
-                             vs.size());
-          launch(out, op, name, gridFor(total), "256", fmt::format("A, {}", flag));
+              name, vs.size(), llvm::join(starts, ", "),
+              llvm::join(offsets, ", "), total, vs.size() - 1, T);
+          out += fmt::format(
+              "  // {} gradients checked in one multi-tensor kernel\n",
+              vs.size());
+          launch(out, op, name, gridFor(total), "256",
+                 fmt::format("A, {}", flag));
         }
         return success();
       })
       .Case([&](LossScaleUpdateOp u) {
         launch(out, op, "lossScaleUpdate", "1", "1",
-               fmt::format("{}, {}, {}, {}, {}, {}ll, {}, {}", ptr(u.getScale()),
-                           ptr(u.getGrowthTracker()), ptr(u.getFinite()),
-                           ptr(u.getNewScale()), ptr(u.getNewGrowthTracker()),
-                           u.getGrowthInterval(),
+               fmt::format("{}, {}, {}, {}, {}, {}ll, {}, {}",
+                           ptr(u.getScale()), ptr(u.getGrowthTracker()),
+                           ptr(u.getFinite()), ptr(u.getNewScale()),
+                           ptr(u.getNewGrowthTracker()), u.getGrowthInterval(),
                            floatLit(u.getGrowthFactor().convertToFloat()),
                            floatLit(u.getBackoffFactor().convertToFloat())));
         return success();
       })
       .Case([&](UnscaleOp u) {
-        elementwise(out, op, {{u.getInput()}, {u.getScale(), "0"}}, {u.getResult()},
-                    "r0 = a0 / a1;");
+        elementwise(out, op, {{u.getInput()}, {u.getScale(), "0"}},
+                    {u.getResult()}, "r0 = a0 / a1;");
         return success();
       })
       .Default([&](Operation *o) {
-        return o->emitError("CUDA backend: no lowering for '") << o->getName() << "'";
+        return o->emitError("CUDA backend: no lowering for '")
+               << o->getName() << "'";
       });
 }
 
@@ -1237,14 +1379,16 @@ void Emitter::groupOptimizerUpdates(func::FuncOp f) {
       continue;
     // Only updates whose results go straight to the return can move to the
     // position of the group's last update.
-    if (!llvm::all_of(op.getUsers(), [](Operation *u) { return isa<func::ReturnOp>(u); }))
+    if (!llvm::all_of(op.getUsers(),
+                      [](Operation *u) { return isa<func::ReturnOp>(u); }))
       continue;
     std::string key = op.getName().getStringRef().str();
     llvm::raw_string_ostream os(key);
     // Inherent attributes only (the memory plan adds per-op offsets).
     op.getPropertiesAsAttribute().print(os);
     auto ptype = ttype(op.getOperand(0)).getElementType();
-    os << ptype << (ttype(op.getOperand(1)).getElementType() == ptype ? "" : "g");
+    os << ptype
+       << (ttype(op.getOperand(1)).getElementType() == ptype ? "" : "g");
     // Scalar operands (lr, step, grad_scale, finite) must be the same values.
     for (Value v : op.getOperands())
       if (ttype(v).getRank() == 0)
@@ -1255,8 +1399,9 @@ void Emitter::groupOptimizerUpdates(func::FuncOp f) {
   }
 }
 
-void Emitter::optimizerUpdate(std::string &out, Operation *op, ArrayRef<EwIn> ins,
-                              ArrayRef<Value> outs, const std::string &expr) {
+void Emitter::optimizerUpdate(std::string &out, Operation *op,
+                              ArrayRef<EwIn> ins, ArrayRef<Value> outs,
+                              const std::string &expr) {
   auto it = updateGroupOf.find(op);
   if (it == updateGroupOf.end()) {
     elementwise(out, op, ins, outs, expr);
@@ -1284,44 +1429,52 @@ void Emitter::optimizerUpdate(std::string &out, Operation *op, ArrayRef<EwIn> in
     std::vector<std::string> v;
     for (size_t t = 0; t < G; ++t)
       v.push_back(std::to_string(offsetOf(t)) + "ll");
-    kernels += fmt::format("__device__ const int64_t {}_{}[{}] = {{{}}};\n", name, suffix,
-                           G, llvm::join(v, ", "));
+    kernels += fmt::format("__device__ const int64_t {}_{}[{}] = {{{}}};\n",
+                           name, suffix, G, llvm::join(v, ", "));
   };
   table("start", [&](size_t t) { return starts[t]; });
   auto &first = g.members.front();
   for (size_t k = 0; k < first.first.size(); ++k)
     if (first.first[k].index == "i")
-      table(fmt::format("in{}", k),
-            [&](size_t t) { return (int64_t)plan.offsetOf(g.members[t].first[k].v); });
+      table(fmt::format("in{}", k), [&](size_t t) {
+        return (int64_t)plan.offsetOf(g.members[t].first[k].v);
+      });
   for (size_t k = 0; k < first.second.size(); ++k)
-    table(fmt::format("out{}", k),
-          [&](size_t t) { return (int64_t)plan.offsetOf(g.members[t].second[k]); });
+    table(fmt::format("out{}", k), [&](size_t t) {
+      return (int64_t)plan.offsetOf(g.members[t].second[k]);
+    });
   std::string body = fmt::format(
       "  for (int64_t e = blockIdx.x * 256ll + threadIdx.x; e < {}ll; "
       "e += (int64_t)gridDim.x * 256) {{\n"
       "    int lo = 0, hi = {};\n"
-      "    while (lo < hi) {{ int mid = (lo + hi + 1) / 2; if ({}_start[mid] <= e) lo = mid; "
+      "    while (lo < hi) {{ int mid = (lo + hi + 1) / 2; if ({}_start[mid] "
+      "<= e) lo = mid; "
       "else hi = mid - 1; }}\n"
       "    const int64_t i = e - {}_start[lo];\n",
       total, G - 1, name, name);
   for (auto [k, in] : llvm::enumerate(first.first)) {
     std::string T = ctype(ttype(in.v).getElementType());
     body += in.index == "i"
-                ? fmt::format("    float a{} = ld(reinterpret_cast<const {} *>(A + {}_in{}[lo]) + i);\n",
+                ? fmt::format("    float a{} = ld(reinterpret_cast<const {} "
+                              "*>(A + {}_in{}[lo]) + i);\n",
                               k, T, name, k)
-                : fmt::format("    float a{} = ld(reinterpret_cast<const {} *>(A + {}ll));\n", k,
-                              T, plan.offsetOf(in.v));
+                : fmt::format("    float a{} = ld(reinterpret_cast<const {} "
+                              "*>(A + {}ll));\n",
+                              k, T, plan.offsetOf(in.v));
   }
   for (size_t k = 0; k < first.second.size(); ++k)
     body += fmt::format("    float r{};\n", k);
   body += "    " + expr + "\n";
   for (auto [k, o] : llvm::enumerate(first.second))
-    body += fmt::format("    st(reinterpret_cast<{} *>(A + {}_out{}[lo]) + i, r{});\n",
-                        ctype(ttype(o).getElementType()), name, k, k);
+    body += fmt::format(
+        "    st(reinterpret_cast<{} *>(A + {}_out{}[lo]) + i, r{});\n",
+        ctype(ttype(o).getElementType()), name, k, k);
   body += "  }\n";
-  kernels += fmt::format("__global__ void __launch_bounds__(256) {}(char *A) {{\n{}}}\n\n",
-                         name, body);
-  out += fmt::format("  // {} optimizer updates in one multi-tensor kernel\n", G);
+  kernels += fmt::format(
+      "__global__ void __launch_bounds__(256) {}(char *A) {{\n{}}}\n\n", name,
+      body);
+  out +=
+      fmt::format("  // {} optimizer updates in one multi-tensor kernel\n", G);
   launch(out, op, name, gridFor(total), "256", "A");
 }
 
@@ -1353,17 +1506,19 @@ LogicalResult Emitter::write(llvm::raw_ostream &os, func::FuncOp step,
     classes = op.getLogits().getType().getDimSize(1);
   });
   if (classes == 0)
-    return step.emitError("CUDA backend: @train_step has no softmax_cross_entropy loss");
+    return step.emitError(
+        "CUDA backend: @train_step has no softmax_cross_entropy loss");
 
   std::string copies;
   auto ret = cast<func::ReturnOp>(step.getBody().front().getTerminator());
   for (auto [r, dest] : plan.copiesAtEnd) {
     Value v = ret.getOperand(r);
-    copies += fmt::format(
-        "  ctx.check(cudaMemcpyAsync(A + {}, A + {}, {}, cudaMemcpyDeviceToDevice, s), "
-        "\"{}\");\n",
-        plan.buffers[dest].offset, plan.offsetOf(v), plan.buffers[dest].bytes,
-        escape(plan.buffers[dest].name));
+    copies +=
+        fmt::format("  ctx.check(cudaMemcpyAsync(A + {}, A + {}, {}, "
+                    "cudaMemcpyDeviceToDevice, s), "
+                    "\"{}\");\n",
+                    plan.buffers[dest].offset, plan.offsetOf(v),
+                    plan.buffers[dest].bytes, escape(plan.buffers[dest].name));
     ++numLaunches;
   }
 
@@ -1377,31 +1532,35 @@ LogicalResult Emitter::write(llvm::raw_ostream &os, func::FuncOp step,
     os << "// ---- epilogues of fused convolutions (run by the runtime) ----\n"
        << epilogues;
   os << tensorTable(plan) << "\n";
-  os << "static void prepareModel(cnnrt::Context &ctx) {\n" << prepare << "}\n\n";
+  os << "static void prepareModel(cnnrt::Context &ctx) {\n"
+     << prepare << "}\n\n";
   os << "static void trainStep(cnnrt::Context &ctx) {\n"
-     << "  char *A = ctx.arena();\n  cudaStream_t s = ctx.stream();\n  (void)A; (void)s;\n"
+     << "  char *A = ctx.arena();\n  cudaStream_t s = ctx.stream();\n  "
+        "(void)A; (void)s;\n"
      << trainBody << copies << "}\n\n";
   if (forward)
     os << "static void evalStep(cnnrt::Context &ctx) {\n"
-       << "  char *A = ctx.arena();\n  cudaStream_t s = ctx.stream();\n  (void)A; (void)s;\n"
+       << "  char *A = ctx.arena();\n  cudaStream_t s = ctx.stream();\n  "
+          "(void)A; (void)s;\n"
        << evalBody << "}\n\n";
   auto in = input->type.getShape();
   os << fmt::format(
       "static const cnnrt::ModelSpec kModel = {{\"{}\", {}ull, kTensors, "
-      "(int)(sizeof(kTensors) / sizeof(kTensors[0])), {}, {}, {}, {}, {}, prepareModel, "
+      "(int)(sizeof(kTensors) / sizeof(kTensors[0])), {}, {}, {}, {}, {}, "
+      "prepareModel, "
       "trainStep, {}, {}, {}, {}ull, {}ull}};\n\n",
-      escape(options.modelName), plan.arenaBytes, in[0], in[1], in[2], in[3], classes,
-      forward ? "evalStep" : "nullptr", floatLit(options.defaultLR), options.defaultSteps,
-      plan.workspaceOffset, plan.workspaceBytes);
-  os << "int main(int argc, char **argv) { return cnnrt::trainMain(argc, argv, kModel); }\n";
+      escape(options.modelName), plan.arenaBytes, in[0], in[1], in[2], in[3],
+      classes, forward ? "evalStep" : "nullptr", floatLit(options.defaultLR),
+      options.defaultSteps, plan.workspaceOffset, plan.workspaceBytes);
+  os << "int main(int argc, char **argv) { return cnnrt::trainMain(argc, argv, "
+        "kModel); }\n";
   return success();
 }
 
 static std::string tensorTable(const BufferPlan &plan) {
-  static const char *roles[] = {"Param",      "Buffer",     "OptState",
-                                "InputImage", "InputLabel", "Loss",
-                                "Logits",     "ScalarLR",   "ScalarStep",
-                                "LossScale"};
+  static const char *roles[] = {
+      "Param", "Buffer", "OptState", "InputImage", "InputLabel",
+      "Loss",  "Logits", "ScalarLR", "ScalarStep", "LossScale"};
   std::string s = "static const cnnrt::TensorSpec kTensors[] = {\n";
   for (const PlannedBuffer &b : plan.buffers) {
     if (b.role == BufferRole::Temp)
@@ -1411,8 +1570,9 @@ static std::string tensorTable(const BufferPlan &plan) {
       dims += fmt::format("{}{}", d ? ", " : "",
                           d < b.type.getRank() ? b.type.getDimSize(d) : 0);
     s += fmt::format("  {{\"{}\", {}, {}, {{{}}}, {}, {}, cnnrt::Role::{}}},\n",
-                     escape(b.name), dtype(b.type.getElementType()), b.type.getRank(),
-                     dims, b.offset, b.bytes, roles[(int)b.role]);
+                     escape(b.name), dtype(b.type.getElementType()),
+                     b.type.getRank(), dims, b.offset, b.bytes,
+                     roles[(int)b.role]);
   }
   return s + "};\n";
 }
@@ -1438,13 +1598,15 @@ LogicalResult cnnc::emitCUDA(ModuleOp module, llvm::raw_ostream &os,
   for (auto f : {step, forward})
     if (f && f.getBlocks().size() != 1)
       return f.emitError("CUDA backend: functions must have one block");
-  if (forward && (forward.getNumResults() != 1 ||
-                  ttype(forward.getBody().front().getTerminator()->getOperand(0))
-                          .getRank() != 2))
+  if (forward &&
+      (forward.getNumResults() != 1 ||
+       ttype(forward.getBody().front().getTerminator()->getOperand(0))
+               .getRank() != 2))
     forward = nullptr;
   for (auto arg : step.getArguments())
     if (ttype(arg).getRank() > 4)
-      return step.emitError("CUDA backend: tensors of rank > 4 are not supported");
+      return step.emitError(
+          "CUDA backend: tensors of rank > 4 are not supported");
   auto planOr = getBufferPlan(step, forward);
   if (failed(planOr))
     return failure();

@@ -35,7 +35,8 @@ struct Reader {
   std::optional<uint64_t> offsetOf(Value v) {
     if (auto arg = dyn_cast<BlockArgument>(v)) {
       auto f = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
-      if (auto a = f ? f.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), kOffsetAttr)
+      if (auto a = f ? f.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(),
+                                                       kOffsetAttr)
                      : IntegerAttr())
         return (uint64_t)a.getInt();
       return std::nullopt;
@@ -56,7 +57,8 @@ struct Reader {
     return success();
   }
 
-  LogicalResult readFunction(func::FuncOp f, DenseMap<uint64_t, int> &persistentAt);
+  LogicalResult readFunction(func::FuncOp f,
+                             DenseMap<uint64_t, int> &persistentAt);
 };
 
 LogicalResult Reader::readFunction(func::FuncOp f,
@@ -75,10 +77,12 @@ LogicalResult Reader::readFunction(func::FuncOp f,
     for (Value r : op.getResults())
       if (!offsetOf(r))
         return op.emitError("memory plan: result #")
-               << cast<OpResult>(r).getResultNumber() << " has no " << kOffsetAttr
+               << cast<OpResult>(r).getResultNumber() << " has no "
+               << kOffsetAttr
                << " (run cnn-memory-plan after every other pass)";
 
-  auto liveness = analyzeBufferLiveness(f, isPersistent, InPlaceMode::FromAttributes);
+  auto liveness =
+      analyzeBufferLiveness(f, isPersistent, InPlaceMode::FromAttributes);
   if (failed(liveness))
     return failure();
 
@@ -115,7 +119,8 @@ LogicalResult Reader::readFunction(func::FuncOp f,
     plan.sumTempBytes += (b.bytes + kAlign - 1) / kAlign * kAlign;
     plan.buffers.push_back(b);
   }
-  std::string err = memplan::verify(intervals, offsets, plan.arenaBytes - plan.tempOffset);
+  std::string err =
+      memplan::verify(intervals, offsets, plan.arenaBytes - plan.tempOffset);
   if (!err.empty())
     return f.emitError("memory plan: ") << err;
 
@@ -135,7 +140,8 @@ LogicalResult Reader::readFunction(func::FuncOp f,
              << off << " is neither a persistent tensor nor a temporary";
     if (plan.buffers[it->second].bytes != tensorBytes(v.getType()))
       return at->emitError("memory plan: a value of ")
-             << tensorBytes(v.getType()) << " bytes sits on the persistent tensor '"
+             << tensorBytes(v.getType())
+             << " bytes sits on the persistent tensor '"
              << plan.buffers[it->second].name << "' of "
              << plan.buffers[it->second].bytes << " bytes";
     plan.bufferOf[v] = it->second;
@@ -154,13 +160,15 @@ LogicalResult Reader::readFunction(func::FuncOp f,
 
 } // namespace
 
-FailureOr<BufferPlan> cnnc::getBufferPlan(func::FuncOp step, func::FuncOp forward) {
+FailureOr<BufferPlan> cnnc::getBufferPlan(func::FuncOp step,
+                                          func::FuncOp forward) {
   auto module = step->getParentOfType<ModuleOp>();
   if (!module || !module->hasAttr(kArenaBytesAttr))
     return planBuffers(step, forward);
   // The CUDA target evaluates @forward only when it returns 2-D logits.
-  if (forward && (forward.getNumResults() != 1 ||
-                  cast<RankedTensorType>(forward.getResultTypes()[0]).getRank() != 2))
+  if (forward &&
+      (forward.getNumResults() != 1 ||
+       cast<RankedTensorType>(forward.getResultTypes()[0]).getRank() != 2))
     forward = nullptr;
   // Names and roles of the persistent tensors, and today's arena to compare.
   auto firstFit = planBuffers(step, forward);
@@ -199,10 +207,10 @@ FailureOr<BufferPlan> cnnc::getBufferPlan(func::FuncOp step, func::FuncOp forwar
     const PlannedBuffer &fb = firstFit->buffers[idx];
     if (fb.role == BufferRole::Temp)
       continue;
-    bool own = isa<BlockArgument>(v) ? cast<BlockArgument>(v).getOwner() ==
-                                           &step.getBody().front()
-                                     : (fb.role == BufferRole::Loss ||
-                                        fb.role == BufferRole::Logits);
+    bool own =
+        isa<BlockArgument>(v)
+            ? cast<BlockArgument>(v).getOwner() == &step.getBody().front()
+            : (fb.role == BufferRole::Loss || fb.role == BufferRole::Logits);
     if (!own)
       continue;
     auto off = R.offsetOf(v);
@@ -212,7 +220,8 @@ FailureOr<BufferPlan> cnnc::getBufferPlan(func::FuncOp step, func::FuncOp forwar
              << " (run cnn-memory-plan after every other pass)";
     if (*off + fb.bytes > plan.persistentBytes)
       return step.emitError("memory plan: tensor '")
-             << fb.name << "' at " << *off << " is outside the persistent region";
+             << fb.name << "' at " << *off
+             << " is outside the persistent region";
     if (persistentAt.count(*off))
       return step.emitError("memory plan: tensors '")
              << fb.name << "' and '" << plan.buffers[persistentAt[*off]].name
