@@ -746,13 +746,15 @@ LogicalResult Executor::exec(cnn::SGDUpdateOp op) {
 }
 
 LogicalResult Executor::exec(cnn::AdamUpdateOp op) {
+  // A skipped update (loss scaling) leaves everything as it was: its step
+  // number (the applied steps so far, possibly 0) is not used.
+  if (skipUpdate(op, op.getFinite(), env))
+    return success();
   float step = scalar(op.getStep());
   if (!(step >= 1))
     return op.emitError("reference interpreter: adam step must be >= 1 (it is "
                         "1-based), got ")
            << step;
-  if (skipUpdate(op, op.getFinite(), env))
-    return success();
   std::vector<float> tmp;
   const float *grad = unscaledGrad(op.getGrad(), op.getGradScale(), tmp);
   float *p = out(op->getResult(0)), *m = out(op->getResult(1)),

@@ -41,6 +41,10 @@ namespace {
 
 constexpr const char *kLossScaleName = "loss_scale";
 constexpr const char *kTrackerName = "loss_scale.growth_tracker";
+/// How many optimizer steps were applied (not skipped for inf/NaN): the step
+/// number of torch.optim's update, which GradScaler.step() does not call on
+/// a skipped step (Adam's bias correction, SGD's first momentum step).
+constexpr const char *kAppliedStepsName = "optimizer.applied_steps";
 
 bool isFloatTensor(Type t) {
   auto rt = dyn_cast<RankedTensorType>(t);
@@ -249,11 +253,19 @@ LogicalResult PrecisionPass::addLossScaling(func::FuncOp f) {
     return seedOp.emitError("cnn-precision: the loss gradient seed must be the "
                             "constant 1.0 made by cnn-autodiff");
 
-  // New state arguments: S (initial value init-scale) and the growth tracker.
+  SmallVector<Operation *> updates;
+  for (Operation &op : entry)
+    if (isa<SGDUpdateOp, AdamUpdateOp>(op))
+      updates.push_back(&op);
+
+  // New state arguments: S (initial value init-scale), the growth tracker
+  // and, with optimizer updates, the count of applied steps (initially 0).
   unsigned sIdx = f.getNumArguments();
   auto initAttr = b.getF32FloatAttr(initScale);
   entry.addArgument(scalar, f.getLoc());
   entry.addArgument(scalar, f.getLoc());
+  if (!updates.empty())
+    entry.addArgument(scalar, f.getLoc());
   f.setFunctionType(
       b.getFunctionType(entry.getArgumentTypes(), f.getResultTypes()));
   // (set all at once: the attribute arrays are not resized by
@@ -267,6 +279,9 @@ LogicalResult PrecisionPass::addLossScaling(func::FuncOp f) {
        b.getNamedAttr("cnn.init", initAttr)}));
   argAttrs.push_back(b.getDictionaryAttr(
       b.getNamedAttr(kStateAttr, b.getStringAttr(kTrackerName))));
+  if (!updates.empty())
+    argAttrs.push_back(b.getDictionaryAttr(
+        b.getNamedAttr(kStateAttr, b.getStringAttr(kAppliedStepsName))));
   for (DictionaryAttr &d : argAttrs)
     if (!d)
       d = b.getDictionaryAttr({});
@@ -277,10 +292,6 @@ LogicalResult PrecisionPass::addLossScaling(func::FuncOp f) {
     one->erase();
 
   // Gradients: operands of the optimizer updates, or cnn.grad results.
-  SmallVector<Operation *> updates;
-  for (Operation &op : entry)
-    if (isa<SGDUpdateOp, AdamUpdateOp>(op))
-      updates.push_back(&op);
   SmallVector<unsigned> gradResults;
   for (unsigned r = 0; r < f.getNumResults(); ++r)
     if (f.getResultAttr(r, kGradAttr))
@@ -316,9 +327,18 @@ LogicalResult PrecisionPass::addLossScaling(func::FuncOp f) {
        b.getNamedAttr("growth_factor", b.getF32FloatAttr(growthFactor)),
        b.getNamedAttr("backoff_factor", b.getF32FloatAttr(backoffFactor))});
 
-  // Optimizer updates: f32 gradients, divided by S, skipped unless finite.
+  // Optimizer updates: f32 gradients, divided by S, skipped unless finite,
+  // numbered by the applied steps (count + finite) instead of the global
+  // step, as torch.optim numbers them under GradScaler.
+  Value applied;
+  if (!updates.empty()) {
+    Value count = f.getArgument(sIdx + 2);
+    applied = AddOp::create(b, loc, scalar, ValueRange{count, finite});
+  }
   for (Operation *u : updates) {
     u->setOperand(1, toF32(b, u->getOperand(1)));
+    // Operand 4 (SGD) / 5 (Adam) is the step number.
+    u->setOperand(isa<AdamUpdateOp>(u) ? 5 : 4, applied);
     u->insertOperands(u->getNumOperands(), ValueRange{S, finite});
   }
   // Returned gradients: unscaled to f32.
@@ -331,6 +351,8 @@ LogicalResult PrecisionPass::addLossScaling(func::FuncOp f) {
   // Return the new scale and tracker.
   SmallVector<Value> results(ret.getOperands());
   results.append({upd.getNewScale(), upd.getNewGrowthTracker()});
+  if (applied)
+    results.push_back(applied);
   SmallVector<DictionaryAttr> resAttrs;
   for (unsigned r = 0; r < f.getNumResults(); ++r)
     resAttrs.push_back(f.getResultAttrDict(r));
@@ -338,6 +360,9 @@ LogicalResult PrecisionPass::addLossScaling(func::FuncOp f) {
       b.getNamedAttr(kStateAttr, b.getStringAttr(kLossScaleName))));
   resAttrs.push_back(b.getDictionaryAttr(
       b.getNamedAttr(kStateAttr, b.getStringAttr(kTrackerName))));
+  if (applied)
+    resAttrs.push_back(b.getDictionaryAttr(
+        b.getNamedAttr(kStateAttr, b.getStringAttr(kAppliedStepsName))));
   ret->setOperands(results);
   f.setFunctionType(b.getFunctionType(entry.getArgumentTypes(),
                                       ValueRange(results).getTypes()));

@@ -44,9 +44,12 @@ func.func @forward(%x: tensor<2x3x8x8xf32> {cnn.input},
 // CHECK-SAME: %[[W2:[a-z0-9]+]]: tensor<10x4xf32> {cnn.param = "fc.weight"}
 // CHECK-SAME: %[[S:[a-z0-9]+]]: tensor<f32> {cnn.init = 6.553600e+04 : f32, cnn.loss_scale, cnn.state = "loss_scale"}
 // CHECK-SAME: %[[T:[a-z0-9]+]]: tensor<f32> {cnn.state = "loss_scale.growth_tracker"}
+// The count of applied (not skipped) optimizer steps: torch.optim's step
+// number under GradScaler.
+// CHECK-SAME: %[[C:[a-z0-9]+]]: tensor<f32> {cnn.state = "optimizer.applied_steps"}
 // CHECK-SAME: -> (tensor<f32> {cnn.loss}, tensor<4x3x3x3xf32> {cnn.param = "conv.weight"}
 // CHECK-SAME: tensor<4xf32> {cnn.buffer = "bn.running_mean"}
-// CHECK-SAME: tensor<f32> {cnn.state = "loss_scale"}, tensor<f32> {cnn.state = "loss_scale.growth_tracker"})
+// CHECK-SAME: tensor<f32> {cnn.state = "loss_scale"}, tensor<f32> {cnn.state = "loss_scale.growth_tracker"}, tensor<f32> {cnn.state = "optimizer.applied_steps"})
 // One f16 copy per parameter that needs one (not BN's scale/bias).
 // CHECK-DAG: %[[W2H:.*]] = cnn.cast %[[W2]] : (tensor<10x4xf32>) -> tensor<10x4xf16>
 // CHECK-DAG: %[[B1H:.*]] = cnn.cast %[[B1]] : (tensor<4xf32>) -> tensor<4xf16>
@@ -76,10 +79,11 @@ func.func @forward(%x: tensor<2x3x8x8xf32> {cnn.input},
 // CHECK: %[[DW1F:.*]] = cnn.cast %[[DW1]] : (tensor<4x3x3x3xf16>) -> tensor<4x3x3x3xf32>
 // CHECK: %[[OK:.*]] = cnn.all_finite %[[DW1]], {{.*}}, %[[DNS]], %[[DNB]], %[[DW2]] :
 // CHECK: %[[NS:.*]], %[[NT:.*]] = cnn.loss_scale_update %[[S]], %[[T]], %[[OK]] :
-// CHECK: cnn.sgd_update %[[W1]], %[[DW1F]], {{.*}}, %[[LR]], {{.*}}, %[[S]], %[[OK]] {
-// CHECK: cnn.sgd_update %[[G]], %[[DNS]], {{.*}}, %[[S]], %[[OK]] {
-// CHECK: cnn.sgd_update %[[W2]], %[[DW2F]], {{.*}}, %[[S]], %[[OK]] {
-// CHECK: return %[[LOSS]], {{.*}}, %[[NS]], %[[NT]] :
+// CHECK: %[[N:.*]] = cnn.add %[[C]], %[[OK]] : (tensor<f32>, tensor<f32>) -> tensor<f32>
+// CHECK: cnn.sgd_update %[[W1]], %[[DW1F]], {{.*}}, %[[LR]], %[[N]], %[[S]], %[[OK]] {
+// CHECK: cnn.sgd_update %[[G]], %[[DNS]], {{.*}}, %[[N]], %[[S]], %[[OK]] {
+// CHECK: cnn.sgd_update %[[W2]], %[[DW2F]], {{.*}}, %[[N]], %[[S]], %[[OK]] {
+// CHECK: return %[[LOSS]], {{.*}}, %[[NS]], %[[NT]], %[[N]] :
 // No f16 tensor crosses the function boundary of the step.
 // CHECK-NOT: xf16> {cnn
 
@@ -90,7 +94,8 @@ func.func @forward(%x: tensor<2x3x8x8xf32> {cnn.input},
 // ADAM-NOT: cnn.concat
 // ADAM: cnn.conv2d {{.*}} : (tensor<2x3x8x8xf16>, tensor<4x3x3x3xf16>) -> tensor<2x4x8x8xf16>
 // ADAM: cnn.loss_scale_update {{.*}} {growth_interval = 7 : i64}
-// ADAM-COUNT-5: cnn.adam_update {{.*}}, %{{.*}}, %{{.*}} {beta1
+// ADAM: %[[AN:.*]] = cnn.add
+// ADAM-COUNT-5: cnn.adam_update {{.*}}, %[[AN]], %{{.*}}, %{{.*}} {beta1
 
 // With optimizer none the gradients are returned unscaled, in f32.
 // GRAD-LABEL: func.func @train_step
@@ -98,6 +103,7 @@ func.func @forward(%x: tensor<2x3x8x8xf32> {cnn.input},
 // GRAD: %[[OK:.*]] = cnn.all_finite
 // GRAD: cnn.loss_scale_update %{{.*}}, %{{.*}}, %[[OK]]
 // GRAD-NOT: cnn.sgd_update
+// GRAD-NOT: applied_steps
 // GRAD: cnn.unscale %{{.*}}, %{{.*}} : (tensor<4x3x3x3xf16>, tensor<f32>) -> tensor<4x3x3x3xf32>
 // GRAD: return
 

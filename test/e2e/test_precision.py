@@ -235,3 +235,32 @@ def test_scale_grows_after_growth_interval(small):
         assert all(np.isfinite(ls))
     # The clean steps did update the parameters.
     assert not np.array_equal(s["fc.weight"], w["fc.weight"])
+
+
+def test_skipped_step_does_not_advance_adam(small):
+    """GradScaler never calls optimizer.step() on a skipped step, so Adam's
+    step count (its bias correction) counts applied steps only. Scale 2^18
+    overflows this net's f16 gradients and 2^17 does not: step 1 is skipped,
+    step 2 is Adam's step 1 -- the same update as one clean step from the
+    start (with step 2's bias correction it would be 26 % smaller)."""
+    d, w = small
+    run(tool("cnnc-opt"), d / "small.mlir", "--cnn-autodiff=optimizer=adam",
+        "--cnn-precision=init-scale=1024", "-o", d / "adam16.mlir")
+
+    def train(scale, steps, tag):
+        write_cnnw(str(d / (tag + ".cnnw")), dict(w, loss_scale=np.array(scale, np.float32)))
+        run(tool("cnnc"), d / "adam16.mlir", "--train", "--run-reference", "--steps", steps,
+            "--lr", 0.01, "--input", d / "x.npy", "--labels", d / "y.npy",
+            "--weights", d / (tag + ".cnnw"), "--save-state", d / (tag + ".out.cnnw"))
+        return read_cnnw(str(d / (tag + ".out.cnnw")))
+
+    skipped = train(2.0 ** 18, 2, "skip")
+    assert float(skipped["loss_scale"]) == 2.0 ** 17  # one skip, then one clean step
+    assert float(skipped["loss_scale.growth_tracker"]) == 1.0
+    assert float(skipped["optimizer.applied_steps"]) == 1.0
+    clean = train(1024.0, 1, "clean")
+    assert float(clean["optimizer.applied_steps"]) == 1.0
+    for k in w:
+        a = np.asarray(skipped[k], np.float64) - w[k]
+        b = np.asarray(clean[k], np.float64) - w[k]
+        assert np.max(np.abs(a - b)) <= 1e-2 * np.max(np.abs(b)), k

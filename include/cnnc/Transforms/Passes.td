@@ -121,8 +121,13 @@ def CNNPrecision : Pass<"cnn-precision", "mlir::ModuleOp"> {
       passed to its optimizer update with `grad_scale, finite` (divide by S;
       skip the update when not finite); cnn.loss_scale_update applies
       GradScaler.update (halve on inf/NaN, grow after growth-interval clean
-      steps); the new S and tracker are returned as state. With optimizer
-      none, the returned cnn.grad gradients are unscaled (cnn.unscale, f32).
+      steps); the new S and tracker are returned as state. The updates are
+      numbered by the applied steps, a third state scalar
+      "optimizer.applied_steps" (+ finite each step), not by the global step:
+      GradScaler never calls optimizer.step() on a skipped step, so Adam's
+      bias correction (and SGD's first momentum step) count applied steps.
+      With optimizer none, the returned cnn.grad gradients are unscaled
+      (cnn.unscale, f32).
     - channel padding: a conv2d (groups 1) whose input channel count is not a
       multiple of 8 (the RGB stem) gets input and filter zero-padded along C
       (cnn.concat with zeros); its conv2d_bwd_filter/bwd_data are sliced back.
@@ -147,9 +152,11 @@ def CNNPrecision : Pass<"cnn-precision", "mlir::ModuleOp"> {
     ```mlir
     func.func @train_step(%x: tensor<8x3x4x4xf32> {cnn.input}, ..., %w: tensor<10x3x4x4xf32> {cnn.param = "w"},
         %m: ..., %S: tensor<f32> {cnn.init = 6.553600e+04 : f32, cnn.loss_scale, cnn.state = "loss_scale"},
-        %t: tensor<f32> {cnn.state = "loss_scale.growth_tracker"})
+        %t: tensor<f32> {cnn.state = "loss_scale.growth_tracker"},
+        %n: tensor<f32> {cnn.state = "optimizer.applied_steps"})
         -> (tensor<f32> {cnn.loss}, ..., tensor<f32> {cnn.state = "loss_scale"},
-            tensor<f32> {cnn.state = "loss_scale.growth_tracker"}) {
+            tensor<f32> {cnn.state = "loss_scale.growth_tracker"},
+            tensor<f32> {cnn.state = "optimizer.applied_steps"}) {
       %xh = cnn.cast %x : (tensor<8x3x4x4xf32>) -> tensor<8x3x4x4xf16>
       %wh = cnn.cast %w : (tensor<10x3x4x4xf32>) -> tensor<10x3x4x4xf16>
       %z = cnn.constant dense<0.0> : tensor<8x5x4x4xf16>          // channel padding 3 -> 8
@@ -163,8 +170,9 @@ def CNNPrecision : Pass<"cnn-precision", "mlir::ModuleOp"> {
       %ok = cnn.all_finite %dw : (tensor<10x3x4x4xf16>) -> tensor<f32>
       %S2, %t2 = cnn.loss_scale_update %S, %t, %ok {backoff_factor = 5.0e-01 : f32,
                    growth_factor = 2.0 : f32, growth_interval = 2000 : i64}
-      %w2, %m2 = cnn.sgd_update %w, %dw32, %m, %lr, %step, %S, %ok {...}
-      return %loss, %w2, %m2, %S2, %t2
+      %n2 = cnn.add %n, %ok : (tensor<f32>, tensor<f32>) -> tensor<f32>
+      %w2, %m2 = cnn.sgd_update %w, %dw32, %m, %lr, %n2, %S, %ok {...}
+      return %loss, %w2, %m2, %S2, %t2, %n2
     }
     ```
     Initial value of S: bindArguments of the reference interpreter and the
