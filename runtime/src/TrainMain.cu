@@ -324,6 +324,11 @@ int trainMain(int argc, char **argv, const ModelSpec &spec) {
   BatchLoader loader(train, spec.batch, ls.seed, /*shuffle=*/!synthetic);
   loader.setState(ls);
 
+  // Memory is reported net of what was in use once this process's CUDA
+  // context existed: the context itself and other processes do not count
+  // (comparable to PyTorch's max_memory_reserved).
+  cudaFree(nullptr);
+  const size_t baseUsed = usedGPUMemory();
   Context ctx(spec);
   const TensorSpec *lossT = findTensor(spec, Role::Loss);
   const TensorSpec *scaleT = findTensor(spec, Role::LossScale);
@@ -366,6 +371,7 @@ int trainMain(int argc, char **argv, const ModelSpec &spec) {
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t graphExec = nullptr;
   size_t peak = usedGPUMemory();
+  auto ownMemory = [&](size_t used) { return used > baseUsed ? used - baseUsed : 0; };
   double tStart = now(), tLog = tStart, tMean = tStart;
   int64_t logSince = 0, meanSteps = 0;
   float lastLoss = NAN;
@@ -512,7 +518,7 @@ int trainMain(int argc, char **argv, const ModelSpec &spec) {
   std::printf("done: %lld steps, final loss %.6g, mean img/s %lld, peak GPU "
               "memory %lld MiB\n",
               (long long)runSteps, lastLoss, (long long)(meanIps + 0.5),
-              (long long)((peak + (1 << 20) - 1) >> 20));
+              (long long)((ownMemory(peak) + (1 << 20) - 1) >> 20));
   return kExitOk;
 }
 
