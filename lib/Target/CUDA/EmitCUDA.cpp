@@ -179,6 +179,11 @@ private:
                Value invstd, Value newMean, Value newVar, Value oldMean,
                Value oldVar, APFloat eps, APFloat momentum, Value scale = {},
                Value bias = {}, Value alpha = {}, Value beta = {});
+  /// batch_norm_grad, or with `reluOut` fused_batch_norm_relu_grad, in the
+  /// given layout: per-channel sums, then dx in one elementwise kernel.
+  void bnGrad(std::string &out, Operation *op, bool nhwc, Value dy,
+              Value reluOut, Value x, Value scale, Value mean, Value invstd,
+              Value gradScale, Value gradBias, Value gradInput);
   int64_t nhwcPartial(std::string &out, Operation *op, int mode, Value a,
                       Value b, Value mean, Value invstd, Value mask = {});
   std::string poolParams(RankedTensorType x, RankedTensorType y,
@@ -462,6 +467,63 @@ int64_t Emitter::nhwcPartial(std::string &out, Operation *op, int mode, Value a,
                   orNull(mean, "const float"), orNull(invstd, "const float"), M,
                   C, rowsPerTile));
   return tiles;
+}
+
+void Emitter::bnGrad(std::string &out, Operation *op, bool nhwc, Value dy,
+                     Value reluOut, Value x, Value scale, Value mean,
+                     Value invstd, Value gradScale, Value gradBias,
+                     Value gradInput) {
+  auto t = ttype(x);
+  int64_t C = t.getDimSize(nhwc ? t.getRank() - 1 : 1);
+  std::string S = ctype(ttype(scale).getElementType());
+  // Pass 1: per-channel sum(g) and sum(g * xhat), g = dy (masked by the ReLU
+  // output when fused: the masked gradient is never stored).
+  if (nhwc) {
+    int64_t tiles =
+        nhwcPartial(out, op, reluOut ? 3 : 2, dy, x, mean, invstd, reluOut);
+    launch(
+        out, op, fmt::format("nhwcBnGradFinish<{}>", S), std::to_string(C),
+        "256",
+        fmt::format("{}, {}, {}, {}", ptr(gradScale), ptr(gradBias), C, tiles));
+  } else if (reluOut) {
+    launch(
+        out, op,
+        fmt::format("bnReluGradReduce<{}, {}>", ctype(t.getElementType()), S),
+        std::to_string(C), "512",
+        fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}, {}ll", ptr(dy),
+                    ptr(reluOut), ptr(x), ptr(mean), ptr(invstd),
+                    ptr(gradScale), ptr(gradBias), t.getDimSize(0), C,
+                    channelInner(t)));
+  } else {
+    launch(out, op,
+           fmt::format("bnGradReduce<{}, {}>", ctype(t.getElementType()), S),
+           std::to_string(C), "512",
+           fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}ll", ptr(dy), ptr(x),
+                       ptr(mean), ptr(invstd), ptr(gradScale), ptr(gradBias),
+                       t.getDimSize(0), C, channelInner(t)));
+  }
+  // Pass 2: dx = scale * invstd * (g - sum(g) / m - xhat * sum(g xhat) / m).
+  std::string ci = chanIndex(t, nhwc);
+  double m = (double)t.getNumElements() / C;
+  std::vector<EwIn> ins{{dy}};
+  if (reluOut)
+    ins.push_back({reluOut});
+  int o = reluOut ? 1 : 0; // input k is a{k + o}
+  ins.insert(ins.end(), {{x},
+                         {mean, ci},
+                         {invstd, ci},
+                         {scale, ci},
+                         {gradScale, ci},
+                         {gradBias, ci}});
+  std::string g = reluOut ? "g" : "a0";
+  std::string expr =
+      reluOut ? "float g = a1 > 0.f ? a0 : 0.f; " : std::string();
+  expr +=
+      fmt::format("float xhat = (a{} - a{}) * a{}; r0 = a{} * a{} * ({} - a{} "
+                  "/ {} - xhat * a{} / {});",
+                  1 + o, 2 + o, 3 + o, 4 + o, 3 + o, g, 6 + o, floatLit(m),
+                  5 + o, floatLit(m));
+  elementwise(out, op, ins, {gradInput}, expr);
 }
 
 void Emitter::bnStats(std::string &out, Operation *op, Value x, Value mean,
@@ -952,94 +1014,17 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
                 b.getScale(), b.getBias(), b.getAlpha(), b.getBeta());
         return success();
       })
-      .Case([&](FusedBatchNormReluGradOp b) -> LogicalResult {
-        // Pass 1 reduces sum(g) and sum(g * xhat) per channel with g = dy
-        // masked by the ReLU output; pass 2 computes dx from them. The
-        // masked gradient g is never stored.
-        auto t = b.getInput().getType();
-        bool nhwc = b.getLayout() == "NHWC";
-        int64_t C = t.getDimSize(nhwc ? t.getRank() - 1 : 1);
-        std::string S = ctype(b.getScale().getType().getElementType());
-        if (nhwc) {
-          int64_t tiles = nhwcPartial(out, op, 3, b.getGradOutput(),
-                                      b.getInput(), b.getSavedMean(),
-                                      b.getSavedInvstd(), b.getReluOutput());
-          launch(out, op, fmt::format("nhwcBnGradFinish<{}>", S),
-                 std::to_string(C), "256",
-                 fmt::format("{}, {}, {}, {}", ptr(b.getGradScale()),
-                             ptr(b.getGradBias()), C, tiles));
-        } else {
-          launch(out, op,
-                 fmt::format("bnReluGradReduce<{}, {}>",
-                             ctype(t.getElementType()), S),
-                 std::to_string(C), "512",
-                 fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}, {}ll",
-                             ptr(b.getGradOutput()), ptr(b.getReluOutput()),
-                             ptr(b.getInput()), ptr(b.getSavedMean()),
-                             ptr(b.getSavedInvstd()), ptr(b.getGradScale()),
-                             ptr(b.getGradBias()), t.getDimSize(0), C,
-                             channelInner(t)));
-        }
-        std::string ci = chanIndex(t, nhwc);
-        double m = (double)t.getNumElements() / C;
-        elementwise(
-            out, op,
-            {{b.getGradOutput()},
-             {b.getReluOutput()},
-             {b.getInput()},
-             {b.getSavedMean(), ci},
-             {b.getSavedInvstd(), ci},
-             {b.getScale(), ci},
-             {b.getGradScale(), ci},
-             {b.getGradBias(), ci}},
-            {b.getGradInput()},
-            fmt::format(
-                "float g = a1 > 0.f ? a0 : 0.f; float xhat = (a2 - a3) * a4; "
-                "r0 = a5 * a4 * (g - a7 / {} - xhat * a6 / {});",
-                floatLit(m), floatLit(m)));
+      .Case([&](FusedBatchNormReluGradOp b) {
+        bnGrad(out, op, b.getLayout() == "NHWC", b.getGradOutput(),
+               b.getReluOutput(), b.getInput(), b.getScale(), b.getSavedMean(),
+               b.getSavedInvstd(), b.getGradScale(), b.getGradBias(),
+               b.getGradInput());
         return success();
       })
       .Case([&](BatchNormGradOp b) {
-        auto t = b.getInput().getType();
-        bool nhwc = isNHWC(op);
-        int64_t C = t.getDimSize(nhwc ? t.getRank() - 1 : 1);
-        if (nhwc) {
-          int64_t tiles =
-              nhwcPartial(out, op, 2, b.getGradOutput(), b.getInput(),
-                          b.getSavedMean(), b.getSavedInvstd());
-          launch(out, op,
-                 fmt::format("nhwcBnGradFinish<{}>",
-                             ctype(b.getScale().getType().getElementType())),
-                 std::to_string(C), "256",
-                 fmt::format("{}, {}, {}, {}", ptr(b.getGradScale()),
-                             ptr(b.getGradBias()), C, tiles));
-        } else {
-          launch(out, op,
-                 fmt::format("bnGradReduce<{}, {}>", ctype(t.getElementType()),
-                             ctype(b.getScale().getType().getElementType())),
-                 std::to_string(C), "512",
-                 fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}ll",
-                             ptr(b.getGradOutput()), ptr(b.getInput()),
-                             ptr(b.getSavedMean()), ptr(b.getSavedInvstd()),
-                             ptr(b.getGradScale()), ptr(b.getGradBias()),
-                             t.getDimSize(0), C, channelInner(t)));
-        }
-        std::string ci = chanIndex(t, nhwc);
-        double m = (double)t.getNumElements() / C;
-        elementwise(
-            out, op,
-            {{b.getGradOutput()},
-             {b.getInput()},
-             {b.getSavedMean(), ci},
-             {b.getSavedInvstd(), ci},
-             {b.getScale(), ci},
-             {b.getGradScale(), ci},
-             {b.getGradBias(), ci}},
-            {b.getGradInput()},
-            fmt::format(
-                "float xhat = (a1 - a2) * a3; r0 = a4 * a3 * (a0 - a6 / {} "
-                "- xhat * a5 / {});",
-                floatLit(m), floatLit(m)));
+        bnGrad(out, op, isNHWC(op), b.getGradOutput(), {}, b.getInput(),
+               b.getScale(), b.getSavedMean(), b.getSavedInvstd(),
+               b.getGradScale(), b.getGradBias(), b.getGradInput());
         return success();
       })
       .Case([&](MaxPool2DOp p) {
