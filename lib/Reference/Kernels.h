@@ -11,7 +11,9 @@
 #ifndef CNNC_LIB_REFERENCE_KERNELS_H
 #define CNNC_LIB_REFERENCE_KERNELS_H
 
+#include "cnnc/Support/WindowSize.h"
 #include <cstdint>
+
 #include <vector>
 
 namespace cnnc::reference::kernels {
@@ -20,11 +22,8 @@ using Shape = std::vector<int64_t>;
 
 int64_t numel(const Shape &shape);
 
-/// Output size of a convolution / pooling window along one dimension
-/// (same rule as cnn::windowOutputSize, PyTorch's ceil_mode included).
-int64_t windowOutputSize(int64_t in, int64_t padBefore, int64_t padAfter,
-                         int64_t kernel, int64_t stride, int64_t dilation,
-                         bool ceilMode);
+/// Output size of a convolution / pooling window along one dimension.
+using cnnc::windowOutputSize;
 
 //===----------------------------------------------------------------------===//
 // Matrix product

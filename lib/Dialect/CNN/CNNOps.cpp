@@ -185,20 +185,6 @@ LogicalResult checkSameType(std::optional<Location> loc, StringRef a, Type ta,
 }
 } // namespace
 
-int64_t cnnc::cnn::windowOutputSize(int64_t in, int64_t padBefore,
-                                    int64_t padAfter, int64_t kernel,
-                                    int64_t stride, int64_t dilation,
-                                    bool ceilMode) {
-  int64_t span = in + padBefore + padAfter - dilation * (kernel - 1) - 1;
-  if (span < 0)
-    return 0;
-  int64_t out = (ceilMode ? (span + stride - 1) / stride : span / stride) + 1;
-  // PyTorch: the last window must start inside the input or the left padding.
-  if (ceilMode && (out - 1) * stride >= in + padBefore)
-    --out;
-  return out;
-}
-
 FailureOr<RankedTensorType> cnnc::cnn::inferConv2DType(
     Location loc, RankedTensorType in, RankedTensorType filter,
     ArrayRef<int64_t> strides, ArrayRef<int64_t> padding,

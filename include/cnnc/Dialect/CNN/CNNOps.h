@@ -39,14 +39,13 @@ public:
 };
 } // namespace cnnc::cnn
 
+#include "cnnc/Support/WindowSize.h"
+
 #define GET_OP_CLASSES
 #include "cnnc/Dialect/CNN/CNNOps.h.inc"
 
 namespace cnnc::cnn {
-/// Output size of one spatial dimension of a convolution or pooling window.
-int64_t windowOutputSize(int64_t in, int64_t padBefore, int64_t padAfter,
-                         int64_t kernel, int64_t stride, int64_t dilation,
-                         bool ceilMode);
+using cnnc::windowOutputSize;
 /// Result type of conv2d for `layout` "NCHW" (FCHW filter) or "NHWC" (KRSC
 /// filter); emits an error at `loc` and fails on bad shapes.
 mlir::FailureOr<mlir::RankedTensorType>
