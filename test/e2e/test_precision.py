@@ -23,7 +23,6 @@ argument also carries `cnn.init` (used by the interpreter's bindArguments),
 but the driver's reference training gives missing state zeros.
 """
 import os
-import struct
 import subprocess
 import sys
 
@@ -36,47 +35,11 @@ sys.path.insert(0, os.path.join(REPO, "python"))
 torch = pytest.importorskip("torch")
 pytest.importorskip("torchvision")
 pytest.importorskip("onnx")
+from cnnc.cnnw import read_cnnw, write_cnnw  # noqa: E402
 from cnnc.export import build_model, export_onnx  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 TOL = 1e-2
-
-# ---- .cnnw (docs/runtime.md) ----
-_DT = {0: np.dtype("<f4"), 1: np.dtype("<f2"), 2: np.dtype("<i4"), 3: np.dtype("<i8")}
-
-
-def read_cnnw(path):
-    buf = open(path, "rb").read()
-    assert buf[:8] == b"CNNW0001"
-    (count,), pos, out = struct.unpack_from("<I", buf, 8), 12, {}
-    for _ in range(count):
-        (n,) = struct.unpack_from("<I", buf, pos)
-        name = buf[pos + 4:pos + 4 + n].decode()
-        pos += 4 + n
-        dt, rank = struct.unpack_from("<II", buf, pos)
-        pos += 8
-        dims = struct.unpack_from("<%dq" % rank, buf, pos)
-        pos += 8 * rank
-        (nbytes,) = struct.unpack_from("<Q", buf, pos)
-        pos += 8
-        out[name] = np.frombuffer(buf[pos:pos + nbytes], _DT[dt]).reshape(dims).copy()
-        pos += nbytes
-    return out
-
-
-def write_cnnw(path, tensors):
-    codes = {v: k for k, v in _DT.items()}
-    parts = [b"CNNW0001", struct.pack("<I", len(tensors))]
-    for name, a in tensors.items():
-        a = np.array(a, order="C")  # (ascontiguousarray makes 0-d arrays 1-d)
-        a = a.astype(a.dtype.newbyteorder("<"))
-        nb = name.encode()
-        parts += [struct.pack("<I", len(nb)), nb,
-                  struct.pack("<II", codes[a.dtype], a.ndim),
-                  struct.pack("<%dq" % a.ndim, *a.shape),
-                  struct.pack("<Q", a.nbytes), a.tobytes()]
-    open(path, "wb").write(b"".join(parts))
-
 
 # ---- tools ----
 def tool(name):
