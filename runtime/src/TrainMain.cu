@@ -266,6 +266,9 @@ void writeCheckpoint(Context &ctx, const std::string &pathPattern, int64_t step,
 int trainMain(int argc, char **argv, const ModelSpec &spec) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   Options o = parseArgs(argc, argv, spec);
+  // The environment's options are checked (exit 1 on a bad value) before the
+  // GPU is looked for, like the flags.
+  const ContextOptions contextOptions = ContextOptions::fromEnv();
   requireGPU();
 
   bool synthetic = o.data == "synthetic";
@@ -329,7 +332,7 @@ int trainMain(int argc, char **argv, const ModelSpec &spec) {
   // (comparable to PyTorch's max_memory_reserved).
   cudaFree(nullptr);
   const size_t baseUsed = usedGPUMemory();
-  Context ctx(spec);
+  Context ctx(spec, contextOptions);
   const TensorSpec *lossT = findTensor(spec, Role::Loss);
   const TensorSpec *scaleT = findTensor(spec, Role::LossScale);
   if (!lossT)
