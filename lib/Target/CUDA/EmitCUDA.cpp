@@ -20,9 +20,9 @@
 #include <fmt/format.h>
 
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <optional>
 
 using namespace mlir;
 using namespace cnnc;
@@ -56,14 +56,25 @@ std::string dtype(Type t) {
 }
 RankedTensorType ttype(Value v) { return cast<RankedTensorType>(v.getType()); }
 
-/// The channel of flat element index `i` of an activation of type `t`.
-std::string chanIndex(RankedTensorType t, bool nhwc) {
-  if (nhwc)
-    return fmt::format("i % {}ll", t.getDimSize(t.getRank() - 1));
+/// The channel of flat element index `i` of an activation: `expr` in terms
+/// of i, from `channels` and, for NCHW, `inner` (elements per channel plane;
+/// 0 for NHWC, where the channel is i % channels).
+struct Channel {
+  std::string expr;
+  int64_t channels, inner;
+};
+
+/// The channel of an activation of type `t` (a tensor of rank < 2 has one).
+Channel chanIndex(RankedTensorType t, bool nhwc) {
+  if (nhwc) {
+    int64_t c = t.getDimSize(t.getRank() - 1);
+    return {fmt::format("i % {}ll", c), c, 0};
+  }
   int64_t inner = 1;
   for (int64_t d = 2; d < t.getRank(); ++d)
     inner *= t.getDimSize(d);
-  return fmt::format("(i / {}ll) % {}ll", inner, t.getDimSize(1));
+  int64_t c = t.getRank() >= 2 ? t.getDimSize(1) : 1;
+  return {fmt::format("(i / {}ll) % {}ll", inner, c), c, inner};
 }
 
 /// Whether a layout-sensitive op works on NHWC data (cnn-layout).
@@ -115,8 +126,12 @@ double dec(APFloat f) { return dec(f.convertToFloat()); }
 
 /// One input of a generated elementwise kernel.
 struct EwIn {
+  EwIn(Value v, std::string index = "i") : v(v), index(std::move(index)) {}
+  /// A per-channel input.
+  EwIn(Value v, const Channel &c) : v(v), index(c.expr), channel(c) {}
   Value v;
-  std::string index = "i"; // element index expression in terms of i
+  std::string index; // element index expression in terms of i
+  std::optional<Channel> channel;
 };
 
 class Emitter {
@@ -285,21 +300,19 @@ void Emitter::elementwise(std::string &out, Operation *op, ArrayRef<EwIn> ins,
     // == 0: one load) instead of 8 scalar loads.
     std::vector<bool> perVec(ins.size()), perOne(ins.size());
     for (auto [k, in] : llvm::enumerate(ins)) {
-      long long c = 0, inner = 0;
-      char tail = 0;
-      if (std::sscanf(in.index.c_str(), "i %% %lldll%c", &c, &tail) == 1 &&
-          c % 8 == 0 && aligned(in.v)) {
+      if (!in.channel)
+        continue;
+      const Channel &ch = *in.channel;
+      if (ch.inner == 0 && ch.channels % 8 == 0 && aligned(in.v)) {
         perVec[k] = true;
         body += fmt::format(
             "    float a{}v[8];\n    ldv8(in{} + (v * 8) % {}ll, a{}v);\n", k,
-            k, c, k);
-      } else if (std::sscanf(in.index.c_str(), "(i / %lldll) %% %lldll%c",
-                             &inner, &c, &tail) == 2 &&
-                 inner % 8 == 0) {
+            k, ch.channels, k);
+      } else if (ch.inner > 0 && ch.inner % 8 == 0) {
         perOne[k] = true;
         body += fmt::format(
             "    const float a{}s = ld(in{} + ((v * 8) / {}ll) % {}ll);\n", k,
-            k, inner, c);
+            k, ch.inner, ch.channels);
       }
     }
     for (auto [k, in] : llvm::enumerate(ins))
@@ -503,7 +516,7 @@ void Emitter::bnGrad(std::string &out, Operation *op, bool nhwc, Value dy,
                        t.getDimSize(0), C, channelInner(t)));
   }
   // Pass 2: dx = scale * invstd * (g - sum(g) / m - xhat * sum(g xhat) / m).
-  std::string ci = chanIndex(t, nhwc);
+  Channel ci = chanIndex(t, nhwc);
   double m = (double)t.getNumElements() / C;
   std::vector<EwIn> ins{{dy}};
   if (reluOut)
@@ -608,9 +621,6 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
       layout && layout.getValue() == "NHWC" &&
       isa<BiasGradOp, GlobalAvgPoolOp, GlobalAvgPoolGradOp>(op))
     return emitNHWC(op, out);
-  auto channelIndex = [](RankedTensorType t) {
-    return fmt::format("(i / {}ll) % {}ll", channelInner(t), t.getDimSize(1));
-  };
   return TypeSwitch<Operation *, LogicalResult>(op)
       .Case<ReshapeOp, FlattenOp>([&](Operation *) { return success(); })
       .Case([&](ConstantOp c) -> LogicalResult {
@@ -802,7 +812,7 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
         return success();
       })
       .Case([&](BatchNormOp b) {
-        std::string ci = chanIndex(b.getType(), isNHWC(op));
+        Channel ci = chanIndex(b.getType(), isNHWC(op));
         elementwise(out, op,
                     {{b.getInput()},
                      {b.getScale(), ci},
@@ -819,7 +829,7 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
         bnStats(out, op, b.getInput(), b.getSavedMean(), b.getSavedInvstd(),
                 b.getNewRunningMean(), b.getNewRunningVar(), b.getRunningMean(),
                 b.getRunningVar(), b.getEpsilon(), b.getMomentum());
-        std::string ci = chanIndex(t, isNHWC(op));
+        Channel ci = chanIndex(t, isNHWC(op));
         elementwise(out, op,
                     {{b.getInput()},
                      {b.getSavedMean(), ci},
@@ -833,16 +843,11 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
         // The body becomes straight-line C; inputs are indexed per broadcast.
         auto rt = cast<RankedTensorType>(f.getResult(0).getType());
         bool nhwc = f.getLayout() == "NHWC" && rt.getRank() == 4;
-        int64_t c = rt.getRank() >= 2 ? rt.getDimSize(nhwc ? 3 : 1) : 1;
-        std::string chIdx =
-            nhwc ? fmt::format("i % {}ll", c)
-                 : fmt::format("(i / {}ll) % {}ll", channelInner(rt), c);
+        Channel ch = chanIndex(rt, nhwc);
         std::vector<EwIn> ins;
         for (auto [k, v] : llvm::enumerate(f.getInputs())) {
           int64_t b = f.getBroadcast()[k];
-          ins.push_back({v, b == 0   ? std::string("i")
-                            : b == 1 ? chIdx
-                                     : std::string("0")});
+          ins.push_back(b == 0 ? EwIn(v) : b == 1 ? EwIn(v, ch) : EwIn(v, "0"));
         }
         Block &body = f.getBody().front();
         DenseMap<Value, std::string> name;
@@ -939,10 +944,7 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
         std::string e = "float v = a0;";
         int k = 1;
         if (c.getBias()) {
-          ins.push_back(
-              {c.getBias(),
-               nhwc ? fmt::format("i % {}ll", c.getType().getDimSize(3))
-                    : channelIndex(c.getType())});
+          ins.push_back({c.getBias(), chanIndex(c.getType(), nhwc)});
           e += fmt::format(" v += a{};", k++);
         }
         if (c.getResidual()) {
