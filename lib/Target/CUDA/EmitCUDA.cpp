@@ -167,6 +167,14 @@ private:
   /// kernel over all the group's tensors when the group's last op is reached.
   void optimizerUpdate(std::string &out, Operation *op, ArrayRef<EwIn> ins,
                        ArrayRef<Value> outs, const std::string &expr);
+  /// A multi-tensor kernel over the concatenation of tensors of `sizes`
+  /// elements: declares (in `kernels`) `<name>_start`, each tensor's first
+  /// element, and one `<name>_<suffix>` table of per-tensor values for each
+  /// entry of `tables`; returns the grid-stride loop's opening through the
+  /// binary search that sets `lo` to the tensor of element `e`.
+  std::string multiTensorLoop(
+      const std::string &name, ArrayRef<int64_t> sizes,
+      ArrayRef<std::pair<std::string, std::vector<int64_t>>> tables);
   /// Finds the multi-tensor groups of `f`'s optimizer updates.
   void groupOptimizerUpdates(func::FuncOp f);
   struct UpdateGroup {
@@ -1302,33 +1310,25 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
             continue;
           }
           std::string name = fmt::format("af{}", numKernels++);
-          std::vector<std::string> starts, offsets;
-          int64_t total = 0;
+          std::vector<int64_t> sizes, offsets;
           for (Value v : vs) {
-            starts.push_back(std::to_string(total) + "ll");
-            offsets.push_back(std::to_string(plan.offsetOf(v)) + "ll");
-            total += ttype(v).getNumElements();
+            sizes.push_back(ttype(v).getNumElements());
+            offsets.push_back(plan.offsetOf(v));
           }
+          std::string loop = multiTensorLoop(name, sizes, {{"in", offsets}});
           kernels += fmt::format(
-              "__device__ const int64_t {0}_start[{1}] = {{{2}}};\n"
-              "__device__ const int64_t {0}_in[{1}] = {{{3}}};\n"
               "__global__ void __launch_bounds__(256) {0}(const char *A, float "
               "*flag) {{\n"
-              "  bool bad = false;\n"
-              "  for (int64_t e = blockIdx.x * 256ll + threadIdx.x; e < {4}ll; "
-              "e += (int64_t)gridDim.x * 256) {{\n"
-              "    int lo = 0, hi = {5};\n"
-              "    while (lo < hi) {{ int mid = (lo + hi + 1) / 2; if "
-              "({0}_start[mid] <= e) "
-              "lo = mid; else hi = mid - 1; }}\n"
-              "    bad |= !isfinite(ld(reinterpret_cast<const {6} *>(A + "
-              "{0}_in[lo]) + "
-              "(e - {0}_start[lo])));\n"
+              "  bool bad = false;\n{1}"
+              "    bad |= !isfinite(ld(reinterpret_cast<const {2} *>(A + "
+              "{0}_in[lo]) + (e - {0}_start[lo])));\n"
               "  }}\n"
               "  if (__syncthreads_or(bad) && threadIdx.x == 0) *flag = 0.0f;\n"
               "}}\n\n",
-              name, vs.size(), llvm::join(starts, ", "),
-              llvm::join(offsets, ", "), total, vs.size() - 1, T);
+              name, loop, T);
+          int64_t total = 0;
+          for (int64_t n : sizes)
+            total += n;
           out += fmt::format(
               "  // {} gradients checked in one multi-tensor kernel\n",
               vs.size());
@@ -1386,6 +1386,34 @@ void Emitter::groupOptimizerUpdates(func::FuncOp f) {
   }
 }
 
+std::string Emitter::multiTensorLoop(
+    const std::string &name, ArrayRef<int64_t> sizes,
+    ArrayRef<std::pair<std::string, std::vector<int64_t>>> tables) {
+  auto table = [&](const std::string &suffix, ArrayRef<int64_t> values) {
+    std::vector<std::string> v;
+    for (int64_t x : values)
+      v.push_back(std::to_string(x) + "ll");
+    kernels += fmt::format("__device__ const int64_t {}_{}[{}] = {{{}}};\n",
+                           name, suffix, values.size(), llvm::join(v, ", "));
+  };
+  std::vector<int64_t> starts;
+  int64_t total = 0;
+  for (int64_t n : sizes) {
+    starts.push_back(total);
+    total += n;
+  }
+  table("start", starts);
+  for (auto &[suffix, values] : tables)
+    table(suffix, values);
+  return fmt::format(
+      "  for (int64_t e = blockIdx.x * 256ll + threadIdx.x; e < {}ll; "
+      "e += (int64_t)gridDim.x * 256) {{\n"
+      "    int lo = 0, hi = {};\n"
+      "    while (lo < hi) {{ int mid = (lo + hi + 1) / 2; if ({}_start[mid] "
+      "<= e) lo = mid; else hi = mid - 1; }}\n",
+      total, sizes.size() - 1, name);
+}
+
 void Emitter::optimizerUpdate(std::string &out, Operation *op,
                               ArrayRef<EwIn> ins, ArrayRef<Value> outs,
                               const std::string &expr) {
@@ -1405,40 +1433,30 @@ void Emitter::optimizerUpdate(std::string &out, Operation *op,
   // One kernel over the concatenation of all tensors of the group: a binary
   // search in a constant table of start indices finds each element's tensor.
   std::string name = fmt::format("mt{}", numKernels++);
-  size_t G = g.members.size();
-  std::vector<int64_t> starts;
-  int64_t total = 0;
-  for (auto &m : g.members) {
-    starts.push_back(total);
-    total += ttype(m.second[0]).getNumElements();
-  }
-  auto table = [&](const std::string &suffix, auto offsetOf) {
-    std::vector<std::string> v;
-    for (size_t t = 0; t < G; ++t)
-      v.push_back(std::to_string(offsetOf(t)) + "ll");
-    kernels += fmt::format("__device__ const int64_t {}_{}[{}] = {{{}}};\n",
-                           name, suffix, G, llvm::join(v, ", "));
-  };
-  table("start", [&](size_t t) { return starts[t]; });
   auto &first = g.members.front();
+  std::vector<int64_t> sizes;
+  for (auto &m : g.members)
+    sizes.push_back(ttype(m.second[0]).getNumElements());
+  std::vector<std::pair<std::string, std::vector<int64_t>>> tables;
+  auto offsets = [&](auto valueOf) {
+    std::vector<int64_t> v;
+    for (auto &m : g.members)
+      v.push_back(plan.offsetOf(valueOf(m)));
+    return v;
+  };
   for (size_t k = 0; k < first.first.size(); ++k)
     if (first.first[k].index == "i")
-      table(fmt::format("in{}", k), [&](size_t t) {
-        return (int64_t)plan.offsetOf(g.members[t].first[k].v);
-      });
+      tables.push_back({fmt::format("in{}", k),
+                        offsets([&](auto &m) { return m.first[k].v; })});
   for (size_t k = 0; k < first.second.size(); ++k)
-    table(fmt::format("out{}", k), [&](size_t t) {
-      return (int64_t)plan.offsetOf(g.members[t].second[k]);
-    });
-  std::string body = fmt::format(
-      "  for (int64_t e = blockIdx.x * 256ll + threadIdx.x; e < {}ll; "
-      "e += (int64_t)gridDim.x * 256) {{\n"
-      "    int lo = 0, hi = {};\n"
-      "    while (lo < hi) {{ int mid = (lo + hi + 1) / 2; if ({}_start[mid] "
-      "<= e) lo = mid; "
-      "else hi = mid - 1; }}\n"
-      "    const int64_t i = e - {}_start[lo];\n",
-      total, G - 1, name, name);
+    tables.push_back({fmt::format("out{}", k),
+                      offsets([&](auto &m) { return m.second[k]; })});
+  int64_t total = 0;
+  for (int64_t n : sizes)
+    total += n;
+  std::string body =
+      multiTensorLoop(name, sizes, tables) +
+      fmt::format("    const int64_t i = e - {}_start[lo];\n", name);
   for (auto [k, in] : llvm::enumerate(first.first)) {
     std::string T = ctype(ttype(in.v).getElementType());
     body += in.index == "i"
@@ -1460,8 +1478,8 @@ void Emitter::optimizerUpdate(std::string &out, Operation *op,
   kernels += fmt::format(
       "__global__ void __launch_bounds__(256) {}(char *A) {{\n{}}}\n\n", name,
       body);
-  out +=
-      fmt::format("  // {} optimizer updates in one multi-tensor kernel\n", G);
+  out += fmt::format("  // {} optimizer updates in one multi-tensor kernel\n",
+                     g.members.size());
   launch(out, op, name, gridFor(total), "256", "A");
 }
 
