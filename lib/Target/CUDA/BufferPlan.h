@@ -11,6 +11,7 @@
 #ifndef CNNC_LIB_TARGET_CUDA_BUFFERPLAN_H
 #define CNNC_LIB_TARGET_CUDA_BUFFERPLAN_H
 
+#include "cnnrt/Role.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/Support/raw_ostream.h"
@@ -20,19 +21,8 @@
 
 namespace cnnc {
 
-enum class BufferRole {
-  Param,
-  Buffer,
-  OptState,
-  InputImage,
-  InputLabel,
-  Loss,
-  Logits,
-  ScalarLR,
-  ScalarStep,
-  LossScale, // the dynamic loss scale (cnn-precision), an f32 scalar state
-  Temp
-};
+/// The runtime's roles (the generated tensor table carries them).
+using BufferRole = cnnrt::Role;
 
 struct PlannedBuffer {
   std::string name;

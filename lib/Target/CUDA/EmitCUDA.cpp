@@ -1563,9 +1563,6 @@ LogicalResult Emitter::write(llvm::raw_ostream &os, func::FuncOp step,
 }
 
 static std::string tensorTable(const BufferPlan &plan) {
-  static const char *roles[] = {
-      "Param", "Buffer", "OptState", "InputImage", "InputLabel",
-      "Loss",  "Logits", "ScalarLR", "ScalarStep", "LossScale"};
   std::string s = "static const cnnrt::TensorSpec kTensors[] = {\n";
   for (const PlannedBuffer &b : plan.buffers) {
     if (b.role == BufferRole::Temp)
@@ -1577,7 +1574,7 @@ static std::string tensorTable(const BufferPlan &plan) {
     s += fmt::format("  {{\"{}\", {}, {}, {{{}}}, {}, {}, cnnrt::Role::{}}},\n",
                      escape(b.name), dtype(b.type.getElementType()),
                      b.type.getRank(), dims, b.offset, b.bytes,
-                     roles[(int)b.role]);
+                     cnnrt::roleEnumerator(b.role));
   }
   return s + "};\n";
 }

@@ -12,6 +12,7 @@
 #ifndef CNNRT_CNNRT_H
 #define CNNRT_CNNRT_H
 
+#include "cnnrt/Role.h"
 #include "cnnrt/TensorFile.h"
 
 #include <cuda_fp16.h>
@@ -22,31 +23,6 @@
 #include <string>
 
 namespace cnnrt {
-
-/// What a tensor of the arena is for. The runtime reads/writes:
-///  Param, Buffer, OptState: loaded from --weights, saved in checkpoints
-///    (a missing OptState entry starts at zero; Param/Buffer are required);
-///  LossScale: f32 scalar, saved in checkpoints, printed as " scale <x>";
-///  InputImage: written before each step from the batch (x = byte/255);
-///  InputLabel: int32 (or int64) class indices of the batch;
-///  Loss: f32 (or f16) scalar read on logging steps;
-///  Logits: [batch, classes] read by --eval;
-///  ScalarLR / ScalarStep: f32 scalars written before each step
-///    (ScalarStep is the 1-based global step count);
-///  Temp: anything else (activations, gradients, ...).
-enum class Role : uint32_t {
-  Param = 0,
-  Buffer,
-  OptState,
-  InputImage,
-  InputLabel,
-  Loss,
-  Logits,
-  ScalarLR,
-  ScalarStep,
-  LossScale,
-  Temp
-};
 
 enum class Layout : uint32_t { NCHW = 0, NHWC = 1 };
 
