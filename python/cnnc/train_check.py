@@ -48,6 +48,7 @@ import torch.nn as nn
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from cnnc.cnnw import read_cnnw  # noqa: E402
 from cnnc.export import build_model  # noqa: E402
+from cnnc.tools import find_tool  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -60,19 +61,8 @@ ACC_RE = re.compile(r"^held-out accuracy: ([0-9.]+)% \((\d+)/(\d+)\)$", re.M)
 # --------------------------------------------------------------------------
 
 def find_cnnc():
-    """$CNNC, else $CNNC_BUILD_DIR/bin/cnnc, else <repo>/build/bin/cnnc.
-
-    Returns None when none of them exists."""
-    if os.environ.get("CNNC"):
-        return os.environ["CNNC"] if os.path.exists(os.environ["CNNC"]) else None
-    cands = []
-    if os.environ.get("CNNC_BUILD_DIR"):
-        cands.append(os.path.join(os.environ["CNNC_BUILD_DIR"], "bin", "cnnc"))
-    cands.append(os.path.join(REPO, "build", "bin", "cnnc"))
-    for c in cands:
-        if os.path.exists(c):
-            return c
-    return None
+    """The built cnnc (cnnc.tools.find_tool), or None."""
+    return find_tool("cnnc")
 
 
 class CnncRun:

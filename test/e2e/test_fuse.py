@@ -7,7 +7,6 @@ as (x - mean) * invstd * scale + bias, the BN gradient's final scaling), so
 the fused step is in fact bit-for-bit the unfused one; 1e-5 leaves room
 for a future fusion that reassociates. ResNet-18 also runs NHWC (cnn-layout
 first), where the ReLU gradient fuses into the BN gradient as well."""
-import os
 import pathlib
 import subprocess
 import sys
@@ -19,14 +18,10 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "python"))
 from cnnc.cnnw import read_cnnw  # noqa: E402
 from cnnc.export import build_model, export_onnx  # noqa: E402
+from cnnc.tools import require_tool  # noqa: E402
 
 
-def tool(name):
-    for d in ([os.environ["CNNC_BUILD_DIR"] + "/bin"] if os.environ.get("CNNC_BUILD_DIR") else []) + \
-            [str(REPO / "build" / "bin")]:
-        if os.path.exists(os.path.join(d, name)):
-            return os.path.join(d, name)
-    pytest.skip(name + " not built")
+tool = require_tool
 
 
 def run_step(mlir, tmp, tag):

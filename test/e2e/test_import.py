@@ -17,13 +17,11 @@ sys.path.insert(0, os.path.join(REPO, "python"))
 torch = pytest.importorskip("torch")
 pytest.importorskip("torchvision")
 from cnnc.export import export_named  # noqa: E402
+from cnnc.tools import require_tool  # noqa: E402
 
 
 def cnnc_binary():
-    path = os.environ.get("CNNC") or os.path.join(REPO, "build", "bin", "cnnc")
-    if not os.path.exists(path):
-        pytest.skip("cnnc binary not found at %s (set CNNC)" % path)
-    return path
+    return require_tool("cnnc")
 
 
 def run_cnnc(*args):

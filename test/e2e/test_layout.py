@@ -29,6 +29,7 @@ pytest.importorskip("torchvision")
 pytest.importorskip("onnx")
 from cnnc import train_check as tc  # noqa: E402
 from cnnc.cnnw import read_cnnw  # noqa: E402
+from cnnc.tools import require_tool  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 TOL = 1e-5
@@ -36,13 +37,7 @@ TOL = 1e-5
 
 @pytest.fixture(scope="module")
 def tools():
-    cnnc = tc.find_cnnc()
-    if cnnc is None:
-        pytest.skip("cnnc binary not found (set CNNC or CNNC_BUILD_DIR)")
-    opt = os.path.join(os.path.dirname(cnnc), "cnnc-opt")
-    if not os.path.exists(opt):
-        pytest.skip("cnnc-opt not found next to " + cnnc)
-    return cnnc, opt
+    return require_tool("cnnc"), require_tool("cnnc-opt")
 
 
 def run(*args):

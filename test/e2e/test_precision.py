@@ -37,17 +37,13 @@ pytest.importorskip("torchvision")
 pytest.importorskip("onnx")
 from cnnc.cnnw import read_cnnw, write_cnnw  # noqa: E402
 from cnnc.export import build_model, export_onnx  # noqa: E402
+from cnnc.tools import require_tool  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 TOL = 1e-2
 
 # ---- tools ----
-def tool(name):
-    cnnc = os.environ.get("CNNC") or os.path.join(REPO, "build", "bin", "cnnc")
-    path = os.path.join(os.path.dirname(cnnc), name)
-    if not os.path.exists(path):
-        pytest.skip("%s not found (set CNNC)" % path)
-    return path
+tool = require_tool
 
 
 def run(*args):

@@ -27,15 +27,6 @@ pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
 
 @pytest.fixture(scope="module")
-def cnnc():
-    path = tc.find_cnnc()
-    if path is None:
-        pytest.skip("cnnc binary not found (set CNNC or CNNC_BUILD_DIR, or "
-                    "build build/bin/cnnc)")
-    return path
-
-
-@pytest.fixture(scope="module")
 def simplecnn32(tmp_path_factory):
     """SimpleCNN exported in training mode for batch 32."""
     path = tmp_path_factory.mktemp("simplecnn") / "simplecnn.onnx"

@@ -60,15 +60,6 @@ CASES = {
 TOL = 1e-4
 
 
-@pytest.fixture(scope="module")
-def cnnc():
-    path = tc.find_cnnc()
-    if path is None:
-        pytest.skip("cnnc binary not found (set CNNC or CNNC_BUILD_DIR, or "
-                    "build build/bin/cnnc)")
-    return path
-
-
 @pytest.mark.parametrize("case", list(CASES))
 def test_gradients_match_autograd(cnnc, tmp_path, case):
     c = CASES[case]

@@ -89,15 +89,6 @@ CASES = [("simplecnn", o) for o in OPTIMIZERS] + \
 
 
 @pytest.fixture(scope="module")
-def cnnc():
-    path = tc.find_cnnc()
-    if path is None:
-        pytest.skip("cnnc binary not found (set CNNC or CNNC_BUILD_DIR, or "
-                    "build build/bin/cnnc)")
-    return path
-
-
-@pytest.fixture(scope="module")
 def exported(tmp_path_factory):
     """model name -> (torch model with the exported state, onnx path, x, y)."""
     cache = {}
