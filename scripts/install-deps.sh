@@ -9,6 +9,7 @@ PKGS=(
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools libzstd-dev
   libfmt-dev libonnx-dev libprotobuf-dev protobuf-compiler
   libgtest-dev googletest
+  clang-22 libfuzzer-22-dev libclang-rt-22-dev libturbojpeg0-dev libpng-dev
   python3-torch python3-torchvision python3-onnx python3-numpy python3-pytest python3-sklearn
 )
 missing=()
