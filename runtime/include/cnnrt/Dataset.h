@@ -1,16 +1,22 @@
-//===- Dataset.h - CIFAR-10 binary reader, synthetic data, batching -*- C++
-//-*-===//
+//===- Dataset.h - training data: readers, transforms, batching --*- C++ -*-===//
 //
 // Pure C++17 (no CUDA). The GPU runtime and the compiler's CPU reference
-// interpreter both feed their training steps through BatchLoader, so they see
-// the same batches in the same order. See docs/runtime.md ("Data").
+// interpreter both feed their training steps through StreamLoader (over a
+// SampleSource from openSource), so they see the same batches in the same
+// order. Formats: CIFAR-10 binary, torchvision ImageFolder (JPEG/PNG), .npy
+// arrays (memory-mapped), synthetic. See docs/runtime.md ("Data").
 //
 //===----------------------------------------------------------------------===//
 #ifndef CNNRT_DATASET_H
 #define CNNRT_DATASET_H
 
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace cnnrt {
@@ -121,6 +127,175 @@ private:
 
 /// The one byte -> float scaling used on CPU and GPU: x = byte / 255.0f.
 inline float byteToFloat(uint8_t b) { return static_cast<float>(b) / 255.0f; }
+
+//===--- Sample sources -------------------------------------------------===//
+
+/// How samples are stored before normalization: bytes (x = b / 255) or
+/// float32 (x = v).
+enum class SampleType { U8, F32 };
+
+/// Per-channel normalization x' = (x - mean[c]) / std[c], applied after the
+/// byte scaling, computed with a true division on CPU and GPU alike (so both
+/// see the same bits). Empty vectors: identity.
+struct Normalization {
+  std::vector<float> mean, std;
+  bool identity() const { return mean.empty(); }
+  static Normalization imagenet() {
+    return {{0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}};
+  }
+  float apply(float x, int c) const {
+    return identity() ? x : (x - mean[c]) / std[c];
+  }
+};
+
+/// A random-access set of labelled samples, each already in the model's
+/// geometry (C x H x W, CHW order). get() is called concurrently from the
+/// loader's worker threads.
+class SampleSource {
+public:
+  virtual ~SampleSource() = default;
+  virtual int64_t size() const = 0;
+  virtual SampleType type() const { return SampleType::U8; }
+  /// Number of classes found in the data (labels are < this).
+  virtual int numClasses() const = 0;
+  /// What the data is ("ImageFolder DIR: 1000 classes, 1281167 images").
+  virtual std::string describe() const = 0;
+  /// Writes sample `index` (C*H*W elements of type()) and its label.
+  /// `augmentSeed` drives the random training transform (if any).
+  virtual bool get(int64_t index, uint64_t augmentSeed, void *out,
+                   int32_t &label, std::string &err) const = 0;
+  /// The mean/std this format is normalized with unless flags say otherwise
+  /// (ImageFolder: ImageNet's; the others: identity, as before).
+  virtual Normalization defaultNormalization() const { return {}; }
+  int C = 0, H = 0, W = 0;
+  size_t sampleBytes() const {
+    return static_cast<size_t>(C) * H * W *
+           (type() == SampleType::U8 ? 1 : 4);
+  }
+};
+
+/// Options of openSource.
+struct SourceOptions {
+  int C = 3, H = 32, W = 32; ///< model input geometry
+  int numClasses = 10;       ///< the model's classes (labels must be below)
+  int64_t syntheticCount = 0;
+  int batch = 1;
+  uint64_t seed = 0;
+  std::string labels;     ///< labels .npy for an images .npy in `spec`
+  bool augment = true;    ///< ImageFolder train split: RandomResizedCrop+flip
+  double cropPct = 0.875; ///< eval: Resize(int(size / cropPct)) + CenterCrop
+};
+
+/// What `spec` is, recognized from the path:
+///   "synthetic"; FILE.npy (images, with SourceOptions::labels);
+///   DIR with train_x.npy/train_y.npy (val_x.npy/val_y.npy for Test);
+///   DIR with data_batch_*.bin/test_batch.bin, or any other FILE: CIFAR-10;
+///   DIR with train/ (and val/) class folders, or DIR of class folders:
+///   ImageFolder.
+enum class DataFormat { Synthetic, Cifar, Npy, ImageFolder, Unknown };
+DataFormat detectFormat(const std::string &spec);
+const char *formatName(DataFormat f);
+
+/// Whether `spec` has a Test (validation) split: CIFAR test_batch.bin,
+/// ImageFolder DIR/val, npy DIR/val_x.npy. Synthetic: no.
+bool hasTestSplit(const std::string &spec);
+
+/// Opens the split of `spec` as a SampleSource in the model's geometry.
+/// Errors name the offending file (corrupt image files are only found when
+/// they are decoded: StreamLoader::next reports them).
+bool openSource(const std::string &spec, Split split, const SourceOptions &o,
+                std::unique_ptr<SampleSource> &out, std::string &err);
+
+/// Wraps an in-memory ImageSet (already in the model's geometry).
+std::unique_ptr<SampleSource> makeImageSetSource(ImageSet set);
+
+/// ImageFolder: the sorted class folder names of DIR (torchvision's
+/// find_classes) and the samples (path, class index) in torchvision's order.
+bool scanImageFolder(const std::string &dir, std::vector<std::string> &classes,
+                     std::vector<std::pair<std::string, int32_t>> &samples,
+                     std::string &err);
+
+//===--- Streaming batches ----------------------------------------------===//
+
+struct LoaderOptions {
+  int batch = 1;
+  uint64_t seed = 0;
+  bool shuffle = true;
+  /// Decoding threads; 0 decodes on the calling thread.
+  int workers = 0;
+  /// Batches decoded ahead of the consumer (bounded memory:
+  /// prefetch * batch * sampleBytes).
+  int prefetch = 3;
+};
+
+/// The seed of the random transform of `sample` in `epoch`: independent of
+/// the number of workers and of the batch size.
+uint64_t augmentSeed(uint64_t seed, int64_t epoch, int64_t sample);
+
+/// Batches from a SampleSource as one endless stream with the same order as
+/// BatchLoader (epoch permutations, batches crossing epochs), decoded by a
+/// pool of workers into a bounded queue of `prefetch` batches.
+class StreamLoader {
+public:
+  StreamLoader(const SampleSource &src, const LoaderOptions &o);
+  ~StreamLoader();
+  StreamLoader(const StreamLoader &) = delete;
+  StreamLoader &operator=(const StreamLoader &) = delete;
+
+  const SampleSource &source() const { return src_; }
+  int batch() const { return opt_.batch; }
+  size_t batchBytes() const { return opt_.batch * src_.sampleBytes(); }
+  /// Next batch as stored (batch * C*H*W of source().type()) + labels.
+  /// False (with err naming the file) when a sample cannot be read.
+  bool next(void *images, int32_t *labels, std::string &err);
+  /// Next batch as normalized float32 (what the GPU's input conversion
+  /// computes).
+  bool nextF32(float *images, int32_t *labels, const Normalization &norm,
+               std::string &err);
+  /// The position of the batch the next call returns.
+  LoaderState state() const;
+  /// Restarts the stream at `s` (drops the batches decoded ahead).
+  void setState(const LoaderState &s);
+  /// Fractional epochs consumed so far.
+  double epochsDone() const;
+
+private:
+  struct Slot {
+    std::vector<uint8_t> images;
+    std::vector<int32_t> labels;
+    std::vector<int64_t> samples; ///< sample index of each row
+    std::vector<int64_t> epochs;  ///< epoch of each row
+    LoaderState before;
+    int pending = 0, next = 0; ///< rows not done / first row not taken
+    bool failed = false;
+    std::string err;
+    uint64_t generation = 0;
+  };
+  void plan(Slot &s);
+  void fill(Slot &s, int row);
+  void work();
+  void stopWorkers();
+  void startWorkers();
+  void makePerm();
+
+  const SampleSource &src_;
+  LoaderOptions opt_;
+  int64_t epoch_ = 0, cursor_ = 0; ///< planning position
+  std::vector<int64_t> perm_;
+  std::vector<Slot> slots_;
+  size_t head_ = 0; ///< slot the next batch comes from
+  uint64_t generation_ = 0;
+  std::mutex mu_;
+  std::condition_variable workReady_, rowDone_;
+  std::deque<std::pair<size_t, int>> queue_; ///< (slot, row)
+  std::vector<std::thread> threads_;
+  bool stop_ = false;
+  int64_t consumed_ = 0; ///< samples returned
+};
+
+/// The CPU side of the normalization: byte or float -> normalized float.
+void normalizeBatch(const void *in, SampleType type, size_t count, int C,
+                    size_t plane, const Normalization &norm, float *out);
 
 } // namespace cnnrt
 

@@ -1,0 +1,147 @@
+//===- TrainLoop.h - what the GPU and CPU training loops share ---*- C++ -*-===//
+//
+// Pure C++17 (no CUDA), part of cnnrt_host: the training flags (parsed the
+// same way by generated executables and by `cnnc`), learning-rate schedules,
+// the progress/eval lines, the --log-json records and top-k accuracy. The GPU
+// driver (TrainMain.cu) and the reference interpreter's loop (cnnc's
+// Train.cpp) print through these functions, so their output is the same.
+// See docs/runtime.md ("Training loop").
+//
+//===----------------------------------------------------------------------===//
+#ifndef CNNRT_TRAINLOOP_H
+#define CNNRT_TRAINLOOP_H
+
+#include "cnnrt/Dataset.h"
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace cnnrt {
+
+/// Learning rate of each (1-based) step. Step k is computed like the lr
+/// torch.optim.lr_scheduler gives to the k-th optimizer.step() when
+/// scheduler.step() is called after every step (i = k - 1 previous steps):
+///   warmup (i < W):  base * (i + 1) / W   (LinearLR(start_factor=1/W,
+///                                            total_iters=W-1))
+///   then, with j = i - W (SequentialLR(..., milestones=[W])):
+///   constant:        base
+///   step:            base * gamma^floor(j / stepSize)         (StepLR)
+///   cosine:          minLR + (base - minLR) * (1 + cos(pi * j / T)) / 2,
+///                    T = total - W                  (CosineAnnealingLR)
+struct LRSchedule {
+  std::string kind = "constant"; ///< constant | step | cosine
+  double base = 0.01;
+  int64_t warmup = 0;   ///< steps
+  int64_t stepSize = 0; ///< steps (step schedule)
+  double gamma = 0.1;
+  double minLR = 0;
+  int64_t total = 1; ///< steps of the whole run
+  double at(int64_t step) const;
+  std::string describe() const;
+};
+
+/// The flags of a training run, shared by `./train` and `cnnc train`.
+struct TrainFlags {
+  int64_t steps = -1;   ///< < 0: not given
+  double epochs = -1;   ///< < 0: not given
+  double lr = -1;       ///< < 0: the model's default
+  std::string schedule = "constant";
+  int64_t warmupSteps = -1;
+  double warmupEpochs = -1;
+  int64_t lrStep = -1;
+  double lrStepEpochs = -1;
+  double lrGamma = 0.1;
+  double lrMin = 0;
+  int64_t evalEvery = 0; ///< steps; 0: only at the end (if --eval)
+  double evalEveryEpochs = 0;
+  int64_t logEvery = -1; ///< < 0: the caller's default
+  std::string logJson;
+  int workers = -1; ///< < 0: automatic
+  std::vector<float> mean, std;
+  std::string labels; ///< labels .npy for --data images.npy
+  /// The (flag, value) pairs parse() accepted, in order (for forwarding).
+  std::vector<std::pair<std::string, std::string>> given;
+
+  /// Handles `flag` (with its value) if it is one of the flags above;
+  /// returns 1 if handled, 0 if not a training flag, -1 on a bad value (err).
+  int parse(const std::string &flag, const std::string &value,
+            std::string &err);
+  /// The flags that parse() knows (one per line), for --help texts.
+  static const char *help();
+  /// The given flags as command-line arguments (to forward to ./train).
+  std::vector<std::string> toArgs() const;
+  /// Whether parse() handles `flag` (every one of them takes a value).
+  static bool isFlag(const std::string &flag);
+};
+
+/// Resolved run length and schedule for a data set of `samples` images and
+/// a batch of `batch`: steps from --steps or ceil(--epochs * samples /
+/// batch); epochs-based flags turned into steps. Errors on --steps together
+/// with --epochs, and on a schedule that needs what is missing.
+struct RunPlan {
+  int64_t totalSteps = 0;
+  double stepsPerEpoch = 0;
+  LRSchedule lr;
+  int64_t evalEvery = 0; ///< steps, 0: never during training
+  int64_t logEvery = 10;
+};
+bool planRun(const TrainFlags &f, int64_t samples, int batch,
+             int64_t defaultSteps, double defaultLR, int64_t defaultLogEvery,
+             RunPlan &plan, std::string &err);
+
+/// The normalization in effect: --mean/--std if given, else the source's
+/// default. Error when the counts do not match the channels.
+bool resolveNormalization(const TrainFlags &f, const SampleSource &src,
+                          Normalization &out, std::string &err);
+
+/// One progress report.
+struct Progress {
+  int64_t step = 0, totalSteps = 0;
+  double epoch = 0; ///< fractional epochs done
+  double loss = 0, lr = 0;
+  double imagesPerSecond = 0;
+  double etaSeconds = 0;
+  double lossScale = -1; ///< < 0: none
+};
+/// "step 20 loss 0.512345 epoch 1.25 lr 0.001 img/s 123 eta 0:00:05"
+/// (+ " scale 65536" with a loss scale). The first four fields are the old
+/// "step N loss X" line.
+std::string progressLine(const Progress &p);
+std::string progressJson(const Progress &p);
+
+/// One validation result.
+struct EvalResult {
+  int64_t step = 0;
+  double epoch = 0;
+  int64_t total = 0, top1 = 0, top5 = 0;
+};
+/// "eval step 20 epoch 1.25: top-1 93.27% (277/297) top-5 99.66% (296/297)"
+std::string evalLine(const EvalResult &e);
+std::string evalJson(const EvalResult &e);
+
+/// Adds one row of logits to `e` (top-5 when there are >= 5 classes, else
+/// top-numClasses). Ties count against the label (a label is in the top k
+/// when fewer than k logits are strictly greater ... or equal and earlier).
+void accumulateTopK(const float *logits, int numClasses, int label,
+                    EvalResult &e);
+
+/// "H:MM:SS".
+std::string formatDuration(double seconds);
+
+/// --log-json FILE: one JSON object per line, flushed per line.
+class JsonLog {
+public:
+  ~JsonLog();
+  bool open(const std::string &path, std::string &err);
+  void write(const std::string &json);
+  bool enabled() const { return f_ != nullptr; }
+
+private:
+  FILE *f_ = nullptr;
+};
+
+} // namespace cnnrt
+
+#endif // CNNRT_TRAINLOOP_H

@@ -1,0 +1,386 @@
+//===- TrainLoop.cpp - schedules, progress lines, JSON log, flags ---------===//
+
+#include "cnnrt/TrainLoop.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+namespace cnnrt {
+
+//===--- schedules ------------------------------------------------------===//
+
+double LRSchedule::at(int64_t step) const {
+  int64_t i = std::max<int64_t>(step - 1, 0);
+  if (i < warmup)
+    return base * static_cast<double>(i + 1) / static_cast<double>(warmup);
+  int64_t j = i - warmup;
+  if (kind == "step")
+    return base * std::pow(gamma, static_cast<double>(j / std::max<int64_t>(
+                                                            stepSize, 1)));
+  if (kind == "cosine") {
+    int64_t T = std::max<int64_t>(total - warmup, 1);
+    return minLR + (base - minLR) *
+                       (1 + std::cos(M_PI * static_cast<double>(j) / T)) / 2;
+  }
+  return base;
+}
+
+std::string LRSchedule::describe() const {
+  char buf[256];
+  if (kind == "step")
+    std::snprintf(buf, sizeof(buf), "step (lr %g, x%g every %lld steps)", base,
+                  gamma, static_cast<long long>(stepSize));
+  else if (kind == "cosine")
+    std::snprintf(buf, sizeof(buf), "cosine (lr %g -> %g over %lld steps)",
+                  base, minLR, static_cast<long long>(total - warmup));
+  else
+    std::snprintf(buf, sizeof(buf), "constant (lr %g)", base);
+  std::string s = buf;
+  if (warmup > 0)
+    s += ", linear warmup " + std::to_string(warmup) + " steps";
+  return s;
+}
+
+//===--- flags ----------------------------------------------------------===//
+
+namespace {
+const char *const kFlags[] = {
+    "--epochs",        "--lr-schedule",    "--warmup-steps",
+    "--warmup-epochs", "--lr-step",        "--lr-step-epochs",
+    "--lr-gamma",      "--lr-min",         "--eval-every",
+    "--eval-every-epochs", "--log-every",  "--log-json",
+    "--workers",       "--mean",           "--std",
+    "--labels"};
+
+bool parseI(const std::string &v, int64_t min, int64_t &out) {
+  char *end = nullptr;
+  errno = 0;
+  long long x = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end || errno || x < min)
+    return false;
+  out = x;
+  return true;
+}
+bool parseF(const std::string &v, double min, double &out) {
+  char *end = nullptr;
+  double x = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end || !(x >= min) || !std::isfinite(x))
+    return false;
+  out = x;
+  return true;
+}
+bool parseList(const std::string &v, std::vector<float> &out, bool positive) {
+  out.clear();
+  size_t i = 0;
+  while (i <= v.size()) {
+    size_t j = v.find(',', i);
+    if (j == std::string::npos)
+      j = v.size();
+    double x;
+    if (!parseF(v.substr(i, j - i), positive ? 1e-30 : -1e30, x))
+      return false;
+    out.push_back(static_cast<float>(x));
+    i = j + 1;
+  }
+  return !out.empty();
+}
+} // namespace
+
+bool TrainFlags::isFlag(const std::string &flag) {
+  for (const char *f : kFlags)
+    if (flag == f)
+      return true;
+  return false;
+}
+
+int TrainFlags::parse(const std::string &a, const std::string &v,
+                      std::string &err) {
+  if (!isFlag(a))
+    return 0;
+  auto bad = [&](const char *what) {
+    err = "invalid value '" + v + "' for " + a + " (expected " + what + ")";
+    return -1;
+  };
+  int64_t i = 0;
+  double d = 0;
+  if (a == "--epochs") {
+    if (!parseF(v, 1e-9, epochs))
+      return bad("a positive number");
+  } else if (a == "--lr-schedule") {
+    if (v != "constant" && v != "step" && v != "cosine")
+      return bad("constant, step or cosine");
+    schedule = v;
+  } else if (a == "--warmup-steps") {
+    if (!parseI(v, 0, warmupSteps))
+      return bad("an integer >= 0");
+  } else if (a == "--warmup-epochs") {
+    if (!parseF(v, 0, warmupEpochs))
+      return bad("a number >= 0");
+  } else if (a == "--lr-step") {
+    if (!parseI(v, 1, lrStep))
+      return bad("an integer >= 1");
+  } else if (a == "--lr-step-epochs") {
+    if (!parseF(v, 1e-9, lrStepEpochs))
+      return bad("a positive number");
+  } else if (a == "--lr-gamma") {
+    if (!parseF(v, 0, lrGamma))
+      return bad("a number >= 0");
+  } else if (a == "--lr-min") {
+    if (!parseF(v, 0, lrMin))
+      return bad("a number >= 0");
+  } else if (a == "--eval-every") {
+    if (!parseI(v, 1, evalEvery))
+      return bad("an integer >= 1");
+  } else if (a == "--eval-every-epochs") {
+    if (!parseF(v, 1e-9, evalEveryEpochs))
+      return bad("a positive number");
+  } else if (a == "--log-every") {
+    if (!parseI(v, 1, logEvery))
+      return bad("an integer >= 1");
+  } else if (a == "--log-json") {
+    if (v.empty())
+      return bad("a file name");
+    logJson = v;
+  } else if (a == "--workers") {
+    if (!parseI(v, 0, i) || i > 1024)
+      return bad("an integer in [0, 1024]");
+    workers = static_cast<int>(i);
+  } else if (a == "--mean") {
+    if (!parseList(v, mean, false))
+      return bad("comma-separated numbers, one per channel");
+  } else if (a == "--std") {
+    if (!parseList(v, std, true))
+      return bad("comma-separated positive numbers, one per channel");
+  } else if (a == "--labels") {
+    if (v.empty())
+      return bad("a file name");
+    labels = v;
+  }
+  (void)d;
+  given.emplace_back(a, v);
+  return 1;
+}
+
+std::vector<std::string> TrainFlags::toArgs() const {
+  std::vector<std::string> out;
+  for (const auto &[f, v] : given) {
+    out.push_back(f);
+    out.push_back(v);
+  }
+  return out;
+}
+
+const char *TrainFlags::help() {
+  return "  --epochs E            train for E epochs (instead of --steps)\n"
+         "  --lr-schedule S       constant | step | cosine (default "
+         "constant)\n"
+         "  --warmup-steps N / --warmup-epochs E\n"
+         "                        linear warmup from lr/N to lr (default 0)\n"
+         "  --lr-step N / --lr-step-epochs E\n"
+         "                        step schedule: multiply by --lr-gamma every "
+         "N steps\n"
+         "  --lr-gamma G          step schedule factor (default 0.1)\n"
+         "  --lr-min X            cosine schedule's final lr (default 0)\n"
+         "  --eval-every N / --eval-every-epochs E\n"
+         "                        validate (top-1/top-5) every N steps / E "
+         "epochs\n"
+         "  --log-every K         print progress every K steps\n"
+         "  --log-json FILE       also write each log line as a JSON object\n"
+         "  --workers N           image decoding threads (default: min(cores, "
+         "16))\n"
+         "  --mean a,b,c --std a,b,c\n"
+         "                        normalization (default: ImageNet's for image "
+         "folders,\n"
+         "                        none (x = byte / 255) otherwise)\n"
+         "  --labels FILE.npy     labels of --data images.npy (int64)\n";
+}
+
+bool planRun(const TrainFlags &f, int64_t samples, int batch,
+             int64_t defaultSteps, double defaultLR, int64_t defaultLogEvery,
+             RunPlan &p, std::string &err) {
+  p = RunPlan();
+  p.stepsPerEpoch = static_cast<double>(samples) / std::max(batch, 1);
+  auto epochsToSteps = [&](double e) {
+    return std::max<int64_t>(
+        1, static_cast<int64_t>(std::ceil(e * p.stepsPerEpoch - 1e-9)));
+  };
+  if (f.steps >= 0 && f.epochs >= 0) {
+    err = "give --steps or --epochs, not both";
+    return false;
+  }
+  p.totalSteps = f.epochs >= 0   ? epochsToSteps(f.epochs)
+                 : f.steps >= 0 ? f.steps
+                                : defaultSteps;
+  if (f.warmupSteps >= 0 && f.warmupEpochs >= 0) {
+    err = "give --warmup-steps or --warmup-epochs, not both";
+    return false;
+  }
+  if (f.lrStep >= 0 && f.lrStepEpochs >= 0) {
+    err = "give --lr-step or --lr-step-epochs, not both";
+    return false;
+  }
+  if (f.evalEvery > 0 && f.evalEveryEpochs > 0) {
+    err = "give --eval-every or --eval-every-epochs, not both";
+    return false;
+  }
+  p.lr.kind = f.schedule;
+  p.lr.base = f.lr >= 0 ? f.lr : defaultLR;
+  p.lr.gamma = f.lrGamma;
+  p.lr.minLR = f.lrMin;
+  p.lr.total = p.totalSteps;
+  p.lr.warmup = f.warmupSteps >= 0    ? f.warmupSteps
+                : f.warmupEpochs > 0 ? epochsToSteps(f.warmupEpochs)
+                                     : 0;
+  p.lr.stepSize = f.lrStep >= 0        ? f.lrStep
+                  : f.lrStepEpochs > 0 ? epochsToSteps(f.lrStepEpochs)
+                                       : 0;
+  if (p.lr.kind == "step" && p.lr.stepSize <= 0) {
+    err = "--lr-schedule step needs --lr-step N or --lr-step-epochs E";
+    return false;
+  }
+  if (p.lr.kind != "step" && (f.lrStep >= 0 || f.lrStepEpochs >= 0)) {
+    err = "--lr-step/--lr-step-epochs need --lr-schedule step";
+    return false;
+  }
+  p.evalEvery = f.evalEvery > 0          ? f.evalEvery
+                : f.evalEveryEpochs > 0 ? epochsToSteps(f.evalEveryEpochs)
+                                        : 0;
+  p.logEvery = f.logEvery > 0 ? f.logEvery : defaultLogEvery;
+  return true;
+}
+
+bool resolveNormalization(const TrainFlags &f, const SampleSource &src,
+                          Normalization &out, std::string &err) {
+  if (f.mean.empty() != f.std.empty()) {
+    err = "--mean and --std go together";
+    return false;
+  }
+  if (f.mean.empty()) {
+    out = src.defaultNormalization();
+    return true;
+  }
+  if (static_cast<int>(f.mean.size()) != src.C ||
+      static_cast<int>(f.std.size()) != src.C) {
+    err = "--mean/--std need " + std::to_string(src.C) +
+          " values (one per input channel)";
+    return false;
+  }
+  out.mean = f.mean;
+  out.std = f.std;
+  return true;
+}
+
+//===--- lines ----------------------------------------------------------===//
+
+std::string formatDuration(double s) {
+  if (!(s >= 0) || !std::isfinite(s))
+    s = 0;
+  long long t = static_cast<long long>(s + 0.5);
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%lld:%02lld:%02lld", t / 3600,
+                (t / 60) % 60, t % 60);
+  return buf;
+}
+
+namespace {
+std::string jsonNumber(double v) {
+  if (!std::isfinite(v))
+    return "null";
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.9g", v);
+  return buf;
+}
+} // namespace
+
+std::string progressLine(const Progress &p) {
+  char buf[512];
+  std::snprintf(buf, sizeof(buf),
+                "step %lld loss %.7g epoch %.2f lr %.6g img/s %lld eta %s",
+                static_cast<long long>(p.step), p.loss, p.epoch, p.lr,
+                static_cast<long long>(p.imagesPerSecond + 0.5),
+                formatDuration(p.etaSeconds).c_str());
+  std::string s = buf;
+  if (p.lossScale >= 0) {
+    std::snprintf(buf, sizeof(buf), " scale %g", p.lossScale);
+    s += buf;
+  }
+  return s;
+}
+
+std::string progressJson(const Progress &p) {
+  std::string s = "{\"type\": \"train\", \"step\": " + std::to_string(p.step) +
+                  ", \"total_steps\": " + std::to_string(p.totalSteps) +
+                  ", \"epoch\": " + jsonNumber(p.epoch) +
+                  ", \"loss\": " + jsonNumber(p.loss) +
+                  ", \"lr\": " + jsonNumber(p.lr) +
+                  ", \"img_per_s\": " + jsonNumber(p.imagesPerSecond) +
+                  ", \"eta_s\": " + jsonNumber(p.etaSeconds);
+  if (p.lossScale >= 0)
+    s += ", \"loss_scale\": " + jsonNumber(p.lossScale);
+  return s + "}";
+}
+
+std::string evalLine(const EvalResult &e) {
+  char buf[512];
+  double n = std::max<int64_t>(e.total, 1);
+  std::snprintf(buf, sizeof(buf),
+                "eval step %lld epoch %.2f: top-1 %.2f%% (%lld/%lld) top-5 "
+                "%.2f%% (%lld/%lld)",
+                static_cast<long long>(e.step), e.epoch, 100.0 * e.top1 / n,
+                static_cast<long long>(e.top1), static_cast<long long>(e.total),
+                100.0 * e.top5 / n, static_cast<long long>(e.top5),
+                static_cast<long long>(e.total));
+  return buf;
+}
+
+std::string evalJson(const EvalResult &e) {
+  double n = std::max<int64_t>(e.total, 1);
+  return "{\"type\": \"eval\", \"step\": " + std::to_string(e.step) +
+         ", \"epoch\": " + jsonNumber(e.epoch) +
+         ", \"images\": " + std::to_string(e.total) +
+         ", \"top1\": " + jsonNumber(e.top1 / n) +
+         ", \"top5\": " + jsonNumber(e.top5 / n) +
+         ", \"top1_correct\": " + std::to_string(e.top1) +
+         ", \"top5_correct\": " + std::to_string(e.top5) + "}";
+}
+
+void accumulateTopK(const float *logits, int numClasses, int label,
+                    EvalResult &e) {
+  // Rank of the label: logits strictly greater, plus equal ones earlier
+  // (torch.argmax picks the first maximum).
+  float v = logits[label];
+  int rank = 0;
+  for (int c = 0; c < numClasses; ++c)
+    if (logits[c] > v || (logits[c] == v && c < label) || std::isnan(logits[c]))
+      ++rank;
+  ++e.total;
+  e.top1 += rank < 1;
+  e.top5 += rank < 5;
+}
+
+JsonLog::~JsonLog() {
+  if (f_)
+    std::fclose(f_);
+}
+
+bool JsonLog::open(const std::string &path, std::string &err) {
+  f_ = std::fopen(path.c_str(), "w");
+  if (!f_) {
+    err = "cannot write --log-json " + path + ": " + std::strerror(errno);
+    return false;
+  }
+  return true;
+}
+
+void JsonLog::write(const std::string &json) {
+  if (!f_)
+    return;
+  std::fputs(json.c_str(), f_);
+  std::fputc('\n', f_);
+  std::fflush(f_);
+}
+
+} // namespace cnnrt

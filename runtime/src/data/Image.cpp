@@ -1,0 +1,355 @@
+//===- Image.cpp - JPEG/PNG decoding and the torchvision transforms -------===//
+
+#include "cnnrt/Image.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+
+#if CNNRT_HAVE_IMAGE_DECODERS
+#include <png.h>
+#include <turbojpeg.h>
+#endif
+
+namespace cnnrt {
+
+bool haveImageDecoders() { return CNNRT_HAVE_IMAGE_DECODERS != 0; }
+
+bool readFileBytes(const std::string &path, std::vector<uint8_t> &out,
+                   std::string &err) {
+  FILE *f = std::fopen(path.c_str(), "rb");
+  if (!f) {
+    err = "cannot read " + path + ": " + std::strerror(errno);
+    return false;
+  }
+  out.clear();
+  uint8_t buf[1 << 16];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0)
+    out.insert(out.end(), buf, buf + n);
+  bool bad = std::ferror(f);
+  std::fclose(f);
+  if (bad) {
+    err = "cannot read " + path + ": read error";
+    return false;
+  }
+  return true;
+}
+
+namespace {
+// Images larger than this (pixels) are rejected before allocating: a corrupt
+// header must not make us allocate gigabytes.
+constexpr int64_t kMaxPixels = int64_t(1) << 28;
+
+#if CNNRT_HAVE_IMAGE_DECODERS
+struct TjHandle {
+  tjhandle h = tjInitDecompress();
+  ~TjHandle() {
+    if (h)
+      tjDestroy(h);
+  }
+};
+
+bool decodeJPEG(const uint8_t *data, size_t size, const std::string &path,
+                Image &out, std::string &err) {
+  // One decompressor per thread (workers decode concurrently).
+  thread_local TjHandle tj;
+  if (!tj.h) {
+    err = "cannot create a JPEG decompressor for " + path;
+    return false;
+  }
+  int w = 0, h = 0, subsamp = 0, colorspace = 0;
+  if (tjDecompressHeader3(tj.h, data, static_cast<unsigned long>(size), &w, &h,
+                          &subsamp, &colorspace) != 0) {
+    err = "corrupt JPEG " + path + ": " + tjGetErrorStr2(tj.h);
+    return false;
+  }
+  if (w <= 0 || h <= 0 || int64_t(w) * h > kMaxPixels) {
+    err = "corrupt JPEG " + path + ": implausible size " + std::to_string(w) +
+          "x" + std::to_string(h);
+    return false;
+  }
+  out.W = w;
+  out.H = h;
+  out.C = 3;
+  out.pixels.resize(static_cast<size_t>(w) * h * 3);
+  // Warnings (e.g. "premature end of data") are errors too: the image would
+  // be partly gray.
+  if (tjDecompress2(tj.h, data, static_cast<unsigned long>(size),
+                    out.pixels.data(), w, 0, h, TJPF_RGB, TJFLAG_STOPONWARNING) !=
+      0) {
+    err = "corrupt JPEG " + path + ": " + tjGetErrorStr2(tj.h);
+    return false;
+  }
+  return true;
+}
+
+bool decodePNG(const uint8_t *data, size_t size, const std::string &path,
+               Image &out, std::string &err) {
+  png_image img;
+  std::memset(&img, 0, sizeof(img));
+  img.version = PNG_IMAGE_VERSION;
+  if (!png_image_begin_read_from_memory(&img, data, size)) {
+    err = "corrupt PNG " + path + ": " + img.message;
+    png_image_free(&img);
+    return false;
+  }
+  if (img.width == 0 || img.height == 0 ||
+      int64_t(img.width) * img.height > kMaxPixels) {
+    err = "corrupt PNG " + path + ": implausible size";
+    png_image_free(&img);
+    return false;
+  }
+  img.format = PNG_FORMAT_RGB;
+  out.W = static_cast<int>(img.width);
+  out.H = static_cast<int>(img.height);
+  out.C = 3;
+  out.pixels.resize(PNG_IMAGE_SIZE(img));
+  if (!png_image_finish_read(&img, nullptr, out.pixels.data(), 0, nullptr)) {
+    err = "corrupt PNG " + path + ": " + img.message;
+    png_image_free(&img);
+    return false;
+  }
+  return true;
+}
+#endif
+} // namespace
+
+bool decodeImage(const uint8_t *data, size_t size, const std::string &path,
+                 Image &out, std::string &err) {
+  static const uint8_t kJpeg[] = {0xFF, 0xD8, 0xFF};
+  static const uint8_t kPng[] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
+  bool jpeg = size >= 3 && std::memcmp(data, kJpeg, 3) == 0;
+  bool png = size >= 8 && std::memcmp(data, kPng, 8) == 0;
+  if (!jpeg && !png) {
+    err = "not a JPEG or PNG file (bad signature): " + path;
+    return false;
+  }
+#if CNNRT_HAVE_IMAGE_DECODERS
+  return jpeg ? decodeJPEG(data, size, path, out, err)
+              : decodePNG(data, size, path, out, err);
+#else
+  err = "cannot decode " + path +
+        ": this runtime was built without libjpeg-turbo/libpng "
+        "(apt install libturbojpeg0-dev libpng-dev and rebuild)";
+  return false;
+#endif
+}
+
+CropBox randomResizedCrop(int W, int H, std::mt19937_64 &rng, double scaleMin,
+                          double scaleMax, double ratioMin, double ratioMax) {
+  double area = static_cast<double>(W) * H;
+  std::uniform_real_distribution<double> scaleDist(scaleMin, scaleMax);
+  std::uniform_real_distribution<double> logRatio(std::log(ratioMin),
+                                                  std::log(ratioMax));
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    double target = area * scaleDist(rng);
+    double aspect = std::exp(logRatio(rng));
+    int w = static_cast<int>(std::lround(std::sqrt(target * aspect)));
+    int h = static_cast<int>(std::lround(std::sqrt(target / aspect)));
+    if (0 < w && w <= W && 0 < h && h <= H) {
+      int y = std::uniform_int_distribution<int>(0, H - h)(rng);
+      int x = std::uniform_int_distribution<int>(0, W - w)(rng);
+      return {double(x), double(y), double(w), double(h)};
+    }
+  }
+  // Fallback to a central crop.
+  double inRatio = static_cast<double>(W) / H;
+  int w = W, h = H;
+  if (inRatio < ratioMin) {
+    h = static_cast<int>(std::lround(w / ratioMin));
+  } else if (inRatio > ratioMax) {
+    w = static_cast<int>(std::lround(h * ratioMax));
+  }
+  return {double((W - w) / 2), double((H - h) / 2), double(w), double(h)};
+}
+
+CropBox centerCropBox(int W, int H, int outW, int outH, int resizeShorter) {
+  // torchvision Resize(int): the shorter side becomes resizeShorter, the
+  // longer one int(resizeShorter * long / short).
+  int rw, rh;
+  if (W <= H) {
+    rw = resizeShorter;
+    rh = static_cast<int>(static_cast<int64_t>(resizeShorter) * H / W);
+  } else {
+    rh = resizeShorter;
+    rw = static_cast<int>(static_cast<int64_t>(resizeShorter) * W / H);
+  }
+  // CenterCrop: top = int(round((rh - outH) / 2.0)) (Python rounds half to
+  // even; the argument is a multiple of 0.5).
+  auto start = [](int resized, int out) {
+    return static_cast<int>(std::nearbyint((resized - out) / 2.0));
+  };
+  double sx = static_cast<double>(W) / rw, sy = static_cast<double>(H) / rh;
+  return {start(rw, outW) * sx, start(rh, outH) * sy, outW * sx, outH * sy};
+}
+
+namespace {
+/// PIL's precompute_coeffs for the bilinear filter: for each output index,
+/// the first source index and the normalized weights.
+struct Coeffs {
+  std::vector<int> first, count;
+  std::vector<float> weights; ///< out * ksize
+  int ksize = 0;
+};
+
+Coeffs coefficients(double boxStart, double boxSize, int lo, int hi,
+                    int outSize) {
+  Coeffs c;
+  double scale = boxSize / outSize;
+  double filterScale = std::max(scale, 1.0);
+  double support = 1.0 * filterScale;
+  c.ksize = static_cast<int>(std::ceil(support)) * 2 + 1;
+  c.first.resize(outSize);
+  c.count.resize(outSize);
+  c.weights.assign(static_cast<size_t>(outSize) * c.ksize, 0.0f);
+  for (int o = 0; o < outSize; ++o) {
+    double center = boxStart + (o + 0.5) * scale;
+    int xmin = std::max(static_cast<int>(std::floor(center - support + 0.5)),
+                        lo);
+    int xmax = std::min(static_cast<int>(std::floor(center + support + 0.5)),
+                        hi);
+    if (xmax <= xmin) { // a box at the very edge: take the nearest pixel
+      xmin = std::min(std::max(static_cast<int>(center), lo), hi - 1);
+      xmax = xmin + 1;
+    }
+    int n = std::min(xmax - xmin, c.ksize);
+    double total = 0;
+    float *w = &c.weights[static_cast<size_t>(o) * c.ksize];
+    for (int k = 0; k < n; ++k) {
+      double t = std::fabs((k + xmin - center + 0.5) / filterScale);
+      w[k] = static_cast<float>(t < 1.0 ? 1.0 - t : 0.0);
+      total += w[k];
+    }
+    if (total <= 0) { // cannot happen for a non-empty window; be safe
+      w[0] = 1;
+      total = 1;
+      n = std::max(n, 1);
+    }
+    for (int k = 0; k < n; ++k)
+      w[k] = static_cast<float>(w[k] / total);
+    c.first[o] = xmin;
+    c.count[o] = n;
+  }
+  return c;
+}
+} // namespace
+
+void resampleToCHW(const Image &src, const CropBox &box, bool clipToBox,
+                   int outW, int outH, bool flip, int outC, uint8_t *dst) {
+  int xlo = 0, xhi = src.W, ylo = 0, yhi = src.H;
+  if (clipToBox) {
+    xlo = std::max(0, static_cast<int>(std::floor(box.x)));
+    ylo = std::max(0, static_cast<int>(std::floor(box.y)));
+    xhi = std::min(src.W, static_cast<int>(std::ceil(box.x + box.w)));
+    yhi = std::min(src.H, static_cast<int>(std::ceil(box.y + box.h)));
+  }
+  Coeffs cx = coefficients(box.x, box.w, xlo, xhi, outW);
+  Coeffs cy = coefficients(box.y, box.h, ylo, yhi, outH);
+  int rowLo = cy.first[0], rowHi = 0;
+  for (int o = 0; o < outH; ++o) {
+    rowLo = std::min(rowLo, cy.first[o]);
+    rowHi = std::max(rowHi, cy.first[o] + cy.count[o]);
+  }
+  const int C = src.C;
+  // Horizontal pass over the rows the vertical pass needs.
+  std::vector<float> tmp(static_cast<size_t>(rowHi - rowLo) * outW * C);
+  for (int y = rowLo; y < rowHi; ++y) {
+    const uint8_t *row = src.pixels.data() + static_cast<size_t>(y) * src.W * C;
+    float *t = tmp.data() + static_cast<size_t>(y - rowLo) * outW * C;
+    for (int o = 0; o < outW; ++o) {
+      const float *w = &cx.weights[static_cast<size_t>(o) * cx.ksize];
+      float acc[4] = {0, 0, 0, 0};
+      for (int k = 0; k < cx.count[o]; ++k) {
+        const uint8_t *p = row + static_cast<size_t>(cx.first[o] + k) * C;
+        for (int c = 0; c < C; ++c)
+          acc[c] += w[k] * p[c];
+      }
+      for (int c = 0; c < C; ++c)
+        t[static_cast<size_t>(o) * C + c] = acc[c];
+    }
+  }
+  auto toByte = [](float v) {
+    v = std::floor(v + 0.5f);
+    return static_cast<uint8_t>(v < 0 ? 0 : v > 255 ? 255 : v);
+  };
+  size_t plane = static_cast<size_t>(outH) * outW;
+  for (int oy = 0; oy < outH; ++oy) {
+    const float *w = &cy.weights[static_cast<size_t>(oy) * cy.ksize];
+    for (int ox = 0; ox < outW; ++ox) {
+      float acc[4] = {0, 0, 0, 0};
+      for (int k = 0; k < cy.count[oy]; ++k) {
+        const float *p =
+            tmp.data() +
+            (static_cast<size_t>(cy.first[oy] + k - rowLo) * outW + ox) * C;
+        for (int c = 0; c < C; ++c)
+          acc[c] += w[k] * p[c];
+      }
+      int dx = flip ? outW - 1 - ox : ox;
+      size_t at = static_cast<size_t>(oy) * outW + dx;
+      if (outC == C) {
+        for (int c = 0; c < C; ++c)
+          dst[c * plane + at] = toByte(acc[c]);
+      } else { // 3 -> 1
+        dst[at] = toByte((acc[0] + acc[1] + acc[2]) / 3.0f);
+      }
+    }
+  }
+}
+
+bool encodeJPEG(const Image &img, int quality, std::vector<uint8_t> &out,
+                std::string &err) {
+#if CNNRT_HAVE_IMAGE_DECODERS
+  tjhandle h = tjInitCompress();
+  unsigned char *buf = nullptr;
+  unsigned long size = 0;
+  int rc = tjCompress2(h, img.pixels.data(), img.W, 0, img.H,
+                       img.C == 1 ? TJPF_GRAY : TJPF_RGB, &buf, &size,
+                       img.C == 1 ? TJSAMP_GRAY : TJSAMP_444, quality, 0);
+  if (rc != 0)
+    err = std::string("JPEG encoding failed: ") + tjGetErrorStr2(h);
+  else
+    out.assign(buf, buf + size);
+  tjFree(buf);
+  tjDestroy(h);
+  return rc == 0;
+#else
+  (void)img, (void)quality, (void)out;
+  err = "built without libjpeg-turbo";
+  return false;
+#endif
+}
+
+bool encodePNG(const Image &img, std::vector<uint8_t> &out, std::string &err) {
+#if CNNRT_HAVE_IMAGE_DECODERS
+  png_image p;
+  std::memset(&p, 0, sizeof(p));
+  p.version = PNG_IMAGE_VERSION;
+  p.width = img.W;
+  p.height = img.H;
+  p.format = img.C == 1 ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB;
+  png_alloc_size_t size = 0;
+  if (!png_image_write_to_memory(&p, nullptr, &size, 0, img.pixels.data(), 0,
+                                 nullptr)) {
+    err = std::string("PNG encoding failed: ") + p.message;
+    return false;
+  }
+  out.resize(size);
+  if (!png_image_write_to_memory(&p, out.data(), &size, 0, img.pixels.data(),
+                                 0, nullptr)) {
+    err = std::string("PNG encoding failed: ") + p.message;
+    return false;
+  }
+  out.resize(size);
+  return true;
+#else
+  (void)img, (void)out;
+  err = "built without libpng";
+  return false;
+#endif
+}
+
+} // namespace cnnrt
