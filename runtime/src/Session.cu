@@ -9,19 +9,28 @@ namespace cnnrt {
 
 namespace {
 
-template <typename T>
-__global__ void convertImagesKernel(const uint8_t *__restrict__ src,
+template <typename T, typename S>
+__global__ void convertImagesKernel(const S *__restrict__ src,
                                     T *__restrict__ dst, int64_t total, int C,
-                                    int H, int W, bool nhwc) {
+                                    int H, int W, bool nhwc,
+                                    InputFormat format) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
        i += (int64_t)gridDim.x * blockDim.x) {
     int64_t s = i;
+    int c;
     if (nhwc) { // dst is N,H,W,C; src is N,C,H,W
-      int64_t c = i % C, x = (i / C) % W, y = (i / C / W) % H,
-              n = i / C / W / H;
+      c = static_cast<int>(i % C);
+      int64_t x = (i / C) % W, y = (i / C / W) % H, n = i / C / W / H;
       s = ((n * C + c) * H + y) * W + x;
+    } else {
+      c = static_cast<int>((i / ((int64_t)H * W)) % C);
     }
-    dst[i] = T(static_cast<float>(src[s]) / 255.0f);
+    float v = sizeof(S) == 1 ? static_cast<float>(src[s]) / 255.0f
+                             : static_cast<float>(src[s]);
+    // A true division, as the CPU's normalizeBatch (bit-identical inputs).
+    if (format.numNorm)
+      v = (v - format.mean[c]) / format.std[c];
+    dst[i] = T(v);
   }
 }
 
@@ -74,22 +83,28 @@ std::string shapeStr(const int64_t *d, size_t n) {
 
 } // namespace
 
-void launchInputConvert(Context &ctx, const uint8_t *dImages,
-                        const int32_t *dLabels) {
+void launchInputConvert(Context &ctx, const void *dImages,
+                        const int32_t *dLabels, const InputFormat &format) {
   const ModelSpec &spec = ctx.spec();
   if (const TensorSpec *img = findTensor(spec, Role::InputImage)) {
     int64_t total =
         (int64_t)spec.batch * spec.imageC * spec.imageH * spec.imageW;
     unsigned g = std::min<unsigned>(gridFor(total), 65535u * 8);
     bool nhwc = img->layout == Layout::NHWC;
+    auto launch = [&](auto *dst) {
+      if (format.f32)
+        convertImagesKernel<<<g, 256, 0, ctx.stream()>>>(
+            static_cast<const float *>(dImages), dst, total, spec.imageC,
+            spec.imageH, spec.imageW, nhwc, format);
+      else
+        convertImagesKernel<<<g, 256, 0, ctx.stream()>>>(
+            static_cast<const uint8_t *>(dImages), dst, total, spec.imageC,
+            spec.imageH, spec.imageW, nhwc, format);
+    };
     if (img->dtype == DType::F16)
-      convertImagesKernel<__half><<<g, 256, 0, ctx.stream()>>>(
-          dImages, ctx.at<__half>(img->offset), total, spec.imageC, spec.imageH,
-          spec.imageW, nhwc);
+      launch(ctx.at<__half>(img->offset));
     else
-      convertImagesKernel<float><<<g, 256, 0, ctx.stream()>>>(
-          dImages, ctx.at<float>(img->offset), total, spec.imageC, spec.imageH,
-          spec.imageW, nhwc);
+      launch(ctx.at<float>(img->offset));
     ctx.checkLaunch("input image conversion");
   }
   if (const TensorSpec *lab = findTensor(spec, Role::InputLabel)) {

@@ -15,10 +15,23 @@
 
 namespace cnnrt {
 
-/// Converts `batch` staged uint8 images/int32 labels on the device into the
+/// How staged images become the InputImage tensor: x = byte / 255 (or the
+/// float as is), then (x - mean[c]) / std[c] for numNorm == C channels
+/// (numNorm == 0: no normalization). The same arithmetic as
+/// cnnrt::normalizeBatch on the CPU.
+struct InputFormat {
+  static constexpr int kMaxChannels = 16;
+  bool f32 = false;
+  int numNorm = 0;
+  float mean[kMaxChannels] = {};
+  float std[kMaxChannels] = {};
+};
+
+/// Converts `batch` staged images/int32 labels on the device into the
 /// InputImage/InputLabel tensors (enqueued on ctx.stream()).
-void launchInputConvert(Context &ctx, const uint8_t *dImages,
-                        const int32_t *dLabels);
+void launchInputConvert(Context &ctx, const void *dImages,
+                        const int32_t *dLabels,
+                        const InputFormat &format = InputFormat());
 /// Writes ScalarLR and ScalarStep (if the model has them) on ctx.stream().
 void launchSetScalars(Context &ctx, float lr, int64_t step);
 

@@ -2,6 +2,8 @@
 
 #include "Session.h"
 
+#include "cnnrt/TrainLoop.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -20,23 +22,25 @@ namespace {
 
 struct Options {
   std::string data;
-  int64_t steps = -1;
-  double lr = -1;
+  TrainFlags train; ///< --steps, --lr, --epochs, schedules, logging, data
   std::string weights;
   std::string checkpoint;
   int64_t checkpointEvery = 0;
   std::string resume;
   bool eval = false;
-  int64_t logEvery = 10;
   uint64_t seed = 0;
   bool graph = true;
 };
 
 const char *kUsage =
     "usage: %s --data DIR|FILE|synthetic [options]\n"
-    "  --data DIR|FILE|synthetic  CIFAR-10 binary data (a directory with\n"
-    "                        data_batch_*.bin / test_batch.bin, or one file),\n"
-    "                        or deterministic synthetic data (required)\n"
+    "  --data DIR|FILE|synthetic  training data (required), recognized by\n"
+    "                        itself: an ImageFolder (DIR/<class>/*.jpg|png,\n"
+    "                        or DIR/train + DIR/val of class folders), .npy\n"
+    "                        arrays (FILE.npy with --labels, or DIR with\n"
+    "                        train_x.npy train_y.npy [val_x.npy val_y.npy]),\n"
+    "                        CIFAR-10 binary (DIR with data_batch_*.bin /\n"
+    "                        test_batch.bin, or one file), or synthetic data\n"
     "  --steps N             train until global step N (default %lld)\n"
     "  --lr X                learning rate (default %g)\n"
     "  --weights FILE        initial weights (default <executable>.cnnw)\n"
@@ -44,10 +48,10 @@ const char *kUsage =
     "                        \"{step}\" in FILE is replaced by the step\n"
     "  --checkpoint-every K  also write it every K steps\n"
     "  --resume FILE         continue from a checkpoint (exact resume)\n"
-    "  --eval                evaluate on the test split after training\n"
-    "  --log-every K         print progress every K steps (default 10)\n"
-    "  --seed S              data shuffling / synthetic data seed (default 0)\n"
+    "  --eval                evaluate on the validation split after training\n"
+    "  --seed S              data order / augmentation seed (default 0)\n"
     "  --no-graph            do not capture the step into a CUDA graph\n"
+    "%s"
     "  --help                this text\n"
     "environment: CNNRT_ALLOW_TF32=0|1 CNNRT_DETERMINISTIC=1|0 "
     "CNNRT_ALGO_CACHE=FILE\n"
@@ -102,14 +106,14 @@ Options parseArgs(int argc, char **argv, const ModelSpec &spec) {
     };
     if (a == "--help" || a == "-h") {
       std::printf(kUsage, argv[0], (long long)spec.defaultSteps,
-                  (double)spec.defaultLR);
+                  (double)spec.defaultLR, TrainFlags::help());
       std::exit(0);
     } else if (a == "--data") {
       o.data = value();
     } else if (a == "--steps") {
-      o.steps = parseInt(a, value(), 0);
+      o.train.steps = parseInt(a, value(), 0);
     } else if (a == "--lr") {
-      o.lr = parseFloat(a, value());
+      o.train.lr = parseFloat(a, value());
     } else if (a == "--weights") {
       o.weights = value();
     } else if (a == "--checkpoint") {
@@ -121,8 +125,10 @@ Options parseArgs(int argc, char **argv, const ModelSpec &spec) {
     } else if (a == "--eval") {
       noValue();
       o.eval = true;
-    } else if (a == "--log-every") {
-      o.logEvery = parseInt(a, value(), 1);
+    } else if (TrainFlags::isFlag(a)) {
+      std::string err;
+      if (o.train.parse(a, value(), err) < 0)
+        usageError(err);
     } else if (a == "--seed") {
       o.seed = static_cast<uint64_t>(parseInt(a, value(), 0));
     } else if (a == "--no-graph") {
@@ -136,10 +142,6 @@ Options parseArgs(int argc, char **argv, const ModelSpec &spec) {
     usageError("--data DIR|FILE|synthetic is required");
   if (o.checkpointEvery > 0 && o.checkpoint.empty())
     usageError("--checkpoint-every needs --checkpoint FILE");
-  if (o.steps < 0)
-    o.steps = spec.defaultSteps;
-  if (o.lr < 0)
-    o.lr = spec.defaultLR;
   return o;
 }
 
@@ -167,21 +169,24 @@ double now() {
 }
 
 /// Double-buffered input pipeline: pinned host slots, device staging slots,
-/// copies on the copy stream ordered by events.
+/// copies on the copy stream ordered by events. The host slots are filled by
+/// a StreamLoader, whose workers decode a few batches ahead.
 struct InputPipeline {
   Context &ctx;
   size_t imgBytes = 0, labBytes = 0;
-  uint8_t *hImg[2] = {nullptr, nullptr};
+  void *hImg[2] = {nullptr, nullptr};
   int32_t *hLab[2] = {nullptr, nullptr};
-  uint8_t *dImg[2] = {nullptr, nullptr};
+  void *dImg[2] = {nullptr, nullptr};
   int32_t *dLab[2] = {nullptr, nullptr};
   cudaEvent_t copied[2] = {nullptr, nullptr};
   cudaEvent_t consumed[2] = {nullptr, nullptr};
   LoaderState before[2]; ///< loader state before the batch in each slot
+  InputFormat format;
 
-  explicit InputPipeline(Context &c) : ctx(c) {
+  InputPipeline(Context &c, size_t sampleBytes, const InputFormat &f)
+      : ctx(c), format(f) {
     const ModelSpec &s = c.spec();
-    imgBytes = (size_t)s.batch * s.imageC * s.imageH * s.imageW;
+    imgBytes = (size_t)s.batch * sampleBytes;
     labBytes = (size_t)s.batch * sizeof(int32_t);
     for (int k = 0; k < 2; ++k) {
       c.check(cudaMallocHost(&hImg[k], imgBytes), "input pipeline");
@@ -206,10 +211,15 @@ struct InputPipeline {
     }
   }
   /// Fills host slot k from the loader and starts its copy to the device.
-  void produce(int k, BatchLoader &loader) {
+  /// A sample that cannot be read (corrupt image) ends the run: exit 1.
+  void produce(int k, StreamLoader &loader) {
     ctx.check(cudaEventSynchronize(copied[k]), "input pipeline");
     before[k] = loader.state();
-    loader.nextBatchU8(hImg[k], hLab[k]);
+    std::string err;
+    if (!loader.next(hImg[k], hLab[k], err)) {
+      std::fprintf(stderr, "cnnrt: %s\n", err.c_str());
+      std::exit(kExitError);
+    }
     ctx.check(cudaStreamWaitEvent(ctx.copyStream(), consumed[k], 0),
               "input pipeline");
     ctx.check(cudaMemcpyAsync(dImg[k], hImg[k], imgBytes,
@@ -224,7 +234,7 @@ struct InputPipeline {
   void consume(int k) {
     ctx.check(cudaStreamWaitEvent(ctx.stream(), copied[k], 0),
               "input pipeline");
-    launchInputConvert(ctx, dImg[k], dLab[k]);
+    launchInputConvert(ctx, dImg[k], dLab[k], format);
     ctx.check(cudaEventRecord(consumed[k], ctx.stream()), "input pipeline");
   }
 };
@@ -261,6 +271,85 @@ void writeCheckpoint(Context &ctx, const std::string &pathPattern, int64_t step,
     ctx.fail("checkpoint", err);
 }
 
+/// Automatic --workers: decoding threads for formats that need them.
+int autoWorkers(DataFormat f) {
+  if (f != DataFormat::ImageFolder && f != DataFormat::Npy)
+    return 0;
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return static_cast<int>(std::max(1L, std::min(n, 16L)));
+}
+
+[[noreturn]] void dataError(const std::string &err) {
+  std::fprintf(stderr, "cnnrt: %s\n", err.c_str());
+  std::exit(kExitError);
+}
+
+/// The validation pass: the whole Test split through evalStep, in order,
+/// decoded by its own loader; top-1/top-5 over every image once.
+struct Evaluator {
+  Context &ctx;
+  const ModelSpec &spec;
+  const SampleSource &src;
+  std::unique_ptr<StreamLoader> loader;
+  std::unique_ptr<InputPipeline> pipe;
+  const TensorSpec *logitsT = nullptr;
+
+  Evaluator(Context &c, const SampleSource &s, int workers,
+            const InputFormat &fmt)
+      : ctx(c), spec(c.spec()), src(s) {
+    LoaderOptions lo;
+    lo.batch = spec.batch;
+    lo.shuffle = false;
+    lo.workers = workers;
+    loader.reset(new StreamLoader(src, lo));
+    pipe.reset(new InputPipeline(ctx, src.sampleBytes(), fmt));
+    logitsT = findTensor(spec, Role::Logits);
+  }
+
+  EvalResult run(int64_t step, double epoch) {
+    EvalResult r;
+    r.step = step;
+    r.epoch = epoch;
+    loader->setState({0, 0, 0});
+    size_t es = dtypeSize(logitsT->dtype);
+    std::vector<char> logits((size_t)spec.batch * spec.numClasses * es);
+    std::vector<float> row(spec.numClasses);
+    std::vector<int32_t> labels(spec.batch);
+    int64_t total = src.size(), seen = 0;
+    std::string err;
+    while (seen < total) {
+      if (!loader->next(pipe->hImg[0], pipe->hLab[0], err))
+        dataError(err);
+      std::copy(pipe->hLab[0], pipe->hLab[0] + spec.batch, labels.begin());
+      ctx.check(cudaMemcpyAsync(pipe->dImg[0], pipe->hImg[0], pipe->imgBytes,
+                                cudaMemcpyHostToDevice, ctx.stream()),
+                "eval input");
+      ctx.check(cudaMemcpyAsync(pipe->dLab[0], pipe->hLab[0], pipe->labBytes,
+                                cudaMemcpyHostToDevice, ctx.stream()),
+                "eval input");
+      launchInputConvert(ctx, pipe->dImg[0], pipe->dLab[0], pipe->format);
+      spec.evalStep(ctx);
+      ctx.check(cudaMemcpyAsync(logits.data(), ctx.arena() + logitsT->offset,
+                                logits.size(), cudaMemcpyDeviceToHost,
+                                ctx.stream()),
+                "eval logits");
+      ctx.check(cudaStreamSynchronize(ctx.stream()), "eval");
+      int64_t valid = std::min<int64_t>(spec.batch, total - seen);
+      for (int64_t b = 0; b < valid; ++b) {
+        for (int c = 0; c < spec.numClasses; ++c) {
+          size_t k = (size_t)b * spec.numClasses + c;
+          row[c] = logitsT->dtype == DType::F16
+                       ? __half2float(((const __half *)logits.data())[k])
+                       : ((const float *)logits.data())[k];
+        }
+        accumulateTopK(row.data(), spec.numClasses, labels[b], r);
+      }
+      seen += valid;
+    }
+    return r;
+  }
+};
+
 } // namespace
 
 int trainMain(int argc, char **argv, const ModelSpec &spec) {
@@ -269,11 +358,10 @@ int trainMain(int argc, char **argv, const ModelSpec &spec) {
   // The environment's options are checked (exit 1 on a bad value) before the
   // GPU is looked for, like the flags.
   const ContextOptions contextOptions = ContextOptions::fromEnv();
-  requireGPU();
 
-  bool synthetic = o.data == "synthetic";
+  const DataFormat format = detectFormat(o.data);
+  bool synthetic = format == DataFormat::Synthetic;
   std::string err;
-  int64_t runSteps = 0;
   // Initial state.
   std::vector<TensorEntry> init;
   std::string initSource;
@@ -310,22 +398,72 @@ int trainMain(int argc, char **argv, const ModelSpec &spec) {
       return kExitError;
     }
   }
-  // The dataset (synthetic data is generated from the checkpoint's seed).
-  DatasetOptions dopts;
-  dopts.C = spec.imageC;
-  dopts.H = spec.imageH;
-  dopts.W = spec.imageW;
-  dopts.numClasses = spec.numClasses;
-  dopts.batch = spec.batch;
-  dopts.seed = ls.seed;
-  ImageSet train;
-  if (!openDataset(o.data, Split::Train, dopts, train, err)) {
-    std::fprintf(stderr, "cnnrt: %s\n", err.c_str());
-    return kExitError;
+  // The data (synthetic data is generated from the checkpoint's seed). All
+  // data errors are reported before the GPU is touched.
+  SourceOptions sopts;
+  sopts.C = spec.imageC;
+  sopts.H = spec.imageH;
+  sopts.W = spec.imageW;
+  sopts.numClasses = spec.numClasses;
+  sopts.batch = spec.batch;
+  sopts.seed = ls.seed;
+  sopts.labels = o.train.labels;
+  std::unique_ptr<SampleSource> train, test;
+  if (!openSource(o.data, Split::Train, sopts, train, err))
+    dataError(err);
+  if (train->size() < 1)
+    dataError("no training images in " + o.data);
+  RunPlan plan;
+  if (!planRun(o.train, train->size(), spec.batch, spec.defaultSteps,
+               spec.defaultLR, 10, plan, err))
+    usageError(err);
+  Normalization norm;
+  if (!resolveNormalization(o.train, *train, norm, err))
+    usageError(err);
+  InputFormat inputFormat;
+  inputFormat.f32 = train->type() == SampleType::F32;
+  if (!norm.identity()) {
+    if (spec.imageC > InputFormat::kMaxChannels)
+      usageError("--mean/--std support at most 16 channels");
+    inputFormat.numNorm = spec.imageC;
+    for (int c = 0; c < spec.imageC; ++c) {
+      inputFormat.mean[c] = norm.mean[c];
+      inputFormat.std[c] = norm.std[c];
+    }
   }
+  const bool wantEval = o.eval || plan.evalEvery > 0;
+  if (wantEval) {
+    if (!spec.evalStep || !findTensor(spec, Role::Logits))
+      usageError("--eval/--eval-every: this model has no evalStep/Logits");
+    if (!openSource(o.data, Split::Test, sopts, test, err))
+      dataError(err);
+  }
+  const int workers =
+      o.train.workers >= 0 ? o.train.workers : autoWorkers(format);
+  JsonLog json;
+  if (!o.train.logJson.empty() && !json.open(o.train.logJson, err))
+    dataError(err);
+  requireGPU();
 
-  BatchLoader loader(train, spec.batch, ls.seed, /*shuffle=*/!synthetic);
-  loader.setState(ls);
+  std::printf("data: %s; %d workers; normalization %s\n",
+              train->describe().c_str(), workers,
+              norm.identity() ? "none (x = byte / 255)" : "mean/std");
+  if (test)
+    std::printf("validation: %s\n", test->describe().c_str());
+  std::printf("schedule: %s; %lld steps (%.2f epochs of %lld images, batch "
+              "%d)\n",
+              plan.lr.describe().c_str(), (long long)plan.totalSteps,
+              plan.totalSteps / std::max(plan.stepsPerEpoch, 1e-9),
+              (long long)train->size(), spec.batch);
+
+  LoaderOptions lopts;
+  lopts.batch = spec.batch;
+  lopts.seed = ls.seed;
+  lopts.shuffle = !synthetic;
+  lopts.workers = workers;
+  StreamLoader loader(*train, lopts);
+  if (ls.epoch != 0 || ls.cursor != 0)
+    loader.setState(ls);
 
   // Memory is reported net of what was in use once this process's CUDA
   // context existed: the context itself and other processes do not count
@@ -349,28 +487,30 @@ int trainMain(int argc, char **argv, const ModelSpec &spec) {
   init.clear();
   init.shrink_to_fit();
 
-  std::unique_ptr<InputPipeline> pipe(new InputPipeline(ctx));
+  std::unique_ptr<InputPipeline> pipe(
+      new InputPipeline(ctx, train->sampleBytes(), inputFormat));
   if (synthetic) {
     // One fixed batch, copied to the device once; no copies per step.
-    std::vector<uint8_t> img(pipe->imgBytes);
-    std::vector<int32_t> lab(spec.batch);
-    BatchLoader once(train, spec.batch, ls.seed, false);
-    once.nextBatchU8(img.data(), lab.data());
-    ctx.check(cudaMemcpy(pipe->dImg[0], img.data(), pipe->imgBytes,
+    if (!loader.next(pipe->hImg[0], pipe->hLab[0], err))
+      dataError(err);
+    ctx.check(cudaMemcpy(pipe->dImg[0], pipe->hImg[0], pipe->imgBytes,
                          cudaMemcpyHostToDevice),
               "synthetic data");
-    ctx.check(cudaMemcpy(pipe->dLab[0], lab.data(), pipe->labBytes,
+    ctx.check(cudaMemcpy(pipe->dLab[0], pipe->hLab[0], pipe->labBytes,
                          cudaMemcpyHostToDevice),
               "synthetic data");
     pipe->before[0] = pipe->before[1] = ls;
   }
+  std::unique_ptr<Evaluator> evaluator;
+  if (test)
+    evaluator.reset(new Evaluator(ctx, *test, workers, inputFormat));
 
-  int64_t first = startStep + 1, last = o.steps;
+  int64_t first = startStep + 1, last = plan.totalSteps, runSteps = 0;
   if (first > last && !o.eval)
     std::fprintf(stderr,
                  "cnnrt: nothing to do: the checkpoint is at step %lld and "
-                 "--steps is %lld\n",
-                 (long long)startStep, (long long)o.steps);
+                 "the run ends at step %lld\n",
+                 (long long)startStep, (long long)last);
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t graphExec = nullptr;
   size_t peak = usedGPUMemory();
@@ -378,6 +518,20 @@ int trainMain(int argc, char **argv, const ModelSpec &spec) {
   double tStart = now(), tLog = tStart, tMean = tStart;
   int64_t logSince = 0, meanSteps = 0;
   float lastLoss = NAN;
+  auto epochAt = [&](int64_t step) {
+    return step * (double)spec.batch / (double)train->size();
+  };
+  auto evaluate = [&](int64_t step) {
+    double t0 = now();
+    EvalResult r = evaluator->run(step, epochAt(step));
+    std::printf("%s\n", evalLine(r).c_str());
+    json.write(evalJson(r));
+    // Validation time is not training time.
+    double dt = now() - t0;
+    tLog += dt;
+    tMean += dt;
+    tStart += dt;
+  };
   if (first <= last && !synthetic)
     pipe->produce(first % 2, loader);
 
@@ -385,10 +539,11 @@ int trainMain(int argc, char **argv, const ModelSpec &spec) {
     int slot = static_cast<int>(step % 2);
     ++runSteps;
     if (synthetic)
-      launchInputConvert(ctx, pipe->dImg[0], pipe->dLab[0]);
+      launchInputConvert(ctx, pipe->dImg[0], pipe->dLab[0], inputFormat);
     else
       pipe->consume(slot);
-    launchSetScalars(ctx, static_cast<float>(o.lr), step);
+    const double lr = plan.lr.at(step);
+    launchSetScalars(ctx, static_cast<float>(lr), step);
     if (o.graph && runSteps == 3 && !graphExec) {
       ctx.check(
           cudaStreamBeginCapture(ctx.stream(), cudaStreamCaptureModeRelaxed),
@@ -412,21 +567,26 @@ int trainMain(int argc, char **argv, const ModelSpec &spec) {
     if (!synthetic && step < last)
       pipe->produce(1 - slot, loader);
     ++logSince;
-    bool isLog = step % o.logEvery == 0 || step == last;
+    bool isLog = step % plan.logEvery == 0 || step == last;
     bool isCkpt =
         o.checkpointEvery > 0 && step % o.checkpointEvery == 0 && step != last;
     if (isLog) {
       lastLoss = readScalar(ctx, *lossT);
       double t = now();
       peak = std::max(peak, usedGPUMemory());
-      double ips = logSince * (double)spec.batch / std::max(t - tLog, 1e-9);
+      Progress p;
+      p.step = step;
+      p.totalSteps = last;
+      p.epoch = epochAt(step);
+      p.loss = lastLoss;
+      p.lr = lr;
+      p.imagesPerSecond =
+          logSince * (double)spec.batch / std::max(t - tLog, 1e-9);
+      p.etaSeconds = (last - step) * (t - tStart) / std::max<int64_t>(runSteps, 1);
       if (scaleT)
-        std::printf("step %lld loss %.6g img/s %lld scale %g\n",
-                    (long long)step, lastLoss, (long long)(ips + 0.5),
-                    readScalar(ctx, *scaleT));
-      else
-        std::printf("step %lld loss %.6g img/s %lld\n", (long long)step,
-                    lastLoss, (long long)(ips + 0.5));
+        p.lossScale = readScalar(ctx, *scaleT);
+      std::printf("%s\n", progressLine(p).c_str());
+      json.write(progressJson(p));
       tLog = now();
       logSince = 0;
     }
@@ -435,6 +595,9 @@ int trainMain(int argc, char **argv, const ModelSpec &spec) {
       LoaderState next = synthetic ? ls : pipe->before[1 - slot];
       writeCheckpoint(ctx, o.checkpoint, step, next);
     }
+    if (evaluator && plan.evalEvery > 0 && step % plan.evalEvery == 0 &&
+        step != last)
+      evaluate(step);
     if (runSteps == 2 && last - step > 0) {
       ctx.check(cudaStreamSynchronize(ctx.stream()), "warm-up");
       tMean = now();
@@ -454,65 +617,13 @@ int trainMain(int argc, char **argv, const ModelSpec &spec) {
   double meanIps =
       meanSteps * (double)spec.batch / std::max(tEnd - tMean, 1e-9);
   if (!o.checkpoint.empty() && runSteps > 0) {
+    // The loader produced up to step `last`: its state is the next batch's.
     LoaderState next = synthetic ? ls : loader.state();
     writeCheckpoint(ctx, o.checkpoint, last, next);
   }
   peak = std::max(peak, usedGPUMemory());
-
-  if (o.eval) {
-    if (!spec.evalStep)
-      ctx.fail("--eval", "this model has no evalStep");
-    const TensorSpec *logitsT = findTensor(spec, Role::Logits);
-    if (!logitsT)
-      ctx.fail("--eval", "this model has no Logits tensor");
-    ImageSet test;
-    if (!openDataset(o.data, Split::Test, dopts, test, err)) {
-      std::fprintf(stderr, "cnnrt: %s\n", err.c_str());
-      return kExitError;
-    }
-    BatchLoader tl(test, spec.batch, 0, false);
-    int64_t total = test.count, seen = 0, correct = 0;
-    size_t es = dtypeSize(logitsT->dtype);
-    std::vector<char> logits((size_t)spec.batch * spec.numClasses * es);
-    std::vector<int32_t> labels(spec.batch);
-    while (seen < total) {
-      tl.nextBatchU8(pipe->hImg[0], pipe->hLab[0]);
-      std::copy(pipe->hLab[0], pipe->hLab[0] + spec.batch, labels.begin());
-      ctx.check(cudaMemcpyAsync(pipe->dImg[0], pipe->hImg[0], pipe->imgBytes,
-                                cudaMemcpyHostToDevice, ctx.stream()),
-                "eval input");
-      ctx.check(cudaMemcpyAsync(pipe->dLab[0], pipe->hLab[0], pipe->labBytes,
-                                cudaMemcpyHostToDevice, ctx.stream()),
-                "eval input");
-      launchInputConvert(ctx, pipe->dImg[0], pipe->dLab[0]);
-      spec.evalStep(ctx);
-      ctx.check(cudaMemcpyAsync(logits.data(), ctx.arena() + logitsT->offset,
-                                logits.size(), cudaMemcpyDeviceToHost,
-                                ctx.stream()),
-                "eval logits");
-      ctx.check(cudaStreamSynchronize(ctx.stream()), "eval");
-      int64_t valid = std::min<int64_t>(spec.batch, total - seen);
-      for (int64_t b = 0; b < valid; ++b) {
-        int best = 0;
-        float bestV = -INFINITY;
-        for (int c = 0; c < spec.numClasses; ++c) {
-          size_t k = (size_t)b * spec.numClasses + c;
-          float v = logitsT->dtype == DType::F16
-                        ? __half2float(((const __half *)logits.data())[k])
-                        : ((const float *)logits.data())[k];
-          if (v > bestV) {
-            bestV = v;
-            best = c;
-          }
-        }
-        correct += best == labels[b];
-      }
-      seen += valid;
-    }
-    std::printf("eval: accuracy %.4f (%lld/%lld)\n",
-                total ? (double)correct / total : 0.0, (long long)correct,
-                (long long)total);
-  }
+  if (evaluator)
+    evaluate(std::max(last, startStep));
 
   if (graphExec)
     cudaGraphExecDestroy(graphExec);
