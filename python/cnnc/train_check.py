@@ -52,8 +52,12 @@ from cnnc.tools import find_tool  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-STEP_RE = re.compile(r"^step (\d+) loss (\S+)$", re.M)
-ACC_RE = re.compile(r"^held-out accuracy: ([0-9.]+)% \((\d+)/(\d+)\)$", re.M)
+# The progress line (cnnrt::progressLine, same on CPU and GPU):
+#   step N loss X epoch E lr L img/s R eta H:MM:SS [scale S]
+STEP_RE = re.compile(r"^step (\d+) loss (\S+)(?: .*)?$", re.M)
+# The validation line (cnnrt::evalLine): the last one is the final accuracy.
+#   eval step N epoch E: top-1 P% (c/t) top-5 Q% (c5/t)
+ACC_RE = re.compile(r"^eval step \d+ epoch [0-9.]+: top-1 ([0-9.]+)% \((\d+)/(\d+)\)", re.M)
 
 
 # --------------------------------------------------------------------------

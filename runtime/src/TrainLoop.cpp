@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <unistd.h>
 
 namespace cnnrt {
 
@@ -47,6 +48,12 @@ std::string LRSchedule::describe() const {
 //===--- flags ----------------------------------------------------------===//
 
 namespace {
+std::string jsonNumberShort(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", v);
+  return buf;
+}
+
 const char *const kFlags[] = {
     "--epochs",        "--lr-schedule",    "--warmup-steps",
     "--warmup-epochs", "--lr-step",        "--lr-step-epochs",
@@ -271,6 +278,41 @@ bool resolveNormalization(const TrainFlags &f, const SampleSource &src,
   out.mean = f.mean;
   out.std = f.std;
   return true;
+}
+
+int defaultWorkers(DataFormat f) {
+  if (f != DataFormat::ImageFolder && f != DataFormat::Npy)
+    return 0;
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return static_cast<int>(std::max(1L, std::min(n, 16L)));
+}
+
+std::string runHeader(const SampleSource &train, const SampleSource *test,
+                      int workers, const Normalization &norm,
+                      const RunPlan &plan, int batch) {
+  std::string s = "data: " + train.describe() + "; " +
+                  std::to_string(workers) + " workers; normalization ";
+  if (norm.identity()) {
+    s += train.type() == SampleType::U8 ? "none (x = byte / 255)" : "none";
+  } else {
+    s += "mean";
+    for (size_t c = 0; c < norm.mean.size(); ++c)
+      s += (c ? "," : " ") + jsonNumberShort(norm.mean[c]);
+    s += " std";
+    for (size_t c = 0; c < norm.std.size(); ++c)
+      s += (c ? "," : " ") + jsonNumberShort(norm.std[c]);
+  }
+  s += "\n";
+  if (test)
+    s += "validation: " + test->describe() + "\n";
+  char buf[256];
+  std::snprintf(buf, sizeof(buf), "; %lld steps (%.2f epochs of %lld images, "
+                                  "batch %d)\n",
+                static_cast<long long>(plan.totalSteps),
+                plan.totalSteps / std::max(plan.stepsPerEpoch, 1e-9),
+                static_cast<long long>(train.size()), batch);
+  s += "schedule: " + plan.lr.describe() + buf;
+  return s;
 }
 
 //===--- lines ----------------------------------------------------------===//

@@ -271,14 +271,6 @@ void writeCheckpoint(Context &ctx, const std::string &pathPattern, int64_t step,
     ctx.fail("checkpoint", err);
 }
 
-/// Automatic --workers: decoding threads for formats that need them.
-int autoWorkers(DataFormat f) {
-  if (f != DataFormat::ImageFolder && f != DataFormat::Npy)
-    return 0;
-  long n = sysconf(_SC_NPROCESSORS_ONLN);
-  return static_cast<int>(std::max(1L, std::min(n, 16L)));
-}
-
 [[noreturn]] void dataError(const std::string &err) {
   std::fprintf(stderr, "cnnrt: %s\n", err.c_str());
   std::exit(kExitError);
@@ -439,22 +431,15 @@ int trainMain(int argc, char **argv, const ModelSpec &spec) {
       dataError(err);
   }
   const int workers =
-      o.train.workers >= 0 ? o.train.workers : autoWorkers(format);
+      o.train.workers >= 0 ? o.train.workers : defaultWorkers(format);
   JsonLog json;
   if (!o.train.logJson.empty() && !json.open(o.train.logJson, err))
     dataError(err);
   requireGPU();
 
-  std::printf("data: %s; %d workers; normalization %s\n",
-              train->describe().c_str(), workers,
-              norm.identity() ? "none (x = byte / 255)" : "mean/std");
-  if (test)
-    std::printf("validation: %s\n", test->describe().c_str());
-  std::printf("schedule: %s; %lld steps (%.2f epochs of %lld images, batch "
-              "%d)\n",
-              plan.lr.describe().c_str(), (long long)plan.totalSteps,
-              plan.totalSteps / std::max(plan.stepsPerEpoch, 1e-9),
-              (long long)train->size(), spec.batch);
+  std::fputs(
+      runHeader(*train, test.get(), workers, norm, plan, spec.batch).c_str(),
+      stdout);
 
   LoaderOptions lopts;
   lopts.batch = spec.batch;

@@ -37,7 +37,7 @@ awk -v a="$first" -v b="$last" 'BEGIN{exit !(b < 0.9 * a)}' ||
   fail "loss did not decrease by 10% ($first -> $last)"
 grep -Eq '^done: 50 steps, final loss [0-9.e+-]+, mean img/s [0-9]+, peak GPU memory [0-9]+ MiB$' \
   "$dir/graph.out" || fail "bad summary line"
-grep -Eq '^step 7 loss [0-9.e+-]+ img/s [0-9]+$' "$dir/graph.out" ||
+grep -Eq '^step 7 loss [0-9.e+-]+ epoch [0-9.]+ lr [0-9.e+-]+ img/s [0-9]+ eta [0-9]+:[0-9]{2}:[0-9]{2}$' "$dir/graph.out" ||
   fail "bad progress line"
 
 # 2. Same numbers as the CPU reference (f32; tolerance for summation order).
@@ -87,7 +87,7 @@ diff <(losses "$dir/full.out" | awk '$1 > 13') <(losses "$dir/partc.out") ||
 "$model" --data "$dir/cifar" --steps 0 --eval --resume "$dir/ck_40.cnnw" \
   >"$dir/eval.out" 2>&1 || fail "--eval failed"
 cat "$dir/eval.out"
-grep -Eq '^eval: accuracy [0-9.]+ \([0-9]+/100\)$' "$dir/eval.out" ||
+grep -Eq '^eval step 40 epoch [0-9.]+: top-1 [0-9.]+% \([0-9]+/100\) top-5 [0-9.]+% \([0-9]+/100\)$' "$dir/eval.out" ||
   fail "bad eval line"
 
 # 6. Errors: truncated data file, unknown flag.

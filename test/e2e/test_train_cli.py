@@ -102,13 +102,14 @@ def test_digits_loss_falls_and_accuracy_printed(cnnc, simplecnn32, tmp_path):
     steps = [(int(i), float(v)) for i, v in tc.STEP_RE.findall(r.stdout)]
     assert [i for i, _ in steps] == list(range(1, 21)), r.stdout
     for line in r.stdout.splitlines():
-        if line.startswith("step "):  # 'step <i> loss <%.7g>'
-            assert re.fullmatch(r"step \d+ loss [-+0-9.e]+|step \d+ loss nan", line), line
+        if line.startswith("step "):  # cnnrt::progressLine
+            assert re.fullmatch(r"step \d+ loss ([-+0-9.e]+|nan) epoch [0-9.]+ lr [-+0-9.e]+ "
+                                r"img/s \d+ eta \d+:\d\d:\d\d", line), line
     losses = [v for _, v in steps]
     assert all(np.isfinite(losses)), losses
     first, last = np.mean(losses[:5]), np.mean(losses[-5:])
     m = tc.ACC_RE.search(r.stdout)
-    assert m, "no 'held-out accuracy: <pct>% (<correct>/<total>)' line:\n" + r.stdout
+    assert m, "no 'eval step N epoch E: top-1 <pct>% (<correct>/<total>) ...' line:\n" + r.stdout
     pct, correct, total = float(m.group(1)), int(m.group(2)), int(m.group(3))
     print("\nMEASURED digits: mean loss steps 1-5 %.4f, steps 16-20 %.4f; %s" %
           (first, last, m.group(0)))

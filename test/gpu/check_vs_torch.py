@@ -227,7 +227,7 @@ def check_digits(args):
          "--layout", "nhwc", "-o", exe])
     out, t = run([exe, "--data", digits, "--steps", "400", "--lr", "0.001", "--eval",
                   "--log-every", "100"])
-    m = re.search(r"accuracy ([0-9.]+)", out)
+    m = re.search(r"top-1 ([0-9.]+)%", out)
     acc = float(m.group(1)) if m else 0.0
     acc = acc * 100 if acc <= 1.0 else acc
     ok = acc >= 95.0

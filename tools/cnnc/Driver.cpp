@@ -175,15 +175,49 @@ DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
   cl::SetVersionPrinter([](llvm::raw_ostream &os) {
     os << "cnnc " << CNNC_VERSION << " (MLIR " << LLVM_VERSION_STRING << ")\n";
   });
-  cl::ParseCommandLineOptions(
-      argc, argv,
-      "cnnc: compiles CNN training steps to CUDA\n\n"
-      "  cnnc model.onnx [--batch N] [--emit mlir] [-o model.mlir]\n"
-      "  cnnc model.mlir --run-reference --input x.npy --output y.npy\n"
-      "  cnnc model.onnx --train [--optimizer sgd|adam|adamw] --emit mlir\n"
-      "  cnnc model.onnx --train --run-reference --steps K --data DIR\n"
-      "  cnnc model.onnx --train -o train [--emit cuda]\n"
-      "  cnnc train model.onnx --data DIR --steps N   (compile and run)\n");
+  // The training-loop flags shared with generated executables are parsed by
+  // cnnrt::TrainFlags (one definition for both); llvm::cl sees the rest.
+  // --labels stays with llvm::cl (it also names a fixed batch's labels).
+  cnnrt::TrainFlags trainFlags;
+  std::vector<char *> rest;
+  for (int i = 0; i < argc; ++i) {
+    std::string a = argv[i], v;
+    size_t eq = a.find('=');
+    std::string name = a.substr(0, eq);
+    if (i == 0 || name == "--labels" || !cnnrt::TrainFlags::isFlag(name)) {
+      rest.push_back(argv[i]);
+      continue;
+    }
+    if (eq != std::string::npos) {
+      v = a.substr(eq + 1);
+    } else if (i + 1 < argc) {
+      v = argv[++i];
+    } else {
+      llvm::errs() << "cnnc: error: missing value for " << name << "\n";
+      std::exit(1);
+    }
+    std::string err;
+    if (trainFlags.parse(name, v, err) < 0) {
+      llvm::errs() << "cnnc: error: " << err << "\n";
+      std::exit(1);
+    }
+  }
+  static std::string overview =
+      std::string(
+          "cnnc: compiles CNN training steps to CUDA\n\n"
+          "  cnnc model.onnx [--batch N] [--emit mlir] [-o model.mlir]\n"
+          "  cnnc model.mlir --run-reference --input x.npy --output y.npy\n"
+          "  cnnc model.onnx --train [--optimizer sgd|adam|adamw] --emit "
+          "mlir\n"
+          "  cnnc model.onnx --train --run-reference --steps K --data DIR\n"
+          "  cnnc model.onnx --train -o train [--emit cuda]\n"
+          "  cnnc train model.onnx --data DIR --steps N   (compile and run)\n"
+          "\ntraining-loop flags (--run-reference, cnnc train, and the "
+          "generated executable):\n") +
+      cnnrt::TrainFlags::help();
+  int restArgc = static_cast<int>(rest.size());
+  rest.push_back(nullptr);
+  cl::ParseCommandLineOptions(restArgc, rest.data(), overview);
   DriverOptions o;
   o.inputFile = inputFile;
   o.outputFile = outputFile == "-" ? "" : outputFile.getValue();
@@ -210,6 +244,7 @@ DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
   o.labelsTensor = labelsOpt;
   o.saveState = saveStateOpt;
   o.seed = seedOpt;
+  o.trainFlags = trainFlags;
   o.dumpPlan = dumpPlanOpt;
   o.arch = archOpt;
   o.runtimeDir = runtimeDirOpt;

@@ -10,6 +10,7 @@
 #define CNNC_TOOLS_CNNC_DRIVER_H
 
 #include "cnnc/Reference/Interpreter.h"
+#include "cnnrt/TrainLoop.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -46,6 +47,9 @@ struct DriverOptions {
   std::string labelsTensor;    ///< --labels y.npy (fixed batch with --input)
   std::string saveState;       ///< --save-state out.cnnw
   uint64_t seed = 0;           ///< --seed (data order)
+  /// --epochs, --lr-schedule, --eval-every, --log-json, --workers, ... (the
+  /// flags the generated executable shares; parsed by cnnrt::TrainFlags).
+  cnnrt::TrainFlags trainFlags;
   bool dumpPlan = false;       ///< --dump-plan
   std::string arch = "sm_90a"; ///< --arch for nvcc
   std::string runtimeDir;      ///< --runtime-dir (include/ + libcnnrt.a)

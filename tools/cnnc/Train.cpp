@@ -11,16 +11,19 @@
 #include "cnnc/Transforms/Passes.h"
 #include "cnnrt/Dataset.h"
 #include "cnnrt/TensorFile.h"
+#include "cnnrt/TrainLoop.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <chrono>
 #include <cstdio>
 
 using namespace mlir;
@@ -141,18 +144,25 @@ LogicalResult cnnc::driver::optimizeTrainStep(const DriverOptions &o,
 namespace {
 /// Where the step's batches come from: a dataset or one fixed batch.
 struct BatchSource {
-  cnnrt::ImageSet set, test;
-  std::unique_ptr<cnnrt::BatchLoader> loader;
+  std::unique_ptr<cnnrt::SampleSource> set, test;
+  std::unique_ptr<cnnrt::StreamLoader> loader;
+  cnnrt::Normalization norm;
+  int workers = 0;
   reference::Tensor fixedImages, fixedLabels;
-  bool hasTest = false;
 };
+
+double now() {
+  return std::chrono::duration<double>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 LogicalResult openData(const DriverOptions &o, Compilation &c,
                        RankedTensorType imageType, int64_t classes,
-                       BatchSource &src) {
+                       bool wantTest, BatchSource &src) {
   std::string err;
-  if (!o.inputTensor.empty() || !o.labelsTensor.empty()) {
-    if (o.inputTensor.empty() || o.labelsTensor.empty())
+  if (!o.inputTensor.empty()) {
+    if (o.labelsTensor.empty())
       return fail(c, "a fixed batch needs both --input and --labels");
     if (failed(readTensor(o.inputTensor, src.fixedImages, err)) ||
         failed(readTensor(o.labelsTensor, src.fixedLabels, err)))
@@ -174,40 +184,87 @@ LogicalResult openData(const DriverOptions &o, Compilation &c,
                    "DIR|FILE|synthetic or --input x.npy --labels y.npy");
   if (imageType.getRank() != 4)
     return fail(c, "--data needs a 4-D image input");
-  cnnrt::DatasetOptions d;
+  cnnrt::SourceOptions d;
   d.C = imageType.getDimSize(1);
   d.H = imageType.getDimSize(2);
   d.W = imageType.getDimSize(3);
   d.numClasses = classes;
   d.batch = imageType.getDimSize(0);
   d.seed = o.seed;
-  if (!cnnrt::openDataset(o.data, cnnrt::Split::Train, d, src.set, err))
+  d.labels = o.labelsTensor;
+  if (!cnnrt::openSource(o.data, cnnrt::Split::Train, d, src.set, err))
     return fail(c, "cannot read --data: " + err);
-  if (src.set.count < d.batch)
-    return fail(c, "--data holds " + Twine(src.set.count) +
-                       " images, fewer than one batch of " + Twine(d.batch));
-  bool synthetic = o.data == "synthetic";
-  src.loader = std::make_unique<cnnrt::BatchLoader>(src.set, d.batch, o.seed,
-                                                    /*shuffle=*/!synthetic);
-  std::vector<std::string> files;
-  if (!synthetic && cnnrt::cifarFiles(o.data, cnnrt::Split::Test, files, err) &&
-      !files.empty() &&
-      cnnrt::openDataset(o.data, cnnrt::Split::Test, d, src.test, err))
-    src.hasTest = true;
+  if (src.set->size() < 1)
+    return fail(c, "--data holds no images");
+  if (!cnnrt::resolveNormalization(o.trainFlags, *src.set, src.norm, err))
+    return fail(c, err);
+  cnnrt::DataFormat format = cnnrt::detectFormat(o.data);
+  src.workers = o.trainFlags.workers >= 0 ? o.trainFlags.workers
+                                          : cnnrt::defaultWorkers(format);
+  cnnrt::LoaderOptions lo;
+  lo.batch = d.batch;
+  lo.seed = o.seed;
+  lo.shuffle = format != cnnrt::DataFormat::Synthetic;
+  lo.workers = src.workers;
+  src.loader = std::make_unique<cnnrt::StreamLoader>(*src.set, lo);
+  if (wantTest && format != cnnrt::DataFormat::Synthetic &&
+      cnnrt::hasTestSplit(o.data) &&
+      !cnnrt::openSource(o.data, cnnrt::Split::Test, d, src.test, err))
+    return fail(c, "cannot read the validation split of --data: " + err);
   return success();
 }
 
-void nextBatch(BatchSource &src, reference::Tensor &images,
-               reference::Tensor &labels) {
+LogicalResult nextBatch(Compilation &c, BatchSource &src,
+                        reference::Tensor &images, reference::Tensor &labels) {
   if (!src.loader) {
     images = src.fixedImages;
     labels = src.fixedLabels;
-    return;
+    return success();
   }
   std::vector<int32_t> l(labels.numel());
-  src.loader->nextBatchF32(images.data.data(), l.data());
+  std::string err;
+  if (!src.loader->nextF32(images.data.data(), l.data(), src.norm, err))
+    return fail(c, err);
   for (size_t i = 0; i < l.size(); ++i)
     labels.data[i] = (float)l[i];
+  return success();
+}
+
+/// Top-1/top-5 of @forward (inference-mode BN, running statistics) over the
+/// whole validation split, as the GPU executable's evaluation.
+FailureOr<cnnrt::EvalResult> evaluate(Compilation &c, func::FuncOp forward,
+                                      const reference::TensorMap &state,
+                                      BatchSource &src,
+                                      RankedTensorType imageType, int64_t step,
+                                      double epoch) {
+  cnnrt::LoaderOptions lo;
+  lo.batch = imageType.getDimSize(0);
+  lo.shuffle = false;
+  lo.workers = src.workers;
+  cnnrt::StreamLoader loader(*src.test, lo);
+  reference::Tensor images = reference::Tensor::zeros(imageType);
+  std::vector<int32_t> labels(lo.batch);
+  cnnrt::EvalResult r;
+  r.step = step;
+  r.epoch = epoch;
+  std::string err;
+  for (int64_t seen = 0, total = src.test->size(); seen < total;) {
+    if (!loader.nextF32(images.data.data(), labels.data(), src.norm, err))
+      return fail(c, err);
+    auto args = reference::bindArguments(forward, state, {images});
+    if (failed(args))
+      return failure();
+    auto out = reference::run(forward, *args);
+    if (failed(out))
+      return failure();
+    const reference::Tensor &logits = out->front();
+    int64_t valid = std::min<int64_t>(lo.batch, total - seen);
+    for (int64_t n = 0; n < valid; ++n)
+      cnnrt::accumulateTopK(&logits.data[n * logits.shape[1]],
+                            static_cast<int>(logits.shape[1]), labels[n], r);
+    seen += valid;
+  }
+  return r;
 }
 } // namespace
 
@@ -216,8 +273,9 @@ LogicalResult cnnc::driver::trainReference(const DriverOptions &o,
   auto step = c.module->lookupSymbol<func::FuncOp>("train_step");
   if (!step)
     return fail(c, "the module has no @train_step");
-  if (o.steps <= 0)
-    return fail(c, "--train --run-reference needs --steps K (K >= 1)");
+  if (o.steps <= 0 && o.trainFlags.epochs < 0)
+    return fail(c, "--train --run-reference needs --steps K (K >= 1) or "
+                   "--epochs E");
 
   // Argument roles.
   int imageArg = -1, labelsArg = -1, lrArg = -1, stepArg = -1;
@@ -240,17 +298,53 @@ LogicalResult cnnc::driver::trainReference(const DriverOptions &o,
   step.walk([&](cnn::SoftmaxCrossEntropyOp op) {
     classes = op.getLogits().getType().getDimSize(1);
   });
+  auto forward = c.module->lookupSymbol<func::FuncOp>("forward");
   BatchSource src;
-  if (failed(openData(o, c, imageType, classes, src)))
+  if (failed(openData(o, c, imageType, classes, /*wantTest=*/bool(forward),
+                      src)))
     return failure();
+  const int batch = imageType.getDimSize(0);
+  cnnrt::TrainFlags flags = o.trainFlags;
+  flags.steps = o.steps > 0 ? o.steps : -1;
+  flags.lr = learningRate(o);
+  cnnrt::RunPlan plan;
+  std::string err;
+  if (!cnnrt::planRun(flags, src.set ? src.set->size() : batch, batch,
+                      o.steps, flags.lr, /*defaultLogEvery=*/1, plan, err))
+    return fail(c, err);
+  if (plan.evalEvery > 0 && !src.test)
+    return fail(c, "--eval-every needs a validation split in --data (" +
+                       o.data + " has none)");
+  cnnrt::JsonLog json;
+  if (!flags.logJson.empty() && !json.open(flags.logJson, err))
+    return fail(c, err);
+  if (src.set)
+    llvm::outs() << cnnrt::runHeader(*src.set, src.test.get(), src.workers,
+                                     src.norm, plan, batch);
+  auto epochAt = [&](int64_t k) {
+    return src.set ? k * (double)batch / (double)src.set->size() : 0.0;
+  };
+  auto runEval = [&](const reference::TensorMap &state,
+                     int64_t k) -> LogicalResult {
+    auto r = evaluate(c, forward, state, src, imageType, k, epochAt(k));
+    if (failed(r))
+      return failure();
+    llvm::outs() << cnnrt::evalLine(*r) << "\n";
+    llvm::outs().flush();
+    json.write(cnnrt::evalJson(*r));
+    return success();
+  };
 
   // Persistent state by name: weights, statistics, optimizer state.
   reference::TensorMap state = c.weights;
   reference::Tensor images = reference::Tensor::zeros(imageType);
   reference::Tensor labels = reference::Tensor::zeros(labelsType);
-  double lr = learningRate(o);
-  for (int64_t k = 1; k <= o.steps; ++k) {
-    nextBatch(src, images, labels);
+  double tStart = now(), tLog = tStart, evalTime = 0;
+  int64_t logSince = 0;
+  for (int64_t k = 1; k <= plan.totalSteps; ++k) {
+    if (failed(nextBatch(c, src, images, labels)))
+      return failure();
+    const double lr = plan.lr.at(k);
     std::vector<reference::Tensor> args(step.getNumArguments());
     for (unsigned i = 0; i < step.getNumArguments(); ++i) {
       auto type = cast<RankedTensorType>(step.getArgument(i).getType());
@@ -297,41 +391,36 @@ LogicalResult cnnc::driver::trainReference(const DriverOptions &o,
               d ? dyn_cast_or_null<StringAttr>(d.get(cnn::kGradAttr)) : nullptr)
         state[s.str() + ".grad"] = (*results)[r];
     }
-    llvm::outs() << llvm::format("step %lld loss %.7g\n", (long long)k, loss);
-    llvm::outs().flush();
+    ++logSince;
+    if (k % plan.logEvery == 0 || k == plan.totalSteps) {
+      double t = now();
+      cnnrt::Progress p;
+      p.step = k;
+      p.totalSteps = plan.totalSteps;
+      p.epoch = epochAt(k);
+      p.loss = loss;
+      p.lr = lr;
+      p.imagesPerSecond = logSince * (double)batch / std::max(t - tLog, 1e-9);
+      p.etaSeconds = (plan.totalSteps - k) * (t - tStart - evalTime) / k;
+      llvm::outs() << cnnrt::progressLine(p) << "\n";
+      llvm::outs().flush();
+      json.write(cnnrt::progressJson(p));
+      logSince = 0;
+      tLog = now();
+    }
+    if (src.test && forward && plan.evalEvery > 0 &&
+        k % plan.evalEvery == 0 && k != plan.totalSteps) {
+      double t0 = now();
+      if (failed(runEval(state, k)))
+        return failure();
+      evalTime += now() - t0;
+      tLog += now() - t0;
+    }
   }
 
-  // Held-out accuracy with @forward (inference-mode BN, running statistics).
-  auto forward = c.module->lookupSymbol<func::FuncOp>("forward");
-  if (src.hasTest && forward) {
-    cnnrt::BatchLoader test(src.test, imageType.getDimSize(0), 0, false);
-    int64_t batches = src.test.count / imageType.getDimSize(0), correct = 0;
-    for (int64_t b = 0; b < batches; ++b) {
-      std::vector<int32_t> l(labels.numel());
-      test.nextBatchF32(images.data.data(), l.data());
-      auto args = reference::bindArguments(forward, state, {images});
-      if (failed(args))
-        return failure();
-      auto out = reference::run(forward, *args);
-      if (failed(out))
-        return failure();
-      const reference::Tensor &logits = out->front();
-      for (int64_t n = 0; n < logits.shape[0]; ++n) {
-        int64_t best = 0;
-        for (int64_t k = 1; k < logits.shape[1]; ++k)
-          if (logits.data[n * logits.shape[1] + k] >
-              logits.data[n * logits.shape[1] + best])
-            best = k;
-        correct += best == l[n];
-      }
-    }
-    int64_t total = batches * imageType.getDimSize(0);
-    llvm::outs() << llvm::format("held-out accuracy: %.2f%% (%lld/%lld)\n",
-                                 total ? 100.0 * correct / total : 0.0,
-                                 (long long)correct, (long long)total);
-  }
+  if (src.test && forward && failed(runEval(state, plan.totalSteps)))
+    return failure();
   if (!o.saveState.empty()) {
-    std::string err;
     if (failed(writeWeights(o.saveState, state, err)))
       return fail(c, "cannot write --save-state '" + o.saveState + "': " + err);
   }
@@ -477,7 +566,16 @@ LogicalResult cnnc::driver::compileCUDA(const DriverOptions &o, Compilation &c,
   std::string cudnn = cudnnLinkArg();
   for (StringRef a : llvm::split(cudnn, ' '))
     args.push_back(a.str());
-  args.insert(args.end(), {"-lcublasLt", "-lcublas", "-o", tmpExe});
+  args.insert(args.end(), {"-lcublasLt", "-lcublas"});
+  // What the runtime's host part links against (libjpeg-turbo, libpng,
+  // pthreads), as its build recorded it beside the library.
+  auto linkFile = llvm::MemoryBuffer::getFile(lib + ".link");
+  std::string hostLibs =
+      linkFile ? (*linkFile)->getBuffer().trim().str() : "-lpthread";
+  for (StringRef a : llvm::split(hostLibs, ' '))
+    if (!a.empty())
+      args.push_back(a.str());
+  args.insert(args.end(), {"-o", tmpExe});
   std::vector<StringRef> argRefs(args.begin(), args.end());
   std::string msg;
   int rc =
@@ -495,18 +593,30 @@ LogicalResult cnnc::driver::compileCUDA(const DriverOptions &o, Compilation &c,
 
 int cnnc::driver::trainAndRun(const DriverOptions &options, Compilation &c) {
   DriverOptions o = options;
-  if (o.steps <= 0)
+  if (o.steps <= 0 && o.trainFlags.epochs < 0)
     o.steps = 100;
   if (o.data.empty()) {
     emitError(UnknownLoc::get(&c.context))
         << "cnnc train needs --data DIR|FILE|synthetic";
     return 1;
   }
+  // The trained state is kept on every path: --save-state FILE, or
+  // "<-o or train>.trained.cnnw" (written atomically).
+  std::string trained =
+      !o.saveState.empty()
+          ? o.saveState
+          : (o.outputFile.empty() ? std::string("train") : o.outputFile) +
+                ".trained.cnnw";
   auto fallback = [&](const std::string &why) {
     llvm::errs() << "cnnc: note: " << why
                  << "; training on the CPU reference interpreter instead\n";
     llvm::errs().flush();
-    return failed(trainReference(o, c)) ? 1 : 0;
+    DriverOptions cpu = o;
+    cpu.saveState = trained;
+    if (failed(trainReference(cpu, c)))
+      return 1;
+    llvm::errs() << "cnnc: trained weights in '" << trained << "'\n";
+    return 0;
   };
   if (!hasGPU())
     return fallback("no CUDA GPU found");
@@ -523,21 +633,25 @@ int cnnc::driver::trainAndRun(const DriverOptions &options, Compilation &c) {
   std::vector<std::string> args = {std::string(abs),
                                    "--data",
                                    o.data,
-                                   "--steps",
-                                   std::to_string(o.steps),
                                    "--lr",
                                    std::to_string(learningRate(o)),
                                    "--seed",
-                                   std::to_string(o.seed)};
-  std::string err;
-  std::vector<std::string> testFiles;
-  if (o.data != "synthetic" &&
-      cnnrt::cifarFiles(o.data, cnnrt::Split::Test, testFiles, err) &&
-      !testFiles.empty())
+                                   std::to_string(o.seed),
+                                   "--checkpoint",
+                                   trained};
+  if (o.steps > 0)
+    args.insert(args.end(), {"--steps", std::to_string(o.steps)});
+  if (!o.labelsTensor.empty())
+    args.insert(args.end(), {"--labels", o.labelsTensor});
+  for (const std::string &a : o.trainFlags.toArgs())
+    args.push_back(a);
+  if (cnnrt::hasTestSplit(o.data))
     args.push_back("--eval");
   std::vector<StringRef> argRefs(args.begin(), args.end());
   int rc = llvm::sys::ExecuteAndWait(args[0], argRefs);
   if (rc == 3) // the runtime's "no GPU" exit code
     return fallback("the executable found no usable GPU");
+  if (rc == 0)
+    llvm::errs() << "cnnc: trained weights in '" << trained << "'\n";
   return rc;
 }

@@ -96,6 +96,18 @@ bool planRun(const TrainFlags &f, int64_t samples, int batch,
 bool resolveNormalization(const TrainFlags &f, const SampleSource &src,
                           Normalization &out, std::string &err);
 
+/// Decoding threads when --workers is not given: min(cores, 16) for the
+/// formats that decode or resample per sample (ImageFolder, npy), else 0.
+int defaultWorkers(DataFormat f);
+
+/// The lines printed before training (same on GPU and CPU):
+///   data: <describe>; N workers; normalization ...
+///   validation: <describe>                       (with a Test split)
+///   schedule: <lr schedule>; S steps (E epochs of N images, batch B)
+std::string runHeader(const SampleSource &train, const SampleSource *test,
+                      int workers, const Normalization &norm,
+                      const RunPlan &plan, int batch);
+
 /// One progress report.
 struct Progress {
   int64_t step = 0, totalSteps = 0;
