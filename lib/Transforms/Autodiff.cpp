@@ -426,6 +426,12 @@ void AutodiffPass::runOnOperation() {
     unsigned s = stateBase + k * stateSlots;
     StringRef pname =
         cast<StringAttr>(forward.getArgAttr(i, kParamAttr)).getValue();
+    // Per-parameter decay: BN scale/shift and biases (rank <= 1) are exempt
+    // with no-bn-weight-decay.
+    const double decay =
+        noBNWeightDecay && cast<RankedTensorType>(p.getType()).getRank() <= 1
+            ? 0.0
+            : static_cast<double>(weightDecay);
     if (optimizer == "none") {
       // Gradients only (for testing against torch.autograd).
       results.push_back(g);
@@ -436,7 +442,7 @@ void AutodiffPass::runOnOperation() {
       auto u = SGDUpdateOp::create(
           b, ploc, ValueRange{p, g, entry->getArgument(s), lr, stepArg},
           {f32Attr(b, "momentum", momentum), f32Attr(b, "dampening", dampening),
-           f32Attr(b, "weight_decay", weightDecay),
+           f32Attr(b, "weight_decay", decay),
            boolAttr(b, "nesterov", nesterov)});
       results.push_back(u.getNewParam());
       newState.push_back(u.getNewMomentumBuffer());
@@ -447,7 +453,7 @@ void AutodiffPass::runOnOperation() {
                      stepArg},
           {f32Attr(b, "beta1", beta1), f32Attr(b, "beta2", beta2),
            f32Attr(b, "epsilon", epsilon),
-           f32Attr(b, "weight_decay", weightDecay),
+           f32Attr(b, "weight_decay", decay),
            boolAttr(b, "decoupled", optimizer == "adamw")});
       results.push_back(u.getNewParam());
       newState.append({u.getNewExpAvg(), u.getNewExpAvgSq()});

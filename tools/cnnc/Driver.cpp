@@ -100,6 +100,11 @@ cl::opt<bool> nesterovOpt("nesterov", cl::desc("SGD Nesterov momentum"),
                           cl::init(false), cl::cat(trainCategory));
 cl::opt<double> weightDecayOpt("weight-decay", cl::desc("Weight decay"),
                                cl::init(0.0), cl::cat(trainCategory));
+cl::opt<bool> noBNWeightDecayOpt(
+    "no-bn-weight-decay",
+    cl::desc("No weight decay on 1-D parameters (BatchNorm scale/shift, "
+             "biases)"),
+    cl::init(false), cl::cat(trainCategory));
 cl::opt<double> beta1Opt("beta1", cl::desc("Adam beta1"), cl::init(0.9),
                          cl::cat(trainCategory));
 cl::opt<double> beta2Opt("beta2", cl::desc("Adam beta2"), cl::init(0.999),
@@ -235,6 +240,7 @@ DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
   o.dampening = dampeningOpt;
   o.nesterov = nesterovOpt;
   o.weightDecay = weightDecayOpt;
+  o.noBNWeightDecay = noBNWeightDecayOpt;
   o.beta1 = beta1Opt;
   o.beta2 = beta2Opt;
   o.eps = epsOpt;

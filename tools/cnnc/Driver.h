@@ -41,6 +41,7 @@ struct DriverOptions {
   double lr = -1; ///< < 0: the optimizer's default (SGD 0.01, Adam 1e-3)
   double momentum = 0.9, dampening = 0, weightDecay = 0;
   bool nesterov = false;
+  bool noBNWeightDecay = false; ///< --no-bn-weight-decay
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, labelSmoothing = 0;
   int64_t steps = 0;           ///< --steps (reference training / cnnc train)
   std::string data;            ///< --data DIR|FILE|synthetic

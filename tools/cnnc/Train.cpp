@@ -64,6 +64,7 @@ LogicalResult cnnc::driver::buildTrainStep(const DriverOptions &o,
   ad.dampening = o.dampening;
   ad.nesterov = o.nesterov;
   ad.weightDecay = o.weightDecay;
+  ad.noBNWeightDecay = o.noBNWeightDecay;
   ad.beta1 = o.beta1;
   ad.beta2 = o.beta2;
   ad.epsilon = o.eps;

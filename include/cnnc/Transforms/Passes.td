@@ -44,6 +44,9 @@ def CNNAutodiff : Pass<"cnn-autodiff", "mlir::ModuleOp"> {
     Option<"dampening", "dampening", "double", "0.0", "SGD dampening">,
     Option<"nesterov", "nesterov", "bool", "false", "SGD Nesterov momentum">,
     Option<"weightDecay", "weight-decay", "double", "0.0", "weight decay">,
+    Option<"noBNWeightDecay", "no-bn-weight-decay", "bool", "false",
+           "no weight decay on 1-D parameters (BatchNorm scale/shift, biases),"
+           " as the usual ImageNet recipes">,
     Option<"beta1", "beta1", "double", "0.9", "Adam beta1">,
     Option<"beta2", "beta2", "double", "0.999", "Adam beta2">,
     Option<"epsilon", "epsilon", "double", "1e-8", "Adam epsilon">,
