@@ -383,12 +383,6 @@ int trainMain(int argc, char **argv, const ModelSpec &spec) {
       std::fprintf(
           stderr, "cnnrt: note: using the checkpoint's data seed %" PRIu64 "\n",
           ls.seed);
-  } else {
-    initSource = o.weights.empty() ? defaultWeights(argv[0]) : o.weights;
-    if (!readTensorFile(initSource, init, err)) {
-      std::fprintf(stderr, "cnnrt: cannot load weights: %s\n", err.c_str());
-      return kExitError;
-    }
   }
   // The data (synthetic data is generated from the checkpoint's seed). All
   // data errors are reported before the GPU is touched.
@@ -432,6 +426,13 @@ int trainMain(int argc, char **argv, const ModelSpec &spec) {
   }
   const int workers =
       o.train.workers >= 0 ? o.train.workers : defaultWorkers(format);
+  if (o.resume.empty()) {
+    initSource = o.weights.empty() ? defaultWeights(argv[0]) : o.weights;
+    if (!readTensorFile(initSource, init, err)) {
+      std::fprintf(stderr, "cnnrt: cannot load weights: %s\n", err.c_str());
+      return kExitError;
+    }
+  }
   JsonLog json;
   if (!o.train.logJson.empty() && !json.open(o.train.logJson, err))
     dataError(err);
