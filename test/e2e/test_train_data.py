@@ -205,3 +205,45 @@ def test_bad_data_one_error_naming_the_file(cnnc, model8, folder, tmp_path):
     r = tc.run_cnnc(cnnc, model8, "--train", "--run-reference", "--data", folder,
                     "--steps", 1, "--lr-schedule", "linear")
     error_line(r, "invalid value 'linear' for --lr-schedule")
+
+
+def test_batch_auto_picks_largest_fitting_plan(cnnc, tmp_path):
+    """--batch auto compiles only the planning passes per candidate: the
+    chosen batch's plan fits 95 % of the free memory (CNNC_GPU_FREE_MIB
+    stands in for nvidia-smi here) and the next candidate's does not."""
+    from cnnc.export import export_onnx
+    path = tmp_path / "dyn.onnx"
+    export_onnx(tc.make_model("simplecnn", seed=0), str(path), (2, 3, 32, 32),
+                training=True, dynamic_batch=True)
+    env = dict(os.environ, CNNC_GPU_FREE_MIB="1500")
+    r = subprocess.run([str(cnnc), str(path), "--train", "--batch", "auto", "--dump-plan"],
+                       capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr
+    m = re.search(r"cnnc: --batch auto: batch (\d+) \(arena \d+ MiB \+ staging \d+ MiB \+ "
+                  r"1024 MiB CUDA context reserve = (\d+) MiB <= 95 % of the 1500 MiB free "
+                  r"per CNNC_GPU_FREE_MIB\); batch (\d+) would need (\d+) MiB", r.stderr)
+    assert m, r.stderr
+    print("\nMEASURED", m.group(0))
+    batch, need, nxt, need_next = map(int, m.groups())
+    assert need <= 0.95 * 1500 < need_next and batch < nxt <= batch + 8
+    # The plan printed is the chosen batch's: its input holds batch*3*32*32 f32.
+    inp = re.search(r"^input\tinput\t(\d+)\t", r.stdout, re.M)
+    assert inp and int(inp.group(1)) == batch * 3 * 32 * 32 * 4, r.stdout[:500]
+    # Too little memory for batch 1: one error line.
+    r = subprocess.run([str(cnnc), str(path), "--train", "--batch", "auto", "--dump-plan"],
+                       capture_output=True, text=True,
+                       env=dict(os.environ, CNNC_GPU_FREE_MIB="900"), timeout=600)
+    error_line(r, "--batch auto: even batch 1 needs")
+    # Without a GPU (CPU reference path): a note, the model's batch.
+    r = subprocess.run([str(cnnc), "train", str(model_static(tmp_path)), "--train", "--batch",
+                        "auto", "--data", "synthetic", "--steps", "1", "-o",
+                        str(tmp_path / "t")], capture_output=True, text=True,
+                       env=dict(os.environ, CNNC_ASSUME_NO_GPU="1"), timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert "cnnc: note: --batch auto sizes the batch for a GPU's memory; without one" in r.stderr
+
+
+def model_static(tmp_path):
+    path = tmp_path / "static.onnx"
+    tc.export_training(tc.make_model("simplecnn", seed=0), path, (BATCH, 3, 32, 32))
+    return path

@@ -52,7 +52,9 @@ cl::opt<std::string>
              cl::value_desc("mlir"), cl::init(""), cl::cat(cnncCategory));
 cl::opt<int64_t> batchSize("batch",
                            cl::desc("Batch size (replaces the input's first, "
-                                    "possibly dynamic, dimension)"),
+                                    "possibly dynamic, dimension); 'auto': "
+                                    "the largest whose memory plan fits the "
+                                    "GPU's free memory"),
                            cl::value_desc("N"), cl::init(0),
                            cl::cat(cnncCategory));
 cl::opt<bool> printLocations("print-locations",
@@ -184,11 +186,23 @@ DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
   // cnnrt::TrainFlags (one definition for both); llvm::cl sees the rest.
   // --labels stays with llvm::cl (it also names a fixed batch's labels).
   cnnrt::TrainFlags trainFlags;
+  bool batchAuto = false;
   std::vector<char *> rest;
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i], v;
     size_t eq = a.find('=');
     std::string name = a.substr(0, eq);
+    // --batch auto: the largest batch whose memory plan fits the GPU
+    // (chooseAutoBatch); llvm::cl sees numeric batches only.
+    if ((name == "--batch" || name == "-batch") &&
+        (eq != std::string::npos ? a.substr(eq + 1) == "auto"
+                                 : i + 1 < argc &&
+                                       std::string(argv[i + 1]) == "auto")) {
+      batchAuto = true;
+      if (eq == std::string::npos)
+        ++i;
+      continue;
+    }
     if (i == 0 || name == "--labels" || !cnnrt::TrainFlags::isFlag(name)) {
       rest.push_back(argv[i]);
       continue;
@@ -228,6 +242,7 @@ DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
   o.outputFile = outputFile == "-" ? "" : outputFile.getValue();
   o.emit = emitKind;
   o.batch = batchSize;
+  o.batchAuto = batchAuto;
   o.printLocations = printLocations;
   o.runReference = runRef;
   o.inputTensor = inputTensor;
@@ -529,13 +544,15 @@ int cnnc::driver::runDriver(const DriverOptions &options) {
         << "--dump-plan and 'cnnc train' need the training step: add --train";
     return 1;
   }
+  o.targetGPU = wantsCuda || o.dumpPlan || (o.trainAndRun && hasGPU());
+  if (o.batchAuto && failed(chooseAutoBatch(o)))
+    return 1;
   if (failed(loadInput(o, c)))
     return 1;
-  o.targetGPU = wantsCuda || o.dumpPlan || (o.trainAndRun && hasGPU());
   if (o.train && failed(buildTrainStep(o, c)))
     return 1;
   if (o.trainAndRun)
-    return trainAndRun(options, c);
+    return trainAndRun(o, c);
   if (o.dumpPlan) {
     if (failed(dumpBufferPlan(*c.module, llvm::outs())))
       return 1;

@@ -29,6 +29,7 @@ struct DriverOptions {
   std::string outputFile; ///< -o; empty or "-" means stdout
   std::string emit;       ///< --emit: "mlir" (default when no other action)
   int64_t batch = 0;      ///< --batch
+  bool batchAuto = false; ///< --batch auto
   bool printLocations = false;
   // --run-reference
   bool runReference = false;
@@ -113,6 +114,11 @@ mlir::LogicalResult compileCUDA(const DriverOptions &options, Compilation &c,
 /// `cnnc train`: compile and run on the GPU, or fall back to the reference
 /// interpreter with a note when there is no GPU (or no nvcc).
 int trainAndRun(const DriverOptions &options, Compilation &c);
+/// --batch auto: sets options.batch to the largest batch whose static
+/// memory plan (only the planning passes run, no nvcc) fits the GPU's free
+/// memory with a 5 % margin, and prints the choice. Without a GPU (the CPU
+/// reference path) the model's own batch is kept, with a note.
+mlir::LogicalResult chooseAutoBatch(DriverOptions &options);
 /// Whether this machine has an NVIDIA GPU device node (CNNC_ASSUME_NO_GPU=1
 /// says no).
 bool hasGPU();
