@@ -10,6 +10,17 @@ rm -rf .carry && mkdir -p .carry/rt/lib
 cp "$B/bin/cnnc" .carry/cnnc
 strip .carry/cnnc
 cp "$B/lib/libcnnrt.a" .carry/rt/lib/
+# The runtime's image decoders, statically: the GPU machine need not have
+# libturbojpeg/libpng development files (cnnc links what the .link file says).
+if grep -q turbojpeg "$B/lib/libcnnrt.a.link" 2>/dev/null; then
+  for a in libturbojpeg.a libpng16.a libz.a; do
+    cp "/usr/lib/x86_64-linux-gnu/$a" .carry/rt/lib/
+  done
+  echo "{libdir}/libturbojpeg.a {libdir}/libpng16.a {libdir}/libz.a -lpthread" \
+    >.carry/rt/lib/libcnnrt.a.link
+else
+  cp "$B/lib/libcnnrt.a.link" .carry/rt/lib/ 2>/dev/null || true
+fi
 cp -r runtime/include .carry/rt/include
 [ -f data/generated/digits/test_batch.bin ] && cp -r data/generated/digits .carry/digits || /usr/bin/python3 scripts/make_digits.py --out .carry/digits
 du -sh .carry

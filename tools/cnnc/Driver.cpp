@@ -140,6 +140,11 @@ cl::opt<bool> dumpPlanOpt("dump-plan",
                           cl::desc("Print the arena buffer plan of the "
                                    "training step"),
                           cl::init(false), cl::cat(trainCategory));
+cl::opt<std::string> dumpPlanSvgOpt(
+    "dump-plan-svg",
+    cl::desc("Write the arena timeline of the training step's temporaries "
+             "(buffers over ops) as an SVG picture"),
+    cl::value_desc("file.svg"), cl::init(""), cl::cat(trainCategory));
 cl::opt<std::string> archOpt("arch", cl::desc("GPU architecture for nvcc"),
                              cl::value_desc("sm_90a|sm_80"), cl::init("sm_90a"),
                              cl::cat(trainCategory));
@@ -267,6 +272,7 @@ DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
   o.seed = seedOpt;
   o.trainFlags = trainFlags;
   o.dumpPlan = dumpPlanOpt;
+  o.dumpPlanSvg = dumpPlanSvgOpt;
   o.arch = archOpt;
   o.runtimeDir = runtimeDirOpt;
   o.argv0 = argv[0];
@@ -533,18 +539,19 @@ int cnnc::driver::runDriver(const DriverOptions &options) {
                    !hasExtension(o.outputFile, ".mlir") &&
                    !hasExtension(o.outputFile, ".cu") &&
                    !hasExtension(o.outputFile, ".onnx");
-  if (o.emit.empty() && exeOutput && !o.runReference && !o.dumpPlan)
+  const bool planOnly = o.dumpPlan || !o.dumpPlanSvg.empty();
+  if (o.emit.empty() && exeOutput && !o.runReference && !planOnly)
     o.train = true;
   if (o.emit == "exe" || o.emit == "cuda")
     o.train = true;
   bool wantsCuda = o.emit == "cuda" || o.emit == "exe" ||
                    (o.train && o.emit.empty() && exeOutput && !o.runReference);
-  if ((o.dumpPlan || o.trainAndRun) && !o.train) {
+  if ((planOnly || o.trainAndRun) && !o.train) {
     emitError(UnknownLoc::get(&c.context))
         << "--dump-plan and 'cnnc train' need the training step: add --train";
     return 1;
   }
-  o.targetGPU = wantsCuda || o.dumpPlan || (o.trainAndRun && hasGPU());
+  o.targetGPU = wantsCuda || planOnly || (o.trainAndRun && hasGPU());
   if (o.batchAuto && failed(chooseAutoBatch(o)))
     return 1;
   if (failed(loadInput(o, c)))
@@ -553,8 +560,20 @@ int cnnc::driver::runDriver(const DriverOptions &options) {
     return 1;
   if (o.trainAndRun)
     return trainAndRun(o, c);
-  if (o.dumpPlan) {
-    if (failed(dumpBufferPlan(*c.module, llvm::outs())))
+  if (!o.dumpPlanSvg.empty()) {
+    std::string svg, err;
+    llvm::raw_string_ostream svgOS(svg);
+    if (failed(writeBufferPlanSVG(*c.module, svgOS)))
+      return 1;
+    svgOS.flush();
+    if (!cnnrt::writeFileAtomic(o.dumpPlanSvg, svg, err)) {
+      emitError(UnknownLoc::get(&c.context))
+          << "cannot write --dump-plan-svg '" << o.dumpPlanSvg << "': " << err;
+      return 1;
+    }
+  }
+  if (planOnly) {
+    if (o.dumpPlan && failed(dumpBufferPlan(*c.module, llvm::outs())))
       return 1;
     llvm::outs().flush();
     if (!wantsCuda && o.emit.empty() && !o.runReference)

@@ -53,6 +53,7 @@ struct DriverOptions {
   /// flags the generated executable shares; parsed by cnnrt::TrainFlags).
   cnnrt::TrainFlags trainFlags;
   bool dumpPlan = false;       ///< --dump-plan
+  std::string dumpPlanSvg;     ///< --dump-plan-svg FILE
   std::string arch = "sm_90a"; ///< --arch for nvcc
   std::string runtimeDir;      ///< --runtime-dir (include/ + libcnnrt.a)
   bool trainAndRun = false;    ///< `cnnc train ...`: compile and run

@@ -575,6 +575,10 @@ LogicalResult cnnc::driver::compileCUDA(const DriverOptions &o, Compilation &c,
   auto linkFile = llvm::MemoryBuffer::getFile(lib + ".link");
   std::string hostLibs =
       linkFile ? (*linkFile)->getBuffer().trim().str() : "-lpthread";
+  // "{libdir}": the library's directory (a carried runtime with its own
+  // static libjpeg-turbo/libpng, scripts/prepare-device-carry.sh).
+  for (size_t at; (at = hostLibs.find("{libdir}")) != std::string::npos;)
+    hostLibs.replace(at, 8, llvm::sys::path::parent_path(lib).str());
   for (StringRef a : llvm::split(hostLibs, ' '))
     if (!a.empty())
       args.push_back(a.str());

@@ -25,6 +25,10 @@ mlir::LogicalResult emitCUDA(mlir::ModuleOp module, llvm::raw_ostream &os,
 /// A human-readable buffer plan of `@train_step` (cnnc --dump-plan).
 mlir::LogicalResult dumpBufferPlan(mlir::ModuleOp module,
                                    llvm::raw_ostream &os);
+/// The arena timeline of `@train_step`'s temporaries as an SVG picture
+/// (cnnc --dump-plan-svg FILE).
+mlir::LogicalResult writeBufferPlanSVG(mlir::ModuleOp module,
+                                       llvm::raw_ostream &os);
 
 } // namespace cnnc
 
