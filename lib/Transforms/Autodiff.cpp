@@ -452,8 +452,7 @@ void AutodiffPass::runOnOperation() {
           ValueRange{p, g, entry->getArgument(s), entry->getArgument(s + 1), lr,
                      stepArg},
           {f32Attr(b, "beta1", beta1), f32Attr(b, "beta2", beta2),
-           f32Attr(b, "epsilon", epsilon),
-           f32Attr(b, "weight_decay", decay),
+           f32Attr(b, "epsilon", epsilon), f32Attr(b, "weight_decay", decay),
            boolAttr(b, "decoupled", optimizer == "adamw")});
       results.push_back(u.getNewParam());
       newState.append({u.getNewExpAvg(), u.getNewExpAvgSq()});

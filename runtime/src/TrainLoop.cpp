@@ -19,8 +19,8 @@ double LRSchedule::at(int64_t step) const {
     return base * static_cast<double>(i + 1) / static_cast<double>(warmup);
   int64_t j = i - warmup;
   if (kind == "step")
-    return base * std::pow(gamma, static_cast<double>(j / std::max<int64_t>(
-                                                            stepSize, 1)));
+    return base * std::pow(gamma, static_cast<double>(
+                                      j / std::max<int64_t>(stepSize, 1)));
   if (kind == "cosine") {
     int64_t T = std::max<int64_t>(total - warmup, 1);
     return minLR + (base - minLR) *
@@ -54,13 +54,14 @@ std::string jsonNumberShort(double v) {
   return buf;
 }
 
-const char *const kFlags[] = {
-    "--epochs",        "--lr-schedule",    "--warmup-steps",
-    "--warmup-epochs", "--lr-step",        "--lr-step-epochs",
-    "--lr-gamma",      "--lr-min",         "--eval-every",
-    "--eval-every-epochs", "--log-every",  "--log-json",
-    "--workers",       "--mean",           "--std",
-    "--labels"};
+const char *const kFlags[] = {"--epochs",       "--lr-schedule",
+                              "--warmup-steps", "--warmup-epochs",
+                              "--lr-step",      "--lr-step-epochs",
+                              "--lr-gamma",     "--lr-min",
+                              "--eval-every",   "--eval-every-epochs",
+                              "--log-every",    "--log-json",
+                              "--workers",      "--mean",
+                              "--std",          "--labels"};
 
 bool parseI(const std::string &v, int64_t min, int64_t &out) {
   char *end = nullptr;
@@ -218,7 +219,7 @@ bool planRun(const TrainFlags &f, int64_t samples, int batch,
     err = "give --steps or --epochs, not both";
     return false;
   }
-  p.totalSteps = f.epochs >= 0   ? epochsToSteps(f.epochs)
+  p.totalSteps = f.epochs >= 0  ? epochsToSteps(f.epochs)
                  : f.steps >= 0 ? f.steps
                                 : defaultSteps;
   if (f.warmupSteps >= 0 && f.warmupEpochs >= 0) {
@@ -238,7 +239,7 @@ bool planRun(const TrainFlags &f, int64_t samples, int batch,
   p.lr.gamma = f.lrGamma;
   p.lr.minLR = f.lrMin;
   p.lr.total = p.totalSteps;
-  p.lr.warmup = f.warmupSteps >= 0    ? f.warmupSteps
+  p.lr.warmup = f.warmupSteps >= 0   ? f.warmupSteps
                 : f.warmupEpochs > 0 ? epochsToSteps(f.warmupEpochs)
                                      : 0;
   p.lr.stepSize = f.lrStep >= 0        ? f.lrStep
@@ -252,7 +253,7 @@ bool planRun(const TrainFlags &f, int64_t samples, int batch,
     err = "--lr-step/--lr-step-epochs need --lr-schedule step";
     return false;
   }
-  p.evalEvery = f.evalEvery > 0          ? f.evalEvery
+  p.evalEvery = f.evalEvery > 0         ? f.evalEvery
                 : f.evalEveryEpochs > 0 ? epochsToSteps(f.evalEveryEpochs)
                                         : 0;
   p.logEvery = f.logEvery > 0 ? f.logEvery : defaultLogEvery;
@@ -290,8 +291,8 @@ int defaultWorkers(DataFormat f) {
 std::string runHeader(const SampleSource &train, const SampleSource *test,
                       int workers, const Normalization &norm,
                       const RunPlan &plan, int batch) {
-  std::string s = "data: " + train.describe() + "; " +
-                  std::to_string(workers) + " workers; normalization ";
+  std::string s = "data: " + train.describe() + "; " + std::to_string(workers) +
+                  " workers; normalization ";
   if (norm.identity()) {
     s += train.type() == SampleType::U8 ? "none (x = byte / 255)" : "none";
   } else {
@@ -306,8 +307,9 @@ std::string runHeader(const SampleSource &train, const SampleSource *test,
   if (test)
     s += "validation: " + test->describe() + "\n";
   char buf[256];
-  std::snprintf(buf, sizeof(buf), "; %lld steps (%.2f epochs of %lld images, "
-                                  "batch %d)\n",
+  std::snprintf(buf, sizeof(buf),
+                "; %lld steps (%.2f epochs of %lld images, "
+                "batch %d)\n",
                 static_cast<long long>(plan.totalSteps),
                 plan.totalSteps / std::max(plan.stepsPerEpoch, 1e-9),
                 static_cast<long long>(train.size()), batch);
@@ -322,8 +324,8 @@ std::string formatDuration(double s) {
     s = 0;
   long long t = static_cast<long long>(s + 0.5);
   char buf[64];
-  std::snprintf(buf, sizeof(buf), "%lld:%02lld:%02lld", t / 3600,
-                (t / 60) % 60, t % 60);
+  std::snprintf(buf, sizeof(buf), "%lld:%02lld:%02lld", t / 3600, (t / 60) % 60,
+                t % 60);
   return buf;
 }
 

@@ -500,7 +500,9 @@ int trainMain(int argc, char **argv, const ModelSpec &spec) {
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t graphExec = nullptr;
   size_t peak = usedGPUMemory();
-  auto ownMemory = [&](size_t used) { return used > baseUsed ? used - baseUsed : 0; };
+  auto ownMemory = [&](size_t used) {
+    return used > baseUsed ? used - baseUsed : 0;
+  };
   double tStart = now(), tLog = tStart, tMean = tStart;
   int64_t logSince = 0, meanSteps = 0;
   float lastLoss = NAN;
@@ -568,7 +570,8 @@ int trainMain(int argc, char **argv, const ModelSpec &spec) {
       p.lr = lr;
       p.imagesPerSecond =
           logSince * (double)spec.batch / std::max(t - tLog, 1e-9);
-      p.etaSeconds = (last - step) * (t - tStart) / std::max<int64_t>(runSteps, 1);
+      p.etaSeconds =
+          (last - step) * (t - tStart) / std::max<int64_t>(runSteps, 1);
       if (scaleT)
         p.lossScale = readScalar(ctx, *scaleT);
       std::printf("%s\n", progressLine(p).c_str());

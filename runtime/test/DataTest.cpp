@@ -429,7 +429,8 @@ TEST(Npy, MemoryMappedUint8NhwcAndFloatNchw) {
   for (size_t i = 0; i < f.size(); ++i)
     f[i] = 0.5f * i;
   std::vector<int64_t> l2 = {1, 0};
-  writeNpyRaw(dir + "/train_x.npy", "<f4", {2, 3, 2, 2}, f.data(), 4 * f.size());
+  writeNpyRaw(dir + "/train_x.npy", "<f4", {2, 3, 2, 2}, f.data(),
+              4 * f.size());
   writeNpyRaw(dir + "/train_y.npy", "<i8", {2}, l2.data(), 16);
   EXPECT_EQ(detectFormat(dir), DataFormat::Npy);
   EXPECT_FALSE(hasTestSplit(dir));
@@ -461,7 +462,8 @@ TEST(Npy, BadInputsAreErrorsNamingTheFile) {
                      "per image)");
   o.labels = dir + "/ybad.npy";
   EXPECT_FALSE(openSource(dir + "/x.npy", Split::Train, o, src, err));
-  EXPECT_EQ(err, "bad label 7 in " + dir + "/ybad.npy index 2 (num_classes = 5)");
+  EXPECT_EQ(err,
+            "bad label 7 in " + dir + "/ybad.npy index 2 (num_classes = 5)");
   o.labels = dir + "/y3.npy";
   EXPECT_FALSE(openSource(dir + "/short.npy", Split::Train, o, src, err));
   EXPECT_EQ(err.rfind("truncated .npy file " + dir + "/short.npy", 0), 0u)
@@ -493,8 +495,14 @@ TEST(Schedule, MatchesTorchLrScheduler) {
   cw.warmup = 5;
   cw.minLR = 0.001;
   cw.total = 30;
-  const double cosWarm[] = {0.02, 0.04, 0.06, 0.08, 0.1, 0.1,
-                            0.09960967771506667, 0.09844486647586725};
+  const double cosWarm[] = {0.02,
+                            0.04,
+                            0.06,
+                            0.08,
+                            0.1,
+                            0.1,
+                            0.09960967771506667,
+                            0.09844486647586725};
   for (int k = 0; k < 8; ++k)
     EXPECT_NEAR(cw.at(k + 1), cosWarm[k], 1e-12) << k;
   EXPECT_NEAR(cw.at(20), 0.04122462492800664, 1e-12);
@@ -511,8 +519,17 @@ TEST(Schedule, MatchesTorchLrScheduler) {
   sw.warmup = 3;
   sw.stepSize = 4;
   sw.gamma = 0.1;
-  const double stepWarm[] = {0.03333333333333333, 0.06666666666666667, 0.1,
-                             0.1, 0.1, 0.1, 0.1, 0.01, 0.01, 0.01, 0.01,
+  const double stepWarm[] = {0.03333333333333333,
+                             0.06666666666666667,
+                             0.1,
+                             0.1,
+                             0.1,
+                             0.1,
+                             0.1,
+                             0.01,
+                             0.01,
+                             0.01,
+                             0.01,
                              0.001};
   for (int k = 0; k < 12; ++k)
     EXPECT_NEAR(sw.at(k + 1), stepWarm[k], 1e-15) << k;

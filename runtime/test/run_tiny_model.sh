@@ -99,6 +99,43 @@ rc=$?
 "$model" --data synthetic --bogus >/dev/null 2>&1
 [ $? -eq 1 ] || fail "unknown flag did not exit 1"
 
+# 6b. An ImageFolder of JPEGs/PNGs (decoded by the workers, RandomResizedCrop,
+# ImageNet normalization in the input conversion) with validation every 5
+# steps and --log-json; a corrupt JPEG in it is one error naming the file.
+if python3 -c 'import PIL, numpy' 2>/dev/null; then
+  python3 - "$dir/folder" <<'PYEOF'
+import os, sys
+import numpy as np
+from PIL import Image
+rng = np.random.default_rng(0)
+for split, n in (("train", 12), ("val", 4)):
+    for k in range(10):
+        d = os.path.join(sys.argv[1], split, "class%d" % k)
+        os.makedirs(d, exist_ok=True)
+        for i in range(n):
+            img = rng.integers(0, 80, size=(48, 40, 3), dtype=np.uint8)
+            img[..., k % 3] += 150
+            Image.fromarray(img).save(os.path.join(d, "%d.%s" % (i, "png" if i % 2 else "jpg")))
+PYEOF
+  "$model" --data "$dir/folder" --epochs 2 --eval-every 5 --workers 4 --log-every 1 \
+    --weights "$dir/w.cnnw" --log-json "$dir/folder.jsonl" >"$dir/folder.out" 2>&1 ||
+    fail "ImageFolder run failed: $(tail -3 "$dir/folder.out")"
+  cat "$dir/folder.out"
+  grep -q '^data: ImageFolder .*: 10 classes, 120 images, RandomResizedCrop+flip; 4 workers; normalization mean 0.485,0.456,0.406' \
+    "$dir/folder.out" || fail "ImageFolder: no data line"
+  [ "$(grep -c '^eval step' "$dir/folder.out")" -eq 2 ] || fail "ImageFolder: expected 2 eval lines (steps 5, 8)"
+  grep -Eq '^eval step 8 epoch 2.13: top-1 [0-9.]+% \([0-9]+/40\) top-5 [0-9.]+% \([0-9]+/40\)$' \
+    "$dir/folder.out" || fail "ImageFolder: bad final eval line"
+  [ "$(grep -c '"type": "train"' "$dir/folder.jsonl")" -eq 8 ] || fail "ImageFolder: --log-json lines"
+  head -c 300 "$dir/folder/train/class3/0.jpg" >"$dir/cut.jpg" && mv "$dir/cut.jpg" "$dir/folder/train/class3/0.jpg"
+  "$model" --data "$dir/folder" --epochs 1 --weights "$dir/w.cnnw" >"$dir/corrupt.out" 2>&1
+  rc=$?
+  [ $rc -eq 1 ] && grep -q "^cnnrt: corrupt JPEG $dir/folder/train/class3/0.jpg: " "$dir/corrupt.out" ||
+    fail "corrupt JPEG: rc $rc, $(cat "$dir/corrupt.out")"
+else
+  echo "note: python3 with PIL/numpy not found; ImageFolder GPU check skipped"
+fi
+
 # 7. Algorithm cache written and reused.
 grep -q '|conv|f32|nchw|' "$dir/algos.txt" || fail "algorithm cache not written"
 

@@ -200,9 +200,9 @@ DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
     // --batch auto: the largest batch whose memory plan fits the GPU
     // (chooseAutoBatch); llvm::cl sees numeric batches only.
     if ((name == "--batch" || name == "-batch") &&
-        (eq != std::string::npos ? a.substr(eq + 1) == "auto"
-                                 : i + 1 < argc &&
-                                       std::string(argv[i + 1]) == "auto")) {
+        (eq != std::string::npos
+             ? a.substr(eq + 1) == "auto"
+             : i + 1 < argc && std::string(argv[i + 1]) == "auto")) {
       batchAuto = true;
       if (eq == std::string::npos)
         ++i;

@@ -44,11 +44,11 @@ struct DriverOptions {
   bool nesterov = false;
   bool noBNWeightDecay = false; ///< --no-bn-weight-decay
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, labelSmoothing = 0;
-  int64_t steps = 0;           ///< --steps (reference training / cnnc train)
-  std::string data;            ///< --data DIR|FILE|synthetic
-  std::string labelsTensor;    ///< --labels y.npy (fixed batch with --input)
-  std::string saveState;       ///< --save-state out.cnnw
-  uint64_t seed = 0;           ///< --seed (data order)
+  int64_t steps = 0;        ///< --steps (reference training / cnnc train)
+  std::string data;         ///< --data DIR|FILE|synthetic
+  std::string labelsTensor; ///< --labels y.npy (fixed batch with --input)
+  std::string saveState;    ///< --save-state out.cnnw
+  uint64_t seed = 0;        ///< --seed (data order)
   /// --epochs, --lr-schedule, --eval-every, --log-json, --workers, ... (the
   /// flags the generated executable shares; parsed by cnnrt::TrainFlags).
   cnnrt::TrainFlags trainFlags;

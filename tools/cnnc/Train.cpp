@@ -303,8 +303,8 @@ LogicalResult cnnc::driver::trainReference(const DriverOptions &o,
   });
   auto forward = c.module->lookupSymbol<func::FuncOp>("forward");
   BatchSource src;
-  if (failed(openData(o, c, imageType, classes, /*wantTest=*/bool(forward),
-                      src)))
+  if (failed(
+          openData(o, c, imageType, classes, /*wantTest=*/bool(forward), src)))
     return failure();
   const int batch = imageType.getDimSize(0);
   cnnrt::TrainFlags flags = o.trainFlags;
@@ -312,8 +312,8 @@ LogicalResult cnnc::driver::trainReference(const DriverOptions &o,
   flags.lr = learningRate(o);
   cnnrt::RunPlan plan;
   std::string err;
-  if (!cnnrt::planRun(flags, src.set ? src.set->size() : batch, batch,
-                      o.steps, flags.lr, /*defaultLogEvery=*/1, plan, err))
+  if (!cnnrt::planRun(flags, src.set ? src.set->size() : batch, batch, o.steps,
+                      flags.lr, /*defaultLogEvery=*/1, plan, err))
     return fail(c, err);
   if (plan.evalEvery > 0 && !src.test)
     return fail(c, "--eval-every needs a validation split in --data (" +
@@ -411,8 +411,8 @@ LogicalResult cnnc::driver::trainReference(const DriverOptions &o,
       logSince = 0;
       tLog = now();
     }
-    if (src.test && forward && plan.evalEvery > 0 &&
-        k % plan.evalEvery == 0 && k != plan.totalSteps) {
+    if (src.test && forward && plan.evalEvery > 0 && k % plan.evalEvery == 0 &&
+        k != plan.totalSteps) {
       double t0 = now();
       if (failed(runEval(state, k)))
         return failure();
@@ -705,8 +705,8 @@ std::optional<uint64_t> gpuFreeBytes(std::string &source) {
   auto buf = llvm::MemoryBuffer::getFile(out);
   llvm::sys::fs::remove(out);
   uint64_t mib = 0;
-  if (rc != 0 || !buf ||
-      (*buf)->getBuffer().trim().getAsInteger(10, mib) || mib == 0)
+  if (rc != 0 || !buf || (*buf)->getBuffer().trim().getAsInteger(10, mib) ||
+      mib == 0)
     return std::nullopt;
   source = "nvidia-smi (GPU " + device + ")";
   return mib << 20;
@@ -779,8 +779,9 @@ LogicalResult cnnc::driver::chooseAutoBatch(DriverOptions &o) {
   if (!fits(best))
     return error("--batch auto: even batch 1 needs " + mib(best.total()) +
                  " (arena " + mib(best.arena) + " + " +
-                 mib(kContextReserveBytes) + " CUDA context reserve), more than " +
-                 mib(budget) + " (95 % of the " + mib(*free) + " free)");
+                 mib(kContextReserveBytes) +
+                 " CUDA context reserve), more than " + mib(budget) +
+                 " (95 % of the " + mib(*free) + " free)");
   // Doubling, then bisection (to multiples of 8 from 16 on).
   int64_t lo = 1, hi = 0;
   BatchNeed over;
@@ -813,8 +814,8 @@ LogicalResult cnnc::driver::chooseAutoBatch(DriverOptions &o) {
   }
   o.batch = lo;
   llvm::errs() << "cnnc: --batch auto: batch " << lo << " (arena "
-               << mib(best.arena) << " + staging " << mib(best.staging)
-               << " + " << mib(kContextReserveBytes)
+               << mib(best.arena) << " + staging " << mib(best.staging) << " + "
+               << mib(kContextReserveBytes)
                << " CUDA context reserve = " << mib(best.total())
                << " <= 95 % of the " << mib(*free) << " free per " << source
                << ")";

@@ -63,7 +63,8 @@ LogicalResult cnnc::writeBufferPlanSVG(ModuleOp module, llvm::raw_ostream &os) {
   // The plan --dump-plan prints (same buffer names); drawn: the buffers of
   // @train_step's values (their live ranges are its op indices), not
   // @forward's, which share the region.
-  auto planOr = getBufferPlan(step, module.lookupSymbol<func::FuncOp>("forward"));
+  auto planOr =
+      getBufferPlan(step, module.lookupSymbol<func::FuncOp>("forward"));
   if (failed(planOr))
     return failure();
   const BufferPlan &plan = *planOr;
@@ -94,8 +95,7 @@ LogicalResult cnnc::writeBufferPlanSVG(ModuleOp module, llvm::raw_ostream &os) {
       live[i] += b->bytes;
   double maxLive = *std::max_element(live.begin(), live.end());
 
-  const double W = 1200, H = 640, left = 90, right = 20, topM = 50,
-               bottom = 50;
+  const double W = 1200, H = 640, left = 90, right = 20, topM = 50, bottom = 50;
   const double pw = W - left - right, ph = H - topM - bottom;
   const double span = std::max<double>(top - base, 1);
   auto X = [&](double op) { return left + pw * op / (lastOp + 1); };
@@ -107,16 +107,17 @@ LogicalResult cnnc::writeBufferPlanSVG(ModuleOp module, llvm::raw_ostream &os) {
      << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
      << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   os << "<text x=\"" << left << "\" y=\"20\" font-size=\"15\">"
-     << escapeXML(llvm::formatv(
-                      "@train_step temporaries: {0} buffers over {1} ops; "
-                      "planned {2} ({3}), live-bytes peak {4}; arena {5}",
-                      temps.size(), lastOp + 1, mibStr(span),
-                      plan.fromPass ? "cnn-memory-plan " + plan.strategy
-                                    : std::string("first-fit"),
-                      mibStr(maxLive), mibStr(plan.arenaBytes))
-                      .str())
+     << escapeXML(
+            llvm::formatv("@train_step temporaries: {0} buffers over {1} ops; "
+                          "planned {2} ({3}), live-bytes peak {4}; arena {5}",
+                          temps.size(), lastOp + 1, mibStr(span),
+                          plan.fromPass ? "cnn-memory-plan " + plan.strategy
+                                        : std::string("first-fit"),
+                          mibStr(maxLive), mibStr(plan.arenaBytes))
+                .str())
      << "</text>\n";
-  os << "<text x=\"" << left << "\" y=\"38\" fill=\"#555\">x: op index "
+  os << "<text x=\"" << left
+     << "\" y=\"38\" fill=\"#555\">x: op index "
         "(live range), y: arena offset; black curve: bytes live at each op "
         "(a lower bound for any plan)</text>\n";
   // Axes and ticks.

@@ -1,4 +1,5 @@
-//===- Dataset.h - training data: readers, transforms, batching --*- C++ -*-===//
+//===- Dataset.h - training data: readers, transforms, batching --*- C++
+//-*-===//
 //
 // Pure C++17 (no CUDA). The GPU runtime and the compiler's CPU reference
 // interpreter both feed their training steps through StreamLoader (over a
@@ -169,8 +170,7 @@ public:
   virtual Normalization defaultNormalization() const { return {}; }
   int C = 0, H = 0, W = 0;
   size_t sampleBytes() const {
-    return static_cast<size_t>(C) * H * W *
-           (type() == SampleType::U8 ? 1 : 4);
+    return static_cast<size_t>(C) * H * W * (type() == SampleType::U8 ? 1 : 4);
   }
 };
 

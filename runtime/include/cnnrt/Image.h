@@ -1,4 +1,5 @@
-//===- Image.h - JPEG/PNG decoding and the torchvision transforms -*- C++ -*-===//
+//===- Image.h - JPEG/PNG decoding and the torchvision transforms -*- C++
+//-*-===//
 //
 // Pure C++17 (no CUDA), part of cnnrt_host. Decoding uses libjpeg-turbo's
 // TurboJPEG API and libpng's simplified API. The transforms follow

@@ -1,4 +1,5 @@
-//===- TrainLoop.h - what the GPU and CPU training loops share ---*- C++ -*-===//
+//===- TrainLoop.h - what the GPU and CPU training loops share ---*- C++
+//-*-===//
 //
 // Pure C++17 (no CUDA), part of cnnrt_host: the training flags (parsed the
 // same way by generated executables and by `cnnc`), learning-rate schedules,
@@ -44,9 +45,9 @@ struct LRSchedule {
 
 /// The flags of a training run, shared by `./train` and `cnnc train`.
 struct TrainFlags {
-  int64_t steps = -1;   ///< < 0: not given
-  double epochs = -1;   ///< < 0: not given
-  double lr = -1;       ///< < 0: the model's default
+  int64_t steps = -1; ///< < 0: not given
+  double epochs = -1; ///< < 0: not given
+  double lr = -1;     ///< < 0: the model's default
   std::string schedule = "constant";
   int64_t warmupSteps = -1;
   double warmupEpochs = -1;

@@ -79,8 +79,8 @@ bool decodeJPEG(const uint8_t *data, size_t size, const std::string &path,
   // Warnings (e.g. "premature end of data") are errors too: the image would
   // be partly gray.
   if (tjDecompress2(tj.h, data, static_cast<unsigned long>(size),
-                    out.pixels.data(), w, 0, h, TJPF_RGB, TJFLAG_STOPONWARNING) !=
-      0) {
+                    out.pixels.data(), w, 0, h, TJPF_RGB,
+                    TJFLAG_STOPONWARNING) != 0) {
     err = "corrupt JPEG " + path + ": " + tjGetErrorStr2(tj.h);
     return false;
   }
@@ -208,10 +208,10 @@ Coeffs coefficients(double boxStart, double boxSize, int lo, int hi,
   c.weights.assign(static_cast<size_t>(outSize) * c.ksize, 0.0f);
   for (int o = 0; o < outSize; ++o) {
     double center = boxStart + (o + 0.5) * scale;
-    int xmin = std::max(static_cast<int>(std::floor(center - support + 0.5)),
-                        lo);
-    int xmax = std::min(static_cast<int>(std::floor(center + support + 0.5)),
-                        hi);
+    int xmin =
+        std::max(static_cast<int>(std::floor(center - support + 0.5)), lo);
+    int xmax =
+        std::min(static_cast<int>(std::floor(center + support + 0.5)), hi);
     if (xmax <= xmin) { // a box at the very edge: take the nearest pixel
       xmin = std::min(std::max(static_cast<int>(center), lo), hi - 1);
       xmax = xmin + 1;
@@ -338,8 +338,8 @@ bool encodePNG(const Image &img, std::vector<uint8_t> &out, std::string &err) {
     return false;
   }
   out.resize(size);
-  if (!png_image_write_to_memory(&p, out.data(), &size, 0, img.pixels.data(),
-                                 0, nullptr)) {
+  if (!png_image_write_to_memory(&p, out.data(), &size, 0, img.pixels.data(), 0,
+                                 nullptr)) {
     err = std::string("PNG encoding failed: ") + p.message;
     return false;
   }

@@ -16,7 +16,8 @@
 namespace cnnrt {
 
 uint64_t augmentSeed(uint64_t seed, int64_t epoch, int64_t sample) {
-  uint64_t z = seed ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(epoch + 1));
+  uint64_t z =
+      seed ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(epoch + 1));
   z ^= 0xD1B54A32D192ED03ull * static_cast<uint64_t>(sample + 1);
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
@@ -182,8 +183,8 @@ LoaderState StreamLoader::state() const { return slots_[head_].before; }
 
 double StreamLoader::epochsDone() const {
   const LoaderState s = state();
-  return s.epoch + static_cast<double>(s.cursor) /
-                       std::max<int64_t>(1, src_.size());
+  return s.epoch +
+         static_cast<double>(s.cursor) / std::max<int64_t>(1, src_.size());
 }
 
 void StreamLoader::setState(const LoaderState &st) {

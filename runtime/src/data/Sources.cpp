@@ -68,15 +68,13 @@ public:
   int numClasses() const override { return set_.numClasses; }
   std::string describe() const override {
     std::string f = set_.files.empty() ? "" : set_.files.front();
-    return (f == "synthetic" ? "synthetic" : "CIFAR-10 binary " + f +
-                                                 (set_.files.size() > 1
-                                                      ? " (+" +
-                                                            std::to_string(
-                                                                set_.files
-                                                                    .size() -
-                                                                1) +
-                                                            " files)"
-                                                      : "")) +
+    return (f == "synthetic"
+                ? "synthetic"
+                : "CIFAR-10 binary " + f +
+                      (set_.files.size() > 1
+                           ? " (+" + std::to_string(set_.files.size() - 1) +
+                                 " files)"
+                           : "")) +
            ": " + std::to_string(set_.count) + " images";
   }
   bool get(int64_t i, uint64_t, void *out, int32_t &label,
@@ -306,9 +304,9 @@ bool mapNpy(const std::string &path, MappedNpy &m, std::string &err) {
   }
   m.data = b + off + hlen;
   size_t item = (m.descr == "|u1" || m.descr == "u1" || m.descr == "<u1") ? 1
-                : (m.descr == "<f4" || m.descr == "<i4")                   ? 4
-                : m.descr == "<i8"                                         ? 8
-                                                                           : 0;
+                : (m.descr == "<f4" || m.descr == "<i4")                  ? 4
+                : m.descr == "<i8"                                        ? 8
+                                                                          : 0;
   if (item == 0) {
     err = "unsupported .npy dtype '" + m.descr + "' in " + path +
           " (images: uint8 or float32; labels: int64, int32 or uint8)";
@@ -345,8 +343,8 @@ public:
            std::string &) const override {
     label = labels[i];
     size_t item = f32 ? 4 : 1;
-    const uint8_t *img = images->data + static_cast<size_t>(i) * srcC * srcH *
-                                            srcW * item;
+    const uint8_t *img =
+        images->data + static_cast<size_t>(i) * srcC * srcH * srcW * item;
     auto at = [&](int c, int y, int x) -> float {
       size_t k = nhwc ? (static_cast<size_t>(y) * srcW + x) * srcC + c
                       : (static_cast<size_t>(c) * srcH + y) * srcW + x;
@@ -365,11 +363,11 @@ public:
           int sx = static_cast<int>(static_cast<int64_t>(x) * srcW / W);
           size_t d = (static_cast<size_t>(c) * H + y) * W + x;
           if (f32) {
-            float v = srcC == C   ? at(c, sy, sx)
-                      : srcC == 1 ? at(0, sy, sx)
-                                  : (at(0, sy, sx) + at(1, sy, sx) +
-                                     at(2, sy, sx)) /
-                                        3.0f;
+            float v =
+                srcC == C ? at(c, sy, sx)
+                : srcC == 1
+                    ? at(0, sy, sx)
+                    : (at(0, sy, sx) + at(1, sy, sx) + at(2, sy, sx)) / 3.0f;
             static_cast<float *>(out)[d] = v;
           } else {
             int v = srcC == C   ? static_cast<int>(at(c, sy, sx))
@@ -467,8 +465,8 @@ bool openNpy(const std::string &imagesPath, const std::string &labelsPath,
       v = lb.data[i];
     }
     if (v < 0 || v >= o.numClasses) {
-      err = "bad label " + std::to_string(v) + " in " + labelsPath +
-            " index " + std::to_string(i) +
+      err = "bad label " + std::to_string(v) + " in " + labelsPath + " index " +
+            std::to_string(i) +
             " (num_classes = " + std::to_string(o.numClasses) + ")";
       return false;
     }
@@ -534,8 +532,8 @@ bool scanImageFolder(const std::string &dir, std::vector<std::string> &classes,
                     ignored, 0, err))
       return false;
     if (samples.size() == before) {
-      err = "no .jpg/.jpeg/.png images in class folder " + dir + "/" +
-            classes[k];
+      err =
+          "no .jpg/.jpeg/.png images in class folder " + dir + "/" + classes[k];
       return false;
     }
   }
@@ -597,8 +595,8 @@ bool openSource(const std::string &spec, Split split, const SourceOptions &o,
   case DataFormat::Synthetic: {
     int64_t n = o.syntheticCount > 0 ? o.syntheticCount : o.batch;
     uint64_t seed = split == Split::Train ? o.seed : (o.seed ^ 0x7E57);
-    out = makeImageSetSource(
-        makeSynthetic(n, o.C, o.H, o.W, o.numClasses, seed));
+    out =
+        makeImageSetSource(makeSynthetic(n, o.C, o.H, o.W, o.numClasses, seed));
     return true;
   }
   case DataFormat::Cifar: {
@@ -666,8 +664,8 @@ bool openSource(const std::string &spec, Split split, const SourceOptions &o,
         if (isDir(spec + "/train/" + n))
           trainClasses.push_back(n);
       if (trainClasses != classes) {
-        err = "the class folders of " + dir + " differ from those of " +
-              spec + "/train (the labels would not match)";
+        err = "the class folders of " + dir + " differ from those of " + spec +
+              "/train (the labels would not match)";
         return false;
       }
     }
@@ -676,9 +674,8 @@ bool openSource(const std::string &spec, Split split, const SourceOptions &o,
             ": this runtime was built without libjpeg-turbo/libpng";
       return false;
     }
-    out = std::make_unique<ImageFolderSource>(dir, std::move(classes),
-                                              std::move(samples), o,
-                                              split == Split::Train);
+    out = std::make_unique<ImageFolderSource>(
+        dir, std::move(classes), std::move(samples), o, split == Split::Train);
     return true;
   }
   case DataFormat::Unknown:
