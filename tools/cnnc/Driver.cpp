@@ -20,6 +20,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 using namespace mlir;
@@ -41,7 +42,13 @@ cl::OptionCategory cnncCategory("cnnc options");
 
 cl::opt<std::string> inputFile(cl::Positional,
                                cl::desc("<model.onnx|model.mlir>"),
-                               cl::Required, cl::cat(cnncCategory));
+                               cl::Optional, cl::cat(cnncCategory));
+cl::opt<std::string> listOnnxOps(
+    "list-onnx-ops",
+    cl::desc("Print the ONNX ops the importer handles (opsets, gradient, GPU "
+             "kernel, notes) and exit; =markdown prints docs/ops.md"),
+    cl::value_desc("text|markdown"), cl::ValueOptional, cl::init(""),
+    cl::cat(cnncCategory));
 cl::opt<std::string> outputFile("o", cl::desc("Output file (default: stdout)"),
                                 cl::value_desc("file"), cl::init("-"),
                                 cl::cat(cnncCategory));
@@ -185,6 +192,23 @@ DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
       "  cnnc model.onnx --train -o train [--emit cuda]\n"
       "  cnnc train model.onnx --data DIR --steps N   (compile and run)\n");
   DriverOptions o;
+  if (listOnnxOps.getNumOccurrences()) {
+    if (listOnnxOps != "" && listOnnxOps != "text" &&
+        listOnnxOps != "markdown") {
+      llvm::errs() << "cnnc: error: --list-onnx-ops takes text or markdown, "
+                      "got '"
+                   << listOnnxOps << "'\n";
+      std::exit(1);
+    }
+    o.listOnnxOps = listOnnxOps == "" ? "text" : listOnnxOps.getValue();
+  } else if (inputFile.empty()) {
+    llvm::errs() << argv[0]
+                 << ": Not enough positional command line arguments "
+                    "specified!\nMust specify at least 1 positional argument: "
+                    "See: "
+                 << argv[0] << " --help\n";
+    std::exit(1);
+  }
   o.inputFile = inputFile;
   o.outputFile = outputFile == "-" ? "" : outputFile.getValue();
   o.emit = emitKind;
@@ -323,6 +347,8 @@ LogicalResult cnnc::driver::loadInput(const DriverOptions &options,
   if (isOnnx) {
     ONNXImportOptions importOptions;
     importOptions.batch = options.batch;
+    importOptions.forTraining = options.train;
+    importOptions.runForward = options.runReference && !options.train;
     c.module = importONNX(path, c.context, importOptions, c.weights);
     if (!c.module)
       return failure();
@@ -445,6 +471,10 @@ void printPlain(llvm::raw_ostream &os, const std::string &where,
 } // namespace
 
 int cnnc::driver::runDriver(const DriverOptions &options) {
+  if (!options.listOnnxOps.empty()) {
+    printONNXOpTable(llvm::outs(), options.listOnnxOps == "markdown");
+    return 0;
+  }
   Compilation c;
   // Every diagnostic goes to stderr as "<loc>: error: <msg>": MLIR source
   // locations through the SourceMgr handler (with the source line), ONNX
