@@ -11,7 +11,10 @@
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/OperationSupport.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/ADT/Statistic.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
@@ -325,6 +328,23 @@ std::string resolveWeightsPath(StringRef mlirPath, StringRef weights) {
   return llvm::sys::fs::exists(p) ? std::string(p) : weights.str();
 }
 
+/// The importer maps ONNX Add/Mul/Div to the broadcasting cnn ops; their
+/// canonicalization patterns give the specialized forms the passes and the
+/// CUDA target know (cnn.scale for a scalar factor, cnn.bias_add for a
+/// per-channel addend). Only these patterns run, without folding: folders
+/// would drop cnn.dropout, from which cnn-autodiff builds the training mask.
+LogicalResult canonicalizeImport(ModuleOp module) {
+  MLIRContext *ctx = module.getContext();
+  RewritePatternSet patterns(ctx);
+  cnn::AddOp::getCanonicalizationPatterns(patterns, ctx);
+  cnn::MulOp::getCanonicalizationPatterns(patterns, ctx);
+  cnn::DivOp::getCanonicalizationPatterns(patterns, ctx);
+  GreedyRewriteConfig config;
+  config.enableFolding(false).enableConstantCSE(false);
+  (void)applyPatternsGreedily(module, std::move(patterns), config);
+  return mlir::verify(module);
+}
+
 func::FuncOp findForward(Compilation &c) {
   return c.module->lookupSymbol<func::FuncOp>("forward");
 }
@@ -351,6 +371,8 @@ LogicalResult cnnc::driver::loadInput(const DriverOptions &options,
     importOptions.runForward = options.runReference && !options.train;
     c.module = importONNX(path, c.context, importOptions, c.weights);
     if (!c.module)
+      return failure();
+    if (failed(canonicalizeImport(*c.module)))
       return failure();
   } else {
     if (options.batch > 0)

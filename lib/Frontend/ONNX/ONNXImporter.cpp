@@ -144,6 +144,8 @@ private:
   Value makeTyped(Type resultType, ValueRange operands,
                   ArrayRef<NamedAttribute> attrs = {});
   Value reshape(Value v, const std::vector<int64_t> &shape) {
+    if (!v)
+      return {};
     auto t = cast<RankedTensorType>(v.getType());
     if (t.getShape() == ArrayRef<int64_t>(shape))
       return v;
@@ -1018,94 +1020,73 @@ LogicalResult Importer::importBinary(StringRef opType) {
     setOutput(0, std::move(out));
     return success();
   }
-  // x * c or x / c with a scalar constant: cnn.scale.
-  if ((kind == BinaryKind::Mul || kind == BinaryKind::Div) &&
-      (r->constant || (kind == BinaryKind::Mul && l->constant))) {
-    const ConstVal &c = r->constant ? *r->constant : *l->constant;
-    int valueIdx = r->constant ? 0 : 1;
-    if (c.numel() == 1 && !c.isInt &&
-        int64_t(shapeOf((valueIdx ? r : l)->value).size()) >= c.rank()) {
-      float f = float(c.at(0));
-      if (kind == BinaryKind::Div)
-        f = 1.0f / f;
-      Value y = make<cnn::ScaleOp>({data(valueIdx)},
-                                   {attr("factor", b.getF32FloatAttr(f))});
-      if (!y)
-        return failure();
-      setOutput(0, y);
-      return success();
-    }
-  }
-  if (kind != BinaryKind::Add && kind != BinaryKind::Mul)
+  if (kind != BinaryKind::Add && kind != BinaryKind::Sub &&
+      kind != BinaryKind::Mul && kind != BinaryKind::Div)
     return unsupported("only constant operands are supported");
-  // One run-time operand and one constant that broadcasts to it.
-  if (l->constant || r->constant) {
-    int valueIdx = l->constant ? 1 : 0;
-    Slot *cs = l->constant ? l : r;
-    const ConstVal &c = *cs->constant;
-    Value v = data(valueIdx);
-    if (!v)
-      return failure();
-    auto vShape = shapeOf(v);
-    if (c.shape != vShape) {
-      std::vector<int64_t> bs;
-      std::string err;
-      if (!broadcastShapes(vShape, c.shape, bs, err) || bs != vShape)
-        return nodeError("operands of node '" + nodeName + "' (" + opType +
-                         ") have shapes " + shapeStr(shapeOf(v)) + " and " +
-                         shapeStr(c.shape) + " that do not broadcast to " +
-                         shapeStr(vShape));
-      // A per-channel constant (only dim 1 of the value is not 1): bias_add.
-      int64_t off = int64_t(vShape.size()) - c.rank();
-      bool perChannel = kind == BinaryKind::Add && vShape.size() >= 2 &&
-                        !c.isInt && c.numel() == vShape[1] && vShape[1] > 1;
-      for (int64_t d = 0; d < c.rank() && perChannel; ++d)
-        if (d + off != 1 && c.shape[d] != 1)
-          perChannel = false;
-      if (perChannel) {
-        Value bias;
-        if (cs->isInitializer) {
-          bias = weight(valueIdx ? 0 : 1, WeightRole::Param, vShape[1]);
-        } else {
-          ConstVal flat = c;
-          flat.shape = {vShape[1]};
-          bias = materialize(flat);
-        }
-        Value y = make<cnn::BiasAddOp>({v, bias});
-        if (!y)
-          return failure();
-        setOutput(0, y);
-        return success();
-      }
-      ConstVal full;
-      if (c.isInt || !broadcastTo(c, vShape, full, err) ||
-          full.numel() > kMaxInlineConstant)
-        return unsupported("broadcasting the constant of shape " +
-                           shapeStr(c.shape) + " to " + shapeStr(vShape) +
-                           " (only small float constants can be expanded)");
-      Value cv = materialize(full);
-      Value y = kind == BinaryKind::Add ? make<cnn::AddOp>({v, cv})
-                                        : make<cnn::MulOp>({v, cv});
-      if (!y)
-        return failure();
-      setOutput(0, y);
-      return success();
-    }
+  // Faithfully the broadcasting cnn op; canonicalization turns a scalar
+  // factor into cnn.scale and a per-channel addend into cnn.bias_add.
+  std::vector<int64_t> shapes[2];
+  for (int i = 0; i < 2; ++i) {
+    Slot *s = i ? r : l;
+    shapes[i] = s->value ? shapeOf(s->value) : s->constant->shape;
   }
-  Value lv = data(0);
-  if (!lv)
-    return failure();
-  Value rv = data(1);
-  if (!rv)
-    return failure();
-  if (lv.getType() != rv.getType())
+  std::vector<int64_t> outShape;
+  std::string err;
+  if (!broadcastShapes(shapes[0], shapes[1], outShape, err))
     return nodeError(fmt::format(
-        "operands of node '{}' ({}) must have the same shape (broadcasting "
-        "of run-time tensors is not supported): '{}' is {} and '{}' is {}",
-        nodeName, opType.str(), node->input(0), shapeStr(shapeOf(lv)),
-        node->input(1), shapeStr(shapeOf(rv))));
-  Value y = kind == BinaryKind::Add ? make<cnn::AddOp>({lv, rv})
-                                    : make<cnn::MulOp>({lv, rv});
+        "operands of node '{}' ({}) do not broadcast: '{}' is {} and '{}' is "
+        "{}",
+        nodeName, opType.str(), node->input(0), shapeStr(shapes[0]),
+        node->input(1), shapeStr(shapes[1])));
+  int64_t rank = outShape.size();
+  Value operands[2];
+  for (int i = 0; i < 2; ++i) {
+    Slot *s = i ? r : l;
+    // The operand's shape with leading 1s up to the result's rank.
+    std::vector<int64_t> aligned(rank - shapes[i].size(), 1);
+    aligned.insert(aligned.end(), shapes[i].begin(), shapes[i].end());
+    if (s->value) {
+      operands[i] = reshape(s->value, aligned);
+      continue;
+    }
+    const ConstVal &c = *s->constant;
+    // A per-channel initializer (only dimension 1 of the result not 1) stays
+    // a parameter: the channel vector, expanded by a reshape.
+    bool perChannel = s->isInitializer && !c.isInt && rank >= 2 &&
+                      c.numel() > 1 && c.numel() == outShape[1];
+    for (int64_t d = 0; d < rank && perChannel; ++d)
+      if (d != 1 && aligned[d] != 1)
+        perChannel = false;
+    if (perChannel) {
+      operands[i] = reshape(weight(i, WeightRole::Param, c.numel()), aligned);
+      continue;
+    }
+    if (c.numel() == 1 || !s->isInitializer ||
+        c.numel() <= kMaxInlineConstant) {
+      ConstVal shaped = c;
+      shaped.shape = aligned;
+      operands[i] = materialize(shaped);
+      continue;
+    }
+    operands[i] = reshape(data(i), aligned);
+  }
+  if (!operands[0] || !operands[1])
+    return failure();
+  Value y;
+  switch (kind) {
+  case BinaryKind::Add:
+    y = make<cnn::AddOp>({operands[0], operands[1]});
+    break;
+  case BinaryKind::Sub:
+    y = make<cnn::SubOp>({operands[0], operands[1]});
+    break;
+  case BinaryKind::Mul:
+    y = make<cnn::MulOp>({operands[0], operands[1]});
+    break;
+  default:
+    y = make<cnn::DivOp>({operands[0], operands[1]});
+    break;
+  }
   if (!y)
     return failure();
   setOutput(0, y);
