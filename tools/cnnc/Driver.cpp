@@ -11,7 +11,10 @@
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/OperationSupport.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/ADT/Statistic.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
@@ -20,6 +23,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 using namespace mlir;
@@ -41,7 +45,13 @@ cl::OptionCategory cnncCategory("cnnc options");
 
 cl::opt<std::string> inputFile(cl::Positional,
                                cl::desc("<model.onnx|model.mlir>"),
-                               cl::Required, cl::cat(cnncCategory));
+                               cl::Optional, cl::cat(cnncCategory));
+cl::opt<std::string> listOnnxOps(
+    "list-onnx-ops",
+    cl::desc("Print the ONNX ops the importer handles (opsets, gradient, GPU "
+             "kernel, notes) and exit; =markdown prints docs/ops.md"),
+    cl::value_desc("text|markdown"), cl::ValueOptional, cl::init(""),
+    cl::cat(cnncCategory));
 cl::opt<std::string> outputFile("o", cl::desc("Output file (default: stdout)"),
                                 cl::value_desc("file"), cl::init("-"),
                                 cl::cat(cnncCategory));
@@ -185,6 +195,23 @@ DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
       "  cnnc model.onnx --train -o train [--emit cuda]\n"
       "  cnnc train model.onnx --data DIR --steps N   (compile and run)\n");
   DriverOptions o;
+  if (listOnnxOps.getNumOccurrences()) {
+    if (listOnnxOps != "" && listOnnxOps != "text" &&
+        listOnnxOps != "markdown") {
+      llvm::errs() << "cnnc: error: --list-onnx-ops takes text or markdown, "
+                      "got '"
+                   << listOnnxOps << "'\n";
+      std::exit(1);
+    }
+    o.listOnnxOps = listOnnxOps == "" ? "text" : listOnnxOps.getValue();
+  } else if (inputFile.empty()) {
+    llvm::errs() << argv[0]
+                 << ": Not enough positional command line arguments "
+                    "specified!\nMust specify at least 1 positional argument: "
+                    "See: "
+                 << argv[0] << " --help\n";
+    std::exit(1);
+  }
   o.inputFile = inputFile;
   o.outputFile = outputFile == "-" ? "" : outputFile.getValue();
   o.emit = emitKind;
@@ -301,6 +328,23 @@ std::string resolveWeightsPath(StringRef mlirPath, StringRef weights) {
   return llvm::sys::fs::exists(p) ? std::string(p) : weights.str();
 }
 
+/// The importer maps ONNX Add/Mul/Div to the broadcasting cnn ops; their
+/// canonicalization patterns give the specialized forms the passes and the
+/// CUDA target know (cnn.scale for a scalar factor, cnn.bias_add for a
+/// per-channel addend). Only these patterns run, without folding: folders
+/// would drop cnn.dropout, from which cnn-autodiff builds the training mask.
+LogicalResult canonicalizeImport(ModuleOp module) {
+  MLIRContext *ctx = module.getContext();
+  RewritePatternSet patterns(ctx);
+  cnn::AddOp::getCanonicalizationPatterns(patterns, ctx);
+  cnn::MulOp::getCanonicalizationPatterns(patterns, ctx);
+  cnn::DivOp::getCanonicalizationPatterns(patterns, ctx);
+  GreedyRewriteConfig config;
+  config.enableFolding(false).enableConstantCSE(false);
+  (void)applyPatternsGreedily(module, std::move(patterns), config);
+  return mlir::verify(module);
+}
+
 func::FuncOp findForward(Compilation &c) {
   return c.module->lookupSymbol<func::FuncOp>("forward");
 }
@@ -323,8 +367,12 @@ LogicalResult cnnc::driver::loadInput(const DriverOptions &options,
   if (isOnnx) {
     ONNXImportOptions importOptions;
     importOptions.batch = options.batch;
+    importOptions.forTraining = options.train;
+    importOptions.runForward = options.runReference && !options.train;
     c.module = importONNX(path, c.context, importOptions, c.weights);
     if (!c.module)
+      return failure();
+    if (failed(canonicalizeImport(*c.module)))
       return failure();
   } else {
     if (options.batch > 0)
@@ -445,6 +493,10 @@ void printPlain(llvm::raw_ostream &os, const std::string &where,
 } // namespace
 
 int cnnc::driver::runDriver(const DriverOptions &options) {
+  if (!options.listOnnxOps.empty()) {
+    printONNXOpTable(llvm::outs(), options.listOnnxOps == "markdown");
+    return 0;
+  }
   Compilation c;
   // Every diagnostic goes to stderr as "<loc>: error: <msg>": MLIR source
   // locations through the SourceMgr handler (with the source line), ONNX

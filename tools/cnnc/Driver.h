@@ -63,6 +63,8 @@ struct DriverOptions {
   /// CPU reference interpreter NCHW and fp32.
   bool targetGPU = false;
   std::string argv0; ///< path of this executable
+  /// --list-onnx-ops[=text|markdown]: print the importer's op table only.
+  std::string listOnnxOps;
 };
 
 /// Parses argv with llvm::cl (exits on --help, --version, unknown flags).

@@ -273,6 +273,7 @@ def CNN_GeluOp : CNN_UnaryOp<"gelu",
 def CNN_AddOp : CNN_BinaryOp<"add", [{ return s.add(x[0], x[1]); }],
     [{ return dy; }], [Commutative]> {
   let summary = "Elementwise sum (numpy broadcasting)";
+  let hasCanonicalizer = 1;
 }
 
 def CNN_SubOp : CNN_BinaryOp<"sub", [{ return s.sub(x[0], x[1]); }],
@@ -283,11 +284,13 @@ def CNN_SubOp : CNN_BinaryOp<"sub", [{ return s.sub(x[0], x[1]); }],
 def CNN_MulOp : CNN_BinaryOp<"mul", [{ return s.mul(x[0], x[1]); }],
     [{ return s.mul(dy, x[1 - i]); }], [Commutative]> {
   let summary = "Elementwise product (numpy broadcasting)";
+  let hasCanonicalizer = 1;
 }
 
 def CNN_DivOp : CNN_BinaryOp<"div", [{ return s.div(x[0], x[1]); }],
     [{ return i == 0 ? s.div(dy, x[1]) : s.neg(s.div(s.mul(dy, y), x[1])); }]> {
   let summary = "Elementwise quotient (numpy broadcasting)";
+  let hasCanonicalizer = 1;
 }
 
 def CNN_ReduceSumOp : CNN_PureOp<"reduce_sum", [CNN_InferShapes]> {
