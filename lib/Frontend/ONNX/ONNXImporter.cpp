@@ -205,6 +205,7 @@ private:
   LogicalResult importReduceMean();
   LogicalResult importConstantOfShape();
   LogicalResult importExpand();
+  LogicalResult importPad();
   LogicalResult windowPadding(const std::vector<int64_t> &kernel,
                               const std::vector<int64_t> &strides,
                               const std::vector<int64_t> &dilations, Value in,
@@ -1512,6 +1513,8 @@ LogicalResult Importer::importNode() {
     return importConstantOfShape();
   if (op == "Expand")
     return importExpand();
+  if (op == "Pad")
+    return importPad();
   if (op == "Where") {
     const ConstVal *c = constant(0, "condition");
     const ConstVal *x = c ? constant(1, "X") : nullptr;
@@ -1551,6 +1554,89 @@ LogicalResult Importer::importNode() {
     return success();
   }
   return unsupported();
+}
+
+/// ONNX Pad -> cnn.pad: opset 2-10 take `pads`/`value` attributes, opset
+/// 11+ take `pads`, an optional scalar `constant_value` and (opset 18+)
+/// `axes` as constant inputs. Negative pads crop: a cnn.slice first.
+LogicalResult Importer::importPad() {
+  Value x = data(0);
+  if (!x)
+    return failure();
+  int64_t rank = shapeOf(x).size();
+  std::vector<int64_t> pads, axes;
+  float value = 0;
+  if (opset < 11) {
+    auto a = intsAttr("pads");
+    if (!a)
+      return nodeError("node '" + nodeName + "' (Pad): missing 'pads'");
+    pads = *a;
+    value = floatAttr("value", 0.0f);
+  } else {
+    bool present = false;
+    if (failed(intsFromAttrOrInput("pads", 1, pads, present)))
+      return failure();
+    if (!present)
+      return nodeError("node '" + nodeName + "' (Pad): missing 'pads'");
+    if (hasInput(2)) {
+      const ConstVal *c = constant(2, "constant_value");
+      if (!c)
+        return failure();
+      if (c->numel() != 1)
+        return nodeError("node '" + nodeName +
+                         "' (Pad): constant_value must be a scalar");
+      value = c->at(0);
+    }
+    if (failed(intsFromAttrOrInput("axes", 3, axes, present)))
+      return failure();
+  }
+  if (axes.empty())
+    for (int64_t d = 0; d < rank; ++d)
+      axes.push_back(d);
+  if (pads.size() != 2 * axes.size())
+    return nodeError(fmt::format("node '{}' (Pad): {} pads for {} axes of a "
+                                 "rank-{} input (expected 2 per axis)",
+                                 nodeName, pads.size(), axes.size(), rank));
+  // Pads of all dimensions, [begin..., end...].
+  std::vector<int64_t> all(2 * rank, 0);
+  for (auto [i, axis] : llvm::enumerate(axes)) {
+    int64_t d = axis < 0 ? axis + rank : axis;
+    if (d < 0 || d >= rank)
+      return nodeError(fmt::format("node '{}' (Pad): axis {} out of range for "
+                                   "rank {}",
+                                   nodeName, axis, rank));
+    all[d] = pads[i];
+    all[rank + d] = pads[axes.size() + i];
+  }
+  std::string mode = stringAttr("mode", "constant");
+  if (mode != "constant" && mode != "reflect" && mode != "edge")
+    return unsupported("mode '" + mode + "'");
+  if (llvm::any_of(all, [](int64_t p) { return p < 0; })) {
+    std::vector<int64_t> shape = shapeOf(x), offs(rank), sizes(rank);
+    for (int64_t d = 0; d < rank; ++d) {
+      offs[d] = std::max<int64_t>(0, -all[d]);
+      sizes[d] = shape[d] - offs[d] - std::max<int64_t>(0, -all[rank + d]);
+      if (sizes[d] < 1)
+        return nodeError(fmt::format("node '{}' (Pad): pads {} crop away "
+                                     "dimension {} of size {}",
+                                     nodeName, shapeStr(all), d, shape[d]));
+    }
+    x = make<cnn::SliceOp>({x}, {attr("offsets", b.getDenseI64ArrayAttr(offs)),
+                                 attr("sizes", b.getDenseI64ArrayAttr(sizes))});
+    if (!x)
+      return failure();
+    for (int64_t &p : all)
+      p = std::max<int64_t>(p, 0);
+  }
+  Value y = x;
+  if (llvm::any_of(all, [](int64_t p) { return p != 0; }))
+    y = make<cnn::PadOp>({x}, {attr("pads", b.getDenseI64ArrayAttr(all)),
+                               attr("mode", b.getStringAttr(mode)),
+                               attr("value", b.getF32FloatAttr(value))});
+  if (!y)
+    return failure();
+  setOutput(0, y);
+  return success();
 }
 
 //===----------------------------------------------------------------------===//
@@ -1675,33 +1761,40 @@ OwningOpRef<ModuleOp> Importer::run() {
       return nullptr;
   }
 
-  const std::string &outName = graph.output(0).name();
-  loc = NameLoc::get(b.getStringAttr(outName), fileLoc);
-  auto it = slots.find(outName);
-  if (it == slots.end() || !it->second.unavailable.empty()) {
-    (void)error(loc, "graph output '" + outName + "' of '" + path +
-                         "' is not computed by any node");
-    return nullptr;
-  }
-  Value result = it->second.value;
-  if (!result) {
-    // A constant output: rare, but representable.
-    static const onnx::NodeProto outputNode = [] {
-      onnx::NodeProto n;
-      n.set_op_type("Identity");
-      return n;
-    }();
-    node = &outputNode;
-    nodeName = outName;
-    result = materialize(*it->second.constant);
-    if (!result)
+  // Every graph output, in order (GoogLeNet and Inception-v3 in training
+  // mode return their auxiliary classifiers' logits after the main ones).
+  SmallVector<Value> results;
+  for (const auto &output : graph.output()) {
+    const std::string &outName = output.name();
+    loc = NameLoc::get(b.getStringAttr(outName), fileLoc);
+    auto it = slots.find(outName);
+    if (it == slots.end() || !it->second.unavailable.empty()) {
+      (void)error(loc, "graph output '" + outName + "' of '" + path +
+                           "' is not computed by any node");
       return nullptr;
+    }
+    Value result = it->second.value;
+    if (!result) {
+      // A constant output: rare, but representable.
+      static const onnx::NodeProto outputNode = [] {
+        onnx::NodeProto n;
+        n.set_op_type("Identity");
+        return n;
+      }();
+      node = &outputNode;
+      nodeName = outName;
+      result = materialize(*it->second.constant);
+      if (!result)
+        return nullptr;
+    }
+    results.push_back(result);
   }
-  func::ReturnOp::create(b, loc, result);
+  func::ReturnOp::create(b, loc, results);
 
   // Final signature: argument attributes in argument order.
   SmallVector<Type> argTypes(body->getArgumentTypes());
-  func.setFunctionType(b.getFunctionType(argTypes, {result.getType()}));
+  func.setFunctionType(
+      b.getFunctionType(argTypes, ValueRange(results).getTypes()));
   for (auto [i, a] : llvm::enumerate(argAttrs))
     func.setArgAttr(i, a.getName(), a.getValue());
   if (failed(mlir::verify(module))) // a bug in the importer if it fails
