@@ -866,9 +866,20 @@ LogicalResult Importer::importBatchNorm() {
   Value var = weight(4, WeightRole::Buffer);
   if (!var)
     return failure();
+  // ONNX's momentum weighs the old running statistic (default 0.9); cnn's
+  // is PyTorch's, 1 - ONNX's (MNASNet: 0.0003). The f32 attribute is read
+  // as the shortest decimal that rounds to it (0.9997, not 0.99970001) so
+  // 1 - it is PyTorch's value.
+  double onnxMomentum =
+      std::stod(fmt::format("{}", floatAttr("momentum", 0.9f)));
+  if (!(onnxMomentum >= 0 && onnxMomentum <= 1))
+    return nodeError(fmt::format("node '{}' (BatchNormalization): momentum "
+                                 "{} is outside [0, 1]",
+                                 nodeName, onnxMomentum));
   Value y = make<cnn::BatchNormOp>(
       {x, scale, bias, mean, var},
-      {attr("epsilon", b.getF32FloatAttr(floatAttr("epsilon", 1e-5f)))});
+      {attr("epsilon", b.getF32FloatAttr(floatAttr("epsilon", 1e-5f))),
+       attr("momentum", b.getF32FloatAttr(1.0 - onnxMomentum))});
   if (!y)
     return failure();
   setOutput(0, y);
