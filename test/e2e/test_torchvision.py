@@ -14,8 +14,8 @@ over few values per channel, see test_train_grads.py): PyTorch's own f32
 gradients then lie far from f64 too. Each case therefore also runs PyTorch
 in f32 and cnnc must be within max(TOL, COND * torch-f32-error) of f64 --
 as accurate as PyTorch's f32, up to a factor for a different summation
-order -- per group (loss, grads, buffers). Both numbers are printed
-(`pytest -s`).
+order -- per group (loss, grads, buffers). PyTorch's f32 run is made only
+where cnnc exceeds TOL; both numbers are printed (`pytest -s`).
 
 Models with auxiliary classifiers (GoogLeNet, Inception-v3) return several
 logits in training mode; the loss is CE(main) + 0.4 * sum CE(aux)
@@ -80,10 +80,11 @@ CASES = {
     # ResNet family: conv/BN/ReLU/max-pool/residual add/global pool/Gemm.
     "resnet18": case("resnet18", 64),
     "resnet34": case("resnet34", 64, heavy=True),
-    "resnet50": case("resnet50", 64),  # bottleneck blocks
+    "resnet50": case("resnet50", 64, heavy=True),  # bottleneck: same ops
     "resnet101": case("resnet101", 64, heavy=True),
     "resnet152": case("resnet152", 64, heavy=True),
-    "resnext50_32x4d": case("resnext50_32x4d", 64),  # grouped convs
+    # grouped convs (also in CI through RegNetX and MobileNet's depthwise)
+    "resnext50_32x4d": case("resnext50_32x4d", 64, heavy=True),
     "resnext101_32x8d": case("resnext101_32x8d", 64, heavy=True),
     "wide_resnet50_2": case("wide_resnet50_2", 64, heavy=True),
     "wide_resnet101_2": case("wide_resnet101_2", 64, heavy=True),
@@ -120,7 +121,8 @@ CASES = {
     "efficientnet_b3": case("efficientnet_b3", 32, heavy=True, xfail=NEEDS_SILU),
     "efficientnet_b4": case("efficientnet_b4", 32, heavy=True, xfail=NEEDS_SILU),
     # EfficientNet-v2 (fused MBConv).
-    "efficientnet_v2_s": case("efficientnet_v2_s", 32, xfail=NEEDS_SILU),
+    "efficientnet_v2_s": case("efficientnet_v2_s", 32, heavy=True,
+                              xfail=NEEDS_SILU),
     # RegNet X (grouped convs, ReLU) and Y (+ squeeze-excitation).
     "regnet_x_400mf": case("regnet_x_400mf", 64),
     "regnet_x_800mf": case("regnet_x_800mf", 64, heavy=True),
@@ -137,8 +139,8 @@ CASES = {
     "vgg11_bn": case("vgg11_bn", 224, batch=2, heavy=True),
     "vgg11": case("vgg11", 224, batch=2, heavy=True),
     "vgg16_bn": case("vgg16_bn", 224, batch=2, heavy=True),
-    # AlexNet: adaptive 6x6 pool, 224x224.
-    "alexnet": case("alexnet", 224),
+    # AlexNet: adaptive 6x6 pool, 224x224 (no BN: batch 1 is fine).
+    "alexnet": case("alexnet", 224, batch=1),
     # ConvNeXt: LayerNorm, GELU, StochasticDepth, 7x7 depthwise convs.
     "convnext_tiny": case("convnext_tiny", 32, xfail=NEEDS_LAYERNORM),
 }
@@ -188,20 +190,24 @@ def test_zoo_gradients_match_autograd(cnnc, tmp_path, name):
     assert len(run.losses) == 1, run.stdout
 
     ref_loss, ref64 = tc.torch_step_from(model, {}, x, y, opt, 1)
-    loss32, ref32 = tc.torch_step_from(model, {}, x, y, opt, 1,
-                                       dtype=torch.float32)
     groups = ["grads", "buffers"]
-    measured, _ = tc.check_step(run.state, ref64, model, opt, 1, TOL,
-                                loss=run.losses[0], ref_loss=ref_loss,
-                                groups=groups)
-    torch32, _ = tc.check_step(ref32, ref64, model, opt, 1, TOL, loss=loss32,
-                               ref_loss=ref_loss, groups=groups)
-    s, s32 = tc.summarize(measured), tc.summarize(torch32)
+    measured, over = tc.check_step(run.state, ref64, model, opt, 1, TOL,
+                                   loss=run.losses[0], ref_loss=ref_loss,
+                                   groups=groups)
+    s, s32 = tc.summarize(measured), {}
+    if over:  # how far PyTorch's own f32 lies from f64 on this instance
+        loss32, ref32 = tc.torch_step_from(model, {}, x, y, opt, 1,
+                                           dtype=torch.float32)
+        torch32, _ = tc.check_step(ref32, ref64, model, opt, 1, TOL,
+                                   loss=loss32, ref_loss=ref_loss,
+                                   groups=groups)
+        s32 = tc.summarize(torch32)
     print("\nMEASURED zoo %-20s %dx%d  cnnc: %s  torch-f32: %s  [%d params, "
           "cnnc %.1f s]" %
           (name, c["size"], c["size"],
            " ".join("%s %.1e" % kv for kv in sorted(s.items())),
-           " ".join("%s %.1e" % kv for kv in sorted(s32.items())),
+           " ".join("%s %.1e" % kv for kv in sorted(s32.items())) or
+           "(not needed: within %g)" % TOL,
            len(list(model.parameters())), t_cnnc))
     failures = []
     for g, err in s.items():
@@ -211,3 +217,60 @@ def test_zoo_gradients_match_autograd(cnnc, tmp_path, name):
             failures.append("%s: %s > %.2g (torch f32 vs f64: %.2g)" % (
                 g, tc.format_errs("", errs).strip(), bound, s32.get(g, 0.0)))
     assert not failures, "\n".join(failures)
+
+
+class _SDBlock(torch.nn.Module):
+    """A residual block with torchvision's StochasticDepth (mode "row")."""
+
+    def __init__(self, p):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 3, 3, padding=1)
+        self.sd = torchvision.ops.StochasticDepth(p, "row")
+        self.fc = torch.nn.Linear(3, 10)
+
+    def forward(self, x):
+        x = x + self.sd(self.conv(x))
+        return self.fc(x.mean(dim=(2, 3)))
+
+
+def test_stochastic_depth_exports_as_dropout_and_mul(tmp_path):
+    """exportable_stochastic_depth: torch 1.13 exports StochasticDepth in
+    training mode as Dropout(ones[N,1,1,1]) * x with its row semantics."""
+    import onnx
+    model = _SDBlock(0.3).train()
+    x = torch.randn(4, 3, 8, 8)
+    path = tmp_path / "sd.onnx"
+    with exportable_stochastic_depth():
+        tc.export_training(model, path, tuple(x.shape))
+        # The patched forward: each sample kept (scaled by 1/(1-p)) or dropped.
+        torch.manual_seed(0)
+        y = model.sd(torch.ones(64, 3, 2, 2))
+    per_sample = y.reshape(64, -1)
+    assert torch.all(per_sample == per_sample[:, :1]), "not one draw per sample"
+    vals = per_sample[:, 0].numpy().astype(np.float64)
+    kept = np.isclose(vals, 1 / 0.7, rtol=1e-6)
+    assert np.all(kept | (vals == 0.0)) and 0 < kept.sum() < 64, vals
+    # Outside the context the original forward is back.
+    assert torchvision.ops.StochasticDepth.forward is not None
+    g = onnx.load(str(path))
+    drop = [n for n in g.graph.node if n.op_type == "Dropout"]
+    assert len(drop) == 1 and any(n.op_type == "Mul" for n in g.graph.node)
+    assert not any("ernoulli" in n.op_type for n in g.graph.node)
+
+
+@pytest.mark.xfail(strict=True, reason="broadcasting Mul at import and in the "
+                   "reference: the mask [N,1,1,1] times x [N,C,H,W]")
+def test_stochastic_depth_trains(cnnc, tmp_path):
+    """With p > 0 the step runs: cnn-autodiff turns the Dropout into a
+    cnn.dropout_mask of shape [N,1,1,1] (cnnc's own draws, so no comparison
+    with PyTorch's values): the loss is finite."""
+    torch.manual_seed(0)
+    model = _SDBlock(0.5)
+    shape = (4, 3, 8, 8)
+    path = tmp_path / "sd.onnx"
+    with exportable_stochastic_depth():
+        tc.export_training(model, path, shape)
+    x, y = tc.random_batch(shape, 10, seed=1)
+    run = tc.cnnc_train_fixed(cnnc, path, x, y, {"kind": "sgd", "lr": 0.1}, 2,
+                              tmp_path)
+    assert len(run.losses) == 2 and all(np.isfinite(run.losses)), run.stdout
