@@ -223,10 +223,9 @@ LogicalResult AutodiffPass::backprop(OpBuilder &b, Operation *op) {
               {b.getNamedAttr("offsets", b.getDenseI64ArrayAttr(offs)),
                b.getNamedAttr("sizes", b.getDenseI64ArrayAttr(in.getShape()))});
         } else {
-          g = PadGradOp::create(
-              b, loc, ValueRange{dy},
-              {b.getNamedAttr("pads", o.getPadsAttr()),
-               b.getNamedAttr("mode", o.getModeAttr())});
+          g = PadGradOp::create(b, loc, ValueRange{dy},
+                                {b.getNamedAttr("pads", o.getPadsAttr()),
+                                 b.getNamedAttr("mode", o.getModeAttr())});
         }
         accumulate(b, loc, o.getInput(), g);
         return success();
@@ -241,12 +240,12 @@ LogicalResult AutodiffPass::backprop(OpBuilder &b, Operation *op) {
           pads[rank + d] =
               in.getDimSize(d) - o.getOffsets()[d] - o.getSizes()[d];
         }
-        accumulate(b, loc, o.getInput(),
-                   PadOp::create(
-                       b, loc, ValueRange{dy},
-                       {b.getNamedAttr("pads", b.getDenseI64ArrayAttr(pads)),
-                        b.getNamedAttr("mode", b.getStringAttr("constant")),
-                        f32Attr(b, "value", 0.0)}));
+        accumulate(
+            b, loc, o.getInput(),
+            PadOp::create(b, loc, ValueRange{dy},
+                          {b.getNamedAttr("pads", b.getDenseI64ArrayAttr(pads)),
+                           b.getNamedAttr("mode", b.getStringAttr("constant")),
+                           f32Attr(b, "value", 0.0)}));
         return success();
       })
       .Default([&](Operation *o) {
@@ -273,8 +272,9 @@ void AutodiffPass::runOnOperation() {
   auto isLogits = [&](Type t) {
     auto r = dyn_cast<RankedTensorType>(t);
     return r && r.getRank() == 2 &&
-           r.getDimSize(0) == cast<RankedTensorType>(forward.getResultTypes()[0])
-                                  .getDimSize(0);
+           r.getDimSize(0) ==
+               cast<RankedTensorType>(forward.getResultTypes()[0])
+                   .getDimSize(0);
   };
   if (forward.getNumResults() < 1 ||
       !llvm::all_of(forward.getResultTypes(), isLogits)) {
@@ -457,7 +457,8 @@ void AutodiffPass::runOnOperation() {
       for (Value r : op.getResults())
         needsGrad.insert(r);
   }
-  if (!llvm::all_of(allLogits, [&](Value v) { return needsGrad.contains(v); })) {
+  if (!llvm::all_of(allLogits,
+                    [&](Value v) { return needsGrad.contains(v); })) {
     forward.emitError("cnn-autodiff: the logits of '")
         << forwardName << "' do not depend on any parameter";
     return signalPassFailure();
@@ -562,10 +563,10 @@ void AutodiffPass::runOnOperation() {
   if (forward.getNumResults() > 1) {
     auto ret = cast<func::ReturnOp>(forward.getBody().front().getTerminator());
     ret->setOperands(ret.getOperand(0));
-    forward.setFunctionType(b.getFunctionType(
-        forward.getArgumentTypes(), ret.getOperand(0).getType()));
-    for (Operation &op : llvm::make_early_inc_range(
-             llvm::reverse(forward.getBody().front())))
+    forward.setFunctionType(b.getFunctionType(forward.getArgumentTypes(),
+                                              ret.getOperand(0).getType()));
+    for (Operation &op :
+         llvm::make_early_inc_range(llvm::reverse(forward.getBody().front())))
       if (isOpTriviallyDead(&op))
         op.erase();
   }

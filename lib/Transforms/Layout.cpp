@@ -236,8 +236,8 @@ struct PushThroughPad : OpRewritePattern<PadLikeOp> {
       if (a.getName() == "pads")
         a.setValue(rw.getDenseI64ArrayAttr(pads));
     auto p = PadLikeOp::create(
-        rw, op.getLoc(),
-        ValueRange{in.getDefiningOp<TransposeOp>().getInput()}, attrs);
+        rw, op.getLoc(), ValueRange{in.getDefiningOp<TransposeOp>().getInput()},
+        attrs);
     rw.replaceOp(op, transposeOrFold(rw, op.getLoc(), p, kToNCHW));
     return success();
   }

@@ -293,11 +293,12 @@ void Emitter::emitPad(std::string &out, PadOp op) {
       if (mode == "constant")
         body += fmt::format("      fill |= k < 0 || k >= {}ll;\n", n);
       else if (mode == "reflect")
-        body += fmt::format("      k = k < 0 ? -k : k >= {0}ll ? {1}ll - k : k;\n",
-                            n, 2 * (n - 1));
+        body +=
+            fmt::format("      k = k < 0 ? -k : k >= {0}ll ? {1}ll - k : k;\n",
+                        n, 2 * (n - 1));
       else
-        body += fmt::format("      k = k < 0 ? 0 : k >= {0}ll ? {0}ll - 1 : k;\n",
-                            n);
+        body += fmt::format(
+            "      k = k < 0 ? 0 : k >= {0}ll ? {0}ll - 1 : k;\n", n);
     }
     body += fmt::format("      src += k * {}ll; }}\n", inStrides[d]);
   }
@@ -328,24 +329,26 @@ void Emitter::emitPadGrad(std::string &out, PadGradOp op) {
   SmallVector<int64_t> padded;
   for (int64_t d = rank - 1; d >= 0; --d) {
     int64_t n = res.getDimSize(d), begin = pads[d], end = pads[rank + d];
-    body += fmt::format("    int64_t k{0} = rem % {1}ll; rem /= {1}ll;\n", d, n);
+    body +=
+        fmt::format("    int64_t k{0} = rem % {1}ll; rem /= {1}ll;\n", d, n);
     if (!begin && !end) {
       body += fmt::format("    base += k{} * {}ll;\n", d, dyStrides[d]);
       continue;
     }
     padded.push_back(d);
     body += fmt::format("    int64_t lo{0}[3], hi{0}[3]; int c{0} = 0;\n", d);
-    body += fmt::format("    lo{0}[c{0}] = hi{0}[c{0}] = k{0} + {1}ll; ++c{0};\n",
-                        d, begin);
+    body += fmt::format(
+        "    lo{0}[c{0}] = hi{0}[c{0}] = k{0} + {1}ll; ++c{0};\n", d, begin);
     if (mode == "edge") {
       body += fmt::format("    if (k{0} == 0) lo{0}[0] = 0;\n", d);
-      body += fmt::format("    if (k{0} == {1}ll) hi{0}[0] = {2}ll;\n", d, n - 1,
-                          n - 1 + begin + end);
+      body += fmt::format("    if (k{0} == {1}ll) hi{0}[0] = {2}ll;\n", d,
+                          n - 1, n - 1 + begin + end);
     } else if (mode == "reflect") {
       // x[-k] = x[k] (k <= begin) and x[2(n-1) - k] = x[k] (k >= n-1-end).
-      body += fmt::format("    if (k{0} >= 1 && k{0} <= {1}ll) {{ lo{0}[c{0}] = "
-                          "hi{0}[c{0}] = {1}ll - k{0}; ++c{0}; }}\n",
-                          d, begin);
+      body +=
+          fmt::format("    if (k{0} >= 1 && k{0} <= {1}ll) {{ lo{0}[c{0}] = "
+                      "hi{0}[c{0}] = {1}ll - k{0}; ++c{0}; }}\n",
+                      d, begin);
       body += fmt::format(
           "    if (k{0} < {1}ll && k{0} >= {2}ll) {{ lo{0}[c{0}] = hi{0}[c{0}] "
           "= {3}ll - k{0}; ++c{0}; }}\n",
