@@ -224,6 +224,8 @@ private:
   LogicalResult exec(cnn::MatmulOp op);
   LogicalResult exec(cnn::ConcatOp op);
   LogicalResult exec(cnn::SliceOp op);
+  LogicalResult exec(cnn::PadOp op);
+  LogicalResult exec(cnn::PadGradOp op);
   LogicalResult exec(cnn::TransposeOp op);
   LogicalResult exec(cnn::DropoutMaskOp op);
   LogicalResult exec(cnn::SoftmaxOp op);
@@ -339,8 +341,8 @@ LogicalResult Executor::execute(Operation *op) {
       .Case<cnn::ConstantOp, cnn::Conv2DOp, cnn::BiasAddOp, cnn::BatchNormOp,
             cnn::BatchNormTrainOp, cnn::MaxPool2DOp, cnn::AvgPool2DOp,
             cnn::GlobalAvgPoolOp, cnn::MatmulOp, cnn::ConcatOp, cnn::SliceOp,
-            cnn::TransposeOp, cnn::DropoutMaskOp, cnn::SoftmaxOp,
-            cnn::SoftmaxCrossEntropyOp, cnn::Conv2DBwdDataOp,
+            cnn::PadOp, cnn::PadGradOp, cnn::TransposeOp, cnn::DropoutMaskOp,
+            cnn::SoftmaxOp, cnn::SoftmaxCrossEntropyOp, cnn::Conv2DBwdDataOp,
             cnn::Conv2DBwdFilterOp, cnn::BiasGradOp, cnn::MaxPool2DGradOp, cnn::AvgPool2DGradOp,
             cnn::GlobalAvgPoolGradOp, cnn::BatchNormGradOp,
             cnn::SoftmaxCrossEntropyGradOp, cnn::SGDUpdateOp,
@@ -576,6 +578,26 @@ LogicalResult Executor::exec(cnn::SliceOp op) {
             kn::Shape(op.getOffsets().begin(), op.getOffsets().end()),
             kn::Shape(op.getSizes().begin(), op.getSizes().end()),
             out(op.getResult()));
+  return success();
+}
+
+static kn::PadMode padMode(StringRef mode) {
+  return mode == "reflect" ? kn::PadMode::Reflect
+         : mode == "edge"  ? kn::PadMode::Edge
+                           : kn::PadMode::Constant;
+}
+
+LogicalResult Executor::exec(cnn::PadOp op) {
+  kn::pad(ptr(op.getInput()), shapeOf(op.getInput()),
+          kn::Shape(op.getPads().begin(), op.getPads().end()),
+          padMode(op.getMode()), f32(op.getValue()), out(op.getResult()));
+  return success();
+}
+
+LogicalResult Executor::exec(cnn::PadGradOp op) {
+  kn::padGrad(ptr(op.getGradOutput()), shapeOf(op.getResult()),
+              kn::Shape(op.getPads().begin(), op.getPads().end()),
+              padMode(op.getMode()), out(op.getResult()));
   return success();
 }
 

@@ -10,7 +10,7 @@
 //    filter the same permutation is FCHW->KRSC), every 4-D result back
 //    through NHWC->NCHW. The function is correct after this step.
 // 2. Propagation. Transposes are pushed down through layout-agnostic ops
-//    (elementwise ops, concat, slice), and back-to-back inverse transposes
+//    (elementwise ops, concat, slice, pad), and back-to-back inverse transposes
 //    fold away (TransposeOp's folder), so in between the edges the whole step
 //    stays NHWC.
 // 3. Cleanup. A transpose that only moves unit dimensions (N x 1 x 1 x C ->
@@ -238,6 +238,33 @@ struct PushThroughReduce : OpRewritePattern<ReduceOpT> {
   }
 };
 
+/// pad(transpose(x, NHWC->NCHW)) -> transpose(pad(x), NHWC->NCHW), the pads
+/// permuted (DenseNet's and Inception's Pad in front of AveragePool).
+/// The same for pad_grad.
+template <typename PadLikeOp>
+struct PushThroughPad : OpRewritePattern<PadLikeOp> {
+  using OpRewritePattern<PadLikeOp>::OpRewritePattern;
+  LogicalResult matchAndRewrite(PadLikeOp op,
+                                PatternRewriter &rw) const override {
+    Value in = op->getOperand(0);
+    if (!isTransposeBy(in, kToNCHW))
+      return failure();
+    SmallVector<int64_t> pads;
+    for (int64_t side = 0; side < 2; ++side)
+      for (int64_t p : kToNHWC)
+        pads.push_back(op.getPads()[side * 4 + p]);
+    SmallVector<NamedAttribute> attrs(op->getAttrs());
+    for (NamedAttribute &a : attrs)
+      if (a.getName() == "pads")
+        a.setValue(rw.getDenseI64ArrayAttr(pads));
+    auto p = PadLikeOp::create(
+        rw, op.getLoc(), ValueRange{in.getDefiningOp<TransposeOp>().getInput()},
+        attrs);
+    rw.replaceOp(op, transposeOrFold(rw, op.getLoc(), p, kToNCHW));
+    return success();
+  }
+};
+
 /// A transpose that keeps the order of the non-unit dimensions moves no data.
 struct UnitTransposeToReshape : OpRewritePattern<TransposeOp> {
   using OpRewritePattern::OpRewritePattern;
@@ -293,8 +320,8 @@ struct LayoutPass : public cnnc::impl::CNNLayoutBase<LayoutPass> {
     // 2. Push transposes down; inverse pairs fold.
     RewritePatternSet push(ctx);
     push.add<PushThroughElementwise, PushThroughConcat, PushThroughSlice,
-             PushThroughReduce<ReduceSumOp>, PushThroughReduce<ReduceMeanOp>>(
-        ctx);
+             PushThroughReduce<ReduceSumOp>, PushThroughReduce<ReduceMeanOp>,
+             PushThroughPad<PadOp>, PushThroughPad<PadGradOp>>(ctx);
     if (failed(applyPatternsGreedily(module, std::move(push))))
       return signalPassFailure();
 

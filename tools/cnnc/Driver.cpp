@@ -119,6 +119,11 @@ cl::opt<double> epsOpt("eps", cl::desc("Adam epsilon"), cl::init(1e-8),
 cl::opt<double> labelSmoothingOpt("label-smoothing",
                                   cl::desc("Cross-entropy label smoothing"),
                                   cl::init(0.0), cl::cat(trainCategory));
+cl::opt<double> auxLossWeightOpt(
+    "aux-loss-weight",
+    cl::desc("Weight of each auxiliary classifier's cross-entropy in the loss "
+             "(models returning several logits: GoogLeNet, Inception-v3)"),
+    cl::init(0.4), cl::cat(trainCategory));
 cl::opt<int64_t> stepsOpt("steps", cl::desc("Training steps"), cl::init(0),
                           cl::cat(trainCategory));
 cl::opt<std::string> dataOpt("data",
@@ -232,6 +237,7 @@ DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
   o.beta2 = beta2Opt;
   o.eps = epsOpt;
   o.labelSmoothing = labelSmoothingOpt;
+  o.auxLossWeight = auxLossWeightOpt;
   o.steps = stepsOpt;
   o.data = dataOpt;
   o.labelsTensor = labelsOpt;

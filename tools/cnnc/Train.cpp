@@ -65,6 +65,7 @@ LogicalResult cnnc::driver::buildTrainStep(const DriverOptions &o,
   ad.beta2 = o.beta2;
   ad.epsilon = o.eps;
   ad.labelSmoothing = o.labelSmoothing;
+  ad.auxLossWeight = o.auxLossWeight;
   pm.addPass(createCNNAutodiff(ad));
   pm.addPass(createCSEPass());
   if (failed(pm.run(*c.module)))

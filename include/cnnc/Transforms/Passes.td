@@ -14,6 +14,13 @@ def CNNAutodiff : Pass<"cnn-autodiff", "mlir::ModuleOp"> {
     labels, the gradient of every parameter (reverse mode; gradients of values
     used more than once are summed), and one optimizer update per parameter.
 
+    A forward function may return several N x C logits: the main
+    classifier's first, then auxiliary classifiers' (GoogLeNet and
+    Inception-v3 in training mode). The loss is then
+    CE(main) + aux-loss-weight * sum CE(aux) (torchvision's reference
+    training scripts use 0.4), one scalar as before, and @forward (the
+    evaluation function) keeps only the main logits.
+
     Before:
     ```mlir
     func.func @forward(%x: tensor<8x4xf32> {cnn.input},
@@ -51,6 +58,8 @@ def CNNAutodiff : Pass<"cnn-autodiff", "mlir::ModuleOp"> {
            "cross-entropy label smoothing">,
     Option<"forwardName", "forward", "std::string", "\"forward\"",
            "name of the forward function">,
+    Option<"auxLossWeight", "aux-loss-weight", "double", "0.4",
+           "weight of each auxiliary classifier's cross-entropy in the loss">,
   ];
 }
 

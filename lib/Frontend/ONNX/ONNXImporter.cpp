@@ -203,12 +203,39 @@ public:
   }
   LogicalResult importSqueeze() { return importUnsqueezeSqueeze(false); }
   LogicalResult importUnsqueeze() { return importUnsqueezeSqueeze(true); }
-  template <typename OpTy> LogicalResult importUnary() {
-    Value y = make<OpTy>({data(0)});
+  template <typename OpTy>
+  LogicalResult importUnary(ArrayRef<NamedAttribute> attrs = {}) {
+    Value y = make<OpTy>({data(0)}, attrs);
     if (!y)
       return failure();
     setOutput(0, y);
     return success();
+  }
+  // Activations: one cnn op each, attributes with ONNX's defaults.
+  LogicalResult importSigmoid() { return importUnary<cnn::SigmoidOp>(); }
+  LogicalResult importTanh() { return importUnary<cnn::TanhOp>(); }
+  LogicalResult importErf() { return importUnary<cnn::ErfOp>(); }
+  LogicalResult importExp() { return importUnary<cnn::ExpOp>(); }
+  LogicalResult importSqrt() { return importUnary<cnn::SqrtOp>(); }
+  LogicalResult importReciprocal() {
+    return importUnary<cnn::ReciprocalOp>();
+  }
+  LogicalResult importHardSwish() { return importUnary<cnn::HardSwishOp>(); }
+  LogicalResult importLeakyRelu() {
+    return importUnary<cnn::LeakyReluOp>(
+        {attr("alpha", b.getF32FloatAttr(floatAttr("alpha", 0.01f)))});
+  }
+  LogicalResult importHardSigmoid() {
+    return importUnary<cnn::HardSigmoidOp>(
+        {attr("alpha", b.getF32FloatAttr(floatAttr("alpha", 0.2f))),
+         attr("beta", b.getF32FloatAttr(floatAttr("beta", 0.5f)))});
+  }
+  LogicalResult importGelu() {
+    std::string approx = stringAttr("approximate", "none");
+    if (approx != "none" && approx != "tanh")
+      return unsupported("Gelu with approximate='" + approx + "'");
+    return importUnary<cnn::GeluOp>(
+        {attr("approximate", b.getStringAttr(approx))});
   }
   LogicalResult importConv();
   LogicalResult importGemm();
@@ -232,6 +259,7 @@ public:
   LogicalResult importReduceMean();
   LogicalResult importConstantOfShape();
   LogicalResult importExpand();
+  LogicalResult importPad();
   LogicalResult windowPadding(const std::vector<int64_t> &kernel,
                               const std::vector<int64_t> &strides,
                               const std::vector<int64_t> &dilations, Value in,
@@ -962,6 +990,16 @@ LogicalResult Importer::importBatchNorm() {
   if (intAttr("spatial", 1) != 1)
     return unsupported("BatchNormalization with spatial=0");
   float epsilon = floatAttr("epsilon", 1e-5f);
+  // ONNX's momentum weighs the old running statistic (default 0.9); cnn's
+  // is PyTorch's, 1 - ONNX's (MNASNet: 0.0003). The f32 attribute is read
+  // as the shortest decimal that rounds to it (0.9997, not 0.99970001) so
+  // 1 - it is PyTorch's value.
+  double onnxMomentum =
+      std::stod(fmt::format("{}", floatAttr("momentum", 0.9f)));
+  if (!(onnxMomentum >= 0 && onnxMomentum <= 1))
+    return nodeError(fmt::format("node '{}' (BatchNormalization): momentum "
+                                 "{} is outside [0, 1]",
+                                 nodeName, onnxMomentum));
   if (options.runForward && intAttr("training_mode", 0) != 0) {
     // Run as exported: normalize with the batch statistics. ONNX's momentum
     // weighs the running value, cnn's (PyTorch's) the batch statistic.
@@ -970,7 +1008,7 @@ LogicalResult Importer::importBatchNorm() {
         TypeRange{x.getType(), scale.getType(), scale.getType(),
                   scale.getType(), scale.getType()},
         x, scale, bias, mean, var, b.getF32FloatAttr(epsilon),
-        b.getF32FloatAttr(1.0f - floatAttr("momentum", 0.9f)), nullptr);
+        b.getF32FloatAttr(1.0 - onnxMomentum), nullptr);
     if (failed(mlir::verify(train, /*verifyRecursively=*/false)))
       return failure();
     setOutput(0, train.getResult());
@@ -983,7 +1021,9 @@ LogicalResult Importer::importBatchNorm() {
   }
   Value y =
       make<cnn::BatchNormOp>({x, scale, bias, mean, var},
-                             {attr("epsilon", b.getF32FloatAttr(epsilon))});
+                             {attr("epsilon", b.getF32FloatAttr(epsilon)),
+                              attr("momentum",
+                                   b.getF32FloatAttr(1.0 - onnxMomentum))});
   if (!y)
     return failure();
   setOutput(0, y);
@@ -1668,10 +1708,21 @@ const OpHandler kOpHandlers[] = {
   {"Range", 11, kMaxOpset, &Importer::importRange, C, C, "constants only (folded)"},
   {"ReduceMean", 1, kMaxOpset, &Importer::importReduceMean, Y, Y, "over H and W of a 4-D tensor: cnn.global_avg_pool"},
   {"Relu", 6, kMaxOpset, &Importer::importRelu, Y, Y, "cnn.relu"},
+  {"Erf", 9, kMaxOpset, &Importer::importErf, Y, Y, "cnn.erf"},
+  {"Exp", 6, kMaxOpset, &Importer::importExp, Y, Y, "cnn.exp"},
+  {"Gelu", 20, kMaxOpset, &Importer::importGelu, Y, Y, "cnn.gelu (approximate none or tanh)"},
+  {"HardSigmoid", 6, kMaxOpset, &Importer::importHardSigmoid, Y, Y, "cnn.hard_sigmoid"},
+  {"HardSwish", 14, kMaxOpset, &Importer::importHardSwish, Y, Y, "cnn.hard_swish"},
+  {"LeakyRelu", 6, kMaxOpset, &Importer::importLeakyRelu, Y, Y, "cnn.leaky_relu"},
+  {"Pad", 2, kMaxOpset, &Importer::importPad, Y, Y, "constant/reflect/edge, constant pads (attribute before opset 11, inputs after): cnn.pad"},
+  {"Reciprocal", 6, kMaxOpset, &Importer::importReciprocal, Y, Y, "cnn.reciprocal"},
+  {"Sigmoid", 6, kMaxOpset, &Importer::importSigmoid, Y, Y, "cnn.sigmoid"},
+  {"Sqrt", 6, kMaxOpset, &Importer::importSqrt, Y, Y, "cnn.sqrt"},
+  {"Tanh", 6, kMaxOpset, &Importer::importTanh, Y, Y, "cnn.tanh"},
   {"Reshape", 5, kMaxOpset, &Importer::importReshape, Y, Y, "constant shape (allowzero): cnn.reshape"},
   {"Shape", 1, kMaxOpset, &Importer::importShape, C, C, "static shapes (start/end): folded"},
   {"Size", 1, kMaxOpset, &Importer::importSize, C, C, "static shapes: folded"},
-  {"Slice", 1, kMaxOpset, &Importer::importSlice, N, Y, "constant starts/ends/axes, steps 1: cnn.slice; constants fold"},
+  {"Slice", 1, kMaxOpset, &Importer::importSlice, Y, Y, "constant starts/ends/axes, steps 1: cnn.slice; constants fold"},
   {"Softmax", 1, kMaxOpset, &Importer::importSoftmax, N, Y, "cnn.softmax (before opset 13: last axis only)"},
   {"Squeeze", 1, kMaxOpset, &Importer::importSqueeze, Y, Y, "constant axes: cnn.reshape"},
   {"Sub", 7, kMaxOpset, &Importer::importBinaryNode, C, C, "constants only (folded)"},
@@ -1828,6 +1879,89 @@ void Importer::warnIfExportedForInference() {
   emitWarning(fileLoc) << msg;
 }
 
+/// ONNX Pad -> cnn.pad: opset 2-10 take `pads`/`value` attributes, opset
+/// 11+ take `pads`, an optional scalar `constant_value` and (opset 18+)
+/// `axes` as constant inputs. Negative pads crop: a cnn.slice first.
+LogicalResult Importer::importPad() {
+  Value x = data(0);
+  if (!x)
+    return failure();
+  int64_t rank = shapeOf(x).size();
+  std::vector<int64_t> pads, axes;
+  float value = 0;
+  if (opset < 11) {
+    auto a = intsAttr("pads");
+    if (!a)
+      return nodeError("node '" + nodeName + "' (Pad): missing 'pads'");
+    pads = *a;
+    value = floatAttr("value", 0.0f);
+  } else {
+    bool present = false;
+    if (failed(intsFromAttrOrInput("pads", 1, pads, present)))
+      return failure();
+    if (!present)
+      return nodeError("node '" + nodeName + "' (Pad): missing 'pads'");
+    if (hasInput(2)) {
+      const ConstVal *c = constant(2, "constant_value");
+      if (!c)
+        return failure();
+      if (c->numel() != 1)
+        return nodeError("node '" + nodeName +
+                         "' (Pad): constant_value must be a scalar");
+      value = c->at(0);
+    }
+    if (failed(intsFromAttrOrInput("axes", 3, axes, present)))
+      return failure();
+  }
+  if (axes.empty())
+    for (int64_t d = 0; d < rank; ++d)
+      axes.push_back(d);
+  if (pads.size() != 2 * axes.size())
+    return nodeError(fmt::format("node '{}' (Pad): {} pads for {} axes of a "
+                                 "rank-{} input (expected 2 per axis)",
+                                 nodeName, pads.size(), axes.size(), rank));
+  // Pads of all dimensions, [begin..., end...].
+  std::vector<int64_t> all(2 * rank, 0);
+  for (auto [i, axis] : llvm::enumerate(axes)) {
+    int64_t d = axis < 0 ? axis + rank : axis;
+    if (d < 0 || d >= rank)
+      return nodeError(fmt::format("node '{}' (Pad): axis {} out of range for "
+                                   "rank {}",
+                                   nodeName, axis, rank));
+    all[d] = pads[i];
+    all[rank + d] = pads[axes.size() + i];
+  }
+  std::string mode = stringAttr("mode", "constant");
+  if (mode != "constant" && mode != "reflect" && mode != "edge")
+    return unsupported("mode '" + mode + "'");
+  if (llvm::any_of(all, [](int64_t p) { return p < 0; })) {
+    std::vector<int64_t> shape = shapeOf(x), offs(rank), sizes(rank);
+    for (int64_t d = 0; d < rank; ++d) {
+      offs[d] = std::max<int64_t>(0, -all[d]);
+      sizes[d] = shape[d] - offs[d] - std::max<int64_t>(0, -all[rank + d]);
+      if (sizes[d] < 1)
+        return nodeError(fmt::format("node '{}' (Pad): pads {} crop away "
+                                     "dimension {} of size {}",
+                                     nodeName, shapeStr(all), d, shape[d]));
+    }
+    x = make<cnn::SliceOp>({x}, {attr("offsets", b.getDenseI64ArrayAttr(offs)),
+                                 attr("sizes", b.getDenseI64ArrayAttr(sizes))});
+    if (!x)
+      return failure();
+    for (int64_t &p : all)
+      p = std::max<int64_t>(p, 0);
+  }
+  Value y = x;
+  if (llvm::any_of(all, [](int64_t p) { return p != 0; }))
+    y = make<cnn::PadOp>({x}, {attr("pads", b.getDenseI64ArrayAttr(all)),
+                               attr("mode", b.getStringAttr(mode)),
+                               attr("value", b.getF32FloatAttr(value))});
+  if (!y)
+    return failure();
+  setOutput(0, y);
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // The graph
 //===----------------------------------------------------------------------===//
@@ -1959,33 +2093,40 @@ OwningOpRef<ModuleOp> Importer::run() {
       return nullptr;
   }
 
-  const std::string &outName = graph.output(0).name();
-  loc = NameLoc::get(b.getStringAttr(outName), fileLoc);
-  auto it = slots.find(outName);
-  if (it == slots.end() || !it->second.unavailable.empty()) {
-    (void)error(loc, "graph output '" + outName + "' of '" + path +
-                         "' is not computed by any node");
-    return nullptr;
-  }
-  Value result = it->second.value;
-  if (!result) {
-    // A constant output: rare, but representable.
-    static const onnx::NodeProto outputNode = [] {
-      onnx::NodeProto n;
-      n.set_op_type("Identity");
-      return n;
-    }();
-    node = &outputNode;
-    nodeName = outName;
-    result = materialize(*it->second.constant);
-    if (!result)
+  // Every graph output, in order (GoogLeNet and Inception-v3 in training
+  // mode return their auxiliary classifiers' logits after the main ones).
+  SmallVector<Value> results;
+  for (const auto &output : graph.output()) {
+    const std::string &outName = output.name();
+    loc = NameLoc::get(b.getStringAttr(outName), fileLoc);
+    auto it = slots.find(outName);
+    if (it == slots.end() || !it->second.unavailable.empty()) {
+      (void)error(loc, "graph output '" + outName + "' of '" + path +
+                           "' is not computed by any node");
       return nullptr;
+    }
+    Value result = it->second.value;
+    if (!result) {
+      // A constant output: rare, but representable.
+      static const onnx::NodeProto outputNode = [] {
+        onnx::NodeProto n;
+        n.set_op_type("Identity");
+        return n;
+      }();
+      node = &outputNode;
+      nodeName = outName;
+      result = materialize(*it->second.constant);
+      if (!result)
+        return nullptr;
+    }
+    results.push_back(result);
   }
-  func::ReturnOp::create(b, loc, result);
+  func::ReturnOp::create(b, loc, results);
 
   // Final signature: argument attributes in argument order.
   SmallVector<Type> argTypes(body->getArgumentTypes());
-  func.setFunctionType(b.getFunctionType(argTypes, {result.getType()}));
+  func.setFunctionType(
+      b.getFunctionType(argTypes, ValueRange(results).getTypes()));
   for (auto [i, a] : llvm::enumerate(argAttrs))
     func.setArgAttr(i, a.getName(), a.getValue());
   if (failed(mlir::verify(module))) // a bug in the importer if it fails

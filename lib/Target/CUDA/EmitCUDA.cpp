@@ -173,6 +173,10 @@ private:
   std::string loc(Operation *op) { return escape(locString(op->getLoc())); }
   /// Emits (or reuses) a kernel with the given signature and body.
   std::string kernel(const std::string &params, const std::string &body);
+  /// cnn.pad: a gather, each output element maps back to its source.
+  void emitPad(std::string &out, PadOp op);
+  /// cnn.pad_grad: each input element sums the output elements copying it.
+  void emitPadGrad(std::string &out, PadGradOp op);
   void launch(std::string &out, Operation *op, const std::string &name,
               const std::string &grid, const std::string &block,
               const std::string &args);
@@ -276,6 +280,117 @@ static std::string gridFor(int64_t n) {
   // Grid-stride loops: enough blocks to fill the GPU, not one per element.
   return std::to_string(
       std::max<int64_t>(1, std::min<int64_t>((n + 255) / 256, 132 * 32)));
+}
+
+/// Row-major strides of a static shape.
+static SmallVector<int64_t> rowMajorStrides(ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> strides(shape.size(), 1);
+  for (int64_t d = (int64_t)shape.size() - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * shape[d + 1];
+  return strides;
+}
+
+void Emitter::emitPad(std::string &out, PadOp op) {
+  auto in = ttype(op.getInput()), res = ttype(op.getResult());
+  int64_t rank = in.getRank();
+  auto pads = op.getPads();
+  StringRef mode = op.getMode();
+  SmallVector<int64_t> inStrides = rowMajorStrides(in.getShape());
+  std::string T = ctype(res.getElementType());
+  std::string body = fmt::format(
+      "  for (int64_t i = blockIdx.x * 256ll + threadIdx.x; i < {}ll; "
+      "i += (int64_t)gridDim.x * 256) {{\n"
+      "    int64_t rem = i, src = 0; bool fill = false;\n",
+      res.getNumElements());
+  for (int64_t d = rank - 1; d >= 0; --d) {
+    int64_t n = in.getDimSize(d), m = res.getDimSize(d), begin = pads[d];
+    body += fmt::format("    {{ int64_t k = rem % {}ll - {}ll; rem /= {}ll;\n",
+                        m, begin, m);
+    if (begin || pads[rank + d]) {
+      if (mode == "constant")
+        body += fmt::format("      fill |= k < 0 || k >= {}ll;\n", n);
+      else if (mode == "reflect")
+        body +=
+            fmt::format("      k = k < 0 ? -k : k >= {0}ll ? {1}ll - k : k;\n",
+                        n, 2 * (n - 1));
+      else
+        body += fmt::format(
+            "      k = k < 0 ? 0 : k >= {0}ll ? {0}ll - 1 : k;\n", n);
+    }
+    body += fmt::format("      src += k * {}ll; }}\n", inStrides[d]);
+  }
+  body += fmt::format("    out[i] = fill ? {}({}) : in[src];\n  }}\n", T,
+                      floatLit(op.getValue().convertToDouble()));
+  launch(out, op,
+         kernel(fmt::format("const {} *__restrict__ in, {} *__restrict__ out",
+                            T, T),
+                body),
+         gridFor(res.getNumElements()), "256",
+         fmt::format("{}, {}", ptr(op.getInput()), ptr(op.getResult())));
+}
+
+void Emitter::emitPadGrad(std::string &out, PadGradOp op) {
+  auto dy = ttype(op.getGradOutput()), res = ttype(op.getResult());
+  int64_t rank = res.getRank();
+  auto pads = op.getPads();
+  StringRef mode = op.getMode();
+  SmallVector<int64_t> dyStrides = rowMajorStrides(dy.getShape());
+  std::string T = ctype(res.getElementType());
+  // Per padded dimension d, the padded indices copying input index k form
+  // up to three ranges [lo_d[r], hi_d[r]]; the sum runs over their product.
+  std::string body = fmt::format(
+      "  for (int64_t i = blockIdx.x * 256ll + threadIdx.x; i < {}ll; "
+      "i += (int64_t)gridDim.x * 256) {{\n"
+      "    int64_t rem = i, base = 0;\n",
+      res.getNumElements());
+  SmallVector<int64_t> padded;
+  for (int64_t d = rank - 1; d >= 0; --d) {
+    int64_t n = res.getDimSize(d), begin = pads[d], end = pads[rank + d];
+    body +=
+        fmt::format("    int64_t k{0} = rem % {1}ll; rem /= {1}ll;\n", d, n);
+    if (!begin && !end) {
+      body += fmt::format("    base += k{} * {}ll;\n", d, dyStrides[d]);
+      continue;
+    }
+    padded.push_back(d);
+    body += fmt::format("    int64_t lo{0}[3], hi{0}[3]; int c{0} = 0;\n", d);
+    body += fmt::format(
+        "    lo{0}[c{0}] = hi{0}[c{0}] = k{0} + {1}ll; ++c{0};\n", d, begin);
+    if (mode == "edge") {
+      body += fmt::format("    if (k{0} == 0) lo{0}[0] = 0;\n", d);
+      body += fmt::format("    if (k{0} == {1}ll) hi{0}[0] = {2}ll;\n", d,
+                          n - 1, n - 1 + begin + end);
+    } else if (mode == "reflect") {
+      // x[-k] = x[k] (k <= begin) and x[2(n-1) - k] = x[k] (k >= n-1-end).
+      body +=
+          fmt::format("    if (k{0} >= 1 && k{0} <= {1}ll) {{ lo{0}[c{0}] = "
+                      "hi{0}[c{0}] = {1}ll - k{0}; ++c{0}; }}\n",
+                      d, begin);
+      body += fmt::format(
+          "    if (k{0} < {1}ll && k{0} >= {2}ll) {{ lo{0}[c{0}] = hi{0}[c{0}] "
+          "= {3}ll - k{0}; ++c{0}; }}\n",
+          d, n - 1, n - 1 - end, begin + 2 * (n - 1));
+    }
+  }
+  body += "    float acc = 0.f;\n";
+  std::string index = "base";
+  std::string indent = "    ";
+  for (int64_t d : padded) {
+    body += fmt::format("{0}for (int r{1} = 0; r{1} < c{1}; ++r{1})\n{0}  for "
+                        "(int64_t j{1} = lo{1}[r{1}]; j{1} <= hi{1}[r{1}]; "
+                        "++j{1})\n",
+                        indent, d);
+    indent += "    ";
+    index += fmt::format(" + j{} * {}ll", d, dyStrides[d]);
+  }
+  body += fmt::format("{}acc += (float)dy[{}];\n", indent, index);
+  body += fmt::format("    out[i] = {}(acc);\n  }}\n", T);
+  launch(out, op,
+         kernel(fmt::format("const {} *__restrict__ dy, {} *__restrict__ out",
+                            T, T),
+                body),
+         gridFor(res.getNumElements()), "256",
+         fmt::format("{}, {}", ptr(op.getGradOutput()), ptr(op.getResult())));
 }
 
 void Emitter::elementwise(std::string &out, Operation *op, ArrayRef<EwIn> ins,
@@ -1260,6 +1375,14 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
                    body),
             gridFor(res.getNumElements()), "256",
             fmt::format("{}, {}", ptr(o->getOperand(0)), ptr(o->getResult(0))));
+        return success();
+      })
+      .Case([&](PadOp p) {
+        emitPad(out, p);
+        return success();
+      })
+      .Case([&](PadGradOp p) {
+        emitPadGrad(out, p);
         return success();
       })
       .Case([&](SGDUpdateOp u) {
