@@ -7,6 +7,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "llvm/ADT/StringRef.h"
+#include "llvm/Support/MemoryBuffer.h"
 
 namespace cnnc {
 
@@ -25,6 +26,14 @@ mlir::OwningOpRef<mlir::ModuleOp> importONNX(llvm::StringRef path,
                                              mlir::MLIRContext &context,
                                              const ONNXImportOptions &options,
                                              reference::TensorMap &weights);
+
+/// Imports a model held in memory (the protobuf bytes of `buffer`, named in
+/// diagnostics by its identifier). External data is read from `dataDir`
+/// (which may be empty: the current directory).
+mlir::OwningOpRef<mlir::ModuleOp>
+importONNXBuffer(llvm::MemoryBufferRef buffer, llvm::StringRef dataDir,
+                 mlir::MLIRContext &context, const ONNXImportOptions &options,
+                 reference::TensorMap &weights);
 
 } // namespace cnnc
 
