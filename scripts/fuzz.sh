@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # libFuzzer builds and runs of the fuzz targets (fuzz/, docs/robustness.md).
 #
-#   scripts/fuzz.sh build                      configure + build build-fuzz/ (clang-22,
+#   scripts/fuzz.sh build                      build the libFuzzer binaries in build-san/
+#                                              (scripts/sanitizer-build.sh: clang-22,
 #                                              -fsanitize=fuzzer,address,undefined)
 #   scripts/fuzz.sh ci [SECONDS]               every target for SECONDS (default 8) from a
 #                                              copy of its corpus, fixed seed: the CI job
@@ -15,26 +16,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
-B=${FUZZ_BUILD_DIR:-build-fuzz}
+B=${SAN_BUILD_DIR:-build-san}
 TARGETS=(cnnw npy cnnt cifar onnx pipeline)
 LIMITS=(-timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=1024)
-export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:allocator_may_return_null=1}
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
 build() {
-  if [ ! -f "$B/build.ninja" ]; then
-    # The libraries get coverage instrumentation (fuzzer-no-link) and the
-    # sanitizers; only the cnnc-fuzz-* binaries link libFuzzer's main.
-    CC=clang-22 CXX=clang++-22 cmake -S . -B "$B" -G Ninja \
-      -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-      -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir \
-      -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit \
-      -DCNNRT_ENABLE_CUDA=OFF -DCNNC_FUZZ=ON \
-      -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
-      -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize=vptr -fno-sanitize-recover=undefined -fno-omit-frame-pointer" \
-      -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined"
-  fi
-  ninja -C "$B" -j "${JOBS:-$(nproc)}" "${TARGETS[@]/#/cnnc-fuzz-}"
+  ./scripts/sanitizer-build.sh "${TARGETS[@]/#/cnnc-fuzz-}"
 }
 
 run_target() { # target seconds corpus-dir artifact-dir [extra args]
@@ -74,7 +63,7 @@ campaign)
   t=${2:?target}
   secs=${3:?seconds}
   build
-  work=${FUZZ_WORK:-$ROOT/build-fuzz/campaign-$t}
+  work=${FUZZ_WORK:-$B/campaign-$t}
   mkdir -p "$work/new"
   run_target "$t" "$secs" "$work/new" "$ROOT/fuzz/regressions/$t" \
     -seed="${FUZZ_SEED:-0}" -reload=0 "fuzz/corpus/$t" 2>&1 |
