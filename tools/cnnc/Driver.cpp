@@ -180,6 +180,16 @@ DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
   // The standard MLIR printing/context options (--mlir-print-debuginfo, ...).
   registerAsmPrinterCLOptions();
   registerMLIRContextCLOptions();
+  // --stats is LLVM's own (hidden) flag; cnnc adds its fusion counts and
+  // kernel launches per step, so --help lists it with the other options.
+  auto &registered = cl::getRegisteredOptions();
+  if (auto it = registered.find("stats"); it != registered.end()) {
+    it->second->setHiddenFlag(cl::NotHidden);
+    it->second->setDescription(
+        "Print what cnn-fuse fused and the kernel launches per training step "
+        "(with LLVM's statistics)");
+    it->second->addCategory(optCategory);
+  }
   cl::SetVersionPrinter([](llvm::raw_ostream &os) {
     os << "cnnc " << CNNC_VERSION << " (MLIR " << LLVM_VERSION_STRING << ")\n";
   });
