@@ -26,8 +26,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return mlir::success();
   });
   llvm::MemoryBufferRef buffer(
-      llvm::StringRef(reinterpret_cast<const char *>(data), size),
-      "fuzz.onnx");
+      llvm::StringRef(reinterpret_cast<const char *>(data), size), "fuzz.onnx");
   cnnc::ONNXImportOptions options;
   cnnc::reference::TensorMap weights;
   // CNNC_FUZZ_ONNX_DATA_DIR: where external data lives (the regressions set

@@ -1,4 +1,4 @@
-//===- FuzzTarget.h - shared helpers of the fuzz targets ---------*- C++ -*-===//
+//===- FuzzTarget.h - the fuzz targets' entry point -------------*- C++ -*-===//
 //
 // Every target defines LLVMFuzzerTestOneInput; built with
 // -fsanitize=fuzzer it is a libFuzzer binary (scripts/fuzz.sh), built with

@@ -66,9 +66,9 @@ int main(int argc, char **argv) {
     std::fclose(in);
     auto t0 = std::chrono::steady_clock::now();
     LLVMFuzzerTestOneInput(bytes.data(), bytes.size());
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                             t0)
-                   .count();
+    double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+            .count();
     if (s > slowest) {
       slowest = s;
       slowestFile = f;

@@ -62,7 +62,7 @@ ci)
 campaign)
   t=${2:?target}
   secs=${3:?seconds}
-  ./scripts/sanitizer-build.sh "cnnc-fuzz-$t"
+  [ -n "${FUZZ_NO_BUILD:-}" ] || ./scripts/sanitizer-build.sh "cnnc-fuzz-$t"
   work=${FUZZ_WORK:-$B/campaign-$t}
   mkdir -p "$work/new"
   run_target "$t" "$secs" "$work/new" "$ROOT/fuzz/regressions/$t" \

@@ -252,7 +252,8 @@ const char kMagic[8] = {'C', 'N', 'N', 'W', '0', '0', '0', '1'};
 
 } // namespace
 
-//===--- OutputFile --------------------------------------------------------===//
+//===--- OutputFile
+//--------------------------------------------------------===//
 
 namespace {
 std::string dirOf(const std::string &path) {

@@ -5,9 +5,9 @@
 
 #include <cstdio>
 #include <dirent.h>
-#include <sys/stat.h>
 #include <fstream>
 #include <string>
+#include <sys/stat.h>
 #include <unistd.h>
 
 using namespace cnnrt;

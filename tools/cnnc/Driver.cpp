@@ -397,8 +397,8 @@ LogicalResult cnnc::driver::emitMLIR(const DriverOptions &options,
     if (!weightsOut.open(weightsPath, err) ||
         failed(writeWeights(weightsOut.stagingPath(), c.weights, err)))
       return fail(c, "cannot write weights '" + weightsPath + "': " + err);
-    (*c.module)
-        ->setAttr(kWeightsAttr, StringAttr::get(&c.context, weightsPath));
+    (*c.module)->setAttr(kWeightsAttr,
+                         StringAttr::get(&c.context, weightsPath));
   }
   {
     std::error_code ec;

@@ -426,8 +426,7 @@ std::string cnnc::driver::resolveArch(StringRef requested) {
   // The GPU's compute capability, "9.0", from nvidia-smi.
   auto smi = llvm::sys::findProgramByName("nvidia-smi");
   llvm::SmallString<128> outPath;
-  if (!smi ||
-      llvm::sys::fs::createTemporaryFile("cnnc-smi", "txt", outPath)) {
+  if (!smi || llvm::sys::fs::createTemporaryFile("cnnc-smi", "txt", outPath)) {
     llvm::errs() << "cnnc: note: --arch native: nvidia-smi not found, using "
                  << fallback << "\n";
     return fallback;
@@ -435,8 +434,8 @@ std::string cnnc::driver::resolveArch(StringRef requested) {
   llvm::FileRemover remove(outPath);
   std::optional<StringRef> redirects[] = {std::nullopt, StringRef(outPath),
                                           StringRef("")};
-  StringRef args[] = {*smi, "--query-gpu=compute_cap",
-                      "--format=csv,noheader", "--id=0"};
+  StringRef args[] = {*smi, "--query-gpu=compute_cap", "--format=csv,noheader",
+                      "--id=0"};
   int rc = llvm::sys::ExecuteAndWait(*smi, args, std::nullopt, redirects,
                                      /*SecondsToWait=*/20);
   auto text = llvm::MemoryBuffer::getFile(outPath);
@@ -538,16 +537,12 @@ LogicalResult cnnc::driver::compileCUDA(const DriverOptions &o, Compilation &c,
       cuStream << cu;
     cuStream.close();
     if (ec || cuStream.has_error())
-      return fail(c, "cannot write '" + cuPath + "': " +
-                         (ec ? ec : cuStream.error()).message());
+      return fail(c, "cannot write '" + cuPath +
+                         "': " + (ec ? ec : cuStream.error()).message());
   }
-  std::vector<std::string> args = {nvcc,
-                                   "-O3",
-                                   "-std=c++17",
-                                   "-arch=" + o.arch,
-                                   "-I" + include,
-                                   cuSource,
-                                   lib};
+  std::vector<std::string> args = {
+      nvcc,           "-O3",    "-std=c++17", "-arch=" + o.arch,
+      "-I" + include, cuSource, lib};
   std::string cudnn = cudnnLinkArg();
   for (StringRef a : llvm::split(cudnn, ' '))
     args.push_back(a.str());

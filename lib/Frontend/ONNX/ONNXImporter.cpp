@@ -270,8 +270,9 @@ LogicalResult Importer::readExternal(const onnx::TensorProto &t,
   SmallString<256> full(modelDir);
   llvm::sys::path::append(full, location);
   if (llvm::sys::fs::exists(full) && !llvm::sys::fs::is_regular_file(full))
-    return error(fileLoc, "external data '" + full.str() + "' of initializer '" +
-                              t.name() + "' is not a regular file");
+    return error(fileLoc, "external data '" + full.str() +
+                              "' of initializer '" + t.name() +
+                              "' is not a regular file");
   auto buf = llvm::MemoryBuffer::getFile(full, /*IsText=*/false,
                                          /*RequiresNullTerminator=*/false);
   if (!buf)
@@ -340,16 +341,15 @@ LogicalResult Importer::readInitializer(const onnx::TensorProto &t,
   // The declared shape is checked against the data before anything of its
   // size is allocated.
   if (raw && raw->size() != size_t(*n) * elemSize)
-    return error(fileLoc,
-                 fmt::format("tensor '{}' has {} bytes of data, "
-                             "expected {} for shape {}",
-                             t.name(), raw->size(), size_t(*n) * elemSize,
-                             shapeStr(shape)));
+    return error(fileLoc, fmt::format("tensor '{}' has {} bytes of data, "
+                                      "expected {} for shape {}",
+                                      t.name(), raw->size(),
+                                      size_t(*n) * elemSize, shapeStr(shape)));
   if (!raw) {
-    int64_t have = isFloat ? t.float_data_size() + t.double_data_size() +
-                                 t.int32_data_size()
-                           : t.int64_data_size() + t.uint64_data_size() +
-                                 t.int32_data_size();
+    int64_t have =
+        isFloat
+            ? t.float_data_size() + t.double_data_size() + t.int32_data_size()
+            : t.int64_data_size() + t.uint64_data_size() + t.int32_data_size();
     if (have < *n)
       return error(fileLoc, fmt::format("tensor '{}' has {} values, expected "
                                         "{} for shape {}",
@@ -686,8 +686,7 @@ LogicalResult Importer::windowPadding(const std::vector<int64_t> &kernel,
         dilations[d] > (1 << 30))
       return nodeError("node '" + nodeName + "' has strides " +
                        shapeStr(strides) + " and dilations " +
-                       shapeStr(dilations) +
-                       "; each must be in [1, 2^30]");
+                       shapeStr(dilations) + "; each must be in [1, 2^30]");
   for (int64_t k : kernel)
     if (k <= 0 || k > (1 << 30))
       return nodeError("node '" + nodeName + "' has kernel shape " +

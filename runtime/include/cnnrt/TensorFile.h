@@ -90,7 +90,8 @@ bool parseRawTensor(const char *data, size_t size, const std::string &path,
 bool writeRawTensor(const std::string &path, const TensorEntry &t,
                     std::string &err);
 
-//===--- output files ------------------------------------------------------===//
+//===--- output files
+//------------------------------------------------------===//
 
 /// One output file, written the way LLVM tools write theirs
 /// (llvm::ToolOutputFile / llvm::writeToOutput):
