@@ -67,7 +67,9 @@ public:
       : ctx(ctx), b(&ctx), path(path.str()), options(options), weights(weights),
         fileLoc(FileLineColLoc::get(&ctx, path, 0, 0)), loc(fileLoc) {}
 
-  OwningOpRef<ModuleOp> run();
+  /// Imports the file at `path`, or `*memory` (named `path`) when set.
+  OwningOpRef<ModuleOp> run(std::optional<llvm::MemoryBufferRef> memory = {},
+                            StringRef dataDir = {});
 
 private:
   // --- Diagnostics -----------------------------------------------------------
@@ -326,8 +328,21 @@ LogicalResult Importer::readExternal(const onnx::TensorProto &t,
   if (location.empty())
     return error(fileLoc, "initializer '" + t.name() +
                               "' has external data without a location");
+  // ONNX's rule (onnx.external_data_helper): the location is relative to the
+  // model's folder and may not leave it.
+  if (llvm::sys::path::is_absolute(location) ||
+      llvm::any_of(llvm::make_range(llvm::sys::path::begin(location),
+                                    llvm::sys::path::end(location)),
+                   [](StringRef c) { return c == ".."; }))
+    return error(fileLoc, "external data location '" + location +
+                              "' of initializer '" + t.name() +
+                              "' leaves the model's folder");
   SmallString<256> full(modelDir);
   llvm::sys::path::append(full, location);
+  if (llvm::sys::fs::exists(full) && !llvm::sys::fs::is_regular_file(full))
+    return error(fileLoc, "external data '" + full.str() +
+                              "' of initializer '" + t.name() +
+                              "' is not a regular file");
   auto buf = llvm::MemoryBuffer::getFile(full, /*IsText=*/false,
                                          /*RequiresNullTerminator=*/false);
   if (!buf)
@@ -393,6 +408,23 @@ LogicalResult Importer::readInitializer(const onnx::TensorProto &t,
       dt == onnx::TensorProto::FLOAT || dt == onnx::TensorProto::DOUBLE ||
       dt == onnx::TensorProto::FLOAT16 || dt == onnx::TensorProto::BFLOAT16;
   out.isInt = !isFloat;
+  // The declared shape is checked against the data before anything of its
+  // size is allocated.
+  if (raw && raw->size() != size_t(*n) * elemSize)
+    return error(fileLoc, fmt::format("tensor '{}' has {} bytes of data, "
+                                      "expected {} for shape {}",
+                                      t.name(), raw->size(),
+                                      size_t(*n) * elemSize, shapeStr(shape)));
+  if (!raw) {
+    int64_t have =
+        isFloat
+            ? t.float_data_size() + t.double_data_size() + t.int32_data_size()
+            : t.int64_data_size() + t.uint64_data_size() + t.int32_data_size();
+    if (have < *n)
+      return error(fileLoc, fmt::format("tensor '{}' has {} values, expected "
+                                        "{} for shape {}",
+                                        t.name(), have, *n, shapeStr(shape)));
+  }
   if (isFloat)
     out.floats.resize(*n);
   else
@@ -717,6 +749,18 @@ LogicalResult Importer::windowPadding(const std::vector<int64_t> &kernel,
                                       const std::vector<int64_t> &strides,
                                       const std::vector<int64_t> &dilations,
                                       Value in, std::vector<int64_t> &pads) {
+  // Strides and dilations divide sizes below and in the op verifiers; the
+  // window must fit in int64 arithmetic.
+  for (size_t d = 0; d < strides.size() && d < dilations.size(); ++d)
+    if (strides[d] <= 0 || dilations[d] <= 0 || strides[d] > (1 << 30) ||
+        dilations[d] > (1 << 30))
+      return nodeError("node '" + nodeName + "' has strides " +
+                       shapeStr(strides) + " and dilations " +
+                       shapeStr(dilations) + "; each must be in [1, 2^30]");
+  for (int64_t k : kernel)
+    if (k <= 0 || k > (1 << 30))
+      return nodeError("node '" + nodeName + "' has kernel shape " +
+                       shapeStr(kernel) + "; each size must be in [1, 2^30]");
   std::string autoPad = stringAttr("auto_pad", "NOTSET");
   if (autoPad == "NOTSET" || autoPad.empty()) {
     pads = intsAttr("pads").value_or(std::vector<int64_t>{0, 0, 0, 0});
@@ -2014,18 +2058,26 @@ LogicalResult Importer::setUpInput(const onnx::ValueInfoProto &in) {
   return success();
 }
 
-OwningOpRef<ModuleOp> Importer::run() {
-  auto buf = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
-                                         /*RequiresNullTerminator=*/false);
-  if (!buf) {
-    (void)error(fileLoc,
-                "cannot open '" + path + "': " + buf.getError().message());
-    return nullptr;
+OwningOpRef<ModuleOp> Importer::run(std::optional<llvm::MemoryBufferRef> memory,
+                                    StringRef dataDir) {
+  std::unique_ptr<llvm::MemoryBuffer> file;
+  if (!memory) {
+    auto buf = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                           /*RequiresNullTerminator=*/false);
+    if (!buf) {
+      (void)error(fileLoc,
+                  "cannot open '" + path + "': " + buf.getError().message());
+      return nullptr;
+    }
+    file = std::move(*buf);
+    memory = file->getMemBufferRef();
+    modelDir = llvm::sys::path::parent_path(path).str();
+  } else {
+    modelDir = dataDir.str();
   }
-  modelDir = llvm::sys::path::parent_path(path).str();
-  if ((*buf)->getBufferSize() > size_t(std::numeric_limits<int>::max()) ||
-      !model.ParseFromArray((*buf)->getBufferStart(),
-                            int((*buf)->getBufferSize())) ||
+  if (memory->getBufferSize() > size_t(std::numeric_limits<int>::max()) ||
+      !model.ParseFromArray(memory->getBufferStart(),
+                            int(memory->getBufferSize())) ||
       !model.has_graph() || model.ir_version() <= 0) {
     (void)error(fileLoc, "cannot parse '" + path + "' as an ONNX model");
     return nullptr;
@@ -2142,6 +2194,16 @@ OwningOpRef<ModuleOp> cnnc::importONNX(StringRef path, MLIRContext &context,
   context.loadDialect<cnn::CNNDialect, func::FuncDialect>();
   Importer importer(context, path, options, weights);
   return importer.run();
+}
+
+OwningOpRef<ModuleOp> cnnc::importONNXBuffer(llvm::MemoryBufferRef buffer,
+                                             StringRef dataDir,
+                                             MLIRContext &context,
+                                             const ONNXImportOptions &options,
+                                             reference::TensorMap &weights) {
+  context.loadDialect<cnn::CNNDialect, func::FuncDialect>();
+  Importer importer(context, buffer.getBufferIdentifier(), options, weights);
+  return importer.run(buffer, dataDir);
 }
 
 //===----------------------------------------------------------------------===//
