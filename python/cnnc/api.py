@@ -615,7 +615,7 @@ def _run_cnnc(args, what):
 
 def compile(model, example_input, optimizer=None, *, label_smoothing=0.0,
             lr=None, device=None, precision=None, layout=None, arch=None,
-            cache=True, verbose=False):
+            cache=True, verbose=False, _gradients_only=False):
     """Compiles the training step of `model` (cross-entropy loss on its
     logits; `optimizer`'s algorithm and hyper-parameters) for inputs of
     `example_input`'s shape, and returns a Trainer holding the model's
@@ -641,7 +641,9 @@ def compile(model, example_input, optimizer=None, *, label_smoothing=0.0,
                          % (tuple(example_input.shape),))
     if not 0.0 <= float(label_smoothing) < 1.0:
         raise ValueError("label_smoothing must be in [0, 1), got %r" % label_smoothing)
-    if optimizer is not None:
+    if _gradients_only:  # cnnc.compare: the step returns the gradients
+        flags, lr = {"optimizer": "none"}, 0.0
+    elif optimizer is not None:
         flags, opt_lr = optimizer_flags(optimizer, model)
         if lr is not None:
             raise ValueError("pass the learning rate in the optimizer or as lr=, not both")
@@ -740,18 +742,20 @@ def _build(model, example_input, flags, backend_kind, cnnc_bin, fingerprint, roo
         with open(onnx_path, "rb") as f:
             onnx_hash = hashlib.sha256(f.read()).hexdigest()
         args = [cnnc_bin, onnx_path, "--train", "--optimizer", flags["optimizer"],
-                "--weight-decay", repr(flags["weight-decay"]),
                 "--label-smoothing", repr(flags["label-smoothing"])]
+        if flags["optimizer"] != "none":
+            args += ["--weight-decay", repr(flags["weight-decay"])]
         if flags["optimizer"] == "sgd":
             args += ["--momentum", repr(flags["momentum"]),
                      "--dampening", repr(flags["dampening"])]
             if flags["nesterov"]:
                 args.append("--nesterov")
-        else:
+        elif flags["optimizer"] in ("adam", "adamw"):
             args += ["--beta1", repr(flags["beta1"]), "--beta2", repr(flags["beta2"]),
                      "--eps", repr(flags["eps"])]
         if backend_kind == "reference":
-            args += ["--emit", "mlir", "-o", os.path.join(work, "step.mlir")]
+            # Locations (ONNX node names) stay in the IR for cnnc.compare.
+            args += ["--emit", "mlir", "--print-locations", "-o", os.path.join(work, "step.mlir")]
             _run_cnnc(args, "compile the training step")
         else:
             args += ["--precision", flags["precision"], "--layout", flags["layout"],
