@@ -48,8 +48,10 @@ cl::opt<std::string> outputFile("o", cl::desc("Output file (default: stdout)"),
 cl::opt<std::string>
     emitKind("emit",
              cl::desc("What to emit: mlir (the default when no other action "
-                      "is requested)"),
-             cl::value_desc("mlir"), cl::init(""), cl::cat(cnncCategory));
+                      "is requested), cuda (the .cu), exe (the training "
+                      "executable), lib (a shared library exposing the "
+                      "runtime's C API, cnnrt_c.h)"),
+             cl::value_desc("mlir|cuda|exe|lib"), cl::init(""), cl::cat(cnncCategory));
 cl::opt<int64_t> batchSize("batch",
                            cl::desc("Batch size (replaces the input's first, "
                                     "possibly dynamic, dimension)"),
@@ -183,6 +185,7 @@ DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
       "  cnnc model.onnx --train [--optimizer sgd|adam|adamw] --emit mlir\n"
       "  cnnc model.onnx --train --run-reference --steps K --data DIR\n"
       "  cnnc model.onnx --train -o train [--emit cuda]\n"
+      "  cnnc model.onnx --emit lib -o libstep.so   (C API, cnnrt_c.h)\n"
       "  cnnc train model.onnx --data DIR --steps N   (compile and run)\n");
   DriverOptions o;
   o.inputFile = inputFile;
@@ -464,10 +467,11 @@ int cnnc::driver::runDriver(const DriverOptions &options) {
   });
 
   if (!options.emit.empty() && options.emit != "mlir" &&
-      options.emit != "cuda" && options.emit != "exe") {
+      options.emit != "cuda" && options.emit != "exe" &&
+      options.emit != "lib") {
     emitError(UnknownLoc::get(&c.context))
         << "unknown --emit kind '" << options.emit
-        << "' (expected: mlir, cuda or exe)";
+        << "' (expected: mlir, cuda, exe or lib)";
     return 1;
   }
   // `cnnc model.onnx -o train` (no --emit, an output that is not .mlir/.cu)
@@ -479,9 +483,9 @@ int cnnc::driver::runDriver(const DriverOptions &options) {
                    !hasExtension(o.outputFile, ".onnx");
   if (o.emit.empty() && exeOutput && !o.runReference && !o.dumpPlan)
     o.train = true;
-  if (o.emit == "exe" || o.emit == "cuda")
+  if (o.emit == "exe" || o.emit == "cuda" || o.emit == "lib")
     o.train = true;
-  bool wantsCuda = o.emit == "cuda" || o.emit == "exe" ||
+  bool wantsCuda = o.emit == "cuda" || o.emit == "exe" || o.emit == "lib" ||
                    (o.train && o.emit.empty() && exeOutput && !o.runReference);
   if ((o.dumpPlan || o.trainAndRun) && !o.train) {
     emitError(UnknownLoc::get(&c.context))

@@ -422,6 +422,7 @@ LogicalResult cnnc::driver::compileCUDA(const DriverOptions &o, Compilation &c,
                                         std::string &exePath) {
   CUDAEmitOptions eo;
   eo.modelName = llvm::sys::path::stem(o.inputFile).str();
+  eo.library = o.emit == "lib";
   eo.defaultLR = (float)learningRate(o);
   if (o.steps > 0)
     eo.defaultSteps = o.steps;
@@ -448,8 +449,11 @@ LogicalResult cnnc::driver::compileCUDA(const DriverOptions &o, Compilation &c,
       return fail(c, "cannot write '" + o.outputFile + "': " + err);
     return success();
   }
-  // An executable: <exe>.cu kept beside it, weights in <exe>.cnnw.
-  exePath = o.outputFile.empty() ? std::string("train") : o.outputFile;
+  // An executable (or, --emit lib, a shared library): <exe>.cu kept beside
+  // it, weights in <exe>.cnnw.
+  exePath = o.outputFile.empty()
+                ? std::string(eo.library ? "libstep.so" : "train")
+                : o.outputFile;
   std::string cuPath = exePath + ".cu";
   if (!cnnrt::writeFileAtomic(cuPath, cu, err))
     return fail(c, "cannot write '" + cuPath + "': " + err);
@@ -471,9 +475,28 @@ LogicalResult cnnc::driver::compileCUDA(const DriverOptions &o, Compilation &c,
     return fail(c, "unsupported --arch '" + o.arch +
                        "' (expected sm_80, sm_86, sm_89, sm_90 or sm_90a)");
   std::string tmpExe = exePath + ".tmp";
-  std::vector<std::string> args = {
-      nvcc,           "-O3",  "-std=c++17", "-arch=" + o.arch,
-      "-I" + include, cuPath, lib};
+  std::vector<std::string> args = {nvcc, "-O3", "-std=c++17",
+                                   "-arch=" + o.arch, "-I" + include, cuPath};
+  std::string versionScript;
+  if (eo.library) {
+    // All of libcnnrt (its C API) goes into the library; only the C API is
+    // exported, so that the runtime's and CUDA's symbols cannot clash with
+    // another copy in the process (PyTorch's).
+    SmallString<128> script;
+    if (auto ec = llvm::sys::fs::createTemporaryFile("cnnc-lib", "map", script))
+      return fail(c, "cannot create a temporary file: " + ec.message());
+    versionScript = std::string(script);
+    if (!cnnrt::writeFileAtomic(versionScript,
+                                "{ global: cnnrt_*; local: *; };\n", err))
+      return fail(c, "cannot write '" + versionScript + "': " + err);
+    args.insert(args.end(),
+                {"-shared", "-Xcompiler", "-fPIC", "-Xlinker",
+                 "--version-script=" + versionScript,
+                 // One -Xlinker keeps the three in order on the link line.
+                 "-Xlinker", "--whole-archive," + lib + ",--no-whole-archive"});
+  } else {
+    args.push_back(lib);
+  }
   std::string cudnn = cudnnLinkArg();
   for (StringRef a : llvm::split(cudnn, ' '))
     args.push_back(a.str());
@@ -482,6 +505,8 @@ LogicalResult cnnc::driver::compileCUDA(const DriverOptions &o, Compilation &c,
   std::string msg;
   int rc =
       llvm::sys::ExecuteAndWait(nvcc, argRefs, std::nullopt, {}, 0, 0, &msg);
+  if (!versionScript.empty())
+    llvm::sys::fs::remove(versionScript);
   if (rc != 0)
     return fail(c, "nvcc failed (exit " + Twine(rc) +
                        (msg.empty() ? "" : ": " + msg) + ") on '" + cuPath +
