@@ -308,6 +308,30 @@ class _ReferenceBackend:
     __del__ = close
 
 
+def _cuda_api_signatures(C):
+    """ctypes (restype, argtypes) of the runtime's C API (cnnrt_c.h)."""
+    P, F, I, I64 = C.c_void_p, C.c_float, C.c_int, C.c_int64
+    return {
+        "cnnrt_model_spec": (P, []),
+        "cnnrt_create": (P, [P, C.c_char_p, I]),
+        "cnnrt_destroy": (None, [P]),
+        "cnnrt_last_error": (C.c_char_p, []),
+        "cnnrt_input_shape": (I, [P, P, P]),
+        "cnnrt_num_classes": (I64, [P]),
+        "cnnrt_train_step": (I, [P, P, P, I, F, P]),
+        "cnnrt_loss": (I, [P, P]),
+        "cnnrt_eval_input": (I, [P, P, I, P, I, P]),
+        "cnnrt_num_state": (I, [P]),
+        "cnnrt_state_name": (C.c_char_p, [P, I]),
+        "cnnrt_state_role": (I, [P, I]),
+        "cnnrt_state_shape": (I, [P, I, P, P]),
+        "cnnrt_read_state": (I, [P, C.c_char_p, P]),
+        "cnnrt_write_state": (I, [P, C.c_char_p, P]),
+        "cnnrt_step_count": (I64, [P]),
+        "cnnrt_set_step_count": (None, [P, I64]),
+    }
+
+
 class _CudaBackend:
     """A step built by `cnnc --emit lib` (libstep.so: libcnnrt + the model),
     driven through the runtime's C API (cnnrt_c.h)."""
@@ -319,26 +343,7 @@ class _CudaBackend:
         self.C = C
         self.device = device
         lib = C.CDLL(lib_path)
-        P, F, I, I64 = C.c_void_p, C.c_float, C.c_int, C.c_int64
-        sig = {
-            "cnnrt_model_spec": (P, []),
-            "cnnrt_create": (P, [P, C.c_char_p, I]),
-            "cnnrt_destroy": (None, [P]),
-            "cnnrt_last_error": (C.c_char_p, []),
-            "cnnrt_input_shape": (I, [P, P, P]),
-            "cnnrt_num_classes": (I64, [P]),
-            "cnnrt_train_step": (I, [P, P, P, I, F, P]),
-            "cnnrt_loss": (I, [P, P]),
-            "cnnrt_eval_input": (I, [P, P, I, P, I, P]),
-            "cnnrt_num_state": (I, [P]),
-            "cnnrt_state_name": (C.c_char_p, [P, I]),
-            "cnnrt_state_role": (I, [P, I]),
-            "cnnrt_state_shape": (I, [P, I, P, P]),
-            "cnnrt_read_state": (I, [P, C.c_char_p, P]),
-            "cnnrt_write_state": (I, [P, C.c_char_p, P]),
-            "cnnrt_step_count": (I64, [P]),
-            "cnnrt_set_step_count": (None, [P, I64]),
-        }
+        sig = _cuda_api_signatures(C)
         for name, (res, args) in sig.items():
             fn = getattr(lib, name)
             fn.restype, fn.argtypes = res, args
@@ -590,6 +595,11 @@ class Trainer:
             if "step" in st:
                 self._backend.step_count = int(st["step"])
                 self._tracked_base = self._backend.step_count
+                # With loss scaling (fp16) updates are numbered by the steps
+                # actually applied.
+                applied = self._state.get("optimizer.applied_steps")
+                if applied is not None:
+                    self._backend.set(applied, torch.tensor(float(st["step"])))
         if not any_state:
             return
 

@@ -377,6 +377,40 @@ def test_wrong_inputs_are_clear_errors():
     assert trainer.steps == 0
 
 
+def test_cuda_device_without_gpu_is_a_clear_error():
+    model, x, _ = make("simplecnn")
+    with pytest.raises(cnnc.CompileError, match="no GPU"):
+        cnnc.compile(model, x, optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+                     device="cuda")
+
+
+@pytest.mark.skipif(not os.path.exists("/usr/local/cuda/bin/nvcc") and not shutil.which("nvcc"),
+                    reason="nvcc not installed")
+def test_gpu_step_library_builds_with_the_c_api(build_and_cache):
+    """The GPU path's build (what compile does on a GPU machine): cnnc --emit
+    lib with the optimizer's flags; the library exports every function the
+    Python side binds with ctypes. (Running it needs a GPU:
+    test/gpu/check_python_api.py.)"""
+    import ctypes
+    model, x, _ = make("simplecnn")
+    flags, _ = cnnc.optimizer_flags(torch.optim.AdamW(model.parameters(), lr=1e-3), model)
+    flags.update({"label-smoothing": 0.0, "precision": "fp16", "layout": "nhwc",
+                  "arch": "sm_80"})
+    root = str(build_and_cache / "cache")
+    os.makedirs(root, exist_ok=True)
+    artifact = cnnc.api._build(model, x, flags, "cuda", find_tool("cnnc"), ["test"], root,
+                               verbose=False)
+    lib_path = os.path.join(artifact, "libstep.so")
+    assert os.path.exists(lib_path) and os.path.exists(lib_path + ".cnnw")
+    with open(lib_path + ".cu") as f:
+        source = f.read()
+    assert "cnnrt_model_spec(void)" in source and "int main(" not in source
+    assert "exp_avg_sq" in source  # AdamW's state: the optimizer flags arrived
+    lib = ctypes.CDLL(lib_path)
+    for name in cnnc.api._cuda_api_signatures(ctypes):
+        assert hasattr(lib, name), name
+
+
 def test_compare_reports_layers():
     model, x, y = make("resnet_block")
     report = cnnc.compare(model, x, y)
