@@ -124,9 +124,12 @@ cl::opt<std::string> labelsOpt("labels",
                                cl::value_desc("file"), cl::init(""),
                                cl::cat(trainCategory));
 cl::opt<std::string> saveStateOpt("save-state",
-                                  cl::desc("After reference training, write "
-                                           "parameters, statistics, optimizer "
-                                           "state (and gradients) to a .cnnw"),
+                                  cl::desc("After reference training or "
+                                           "'cnnc train', write parameters, "
+                                           "statistics, optimizer state (and "
+                                           "gradients) to a .cnnw ('cnnc "
+                                           "train' default: "
+                                           "<-o>.trained.cnnw)"),
                                   cl::value_desc("file"), cl::init(""),
                                   cl::cat(trainCategory));
 cl::opt<uint64_t> seedOpt("seed", cl::desc("Data shuffling seed"), cl::init(0),

@@ -527,11 +527,23 @@ int cnnc::driver::trainAndRun(const DriverOptions &options, Compilation &c) {
         << "cnnc train needs --data DIR|FILE|synthetic";
     return 1;
   }
+  // The trained state (parameters, BN statistics, optimizer state) is kept
+  // on both paths: --save-state, else "<-o or train>.trained.cnnw".
+  if (o.saveState.empty())
+    o.saveState =
+        (o.outputFile.empty() ? std::string("train") : o.outputFile) +
+        ".trained.cnnw";
+  auto kept = [&](int rc) {
+    if (rc == 0)
+      llvm::errs() << "cnnc: trained state written to '" << o.saveState
+                   << "'\n";
+    return rc;
+  };
   auto fallback = [&](const std::string &why) {
     llvm::errs() << "cnnc: note: " << why
                  << "; training on the CPU reference interpreter instead\n";
     llvm::errs().flush();
-    return failed(trainReference(o, c)) ? 1 : 0;
+    return kept(failed(trainReference(o, c)) ? 1 : 0);
   };
   if (!hasGPU())
     return fallback("no CUDA GPU found");
@@ -553,7 +565,9 @@ int cnnc::driver::trainAndRun(const DriverOptions &options, Compilation &c) {
                                    "--lr",
                                    std::to_string(learningRate(o)),
                                    "--seed",
-                                   std::to_string(o.seed)};
+                                   std::to_string(o.seed),
+                                   "--checkpoint",
+                                   o.saveState};
   std::string err;
   std::vector<std::string> testFiles;
   if (o.data != "synthetic" &&
@@ -564,5 +578,5 @@ int cnnc::driver::trainAndRun(const DriverOptions &options, Compilation &c) {
   int rc = llvm::sys::ExecuteAndWait(args[0], argRefs);
   if (rc == 3) // the runtime's "no GPU" exit code
     return fallback("the executable found no usable GPU");
-  return rc;
+  return kept(rc);
 }
