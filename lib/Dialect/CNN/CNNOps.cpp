@@ -256,6 +256,79 @@ LogicalResult ClipOp::verify() {
   return success();
 }
 
+
+LogicalResult GeluOp::verify() {
+  if (getApproximate() != "none" && getApproximate() != "tanh")
+    return emitOpError("'approximate' must be \"none\" or \"tanh\", got \"")
+           << getApproximate() << "\"";
+  return success();
+}
+
+/// numpy broadcasting of two same-rank operands (cnn binary elementwise ops).
+static LogicalResult inferBroadcast(std::optional<Location> loc,
+                                    RankedTensorType lhs, RankedTensorType rhs,
+                                    SmallVectorImpl<Type> &out) {
+  if (lhs.getElementType() != rhs.getElementType())
+    return fail(loc, "'lhs' " + str(lhs) + " and 'rhs' " + str(rhs) +
+                         " have different element types");
+  if (lhs.getRank() != rhs.getRank())
+    return fail(loc, "'lhs' " + str(lhs) + " and 'rhs' " + str(rhs) +
+                         " must have the same rank");
+  SmallVector<int64_t> shape;
+  for (auto [l, r] : llvm::zip(lhs.getShape(), rhs.getShape())) {
+    if (l != r && l != 1 && r != 1)
+      return fail(loc, "'lhs' " + str(lhs) + " and 'rhs' " + str(rhs) +
+                           " do not broadcast: each dimension must be equal "
+                           "or 1 in one of them");
+    shape.push_back(l == 1 ? r : l);
+  }
+  out.push_back(RankedTensorType::get(shape, lhs.getElementType()));
+  return success();
+}
+
+#define CNN_BINARY_INFER(OP)                                                   \
+  LogicalResult OP::inferReturnTypes(MLIRContext *,                            \
+                                     std::optional<Location> loc, Adaptor a,   \
+                                     SmallVectorImpl<Type> &out) {             \
+    return inferBroadcast(loc, ranked(a.getLhs()), ranked(a.getRhs()), out);   \
+  }
+CNN_BINARY_INFER(AddOp)
+CNN_BINARY_INFER(SubOp)
+CNN_BINARY_INFER(MulOp)
+CNN_BINARY_INFER(DivOp)
+#undef CNN_BINARY_INFER
+
+/// The keepdims result of a reduction over `axes` (distinct, in range).
+static LogicalResult inferReduce(std::optional<Location> loc,
+                                 RankedTensorType in, ArrayRef<int64_t> axes,
+                                 SmallVectorImpl<Type> &out) {
+  SmallVector<int64_t> shape(in.getShape());
+  for (int64_t a : axes) {
+    if (a < 0 || a >= in.getRank())
+      return fail(loc, "'axes' " + str(axes) + " must lie in [0, " +
+                           Twine(in.getRank()) + ") for 'input' " + str(in));
+    if (llvm::count(axes, a) != 1)
+      return fail(loc, "'axes' " + str(axes) + " must be distinct");
+    shape[a] = 1;
+  }
+  out.push_back(RankedTensorType::get(shape, in.getElementType()));
+  return success();
+}
+
+LogicalResult ReduceSumOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor a,
+                                            SmallVectorImpl<Type> &out) {
+  return inferReduce(loc, ranked(a.getInput()), a.getAxes(), out);
+}
+
+LogicalResult ReduceMeanOp::inferReturnTypes(MLIRContext *,
+                                             std::optional<Location> loc,
+                                             Adaptor a,
+                                             SmallVectorImpl<Type> &out) {
+  return inferReduce(loc, ranked(a.getInput()), a.getAxes(), out);
+}
+
 static LogicalResult
 inferBatchNormCommon(std::optional<Location> loc, RankedTensorType in,
                      ArrayRef<std::pair<StringRef, Value>> vecs,
@@ -731,6 +804,8 @@ LogicalResult AdamUpdateOp::inferReturnTypes(MLIRContext *,
   out.append({p, p, p});
   return success();
 }
+
+#include "cnnc/Dialect/CNN/CNNInterfaces.cpp.inc"
 
 #define GET_OP_CLASSES
 #include "cnnc/Dialect/CNN/CNNOps.cpp.inc"

@@ -89,7 +89,7 @@ func.func @clip(%x: tensor<1x4xf32>) {
 // -----
 
 func.func @add(%a: tensor<1x4x8x8xf32>, %b: tensor<1x4x4x4xf32>) {
-  // expected-error @+1 {{requires the same type for all operands and results}}
+  // expected-error @+1 {{'lhs' tensor<1x4x8x8xf32> and 'rhs' tensor<1x4x4x4xf32> do not broadcast}}
   %0 = cnn.add %a, %b : (tensor<1x4x8x8xf32>, tensor<1x4x4x4xf32>) -> tensor<1x4x8x8xf32>
   return
 }
@@ -97,8 +97,48 @@ func.func @add(%a: tensor<1x4x8x8xf32>, %b: tensor<1x4x4x4xf32>) {
 // -----
 
 func.func @mul(%a: tensor<4xf32>, %b: tensor<4xf16>) {
-  // expected-error @+1 {{requires the same type for all operands and results}}
+  // expected-error @+1 {{'lhs' tensor<4xf32> and 'rhs' tensor<4xf16> have different element types}}
   %0 = cnn.mul %a, %b : (tensor<4xf32>, tensor<4xf16>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @sub_rank(%a: tensor<2x4xf32>, %b: tensor<4xf32>) {
+  // expected-error @+1 {{'lhs' tensor<2x4xf32> and 'rhs' tensor<4xf32> must have the same rank}}
+  %0 = cnn.sub %a, %b : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @div_result(%a: tensor<2x4xf32>, %b: tensor<2x1xf32>) {
+  // expected-error @+1 {{result #0 has type 'tensor<2x1xf32>' but the operands give 'tensor<2x4xf32>'}}
+  %0 = cnn.div %a, %b : (tensor<2x4xf32>, tensor<2x1xf32>) -> tensor<2x1xf32>
+  return
+}
+
+// -----
+
+func.func @gelu(%a: tensor<2x4xf32>) {
+  // expected-error @+1 {{'approximate' must be "none" or "tanh", got "fast"}}
+  %0 = cnn.gelu %a {approximate = "fast"} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @reduce_axes(%a: tensor<2x4xf32>) {
+  // expected-error @+1 {{'axes' [2] must lie in [0, 2) for 'input' tensor<2x4xf32>}}
+  %0 = cnn.reduce_sum %a {axes = array<i64: 2>} : (tensor<2x4xf32>) -> tensor<2x1xf32>
+  return
+}
+
+// -----
+
+func.func @reduce_distinct(%a: tensor<2x4xf32>) {
+  // expected-error @+1 {{'axes' [1, 1] must be distinct}}
+  %0 = cnn.reduce_mean %a {axes = array<i64: 1, 1>} : (tensor<2x4xf32>) -> tensor<2x1xf32>
   return
 }
 

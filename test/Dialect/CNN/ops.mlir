@@ -132,3 +132,40 @@ func.func @nhwc_ops(%x: tensor<2x8x8x3xf32>, %w: tensor<4x3x3x3xf32>, %dy: tenso
   %dg = cnn.global_avg_pool_grad %g {layout = "NHWC"} : (tensor<2x1x1x4xf32>) -> tensor<2x8x8x4xf32>
   return
 }
+
+// -----
+
+// CHECK-LABEL: func @activations
+func.func @activations(%x: tensor<2x8x4x4xf16>) -> tensor<2x8x4x4xf16> {
+  // CHECK: cnn.sigmoid
+  %0 = cnn.sigmoid %x : (tensor<2x8x4x4xf16>) -> tensor<2x8x4x4xf16>
+  // CHECK: cnn.hard_sigmoid {{.*}}alpha = 0.166666672 : f32, beta = 5.000000e-01 : f32
+  %1 = cnn.hard_sigmoid %0 {alpha = 0.166666672 : f32, beta = 0.5 : f32} : (tensor<2x8x4x4xf16>) -> tensor<2x8x4x4xf16>
+  // CHECK: cnn.hard_swish
+  %2 = cnn.hard_swish %1 : (tensor<2x8x4x4xf16>) -> tensor<2x8x4x4xf16>
+  // CHECK: cnn.leaky_relu {{.*}}alpha = 0.00999999977
+  %3 = cnn.leaky_relu %2 {alpha = 0.01 : f32} : (tensor<2x8x4x4xf16>) -> tensor<2x8x4x4xf16>
+  // CHECK: cnn.gelu {{.*}}approximate = "tanh"
+  %4 = cnn.gelu %3 {approximate = "tanh"} : (tensor<2x8x4x4xf16>) -> tensor<2x8x4x4xf16>
+  // CHECK: cnn.tanh
+  %5 = cnn.tanh %4 : (tensor<2x8x4x4xf16>) -> tensor<2x8x4x4xf16>
+  // CHECK: cnn.erf
+  %6 = cnn.erf %5 : (tensor<2x8x4x4xf16>) -> tensor<2x8x4x4xf16>
+  // CHECK: cnn.pow {{.*}}exponent = 2.000000e+00
+  %7 = cnn.pow %6 {exponent = 2.0 : f32} : (tensor<2x8x4x4xf16>) -> tensor<2x8x4x4xf16>
+  return %7 : tensor<2x8x4x4xf16>
+}
+
+// -----
+
+// Squeeze-excitation: a per-(sample, channel) scale broadcast over H and W.
+// CHECK-LABEL: func @broadcast
+func.func @broadcast(%x: tensor<2x8x4x4xf32>, %s: tensor<2x8x1x1xf32>) -> tensor<2x8x1x1xf32> {
+  // CHECK: cnn.mul {{.*}} : (tensor<2x8x4x4xf32>, tensor<2x8x1x1xf32>) -> tensor<2x8x4x4xf32>
+  %0 = cnn.mul %x, %s : (tensor<2x8x4x4xf32>, tensor<2x8x1x1xf32>) -> tensor<2x8x4x4xf32>
+  // CHECK: cnn.reduce_sum {{.*}}axes = array<i64: 2, 3>
+  %1 = cnn.reduce_sum %0 {axes = array<i64: 2, 3>} : (tensor<2x8x4x4xf32>) -> tensor<2x8x1x1xf32>
+  // CHECK: cnn.div
+  %2 = cnn.div %1, %s : (tensor<2x8x1x1xf32>, tensor<2x8x1x1xf32>) -> tensor<2x8x1x1xf32>
+  return %2 : tensor<2x8x1x1xf32>
+}

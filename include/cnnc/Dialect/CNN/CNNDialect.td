@@ -18,7 +18,8 @@ def CNN_Dialect : Dialect {
   }];
   let cppNamespace = "::cnnc::cnn";
   let hasConstantMaterializer = 1;
-  let dependentDialects = ["::mlir::arith::ArithDialect"];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::math::MathDialect"];
 }
 
 class CNN_Op<string mnemonic, list<Trait> traits = []>

@@ -40,6 +40,8 @@ public:
 } // namespace cnnc::cnn
 
 #include "cnnc/Support/WindowSize.h"
+#include "cnnc/Dialect/CNN/ScalarBuilder.h"
+#include "cnnc/Dialect/CNN/CNNInterfaces.h.inc"
 
 #define GET_OP_CLASSES
 #include "cnnc/Dialect/CNN/CNNOps.h.inc"

@@ -13,6 +13,7 @@ include "mlir/IR/BuiltinAttributes.td"
 include "mlir/IR/CommonAttrConstraints.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
+include "cnnc/Dialect/CNN/CNNInterfaces.td"
 
 def CNN_FloatTensor : RankedTensorOf<[F32, F16]>;
 def CNN_LabelTensor : RankedTensorOf<[I32, I64]>;
@@ -84,35 +85,226 @@ def CNN_BiasAddOp : CNN_PureOp<"bias_add", [CNN_InferShapes]> {
   let results = (outs CNN_FloatTensor:$result);
 }
 
-def CNN_ReluOp : CNN_PureOp<"relu", [SameOperandsAndResultType]> {
-  let summary = "max(x, 0)";
-  let arguments = (ins CNN_FloatTensor:$input);
+//===----------------------------------------------------------------------===//
+// Elementwise ops (ElementwiseOpInterface)
+//
+// Each op below is the whole definition of its semantics: `scalar` builds the
+// result from the operand scalars `x` (f32, via the ScalarBuilder `s`),
+// `derivative` builds d result / d x[i] * dy (`y` is the result scalar). See
+// docs/adding-an-op.md.
+//===----------------------------------------------------------------------===//
+
+class CNN_ElementwiseOp<string mnemonic, code scalar, code derivative,
+                        list<Trait> traits = []>
+    : CNN_PureOp<mnemonic, !listconcat([CNN_ElementwiseOpInterface], traits)> {
+  let extraClassDeclaration = [{
+    ::mlir::Value buildScalar(::cnnc::cnn::ScalarBuilder &s,
+                              ::mlir::ValueRange x) {
+  }] # scalar # [{
+    }
+    ::mlir::Value buildScalarGradient(::cnnc::cnn::ScalarBuilder &s,
+                                      ::mlir::ValueRange x, ::mlir::Value y,
+                                      ::mlir::Value dy, unsigned i) {
+      (void)s; (void)x; (void)y; (void)dy; (void)i;
+  }] # derivative # [{
+    }
+  }];
+}
+
+/// f(x): one float operand, the result of the same type.
+class CNN_UnaryOp<string mnemonic, code scalar, code derivative,
+                  dag attrs = (ins)>
+    : CNN_ElementwiseOp<mnemonic, scalar, derivative,
+                        [SameOperandsAndResultType]> {
+  let arguments = !con((ins CNN_FloatTensor:$input), attrs);
   let results = (outs CNN_FloatTensor:$result);
 }
 
-def CNN_ClipOp : CNN_PureOp<"clip", [SameOperandsAndResultType]> {
+/// f(lhs, rhs) with numpy broadcasting of same-rank operands: each dimension
+/// is equal in both, or 1 in one of them; the result has the larger size.
+class CNN_BinaryOp<string mnemonic, code scalar, code derivative,
+                   list<Trait> traits = []>
+    : CNN_ElementwiseOp<mnemonic, scalar, derivative,
+                        !listconcat([CNN_InferShapes], traits)> {
+  let arguments = (ins CNN_FloatTensor:$lhs, CNN_FloatTensor:$rhs);
+  let results = (outs CNN_FloatTensor:$result);
+  let description = [{
+    Operands have the same element type and rank; each dimension is equal in
+    both or 1 in one of them (numpy broadcasting); the result takes the larger
+    size. The gradient of a broadcast operand is summed over the broadcast
+    dimensions (`cnn.reduce_sum`).
+  }];
+}
+
+def CNN_ReluOp : CNN_UnaryOp<"relu", [{ return s.max(x[0], s.c(0)); }],
+    [{ return s.select(s.gt(y, s.c(0)), dy, s.c(0)); }]> {
+  let summary = "max(x, 0)";
+}
+
+def CNN_ClipOp : CNN_UnaryOp<"clip",
+    [{ return s.min(s.max(x[0], s.c(getMin().convertToFloat())),
+                    s.c(getMax().convertToFloat())); }],
+    [{ return s.mul(dy, s.inside(x[0], getMin().convertToFloat(),
+                                 getMax().convertToFloat())); }],
+    (ins F32Attr:$min, F32Attr:$max)> {
   let summary = "min(max(x, min), max) (ReLU6 is clip 0..6)";
   let description = [{ Requires `min <= max`. }];
-  let arguments = (ins CNN_FloatTensor:$input, F32Attr:$min, F32Attr:$max);
-  let results = (outs CNN_FloatTensor:$result);
   let hasVerifier = 1;
 }
 
-def CNN_AddOp : CNN_PureOp<"add", [SameOperandsAndResultType, Commutative]> {
-  let summary = "Elementwise sum of two tensors of the same type";
-  let arguments = (ins CNN_FloatTensor:$lhs, CNN_FloatTensor:$rhs);
-  let results = (outs CNN_FloatTensor:$result);
-}
-
-def CNN_MulOp : CNN_PureOp<"mul", [SameOperandsAndResultType, Commutative]> {
-  let summary = "Elementwise product of two tensors of the same type";
-  let arguments = (ins CNN_FloatTensor:$lhs, CNN_FloatTensor:$rhs);
-  let results = (outs CNN_FloatTensor:$result);
-}
-
-def CNN_ScaleOp : CNN_PureOp<"scale", [SameOperandsAndResultType]> {
+def CNN_ScaleOp : CNN_UnaryOp<"scale",
+    [{ return s.mul(x[0], s.c(getFactor().convertToFloat())); }],
+    [{ return s.mul(dy, s.c(getFactor().convertToFloat())); }],
+    (ins F32Attr:$factor)> {
   let summary = "Multiplies every element by a constant factor";
-  let arguments = (ins CNN_FloatTensor:$input, F32Attr:$factor);
+}
+
+def CNN_SigmoidOp : CNN_UnaryOp<"sigmoid", [{ return s.sigmoid(x[0]); }],
+    [{ return s.mul(dy, s.mul(y, s.sub(s.c(1), y))); }]> {
+  let summary = "1 / (1 + exp(-x))";
+}
+
+def CNN_TanhOp : CNN_UnaryOp<"tanh", [{ return s.tanh(x[0]); }],
+    [{ return s.mul(dy, s.sub(s.c(1), s.mul(y, y))); }]> {
+  let summary = "Hyperbolic tangent";
+}
+
+def CNN_ErfOp : CNN_UnaryOp<"erf", [{ return s.erf(x[0]); }],
+    [{ return s.mul(dy, s.mul(s.c(1.1283791670955126),
+                              s.exp(s.neg(s.mul(x[0], x[0]))))); }]> {
+  let summary = "Gauss error function";
+}
+
+def CNN_ExpOp : CNN_UnaryOp<"exp", [{ return s.exp(x[0]); }],
+    [{ return s.mul(dy, y); }]> {
+  let summary = "e^x";
+}
+
+def CNN_SqrtOp : CNN_UnaryOp<"sqrt", [{ return s.sqrt(x[0]); }],
+    [{ return s.div(s.mul(dy, s.c(0.5)), y); }]> {
+  let summary = "Square root";
+}
+
+def CNN_NegOp : CNN_UnaryOp<"neg", [{ return s.neg(x[0]); }],
+    [{ return s.neg(dy); }]> {
+  let summary = "-x";
+}
+
+def CNN_ReciprocalOp : CNN_UnaryOp<"reciprocal",
+    [{ return s.div(s.c(1), x[0]); }],
+    [{ return s.neg(s.mul(dy, s.mul(y, y))); }]> {
+  let summary = "1 / x";
+}
+
+def CNN_PowOp : CNN_UnaryOp<"pow",
+    [{ return s.pow(x[0], s.c(getExponent().convertToFloat())); }],
+    [{ float e = getExponent().convertToFloat();
+       return s.mul(dy, s.mul(s.c(e), s.pow(x[0], s.c(e - 1)))); }],
+    (ins F32Attr:$exponent)> {
+  let summary = "x raised to a constant exponent";
+}
+
+def CNN_LeakyReluOp : CNN_UnaryOp<"leaky_relu",
+    [{ return s.select(s.gt(x[0], s.c(0)), x[0],
+                       s.mul(x[0], s.c(getAlpha().convertToFloat()))); }],
+    [{ return s.select(s.gt(x[0], s.c(0)), dy,
+                       s.mul(dy, s.c(getAlpha().convertToFloat()))); }],
+    (ins F32Attr:$alpha)> {
+  let summary = "x for x > 0, else alpha * x";
+}
+
+def CNN_HardSigmoidOp : CNN_UnaryOp<"hard_sigmoid",
+    [{ return s.clamp(s.add(s.mul(x[0], s.c(getAlpha().convertToFloat())),
+                            s.c(getBeta().convertToFloat())), 0, 1); }],
+    [{ ::mlir::Value z = s.add(s.mul(x[0], s.c(getAlpha().convertToFloat())),
+                       s.c(getBeta().convertToFloat()));
+       return s.mul(s.mul(dy, s.c(getAlpha().convertToFloat())),
+                    s.inside(z, 0, 1)); }],
+    (ins F32Attr:$alpha, F32Attr:$beta)> {
+  let summary = "max(0, min(1, alpha * x + beta)) (ONNX HardSigmoid)";
+  let description = [{ PyTorch's hardsigmoid is alpha = 1/6, beta = 0.5. }];
+}
+
+def CNN_HardSwishOp : CNN_UnaryOp<"hard_swish",
+    [{ return s.mul(x[0], s.div(s.clamp(s.add(x[0], s.c(3)), 0, 6),
+                                s.c(6))); }],
+    [{ // PyTorch's hardswish_backward: 0 below -3, 1 above 3, (2x + 3) / 6
+       // in between (both ends included in the outer branches).
+       ::mlir::Value mid = s.mul(dy, s.div(s.add(s.mul(x[0], s.c(2)), s.c(3)),
+                                   s.c(6)));
+       ::mlir::Value upper = s.select(s.lt(x[0], s.c(3)), mid, dy);
+       return s.select(s.gt(x[0], s.c(-3)), upper, s.c(0)); }]> {
+  let summary = "x * relu6(x + 3) / 6";
+}
+
+def CNN_GeluOp : CNN_UnaryOp<"gelu",
+    [{ if (getApproximate() == "tanh")
+         return s.mul(s.mul(s.c(0.5), x[0]),
+                      s.add(s.c(1), s.tanh(s.mul(s.c(0.7978845608028654),
+                          s.add(x[0], s.mul(s.c(0.044715),
+                              s.mul(x[0], s.mul(x[0], x[0]))))))));
+       return s.mul(s.mul(s.c(0.5), x[0]),
+                    s.add(s.c(1), s.erf(s.mul(x[0],
+                                              s.c(0.7071067811865476))))); }],
+    [{ ::mlir::Value v = x[0];
+       if (getApproximate() == "tanh") {
+         ::mlir::Value v2 = s.mul(v, v);
+         ::mlir::Value inner = s.mul(s.c(0.7978845608028654),
+                             s.add(v, s.mul(s.c(0.044715), s.mul(v2, v))));
+         ::mlir::Value t = s.tanh(inner);
+         ::mlir::Value dinner = s.mul(s.c(0.7978845608028654),
+                              s.add(s.c(1), s.mul(s.c(3 * 0.044715), v2)));
+         ::mlir::Value d = s.add(s.mul(s.c(0.5), s.add(s.c(1), t)),
+                         s.mul(s.mul(s.c(0.5), v),
+                               s.mul(s.sub(s.c(1), s.mul(t, t)), dinner)));
+         return s.mul(dy, d);
+       }
+       ::mlir::Value cdf = s.mul(s.c(0.5), s.add(s.c(1), s.erf(s.mul(v,
+                                                  s.c(0.7071067811865476)))));
+       ::mlir::Value pdf = s.mul(s.c(0.3989422804014327),
+                         s.exp(s.mul(s.c(-0.5), s.mul(v, v))));
+       return s.mul(dy, s.add(cdf, s.mul(v, pdf))); }],
+    (ins DefaultValuedAttr<StrAttr, "\"none\"">:$approximate)> {
+  let summary = "Gaussian error linear unit (exact, or the tanh approximation)";
+  let description = [{ `approximate` is "none" (erf) or "tanh". }];
+  let hasVerifier = 1;
+}
+
+def CNN_AddOp : CNN_BinaryOp<"add", [{ return s.add(x[0], x[1]); }],
+    [{ return dy; }], [Commutative]> {
+  let summary = "Elementwise sum (numpy broadcasting)";
+}
+
+def CNN_SubOp : CNN_BinaryOp<"sub", [{ return s.sub(x[0], x[1]); }],
+    [{ return i == 0 ? dy : s.neg(dy); }]> {
+  let summary = "Elementwise difference (numpy broadcasting)";
+}
+
+def CNN_MulOp : CNN_BinaryOp<"mul", [{ return s.mul(x[0], x[1]); }],
+    [{ return s.mul(dy, x[1 - i]); }], [Commutative]> {
+  let summary = "Elementwise product (numpy broadcasting)";
+}
+
+def CNN_DivOp : CNN_BinaryOp<"div", [{ return s.div(x[0], x[1]); }],
+    [{ return i == 0 ? s.div(dy, x[1]) : s.neg(s.div(s.mul(dy, y), x[1])); }]> {
+  let summary = "Elementwise quotient (numpy broadcasting)";
+}
+
+def CNN_ReduceSumOp : CNN_PureOp<"reduce_sum", [CNN_InferShapes]> {
+  let summary = "Sum over `axes`, which keep size 1";
+  let description = [{
+    `axes` are distinct dimensions of `input` in [0, rank). The result has the
+    input's rank with the reduced dimensions of size 1 (keepdims). The sum is
+    accumulated in f32.
+  }];
+  let arguments = (ins CNN_FloatTensor:$input, DenseI64ArrayAttr:$axes);
+  let results = (outs CNN_FloatTensor:$result);
+}
+
+def CNN_ReduceMeanOp : CNN_PureOp<"reduce_mean", [CNN_InferShapes]> {
+  let summary = "Mean over `axes`, which keep size 1";
+  let description = [{ The constraints of `cnn.reduce_sum`. }];
+  let arguments = (ins CNN_FloatTensor:$input, DenseI64ArrayAttr:$axes);
   let results = (outs CNN_FloatTensor:$result);
 }
 
@@ -228,7 +420,8 @@ def CNN_TransposeOp : CNN_PureOp<"transpose", [CNN_InferShapes]> {
   let hasFolder = 1;
 }
 
-def CNN_CastOp : CNN_PureOp<"cast"> {
+def CNN_CastOp : CNN_ElementwiseOp<"cast", [{ return x[0]; }],
+    [{ return dy; }]> {
   let summary = "Converts the element type (f32 <-> f16), same shape";
   let arguments = (ins CNN_FloatTensor:$input);
   let results = (outs CNN_FloatTensor:$result);
@@ -236,7 +429,8 @@ def CNN_CastOp : CNN_PureOp<"cast"> {
   let hasFolder = 1;
 }
 
-def CNN_DropoutOp : CNN_PureOp<"dropout", [SameOperandsAndResultType]> {
+def CNN_DropoutOp : CNN_ElementwiseOp<"dropout", [{ return x[0]; }],
+    [{ return dy; }], [SameOperandsAndResultType]> {
   let summary = "Dropout at inference: the identity";
   let description = [{ `ratio` in [0, 1). Folds away. }];
   let arguments = (ins CNN_FloatTensor:$input, F32Attr:$ratio);
@@ -308,13 +502,19 @@ def CNN_BiasGradOp : CNN_PureOp<"bias_grad", [CNN_InferShapes]> {
   let results = (outs CNN_FloatTensor:$result);
 }
 
-def CNN_ReluGradOp : CNN_PureOp<"relu_grad", [SameOperandsAndResultType]> {
+def CNN_ReluGradOp : CNN_ElementwiseOp<"relu_grad",
+    [{ return s.select(s.gt(x[1], s.c(0)), x[0], s.c(0)); }], [{ return {}; }],
+    [SameOperandsAndResultType]> {
   let summary = "grad_output where output > 0, else 0";
   let arguments = (ins CNN_FloatTensor:$grad_output, CNN_FloatTensor:$output);
   let results = (outs CNN_FloatTensor:$result);
 }
 
-def CNN_ClipGradOp : CNN_PureOp<"clip_grad", [SameOperandsAndResultType]> {
+def CNN_ClipGradOp : CNN_ElementwiseOp<"clip_grad",
+    [{ return s.select(s.both(s.gt(x[1], s.c(getMin().convertToFloat())),
+                              s.lt(x[1], s.c(getMax().convertToFloat()))),
+                       x[0], s.c(0)); }], [{ return {}; }],
+    [SameOperandsAndResultType]> {
   let summary = "grad_output where min < input < max, else 0";
   let arguments = (ins CNN_FloatTensor:$grad_output, CNN_FloatTensor:$input,
                    F32Attr:$min, F32Attr:$max);
