@@ -123,9 +123,7 @@ int cnnrt_set_batch(cnnrt_session *s, const uint8_t *images,
   return 0;
 }
 
-int cnnrt_step(cnnrt_session *s, float lr) {
-  return runStep(s, lr);
-}
+int cnnrt_step(cnnrt_session *s, float lr) { return runStep(s, lr); }
 
 } // extern "C"
 
@@ -197,8 +195,7 @@ int stageInputs(cnnrt_session *s, const float *images, const int64_t *labels,
       images = s->dImgF32;
     }
     if (labels) {
-      ctx.check(cudaMemcpyAsync(s->dLab64, labels,
-                                spec.batch * sizeof(int64_t),
+      ctx.check(cudaMemcpyAsync(s->dLab64, labels, spec.batch * sizeof(int64_t),
                                 cudaMemcpyHostToDevice, ctx.stream()),
                 "copying the labels");
       labels = s->dLab64;
@@ -308,8 +305,7 @@ int cnnrt_state_role(const cnnrt_session *s, int i) {
   }
 }
 
-int cnnrt_state_shape(const cnnrt_session *s, int i, int64_t *dims,
-                      int *rank) {
+int cnnrt_state_shape(const cnnrt_session *s, int i, int64_t *dims, int *rank) {
   if (i < 0 || i >= (int)s->state.size())
     return setError("state index out of range");
   *rank = s->state[i]->rank;

@@ -146,8 +146,8 @@ void launchInputConvertF32(Context &ctx, const float *dImages,
     bool nhwc = img->layout == Layout::NHWC;
     if (img->dtype == DType::F16)
       convertImagesF32Kernel<__half><<<g, 256, 0, ctx.stream()>>>(
-          dImages, ctx.at<__half>(img->offset), total, spec.imageC,
-          spec.imageH, spec.imageW, nhwc);
+          dImages, ctx.at<__half>(img->offset), total, spec.imageC, spec.imageH,
+          spec.imageW, nhwc);
     else
       convertImagesF32Kernel<float><<<g, 256, 0, ctx.stream()>>>(
           dImages, ctx.at<float>(img->offset), total, spec.imageC, spec.imageH,

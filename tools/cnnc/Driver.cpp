@@ -51,7 +51,8 @@ cl::opt<std::string>
                       "is requested), cuda (the .cu), exe (the training "
                       "executable), lib (a shared library exposing the "
                       "runtime's C API, cnnrt_c.h)"),
-             cl::value_desc("mlir|cuda|exe|lib"), cl::init(""), cl::cat(cnncCategory));
+             cl::value_desc("mlir|cuda|exe|lib"), cl::init(""),
+             cl::cat(cnncCategory));
 cl::opt<int64_t> batchSize("batch",
                            cl::desc("Batch size (replaces the input's first, "
                                     "possibly dynamic, dimension)"),

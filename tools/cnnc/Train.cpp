@@ -475,8 +475,8 @@ LogicalResult cnnc::driver::compileCUDA(const DriverOptions &o, Compilation &c,
     return fail(c, "unsupported --arch '" + o.arch +
                        "' (expected sm_80, sm_86, sm_89, sm_90 or sm_90a)");
   std::string tmpExe = exePath + ".tmp";
-  std::vector<std::string> args = {nvcc, "-O3", "-std=c++17",
-                                   "-arch=" + o.arch, "-I" + include, cuPath};
+  std::vector<std::string> args = {
+      nvcc, "-O3", "-std=c++17", "-arch=" + o.arch, "-I" + include, cuPath};
   std::string versionScript;
   if (eo.library) {
     // All of libcnnrt (its C API) goes into the library; only the C API is
@@ -530,9 +530,8 @@ int cnnc::driver::trainAndRun(const DriverOptions &options, Compilation &c) {
   // The trained state (parameters, BN statistics, optimizer state) is kept
   // on both paths: --save-state, else "<-o or train>.trained.cnnw".
   if (o.saveState.empty())
-    o.saveState =
-        (o.outputFile.empty() ? std::string("train") : o.outputFile) +
-        ".trained.cnnw";
+    o.saveState = (o.outputFile.empty() ? std::string("train") : o.outputFile) +
+                  ".trained.cnnw";
   auto kept = [&](int rc) {
     if (rc == 0)
       llvm::errs() << "cnnc: trained state written to '" << o.saveState

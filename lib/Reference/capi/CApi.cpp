@@ -275,8 +275,8 @@ int cnnref_eval(cnnref_session *s, const float *images, float *logits) {
   if (!s->forward)
     return setError("the module has no @forward");
   auto imageType = argType(s->step, s->imageArg);
-  auto args =
-      reference::bindArguments(s->forward, s->state, {fromFloats(imageType, images)});
+  auto args = reference::bindArguments(s->forward, s->state,
+                                       {fromFloats(imageType, images)});
   if (failed(args))
     return s->fail("cannot bind the arguments of @forward");
   auto results = reference::run(s->forward, *args);
@@ -367,8 +367,8 @@ int cnnref_trace(cnnref_session *s, const float *images) {
   traced.setAllResultAttrs(ArrayRef<DictionaryAttr>{});
   OwningOpRef<func::FuncOp> owner(traced);
   auto imageType = argType(s->step, s->imageArg);
-  auto args =
-      reference::bindArguments(traced, s->state, {fromFloats(imageType, images)});
+  auto args = reference::bindArguments(traced, s->state,
+                                       {fromFloats(imageType, images)});
   if (failed(args))
     return s->fail("cannot bind the arguments of @forward");
   auto results = reference::run(traced, *args);

@@ -22,7 +22,8 @@ struct CUDAEmitOptions {
 /// Emits one `.cu` file for a module holding `@train_step` (and optionally
 /// `@forward`, compiled as the evaluation step): buffer plan in one arena,
 /// generated kernels, cuDNN/cuBLASLt calls through libcnnrt, the tensor
-/// table and `main` (or, with options.library, the C API's model accessor). On failure a diagnostic is emitted at the op.
+/// table and `main` (or, with options.library, the C API's model accessor). On
+/// failure a diagnostic is emitted at the op.
 mlir::LogicalResult emitCUDA(mlir::ModuleOp module, llvm::raw_ostream &os,
                              const CUDAEmitOptions &options);
 
