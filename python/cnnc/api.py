@@ -329,6 +329,7 @@ def _cuda_api_signatures(C):
         "cnnrt_write_state": (I, [P, C.c_char_p, P]),
         "cnnrt_step_count": (I64, [P]),
         "cnnrt_set_step_count": (None, [P, I64]),
+        "cnnrt_set_device": (I, [I]),
     }
 
 
@@ -348,10 +349,12 @@ class _CudaBackend:
             fn = getattr(lib, name)
             fn.restype, fn.argtypes = res, args
         self.lib = lib
-        with torch.cuda.device(device):
-            torch.cuda.current_stream(device)  # PyTorch's context first
-            self.handle = lib.cnnrt_create(lib.cnnrt_model_spec(),
-                                           weights_path.encode(), 1)
+        if device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
+        self.device = device
+        torch.cuda.current_stream(device)  # PyTorch's context first
+        self._set_device()
+        self.handle = lib.cnnrt_create(lib.cnnrt_model_spec(), weights_path.encode(), 1)
         if not self.handle:
             raise CompileError("cannot create the GPU session: " +
                                lib.cnnrt_last_error().decode())
@@ -375,7 +378,14 @@ class _CudaBackend:
         self._check(fn(*args, dims, self.C.byref(rank)), "shape query")
         return tuple(dims[i] for i in range(rank.value))
 
+    def _set_device(self):
+        # The library has its own CUDA runtime (static): its current device
+        # is per thread and starts at 0.
+        if self.lib.cnnrt_set_device(self.device.index) != 0:
+            raise RuntimeError("cnnc: " + self.lib.cnnrt_last_error().decode())
+
     def _stream(self):
+        self._set_device()
         return torch.cuda.current_stream(self.device).cuda_stream
 
     def step(self, x, y, lr):
@@ -398,6 +408,7 @@ class _CudaBackend:
         return out
 
     def get(self, t):
+        self._set_device()
         out = torch.empty(t.shape, dtype=torch.float32)
         self._check(self.lib.cnnrt_read_state(self.handle, t.name.encode(), out.data_ptr()),
                     "reading " + t.name)
@@ -406,6 +417,7 @@ class _CudaBackend:
     def set(self, t, value):
         value = value.detach().to("cpu", torch.float32).contiguous()
         torch.cuda.current_stream(self.device).synchronize()
+        self._set_device()
         self._check(self.lib.cnnrt_write_state(self.handle, t.name.encode(),
                                                value.data_ptr()), "writing " + t.name)
 
@@ -419,6 +431,7 @@ class _CudaBackend:
 
     def close(self):
         if getattr(self, "handle", None):
+            self._set_device()
             self.lib.cnnrt_destroy(self.handle)
             self.handle = None
 
@@ -473,6 +486,11 @@ class Trainer:
 
     def _check_x(self, x):
         x = _as_f32(x, "the input")
+        dev = self._backend.device
+        if x.is_cuda and (dev.type != "cuda" or x.device != dev):
+            if dev.type == "cuda":
+                raise ValueError("input on %s, but the step runs on %s" % (x.device, dev))
+            x = x.cpu()
         if tuple(x.shape) != tuple(self.input_shape):
             raise ValueError(
                 "input of shape %s, but the step was compiled for %s (compile "
@@ -484,6 +502,8 @@ class Trainer:
     def _check_y(self, y):
         if not isinstance(y, torch.Tensor):
             y = torch.as_tensor(np.asarray(y))
+        if y.is_cuda and self._backend.device.type != "cuda":
+            y = y.cpu()
         if y.is_floating_point() or y.dtype == torch.bool:
             raise TypeError("labels must be an integer tensor of class indices, got %s" % y.dtype)
         if tuple(y.shape) != (self.input_shape[0],):

@@ -358,6 +358,14 @@ int cnnrt_write_state(cnnrt_session *s, const char *name, const float *in) {
 
 void cnnrt_set_step_count(cnnrt_session *s, int64_t step) { s->step = step; }
 
+int cnnrt_set_device(int device) {
+  cudaError_t e = cudaSetDevice(device);
+  if (e != cudaSuccess)
+    return setError(std::string("cnnrt_set_device(") + std::to_string(device) +
+                    "): " + cudaGetErrorString(e));
+  return 0;
+}
+
 int cnnrt_loss(cnnrt_session *s, float *loss) {
   const TensorSpec *t = findTensor(s->ctx->spec(), Role::Loss);
   if (!t)

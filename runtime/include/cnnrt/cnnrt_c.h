@@ -85,6 +85,10 @@ int cnnrt_state_role(const cnnrt_session *s, int i);
 int cnnrt_state_shape(const cnnrt_session *s, int i, int64_t *dims, int *rank);
 int cnnrt_read_state(cnnrt_session *s, const char *name, float *out);
 int cnnrt_write_state(cnnrt_session *s, const char *name, const float *in);
+/* Makes `device` the CUDA device of the calling thread for this library's
+ * CUDA runtime (a library built by --emit lib links its own copy: set it to
+ * the framework's device before cnnrt_create and before each call). */
+int cnnrt_set_device(int device);
 /* Sets the step counter (the next step is step + 1: Adam's bias correction). */
 void cnnrt_set_step_count(cnnrt_session *s, int64_t step);
 
