@@ -7,9 +7,11 @@ these checks run it on CUDA tensors and compare with PyTorch on the same GPU
 
 1. SimpleCNN and a residual block, fp32 (--precision fp32): 3 steps of SGD
    (momentum, weight decay) and of AdamW from CUDA tensors: losses within
-   1e-4 relative, every parameter and BN statistic within 1e-3 (as
-   test/gpu/check_vs_torch.py: f32 GPU kernels with another summation order);
-   eval() vs model.eval() output; state_dict names; sync_to.
+   1e-4 relative and every parameter and BN statistic within 1e-3 of PyTorch
+   on the GPU, or within four times the drift between PyTorch on the GPU and
+   on the CPU where that is larger (as test/gpu/check_vs_torch.py); Adam's
+   ill-conditioned elements (sqrt(v) near eps) are left out; eval() vs
+   model.eval() output; state_dict names; sync_to.
 2. The caller's stream: steps issued under a non-default torch stream, with
    the input written on that stream just before, give the same result as on
    the default stream (the step waits for the caller's stream, no host sync).
@@ -92,30 +94,64 @@ def torch_step(model, opt, x, y):
     return loss.item()
 
 
+def adam_mask(opt, model):
+    """Elements where Adam's update is well conditioned (sqrt(v_hat) >= 100
+    eps, or no gradient yet): elsewhere it amplifies f32 rounding of the
+    gradient by up to lr / (4 eps), and two correct f32 runs differ by ~1e-2
+    (see cnnc.train_check.adam_mask)."""
+    group = opt.param_groups[0]
+    b2, eps = group["betas"][1], group["eps"]
+    out = {}
+    for name, p in model.named_parameters():
+        st = opt.state[p]
+        v = st["exp_avg_sq"] / (1 - b2 ** int(st["step"]))
+        out[name] = ((v.sqrt() >= 100 * eps) | (st["exp_avg_sq"] == 0)).cpu()
+    return out
+
+
 def check_vs_torch(cnnc, name, ctor, opt_name):
+    """3 steps vs PyTorch on the GPU. Tolerance: 1e-3 relative, or four
+    times the drift between PyTorch on the GPU and PyTorch on the CPU
+    measured here (as check_vs_torch.py: a ReLU input within rounding of
+    zero flips the mask in one implementation and not the other)."""
     torch.manual_seed(0)
     model = ctor().cuda()
     ref = copy.deepcopy(model)
+    cpu = copy.deepcopy(model).cpu()
     x = torch.randn(32, 3, 32, 32, device="cuda")
     y = torch.randint(0, 10, (32,), device="cuda")
     trainer = cnnc.compile(model, x, optimizer=OPTS[opt_name](model.parameters()),
                            precision="fp32")
     check(trainer.backend == "cuda", "%s/%s: compiled for the GPU" % (name, opt_name))
     ref_opt = OPTS[opt_name](ref.parameters())
-    worst = 0.0
+    cpu_opt = OPTS[opt_name](cpu.parameters())
+    worst, drift = 0.0, 0.0
     for k in range(3):
         xk = x + 0.1 * k
         loss = trainer.step(xk, y)
         ref_loss = torch_step(ref, ref_opt, xk, y)
+        cpu_loss = torch_step(cpu, cpu_opt, xk.cpu(), y.cpu())
         worst = max(worst, abs(loss - ref_loss) / abs(ref_loss))
-    check(worst < 1e-4, "%s/%s: 3 losses within 1e-4 of torch (worst %.2g)" %
-          (name, opt_name, worst))
+        drift = max(drift, abs(cpu_loss - ref_loss) / abs(ref_loss))
+    check(worst < max(1e-4, 4 * drift), "%s/%s: 3 losses vs torch: %.2g (torch GPU vs CPU "
+          "%.2g)" % (name, opt_name, worst, drift))
     sd = trainer.state_dict()
     check(list(sd) == list(ref.state_dict()), "%s/%s: state_dict names" % (name, opt_name))
-    errs = {k: rel(sd[k], v) for k, v in ref.state_dict().items() if v.is_floating_point()}
-    k_worst = max(errs, key=errs.get)
-    check(errs[k_worst] < 1e-3, "%s/%s: parameters and BN statistics within 1e-3 "
-          "(worst %s %.2g)" % (name, opt_name, k_worst, errs[k_worst]))
+    mask = adam_mask(ref_opt, ref) if opt_name == "adamw" else {}
+    bad = []
+    for k, v in ref.state_dict().items():
+        if not v.is_floating_point():
+            continue
+        a, b, c = sd[k].cpu(), v.cpu(), cpu.state_dict()[k]
+        if k in mask:
+            a, b, c = a[mask[k]], b[mask[k]], c[mask[k]]
+            if b.numel() == 0:
+                continue
+        err, tol = rel(a, b), max(1e-3, 4 * rel(c, b))
+        if err > tol:
+            bad.append("%s %.2g > %.2g" % (k, err, tol))
+    check(not bad, "%s/%s: parameters and BN statistics vs torch %s" %
+          (name, opt_name, "; ".join(bad)))
     check(all(sd[k].is_cuda for k in sd), "%s/%s: state_dict on the model's device" %
           (name, opt_name))
     logits = trainer.eval(x)
