@@ -38,6 +38,82 @@ Value zeros(OpBuilder &b, Location loc, Type type) {
       b, loc, t, DenseElementsAttr::get(t, b.getZeroAttr(t.getElementType())));
 }
 
+/// `g` summed over the dimensions in which `type` is 1 and `g` is not: the
+/// gradient of an operand that a binary op broadcast.
+Value sumToShape(OpBuilder &b, Location loc, Value g, Type type) {
+  auto gt = cast<RankedTensorType>(g.getType());
+  auto t = cast<RankedTensorType>(type);
+  if (gt.getShape() == t.getShape())
+    return g;
+  SmallVector<int64_t> axes;
+  for (int64_t d = 0; d < t.getRank(); ++d)
+    if (t.getDimSize(d) == 1 && gt.getDimSize(d) != 1)
+      axes.push_back(d);
+  return ReduceSumOp::create(b, loc, g, b.getDenseI64ArrayAttr(axes));
+}
+
+/// `factor * dy` repeated over the dimensions where `dy` is 1 and `type` is
+/// not (the gradient of a reduction).
+Value broadcastTo(OpBuilder &b, Location loc, Value dy, Type type,
+                  double factor) {
+  auto t = cast<RankedTensorType>(type);
+  auto full = RankedTensorType::get(
+      t.getShape(), cast<RankedTensorType>(dy.getType()).getElementType());
+  return makeFusedElementwise(
+             b, loc, TypeRange{full}, ValueRange{dy}, {broadcastKind(dy.getType(), full)},
+             "NCHW",
+             [&](ScalarBuilder &s, ValueRange a) {
+               return SmallVector<Value>{factor == 1.0 ? a[0]
+                                                       : s.mul(a[0], s.c(factor))};
+             })
+      .getResult(0);
+}
+
+/// The gradient of operand #`index` of an elementwise op from its scalar
+/// derivative: one fused_elementwise over (operands, result, dy), keeping only
+/// the inputs the derivative reads, summed to the operand's shape. Null when
+/// the op declares no derivative for that operand.
+Value elementwiseGradient(OpBuilder &b, ElementwiseOpInterface e, Value dy,
+                          unsigned index) {
+  Operation *op = e.getOperation();
+  Location loc = op->getLoc();
+  Value result = op->getResult(0);
+  unsigned n = op->getNumOperands();
+  SmallVector<Value> inputs(op->getOperands());
+  inputs.append({result, dy});
+  SmallVector<int64_t> bc;
+  for (Value v : inputs)
+    bc.push_back(broadcastKind(v.getType(), result.getType()));
+  auto full = RankedTensorType::get(
+      cast<RankedTensorType>(result.getType()).getShape(),
+      cast<RankedTensorType>(dy.getType()).getElementType());
+  bool none = false;
+  FusedElementwiseOp g = makeFusedElementwise(
+      b, loc, TypeRange{full}, inputs, bc, "NCHW",
+      [&](ScalarBuilder &s, ValueRange a) {
+        Value r = e.buildScalarGradient(s, a.take_front(n), a[n], a[n + 1],
+                                        index);
+        none = !r;
+        return SmallVector<Value>{r ? r : s.c(0)};
+      });
+  Block &body = g.getBody().front();
+  Value yielded = cast<YieldOp>(body.getTerminator()).getValues()[0];
+  if (none || yielded == body.getArgument(n + 1)) {
+    g->erase();
+    return none ? Value() : sumToShape(b, loc, dy, op->getOperand(index).getType());
+  }
+  // Drop the inputs the derivative does not read (their buffers need not
+  // live until the backward pass).
+  for (int k = (int)inputs.size() - 1; k >= 0; --k)
+    if (body.getArgument(k).use_empty()) {
+      body.eraseArgument(k);
+      g.getInputsMutable().erase(k);
+      bc.erase(bc.begin() + k);
+    }
+  g.setBroadcast(bc);
+  return sumToShape(b, loc, g.getResult(0), op->getOperand(index).getType());
+}
+
 struct AutodiffPass : public cnnc::impl::CNNAutodiffBase<AutodiffPass> {
   using CNNAutodiffBase::CNNAutodiffBase;
   void runOnOperation() override;
@@ -99,14 +175,18 @@ LogicalResult AutodiffPass::backprop(OpBuilder &b, Operation *op) {
       .Case([&](AddOp o) {
         for (Value v : {o.getLhs(), o.getRhs()})
           if (wants(v))
-            accumulate(b, loc, v, dy);
+            accumulate(b, loc, v, sumToShape(b, loc, dy, v.getType()));
         return success();
       })
       .Case([&](MulOp o) {
         if (wants(o.getLhs()))
-          accumulate(b, loc, o.getLhs(), MulOp::create(b, loc, dy, o.getRhs()));
+          accumulate(b, loc, o.getLhs(),
+                     sumToShape(b, loc, MulOp::create(b, loc, dy, o.getRhs()),
+                                o.getLhs().getType()));
         if (wants(o.getRhs()))
-          accumulate(b, loc, o.getRhs(), MulOp::create(b, loc, dy, o.getLhs()));
+          accumulate(b, loc, o.getRhs(),
+                     sumToShape(b, loc, MulOp::create(b, loc, dy, o.getLhs()),
+                                o.getRhs().getType()));
         return success();
       })
       .Case([&](ScaleOp o) {
@@ -208,6 +288,34 @@ LogicalResult AutodiffPass::backprop(OpBuilder &b, Operation *op) {
           }
           offset += t.getDimSize(axis);
         }
+        return success();
+      })
+      .Case([&](ElementwiseOpInterface e) -> LogicalResult {
+        // Every other elementwise op: its own scalar derivative.
+        for (auto [i, v] : llvm::enumerate(op->getOperands())) {
+          if (!wants(v))
+            continue;
+          Value g = elementwiseGradient(b, e, dy, i);
+          if (!g)
+            return op->emitError("cnn-autodiff: '")
+                   << op->getName() << "' has no gradient for operand #" << i;
+          accumulate(b, loc, v, g);
+        }
+        return success();
+      })
+      .Case([&](ReduceSumOp o) {
+        // The sum's gradient is dy repeated over the reduced dimensions.
+        accumulate(b, loc, o.getInput(),
+                   broadcastTo(b, loc, dy, o.getInput().getType(), 1.0));
+        return success();
+      })
+      .Case([&](ReduceMeanOp o) {
+        auto in = cast<RankedTensorType>(o.getInput().getType());
+        int64_t count = 1;
+        for (int64_t a : o.getAxes())
+          count *= in.getDimSize(a);
+        accumulate(b, loc, o.getInput(),
+                   broadcastTo(b, loc, dy, in, 1.0 / (double)count));
         return success();
       })
       .Default([&](Operation *o) {

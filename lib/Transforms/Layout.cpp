@@ -90,9 +90,10 @@ bool isLayoutSensitive(Operation *op) {
 }
 
 /// Elementwise ops with operands and results of one shape: any layout works.
+/// (Broadcasting operands of the same rank stay broadcastable under one
+/// permutation of all of them.)
 bool isLayoutAgnostic(Operation *op) {
-  return isa<ReluOp, ClipOp, AddOp, MulOp, ScaleOp, CastOp, DropoutOp,
-             ReluGradOp, ClipGradOp>(op) ||
+  return isa<ElementwiseOpInterface>(op) ||
          op->hasTrait<OpTrait::Elementwise>();
 }
 
@@ -148,10 +149,9 @@ struct PushThroughElementwise : RewritePattern {
     if (!isLayoutAgnostic(op) || op->getNumResults() == 0 ||
         op->getNumOperands() == 0)
       return failure();
-    auto shape = [](Type t) { return cast<RankedTensorType>(t).getShape(); };
     for (Type t :
          llvm::concat<Type>(op->getOperandTypes(), op->getResultTypes()))
-      if (!isRank4(t) || shape(t) != shape(op->getResultTypes()[0]))
+      if (!isRank4(t))
         return failure();
     if (!llvm::any_of(op->getOperands(),
                       [](Value v) { return isTransposeBy(v, kToNCHW); }))
@@ -216,6 +216,28 @@ struct PushThroughSlice : OpRewritePattern<SliceOp> {
   }
 };
 
+/// reduce(transpose(x, NHWC->NCHW), axes) -> transpose(reduce(x, axes'),
+/// NHWC->NCHW): the reduction runs on the NHWC data (squeeze-excitation's
+/// gradient sums over H and W).
+template <typename ReduceOpT>
+struct PushThroughReduce : OpRewritePattern<ReduceOpT> {
+  using OpRewritePattern<ReduceOpT>::OpRewritePattern;
+  LogicalResult matchAndRewrite(ReduceOpT op,
+                                PatternRewriter &rw) const override {
+    if (!isTransposeBy(op.getInput(), kToNCHW))
+      return failure();
+    SmallVector<int64_t> axes;
+    for (int64_t a : op.getAxes())
+      axes.push_back(llvm::find(kToNHWC, a) - std::begin(kToNHWC));
+    llvm::sort(axes);
+    auto r = ReduceOpT::create(
+        rw, op.getLoc(), op.getInput().template getDefiningOp<TransposeOp>().getInput(),
+        rw.getDenseI64ArrayAttr(axes));
+    rw.replaceOp(op, transposeOrFold(rw, op.getLoc(), r, kToNCHW));
+    return success();
+  }
+};
+
 /// A transpose that keeps the order of the non-unit dimensions moves no data.
 struct UnitTransposeToReshape : OpRewritePattern<TransposeOp> {
   using OpRewritePattern::OpRewritePattern;
@@ -270,7 +292,9 @@ struct LayoutPass : public cnnc::impl::CNNLayoutBase<LayoutPass> {
 
     // 2. Push transposes down; inverse pairs fold.
     RewritePatternSet push(ctx);
-    push.add<PushThroughElementwise, PushThroughConcat, PushThroughSlice>(ctx);
+    push.add<PushThroughElementwise, PushThroughConcat, PushThroughSlice,
+             PushThroughReduce<ReduceSumOp>, PushThroughReduce<ReduceMeanOp>>(
+        ctx);
     if (failed(applyPatternsGreedily(module, std::move(push))))
       return signalPassFailure();
 

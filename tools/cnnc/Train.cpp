@@ -110,6 +110,9 @@ LogicalResult cnnc::driver::optimizeTrainStep(const DriverOptions &o,
   // step unless --fuse asks otherwise (tests compare the two).
   if (o.optimize && o.fuse && (o.targetGPU || o.fuseExplicit))
     pm.addPass(createCNNFuse());
+  // The CUDA target prints elementwise ops in their fused form only.
+  if (o.targetGPU)
+    pm.addPass(createCNNLowerElementwise());
   // The arena plan is for the CUDA target (the reference interpreter
   // allocates per value).
   if (o.optimize && o.memoryPlan && o.targetGPU)

@@ -193,6 +193,38 @@ def CNNPrecision : Pass<"cnn-precision", "mlir::ModuleOp"> {
   ];
 }
 
+def CNNLowerElementwise : Pass<"cnn-lower-elementwise", "mlir::ModuleOp"> {
+  let summary = "Makes every remaining elementwise op a one-op fused_elementwise";
+  let description = [{
+    The CUDA target prints one form of elementwise computation: the
+    `cnn.fused_elementwise` op with a scalar body. This pass gives every op
+    with the ElementwiseOpInterface that cnn-fuse left alone (or all of them,
+    at -O0) that form, from the op's own scalar body, so the target needs no
+    per-op knowledge. Always part of the GPU pipeline, before the memory plan.
+
+    Before:
+    ```mlir
+    %y = cnn.sigmoid %x : (tensor<2x8xf32>) -> tensor<2x8xf32>
+    ```
+    After:
+    ```mlir
+    %y = cnn.fused_elementwise %x {broadcast = array<i64: 0>, layout = "NCHW"}
+        : (tensor<2x8xf32>) -> tensor<2x8xf32> {
+    ^bb0(%a: f32):
+      %one = arith.constant 1.0 : f32
+      %n = arith.negf %a : f32
+      %e = math.exp %n : f32
+      %d = arith.addf %one, %e : f32
+      %s = arith.divf %one, %d : f32
+      cnn.yield %s : f32
+    }
+    ```
+  }];
+  let statistics = [
+    Statistic<"numLowered", "lowered-ops", "Elementwise ops given the fused form">
+  ];
+}
+
 def CNNFuse : Pass<"cnn-fuse", "mlir::ModuleOp"> {
   let summary = "Fuses conv+bias+relu(+residual), elementwise chains and backward pairs";
   let description = [{

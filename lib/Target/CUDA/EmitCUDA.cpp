@@ -13,6 +13,7 @@
 #include "cnnc/Dialect/CNN/CNNOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -75,6 +76,22 @@ Channel chanIndex(RankedTensorType t, bool nhwc) {
     inner *= t.getDimSize(d);
   int64_t c = t.getRank() >= 2 ? t.getDimSize(1) : 1;
   return {fmt::format("(i / {}ll) % {}ll", inner, c), c, inner};
+}
+
+/// The element of a numpy-broadcast input of type `in` (the rank of `out`,
+/// size-1 dimensions repeated) read at flat element `i` of `out`.
+std::string broadcastIndex(RankedTensorType in, RankedTensorType out) {
+  std::vector<std::string> terms;
+  int64_t outStride = 1, inStride = 1;
+  for (int64_t d = out.getRank() - 1; d >= 0; --d) {
+    int64_t size = out.getDimSize(d);
+    if (in.getDimSize(d) != 1)
+      terms.push_back(fmt::format("(i / {}ll) % {}ll * {}ll", outStride, size,
+                                  inStride));
+    outStride *= size;
+    inStride *= in.getDimSize(d);
+  }
+  return terms.empty() ? "0" : "(" + llvm::join(terms, " + ") + ")";
 }
 
 /// Whether a layout-sensitive op works on NHWC data (cnn-layout).
@@ -734,50 +751,50 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
             {b.getResult()}, "r0 = a0 + a1;");
         return success();
       })
-      .Case([&](ReluOp r) {
-        elementwise(out, op, {{r.getInput()}}, {r.getResult()},
-                    "r0 = a0 > 0.f ? a0 : 0.f;");
-        return success();
-      })
-      .Case([&](ClipOp c) {
-        elementwise(out, op, {{c.getInput()}}, {c.getResult()},
-                    fmt::format("r0 = fminf(fmaxf(a0, {}), {});",
-                                floatLit(c.getMin().convertToFloat()),
-                                floatLit(c.getMax().convertToFloat())));
-        return success();
-      })
-      .Case([&](AddOp a) {
-        elementwise(out, op, {{a.getLhs()}, {a.getRhs()}}, {a.getResult()},
-                    "r0 = a0 + a1;");
-        return success();
-      })
-      .Case([&](MulOp a) {
-        elementwise(out, op, {{a.getLhs()}, {a.getRhs()}}, {a.getResult()},
-                    "r0 = a0 * a1;");
-        return success();
-      })
-      .Case([&](ScaleOp a) {
-        elementwise(out, op, {{a.getInput()}}, {a.getResult()},
-                    "r0 = a0 * " + floatLit(a.getFactor().convertToFloat()) +
-                        ";");
-        return success();
-      })
-      .Case<CastOp, DropoutOp>([&](Operation *o) {
-        elementwise(out, op, {{o->getOperand(0)}}, {o->getResult(0)},
-                    "r0 = a0;");
-        return success();
-      })
-      .Case([&](ReluGradOp r) {
-        elementwise(out, op, {{r.getGradOutput()}, {r.getOutput()}},
-                    {r.getResult()}, "r0 = a1 > 0.f ? a0 : 0.f;");
-        return success();
-      })
-      .Case([&](ClipGradOp c) {
-        elementwise(out, op, {{c.getGradOutput()}, {c.getInput()}},
-                    {c.getResult()},
-                    fmt::format("r0 = (a1 > {} && a1 < {}) ? a0 : 0.f;",
-                                floatLit(c.getMin().convertToFloat()),
-                                floatLit(c.getMax().convertToFloat())));
+      .Case<ReduceSumOp, ReduceMeanOp>([&](Operation *o) {
+        // One thread per result element, summing its reduced elements in
+        // f32 (reductions here are small: squeeze-excitation gradients).
+        auto in = ttype(o->getOperand(0)), res = ttype(o->getResult(0));
+        auto axes = o->getAttrOfType<DenseI64ArrayAttr>("axes").asArrayRef();
+        std::vector<int64_t> stride(in.getRank());
+        int64_t st = 1, count = 1;
+        for (int64_t d = in.getRank() - 1; d >= 0; --d) {
+          stride[d] = st;
+          st *= in.getDimSize(d);
+        }
+        std::string base, inner;
+        int64_t outStride = 1, redStride = 1;
+        for (int64_t d = in.getRank() - 1; d >= 0; --d) {
+          if (llvm::is_contained(axes, d)) {
+            inner += fmt::format(" + (r / {}ll) % {}ll * {}ll", redStride,
+                                 in.getDimSize(d), stride[d]);
+            redStride *= in.getDimSize(d);
+            count *= in.getDimSize(d);
+          } else {
+            base += fmt::format(" + (o / {}ll) % {}ll * {}ll", outStride,
+                                res.getDimSize(d), stride[d]);
+            outStride *= res.getDimSize(d);
+          }
+        }
+        double factor = isa<ReduceMeanOp>(o) ? 1.0 / (double)count : 1.0;
+        int64_t n = res.getNumElements();
+        std::string name = kernel(
+            fmt::format("const {} *__restrict__ in0, {} *__restrict__ out0",
+                        ctype(in.getElementType()),
+                        ctype(res.getElementType())),
+            fmt::format(
+                "  for (int64_t o = blockIdx.x * 256ll + threadIdx.x; o < {}ll; "
+                "o += (int64_t)gridDim.x * 256) {{\n"
+                "    const int64_t b = 0{};\n"
+                "    float acc = 0.f;\n"
+                "    for (int64_t r = 0; r < {}ll; ++r)\n"
+                "      acc += ld(in0 + b{});\n"
+                "    st(out0 + o, acc * {});\n"
+                "  }}\n",
+                n, base, count, inner, floatLit(factor)));
+        launch(out, op, name, gridFor(n), "256",
+               fmt::format("{}, {}", ptr(o->getOperand(0)),
+                           ptr(o->getResult(0))));
         return success();
       })
       .Case([&](DropoutMaskOp d) {
@@ -855,7 +872,10 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
         std::vector<EwIn> ins;
         for (auto [k, v] : llvm::enumerate(f.getInputs())) {
           int64_t b = f.getBroadcast()[k];
-          ins.push_back(b == 0 ? EwIn(v) : b == 1 ? EwIn(v, ch) : EwIn(v, "0"));
+          ins.push_back(b == 0   ? EwIn(v)
+                        : b == 1 ? EwIn(v, ch)
+                        : b == 3 ? EwIn(v, broadcastIndex(ttype(v), rt))
+                                 : EwIn(v, "0"));
         }
         Block &body = f.getBody().front();
         DenseMap<Value, std::string> name;
@@ -927,6 +947,18 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
             e = "__half2float(__float2half_rn(" + x(0) + "))";
           } else if (isa<arith::ExtFOp>(o)) {
             e = x(0);
+          } else if (isa<math::ExpOp>(o)) {
+            e = "expf(" + x(0) + ")";
+          } else if (isa<math::LogOp>(o)) {
+            e = "logf(" + x(0) + ")";
+          } else if (isa<math::TanhOp>(o)) {
+            e = "tanhf(" + x(0) + ")";
+          } else if (isa<math::ErfOp>(o)) {
+            e = "erff(" + x(0) + ")";
+          } else if (isa<math::SqrtOp>(o)) {
+            e = "sqrtf(" + x(0) + ")";
+          } else if (isa<math::PowFOp>(o)) {
+            e = "powf(" + x(0) + ", " + x(1) + ")";
           } else {
             return o.emitError(
                        "CUDA backend: unsupported op in a fused body: '")
@@ -1615,6 +1647,9 @@ LogicalResult cnnc::emitCUDA(ModuleOp module, llvm::raw_ostream &os,
     if (ttype(arg).getRank() > 4)
       return step.emitError(
           "CUDA backend: tensors of rank > 4 are not supported");
+  // Prepare for emission (as CIRCT's ExportVerilog does): a step built
+  // outside cnnc's pipeline gets the elementwise form the printer knows.
+  lowerElementwise(module);
   auto planOr = getBufferPlan(step, forward);
   if (failed(planOr))
     return failure();
