@@ -442,9 +442,8 @@ class _CudaBackend:
 # The trainer
 # ---------------------------------------------------------------------------
 
-# Optimizer state of torch.optim by cnnc's state name suffix.
-_OPT_STATE = {"momentum_buffer": "momentum_buffer", "exp_avg": "exp_avg",
-              "exp_avg_sq": "exp_avg_sq"}
+# torch.optim's per-parameter state that cnnc holds as "<param>.<key>".
+_OPT_STATE = ("momentum_buffer", "exp_avg", "exp_avg_sq")
 
 
 class Trainer:
@@ -463,7 +462,6 @@ class Trainer:
         model_sd = model.state_dict()
         self._names = list(model_sd.keys())
         self._like = {k: (v.dtype, v.device, tuple(v.shape)) for k, v in model_sd.items()}
-        self._param_names = {id(p): n for n, p in model.named_parameters()}
         # num_batches_tracked of each BN: the model's count plus this
         # trainer's steps (torch counts training forwards).
         self._tracked = {k: int(v) for k, v in model_sd.items()
@@ -604,14 +602,18 @@ class Trainer:
     def _load_optimizer_state(self, model, optimizer):
         if optimizer is None:
             return
-        any_state = False
         for name, p in model.named_parameters():
             st = optimizer.state.get(p, {})
             for key, value in st.items():
                 target = "%s.%s" % (name, key)
                 if key in _OPT_STATE and target in self._state and value is not None:
                     self._backend.set(self._state[target], value)
-                    any_state = True
+                    # SGD keeps no step count, but its first step sets the
+                    # momentum buffer to the gradient: with a buffer, the
+                    # next step is not the first.
+                    if self._backend.step_count == 0:
+                        self._backend.step_count = 1
+                        self._tracked_base = 1
             if "step" in st:
                 self._backend.step_count = int(st["step"])
                 self._tracked_base = self._backend.step_count
@@ -620,8 +622,6 @@ class Trainer:
                 applied = self._state.get("optimizer.applied_steps")
                 if applied is not None:
                     self._backend.set(applied, torch.tensor(float(st["step"])))
-        if not any_state:
-            return
 
     @property
     def steps(self):

@@ -5,10 +5,10 @@
     assert report.ok
 
 Forward: the compiled @forward (inference mode: BN running statistics) runs
-on the CPU reference interpreter keeping the output of every ONNX node; each
-node whose scope names a leaf module ("/layer1/0/conv1/Conv" ->
-layer1.0.conv1) is compared with that module's output in PyTorch (a forward
-hook, model.eval()), as is the model's output. Backward: the step compiled
+on the CPU reference interpreter keeping the output of every ONNX node; the
+last node of each module's scope ("/layer1/0/conv1/Conv" for layer1.0.conv1,
+"/layer1/0/Relu_1" for the block layer1.0) is compared with that module's
+output in PyTorch (forward hooks, model.eval()), as is the model's output. Backward: the step compiled
 with `--optimizer none` returns the gradient of every parameter for (x, y)
 (training mode: batch statistics), compared with PyTorch's autograd; and the
 loss. Relative error = max|cnnc - torch| / max|torch|.
@@ -80,33 +80,43 @@ def compare(model, x, y, rtol=1e-4, label_smoothing=0.0):
                            _gradients_only=True)
     backend = trainer._backend
 
-    # Forward, inference mode.
-    leaves = {name: m for name, m in model.named_modules()
-              if name and not list(m.children())}
+    # Forward, inference mode. A module's output is the last ONNX node of
+    # its scope ("/block/Relu_1" for module "block"), so residual blocks with
+    # functional ReLUs/adds are compared too; a node is reported once, under
+    # its innermost module.
+    modules = {name: m for name, m in model.named_modules() if name}
     outputs = {}
-    hooks = [m.register_forward_hook(
-        lambda mod, inp, out, name=name: outputs.__setitem__(name, out.detach()))
-        for name, m in leaves.items()]
+
+    def keep(name):
+        def hook(mod, inp, out):
+            if isinstance(out, torch.Tensor):
+                outputs[name] = out.detach()
+        return hook
+
+    hooks = [m.register_forward_hook(keep(name)) for name, m in modules.items()]
     model.eval()
     with torch.no_grad():
         logits = model(x)
     for h in hooks:
         h.remove()
-    last = {}  # node name -> (op, value): the last op of each ONNX node
-    order = []
-    for name, op, value in backend.trace(x):
-        if name not in last:
-            order.append(name)
-        last[name] = (op, value)
-    activations = []
-    for name in order:
-        op, value = last[name]
-        parts = [p for p in name.split("/") if p]
-        module = ".".join(parts[:-1])
+    trace = backend.trace(x)
+    last_of_scope = {}  # module path -> index of the last node in its scope
+    for i, (name, _, _) in enumerate(trace):
+        parts = [p for p in name.split("/") if p][:-1]
+        for k in range(1, len(parts) + 1):
+            last_of_scope[".".join(parts[:k])] = i
+    by_node = {}
+    for module in sorted(last_of_scope, key=lambda m: -m.count(".")):  # innermost first
+        i = last_of_scope[module]
         ref = outputs.get(module)
-        if ref is None or tuple(ref.shape) != tuple(value.shape):
+        if i in by_node or ref is None or tuple(ref.shape) != tuple(trace[i][2].shape):
             continue
-        activations.append(LayerDiff(name, module, op, _rel(value, ref), rtol, value.shape))
+        by_node[i] = module
+    activations = []
+    for i in sorted(by_node):
+        name, op, value = trace[i]
+        activations.append(LayerDiff(name, by_node[i], op, _rel(value, outputs[by_node[i]]),
+                                     rtol, value.shape))
     out = trainer.eval(x)
     activations.append(LayerDiff("output", "(model)", "@forward", _rel(out, logits), rtol,
                                  out.shape))

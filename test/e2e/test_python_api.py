@@ -267,6 +267,30 @@ def test_compile_takes_the_models_current_weights():
     assert torch.equal(trainer.state_dict()["fc2.bias"], torch.full((10,), 0.5))
 
 
+@pytest.mark.parametrize("opt_name", ["sgd_momentum", "adam"])
+def test_compile_continues_the_optimizers_state(opt_name):
+    """Compiled after torch.optim took a step: the momentum buffers (Adam's
+    moments and step count) carry over, so the next step is torch's."""
+    model, x, y = make("resnet_block", seed=1)
+    opt = OPTIMIZERS[opt_name](model.parameters())
+    torch_step(model, opt, x, y)
+    ref = copy.deepcopy(model).double()
+    ref_opt = OPTIMIZERS[opt_name](ref.parameters())
+    ref_opt.load_state_dict(opt.state_dict())
+    trainer = cnnc.compile(model, x, optimizer=opt)
+    assert trainer.steps == 1  # SGD keeps no count: "not the first step"
+    loss = trainer.step(x + 0.1, y)
+    ref_loss = torch_step(ref, ref_opt, (x + 0.1).double(), y)
+    assert abs(loss - ref_loss) < 1e-4
+    sd = trainer.state_dict()
+    for k, v in ref.state_dict().items():
+        if v.is_floating_point():
+            assert max_rel(sd[k], v) < 1e-4, k
+    state = trainer.optimizer_state()
+    key = "fc.weight." + ("momentum_buffer" if opt_name == "sgd_momentum" else "exp_avg")
+    assert key in state
+
+
 def test_set_lr_changes_the_update():
     model, x, y = make("simplecnn")
     ref = copy.deepcopy(model)
@@ -411,18 +435,35 @@ def test_gpu_step_library_builds_with_the_c_api(build_and_cache):
         assert hasattr(lib, name), name
 
 
-def test_compare_reports_layers():
+def test_compare_reports_layers(monkeypatch):
     model, x, y = make("resnet_block")
     report = cnnc.compare(model, x, y)
     assert report.ok, report
-    names = [r.name for r in report.activations]
-    assert any("Conv" in n for n in names) and len(names) >= 8
+    by_module = {r.module: r.name for r in report.activations}
+    assert by_module["stem"] == "/stem/Conv"
+    assert by_module["block.conv2"] == "/block/conv2/Conv"
+    assert by_module["block"] == "/block/Relu_1"  # the block's functional add + ReLU
+    assert by_module["fc"] == "/fc/Gemm"
     assert {r.name for r in report.gradients} == {n for n, _ in model.named_parameters()}
     assert report.first_mismatch is None
-    # A tolerance no f32 computation meets names the first layer that exceeds it.
+    # A tolerance no f32 computation meets reports a first mismatch.
     strict = cnnc.compare(model, x, y, rtol=1e-12)
     assert not strict.ok and strict.first_mismatch is not None
     assert "first mismatch" in str(strict)
+    # An error in one layer's output is reported at that layer (the ones
+    # before it still agree).
+    real_trace = cnnc.api._ReferenceBackend.trace
+
+    def perturbed(self, inp):
+        return [(n, op, v + 1e-2 * v.abs().max() if n == "/block/conv2/Conv" else v)
+                for n, op, v in real_trace(self, inp)]
+
+    monkeypatch.setattr(cnnc.api._ReferenceBackend, "trace", perturbed)
+    bad = cnnc.compare(model, x, y)
+    assert not bad.ok
+    assert (bad.first_mismatch.name, bad.first_mismatch.module) == ("/block/conv2/Conv",
+                                                                    "block.conv2")
+    assert "first mismatch: /block/conv2/Conv (module block.conv2" in str(bad)
 
 
 def test_pip_install_into_a_venv(tmp_path):
