@@ -145,6 +145,38 @@ def export_onnx(model, path, input_shape, training=False, dynamic_batch=False,
     return x
 
 
+def export_for_training(model, example_input, path, opset=None,
+                        input_name="input", output_name="logits"):
+    """Exports the training-mode graph of `model` for `example_input`'s shape
+    to `path` (what cnnc.compile does), leaving the module as it was.
+
+    Training mode matters: the default (eval-mode) export folds BatchNorm
+    into the convolutions and drops Dropout, so cnnc would train a different
+    network. The export runs the module once, which would update BN running
+    statistics and num_batches_tracked: they are restored afterwards, as is
+    the module's train/eval mode.
+    """
+    import inspect
+    kwargs = dict(input_names=[input_name], output_names=[output_name],
+                  training=torch.onnx.TrainingMode.TRAINING,
+                  do_constant_folding=False)
+    if opset is not None:
+        kwargs["opset_version"] = opset
+    if "dynamo" in inspect.signature(torch.onnx.export).parameters:
+        kwargs["dynamo"] = False  # torch 2.x: the TorchScript exporter
+    was_training = model.training
+    saved = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    try:
+        model.train()
+        with torch.no_grad():
+            torch.onnx.export(model, (example_input,), path, **kwargs)
+    finally:
+        with torch.no_grad():
+            for k, v in model.state_dict().items():
+                v.copy_(saved[k])
+        model.train(was_training)
+
+
 def export_named(name, path, batch=1, training=False, dynamic_batch=False,
                  opset=None, dynamo=False, num_classes=None, seed=0):
     """build_model + export_onnx; returns (model, example input)."""

@@ -59,10 +59,11 @@ cl::opt<std::string>
     emitKind("emit",
              cl::desc("What to emit: mlir (the IR; the default when no other "
                       "action is requested), cuda (the training step as CUDA "
-                      "C++; also implied by -o FILE.cu) or exe (a native "
+                      "C++; also implied by -o FILE.cu), exe (a native "
                       "training executable; implied by -o FILE without "
-                      ".mlir/.cu)"),
-             cl::value_desc("mlir|cuda|exe"), cl::init(""),
+                      ".mlir/.cu) or lib (a shared library exposing the "
+                      "runtime's C API, cnnrt_c.h)"),
+             cl::value_desc("mlir|cuda|exe|lib"), cl::init(""),
              cl::cat(cnncCategory));
 cl::opt<int64_t> batchSize("batch",
                            cl::desc("Batch size (replaces the input's first, "
@@ -141,9 +142,12 @@ cl::opt<std::string> labelsOpt("labels",
                                cl::value_desc("file"), cl::init(""),
                                cl::cat(trainCategory));
 cl::opt<std::string> saveStateOpt("save-state",
-                                  cl::desc("After reference training, write "
-                                           "parameters, statistics, optimizer "
-                                           "state (and gradients) to a .cnnw"),
+                                  cl::desc("After reference training or "
+                                           "'cnnc train', write parameters, "
+                                           "statistics, optimizer state (and "
+                                           "gradients) to a .cnnw ('cnnc "
+                                           "train' default: "
+                                           "<-o>.trained.cnnw)"),
                                   cl::value_desc("file"), cl::init(""),
                                   cl::cat(trainCategory));
 cl::opt<uint64_t> seedOpt("seed", cl::desc("Data shuffling seed"), cl::init(0),
@@ -216,6 +220,7 @@ DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
       "  cnnc model.onnx --train [--optimizer sgd|adam|adamw] --emit mlir\n"
       "  cnnc model.onnx --train --run-reference --steps K --data DIR\n"
       "  cnnc model.onnx --train -o train [--emit cuda]\n"
+      "  cnnc model.onnx --emit lib -o libstep.so   (C API, cnnrt_c.h)\n"
       "  cnnc train model.onnx --data DIR --steps N   (compile and run)\n");
   DriverOptions o;
   if (listOnnxOps.getNumOccurrences()) {
@@ -555,10 +560,11 @@ int cnnc::driver::runDriver(const DriverOptions &options) {
   });
 
   if (!options.emit.empty() && options.emit != "mlir" &&
-      options.emit != "cuda" && options.emit != "exe") {
+      options.emit != "cuda" && options.emit != "exe" &&
+      options.emit != "lib") {
     emitError(UnknownLoc::get(&c.context))
         << "unknown --emit kind '" << options.emit
-        << "' (expected: mlir, cuda or exe)";
+        << "' (expected: mlir, cuda, exe or lib)";
     return 1;
   }
   // `cnnc model.onnx -o train` (no --emit, an output that is not .mlir/.cu)
@@ -574,9 +580,9 @@ int cnnc::driver::runDriver(const DriverOptions &options) {
                    !hasExtension(o.outputFile, ".onnx");
   if (o.emit.empty() && exeOutput && !o.runReference && !o.dumpPlan)
     o.train = true;
-  if (o.emit == "exe" || o.emit == "cuda")
+  if (o.emit == "exe" || o.emit == "cuda" || o.emit == "lib")
     o.train = true;
-  bool wantsCuda = o.emit == "cuda" || o.emit == "exe" ||
+  bool wantsCuda = o.emit == "cuda" || o.emit == "exe" || o.emit == "lib" ||
                    (o.train && o.emit.empty() && exeOutput && !o.runReference);
   if ((o.dumpPlan || o.trainAndRun) && !o.train) {
     emitError(UnknownLoc::get(&c.context))

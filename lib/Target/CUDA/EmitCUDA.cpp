@@ -4,7 +4,7 @@
 // a buffer plan in one arena, one generated kernel per elementwise op
 // (specialized to its shape), shape-generic prelude kernels for reductions,
 // pooling and the loss, cuDNN convolutions and cuBLASLt matmuls through
-// libcnnrt, the tensor table and main().
+// libcnnrt, the tensor table and main() (or the C API's model accessor).
 //
 //===----------------------------------------------------------------------===//
 #include "cnnc/Target/CUDA/EmitCUDA.h"
@@ -1712,8 +1712,14 @@ LogicalResult Emitter::write(llvm::raw_ostream &os, func::FuncOp step,
       escape(options.modelName), plan.arenaBytes, in[0], in[1], in[2], in[3],
       classes, forward ? "evalStep" : "nullptr", floatLit(options.defaultLR),
       options.defaultSteps, plan.workspaceOffset, plan.workspaceBytes);
-  os << "int main(int argc, char **argv) { return cnnrt::trainMain(argc, argv, "
-        "kModel); }\n";
+  if (options.library)
+    os << "// The model of a shared library: the runtime's C API (cnnrt_c.h)\n"
+          "// creates sessions from it.\n"
+          "extern \"C\" __attribute__((visibility(\"default\"))) const void *\n"
+          "cnnrt_model_spec(void) { return &kModel; }\n";
+  else
+    os << "int main(int argc, char **argv) { return "
+          "cnnrt::trainMain(argc, argv, kModel); }\n";
   return success();
 }
 
