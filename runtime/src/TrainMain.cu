@@ -271,6 +271,47 @@ void writeCheckpoint(Context &ctx, const std::string &pathPattern, int64_t step,
     ctx.fail("checkpoint", err);
 }
 
+/// The host-side checks of loadStateIntoArena, run before the GPU is used:
+/// every persistent tensor in the file has the model's element count and a
+/// convertible dtype.
+bool checkInitialState(const ModelSpec &spec,
+                       const std::vector<TensorEntry> &entries,
+                       const std::string &source, std::string &err) {
+  for (int i = 0; i < spec.numTensors; ++i) {
+    const TensorSpec &t = spec.tensors[i];
+    if (t.role != Role::Param && t.role != Role::Buffer &&
+        t.role != Role::OptState && t.role != Role::LossScale)
+      continue;
+    // (Missing parameters are reported by loadStateIntoArena, also before
+    // the first step.)
+    const TensorEntry *e = findEntry(entries, t.name);
+    if (!e)
+      continue;
+    int64_t numel = 1;
+    for (int r = 0; r < t.rank; ++r)
+      numel *= t.dims[r];
+    if (e->numel() != numel) {
+      std::string have = "[", want = "[";
+      for (size_t r = 0; r < e->shape.size(); ++r)
+        have += (r ? "," : "") + std::to_string(e->shape[r]);
+      for (int r = 0; r < t.rank; ++r)
+        want += (r ? "," : "") + std::to_string(t.dims[r]);
+      err = "tensor '" + std::string(t.name) + "' in " + source +
+            " has shape " + have + "] but the model expects " + want + "]";
+      return false;
+    }
+    bool floats = (e->dtype == DType::F32 || e->dtype == DType::F16) &&
+                  (t.dtype == DType::F32 || t.dtype == DType::F16);
+    if (e->dtype != t.dtype && !floats) {
+      err = "tensor '" + std::string(t.name) + "' in " + source + " is " +
+            dtypeName(e->dtype) + " but the model expects " +
+            dtypeName(t.dtype);
+      return false;
+    }
+  }
+  return true;
+}
+
 [[noreturn]] void dataError(const std::string &err) {
   std::fprintf(stderr, "cnnrt: %s\n", err.c_str());
   std::exit(kExitError);
@@ -436,6 +477,29 @@ int trainMain(int argc, char **argv, const ModelSpec &spec) {
   JsonLog json;
   if (!o.train.logJson.empty() && !json.open(o.train.logJson, err))
     dataError(err);
+  // A corrupt or mismatched weights file or checkpoint is rejected here,
+  // before the GPU is touched or a step runs.
+  if (!checkInitialState(spec, init, initSource, err)) {
+    std::fprintf(stderr, "cnnrt: cannot %s: %s\n",
+                 o.resume.empty() ? "load weights" : "resume", err.c_str());
+    return kExitError;
+  }
+  if (startStep < 0 || ls.epoch < 0 || ls.cursor < 0) {
+    std::fprintf(stderr,
+                 "cnnrt: cannot resume: %s has a negative step or data "
+                 "position (step %lld, epoch %lld, cursor %lld)\n",
+                 o.resume.c_str(), (long long)startStep, (long long)ls.epoch,
+                 (long long)ls.cursor);
+    return kExitError;
+  }
+  if (ls.cursor > train->size()) {
+    std::fprintf(stderr,
+                 "cnnrt: cannot resume: %s is at sample %lld of an epoch but "
+                 "the data has %lld samples\n",
+                 o.resume.c_str(), (long long)ls.cursor,
+                 (long long)train->size());
+    return kExitError;
+  }
   requireGPU();
 
   std::fputs(

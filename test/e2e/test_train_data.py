@@ -145,7 +145,7 @@ def test_cnnc_train_keeps_weights_without_gpu(cnnc, model8, folder, tmp_path):
                        env=dict(os.environ, CNNC_ASSUME_NO_GPU="1"), timeout=600)
     assert r.returncode == 0, r.stderr
     trained = str(out) + ".trained.cnnw"
-    assert "trained weights in '%s'" % trained in r.stderr, r.stderr
+    assert "trained state written to '%s'" % trained in r.stderr, r.stderr
     assert os.path.getsize(trained) > 0
     assert not [f for f in os.listdir(tmp_path) if ".tmp." in f]
 

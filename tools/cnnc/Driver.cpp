@@ -11,7 +11,10 @@
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/OperationSupport.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/ADT/Statistic.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
@@ -20,6 +23,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 using namespace mlir;
@@ -41,15 +45,26 @@ cl::OptionCategory cnncCategory("cnnc options");
 
 cl::opt<std::string> inputFile(cl::Positional,
                                cl::desc("<model.onnx|model.mlir>"),
-                               cl::Required, cl::cat(cnncCategory));
+                               cl::Optional, cl::cat(cnncCategory));
+cl::opt<std::string> listOnnxOps(
+    "list-onnx-ops",
+    cl::desc("Print the ONNX ops the importer handles (opsets, gradient, GPU "
+             "kernel, notes) and exit; =markdown prints docs/ops.md"),
+    cl::value_desc("text|markdown"), cl::ValueOptional, cl::init(""),
+    cl::cat(cnncCategory));
 cl::opt<std::string> outputFile("o", cl::desc("Output file (default: stdout)"),
                                 cl::value_desc("file"), cl::init("-"),
                                 cl::cat(cnncCategory));
 cl::opt<std::string>
     emitKind("emit",
-             cl::desc("What to emit: mlir (the default when no other action "
-                      "is requested)"),
-             cl::value_desc("mlir"), cl::init(""), cl::cat(cnncCategory));
+             cl::desc("What to emit: mlir (the IR; the default when no other "
+                      "action is requested), cuda (the training step as CUDA "
+                      "C++; also implied by -o FILE.cu), exe (a native "
+                      "training executable; implied by -o FILE without "
+                      ".mlir/.cu) or lib (a shared library exposing the "
+                      "runtime's C API, cnnrt_c.h)"),
+             cl::value_desc("mlir|cuda|exe|lib"), cl::init(""),
+             cl::cat(cnncCategory));
 cl::opt<int64_t> batchSize("batch",
                            cl::desc("Batch size (replaces the input's first, "
                                     "possibly dynamic, dimension); 'auto': "
@@ -116,6 +131,11 @@ cl::opt<double> epsOpt("eps", cl::desc("Adam epsilon"), cl::init(1e-8),
 cl::opt<double> labelSmoothingOpt("label-smoothing",
                                   cl::desc("Cross-entropy label smoothing"),
                                   cl::init(0.0), cl::cat(trainCategory));
+cl::opt<double> auxLossWeightOpt(
+    "aux-loss-weight",
+    cl::desc("Weight of each auxiliary classifier's cross-entropy in the loss "
+             "(models returning several logits: GoogLeNet, Inception-v3)"),
+    cl::init(0.4), cl::cat(trainCategory));
 cl::opt<int64_t> stepsOpt("steps", cl::desc("Training steps"), cl::init(0),
                           cl::cat(trainCategory));
 cl::opt<std::string> dataOpt("data",
@@ -129,9 +149,12 @@ cl::opt<std::string> labelsOpt("labels",
                                cl::value_desc("file"), cl::init(""),
                                cl::cat(trainCategory));
 cl::opt<std::string> saveStateOpt("save-state",
-                                  cl::desc("After reference training, write "
-                                           "parameters, statistics, optimizer "
-                                           "state (and gradients) to a .cnnw"),
+                                  cl::desc("After reference training or "
+                                           "'cnnc train', write parameters, "
+                                           "statistics, optimizer state (and "
+                                           "gradients) to a .cnnw ('cnnc "
+                                           "train' default: "
+                                           "<-o>.trained.cnnw)"),
                                   cl::value_desc("file"), cl::init(""),
                                   cl::cat(trainCategory));
 cl::opt<uint64_t> seedOpt("seed", cl::desc("Data shuffling seed"), cl::init(0),
@@ -145,9 +168,13 @@ cl::opt<std::string> dumpPlanSvgOpt(
     cl::desc("Write the arena timeline of the training step's temporaries "
              "(buffers over ops) as an SVG picture"),
     cl::value_desc("file.svg"), cl::init(""), cl::cat(trainCategory));
-cl::opt<std::string> archOpt("arch", cl::desc("GPU architecture for nvcc"),
-                             cl::value_desc("sm_90a|sm_80"), cl::init("sm_90a"),
-                             cl::cat(trainCategory));
+cl::opt<std::string> archOpt(
+    "arch",
+    cl::desc("GPU architecture for nvcc: native (the default: this machine's "
+             "GPU via nvidia-smi, sm_90a without one), sm_80, sm_86, sm_89, "
+             "sm_90 or sm_90a"),
+    cl::value_desc("native|sm_80|sm_86|sm_89|sm_90|sm_90a"), cl::init("native"),
+    cl::cat(trainCategory));
 cl::opt<std::string> runtimeDirOpt("runtime-dir",
                                    cl::desc("Directory with include/cnnrt and "
                                             "libcnnrt.a (default: next to "
@@ -184,6 +211,16 @@ DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
   // The standard MLIR printing/context options (--mlir-print-debuginfo, ...).
   registerAsmPrinterCLOptions();
   registerMLIRContextCLOptions();
+  // --stats is LLVM's own (hidden) flag; cnnc adds its fusion counts and
+  // kernel launches per step, so --help lists it with the other options.
+  auto &registered = cl::getRegisteredOptions();
+  if (auto it = registered.find("stats"); it != registered.end()) {
+    it->second->setHiddenFlag(cl::NotHidden);
+    it->second->setDescription(
+        "Print what cnn-fuse fused and the kernel launches per training step "
+        "(with LLVM's statistics)");
+    it->second->addCategory(optCategory);
+  }
   cl::SetVersionPrinter([](llvm::raw_ostream &os) {
     os << "cnnc " << CNNC_VERSION << " (MLIR " << LLVM_VERSION_STRING << ")\n";
   });
@@ -235,6 +272,7 @@ DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
           "mlir\n"
           "  cnnc model.onnx --train --run-reference --steps K --data DIR\n"
           "  cnnc model.onnx --train -o train [--emit cuda]\n"
+          "  cnnc model.onnx --emit lib -o libstep.so   (C API, cnnrt_c.h)\n"
           "  cnnc train model.onnx --data DIR --steps N   (compile and run)\n"
           "\ntraining-loop flags (--run-reference, cnnc train, and the "
           "generated executable):\n") +
@@ -243,6 +281,23 @@ DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
   rest.push_back(nullptr);
   cl::ParseCommandLineOptions(restArgc, rest.data(), overview);
   DriverOptions o;
+  if (listOnnxOps.getNumOccurrences()) {
+    if (listOnnxOps != "" && listOnnxOps != "text" &&
+        listOnnxOps != "markdown") {
+      llvm::errs() << "cnnc: error: --list-onnx-ops takes text or markdown, "
+                      "got '"
+                   << listOnnxOps << "'\n";
+      std::exit(1);
+    }
+    o.listOnnxOps = listOnnxOps == "" ? "text" : listOnnxOps.getValue();
+  } else if (inputFile.empty()) {
+    llvm::errs() << argv[0]
+                 << ": Not enough positional command line arguments "
+                    "specified!\nMust specify at least 1 positional argument: "
+                    "See: "
+                 << argv[0] << " --help\n";
+    std::exit(1);
+  }
   o.inputFile = inputFile;
   o.outputFile = outputFile == "-" ? "" : outputFile.getValue();
   o.emit = emitKind;
@@ -265,6 +320,7 @@ DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
   o.beta2 = beta2Opt;
   o.eps = epsOpt;
   o.labelSmoothing = labelSmoothingOpt;
+  o.auxLossWeight = auxLossWeightOpt;
   o.steps = stepsOpt;
   o.data = dataOpt;
   o.labelsTensor = labelsOpt;
@@ -363,6 +419,23 @@ std::string resolveWeightsPath(StringRef mlirPath, StringRef weights) {
   return llvm::sys::fs::exists(p) ? std::string(p) : weights.str();
 }
 
+/// The importer maps ONNX Add/Mul/Div to the broadcasting cnn ops; their
+/// canonicalization patterns give the specialized forms the passes and the
+/// CUDA target know (cnn.scale for a scalar factor, cnn.bias_add for a
+/// per-channel addend). Only these patterns run, without folding: folders
+/// would drop cnn.dropout, from which cnn-autodiff builds the training mask.
+LogicalResult canonicalizeImport(ModuleOp module) {
+  MLIRContext *ctx = module.getContext();
+  RewritePatternSet patterns(ctx);
+  cnn::AddOp::getCanonicalizationPatterns(patterns, ctx);
+  cnn::MulOp::getCanonicalizationPatterns(patterns, ctx);
+  cnn::DivOp::getCanonicalizationPatterns(patterns, ctx);
+  GreedyRewriteConfig config;
+  config.enableFolding(false).enableConstantCSE(false);
+  (void)applyPatternsGreedily(module, std::move(patterns), config);
+  return mlir::verify(module);
+}
+
 func::FuncOp findForward(Compilation &c) {
   return c.module->lookupSymbol<func::FuncOp>("forward");
 }
@@ -385,8 +458,12 @@ LogicalResult cnnc::driver::loadInput(const DriverOptions &options,
   if (isOnnx) {
     ONNXImportOptions importOptions;
     importOptions.batch = options.batch;
+    importOptions.forTraining = options.train;
+    importOptions.runForward = options.runReference && !options.train;
     c.module = importONNX(path, c.context, importOptions, c.weights);
     if (!c.module)
+      return failure();
+    if (failed(canonicalizeImport(*c.module)))
       return failure();
   } else {
     if (options.batch > 0)
@@ -430,16 +507,31 @@ LogicalResult cnnc::driver::emitMLIR(const DriverOptions &options,
     llvm::outs().flush();
     return success();
   }
+  // The IR and its weights side file are staged and published together; a
+  // special output (/dev/null, a fifo) gets the IR only.
   std::string weightsPath = options.outputFile + ".cnnw";
   std::string err;
-  if (failed(writeWeights(weightsPath, c.weights, err)))
-    return fail(c, "cannot write weights '" + weightsPath + "': " + err);
-  (*c.module)->setAttr(kWeightsAttr, StringAttr::get(&c.context, weightsPath));
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  c.module->print(os, flags);
-  os.flush();
-  if (!cnnrt::writeFileAtomic(options.outputFile, text, err))
+  cnnrt::OutputFile irOut, weightsOut;
+  if (!irOut.open(options.outputFile, err))
+    return fail(c, "cannot write '" + options.outputFile + "': " + err);
+  if (!irOut.isSpecial()) {
+    if (!weightsOut.open(weightsPath, err) ||
+        failed(writeWeights(weightsOut.stagingPath(), c.weights, err)))
+      return fail(c, "cannot write weights '" + weightsPath + "': " + err);
+    (*c.module)->setAttr(kWeightsAttr,
+                         StringAttr::get(&c.context, weightsPath));
+  }
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(irOut.stagingPath(), ec);
+    if (!ec)
+      c.module->print(os, flags);
+    os.close();
+    if (ec || os.has_error())
+      return fail(c, "cannot write '" + options.outputFile +
+                         "': " + (ec ? ec : os.error()).message());
+  }
+  if ((!irOut.isSpecial() && !weightsOut.commit(err)) || !irOut.commit(err))
     return fail(c, "cannot write '" + options.outputFile + "': " + err);
   return success();
 }
@@ -507,6 +599,10 @@ void printPlain(llvm::raw_ostream &os, const std::string &where,
 } // namespace
 
 int cnnc::driver::runDriver(const DriverOptions &options) {
+  if (!options.listOnnxOps.empty()) {
+    printONNXOpTable(llvm::outs(), options.listOnnxOps == "markdown");
+    return 0;
+  }
   Compilation c;
   // Every diagnostic goes to stderr as "<loc>: error: <msg>": MLIR source
   // locations through the SourceMgr handler (with the source line), ONNX
@@ -526,15 +622,20 @@ int cnnc::driver::runDriver(const DriverOptions &options) {
   });
 
   if (!options.emit.empty() && options.emit != "mlir" &&
-      options.emit != "cuda" && options.emit != "exe") {
+      options.emit != "cuda" && options.emit != "exe" &&
+      options.emit != "lib") {
     emitError(UnknownLoc::get(&c.context))
         << "unknown --emit kind '" << options.emit
-        << "' (expected: mlir, cuda or exe)";
+        << "' (expected: mlir, cuda, exe or lib)";
     return 1;
   }
   // `cnnc model.onnx -o train` (no --emit, an output that is not .mlir/.cu)
   // builds the training executable: --train is implied.
   DriverOptions o = options;
+  // `-o model.cu` without --emit: the CUDA source.
+  if (o.emit.empty() && !o.outputFile.empty() &&
+      hasExtension(o.outputFile, ".cu") && !o.runReference)
+    o.emit = "cuda";
   bool exeOutput = !o.outputFile.empty() &&
                    !hasExtension(o.outputFile, ".mlir") &&
                    !hasExtension(o.outputFile, ".cu") &&
@@ -542,14 +643,23 @@ int cnnc::driver::runDriver(const DriverOptions &options) {
   const bool planOnly = o.dumpPlan || !o.dumpPlanSvg.empty();
   if (o.emit.empty() && exeOutput && !o.runReference && !planOnly)
     o.train = true;
-  if (o.emit == "exe" || o.emit == "cuda")
+  if (o.emit == "exe" || o.emit == "cuda" || o.emit == "lib")
     o.train = true;
-  bool wantsCuda = o.emit == "cuda" || o.emit == "exe" ||
+  bool wantsCuda = o.emit == "cuda" || o.emit == "exe" || o.emit == "lib" ||
                    (o.train && o.emit.empty() && exeOutput && !o.runReference);
   if ((planOnly || o.trainAndRun) && !o.train) {
     emitError(UnknownLoc::get(&c.context))
         << "--dump-plan and 'cnnc train' need the training step: add --train";
     return 1;
+  }
+  if (wantsCuda || o.trainAndRun) {
+    o.arch = resolveArch(o.arch);
+    if (o.emit != "cuda" && !isSupportedArch(o.arch)) {
+      emitError(UnknownLoc::get(&c.context))
+          << "unsupported --arch '" << o.arch << "' (expected native, "
+          << kSupportedArchs << ")";
+      return 1;
+    }
   }
   o.targetGPU = wantsCuda || planOnly || (o.trainAndRun && hasGPU());
   if (o.batchAuto && failed(chooseAutoBatch(o)))
@@ -581,7 +691,7 @@ int cnnc::driver::runDriver(const DriverOptions &options) {
   }
   if (wantsCuda) {
     std::string exe;
-    return failed(compileCUDA(options, c, exe)) ? 1 : 0;
+    return failed(compileCUDA(o, c, exe)) ? 1 : 0;
   }
   if (o.runReference && o.train) {
     if (failed(trainReference(options, c)))
@@ -592,7 +702,7 @@ int cnnc::driver::runDriver(const DriverOptions &options) {
   // IR is emitted when asked for, when written to a file with -o, or when
   // no other action was requested.
   bool emit = o.emit == "mlir" || !o.runReference || !o.outputFile.empty();
-  if (emit && failed(emitMLIR(options, c)))
+  if (emit && failed(emitMLIR(o, c)))
     return 1;
   return 0;
 }

@@ -44,17 +44,18 @@ struct DriverOptions {
   bool nesterov = false;
   bool noBNWeightDecay = false; ///< --no-bn-weight-decay
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, labelSmoothing = 0;
-  int64_t steps = 0;        ///< --steps (reference training / cnnc train)
-  std::string data;         ///< --data DIR|FILE|synthetic
-  std::string labelsTensor; ///< --labels y.npy (fixed batch with --input)
-  std::string saveState;    ///< --save-state out.cnnw
-  uint64_t seed = 0;        ///< --seed (data order)
+  double auxLossWeight = 0.4; ///< weight of auxiliary classifiers' loss
+  int64_t steps = 0;         ///< --steps (reference training / cnnc train)
+  std::string data;          ///< --data DIR|FILE|synthetic
+  std::string labelsTensor;  ///< --labels y.npy (fixed batch with --input)
+  std::string saveState;     ///< --save-state out.cnnw
+  uint64_t seed = 0;         ///< --seed (data order)
   /// --epochs, --lr-schedule, --eval-every, --log-json, --workers, ... (the
   /// flags the generated executable shares; parsed by cnnrt::TrainFlags).
   cnnrt::TrainFlags trainFlags;
   bool dumpPlan = false;       ///< --dump-plan
   std::string dumpPlanSvg;     ///< --dump-plan-svg FILE
-  std::string arch = "sm_90a"; ///< --arch for nvcc
+  std::string arch = "native"; ///< --arch for nvcc
   std::string runtimeDir;      ///< --runtime-dir (include/ + libcnnrt.a)
   bool trainAndRun = false;    ///< `cnnc train ...`: compile and run
   // Optimization passes (on by default; -O0 turns all off).
@@ -70,6 +71,8 @@ struct DriverOptions {
   /// CPU reference interpreter NCHW and fp32.
   bool targetGPU = false;
   std::string argv0; ///< path of this executable
+  /// --list-onnx-ops[=text|markdown]: print the importer's op table only.
+  std::string listOnnxOps;
 };
 
 /// Parses argv with llvm::cl (exits on --help, --version, unknown flags).
@@ -123,6 +126,12 @@ mlir::LogicalResult chooseAutoBatch(DriverOptions &options);
 /// Whether this machine has an NVIDIA GPU device node (CNNC_ASSUME_NO_GPU=1
 /// says no).
 bool hasGPU();
+/// The architectures `--arch` accepts besides "native".
+constexpr const char *kSupportedArchs = "sm_80, sm_86, sm_89, sm_90 or sm_90a";
+bool isSupportedArch(llvm::StringRef arch);
+/// "native" -> the GPU's architecture (nvidia-smi), sm_90a without a GPU or
+/// when it cannot be determined; anything else unchanged.
+std::string resolveArch(llvm::StringRef requested);
 
 /// Runs the whole pipeline; returns the process exit code.
 int runDriver(const DriverOptions &options);
