@@ -1,23 +1,30 @@
 #!/usr/bin/env bash
-# Builds cnnc, cnnc-opt and the unit tests with AddressSanitizer into
-# build-asan/ (no CUDA runtime) and runs the unit tests, the lit tests and the
-# e2e numerics against it. Not part of CI (about 10 minutes on 2 cores); run
-# it after touching the reference interpreter, the importer or a pass.
+# Runs the unit, lit and e2e tests and the fuzz regressions against the
+# AddressSanitizer + UndefinedBehaviorSanitizer build (build-san/, see
+# scripts/sanitizer-build.sh). Part of CI (.ci/run). Any sanitizer report
+# aborts the process, so a finding fails the test that triggered it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-B=${BUILD_DIR:-build-asan}
-if [ ! -f "$B/build.ninja" ]; then
-  cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir \
-    -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit \
-    -DCMAKE_CXX_FLAGS="-fsanitize=address -fno-omit-frame-pointer" \
-    -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address" -DCNNRT_ENABLE_CUDA=OFF
-fi
+B=${SAN_BUILD_DIR:-build-san}
+./scripts/sanitizer-build.sh cnnc cnnc-opt cnnc-unittests cnnc-reference-run \
+  cnnrt_host_tests \
+  cnnc-fuzz-{cnnw,npy,cnnt,cifar,onnx,pipeline}-replay
 B=$(realpath "$B")
-ninja -C "$B" cnnc cnnc-opt cnnc-unittests cnnc-reference-run
-export ASAN_OPTIONS=detect_leaks=0  # LLVM's static singletons live until exit
+# LLVM's static singletons live until exit: no leak checking.
+export ASAN_OPTIONS=detect_leaks=0:abort_on_error=0:halt_on_error=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 "$B/bin/cnnc-unittests"
-# exe.mlir needs the CUDA runtime, which this build leaves out.
-/usr/lib/llvm-22/bin/lit -q "$B/test" --filter-out 'Target/CUDA/exe.mlir'
+"$B/bin/cnnrt_host_tests"
+for t in cnnw npy cnnt cifar onnx pipeline; do
+  CNNC_FUZZ_ONNX_DATA_DIR=fuzz/regressions/onnx \
+    "$B/bin/cnnc-fuzz-$t-replay" "fuzz/regressions/$t" "fuzz/corpus/$t"
+done
+# These need the CUDA runtime (libcnnrt.a), which this build leaves out.
+/usr/lib/llvm-22/bin/lit -q "$B/test" \
+  --filter-out 'Target/CUDA/exe.mlir|Driver/output-exe.test|Driver/resume-corrupt.test'
 CNNC_BUILD_DIR="$B" CNNC="$B/bin/cnnc" PYTHONPATH=python \
-  /usr/bin/python3 -m pytest -q -p no:cacheprovider test/e2e
+  /usr/bin/python3 -m pytest -q -p no:cacheprovider test/e2e \
+  --ignore=test/e2e/test_torchvision.py --ignore=test/e2e/test_python_api.py
+# (The model zoo and the Python package tests run in the release build only:
+# under the sanitizers the zoo's reference-interpreter runs alone would take
+# a large part of CI's time; their C++ paths are the ones covered above.)

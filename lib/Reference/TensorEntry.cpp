@@ -45,12 +45,18 @@ uint16_t cnnc::reference::floatToHalf(float f) {
 Tensor cnnc::reference::fromEntry(const cnnrt::TensorEntry &e) {
   Tensor t;
   t.shape = e.shape;
+  // Readers validate shapes against the data (cnnrt::checkShape); an entry
+  // built elsewhere with a bad shape or short data converts only what it has.
   int64_t n = e.numel();
+  size_t elemSize = cnnrt::dtypeSize(e.dtype);
+  if (n < 0 || elemSize == 0 || e.data.size() / elemSize < size_t(n))
+    n = elemSize ? int64_t(e.data.size() / elemSize) : 0;
   t.data.resize(n);
   switch (e.dtype) {
   case cnnrt::DType::F32:
     t.kind = ElemKind::F32;
-    std::memcpy(t.data.data(), e.data.data(), n * sizeof(float));
+    if (n > 0)
+      std::memcpy(t.data.data(), e.data.data(), n * sizeof(float));
     break;
   case cnnrt::DType::F16:
     t.kind = ElemKind::F16;

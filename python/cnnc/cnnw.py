@@ -51,7 +51,14 @@ def parse_cnnw(buf, path="<bytes>"):
     out = collections.OrderedDict()
     for i in range(count):
         (nlen,) = struct.unpack("<I", take(4, "name length"))
-        name = bytes(take(nlen, "name")).decode("utf-8")
+        raw = bytes(take(nlen, "name"))
+        try:
+            name = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise CnnwError("%s: entry %d has a name that is not UTF-8: %r" %
+                            (path, i, raw)) from None
+        if not name:
+            raise CnnwError("%s: entry %d has an empty name" % (path, i))
         dcode, rank = struct.unpack("<II", take(8, "dtype/rank"))
         if dcode not in DTYPES:
             raise CnnwError("%s: tensor '%s': bad dtype code %d" % (path, name, dcode))
@@ -60,7 +67,19 @@ def parse_cnnw(buf, path="<bytes>"):
         dims = struct.unpack("<%dq" % rank, take(8 * rank, "dims"))
         (nbytes,) = struct.unpack("<Q", take(8, "nbytes"))
         dt = DTYPES[dcode]
-        expect = int(np.prod(dims, dtype=np.int64)) * dt.itemsize
+        # The same shape rules as cnnrt::checkShape (runtime/src/TensorFile.cpp):
+        # no negative dimension, numel * itemsize fits in int64. Python ints
+        # do not overflow (np.prod would wrap).
+        if any(d < 0 for d in dims):
+            raise CnnwError("%s: tensor '%s': shape %s has a negative dimension" %
+                            (path, name, list(dims)))
+        numel = 1
+        for d in dims:
+            numel *= d
+        expect = numel * dt.itemsize
+        if expect >= 2 ** 63:
+            raise CnnwError("%s: tensor '%s': shape %s needs more bytes than fit "
+                            "in 64 bits" % (path, name, list(dims)))
         if nbytes != expect:
             raise CnnwError("%s: tensor '%s': nbytes %d != %s x %d" %
                             (path, name, nbytes, list(dims), dt.itemsize))

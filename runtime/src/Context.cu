@@ -90,22 +90,35 @@ namespace {
   size_t freeB = 0, totalB = 0;
   cudaGetLastError();
   cudaMemGetInfo(&freeB, &totalB);
-  std::fprintf(stderr,
-               "cnnrt: out of GPU memory allocating %s of model '%s': "
-               "requested %zu bytes (%.1f MiB); device has %.1f MiB free of "
-               "%.1f MiB\n",
-               what, spec.name ? spec.name : "?", bytes, bytes / 1048576.0,
-               freeB / 1048576.0, totalB / 1048576.0);
+  if (bytes > 0)
+    std::fprintf(stderr,
+                 "cnnrt: out of GPU memory allocating %s of model '%s': "
+                 "requested %zu bytes (%.1f MiB); device has %.1f MiB free of "
+                 "%.1f MiB\n",
+                 what, spec.name ? spec.name : "?", bytes, bytes / 1048576.0,
+                 freeB / 1048576.0, totalB / 1048576.0);
+  else
+    std::fprintf(stderr,
+                 "cnnrt: out of GPU memory at %s of model '%s'; device has "
+                 "%.1f MiB free of %.1f MiB\n",
+                 what, spec.name ? spec.name : "?", freeB / 1048576.0,
+                 totalB / 1048576.0);
   std::vector<const TensorSpec *> ts;
   for (int i = 0; i < spec.numTensors; ++i)
     ts.push_back(&spec.tensors[i]);
   std::sort(ts.begin(), ts.end(), [](const TensorSpec *a, const TensorSpec *b) {
     return a->bytes > b->bytes;
   });
-  std::fprintf(stderr, "cnnrt: largest tensors of the model:\n");
+  std::fprintf(stderr,
+               "cnnrt: the memory plan: arena %.1f MiB (batch %d); its "
+               "largest buffers:\n",
+               spec.arenaBytes / 1048576.0, spec.batch);
   for (size_t i = 0; i < ts.size() && i < 10; ++i)
-    std::fprintf(stderr, "  %-40s %14zu bytes (%.1f MiB)\n", ts[i]->name,
-                 ts[i]->bytes, ts[i]->bytes / 1048576.0);
+    std::fprintf(stderr, "  %-40s %-10s %14zu bytes (%.1f MiB) at offset %zu\n",
+                 ts[i]->name, roleEnumerator(ts[i]->role), ts[i]->bytes,
+                 ts[i]->bytes / 1048576.0, ts[i]->offset);
+  std::fprintf(stderr, "cnnrt: compile with a smaller --batch (cnnc --batch "
+                       "N) or use a GPU with more memory\n");
   std::fflush(stderr);
   std::exit(kExitOutOfMemory);
 }
@@ -313,12 +326,16 @@ struct Context::Impl {
 #define CNNRT_CUDNN(ctx, call, loc)                                            \
   do {                                                                         \
     cudnnStatus_t s_ = (call);                                                 \
+    if (s_ == CUDNN_STATUS_ALLOC_FAILED)                                       \
+      oomExit((ctx).spec(), loc, 0);                                           \
     if (s_ != CUDNN_STATUS_SUCCESS)                                            \
       (ctx).fail(loc, std::string(#call) + ": " + cudnnErr(s_));               \
   } while (0)
 #define CNNRT_CUBLAS(ctx, call, loc)                                           \
   do {                                                                         \
     cublasStatus_t s_ = (call);                                                \
+    if (s_ == CUBLAS_STATUS_ALLOC_FAILED)                                      \
+      oomExit((ctx).spec(), loc, 0);                                           \
     if (s_ != CUBLAS_STATUS_SUCCESS)                                           \
       (ctx).fail(loc, std::string(#call) + ": " + cublasErr(s_));              \
   } while (0)
@@ -437,6 +454,10 @@ void Context::fail(const char *loc, const std::string &what) {
 }
 
 void Context::check(cudaError_t e, const char *loc) {
+  // Running out of memory anywhere (input pipeline, a library's workspace)
+  // is reported like the arena's: the plan's largest buffers, exit 2.
+  if (e == cudaErrorMemoryAllocation)
+    oomExit(spec_, loc ? loc : "GPU memory", 0);
   if (e != cudaSuccess)
     fail(loc, cudaGetErrorString(e));
 }

@@ -2,8 +2,11 @@
 
 #include "cnnrt/TensorFile.h"
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <functional>
@@ -48,8 +51,42 @@ bool isValidDType(uint32_t code) { return code <= 3; }
 int64_t TensorEntry::numel() const {
   int64_t n = 1;
   for (int64_t d : shape)
-    n *= d;
+    if (d < 0 || __builtin_mul_overflow(n, d, &n))
+      return -1;
   return n;
+}
+
+bool checkShape(const std::vector<int64_t> &shape, DType dt, uint64_t &nbytes,
+                std::string &why) {
+  if (shape.size() > kMaxRank) {
+    why = "rank " + std::to_string(shape.size()) + " exceeds the maximum " +
+          std::to_string(kMaxRank);
+    return false;
+  }
+  auto dims = [&] {
+    std::string s = "[";
+    for (size_t i = 0; i < shape.size(); ++i)
+      s += (i ? "," : "") + std::to_string(shape[i]);
+    return s + "]";
+  };
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) {
+      why = "shape " + dims() + " has a negative dimension";
+      return false;
+    }
+    if (__builtin_mul_overflow(n, d, &n)) {
+      why = "shape " + dims() + " has more elements than fit in 64 bits";
+      return false;
+    }
+  }
+  int64_t bytes;
+  if (__builtin_mul_overflow(n, static_cast<int64_t>(dtypeSize(dt)), &bytes)) {
+    why = "shape " + dims() + " needs more bytes than fit in 64 bits";
+    return false;
+  }
+  nbytes = static_cast<uint64_t>(bytes);
+  return true;
 }
 
 TensorEntry TensorEntry::zeros(std::string name, DType dt,
@@ -58,7 +95,8 @@ TensorEntry TensorEntry::zeros(std::string name, DType dt,
   e.name = std::move(name);
   e.dtype = dt;
   e.shape = std::move(shape);
-  e.data.assign(static_cast<size_t>(e.numel()) * dtypeSize(dt), 0);
+  int64_t n = e.numel();
+  e.data.assign(n > 0 ? static_cast<size_t>(n) * dtypeSize(dt) : 0, 0);
   return e;
 }
 
@@ -100,18 +138,21 @@ bool readAll(const std::string &path, std::vector<char> &buf,
 
 /// Bounds-checked little-endian reader over a byte buffer.
 struct Cursor {
-  const std::vector<char> &buf;
-  size_t pos = 0;
+  const char *data;
+  size_t size;
+  size_t pos;
   const std::string &path;
   std::string &err;
+  size_t left() const { return size - pos; }
   bool take(void *dst, size_t n, const char *what) {
-    if (buf.size() - pos < n) {
+    if (size - pos < n) {
       err = "truncated file " + path + ": expected " + std::to_string(n) +
             " more bytes for " + what + " at offset " + std::to_string(pos) +
-            ", file has " + std::to_string(buf.size()) + " bytes";
+            ", file has " + std::to_string(size) + " bytes";
       return false;
     }
-    std::memcpy(dst, buf.data() + pos, n);
+    if (n)
+      std::memcpy(dst, data + pos, n);
     pos += n;
     return true;
   }
@@ -120,48 +161,65 @@ struct Cursor {
   }
 };
 
-/// Writes via `body` to "<path>.tmp.<pid>", fsync, rename, fsync dir.
+/// Calls `body` with the staging file of an OutputFile for `path`, then
+/// commits it.
 bool writeAtomicWith(const std::string &path,
                      const std::function<bool(FILE *)> &body,
                      std::string &err) {
-  std::string tmp = path + ".tmp." + std::to_string(getpid());
-  FILE *f = std::fopen(tmp.c_str(), "wb");
+  OutputFile out;
+  if (!out.open(path, err))
+    return false;
+  FILE *f = std::fopen(out.stagingPath().c_str(), "wb");
   if (!f) {
-    err = "cannot create " + tmp + ": " + sysErr();
+    err = "cannot write " + out.stagingPath() + ": " + sysErr();
     return false;
   }
-  bool ok = body(f);
+  bool ok = body(f) && std::fflush(f) == 0;
   if (!ok)
-    err = "write error on " + tmp + ": " + sysErr();
-  if (ok && std::fflush(f) != 0) {
-    err = "write error on " + tmp + ": " + sysErr();
-    ok = false;
-  }
-  if (ok && fsync(fileno(f)) != 0) {
-    err = "fsync failed on " + tmp + ": " + sysErr();
-    ok = false;
-  }
+    err = "write error on " + out.stagingPath() + ": " + sysErr();
   if (std::fclose(f) != 0 && ok) {
-    err = "close failed on " + tmp + ": " + sysErr();
+    err = "close failed on " + out.stagingPath() + ": " + sysErr();
     ok = false;
   }
-  if (ok && std::rename(tmp.c_str(), path.c_str()) != 0) {
-    err = "cannot rename " + tmp + " to " + path + ": " + sysErr();
-    ok = false;
-  }
-  if (!ok) {
-    std::remove(tmp.c_str());
-    return false;
-  }
-  // Make the rename durable.
-  std::string dir = ".";
-  size_t slash = path.find_last_of('/');
-  if (slash != std::string::npos)
-    dir = slash == 0 ? "/" : path.substr(0, slash);
-  int dfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (dfd >= 0) {
-    fsync(dfd);
-    close(dfd);
+  return ok && out.commit(err);
+}
+
+bool isUtf8(const std::string &s) {
+  size_t i = 0, n = s.size();
+  while (i < n) {
+    unsigned char c = s[i];
+    size_t len;
+    uint32_t cp;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c & 0xe0) == 0xc0) {
+      len = 2;
+      cp = c & 0x1f;
+    } else if ((c & 0xf0) == 0xe0) {
+      len = 3;
+      cp = c & 0x0f;
+    } else if ((c & 0xf8) == 0xf0) {
+      len = 4;
+      cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (n - i < len)
+      return false;
+    for (size_t k = 1; k < len; ++k) {
+      unsigned char cc = s[i + k];
+      if ((cc & 0xc0) != 0x80)
+        return false;
+      cp = (cp << 6) | (cc & 0x3f);
+    }
+    // Overlong forms, surrogates and code points past U+10FFFF are invalid
+    // (Python's strict UTF-8 decoder rejects them too).
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) ||
+        (len == 4 && cp < 0x10000) || cp > 0x10ffff ||
+        (cp >= 0xd800 && cp <= 0xdfff))
+      return false;
+    i += len;
   }
   return true;
 }
@@ -176,12 +234,12 @@ bool checkEntry(const TensorEntry &e, std::string &err) {
     err = "tensor '" + e.name + "' has an invalid dtype";
     return false;
   }
-  for (int64_t d : e.shape)
-    if (d < 0) {
-      err = "tensor '" + e.name + "' has a negative dimension";
-      return false;
-    }
-  size_t want = static_cast<size_t>(e.numel()) * dtypeSize(e.dtype);
+  uint64_t want;
+  std::string why;
+  if (!checkShape(e.shape, e.dtype, want, why)) {
+    err = "tensor '" + e.name + "': " + why;
+    return false;
+  }
   if (e.data.size() != want) {
     err = "tensor '" + e.name + "' holds " + std::to_string(e.data.size()) +
           " bytes but its shape and dtype need " + std::to_string(want);
@@ -191,9 +249,199 @@ bool checkEntry(const TensorEntry &e, std::string &err) {
 }
 
 const char kMagic[8] = {'C', 'N', 'N', 'W', '0', '0', '0', '1'};
-constexpr uint32_t kMaxRank = 8;
 
 } // namespace
+
+//===--- OutputFile
+//--------------------------------------------------------===//
+
+namespace {
+std::string dirOf(const std::string &path) {
+  size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos)
+    return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+/// Follows symlinks (also dangling ones, whose target is then created).
+bool followLinks(const std::string &path, std::string &target,
+                 std::string &err) {
+  target = path;
+  for (int depth = 0; depth < 40; ++depth) {
+    struct stat st;
+    if (lstat(target.c_str(), &st) != 0 || !S_ISLNK(st.st_mode))
+      return true;
+    char buf[PATH_MAX];
+    ssize_t n = readlink(target.c_str(), buf, sizeof(buf) - 1);
+    if (n < 0) {
+      err = "cannot read the symlink " + target + ": " + sysErr();
+      return false;
+    }
+    std::string link(buf, static_cast<size_t>(n));
+    target = link[0] == '/' ? link : dirOf(target) + "/" + link;
+  }
+  err = "too many levels of symbolic links: " + path;
+  return false;
+}
+
+/// Creates an empty temporary file from a mkstemp template.
+bool makeTemp(std::string &templ, mode_t mode, std::string &err,
+              const std::string &suffix = "") {
+  templ += suffix;
+  std::vector<char> name(templ.begin(), templ.end());
+  name.push_back('\0');
+  int fd = mkstemps(name.data(), static_cast<int>(suffix.size()));
+  if (fd < 0) {
+    err = "cannot create a temporary file " + templ + ": " + sysErr();
+    return false;
+  }
+  fchmod(fd, mode);
+  close(fd);
+  templ = name.data();
+  return true;
+}
+
+/// Copies the file `from` into the open descriptor `fd`.
+bool copyInto(const std::string &from, int fd, const std::string &to,
+              std::string &err) {
+  int in = open(from.c_str(), O_RDONLY);
+  if (in < 0) {
+    err = "cannot read " + from + ": " + sysErr();
+    return false;
+  }
+  char buf[1 << 16];
+  for (;;) {
+    ssize_t n = read(in, buf, sizeof(buf));
+    if (n == 0)
+      break;
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      err = "cannot read " + from + ": " + sysErr();
+      close(in);
+      return false;
+    }
+    for (ssize_t done = 0; done < n;) {
+      ssize_t w = write(fd, buf + done, static_cast<size_t>(n - done));
+      if (w < 0) {
+        if (errno == EINTR)
+          continue;
+        err = "write error on " + to + ": " + sysErr();
+        close(in);
+        return false;
+      }
+      done += w;
+    }
+  }
+  close(in);
+  return true;
+}
+
+mode_t creationMode() {
+  mode_t mask = umask(0);
+  umask(mask);
+  return 0666 & ~mask;
+}
+} // namespace
+
+bool OutputFile::open(const std::string &path, std::string &err,
+                      const std::string &suffix) {
+  discard();
+  path_ = path;
+  const char *tmpdir = std::getenv("TMPDIR");
+  std::string tmpTemplate =
+      std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/cnnc-out-XXXXXX";
+  if (path.empty()) {
+    err = "empty output file name";
+    return false;
+  }
+  if (path == "-") {
+    mode_ = Mode::Stdout;
+    target_ = path;
+    staging_ = tmpTemplate;
+    if (!makeTemp(staging_, 0600, err, suffix))
+      return staging_.clear(), false;
+    return true;
+  }
+  if (!followLinks(path, target_, err))
+    return false;
+  struct stat st;
+  mode_t mode = creationMode();
+  if (stat(target_.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) {
+      err = "cannot write " + path + ": it is a directory";
+      return false;
+    }
+    if (!S_ISREG(st.st_mode)) {
+      // /dev/null, a fifo, a character device: written in place.
+      mode_ = Mode::InPlace;
+      staging_ = tmpTemplate;
+      if (!makeTemp(staging_, 0600, err, suffix))
+        return staging_.clear(), false;
+      return true;
+    }
+    mode = st.st_mode & 07777;
+  }
+  mode_ = Mode::Replace;
+  staging_ = target_ + ".tmp-XXXXXX";
+  if (!makeTemp(staging_, mode, err, suffix)) {
+    staging_.clear();
+    err = "cannot write " + path + ": " + err;
+    return false;
+  }
+  return true;
+}
+
+bool OutputFile::commit(std::string &err) {
+  if (staging_.empty()) {
+    err = "no output file is open";
+    return false;
+  }
+  bool ok = true;
+  if (mode_ == Mode::Replace) {
+    int fd = ::open(staging_.c_str(), O_RDONLY);
+    if (fd < 0 || fsync(fd) != 0) {
+      err = "fsync failed on " + staging_ + ": " + sysErr();
+      ok = false;
+    }
+    if (fd >= 0)
+      close(fd);
+    if (ok && std::rename(staging_.c_str(), target_.c_str()) != 0) {
+      err = "cannot rename " + staging_ + " to " + target_ + ": " + sysErr();
+      ok = false;
+    }
+    if (ok) {
+      staging_.clear();
+      // Make the rename durable.
+      int dfd = ::open(dirOf(target_).c_str(), O_RDONLY | O_DIRECTORY);
+      if (dfd >= 0) {
+        fsync(dfd);
+        close(dfd);
+      }
+      return true;
+    }
+  } else {
+    int fd = mode_ == Mode::Stdout ? 1 : ::open(target_.c_str(), O_WRONLY);
+    if (fd < 0) {
+      err = "cannot open " + path_ + " for writing: " + sysErr();
+      ok = false;
+    } else {
+      if (mode_ == Mode::Stdout)
+        std::fflush(stdout);
+      ok = copyInto(staging_, fd, path_ == "-" ? "<stdout>" : path_, err);
+      if (fd != 1)
+        close(fd);
+    }
+  }
+  discard();
+  return ok;
+}
+
+void OutputFile::discard() {
+  if (!staging_.empty())
+    std::remove(staging_.c_str());
+  staging_.clear();
+}
 
 bool writeFileAtomic(const std::string &path, const std::string &bytes,
                      std::string &err) {
@@ -207,7 +455,13 @@ bool readTensorFile(const std::string &path, std::vector<TensorEntry> &out,
   std::vector<char> buf;
   if (!readAll(path, buf, err))
     return false;
-  Cursor c{buf, 0, path, err};
+  return parseTensorFile(buf.data(), buf.size(), path, out, err);
+}
+
+bool parseTensorFile(const char *data, size_t size, const std::string &path,
+                     std::vector<TensorEntry> &out, std::string &err) {
+  out.clear();
+  Cursor c{data, size, 0, path, err};
   char magic[8];
   if (!c.take(magic, 8, "magic"))
     return false;
@@ -218,18 +472,31 @@ bool readTensorFile(const std::string &path, std::vector<TensorEntry> &out,
   uint32_t count;
   if (!c.get(count, "entry count"))
     return false;
+  // Each entry takes at least 24 bytes: no reserve() beyond what the file
+  // can hold.
+  out.reserve(std::min<size_t>(count, c.left() / 24));
   for (uint32_t i = 0; i < count; ++i) {
     TensorEntry e;
     uint32_t nameLen, dt, rank;
     if (!c.get(nameLen, "name length"))
       return false;
-    if (nameLen > buf.size() - c.pos) {
+    if (nameLen > c.left()) {
       err = "truncated file " + path + ": entry " + std::to_string(i) +
             " name length " + std::to_string(nameLen) + " exceeds file size";
       return false;
     }
-    e.name.assign(buf.data() + c.pos, nameLen);
+    e.name.assign(data + c.pos, nameLen);
     c.pos += nameLen;
+    if (e.name.empty() || !isUtf8(e.name)) {
+      err = "entry " + std::to_string(i) + " in " + path +
+            (e.name.empty() ? " has an empty name"
+                            : " has a name that is not UTF-8");
+      return false;
+    }
+    if (findEntry(out, e.name)) {
+      err = "duplicate tensor name '" + e.name + "' in " + path;
+      return false;
+    }
     if (!c.get(dt, "dtype"))
       return false;
     if (!isValidDType(dt)) {
@@ -249,34 +516,33 @@ bool readTensorFile(const std::string &path, std::vector<TensorEntry> &out,
     for (uint32_t r = 0; r < rank; ++r)
       if (!c.get(e.shape[r], "dims"))
         return false;
-    uint64_t nbytes;
+    uint64_t nbytes, want;
     if (!c.get(nbytes, "nbytes"))
       return false;
-    for (int64_t d : e.shape)
-      if (d < 0) {
-        err = "negative dimension for tensor '" + e.name + "' in " + path;
-        return false;
-      }
-    uint64_t want = static_cast<uint64_t>(e.numel()) * dtypeSize(e.dtype);
+    std::string why;
+    if (!checkShape(e.shape, e.dtype, want, why)) {
+      err = "tensor '" + e.name + "' in " + path + ": " + why;
+      return false;
+    }
     if (nbytes != want) {
       err = "tensor '" + e.name + "' in " + path + " has nbytes " +
             std::to_string(nbytes) + " but shape/dtype need " +
             std::to_string(want);
       return false;
     }
-    if (nbytes > buf.size() - c.pos) {
+    if (nbytes > c.left()) {
       err = "truncated file " + path + ": tensor '" + e.name + "' needs " +
             std::to_string(nbytes) + " bytes, only " +
-            std::to_string(buf.size() - c.pos) + " remain";
+            std::to_string(c.left()) + " remain";
       return false;
     }
-    e.data.assign(buf.data() + c.pos, buf.data() + c.pos + nbytes);
+    e.data.assign(data + c.pos, data + c.pos + nbytes);
     c.pos += nbytes;
     out.push_back(std::move(e));
   }
-  if (c.pos != buf.size()) {
-    err = "trailing garbage in " + path + ": " +
-          std::to_string(buf.size() - c.pos) + " bytes after the last entry";
+  if (c.pos != size) {
+    err = "trailing garbage in " + path + ": " + std::to_string(c.left()) +
+          " bytes after the last entry";
     return false;
   }
   return true;
@@ -354,41 +620,100 @@ bool dictValue(const std::string &h, const std::string &key, std::string &v) {
   v = h.substr(s, e - s);
   return true;
 }
+
+/// Parses a Python tuple of non-negative integers, "()", "(3,)", "(2, 3)".
+bool parseShapeTuple(const std::string &text, std::vector<int64_t> &shape,
+                     std::string &why) {
+  shape.clear();
+  size_t i = 0, n = text.size();
+  auto skip = [&] {
+    while (i < n && (text[i] == ' ' || text[i] == '\t'))
+      ++i;
+  };
+  skip();
+  if (i >= n || text[i] != '(') {
+    why = "shape is not a tuple: " + text;
+    return false;
+  }
+  ++i;
+  for (;;) {
+    skip();
+    if (i < n && text[i] == ')')
+      break;
+    bool negative = i < n && text[i] == '-';
+    if (negative)
+      ++i;
+    if (i >= n || text[i] < '0' || text[i] > '9') {
+      why = "bad shape " + text;
+      return false;
+    }
+    int64_t v = 0;
+    while (i < n && text[i] >= '0' && text[i] <= '9') {
+      if (__builtin_mul_overflow(v, int64_t(10), &v) ||
+          __builtin_add_overflow(v, int64_t(text[i] - '0'), &v)) {
+        why = "shape " + text + " has a dimension that does not fit in 64 bits";
+        return false;
+      }
+      ++i;
+    }
+    if (negative) {
+      why = "shape " + text + " has a negative dimension";
+      return false;
+    }
+    shape.push_back(v);
+    skip();
+    if (i < n && text[i] == ',') {
+      ++i;
+      continue;
+    }
+    skip();
+    if (i < n && text[i] == ')')
+      break;
+    why = "bad shape " + text;
+    return false;
+  }
+  return true;
+}
 } // namespace
 
 bool readNpy(const std::string &path, TensorEntry &out, std::string &err) {
   std::vector<char> buf;
   if (!readAll(path, buf, err))
     return false;
-  if (buf.size() < 10 || std::memcmp(buf.data(), "\x93NUMPY", 6) != 0) {
+  return parseNpy(buf.data(), buf.size(), path, out, err);
+}
+
+bool parseNpy(const char *data, size_t size, const std::string &path,
+              TensorEntry &out, std::string &err) {
+  if (size < 10 || std::memcmp(data, "\x93NUMPY", 6) != 0) {
     err = "not a .npy file: " + path;
     return false;
   }
-  uint8_t major = static_cast<uint8_t>(buf[6]);
+  uint8_t major = static_cast<uint8_t>(data[6]);
   size_t hlen, hstart;
   if (major == 1) {
     uint16_t l;
-    std::memcpy(&l, buf.data() + 8, 2);
+    std::memcpy(&l, data + 8, 2);
     hlen = l;
     hstart = 10;
   } else if (major == 2 || major == 3) {
-    if (buf.size() < 12) {
+    if (size < 12) {
       err = "truncated file " + path;
       return false;
     }
     uint32_t l;
-    std::memcpy(&l, buf.data() + 8, 4);
+    std::memcpy(&l, data + 8, 4);
     hlen = l;
     hstart = 12;
   } else {
     err = "unsupported .npy version " + std::to_string(major) + " in " + path;
     return false;
   }
-  if (buf.size() < hstart + hlen) {
+  if (size - hstart < hlen) {
     err = "truncated file " + path + ": header runs past the end";
     return false;
   }
-  std::string h(buf.data() + hstart, hlen);
+  std::string h(data + hstart, hlen);
   std::string descr, fortran, shape;
   if (!dictValue(h, "descr", descr) || !dictValue(h, "shape", shape) ||
       !dictValue(h, "fortran_order", fortran)) {
@@ -397,6 +722,12 @@ bool readNpy(const std::string &path, TensorEntry &out, std::string &err) {
   }
   if (fortran.find("True") != std::string::npos) {
     err = "Fortran-order .npy arrays are not supported: " + path;
+    return false;
+  }
+  if (descr.size() < 2 || (descr.front() != '\'' && descr.front() != '"') ||
+      descr.back() != descr.front()) {
+    err = "malformed .npy header in " + path + ": descr " + descr +
+          " is not a quoted string";
     return false;
   }
   descr = descr.substr(1, descr.size() - 2);
@@ -413,27 +744,22 @@ bool readNpy(const std::string &path, TensorEntry &out, std::string &err) {
           " (supported: <f4 <f2 <i4 <i8)";
     return false;
   }
-  out.shape.clear();
   out.name = path;
-  std::string num;
-  for (char ch : shape) {
-    if (ch >= '0' && ch <= '9') {
-      num += ch;
-    } else if (!num.empty()) {
-      out.shape.push_back(std::stoll(num));
-      num.clear();
-    }
-  }
-  size_t want = static_cast<size_t>(out.numel()) * dtypeSize(out.dtype);
-  size_t dataStart = hstart + hlen;
-  if (buf.size() - dataStart != want) {
-    err = (buf.size() - dataStart < want ? "truncated file "
-                                         : "size mismatch in ") +
-          path + ": data has " + std::to_string(buf.size() - dataStart) +
-          " bytes, shape/dtype need " + std::to_string(want);
+  std::string why;
+  uint64_t want;
+  if (!parseShapeTuple(shape, out.shape, why) ||
+      !checkShape(out.shape, out.dtype, want, why)) {
+    err = "malformed .npy header in " + path + ": " + why;
     return false;
   }
-  out.data.assign(buf.begin() + dataStart, buf.end());
+  size_t have = size - (hstart + hlen);
+  if (have != want) {
+    err = (have < want ? "truncated file " : "size mismatch in ") + path +
+          ": data has " + std::to_string(have) + " bytes, shape/dtype need " +
+          std::to_string(want);
+    return false;
+  }
+  out.data.assign(data + hstart + hlen, data + size);
   return true;
 }
 
@@ -465,15 +791,19 @@ bool writeNpy(const std::string &path, const TensorEntry &t, std::string &err) {
   return writeFileAtomic(path, bytes, err);
 }
 
-//===--- CNNT raw tensor
-//----------------------------------------------------===//
+//===--- CNNT raw tensor -------------------------------------------------===//
 
 bool readRawTensor(const std::string &path, TensorEntry &out,
                    std::string &err) {
   std::vector<char> buf;
   if (!readAll(path, buf, err))
     return false;
-  Cursor c{buf, 0, path, err};
+  return parseRawTensor(buf.data(), buf.size(), path, out, err);
+}
+
+bool parseRawTensor(const char *data, size_t size, const std::string &path,
+                    TensorEntry &out, std::string &err) {
+  Cursor c{data, size, 0, path, err};
   char magic[4];
   if (!c.take(magic, 4, "magic"))
     return false;
@@ -485,7 +815,8 @@ bool readRawTensor(const std::string &path, TensorEntry &out,
   if (!c.get(dt, "dtype") || !c.get(rank, "rank"))
     return false;
   if (!isValidDType(dt) || rank > kMaxRank) {
-    err = "bad dtype or rank in " + path;
+    err = "bad dtype " + std::to_string(dt) + " or rank " +
+          std::to_string(rank) + " in " + path;
     return false;
   }
   out.name = path;
@@ -494,15 +825,19 @@ bool readRawTensor(const std::string &path, TensorEntry &out,
   for (uint32_t r = 0; r < rank; ++r)
     if (!c.get(out.shape[r], "dims"))
       return false;
-  size_t want = static_cast<size_t>(out.numel()) * dtypeSize(out.dtype);
-  if (buf.size() - c.pos != want) {
-    err =
-        (buf.size() - c.pos < want ? "truncated file " : "size mismatch in ") +
-        path + ": data has " + std::to_string(buf.size() - c.pos) +
-        " bytes, shape/dtype need " + std::to_string(want);
+  uint64_t want;
+  std::string why;
+  if (!checkShape(out.shape, out.dtype, want, why)) {
+    err = path + ": " + why;
     return false;
   }
-  out.data.assign(buf.begin() + c.pos, buf.end());
+  if (c.left() != want) {
+    err = (c.left() < want ? "truncated file " : "size mismatch in ") + path +
+          ": data has " + std::to_string(c.left()) +
+          " bytes, shape/dtype need " + std::to_string(want);
+    return false;
+  }
+  out.data.assign(data + c.pos, data + size);
   return true;
 }
 

@@ -261,6 +261,47 @@ void writeCheckpoint(Context &ctx, const std::string &pathPattern, int64_t step,
     ctx.fail("checkpoint", err);
 }
 
+/// The host-side checks of loadStateIntoArena, run before the GPU is used:
+/// every persistent tensor in the file has the model's element count and a
+/// convertible dtype.
+bool checkInitialState(const ModelSpec &spec,
+                       const std::vector<TensorEntry> &entries,
+                       const std::string &source, std::string &err) {
+  for (int i = 0; i < spec.numTensors; ++i) {
+    const TensorSpec &t = spec.tensors[i];
+    if (t.role != Role::Param && t.role != Role::Buffer &&
+        t.role != Role::OptState && t.role != Role::LossScale)
+      continue;
+    // (Missing parameters are reported by loadStateIntoArena, also before
+    // the first step.)
+    const TensorEntry *e = findEntry(entries, t.name);
+    if (!e)
+      continue;
+    int64_t numel = 1;
+    for (int r = 0; r < t.rank; ++r)
+      numel *= t.dims[r];
+    if (e->numel() != numel) {
+      std::string have = "[", want = "[";
+      for (size_t r = 0; r < e->shape.size(); ++r)
+        have += (r ? "," : "") + std::to_string(e->shape[r]);
+      for (int r = 0; r < t.rank; ++r)
+        want += (r ? "," : "") + std::to_string(t.dims[r]);
+      err = "tensor '" + std::string(t.name) + "' in " + source +
+            " has shape " + have + "] but the model expects " + want + "]";
+      return false;
+    }
+    bool floats = (e->dtype == DType::F32 || e->dtype == DType::F16) &&
+                  (t.dtype == DType::F32 || t.dtype == DType::F16);
+    if (e->dtype != t.dtype && !floats) {
+      err = "tensor '" + std::string(t.name) + "' in " + source + " is " +
+            dtypeName(e->dtype) + " but the model expects " +
+            dtypeName(t.dtype);
+      return false;
+    }
+  }
+  return true;
+}
+
 } // namespace
 
 int trainMain(int argc, char **argv, const ModelSpec &spec) {
@@ -269,7 +310,6 @@ int trainMain(int argc, char **argv, const ModelSpec &spec) {
   // The environment's options are checked (exit 1 on a bad value) before the
   // GPU is looked for, like the flags.
   const ContextOptions contextOptions = ContextOptions::fromEnv();
-  requireGPU();
 
   bool synthetic = o.data == "synthetic";
   std::string err;
@@ -310,6 +350,22 @@ int trainMain(int argc, char **argv, const ModelSpec &spec) {
       return kExitError;
     }
   }
+  // A corrupt or mismatched weights file or checkpoint is rejected here,
+  // before the GPU is touched or a step runs.
+  if (!checkInitialState(spec, init, initSource, err)) {
+    std::fprintf(stderr, "cnnrt: cannot %s: %s\n",
+                 o.resume.empty() ? "load weights" : "resume", err.c_str());
+    return kExitError;
+  }
+  if (startStep < 0 || ls.epoch < 0 || ls.cursor < 0) {
+    std::fprintf(stderr,
+                 "cnnrt: cannot resume: %s has a negative step or data "
+                 "position (step %lld, epoch %lld, cursor %lld)\n",
+                 o.resume.c_str(), (long long)startStep, (long long)ls.epoch,
+                 (long long)ls.cursor);
+    return kExitError;
+  }
+  requireGPU();
   // The dataset (synthetic data is generated from the checkpoint's seed).
   DatasetOptions dopts;
   dopts.C = spec.imageC;
@@ -324,6 +380,14 @@ int trainMain(int argc, char **argv, const ModelSpec &spec) {
     return kExitError;
   }
 
+  if (ls.cursor > train.count) {
+    std::fprintf(stderr,
+                 "cnnrt: cannot resume: %s is at sample %lld of an epoch but "
+                 "the data has %lld samples\n",
+                 o.resume.c_str(), (long long)ls.cursor,
+                 (long long)train.count);
+    return kExitError;
+  }
   BatchLoader loader(train, spec.batch, ls.seed, /*shuffle=*/!synthetic);
   loader.setState(ls);
 

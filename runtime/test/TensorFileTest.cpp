@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <fstream>
 #include <string>
+#include <sys/stat.h>
 #include <unistd.h>
 
 using namespace cnnrt;
@@ -212,4 +213,76 @@ TEST(RawTensor, RoundTrip) {
       << bytes.substr(0, 30);
   EXPECT_FALSE(readRawTensor(path, r, err));
   EXPECT_NE(err.find("truncated"), std::string::npos) << err;
+}
+
+namespace {
+bool isCharDevice(const std::string &p) {
+  struct stat st;
+  return stat(p.c_str(), &st) == 0 && S_ISCHR(st.st_mode);
+}
+} // namespace
+
+// Checkpoints and weights to /dev/null: written in place, the device node
+// stays (as root, rename() used to replace it with a regular file).
+TEST(OutputFile, DevNullStaysADevice) {
+  ASSERT_TRUE(isCharDevice("/dev/null"));
+  std::string err;
+  EXPECT_TRUE(writeTensorFileAtomic("/dev/null", sample(), err)) << err;
+  EXPECT_TRUE(isCharDevice("/dev/null"));
+  OutputFile out;
+  ASSERT_TRUE(out.open("/dev/null", err)) << err;
+  EXPECT_TRUE(out.isSpecial());
+  EXPECT_EQ(out.stagingPath().rfind("/dev/", 0), std::string::npos);
+  EXPECT_TRUE(out.commit(err)) << err;
+  EXPECT_TRUE(isCharDevice("/dev/null"));
+}
+
+TEST(OutputFile, SymlinkTargetIsWritten) {
+  std::string dir = tempDir(), err;
+  ASSERT_EQ(symlink("real.cnnw", (dir + "/link.cnnw").c_str()), 0);
+  ASSERT_TRUE(writeTensorFileAtomic(dir + "/link.cnnw", sample(), err)) << err;
+  struct stat st;
+  ASSERT_EQ(lstat((dir + "/link.cnnw").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode));
+  std::vector<TensorEntry> out;
+  EXPECT_TRUE(readTensorFile(dir + "/real.cnnw", out, err)) << err;
+  EXPECT_EQ(out.size(), sample().size());
+  EXPECT_EQ(listDir(dir).size(), 2u);
+}
+
+TEST(OutputFile, DiscardLeavesTheOldFile) {
+  std::string dir = tempDir(), path = dir + "/a.txt", err;
+  ASSERT_TRUE(writeFileAtomic(path, "old", err)) << err;
+  {
+    OutputFile out;
+    ASSERT_TRUE(out.open(path, err)) << err;
+    EXPECT_FALSE(out.isSpecial());
+    std::ofstream(out.stagingPath()) << "new, never committed";
+    EXPECT_EQ(listDir(dir).size(), 2u); // a.txt + its staging file
+  }
+  EXPECT_EQ(listDir(dir).size(), 1u);
+  std::ifstream f(path);
+  std::string text((std::istreambuf_iterator<char>(f)),
+                   std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "old");
+  EXPECT_FALSE(writeFileAtomic(dir, "x", err)); // a directory
+  EXPECT_NE(err.find("directory"), std::string::npos) << err;
+}
+
+// The shape rule all readers share.
+TEST(TensorFile, CheckShapeRejectsOverflowAndNegativeDims) {
+  uint64_t nbytes = 0;
+  std::string why;
+  EXPECT_TRUE(checkShape({2, 3}, DType::F16, nbytes, why));
+  EXPECT_EQ(nbytes, 12u);
+  EXPECT_FALSE(checkShape({int64_t(1) << 32, int64_t(1) << 32}, DType::F32,
+                          nbytes, why));
+  EXPECT_NE(why.find("64 bits"), std::string::npos) << why;
+  EXPECT_FALSE(checkShape({int64_t(1) << 62}, DType::F32, nbytes, why));
+  EXPECT_FALSE(checkShape({-1, 0}, DType::F32, nbytes, why));
+  EXPECT_NE(why.find("negative"), std::string::npos) << why;
+  EXPECT_FALSE(checkShape(std::vector<int64_t>(9, 1), DType::F32, nbytes, why));
+  TensorEntry e;
+  e.shape = {int64_t(1) << 32, int64_t(1) << 32};
+  EXPECT_EQ(e.numel(), -1);
 }

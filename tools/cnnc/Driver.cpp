@@ -57,9 +57,14 @@ cl::opt<std::string> outputFile("o", cl::desc("Output file (default: stdout)"),
                                 cl::cat(cnncCategory));
 cl::opt<std::string>
     emitKind("emit",
-             cl::desc("What to emit: mlir (the default when no other action "
-                      "is requested)"),
-             cl::value_desc("mlir"), cl::init(""), cl::cat(cnncCategory));
+             cl::desc("What to emit: mlir (the IR; the default when no other "
+                      "action is requested), cuda (the training step as CUDA "
+                      "C++; also implied by -o FILE.cu), exe (a native "
+                      "training executable; implied by -o FILE without "
+                      ".mlir/.cu) or lib (a shared library exposing the "
+                      "runtime's C API, cnnrt_c.h)"),
+             cl::value_desc("mlir|cuda|exe|lib"), cl::init(""),
+             cl::cat(cnncCategory));
 cl::opt<int64_t> batchSize("batch",
                            cl::desc("Batch size (replaces the input's first, "
                                     "possibly dynamic, dimension)"),
@@ -119,6 +124,11 @@ cl::opt<double> epsOpt("eps", cl::desc("Adam epsilon"), cl::init(1e-8),
 cl::opt<double> labelSmoothingOpt("label-smoothing",
                                   cl::desc("Cross-entropy label smoothing"),
                                   cl::init(0.0), cl::cat(trainCategory));
+cl::opt<double> auxLossWeightOpt(
+    "aux-loss-weight",
+    cl::desc("Weight of each auxiliary classifier's cross-entropy in the loss "
+             "(models returning several logits: GoogLeNet, Inception-v3)"),
+    cl::init(0.4), cl::cat(trainCategory));
 cl::opt<int64_t> stepsOpt("steps", cl::desc("Training steps"), cl::init(0),
                           cl::cat(trainCategory));
 cl::opt<std::string> dataOpt("data",
@@ -132,9 +142,12 @@ cl::opt<std::string> labelsOpt("labels",
                                cl::value_desc("file"), cl::init(""),
                                cl::cat(trainCategory));
 cl::opt<std::string> saveStateOpt("save-state",
-                                  cl::desc("After reference training, write "
-                                           "parameters, statistics, optimizer "
-                                           "state (and gradients) to a .cnnw"),
+                                  cl::desc("After reference training or "
+                                           "'cnnc train', write parameters, "
+                                           "statistics, optimizer state (and "
+                                           "gradients) to a .cnnw ('cnnc "
+                                           "train' default: "
+                                           "<-o>.trained.cnnw)"),
                                   cl::value_desc("file"), cl::init(""),
                                   cl::cat(trainCategory));
 cl::opt<uint64_t> seedOpt("seed", cl::desc("Data shuffling seed"), cl::init(0),
@@ -143,9 +156,13 @@ cl::opt<bool> dumpPlanOpt("dump-plan",
                           cl::desc("Print the arena buffer plan of the "
                                    "training step"),
                           cl::init(false), cl::cat(trainCategory));
-cl::opt<std::string> archOpt("arch", cl::desc("GPU architecture for nvcc"),
-                             cl::value_desc("sm_90a|sm_80"), cl::init("sm_90a"),
-                             cl::cat(trainCategory));
+cl::opt<std::string> archOpt(
+    "arch",
+    cl::desc("GPU architecture for nvcc: native (the default: this machine's "
+             "GPU via nvidia-smi, sm_90a without one), sm_80, sm_86, sm_89, "
+             "sm_90 or sm_90a"),
+    cl::value_desc("native|sm_80|sm_86|sm_89|sm_90|sm_90a"), cl::init("native"),
+    cl::cat(trainCategory));
 cl::opt<std::string> runtimeDirOpt("runtime-dir",
                                    cl::desc("Directory with include/cnnrt and "
                                             "libcnnrt.a (default: next to "
@@ -182,6 +199,16 @@ DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
   // The standard MLIR printing/context options (--mlir-print-debuginfo, ...).
   registerAsmPrinterCLOptions();
   registerMLIRContextCLOptions();
+  // --stats is LLVM's own (hidden) flag; cnnc adds its fusion counts and
+  // kernel launches per step, so --help lists it with the other options.
+  auto &registered = cl::getRegisteredOptions();
+  if (auto it = registered.find("stats"); it != registered.end()) {
+    it->second->setHiddenFlag(cl::NotHidden);
+    it->second->setDescription(
+        "Print what cnn-fuse fused and the kernel launches per training step "
+        "(with LLVM's statistics)");
+    it->second->addCategory(optCategory);
+  }
   cl::SetVersionPrinter([](llvm::raw_ostream &os) {
     os << "cnnc " << CNNC_VERSION << " (MLIR " << LLVM_VERSION_STRING << ")\n";
   });
@@ -193,6 +220,7 @@ DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
       "  cnnc model.onnx --train [--optimizer sgd|adam|adamw] --emit mlir\n"
       "  cnnc model.onnx --train --run-reference --steps K --data DIR\n"
       "  cnnc model.onnx --train -o train [--emit cuda]\n"
+      "  cnnc model.onnx --emit lib -o libstep.so   (C API, cnnrt_c.h)\n"
       "  cnnc train model.onnx --data DIR --steps N   (compile and run)\n");
   DriverOptions o;
   if (listOnnxOps.getNumOccurrences()) {
@@ -232,6 +260,7 @@ DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
   o.beta2 = beta2Opt;
   o.eps = epsOpt;
   o.labelSmoothing = labelSmoothingOpt;
+  o.auxLossWeight = auxLossWeightOpt;
   o.steps = stepsOpt;
   o.data = dataOpt;
   o.labelsTensor = labelsOpt;
@@ -418,16 +447,31 @@ LogicalResult cnnc::driver::emitMLIR(const DriverOptions &options,
     llvm::outs().flush();
     return success();
   }
+  // The IR and its weights side file are staged and published together; a
+  // special output (/dev/null, a fifo) gets the IR only.
   std::string weightsPath = options.outputFile + ".cnnw";
   std::string err;
-  if (failed(writeWeights(weightsPath, c.weights, err)))
-    return fail(c, "cannot write weights '" + weightsPath + "': " + err);
-  (*c.module)->setAttr(kWeightsAttr, StringAttr::get(&c.context, weightsPath));
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  c.module->print(os, flags);
-  os.flush();
-  if (!cnnrt::writeFileAtomic(options.outputFile, text, err))
+  cnnrt::OutputFile irOut, weightsOut;
+  if (!irOut.open(options.outputFile, err))
+    return fail(c, "cannot write '" + options.outputFile + "': " + err);
+  if (!irOut.isSpecial()) {
+    if (!weightsOut.open(weightsPath, err) ||
+        failed(writeWeights(weightsOut.stagingPath(), c.weights, err)))
+      return fail(c, "cannot write weights '" + weightsPath + "': " + err);
+    (*c.module)->setAttr(kWeightsAttr,
+                         StringAttr::get(&c.context, weightsPath));
+  }
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(irOut.stagingPath(), ec);
+    if (!ec)
+      c.module->print(os, flags);
+    os.close();
+    if (ec || os.has_error())
+      return fail(c, "cannot write '" + options.outputFile +
+                         "': " + (ec ? ec : os.error()).message());
+  }
+  if ((!irOut.isSpecial() && !weightsOut.commit(err)) || !irOut.commit(err))
     return fail(c, "cannot write '" + options.outputFile + "': " + err);
   return success();
 }
@@ -518,29 +562,43 @@ int cnnc::driver::runDriver(const DriverOptions &options) {
   });
 
   if (!options.emit.empty() && options.emit != "mlir" &&
-      options.emit != "cuda" && options.emit != "exe") {
+      options.emit != "cuda" && options.emit != "exe" &&
+      options.emit != "lib") {
     emitError(UnknownLoc::get(&c.context))
         << "unknown --emit kind '" << options.emit
-        << "' (expected: mlir, cuda or exe)";
+        << "' (expected: mlir, cuda, exe or lib)";
     return 1;
   }
   // `cnnc model.onnx -o train` (no --emit, an output that is not .mlir/.cu)
   // builds the training executable: --train is implied.
   DriverOptions o = options;
+  // `-o model.cu` without --emit: the CUDA source.
+  if (o.emit.empty() && !o.outputFile.empty() &&
+      hasExtension(o.outputFile, ".cu") && !o.runReference)
+    o.emit = "cuda";
   bool exeOutput = !o.outputFile.empty() &&
                    !hasExtension(o.outputFile, ".mlir") &&
                    !hasExtension(o.outputFile, ".cu") &&
                    !hasExtension(o.outputFile, ".onnx");
   if (o.emit.empty() && exeOutput && !o.runReference && !o.dumpPlan)
     o.train = true;
-  if (o.emit == "exe" || o.emit == "cuda")
+  if (o.emit == "exe" || o.emit == "cuda" || o.emit == "lib")
     o.train = true;
-  bool wantsCuda = o.emit == "cuda" || o.emit == "exe" ||
+  bool wantsCuda = o.emit == "cuda" || o.emit == "exe" || o.emit == "lib" ||
                    (o.train && o.emit.empty() && exeOutput && !o.runReference);
   if ((o.dumpPlan || o.trainAndRun) && !o.train) {
     emitError(UnknownLoc::get(&c.context))
         << "--dump-plan and 'cnnc train' need the training step: add --train";
     return 1;
+  }
+  if (wantsCuda || o.trainAndRun) {
+    o.arch = resolveArch(o.arch);
+    if (o.emit != "cuda" && !isSupportedArch(o.arch)) {
+      emitError(UnknownLoc::get(&c.context))
+          << "unsupported --arch '" << o.arch << "' (expected native, "
+          << kSupportedArchs << ")";
+      return 1;
+    }
   }
   if (failed(loadInput(o, c)))
     return 1;
@@ -548,7 +606,7 @@ int cnnc::driver::runDriver(const DriverOptions &options) {
   if (o.train && failed(buildTrainStep(o, c)))
     return 1;
   if (o.trainAndRun)
-    return trainAndRun(options, c);
+    return trainAndRun(o, c);
   if (o.dumpPlan) {
     if (failed(dumpBufferPlan(*c.module, llvm::outs())))
       return 1;
@@ -558,7 +616,7 @@ int cnnc::driver::runDriver(const DriverOptions &options) {
   }
   if (wantsCuda) {
     std::string exe;
-    return failed(compileCUDA(options, c, exe)) ? 1 : 0;
+    return failed(compileCUDA(o, c, exe)) ? 1 : 0;
   }
   if (o.runReference && o.train) {
     if (failed(trainReference(options, c)))
@@ -569,7 +627,7 @@ int cnnc::driver::runDriver(const DriverOptions &options) {
   // IR is emitted when asked for, when written to a file with -o, or when
   // no other action was requested.
   bool emit = o.emit == "mlir" || !o.runReference || !o.outputFile.empty();
-  if (emit && failed(emitMLIR(options, c)))
+  if (emit && failed(emitMLIR(o, c)))
     return 1;
   return 0;
 }

@@ -41,13 +41,14 @@ struct DriverOptions {
   double momentum = 0.9, dampening = 0, weightDecay = 0;
   bool nesterov = false;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, labelSmoothing = 0;
+  double auxLossWeight = 0.4;  ///< weight of auxiliary classifiers' loss
   int64_t steps = 0;           ///< --steps (reference training / cnnc train)
   std::string data;            ///< --data DIR|FILE|synthetic
   std::string labelsTensor;    ///< --labels y.npy (fixed batch with --input)
   std::string saveState;       ///< --save-state out.cnnw
   uint64_t seed = 0;           ///< --seed (data order)
   bool dumpPlan = false;       ///< --dump-plan
-  std::string arch = "sm_90a"; ///< --arch for nvcc
+  std::string arch = "native"; ///< --arch for nvcc
   std::string runtimeDir;      ///< --runtime-dir (include/ + libcnnrt.a)
   bool trainAndRun = false;    ///< `cnnc train ...`: compile and run
   // Optimization passes (on by default; -O0 turns all off).
@@ -113,6 +114,12 @@ int trainAndRun(const DriverOptions &options, Compilation &c);
 /// Whether this machine has an NVIDIA GPU device node (CNNC_ASSUME_NO_GPU=1
 /// says no).
 bool hasGPU();
+/// The architectures `--arch` accepts besides "native".
+constexpr const char *kSupportedArchs = "sm_80, sm_86, sm_89, sm_90 or sm_90a";
+bool isSupportedArch(llvm::StringRef arch);
+/// "native" -> the GPU's architecture (nvidia-smi), sm_90a without a GPU or
+/// when it cannot be determined; anything else unchanged.
+std::string resolveArch(llvm::StringRef requested);
 
 /// Runs the whole pipeline; returns the process exit code.
 int runDriver(const DriverOptions &options);

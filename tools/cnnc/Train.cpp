@@ -17,6 +17,8 @@
 #include "mlir/Transforms/Passes.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FileUtilities.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/raw_ostream.h"
@@ -65,6 +67,7 @@ LogicalResult cnnc::driver::buildTrainStep(const DriverOptions &o,
   ad.beta2 = o.beta2;
   ad.epsilon = o.eps;
   ad.labelSmoothing = o.labelSmoothing;
+  ad.auxLossWeight = o.auxLossWeight;
   pm.addPass(createCNNAutodiff(ad));
   pm.addPass(createCSEPass());
   if (failed(pm.run(*c.module)))
@@ -110,6 +113,9 @@ LogicalResult cnnc::driver::optimizeTrainStep(const DriverOptions &o,
   // step unless --fuse asks otherwise (tests compare the two).
   if (o.optimize && o.fuse && (o.targetGPU || o.fuseExplicit))
     pm.addPass(createCNNFuse());
+  // The CUDA target prints elementwise ops in their fused form only.
+  if (o.targetGPU)
+    pm.addPass(createCNNLowerElementwise());
   // The arena plan is for the CUDA target (the reference interpreter
   // allocates per value).
   if (o.optimize && o.memoryPlan && o.targetGPU)
@@ -410,6 +416,48 @@ std::string cudnnLinkArg() {
 
 } // namespace
 
+bool cnnc::driver::isSupportedArch(StringRef arch) {
+  return arch == "sm_80" || arch == "sm_86" || arch == "sm_89" ||
+         arch == "sm_90" || arch == "sm_90a";
+}
+
+std::string cnnc::driver::resolveArch(StringRef requested) {
+  if (requested != "native")
+    return requested.str();
+  const char *fallback = "sm_90a";
+  if (!hasGPU())
+    return fallback;
+  // The GPU's compute capability, "9.0", from nvidia-smi.
+  auto smi = llvm::sys::findProgramByName("nvidia-smi");
+  llvm::SmallString<128> outPath;
+  if (!smi || llvm::sys::fs::createTemporaryFile("cnnc-smi", "txt", outPath)) {
+    llvm::errs() << "cnnc: note: --arch native: nvidia-smi not found, using "
+                 << fallback << "\n";
+    return fallback;
+  }
+  llvm::FileRemover remove(outPath);
+  std::optional<StringRef> redirects[] = {std::nullopt, StringRef(outPath),
+                                          StringRef("")};
+  StringRef args[] = {*smi, "--query-gpu=compute_cap", "--format=csv,noheader",
+                      "--id=0"};
+  int rc = llvm::sys::ExecuteAndWait(*smi, args, std::nullopt, redirects,
+                                     /*SecondsToWait=*/20);
+  auto text = llvm::MemoryBuffer::getFile(outPath);
+  std::string cap = rc == 0 && text ? (*text)->getBuffer().trim().str() : "";
+  std::string arch = cap == "9.0"   ? "sm_90a"
+                     : cap == "8.0" ? "sm_80"
+                     : cap == "8.6" ? "sm_86"
+                     : cap == "8.9" ? "sm_89"
+                                    : "";
+  if (arch.empty()) {
+    llvm::errs() << "cnnc: note: --arch native: the GPU's compute capability "
+                 << (cap.empty() ? "could not be read" : "'" + cap + "'")
+                 << " is not one cnnc targets, using " << fallback << "\n";
+    return fallback;
+  }
+  return arch;
+}
+
 bool cnnc::driver::hasGPU() {
   if (const char *e = std::getenv("CNNC_ASSUME_NO_GPU"))
     if (std::string(e) == "1")
@@ -420,8 +468,12 @@ bool cnnc::driver::hasGPU() {
 
 LogicalResult cnnc::driver::compileCUDA(const DriverOptions &o, Compilation &c,
                                         std::string &exePath) {
+  if (o.emit != "cuda" && !isSupportedArch(o.arch))
+    return fail(c, "unsupported --arch '" + o.arch + "' (expected " +
+                       kSupportedArchs + ")");
   CUDAEmitOptions eo;
   eo.modelName = llvm::sys::path::stem(o.inputFile).str();
+  eo.library = o.emit == "lib";
   eo.defaultLR = (float)learningRate(o);
   if (o.steps > 0)
     eo.defaultSteps = o.steps;
@@ -448,48 +500,101 @@ LogicalResult cnnc::driver::compileCUDA(const DriverOptions &o, Compilation &c,
       return fail(c, "cannot write '" + o.outputFile + "': " + err);
     return success();
   }
-  // An executable: <exe>.cu kept beside it, weights in <exe>.cnnw.
-  exePath = o.outputFile.empty() ? std::string("train") : o.outputFile;
-  std::string cuPath = exePath + ".cu";
-  if (!cnnrt::writeFileAtomic(cuPath, cu, err))
-    return fail(c, "cannot write '" + cuPath + "': " + err);
-  reference::TensorMap initial;
-  for (auto &[name, t] : c.weights)
-    initial[name] = t;
-  if (failed(writeWeights(exePath + ".cnnw", initial, err)))
-    return fail(c, "cannot write '" + exePath + ".cnnw': " + err);
+  // An executable: <exe>.cu kept beside it, weights in <exe>.cnnw. All three
+  // are staged in temporary files and published together only after nvcc
+  // succeeded: a failed build leaves nothing new behind and keeps old
+  // outputs. Side files are not written for a special output (/dev/null,
+  // a fifo, stdout).
+  exePath = o.outputFile.empty()
+                ? std::string(eo.library ? "libstep.so" : "train")
+                : o.outputFile;
+  std::string cuPath = exePath + ".cu", weightsPath = exePath + ".cnnw";
   std::string nvcc = findNvcc(), include, lib;
   if (nvcc.empty())
     return fail(c, "nvcc not found (looked at $CNNC_NVCC, /usr/local/cuda/bin, "
-                   "PATH); the CUDA source is in '" +
-                       cuPath + "'");
+                   "PATH); --emit cuda -o FILE.cu writes the CUDA source");
   if (!findRuntime(o, include, lib))
     return fail(c, "the cnnc runtime (include/cnnrt/cnnrt.h and libcnnrt.a) "
                    "was not found; pass --runtime-dir or set CNNC_RUNTIME_DIR");
-  if (o.arch != "sm_90a" && o.arch != "sm_80" && o.arch != "sm_90" &&
-      o.arch != "sm_86" && o.arch != "sm_89")
-    return fail(c, "unsupported --arch '" + o.arch +
-                       "' (expected sm_80, sm_86, sm_89, sm_90 or sm_90a)");
-  std::string tmpExe = exePath + ".tmp";
+  cnnrt::OutputFile exeOut, cuOut, weightsOut;
+  if (!exeOut.open(exePath, err))
+    return fail(c, "cannot write '" + exePath + "': " + err);
+  bool sideFiles = !exeOut.isSpecial();
+  std::string cuSource; // the .cu nvcc compiles
+  llvm::SmallString<128> tmpCu;
+  std::optional<llvm::FileRemover> removeTmpCu;
+  if (sideFiles) {
+    if (!cuOut.open(cuPath, err, ".cu"))
+      return fail(c, "cannot write '" + cuPath + "': " + err);
+    cuSource = cuOut.stagingPath();
+    if (!weightsOut.open(weightsPath, err))
+      return fail(c, "cannot write '" + weightsPath + "': " + err);
+    if (failed(writeWeights(weightsOut.stagingPath(), c.weights, err)))
+      return fail(c, "cannot write '" + weightsPath + "': " + err);
+  } else {
+    if (auto ec = llvm::sys::fs::createTemporaryFile("cnnc", "cu", tmpCu))
+      return fail(c, "cannot create a temporary .cu file: " + ec.message());
+    removeTmpCu.emplace(tmpCu);
+    cuSource = std::string(tmpCu);
+  }
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream cuStream(cuSource, ec);
+    if (!ec)
+      cuStream << cu;
+    cuStream.close();
+    if (ec || cuStream.has_error())
+      return fail(c, "cannot write '" + cuPath +
+                         "': " + (ec ? ec : cuStream.error()).message());
+  }
   std::vector<std::string> args = {
-      nvcc,           "-O3",  "-std=c++17", "-arch=" + o.arch,
-      "-I" + include, cuPath, lib};
+      nvcc, "-O3", "-std=c++17", "-arch=" + o.arch, "-I" + include, cuSource};
+  std::string versionScript;
+  if (eo.library) {
+    // All of libcnnrt (its C API) goes into the library; only the C API is
+    // exported, so that the runtime's and CUDA's symbols cannot clash with
+    // another copy in the process (PyTorch's).
+    SmallString<128> script;
+    if (auto ec = llvm::sys::fs::createTemporaryFile("cnnc-lib", "map", script))
+      return fail(c, "cannot create a temporary file: " + ec.message());
+    versionScript = std::string(script);
+    if (!cnnrt::writeFileAtomic(versionScript,
+                                "{ global: cnnrt_*; local: *; };\n", err))
+      return fail(c, "cannot write '" + versionScript + "': " + err);
+    args.insert(args.end(),
+                {"-shared", "-Xcompiler", "-fPIC", "-Xlinker",
+                 "--version-script=" + versionScript,
+                 // One -Xlinker keeps the three in order on the link line.
+                 "-Xlinker", "--whole-archive," + lib + ",--no-whole-archive"});
+  } else {
+    args.push_back(lib);
+  }
   std::string cudnn = cudnnLinkArg();
   for (StringRef a : llvm::split(cudnn, ' '))
     args.push_back(a.str());
-  args.insert(args.end(), {"-lcublasLt", "-lcublas", "-o", tmpExe});
+  args.insert(args.end(),
+              {"-lcublasLt", "-lcublas", "-o", exeOut.stagingPath()});
   std::vector<StringRef> argRefs(args.begin(), args.end());
   std::string msg;
   int rc =
       llvm::sys::ExecuteAndWait(nvcc, argRefs, std::nullopt, {}, 0, 0, &msg);
+  if (!versionScript.empty())
+    llvm::sys::fs::remove(versionScript);
   if (rc != 0)
     return fail(c, "nvcc failed (exit " + Twine(rc) +
-                       (msg.empty() ? "" : ": " + msg) + ") on '" + cuPath +
-                       "'");
-  if (auto ec = llvm::sys::fs::rename(tmpExe, exePath))
-    return fail(c, "cannot rename '" + tmpExe + "': " + ec.message());
-  llvm::errs() << "cnnc: built '" << exePath << "' (weights '" << exePath
-               << ".cnnw', source '" << cuPath << "')\n";
+                       (msg.empty() ? "" : ": " + msg) + ") on the CUDA of '" +
+                       exePath + "'; nothing was written");
+  if (sideFiles && (!weightsOut.commit(err) || !cuOut.commit(err)))
+    return fail(c, "cannot write the outputs of '" + exePath + "': " + err);
+  if (!exeOut.commit(err))
+    return fail(c, "cannot write '" + exePath + "': " + err);
+  if (sideFiles)
+    llvm::errs() << "cnnc: built '" << exePath << "' (weights '" << weightsPath
+                 << "', source '" << cuPath << "')\n";
+  else
+    llvm::errs() << "cnnc: built '" << exePath
+                 << "' (a special file: no weights or source written beside "
+                    "it)\n";
   return success();
 }
 
@@ -502,11 +607,22 @@ int cnnc::driver::trainAndRun(const DriverOptions &options, Compilation &c) {
         << "cnnc train needs --data DIR|FILE|synthetic";
     return 1;
   }
+  // The trained state (parameters, BN statistics, optimizer state) is kept
+  // on both paths: --save-state, else "<-o or train>.trained.cnnw".
+  if (o.saveState.empty())
+    o.saveState = (o.outputFile.empty() ? std::string("train") : o.outputFile) +
+                  ".trained.cnnw";
+  auto kept = [&](int rc) {
+    if (rc == 0)
+      llvm::errs() << "cnnc: trained state written to '" << o.saveState
+                   << "'\n";
+    return rc;
+  };
   auto fallback = [&](const std::string &why) {
     llvm::errs() << "cnnc: note: " << why
                  << "; training on the CPU reference interpreter instead\n";
     llvm::errs().flush();
-    return failed(trainReference(o, c)) ? 1 : 0;
+    return kept(failed(trainReference(o, c)) ? 1 : 0);
   };
   if (!hasGPU())
     return fallback("no CUDA GPU found");
@@ -528,7 +644,9 @@ int cnnc::driver::trainAndRun(const DriverOptions &options, Compilation &c) {
                                    "--lr",
                                    std::to_string(learningRate(o)),
                                    "--seed",
-                                   std::to_string(o.seed)};
+                                   std::to_string(o.seed),
+                                   "--checkpoint",
+                                   o.saveState};
   std::string err;
   std::vector<std::string> testFiles;
   if (o.data != "synthetic" &&
@@ -539,5 +657,5 @@ int cnnc::driver::trainAndRun(const DriverOptions &options, Compilation &c) {
   int rc = llvm::sys::ExecuteAndWait(args[0], argRefs);
   if (rc == 3) // the runtime's "no GPU" exit code
     return fallback("the executable found no usable GPU");
-  return rc;
+  return kept(rc);
 }

@@ -12,6 +12,7 @@
 
 #include <string>
 #include <vector>
+#include "llvm/Support/MemoryBuffer.h"
 
 namespace cnnc {
 
@@ -56,6 +57,14 @@ mlir::OwningOpRef<mlir::ModuleOp> importONNX(llvm::StringRef path,
                                              mlir::MLIRContext &context,
                                              const ONNXImportOptions &options,
                                              reference::TensorMap &weights);
+
+/// Imports a model held in memory (the protobuf bytes of `buffer`, named in
+/// diagnostics by its identifier). External data is read from `dataDir`
+/// (which may be empty: the current directory).
+mlir::OwningOpRef<mlir::ModuleOp>
+importONNXBuffer(llvm::MemoryBufferRef buffer, llvm::StringRef dataDir,
+                 mlir::MLIRContext &context, const ONNXImportOptions &options,
+                 reference::TensorMap &weights);
 
 } // namespace cnnc
 

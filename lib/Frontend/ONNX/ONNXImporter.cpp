@@ -58,6 +58,10 @@ struct Slot {
   std::optional<ConstVal> constant; ///< or a value known at import time
   bool isInitializer = false;       ///< the constant is a graph initializer
   std::string unavailable;          ///< non-empty: why it cannot be used
+  /// A training-state output (BatchNormalization's running statistics):
+  /// as a graph output after the first it is dropped, since cnn-autodiff
+  /// updates the statistics itself.
+  bool trainingState = false;
 };
 
 class Importer {
@@ -67,7 +71,9 @@ public:
       : ctx(ctx), b(&ctx), path(path.str()), options(options), weights(weights),
         fileLoc(FileLineColLoc::get(&ctx, path, 0, 0)), loc(fileLoc) {}
 
-  OwningOpRef<ModuleOp> run();
+  /// Imports the file at `path`, or `*memory` (named `path`) when set.
+  OwningOpRef<ModuleOp> run(std::optional<llvm::MemoryBufferRef> memory = {},
+                            StringRef dataDir = {});
 
 private:
   // --- Diagnostics -----------------------------------------------------------
@@ -118,10 +124,12 @@ private:
       slots[node->output(i)] = std::move(s);
     }
   }
-  void markUnavailable(int i, const std::string &why) {
+  void markUnavailable(int i, const std::string &why,
+                       bool trainingState = false) {
     if (i < node->output_size() && !node->output(i).empty()) {
       Slot s;
       s.unavailable = why;
+      s.trainingState = trainingState;
       slots[node->output(i)] = std::move(s);
     }
   }
@@ -199,9 +207,6 @@ public:
   LogicalResult importReduce();
   LogicalResult importLayerNorm();
   LogicalResult importSplit();
-  LogicalResult importHardSigmoid();
-  LogicalResult importLeakyRelu();
-  LogicalResult importGelu();
   /// `v` (rank <= `rank`) with leading 1s up to `rank`.
   Value alignRank(Value v, int64_t rank) {
     if (!v)
@@ -225,12 +230,37 @@ public:
   }
   LogicalResult importSqueeze() { return importUnsqueezeSqueeze(false); }
   LogicalResult importUnsqueeze() { return importUnsqueezeSqueeze(true); }
-  template <typename OpTy> LogicalResult importUnary() {
-    Value y = make<OpTy>({data(0)});
+  template <typename OpTy>
+  LogicalResult importUnary(ArrayRef<NamedAttribute> attrs = {}) {
+    Value y = make<OpTy>({data(0)}, attrs);
     if (!y)
       return failure();
     setOutput(0, y);
     return success();
+  }
+  // Activations: one cnn op each, attributes with ONNX's defaults.
+  LogicalResult importSigmoid() { return importUnary<cnn::SigmoidOp>(); }
+  LogicalResult importTanh() { return importUnary<cnn::TanhOp>(); }
+  LogicalResult importErf() { return importUnary<cnn::ErfOp>(); }
+  LogicalResult importExp() { return importUnary<cnn::ExpOp>(); }
+  LogicalResult importSqrt() { return importUnary<cnn::SqrtOp>(); }
+  LogicalResult importReciprocal() { return importUnary<cnn::ReciprocalOp>(); }
+  LogicalResult importHardSwish() { return importUnary<cnn::HardSwishOp>(); }
+  LogicalResult importLeakyRelu() {
+    return importUnary<cnn::LeakyReluOp>(
+        {attr("alpha", b.getF32FloatAttr(floatAttr("alpha", 0.01f)))});
+  }
+  LogicalResult importHardSigmoid() {
+    return importUnary<cnn::HardSigmoidOp>(
+        {attr("alpha", b.getF32FloatAttr(floatAttr("alpha", 0.2f))),
+         attr("beta", b.getF32FloatAttr(floatAttr("beta", 0.5f)))});
+  }
+  LogicalResult importGelu() {
+    std::string approx = stringAttr("approximate", "none");
+    if (approx != "none" && approx != "tanh")
+      return unsupported("Gelu with approximate='" + approx + "'");
+    return importUnary<cnn::GeluOp>(
+        {attr("approximate", b.getStringAttr(approx))});
   }
   LogicalResult importConv();
   LogicalResult importGemm();
@@ -253,6 +283,7 @@ public:
   LogicalResult importSlice();
   LogicalResult importConstantOfShape();
   LogicalResult importExpand();
+  LogicalResult importPad();
   LogicalResult windowPadding(const std::vector<int64_t> &kernel,
                               const std::vector<int64_t> &strides,
                               const std::vector<int64_t> &dilations, Value in,
@@ -319,8 +350,21 @@ LogicalResult Importer::readExternal(const onnx::TensorProto &t,
   if (location.empty())
     return error(fileLoc, "initializer '" + t.name() +
                               "' has external data without a location");
+  // ONNX's rule (onnx.external_data_helper): the location is relative to the
+  // model's folder and may not leave it.
+  if (llvm::sys::path::is_absolute(location) ||
+      llvm::any_of(llvm::make_range(llvm::sys::path::begin(location),
+                                    llvm::sys::path::end(location)),
+                   [](StringRef c) { return c == ".."; }))
+    return error(fileLoc, "external data location '" + location +
+                              "' of initializer '" + t.name() +
+                              "' leaves the model's folder");
   SmallString<256> full(modelDir);
   llvm::sys::path::append(full, location);
+  if (llvm::sys::fs::exists(full) && !llvm::sys::fs::is_regular_file(full))
+    return error(fileLoc, "external data '" + full.str() +
+                              "' of initializer '" + t.name() +
+                              "' is not a regular file");
   auto buf = llvm::MemoryBuffer::getFile(full, /*IsText=*/false,
                                          /*RequiresNullTerminator=*/false);
   if (!buf)
@@ -386,6 +430,23 @@ LogicalResult Importer::readInitializer(const onnx::TensorProto &t,
       dt == onnx::TensorProto::FLOAT || dt == onnx::TensorProto::DOUBLE ||
       dt == onnx::TensorProto::FLOAT16 || dt == onnx::TensorProto::BFLOAT16;
   out.isInt = !isFloat;
+  // The declared shape is checked against the data before anything of its
+  // size is allocated.
+  if (raw && raw->size() != size_t(*n) * elemSize)
+    return error(fileLoc, fmt::format("tensor '{}' has {} bytes of data, "
+                                      "expected {} for shape {}",
+                                      t.name(), raw->size(),
+                                      size_t(*n) * elemSize, shapeStr(shape)));
+  if (!raw) {
+    int64_t have =
+        isFloat
+            ? t.float_data_size() + t.double_data_size() + t.int32_data_size()
+            : t.int64_data_size() + t.uint64_data_size() + t.int32_data_size();
+    if (have < *n)
+      return error(fileLoc, fmt::format("tensor '{}' has {} values, expected "
+                                        "{} for shape {}",
+                                        t.name(), have, *n, shapeStr(shape)));
+  }
   if (isFloat)
     out.floats.resize(*n);
   else
@@ -710,6 +771,18 @@ LogicalResult Importer::windowPadding(const std::vector<int64_t> &kernel,
                                       const std::vector<int64_t> &strides,
                                       const std::vector<int64_t> &dilations,
                                       Value in, std::vector<int64_t> &pads) {
+  // Strides and dilations divide sizes below and in the op verifiers; the
+  // window must fit in int64 arithmetic.
+  for (size_t d = 0; d < strides.size() && d < dilations.size(); ++d)
+    if (strides[d] <= 0 || dilations[d] <= 0 || strides[d] > (1 << 30) ||
+        dilations[d] > (1 << 30))
+      return nodeError("node '" + nodeName + "' has strides " +
+                       shapeStr(strides) + " and dilations " +
+                       shapeStr(dilations) + "; each must be in [1, 2^30]");
+  for (int64_t k : kernel)
+    if (k <= 0 || k > (1 << 30))
+      return nodeError("node '" + nodeName + "' has kernel shape " +
+                       shapeStr(kernel) + "; each size must be in [1, 2^30]");
   std::string autoPad = stringAttr("auto_pad", "NOTSET");
   if (autoPad == "NOTSET" || autoPad.empty()) {
     pads = intsAttr("pads").value_or(std::vector<int64_t>{0, 0, 0, 0});
@@ -983,6 +1056,16 @@ LogicalResult Importer::importBatchNorm() {
   if (intAttr("spatial", 1) != 1)
     return unsupported("BatchNormalization with spatial=0");
   float epsilon = floatAttr("epsilon", 1e-5f);
+  // ONNX's momentum weighs the old running statistic (default 0.9); cnn's
+  // is PyTorch's, 1 - ONNX's (MNASNet: 0.0003). The f32 attribute is read
+  // as the shortest decimal that rounds to it (0.9997, not 0.99970001) so
+  // 1 - it is PyTorch's value.
+  double onnxMomentum =
+      std::stod(fmt::format("{}", floatAttr("momentum", 0.9f)));
+  if (!(onnxMomentum >= 0 && onnxMomentum <= 1))
+    return nodeError(fmt::format("node '{}' (BatchNormalization): momentum "
+                                 "{} is outside [0, 1]",
+                                 nodeName, onnxMomentum));
   if (options.runForward && intAttr("training_mode", 0) != 0) {
     // Run as exported: normalize with the batch statistics. ONNX's momentum
     // weighs the running value, cnn's (PyTorch's) the batch statistic.
@@ -991,28 +1074,33 @@ LogicalResult Importer::importBatchNorm() {
         TypeRange{x.getType(), scale.getType(), scale.getType(),
                   scale.getType(), scale.getType()},
         x, scale, bias, mean, var, b.getF32FloatAttr(epsilon),
-        b.getF32FloatAttr(1.0f - floatAttr("momentum", 0.9f)), nullptr);
+        b.getF32FloatAttr(1.0 - onnxMomentum), nullptr);
     if (failed(mlir::verify(train, /*verifyRecursively=*/false)))
       return failure();
     setOutput(0, train.getResult());
     // ONNX updates the running variance with the biased batch variance,
     // PyTorch (and cnn) with the unbiased one: not offered.
     for (int i = 1; i < node->output_size(); ++i)
-      markUnavailable(i, "the running statistics outputs of a training-mode "
-                         "BatchNormalization are not supported");
+      markUnavailable(i,
+                      "the running statistics outputs of a training-mode "
+                      "BatchNormalization are not supported",
+                      /*trainingState=*/true);
     return success();
   }
-  Value y =
-      make<cnn::BatchNormOp>({x, scale, bias, mean, var},
-                             {attr("epsilon", b.getF32FloatAttr(epsilon))});
+  Value y = make<cnn::BatchNormOp>(
+      {x, scale, bias, mean, var},
+      {attr("epsilon", b.getF32FloatAttr(epsilon)),
+       attr("momentum", b.getF32FloatAttr(1.0 - onnxMomentum))});
   if (!y)
     return failure();
   setOutput(0, y);
   // Training-mode exports also return running (and saved) statistics; the
   // training step is built by cnn-autodiff instead.
   for (int i = 1; i < node->output_size(); ++i)
-    markUnavailable(i, "training-mode BatchNormalization statistics outputs "
-                       "are not supported");
+    markUnavailable(i,
+                    "training-mode BatchNormalization statistics outputs "
+                    "are not supported",
+                    /*trainingState=*/true);
   return success();
 }
 
@@ -1615,38 +1703,6 @@ LogicalResult Importer::importNegNode() {
   return importUnary<cnn::NegOp>();
 }
 
-LogicalResult Importer::importHardSigmoid() {
-  Value y = make<cnn::HardSigmoidOp>(
-      {data(0)}, {attr("alpha", b.getF32FloatAttr(floatAttr("alpha", 0.2f))),
-                  attr("beta", b.getF32FloatAttr(floatAttr("beta", 0.5f)))});
-  if (!y)
-    return failure();
-  setOutput(0, y);
-  return success();
-}
-
-LogicalResult Importer::importLeakyRelu() {
-  Value y = make<cnn::LeakyReluOp>(
-      {data(0)}, {attr("alpha", b.getF32FloatAttr(floatAttr("alpha", 0.01f)))});
-  if (!y)
-    return failure();
-  setOutput(0, y);
-  return success();
-}
-
-LogicalResult Importer::importGelu() {
-  std::string approximate = stringAttr("approximate", "none");
-  if (approximate != "none" && approximate != "tanh")
-    return nodeError("Gelu approximate '" + approximate + "' of node '" +
-                     nodeName + "' must be 'none' or 'tanh'");
-  Value y = make<cnn::GeluOp>(
-      {data(0)}, {attr("approximate", b.getStringAttr(approximate))});
-  if (!y)
-    return failure();
-  setOutput(0, y);
-  return success();
-}
-
 LogicalResult Importer::importPow() {
   Slot *e = input(1);
   if (!e)
@@ -1884,34 +1940,35 @@ const OpHandler kOpHandlers[] = {
   {"MaxPool", 8, kMaxOpset, &Importer::importMaxPool, Y, Y, "2-D, no dilations, no indices output: cnn.max_pool2d"},
   {"Min", 8, kMaxOpset, &Importer::importMinMax, C, C, "two constants only (folded)"},
   {"Mul", 7, kMaxOpset, &Importer::importBinaryNode, Y, Y, "cnn.mul (numpy broadcasting); canonicalized: by a scalar constant becomes cnn.scale; constants fold"},
-  {"Neg", 6, kMaxOpset, &Importer::importNegNode, N, N, "cnn.neg; constants fold"},
+  {"Neg", 6, kMaxOpset, &Importer::importNegNode, Y, Y, "cnn.neg; constants fold"},
   {"Range", 11, kMaxOpset, &Importer::importRange, C, C, "constants only (folded)"},
   {"ReduceMean", 1, kMaxOpset, &Importer::importReduce, Y, Y, "cnn.reduce_mean (axes attribute before opset 18, constant input after; keepdims=0: cnn.reshape); canonicalized: over H and W of a 4-D tensor becomes cnn.global_avg_pool"},
-  {"ReduceSum", 1, kMaxOpset, &Importer::importReduce, N, N, "cnn.reduce_sum (axes attribute before opset 13, constant input after; keepdims=0: cnn.reshape)"},
+  {"ReduceSum", 1, kMaxOpset, &Importer::importReduce, Y, Y, "cnn.reduce_sum (axes attribute before opset 13, constant input after; keepdims=0: cnn.reshape)"},
   {"Relu", 6, kMaxOpset, &Importer::importRelu, Y, Y, "cnn.relu"},
+  {"Erf", 9, kMaxOpset, &Importer::importErf, Y, Y, "cnn.erf"},
+  {"Exp", 6, kMaxOpset, &Importer::importExp, Y, Y, "cnn.exp"},
+  {"Gelu", 20, kMaxOpset, &Importer::importGelu, Y, Y, "cnn.gelu (approximate none or tanh)"},
+  {"HardSigmoid", 6, kMaxOpset, &Importer::importHardSigmoid, Y, Y, "cnn.hard_sigmoid"},
+  {"HardSwish", 14, kMaxOpset, &Importer::importHardSwish, Y, Y, "cnn.hard_swish"},
+  {"LeakyRelu", 6, kMaxOpset, &Importer::importLeakyRelu, Y, Y, "cnn.leaky_relu"},
+  {"Pad", 2, kMaxOpset, &Importer::importPad, Y, Y, "constant/reflect/edge, constant pads (attribute before opset 11, inputs after): cnn.pad"},
+  {"Reciprocal", 6, kMaxOpset, &Importer::importReciprocal, Y, Y, "cnn.reciprocal"},
+  {"Sigmoid", 6, kMaxOpset, &Importer::importSigmoid, Y, Y, "cnn.sigmoid"},
+  {"Sqrt", 6, kMaxOpset, &Importer::importSqrt, Y, Y, "cnn.sqrt"},
+  {"Tanh", 6, kMaxOpset, &Importer::importTanh, Y, Y, "cnn.tanh"},
   {"Reshape", 5, kMaxOpset, &Importer::importReshape, Y, Y, "constant shape (allowzero): cnn.reshape"},
   {"Shape", 1, kMaxOpset, &Importer::importShape, C, C, "static shapes (start/end): folded"},
   {"Size", 1, kMaxOpset, &Importer::importSize, C, C, "static shapes: folded"},
-  {"Slice", 1, kMaxOpset, &Importer::importSlice, N, Y, "constant starts/ends/axes, steps 1: cnn.slice; constants fold"},
+  {"Slice", 1, kMaxOpset, &Importer::importSlice, Y, Y, "constant starts/ends/axes, steps 1: cnn.slice; constants fold"},
   {"Softmax", 1, kMaxOpset, &Importer::importSoftmax, N, Y, "cnn.softmax (before opset 13: last axis only)"},
   {"Squeeze", 1, kMaxOpset, &Importer::importSqueeze, Y, Y, "constant axes: cnn.reshape"},
-  {"Sub", 7, kMaxOpset, &Importer::importBinaryNode, N, N, "cnn.sub (numpy broadcasting); constants fold"},
+  {"Sub", 7, kMaxOpset, &Importer::importBinaryNode, Y, Y, "cnn.sub (numpy broadcasting); constants fold"},
   {"Transpose", 1, kMaxOpset, &Importer::importTranspose, Y, Y, "cnn.transpose; constants fold"},
   {"Unsqueeze", 1, kMaxOpset, &Importer::importUnsqueeze, Y, Y, "constant axes: cnn.reshape"},
   {"Where", 9, kMaxOpset, &Importer::importWhere, C, C, "constants only (folded)"},
-  {"Erf", 9, kMaxOpset, &Importer::importUnary<cnn::ErfOp>, N, N, "cnn.erf"},
-  {"Exp", 6, kMaxOpset, &Importer::importUnary<cnn::ExpOp>, N, N, "cnn.exp"},
-  {"Gelu", 20, kMaxOpset, &Importer::importGelu, N, N, "cnn.gelu (approximate none or tanh)"},
-  {"HardSigmoid", 6, kMaxOpset, &Importer::importHardSigmoid, N, N, "cnn.hard_sigmoid"},
-  {"HardSwish", 14, kMaxOpset, &Importer::importUnary<cnn::HardSwishOp>, N, N, "cnn.hard_swish"},
-  {"LayerNormalization", 17, kMaxOpset, &Importer::importLayerNorm, N, N, "decomposed: cnn.reduce_mean, sub, mul, add, sqrt, div (scale, bias broadcast); no Mean/InvStdDev outputs"},
-  {"LeakyRelu", 6, kMaxOpset, &Importer::importLeakyRelu, N, N, "cnn.leaky_relu"},
-  {"Pow", 7, kMaxOpset, &Importer::importPow, N, N, "scalar constant exponent: cnn.pow"},
-  {"Reciprocal", 6, kMaxOpset, &Importer::importUnary<cnn::ReciprocalOp>, N, N, "cnn.reciprocal"},
-  {"Sigmoid", 6, kMaxOpset, &Importer::importUnary<cnn::SigmoidOp>, N, N, "cnn.sigmoid"},
-  {"Split", 2, kMaxOpset, &Importer::importSplit, N, Y, "split sizes as attribute (before 13) or constant input, num_outputs (18+), equal parts: cnn.slice per output"},
-  {"Sqrt", 6, kMaxOpset, &Importer::importUnary<cnn::SqrtOp>, N, N, "cnn.sqrt"},
-  {"Tanh", 6, kMaxOpset, &Importer::importUnary<cnn::TanhOp>, N, N, "cnn.tanh"},
+  {"LayerNormalization", 17, kMaxOpset, &Importer::importLayerNorm, Y, Y, "decomposed: cnn.reduce_mean, sub, mul, add, sqrt, div (scale, bias broadcast); no Mean/InvStdDev outputs"},
+  {"Pow", 7, kMaxOpset, &Importer::importPow, Y, Y, "scalar constant exponent: cnn.pow"},
+  {"Split", 2, kMaxOpset, &Importer::importSplit, Y, Y, "split sizes as attribute (before 13) or constant input, num_outputs (18+), equal parts: cnn.slice per output"},
 };
 // clang-format on
 
@@ -2062,6 +2119,89 @@ void Importer::warnIfExportedForInference() {
   emitWarning(fileLoc) << msg;
 }
 
+/// ONNX Pad -> cnn.pad: opset 2-10 take `pads`/`value` attributes, opset
+/// 11+ take `pads`, an optional scalar `constant_value` and (opset 18+)
+/// `axes` as constant inputs. Negative pads crop: a cnn.slice first.
+LogicalResult Importer::importPad() {
+  Value x = data(0);
+  if (!x)
+    return failure();
+  int64_t rank = shapeOf(x).size();
+  std::vector<int64_t> pads, axes;
+  float value = 0;
+  if (opset < 11) {
+    auto a = intsAttr("pads");
+    if (!a)
+      return nodeError("node '" + nodeName + "' (Pad): missing 'pads'");
+    pads = *a;
+    value = floatAttr("value", 0.0f);
+  } else {
+    bool present = false;
+    if (failed(intsFromAttrOrInput("pads", 1, pads, present)))
+      return failure();
+    if (!present)
+      return nodeError("node '" + nodeName + "' (Pad): missing 'pads'");
+    if (hasInput(2)) {
+      const ConstVal *c = constant(2, "constant_value");
+      if (!c)
+        return failure();
+      if (c->numel() != 1)
+        return nodeError("node '" + nodeName +
+                         "' (Pad): constant_value must be a scalar");
+      value = c->at(0);
+    }
+    if (failed(intsFromAttrOrInput("axes", 3, axes, present)))
+      return failure();
+  }
+  if (axes.empty())
+    for (int64_t d = 0; d < rank; ++d)
+      axes.push_back(d);
+  if (pads.size() != 2 * axes.size())
+    return nodeError(fmt::format("node '{}' (Pad): {} pads for {} axes of a "
+                                 "rank-{} input (expected 2 per axis)",
+                                 nodeName, pads.size(), axes.size(), rank));
+  // Pads of all dimensions, [begin..., end...].
+  std::vector<int64_t> all(2 * rank, 0);
+  for (auto [i, axis] : llvm::enumerate(axes)) {
+    int64_t d = axis < 0 ? axis + rank : axis;
+    if (d < 0 || d >= rank)
+      return nodeError(fmt::format("node '{}' (Pad): axis {} out of range for "
+                                   "rank {}",
+                                   nodeName, axis, rank));
+    all[d] = pads[i];
+    all[rank + d] = pads[axes.size() + i];
+  }
+  std::string mode = stringAttr("mode", "constant");
+  if (mode != "constant" && mode != "reflect" && mode != "edge")
+    return unsupported("mode '" + mode + "'");
+  if (llvm::any_of(all, [](int64_t p) { return p < 0; })) {
+    std::vector<int64_t> shape = shapeOf(x), offs(rank), sizes(rank);
+    for (int64_t d = 0; d < rank; ++d) {
+      offs[d] = std::max<int64_t>(0, -all[d]);
+      sizes[d] = shape[d] - offs[d] - std::max<int64_t>(0, -all[rank + d]);
+      if (sizes[d] < 1)
+        return nodeError(fmt::format("node '{}' (Pad): pads {} crop away "
+                                     "dimension {} of size {}",
+                                     nodeName, shapeStr(all), d, shape[d]));
+    }
+    x = make<cnn::SliceOp>({x}, {attr("offsets", b.getDenseI64ArrayAttr(offs)),
+                                 attr("sizes", b.getDenseI64ArrayAttr(sizes))});
+    if (!x)
+      return failure();
+    for (int64_t &p : all)
+      p = std::max<int64_t>(p, 0);
+  }
+  Value y = x;
+  if (llvm::any_of(all, [](int64_t p) { return p != 0; }))
+    y = make<cnn::PadOp>({x}, {attr("pads", b.getDenseI64ArrayAttr(all)),
+                               attr("mode", b.getStringAttr(mode)),
+                               attr("value", b.getF32FloatAttr(value))});
+  if (!y)
+    return failure();
+  setOutput(0, y);
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // The graph
 //===----------------------------------------------------------------------===//
@@ -2114,18 +2254,26 @@ LogicalResult Importer::setUpInput(const onnx::ValueInfoProto &in) {
   return success();
 }
 
-OwningOpRef<ModuleOp> Importer::run() {
-  auto buf = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
-                                         /*RequiresNullTerminator=*/false);
-  if (!buf) {
-    (void)error(fileLoc,
-                "cannot open '" + path + "': " + buf.getError().message());
-    return nullptr;
+OwningOpRef<ModuleOp> Importer::run(std::optional<llvm::MemoryBufferRef> memory,
+                                    StringRef dataDir) {
+  std::unique_ptr<llvm::MemoryBuffer> file;
+  if (!memory) {
+    auto buf = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                           /*RequiresNullTerminator=*/false);
+    if (!buf) {
+      (void)error(fileLoc,
+                  "cannot open '" + path + "': " + buf.getError().message());
+      return nullptr;
+    }
+    file = std::move(*buf);
+    memory = file->getMemBufferRef();
+    modelDir = llvm::sys::path::parent_path(path).str();
+  } else {
+    modelDir = dataDir.str();
   }
-  modelDir = llvm::sys::path::parent_path(path).str();
-  if ((*buf)->getBufferSize() > size_t(std::numeric_limits<int>::max()) ||
-      !model.ParseFromArray((*buf)->getBufferStart(),
-                            int((*buf)->getBufferSize())) ||
+  if (memory->getBufferSize() > size_t(std::numeric_limits<int>::max()) ||
+      !model.ParseFromArray(memory->getBufferStart(),
+                            int(memory->getBufferSize())) ||
       !model.has_graph() || model.ir_version() <= 0) {
     (void)error(fileLoc, "cannot parse '" + path + "' as an ONNX model");
     return nullptr;
@@ -2193,33 +2341,42 @@ OwningOpRef<ModuleOp> Importer::run() {
       return nullptr;
   }
 
-  const std::string &outName = graph.output(0).name();
-  loc = NameLoc::get(b.getStringAttr(outName), fileLoc);
-  auto it = slots.find(outName);
-  if (it == slots.end() || !it->second.unavailable.empty()) {
-    (void)error(loc, "graph output '" + outName + "' of '" + path +
-                         "' is not computed by any node");
-    return nullptr;
-  }
-  Value result = it->second.value;
-  if (!result) {
-    // A constant output: rare, but representable.
-    static const onnx::NodeProto outputNode = [] {
-      onnx::NodeProto n;
-      n.set_op_type("Identity");
-      return n;
-    }();
-    node = &outputNode;
-    nodeName = outName;
-    result = materialize(*it->second.constant);
-    if (!result)
+  // Every graph output, in order (GoogLeNet and Inception-v3 in training
+  // mode return their auxiliary classifiers' logits after the main ones).
+  SmallVector<Value> results;
+  for (const auto &output : graph.output()) {
+    const std::string &outName = output.name();
+    loc = NameLoc::get(b.getStringAttr(outName), fileLoc);
+    auto it = slots.find(outName);
+    if (it != slots.end() && it->second.trainingState && !results.empty())
+      continue;
+    if (it == slots.end() || !it->second.unavailable.empty()) {
+      (void)error(loc, "graph output '" + outName + "' of '" + path +
+                           "' is not computed by any node");
       return nullptr;
+    }
+    Value result = it->second.value;
+    if (!result) {
+      // A constant output: rare, but representable.
+      static const onnx::NodeProto outputNode = [] {
+        onnx::NodeProto n;
+        n.set_op_type("Identity");
+        return n;
+      }();
+      node = &outputNode;
+      nodeName = outName;
+      result = materialize(*it->second.constant);
+      if (!result)
+        return nullptr;
+    }
+    results.push_back(result);
   }
-  func::ReturnOp::create(b, loc, result);
+  func::ReturnOp::create(b, loc, results);
 
   // Final signature: argument attributes in argument order.
   SmallVector<Type> argTypes(body->getArgumentTypes());
-  func.setFunctionType(b.getFunctionType(argTypes, {result.getType()}));
+  func.setFunctionType(
+      b.getFunctionType(argTypes, ValueRange(results).getTypes()));
   for (auto [i, a] : llvm::enumerate(argAttrs))
     func.setArgAttr(i, a.getName(), a.getValue());
   if (failed(mlir::verify(module))) // a bug in the importer if it fails
@@ -2235,6 +2392,16 @@ OwningOpRef<ModuleOp> cnnc::importONNX(StringRef path, MLIRContext &context,
   context.loadDialect<cnn::CNNDialect, func::FuncDialect>();
   Importer importer(context, path, options, weights);
   return importer.run();
+}
+
+OwningOpRef<ModuleOp> cnnc::importONNXBuffer(llvm::MemoryBufferRef buffer,
+                                             StringRef dataDir,
+                                             MLIRContext &context,
+                                             const ONNXImportOptions &options,
+                                             reference::TensorMap &weights) {
+  context.loadDialect<cnn::CNNDialect, func::FuncDialect>();
+  Importer importer(context, buffer.getBufferIdentifier(), options, weights);
+  return importer.run(buffer, dataDir);
 }
 
 //===----------------------------------------------------------------------===//

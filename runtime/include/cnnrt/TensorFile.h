@@ -32,6 +32,8 @@ struct TensorEntry {
   std::vector<int64_t> shape;
   std::vector<char> data; ///< raw little-endian bytes, C order
 
+  /// Number of elements; -1 when a dimension is negative or the product
+  /// overflows int64 (readers reject such shapes before building an entry).
   int64_t numel() const;
   /// Creates an entry with zeroed data of the right size.
   static TensorEntry zeros(std::string name, DType dt,
@@ -42,6 +44,15 @@ struct TensorEntry {
   }
 };
 
+/// The shape rules every reader applies (the .cnnw, .npy and CNNT readers,
+/// python/cnnc/cnnw.py and the ONNX importer agree on them): rank <= 8, no
+/// negative dimension, and numel * dtypeSize fits in int64. On success
+/// `nbytes` is the data size the shape and dtype need; on failure `why` says
+/// what is wrong (without a file name).
+constexpr uint32_t kMaxRank = 8;
+bool checkShape(const std::vector<int64_t> &shape, DType dt, uint64_t &nbytes,
+                std::string &why);
+
 /// Finds an entry by name (nullptr if absent).
 const TensorEntry *findEntry(const std::vector<TensorEntry> &entries,
                              const std::string &name);
@@ -50,9 +61,13 @@ const TensorEntry *findEntry(const std::vector<TensorEntry> &entries,
 
 bool readTensorFile(const std::string &path, std::vector<TensorEntry> &out,
                     std::string &err);
-/// Writes to "<path>.tmp.<pid>", fsyncs it, renames it over <path> and fsyncs
-/// the directory. On failure the temporary file is removed and <path> is left
-/// untouched.
+/// Parses the bytes of a .cnnw file (`path` only names it in messages).
+/// Entry names must be unique, non-empty UTF-8.
+bool parseTensorFile(const char *data, size_t size, const std::string &path,
+                     std::vector<TensorEntry> &out, std::string &err);
+/// Writes the file with the rules of OutputFile (atomic for regular files,
+/// in place for devices and fifos, through symlinks). On failure <path> is
+/// left untouched.
 bool writeTensorFileAtomic(const std::string &path,
                            const std::vector<TensorEntry> &entries,
                            std::string &err);
@@ -62,16 +77,65 @@ bool writeTensorFileAtomic(const std::string &path,
 /// Reads '<f4', '<f2', '<i4', '<i8' arrays in C order. The entry's name is set
 /// to the file's path.
 bool readNpy(const std::string &path, TensorEntry &out, std::string &err);
+bool parseNpy(const char *data, size_t size, const std::string &path,
+              TensorEntry &out, std::string &err);
 /// Writes atomically (same temp + rename scheme as writeTensorFileAtomic).
 bool writeNpy(const std::string &path, const TensorEntry &t, std::string &err);
 
 //===--- raw single tensor ("CNNT") ---------------------------------------===//
 
 bool readRawTensor(const std::string &path, TensorEntry &out, std::string &err);
+bool parseRawTensor(const char *data, size_t size, const std::string &path,
+                    TensorEntry &out, std::string &err);
 bool writeRawTensor(const std::string &path, const TensorEntry &t,
                     std::string &err);
 
-/// Writes bytes to "<path>.tmp.<pid>", fsyncs, renames. Shared helper.
+//===--- output files
+//------------------------------------------------------===//
+
+/// One output file, written the way LLVM tools write theirs
+/// (llvm::ToolOutputFile / llvm::writeToOutput):
+///  - "-" is stdout;
+///  - an existing file that is not a regular file (/dev/null, a fifo, a
+///    character device) is written in place and never replaced or removed;
+///  - a symlink is followed: its target is written (the link stays);
+///  - a regular or new file is written to a temporary file in the same
+///    directory, fsynced and renamed over the path, so readers see the old
+///    or the new file and never a partial one.
+/// The bytes are staged in a temporary file first (`stagingPath()`, which a
+/// child process such as nvcc may also write); commit() publishes them.
+/// Without commit() (an error, an exception, the destructor) the staging file
+/// is removed and the path is left exactly as it was.
+class OutputFile {
+public:
+  OutputFile() = default;
+  OutputFile(const OutputFile &) = delete;
+  OutputFile &operator=(const OutputFile &) = delete;
+  ~OutputFile() { discard(); }
+
+  /// Decides where the bytes go and creates the (empty) staging file, whose
+  /// name ends in `suffix` (for tools that look at extensions, like nvcc).
+  bool open(const std::string &path, std::string &err,
+            const std::string &suffix = "");
+  /// The file the bytes are written to until commit().
+  const std::string &stagingPath() const { return staging_; }
+  /// True when the output is not a regular file that is replaced (stdout, a
+  /// device, a fifo): side files derived from its name are not written.
+  bool isSpecial() const { return mode_ != Mode::Replace; }
+  /// Publishes the staged bytes (rename, or copy into the special file).
+  bool commit(std::string &err);
+  /// Removes the staging file; the output is left untouched.
+  void discard();
+
+private:
+  enum class Mode { Replace, InPlace, Stdout };
+  Mode mode_ = Mode::Replace;
+  std::string path_;    ///< as given
+  std::string target_;  ///< after following symlinks
+  std::string staging_; ///< temporary file ("" when none)
+};
+
+/// Writes bytes to `path` with the rules of OutputFile.
 bool writeFileAtomic(const std::string &path, const std::string &bytes,
                      std::string &err);
 

@@ -9,4 +9,4 @@
 // RUN: not cnnc %S/Inputs/small_cnn.mlir -o %t/bad --arch sm_52 2>&1 | FileCheck %s --check-prefix=ARCH
 // BUILD: cnnc: built '{{.*}}train' (weights '{{.*}}train.cnnw', source '{{.*}}train.cu')
 // NOGPU: cnnrt: no CUDA GPU available
-// ARCH: error: unsupported --arch 'sm_52' (expected sm_80, sm_86, sm_89, sm_90 or sm_90a)
+// ARCH: error: unsupported --arch 'sm_52' (expected native, sm_80, sm_86, sm_89, sm_90 or sm_90a)

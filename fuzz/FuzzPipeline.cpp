@@ -1,0 +1,68 @@
+//===- FuzzPipeline.cpp - the cnn dialect through cnnc's pass pipeline ----===//
+//
+// Parses MLIR text with the cnn and func dialects (as cnnc-opt does), and a
+// module that verifies runs the passes of `cnnc -o exe`: cnn-autodiff, cse,
+// cnn-layout, cnn-precision, canonicalize, cse, cnn-fuse, cnn-memory-plan,
+// then the CUDA emitter. Every failure must come with a diagnostic.
+//
+//===----------------------------------------------------------------------===//
+#include "FuzzTarget.h"
+
+#include "cnnc/Dialect/CNN/CNNOps.h"
+#include "cnnc/Target/CUDA/EmitCUDA.h"
+#include "cnnc/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstdlib>
+
+using namespace mlir;
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  static DialectRegistry registry = [] {
+    DialectRegistry r;
+    r.insert<cnnc::cnn::CNNDialect, func::FuncDialect>();
+    return r;
+  }();
+  MLIRContext context(registry, MLIRContext::Threading::DISABLED);
+  context.loadAllAvailableDialects();
+  bool sawError = false;
+  ScopedDiagnosticHandler handler(&context, [&](Diagnostic &d) {
+    if (d.getSeverity() == DiagnosticSeverity::Error)
+      sawError = true;
+    return success();
+  });
+  llvm::StringRef text(reinterpret_cast<const char *>(data), size);
+  OwningOpRef<ModuleOp> module =
+      parseSourceString<ModuleOp>(text, ParserConfig(&context), "fuzz.mlir");
+  if (!module)
+    return 0;
+  PassManager pm(&context);
+  pm.enableVerifier(true);
+  pm.addPass(cnnc::createCNNAutodiff());
+  pm.addPass(createCSEPass());
+  pm.addPass(cnnc::createCNNLayout());
+  pm.addPass(cnnc::createCNNPrecision());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  pm.addPass(cnnc::createCNNFuse());
+  pm.addPass(cnnc::createCNNMemoryPlan());
+  if (failed(pm.run(*module))) {
+    if (!sawError)
+      std::abort();
+    return 0;
+  }
+  std::string cu;
+  llvm::raw_string_ostream os(cu);
+  cnnc::CUDAEmitOptions eo;
+  if (failed(cnnc::emitCUDA(*module, os, eo)) && !sawError)
+    std::abort();
+  return 0;
+}

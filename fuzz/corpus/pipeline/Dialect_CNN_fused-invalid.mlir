@@ -1,0 +1,144 @@
+// RUN: cnnc-opt %s -split-input-file -verify-diagnostics
+// Each constraint of the ops cnn-fuse makes (CNNFusedOps.td) has a case.
+
+func.func @conv_result(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) {
+  // expected-error @+1 {{result 'tensor<2x4x6x6xf32>' differs from the convolution's 'tensor<2x4x8x8xf32>'}}
+  %y = cnn.fused_conv2d %x, %w {strides = array<i64: 1, 1>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1, operandSegmentSizes = array<i32: 1, 1, 0, 0>} : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<2x4x6x6xf32>
+  return
+}
+
+// -----
+
+func.func @conv_bias(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>, %b: tensor<3xf32>) {
+  // expected-error @+1 {{'bias' 'tensor<3xf32>' must be 1-D of size 4 (the channel count)}}
+  %y = cnn.fused_conv2d %x, %w, %b {strides = array<i64: 1, 1>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1, operandSegmentSizes = array<i32: 1, 1, 1, 0>} : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>, tensor<3xf32>) -> tensor<2x4x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @conv_residual(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>, %r: tensor<2x4x8x8xf16>) {
+  // expected-error @+1 {{'residual' 'tensor<2x4x8x8xf16>' must have the result type 'tensor<2x4x8x8xf32>'}}
+  %y = cnn.fused_conv2d %x, %w, %r {strides = array<i64: 1, 1>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1, operandSegmentSizes = array<i32: 1, 1, 0, 1>} : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>, tensor<2x4x8x8xf16>) -> tensor<2x4x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @conv_activation(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) {
+  // expected-error @+1 {{'activation' must be none, relu or clip, got 'gelu'}}
+  %y = cnn.fused_conv2d %x, %w {activation = "gelu", strides = array<i64: 1, 1>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1, operandSegmentSizes = array<i32: 1, 1, 0, 0>} : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<2x4x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @conv_clip(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) {
+  // expected-error @+1 {{'clip_min' must not exceed 'clip_max'}}
+  %y = cnn.fused_conv2d %x, %w {activation = "clip", clip_min = 6.0 : f32, clip_max = 0.0 : f32, strides = array<i64: 1, 1>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1, operandSegmentSizes = array<i32: 1, 1, 0, 0>} : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<2x4x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @stats_layout(%x: tensor<2x8x4x4xf32>, %s: tensor<8xf32>) {
+  // expected-error @+1 {{'layout' must be NCHW or NHWC, got 'CHWN'}}
+  %m, %i, %nm, %nv, %a, %b = cnn.batch_norm_stats %x, %s, %s, %s, %s {epsilon = 1.0e-5 : f32, momentum = 0.1 : f32, layout = "CHWN"} : (tensor<2x8x4x4xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
+func.func @stats_rank(%x: tensor<8x4x4xf32>, %s: tensor<8xf32>) {
+  // expected-error @+1 {{'input' must be 2-D or 4-D, got 'tensor<8x4x4xf32>'}}
+  %m, %i, %nm, %nv, %a, %b = cnn.batch_norm_stats %x, %s, %s, %s, %s {epsilon = 1.0e-5 : f32, momentum = 0.1 : f32} : (tensor<8x4x4xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
+// NHWC: the channel count is the last dimension (4), not dimension 1 (8).
+func.func @stats_scale(%x: tensor<2x8x8x4xf32>, %s: tensor<8xf32>, %c: tensor<4xf32>) {
+  // expected-error @+1 {{'scale' 'tensor<8xf32>' must be 1-D of size 4 (the channel count)}}
+  %m, %i, %nm, %nv, %a, %b = cnn.batch_norm_stats %x, %s, %c, %c, %c {epsilon = 1.0e-5 : f32, momentum = 0.1 : f32, layout = "NHWC"} : (tensor<2x8x8x4xf32>, tensor<8xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+func.func @stats_result(%x: tensor<2x8x4x4xf32>, %s: tensor<8xf32>) {
+  // expected-error @+1 {{'result' 'tensor<4xf32>' must be 1-D of size 8 (the channel count)}}
+  %m, %i, %nm, %nv, %a, %b = cnn.batch_norm_stats %x, %s, %s, %s, %s {epsilon = 1.0e-5 : f32, momentum = 0.1 : f32} : (tensor<2x8x4x4xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+func.func @bn_relu_grad_types(%dy: tensor<2x8x4x4xf16>, %x: tensor<2x8x4x4xf32>, %s: tensor<8xf32>) {
+  // expected-error @+1 {{'grad_output' 'tensor<2x8x4x4xf16>' and 'relu_output' 'tensor<2x8x4x4xf32>' must have the type of 'input' 'tensor<2x8x4x4xf32>'}}
+  %gx, %gs, %gb = cnn.fused_batch_norm_relu_grad %dy, %x, %x, %s, %s, %s : (tensor<2x8x4x4xf16>, tensor<2x8x4x4xf32>, tensor<2x8x4x4xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x8x4x4xf32>, tensor<8xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
+func.func @bn_relu_grad_channels(%x: tensor<2x8x4x4xf32>, %s: tensor<8xf32>, %m: tensor<4xf32>) {
+  // expected-error @+1 {{'saved_mean' 'tensor<4xf32>' must be 1-D of size 8 (the channel count)}}
+  %gx, %gs, %gb = cnn.fused_batch_norm_relu_grad %x, %x, %x, %s, %m, %s : (tensor<2x8x4x4xf32>, tensor<2x8x4x4xf32>, tensor<2x8x4x4xf32>, tensor<8xf32>, tensor<4xf32>, tensor<8xf32>) -> (tensor<2x8x4x4xf32>, tensor<8xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
+func.func @ew_broadcast_count(%x: tensor<2x8xf32>) {
+  // expected-error @+1 {{'broadcast' has 2 entries for 1 inputs}}
+  %y = cnn.fused_elementwise %x {broadcast = array<i64: 0, 0>} : (tensor<2x8xf32>) -> tensor<2x8xf32> {
+  ^bb0(%v: f32):
+    cnn.yield %v : f32
+  }
+  return
+}
+
+// -----
+
+func.func @ew_channel_input(%x: tensor<2x8x4x4xf32>, %c: tensor<4xf32>) {
+  // expected-error @+1 {{per-channel input #1 'tensor<4xf32>' must be 1-D of size 8}}
+  %y = cnn.fused_elementwise %x, %c {broadcast = array<i64: 0, 1>} : (tensor<2x8x4x4xf32>, tensor<4xf32>) -> tensor<2x8x4x4xf32> {
+  ^bb0(%v: f32, %w: f32):
+    cnn.yield %v : f32
+  }
+  return
+}
+
+// -----
+
+func.func @ew_elements(%x: tensor<2x8xf32>, %z: tensor<3xf32>) {
+  // expected-error @+1 {{input #1 'tensor<3xf32>' must have as many elements as 'tensor<2x8xf32>'}}
+  %y = cnn.fused_elementwise %x, %z {broadcast = array<i64: 0, 0>} : (tensor<2x8xf32>, tensor<3xf32>) -> tensor<2x8xf32> {
+  ^bb0(%v: f32, %w: f32):
+    cnn.yield %v : f32
+  }
+  return
+}
+
+// -----
+
+func.func @ew_yield(%x: tensor<2x8xf32>) {
+  // expected-error @+1 {{the body yields 2 values for 1 results}}
+  %y = cnn.fused_elementwise %x {broadcast = array<i64: 0>} : (tensor<2x8xf32>) -> tensor<2x8xf32> {
+  ^bb0(%v: f32):
+    cnn.yield %v, %v : f32, f32
+  }
+  return
+}
+
+// -----
+
+func.func @ew_body_args(%x: tensor<2x8xf32>) {
+  // expected-error @+1 {{the body must take one f32 argument per input}}
+  %y = cnn.fused_elementwise %x {broadcast = array<i64: 0>} : (tensor<2x8xf32>) -> tensor<2x8xf32> {
+  ^bb0(%v: f16):
+    cnn.yield %v : f16
+  }
+  return
+}

@@ -1,0 +1,37 @@
+// RUN: cnnc-opt %s | cnnc-opt | FileCheck %s
+// The ops cnn-fuse makes parse, verify and print back.
+
+// CHECK-LABEL: func @fused_conv
+// CHECK: cnn.fused_conv2d %arg0, %arg1, %arg2, %arg3 {activation = "relu"
+func.func @fused_conv(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>, %b: tensor<4xf32>, %r: tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32> {
+  %y = cnn.fused_conv2d %x, %w, %b, %r {activation = "relu", strides = array<i64: 1, 1>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1, operandSegmentSizes = array<i32: 1, 1, 1, 1>} : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>, tensor<4xf32>, tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+  return %y : tensor<2x4x8x8xf32>
+}
+
+// CHECK-LABEL: func @bn_stats_nhwc
+// CHECK: cnn.batch_norm_stats %arg0, %arg1, %arg2, %arg3, %arg4 {epsilon = {{.*}}, layout = "NHWC", momentum = {{.*}}}
+func.func @bn_stats_nhwc(%x: tensor<2x4x4x8xf16>, %s: tensor<8xf32>, %b: tensor<8xf32>, %rm: tensor<8xf32>, %rv: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>) {
+  %m, %i, %nm, %nv, %a, %be = cnn.batch_norm_stats %x, %s, %b, %rm, %rv {epsilon = 1.0e-5 : f32, momentum = 0.1 : f32, layout = "NHWC"} : (tensor<2x4x4x8xf16>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>)
+  return %a, %be : tensor<8xf32>, tensor<8xf32>
+}
+
+// CHECK-LABEL: func @bn_relu_grad
+// CHECK: cnn.fused_batch_norm_relu_grad
+func.func @bn_relu_grad(%dy: tensor<2x8x4x4xf32>, %y: tensor<2x8x4x4xf32>, %x: tensor<2x8x4x4xf32>, %s: tensor<8xf32>, %m: tensor<8xf32>, %i: tensor<8xf32>) -> tensor<2x8x4x4xf32> {
+  %gx, %gs, %gb = cnn.fused_batch_norm_relu_grad %dy, %y, %x, %s, %m, %i : (tensor<2x8x4x4xf32>, tensor<2x8x4x4xf32>, tensor<2x8x4x4xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x8x4x4xf32>, tensor<8xf32>, tensor<8xf32>)
+  return %gx : tensor<2x8x4x4xf32>
+}
+
+// CHECK-LABEL: func @elementwise
+// CHECK: cnn.fused_elementwise %arg0, %arg1, %arg2 {broadcast = array<i64: 0, 1, 2>}
+// CHECK: arith.mulf
+// CHECK: cnn.yield
+func.func @elementwise(%x: tensor<2x8x4x4xf16>, %a: tensor<8xf32>, %c: tensor<f32>) -> tensor<2x8x4x4xf16> {
+  %y = cnn.fused_elementwise %x, %a, %c {broadcast = array<i64: 0, 1, 2>} : (tensor<2x8x4x4xf16>, tensor<8xf32>, tensor<f32>) -> tensor<2x8x4x4xf16> {
+  ^bb0(%v: f32, %s: f32, %k: f32):
+    %p = arith.mulf %v, %s : f32
+    %q = arith.addf %p, %k : f32
+    cnn.yield %q : f32
+  }
+  return %y : tensor<2x8x4x4xf16>
+}

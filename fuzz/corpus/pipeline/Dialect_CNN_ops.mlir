@@ -1,0 +1,134 @@
+// RUN: cnnc-opt %s | FileCheck %s
+// RUN: cnnc-opt %s | cnnc-opt | FileCheck %s
+// RUN: cnnc-opt %s --mlir-print-op-generic | cnnc-opt | FileCheck %s
+
+// CHECK-LABEL: func @forward_ops
+func.func @forward_ops(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>, %b: tensor<4xf32>,
+                       %mean: tensor<4xf32>, %var: tensor<4xf32>, %fc: tensor<10x16xf32>) -> tensor<2x10xf32> {
+  // CHECK: cnn.conv2d %{{.*}}, %{{.*}} {dilations = array<i64: 1, 1>, groups = 1 : i64, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<2x4x8x8xf32>
+  %c = cnn.conv2d %x, %w {strides = array<i64: 1, 1>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1} : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<2x4x8x8xf32>
+  // CHECK: cnn.bias_add
+  %cb = cnn.bias_add %c, %b : (tensor<2x4x8x8xf32>, tensor<4xf32>) -> tensor<2x4x8x8xf32>
+  // CHECK: cnn.batch_norm {{.*}} {epsilon = 9.99999974E-6 : f32}
+  %bn = cnn.batch_norm %cb, %b, %b, %mean, %var {epsilon = 1.0e-5 : f32} : (tensor<2x4x8x8xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<2x4x8x8xf32>
+  // CHECK: cnn.relu
+  %r = cnn.relu %bn : (tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+  // CHECK: cnn.clip {{.*}} {max = 6.000000e+00 : f32, min = 0.000000e+00 : f32}
+  %r6 = cnn.clip %r {min = 0.0 : f32, max = 6.0 : f32} : (tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+  // CHECK: cnn.add
+  %a = cnn.add %r6, %r : (tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+  // CHECK: cnn.mul
+  %m = cnn.mul %a, %r : (tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+  // CHECK: cnn.max_pool2d {{.*}} -> tensor<2x4x4x4xf32>
+  %mp = cnn.max_pool2d %m {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>, ceil_mode = false} : (tensor<2x4x8x8xf32>) -> tensor<2x4x4x4xf32>
+  // CHECK: cnn.avg_pool2d {{.*}} -> tensor<2x4x2x2xf32>
+  %ap = cnn.avg_pool2d %mp {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, padding = array<i64: 0, 0, 0, 0>, ceil_mode = false, count_include_pad = true} : (tensor<2x4x4x4xf32>) -> tensor<2x4x2x2xf32>
+  // CHECK: cnn.global_avg_pool {{.*}} -> tensor<2x4x1x1xf32>
+  %g = cnn.global_avg_pool %ap : (tensor<2x4x2x2xf32>) -> tensor<2x4x1x1xf32>
+  // CHECK: cnn.concat {{.*}} {axis = 1 : i64} {{.*}} -> tensor<2x8x2x2xf32>
+  %cat = cnn.concat %ap, %ap {axis = 1} : (tensor<2x4x2x2xf32>, tensor<2x4x2x2xf32>) -> tensor<2x8x2x2xf32>
+  // CHECK: cnn.slice
+  %sl = cnn.slice %cat {offsets = array<i64: 0, 0, 0, 0>, sizes = array<i64: 2, 4, 2, 2>} : (tensor<2x8x2x2xf32>) -> tensor<2x4x2x2xf32>
+  // CHECK: cnn.transpose {{.*}} -> tensor<2x2x2x4xf32>
+  %t = cnn.transpose %sl {permutation = array<i64: 0, 2, 3, 1>} : (tensor<2x4x2x2xf32>) -> tensor<2x2x2x4xf32>
+  // CHECK: cnn.flatten {{.*}} -> tensor<2x16xf32>
+  %f = cnn.flatten %t {axis = 1} : (tensor<2x2x2x4xf32>) -> tensor<2x16xf32>
+  // CHECK: cnn.dropout
+  %d = cnn.dropout %f {ratio = 0.5 : f32} : (tensor<2x16xf32>) -> tensor<2x16xf32>
+  // CHECK: cnn.matmul {{.*}} {transpose_rhs = true} {{.*}} -> tensor<2x10xf32>
+  %y = cnn.matmul %d, %fc {transpose_rhs = true} : (tensor<2x16xf32>, tensor<10x16xf32>) -> tensor<2x10xf32>
+  // CHECK: cnn.softmax
+  %s = cnn.softmax %y {axis = 1} : (tensor<2x10xf32>) -> tensor<2x10xf32>
+  // CHECK: cnn.cast {{.*}} -> tensor<2x10xf16>
+  %h = cnn.cast %s : (tensor<2x10xf32>) -> tensor<2x10xf16>
+  // CHECK: cnn.reshape {{.*}} -> tensor<20xf16>
+  %rs = cnn.reshape %h : (tensor<2x10xf16>) -> tensor<20xf16>
+  // CHECK: cnn.scale
+  %sc = cnn.scale %y {factor = 2.0 : f32} : (tensor<2x10xf32>) -> tensor<2x10xf32>
+  return %sc : tensor<2x10xf32>
+}
+
+// CHECK-LABEL: func @training_ops
+func.func @training_ops(%x: tensor<2x4x8x8xf32>, %s: tensor<4xf32>, %rm: tensor<4xf32>, %rv: tensor<4xf32>,
+                        %logits: tensor<2x10xf32>, %labels: tensor<2xi32>, %step: tensor<f32>) -> tensor<f32> {
+  // CHECK: cnn.batch_norm_train
+  %y, %sm, %si, %nm, %nv = cnn.batch_norm_train %x, %s, %s, %rm, %rv {epsilon = 1.0e-5 : f32, momentum = 0.1 : f32} : (tensor<2x4x8x8xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x4x8x8xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  // CHECK: cnn.softmax_cross_entropy {{.*}} {label_smoothing = 1.000000e-01 : f32}
+  %loss = cnn.softmax_cross_entropy %logits, %labels {label_smoothing = 0.1 : f32} : (tensor<2x10xf32>, tensor<2xi32>) -> tensor<f32>
+  // CHECK: cnn.dropout_mask
+  %mask = cnn.dropout_mask %step {ratio = 0.2 : f32, seed = 7} : (tensor<f32>) -> tensor<2x10xf32>
+  // CHECK: cnn.constant dense<1.000000e+00> : tensor<f32>
+  %one = cnn.constant dense<1.0> : tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// CHECK-LABEL: func @backward_ops
+func.func @backward_ops(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>, %dy: tensor<2x4x4x4xf32>,
+                        %p: tensor<2x4x8x8xf32>, %dp: tensor<2x4x4x4xf32>, %s: tensor<4xf32>,
+                        %logits: tensor<2x10xf32>, %labels: tensor<2xi64>, %one: tensor<f32>) {
+  // CHECK: cnn.conv2d_bwd_data {{.*}} -> tensor<2x3x8x8xf32>
+  %dx = cnn.conv2d_bwd_data %dy, %w {strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1} : (tensor<2x4x4x4xf32>, tensor<4x3x3x3xf32>) -> tensor<2x3x8x8xf32>
+  // CHECK: cnn.conv2d_bwd_filter {{.*}} -> tensor<4x3x3x3xf32>
+  %dw = cnn.conv2d_bwd_filter %x, %dy {strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1} : (tensor<2x3x8x8xf32>, tensor<2x4x4x4xf32>) -> tensor<4x3x3x3xf32>
+  // CHECK: cnn.bias_grad {{.*}} -> tensor<4xf32>
+  %db = cnn.bias_grad %dy : (tensor<2x4x4x4xf32>) -> tensor<4xf32>
+  // CHECK: cnn.relu_grad
+  %dr = cnn.relu_grad %dy, %dy : (tensor<2x4x4x4xf32>, tensor<2x4x4x4xf32>) -> tensor<2x4x4x4xf32>
+  // CHECK: cnn.clip_grad
+  %dc = cnn.clip_grad %dy, %dy {min = 0.0 : f32, max = 6.0 : f32} : (tensor<2x4x4x4xf32>, tensor<2x4x4x4xf32>) -> tensor<2x4x4x4xf32>
+  // CHECK: cnn.max_pool2d_grad
+  %dm = cnn.max_pool2d_grad %dp, %p {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, padding = array<i64: 0, 0, 0, 0>, ceil_mode = false} : (tensor<2x4x4x4xf32>, tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+  // CHECK: cnn.avg_pool2d_grad
+  %da = cnn.avg_pool2d_grad %dp {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, padding = array<i64: 0, 0, 0, 0>, ceil_mode = false, count_include_pad = false} : (tensor<2x4x4x4xf32>) -> tensor<2x4x8x8xf32>
+  %g = cnn.global_avg_pool %p : (tensor<2x4x8x8xf32>) -> tensor<2x4x1x1xf32>
+  // CHECK: cnn.global_avg_pool_grad
+  %dg = cnn.global_avg_pool_grad %g : (tensor<2x4x1x1xf32>) -> tensor<2x4x8x8xf32>
+  // CHECK: cnn.batch_norm_grad
+  %gx, %gs, %gb = cnn.batch_norm_grad %p, %p, %s, %s, %s : (tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x4x8x8xf32>, tensor<4xf32>, tensor<4xf32>)
+  // CHECK: cnn.softmax_cross_entropy_grad
+  %dl = cnn.softmax_cross_entropy_grad %logits, %labels, %one : (tensor<2x10xf32>, tensor<2xi64>, tensor<f32>) -> tensor<2x10xf32>
+  // CHECK: cnn.sgd_update
+  %np, %nb = cnn.sgd_update %s, %s, %s, %one, %one {momentum = 0.9 : f32, dampening = 0.0 : f32, weight_decay = 0.0 : f32, nesterov = false} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>)
+  // CHECK: cnn.adam_update
+  %ap, %am, %av = cnn.adam_update %s, %s, %s, %s, %one, %one {beta1 = 0.9 : f32, beta2 = 0.999 : f32, epsilon = 1.0e-8 : f32, weight_decay = 0.01 : f32, decoupled = true} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// NHWC: activations N x H x W x C, filters K x R x S x C/groups (KRSC); the
+// default layout NCHW is not printed.
+// CHECK-LABEL: func @nhwc_ops
+func.func @nhwc_ops(%x: tensor<2x8x8x3xf32>, %w: tensor<4x3x3x3xf32>, %dy: tensor<2x4x4x4xf32>,
+                    %p: tensor<2x8x8x4xf32>, %dp: tensor<2x4x4x4xf32>, %s: tensor<4xf32>,
+                    %xc: tensor<2x3x8x8xf32>, %wc: tensor<4x3x3x3xf32>) {
+  // CHECK: cnn.conv2d {{.*}}layout = "NHWC"{{.*}} -> tensor<2x4x4x4xf32>
+  %y = cnn.conv2d %x, %w {strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1, layout = "NHWC"} : (tensor<2x8x8x3xf32>, tensor<4x3x3x3xf32>) -> tensor<2x4x4x4xf32>
+  // CHECK: cnn.conv2d %{{.*}}, %{{.*}} {dilations = array<i64: 1, 1>, groups = 1 : i64, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} :
+  %yc = cnn.conv2d %xc, %wc {strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1, layout = "NCHW"} : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<2x4x4x4xf32>
+  // CHECK: cnn.conv2d_bwd_data {{.*}}layout = "NHWC"{{.*}} -> tensor<2x8x8x3xf32>
+  %dx = cnn.conv2d_bwd_data %dy, %w {strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1, layout = "NHWC"} : (tensor<2x4x4x4xf32>, tensor<4x3x3x3xf32>) -> tensor<2x8x8x3xf32>
+  // CHECK: cnn.conv2d_bwd_filter {{.*}}layout = "NHWC"{{.*}} -> tensor<4x3x3x3xf32>
+  %dw = cnn.conv2d_bwd_filter %x, %dy {strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1, layout = "NHWC"} : (tensor<2x8x8x3xf32>, tensor<2x4x4x4xf32>) -> tensor<4x3x3x3xf32>
+  // CHECK: cnn.bias_add {{.*}}layout = "NHWC"
+  %b = cnn.bias_add %p, %s {layout = "NHWC"} : (tensor<2x8x8x4xf32>, tensor<4xf32>) -> tensor<2x8x8x4xf32>
+  // CHECK: cnn.bias_grad {{.*}}layout = "NHWC"{{.*}} -> tensor<4xf32>
+  %db = cnn.bias_grad %p {layout = "NHWC"} : (tensor<2x8x8x4xf32>) -> tensor<4xf32>
+  // CHECK: cnn.batch_norm {{.*}}layout = "NHWC"
+  %n = cnn.batch_norm %p, %s, %s, %s, %s {epsilon = 1.0e-5 : f32, layout = "NHWC"} : (tensor<2x8x8x4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<2x8x8x4xf32>
+  // CHECK: cnn.batch_norm_train {{.*}}layout = "NHWC"
+  %t:5 = cnn.batch_norm_train %p, %s, %s, %s, %s {epsilon = 1.0e-5 : f32, momentum = 0.1 : f32, layout = "NHWC"} : (tensor<2x8x8x4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x8x8x4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  // CHECK: cnn.batch_norm_grad {{.*}}layout = "NHWC"
+  %gx, %gs, %gb = cnn.batch_norm_grad %p, %p, %s, %s, %s {layout = "NHWC"} : (tensor<2x8x8x4xf32>, tensor<2x8x8x4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x8x8x4xf32>, tensor<4xf32>, tensor<4xf32>)
+  // CHECK: cnn.max_pool2d {{.*}}layout = "NHWC"{{.*}} -> tensor<2x4x4x4xf32>
+  %m = cnn.max_pool2d %p {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, padding = array<i64: 0, 0, 0, 0>, ceil_mode = false, layout = "NHWC"} : (tensor<2x8x8x4xf32>) -> tensor<2x4x4x4xf32>
+  // CHECK: cnn.max_pool2d_grad {{.*}}layout = "NHWC"
+  %dm = cnn.max_pool2d_grad %dp, %p {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, padding = array<i64: 0, 0, 0, 0>, ceil_mode = false, layout = "NHWC"} : (tensor<2x4x4x4xf32>, tensor<2x8x8x4xf32>) -> tensor<2x8x8x4xf32>
+  // CHECK: cnn.avg_pool2d {{.*}}layout = "NHWC"{{.*}} -> tensor<2x3x3x4xf32>
+  %a = cnn.avg_pool2d %p {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, padding = array<i64: 0, 0, 0, 0>, ceil_mode = false, count_include_pad = true, layout = "NHWC"} : (tensor<2x8x8x4xf32>) -> tensor<2x3x3x4xf32>
+  // CHECK: cnn.avg_pool2d_grad {{.*}}layout = "NHWC"
+  %da = cnn.avg_pool2d_grad %dp {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, padding = array<i64: 0, 0, 0, 0>, ceil_mode = false, count_include_pad = false, layout = "NHWC"} : (tensor<2x4x4x4xf32>) -> tensor<2x8x8x4xf32>
+  // CHECK: cnn.global_avg_pool {{.*}}layout = "NHWC"{{.*}} -> tensor<2x1x1x4xf32>
+  %g = cnn.global_avg_pool %p {layout = "NHWC"} : (tensor<2x8x8x4xf32>) -> tensor<2x1x1x4xf32>
+  // CHECK: cnn.global_avg_pool_grad {{.*}}layout = "NHWC"{{.*}} -> tensor<2x8x8x4xf32>
+  %dg = cnn.global_avg_pool_grad %g {layout = "NHWC"} : (tensor<2x1x1x4xf32>) -> tensor<2x8x8x4xf32>
+  return
+}

@@ -1,0 +1,12 @@
+// REQUIRES: nvcc
+// `cnnc model -o train` builds a training executable (--train implied) with
+// its weights beside it; without a GPU the executable says so and exits 3.
+// RUN: rm -rf %t && mkdir -p %t
+// RUN: cnnc %S/Inputs/small_cnn.mlir -o %t/train --arch sm_80 2>&1 | FileCheck %s --check-prefix=BUILD
+// RUN: test -x %t/train && test -s %t/train.cu && test -f %t/train.cnnw
+// RUN: env CUDA_VISIBLE_DEVICES= %t/train --data synthetic --steps 1 > %t/out.txt 2>&1; test $? -eq 3
+// RUN: FileCheck %s --check-prefix=NOGPU < %t/out.txt
+// RUN: not cnnc %S/Inputs/small_cnn.mlir -o %t/bad --arch sm_52 2>&1 | FileCheck %s --check-prefix=ARCH
+// BUILD: cnnc: built '{{.*}}train' (weights '{{.*}}train.cnnw', source '{{.*}}train.cu')
+// NOGPU: cnnrt: no CUDA GPU available
+// ARCH: error: unsupported --arch 'sm_52' (expected native, sm_80, sm_86, sm_89, sm_90 or sm_90a)

@@ -1,0 +1,27 @@
+// RUN: cnnc-opt %s -split-input-file -cnn-autodiff -verify-diagnostics
+
+// Softmax inside the network has no gradient rule: the op is named.
+func.func @forward(%x: tensor<2x4xf32> {cnn.input},
+                   %w: tensor<10x4xf32> {cnn.param = "fc.weight"}) -> tensor<2x10xf32> {
+  %y = cnn.matmul %x, %w {transpose_rhs = true} : (tensor<2x4xf32>, tensor<10x4xf32>) -> tensor<2x10xf32>
+  // expected-error @+1 {{cnn-autodiff: no gradient rule for 'cnn.softmax', which lies between the parameters and the loss}}
+  %s = cnn.softmax %y {axis = 1} : (tensor<2x10xf32>) -> tensor<2x10xf32>
+  return %s : tensor<2x10xf32>
+}
+
+// -----
+
+// expected-error @+1 {{cnn-autodiff: 'forward' has no parameters (arguments tagged cnn.param): nothing to train}}
+func.func @forward(%x: tensor<2x4x1x1xf32> {cnn.input}) -> tensor<2x4xf32> {
+  %f = cnn.flatten %x {axis = 1} : (tensor<2x4x1x1xf32>) -> tensor<2x4xf32>
+  return %f : tensor<2x4xf32>
+}
+
+// -----
+
+// expected-error @+1 {{cnn-autodiff: no function named 'forward'}}
+module {
+  func.func @main(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+    return %x : tensor<2x4xf32>
+  }
+}

@@ -1,0 +1,79 @@
+"""Writes the seed corpora of the fuzz targets from the repo's test inputs.
+
+    /usr/bin/python3 fuzz/make_seeds.py [fuzz/corpus]
+
+onnx: every model of test/Frontend/Inputs/make_onnx.py; pipeline: the .mlir
+test inputs; cnnw/npy/cnnt: small tensors of each dtype and rank; cifar: a
+few records of several geometries (5-byte header, see FuzzCifar.cpp).
+Deterministic: rerunning gives the same files. A campaign adds what it finds
+(scripts/fuzz.sh merges new coverage into fuzz/corpus/<target>).
+"""
+import glob
+import importlib.util
+import os
+import struct
+import sys
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+from cnnc.cnnw import write_cnnw  # noqa: E402
+
+
+def tensors():
+    rng = np.random.default_rng(0)
+    yield "f32_scalar", np.array(1.5, dtype=np.float32)
+    yield "f32_2x3", rng.standard_normal((2, 3)).astype(np.float32)
+    yield "f16_4", rng.standard_normal(4).astype(np.float16)
+    yield "i32_3x1x2", np.arange(6, dtype=np.int32).reshape(3, 1, 2)
+    yield "i64_labels", np.array([0, 3, 9, 1], dtype=np.int64)
+    yield "f32_empty", np.zeros((0, 3), dtype=np.float32)
+    yield "f32_nchw", rng.standard_normal((1, 3, 4, 4)).astype(np.float32)
+
+
+def cnnt_bytes(a):
+    code = {np.float32: 0, np.float16: 1, np.int32: 2, np.int64: 3}[a.dtype.type]
+    return (b"CNNT" + struct.pack("<II", code, a.ndim) +
+            struct.pack("<%dq" % a.ndim, *a.shape) + a.astype(a.dtype.newbyteorder("<")).tobytes())
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "fuzz", "corpus")
+    d = {t: os.path.join(out, t) for t in ("onnx", "pipeline", "cnnw", "npy", "cnnt", "cifar")}
+    for p in d.values():
+        os.makedirs(p, exist_ok=True)
+    ts = list(tensors())
+    for name, a in ts:
+        np.save(os.path.join(d["npy"], name + ".npy"), a)
+        with open(os.path.join(d["cnnt"], name + ".bin"), "wb") as f:
+            f.write(cnnt_bytes(a))
+    write_cnnw(os.path.join(d["cnnw"], "all.cnnw"), dict(ts))
+    for name, a in ts[:3]:
+        write_cnnw(os.path.join(d["cnnw"], name + ".cnnw"), {name: a})
+    write_cnnw(os.path.join(d["cnnw"], "empty.cnnw"), {})
+    rng = np.random.default_rng(1)
+    for c, h, w, k in ((3, 4, 4, 10), (1, 8, 8, 10), (3, 2, 2, 2)):
+        hdr = bytes([c - 1, h - 1, w - 1, k - 1, (c + h) % 256])
+        recs = b"".join(bytes([i % k]) + rng.integers(0, 256, c * h * w, dtype=np.uint8).tobytes()
+                        for i in range(3))
+        with open(os.path.join(d["cifar"], "c%dh%dw%dk%d.bin" % (c, h, w, k)), "wb") as f:
+            f.write(hdr + recs)
+    spec = importlib.util.spec_from_file_location(
+        "make_onnx", os.path.join(ROOT, "test", "Frontend", "Inputs", "make_onnx.py"))
+    mk = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mk)
+    for case, fn in sorted(mk.CASES.items()):
+        with open(os.path.join(d["onnx"], case + ".onnx"), "wb") as f:
+            f.write(fn().SerializeToString())
+    for p in sorted(glob.glob(os.path.join(ROOT, "test", "**", "*.mlir"), recursive=True)):
+        with open(p, "rb") as f:
+            text = f.read()
+        if len(text) <= 64 * 1024:
+            rel = os.path.relpath(p, os.path.join(ROOT, "test")).replace("/", "_")
+            with open(os.path.join(d["pipeline"], rel), "wb") as f:
+                f.write(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# libFuzzer builds and runs of the fuzz targets (fuzz/, docs/robustness.md).
+#
+#   scripts/fuzz.sh build                      build the libFuzzer binaries in build-san/
+#                                              (scripts/sanitizer-build.sh: clang-22,
+#                                              -fsanitize=fuzzer,address,undefined)
+#   scripts/fuzz.sh ci [SECONDS]               every target for SECONDS (default 8) from a
+#                                              copy of its corpus, fixed seed: the CI job
+#   scripts/fuzz.sh campaign TARGET SECONDS    a long run; new coverage is merged into
+#                                              fuzz/corpus/TARGET, crashers land in
+#                                              fuzz/regressions/TARGET (add them to git)
+#
+# Limits (a run exceeding one is a finding): -timeout=10 s per input,
+# -rss_limit_mb=2048, -malloc_limit_mb=1024 (one allocation).
+# Targets: cnnw npy cnnt cifar onnx pipeline.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+B=${SAN_BUILD_DIR:-build-san}
+TARGETS=(cnnw npy cnnt cifar onnx pipeline)
+LIMITS=(-timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=1024)
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+
+build() {
+  ./scripts/sanitizer-build.sh "${TARGETS[@]/#/cnnc-fuzz-}"
+}
+
+run_target() { # target seconds corpus-dir artifact-dir [extra args]
+  local t=$1 secs=$2 corpus=$3 art=$4
+  shift 4
+  mkdir -p "$art"
+  CNNC_FUZZ_ONNX_DATA_DIR="$ROOT/fuzz/regressions/onnx" \
+    "$B/bin/cnnc-fuzz-$t" "${LIMITS[@]}" -max_total_time="$secs" \
+    -artifact_prefix="$art/" -print_final_stats=1 "$corpus" "$@" \
+    "$ROOT/fuzz/regressions/$t"
+}
+
+case "${1:-}" in
+build) build ;;
+ci)
+  secs=${2:-8}
+  build
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
+  fail=0
+  for t in "${TARGETS[@]}"; do
+    cp -r "fuzz/corpus/$t" "$work/$t"
+    echo "== fuzz $t (${secs} s)"
+    if ! run_target "$t" "$secs" "$work/$t" "$work/artifacts-$t" -seed=1 \
+      >"$work/$t.log" 2>&1; then
+      tail -40 "$work/$t.log"
+      echo "fuzz $t: FAILED; the input is in the log above (artifact: $(ls "$work/artifacts-$t"))"
+      fail=1
+    else
+      grep -E "stat::number_of_executed_units|Done" "$work/$t.log" | tr '\n' ' '
+      echo
+    fi
+  done
+  exit $fail
+  ;;
+campaign)
+  t=${2:?target}
+  secs=${3:?seconds}
+  [ -n "${FUZZ_NO_BUILD:-}" ] || ./scripts/sanitizer-build.sh "cnnc-fuzz-$t"
+  work=${FUZZ_WORK:-$B/campaign-$t}
+  mkdir -p "$work/new"
+  run_target "$t" "$secs" "$work/new" "$ROOT/fuzz/regressions/$t" \
+    -seed="${FUZZ_SEED:-0}" -reload=0 "fuzz/corpus/$t" 2>&1 |
+    tee "$work/log" | grep -E "^#[0-9]+ +(pulse|DONE)|stat::|ERROR|SUMMARY" || true
+  # Keep what adds coverage.
+  "$B/bin/cnnc-fuzz-$t" -merge=1 "fuzz/corpus/$t" "$work/new" >/dev/null 2>&1 || true
+  ;;
+*)
+  sed -n '2,15p' "$0"
+  exit 2
+  ;;
+esac
