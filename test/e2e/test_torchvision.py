@@ -105,10 +105,8 @@ CASES = {
     # MobileNet-v2: depthwise convs, ReLU6 (Clip).
     "mobilenet_v2": case("mobilenet_v2", 64, seed=2, bn_eps=1e-3),
     # MobileNet-v3: HardSwish, HardSigmoid, squeeze-excitation.
-    "mobilenet_v3_small": case("mobilenet_v3_small", 64,
-                               xfail=NEEDS_HARDSIGMOID),
-    "mobilenet_v3_large": case("mobilenet_v3_large", 64, heavy=True,
-                               xfail=NEEDS_HARDSIGMOID),
+    "mobilenet_v3_small": case("mobilenet_v3_small", 64),
+    "mobilenet_v3_large": case("mobilenet_v3_large", 64, heavy=True),
     # MNASNet: depthwise separable convs, BN momentum 0.0003.
     "mnasnet0_5": case("mnasnet0_5", 64),
     "mnasnet0_75": case("mnasnet0_75", 64, heavy=True),
@@ -126,9 +124,8 @@ CASES = {
     # RegNet X (grouped convs, ReLU) and Y (+ squeeze-excitation).
     "regnet_x_400mf": case("regnet_x_400mf", 64),
     "regnet_x_800mf": case("regnet_x_800mf", 64, heavy=True),
-    "regnet_y_400mf": case("regnet_y_400mf", 64, xfail=NEEDS_BROADCAST_SIGMOID),
-    "regnet_y_800mf": case("regnet_y_800mf", 64, heavy=True,
-                           xfail=NEEDS_BROADCAST_SIGMOID),
+    "regnet_y_400mf": case("regnet_y_400mf", 64),
+    "regnet_y_800mf": case("regnet_y_800mf", 64, heavy=True),
     # ShuffleNet-v2: channel split (Slice) and shuffle (5-D Reshape/Transpose).
     "shufflenet_v2_x0_5": case("shufflenet_v2_x0_5", 64),
     "shufflenet_v2_x1_0": case("shufflenet_v2_x1_0", 64, heavy=True),
@@ -258,8 +255,6 @@ def test_stochastic_depth_exports_as_dropout_and_mul(tmp_path):
     assert not any("ernoulli" in n.op_type for n in g.graph.node)
 
 
-@pytest.mark.xfail(strict=True, reason="broadcasting Mul at import and in the "
-                   "reference: the mask [N,1,1,1] times x [N,C,H,W]")
 def test_stochastic_depth_trains(cnnc, tmp_path):
     """With p > 0 the step runs: cnn-autodiff turns the Dropout into a
     cnn.dropout_mask of shape [N,1,1,1] (cnnc's own draws, so no comparison
