@@ -10,6 +10,7 @@
 #include "cnnc/Dialect/CNN/CNNOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <cmath>
@@ -220,7 +221,13 @@ struct Program {
     Or,
     Neg,
     Trunc,
-    Copy
+    Copy,
+    Exp,
+    Log,
+    Tanh,
+    Erf,
+    Sqrt,
+    Pow
   };
   struct Inst {
     Kind kind;
@@ -272,6 +279,12 @@ FailureOr<Program> compile(cnn::FusedElementwiseOp op) {
         .Case<arith::NegFOp>([&](auto) { in.kind = Program::Neg; })
         .Case<arith::TruncFOp>([&](auto) { in.kind = Program::Trunc; })
         .Case<arith::ExtFOp>([&](auto) { in.kind = Program::Copy; })
+        .Case<math::ExpOp>([&](auto) { in.kind = Program::Exp; })
+        .Case<math::LogOp>([&](auto) { in.kind = Program::Log; })
+        .Case<math::TanhOp>([&](auto) { in.kind = Program::Tanh; })
+        .Case<math::ErfOp>([&](auto) { in.kind = Program::Erf; })
+        .Case<math::SqrtOp>([&](auto) { in.kind = Program::Sqrt; })
+        .Case<math::PowFOp>([&](auto) { in.kind = Program::Pow; })
         .Default([&](Operation *) { ok = false; });
     if (!ok)
       return o.emitError(
@@ -338,10 +351,35 @@ LogicalResult execElementwise(cnn::FusedElementwiseOp op,
   auto bc = op.getBroadcast();
   int64_t n =
       cast<RankedTensorType>(op.getResult(0).getType()).getNumElements();
+  // Numpy-broadcast inputs (kind 3): the element strides of each input in
+  // the results' index space, 0 along its size-1 dimensions.
+  std::vector<std::vector<int64_t>> bstride(ins.size());
+  for (size_t k = 0; k < ins.size(); ++k) {
+    if (bc[k] != 3)
+      continue;
+    auto in = cast<RankedTensorType>(op.getInputs()[k].getType()).getShape();
+    bstride[k].assign(shape.size(), 0);
+    int64_t st = 1;
+    for (int64_t d = (int64_t)shape.size() - 1; d >= 0; --d) {
+      bstride[k][d] = in[d] == 1 ? 0 : st;
+      st *= in[d];
+    }
+  }
+  auto broadcastIndex = [&](size_t k, int64_t i) {
+    int64_t idx = 0;
+    for (int64_t d = (int64_t)shape.size() - 1; d >= 0; --d) {
+      idx += (i % shape[d]) * bstride[k][d];
+      i /= shape[d];
+    }
+    return idx;
+  };
   std::vector<float> s(prog->slots);
   for (int64_t i = 0; i < n; ++i) {
     for (size_t k = 0; k < ins.size(); ++k)
-      s[k] = ins[k][bc[k] == 0 ? i : bc[k] == 1 ? ch(i) : 0];
+      s[k] = ins[k][bc[k] == 0   ? i
+                    : bc[k] == 1 ? ch(i)
+                    : bc[k] == 3 ? broadcastIndex(k, i)
+                                 : 0];
     for (const Program::Inst &in : prog->insts) {
       float a = s[in.a], b = s[in.b];
       float &o = s[in.out];
@@ -387,6 +425,24 @@ LogicalResult execElementwise(cnn::FusedElementwiseOp op,
         break;
       case Program::Copy:
         o = a;
+        break;
+      case Program::Exp:
+        o = std::exp(a);
+        break;
+      case Program::Log:
+        o = std::log(a);
+        break;
+      case Program::Tanh:
+        o = std::tanh(a);
+        break;
+      case Program::Erf:
+        o = std::erf(a);
+        break;
+      case Program::Sqrt:
+        o = std::sqrt(a);
+        break;
+      case Program::Pow:
+        o = std::pow(a, b);
         break;
       }
     }

@@ -216,11 +216,6 @@ private:
   LogicalResult exec(cnn::ConstantOp op);
   LogicalResult exec(cnn::Conv2DOp op);
   LogicalResult exec(cnn::BiasAddOp op);
-  LogicalResult exec(cnn::ReluOp op);
-  LogicalResult exec(cnn::ClipOp op);
-  LogicalResult exec(cnn::AddOp op);
-  LogicalResult exec(cnn::MulOp op);
-  LogicalResult exec(cnn::ScaleOp op);
   LogicalResult exec(cnn::BatchNormOp op);
   LogicalResult exec(cnn::BatchNormTrainOp op);
   LogicalResult exec(cnn::MaxPool2DOp op);
@@ -229,6 +224,8 @@ private:
   LogicalResult exec(cnn::MatmulOp op);
   LogicalResult exec(cnn::ConcatOp op);
   LogicalResult exec(cnn::SliceOp op);
+  LogicalResult exec(cnn::PadOp op);
+  LogicalResult exec(cnn::PadGradOp op);
   LogicalResult exec(cnn::TransposeOp op);
   LogicalResult exec(cnn::DropoutMaskOp op);
   LogicalResult exec(cnn::SoftmaxOp op);
@@ -237,8 +234,6 @@ private:
   LogicalResult exec(cnn::Conv2DBwdDataOp op);
   LogicalResult exec(cnn::Conv2DBwdFilterOp op);
   LogicalResult exec(cnn::BiasGradOp op);
-  LogicalResult exec(cnn::ReluGradOp op);
-  LogicalResult exec(cnn::ClipGradOp op);
   LogicalResult exec(cnn::MaxPool2DGradOp op);
   LogicalResult exec(cnn::AvgPool2DGradOp op);
   LogicalResult exec(cnn::GlobalAvgPoolGradOp op);
@@ -257,6 +252,11 @@ private:
   /// flatten, reshape, dropout (inference), cast: element copy; the f16
   /// rounding after every op performs the f32 -> f16 conversion of cast.
   LogicalResult execCopy(Operation *op);
+  /// Every elementwise op: its own scalar body (ElementwiseOpInterface), run
+  /// as the one-op fused_elementwise that cnn-fuse would make of it.
+  LogicalResult execElementwise(cnn::ElementwiseOpInterface op);
+  /// reduce_sum / reduce_mean over the op's `axes` (keepdims), in double.
+  LogicalResult execReduce(Operation *op);
   LogicalResult checkLabels(Operation *op, Value labels, int64_t classes);
 
   func::FuncOp func;
@@ -338,19 +338,21 @@ LogicalResult Executor::execute(Operation *op) {
       layout && layout.getValue() == "NHWC")
     return executeNHWC(op);
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
-      .Case<cnn::ConstantOp, cnn::Conv2DOp, cnn::BiasAddOp, cnn::ReluOp,
-            cnn::ClipOp, cnn::AddOp, cnn::MulOp, cnn::ScaleOp, cnn::BatchNormOp,
+      .Case<cnn::ConstantOp, cnn::Conv2DOp, cnn::BiasAddOp, cnn::BatchNormOp,
             cnn::BatchNormTrainOp, cnn::MaxPool2DOp, cnn::AvgPool2DOp,
             cnn::GlobalAvgPoolOp, cnn::MatmulOp, cnn::ConcatOp, cnn::SliceOp,
-            cnn::TransposeOp, cnn::DropoutMaskOp, cnn::SoftmaxOp,
-            cnn::SoftmaxCrossEntropyOp, cnn::Conv2DBwdDataOp,
-            cnn::Conv2DBwdFilterOp, cnn::BiasGradOp, cnn::ReluGradOp,
-            cnn::ClipGradOp, cnn::MaxPool2DGradOp, cnn::AvgPool2DGradOp,
+            cnn::PadOp, cnn::PadGradOp, cnn::TransposeOp, cnn::DropoutMaskOp,
+            cnn::SoftmaxOp, cnn::SoftmaxCrossEntropyOp, cnn::Conv2DBwdDataOp,
+            cnn::Conv2DBwdFilterOp, cnn::BiasGradOp, cnn::MaxPool2DGradOp, cnn::AvgPool2DGradOp,
             cnn::GlobalAvgPoolGradOp, cnn::BatchNormGradOp,
             cnn::SoftmaxCrossEntropyGradOp, cnn::SGDUpdateOp,
             cnn::AdamUpdateOp>([&](auto concrete) { return exec(concrete); })
-      .Case<cnn::FlattenOp, cnn::ReshapeOp, cnn::DropoutOp, cnn::CastOp>(
+      .Case<cnn::FlattenOp, cnn::ReshapeOp>(
           [&](Operation *o) { return execCopy(o); })
+      .Case<cnn::ElementwiseOpInterface>(
+          [&](cnn::ElementwiseOpInterface o) { return execElementwise(o); })
+      .Case<cnn::ReduceSumOp, cnn::ReduceMeanOp>(
+          [&](Operation *o) { return execReduce(o); })
       .Case<cnn::AllFiniteOp, cnn::LossScaleUpdateOp, cnn::UnscaleOp>(
           [&](auto concrete) { return exec(concrete); })
       .Case<func::ReturnOp>([&](func::ReturnOp ret) {
@@ -467,32 +469,44 @@ LogicalResult Executor::exec(cnn::BiasAddOp op) {
   return success();
 }
 
-LogicalResult Executor::exec(cnn::ReluOp op) {
-  kn::relu(ptr(op.getInput()), out(op.getResult()), get(op.getInput()).numel());
-  return success();
+LogicalResult Executor::execElementwise(cnn::ElementwiseOpInterface op) {
+  OpBuilder b(op->getContext());
+  cnn::FusedElementwiseOp fused = cnn::wrapElementwise(b, op);
+  LogicalResult result = executeFused(
+      fused, [&](Value v) -> const Tensor & { return get(v); },
+      [&](Value v) -> Tensor & {
+        return def(op->getResult(cast<OpResult>(v).getResultNumber()));
+      });
+  fused->erase();
+  return result;
 }
 
-LogicalResult Executor::exec(cnn::ClipOp op) {
-  kn::clip(ptr(op.getInput()), out(op.getResult()), get(op.getInput()).numel(),
-           f32(op.getMin()), f32(op.getMax()));
-  return success();
-}
-
-LogicalResult Executor::exec(cnn::AddOp op) {
-  kn::add(ptr(op.getLhs()), ptr(op.getRhs()), out(op.getResult()),
-          get(op.getLhs()).numel());
-  return success();
-}
-
-LogicalResult Executor::exec(cnn::MulOp op) {
-  kn::mul(ptr(op.getLhs()), ptr(op.getRhs()), out(op.getResult()),
-          get(op.getLhs()).numel());
-  return success();
-}
-
-LogicalResult Executor::exec(cnn::ScaleOp op) {
-  kn::scale(ptr(op.getInput()), out(op.getResult()), get(op.getInput()).numel(),
-            f32(op.getFactor()));
+LogicalResult Executor::execReduce(Operation *op) {
+  auto axes = op->getAttrOfType<DenseI64ArrayAttr>("axes").asArrayRef();
+  const Tensor &in = get(op->getOperand(0));
+  auto shape = cast<RankedTensorType>(op->getOperand(0).getType()).getShape();
+  auto outShape = cast<RankedTensorType>(op->getResult(0).getType()).getShape();
+  int64_t outCount = 1, count = 1;
+  for (int64_t d : outShape)
+    outCount *= d;
+  for (int64_t a : axes)
+    count *= shape[a];
+  std::vector<double> acc(outCount, 0.0);
+  int64_t rank = shape.size();
+  for (int64_t i = 0, n = in.data.size(); i < n; ++i) {
+    int64_t rest = i, o = 0, stride = 1;
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      int64_t idx = rest % shape[d];
+      rest /= shape[d];
+      o += (outShape[d] == 1 ? 0 : idx) * stride;
+      stride *= outShape[d];
+    }
+    acc[o] += in.data[i];
+  }
+  float *y = out(op->getResult(0));
+  bool mean = isa<cnn::ReduceMeanOp>(op);
+  for (int64_t j = 0; j < outCount; ++j)
+    y[j] = (float)(mean ? acc[j] / count : acc[j]);
   return success();
 }
 
@@ -564,6 +578,26 @@ LogicalResult Executor::exec(cnn::SliceOp op) {
             kn::Shape(op.getOffsets().begin(), op.getOffsets().end()),
             kn::Shape(op.getSizes().begin(), op.getSizes().end()),
             out(op.getResult()));
+  return success();
+}
+
+static kn::PadMode padMode(StringRef mode) {
+  return mode == "reflect" ? kn::PadMode::Reflect
+         : mode == "edge"  ? kn::PadMode::Edge
+                           : kn::PadMode::Constant;
+}
+
+LogicalResult Executor::exec(cnn::PadOp op) {
+  kn::pad(ptr(op.getInput()), shapeOf(op.getInput()),
+          kn::Shape(op.getPads().begin(), op.getPads().end()),
+          padMode(op.getMode()), f32(op.getValue()), out(op.getResult()));
+  return success();
+}
+
+LogicalResult Executor::exec(cnn::PadGradOp op) {
+  kn::padGrad(ptr(op.getGradOutput()), shapeOf(op.getResult()),
+              kn::Shape(op.getPads().begin(), op.getPads().end()),
+              padMode(op.getMode()), out(op.getResult()));
   return success();
 }
 
@@ -642,18 +676,6 @@ LogicalResult Executor::exec(cnn::Conv2DBwdFilterOp op) {
 LogicalResult Executor::exec(cnn::BiasGradOp op) {
   NCI d = nciOf(shapeOf(op.getGradOutput()));
   kn::biasGrad(ptr(op.getGradOutput()), out(op.getResult()), d.n, d.c, d.inner);
-  return success();
-}
-
-LogicalResult Executor::exec(cnn::ReluGradOp op) {
-  kn::reluGrad(ptr(op.getGradOutput()), ptr(op.getOutput()),
-               out(op.getResult()), get(op.getOutput()).numel());
-  return success();
-}
-
-LogicalResult Executor::exec(cnn::ClipGradOp op) {
-  kn::clipGrad(ptr(op.getGradOutput()), ptr(op.getInput()), out(op.getResult()),
-               get(op.getInput()).numel(), f32(op.getMin()), f32(op.getMax()));
   return success();
 }
 

@@ -670,6 +670,65 @@ void slice(const float *x, const Shape &shape, const Shape &offsets,
   }
 }
 
+int64_t padSource(int64_t j, int64_t n, int64_t begin, PadMode mode) {
+  int64_t k = j - begin;
+  if (k >= 0 && k < n)
+    return k;
+  switch (mode) {
+  case PadMode::Constant:
+    return -1;
+  case PadMode::Edge:
+    return k < 0 ? 0 : n - 1;
+  case PadMode::Reflect:
+    // Pads are smaller than n (the verifier), so one reflection suffices.
+    return k < 0 ? -k : 2 * (n - 1) - k;
+  }
+  return -1;
+}
+
+namespace {
+/// Calls f(outIndex, inIndex or -1) for every element of the padded shape.
+template <typename F>
+void forEachPadded(const Shape &shape, const Shape &pads, PadMode mode, F f) {
+  const int64_t rank = shape.size();
+  Shape outShape(rank);
+  for (int64_t d = 0; d < rank; ++d)
+    outShape[d] = shape[d] + pads[d] + pads[rank + d];
+  std::vector<int64_t> inStrides = stridesOf(shape);
+  const int64_t total = numel(outShape);
+  std::vector<int64_t> idx(rank, 0);
+  for (int64_t i = 0; i < total; ++i) {
+    int64_t src = 0;
+    for (int64_t d = 0; d < rank && src >= 0; ++d) {
+      int64_t k = padSource(idx[d], shape[d], pads[d], mode);
+      src = k < 0 ? -1 : src + k * inStrides[d];
+    }
+    f(i, src);
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      if (++idx[d] < outShape[d])
+        break;
+      idx[d] = 0;
+    }
+  }
+}
+} // namespace
+
+void pad(const float *x, const Shape &shape, const Shape &pads, PadMode mode,
+         float value, float *y) {
+  forEachPadded(shape, pads, mode, [&](int64_t i, int64_t src) {
+    y[i] = src < 0 ? value : x[src];
+  });
+}
+
+void padGrad(const float *dy, const Shape &shape, const Shape &pads,
+             PadMode mode, float *dx) {
+  std::fill(dx, dx + numel(shape), 0.0f);
+  forEachPadded(shape, pads, mode, [&](int64_t i, int64_t src) {
+    if (src >= 0)
+      dx[src] += dy[i];
+  });
+}
+
 void transpose(const float *x, const Shape &shape, const Shape &perm,
                float *y) {
   const int64_t rank = shape.size();

@@ -146,6 +146,19 @@ void slice(const float *x, const Shape &shape, const Shape &offsets,
            const Shape &sizes, float *y);
 /// y.dim(i) = x.dim(perm[i]).
 void transpose(const float *x, const Shape &shape, const Shape &perm, float *y);
+/// Padding modes of pad/padGrad (cnn.pad's "constant", "reflect", "edge").
+enum class PadMode { Constant, Reflect, Edge };
+/// The input index that padded index `j` (in [0, n + begin + end)) copies
+/// along one dimension of size `n` with `begin` leading pads, or -1 for a
+/// constant fill.
+int64_t padSource(int64_t j, int64_t n, int64_t begin, PadMode mode);
+/// y = pad(x): pads = [begin_0..begin_{r-1}, end_0..end_{r-1}] (cnn.pad).
+void pad(const float *x, const Shape &shape, const Shape &pads, PadMode mode,
+         float value, float *y);
+/// dx (of `shape`) = sum of dy over the padded elements that copy each x
+/// element (cnn.pad_grad); dy has the padded shape.
+void padGrad(const float *dy, const Shape &shape, const Shape &pads,
+             PadMode mode, float *dx);
 
 //===----------------------------------------------------------------------===//
 // Dropout

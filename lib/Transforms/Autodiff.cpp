@@ -11,6 +11,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -36,6 +37,82 @@ Value zeros(OpBuilder &b, Location loc, Type type) {
   auto t = cast<RankedTensorType>(type);
   return ConstantOp::create(
       b, loc, t, DenseElementsAttr::get(t, b.getZeroAttr(t.getElementType())));
+}
+
+/// `g` summed over the dimensions in which `type` is 1 and `g` is not: the
+/// gradient of an operand that a binary op broadcast.
+Value sumToShape(OpBuilder &b, Location loc, Value g, Type type) {
+  auto gt = cast<RankedTensorType>(g.getType());
+  auto t = cast<RankedTensorType>(type);
+  if (gt.getShape() == t.getShape())
+    return g;
+  SmallVector<int64_t> axes;
+  for (int64_t d = 0; d < t.getRank(); ++d)
+    if (t.getDimSize(d) == 1 && gt.getDimSize(d) != 1)
+      axes.push_back(d);
+  return ReduceSumOp::create(b, loc, g, b.getDenseI64ArrayAttr(axes));
+}
+
+/// `factor * dy` repeated over the dimensions where `dy` is 1 and `type` is
+/// not (the gradient of a reduction).
+Value broadcastTo(OpBuilder &b, Location loc, Value dy, Type type,
+                  double factor) {
+  auto t = cast<RankedTensorType>(type);
+  auto full = RankedTensorType::get(
+      t.getShape(), cast<RankedTensorType>(dy.getType()).getElementType());
+  return makeFusedElementwise(
+             b, loc, TypeRange{full}, ValueRange{dy}, {broadcastKind(dy.getType(), full)},
+             "NCHW",
+             [&](ScalarBuilder &s, ValueRange a) {
+               return SmallVector<Value>{factor == 1.0 ? a[0]
+                                                       : s.mul(a[0], s.c(factor))};
+             })
+      .getResult(0);
+}
+
+/// The gradient of operand #`index` of an elementwise op from its scalar
+/// derivative: one fused_elementwise over (operands, result, dy), keeping only
+/// the inputs the derivative reads, summed to the operand's shape. Null when
+/// the op declares no derivative for that operand.
+Value elementwiseGradient(OpBuilder &b, ElementwiseOpInterface e, Value dy,
+                          unsigned index) {
+  Operation *op = e.getOperation();
+  Location loc = op->getLoc();
+  Value result = op->getResult(0);
+  unsigned n = op->getNumOperands();
+  SmallVector<Value> inputs(op->getOperands());
+  inputs.append({result, dy});
+  SmallVector<int64_t> bc;
+  for (Value v : inputs)
+    bc.push_back(broadcastKind(v.getType(), result.getType()));
+  auto full = RankedTensorType::get(
+      cast<RankedTensorType>(result.getType()).getShape(),
+      cast<RankedTensorType>(dy.getType()).getElementType());
+  bool none = false;
+  FusedElementwiseOp g = makeFusedElementwise(
+      b, loc, TypeRange{full}, inputs, bc, "NCHW",
+      [&](ScalarBuilder &s, ValueRange a) {
+        Value r = e.buildScalarGradient(s, a.take_front(n), a[n], a[n + 1],
+                                        index);
+        none = !r;
+        return SmallVector<Value>{r ? r : s.c(0)};
+      });
+  Block &body = g.getBody().front();
+  Value yielded = cast<YieldOp>(body.getTerminator()).getValues()[0];
+  if (none || yielded == body.getArgument(n + 1)) {
+    g->erase();
+    return none ? Value() : sumToShape(b, loc, dy, op->getOperand(index).getType());
+  }
+  // Drop the inputs the derivative does not read (their buffers need not
+  // live until the backward pass).
+  for (int k = (int)inputs.size() - 1; k >= 0; --k)
+    if (body.getArgument(k).use_empty()) {
+      body.eraseArgument(k);
+      g.getInputsMutable().erase(k);
+      bc.erase(bc.begin() + k);
+    }
+  g.setBroadcast(bc);
+  return sumToShape(b, loc, g.getResult(0), op->getOperand(index).getType());
 }
 
 struct AutodiffPass : public cnnc::impl::CNNAutodiffBase<AutodiffPass> {
@@ -99,14 +176,18 @@ LogicalResult AutodiffPass::backprop(OpBuilder &b, Operation *op) {
       .Case([&](AddOp o) {
         for (Value v : {o.getLhs(), o.getRhs()})
           if (wants(v))
-            accumulate(b, loc, v, dy);
+            accumulate(b, loc, v, sumToShape(b, loc, dy, v.getType()));
         return success();
       })
       .Case([&](MulOp o) {
         if (wants(o.getLhs()))
-          accumulate(b, loc, o.getLhs(), MulOp::create(b, loc, dy, o.getRhs()));
+          accumulate(b, loc, o.getLhs(),
+                     sumToShape(b, loc, MulOp::create(b, loc, dy, o.getRhs()),
+                                o.getLhs().getType()));
         if (wants(o.getRhs()))
-          accumulate(b, loc, o.getRhs(), MulOp::create(b, loc, dy, o.getLhs()));
+          accumulate(b, loc, o.getRhs(),
+                     sumToShape(b, loc, MulOp::create(b, loc, dy, o.getLhs()),
+                                o.getRhs().getType()));
         return success();
       })
       .Case([&](ScaleOp o) {
@@ -210,6 +291,71 @@ LogicalResult AutodiffPass::backprop(OpBuilder &b, Operation *op) {
         }
         return success();
       })
+      .Case([&](ElementwiseOpInterface e) -> LogicalResult {
+        // Every other elementwise op: its own scalar derivative.
+        for (auto [i, v] : llvm::enumerate(op->getOperands())) {
+          if (!wants(v))
+            continue;
+          Value g = elementwiseGradient(b, e, dy, i);
+          if (!g)
+            return op->emitError("cnn-autodiff: '")
+                   << op->getName() << "' has no gradient for operand #" << i;
+          accumulate(b, loc, v, g);
+        }
+        return success();
+      })
+      .Case([&](ReduceSumOp o) {
+        // The sum's gradient is dy repeated over the reduced dimensions.
+        accumulate(b, loc, o.getInput(),
+                   broadcastTo(b, loc, dy, o.getInput().getType(), 1.0));
+        return success();
+      })
+      .Case([&](ReduceMeanOp o) {
+        auto in = cast<RankedTensorType>(o.getInput().getType());
+        int64_t count = 1;
+        for (int64_t a : o.getAxes())
+          count *= in.getDimSize(a);
+        accumulate(b, loc, o.getInput(),
+                   broadcastTo(b, loc, dy, in, 1.0 / (double)count));
+        return success();
+      })
+      .Case([&](PadOp o) {
+        // A constant pad only moves the input: its gradient is the interior
+        // of dy. Reflect/edge pads copy input elements several times.
+        Value g;
+        if (o.getMode() == "constant") {
+          auto in = o.getInput().getType();
+          auto offs = o.getPads().take_front(in.getRank());
+          g = SliceOp::create(
+              b, loc, ValueRange{dy},
+              {b.getNamedAttr("offsets", b.getDenseI64ArrayAttr(offs)),
+               b.getNamedAttr("sizes", b.getDenseI64ArrayAttr(in.getShape()))});
+        } else {
+          g = PadGradOp::create(b, loc, ValueRange{dy},
+                                {b.getNamedAttr("pads", o.getPadsAttr()),
+                                 b.getNamedAttr("mode", o.getModeAttr())});
+        }
+        accumulate(b, loc, o.getInput(), g);
+        return success();
+      })
+      .Case([&](SliceOp o) {
+        // Zeros around dy: a constant pad to the input's shape.
+        auto in = o.getInput().getType();
+        int64_t rank = in.getRank();
+        SmallVector<int64_t> pads(2 * rank);
+        for (int64_t d = 0; d < rank; ++d) {
+          pads[d] = o.getOffsets()[d];
+          pads[rank + d] =
+              in.getDimSize(d) - o.getOffsets()[d] - o.getSizes()[d];
+        }
+        accumulate(
+            b, loc, o.getInput(),
+            PadOp::create(b, loc, ValueRange{dy},
+                          {b.getNamedAttr("pads", b.getDenseI64ArrayAttr(pads)),
+                           b.getNamedAttr("mode", b.getStringAttr("constant")),
+                           f32Attr(b, "value", 0.0)}));
+        return success();
+      })
       .Default([&](Operation *o) {
         return o->emitError("cnn-autodiff: no gradient rule for '")
                << o->getName()
@@ -228,11 +374,28 @@ void AutodiffPass::runOnOperation() {
     module.emitError("cnn-autodiff: the module already has a 'train_step'");
     return signalPassFailure();
   }
-  if (forward.getNumResults() != 1 ||
-      cast<RankedTensorType>(forward.getResultTypes()[0]).getRank() != 2) {
+  // One N x C logits tensor, or the main logits followed by auxiliary
+  // classifiers' logits (GoogLeNet, Inception-v3 in training mode), all over
+  // the same batch.
+  auto isLogits = [&](Type t) {
+    auto r = dyn_cast<RankedTensorType>(t);
+    return r && r.getRank() == 2 &&
+           r.getDimSize(0) ==
+               cast<RankedTensorType>(forward.getResultTypes()[0])
+                   .getDimSize(0);
+  };
+  if (forward.getNumResults() < 1 ||
+      !llvm::all_of(forward.getResultTypes(), isLogits)) {
     forward.emitError("cnn-autodiff: '")
-        << forwardName << "' must return one N x C logits tensor, got "
+        << forwardName
+        << "' must return N x C logits tensors (the main classifier's, then "
+           "any auxiliary classifiers'), got "
         << forward.getFunctionType();
+    return signalPassFailure();
+  }
+  if (!(auxLossWeight >= 0)) {
+    module.emitError("cnn-autodiff: aux-loss-weight must be >= 0, got ")
+        << auxLossWeight;
     return signalPassFailure();
   }
   if (optimizer != "sgd" && optimizer != "adam" && optimizer != "adamw" &&
@@ -325,10 +488,11 @@ void AutodiffPass::runOnOperation() {
   b.setInsertionPointToStart(entry);
   DenseMap<Value, Value> newRunningStats; // buffer arg -> updated value
   int64_t dropoutSeed = 0;
-  Value logits;
+  SmallVector<Value> allLogits; // the main logits, then the auxiliary ones
   for (Operation &op : forward.getBody().front()) {
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
-      logits = map.lookup(ret.getOperand(0));
+      for (Value v : ret.getOperands())
+        allLogits.push_back(map.lookup(v));
       break;
     }
     if (auto bn = dyn_cast<BatchNormOp>(op)) {
@@ -359,14 +523,36 @@ void AutodiffPass::runOnOperation() {
     }
     b.clone(op, map);
   }
-  if (!logits) {
+  if (allLogits.empty()) {
     forward.emitError("cnn-autodiff: '") << forwardName << "' has no return";
     return signalPassFailure();
   }
+  Value logits = allLogits.front();
+  // loss = CE(main) + aux-loss-weight * sum CE(aux), as torchvision's
+  // reference training scripts compute it for GoogLeNet and Inception-v3.
   Location lossLoc = NameLoc::get(b.getStringAttr("loss"), loc);
-  Value loss = SoftmaxCrossEntropyOp::create(
-      b, lossLoc, ValueRange{logits, labels},
-      {f32Attr(b, "label_smoothing", labelSmoothing)});
+  DenseSet<Operation *> lossOps; // not differentiated: the seeds start below
+  auto lossOp = [&](Value v) {
+    lossOps.insert(v.getDefiningOp());
+    return v;
+  };
+  auto crossEntropy = [&](Value l) -> Value {
+    return lossOp(SoftmaxCrossEntropyOp::create(
+        b, lossLoc, ValueRange{l, labels},
+        {f32Attr(b, "label_smoothing", labelSmoothing)}));
+  };
+  Value loss = crossEntropy(logits);
+  if (allLogits.size() > 1) {
+    Value aux;
+    for (Value l : ArrayRef<Value>(allLogits).drop_front()) {
+      Value ce = crossEntropy(l);
+      aux = aux ? lossOp(AddOp::create(b, lossLoc, aux, ce)) : ce;
+    }
+    aux = lossOp(ScaleOp::create(b, lossLoc, TypeRange{scalarType},
+                                 ValueRange{aux},
+                                 {f32Attr(b, "factor", auxLossWeight)}));
+    loss = lossOp(AddOp::create(b, lossLoc, loss, aux));
+  }
 
   // Which values depend on a parameter (and so need a gradient)?
   for (unsigned i = 0; i < params.size(); ++i)
@@ -379,7 +565,8 @@ void AutodiffPass::runOnOperation() {
       for (Value r : op.getResults())
         needsGrad.insert(r);
   }
-  if (!needsGrad.contains(logits)) {
+  if (!llvm::all_of(allLogits,
+                    [&](Value v) { return needsGrad.contains(v); })) {
     forward.emitError("cnn-autodiff: the logits of '")
         << forwardName << "' do not depend on any parameter";
     return signalPassFailure();
@@ -388,11 +575,19 @@ void AutodiffPass::runOnOperation() {
   // Backward pass, in reverse order of the forward ops.
   Value one = ConstantOp::create(b, lossLoc, scalarType,
                                  DenseElementsAttr::get(scalarType, 1.0f));
-  grads[logits] = SoftmaxCrossEntropyGradOp::create(
-      b, lossLoc, ValueRange{logits, labels, one},
-      {f32Attr(b, "label_smoothing", labelSmoothing)});
+  // Every seed reads the constant 1.0 (cnn-precision turns it into the loss
+  // scale); an auxiliary logits gradient is then scaled by its weight.
+  for (auto [k, l] : llvm::enumerate(allLogits)) {
+    Value g = SoftmaxCrossEntropyGradOp::create(
+        b, lossLoc, ValueRange{l, labels, one},
+        {f32Attr(b, "label_smoothing", labelSmoothing)});
+    if (k > 0)
+      g = ScaleOp::create(b, lossLoc, TypeRange{g.getType()}, ValueRange{g},
+                          {f32Attr(b, "factor", auxLossWeight)});
+    accumulate(b, lossLoc, l, g);
+  }
   for (Operation *op : llvm::reverse(forwardOps)) {
-    if (isa<SoftmaxCrossEntropyOp>(op) || op->getNumResults() == 0 ||
+    if (lossOps.contains(op) || op->getNumResults() == 0 ||
         !llvm::any_of(op->getResults(),
                       [&](Value r) { return grads.count(r); }))
       continue;
@@ -469,6 +664,20 @@ void AutodiffPass::runOnOperation() {
       b.getFunctionType(argTypes, ValueRange(results).getTypes()));
   for (auto [i, attrs] : llvm::enumerate(resultAttrs))
     step.setResultAttrs(i, attrs);
+
+  // @forward is the evaluation function: auxiliary classifiers only train
+  // (torchvision's models return the main logits alone in eval mode), so it
+  // keeps the main logits and drops what only the others used.
+  if (forward.getNumResults() > 1) {
+    auto ret = cast<func::ReturnOp>(forward.getBody().front().getTerminator());
+    ret->setOperands(ret.getOperand(0));
+    forward.setFunctionType(b.getFunctionType(forward.getArgumentTypes(),
+                                              ret.getOperand(0).getType()));
+    for (Operation &op :
+         llvm::make_early_inc_range(llvm::reverse(forward.getBody().front())))
+      if (isOpTriviallyDead(&op))
+        op.erase();
+  }
 }
 
 } // namespace

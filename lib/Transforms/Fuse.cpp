@@ -133,24 +133,6 @@ void fuseConvEpilogues(func::FuncOp f, int &count) {
 
 /// Builds a fused_elementwise with `inputs` (broadcast kinds `bc`) whose body
 /// is made by `body(builder, args) -> yielded values`.
-FusedElementwiseOp makeElementwise(
-    OpBuilder &b, Location loc, TypeRange results, ValueRange inputs,
-    ArrayRef<int64_t> bc, StringRef layout,
-    function_ref<SmallVector<Value>(OpBuilder &, ValueRange)> body) {
-  auto op = FusedElementwiseOp::create(
-      b, loc, results, inputs,
-      {b.getNamedAttr("broadcast", b.getDenseI64ArrayAttr(bc)),
-       b.getNamedAttr("layout", b.getStringAttr(layout))});
-  Block *block = new Block();
-  op.getBody().push_back(block);
-  for (size_t i = 0; i < inputs.size(); ++i)
-    block->addArgument(b.getF32Type(), loc);
-  OpBuilder ib = OpBuilder::atBlockEnd(block);
-  SmallVector<Value> ys = body(ib, block->getArguments());
-  YieldOp::create(ib, loc, ys);
-  return op;
-}
-
 void splitBatchNorm(func::FuncOp f, int &count) {
   SmallVector<BatchNormTrainOp> bns;
   f.walk([&](BatchNormTrainOp o) { bns.push_back(o); });
@@ -169,14 +151,12 @@ void splitBatchNorm(func::FuncOp f, int &count) {
         {b.getNamedAttr("epsilon", bn.getEpsilonAttr()),
          b.getNamedAttr("momentum", bn.getMomentumAttr()),
          b.getNamedAttr("layout", b.getStringAttr(layout))});
-    auto norm = makeElementwise(
+    auto norm = makeFusedElementwise(
         b, bn.getLoc(), TypeRange{bn.getResult().getType()},
         ValueRange{bn.getInput(), stats.getAlpha(), stats.getBeta()}, {0, 1, 1},
-        layout, [&](OpBuilder &ib, ValueRange a) {
+        layout, [&](ScalarBuilder &s, ValueRange a) {
           // x * alpha + beta: the batch_norm_train kernel's operations.
-          Location l = bn.getLoc();
-          Value s = arith::MulFOp::create(ib, l, a[0], a[1]);
-          return SmallVector<Value>{arith::AddFOp::create(ib, l, s, a[2])};
+          return SmallVector<Value>{s.add(s.mul(a[0], a[1]), a[2])};
         });
     bn.getResult().replaceAllUsesWith(norm.getResult(0));
     bn.getSavedMean().replaceAllUsesWith(stats.getSavedMean());
@@ -212,102 +192,23 @@ void fuseReluIntoBatchNormGrad(func::FuncOp f, int &count) {
 // 4. Elementwise chains
 //===----------------------------------------------------------------------===//
 
-Value constF32(OpBuilder &b, Location l, double v) {
-  return arith::ConstantOp::create(b, l, b.getF32FloatAttr(v));
-}
-
-/// Rounds to f16 and back, so a cast inside a fused body behaves like a
-/// stored f16 value.
-Value roundHalf(OpBuilder &b, Location l, Value x) {
-  Value h = arith::TruncFOp::create(b, l, b.getF16Type(), x);
-  return arith::ExtFOp::create(b, l, b.getF32Type(), h);
-}
-
-/// Converts one elementwise cnn op to a single-op fused_elementwise.
+/// Converts one elementwise cnn op to a single-op fused_elementwise: the
+/// op's own scalar body (ElementwiseOpInterface); bias_add, whose bias is
+/// per channel of a layout, is the one op with its own form here.
 FusedElementwiseOp toElementwise(Operation *op) {
   OpBuilder b(op);
-  Location l = op->getLoc();
-  auto mk = [&](ValueRange ins, ArrayRef<int64_t> bc,
-                function_ref<Value(OpBuilder &, ValueRange)> fn) {
-    return makeElementwise(
-        b, l, op->getResultTypes(), ins, bc, layoutOf(op),
-        [&](OpBuilder &ib, ValueRange a) {
-          Value r = fn(ib, a);
-          if (cast<RankedTensorType>(op->getResult(0).getType())
-                  .getElementType()
-                  .isF16())
-            r = roundHalf(ib, l, r);
-          return SmallVector<Value>{r};
+  if (auto e = dyn_cast<ElementwiseOpInterface>(op))
+    return wrapElementwise(b, e);
+  if (auto o = dyn_cast<BiasAddOp>(op)) {
+    bool half = o.getType().getElementType().isF16();
+    return makeFusedElementwise(
+        b, o.getLoc(), o->getResultTypes(), o->getOperands(), {0, 1},
+        layoutOf(o), [&](ScalarBuilder &s, ValueRange a) {
+          Value r = s.add(a[0], a[1]);
+          return SmallVector<Value>{half ? s.roundToHalf(r) : r};
         });
-  };
-  auto cmpSel = [&](OpBuilder &ib, arith::CmpFPredicate p, Value x, Value y,
-                    Value t, Value e) {
-    Value c = arith::CmpFOp::create(ib, l, p, x, y);
-    return arith::SelectOp::create(ib, l, c, t, e).getResult();
-  };
-  return TypeSwitch<Operation *, FusedElementwiseOp>(op)
-      .Case([&](ReluOp o) {
-        return mk(o->getOperands(), {0}, [&](OpBuilder &ib, ValueRange a) {
-          return arith::MaximumFOp::create(ib, l, a[0], constF32(ib, l, 0))
-              .getResult();
-        });
-      })
-      .Case([&](ClipOp o) {
-        return mk(o->getOperands(), {0}, [&](OpBuilder &ib, ValueRange a) {
-          Value lo = arith::MaximumFOp::create(
-              ib, l, a[0], constF32(ib, l, o.getMin().convertToFloat()));
-          return arith::MinimumFOp::create(
-                     ib, l, lo, constF32(ib, l, o.getMax().convertToFloat()))
-              .getResult();
-        });
-      })
-      .Case([&](AddOp o) {
-        return mk(o->getOperands(), {0, 0}, [&](OpBuilder &ib, ValueRange a) {
-          return arith::AddFOp::create(ib, l, a[0], a[1]).getResult();
-        });
-      })
-      .Case([&](MulOp o) {
-        return mk(o->getOperands(), {0, 0}, [&](OpBuilder &ib, ValueRange a) {
-          return arith::MulFOp::create(ib, l, a[0], a[1]).getResult();
-        });
-      })
-      .Case([&](ScaleOp o) {
-        return mk(o->getOperands(), {0}, [&](OpBuilder &ib, ValueRange a) {
-          return arith::MulFOp::create(
-                     ib, l, a[0],
-                     constF32(ib, l, o.getFactor().convertToFloat()))
-              .getResult();
-        });
-      })
-      .Case<CastOp, DropoutOp>([&](Operation *o) {
-        return mk(o->getOperands().take_front(), {0},
-                  [&](OpBuilder &, ValueRange a) { return a[0]; });
-      })
-      .Case([&](ReluGradOp o) {
-        return mk(o->getOperands(), {0, 0}, [&](OpBuilder &ib, ValueRange a) {
-          return cmpSel(ib, arith::CmpFPredicate::OGT, a[1], constF32(ib, l, 0),
-                        a[0], constF32(ib, l, 0));
-        });
-      })
-      .Case([&](ClipGradOp o) {
-        return mk(o->getOperands(), {0, 0}, [&](OpBuilder &ib, ValueRange a) {
-          Value gt = arith::CmpFOp::create(
-              ib, l, arith::CmpFPredicate::OGT, a[1],
-              constF32(ib, l, o.getMin().convertToFloat()));
-          Value lt = arith::CmpFOp::create(
-              ib, l, arith::CmpFPredicate::OLT, a[1],
-              constF32(ib, l, o.getMax().convertToFloat()));
-          Value in = arith::AndIOp::create(ib, l, gt, lt);
-          return arith::SelectOp::create(ib, l, in, a[0], constF32(ib, l, 0))
-              .getResult();
-        });
-      })
-      .Case([&](BiasAddOp o) {
-        return mk(o->getOperands(), {0, 1}, [&](OpBuilder &ib, ValueRange a) {
-          return arith::AddFOp::create(ib, l, a[0], a[1]).getResult();
-        });
-      })
-      .Default([](Operation *) { return FusedElementwiseOp(); });
+  }
+  return {};
 }
 
 /// Merges `consumer` into `producer` (both fused_elementwise, same shape and
@@ -396,6 +297,85 @@ FusedElementwiseOp merge(FusedElementwiseOp producer,
   return fused;
 }
 
+/// Whether `producer` can be recomputed inside `consumer`: its one result
+/// is broadcast (kind 3) into `consumer` and used nowhere else, and its own
+/// inputs can be broadcast the same way (not per channel). This is the
+/// squeeze-excitation gate: sigmoid(N x C x 1 x 1) * x(N x C x H x W) becomes
+/// one kernel that recomputes the N x C gate per element.
+bool canInlineBroadcast(FusedElementwiseOp producer,
+                        FusedElementwiseOp consumer) {
+  if (producer->getNumResults() != 1 ||
+      llvm::is_contained(producer.getBroadcast(), 1))
+    return false;
+  Value r = producer.getResult(0);
+  if (!llvm::all_of(r.getUsers(),
+                    [&](Operation *u) { return u == consumer.getOperation(); }))
+    return false;
+  for (auto [k, in] : llvm::enumerate(consumer.getInputs()))
+    if (in == r && consumer.getBroadcast()[k] != 3)
+      return false;
+  return true;
+}
+
+FusedElementwiseOp inlineBroadcast(FusedElementwiseOp producer,
+                                   FusedElementwiseOp consumer) {
+  OpBuilder b(consumer);
+  Location loc =
+      FusedLoc::get(b.getContext(), {producer.getLoc(), consumer.getLoc()});
+  Value r = producer.getResult(0);
+  Type space = consumer.getResult(0).getType();
+  SmallVector<Value> inputs;
+  SmallVector<int64_t> bc;
+  auto slot = [&](Value v, int64_t kind) -> unsigned {
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (inputs[i] == v && bc[i] == kind)
+        return i;
+    inputs.push_back(v);
+    bc.push_back(kind);
+    return inputs.size() - 1;
+  };
+  SmallVector<unsigned> producerSlots, consumerSlots;
+  for (auto [k, in] : llvm::enumerate(producer.getInputs())) {
+    int64_t kind = producer.getBroadcast()[k];
+    producerSlots.push_back(
+        slot(in, kind == 2 ? 2 : broadcastKind(in.getType(), space)));
+  }
+  for (auto [k, in] : llvm::enumerate(consumer.getInputs()))
+    consumerSlots.push_back(in == r ? ~0u
+                                    : slot(in, consumer.getBroadcast()[k]));
+  auto fused = FusedElementwiseOp::create(
+      b, loc, consumer->getResultTypes(), inputs,
+      {b.getNamedAttr("broadcast", b.getDenseI64ArrayAttr(bc)),
+       b.getNamedAttr("layout", consumer.getLayoutAttr())});
+  Block *block = new Block();
+  fused.getBody().push_back(block);
+  for (size_t i = 0; i < inputs.size(); ++i)
+    block->addArgument(b.getF32Type(), loc);
+  OpBuilder ib = OpBuilder::atBlockEnd(block);
+  IRMapping map;
+  Block &pb = producer.getBody().front();
+  for (auto [k, arg] : llvm::enumerate(pb.getArguments()))
+    map.map(arg, block->getArgument(producerSlots[k]));
+  for (Operation &op : pb.without_terminator())
+    ib.clone(op, map);
+  Value gate = map.lookup(cast<YieldOp>(pb.getTerminator()).getValues()[0]);
+  Block &cb = consumer.getBody().front();
+  for (auto [k, arg] : llvm::enumerate(cb.getArguments()))
+    map.map(arg, consumerSlots[k] == ~0u
+                     ? gate
+                     : Value(block->getArgument(consumerSlots[k])));
+  for (Operation &op : cb.without_terminator())
+    ib.clone(op, map);
+  SmallVector<Value> yields;
+  for (Value y : cast<YieldOp>(cb.getTerminator()).getValues())
+    yields.push_back(map.lookup(y));
+  YieldOp::create(ib, loc, yields);
+  consumer->replaceAllUsesWith(fused->getResults());
+  consumer->erase();
+  producer->erase();
+  return fused;
+}
+
 bool sameSpace(FusedElementwiseOp a, FusedElementwiseOp b) {
   auto ta = cast<RankedTensorType>(a.getResult(0).getType());
   auto tb = cast<RankedTensorType>(b.getResult(0).getType());
@@ -426,7 +406,15 @@ void fuseElementwise(func::FuncOp f, int &converted, int &merged) {
         continue;
       for (Value in : consumer.getInputs()) {
         auto producer = in.getDefiningOp<FusedElementwiseOp>();
-        if (!producer || !sameSpace(producer, consumer))
+        if (!producer)
+          continue;
+        if (canInlineBroadcast(producer, consumer)) {
+          inlineBroadcast(producer, consumer);
+          ++merged;
+          changed = true;
+          break;
+        }
+        if (!sameSpace(producer, consumer))
           continue;
         bool dominated = llvm::all_of(consumer.getInputs(), [&](Value v) {
           Operation *d = v.getDefiningOp();

@@ -10,7 +10,7 @@
 //    filter the same permutation is FCHW->KRSC), every 4-D result back
 //    through NHWC->NCHW. The function is correct after this step.
 // 2. Propagation. Transposes are pushed down through layout-agnostic ops
-//    (elementwise ops, concat, slice), and back-to-back inverse transposes
+//    (elementwise ops, concat, slice, pad), and back-to-back inverse transposes
 //    fold away (TransposeOp's folder), so in between the edges the whole step
 //    stays NHWC.
 // 3. Cleanup. A transpose that only moves unit dimensions (N x 1 x 1 x C ->
@@ -90,9 +90,10 @@ bool isLayoutSensitive(Operation *op) {
 }
 
 /// Elementwise ops with operands and results of one shape: any layout works.
+/// (Broadcasting operands of the same rank stay broadcastable under one
+/// permutation of all of them.)
 bool isLayoutAgnostic(Operation *op) {
-  return isa<ReluOp, ClipOp, AddOp, MulOp, ScaleOp, CastOp, DropoutOp,
-             ReluGradOp, ClipGradOp>(op) ||
+  return isa<ElementwiseOpInterface>(op) ||
          op->hasTrait<OpTrait::Elementwise>();
 }
 
@@ -148,10 +149,9 @@ struct PushThroughElementwise : RewritePattern {
     if (!isLayoutAgnostic(op) || op->getNumResults() == 0 ||
         op->getNumOperands() == 0)
       return failure();
-    auto shape = [](Type t) { return cast<RankedTensorType>(t).getShape(); };
     for (Type t :
          llvm::concat<Type>(op->getOperandTypes(), op->getResultTypes()))
-      if (!isRank4(t) || shape(t) != shape(op->getResultTypes()[0]))
+      if (!isRank4(t))
         return failure();
     if (!llvm::any_of(op->getOperands(),
                       [](Value v) { return isTransposeBy(v, kToNCHW); }))
@@ -216,6 +216,55 @@ struct PushThroughSlice : OpRewritePattern<SliceOp> {
   }
 };
 
+/// reduce(transpose(x, NHWC->NCHW), axes) -> transpose(reduce(x, axes'),
+/// NHWC->NCHW): the reduction runs on the NHWC data (squeeze-excitation's
+/// gradient sums over H and W).
+template <typename ReduceOpT>
+struct PushThroughReduce : OpRewritePattern<ReduceOpT> {
+  using OpRewritePattern<ReduceOpT>::OpRewritePattern;
+  LogicalResult matchAndRewrite(ReduceOpT op,
+                                PatternRewriter &rw) const override {
+    if (!isTransposeBy(op.getInput(), kToNCHW))
+      return failure();
+    SmallVector<int64_t> axes;
+    for (int64_t a : op.getAxes())
+      axes.push_back(llvm::find(kToNHWC, a) - std::begin(kToNHWC));
+    llvm::sort(axes);
+    auto r = ReduceOpT::create(
+        rw, op.getLoc(), op.getInput().template getDefiningOp<TransposeOp>().getInput(),
+        rw.getDenseI64ArrayAttr(axes));
+    rw.replaceOp(op, transposeOrFold(rw, op.getLoc(), r, kToNCHW));
+    return success();
+  }
+};
+
+/// pad(transpose(x, NHWC->NCHW)) -> transpose(pad(x), NHWC->NCHW), the pads
+/// permuted (DenseNet's and Inception's Pad in front of AveragePool).
+/// The same for pad_grad.
+template <typename PadLikeOp>
+struct PushThroughPad : OpRewritePattern<PadLikeOp> {
+  using OpRewritePattern<PadLikeOp>::OpRewritePattern;
+  LogicalResult matchAndRewrite(PadLikeOp op,
+                                PatternRewriter &rw) const override {
+    Value in = op->getOperand(0);
+    if (!isTransposeBy(in, kToNCHW))
+      return failure();
+    SmallVector<int64_t> pads;
+    for (int64_t side = 0; side < 2; ++side)
+      for (int64_t p : kToNHWC)
+        pads.push_back(op.getPads()[side * 4 + p]);
+    SmallVector<NamedAttribute> attrs(op->getAttrs());
+    for (NamedAttribute &a : attrs)
+      if (a.getName() == "pads")
+        a.setValue(rw.getDenseI64ArrayAttr(pads));
+    auto p = PadLikeOp::create(
+        rw, op.getLoc(), ValueRange{in.getDefiningOp<TransposeOp>().getInput()},
+        attrs);
+    rw.replaceOp(op, transposeOrFold(rw, op.getLoc(), p, kToNCHW));
+    return success();
+  }
+};
+
 /// A transpose that keeps the order of the non-unit dimensions moves no data.
 struct UnitTransposeToReshape : OpRewritePattern<TransposeOp> {
   using OpRewritePattern::OpRewritePattern;
@@ -270,7 +319,9 @@ struct LayoutPass : public cnnc::impl::CNNLayoutBase<LayoutPass> {
 
     // 2. Push transposes down; inverse pairs fold.
     RewritePatternSet push(ctx);
-    push.add<PushThroughElementwise, PushThroughConcat, PushThroughSlice>(ctx);
+    push.add<PushThroughElementwise, PushThroughConcat, PushThroughSlice,
+             PushThroughReduce<ReduceSumOp>, PushThroughReduce<ReduceMeanOp>,
+             PushThroughPad<PadOp>, PushThroughPad<PadGradOp>>(ctx);
     if (failed(applyPatternsGreedily(module, std::move(push))))
       return signalPassFailure();
 

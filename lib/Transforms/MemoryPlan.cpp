@@ -46,10 +46,11 @@ bool cnnc::isBufferView(Operation *op) { return isa<ReshapeOp, FlattenOp>(op); }
 
 SmallVector<unsigned> cnnc::inPlaceCandidates(Operation *op) {
   SmallVector<unsigned> all;
-  if (isa<ReluOp, AddOp, MulOp, ScaleOp, ClipOp, CastOp, DropoutOp, ReluGradOp,
-          ClipGradOp>(op)) {
+  // An elementwise op may overwrite an operand of the result's size.
+  if (isa<ElementwiseOpInterface>(op)) {
     for (unsigned i = 0; i < op->getNumOperands(); ++i)
-      all.push_back(i);
+      if (op->getOperand(i).getType() == op->getResult(0).getType())
+        all.push_back(i);
     return all;
   }
   if (isa<BiasAddOp>(op))

@@ -27,6 +27,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "llvm/ADT/SetVector.h"
 
 namespace cnnc {
 #define GEN_PASS_DEF_CNNPRECISION
@@ -138,7 +139,8 @@ LogicalResult PrecisionPass::convert(func::FuncOp f) {
         op->setOperand(i, toF16(b, v));
     }
     // New result types: inferred where the op infers them (BN statistics
-    // and the loss stay f32), else f16 for every f32 result.
+    // and the loss stay f32), else f16 for every f32 result except scalars
+    // (the sum of several losses stays f32).
     SmallVector<Type> types;
     if (auto infer = dyn_cast<InferTypeOpInterface>(op)) {
       if (failed(infer.inferReturnTypes(
@@ -148,7 +150,9 @@ LogicalResult PrecisionPass::convert(func::FuncOp f) {
         return failure();
     } else {
       for (Type t : op->getResultTypes())
-        types.push_back(isF32Tensor(t) ? withElement(t, b.getF16Type()) : t);
+        types.push_back(isF32Tensor(t) && cast<RankedTensorType>(t).getRank()
+                            ? withElement(t, b.getF16Type())
+                            : t);
     }
     for (auto [r, t] : llvm::zip(op->getResults(), types))
       r.setType(t);
@@ -239,19 +243,24 @@ LogicalResult PrecisionPass::addLossScaling(func::FuncOp f) {
                << f.getName()
                << " already has a loss scale (the pass ran twice?)";
 
-  // The seed of the backward pass.
-  SoftmaxCrossEntropyGradOp seedOp;
-  f.walk([&](SoftmaxCrossEntropyGradOp o) { seedOp = o; });
-  if (!seedOp)
+  // The seeds of the backward pass (one per logits tensor: auxiliary
+  // classifiers have their own).
+  SmallVector<SoftmaxCrossEntropyGradOp> seedOps;
+  f.walk([&](SoftmaxCrossEntropyGradOp o) { seedOps.push_back(o); });
+  if (seedOps.empty())
     return f.emitError("cnn-precision: @")
            << f.getName()
            << " has no softmax_cross_entropy_grad to seed with the loss scale";
-  auto one = seedOp.getGradLoss().getDefiningOp<ConstantOp>();
-  auto oneAttr = one ? dyn_cast<DenseElementsAttr>(one.getValue()) : nullptr;
-  if (!oneAttr || !oneAttr.isSplat() ||
-      oneAttr.getSplatValue<APFloat>().convertToDouble() != 1.0)
-    return seedOp.emitError("cnn-precision: the loss gradient seed must be the "
-                            "constant 1.0 made by cnn-autodiff");
+  llvm::SmallSetVector<Operation *, 2> ones; // seeds may share the constant
+  for (SoftmaxCrossEntropyGradOp seedOp : seedOps) {
+    auto one = seedOp.getGradLoss().getDefiningOp<ConstantOp>();
+    auto oneAttr = one ? dyn_cast<DenseElementsAttr>(one.getValue()) : nullptr;
+    if (!oneAttr || !oneAttr.isSplat() ||
+        oneAttr.getSplatValue<APFloat>().convertToDouble() != 1.0)
+      return seedOp.emitError("cnn-precision: the loss gradient seed must be "
+                              "the constant 1.0 made by cnn-autodiff");
+    ones.insert(one);
+  }
 
   SmallVector<Operation *> updates;
   for (Operation &op : entry)
@@ -287,9 +296,11 @@ LogicalResult PrecisionPass::addLossScaling(func::FuncOp f) {
       d = b.getDictionaryAttr({});
   f.setAllArgAttrs(argAttrs);
   Value S = f.getArgument(sIdx), tracker = f.getArgument(sIdx + 1);
-  seedOp.getGradLossMutable().assign(S);
-  if (one->use_empty())
-    one->erase();
+  for (SoftmaxCrossEntropyGradOp seedOp : seedOps)
+    seedOp.getGradLossMutable().assign(S);
+  for (Operation *one : ones)
+    if (one->use_empty())
+      one->erase();
 
   // Gradients: operands of the optimizer updates, or cnn.grad results.
   SmallVector<unsigned> gradResults;

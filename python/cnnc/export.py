@@ -64,6 +64,52 @@ def default_input_shape(name, batch):
     return (batch, 3, 224, 224)
 
 
+class exportable_stochastic_depth:
+    """Context manager: torchvision's StochasticDepth in standard ONNX ops.
+
+    StochasticDepth (EfficientNet, ConvNeXt; torchvision.ops.stochastic_depth)
+    draws its per-sample mask with bernoulli_, which the training-mode ONNX
+    exporter of torch 1.13 cannot export. While the context is active its
+    forward computes the same thing with standard ops: mode "row" is
+    ``x * F.dropout(ones([N, 1, ..., 1]), p, training=True)`` -- one keep/drop
+    per sample, kept samples scaled by 1 / (1 - p), exactly torchvision's
+    ``noise.bernoulli_(1 - p).div_(1 - p)`` -- and mode "batch" the same with
+    ones([1, ..., 1]). It exports as Dropout (training_mode) + a broadcasting
+    Mul, which cnn-autodiff turns into a cnn.dropout_mask of that shape times
+    x. Evaluation (or p = 0) is the identity, as in torchvision. The random
+    draws differ from PyTorch's (cnnc has its own counter-based generator),
+    the distribution is the same.
+    """
+
+    def __enter__(self):
+        try:
+            from torchvision.ops import StochasticDepth
+        except ImportError:  # no torchvision: nothing to patch
+            self._cls = None
+            return self
+        self._cls = StochasticDepth
+        self._forward = self._cls.forward
+
+        def forward(module, x):
+            if not module.training or module.p == 0.0:
+                return x
+            if module.mode == "row":
+                size = [x.shape[0]] + [1] * (x.dim() - 1)
+            else:
+                size = [1] * x.dim()
+            keep = F.dropout(torch.ones(size, dtype=x.dtype, device=x.device),
+                             module.p, training=True)
+            return x * keep
+
+        self._cls.forward = forward
+        return self
+
+    def __exit__(self, *exc):
+        if self._cls is not None:
+            self._cls.forward = self._forward
+        return False
+
+
 def export_onnx(model, path, input_shape, training=False, dynamic_batch=False,
                 opset=None, dynamo=False, input_name="input",
                 output_name="logits"):
@@ -94,8 +140,41 @@ def export_onnx(model, path, input_shape, training=False, dynamic_batch=False,
     else:
         model.eval()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    torch.onnx.export(model, (x,), path, **kwargs)
+    with exportable_stochastic_depth():
+        torch.onnx.export(model, (x,), path, **kwargs)
     return x
+
+
+def export_for_training(model, example_input, path, opset=None,
+                        input_name="input", output_name="logits"):
+    """Exports the training-mode graph of `model` for `example_input`'s shape
+    to `path` (what cnnc.compile does), leaving the module as it was.
+
+    Training mode matters: the default (eval-mode) export folds BatchNorm
+    into the convolutions and drops Dropout, so cnnc would train a different
+    network. The export runs the module once, which would update BN running
+    statistics and num_batches_tracked: they are restored afterwards, as is
+    the module's train/eval mode.
+    """
+    import inspect
+    kwargs = dict(input_names=[input_name], output_names=[output_name],
+                  training=torch.onnx.TrainingMode.TRAINING,
+                  do_constant_folding=False)
+    if opset is not None:
+        kwargs["opset_version"] = opset
+    if "dynamo" in inspect.signature(torch.onnx.export).parameters:
+        kwargs["dynamo"] = False  # torch 2.x: the TorchScript exporter
+    was_training = model.training
+    saved = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    try:
+        model.train()
+        with torch.no_grad():
+            torch.onnx.export(model, (example_input,), path, **kwargs)
+    finally:
+        with torch.no_grad():
+            for k, v in model.state_dict().items():
+                v.copy_(saved[k])
+        model.train(was_training)
 
 
 def export_named(name, path, batch=1, training=False, dynamic_batch=False,

@@ -64,7 +64,9 @@ def run_case(args, name, exporter, mode, outdir):
     t0 = time.time()
     export(model, x, path, exporter, mode == "train")
     t_export = time.time() - t0
-    model.eval()
+    # A training export runs as exported: BatchNorm with batch statistics
+    # (cnnc refuses training-mode Dropout in a forward run).
+    model.train() if mode == "train" else model.eval()
     with torch.no_grad():
         ref = model(x).numpy()
     r = subprocess.run([args.cnnc, path], capture_output=True, text=True)

@@ -221,6 +221,20 @@ def torch_optimizer(params, opt):
     raise ValueError("unknown optimizer %r" % kind)
 
 
+# cnnc's default --aux-loss-weight (torchvision's reference training scripts).
+AUX_LOSS_WEIGHT = 0.4
+
+
+def classification_loss(out, y, loss_fn, aux_weight=AUX_LOSS_WEIGHT):
+    """loss_fn on the logits; for models with auxiliary classifiers
+    (GoogLeNet, Inception-v3 in training mode return a tuple: the main logits
+    first) CE(main) + aux_weight * sum CE(aux), as cnnc computes it."""
+    if isinstance(out, (tuple, list)):
+        main, *aux = [o for o in out if o is not None]
+        return loss_fn(main, y) + aux_weight * sum(loss_fn(a, y) for a in aux)
+    return loss_fn(out, y)
+
+
 def torch_train(model, x, y, opt, steps, label_smoothing=0.0,
                 dtype=torch.float64):
     """Runs `steps` training steps on the fixed batch (x, y) with a copy of
@@ -238,7 +252,7 @@ def torch_train(model, x, y, opt, steps, label_smoothing=0.0,
     for _ in range(steps):
         for _, p in named:
             p.grad = None
-        loss = loss_fn(m(xt), yt)
+        loss = classification_loss(m(xt), yt, loss_fn)
         loss.backward()
         losses.append(float(loss))
         if optim is not None:
@@ -284,9 +298,10 @@ def torch_step_from(model, state, x, y, opt, step, label_smoothing=0.0,
                 st["step"] = torch.tensor(float(step - 1))
     for _, p in named:
         p.grad = None
-    loss = nn.CrossEntropyLoss(label_smoothing=label_smoothing)(
+    loss = classification_loss(
         m(torch.from_numpy(np.asarray(x)).to(dtype)),
-        torch.from_numpy(np.asarray(y).astype(np.int64)))
+        torch.from_numpy(np.asarray(y).astype(np.int64)),
+        nn.CrossEntropyLoss(label_smoothing=label_smoothing))
     loss.backward()
     if optim is not None:
         optim.step()

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <string>
+#include <vector>
 
 using namespace cnnrt;
 
@@ -17,6 +19,13 @@ struct cnnrt_session {
   uint8_t *dImg = nullptr;
   int32_t *dLab = nullptr;
   size_t imgBytes = 0;
+  // Staging for host float32 images / int64 labels (allocated on first use).
+  float *dImgF32 = nullptr;
+  int64_t *dLab64 = nullptr;
+  float *dLogits = nullptr;
+  // Orders the session's stream after / before the caller's stream.
+  cudaEvent_t callerReady = nullptr, sessionDone = nullptr;
+  std::vector<const TensorSpec *> state; ///< persistent tensors, spec order
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
 };
@@ -27,6 +36,10 @@ static int setError(const std::string &e) {
   gLastError = e;
   return -1;
 }
+
+namespace {
+int runStep(cnnrt_session *s, float lr);
+} // namespace
 
 extern "C" {
 
@@ -40,6 +53,15 @@ cnnrt_session *cnnrt_create(const void *model_spec, const char *weights_path,
     return nullptr;
   }
   const ModelSpec &spec = *static_cast<const ModelSpec *>(model_spec);
+  // An embedding process (Python) gets an error, not the exit of
+  // requireGPU, when there is no usable GPU.
+  int devices = 0;
+  cudaError_t e = cudaGetDeviceCount(&devices);
+  if (e != cudaSuccess || devices == 0) {
+    setError(std::string("cnnrt_create: no CUDA GPU available (") +
+             (e != cudaSuccess ? cudaGetErrorString(e) : "no device") + ")");
+    return nullptr;
+  }
   std::unique_ptr<cnnrt_session> s(new cnnrt_session);
   s->ctx.reset(new Context(spec));
   s->useGraph = use_graph != 0;
@@ -51,6 +73,19 @@ cnnrt_session *cnnrt_create(const void *model_spec, const char *weights_path,
       cudaMalloc(&s->dLab, spec.batch * sizeof(int32_t)) != cudaSuccess) {
     setError("cnnrt_create: out of GPU memory for the input staging buffers");
     return nullptr;
+  }
+  if (cudaEventCreateWithFlags(&s->callerReady, cudaEventDisableTiming) !=
+          cudaSuccess ||
+      cudaEventCreateWithFlags(&s->sessionDone, cudaEventDisableTiming) !=
+          cudaSuccess) {
+    setError("cnnrt_create: cannot create CUDA events");
+    return nullptr;
+  }
+  for (int i = 0; i < spec.numTensors; ++i) {
+    Role r = spec.tensors[i].role;
+    if (r == Role::Param || r == Role::Buffer || r == Role::OptState ||
+        r == Role::LossScale)
+      s->state.push_back(&spec.tensors[i]);
   }
   if (weights_path && cnnrt_load(s.get(), weights_path) != 0)
     return nullptr;
@@ -88,7 +123,14 @@ int cnnrt_set_batch(cnnrt_session *s, const uint8_t *images,
   return 0;
 }
 
-int cnnrt_step(cnnrt_session *s, float lr) {
+int cnnrt_step(cnnrt_session *s, float lr) { return runStep(s, lr); }
+
+} // extern "C"
+
+namespace {
+/// Enqueues one step on the session's stream; the third step of a session
+/// with use_graph is captured into a CUDA graph, later ones replay it.
+int runStep(cnnrt_session *s, float lr) {
   Context &ctx = *s->ctx;
   const ModelSpec &spec = ctx.spec();
   ++s->step;
@@ -108,6 +150,219 @@ int cnnrt_step(cnnrt_session *s, float lr) {
     ctx.check(cudaGraphLaunch(s->exec, ctx.stream()), "CUDA graph launch");
   else
     spec.trainStep(ctx);
+  return 0;
+}
+
+/// The session's stream waits for the work queued so far on `caller` (the
+/// caller's stream, e.g. PyTorch's current stream; null: none).
+void waitForCaller(cnnrt_session *s, cudaStream_t caller) {
+  if (!caller)
+    return;
+  Context &ctx = *s->ctx;
+  ctx.check(cudaEventRecord(s->callerReady, caller), "cnnrt: caller stream");
+  ctx.check(cudaStreamWaitEvent(ctx.stream(), s->callerReady, 0),
+            "cnnrt: caller stream");
+}
+
+/// Work queued on `caller` from now on waits for the session's stream.
+void signalCaller(cnnrt_session *s, cudaStream_t caller) {
+  if (!caller)
+    return;
+  Context &ctx = *s->ctx;
+  ctx.check(cudaEventRecord(s->sessionDone, ctx.stream()),
+            "cnnrt: caller stream");
+  ctx.check(cudaStreamWaitEvent(caller, s->sessionDone, 0),
+            "cnnrt: caller stream");
+}
+
+/// Stages float32 images / int64 labels (host memory: one async copy each
+/// into device staging buffers) and converts them into the arena's input
+/// tensors on the session's stream.
+int stageInputs(cnnrt_session *s, const float *images, const int64_t *labels,
+                bool onDevice) {
+  Context &ctx = *s->ctx;
+  const ModelSpec &spec = ctx.spec();
+  size_t n = (size_t)spec.batch * spec.imageC * spec.imageH * spec.imageW;
+  if (!onDevice) {
+    if (!s->dImgF32 &&
+        (cudaMalloc(&s->dImgF32, n * sizeof(float)) != cudaSuccess ||
+         cudaMalloc(&s->dLab64, spec.batch * sizeof(int64_t)) != cudaSuccess))
+      return setError("out of GPU memory for the input staging buffers");
+    if (images) {
+      ctx.check(cudaMemcpyAsync(s->dImgF32, images, n * sizeof(float),
+                                cudaMemcpyHostToDevice, ctx.stream()),
+                "copying the input images");
+      images = s->dImgF32;
+    }
+    if (labels) {
+      ctx.check(cudaMemcpyAsync(s->dLab64, labels, spec.batch * sizeof(int64_t),
+                                cudaMemcpyHostToDevice, ctx.stream()),
+                "copying the labels");
+      labels = s->dLab64;
+    }
+  }
+  launchInputConvertF32(ctx, images, labels);
+  return 0;
+}
+
+const TensorSpec *findState(cnnrt_session *s, const char *name) {
+  for (const TensorSpec *t : s->state)
+    if (std::strcmp(t->name, name) == 0)
+      return t;
+  return nullptr;
+}
+
+int64_t numel(const TensorSpec &t) {
+  int64_t n = 1;
+  for (int r = 0; r < t.rank; ++r)
+    n *= t.dims[r];
+  return n;
+}
+} // namespace
+
+extern "C" {
+
+int cnnrt_input_shape(const cnnrt_session *s, int64_t *dims, int *rank) {
+  const ModelSpec &spec = s->ctx->spec();
+  dims[0] = spec.batch;
+  dims[1] = spec.imageC;
+  dims[2] = spec.imageH;
+  dims[3] = spec.imageW;
+  *rank = 4;
+  return 0;
+}
+
+int64_t cnnrt_num_classes(const cnnrt_session *s) {
+  return s->ctx->spec().numClasses;
+}
+
+int cnnrt_train_step(cnnrt_session *s, const float *images,
+                     const int64_t *labels, int on_device, float lr,
+                     void *stream) {
+  gLastError.clear();
+  if (!images || !labels)
+    return setError("cnnrt_train_step: null images or labels");
+  cudaStream_t caller = static_cast<cudaStream_t>(stream);
+  waitForCaller(s, caller);
+  if (stageInputs(s, images, labels, on_device != 0) != 0)
+    return -1;
+  if (runStep(s, lr) != 0)
+    return -1;
+  signalCaller(s, caller);
+  return 0;
+}
+
+int cnnrt_eval_input(cnnrt_session *s, const float *images, int on_device,
+                     float *logits, int logits_on_device, void *stream) {
+  gLastError.clear();
+  Context &ctx = *s->ctx;
+  const ModelSpec &spec = ctx.spec();
+  const TensorSpec *t = findTensor(spec, Role::Logits);
+  if (!spec.evalStep || !t)
+    return setError("the model has no evalStep or no Logits tensor");
+  cudaStream_t caller = static_cast<cudaStream_t>(stream);
+  waitForCaller(s, caller);
+  if (stageInputs(s, images, nullptr, on_device != 0) != 0)
+    return -1;
+  spec.evalStep(ctx);
+  int64_t n = (int64_t)spec.batch * spec.numClasses;
+  float *dst = logits;
+  if (!logits_on_device) {
+    if (!s->dLogits &&
+        cudaMalloc(&s->dLogits, n * sizeof(float)) != cudaSuccess)
+      return setError("out of GPU memory for the logits");
+    dst = s->dLogits;
+  }
+  launchToF32(ctx, *t, dst, n);
+  if (!logits_on_device) {
+    ctx.check(cudaMemcpyAsync(logits, dst, n * sizeof(float),
+                              cudaMemcpyDeviceToHost, ctx.stream()),
+              "cnnrt_eval_input");
+    ctx.check(cudaStreamSynchronize(ctx.stream()), "cnnrt_eval_input");
+  }
+  signalCaller(s, caller);
+  return 0;
+}
+
+int cnnrt_num_state(const cnnrt_session *s) { return (int)s->state.size(); }
+
+const char *cnnrt_state_name(const cnnrt_session *s, int i) {
+  return i >= 0 && i < (int)s->state.size() ? s->state[i]->name : nullptr;
+}
+
+int cnnrt_state_role(const cnnrt_session *s, int i) {
+  if (i < 0 || i >= (int)s->state.size())
+    return -1;
+  switch (s->state[i]->role) {
+  case Role::Param:
+    return CNNRT_STATE_PARAM;
+  case Role::Buffer:
+    return CNNRT_STATE_BUFFER;
+  case Role::OptState:
+    return CNNRT_STATE_OPT;
+  default:
+    return CNNRT_STATE_LOSS_SCALE;
+  }
+}
+
+int cnnrt_state_shape(const cnnrt_session *s, int i, int64_t *dims, int *rank) {
+  if (i < 0 || i >= (int)s->state.size())
+    return setError("state index out of range");
+  *rank = s->state[i]->rank;
+  for (int r = 0; r < *rank; ++r)
+    dims[r] = s->state[i]->dims[r];
+  return 0;
+}
+
+int cnnrt_read_state(cnnrt_session *s, const char *name, float *out) {
+  const TensorSpec *t = findState(s, name);
+  if (!t)
+    return setError(std::string("no state tensor '") + name + "'");
+  Context &ctx = *s->ctx;
+  ctx.check(cudaStreamSynchronize(ctx.stream()), "cnnrt_read_state");
+  int64_t n = numel(*t);
+  std::vector<char> buf(n * dtypeSize(t->dtype));
+  ctx.check(cudaMemcpy(buf.data(), ctx.arena() + t->offset, buf.size(),
+                       cudaMemcpyDeviceToHost),
+            "cnnrt_read_state");
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = t->dtype == DType::F16
+                 ? __half2float(reinterpret_cast<__half *>(buf.data())[i])
+                 : reinterpret_cast<float *>(buf.data())[i];
+  return 0;
+}
+
+int cnnrt_write_state(cnnrt_session *s, const char *name, const float *in) {
+  const TensorSpec *t = findState(s, name);
+  if (!t)
+    return setError(std::string("no state tensor '") + name + "'");
+  if (t->dtype != DType::F32 && t->dtype != DType::F16)
+    return setError(std::string("state tensor '") + name +
+                    "' is not floating point");
+  Context &ctx = *s->ctx;
+  int64_t n = numel(*t);
+  std::vector<char> buf(n * dtypeSize(t->dtype));
+  for (int64_t i = 0; i < n; ++i)
+    if (t->dtype == DType::F16)
+      reinterpret_cast<__half *>(buf.data())[i] = __float2half(in[i]);
+    else
+      reinterpret_cast<float *>(buf.data())[i] = in[i];
+  // The arena is only touched by the session's stream: wait for it, then a
+  // synchronous copy (the caller's buffer may be reused on return).
+  ctx.check(cudaStreamSynchronize(ctx.stream()), "cnnrt_write_state");
+  ctx.check(cudaMemcpy(ctx.arena() + t->offset, buf.data(), buf.size(),
+                       cudaMemcpyHostToDevice),
+            "cnnrt_write_state");
+  return 0;
+}
+
+void cnnrt_set_step_count(cnnrt_session *s, int64_t step) { s->step = step; }
+
+int cnnrt_set_device(int device) {
+  cudaError_t e = cudaSetDevice(device);
+  if (e != cudaSuccess)
+    return setError(std::string("cnnrt_set_device(") + std::to_string(device) +
+                    "): " + cudaGetErrorString(e));
   return 0;
 }
 
@@ -163,6 +418,13 @@ void cnnrt_destroy(cnnrt_session *s) {
     cudaGraphDestroy(s->graph);
   cudaFree(s->dImg);
   cudaFree(s->dLab);
+  cudaFree(s->dImgF32);
+  cudaFree(s->dLab64);
+  cudaFree(s->dLogits);
+  if (s->callerReady)
+    cudaEventDestroy(s->callerReady);
+  if (s->sessionDone)
+    cudaEventDestroy(s->sessionDone);
   delete s;
 }
 

@@ -25,6 +25,41 @@ __global__ void convertImagesKernel(const uint8_t *__restrict__ src,
   }
 }
 
+template <typename T>
+__global__ void convertImagesF32Kernel(const float *__restrict__ src,
+                                       T *__restrict__ dst, int64_t total,
+                                       int C, int H, int W, bool nhwc) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    int64_t s = i;
+    if (nhwc) { // dst is N,H,W,C; src is N,C,H,W
+      int64_t c = i % C, x = (i / C) % W, y = (i / C / W) % H,
+              n = i / C / W / H;
+      s = ((n * C + c) * H + y) * W + x;
+    }
+    dst[i] = T(src[s]);
+  }
+}
+
+__global__ void convertLabelsI64Kernel(const int64_t *__restrict__ src,
+                                       void *__restrict__ dst, int n,
+                                       int kind) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n)
+    return;
+  if (kind == 3)
+    static_cast<int64_t *>(dst)[i] = src[i];
+  else
+    static_cast<int32_t *>(dst)[i] = static_cast<int32_t>(src[i]);
+}
+
+__global__ void halfToFloatKernel(const __half *__restrict__ src,
+                                  float *__restrict__ dst, int64_t n) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x)
+    dst[i] = __half2float(src[i]);
+}
+
 __global__ void convertLabelsKernel(const int32_t *__restrict__ src,
                                     void *__restrict__ dst, int n, int kind) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -98,6 +133,46 @@ void launchInputConvert(Context &ctx, const uint8_t *dImages,
         static_cast<int>(lab->dtype));
     ctx.checkLaunch("input label conversion");
   }
+}
+
+void launchInputConvertF32(Context &ctx, const float *dImages,
+                           const int64_t *dLabels) {
+  const ModelSpec &spec = ctx.spec();
+  if (const TensorSpec *img = findTensor(spec, Role::InputImage);
+      img && dImages) {
+    int64_t total =
+        (int64_t)spec.batch * spec.imageC * spec.imageH * spec.imageW;
+    unsigned g = std::min<unsigned>(gridFor(total), 65535u * 8);
+    bool nhwc = img->layout == Layout::NHWC;
+    if (img->dtype == DType::F16)
+      convertImagesF32Kernel<__half><<<g, 256, 0, ctx.stream()>>>(
+          dImages, ctx.at<__half>(img->offset), total, spec.imageC, spec.imageH,
+          spec.imageW, nhwc);
+    else
+      convertImagesF32Kernel<float><<<g, 256, 0, ctx.stream()>>>(
+          dImages, ctx.at<float>(img->offset), total, spec.imageC, spec.imageH,
+          spec.imageW, nhwc);
+    ctx.checkLaunch("input image conversion (f32)");
+  }
+  if (const TensorSpec *lab = findTensor(spec, Role::InputLabel);
+      lab && dLabels) {
+    convertLabelsI64Kernel<<<gridFor(spec.batch), 256, 0, ctx.stream()>>>(
+        dLabels, ctx.arena() + lab->offset, spec.batch,
+        static_cast<int>(lab->dtype));
+    ctx.checkLaunch("input label conversion (i64)");
+  }
+}
+
+void launchToF32(Context &ctx, const TensorSpec &t, float *dst, int64_t n) {
+  if (t.dtype == DType::F32) {
+    ctx.check(cudaMemcpyAsync(dst, ctx.arena() + t.offset, n * sizeof(float),
+                              cudaMemcpyDeviceToDevice, ctx.stream()),
+              t.name);
+    return;
+  }
+  halfToFloatKernel<<<std::min<unsigned>(gridFor(n), 65535u), 256, 0,
+                      ctx.stream()>>>(ctx.at<__half>(t.offset), dst, n);
+  ctx.checkLaunch(t.name);
 }
 
 void launchSetScalars(Context &ctx, float lr, int64_t step) {

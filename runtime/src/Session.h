@@ -19,6 +19,14 @@ namespace cnnrt {
 /// InputImage/InputLabel tensors (enqueued on ctx.stream()).
 void launchInputConvert(Context &ctx, const uint8_t *dImages,
                         const int32_t *dLabels);
+/// The same for float32 NCHW images and int64 labels already on the device
+/// (the Python entry's tensors): x is copied as is (converted to the input
+/// tensor's dtype and layout). Either pointer may be null (eval: no labels).
+void launchInputConvertF32(Context &ctx, const float *dImages,
+                           const int64_t *dLabels);
+/// Converts `n` elements of an f32 or f16 arena tensor to f32 at `dst`
+/// (device memory), on ctx.stream().
+void launchToF32(Context &ctx, const TensorSpec &t, float *dst, int64_t n);
 /// Writes ScalarLR and ScalarStep (if the model has them) on ctx.stream().
 void launchSetScalars(Context &ctx, float lr, int64_t step);
 

@@ -25,3 +25,10 @@ module {
     return %x : tensor<2x4xf32>
   }
 }
+
+// -----
+
+// expected-error @+1 {{cnn-autodiff: 'forward' must return N x C logits tensors (the main classifier's, then any auxiliary classifiers'), got '(tensor<2x4xf32>, tensor<3x4xf32>) -> (tensor<2x4xf32>, tensor<3x4xf32>)'}}
+func.func @forward(%x: tensor<2x4xf32> {cnn.input}, %w: tensor<3x4xf32> {cnn.param = "w"}) -> (tensor<2x4xf32>, tensor<3x4xf32>) {
+  return %x, %w : tensor<2x4xf32>, tensor<3x4xf32>
+}

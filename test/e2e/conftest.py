@@ -14,3 +14,9 @@ from cnnc.tools import require_tool  # noqa: E402
 @pytest.fixture(scope="module")
 def cnnc():
     return require_tool("cnnc")
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "zoo_heavy: deeper/wider torchvision variants, run with "
+        "CNNC_ZOO_HEAVY=1 (test_torchvision.py)")

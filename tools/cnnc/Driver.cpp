@@ -11,7 +11,10 @@
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/OperationSupport.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/ADT/Statistic.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
@@ -20,6 +23,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 using namespace mlir;
@@ -41,7 +45,13 @@ cl::OptionCategory cnncCategory("cnnc options");
 
 cl::opt<std::string> inputFile(cl::Positional,
                                cl::desc("<model.onnx|model.mlir>"),
-                               cl::Required, cl::cat(cnncCategory));
+                               cl::Optional, cl::cat(cnncCategory));
+cl::opt<std::string> listOnnxOps(
+    "list-onnx-ops",
+    cl::desc("Print the ONNX ops the importer handles (opsets, gradient, GPU "
+             "kernel, notes) and exit; =markdown prints docs/ops.md"),
+    cl::value_desc("text|markdown"), cl::ValueOptional, cl::init(""),
+    cl::cat(cnncCategory));
 cl::opt<std::string> outputFile("o", cl::desc("Output file (default: stdout)"),
                                 cl::value_desc("file"), cl::init("-"),
                                 cl::cat(cnncCategory));
@@ -49,10 +59,11 @@ cl::opt<std::string>
     emitKind("emit",
              cl::desc("What to emit: mlir (the IR; the default when no other "
                       "action is requested), cuda (the training step as CUDA "
-                      "C++; also implied by -o FILE.cu) or exe (a native "
+                      "C++; also implied by -o FILE.cu), exe (a native "
                       "training executable; implied by -o FILE without "
-                      ".mlir/.cu)"),
-             cl::value_desc("mlir|cuda|exe"), cl::init(""),
+                      ".mlir/.cu) or lib (a shared library exposing the "
+                      "runtime's C API, cnnrt_c.h)"),
+             cl::value_desc("mlir|cuda|exe|lib"), cl::init(""),
              cl::cat(cnncCategory));
 cl::opt<int64_t> batchSize("batch",
                            cl::desc("Batch size (replaces the input's first, "
@@ -113,6 +124,11 @@ cl::opt<double> epsOpt("eps", cl::desc("Adam epsilon"), cl::init(1e-8),
 cl::opt<double> labelSmoothingOpt("label-smoothing",
                                   cl::desc("Cross-entropy label smoothing"),
                                   cl::init(0.0), cl::cat(trainCategory));
+cl::opt<double> auxLossWeightOpt(
+    "aux-loss-weight",
+    cl::desc("Weight of each auxiliary classifier's cross-entropy in the loss "
+             "(models returning several logits: GoogLeNet, Inception-v3)"),
+    cl::init(0.4), cl::cat(trainCategory));
 cl::opt<int64_t> stepsOpt("steps", cl::desc("Training steps"), cl::init(0),
                           cl::cat(trainCategory));
 cl::opt<std::string> dataOpt("data",
@@ -126,9 +142,12 @@ cl::opt<std::string> labelsOpt("labels",
                                cl::value_desc("file"), cl::init(""),
                                cl::cat(trainCategory));
 cl::opt<std::string> saveStateOpt("save-state",
-                                  cl::desc("After reference training, write "
-                                           "parameters, statistics, optimizer "
-                                           "state (and gradients) to a .cnnw"),
+                                  cl::desc("After reference training or "
+                                           "'cnnc train', write parameters, "
+                                           "statistics, optimizer state (and "
+                                           "gradients) to a .cnnw ('cnnc "
+                                           "train' default: "
+                                           "<-o>.trained.cnnw)"),
                                   cl::value_desc("file"), cl::init(""),
                                   cl::cat(trainCategory));
 cl::opt<uint64_t> seedOpt("seed", cl::desc("Data shuffling seed"), cl::init(0),
@@ -201,8 +220,26 @@ DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
       "  cnnc model.onnx --train [--optimizer sgd|adam|adamw] --emit mlir\n"
       "  cnnc model.onnx --train --run-reference --steps K --data DIR\n"
       "  cnnc model.onnx --train -o train [--emit cuda]\n"
+      "  cnnc model.onnx --emit lib -o libstep.so   (C API, cnnrt_c.h)\n"
       "  cnnc train model.onnx --data DIR --steps N   (compile and run)\n");
   DriverOptions o;
+  if (listOnnxOps.getNumOccurrences()) {
+    if (listOnnxOps != "" && listOnnxOps != "text" &&
+        listOnnxOps != "markdown") {
+      llvm::errs() << "cnnc: error: --list-onnx-ops takes text or markdown, "
+                      "got '"
+                   << listOnnxOps << "'\n";
+      std::exit(1);
+    }
+    o.listOnnxOps = listOnnxOps == "" ? "text" : listOnnxOps.getValue();
+  } else if (inputFile.empty()) {
+    llvm::errs() << argv[0]
+                 << ": Not enough positional command line arguments "
+                    "specified!\nMust specify at least 1 positional argument: "
+                    "See: "
+                 << argv[0] << " --help\n";
+    std::exit(1);
+  }
   o.inputFile = inputFile;
   o.outputFile = outputFile == "-" ? "" : outputFile.getValue();
   o.emit = emitKind;
@@ -223,6 +260,7 @@ DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
   o.beta2 = beta2Opt;
   o.eps = epsOpt;
   o.labelSmoothing = labelSmoothingOpt;
+  o.auxLossWeight = auxLossWeightOpt;
   o.steps = stepsOpt;
   o.data = dataOpt;
   o.labelsTensor = labelsOpt;
@@ -319,6 +357,23 @@ std::string resolveWeightsPath(StringRef mlirPath, StringRef weights) {
   return llvm::sys::fs::exists(p) ? std::string(p) : weights.str();
 }
 
+/// The importer maps ONNX Add/Mul/Div to the broadcasting cnn ops; their
+/// canonicalization patterns give the specialized forms the passes and the
+/// CUDA target know (cnn.scale for a scalar factor, cnn.bias_add for a
+/// per-channel addend). Only these patterns run, without folding: folders
+/// would drop cnn.dropout, from which cnn-autodiff builds the training mask.
+LogicalResult canonicalizeImport(ModuleOp module) {
+  MLIRContext *ctx = module.getContext();
+  RewritePatternSet patterns(ctx);
+  cnn::AddOp::getCanonicalizationPatterns(patterns, ctx);
+  cnn::MulOp::getCanonicalizationPatterns(patterns, ctx);
+  cnn::DivOp::getCanonicalizationPatterns(patterns, ctx);
+  GreedyRewriteConfig config;
+  config.enableFolding(false).enableConstantCSE(false);
+  (void)applyPatternsGreedily(module, std::move(patterns), config);
+  return mlir::verify(module);
+}
+
 func::FuncOp findForward(Compilation &c) {
   return c.module->lookupSymbol<func::FuncOp>("forward");
 }
@@ -341,8 +396,12 @@ LogicalResult cnnc::driver::loadInput(const DriverOptions &options,
   if (isOnnx) {
     ONNXImportOptions importOptions;
     importOptions.batch = options.batch;
+    importOptions.forTraining = options.train;
+    importOptions.runForward = options.runReference && !options.train;
     c.module = importONNX(path, c.context, importOptions, c.weights);
     if (!c.module)
+      return failure();
+    if (failed(canonicalizeImport(*c.module)))
       return failure();
   } else {
     if (options.batch > 0)
@@ -478,6 +537,10 @@ void printPlain(llvm::raw_ostream &os, const std::string &where,
 } // namespace
 
 int cnnc::driver::runDriver(const DriverOptions &options) {
+  if (!options.listOnnxOps.empty()) {
+    printONNXOpTable(llvm::outs(), options.listOnnxOps == "markdown");
+    return 0;
+  }
   Compilation c;
   // Every diagnostic goes to stderr as "<loc>: error: <msg>": MLIR source
   // locations through the SourceMgr handler (with the source line), ONNX
@@ -497,10 +560,11 @@ int cnnc::driver::runDriver(const DriverOptions &options) {
   });
 
   if (!options.emit.empty() && options.emit != "mlir" &&
-      options.emit != "cuda" && options.emit != "exe") {
+      options.emit != "cuda" && options.emit != "exe" &&
+      options.emit != "lib") {
     emitError(UnknownLoc::get(&c.context))
         << "unknown --emit kind '" << options.emit
-        << "' (expected: mlir, cuda or exe)";
+        << "' (expected: mlir, cuda, exe or lib)";
     return 1;
   }
   // `cnnc model.onnx -o train` (no --emit, an output that is not .mlir/.cu)
@@ -516,9 +580,9 @@ int cnnc::driver::runDriver(const DriverOptions &options) {
                    !hasExtension(o.outputFile, ".onnx");
   if (o.emit.empty() && exeOutput && !o.runReference && !o.dumpPlan)
     o.train = true;
-  if (o.emit == "exe" || o.emit == "cuda")
+  if (o.emit == "exe" || o.emit == "cuda" || o.emit == "lib")
     o.train = true;
-  bool wantsCuda = o.emit == "cuda" || o.emit == "exe" ||
+  bool wantsCuda = o.emit == "cuda" || o.emit == "exe" || o.emit == "lib" ||
                    (o.train && o.emit.empty() && exeOutput && !o.runReference);
   if ((o.dumpPlan || o.trainAndRun) && !o.train) {
     emitError(UnknownLoc::get(&c.context))

@@ -41,6 +41,7 @@ struct DriverOptions {
   double momentum = 0.9, dampening = 0, weightDecay = 0;
   bool nesterov = false;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, labelSmoothing = 0;
+  double auxLossWeight = 0.4;  ///< weight of auxiliary classifiers' loss
   int64_t steps = 0;           ///< --steps (reference training / cnnc train)
   std::string data;            ///< --data DIR|FILE|synthetic
   std::string labelsTensor;    ///< --labels y.npy (fixed batch with --input)
@@ -63,6 +64,8 @@ struct DriverOptions {
   /// CPU reference interpreter NCHW and fp32.
   bool targetGPU = false;
   std::string argv0; ///< path of this executable
+  /// --list-onnx-ops[=text|markdown]: print the importer's op table only.
+  std::string listOnnxOps;
 };
 
 /// Parses argv with llvm::cl (exits on --help, --version, unknown flags).

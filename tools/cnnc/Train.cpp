@@ -67,6 +67,7 @@ LogicalResult cnnc::driver::buildTrainStep(const DriverOptions &o,
   ad.beta2 = o.beta2;
   ad.epsilon = o.eps;
   ad.labelSmoothing = o.labelSmoothing;
+  ad.auxLossWeight = o.auxLossWeight;
   pm.addPass(createCNNAutodiff(ad));
   pm.addPass(createCSEPass());
   if (failed(pm.run(*c.module)))
@@ -112,6 +113,9 @@ LogicalResult cnnc::driver::optimizeTrainStep(const DriverOptions &o,
   // step unless --fuse asks otherwise (tests compare the two).
   if (o.optimize && o.fuse && (o.targetGPU || o.fuseExplicit))
     pm.addPass(createCNNFuse());
+  // The CUDA target prints elementwise ops in their fused form only.
+  if (o.targetGPU)
+    pm.addPass(createCNNLowerElementwise());
   // The arena plan is for the CUDA target (the reference interpreter
   // allocates per value).
   if (o.optimize && o.memoryPlan && o.targetGPU)
@@ -469,6 +473,7 @@ LogicalResult cnnc::driver::compileCUDA(const DriverOptions &o, Compilation &c,
                        kSupportedArchs + ")");
   CUDAEmitOptions eo;
   eo.modelName = llvm::sys::path::stem(o.inputFile).str();
+  eo.library = o.emit == "lib";
   eo.defaultLR = (float)learningRate(o);
   if (o.steps > 0)
     eo.defaultSteps = o.steps;
@@ -500,7 +505,9 @@ LogicalResult cnnc::driver::compileCUDA(const DriverOptions &o, Compilation &c,
   // succeeded: a failed build leaves nothing new behind and keeps old
   // outputs. Side files are not written for a special output (/dev/null,
   // a fifo, stdout).
-  exePath = o.outputFile.empty() ? std::string("train") : o.outputFile;
+  exePath = o.outputFile.empty()
+                ? std::string(eo.library ? "libstep.so" : "train")
+                : o.outputFile;
   std::string cuPath = exePath + ".cu", weightsPath = exePath + ".cnnw";
   std::string nvcc = findNvcc(), include, lib;
   if (nvcc.empty())
@@ -541,8 +548,27 @@ LogicalResult cnnc::driver::compileCUDA(const DriverOptions &o, Compilation &c,
                          "': " + (ec ? ec : cuStream.error()).message());
   }
   std::vector<std::string> args = {
-      nvcc,           "-O3",    "-std=c++17", "-arch=" + o.arch,
-      "-I" + include, cuSource, lib};
+      nvcc, "-O3", "-std=c++17", "-arch=" + o.arch, "-I" + include, cuSource};
+  std::string versionScript;
+  if (eo.library) {
+    // All of libcnnrt (its C API) goes into the library; only the C API is
+    // exported, so that the runtime's and CUDA's symbols cannot clash with
+    // another copy in the process (PyTorch's).
+    SmallString<128> script;
+    if (auto ec = llvm::sys::fs::createTemporaryFile("cnnc-lib", "map", script))
+      return fail(c, "cannot create a temporary file: " + ec.message());
+    versionScript = std::string(script);
+    if (!cnnrt::writeFileAtomic(versionScript,
+                                "{ global: cnnrt_*; local: *; };\n", err))
+      return fail(c, "cannot write '" + versionScript + "': " + err);
+    args.insert(args.end(),
+                {"-shared", "-Xcompiler", "-fPIC", "-Xlinker",
+                 "--version-script=" + versionScript,
+                 // One -Xlinker keeps the three in order on the link line.
+                 "-Xlinker", "--whole-archive," + lib + ",--no-whole-archive"});
+  } else {
+    args.push_back(lib);
+  }
   std::string cudnn = cudnnLinkArg();
   for (StringRef a : llvm::split(cudnn, ' '))
     args.push_back(a.str());
@@ -552,6 +578,8 @@ LogicalResult cnnc::driver::compileCUDA(const DriverOptions &o, Compilation &c,
   std::string msg;
   int rc =
       llvm::sys::ExecuteAndWait(nvcc, argRefs, std::nullopt, {}, 0, 0, &msg);
+  if (!versionScript.empty())
+    llvm::sys::fs::remove(versionScript);
   if (rc != 0)
     return fail(c, "nvcc failed (exit " + Twine(rc) +
                        (msg.empty() ? "" : ": " + msg) + ") on the CUDA of '" +
@@ -579,11 +607,22 @@ int cnnc::driver::trainAndRun(const DriverOptions &options, Compilation &c) {
         << "cnnc train needs --data DIR|FILE|synthetic";
     return 1;
   }
+  // The trained state (parameters, BN statistics, optimizer state) is kept
+  // on both paths: --save-state, else "<-o or train>.trained.cnnw".
+  if (o.saveState.empty())
+    o.saveState = (o.outputFile.empty() ? std::string("train") : o.outputFile) +
+                  ".trained.cnnw";
+  auto kept = [&](int rc) {
+    if (rc == 0)
+      llvm::errs() << "cnnc: trained state written to '" << o.saveState
+                   << "'\n";
+    return rc;
+  };
   auto fallback = [&](const std::string &why) {
     llvm::errs() << "cnnc: note: " << why
                  << "; training on the CPU reference interpreter instead\n";
     llvm::errs().flush();
-    return failed(trainReference(o, c)) ? 1 : 0;
+    return kept(failed(trainReference(o, c)) ? 1 : 0);
   };
   if (!hasGPU())
     return fallback("no CUDA GPU found");
@@ -605,7 +644,9 @@ int cnnc::driver::trainAndRun(const DriverOptions &options, Compilation &c) {
                                    "--lr",
                                    std::to_string(learningRate(o)),
                                    "--seed",
-                                   std::to_string(o.seed)};
+                                   std::to_string(o.seed),
+                                   "--checkpoint",
+                                   o.saveState};
   std::string err;
   std::vector<std::string> testFiles;
   if (o.data != "synthetic" &&
@@ -616,5 +657,5 @@ int cnnc::driver::trainAndRun(const DriverOptions &options, Compilation &c) {
   int rc = llvm::sys::ExecuteAndWait(args[0], argRefs);
   if (rc == 3) // the runtime's "no GPU" exit code
     return fallback("the executable found no usable GPU");
-  return rc;
+  return kept(rc);
 }

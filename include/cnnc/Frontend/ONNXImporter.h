@@ -6,7 +6,12 @@
 #include "cnnc/Reference/Interpreter.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <string>
+#include <vector>
 #include "llvm/Support/MemoryBuffer.h"
 
 namespace cnnc {
@@ -14,7 +19,33 @@ namespace cnnc {
 struct ONNXImportOptions {
   /// Batch size for a dynamic (or any) batch dimension; 0 keeps the file's.
   int64_t batch = 0;
+  /// The model will be trained (--train): a graph exported for inference
+  /// (BatchNormalization folded or in inference form, Dropout removed) gets
+  /// one warning saying how to export it for training.
+  bool forTraining = false;
+  /// @forward is run as imported (--run-reference without --train): nodes in
+  /// training mode must keep their meaning, so BatchNormalization with
+  /// training_mode=1 normalizes with batch statistics and Dropout with
+  /// training_mode=1 (and a non-zero ratio) is refused. Otherwise the
+  /// training flags are dropped: @forward has inference semantics and
+  /// cnn-autodiff derives the training form.
+  bool runForward = false;
 };
+
+/// Documentation of one entry of the importer's op table (docs/ops.md).
+struct ONNXOpDoc {
+  std::string opType;
+  int minOpset = 1, maxOpset = 1; ///< of the default domain (ai.onnx)
+  std::string gradient;           ///< "yes", "no", or "n/a" (import-time)
+  std::string gpuKernel;          ///< "yes", "no", or "n/a"
+  std::string notes;              ///< restrictions, the cnn ops it becomes
+};
+
+/// The importer's op table, sorted by op type.
+std::vector<ONNXOpDoc> onnxOpTable();
+
+/// Prints the op table as Markdown (docs/ops.md) or as plain text.
+void printONNXOpTable(llvm::raw_ostream &os, bool markdown);
 
 /// Imports an ONNX model as `func.func @forward(%input {cnn.input},
 /// %params {cnn.param = "<initializer name>"}..., %bn_stats {cnn.buffer =

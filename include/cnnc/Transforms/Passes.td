@@ -14,6 +14,13 @@ def CNNAutodiff : Pass<"cnn-autodiff", "mlir::ModuleOp"> {
     labels, the gradient of every parameter (reverse mode; gradients of values
     used more than once are summed), and one optimizer update per parameter.
 
+    A forward function may return several N x C logits: the main
+    classifier's first, then auxiliary classifiers' (GoogLeNet and
+    Inception-v3 in training mode). The loss is then
+    CE(main) + aux-loss-weight * sum CE(aux) (torchvision's reference
+    training scripts use 0.4), one scalar as before, and @forward (the
+    evaluation function) keeps only the main logits.
+
     Before:
     ```mlir
     func.func @forward(%x: tensor<8x4xf32> {cnn.input},
@@ -51,6 +58,8 @@ def CNNAutodiff : Pass<"cnn-autodiff", "mlir::ModuleOp"> {
            "cross-entropy label smoothing">,
     Option<"forwardName", "forward", "std::string", "\"forward\"",
            "name of the forward function">,
+    Option<"auxLossWeight", "aux-loss-weight", "double", "0.4",
+           "weight of each auxiliary classifier's cross-entropy in the loss">,
   ];
 }
 
@@ -190,6 +199,38 @@ def CNNPrecision : Pass<"cnn-precision", "mlir::ModuleOp"> {
            "scale multiplier on a step with inf/NaN gradients">,
     Option<"padChannelsOpt", "pad-channels", "bool", "true",
            "zero-pad conv input channels to a multiple of 8 (Tensor Cores)">,
+  ];
+}
+
+def CNNLowerElementwise : Pass<"cnn-lower-elementwise", "mlir::ModuleOp"> {
+  let summary = "Makes every remaining elementwise op a one-op fused_elementwise";
+  let description = [{
+    The CUDA target prints one form of elementwise computation: the
+    `cnn.fused_elementwise` op with a scalar body. This pass gives every op
+    with the ElementwiseOpInterface that cnn-fuse left alone (or all of them,
+    at -O0) that form, from the op's own scalar body, so the target needs no
+    per-op knowledge. Always part of the GPU pipeline, before the memory plan.
+
+    Before:
+    ```mlir
+    %y = cnn.sigmoid %x : (tensor<2x8xf32>) -> tensor<2x8xf32>
+    ```
+    After:
+    ```mlir
+    %y = cnn.fused_elementwise %x {broadcast = array<i64: 0>, layout = "NCHW"}
+        : (tensor<2x8xf32>) -> tensor<2x8xf32> {
+    ^bb0(%a: f32):
+      %one = arith.constant 1.0 : f32
+      %n = arith.negf %a : f32
+      %e = math.exp %n : f32
+      %d = arith.addf %one, %e : f32
+      %s = arith.divf %one, %d : f32
+      cnn.yield %s : f32
+    }
+    ```
+  }];
+  let statistics = [
+    Statistic<"numLowered", "lowered-ops", "Elementwise ops given the fused form">
   ];
 }
 

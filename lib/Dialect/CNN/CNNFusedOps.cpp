@@ -117,8 +117,17 @@ LogicalResult FusedElementwiseOp::verify() {
     if (bc[k] == 2 && t.getNumElements() != 1)
       return emitOpError("scalar input #")
              << k << " " << t << " must have one element";
-    if (bc[k] < 0 || bc[k] > 2)
-      return emitOpError("'broadcast' entries must be 0, 1 or 2");
+    if (bc[k] == 3) {
+      bool ok = t.getRank() == shape.getRank();
+      for (int64_t d = 0; ok && d < t.getRank(); ++d)
+        ok = t.getDimSize(d) == 1 || t.getDimSize(d) == shape.getDimSize(d);
+      if (!ok)
+        return emitOpError("broadcast input #")
+               << k << " " << t << " must have the rank of " << shape
+               << " and each dimension equal or 1";
+    }
+    if (bc[k] < 0 || bc[k] > 3)
+      return emitOpError("'broadcast' entries must be 0, 1, 2 or 3");
   }
   Block &body = getBody().front();
   if (body.getNumArguments() != getInputs().size() ||
@@ -130,4 +139,63 @@ LogicalResult FusedElementwiseOp::verify() {
            << yield.getValues().size() << " values for " << getNumResults()
            << " results";
   return success();
+}
+
+FusedElementwiseOp cnnc::cnn::makeFusedElementwise(
+    OpBuilder &b, Location loc, TypeRange results, ValueRange inputs,
+    ArrayRef<int64_t> broadcast, StringRef layout,
+    function_ref<SmallVector<Value>(ScalarBuilder &, ValueRange)> body) {
+  auto op = FusedElementwiseOp::create(
+      b, loc, results, inputs,
+      {b.getNamedAttr("broadcast", b.getDenseI64ArrayAttr(broadcast)),
+       b.getNamedAttr("layout", b.getStringAttr(layout))});
+  Block *block = new Block();
+  op.getBody().push_back(block);
+  for (size_t i = 0; i < inputs.size(); ++i)
+    block->addArgument(b.getF32Type(), loc);
+  OpBuilder ib = OpBuilder::atBlockEnd(block);
+  ScalarBuilder s(ib, loc);
+  SmallVector<Value> ys = body(s, block->getArguments());
+  YieldOp::create(ib, loc, ys);
+  return op;
+}
+
+int64_t cnnc::cnn::broadcastKind(Type input, Type result) {
+  return cast<RankedTensorType>(input).getShape() ==
+                 cast<RankedTensorType>(result).getShape()
+             ? 0
+             : 3;
+}
+
+FusedElementwiseOp cnnc::cnn::wrapElementwise(OpBuilder &b,
+                                              ElementwiseOpInterface op) {
+  Operation *o = op.getOperation();
+  Type result = o->getResult(0).getType();
+  SmallVector<int64_t> bc;
+  for (Value v : o->getOperands())
+    bc.push_back(broadcastKind(v.getType(), result));
+  bool half = cast<RankedTensorType>(result).getElementType().isF16();
+  FusedElementwiseOp fused = makeFusedElementwise(
+      b, o->getLoc(), o->getResultTypes(), o->getOperands(), bc, "NCHW",
+      [&](ScalarBuilder &s, ValueRange x) {
+        Value r = op.buildScalar(s, x);
+        // A stored f16 result is rounded: keep that inside a fused body.
+        return SmallVector<Value>{half ? s.roundToHalf(r) : r};
+      });
+  // Annotations of later passes (the memory plan's in-place choice) stay.
+  for (NamedAttribute a : o->getDiscardableAttrs())
+    fused->setAttr(a.getName(), a.getValue());
+  return fused;
+}
+
+int64_t cnnc::cnn::lowerElementwise(Operation *root) {
+  SmallVector<ElementwiseOpInterface> ops;
+  root->walk([&](ElementwiseOpInterface op) { ops.push_back(op); });
+  for (ElementwiseOpInterface op : ops) {
+    OpBuilder b(op);
+    FusedElementwiseOp fused = wrapElementwise(b, op);
+    op->replaceAllUsesWith(fused->getResults());
+    op->erase();
+  }
+  return ops.size();
 }

@@ -536,6 +536,71 @@ LogicalResult SliceOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+/// Shared checks of pad and pad_grad: `pads` has 2 x rank non-negative
+/// entries, `mode` is known, and "reflect" pads are smaller than the
+/// unpadded dimension `in` they mirror.
+static LogicalResult checkPad(std::optional<Location> loc,
+                              ArrayRef<int64_t> pads, StringRef mode,
+                              ArrayRef<int64_t> in, StringRef inName) {
+  if (mode != "constant" && mode != "reflect" && mode != "edge")
+    return fail(loc, "'mode' must be \"constant\", \"reflect\" or "
+                     "\"edge\", got \"" +
+                         mode + "\"");
+  int64_t rank = in.size();
+  if (failed(checkArray(loc, "pads", pads, 2 * rank, 0)))
+    return failure();
+  if (mode == "reflect")
+    for (int64_t d = 0; d < rank; ++d)
+      if (pads[d] >= in[d] || pads[rank + d] >= in[d])
+        return fail(loc, "\"reflect\" pads " + str(pads) +
+                             " must be smaller than each dimension of " +
+                             inName + " " + str(in));
+  return success();
+}
+
+template <typename AdaptorT> static StringRef padModeOf(AdaptorT &a) {
+  auto attr = a.getModeAttr();
+  return attr ? attr.getValue() : StringRef("constant");
+}
+
+LogicalResult PadOp::inferReturnTypes(MLIRContext *,
+                                      std::optional<Location> loc, Adaptor a,
+                                      SmallVectorImpl<Type> &out) {
+  auto in = ranked(a.getInput());
+  auto pads = a.getPads();
+  if (failed(checkPad(loc, pads, padModeOf(a), in.getShape(), "'input'")))
+    return failure();
+  SmallVector<int64_t> shape(in.getShape());
+  for (int64_t d = 0; d < in.getRank(); ++d)
+    shape[d] += pads[d] + pads[in.getRank() + d];
+  out.push_back(RankedTensorType::get(shape, in.getElementType()));
+  return success();
+}
+
+LogicalResult PadGradOp::inferReturnTypes(MLIRContext *,
+                                          std::optional<Location> loc,
+                                          Adaptor a,
+                                          SmallVectorImpl<Type> &out) {
+  auto dy = ranked(a.getGradOutput());
+  auto pads = a.getPads();
+  int64_t rank = dy.getRank();
+  if ((int64_t)pads.size() != 2 * rank)
+    return fail(loc, "'pads' must have " + Twine(2 * rank) + " entries, got " +
+                         str(pads));
+  SmallVector<int64_t> shape(dy.getShape());
+  for (int64_t d = 0; d < rank; ++d) {
+    shape[d] -= pads[d] + pads[rank + d];
+    if (shape[d] < 1)
+      return fail(loc, "'pads' " + str(pads) + " leave no element of " +
+                           "'grad_output' " + str(dy) + " in dimension " +
+                           Twine(d));
+  }
+  if (failed(checkPad(loc, pads, padModeOf(a), shape, "the result")))
+    return failure();
+  out.push_back(RankedTensorType::get(shape, dy.getElementType()));
+  return success();
+}
+
 LogicalResult TransposeOp::inferReturnTypes(MLIRContext *,
                                             std::optional<Location> loc,
                                             Adaptor a,

@@ -26,6 +26,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/StringSwitch.h"
@@ -38,6 +39,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <tuple>
 
 using namespace mlir;
 using namespace cnnc;
@@ -144,6 +146,8 @@ private:
   Value makeTyped(Type resultType, ValueRange operands,
                   ArrayRef<NamedAttribute> attrs = {});
   Value reshape(Value v, const std::vector<int64_t> &shape) {
+    if (!v)
+      return {};
     auto t = cast<RankedTensorType>(v.getType());
     if (t.getShape() == ArrayRef<int64_t>(shape))
       return v;
@@ -183,8 +187,58 @@ private:
   LogicalResult intsFromAttrOrInput(StringRef name, int i,
                                     std::vector<int64_t> &out, bool &present);
 
-  // --- Ops -------------------------------------------------------------------
+public:
+  // --- Ops (the handlers of the op table) ------------------------------------
   LogicalResult importNode();
+  LogicalResult importIdentity();
+  LogicalResult importSize();
+  LogicalResult importWhere();
+  LogicalResult importRange();
+  LogicalResult importNeg();
+  LogicalResult importMinMax();
+  LogicalResult importBinaryNode() { return importBinary(node->op_type()); }
+  LogicalResult importAvgPool() { return importPool(/*isMax=*/false); }
+  LogicalResult importMaxPool() { return importPool(/*isMax=*/true); }
+  LogicalResult importRelu() { return importUnary<cnn::ReluOp>(); }
+  LogicalResult importGlobalAvgPool() {
+    return importUnary<cnn::GlobalAvgPoolOp>();
+  }
+  LogicalResult importSqueeze() { return importUnsqueezeSqueeze(false); }
+  LogicalResult importUnsqueeze() { return importUnsqueezeSqueeze(true); }
+  template <typename OpTy>
+  LogicalResult importUnary(ArrayRef<NamedAttribute> attrs = {}) {
+    Value y = make<OpTy>({data(0)}, attrs);
+    if (!y)
+      return failure();
+    setOutput(0, y);
+    return success();
+  }
+  // Activations: one cnn op each, attributes with ONNX's defaults.
+  LogicalResult importSigmoid() { return importUnary<cnn::SigmoidOp>(); }
+  LogicalResult importTanh() { return importUnary<cnn::TanhOp>(); }
+  LogicalResult importErf() { return importUnary<cnn::ErfOp>(); }
+  LogicalResult importExp() { return importUnary<cnn::ExpOp>(); }
+  LogicalResult importSqrt() { return importUnary<cnn::SqrtOp>(); }
+  LogicalResult importReciprocal() {
+    return importUnary<cnn::ReciprocalOp>();
+  }
+  LogicalResult importHardSwish() { return importUnary<cnn::HardSwishOp>(); }
+  LogicalResult importLeakyRelu() {
+    return importUnary<cnn::LeakyReluOp>(
+        {attr("alpha", b.getF32FloatAttr(floatAttr("alpha", 0.01f)))});
+  }
+  LogicalResult importHardSigmoid() {
+    return importUnary<cnn::HardSigmoidOp>(
+        {attr("alpha", b.getF32FloatAttr(floatAttr("alpha", 0.2f))),
+         attr("beta", b.getF32FloatAttr(floatAttr("beta", 0.5f)))});
+  }
+  LogicalResult importGelu() {
+    std::string approx = stringAttr("approximate", "none");
+    if (approx != "none" && approx != "tanh")
+      return unsupported("Gelu with approximate='" + approx + "'");
+    return importUnary<cnn::GeluOp>(
+        {attr("approximate", b.getStringAttr(approx))});
+  }
   LogicalResult importConv();
   LogicalResult importGemm();
   LogicalResult importMatMul();
@@ -207,10 +261,26 @@ private:
   LogicalResult importReduceMean();
   LogicalResult importConstantOfShape();
   LogicalResult importExpand();
+  LogicalResult importPad();
   LogicalResult windowPadding(const std::vector<int64_t> &kernel,
                               const std::vector<int64_t> &strides,
                               const std::vector<int64_t> &dilations, Value in,
                               std::vector<int64_t> &pads);
+
+private:
+  /// One diagnostic listing every op type without a handler at the model's
+  /// opset (count and first node of each); failure if there is one.
+  LogicalResult checkSupported();
+  /// For --train: one warning if the graph was exported for inference.
+  void warnIfExportedForInference();
+  static bool isDefaultDomain(const std::string &domain) {
+    return domain.empty() || domain == "ai.onnx";
+  }
+  /// The name of node `i`; unnamed nodes are "<OpType>_<index>".
+  std::string nodeNameAt(int i) {
+    const onnx::NodeProto &n = model.graph().node(i);
+    return n.name().empty() ? n.op_type() + "_" + std::to_string(i) : n.name();
+  }
 
   MLIRContext &ctx;
   OpBuilder b;
@@ -765,12 +835,15 @@ LogicalResult Importer::importConv() {
 }
 
 LogicalResult Importer::importGemm() {
-  if (floatAttr("alpha", 1.0f) != 1.0f || floatAttr("beta", 1.0f) != 1.0f)
-    return unsupported("Gemm with alpha or beta other than 1");
+  // Y = alpha * op(A) x op(B) + beta * C, C broadcast to M x N.
+  float alpha = floatAttr("alpha", 1.0f), beta = floatAttr("beta", 1.0f);
   Value a = data(0);
   if (!a)
     return failure();
-  Value w = weight(1, WeightRole::Param);
+  Slot *bs = input(1);
+  if (!bs)
+    return failure();
+  Value w = bs->value ? bs->value : weight(1, WeightRole::Param);
   if (!w)
     return failure();
   if (shapeOf(a).size() != 2 || shapeOf(w).size() != 2)
@@ -783,21 +856,49 @@ LogicalResult Importer::importGemm() {
                attr("transpose_rhs", b.getBoolAttr(transB))});
   if (!y)
     return failure();
-  if (hasInput(2)) {
-    int64_t n = shapeOf(y)[1];
+  if (alpha != 1.0f)
+    y = make<cnn::ScaleOp>({y}, {attr("factor", b.getF32FloatAttr(alpha))});
+  if (!y)
+    return failure();
+  if (hasInput(2) && beta != 0.0f) {
+    int64_t m = shapeOf(y)[0], n = shapeOf(y)[1];
     Slot *c = input(2);
     if (!c)
       return failure();
     std::vector<int64_t> cShape =
         c->value ? shapeOf(c->value) : c->constant->shape;
     auto numel = checkedNumel(cShape);
-    if (!numel || *numel != n ||
-        !(cShape.size() == 1 || (cShape.size() == 2 && cShape[0] == 1)))
-      return unsupported("Gemm bias of shape " + shapeStr(cShape) +
-                         " (only a per-column bias of " + std::to_string(n) +
-                         " elements is supported)");
-    Value bias = weight(2, WeightRole::Param, n);
-    y = make<cnn::BiasAddOp>({y, bias});
+    bool perColumn =
+        numel && *numel == n &&
+        (cShape.size() == 1 || (cShape.size() == 2 && cShape[0] == 1));
+    auto scaled = [&](Value v) -> Value {
+      if (beta == 1.0f || !v)
+        return v;
+      return make<cnn::ScaleOp>({v}, {attr("factor", b.getF32FloatAttr(beta))});
+    };
+    Value bias;
+    if (perColumn) {
+      bias = scaled(weight(2, WeightRole::Param, n));
+      y = make<cnn::BiasAddOp>({y, bias});
+    } else if (cShape == std::vector<int64_t>{m, n}) {
+      bias = scaled(data(2));
+      y = make<cnn::AddOp>({y, bias});
+    } else {
+      // A scalar or a column: expand a small constant to M x N.
+      std::vector<int64_t> bshape;
+      std::string err;
+      ConstVal full;
+      if (!c->constant || c->constant->isInt ||
+          !broadcastShapes({m, n}, cShape, bshape, err) ||
+          bshape != std::vector<int64_t>{m, n} ||
+          !broadcastTo(*c->constant, {m, n}, full, err) ||
+          full.numel() > kMaxInlineConstant)
+        return unsupported("Gemm bias of shape " + shapeStr(cShape) +
+                           " for a result of shape " + shapeStr({m, n}));
+      for (float &f : full.floats)
+        f *= beta;
+      y = make<cnn::AddOp>({y, materialize(full)});
+    }
     if (!y)
       return failure();
   }
@@ -815,12 +916,31 @@ LogicalResult Importer::importMatMul() {
   Value w = s->value ? s->value : weight(1, WeightRole::Param);
   if (!w)
     return failure();
-  if (shapeOf(a).size() != 2 || shapeOf(w).size() != 2)
-    return unsupported("only 2-D MatMul is supported, got " +
-                       shapeStr(shapeOf(a)) + " x " + shapeStr(shapeOf(w)));
-  Value y = make<cnn::MatmulOp>({a, w},
+  // numpy matmul: a 1-D lhs is a row, a 1-D rhs a column (removed after);
+  // N-D x 2-D multiplies the rows of the flattened leading dimensions.
+  auto aShape = shapeOf(a), wShape = shapeOf(w);
+  if (aShape.empty() || wShape.empty() || wShape.size() > 2)
+    return unsupported("MatMul of " + shapeStr(aShape) + " x " +
+                       shapeStr(wShape) +
+                       " (the right operand must be 1-D or 2-D)");
+  std::vector<int64_t> outShape(aShape.begin(), aShape.end() - 1);
+  if (aShape.size() == 1)
+    outShape.clear();
+  int64_t k = aShape.back();
+  int64_t rows = 1;
+  for (int64_t d : outShape)
+    rows *= d;
+  if (wShape.size() == 1)
+    w = reshape(w, {wShape[0], 1});
+  else
+    outShape.push_back(wShape[1]);
+  Value a2 = reshape(a, {rows, k});
+  Value y = make<cnn::MatmulOp>({a2, w},
                                 {attr("transpose_lhs", b.getBoolAttr(false)),
                                  attr("transpose_rhs", b.getBoolAttr(false))});
+  if (!y)
+    return failure();
+  y = reshape(y, outShape);
   if (!y)
     return failure();
   setOutput(0, y);
@@ -909,9 +1029,45 @@ LogicalResult Importer::importBatchNorm() {
   Value var = weight(4, WeightRole::Buffer);
   if (!var)
     return failure();
-  Value y = make<cnn::BatchNormOp>(
-      {x, scale, bias, mean, var},
-      {attr("epsilon", b.getF32FloatAttr(floatAttr("epsilon", 1e-5f)))});
+  // Opsets 7-8 have `spatial` (1: per channel, the only form cnn has);
+  // opset 14+ has training_mode.
+  if (intAttr("spatial", 1) != 1)
+    return unsupported("BatchNormalization with spatial=0");
+  float epsilon = floatAttr("epsilon", 1e-5f);
+  // ONNX's momentum weighs the old running statistic (default 0.9); cnn's
+  // is PyTorch's, 1 - ONNX's (MNASNet: 0.0003). The f32 attribute is read
+  // as the shortest decimal that rounds to it (0.9997, not 0.99970001) so
+  // 1 - it is PyTorch's value.
+  double onnxMomentum =
+      std::stod(fmt::format("{}", floatAttr("momentum", 0.9f)));
+  if (!(onnxMomentum >= 0 && onnxMomentum <= 1))
+    return nodeError(fmt::format("node '{}' (BatchNormalization): momentum "
+                                 "{} is outside [0, 1]",
+                                 nodeName, onnxMomentum));
+  if (options.runForward && intAttr("training_mode", 0) != 0) {
+    // Run as exported: normalize with the batch statistics. ONNX's momentum
+    // weighs the running value, cnn's (PyTorch's) the batch statistic.
+    auto train = cnn::BatchNormTrainOp::create(
+        b, loc,
+        TypeRange{x.getType(), scale.getType(), scale.getType(),
+                  scale.getType(), scale.getType()},
+        x, scale, bias, mean, var, b.getF32FloatAttr(epsilon),
+        b.getF32FloatAttr(1.0 - onnxMomentum), nullptr);
+    if (failed(mlir::verify(train, /*verifyRecursively=*/false)))
+      return failure();
+    setOutput(0, train.getResult());
+    // ONNX updates the running variance with the biased batch variance,
+    // PyTorch (and cnn) with the unbiased one: not offered.
+    for (int i = 1; i < node->output_size(); ++i)
+      markUnavailable(i, "the running statistics outputs of a training-mode "
+                         "BatchNormalization are not supported");
+    return success();
+  }
+  Value y =
+      make<cnn::BatchNormOp>({x, scale, bias, mean, var},
+                             {attr("epsilon", b.getF32FloatAttr(epsilon)),
+                              attr("momentum",
+                                   b.getF32FloatAttr(1.0 - onnxMomentum))});
   if (!y)
     return failure();
   setOutput(0, y);
@@ -948,94 +1104,73 @@ LogicalResult Importer::importBinary(StringRef opType) {
     setOutput(0, std::move(out));
     return success();
   }
-  // x * c or x / c with a scalar constant: cnn.scale.
-  if ((kind == BinaryKind::Mul || kind == BinaryKind::Div) &&
-      (r->constant || (kind == BinaryKind::Mul && l->constant))) {
-    const ConstVal &c = r->constant ? *r->constant : *l->constant;
-    int valueIdx = r->constant ? 0 : 1;
-    if (c.numel() == 1 && !c.isInt &&
-        int64_t(shapeOf((valueIdx ? r : l)->value).size()) >= c.rank()) {
-      float f = float(c.at(0));
-      if (kind == BinaryKind::Div)
-        f = 1.0f / f;
-      Value y = make<cnn::ScaleOp>({data(valueIdx)},
-                                   {attr("factor", b.getF32FloatAttr(f))});
-      if (!y)
-        return failure();
-      setOutput(0, y);
-      return success();
-    }
-  }
-  if (kind != BinaryKind::Add && kind != BinaryKind::Mul)
+  if (kind != BinaryKind::Add && kind != BinaryKind::Sub &&
+      kind != BinaryKind::Mul && kind != BinaryKind::Div)
     return unsupported("only constant operands are supported");
-  // One run-time operand and one constant that broadcasts to it.
-  if (l->constant || r->constant) {
-    int valueIdx = l->constant ? 1 : 0;
-    Slot *cs = l->constant ? l : r;
-    const ConstVal &c = *cs->constant;
-    Value v = data(valueIdx);
-    if (!v)
-      return failure();
-    auto vShape = shapeOf(v);
-    if (c.shape != vShape) {
-      std::vector<int64_t> bs;
-      std::string err;
-      if (!broadcastShapes(vShape, c.shape, bs, err) || bs != vShape)
-        return nodeError("operands of node '" + nodeName + "' (" + opType +
-                         ") have shapes " + shapeStr(shapeOf(v)) + " and " +
-                         shapeStr(c.shape) + " that do not broadcast to " +
-                         shapeStr(vShape));
-      // A per-channel constant (only dim 1 of the value is not 1): bias_add.
-      int64_t off = int64_t(vShape.size()) - c.rank();
-      bool perChannel = kind == BinaryKind::Add && vShape.size() >= 2 &&
-                        !c.isInt && c.numel() == vShape[1] && vShape[1] > 1;
-      for (int64_t d = 0; d < c.rank() && perChannel; ++d)
-        if (d + off != 1 && c.shape[d] != 1)
-          perChannel = false;
-      if (perChannel) {
-        Value bias;
-        if (cs->isInitializer) {
-          bias = weight(valueIdx ? 0 : 1, WeightRole::Param, vShape[1]);
-        } else {
-          ConstVal flat = c;
-          flat.shape = {vShape[1]};
-          bias = materialize(flat);
-        }
-        Value y = make<cnn::BiasAddOp>({v, bias});
-        if (!y)
-          return failure();
-        setOutput(0, y);
-        return success();
-      }
-      ConstVal full;
-      if (c.isInt || !broadcastTo(c, vShape, full, err) ||
-          full.numel() > kMaxInlineConstant)
-        return unsupported("broadcasting the constant of shape " +
-                           shapeStr(c.shape) + " to " + shapeStr(vShape) +
-                           " (only small float constants can be expanded)");
-      Value cv = materialize(full);
-      Value y = kind == BinaryKind::Add ? make<cnn::AddOp>({v, cv})
-                                        : make<cnn::MulOp>({v, cv});
-      if (!y)
-        return failure();
-      setOutput(0, y);
-      return success();
-    }
+  // Faithfully the broadcasting cnn op; canonicalization turns a scalar
+  // factor into cnn.scale and a per-channel addend into cnn.bias_add.
+  std::vector<int64_t> shapes[2];
+  for (int i = 0; i < 2; ++i) {
+    Slot *s = i ? r : l;
+    shapes[i] = s->value ? shapeOf(s->value) : s->constant->shape;
   }
-  Value lv = data(0);
-  if (!lv)
-    return failure();
-  Value rv = data(1);
-  if (!rv)
-    return failure();
-  if (lv.getType() != rv.getType())
+  std::vector<int64_t> outShape;
+  std::string err;
+  if (!broadcastShapes(shapes[0], shapes[1], outShape, err))
     return nodeError(fmt::format(
-        "operands of node '{}' ({}) must have the same shape (broadcasting "
-        "of run-time tensors is not supported): '{}' is {} and '{}' is {}",
-        nodeName, opType.str(), node->input(0), shapeStr(shapeOf(lv)),
-        node->input(1), shapeStr(shapeOf(rv))));
-  Value y = kind == BinaryKind::Add ? make<cnn::AddOp>({lv, rv})
-                                    : make<cnn::MulOp>({lv, rv});
+        "operands of node '{}' ({}) do not broadcast: '{}' is {} and '{}' is "
+        "{}",
+        nodeName, opType.str(), node->input(0), shapeStr(shapes[0]),
+        node->input(1), shapeStr(shapes[1])));
+  int64_t rank = outShape.size();
+  Value operands[2];
+  for (int i = 0; i < 2; ++i) {
+    Slot *s = i ? r : l;
+    // The operand's shape with leading 1s up to the result's rank.
+    std::vector<int64_t> aligned(rank - shapes[i].size(), 1);
+    aligned.insert(aligned.end(), shapes[i].begin(), shapes[i].end());
+    if (s->value) {
+      operands[i] = reshape(s->value, aligned);
+      continue;
+    }
+    const ConstVal &c = *s->constant;
+    // A per-channel initializer (only dimension 1 of the result not 1) stays
+    // a parameter: the channel vector, expanded by a reshape.
+    bool perChannel = s->isInitializer && !c.isInt && rank >= 2 &&
+                      c.numel() > 1 && c.numel() == outShape[1];
+    for (int64_t d = 0; d < rank && perChannel; ++d)
+      if (d != 1 && aligned[d] != 1)
+        perChannel = false;
+    if (perChannel) {
+      operands[i] = reshape(weight(i, WeightRole::Param, c.numel()), aligned);
+      continue;
+    }
+    if (c.numel() == 1 || !s->isInitializer ||
+        c.numel() <= kMaxInlineConstant) {
+      ConstVal shaped = c;
+      shaped.shape = aligned;
+      operands[i] = materialize(shaped);
+      continue;
+    }
+    operands[i] = reshape(data(i), aligned);
+  }
+  if (!operands[0] || !operands[1])
+    return failure();
+  Value y;
+  switch (kind) {
+  case BinaryKind::Add:
+    y = make<cnn::AddOp>({operands[0], operands[1]});
+    break;
+  case BinaryKind::Sub:
+    y = make<cnn::SubOp>({operands[0], operands[1]});
+    break;
+  case BinaryKind::Mul:
+    y = make<cnn::MulOp>({operands[0], operands[1]});
+    break;
+  default:
+    y = make<cnn::DivOp>({operands[0], operands[1]});
+    break;
+  }
   if (!y)
     return failure();
   setOutput(0, y);
@@ -1186,6 +1321,31 @@ LogicalResult Importer::importDropout() {
                        "' must be a scalar");
     ratio = float(r->at(0));
   }
+  // Opset 12+: training_mode input (default false); before: is_test attr
+  // (opset < 7) or none (inference).
+  bool training = false;
+  if (hasInput(2)) {
+    Slot *t = input(2);
+    if (!t)
+      return failure();
+    if (!t->constant) {
+      if (options.runForward)
+        return unsupported("a training_mode computed at run time");
+      training = true;
+    } else {
+      training = t->constant->numel() == 1 && t->constant->at(0) != 0;
+    }
+  }
+  if (options.runForward && training && ratio != 0.0f)
+    return unsupported(fmt::format(
+        "Dropout in training mode (training_mode=1, ratio {}) draws a random "
+        "mask; the reference run of @forward is deterministic (export the "
+        "model in eval mode, or train it with --train)",
+        ratio));
+  if (ratio < 0.0f || ratio >= 1.0f)
+    return nodeError(fmt::format("Dropout ratio {} of node '{}' is outside "
+                                 "[0, 1)",
+                                 ratio, nodeName));
   Value x = data(0);
   Value y =
       make<cnn::DropoutOp>({x}, {attr("ratio", b.getF32FloatAttr(ratio))});
@@ -1457,144 +1617,393 @@ LogicalResult Importer::importExpand() {
   return success();
 }
 
-LogicalResult Importer::importNode() {
-  if (!node->domain().empty() && node->domain() != "ai.onnx")
-    return unsupported("domain '" + node->domain() + "'");
-  const std::string &op = node->op_type();
-  auto unary = [&](auto tag) -> LogicalResult {
-    using OpTy = decltype(tag);
-    Value y = make<OpTy>({data(0)});
-    if (!y)
-      return failure();
-    setOutput(0, y);
-    return success();
-  };
-  if (op == "Conv")
-    return importConv();
-  if (op == "Gemm")
-    return importGemm();
-  if (op == "MatMul")
-    return importMatMul();
-  if (op == "Relu")
-    return unary(cnn::ReluOp());
-  if (op == "Clip")
-    return importClip();
-  if (op == "MaxPool")
-    return importPool(/*isMax=*/true);
-  if (op == "AveragePool")
-    return importPool(/*isMax=*/false);
-  if (op == "GlobalAveragePool")
-    return unary(cnn::GlobalAvgPoolOp());
-  if (op == "BatchNormalization")
-    return importBatchNorm();
-  if (op == "Add" || op == "Mul" || op == "Sub" || op == "Div" ||
-      op == "Equal" || op == "Less" || op == "Greater" || op == "Min" ||
-      op == "Max") {
-    if ((op == "Min" || op == "Max") && node->input_size() != 2)
-      return unsupported("only two operands");
-    return importBinary(op);
-  }
-  if (op == "Concat")
-    return importConcat();
-  if (op == "Flatten")
-    return importFlatten();
-  if (op == "Reshape")
-    return importReshape();
-  if (op == "Transpose")
-    return importTranspose();
-  if (op == "Dropout")
-    return importDropout();
-  if (op == "Identity") {
-    Slot *s = input(0);
-    if (!s)
-      return failure();
-    if (node->output_size() > 0 && !node->output(0).empty()) {
-      Slot copy = *s;
-      copy.isInitializer = false; // a new name: never a parameter of its own
-      if (s->isInitializer && !s->value && !s->constant->isInt &&
-          s->constant->numel() > kMaxInlineConstant) {
-        // Keep the parameter name of the initializer.
-        Value v = data(0);
-        if (!v)
-          return failure();
-        copy = Slot{v, std::nullopt, false, ""};
-      }
-      slots[node->output(0)] = std::move(copy);
+LogicalResult Importer::importIdentity() {
+  Slot *s = input(0);
+  if (!s)
+    return failure();
+  if (node->output_size() > 0 && !node->output(0).empty()) {
+    Slot copy = *s;
+    copy.isInitializer = false; // a new name: never a parameter of its own
+    if (s->isInitializer && !s->value && !s->constant->isInt &&
+        s->constant->numel() > kMaxInlineConstant) {
+      // Keep the parameter name of the initializer.
+      Value v = data(0);
+      if (!v)
+        return failure();
+      copy = Slot{v, std::nullopt, false, ""};
     }
-    return success();
+    slots[node->output(0)] = std::move(copy);
   }
-  if (op == "Constant")
-    return importConstant();
-  if (op == "Softmax")
-    return importSoftmax();
-  if (op == "Shape")
-    return importShape();
-  if (op == "Size") {
-    Slot *s = input(0);
-    if (!s)
+  return success();
+}
+
+LogicalResult Importer::importSize() {
+  Slot *s = input(0);
+  if (!s)
+    return failure();
+  auto shape = s->value ? shapeOf(s->value) : s->constant->shape;
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  setOutput(0, ConstVal::intTensor({}, {n}));
+  return success();
+}
+
+LogicalResult Importer::importWhere() {
+  const ConstVal *c = constant(0, "condition");
+  const ConstVal *x = c ? constant(1, "X") : nullptr;
+  const ConstVal *y = x ? constant(2, "Y") : nullptr;
+  if (!y)
+    return failure();
+  ConstVal out;
+  std::string err;
+  if (!foldWhere(*c, *x, *y, out, err))
+    return nodeError("node '" + nodeName + "' (Where): " + err);
+  setOutput(0, std::move(out));
+  return success();
+}
+
+LogicalResult Importer::importRange() {
+  const ConstVal *s = constant(0, "start");
+  const ConstVal *l = s ? constant(1, "limit") : nullptr;
+  const ConstVal *d = l ? constant(2, "delta") : nullptr;
+  if (!d)
+    return failure();
+  ConstVal out;
+  std::string err;
+  if (!foldRange(*s, *l, *d, out, err))
+    return nodeError("node '" + nodeName + "' (Range): " + err);
+  setOutput(0, std::move(out));
+  return success();
+}
+
+LogicalResult Importer::importNeg() {
+  const ConstVal *c = constant(0, "X");
+  if (!c)
+    return failure();
+  ConstVal out = *c;
+  for (int64_t &v : out.ints)
+    v = int64_t(0 - uint64_t(v));
+  for (float &v : out.floats)
+    v = -v;
+  setOutput(0, std::move(out));
+  return success();
+}
+
+LogicalResult Importer::importMinMax() {
+  if (node->input_size() != 2)
+    return unsupported("only two operands");
+  return importBinaryNode();
+}
+
+//===----------------------------------------------------------------------===//
+// The op table
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Whether cnn-autodiff differentiates / the CUDA target runs what an ONNX op
+/// becomes. `Const` marks ops folded at import time (shape computations):
+/// nothing of them is left at run time.
+enum class Support { Yes, No, Const };
+
+/// The newest default-domain opset the handlers are written against.
+constexpr int kMaxOpset = 22;
+
+/// One ONNX op type over a range of default-domain opsets: the handler that
+/// imports it, and what docs/ops.md says about it.
+struct OpHandler {
+  const char *opType;
+  int minOpset, maxOpset;
+  LogicalResult (Importer::*handler)();
+  Support gradient, gpuKernel;
+  const char *notes;
+};
+
+constexpr Support Y = Support::Yes, N = Support::No, C = Support::Const;
+
+// clang-format off
+const OpHandler kOpHandlers[] = {
+  {"Add", 7, kMaxOpset, &Importer::importBinaryNode, Y, Y, "cnn.add (same shape); a per-channel constant: cnn.bias_add; constants fold"},
+  {"AveragePool", 7, kMaxOpset, &Importer::importAvgPool, Y, Y, "2-D; cnn.avg_pool2d (ceil_mode, count_include_pad, auto_pad)"},
+  {"BatchNormalization", 7, kMaxOpset, &Importer::importBatchNorm, Y, Y, "cnn.batch_norm (training_mode=1: cnn.batch_norm_train when run forward)"},
+  {"Cast", 6, kMaxOpset, &Importer::importCast, Y, Y, "to float32/float16: cnn.cast; constants fold"},
+  {"Clip", 6, kMaxOpset, &Importer::importClip, Y, Y, "constant min/max (attributes before opset 11, inputs after): cnn.clip"},
+  {"Concat", 4, kMaxOpset, &Importer::importConcat, Y, Y, "cnn.concat; constants fold"},
+  {"Constant", 1, kMaxOpset, &Importer::importConstant, C, C, "value, value_float(s), value_int(s)"},
+  {"ConstantOfShape", 9, kMaxOpset, &Importer::importConstantOfShape, C, C, "constant shape only (folded)"},
+  {"Conv", 1, kMaxOpset, &Importer::importConv, Y, Y, "2-D, groups, dilations, auto_pad: cnn.conv2d (+ cnn.bias_add)"},
+  {"Div", 7, kMaxOpset, &Importer::importBinaryNode, Y, Y, "by a scalar constant: cnn.scale; constants fold"},
+  {"Dropout", 1, kMaxOpset, &Importer::importDropout, Y, Y, "cnn.dropout (identity in @forward, a mask in the training step); no mask output"},
+  {"Equal", 7, kMaxOpset, &Importer::importBinaryNode, C, C, "constants only (folded)"},
+  {"Expand", 8, kMaxOpset, &Importer::importExpand, C, C, "constants only (folded)"},
+  {"Flatten", 1, kMaxOpset, &Importer::importFlatten, Y, Y, "cnn.flatten"},
+  {"Gather", 1, kMaxOpset, &Importer::importGather, C, C, "constants only (shape computations, folded)"},
+  {"Gemm", 7, kMaxOpset, &Importer::importGemm, Y, Y, "cnn.matmul (+ cnn.bias_add for a per-column bias)"},
+  {"GlobalAveragePool", 1, kMaxOpset, &Importer::importGlobalAvgPool, Y, Y, "4-D: cnn.global_avg_pool"},
+  {"Greater", 7, kMaxOpset, &Importer::importBinaryNode, C, C, "constants only (folded)"},
+  {"Identity", 1, kMaxOpset, &Importer::importIdentity, Y, Y, "no op"},
+  {"Less", 7, kMaxOpset, &Importer::importBinaryNode, C, C, "constants only (folded)"},
+  {"MatMul", 1, kMaxOpset, &Importer::importMatMul, Y, Y, "2-D: cnn.matmul; N-D x 2-D: reshape, cnn.matmul, reshape"},
+  {"Max", 8, kMaxOpset, &Importer::importMinMax, C, C, "two constants only (folded)"},
+  {"MaxPool", 8, kMaxOpset, &Importer::importMaxPool, Y, Y, "2-D, no dilations, no indices output: cnn.max_pool2d"},
+  {"Min", 8, kMaxOpset, &Importer::importMinMax, C, C, "two constants only (folded)"},
+  {"Mul", 7, kMaxOpset, &Importer::importBinaryNode, Y, Y, "cnn.mul (same shape); by a scalar constant: cnn.scale; constants fold"},
+  {"Neg", 6, kMaxOpset, &Importer::importNeg, C, C, "constants only (folded)"},
+  {"Range", 11, kMaxOpset, &Importer::importRange, C, C, "constants only (folded)"},
+  {"ReduceMean", 1, kMaxOpset, &Importer::importReduceMean, Y, Y, "over H and W of a 4-D tensor: cnn.global_avg_pool"},
+  {"Relu", 6, kMaxOpset, &Importer::importRelu, Y, Y, "cnn.relu"},
+  {"Erf", 9, kMaxOpset, &Importer::importErf, Y, Y, "cnn.erf"},
+  {"Exp", 6, kMaxOpset, &Importer::importExp, Y, Y, "cnn.exp"},
+  {"Gelu", 20, kMaxOpset, &Importer::importGelu, Y, Y, "cnn.gelu (approximate none or tanh)"},
+  {"HardSigmoid", 6, kMaxOpset, &Importer::importHardSigmoid, Y, Y, "cnn.hard_sigmoid"},
+  {"HardSwish", 14, kMaxOpset, &Importer::importHardSwish, Y, Y, "cnn.hard_swish"},
+  {"LeakyRelu", 6, kMaxOpset, &Importer::importLeakyRelu, Y, Y, "cnn.leaky_relu"},
+  {"Pad", 2, kMaxOpset, &Importer::importPad, Y, Y, "constant/reflect/edge, constant pads (attribute before opset 11, inputs after): cnn.pad"},
+  {"Reciprocal", 6, kMaxOpset, &Importer::importReciprocal, Y, Y, "cnn.reciprocal"},
+  {"Sigmoid", 6, kMaxOpset, &Importer::importSigmoid, Y, Y, "cnn.sigmoid"},
+  {"Sqrt", 6, kMaxOpset, &Importer::importSqrt, Y, Y, "cnn.sqrt"},
+  {"Tanh", 6, kMaxOpset, &Importer::importTanh, Y, Y, "cnn.tanh"},
+  {"Reshape", 5, kMaxOpset, &Importer::importReshape, Y, Y, "constant shape (allowzero): cnn.reshape"},
+  {"Shape", 1, kMaxOpset, &Importer::importShape, C, C, "static shapes (start/end): folded"},
+  {"Size", 1, kMaxOpset, &Importer::importSize, C, C, "static shapes: folded"},
+  {"Slice", 1, kMaxOpset, &Importer::importSlice, Y, Y, "constant starts/ends/axes, steps 1: cnn.slice; constants fold"},
+  {"Softmax", 1, kMaxOpset, &Importer::importSoftmax, N, Y, "cnn.softmax (before opset 13: last axis only)"},
+  {"Squeeze", 1, kMaxOpset, &Importer::importSqueeze, Y, Y, "constant axes: cnn.reshape"},
+  {"Sub", 7, kMaxOpset, &Importer::importBinaryNode, C, C, "constants only (folded)"},
+  {"Transpose", 1, kMaxOpset, &Importer::importTranspose, Y, Y, "cnn.transpose; constants fold"},
+  {"Unsqueeze", 1, kMaxOpset, &Importer::importUnsqueeze, Y, Y, "constant axes: cnn.reshape"},
+  {"Where", 9, kMaxOpset, &Importer::importWhere, C, C, "constants only (folded)"},
+};
+// clang-format on
+
+/// The handler of `opType` at default-domain opset `opset`, or null.
+const OpHandler *findHandler(StringRef opType, int64_t opset) {
+  for (const OpHandler &h : kOpHandlers)
+    if (opType == h.opType && opset >= h.minOpset && opset <= h.maxOpset)
+      return &h;
+  return nullptr;
+}
+
+/// The opsets `opType` is handled at, "" if it is not handled at all.
+std::string handledOpsets(StringRef opType) {
+  std::string out;
+  for (const OpHandler &h : kOpHandlers)
+    if (opType == h.opType)
+      out += fmt::format("{}{}-{}", out.empty() ? "" : ", ", h.minOpset,
+                         h.maxOpset);
+  return out;
+}
+} // namespace
+
+LogicalResult Importer::importNode() {
+  const OpHandler *h = findHandler(node->op_type(), opset);
+  if (!h || !isDefaultDomain(node->domain())) // checked by checkSupported()
+    return unsupported();
+  return (this->*h->handler)();
+}
+
+LogicalResult Importer::checkSupported() {
+  struct Unsupported {
+    int count = 0;
+    int firstIndex = 0;
+    std::string firstNode, why;
+  };
+  // In order of first appearance.
+  std::vector<std::pair<std::string, Unsupported>> found;
+  const onnx::GraphProto &graph = model.graph();
+  for (int i = 0; i < graph.node_size(); ++i) {
+    const onnx::NodeProto &n = graph.node(i);
+    std::string key, why;
+    if (!isDefaultDomain(n.domain())) {
+      key = n.domain() + "." + n.op_type();
+      why = "domain '" + n.domain() + "' is not supported";
+    } else if (!findHandler(n.op_type(), opset)) {
+      key = n.op_type();
+      std::string ranges = handledOpsets(n.op_type());
+      if (!ranges.empty())
+        why = fmt::format("handled at opsets {}, the model imports opset {}",
+                          ranges, opset);
+    } else {
+      continue;
+    }
+    auto it = llvm::find_if(found, [&](auto &e) { return e.first == key; });
+    if (it == found.end()) {
+      Unsupported u;
+      u.firstIndex = i;
+      u.firstNode = nodeNameAt(i);
+      u.why = why;
+      found.emplace_back(key, u);
+      it = std::prev(found.end());
+    }
+    ++it->second.count;
+  }
+  if (found.empty())
+    return success();
+  // One diagnostic for all of them, located at the first unsupported node.
+  std::string msg;
+  if (found.size() == 1) {
+    const auto &[op, u] = found.front();
+    msg = fmt::format("unsupported ONNX op '{}' (node '{}', file '{}')", op,
+                      u.firstNode, path);
+    if (u.count > 1)
+      msg += fmt::format(", {} nodes", u.count);
+    if (!u.why.empty())
+      msg += ": " + u.why;
+  } else {
+    msg = fmt::format("{} unsupported ONNX op types in '{}' (opset {}):",
+                      found.size(), path, opset);
+    for (const auto &[op, u] : found) {
+      msg +=
+          fmt::format("\n  '{}': {} node{}, first '{}' (node #{})", op, u.count,
+                      u.count == 1 ? "" : "s", u.firstNode, u.firstIndex);
+      if (!u.why.empty())
+        msg += ": " + u.why;
+    }
+  }
+  return error(
+      NameLoc::get(b.getStringAttr(found.front().second.firstNode), fileLoc),
+      msg);
+}
+
+//===----------------------------------------------------------------------===//
+// Inference exports given to --train
+//===----------------------------------------------------------------------===//
+
+void Importer::warnIfExportedForInference() {
+  const onnx::GraphProto &graph = model.graph();
+  llvm::StringSet<> initNames;
+  for (const auto &t : graph.initializer())
+    initNames.insert(t.name());
+  std::vector<std::string> signs;
+  bool fromTorch = StringRef(model.producer_name()).contains("pytorch");
+  for (int i = 0; i < graph.node_size() && signs.size() < 3; ++i) {
+    const onnx::NodeProto &n = graph.node(i);
+    if (!isDefaultDomain(n.domain()))
+      continue;
+    auto attrInt = [&](StringRef name) -> int64_t {
+      for (const auto &a : n.attribute())
+        if (a.name() == name)
+          return a.i();
+      return 0;
+    };
+    int outputs = 0;
+    for (const auto &o : n.output())
+      outputs += !o.empty();
+    if (n.op_type() == "BatchNormalization" && outputs == 1 &&
+        attrInt("training_mode") == 0) {
+      signs.push_back(fmt::format("BatchNormalization node '{}' is in "
+                                  "inference form (training_mode 0, no "
+                                  "running-statistics outputs)",
+                                  nodeNameAt(i)));
+    } else if (n.op_type() == "Dropout" && outputs == 1 && n.input_size() < 3) {
+      signs.push_back(fmt::format("Dropout node '{}' is in inference form "
+                                  "(no training_mode input, no mask output)",
+                                  nodeNameAt(i)));
+    } else if (fromTorch && n.op_type() == "Conv" && n.input_size() > 1 &&
+               initNames.contains(n.input(1)) &&
+               StringRef(n.input(1)).starts_with("onnx::Conv_")) {
+      // PyTorch's eval export fuses BatchNorm into the preceding Conv
+      // (even with do_constant_folding=False); the fused weight is a new
+      // tensor named "onnx::Conv_<n>" instead of the module's parameter.
+      signs.push_back(fmt::format("the weight '{}' of Conv node '{}' is not a "
+                                  "module parameter: PyTorch folded a "
+                                  "BatchNorm into it",
+                                  n.input(1), nodeNameAt(i)));
+    }
+  }
+  if (signs.empty())
+    return;
+  std::string msg = fmt::format(
+      "'{}' looks exported for inference ({}); training it trains a "
+      "different network (BatchNorm folded away or frozen, Dropout gone). "
+      "Export it for training: torch.onnx.export(model.train(), x, path, "
+      "training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False) "
+      "and, on PyTorch 2.x, dynamo=False",
+      path, llvm::join(signs, "; "));
+  emitWarning(fileLoc) << msg;
+}
+
+/// ONNX Pad -> cnn.pad: opset 2-10 take `pads`/`value` attributes, opset
+/// 11+ take `pads`, an optional scalar `constant_value` and (opset 18+)
+/// `axes` as constant inputs. Negative pads crop: a cnn.slice first.
+LogicalResult Importer::importPad() {
+  Value x = data(0);
+  if (!x)
+    return failure();
+  int64_t rank = shapeOf(x).size();
+  std::vector<int64_t> pads, axes;
+  float value = 0;
+  if (opset < 11) {
+    auto a = intsAttr("pads");
+    if (!a)
+      return nodeError("node '" + nodeName + "' (Pad): missing 'pads'");
+    pads = *a;
+    value = floatAttr("value", 0.0f);
+  } else {
+    bool present = false;
+    if (failed(intsFromAttrOrInput("pads", 1, pads, present)))
       return failure();
-    auto shape = s->value ? shapeOf(s->value) : s->constant->shape;
-    int64_t n = 1;
-    for (int64_t d : shape)
-      n *= d;
-    setOutput(0, ConstVal::intTensor({}, {n}));
-    return success();
-  }
-  if (op == "Gather")
-    return importGather();
-  if (op == "Unsqueeze")
-    return importUnsqueezeSqueeze(/*unsqueeze=*/true);
-  if (op == "Squeeze")
-    return importUnsqueezeSqueeze(/*unsqueeze=*/false);
-  if (op == "Cast")
-    return importCast();
-  if (op == "Slice")
-    return importSlice();
-  if (op == "ReduceMean")
-    return importReduceMean();
-  if (op == "ConstantOfShape")
-    return importConstantOfShape();
-  if (op == "Expand")
-    return importExpand();
-  if (op == "Where") {
-    const ConstVal *c = constant(0, "condition");
-    const ConstVal *x = c ? constant(1, "X") : nullptr;
-    const ConstVal *y = x ? constant(2, "Y") : nullptr;
-    if (!y)
+    if (!present)
+      return nodeError("node '" + nodeName + "' (Pad): missing 'pads'");
+    if (hasInput(2)) {
+      const ConstVal *c = constant(2, "constant_value");
+      if (!c)
+        return failure();
+      if (c->numel() != 1)
+        return nodeError("node '" + nodeName +
+                         "' (Pad): constant_value must be a scalar");
+      value = c->at(0);
+    }
+    if (failed(intsFromAttrOrInput("axes", 3, axes, present)))
       return failure();
-    ConstVal out;
-    std::string err;
-    if (!foldWhere(*c, *x, *y, out, err))
-      return nodeError("node '" + nodeName + "' (Where): " + err);
-    setOutput(0, std::move(out));
-    return success();
   }
-  if (op == "Range") {
-    const ConstVal *s = constant(0, "start");
-    const ConstVal *l = s ? constant(1, "limit") : nullptr;
-    const ConstVal *d = l ? constant(2, "delta") : nullptr;
-    if (!d)
+  if (axes.empty())
+    for (int64_t d = 0; d < rank; ++d)
+      axes.push_back(d);
+  if (pads.size() != 2 * axes.size())
+    return nodeError(fmt::format("node '{}' (Pad): {} pads for {} axes of a "
+                                 "rank-{} input (expected 2 per axis)",
+                                 nodeName, pads.size(), axes.size(), rank));
+  // Pads of all dimensions, [begin..., end...].
+  std::vector<int64_t> all(2 * rank, 0);
+  for (auto [i, axis] : llvm::enumerate(axes)) {
+    int64_t d = axis < 0 ? axis + rank : axis;
+    if (d < 0 || d >= rank)
+      return nodeError(fmt::format("node '{}' (Pad): axis {} out of range for "
+                                   "rank {}",
+                                   nodeName, axis, rank));
+    all[d] = pads[i];
+    all[rank + d] = pads[axes.size() + i];
+  }
+  std::string mode = stringAttr("mode", "constant");
+  if (mode != "constant" && mode != "reflect" && mode != "edge")
+    return unsupported("mode '" + mode + "'");
+  if (llvm::any_of(all, [](int64_t p) { return p < 0; })) {
+    std::vector<int64_t> shape = shapeOf(x), offs(rank), sizes(rank);
+    for (int64_t d = 0; d < rank; ++d) {
+      offs[d] = std::max<int64_t>(0, -all[d]);
+      sizes[d] = shape[d] - offs[d] - std::max<int64_t>(0, -all[rank + d]);
+      if (sizes[d] < 1)
+        return nodeError(fmt::format("node '{}' (Pad): pads {} crop away "
+                                     "dimension {} of size {}",
+                                     nodeName, shapeStr(all), d, shape[d]));
+    }
+    x = make<cnn::SliceOp>({x}, {attr("offsets", b.getDenseI64ArrayAttr(offs)),
+                                 attr("sizes", b.getDenseI64ArrayAttr(sizes))});
+    if (!x)
       return failure();
-    ConstVal out;
-    std::string err;
-    if (!foldRange(*s, *l, *d, out, err))
-      return nodeError("node '" + nodeName + "' (Range): " + err);
-    setOutput(0, std::move(out));
-    return success();
+    for (int64_t &p : all)
+      p = std::max<int64_t>(p, 0);
   }
-  if (op == "Neg") {
-    const ConstVal *c = constant(0, "X");
-    if (!c)
-      return failure();
-    ConstVal out = *c;
-    for (int64_t &v : out.ints)
-      v = int64_t(0 - uint64_t(v));
-    for (float &v : out.floats)
-      v = -v;
-    setOutput(0, std::move(out));
-    return success();
-  }
-  return unsupported();
+  Value y = x;
+  if (llvm::any_of(all, [](int64_t p) { return p != 0; }))
+    y = make<cnn::PadOp>({x}, {attr("pads", b.getDenseI64ArrayAttr(all)),
+                               attr("mode", b.getStringAttr(mode)),
+                               attr("value", b.getF32FloatAttr(value))});
+  if (!y)
+    return failure();
+  setOutput(0, y);
+  return success();
 }
 
 //===----------------------------------------------------------------------===//
@@ -1621,6 +2030,12 @@ LogicalResult Importer::setUpInput(const onnx::ValueInfoProto &in) {
       shape.push_back(options.batch);
       continue;
     }
+    if (d.has_dim_value() && d.dim_value() == 0)
+      return error(inLoc, "input '" + in.name() +
+                              "' has a zero-size "
+                              "dimension (dimension " +
+                              std::to_string(i) +
+                              "); empty tensors are not supported");
     if (!known) {
       std::string name =
           d.has_dim_param() && !d.dim_param().empty()
@@ -1718,42 +2133,52 @@ OwningOpRef<ModuleOp> Importer::run(std::optional<llvm::MemoryBufferRef> memory,
     return nullptr;
   }
 
+  if (failed(checkSupported()))
+    return nullptr;
+  if (options.forTraining)
+    warnIfExportedForInference();
   for (int i = 0; i < graph.node_size(); ++i) {
     node = &graph.node(i);
-    nodeName = node->name().empty() ? node->op_type() + "_" + std::to_string(i)
-                                    : node->name();
+    nodeName = nodeNameAt(i);
     loc = NameLoc::get(b.getStringAttr(nodeName), fileLoc);
     if (failed(importNode()))
       return nullptr;
   }
 
-  const std::string &outName = graph.output(0).name();
-  loc = NameLoc::get(b.getStringAttr(outName), fileLoc);
-  auto it = slots.find(outName);
-  if (it == slots.end() || !it->second.unavailable.empty()) {
-    (void)error(loc, "graph output '" + outName + "' of '" + path +
-                         "' is not computed by any node");
-    return nullptr;
-  }
-  Value result = it->second.value;
-  if (!result) {
-    // A constant output: rare, but representable.
-    static const onnx::NodeProto outputNode = [] {
-      onnx::NodeProto n;
-      n.set_op_type("Identity");
-      return n;
-    }();
-    node = &outputNode;
-    nodeName = outName;
-    result = materialize(*it->second.constant);
-    if (!result)
+  // Every graph output, in order (GoogLeNet and Inception-v3 in training
+  // mode return their auxiliary classifiers' logits after the main ones).
+  SmallVector<Value> results;
+  for (const auto &output : graph.output()) {
+    const std::string &outName = output.name();
+    loc = NameLoc::get(b.getStringAttr(outName), fileLoc);
+    auto it = slots.find(outName);
+    if (it == slots.end() || !it->second.unavailable.empty()) {
+      (void)error(loc, "graph output '" + outName + "' of '" + path +
+                           "' is not computed by any node");
       return nullptr;
+    }
+    Value result = it->second.value;
+    if (!result) {
+      // A constant output: rare, but representable.
+      static const onnx::NodeProto outputNode = [] {
+        onnx::NodeProto n;
+        n.set_op_type("Identity");
+        return n;
+      }();
+      node = &outputNode;
+      nodeName = outName;
+      result = materialize(*it->second.constant);
+      if (!result)
+        return nullptr;
+    }
+    results.push_back(result);
   }
-  func::ReturnOp::create(b, loc, result);
+  func::ReturnOp::create(b, loc, results);
 
   // Final signature: argument attributes in argument order.
   SmallVector<Type> argTypes(body->getArgumentTypes());
-  func.setFunctionType(b.getFunctionType(argTypes, {result.getType()}));
+  func.setFunctionType(
+      b.getFunctionType(argTypes, ValueRange(results).getTypes()));
   for (auto [i, a] : llvm::enumerate(argAttrs))
     func.setArgAttr(i, a.getName(), a.getValue());
   if (failed(mlir::verify(module))) // a bug in the importer if it fails
@@ -1779,4 +2204,58 @@ OwningOpRef<ModuleOp> cnnc::importONNXBuffer(llvm::MemoryBufferRef buffer,
   context.loadDialect<cnn::CNNDialect, func::FuncDialect>();
   Importer importer(context, buffer.getBufferIdentifier(), options, weights);
   return importer.run(buffer, dataDir);
+}
+
+//===----------------------------------------------------------------------===//
+// The op table for docs/ops.md
+//===----------------------------------------------------------------------===//
+
+std::vector<ONNXOpDoc> cnnc::onnxOpTable() {
+  auto word = [](Support s) -> std::string {
+    switch (s) {
+    case Support::Yes:
+      return "yes";
+    case Support::No:
+      return "no";
+    case Support::Const:
+      return "n/a";
+    }
+    return "?";
+  };
+  std::vector<ONNXOpDoc> docs;
+  for (const OpHandler &h : kOpHandlers)
+    docs.push_back({h.opType, h.minOpset, h.maxOpset, word(h.gradient),
+                    word(h.gpuKernel), h.notes});
+  llvm::stable_sort(docs, [](const ONNXOpDoc &a, const ONNXOpDoc &b) {
+    return std::tie(a.opType, a.minOpset) < std::tie(b.opType, b.minOpset);
+  });
+  return docs;
+}
+
+void cnnc::printONNXOpTable(llvm::raw_ostream &os, bool markdown) {
+  std::vector<ONNXOpDoc> docs = onnxOpTable();
+  if (!markdown) {
+    for (const ONNXOpDoc &d : docs)
+      os << fmt::format("{:<20} {:>2}-{:<2} grad={:<3} gpu={:<3} {}\n",
+                        d.opType, d.minOpset, d.maxOpset, d.gradient,
+                        d.gpuKernel, d.notes);
+    return;
+  }
+  os << "# ONNX ops cnnc imports\n\n"
+        "<!-- Generated by `cnnc --list-onnx-ops=markdown > docs/ops.md` from "
+        "the importer's op table\n"
+        "     (lib/Frontend/ONNX/ONNXImporter.cpp); the test `docs-ops` fails "
+        "when this file differs. -->\n\n"
+        "Opsets are versions of the default domain (`ai.onnx`). *Gradient*: "
+        "cnn-autodiff differentiates what the op\n"
+        "becomes; *GPU kernel*: the CUDA target runs it; *n/a*: the op is "
+        "folded at import time (shape\n"
+        "computations on constants) and leaves nothing at run time. A model "
+        "with ops outside this table is\n"
+        "refused with one diagnostic listing every unsupported op type.\n\n"
+        "| ONNX op | opsets | gradient | GPU kernel | notes |\n"
+        "|---|---|---|---|---|\n";
+  for (const ONNXOpDoc &d : docs)
+    os << fmt::format("| {} | {}-{} | {} | {} | {} |\n", d.opType, d.minOpset,
+                      d.maxOpset, d.gradient, d.gpuKernel, d.notes);
 }

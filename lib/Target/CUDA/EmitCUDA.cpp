@@ -4,7 +4,7 @@
 // a buffer plan in one arena, one generated kernel per elementwise op
 // (specialized to its shape), shape-generic prelude kernels for reductions,
 // pooling and the loss, cuDNN convolutions and cuBLASLt matmuls through
-// libcnnrt, the tensor table and main().
+// libcnnrt, the tensor table and main() (or the C API's model accessor).
 //
 //===----------------------------------------------------------------------===//
 #include "cnnc/Target/CUDA/EmitCUDA.h"
@@ -13,6 +13,7 @@
 #include "cnnc/Dialect/CNN/CNNOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -75,6 +76,22 @@ Channel chanIndex(RankedTensorType t, bool nhwc) {
     inner *= t.getDimSize(d);
   int64_t c = t.getRank() >= 2 ? t.getDimSize(1) : 1;
   return {fmt::format("(i / {}ll) % {}ll", inner, c), c, inner};
+}
+
+/// The element of a numpy-broadcast input of type `in` (the rank of `out`,
+/// size-1 dimensions repeated) read at flat element `i` of `out`.
+std::string broadcastIndex(RankedTensorType in, RankedTensorType out) {
+  std::vector<std::string> terms;
+  int64_t outStride = 1, inStride = 1;
+  for (int64_t d = out.getRank() - 1; d >= 0; --d) {
+    int64_t size = out.getDimSize(d);
+    if (in.getDimSize(d) != 1)
+      terms.push_back(fmt::format("(i / {}ll) % {}ll * {}ll", outStride, size,
+                                  inStride));
+    outStride *= size;
+    inStride *= in.getDimSize(d);
+  }
+  return terms.empty() ? "0" : "(" + llvm::join(terms, " + ") + ")";
 }
 
 /// Whether a layout-sensitive op works on NHWC data (cnn-layout).
@@ -156,6 +173,10 @@ private:
   std::string loc(Operation *op) { return escape(locString(op->getLoc())); }
   /// Emits (or reuses) a kernel with the given signature and body.
   std::string kernel(const std::string &params, const std::string &body);
+  /// cnn.pad: a gather, each output element maps back to its source.
+  void emitPad(std::string &out, PadOp op);
+  /// cnn.pad_grad: each input element sums the output elements copying it.
+  void emitPadGrad(std::string &out, PadGradOp op);
   void launch(std::string &out, Operation *op, const std::string &name,
               const std::string &grid, const std::string &block,
               const std::string &args);
@@ -259,6 +280,117 @@ static std::string gridFor(int64_t n) {
   // Grid-stride loops: enough blocks to fill the GPU, not one per element.
   return std::to_string(
       std::max<int64_t>(1, std::min<int64_t>((n + 255) / 256, 132 * 32)));
+}
+
+/// Row-major strides of a static shape.
+static SmallVector<int64_t> rowMajorStrides(ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> strides(shape.size(), 1);
+  for (int64_t d = (int64_t)shape.size() - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * shape[d + 1];
+  return strides;
+}
+
+void Emitter::emitPad(std::string &out, PadOp op) {
+  auto in = ttype(op.getInput()), res = ttype(op.getResult());
+  int64_t rank = in.getRank();
+  auto pads = op.getPads();
+  StringRef mode = op.getMode();
+  SmallVector<int64_t> inStrides = rowMajorStrides(in.getShape());
+  std::string T = ctype(res.getElementType());
+  std::string body = fmt::format(
+      "  for (int64_t i = blockIdx.x * 256ll + threadIdx.x; i < {}ll; "
+      "i += (int64_t)gridDim.x * 256) {{\n"
+      "    int64_t rem = i, src = 0; bool fill = false;\n",
+      res.getNumElements());
+  for (int64_t d = rank - 1; d >= 0; --d) {
+    int64_t n = in.getDimSize(d), m = res.getDimSize(d), begin = pads[d];
+    body += fmt::format("    {{ int64_t k = rem % {}ll - {}ll; rem /= {}ll;\n",
+                        m, begin, m);
+    if (begin || pads[rank + d]) {
+      if (mode == "constant")
+        body += fmt::format("      fill |= k < 0 || k >= {}ll;\n", n);
+      else if (mode == "reflect")
+        body +=
+            fmt::format("      k = k < 0 ? -k : k >= {0}ll ? {1}ll - k : k;\n",
+                        n, 2 * (n - 1));
+      else
+        body += fmt::format(
+            "      k = k < 0 ? 0 : k >= {0}ll ? {0}ll - 1 : k;\n", n);
+    }
+    body += fmt::format("      src += k * {}ll; }}\n", inStrides[d]);
+  }
+  body += fmt::format("    out[i] = fill ? {}({}) : in[src];\n  }}\n", T,
+                      floatLit(op.getValue().convertToDouble()));
+  launch(out, op,
+         kernel(fmt::format("const {} *__restrict__ in, {} *__restrict__ out",
+                            T, T),
+                body),
+         gridFor(res.getNumElements()), "256",
+         fmt::format("{}, {}", ptr(op.getInput()), ptr(op.getResult())));
+}
+
+void Emitter::emitPadGrad(std::string &out, PadGradOp op) {
+  auto dy = ttype(op.getGradOutput()), res = ttype(op.getResult());
+  int64_t rank = res.getRank();
+  auto pads = op.getPads();
+  StringRef mode = op.getMode();
+  SmallVector<int64_t> dyStrides = rowMajorStrides(dy.getShape());
+  std::string T = ctype(res.getElementType());
+  // Per padded dimension d, the padded indices copying input index k form
+  // up to three ranges [lo_d[r], hi_d[r]]; the sum runs over their product.
+  std::string body = fmt::format(
+      "  for (int64_t i = blockIdx.x * 256ll + threadIdx.x; i < {}ll; "
+      "i += (int64_t)gridDim.x * 256) {{\n"
+      "    int64_t rem = i, base = 0;\n",
+      res.getNumElements());
+  SmallVector<int64_t> padded;
+  for (int64_t d = rank - 1; d >= 0; --d) {
+    int64_t n = res.getDimSize(d), begin = pads[d], end = pads[rank + d];
+    body +=
+        fmt::format("    int64_t k{0} = rem % {1}ll; rem /= {1}ll;\n", d, n);
+    if (!begin && !end) {
+      body += fmt::format("    base += k{} * {}ll;\n", d, dyStrides[d]);
+      continue;
+    }
+    padded.push_back(d);
+    body += fmt::format("    int64_t lo{0}[3], hi{0}[3]; int c{0} = 0;\n", d);
+    body += fmt::format(
+        "    lo{0}[c{0}] = hi{0}[c{0}] = k{0} + {1}ll; ++c{0};\n", d, begin);
+    if (mode == "edge") {
+      body += fmt::format("    if (k{0} == 0) lo{0}[0] = 0;\n", d);
+      body += fmt::format("    if (k{0} == {1}ll) hi{0}[0] = {2}ll;\n", d,
+                          n - 1, n - 1 + begin + end);
+    } else if (mode == "reflect") {
+      // x[-k] = x[k] (k <= begin) and x[2(n-1) - k] = x[k] (k >= n-1-end).
+      body +=
+          fmt::format("    if (k{0} >= 1 && k{0} <= {1}ll) {{ lo{0}[c{0}] = "
+                      "hi{0}[c{0}] = {1}ll - k{0}; ++c{0}; }}\n",
+                      d, begin);
+      body += fmt::format(
+          "    if (k{0} < {1}ll && k{0} >= {2}ll) {{ lo{0}[c{0}] = hi{0}[c{0}] "
+          "= {3}ll - k{0}; ++c{0}; }}\n",
+          d, n - 1, n - 1 - end, begin + 2 * (n - 1));
+    }
+  }
+  body += "    float acc = 0.f;\n";
+  std::string index = "base";
+  std::string indent = "    ";
+  for (int64_t d : padded) {
+    body += fmt::format("{0}for (int r{1} = 0; r{1} < c{1}; ++r{1})\n{0}  for "
+                        "(int64_t j{1} = lo{1}[r{1}]; j{1} <= hi{1}[r{1}]; "
+                        "++j{1})\n",
+                        indent, d);
+    indent += "    ";
+    index += fmt::format(" + j{} * {}ll", d, dyStrides[d]);
+  }
+  body += fmt::format("{}acc += (float)dy[{}];\n", indent, index);
+  body += fmt::format("    out[i] = {}(acc);\n  }}\n", T);
+  launch(out, op,
+         kernel(fmt::format("const {} *__restrict__ dy, {} *__restrict__ out",
+                            T, T),
+                body),
+         gridFor(res.getNumElements()), "256",
+         fmt::format("{}, {}", ptr(op.getGradOutput()), ptr(op.getResult())));
 }
 
 void Emitter::elementwise(std::string &out, Operation *op, ArrayRef<EwIn> ins,
@@ -734,50 +866,50 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
             {b.getResult()}, "r0 = a0 + a1;");
         return success();
       })
-      .Case([&](ReluOp r) {
-        elementwise(out, op, {{r.getInput()}}, {r.getResult()},
-                    "r0 = a0 > 0.f ? a0 : 0.f;");
-        return success();
-      })
-      .Case([&](ClipOp c) {
-        elementwise(out, op, {{c.getInput()}}, {c.getResult()},
-                    fmt::format("r0 = fminf(fmaxf(a0, {}), {});",
-                                floatLit(c.getMin().convertToFloat()),
-                                floatLit(c.getMax().convertToFloat())));
-        return success();
-      })
-      .Case([&](AddOp a) {
-        elementwise(out, op, {{a.getLhs()}, {a.getRhs()}}, {a.getResult()},
-                    "r0 = a0 + a1;");
-        return success();
-      })
-      .Case([&](MulOp a) {
-        elementwise(out, op, {{a.getLhs()}, {a.getRhs()}}, {a.getResult()},
-                    "r0 = a0 * a1;");
-        return success();
-      })
-      .Case([&](ScaleOp a) {
-        elementwise(out, op, {{a.getInput()}}, {a.getResult()},
-                    "r0 = a0 * " + floatLit(a.getFactor().convertToFloat()) +
-                        ";");
-        return success();
-      })
-      .Case<CastOp, DropoutOp>([&](Operation *o) {
-        elementwise(out, op, {{o->getOperand(0)}}, {o->getResult(0)},
-                    "r0 = a0;");
-        return success();
-      })
-      .Case([&](ReluGradOp r) {
-        elementwise(out, op, {{r.getGradOutput()}, {r.getOutput()}},
-                    {r.getResult()}, "r0 = a1 > 0.f ? a0 : 0.f;");
-        return success();
-      })
-      .Case([&](ClipGradOp c) {
-        elementwise(out, op, {{c.getGradOutput()}, {c.getInput()}},
-                    {c.getResult()},
-                    fmt::format("r0 = (a1 > {} && a1 < {}) ? a0 : 0.f;",
-                                floatLit(c.getMin().convertToFloat()),
-                                floatLit(c.getMax().convertToFloat())));
+      .Case<ReduceSumOp, ReduceMeanOp>([&](Operation *o) {
+        // One thread per result element, summing its reduced elements in
+        // f32 (reductions here are small: squeeze-excitation gradients).
+        auto in = ttype(o->getOperand(0)), res = ttype(o->getResult(0));
+        auto axes = o->getAttrOfType<DenseI64ArrayAttr>("axes").asArrayRef();
+        std::vector<int64_t> stride(in.getRank());
+        int64_t st = 1, count = 1;
+        for (int64_t d = in.getRank() - 1; d >= 0; --d) {
+          stride[d] = st;
+          st *= in.getDimSize(d);
+        }
+        std::string base, inner;
+        int64_t outStride = 1, redStride = 1;
+        for (int64_t d = in.getRank() - 1; d >= 0; --d) {
+          if (llvm::is_contained(axes, d)) {
+            inner += fmt::format(" + (r / {}ll) % {}ll * {}ll", redStride,
+                                 in.getDimSize(d), stride[d]);
+            redStride *= in.getDimSize(d);
+            count *= in.getDimSize(d);
+          } else {
+            base += fmt::format(" + (o / {}ll) % {}ll * {}ll", outStride,
+                                res.getDimSize(d), stride[d]);
+            outStride *= res.getDimSize(d);
+          }
+        }
+        double factor = isa<ReduceMeanOp>(o) ? 1.0 / (double)count : 1.0;
+        int64_t n = res.getNumElements();
+        std::string name = kernel(
+            fmt::format("const {} *__restrict__ in0, {} *__restrict__ out0",
+                        ctype(in.getElementType()),
+                        ctype(res.getElementType())),
+            fmt::format(
+                "  for (int64_t o = blockIdx.x * 256ll + threadIdx.x; o < {}ll; "
+                "o += (int64_t)gridDim.x * 256) {{\n"
+                "    const int64_t b = 0{};\n"
+                "    float acc = 0.f;\n"
+                "    for (int64_t r = 0; r < {}ll; ++r)\n"
+                "      acc += ld(in0 + b{});\n"
+                "    st(out0 + o, acc * {});\n"
+                "  }}\n",
+                n, base, count, inner, floatLit(factor)));
+        launch(out, op, name, gridFor(n), "256",
+               fmt::format("{}, {}", ptr(o->getOperand(0)),
+                           ptr(o->getResult(0))));
         return success();
       })
       .Case([&](DropoutMaskOp d) {
@@ -855,7 +987,10 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
         std::vector<EwIn> ins;
         for (auto [k, v] : llvm::enumerate(f.getInputs())) {
           int64_t b = f.getBroadcast()[k];
-          ins.push_back(b == 0 ? EwIn(v) : b == 1 ? EwIn(v, ch) : EwIn(v, "0"));
+          ins.push_back(b == 0   ? EwIn(v)
+                        : b == 1 ? EwIn(v, ch)
+                        : b == 3 ? EwIn(v, broadcastIndex(ttype(v), rt))
+                                 : EwIn(v, "0"));
         }
         Block &body = f.getBody().front();
         DenseMap<Value, std::string> name;
@@ -927,6 +1062,18 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
             e = "__half2float(__float2half_rn(" + x(0) + "))";
           } else if (isa<arith::ExtFOp>(o)) {
             e = x(0);
+          } else if (isa<math::ExpOp>(o)) {
+            e = "expf(" + x(0) + ")";
+          } else if (isa<math::LogOp>(o)) {
+            e = "logf(" + x(0) + ")";
+          } else if (isa<math::TanhOp>(o)) {
+            e = "tanhf(" + x(0) + ")";
+          } else if (isa<math::ErfOp>(o)) {
+            e = "erff(" + x(0) + ")";
+          } else if (isa<math::SqrtOp>(o)) {
+            e = "sqrtf(" + x(0) + ")";
+          } else if (isa<math::PowFOp>(o)) {
+            e = "powf(" + x(0) + ", " + x(1) + ")";
           } else {
             return o.emitError(
                        "CUDA backend: unsupported op in a fused body: '")
@@ -1228,6 +1375,14 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
                    body),
             gridFor(res.getNumElements()), "256",
             fmt::format("{}, {}", ptr(o->getOperand(0)), ptr(o->getResult(0))));
+        return success();
+      })
+      .Case([&](PadOp p) {
+        emitPad(out, p);
+        return success();
+      })
+      .Case([&](PadGradOp p) {
+        emitPadGrad(out, p);
         return success();
       })
       .Case([&](SGDUpdateOp u) {
@@ -1557,8 +1712,14 @@ LogicalResult Emitter::write(llvm::raw_ostream &os, func::FuncOp step,
       escape(options.modelName), plan.arenaBytes, in[0], in[1], in[2], in[3],
       classes, forward ? "evalStep" : "nullptr", floatLit(options.defaultLR),
       options.defaultSteps, plan.workspaceOffset, plan.workspaceBytes);
-  os << "int main(int argc, char **argv) { return cnnrt::trainMain(argc, argv, "
-        "kModel); }\n";
+  if (options.library)
+    os << "// The model of a shared library: the runtime's C API (cnnrt_c.h)\n"
+          "// creates sessions from it.\n"
+          "extern \"C\" __attribute__((visibility(\"default\"))) const void *\n"
+          "cnnrt_model_spec(void) { return &kModel; }\n";
+  else
+    os << "int main(int argc, char **argv) { return "
+          "cnnrt::trainMain(argc, argv, kModel); }\n";
   return success();
 }
 
@@ -1609,6 +1770,9 @@ LogicalResult cnnc::emitCUDA(ModuleOp module, llvm::raw_ostream &os,
     if (ttype(arg).getRank() > 4)
       return step.emitError(
           "CUDA backend: tensors of rank > 4 are not supported");
+  // Prepare for emission (as CIRCT's ExportVerilog does): a step built
+  // outside cnnc's pipeline gets the elementwise form the printer knows.
+  lowerElementwise(module);
   auto planOr = getBufferPlan(step, forward);
   if (failed(planOr))
     return failure();

@@ -1,7 +1,10 @@
 /*===- cnnrt_c.h - C API for embedding a generated model ---------*- C -*-===*
  *
  * A generated model.cu defines a `cnnrt::ModelSpec kModel`; an embedder passes
- * its address (as `const void *`) to cnnrt_create. Functions return 0 on
+ * its address (as `const void *`) to cnnrt_create. A shared library built by
+ * `cnnc model.onnx --emit lib -o libstep.so` exports these functions (libcnnrt
+ * linked in) and cnnrt_model_spec(), which returns that address; the Python
+ * package (python/cnnc/api.py) loads it with ctypes. Functions return 0 on
  * success and -1 on a recoverable error (cnnrt_last_error() says why).
  * CUDA/cuDNN/cuBLAS failures inside a step still print
  * "cnnrt: error at <loc>: ..." and exit the process (as in trainMain).
@@ -18,10 +21,13 @@ extern "C" {
 
 typedef struct cnnrt_session cnnrt_session;
 
+/* Defined by the generated code of `cnnc --emit lib`: the model's spec. */
+const void *cnnrt_model_spec(void);
+
 /* Creates the context, runs the model's prepare, loads `weights_path` (a .cnnw
  * file; NULL leaves the arena zeroed). use_graph != 0 captures the step into a
- * CUDA graph after two eager steps. Returns NULL on error. Exits with code 3
- * when there is no GPU. */
+ * CUDA graph after two eager steps. Returns NULL on error (also when there
+ * is no usable GPU). */
 cnnrt_session *cnnrt_create(const void *model_spec, const char *weights_path,
                             int use_graph);
 /* Loads Param/Buffer/OptState tensors from a .cnnw file (weights or
@@ -42,6 +48,50 @@ int cnnrt_eval(cnnrt_session *s, const uint8_t *images, float *logits);
 int cnnrt_save(cnnrt_session *s, const char *path);
 /* Number of steps taken (including restored ones). */
 int64_t cnnrt_step_count(const cnnrt_session *s);
+/* --- float32 tensors from a framework (PyTorch) ---------------------------
+ * `stream` is the caller's cudaStream_t (NULL: none): the step waits for the
+ * work queued on it so far, and work queued on it afterwards waits for the
+ * step, so device pointers may be the caller's own tensors (no copy beyond
+ * the conversion into the arena's input tensor). With on_device == 0 the
+ * pointers are host memory, copied with one asynchronous copy each. */
+
+/* The image input's shape (rank 4: N, C, H, W) and the number of classes. */
+int cnnrt_input_shape(const cnnrt_session *s, int64_t *dims, int *rank);
+int64_t cnnrt_num_classes(const cnnrt_session *s);
+/* Enqueues one step on float32 NCHW images and int64 labels (batch*C*H*W and
+ * batch elements) with learning rate lr. The labels must be class indices in
+ * [0, num_classes); they are not checked on the device. */
+int cnnrt_train_step(cnnrt_session *s, const float *images,
+                     const int64_t *labels, int on_device, float lr,
+                     void *stream);
+/* Inference-mode forward (evalStep) on float32 NCHW images; writes
+ * batch*num_classes float32 logits to `logits` (device memory when
+ * logits_on_device, else host memory, and then the call waits for them). */
+int cnnrt_eval_input(cnnrt_session *s, const float *images, int on_device,
+                     float *logits, int logits_on_device, void *stream);
+
+/* The persistent tensors (parameters, buffers, optimizer state, loss scale)
+ * by index, in the spec's order, and by name as float32 host arrays (f16
+ * tensors converted). Reads and writes wait for the session's queued work. */
+enum {
+  CNNRT_STATE_PARAM = 0,
+  CNNRT_STATE_BUFFER = 1,
+  CNNRT_STATE_OPT = 2,
+  CNNRT_STATE_LOSS_SCALE = 3
+};
+int cnnrt_num_state(const cnnrt_session *s);
+const char *cnnrt_state_name(const cnnrt_session *s, int i);
+int cnnrt_state_role(const cnnrt_session *s, int i);
+int cnnrt_state_shape(const cnnrt_session *s, int i, int64_t *dims, int *rank);
+int cnnrt_read_state(cnnrt_session *s, const char *name, float *out);
+int cnnrt_write_state(cnnrt_session *s, const char *name, const float *in);
+/* Makes `device` the CUDA device of the calling thread for this library's
+ * CUDA runtime (a library built by --emit lib links its own copy: set it to
+ * the framework's device before cnnrt_create and before each call). */
+int cnnrt_set_device(int device);
+/* Sets the step counter (the next step is step + 1: Adam's bias correction). */
+void cnnrt_set_step_count(cnnrt_session *s, int64_t step);
+
 /* Message of the last error of this thread ("" if none). */
 const char *cnnrt_last_error(void);
 void cnnrt_destroy(cnnrt_session *s);

@@ -62,3 +62,74 @@ func.func @real_cast(%x: tensor<2x12xf32>) -> tensor<2x12xf16> {
   %0 = cnn.cast %x : (tensor<2x12xf32>) -> tensor<2x12xf16>
   return %0 : tensor<2x12xf16>
 }
+
+// -----
+
+// Multiplying by a splat constant (either side) or dividing by one is a
+// cnn.scale; a constant that broadcasts the other operand up is not.
+// CHECK-LABEL: func @mul_div_by_scalar
+// CHECK-SAME: (%[[X:.*]]: tensor<2x3x4x4xf32>)
+// CHECK-NEXT: %[[A:.*]] = cnn.scale %[[X]] {factor = 2.000000e+00 : f32}
+// CHECK-NEXT: %[[B:.*]] = cnn.scale %[[A]] {factor = 3.000000e+00 : f32}
+// CHECK-NEXT: %[[C:.*]] = cnn.scale %[[B]] {factor = 2.500000e-01 : f32}
+// CHECK-NEXT: return %[[C]]
+func.func @mul_div_by_scalar(%x: tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32> {
+  %two = cnn.constant dense<2.0> : tensor<1x1x1x1xf32>
+  %three = cnn.constant dense<3.0> : tensor<2x3x4x4xf32>
+  %four = cnn.constant dense<4.0> : tensor<1x1x1x1xf32>
+  %0 = cnn.mul %x, %two : (tensor<2x3x4x4xf32>, tensor<1x1x1x1xf32>) -> tensor<2x3x4x4xf32>
+  %1 = cnn.mul %three, %0 : (tensor<2x3x4x4xf32>, tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
+  %2 = cnn.div %1, %four : (tensor<2x3x4x4xf32>, tensor<1x1x1x1xf32>) -> tensor<2x3x4x4xf32>
+  return %2 : tensor<2x3x4x4xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func @mul_not_scalar
+// CHECK: cnn.mul
+// CHECK: cnn.div
+// CHECK: cnn.mul
+// CHECK-NOT: cnn.scale
+func.func @mul_not_scalar(%x: tensor<2x3xf32>, %y: tensor<1x1xf32>) -> tensor<2x3xf32> {
+  %c = cnn.constant dense<[[1.0, 2.0, 3.0]]> : tensor<1x3xf32>
+  %zero = cnn.constant dense<0.0> : tensor<1x1xf32>
+  // not a splat
+  %0 = cnn.mul %x, %c : (tensor<2x3xf32>, tensor<1x3xf32>) -> tensor<2x3xf32>
+  // division by zero stays what it is
+  %1 = cnn.div %0, %zero : (tensor<2x3xf32>, tensor<1x1xf32>) -> tensor<2x3xf32>
+  // the splat is the broadcast operand's partner, not a constant
+  %2 = cnn.mul %y, %1 : (tensor<1x1xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  return %2 : tensor<2x3xf32>
+}
+
+// -----
+
+// A per-channel addend (1 x C x 1 x 1) is a cnn.bias_add of the channel
+// vector behind it: the reshaped parameter, or the constant's values.
+// CHECK-LABEL: func @per_channel_add
+// CHECK-SAME: (%[[X:.*]]: tensor<2x3x4x4xf32>, %[[P:.*]]: tensor<3xf32>)
+// CHECK-DAG: %[[K:.*]] = cnn.constant dense<[1.000000e+00, 2.000000e+00, 3.000000e+00]> : tensor<3xf32>
+// CHECK-DAG: %[[A:.*]] = cnn.bias_add %[[X]], %[[P]]
+// CHECK: %[[B:.*]] = cnn.bias_add %[[A]], %[[K]]
+// CHECK-NEXT: return %[[B]]
+func.func @per_channel_add(%x: tensor<2x3x4x4xf32>, %p: tensor<3xf32>) -> tensor<2x3x4x4xf32> {
+  %pb = cnn.reshape %p : (tensor<3xf32>) -> tensor<1x3x1x1xf32>
+  %0 = cnn.add %pb, %x : (tensor<1x3x1x1xf32>, tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
+  %k = cnn.constant dense<[[[[1.0]], [[2.0]], [[3.0]]]]> : tensor<1x3x1x1xf32>
+  %1 = cnn.add %0, %k : (tensor<2x3x4x4xf32>, tensor<1x3x1x1xf32>) -> tensor<2x3x4x4xf32>
+  return %1 : tensor<2x3x4x4xf32>
+}
+
+// -----
+
+// Addends that are not per channel stay broadcasting adds.
+// CHECK-LABEL: func @add_not_per_channel
+// CHECK-COUNT-3: cnn.add
+// CHECK-NOT: cnn.bias_add
+func.func @add_not_per_channel(%x: tensor<2x3x4x4xf32>, %r: tensor<1x1x1x4xf32>, %y: tensor<2x3x4x4xf32>, %s: tensor<1x3x1x1xf32>) -> tensor<2x3x4x4xf32> {
+  %0 = cnn.add %x, %r : (tensor<2x3x4x4xf32>, tensor<1x1x1x4xf32>) -> tensor<2x3x4x4xf32>
+  %1 = cnn.add %0, %y : (tensor<2x3x4x4xf32>, tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
+  %2 = cnn.add %s, %s : (tensor<1x3x1x1xf32>, tensor<1x3x1x1xf32>) -> tensor<1x3x1x1xf32>
+  %3 = cnn.mul %1, %2 : (tensor<2x3x4x4xf32>, tensor<1x3x1x1xf32>) -> tensor<2x3x4x4xf32>
+  return %3 : tensor<2x3x4x4xf32>
+}

@@ -244,10 +244,92 @@ def fp16_weights():
     return model(nodes, [vi("x", [1, 2])], [vi("y", None)], [w, w64, w3])
 
 
+def gemm_beta():
+    # alpha/beta, a [M, 1] column bias (expanded), a batched MatMul
+    # (3-D x 2-D) and a 1-D rhs.
+    nodes = [
+        helper.make_node("Gemm", ["x", "w", "col"], ["g"], name="fc",
+                         alpha=2.0, beta=0.5),
+        helper.make_node("Gemm", ["g", "w2", "b2"], ["g2"], name="fc2",
+                         beta=3.0, transB=1),
+        helper.make_node("Reshape", ["g2", "shape3"], ["r"], name="to3d"),
+        helper.make_node("MatMul", ["r", "w3"], ["m"], name="bmm"),
+        helper.make_node("MatMul", ["m", "v"], ["y"], name="mv"),
+    ]
+    return model(nodes, [vi("x", [4, 3])], [vi("y", None)],
+                 [init("w", [3, 5]), init("col", [4, 1]), init("w2", [6, 5]),
+                  init("b2", [6]), ints("shape3", [2, 2, 6]),
+                  init("w3", [6, 3]), init("v", [3])])
+
+
+def unsupported_many():
+    # Three unsupported op types, one of them twice, one in another domain.
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"], name="relu"),
+        helper.make_node("LRN", ["r"], ["l1"], name="lrn_1", size=3),
+        helper.make_node("Relu", ["l1"], ["r2"], name="relu2"),
+        helper.make_node("LRN", ["r2"], ["l2"], name="lrn_2", size=3),
+        helper.make_node("Hardmax", ["l2"], ["h"]),
+        helper.make_node("MyOp", ["h"], ["y"], name="custom",
+                         domain="com.example"),
+    ]
+    m = model(nodes, [vi("x", [1, 3, 4, 4])], [vi("y", None)])
+    m.opset_import.append(helper.make_opsetid("com.example", 1))
+    return m
+
+
+def bn_inference():
+    # What cnnc sees from an inference export with BatchNorm kept (other
+    # exporters, PyTorch 2.x eval): BN with one output, Dropout without mask.
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+        helper.make_node("BatchNormalization",
+                         ["c", "scale", "bias", "mean", "var"], ["b"],
+                         name="bn"),
+        helper.make_node("Relu", ["b"], ["r"], name="relu"),
+        helper.make_node("Dropout", ["r"], ["d"], name="drop"),
+        helper.make_node("GlobalAveragePool", ["d"], ["g"], name="gap"),
+        helper.make_node("Flatten", ["g"], ["y"], name="flat"),
+    ]
+    return model(nodes, [vi("x", [2, 3, 4, 4])], [vi("y", None)],
+                 [init("w", [4, 3, 1, 1]), init("scale", [4]),
+                  init("bias", [4]), init("mean", [4]),
+                  init("var", [4], scale=1.0)], opset=14)
+
+
+def bn_training_dropout():
+    # Training export: BN training_mode=1, Dropout with a training_mode
+    # input and a mask output.
+    nodes = [
+        helper.make_node("BatchNormalization",
+                         ["x", "bn.weight", "bn.bias", "bn.running_mean",
+                          "bn.running_var"],
+                         ["b", "bn.new_mean", "bn.new_var"], name="bn_train",
+                         epsilon=1e-5, momentum=0.9, training_mode=1),
+        helper.make_node("Dropout", ["b", "ratio", "train"], ["d", "mask"],
+                         name="drop"),
+        helper.make_node("GlobalAveragePool", ["d"], ["g"], name="gap"),
+        helper.make_node("Flatten", ["g"], ["y"], name="flat"),
+    ]
+    inits = [init("bn.weight", [3]), init("bn.bias", [3]),
+             init("bn.running_mean", [3]),
+             init("bn.running_var", [3], scale=1.0),
+             numpy_helper.from_array(np.array(0.5, np.float32), "ratio"),
+             numpy_helper.from_array(np.array(True), "train")]
+    return model(nodes, [vi("x", [2, 3, 4, 4])], [vi("y", None)], inits,
+                 opset=14)
+
+
+def zero_dim():
+    nodes = [helper.make_node("Relu", ["x"], ["y"], name="relu")]
+    return model(nodes, [vi("x", [2, 0, 4])], [vi("y", None)])
+
+
 CASES = {f.__name__: f for f in [
     conv_bias, gemm, gemm_alpha, batchnorm, batchnorm_training, pools,
     concat, reshape_chain, misc, clip_attr, unsupported, unnamed,
-    dynamic_batch, bad_shapes, bad_add, fp16_weights]}
+    dynamic_batch, bad_shapes, bad_add, fp16_weights, gemm_beta,
+    unsupported_many, bn_inference, bn_training_dropout, zero_dim]}
 
 
 def main():

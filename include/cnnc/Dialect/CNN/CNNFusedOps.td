@@ -83,7 +83,10 @@ def CNN_FusedElementwiseOp : CNN_Op<"fused_elementwise",
     of f16 type are rounded when stored. `broadcast` says how input k is
     indexed: 0 = like the results (same number of elements), 1 = per channel
     (a 1-D tensor of the channel count; channel of i per `layout`), 2 = one
-    scalar (a tensor of one element). All results have the same shape. The
+    scalar (a tensor of one element), 3 = numpy broadcast (the results' rank,
+    each dimension equal or 1: a size-1 dimension is repeated). All results
+    have the same shape. The body uses the `arith` and `math` ops of
+    ScalarBuilder.h. The
     CUDA target emits one kernel per op.
 
     ```mlir

@@ -60,6 +60,25 @@ inferConv2DType(mlir::Location loc, mlir::RankedTensorType input,
 inline int64_t channelDim(mlir::RankedTensorType t, llvm::StringRef layout) {
   return layout == "NHWC" && t.getRank() == 4 ? 3 : 1;
 }
+/// Builds a cnn.fused_elementwise over `inputs` (indexed per `broadcast`)
+/// whose body `body` builds from the input scalars.
+FusedElementwiseOp makeFusedElementwise(
+    mlir::OpBuilder &b, mlir::Location loc, mlir::TypeRange results,
+    mlir::ValueRange inputs, llvm::ArrayRef<int64_t> broadcast,
+    llvm::StringRef layout,
+    llvm::function_ref<llvm::SmallVector<mlir::Value>(ScalarBuilder &,
+                                                      mlir::ValueRange)>
+        body);
+/// The fused_elementwise broadcast kind of an operand of an elementwise op
+/// with result type `result`: 0 (same shape) or 3 (numpy broadcast).
+int64_t broadcastKind(mlir::Type input, mlir::Type result);
+/// The one-op cnn.fused_elementwise computing `op` from its scalar body (the
+/// caller replaces and erases `op`, or destroys the new op).
+FusedElementwiseOp wrapElementwise(mlir::OpBuilder &b,
+                                   ElementwiseOpInterface op);
+/// Replaces every elementwise op under `root` by its one-op
+/// fused_elementwise (cnn-lower-elementwise); returns how many.
+int64_t lowerElementwise(mlir::Operation *root);
 /// Argument attribute names marking a function argument's role.
 constexpr const char *kParamAttr = "cnn.param";   // trainable parameter
 constexpr const char *kBufferAttr = "cnn.buffer"; // BN running statistic

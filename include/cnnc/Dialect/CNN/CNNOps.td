@@ -273,6 +273,7 @@ def CNN_GeluOp : CNN_UnaryOp<"gelu",
 def CNN_AddOp : CNN_BinaryOp<"add", [{ return s.add(x[0], x[1]); }],
     [{ return dy; }], [Commutative]> {
   let summary = "Elementwise sum (numpy broadcasting)";
+  let hasCanonicalizer = 1;
 }
 
 def CNN_SubOp : CNN_BinaryOp<"sub", [{ return s.sub(x[0], x[1]); }],
@@ -283,11 +284,13 @@ def CNN_SubOp : CNN_BinaryOp<"sub", [{ return s.sub(x[0], x[1]); }],
 def CNN_MulOp : CNN_BinaryOp<"mul", [{ return s.mul(x[0], x[1]); }],
     [{ return s.mul(dy, x[1 - i]); }], [Commutative]> {
   let summary = "Elementwise product (numpy broadcasting)";
+  let hasCanonicalizer = 1;
 }
 
 def CNN_DivOp : CNN_BinaryOp<"div", [{ return s.div(x[0], x[1]); }],
     [{ return i == 0 ? s.div(dy, x[1]) : s.neg(s.div(s.mul(dy, y), x[1])); }]> {
   let summary = "Elementwise quotient (numpy broadcasting)";
+  let hasCanonicalizer = 1;
 }
 
 def CNN_ReduceSumOp : CNN_PureOp<"reduce_sum", [CNN_InferShapes]> {
@@ -410,6 +413,48 @@ def CNN_SliceOp : CNN_PureOp<"slice", [CNN_InferShapes]> {
   let summary = "Static slice [offsets, offsets + sizes) (the gradient of concat)";
   let arguments = (ins CNN_FloatTensor:$input, DenseI64ArrayAttr:$offsets,
                    DenseI64ArrayAttr:$sizes);
+  let results = (outs CNN_FloatTensor:$result);
+}
+
+// Padding modes of pad/pad_grad (ONNX Pad's modes; PyTorch's constant,
+// reflect and replicate).
+defvar CNN_PadMode = DefaultValuedAttr<StrAttr, "\"constant\"">;
+
+def CNN_PadOp : CNN_PureOp<"pad", [CNN_InferShapes]> {
+  let summary = "Pads every dimension: `pads` = [begin_0..begin_{r-1}, end_0..end_{r-1}]";
+  let description = [{
+    Rank-generic: result.dim(d) = input.dim(d) + pads[d] + pads[r + d].
+    Modes (ONNX Pad): "constant" fills with `value`; "reflect" mirrors
+    without repeating the border element (x[-k] = x[k]), so each pad must be
+    smaller than its dimension; "edge" repeats the border element.
+    Constraints: `pads` has 2 x rank non-negative entries; `mode` is one of
+    the three; `value` is used by "constant" only. Negative pads (cropping)
+    are a cnn.slice instead. Gradient: constant -> cnn.slice of the output
+    gradient; reflect/edge -> cnn.pad_grad.
+
+    ```mlir
+    %y = cnn.pad %x {pads = array<i64: 0, 0, 1, 1, 0, 0, 1, 1>, mode = "constant", value = 0.0 : f32}
+        : (tensor<2x3x4x4xf32>) -> tensor<2x3x6x6xf32>
+    ```
+  }];
+  let arguments = (ins CNN_FloatTensor:$input, DenseI64ArrayAttr:$pads,
+                   CNN_PadMode:$mode, DefaultValuedAttr<F32Attr, "0.0f">:$value);
+  let results = (outs CNN_FloatTensor:$result);
+}
+
+def CNN_PadGradOp : CNN_PureOp<"pad_grad", [CNN_InferShapes]> {
+  let summary = "Gradient of pad: sums each output gradient into the input element it copies";
+  let description = [{
+    result.dim(d) = grad_output.dim(d) - pads[d] - pads[r + d] (>= 1). Every
+    element of `grad_output` adds into the input element that pad with the
+    same `pads` and `mode` copied there: for "reflect" the mirrored borders
+    add into the interior elements they mirror, for "edge" the replicated
+    borders add into the border element, for "constant" the padding is
+    dropped (a slice). Same constraints as cnn.pad, checked against the
+    result (the unpadded shape).
+  }];
+  let arguments = (ins CNN_FloatTensor:$grad_output, DenseI64ArrayAttr:$pads,
+                   CNN_PadMode:$mode);
   let results = (outs CNN_FloatTensor:$result);
 }
 

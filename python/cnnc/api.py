@@ -1,0 +1,811 @@
+"""cnnc.compile: a torch.nn.Module's training step compiled by cnnc.
+
+    trainer = cnnc.compile(model, example_input, optimizer=torch.optim.SGD(...))
+    loss = trainer.step(x, y)      # forward, cross-entropy, backward, update
+    logits = trainer.eval(x)       # inference mode (BN running statistics)
+    trainer.sync_to(model)         # the trained weights back into the module
+
+The step is exported (training-mode ONNX), compiled by the cnnc binary of
+the build (cnnc.tools) and cached on disk; it runs on the GPU as a shared
+library built by `cnnc --emit lib` (runtime C API, cnnrt_c.h) or, without a
+GPU, on the CPU reference interpreter (libcnnc_reference.so). Both are loaded
+in process with ctypes. See docs/python.md.
+"""
+import collections
+import hashlib
+import inspect
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import warnings
+
+import numpy as np
+import torch
+
+from cnnc import tools
+
+# ---------------------------------------------------------------------------
+# Errors
+# ---------------------------------------------------------------------------
+
+
+class CompileError(RuntimeError):
+    """The model or its settings cannot be compiled (the message says why)."""
+
+
+class UnsupportedOptimizerError(ValueError):
+    """The optimizer uses a setting that cnnc cannot honour."""
+
+
+# ---------------------------------------------------------------------------
+# Optimizer settings
+# ---------------------------------------------------------------------------
+
+_SGD_KEYS = ("lr", "momentum", "dampening", "weight_decay", "nesterov")
+_ADAM_KEYS = ("lr", "betas", "eps", "weight_decay")
+# Flags that change how torch computes, not what: ignored.
+_IRRELEVANT = {"foreach", "differentiable", "capturable", "fused", "params",
+               "initial_lr", "maximize", "amsgrad", "name"}
+
+
+def optimizer_flags(optimizer, model):
+    """cnnc's optimizer flags for a torch.optim optimizer, or
+    UnsupportedOptimizerError naming the setting it cannot honour.
+
+    Returns (flags: dict of cnnc option -> value, lr: float)."""
+    if isinstance(optimizer, torch.optim.AdamW):
+        kind = "adamw"
+    elif isinstance(optimizer, torch.optim.Adam):
+        kind = "adam"
+    elif isinstance(optimizer, torch.optim.SGD):
+        kind = "sgd"
+    else:
+        raise UnsupportedOptimizerError(
+            "cnnc supports torch.optim.SGD, Adam and AdamW, not %s"
+            % type(optimizer).__name__)
+    groups = optimizer.param_groups
+    first = groups[0]
+    for k, g in enumerate(groups[1:], 1):
+        for key, value in g.items():
+            if key == "params":
+                continue
+            if first.get(key) != value:
+                raise UnsupportedOptimizerError(
+                    "param group %d sets %s=%r but group 0 has %r: cnnc "
+                    "applies one setting to every parameter" %
+                    (k, key, value, first.get(key)))
+    if first.get("maximize", False):
+        raise UnsupportedOptimizerError("maximize=True is not supported")
+    if first.get("amsgrad", False):
+        raise UnsupportedOptimizerError("amsgrad=True is not supported")
+    held = {id(p) for g in groups for p in g["params"]}
+    for name, p in model.named_parameters():
+        if not p.requires_grad:
+            raise UnsupportedOptimizerError(
+                "parameter '%s' has requires_grad=False: cnnc trains every "
+                "parameter" % name)
+        if id(p) not in held:
+            raise UnsupportedOptimizerError(
+                "parameter '%s' is not in the optimizer: cnnc trains every "
+                "parameter of the model" % name)
+    flags = {"optimizer": kind, "weight-decay": float(first.get("weight_decay", 0.0))}
+    if kind == "sgd":
+        flags.update({"momentum": float(first.get("momentum", 0.0)),
+                      "dampening": float(first.get("dampening", 0.0)),
+                      "nesterov": bool(first.get("nesterov", False))})
+        if flags["nesterov"] and (flags["momentum"] <= 0 or flags["dampening"] != 0):
+            raise UnsupportedOptimizerError(
+                "nesterov needs momentum > 0 and zero dampening")
+    else:
+        beta1, beta2 = first["betas"]
+        flags.update({"beta1": float(beta1), "beta2": float(beta2),
+                      "eps": float(first["eps"])})
+    for key in first:
+        if key not in _IRRELEVANT and key not in _SGD_KEYS + _ADAM_KEYS:
+            raise UnsupportedOptimizerError(
+                "optimizer setting '%s' is not supported by cnnc" % key)
+    lr = first["lr"]
+    if isinstance(lr, torch.Tensor):
+        lr = float(lr)
+    return flags, float(lr)
+
+
+# ---------------------------------------------------------------------------
+# The on-disk cache
+# ---------------------------------------------------------------------------
+
+def cache_dir():
+    """$CNNC_CACHE_DIR, else $XDG_CACHE_HOME/cnnc, else ~/.cache/cnnc."""
+    if os.environ.get("CNNC_CACHE_DIR"):
+        return os.environ["CNNC_CACHE_DIR"]
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(
+        os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "cnnc")
+
+
+def _file_fingerprint(path):
+    st = os.stat(path)
+    return "%s:%d:%d" % (os.path.realpath(path), st.st_size, st.st_mtime_ns)
+
+
+def _module_fingerprint(model):
+    """What decides the exported graph, without exporting: the module tree,
+    the source of every module class's forward, and the state's names,
+    shapes and dtypes (not the values: weights are loaded at every compile)."""
+    h = hashlib.sha256()
+    h.update(repr(model).encode())
+    seen = set()
+    for m in model.modules():
+        cls = type(m)
+        if cls in seen:
+            continue
+        seen.add(cls)
+        h.update(("%s.%s" % (cls.__module__, cls.__qualname__)).encode())
+        try:
+            h.update(inspect.getsource(cls.forward).encode())
+        except (OSError, TypeError):
+            pass
+    for k, v in model.state_dict().items():
+        h.update(("%s%s%s" % (k, tuple(v.shape), v.dtype)).encode())
+    return h.hexdigest()
+
+
+def _write_json_atomic(path, obj):
+    tmp = "%s.tmp%d" % (path, os.getpid())
+    with open(tmp, "w") as f:
+        json.dump(obj, f, indent=1, sort_keys=True)
+    os.replace(tmp, path)
+
+
+# ---------------------------------------------------------------------------
+# Backends (ctypes)
+# ---------------------------------------------------------------------------
+
+def _has_gpu():
+    if os.environ.get("CNNC_ASSUME_NO_GPU") == "1":
+        return False
+    return torch.cuda.is_available()
+
+
+class _Tensor:
+    """A state or trace tensor's description."""
+
+    def __init__(self, name, role, shape):
+        self.name, self.role, self.shape = name, role, tuple(shape)
+
+
+def _as_f32(x, what):
+    if not isinstance(x, torch.Tensor):
+        x = torch.as_tensor(np.asarray(x))
+    if not x.is_floating_point():
+        raise TypeError("%s must be a floating-point tensor, got %s" % (what, x.dtype))
+    return x.detach().to(torch.float32).contiguous()
+
+
+class _ReferenceBackend:
+    """The CPU reference interpreter (libcnnc_reference.so)."""
+
+    device = torch.device("cpu")
+
+    def __init__(self, mlir_path, weights_path, lib_path):
+        import ctypes as C
+        self.C = C
+        lib = C.CDLL(lib_path)
+        P, F, I, I64 = C.c_void_p, C.c_float, C.c_int, C.c_int64
+        sig = {
+            "cnnref_open": (P, [C.c_char_p, C.c_char_p]),
+            "cnnref_close": (None, [P]),
+            "cnnref_last_error": (C.c_char_p, []),
+            "cnnref_input_shape": (I, [P, P, P]),
+            "cnnref_num_classes": (I64, [P]),
+            "cnnref_step": (I, [P, P, P, F, P]),
+            "cnnref_eval": (I, [P, P, P]),
+            "cnnref_num_state": (I, [P]),
+            "cnnref_state_name": (C.c_char_p, [P, I]),
+            "cnnref_state_role": (I, [P, I]),
+            "cnnref_state_shape": (I, [P, I, P, P]),
+            "cnnref_get_state": (I, [P, C.c_char_p, P]),
+            "cnnref_set_state": (I, [P, C.c_char_p, P]),
+            "cnnref_step_count": (I64, [P]),
+            "cnnref_set_step_count": (None, [P, I64]),
+            "cnnref_trace": (I, [P, P]),
+            "cnnref_trace_count": (I, [P]),
+            "cnnref_trace_name": (C.c_char_p, [P, I]),
+            "cnnref_trace_op": (C.c_char_p, [P, I]),
+            "cnnref_trace_shape": (I, [P, I, P, P]),
+            "cnnref_trace_get": (I, [P, I, P]),
+        }
+        for name, (res, args) in sig.items():
+            fn = getattr(lib, name)
+            fn.restype, fn.argtypes = res, args
+        self.lib = lib
+        self.handle = lib.cnnref_open(mlir_path.encode(), weights_path.encode())
+        if not self.handle:
+            raise CompileError("cannot open the compiled step: " + self._error())
+        self.input_shape = self._shape(lib.cnnref_input_shape, self.handle)
+        self.num_classes = int(lib.cnnref_num_classes(self.handle))
+        self.tensors = []
+        for i in range(lib.cnnref_num_state(self.handle)):
+            shape = self._shape(lib.cnnref_state_shape, self.handle, i)
+            self.tensors.append(_Tensor(lib.cnnref_state_name(self.handle, i).decode(),
+                                        ("param", "buffer", "opt_state")[
+                                            lib.cnnref_state_role(self.handle, i)],
+                                        shape))
+
+    def _error(self):
+        return self.lib.cnnref_last_error().decode()
+
+    def _check(self, rc, what):
+        if rc != 0:
+            raise RuntimeError("cnnc: %s: %s" % (what, self._error()))
+
+    def _shape(self, fn, *args):
+        dims = (self.C.c_int64 * 8)()
+        rank = self.C.c_int(0)
+        self._check(fn(*args, dims, self.C.byref(rank)), "shape query")
+        return tuple(dims[i] for i in range(rank.value))
+
+    def step(self, x, y, lr):
+        x = x.cpu()
+        y = y.cpu()
+        loss = self.C.c_float(0)
+        self._check(self.lib.cnnref_step(self.handle, x.data_ptr(), y.data_ptr(),
+                                         float(lr), self.C.byref(loss)), "step")
+        return loss.value
+
+    def eval(self, x):
+        out = torch.empty((self.input_shape[0], self.num_classes), dtype=torch.float32)
+        self._check(self.lib.cnnref_eval(self.handle, x.cpu().data_ptr(),
+                                         out.data_ptr()), "eval")
+        return out
+
+    def get(self, t):
+        out = torch.empty(t.shape, dtype=torch.float32)
+        self._check(self.lib.cnnref_get_state(self.handle, t.name.encode(),
+                                              out.data_ptr()), "reading " + t.name)
+        return out
+
+    def get_grad(self, name, shape):
+        out = torch.empty(shape, dtype=torch.float32)
+        self._check(self.lib.cnnref_get_state(self.handle, (name + ".grad").encode(),
+                                              out.data_ptr()), "reading the gradient of " + name)
+        return out
+
+    def set(self, t, value):
+        value = value.detach().to("cpu", torch.float32).contiguous()
+        self._check(self.lib.cnnref_set_state(self.handle, t.name.encode(),
+                                              value.data_ptr()), "writing " + t.name)
+
+    @property
+    def step_count(self):
+        return int(self.lib.cnnref_step_count(self.handle))
+
+    @step_count.setter
+    def step_count(self, n):
+        self.lib.cnnref_set_step_count(self.handle, int(n))
+
+    def trace(self, x):
+        """[(node name, op name, tensor)] of @forward on x."""
+        lib, h = self.lib, self.handle
+        self._check(lib.cnnref_trace(h, x.cpu().contiguous().data_ptr()), "trace")
+        out = []
+        for i in range(lib.cnnref_trace_count(h)):
+            shape = self._shape(lib.cnnref_trace_shape, h, i)
+            t = torch.empty(shape, dtype=torch.float32)
+            self._check(lib.cnnref_trace_get(h, i, t.data_ptr()), "trace")
+            out.append((lib.cnnref_trace_name(h, i).decode(),
+                        lib.cnnref_trace_op(h, i).decode(), t))
+        return out
+
+    def close(self):
+        if self.handle:
+            self.lib.cnnref_close(self.handle)
+            self.handle = None
+
+    __del__ = close
+
+
+def _cuda_api_signatures(C):
+    """ctypes (restype, argtypes) of the runtime's C API (cnnrt_c.h)."""
+    P, F, I, I64 = C.c_void_p, C.c_float, C.c_int, C.c_int64
+    return {
+        "cnnrt_model_spec": (P, []),
+        "cnnrt_create": (P, [P, C.c_char_p, I]),
+        "cnnrt_destroy": (None, [P]),
+        "cnnrt_last_error": (C.c_char_p, []),
+        "cnnrt_input_shape": (I, [P, P, P]),
+        "cnnrt_num_classes": (I64, [P]),
+        "cnnrt_train_step": (I, [P, P, P, I, F, P]),
+        "cnnrt_loss": (I, [P, P]),
+        "cnnrt_eval_input": (I, [P, P, I, P, I, P]),
+        "cnnrt_num_state": (I, [P]),
+        "cnnrt_state_name": (C.c_char_p, [P, I]),
+        "cnnrt_state_role": (I, [P, I]),
+        "cnnrt_state_shape": (I, [P, I, P, P]),
+        "cnnrt_read_state": (I, [P, C.c_char_p, P]),
+        "cnnrt_write_state": (I, [P, C.c_char_p, P]),
+        "cnnrt_step_count": (I64, [P]),
+        "cnnrt_set_step_count": (None, [P, I64]),
+        "cnnrt_set_device": (I, [I]),
+    }
+
+
+class _CudaBackend:
+    """A step built by `cnnc --emit lib` (libstep.so: libcnnrt + the model),
+    driven through the runtime's C API (cnnrt_c.h)."""
+
+    _ROLES = {0: "param", 1: "buffer", 2: "opt_state", 3: "loss_scale"}
+
+    def __init__(self, lib_path, weights_path, device):
+        import ctypes as C
+        self.C = C
+        self.device = device
+        lib = C.CDLL(lib_path)
+        sig = _cuda_api_signatures(C)
+        for name, (res, args) in sig.items():
+            fn = getattr(lib, name)
+            fn.restype, fn.argtypes = res, args
+        self.lib = lib
+        if device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
+        self.device = device
+        torch.cuda.current_stream(device)  # PyTorch's context first
+        self._set_device()
+        self.handle = lib.cnnrt_create(lib.cnnrt_model_spec(), weights_path.encode(), 1)
+        if not self.handle:
+            raise CompileError("cannot create the GPU session: " +
+                               lib.cnnrt_last_error().decode())
+        self.input_shape = self._shape(lib.cnnrt_input_shape, self.handle)
+        self.num_classes = int(lib.cnnrt_num_classes(self.handle))
+        self.tensors = []
+        for i in range(lib.cnnrt_num_state(self.handle)):
+            role = self._ROLES.get(lib.cnnrt_state_role(self.handle, i))
+            if role == "loss_scale":
+                continue
+            self.tensors.append(_Tensor(lib.cnnrt_state_name(self.handle, i).decode(), role,
+                                        self._shape(lib.cnnrt_state_shape, self.handle, i)))
+
+    def _check(self, rc, what):
+        if rc != 0:
+            raise RuntimeError("cnnc: %s: %s" % (what, self.lib.cnnrt_last_error().decode()))
+
+    def _shape(self, fn, *args):
+        dims = (self.C.c_int64 * 8)()
+        rank = self.C.c_int(0)
+        self._check(fn(*args, dims, self.C.byref(rank)), "shape query")
+        return tuple(dims[i] for i in range(rank.value))
+
+    def _set_device(self):
+        # The library has its own CUDA runtime (static): its current device
+        # is per thread and starts at 0.
+        if self.lib.cnnrt_set_device(self.device.index) != 0:
+            raise RuntimeError("cnnc: " + self.lib.cnnrt_last_error().decode())
+
+    def _stream(self):
+        self._set_device()
+        return torch.cuda.current_stream(self.device).cuda_stream
+
+    def step(self, x, y, lr):
+        on_device = x.is_cuda
+        if on_device != y.is_cuda:
+            y = y.to(x.device)
+        self._check(self.lib.cnnrt_train_step(self.handle, x.data_ptr(), y.data_ptr(),
+                                              int(on_device), float(lr), self._stream()),
+                    "step")
+        loss = self.C.c_float(0)
+        self._check(self.lib.cnnrt_loss(self.handle, self.C.byref(loss)), "loss")
+        return loss.value
+
+    def eval(self, x):
+        out = torch.empty((self.input_shape[0], self.num_classes), dtype=torch.float32,
+                          device=x.device)
+        self._check(self.lib.cnnrt_eval_input(self.handle, x.data_ptr(), int(x.is_cuda),
+                                              out.data_ptr(), int(out.is_cuda),
+                                              self._stream()), "eval")
+        return out
+
+    def get(self, t):
+        self._set_device()
+        out = torch.empty(t.shape, dtype=torch.float32)
+        self._check(self.lib.cnnrt_read_state(self.handle, t.name.encode(), out.data_ptr()),
+                    "reading " + t.name)
+        return out
+
+    def set(self, t, value):
+        value = value.detach().to("cpu", torch.float32).contiguous()
+        torch.cuda.current_stream(self.device).synchronize()
+        self._set_device()
+        self._check(self.lib.cnnrt_write_state(self.handle, t.name.encode(),
+                                               value.data_ptr()), "writing " + t.name)
+
+    @property
+    def step_count(self):
+        return int(self.lib.cnnrt_step_count(self.handle))
+
+    @step_count.setter
+    def step_count(self, n):
+        self.lib.cnnrt_set_step_count(self.handle, int(n))
+
+    def close(self):
+        if getattr(self, "handle", None):
+            self._set_device()
+            self.lib.cnnrt_destroy(self.handle)
+            self.handle = None
+
+    __del__ = close
+
+
+# ---------------------------------------------------------------------------
+# The trainer
+# ---------------------------------------------------------------------------
+
+# torch.optim's per-parameter state that cnnc holds as "<param>.<key>".
+_OPT_STATE = ("momentum_buffer", "exp_avg", "exp_avg_sq")
+
+
+class Trainer:
+    """A compiled training step bound to its model's names (see compile)."""
+
+    def __init__(self, backend, model, optimizer, lr, info):
+        self._backend = backend
+        self._optimizer = optimizer
+        self._lr = lr
+        self.info = info  #: how it was compiled (backend, cache hit, paths)
+        self.cache_hit = info["cache_hit"]
+        self.artifact_dir = info["artifact_dir"]
+        self.input_shape = backend.input_shape
+        self.num_classes = backend.num_classes
+        self._state = collections.OrderedDict((t.name, t) for t in backend.tensors)
+        model_sd = model.state_dict()
+        self._names = list(model_sd.keys())
+        self._like = {k: (v.dtype, v.device, tuple(v.shape)) for k, v in model_sd.items()}
+        # num_batches_tracked of each BN: the model's count plus this
+        # trainer's steps (torch counts training forwards).
+        self._tracked = {k: int(v) for k, v in model_sd.items()
+                         if k.endswith("num_batches_tracked")}
+        self._tracked_base = backend.step_count
+        for name, t in self._state.items():
+            if t.role in ("param", "buffer") and name not in model_sd:
+                raise CompileError(
+                    "the compiled step has a tensor '%s' that is not in the "
+                    "model's state_dict (the export renamed it)" % name)
+        self.load_state_dict(model_sd, strict=False)
+        self._load_optimizer_state(model, optimizer)
+
+    # -- training ----------------------------------------------------------
+
+    @property
+    def backend(self):
+        """'cuda' or 'reference' (the CPU interpreter)."""
+        return self.info["backend"]
+
+    def _check_x(self, x):
+        x = _as_f32(x, "the input")
+        dev = self._backend.device
+        if x.is_cuda and (dev.type != "cuda" or x.device != dev):
+            if dev.type == "cuda":
+                raise ValueError("input on %s, but the step runs on %s" % (x.device, dev))
+            x = x.cpu()
+        if tuple(x.shape) != tuple(self.input_shape):
+            raise ValueError(
+                "input of shape %s, but the step was compiled for %s (compile "
+                "for this shape, or use DataLoader(..., drop_last=True) so that "
+                "every batch has the compiled size)" %
+                (tuple(x.shape), tuple(self.input_shape)))
+        return x
+
+    def _check_y(self, y):
+        if not isinstance(y, torch.Tensor):
+            y = torch.as_tensor(np.asarray(y))
+        if y.is_cuda and self._backend.device.type != "cuda":
+            y = y.cpu()
+        if y.is_floating_point() or y.dtype == torch.bool:
+            raise TypeError("labels must be an integer tensor of class indices, got %s" % y.dtype)
+        if tuple(y.shape) != (self.input_shape[0],):
+            raise ValueError("labels of shape %s, but the step expects (%d,)" %
+                             (tuple(y.shape), self.input_shape[0]))
+        return y.detach().to(torch.int64).contiguous()
+
+    def current_lr(self):
+        """The learning rate of the next step: the optimizer's param_groups[0]
+        'lr' when compiled with an optimizer (so torch.optim.lr_scheduler
+        schedules on it apply), else the last set_lr."""
+        if self._optimizer is not None:
+            lr = self._optimizer.param_groups[0]["lr"]
+            return float(lr)
+        return self._lr
+
+    def set_lr(self, lr):
+        """Sets the learning rate of the following steps (also in the
+        optimizer's param groups, where schedulers read it)."""
+        lr = float(lr)
+        if not lr >= 0:
+            raise ValueError("the learning rate must be >= 0, got %r" % lr)
+        self._lr = lr
+        if self._optimizer is not None:
+            for g in self._optimizer.param_groups:
+                g["lr"] = lr
+
+    def step(self, x, y):
+        """One training step (forward, cross-entropy, backward, update) on
+        images x and integer labels y; returns the loss (a float)."""
+        x = self._check_x(x)
+        y = self._check_y(y)
+        if not y.is_cuda:
+            bad = (y < 0) | (y >= self.num_classes)
+            if bool(bad.any()):
+                raise ValueError("label %d is not a class in [0, %d)" %
+                                 (int(y[bad][0]), self.num_classes))
+        return self._backend.step(x, y, self.current_lr())
+
+    def eval(self, x):
+        """Logits of the forward in inference mode (BN running statistics)."""
+        return self._backend.eval(self._check_x(x))
+
+    __call__ = eval
+
+    # -- state ---------------------------------------------------------------
+
+    def state_dict(self):
+        """The model's state_dict (its names, dtypes and devices) with the
+        trained values."""
+        out = collections.OrderedDict()
+        steps = self._backend.step_count - self._tracked_base
+        for name in self._names:
+            dtype, device, shape = self._like[name]
+            if name in self._state:
+                v = self._backend.get(self._state[name]).reshape(shape)
+            elif name in self._tracked:
+                v = torch.tensor(self._tracked[name] + steps)
+            else:
+                v = self._extra[name]
+            out[name] = v.to(device=device, dtype=dtype)
+        return out
+
+    def load_state_dict(self, state_dict, strict=True):
+        """Loads parameters and buffers (names of the model's state_dict)."""
+        missing = [n for n in self._names if n not in state_dict]
+        unexpected = [n for n in state_dict if n not in self._like]
+        if strict and (missing or unexpected):
+            raise KeyError("load_state_dict: missing %s, unexpected %s" % (missing, unexpected))
+        if not hasattr(self, "_extra"):
+            self._extra = {}
+        steps = self._backend.step_count - self._tracked_base
+        for name, value in state_dict.items():
+            if name not in self._like:
+                continue
+            shape = self._like[name][2]
+            if tuple(value.shape) != shape:
+                raise ValueError("load_state_dict: '%s' has shape %s, the model %s" %
+                                 (name, tuple(value.shape), shape))
+            if name in self._state:
+                self._backend.set(self._state[name], value.reshape(self._state[name].shape))
+            elif name in self._tracked:
+                self._tracked[name] = int(value) - steps
+            else:
+                self._extra[name] = value.detach().clone()
+
+    def sync_to(self, model):
+        """Copies the trained parameters and buffers into `model`."""
+        model.load_state_dict(self.state_dict())
+        return model
+
+    def optimizer_state(self):
+        """cnnc's optimizer state by its names ('<param>.momentum_buffer',
+        '<param>.exp_avg', '<param>.exp_avg_sq')."""
+        return {n: self._backend.get(t) for n, t in self._state.items()
+                if t.role == "opt_state"}
+
+    def _load_optimizer_state(self, model, optimizer):
+        if optimizer is None:
+            return
+        for name, p in model.named_parameters():
+            st = optimizer.state.get(p, {})
+            for key, value in st.items():
+                target = "%s.%s" % (name, key)
+                if key in _OPT_STATE and target in self._state and value is not None:
+                    self._backend.set(self._state[target], value)
+                    # SGD keeps no step count, but its first step sets the
+                    # momentum buffer to the gradient: with a buffer, the
+                    # next step is not the first.
+                    if self._backend.step_count == 0:
+                        self._backend.step_count = 1
+                        self._tracked_base = 1
+            if "step" in st:
+                self._backend.step_count = int(st["step"])
+                self._tracked_base = self._backend.step_count
+                # With loss scaling (fp16) updates are numbered by the steps
+                # actually applied.
+                applied = self._state.get("optimizer.applied_steps")
+                if applied is not None:
+                    self._backend.set(applied, torch.tensor(float(st["step"])))
+
+    @property
+    def steps(self):
+        """Steps taken by the compiled optimizer (the Adam step count)."""
+        return self._backend.step_count
+
+
+# ---------------------------------------------------------------------------
+# compile
+# ---------------------------------------------------------------------------
+
+def _run_cnnc(args, what):
+    proc = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          universal_newlines=True)
+    if proc.returncode != 0:
+        raise CompileError("cnnc failed to %s (exit %d):\n%s%s\ncommand: %s" %
+                           (what, proc.returncode, proc.stderr, proc.stdout,
+                            " ".join(args)))
+    return proc
+
+
+def compile(model, example_input, optimizer=None, *, label_smoothing=0.0,
+            lr=None, device=None, precision=None, layout=None, arch=None,
+            cache=True, verbose=False, _gradients_only=False):
+    """Compiles the training step of `model` (cross-entropy loss on its
+    logits; `optimizer`'s algorithm and hyper-parameters) for inputs of
+    `example_input`'s shape, and returns a Trainer holding the model's
+    current weights.
+
+    optimizer: torch.optim.SGD, Adam or AdamW over all of the model's
+      parameters (one setting for all: differing param groups, amsgrad and
+      maximize are rejected). None: SGD without momentum at `lr`.
+    label_smoothing: of the cross-entropy loss.
+    device: 'cuda' (a GPU step built with nvcc) or 'cpu' (the reference
+      interpreter); default: 'cuda' when torch sees a GPU, else 'cpu'.
+    precision/layout: cnnc's --precision fp32|fp16 and --layout nchw|nhwc
+      for the GPU (default: cnnc's GPU defaults, fp16 + NHWC); the CPU
+      step is always fp32 NCHW.
+    cache: reuse compiled steps from the cache directory (cache_dir()).
+    """
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError("cnnc.compile needs a torch.nn.Module, got %s" % type(model).__name__)
+    if not isinstance(example_input, torch.Tensor):
+        raise TypeError("example_input must be a torch.Tensor")
+    if example_input.dim() != 4:
+        raise ValueError("example_input must be a 4-D image batch (N, C, H, W), got shape %s"
+                         % (tuple(example_input.shape),))
+    if not 0.0 <= float(label_smoothing) < 1.0:
+        raise ValueError("label_smoothing must be in [0, 1), got %r" % label_smoothing)
+    if _gradients_only:  # cnnc.compare: the step returns the gradients
+        flags, lr = {"optimizer": "none"}, 0.0
+    elif optimizer is not None:
+        flags, opt_lr = optimizer_flags(optimizer, model)
+        if lr is not None:
+            raise ValueError("pass the learning rate in the optimizer or as lr=, not both")
+        lr = opt_lr
+    else:
+        flags = {"optimizer": "sgd", "momentum": 0.0, "dampening": 0.0,
+                 "nesterov": False, "weight-decay": 0.0}
+        lr = 0.01 if lr is None else float(lr)
+    flags["label-smoothing"] = float(label_smoothing)
+
+    if device is None:
+        device = "cuda" if _has_gpu() else "cpu"
+    device = torch.device(device)
+    if device.type == "cuda" and not _has_gpu():
+        raise CompileError("device='cuda' but torch sees no GPU")
+    if device.type not in ("cuda", "cpu"):
+        raise ValueError("device must be 'cuda' or 'cpu', got %s" % device)
+    backend_kind = "cuda" if device.type == "cuda" else "reference"
+    if backend_kind == "reference":
+        if precision not in (None, "fp32") or layout not in (None, "nchw"):
+            raise ValueError("the CPU reference step runs in fp32 NCHW")
+    else:
+        flags["precision"] = precision or "fp16"
+        flags["layout"] = layout or "nhwc"
+        if arch is None:
+            major, minor = torch.cuda.get_device_capability(device)
+            arch = "sm_90a" if (major, minor) == (9, 0) else "sm_%d%d" % (major, minor)
+        flags["arch"] = arch
+
+    cnnc_bin = tools.find_tool("cnnc")
+    if cnnc_bin is None:
+        raise CompileError("the cnnc compiler was not found: set CNNC_BUILD_DIR to the build "
+                           "directory (with bin/cnnc), or reinstall the package from a build")
+    ref_lib = None
+    fingerprint = [_file_fingerprint(cnnc_bin)]
+    if backend_kind == "reference":
+        ref_lib = tools.find_library("libcnnc_reference.so")
+        if ref_lib is None:
+            raise CompileError("libcnnc_reference.so was not found next to %s" % cnnc_bin)
+        fingerprint.append(_file_fingerprint(ref_lib))
+    shape = tuple(example_input.shape)
+    quick = hashlib.sha256(json.dumps({
+        "module": _module_fingerprint(model), "shape": shape,
+        "dtype": str(example_input.dtype), "flags": flags, "backend": backend_kind,
+        "compiler": fingerprint, "torch": torch.__version__}, sort_keys=True).encode()).hexdigest()
+
+    root = cache_dir()
+    os.makedirs(os.path.join(root, "keys"), exist_ok=True)
+    key_file = os.path.join(root, "keys", quick + ".json")
+    artifact_dir, cache_hit = None, False
+    if cache and os.path.exists(key_file):
+        try:
+            with open(key_file) as f:
+                entry = json.load(f)
+            candidate = os.path.join(root, entry["artifact"])
+            if os.path.exists(os.path.join(candidate, "meta.json")):
+                artifact_dir, cache_hit = candidate, True
+        except (OSError, ValueError, KeyError):
+            artifact_dir = None
+    t0 = time.time()
+    if artifact_dir is None:
+        artifact_dir = _build(model, example_input, flags, backend_kind, cnnc_bin,
+                              fingerprint, root, verbose)
+        _write_json_atomic(key_file, {"artifact": os.path.basename(artifact_dir)})
+    with open(os.path.join(artifact_dir, "meta.json")) as f:
+        meta = json.load(f)
+    if backend_kind == "reference":
+        backend = _ReferenceBackend(os.path.join(artifact_dir, "step.mlir"),
+                                    os.path.join(artifact_dir, "step.mlir.cnnw"), ref_lib)
+    else:
+        backend = _CudaBackend(os.path.join(artifact_dir, "libstep.so"),
+                               os.path.join(artifact_dir, "libstep.so.cnnw"), device)
+    if tuple(backend.input_shape) != shape:
+        raise CompileError("the compiled step takes %s, not the example's %s" %
+                           (backend.input_shape, shape))
+    info = {"backend": backend_kind, "cache_hit": cache_hit, "artifact_dir": artifact_dir,
+            "compile_seconds": time.time() - t0, "flags": flags, "onnx_sha256": meta["onnx_sha256"]}
+    return Trainer(backend, model, optimizer, lr, info)
+
+
+def _build(model, example_input, flags, backend_kind, cnnc_bin, fingerprint, root, verbose):
+    """Exports, compiles into a fresh directory and moves it into the cache
+    under the hash of (ONNX bytes, flags, compiler)."""
+    from cnnc.export import export_for_training
+    work = tempfile.mkdtemp(prefix="build-", dir=root)
+    try:
+        onnx_path = os.path.join(work, "model.onnx")
+        with warnings.catch_warnings():
+            if not verbose:
+                warnings.simplefilter("ignore")
+            try:
+                export_for_training(model, example_input, onnx_path)
+            except Exception as e:  # the exporter's own errors, with context
+                raise CompileError("torch.onnx.export of the training-mode graph failed: "
+                                   "%s: %s" % (type(e).__name__, e)) from e
+        with open(onnx_path, "rb") as f:
+            onnx_hash = hashlib.sha256(f.read()).hexdigest()
+        args = [cnnc_bin, onnx_path, "--train", "--optimizer", flags["optimizer"],
+                "--label-smoothing", repr(flags["label-smoothing"])]
+        if flags["optimizer"] != "none":
+            args += ["--weight-decay", repr(flags["weight-decay"])]
+        if flags["optimizer"] == "sgd":
+            args += ["--momentum", repr(flags["momentum"]),
+                     "--dampening", repr(flags["dampening"])]
+            if flags["nesterov"]:
+                args.append("--nesterov")
+        elif flags["optimizer"] in ("adam", "adamw"):
+            args += ["--beta1", repr(flags["beta1"]), "--beta2", repr(flags["beta2"]),
+                     "--eps", repr(flags["eps"])]
+        if backend_kind == "reference":
+            # Locations (ONNX node names) stay in the IR for cnnc.compare.
+            args += ["--emit", "mlir", "--print-locations", "-o", os.path.join(work, "step.mlir")]
+            _run_cnnc(args, "compile the training step")
+        else:
+            args += ["--precision", flags["precision"], "--layout", flags["layout"],
+                     "--arch", flags["arch"], "--emit", "lib",
+                     "-o", os.path.join(work, "libstep.so")]
+            _run_cnnc(args, "build the GPU training step")
+        meta = {"onnx_sha256": onnx_hash, "flags": flags, "backend": backend_kind,
+                "compiler": fingerprint, "created": time.time()}
+        _write_json_atomic(os.path.join(work, "meta.json"), meta)
+        final = os.path.join(root, hashlib.sha256(json.dumps(
+            [onnx_hash, flags, backend_kind, fingerprint], sort_keys=True).encode()).hexdigest())
+        if os.path.exists(final):
+            shutil.rmtree(work)
+        else:
+            try:
+                os.rename(work, final)
+            except OSError:  # another process finished the same build first
+                shutil.rmtree(work, ignore_errors=True)
+        return final
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+

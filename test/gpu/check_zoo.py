@@ -1,0 +1,260 @@
+#!/usr/bin/env python3
+"""GPU checks of the torchvision zoo: cnnc's CUDA executable vs PyTorch.
+
+Per model (one per family of test/e2e/test_torchvision.py, with the sizes
+below):
+* f32: 3 SGD steps (momentum 0.9, weight decay 5e-4) of `cnnc --precision
+  fp32` on a data file of exactly one batch vs the same 3 steps of
+  torch.optim on the GPU (TF32 off): the losses and every parameter,
+  max|a-b| / max|b| <= 1e-3, or within 4x PyTorch CPU's own drift from
+  PyTorch GPU where two correct f32 implementations already differ more
+  (BatchNorm over few values per channel; see check_vs_torch.py).
+* f16 (the default pipeline: NHWC, f16, loss scaling) 30 steps vs PyTorch
+  AMP + channels_last: at every step |cnnc - torch| <= 3 % of the starting
+  loss, or twice PyTorch's own NCHW-vs-channels_last AMP deviation.
+Dropout and StochasticDepth run with p = 0 on both sides (cnnc draws its own
+masks); GoogLeNet/Inception-v3 train with their auxiliary classifiers (loss
+= CE(main) + 0.4 * sum CE(aux), cnnc's default --aux-loss-weight).
+Models whose ops cnnc lacks fail at compile time and are reported as such
+(`--models` picks a subset).
+
+Exit 77 (ctest SKIP_RETURN_CODE) without a CUDA GPU.
+
+  check_zoo.py --cnnc build/bin/cnnc [--work DIR] [--models a,b] [--skip-amp]
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+
+try:
+    import torch
+except ImportError:
+    torch = None
+
+if torch is None or not torch.cuda.is_available():
+    print("check_zoo: no CUDA GPU (or no torch): skipped")
+    sys.exit(77)
+
+import torchvision  # noqa: E402
+
+from cnnc.cnnw import read_cnnw  # noqa: E402
+from cnnc.export import export_onnx  # noqa: E402
+from cnnc.train_check import classification_loss  # noqa: E402
+
+torch.backends.cudnn.allow_tf32 = False
+torch.backends.cuda.matmul.allow_tf32 = False
+
+# name: (batch, H=W, constructor kwargs)
+MODELS = {
+    "resnet18": (16, 64, {}),
+    "resnext50_32x4d": (16, 64, {}),
+    "densenet121": (16, 64, {}),
+    "googlenet": (16, 64, {"aux_logits": True, "init_weights": True}),
+    "inception_v3": (8, 299, {"aux_logits": True, "init_weights": True}),
+    "mobilenet_v2": (16, 64, {}),
+    "mobilenet_v3_large": (16, 64, {}),
+    "mnasnet1_0": (16, 64, {}),
+    "efficientnet_b0": (16, 64, {}),
+    "efficientnet_v2_s": (16, 64, {}),
+    "regnet_x_400mf": (16, 64, {}),
+    "regnet_y_400mf": (16, 64, {}),
+    "shufflenet_v2_x1_0": (16, 64, {}),
+    "squeezenet1_0": (16, 64, {}),
+    "vgg11_bn": (8, 224, {}),
+    "alexnet": (16, 224, {}),
+    "convnext_tiny": (16, 64, {}),
+}
+LR, MOMENTUM, WD = 0.01, 0.9, 5e-4
+failures = []
+
+
+def run(cmd, **kw):
+    t = time.time()
+    p = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if p.returncode != 0:
+        raise RuntimeError("command failed (%d): %s\n%s" % (
+            p.returncode, " ".join(cmd), (p.stdout + p.stderr)[-3000:]))
+    return p.stdout + p.stderr, time.time() - t
+
+
+def losses_of(text):
+    return [float(m.group(2)) for m in re.finditer(r"^step (\d+) loss (\S+)", text, re.M)]
+
+
+def rel(a, b):
+    a = np.asarray(a, np.float64)
+    b = np.asarray(b, np.float64)
+    return float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-30))
+
+
+def write_cifar(path, images, labels):
+    rec = np.concatenate([labels.astype(np.uint8)[:, None],
+                          images.reshape(len(images), -1).astype(np.uint8)], axis=1)
+    with open(path, "wb") as f:
+        f.write(rec.tobytes())
+
+
+def adapt(images, h, w):
+    """The runtime's nearest-neighbour resize (cnnrt::adaptImages)."""
+    sy = (np.arange(h) * images.shape[2]) // h
+    sx = (np.arange(w) * images.shape[3]) // w
+    return images[:, :, sy][:, :, :, sx]
+
+
+def build(name, state=None):
+    torch.manual_seed(0)
+    kwargs = MODELS[name][2]
+    m = getattr(torchvision.models, name)(weights=None, num_classes=10, **kwargs)
+    for mod in m.modules():
+        if isinstance(mod, (torch.nn.Dropout, torchvision.ops.StochasticDepth)):
+            mod.p = 0.0
+    if state is not None:
+        m.load_state_dict(state)
+    return m
+
+
+def prepare(name, work, precision, layout, wd):
+    """Exports, compiles (cnnc -o) and writes one batch. Returns the paths,
+    the images/labels and the initial state cnnc wrote (as torch tensors)."""
+    batch, hw, _ = MODELS[name]
+    os.makedirs(work, exist_ok=True)
+    model = build(name)
+    onnx_path = os.path.join(work, name + ".onnx")
+    export_onnx(model, onnx_path, (batch, 3, hw, hw), training=True, opset=17)
+    exe = os.path.join(work, "train")
+    _, t_compile = run([ARGS.cnnc, onnx_path, "--train", "--optimizer", "sgd", "--lr", str(LR),
+                        "--momentum", str(MOMENTUM), "--weight-decay", str(wd),
+                        "--precision", precision, "--layout", layout, "-o", exe])
+    rng = np.random.RandomState(1)
+    images = rng.randint(0, 256, size=(batch, 3, 32, 32)).astype(np.uint8)
+    labels = rng.randint(0, 10, size=batch)
+    data = os.path.join(work, "batch.bin")
+    write_cifar(data, images, labels)
+    init = read_cnnw(exe + ".cnnw")
+    sd = model.state_dict()
+    for k in sd:
+        if k in init:
+            sd[k] = torch.from_numpy(np.array(init[k])).reshape(sd[k].shape)
+    return exe, data, images, labels, sd, t_compile
+
+
+def torch_steps(name, sd, images, labels, device, steps, amp=False, channels_last=False):
+    _, hw, _ = MODELS[name]
+    m = build(name, sd).to(device).train()
+    xx = torch.from_numpy(adapt(images, hw, hw).astype(np.float32) / 255.0).to(device)
+    if channels_last:
+        m = m.to(memory_format=torch.channels_last)
+        xx = xx.to(memory_format=torch.channels_last)
+    yy = torch.from_numpy(labels.astype(np.int64)).to(device)
+    opt = torch.optim.SGD(m.parameters(), lr=LR, momentum=MOMENTUM,
+                          weight_decay=0.0 if amp else WD)
+    scaler = torch.amp.GradScaler("cuda", enabled=amp)
+    ls = []
+    for _ in range(steps):
+        opt.zero_grad()
+        with torch.autocast("cuda", dtype=torch.float16, enabled=amp):
+            loss = classification_loss(m(xx), yy, torch.nn.functional.cross_entropy)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        ls.append(loss.item())
+    return m, ls
+
+
+def check_f32(name):
+    work = os.path.join(ARGS.work, name, "f32")
+    exe, data, images, labels, sd, t_compile = prepare(name, work, "fp32", "nchw", WD)
+    ckpt = os.path.join(work, "after3.cnnw")
+    out, t_run = run([exe, "--data", data, "--steps", "3", "--lr", str(LR), "--log-every", "1",
+                      "--checkpoint", ckpt])
+    got_losses = losses_of(out)
+    ref, ref_losses = torch_steps(name, sd, images, labels, "cuda", 3)
+    cpu, cpu_losses = torch_steps(name, sd, images, labels, "cpu", 3)
+    got = read_cnnw(ckpt)
+    cpu_params = dict(cpu.named_parameters())
+    worst, worst_cpu = ("", 0.0), ("", 0.0)
+    for pname, p in ref.named_parameters():
+        r = p.detach().cpu().numpy()
+        if pname not in got:
+            failures.append("%s: '%s' missing from the checkpoint" % (name, pname))
+            continue
+        e = rel(np.array(got[pname]).reshape(r.shape), r)
+        ec = rel(cpu_params[pname].detach().numpy(), r)
+        worst = max(worst, (pname, e), key=lambda t: t[1])
+        worst_cpu = max(worst_cpu, (pname, ec), key=lambda t: t[1])
+    loss_err = rel(got_losses, ref_losses) if len(got_losses) == 3 else float("inf")
+    cpu_loss_err = rel(cpu_losses, ref_losses)
+    ok = True
+    for kind, ours, base in (("loss", ("loss", loss_err), ("loss", cpu_loss_err)),
+                             ("param", worst, worst_cpu)):
+        bound = max(1e-3, 4.0 * base[1])
+        good = ours[1] <= bound
+        ok &= good
+        print("  %-18s %-6s cnnc %.2e (%s)  torch-cpu %.2e (%s)  bound %.1e %s" % (
+            name, kind, ours[1], ours[0], base[1], base[0], bound, "ok" if good else "FAIL"))
+    print("f32 %-18s losses cnnc %s torch-gpu %s; compile %.1f s, run %.1f s: %s" % (
+        name, ["%.5f" % v for v in got_losses], ["%.5f" % v for v in ref_losses],
+        t_compile, t_run, "ok" if ok else "FAIL"), flush=True)
+    if not ok:
+        failures.append("f32 %s: mismatch beyond the bound" % name)
+
+
+def check_amp(name, steps=30):
+    work = os.path.join(ARGS.work, name, "amp")
+    # The default pipeline (NHWC, f16, loss scaling); weight decay off as in
+    # check_vs_torch.py's AMP check.
+    exe, data, images, labels, sd, t_compile = prepare(name, work, "fp16", "nhwc", 0.0)
+    out, _ = run([exe, "--data", data, "--steps", str(steps), "--lr", str(LR),
+                  "--log-every", "1"])
+    got = losses_of(out)
+    _, ref = torch_steps(name, sd, images, labels, "cuda", steps, amp=True, channels_last=True)
+    _, alt = torch_steps(name, sd, images, labels, "cuda", steps, amp=True)
+
+    def deviation(ls):
+        return max(abs(u - v) for u, v in zip(ls, ref)) / abs(ref[0]) if ls else float("inf")
+
+    ours, drift = deviation(got), deviation(alt)
+    bound = max(0.03, 2 * drift)
+    ok = len(got) == steps and ours <= bound
+    print("amp %-18s every 5 steps: cnnc %s torch-AMP %s; deviation %.2f%% (PyTorch NCHW "
+          "%.2f%%, bound %.2f%%); compile %.1f s: %s" % (
+              name, ["%.3f" % v for v in got[4::5]], ["%.3f" % v for v in ref[4::5]],
+              100 * ours, 100 * drift, 100 * bound, t_compile, "ok" if ok else "FAIL"),
+          flush=True)
+    if not ok:
+        failures.append("amp %s: the loss curve deviates beyond the bound" % name)
+
+
+def main():
+    global ARGS
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cnnc", required=True)
+    ap.add_argument("--work", default="/tmp/cnnc-zoo-check")
+    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--skip-amp", action="store_true")
+    ARGS = ap.parse_args()
+    print("GPU:", torch.cuda.get_device_name(0), "torch", torch.__version__,
+          "torchvision", torchvision.__version__, flush=True)
+    for name in ARGS.models.split(","):
+        for check in [check_f32] + ([] if ARGS.skip_amp else [check_amp]):
+            try:
+                check(name)
+            except Exception as e:  # report and go on
+                failures.append("%s %s: %s" % (check.__name__, name, str(e)[:500]))
+                print("%s %-18s ERROR %s" % (check.__name__, name, str(e)[:2000]), flush=True)
+    print("FAILURES:" if failures else "ALL ZOO GPU CHECKS PASSED", *failures, sep="\n  ")
+    sys.exit(1 if failures else 0)
+
+
+ARGS = None
+
+if __name__ == "__main__":
+    main()
