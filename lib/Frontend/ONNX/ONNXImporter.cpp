@@ -58,10 +58,6 @@ struct Slot {
   std::optional<ConstVal> constant; ///< or a value known at import time
   bool isInitializer = false;       ///< the constant is a graph initializer
   std::string unavailable;          ///< non-empty: why it cannot be used
-  /// A training-state output (BatchNormalization's running statistics):
-  /// as a graph output after the first it is dropped, since cnn-autodiff
-  /// updates the statistics itself.
-  bool trainingState = false;
 };
 
 class Importer {
@@ -124,12 +120,10 @@ private:
       slots[node->output(i)] = std::move(s);
     }
   }
-  void markUnavailable(int i, const std::string &why,
-                       bool trainingState = false) {
+  void markUnavailable(int i, const std::string &why) {
     if (i < node->output_size() && !node->output(i).empty()) {
       Slot s;
       s.unavailable = why;
-      s.trainingState = trainingState;
       slots[node->output(i)] = std::move(s);
     }
   }
@@ -1081,10 +1075,8 @@ LogicalResult Importer::importBatchNorm() {
     // ONNX updates the running variance with the biased batch variance,
     // PyTorch (and cnn) with the unbiased one: not offered.
     for (int i = 1; i < node->output_size(); ++i)
-      markUnavailable(i,
-                      "the running statistics outputs of a training-mode "
-                      "BatchNormalization are not supported",
-                      /*trainingState=*/true);
+      markUnavailable(i, "the running statistics outputs of a training-mode "
+                         "BatchNormalization are not supported");
     return success();
   }
   Value y = make<cnn::BatchNormOp>(
@@ -1097,10 +1089,8 @@ LogicalResult Importer::importBatchNorm() {
   // Training-mode exports also return running (and saved) statistics; the
   // training step is built by cnn-autodiff instead.
   for (int i = 1; i < node->output_size(); ++i)
-    markUnavailable(i,
-                    "training-mode BatchNormalization statistics outputs "
-                    "are not supported",
-                    /*trainingState=*/true);
+    markUnavailable(i, "training-mode BatchNormalization statistics outputs "
+                       "are not supported");
   return success();
 }
 
@@ -2348,11 +2338,18 @@ OwningOpRef<ModuleOp> Importer::run(std::optional<llvm::MemoryBufferRef> memory,
     const std::string &outName = output.name();
     loc = NameLoc::get(b.getStringAttr(outName), fileLoc);
     auto it = slots.find(outName);
-    if (it != slots.end() && it->second.trainingState && !results.empty())
-      continue;
-    if (it == slots.end() || !it->second.unavailable.empty()) {
+    if (it == slots.end()) {
       (void)error(loc, "graph output '" + outName + "' of '" + path +
                            "' is not computed by any node");
+      return nullptr;
+    }
+    // Outputs cnn does not produce (a training export's BN statistics) are
+    // left out; the step computes those itself.
+    if (!it->second.unavailable.empty() && !results.empty())
+      continue;
+    if (!it->second.unavailable.empty()) {
+      (void)error(loc, "graph output '" + outName + "' of '" + path +
+                           "': " + it->second.unavailable);
       return nullptr;
     }
     Value result = it->second.value;
