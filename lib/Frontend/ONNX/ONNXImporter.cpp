@@ -2152,15 +2152,18 @@ OwningOpRef<ModuleOp> Importer::run(std::optional<llvm::MemoryBufferRef> memory,
     const std::string &outName = output.name();
     loc = NameLoc::get(b.getStringAttr(outName), fileLoc);
     auto it = slots.find(outName);
-    // Outputs after the first that the importer deliberately leaves out
-    // (training-mode BatchNormalization statistics: cnn-autodiff makes them)
-    // are not results.
-    if (&output != &graph.output(0) && it != slots.end() &&
-        !it->second.unavailable.empty())
-      continue;
-    if (it == slots.end() || !it->second.unavailable.empty()) {
+    if (it == slots.end()) {
       (void)error(loc, "graph output '" + outName + "' of '" + path +
                            "' is not computed by any node");
+      return nullptr;
+    }
+    // Outputs cnn does not produce (a training export's BN statistics) are
+    // left out; the step computes those itself.
+    if (!it->second.unavailable.empty() && !results.empty())
+      continue;
+    if (!it->second.unavailable.empty()) {
+      (void)error(loc, "graph output '" + outName + "' of '" + path +
+                           "': " + it->second.unavailable);
       return nullptr;
     }
     Value result = it->second.value;

@@ -204,7 +204,7 @@ def unsupported():
 
 def unnamed():
     nodes = [helper.make_node("Relu", ["x"], ["r"]),
-             helper.make_node("Sigmoid", ["r"], ["y"])]
+             helper.make_node("Selu", ["r"], ["y"])]
     return model(nodes, [vi("x", [1, 3])], [vi("y", None)])
 
 
