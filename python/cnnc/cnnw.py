@@ -67,19 +67,20 @@ def parse_cnnw(buf, path="<bytes>"):
         dims = struct.unpack("<%dq" % rank, take(8 * rank, "dims"))
         (nbytes,) = struct.unpack("<Q", take(8, "nbytes"))
         dt = DTYPES[dcode]
-        # The same shape rules as cnnrt::checkShape (runtime/src/TensorFile.cpp):
-        # no negative dimension, numel * itemsize fits in int64. Python ints
-        # do not overflow (np.prod would wrap).
+        # The same shape rule as cnnrt::checkShape (runtime/src/TensorFile.cpp):
+        # no negative dimension, and the product of the non-zero dimensions
+        # times the item size fits in int64. Python ints do not overflow
+        # (np.prod would wrap).
         if any(d < 0 for d in dims):
             raise CnnwError("%s: tensor '%s': shape %s has a negative dimension" %
                             (path, name, list(dims)))
-        numel = 1
+        nonzero = 1
         for d in dims:
-            numel *= d
-        expect = numel * dt.itemsize
-        if expect >= 2 ** 63:
+            nonzero *= d if d else 1
+        if nonzero * dt.itemsize >= 2 ** 63:
             raise CnnwError("%s: tensor '%s': shape %s needs more bytes than fit "
                             "in 64 bits" % (path, name, list(dims)))
+        expect = nonzero * dt.itemsize if all(dims) else 0
         if nbytes != expect:
             raise CnnwError("%s: tensor '%s': nbytes %d != %s x %d" %
                             (path, name, nbytes, list(dims), dt.itemsize))

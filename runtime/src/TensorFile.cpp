@@ -69,11 +69,18 @@ bool checkShape(const std::vector<int64_t> &shape, DType dt, uint64_t &nbytes,
       s += (i ? "," : "") + std::to_string(shape[i]);
     return s + "]";
   };
+  // The product of the non-zero dimensions must fit too: a [0, 2^62] shape
+  // holds no data but is no more sensible than [2^62] (NumPy rejects both).
   int64_t n = 1;
+  bool empty = false;
   for (int64_t d : shape) {
     if (d < 0) {
       why = "shape " + dims() + " has a negative dimension";
       return false;
+    }
+    if (d == 0) {
+      empty = true;
+      continue;
     }
     if (__builtin_mul_overflow(n, d, &n)) {
       why = "shape " + dims() + " has more elements than fit in 64 bits";
@@ -85,6 +92,8 @@ bool checkShape(const std::vector<int64_t> &shape, DType dt, uint64_t &nbytes,
     why = "shape " + dims() + " needs more bytes than fit in 64 bits";
     return false;
   }
+  if (empty)
+    bytes = 0;
   nbytes = static_cast<uint64_t>(bytes);
   return true;
 }

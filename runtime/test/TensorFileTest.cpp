@@ -279,6 +279,11 @@ TEST(TensorFile, CheckShapeRejectsOverflowAndNegativeDims) {
                           nbytes, why));
   EXPECT_NE(why.find("64 bits"), std::string::npos) << why;
   EXPECT_FALSE(checkShape({int64_t(1) << 62}, DType::F32, nbytes, why));
+  // Empty, but the other dimensions still have to make sense (found by the
+  // cnnw fuzzer: NumPy cannot represent it, python/cnnc/cnnw.py rejects it).
+  EXPECT_FALSE(checkShape({0, int64_t(1) << 62}, DType::F32, nbytes, why));
+  EXPECT_TRUE(checkShape({0, int64_t(1) << 40}, DType::F32, nbytes, why));
+  EXPECT_EQ(nbytes, 0u);
   EXPECT_FALSE(checkShape({-1, 0}, DType::F32, nbytes, why));
   EXPECT_NE(why.find("negative"), std::string::npos) << why;
   EXPECT_FALSE(checkShape(std::vector<int64_t>(9, 1), DType::F32, nbytes, why));

@@ -84,6 +84,36 @@ def test_resnet18_reference_matches_torch(resnet18_eval, tmp_path):
     np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4)
 
 
+def test_inference_export_warns_once_for_training(resnet18_eval, tmp_path):
+    # torch 1.13's eval export folds every BatchNorm into the preceding
+    # Conv (weights renamed "onnx::Conv_<n>") and drops Dropout: --train
+    # says so once, with the export call that keeps them.
+    path, _, _ = resnet18_eval
+    r = subprocess.run([cnnc_binary(), str(path), "--train", "--optimizer",
+                        "none", "--emit", "mlir", "-o", tmp_path / "s.mlir"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    warnings = [l for l in r.stderr.splitlines() if "warning:" in l]
+    assert len(warnings) == 1, r.stderr
+    assert "onnx::Conv_" in warnings[0] and "folded a BatchNorm" in warnings[0]
+    assert "training=torch.onnx.TrainingMode.TRAINING" in warnings[0]
+    assert "do_constant_folding=False" in warnings[0]
+    # Importing for inference says nothing.
+    r = subprocess.run([cnnc_binary(), str(path)], capture_output=True,
+                       text=True)
+    assert r.returncode == 0 and "warning" not in r.stderr, r.stderr
+
+
+def test_training_export_does_not_warn(tmp_path):
+    path = tmp_path / "simplecnn_train.onnx"
+    export_named("simplecnn", str(path), batch=2, training=True)
+    r = subprocess.run([cnnc_binary(), str(path), "--train", "--optimizer",
+                        "none", "--emit", "mlir", "-o", tmp_path / "s.mlir"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "warning" not in r.stderr, r.stderr
+
+
 def test_resnet18_training_export(tmp_path):
     path = tmp_path / "resnet18_train.onnx"
     export_named("resnet18", str(path), batch=2, training=True)

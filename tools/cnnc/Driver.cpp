@@ -422,14 +422,16 @@ std::string resolveWeightsPath(StringRef mlirPath, StringRef weights) {
 /// The importer maps ONNX Add/Mul/Div to the broadcasting cnn ops; their
 /// canonicalization patterns give the specialized forms the passes and the
 /// CUDA target know (cnn.scale for a scalar factor, cnn.bias_add for a
-/// per-channel addend). Only these patterns run, without folding: folders
-/// would drop cnn.dropout, from which cnn-autodiff builds the training mask.
+/// per-channel addend, cnn.global_avg_pool for a spatial mean). Only these
+/// patterns run, without folding: folders would drop cnn.dropout, from which
+/// cnn-autodiff builds the training mask.
 LogicalResult canonicalizeImport(ModuleOp module) {
   MLIRContext *ctx = module.getContext();
   RewritePatternSet patterns(ctx);
   cnn::AddOp::getCanonicalizationPatterns(patterns, ctx);
   cnn::MulOp::getCanonicalizationPatterns(patterns, ctx);
   cnn::DivOp::getCanonicalizationPatterns(patterns, ctx);
+  cnn::ReduceMeanOp::getCanonicalizationPatterns(patterns, ctx);
   GreedyRewriteConfig config;
   config.enableFolding(false).enableConstantCSE(false);
   (void)applyPatternsGreedily(module, std::move(patterns), config);

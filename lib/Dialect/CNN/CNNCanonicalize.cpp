@@ -7,6 +7,7 @@
 //   cnn.mul(x, splat c) / cnn.mul(splat c, x)  ->  cnn.scale(x) {factor = c}
 //   cnn.div(x, splat c)                         ->  cnn.scale(x) {factor = 1/c}
 //   cnn.add(x, b) with b of shape 1 x C x 1...  ->  cnn.bias_add(x, b')
+//   cnn.reduce_mean(x) {axes = [2, 3]}, x 4-D     ->  cnn.global_avg_pool(x)
 //
 // where x has the result's type (the constant does not broadcast x) and b'
 // is the 1-D channel vector behind b (the value a cnn.reshape expanded, or
@@ -114,7 +115,25 @@ struct PerChannelAddToBiasAdd : OpRewritePattern<AddOp> {
   }
 };
 
+struct SpatialMeanToGlobalAvgPool : OpRewritePattern<ReduceMeanOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(ReduceMeanOp op,
+                                PatternRewriter &rewriter) const override {
+    auto type = cast<RankedTensorType>(op.getInput().getType());
+    if (type.getRank() != 4 || op.getAxes() != ArrayRef<int64_t>{2, 3})
+      return failure();
+    rewriter.replaceOpWithNewOp<GlobalAvgPoolOp>(op, op.getType(),
+                                                 op.getInput());
+    return success();
+  }
+};
+
 } // namespace
+
+void ReduceMeanOp::getCanonicalizationPatterns(RewritePatternSet &results,
+                                               MLIRContext *context) {
+  results.add<SpatialMeanToGlobalAvgPool>(context);
+}
 
 void MulOp::getCanonicalizationPatterns(RewritePatternSet &results,
                                         MLIRContext *context) {

@@ -196,6 +196,25 @@ public:
   LogicalResult importRange();
   LogicalResult importNeg();
   LogicalResult importMinMax();
+  LogicalResult importNegNode();
+  LogicalResult importPow();
+  LogicalResult importReduce();
+  LogicalResult importLayerNorm();
+  LogicalResult importSplit();
+  /// `v` (rank <= `rank`) with leading 1s up to `rank`.
+  Value alignRank(Value v, int64_t rank) {
+    if (!v)
+      return {};
+    auto shape = shapeOf(v);
+    std::vector<int64_t> aligned(rank - int64_t(shape.size()), 1);
+    aligned.insert(aligned.end(), shape.begin(), shape.end());
+    return reshape(v, aligned);
+  }
+  /// A splat constant of rank `rank` (all dims 1).
+  Value scalarConstant(float value, int64_t rank) {
+    return materialize(
+        ConstVal::floatTensor(std::vector<int64_t>(rank, 1), {value}));
+  }
   LogicalResult importBinaryNode() { return importBinary(node->op_type()); }
   LogicalResult importAvgPool() { return importPool(/*isMax=*/false); }
   LogicalResult importMaxPool() { return importPool(/*isMax=*/true); }
@@ -219,9 +238,7 @@ public:
   LogicalResult importErf() { return importUnary<cnn::ErfOp>(); }
   LogicalResult importExp() { return importUnary<cnn::ExpOp>(); }
   LogicalResult importSqrt() { return importUnary<cnn::SqrtOp>(); }
-  LogicalResult importReciprocal() {
-    return importUnary<cnn::ReciprocalOp>();
-  }
+  LogicalResult importReciprocal() { return importUnary<cnn::ReciprocalOp>(); }
   LogicalResult importHardSwish() { return importUnary<cnn::HardSwishOp>(); }
   LogicalResult importLeakyRelu() {
     return importUnary<cnn::LeakyReluOp>(
@@ -258,7 +275,6 @@ public:
   LogicalResult importUnsqueezeSqueeze(bool unsqueeze);
   LogicalResult importCast();
   LogicalResult importSlice();
-  LogicalResult importReduceMean();
   LogicalResult importConstantOfShape();
   LogicalResult importExpand();
   LogicalResult importPad();
@@ -1063,11 +1079,10 @@ LogicalResult Importer::importBatchNorm() {
                          "BatchNormalization are not supported");
     return success();
   }
-  Value y =
-      make<cnn::BatchNormOp>({x, scale, bias, mean, var},
-                             {attr("epsilon", b.getF32FloatAttr(epsilon)),
-                              attr("momentum",
-                                   b.getF32FloatAttr(1.0 - onnxMomentum))});
+  Value y = make<cnn::BatchNormOp>(
+      {x, scale, bias, mean, var},
+      {attr("epsilon", b.getF32FloatAttr(epsilon)),
+       attr("momentum", b.getF32FloatAttr(1.0 - onnxMomentum))});
   if (!y)
     return failure();
   setOutput(0, y);
@@ -1547,33 +1562,6 @@ LogicalResult Importer::importSlice() {
   return success();
 }
 
-LogicalResult Importer::importReduceMean() {
-  Value x = data(0);
-  if (!x)
-    return failure();
-  std::vector<int64_t> axes;
-  bool present = false;
-  if (failed(intsFromAttrOrInput("axes", 1, axes, present)))
-    return failure();
-  auto shape = shapeOf(x);
-  int64_t rank = shape.size();
-  for (int64_t &a : axes)
-    if (!normalizeAxis(a, rank))
-      return nodeError("ReduceMean axes of node '" + nodeName +
-                       "' are out of range");
-  llvm::sort(axes);
-  if (rank != 4 || axes != std::vector<int64_t>{2, 3})
-    return unsupported("only ReduceMean over the spatial axes of a 4-D "
-                       "tensor (a global average pool) is supported");
-  Value y = make<cnn::GlobalAvgPoolOp>({x});
-  if (y && intAttr("keepdims", 1) == 0)
-    y = reshape(y, {shape[0], shape[1]});
-  if (!y)
-    return failure();
-  setOutput(0, y);
-  return success();
-}
-
 LogicalResult Importer::importConstantOfShape() {
   const ConstVal *shapeC = constant(0, "shape");
   if (!shapeC)
@@ -1696,6 +1684,200 @@ LogicalResult Importer::importMinMax() {
   return importBinaryNode();
 }
 
+LogicalResult Importer::importNegNode() {
+  Slot *s = input(0);
+  if (!s)
+    return failure();
+  if (s->constant)
+    return importNeg();
+  return importUnary<cnn::NegOp>();
+}
+
+LogicalResult Importer::importPow() {
+  Slot *e = input(1);
+  if (!e)
+    return failure();
+  if (!e->constant || e->constant->numel() != 1)
+    return unsupported("only a scalar constant exponent is supported");
+  Value y = make<cnn::PowOp>(
+      {data(0)},
+      {attr("exponent", b.getF32FloatAttr(float(e->constant->at(0))))});
+  if (!y)
+    return failure();
+  setOutput(0, y);
+  return success();
+}
+
+/// ReduceMean / ReduceSum: axes from the attribute (before opset 18, 13 for
+/// ReduceSum) or the constant input; keepdims; noop_with_empty_axes.
+LogicalResult Importer::importReduce() {
+  bool isMean = node->op_type() == "ReduceMean";
+  Value x = data(0);
+  if (!x)
+    return failure();
+  std::vector<int64_t> axes;
+  bool present = false;
+  if (failed(intsFromAttrOrInput("axes", 1, axes, present)))
+    return failure();
+  auto shape = shapeOf(x);
+  int64_t rank = shape.size();
+  if (axes.empty()) {
+    if (intAttr("noop_with_empty_axes", 0) != 0) {
+      setOutput(0, x);
+      return success();
+    }
+    for (int64_t d = 0; d < rank; ++d)
+      axes.push_back(d);
+  }
+  for (int64_t &a : axes)
+    if (!normalizeAxis(a, rank))
+      return nodeError(fmt::format("{} axes {} of node '{}' are out of range "
+                                   "for rank {}",
+                                   node->op_type(), shapeStr(axes), nodeName,
+                                   rank));
+  llvm::sort(axes);
+  if (std::adjacent_find(axes.begin(), axes.end()) != axes.end())
+    return nodeError(fmt::format("{} axes of node '{}' repeat a dimension",
+                                 node->op_type(), nodeName));
+  NamedAttribute axesAttr = attr("axes", b.getDenseI64ArrayAttr(axes));
+  Value y = isMean ? make<cnn::ReduceMeanOp>({x}, {axesAttr})
+                   : make<cnn::ReduceSumOp>({x}, {axesAttr});
+  if (y && intAttr("keepdims", 1) == 0) {
+    std::vector<int64_t> kept;
+    for (int64_t d = 0; d < rank; ++d)
+      if (!llvm::is_contained(axes, d))
+        kept.push_back(shape[d]);
+    y = reshape(y, kept);
+  }
+  if (!y)
+    return failure();
+  setOutput(0, y);
+  return success();
+}
+
+/// LayerNormalization (opset 17) over dims [axis, rank):
+///   d = x - mean(x); y = d / sqrt(mean(d * d) + epsilon) * scale + bias
+/// with scale and bias broadcast (rank-aligned) against the input.
+LogicalResult Importer::importLayerNorm() {
+  Value x = data(0);
+  if (!x)
+    return failure();
+  int64_t rank = shapeOf(x).size();
+  int64_t axis = intAttr("axis", -1);
+  if (!normalizeAxis(axis, rank))
+    return nodeError(fmt::format("LayerNormalization axis {} of node '{}' is "
+                                 "out of range for rank {}",
+                                 intAttr("axis", -1), nodeName, rank));
+  float epsilon = floatAttr("epsilon", 1e-5f);
+  std::vector<int64_t> axes;
+  for (int64_t d = axis; d < rank; ++d)
+    axes.push_back(d);
+  NamedAttribute axesAttr = attr("axes", b.getDenseI64ArrayAttr(axes));
+  Value mean = make<cnn::ReduceMeanOp>({x}, {axesAttr});
+  Value d = make<cnn::SubOp>({x, mean});
+  Value var = make<cnn::ReduceMeanOp>({make<cnn::MulOp>({d, d})}, {axesAttr});
+  Value denom = make<cnn::SqrtOp>(
+      {make<cnn::AddOp>({var, scalarConstant(epsilon, rank)})});
+  Value y = make<cnn::DivOp>({d, denom});
+  if (!y)
+    return failure();
+  auto affine = [&](int i) -> Value {
+    Slot *s = input(i);
+    if (!s)
+      return {};
+    Value v = s->value ? s->value : weight(i, WeightRole::Param);
+    if (v && int64_t(shapeOf(v).size()) > rank) {
+      (void)nodeError(fmt::format("LayerNormalization input {} of node '{}' "
+                                  "has a higher rank than the input",
+                                  i, nodeName));
+      return {};
+    }
+    return alignRank(v, rank);
+  };
+  y = make<cnn::MulOp>({y, affine(1)});
+  if (y && hasInput(2))
+    y = make<cnn::AddOp>({y, affine(2)});
+  if (!y)
+    return failure();
+  setOutput(0, y);
+  for (int i = 1; i < node->output_size(); ++i)
+    markUnavailable(i, "the Mean and InvStdDev outputs of LayerNormalization "
+                       "are not supported");
+  return success();
+}
+
+/// Split into cnn.slice ops: sizes from the `split` input (opset 13+) or
+/// attribute, else equal parts (opset 18: num_outputs, the last part may
+/// be smaller).
+LogicalResult Importer::importSplit() {
+  Slot *s = input(0);
+  if (!s)
+    return failure();
+  std::vector<int64_t> shape =
+      s->value ? shapeOf(s->value) : s->constant->shape;
+  int64_t rank = shape.size();
+  int64_t axis = intAttr("axis", 0);
+  if (!normalizeAxis(axis, rank))
+    return nodeError(fmt::format("Split axis {} of node '{}' is out of range "
+                                 "for rank {}",
+                                 intAttr("axis", 0), nodeName, rank));
+  int64_t dim = shape[axis];
+  int64_t n = node->output_size();
+  std::vector<int64_t> sizes;
+  bool present = false;
+  if (failed(intsFromAttrOrInput("split", 1, sizes, present)))
+    return failure();
+  if (!present) {
+    int64_t parts = getAttr("num_outputs") ? intAttr("num_outputs", n) : n;
+    if (parts != n || parts <= 0)
+      return nodeError(fmt::format("Split node '{}' has {} outputs but "
+                                   "num_outputs {}",
+                                   nodeName, n, parts));
+    if (opset < 18 && dim % parts != 0)
+      return nodeError(fmt::format("Split node '{}' cannot split dimension {} "
+                                   "of size {} into {} equal parts",
+                                   nodeName, axis, dim, parts));
+    int64_t chunk = (dim + parts - 1) / parts;
+    for (int64_t i = 0, left = dim; i < parts; ++i, left -= chunk)
+      sizes.push_back(std::max<int64_t>(0, std::min(chunk, left)));
+  }
+  int64_t total = 0;
+  for (int64_t v : sizes)
+    total += v;
+  if (int64_t(sizes.size()) != n || total != dim ||
+      llvm::any_of(sizes, [](int64_t v) { return v < 0; }))
+    return nodeError(fmt::format("Split sizes {} of node '{}' do not divide "
+                                 "dimension {} of size {} into {} outputs",
+                                 shapeStr(sizes), nodeName, axis, dim, n));
+  int64_t offset = 0;
+  for (int64_t i = 0; i < n; offset += sizes[i], ++i) {
+    if (sizes[i] == 0) {
+      markUnavailable(i, "Split output " + std::to_string(i) +
+                             " is empty (zero-size tensors are not supported)");
+      continue;
+    }
+    if (s->constant) {
+      ConstVal out;
+      std::string err;
+      if (!foldSlice(*s->constant, {offset}, {offset + sizes[i]}, {axis}, {},
+                     out, err))
+        return nodeError("node '" + nodeName + "' (Split): " + err);
+      setOutput(i, std::move(out));
+      continue;
+    }
+    std::vector<int64_t> offsets(rank, 0), sz = shape;
+    offsets[axis] = offset;
+    sz[axis] = sizes[i];
+    Value y = make<cnn::SliceOp>(
+        {s->value}, {attr("offsets", b.getDenseI64ArrayAttr(offsets)),
+                     attr("sizes", b.getDenseI64ArrayAttr(sz))});
+    if (!y)
+      return failure();
+    setOutput(i, y);
+  }
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // The op table
 //===----------------------------------------------------------------------===//
@@ -1723,7 +1905,7 @@ constexpr Support Y = Support::Yes, N = Support::No, C = Support::Const;
 
 // clang-format off
 const OpHandler kOpHandlers[] = {
-  {"Add", 7, kMaxOpset, &Importer::importBinaryNode, Y, Y, "cnn.add (same shape); a per-channel constant: cnn.bias_add; constants fold"},
+  {"Add", 7, kMaxOpset, &Importer::importBinaryNode, Y, Y, "cnn.add (numpy broadcasting); canonicalized: a per-channel addend becomes cnn.bias_add; constants fold"},
   {"AveragePool", 7, kMaxOpset, &Importer::importAvgPool, Y, Y, "2-D; cnn.avg_pool2d (ceil_mode, count_include_pad, auto_pad)"},
   {"BatchNormalization", 7, kMaxOpset, &Importer::importBatchNorm, Y, Y, "cnn.batch_norm (training_mode=1: cnn.batch_norm_train when run forward)"},
   {"Cast", 6, kMaxOpset, &Importer::importCast, Y, Y, "to float32/float16: cnn.cast; constants fold"},
@@ -1732,7 +1914,7 @@ const OpHandler kOpHandlers[] = {
   {"Constant", 1, kMaxOpset, &Importer::importConstant, C, C, "value, value_float(s), value_int(s)"},
   {"ConstantOfShape", 9, kMaxOpset, &Importer::importConstantOfShape, C, C, "constant shape only (folded)"},
   {"Conv", 1, kMaxOpset, &Importer::importConv, Y, Y, "2-D, groups, dilations, auto_pad: cnn.conv2d (+ cnn.bias_add)"},
-  {"Div", 7, kMaxOpset, &Importer::importBinaryNode, Y, Y, "by a scalar constant: cnn.scale; constants fold"},
+  {"Div", 7, kMaxOpset, &Importer::importBinaryNode, Y, Y, "cnn.div (numpy broadcasting); canonicalized: by a scalar constant becomes cnn.scale; constants fold"},
   {"Dropout", 1, kMaxOpset, &Importer::importDropout, Y, Y, "cnn.dropout (identity in @forward, a mask in the training step); no mask output"},
   {"Equal", 7, kMaxOpset, &Importer::importBinaryNode, C, C, "constants only (folded)"},
   {"Expand", 8, kMaxOpset, &Importer::importExpand, C, C, "constants only (folded)"},
@@ -1747,10 +1929,11 @@ const OpHandler kOpHandlers[] = {
   {"Max", 8, kMaxOpset, &Importer::importMinMax, C, C, "two constants only (folded)"},
   {"MaxPool", 8, kMaxOpset, &Importer::importMaxPool, Y, Y, "2-D, no dilations, no indices output: cnn.max_pool2d"},
   {"Min", 8, kMaxOpset, &Importer::importMinMax, C, C, "two constants only (folded)"},
-  {"Mul", 7, kMaxOpset, &Importer::importBinaryNode, Y, Y, "cnn.mul (same shape); by a scalar constant: cnn.scale; constants fold"},
-  {"Neg", 6, kMaxOpset, &Importer::importNeg, C, C, "constants only (folded)"},
+  {"Mul", 7, kMaxOpset, &Importer::importBinaryNode, Y, Y, "cnn.mul (numpy broadcasting); canonicalized: by a scalar constant becomes cnn.scale; constants fold"},
+  {"Neg", 6, kMaxOpset, &Importer::importNegNode, Y, Y, "cnn.neg; constants fold"},
   {"Range", 11, kMaxOpset, &Importer::importRange, C, C, "constants only (folded)"},
-  {"ReduceMean", 1, kMaxOpset, &Importer::importReduceMean, Y, Y, "over H and W of a 4-D tensor: cnn.global_avg_pool"},
+  {"ReduceMean", 1, kMaxOpset, &Importer::importReduce, Y, Y, "cnn.reduce_mean (axes attribute before opset 18, constant input after; keepdims=0: cnn.reshape); canonicalized: over H and W of a 4-D tensor becomes cnn.global_avg_pool"},
+  {"ReduceSum", 1, kMaxOpset, &Importer::importReduce, Y, Y, "cnn.reduce_sum (axes attribute before opset 13, constant input after; keepdims=0: cnn.reshape)"},
   {"Relu", 6, kMaxOpset, &Importer::importRelu, Y, Y, "cnn.relu"},
   {"Erf", 9, kMaxOpset, &Importer::importErf, Y, Y, "cnn.erf"},
   {"Exp", 6, kMaxOpset, &Importer::importExp, Y, Y, "cnn.exp"},
@@ -1769,10 +1952,13 @@ const OpHandler kOpHandlers[] = {
   {"Slice", 1, kMaxOpset, &Importer::importSlice, Y, Y, "constant starts/ends/axes, steps 1: cnn.slice; constants fold"},
   {"Softmax", 1, kMaxOpset, &Importer::importSoftmax, N, Y, "cnn.softmax (before opset 13: last axis only)"},
   {"Squeeze", 1, kMaxOpset, &Importer::importSqueeze, Y, Y, "constant axes: cnn.reshape"},
-  {"Sub", 7, kMaxOpset, &Importer::importBinaryNode, C, C, "constants only (folded)"},
+  {"Sub", 7, kMaxOpset, &Importer::importBinaryNode, Y, Y, "cnn.sub (numpy broadcasting); constants fold"},
   {"Transpose", 1, kMaxOpset, &Importer::importTranspose, Y, Y, "cnn.transpose; constants fold"},
   {"Unsqueeze", 1, kMaxOpset, &Importer::importUnsqueeze, Y, Y, "constant axes: cnn.reshape"},
   {"Where", 9, kMaxOpset, &Importer::importWhere, C, C, "constants only (folded)"},
+  {"LayerNormalization", 17, kMaxOpset, &Importer::importLayerNorm, Y, Y, "decomposed: cnn.reduce_mean, sub, mul, add, sqrt, div (scale, bias broadcast); no Mean/InvStdDev outputs"},
+  {"Pow", 7, kMaxOpset, &Importer::importPow, Y, Y, "scalar constant exponent: cnn.pow"},
+  {"Split", 2, kMaxOpset, &Importer::importSplit, Y, Y, "split sizes as attribute (before 13) or constant input, num_outputs (18+), equal parts: cnn.slice per output"},
 };
 // clang-format on
 
@@ -2152,9 +2338,18 @@ OwningOpRef<ModuleOp> Importer::run(std::optional<llvm::MemoryBufferRef> memory,
     const std::string &outName = output.name();
     loc = NameLoc::get(b.getStringAttr(outName), fileLoc);
     auto it = slots.find(outName);
-    if (it == slots.end() || !it->second.unavailable.empty()) {
+    if (it == slots.end()) {
       (void)error(loc, "graph output '" + outName + "' of '" + path +
                            "' is not computed by any node");
+      return nullptr;
+    }
+    // Outputs cnn does not produce (a training export's BN statistics) are
+    // left out; the step computes those itself.
+    if (!it->second.unavailable.empty() && !results.empty())
+      continue;
+    if (!it->second.unavailable.empty()) {
+      (void)error(loc, "graph output '" + outName + "' of '" + path +
+                           "': " + it->second.unavailable);
       return nullptr;
     }
     Value result = it->second.value;

@@ -133,3 +133,16 @@ func.func @add_not_per_channel(%x: tensor<2x3x4x4xf32>, %r: tensor<1x1x1x4xf32>,
   %3 = cnn.mul %1, %2 : (tensor<2x3x4x4xf32>, tensor<1x3x1x1xf32>) -> tensor<2x3x4x4xf32>
   return %3 : tensor<2x3x4x4xf32>
 }
+
+// -----
+
+// A mean over H and W of a 4-D tensor is a global average pool.
+// CHECK-LABEL: func @spatial_mean
+// CHECK-NEXT: %[[G:.*]] = cnn.global_avg_pool %arg0 : (tensor<2x3x4x5xf32>) -> tensor<2x3x1x1xf32>
+// CHECK-NEXT: %[[M:.*]] = cnn.reduce_mean %arg0 {axes = array<i64: 1, 2, 3>}
+// CHECK-NEXT: return %[[G]], %[[M]]
+func.func @spatial_mean(%x: tensor<2x3x4x5xf32>) -> (tensor<2x3x1x1xf32>, tensor<2x1x1x1xf32>) {
+  %0 = cnn.reduce_mean %x {axes = array<i64: 2, 3>} : (tensor<2x3x4x5xf32>) -> tensor<2x3x1x1xf32>
+  %1 = cnn.reduce_mean %x {axes = array<i64: 1, 2, 3>} : (tensor<2x3x4x5xf32>) -> tensor<2x1x1x1xf32>
+  return %0, %1 : tensor<2x3x1x1xf32>, tensor<2x1x1x1xf32>
+}

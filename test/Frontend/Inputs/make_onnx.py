@@ -204,7 +204,7 @@ def unsupported():
 
 def unnamed():
     nodes = [helper.make_node("Relu", ["x"], ["r"]),
-             helper.make_node("Sigmoid", ["r"], ["y"])]
+             helper.make_node("Selu", ["r"], ["y"])]
     return model(nodes, [vi("x", [1, 3])], [vi("y", None)])
 
 
@@ -325,11 +325,91 @@ def zero_dim():
     return model(nodes, [vi("x", [2, 0, 4])], [vi("y", None)])
 
 
+def unary_ops():
+    # The elementwise ops of the contract, opset 14 (HardSwish).
+    nodes = [
+        helper.make_node("Sigmoid", ["x"], ["a"], name="sigmoid"),
+        helper.make_node("Tanh", ["a"], ["b"], name="tanh"),
+        helper.make_node("Erf", ["b"], ["c"], name="erf"),
+        helper.make_node("Exp", ["c"], ["d"], name="exp"),
+        helper.make_node("Sqrt", ["d"], ["e"], name="sqrt"),
+        helper.make_node("Neg", ["e"], ["f"], name="neg"),
+        helper.make_node("Reciprocal", ["f"], ["g"], name="recip"),
+        helper.make_node("HardSigmoid", ["g"], ["h"], name="hsig",
+                         alpha=0.25),
+        helper.make_node("HardSwish", ["h"], ["i"], name="hswish"),
+        helper.make_node("LeakyRelu", ["i"], ["j"], name="lrelu"),
+        helper.make_node("Pow", ["j", "three"], ["k"], name="pow"),
+        helper.make_node("Sub", ["k", "x"], ["l"], name="sub"),
+        helper.make_node("Div", ["l", "row"], ["y"], name="div"),
+    ]
+    return model(nodes, [vi("x", [2, 3])], [vi("y", None)],
+                 [numpy_helper.from_array(np.array(3.0, np.float32), "three"),
+                  init("row", [3], 1.0)], opset=14)
+
+
+def gelu():
+    nodes = [helper.make_node("Gelu", ["x"], ["g"], name="gelu"),
+             helper.make_node("Gelu", ["g"], ["y"], name="gelu_tanh",
+                              approximate="tanh")]
+    return model(nodes, [vi("x", [2, 3])], [vi("y", None)], opset=20)
+
+
+def reduce_ops(opset=13):
+    # ReduceSum axes: input from opset 13; ReduceMean: attribute before 18.
+    if opset >= 18:
+        mean = helper.make_node("ReduceMean", ["x", "axes23"], ["m"],
+                                name="mean")
+    else:
+        mean = helper.make_node("ReduceMean", ["x"], ["m"], name="mean",
+                                axes=[2, 3])
+    nodes = [
+        mean,
+        helper.make_node("ReduceSum", ["m", "axes1"], ["s"], name="sum",
+                         keepdims=0),
+        helper.make_node("ReduceMean", ["s"], ["y"], name="mean_all"),
+    ]
+    return model(nodes, [vi("x", [2, 3, 4, 5])], [vi("y", None)],
+                 [ints("axes23", [-2, -1]), ints("axes1", [1])], opset=opset)
+
+
+def reduce_ops18():
+    return reduce_ops(18)
+
+
+def layernorm():
+    nodes = [helper.make_node("LayerNormalization", ["x", "ln.weight",
+                                                     "ln.bias"], ["y"],
+                              name="ln", axis=-1, epsilon=1e-5)]
+    return model(nodes, [vi("x", [2, 3, 4])], [vi("y", None)],
+                 [init("ln.weight", [4], 1.0), init("ln.bias", [4])],
+                 opset=17)
+
+
+def split(opset=13):
+    if opset >= 18:
+        nodes = [helper.make_node("Split", ["x"], ["a", "b", "c"],
+                                  name="split", axis=1, num_outputs=3)]
+    else:
+        nodes = [helper.make_node("Split", ["x", "sizes"], ["a", "b", "c"],
+                                  name="split", axis=1)]
+    nodes.append(helper.make_node("Concat", ["c", "a"], ["y"], name="cat",
+                                  axis=1))
+    return model(nodes, [vi("x", [2, 7, 3])], [vi("y", None)],
+                 [ints("sizes", [2, 2, 3])] if opset < 18 else [],
+                 opset=opset)
+
+
+def split18():
+    return split(18)
+
+
 CASES = {f.__name__: f for f in [
     conv_bias, gemm, gemm_alpha, batchnorm, batchnorm_training, pools,
     concat, reshape_chain, misc, clip_attr, unsupported, unnamed,
     dynamic_batch, bad_shapes, bad_add, fp16_weights, gemm_beta,
-    unsupported_many, bn_inference, bn_training_dropout, zero_dim]}
+    unsupported_many, bn_inference, bn_training_dropout, zero_dim, unary_ops,
+    gelu, reduce_ops, reduce_ops18, layernorm, split, split18]}
 
 
 def main():

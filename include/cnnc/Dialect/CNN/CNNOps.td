@@ -309,6 +309,7 @@ def CNN_ReduceMeanOp : CNN_PureOp<"reduce_mean", [CNN_InferShapes]> {
   let description = [{ The constraints of `cnn.reduce_sum`. }];
   let arguments = (ins CNN_FloatTensor:$input, DenseI64ArrayAttr:$axes);
   let results = (outs CNN_FloatTensor:$result);
+  let hasCanonicalizer = 1;
 }
 
 def CNN_BatchNormOp : CNN_PureOp<"batch_norm", [CNN_InferShapes]> {
