@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${SAN_BUILD_DIR:-build-san}
 ./scripts/sanitizer-build.sh cnnc cnnc-opt cnnc-unittests cnnc-reference-run \
-  cnnrt_host_tests \
+  cnnrt_host_tests cnnc-capi-host \
   cnnc-fuzz-{cnnw,npy,cnnt,cifar,onnx,pipeline}-replay
 B=$(realpath "$B")
 # LLVM's static singletons live until exit: no leak checking.
