@@ -289,6 +289,15 @@ private:
   LogicalResult checkSupported();
   /// For --train: one warning if the graph was exported for inference.
   void warnIfExportedForInference();
+
+  // --batch over a model exported with a fixed batch: a tracing exporter
+  // writes `x.view(x.size(0), -1)` as a Reshape to the constant [B0, -1],
+  // which must follow the new batch (importReshape).
+  /// The image input's exported static batch when --batch replaced it, else 0.
+  int64_t exportedBatch = 0;
+  /// Reshape targets whose leading B0 became the new batch, and the first.
+  unsigned rebatchedReshapes = 0;
+  std::string firstRebatchedReshape;
   static bool isDefaultDomain(const std::string &domain) {
     return domain.empty() || domain == "ai.onnx";
   }
@@ -1250,9 +1259,20 @@ LogicalResult Importer::importReshape() {
   bool allowZero = intAttr("allowzero", 0) != 0;
   std::vector<int64_t> inShape =
       s->value ? shapeOf(s->value) : s->constant->shape;
+  std::vector<int64_t> requested = shapeC->asInts();
+  // The export-time batch at the front of a target whose input leads with
+  // the batch --batch set: the exporter computed it from the batch (see
+  // exportedBatch), so it is the batch.
+  if (exportedBatch > 0 && s->value && !requested.empty() &&
+      requested[0] == exportedBatch && !inShape.empty() &&
+      inShape[0] == options.batch) {
+    requested[0] = options.batch;
+    if (rebatchedReshapes++ == 0)
+      firstRebatchedReshape = nodeName;
+  }
   std::vector<int64_t> target;
   std::string err;
-  if (!reshapeTarget(inShape, shapeC->asInts(), allowZero, target, err))
+  if (!reshapeTarget(inShape, requested, allowZero, target, err))
     return nodeError("node '" + nodeName + "' (Reshape): " + err);
   if (s->constant) {
     ConstVal out = *s->constant;
@@ -2213,6 +2233,8 @@ LogicalResult Importer::setUpInput(const onnx::ValueInfoProto &in) {
     const auto &d = tt.shape().dim(i);
     bool known = d.has_dim_value() && d.dim_value() > 0;
     if (i == 0 && options.batch > 0) {
+      if (known && d.dim_value() != options.batch)
+        exportedBatch = d.dim_value();
       shape.push_back(options.batch);
       continue;
     }
@@ -2330,6 +2352,14 @@ OwningOpRef<ModuleOp> Importer::run(std::optional<llvm::MemoryBufferRef> memory,
     if (failed(importNode()))
       return nullptr;
   }
+  if (rebatchedReshapes > 0)
+    emitWarning(fileLoc) << fmt::format(
+        "--batch {0} replaced the exported batch {1}: {2} Reshape target "
+        "shape(s) beginning with {1} (first: node '{3}') now begin with {0}, "
+        "since the exporter computed them from the batch; export with the "
+        "batch you train with (or a dynamic batch) if that is not what the "
+        "model means",
+        options.batch, exportedBatch, rebatchedReshapes, firstRebatchedReshape);
 
   // Every graph output, in order (GoogLeNet and Inception-v3 in training
   // mode return their auxiliary classifiers' logits after the main ones).
