@@ -6,10 +6,13 @@
 // ops are built with the cnn ops' result type inference, so shapes propagate
 // through the graph without using the file's value_info.
 //
-// Initializers that feed weights (Conv/Gemm/MatMul/BatchNormalization scale
-// and bias, ...) become function arguments tagged {cnn.param = "<name>"}, BN
-// running statistics {cnn.buffer = "<name>"}; their values go to the caller's
-// TensorMap, never into the IR.
+// Float initializers are the model's trainable state: those that feed weights
+// (Conv/Gemm/MatMul/BatchNormalization scale and bias, ...) or flow into
+// tensor ops (Transpose, Reshape, elementwise: paramInput) become function
+// arguments tagged {cnn.param = "<name>"}, BN running statistics
+// {cnn.buffer = "<name>"}; their values go to the caller's TensorMap, never
+// into the IR. Integer initializers (shapes, axes) and float scalars are
+// constants, folded at import.
 //
 //===----------------------------------------------------------------------===//
 #include "cnnc/Frontend/ONNXImporter.h"
@@ -77,7 +80,19 @@ private:
     emitError(loc) << msg;
     return failure();
   }
-  LogicalResult nodeError(const Twine &msg) { return error(loc, msg); }
+  LogicalResult nodeError(const Twine &msg) {
+    InFlightDiagnostic d = emitError(loc) << msg;
+    // The likeliest cause of a shape error after --batch replaced a fixed
+    // exported batch: a shape the exporter computed from the old batch.
+    if (exportedBatch > 0)
+      d.attachNote() << "--batch " << options.batch
+                     << " replaced the batch " << exportedBatch
+                     << " the model was exported with; shapes the exporter "
+                        "computed from it keep "
+                     << exportedBatch
+                     << ": export the model with the batch you train with";
+    return failure();
+  }
   /// "unsupported ONNX op 'Foo' (node 'n', file 'm.onnx')[: detail]"
   LogicalResult unsupported(const std::string &detail = "") {
     std::string msg =
@@ -96,6 +111,15 @@ private:
   // --- Values ----------------------------------------------------------------
   /// Input `i` of the current node; null if absent (optional input).
   Slot *input(int i);
+  /// Input `i` of an op that moves or combines tensors (Transpose, Reshape,
+  /// elementwise, ...): a float initializer there is a trainable parameter
+  /// (a training export's LayerNorm weight over the last dimension, a Linear
+  /// weight transposed ahead of MatMul), so it becomes its {cnn.param}
+  /// argument and the op is imported on it. Folding it into a constant would
+  /// freeze it and name the result after the op's output. A scalar stays a
+  /// constant: exporters write constants such as x * 2 that way (a learned
+  /// scalar is rare in CNNs), and canonicalization folds it into cnn.scale.
+  Slot *paramInput(int i);
   bool hasInput(int i) {
     return i < node->input_size() && !node->input(i).empty();
   }
@@ -605,6 +629,22 @@ Slot *Importer::input(int i) {
     return nullptr;
   }
   return &it->second;
+}
+
+Slot *Importer::paramInput(int i) {
+  Slot *s = input(i);
+  if (!s || s->value || !s->isInitializer || s->constant->isInt ||
+      s->constant->numel() == 1)
+    return s;
+  Value arg = argumentFor(node->input(i), *s->constant, WeightRole::Param,
+                          std::nullopt);
+  if (!arg)
+    return nullptr;
+  // From here on every consumer sees the parameter, not its initial value.
+  s->value = arg;
+  s->constant.reset();
+  s->isInitializer = false;
+  return s;
 }
 
 Value Importer::materialize(const ConstVal &c) {
@@ -1131,6 +1171,8 @@ LogicalResult Importer::importBinary(StringRef opType) {
   if (kind != BinaryKind::Add && kind != BinaryKind::Sub &&
       kind != BinaryKind::Mul && kind != BinaryKind::Div)
     return unsupported("only constant operands are supported");
+  if (!(l = paramInput(0)) || !(r = paramInput(1)))
+    return failure();
   // Faithfully the broadcasting cnn op; canonicalization turns a scalar
   // factor into cnn.scale and a per-channel addend into cnn.bias_add.
   std::vector<int64_t> shapes[2];
@@ -1253,7 +1295,7 @@ LogicalResult Importer::importReshape() {
   const ConstVal *shapeC = constant(1, "shape");
   if (!shapeC)
     return failure();
-  Slot *s = input(0);
+  Slot *s = paramInput(0);
   if (!s)
     return failure();
   bool allowZero = intAttr("allowzero", 0) != 0;
@@ -1288,7 +1330,7 @@ LogicalResult Importer::importReshape() {
 }
 
 LogicalResult Importer::importFlatten() {
-  Slot *s = input(0);
+  Slot *s = paramInput(0);
   if (!s)
     return failure();
   int64_t axis = intAttr("axis", 1);
@@ -1319,7 +1361,7 @@ LogicalResult Importer::importFlatten() {
 }
 
 LogicalResult Importer::importTranspose() {
-  Slot *s = input(0);
+  Slot *s = paramInput(0);
   if (!s)
     return failure();
   int64_t rank = s->value ? shapeOf(s->value).size() : s->constant->rank();
@@ -1472,7 +1514,7 @@ LogicalResult Importer::importGather() {
 }
 
 LogicalResult Importer::importUnsqueezeSqueeze(bool unsqueeze) {
-  Slot *s = input(0);
+  Slot *s = paramInput(0);
   if (!s)
     return failure();
   std::vector<int64_t> axes;
@@ -1626,6 +1668,9 @@ LogicalResult Importer::importExpand() {
 }
 
 LogicalResult Importer::importIdentity() {
+  // Not paramInput: the exporter writes value-identical initializers (an eval
+  // export's folded zero biases) once, behind Identity nodes that give each
+  // use its name; each must stay a parameter of its own.
   Slot *s = input(0);
   if (!s)
     return failure();

@@ -80,6 +80,14 @@ def fixed_batch_view():
                   init("c", [6]), ints("shape2", [1, 2, 3])])
 
 
+def fixed_batch_mask():
+    """A per-sample mask made at export time with the exported batch 2
+    (StochasticDepth's ones[N, 1]): it cannot follow --batch."""
+    nodes = [helper.make_node("Mul", ["x", "mask"], ["y"], name="row_mask")]
+    return model(nodes, [vi("x", [2, 3])], [vi("y", None)],
+                 [init("mask", [2, 1], 1.0)])
+
+
 def gemm_alpha():
     nodes = [helper.make_node("Gemm", ["x", "w"], ["y"], name="fc", alpha=2.0)]
     return model(nodes, [vi("x", [4, 3])], [vi("y", None)],
@@ -420,7 +428,7 @@ def split18():
 
 
 CASES = {f.__name__: f for f in [
-    conv_bias, gemm, gemm_alpha, fixed_batch_view, batchnorm, batchnorm_training, pools,
+    conv_bias, gemm, gemm_alpha, fixed_batch_view, fixed_batch_mask, batchnorm, batchnorm_training, pools,
     concat, reshape_chain, misc, clip_attr, unsupported, unnamed,
     dynamic_batch, bad_shapes, bad_add, fp16_weights, gemm_beta,
     unsupported_many, bn_inference, bn_training_dropout, zero_dim, unary_ops,
