@@ -13,6 +13,19 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 
 
+def add_training_args(ap, epochs, batch, weight_decay, workers, out):
+    """The flags both examples take, with each one's defaults."""
+    ap.add_argument("--epochs", type=int, default=epochs)
+    ap.add_argument("--max-steps", type=int, default=None, help="stop after this many steps")
+    ap.add_argument("--batch", type=int, default=batch)
+    ap.add_argument("--lr", type=float, default=0.1)
+    ap.add_argument("--momentum", type=float, default=0.9)
+    ap.add_argument("--weight-decay", type=float, default=weight_decay)
+    ap.add_argument("--workers", type=int, default=workers)
+    ap.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
+    ap.add_argument("--out", default=out, help="where loss.png and the weights go")
+
+
 def pick_device(requested):
     if requested == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"

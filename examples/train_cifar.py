@@ -16,8 +16,7 @@ import glob
 import os
 import sys
 
-import common  # noqa: F401  (puts the checkout's python/ on sys.path)
-from common import HERE, evaluate, pick_device, plot_losses, save_weights, train
+from common import HERE, add_training_args, evaluate, pick_device, plot_losses, save_weights, train  # (puts the checkout's python/ on sys.path)
 
 import numpy as np
 import torch
@@ -66,15 +65,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", default=os.path.join(HERE, "..", "data", "generated", "digits"),
                     help="folder with data_batch_*.bin and test_batch.bin")
-    ap.add_argument("--epochs", type=int, default=5)
-    ap.add_argument("--max-steps", type=int, default=None, help="stop after this many steps")
-    ap.add_argument("--batch", type=int, default=128)
-    ap.add_argument("--lr", type=float, default=0.1)
-    ap.add_argument("--momentum", type=float, default=0.9)
-    ap.add_argument("--weight-decay", type=float, default=5e-4)
-    ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
-    ap.add_argument("--out", default="runs/cifar")
+    add_training_args(ap, epochs=5, batch=128, weight_decay=5e-4, workers=2, out="runs/cifar")
     args = ap.parse_args()
 
     train_files = sorted(glob.glob(os.path.join(args.data, "data_batch_*.bin")))

@@ -20,8 +20,7 @@ import math
 import os
 import sys
 
-import common  # noqa: F401  (puts the checkout's python/ on sys.path)
-from common import evaluate, pick_device, plot_losses, save_weights, train
+from common import add_training_args, evaluate, pick_device, plot_losses, save_weights, train  # (puts the checkout's python/ on sys.path)
 
 import torch
 import torchvision
@@ -74,16 +73,9 @@ def main():
     src = ap.add_mutually_exclusive_group(required=True)
     src.add_argument("--data", help="ImageFolder root (DIR/<class>/ or DIR/train, DIR/val)")
     src.add_argument("--make-demo", metavar="DIR", help="write a small demo folder there and train on it")
-    ap.add_argument("--epochs", type=int, default=3)
-    ap.add_argument("--max-steps", type=int, default=None, help="stop after this many steps")
-    ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--image-size", type=int, default=224)
-    ap.add_argument("--lr", type=float, default=0.1)
-    ap.add_argument("--momentum", type=float, default=0.9)
-    ap.add_argument("--weight-decay", type=float, default=1e-4)
-    ap.add_argument("--workers", type=int, default=4)
-    ap.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
-    ap.add_argument("--out", default="runs/imagefolder")
+    add_training_args(ap, epochs=3, batch=32, weight_decay=1e-4, workers=4,
+                      out="runs/imagefolder")
     args = ap.parse_args()
 
     root = make_demo(args.make_demo) if args.make_demo else args.data
