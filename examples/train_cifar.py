@@ -16,7 +16,8 @@ import glob
 import os
 import sys
 
-from common import HERE, add_training_args, evaluate, pick_device, plot_losses, save_weights, train  # (puts the checkout's python/ on sys.path)
+# common puts the checkout's python/ on sys.path (no install needed).
+from common import (HERE, add_training_args, evaluate, pick_device, plot_losses, save_weights, train)
 
 import numpy as np
 import torch

@@ -20,7 +20,8 @@ import math
 import os
 import sys
 
-from common import add_training_args, evaluate, pick_device, plot_losses, save_weights, train  # (puts the checkout's python/ on sys.path)
+# common puts the checkout's python/ on sys.path (no install needed).
+from common import (add_training_args, evaluate, pick_device, plot_losses, save_weights, train)
 
 import torch
 import torchvision
