@@ -219,6 +219,7 @@ public:
   LogicalResult importAvgPool() { return importPool(/*isMax=*/false); }
   LogicalResult importMaxPool() { return importPool(/*isMax=*/true); }
   LogicalResult importRelu() { return importUnary<cnn::ReluOp>(); }
+  LogicalResult importAbs() { return importUnary<cnn::AbsOp>(); }
   LogicalResult importGlobalAvgPool() {
     return importUnary<cnn::GlobalAvgPoolOp>();
   }
@@ -2080,6 +2081,7 @@ constexpr Support Y = Support::Yes, N = Support::No, C = Support::Const;
 
 // clang-format off
 const OpHandler kOpHandlers[] = {
+  {"Abs", 6, kMaxOpset, &Importer::importAbs, Y, Y, "cnn.abs"},
   {"Add", 7, kMaxOpset, &Importer::importBinaryNode, Y, Y, "cnn.add (numpy broadcasting); canonicalized: a per-channel addend becomes cnn.bias_add; constants fold"},
   {"AveragePool", 7, kMaxOpset, &Importer::importAvgPool, Y, Y, "1-D (as 1 x k) and 2-D; cnn.avg_pool2d (ceil_mode, count_include_pad, auto_pad)"},
   {"BatchNormalization", 7, kMaxOpset, &Importer::importBatchNorm, Y, Y, "cnn.batch_norm (training_mode=1: cnn.batch_norm_train when run forward)"},

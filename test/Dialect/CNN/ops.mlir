@@ -153,7 +153,9 @@ func.func @activations(%x: tensor<2x8x4x4xf16>) -> tensor<2x8x4x4xf16> {
   %6 = cnn.erf %5 : (tensor<2x8x4x4xf16>) -> tensor<2x8x4x4xf16>
   // CHECK: cnn.pow {{.*}}exponent = 2.000000e+00
   %7 = cnn.pow %6 {exponent = 2.0 : f32} : (tensor<2x8x4x4xf16>) -> tensor<2x8x4x4xf16>
-  return %7 : tensor<2x8x4x4xf16>
+  // CHECK: cnn.abs
+  %8 = cnn.abs %7 : (tensor<2x8x4x4xf16>) -> tensor<2x8x4x4xf16>
+  return %8 : tensor<2x8x4x4xf16>
 }
 
 // -----

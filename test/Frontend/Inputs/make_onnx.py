@@ -422,11 +422,12 @@ def conv_transpose():
 
 
 def pow_reduce_max():
-    # Pow with a tensor exponent (integer, broadcast) and ReduceMax
+    # Pow with a tensor exponent (integer, broadcast), Abs and ReduceMax
     # (keepdims=0).
     nodes = [
         helper.make_node("Pow", ["x", "e"], ["p"], name="pow"),
-        helper.make_node("ReduceMax", ["p"], ["y"], name="max", axes=[-1],
+        helper.make_node("Abs", ["p"], ["a"], name="abs"),
+        helper.make_node("ReduceMax", ["a"], ["y"], name="max", axes=[-1],
                          keepdims=0),
     ]
     return model(nodes, [vi("x", [2, 3])], [vi("y", None)],

@@ -190,6 +190,14 @@ def CNN_NegOp : CNN_UnaryOp<"neg", [{ return s.neg(x[0]); }],
   let summary = "-x";
 }
 
+def CNN_AbsOp : CNN_UnaryOp<"abs",
+    [{ return s.select(s.lt(x[0], s.c(0)), s.neg(x[0]), x[0]); }],
+    // sign(x) * dy, 0 at x = 0 (as PyTorch)
+    [{ return s.select(s.gt(x[0], s.c(0)), dy,
+                       s.select(s.lt(x[0], s.c(0)), s.neg(dy), s.c(0))); }]> {
+  let summary = "|x|";
+}
+
 def CNN_ReciprocalOp : CNN_UnaryOp<"reciprocal",
     [{ return s.div(s.c(1), x[0]); }],
     [{ return s.neg(s.mul(dy, s.mul(y, y))); }]> {
