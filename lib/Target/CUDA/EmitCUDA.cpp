@@ -857,7 +857,9 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
             matmulId(op, mm, n, k, ta, m.getTransposeRhs(), t.getElementType());
         // A batched product is one matmul per index of the leading
         // dimensions.
-        int64_t batch = t.getNumElements() / (mm * n);
+        int64_t batch = 1;
+        for (int64_t d : t.getShape().drop_back(2))
+          batch *= d;
         if (batch == 1) {
           out +=
               fmt::format("  ctx.matmul({}, {}, {}, {});\n", id,
