@@ -255,7 +255,8 @@ private:
   /// Every elementwise op: its own scalar body (ElementwiseOpInterface), run
   /// as the one-op fused_elementwise that cnn-fuse would make of it.
   LogicalResult execElementwise(cnn::ElementwiseOpInterface op);
-  /// reduce_sum / reduce_mean over the op's `axes` (keepdims), in double.
+  /// reduce_sum / reduce_mean / reduce_max over the op's `axes` (keepdims),
+  /// in double.
   LogicalResult execReduce(Operation *op);
   LogicalResult checkLabels(Operation *op, Value labels, int64_t classes);
 
@@ -343,15 +344,16 @@ LogicalResult Executor::execute(Operation *op) {
             cnn::GlobalAvgPoolOp, cnn::MatmulOp, cnn::ConcatOp, cnn::SliceOp,
             cnn::PadOp, cnn::PadGradOp, cnn::TransposeOp, cnn::DropoutMaskOp,
             cnn::SoftmaxOp, cnn::SoftmaxCrossEntropyOp, cnn::Conv2DBwdDataOp,
-            cnn::Conv2DBwdFilterOp, cnn::BiasGradOp, cnn::MaxPool2DGradOp, cnn::AvgPool2DGradOp,
-            cnn::GlobalAvgPoolGradOp, cnn::BatchNormGradOp,
-            cnn::SoftmaxCrossEntropyGradOp, cnn::SGDUpdateOp,
-            cnn::AdamUpdateOp>([&](auto concrete) { return exec(concrete); })
+            cnn::Conv2DBwdFilterOp, cnn::BiasGradOp, cnn::MaxPool2DGradOp,
+            cnn::AvgPool2DGradOp, cnn::GlobalAvgPoolGradOp,
+            cnn::BatchNormGradOp, cnn::SoftmaxCrossEntropyGradOp,
+            cnn::SGDUpdateOp, cnn::AdamUpdateOp>(
+          [&](auto concrete) { return exec(concrete); })
       .Case<cnn::FlattenOp, cnn::ReshapeOp>(
           [&](Operation *o) { return execCopy(o); })
       .Case<cnn::ElementwiseOpInterface>(
           [&](cnn::ElementwiseOpInterface o) { return execElementwise(o); })
-      .Case<cnn::ReduceSumOp, cnn::ReduceMeanOp>(
+      .Case<cnn::ReduceSumOp, cnn::ReduceMeanOp, cnn::ReduceMaxOp>(
           [&](Operation *o) { return execReduce(o); })
       .Case<cnn::AllFiniteOp, cnn::LossScaleUpdateOp, cnn::UnscaleOp>(
           [&](auto concrete) { return exec(concrete); })
@@ -491,7 +493,9 @@ LogicalResult Executor::execReduce(Operation *op) {
     outCount *= d;
   for (int64_t a : axes)
     count *= shape[a];
-  std::vector<double> acc(outCount, 0.0);
+  bool isMax = isa<cnn::ReduceMaxOp>(op);
+  std::vector<double> acc(
+      outCount, isMax ? -std::numeric_limits<double>::infinity() : 0.0);
   int64_t rank = shape.size();
   for (int64_t i = 0, n = in.data.size(); i < n; ++i) {
     int64_t rest = i, o = 0, stride = 1;
@@ -501,7 +505,10 @@ LogicalResult Executor::execReduce(Operation *op) {
       o += (outShape[d] == 1 ? 0 : idx) * stride;
       stride *= outShape[d];
     }
-    acc[o] += in.data[i];
+    if (!isMax)
+      acc[o] += in.data[i];
+    else if (std::isnan(in.data[i]) || in.data[i] > acc[o])
+      acc[o] = in.data[i];
   }
   float *y = out(op->getResult(0));
   bool mean = isa<cnn::ReduceMeanOp>(op);
@@ -556,9 +563,17 @@ LogicalResult Executor::exec(cnn::GlobalAvgPoolOp op) {
 LogicalResult Executor::exec(cnn::MatmulOp op) {
   auto l = shapeOf(op.getLhs()), r = shapeOf(op.getRhs());
   bool tl = op.getTransposeLhs(), tr = op.getTransposeRhs();
-  int64_t m = tl ? l[1] : l[0], k = tl ? l[0] : l[1], n = tr ? r[0] : r[1];
-  kn::gemm(m, n, k, ptr(op.getLhs()), tl, ptr(op.getRhs()), tr,
-           out(op.getResult()));
+  size_t row = l.size() - 2, col = l.size() - 1;
+  int64_t m = tl ? l[col] : l[row], k = tl ? l[row] : l[col],
+          n = tr ? r[row] : r[col];
+  // One product per index of the leading (batch) dimensions.
+  int64_t batch = 1;
+  for (size_t d = 0; d < row; ++d)
+    batch *= l[d];
+  const float *a = ptr(op.getLhs()), *bm = ptr(op.getRhs());
+  float *c = out(op.getResult());
+  for (int64_t i = 0; i < batch; ++i)
+    kn::gemm(m, n, k, a + i * m * k, tl, bm + i * k * n, tr, c + i * m * n);
   return success();
 }
 

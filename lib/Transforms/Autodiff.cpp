@@ -154,6 +154,23 @@ LogicalResult AutodiffPass::backprop(OpBuilder &b, Operation *op) {
                          ValueRange{c.getInput(), dy}, c->getAttrs()));
         return success();
       })
+      .Case([&](Conv2DBwdDataOp c) {
+        // A transposed convolution (ONNX ConvTranspose) is the adjoint of
+        // conv2d: its input's gradient is the convolution of dy, its filter's
+        // that of the convolution with input dy and output gradient x.
+        auto attrs = c->getAttrs();
+        if (wants(c.getGradOutput()))
+          accumulate(b, loc, c.getGradOutput(),
+                     Conv2DOp::create(b, loc,
+                                      TypeRange{c.getGradOutput().getType()},
+                                      ValueRange{dy, c.getFilter()}, attrs));
+        if (wants(c.getFilter()))
+          accumulate(b, loc, c.getFilter(),
+                     Conv2DBwdFilterOp::create(
+                         b, loc, TypeRange{c.getFilter().getType()},
+                         ValueRange{dy, c.getGradOutput()}, attrs));
+        return success();
+      })
       .Case([&](BiasAddOp o) {
         if (wants(o.getInput()))
           accumulate(b, loc, o.getInput(), dy);

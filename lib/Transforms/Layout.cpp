@@ -321,7 +321,8 @@ struct LayoutPass : public cnnc::impl::CNNLayoutBase<LayoutPass> {
     RewritePatternSet push(ctx);
     push.add<PushThroughElementwise, PushThroughConcat, PushThroughSlice,
              PushThroughReduce<ReduceSumOp>, PushThroughReduce<ReduceMeanOp>,
-             PushThroughPad<PadOp>, PushThroughPad<PadGradOp>>(ctx);
+             PushThroughReduce<ReduceMaxOp>, PushThroughPad<PadOp>,
+             PushThroughPad<PadGradOp>>(ctx);
     if (failed(applyPatternsGreedily(module, std::move(push))))
       return signalPassFailure();
 

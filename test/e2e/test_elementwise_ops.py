@@ -36,6 +36,7 @@ UNARY = {
     "erf": ("cnn.erf %h", torch.erf),
     "exp": ("cnn.exp %h", torch.exp),
     "neg": ("cnn.neg %h", torch.neg),
+    "abs": ("cnn.abs %h", torch.abs),
     "leaky_relu": ("cnn.leaky_relu %h {alpha = 0.1 : f32}",
                    lambda x: F.leaky_relu(x, 0.1)),
     "hard_sigmoid": ("cnn.hard_sigmoid %h {alpha = 0.166666672 : f32, "
@@ -121,7 +122,7 @@ func.func @forward(%x: {t} {{cnn.input}}, %w: {t} {{cnn.param = "w"}}) -> {t} {{
 
 
 BINARY = {"add": torch.add, "sub": torch.sub, "mul": torch.mul,
-          "div": torch.div}
+          "div": torch.div, "pow_tensor": torch.pow}
 
 
 @pytest.mark.parametrize("extra", [(), ("--cnn-fuse",)], ids=["plain", "fused"])

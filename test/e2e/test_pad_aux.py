@@ -7,6 +7,11 @@ reference interpreter), as in test_train_grads.py.
   that pad_grad's sums reach a parameter, a Pad + AveragePool pair
   (DenseNet/Inception) and a channel slice (ShuffleNet's split) whose
   gradient is a zero pad.
+* DeconvNet: the ops the ONNX conformance cases brought in, in a training
+  graph: ConvTranspose (stride, groups, output_padding, bias; cnn's
+  conv2d_bwd_data, whose gradients are a conv2d and a conv2d_bwd_filter),
+  a batched MatMul of two run-time tensors (a Gram matrix) and Pow with a
+  per-channel exponent tensor (cnn.pow_tensor).
 * AuxNet: a main and two auxiliary classifiers (GoogLeNet's training-mode
   outputs) with `--aux-loss-weight 0.3`: loss = CE(main) + 0.3 * sum CE(aux).
 """
@@ -48,6 +53,23 @@ class PadNet(nn.Module):
         return self.fc(x.mean(dim=(2, 3)))
 
 
+class DeconvNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(3, 8, 3)
+        self.up = nn.ConvTranspose2d(8, 6, 3, stride=2, padding=1,
+                                     output_padding=1, groups=2)
+        self.register_buffer("p", torch.tensor([1.0, 2.0, 3.0, 1.0, 2.0, 3.0])
+                             .view(1, 6, 1, 1))
+        self.fc = nn.Linear(12, 10)
+
+    def forward(self, x):
+        x = torch.sigmoid(self.up(torch.relu(self.c1(x)))) ** self.p
+        a = x.flatten(2)
+        gram = torch.matmul(a, a.transpose(1, 2))
+        return self.fc(torch.cat([x.mean(dim=(2, 3)), gram.mean(dim=2)], 1))
+
+
 class AuxNet(nn.Module):
     def __init__(self):
         super().__init__()
@@ -67,7 +89,8 @@ class AuxNet(nn.Module):
                 self.aux1(F.adaptive_avg_pool2d(a, 1).flatten(1)))
 
 
-@pytest.mark.parametrize("net,aux_weight", [(PadNet, None), (AuxNet, 0.3)])
+@pytest.mark.parametrize("net,aux_weight", [(PadNet, None), (DeconvNet, None),
+                                            (AuxNet, 0.3)])
 def test_gradients_match_autograd(cnnc, tmp_path, net, aux_weight):
     torch.manual_seed(0)
     model = net()

@@ -138,10 +138,12 @@ inferPool(std::optional<Location> loc, RankedTensorType in,
       failed(checkArray(loc, "strides", strides, 2, 1)) ||
       failed(checkArray(loc, "padding", padding, 4, 0)))
     return failure();
+  // A window wholly in the padding would have no element (max) or no
+  // divisor (average without the pads).
   for (int i = 0; i < 4; ++i)
-    if (padding[i] >= kernel[i % 2] + 1 || padding[i] * 2 > kernel[i % 2])
+    if (padding[i] >= kernel[i % 2])
       return fail(loc, "'padding' " + str(padding) +
-                           " must be at most half of 'kernel' " + str(kernel));
+                           " must be smaller than 'kernel' " + str(kernel));
   auto s = nchwShape(in, nhwc);
   int64_t oh = windowOutputSize(s[2], padding[0], padding[2], kernel[0],
                                 strides[0], 1, ceil);
@@ -296,6 +298,7 @@ CNN_BINARY_INFER(AddOp)
 CNN_BINARY_INFER(SubOp)
 CNN_BINARY_INFER(MulOp)
 CNN_BINARY_INFER(DivOp)
+CNN_BINARY_INFER(PowTensorOp)
 #undef CNN_BINARY_INFER
 
 /// The keepdims result of a reduction over `axes` (distinct, in range).
@@ -326,6 +329,13 @@ LogicalResult ReduceMeanOp::inferReturnTypes(MLIRContext *,
                                              std::optional<Location> loc,
                                              Adaptor a,
                                              SmallVectorImpl<Type> &out) {
+  return inferReduce(loc, ranked(a.getInput()), a.getAxes(), out);
+}
+
+LogicalResult ReduceMaxOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor a,
+                                            SmallVectorImpl<Type> &out) {
   return inferReduce(loc, ranked(a.getInput()), a.getAxes(), out);
 }
 
@@ -436,23 +446,29 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
                                          std::optional<Location> loc, Adaptor a,
                                          SmallVectorImpl<Type> &out) {
   auto l = ranked(a.getLhs()), r = ranked(a.getRhs());
-  if (l.getRank() != 2 || r.getRank() != 2)
+  int64_t rank = l.getRank();
+  if (rank < 2 || r.getRank() != rank ||
+      l.getShape().drop_back(2) != r.getShape().drop_back(2))
     return fail(loc, "'lhs' " + str(l) + " and 'rhs' " + str(r) +
-                         " must both be 2-D");
+                         " must both be 2-D, or of one rank >= 3 with the "
+                         "same leading (batch) dimensions");
   if (l.getElementType() != r.getElementType())
     return fail(loc, "'lhs' " + str(l) + " and 'rhs' " + str(r) +
                          " have different element types");
   // Read the attributes directly: a builder may leave the defaulted ones unset.
   auto tlAttr = a.getTransposeLhsAttr(), trAttr = a.getTransposeRhsAttr();
   bool tl = tlAttr && tlAttr.getValue(), tr = trAttr && trAttr.getValue();
-  int64_t m = l.getDimSize(tl ? 1 : 0), k = l.getDimSize(tl ? 0 : 1);
-  int64_t k2 = r.getDimSize(tr ? 1 : 0), n = r.getDimSize(tr ? 0 : 1);
+  int64_t row = rank - 2, col = rank - 1;
+  int64_t m = l.getDimSize(tl ? col : row), k = l.getDimSize(tl ? row : col);
+  int64_t k2 = r.getDimSize(tr ? col : row), n = r.getDimSize(tr ? row : col);
   if (k != k2)
     return fail(loc, "contracting sizes differ: 'lhs' " + str(l) +
                          (tl ? " (transposed)" : "") + " gives " + Twine(k) +
                          ", 'rhs' " + str(r) + (tr ? " (transposed)" : "") +
                          " gives " + Twine(k2));
-  out.push_back(RankedTensorType::get({m, n}, l.getElementType()));
+  SmallVector<int64_t> shape(l.getShape().drop_back(2));
+  shape.append({m, n});
+  out.push_back(RankedTensorType::get(shape, l.getElementType()));
   return success();
 }
 

@@ -243,6 +243,7 @@ public:
   LogicalResult importAvgPool() { return importPool(/*isMax=*/false); }
   LogicalResult importMaxPool() { return importPool(/*isMax=*/true); }
   LogicalResult importRelu() { return importUnary<cnn::ReluOp>(); }
+  LogicalResult importAbs() { return importUnary<cnn::AbsOp>(); }
   LogicalResult importGlobalAvgPool() {
     return importUnary<cnn::GlobalAvgPoolOp>();
   }
@@ -281,6 +282,7 @@ public:
         {attr("approximate", b.getStringAttr(approx))});
   }
   LogicalResult importConv();
+  LogicalResult importConvTranspose();
   LogicalResult importGemm();
   LogicalResult importMatMul();
   LogicalResult importClip();
@@ -826,32 +828,36 @@ LogicalResult Importer::windowPadding(const std::vector<int64_t> &kernel,
     if (k <= 0 || k > (1 << 30))
       return nodeError("node '" + nodeName + "' has kernel shape " +
                        shapeStr(kernel) + "; each size must be in [1, 2^30]");
+  // The window has as many spatial dimensions as the kernel (1 or 2).
+  size_t spatial = kernel.size();
   std::string autoPad = stringAttr("auto_pad", "NOTSET");
   if (autoPad == "NOTSET" || autoPad.empty()) {
-    pads = intsAttr("pads").value_or(std::vector<int64_t>{0, 0, 0, 0});
-    if (pads.size() != 4)
-      return unsupported("only 2-D windows are supported (pads " +
-                         shapeStr(pads) + ")");
+    pads = intsAttr("pads").value_or(std::vector<int64_t>(2 * spatial, 0));
+    if (pads.size() != 2 * spatial)
+      return unsupported(
+          fmt::format("pads {} for a {}-D window", shapeStr(pads), spatial));
     return success();
   }
   if (autoPad == "VALID") {
-    pads = {0, 0, 0, 0};
+    pads.assign(2 * spatial, 0);
     return success();
   }
   if (autoPad != "SAME_UPPER" && autoPad != "SAME_LOWER")
     return unsupported("auto_pad '" + autoPad + "'");
   auto shape = shapeOf(in);
-  if (shape.size() != 4)
-    return nodeError("input of node '" + nodeName + "' must be 4-D (NCHW)");
-  pads.assign(4, 0);
-  for (int d = 0; d < 2; ++d) {
+  if (shape.size() != 2 + spatial || strides.size() != spatial ||
+      dilations.size() != spatial)
+    return nodeError(
+        fmt::format("input of node '{}' must be {}-D", nodeName, 2 + spatial));
+  pads.assign(2 * spatial, 0);
+  for (size_t d = 0; d < spatial; ++d) {
     int64_t inSize = shape[2 + d], s = strides[d];
     int64_t out = (inSize + s - 1) / s;
     int64_t total = std::max<int64_t>(
         0, (out - 1) * s + (kernel[d] - 1) * dilations[d] + 1 - inSize);
     int64_t small = total / 2, large = total - small;
     pads[d] = autoPad == "SAME_UPPER" ? small : large;
-    pads[d + 2] = autoPad == "SAME_UPPER" ? large : small;
+    pads[d + spatial] = autoPad == "SAME_UPPER" ? large : small;
   }
   return success();
 }
@@ -895,6 +901,134 @@ LogicalResult Importer::importConv() {
     if (!y)
       return failure();
   }
+  setOutput(0, y);
+  return success();
+}
+
+/// ConvTranspose is the input gradient of the convolution whose input has
+/// the transposed convolution's output shape and whose filter is W (ONNX's
+/// C_in x C_out/group x kH x kW is conv2d's F x C/groups x KH x KW of that
+/// convolution): cnn.conv2d_bwd_data (+ cnn.bias_add). A 1-D one runs as
+/// 1 x k.
+LogicalResult Importer::importConvTranspose() {
+  Value x = data(0);
+  if (!x)
+    return failure();
+  Value w = weight(1, WeightRole::Param);
+  if (!w)
+    return failure();
+  auto xShape = shapeOf(x), wShape = shapeOf(w);
+  size_t spatial = wShape.size() - 2;
+  if ((spatial != 1 && spatial != 2) || xShape.size() != wShape.size())
+    return unsupported("only 1-D and 2-D transposed convolutions (3-D or 4-D "
+                       "input and weight) are supported, got input " +
+                       shapeStr(xShape) + " and weight " + shapeStr(wShape));
+  std::vector<int64_t> ones(spatial, 1), zeros(spatial, 0);
+  auto strides = intsAttr("strides").value_or(ones);
+  auto dilations = intsAttr("dilations").value_or(ones);
+  auto outputPadding = intsAttr("output_padding").value_or(zeros);
+  std::vector<int64_t> kernel(wShape.begin() + 2, wShape.end());
+  if (strides.size() != spatial || dilations.size() != spatial ||
+      outputPadding.size() != spatial)
+    return unsupported(fmt::format("strides, dilations and output_padding "
+                                   "must have {} entries",
+                                   spatial));
+  if (auto ks = intsAttr("kernel_shape"); ks && *ks != kernel)
+    return nodeError("kernel_shape " + shapeStr(*ks) + " of node '" + nodeName +
+                     "' does not match the weight " + shapeStr(wShape));
+  int64_t groups = intAttr("group", 1);
+  if (groups < 1 || wShape[0] != xShape[1] || wShape[0] % groups != 0)
+    return nodeError(fmt::format("node '{}' (ConvTranspose): weight {} does "
+                                 "not fit input {} with group {}",
+                                 nodeName, shapeStr(wShape), shapeStr(xShape),
+                                 groups));
+  for (size_t d = 0; d < spatial; ++d)
+    if (strides[d] < 1 || dilations[d] < 1 || kernel[d] < 1 ||
+        strides[d] > (1 << 30) || dilations[d] > (1 << 30) ||
+        kernel[d] > (1 << 30) || outputPadding[d] < 0 ||
+        outputPadding[d] >= std::max(strides[d], dilations[d]))
+      return nodeError(fmt::format(
+          "node '{}' (ConvTranspose) has strides {}, dilations {}, kernel {} "
+          "and output_padding {}; each size must be in [1, 2^30] and "
+          "output_padding smaller than the stride or the dilation",
+          nodeName, shapeStr(strides), shapeStr(dilations), shapeStr(kernel),
+          shapeStr(outputPadding)));
+  // The output size is s * (in - 1) + output_padding + (k - 1) * d + 1
+  // less the pads; with output_shape (or SAME auto_pad: in * s) the pads are
+  // what makes it that size, the larger half at the end for SAME_UPPER.
+  std::string autoPad = stringAttr("auto_pad", "NOTSET");
+  if (autoPad.empty())
+    autoPad = "NOTSET";
+  if (autoPad != "NOTSET" && autoPad != "VALID" && autoPad != "SAME_UPPER" &&
+      autoPad != "SAME_LOWER")
+    return unsupported("auto_pad '" + autoPad + "'");
+  auto outputShapeAttr = intsAttr("output_shape");
+  if (outputShapeAttr && outputShapeAttr->size() != spatial)
+    return unsupported(fmt::format("output_shape {} must have {} entries",
+                                   shapeStr(*outputShapeAttr), spatial));
+  std::vector<int64_t> pads(2 * spatial, 0), outSize(spatial);
+  if (autoPad == "NOTSET" && !outputShapeAttr) {
+    pads = intsAttr("pads").value_or(std::vector<int64_t>(2 * spatial, 0));
+    if (pads.size() != 2 * spatial)
+      return unsupported(
+          fmt::format("pads {} for a {}-D window", shapeStr(pads), spatial));
+  }
+  for (size_t d = 0; d < spatial; ++d) {
+    int64_t full = strides[d] * (xShape[2 + d] - 1) + outputPadding[d] +
+                   (kernel[d] - 1) * dilations[d] + 1;
+    if (outputShapeAttr || autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+      outSize[d] =
+          outputShapeAttr ? (*outputShapeAttr)[d] : xShape[2 + d] * strides[d];
+      int64_t total = full - outSize[d];
+      // Python's floor division, as ONNX's reference: a negative total
+      // pads the end (more output, all of it the bias).
+      int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2);
+      pads[d] = autoPad == "SAME_UPPER" ? half : total - half;
+      pads[d + spatial] = total - pads[d];
+    } else {
+      outSize[d] = full - pads[d] - pads[d + spatial];
+    }
+  }
+  // Output beyond the last window (a negative end pad) is the
+  // output_padding of the convolution this is the gradient of: at most
+  // stride - 1 rows that no window reaches.
+  for (size_t d = 0; d < spatial; ++d) {
+    if (pads[d + spatial] < 0 && -pads[d + spatial] < strides[d])
+      pads[d + spatial] = 0;
+    if (pads[d] < 0 || pads[d + spatial] < 0 || outSize[d] < 1)
+      return unsupported(fmt::format("pads {} and output size {} (negative "
+                                     "pads are not supported)",
+                                     shapeStr(pads), shapeStr(outSize)));
+  }
+  if (spatial == 1) {
+    x = reshape(x, {xShape[0], xShape[1], 1, xShape[2]});
+    w = reshape(w, {wShape[0], wShape[1], 1, wShape[2]});
+    strides = {1, strides[0]};
+    dilations = {1, dilations[0]};
+    pads = {0, pads[0], 0, pads[1]};
+    outSize = {1, outSize[0]};
+  }
+  auto type =
+      tensorType({xShape[0], wShape[1] * groups, outSize[0], outSize[1]},
+                 cast<RankedTensorType>(x.getType()).getElementType());
+  Value y = makeTyped<cnn::Conv2DBwdDataOp>(
+      type, {x, w},
+      {attr("strides", b.getDenseI64ArrayAttr(strides)),
+       attr("padding", b.getDenseI64ArrayAttr(pads)),
+       attr("dilations", b.getDenseI64ArrayAttr(dilations)),
+       attr("groups", b.getI64IntegerAttr(groups))});
+  if (!y)
+    return failure();
+  if (hasInput(2)) {
+    Value bias = weight(2, WeightRole::Param);
+    y = make<cnn::BiasAddOp>({y, bias});
+    if (!y)
+      return failure();
+  }
+  if (spatial == 1)
+    y = reshape(y, {xShape[0], wShape[1] * groups, outSize[1]});
+  if (!y)
+    return failure();
   setOutput(0, y);
   return success();
 }
@@ -982,12 +1116,24 @@ LogicalResult Importer::importMatMul() {
   if (!w)
     return failure();
   // numpy matmul: a 1-D lhs is a row, a 1-D rhs a column (removed after);
-  // N-D x 2-D multiplies the rows of the flattened leading dimensions.
+  // N-D x 2-D multiplies the rows of the flattened leading dimensions;
+  // N-D x N-D with the same leading dimensions is the batched cnn.matmul.
   auto aShape = shapeOf(a), wShape = shapeOf(w);
+  if (aShape.size() >= 3 && wShape.size() == aShape.size() &&
+      std::equal(aShape.begin(), aShape.end() - 2, wShape.begin())) {
+    Value y = make<cnn::MatmulOp>(
+        {a, w}, {attr("transpose_lhs", b.getBoolAttr(false)),
+                 attr("transpose_rhs", b.getBoolAttr(false))});
+    if (!y)
+      return failure();
+    setOutput(0, y);
+    return success();
+  }
   if (aShape.empty() || wShape.empty() || wShape.size() > 2)
     return unsupported("MatMul of " + shapeStr(aShape) + " x " +
                        shapeStr(wShape) +
-                       " (the right operand must be 1-D or 2-D)");
+                       " (the right operand must be 1-D or 2-D, or have the "
+                       "left one's rank and leading dimensions)");
   std::vector<int64_t> outShape(aShape.begin(), aShape.end() - 1);
   if (aShape.size() == 1)
     outShape.clear();
@@ -1044,20 +1190,34 @@ LogicalResult Importer::importPool(bool isMax) {
   if (!x)
     return failure();
   auto kernel = intsAttr("kernel_shape");
-  if (!kernel || !isPair(*kernel))
-    return unsupported("only 2-D pooling with a kernel_shape of 2 entries is "
-                       "supported");
-  auto strides = intsAttr("strides").value_or(std::vector<int64_t>{1, 1});
-  auto dilations = intsAttr("dilations").value_or(std::vector<int64_t>{1, 1});
-  if (!isPair(strides))
-    return unsupported("strides must have 2 entries");
-  if (dilations != std::vector<int64_t>{1, 1})
+  if (!kernel || kernel->size() < 1 || kernel->size() > 2)
+    return unsupported("only 1-D and 2-D pooling (a kernel_shape of 1 or 2 "
+                       "entries) is supported");
+  size_t spatial = kernel->size();
+  std::vector<int64_t> ones(spatial, 1);
+  auto strides = intsAttr("strides").value_or(ones);
+  auto dilations = intsAttr("dilations").value_or(ones);
+  if (strides.size() != spatial)
+    return unsupported(fmt::format("strides must have {} entries", spatial));
+  if (dilations != ones)
     return unsupported("pooling with dilations " + shapeStr(dilations));
-  if (intAttr("storage_order", 0) != 0)
-    return unsupported("column-major storage_order");
+  // storage_order only orders the Indices output, which is not offered.
+  auto inShape = shapeOf(x);
+  if (inShape.size() != 2 + spatial)
+    return nodeError(fmt::format("input of node '{}' ({}) must be {}-D for a "
+                                 "kernel_shape of {} entries, got {}",
+                                 nodeName, node->op_type(), 2 + spatial,
+                                 spatial, shapeStr(inShape)));
   std::vector<int64_t> pads;
   if (failed(windowPadding(*kernel, strides, dilations, x, pads)))
     return failure();
+  if (spatial == 1) {
+    // N x C x L pools as N x C x 1 x L with a 1 x k window.
+    x = reshape(x, {inShape[0], inShape[1], 1, inShape[2]});
+    kernel = std::vector<int64_t>{1, (*kernel)[0]};
+    strides = {1, strides[0]};
+    pads = {0, pads[0], 0, pads[1]};
+  }
   SmallVector<NamedAttribute> attrs{
       attr("kernel", b.getDenseI64ArrayAttr(*kernel)),
       attr("strides", b.getDenseI64ArrayAttr(strides)),
@@ -1071,6 +1231,10 @@ LogicalResult Importer::importPool(bool isMax) {
     attrs.push_back(attr("count_include_pad",
                          b.getBoolAttr(intAttr("count_include_pad", 0) != 0)));
     y = make<cnn::AvgPool2DOp>({x}, attrs);
+  }
+  if (y && spatial == 1) {
+    auto yShape = shapeOf(y);
+    y = reshape(y, {yShape[0], yShape[1], yShape[3]});
   }
   if (!y)
     return failure();
@@ -1144,6 +1308,9 @@ LogicalResult Importer::importBatchNorm() {
 }
 
 LogicalResult Importer::importBinary(StringRef opType) {
+  // Pow's exponent may be an integer tensor; the base (and the result) is
+  // float, as for the other ops, whose operands share one type.
+  bool isPow = opType == "Pow";
   BinaryKind kind = llvm::StringSwitch<BinaryKind>(opType)
                         .Case("Add", BinaryKind::Add)
                         .Case("Sub", BinaryKind::Sub)
@@ -1160,6 +1327,8 @@ LogicalResult Importer::importBinary(StringRef opType) {
   Slot *r = input(1);
   if (!r)
     return failure();
+  if (isPow && l->constant && r->constant)
+    return unsupported("a constant base is not supported");
   if (l->constant && r->constant) {
     ConstVal out;
     std::string err;
@@ -1168,7 +1337,7 @@ LogicalResult Importer::importBinary(StringRef opType) {
     setOutput(0, std::move(out));
     return success();
   }
-  if (kind != BinaryKind::Add && kind != BinaryKind::Sub &&
+  if (!isPow && kind != BinaryKind::Add && kind != BinaryKind::Sub &&
       kind != BinaryKind::Mul && kind != BinaryKind::Div)
     return unsupported("only constant operands are supported");
   if (!(l = paramInput(0)) || !(r = paramInput(1)))
@@ -1214,6 +1383,9 @@ LogicalResult Importer::importBinary(StringRef opType) {
     if (c.numel() == 1 || !s->isInitializer ||
         c.numel() <= kMaxInlineConstant) {
       ConstVal shaped = c;
+      if (isPow && c.isInt) // float(int) as numpy's float ** int
+        shaped = ConstVal::floatTensor(
+            c.shape, std::vector<float>(c.ints.begin(), c.ints.end()));
       shaped.shape = aligned;
       operands[i] = materialize(shaped);
       continue;
@@ -1234,7 +1406,8 @@ LogicalResult Importer::importBinary(StringRef opType) {
     y = make<cnn::MulOp>({operands[0], operands[1]});
     break;
   default:
-    y = make<cnn::DivOp>({operands[0], operands[1]});
+    y = isPow ? make<cnn::PowTensorOp>({operands[0], operands[1]})
+              : make<cnn::DivOp>({operands[0], operands[1]});
     break;
   }
   if (!y)
@@ -1762,8 +1935,9 @@ LogicalResult Importer::importPow() {
   Slot *e = input(1);
   if (!e)
     return failure();
+  // Any other exponent: the broadcasting binary op.
   if (!e->constant || e->constant->numel() != 1)
-    return unsupported("only a scalar constant exponent is supported");
+    return importBinary("Pow");
   Value y = make<cnn::PowOp>(
       {data(0)},
       {attr("exponent", b.getF32FloatAttr(float(e->constant->at(0))))});
@@ -1773,10 +1947,11 @@ LogicalResult Importer::importPow() {
   return success();
 }
 
-/// ReduceMean / ReduceSum: axes from the attribute (before opset 18, 13 for
-/// ReduceSum) or the constant input; keepdims; noop_with_empty_axes.
+/// ReduceMean / ReduceSum / ReduceMax: axes from the attribute (before opset
+/// 18, 13 for ReduceSum) or the constant input; keepdims;
+/// noop_with_empty_axes.
 LogicalResult Importer::importReduce() {
-  bool isMean = node->op_type() == "ReduceMean";
+  StringRef opType = node->op_type();
   Value x = data(0);
   if (!x)
     return failure();
@@ -1805,8 +1980,9 @@ LogicalResult Importer::importReduce() {
     return nodeError(fmt::format("{} axes of node '{}' repeat a dimension",
                                  node->op_type(), nodeName));
   NamedAttribute axesAttr = attr("axes", b.getDenseI64ArrayAttr(axes));
-  Value y = isMean ? make<cnn::ReduceMeanOp>({x}, {axesAttr})
-                   : make<cnn::ReduceSumOp>({x}, {axesAttr});
+  Value y = opType == "ReduceMean"  ? make<cnn::ReduceMeanOp>({x}, {axesAttr})
+            : opType == "ReduceMax" ? make<cnn::ReduceMaxOp>({x}, {axesAttr})
+                                    : make<cnn::ReduceSumOp>({x}, {axesAttr});
   if (y && intAttr("keepdims", 1) == 0) {
     std::vector<int64_t> kept;
     for (int64_t d = 0; d < rank; ++d)
@@ -1970,8 +2146,9 @@ constexpr Support Y = Support::Yes, N = Support::No, C = Support::Const;
 
 // clang-format off
 const OpHandler kOpHandlers[] = {
+  {"Abs", 6, kMaxOpset, &Importer::importAbs, Y, Y, "cnn.abs"},
   {"Add", 7, kMaxOpset, &Importer::importBinaryNode, Y, Y, "cnn.add (numpy broadcasting); canonicalized: a per-channel addend becomes cnn.bias_add; constants fold"},
-  {"AveragePool", 7, kMaxOpset, &Importer::importAvgPool, Y, Y, "2-D; cnn.avg_pool2d (ceil_mode, count_include_pad, auto_pad)"},
+  {"AveragePool", 7, kMaxOpset, &Importer::importAvgPool, Y, Y, "1-D (as 1 x k) and 2-D; cnn.avg_pool2d (ceil_mode, count_include_pad, auto_pad)"},
   {"BatchNormalization", 7, kMaxOpset, &Importer::importBatchNorm, Y, Y, "cnn.batch_norm (training_mode=1: cnn.batch_norm_train when run forward)"},
   {"Cast", 6, kMaxOpset, &Importer::importCast, Y, Y, "to float32/float16: cnn.cast; constants fold"},
   {"Clip", 6, kMaxOpset, &Importer::importClip, Y, Y, "constant min/max (attributes before opset 11, inputs after): cnn.clip"},
@@ -1979,6 +2156,7 @@ const OpHandler kOpHandlers[] = {
   {"Constant", 1, kMaxOpset, &Importer::importConstant, C, C, "value, value_float(s), value_int(s)"},
   {"ConstantOfShape", 9, kMaxOpset, &Importer::importConstantOfShape, C, C, "constant shape only (folded)"},
   {"Conv", 1, kMaxOpset, &Importer::importConv, Y, Y, "2-D, groups, dilations, auto_pad: cnn.conv2d (+ cnn.bias_add)"},
+  {"ConvTranspose", 1, kMaxOpset, &Importer::importConvTranspose, Y, Y, "1-D (as 1 x k) and 2-D, groups, dilations, output_padding, output_shape, auto_pad: cnn.conv2d_bwd_data (+ cnn.bias_add)"},
   {"Div", 7, kMaxOpset, &Importer::importBinaryNode, Y, Y, "cnn.div (numpy broadcasting); canonicalized: by a scalar constant becomes cnn.scale; constants fold"},
   {"Dropout", 1, kMaxOpset, &Importer::importDropout, Y, Y, "cnn.dropout (identity in @forward, a mask in the training step); no mask output"},
   {"Equal", 7, kMaxOpset, &Importer::importBinaryNode, C, C, "constants only (folded)"},
@@ -1990,13 +2168,14 @@ const OpHandler kOpHandlers[] = {
   {"Greater", 7, kMaxOpset, &Importer::importBinaryNode, C, C, "constants only (folded)"},
   {"Identity", 1, kMaxOpset, &Importer::importIdentity, Y, Y, "no op"},
   {"Less", 7, kMaxOpset, &Importer::importBinaryNode, C, C, "constants only (folded)"},
-  {"MatMul", 1, kMaxOpset, &Importer::importMatMul, Y, Y, "2-D: cnn.matmul; N-D x 2-D: reshape, cnn.matmul, reshape"},
+  {"MatMul", 1, kMaxOpset, &Importer::importMatMul, Y, Y, "2-D: cnn.matmul; N-D x 2-D: reshape, cnn.matmul, reshape; N-D x N-D with the same leading dimensions: batched cnn.matmul"},
   {"Max", 8, kMaxOpset, &Importer::importMinMax, C, C, "two constants only (folded)"},
-  {"MaxPool", 8, kMaxOpset, &Importer::importMaxPool, Y, Y, "2-D, no dilations, no indices output: cnn.max_pool2d"},
+  {"MaxPool", 8, kMaxOpset, &Importer::importMaxPool, Y, Y, "1-D (as 1 x k) and 2-D, no dilations, no indices output: cnn.max_pool2d"},
   {"Min", 8, kMaxOpset, &Importer::importMinMax, C, C, "two constants only (folded)"},
   {"Mul", 7, kMaxOpset, &Importer::importBinaryNode, Y, Y, "cnn.mul (numpy broadcasting); canonicalized: by a scalar constant becomes cnn.scale; constants fold"},
   {"Neg", 6, kMaxOpset, &Importer::importNegNode, Y, Y, "cnn.neg; constants fold"},
   {"Range", 11, kMaxOpset, &Importer::importRange, C, C, "constants only (folded)"},
+  {"ReduceMax", 1, kMaxOpset, &Importer::importReduce, N, Y, "cnn.reduce_max (axes attribute before opset 18, constant input after; keepdims=0: cnn.reshape)"},
   {"ReduceMean", 1, kMaxOpset, &Importer::importReduce, Y, Y, "cnn.reduce_mean (axes attribute before opset 18, constant input after; keepdims=0: cnn.reshape); canonicalized: over H and W of a 4-D tensor becomes cnn.global_avg_pool"},
   {"ReduceSum", 1, kMaxOpset, &Importer::importReduce, Y, Y, "cnn.reduce_sum (axes attribute before opset 13, constant input after; keepdims=0: cnn.reshape)"},
   {"Relu", 6, kMaxOpset, &Importer::importRelu, Y, Y, "cnn.relu"},
@@ -2022,7 +2201,7 @@ const OpHandler kOpHandlers[] = {
   {"Unsqueeze", 1, kMaxOpset, &Importer::importUnsqueeze, Y, Y, "constant axes: cnn.reshape"},
   {"Where", 9, kMaxOpset, &Importer::importWhere, C, C, "constants only (folded)"},
   {"LayerNormalization", 17, kMaxOpset, &Importer::importLayerNorm, Y, Y, "decomposed: cnn.reduce_mean, sub, mul, add, sqrt, div (scale, bias broadcast); no Mean/InvStdDev outputs"},
-  {"Pow", 7, kMaxOpset, &Importer::importPow, Y, Y, "scalar constant exponent: cnn.pow"},
+  {"Pow", 7, kMaxOpset, &Importer::importPow, Y, Y, "scalar constant exponent: cnn.pow; any other (float or integer) exponent: cnn.pow_tensor (numpy broadcasting)"},
   {"Split", 2, kMaxOpset, &Importer::importSplit, Y, Y, "split sizes as attribute (before 13) or constant input, num_outputs (18+), equal parts: cnn.slice per output"},
 };
 // clang-format on

@@ -850,13 +850,29 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
       .Case([&](MatmulOp m) {
         auto t = m.getType();
         bool ta = m.getTransposeLhs();
-        int64_t k = m.getLhs().getType().getDimSize(ta ? 0 : 1);
-        int id = matmulId(op, t.getDimSize(0), t.getDimSize(1), k, ta,
-                          m.getTransposeRhs(), t.getElementType());
-        out +=
-            fmt::format("  ctx.matmul({}, {}, {}, {});\n", id, ptr(m.getLhs()),
-                        ptr(m.getRhs()), ptr(m.getResult()));
-        ++numLaunches;
+        int64_t row = t.getRank() - 2, col = t.getRank() - 1;
+        int64_t mm = t.getDimSize(row), n = t.getDimSize(col);
+        int64_t k = m.getLhs().getType().getDimSize(ta ? row : col);
+        int id =
+            matmulId(op, mm, n, k, ta, m.getTransposeRhs(), t.getElementType());
+        // A batched product is one matmul per index of the leading
+        // dimensions.
+        int64_t batch = 1;
+        for (int64_t d : t.getShape().drop_back(2))
+          batch *= d;
+        if (batch == 1) {
+          out +=
+              fmt::format("  ctx.matmul({}, {}, {}, {});\n", id,
+                          ptr(m.getLhs()), ptr(m.getRhs()), ptr(m.getResult()));
+        } else {
+          out +=
+              fmt::format("  for (int64_t bi = 0; bi < {}ll; ++bi)\n"
+                          "    ctx.matmul({}, {} + bi * {}ll, {} + bi * {}ll, "
+                          "{} + bi * {}ll);\n",
+                          batch, id, ptr(m.getLhs()), mm * k, ptr(m.getRhs()),
+                          k * n, ptr(m.getResult()), mm * n);
+        }
+        numLaunches += batch;
         return success();
       })
       .Case([&](BiasAddOp b) {
@@ -866,9 +882,10 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
             {b.getResult()}, "r0 = a0 + a1;");
         return success();
       })
-      .Case<ReduceSumOp, ReduceMeanOp>([&](Operation *o) {
-        // One thread per result element, summing its reduced elements in
-        // f32 (reductions here are small: squeeze-excitation gradients).
+      .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp>([&](Operation *o) {
+        // One thread per result element, summing (or taking the maximum of)
+        // its reduced elements in f32 (reductions here are small:
+        // squeeze-excitation gradients).
         auto in = ttype(o->getOperand(0)), res = ttype(o->getResult(0));
         auto axes = o->getAttrOfType<DenseI64ArrayAttr>("axes").asArrayRef();
         std::vector<int64_t> stride(in.getRank());
@@ -892,21 +909,28 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
           }
         }
         double factor = isa<ReduceMeanOp>(o) ? 1.0 / (double)count : 1.0;
+        bool isMax = isa<ReduceMaxOp>(o);
         int64_t n = res.getNumElements();
         std::string name = kernel(
             fmt::format("const {} *__restrict__ in0, {} *__restrict__ out0",
                         ctype(in.getElementType()),
                         ctype(res.getElementType())),
-            fmt::format(
-                "  for (int64_t o = blockIdx.x * 256ll + threadIdx.x; o < {}ll; "
-                "o += (int64_t)gridDim.x * 256) {{\n"
-                "    const int64_t b = 0{};\n"
-                "    float acc = 0.f;\n"
-                "    for (int64_t r = 0; r < {}ll; ++r)\n"
-                "      acc += ld(in0 + b{});\n"
-                "    st(out0 + o, acc * {});\n"
-                "  }}\n",
-                n, base, count, inner, floatLit(factor)));
+            fmt::format("  for (int64_t o = blockIdx.x * 256ll + threadIdx.x; "
+                        "o < {}ll; "
+                        "o += (int64_t)gridDim.x * 256) {{\n"
+                        "    const int64_t b = 0{};\n"
+                        "    float acc = {};\n"
+                        "    for (int64_t r = 0; r < {}ll; ++r) {{\n"
+                        "      const float v = ld(in0 + b{});\n"
+                        "      {}\n"
+                        "    }}\n"
+                        "    st(out0 + o, acc * {});\n"
+                        "  }}\n",
+                        n, base, isMax ? "-INFINITY" : "0.f", count, inner,
+                        // A NaN propagates, as numpy's max does.
+                        isMax ? "acc = (v > acc || v != v) ? v : acc;"
+                              : "acc += v;",
+                        floatLit(factor)));
         launch(out, op, name, gridFor(n), "256",
                fmt::format("{}, {}", ptr(o->getOperand(0)),
                            ptr(o->getResult(0))));

@@ -169,7 +169,7 @@ func.func @batch_norm_train(%x: tensor<1x4x8x8xf32>, %s: tensor<4xf32>) {
 // -----
 
 func.func @max_pool(%x: tensor<1x4x8x8xf32>) {
-  // expected-error @+1 {{'padding' [2, 2, 2, 2] must be at most half of 'kernel' [2, 2]}}
+  // expected-error @+1 {{'padding' [2, 2, 2, 2] must be smaller than 'kernel' [2, 2]}}
   %0 = cnn.max_pool2d %x {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, padding = array<i64: 2, 2, 2, 2>, ceil_mode = false} : (tensor<1x4x8x8xf32>) -> tensor<1x4x6x6xf32>
   return
 }
@@ -475,5 +475,13 @@ func.func @global_avg_pool_grad_nhwc(%dy: tensor<2x4x1x1xf32>) {
 func.func @bias_grad_nhwc(%dy: tensor<2x8x8x4xf32>) {
   // expected-error @+1 {{result #0 has type 'tensor<8xf32>' but the operands give 'tensor<4xf32>'}}
   %0 = cnn.bias_grad %dy {layout = "NHWC"} : (tensor<2x8x8x4xf32>) -> tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_batch(%a: tensor<2x3x4xf32>, %b: tensor<3x4x5xf32>) {
+  // expected-error @+1 {{'lhs' tensor<2x3x4xf32> and 'rhs' tensor<3x4x5xf32> must both be 2-D, or of one rank >= 3 with the same leading (batch) dimensions}}
+  %0 = cnn.matmul %a, %b : (tensor<2x3x4xf32>, tensor<3x4x5xf32>) -> tensor<2x3x5xf32>
   return
 }

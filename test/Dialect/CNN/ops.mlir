@@ -153,7 +153,9 @@ func.func @activations(%x: tensor<2x8x4x4xf16>) -> tensor<2x8x4x4xf16> {
   %6 = cnn.erf %5 : (tensor<2x8x4x4xf16>) -> tensor<2x8x4x4xf16>
   // CHECK: cnn.pow {{.*}}exponent = 2.000000e+00
   %7 = cnn.pow %6 {exponent = 2.0 : f32} : (tensor<2x8x4x4xf16>) -> tensor<2x8x4x4xf16>
-  return %7 : tensor<2x8x4x4xf16>
+  // CHECK: cnn.abs
+  %8 = cnn.abs %7 : (tensor<2x8x4x4xf16>) -> tensor<2x8x4x4xf16>
+  return %8 : tensor<2x8x4x4xf16>
 }
 
 // -----
@@ -167,5 +169,19 @@ func.func @broadcast(%x: tensor<2x8x4x4xf32>, %s: tensor<2x8x1x1xf32>) -> tensor
   %1 = cnn.reduce_sum %0 {axes = array<i64: 2, 3>} : (tensor<2x8x4x4xf32>) -> tensor<2x8x1x1xf32>
   // CHECK: cnn.div
   %2 = cnn.div %1, %s : (tensor<2x8x1x1xf32>, tensor<2x8x1x1xf32>) -> tensor<2x8x1x1xf32>
+  // CHECK: cnn.pow_tensor {{.*}} : (tensor<2x8x1x1xf32>, tensor<2x8x1x1xf32>) -> tensor<2x8x1x1xf32>
+  %3 = cnn.pow_tensor %2, %s : (tensor<2x8x1x1xf32>, tensor<2x8x1x1xf32>) -> tensor<2x8x1x1xf32>
+  // CHECK: cnn.reduce_max {{.*}}axes = array<i64: 1>
+  %4 = cnn.reduce_max %3 {axes = array<i64: 1>} : (tensor<2x8x1x1xf32>) -> tensor<2x1x1x1xf32>
   return %2 : tensor<2x8x1x1xf32>
+}
+
+// -----
+
+// A batched product: one matmul per index of the leading dimensions.
+// CHECK-LABEL: func @batched_matmul
+func.func @batched_matmul(%a: tensor<2x3x4x5xf32>, %b: tensor<2x3x6x5xf32>) -> tensor<2x3x4x6xf32> {
+  // CHECK: cnn.matmul {{.*}} -> tensor<2x3x4x6xf32>
+  %0 = cnn.matmul %a, %b {transpose_rhs = true} : (tensor<2x3x4x5xf32>, tensor<2x3x6x5xf32>) -> tensor<2x3x4x6xf32>
+  return %0 : tensor<2x3x4x6xf32>
 }

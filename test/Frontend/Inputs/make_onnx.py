@@ -427,12 +427,54 @@ def split18():
     return split(18)
 
 
+def conv_transpose():
+    # 2-D with groups, strides, output_shape (end pads negative: the extra
+    # row is output padding) and a bias; then 1-D with output_padding.
+    nodes = [
+        helper.make_node("ConvTranspose", ["x", "w", "b"], ["c"],
+                         name="deconv", group=2, strides=[3, 2],
+                         output_shape=[10, 8]),
+        helper.make_node("Reshape", ["c", "flat"], ["r"], name="to1d"),
+        helper.make_node("ConvTranspose", ["r", "w1"], ["y"],
+                         name="deconv1d", strides=[2], pads=[1, 0],
+                         output_padding=[1]),
+    ]
+    return model(nodes, [vi("x", [1, 4, 3, 3])], [vi("y", None)],
+                 [init("w", [4, 1, 3, 3]), init("b", [2]),
+                  ints("flat", [1, 2, 80]), init("w1", [2, 3, 2])])
+
+
+def pow_reduce_max():
+    # Pow with a tensor exponent (integer, broadcast), Abs and ReduceMax
+    # (keepdims=0).
+    nodes = [
+        helper.make_node("Pow", ["x", "e"], ["p"], name="pow"),
+        helper.make_node("Abs", ["p"], ["a"], name="abs"),
+        helper.make_node("ReduceMax", ["a"], ["y"], name="max", axes=[-1],
+                         keepdims=0),
+    ]
+    return model(nodes, [vi("x", [2, 3])], [vi("y", None)],
+                 [ints("e", [1, 2, 3])])
+
+
+def pools1d():
+    # 1-D pooling runs as 1 x k; pads may exceed half the kernel.
+    nodes = [
+        helper.make_node("MaxPool", ["x"], ["m"], name="max1d",
+                         kernel_shape=[3], strides=[2], pads=[2, 2]),
+        helper.make_node("AveragePool", ["m"], ["y"], name="avg1d",
+                         kernel_shape=[2], auto_pad="SAME_UPPER"),
+    ]
+    return model(nodes, [vi("x", [1, 2, 9])], [vi("y", None)])
+
+
 CASES = {f.__name__: f for f in [
     conv_bias, gemm, gemm_alpha, fixed_batch_view, fixed_batch_mask, batchnorm, batchnorm_training, pools,
     concat, reshape_chain, misc, clip_attr, unsupported, unnamed,
     dynamic_batch, bad_shapes, bad_add, fp16_weights, gemm_beta,
     unsupported_many, bn_inference, bn_training_dropout, zero_dim, unary_ops,
-    gelu, reduce_ops, reduce_ops18, layernorm, split, split18]}
+    gelu, reduce_ops, reduce_ops18, layernorm, split, split18,
+    conv_transpose, pow_reduce_max, pools1d]}
 
 
 def main():

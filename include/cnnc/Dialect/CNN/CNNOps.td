@@ -190,6 +190,14 @@ def CNN_NegOp : CNN_UnaryOp<"neg", [{ return s.neg(x[0]); }],
   let summary = "-x";
 }
 
+def CNN_AbsOp : CNN_UnaryOp<"abs",
+    [{ return s.select(s.lt(x[0], s.c(0)), s.neg(x[0]), x[0]); }],
+    // sign(x) * dy, 0 at x = 0 (as PyTorch)
+    [{ return s.select(s.gt(x[0], s.c(0)), dy,
+                       s.select(s.lt(x[0], s.c(0)), s.neg(dy), s.c(0))); }]> {
+  let summary = "|x|";
+}
+
 def CNN_ReciprocalOp : CNN_UnaryOp<"reciprocal",
     [{ return s.div(s.c(1), x[0]); }],
     [{ return s.neg(s.mul(dy, s.mul(y, y))); }]> {
@@ -293,6 +301,14 @@ def CNN_DivOp : CNN_BinaryOp<"div", [{ return s.div(x[0], x[1]); }],
   let hasCanonicalizer = 1;
 }
 
+def CNN_PowTensorOp : CNN_BinaryOp<"pow_tensor",
+    [{ return s.pow(x[0], x[1]); }],
+    [{ return i == 0
+           ? s.mul(dy, s.mul(x[1], s.pow(x[0], s.sub(x[1], s.c(1)))))
+           : s.mul(dy, s.mul(y, s.log(x[0]))); }]> {
+  let summary = "lhs raised to the power rhs, elementwise (numpy broadcasting)";
+}
+
 def CNN_ReduceSumOp : CNN_PureOp<"reduce_sum", [CNN_InferShapes]> {
   let summary = "Sum over `axes`, which keep size 1";
   let description = [{
@@ -310,6 +326,17 @@ def CNN_ReduceMeanOp : CNN_PureOp<"reduce_mean", [CNN_InferShapes]> {
   let arguments = (ins CNN_FloatTensor:$input, DenseI64ArrayAttr:$axes);
   let results = (outs CNN_FloatTensor:$result);
   let hasCanonicalizer = 1;
+}
+
+def CNN_ReduceMaxOp : CNN_PureOp<"reduce_max", [CNN_InferShapes]> {
+  let summary = "Maximum over `axes`, which keep size 1";
+  let description = [{
+    The constraints of `cnn.reduce_sum`. A NaN among the reduced elements
+    makes the result NaN (numpy's `max`). cnn-autodiff has no gradient rule
+    for it (it is imported for inference graphs, e.g. an expanded softmax).
+  }];
+  let arguments = (ins CNN_FloatTensor:$input, DenseI64ArrayAttr:$axes);
+  let results = (outs CNN_FloatTensor:$result);
 }
 
 def CNN_BatchNormOp : CNN_PureOp<"batch_norm", [CNN_InferShapes]> {
@@ -377,10 +404,12 @@ def CNN_GlobalAvgPoolOp : CNN_PureOp<"global_avg_pool", [CNN_InferShapes]> {
 }
 
 def CNN_MatmulOp : CNN_PureOp<"matmul", [CNN_InferShapes]> {
-  let summary = "2-D matrix product op(lhs) x op(rhs)";
+  let summary = "Matrix product op(lhs) x op(rhs), 2-D or batched";
   let description = [{
-    op(x) is x or its transpose. A linear layer y = x W^T is
-    `matmul %x, %w {transpose_rhs = true}`; contracting sizes must agree.
+    op(x) is x or its transpose (of the last two dimensions). A linear layer
+    y = x W^T is `matmul %x, %w {transpose_rhs = true}`; contracting sizes
+    must agree. Operands of rank >= 3 have the same leading (batch)
+    dimensions, one product per batch index (no broadcasting).
   }];
   let arguments = (ins CNN_FloatTensor:$lhs, CNN_FloatTensor:$rhs,
                    DefaultValuedAttr<BoolAttr, "false">:$transpose_lhs,
