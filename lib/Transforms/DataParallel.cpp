@@ -131,6 +131,7 @@ LogicalResult DataParallelPass::runOn(func::FuncOp f) {
     // f32 casts feeding them, cnn.all_finite, the return).
     // cnn-precision casts a gradient to f32 right where it is computed; such
     // a cast, read only by optimizer updates, moves after the collective.
+    // (Only uses after the collective read the reduced value.)
     Operation *at = op.getOperation();
     SmallVector<Operation *> moved;
     for (auto [cv, r] : llvm::zip(values, op.getResults()))
@@ -138,19 +139,24 @@ LogicalResult DataParallelPass::runOn(func::FuncOp f) {
         Operation *user = use.getOwner();
         if (user == at || user->getBlock() != &body)
           return false;
-        if (at->isBeforeInBlock(user))
-          return true;
-        if (isa<CastOp>(user) &&
+        if (isa<CastOp>(user) && !user->use_empty() &&
             llvm::all_of(user->getUsers(), [](Operation *u) {
               return isa<SGDUpdateOp, AdamUpdateOp>(u);
             })) {
           moved.push_back(user);
           return true;
         }
-        return false;
+        return at->isBeforeInBlock(user);
       });
-    for (Operation *c : llvm::reverse(moved))
-      c->moveAfter(at);
+    // Right before its first reader (an update at the end of the step), so
+    // that the compute stream does not wait for the bucket any earlier.
+    for (Operation *c : moved) {
+      Operation *first = nullptr;
+      for (Operation *u : c->getUsers())
+        if (!first || u->isBeforeInBlock(first))
+          first = u;
+      c->moveBefore(first);
+    }
     return op;
   };
   for (ArrayRef<Value> bucket : buckets) {

@@ -54,14 +54,16 @@ func.func @forward(%x: tensor<2x3x8x8xf32> {cnn.input},
 // casts to f32 read the reduced values, and all_finite checks the reduced
 // gradients: one rank's inf reaches every rank's flag.
 // F16-LABEL: func.func @train_step(
+// Each cast moves right before its update (the compute stream joins the
+// bucket as late as possible).
 // F16: %[[R:.*]]:3 = cnn.all_reduce %{{.*}}, %{{.*}}, %{{.*}} {bytes = 304 : i64} : (tensor<10x4xf16>, tensor<4xf16>, tensor<4x3x3x3xf16>)
-// F16-NEXT: %[[C0:.*]] = cnn.cast %[[R]]#0 : (tensor<10x4xf16>) -> tensor<10x4xf32>
-// F16-NEXT: %[[C1:.*]] = cnn.cast %[[R]]#1
-// F16-NEXT: %[[C2:.*]] = cnn.cast %[[R]]#2
-// F16-NEXT: %[[OK:.*]] = cnn.all_finite %[[R]]#2, %[[R]]#1, %[[R]]#0
+// F16: %[[OK:.*]] = cnn.all_finite %[[R]]#2, %[[R]]#1, %[[R]]#0
+// F16: %[[C2:.*]] = cnn.cast %[[R]]#2 : (tensor<4x3x3x3xf16>) -> tensor<4x3x3x3xf32>
 // F16: cnn.sgd_update %{{.*}}, %[[C2]], {{.*}}, %[[OK]]
-// F16: cnn.sgd_update %{{.*}}, %[[C1]], {{.*}}, %[[OK]]
-// F16: cnn.sgd_update %{{.*}}, %[[C0]], {{.*}}, %[[OK]]
+// F16-NEXT: %[[C1:.*]] = cnn.cast %[[R]]#1
+// F16-NEXT: cnn.sgd_update %{{.*}}, %[[C1]], {{.*}}, %[[OK]]
+// F16-NEXT: %[[C0:.*]] = cnn.cast %[[R]]#0
+// F16-NEXT: cnn.sgd_update %{{.*}}, %[[C0]], {{.*}}, %[[OK]]
 
 // Optimizer none: the returned gradients are the averaged ones.
 // GRAD-LABEL: func.func @train_step(

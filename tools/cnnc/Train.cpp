@@ -626,6 +626,25 @@ std::string cudnnLinkArg() {
   return "-lcudnn";
 }
 
+/// NCCL as nvcc should link it (data-parallel steps): $CNNC_NCCL_LIB (a
+/// libnccl.so* path), else "-L<dir> -lnccl" where the development symlink
+/// exists, else libnccl.so.2 by path (GPU machines with only the runtime
+/// package); "" when none is found.
+std::string ncclLinkArg() {
+  if (const char *e = std::getenv("CNNC_NCCL_LIB"))
+    return e;
+  for (const char *dir :
+       {"/usr/local/cuda/lib64", "/usr/local/cuda/lib",
+        "/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu"}) {
+    std::string base = std::string(dir) + "/libnccl.so";
+    if (llvm::sys::fs::exists(base))
+      return "-L" + std::string(dir) + " -lnccl";
+    if (llvm::sys::fs::exists(base + ".2"))
+      return base + ".2";
+  }
+  return "";
+}
+
 } // namespace
 
 bool cnnc::driver::isSupportedArch(StringRef arch) {
@@ -784,6 +803,17 @@ LogicalResult cnnc::driver::compileCUDA(const DriverOptions &o, Compilation &c,
   std::string cudnn = cudnnLinkArg();
   for (StringRef a : llvm::split(cudnn, ' '))
     args.push_back(a.str());
+  // A data-parallel step (cnn.all_reduce) calls NCCL through cnnrt/Nccl.h.
+  if (cu.find("#include \"cnnrt/Nccl.h\"") != std::string::npos) {
+    std::string nccl = ncclLinkArg();
+    if (nccl.empty())
+      return fail(c, "the data-parallel step needs NCCL, but libnccl.so(.2) "
+                     "was not found (looked in $CNNC_NCCL_LIB, "
+                     "/usr/local/cuda/lib64, /usr/local/cuda/lib, "
+                     "/usr/lib/x86_64-linux-gnu)");
+    for (StringRef a : llvm::split(nccl, ' '))
+      args.push_back(a.str());
+  }
   args.insert(args.end(), {"-lcublasLt", "-lcublas"});
   // What the runtime's host part links against (libjpeg-turbo, libpng,
   // pthreads), as its build recorded it beside the library.
@@ -852,6 +882,15 @@ int cnnc::driver::trainAndRun(const DriverOptions &options, Compilation &c) {
     return fallback("no CUDA GPU found");
   if (findNvcc().empty())
     return fallback("nvcc not found");
+  if (o.worldSize > 1) {
+    emitError(UnknownLoc::get(&c.context))
+        << "cnnc train --gpus " << o.worldSize
+        << ": multi-GPU runs of the generated executable are not implemented "
+           "yet (the step compiles with its NCCL all-reduces, and --gpus 1 "
+           "runs through NCCL; without a GPU, --gpus N trains N ranks on the "
+           "CPU reference interpreter); see docs/data-parallel.md";
+    return 1;
+  }
   o.emit = "exe";
   if (o.outputFile.empty())
     o.outputFile = "train";
