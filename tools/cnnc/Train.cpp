@@ -811,6 +811,15 @@ LogicalResult cnnc::driver::compileCUDA(const DriverOptions &o, Compilation &c,
                      "was not found (looked in $CNNC_NCCL_LIB, "
                      "/usr/local/cuda/lib64, /usr/local/cuda/lib, "
                      "/usr/lib/x86_64-linux-gnu)");
+    SmallString<256> ncclRt(llvm::sys::path::parent_path(lib));
+    llvm::sys::path::append(ncclRt, "libcnnrt_nccl.a");
+    if (!llvm::sys::fs::exists(ncclRt))
+      return fail(c, "the data-parallel step needs the runtime's NCCL part '" +
+                         ncclRt +
+                         "' (libcnnrt was built without NCCL: nccl.h not "
+                         "found)");
+    // Before libcnnrt.a: it uses the runtime's Context.
+    args.insert(llvm::find(args, lib), std::string(ncclRt));
     for (StringRef a : llvm::split(nccl, ' '))
       args.push_back(a.str());
   }
