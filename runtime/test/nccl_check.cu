@@ -3,7 +3,10 @@
 //   nccl_check single   world size 1 through real NCCL: two buckets (f32 and
 //                       f16) all-reduced inside a captured CUDA graph on the
 //                       communication stream, forked/joined with events;
-//                       values checked after 3 replays. Exit 0.
+//                       values checked after 3 replays. Exit 0. Under a
+//                       launcher (CNNC_RANK/..., torchrun, mpirun) the same
+//                       check runs with the launch's world size, one GPU per
+//                       rank (bench/device-dp2.sh: 2 ranks).
 //   nccl_check dead     (run with CNNC_RANK=0 CNNC_WORLD_SIZE=2
 //                       CNNC_DIST_INIT=file:///... CNNC_DIST_TIMEOUT=T): rank
 //                       1 never comes; must exit 1 with a message after ~T s.
@@ -68,6 +71,8 @@ int main(int argc, char **argv) {
   cnnrt::requireGPU();
   cnnrt::Context ctx(kSpec);
   kSpec.prepare(ctx); // "dead" and "devices" exit in here
+  const int W = cnnrt::dist::launch().worldSize;
+  const int R = cnnrt::dist::launch().rank;
   if (mode != "single") {
     std::fprintf(stderr, "nccl_check %s: expected an exit in dist::prepare\n",
                  mode.c_str());
@@ -76,7 +81,7 @@ int main(int argc, char **argv) {
   std::vector<float> x(N), y(N, 0.f);
   std::vector<__half> h(N);
   for (int i = 0; i < N; ++i) {
-    x[i] = 0.25f * i;
+    x[i] = 0.25f * i + R;
     h[i] = __float2half(0.5f * (i % 64));
   }
   ctx.check(cudaMemcpy(ctx.at<float>(0), x.data(), N * 4,
@@ -104,19 +109,21 @@ int main(int argc, char **argv) {
   cudaMemcpy(yo.data(), ctx.at<float>(8192 * 4), N * 4, cudaMemcpyDeviceToHost);
   int bad = 0;
   for (int i = 0; i < N; ++i) {
-    float want = x[i];
-    for (int k = 0; k < 3; ++k)
+    // x: 2x, averaged over the ranks, + 1; h: h + 1 summed over the ranks.
+    float want = 0.25f * i + 0.5f * (W - 1), wantH = 0.5f * (i % 64);
+    for (int k = 0; k < 3; ++k) {
       want = 2 * want + 1;
-    float wantH = 0.5f * (i % 64) + 3;
+      wantH = W * (wantH + 1);
+    }
     if (xo[i] != want || __half2float(ho[i]) != wantH || yo[i] != 3.f) {
       if (bad++ < 5)
         std::fprintf(stderr, "element %d: x %g (want %g) h %g (want %g) y %g\n",
                      i, xo[i], want, __half2float(ho[i]), wantH, yo[i]);
     }
   }
-  std::printf("nccl_check single: %s; world size 1 through NCCL, "
+  std::printf("nccl_check single: %s; world size %d through NCCL, "
               "2 buckets (f32 avg, f16 sum) in a captured graph of %zu nodes, "
               "3 replays: %s\n",
-              cnnrt::dist::launch().describe().c_str(), nodes, bad ? "MISMATCH" : "ok");
+              cnnrt::dist::launch().describe().c_str(), W, nodes, bad ? "MISMATCH" : "ok");
   return bad ? 1 : 0;
 }
