@@ -11,7 +11,7 @@ PKGS=(
   libgtest-dev googletest
   clang-22 libfuzzer-22-dev libclang-rt-22-dev libturbojpeg0-dev libpng-dev
   python3-torch python3-torchvision python3-onnx python3-numpy python3-pytest python3-sklearn
-  python3-setuptools python3-pip python3-venv
+  python3-setuptools python3-pip python3-venv python3-pil python3-tqdm python3-matplotlib
 )
 missing=()
 for p in "${PKGS[@]}"; do

@@ -9,6 +9,12 @@ B=${BUILD_DIR:-build}
 rm -rf .carry && mkdir -p .carry/rt/lib
 cp "$B/bin/cnnc" .carry/cnnc
 strip .carry/cnnc
+# cnnc itself (its CPU data path) needs libturbojpeg/libpng at run time; the
+# GPU machine may lack them: device scripts put .carry/lib on LD_LIBRARY_PATH.
+mkdir -p .carry/lib
+for so in $(ldd .carry/cnnc | awk '/turbojpeg|libpng/ {print $3}'); do
+  cp -L "$so" .carry/lib/
+done
 cp "$B/lib/libcnnrt.a" .carry/rt/lib/
 # The NCCL part (data-parallel steps link it; see docs/data-parallel.md).
 [ -f "$B/lib/libcnnrt_nccl.a" ] && cp "$B/lib/libcnnrt_nccl.a" .carry/rt/lib/

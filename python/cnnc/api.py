@@ -105,8 +105,14 @@ def optimizer_flags(optimizer, model):
                       "eps": float(first["eps"])})
     for key in first:
         if key not in _IRRELEVANT and key not in _SGD_KEYS + _ADAM_KEYS:
+            hint = ""
+            if key in ("max_lr", "min_lr", "max_momentum", "base_momentum"):
+                hint = (" (torch.optim.lr_scheduler.OneCycleLR/CyclicLR put it "
+                        "there: cnnc follows schedules of the learning rate only, "
+                        "not of momentum; use LambdaLR, CosineAnnealingLR, StepLR "
+                        "and the like)")
             raise UnsupportedOptimizerError(
-                "optimizer setting '%s' is not supported by cnnc" % key)
+                "optimizer setting '%s' is not supported by cnnc%s" % (key, hint))
     lr = first["lr"]
     if isinstance(lr, torch.Tensor):
         lr = float(lr)
@@ -539,7 +545,15 @@ class Trainer:
             if bool(bad.any()):
                 raise ValueError("label %d is not a class in [0, %d)" %
                                  (int(y[bad][0]), self.num_classes))
-        return self._backend.step(x, y, self.current_lr())
+        loss = self._backend.step(x, y, self.current_lr())
+        if self._optimizer is not None:
+            # The trainer took the optimizer's step: tell torch's LR
+            # schedulers so (what optimizer.step() marks), or they warn that
+            # scheduler.step() came before any optimizer.step().
+            self._optimizer._opt_called = True  # torch >= 2.0
+            if hasattr(self._optimizer, "_step_count"):  # torch 1.x
+                self._optimizer._step_count += 1
+        return loss
 
     def eval(self, x):
         """Logits of the forward in inference mode (BN running statistics)."""

@@ -24,10 +24,7 @@ Exit 77 (ctest SKIP_RETURN_CODE) without a CUDA GPU.
 """
 import argparse
 import os
-import re
-import subprocess
 import sys
-import time
 
 import numpy as np
 
@@ -48,6 +45,7 @@ import torchvision  # noqa: E402
 from cnnc.cnnw import read_cnnw  # noqa: E402
 from cnnc.export import export_onnx  # noqa: E402
 from cnnc.train_check import classification_loss  # noqa: E402
+from gpucheck_common import adapt, losses_of, rel, run, write_cifar  # noqa: E402,F401
 
 torch.backends.cudnn.allow_tf32 = False
 torch.backends.cuda.matmul.allow_tf32 = False
@@ -76,37 +74,6 @@ LR, MOMENTUM, WD = 0.01, 0.9, 5e-4
 failures = []
 
 
-def run(cmd, **kw):
-    t = time.time()
-    p = subprocess.run(cmd, capture_output=True, text=True, **kw)
-    if p.returncode != 0:
-        raise RuntimeError("command failed (%d): %s\n%s" % (
-            p.returncode, " ".join(cmd), (p.stdout + p.stderr)[-3000:]))
-    return p.stdout + p.stderr, time.time() - t
-
-
-def losses_of(text):
-    return [float(m.group(2)) for m in re.finditer(r"^step (\d+) loss (\S+)", text, re.M)]
-
-
-def rel(a, b):
-    a = np.asarray(a, np.float64)
-    b = np.asarray(b, np.float64)
-    return float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-30))
-
-
-def write_cifar(path, images, labels):
-    rec = np.concatenate([labels.astype(np.uint8)[:, None],
-                          images.reshape(len(images), -1).astype(np.uint8)], axis=1)
-    with open(path, "wb") as f:
-        f.write(rec.tobytes())
-
-
-def adapt(images, h, w):
-    """The runtime's nearest-neighbour resize (cnnrt::adaptImages)."""
-    sy = (np.arange(h) * images.shape[2]) // h
-    sx = (np.arange(w) * images.shape[3]) // w
-    return images[:, :, sy][:, :, :, sx]
 
 
 def build(name, state=None):

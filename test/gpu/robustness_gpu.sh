@@ -13,7 +13,7 @@ cd "$(dirname "$0")/../.."
 ROOT=$(pwd)
 B=$(realpath "${1:-build}")
 CNNC="$B/bin/cnnc"
-PY=/usr/bin/python3
+PY=${PYTHON:-/usr/bin/python3}
 if ! { [ -e /dev/nvidia0 ] || [ -e /dev/nvidiactl ]; } || ! nvidia-smi -L >/dev/null 2>&1; then
   echo "robustness_gpu: no GPU: skipped"
   exit 77

@@ -6,10 +6,13 @@
 // ops are built with the cnn ops' result type inference, so shapes propagate
 // through the graph without using the file's value_info.
 //
-// Initializers that feed weights (Conv/Gemm/MatMul/BatchNormalization scale
-// and bias, ...) become function arguments tagged {cnn.param = "<name>"}, BN
-// running statistics {cnn.buffer = "<name>"}; their values go to the caller's
-// TensorMap, never into the IR.
+// Float initializers are the model's trainable state: those that feed weights
+// (Conv/Gemm/MatMul/BatchNormalization scale and bias, ...) or flow into
+// tensor ops (Transpose, Reshape, elementwise: paramInput) become function
+// arguments tagged {cnn.param = "<name>"}, BN running statistics
+// {cnn.buffer = "<name>"}; their values go to the caller's TensorMap, never
+// into the IR. Integer initializers (shapes, axes) and float scalars are
+// constants, folded at import.
 //
 //===----------------------------------------------------------------------===//
 #include "cnnc/Frontend/ONNXImporter.h"
@@ -77,7 +80,19 @@ private:
     emitError(loc) << msg;
     return failure();
   }
-  LogicalResult nodeError(const Twine &msg) { return error(loc, msg); }
+  LogicalResult nodeError(const Twine &msg) {
+    InFlightDiagnostic d = emitError(loc) << msg;
+    // The likeliest cause of a shape error after --batch replaced a fixed
+    // exported batch: a shape the exporter computed from the old batch.
+    if (exportedBatch > 0)
+      d.attachNote() << "--batch " << options.batch
+                     << " replaced the batch " << exportedBatch
+                     << " the model was exported with; shapes the exporter "
+                        "computed from it keep "
+                     << exportedBatch
+                     << ": export the model with the batch you train with";
+    return failure();
+  }
   /// "unsupported ONNX op 'Foo' (node 'n', file 'm.onnx')[: detail]"
   LogicalResult unsupported(const std::string &detail = "") {
     std::string msg =
@@ -96,6 +111,15 @@ private:
   // --- Values ----------------------------------------------------------------
   /// Input `i` of the current node; null if absent (optional input).
   Slot *input(int i);
+  /// Input `i` of an op that moves or combines tensors (Transpose, Reshape,
+  /// elementwise, ...): a float initializer there is a trainable parameter
+  /// (a training export's LayerNorm weight over the last dimension, a Linear
+  /// weight transposed ahead of MatMul), so it becomes its {cnn.param}
+  /// argument and the op is imported on it. Folding it into a constant would
+  /// freeze it and name the result after the op's output. A scalar stays a
+  /// constant: exporters write constants such as x * 2 that way (a learned
+  /// scalar is rare in CNNs), and canonicalization folds it into cnn.scale.
+  Slot *paramInput(int i);
   bool hasInput(int i) {
     return i < node->input_size() && !node->input(i).empty();
   }
@@ -289,6 +313,15 @@ private:
   LogicalResult checkSupported();
   /// For --train: one warning if the graph was exported for inference.
   void warnIfExportedForInference();
+
+  // --batch over a model exported with a fixed batch: a tracing exporter
+  // writes `x.view(x.size(0), -1)` as a Reshape to the constant [B0, -1],
+  // which must follow the new batch (importReshape).
+  /// The image input's exported static batch when --batch replaced it, else 0.
+  int64_t exportedBatch = 0;
+  /// Reshape targets whose leading B0 became the new batch, and the first.
+  unsigned rebatchedReshapes = 0;
+  std::string firstRebatchedReshape;
   static bool isDefaultDomain(const std::string &domain) {
     return domain.empty() || domain == "ai.onnx";
   }
@@ -596,6 +629,22 @@ Slot *Importer::input(int i) {
     return nullptr;
   }
   return &it->second;
+}
+
+Slot *Importer::paramInput(int i) {
+  Slot *s = input(i);
+  if (!s || s->value || !s->isInitializer || s->constant->isInt ||
+      s->constant->numel() == 1)
+    return s;
+  Value arg = argumentFor(node->input(i), *s->constant, WeightRole::Param,
+                          std::nullopt);
+  if (!arg)
+    return nullptr;
+  // From here on every consumer sees the parameter, not its initial value.
+  s->value = arg;
+  s->constant.reset();
+  s->isInitializer = false;
+  return s;
 }
 
 Value Importer::materialize(const ConstVal &c) {
@@ -1122,6 +1171,8 @@ LogicalResult Importer::importBinary(StringRef opType) {
   if (kind != BinaryKind::Add && kind != BinaryKind::Sub &&
       kind != BinaryKind::Mul && kind != BinaryKind::Div)
     return unsupported("only constant operands are supported");
+  if (!(l = paramInput(0)) || !(r = paramInput(1)))
+    return failure();
   // Faithfully the broadcasting cnn op; canonicalization turns a scalar
   // factor into cnn.scale and a per-channel addend into cnn.bias_add.
   std::vector<int64_t> shapes[2];
@@ -1244,15 +1295,26 @@ LogicalResult Importer::importReshape() {
   const ConstVal *shapeC = constant(1, "shape");
   if (!shapeC)
     return failure();
-  Slot *s = input(0);
+  Slot *s = paramInput(0);
   if (!s)
     return failure();
   bool allowZero = intAttr("allowzero", 0) != 0;
   std::vector<int64_t> inShape =
       s->value ? shapeOf(s->value) : s->constant->shape;
+  std::vector<int64_t> requested = shapeC->asInts();
+  // The export-time batch at the front of a target whose input leads with
+  // the batch --batch set: the exporter computed it from the batch (see
+  // exportedBatch), so it is the batch.
+  if (exportedBatch > 0 && s->value && !requested.empty() &&
+      requested[0] == exportedBatch && !inShape.empty() &&
+      inShape[0] == options.batch) {
+    requested[0] = options.batch;
+    if (rebatchedReshapes++ == 0)
+      firstRebatchedReshape = nodeName;
+  }
   std::vector<int64_t> target;
   std::string err;
-  if (!reshapeTarget(inShape, shapeC->asInts(), allowZero, target, err))
+  if (!reshapeTarget(inShape, requested, allowZero, target, err))
     return nodeError("node '" + nodeName + "' (Reshape): " + err);
   if (s->constant) {
     ConstVal out = *s->constant;
@@ -1268,7 +1330,7 @@ LogicalResult Importer::importReshape() {
 }
 
 LogicalResult Importer::importFlatten() {
-  Slot *s = input(0);
+  Slot *s = paramInput(0);
   if (!s)
     return failure();
   int64_t axis = intAttr("axis", 1);
@@ -1299,7 +1361,7 @@ LogicalResult Importer::importFlatten() {
 }
 
 LogicalResult Importer::importTranspose() {
-  Slot *s = input(0);
+  Slot *s = paramInput(0);
   if (!s)
     return failure();
   int64_t rank = s->value ? shapeOf(s->value).size() : s->constant->rank();
@@ -1452,7 +1514,7 @@ LogicalResult Importer::importGather() {
 }
 
 LogicalResult Importer::importUnsqueezeSqueeze(bool unsqueeze) {
-  Slot *s = input(0);
+  Slot *s = paramInput(0);
   if (!s)
     return failure();
   std::vector<int64_t> axes;
@@ -1606,6 +1668,9 @@ LogicalResult Importer::importExpand() {
 }
 
 LogicalResult Importer::importIdentity() {
+  // Not paramInput: the exporter writes value-identical initializers (an eval
+  // export's folded zero biases) once, behind Identity nodes that give each
+  // use its name; each must stay a parameter of its own.
   Slot *s = input(0);
   if (!s)
     return failure();
@@ -2213,6 +2278,8 @@ LogicalResult Importer::setUpInput(const onnx::ValueInfoProto &in) {
     const auto &d = tt.shape().dim(i);
     bool known = d.has_dim_value() && d.dim_value() > 0;
     if (i == 0 && options.batch > 0) {
+      if (known && d.dim_value() != options.batch)
+        exportedBatch = d.dim_value();
       shape.push_back(options.batch);
       continue;
     }
@@ -2330,6 +2397,14 @@ OwningOpRef<ModuleOp> Importer::run(std::optional<llvm::MemoryBufferRef> memory,
     if (failed(importNode()))
       return nullptr;
   }
+  if (rebatchedReshapes > 0)
+    emitWarning(fileLoc) << fmt::format(
+        "--batch {0} replaced the exported batch {1}: {2} Reshape target "
+        "shape(s) beginning with {1} (first: node '{3}') now begin with {0}, "
+        "since the exporter computed them from the batch; export with the "
+        "batch you train with (or a dynamic batch) if that is not what the "
+        "model means",
+        options.batch, exportedBatch, rebatchedReshapes, firstRebatchedReshape);
 
   // Every graph output, in order (GoogLeNet and Inception-v3 in training
   // mode return their auxiliary classifiers' logits after the main ones).

@@ -65,6 +65,29 @@ def gemm():
                  [init("w", [5, 12]), init("b", [5]), init("w2", [5, 3])])
 
 
+def fixed_batch_view():
+    """x.view(x.size(0), -1) traced at batch 1 by the legacy exporter: a
+    Reshape to the constant [1, -1] ahead of the classifier; a second
+    Reshape to [1, 2, 3] whose input does not lead with the batch."""
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"], name="relu"),
+        helper.make_node("Reshape", ["r", "shape"], ["f"], name="view"),
+        helper.make_node("Gemm", ["f", "w", "b"], ["y"], name="fc", transB=1),
+        helper.make_node("Reshape", ["c", "shape2"], ["c2"], name="const_view"),
+    ]
+    return model(nodes, [vi("x", [1, 2, 3, 2])], [vi("y", None)],
+                 [init("w", [5, 12]), init("b", [5]), ints("shape", [1, -1]),
+                  init("c", [6]), ints("shape2", [1, 2, 3])])
+
+
+def fixed_batch_mask():
+    """A per-sample mask made at export time with the exported batch 2
+    (StochasticDepth's ones[N, 1]): it cannot follow --batch."""
+    nodes = [helper.make_node("Mul", ["x", "mask"], ["y"], name="row_mask")]
+    return model(nodes, [vi("x", [2, 3])], [vi("y", None)],
+                 [init("mask", [2, 1], 1.0)])
+
+
 def gemm_alpha():
     nodes = [helper.make_node("Gemm", ["x", "w"], ["y"], name="fc", alpha=2.0)]
     return model(nodes, [vi("x", [4, 3])], [vi("y", None)],
@@ -405,7 +428,7 @@ def split18():
 
 
 CASES = {f.__name__: f for f in [
-    conv_bias, gemm, gemm_alpha, batchnorm, batchnorm_training, pools,
+    conv_bias, gemm, gemm_alpha, fixed_batch_view, fixed_batch_mask, batchnorm, batchnorm_training, pools,
     concat, reshape_chain, misc, clip_attr, unsupported, unnamed,
     dynamic_batch, bad_shapes, bad_add, fp16_weights, gemm_beta,
     unsupported_many, bn_inference, bn_training_dropout, zero_dim, unary_ops,

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# One device call that re-verifies the GPU side after a merge (GPU machine,
+# repo root, .carry/ from scripts/prepare-device-carry.sh):
+#  1. the runtime's own GPU tests (ctest -L gpu of runtime/, built there);
+#  2. the CUDA backend against PyTorch (test/gpu/check_vs_torch.py);
+#  3. the Python entry on CUDA tensors (test/gpu/check_python_api.py);
+#  4. GPU robustness: out of memory, corrupt checkpoints, special files
+#     (test/gpu/robustness_gpu.sh).
+# Each part has its own time limit so the call returns what finished; logs
+# go to $OUT.   Usage: bash bench/device-verify.sh [PARTS]  (default 1234)
+set -uo pipefail
+PARTS=${1:-1234}
+export CNNC_RUNTIME_DIR=$PWD/.carry/rt PYTHONUNBUFFERED=1
+export LD_LIBRARY_PATH=$PWD/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+CNNC=$PWD/.carry/cnnc
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+"$CNNC" --version | head -2
+rc=0
+part() { # name seconds command...
+  local name=$1 s=$2 t0=$SECONDS r
+  shift 2
+  timeout "$s" "$@" >"$OUT/$name.log" 2>&1
+  r=$?
+  echo "=== $name: exit $r in $((SECONDS - t0)) s"
+  grep -v -e UserWarning -e _jit_pass -e "^ *warnings.warn" "$OUT/$name.log" | tail -${TAIL:-25}
+  [ $r -eq 0 ] || rc=1
+}
+if [[ $PARTS == *1* ]]; then
+  part runtime-gpu 200 bash -c 'cmake -S runtime -B /tmp/rt -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_CUDA_ARCHITECTURES=90a >/tmp/rt-cmake.log 2>&1 &&
+    ninja -C /tmp/rt >/tmp/rt-build.log 2>&1 || { tail -30 /tmp/rt-cmake.log /tmp/rt-build.log; exit 1; }
+    cd /tmp/rt && ctest -L gpu --output-on-failure --timeout 100'
+fi
+if [[ $PARTS == *2* ]]; then
+  part check-vs-torch 200 python3 test/gpu/check_vs_torch.py --cnnc "$CNNC" --work /tmp/gpucheck \
+    --digits "$PWD/.carry/digits"
+fi
+if [[ $PARTS == *3* ]]; then
+  part python-api 120 python3 test/gpu/check_python_api.py --cnnc "$CNNC"
+fi
+if [[ $PARTS == *4* ]]; then
+  mkdir -p /tmp/carrybuild/bin && ln -sf "$CNNC" /tmp/carrybuild/bin/cnnc
+  PYTHON=python3 part robustness-gpu 90 bash test/gpu/robustness_gpu.sh /tmp/carrybuild
+fi
+exit $rc

@@ -1,0 +1,47 @@
+"""What the GPU checks against PyTorch share (check_vs_torch.py,
+check_zoo.py): running the compiler and the executable, reading losses from
+the progress lines, the relative error, and the CIFAR-format batch with the
+runtime's resize."""
+import re
+import subprocess
+import time
+
+import numpy as np
+
+
+def run(cmd, **kw):
+    """Runs cmd; returns (stdout + stderr, seconds). A failure raises with
+    the tail of the output."""
+    t = time.time()
+    p = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if p.returncode != 0:
+        raise RuntimeError("command failed (%d): %s\n%s" % (
+            p.returncode, " ".join(cmd), (p.stdout + p.stderr)[-3000:]))
+    return p.stdout + p.stderr, time.time() - t
+
+
+def losses_of(text):
+    """The losses of the executable's progress lines, in step order."""
+    return [float(m.group(2)) for m in re.finditer(r"^step (\d+) loss (\S+)", text, re.M)]
+
+
+def rel(a, b):
+    """max |a - b| / max |b|."""
+    a = np.asarray(a, np.float64)
+    b = np.asarray(b, np.float64)
+    return float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-30))
+
+
+def write_cifar(path, images, labels):
+    """uint8 images (N, 3, 32, 32) and labels as CIFAR-10 binary records."""
+    rec = np.concatenate([labels.astype(np.uint8)[:, None],
+                          images.reshape(len(images), -1).astype(np.uint8)], axis=1)
+    with open(path, "wb") as f:
+        f.write(rec.tobytes())
+
+
+def adapt(images, h, w):
+    """The runtime's nearest-neighbour resize (cnnrt::adaptImages)."""
+    sy = (np.arange(h) * images.shape[2]) // h
+    sx = (np.arange(w) * images.shape[3]) // w
+    return images[:, :, sy][:, :, :, sx]
