@@ -16,6 +16,8 @@ for so in $(ldd .carry/cnnc | awk '/turbojpeg|libpng/ {print $3}'); do
   cp -L "$so" .carry/lib/
 done
 cp "$B/lib/libcnnrt.a" .carry/rt/lib/
+# The NCCL part (data-parallel steps link it; see docs/data-parallel.md).
+[ -f "$B/lib/libcnnrt_nccl.a" ] && cp "$B/lib/libcnnrt_nccl.a" .carry/rt/lib/
 # The runtime's image decoders, statically: the GPU machine need not have
 # libturbojpeg/libpng development files (cnnc links what the .link file says).
 if grep -q turbojpeg "$B/lib/libcnnrt.a.link" 2>/dev/null; then

@@ -15,6 +15,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "cnnc/Reference/Communicator.h"
 
 #include "FusedOps.h"
 #include "llvm/Support/raw_ostream.h"
@@ -246,6 +247,8 @@ private:
   LogicalResult exec(cnn::AllFiniteOp op);
   LogicalResult exec(cnn::LossScaleUpdateOp op);
   LogicalResult exec(cnn::UnscaleOp op);
+  // Data parallelism (cnn-data-parallel).
+  LogicalResult exec(cnn::AllReduceOp op);
   /// The gradient operand of an optimizer update divided by its grad_scale
   /// (or the gradient itself without loss scaling).
   const float *unscaledGrad(Value grad, Value scale, std::vector<float> &tmp);
@@ -355,7 +358,8 @@ LogicalResult Executor::execute(Operation *op) {
           [&](cnn::ElementwiseOpInterface o) { return execElementwise(o); })
       .Case<cnn::ReduceSumOp, cnn::ReduceMeanOp, cnn::ReduceMaxOp>(
           [&](Operation *o) { return execReduce(o); })
-      .Case<cnn::AllFiniteOp, cnn::LossScaleUpdateOp, cnn::UnscaleOp>(
+      .Case<cnn::AllFiniteOp, cnn::LossScaleUpdateOp, cnn::UnscaleOp,
+            cnn::AllReduceOp>(
           [&](auto concrete) { return exec(concrete); })
       .Case<func::ReturnOp>([&](func::ReturnOp ret) {
         results.clear();
@@ -842,6 +846,37 @@ LogicalResult Executor::exec(cnn::UnscaleOp op) {
   float *o = out(op.getResult());
   for (size_t i = 0; i < in.data.size(); ++i)
     o[i] = in.data[i] / s;
+  return success();
+}
+
+/// One collective over the whole bucket, through the thread's communicator
+/// (none: a single rank, the identity).
+LogicalResult Executor::exec(cnn::AllReduceOp op) {
+  std::vector<float> flat;
+  for (Value v : op.getInputs()) {
+    const Tensor &t = get(v);
+    flat.insert(flat.end(), t.data.begin(), t.data.end());
+  }
+  if (Communicator *comm = currentCommunicator();
+      comm && comm->size() > 1) {
+    ReduceKind kind;
+    if (!parseReduceKind(op.getReduction().str(), kind))
+      return op.emitOpError("unknown reduction '") << op.getReduction() << "'";
+    bool f16 = cast<RankedTensorType>(op.getInputs().front().getType())
+                   .getElementType()
+                   .isF16();
+    std::string err;
+    if (!comm->allReduce(flat.data(), flat.size(), kind, f16, err))
+      return op.emitError("rank ")
+             << comm->rank() << " of " << comm->size() << ": " << err;
+  }
+  size_t at = 0;
+  for (Value r : op.getResults()) {
+    Tensor &t = def(r);
+    std::copy(flat.begin() + at, flat.begin() + at + t.data.size(),
+              t.data.begin());
+    at += t.data.size();
+  }
   return success();
 }
 

@@ -55,6 +55,12 @@ SmallVector<unsigned> cnnc::inPlaceCandidates(Operation *op) {
   }
   if (isa<BiasAddOp>(op))
     return {0};
+  // NCCL reduces a bucket in place: result i into operand i (below).
+  if (isa<AllReduceOp>(op)) {
+    for (unsigned i = 0; i < op->getNumOperands(); ++i)
+      all.push_back(i);
+    return all;
+  }
   // Made by cnn-fuse; matched by name so this file does not depend on it.
   if (op->getName().getStringRef() == "cnn.fused_elementwise") {
     auto bc = op->getAttrOfType<DenseI64ArrayAttr>("broadcast");
@@ -152,7 +158,8 @@ cnnc::analyzeBufferLiveness(func::FuncOp func,
       int reused = -1;
       if (mode == InPlaceMode::Decide) {
         for (unsigned k : candidates)
-          if ((reused = canReuse(k)) >= 0) {
+          if ((!isa<AllReduceOp>(op) || k == r.getResultNumber()) &&
+              (reused = canReuse(k)) >= 0) {
             reuse[r.getResultNumber()] = k;
             break;
           }

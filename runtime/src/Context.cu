@@ -4,6 +4,7 @@
 // use, so keep its deprecation warnings off in this file.
 #undef CUDNN_WARN_DEPRECATED
 #include "cnnrt/cnnrt.h"
+#include "cnnrt/Distributed.h"
 
 #include <cublasLt.h>
 #include <cudnn.h>
@@ -343,9 +344,20 @@ struct Context::Impl {
 Context::Context(const ModelSpec &spec, const ContextOptions &opts)
     : spec_(spec), opts_(opts), impl_(new Impl) {
   requireGPU();
-  CNNRT_CUDA(*this, cudaSetDevice(0), "runtime init");
+  // One process per GPU in data-parallel runs: the launcher's local rank
+  // picks the device (Distributed.h); otherwise device 0.
+  int device = 0;
+  {
+    LaunchInfo li;
+    std::string err;
+    if (resolveLaunch([](const char *k) { return std::getenv(k); }, "", li,
+                      err) &&
+        li.distributed())
+      device = li.localRank;
+  }
+  CNNRT_CUDA(*this, cudaSetDevice(device), "runtime init");
   cudaDeviceProp prop;
-  CNNRT_CUDA(*this, cudaGetDeviceProperties(&prop, 0), "runtime init");
+  CNNRT_CUDA(*this, cudaGetDeviceProperties(&prop, device), "runtime init");
   impl_->gpuName = prop.name;
   for (char &c : impl_->gpuName)
     if (c == ' ' || c == '|' || c == '\t')

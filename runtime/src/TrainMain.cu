@@ -1,6 +1,7 @@
 //===- TrainMain.cu - the training driver of generated executables --------===//
 
 #include "Session.h"
+#include "cnnrt/Distributed.h"
 
 #include "cnnrt/TrainLoop.h"
 
@@ -30,6 +31,8 @@ struct Options {
   bool eval = false;
   uint64_t seed = 0;
   bool graph = true;
+  int gpus = 0;         ///< --gpus N (0: not given)
+  std::string distInit; ///< --dist-init file:///path
 };
 
 const char *kUsage =
@@ -51,6 +54,10 @@ const char *kUsage =
     "  --eval                evaluate on the validation split after training\n"
     "  --seed S              data order / augmentation seed (default 0)\n"
     "  --no-graph            do not capture the step into a CUDA graph\n"
+    "  --gpus N              data parallel on N GPUs of this host (a step\n"
+    "                        compiled with cnnc --gpus; N > 1 is not wired\n"
+    "                        into this driver yet: docs/data-parallel.md)\n"
+    "  --dist-init URL       file:///path: where rank 0 leaves the NCCL id\n"
     "%s"
     "  --help                this text\n"
     "environment: CNNRT_ALLOW_TF32=0|1 CNNRT_DETERMINISTIC=1|0 "
@@ -134,6 +141,10 @@ Options parseArgs(int argc, char **argv, const ModelSpec &spec) {
     } else if (a == "--no-graph") {
       noValue();
       o.graph = false;
+    } else if (a == "--gpus") {
+      o.gpus = static_cast<int>(parseInt(a, value(), 1));
+    } else if (a == "--dist-init") {
+      o.distInit = value();
     } else {
       usageError("unknown flag '" + std::string(argv[i]) + "'");
     }
@@ -501,6 +512,38 @@ int trainMain(int argc, char **argv, const ModelSpec &spec) {
     return kExitError;
   }
   requireGPU();
+  // Data parallelism: the launch is resolved from the environment by the
+  // step's dist::prepare (cnnrt/Nccl.h); --dist-init reaches it there.
+  if (!o.distInit.empty()) {
+    std::string path, err;
+    if (!parseDistInit(o.distInit, path, err))
+      usageError(err);
+    setenv("CNNC_DIST_INIT", o.distInit.c_str(), 1);
+  }
+  if (o.gpus > 0) {
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess)
+      devices = 0;
+    if (o.gpus > devices) {
+      std::fprintf(stderr,
+                   "cnnrt: error: --gpus %d: only %d GPU(s) are visible "
+                   "(CUDA_VISIBLE_DEVICES=%s)\n",
+                   o.gpus, devices,
+                   std::getenv("CUDA_VISIBLE_DEVICES")
+                       ? std::getenv("CUDA_VISIBLE_DEVICES")
+                       : "<unset>");
+      return kExitError;
+    }
+    if (o.gpus > 1) {
+      std::fprintf(stderr,
+                   "cnnrt: error: --gpus %d: forking one process per GPU is "
+                   "not implemented in this driver yet (one process per GPU "
+                   "from torchrun/mpirun/srun is not either); see "
+                   "docs/data-parallel.md\n",
+                   o.gpus);
+      return kExitError;
+    }
+  }
 
   std::fputs(
       runHeader(*train, test.get(), workers, norm, plan, spec.batch).c_str(),

@@ -157,6 +157,25 @@ cl::opt<std::string> saveStateOpt("save-state",
                                            "<-o>.trained.cnnw)"),
                                   cl::value_desc("file"), cl::init(""),
                                   cl::cat(trainCategory));
+cl::opt<int64_t> gpusOpt(
+    "gpus",
+    cl::desc("Data-parallel training on N GPUs (one process per GPU, "
+             "gradients all-reduced with NCCL); without a GPU, N ranks of the "
+             "CPU reference interpreter (threads). Each rank trains on the "
+             "model's batch: the global batch is N times it"),
+    cl::value_desc("N"), cl::init(0), cl::cat(trainCategory));
+cl::alias worldSizeAlias("world-size", cl::desc("Alias for --gpus"),
+                         cl::aliasopt(gpusOpt), cl::cat(trainCategory));
+cl::opt<double> bucketMBOpt(
+    "bucket-mb",
+    cl::desc("Data parallelism: largest gradient bucket of one all-reduce, in "
+             "MiB (default 25, as PyTorch DDP)"),
+    cl::init(25.0), cl::cat(trainCategory));
+cl::opt<bool> syncBNOpt(
+    "sync-bn",
+    cl::desc("Data parallelism: all-reduce BatchNorm batch statistics (not "
+             "implemented yet: rejected)"),
+    cl::init(false), cl::cat(trainCategory));
 cl::opt<uint64_t> seedOpt("seed", cl::desc("Data shuffling seed"), cl::init(0),
                           cl::cat(trainCategory));
 cl::opt<bool> dumpPlanOpt("dump-plan",
@@ -326,6 +345,27 @@ DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
   o.labelsTensor = labelsOpt;
   o.saveState = saveStateOpt;
   o.seed = seedOpt;
+  if (gpusOpt.getNumOccurrences()) {
+    if (gpusOpt < 1) {
+      llvm::errs() << "cnnc: error: --gpus/--world-size must be >= 1, got "
+                   << gpusOpt << "\n";
+      std::exit(1);
+    }
+    o.worldSize = gpusOpt;
+    o.dataParallel = true;
+  }
+  if (!(bucketMBOpt >= 0)) {
+    llvm::errs() << "cnnc: error: --bucket-mb must be >= 0, got "
+                 << bucketMBOpt << "\n";
+    std::exit(1);
+  }
+  if (syncBNOpt) {
+    llvm::errs() << "cnnc: error: --sync-bn is not implemented yet (BatchNorm "
+                    "statistics are per rank, as PyTorch DDP's default); see "
+                    "docs/data-parallel.md\n";
+    std::exit(1);
+  }
+  o.bucketMB = bucketMBOpt;
   o.trainFlags = trainFlags;
   o.dumpPlan = dumpPlanOpt;
   o.dumpPlanSvg = dumpPlanSvgOpt;

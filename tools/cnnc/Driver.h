@@ -50,6 +50,13 @@ struct DriverOptions {
   std::string labelsTensor;  ///< --labels y.npy (fixed batch with --input)
   std::string saveState;     ///< --save-state out.cnnw
   uint64_t seed = 0;         ///< --seed (data order)
+  /// Data parallelism (docs/data-parallel.md): --gpus N / --world-size N
+  /// ranks, each with the model's batch (the global batch is N times it);
+  /// cnn-data-parallel all-reduces the gradients in --bucket-mb buckets.
+  /// On the CPU reference interpreter the ranks are threads.
+  int64_t worldSize = 1;
+  bool dataParallel = false; ///< --gpus/--world-size given (even 1)
+  double bucketMB = 25.0;    ///< --bucket-mb
   /// --epochs, --lr-schedule, --eval-every, --log-json, --workers, ... (the
   /// flags the generated executable shares; parsed by cnnrt::TrainFlags).
   cnnrt::TrainFlags trainFlags;

@@ -7,6 +7,7 @@
 #include "Driver.h"
 
 #include "cnnc/Dialect/CNN/CNNOps.h"
+#include "cnnc/Reference/Communicator.h"
 #include "cnnc/Target/CUDA/EmitCUDA.h"
 #include "cnnc/Transforms/MemoryPlan.h"
 #include "cnnc/Transforms/Passes.h"
@@ -20,6 +21,7 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FileUtilities.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
@@ -28,6 +30,7 @@
 #include <chrono>
 #include <cstdio>
 #include <optional>
+#include <thread>
 
 using namespace mlir;
 using namespace cnnc;
@@ -114,6 +117,13 @@ LogicalResult cnnc::driver::optimizeTrainStep(const DriverOptions &o,
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());
   }
+  // Data parallelism: after layout/precision (the f16 gradients are the ones
+  // reduced), before fusion and the memory plan.
+  if (o.dataParallel) {
+    CNNDataParallelOptions dp;
+    dp.bucketMB = o.bucketMB;
+    pm.addPass(createCNNDataParallel(dp));
+  }
   // The reference interpreter is the golden model: it runs the unfused
   // step unless --fuse asks otherwise (tests compare the two).
   if (o.optimize && o.fuse && (o.targetGPU || o.fuseExplicit))
@@ -165,9 +175,17 @@ double now() {
       .count();
 }
 
+/// `imageType` is one rank's input; the batches read hold `ranks` times its
+/// batch (the global batch of data parallelism, rank r takes the r-th
+/// slice: disjoint shards of one shuffle).
 LogicalResult openData(const DriverOptions &o, Compilation &c,
                        RankedTensorType imageType, int64_t classes,
-                       bool wantTest, BatchSource &src) {
+                       bool wantTest, BatchSource &src, int64_t ranks = 1) {
+  if (ranks > 1) {
+    SmallVector<int64_t> shape(imageType.getShape());
+    shape[0] *= ranks;
+    imageType = RankedTensorType::get(shape, imageType.getElementType());
+  }
   std::string err;
   if (!o.inputTensor.empty()) {
     if (o.labelsTensor.empty())
@@ -307,11 +325,13 @@ LogicalResult cnnc::driver::trainReference(const DriverOptions &o,
     classes = op.getLogits().getType().getDimSize(1);
   });
   auto forward = c.module->lookupSymbol<func::FuncOp>("forward");
+  const int ranks = static_cast<int>(o.worldSize);
   BatchSource src;
-  if (failed(
-          openData(o, c, imageType, classes, /*wantTest=*/bool(forward), src)))
+  if (failed(openData(o, c, imageType, classes, /*wantTest=*/bool(forward),
+                      src, ranks)))
     return failure();
-  const int batch = imageType.getDimSize(0);
+  const int rankBatch = imageType.getDimSize(0);
+  const int batch = rankBatch * ranks; // the global batch
   cnnrt::TrainFlags flags = o.trainFlags;
   flags.steps = o.steps > 0 ? o.steps : -1;
   flags.lr = learningRate(o);
@@ -329,6 +349,17 @@ LogicalResult cnnc::driver::trainReference(const DriverOptions &o,
   if (src.set)
     llvm::outs() << cnnrt::runHeader(*src.set, src.test.get(), src.workers,
                                      src.norm, plan, batch);
+  if (o.dataParallel) {
+    auto dp = step->getAttrOfType<DictionaryAttr>("cnn.data_parallel");
+    auto buckets = dp ? dp.getAs<IntegerAttr>("buckets") : nullptr;
+    llvm::outs() << "data parallel: " << ranks
+                 << (ranks == 1 ? " rank" : " ranks")
+                 << " (threads of the CPU reference interpreter) x batch "
+                 << rankBatch << " = global batch " << batch << "; "
+                 << (buckets ? buckets.getInt() : 0)
+                 << " gradient bucket(s) of <= "
+                 << llvm::formatv("{0}", o.bucketMB) << " MiB\n";
+  }
   auto epochAt = [&](int64_t k) {
     return src.set ? k * (double)batch / (double)src.set->size() : 0.0;
   };
@@ -343,62 +374,142 @@ LogicalResult cnnc::driver::trainReference(const DriverOptions &o,
     return success();
   };
 
-  // Persistent state by name: weights, statistics, optimizer state.
-  reference::TensorMap state = c.weights;
-  reference::Tensor images = reference::Tensor::zeros(imageType);
-  reference::Tensor labels = reference::Tensor::zeros(labelsType);
+  // Persistent state by name: weights, statistics, optimizer state; one
+  // map per rank, all starting from rank 0's (the broadcast of DDP).
+  std::vector<reference::TensorMap> states(ranks, c.weights);
+  reference::TensorMap &state = states[0];
+  reference::Tensor images = reference::Tensor::zeros(
+      RankedTensorType::get(
+          [&] {
+            SmallVector<int64_t> s(imageType.getShape());
+            s[0] = batch;
+            return s;
+          }(),
+          imageType.getElementType()));
+  reference::Tensor labels(
+      reference::elemKindOf(labelsType.getElementType()), {batch});
+  // Rank r's slice of the global batch.
+  auto slice = [&](const reference::Tensor &t, int r,
+                   RankedTensorType type) {
+    reference::Tensor s = reference::Tensor::zeros(type);
+    size_t n = s.data.size();
+    std::copy(t.data.begin() + r * n, t.data.begin() + (r + 1) * n,
+              s.data.begin());
+    s.kind = t.kind;
+    return s;
+  };
+  // Rank failure injection for tests: rank $CNNC_DP_FAIL_RANK stops at step
+  // $CNNC_DP_FAIL_STEP without a word to the others (as a crashed process
+  // would); they must give up after $CNNC_DIST_TIMEOUT seconds.
+  int failRank = -1;
+  int64_t failStep = -1;
+  if (const char *e = std::getenv("CNNC_DP_FAIL_RANK"))
+    failRank = std::atoi(e);
+  if (const char *e = std::getenv("CNNC_DP_FAIL_STEP"))
+    failStep = std::atoll(e);
+  double timeout = 300;
+  if (const char *e = std::getenv("CNNC_DIST_TIMEOUT"))
+    timeout = std::max(0.1, std::atof(e));
   double tStart = now(), tLog = tStart, evalTime = 0;
   int64_t logSince = 0;
   for (int64_t k = 1; k <= plan.totalSteps; ++k) {
     if (failed(nextBatch(c, src, images, labels)))
       return failure();
     const double lr = plan.lr.at(k);
-    std::vector<reference::Tensor> args(step.getNumArguments());
-    for (unsigned i = 0; i < step.getNumArguments(); ++i) {
-      auto type = cast<RankedTensorType>(step.getArgument(i).getType());
-      std::string name = argName(step, i, cnn::kParamAttr);
-      if (name.empty())
-        name = argName(step, i, cnn::kBufferAttr);
-      if (name.empty())
-        name = argName(step, i, cnn::kStateAttr);
-      if ((int)i == imageArg)
-        args[i] = images;
-      else if ((int)i == labelsArg)
-        args[i] = labels;
-      else if ((int)i == lrArg)
-        args[i] = reference::Tensor::zeros(type, (float)lr);
-      else if ((int)i == stepArg)
-        args[i] = reference::Tensor::zeros(type, (float)k);
-      else if (state.count(name))
-        args[i] = state[name];
-      else if (step.getArgAttr(i, cnn::kStateAttr)) {
-        // Optimizer state starts at zero; the loss scale at its cnn.init.
-        auto init = step.getArgAttrOfType<FloatAttr>(i, "cnn.init");
-        args[i] = reference::Tensor::zeros(type, init ? init.getValueAsDouble()
-                                                      : 0.0f);
-      } else
-        return fail(c, "no value for the parameter '" + name + "'");
-      if (!args[i].matches(type))
-        return fail(c, "the value of '" + name + "' has the wrong shape");
+    std::vector<std::vector<reference::Tensor>> rankArgs(ranks);
+    for (int r = 0; r < ranks; ++r) {
+      std::vector<reference::Tensor> &args = rankArgs[r];
+      args.resize(step.getNumArguments());
+      for (unsigned i = 0; i < step.getNumArguments(); ++i) {
+        auto type = cast<RankedTensorType>(step.getArgument(i).getType());
+        std::string name = argName(step, i, cnn::kParamAttr);
+        if (name.empty())
+          name = argName(step, i, cnn::kBufferAttr);
+        if (name.empty())
+          name = argName(step, i, cnn::kStateAttr);
+        if ((int)i == imageArg)
+          args[i] = ranks == 1 ? images : slice(images, r, type);
+        else if ((int)i == labelsArg)
+          args[i] = ranks == 1 ? labels : slice(labels, r, type);
+        else if ((int)i == lrArg)
+          args[i] = reference::Tensor::zeros(type, (float)lr);
+        else if ((int)i == stepArg)
+          args[i] = reference::Tensor::zeros(type, (float)k);
+        else if (states[r].count(name))
+          args[i] = states[r][name];
+        else if (step.getArgAttr(i, cnn::kStateAttr)) {
+          // Optimizer state starts at zero; the loss scale at its cnn.init.
+          auto init = step.getArgAttrOfType<FloatAttr>(i, "cnn.init");
+          args[i] = reference::Tensor::zeros(
+              type, init ? init.getValueAsDouble() : 0.0f);
+        } else
+          return fail(c, "no value for the parameter '" + name + "'");
+        if (!args[i].matches(type))
+          return fail(c, "the value of '" + name + "' has the wrong shape");
+      }
     }
-    auto results = reference::run(step, args);
-    if (failed(results))
+    // One step on every rank; with several, each a thread with its
+    // communicator (cnn.all_reduce).
+    std::vector<FailureOr<std::vector<reference::Tensor>>> results(
+        ranks, failure());
+    if (ranks == 1) {
+      results[0] = reference::run(step, rankArgs[0]);
+    } else {
+      reference::LocalGroup group(ranks, timeout);
+      std::vector<char> died(ranks, 0);
+      std::vector<std::thread> threads;
+      for (int r = 0; r < ranks; ++r)
+        threads.emplace_back([&, r] {
+          if (r == failRank && k == failStep) {
+            died[r] = 1; // silently, as a crashed process
+            return;
+          }
+          reference::setCurrentCommunicator(group.member(r));
+          results[r] = reference::run(step, rankArgs[r]);
+          reference::setCurrentCommunicator(nullptr);
+          if (failed(results[r]))
+            group.abort(r, "its step failed (see the error above)");
+        });
+      for (std::thread &t : threads)
+        t.join();
+      // Name the rank that died (or failed first) rather than the ones that
+      // gave up waiting for it.
+      std::string dead, broken;
+      for (int r = 0; r < ranks; ++r) {
+        if (died[r])
+          dead += (dead.empty() ? "" : ", ") + std::to_string(r);
+        else if (failed(results[r]))
+          broken += (broken.empty() ? "" : ", ") + std::to_string(r);
+      }
+      if (!dead.empty() || !broken.empty())
+        return fail(c, "data-parallel training stopped at step " + Twine(k) +
+                           " of " + Twine(plan.totalSteps) + ": " +
+                           (dead.empty() ? ""
+                                         : "rank " + dead +
+                                               " died (CNNC_DP_FAIL_RANK); ") +
+                           (broken.empty() ? "" : "rank " + broken + " failed") +
+                           " (world size " + Twine(ranks) +
+                           "); no state was written");
+    }
+    if (failed(results[0]))
       return failure();
     float loss = 0;
-    for (unsigned r = 0; r < step.getNumResults(); ++r) {
-      DictionaryAttr d = step.getResultAttrDict(r);
-      if (d && d.get(cnn::kLossAttr)) {
-        loss = (*results)[r].data[0];
-        continue;
+    for (int r = 0; r < ranks; ++r)
+      for (unsigned i = 0; i < step.getNumResults(); ++i) {
+        DictionaryAttr d = step.getResultAttrDict(i);
+        if (d && d.get(cnn::kLossAttr)) {
+          if (r == 0)
+            loss = (*results[r])[i].data[0];
+          continue;
+        }
+        for (const char *key :
+             {cnn::kParamAttr, cnn::kBufferAttr, cnn::kStateAttr})
+          if (auto s = d ? dyn_cast_or_null<StringAttr>(d.get(key)) : nullptr)
+            states[r][s.str()] = (*results[r])[i];
+        if (auto s = d ? dyn_cast_or_null<StringAttr>(d.get(cnn::kGradAttr))
+                       : nullptr)
+          states[r][s.str() + ".grad"] = (*results[r])[i];
       }
-      for (const char *key :
-           {cnn::kParamAttr, cnn::kBufferAttr, cnn::kStateAttr})
-        if (auto s = d ? dyn_cast_or_null<StringAttr>(d.get(key)) : nullptr)
-          state[s.str()] = (*results)[r];
-      if (auto s =
-              d ? dyn_cast_or_null<StringAttr>(d.get(cnn::kGradAttr)) : nullptr)
-        state[s.str() + ".grad"] = (*results)[r];
-    }
     ++logSince;
     if (k % plan.logEvery == 0 || k == plan.totalSteps) {
       double t = now();
@@ -425,6 +536,16 @@ LogicalResult cnnc::driver::trainReference(const DriverOptions &o,
       tLog += now() - t0;
     }
   }
+  // Every rank applied the same averaged gradients to the same weights: a
+  // difference in a parameter is a bug (BN running statistics may differ;
+  // rank 0's are kept, as DDP broadcasts rank 0's buffers).
+  for (int r = 1; r < ranks; ++r)
+    for (unsigned i = 0; i < step.getNumResults(); ++i)
+      if (auto s = step.getResultAttrOfType<StringAttr>(i, cnn::kParamAttr))
+        if (states[r][s.str()].data != state[s.str()].data)
+          return fail(c, "data parallel: the parameter '" + s.getValue() +
+                             "' of rank " + Twine(r) +
+                             " differs from rank 0's");
 
   if (src.test && forward && failed(runEval(state, plan.totalSteps)))
     return failure();
@@ -503,6 +624,25 @@ std::string cudnnLinkArg() {
       return base + ".9";
   }
   return "-lcudnn";
+}
+
+/// NCCL as nvcc should link it (data-parallel steps): $CNNC_NCCL_LIB (a
+/// libnccl.so* path), else "-L<dir> -lnccl" where the development symlink
+/// exists, else libnccl.so.2 by path (GPU machines with only the runtime
+/// package); "" when none is found.
+std::string ncclLinkArg() {
+  if (const char *e = std::getenv("CNNC_NCCL_LIB"))
+    return e;
+  for (const char *dir :
+       {"/usr/local/cuda/lib64", "/usr/local/cuda/lib",
+        "/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu"}) {
+    std::string base = std::string(dir) + "/libnccl.so";
+    if (llvm::sys::fs::exists(base))
+      return "-L" + std::string(dir) + " -lnccl";
+    if (llvm::sys::fs::exists(base + ".2"))
+      return base + ".2";
+  }
+  return "";
 }
 
 } // namespace
@@ -663,6 +803,26 @@ LogicalResult cnnc::driver::compileCUDA(const DriverOptions &o, Compilation &c,
   std::string cudnn = cudnnLinkArg();
   for (StringRef a : llvm::split(cudnn, ' '))
     args.push_back(a.str());
+  // A data-parallel step (cnn.all_reduce) calls NCCL through cnnrt/Nccl.h.
+  if (cu.find("#include \"cnnrt/Nccl.h\"") != std::string::npos) {
+    std::string nccl = ncclLinkArg();
+    if (nccl.empty())
+      return fail(c, "the data-parallel step needs NCCL, but libnccl.so(.2) "
+                     "was not found (looked in $CNNC_NCCL_LIB, "
+                     "/usr/local/cuda/lib64, /usr/local/cuda/lib, "
+                     "/usr/lib/x86_64-linux-gnu)");
+    SmallString<256> ncclRt(llvm::sys::path::parent_path(lib));
+    llvm::sys::path::append(ncclRt, "libcnnrt_nccl.a");
+    if (!llvm::sys::fs::exists(ncclRt))
+      return fail(c, "the data-parallel step needs the runtime's NCCL part '" +
+                         ncclRt +
+                         "' (libcnnrt was built without NCCL: nccl.h not "
+                         "found)");
+    // Before libcnnrt.a: it uses the runtime's Context.
+    args.insert(llvm::find(args, lib), std::string(ncclRt));
+    for (StringRef a : llvm::split(nccl, ' '))
+      args.push_back(a.str());
+  }
   args.insert(args.end(), {"-lcublasLt", "-lcublas"});
   // What the runtime's host part links against (libjpeg-turbo, libpng,
   // pthreads), as its build recorded it beside the library.
@@ -731,6 +891,15 @@ int cnnc::driver::trainAndRun(const DriverOptions &options, Compilation &c) {
     return fallback("no CUDA GPU found");
   if (findNvcc().empty())
     return fallback("nvcc not found");
+  if (o.worldSize > 1) {
+    emitError(UnknownLoc::get(&c.context))
+        << "cnnc train --gpus " << o.worldSize
+        << ": multi-GPU runs of the generated executable are not implemented "
+           "yet (the step compiles with its NCCL all-reduces, and --gpus 1 "
+           "runs through NCCL; without a GPU, --gpus N trains N ranks on the "
+           "CPU reference interpreter); see docs/data-parallel.md";
+    return 1;
+  }
   o.emit = "exe";
   if (o.outputFile.empty())
     o.outputFile = "train";

@@ -205,6 +205,70 @@ def CNNPrecision : Pass<"cnn-precision", "mlir::ModuleOp"> {
   ];
 }
 
+def CNNDataParallel : Pass<"cnn-data-parallel", "mlir::ModuleOp"> {
+  let summary = "All-reduces the gradients of @train_step in buckets (data parallelism)";
+  let description = [{
+    Data-parallel training (DDP semantics): every rank runs the same step on
+    its own shard of the batch; this pass makes the step exchange what the
+    ranks must agree on, with `cnn.all_reduce` ops:
+    - every parameter gradient (operand `grad` of each optimizer update, or a
+      `cnn.grad` result with optimizer none) is averaged over the ranks
+      before its update. Gradients are grouped into *buckets* of at most
+      `bucket-mb` MiB (one element type each) **in the order they become
+      final in the backward schedule** (the position of their defining op),
+      and each bucket's all_reduce is placed right after its last gradient:
+      the runtime starts it on the communication stream while the rest of
+      the backward pass runs. `bucket` numbers the collectives in issue
+      order. Constant gradients (zeros of unused parameters) are the same on
+      every rank and are not reduced.
+    - under loss scaling (after cnn-precision) the f16 gradient is reduced,
+      in f16, before its cast to f32 (the cast then reads the reduced value),
+      and `cnn.all_finite` reads the reduced gradients: one rank's inf/NaN
+      reaches every rank's flag, so all ranks skip the same step and back
+      the scale off together (no separate collective is needed for the
+      flag; the reduced values are bitwise the same on every rank).
+    - the loss result is averaged (the reported loss is the global batch's),
+      in a last one-element bucket.
+    BatchNorm batch statistics stay per rank (DDP's default); the running
+    statistics of rank 0 are the ones checkpointed.
+
+    Runs after cnn-autodiff (and after cnn-layout/cnn-precision when they
+    run), before cnn-fuse and the memory plan. The function gets the
+    attribute `cnn.data_parallel = {buckets = N, bucket_mb = ...}`.
+
+    Before (SGD, after cnn-autodiff):
+    ```mlir
+    %dw1 = cnn.conv2d_bwd_filter ...          // final first (last layer)
+    %db1 = cnn.bias_grad ...
+    %dw0 = cnn.conv2d_bwd_filter ...
+    %w0n, %m0n = cnn.sgd_update %w0, %dw0, %m0, %lr, %step {...}
+    %w1n, %m1n = cnn.sgd_update %w1, %dw1, %m1, %lr, %step {...}
+    return %loss, ...
+    ```
+    After (`bucket-mb` small enough for two buckets):
+    ```mlir
+    %dw1 = cnn.conv2d_bwd_filter ...
+    %db1 = cnn.bias_grad ...
+    %r:2 = cnn.all_reduce %dw1, %db1 {bucket = 0 : i64, bytes = 4136 : i64, reduction = "avg"} : ...
+    %dw0 = cnn.conv2d_bwd_filter ...
+    %r0 = cnn.all_reduce %dw0 {bucket = 1 : i64, bytes = 1728 : i64, reduction = "avg"} : ...
+    %w0n, %m0n = cnn.sgd_update %w0, %r0, %m0, %lr, %step {...}
+    %w1n, %m1n = cnn.sgd_update %w1, %r#0, %m1, %lr, %step {...}
+    %l = cnn.all_reduce %loss {bucket = 2 : i64, bytes = 4 : i64, reduction = "avg"} : ...
+    return %l, ...
+    ```
+  }];
+  let options = [
+    Option<"bucketMB", "bucket-mb", "double", "25.0",
+           "largest bucket in MiB (a gradient larger than that is a bucket "
+           "alone); 0 puts every gradient in its own bucket">,
+  ];
+  let statistics = [
+    Statistic<"numBuckets", "buckets", "all_reduce ops of gradients">,
+    Statistic<"numGradients", "gradients", "gradients all-reduced">
+  ];
+}
+
 def CNNLowerElementwise : Pass<"cnn-lower-elementwise", "mlir::ModuleOp"> {
   let summary = "Makes every remaining elementwise op a one-op fused_elementwise";
   let description = [{

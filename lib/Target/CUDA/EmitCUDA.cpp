@@ -18,6 +18,8 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <set>
+
 #include <fmt/format.h>
 
 #include <cmath>
@@ -249,6 +251,11 @@ private:
   std::map<std::string, int> convIds, matmulIds;
   int numKernels = 0;
   int64_t numLaunches = 0;
+  /// Data parallelism: results of cnn.all_reduce whose bucket the compute
+  /// stream has not joined yet (value -> bucket), and the bucket count.
+  DenseMap<Value, int64_t> unjoined;
+  int64_t numBuckets = 0;
+  void joinBucket(std::string &out, int64_t bucket);
 };
 
 std::string Emitter::kernel(const std::string &params,
@@ -1531,10 +1538,73 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
                     {u.getResult()}, "r0 = a0 / a1;");
         return success();
       })
+      // Data parallelism (cnn-data-parallel): the bucket's tensors are
+      // reduced in place by NCCL on the communication stream, forked from
+      // the compute stream here and joined before the first reader of a
+      // result (emitFunction), so the rest of the backward pass overlaps.
+      .Case([&](AllReduceOp a) -> LogicalResult {
+        int64_t k = a.getBucketAttr().getValue().getSExtValue();
+        int red = a.getReduction() == "avg"   ? 0
+                  : a.getReduction() == "sum" ? 1
+                  : a.getReduction() == "max" ? 2
+                                              : 3;
+        // NCCL reduces in place; the memory plan keeps a gradient's buffer
+        // alive until its result's last reader. A result it could not put
+        // there (the loss, a returned value: persistent) is copied after a
+        // join right here, before anything can reuse the operand's buffer.
+        int64_t bytes = 0;
+        bool inPlace = true;
+        for (auto [in, r] : llvm::zip(a.getInputs(), a.getResults())) {
+          inPlace &= plan.offsetOf(in) == plan.offsetOf(r);
+          bytes += ttype(in).getNumElements() *
+                   (ttype(in).getElementType().isF16() ? 2 : 4);
+        }
+        if (numBuckets == 0)
+          prepare += "  cnnrt::dist::prepare(ctx, CNNC_NUM_BUCKETS);\n";
+        numBuckets = std::max(numBuckets, k + 1);
+        out += fmt::format("  // all-reduce bucket {}: {} tensors, {} bytes "
+                           "({})\n  cnnrt::dist::begin(ctx, {});\n",
+                           k, a.getInputs().size(), bytes,
+                           a.getReduction().str(), k);
+        for (Value in : a.getInputs())
+          out += fmt::format(
+              "  cnnrt::dist::allReduce(ctx, A + {}, {}ull, {}, {}, \"{}\");\n",
+              plan.offsetOf(in), ttype(in).getNumElements(),
+              ttype(in).getElementType().isF16() ? 1 : 0, red, loc(op));
+        out += fmt::format("  cnnrt::dist::end(ctx, {});\n", k);
+        ++numLaunches;
+        if (!inPlace) {
+          out += fmt::format("  cnnrt::dist::join(ctx, {});\n", k);
+          for (auto [in, r] : llvm::zip(a.getInputs(), a.getResults()))
+            if (plan.offsetOf(in) != plan.offsetOf(r)) {
+              out += fmt::format(
+                  "  ctx.check(cudaMemcpyAsync(A + {}, A + {}, {}, "
+                  "cudaMemcpyDeviceToDevice, s), \"{}\");\n",
+                  plan.offsetOf(r), plan.offsetOf(in),
+                  ttype(in).getNumElements() *
+                      (ttype(in).getElementType().isF16() ? 2 : 4),
+                  loc(op));
+              ++numLaunches;
+            }
+          return success();
+        }
+        for (Value r : a.getResults())
+          unjoined[r] = k;
+        return success();
+      })
       .Default([&](Operation *o) {
         return o->emitError("CUDA backend: no lowering for '")
                << o->getName() << "'";
       });
+}
+
+void Emitter::joinBucket(std::string &out, int64_t bucket) {
+  out += fmt::format("  cnnrt::dist::join(ctx, {});\n", bucket);
+  for (auto it = unjoined.begin(); it != unjoined.end();) {
+    auto cur = it++;
+    if (cur->second == bucket)
+      unjoined.erase(cur);
+  }
 }
 
 void Emitter::groupOptimizerUpdates(func::FuncOp f) {
@@ -1667,9 +1737,25 @@ LogicalResult Emitter::emitFunction(func::FuncOp f, std::string &body) {
   for (Operation &op : f.getBody().front()) {
     if (isa<func::ReturnOp>(op))
       break;
+    // The compute stream waits for a bucket before the first reader of one
+    // of its results.
+    std::set<int64_t> joins;
+    op.walk([&](Operation *nested) {
+      for (Value v : nested->getOperands())
+        if (auto it = unjoined.find(v); it != unjoined.end())
+          joins.insert(it->second);
+    });
+    for (int64_t k : joins)
+      joinBucket(body, k);
     if (failed(emitOp(&op, body)))
       return failure();
   }
+  // Every bucket is joined before the step ends (the graph's end).
+  std::set<int64_t> rest;
+  for (auto &[v, k] : unjoined)
+    rest.insert(k);
+  for (int64_t k : rest)
+    joinBucket(body, k);
   return success();
 }
 
@@ -1711,6 +1797,11 @@ LogicalResult Emitter::write(llvm::raw_ostream &os, func::FuncOp step,
      << " kernel launches and library calls per training step, arena "
      << plan.arenaBytes << " bytes.\n";
   os << kPrelude << "\n";
+  if (numBuckets > 0)
+    os << "// Data parallel: " << numBuckets
+       << " all-reduce bucket(s) through NCCL (cnnrt/Nccl.h).\n"
+       << "#include \"cnnrt/Nccl.h\"\n#define CNNC_NUM_BUCKETS " << numBuckets
+       << "\n";
   os << "// ---- generated kernels ----\n" << kernels;
   if (!epilogues.empty())
     os << "// ---- epilogues of fused convolutions (run by the runtime) ----\n"

@@ -1,0 +1,61 @@
+//===- Nccl.h - NCCL all-reduce of data-parallel steps ----------*- C++ -*-===//
+//
+// What the generated code of a data-parallel step (cnn.all_reduce, made by
+// cnn-data-parallel) calls, and the communicator behind it. Only such
+// executables reference these functions, so only they link libnccl
+// (cnnc adds it to the nvcc line). See docs/data-parallel.md.
+//
+// Per bucket, in the captured step:
+//   cnnrt::dist::begin(ctx, k);        // comm stream waits for the compute
+//                                      // stream here (gradients are final)
+//   cnnrt::dist::allReduce(ctx, p, n, dtype, op, loc);   // in place, each
+//   cnnrt::dist::end(ctx, k);          // tensor of the bucket, one group
+//   ... the rest of the backward pass runs on the compute stream ...
+//   cnnrt::dist::join(ctx, k);         // before the first reader
+//
+//===----------------------------------------------------------------------===//
+#ifndef CNNRT_NCCL_H
+#define CNNRT_NCCL_H
+
+#include "cnnrt/Distributed.h"
+#include "cnnrt/cnnrt.h"
+
+#include <cuda_runtime.h>
+#include <string>
+
+namespace cnnrt::dist {
+
+enum Reduction : int { kAvg = 0, kSum = 1, kMax = 2, kMin = 3 };
+
+/// Called by the generated prepareModel of a data-parallel step (before any
+/// capture): resolves the launch from the environment (Distributed.h),
+/// creates the NCCL communicator, the communication stream and one event
+/// pair per bucket. World size 1 runs through NCCL too (a one-rank
+/// communicator). Errors exit 1 with a message.
+void prepare(Context &ctx, int numBuckets);
+/// The communicator alone (non-blocking, polled with `timeoutSeconds`; on
+/// timeout or error the communicator is aborted): false with `err`.
+/// Exposed for the device checks (runtime/test/nccl_check.cu).
+bool initComm(const LaunchInfo &li, double timeoutSeconds, std::string &err);
+/// The launch prepare() resolved (one rank before).
+const LaunchInfo &launch();
+
+void begin(Context &ctx, int bucket);
+/// In place: `count` elements of `dtype` (DType) at `buf`, reduced with `op`.
+void allReduce(Context &ctx, void *buf, size_t count, int dtype, int op,
+               const char *loc);
+void end(Context &ctx, int bucket);
+void join(Context &ctx, int bucket);
+
+/// Waits for `stream` like cudaStreamSynchronize, but polls the
+/// communicator: after $CNNC_DIST_TIMEOUT seconds without completion, or on
+/// an NCCL error (a peer died), aborts the communicator and exits 1 with
+/// "cnnrt: error: rank R of N: <what>: ...".
+void waitStream(Context &ctx, cudaStream_t stream, const char *what);
+
+/// Aborts and frees the communicator (at exit).
+void shutdown();
+
+} // namespace cnnrt::dist
+
+#endif // CNNRT_NCCL_H

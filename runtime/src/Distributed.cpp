@@ -1,0 +1,222 @@
+//===- Distributed.cpp - data-parallel launch: ranks, rendezvous ----------===//
+#include "cnnrt/Distributed.h"
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sys/stat.h>
+#include <thread>
+#include <unistd.h>
+
+namespace cnnrt {
+
+std::string LaunchInfo::describe() const {
+  return "rank " + std::to_string(rank) + " of " + std::to_string(worldSize) +
+         " (local rank " + std::to_string(localRank) + ", " + source + ")";
+}
+
+bool parseDistInit(const std::string &url, std::string &path,
+                   std::string &err) {
+  const std::string scheme = "file://";
+  if (url.compare(0, scheme.size(), scheme) != 0 ||
+      url.size() <= scheme.size() || url[scheme.size()] != '/') {
+    err = "--dist-init '" + url +
+          "': expected file:///absolute/path (a file on a filesystem every "
+          "rank sees; rank 0 writes the NCCL id there)";
+    return false;
+  }
+  path = url.substr(scheme.size());
+  return true;
+}
+
+namespace {
+bool parseInt(const char *s, int min, int &out) {
+  if (!s || !*s)
+    return false;
+  char *end = nullptr;
+  errno = 0;
+  long v = std::strtol(s, &end, 10);
+  if (*end || errno || v < min || v > 1 << 20)
+    return false;
+  out = static_cast<int>(v);
+  return true;
+}
+
+/// One launcher's variables: rank, size, local rank (the last optional).
+struct Vars {
+  const char *source, *rank, *size, *local;
+};
+const Vars kLaunchers[] = {
+    {"cnnc", "CNNC_RANK", "CNNC_WORLD_SIZE", "CNNC_LOCAL_RANK"},
+    {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"},
+    {"mpirun", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+     "OMPI_COMM_WORLD_LOCAL_RANK"},
+    {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
+};
+} // namespace
+
+bool resolveLaunch(const EnvFn &env, const std::string &distInitFlag,
+                   LaunchInfo &out, std::string &err) {
+  out = LaunchInfo();
+  std::string distInit = distInitFlag;
+  if (distInit.empty())
+    if (const char *e = env("CNNC_DIST_INIT"))
+      distInit = e;
+  for (const Vars &v : kLaunchers) {
+    const char *rank = env(v.rank), *size = env(v.size);
+    if (!rank && !size)
+      continue;
+    if (!rank || !size) {
+      err = std::string(v.source) + " launch: " + (rank ? v.size : v.rank) +
+            " is not set (" + (rank ? v.rank : v.size) + " is)";
+      return false;
+    }
+    if (!parseInt(size, 1, out.worldSize)) {
+      err = std::string(v.size) + "='" + size + "' is not a world size >= 1";
+      return false;
+    }
+    if (!parseInt(rank, 0, out.rank) || out.rank >= out.worldSize) {
+      err = std::string(v.rank) + "='" + rank + "' is not a rank in [0, " +
+            std::to_string(out.worldSize) + ")";
+      return false;
+    }
+    const char *local = env(v.local);
+    if (local) {
+      if (!parseInt(local, 0, out.localRank)) {
+        err = std::string(v.local) + "='" + local +
+              "' is not a local rank >= 0";
+        return false;
+      }
+    } else {
+      out.localRank = out.rank; // one host
+    }
+    out.source = v.source;
+    break;
+  }
+  if (out.source == "torchrun") {
+    if (const char *a = env("MASTER_ADDR"))
+      out.masterAddr = a;
+    if (const char *p = env("MASTER_PORT"))
+      parseInt(p, 1, out.masterPort);
+  }
+  if (!distInit.empty()) {
+    if (!parseDistInit(distInit, out.idFile, err))
+      return false;
+    return true;
+  }
+  if (!out.distributed())
+    return true;
+  // No --dist-init: one host only, a file in $TMPDIR keyed by the job.
+  std::string key;
+  if (out.source == "torchrun") {
+    const char *run = env("TORCHELASTIC_RUN_ID");
+    key = "torchrun-" + out.masterAddr + "-" +
+          std::to_string(out.masterPort) + (run ? std::string("-") + run : "");
+  } else if (out.source == "slurm") {
+    const char *job = env("SLURM_JOB_ID");
+    const char *step = env("SLURM_STEP_ID");
+    if (job)
+      key = std::string("slurm-") + job + "-" + (step ? step : "0");
+  } else if (out.source == "mpirun") {
+    const char *job = env("OMPI_MCA_ess_base_jobid");
+    if (job)
+      key = std::string("mpirun-") + job;
+  }
+  if (key.empty()) {
+    err = out.describe() +
+          ": no way to share the NCCL id between the ranks; pass --dist-init "
+          "file:///path/on/a/shared/filesystem";
+    return false;
+  }
+  for (char &c : key)
+    if (c == '/' || c == ' ')
+      c = '_';
+  const char *tmp = env("TMPDIR");
+  out.idFile = std::string(tmp && *tmp ? tmp : "/tmp") + "/cnnc-nccl-id-" + key;
+  return true;
+}
+
+bool exchangeId(const LaunchInfo &li, const std::string &path,
+                std::vector<char> &id, size_t idBytes, double timeoutSeconds,
+                std::string &err) {
+  if (li.rank == 0) {
+    if (id.size() != idBytes) {
+      err = "rank 0: the NCCL id has " + std::to_string(id.size()) +
+            " bytes, expected " + std::to_string(idBytes);
+      return false;
+    }
+    std::string tmp = path + ".tmp." + std::to_string(getpid());
+    FILE *f = std::fopen(tmp.c_str(), "wb");
+    if (!f || std::fwrite(id.data(), 1, id.size(), f) != id.size() ||
+        std::fclose(f) != 0) {
+      err = "rank 0: cannot write the NCCL id to '" + tmp +
+            "': " + std::strerror(errno);
+      if (f)
+        std::remove(tmp.c_str());
+      return false;
+    }
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+      err = "rank 0: cannot rename '" + tmp + "' to '" + path +
+            "': " + std::strerror(errno);
+      std::remove(tmp.c_str());
+      return false;
+    }
+    return true;
+  }
+  auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    struct stat st;
+    if (::stat(path.c_str(), &st) == 0 &&
+        static_cast<size_t>(st.st_size) == idBytes) {
+      std::ifstream in(path, std::ios::binary);
+      id.assign(idBytes, 0);
+      if (in.read(id.data(), idBytes))
+        return true;
+    }
+    double waited = std::chrono::duration<double>(
+                        std::chrono::steady_clock::now() - start)
+                        .count();
+    if (waited >= timeoutSeconds) {
+      char buf[64];
+      std::snprintf(buf, sizeof(buf), "%g", timeoutSeconds);
+      err = "rank " + std::to_string(li.rank) + ": no NCCL id from rank 0 in '" +
+            path + "' after " + buf +
+            " s (rank 0 did not start, or the path is not shared)";
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+std::vector<std::pair<std::string, std::string>>
+childEnvironment(int rank, int worldSize, const std::string &idFile) {
+  return {{"CNNC_RANK", std::to_string(rank)},
+          {"CNNC_WORLD_SIZE", std::to_string(worldSize)},
+          {"CNNC_LOCAL_RANK", std::to_string(rank)},
+          {"CNNC_DIST_INIT", "file://" + idFile}};
+}
+
+bool shardOfBatch(int64_t global, int rank, int worldSize, int64_t &begin,
+                  int64_t &end) {
+  if (worldSize < 1 || rank < 0 || rank >= worldSize || global % worldSize)
+    return false;
+  int64_t n = global / worldSize;
+  begin = rank * n;
+  end = begin + n;
+  return true;
+}
+
+double distTimeoutSeconds(const EnvFn &env) {
+  if (const char *e = env("CNNC_DIST_TIMEOUT")) {
+    char *end = nullptr;
+    double v = std::strtod(e, &end);
+    if (end != e && !*end && v > 0)
+      return v;
+  }
+  return 300;
+}
+
+} // namespace cnnrt

@@ -1,0 +1,259 @@
+//===- Nccl.cu - NCCL all-reduce of data-parallel steps -------------------===//
+//
+// See cnnrt/Nccl.h. One communicator per process (one GPU per process), a
+// non-blocking NCCL communicator so that a dead peer is a timeout and an
+// abort instead of a hang, and a communication stream forked from and
+// joined to the compute stream with events (legal inside stream capture:
+// the collectives become nodes of the step's CUDA graph).
+//
+//===----------------------------------------------------------------------===//
+#include "cnnrt/Nccl.h"
+
+#include <nccl.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+namespace cnnrt::dist {
+namespace {
+
+struct State {
+  LaunchInfo li;
+  bool ready = false;
+  ncclComm_t comm = nullptr;
+  cudaStream_t comm_stream = nullptr;
+  std::vector<cudaEvent_t> ready_ev, done_ev;
+  double timeout = 300;
+};
+State &S() {
+  static State s;
+  return s;
+}
+
+std::string who() { return S().li.describe(); }
+
+[[noreturn]] void die(const std::string &what) {
+  std::fflush(stdout);
+  std::fprintf(stderr, "cnnrt: error: %s: %s\n", who().c_str(), what.c_str());
+  std::fflush(stderr);
+  if (S().comm)
+    ncclCommAbort(S().comm); // peers blocked on us see an error, not a hang
+  S().comm = nullptr;
+  std::_Exit(kExitError);
+}
+
+/// Polls a non-blocking communicator until `r` (the result of the last
+/// call) is no longer ncclInProgress, with the collective timeout.
+bool settle(ncclComm_t comm, ncclResult_t r, double timeout,
+            std::string &err, const char *what) {
+  auto t0 = std::chrono::steady_clock::now();
+  while (r == ncclInProgress) {
+    double waited = std::chrono::duration<double>(
+                        std::chrono::steady_clock::now() - t0)
+                        .count();
+    if (waited > timeout) {
+      char buf[64];
+      std::snprintf(buf, sizeof(buf), "%g", timeout);
+      err = std::string(what) + " did not complete in " + buf +
+            " s (CNNC_DIST_TIMEOUT): a rank died, hangs or never started";
+      ncclCommAbort(comm);
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ncclCommGetAsyncError(comm, &r);
+  }
+  if (r != ncclSuccess) {
+    err = std::string(what) + ": " + ncclGetErrorString(r) + " (" +
+          ncclGetLastError(comm) + ")";
+    ncclCommAbort(comm);
+    return false;
+  }
+  return true;
+}
+
+void checkNccl(ncclResult_t r, const char *what) {
+  std::string err;
+  if (!settle(S().comm, r, S().timeout, err, what)) {
+    S().comm = nullptr; // aborted
+    die(err);
+  }
+}
+
+} // namespace
+
+const LaunchInfo &launch() { return S().li; }
+
+namespace {
+bool checkDevice(const LaunchInfo &li, std::string &err) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess)
+    devices = 0;
+  if (li.localRank < devices)
+    return true;
+  err = "needs GPU " + std::to_string(li.localRank) + " (its local rank) but " +
+        std::to_string(devices) + " GPU(s) are visible";
+  return false;
+}
+} // namespace
+
+bool initComm(const LaunchInfo &li, double timeoutSeconds, std::string &err) {
+  State &s = S();
+  s.li = li;
+  s.timeout = timeoutSeconds;
+  if (!checkDevice(li, err))
+    return false;
+  ncclUniqueId id;
+  std::vector<char> bytes;
+  if (li.rank == 0) {
+    ncclResult_t r = ncclGetUniqueId(&id);
+    if (r != ncclSuccess) {
+      err = std::string("ncclGetUniqueId: ") + ncclGetErrorString(r);
+      return false;
+    }
+    bytes.assign(id.internal, id.internal + sizeof(id.internal));
+  }
+  if (li.worldSize > 1 || !li.idFile.empty()) {
+    if (li.idFile.empty()) {
+      err = "no --dist-init file:///path to share the NCCL id";
+      return false;
+    }
+    if (!exchangeId(li, li.idFile, bytes, sizeof(id.internal), timeoutSeconds,
+                    err))
+      return false;
+    std::copy(bytes.begin(), bytes.end(), id.internal);
+  }
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0; // a dead peer is a timeout, not a hang
+  ncclComm_t comm = nullptr;
+  ncclResult_t r = ncclCommInitRankConfig(&comm, li.worldSize, id, li.rank,
+                                          &config);
+  if (r != ncclSuccess && r != ncclInProgress) {
+    err = std::string("ncclCommInitRankConfig: ") + ncclGetErrorString(r);
+    return false;
+  }
+  if (!settle(comm, r, timeoutSeconds, err, "NCCL communicator setup"))
+    return false;
+  s.comm = comm;
+  return true;
+}
+
+void prepare(Context &ctx, int numBuckets) {
+  State &s = S();
+  if (!s.ready) {
+    std::string err;
+    LaunchInfo li;
+    auto env = [](const char *k) { return std::getenv(k); };
+    if (!resolveLaunch(env, "", li, err))
+      ctx.fail("data parallel", err);
+    s.li = li;
+    if (!checkDevice(li, err))
+      ctx.fail("data parallel", li.describe() + ": " + err);
+    int dev = 0;
+    cudaGetDevice(&dev);
+    if (li.worldSize > 1 && dev != li.localRank)
+      ctx.fail("data parallel",
+               li.describe() + ": the runtime runs on GPU " +
+                   std::to_string(dev) + ", not GPU " +
+                   std::to_string(li.localRank) +
+                   " (multi-process runs of generated executables are not "
+                   "wired into the training driver yet; see "
+                   "docs/data-parallel.md)");
+    if (!initComm(li, distTimeoutSeconds(env), err))
+      die(err);
+    ctx.check(cudaStreamCreateWithFlags(&s.comm_stream, cudaStreamNonBlocking),
+              "data parallel: communication stream");
+    s.ready = true;
+    std::atexit(shutdown);
+  }
+  while ((int)s.done_ev.size() < numBuckets) {
+    cudaEvent_t a, b;
+    ctx.check(cudaEventCreateWithFlags(&a, cudaEventDisableTiming),
+              "data parallel: events");
+    ctx.check(cudaEventCreateWithFlags(&b, cudaEventDisableTiming),
+              "data parallel: events");
+    s.ready_ev.push_back(a);
+    s.done_ev.push_back(b);
+  }
+}
+
+void begin(Context &ctx, int bucket) {
+  State &s = S();
+  if (!s.ready || bucket >= (int)s.done_ev.size())
+    ctx.fail("data parallel", "all-reduce bucket " + std::to_string(bucket) +
+                                  " before dist::prepare");
+  ctx.check(cudaEventRecord(s.ready_ev[bucket], ctx.stream()),
+            "data parallel: fork");
+  ctx.check(cudaStreamWaitEvent(s.comm_stream, s.ready_ev[bucket], 0),
+            "data parallel: fork");
+  checkNccl(ncclGroupStart(), "ncclGroupStart");
+}
+
+void allReduce(Context &ctx, void *buf, size_t count, int dtype, int op,
+               const char *loc) {
+  (void)ctx;
+  ncclDataType_t t = dtype == (int)DType::F16 ? ncclFloat16 : ncclFloat32;
+  ncclRedOp_t o = op == kAvg   ? ncclAvg
+                  : op == kSum ? ncclSum
+                  : op == kMax ? ncclMax
+                               : ncclMin;
+  ncclResult_t r =
+      ncclAllReduce(buf, buf, count, t, o, S().comm, S().comm_stream);
+  // Inside a group the call only queues (ncclSuccess or ncclInProgress).
+  if (r != ncclSuccess && r != ncclInProgress)
+    die(std::string("ncclAllReduce at ") + loc + ": " + ncclGetErrorString(r));
+}
+
+void end(Context &ctx, int bucket) {
+  State &s = S();
+  checkNccl(ncclGroupEnd(), "ncclGroupEnd");
+  ctx.check(cudaEventRecord(s.done_ev[bucket], s.comm_stream),
+            "data parallel: join");
+}
+
+void join(Context &ctx, int bucket) {
+  ctx.check(cudaStreamWaitEvent(ctx.stream(), S().done_ev[bucket], 0),
+            "data parallel: join");
+}
+
+void waitStream(Context &ctx, cudaStream_t stream, const char *what) {
+  State &s = S();
+  auto t0 = std::chrono::steady_clock::now();
+  for (;;) {
+    cudaError_t e = cudaStreamQuery(stream);
+    if (e == cudaSuccess)
+      return;
+    if (e != cudaErrorNotReady)
+      ctx.check(e, what);
+    if (s.comm) {
+      ncclResult_t r = ncclSuccess;
+      ncclCommGetAsyncError(s.comm, &r);
+      if (r != ncclSuccess && r != ncclInProgress)
+        die(std::string(what) + ": NCCL error " + ncclGetErrorString(r) +
+            " (a peer died?)");
+    }
+    double waited = std::chrono::duration<double>(
+                        std::chrono::steady_clock::now() - t0)
+                        .count();
+    if (waited > s.timeout) {
+      char buf[64];
+      std::snprintf(buf, sizeof(buf), "%g", s.timeout);
+      die(std::string(what) + ": no progress in " + buf +
+          " s (CNNC_DIST_TIMEOUT): a rank died or hangs");
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+void shutdown() {
+  State &s = S();
+  if (s.comm) {
+    ncclCommDestroy(s.comm);
+    s.comm = nullptr;
+  }
+}
+
+} // namespace cnnrt::dist

@@ -1,0 +1,186 @@
+//===- DistributedTest.cpp - launch environment, id exchange, shards -----===//
+#include "cnnrt/Distributed.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <thread>
+#include <unistd.h>
+
+using namespace cnnrt;
+
+namespace {
+
+struct FakeEnv {
+  std::map<std::string, std::string> vars;
+  EnvFn fn() const {
+    return [this](const char *k) -> const char * {
+      auto it = vars.find(k);
+      return it == vars.end() ? nullptr : it->second.c_str();
+    };
+  }
+};
+
+LaunchInfo resolveOk(const FakeEnv &e, const std::string &distInit = "") {
+  LaunchInfo li;
+  std::string err;
+  EXPECT_TRUE(resolveLaunch(e.fn(), distInit, li, err)) << err;
+  return li;
+}
+
+std::string resolveErr(const FakeEnv &e, const std::string &distInit = "") {
+  LaunchInfo li;
+  std::string err;
+  EXPECT_FALSE(resolveLaunch(e.fn(), distInit, li, err));
+  return err;
+}
+
+TEST(Launch, SingleProcess) {
+  LaunchInfo li = resolveOk({});
+  EXPECT_EQ(li.rank, 0);
+  EXPECT_EQ(li.worldSize, 1);
+  EXPECT_FALSE(li.distributed());
+  EXPECT_EQ(li.source, "single");
+  EXPECT_TRUE(li.idFile.empty());
+}
+
+TEST(Launch, Torchrun) {
+  FakeEnv e{{{"RANK", "3"},
+             {"WORLD_SIZE", "4"},
+             {"LOCAL_RANK", "1"},
+             {"MASTER_ADDR", "10.0.0.1"},
+             {"MASTER_PORT", "29500"},
+             {"TORCHELASTIC_RUN_ID", "job7"},
+             {"TMPDIR", "/scratch"}}};
+  LaunchInfo li = resolveOk(e);
+  EXPECT_EQ(li.rank, 3);
+  EXPECT_EQ(li.worldSize, 4);
+  EXPECT_EQ(li.localRank, 1);
+  EXPECT_EQ(li.source, "torchrun");
+  EXPECT_EQ(li.masterAddr, "10.0.0.1");
+  EXPECT_EQ(li.masterPort, 29500);
+  EXPECT_EQ(li.idFile, "/scratch/cnnc-nccl-id-torchrun-10.0.0.1-29500-job7");
+  EXPECT_EQ(li.describe(), "rank 3 of 4 (local rank 1, torchrun)");
+  // --dist-init wins for the id file.
+  EXPECT_EQ(resolveOk(e, "file:///shared/id").idFile, "/shared/id");
+}
+
+TEST(Launch, OpenMPIAndSlurm) {
+  FakeEnv mpi{{{"OMPI_COMM_WORLD_RANK", "1"},
+               {"OMPI_COMM_WORLD_SIZE", "2"},
+               {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}}};
+  LaunchInfo li = resolveOk(mpi, "file:///nfs/id");
+  EXPECT_EQ(li.source, "mpirun");
+  EXPECT_EQ(li.rank, 1);
+  EXPECT_EQ(li.localRank, 1);
+  EXPECT_EQ(li.idFile, "/nfs/id");
+  // Without --dist-init and without a job id there is no way to meet.
+  EXPECT_NE(resolveErr(mpi).find("pass --dist-init file:///"),
+            std::string::npos);
+
+  FakeEnv slurm{{{"SLURM_PROCID", "5"},
+                 {"SLURM_NTASKS", "8"},
+                 {"SLURM_LOCALID", "1"},
+                 {"SLURM_JOB_ID", "123"},
+                 {"SLURM_STEP_ID", "0"}}};
+  li = resolveOk(slurm);
+  EXPECT_EQ(li.source, "slurm");
+  EXPECT_EQ(li.rank, 5);
+  EXPECT_EQ(li.worldSize, 8);
+  EXPECT_EQ(li.localRank, 1);
+  EXPECT_EQ(li.idFile, "/tmp/cnnc-nccl-id-slurm-123-0");
+}
+
+TEST(Launch, CnncChildrenOfGpusN) {
+  FakeEnv e;
+  for (auto &[k, v] : childEnvironment(1, 2, "/tmp/x-id"))
+    e.vars[k] = v;
+  LaunchInfo li = resolveOk(e);
+  EXPECT_EQ(li.source, "cnnc");
+  EXPECT_EQ(li.rank, 1);
+  EXPECT_EQ(li.worldSize, 2);
+  EXPECT_EQ(li.localRank, 1);
+  EXPECT_EQ(li.idFile, "/tmp/x-id");
+}
+
+TEST(Launch, LocalRankDefaultsToRank) {
+  FakeEnv e{{{"RANK", "1"}, {"WORLD_SIZE", "2"}}};
+  EXPECT_EQ(resolveOk(e, "file:///a").localRank, 1);
+}
+
+TEST(Launch, Errors) {
+  EXPECT_EQ(resolveErr({{{"RANK", "2"}, {"WORLD_SIZE", "2"}}}),
+            "RANK='2' is not a rank in [0, 2)");
+  EXPECT_EQ(resolveErr({{{"RANK", "0"}, {"WORLD_SIZE", "zero"}}}),
+            "WORLD_SIZE='zero' is not a world size >= 1");
+  EXPECT_EQ(resolveErr({{{"RANK", "0"}}}),
+            "torchrun launch: WORLD_SIZE is not set (RANK is)");
+  EXPECT_EQ(resolveErr({{{"SLURM_PROCID", "0"},
+                         {"SLURM_NTASKS", "2"},
+                         {"SLURM_LOCALID", "-1"}}},
+                       "file:///a"),
+            "SLURM_LOCALID='-1' is not a local rank >= 0");
+  EXPECT_NE(resolveErr({}, "tcp://host:1234").find("expected file:///"),
+            std::string::npos);
+  EXPECT_NE(resolveErr({}, "file://relative").find("expected file:///"),
+            std::string::npos);
+}
+
+TEST(Launch, IdExchangeThroughAFile) {
+  char tmpl[] = "/tmp/cnnrt-dist-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  std::string path = std::string(tmpl) + "/id";
+  LaunchInfo r0, r1;
+  r0.worldSize = r1.worldSize = 2;
+  r1.rank = r1.localRank = 1;
+  std::vector<char> got;
+  std::string err1;
+  bool ok1 = false;
+  // Rank 1 starts waiting before rank 0 writes.
+  std::thread t([&] { ok1 = exchangeId(r1, path, got, 8, 10, err1); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::vector<char> id = {1, 2, 3, 4, 5, 6, 7, 8};
+  std::string err0;
+  EXPECT_TRUE(exchangeId(r0, path, id, 8, 10, err0)) << err0;
+  t.join();
+  EXPECT_TRUE(ok1) << err1;
+  EXPECT_EQ(got, id);
+  std::remove(path.c_str());
+  rmdir(tmpl);
+}
+
+TEST(Launch, IdExchangeTimesOut) {
+  LaunchInfo r1;
+  r1.worldSize = 2;
+  r1.rank = 1;
+  std::vector<char> got;
+  std::string err;
+  EXPECT_FALSE(exchangeId(r1, "/nonexistent-dir/id", got, 8, 0.1, err));
+  EXPECT_EQ(err, "rank 1: no NCCL id from rank 0 in '/nonexistent-dir/id' "
+                 "after 0.1 s (rank 0 did not start, or the path is not "
+                 "shared)");
+}
+
+TEST(Launch, Shards) {
+  int64_t b, e;
+  ASSERT_TRUE(shardOfBatch(256, 1, 2, b, e));
+  EXPECT_EQ(b, 128);
+  EXPECT_EQ(e, 256);
+  ASSERT_TRUE(shardOfBatch(12, 2, 3, b, e));
+  EXPECT_EQ(b, 8);
+  EXPECT_EQ(e, 12);
+  EXPECT_FALSE(shardOfBatch(10, 0, 3, b, e));
+  EXPECT_FALSE(shardOfBatch(10, 2, 2, b, e));
+}
+
+TEST(Launch, Timeout) {
+  EXPECT_EQ(distTimeoutSeconds(FakeEnv{}.fn()), 300);
+  EXPECT_EQ(distTimeoutSeconds(FakeEnv{{{"CNNC_DIST_TIMEOUT", "2.5"}}}.fn()),
+            2.5);
+  EXPECT_EQ(distTimeoutSeconds(FakeEnv{{{"CNNC_DIST_TIMEOUT", "x"}}}.fn()),
+            300);
+}
+
+} // namespace
