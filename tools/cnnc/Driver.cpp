@@ -198,6 +198,14 @@ cl::opt<std::string> precisionOpt("precision",
                                            "master weights, loss scaling)"),
                                   cl::value_desc("fp32|fp16"), cl::init(""),
                                   cl::cat(optCategory));
+cl::opt<std::string> targetOpt(
+    "target",
+    cl::desc("Whose optimization pipeline runs on the training step: gpu "
+             "(the CUDA target's: NHWC, fp16, fusion, memory plan; the "
+             "default for --emit cuda/exe/lib) or cpu (the reference "
+             "interpreter's; the default otherwise). With --emit mlir, "
+             "--target gpu prints the IR the CUDA target compiles"),
+    cl::value_desc("gpu|cpu"), cl::init(""), cl::cat(optCategory));
 cl::opt<bool> memoryPlanOpt("memory-plan",
                             cl::desc("cnn-memory-plan (default on)"),
                             cl::init(true), cl::cat(optCategory));
@@ -338,6 +346,7 @@ DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
   o.layout = layoutOpt;
   o.precision = precisionOpt;
   o.memoryPlan = memoryPlanOpt;
+  o.target = targetOpt;
   // --stats is LLVM's own flag (statistics); cnnc adds its fusion counts and
   // kernel launches per step to what it prints.
   o.stats = llvm::AreStatisticsEnabled();
@@ -663,7 +672,19 @@ int cnnc::driver::runDriver(const DriverOptions &options) {
       return 1;
     }
   }
-  o.targetGPU = wantsCuda || planOnly || (o.trainAndRun && hasGPU());
+  if (!o.target.empty() && o.target != "gpu" && o.target != "cpu") {
+    emitError(UnknownLoc::get(&c.context))
+        << "unknown --target '" << o.target << "' (expected gpu or cpu)";
+    return 1;
+  }
+  if (o.target == "cpu" && (wantsCuda || planOnly)) {
+    emitError(UnknownLoc::get(&c.context))
+        << "--target cpu cannot emit CUDA or plan GPU memory (drop --target "
+           "or use --target gpu)";
+    return 1;
+  }
+  o.targetGPU = o.target == "gpu" || wantsCuda || planOnly ||
+                (o.target.empty() && o.trainAndRun && hasGPU());
   if (o.batchAuto && failed(chooseAutoBatch(o)))
     return 1;
   if (failed(loadInput(o, c)))

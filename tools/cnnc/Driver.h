@@ -45,11 +45,11 @@ struct DriverOptions {
   bool noBNWeightDecay = false; ///< --no-bn-weight-decay
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, labelSmoothing = 0;
   double auxLossWeight = 0.4; ///< weight of auxiliary classifiers' loss
-  int64_t steps = 0;         ///< --steps (reference training / cnnc train)
-  std::string data;          ///< --data DIR|FILE|synthetic
-  std::string labelsTensor;  ///< --labels y.npy (fixed batch with --input)
-  std::string saveState;     ///< --save-state out.cnnw
-  uint64_t seed = 0;         ///< --seed (data order)
+  int64_t steps = 0;          ///< --steps (reference training / cnnc train)
+  std::string data;           ///< --data DIR|FILE|synthetic
+  std::string labelsTensor;   ///< --labels y.npy (fixed batch with --input)
+  std::string saveState;      ///< --save-state out.cnnw
+  uint64_t seed = 0;          ///< --seed (data order)
   /// --epochs, --lr-schedule, --eval-every, --log-json, --workers, ... (the
   /// flags the generated executable shares; parsed by cnnrt::TrainFlags).
   cnnrt::TrainFlags trainFlags;
@@ -70,6 +70,9 @@ struct DriverOptions {
   /// GPU): the optimized defaults are NHWC and fp16 (Tensor Cores); for the
   /// CPU reference interpreter NCHW and fp32.
   bool targetGPU = false;
+  /// --target gpu|cpu ("" = from the action): gpu makes `--emit mlir` print
+  /// the IR the CUDA target compiles (the GPU pipeline's output).
+  std::string target;
   std::string argv0; ///< path of this executable
   /// --list-onnx-ops[=text|markdown]: print the importer's op table only.
   std::string listOnnxOps;

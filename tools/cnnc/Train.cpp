@@ -105,26 +105,21 @@ LogicalResult cnnc::driver::optimizeTrainStep(const DriverOptions &o,
     if (isa<cnn::CNNDialect>(op->getDialect()) && !isa<cnn::YieldOp>(op))
       ++opsBefore;
   });
-  PassManager pm(&c.context);
-  if (layout == "nhwc")
-    pm.addPass(createCNNLayout());
-  if (precision == "fp16")
-    pm.addPass(createCNNPrecision());
-  if (layout == "nhwc" || precision == "fp16") {
-    pm.addPass(createCanonicalizerPass());
-    pm.addPass(createCSEPass());
-  }
+  CNNGPUPipelineOptions pipeline;
+  pipeline.layout =
+      layout == "nhwc" ? PipelineLayout::NHWC : PipelineLayout::NCHW;
+  pipeline.precision =
+      precision == "fp16" ? PipelinePrecision::FP16 : PipelinePrecision::FP32;
   // The reference interpreter is the golden model: it runs the unfused
   // step unless --fuse asks otherwise (tests compare the two).
-  if (o.optimize && o.fuse && (o.targetGPU || o.fuseExplicit))
-    pm.addPass(createCNNFuse());
+  pipeline.fuse = o.optimize && o.fuse && (o.targetGPU || o.fuseExplicit);
   // The CUDA target prints elementwise ops in their fused form only.
-  if (o.targetGPU)
-    pm.addPass(createCNNLowerElementwise());
+  pipeline.lowerElementwise = o.targetGPU;
   // The arena plan is for the CUDA target (the reference interpreter
   // allocates per value).
-  if (o.optimize && o.memoryPlan && o.targetGPU)
-    pm.addPass(createCNNMemoryPlan());
+  pipeline.memoryPlan = o.optimize && o.memoryPlan && o.targetGPU;
+  PassManager pm(&c.context);
+  buildCNNGPUPipeline(pm, pipeline);
   if (failed(pm.run(*c.module)))
     return failure();
   if (o.stats) {
