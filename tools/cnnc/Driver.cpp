@@ -5,6 +5,7 @@
 #include "cnnc/Frontend/ONNXImporter.h"
 #include "cnnc/Reference/TensorEntry.h"
 #include "cnnc/Target/CUDA/EmitCUDA.h"
+#include "cnnc/Transforms/Passes.h"
 #include "cnnrt/TensorFile.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -14,7 +15,9 @@
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "mlir/Transforms/Passes.h"
 #include "llvm/ADT/Statistic.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
@@ -216,9 +219,19 @@ bool hasExtension(StringRef path, StringRef ext) {
 } // namespace
 
 DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
-  // The standard MLIR printing/context options (--mlir-print-debuginfo, ...).
+  // The standard MLIR printing/context options (--mlir-print-debuginfo, ...),
+  // pass-manager options (--mlir-print-ir-after-all, --mlir-pass-statistics,
+  // ...) and --mlir-timing; runPasses and Compilation apply the latter two.
   registerAsmPrinterCLOptions();
   registerMLIRContextCLOptions();
+  // --mlir-print-ir-after=<pass> and friends take the passes registered when
+  // the options are created: register them first.
+  registerCNNPasses();
+  registerCNNPipelines();
+  registerCanonicalizerPass();
+  registerCSEPass();
+  registerPassManagerCLOptions();
+  registerDefaultTimingManagerCLOptions();
   // --stats is LLVM's own (hidden) flag; cnnc adds its fusion counts and
   // kernel launches per step, so --help lists it with the other options.
   auto &registered = cl::getRegisteredOptions();
@@ -412,6 +425,18 @@ LogicalResult cnnc::driver::writeTensor(const std::string &path,
 // Actions
 //===----------------------------------------------------------------------===//
 
+void Compilation::enableTimingFromCommandLine() {
+  applyDefaultTimingManagerCLOptions(timingManager);
+  timing = timingManager.getRootScope();
+}
+
+LogicalResult cnnc::driver::runPasses(PassManager &pm, Compilation &c) {
+  if (failed(applyPassManagerCLOptions(pm)))
+    return failure();
+  pm.enableTiming(c.timing);
+  return pm.run(*c.module);
+}
+
 namespace {
 LogicalResult fail(Compilation &c, const Twine &msg) {
   emitError(UnknownLoc::get(&c.context)) << msg;
@@ -471,6 +496,7 @@ LogicalResult cnnc::driver::loadInput(const DriverOptions &options,
     importOptions.batch = options.batch;
     importOptions.forTraining = options.train;
     importOptions.runForward = options.runReference && !options.train;
+    TimingScope importTiming = c.timing.nest("ONNX import");
     c.module = importONNX(path, c.context, importOptions, c.weights);
     if (!c.module)
       return failure();
@@ -486,6 +512,7 @@ LogicalResult cnnc::driver::loadInput(const DriverOptions &options,
                          "': " + buffer.getError().message());
     c.sourceMgr.AddNewSourceBuffer(std::move(*buffer), llvm::SMLoc());
     c.context.loadDialect<cnn::CNNDialect, func::FuncDialect>();
+    TimingScope parseTiming = c.timing.nest("Parse MLIR");
     c.module = parseSourceFile<ModuleOp>(c.sourceMgr, ParserConfig(&c.context));
     if (!c.module)
       return failure();
@@ -615,6 +642,7 @@ int cnnc::driver::runDriver(const DriverOptions &options) {
     return 0;
   }
   Compilation c;
+  c.enableTimingFromCommandLine();
   // Every diagnostic goes to stderr as "<loc>: error: <msg>": MLIR source
   // locations through the SourceMgr handler (with the source line), ONNX
   // node locations as "<file>:<node>", location-less ones as "cnnc".

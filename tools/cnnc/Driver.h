@@ -16,10 +16,15 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "mlir/Support/LLVM.h"
+#include "mlir/Support/Timing.h"
 #include "llvm/Support/SourceMgr.h"
 
 #include <cstdint>
 #include <string>
+
+namespace mlir {
+class PassManager;
+} // namespace mlir
 
 namespace cnnc::driver {
 
@@ -87,7 +92,18 @@ struct Compilation {
   llvm::SourceMgr sourceMgr;
   mlir::OwningOpRef<mlir::ModuleOp> module;
   reference::TensorMap weights;
+  /// --mlir-timing: import, each pass and CUDA emission nest under `timing`'s
+  /// root. Disabled (a no-op) unless enableTimingFromCommandLine() ran, so
+  /// helper compilations (--batch auto's planning runs) report nothing.
+  mlir::DefaultTimingManager timingManager;
+  mlir::TimingScope timing;
+  void enableTimingFromCommandLine();
 };
+
+/// Runs `pm` on the module with the standard MLIR pass-manager flags of the
+/// command line applied (--mlir-print-ir-after-all, --mlir-pass-statistics,
+/// ...) and its passes timed under `c.timing`.
+mlir::LogicalResult runPasses(mlir::PassManager &pm, Compilation &c);
 
 /// Module attribute naming the weights file that belongs to a .mlir file.
 constexpr const char *kWeightsAttr = "cnn.weights";

@@ -75,7 +75,7 @@ LogicalResult cnnc::driver::buildTrainStep(const DriverOptions &o,
   ad.auxLossWeight = o.auxLossWeight;
   pm.addPass(createCNNAutodiff(ad));
   pm.addPass(createCSEPass());
-  if (failed(pm.run(*c.module)))
+  if (failed(runPasses(pm, c)))
     return failure();
   return optimizeTrainStep(o, c);
 }
@@ -120,7 +120,7 @@ LogicalResult cnnc::driver::optimizeTrainStep(const DriverOptions &o,
   pipeline.memoryPlan = o.optimize && o.memoryPlan && o.targetGPU;
   PassManager pm(&c.context);
   buildCNNGPUPipeline(pm, pipeline);
-  if (failed(pm.run(*c.module)))
+  if (failed(runPasses(pm, c)))
     return failure();
   if (o.stats) {
     int64_t opsAfter = 0;
@@ -565,8 +565,11 @@ LogicalResult cnnc::driver::compileCUDA(const DriverOptions &o, Compilation &c,
     eo.defaultSteps = o.steps;
   std::string cu;
   llvm::raw_string_ostream os(cu);
-  if (failed(emitCUDA(*c.module, os, eo)))
-    return failure();
+  {
+    TimingScope emitTiming = c.timing.nest("Emit CUDA");
+    if (failed(emitCUDA(*c.module, os, eo)))
+      return failure();
+  }
   os.flush();
   if (o.stats) {
     // The emitter states the count in the header comment of the .cu file.
@@ -674,8 +677,10 @@ LogicalResult cnnc::driver::compileCUDA(const DriverOptions &o, Compilation &c,
   args.insert(args.end(), {"-o", exeOut.stagingPath()});
   std::vector<StringRef> argRefs(args.begin(), args.end());
   std::string msg;
+  TimingScope nvccTiming = c.timing.nest("nvcc");
   int rc =
       llvm::sys::ExecuteAndWait(nvcc, argRefs, std::nullopt, {}, 0, 0, &msg);
+  nvccTiming.stop();
   if (!versionScript.empty())
     llvm::sys::fs::remove(versionScript);
   if (rc != 0)
