@@ -131,11 +131,19 @@ LogicalResult cnnc::driver::optimizeTrainStep(const DriverOptions &o,
     llvm::errs() << "cnnc: stats: layout " << layout << ", precision "
                  << precision << ", cnn ops " << opsBefore << " -> " << opsAfter
                  << "\n";
-    if (auto st =
-            (*c.module)->getAttrOfType<DictionaryAttr>("cnn.fusion_stats"))
-      for (NamedAttribute a : st)
-        llvm::errs() << "cnnc: stats: fusion " << a.getName().getValue() << " "
-                     << cast<IntegerAttr>(a.getValue()).getInt() << "\n";
+    // cnn-fuse's statistics, in the names and order --stats always printed.
+    for (Pass &pass : pm.getPasses())
+      if (std::optional<FusionCounts> fused = getFusionCounts(pass)) {
+        std::pair<const char *, int64_t> lines[] = {
+            {"bn_relu_grad_ops", fused->bnReluGradOps},
+            {"bn_split", fused->bnSplits},
+            {"conv_epilogue_ops", fused->convEpilogueOps},
+            {"elementwise_merges", fused->elementwiseMerges},
+            {"elementwise_ops", fused->elementwiseOps}};
+        for (auto [name, count] : lines)
+          llvm::errs() << "cnnc: stats: fusion " << name << " " << count
+                       << "\n";
+      }
   }
   return success();
 }

@@ -7,6 +7,8 @@
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassOptions.h"
 
+#include <optional>
+
 namespace mlir {
 class OpPassManager;
 } // namespace mlir
@@ -17,6 +19,19 @@ namespace cnnc {
 
 #define GEN_PASS_REGISTRATION
 #include "cnnc/Transforms/Passes.h.inc"
+
+/// What one run of cnn-fuse rewrote (its pass Statistics, readable in every
+/// build: MLIR's Pass::Statistic is LLVM's Statistic, a no-op where
+/// LLVM_ENABLE_STATS is off, as in Release builds against Debian's LLVM).
+struct FusionCounts {
+  int64_t convEpilogueOps = 0;   ///< ops folded into fused_conv2d (convs too)
+  int64_t bnSplits = 0;          ///< batch_norm_train split in two
+  int64_t bnReluGradOps = 0;     ///< ops folded into fused_batch_norm_relu_grad
+  int64_t elementwiseOps = 0;    ///< elementwise ops given the fused form
+  int64_t elementwiseMerges = 0; ///< fused_elementwise producer/consumer merges
+};
+/// The counts of `pass` after it ran, if it is a cnn-fuse pass.
+std::optional<FusionCounts> getFusionCounts(const mlir::Pass &pass);
 
 /// The activation layout the optimization pipeline gives the step.
 enum class PipelineLayout { NCHW, NHWC };
