@@ -25,3 +25,25 @@ for nvcc in ("/usr/local/cuda/bin/nvcc",):
         config.available_features.add("nvcc")
         config.substitutions.append(("%nvcc", nvcc))
         break
+
+# MLIR's pass statistics (--mlir-pass-statistics) are LLVM Statistics, which
+# compile to no-ops without LLVM_ENABLE_STATS (NDEBUG and no
+# LLVM_FORCE_ENABLE_STATS: a Release build against Debian's LLVM). Tests of
+# the printed statistics need a build where they count.
+def _pass_statistics_enabled():
+    import subprocess
+    tool = os.path.join(config.cnnc_tools_dir, "cnnc-opt")
+    ir = ("func.func @f(%x: tensor<2xf32>) -> tensor<2xf32> {\n"
+          "  %y = cnn.relu %x : (tensor<2xf32>) -> tensor<2xf32>\n"
+          "  return %y : tensor<2xf32>\n}\n")
+    try:
+        out = subprocess.run(
+            [tool, "-", "--cnn-lower-elementwise", "--mlir-pass-statistics",
+             "-o", os.devnull], input=ir, capture_output=True, text=True,
+            timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return "lowered-ops" in out.stderr
+
+if _pass_statistics_enabled():
+    config.available_features.add("mlir-pass-statistics")

@@ -10,7 +10,11 @@
 //  4. Every elementwise op becomes a fused_elementwise; producer/consumer
 //     pairs of the same shape merge until nothing changes.
 // Each rewrite keeps the step's semantics exactly (checked by running the
-// reference interpreter before and after in the tests).
+// reference interpreter before and after in the tests). Each is a
+// RewritePattern; the pass runs them phase by phase (a phase finishes on the
+// function before the next starts), 1-3 and the conversion of 4 with the
+// greedy driver, the merges of 4 in block order (applyFirstMatchInBlockOrder
+// says why). Counts: the pass Statistics and getFusionCounts.
 //
 //===----------------------------------------------------------------------===//
 #include "cnnc/Transforms/Passes.h"
@@ -19,6 +23,9 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Rewrite/PatternApplicator.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -41,24 +48,39 @@ StringRef layoutOf(Operation *op) {
 
 bool hasOneUse(Value v) { return v.hasOneUse(); }
 
+/// What one run of the pass did; the patterns add to it as they rewrite.
+using Counts = FusionCounts;
+
 //===----------------------------------------------------------------------===//
 // 1. Convolution epilogues
 //===----------------------------------------------------------------------===//
 
-void fuseConvEpilogues(func::FuncOp f, int &count) {
-  // clip_grad(dy, x) == clip_grad(dy, clip(x)): x in (min, max) iff clip(x) is.
-  f.walk([&](ClipGradOp g) {
+/// clip_grad(dy, x) == clip_grad(dy, clip(x)): x in (min, max) iff clip(x)
+/// is. Re-pointing the gradient at the clip output leaves the clip the only
+/// user of x, so the convolution epilogue below can absorb it.
+struct RepointClipGradAtClip : OpRewritePattern<ClipGradOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(ClipGradOp g,
+                                PatternRewriter &rewriter) const override {
     for (Operation *u : g.getInput().getUsers())
       if (auto c = dyn_cast<ClipOp>(u))
         if (c.getMin() == g.getMin() && c.getMax() == g.getMax() &&
             c->getBlock() == g->getBlock() && c->isBeforeInBlock(g)) {
-          g.getInputMutable().assign(c.getResult());
-          break;
+          rewriter.modifyOpInPlace(
+              g, [&] { g.getInputMutable().assign(c.getResult()); });
+          return success();
         }
-  });
-  SmallVector<Conv2DOp> convs;
-  f.walk([&](Conv2DOp c) { convs.push_back(c); });
-  for (Conv2DOp conv : convs) {
+    return failure();
+  }
+};
+
+/// conv2d [+ bias_add] [+ add residual] [+ relu | clip] -> fused_conv2d,
+/// when every intermediate value has one user.
+struct FuseConvEpilogue : OpRewritePattern<Conv2DOp> {
+  FuseConvEpilogue(MLIRContext *ctx, Counts &counts)
+      : OpRewritePattern(ctx), counts(counts) {}
+  LogicalResult matchAndRewrite(Conv2DOp conv,
+                                PatternRewriter &rewriter) const override {
     Value cur = conv.getResult();
     Value bias, residual;
     SmallVector<Operation *> chain;
@@ -97,126 +119,157 @@ void fuseConvEpilogues(func::FuncOp f, int &count) {
       }
     }
     if (chain.empty())
-      continue;
+      return rewriter.notifyMatchFailure(conv, "no fusable epilogue");
+    // The fused op takes the place of the chain's last op: the residual and
+    // every other operand are defined before it.
     Operation *last = chain.back();
-    OpBuilder b(last);
+    rewriter.setInsertionPoint(last);
     SmallVector<NamedAttribute> attrs{
-        b.getNamedAttr("strides", conv.getStridesAttr()),
-        b.getNamedAttr("padding", conv.getPaddingAttr()),
-        b.getNamedAttr("dilations", conv.getDilationsAttr()),
-        b.getNamedAttr("groups", conv.getGroupsAttr()),
-        b.getNamedAttr("layout", b.getStringAttr(layoutOf(conv))),
-        b.getNamedAttr("activation", b.getStringAttr(act)),
-        b.getNamedAttr("clip_min", b.getF32FloatAttr(clipMin)),
-        b.getNamedAttr("clip_max", b.getF32FloatAttr(clipMax)),
-        b.getNamedAttr(
-            "operandSegmentSizes",
-            b.getDenseI32ArrayAttr({1, 1, bias ? 1 : 0, residual ? 1 : 0}))};
+        rewriter.getNamedAttr("strides", conv.getStridesAttr()),
+        rewriter.getNamedAttr("padding", conv.getPaddingAttr()),
+        rewriter.getNamedAttr("dilations", conv.getDilationsAttr()),
+        rewriter.getNamedAttr("groups", conv.getGroupsAttr()),
+        rewriter.getNamedAttr("layout", rewriter.getStringAttr(layoutOf(conv))),
+        rewriter.getNamedAttr("activation", rewriter.getStringAttr(act)),
+        rewriter.getNamedAttr("clip_min", rewriter.getF32FloatAttr(clipMin)),
+        rewriter.getNamedAttr("clip_max", rewriter.getF32FloatAttr(clipMax)),
+        rewriter.getNamedAttr("operandSegmentSizes",
+                              rewriter.getDenseI32ArrayAttr(
+                                  {1, 1, bias ? 1 : 0, residual ? 1 : 0}))};
     SmallVector<Value> operands{conv.getInput(), conv.getFilter()};
     if (bias)
       operands.push_back(bias);
     if (residual)
       operands.push_back(residual);
     auto fused = FusedConv2DOp::create(
-        b, conv.getLoc(), TypeRange{cur.getType()}, operands, attrs);
-    cur.replaceAllUsesWith(fused.getResult());
+        rewriter, conv.getLoc(), TypeRange{cur.getType()}, operands, attrs);
+    rewriter.replaceAllUsesWith(cur, fused.getResult());
     for (Operation *op : llvm::reverse(chain))
-      op->erase();
-    conv->erase();
-    count += chain.size() + 1;
+      rewriter.eraseOp(op);
+    rewriter.eraseOp(conv);
+    counts.convEpilogueOps += chain.size() + 1;
+    return success();
   }
-}
+  Counts &counts;
+};
 
 //===----------------------------------------------------------------------===//
 // 2. BN statistics / normalization split, 3. ReLU mask into BN grad
 //===----------------------------------------------------------------------===//
 
-/// Builds a fused_elementwise with `inputs` (broadcast kinds `bc`) whose body
-/// is made by `body(builder, args) -> yielded values`.
-void splitBatchNorm(func::FuncOp f, int &count) {
-  SmallVector<BatchNormTrainOp> bns;
-  f.walk([&](BatchNormTrainOp o) { bns.push_back(o); });
-  for (BatchNormTrainOp bn : bns) {
-    OpBuilder b(bn);
+/// batch_norm_train -> batch_norm_stats (statistics and the per-channel
+/// affine map alpha, beta) + a fused_elementwise y = x * alpha + beta, which
+/// the residual add and ReLU that follow then join.
+struct SplitBatchNormTrain : OpRewritePattern<BatchNormTrainOp> {
+  SplitBatchNormTrain(MLIRContext *ctx, Counts &counts)
+      : OpRewritePattern(ctx), counts(counts) {}
+  LogicalResult matchAndRewrite(BatchNormTrainOp bn,
+                                PatternRewriter &rewriter) const override {
     StringRef layout = layoutOf(bn);
     auto f32 = RankedTensorType::get(bn.getSavedMean().getType().getShape(),
-                                     b.getF32Type());
+                                     rewriter.getF32Type());
     auto stats = BatchNormStatsOp::create(
-        b, bn.getLoc(),
+        rewriter, bn.getLoc(),
         TypeRange{bn.getSavedMean().getType(), bn.getSavedInvstd().getType(),
                   bn.getNewRunningMean().getType(),
                   bn.getNewRunningVar().getType(), f32, f32},
         ValueRange{bn.getInput(), bn.getScale(), bn.getBias(),
                    bn.getRunningMean(), bn.getRunningVar()},
-        {b.getNamedAttr("epsilon", bn.getEpsilonAttr()),
-         b.getNamedAttr("momentum", bn.getMomentumAttr()),
-         b.getNamedAttr("layout", b.getStringAttr(layout))});
+        {rewriter.getNamedAttr("epsilon", bn.getEpsilonAttr()),
+         rewriter.getNamedAttr("momentum", bn.getMomentumAttr()),
+         rewriter.getNamedAttr("layout", rewriter.getStringAttr(layout))});
     auto norm = makeFusedElementwise(
-        b, bn.getLoc(), TypeRange{bn.getResult().getType()},
+        rewriter, bn.getLoc(), TypeRange{bn.getResult().getType()},
         ValueRange{bn.getInput(), stats.getAlpha(), stats.getBeta()}, {0, 1, 1},
         layout, [&](ScalarBuilder &s, ValueRange a) {
           // x * alpha + beta: the batch_norm_train kernel's operations.
           return SmallVector<Value>{s.add(s.mul(a[0], a[1]), a[2])};
         });
-    bn.getResult().replaceAllUsesWith(norm.getResult(0));
-    bn.getSavedMean().replaceAllUsesWith(stats.getSavedMean());
-    bn.getSavedInvstd().replaceAllUsesWith(stats.getSavedInvstd());
-    bn.getNewRunningMean().replaceAllUsesWith(stats.getNewRunningMean());
-    bn.getNewRunningVar().replaceAllUsesWith(stats.getNewRunningVar());
-    bn->erase();
-    ++count;
+    rewriter.replaceOp(bn, ValueRange{norm.getResult(0), stats.getSavedMean(),
+                                      stats.getSavedInvstd(),
+                                      stats.getNewRunningMean(),
+                                      stats.getNewRunningVar()});
+    ++counts.bnSplits;
+    return success();
   }
-}
+  Counts &counts;
+};
 
-void fuseReluIntoBatchNormGrad(func::FuncOp f, int &count) {
-  SmallVector<BatchNormGradOp> grads;
-  f.walk([&](BatchNormGradOp o) { grads.push_back(o); });
-  for (BatchNormGradOp g : grads) {
+/// batch_norm_grad(relu_grad(dy, y)) -> fused_batch_norm_relu_grad, in
+/// either layout: the mask is applied while reading dy, the masked gradient
+/// is never stored.
+struct FuseReluGradIntoBatchNormGrad : OpRewritePattern<BatchNormGradOp> {
+  FuseReluGradIntoBatchNormGrad(MLIRContext *ctx, Counts &counts)
+      : OpRewritePattern(ctx), counts(counts) {}
+  LogicalResult matchAndRewrite(BatchNormGradOp g,
+                                PatternRewriter &rewriter) const override {
     auto rg = g.getGradOutput().getDefiningOp<ReluGradOp>();
     if (!rg || !rg.getResult().hasOneUse())
-      continue;
-    OpBuilder b(g);
+      return rewriter.notifyMatchFailure(g, "dy is not a one-use relu_grad");
     auto fused = FusedBatchNormReluGradOp::create(
-        b, g.getLoc(), g->getResultTypes(),
+        rewriter, g.getLoc(), g->getResultTypes(),
         ValueRange{rg.getGradOutput(), rg.getOutput(), g.getInput(),
                    g.getScale(), g.getSavedMean(), g.getSavedInvstd()},
-        {b.getNamedAttr("layout", b.getStringAttr(layoutOf(g)))});
-    g->replaceAllUsesWith(fused->getResults());
-    g->erase();
-    rg->erase();
-    count += 2;
+        {rewriter.getNamedAttr("layout", rewriter.getStringAttr(layoutOf(g)))});
+    rewriter.replaceOp(g, fused->getResults());
+    rewriter.eraseOp(rg);
+    counts.bnReluGradOps += 2;
+    return success();
   }
-}
+  Counts &counts;
+};
 
 //===----------------------------------------------------------------------===//
 // 4. Elementwise chains
 //===----------------------------------------------------------------------===//
 
-/// Converts one elementwise cnn op to a single-op fused_elementwise: the
-/// op's own scalar body (ElementwiseOpInterface); bias_add, whose bias is
-/// per channel of a layout, is the one op with its own form here.
-FusedElementwiseOp toElementwise(Operation *op) {
-  OpBuilder b(op);
-  if (auto e = dyn_cast<ElementwiseOpInterface>(op))
-    return wrapElementwise(b, e);
-  if (auto o = dyn_cast<BiasAddOp>(op)) {
+/// Every elementwise cnn op (ElementwiseOpInterface) becomes a single-op
+/// fused_elementwise with the op's own scalar body, so that the merge below
+/// works on one form.
+struct ElementwiseToFused : OpInterfaceRewritePattern<ElementwiseOpInterface> {
+  ElementwiseToFused(MLIRContext *ctx, Counts &counts)
+      : OpInterfaceRewritePattern(ctx), counts(counts) {}
+  LogicalResult matchAndRewrite(ElementwiseOpInterface op,
+                                PatternRewriter &rewriter) const override {
+    if (isa<FusedElementwiseOp>(op.getOperation()))
+      return failure();
+    FusedElementwiseOp fused = wrapElementwise(rewriter, op);
+    if (!fused)
+      return rewriter.notifyMatchFailure(op, "no scalar body");
+    rewriter.replaceOp(op, fused->getResults());
+    ++counts.elementwiseOps;
+    return success();
+  }
+  Counts &counts;
+};
+
+/// bias_add, whose bias is per channel of a layout, is the one elementwise
+/// op with its own form here (broadcast kind 1).
+struct BiasAddToFused : OpRewritePattern<BiasAddOp> {
+  BiasAddToFused(MLIRContext *ctx, Counts &counts)
+      : OpRewritePattern(ctx), counts(counts) {}
+  LogicalResult matchAndRewrite(BiasAddOp o,
+                                PatternRewriter &rewriter) const override {
     bool half = o.getType().getElementType().isF16();
-    return makeFusedElementwise(
-        b, o.getLoc(), o->getResultTypes(), o->getOperands(), {0, 1},
+    auto fused = makeFusedElementwise(
+        rewriter, o.getLoc(), o->getResultTypes(), o->getOperands(), {0, 1},
         layoutOf(o), [&](ScalarBuilder &s, ValueRange a) {
           Value r = s.add(a[0], a[1]);
           return SmallVector<Value>{half ? s.roundToHalf(r) : r};
         });
+    rewriter.replaceOp(o, fused->getResults());
+    ++counts.elementwiseOps;
+    return success();
   }
-  return {};
-}
+  Counts &counts;
+};
 
 /// Merges `consumer` into `producer` (both fused_elementwise, same shape and
 /// compatible layouts); every other operand of `consumer` is defined before
 /// `producer`, so the merged op takes the producer's place.
-FusedElementwiseOp merge(FusedElementwiseOp producer,
+FusedElementwiseOp merge(RewriterBase &b, FusedElementwiseOp producer,
                          FusedElementwiseOp consumer) {
-  OpBuilder b(producer);
+  b.setInsertionPoint(producer);
   Location loc =
       FusedLoc::get(b.getContext(), {producer.getLoc(), consumer.getLoc()});
   // Inputs: the producer's, then the consumer's that are not producer results.
@@ -291,9 +344,9 @@ FusedElementwiseOp merge(FusedElementwiseOp producer,
     yields.push_back(map.lookup(y));
   YieldOp::create(ib, loc, yields);
   for (auto [old, now] : llvm::zip(oldResults, fused.getResults()))
-    old.replaceAllUsesWith(now);
-  consumer->erase();
-  producer->erase();
+    b.replaceAllUsesWith(old, now);
+  b.eraseOp(consumer);
+  b.eraseOp(producer);
   return fused;
 }
 
@@ -317,9 +370,9 @@ bool canInlineBroadcast(FusedElementwiseOp producer,
   return true;
 }
 
-FusedElementwiseOp inlineBroadcast(FusedElementwiseOp producer,
+FusedElementwiseOp inlineBroadcast(RewriterBase &b, FusedElementwiseOp producer,
                                    FusedElementwiseOp consumer) {
-  OpBuilder b(consumer);
+  b.setInsertionPoint(consumer);
   Location loc =
       FusedLoc::get(b.getContext(), {producer.getLoc(), consumer.getLoc()});
   Value r = producer.getResult(0);
@@ -370,9 +423,8 @@ FusedElementwiseOp inlineBroadcast(FusedElementwiseOp producer,
   for (Value y : cast<YieldOp>(cb.getTerminator()).getValues())
     yields.push_back(map.lookup(y));
   YieldOp::create(ib, loc, yields);
-  consumer->replaceAllUsesWith(fused->getResults());
-  consumer->erase();
-  producer->erase();
+  b.replaceOp(consumer, fused->getResults());
+  b.eraseOp(producer);
   return fused;
 }
 
@@ -386,84 +438,133 @@ bool sameSpace(FusedElementwiseOp a, FusedElementwiseOp b) {
   return !(ca && cb) || a.getLayout() == b.getLayout();
 }
 
-void fuseElementwise(func::FuncOp f, int &converted, int &merged) {
-  SmallVector<Operation *> ops;
-  for (Operation &op : f.getBody().front())
-    ops.push_back(&op);
-  for (Operation *op : ops)
-    if (!isa<FusedElementwiseOp>(op))
-      if (auto fe = toElementwise(op)) {
-        op->replaceAllUsesWith(fe->getResults());
-        op->erase();
-        ++converted;
+/// Merges a fused_elementwise consumer with the first of its producers
+/// (operand order) that can join it: a broadcast gate is recomputed inside
+/// it, a producer of the same shape takes it in when every other operand of
+/// the consumer is defined before the producer (the merged op takes the
+/// producer's place).
+struct MergeElementwiseProducer : OpRewritePattern<FusedElementwiseOp> {
+  MergeElementwiseProducer(MLIRContext *ctx, Counts &counts)
+      : OpRewritePattern(ctx), counts(counts) {}
+  LogicalResult matchAndRewrite(FusedElementwiseOp consumer,
+                                PatternRewriter &rewriter) const override {
+    for (Value in : consumer.getInputs()) {
+      auto producer = in.getDefiningOp<FusedElementwiseOp>();
+      if (!producer)
+        continue;
+      if (canInlineBroadcast(producer, consumer)) {
+        inlineBroadcast(rewriter, producer, consumer);
+        ++counts.elementwiseMerges;
+        return success();
       }
+      if (!sameSpace(producer, consumer))
+        continue;
+      bool dominated = llvm::all_of(consumer.getInputs(), [&](Value v) {
+        Operation *d = v.getDefiningOp();
+        return !d || d == producer.getOperation() ||
+               d->isBeforeInBlock(producer);
+      });
+      if (!dominated)
+        continue;
+      merge(rewriter, producer, consumer);
+      ++counts.elementwiseMerges;
+      return success();
+    }
+    return rewriter.notifyMatchFailure(consumer, "no producer can join");
+  }
+  Counts &counts;
+};
+
+/// Applies `patterns` to the first op of `block` (in block order) that one
+/// matches, then starts over at the top of the block, until none matches.
+///
+/// The merge patterns need this order, not the greedy driver's worklist:
+/// which producer/consumer pairs merge first decides which groups form (a
+/// merge moves the consumer to the producer's place, which changes what the
+/// dominance test allows for the ops around it), and so the kernels the CUDA
+/// target emits. Visiting the block top-down and restarting after each
+/// rewrite keeps the groups deterministic and independent of the worklist's
+/// implementation; it is quadratic in the worst case, like the loop it
+/// replaces, which is fine for a training step's few thousand ops.
+void applyFirstMatchInBlockOrder(Block &block,
+                                 const FrozenRewritePatternSet &patterns) {
+  PatternApplicator applicator(patterns);
+  applicator.applyDefaultCostModel();
+  PatternRewriter rewriter(block.getParent()->getContext());
   bool changed = true;
   while (changed) {
     changed = false;
-    for (Operation &op : f.getBody().front()) {
-      auto consumer = dyn_cast<FusedElementwiseOp>(&op);
-      if (!consumer)
-        continue;
-      for (Value in : consumer.getInputs()) {
-        auto producer = in.getDefiningOp<FusedElementwiseOp>();
-        if (!producer)
-          continue;
-        if (canInlineBroadcast(producer, consumer)) {
-          inlineBroadcast(producer, consumer);
-          ++merged;
-          changed = true;
-          break;
-        }
-        if (!sameSpace(producer, consumer))
-          continue;
-        bool dominated = llvm::all_of(consumer.getInputs(), [&](Value v) {
-          Operation *d = v.getDefiningOp();
-          return !d || d == producer.getOperation() ||
-                 d->isBeforeInBlock(producer);
-        });
-        if (!dominated)
-          continue;
-        merge(producer, consumer);
-        ++merged;
+    for (Operation &op : block) {
+      rewriter.setInsertionPoint(&op);
+      if (succeeded(applicator.matchAndRewrite(&op, rewriter))) {
         changed = true;
         break;
       }
-      if (changed)
-        break;
     }
   }
 }
 
+/// Runs `patterns` with the greedy driver, top-down, without folding,
+/// constant CSE or region simplification: the rewrites of these phases are
+/// local (each matched op's chain is disjoint from the others'), so their
+/// order does not change the result, and nothing but them may touch the IR.
+void applyGreedily(func::FuncOp f, RewritePatternSet &&patterns) {
+  GreedyRewriteConfig config;
+  config.setUseTopDownTraversal(true)
+      .enableFolding(false)
+      .enableConstantCSE(false)
+      .setRegionSimplificationLevel(GreedySimplifyRegionLevel::Disabled);
+  (void)applyPatternsGreedily(f, std::move(patterns), config);
+}
+
 struct FusePass : public cnnc::impl::CNNFuseBase<FusePass> {
   void runOnOperation() override {
-    int conv = 0, bn = 0, bnGrad = 0, converted = 0, merged = 0;
-    getOperation().walk([&](func::FuncOp f) {
+    MLIRContext *ctx = &getContext();
+    counts = {};
+    for (auto f : getOperation().getOps<func::FuncOp>()) {
       if (f.getBlocks().size() != 1)
-        return;
-      fuseConvEpilogues(f, conv);
-      splitBatchNorm(f, bn);
-      fuseReluIntoBatchNormGrad(f, bnGrad);
-      fuseElementwise(f, converted, merged);
-    });
-    auto *ctx = &getContext();
-    getOperation()->setAttr(
-        "cnn.fusion_stats",
-        DictionaryAttr::get(
-            ctx,
-            {NamedAttribute(StringAttr::get(ctx, "conv_epilogue_ops"),
-                            IntegerAttr::get(IntegerType::get(ctx, 64), conv)),
-             NamedAttribute(StringAttr::get(ctx, "bn_split"),
-                            IntegerAttr::get(IntegerType::get(ctx, 64), bn)),
-             NamedAttribute(
-                 StringAttr::get(ctx, "bn_relu_grad_ops"),
-                 IntegerAttr::get(IntegerType::get(ctx, 64), bnGrad)),
-             NamedAttribute(
-                 StringAttr::get(ctx, "elementwise_ops"),
-                 IntegerAttr::get(IntegerType::get(ctx, 64), converted)),
-             NamedAttribute(
-                 StringAttr::get(ctx, "elementwise_merges"),
-                 IntegerAttr::get(IntegerType::get(ctx, 64), merged))}));
+        continue;
+      // Each phase finishes on the whole function before the next starts:
+      // the clip_grad re-pointing frees the clip input the epilogue needs,
+      // and the elementwise phase sees the BN normalization as its input.
+      RewritePatternSet clipGrad(ctx);
+      clipGrad.add<RepointClipGradAtClip>(ctx);
+      applyGreedily(f, std::move(clipGrad));
+
+      RewritePatternSet conv(ctx);
+      conv.add<FuseConvEpilogue>(ctx, counts);
+      applyGreedily(f, std::move(conv));
+
+      RewritePatternSet bn(ctx);
+      bn.add<SplitBatchNormTrain, FuseReluGradIntoBatchNormGrad>(ctx, counts);
+      applyGreedily(f, std::move(bn));
+
+      RewritePatternSet toFused(ctx);
+      toFused.add<ElementwiseToFused, BiasAddToFused>(ctx, counts);
+      applyGreedily(f, std::move(toFused));
+
+      RewritePatternSet mergeSet(ctx);
+      mergeSet.add<MergeElementwiseProducer>(ctx, counts);
+      applyFirstMatchInBlockOrder(f.getBody().front(),
+                                  FrozenRewritePatternSet(std::move(mergeSet)));
+    }
+    numConvEpilogueOps = counts.convEpilogueOps;
+    numBatchNormSplits = counts.bnSplits;
+    numBatchNormReluGradOps = counts.bnReluGradOps;
+    numElementwiseOps = counts.elementwiseOps;
+    numElementwiseMerges = counts.elementwiseMerges;
   }
+  /// The counts of the last run, for getFusionCounts: the Statistics above
+  /// are no-ops in builds without LLVM_ENABLE_STATS (NDEBUG without
+  /// LLVM_FORCE_ENABLE_STATS, as Debian's release packages and this
+  /// project's Release build), where --mlir-pass-statistics prints nothing.
+  FusionCounts counts;
 };
 
 } // namespace
+
+std::optional<FusionCounts> cnnc::getFusionCounts(const Pass &pass) {
+  if (pass.getTypeID() != TypeID::get<FusePass>())
+    return std::nullopt;
+  return static_cast<const FusePass &>(pass).counts;
+}

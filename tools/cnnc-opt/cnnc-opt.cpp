@@ -10,6 +10,7 @@ int main(int argc, char **argv) {
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();
   cnnc::registerCNNPasses();
+  cnnc::registerCNNPipelines();
   mlir::DialectRegistry registry;
   registry.insert<cnnc::cnn::CNNDialect, mlir::func::FuncDialect>();
   return mlir::asMainReturnCode(

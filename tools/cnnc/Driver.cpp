@@ -5,6 +5,7 @@
 #include "cnnc/Frontend/ONNXImporter.h"
 #include "cnnc/Reference/TensorEntry.h"
 #include "cnnc/Target/CUDA/EmitCUDA.h"
+#include "cnnc/Transforms/Passes.h"
 #include "cnnrt/TensorFile.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -14,7 +15,9 @@
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "mlir/Transforms/Passes.h"
 #include "llvm/ADT/Statistic.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
@@ -217,6 +220,14 @@ cl::opt<std::string> precisionOpt("precision",
                                            "master weights, loss scaling)"),
                                   cl::value_desc("fp32|fp16"), cl::init(""),
                                   cl::cat(optCategory));
+cl::opt<std::string> targetOpt(
+    "target",
+    cl::desc("Whose optimization pipeline runs on the training step: gpu "
+             "(the CUDA target's: NHWC, fp16, fusion, memory plan; the "
+             "default for --emit cuda/exe/lib) or cpu (the reference "
+             "interpreter's; the default otherwise). With --emit mlir, "
+             "--target gpu prints the IR the CUDA target compiles"),
+    cl::value_desc("gpu|cpu"), cl::init(""), cl::cat(optCategory));
 cl::opt<bool> memoryPlanOpt("memory-plan",
                             cl::desc("cnn-memory-plan (default on)"),
                             cl::init(true), cl::cat(optCategory));
@@ -227,9 +238,19 @@ bool hasExtension(StringRef path, StringRef ext) {
 } // namespace
 
 DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
-  // The standard MLIR printing/context options (--mlir-print-debuginfo, ...).
+  // The standard MLIR printing/context options (--mlir-print-debuginfo, ...),
+  // pass-manager options (--mlir-print-ir-after-all, --mlir-pass-statistics,
+  // ...) and --mlir-timing; runPasses and Compilation apply the latter two.
   registerAsmPrinterCLOptions();
   registerMLIRContextCLOptions();
+  // --mlir-print-ir-after=<pass> and friends take the passes registered when
+  // the options are created: register them first.
+  registerCNNPasses();
+  registerCNNPipelines();
+  registerCanonicalizerPass();
+  registerCSEPass();
+  registerPassManagerCLOptions();
+  registerDefaultTimingManagerCLOptions();
   // --stats is LLVM's own (hidden) flag; cnnc adds its fusion counts and
   // kernel launches per step, so --help lists it with the other options.
   auto &registered = cl::getRegisteredOptions();
@@ -378,6 +399,7 @@ DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
   o.layout = layoutOpt;
   o.precision = precisionOpt;
   o.memoryPlan = memoryPlanOpt;
+  o.target = targetOpt;
   // --stats is LLVM's own flag (statistics); cnnc adds its fusion counts and
   // kernel launches per step to what it prints.
   o.stats = llvm::AreStatisticsEnabled();
@@ -443,6 +465,18 @@ LogicalResult cnnc::driver::writeTensor(const std::string &path,
 // Actions
 //===----------------------------------------------------------------------===//
 
+void Compilation::enableTimingFromCommandLine() {
+  applyDefaultTimingManagerCLOptions(timingManager);
+  timing = timingManager.getRootScope();
+}
+
+LogicalResult cnnc::driver::runPasses(PassManager &pm, Compilation &c) {
+  if (failed(applyPassManagerCLOptions(pm)))
+    return failure();
+  pm.enableTiming(c.timing);
+  return pm.run(*c.module);
+}
+
 namespace {
 LogicalResult fail(Compilation &c, const Twine &msg) {
   emitError(UnknownLoc::get(&c.context)) << msg;
@@ -502,6 +536,7 @@ LogicalResult cnnc::driver::loadInput(const DriverOptions &options,
     importOptions.batch = options.batch;
     importOptions.forTraining = options.train;
     importOptions.runForward = options.runReference && !options.train;
+    TimingScope importTiming = c.timing.nest("ONNX import");
     c.module = importONNX(path, c.context, importOptions, c.weights);
     if (!c.module)
       return failure();
@@ -517,6 +552,7 @@ LogicalResult cnnc::driver::loadInput(const DriverOptions &options,
                          "': " + buffer.getError().message());
     c.sourceMgr.AddNewSourceBuffer(std::move(*buffer), llvm::SMLoc());
     c.context.loadDialect<cnn::CNNDialect, func::FuncDialect>();
+    TimingScope parseTiming = c.timing.nest("Parse MLIR");
     c.module = parseSourceFile<ModuleOp>(c.sourceMgr, ParserConfig(&c.context));
     if (!c.module)
       return failure();
@@ -646,6 +682,7 @@ int cnnc::driver::runDriver(const DriverOptions &options) {
     return 0;
   }
   Compilation c;
+  c.enableTimingFromCommandLine();
   // Every diagnostic goes to stderr as "<loc>: error: <msg>": MLIR source
   // locations through the SourceMgr handler (with the source line), ONNX
   // node locations as "<file>:<node>", location-less ones as "cnnc".
@@ -703,7 +740,19 @@ int cnnc::driver::runDriver(const DriverOptions &options) {
       return 1;
     }
   }
-  o.targetGPU = wantsCuda || planOnly || (o.trainAndRun && hasGPU());
+  if (!o.target.empty() && o.target != "gpu" && o.target != "cpu") {
+    emitError(UnknownLoc::get(&c.context))
+        << "unknown --target '" << o.target << "' (expected gpu or cpu)";
+    return 1;
+  }
+  if (o.target == "cpu" && (wantsCuda || planOnly)) {
+    emitError(UnknownLoc::get(&c.context))
+        << "--target cpu cannot emit CUDA or plan GPU memory (drop --target "
+           "or use --target gpu)";
+    return 1;
+  }
+  o.targetGPU = o.target == "gpu" || wantsCuda || planOnly ||
+                (o.target.empty() && o.trainAndRun && hasGPU());
   if (o.batchAuto && failed(chooseAutoBatch(o)))
     return 1;
   if (failed(loadInput(o, c)))

@@ -16,10 +16,15 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "mlir/Support/LLVM.h"
+#include "mlir/Support/Timing.h"
 #include "llvm/Support/SourceMgr.h"
 
 #include <cstdint>
 #include <string>
+
+namespace mlir {
+class PassManager;
+} // namespace mlir
 
 namespace cnnc::driver {
 
@@ -77,6 +82,9 @@ struct DriverOptions {
   /// GPU): the optimized defaults are NHWC and fp16 (Tensor Cores); for the
   /// CPU reference interpreter NCHW and fp32.
   bool targetGPU = false;
+  /// --target gpu|cpu ("" = from the action): gpu makes `--emit mlir` print
+  /// the IR the CUDA target compiles (the GPU pipeline's output).
+  std::string target;
   std::string argv0; ///< path of this executable
   /// --list-onnx-ops[=text|markdown]: print the importer's op table only.
   std::string listOnnxOps;
@@ -91,7 +99,18 @@ struct Compilation {
   llvm::SourceMgr sourceMgr;
   mlir::OwningOpRef<mlir::ModuleOp> module;
   reference::TensorMap weights;
+  /// --mlir-timing: import, each pass and CUDA emission nest under `timing`'s
+  /// root. Disabled (a no-op) unless enableTimingFromCommandLine() ran, so
+  /// helper compilations (--batch auto's planning runs) report nothing.
+  mlir::DefaultTimingManager timingManager;
+  mlir::TimingScope timing;
+  void enableTimingFromCommandLine();
 };
+
+/// Runs `pm` on the module with the standard MLIR pass-manager flags of the
+/// command line applied (--mlir-print-ir-after-all, --mlir-pass-statistics,
+/// ...) and its passes timed under `c.timing`.
+mlir::LogicalResult runPasses(mlir::PassManager &pm, Compilation &c);
 
 /// Module attribute naming the weights file that belongs to a .mlir file.
 constexpr const char *kWeightsAttr = "cnn.weights";

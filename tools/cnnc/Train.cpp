@@ -78,7 +78,7 @@ LogicalResult cnnc::driver::buildTrainStep(const DriverOptions &o,
   ad.auxLossWeight = o.auxLossWeight;
   pm.addPass(createCNNAutodiff(ad));
   pm.addPass(createCSEPass());
-  if (failed(pm.run(*c.module)))
+  if (failed(runPasses(pm, c)))
     return failure();
   return optimizeTrainStep(o, c);
 }
@@ -108,34 +108,24 @@ LogicalResult cnnc::driver::optimizeTrainStep(const DriverOptions &o,
     if (isa<cnn::CNNDialect>(op->getDialect()) && !isa<cnn::YieldOp>(op))
       ++opsBefore;
   });
-  PassManager pm(&c.context);
-  if (layout == "nhwc")
-    pm.addPass(createCNNLayout());
-  if (precision == "fp16")
-    pm.addPass(createCNNPrecision());
-  if (layout == "nhwc" || precision == "fp16") {
-    pm.addPass(createCanonicalizerPass());
-    pm.addPass(createCSEPass());
-  }
-  // Data parallelism: after layout/precision (the f16 gradients are the ones
-  // reduced), before fusion and the memory plan.
-  if (o.dataParallel) {
-    CNNDataParallelOptions dp;
-    dp.bucketMB = o.bucketMB;
-    pm.addPass(createCNNDataParallel(dp));
-  }
+  CNNGPUPipelineOptions pipeline;
+  pipeline.layout =
+      layout == "nhwc" ? PipelineLayout::NHWC : PipelineLayout::NCHW;
+  pipeline.precision =
+      precision == "fp16" ? PipelinePrecision::FP16 : PipelinePrecision::FP32;
+  pipeline.dataParallel = o.dataParallel;
+  pipeline.bucketMB = o.bucketMB;
   // The reference interpreter is the golden model: it runs the unfused
   // step unless --fuse asks otherwise (tests compare the two).
-  if (o.optimize && o.fuse && (o.targetGPU || o.fuseExplicit))
-    pm.addPass(createCNNFuse());
+  pipeline.fuse = o.optimize && o.fuse && (o.targetGPU || o.fuseExplicit);
   // The CUDA target prints elementwise ops in their fused form only.
-  if (o.targetGPU)
-    pm.addPass(createCNNLowerElementwise());
+  pipeline.lowerElementwise = o.targetGPU;
   // The arena plan is for the CUDA target (the reference interpreter
   // allocates per value).
-  if (o.optimize && o.memoryPlan && o.targetGPU)
-    pm.addPass(createCNNMemoryPlan());
-  if (failed(pm.run(*c.module)))
+  pipeline.memoryPlan = o.optimize && o.memoryPlan && o.targetGPU;
+  PassManager pm(&c.context);
+  buildCNNGPUPipeline(pm, pipeline);
+  if (failed(runPasses(pm, c)))
     return failure();
   if (o.stats) {
     int64_t opsAfter = 0;
@@ -146,11 +136,19 @@ LogicalResult cnnc::driver::optimizeTrainStep(const DriverOptions &o,
     llvm::errs() << "cnnc: stats: layout " << layout << ", precision "
                  << precision << ", cnn ops " << opsBefore << " -> " << opsAfter
                  << "\n";
-    if (auto st =
-            (*c.module)->getAttrOfType<DictionaryAttr>("cnn.fusion_stats"))
-      for (NamedAttribute a : st)
-        llvm::errs() << "cnnc: stats: fusion " << a.getName().getValue() << " "
-                     << cast<IntegerAttr>(a.getValue()).getInt() << "\n";
+    // cnn-fuse's statistics, in the names and order --stats always printed.
+    for (Pass &pass : pm.getPasses())
+      if (std::optional<FusionCounts> fused = getFusionCounts(pass)) {
+        std::pair<const char *, int64_t> lines[] = {
+            {"bn_relu_grad_ops", fused->bnReluGradOps},
+            {"bn_split", fused->bnSplits},
+            {"conv_epilogue_ops", fused->convEpilogueOps},
+            {"elementwise_merges", fused->elementwiseMerges},
+            {"elementwise_ops", fused->elementwiseOps}};
+        for (auto [name, count] : lines)
+          llvm::errs() << "cnnc: stats: fusion " << name << " " << count
+                       << "\n";
+      }
   }
   return success();
 }
@@ -710,8 +708,11 @@ LogicalResult cnnc::driver::compileCUDA(const DriverOptions &o, Compilation &c,
     eo.defaultSteps = o.steps;
   std::string cu;
   llvm::raw_string_ostream os(cu);
-  if (failed(emitCUDA(*c.module, os, eo)))
-    return failure();
+  {
+    TimingScope emitTiming = c.timing.nest("Emit CUDA");
+    if (failed(emitCUDA(*c.module, os, eo)))
+      return failure();
+  }
   os.flush();
   if (o.stats) {
     // The emitter states the count in the header comment of the .cu file.
@@ -839,8 +840,10 @@ LogicalResult cnnc::driver::compileCUDA(const DriverOptions &o, Compilation &c,
   args.insert(args.end(), {"-o", exeOut.stagingPath()});
   std::vector<StringRef> argRefs(args.begin(), args.end());
   std::string msg;
+  TimingScope nvccTiming = c.timing.nest("nvcc");
   int rc =
       llvm::sys::ExecuteAndWait(nvcc, argRefs, std::nullopt, {}, 0, 0, &msg);
+  nvccTiming.stop();
   if (!versionScript.empty())
     llvm::sys::fs::remove(versionScript);
   if (rc != 0)

@@ -157,7 +157,7 @@ TEST_F(InterpreterTest, UnknownOp) {
 
 TEST_F(InterpreterTest, BindArguments) {
   auto f = parse(R"(
-    func.func @f(%x: tensor<2xf32> {cnn.input = "x"},
+    func.func @f(%x: tensor<2xf32> {cnn.input},
                  %w: tensor<2xf32> {cnn.param = "fc.weight"},
                  %rm: tensor<2xf32> {cnn.buffer = "bn.running_mean"},
                  %m: tensor<2xf32> {cnn.state = "fc.weight.momentum"},

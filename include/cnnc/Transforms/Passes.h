@@ -5,6 +5,13 @@
 #include "cnnc/Dialect/CNN/CNNOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
+#include "mlir/Pass/PassOptions.h"
+
+#include <optional>
+
+namespace mlir {
+class OpPassManager;
+} // namespace mlir
 
 namespace cnnc {
 #define GEN_PASS_DECL
@@ -12,6 +19,76 @@ namespace cnnc {
 
 #define GEN_PASS_REGISTRATION
 #include "cnnc/Transforms/Passes.h.inc"
+
+/// What one run of cnn-fuse rewrote (its pass Statistics, readable in every
+/// build: MLIR's Pass::Statistic is LLVM's Statistic, a no-op where
+/// LLVM_ENABLE_STATS is off, as in Release builds against Debian's LLVM).
+struct FusionCounts {
+  int64_t convEpilogueOps = 0;   ///< ops folded into fused_conv2d (convs too)
+  int64_t bnSplits = 0;          ///< batch_norm_train split in two
+  int64_t bnReluGradOps = 0;     ///< ops folded into fused_batch_norm_relu_grad
+  int64_t elementwiseOps = 0;    ///< elementwise ops given the fused form
+  int64_t elementwiseMerges = 0; ///< fused_elementwise producer/consumer merges
+};
+/// The counts of `pass` after it ran, if it is a cnn-fuse pass.
+std::optional<FusionCounts> getFusionCounts(const mlir::Pass &pass);
+
+/// The activation layout the optimization pipeline gives the step.
+enum class PipelineLayout { NCHW, NHWC };
+/// The compute precision the optimization pipeline gives the step.
+enum class PipelinePrecision { FP32, FP16 };
+
+/// Options of `cnn-gpu-pipeline`, the passes that run on the training step
+/// after cnn-autodiff. The defaults are what the CUDA target gets (`cnnc
+/// --emit cuda`); the reference interpreter's pipeline (`cnnc --emit mlir`
+/// without --target gpu) is `layout=nchw precision=fp32 fuse=false
+/// lower-elementwise=false memory-plan=false`.
+struct CNNGPUPipelineOptions
+    : public mlir::PassPipelineOptions<CNNGPUPipelineOptions> {
+  Option<PipelineLayout> layout{
+      *this, "layout", llvm::cl::desc("Activation layout (cnn-layout)"),
+      llvm::cl::init(PipelineLayout::NHWC),
+      llvm::cl::values(
+          clEnumValN(PipelineLayout::NCHW, "nchw", "N x C x H x W"),
+          clEnumValN(PipelineLayout::NHWC, "nhwc",
+                     "N x H x W x C (cnn-layout)"))};
+  Option<PipelinePrecision> precision{
+      *this, "precision", llvm::cl::desc("Compute precision (cnn-precision)"),
+      llvm::cl::init(PipelinePrecision::FP16),
+      llvm::cl::values(
+          clEnumValN(PipelinePrecision::FP32, "fp32", "f32 everywhere"),
+          clEnumValN(PipelinePrecision::FP16, "fp16",
+                     "f16 compute, f32 master weights (cnn-precision)"))};
+  Option<bool> fuse{*this, "fuse", llvm::cl::desc("Run cnn-fuse"),
+                    llvm::cl::init(true)};
+  Option<bool> lowerElementwise{
+      *this, "lower-elementwise",
+      llvm::cl::desc("Run cnn-lower-elementwise (the CUDA target needs it)"),
+      llvm::cl::init(true)};
+  Option<bool> memoryPlan{*this, "memory-plan",
+                          llvm::cl::desc("Run cnn-memory-plan"),
+                          llvm::cl::init(true)};
+  Option<bool> dataParallel{
+      *this, "data-parallel",
+      llvm::cl::desc("Run cnn-data-parallel (gradients all-reduced in "
+                     "buckets; docs/data-parallel.md)"),
+      llvm::cl::init(false)};
+  Option<double> bucketMB{
+      *this, "bucket-mb",
+      llvm::cl::desc("cnn-data-parallel's bucket size in MiB"),
+      llvm::cl::init(25.0)};
+};
+
+/// Adds the optimization passes of the training step to `pm` (a ModuleOp
+/// pass manager): cnn-layout, cnn-precision, canonicalize + CSE,
+/// cnn-data-parallel, cnn-fuse,
+/// cnn-lower-elementwise, cnn-memory-plan, as `options` select. The `cnnc`
+/// driver and `cnnc-opt --cnn-gpu-pipeline` both build it here.
+void buildCNNGPUPipeline(mlir::OpPassManager &pm,
+                         const CNNGPUPipelineOptions &options);
+
+/// Registers `cnn-gpu-pipeline` (for cnnc-opt and --pass-pipeline).
+void registerCNNPipelines();
 } // namespace cnnc
 
 #endif

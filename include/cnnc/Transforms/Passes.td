@@ -320,7 +320,12 @@ def CNNFuse : Pass<"cnn-fuse", "mlir::ModuleOp"> {
     4. Every elementwise op becomes a fused_elementwise with an `arith` body;
        producer/consumer pairs of the same shape merge while the consumer's
        other operands are defined before the producer.
-    Counts go to the module attribute `cnn.fusion_stats` (`cnnc --stats`).
+    Each rewrite is a `RewritePattern`: 1-4's conversions run with the greedy
+    driver, phase by phase; the merges of 4 with a driver that applies the
+    first match in block order and starts over (the merge order decides the
+    groups, see Fuse.cpp). Counts are the pass statistics below
+    (`--mlir-pass-statistics` in builds with LLVM_ENABLE_STATS;
+    `cnnc --stats` in every build, through cnnc::getFusionCounts).
 
     Before:
     ```mlir
@@ -344,6 +349,18 @@ def CNNFuse : Pass<"cnn-fuse", "mlir::ModuleOp"> {
     }
     ```
   }];
+  let statistics = [
+    Statistic<"numConvEpilogueOps", "conv-epilogue-ops",
+              "Ops folded into fused_conv2d (the convolutions included)">,
+    Statistic<"numBatchNormSplits", "bn-splits",
+              "batch_norm_train split into statistics + normalization">,
+    Statistic<"numBatchNormReluGradOps", "bn-relu-grad-ops",
+              "Ops folded into fused_batch_norm_relu_grad">,
+    Statistic<"numElementwiseOps", "elementwise-ops",
+              "Elementwise ops given the fused_elementwise form">,
+    Statistic<"numElementwiseMerges", "elementwise-merges",
+              "fused_elementwise producer/consumer merges">,
+  ];
 }
 
 def CNNMemoryPlan : Pass<"cnn-memory-plan", "mlir::ModuleOp"> {

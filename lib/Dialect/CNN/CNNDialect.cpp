@@ -1,6 +1,9 @@
 //===- CNNDialect.cpp - cnn dialect registration ----------------------===//
 #include "cnnc/Dialect/CNN/CNNOps.h"
 
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringSwitch.h"
+
 using namespace mlir;
 using namespace cnnc::cnn;
 
@@ -19,4 +22,140 @@ Operation *CNNDialect::materializeConstant(OpBuilder &builder, Attribute value,
   if (!elements || elements.getType() != type)
     return nullptr;
   return ConstantOp::create(builder, loc, type, elements);
+}
+
+//===----------------------------------------------------------------------===//
+// Discardable cnn.* attributes
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// What a discardable cnn.* attribute must hold.
+enum class AttrKind {
+  Unknown,
+  Unit,        // a role marker: cnn.input, cnn.loss, ...
+  Name,        // a non-empty string naming a tensor: cnn.param, ...
+  String,      // any string: cnn.weights, cnn.plan_strategy
+  Float,       // cnn.init
+  Bytes,       // a non-negative i64: cnn.arena_bytes, an argument's offset
+  Dictionary,  // cnn.fusion_stats (written by older cnnc; now unused)
+  ResultBytes, // cnn.offset on an op: one non-negative i64 per result
+  InPlace,     // cnn.in_place: one operand index or -1 per result
+};
+
+/// Attributes of function arguments and results (a train_step result carries
+/// the attributes of the argument it updates, plus cnn.loss / cnn.grad).
+AttrKind argOrResultAttrKind(StringRef name) {
+  return llvm::StringSwitch<AttrKind>(name)
+      .Cases({"cnn.input", "cnn.labels", "cnn.lr", "cnn.step", "cnn.loss",
+              "cnn.loss_scale"},
+             AttrKind::Unit)
+      .Cases({"cnn.param", "cnn.buffer", "cnn.state", "cnn.grad"},
+             AttrKind::Name)
+      .Case("cnn.init", AttrKind::Float)
+      .Case("cnn.offset", AttrKind::Bytes)
+      .Default(AttrKind::Unknown);
+}
+
+/// Attributes of the module (the memory plan's summary, the weights file).
+AttrKind moduleAttrKind(StringRef name) {
+  return llvm::StringSwitch<AttrKind>(name)
+      .Cases({"cnn.arena_bytes", "cnn.persistent_bytes", "cnn.workspace_offset",
+              "cnn.workspace_bytes", "cnn.temp_offset", "cnn.train_peak_bytes",
+              "cnn.train_lower_bound_bytes", "cnn.eval_peak_bytes",
+              "cnn.eval_lower_bound_bytes"},
+             AttrKind::Bytes)
+      .Cases({"cnn.weights", "cnn.plan_strategy"}, AttrKind::String)
+      .Case("cnn.fusion_stats", AttrKind::Dictionary)
+      .Default(AttrKind::Unknown);
+}
+
+/// Attributes of other ops (the memory plan's per-op annotations).
+AttrKind opAttrKind(StringRef name) {
+  return llvm::StringSwitch<AttrKind>(name)
+      .Case("cnn.offset", AttrKind::ResultBytes)
+      .Case("cnn.in_place", AttrKind::InPlace)
+      .Default(AttrKind::Unknown);
+}
+
+/// Checks `attr` against `kind`; `where` names what carries it, `op` (for
+/// per-result kinds) is the op it annotates.
+LogicalResult verifyCNNAttr(function_ref<InFlightDiagnostic()> emitError,
+                            StringRef where, NamedAttribute attr, AttrKind kind,
+                            Operation *op = nullptr) {
+  StringRef name = attr.getName().getValue();
+  Attribute value = attr.getValue();
+  auto fail = [&](const Twine &expected) -> LogicalResult {
+    return emitError() << "'" << name << "' on " << where << " must be "
+                       << expected << ", got " << value;
+  };
+  auto check = [&](bool ok, const Twine &expected) {
+    return ok ? success() : fail(expected);
+  };
+  switch (kind) {
+  case AttrKind::Unknown:
+    return emitError() << "unknown cnn dialect attribute '" << name << "' on "
+                       << where;
+  case AttrKind::Unit:
+    return check(isa<UnitAttr>(value), "a unit attribute");
+  case AttrKind::Name: {
+    auto s = dyn_cast<StringAttr>(value);
+    return check(s && !s.getValue().empty(), "a non-empty string");
+  }
+  case AttrKind::String:
+    return check(isa<StringAttr>(value), "a string");
+  case AttrKind::Float:
+    return check(isa<FloatAttr>(value), "a float");
+  case AttrKind::Bytes: {
+    auto i = dyn_cast<IntegerAttr>(value);
+    return check(i && i.getType().isSignlessInteger(64) &&
+                     i.getValue().getSExtValue() >= 0,
+                 "a non-negative i64");
+  }
+  case AttrKind::Dictionary:
+    return check(isa<DictionaryAttr>(value), "a dictionary");
+  case AttrKind::ResultBytes:
+  case AttrKind::InPlace: {
+    auto a = dyn_cast<DenseI64ArrayAttr>(value);
+    if (!a || a.size() != (int64_t)op->getNumResults())
+      return fail("an array<i64> with one entry per result (" +
+                  Twine(op->getNumResults()) + ")");
+    for (int64_t v : a.asArrayRef()) {
+      if (kind == AttrKind::ResultBytes && v < 0)
+        return fail("non-negative byte offsets");
+      if (kind == AttrKind::InPlace &&
+          (v < -1 || v >= (int64_t)op->getNumOperands()))
+        return fail("operand indices or -1");
+    }
+    return success();
+  }
+  }
+  return success();
+}
+} // namespace
+
+LogicalResult CNNDialect::verifyOperationAttribute(Operation *op,
+                                                   NamedAttribute attr) {
+  auto emit = [&] { return op->emitError(); };
+  StringRef name = attr.getName().getValue();
+  if (isa<ModuleOp>(op))
+    return verifyCNNAttr(emit, "a module", attr, moduleAttrKind(name), op);
+  return verifyCNNAttr(emit, "an operation", attr, opAttrKind(name), op);
+}
+
+LogicalResult CNNDialect::verifyRegionArgAttribute(Operation *op, unsigned,
+                                                   unsigned argIndex,
+                                                   NamedAttribute attr) {
+  auto emit = [&] { return op->emitError(); };
+  std::string where = "argument " + std::to_string(argIndex);
+  return verifyCNNAttr(emit, where, attr,
+                       argOrResultAttrKind(attr.getName().getValue()));
+}
+
+LogicalResult CNNDialect::verifyRegionResultAttribute(Operation *op, unsigned,
+                                                      unsigned resultIndex,
+                                                      NamedAttribute attr) {
+  auto emit = [&] { return op->emitError(); };
+  std::string where = "result " + std::to_string(resultIndex);
+  return verifyCNNAttr(emit, where, attr,
+                       argOrResultAttrKind(attr.getName().getValue()));
 }

@@ -18,6 +18,11 @@ def CNN_Dialect : Dialect {
   }];
   let cppNamespace = "::cnnc::cnn";
   let hasConstantMaterializer = 1;
+  // The discardable `cnn.*` attributes (argument roles, the memory plan, the
+  // weights file) are checked by the dialect: CNNDialect.cpp lists them.
+  let hasOperationAttrVerify = 1;
+  let hasRegionArgAttrVerify = 1;
+  let hasRegionResultAttrVerify = 1;
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::math::MathDialect"];
 }

@@ -1,0 +1,53 @@
+//===- Pipeline.cpp - the training step's optimization pipeline -----------===//
+//
+// One definition of the pass pipeline for both the cnnc driver and
+// `cnnc-opt --cnn-gpu-pipeline`, so that a lit test of cnnc-opt sees exactly
+// what the driver compiles.
+//
+//===----------------------------------------------------------------------===//
+#include "cnnc/Transforms/Passes.h"
+
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+using namespace mlir;
+
+void cnnc::buildCNNGPUPipeline(OpPassManager &pm,
+                               const CNNGPUPipelineOptions &options) {
+  bool nhwc = options.layout == PipelineLayout::NHWC;
+  bool fp16 = options.precision == PipelinePrecision::FP16;
+  if (nhwc)
+    pm.addPass(createCNNLayout());
+  if (fp16)
+    pm.addPass(createCNNPrecision());
+  // Both passes leave transposes and casts behind that fold and dedupe.
+  if (nhwc || fp16) {
+    pm.addPass(createCanonicalizerPass());
+    pm.addPass(createCSEPass());
+  }
+  // Data parallelism: after layout/precision (the f16 gradients are the ones
+  // reduced), before fusion and the memory plan.
+  if (options.dataParallel) {
+    CNNDataParallelOptions dp;
+    dp.bucketMB = options.bucketMB;
+    pm.addPass(createCNNDataParallel(dp));
+  }
+  if (options.fuse)
+    pm.addPass(createCNNFuse());
+  // The CUDA target prints elementwise ops in their fused form only.
+  if (options.lowerElementwise)
+    pm.addPass(createCNNLowerElementwise());
+  // The arena plan is for the CUDA target (the reference interpreter
+  // allocates per value); it runs last, after every rewrite of the step.
+  if (options.memoryPlan)
+    pm.addPass(createCNNMemoryPlan());
+}
+
+void cnnc::registerCNNPipelines() {
+  PassPipelineRegistration<CNNGPUPipelineOptions>(
+      "cnn-gpu-pipeline",
+      "The training step's optimization passes after cnn-autodiff, as the "
+      "cnnc driver runs them (defaults: the CUDA target's pipeline)",
+      buildCNNGPUPipeline);
+}

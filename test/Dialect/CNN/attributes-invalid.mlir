@@ -1,0 +1,97 @@
+// RUN: cnnc-opt %s -split-input-file -verify-diagnostics
+
+// The dialect verifies its discardable cnn.* attributes (CNNDialect.cpp):
+// argument/result roles, the memory plan's annotations, the module summary.
+
+// expected-error @+1 {{'cnn.param' on argument 0 must be a non-empty string, got 3 : i64}}
+func.func @param_not_string(%w: tensor<4xf32> {cnn.param = 3}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'cnn.param' on argument 0 must be a non-empty string, got ""}}
+func.func @param_empty(%w: tensor<4xf32> {cnn.param = ""}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'cnn.input' on argument 0 must be a unit attribute, got true}}
+func.func @input_not_unit(%x: tensor<4xf32> {cnn.input = true}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'cnn.init' on argument 0 must be a float, got "65536"}}
+func.func @init_not_float(%s: tensor<f32> {cnn.init = "65536"}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'cnn.offset' on argument 0 must be a non-negative i64, got -256 : i64}}
+func.func @negative_arg_offset(%x: tensor<4xf32> {cnn.offset = -256 : i64}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'cnn.loss' on result 0 must be a unit attribute, got "loss"}}
+func.func @loss_not_unit(%x: tensor<f32>) -> (tensor<f32> {cnn.loss = "loss"}) {
+  return %x : tensor<f32>
+}
+
+// -----
+
+// A typo is caught rather than silently ignored.
+// expected-error @+1 {{unknown cnn dialect attribute 'cnn.parm' on argument 0}}
+func.func @unknown_arg_attr(%w: tensor<4xf32> {cnn.parm = "w"}) {
+  return
+}
+
+// -----
+
+func.func @offset_per_result(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'cnn.offset' on an operation must be an array<i64> with one entry per result (1), got array<i64: 0, 256>}}
+  %y = cnn.relu %x {cnn.offset = array<i64: 0, 256>} : (tensor<4xf32>) -> tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+func.func @in_place_operand(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'cnn.in_place' on an operation must be operand indices or -1, got array<i64: 1>}}
+  %y = cnn.relu %x {cnn.in_place = array<i64: 1>} : (tensor<4xf32>) -> tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+func.func @unknown_op_attr(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{unknown cnn dialect attribute 'cnn.param' on an operation}}
+  %y = cnn.relu %x {cnn.param = "x"} : (tensor<4xf32>) -> tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'cnn.arena_bytes' on a module must be a non-negative i64, got 1.000000e+00 : f32}}
+module attributes {cnn.arena_bytes = 1.0 : f32} {
+}
+
+// -----
+
+// expected-error @+1 {{'cnn.weights' on a module must be a string, got 7 : i64}}
+module attributes {cnn.weights = 7} {
+}
+
+// -----
+
+// The layout of a layout-sensitive op is NCHW or NHWC (the op verifier).
+func.func @bad_layout(%x: tensor<2x4x8x8xf32>) -> tensor<2x4x1x1xf32> {
+  // expected-error @+1 {{'layout' must be "NCHW" or "NHWC", got "NWHC"}}
+  %y = cnn.global_avg_pool %x {layout = "NWHC"} : (tensor<2x4x8x8xf32>) -> tensor<2x4x1x1xf32>
+  return %y : tensor<2x4x1x1xf32>
+}

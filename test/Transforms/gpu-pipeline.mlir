@@ -1,0 +1,51 @@
+// cnn-gpu-pipeline is the pipeline the cnnc driver runs after cnn-autodiff:
+// cnnc-opt and cnnc build it from one function (buildCNNGPUPipeline), so
+// both print the same IR.
+
+// The CUDA target's pipeline (--target gpu; the defaults of the pipeline).
+// RUN: cnnc %S/../Target/CUDA/Inputs/small_cnn.mlir --train --target gpu --emit mlir > %t.cnnc.mlir
+// RUN: cnnc-opt %S/../Target/CUDA/Inputs/small_cnn.mlir --cnn-autodiff --cse --cnn-gpu-pipeline > %t.opt.mlir
+// RUN: FileCheck %s --check-prefix=GPU < %t.cnnc.mlir
+// RUN: FileCheck %s --check-prefix=GPU < %t.opt.mlir
+// RUN: diff -B %t.cnnc.mlir %t.opt.mlir
+// GPU: module attributes {cnn.arena_bytes = {{[0-9]+}} : i64
+// GPU-LABEL: func.func @forward(
+// GPU: cnn.fused_conv2d {{.*}}layout = "NHWC"{{.*}} -> tensor<4x8x8x8xf16>
+// GPU-LABEL: func.func @train_step(
+// GPU-SAME: cnn.loss_scale
+// GPU: cnn.fused_conv2d {{.*}}layout = "NHWC"
+// GPU: cnn.fused_elementwise
+// GPU: cnn.loss_scale_update
+// GPU: cnn.sgd_update {{.*}}cnn.offset
+
+// The reference interpreter's pipeline (cnnc's default for --emit mlir).
+// RUN: cnnc %S/../Target/CUDA/Inputs/small_cnn.mlir --train --emit mlir > %t.cpu.cnnc.mlir
+// RUN: cnnc-opt %S/../Target/CUDA/Inputs/small_cnn.mlir --cnn-autodiff --cse \
+// RUN:   --cnn-gpu-pipeline="layout=nchw precision=fp32 fuse=false lower-elementwise=false memory-plan=false" > %t.cpu.opt.mlir
+// RUN: FileCheck %s --check-prefix=CPU < %t.cpu.cnnc.mlir
+// RUN: FileCheck %s --check-prefix=CPU < %t.cpu.opt.mlir
+// RUN: diff -B %t.cpu.cnnc.mlir %t.cpu.opt.mlir
+// CPU-NOT: cnn.arena_bytes
+// CPU-LABEL: func.func @train_step(
+// CPU: cnn.conv2d {{.*}} -> tensor<4x8x8x8xf32>
+// CPU: cnn.relu
+// CPU-NOT: cnn.fused_elementwise
+
+// -O0 with --target gpu: no layout, precision, fusion or memory plan, but the
+// elementwise ops still get the fused form the CUDA target prints.
+// RUN: cnnc %S/../Target/CUDA/Inputs/small_cnn.mlir --train -O0 --target gpu --emit mlir > %t.o0.cnnc.mlir
+// RUN: cnnc-opt %S/../Target/CUDA/Inputs/small_cnn.mlir --cnn-autodiff --cse \
+// RUN:   --cnn-gpu-pipeline="layout=nchw precision=fp32 fuse=false memory-plan=false" > %t.o0.opt.mlir
+// RUN: FileCheck %s --check-prefix=O0 < %t.o0.cnnc.mlir
+// RUN: diff -B %t.o0.cnnc.mlir %t.o0.opt.mlir
+// O0-LABEL: func.func @train_step(
+// O0: cnn.conv2d {{.*}} -> tensor<4x8x8x8xf32>
+// O0: cnn.fused_elementwise
+
+// Bad option values are refused by the option parser / the driver.
+// RUN: not cnnc-opt %S/../Target/CUDA/Inputs/small_cnn.mlir --cnn-gpu-pipeline="layout=nchx" 2>&1 | FileCheck %s --check-prefix=BADOPT
+// BADOPT: Cannot find option named 'nchx'
+// RUN: not cnnc %S/../Target/CUDA/Inputs/small_cnn.mlir --train --target tpu --emit mlir 2>&1 | FileCheck %s --check-prefix=BADTARGET
+// BADTARGET: cnnc: error: unknown --target 'tpu' (expected gpu or cpu)
+// RUN: not cnnc %S/../Target/CUDA/Inputs/small_cnn.mlir --train --target cpu --emit cuda 2>&1 | FileCheck %s --check-prefix=CPUCUDA
+// CPUCUDA: cnnc: error: --target cpu cannot emit CUDA
