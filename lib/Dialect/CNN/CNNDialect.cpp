@@ -2,6 +2,7 @@
 #include "cnnc/Dialect/CNN/CNNOps.h"
 
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/StringSwitch.h"
 
 using namespace mlir;
@@ -40,6 +41,7 @@ enum class AttrKind {
   Dictionary,  // cnn.fusion_stats (written by older cnnc; now unused)
   ResultBytes, // cnn.offset on an op: one non-negative i64 per result
   InPlace,     // cnn.in_place: one operand index or -1 per result
+  DataParallel, // cnn.data_parallel on a step: {buckets: i64, bucket_mb: f64}
 };
 
 /// Attributes of function arguments and results (a train_step result carries
@@ -66,6 +68,13 @@ AttrKind moduleAttrKind(StringRef name) {
              AttrKind::Bytes)
       .Cases({"cnn.weights", "cnn.plan_strategy"}, AttrKind::String)
       .Case("cnn.fusion_stats", AttrKind::Dictionary)
+      .Default(AttrKind::Unknown);
+}
+
+/// Attributes of a function (what cnn-data-parallel did to the step).
+AttrKind funcAttrKind(StringRef name) {
+  return llvm::StringSwitch<AttrKind>(name)
+      .Case("cnn.data_parallel", AttrKind::DataParallel)
       .Default(AttrKind::Unknown);
 }
 
@@ -113,6 +122,16 @@ LogicalResult verifyCNNAttr(function_ref<InFlightDiagnostic()> emitError,
   }
   case AttrKind::Dictionary:
     return check(isa<DictionaryAttr>(value), "a dictionary");
+  case AttrKind::DataParallel: {
+    auto d = dyn_cast<DictionaryAttr>(value);
+    auto buckets = d ? d.getAs<IntegerAttr>("buckets") : IntegerAttr();
+    auto mb = d ? d.getAs<FloatAttr>("bucket_mb") : FloatAttr();
+    return check(d && d.size() == 2 && buckets &&
+                     buckets.getValue().getSExtValue() >= 0 && mb &&
+                     mb.getValueAsDouble() >= 0,
+                 "{buckets = <non-negative i64>, bucket_mb = <non-negative "
+                 "float>}");
+  }
   case AttrKind::ResultBytes:
   case AttrKind::InPlace: {
     auto a = dyn_cast<DenseI64ArrayAttr>(value);
@@ -139,6 +158,9 @@ LogicalResult CNNDialect::verifyOperationAttribute(Operation *op,
   StringRef name = attr.getName().getValue();
   if (isa<ModuleOp>(op))
     return verifyCNNAttr(emit, "a module", attr, moduleAttrKind(name), op);
+  if (isa<FunctionOpInterface>(op) &&
+      funcAttrKind(name) != AttrKind::Unknown)
+    return verifyCNNAttr(emit, "a function", attr, funcAttrKind(name), op);
   return verifyCNNAttr(emit, "an operation", attr, opAttrKind(name), op);
 }
 

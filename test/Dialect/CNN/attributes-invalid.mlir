@@ -95,3 +95,17 @@ func.func @bad_layout(%x: tensor<2x4x8x8xf32>) -> tensor<2x4x1x1xf32> {
   %y = cnn.global_avg_pool %x {layout = "NWHC"} : (tensor<2x4x8x8xf32>) -> tensor<2x4x1x1xf32>
   return %y : tensor<2x4x1x1xf32>
 }
+
+// -----
+
+// expected-error @+1 {{'cnn.data_parallel' on a function must be {buckets = <non-negative i64>, bucket_mb = <non-negative float>}, got {bucket_mb = 2.500000e+01 : f64, buckets = -1 : i64}}}
+func.func @dp_negative_buckets() attributes {cnn.data_parallel = {buckets = -1 : i64, bucket_mb = 25.0 : f64}} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{unknown cnn dialect attribute 'cnn.data_paralel' on an operation}}
+func.func @dp_typo() attributes {cnn.data_paralel = {buckets = 1 : i64, bucket_mb = 25.0 : f64}} {
+  return
+}

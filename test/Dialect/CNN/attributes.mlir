@@ -21,4 +21,11 @@ module attributes {cnn.arena_bytes = 4096 : i64, cnn.persistent_bytes = 1024 : i
     %y = cnn.relu %x {cnn.in_place = array<i64: 0>, cnn.offset = array<i64: 2048>} : (tensor<4xf32>) -> tensor<4xf32>
     return %s, %y, %w : tensor<f32>, tensor<4xf32>, tensor<4xf32>
   }
+
+  // What cnn-data-parallel records on the step.
+  // CHECK-LABEL: func.func @data_parallel_step
+  // CHECK-SAME: cnn.data_parallel = {bucket_mb = 2.500000e+01 : f64, buckets = 3 : i64}
+  func.func @data_parallel_step() attributes {cnn.data_parallel = {buckets = 3 : i64, bucket_mb = 25.0 : f64}} {
+    return
+  }
 }
