@@ -29,23 +29,14 @@ import sys
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+from gpucheck_common import (adapt, losses_of, rel, require_gpu, run,  # noqa: E402,F401
+                             write_cifar)
 
-try:
-    import torch
-except ImportError:
-    torch = None
-
-if torch is None or not torch.cuda.is_available():
-    print("check_vs_torch: no CUDA GPU (or no torch): skipped")
-    sys.exit(77)
+torch = require_gpu("check_vs_torch")
 
 from cnnc.cnnw import read_cnnw  # noqa: E402
 from cnnc.export import build_model, export_onnx  # noqa: E402
-from gpucheck_common import adapt, losses_of, rel, run, write_cifar  # noqa: E402,F401
 
-torch.backends.cudnn.allow_tf32 = False
-torch.backends.cuda.matmul.allow_tf32 = False
 
 CONFIG = {  # batch, input H=W
     "simplecnn": (32, 32),

@@ -28,27 +28,17 @@ import sys
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+from gpucheck_common import (adapt, losses_of, rel, require_gpu, run,  # noqa: E402,F401
+                             write_cifar)
 
-try:
-    import torch
-except ImportError:
-    torch = None
-
-if torch is None or not torch.cuda.is_available():
-    print("check_zoo: no CUDA GPU (or no torch): skipped")
-    sys.exit(77)
+torch = require_gpu("check_zoo")
 
 import torchvision  # noqa: E402
 
 from cnnc.cnnw import read_cnnw  # noqa: E402
 from cnnc.export import export_onnx  # noqa: E402
 from cnnc.train_check import classification_loss  # noqa: E402
-from gpucheck_common import adapt, losses_of, rel, run, write_cifar  # noqa: E402,F401
 
-torch.backends.cudnn.allow_tf32 = False
-torch.backends.cuda.matmul.allow_tf32 = False
 
 # name: (batch, H=W, constructor kwargs)
 MODELS = {

@@ -2,11 +2,32 @@
 check_zoo.py): running the compiler and the executable, reading losses from
 the progress lines, the relative error, and the CIFAR-format batch with the
 runtime's resize."""
+import os
 import re
 import subprocess
+import sys
 import time
 
 import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def require_gpu(name):
+    """Exits 77 (ctest's skip) without torch or a CUDA GPU; else puts the
+    checkout's python/ on sys.path, turns TF32 off (both sides compute in
+    true f32) and returns torch."""
+    sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is None or not torch.cuda.is_available():
+        print("%s: no CUDA GPU (or no torch): skipped" % name)
+        sys.exit(77)
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    return torch
 
 
 def run(cmd, **kw):
