@@ -18,6 +18,7 @@
 #      (test/e2e/test_data_parallel.py) runs for comparison.
 set -uo pipefail
 export CNNC_RUNTIME_DIR=$PWD/.carry/rt PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
+export LD_LIBRARY_PATH=$PWD/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 W=/tmp/dp2; rm -rf "$W"; mkdir -p "$W"
 rc=0

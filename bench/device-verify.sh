@@ -28,7 +28,12 @@ part() { # name seconds command...
 }
 if [[ $PARTS == *1* ]]; then
   part runtime-gpu 200 bash -c 'cmake -S runtime -B /tmp/rt -G Ninja -DCMAKE_BUILD_TYPE=Release \
-      -DCMAKE_CUDA_ARCHITECTURES=90a >/tmp/rt-cmake.log 2>&1 &&
+      -DCMAKE_CUDA_ARCHITECTURES=90a \
+      -DCNNRT_TURBOJPEG_INCLUDE_DIR=$PWD/.carry/ext/include \
+      -DCNNRT_TURBOJPEG_LIBRARY=$PWD/.carry/rt/lib/libturbojpeg.a \
+      -DPNG_PNG_INCLUDE_DIR=$PWD/.carry/ext/include -DPNG_LIBRARY=$PWD/.carry/rt/lib/libpng16.a \
+      -DZLIB_INCLUDE_DIR=$PWD/.carry/ext/include -DZLIB_LIBRARY=$PWD/.carry/rt/lib/libz.a \
+      >/tmp/rt-cmake.log 2>&1 &&
     ninja -C /tmp/rt >/tmp/rt-build.log 2>&1 || { tail -30 /tmp/rt-cmake.log /tmp/rt-build.log; exit 1; }
     cd /tmp/rt && ctest -L gpu --output-on-failure --timeout 100'
 fi

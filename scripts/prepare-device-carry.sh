@@ -26,6 +26,19 @@ if grep -q turbojpeg "$B/lib/libcnnrt.a.link" 2>/dev/null; then
   done
   echo "{libdir}/libturbojpeg.a {libdir}/libpng16.a {libdir}/libz.a -lpthread" \
     >.carry/rt/lib/libcnnrt.a.link
+  # Debian's static libjpeg-turbo is not position independent: a shared
+  # step library (the Python entry, --emit lib) links the shared copies,
+  # found through its rpath.
+  cp -L /usr/lib/x86_64-linux-gnu/libturbojpeg.so.0 \
+    /usr/lib/x86_64-linux-gnu/libpng16.so.16 .carry/rt/lib/
+  echo "-L{libdir} -Xlinker -l:libturbojpeg.so.0 -Xlinker -l:libpng16.so.16" \
+    "-Xlinker -rpath={libdir} -lpthread" >.carry/rt/lib/libcnnrt.a.link-shared
+  # Headers, so that the GPU machine can build the runtime (and its GPU
+  # tests) with image decoders against the static copies above.
+  mkdir -p .carry/ext/include
+  for h in turbojpeg.h png.h pngconf.h pnglibconf.h zlib.h zconf.h; do
+    cp -L "/usr/include/$h" .carry/ext/include/
+  done
 else
   cp "$B/lib/libcnnrt.a.link" .carry/rt/lib/ 2>/dev/null || true
 fi

@@ -45,7 +45,7 @@ class UnsupportedOptimizerError(ValueError):
 # ---------------------------------------------------------------------------
 
 _SGD_KEYS = ("lr", "momentum", "dampening", "weight_decay", "nesterov")
-_ADAM_KEYS = ("lr", "betas", "eps", "weight_decay")
+_ADAM_KEYS = ("lr", "betas", "eps", "weight_decay", "decoupled_weight_decay")
 # Flags that change how torch computes, not what: ignored.
 _IRRELEVANT = {"foreach", "differentiable", "capturable", "fused", "params",
                "initial_lr", "maximize", "amsgrad", "name"}
@@ -91,6 +91,10 @@ def optimizer_flags(optimizer, model):
             raise UnsupportedOptimizerError(
                 "parameter '%s' is not in the optimizer: cnnc trains every "
                 "parameter of the model" % name)
+    # torch >= 2.6: Adam(decoupled_weight_decay=True) is AdamW, and AdamW is
+    # an Adam whose groups say so.
+    if kind in ("adam", "adamw") and "decoupled_weight_decay" in first:
+        kind = "adamw" if first["decoupled_weight_decay"] else "adam"
     flags = {"optimizer": kind, "weight-decay": float(first.get("weight_decay", 0.0))}
     if kind == "sgd":
         flags.update({"momentum": float(first.get("momentum", 0.0)),

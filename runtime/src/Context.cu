@@ -354,6 +354,17 @@ Context::Context(const ModelSpec &spec, const ContextOptions &opts)
                       err) &&
         li.distributed())
       device = li.localRank;
+    // A rank whose local rank has no GPU: say so, not "invalid device
+    // ordinal" from cudaSetDevice.
+    int visible = 0;
+    if (cudaGetDeviceCount(&visible) == cudaSuccess && device >= visible) {
+      std::fprintf(stderr,
+                   "cnnrt: error: rank %d of %d needs GPU %d (its local rank) "
+                   "but %d GPU(s) are visible\n",
+                   li.rank, li.worldSize, device, visible);
+      std::fflush(stderr);
+      std::exit(1);
+    }
   }
   CNNRT_CUDA(*this, cudaSetDevice(device), "runtime init");
   cudaDeviceProp prop;

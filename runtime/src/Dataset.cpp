@@ -127,6 +127,29 @@ bool loadCifar(const std::string &path, Split split, const CifarFormat &fmt,
   return true;
 }
 
+void synthesizeImage(uint64_t seed, int64_t index, int C, int H, int W,
+                     int numClasses, uint8_t *out, int32_t &label) {
+  // One stream per image (seeded from seed and index) so that any image can
+  // be made on its own: a synthetic set of any size costs nothing to open.
+  uint64_t st = seed + static_cast<uint64_t>(index) * 0xD1B54A32D192ED03ull;
+  splitmix64(st);
+  label = static_cast<int32_t>(splitmix64(st) % numClasses);
+  for (int c = 0; c < C; ++c) {
+    // Channel brightness that depends on the label (learnable even after
+    // global average pooling).
+    int level = (label * 7 + c * 3) % numClasses * 72 / std::max(numClasses - 1, 1);
+    for (int y = 0; y < H; ++y) {
+      // Class pattern: a bright band whose position depends on the label.
+      bool band = ((static_cast<int64_t>(y) * numClasses) / H + c) % numClasses ==
+                  label;
+      int base = (band ? 112 : 32) + level;
+      uint8_t *row = out + (static_cast<size_t>(c) * H + y) * W;
+      for (int x = 0; x < W; ++x)
+        row[x] = static_cast<uint8_t>(base + (splitmix64(st) & 63));
+    }
+  }
+}
+
 ImageSet makeSynthetic(int64_t count, int C, int H, int W, int numClasses,
                        uint64_t seed) {
   ImageSet s;
@@ -139,25 +162,9 @@ ImageSet makeSynthetic(int64_t count, int C, int H, int W, int numClasses,
   size_t img = s.imageBytes();
   s.images.resize(count * img);
   s.labels.resize(count);
-  uint64_t st = seed;
-  for (int64_t i = 0; i < count; ++i) {
-    int32_t label = static_cast<int32_t>(splitmix64(st) % numClasses);
-    s.labels[i] = label;
-    uint8_t *p = s.images.data() + i * img;
-    for (size_t k = 0; k < img; ++k) {
-      // Class pattern: a bright band whose position depends on the label...
-      size_t c = k / (static_cast<size_t>(H) * W);
-      size_t y = (k / W) % H;
-      bool band =
-          ((y * numClasses) / H + c) % numClasses == static_cast<size_t>(label);
-      // Channel brightness that depends on the label (learnable even after
-      // global average pooling).
-      int level = static_cast<int>((label * 7 + c * 3) % numClasses) * 72 /
-                  std::max(numClasses - 1, 1);
-      uint8_t noise = static_cast<uint8_t>(splitmix64(st) & 63);
-      p[k] = static_cast<uint8_t>((band ? 112 : 32) + level + noise);
-    }
-  }
+  for (int64_t i = 0; i < count; ++i)
+    synthesizeImage(seed, i, C, H, W, numClasses, s.images.data() + i * img,
+                    s.labels[i]);
   return s;
 }
 

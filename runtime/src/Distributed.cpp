@@ -6,10 +6,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <csignal>
 #include <fstream>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
+
+extern char **environ;
 
 namespace cnnrt {
 
@@ -207,6 +211,114 @@ bool shardOfBatch(int64_t global, int rank, int worldSize, int64_t &begin,
   begin = rank * n;
   end = begin + n;
   return true;
+}
+
+int runLocalRanks(const std::vector<std::string> &argv, int worldSize,
+                  const std::string &idFile, double graceSeconds,
+                  std::string &err) {
+  if (argv.empty() || worldSize < 1) {
+    err = "nothing to launch";
+    return 1;
+  }
+  // Every child's argv and environment are built before the first fork (no
+  // allocation between fork and exec).
+  std::vector<char *> args;
+  for (const std::string &a : argv)
+    args.push_back(const_cast<char *>(a.c_str()));
+  args.push_back(nullptr);
+  std::vector<std::vector<std::string>> envStrings(worldSize);
+  std::vector<std::vector<char *>> envs(worldSize);
+  for (int r = 0; r < worldSize; ++r) {
+    auto ours = childEnvironment(r, worldSize, idFile);
+    for (char **e = environ; e && *e; ++e) {
+      std::string kv = *e;
+      bool replaced = false;
+      for (auto &[k, v] : ours)
+        replaced |= kv.compare(0, k.size() + 1, k + "=") == 0;
+      if (!replaced)
+        envStrings[r].push_back(kv);
+    }
+    for (auto &[k, v] : ours)
+      envStrings[r].push_back(k + "=" + v);
+    for (std::string &kv : envStrings[r])
+      envs[r].push_back(const_cast<char *>(kv.c_str()));
+    envs[r].push_back(nullptr);
+  }
+  std::fflush(nullptr);
+  std::vector<pid_t> pids(worldSize, -1);
+  auto stopAll = [&]() {
+    for (pid_t p : pids)
+      if (p > 0)
+        kill(p, SIGTERM);
+  };
+  for (int r = 0; r < worldSize; ++r) {
+    pid_t p = fork();
+    if (p == 0) {
+      execve(args[0], args.data(), envs[r].data());
+      // Only async-signal-safe calls here.
+      const char msg[] = "cnnrt: error: cannot start a rank (execve)\n";
+      ssize_t ignored = write(2, msg, sizeof(msg) - 1);
+      (void)ignored;
+      _exit(127);
+    }
+    if (p < 0) {
+      err = std::string("cannot start rank ") + std::to_string(r) +
+            ": fork: " + std::strerror(errno);
+      stopAll();
+      for (pid_t q : pids)
+        if (q > 0)
+          waitpid(q, nullptr, 0);
+      return 1;
+    }
+    pids[r] = p;
+  }
+  // Wait for every rank; the first failure stops the others (they would
+  // otherwise wait for the dead rank until CNNC_DIST_TIMEOUT).
+  int result = 0, left = worldSize;
+  auto deadline = std::chrono::steady_clock::time_point::max();
+  bool killed = false;
+  while (left > 0) {
+    int status = 0;
+    pid_t p = waitpid(-1, &status, WNOHANG);
+    if (p == 0) {
+      if (std::chrono::steady_clock::now() > deadline && !killed) {
+        for (pid_t q : pids)
+          if (q > 0)
+            kill(q, SIGKILL);
+        killed = true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      continue;
+    }
+    if (p < 0) {
+      if (errno == EINTR)
+        continue;
+      break; // no children left
+    }
+    int r = 0;
+    while (r < worldSize && pids[r] != p)
+      ++r;
+    if (r == worldSize)
+      continue;
+    pids[r] = -1;
+    --left;
+    int code = WIFEXITED(status)     ? WEXITSTATUS(status)
+               : WIFSIGNALED(status) ? 128 + WTERMSIG(status)
+                                     : 1;
+    if (code != 0 && result == 0) {
+      result = code;
+      err = "rank " + std::to_string(r) + " of " + std::to_string(worldSize) +
+            (WIFSIGNALED(status)
+                 ? " was killed by signal " + std::to_string(WTERMSIG(status))
+                 : " exited with code " + std::to_string(code)) +
+            "; the other ranks were stopped";
+      stopAll();
+      deadline = std::chrono::steady_clock::now() +
+                 std::chrono::milliseconds(
+                     static_cast<int64_t>(graceSeconds * 1000));
+    }
+  }
+  return result;
 }
 
 double distTimeoutSeconds(const EnvFn &env) {

@@ -28,6 +28,8 @@ struct State {
   cudaStream_t comm_stream = nullptr;
   std::vector<cudaEvent_t> ready_ev, done_ev;
   double timeout = 300;
+  int64_t *host_sum_buf = nullptr; ///< sumHost's device buffer
+  int host_sum_capacity = 0;
 };
 State &S() {
   static State s;
@@ -247,6 +249,47 @@ void waitStream(Context &ctx, cudaStream_t stream, const char *what) {
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
 }
+
+namespace {
+void broadcastHook(Context &ctx, void *buf, size_t bytes) {
+  State &s = S();
+  if (!s.ready)
+    ctx.fail("data parallel", "broadcast before dist::prepare");
+  // Whatever the compute stream wrote (the loaded state) comes first.
+  ctx.check(cudaStreamSynchronize(ctx.stream()), "data parallel: broadcast");
+  checkNccl(ncclBroadcast(buf, buf, bytes, ncclUint8, 0, s.comm,
+                          s.comm_stream),
+            "ncclBroadcast");
+  waitStream(ctx, s.comm_stream, "broadcast of the initial state");
+}
+
+void sumHostHook(Context &ctx, int64_t *values, int n) {
+  State &s = S();
+  if (!s.ready)
+    ctx.fail("data parallel", "sum before dist::prepare");
+  if (n <= 0)
+    return;
+  if (s.host_sum_capacity < n) {
+    if (s.host_sum_buf)
+      cudaFree(s.host_sum_buf);
+    ctx.check(cudaMalloc(&s.host_sum_buf, n * sizeof(int64_t)),
+              "data parallel: sum buffer");
+    s.host_sum_capacity = n;
+  }
+  ctx.check(cudaMemcpyAsync(s.host_sum_buf, values, n * sizeof(int64_t),
+                            cudaMemcpyHostToDevice, s.comm_stream),
+            "data parallel: sum");
+  checkNccl(ncclAllReduce(s.host_sum_buf, s.host_sum_buf, n, ncclInt64, ncclSum,
+                          s.comm, s.comm_stream),
+            "ncclAllReduce (host values)");
+  waitStream(ctx, s.comm_stream, "sum over the ranks");
+  ctx.check(cudaMemcpy(values, s.host_sum_buf, n * sizeof(int64_t),
+                       cudaMemcpyDeviceToHost),
+            "data parallel: sum");
+}
+} // namespace
+
+const DistHooks kHooks = {launch, broadcastHook, sumHostHook, waitStream};
 
 void shutdown() {
   State &s = S();

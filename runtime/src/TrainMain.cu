@@ -55,8 +55,10 @@ const char *kUsage =
     "  --seed S              data order / augmentation seed (default 0)\n"
     "  --no-graph            do not capture the step into a CUDA graph\n"
     "  --gpus N              data parallel on N GPUs of this host (a step\n"
-    "                        compiled with cnnc --gpus; N > 1 is not wired\n"
-    "                        into this driver yet: docs/data-parallel.md)\n"
+    "                        compiled with cnnc --gpus): one process per GPU,\n"
+    "                        the batch is per GPU, rank 0 logs and writes\n"
+    "                        checkpoints (docs/data-parallel.md); under\n"
+    "                        torchrun/mpirun/srun the launcher's ranks are used\n"
     "  --dist-init URL       file:///path: where rank 0 leaves the NCCL id\n"
     "%s"
     "  --help                this text\n"
@@ -328,6 +330,83 @@ bool checkInitialState(const ModelSpec &spec,
   std::exit(kExitError);
 }
 
+int visibleGPUs() {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess)
+    devices = 0;
+  return devices;
+}
+
+[[noreturn]] void tooFewGPUs(int gpus, int devices) {
+  std::fprintf(stderr,
+               "cnnrt: error: --gpus %d: only %d GPU(s) are visible "
+               "(CUDA_VISIBLE_DEVICES=%s)\n",
+               gpus, devices,
+               std::getenv("CUDA_VISIBLE_DEVICES")
+                   ? std::getenv("CUDA_VISIBLE_DEVICES")
+                   : "<unset>");
+  std::exit(kExitError);
+}
+
+/// `./train --gpus N` (N > 1, no launcher around it): this process starts N
+/// copies of itself, one rank per GPU (CNNC_RANK/WORLD_SIZE/LOCAL_RANK and
+/// the NCCL id file in their environment), waits for them and exits with
+/// the first failure's code; a rank that fails stops the others.
+int launchRanks(const Options &o, const ModelSpec &spec, int argc,
+                char **argv) {
+  if (!spec.dist)
+    usageError("--gpus " + std::to_string(o.gpus) +
+               ": this step has no all-reduces; compile it with cnnc --gpus " +
+               std::to_string(o.gpus) + " (data parallel)");
+  requireGPU();
+  int devices = visibleGPUs();
+  if (o.gpus > devices)
+    tooFewGPUs(o.gpus, devices);
+  std::string err, idFile, tmpDir;
+  if (!o.distInit.empty()) {
+    if (!parseDistInit(o.distInit, idFile, err))
+      usageError(err);
+    // A stale id from an earlier run would send the ranks to a dead group.
+    unlink(idFile.c_str());
+  } else {
+    const char *t = std::getenv("TMPDIR");
+    std::string tmpl = std::string(t && *t ? t : "/tmp") + "/cnnc-ranks-XXXXXX";
+    std::vector<char> buf(tmpl.begin(), tmpl.end());
+    buf.push_back(0);
+    if (!mkdtemp(buf.data())) {
+      std::fprintf(stderr, "cnnrt: error: cannot create %s: %s\n",
+                   tmpl.c_str(), std::strerror(errno));
+      return kExitError;
+    }
+    tmpDir = buf.data();
+    idFile = tmpDir + "/nccl-id";
+  }
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) {
+    std::fprintf(stderr, "cnnrt: error: cannot find this executable "
+                         "(/proc/self/exe) to start the ranks\n");
+    return kExitError;
+  }
+  self[n] = 0;
+  std::vector<std::string> args = {self};
+  for (int i = 1; i < argc; ++i)
+    args.push_back(argv[i]);
+  std::printf("data parallel: starting %d processes, one per GPU (ranks "
+              "0..%d); rank 0 reports\n",
+              o.gpus, o.gpus - 1);
+  int rc = runLocalRanks(args, o.gpus, idFile, 10.0, err);
+  unlink(idFile.c_str());
+  if (!tmpDir.empty())
+    rmdir(tmpDir.c_str());
+  if (rc == 0)
+    return kExitOk;
+  std::fprintf(stderr, "cnnrt: error: data-parallel run failed: %s\n",
+               err.c_str());
+  // Out of memory / no GPU keep their codes; anything else is an error.
+  return rc == kExitOutOfMemory || rc == kExitNoGPU ? rc : kExitError;
+}
+
 /// The validation pass: the whole Test split through evalStep, in order,
 /// decoded by its own loader; top-1/top-5 over every image once.
 struct Evaluator {
@@ -403,6 +482,37 @@ int trainMain(int argc, char **argv, const ModelSpec &spec) {
   // GPU is looked for, like the flags.
   const ContextOptions contextOptions = ContextOptions::fromEnv();
 
+  // Data parallelism: this process is one rank when a launcher says so
+  // (./train --gpus N's own children, torchrun, mpirun, srun); otherwise
+  // --gpus N > 1 makes it the launcher of N ranks.
+  LaunchInfo launchInfo;
+  {
+    std::string lerr;
+    if (!resolveLaunch([](const char *k) { return std::getenv(k); },
+                       o.distInit, launchInfo, lerr))
+      usageError(lerr);
+  }
+  if (o.gpus > 1 && !launchInfo.distributed())
+    return launchRanks(o, spec, argc, argv);
+  const int rank = launchInfo.distributed() ? launchInfo.rank : 0;
+  const int world = launchInfo.distributed() ? launchInfo.worldSize : 1;
+  if (world > 1) {
+    if (!spec.dist)
+      usageError(launchInfo.describe() +
+                 ": this step has no all-reduces; compile it with cnnc "
+                 "--gpus " +
+                 std::to_string(world) + " (data parallel)");
+    if (o.gpus > 0 && o.gpus != world)
+      usageError("--gpus " + std::to_string(o.gpus) + " but the launcher (" +
+                 launchInfo.source + ") started " + std::to_string(world) +
+                 " ranks");
+    // Rank 0 reports; the others' errors still reach stderr.
+    if (rank != 0 && !std::freopen("/dev/null", "w", stdout))
+      std::fclose(stdout);
+  }
+  // The global batch: every rank trains on its slice of it.
+  const int64_t globalBatch = static_cast<int64_t>(spec.batch) * world;
+
   const DataFormat format = detectFormat(o.data);
   bool synthetic = format == DataFormat::Synthetic;
   std::string err;
@@ -443,7 +553,8 @@ int trainMain(int argc, char **argv, const ModelSpec &spec) {
   sopts.H = spec.imageH;
   sopts.W = spec.imageW;
   sopts.numClasses = spec.numClasses;
-  sopts.batch = spec.batch;
+  // Synthetic data: one global batch, of which each rank takes its slice.
+  sopts.batch = static_cast<int>(globalBatch);
   sopts.seed = ls.seed;
   sopts.labels = o.train.labels;
   std::unique_ptr<SampleSource> train, test;
@@ -452,7 +563,7 @@ int trainMain(int argc, char **argv, const ModelSpec &spec) {
   if (train->size() < 1)
     dataError("no training images in " + o.data);
   RunPlan plan;
-  if (!planRun(o.train, train->size(), spec.batch, spec.defaultSteps,
+  if (!planRun(o.train, train->size(), globalBatch, spec.defaultSteps,
                spec.defaultLR, 10, plan, err))
     usageError(err);
   Normalization norm;
@@ -475,6 +586,9 @@ int trainMain(int argc, char **argv, const ModelSpec &spec) {
       usageError("--eval/--eval-every: this model has no evalStep/Logits");
     if (!openSource(o.data, Split::Test, sopts, test, err))
       dataError(err);
+    if (test->size() < world)
+      dataError("the validation split has " + std::to_string(test->size()) +
+                " images, fewer than the " + std::to_string(world) + " ranks");
   }
   const int workers =
       o.train.workers >= 0 ? o.train.workers : defaultWorkers(format);
@@ -486,7 +600,7 @@ int trainMain(int argc, char **argv, const ModelSpec &spec) {
     }
   }
   JsonLog json;
-  if (!o.train.logJson.empty() && !json.open(o.train.logJson, err))
+  if (rank == 0 && !o.train.logJson.empty() && !json.open(o.train.logJson, err))
     dataError(err);
   // A corrupt or mismatched weights file or checkpoint is rejected here,
   // before the GPU is touched or a step runs.
@@ -520,40 +634,26 @@ int trainMain(int argc, char **argv, const ModelSpec &spec) {
       usageError(err);
     setenv("CNNC_DIST_INIT", o.distInit.c_str(), 1);
   }
-  if (o.gpus > 0) {
-    int devices = 0;
-    if (cudaGetDeviceCount(&devices) != cudaSuccess)
-      devices = 0;
-    if (o.gpus > devices) {
-      std::fprintf(stderr,
-                   "cnnrt: error: --gpus %d: only %d GPU(s) are visible "
-                   "(CUDA_VISIBLE_DEVICES=%s)\n",
-                   o.gpus, devices,
-                   std::getenv("CUDA_VISIBLE_DEVICES")
-                       ? std::getenv("CUDA_VISIBLE_DEVICES")
-                       : "<unset>");
-      return kExitError;
-    }
-    if (o.gpus > 1) {
-      std::fprintf(stderr,
-                   "cnnrt: error: --gpus %d: forking one process per GPU is "
-                   "not implemented in this driver yet (one process per GPU "
-                   "from torchrun/mpirun/srun is not either); see "
-                   "docs/data-parallel.md\n",
-                   o.gpus);
-      return kExitError;
-    }
-  }
+  if (o.gpus == 1 && visibleGPUs() < 1)
+    tooFewGPUs(1, 0);
 
   std::fputs(
-      runHeader(*train, test.get(), workers, norm, plan, spec.batch).c_str(),
+      runHeader(*train, test.get(), workers, norm, plan, globalBatch).c_str(),
       stdout);
+  if (world > 1)
+    std::printf("data parallel: %d ranks (%s) x batch %d = global batch "
+                "%lld; BatchNorm statistics per rank; rank 0's are "
+                "checkpointed\n",
+                world, launchInfo.source.c_str(), spec.batch,
+                (long long)globalBatch);
 
   LoaderOptions lopts;
   lopts.batch = spec.batch;
   lopts.seed = ls.seed;
   lopts.shuffle = !synthetic;
   lopts.workers = workers;
+  lopts.shard = rank;
+  lopts.shards = world;
   StreamLoader loader(*train, lopts);
   if (ls.epoch != 0 || ls.cursor != 0)
     loader.setState(ls);
@@ -579,6 +679,23 @@ int trainMain(int argc, char **argv, const ModelSpec &spec) {
   }
   init.clear();
   init.shrink_to_fit();
+  if (world > 1) {
+    // DDP's start: every rank holds rank 0's state (they read the same file;
+    // the broadcast makes it so whatever the files were).
+    for (int i = 0; i < spec.numTensors; ++i) {
+      const TensorSpec &t = spec.tensors[i];
+      if (t.role == Role::Param || t.role == Role::Buffer ||
+          t.role == Role::OptState || t.role == Role::LossScale)
+        spec.dist->broadcast(ctx, ctx.arena() + t.offset, t.bytes);
+    }
+  }
+  // A wait that gives up when a peer died (a plain synchronize would hang
+  // on the all-reduce it never joins).
+  auto waitForStep = [&](const char *what) {
+    if (spec.dist)
+      spec.dist->waitStream(ctx, ctx.stream(), what);
+    ctx.check(cudaStreamSynchronize(ctx.stream()), what);
+  };
 
   std::unique_ptr<InputPipeline> pipe(
       new InputPipeline(ctx, train->sampleBytes(), inputFormat));
@@ -595,8 +712,13 @@ int trainMain(int argc, char **argv, const ModelSpec &spec) {
     pipe->before[0] = pipe->before[1] = ls;
   }
   std::unique_ptr<Evaluator> evaluator;
+  // Each rank evaluates every world-th image; the counts are summed.
+  std::unique_ptr<SampleSource> testShard;
+  if (test && world > 1)
+    testShard = makeStridedSource(*test, rank, world);
   if (test)
-    evaluator.reset(new Evaluator(ctx, *test, workers, inputFormat));
+    evaluator.reset(new Evaluator(ctx, testShard ? *testShard : *test, workers,
+                                  inputFormat));
 
   int64_t first = startStep + 1, last = plan.totalSteps, runSteps = 0;
   if (first > last && !o.eval)
@@ -614,11 +736,18 @@ int trainMain(int argc, char **argv, const ModelSpec &spec) {
   int64_t logSince = 0, meanSteps = 0;
   float lastLoss = NAN;
   auto epochAt = [&](int64_t step) {
-    return step * (double)spec.batch / (double)train->size();
+    return step * (double)globalBatch / (double)train->size();
   };
   auto evaluate = [&](int64_t step) {
     double t0 = now();
     EvalResult r = evaluator->run(step, epochAt(step));
+    if (world > 1) {
+      int64_t counts[3] = {r.total, r.top1, r.top5};
+      spec.dist->sumHost(ctx, counts, 3);
+      r.total = counts[0];
+      r.top1 = counts[1];
+      r.top5 = counts[2];
+    }
     std::printf("%s\n", evalLine(r).c_str());
     json.write(evalJson(r));
     // Validation time is not training time.
@@ -666,6 +795,8 @@ int trainMain(int argc, char **argv, const ModelSpec &spec) {
     bool isCkpt =
         o.checkpointEvery > 0 && step % o.checkpointEvery == 0 && step != last;
     if (isLog) {
+      if (world > 1)
+        waitForStep("training step");
       lastLoss = readScalar(ctx, *lossT);
       double t = now();
       peak = std::max(peak, usedGPUMemory());
@@ -675,8 +806,9 @@ int trainMain(int argc, char **argv, const ModelSpec &spec) {
       p.epoch = epochAt(step);
       p.loss = lastLoss;
       p.lr = lr;
+      // All ranks: they step together.
       p.imagesPerSecond =
-          logSince * (double)spec.batch / std::max(t - tLog, 1e-9);
+          logSince * (double)globalBatch / std::max(t - tLog, 1e-9);
       p.etaSeconds =
           (last - step) * (t - tStart) / std::max<int64_t>(runSteps, 1);
       if (scaleT)
@@ -689,20 +821,21 @@ int trainMain(int argc, char **argv, const ModelSpec &spec) {
     if (isCkpt) {
       // The next step's batch has been produced from pipe->before[1-slot].
       LoaderState next = synthetic ? ls : pipe->before[1 - slot];
-      writeCheckpoint(ctx, o.checkpoint, step, next);
+      if (rank == 0)
+        writeCheckpoint(ctx, o.checkpoint, step, next);
     }
     if (evaluator && plan.evalEvery > 0 && step % plan.evalEvery == 0 &&
         step != last)
       evaluate(step);
     if (runSteps == 2 && last - step > 0) {
-      ctx.check(cudaStreamSynchronize(ctx.stream()), "warm-up");
+      waitForStep("warm-up");
       tMean = now();
       meanSteps = 0;
     } else {
       ++meanSteps;
     }
   }
-  ctx.check(cudaStreamSynchronize(ctx.stream()), "end of training");
+  waitForStep("end of training");
   double tEnd = now();
   if (runSteps > 0 && std::isnan(lastLoss))
     lastLoss = readScalar(ctx, *lossT);
@@ -715,7 +848,8 @@ int trainMain(int argc, char **argv, const ModelSpec &spec) {
   if (!o.checkpoint.empty() && runSteps > 0) {
     // The loader produced up to step `last`: its state is the next batch's.
     LoaderState next = synthetic ? ls : loader.state();
-    writeCheckpoint(ctx, o.checkpoint, last, next);
+    if (rank == 0)
+      writeCheckpoint(ctx, o.checkpoint, last, next);
   }
   peak = std::max(peak, usedGPUMemory());
   if (evaluator)
@@ -725,6 +859,21 @@ int trainMain(int argc, char **argv, const ModelSpec &spec) {
     cudaGraphExecDestroy(graphExec);
   if (graph)
     cudaGraphDestroy(graph);
+  if (world > 1) {
+    // Every rank's own rate, then the sum (what the "done" line reports).
+    std::vector<int64_t> rates(world, 0);
+    rates[rank] = static_cast<int64_t>(meanIps + 0.5);
+    spec.dist->sumHost(ctx, rates.data(), world);
+    std::string each;
+    int64_t total = 0;
+    for (int r = 0; r < world; ++r) {
+      each += (r ? ", " : "") + std::to_string(rates[r]);
+      total += rates[r];
+    }
+    std::printf("data parallel: img/s per rank [%s], total %lld\n",
+                each.c_str(), (long long)total);
+    meanIps = static_cast<double>(total);
+  }
   std::printf("done: %lld steps, final loss %.6g, mean img/s %lld, peak GPU "
               "memory %lld MiB\n",
               (long long)runSteps, lastLoss, (long long)(meanIps + 0.5),

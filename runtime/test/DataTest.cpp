@@ -399,6 +399,91 @@ TEST(StreamLoader, ImageFolderBatchesIndependentOfWorkersAndResumable) {
   EXPECT_EQ(c, a);
 }
 
+TEST(StreamLoader, ShardsAreTheSlicesOfTheGlobalBatch) {
+  // Data parallelism: ranks 0..2 with batch 4 see, batch by batch, rows
+  // [4r, 4r+4) of a 1-rank loader with batch 12; over several epochs, with
+  // workers, and the state is the global one (resumable on any world size).
+  auto src = makeImageSetSource(makeSynthetic(29, 1, 3, 3, 4, 1));
+  const size_t bytes = src->sampleBytes();
+  LoaderOptions whole;
+  whole.batch = 12;
+  whole.seed = 9;
+  StreamLoader w(*src, whole);
+  std::vector<std::unique_ptr<StreamLoader>> ranks;
+  for (int r = 0; r < 3; ++r) {
+    LoaderOptions lo = whole;
+    lo.batch = 4;
+    lo.shard = r;
+    lo.shards = 3;
+    lo.workers = r; // 0, 1 and 2 decoding threads
+    ranks.push_back(std::make_unique<StreamLoader>(*src, lo));
+  }
+  std::string err;
+  for (int b = 0; b < 7; ++b) { // 84 samples: almost 3 epochs of 29
+    std::vector<uint8_t> x(12 * bytes);
+    std::vector<int32_t> y(12);
+    LoaderState before = w.state();
+    ASSERT_TRUE(w.next(x.data(), y.data(), err)) << err;
+    for (int r = 0; r < 3; ++r) {
+      EXPECT_EQ(ranks[r]->state().epoch, before.epoch);
+      EXPECT_EQ(ranks[r]->state().cursor, before.cursor);
+      std::vector<uint8_t> xr(4 * bytes);
+      std::vector<int32_t> yr(4);
+      ASSERT_TRUE(ranks[r]->next(xr.data(), yr.data(), err)) << err;
+      EXPECT_TRUE(std::equal(xr.begin(), xr.end(), x.begin() + 4 * r * bytes))
+          << "batch " << b << " rank " << r;
+      EXPECT_TRUE(std::equal(yr.begin(), yr.end(), y.begin() + 4 * r));
+    }
+  }
+}
+
+TEST(StreamLoader, StridedShardsCoverTheValidationSplitOnce) {
+  auto src = makeImageSetSource(makeSynthetic(11, 1, 2, 2, 3, 4));
+  std::vector<int64_t> seen(11, 0);
+  int64_t total = 0;
+  for (int r = 0; r < 3; ++r) {
+    auto part = makeStridedSource(*src, r, 3);
+    total += part->size();
+    for (int64_t i = 0; i < part->size(); ++i) {
+      std::vector<uint8_t> x(part->sampleBytes()), y(src->sampleBytes());
+      int32_t lx, ly;
+      std::string err;
+      ASSERT_TRUE(part->get(i, 0, x.data(), lx, err));
+      ASSERT_TRUE(src->get(i * 3 + r, 0, y.data(), ly, err));
+      EXPECT_EQ(x, y);
+      EXPECT_EQ(lx, ly);
+      ++seen[i * 3 + r];
+    }
+  }
+  EXPECT_EQ(total, 11);
+  EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), 11);
+}
+
+TEST(Synthetic, ImagesAreMadeOnDemandAndMatchTheMaterializedSet) {
+  // openSource("synthetic") does not materialize the set (a run with a huge
+  // batch reaches its out-of-memory diagnostic at once); its samples are
+  // makeSynthetic's.
+  SourceOptions o = model(3, 5, 7, 6);
+  o.batch = 1 << 30;
+  std::unique_ptr<SampleSource> src;
+  std::string err;
+  ASSERT_TRUE(openSource("synthetic", Split::Train, o, src, err)) << err;
+  EXPECT_EQ(src->size(), 1 << 30);
+  ImageSet s = makeSynthetic(9, 3, 5, 7, 6, o.seed);
+  for (int64_t i : {0, 4, 8}) {
+    std::vector<uint8_t> x(src->sampleBytes());
+    int32_t label = -1;
+    ASSERT_TRUE(src->get(i, 0, x.data(), label, err));
+    EXPECT_EQ(label, s.labels[i]);
+    EXPECT_TRUE(std::equal(x.begin(), x.end(),
+                           s.images.begin() + i * s.imageBytes()));
+  }
+  int32_t label = -1;
+  std::vector<uint8_t> far(src->sampleBytes());
+  ASSERT_TRUE(src->get((1 << 30) - 1, 0, far.data(), label, err));
+  EXPECT_TRUE(label >= 0 && label < 6);
+}
+
 //===--- npy --------------------------------------------------------------===//
 
 TEST(Npy, MemoryMappedUint8NhwcAndFloatNchw) {

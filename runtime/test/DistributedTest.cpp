@@ -5,6 +5,8 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <map>
 #include <thread>
 #include <unistd.h>
@@ -173,6 +175,80 @@ TEST(Launch, Shards) {
   EXPECT_EQ(e, 12);
   EXPECT_FALSE(shardOfBatch(10, 0, 3, b, e));
   EXPECT_FALSE(shardOfBatch(10, 2, 2, b, e));
+}
+
+//===--- ./train --gpus N: one process per rank ---------------------------===//
+
+double secondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+      .count();
+}
+
+TEST(LocalRanks, EveryRankRunsWithItsEnvironment) {
+  char dir[] = "/tmp/cnnrt-ranks-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  std::string d = dir, err;
+  setenv("CNNC_RANK", "99", 1); // the parent's own value is replaced
+  int rc = runLocalRanks(
+      {"/bin/sh", "-c",
+       "echo \"$CNNC_RANK $CNNC_WORLD_SIZE $CNNC_LOCAL_RANK $CNNC_DIST_INIT\" "
+       "> " + d + "/r$CNNC_RANK"},
+      3, d + "/id", 1.0, err);
+  unsetenv("CNNC_RANK");
+  EXPECT_EQ(rc, 0) << err;
+  for (int r = 0; r < 3; ++r) {
+    std::ifstream f(d + "/r" + std::to_string(r));
+    std::string line;
+    std::getline(f, line);
+    std::string want = std::to_string(r) + " 3 " + std::to_string(r) +
+                       " file://" + d + "/id";
+    EXPECT_EQ(line, want);
+    std::remove((d + "/r" + std::to_string(r)).c_str());
+  }
+  rmdir(dir);
+}
+
+TEST(LocalRanks, AFailingRankStopsTheOthers) {
+  // Rank 1 fails at once; ranks 0 and 2 would wait 30 s for it.
+  auto t0 = std::chrono::steady_clock::now();
+  std::string err;
+  int rc = runLocalRanks({"/bin/sh", "-c",
+                          "if [ \"$CNNC_RANK\" = 1 ]; then exit 7; fi; "
+                          "exec sleep 30"},
+                         3, "/tmp/unused-id", 1.0, err);
+  EXPECT_EQ(rc, 7);
+  EXPECT_EQ(err, "rank 1 of 3 exited with code 7; the other ranks were "
+                 "stopped");
+  EXPECT_LT(secondsSince(t0), 10);
+}
+
+TEST(LocalRanks, ARankThatIgnoresSigtermIsKilledAfterTheGrace) {
+  auto t0 = std::chrono::steady_clock::now();
+  std::string err;
+  int rc = runLocalRanks({"/bin/sh", "-c",
+                          "trap '' TERM; if [ \"$CNNC_RANK\" = 0 ]; then "
+                          "exit 5; fi; exec sleep 30"},
+                         2, "/tmp/unused-id", 0.3, err);
+  EXPECT_EQ(rc, 5) << err;
+  EXPECT_LT(secondsSince(t0), 10);
+}
+
+TEST(LocalRanks, ASignalIsReported) {
+  std::string err;
+  int rc = runLocalRanks({"/bin/sh", "-c",
+                          "if [ \"$CNNC_RANK\" = 1 ]; then kill -SEGV $$; "
+                          "fi; exec sleep 30"},
+                         2, "/tmp/unused-id", 1.0, err);
+  EXPECT_EQ(rc, 128 + 11);
+  EXPECT_EQ(err, "rank 1 of 2 was killed by signal 11; the other ranks were "
+                 "stopped");
+}
+
+TEST(LocalRanks, AProgramThatCannotStart) {
+  std::string err;
+  EXPECT_EQ(runLocalRanks({"/nonexistent/train"}, 2, "/tmp/id", 1.0, err),
+            127);
+  EXPECT_EQ(err.rfind("rank ", 0), 0u) << err;
 }
 
 TEST(Launch, Timeout) {

@@ -356,6 +356,19 @@ def test_cache_hit_on_second_compile(monkeypatch):
                      cache=False)
 
 
+def test_decoupled_weight_decay_key_of_newer_torch():
+    """torch >= 2.6 puts decoupled_weight_decay in Adam's and AdamW's groups
+    (found on the GPU machine's torch 2.11): True means AdamW's update."""
+    model, _, _ = make("simplecnn")
+    for cls, value, kind in [(torch.optim.Adam, True, "adamw"),
+                             (torch.optim.Adam, False, "adam"),
+                             (torch.optim.AdamW, True, "adamw")]:
+        opt = cls(model.parameters(), lr=1e-3, weight_decay=0.01)
+        opt.param_groups[0]["decoupled_weight_decay"] = value
+        flags, _ = cnnc.optimizer_flags(opt, model)
+        assert flags["optimizer"] == kind and flags["weight-decay"] == 0.01
+
+
 def test_unsupported_optimizer_settings_are_rejected():
     model, x, _ = make("simplecnn")
     P = model.parameters

@@ -826,8 +826,13 @@ LogicalResult cnnc::driver::compileCUDA(const DriverOptions &o, Compilation &c,
   }
   args.insert(args.end(), {"-lcublasLt", "-lcublas"});
   // What the runtime's host part links against (libjpeg-turbo, libpng,
-  // pthreads), as its build recorded it beside the library.
-  auto linkFile = llvm::MemoryBuffer::getFile(lib + ".link");
+  // pthreads), as its build recorded it beside the library. A shared library
+  // takes "libcnnrt.a.link-shared" where there is one: a carried runtime
+  // links static, non-PIC libjpeg-turbo into executables, which a shared
+  // object cannot take.
+  auto linkFile = llvm::MemoryBuffer::getFile(lib + ".link-shared");
+  if (!eo.library || !linkFile)
+    linkFile = llvm::MemoryBuffer::getFile(lib + ".link");
   std::string hostLibs =
       linkFile ? (*linkFile)->getBuffer().trim().str() : "-lpthread";
   // "{libdir}": the library's directory (a carried runtime with its own
@@ -894,15 +899,6 @@ int cnnc::driver::trainAndRun(const DriverOptions &options, Compilation &c) {
     return fallback("no CUDA GPU found");
   if (findNvcc().empty())
     return fallback("nvcc not found");
-  if (o.worldSize > 1) {
-    emitError(UnknownLoc::get(&c.context))
-        << "cnnc train --gpus " << o.worldSize
-        << ": multi-GPU runs of the generated executable are not implemented "
-           "yet (the step compiles with its NCCL all-reduces, and --gpus 1 "
-           "runs through NCCL; without a GPU, --gpus N trains N ranks on the "
-           "CPU reference interpreter); see docs/data-parallel.md";
-    return 1;
-  }
   o.emit = "exe";
   if (o.outputFile.empty())
     o.outputFile = "train";
@@ -928,6 +924,9 @@ int cnnc::driver::trainAndRun(const DriverOptions &options, Compilation &c) {
     args.push_back(a);
   if (cnnrt::hasTestSplit(o.data))
     args.push_back("--eval");
+  // Data parallel: the executable starts one process per GPU itself.
+  if (o.worldSize > 1 || o.dataParallel)
+    args.insert(args.end(), {"--gpus", std::to_string(o.worldSize)});
   std::vector<StringRef> argRefs(args.begin(), args.end());
   int rc = llvm::sys::ExecuteAndWait(args[0], argRefs);
   if (rc == 3) // the runtime's "no GPU" exit code

@@ -1823,10 +1823,12 @@ LogicalResult Emitter::write(llvm::raw_ostream &os, func::FuncOp step,
       "static const cnnrt::ModelSpec kModel = {{\"{}\", {}ull, kTensors, "
       "(int)(sizeof(kTensors) / sizeof(kTensors[0])), {}, {}, {}, {}, {}, "
       "prepareModel, "
-      "trainStep, {}, {}, {}, {}ull, {}ull}};\n\n",
+      "trainStep, {}, {}, {}, {}ull, {}ull{}}};\n\n",
       escape(options.modelName), plan.arenaBytes, in[0], in[1], in[2], in[3],
       classes, forward ? "evalStep" : "nullptr", floatLit(options.defaultLR),
-      options.defaultSteps, plan.workspaceOffset, plan.workspaceBytes);
+      options.defaultSteps, plan.workspaceOffset, plan.workspaceBytes,
+      // The training driver's collectives (broadcast, sums over ranks).
+      numBuckets > 0 ? ", &cnnrt::dist::kHooks" : "");
   if (options.library)
     os << "// The model of a shared library: the runtime's C API (cnnrt_c.h)\n"
           "// creates sessions from it.\n"

@@ -57,9 +57,13 @@ bool readCifarFile(const std::string &path, const CifarFormat &fmt,
 bool loadCifar(const std::string &path, Split split, const CifarFormat &fmt,
                ImageSet &out, std::string &err);
 
-/// Deterministic synthetic data from a splitmix64 stream seeded with `seed`:
-/// label = next() % numClasses; pixel = (112 if in the label's band of rows,
-/// else 32) + per-channel label level (0..72) + (next() & 63). Learnable.
+/// Synthetic image `index`, deterministic, from a splitmix64 stream seeded
+/// with (seed, index): label = next() % numClasses; pixel = (112 if in the
+/// label's band of rows, else 32) + per-channel label level (0..72) +
+/// (next() & 63). Learnable. `out` holds C*H*W bytes.
+void synthesizeImage(uint64_t seed, int64_t index, int C, int H, int W,
+                     int numClasses, uint8_t *out, int32_t &label);
+/// Images 0..count-1 of synthesizeImage, materialized.
 ImageSet makeSynthetic(int64_t count, int C, int H, int W, int numClasses,
                        uint64_t seed);
 
@@ -208,6 +212,11 @@ bool openSource(const std::string &spec, Split split, const SourceOptions &o,
 
 /// Wraps an in-memory ImageSet (already in the model's geometry).
 std::unique_ptr<SampleSource> makeImageSetSource(ImageSet set);
+/// Samples shard, shard + shards, shard + 2*shards, ... of `base` (which
+/// must outlive it): the ranks' disjoint parts of a validation split, which
+/// together cover it once.
+std::unique_ptr<SampleSource> makeStridedSource(const SampleSource &base,
+                                                int shard, int shards);
 
 /// ImageFolder: the sorted class folder names of DIR (torchvision's
 /// find_classes) and the samples (path, class index) in torchvision's order.
@@ -226,6 +235,13 @@ struct LoaderOptions {
   /// Batches decoded ahead of the consumer (bounded memory:
   /// prefetch * batch * sampleBytes).
   int prefetch = 3;
+  /// Data parallelism: the stream is that of a global batch of
+  /// batch * shards (one shuffle per epoch, the same on every rank) and this
+  /// loader returns rows [shard * batch, (shard + 1) * batch) of each one:
+  /// disjoint shards, exactly the samples of a 1-rank run with the global
+  /// batch. The state (epoch, cursor) is the global stream's, the same on
+  /// every rank, so a checkpoint resumes on any number of ranks.
+  int shard = 0, shards = 1;
 };
 
 /// The seed of the random transform of `sample` in `epoch`: independent of

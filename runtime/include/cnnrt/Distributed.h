@@ -70,6 +70,17 @@ bool exchangeId(const LaunchInfo &li, const std::string &path,
 std::vector<std::pair<std::string, std::string>>
 childEnvironment(int rank, int worldSize, const std::string &idFile);
 
+/// `./train --gpus N` on one host: runs `argv` (argv[0] a path) N times,
+/// rank r with childEnvironment(r, N, idFile) on top of this process's
+/// environment, and waits for all. The first rank that fails (non-zero exit
+/// or a signal) stops the others (SIGTERM, SIGKILL after `graceSeconds`):
+/// no rank is left waiting for a dead one. Returns 0 when every rank exits
+/// 0, else the first failure's code (128 + signal for a signal), with `err`
+/// naming the rank.
+int runLocalRanks(const std::vector<std::string> &argv, int worldSize,
+                  const std::string &idFile, double graceSeconds,
+                  std::string &err);
+
 /// Rank r's contiguous slice [begin, end) of a global batch of `global`
 /// samples split over `worldSize` ranks (equal slices; false when `global`
 /// is not a multiple of the world size).

@@ -56,6 +56,10 @@ void waitStream(Context &ctx, cudaStream_t stream, const char *what);
 /// Aborts and frees the communicator (at exit).
 void shutdown();
 
+/// What the generated ModelSpec of a data-parallel step points at
+/// (ModelSpec::dist): the training driver's collectives.
+extern const DistHooks kHooks;
+
 } // namespace cnnrt::dist
 
 #endif // CNNRT_NCCL_H

@@ -40,6 +40,22 @@ struct TensorSpec {
 };
 
 class Context;
+struct LaunchInfo;
+
+/// What a data-parallel step (compiled with cnnc --gpus, linked with
+/// libcnnrt_nccl.a) lends the training driver, which itself does not link
+/// NCCL. Valid after the model's prepare(). Each call is collective (every
+/// rank makes it, in the same order) and waits with CNNC_DIST_TIMEOUT.
+struct DistHooks {
+  /// This process's rank, world size and local rank.
+  const LaunchInfo &(*launch)();
+  /// Copies `bytes` at device address `buf` from rank 0 to every rank.
+  void (*broadcast)(Context &, void *buf, size_t bytes);
+  /// Sums `n` host integers over the ranks, in place.
+  void (*sumHost)(Context &, int64_t *values, int n);
+  /// cudaStreamSynchronize that gives up (exit 1) when a peer died.
+  void (*waitStream)(Context &, cudaStream_t, const char *what);
+};
 
 /// Everything the runtime needs to know about a generated model.
 struct ModelSpec {
@@ -67,6 +83,8 @@ struct ModelSpec {
   /// buffer, sized to the largest chosen algorithm, outside the arena.
   size_t workspaceOffset = 0;
   size_t workspaceBytes = 0;
+  /// Set by data-parallel steps (cnnrt::dist::kHooks); null otherwise.
+  const DistHooks *dist = nullptr;
 };
 
 /// A 2-D convolution. x: [N,C,H,W] (or NHWC), w: [K,C/groups,R,S] (or KRSC

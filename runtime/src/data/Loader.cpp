@@ -38,6 +38,8 @@ void normalizeBatch(const void *in, SampleType type, size_t count, int C,
 StreamLoader::StreamLoader(const SampleSource &src, const LoaderOptions &o)
     : src_(src), opt_(o) {
   opt_.prefetch = std::max(1, opt_.prefetch);
+  opt_.shards = std::max(1, opt_.shards);
+  opt_.shard = std::min(std::max(0, opt_.shard), opt_.shards - 1);
   opt_.workers = std::max(0, opt_.workers);
   epoch_ = 0;
   cursor_ = 0;
@@ -93,14 +95,20 @@ void StreamLoader::makePerm() {
 // Called with mu_ held.
 void StreamLoader::plan(Slot &s) {
   s.before = {opt_.seed, epoch_, cursor_};
-  for (int r = 0; r < opt_.batch; ++r) {
+  // The global batch's rows; this shard keeps its contiguous slice.
+  const int64_t first = static_cast<int64_t>(opt_.shard) * opt_.batch;
+  const int64_t global = static_cast<int64_t>(opt_.shards) * opt_.batch;
+  for (int64_t g = 0; g < global; ++g) {
     if (cursor_ >= src_.size()) {
       ++epoch_;
       cursor_ = 0;
       makePerm();
     }
-    s.samples[r] = perm_[cursor_++];
-    s.epochs[r] = epoch_;
+    int64_t sample = perm_[cursor_++];
+    if (g < first || g >= first + opt_.batch)
+      continue;
+    s.samples[g - first] = sample;
+    s.epochs[g - first] = epoch_;
   }
   s.pending = opt_.batch;
   s.failed = false;

@@ -89,6 +89,36 @@ private:
   ImageSet set_;
 };
 
+/// Synthetic data made on demand (synthesizeImage): opening a set of any
+/// size is free, so a run whose plan cannot fit the GPU reaches that
+/// diagnostic at once instead of after materializing batch-many images.
+class SyntheticSource final : public SampleSource {
+public:
+  SyntheticSource(int64_t count, int c, int h, int w, int numClasses,
+                  uint64_t seed)
+      : count_(count), numClasses_(numClasses), seed_(seed) {
+    C = c;
+    H = h;
+    W = w;
+  }
+  int64_t size() const override { return count_; }
+  int numClasses() const override { return numClasses_; }
+  std::string describe() const override {
+    return "synthetic: " + std::to_string(count_) + " images";
+  }
+  bool get(int64_t i, uint64_t, void *out, int32_t &label,
+           std::string &) const override {
+    synthesizeImage(seed_, i, C, H, W, numClasses_, static_cast<uint8_t *>(out),
+                    label);
+    return true;
+  }
+
+private:
+  int64_t count_;
+  int numClasses_;
+  uint64_t seed_;
+};
+
 //===--- ImageFolder ------------------------------------------------------===//
 
 bool isImageName(const std::string &n) {
@@ -509,6 +539,44 @@ std::unique_ptr<SampleSource> makeImageSetSource(ImageSet set) {
   return std::make_unique<ImageSetSource>(std::move(set));
 }
 
+namespace {
+class StridedSource final : public SampleSource {
+public:
+  StridedSource(const SampleSource &base, int shard, int shards)
+      : base_(base), shard_(shard), shards_(shards) {
+    C = base.C;
+    H = base.H;
+    W = base.W;
+  }
+  int64_t size() const override {
+    int64_t n = base_.size();
+    return n > shard_ ? (n - shard_ + shards_ - 1) / shards_ : 0;
+  }
+  SampleType type() const override { return base_.type(); }
+  int numClasses() const override { return base_.numClasses(); }
+  std::string describe() const override {
+    return base_.describe() + " (shard " + std::to_string(shard_) + " of " +
+           std::to_string(shards_) + ")";
+  }
+  bool get(int64_t i, uint64_t seed, void *out, int32_t &label,
+           std::string &err) const override {
+    return base_.get(i * shards_ + shard_, seed, out, label, err);
+  }
+  Normalization defaultNormalization() const override {
+    return base_.defaultNormalization();
+  }
+
+private:
+  const SampleSource &base_;
+  int shard_, shards_;
+};
+} // namespace
+
+std::unique_ptr<SampleSource> makeStridedSource(const SampleSource &base,
+                                                int shard, int shards) {
+  return std::make_unique<StridedSource>(base, shard, std::max(shards, 1));
+}
+
 bool scanImageFolder(const std::string &dir, std::vector<std::string> &classes,
                      std::vector<std::pair<std::string, int32_t>> &samples,
                      std::string &err) {
@@ -595,8 +663,8 @@ bool openSource(const std::string &spec, Split split, const SourceOptions &o,
   case DataFormat::Synthetic: {
     int64_t n = o.syntheticCount > 0 ? o.syntheticCount : o.batch;
     uint64_t seed = split == Split::Train ? o.seed : (o.seed ^ 0x7E57);
-    out =
-        makeImageSetSource(makeSynthetic(n, o.C, o.H, o.W, o.numClasses, seed));
+    out = std::make_unique<SyntheticSource>(n, o.C, o.H, o.W, o.numClasses,
+                                            seed);
     return true;
   }
   case DataFormat::Cifar: {

@@ -33,3 +33,6 @@
 
 // The gradients stay live until the join (the reduced value's readers):
 // PLAN: (+1 in place)
+// The training driver's collectives (initial broadcast, sums over ranks)
+// reach it through the model spec:
+// CHECK: static const cnnrt::ModelSpec kModel = {{.*}}ull, &cnnrt::dist::kHooks};
