@@ -109,7 +109,7 @@ ConstVal toFloat(const ConstVal &v) {
 
 bool broadcastShapes(const std::vector<int64_t> &a,
                      const std::vector<int64_t> &b, std::vector<int64_t> &out,
-                     std::string &err) {
+                     std::string &err, int64_t maxElements) {
   size_t r = std::max(a.size(), b.size());
   out.assign(r, 1);
   for (size_t i = 0; i < r; ++i) {
@@ -122,8 +122,10 @@ bool broadcastShapes(const std::vector<int64_t> &a,
     }
     out[i] = da == 1 ? db : da;
   }
-  if (!checkedNumel(out)) {
-    err = "broadcast shape " + shapeStr(out) + " is too large to fold";
+  if (!checkedNumel(out, maxElements)) {
+    err = "broadcast shape " + shapeStr(out) +
+          (maxElements == kMaxFoldElements ? " is too large to fold"
+                                           : " has too many elements");
     return false;
   }
   return true;

@@ -48,10 +48,13 @@ std::optional<int64_t> checkedNumel(const std::vector<int64_t> &shape,
 bool normalizeAxis(int64_t &axis, int64_t rank);
 std::string shapeStr(const std::vector<int64_t> &shape);
 
-/// NumPy-style broadcast of two shapes.
+/// NumPy-style broadcast of two shapes. `maxElements` bounds the result:
+/// the fold limit for constants; a runtime tensor passes INT64_MAX (the
+/// check then only guards against overflow).
 bool broadcastShapes(const std::vector<int64_t> &a,
                      const std::vector<int64_t> &b, std::vector<int64_t> &out,
-                     std::string &err);
+                     std::string &err,
+                     int64_t maxElements = kMaxFoldElements);
 /// Broadcasts `v` to `shape` (which must be a valid broadcast target).
 bool broadcastTo(const ConstVal &v, const std::vector<int64_t> &shape,
                  ConstVal &out, std::string &err);

@@ -1351,12 +1351,15 @@ LogicalResult Importer::importBinary(StringRef opType) {
   }
   std::vector<int64_t> outShape;
   std::string err;
-  if (!broadcastShapes(shapes[0], shapes[1], outShape, err))
+  // A runtime tensor is not bounded by the constant-folding limit (an
+  // activation of batch 64 at 112x112 has 25.7M elements).
+  if (!broadcastShapes(shapes[0], shapes[1], outShape, err,
+                       std::numeric_limits<int64_t>::max()))
     return nodeError(fmt::format(
         "operands of node '{}' ({}) do not broadcast: '{}' is {} and '{}' is "
-        "{}",
+        "{} ({})",
         nodeName, opType.str(), node->input(0), shapeStr(shapes[0]),
-        node->input(1), shapeStr(shapes[1])));
+        node->input(1), shapeStr(shapes[1]), err));
   int64_t rank = outShape.size();
   Value operands[2];
   for (int i = 0; i < 2; ++i) {

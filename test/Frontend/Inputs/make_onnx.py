@@ -371,6 +371,15 @@ def unary_ops():
                   init("row", [3], 1.0)], opset=14)
 
 
+def large_swish():
+    """EfficientNet's first SiLU at batch 64, 224x224 (x * sigmoid(x), both
+    [64, 32, 112, 112] = 25.7M elements): runtime tensors above the
+    constant-folding limit (2^24) must broadcast."""
+    nodes = [helper.make_node("Sigmoid", ["x"], ["s"], name="sig"),
+             helper.make_node("Mul", ["x", "s"], ["y"], name="swish")]
+    return model(nodes, [vi("x", [64, 32, 112, 112])], [vi("y", None)])
+
+
 def gelu():
     nodes = [helper.make_node("Gelu", ["x"], ["g"], name="gelu"),
              helper.make_node("Gelu", ["g"], ["y"], name="gelu_tanh",
@@ -469,6 +478,7 @@ def pools1d():
 
 
 CASES = {f.__name__: f for f in [
+    large_swish,
     conv_bias, gemm, gemm_alpha, fixed_batch_view, fixed_batch_mask, batchnorm, batchnorm_training, pools,
     concat, reshape_chain, misc, clip_attr, unsupported, unnamed,
     dynamic_batch, bad_shapes, bad_add, fp16_weights, gemm_beta,
