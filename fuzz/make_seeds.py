@@ -4,7 +4,9 @@
 
 onnx: every model of test/Frontend/Inputs/make_onnx.py; pipeline: the .mlir
 test inputs; cnnw/npy/cnnt: small tensors of each dtype and rank; cifar: a
-few records of several geometries (5-byte header, see FuzzCifar.cpp).
+few records of several geometries (5-byte header, see FuzzCifar.cpp);
+image: small JPEGs (baseline, progressive, gray, 4:2:0) and PNGs (RGB,
+RGBA, gray, palette, 16-bit) after a selector byte (see FuzzImage.cpp).
 Deterministic: rerunning gives the same files. A campaign adds what it finds
 (scripts/fuzz.sh merges new coverage into fuzz/corpus/<target>).
 """
@@ -38,9 +40,36 @@ def cnnt_bytes(a):
             struct.pack("<%dq" % a.ndim, *a.shape) + a.astype(a.dtype.newbyteorder("<")).tobytes())
 
 
+def write_images(out):
+    """JPEG and PNG variants a folder of photos holds, each after one
+    selector byte (FuzzImage.cpp: crop kind, output size, flip, channels)."""
+    import io
+    from PIL import Image
+    rng = np.random.default_rng(2)
+    rgb = Image.fromarray(rng.integers(0, 256, (13, 17, 3), dtype=np.uint8), "RGB")
+    cases = [
+        ("baseline.jpg", rgb, "JPEG", {"quality": 90}),
+        ("progressive.jpg", rgb, "JPEG", {"quality": 75, "progressive": True}),
+        ("subsampled.jpg", rgb, "JPEG", {"quality": 60, "subsampling": 2}),
+        ("gray.jpg", rgb.convert("L"), "JPEG", {}),
+        ("rgb.png", rgb, "PNG", {}),
+        ("rgba.png", rgb.convert("RGBA"), "PNG", {}),
+        ("gray.png", rgb.convert("L"), "PNG", {}),
+        ("palette.png", rgb.convert("P"), "PNG", {}),
+        ("gray16.png", Image.fromarray(
+            rng.integers(0, 65536, (5, 7), dtype=np.uint16)), "PNG", {}),
+    ]
+    for k, (name, img, fmt, kw) in enumerate(cases):
+        buf = io.BytesIO()
+        img.save(buf, fmt, **kw)
+        with open(os.path.join(out, name), "wb") as f:
+            f.write(bytes([(37 * k + 5) % 256]) + buf.getvalue())
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "fuzz", "corpus")
-    d = {t: os.path.join(out, t) for t in ("onnx", "pipeline", "cnnw", "npy", "cnnt", "cifar")}
+    d = {t: os.path.join(out, t)
+         for t in ("onnx", "pipeline", "cnnw", "npy", "cnnt", "cifar", "image")}
     for p in d.values():
         os.makedirs(p, exist_ok=True)
     ts = list(tensors())
@@ -59,6 +88,7 @@ def main():
                         for i in range(3))
         with open(os.path.join(d["cifar"], "c%dh%dw%dk%d.bin" % (c, h, w, k)), "wb") as f:
             f.write(hdr + recs)
+    write_images(d["image"])
     spec = importlib.util.spec_from_file_location(
         "make_onnx", os.path.join(ROOT, "test", "Frontend", "Inputs", "make_onnx.py"))
     mk = importlib.util.module_from_spec(spec)
