@@ -10,12 +10,13 @@
 #   2. PyTorch DDP baseline (torchrun, AMP + channels_last, batch 128 per
 #      GPU): ResNet-50 img/s on 1 and 2 GPUs, ResNet-18 on 2 -- the anchor the
 #      issue quotes (4,845 / 9,655 / 24,034 img/s).
-#   3. cnnc on 2 GPUs: SimpleCNN 2 x B vs 1 x 2B for 5 steps and ResNet-50 f16
-#      batch 128/GPU scaling. NOT POSSIBLE YET: the generated executable's
-#      training driver does not shard the data or fork/join ranks (see
-#      docs/data-parallel.md, "What is not done"); the part records the
-#      clear error instead, and the CPU reference interpreter's 2-rank check
-#      (test/e2e/test_data_parallel.py) runs for comparison.
+#   3. cnnc on 2 GPUs (./train --gpus 2: one process per GPU):
+#      a. SimpleCNN f32 on the digits, 2 x batch 16 vs 1 x batch 32, 5 steps:
+#         the same losses and weights (max |dw|) within f32 tolerance;
+#      b. ResNet-50 f16 (default pipeline) batch 128 per GPU, synthetic data:
+#         img/s on 1 GPU and on 2 (per rank and total), vs part 2's DDP;
+#      c. a rank killed mid-run (SIGKILL to rank 1): the launcher stops rank
+#         0 and exits non-zero with a message naming the rank, not a hang.
 set -uo pipefail
 export CNNC_RUNTIME_DIR=$PWD/.carry/rt PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
 export LD_LIBRARY_PATH=$PWD/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -29,7 +30,10 @@ nvidia-smi topo -m >"$OUT/topo.txt" 2>&1
 NGPU=$(nvidia-smi --query-gpu=index --format=csv,noheader | wc -l)
 [ "$NGPU" -ge 2 ] || { fail "needs 2 GPUs, found $NGPU"; exit 1; }
 
+PARTS=${PARTS:-123} # a long call may run fewer parts: PARTS=3 bash bench/device-dp2.sh
+
 # 1. NCCL runtime with 2 ranks
+if [[ $PARTS == *1* ]]; then
 timeout 300 bash -c "cmake -S runtime -B $W/rt -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_CUDA_ARCHITECTURES=90a >$OUT/rt-cmake.log 2>&1 &&
   ninja -C $W/rt cnnrt_nccl_check >$OUT/rt-build.log 2>&1" || fail "runtime build"
@@ -55,8 +59,10 @@ if [ -n "$CHECK" ]; then
   echo "rank 0 exit $r after $(( $(date +%s) - t0 )) s" | tee -a "$OUT/summary.txt"
   [ $r -eq 1 ] && pass "rank 0 stopped with a message after rank 1 left" || fail "rank 0 (exit $r; 124 = hung)"
 fi
+fi
 
 # 2. PyTorch DDP baseline
+if [[ $PARTS == *2* ]]; then
 cat >"$W/ddp.py" <<'PY'
 import os, sys, time, torch, torchvision
 import torch.distributed as dist
@@ -92,15 +98,65 @@ for spec in "resnet50 1" "resnet50 2" "resnet18 2"; do
     >"$OUT/ddp-$1-$2.log" 2>&1 || fail "torchrun $1 x$2"
   grep "^DDP" "$OUT/ddp-$1-$2.log" | tee -a "$OUT/summary.txt"
 done
+fi
 
-# 3. cnnc on 2 GPUs: recorded as not possible yet (clear error expected)
-if timeout 60 env PYTHONPATH=python python3 -c "
+# 3. cnnc on 2 GPUs
+C=$PWD/.carry/cnnc
+if [[ $PARTS != *3* ]]; then
+  :
+elif timeout 90 env PYTHONPATH=python python3 -c "
 from cnnc import train_check as tc
-tc.export_training(tc.make_model('simplecnn', seed=0), '$W/simplecnn.onnx', (32, 3, 32, 32))
+for b in (16, 32):
+    tc.export_training(tc.make_model('simplecnn', seed=0), '$W/simplecnn%d.onnx' % b, (b, 3, 32, 32))
+for b in (128,):
+    tc.export_training(tc.make_model('resnet50', seed=0), '$W/resnet50.onnx', (b, 3, 224, 224))
 " >"$OUT/export.log" 2>&1; then
-  timeout 120 .carry/cnnc train "$W/simplecnn.onnx" --data synthetic --steps 5 --gpus 2 \
-    -o "$W/t2" >"$OUT/cnnc-gpus2.log" 2>&1
-  echo "cnnc train --gpus 2: exit $? -- $(tail -1 "$OUT/cnnc-gpus2.log")" | tee -a "$OUT/summary.txt"
+  # a. 2 x B == 1 x 2B
+  timeout 120 "$C" "$W/simplecnn16.onnx" --train --precision fp32 --gpus 2 -o "$W/s2" >"$OUT/build-s2.log" 2>&1 || fail "build s2"
+  timeout 120 "$C" "$W/simplecnn32.onnx" --train --precision fp32 -o "$W/s1" >"$OUT/build-s1.log" 2>&1 || fail "build s1"
+  D=$PWD/.carry/digits
+  timeout 60 "$W/s1" --data "$D" --steps 5 --log-every 1 --seed 3 --checkpoint "$W/w1.cnnw" >"$OUT/run-s1.log" 2>&1 || fail "run s1"
+  timeout 90 "$W/s2" --data "$D" --steps 5 --log-every 1 --seed 3 --gpus 2 --checkpoint "$W/w2.cnnw" >"$OUT/run-s2.log" 2>&1 || fail "run s2 --gpus 2"
+  cat "$OUT/run-s2.log"
+  if PYTHONPATH=python python3 - "$OUT/run-s1.log" "$OUT/run-s2.log" "$W/w1.cnnw" "$W/w2.cnnw" <<'PY' | tee -a "$OUT/summary.txt"
+import sys, numpy as np
+from cnnc.cnnw import read_cnnw
+def losses(p):
+    return [float(l.split()[3]) for l in open(p) if l.startswith("step ")]
+a, b = losses(sys.argv[1]), losses(sys.argv[2])
+wa, wb = read_cnnw(sys.argv[3]), read_cnnw(sys.argv[4])
+dw = max(float(np.abs(wa[k].astype(np.float64) - wb[k]).max()) for k in wa if not k.startswith("__"))
+ok = len(a) == len(b) == 5 and all(abs(x - y) <= 1e-4 * max(1, abs(x)) for x, y in zip(a, b)) and dw <= 1e-4
+print("1 x 32:", a, "\n2 x 16:", b, "\nmax |dw| %.2e" % dw, "same" if ok else "DIFFERENT")
+sys.exit(0 if ok else 1)
+PY
+  then pass "SimpleCNN 2 GPUs x 16 == 1 GPU x 32 (losses, weights)"; else fail "2 x B vs 1 x 2B"; fi
+  # b. ResNet-50 scaling
+  timeout 150 "$C" "$W/resnet50.onnx" --train --gpus 2 -o "$W/r2" >"$OUT/build-r2.log" 2>&1 || fail "build r50 --gpus 2"
+  timeout 150 "$C" "$W/resnet50.onnx" --train -o "$W/r1" >"$OUT/build-r1.log" 2>&1 || fail "build r50"
+  timeout 90 "$W/r1" --data synthetic --steps 60 >"$OUT/run-r1.log" 2>&1 || fail "run r50 1 GPU"
+  timeout 120 "$W/r2" --data synthetic --steps 60 --gpus 2 >"$OUT/run-r2.log" 2>&1 || fail "run r50 --gpus 2"
+  one=$(sed -n 's/^done: .*mean img\/s \([0-9]*\).*/\1/p' "$OUT/run-r1.log")
+  two=$(sed -n 's/^done: .*mean img\/s \([0-9]*\).*/\1/p' "$OUT/run-r2.log")
+  grep "^data parallel" "$OUT/run-r2.log" | tee -a "$OUT/summary.txt"
+  echo "cnnc resnet50 f16 batch 128/GPU: 1 GPU $one img/s, 2 GPUs $two img/s" | tee -a "$OUT/summary.txt"
+  [ -n "$one" ] && [ -n "$two" ] && python3 -c "print('scaling %.3fx' % ($two / $one))" | tee -a "$OUT/summary.txt"
+  # c. a rank killed mid-run
+  timeout 120 "$W/s2" --data "$D" --steps 1000000 --gpus 2 >"$OUT/run-kill.log" 2>&1 &
+  L=$!
+  sleep 15
+  victim=$(pgrep -f "$W/s2" | while read p; do
+    tr '\0' '\n' </proc/$p/environ 2>/dev/null | grep -q '^CNNC_RANK=1$' && echo $p; done | head -1)
+  t0=$(date +%s); [ -n "$victim" ] && kill -9 "$victim"
+  wait $L; r=$?
+  tail -3 "$OUT/run-kill.log"
+  if [ -n "$victim" ] && [ $r -ne 0 ] && [ $r -ne 124 ] && grep -q "rank 1 of 2 was killed by signal 9" "$OUT/run-kill.log"; then
+    pass "rank 1 killed: the launcher stopped rank 0 and exited $r after $(( $(date +%s) - t0 )) s"
+  else
+    fail "killed rank (victim '$victim', exit $r; 124 = hung)"
+  fi
+else
+  fail "export (see export.log)"
 fi
 echo "---- summary"; cat "$OUT/summary.txt"
 exit $rc

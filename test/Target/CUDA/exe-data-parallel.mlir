@@ -7,3 +7,8 @@
 // RUN: env CUDA_VISIBLE_DEVICES= %t.exe --data synthetic --steps 1 --gpus 2 > %t.out 2>&1; test $? -eq 3
 // EXE: cnnc: built
 // SYMS: ncclAllReduce
+// A rank whose --gpus disagrees with its launcher's world size is refused
+// before the GPU is looked for:
+// RUN: env CUDA_VISIBLE_DEVICES= CNNC_RANK=0 CNNC_WORLD_SIZE=2 CNNC_DIST_INIT=file://%t.id %t.exe --data synthetic --gpus 3 > %t.mismatch 2>&1; test $? -eq 1
+// RUN: FileCheck %s --check-prefix=MISMATCH < %t.mismatch
+// MISMATCH: cnnrt: --gpus 3 but the launcher (cnnc) started 2 ranks
