@@ -2,8 +2,8 @@
 //
 // Parses MLIR text with the cnn and func dialects (as cnnc-opt does), and a
 // module that verifies runs the passes of `cnnc -o exe`: cnn-autodiff, cse,
-// cnn-layout, cnn-precision, canonicalize, cse, cnn-fuse, cnn-memory-plan,
-// then the CUDA emitter. Every failure must come with a diagnostic.
+// then cnn-gpu-pipeline (buildCNNGPUPipeline, cnnc's defaults), then the
+// CUDA emitter. Every failure must come with a diagnostic.
 //
 //===----------------------------------------------------------------------===//
 #include "FuzzTarget.h"
@@ -22,6 +22,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstdlib>
+#include <string>
 
 using namespace mlir;
 
@@ -39,7 +40,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       sawError = true;
     return success();
   });
-  llvm::StringRef text(reinterpret_cast<const char *>(data), size);
+  // MLIR's lexer expects a NUL after the buffer (files are read so); the
+  // fuzzer's bytes are not followed by one: a copy is.
+  const std::string text(reinterpret_cast<const char *>(data), size);
   OwningOpRef<ModuleOp> module =
       parseSourceString<ModuleOp>(text, ParserConfig(&context), "fuzz.mlir");
   if (!module)
@@ -48,12 +51,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   pm.enableVerifier(true);
   pm.addPass(cnnc::createCNNAutodiff());
   pm.addPass(createCSEPass());
-  pm.addPass(cnnc::createCNNLayout());
-  pm.addPass(cnnc::createCNNPrecision());
-  pm.addPass(createCanonicalizerPass());
-  pm.addPass(createCSEPass());
-  pm.addPass(cnnc::createCNNFuse());
-  pm.addPass(cnnc::createCNNMemoryPlan());
+  // The registered cnn-gpu-pipeline with cnnc's defaults (one pipeline for
+  // cnnc, cnnc-opt and this target).
+  cnnc::buildCNNGPUPipeline(pm, cnnc::CNNGPUPipelineOptions());
   if (failed(pm.run(*module))) {
     if (!sawError)
       std::abort();

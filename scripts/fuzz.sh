@@ -65,9 +65,12 @@ campaign)
   [ -n "${FUZZ_NO_BUILD:-}" ] || ./scripts/sanitizer-build.sh "cnnc-fuzz-$t"
   work=${FUZZ_WORK:-$B/campaign-$t}
   mkdir -p "$work/new"
+  # FUZZ_ARGS: more libFuzzer flags, e.g. -fork=2 (one campaign, two
+  # worker processes).
+  # shellcheck disable=SC2086
   run_target "$t" "$secs" "$work/new" "$ROOT/fuzz/regressions/$t" \
-    -seed="${FUZZ_SEED:-0}" -reload=0 "fuzz/corpus/$t" 2>&1 |
-    tee "$work/log" | grep -E "^#[0-9]+ +(pulse|DONE)|stat::|ERROR|SUMMARY" || true
+    -seed="${FUZZ_SEED:-0}" -reload=0 ${FUZZ_ARGS:-} "fuzz/corpus/$t" 2>&1 |
+    tee "$work/log" | grep -E "^#[0-9]+:? +(pulse|DONE|cov)|stat::|ERROR|SUMMARY" || true
   # Keep what adds coverage.
   "$B/bin/cnnc-fuzz-$t" -merge=1 "fuzz/corpus/$t" "$work/new" >/dev/null 2>&1 || true
   ;;
