@@ -14,7 +14,7 @@ __version__ = "0.1.0"
 
 _API = {"compile": "cnnc.api", "Trainer": "cnnc.api", "CompileError": "cnnc.api",
         "UnsupportedOptimizerError": "cnnc.api", "cache_dir": "cnnc.api",
-        "optimizer_flags": "cnnc.api", "compare": "cnnc.numerics",
+        "optimizer_flags": "cnnc.api", "world_size": "cnnc.api", "compare": "cnnc.numerics",
         "CompareReport": "cnnc.numerics"}
 __all__ = sorted(_API)
 

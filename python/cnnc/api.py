@@ -174,6 +174,21 @@ def _write_json_atomic(path, obj):
 # Backends (ctypes)
 # ---------------------------------------------------------------------------
 
+def world_size():
+    """The data-parallel world size this process belongs to: torchrun's (or
+    any launcher's) WORLD_SIZE, else torch.distributed's when it is
+    initialized, else 1."""
+    if os.environ.get("WORLD_SIZE"):
+        try:
+            return max(1, int(os.environ["WORLD_SIZE"]))
+        except ValueError:
+            raise CompileError("WORLD_SIZE=%r is not a number" % os.environ["WORLD_SIZE"])
+    dist = getattr(torch, "distributed", None)
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        return dist.get_world_size()
+    return 1
+
+
 def _has_gpu():
     if os.environ.get("CNNC_ASSUME_NO_GPU") == "1":
         return False
@@ -702,14 +717,29 @@ def compile(model, example_input, optimizer=None, *, label_smoothing=0.0,
         lr = 0.01 if lr is None else float(lr)
     flags["label-smoothing"] = float(label_smoothing)
 
+    # Under torchrun (world size > 1) the step all-reduces its gradients
+    # through NCCL (cnnc --gpus N): each process passes its own shard of the
+    # data (e.g. a DistributedSampler), the loss is the mean over the ranks
+    # and every rank starts from rank 0's state, as DDP does.
+    ranks = world_size()
     if device is None:
-        device = "cuda" if _has_gpu() else "cpu"
+        if ranks > 1 and _has_gpu():
+            device = "cuda:%d" % int(os.environ.get("LOCAL_RANK", "0"))
+        else:
+            device = "cuda" if _has_gpu() else "cpu"
     device = torch.device(device)
     if device.type == "cuda" and not _has_gpu():
         raise CompileError("device='cuda' but torch sees no GPU")
     if device.type not in ("cuda", "cpu"):
         raise ValueError("device must be 'cuda' or 'cpu', got %s" % device)
     backend_kind = "cuda" if device.type == "cuda" else "reference"
+    if ranks > 1:
+        if backend_kind == "reference":
+            raise CompileError(
+                "data-parallel training (world size %d from the launcher) needs the GPU "
+                "step: the CPU reference step runs in one process (`cnnc --run-reference "
+                "--gpus N` runs N ranks as threads)" % ranks)
+        flags["gpus"] = ranks
     if backend_kind == "reference":
         if precision not in (None, "fp32") or layout not in (None, "nchw"):
             raise ValueError("the CPU reference step runs in fp32 NCHW")
@@ -806,6 +836,8 @@ def _build(model, example_input, flags, backend_kind, cnnc_bin, fingerprint, roo
             args += ["--emit", "mlir", "--print-locations", "-o", os.path.join(work, "step.mlir")]
             _run_cnnc(args, "compile the training step")
         else:
+            if flags.get("gpus"):
+                args += ["--gpus", str(flags["gpus"])]
             args += ["--precision", flags["precision"], "--layout", flags["layout"],
                      "--arch", flags["arch"], "--emit", "lib",
                      "-o", os.path.join(work, "libstep.so")]

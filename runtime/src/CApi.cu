@@ -1,6 +1,7 @@
 //===- CApi.cu - C API for embedding a generated model --------------------===//
 
 #include "Session.h"
+#include "cnnrt/Distributed.h"
 #include "cnnrt/cnnrt_c.h"
 
 #include <cmath>
@@ -28,6 +29,7 @@ struct cnnrt_session {
   std::vector<const TensorSpec *> state; ///< persistent tensors, spec order
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
+  bool stateBroadcast = false; ///< data parallel: rank 0's state sent once
 };
 
 static thread_local std::string gLastError;
@@ -133,6 +135,14 @@ namespace {
 int runStep(cnnrt_session *s, float lr) {
   Context &ctx = *s->ctx;
   const ModelSpec &spec = ctx.spec();
+  // A data-parallel step under torchrun (the Python entry): before the
+  // first step every rank takes rank 0's state (weights, BN statistics,
+  // optimizer state), as DDP broadcasts the module at construction.
+  if (!s->stateBroadcast && spec.dist && spec.dist->launch().worldSize > 1) {
+    for (const TensorSpec *t : s->state)
+      spec.dist->broadcast(ctx, ctx.arena() + t->offset, t->bytes);
+  }
+  s->stateBroadcast = true;
   ++s->step;
   ++s->stepsHere;
   launchSetScalars(ctx, lr, s->step);

@@ -356,6 +356,41 @@ def test_cache_hit_on_second_compile(monkeypatch):
                      cache=False)
 
 
+def test_world_size_from_the_launcher_and_cpu_refusal(monkeypatch):
+    """Under torchrun (WORLD_SIZE > 1) the step is data parallel; the CPU
+    reference step cannot be, and says so before exporting anything."""
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    assert cnnc.world_size() == 1
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert cnnc.world_size() == 2
+    model, x, _ = make("simplecnn")
+    with pytest.raises(cnnc.CompileError, match=r"world size 2 .*needs the GPU step"):
+        cnnc.compile(model, x, optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+                     device="cpu", cache=False)
+    monkeypatch.setenv("WORLD_SIZE", "two")
+    with pytest.raises(cnnc.CompileError, match="WORLD_SIZE='two' is not a number"):
+        cnnc.world_size()
+
+
+@pytest.mark.skipif(not os.path.exists("/usr/local/cuda/bin/nvcc") and not shutil.which("nvcc"),
+                    reason="nvcc not installed")
+def test_gpu_step_library_under_torchrun_all_reduces(build_and_cache):
+    """What compile builds under torchrun with 2 ranks: the step library with
+    its NCCL all-reduces (cnnc --gpus 2) and the C API. (Running it needs two
+    GPUs: bench/device-dp2.sh.)"""
+    model, x, _ = make("simplecnn")
+    flags, _ = cnnc.optimizer_flags(torch.optim.SGD(model.parameters(), lr=0.1), model)
+    flags.update({"label-smoothing": 0.0, "precision": "fp16", "layout": "nhwc",
+                  "arch": "sm_90a", "gpus": 2})
+    root = str(build_and_cache / "cache-dp")
+    os.makedirs(root, exist_ok=True)
+    artifact = cnnc.api._build(model, x, flags, "cuda", find_tool("cnnc"), ["test"], root,
+                               verbose=False)
+    with open(os.path.join(artifact, "libstep.so.cu")) as f:
+        source = f.read()
+    assert "cnnrt::dist::allReduce" in source and "&cnnrt::dist::kHooks" in source
+
+
 def test_decoupled_weight_decay_key_of_newer_torch():
     """torch >= 2.6 puts decoupled_weight_decay in Adam's and AdamW's groups
     (found on the GPU machine's torch 2.11): True means AdamW's update."""
