@@ -5,7 +5,7 @@ For each model: export it with PyTorch (training mode, legacy exporter),
 compile its training step with cnnc (timed), run the executable on synthetic
 data and read its steady-state img/s and peak GPU memory; then time the same
 SGD training step in PyTorch eager f32, eager AMP (f16) + channels_last, and
-torch.compile (f32). TF32 is off on both sides for the f32 rows.
+torch.compile with AMP + channels_last (--compile-f32 adds torch.compile f32). TF32 is off on both sides for the f32 rows.
 
   python3 bench/bench.py --cnnc .carry/cnnc [--models simplecnn,resnet18,resnet50]
        [--steps 60] [--cnnc-flags "..."] [--no-compile]
@@ -36,12 +36,12 @@ def time_torch(name, batch, hw, mode, steps):
     x = torch.rand(batch, 3, hw, hw, device="cuda")
     y = torch.randint(0, 10, (batch,), device="cuda")
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    amp = mode == "amp"
+    amp = mode in ("amp", "compile-amp")
     if amp:
         model = model.to(memory_format=torch.channels_last)
         x = x.to(memory_format=torch.channels_last)
     scaler = torch.amp.GradScaler("cuda", enabled=amp)
-    fwd = torch.compile(model) if mode == "compile" else model
+    fwd = torch.compile(model) if mode.startswith("compile") else model
 
     def step():
         opt.zero_grad(set_to_none=True)
@@ -130,6 +130,8 @@ def main():
                          "NAME=VALUE tokens set the executable's environment); "
                          "default: one row with --cnnc-flags")
     ap.add_argument("--no-compile", action="store_true", help="skip torch.compile")
+    ap.add_argument("--compile-f32", action="store_true",
+                    help="also time torch.compile in f32 (default: AMP + channels_last only)")
     ap.add_argument("--cnnc-only", action="store_true", help="skip the PyTorch rows")
     ap.add_argument("--profile", action="store_true",
                     help="also print each cnnc variant's CNNRT_PROFILE report of one step")
@@ -150,7 +152,8 @@ def main():
             except Exception as e:
                 print("cnnc %s %s: %s" % (name, label, e), flush=True)
         modes = [] if args.cnnc_only else \
-            ["eager", "amp"] + ([] if args.no_compile else ["compile"])
+            ["eager", "amp"] + ([] if args.no_compile else
+                                ["compile-amp"] + (["compile"] if args.compile_f32 else []))
         for mode in modes:
             ms, mem, warm = time_torch(name, batch, hw, mode, args.steps)
             res[mode] = (ms, mem, warm, None)
@@ -162,8 +165,9 @@ def main():
     for name, batch, hw, res in rows:
         best = min((v[0] for k, v in res.items() if k.startswith("cnnc")), default=None)
         runners = [k for k in res if k.startswith("cnnc")] + [
-            k for k in ("eager", "amp", "compile") if k in res]
+            k for k in ("eager", "amp", "compile-amp", "compile") if k in res]
         labels = {"eager": "PyTorch eager f32", "amp": "PyTorch AMP+channels_last",
+                  "compile-amp": "torch.compile AMP+channels_last",
                   "compile": "torch.compile f32"}
         for runner in runners:
             ms, mem, comp, _ = res[runner]
