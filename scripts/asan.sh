@@ -8,14 +8,14 @@ cd "$(dirname "$0")/.."
 B=${SAN_BUILD_DIR:-build-san}
 ./scripts/sanitizer-build.sh cnnc cnnc-opt cnnc-unittests cnnc-reference-run \
   cnnrt_host_tests \
-  cnnc-fuzz-{cnnw,npy,cnnt,cifar,image,onnx,pipeline}-replay
+  cnnc-fuzz-{cnnw,npy,cnnt,cifar,image,onnx,onnx-model,pipeline}-replay
 B=$(realpath "$B")
 # LLVM's static singletons live until exit: no leak checking.
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=0:halt_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 "$B/bin/cnnc-unittests"
 "$B/bin/cnnrt_host_tests"
-for t in cnnw npy cnnt cifar image onnx pipeline; do
+for t in cnnw npy cnnt cifar image onnx onnx-model pipeline; do
   CNNC_FUZZ_ONNX_DATA_DIR=fuzz/regressions/onnx \
     "$B/bin/cnnc-fuzz-$t-replay" "fuzz/regressions/$t" "fuzz/corpus/$t"
 done

@@ -10,6 +10,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
@@ -482,8 +483,11 @@ LogicalResult FlattenOp::inferReturnTypes(MLIRContext *,
     return fail(loc, "'axis' " + Twine(axis) + " out of range for 'input' " +
                          str(in));
   int64_t outer = 1, inner = 1;
-  for (int64_t i = 0; i < in.getRank(); ++i)
-    (i < axis ? outer : inner) *= in.getDimSize(i);
+  for (int64_t i = 0; i < in.getRank(); ++i) {
+    int64_t &side = i < axis ? outer : inner;
+    if (llvm::MulOverflow(side, in.getDimSize(i), side))
+      return fail(loc, "'input' " + str(in) + " has too many elements");
+  }
   out.push_back(RankedTensorType::get({outer, inner}, in.getElementType()));
   return success();
 }

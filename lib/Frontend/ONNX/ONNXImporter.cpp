@@ -2487,6 +2487,13 @@ LogicalResult Importer::setUpInput(const onnx::ValueInfoProto &in) {
     }
     shape.push_back(d.dim_value());
   }
+  // A declared shape is checked before anything is built from it: later
+  // shape arithmetic (flatten, matmul) must not overflow.
+  constexpr int64_t kMaxInputElements = int64_t(1) << 40;
+  if (!checkedNumel(shape, kMaxInputElements))
+    return error(inLoc, "input '" + in.name() + "' has shape " +
+                            shapeStr(shape) +
+                            ": too many elements (at most 2^40)");
   Value arg = body->addArgument(tensorType(shape, b.getF32Type()), inLoc);
   argAttrs.push_back(attr(cnn::kInputAttr, b.getUnitAttr()));
   slots[in.name()] = Slot{arg, std::nullopt, false, ""};

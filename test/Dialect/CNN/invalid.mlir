@@ -208,6 +208,16 @@ func.func @flatten(%a: tensor<2x4x4xf32>) {
 
 // -----
 
+// The element count must fit in int64 (found by fuzzing the importer: a
+// declared dim of 2^62 times 12 overflowed).
+func.func @flatten_overflow(%a: tensor<12x4611686018427387904xf32>) {
+  // expected-error @+1 {{'input' tensor<12x4611686018427387904xf32> has too many elements}}
+  %0 = cnn.flatten %a {axis = 0} : (tensor<12x4611686018427387904xf32>) -> tensor<1x4xf32>
+  return
+}
+
+// -----
+
 func.func @reshape(%a: tensor<2x4x4xf32>) {
   // expected-error @+1 {{cannot reshape 'input' 'tensor<2x4x4xf32>' (32 elements) to 'tensor<2x15xf32>' (30 elements)}}
   %0 = cnn.reshape %a : (tensor<2x4x4xf32>) -> tensor<2x15xf32>

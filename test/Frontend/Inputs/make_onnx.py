@@ -246,6 +246,13 @@ def bad_shapes():
                  [init("w", [2, 5, 3, 3])])
 
 
+def huge_input():
+    """A declared input of 12 x 2^62 elements (found by the structured ONNX
+    fuzzer: shape arithmetic overflowed int64)."""
+    nodes = [helper.make_node("Flatten", ["x"], ["y"], name="flat", axis=1)]
+    return model(nodes, [vi("x", [4, 3, 2**62])], [vi("y", None)])
+
+
 def bad_add():
     nodes = [
         helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
@@ -478,6 +485,7 @@ def pools1d():
 
 
 CASES = {f.__name__: f for f in [
+    huge_input,
     large_swish,
     conv_bias, gemm, gemm_alpha, fixed_batch_view, fixed_batch_mask, batchnorm, batchnorm_training, pools,
     concat, reshape_chain, misc, clip_attr, unsupported, unnamed,
