@@ -30,8 +30,14 @@ std::vector<int64_t> ConstVal::asInts() const {
     return ints;
   std::vector<int64_t> r;
   r.reserve(floats.size());
+  // Clamped: converting a float outside int64's range is undefined (a float
+  // tensor of 4.6e24 given as Slice's starts, found by the structured ONNX
+  // fuzzer); the consumers range-check the values.
   for (float f : floats)
-    r.push_back(std::isfinite(f) ? int64_t(f) : 0);
+    r.push_back(!std::isfinite(f)                ? 0
+                : f >= 9.2233720368547758e18f  ? INT64_MAX
+                : f <= -9.2233720368547758e18f ? INT64_MIN
+                                               : int64_t(f));
   return r;
 }
 
