@@ -34,6 +34,7 @@
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
@@ -2085,11 +2086,16 @@ LogicalResult Importer::importSplit() {
     for (int64_t i = 0, left = dim; i < parts; ++i, left -= chunk)
       sizes.push_back(std::max<int64_t>(0, std::min(chunk, left)));
   }
+  // Each size within [0, dim] before summing (a size of INT64_MAX overflowed
+  // the sum: found by the structured ONNX fuzzer).
   int64_t total = 0;
-  for (int64_t v : sizes)
-    total += v;
-  if (int64_t(sizes.size()) != n || total != dim ||
-      llvm::any_of(sizes, [](int64_t v) { return v < 0; }))
+  bool inRange =
+      llvm::all_of(sizes, [&](int64_t v) { return v >= 0 && v <= dim; });
+  if (inRange)
+    for (int64_t v : sizes)
+      if (llvm::AddOverflow(total, v, total))
+        inRange = false;
+  if (int64_t(sizes.size()) != n || !inRange || total != dim)
     return nodeError(fmt::format("Split sizes {} of node '{}' do not divide "
                                  "dimension {} of size {} into {} outputs",
                                  shapeStr(sizes), nodeName, axis, dim, n));
