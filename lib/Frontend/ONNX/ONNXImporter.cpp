@@ -1472,13 +1472,16 @@ LogicalResult Importer::importReshape() {
   const ConstVal *shapeC = constant(1, "shape");
   if (!shapeC)
     return failure();
+  // Copied first: when the data and the shape are the same initializer,
+  // paramInput turns it into a parameter and frees the constant (a
+  // heap-use-after-free found by the structured ONNX fuzzer).
+  std::vector<int64_t> requested = shapeC->asInts();
   Slot *s = paramInput(0);
   if (!s)
     return failure();
   bool allowZero = intAttr("allowzero", 0) != 0;
   std::vector<int64_t> inShape =
       s->value ? shapeOf(s->value) : s->constant->shape;
-  std::vector<int64_t> requested = shapeC->asInts();
   // The export-time batch at the front of a target whose input leads with
   // the batch --batch set: the exporter computed it from the batch (see
   // exportedBatch), so it is the batch.
