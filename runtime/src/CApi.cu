@@ -84,9 +84,7 @@ cnnrt_session *cnnrt_create(const void *model_spec, const char *weights_path,
     return nullptr;
   }
   for (int i = 0; i < spec.numTensors; ++i) {
-    Role r = spec.tensors[i].role;
-    if (r == Role::Param || r == Role::Buffer || r == Role::OptState ||
-        r == Role::LossScale)
+    if (persistent(spec.tensors[i].role))
       s->state.push_back(&spec.tensors[i]);
   }
   if (weights_path && cnnrt_load(s.get(), weights_path) != 0)

@@ -104,11 +104,6 @@ __global__ void setScalarsKernel(void *lr, int lrKind, float lrValue,
     put(step, stepKind, static_cast<double>(stepValue));
 }
 
-bool persistent(Role r) {
-  return r == Role::Param || r == Role::Buffer || r == Role::OptState ||
-         r == Role::LossScale;
-}
-
 std::string shapeStr(const int64_t *d, size_t n) {
   std::string s = "[";
   for (size_t i = 0; i < n; ++i)
@@ -117,6 +112,11 @@ std::string shapeStr(const int64_t *d, size_t n) {
 }
 
 } // namespace
+
+bool persistent(Role r) {
+  return r == Role::Param || r == Role::Buffer || r == Role::OptState ||
+         r == Role::LossScale;
+}
 
 void launchInputConvert(Context &ctx, const void *dImages,
                         const int32_t *dLabels, const InputFormat &format) {

@@ -51,6 +51,9 @@ bool loadStateIntoArena(Context &ctx, const std::vector<TensorEntry> &entries,
 /// Reads the persistent state (Param/Buffer/OptState/LossScale) to the host.
 /// Synchronizes ctx.stream().
 std::vector<TensorEntry> readStateFromArena(Context &ctx);
+
+/// The state a checkpoint holds: Param, Buffer, OptState, LossScale.
+bool persistent(Role r);
 /// Reads a scalar f32/f16 tensor (synchronizes ctx.stream()).
 float readScalar(Context &ctx, const TensorSpec &t);
 

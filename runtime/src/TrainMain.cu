@@ -684,8 +684,7 @@ int trainMain(int argc, char **argv, const ModelSpec &spec) {
     // the broadcast makes it so whatever the files were).
     for (int i = 0; i < spec.numTensors; ++i) {
       const TensorSpec &t = spec.tensors[i];
-      if (t.role == Role::Param || t.role == Role::Buffer ||
-          t.role == Role::OptState || t.role == Role::LossScale)
+      if (persistent(t.role))
         spec.dist->broadcast(ctx, ctx.arena() + t.offset, t.bytes);
     }
   }
