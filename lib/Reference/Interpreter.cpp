@@ -20,6 +20,7 @@
 #include "FusedOps.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <mutex>
 #include <cmath>
 #include <cstring>
 #include <unordered_map>
@@ -475,15 +476,28 @@ LogicalResult Executor::exec(cnn::BiasAddOp op) {
   return success();
 }
 
+// Building the detached fused op adds uses to the operands' use lists, and
+// erasing it removes them: IR mutation that is not thread-safe. Data-parallel
+// reference training runs one interpreter per rank on the same function, so
+// both are serialized (the evaluation in between only reads).
+static std::mutex fusedWrapMutex;
+
 LogicalResult Executor::execElementwise(cnn::ElementwiseOpInterface op) {
-  OpBuilder b(op->getContext());
-  cnn::FusedElementwiseOp fused = cnn::wrapElementwise(b, op);
+  cnn::FusedElementwiseOp fused;
+  {
+    std::lock_guard<std::mutex> lock(fusedWrapMutex);
+    OpBuilder b(op->getContext());
+    fused = cnn::wrapElementwise(b, op);
+  }
   LogicalResult result = executeFused(
       fused, [&](Value v) -> const Tensor & { return get(v); },
       [&](Value v) -> Tensor & {
         return def(op->getResult(cast<OpResult>(v).getResultNumber()));
       });
-  fused->erase();
+  {
+    std::lock_guard<std::mutex> lock(fusedWrapMutex);
+    fused->erase();
+  }
   return result;
 }
 
