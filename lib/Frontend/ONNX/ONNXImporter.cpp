@@ -2241,6 +2241,26 @@ LogicalResult Importer::importNode() {
   const OpHandler *h = findHandler(node->op_type(), opset);
   if (!h || !isDefaultDomain(node->domain())) // checked by checkSupported()
     return unsupported();
+  // ONNX graphs are in SSA form: every name is defined once. A node that
+  // redefines a name (its own input, an earlier output, an initializer)
+  // would overwrite the slot a handler still reads (found by the structured
+  // ONNX fuzzer: a Split writing its input's name lost it mid-import).
+  for (int i = 0; i < node->output_size(); ++i) {
+    const std::string &name = node->output(i);
+    if (name.empty())
+      continue;
+    for (int j = 0; j < i; ++j)
+      if (node->output(j) == name)
+        return nodeError(fmt::format("node '{}' ({}) names two of its "
+                                     "outputs '{}'",
+                                     nodeName, node->op_type(), name));
+    if (slots.count(name))
+      return nodeError(fmt::format(
+          "output '{}' of node '{}' ({}) is already defined (by an "
+          "initializer, a graph input or an earlier node): ONNX names each "
+          "value once",
+          name, nodeName, node->op_type()));
+  }
   return (this->*h->handler)();
 }
 

@@ -253,6 +253,15 @@ def huge_input():
     return model(nodes, [vi("x", [4, 3, 2**62])], [vi("y", None)])
 
 
+def redefined():
+    """A node that writes the name of its own input (not SSA; found by the
+    structured ONNX fuzzer: the Split lost its input mid-import and failed
+    without a diagnostic)."""
+    nodes = [helper.make_node("Relu", ["x"], ["y"], name="relu"),
+             helper.make_node("Split", ["y"], ["y", "z"], name="split_in_place", axis=1)]
+    return model(nodes, [vi("x", [1, 4, 2, 2])], [vi("y", None)])
+
+
 def bad_add():
     nodes = [
         helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
@@ -485,7 +494,7 @@ def pools1d():
 
 
 CASES = {f.__name__: f for f in [
-    huge_input,
+    huge_input, redefined,
     large_swish,
     conv_bias, gemm, gemm_alpha, fixed_batch_view, fixed_batch_mask, batchnorm, batchnorm_training, pools,
     concat, reshape_chain, misc, clip_attr, unsupported, unnamed,
