@@ -25,8 +25,8 @@ namespace {
 struct ChannelOf {
   int64_t channels = 1, inner = 1;
   bool nhwc = false;
-  ChannelOf(ArrayRef<int64_t> s, StringRef layout) {
-    nhwc = layout == "NHWC" && s.size() == 4;
+  ChannelOf(ArrayRef<int64_t> s, cnn::Layout layout) {
+    nhwc = layout == cnn::Layout::NHWC && s.size() == 4;
     if (s.size() < 2)
       return;
     channels = nhwc ? s[3] : s[1];
@@ -65,7 +65,7 @@ LogicalResult execConv(cnn::FusedConv2DOp op,
                        function_ref<const Tensor &(Value)> get,
                        function_ref<Tensor &(Value)> def) {
   const Tensor &x = get(op.getInput()), &w = get(op.getFilter());
-  bool nhwc = op.getLayout() == "NHWC";
+  bool nhwc = op.isNHWC();
   std::vector<float> xs = nhwc ? nhwcToNchw(x) : x.data;
   std::vector<float> ws = nhwc ? nhwcToNchw(w) : w.data;
   kn::ConvParams p;

@@ -339,8 +339,8 @@ LogicalResult Executor::execute(Operation *op) {
     return executeFused(
         op, [&](Value v) -> const Tensor & { return get(v); },
         [&](Value v) -> Tensor & { return def(v); });
-  if (auto layout = op->getAttrOfType<StringAttr>("layout");
-      layout && layout.getValue() == "NHWC")
+  if (auto sensitive = dyn_cast<cnn::LayoutSensitiveOpInterface>(op);
+      sensitive && sensitive.isNHWC())
     return executeNHWC(op);
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case<cnn::ConstantOp, cnn::Conv2DOp, cnn::BiasAddOp, cnn::BatchNormOp,
@@ -405,7 +405,7 @@ LogicalResult Executor::executeNHWC(Operation *op) {
   for (Type t : op->getResultTypes())
     state.addTypes(permuted(t, toNCHW));
   NamedAttrList attrs(op->getAttrDictionary());
-  attrs.set("layout", StringAttr::get(op->getContext(), "NCHW"));
+  attrs.set("layout", cnn::LayoutAttr::get(op->getContext(), cnn::Layout::NCHW));
   state.addAttributes(attrs);
   Operation *nchw = Operation::create(state); // detached, destroyed below
   LogicalResult result = execute(nchw);

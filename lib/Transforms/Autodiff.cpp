@@ -62,7 +62,7 @@ Value broadcastTo(OpBuilder &b, Location loc, Value dy, Type type,
       t.getShape(), cast<RankedTensorType>(dy.getType()).getElementType());
   return makeFusedElementwise(
              b, loc, TypeRange{full}, ValueRange{dy}, {broadcastKind(dy.getType(), full)},
-             "NCHW",
+             Layout::NCHW,
              [&](ScalarBuilder &s, ValueRange a) {
                return SmallVector<Value>{factor == 1.0 ? a[0]
                                                        : s.mul(a[0], s.c(factor))};
@@ -90,7 +90,7 @@ Value elementwiseGradient(OpBuilder &b, ElementwiseOpInterface e, Value dy,
       cast<RankedTensorType>(dy.getType()).getElementType());
   bool none = false;
   FusedElementwiseOp g = makeFusedElementwise(
-      b, loc, TypeRange{full}, inputs, bc, "NCHW",
+      b, loc, TypeRange{full}, inputs, bc, Layout::NCHW,
       [&](ScalarBuilder &s, ValueRange a) {
         Value r = e.buildScalarGradient(s, a.take_front(n), a[n], a[n + 1],
                                         index);

@@ -40,11 +40,6 @@ using namespace cnnc::cnn;
 
 namespace {
 
-StringRef layoutOf(Operation *op) {
-  if (auto l = op->getAttrOfType<StringAttr>("layout"))
-    return l.getValue();
-  return "NCHW";
-}
 
 bool hasOneUse(Value v) { return v.hasOneUse(); }
 
@@ -88,7 +83,7 @@ struct FuseConvEpilogue : OpRewritePattern<Conv2DOp> {
     float clipMin = 0, clipMax = 6;
     if (hasOneUse(cur))
       if (auto b = dyn_cast<BiasAddOp>(*cur.getUsers().begin()))
-        if (b.getInput() == cur && layoutOf(b) == layoutOf(conv)) {
+        if (b.getInput() == cur && b.getLayout() == conv.getLayout()) {
           bias = b.getBias();
           chain.push_back(b);
           cur = b.getResult();
@@ -129,7 +124,7 @@ struct FuseConvEpilogue : OpRewritePattern<Conv2DOp> {
         rewriter.getNamedAttr("padding", conv.getPaddingAttr()),
         rewriter.getNamedAttr("dilations", conv.getDilationsAttr()),
         rewriter.getNamedAttr("groups", conv.getGroupsAttr()),
-        rewriter.getNamedAttr("layout", rewriter.getStringAttr(layoutOf(conv))),
+        rewriter.getNamedAttr("layout", conv.getLayoutAttr()),
         rewriter.getNamedAttr("activation", rewriter.getStringAttr(act)),
         rewriter.getNamedAttr("clip_min", rewriter.getF32FloatAttr(clipMin)),
         rewriter.getNamedAttr("clip_max", rewriter.getF32FloatAttr(clipMax)),
@@ -165,7 +160,7 @@ struct SplitBatchNormTrain : OpRewritePattern<BatchNormTrainOp> {
       : OpRewritePattern(ctx), counts(counts) {}
   LogicalResult matchAndRewrite(BatchNormTrainOp bn,
                                 PatternRewriter &rewriter) const override {
-    StringRef layout = layoutOf(bn);
+    Layout layout = bn.getLayout();
     auto f32 = RankedTensorType::get(bn.getSavedMean().getType().getShape(),
                                      rewriter.getF32Type());
     auto stats = BatchNormStatsOp::create(
@@ -177,7 +172,7 @@ struct SplitBatchNormTrain : OpRewritePattern<BatchNormTrainOp> {
                    bn.getRunningMean(), bn.getRunningVar()},
         {rewriter.getNamedAttr("epsilon", bn.getEpsilonAttr()),
          rewriter.getNamedAttr("momentum", bn.getMomentumAttr()),
-         rewriter.getNamedAttr("layout", rewriter.getStringAttr(layout))});
+         rewriter.getNamedAttr("layout", bn.getLayoutAttr())});
     auto norm = makeFusedElementwise(
         rewriter, bn.getLoc(), TypeRange{bn.getResult().getType()},
         ValueRange{bn.getInput(), stats.getAlpha(), stats.getBeta()}, {0, 1, 1},
@@ -210,7 +205,7 @@ struct FuseReluGradIntoBatchNormGrad : OpRewritePattern<BatchNormGradOp> {
         rewriter, g.getLoc(), g->getResultTypes(),
         ValueRange{rg.getGradOutput(), rg.getOutput(), g.getInput(),
                    g.getScale(), g.getSavedMean(), g.getSavedInvstd()},
-        {rewriter.getNamedAttr("layout", rewriter.getStringAttr(layoutOf(g)))});
+        {rewriter.getNamedAttr("layout", g.getLayoutAttr())});
     rewriter.replaceOp(g, fused->getResults());
     rewriter.eraseOp(rg);
     counts.bnReluGradOps += 2;
@@ -253,7 +248,7 @@ struct BiasAddToFused : OpRewritePattern<BiasAddOp> {
     bool half = o.getType().getElementType().isF16();
     auto fused = makeFusedElementwise(
         rewriter, o.getLoc(), o->getResultTypes(), o->getOperands(), {0, 1},
-        layoutOf(o), [&](ScalarBuilder &s, ValueRange a) {
+        o.getLayout(), [&](ScalarBuilder &s, ValueRange a) {
           Value r = s.add(a[0], a[1]);
           return SmallVector<Value>{half ? s.roundToHalf(r) : r};
         });
@@ -296,13 +291,13 @@ FusedElementwiseOp merge(RewriterBase &b, FusedElementwiseOp producer,
   SmallVector<Type> types;
   for (Value r : oldResults)
     types.push_back(r.getType());
-  StringRef layout = producer.getLayout();
+  LayoutAttr layout = producer.getLayoutAttr();
   if (llvm::is_contained(consumer.getBroadcast(), 1))
-    layout = consumer.getLayout();
+    layout = consumer.getLayoutAttr();
   auto fused = FusedElementwiseOp::create(
       b, loc, types, inputs,
       {b.getNamedAttr("broadcast", b.getDenseI64ArrayAttr(bc)),
-       b.getNamedAttr("layout", b.getStringAttr(layout))});
+       b.getNamedAttr("layout", layout)});
   Block *block = new Block();
   fused.getBody().push_back(block);
   for (size_t i = 0; i < inputs.size(); ++i)

@@ -80,15 +80,6 @@ Value transposeOrFold(OpBuilder &b, Location loc, Value v,
       {b.getNamedAttr("permutation", b.getDenseI64ArrayAttr(perm))});
 }
 
-/// Ops with a `layout` attribute (the generated op knows its attributes).
-bool isLayoutSensitive(Operation *op) {
-  auto name = op->getRegisteredInfo();
-  if (!name)
-    return false;
-  return llvm::any_of(name->getAttributeNames(),
-                      [](StringAttr a) { return a.getValue() == "layout"; });
-}
-
 /// Elementwise ops with operands and results of one shape: any layout works.
 /// (Broadcasting operands of the same rank stay broadcastable under one
 /// permutation of all of them.)
@@ -117,8 +108,10 @@ Operation *rebuild(OpBuilder &b, Operation *op, ValueRange operands,
   return created;
 }
 
-/// Step 1: an NCHW layout-sensitive op becomes NHWC between transposes.
-void convertToNHWC(Operation *op) {
+/// Step 1: an NCHW layout-sensitive op becomes NHWC between transposes
+/// (LayoutSensitiveOpInterface: every 4-D operand and result permuted alike).
+void convertToNHWC(LayoutSensitiveOpInterface sensitive) {
+  Operation *op = sensitive.getOperation();
   OpBuilder b(op);
   Location loc = op->getLoc();
   SmallVector<Value> operands;
@@ -128,9 +121,8 @@ void convertToNHWC(Operation *op) {
   SmallVector<Type> types;
   for (Type t : op->getResultTypes())
     types.push_back(isRank4(t) ? permuted(t, kToNHWC) : t);
-  Operation *nhwc =
-      rebuild(b, op, operands, types,
-              {b.getNamedAttr("layout", b.getStringAttr("NHWC"))});
+  Operation *nhwc = rebuild(b, op, operands, types);
+  cast<LayoutSensitiveOpInterface>(nhwc).setLayout(Layout::NHWC);
   for (auto [old, res] : llvm::zip(op->getResults(), nhwc->getResults()))
     old.replaceAllUsesWith(isRank4(res.getType())
                                ? transposeOrFold(b, loc, res, kToNCHW)
@@ -303,18 +295,15 @@ struct LayoutPass : public cnnc::impl::CNNLayoutBase<LayoutPass> {
     MLIRContext *ctx = &getContext();
 
     // 1. Every NCHW layout-sensitive op with 4-D operands or results.
-    SmallVector<Operation *> todo;
-    module.walk([&](Operation *op) {
-      if (!isLayoutSensitive(op))
-        return;
-      auto layout = op->getAttrOfType<StringAttr>("layout");
-      if (layout && layout.getValue() != "NCHW")
+    SmallVector<LayoutSensitiveOpInterface> todo;
+    module.walk([&](LayoutSensitiveOpInterface op) {
+      if (op.isNHWC())
         return;
       if (llvm::any_of(op->getOperandTypes(), isRank4) ||
           llvm::any_of(op->getResultTypes(), isRank4))
         todo.push_back(op);
     });
-    for (Operation *op : todo)
+    for (LayoutSensitiveOpInterface op : todo)
       convertToNHWC(op);
 
     // 2. Push transposes down; inverse pairs fold.

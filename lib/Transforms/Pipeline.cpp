@@ -31,6 +31,8 @@ void cnnc::buildCNNGPUPipeline(OpPassManager &pm,
   if (options.dataParallel) {
     CNNDataParallelOptions dp;
     dp.bucketMB = options.bucketMB;
+    dp.syncBN = options.syncBN;
+    dp.worldSize = options.worldSize;
     pm.addPass(createCNNDataParallel(dp));
   }
   if (options.fuse)

@@ -166,9 +166,7 @@ LogicalResult PrecisionPass::padChannels(func::FuncOp f) {
   SmallVector<Conv2DOp> convs;
   f.walk([&](Conv2DOp c) { convs.push_back(c); });
   for (Conv2DOp conv : convs) {
-    auto layoutAttr = conv->getAttrOfType<StringAttr>("layout");
-    bool nhwc = layoutAttr && layoutAttr.getValue() == "NHWC";
-    int64_t axis = nhwc ? 3 : 1;
+    int64_t axis = conv.isNHWC() ? 3 : 1;
     Value x = conv.getInput(), w = conv.getFilter();
     auto xt = cast<RankedTensorType>(x.getType());
     auto wt = cast<RankedTensorType>(w.getType());

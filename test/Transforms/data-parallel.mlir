@@ -23,7 +23,7 @@ func.func @forward(%x: tensor<2x3x8x8xf32> {cnn.input},
 // filter's, final last in the backward schedule), in the order the
 // gradients became final (fc.weight, conv.bias, conv.weight); the loss last.
 // CHECK-LABEL: func.func @train_step(
-// CHECK-SAME: attributes {cnn.data_parallel = {bucket_mb = 2.500000e+01 : f64, buckets = 1 : i64}}
+// CHECK-SAME: attributes {cnn.data_parallel = {bucket_mb = 2.500000e+01 : f64, buckets = 1 : i64, collectives = 2 : i64, sync_bn = false}}
 // CHECK: %[[DW2:.*]] = cnn.matmul %{{.*}}, %{{.*}} {transpose_lhs = true}
 // CHECK: %[[DB1:.*]] = cnn.bias_grad
 // CHECK: %[[DW1:.*]] = cnn.conv2d_bwd_filter
@@ -38,7 +38,7 @@ func.func @forward(%x: tensor<2x3x8x8xf32> {cnn.input},
 // Tiny buckets: each all_reduce right after its gradient, so the first
 // bucket can run while the rest of the backward pass does.
 // SMALL-LABEL: func.func @train_step(
-// SMALL-SAME: attributes {cnn.data_parallel = {bucket_mb = 1.000000e-04 : f64, buckets = 3 : i64}}
+// SMALL-SAME: attributes {cnn.data_parallel = {bucket_mb = 1.000000e-04 : f64, buckets = 3 : i64, collectives = 4 : i64, sync_bn = false}}
 // SMALL: %[[DW2:.*]] = cnn.matmul %{{.*}}, %{{.*}} {transpose_lhs = true}
 // SMALL-NEXT: %[[R0:.*]] = cnn.all_reduce %[[DW2]] {bytes = 160 : i64}
 // SMALL: %[[DB1:.*]] = cnn.bias_grad

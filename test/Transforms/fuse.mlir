@@ -77,12 +77,12 @@ func.func @bn_add_relu(%x: tensor<4x8x4x4xf32>, %s: tensor<8xf32>, %b: tensor<8x
 // NHWC: the same relu_grad + batch_norm_grad fusion, keeping the layout (the
 // CUDA target reduces the masked gradient with its tiled NHWC reductions).
 // CHECK-LABEL: func @bn_relu_grad_nhwc
-// CHECK: cnn.fused_batch_norm_relu_grad %arg4, %arg5, %arg0, %arg1, %arg2, %arg3 {layout = "NHWC"}
+// CHECK: cnn.fused_batch_norm_relu_grad %arg4, %arg5, %arg0, %arg1, %arg2, %arg3 {layout = #cnn.layout<NHWC>}
 // CHECK-NOT: cnn.relu_grad
 // CHECK-NOT: cnn.batch_norm_grad
 func.func @bn_relu_grad_nhwc(%x: tensor<4x4x4x8xf32>, %s: tensor<8xf32>, %m: tensor<8xf32>, %i: tensor<8xf32>, %dy: tensor<4x4x4x8xf32>, %r: tensor<4x4x4x8xf32>) -> (tensor<4x4x4x8xf32>, tensor<8xf32>, tensor<8xf32>) {
   %g = cnn.relu_grad %dy, %r : (tensor<4x4x4x8xf32>, tensor<4x4x4x8xf32>) -> tensor<4x4x4x8xf32>
-  %gx, %gs, %gb = cnn.batch_norm_grad %g, %x, %s, %m, %i {layout = "NHWC"} : (tensor<4x4x4x8xf32>, tensor<4x4x4x8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<4x4x4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  %gx, %gs, %gb = cnn.batch_norm_grad %g, %x, %s, %m, %i {layout = #cnn.layout<NHWC>} : (tensor<4x4x4x8xf32>, tensor<4x4x4x8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<4x4x4x8xf32>, tensor<8xf32>, tensor<8xf32>)
   return %gx, %gs, %gb : tensor<4x4x4x8xf32>, tensor<8xf32>, tensor<8xf32>
 }
 

@@ -10,10 +10,10 @@
 // RUN: diff -B %t.cnnc.mlir %t.opt.mlir
 // GPU: module attributes {cnn.arena_bytes = {{[0-9]+}} : i64
 // GPU-LABEL: func.func @forward(
-// GPU: cnn.fused_conv2d {{.*}}layout = "NHWC"{{.*}} -> tensor<4x8x8x8xf16>
+// GPU: cnn.fused_conv2d {{.*}}layout = #cnn.layout<NHWC>{{.*}} -> tensor<4x8x8x8xf16>
 // GPU-LABEL: func.func @train_step(
 // GPU-SAME: cnn.loss_scale
-// GPU: cnn.fused_conv2d {{.*}}layout = "NHWC"
+// GPU: cnn.fused_conv2d {{.*}}layout = #cnn.layout<NHWC>
 // GPU: cnn.fused_elementwise
 // GPU: cnn.loss_scale_update
 // GPU: cnn.sgd_update {{.*}}cnn.offset

@@ -8,14 +8,14 @@
 // CHECK-SAME: (%[[X:.*]]: tensor<2x3x8x8xf32>, %[[W1:.*]]: tensor<4x3x3x3xf32>, %[[B:.*]]: tensor<4xf32>, %[[S:.*]]: tensor<4xf32>, %[[W2:.*]]: tensor<6x4x3x3xf32>)
 // CHECK-DAG: %[[XT:.*]] = cnn.transpose %[[X]] {permutation = array<i64: 0, 2, 3, 1>} : (tensor<2x3x8x8xf32>) -> tensor<2x8x8x3xf32>
 // CHECK-DAG: %[[W1T:.*]] = cnn.transpose %[[W1]] {permutation = array<i64: 0, 2, 3, 1>} : (tensor<4x3x3x3xf32>) -> tensor<4x3x3x3xf32>
-// CHECK: %[[C:.*]] = cnn.conv2d %[[XT]], %[[W1T]] {{.*}}layout = "NHWC"{{.*}} -> tensor<2x8x8x4xf32>
-// CHECK-NEXT: %[[BA:.*]] = cnn.bias_add %[[C]], %[[B]] {layout = "NHWC"} : (tensor<2x8x8x4xf32>, tensor<4xf32>) -> tensor<2x8x8x4xf32>
+// CHECK: %[[C:.*]] = cnn.conv2d %[[XT]], %[[W1T]] {{.*}}layout = #cnn.layout<NHWC>{{.*}} -> tensor<2x8x8x4xf32>
+// CHECK-NEXT: %[[BA:.*]] = cnn.bias_add %[[C]], %[[B]] {layout = #cnn.layout<NHWC>} : (tensor<2x8x8x4xf32>, tensor<4xf32>) -> tensor<2x8x8x4xf32>
 // CHECK-NEXT: %[[R:.*]] = cnn.relu %[[BA]] : (tensor<2x8x8x4xf32>) -> tensor<2x8x8x4xf32>
-// CHECK-NEXT: %[[P:.*]] = cnn.max_pool2d %[[R]] {{.*}}layout = "NHWC"{{.*}} -> tensor<2x4x4x4xf32>
-// CHECK-NEXT: %[[N:.*]] = cnn.batch_norm %[[P]], %[[S]], %[[S]], %[[S]], %[[S]] {{.*}}layout = "NHWC"
+// CHECK-NEXT: %[[P:.*]] = cnn.max_pool2d %[[R]] {{.*}}layout = #cnn.layout<NHWC>{{.*}} -> tensor<2x4x4x4xf32>
+// CHECK-NEXT: %[[N:.*]] = cnn.batch_norm %[[P]], %[[S]], %[[S]], %[[S]], %[[S]] {{.*}}layout = #cnn.layout<NHWC>
 // CHECK-NOT: cnn.transpose %[[N]]
 // CHECK: %[[W2T:.*]] = cnn.transpose %[[W2]] {permutation = array<i64: 0, 2, 3, 1>} : (tensor<6x4x3x3xf32>) -> tensor<6x3x3x4xf32>
-// CHECK-NEXT: %[[C2:.*]] = cnn.conv2d %[[N]], %[[W2T]] {{.*}}layout = "NHWC"{{.*}} -> tensor<2x4x4x6xf32>
+// CHECK-NEXT: %[[C2:.*]] = cnn.conv2d %[[N]], %[[W2T]] {{.*}}layout = #cnn.layout<NHWC>{{.*}} -> tensor<2x4x4x6xf32>
 // The result leaves NCHW, as the function's type says.
 // CHECK-NEXT: %[[OUT:.*]] = cnn.transpose %[[C2]] {permutation = array<i64: 0, 3, 1, 2>} : (tensor<2x4x4x6xf32>) -> tensor<2x6x4x4xf32>
 // CHECK-NEXT: return %[[OUT]]
@@ -35,7 +35,7 @@ func.func @chain(%x: tensor<2x3x8x8xf32>, %w1: tensor<4x3x3x3xf32>, %b: tensor<4
 // transpose back to NCHW stays in front of the flatten. The 2-D bias_add of
 // the linear layer is left alone.
 // CHECK-LABEL: func @flatten_spatial
-// CHECK: %[[P:.*]] = cnn.max_pool2d {{.*}}layout = "NHWC"{{.*}} -> tensor<2x2x2x4xf32>
+// CHECK: %[[P:.*]] = cnn.max_pool2d {{.*}}layout = #cnn.layout<NHWC>{{.*}} -> tensor<2x2x2x4xf32>
 // CHECK-NEXT: %[[T:.*]] = cnn.transpose %[[P]] {permutation = array<i64: 0, 3, 1, 2>} : (tensor<2x2x2x4xf32>) -> tensor<2x4x2x2xf32>
 // CHECK-NEXT: %[[F:.*]] = cnn.flatten %[[T]] {axis = 1 : i64} : (tensor<2x4x2x2xf32>) -> tensor<2x16xf32>
 // CHECK-NEXT: %[[M:.*]] = cnn.matmul %[[F]]
@@ -58,7 +58,7 @@ func.func @flatten_spatial(%x: tensor<2x3x4x4xf32>, %w: tensor<4x3x3x3xf32>, %wf
 // CHECK-NOT: cnn.transpose %{{.*}} {permutation = array<i64: 0, 3, 1, 2>}
 // CHECK: %[[WR:.*]] = cnn.reshape %{{.*}} : (tensor<8x3x1x1xf32>) -> tensor<8x1x1x3xf32>
 // CHECK: cnn.conv2d %{{.*}}, %[[WR]]
-// CHECK: %[[G:.*]] = cnn.global_avg_pool %{{.*}} {layout = "NHWC"} : (tensor<2x4x4x8xf32>) -> tensor<2x1x1x8xf32>
+// CHECK: %[[G:.*]] = cnn.global_avg_pool %{{.*}} {layout = #cnn.layout<NHWC>} : (tensor<2x4x4x8xf32>) -> tensor<2x1x1x8xf32>
 // CHECK-NEXT: %[[F:.*]] = cnn.reshape %[[G]] : (tensor<2x1x1x8xf32>) -> tensor<2x8xf32>
 // CHECK-NEXT: return %[[F]]
 func.func @global_pool_flatten(%x: tensor<2x3x4x4xf32>, %w: tensor<8x3x1x1xf32>) -> tensor<2x8xf32> {
@@ -79,7 +79,7 @@ func.func @global_pool_flatten(%x: tensor<2x3x4x4xf32>, %w: tensor<8x3x1x1xf32>)
 // CHECK: %[[C:.*]] = cnn.conv2d %[[XT]]
 // CHECK-NEXT: %[[A:.*]] = cnn.add %[[C]], %[[XT]] : (tensor<2x4x4x4xf32>, tensor<2x4x4x4xf32>) -> tensor<2x4x4x4xf32>
 // CHECK-NEXT: %[[K:.*]] = cnn.concat %[[A]], %[[C]] {axis = 3 : i64} : (tensor<2x4x4x4xf32>, tensor<2x4x4x4xf32>) -> tensor<2x4x4x8xf32>
-// CHECK-NEXT: %[[P:.*]] = cnn.avg_pool2d %[[K]] {{.*}}layout = "NHWC"{{.*}} -> tensor<2x2x2x8xf32>
+// CHECK-NEXT: %[[P:.*]] = cnn.avg_pool2d %[[K]] {{.*}}layout = #cnn.layout<NHWC>{{.*}} -> tensor<2x2x2x8xf32>
 // CHECK-NEXT: %[[O:.*]] = cnn.transpose %[[P]] {permutation = array<i64: 0, 3, 1, 2>} : (tensor<2x2x2x8xf32>) -> tensor<2x8x2x2xf32>
 // CHECK-NEXT: return %[[O]]
 func.func @pair_and_residual(%x: tensor<2x4x4x4xf32>, %w: tensor<4x4x3x3xf32>) -> tensor<2x8x2x2xf32> {
@@ -102,15 +102,15 @@ func.func @pair_and_residual(%x: tensor<2x4x4x4xf32>, %w: tensor<4x4x3x3xf32>) -
 // CHECK-SAME: %[[W:[a-z0-9]*]]: tensor<4x3x3x3xf32> {cnn.param = "conv.weight"}
 // CHECK: %[[WT:.*]] = cnn.transpose %[[W]] {permutation = array<i64: 0, 2, 3, 1>} : (tensor<4x3x3x3xf32>) -> tensor<4x3x3x3xf32>
 // CHECK-NOT: cnn.transpose %[[W]]
-// CHECK: cnn.conv2d %{{.*}}, %[[WT]] {{.*}}layout = "NHWC"
-// CHECK: cnn.batch_norm_train {{.*}}layout = "NHWC"
+// CHECK: cnn.conv2d %{{.*}}, %[[WT]] {{.*}}layout = #cnn.layout<NHWC>
+// CHECK: cnn.batch_norm_train {{.*}}layout = #cnn.layout<NHWC>
 // The incoming NCHW gradient argument is transposed once; relu_grad runs NHWC.
 // CHECK: %[[DY:.*]] = cnn.transpose %{{.*}} {permutation = array<i64: 0, 2, 3, 1>} : (tensor<2x4x8x8xf32>) -> tensor<2x8x8x4xf32>
 // CHECK-NEXT: cnn.relu_grad %[[DY]], {{.*}} : (tensor<2x8x8x4xf32>, tensor<2x8x8x4xf32>) -> tensor<2x8x8x4xf32>
-// CHECK-NEXT: cnn.batch_norm_grad {{.*}}layout = "NHWC"
-// CHECK: %[[DW:.*]] = cnn.conv2d_bwd_filter {{.*}}layout = "NHWC"{{.*}} -> tensor<4x3x3x3xf32>
+// CHECK-NEXT: cnn.batch_norm_grad {{.*}}layout = #cnn.layout<NHWC>
+// CHECK: %[[DW:.*]] = cnn.conv2d_bwd_filter {{.*}}layout = #cnn.layout<NHWC>{{.*}} -> tensor<4x3x3x3xf32>
 // CHECK-NEXT: %[[DWT:.*]] = cnn.transpose %[[DW]] {permutation = array<i64: 0, 3, 1, 2>}
-// CHECK: cnn.conv2d_bwd_data %{{.*}}, %[[WT]] {{.*}}layout = "NHWC"
+// CHECK: cnn.conv2d_bwd_data %{{.*}}, %[[WT]] {{.*}}layout = #cnn.layout<NHWC>
 // CHECK: cnn.sgd_update %[[W]], %[[DWT]]
 func.func @train_step(%x: tensor<2x3x8x8xf32> {cnn.input}, %w: tensor<4x3x3x3xf32> {cnn.param = "conv.weight"},
                       %s: tensor<4xf32>, %lr: tensor<f32>, %step: tensor<f32>, %dy: tensor<2x4x8x8xf32>) -> (tensor<4x3x3x3xf32>, tensor<2x3x8x8xf32>, tensor<4xf32>) {
@@ -142,8 +142,8 @@ func.func @rank2(%x: tensor<2x8xf32>, %s: tensor<8xf32>) -> tensor<2x8xf32> {
 // Fused ops carry a layout too (cnn-fuse may run first): fused_elementwise
 // keeps its body and indexes the per-channel bias by the NHWC channel.
 // CHECK-LABEL: func @fused
-// CHECK: %[[C:.*]] = cnn.conv2d {{.*}}layout = "NHWC"
-// CHECK-NEXT: %[[F:.*]] = cnn.fused_elementwise %[[C]], %{{.*}} {broadcast = array<i64: 0, 1>, layout = "NHWC"} : (tensor<2x8x8x4xf32>, tensor<4xf32>) -> tensor<2x8x8x4xf32> {
+// CHECK: %[[C:.*]] = cnn.conv2d {{.*}}layout = #cnn.layout<NHWC>
+// CHECK-NEXT: %[[F:.*]] = cnn.fused_elementwise %[[C]], %{{.*}} {broadcast = array<i64: 0, 1>, layout = #cnn.layout<NHWC>} : (tensor<2x8x8x4xf32>, tensor<4xf32>) -> tensor<2x8x8x4xf32> {
 // CHECK-NEXT: ^bb0(%[[A0:.*]]: f32, %[[A1:.*]]: f32):
 // CHECK-NEXT: arith.addf %[[A0]], %[[A1]] : f32
 // CHECK: cnn.transpose %[[F]] {permutation = array<i64: 0, 3, 1, 2>}

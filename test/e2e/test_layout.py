@@ -73,12 +73,12 @@ def test_layout_preserves_train_step(tools, tmp_path, name):
     run(opt, nchw, "--cnn-layout", "-o", nhwc)
     text = nhwc.read_text()
     step = text[text.index("@train_step"):]
-    assert 'layout = "NHWC"' in step
+    assert 'layout = #cnn.layout<NHWC>' in step
     # Every conv, pool and BN of the step is NHWC.
     for op in ("conv2d", "conv2d_bwd_data", "conv2d_bwd_filter", "batch_norm_train",
                "batch_norm_grad", "max_pool2d", "max_pool2d_grad", "global_avg_pool"):
         for line in re.findall(r"cnn\.%s .*" % op, step):
-            assert 'layout = "NHWC"' in line, line
+            assert 'layout = #cnn.layout<NHWC>' in line, line
     # Transposes only at the edges: the image, each 4-D filter use and
     # gradient, and (SimpleCNN) the flatten and its gradient.
     convs = len(re.findall(r"cnn\.conv2d ", step))

@@ -176,8 +176,8 @@ cl::opt<double> bucketMBOpt(
     cl::init(25.0), cl::cat(trainCategory));
 cl::opt<bool> syncBNOpt(
     "sync-bn",
-    cl::desc("Data parallelism: all-reduce BatchNorm batch statistics (not "
-             "implemented yet: rejected)"),
+    cl::desc("Data parallelism: BatchNorm normalizes with the statistics of "
+             "the global batch (PyTorch's SyncBatchNorm; needs --gpus)"),
     cl::init(false), cl::cat(trainCategory));
 cl::opt<uint64_t> seedOpt("seed", cl::desc("Data shuffling seed"), cl::init(0),
                           cl::cat(trainCategory));
@@ -380,12 +380,12 @@ DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
                  << bucketMBOpt << "\n";
     std::exit(1);
   }
-  if (syncBNOpt) {
-    llvm::errs() << "cnnc: error: --sync-bn is not implemented yet (BatchNorm "
-                    "statistics are per rank, as PyTorch DDP's default); see "
-                    "docs/data-parallel.md\n";
+  if (syncBNOpt && !o.dataParallel) {
+    llvm::errs() << "cnnc: error: --sync-bn synchronizes BatchNorm across "
+                    "data-parallel ranks: give --gpus N too\n";
     std::exit(1);
   }
+  o.syncBN = syncBNOpt;
   o.bucketMB = bucketMBOpt;
   o.trainFlags = trainFlags;
   o.dumpPlan = dumpPlanOpt;

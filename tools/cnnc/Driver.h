@@ -61,6 +61,7 @@ struct DriverOptions {
   /// On the CPU reference interpreter the ranks are threads.
   int64_t worldSize = 1;
   bool dataParallel = false; ///< --gpus/--world-size given (even 1)
+  bool syncBN = false;       ///< --sync-bn: BatchNorm over the global batch
   double bucketMB = 25.0;    ///< --bucket-mb
   /// --epochs, --lr-schedule, --eval-every, --log-json, --workers, ... (the
   /// flags the generated executable shares; parsed by cnnrt::TrainFlags).

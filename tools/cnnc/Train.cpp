@@ -115,6 +115,8 @@ LogicalResult cnnc::driver::optimizeTrainStep(const DriverOptions &o,
       precision == "fp16" ? PipelinePrecision::FP16 : PipelinePrecision::FP32;
   pipeline.dataParallel = o.dataParallel;
   pipeline.bucketMB = o.bucketMB;
+  pipeline.syncBN = o.syncBN;
+  pipeline.worldSize = o.worldSize;
   // The reference interpreter is the golden model: it runs the unfused
   // step unless --fuse asks otherwise (tests compare the two).
   pipeline.fuse = o.optimize && o.fuse && (o.targetGPU || o.fuseExplicit);

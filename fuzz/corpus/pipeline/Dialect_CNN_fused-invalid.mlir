@@ -60,7 +60,7 @@ func.func @stats_rank(%x: tensor<8x4x4xf32>, %s: tensor<8xf32>) {
 // NHWC: the channel count is the last dimension (4), not dimension 1 (8).
 func.func @stats_scale(%x: tensor<2x8x8x4xf32>, %s: tensor<8xf32>, %c: tensor<4xf32>) {
   // expected-error @+1 {{'scale' 'tensor<8xf32>' must be 1-D of size 4 (the channel count)}}
-  %m, %i, %nm, %nv, %a, %b = cnn.batch_norm_stats %x, %s, %c, %c, %c {epsilon = 1.0e-5 : f32, momentum = 0.1 : f32, layout = "NHWC"} : (tensor<2x8x8x4xf32>, tensor<8xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  %m, %i, %nm, %nv, %a, %b = cnn.batch_norm_stats %x, %s, %c, %c, %c {epsilon = 1.0e-5 : f32, momentum = 0.1 : f32, layout = #cnn.layout<NHWC>} : (tensor<2x8x8x4xf32>, tensor<8xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
   return
 }
 

@@ -9,9 +9,9 @@ func.func @fused_conv(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>, %b: tens
 }
 
 // CHECK-LABEL: func @bn_stats_nhwc
-// CHECK: cnn.batch_norm_stats %arg0, %arg1, %arg2, %arg3, %arg4 {epsilon = {{.*}}, layout = "NHWC", momentum = {{.*}}}
+// CHECK: cnn.batch_norm_stats %arg0, %arg1, %arg2, %arg3, %arg4 {epsilon = {{.*}}, layout = #cnn.layout<NHWC>, momentum = {{.*}}}
 func.func @bn_stats_nhwc(%x: tensor<2x4x4x8xf16>, %s: tensor<8xf32>, %b: tensor<8xf32>, %rm: tensor<8xf32>, %rv: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>) {
-  %m, %i, %nm, %nv, %a, %be = cnn.batch_norm_stats %x, %s, %b, %rm, %rv {epsilon = 1.0e-5 : f32, momentum = 0.1 : f32, layout = "NHWC"} : (tensor<2x4x4x8xf16>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>)
+  %m, %i, %nm, %nv, %a, %be = cnn.batch_norm_stats %x, %s, %b, %rm, %rv {epsilon = 1.0e-5 : f32, momentum = 0.1 : f32, layout = #cnn.layout<NHWC>} : (tensor<2x4x4x8xf16>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>)
   return %a, %be : tensor<8xf32>, tensor<8xf32>
 }
 

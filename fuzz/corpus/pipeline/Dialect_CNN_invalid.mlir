@@ -370,7 +370,7 @@ func.func @layout_value(%x: tensor<1x3x8x8xf32>, %w: tensor<8x3x3x3xf32>) {
 
 func.func @conv2d_nhwc_channels(%x: tensor<1x8x8x4xf32>, %w: tensor<8x3x3x3xf32>) {
   // expected-error @+1 {{'filter' tensor<8x3x3x3xf32> expects 3 input channels but 'input' tensor<1x8x8x4xf32> has 4 (groups = 1)}}
-  %0 = cnn.conv2d %x, %w {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1, layout = "NHWC"} : (tensor<1x8x8x4xf32>, tensor<8x3x3x3xf32>) -> tensor<1x6x6x8xf32>
+  %0 = cnn.conv2d %x, %w {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1, layout = #cnn.layout<NHWC>} : (tensor<1x8x8x4xf32>, tensor<8x3x3x3xf32>) -> tensor<1x6x6x8xf32>
   return
 }
 
@@ -378,7 +378,7 @@ func.func @conv2d_nhwc_channels(%x: tensor<1x8x8x4xf32>, %w: tensor<8x3x3x3xf32>
 
 func.func @conv2d_nhwc_result(%x: tensor<1x8x8x3xf32>, %w: tensor<8x3x3x3xf32>) {
   // expected-error @+1 {{result #0 has type 'tensor<1x8x6x6xf32>' but the operands give 'tensor<1x6x6x8xf32>'}}
-  %0 = cnn.conv2d %x, %w {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1, layout = "NHWC"} : (tensor<1x8x8x3xf32>, tensor<8x3x3x3xf32>) -> tensor<1x8x6x6xf32>
+  %0 = cnn.conv2d %x, %w {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1, layout = #cnn.layout<NHWC>} : (tensor<1x8x8x3xf32>, tensor<8x3x3x3xf32>) -> tensor<1x8x6x6xf32>
   return
 }
 
@@ -386,7 +386,7 @@ func.func @conv2d_nhwc_result(%x: tensor<1x8x8x3xf32>, %w: tensor<8x3x3x3xf32>) 
 
 func.func @conv2d_bwd_filter_nhwc(%x: tensor<1x8x8x3xf32>, %dy: tensor<1x8x6x6xf32>) {
   // expected-error @+1 {{'grad_output' 'tensor<1x8x6x6xf32>' does not match the conv2d output 'tensor<1x6x6x8xf32>' of 'input' 'tensor<1x8x8x3xf32>'}}
-  %0 = cnn.conv2d_bwd_filter %x, %dy {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1, layout = "NHWC"} : (tensor<1x8x8x3xf32>, tensor<1x8x6x6xf32>) -> tensor<8x3x3x3xf32>
+  %0 = cnn.conv2d_bwd_filter %x, %dy {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1, layout = #cnn.layout<NHWC>} : (tensor<1x8x8x3xf32>, tensor<1x8x6x6xf32>) -> tensor<8x3x3x3xf32>
   return
 }
 
@@ -394,7 +394,7 @@ func.func @conv2d_bwd_filter_nhwc(%x: tensor<1x8x8x3xf32>, %dy: tensor<1x8x6x6xf
 
 func.func @bias_add_nhwc(%x: tensor<2x8x8x4xf32>, %b: tensor<8xf32>) {
   // expected-error @+1 {{'bias' tensor<8xf32> must be 1-D of size 4 (dim 3 of 'input' tensor<2x8x8x4xf32>)}}
-  %0 = cnn.bias_add %x, %b {layout = "NHWC"} : (tensor<2x8x8x4xf32>, tensor<8xf32>) -> tensor<2x8x8x4xf32>
+  %0 = cnn.bias_add %x, %b {layout = #cnn.layout<NHWC>} : (tensor<2x8x8x4xf32>, tensor<8xf32>) -> tensor<2x8x8x4xf32>
   return
 }
 
@@ -402,7 +402,7 @@ func.func @bias_add_nhwc(%x: tensor<2x8x8x4xf32>, %b: tensor<8xf32>) {
 
 func.func @batch_norm_train_nhwc(%x: tensor<2x8x8x4xf32>, %s: tensor<8xf32>) {
   // expected-error @+1 {{'scale' tensor<8xf32> must be 1-D of size 4 (dim 3 of 'input' tensor<2x8x8x4xf32>)}}
-  %t:5 = cnn.batch_norm_train %x, %s, %s, %s, %s {epsilon = 1.0e-5 : f32, momentum = 0.1 : f32, layout = "NHWC"} : (tensor<2x8x8x4xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x8x8x4xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>)
+  %t:5 = cnn.batch_norm_train %x, %s, %s, %s, %s {epsilon = 1.0e-5 : f32, momentum = 0.1 : f32, layout = #cnn.layout<NHWC>} : (tensor<2x8x8x4xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x8x8x4xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>)
   return
 }
 
@@ -410,7 +410,7 @@ func.func @batch_norm_train_nhwc(%x: tensor<2x8x8x4xf32>, %s: tensor<8xf32>) {
 
 func.func @max_pool2d_nhwc(%x: tensor<2x8x8x6xf32>) {
   // expected-error @+1 {{result #0 has type 'tensor<2x8x4x3xf32>' but the operands give 'tensor<2x4x4x6xf32>'}}
-  %0 = cnn.max_pool2d %x {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, padding = array<i64: 0, 0, 0, 0>, ceil_mode = false, layout = "NHWC"} : (tensor<2x8x8x6xf32>) -> tensor<2x8x4x3xf32>
+  %0 = cnn.max_pool2d %x {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, padding = array<i64: 0, 0, 0, 0>, ceil_mode = false, layout = #cnn.layout<NHWC>} : (tensor<2x8x8x6xf32>) -> tensor<2x8x4x3xf32>
   return
 }
 
@@ -418,7 +418,7 @@ func.func @max_pool2d_nhwc(%x: tensor<2x8x8x6xf32>) {
 
 func.func @global_avg_pool_nhwc(%x: tensor<2x8x8x4xf32>) {
   // expected-error @+1 {{result #0 has type 'tensor<2x4x1x1xf32>' but the operands give 'tensor<2x1x1x4xf32>'}}
-  %0 = cnn.global_avg_pool %x {layout = "NHWC"} : (tensor<2x8x8x4xf32>) -> tensor<2x4x1x1xf32>
+  %0 = cnn.global_avg_pool %x {layout = #cnn.layout<NHWC>} : (tensor<2x8x8x4xf32>) -> tensor<2x4x1x1xf32>
   return
 }
 
@@ -426,7 +426,7 @@ func.func @global_avg_pool_nhwc(%x: tensor<2x8x8x4xf32>) {
 
 func.func @global_avg_pool_grad_nhwc(%dy: tensor<2x4x1x1xf32>) {
   // expected-error @+1 {{'grad_output' 'tensor<2x4x1x1xf32>' must be N x 1 x 1 x C of result 'tensor<2x8x8x4xf32>' (NHWC)}}
-  %0 = cnn.global_avg_pool_grad %dy {layout = "NHWC"} : (tensor<2x4x1x1xf32>) -> tensor<2x8x8x4xf32>
+  %0 = cnn.global_avg_pool_grad %dy {layout = #cnn.layout<NHWC>} : (tensor<2x4x1x1xf32>) -> tensor<2x8x8x4xf32>
   return
 }
 
@@ -434,6 +434,6 @@ func.func @global_avg_pool_grad_nhwc(%dy: tensor<2x4x1x1xf32>) {
 
 func.func @bias_grad_nhwc(%dy: tensor<2x8x8x4xf32>) {
   // expected-error @+1 {{result #0 has type 'tensor<8xf32>' but the operands give 'tensor<4xf32>'}}
-  %0 = cnn.bias_grad %dy {layout = "NHWC"} : (tensor<2x8x8x4xf32>) -> tensor<8xf32>
+  %0 = cnn.bias_grad %dy {layout = #cnn.layout<NHWC>} : (tensor<2x8x8x4xf32>) -> tensor<8xf32>
   return
 }

@@ -100,35 +100,35 @@ func.func @backward_ops(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>, %dy: t
 func.func @nhwc_ops(%x: tensor<2x8x8x3xf32>, %w: tensor<4x3x3x3xf32>, %dy: tensor<2x4x4x4xf32>,
                     %p: tensor<2x8x8x4xf32>, %dp: tensor<2x4x4x4xf32>, %s: tensor<4xf32>,
                     %xc: tensor<2x3x8x8xf32>, %wc: tensor<4x3x3x3xf32>) {
-  // CHECK: cnn.conv2d {{.*}}layout = "NHWC"{{.*}} -> tensor<2x4x4x4xf32>
-  %y = cnn.conv2d %x, %w {strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1, layout = "NHWC"} : (tensor<2x8x8x3xf32>, tensor<4x3x3x3xf32>) -> tensor<2x4x4x4xf32>
+  // CHECK: cnn.conv2d {{.*}}layout = #cnn.layout<NHWC>{{.*}} -> tensor<2x4x4x4xf32>
+  %y = cnn.conv2d %x, %w {strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1, layout = #cnn.layout<NHWC>} : (tensor<2x8x8x3xf32>, tensor<4x3x3x3xf32>) -> tensor<2x4x4x4xf32>
   // CHECK: cnn.conv2d %{{.*}}, %{{.*}} {dilations = array<i64: 1, 1>, groups = 1 : i64, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} :
-  %yc = cnn.conv2d %xc, %wc {strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1, layout = "NCHW"} : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<2x4x4x4xf32>
-  // CHECK: cnn.conv2d_bwd_data {{.*}}layout = "NHWC"{{.*}} -> tensor<2x8x8x3xf32>
-  %dx = cnn.conv2d_bwd_data %dy, %w {strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1, layout = "NHWC"} : (tensor<2x4x4x4xf32>, tensor<4x3x3x3xf32>) -> tensor<2x8x8x3xf32>
-  // CHECK: cnn.conv2d_bwd_filter {{.*}}layout = "NHWC"{{.*}} -> tensor<4x3x3x3xf32>
-  %dw = cnn.conv2d_bwd_filter %x, %dy {strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1, layout = "NHWC"} : (tensor<2x8x8x3xf32>, tensor<2x4x4x4xf32>) -> tensor<4x3x3x3xf32>
-  // CHECK: cnn.bias_add {{.*}}layout = "NHWC"
-  %b = cnn.bias_add %p, %s {layout = "NHWC"} : (tensor<2x8x8x4xf32>, tensor<4xf32>) -> tensor<2x8x8x4xf32>
-  // CHECK: cnn.bias_grad {{.*}}layout = "NHWC"{{.*}} -> tensor<4xf32>
-  %db = cnn.bias_grad %p {layout = "NHWC"} : (tensor<2x8x8x4xf32>) -> tensor<4xf32>
-  // CHECK: cnn.batch_norm {{.*}}layout = "NHWC"
-  %n = cnn.batch_norm %p, %s, %s, %s, %s {epsilon = 1.0e-5 : f32, layout = "NHWC"} : (tensor<2x8x8x4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<2x8x8x4xf32>
-  // CHECK: cnn.batch_norm_train {{.*}}layout = "NHWC"
-  %t:5 = cnn.batch_norm_train %p, %s, %s, %s, %s {epsilon = 1.0e-5 : f32, momentum = 0.1 : f32, layout = "NHWC"} : (tensor<2x8x8x4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x8x8x4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
-  // CHECK: cnn.batch_norm_grad {{.*}}layout = "NHWC"
-  %gx, %gs, %gb = cnn.batch_norm_grad %p, %p, %s, %s, %s {layout = "NHWC"} : (tensor<2x8x8x4xf32>, tensor<2x8x8x4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x8x8x4xf32>, tensor<4xf32>, tensor<4xf32>)
-  // CHECK: cnn.max_pool2d {{.*}}layout = "NHWC"{{.*}} -> tensor<2x4x4x4xf32>
-  %m = cnn.max_pool2d %p {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, padding = array<i64: 0, 0, 0, 0>, ceil_mode = false, layout = "NHWC"} : (tensor<2x8x8x4xf32>) -> tensor<2x4x4x4xf32>
-  // CHECK: cnn.max_pool2d_grad {{.*}}layout = "NHWC"
-  %dm = cnn.max_pool2d_grad %dp, %p {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, padding = array<i64: 0, 0, 0, 0>, ceil_mode = false, layout = "NHWC"} : (tensor<2x4x4x4xf32>, tensor<2x8x8x4xf32>) -> tensor<2x8x8x4xf32>
-  // CHECK: cnn.avg_pool2d {{.*}}layout = "NHWC"{{.*}} -> tensor<2x3x3x4xf32>
-  %a = cnn.avg_pool2d %p {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, padding = array<i64: 0, 0, 0, 0>, ceil_mode = false, count_include_pad = true, layout = "NHWC"} : (tensor<2x8x8x4xf32>) -> tensor<2x3x3x4xf32>
-  // CHECK: cnn.avg_pool2d_grad {{.*}}layout = "NHWC"
-  %da = cnn.avg_pool2d_grad %dp {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, padding = array<i64: 0, 0, 0, 0>, ceil_mode = false, count_include_pad = false, layout = "NHWC"} : (tensor<2x4x4x4xf32>) -> tensor<2x8x8x4xf32>
-  // CHECK: cnn.global_avg_pool {{.*}}layout = "NHWC"{{.*}} -> tensor<2x1x1x4xf32>
-  %g = cnn.global_avg_pool %p {layout = "NHWC"} : (tensor<2x8x8x4xf32>) -> tensor<2x1x1x4xf32>
-  // CHECK: cnn.global_avg_pool_grad {{.*}}layout = "NHWC"{{.*}} -> tensor<2x8x8x4xf32>
-  %dg = cnn.global_avg_pool_grad %g {layout = "NHWC"} : (tensor<2x1x1x4xf32>) -> tensor<2x8x8x4xf32>
+  %yc = cnn.conv2d %xc, %wc {strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1, layout = #cnn.layout<NCHW>} : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<2x4x4x4xf32>
+  // CHECK: cnn.conv2d_bwd_data {{.*}}layout = #cnn.layout<NHWC>{{.*}} -> tensor<2x8x8x3xf32>
+  %dx = cnn.conv2d_bwd_data %dy, %w {strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1, layout = #cnn.layout<NHWC>} : (tensor<2x4x4x4xf32>, tensor<4x3x3x3xf32>) -> tensor<2x8x8x3xf32>
+  // CHECK: cnn.conv2d_bwd_filter {{.*}}layout = #cnn.layout<NHWC>{{.*}} -> tensor<4x3x3x3xf32>
+  %dw = cnn.conv2d_bwd_filter %x, %dy {strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1, layout = #cnn.layout<NHWC>} : (tensor<2x8x8x3xf32>, tensor<2x4x4x4xf32>) -> tensor<4x3x3x3xf32>
+  // CHECK: cnn.bias_add {{.*}}layout = #cnn.layout<NHWC>
+  %b = cnn.bias_add %p, %s {layout = #cnn.layout<NHWC>} : (tensor<2x8x8x4xf32>, tensor<4xf32>) -> tensor<2x8x8x4xf32>
+  // CHECK: cnn.bias_grad {{.*}}layout = #cnn.layout<NHWC>{{.*}} -> tensor<4xf32>
+  %db = cnn.bias_grad %p {layout = #cnn.layout<NHWC>} : (tensor<2x8x8x4xf32>) -> tensor<4xf32>
+  // CHECK: cnn.batch_norm {{.*}}layout = #cnn.layout<NHWC>
+  %n = cnn.batch_norm %p, %s, %s, %s, %s {epsilon = 1.0e-5 : f32, layout = #cnn.layout<NHWC>} : (tensor<2x8x8x4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<2x8x8x4xf32>
+  // CHECK: cnn.batch_norm_train {{.*}}layout = #cnn.layout<NHWC>
+  %t:5 = cnn.batch_norm_train %p, %s, %s, %s, %s {epsilon = 1.0e-5 : f32, momentum = 0.1 : f32, layout = #cnn.layout<NHWC>} : (tensor<2x8x8x4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x8x8x4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  // CHECK: cnn.batch_norm_grad {{.*}}layout = #cnn.layout<NHWC>
+  %gx, %gs, %gb = cnn.batch_norm_grad %p, %p, %s, %s, %s {layout = #cnn.layout<NHWC>} : (tensor<2x8x8x4xf32>, tensor<2x8x8x4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x8x8x4xf32>, tensor<4xf32>, tensor<4xf32>)
+  // CHECK: cnn.max_pool2d {{.*}}layout = #cnn.layout<NHWC>{{.*}} -> tensor<2x4x4x4xf32>
+  %m = cnn.max_pool2d %p {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, padding = array<i64: 0, 0, 0, 0>, ceil_mode = false, layout = #cnn.layout<NHWC>} : (tensor<2x8x8x4xf32>) -> tensor<2x4x4x4xf32>
+  // CHECK: cnn.max_pool2d_grad {{.*}}layout = #cnn.layout<NHWC>
+  %dm = cnn.max_pool2d_grad %dp, %p {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, padding = array<i64: 0, 0, 0, 0>, ceil_mode = false, layout = #cnn.layout<NHWC>} : (tensor<2x4x4x4xf32>, tensor<2x8x8x4xf32>) -> tensor<2x8x8x4xf32>
+  // CHECK: cnn.avg_pool2d {{.*}}layout = #cnn.layout<NHWC>{{.*}} -> tensor<2x3x3x4xf32>
+  %a = cnn.avg_pool2d %p {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, padding = array<i64: 0, 0, 0, 0>, ceil_mode = false, count_include_pad = true, layout = #cnn.layout<NHWC>} : (tensor<2x8x8x4xf32>) -> tensor<2x3x3x4xf32>
+  // CHECK: cnn.avg_pool2d_grad {{.*}}layout = #cnn.layout<NHWC>
+  %da = cnn.avg_pool2d_grad %dp {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, padding = array<i64: 0, 0, 0, 0>, ceil_mode = false, count_include_pad = false, layout = #cnn.layout<NHWC>} : (tensor<2x4x4x4xf32>) -> tensor<2x8x8x4xf32>
+  // CHECK: cnn.global_avg_pool {{.*}}layout = #cnn.layout<NHWC>{{.*}} -> tensor<2x1x1x4xf32>
+  %g = cnn.global_avg_pool %p {layout = #cnn.layout<NHWC>} : (tensor<2x8x8x4xf32>) -> tensor<2x1x1x4xf32>
+  // CHECK: cnn.global_avg_pool_grad {{.*}}layout = #cnn.layout<NHWC>{{.*}} -> tensor<2x8x8x4xf32>
+  %dg = cnn.global_avg_pool_grad %g {layout = #cnn.layout<NHWC>} : (tensor<2x1x1x4xf32>) -> tensor<2x8x8x4xf32>
   return
 }

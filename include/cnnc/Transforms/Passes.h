@@ -77,6 +77,14 @@ struct CNNGPUPipelineOptions
       *this, "bucket-mb",
       llvm::cl::desc("cnn-data-parallel's bucket size in MiB"),
       llvm::cl::init(25.0)};
+  Option<bool> syncBN{
+      *this, "sync-bn",
+      llvm::cl::desc("cnn-data-parallel: BatchNorm over the global batch"),
+      llvm::cl::init(false)};
+  Option<int64_t> worldSize{
+      *this, "world-size",
+      llvm::cl::desc("cnn-data-parallel: the number of ranks"),
+      llvm::cl::init(0)};
 };
 
 /// Adds the optimization passes of the training step to `pm` (a ModuleOp

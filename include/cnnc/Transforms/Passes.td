@@ -72,7 +72,7 @@ def CNNLayout : Pass<"cnn-layout", "mlir::ModuleOp"> {
     Switches every layout-sensitive op (an op with a `layout` attribute:
     conv2d, conv2d_bwd_data/_filter, bias_add, bias_grad, batch_norm,
     batch_norm_train/_grad, max/avg_pool2d(_grad), global_avg_pool(_grad),
-    fused_conv2d) of every function to `layout = "NHWC"`: activations
+    fused_conv2d) of every function to `layout = #cnn.layout<NHWC>`: activations
     N x H x W x C, filters K x R x S x C/groups (cuDNN's KRSC). Each op is
     first rewritten in place between transposes; transposes are then pushed
     down through layout-agnostic ops (relu, add, mul, clip, scale, cast,
@@ -104,10 +104,10 @@ def CNNLayout : Pass<"cnn-layout", "mlir::ModuleOp"> {
           : (tensor<8x3x32x32xf32>) -> tensor<8x32x32x3xf32>
     %wt = cnn.transpose %w {permutation = array<i64: 0, 2, 3, 1>}
           : (tensor<16x3x3x3xf32>) -> tensor<16x3x3x3xf32>
-    %y = cnn.conv2d %xt, %wt {..., layout = "NHWC"}
+    %y = cnn.conv2d %xt, %wt {..., layout = #cnn.layout<NHWC>}
          : (tensor<8x32x32x3xf32>, tensor<16x3x3x3xf32>) -> tensor<8x32x32x16xf32>
     %r = cnn.relu %y : (tensor<8x32x32x16xf32>) -> tensor<8x32x32x16xf32>
-    %p = cnn.global_avg_pool %r {layout = "NHWC"}
+    %p = cnn.global_avg_pool %r {layout = #cnn.layout<NHWC>}
          : (tensor<8x32x32x16xf32>) -> tensor<8x1x1x16xf32>
     %f = cnn.reshape %p : (tensor<8x1x1x16xf32>) -> tensor<8x16xf32>
     ```
@@ -230,7 +230,12 @@ def CNNDataParallel : Pass<"cnn-data-parallel", "mlir::ModuleOp"> {
     - the loss result is averaged (the reported loss is the global batch's),
       in a last one-element bucket.
     BatchNorm batch statistics stay per rank (DDP's default); the running
-    statistics of rank 0 are the ones checkpointed.
+    statistics of rank 0 are the ones checkpointed. With `sync-bn`, every
+    batch_norm_train normalizes with the global batch's mean and variance
+    (two one-vector all-reduces: the mean, then the centered variance) and
+    its batch_norm_grad with the global means of dy and dy * xhat (one
+    two-vector all-reduce), as PyTorch's SyncBatchNorm: N ranks x batch B
+    then compute what one rank with batch N*B does.
 
     Runs after cnn-autodiff (and after cnn-layout/cnn-precision when they
     run), before cnn-fuse and the memory plan. The function gets the
@@ -262,10 +267,16 @@ def CNNDataParallel : Pass<"cnn-data-parallel", "mlir::ModuleOp"> {
     Option<"bucketMB", "bucket-mb", "double", "25.0",
            "largest bucket in MiB (a gradient larger than that is a bucket "
            "alone); 0 puts every gradient in its own bucket">,
+    Option<"syncBN", "sync-bn", "bool", "false",
+           "BatchNorm with the global batch's statistics (SyncBatchNorm)">,
+    Option<"worldSize", "world-size", "int64_t", "0",
+           "number of ranks (sync-bn: the global count of the running "
+           "variance's unbiased estimate)">,
   ];
   let statistics = [
     Statistic<"numBuckets", "buckets", "all_reduce ops of gradients">,
-    Statistic<"numGradients", "gradients", "gradients all-reduced">
+    Statistic<"numGradients", "gradients", "gradients all-reduced">,
+    Statistic<"numSyncBN", "sync-bn", "batch_norm_train ops synchronized">
   ];
 }
 
@@ -284,7 +295,7 @@ def CNNLowerElementwise : Pass<"cnn-lower-elementwise", "mlir::ModuleOp"> {
     ```
     After:
     ```mlir
-    %y = cnn.fused_elementwise %x {broadcast = array<i64: 0>, layout = "NCHW"}
+    %y = cnn.fused_elementwise %x {broadcast = array<i64: 0>, layout = #cnn.layout<NCHW>}
         : (tensor<2x8xf32>) -> tensor<2x8xf32> {
     ^bb0(%a: f32):
       %one = arith.constant 1.0 : f32

@@ -8,12 +8,22 @@
 using namespace mlir;
 using namespace cnnc::cnn;
 
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
+
 #include "cnnc/Dialect/CNN/CNNOpsDialect.cpp.inc"
+#include "cnnc/Dialect/CNN/CNNEnums.cpp.inc"
+#define GET_ATTRDEF_CLASSES
+#include "cnnc/Dialect/CNN/CNNAttrs.cpp.inc"
 
 void CNNDialect::initialize() {
   addOperations<
 #define GET_OP_LIST
 #include "cnnc/Dialect/CNN/CNNOps.cpp.inc"
+      >();
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "cnnc/Dialect/CNN/CNNAttrs.cpp.inc"
       >();
 }
 
@@ -41,7 +51,8 @@ enum class AttrKind {
   Dictionary,  // cnn.fusion_stats (written by older cnnc; now unused)
   ResultBytes, // cnn.offset on an op: one non-negative i64 per result
   InPlace,     // cnn.in_place: one operand index or -1 per result
-  DataParallel, // cnn.data_parallel on a step: {buckets: i64, bucket_mb: f64}
+  DataParallel, // cnn.data_parallel on a step: {buckets: i64, bucket_mb:
+                // f64, collectives: i64 (all all_reduce ops), sync_bn: bool}
 };
 
 /// Attributes of function arguments and results (a train_step result carries
@@ -126,11 +137,17 @@ LogicalResult verifyCNNAttr(function_ref<InFlightDiagnostic()> emitError,
     auto d = dyn_cast<DictionaryAttr>(value);
     auto buckets = d ? d.getAs<IntegerAttr>("buckets") : IntegerAttr();
     auto mb = d ? d.getAs<FloatAttr>("bucket_mb") : FloatAttr();
-    return check(d && d.size() == 2 && buckets &&
+    auto collectives = d ? d.getAs<IntegerAttr>("collectives") : IntegerAttr();
+    auto syncBN = d ? d.getAs<BoolAttr>("sync_bn") : BoolAttr();
+    return check(d && d.size() == 4 && buckets &&
                      buckets.getValue().getSExtValue() >= 0 && mb &&
-                     mb.getValueAsDouble() >= 0,
+                     mb.getValueAsDouble() >= 0 && collectives &&
+                     collectives.getValue().getSExtValue() >
+                         buckets.getValue().getSExtValue() &&
+                     syncBN,
                  "{buckets = <non-negative i64>, bucket_mb = <non-negative "
-                 "float>}");
+                 "float>, collectives = <i64 above buckets>, sync_bn = "
+                 "<bool>}");
   }
   case AttrKind::ResultBytes:
   case AttrKind::InPlace: {

@@ -6,13 +6,6 @@
 using namespace mlir;
 using namespace cnnc::cnn;
 
-static LogicalResult checkLayout(Operation *op, StringRef layout) {
-  if (layout != "NCHW" && layout != "NHWC")
-    return op->emitOpError("'layout' must be NCHW or NHWC, got '")
-           << layout << "'";
-  return success();
-}
-
 static LogicalResult checkChannels(Operation *op, StringRef name, Value v,
                                    int64_t channels) {
   auto t = cast<RankedTensorType>(v.getType());
@@ -23,8 +16,6 @@ static LogicalResult checkChannels(Operation *op, StringRef name, Value v,
 }
 
 LogicalResult FusedConv2DOp::verify() {
-  if (failed(checkLayout(*this, getLayout())))
-    return failure();
   auto t = inferConv2DType(getLoc(), getInput().getType(),
                            getFilter().getType(), getStrides(), getPadding(),
                            getDilations(), getGroups(), getLayout());
@@ -51,8 +42,6 @@ LogicalResult FusedConv2DOp::verify() {
 }
 
 LogicalResult BatchNormStatsOp::verify() {
-  if (failed(checkLayout(*this, getLayout())))
-    return failure();
   auto in = getInput().getType();
   if (in.getRank() != 2 && in.getRank() != 4)
     return emitOpError("'input' must be 2-D or 4-D, got ") << in;
@@ -70,8 +59,6 @@ LogicalResult BatchNormStatsOp::verify() {
 }
 
 LogicalResult FusedBatchNormReluGradOp::verify() {
-  if (failed(checkLayout(*this, getLayout())))
-    return failure();
   auto in = getInput().getType();
   if (getGradOutput().getType() != in || getReluOutput().getType() != in)
     return emitOpError("'grad_output' ")
@@ -90,8 +77,6 @@ LogicalResult FusedBatchNormReluGradOp::verify() {
 }
 
 LogicalResult FusedElementwiseOp::verify() {
-  if (failed(checkLayout(*this, getLayout())))
-    return failure();
   if (getResults().empty())
     return emitOpError("needs at least one result");
   auto shape = cast<RankedTensorType>(getResult(0).getType());
@@ -143,12 +128,12 @@ LogicalResult FusedElementwiseOp::verify() {
 
 FusedElementwiseOp cnnc::cnn::makeFusedElementwise(
     OpBuilder &b, Location loc, TypeRange results, ValueRange inputs,
-    ArrayRef<int64_t> broadcast, StringRef layout,
+    ArrayRef<int64_t> broadcast, Layout layout,
     function_ref<SmallVector<Value>(ScalarBuilder &, ValueRange)> body) {
   auto op = FusedElementwiseOp::create(
       b, loc, results, inputs,
       {b.getNamedAttr("broadcast", b.getDenseI64ArrayAttr(broadcast)),
-       b.getNamedAttr("layout", b.getStringAttr(layout))});
+       b.getNamedAttr("layout", LayoutAttr::get(b.getContext(), layout))});
   Block *block = new Block();
   op.getBody().push_back(block);
   for (size_t i = 0; i < inputs.size(); ++i)
@@ -176,7 +161,7 @@ FusedElementwiseOp cnnc::cnn::wrapElementwise(OpBuilder &b,
     bc.push_back(broadcastKind(v.getType(), result));
   bool half = cast<RankedTensorType>(result).getElementType().isF16();
   FusedElementwiseOp fused = makeFusedElementwise(
-      b, o->getLoc(), o->getResultTypes(), o->getOperands(), bc, "NCHW",
+      b, o->getLoc(), o->getResultTypes(), o->getOperands(), bc, Layout::NCHW,
       [&](ScalarBuilder &s, ValueRange x) {
         Value r = op.buildScalar(s, x);
         // A stored f16 result is rounded: keep that inside a fused body.

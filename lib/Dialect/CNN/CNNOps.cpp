@@ -50,23 +50,16 @@ LogicalResult checkArray(std::optional<Location> loc, StringRef name,
   return success();
 }
 
-/// The `layout` attribute of the layout-sensitive ops is "NCHW" or "NHWC".
-LogicalResult checkLayout(std::optional<Location> loc, StringRef layout) {
-  if (layout != "NCHW" && layout != "NHWC")
-    return fail(loc, "'layout' must be \"NCHW\" or \"NHWC\", got \"" + layout +
-                         "\"");
-  return success();
-}
-
-/// The `layout` of an adaptor: a builder may leave the defaulted one unset.
-template <typename AdaptorT> StringRef layoutOf(AdaptorT &a) {
-  auto attr = a.getLayoutAttr();
-  return attr ? attr.getValue() : StringRef("NCHW");
+/// The `layout` of an adaptor. Result type inference sees the attributes a
+/// builder gave, before the defaults are filled in: unset means NCHW.
+template <typename AdaptorT> Layout layoutOf(AdaptorT &a) {
+  LayoutAttr attr = a.getLayoutAttr();
+  return attr ? attr.getValue() : Layout::NCHW;
 }
 
 /// The channel dimension of an activation: the last one for NHWC.
-int64_t chanDim(RankedTensorType t, StringRef layout) {
-  return layout == "NHWC" && t.getRank() > 1 ? t.getRank() - 1 : 1;
+int64_t chanDim(RankedTensorType t, Layout layout) {
+  return layout == Layout::NHWC && t.getRank() > 1 ? t.getRank() - 1 : 1;
 }
 
 /// The shape of a 4-D tensor in NCHW (FCHW) order: NHWC (KRSC) is permuted.
@@ -129,12 +122,11 @@ inferConv(std::optional<Location> loc, RankedTensorType in,
 FailureOr<RankedTensorType>
 inferPool(std::optional<Location> loc, RankedTensorType in,
           ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
-          ArrayRef<int64_t> padding, bool ceil, StringRef layout) {
-  if (failed(checkLayout(loc, layout)))
-    return failure();
-  bool nhwc = layout == "NHWC";
+          ArrayRef<int64_t> padding, bool ceil, Layout layout) {
+  bool nhwc = layout == Layout::NHWC;
   if (in.getRank() != 4)
-    return fail(loc, "'input' must be 4-D (" + layout + "), got " + str(in));
+    return fail(loc, "'input' must be 4-D (" + stringifyLayout(layout) +
+                         "), got " + str(in));
   if (failed(checkArray(loc, "kernel", kernel, 2, 1)) ||
       failed(checkArray(loc, "strides", strides, 2, 1)) ||
       failed(checkArray(loc, "padding", padding, 4, 0)))
@@ -161,16 +153,14 @@ FailureOr<RankedTensorType>
 inferConvIn(std::optional<Location> loc, RankedTensorType in,
             RankedTensorType filter, ArrayRef<int64_t> strides,
             ArrayRef<int64_t> padding, ArrayRef<int64_t> dilations,
-            int64_t groups, StringRef layout) {
-  if (failed(checkLayout(loc, layout)))
-    return failure();
+            int64_t groups, Layout layout) {
   return inferConv(loc, in, filter, strides, padding, dilations, groups,
-                   layout == "NHWC");
+                   layout == Layout::NHWC);
 }
 
 LogicalResult checkChannelVector(std::optional<Location> loc, StringRef name,
                                  RankedTensorType in, RankedTensorType vec,
-                                 StringRef layout = "NCHW") {
+                                 Layout layout = Layout::NCHW) {
   int64_t cd = chanDim(in, layout);
   if (vec.getRank() != 1 || vec.getDimSize(0) != in.getDimSize(cd))
     return fail(loc, "'" + name + "' " + str(vec) + " must be 1-D of size " +
@@ -191,8 +181,8 @@ LogicalResult checkSameType(std::optional<Location> loc, StringRef a, Type ta,
 FailureOr<RankedTensorType> cnnc::cnn::inferConv2DType(
     Location loc, RankedTensorType in, RankedTensorType filter,
     ArrayRef<int64_t> strides, ArrayRef<int64_t> padding,
-    ArrayRef<int64_t> dilations, int64_t groups, StringRef layout) {
-  if (layout != "NHWC")
+    ArrayRef<int64_t> dilations, int64_t groups, Layout layout) {
+  if (layout != Layout::NHWC)
     return inferConv(loc, in, filter, strides, padding, dilations, groups);
   if (in.getRank() != 4 || filter.getRank() != 4)
     return emitError(loc, "'input' and 'filter' must be 4-D, got ")
@@ -244,8 +234,7 @@ LogicalResult BiasAddOp::inferReturnTypes(MLIRContext *,
   if (in.getElementType() != bias.getElementType())
     return fail(loc, "'input' " + str(in) + " and 'bias' " + str(bias) +
                          " have different element types");
-  if (failed(checkLayout(loc, layoutOf(a))) ||
-      failed(checkChannelVector(loc, "bias", in, bias, layoutOf(a))))
+  if (failed(checkChannelVector(loc, "bias", in, bias, layoutOf(a))))
     return failure();
   out.push_back(in);
   return success();
@@ -343,9 +332,7 @@ LogicalResult ReduceMaxOp::inferReturnTypes(MLIRContext *,
 static LogicalResult
 inferBatchNormCommon(std::optional<Location> loc, RankedTensorType in,
                      ArrayRef<std::pair<StringRef, Value>> vecs,
-                     StringRef layout) {
-  if (failed(checkLayout(loc, layout)))
-    return failure();
+                     Layout layout) {
   if (in.getRank() != 2 && in.getRank() != 4)
     return fail(loc, "'input' must be 2-D or 4-D, got " + str(in));
   for (auto [name, v] : vecs) {
@@ -431,12 +418,10 @@ LogicalResult GlobalAvgPoolOp::inferReturnTypes(MLIRContext *,
                                                 Adaptor a,
                                                 SmallVectorImpl<Type> &out) {
   auto in = ranked(a.getInput());
-  if (failed(checkLayout(loc, layoutOf(a))))
-    return failure();
-  bool nhwc = layoutOf(a) == "NHWC";
+  bool nhwc = layoutOf(a) == Layout::NHWC;
   if (in.getRank() != 4)
-    return fail(loc,
-                "'input' must be 4-D (" + layoutOf(a) + "), got " + str(in));
+    return fail(loc, "'input' must be 4-D (" + stringifyLayout(layoutOf(a)) +
+                         "), got " + str(in));
   out.push_back(
       typeInLayout({in.getDimSize(0), in.getDimSize(nhwc ? 3 : 1), 1, 1},
                    in.getElementType(), nhwc));
@@ -755,8 +740,6 @@ LogicalResult BiasGradOp::inferReturnTypes(MLIRContext *,
                                            Adaptor a,
                                            SmallVectorImpl<Type> &out) {
   auto g = ranked(a.getGradOutput());
-  if (failed(checkLayout(loc, layoutOf(a))))
-    return failure();
   if (g.getRank() < 2)
     return fail(loc, "'grad_output' must have rank >= 2, got " + str(g));
   out.push_back(RankedTensorType::get({g.getDimSize(chanDim(g, layoutOf(a)))},
@@ -794,9 +777,7 @@ LogicalResult AvgPool2DGradOp::verify() {
 
 LogicalResult GlobalAvgPoolGradOp::verify() {
   auto g = getGradOutput().getType(), r = getType();
-  if (failed(checkLayout(getLoc(), getLayout())))
-    return failure();
-  if (getLayout() == "NHWC") {
+  if (getLayout() == Layout::NHWC) {
     if (r.getRank() != 4 || g.getRank() != 4 ||
         g.getDimSize(0) != r.getDimSize(0) ||
         g.getDimSize(3) != r.getDimSize(3) || g.getDimSize(1) != 1 ||

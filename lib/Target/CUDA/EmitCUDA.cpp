@@ -98,8 +98,8 @@ std::string broadcastIndex(RankedTensorType in, RankedTensorType out) {
 
 /// Whether a layout-sensitive op works on NHWC data (cnn-layout).
 bool isNHWC(Operation *op) {
-  auto l = op->getAttrOfType<StringAttr>("layout");
-  return l && l.getValue() == "NHWC";
+  auto sensitive = dyn_cast<LayoutSensitiveOpInterface>(op);
+  return sensitive && sensitive.isNHWC();
 }
 
 std::string locString(Location loc) {
@@ -764,9 +764,7 @@ LogicalResult Emitter::emitNHWC(Operation *op, std::string &out) {
 }
 
 LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
-  if (auto layout = op->getAttrOfType<StringAttr>("layout");
-      layout && layout.getValue() == "NHWC" &&
-      isa<BiasGradOp, GlobalAvgPoolOp, GlobalAvgPoolGradOp>(op))
+  if (isNHWC(op) && isa<BiasGradOp, GlobalAvgPoolOp, GlobalAvgPoolGradOp>(op))
     return emitNHWC(op, out);
   return TypeSwitch<Operation *, LogicalResult>(op)
       .Case<ReshapeOp, FlattenOp>([&](Operation *) { return success(); })
@@ -1056,7 +1054,7 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
       .Case([&](FusedElementwiseOp f) -> LogicalResult {
         // The body becomes straight-line C; inputs are indexed per broadcast.
         auto rt = cast<RankedTensorType>(f.getResult(0).getType());
-        bool nhwc = f.getLayout() == "NHWC" && rt.getRank() == 4;
+        bool nhwc = f.isNHWC() && rt.getRank() == 4;
         Channel ch = chanIndex(rt, nhwc);
         std::vector<EwIn> ins;
         for (auto [k, v] : llvm::enumerate(f.getInputs())) {
@@ -1164,7 +1162,7 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
         return success();
       })
       .Case([&](FusedConv2DOp c) -> LogicalResult {
-        bool nhwc = c.getLayout() == "NHWC";
+        bool nhwc = c.isNHWC();
         int id = convId(op, c.getInput().getType(), c.getFilter().getType(),
                         c.getType(), c.getStrides(), c.getPadding(),
                         c.getDilations(), c.getGroups(), nhwc);
@@ -1246,7 +1244,7 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
         return success();
       })
       .Case([&](FusedBatchNormReluGradOp b) {
-        bnGrad(out, op, b.getLayout() == "NHWC", b.getGradOutput(),
+        bnGrad(out, op, b.isNHWC(), b.getGradOutput(),
                b.getReluOutput(), b.getInput(), b.getScale(), b.getSavedMean(),
                b.getSavedInvstd(), b.getGradScale(), b.getGradBias(),
                b.getGradInput());

@@ -89,17 +89,25 @@ module attributes {cnn.weights = 7} {
 
 // -----
 
-// The layout of a layout-sensitive op is NCHW or NHWC (the op verifier).
+// The layout of a layout-sensitive op is a #cnn.layout: a string is refused.
 func.func @bad_layout(%x: tensor<2x4x8x8xf32>) -> tensor<2x4x1x1xf32> {
-  // expected-error @+1 {{'layout' must be "NCHW" or "NHWC", got "NWHC"}}
+  // expected-error @+1 {{attribute 'layout' failed to satisfy constraint: Activation layout: NCHW (channel dimension 1) or NHWC (last)}}
   %y = cnn.global_avg_pool %x {layout = "NWHC"} : (tensor<2x4x8x8xf32>) -> tensor<2x4x1x1xf32>
   return %y : tensor<2x4x1x1xf32>
 }
 
 // -----
 
-// expected-error @+1 {{'cnn.data_parallel' on a function must be {buckets = <non-negative i64>, bucket_mb = <non-negative float>}, got {bucket_mb = 2.500000e+01 : f64, buckets = -1 : i64}}}
-func.func @dp_negative_buckets() attributes {cnn.data_parallel = {buckets = -1 : i64, bucket_mb = 25.0 : f64}} {
+// expected-error @+1 {{'cnn.data_parallel' on a function must be {buckets = <non-negative i64>, bucket_mb = <non-negative float>, collectives = <i64 above buckets>, sync_bn = <bool>}, got {bucket_mb = 2.500000e+01 : f64, buckets = -1 : i64, collectives = 1 : i64, sync_bn = false}}}
+func.func @dp_negative_buckets() attributes {cnn.data_parallel = {buckets = -1 : i64, bucket_mb = 25.0 : f64, collectives = 1 : i64, sync_bn = false}} {
+  return
+}
+
+// -----
+
+// Every gradient bucket is a collective, and the loss's is one more.
+// expected-error @+1 {{'cnn.data_parallel' on a function must be {buckets = <non-negative i64>, bucket_mb = <non-negative float>, collectives = <i64 above buckets>, sync_bn = <bool>}, got {bucket_mb = 2.500000e+01 : f64, buckets = 3 : i64, collectives = 3 : i64, sync_bn = false}}}
+func.func @dp_too_few_collectives() attributes {cnn.data_parallel = {buckets = 3 : i64, bucket_mb = 25.0 : f64, collectives = 3 : i64, sync_bn = false}} {
   return
 }
 

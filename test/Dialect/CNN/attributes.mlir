@@ -24,8 +24,8 @@ module attributes {cnn.arena_bytes = 4096 : i64, cnn.persistent_bytes = 1024 : i
 
   // What cnn-data-parallel records on the step.
   // CHECK-LABEL: func.func @data_parallel_step
-  // CHECK-SAME: cnn.data_parallel = {bucket_mb = 2.500000e+01 : f64, buckets = 3 : i64}
-  func.func @data_parallel_step() attributes {cnn.data_parallel = {buckets = 3 : i64, bucket_mb = 25.0 : f64}} {
+  // CHECK-SAME: cnn.data_parallel = {bucket_mb = 2.500000e+01 : f64, buckets = 3 : i64, collectives = 4 : i64, sync_bn = true}
+  func.func @data_parallel_step() attributes {cnn.data_parallel = {buckets = 3 : i64, bucket_mb = 25.0 : f64, collectives = 4 : i64, sync_bn = true}} {
     return
   }
 }

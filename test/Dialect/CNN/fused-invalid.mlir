@@ -42,8 +42,10 @@ func.func @conv_clip(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) {
 // -----
 
 func.func @stats_layout(%x: tensor<2x8x4x4xf32>, %s: tensor<8xf32>) {
-  // expected-error @+1 {{'layout' must be NCHW or NHWC, got 'CHWN'}}
-  %m, %i, %nm, %nv, %a, %b = cnn.batch_norm_stats %x, %s, %s, %s, %s {epsilon = 1.0e-5 : f32, momentum = 0.1 : f32, layout = "CHWN"} : (tensor<2x8x4x4xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>)
+  // #cnn.layout has two values; the parser names them.
+  // expected-error @+2 {{expected ::cnnc::cnn::Layout to be one of: NCHW, NHWC}}
+  // expected-error @+1 {{failed to parse CNN_LayoutAttr parameter 'value'}}
+  %m, %i, %nm, %nv, %a, %b = cnn.batch_norm_stats %x, %s, %s, %s, %s {epsilon = 1.0e-5 : f32, momentum = 0.1 : f32, layout = #cnn.layout<CHWN>} : (tensor<2x8x4x4xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>)
   return
 }
 
@@ -60,7 +62,7 @@ func.func @stats_rank(%x: tensor<8x4x4xf32>, %s: tensor<8xf32>) {
 // NHWC: the channel count is the last dimension (4), not dimension 1 (8).
 func.func @stats_scale(%x: tensor<2x8x8x4xf32>, %s: tensor<8xf32>, %c: tensor<4xf32>) {
   // expected-error @+1 {{'scale' 'tensor<8xf32>' must be 1-D of size 4 (the channel count)}}
-  %m, %i, %nm, %nv, %a, %b = cnn.batch_norm_stats %x, %s, %c, %c, %c {epsilon = 1.0e-5 : f32, momentum = 0.1 : f32, layout = "NHWC"} : (tensor<2x8x8x4xf32>, tensor<8xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  %m, %i, %nm, %nv, %a, %b = cnn.batch_norm_stats %x, %s, %c, %c, %c {epsilon = 1.0e-5 : f32, momentum = 0.1 : f32, layout = #cnn.layout<NHWC>} : (tensor<2x8x8x4xf32>, tensor<8xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
   return
 }
 

@@ -11,13 +11,16 @@ def CNN_Dialect : Dialect {
     The `cnn` dialect models one training step of a convolutional network with
     value semantics on builtin ranked tensors: forward ops (conv2d, batch_norm,
     pooling, matmul, ...), their backward ops, loss and optimizer updates.
-    Layout-sensitive ops operate on NCHW tensors (4-D: batch, channels,
-    height, width). Element types are f32 and f16; labels are i32/i64.
+    Layout-sensitive ops (LayoutSensitiveOpInterface) operate on NCHW tensors
+    (4-D: batch, channels, height, width) unless their `layout` is
+    `#cnn.layout<NHWC>`. Element types are f32 and f16; labels are i32/i64.
     Model parameters are function arguments tagged `cnn.param = "name"`; their
     values live outside the IR in a `.cnnw` weights file.
   }];
   let cppNamespace = "::cnnc::cnn";
   let hasConstantMaterializer = 1;
+  // #cnn.layout<...> (CNNAttrs.td).
+  let useDefaultAttributePrinterParser = 1;
   // The discardable `cnn.*` attributes (argument roles, the memory plan, the
   // weights file) are checked by the dialect: CNNDialect.cpp lists them.
   let hasOperationAttrVerify = 1;

@@ -8,7 +8,7 @@
 #ifndef CNNC_DIALECT_CNN_CNNFUSEDOPS_TD
 #define CNNC_DIALECT_CNN_CNNFUSEDOPS_TD
 
-def CNN_FusedConv2DOp : CNN_PureOp<"fused_conv2d", [AttrSizedOperandSegments]> {
+def CNN_FusedConv2DOp : CNN_LayoutOp<"fused_conv2d", [AttrSizedOperandSegments]> {
   let summary = "conv2d with an epilogue: act(conv(x, w) + bias + residual)";
   let description = [{
     `bias` (1-D, one per output channel) and `residual` (the result's type)
@@ -23,7 +23,7 @@ def CNN_FusedConv2DOp : CNN_PureOp<"fused_conv2d", [AttrSizedOperandSegments]> {
                    Optional<CNN_FloatTensor>:$residual,
                    DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$padding,
                    DenseI64ArrayAttr:$dilations, I64Attr:$groups,
-                   DefaultValuedAttr<StrAttr, "\"NCHW\"">:$layout,
+                   CNN_Layout:$layout,
                    DefaultValuedAttr<StrAttr, "\"none\"">:$activation,
                    DefaultValuedAttr<F32Attr, "0.0f">:$clip_min,
                    DefaultValuedAttr<F32Attr, "6.0f">:$clip_max);
@@ -31,7 +31,7 @@ def CNN_FusedConv2DOp : CNN_PureOp<"fused_conv2d", [AttrSizedOperandSegments]> {
   let hasVerifier = 1;
 }
 
-def CNN_BatchNormStatsOp : CNN_PureOp<"batch_norm_stats"> {
+def CNN_BatchNormStatsOp : CNN_LayoutOp<"batch_norm_stats"> {
   let summary = "The statistics half of batch_norm_train";
   let description = [{
     Batch mean and inverse standard deviation per channel (f32), the updated
@@ -49,7 +49,7 @@ def CNN_BatchNormStatsOp : CNN_PureOp<"batch_norm_stats"> {
                    CNN_FloatTensor:$bias, CNN_FloatTensor:$running_mean,
                    CNN_FloatTensor:$running_var, F32Attr:$epsilon,
                    F32Attr:$momentum,
-                   DefaultValuedAttr<StrAttr, "\"NCHW\"">:$layout);
+                   CNN_Layout:$layout);
   let results = (outs CNN_FloatTensor:$saved_mean, CNN_FloatTensor:$saved_invstd,
                  CNN_FloatTensor:$new_running_mean,
                  CNN_FloatTensor:$new_running_var, CNN_FloatTensor:$alpha,
@@ -57,7 +57,7 @@ def CNN_BatchNormStatsOp : CNN_PureOp<"batch_norm_stats"> {
   let hasVerifier = 1;
 }
 
-def CNN_FusedBatchNormReluGradOp : CNN_PureOp<"fused_batch_norm_relu_grad"> {
+def CNN_FusedBatchNormReluGradOp : CNN_LayoutOp<"fused_batch_norm_relu_grad"> {
   let summary = "batch_norm_grad of relu_grad(grad_output, relu_output)";
   let description = [{
     The ReLU mask is applied while reading `grad_output`, so the masked
@@ -66,14 +66,14 @@ def CNN_FusedBatchNormReluGradOp : CNN_PureOp<"fused_batch_norm_relu_grad"> {
   let arguments = (ins CNN_FloatTensor:$grad_output, CNN_FloatTensor:$relu_output,
                    CNN_FloatTensor:$input, CNN_FloatTensor:$scale,
                    CNN_FloatTensor:$saved_mean, CNN_FloatTensor:$saved_invstd,
-                   DefaultValuedAttr<StrAttr, "\"NCHW\"">:$layout);
+                   CNN_Layout:$layout);
   let results = (outs CNN_FloatTensor:$grad_input, CNN_FloatTensor:$grad_scale,
                  CNN_FloatTensor:$grad_bias);
   let hasVerifier = 1;
 }
 
 def CNN_FusedElementwiseOp : CNN_Op<"fused_elementwise",
-    [Pure, IsolatedFromAbove,
+    [Pure, IsolatedFromAbove, CNN_LayoutSensitiveOpInterface,
      SingleBlockImplicitTerminator<"::cnnc::cnn::YieldOp">]> {
   let summary = "A chain of elementwise ops as one op with a scalar region";
   let description = [{
@@ -102,7 +102,7 @@ def CNN_FusedElementwiseOp : CNN_Op<"fused_elementwise",
   }];
   let arguments = (ins Variadic<AnyRankedTensor>:$inputs,
                    DenseI64ArrayAttr:$broadcast,
-                   DefaultValuedAttr<StrAttr, "\"NCHW\"">:$layout);
+                   CNN_Layout:$layout);
   let results = (outs Variadic<CNN_FloatTensor>:$results);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$inputs attr-dict `:` functional-type($inputs, results) $body";

@@ -45,4 +45,42 @@ def CNN_ElementwiseOpInterface : OpInterface<"ElementwiseOpInterface"> {
   ];
 }
 
+def CNN_LayoutSensitiveOpInterface : OpInterface<"LayoutSensitiveOpInterface"> {
+  let cppNamespace = "::cnnc::cnn";
+  let description = [{
+    An op whose semantics depend on which dimension of its 4-D operands and
+    results is the channel. Its `layout` attribute (`#cnn.layout`, NCHW by
+    default) says which:
+    - NCHW: activations N x C x H x W, filters F x C/groups x KH x KW;
+    - NHWC: activations N x H x W x C, filters K x R x S x C/groups (cuDNN's
+      KRSC).
+    Operands of rank below 4 (per-channel vectors, [N, C] matrices) keep the
+    channel at dimension 1 in both. Every 4-D operand and result is permuted
+    the same way between the two (NCHW->NHWC is FCHW->KRSC), so:
+    - `cnn-layout` makes an NCHW op NHWC by transposing its 4-D operands and
+      results and setting the layout, and leaves NHWC ones alone;
+    - the reference interpreter runs an NHWC op on its NCHW kernels between
+      the inverse transposes;
+    - the CUDA target picks the NHWC kernels and cuDNN descriptors.
+    The verifiers check shapes with `getChannelDim`.
+  }];
+  let methods = [
+    InterfaceMethod<"The op's activation layout.",
+      "::cnnc::cnn::Layout", "getLayout", (ins),
+      [{ return $_op.getLayout(); }]>,
+    InterfaceMethod<"Sets the op's activation layout (operand types unchanged).",
+      "void", "setLayout", (ins "::cnnc::cnn::Layout":$layout),
+      [{ $_op.setLayout(layout); }]>,
+  ];
+  let extraSharedClassDeclaration = [{
+    bool isNHWC() { return $_op.getLayout() == ::cnnc::cnn::Layout::NHWC; }
+    /// The channel dimension of `type` (an operand's or a result's) under the
+    /// op's layout.
+    int64_t getChannelDim(::mlir::Type type) {
+      return ::cnnc::cnn::channelDim(::llvm::cast<::mlir::RankedTensorType>(type),
+                                     $_op.getLayout());
+    }
+  }];
+}
+
 #endif

@@ -41,6 +41,17 @@ public:
 
 #include "cnnc/Support/WindowSize.h"
 #include "cnnc/Dialect/CNN/ScalarBuilder.h"
+#include "cnnc/Dialect/CNN/CNNEnums.h.inc"
+#define GET_ATTRDEF_CLASSES
+#include "cnnc/Dialect/CNN/CNNAttrs.h.inc"
+
+namespace cnnc::cnn {
+/// The channel dimension of an activation in `layout` (1 for rank < 4).
+inline int64_t channelDim(mlir::RankedTensorType t, Layout layout) {
+  return layout == Layout::NHWC && t.getRank() == 4 ? 3 : 1;
+}
+} // namespace cnnc::cnn
+
 #include "cnnc/Dialect/CNN/CNNInterfaces.h.inc"
 
 #define GET_OP_CLASSES
@@ -48,24 +59,19 @@ public:
 
 namespace cnnc::cnn {
 using cnnc::windowOutputSize;
-/// Result type of conv2d for `layout` "NCHW" (FCHW filter) or "NHWC" (KRSC
+/// Result type of conv2d for `layout` NCHW (FCHW filter) or NHWC (KRSC
 /// filter); emits an error at `loc` and fails on bad shapes.
 mlir::FailureOr<mlir::RankedTensorType>
 inferConv2DType(mlir::Location loc, mlir::RankedTensorType input,
                 mlir::RankedTensorType filter, llvm::ArrayRef<int64_t> strides,
                 llvm::ArrayRef<int64_t> padding,
                 llvm::ArrayRef<int64_t> dilations, int64_t groups,
-                llvm::StringRef layout);
-/// The channel dimension of an activation in `layout` (1 for rank < 4).
-inline int64_t channelDim(mlir::RankedTensorType t, llvm::StringRef layout) {
-  return layout == "NHWC" && t.getRank() == 4 ? 3 : 1;
-}
+                Layout layout);
 /// Builds a cnn.fused_elementwise over `inputs` (indexed per `broadcast`)
 /// whose body `body` builds from the input scalars.
 FusedElementwiseOp makeFusedElementwise(
     mlir::OpBuilder &b, mlir::Location loc, mlir::TypeRange results,
-    mlir::ValueRange inputs, llvm::ArrayRef<int64_t> broadcast,
-    llvm::StringRef layout,
+    mlir::ValueRange inputs, llvm::ArrayRef<int64_t> broadcast, Layout layout,
     llvm::function_ref<llvm::SmallVector<mlir::Value>(ScalarBuilder &,
                                                       mlir::ValueRange)>
         body);

@@ -9,6 +9,7 @@
 #define CNNC_DIALECT_CNN_CNNOPS_TD
 
 include "cnnc/Dialect/CNN/CNNDialect.td"
+include "cnnc/Dialect/CNN/CNNAttrs.td"
 include "mlir/IR/BuiltinAttributes.td"
 include "mlir/IR/CommonAttrConstraints.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
@@ -33,17 +34,20 @@ class CNN_PureOp<string mnemonic, list<Trait> traits = []>
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
 }
 
+// An op with a `layout` attribute: it declares LayoutSensitiveOpInterface,
+// which every stage asks instead of reading the attribute by name.
+class CNN_LayoutOp<string mnemonic, list<Trait> traits = []>
+    : CNN_PureOp<mnemonic, !listconcat([CNN_LayoutSensitiveOpInterface], traits)>;
+
 // Convolution attributes shared by conv2d and its gradients.
 defvar ConvAttrs = (ins DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$padding,
                     DenseI64ArrayAttr:$dilations, I64Attr:$groups);
 defvar PoolAttrs = (ins DenseI64ArrayAttr:$kernel, DenseI64ArrayAttr:$strides,
                     DenseI64ArrayAttr:$padding, BoolAttr:$ceil_mode);
-// Activation layout of the layout-sensitive ops: "NCHW" (the default, filters
-// F x C/groups x KH x KW) or "NHWC" (activations N x H x W x C, the channel is
-// the last dimension; filters K x R x S x C/groups, cuDNN's KRSC). cnn-layout
-// sets it; the verifiers accept only these two values.
-defvar CNN_Layout = DefaultValuedAttr<StrAttr, "\"NCHW\"">;
-defvar LayoutAttr = (ins CNN_Layout:$layout);
+// The activation layout of a layout-sensitive op (CNN_LayoutOp below):
+// #cnn.layout<NCHW> unless cnn-layout made it NHWC.
+defvar CNN_Layout = DefaultValuedAttr<CNN_LayoutAttr, "::cnnc::cnn::Layout::NCHW">;
+defvar LayoutArg = (ins CNN_Layout:$layout);
 
 //===----------------------------------------------------------------------===//
 // Forward ops
@@ -59,11 +63,11 @@ def CNN_ConstantOp : CNN_Op<"constant", [Pure, ConstantLike]> {
   let hasVerifier = 1;
 }
 
-def CNN_Conv2DOp : CNN_PureOp<"conv2d", [CNN_InferShapes]> {
+def CNN_Conv2DOp : CNN_LayoutOp<"conv2d", [CNN_InferShapes]> {
   let summary = "2-D convolution (NCHW input, FCHW filter, no bias)";
   let description = [{
     `input` is N x C x H x W, `filter` is F x (C/groups) x KH x KW.
-    With `layout = "NHWC"` the input is N x H x W x C, the filter
+    With `layout = #cnn.layout<NHWC>` the input is N x H x W x C, the filter
     F x KH x KW x (C/groups) (KRSC) and the result N x OH x OW x F.
     `strides` and `dilations` have 2 positive entries, `padding` has 4
     non-negative entries (top, left, bottom, right). C and F are divisible by
@@ -71,15 +75,15 @@ def CNN_Conv2DOp : CNN_PureOp<"conv2d", [CNN_InferShapes]> {
     OH = (H + top + bottom - dil_h * (KH - 1) - 1) / stride_h + 1 >= 1.
   }];
   let arguments = !con((ins CNN_FloatTensor:$input, CNN_FloatTensor:$filter), ConvAttrs,
-                       LayoutAttr);
+                       LayoutArg);
   let results = (outs CNN_FloatTensor:$result);
 }
 
-def CNN_BiasAddOp : CNN_PureOp<"bias_add", [CNN_InferShapes]> {
+def CNN_BiasAddOp : CNN_LayoutOp<"bias_add", [CNN_InferShapes]> {
   let summary = "Adds a per-channel bias along dimension 1";
   let description = [{
     `input` has rank >= 2; `bias` is 1-D with size input.dim(1) (with
-    `layout = "NHWC"`: the last dimension).
+    `layout = #cnn.layout<NHWC>`: the last dimension).
   }];
   let arguments = (ins CNN_FloatTensor:$input, CNN_FloatTensor:$bias, CNN_Layout:$layout);
   let results = (outs CNN_FloatTensor:$result);
@@ -339,7 +343,7 @@ def CNN_ReduceMaxOp : CNN_PureOp<"reduce_max", [CNN_InferShapes]> {
   let results = (outs CNN_FloatTensor:$result);
 }
 
-def CNN_BatchNormOp : CNN_PureOp<"batch_norm", [CNN_InferShapes]> {
+def CNN_BatchNormOp : CNN_LayoutOp<"batch_norm", [CNN_InferShapes]> {
   let summary = "Batch normalization, inference form (running statistics)";
   let description = [{
     y = scale * (x - mean) / sqrt(var + epsilon) + bias, per channel (dim 1).
@@ -355,7 +359,7 @@ def CNN_BatchNormOp : CNN_PureOp<"batch_norm", [CNN_InferShapes]> {
   let results = (outs CNN_FloatTensor:$result);
 }
 
-def CNN_BatchNormTrainOp : CNN_PureOp<"batch_norm_train", [CNN_InferShapes]> {
+def CNN_BatchNormTrainOp : CNN_LayoutOp<"batch_norm_train", [CNN_InferShapes]> {
   let summary = "Batch normalization, training form (batch statistics)";
   let description = [{
     Normalizes with the batch mean and biased batch variance, returns the
@@ -374,31 +378,31 @@ def CNN_BatchNormTrainOp : CNN_PureOp<"batch_norm_train", [CNN_InferShapes]> {
                  CNN_FloatTensor:$new_running_var);
 }
 
-def CNN_MaxPool2DOp : CNN_PureOp<"max_pool2d", [CNN_InferShapes]> {
+def CNN_MaxPool2DOp : CNN_LayoutOp<"max_pool2d", [CNN_InferShapes]> {
   let summary = "2-D max pooling (padding never wins)";
   let description = [{
     `kernel`, `strides`: 2 positive entries; `padding`: 4 (t, l, b, r), each
     smaller than the kernel. Output size uses floor, or ceil with `ceil_mode`
     (a window must start inside the input or left padding).
   }];
-  let arguments = !con((ins CNN_FloatTensor:$input), PoolAttrs, LayoutAttr);
+  let arguments = !con((ins CNN_FloatTensor:$input), PoolAttrs, LayoutArg);
   let results = (outs CNN_FloatTensor:$result);
 }
 
-def CNN_AvgPool2DOp : CNN_PureOp<"avg_pool2d", [CNN_InferShapes]> {
+def CNN_AvgPool2DOp : CNN_LayoutOp<"avg_pool2d", [CNN_InferShapes]> {
   let summary = "2-D average pooling";
   let description = [{
     As max_pool2d; `count_include_pad` divides by the full kernel area
     (clipped to the padded input), otherwise by the number of real elements.
   }];
   let arguments = !con((ins CNN_FloatTensor:$input), PoolAttrs,
-                       (ins BoolAttr:$count_include_pad), LayoutAttr);
+                       (ins BoolAttr:$count_include_pad), LayoutArg);
   let results = (outs CNN_FloatTensor:$result);
 }
 
-def CNN_GlobalAvgPoolOp : CNN_PureOp<"global_avg_pool", [CNN_InferShapes]> {
+def CNN_GlobalAvgPoolOp : CNN_LayoutOp<"global_avg_pool", [CNN_InferShapes]> {
   let summary = "Mean over H and W: N x C x H x W -> N x C x 1 x 1";
-  let description = [{ With `layout = "NHWC"`: N x H x W x C -> N x 1 x 1 x C. }];
+  let description = [{ With `layout = #cnn.layout<NHWC>`: N x H x W x C -> N x 1 x 1 x C. }];
   let arguments = (ins CNN_FloatTensor:$input, CNN_Layout:$layout);
   let results = (outs CNN_FloatTensor:$result);
 }
@@ -548,7 +552,7 @@ def CNN_SoftmaxCrossEntropyOp : CNN_PureOp<"softmax_cross_entropy", [CNN_InferSh
 // Backward ops (produced by cnn-autodiff)
 //===----------------------------------------------------------------------===//
 
-def CNN_Conv2DBwdDataOp : CNN_PureOp<"conv2d_bwd_data"> {
+def CNN_Conv2DBwdDataOp : CNN_LayoutOp<"conv2d_bwd_data"> {
   let summary = "Gradient of conv2d with respect to its input";
   let description = [{
     `grad_output` is the conv2d result gradient, `filter` its filter; the
@@ -556,23 +560,23 @@ def CNN_Conv2DBwdDataOp : CNN_PureOp<"conv2d_bwd_data"> {
     have the type of `grad_output`.
   }];
   let arguments = !con((ins CNN_FloatTensor:$grad_output, CNN_FloatTensor:$filter), ConvAttrs,
-                       LayoutAttr);
+                       LayoutArg);
   let results = (outs CNN_FloatTensor:$result);
   let hasVerifier = 1;
 }
 
-def CNN_Conv2DBwdFilterOp : CNN_PureOp<"conv2d_bwd_filter"> {
+def CNN_Conv2DBwdFilterOp : CNN_LayoutOp<"conv2d_bwd_filter"> {
   let summary = "Gradient of conv2d with respect to its filter";
   let description = [{ The result type is the filter type; conv2d(input, result) must have the type of `grad_output`. }];
   let arguments = !con((ins CNN_FloatTensor:$input, CNN_FloatTensor:$grad_output), ConvAttrs,
-                       LayoutAttr);
+                       LayoutArg);
   let results = (outs CNN_FloatTensor:$result);
   let hasVerifier = 1;
 }
 
-def CNN_BiasGradOp : CNN_PureOp<"bias_grad", [CNN_InferShapes]> {
+def CNN_BiasGradOp : CNN_LayoutOp<"bias_grad", [CNN_InferShapes]> {
   let summary = "Sum over every dimension except 1 (gradient of bias_add)";
-  let description = [{ With `layout = "NHWC"`: every dimension except the last. }];
+  let description = [{ With `layout = #cnn.layout<NHWC>`: every dimension except the last. }];
   let arguments = (ins CNN_FloatTensor:$grad_output, CNN_Layout:$layout);
   let results = (outs CNN_FloatTensor:$result);
 }
@@ -596,31 +600,31 @@ def CNN_ClipGradOp : CNN_ElementwiseOp<"clip_grad",
   let results = (outs CNN_FloatTensor:$result);
 }
 
-def CNN_MaxPool2DGradOp : CNN_PureOp<"max_pool2d_grad"> {
+def CNN_MaxPool2DGradOp : CNN_LayoutOp<"max_pool2d_grad"> {
   let summary = "Routes each output gradient to the first maximum of its window";
   let description = [{ Result type = `input` type; max_pool2d(input) must have the type of `grad_output`. }];
   let arguments = !con((ins CNN_FloatTensor:$grad_output, CNN_FloatTensor:$input), PoolAttrs,
-                       LayoutAttr);
+                       LayoutArg);
   let results = (outs CNN_FloatTensor:$result);
   let hasVerifier = 1;
 }
 
-def CNN_AvgPool2DGradOp : CNN_PureOp<"avg_pool2d_grad"> {
+def CNN_AvgPool2DGradOp : CNN_LayoutOp<"avg_pool2d_grad"> {
   let summary = "Gradient of avg_pool2d; the result type is the input type";
   let arguments = !con((ins CNN_FloatTensor:$grad_output), PoolAttrs,
-                       (ins BoolAttr:$count_include_pad), LayoutAttr);
+                       (ins BoolAttr:$count_include_pad), LayoutArg);
   let results = (outs CNN_FloatTensor:$result);
   let hasVerifier = 1;
 }
 
-def CNN_GlobalAvgPoolGradOp : CNN_PureOp<"global_avg_pool_grad"> {
+def CNN_GlobalAvgPoolGradOp : CNN_LayoutOp<"global_avg_pool_grad"> {
   let summary = "Spreads N x C x 1 x 1 gradients evenly over H x W";
   let arguments = (ins CNN_FloatTensor:$grad_output, CNN_Layout:$layout);
   let results = (outs CNN_FloatTensor:$result);
   let hasVerifier = 1;
 }
 
-def CNN_BatchNormGradOp : CNN_PureOp<"batch_norm_grad", [CNN_InferShapes]> {
+def CNN_BatchNormGradOp : CNN_LayoutOp<"batch_norm_grad", [CNN_InferShapes]> {
   let summary = "Gradient of batch_norm_train: (grad_input, grad_scale, grad_bias)";
   let arguments = (ins CNN_FloatTensor:$grad_output, CNN_FloatTensor:$input,
                    CNN_FloatTensor:$scale, CNN_FloatTensor:$saved_mean,
