@@ -740,6 +740,11 @@ def compile(model, example_input, optimizer=None, *, label_smoothing=0.0,
                 "step: the CPU reference step runs in one process (`cnnc --run-reference "
                 "--gpus N` runs N ranks as threads)" % ranks)
         flags["gpus"] = ranks
+        # torch.nn.SyncBatchNorm layers: BatchNorm over the global batch
+        # (cnnc --sync-bn); plain BatchNorm stays per rank, as under DDP.
+        from cnnc.export import has_sync_batch_norm
+        if has_sync_batch_norm(model):
+            flags["sync-bn"] = True
     if backend_kind == "reference":
         if precision not in (None, "fp32") or layout not in (None, "nchw"):
             raise ValueError("the CPU reference step runs in fp32 NCHW")
@@ -838,6 +843,8 @@ def _build(model, example_input, flags, backend_kind, cnnc_bin, fingerprint, roo
         else:
             if flags.get("gpus"):
                 args += ["--gpus", str(flags["gpus"])]
+                if flags.get("sync-bn"):
+                    args.append("--sync-bn")
             args += ["--precision", flags["precision"], "--layout", flags["layout"],
                      "--arch", flags["arch"], "--emit", "lib",
                      "-o", os.path.join(work, "libstep.so")]

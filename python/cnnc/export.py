@@ -145,6 +145,42 @@ def export_onnx(model, path, input_shape, training=False, dynamic_batch=False,
     return x
 
 
+class _ExportBatchNorm(torch.nn.modules.batchnorm._BatchNorm):
+    """BatchNorm of any rank (N, C, ...), as SyncBatchNorm accepts."""
+
+    def _check_input_dim(self, input):
+        if input.dim() < 2:
+            raise ValueError("expected at least 2-D input (got %d-D)" % input.dim())
+
+
+def has_sync_batch_norm(model):
+    return any(isinstance(m, torch.nn.SyncBatchNorm) for m in model.modules())
+
+
+def without_sync_batch_norm(model):
+    """`model`, or a copy whose torch.nn.SyncBatchNorm layers are plain
+    BatchNorm with the same names and state. SyncBatchNorm cannot be traced
+    outside a process group; cnnc synchronizes the statistics itself
+    (`cnnc --sync-bn`, which cnnc.compile passes for such models)."""
+    if not has_sync_batch_norm(model):
+        return model
+    import copy
+    clone = copy.deepcopy(model)
+
+    def swap(parent):
+        for name, child in parent.named_children():
+            if isinstance(child, torch.nn.SyncBatchNorm):
+                bn = _ExportBatchNorm(child.num_features, child.eps, child.momentum,
+                                      child.affine, child.track_running_stats)
+                bn.load_state_dict(child.state_dict())
+                bn.train(child.training)
+                setattr(parent, name, bn)
+            else:
+                swap(child)
+    swap(clone)
+    return clone
+
+
 def export_for_training(model, example_input, path, opset=None,
                         input_name="input", output_name="logits"):
     """Exports the training-mode graph of `model` for `example_input`'s shape
@@ -164,6 +200,7 @@ def export_for_training(model, example_input, path, opset=None,
         kwargs["opset_version"] = opset
     if "dynamo" in inspect.signature(torch.onnx.export).parameters:
         kwargs["dynamo"] = False  # torch 2.x: the TorchScript exporter
+    model = without_sync_batch_norm(model)
     was_training = model.training
     saved = {k: v.detach().clone() for k, v in model.state_dict().items()}
     try:

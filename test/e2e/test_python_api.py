@@ -391,6 +391,72 @@ def test_gpu_step_library_under_torchrun_all_reduces(build_and_cache):
     assert "cnnrt::dist::allReduce" in source and "&cnnrt::dist::kHooks" in source
 
 
+@pytest.mark.skipif(not os.path.exists("/usr/local/cuda/bin/nvcc") and not shutil.which("nvcc"),
+                    reason="nvcc not installed")
+def test_sync_batch_norm_model_under_torchrun(build_and_cache, monkeypatch):
+    """A model with torch.nn.SyncBatchNorm under torchrun: compile exports it
+    (SyncBatchNorm as plain BatchNorm, same names) and builds the step with
+    --sync-bn, whose BatchNorm statistics are all-reduced (the forward's mean
+    and variance, the backward's sums: 3 collectives before the gradients')."""
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1),
+                                torch.nn.SyncBatchNorm(8), torch.nn.ReLU(),
+                                torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(),
+                                torch.nn.Linear(8, 10))
+    x = torch.randn(4, 3, 8, 8)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    built = {}
+
+    def fake_build(m, ex, flags, kind, *rest):
+        built["flags"] = dict(flags)
+        raise cnnc.CompileError("stop here")
+    monkeypatch.setattr(cnnc.api, "_build", fake_build)
+    monkeypatch.setattr(cnnc.api, "_has_gpu", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda d=None: (9, 0))
+    with pytest.raises(cnnc.CompileError, match="stop here"):
+        cnnc.compile(model, x, optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+                     cache=False)
+    assert built["flags"].get("sync-bn") is True and built["flags"]["gpus"] == 2
+    monkeypatch.undo()
+    flags, _ = cnnc.optimizer_flags(torch.optim.SGD(model.parameters(), lr=0.1), model)
+    flags.update({"label-smoothing": 0.0, "precision": "fp16", "layout": "nhwc",
+                  "arch": "sm_90a", "gpus": 2, "sync-bn": True})
+    root = str(build_and_cache / "cache-syncbn")
+    os.makedirs(root, exist_ok=True)
+    artifact = cnnc.api._build(model, x, flags, "cuda", find_tool("cnnc"), ["test"], root,
+                               verbose=False)
+    with open(os.path.join(artifact, "libstep.so.cu")) as f:
+        source = f.read()
+    # The BN collectives come first: bucket 0 (the mean) and 1 (the variance).
+    assert "all-reduce bucket 0: 1 tensors, 32 bytes (avg)" in source, source[:2000]
+    assert "all-reduce bucket 1: 1 tensors, 32 bytes (avg)" in source
+    # The module itself is untouched (still SyncBatchNorm, same state).
+    assert isinstance(model[1], torch.nn.SyncBatchNorm)
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, before[k]), k
+
+
+def test_sync_batch_norm_model_on_one_process_is_batch_norm(monkeypatch):
+    """World size 1: SyncBatchNorm is BatchNorm (as in PyTorch); the CPU
+    step of a SyncBatchNorm model gives the BatchNorm model's losses."""
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+
+    def net(bn):
+        torch.manual_seed(0)
+        return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), bn(8),
+                                   torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
+                                   torch.nn.Flatten(), torch.nn.Linear(8, 10))
+    torch.manual_seed(1)
+    x, y = torch.randn(4, 3, 8, 8), torch.randint(0, 10, (4,))
+    losses = []
+    for bn in (torch.nn.BatchNorm2d, torch.nn.SyncBatchNorm):
+        m = net(bn)
+        t = cnnc.compile(m, x, optimizer=torch.optim.SGD(m.parameters(), lr=0.1),
+                         device="cpu", cache=False)
+        losses.append([float(t.step(x, y)) for _ in range(3)])
+    assert losses[0] == losses[1], losses
+
+
 def test_decoupled_weight_decay_key_of_newer_torch():
     """torch >= 2.6 puts decoupled_weight_decay in Adam's and AdamW's groups
     (found on the GPU machine's torch 2.11): True means AdamW's update."""
