@@ -11,7 +11,9 @@ B=${SAN_BUILD_DIR:-build-san}
   cnnc-fuzz-{cnnw,npy,cnnt,cifar,image,onnx,onnx-model,pipeline}-replay
 B=$(realpath "$B")
 # LLVM's static singletons live until exit: no leak checking.
-export ASAN_OPTIONS=detect_leaks=0:abort_on_error=0:halt_on_error=1
+# allow_user_poisoning=0: see scripts/fuzz.sh (LLVM's allocator poisoning
+# is unsound when only our half of the program is instrumented).
+export ASAN_OPTIONS=detect_leaks=0:abort_on_error=0:halt_on_error=1:allow_user_poisoning=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 "$B/bin/cnnc-unittests"
 "$B/bin/cnnrt_host_tests"

@@ -19,7 +19,12 @@ ROOT=$(pwd)
 B=${SAN_BUILD_DIR:-build-san}
 TARGETS=(cnnw npy cnnt cifar image onnx onnx-model pipeline)
 LIMITS=(-timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=1024)
-export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
+# allow_user_poisoning=0: LLVM's BumpPtrAllocator poisons its slabs when
+# compiled with ASan; our instrumented objects and Debian's uninstrumented
+# libMLIR each instantiate its inline code, and whichever copy the linker
+# keeps can leave a slab poisoned that the other side allocates from (a
+# false use-after-poison while constructing an MLIRContext).
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=0}:allow_user_poisoning=0"
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
 build() {
