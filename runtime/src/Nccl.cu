@@ -30,6 +30,11 @@ struct State {
   double timeout = 300;
   int64_t *host_sum_buf = nullptr; ///< sumHost's device buffer
   int host_sum_capacity = 0;
+  /// CNNC_ALLREDUCE_TIMING=1: timing events around every join, recorded as
+  /// event nodes of the captured graph (cudaEventRecordExternal), so the
+  /// compute stream's wait for each bucket is measured in every replay.
+  bool timing = false;
+  std::vector<cudaEvent_t> stall_begin, stall_end;
 };
 State &S() {
   static State s;
@@ -169,6 +174,8 @@ void prepare(Context &ctx, int numBuckets) {
     ctx.check(cudaStreamCreateWithFlags(&s.comm_stream, cudaStreamNonBlocking),
               "data parallel: communication stream");
     s.ready = true;
+    if (const char *t = std::getenv("CNNC_ALLREDUCE_TIMING"))
+      s.timing = std::atoi(t) != 0;
     std::atexit(shutdown);
   }
   while ((int)s.done_ev.size() < numBuckets) {
@@ -179,6 +186,13 @@ void prepare(Context &ctx, int numBuckets) {
               "data parallel: events");
     s.ready_ev.push_back(a);
     s.done_ev.push_back(b);
+    if (s.timing) {
+      cudaEvent_t t0, t1;
+      ctx.check(cudaEventCreate(&t0), "data parallel: timing events");
+      ctx.check(cudaEventCreate(&t1), "data parallel: timing events");
+      s.stall_begin.push_back(t0);
+      s.stall_end.push_back(t1);
+    }
   }
 }
 
@@ -217,8 +231,17 @@ void end(Context &ctx, int bucket) {
 }
 
 void join(Context &ctx, int bucket) {
-  ctx.check(cudaStreamWaitEvent(ctx.stream(), S().done_ev[bucket], 0),
+  State &s = S();
+  if (s.timing)
+    ctx.check(cudaEventRecordWithFlags(s.stall_begin[bucket], ctx.stream(),
+                                       cudaEventRecordExternal),
+              "data parallel: timing");
+  ctx.check(cudaStreamWaitEvent(ctx.stream(), s.done_ev[bucket], 0),
             "data parallel: join");
+  if (s.timing)
+    ctx.check(cudaEventRecordWithFlags(s.stall_end[bucket], ctx.stream(),
+                                       cudaEventRecordExternal),
+              "data parallel: timing");
 }
 
 void waitStream(Context &ctx, cudaStream_t stream, const char *what) {
@@ -287,9 +310,30 @@ void sumHostHook(Context &ctx, int64_t *values, int n) {
                        cudaMemcpyDeviceToHost),
             "data parallel: sum");
 }
+
+/// The sum over the buckets of the compute stream's wait at their joins in
+/// the last finished replay (the caller has synchronized the stream).
+double stallHook(Context &ctx) {
+  State &s = S();
+  (void)ctx;
+  if (!s.timing)
+    return -1;
+  double total = 0;
+  for (size_t k = 0; k < s.stall_begin.size(); ++k) {
+    float ms = 0;
+    if (cudaEventElapsedTime(&ms, s.stall_begin[k], s.stall_end[k]) !=
+        cudaSuccess) {
+      cudaGetLastError(); // not recorded (yet): no measurement
+      return -1;
+    }
+    total += ms;
+  }
+  return total;
+}
 } // namespace
 
-const DistHooks kHooks = {launch, broadcastHook, sumHostHook, waitStream};
+const DistHooks kHooks = {launch, broadcastHook, sumHostHook, waitStream,
+                          stallHook};
 
 void shutdown() {
   State &s = S();

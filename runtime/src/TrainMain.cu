@@ -733,6 +733,8 @@ int trainMain(int argc, char **argv, const ModelSpec &spec) {
   };
   double tStart = now(), tLog = tStart, tMean = tStart;
   int64_t logSince = 0, meanSteps = 0;
+  double stallMsSum = 0; // CNNC_ALLREDUCE_TIMING: sampled waits for buckets
+  int stallSamples = 0;
   float lastLoss = NAN;
   auto epochAt = [&](int64_t step) {
     return step * (double)globalBatch / (double)train->size();
@@ -797,6 +799,14 @@ int trainMain(int argc, char **argv, const ModelSpec &spec) {
       if (world > 1)
         waitForStep("training step");
       lastLoss = readScalar(ctx, *lossT);
+      // The step has finished: its joins' timing events are final.
+      if (spec.dist && graphExec && runSteps > 2) {
+        double ms = spec.dist->stallMs(ctx);
+        if (ms >= 0) {
+          stallMsSum += ms;
+          ++stallSamples;
+        }
+      }
       double t = now();
       peak = std::max(peak, usedGPUMemory());
       Progress p;
@@ -872,6 +882,26 @@ int trainMain(int argc, char **argv, const ModelSpec &spec) {
     std::printf("data parallel: img/s per rank [%s], total %lld\n",
                 each.c_str(), (long long)total);
     meanIps = static_cast<double>(total);
+  }
+  if (spec.dist && stallSamples > 0) {
+    // CNNC_ALLREDUCE_TIMING=1: the compute stream's wait for the buckets,
+    // per rank, averaged over the sampled (logged) steps, in microseconds.
+    std::vector<int64_t> us(world, 0);
+    us[rank] = static_cast<int64_t>(1000.0 * stallMsSum / stallSamples + 0.5);
+    if (world > 1)
+      spec.dist->sumHost(ctx, us.data(), world);
+    double stepMs = 1000.0 * spec.batch * world / std::max(meanIps, 1e-9);
+    std::string each;
+    for (int r = 0; r < world; ++r) {
+      char buf[64];
+      std::snprintf(buf, sizeof(buf), "%s%.3f", r ? ", " : "", us[r] / 1000.0);
+      each += buf;
+    }
+    std::printf("data parallel: all-reduce not hidden by the backward pass: "
+                "ms/step per rank [%s] (rank 0: %.1f%% of a %.3f ms step; "
+                "%d sampled steps)\n",
+                each.c_str(), 100.0 * us[0] / 1000.0 / stepMs, stepMs,
+                stallSamples);
   }
   std::printf("done: %lld steps, final loss %.6g, mean img/s %lld, peak GPU "
               "memory %lld MiB\n",

@@ -55,6 +55,10 @@ struct DistHooks {
   void (*sumHost)(Context &, int64_t *values, int n);
   /// cudaStreamSynchronize that gives up (exit 1) when a peer died.
   void (*waitStream)(Context &, cudaStream_t, const char *what);
+  /// With CNNC_ALLREDUCE_TIMING=1: the milliseconds the compute stream of
+  /// the last finished step waited for all-reduce buckets (the all-reduce
+  /// time the backward pass did not hide); -1 when not measured.
+  double (*stallMs)(Context &);
 };
 
 /// Everything the runtime needs to know about a generated model.
