@@ -40,6 +40,9 @@ void cnnc::buildCNNGPUPipeline(OpPassManager &pm,
   // The CUDA target prints elementwise ops in their fused form only.
   if (options.lowerElementwise)
     pm.addPass(createCNNLowerElementwise());
+  // How each op runs on the GPU: decided here, printed by the emitter.
+  if (options.lowerElementwise)
+    pm.addPass(createCNNSelectLowering());
   // The arena plan is for the CUDA target (the reference interpreter
   // allocates per value); it runs last, after every rewrite of the step.
   if (options.memoryPlan)

@@ -708,6 +708,19 @@ LogicalResult cnnc::driver::compileCUDA(const DriverOptions &o, Compilation &c,
   eo.defaultLR = (float)learningRate(o);
   if (o.steps > 0)
     eo.defaultSteps = o.steps;
+  // A step given as MLIR (already optimized, e.g. by cnnc-opt in a lit
+  // test) may not have its lowering chosen yet: the emitter only prints.
+  bool selected = true;
+  c.module->walk([&](func::FuncOp f) {
+    if (!f.isExternal() && !f->hasAttr("cnn.lowering_selected"))
+      selected = false;
+  });
+  if (!selected) {
+    PassManager pm(&c.context);
+    pm.addPass(createCNNSelectLowering());
+    if (failed(runPasses(pm, c)))
+      return failure();
+  }
   std::string cu;
   llvm::raw_string_ostream os(cu);
   {

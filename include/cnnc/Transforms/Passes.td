@@ -280,6 +280,40 @@ def CNNDataParallel : Pass<"cnn-data-parallel", "mlir::ModuleOp"> {
   ];
 }
 
+def CNNSelectLowering : Pass<"cnn-select-lowering", "mlir::ModuleOp"> {
+  let summary = "Chooses how each op runs on the GPU, as attributes the CUDA emitter prints";
+  let description = [{
+    The CUDA target's lowering choices, made in IR (the emitter decides
+    nothing; it refuses a function this pass has not seen):
+    - `cnn.lowering = "gemm"` on conv2d / conv2d_bwd_data / conv2d_bwd_filter
+      that are NHWC 1x1, stride 1, unpadded, one group: a cuBLASLt matrix
+      product over the N*H*W pixels;
+    - `cnn.lowering = "vec8"` on NHWC max_pool2d / max_pool2d_grad with
+      C % 8 == 0: eight channels per thread;
+    - `cnn.lowering = "cudnn_bias_act"` on fused_conv2d whose epilogue is
+      cudnnConvolutionBiasActivationForward's (a bias of the data type, relu
+      or none): the runtime times it against conv + epilogue;
+    - `cnn.update_group = k` on optimizer updates that share one
+      multi-tensor kernel (same algorithm, hyper-parameters, element types
+      and scalar operands; results read only by the return).
+    Functions get `cnn.lowering_selected`. Runs after cnn-fuse and
+    cnn-lower-elementwise, before cnn-memory-plan.
+
+    ```mlir
+    %y = cnn.conv2d %x, %w {..., layout = #cnn.layout<NHWC>}
+        : (tensor<8x4x4x64xf16>, tensor<256x1x1x64xf16>) -> tensor<8x4x4x256xf16>
+    // becomes
+    %y = cnn.conv2d %x, %w {..., cnn.lowering = "gemm", layout = #cnn.layout<NHWC>} ...
+    ```
+  }];
+  let statistics = [
+    Statistic<"numGemm", "gemm", "convolutions run as cuBLASLt products">,
+    Statistic<"numVec8", "vec8", "max pools with eight channels per thread">,
+    Statistic<"numCudnnFused", "cudnn-bias-act", "fused convs offered to cuDNN's bias-activation form">,
+    Statistic<"numGrouped", "grouped-updates", "optimizer updates in multi-tensor groups">
+  ];
+}
+
 def CNNLowerElementwise : Pass<"cnn-lower-elementwise", "mlir::ModuleOp"> {
   let summary = "Makes every remaining elementwise op a one-op fused_elementwise";
   let description = [{

@@ -51,6 +51,8 @@ enum class AttrKind {
   Dictionary,  // cnn.fusion_stats (written by older cnnc; now unused)
   ResultBytes, // cnn.offset on an op: one non-negative i64 per result
   InPlace,     // cnn.in_place: one operand index or -1 per result
+  Lowering,     // cnn.lowering on an op: "gemm", "vec8" or "cudnn_bias_act"
+  Count,        // cnn.update_group: a non-negative i64
   DataParallel, // cnn.data_parallel on a step: {buckets: i64, bucket_mb:
                 // f64, collectives: i64 (all all_reduce ops), sync_bn: bool}
 };
@@ -86,6 +88,7 @@ AttrKind moduleAttrKind(StringRef name) {
 AttrKind funcAttrKind(StringRef name) {
   return llvm::StringSwitch<AttrKind>(name)
       .Case("cnn.data_parallel", AttrKind::DataParallel)
+      .Case("cnn.lowering_selected", AttrKind::Unit)
       .Default(AttrKind::Unknown);
 }
 
@@ -94,6 +97,8 @@ AttrKind opAttrKind(StringRef name) {
   return llvm::StringSwitch<AttrKind>(name)
       .Case("cnn.offset", AttrKind::ResultBytes)
       .Case("cnn.in_place", AttrKind::InPlace)
+      .Case("cnn.lowering", AttrKind::Lowering)
+      .Case("cnn.update_group", AttrKind::Count)
       .Default(AttrKind::Unknown);
 }
 
@@ -126,6 +131,19 @@ LogicalResult verifyCNNAttr(function_ref<InFlightDiagnostic()> emitError,
   case AttrKind::Float:
     return check(isa<FloatAttr>(value), "a float");
   case AttrKind::Bytes: {
+    auto i = dyn_cast<IntegerAttr>(value);
+    return check(i && i.getType().isSignlessInteger(64) &&
+                     i.getValue().getSExtValue() >= 0,
+                 "a non-negative i64");
+  }
+  case AttrKind::Lowering: {
+    auto s = dyn_cast<StringAttr>(value);
+    return check(s && llvm::is_contained({StringRef("gemm"), StringRef("vec8"),
+                                          StringRef("cudnn_bias_act")},
+                                         s.getValue()),
+                 "\"gemm\", \"vec8\" or \"cudnn_bias_act\"");
+  }
+  case AttrKind::Count: {
     auto i = dyn_cast<IntegerAttr>(value);
     return check(i && i.getType().isSignlessInteger(64) &&
                      i.getValue().getSExtValue() >= 0,

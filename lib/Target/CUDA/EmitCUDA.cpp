@@ -518,19 +518,11 @@ int Emitter::matmulId(Operation *op, int64_t M, int64_t N, int64_t K,
   return id;
 }
 
-/// An NHWC 1x1 convolution with stride 1, no padding and one group is a
-/// matrix product over the N*H*W pixels: cuBLASLt runs it (and its two
-/// gradients) far faster than cuDNN's legacy convolution engines do
-/// (ResNet-50's bottleneck 1x1 layers took up to 0.6 ms each as convolutions).
-static bool pointwiseGemm(Operation *op, RankedTensorType x, RankedTensorType w,
-                          RankedTensorType y, ArrayRef<int64_t> strides,
-                          ArrayRef<int64_t> padding, int64_t groups) {
-  return isNHWC(op) && w.getRank() == 4 && w.getDimSize(1) == 1 &&
-         w.getDimSize(2) == 1 &&
-         llvm::all_of(strides, [](int64_t s) { return s == 1; }) &&
-         llvm::all_of(padding, [](int64_t p) { return p == 0; }) &&
-         groups == 1 && x.getElementType() == w.getElementType() &&
-         x.getElementType() == y.getElementType();
+/// The lowering cnn-select-lowering chose for `op` ("gemm", "vec8",
+/// "cudnn_bias_act"), or "" for the op's default one.
+static StringRef loweringOf(Operation *op) {
+  auto a = op->getAttrOfType<StringAttr>("cnn.lowering");
+  return a ? a.getValue() : StringRef();
 }
 
 int Emitter::convId(Operation *op, RankedTensorType x, RankedTensorType w,
@@ -571,12 +563,6 @@ std::string Emitter::poolParams(RankedTensorType x, RankedTensorType y,
                      "{}, {}, {}, {}}}",
                      xs[0], c, h, w, ph, pw, k[0], k[1], s[0], s[1], p[0], p[1],
                      p[2], p[3], cip ? "true" : "false");
-}
-
-/// NHWC pooling with eight channels per thread (16-byte accesses: C % 8 ==
-/// 0 keeps every pixel's channel run aligned in the 256-byte aligned arena).
-static bool vec8Pool(Operation *op, RankedTensorType y) {
-  return isNHWC(op) && y.getRank() == 4 && y.getDimSize(3) % 8 == 0;
 }
 
 /// The prelude's pooling kernel for the op's layout ("maxPoolFwd" or its
@@ -783,8 +769,7 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
       })
       .Case([&](Conv2DOp c) {
         auto x = c.getInput().getType(), y = c.getType();
-        if (pointwiseGemm(op, x, c.getFilter().getType(), y, c.getStrides(),
-                          c.getPadding(), c.getGroups())) {
+        if (loweringOf(op) == "gemm") {
           // Y[NHW, K] = X[NHW, C] W[K, C]^T
           int64_t M = y.getNumElements() / y.getDimSize(3);
           int id = matmulId(op, M, y.getDimSize(3), x.getDimSize(3), false,
@@ -806,8 +791,7 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
       })
       .Case([&](Conv2DBwdDataOp c) {
         auto dx = c.getType(), dy = c.getGradOutput().getType();
-        if (pointwiseGemm(op, dx, c.getFilter().getType(), dy, c.getStrides(),
-                          c.getPadding(), c.getGroups())) {
+        if (loweringOf(op) == "gemm") {
           // dX[NHW, C] = dY[NHW, K] W[K, C]
           int64_t M = dx.getNumElements() / dx.getDimSize(3);
           int id = matmulId(op, M, dx.getDimSize(3), dy.getDimSize(3), false,
@@ -830,8 +814,7 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
       })
       .Case([&](Conv2DBwdFilterOp c) {
         auto x = c.getInput().getType(), dy = c.getGradOutput().getType();
-        if (pointwiseGemm(op, x, c.getType(), dy, c.getStrides(),
-                          c.getPadding(), c.getGroups())) {
+        if (loweringOf(op) == "gemm") {
           // dW[K, C] = dY[NHW, K]^T X[NHW, C]
           int64_t M = x.getNumElements() / x.getDimSize(3);
           int id = matmulId(op, dy.getDimSize(3), x.getDimSize(3), M, true,
@@ -1191,9 +1174,7 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
         // relu/identity(conv + bias [+ residual]) with the bias in the data
         // type: the runtime times it against conv + this epilogue and runs
         // the faster (its algorithm cache keeps the choice).
-        bool cudnnForm = c.getBias() && (act == "relu" || act == "none") &&
-                         c.getBias().getType().getElementType() == et &&
-                         c.getInput().getType().getElementType() == et;
+        bool cudnnForm = loweringOf(op) == "cudnn_bias_act";
         if (!cudnnForm) {
           out += fmt::format("  ctx.convFwd({}, {}, {}, {});\n", id,
                              ptr(c.getInput()), ptr(c.getFilter()),
@@ -1259,7 +1240,7 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
       .Case([&](MaxPool2DOp p) {
         auto pp = poolParams(p.getInput().getType(), p.getType(), p.getKernel(),
                              p.getStrides(), p.getPadding(), false, isNHWC(op));
-        if (vec8Pool(op, p.getType())) {
+        if (loweringOf(op) == "vec8") {
           launch(out, op,
                  fmt::format("maxPoolNHWC8<{}, false>",
                              ctype(p.getType().getElementType())),
@@ -1296,7 +1277,7 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
                     L = isNHWC(op) ? "true" : "false";
         out +=
             fmt::format("  if (ctx.workspaceBytes() >= {}ull) {{\n", windows);
-        if (vec8Pool(op, p.getType())) {
+        if (loweringOf(op) == "vec8") {
           launch(out, op, fmt::format("maxPoolNHWC8<{}, true>", T),
                  gridFor(windows / 8), "256",
                  fmt::format("{}, ({} *)nullptr, static_cast<uint8_t "
@@ -1649,28 +1630,15 @@ void Emitter::joinBucket(std::string &out, int64_t bucket) {
 }
 
 void Emitter::groupOptimizerUpdates(func::FuncOp f) {
+  // cnn-select-lowering numbered the groups (cnn.update_group); a group's
+  // kernel runs at its last member.
   updateGroups.clear();
   updateGroupOf.clear();
   for (Operation &op : f.getBody().front()) {
-    if (!isa<SGDUpdateOp, AdamUpdateOp>(op))
+    auto g = op.getAttrOfType<IntegerAttr>("cnn.update_group");
+    if (!g)
       continue;
-    // Only updates whose results go straight to the return can move to the
-    // position of the group's last update.
-    if (!llvm::all_of(op.getUsers(),
-                      [](Operation *u) { return isa<func::ReturnOp>(u); }))
-      continue;
-    std::string key = op.getName().getStringRef().str();
-    llvm::raw_string_ostream os(key);
-    // Inherent attributes only (the memory plan adds per-op offsets).
-    op.getPropertiesAsAttribute().print(os);
-    auto ptype = ttype(op.getOperand(0)).getElementType();
-    os << ptype
-       << (ttype(op.getOperand(1)).getElementType() == ptype ? "" : "g");
-    // Scalar operands (lr, step, grad_scale, finite) must be the same values.
-    for (Value v : op.getOperands())
-      if (ttype(v).getRank() == 0)
-        os << " s" << plan.offsetOf(v);
-    os.flush();
+    std::string key = std::to_string(g.getValue().getSExtValue());
     updateGroupOf[&op] = key;
     updateGroups[key].last = &op;
   }
@@ -1774,6 +1742,11 @@ void Emitter::optimizerUpdate(std::string &out, Operation *op,
 }
 
 LogicalResult Emitter::emitFunction(func::FuncOp f, std::string &body) {
+  if (!f->hasAttr("cnn.lowering_selected"))
+    return f.emitError("CUDA backend: @")
+           << f.getName()
+           << " has no cnn.lowering_selected: run cnn-select-lowering (the "
+              "CUDA target's pipeline, cnn-gpu-pipeline) first";
   groupOptimizerUpdates(f);
   for (Operation &op : f.getBody().front()) {
     if (isa<func::ReturnOp>(op))

@@ -117,3 +117,20 @@ func.func @dp_too_few_collectives() attributes {cnn.data_parallel = {buckets = 3
 func.func @dp_typo() attributes {cnn.data_paralel = {buckets = 1 : i64, bucket_mb = 25.0 : f64}} {
   return
 }
+
+// -----
+
+// cnn-select-lowering's choices are a closed set.
+func.func @bad_lowering(%x: tensor<1x4xf32>) -> tensor<1x4xf32> {
+  // expected-error @+1 {{'cnn.lowering' on an operation must be "gemm", "vec8" or "cudnn_bias_act", got "fast"}}
+  %y = cnn.relu %x {cnn.lowering = "fast"} : (tensor<1x4xf32>) -> tensor<1x4xf32>
+  return %y : tensor<1x4xf32>
+}
+
+// -----
+
+func.func @bad_update_group(%x: tensor<1x4xf32>) -> tensor<1x4xf32> {
+  // expected-error @+1 {{'cnn.update_group' on an operation must be a non-negative i64, got -1 : i64}}
+  %y = cnn.relu %x {cnn.update_group = -1 : i64} : (tensor<1x4xf32>) -> tensor<1x4xf32>
+  return %y : tensor<1x4xf32>
+}

@@ -1,0 +1,167 @@
+//===- SelectLowering.cpp - cnn-select-lowering: how each op runs ---------===//
+//
+// The CUDA target's choices of how an op runs, made here in IR (so that lit
+// tests see them and the emitter only prints what they say):
+//
+//   cnn.lowering = "gemm"            conv2d, conv2d_bwd_data and
+//                                    conv2d_bwd_filter that are NHWC 1x1,
+//                                    stride 1, no padding, one group: a
+//                                    cuBLASLt matrix product over the N*H*W
+//                                    pixels (ResNet-50's bottleneck 1x1
+//                                    layers took up to 0.6 ms each as cuDNN
+//                                    legacy convolutions)
+//   cnn.lowering = "vec8"            NHWC max pooling (forward and gradient)
+//                                    with C % 8 == 0: eight channels per
+//                                    thread, 16-byte accesses
+//   cnn.lowering = "cudnn_bias_act"  fused_conv2d whose epilogue is exactly
+//                                    cudnnConvolutionBiasActivationForward's
+//                                    (a bias of the data type, relu or none):
+//                                    the runtime times the two forms
+//   cnn.update_group = k             optimizer updates of one algorithm,
+//                                    hyper-parameters, element types and
+//                                    scalar operands whose results go
+//                                    straight to the return: one multi-tensor
+//                                    kernel per group, at its last member
+//
+// Every function gets `cnn.lowering_selected`; the CUDA emitter refuses a
+// function without it.
+//
+//===----------------------------------------------------------------------===//
+#include "cnnc/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+namespace cnnc {
+#define GEN_PASS_DEF_CNNSELECTLOWERING
+#include "cnnc/Transforms/Passes.h.inc"
+} // namespace cnnc
+
+using namespace mlir;
+using namespace cnnc;
+using namespace cnnc::cnn;
+
+namespace {
+
+bool isNHWCOp(Operation *op) {
+  auto s = dyn_cast<LayoutSensitiveOpInterface>(op);
+  return s && s.isNHWC();
+}
+
+/// An NHWC 1x1 convolution with stride 1, no padding and one group, of one
+/// element type: `x` the activation, `w` the filter, `y` the output.
+bool pointwiseGemm(Operation *op, RankedTensorType x, RankedTensorType w,
+                   RankedTensorType y, ArrayRef<int64_t> strides,
+                   ArrayRef<int64_t> padding, int64_t groups) {
+  return isNHWCOp(op) && w.getRank() == 4 && w.getDimSize(1) == 1 &&
+         w.getDimSize(2) == 1 &&
+         llvm::all_of(strides, [](int64_t s) { return s == 1; }) &&
+         llvm::all_of(padding, [](int64_t p) { return p == 0; }) &&
+         groups == 1 && x.getElementType() == w.getElementType() &&
+         x.getElementType() == y.getElementType();
+}
+
+bool vec8Pool(Operation *op, RankedTensorType y) {
+  return isNHWCOp(op) && y.getRank() == 4 && y.getDimSize(3) % 8 == 0;
+}
+
+/// The lowering of `op`, or "" for the default one.
+StringRef loweringOf(Operation *op) {
+  return llvm::TypeSwitch<Operation *, StringRef>(op)
+      .Case([](Conv2DOp c) {
+        return pointwiseGemm(c, c.getInput().getType(), c.getFilter().getType(),
+                             c.getType(), c.getStrides(), c.getPadding(),
+                             c.getGroups())
+                   ? "gemm"
+                   : "";
+      })
+      .Case([](Conv2DBwdDataOp c) {
+        return pointwiseGemm(c, c.getType(), c.getFilter().getType(),
+                             c.getGradOutput().getType(), c.getStrides(),
+                             c.getPadding(), c.getGroups())
+                   ? "gemm"
+                   : "";
+      })
+      .Case([](Conv2DBwdFilterOp c) {
+        return pointwiseGemm(c, c.getInput().getType(), c.getType(),
+                             c.getGradOutput().getType(), c.getStrides(),
+                             c.getPadding(), c.getGroups())
+                   ? "gemm"
+                   : "";
+      })
+      .Case([](MaxPool2DOp p) { return vec8Pool(p, p.getType()) ? "vec8" : ""; })
+      .Case([](MaxPool2DGradOp p) {
+        return vec8Pool(p, p.getType()) ? "vec8" : "";
+      })
+      .Case([](FusedConv2DOp c) {
+        Type et = c.getType().getElementType();
+        StringRef act = c.getActivation();
+        return c.getBias() && (act == "relu" || act == "none") &&
+                       c.getBias().getType().getElementType() == et &&
+                       c.getInput().getType().getElementType() == et
+                   ? "cudnn_bias_act"
+                   : "";
+      })
+      .Default([](Operation *) { return ""; });
+}
+
+struct SelectLoweringPass
+    : public cnnc::impl::CNNSelectLoweringBase<SelectLoweringPass> {
+  void runOnOperation() override {
+    MLIRContext *ctx = &getContext();
+    getOperation().walk([&](func::FuncOp f) {
+      if (f.isExternal())
+        return;
+      for (Operation &op : f.getBody().front()) {
+        StringRef l = loweringOf(&op);
+        if (l.empty()) {
+          op.removeAttr("cnn.lowering");
+          continue;
+        }
+        op.setAttr("cnn.lowering", StringAttr::get(ctx, l));
+        ++(l == "gemm" ? numGemm : l == "vec8" ? numVec8 : numCudnnFused);
+      }
+      groupUpdates(f);
+      f->setAttr("cnn.lowering_selected", UnitAttr::get(ctx));
+    });
+  }
+
+  /// Optimizer updates that can share one multi-tensor kernel: same op and
+  /// inherent attributes, same parameter and gradient element types, the
+  /// same scalar operands (lr, step, grad scale, finite flag), and results
+  /// read only by the return (so the kernel can run at the group's last
+  /// member).
+  void groupUpdates(func::FuncOp f) {
+    MLIRContext *ctx = &getContext();
+    DenseMap<Value, unsigned> scalarIds;
+    llvm::StringMap<int64_t> groups;
+    for (Operation &op : f.getBody().front()) {
+      op.removeAttr("cnn.update_group");
+      if (!isa<SGDUpdateOp, AdamUpdateOp>(op))
+        continue;
+      if (!llvm::all_of(op.getUsers(),
+                        [](Operation *u) { return isa<func::ReturnOp>(u); }))
+        continue;
+      std::string key = op.getName().getStringRef().str();
+      llvm::raw_string_ostream os(key);
+      op.getPropertiesAsAttribute().print(os);
+      auto type = [](Value v) { return cast<RankedTensorType>(v.getType()); };
+      Type param = type(op.getOperand(0)).getElementType();
+      os << param
+         << (type(op.getOperand(1)).getElementType() == param ? "" : "g");
+      for (Value v : op.getOperands())
+        if (type(v).getRank() == 0)
+          os << " s" << scalarIds.try_emplace(v, scalarIds.size()).first->second;
+      os.flush();
+      auto [it, fresh] = groups.try_emplace(key, groups.size());
+      (void)fresh;
+      op.setAttr("cnn.update_group",
+                 IntegerAttr::get(IntegerType::get(ctx, 64), it->second));
+      ++numGrouped;
+    }
+  }
+};
+
+} // namespace
