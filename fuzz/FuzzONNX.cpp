@@ -250,8 +250,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   mlir::MLIRContext context(registry, mlir::MLIRContext::Threading::DISABLED);
   bool sawError = false;
   mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &d) {
-    if (d.getSeverity() == mlir::DiagnosticSeverity::Error)
+    if (d.getSeverity() == mlir::DiagnosticSeverity::Error) {
       sawError = true;
+      // The importer's safety net for a handler that failed silently: still
+      // a bug to find.
+      if (llvm::StringRef(d.str()).contains("failed without a diagnostic"))
+        std::abort();
+    }
     return mlir::success();
   });
   llvm::MemoryBufferRef buffer(

@@ -2608,12 +2608,28 @@ OwningOpRef<ModuleOp> Importer::run(std::optional<llvm::MemoryBufferRef> memory,
     return nullptr;
   if (options.forTraining)
     warnIfExportedForInference();
+  // Every failure must come with a diagnostic. A handler that fails
+  // silently (a bug: the structured ONNX fuzzer found two) still gets one,
+  // naming the node, instead of a bare exit 1.
+  int64_t errors = 0;
+  ScopedDiagnosticHandler countErrors(&ctx, [&](Diagnostic &d) {
+    if (d.getSeverity() == DiagnosticSeverity::Error)
+      ++errors;
+    return failure(); // and on to the caller's handler
+  });
   for (int i = 0; i < graph.node_size(); ++i) {
     node = &graph.node(i);
     nodeName = nodeNameAt(i);
     loc = NameLoc::get(b.getStringAttr(nodeName), fileLoc);
-    if (failed(importNode()))
+    int64_t before = errors;
+    if (failed(importNode())) {
+      if (errors == before)
+        (void)nodeError(fmt::format(
+            "internal error: importing node '{}' ({}) failed without a "
+            "diagnostic; please report this model",
+            nodeName, node->op_type()));
       return nullptr;
+    }
   }
   if (rebatchedReshapes > 0)
     emitWarning(fileLoc) << fmt::format(
