@@ -226,6 +226,16 @@ def test_sync_bn_f16_close_to_one_rank(cnnc, smallbn16, digits, tmp_path):
     assert abs(local[0] - l1[0]) > 1e-3, (local, l1)
 
 
+def test_sync_bn_nhwc(cnnc, smallbn, digits, tmp_path):
+    """The NHWC step (cnn-layout before cnn-data-parallel: the channel is the
+    last dimension) synchronizes the same statistics."""
+    opt = ["--optimizer", "sgd", "--lr", "0.05"]
+    l1 = losses_of(train(cnnc, smallbn[2 * B], digits, tmp_path / "one.cnnw", *opt))
+    l2 = losses_of(train(cnnc, smallbn[B], digits, tmp_path / "two.cnnw", "--gpus", 2,
+                         "--sync-bn", "--layout", "nhwc", *opt))
+    np.testing.assert_allclose(l2, l1, rtol=1e-5, atol=1e-6)
+
+
 def test_sync_bn_ir_and_flags(cnnc, smallbn, tmp_path):
     """The step holds the BN collectives (forward: mean, variance; backward:
     one two-vector bucket) numbered in issue order before the gradient
