@@ -77,7 +77,10 @@ campaign)
     -seed="${FUZZ_SEED:-0}" -reload=0 ${FUZZ_ARGS:-} "fuzz/corpus/$t" 2>&1 |
     tee "$work/log" | grep -E "^#[0-9]+:? +(pulse|DONE|cov)|stat::|ERROR|SUMMARY" || true
   # Keep what adds coverage.
-  "$B/bin/cnnc-fuzz-$t" -merge=1 "fuzz/corpus/$t" "$work/new" >/dev/null 2>&1 || true
+  # (Artifacts of inputs that crash during the merge go to $work, not to the
+  # current directory.)
+  "$B/bin/cnnc-fuzz-$t" -merge=1 -artifact_prefix="$work/merge-" \
+    "fuzz/corpus/$t" "$work/new" >/dev/null 2>&1 || true
   ;;
 *)
   sed -n '2,15p' "$0"
