@@ -242,6 +242,10 @@ LogicalResult DataParallelPass::runOn(func::FuncOp f) {
     FailureOr<int64_t> n = syncBatchNorm(f, worldSize);
     if (failed(n))
       return failure();
+    if (*n == 0)
+      f.emitWarning("cnn-data-parallel: sync-bn given, but @")
+          << f.getName()
+          << " has no training-mode BatchNorm: nothing to synchronize";
     numSyncBN += *n;
   }
 

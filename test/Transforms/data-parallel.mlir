@@ -4,6 +4,7 @@
 // RUN: cnnc-opt %s -cnn-autodiff=optimizer=none -cnn-data-parallel | FileCheck %s --check-prefix=GRAD
 // RUN: not cnnc-opt %s -cnn-autodiff -cnn-data-parallel -cnn-data-parallel 2>&1 | FileCheck %s --check-prefix=TWICE
 // RUN: not cnnc-opt %s -cnn-data-parallel 2>&1 | FileCheck %s --check-prefix=NOSTEP
+// RUN: cnnc-opt %s -cnn-autodiff -cnn-data-parallel="sync-bn=true world-size=2" -o %t.nobn.mlir 2>&1 | FileCheck %s --check-prefix=NOBN
 
 // A two-layer net: conv + bias + relu -> global pool -> flatten -> linear.
 func.func @forward(%x: tensor<2x3x8x8xf32> {cnn.input},
@@ -73,3 +74,4 @@ func.func @forward(%x: tensor<2x3x8x8xf32> {cnn.input},
 
 // TWICE: error: cnn-data-parallel: @train_step already has its all-reduces
 // NOSTEP: error: cnn-data-parallel: the module has no @train_step (run cnn-autodiff first)
+// NOBN: warning: cnn-data-parallel: sync-bn given, but @train_step has no training-mode BatchNorm: nothing to synchronize
