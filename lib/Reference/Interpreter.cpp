@@ -339,8 +339,7 @@ LogicalResult Executor::execute(Operation *op) {
     return executeFused(
         op, [&](Value v) -> const Tensor & { return get(v); },
         [&](Value v) -> Tensor & { return def(v); });
-  if (auto sensitive = dyn_cast<cnn::LayoutSensitiveOpInterface>(op);
-      sensitive && sensitive.isNHWC())
+  if (cnn::isNHWC(op))
     return executeNHWC(op);
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case<cnn::ConstantOp, cnn::Conv2DOp, cnn::BiasAddOp, cnn::BatchNormOp,

@@ -45,17 +45,12 @@ using namespace cnnc::cnn;
 
 namespace {
 
-bool isNHWCOp(Operation *op) {
-  auto s = dyn_cast<LayoutSensitiveOpInterface>(op);
-  return s && s.isNHWC();
-}
-
 /// An NHWC 1x1 convolution with stride 1, no padding and one group, of one
 /// element type: `x` the activation, `w` the filter, `y` the output.
 bool pointwiseGemm(Operation *op, RankedTensorType x, RankedTensorType w,
                    RankedTensorType y, ArrayRef<int64_t> strides,
                    ArrayRef<int64_t> padding, int64_t groups) {
-  return isNHWCOp(op) && w.getRank() == 4 && w.getDimSize(1) == 1 &&
+  return isNHWC(op) && w.getRank() == 4 && w.getDimSize(1) == 1 &&
          w.getDimSize(2) == 1 &&
          llvm::all_of(strides, [](int64_t s) { return s == 1; }) &&
          llvm::all_of(padding, [](int64_t p) { return p == 0; }) &&
@@ -64,7 +59,7 @@ bool pointwiseGemm(Operation *op, RankedTensorType x, RankedTensorType w,
 }
 
 bool vec8Pool(Operation *op, RankedTensorType y) {
-  return isNHWCOp(op) && y.getRank() == 4 && y.getDimSize(3) % 8 == 0;
+  return isNHWC(op) && y.getRank() == 4 && y.getDimSize(3) % 8 == 0;
 }
 
 /// The lowering of `op`, or "" for the default one.

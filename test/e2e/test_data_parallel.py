@@ -16,6 +16,7 @@ the in-memory communicator). What a 2-GPU job must do, checked in CI:
   state file is written.
 """
 import os
+import re
 import subprocess
 import sys
 import time
@@ -248,7 +249,7 @@ def test_sync_bn_ir_and_flags(cnnc, smallbn, tmp_path):
     # 3 BN collectives + 1 gradient bucket + the loss, numbered 0..4 in
     # issue order (bucket 0, the default, is not printed).
     assert step.count("cnn.all_reduce") == 5, step
-    buckets = [int(b) for b in __import__("re").findall(r"bucket = (\d+)", step)]
+    buckets = [int(b) for b in re.findall(r"bucket = (\d+)", step)]
     assert buckets == [1, 2, 3, 4], buckets
     assert "sync_bn = true" in step
     bad = tc.run_cnnc(cnnc, smallbn[B], "--train", "--sync-bn")

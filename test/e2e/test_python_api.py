@@ -372,6 +372,19 @@ def test_world_size_from_the_launcher_and_cpu_refusal(monkeypatch):
         cnnc.world_size()
 
 
+def gpu_step_source(model, x, root, **extra_flags):
+    """The CUDA source of the GPU step library compile would build for
+    `model` (SGD, fp16 NHWC, sm_90a, plus `extra_flags`), built into `root`."""
+    flags, _ = cnnc.optimizer_flags(torch.optim.SGD(model.parameters(), lr=0.1), model)
+    flags.update({"label-smoothing": 0.0, "precision": "fp16", "layout": "nhwc",
+                  "arch": "sm_90a"}, **extra_flags)
+    os.makedirs(str(root), exist_ok=True)
+    artifact = cnnc.api._build(model, x, flags, "cuda", find_tool("cnnc"), ["test"], str(root),
+                               verbose=False)
+    with open(os.path.join(artifact, "libstep.so.cu")) as f:
+        return f.read()
+
+
 @pytest.mark.skipif(not os.path.exists("/usr/local/cuda/bin/nvcc") and not shutil.which("nvcc"),
                     reason="nvcc not installed")
 def test_gpu_step_library_under_torchrun_all_reduces(build_and_cache):
@@ -379,15 +392,7 @@ def test_gpu_step_library_under_torchrun_all_reduces(build_and_cache):
     its NCCL all-reduces (cnnc --gpus 2) and the C API. (Running it needs two
     GPUs: bench/device-dp2.sh.)"""
     model, x, _ = make("simplecnn")
-    flags, _ = cnnc.optimizer_flags(torch.optim.SGD(model.parameters(), lr=0.1), model)
-    flags.update({"label-smoothing": 0.0, "precision": "fp16", "layout": "nhwc",
-                  "arch": "sm_90a", "gpus": 2})
-    root = str(build_and_cache / "cache-dp")
-    os.makedirs(root, exist_ok=True)
-    artifact = cnnc.api._build(model, x, flags, "cuda", find_tool("cnnc"), ["test"], root,
-                               verbose=False)
-    with open(os.path.join(artifact, "libstep.so.cu")) as f:
-        source = f.read()
+    source = gpu_step_source(model, x, build_and_cache / "cache-dp", gpus=2)
     assert "cnnrt::dist::allReduce" in source and "&cnnrt::dist::kHooks" in source
 
 
@@ -418,15 +423,8 @@ def test_sync_batch_norm_model_under_torchrun(build_and_cache, monkeypatch):
                      cache=False)
     assert built["flags"].get("sync-bn") is True and built["flags"]["gpus"] == 2
     monkeypatch.undo()
-    flags, _ = cnnc.optimizer_flags(torch.optim.SGD(model.parameters(), lr=0.1), model)
-    flags.update({"label-smoothing": 0.0, "precision": "fp16", "layout": "nhwc",
-                  "arch": "sm_90a", "gpus": 2, "sync-bn": True})
-    root = str(build_and_cache / "cache-syncbn")
-    os.makedirs(root, exist_ok=True)
-    artifact = cnnc.api._build(model, x, flags, "cuda", find_tool("cnnc"), ["test"], root,
-                               verbose=False)
-    with open(os.path.join(artifact, "libstep.so.cu")) as f:
-        source = f.read()
+    source = gpu_step_source(model, x, build_and_cache / "cache-syncbn", gpus=2,
+                             **{"sync-bn": True})
     # The BN collectives come first: bucket 0 (the mean) and 1 (the variance).
     assert "all-reduce bucket 0: 1 tensors, 32 bytes (avg)" in source, source[:2000]
     assert "all-reduce bucket 1: 1 tensors, 32 bytes (avg)" in source

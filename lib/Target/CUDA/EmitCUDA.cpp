@@ -96,11 +96,6 @@ std::string broadcastIndex(RankedTensorType in, RankedTensorType out) {
   return terms.empty() ? "0" : "(" + llvm::join(terms, " + ") + ")";
 }
 
-/// Whether a layout-sensitive op works on NHWC data (cnn-layout).
-bool isNHWC(Operation *op) {
-  auto sensitive = dyn_cast<LayoutSensitiveOpInterface>(op);
-  return sensitive && sensitive.isNHWC();
-}
 
 std::string locString(Location loc) {
   if (auto n = dyn_cast<NameLoc>(loc))

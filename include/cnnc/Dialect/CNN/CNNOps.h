@@ -58,6 +58,11 @@ inline int64_t channelDim(mlir::RankedTensorType t, Layout layout) {
 #include "cnnc/Dialect/CNN/CNNOps.h.inc"
 
 namespace cnnc::cnn {
+/// Whether `op` is layout-sensitive with `#cnn.layout<NHWC>`.
+inline bool isNHWC(mlir::Operation *op) {
+  auto sensitive = llvm::dyn_cast<LayoutSensitiveOpInterface>(op);
+  return sensitive && sensitive.isNHWC();
+}
 using cnnc::windowOutputSize;
 /// Result type of conv2d for `layout` NCHW (FCHW filter) or NHWC (KRSC
 /// filter); emits an error at `loc` and fails on bad shapes.
