@@ -40,6 +40,10 @@ void cnnc::buildCNNGPUPipeline(OpPassManager &pm,
   // The CUDA target prints elementwise ops in their fused form only.
   if (options.lowerElementwise)
     pm.addPass(createCNNLowerElementwise());
+  // Fewer stored activations: needs the fused form (it clones
+  // fused_elementwise ops), before the lowering choices and the plan.
+  if (options.remat && options.lowerElementwise)
+    pm.addPass(createCNNRemat());
   // How each op runs on the GPU: decided here, printed by the emitter.
   if (options.lowerElementwise)
     pm.addPass(createCNNSelectLowering());

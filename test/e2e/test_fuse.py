@@ -78,3 +78,46 @@ def test_fuse_preserves_step(tmp_path, name, batch, hw, tol, layout):
         worst = max(worst, float(np.max(np.abs(a - b)) / scale))
     print("%s %s: %d tensors, worst rel %.2e" % (name, layout, len(s0), worst))
     assert worst <= tol
+
+
+@pytest.mark.parametrize("name,layout", [("resnet18", "nhwc"), ("resnet18", "nchw")])
+def test_remat_preserves_step_and_lowers_the_plan(tmp_path, name, layout):
+    """cnn-remat recomputes BN-apply + ReLU outputs (and the stem's input
+    padding) in the backward pass: the step is bit-for-bit the fused one, and
+    the static plan's training temporaries shrink."""
+    batch, hw = 4, 64
+    model = build_model(name, 10, seed=0)
+    onnx = tmp_path / "m.onnx"
+    export_onnx(model, str(onnx), (batch, 3, hw, hw), training=True, opset=13)
+    rng = np.random.RandomState(0)
+    np.save(tmp_path / "x.npy", rng.rand(batch, 3, hw, hw).astype(np.float32))
+    np.save(tmp_path / "y.npy", rng.randint(0, 10, size=batch).astype(np.int64))
+    base = tmp_path / "base.mlir"
+    subprocess.run([tool("cnnc"), str(onnx), "--train", "-O0", "--optimizer", "none",
+                    "--emit", "mlir", "-o", str(base)], check=True)
+    passes = (["--cnn-layout"] if layout == "nhwc" else []) + [
+        "--cnn-fuse", "--cnn-lower-elementwise"]
+    fused, remat = tmp_path / "fused.mlir", tmp_path / "remat.mlir"
+    subprocess.run([tool("cnnc-opt"), str(base)] + passes + ["-o", str(fused)], check=True)
+    subprocess.run([tool("cnnc-opt"), str(fused), "--cnn-remat", "-o", str(remat)], check=True)
+    n = remat.read_text().count("cnn.remat")
+    # ResNet-18's 8 blocks: the first BN-ReLU of each block and every other
+    # block output are recomputed (at least one clone per block).
+    assert n >= 8
+    l0, s0 = run_step(fused, tmp_path, "fused")
+    l1, s1 = run_step(remat, tmp_path, "remat")
+    assert l0 == l1
+    assert s0.keys() == s1.keys()
+    for k in s0:
+        assert np.array_equal(np.asarray(s0[k]), np.asarray(s1[k])), k
+
+    def peak(*flags):
+        # The GPU pipeline's plan at batch 64 (at batch 4 the weights and
+        # their gradients dominate it), with SGD.
+        out = subprocess.run([tool("cnnc"), str(onnx), "--train", "--target", "gpu",
+                              "--layout", layout, "--batch", "64", "--emit", "mlir"] + list(flags),
+                             check=True, capture_output=True, text=True).stdout
+        return int(out.split("cnn.train_peak_bytes = ")[1].split(" ")[0])
+    before, after = peak(), peak("--remat")
+    print("%s %s: %d clones, training temporaries %d -> %d bytes" % (name, layout, n, before, after))
+    assert after < 0.92 * before

@@ -211,6 +211,12 @@ cl::opt<bool> fuseOpt("fuse",
                       cl::desc("cnn-fuse (default: on when compiling for the "
                                "GPU, off for the reference interpreter)"),
                       cl::init(true), cl::cat(optCategory));
+cl::opt<bool> rematOpt(
+    "remat",
+    cl::desc("cnn-remat: recompute BN-apply/ReLU outputs in the backward pass "
+             "instead of storing them (fewer stored activations, a few more "
+             "elementwise kernels; GPU target)"),
+    cl::init(false), cl::cat(optCategory));
 cl::opt<std::string> layoutOpt("layout",
                                cl::desc("Activation layout: nchw or nhwc"),
                                cl::value_desc("nchw|nhwc"), cl::init(""),
@@ -396,6 +402,7 @@ DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
   o.optimize = !o0;
   o.fuse = fuseOpt;
   o.fuseExplicit = fuseOpt.getNumOccurrences() > 0;
+  o.remat = rematOpt;
   o.layout = layoutOpt;
   o.precision = precisionOpt;
   o.memoryPlan = memoryPlanOpt;

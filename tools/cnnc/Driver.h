@@ -75,6 +75,7 @@ struct DriverOptions {
   bool optimize = true;       ///< false with -O0
   bool fuse = true;           ///< --fuse (default: on for the GPU target)
   bool fuseExplicit = false;  ///< --fuse given on the command line
+  bool remat = false;         ///< --remat (cnn-remat)
   std::string layout = "";    ///< --layout nchw|nhwc ("" = default)
   std::string precision = ""; ///< --precision fp32|fp16 ("" = default)
   bool memoryPlan = true;     ///< --memory-plan / --no-memory-plan

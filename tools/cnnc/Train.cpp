@@ -122,6 +122,7 @@ LogicalResult cnnc::driver::optimizeTrainStep(const DriverOptions &o,
   pipeline.fuse = o.optimize && o.fuse && (o.targetGPU || o.fuseExplicit);
   // The CUDA target prints elementwise ops in their fused form only.
   pipeline.lowerElementwise = o.targetGPU;
+  pipeline.remat = o.optimize && o.remat && pipeline.fuse;
   // The arena plan is for the CUDA target (the reference interpreter
   // allocates per value).
   pipeline.memoryPlan = o.optimize && o.memoryPlan && o.targetGPU;

@@ -65,6 +65,11 @@ struct CNNGPUPipelineOptions
       *this, "lower-elementwise",
       llvm::cl::desc("Run cnn-lower-elementwise (the CUDA target needs it)"),
       llvm::cl::init(true)};
+  Option<bool> remat{
+      *this, "remat",
+      llvm::cl::desc("Run cnn-remat (recompute BN-apply/ReLU outputs in the "
+                     "backward pass instead of storing them)"),
+      llvm::cl::init(false)};
   Option<bool> memoryPlan{*this, "memory-plan",
                           llvm::cl::desc("Run cnn-memory-plan"),
                           llvm::cl::init(true)};

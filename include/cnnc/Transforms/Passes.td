@@ -280,6 +280,48 @@ def CNNDataParallel : Pass<"cnn-data-parallel", "mlir::ModuleOp"> {
   ];
 }
 
+def CNNRemat : Pass<"cnn-remat", "mlir::ModuleOp"> {
+  let summary = "Recomputes cheap elementwise activations in the backward pass instead of storing them";
+  let description = [{
+    A BatchNorm network keeps both the convolution output (the BatchNorm
+    gradient reads it) and the BN-apply + ReLU output (the next
+    convolution's filter gradient and the ReLU mask read it) from the
+    forward pass to the backward pass. The second is one elementwise kernel
+    of the first: this pass clones such a one-result `fused_elementwise`
+    right before its first use after the largest gap (at least `min-gap`
+    ops) between its uses, and points that use and every later one at the
+    clone. It does so only when each full-size input is used at or after
+    that point anyway and is not itself recomputed, so no large buffer
+    lives longer and clones never chain (the value a clone reads is kept).
+    The clone computes the same body on the same inputs: the step's results
+    are bit-identical, its stored activations fewer (the static plan of
+    ResNet-50 at batch 128: docs/benchmarks.md). Clones carry `cnn.remat`.
+    Runs after cnn-fuse and cnn-lower-elementwise, before
+    cnn-select-lowering and cnn-memory-plan.
+
+    ```mlir
+    %y = cnn.fused_elementwise %x, %a, %b ... // relu(x * a + b)
+    %z = cnn.conv2d %y, %w ...                 // forward use
+    ...                                        // the rest of the step
+    %dw = cnn.conv2d_bwd_filter %y, %dz ...    // backward use
+    // becomes
+    %y = cnn.fused_elementwise %x, %a, %b ...
+    %z = cnn.conv2d %y, %w ...
+    ...
+    %y2 = cnn.fused_elementwise %x, %a, %b ... {cnn.remat}
+    %dw = cnn.conv2d_bwd_filter %y2, %dz ...
+    ```
+  }];
+  let options = [
+    Option<"minGap", "min-gap", "int64_t", /*default=*/"16",
+           "Recompute only across a gap of at least this many ops">
+  ];
+  let statistics = [
+    Statistic<"numRemat", "recomputed", "activations recomputed in the backward pass">,
+    Statistic<"bytesFreed", "bytes", "bytes of activations no longer stored across the gap">
+  ];
+}
+
 def CNNSelectLowering : Pass<"cnn-select-lowering", "mlir::ModuleOp"> {
   let summary = "Chooses how each op runs on the GPU, as attributes the CUDA emitter prints";
   let description = [{

@@ -99,6 +99,7 @@ AttrKind opAttrKind(StringRef name) {
       .Case("cnn.in_place", AttrKind::InPlace)
       .Case("cnn.lowering", AttrKind::Lowering)
       .Case("cnn.update_group", AttrKind::Count)
+      .Case("cnn.remat", AttrKind::Unit) // a clone made by cnn-remat
       .Default(AttrKind::Unknown);
 }
 

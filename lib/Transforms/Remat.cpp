@@ -1,0 +1,186 @@
+//===- Remat.cpp - cnn-remat: recompute cheap activations in backward ----===//
+//
+// A training step keeps every activation the backward pass reads alive from
+// the forward pass to its use there; with BatchNorm networks that is the
+// convolution output (read by the BatchNorm gradient) *and* the BN-apply +
+// ReLU output (read by the next convolution's filter gradient and as the
+// ReLU mask). The second is a cheap elementwise function of the first: this
+// pass recomputes it where the backward pass needs it, so only the first is
+// stored (the memory half of issue 13; NVIDIA's MLPerf ResNet does the same).
+//
+// A `fused_elementwise` op with one result is rematerialized when
+//  - its result has a gap of at least `min-gap` ops between two consecutive
+//    uses (the forward/backward distance; `late` uses are those after the
+//    largest gap);
+//  - each of its full-size inputs (broadcast 0 or 3) is a block argument or
+//    a value that is used at or after the first late use anyway, and is not
+//    itself rematerialized (so recomputation never extends the life of a
+//    large buffer, and never chains: a value a clone reads is kept).
+// The clone is inserted right before the first late use, which it then
+// feeds, with every later use. A clone computes the same scalar body on the
+// same inputs, so the step's results are unchanged bit for bit.
+//
+//===----------------------------------------------------------------------===//
+#include "cnnc/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/DenseSet.h"
+
+namespace cnnc {
+#define GEN_PASS_DEF_CNNREMAT
+#include "cnnc/Transforms/Passes.h.inc"
+} // namespace cnnc
+
+using namespace mlir;
+using namespace cnnc;
+using namespace cnnc::cnn;
+
+namespace {
+
+struct RematPass : cnnc::impl::CNNRematBase<RematPass> {
+  using CNNRematBase::CNNRematBase;
+
+  void runOnOperation() override {
+    getOperation().walk([&](func::FuncOp f) {
+      if (!f.getBody().empty())
+        runOnBlock(f.getBody().front());
+    });
+  }
+
+  /// Ops whose result is cheap to recompute from its inputs.
+  static bool isCheap(Operation *op) {
+    if (op->getNumResults() != 1)
+      return false;
+    return isa<FusedElementwiseOp, TransposeOp, ConcatOp>(op);
+  }
+
+  /// Collects into `chain` what recomputing `op` at position `at` takes:
+  /// `op` itself and, for each full-size input that is not stored until
+  /// `at` anyway, that input's cheap producer (recursively, a few levels:
+  /// the stem's cast -> transpose -> channel padding). Stored inputs go to
+  /// `leaves`. Fails if an input would have to live longer.
+  template <typename UsePositions>
+  LogicalResult
+  collect(Operation *op, int64_t at, int depth, UsePositions &usePositions,
+          const llvm::DenseSet<Value> &kept,
+          SmallVectorImpl<Operation *> &chain, SmallVectorImpl<Value> &leaves) {
+    if (depth > 3 || !isCheap(op))
+      return failure();
+    chain.push_back(op);
+    ArrayRef<int64_t> bcast;
+    if (auto f = dyn_cast<FusedElementwiseOp>(op))
+      bcast = f.getBroadcast();
+    for (auto [k, in] : llvm::enumerate(op->getOperands())) {
+      if (!bcast.empty() && (bcast[k] == 1 || bcast[k] == 2))
+        continue; // per channel or one scalar: a few bytes
+      Operation *def = in.getDefiningOp();
+      if (!def || isa<ConstantOp>(def))
+        continue; // a step argument or a constant: stored for the whole step
+      SmallVector<int64_t> inUses = usePositions(in);
+      if (!inUses.empty() && inUses.back() >= at) {
+        leaves.push_back(in); // stored until `at` anyway
+        continue;
+      }
+      if (kept.contains(in))
+        return failure(); // a leaf of a later clone; do not extend it
+      if (failed(
+              collect(def, at, depth + 1, usePositions, kept, chain, leaves)))
+        return failure();
+    }
+    return success();
+  }
+
+  void runOnBlock(Block &block) {
+    DenseMap<Operation *, int64_t> pos;
+    SmallVector<Operation *> candidates;
+    int64_t n = 0;
+    for (Operation &op : block) {
+      pos[&op] = n++;
+      if (isCheap(&op))
+        candidates.push_back(&op);
+    }
+    // Positions of a value's uses (not by clones, which come later).
+    auto usePositions = [&](Value v) {
+      SmallVector<int64_t> p;
+      for (Operation *u : v.getUsers()) {
+        // A use nested in a region counts at its top-level ancestor.
+        Operation *top = block.findAncestorOpInBlock(*u);
+        if (top && pos.count(top))
+          p.push_back(pos[top]);
+      }
+      llvm::sort(p);
+      return p;
+    };
+    llvm::DenseSet<Value> kept;
+    // Latest first: a later activation's clone reads an earlier one (the
+    // residual of a ResNet block), which is then kept.
+    for (Operation *f : llvm::reverse(candidates)) {
+      Value y = f->getResult(0);
+      if (kept.contains(y))
+        continue;
+      SmallVector<int64_t> uses = usePositions(y);
+      if (uses.empty())
+        continue;
+      // The largest gap between the definition and consecutive uses.
+      int64_t prev = pos[f], bestGap = 0, lateFrom = -1;
+      for (int64_t p : uses) {
+        if (p - prev > bestGap) {
+          bestGap = p - prev;
+          lateFrom = p;
+        }
+        prev = p;
+      }
+      // A gap right after the definition is not one: nothing was stored
+      // early that recomputation would free.
+      if (bestGap < minGap || lateFrom == uses.front())
+        continue;
+      // What the clone needs: `chain` (ops to clone, in block order) and
+      // `leaves` (stored values it reads, kept from now on).
+      SmallVector<Operation *> chain;
+      SmallVector<Value> leaves;
+      if (failed(collect(f, lateFrom, /*depth=*/0, usePositions, kept, chain,
+                         leaves)))
+        continue;
+      Operation *firstLate = nullptr;
+      for (Operation *u : y.getUsers()) {
+        Operation *top = block.findAncestorOpInBlock(*u);
+        if (pos[top] == lateFrom)
+          firstLate = top;
+      }
+      // The step's outputs are written to their own buffers: nothing to
+      // free by recomputing one.
+      if (isa<func::ReturnOp>(firstLate))
+        continue;
+      llvm::sort(chain,
+                 [&](Operation *a, Operation *b) { return pos[a] < pos[b]; });
+      chain.erase(std::unique(chain.begin(), chain.end()), chain.end());
+      OpBuilder b(firstLate);
+      IRMapping map;
+      Operation *clone = nullptr;
+      for (Operation *op : chain) {
+        clone = b.clone(*op, map);
+        clone->setAttr("cnn.remat", b.getUnitAttr());
+      }
+      Value y2 = map.lookup(y);
+      llvm::SmallPtrSet<Operation *, 4> clones;
+      for (Operation *op : chain)
+        clones.insert(map.lookup(op->getResult(0)).getDefiningOp());
+      y.replaceUsesWithIf(y2, [&](OpOperand &use) {
+        Operation *top = block.findAncestorOpInBlock(*use.getOwner());
+        return !clones.contains(top) && pos.count(top) && pos[top] >= lateFrom;
+      });
+      for (Value v : leaves)
+        kept.insert(v);
+      for (Operation *op : chain)
+        kept.insert(op->getResult(0)); // cloned: never recomputed again
+      ++numRemat;
+      bytesFreed +=
+          cast<RankedTensorType>(y.getType()).getNumElements() *
+          cast<RankedTensorType>(y.getType()).getElementTypeBitWidth() / 8;
+    }
+  }
+};
+
+} // namespace
