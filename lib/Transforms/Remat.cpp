@@ -60,12 +60,15 @@ struct RematPass : cnnc::impl::CNNRematBase<RematPass> {
   /// `op` itself and, for each full-size input that is not stored until
   /// `at` anyway, that input's cheap producer (recursively, a few levels:
   /// the stem's cast -> transpose -> channel padding). Stored inputs go to
-  /// `leaves`. Fails if an input would have to live longer.
+  /// `leaves`. Fails if an input would have to live longer. Sets
+  /// `activation` if the chain reads the step's input or a stored
+  /// intermediate (not only parameters, state and constants).
   template <typename UsePositions>
-  LogicalResult
-  collect(Operation *op, int64_t at, int depth, UsePositions &usePositions,
-          const llvm::DenseSet<Value> &kept,
-          SmallVectorImpl<Operation *> &chain, SmallVectorImpl<Value> &leaves) {
+  LogicalResult collect(Operation *op, int64_t at, int depth,
+                        UsePositions &usePositions,
+                        const llvm::DenseSet<Value> &kept,
+                        SmallVectorImpl<Operation *> &chain,
+                        SmallVectorImpl<Value> &leaves, bool &activation) {
     if (depth > 3 || !isCheap(op))
       return failure();
     chain.push_back(op);
@@ -76,17 +79,28 @@ struct RematPass : cnnc::impl::CNNRematBase<RematPass> {
       if (!bcast.empty() && (bcast[k] == 1 || bcast[k] == 2))
         continue; // per channel or one scalar: a few bytes
       Operation *def = in.getDefiningOp();
-      if (!def || isa<ConstantOp>(def))
-        continue; // a step argument or a constant: stored for the whole step
+      if (!def || isa<ConstantOp>(def)) {
+        // A step argument or a constant: stored for the whole step. Only
+        // the input (not a parameter or state) makes this an activation.
+        auto arg = dyn_cast<BlockArgument>(in);
+        auto f = arg ? dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp())
+                     : nullptr;
+        if (f && !f.getArgAttr(arg.getArgNumber(), kParamAttr) &&
+            !f.getArgAttr(arg.getArgNumber(), kStateAttr) &&
+            !f.getArgAttr(arg.getArgNumber(), kBufferAttr))
+          activation = true;
+        continue;
+      }
       SmallVector<int64_t> inUses = usePositions(in);
       if (!inUses.empty() && inUses.back() >= at) {
         leaves.push_back(in); // stored until `at` anyway
+        activation = true;
         continue;
       }
       if (kept.contains(in))
         return failure(); // a leaf of a later clone; do not extend it
-      if (failed(
-              collect(def, at, depth + 1, usePositions, kept, chain, leaves)))
+      if (failed(collect(def, at, depth + 1, usePositions, kept, chain, leaves,
+                         activation)))
         return failure();
     }
     return success();
@@ -140,8 +154,13 @@ struct RematPass : cnnc::impl::CNNRematBase<RematPass> {
       // `leaves` (stored values it reads, kept from now on).
       SmallVector<Operation *> chain;
       SmallVector<Value> leaves;
+      // A function of the parameters alone (a weight's f16 NHWC copy) is
+      // small next to the activations: recomputing it costs kernels and
+      // frees little.
+      bool activation = false;
       if (failed(collect(f, lateFrom, /*depth=*/0, usePositions, kept, chain,
-                         leaves)))
+                         leaves, activation)) ||
+          !activation)
         continue;
       Operation *firstLate = nullptr;
       for (Operation *u : y.getUsers()) {

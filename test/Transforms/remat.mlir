@@ -78,3 +78,24 @@ func.func @stem_chain(%in: tensor<1x3x2x2xf32>, %w: tensor<1x2x2x8xf32>) -> (ten
   %late = cnn.add %p, %g3 : (tensor<1x2x2x8xf32>, tensor<1x2x2x8xf32>) -> tensor<1x2x2x8xf32>
   return %late, %z : tensor<1x2x2x8xf32>, tensor<1x2x2x8xf32>
 }
+
+// -----
+
+// A function of the parameters alone (a weight's f16 copy, read by the
+// forward convolution and again by the backward one) is left stored: it is
+// small next to the activations, and recomputing it only adds kernels.
+// CHECK-LABEL: func.func @weight_copy
+// CHECK-NOT: cnn.remat
+// CHECK: return
+func.func @weight_copy(%w: tensor<2x4xf32> {cnn.param = "w"}, %g: tensor<2x4xf16>) -> (tensor<2x4xf16>, tensor<2x4xf16>) {
+  %h = cnn.fused_elementwise %w {broadcast = array<i64: 0>, layout = #cnn.layout<NCHW>} : (tensor<2x4xf32>) -> tensor<2x4xf16> {
+  ^bb0(%v: f32):
+    cnn.yield %v : f32
+  }
+  %z = cnn.relu %h : (tensor<2x4xf16>) -> tensor<2x4xf16>
+  %g1 = cnn.neg %g : (tensor<2x4xf16>) -> tensor<2x4xf16>
+  %g2 = cnn.neg %g1 : (tensor<2x4xf16>) -> tensor<2x4xf16>
+  %g3 = cnn.neg %g2 : (tensor<2x4xf16>) -> tensor<2x4xf16>
+  %late = cnn.add %h, %g3 : (tensor<2x4xf16>, tensor<2x4xf16>) -> tensor<2x4xf16>
+  return %late, %z : tensor<2x4xf16>, tensor<2x4xf16>
+}
