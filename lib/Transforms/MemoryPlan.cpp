@@ -20,6 +20,8 @@
 #include "cnnc/Transforms/MemoryPlanner.h"
 #include "cnnc/Transforms/Passes.h"
 
+#include <limits>
+
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringMap.h"
 
@@ -431,7 +433,7 @@ FailureOr<memplan::Plan> MemoryPlanPass::planTemps(
   Builder b(f.getContext());
   auto liveness = analyzeBufferLiveness(
       f, [&](Value v) { return fixed.count(v) > 0; },
-      inPlace ? InPlaceMode::Decide : InPlaceMode::None);
+      inPlace && reuse ? InPlaceMode::Decide : InPlaceMode::None);
   if (failed(liveness))
     return failure();
   std::vector<memplan::Interval> intervals;
@@ -441,6 +443,10 @@ FailureOr<memplan::Plan> MemoryPlanPass::planTemps(
     iv.alignment = alignment < 1 ? 1 : (uint64_t)alignment;
     iv.first = buf.first;
     iv.last = buf.last;
+    if (!reuse) { // every temporary live for the whole step: no sharing
+      iv.first = 0;
+      iv.last = std::numeric_limits<int64_t>::max() / 2;
+    }
     intervals.push_back(iv);
   }
   memplan::Plan p = memplan::plan(intervals);

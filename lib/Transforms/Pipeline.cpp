@@ -49,8 +49,11 @@ void cnnc::buildCNNGPUPipeline(OpPassManager &pm,
     pm.addPass(createCNNSelectLowering());
   // The arena plan is for the CUDA target (the reference interpreter
   // allocates per value); it runs last, after every rewrite of the step.
-  if (options.memoryPlan)
-    pm.addPass(createCNNMemoryPlan());
+  if (options.memoryPlan) {
+    CNNMemoryPlanOptions mp;
+    mp.reuse = options.memoryReuse;
+    pm.addPass(createCNNMemoryPlan(mp));
+  }
 }
 
 void cnnc::registerCNNPipelines() {

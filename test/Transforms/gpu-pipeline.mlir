@@ -31,16 +31,22 @@
 // CPU: cnn.relu
 // CPU-NOT: cnn.fused_elementwise
 
-// -O0 with --target gpu: no layout, precision, fusion or memory plan, but the
-// elementwise ops still get the fused form the CUDA target prints.
+// -O0 with --target gpu: no layout, precision or fusion, and a memory plan
+// that shares nothing (every temporary its own range, nothing in place: the
+// CUDA target reads its arena from the IR, always), but the elementwise ops
+// still get the fused form the CUDA target prints.
 // RUN: cnnc %S/../Target/CUDA/Inputs/small_cnn.mlir --train -O0 --target gpu --emit mlir > %t.o0.cnnc.mlir
 // RUN: cnnc-opt %S/../Target/CUDA/Inputs/small_cnn.mlir --cnn-autodiff --cse \
-// RUN:   --cnn-gpu-pipeline="layout=nchw precision=fp32 fuse=false memory-plan=false" > %t.o0.opt.mlir
+// RUN:   --cnn-gpu-pipeline="layout=nchw precision=fp32 fuse=false memory-reuse=false" > %t.o0.opt.mlir
 // RUN: FileCheck %s --check-prefix=O0 < %t.o0.cnnc.mlir
 // RUN: diff -B %t.o0.cnnc.mlir %t.o0.opt.mlir
+// O0: module attributes {cnn.arena_bytes
 // O0-LABEL: func.func @train_step(
+// O0-NOT: cnn.in_place
 // O0: cnn.conv2d {{.*}} -> tensor<4x8x8x8xf32>
+// O0-NOT: cnn.in_place
 // O0: cnn.fused_elementwise
+// O0-NOT: cnn.in_place
 
 // Bad option values are refused by the option parser / the driver.
 // RUN: not cnnc-opt %S/../Target/CUDA/Inputs/small_cnn.mlir --cnn-gpu-pipeline="layout=nchx" 2>&1 | FileCheck %s --check-prefix=BADOPT

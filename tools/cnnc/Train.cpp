@@ -125,7 +125,10 @@ LogicalResult cnnc::driver::optimizeTrainStep(const DriverOptions &o,
   pipeline.remat = o.optimize && o.remat && pipeline.fuse;
   // The arena plan is for the CUDA target (the reference interpreter
   // allocates per value).
-  pipeline.memoryPlan = o.optimize && o.memoryPlan && o.targetGPU;
+  // The CUDA target reads its arena plan from the IR, always; -O0 and
+  // --no-memory-plan plan without sharing memory between temporaries.
+  pipeline.memoryPlan = o.targetGPU;
+  pipeline.memoryReuse = o.optimize && o.memoryPlan;
   PassManager pm(&c.context);
   buildCNNGPUPipeline(pm, pipeline);
   if (failed(runPasses(pm, c)))
@@ -716,9 +719,17 @@ LogicalResult cnnc::driver::compileCUDA(const DriverOptions &o, Compilation &c,
     if (!f.isExternal() && !f->hasAttr("cnn.lowering_selected"))
       selected = false;
   });
-  if (!selected) {
+  // Likewise its arena plan, the one the emitter reads (it plans nothing).
+  bool planned = c.module->getOperation()->hasAttr(kArenaBytesAttr);
+  if (!selected || !planned) {
     PassManager pm(&c.context);
-    pm.addPass(createCNNSelectLowering());
+    if (!selected)
+      pm.addPass(createCNNSelectLowering());
+    if (!planned) {
+      CNNMemoryPlanOptions mp;
+      mp.reuse = o.optimize && o.memoryPlan;
+      pm.addPass(createCNNMemoryPlan(mp));
+    }
     if (failed(runPasses(pm, c)))
       return failure();
   }

@@ -70,6 +70,11 @@ struct CNNGPUPipelineOptions
       llvm::cl::desc("Run cnn-remat (recompute BN-apply/ReLU outputs in the "
                      "backward pass instead of storing them)"),
       llvm::cl::init(false)};
+  Option<bool> memoryReuse{
+      *this, "memory-reuse",
+      llvm::cl::desc("cnn-memory-plan shares memory between temporaries "
+                     "(false: each its own range)"),
+      llvm::cl::init(true)};
   Option<bool> memoryPlan{*this, "memory-plan",
                           llvm::cl::desc("Run cnn-memory-plan"),
                           llvm::cl::init(true)};

@@ -455,8 +455,9 @@ def CNNMemoryPlan : Pass<"cnn-memory-plan", "mlir::ModuleOp"> {
   let description = [{
     Assigns every tensor of `@train_step` and `@forward` (the evaluation
     step) a byte offset in one device arena and records the plan in the IR,
-    so the CUDA target only reads it (it falls back to its own first-fit plan
-    when the attributes are absent):
+    so the CUDA target only reads it (the plan is the only one: the target
+    refuses a module without it, and the cnnc driver runs this pass on a
+    step given as MLIR that lacks it):
 
       [ persistent tensors | cuDNN/cuBLASLt workspace | temporaries ]
 
@@ -529,6 +530,10 @@ def CNNMemoryPlan : Pass<"cnn-memory-plan", "mlir::ModuleOp"> {
            "runtime allocates the workspace separately, as without the pass)">,
     Option<"inPlace", "in-place", "bool", "true",
            "let elementwise ops write their result into a dying operand">,
+    Option<"reuse", "reuse", "bool", "true",
+           "share memory between temporaries whose live ranges do not "
+           "overlap; false gives every temporary its own range and writes "
+           "nothing in place (-O0, --no-memory-plan)">,
     Option<"alignment", "alignment", "int64_t", "256",
            "byte alignment of every buffer (a power of two)">,
   ];

@@ -1,11 +1,11 @@
 //===- BufferPlan.h - arena plan of a train step ----------------*- C++ -*-===//
 //
-// Assigns every tensor value of @train_step (and @forward, the evaluation
-// step) a byte range in one device arena: persistent tensors (parameters,
-// BN statistics, optimizer state, inputs, loss) first, then temporaries
-// packed first-fit by live range. Values that only reinterpret their input
-// (reshape, flatten) share its buffer; optimizer updates and BN running
-// statistics are written in place into their persistent buffers.
+// The arena plan of @train_step (and @forward, the evaluation step) as the
+// CUDA emitter uses it: every tensor value's byte range in one device arena,
+// persistent tensors (parameters, BN statistics, optimizer state, inputs,
+// loss) with their names and runtime roles, then temporaries. The plan is
+// cnn-memory-plan's, read back from the IR (MemoryPlanReader.cpp); the
+// target plans nothing itself.
 //
 //===----------------------------------------------------------------------===//
 #ifndef CNNC_LIB_TARGET_CUDA_BUFFERPLAN_H
@@ -42,12 +42,10 @@ struct BufferPlan {
   std::vector<std::pair<unsigned, int>> copiesAtEnd;
   size_t persistentBytes = 0, trainTempBytes = 0, evalTempBytes = 0;
   size_t arenaBytes = 0, sumTempBytes = 0;
-  /// Set when the plan comes from cnn-memory-plan (attributes in the IR):
-  /// the workspace region in the arena, where temporaries start, the lower
-  /// bounds of the temporary peaks, and today's first-fit arena to compare.
-  bool fromPass = false;
+  /// The workspace region in the arena, where temporaries start, the lower
+  /// bounds of the temporary peaks (max over time of live bytes).
   size_t workspaceOffset = 0, workspaceBytes = 0, tempOffset = 0;
-  size_t trainLowerBound = 0, evalLowerBound = 0, firstFitArenaBytes = 0;
+  size_t trainLowerBound = 0, evalLowerBound = 0;
   unsigned numInPlace = 0;
   std::string strategy;
 
@@ -59,14 +57,15 @@ struct BufferPlan {
 
 size_t bytesOf(mlir::RankedTensorType t);
 
-/// Plans `trainStep` and, if non-null, `forward`. Fails with a diagnostic
-/// on an argument whose role cannot be determined.
-mlir::FailureOr<BufferPlan> planBuffers(mlir::func::FuncOp trainStep,
-                                        mlir::func::FuncOp forward);
+/// The persistent tensors of `trainStep` (arguments by role and name, the
+/// loss) and, if non-null, `forward` (its logits), at provisional offsets:
+/// names and roles for the plan reader. Fails with a diagnostic on an
+/// argument whose role cannot be determined.
+mlir::FailureOr<BufferPlan> persistentBuffers(mlir::func::FuncOp trainStep,
+                                              mlir::func::FuncOp forward);
 
-/// The plan recorded by cnn-memory-plan when the module carries it (checked:
-/// every value placed, no two live temporaries overlap), otherwise
-/// planBuffers' first-fit plan.
+/// The plan recorded by cnn-memory-plan (checked: every value placed, no two
+/// live temporaries overlap); an error if the module carries none.
 mlir::FailureOr<BufferPlan> getBufferPlan(mlir::func::FuncOp trainStep,
                                           mlir::func::FuncOp forward);
 

@@ -4,8 +4,8 @@
 // (names and roles of the persistent tensors as planBuffers gives them) and
 // checks it before the emitter trusts it: every value has an offset, views
 // and in-place results sit on their source, temporaries live at the same
-// time never overlap and stay inside the arena. Without the attributes the
-// first-fit planBuffers plan is used (e.g. when the pass did not run).
+// time never overlap and stay inside the arena. It is the only plan: a module
+// without it is an error (the cnnc driver runs the pass first).
 //
 //===----------------------------------------------------------------------===//
 #include "BufferPlan.h"
@@ -164,21 +164,20 @@ FailureOr<BufferPlan> cnnc::getBufferPlan(func::FuncOp step,
                                           func::FuncOp forward) {
   auto module = step->getParentOfType<ModuleOp>();
   if (!module || !module->hasAttr(kArenaBytesAttr))
-    return planBuffers(step, forward);
+    return step.emitError("memory plan: the module has no arena plan (run "
+                          "cnn-memory-plan after every other pass)");
   // The CUDA target evaluates @forward only when it returns 2-D logits.
   if (forward &&
       (forward.getNumResults() != 1 ||
        cast<RankedTensorType>(forward.getResultTypes()[0]).getRank() != 2))
     forward = nullptr;
-  // Names and roles of the persistent tensors, and today's arena to compare.
-  auto firstFit = planBuffers(step, forward);
-  if (failed(firstFit))
+  // Names and roles of the persistent tensors.
+  auto persistent = persistentBuffers(step, forward);
+  if (failed(persistent))
     return failure();
   Reader R;
   R.module = module;
   BufferPlan &plan = R.plan;
-  plan.fromPass = true;
-  plan.firstFitArenaBytes = firstFit->arenaBytes;
   if (failed(R.readModuleAttr(kArenaBytesAttr, plan.arenaBytes)) ||
       failed(R.readModuleAttr(kPersistentBytesAttr, plan.persistentBytes)) ||
       failed(R.readModuleAttr(kWorkspaceOffsetAttr, plan.workspaceOffset)) ||
@@ -203,8 +202,8 @@ FailureOr<BufferPlan> cnnc::getBufferPlan(func::FuncOp step,
 
   // Persistent tensors: arguments, loss, logits, at their recorded offsets.
   DenseMap<uint64_t, int> persistentAt;
-  for (auto [v, idx] : firstFit->bufferOf) {
-    const PlannedBuffer &fb = firstFit->buffers[idx];
+  for (auto [v, idx] : persistent->bufferOf) {
+    const PlannedBuffer &fb = persistent->buffers[idx];
     if (fb.role == BufferRole::Temp)
       continue;
     bool own =

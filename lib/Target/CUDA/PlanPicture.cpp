@@ -111,9 +111,8 @@ LogicalResult cnnc::writeBufferPlanSVG(ModuleOp module, llvm::raw_ostream &os) {
             llvm::formatv("@train_step temporaries: {0} buffers over {1} ops; "
                           "planned {2} ({3}), live-bytes peak {4}; arena {5}",
                           temps.size(), lastOp + 1, mibStr(span),
-                          plan.fromPass ? "cnn-memory-plan " + plan.strategy
-                                        : std::string("first-fit"),
-                          mibStr(maxLive), mibStr(plan.arenaBytes))
+                          "cnn-memory-plan " + plan.strategy, mibStr(maxLive),
+                          mibStr(plan.arenaBytes))
                 .str())
      << "</text>\n";
   os << "<text x=\"" << left

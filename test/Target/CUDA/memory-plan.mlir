@@ -25,7 +25,6 @@
 // PLAN: train temporaries peak: {{[0-9]+}} (0.0 MiB), lower bound {{[0-9]+}}
 // PLAN: eval temporaries peak: {{[0-9]+}} (0.0 MiB), lower bound {{[0-9]+}}
 // PLAN: arena bytes: 4224000 (4.0 MiB), workspace included
-// PLAN: arena bytes with the first-fit planner: {{[0-9]+}}
 
 // Two live temporaries on the same bytes: the ReLU's result moved onto the
 // max-pool output's buffer while the convolution output is still read.
