@@ -17,7 +17,8 @@ config.substitutions.append(("%cnnc_src", config.cnnc_src_root))
 llvm_config.with_environment("PATH", config.cnnc_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.add_tool_substitutions(
-    ["cnnc-opt", "cnnc", "cnnc-reference-run", "cnnc-capi-host"], [config.cnnc_tools_dir])
+    ["cnnc-opt", "cnnc-translate", "cnnc", "cnnc-reference-run", "cnnc-capi-host"],
+    [config.cnnc_tools_dir])
 
 # nvcc compiles (but nothing runs) on machines without a GPU.
 for nvcc in ("/usr/local/cuda/bin/nvcc",):

@@ -13,8 +13,8 @@
 #include "cnnc/Dialect/CNN/CNNOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -88,14 +88,13 @@ std::string broadcastIndex(RankedTensorType in, RankedTensorType out) {
   for (int64_t d = out.getRank() - 1; d >= 0; --d) {
     int64_t size = out.getDimSize(d);
     if (in.getDimSize(d) != 1)
-      terms.push_back(fmt::format("(i / {}ll) % {}ll * {}ll", outStride, size,
-                                  inStride));
+      terms.push_back(
+          fmt::format("(i / {}ll) % {}ll * {}ll", outStride, size, inStride));
     outStride *= size;
     inStride *= in.getDimSize(d);
   }
   return terms.empty() ? "0" : "(" + llvm::join(terms, " + ") + ")";
 }
-
 
 std::string locString(Location loc) {
   if (auto n = dyn_cast<NameLoc>(loc))
@@ -896,8 +895,8 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
         int64_t n = res.getNumElements();
         const char *init = isMax ? "-INFINITY" : "0.f";
         // A NaN propagates, as numpy's max does.
-        const char *combine = isMax ? "acc = (v > acc || v != v) ? v : acc;"
-                                    : "acc += v;";
+        const char *combine =
+            isMax ? "acc = (v > acc || v != v) ? v : acc;" : "acc += v;";
         if (count >= 32 * n && n <= (int64_t(1) << 31) - 1) {
           // Few results, each of many elements (the weight gradients of a
           // LayerNorm over channels or of a layer scale: [N,H,W,C] -> [C]):
@@ -919,10 +918,12 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
                   "  }}\n"
                   "  __shared__ float part[8];\n"
                   "  for (int off = 16; off > 0; off >>= 1) {{\n"
-                  "    const float v = __shfl_down_sync(0xffffffffu, acc, off);\n"
+                  "    const float v = __shfl_down_sync(0xffffffffu, acc, "
+                  "off);\n"
                   "    {}\n"
                   "  }}\n"
-                  "  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = acc;\n"
+                  "  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = "
+                  "acc;\n"
                   "  __syncthreads();\n"
                   "  if (threadIdx.x < 32) {{\n"
                   "    acc = threadIdx.x < 8 ? part[threadIdx.x] : {};\n"
@@ -957,9 +958,9 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
                         "  }}\n",
                         n, base, init, count, inner, combine,
                         floatLit(factor)));
-        launch(out, op, name, gridFor(n), "256",
-               fmt::format("{}, {}", ptr(o->getOperand(0)),
-                           ptr(o->getResult(0))));
+        launch(
+            out, op, name, gridFor(n), "256",
+            fmt::format("{}, {}", ptr(o->getOperand(0)), ptr(o->getResult(0))));
         return success();
       })
       .Case([&](DropoutMaskOp d) {
@@ -1220,10 +1221,9 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
         return success();
       })
       .Case([&](FusedBatchNormReluGradOp b) {
-        bnGrad(out, op, b.isNHWC(), b.getGradOutput(),
-               b.getReluOutput(), b.getInput(), b.getScale(), b.getSavedMean(),
-               b.getSavedInvstd(), b.getGradScale(), b.getGradBias(),
-               b.getGradInput());
+        bnGrad(out, op, b.isNHWC(), b.getGradOutput(), b.getReluOutput(),
+               b.getInput(), b.getScale(), b.getSavedMean(), b.getSavedInvstd(),
+               b.getGradScale(), b.getGradBias(), b.getGradInput());
         return success();
       })
       .Case([&](BatchNormGradOp b) {
@@ -1594,13 +1594,13 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
           out += fmt::format("  cnnrt::dist::join(ctx, {});\n", k);
           for (auto [in, r] : llvm::zip(a.getInputs(), a.getResults()))
             if (plan.offsetOf(in) != plan.offsetOf(r)) {
-              out += fmt::format(
-                  "  ctx.check(cudaMemcpyAsync(A + {}, A + {}, {}, "
-                  "cudaMemcpyDeviceToDevice, s), \"{}\");\n",
-                  plan.offsetOf(r), plan.offsetOf(in),
-                  ttype(in).getNumElements() *
-                      (ttype(in).getElementType().isF16() ? 2 : 4),
-                  loc(op));
+              out +=
+                  fmt::format("  ctx.check(cudaMemcpyAsync(A + {}, A + {}, {}, "
+                              "cudaMemcpyDeviceToDevice, s), \"{}\");\n",
+                              plan.offsetOf(r), plan.offsetOf(in),
+                              ttype(in).getNumElements() *
+                                  (ttype(in).getElementType().isF16() ? 2 : 4),
+                              loc(op));
               ++numLaunches;
             }
           return success();
@@ -1899,6 +1899,14 @@ LogicalResult cnnc::emitCUDA(ModuleOp module, llvm::raw_ostream &os,
   // Prepare for emission (as CIRCT's ExportVerilog does): a step built
   // outside cnnc's pipeline gets the elementwise form the printer knows.
   lowerElementwise(module);
+  // What cnn-gpu-pipeline decides, in its order: the lowering choices, then
+  // the arena plan.
+  for (func::FuncOp f : {step, forward})
+    if (f && !f->hasAttr("cnn.lowering_selected"))
+      return f.emitError("CUDA backend: @")
+             << f.getName()
+             << " has no cnn.lowering_selected: run cnn-select-lowering (the "
+                "CUDA target's pipeline, cnn-gpu-pipeline) first";
   auto planOr = getBufferPlan(step, forward);
   if (failed(planOr))
     return failure();
