@@ -81,7 +81,7 @@ echo "| synthetic | - | $synth | 100 % |"
 best=0
 for w in $WORKERS; do
   ips=$(run "jpeg_w$w" --data "$WORK/jpeg" --workers "$w" | tail -1 | awk '{print $2}')
-  pct=$(awk -v a="$ips" -v b="$synth" 'BEGIN{printf "%.1f", b > 0 ? 100 * a / b : 0}')
+  pct=$(awk -v a="$ips" -v b="$synth" 'BEGIN{printf "%.1f", (b > 0) ? 100 * a / b : 0}')
   echo "| ImageFolder JPEG | $w | $ips | $pct % |"
   awk -v p="$pct" -v q="$best" 'BEGIN{exit !(p > q)}' && best=$pct
 done

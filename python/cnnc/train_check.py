@@ -34,6 +34,7 @@ sqrt(v) ~ eps (see `adam_mask`).
 """
 import argparse
 import copy
+import inspect
 import os
 import re
 import subprocess
@@ -174,10 +175,15 @@ def export_training(model, path, input_shape):
     that are model state (parameters and buffers)."""
     model.train()
     x = torch.randn(*input_shape)
+    kwargs = {}
+    if "dynamo" in inspect.signature(torch.onnx.export).parameters:
+        # torch >= 2.9 defaults to the dynamo exporter: an inference graph
+        # with BatchNorm folded away. Training graphs need the legacy one.
+        kwargs["dynamo"] = False
     torch.onnx.export(model, (x,), str(path), input_names=["input"],
                       output_names=["logits"],
                       training=torch.onnx.TrainingMode.TRAINING,
-                      do_constant_folding=False)
+                      do_constant_folding=False, **kwargs)
     inits = onnx_initializers(path)
     sd = model.state_dict()
     names = []
