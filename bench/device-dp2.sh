@@ -22,15 +22,15 @@ export CNNC_RUNTIME_DIR=$PWD/.carry/rt PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
 export LD_LIBRARY_PATH=$PWD/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 W=/tmp/dp2; rm -rf "$W"; mkdir -p "$W"
-# Logs go to $L and come back as one file ($OUT/logs.txt): the device tool
+# Logs go to $LOGS and come back as one file ($OUT/logs.txt): the device tool
 # returns at most 8 files.
-L=$W/logs; mkdir -p "$L"; SUMMARY=$OUT/summary.txt
-trap 'tail -n +1 "$L"/* >"$OUT/logs.txt" 2>/dev/null' EXIT
+LOGS=$W/logs; mkdir -p "$LOGS"; SUMMARY=$OUT/summary.txt
+trap 'tail -n +1 "$LOGS"/* >"$OUT/logs.txt" 2>/dev/null' EXIT
 rc=0
 pass() { echo "PASS $*" | tee -a "$SUMMARY"; }
 fail() { echo "FAIL $*" | tee -a "$SUMMARY"; rc=1; }
-nvidia-smi --query-gpu=index,name --format=csv,noheader | tee "$L/gpu.txt"
-nvidia-smi topo -m >"$L/topo.txt" 2>&1
+nvidia-smi --query-gpu=index,name --format=csv,noheader | tee "$LOGS/gpu.txt"
+nvidia-smi topo -m >"$LOGS/topo.txt" 2>&1
 NGPU=$(nvidia-smi --query-gpu=index --format=csv,noheader | wc -l)
 [ "$NGPU" -ge 2 ] || { fail "needs 2 GPUs, found $NGPU"; exit 1; }
 
@@ -39,27 +39,27 @@ PARTS=${PARTS:-123} # a long call may run fewer parts: PARTS=3 bash bench/device
 # 1. NCCL runtime with 2 ranks
 if [[ $PARTS == *1* ]]; then
 timeout 300 bash -c "cmake -S runtime -B $W/rt -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_CUDA_ARCHITECTURES=90a >$L/rt-cmake.log 2>&1 &&
-  ninja -C $W/rt cnnrt_nccl_check >$L/rt-build.log 2>&1" || fail "runtime build"
+    -DCMAKE_CUDA_ARCHITECTURES=90a >$LOGS/rt-cmake.log 2>&1 &&
+  ninja -C $W/rt cnnrt_nccl_check >$LOGS/rt-build.log 2>&1" || fail "runtime build"
 CHECK=$(find "$W/rt" -name cnnrt_nccl_check -type f | head -1)
 if [ -n "$CHECK" ]; then
   for r in 0 1; do
     CNNC_RANK=$r CNNC_WORLD_SIZE=2 CNNC_LOCAL_RANK=$r CNNC_DIST_INIT=file://$W/id2 \
-      CNNC_DIST_TIMEOUT=60 timeout 120 "$CHECK" single >"$L/nccl-pair-$r.log" 2>&1 &
+      CNNC_DIST_TIMEOUT=60 timeout 120 "$CHECK" single >"$LOGS/nccl-pair-$r.log" 2>&1 &
   done
   wait
-  cat "$L"/nccl-pair-*.log
-  n=$(grep -l "world size 2 through NCCL.*: ok$" "$L"/nccl-pair-*.log | wc -l)
+  cat "$LOGS"/nccl-pair-*.log
+  n=$(grep -l "world size 2 through NCCL.*: ok$" "$LOGS"/nccl-pair-*.log | wc -l)
   [ "$n" -eq 2 ] && pass "2 ranks all-reduce in captured graphs" || fail "2-rank nccl_check"
   # Rank 1 exits right after the communicator is up ("dead" mode) and never
   # joins the step's all-reduce; rank 0 runs the step: its watchdog
   # (dist::waitStream) or NCCL's error must end it with exit 1, not a hang.
   CNNC_RANK=1 CNNC_WORLD_SIZE=2 CNNC_LOCAL_RANK=1 CNNC_DIST_INIT=file://$W/id3 \
-    timeout 60 "$CHECK" dead >"$L/nccl-kill-1.log" 2>&1 &
+    timeout 60 "$CHECK" dead >"$LOGS/nccl-kill-1.log" 2>&1 &
   t0=$(date +%s)
   CNNC_RANK=0 CNNC_WORLD_SIZE=2 CNNC_LOCAL_RANK=0 CNNC_DIST_INIT=file://$W/id3 \
-    CNNC_DIST_TIMEOUT=20 timeout 120 "$CHECK" single >"$L/nccl-kill-0.log" 2>&1; r=$?
-  wait; cat "$L"/nccl-kill-*.log
+    CNNC_DIST_TIMEOUT=20 timeout 120 "$CHECK" single >"$LOGS/nccl-kill-0.log" 2>&1; r=$?
+  wait; cat "$LOGS"/nccl-kill-*.log
   echo "rank 0 exit $r after $(( $(date +%s) - t0 )) s" | tee -a "$SUMMARY"
   [ $r -eq 1 ] && pass "rank 0 stopped with a message after rank 1 left" || fail "rank 0 (exit $r; 124 = hung)"
 fi
@@ -99,8 +99,8 @@ PY
 for spec in "resnet50 1" "resnet50 2" "resnet18 2"; do
   set -- $spec
   timeout 150 torchrun --standalone --nproc_per_node=$2 "$W/ddp.py" $1 128 30 \
-    >"$L/ddp-$1-$2.log" 2>&1 || fail "torchrun $1 x$2"
-  grep "^DDP" "$L/ddp-$1-$2.log" | tee -a "$SUMMARY"
+    >"$LOGS/ddp-$1-$2.log" 2>&1 || fail "torchrun $1 x$2"
+  grep "^DDP" "$LOGS/ddp-$1-$2.log" | tee -a "$SUMMARY"
 done
 fi
 
@@ -114,15 +114,15 @@ for b in (16, 32):
     tc.export_training(tc.make_model('simplecnn', seed=0), '$W/simplecnn%d.onnx' % b, (b, 3, 32, 32))
 for b in (128,):
     tc.export_training(tc.make_model('resnet50', seed=0), '$W/resnet50.onnx', (b, 3, 224, 224))
-" >"$L/export.log" 2>&1; then
+" >"$LOGS/export.log" 2>&1; then
   # a. 2 x B == 1 x 2B
-  timeout 120 "$C" "$W/simplecnn16.onnx" --train --precision fp32 --gpus 2 -o "$W/s2" >"$L/build-s2.log" 2>&1 || fail "build s2"
-  timeout 120 "$C" "$W/simplecnn32.onnx" --train --precision fp32 -o "$W/s1" >"$L/build-s1.log" 2>&1 || fail "build s1"
+  timeout 120 "$C" "$W/simplecnn16.onnx" --train --precision fp32 --gpus 2 -o "$W/s2" >"$LOGS/build-s2.log" 2>&1 || fail "build s2"
+  timeout 120 "$C" "$W/simplecnn32.onnx" --train --precision fp32 -o "$W/s1" >"$LOGS/build-s1.log" 2>&1 || fail "build s1"
   D=$PWD/.carry/digits
-  timeout 60 "$W/s1" --data "$D" --steps 5 --log-every 1 --seed 3 --checkpoint "$W/w1.cnnw" >"$L/run-s1.log" 2>&1 || fail "run s1"
-  timeout 90 "$W/s2" --data "$D" --steps 5 --log-every 1 --seed 3 --gpus 2 --checkpoint "$W/w2.cnnw" >"$L/run-s2.log" 2>&1 || fail "run s2 --gpus 2"
-  cat "$L/run-s2.log"
-  if PYTHONPATH=python python3 - "$L/run-s1.log" "$L/run-s2.log" "$W/w1.cnnw" "$W/w2.cnnw" <<'PY' | tee -a "$SUMMARY"
+  timeout 60 "$W/s1" --data "$D" --steps 5 --log-every 1 --seed 3 --checkpoint "$W/w1.cnnw" >"$LOGS/run-s1.log" 2>&1 || fail "run s1"
+  timeout 90 "$W/s2" --data "$D" --steps 5 --log-every 1 --seed 3 --gpus 2 --checkpoint "$W/w2.cnnw" >"$LOGS/run-s2.log" 2>&1 || fail "run s2 --gpus 2"
+  cat "$LOGS/run-s2.log"
+  if PYTHONPATH=python python3 - "$LOGS/run-s1.log" "$LOGS/run-s2.log" "$W/w1.cnnw" "$W/w2.cnnw" <<'PY' | tee -a "$SUMMARY"
 import sys, numpy as np
 from cnnc.cnnw import read_cnnw
 def losses(p):
@@ -136,35 +136,37 @@ sys.exit(0 if ok else 1)
 PY
   then pass "SimpleCNN 2 GPUs x 16 == 1 GPU x 32 (losses, weights)"; else fail "2 x B vs 1 x 2B"; fi
   # b. ResNet-50 scaling
-  timeout 150 "$C" "$W/resnet50.onnx" --train --gpus 2 -o "$W/r2" >"$L/build-r2.log" 2>&1 || fail "build r50 --gpus 2"
-  timeout 150 "$C" "$W/resnet50.onnx" --train -o "$W/r1" >"$L/build-r1.log" 2>&1 || fail "build r50"
-  timeout 90 "$W/r1" --data synthetic --steps 60 >"$L/run-r1.log" 2>&1 || fail "run r50 1 GPU"
-  timeout 120 "$W/r2" --data synthetic --steps 60 --gpus 2 >"$L/run-r2.log" 2>&1 || fail "run r50 --gpus 2"
+  timeout 150 "$C" "$W/resnet50.onnx" --train --gpus 2 -o "$W/r2" >"$LOGS/build-r2.log" 2>&1 || fail "build r50 --gpus 2"
+  if [ "${SCALING:-1}" = 1 ]; then
+  timeout 150 "$C" "$W/resnet50.onnx" --train -o "$W/r1" >"$LOGS/build-r1.log" 2>&1 || fail "build r50"
+  timeout 90 "$W/r1" --data synthetic --steps 60 >"$LOGS/run-r1.log" 2>&1 || fail "run r50 1 GPU"
+  timeout 120 "$W/r2" --data synthetic --steps 60 --gpus 2 >"$LOGS/run-r2.log" 2>&1 || fail "run r50 --gpus 2"
+  fi
   # The all-reduce time the backward pass did not hide (timing events at
   # the joins), in a separate run so that the scaling run has no events.
   CNNC_ALLREDUCE_TIMING=1 timeout 120 "$W/r2" --data synthetic --steps 60 --log-every 5 --gpus 2 \
-    >"$L/run-r2-timing.log" 2>&1 || fail "run r50 --gpus 2 with CNNC_ALLREDUCE_TIMING"
-  grep "^data parallel: all-reduce not hidden" "$L/run-r2-timing.log" | tee -a "$SUMMARY" ||
+    >"$LOGS/run-r2-timing.log" 2>&1 || fail "run r50 --gpus 2 with CNNC_ALLREDUCE_TIMING"
+  grep "^data parallel: all-reduce not hidden" "$LOGS/run-r2-timing.log" | tee -a "$SUMMARY" ||
     fail "no all-reduce timing line"
   # --sync-bn: ResNet-50's 53 BatchNorm layers over the global batch.
-  timeout 150 "$C" "$W/resnet50.onnx" --train --gpus 2 --sync-bn -o "$W/r2s" >"$L/build-r2s.log" 2>&1 || fail "build r50 --gpus 2 --sync-bn"
-  timeout 120 "$W/r2s" --data synthetic --steps 60 --gpus 2 >"$L/run-r2s.log" 2>&1 || fail "run r50 --gpus 2 --sync-bn"
-  grep "^done:" "$L/run-r2s.log" | sed 's/^/sync-bn: /' | tee -a "$SUMMARY"
-  one=$(sed -n 's/^done: .*mean img\/s \([0-9]*\).*/\1/p' "$L/run-r1.log")
-  two=$(sed -n 's/^done: .*mean img\/s \([0-9]*\).*/\1/p' "$L/run-r2.log")
-  grep "^data parallel" "$L/run-r2.log" | tee -a "$SUMMARY"
+  timeout 150 "$C" "$W/resnet50.onnx" --train --gpus 2 --sync-bn -o "$W/r2s" >"$LOGS/build-r2s.log" 2>&1 || fail "build r50 --gpus 2 --sync-bn"
+  timeout 120 "$W/r2s" --data synthetic --steps 60 --gpus 2 >"$LOGS/run-r2s.log" 2>&1 || fail "run r50 --gpus 2 --sync-bn"
+  grep "^done:" "$LOGS/run-r2s.log" | sed 's/^/sync-bn: /' | tee -a "$SUMMARY"
+  one=$(sed -n 's/^done: .*mean img\/s \([0-9]*\).*/\1/p' "$LOGS/run-r1.log")
+  two=$(sed -n 's/^done: .*mean img\/s \([0-9]*\).*/\1/p' "$LOGS/run-r2.log")
+  grep "^data parallel" "$LOGS/run-r2.log" | tee -a "$SUMMARY"
   echo "cnnc resnet50 f16 batch 128/GPU: 1 GPU $one img/s, 2 GPUs $two img/s" | tee -a "$SUMMARY"
   [ -n "$one" ] && [ -n "$two" ] && python3 -c "print('scaling %.3fx' % ($two / $one))" | tee -a "$SUMMARY"
   # c. a rank killed mid-run
-  timeout 120 "$W/s2" --data "$D" --steps 1000000 --gpus 2 >"$L/run-kill.log" 2>&1 &
+  timeout 120 "$W/s2" --data "$D" --steps 1000000 --gpus 2 >"$LOGS/run-kill.log" 2>&1 &
   L=$!
   sleep 15
   victim=$(pgrep -f "$W/s2" | while read p; do
     tr '\0' '\n' </proc/$p/environ 2>/dev/null | grep -q '^CNNC_RANK=1$' && echo $p; done | head -1)
   t0=$(date +%s); [ -n "$victim" ] && kill -9 "$victim"
   wait $L; r=$?
-  tail -3 "$L/run-kill.log"
-  if [ -n "$victim" ] && [ $r -ne 0 ] && [ $r -ne 124 ] && grep -q "rank 1 of 2 was killed by signal 9" "$L/run-kill.log"; then
+  tail -3 "$LOGS/run-kill.log"
+  if [ -n "$victim" ] && [ $r -ne 0 ] && [ $r -ne 124 ] && grep -q "rank 1 of 2 was killed by signal 9" "$LOGS/run-kill.log"; then
     pass "rank 1 killed: the launcher stopped rank 0 and exited $r after $(( $(date +%s) - t0 )) s"
   else
     fail "killed rank (victim '$victim', exit $r; 124 = hung)"

@@ -148,6 +148,10 @@ bool initComm(const LaunchInfo &li, double timeoutSeconds, std::string &err) {
   return true;
 }
 
+namespace {
+void sumHostHook(Context &ctx, int64_t *values, int n);
+} // namespace
+
 void prepare(Context &ctx, int numBuckets) {
   State &s = S();
   if (!s.ready) {
@@ -177,6 +181,17 @@ void prepare(Context &ctx, int numBuckets) {
     if (const char *t = std::getenv("CNNC_ALLREDUCE_TIMING"))
       s.timing = std::atoi(t) != 0;
     std::atexit(shutdown);
+    // A handshake: one eager all-reduce over the ranks before any is
+    // captured. It sets up NCCL's connections outside a graph capture (a
+    // program whose first collective is captured, as nccl_check's is, hung
+    // on two H200s with no message) and checks that every rank is there
+    // (CNNC_DIST_TIMEOUT bounds the wait).
+    int64_t ranks = 1;
+    sumHostHook(ctx, &ranks, 1);
+    if (ranks != li.worldSize)
+      ctx.fail("data parallel",
+               li.describe() + ": the handshake counted " +
+                   std::to_string(ranks) + " ranks");
   }
   while ((int)s.done_ev.size() < numBuckets) {
     cudaEvent_t a, b;
@@ -230,18 +245,29 @@ void end(Context &ctx, int bucket) {
             "data parallel: join");
 }
 
+/// Records a timing event on `stream`: inside a capture as an event node of
+/// the graph (cudaEventRecordExternal, so that every replay records it);
+/// outside one (the step's uncaptured first run) plainly, since the
+/// external flag is refused there ("cannot be performed in the present
+/// state", the first 2-GPU run of CNNC_ALLREDUCE_TIMING=1).
+void recordTiming(Context &ctx, cudaEvent_t ev, cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  ctx.check(cudaStreamIsCapturing(stream, &status), "data parallel: timing");
+  if (status == cudaStreamCaptureStatusActive)
+    ctx.check(cudaEventRecordWithFlags(ev, stream, cudaEventRecordExternal),
+              "data parallel: timing");
+  else
+    ctx.check(cudaEventRecord(ev, stream), "data parallel: timing");
+}
+
 void join(Context &ctx, int bucket) {
   State &s = S();
   if (s.timing)
-    ctx.check(cudaEventRecordWithFlags(s.stall_begin[bucket], ctx.stream(),
-                                       cudaEventRecordExternal),
-              "data parallel: timing");
+    recordTiming(ctx, s.stall_begin[bucket], ctx.stream());
   ctx.check(cudaStreamWaitEvent(ctx.stream(), s.done_ev[bucket], 0),
             "data parallel: join");
   if (s.timing)
-    ctx.check(cudaEventRecordWithFlags(s.stall_end[bucket], ctx.stream(),
-                                       cudaEventRecordExternal),
-              "data parallel: timing");
+    recordTiming(ctx, s.stall_end[bucket], ctx.stream());
 }
 
 void waitStream(Context &ctx, cudaStream_t stream, const char *what) {

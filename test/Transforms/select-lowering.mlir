@@ -45,3 +45,26 @@ func.func @stale(%x: tensor<2x8x8x16xf16>, %w1: tensor<32x1x1x16xf16>) -> tensor
 // STEP: cnn.sgd_update {{.*}}cnn.update_group = 0 : i64
 // STEP-NOT: cnn.update_group = 1
 // STEP: return
+
+// -----
+
+// Sums and means over every dimension but the innermost (an NHWC tensor's
+// per-channel statistics, as --sync-bn computes them) take bias_grad's
+// coalesced two-pass kernels; a reduction that keeps another dimension, or
+// a maximum, keeps the generic kernel.
+// CHECK-LABEL: func.func @channel_sums
+// CHECK: cnn.reduce_mean {{.*}}cnn.lowering = "channel_sum"
+// CHECK: cnn.reduce_sum {{.*}}cnn.lowering = "channel_sum"
+// CHECK: cnn.reduce_sum
+// CHECK-NOT: cnn.lowering
+// CHECK-SAME: -> tensor<2x1x1x1xf32>
+// CHECK: cnn.reduce_max
+// CHECK-NOT: cnn.lowering
+// CHECK-SAME: -> tensor<1x1x1x16xf32>
+func.func @channel_sums(%x: tensor<2x4x4x16xf32>) -> (tensor<1x1x1x16xf32>, tensor<1x1x1x16xf32>, tensor<2x1x1x1xf32>, tensor<1x1x1x16xf32>) {
+  %m = cnn.reduce_mean %x {axes = array<i64: 0, 1, 2>} : (tensor<2x4x4x16xf32>) -> tensor<1x1x1x16xf32>
+  %s = cnn.reduce_sum %x {axes = array<i64: 2, 0, 1>} : (tensor<2x4x4x16xf32>) -> tensor<1x1x1x16xf32>
+  %r = cnn.reduce_sum %x {axes = array<i64: 1, 2, 3>} : (tensor<2x4x4x16xf32>) -> tensor<2x1x1x1xf32>
+  %q = cnn.reduce_max %x {axes = array<i64: 0, 1, 2>} : (tensor<2x4x4x16xf32>) -> tensor<1x1x1x16xf32>
+  return %m, %s, %r, %q : tensor<1x1x1x16xf32>, tensor<1x1x1x16xf32>, tensor<2x1x1x1xf32>, tensor<1x1x1x16xf32>
+}

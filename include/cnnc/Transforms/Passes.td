@@ -335,6 +335,9 @@ def CNNSelectLowering : Pass<"cnn-select-lowering", "mlir::ModuleOp"> {
     - `cnn.lowering = "cudnn_bias_act"` on fused_conv2d whose epilogue is
       cudnnConvolutionBiasActivationForward's (a bias of the data type, relu
       or none): the runtime times it against conv + epilogue;
+    - `cnn.lowering = "channel_sum"` on reduce_sum / reduce_mean over every
+      dimension but the innermost (an NHWC tensor's per-channel sums): the
+      coalesced two-pass kernels of bias_grad;
     - `cnn.update_group = k` on optimizer updates that share one
       multi-tensor kernel (same algorithm, hyper-parameters, element types
       and scalar operands; results read only by the return).
@@ -352,6 +355,7 @@ def CNNSelectLowering : Pass<"cnn-select-lowering", "mlir::ModuleOp"> {
     Statistic<"numGemm", "gemm", "convolutions run as cuBLASLt products">,
     Statistic<"numVec8", "vec8", "max pools with eight channels per thread">,
     Statistic<"numCudnnFused", "cudnn-bias-act", "fused convs offered to cuDNN's bias-activation form">,
+    Statistic<"numChannelSum", "channel-sum", "reductions over all but the innermost dimension">,
     Statistic<"numGrouped", "grouped-updates", "optimizer updates in multi-tensor groups">
   ];
 }

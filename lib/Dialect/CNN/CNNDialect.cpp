@@ -140,9 +140,11 @@ LogicalResult verifyCNNAttr(function_ref<InFlightDiagnostic()> emitError,
   case AttrKind::Lowering: {
     auto s = dyn_cast<StringAttr>(value);
     return check(s && llvm::is_contained({StringRef("gemm"), StringRef("vec8"),
-                                          StringRef("cudnn_bias_act")},
+                                          StringRef("cudnn_bias_act"),
+                                          StringRef("channel_sum")},
                                          s.getValue()),
-                 "\"gemm\", \"vec8\" or \"cudnn_bias_act\"");
+                 "\"gemm\", \"vec8\", \"cudnn_bias_act\" or "
+                 "\"channel_sum\"");
   }
   case AttrKind::Count: {
     auto i = dyn_cast<IntegerAttr>(value);

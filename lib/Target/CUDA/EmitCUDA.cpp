@@ -870,6 +870,23 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
         // of many elements: one block per result (below).
         auto in = ttype(o->getOperand(0)), res = ttype(o->getResult(0));
         auto axes = o->getAttrOfType<DenseI64ArrayAttr>("axes").asArrayRef();
+        if (auto l = o->getAttrOfType<StringAttr>("cnn.lowering");
+            l && l.getValue() == "channel_sum") {
+          // cnn-select-lowering: rows of C contiguous channels, summed by
+          // bias_grad's two coalesced passes.
+          int64_t C = in.getDimSize(in.getRank() - 1);
+          int64_t rows = in.getNumElements() / std::max<int64_t>(C, 1);
+          int64_t tiles = nhwcPartial(out, o, 0, o->getOperand(0), {}, {}, {});
+          launch(out, o,
+                 fmt::format("nhwcScaledSumFinish<{}>",
+                             ctype(res.getElementType())),
+                 std::to_string(C), "256",
+                 fmt::format("{}, {}, {}, {}", ptr(o->getResult(0)), C, tiles,
+                             isa<ReduceMeanOp>(o)
+                                 ? fmt::format("1.0 / {}.0", rows)
+                                 : std::string("1.0")));
+          return success();
+        }
         std::vector<int64_t> stride(in.getRank());
         int64_t st = 1, count = 1;
         for (int64_t d = in.getRank() - 1; d >= 0; --d) {
