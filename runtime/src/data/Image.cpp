@@ -238,6 +238,64 @@ Coeffs coefficients(double boxStart, double boxSize, int lo, int hi,
 }
 } // namespace
 
+namespace {
+/// The two passes of resampleToCHW for `C` channels known at compile time
+/// (the inner loops unroll and vectorize: 3-channel images took 1.2 ms per
+/// 224x224 crop with C a run-time value, more than their JPEG decode). The
+/// arithmetic is the same, in the same order, for every C.
+template <int C>
+void resamplePasses(const Image &src, const Coeffs &cx, const Coeffs &cy,
+                    int outW, int outH, bool flip, int outC, uint8_t *dst) {
+  int rowLo = cy.first[0], rowHi = 0;
+  for (int o = 0; o < outH; ++o) {
+    rowLo = std::min(rowLo, cy.first[o]);
+    rowHi = std::max(rowHi, cy.first[o] + cy.count[o]);
+  }
+  // Horizontal pass over the rows the vertical pass needs.
+  std::vector<float> tmp(static_cast<size_t>(rowHi - rowLo) * outW * C);
+  for (int y = rowLo; y < rowHi; ++y) {
+    const uint8_t *row = src.pixels.data() + static_cast<size_t>(y) * src.W * C;
+    float *t = tmp.data() + static_cast<size_t>(y - rowLo) * outW * C;
+    for (int o = 0; o < outW; ++o) {
+      const float *w = &cx.weights[static_cast<size_t>(o) * cx.ksize];
+      const uint8_t *p0 = row + static_cast<size_t>(cx.first[o]) * C;
+      float acc[C] = {};
+      for (int k = 0, n = cx.count[o]; k < n; ++k)
+        for (int c = 0; c < C; ++c)
+          acc[c] += w[k] * p0[k * C + c];
+      for (int c = 0; c < C; ++c)
+        t[static_cast<size_t>(o) * C + c] = acc[c];
+    }
+  }
+  auto toByte = [](float v) {
+    v = std::floor(v + 0.5f);
+    return static_cast<uint8_t>(v < 0 ? 0 : v > 255 ? 255 : v);
+  };
+  size_t plane = static_cast<size_t>(outH) * outW;
+  const size_t rowStride = static_cast<size_t>(outW) * C;
+  for (int oy = 0; oy < outH; ++oy) {
+    const float *w = &cy.weights[static_cast<size_t>(oy) * cy.ksize];
+    const float *t0 =
+        tmp.data() + static_cast<size_t>(cy.first[oy] - rowLo) * rowStride;
+    const int n = cy.count[oy];
+    for (int ox = 0; ox < outW; ++ox) {
+      float acc[C] = {};
+      for (int k = 0; k < n; ++k)
+        for (int c = 0; c < C; ++c)
+          acc[c] += w[k] * t0[k * rowStride + static_cast<size_t>(ox) * C + c];
+      int dx = flip ? outW - 1 - ox : ox;
+      size_t at = static_cast<size_t>(oy) * outW + dx;
+      if (outC == C) {
+        for (int c = 0; c < C; ++c)
+          dst[c * plane + at] = toByte(acc[c]);
+      } else { // 3 -> 1
+        dst[at] = toByte((acc[0] + acc[1 % C] + acc[2 % C]) / 3.0f);
+      }
+    }
+  }
+}
+} // namespace
+
 void resampleToCHW(const Image &src, const CropBox &box, bool clipToBox,
                    int outW, int outH, bool flip, int outC, uint8_t *dst) {
   int xlo = 0, xhi = src.W, ylo = 0, yhi = src.H;
@@ -249,54 +307,15 @@ void resampleToCHW(const Image &src, const CropBox &box, bool clipToBox,
   }
   Coeffs cx = coefficients(box.x, box.w, xlo, xhi, outW);
   Coeffs cy = coefficients(box.y, box.h, ylo, yhi, outH);
-  int rowLo = cy.first[0], rowHi = 0;
-  for (int o = 0; o < outH; ++o) {
-    rowLo = std::min(rowLo, cy.first[o]);
-    rowHi = std::max(rowHi, cy.first[o] + cy.count[o]);
-  }
-  const int C = src.C;
-  // Horizontal pass over the rows the vertical pass needs.
-  std::vector<float> tmp(static_cast<size_t>(rowHi - rowLo) * outW * C);
-  for (int y = rowLo; y < rowHi; ++y) {
-    const uint8_t *row = src.pixels.data() + static_cast<size_t>(y) * src.W * C;
-    float *t = tmp.data() + static_cast<size_t>(y - rowLo) * outW * C;
-    for (int o = 0; o < outW; ++o) {
-      const float *w = &cx.weights[static_cast<size_t>(o) * cx.ksize];
-      float acc[4] = {0, 0, 0, 0};
-      for (int k = 0; k < cx.count[o]; ++k) {
-        const uint8_t *p = row + static_cast<size_t>(cx.first[o] + k) * C;
-        for (int c = 0; c < C; ++c)
-          acc[c] += w[k] * p[c];
-      }
-      for (int c = 0; c < C; ++c)
-        t[static_cast<size_t>(o) * C + c] = acc[c];
-    }
-  }
-  auto toByte = [](float v) {
-    v = std::floor(v + 0.5f);
-    return static_cast<uint8_t>(v < 0 ? 0 : v > 255 ? 255 : v);
-  };
-  size_t plane = static_cast<size_t>(outH) * outW;
-  for (int oy = 0; oy < outH; ++oy) {
-    const float *w = &cy.weights[static_cast<size_t>(oy) * cy.ksize];
-    for (int ox = 0; ox < outW; ++ox) {
-      float acc[4] = {0, 0, 0, 0};
-      for (int k = 0; k < cy.count[oy]; ++k) {
-        const float *p =
-            tmp.data() +
-            (static_cast<size_t>(cy.first[oy] + k - rowLo) * outW + ox) * C;
-        for (int c = 0; c < C; ++c)
-          acc[c] += w[k] * p[c];
-      }
-      int dx = flip ? outW - 1 - ox : ox;
-      size_t at = static_cast<size_t>(oy) * outW + dx;
-      if (outC == C) {
-        for (int c = 0; c < C; ++c)
-          dst[c * plane + at] = toByte(acc[c]);
-      } else { // 3 -> 1
-        dst[at] = toByte((acc[0] + acc[1] + acc[2]) / 3.0f);
-      }
-    }
+  switch (src.C) {
+  case 1:
+    return resamplePasses<1>(src, cx, cy, outW, outH, flip, outC, dst);
+  case 2:
+    return resamplePasses<2>(src, cx, cy, outW, outH, flip, outC, dst);
+  case 3:
+    return resamplePasses<3>(src, cx, cy, outW, outH, flip, outC, dst);
+  default:
+    return resamplePasses<4>(src, cx, cy, outW, outH, flip, outC, dst);
   }
 }
 
