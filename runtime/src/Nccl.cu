@@ -133,6 +133,11 @@ bool initComm(const LaunchInfo &li, double timeoutSeconds, std::string &err) {
       return false;
     std::copy(bytes.begin(), bytes.end(), id.internal);
   }
+  // Connections at init, not at a collective's first launch (NCCL >= 2.22
+  // connects lazily by default): the step's collectives are captured into a
+  // CUDA graph, and setting up connections inside a capture is not allowed.
+  // A user's NCCL_RUNTIME_CONNECT wins.
+  setenv("NCCL_RUNTIME_CONNECT", "0", /*overwrite=*/0);
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0; // a dead peer is a timeout, not a hang
   ncclComm_t comm = nullptr;
