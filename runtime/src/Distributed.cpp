@@ -331,4 +331,16 @@ double distTimeoutSeconds(const EnvFn &env) {
   return 300;
 }
 
+int ncclMaxCTAs(const EnvFn &env) {
+  if (env("NCCL_MAX_CTAS") || env("NCCL_MAX_NCHANNELS"))
+    return 0;
+  if (const char *e = env("CNNC_NCCL_MAX_CTAS")) {
+    char *end = nullptr;
+    long v = std::strtol(e, &end, 10);
+    if (end != e && !*end && v >= 0 && v <= 64)
+      return static_cast<int>(v);
+  }
+  return 8;
+}
+
 } // namespace cnnrt

@@ -140,6 +140,8 @@ bool initComm(const LaunchInfo &li, double timeoutSeconds, std::string &err) {
   setenv("NCCL_RUNTIME_CONNECT", "0", /*overwrite=*/0);
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0; // a dead peer is a timeout, not a hang
+  if (int ctas = ncclMaxCTAs([](const char *k) { return std::getenv(k); }))
+    config.maxCTAs = ctas; // fewer SMs taken from the overlapped backward
   ncclComm_t comm = nullptr;
   ncclResult_t r = ncclCommInitRankConfig(&comm, li.worldSize, id, li.rank,
                                           &config);

@@ -251,6 +251,16 @@ TEST(LocalRanks, AProgramThatCannotStart) {
   EXPECT_EQ(err.rfind("rank ", 0), 0u) << err;
 }
 
+TEST(Launch, NcclMaxCTAs) {
+  EXPECT_EQ(ncclMaxCTAs(FakeEnv{}.fn()), 8);
+  EXPECT_EQ(ncclMaxCTAs(FakeEnv{{{"CNNC_NCCL_MAX_CTAS", "16"}}}.fn()), 16);
+  EXPECT_EQ(ncclMaxCTAs(FakeEnv{{{"CNNC_NCCL_MAX_CTAS", "0"}}}.fn()), 0);
+  EXPECT_EQ(ncclMaxCTAs(FakeEnv{{{"CNNC_NCCL_MAX_CTAS", "lots"}}}.fn()), 8);
+  // NCCL's own settings are left alone.
+  EXPECT_EQ(ncclMaxCTAs(FakeEnv{{{"NCCL_MAX_CTAS", "32"}}}.fn()), 0);
+  EXPECT_EQ(ncclMaxCTAs(FakeEnv{{{"NCCL_MAX_NCHANNELS", "4"}}}.fn()), 0);
+}
+
 TEST(Launch, Timeout) {
   EXPECT_EQ(distTimeoutSeconds(FakeEnv{}.fn()), 300);
   EXPECT_EQ(distTimeoutSeconds(FakeEnv{{{"CNNC_DIST_TIMEOUT", "2.5"}}}.fn()),

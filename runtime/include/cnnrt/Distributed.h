@@ -90,6 +90,15 @@ bool shardOfBatch(int64_t global, int rank, int worldSize, int64_t &begin,
 /// Collective timeout: $CNNC_DIST_TIMEOUT seconds (default 300).
 double distTimeoutSeconds(const EnvFn &env);
 
+/// The most thread blocks (CTAs) an NCCL collective may occupy:
+/// $CNNC_NCCL_MAX_CTAS (0: NCCL's own choice), default 8; 0 as well when
+/// the user set NCCL_MAX_CTAS or NCCL_MAX_NCHANNELS (NCCL's knobs win).
+/// The gradient buckets are all-reduced while the backward pass computes;
+/// NCCL's kernels hold their SMs while they wait for the slower rank, and
+/// a few CTAs carry a ResNet's gradients over NVLink in well under a
+/// millisecond.
+int ncclMaxCTAs(const EnvFn &env);
+
 } // namespace cnnrt
 
 #endif // CNNRT_DISTRIBUTED_H
