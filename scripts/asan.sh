@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${SAN_BUILD_DIR:-build-san}
-./scripts/sanitizer-build.sh cnnc cnnc-opt cnnc-unittests cnnc-reference-run \
+./scripts/sanitizer-build.sh cnnc cnnc-opt cnnc-translate cnnc-unittests cnnc-reference-run \
   cnnrt_host_tests \
   cnnc-fuzz-{cnnw,npy,cnnt,cifar,image,onnx,onnx-model,pipeline}-replay
 B=$(realpath "$B")
