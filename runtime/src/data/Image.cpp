@@ -251,8 +251,11 @@ void resamplePasses(const Image &src, const Coeffs &cx, const Coeffs &cy,
     rowLo = std::min(rowLo, cy.first[o]);
     rowHi = std::max(rowHi, cy.first[o] + cy.count[o]);
   }
-  // Horizontal pass over the rows the vertical pass needs.
-  std::vector<float> tmp(static_cast<size_t>(rowHi - rowLo) * outW * C);
+  // Horizontal pass over the rows the vertical pass needs, into a buffer
+  // each worker thread keeps: a fresh ~1 MB vector per image was mapped and
+  // page-faulted in every time.
+  thread_local std::vector<float> tmp;
+  tmp.resize(static_cast<size_t>(rowHi - rowLo) * outW * C);
   for (int y = rowLo; y < rowHi; ++y) {
     const uint8_t *row = src.pixels.data() + static_cast<size_t>(y) * src.W * C;
     float *t = tmp.data() + static_cast<size_t>(y - rowLo) * outW * C;
