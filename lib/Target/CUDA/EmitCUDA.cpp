@@ -1754,11 +1754,7 @@ void Emitter::optimizerUpdate(std::string &out, Operation *op,
 }
 
 LogicalResult Emitter::emitFunction(func::FuncOp f, std::string &body) {
-  if (!f->hasAttr("cnn.lowering_selected"))
-    return f.emitError("CUDA backend: @")
-           << f.getName()
-           << " has no cnn.lowering_selected: run cnn-select-lowering (the "
-              "CUDA target's pipeline, cnn-gpu-pipeline) first";
+  // emitCUDA has checked cnn.lowering_selected on every function it emits.
   groupOptimizerUpdates(f);
   for (Operation &op : f.getBody().front()) {
     if (isa<func::ReturnOp>(op))
