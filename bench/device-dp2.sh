@@ -15,6 +15,7 @@
 #         the same losses and weights (max |dw|) within f32 tolerance;
 #      b. ResNet-50 f16 (default pipeline) batch 128 per GPU, synthetic data:
 #         img/s on 1 GPU and on 2 (per rank and total), vs part 2's DDP;
+#      (MAXCTAS_SWEEP="0 4 16": the same run per CNNC_NCCL_MAX_CTAS value)
 #      c. a rank killed mid-run (SIGKILL to rank 1): the launcher stops rank
 #         0 and exits non-zero with a message naming the rank, not a hang.
 set -uo pipefail
@@ -116,8 +117,15 @@ for b in (128,):
     tc.export_training(tc.make_model('resnet50', seed=0), '$W/resnet50.onnx', (b, 3, 224, 224))
 " >"$LOGS/export.log" 2>&1; then
   # a. 2 x B == 1 x 2B
-  timeout 120 "$C" "$W/simplecnn16.onnx" --train --precision fp32 --gpus 2 -o "$W/s2" >"$LOGS/build-s2.log" 2>&1 || fail "build s2"
-  timeout 120 "$C" "$W/simplecnn32.onnx" --train --precision fp32 -o "$W/s1" >"$LOGS/build-s1.log" 2>&1 || fail "build s1"
+  # Every step of this part is compiled first, in parallel (16 cores; the
+  # nvcc runs dominate the part's time when they run one after another).
+  build() { local name=$1; shift; timeout 240 "$C" "$@" -o "$W/$name" >"$LOGS/build-$name.log" 2>&1 || fail "build $name"; }
+  build s2 "$W/simplecnn16.onnx" --train --precision fp32 --gpus 2 &
+  build s1 "$W/simplecnn32.onnx" --train --precision fp32 &
+  build r2 "$W/resnet50.onnx" --train --gpus 2 &
+  [ "${SCALING:-1}" = 1 ] && build r1 "$W/resnet50.onnx" --train &
+  build r2s "$W/resnet50.onnx" --train --gpus 2 --sync-bn &
+  wait
   D=$PWD/.carry/digits
   timeout 60 "$W/s1" --data "$D" --steps 5 --log-every 1 --seed 3 --checkpoint "$W/w1.cnnw" >"$LOGS/run-s1.log" 2>&1 || fail "run s1"
   timeout 90 "$W/s2" --data "$D" --steps 5 --log-every 1 --seed 3 --gpus 2 --checkpoint "$W/w2.cnnw" >"$LOGS/run-s2.log" 2>&1 || fail "run s2 --gpus 2"
@@ -136,9 +144,7 @@ sys.exit(0 if ok else 1)
 PY
   then pass "SimpleCNN 2 GPUs x 16 == 1 GPU x 32 (losses, weights)"; else fail "2 x B vs 1 x 2B"; fi
   # b. ResNet-50 scaling
-  timeout 150 "$C" "$W/resnet50.onnx" --train --gpus 2 -o "$W/r2" >"$LOGS/build-r2.log" 2>&1 || fail "build r50 --gpus 2"
   if [ "${SCALING:-1}" = 1 ]; then
-  timeout 150 "$C" "$W/resnet50.onnx" --train -o "$W/r1" >"$LOGS/build-r1.log" 2>&1 || fail "build r50"
   timeout 90 "$W/r1" --data synthetic --steps 60 >"$LOGS/run-r1.log" 2>&1 || fail "run r50 1 GPU"
   timeout 120 "$W/r2" --data synthetic --steps 60 --gpus 2 >"$LOGS/run-r2.log" 2>&1 || fail "run r50 --gpus 2"
   fi
@@ -148,8 +154,14 @@ PY
     >"$LOGS/run-r2-timing.log" 2>&1 || fail "run r50 --gpus 2 with CNNC_ALLREDUCE_TIMING"
   grep "^data parallel: all-reduce not hidden" "$LOGS/run-r2-timing.log" | tee -a "$SUMMARY" ||
     fail "no all-reduce timing line"
+  # The communicator's CTA limit (CNNC_NCCL_MAX_CTAS, default 8; 0 = NCCL's
+  # own choice): NCCL's kernels take SMs from the overlapped backward pass.
+  for m in ${MAXCTAS_SWEEP:-}; do
+    CNNC_NCCL_MAX_CTAS=$m timeout 90 "$W/r2" --data synthetic --steps 60 --gpus 2 \
+      >"$LOGS/run-r2-ctas$m.log" 2>&1 || fail "run r50 --gpus 2 maxCTAs $m"
+    grep "^done:" "$LOGS/run-r2-ctas$m.log" | sed "s/^/CNNC_NCCL_MAX_CTAS=$m: /" | tee -a "$SUMMARY"
+  done
   # --sync-bn: ResNet-50's 53 BatchNorm layers over the global batch.
-  timeout 150 "$C" "$W/resnet50.onnx" --train --gpus 2 --sync-bn -o "$W/r2s" >"$LOGS/build-r2s.log" 2>&1 || fail "build r50 --gpus 2 --sync-bn"
   timeout 120 "$W/r2s" --data synthetic --steps 60 --gpus 2 >"$LOGS/run-r2s.log" 2>&1 || fail "run r50 --gpus 2 --sync-bn"
   grep "^done:" "$LOGS/run-r2s.log" | sed 's/^/sync-bn: /' | tee -a "$SUMMARY"
   one=$(sed -n 's/^done: .*mean img\/s \([0-9]*\).*/\1/p' "$LOGS/run-r1.log")

@@ -63,8 +63,8 @@ SmallVector<unsigned> cnnc::inPlaceCandidates(Operation *op) {
       all.push_back(i);
     return all;
   }
-  // Made by cnn-fuse; matched by name so this file does not depend on it.
-  if (op->getName().getStringRef() == "cnn.fused_elementwise") {
+  // Made by cnn-fuse: an operand that is not broadcast may share its buffer.
+  if (isa<FusedElementwiseOp>(op)) {
     auto bc = op->getAttrOfType<DenseI64ArrayAttr>("broadcast");
     if (!bc || (size_t)bc.size() != op->getNumOperands())
       return {};
@@ -248,8 +248,8 @@ uint64_t autoWorkspaceBytes(func::FuncOp step, func::FuncOp forward) {
                                   g.getGradOutput().getType().getNumElements());
         return;
       }
-      bool conv = isa<Conv2DOp, Conv2DBwdDataOp, Conv2DBwdFilterOp>(op) ||
-                  op->getName().getStringRef() == "cnn.fused_conv2d";
+      bool conv =
+          isa<Conv2DOp, Conv2DBwdDataOp, Conv2DBwdFilterOp, FusedConv2DOp>(op);
       if (!conv && !isa<MatmulOp>(op))
         return;
       any = true;
@@ -268,8 +268,7 @@ uint64_t autoWorkspaceBytes(func::FuncOp step, func::FuncOp forward) {
 
 /// Ops that may write an updated persistent tensor over the old one.
 bool updatesInPlace(Operation *op) {
-  return isa<SGDUpdateOp, AdamUpdateOp, BatchNormTrainOp>(op) ||
-         op->getName().getStringRef() == "cnn.batch_norm_stats";
+  return isa<SGDUpdateOp, AdamUpdateOp, BatchNormTrainOp, BatchNormStatsOp>(op);
 }
 
 struct MemoryPlanPass : public cnnc::impl::CNNMemoryPlanBase<MemoryPlanPass> {

@@ -108,10 +108,11 @@ struct RematPass : cnnc::impl::CNNRematBase<RematPass> {
 
   void runOnBlock(Block &block) {
     DenseMap<Operation *, int64_t> pos;
-    SmallVector<Operation *> candidates;
+    SmallVector<Operation *> candidates, atPos; // atPos[pos[op]] == op
     int64_t n = 0;
     for (Operation &op : block) {
       pos[&op] = n++;
+      atPos.push_back(&op);
       if (isCheap(&op))
         candidates.push_back(&op);
     }
@@ -162,12 +163,7 @@ struct RematPass : cnnc::impl::CNNRematBase<RematPass> {
                          leaves, activation)) ||
           !activation)
         continue;
-      Operation *firstLate = nullptr;
-      for (Operation *u : y.getUsers()) {
-        Operation *top = block.findAncestorOpInBlock(*u);
-        if (pos[top] == lateFrom)
-          firstLate = top;
-      }
+      Operation *firstLate = atPos[lateFrom];
       // The step's outputs are written to their own buffers: nothing to
       // free by recomputing one.
       if (isa<func::ReturnOp>(firstLate))

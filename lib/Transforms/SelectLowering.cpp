@@ -34,6 +34,7 @@
 // function without it.
 //
 //===----------------------------------------------------------------------===//
+#include "cnnc/Transforms/LoweringLimits.h"
 #include "cnnc/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -80,7 +81,7 @@ bool channelSum(Operation *op) {
   for (int64_t d = 0; d + 1 < in.getRank(); ++d)
     if (!llvm::is_contained(axes, d))
       return false;
-  return in.getDimSize(in.getRank() - 1) <= 262144; // the scratch's bound
+  return in.getDimSize(in.getRank() - 1) <= kNhwcScratchDoubles;
 }
 
 /// The lowering of `op`, or "" for the default one.

@@ -11,6 +11,7 @@
 
 #include "BufferPlan.h"
 #include "cnnc/Dialect/CNN/CNNOps.h"
+#include "cnnc/Transforms/LoweringLimits.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -588,9 +589,9 @@ int64_t Emitter::nhwcPartial(std::string &out, Operation *op, int mode, Value a,
   int64_t lanes = vec ? std::min<int64_t>(C / 8, 32) : 32;
   int64_t colBlocks = vec ? (C / 8 + lanes - 1) / lanes : (C + 31) / 32;
   // Enough tiles of >= 64 rows to fill the GPU (~2048 blocks), within the
-  // 2^18 doubles per sum of nhwcScratch.
+  // kNhwcScratchDoubles per sum of nhwcScratch.
   int64_t tiles = std::max<int64_t>(
-      1, std::min({(M + 63) / 64, 2048 / colBlocks, (int64_t)262144 / C}));
+      1, std::min({(M + 63) / 64, 2048 / colBlocks, kNhwcScratchDoubles / C}));
   int64_t rowsPerTile = (M + tiles - 1) / tiles;
   tiles = (M + rowsPerTile - 1) / rowsPerTile;
   std::string T = ctype(t.getElementType());
@@ -1818,7 +1819,8 @@ LogicalResult Emitter::write(llvm::raw_ostream &os, func::FuncOp step,
      << "// Model '" << options.modelName << "': " << numLaunches
      << " kernel launches and library calls per training step, arena "
      << plan.arenaBytes << " bytes.\n";
-  os << kPrelude << "\n";
+  os << "#define CNNC_NHWC_SCRATCH " << kNhwcScratchDoubles << "\n"
+     << kPrelude << "\n";
   if (numBuckets > 0)
     os << "// Data parallel: " << numBuckets
        << " all-reduce bucket(s) through NCCL (cnnrt/Nccl.h).\n"
