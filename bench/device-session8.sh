@@ -9,7 +9,8 @@
 #      and python_path.py WITH torch.compile in the same run (issue 10)
 #   c  check_zoo.py on the zoo models not yet checked on the GPU (issue 9),
 #      then zoo_bench.py for ConvNeXt-Tiny (the channel_sum reductions)
-#   r  bench.py ResNet-50/18: cnnc default vs torch.compile (issue 13)
+#   r  bench.py ResNet-50/18: cnnc default vs torch.compile (issue 13);
+#      BENCH_VARIANTS="default=;legacy=CNNRT_CONV_GRAPH=0" adds variants
 # Each part is bounded by `timeout` so that one call returns what finished.
 set -uo pipefail
 export CNNC_RUNTIME_DIR=$PWD/.carry/rt PYTHONUNBUFFERED=1
@@ -23,10 +24,17 @@ if [[ $PARTS == *p* ]]; then
   W=/tmp/s8rt
   timeout "${P1_S:-240}" bash -c "cmake -S runtime -B $W -G Ninja -DCMAKE_BUILD_TYPE=Release \
       -DCMAKE_CUDA_ARCHITECTURES=90a >$OUT/rt-cmake.log 2>&1 &&
-    ninja -C $W cnnrt_cudnn_fusion_check >$OUT/rt-build.log 2>&1" || { echo "runtime build failed"; tail -30 "$OUT/rt-build.log"; }
+    ninja -C $W cnnrt_cudnn_fusion_check cnnrt_ops_check >$OUT/rt-build.log 2>&1" || { echo "runtime build failed"; tail -30 "$OUT/rt-build.log"; }
+  # The runtime's op checks (f16 NHWC convolutions through the graph API
+  # where it is faster), with the algorithm choices printed.
+  O=$(find $W -name cnnrt_ops_check -type f | head -1)
+  [ -n "$O" ] && CNNRT_VERBOSE=1 CNNRT_ALGO_CACHE=$W/ops_algos.txt timeout 120 "$O" >"$OUT/ops_check.log" 2>&1
+  echo "=== ops_check exit $?"; grep -E "ops_check|graph|FAIL|mismatch" "$OUT/ops_check.log" | tail -25
   P=$(find $W -name cnnrt_cudnn_fusion_check -type f | head -1)
-  [ -n "$P" ] && timeout "${P2_S:-240}" "$P" "${PROBE_BATCH:-128}" 2>&1 | tee "$OUT/fusion_check.log"
-  echo "=== fusion_check exit ${PIPESTATUS[0]}"
+  if [ "${PROBE:-1}" = 1 ] && [ -n "$P" ]; then
+    timeout "${P2_S:-240}" "$P" "${PROBE_BATCH:-128}" 2>&1 | tee "$OUT/fusion_check.log"
+    echo "=== fusion_check exit ${PIPESTATUS[0]}"
+  fi
 fi
 if [[ $PARTS == *b* ]]; then
   timeout "${B1_S:-150}" bash bench/data_pipeline.sh "${WORKERS:-16}" 100 2>&1 | filter |

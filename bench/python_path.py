@@ -5,8 +5,9 @@ One training loop: a torch DataLoader over batches already on the GPU,
 ResNet-50 (10 classes), batch 128 at 224x224, SGD momentum 0.9. Timed:
 
   cnnc.compile   trainer.step(x, y) (the step library through the C API,
-                 zero-copy CUDA tensors on PyTorch's stream; the loss is read
-                 back every step, as the API returns a float)
+                 zero-copy CUDA tensors on PyTorch's stream; the loss comes
+                 back as a 0-d CUDA tensor, not read by the loop, as
+                 PyTorch's loops below do not read theirs)
   cnnc exe       the standalone executable of the same ONNX graph
                  (bench/bench.py's runner: --data synthetic, its own report)
   eager AMP      PyTorch eager, AMP (f16) + channels_last

@@ -345,6 +345,7 @@ def _cuda_api_signatures(C):
         "cnnrt_num_classes": (I64, [P]),
         "cnnrt_train_step": (I, [P, P, P, I, F, P]),
         "cnnrt_loss": (I, [P, P]),
+        "cnnrt_loss_to_device": (I, [P, P, P]),
         "cnnrt_eval_input": (I, [P, P, I, P, I, P]),
         "cnnrt_num_state": (I, [P]),
         "cnnrt_state_name": (C.c_char_p, [P, I]),
@@ -420,9 +421,13 @@ class _CudaBackend:
         self._check(self.lib.cnnrt_train_step(self.handle, x.data_ptr(), y.data_ptr(),
                                               int(on_device), float(lr), self._stream()),
                     "step")
-        loss = self.C.c_float(0)
-        self._check(self.lib.cnnrt_loss(self.handle, self.C.byref(loss)), "loss")
-        return loss.value
+        # The loss stays on the GPU (a 0-d tensor, ordered on PyTorch's
+        # stream): reading it back every step would make the host wait for
+        # each step and leave the GPU idle while Python prepares the next.
+        loss = torch.empty((), dtype=torch.float32, device=self.device)
+        self._check(self.lib.cnnrt_loss_to_device(self.handle, loss.data_ptr(),
+                                                  self._stream()), "loss")
+        return loss
 
     def eval(self, x):
         out = torch.empty((self.input_shape[0], self.num_classes), dtype=torch.float32,
@@ -556,7 +561,10 @@ class Trainer:
 
     def step(self, x, y):
         """One training step (forward, cross-entropy, backward, update) on
-        images x and integer labels y; returns the loss (a float)."""
+        images x and integer labels y. Returns the loss: on the GPU a 0-d
+        float32 CUDA tensor that the step fills asynchronously (float(loss)
+        waits for it; not reading it lets the next step queue at once), on
+        the CPU path a float."""
         x = self._check_x(x)
         y = self._check_y(y)
         if not y.is_cuda:

@@ -260,6 +260,21 @@ int cnnrt_train_step(cnnrt_session *s, const float *images,
   return 0;
 }
 
+int cnnrt_loss_to_device(cnnrt_session *s, float *dst, void *stream) {
+  gLastError.clear();
+  if (!dst)
+    return setError("cnnrt_loss_to_device: null destination");
+  const TensorSpec *t = findTensor(s->ctx->spec(), Role::Loss);
+  if (!t)
+    return setError("the model has no Loss tensor");
+  cudaStream_t caller = static_cast<cudaStream_t>(stream);
+  // dst may be memory the caller's stream just freed and reallocated.
+  waitForCaller(s, caller);
+  launchToF32(*s->ctx, *t, dst, 1);
+  signalCaller(s, caller);
+  return 0;
+}
+
 int cnnrt_eval_input(cnnrt_session *s, const float *images, int on_device,
                      float *logits, int logits_on_device, void *stream) {
   gLastError.clear();

@@ -4,6 +4,7 @@
 // use, so keep its deprecation warnings off in this file.
 #undef CUDNN_WARN_DEPRECATED
 #include "cnnrt/cnnrt.h"
+#include "CudnnGraph.h"
 #include "cnnrt/Distributed.h"
 
 #include <cublasLt.h>
@@ -16,6 +17,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <sys/stat.h>
 #include <vector>
@@ -49,6 +51,7 @@ ContextOptions ContextOptions::fromEnv() {
   o.syncCheck = flag("CNNRT_SYNC_CHECK", false);
   o.verbose = flag("CNNRT_VERBOSE", false);
   o.profile = flag("CNNRT_PROFILE", false);
+  o.convGraph = flag("CNNRT_CONV_GRAPH", true);
   if (const char *f = std::getenv("CNNRT_CONV_FUSION")) {
     std::string v = f;
     if (v == "cudnn")
@@ -250,6 +253,10 @@ struct ConvEntry {
                              CUDNN_DEFAULT_MATH};
   size_t ws[3] = {0, 0, 0};
   std::string key; ///< algorithm-cache key prefix of this shape
+  /// A cuDNN graph API plan per direction where it beat the legacy
+  /// algorithm when timed (null: the legacy call). Runs only calls that
+  /// overwrite their output (beta 0); accumulating calls take the legacy one.
+  std::shared_ptr<cnnrt::cudnn_graph::ConvPlan> graph[3];
 };
 
 /// A convolution with a bias/residual/activation epilogue
@@ -642,6 +649,127 @@ static void ensureTuneWorkspace(Context &ctx, Context::Impl &I) {
   I.tuneWsBytes = 0;
 }
 
+/// Milliseconds per call of `run` on the context's stream (one warm-up, then
+/// the mean of five), or a negative number when a call fails.
+template <typename Fn> static float timeCalls(Context &ctx, Fn run) {
+  if (!run())
+    return -1;
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  cudaEventRecord(e0, ctx.stream());
+  bool ok = true;
+  for (int i = 0; i < 5 && ok; ++i)
+    ok = run();
+  cudaEventRecord(e1, ctx.stream());
+  float ms = -1;
+  if (cudaEventSynchronize(e1) == cudaSuccess && ok)
+    cudaEventElapsedTime(&ms, e0, e1);
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  cudaGetLastError();
+  return ok && ms >= 0 ? ms / 5 : -1;
+}
+
+/// Times cuDNN graph API plans of one direction of `c` against its legacy
+/// algorithm (already chosen) and keeps the graph plan when it is faster by
+/// more than 3 %. The choice is cached like the legacy algorithm (key
+/// suffix "|graph": heuristics index and workspace, index -1 = legacy).
+static void chooseGraphConv(Context &ctx, Context::Impl &I, ConvEntry &c,
+                            int dir, int pH, int pW, size_t wsCap,
+                            size_t xBytes, size_t wBytes, size_t yBytes) {
+  namespace cg = cnnrt::cudnn_graph;
+  const ConvDesc &d = c.d;
+  cg::ConvGeometry g{d.N,      d.C,       c.Hp,      c.Wp,  d.K,  d.R,
+                     d.S,      d.P,       d.Q,       pH,    pW,   d.strideH,
+                     d.strideW, d.dilH,   d.dilW,    d.groups,
+                     CUDNN_DATA_HALF, d.layout == Layout::NHWC};
+  const char *loc = c.loc.c_str();
+  std::string key = c.key + kDirName[dir] + "|graph";
+  auto it = I.cache.find(key);
+  if (it != I.cache.end()) {
+    std::istringstream v(it->second);
+    int index = -1;
+    size_t ws = 0;
+    if ((v >> index >> ws) && ws <= wsCap) {
+      if (index < 0)
+        return;
+      std::string why;
+      c.graph[dir] = cg::convPlanAt(I.cudnn, g, static_cast<cg::Dir>(dir),
+                                    index, &why);
+      if (ctx.options().verbose)
+        std::fprintf(stderr, "cnnrt: %s %s graph plan #%d (cached)%s%s\n", loc,
+                     kDirName[dir], index, c.graph[dir] ? "" : ": unavailable, ",
+                     c.graph[dir] ? "" : why.c_str());
+      if (c.graph[dir] && c.graph[dir]->workspaceBytes() > wsCap)
+        c.graph[dir].reset();
+      return;
+    }
+  }
+  ensureTuneWorkspace(ctx, I);
+  ensureScratch(ctx, I, 0, xBytes, loc);
+  ensureScratch(ctx, I, 1, wBytes, loc);
+  ensureScratch(ctx, I, 2, yBytes, loc);
+  size_t wsLimit = std::min(I.tuneWsBytes, wsCap);
+  void *s0 = I.scratch[0], *s1 = I.scratch[1], *s2 = I.scratch[2];
+  float alpha = 1.f, beta = 0.f;
+  auto legacy = [&]() {
+    if (c.ws[dir] > I.tuneWsBytes ||
+        cudnnSetConvolutionMathType(c.cDesc, c.math[dir]) !=
+            CUDNN_STATUS_SUCCESS)
+      return false;
+    cudnnStatus_t st;
+    if (dir == kFwd)
+      st = cudnnConvolutionForward(
+          I.cudnn, &alpha, c.xDesc, s0, c.wDesc, s1, c.cDesc,
+          static_cast<cudnnConvolutionFwdAlgo_t>(c.algo[dir]), I.tuneWs,
+          c.ws[dir], &beta, c.yDesc, s2);
+    else if (dir == kBwdData)
+      st = cudnnConvolutionBackwardData(
+          I.cudnn, &alpha, c.wDesc, s1, c.yDesc, s2, c.cDesc,
+          static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo[dir]), I.tuneWs,
+          c.ws[dir], &beta, c.xDesc, s0);
+    else
+      st = cudnnConvolutionBackwardFilter(
+          I.cudnn, &alpha, c.xDesc, s0, c.yDesc, s2, c.cDesc,
+          static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo[dir]), I.tuneWs,
+          c.ws[dir], &beta, c.wDesc, s1);
+    return st == CUDNN_STATUS_SUCCESS;
+  };
+  float legacyMs = timeCalls(ctx, legacy);
+  std::string why;
+  auto plans = cg::convPlans(I.cudnn, g, static_cast<cg::Dir>(dir), 4,
+                             ctx.options().deterministic, &why);
+  std::shared_ptr<cg::ConvPlan> best;
+  float bestMs = -1;
+  for (auto &p : plans) {
+    if (p->workspaceBytes() > wsLimit)
+      continue;
+    float ms = timeCalls(ctx, [&]() {
+      return p->execute(I.cudnn, s0, s1, s2, I.tuneWs) == CUDNN_STATUS_SUCCESS;
+    });
+    if (ms >= 0 && (bestMs < 0 || ms < bestMs)) {
+      bestMs = ms;
+      best = std::move(p);
+    }
+  }
+  bool useGraph = best && (legacyMs < 0 || bestMs < 0.97f * legacyMs);
+  if (useGraph)
+    c.graph[dir] = best;
+  if (ctx.options().verbose)
+    std::fprintf(stderr,
+                 "cnnrt: %s %s: legacy algo %d %.3f ms, graph %s%d %.3f ms%s%s "
+                 "-> %s\n",
+                 loc, kDirName[dir], c.algo[dir], legacyMs, "plan #",
+                 best ? best->index() : -1, bestMs, best ? "" : ": ",
+                 best ? "" : why.c_str(), useGraph ? "graph" : "legacy");
+  std::ostringstream v;
+  v << (useGraph ? best->index() : -1) << ' '
+    << (useGraph ? best->workspaceBytes() : 0);
+  I.cache[key] = v.str();
+  I.cacheDirty = true;
+}
+
 void Context::registerConv(int id, const ConvDesc &d, const char *loc) {
   Impl &I = *impl_;
   if (I.prepared)
@@ -799,8 +927,15 @@ void Context::registerConv(int id, const ConvDesc &d, const char *loc) {
       std::fprintf(stderr, "cnnrt: %s %s algo %d math %d workspace %zu\n", loc,
                    kDirName[dir], algo, static_cast<int>(math), ws);
   }
-  for (int dir = 0; dir < 3; ++dir)
+  if (opts_.convGraph && d.dtype == DType::F16 && d.groups == 1)
+    for (int dir = 0; dir < 3; ++dir)
+      chooseGraphConv(*this, I, c, dir, pH, pW, wsCap, xBytes, wBytes, yBytes);
+  for (int dir = 0; dir < 3; ++dir) {
     I.neededWorkspace = std::max(I.neededWorkspace, c.ws[dir]);
+    if (c.graph[dir])
+      I.neededWorkspace =
+          std::max(I.neededWorkspace, c.graph[dir]->workspaceBytes());
+  }
 }
 
 static void chooseFusedConvs(Context &ctx);
@@ -898,6 +1033,14 @@ static void enqueueConvFwd(Context &ctx, ConvEntry &c, const void *x,
     launchPad(ctx, c, x);
     x = ctx.impl()->padBuf;
   }
+  if (c.graph[kFwd] && !accumulate) {
+    CNNRT_CUDNN(ctx,
+                c.graph[kFwd]->execute(ctx.impl()->cudnn, x, w, y,
+                                       ctx.impl()->workspace),
+                loc);
+    mark(ctx, loc, "cuDNN graph conv fwd");
+    return;
+  }
   float alpha = 1.f, beta = accumulate ? 1.f : 0.f;
   CNNRT_CUDNN(ctx, cudnnSetConvolutionMathType(c.cDesc, c.math[kFwd]), loc);
   CNNRT_CUDNN(ctx,
@@ -920,6 +1063,12 @@ void Context::convBwdData(int id, const void *dy, const void *w, void *dx,
   const char *loc = c.loc.c_str();
   float alpha = 1.f, beta = (accumulate && !c.asym) ? 1.f : 0.f;
   void *out = c.asym ? impl_->padBuf : dx;
+  if (c.graph[kBwdData] && beta == 0.f) {
+    CNNRT_CUDNN(*this,
+                c.graph[kBwdData]->execute(impl_->cudnn, out, w, dy,
+                                           impl_->workspace),
+                loc);
+  } else {
   CNNRT_CUDNN(*this, cudnnSetConvolutionMathType(c.cDesc, c.math[kBwdData]),
               loc);
   CNNRT_CUDNN(*this,
@@ -928,6 +1077,7 @@ void Context::convBwdData(int id, const void *dy, const void *w, void *dx,
                   static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo[kBwdData]),
                   impl_->workspace, c.ws[kBwdData], &beta, c.xDesc, out),
               loc);
+  }
   mark(*this, loc, "cuDNN conv bwd data");
   if (c.asym) {
     const ConvDesc &d = c.d;
@@ -953,6 +1103,14 @@ void Context::convBwdFilter(int id, const void *x, const void *dy, void *dw,
   if (c.asym) {
     launchPad(*this, c, x);
     x = impl_->padBuf;
+  }
+  if (c.graph[kBwdFilter] && !accumulate) {
+    CNNRT_CUDNN(*this,
+                c.graph[kBwdFilter]->execute(impl_->cudnn, x, dw, dy,
+                                             impl_->workspace),
+                loc);
+    mark(*this, loc, "cuDNN graph conv bwd filter");
+    return;
   }
   float alpha = 1.f, beta = accumulate ? 1.f : 0.f;
   CNNRT_CUDNN(*this, cudnnSetConvolutionMathType(c.cDesc, c.math[kBwdFilter]),

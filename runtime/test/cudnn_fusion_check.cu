@@ -296,13 +296,16 @@ struct Buffers {
   size_t wsBytes;
 };
 
-bool execute(cudnnHandle_t h, const Desc &plan, const Buffers &b,
+// The variant pack names exactly the graph's non-virtual tensors (cuDNN
+// refuses extra uids): x, w, y, then the statistics, then scale and bias.
+bool execute(cudnnHandle_t h, const Desc &plan, const Buffers &b, int nUids,
              std::string *why) {
   int64_t uids[] = {X, W, Y, SUM, SQSUM, SCALE, BIAS};
   void *ptrs[] = {b.x, b.w, b.y, b.sum, b.sq, b.scale, b.bias};
   Desc vp(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
-  vp.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 7, uids);
-  vp.set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 7, ptrs);
+  vp.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, nUids, uids);
+  vp.set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, nUids,
+         ptrs);
   void *ws = b.ws;
   vp.set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws);
   if (!ok(vp.finalize(), "variant pack", why))
@@ -312,8 +315,8 @@ bool execute(cudnnHandle_t h, const Desc &plan, const Buffers &b,
 
 // The fastest execution plan among the heuristics' engine configs that
 // finalize, fit the workspace and run; its time in ms (negative: none).
-double bestPlan(cudnnHandle_t h, Graph &g, const Buffers &b, Desc &best,
-                std::string &engineName, std::string &why) {
+double bestPlan(cudnnHandle_t h, Graph &g, const Buffers &b, int nUids,
+                Desc &best, std::string &engineName, std::string &why) {
   double bestMs = -1;
   for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_B}) {
     Desc heur(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
@@ -357,7 +360,7 @@ double bestPlan(cudnnHandle_t h, Graph &g, const Buffers &b, Desc &best,
         continue;
       }
       std::string runWhy;
-      if (!execute(h, plan, b, &runWhy)) { // also warms up (JIT, caches)
+      if (!execute(h, plan, b, nUids, &runWhy)) { // also warms up (JIT, caches)
         if (why.empty())
           why = runWhy;
         continue;
@@ -369,7 +372,7 @@ double bestPlan(cudnnHandle_t h, Graph &g, const Buffers &b, Desc &best,
       const int iters = 20;
       cudaEventRecord(e0);
       for (int it = 0; it < iters; ++it)
-        execute(h, plan, b, nullptr);
+        execute(h, plan, b, nUids, nullptr);
       cudaEventRecord(e1);
       CUDA_OK(cudaEventSynchronize(e1));
       float ms = 0;
@@ -582,10 +585,11 @@ int main(int argc, char **argv) {
       std::string engine, why;
       double ms = -1;
       Buffers b{x, w, y, sum, sq, scale, bias, ws, wsBytes};
+      int nUids = v == Variant::Conv ? 3 : sbr ? 7 : 5;
       if (buildGraph(h, s, v, g)) {
         CUDA_OK(cudaMemset(sum, 0, s.k * 4));
         CUDA_OK(cudaMemset(sq, 0, s.k * 4));
-        ms = bestPlan(h, g, b, plan, engine, why);
+        ms = bestPlan(h, g, b, nUids, plan, engine, why);
       }
       if (ms < 0) {
         std::printf("%-28s %-18s %9s %9.3f %9.3f %8s %8s  unsupported: %s\n",
@@ -598,7 +602,7 @@ int main(int argc, char **argv) {
       CUDA_OK(cudaMemset(sum, 0, s.k * 4));
       CUDA_OK(cudaMemset(sq, 0, s.k * 4));
       std::string runWhy;
-      execute(h, plan, b, &runWhy);
+      execute(h, plan, b, nUids, &runWhy);
       CUDA_OK(cudaDeviceSynchronize());
       double yErr = relErr(toHost(y, yn, true), toHost(yref, yn, true));
       double sErr = 0;

@@ -128,7 +128,7 @@ def check_vs_torch(cnnc, name, ctor, opt_name):
     worst, drift = 0.0, 0.0
     for k in range(3):
         xk = x + 0.1 * k
-        loss = trainer.step(xk, y)
+        loss = float(trainer.step(xk, y))
         ref_loss = torch_step(ref, ref_opt, xk, y)
         cpu_loss = torch_step(cpu, cpu_opt, xk.cpu(), y.cpu())
         worst = max(worst, abs(loss - ref_loss) / abs(ref_loss))
@@ -172,7 +172,7 @@ def check_streams_and_host_inputs(cnnc, ctor):
     y = torch.randint(0, 10, (32,), device="cuda")
     mk = OPTS["sgd"]
     a = cnnc.compile(model, x, optimizer=mk(model.parameters()), precision="fp32")
-    la = [a.step(x + 0.1 * k, y) for k in range(3)]
+    la = [float(a.step(x + 0.1 * k, y)) for k in range(3)]
     # The same steps from a side stream; x is produced on that stream just
     # before each step (a large kernel queue, so a step that did not wait for
     # the stream would read stale data).
@@ -185,11 +185,11 @@ def check_streams_and_host_inputs(cnnc, ctor):
             for _ in range(4):
                 big = big @ big / 64.0
             xk = x + 0.1 * k + 0.0 * big[:1, :1].sum()
-            lb.append(b.step(xk, y))
+            lb.append(float(b.step(xk, y)))
     torch.cuda.synchronize()
     check(la == lb, "a step on a side stream waits for its inputs (%s vs %s)" % (la, lb))
     c = cnnc.compile(model, x, optimizer=mk(model.parameters()), precision="fp32")
-    lc = [c.step((x + 0.1 * k).cpu(), y.cpu()) for k in range(3)]
+    lc = [float(c.step((x + 0.1 * k).cpu(), y.cpu())) for k in range(3)]
     check(la == lc, "CPU tensors give the same losses as CUDA tensors")
     sa, sc = a.state_dict(), c.state_dict()
     check(all(torch.equal(sa[k], sc[k]) for k in sa), "CPU tensors give the same state")
@@ -224,6 +224,10 @@ def check_dataloader_training(cnnc, ctor):
         sched.step()
     torch.cuda.synchronize()
     cnnc_rate = (steps - 5) / (time.time() - t0)
+    # The losses are 0-d CUDA tensors (no host sync per step); read them now.
+    check(all(isinstance(l, torch.Tensor) and l.is_cuda and l.dim() == 0 for l in losses),
+          "trainer.step returns the loss as a 0-d CUDA tensor")
+    losses = [float(l) for l in losses]
     first, last = sum(losses[:5]) / 5, sum(losses[-5:]) / 5
     check(last < 0.5 * first, "DataLoader training: loss %.3f -> %.3f" % (first, last))
     check(abs(trainer.current_lr() - 0.05 * 0.25) < 1e-12, "StepLR drives the trainer's lr")

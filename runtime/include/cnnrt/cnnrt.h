@@ -137,6 +137,10 @@ struct ContextOptions {
   bool verbose = false;      ///< CNNRT_VERBOSE=1: print algorithm choices
   /// CNNRT_CONV_FUSION=auto|cudnn|split
   ConvFusion convFusion = ConvFusion::Auto;
+  /// CNNRT_CONV_GRAPH=0: convolutions only through cuDNN's legacy API. By
+  /// default an f16 convolution also times cuDNN graph API (backend) plans
+  /// and runs the faster of the two (see runtime/src/CudnnGraph.h).
+  bool convGraph = true;
   /// CNNRT_PROFILE=1: time every launch of one (uncaptured) training step
   /// with CUDA events and print where the time goes.
   bool profile = false;

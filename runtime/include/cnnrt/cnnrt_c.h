@@ -64,6 +64,11 @@ int64_t cnnrt_num_classes(const cnnrt_session *s);
 int cnnrt_train_step(cnnrt_session *s, const float *images,
                      const int64_t *labels, int on_device, float lr,
                      void *stream);
+/* Enqueues a copy of the last step's loss, as one float32, into device
+ * memory `dst`, ordered after the step and before later work on `stream`
+ * (the caller's CUDA stream): reading the loss this way does not make the
+ * host wait for the step. */
+int cnnrt_loss_to_device(cnnrt_session *s, float *dst, void *stream);
 /* Inference-mode forward (evalStep) on float32 NCHW images; writes
  * batch*num_classes float32 logits to `logits` (device memory when
  * logits_on_device, else host memory, and then the call waits for them). */

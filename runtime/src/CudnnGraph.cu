@@ -1,0 +1,309 @@
+//===- CudnnGraph.cu - convolutions through cuDNN's graph (backend) API ---===//
+
+#include "CudnnGraph.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace cnnrt::cudnn_graph {
+
+Desc::Desc(cudnnBackendDescriptorType_t type) {
+  if (cudnnBackendCreateDescriptor(type, &d_) != CUDNN_STATUS_SUCCESS)
+    d_ = nullptr;
+}
+
+Desc &Desc::operator=(Desc &&o) noexcept {
+  std::swap(d_, o.d_);
+  return *this;
+}
+
+Desc::~Desc() {
+  if (d_)
+    cudnnBackendDestroyDescriptor(d_);
+}
+
+namespace {
+
+enum : int64_t { kX = 1, kW = 2, kY = 3 };
+
+std::string lastError() {
+  char buf[512] = {0};
+  cudnnGetLastErrorString(buf, sizeof(buf));
+  return buf;
+}
+
+} // namespace
+
+/// Builds one graph; each step records the first failure in `why`.
+struct Builder {
+  cudnnHandle_t h;
+  const ConvGeometry &g;
+  Dir dir;
+  std::string *why;
+  std::deque<Desc> keep;
+  Desc graph;
+  bool failed = false;
+
+  bool check(cudnnStatus_t s, const char *what) {
+    if (s == CUDNN_STATUS_SUCCESS)
+      return true;
+    if (!failed && why)
+      *why = std::string(what) + ": " + cudnnGetErrorString(s) + " (" +
+             lastError() + ")";
+    failed = true;
+    return false;
+  }
+  Desc &make(cudnnBackendDescriptorType_t t) {
+    keep.emplace_back(t);
+    if (!keep.back())
+      check(CUDNN_STATUS_ALLOC_FAILED, "create descriptor");
+    return keep.back();
+  }
+  template <typename T>
+  void set(Desc &d, cudnnBackendAttributeName_t a,
+           cudnnBackendAttributeType_t t, int64_t n, const T *v) {
+    if (!failed)
+      check(cudnnBackendSetAttribute(d.get(), a, t, n, (const void *)v),
+            "set attribute");
+  }
+  void setDesc(Desc &d, cudnnBackendAttributeName_t a, const Desc &v) {
+    cudnnBackendDescriptor_t p = v.get();
+    set(d, a, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &p);
+  }
+  void finalize(Desc &d, const char *what) {
+    if (!failed)
+      check(cudnnBackendFinalize(d.get()), what);
+  }
+
+  Desc &tensor(int64_t uid, int64_t n, int64_t c, int64_t hh, int64_t ww) {
+    Desc &d = make(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+    int64_t dims[4] = {n, c, hh, ww};
+    int64_t nchw[4] = {c * hh * ww, hh * ww, ww, 1};
+    int64_t nhwc[4] = {hh * ww * c, 1, ww * c, c};
+    int64_t align = 16;
+    cudnnDataType_t t = g.dtype;
+    set(d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &t);
+    set(d, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims);
+    set(d, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4,
+        g.nhwc ? nhwc : nchw);
+    set(d, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid);
+    set(d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align);
+    finalize(d, "tensor");
+    return d;
+  }
+
+  bool build() {
+    Desc &x = tensor(kX, g.N, g.C, g.H, g.W);
+    Desc &w = tensor(kW, g.K, g.C / g.groups, g.R, g.S);
+    Desc &y = tensor(kY, g.N, g.K, g.P, g.Q);
+    Desc &conv = make(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
+    cudnnDataType_t comp = CUDNN_DATA_FLOAT;
+    cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+    int64_t dims = 2, dil[2] = {g.dilH, g.dilW},
+            stride[2] = {g.strideH, g.strideW}, pad[2] = {g.padH, g.padW};
+    set(conv, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp);
+    set(conv, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1,
+        &mode);
+    set(conv, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &dims);
+    set(conv, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, dil);
+    set(conv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2,
+        stride);
+    set(conv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, pad);
+    set(conv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, pad);
+    finalize(conv, "convolution");
+    float alpha = 1.f, beta = 0.f;
+    Desc *op = nullptr;
+    if (dir == Dir::Fwd) {
+      op = &make(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR);
+      setDesc(*op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, x);
+      setDesc(*op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, w);
+      setDesc(*op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, y);
+      setDesc(*op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, conv);
+      set(*op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT,
+          1, &alpha);
+      set(*op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT,
+          1, &beta);
+    } else if (dir == Dir::BwdData) {
+      op = &make(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR);
+      setDesc(*op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, x);
+      setDesc(*op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, w);
+      setDesc(*op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, y);
+      setDesc(*op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, conv);
+      set(*op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA,
+          CUDNN_TYPE_FLOAT, 1, &alpha);
+      set(*op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA, CUDNN_TYPE_FLOAT,
+          1, &beta);
+    } else {
+      op = &make(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR);
+      setDesc(*op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, x);
+      setDesc(*op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, w);
+      setDesc(*op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, y);
+      setDesc(*op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, conv);
+      set(*op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA,
+          CUDNN_TYPE_FLOAT, 1, &alpha);
+      set(*op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA,
+          CUDNN_TYPE_FLOAT, 1, &beta);
+    }
+    finalize(*op, "convolution operation");
+    graph = Desc(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+    if (!graph)
+      return check(CUDNN_STATUS_ALLOC_FAILED, "create graph");
+    cudnnBackendDescriptor_t ops[1] = {op->get()};
+    set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+        ops);
+    set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
+    finalize(graph, "operation graph");
+    return !failed;
+  }
+
+  /// The heuristics' engine configs (mode A), at most `limit`.
+  std::vector<Desc> configs(int limit) {
+    std::vector<Desc> out;
+    Desc heur(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+    cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
+    setDesc(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph);
+    set(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
+    finalize(heur, "heuristics");
+    if (failed)
+      return out;
+    int64_t count = 0;
+    if (!check(cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                        CUDNN_TYPE_BACKEND_DESCRIPTOR, 0,
+                                        &count, nullptr),
+               "heuristics count"))
+      return out;
+    count = std::min<int64_t>(count, limit);
+    std::vector<cudnnBackendDescriptor_t> raw;
+    for (int64_t i = 0; i < count; ++i) {
+      out.emplace_back(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+      raw.push_back(out.back().get());
+    }
+    int64_t got = 0;
+    if (count == 0 ||
+        !check(cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                        CUDNN_TYPE_BACKEND_DESCRIPTOR, count,
+                                        &got, raw.data()),
+               "heuristics results"))
+      return {};
+    out.resize(got);
+    return out;
+  }
+
+  static bool nondeterministic(const Desc &cfg) {
+    Desc engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+    cudnnBackendDescriptor_t e = engine.get();
+    int64_t n = 0;
+    if (cudnnBackendGetAttribute(cfg.get(), CUDNN_ATTR_ENGINECFG_ENGINE,
+                                 CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n,
+                                 &e) != CUDNN_STATUS_SUCCESS)
+      return true;
+    cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
+    if (cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE,
+                                 CUDNN_TYPE_NUMERICAL_NOTE,
+                                 CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n,
+                                 notes) != CUDNN_STATUS_SUCCESS)
+      return true;
+    return std::find(notes, notes + n, CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC) !=
+           notes + n;
+  }
+
+  /// Finalizes `cfg` into a plan (null if this engine cannot run the
+  /// graph; the first such reason goes to `why`).
+  std::unique_ptr<ConvPlan> plan(Desc cfg, int index,
+                                 const std::shared_ptr<std::deque<Desc>> &own) {
+    auto p = std::make_unique<ConvPlan>();
+    p->plan_ = Desc(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+    cudnnBackendDescriptor_t c = cfg.get();
+    if (!p->plan_ ||
+        cudnnBackendSetAttribute(p->plan_.get(), CUDNN_ATTR_EXECUTION_PLAN_HANDLE,
+                                 CUDNN_TYPE_HANDLE, 1, &h) ||
+        cudnnBackendSetAttribute(p->plan_.get(),
+                                 CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
+                                 CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &c))
+      return nullptr;
+    cudnnStatus_t s = cudnnBackendFinalize(p->plan_.get());
+    if (s != CUDNN_STATUS_SUCCESS) {
+      if (why && why->empty())
+        *why = std::string("execution plan: ") + cudnnGetErrorString(s) +
+               " (" + lastError() + ")";
+      return nullptr;
+    }
+    int64_t ws = 0, n = 0;
+    if (cudnnBackendGetAttribute(p->plan_.get(),
+                                 CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                 CUDNN_TYPE_INT64, 1, &n,
+                                 &ws) != CUDNN_STATUS_SUCCESS)
+      return nullptr;
+    p->workspace_ = static_cast<size_t>(ws);
+    p->index_ = index;
+    p->config_ = std::move(cfg);
+    p->graph_ = own;
+    return p;
+  }
+};
+
+cudnnStatus_t ConvPlan::execute(cudnnHandle_t h, const void *x, const void *w,
+                                const void *y, void *workspace) const {
+  Desc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+  if (!pack)
+    return CUDNN_STATUS_ALLOC_FAILED;
+  int64_t uids[3] = {kX, kW, kY};
+  void *ptrs[3] = {const_cast<void *>(x), const_cast<void *>(w),
+                   const_cast<void *>(y)};
+  cudnnStatus_t s;
+  if ((s = cudnnBackendSetAttribute(pack.get(), CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS,
+                                    CUDNN_TYPE_INT64, 3, uids)) ||
+      (s = cudnnBackendSetAttribute(pack.get(),
+                                    CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS,
+                                    CUDNN_TYPE_VOID_PTR, 3, ptrs)) ||
+      (s = cudnnBackendSetAttribute(pack.get(), CUDNN_ATTR_VARIANT_PACK_WORKSPACE,
+                                    CUDNN_TYPE_VOID_PTR, 1, &workspace)) ||
+      (s = cudnnBackendFinalize(pack.get())))
+    return s;
+  return cudnnBackendExecute(h, plan_.get(), pack.get());
+}
+
+namespace {
+
+std::vector<std::unique_ptr<ConvPlan>> plansFrom(cudnnHandle_t h,
+                                                 const ConvGeometry &g, Dir dir,
+                                                 int first, int limit,
+                                                 bool deterministic,
+                                                 std::string *why) {
+  std::vector<std::unique_ptr<ConvPlan>> out;
+  Builder b{h, g, dir, why};
+  if (!b.build())
+    return out;
+  std::vector<Desc> cfgs = b.configs(first + limit);
+  if ((int)cfgs.size() <= first && why && why->empty())
+    *why = "the heuristics offer no engine";
+  auto own = std::make_shared<std::deque<Desc>>(std::move(b.keep));
+  own->push_back(std::move(b.graph));
+  for (int i = first; i < (int)cfgs.size(); ++i) {
+    if (deterministic && Builder::nondeterministic(cfgs[i]))
+      continue;
+    if (auto p = b.plan(std::move(cfgs[i]), i, own))
+      out.push_back(std::move(p));
+  }
+  return out;
+}
+
+} // namespace
+
+std::vector<std::unique_ptr<ConvPlan>> convPlans(cudnnHandle_t h,
+                                                 const ConvGeometry &g, Dir dir,
+                                                 int maxPlans,
+                                                 bool deterministic,
+                                                 std::string *why) {
+  return plansFrom(h, g, dir, 0, maxPlans, deterministic, why);
+}
+
+std::unique_ptr<ConvPlan> convPlanAt(cudnnHandle_t h, const ConvGeometry &g,
+                                     Dir dir, int index, std::string *why) {
+  auto v = plansFrom(h, g, dir, index, 1, false, why);
+  if (v.empty() || v.front()->index() != index)
+    return nullptr;
+  return std::move(v.front());
+}
+
+} // namespace cnnrt::cudnn_graph

@@ -1,0 +1,86 @@
+//===- CudnnGraph.h - convolutions through cuDNN's graph (backend) API ----===//
+//
+// On Hopper, cuDNN 9's legacy entry points (cudnnFind*/cudnnConvolution*)
+// do not reach the engines its graph API offers: measured on an H100
+// (runtime/test/cudnn_fusion_check.cu, docs/benchmarks.md) a ResNet-50 3x3
+// conv in NHWC f16 runs 1.3-2x faster as a one-op graph. The Context times
+// these plans against the legacy algorithm and keeps the faster one.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CNNRT_CUDNNGRAPH_H
+#define CNNRT_CUDNNGRAPH_H
+
+#include <cudnn.h>
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace cnnrt::cudnn_graph {
+
+enum class Dir { Fwd = 0, BwdData = 1, BwdFilter = 2 };
+
+/// One convolution as cuDNN sees it: x [N, C, H, W], w [K, C/groups, R, S],
+/// y [N, K, P, Q] (logical order; `nhwc` selects the strides of all three).
+struct ConvGeometry {
+  int64_t N, C, H, W, K, R, S, P, Q;
+  int64_t padH, padW, strideH, strideW, dilH, dilW, groups;
+  cudnnDataType_t dtype;
+  bool nhwc;
+};
+
+/// An owned backend descriptor.
+class Desc {
+public:
+  Desc() = default;
+  explicit Desc(cudnnBackendDescriptorType_t type);
+  Desc(const Desc &) = delete;
+  Desc &operator=(const Desc &) = delete;
+  Desc(Desc &&o) noexcept : d_(o.d_) { o.d_ = nullptr; }
+  Desc &operator=(Desc &&o) noexcept;
+  ~Desc();
+  cudnnBackendDescriptor_t get() const { return d_; }
+  explicit operator bool() const { return d_ != nullptr; }
+
+private:
+  cudnnBackendDescriptor_t d_ = nullptr;
+};
+
+/// A finalized execution plan of a one-convolution graph with alpha 1,
+/// beta 0 (overwrite). Tensors: x = uid 1, w = uid 2, y = uid 3 (for the
+/// backward directions dx and dw take the uids of x and w).
+class ConvPlan {
+public:
+  size_t workspaceBytes() const { return workspace_; }
+  /// The position of the engine config in the heuristics' list (mode A),
+  /// which recreates this plan (convPlanAt) for the same cuDNN and shape.
+  int index() const { return index_; }
+  /// Enqueues the convolution on the handle's stream.
+  cudnnStatus_t execute(cudnnHandle_t h, const void *x, const void *w,
+                        const void *y, void *workspace) const;
+
+private:
+  friend struct Builder;
+  std::shared_ptr<std::deque<Desc>> graph_; // the graph, shared by its plans
+  Desc config_, plan_;
+  size_t workspace_ = 0;
+  int index_ = -1;
+};
+
+/// Up to `maxPlans` plans, in the heuristics' order, whose engine configs
+/// finalize; non-deterministic engines are skipped when `deterministic`.
+/// Empty (with `why`) when cuDNN supports no engine for the graph.
+std::vector<std::unique_ptr<ConvPlan>>
+convPlans(cudnnHandle_t h, const ConvGeometry &g, Dir dir, int maxPlans,
+          bool deterministic, std::string *why);
+
+/// The plan at heuristics position `index` (a cached choice), or null.
+std::unique_ptr<ConvPlan> convPlanAt(cudnnHandle_t h, const ConvGeometry &g,
+                                     Dir dir, int index, std::string *why);
+
+} // namespace cnnrt::cudnn_graph
+
+#endif // CNNRT_CUDNNGRAPH_H
