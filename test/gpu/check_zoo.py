@@ -61,9 +61,17 @@ MODELS = {
     "convnext_tiny": (16, 64, {}),
 }
 LR, MOMENTUM, WD = 0.01, 0.9, 5e-4
+# MnasNet-1.0 and RegNetY-400MF diverge at LR 0.01 on one batch of 16 at
+# 64x64 (MnasNet's loss rises from 5.3 to 7.1 in the first step) and in that
+# regime PyTorch's own GPU and CPU runs differ by ~8 % of the loss by step 3,
+# so the f32 comparison measures chaos, not cnnc; a smaller rate keeps both
+# in the regime where the check is meaningful.
+LR_OF = {"mnasnet1_0": 1e-3, "regnet_y_400mf": 1e-3}
 failures = []
 
 
+def lr_of(name):
+    return LR_OF.get(name, LR)
 
 
 def build(name, state=None):
@@ -87,7 +95,8 @@ def prepare(name, work, precision, layout, wd):
     onnx_path = os.path.join(work, name + ".onnx")
     export_onnx(model, onnx_path, (batch, 3, hw, hw), training=True, opset=17)
     exe = os.path.join(work, "train")
-    _, t_compile = run([ARGS.cnnc, onnx_path, "--train", "--optimizer", "sgd", "--lr", str(LR),
+    _, t_compile = run([ARGS.cnnc, onnx_path, "--train", "--optimizer", "sgd",
+                        "--lr", str(lr_of(name)),
                         "--momentum", str(MOMENTUM), "--weight-decay", str(wd),
                         "--precision", precision, "--layout", layout, "-o", exe])
     rng = np.random.RandomState(1)
@@ -111,7 +120,7 @@ def torch_steps(name, sd, images, labels, device, steps, amp=False, channels_las
         m = m.to(memory_format=torch.channels_last)
         xx = xx.to(memory_format=torch.channels_last)
     yy = torch.from_numpy(labels.astype(np.int64)).to(device)
-    opt = torch.optim.SGD(m.parameters(), lr=LR, momentum=MOMENTUM,
+    opt = torch.optim.SGD(m.parameters(), lr=lr_of(name), momentum=MOMENTUM,
                           weight_decay=0.0 if amp else WD)
     scaler = torch.amp.GradScaler("cuda", enabled=amp)
     ls = []
@@ -130,8 +139,8 @@ def check_f32(name):
     work = os.path.join(ARGS.work, name, "f32")
     exe, data, images, labels, sd, t_compile = prepare(name, work, "fp32", "nchw", WD)
     ckpt = os.path.join(work, "after3.cnnw")
-    out, t_run = run([exe, "--data", data, "--steps", "3", "--lr", str(LR), "--log-every", "1",
-                      "--checkpoint", ckpt])
+    out, t_run = run([exe, "--data", data, "--steps", "3", "--lr", str(lr_of(name)),
+                      "--log-every", "1", "--checkpoint", ckpt])
     got_losses = losses_of(out)
     ref, ref_losses = torch_steps(name, sd, images, labels, "cuda", 3)
     cpu, cpu_losses = torch_steps(name, sd, images, labels, "cpu", 3)
@@ -169,7 +178,7 @@ def check_amp(name, steps=30):
     # The default pipeline (NHWC, f16, loss scaling); weight decay off as in
     # check_vs_torch.py's AMP check.
     exe, data, images, labels, sd, t_compile = prepare(name, work, "fp16", "nhwc", 0.0)
-    out, _ = run([exe, "--data", data, "--steps", str(steps), "--lr", str(LR),
+    out, _ = run([exe, "--data", data, "--steps", str(steps), "--lr", str(lr_of(name)),
                   "--log-every", "1"])
     got = losses_of(out)
     _, ref = torch_steps(name, sd, images, labels, "cuda", steps, amp=True, channels_last=True)
