@@ -13,13 +13,13 @@ export LD_LIBRARY_PATH=$PWD/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 timeout "${CHECK_S:-330}" python3 test/gpu/check_zoo.py --cnnc "$PWD/.carry/cnnc" \
-  --work /tmp/zoocheck "$@" 2>&1 | grep -v -e Warning -e "warnings.warn" -e "torch.onnx.export" |
+  --work /tmp/zoocheck "$@" 2>&1 | grep -v -e Warning -e "warnings.warn" -e "torch.onnx.export" -e _jit_pass |
   tee "$OUT/zoo-check.log"
 rc=${PIPESTATUS[0]}
 echo "=== check_zoo exit $rc"
 if [ "${ZOO_BENCH:-1}" = 1 ]; then
   timeout "${BENCH_S:-230}" python3 bench/zoo_bench.py --cnnc "$PWD/.carry/cnnc" \
-    ${BENCH_ARGS:---no-compile} 2>&1 | grep -v -e Warning -e "warnings.warn" -e "torch.onnx.export" |
+    ${BENCH_ARGS:---no-compile} 2>&1 | grep -v -e Warning -e "warnings.warn" -e "torch.onnx.export" -e _jit_pass |
     tee "$OUT/zoo-bench.log"
   echo "=== zoo_bench exit ${PIPESTATUS[0]}"
 fi

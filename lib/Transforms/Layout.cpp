@@ -88,6 +88,23 @@ bool isLayoutAgnostic(Operation *op) {
          op->hasTrait<OpTrait::Elementwise>();
 }
 
+/// fused_elementwise depends on the layout only through its per-channel
+/// inputs (broadcast kind 1); without one it is elementwise with numpy or
+/// scalar broadcasting, which any common permutation of its full-rank
+/// operands preserves. Converting such an op would transpose tensors that
+/// are not activations in NCHW at all: ConvNeXt's LayerNorm works on
+/// permuted N x H x W x C tensors, and making its backward "NHWC" put a
+/// transpose on every operand (~13 % of its step).
+bool isChannelFree(FusedElementwiseOp op) {
+  return !llvm::is_contained(op.getBroadcast(), int64_t(1));
+}
+
+/// Whether step 1 must convert `op` to NHWC.
+bool dependsOnLayout(LayoutSensitiveOpInterface op) {
+  auto fused = dyn_cast<FusedElementwiseOp>(op.getOperation());
+  return !fused || !isChannelFree(fused);
+}
+
 /// Rebuilds `op` (same name and attributes, plus `attrs`) on `operands` with
 /// `types`, moving its regions (fused_elementwise's body) over; the caller
 /// replaces the old results.
@@ -138,19 +155,34 @@ struct PushThroughElementwise : RewritePattern {
       : RewritePattern(MatchAnyOpTypeTag(), /*benefit=*/1, ctx) {}
   LogicalResult matchAndRewrite(Operation *op,
                                 PatternRewriter &rw) const override {
-    if (!isLayoutAgnostic(op) || op->getNumResults() == 0 ||
+    // A channel-free fused_elementwise's one-element (kind 2) inputs stay as
+    // they are; every other operand is permuted.
+    auto fused = dyn_cast<FusedElementwiseOp>(op);
+    if (fused && !isChannelFree(fused))
+      return failure();
+    if ((!fused && !isLayoutAgnostic(op)) || op->getNumResults() == 0 ||
         op->getNumOperands() == 0)
       return failure();
-    for (Type t :
-         llvm::concat<Type>(op->getOperandTypes(), op->getResultTypes()))
+    auto permutes = [&](unsigned i) {
+      return !fused || fused.getBroadcast()[i] != 2;
+    };
+    for (OpOperand &o : op->getOpOperands())
+      if (permutes(o.getOperandNumber()) && !isRank4(o.get().getType()))
+        return failure();
+    for (Type t : op->getResultTypes())
       if (!isRank4(t))
         return failure();
-    if (!llvm::any_of(op->getOperands(),
-                      [](Value v) { return isTransposeBy(v, kToNCHW); }))
+    if (!llvm::any_of(op->getOpOperands(), [&](OpOperand &o) {
+          return permutes(o.getOperandNumber()) &&
+                 isTransposeBy(o.get(), kToNCHW);
+        }))
       return failure();
     SmallVector<Value> operands;
-    for (Value v : op->getOperands())
-      operands.push_back(transposeOrFold(rw, op->getLoc(), v, kToNHWC));
+    for (OpOperand &o : op->getOpOperands())
+      operands.push_back(permutes(o.getOperandNumber())
+                             ? transposeOrFold(rw, op->getLoc(), o.get(),
+                                               kToNHWC)
+                             : o.get());
     SmallVector<Type> types;
     for (Type t : op->getResultTypes())
       types.push_back(permuted(t, kToNHWC));
@@ -297,7 +329,7 @@ struct LayoutPass : public cnnc::impl::CNNLayoutBase<LayoutPass> {
     // 1. Every NCHW layout-sensitive op with 4-D operands or results.
     SmallVector<LayoutSensitiveOpInterface> todo;
     module.walk([&](LayoutSensitiveOpInterface op) {
-      if (op.isNHWC())
+      if (op.isNHWC() || !dependsOnLayout(op))
         return;
       if (llvm::any_of(op->getOperandTypes(), isRank4) ||
           llvm::any_of(op->getResultTypes(), isRank4))

@@ -312,6 +312,17 @@ int main() {
       {{2, 8, 6, 6, 8, 1, 1, 6, 6,          0,
         0, 0, 0, 1, 1, 1, 1, 1, DType::F16, Layout::NCHW},
        "conv 1x1 nchw f16"},
+      // Depthwise and grouped f16 convolutions (ConvNeXt, MobileNet,
+      // RegNet): cuDNN graph API plans are timed for these too.
+      {{4, 32, 14, 14, 32, 7, 7, 14, 14,          3,
+        3, 3,  3,  1,  1,  1, 1, 32, DType::F16, Layout::NHWC},
+       "conv depthwise 7x7 nhwc f16"},
+      {{4, 32, 16, 16, 32, 3, 3, 8, 8,           1,
+        1, 1,  1,  2,  2,  1, 1, 32, DType::F16, Layout::NHWC},
+       "conv depthwise 3x3 stride2 nhwc f16"},
+      {{4, 32, 8, 8, 64, 3, 3, 8, 8,          1,
+        1, 1, 1, 1, 1,  1, 1, 4, DType::F16, Layout::NHWC},
+       "conv groups4 nhwc f16"},
   };
   for (size_t i = 0; i < convs.size(); ++i)
     ctx.registerConv(int(i), convs[i].first, convs[i].second);

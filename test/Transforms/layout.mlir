@@ -156,3 +156,43 @@ func.func @fused(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>, %b: tensor<4x
   }
   return %y : tensor<2x4x8x8xf32>
 }
+
+// -----
+
+// A fused_elementwise without per-channel inputs (numpy broadcast, kind 3;
+// scalar, kind 2) does not depend on the layout: on tensors that are not
+// NCHW activations (ConvNeXt's LayerNorm on N x H x W x C) it stays as it is,
+// with no transposes; after an NHWC conv the conv's transpose moves past it
+// (the scalar operand is not permuted).
+// CHECK-LABEL: func @channel_free
+// CHECK-NOT: cnn.transpose
+// CHECK: %[[D:.*]] = cnn.fused_elementwise %arg0, %arg1 {broadcast = array<i64: 0, 3>} : (tensor<2x4x4x8xf32>, tensor<2x4x4x1xf32>) -> tensor<2x4x4x8xf32>
+// CHECK-NOT: cnn.transpose
+// CHECK: return %[[D]]
+func.func @channel_free(%x: tensor<2x4x4x8xf32>, %r: tensor<2x4x4x1xf32>) -> tensor<2x4x4x8xf32> {
+  %y = cnn.fused_elementwise %x, %r {broadcast = array<i64: 0, 3>} : (tensor<2x4x4x8xf32>, tensor<2x4x4x1xf32>) -> tensor<2x4x4x8xf32> {
+  ^bb0(%a0: f32, %a1: f32):
+    %s = arith.divf %a0, %a1 : f32
+    cnn.yield %s : f32
+  }
+  return %y : tensor<2x4x4x8xf32>
+}
+
+// CHECK-LABEL: func @channel_free_after_conv
+// CHECK: %[[C:.*]] = cnn.conv2d {{.*}}layout = #cnn.layout<NHWC>{{.*}} -> tensor<2x8x8x4xf32>
+// CHECK-NEXT: %[[F:.*]] = cnn.fused_elementwise %[[C]], %arg2 {broadcast = array<i64: 0, 2>} : (tensor<2x8x8x4xf32>, tensor<1xf32>) -> tensor<2x8x8x4xf32>
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: arith.mulf
+// CHECK-NEXT: cnn.yield
+// CHECK-NEXT: }
+// CHECK-NEXT: %[[T:.*]] = cnn.transpose %[[F]] {permutation = array<i64: 0, 3, 1, 2>}
+// CHECK-NEXT: return %[[T]]
+func.func @channel_free_after_conv(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>, %k: tensor<1xf32>) -> tensor<2x4x8x8xf32> {
+  %c = cnn.conv2d %x, %w {strides = array<i64: 1, 1>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1} : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<2x4x8x8xf32>
+  %y = cnn.fused_elementwise %c, %k {broadcast = array<i64: 0, 2>} : (tensor<2x4x8x8xf32>, tensor<1xf32>) -> tensor<2x4x8x8xf32> {
+  ^bb0(%a0: f32, %a1: f32):
+    %s = arith.mulf %a0, %a1 : f32
+    cnn.yield %s : f32
+  }
+  return %y : tensor<2x4x8x8xf32>
+}

@@ -6,9 +6,11 @@ below):
 * f32: 3 SGD steps (momentum 0.9, weight decay 5e-4) of `cnnc --precision
   fp32` on a data file of exactly one batch vs the same 3 steps of
   torch.optim on the GPU (TF32 off): the losses and every parameter,
-  max|a-b| / max|b| <= 1e-3, or within 4x PyTorch CPU's own drift from
-  PyTorch GPU where two correct f32 implementations already differ more
-  (BatchNorm over few values per channel; see check_vs_torch.py).
+  max|a-b| / max|b| <= 1e-3, or within 4x PyTorch's own spread where two
+  correct f32 implementations already differ more (BatchNorm over few
+  values per channel; see check_vs_torch.py). The spread is the largest
+  difference from PyTorch GPU of PyTorch CPU and of PyTorch GPU started from
+  weights perturbed at f32 rounding (chaotic models: RegNetY-400MF).
 * f16 (the default pipeline: NHWC, f16, loss scaling) 30 steps vs PyTorch
   AMP + channels_last: at every step |cnnc - torch| <= 3 % of the starting
   loss, or twice PyTorch's own NCHW-vs-channels_last AMP deviation.
@@ -68,6 +70,19 @@ LR, MOMENTUM, WD = 0.01, 0.9, 5e-4
 # in the regime where the check is meaningful.
 LR_OF = {"mnasnet1_0": 1e-3, "regnet_y_400mf": 1e-3}
 failures = []
+
+
+PERTURBATIONS = 2
+
+
+def perturbed(sd, seed):
+    """`sd` with every floating tensor scaled by (1 + 2^-23 * N(0, 1))."""
+    g = torch.Generator().manual_seed(seed)
+    out = type(sd)((k, v * (1 + 2.0 ** -23 * torch.randn(v.shape, generator=g, dtype=v.dtype))
+                    if v.is_floating_point() else v) for k, v in sd.items())
+    # Module versions (MnasNet's _load_from_state_dict reads them).
+    out._metadata = getattr(sd, "_metadata", None)
+    return out
 
 
 def lr_of(name):
@@ -143,28 +158,35 @@ def check_f32(name):
                       "--log-every", "1", "--checkpoint", ckpt])
     got_losses = losses_of(out)
     ref, ref_losses = torch_steps(name, sd, images, labels, "cuda", 3)
-    cpu, cpu_losses = torch_steps(name, sd, images, labels, "cpu", 3)
+    # PyTorch's own spread: its CPU run, and its GPU run from initial weights
+    # perturbed at f32 rounding (relative 2^-23). Some of these networks are
+    # chaotic over 3 steps (RegNetY-400MF: a 1e-7 perturbation moves the
+    # step-3 loss by 1 % even in f64), so how far two correct f32
+    # implementations may part is measured per model, not assumed.
+    baselines = [torch_steps(name, sd, images, labels, "cpu", 3)]
+    for seed in range(PERTURBATIONS):
+        baselines.append(torch_steps(name, perturbed(sd, seed), images, labels, "cuda", 3))
     got = read_cnnw(ckpt)
-    cpu_params = dict(cpu.named_parameters())
-    worst, worst_cpu = ("", 0.0), ("", 0.0)
+    worst, worst_base = ("", 0.0), ("", 0.0)
     for pname, p in ref.named_parameters():
         r = p.detach().cpu().numpy()
         if pname not in got:
             failures.append("%s: '%s' missing from the checkpoint" % (name, pname))
             continue
         e = rel(np.array(got[pname]).reshape(r.shape), r)
-        ec = rel(cpu_params[pname].detach().numpy(), r)
         worst = max(worst, (pname, e), key=lambda t: t[1])
-        worst_cpu = max(worst_cpu, (pname, ec), key=lambda t: t[1])
+        for base, _ in baselines:
+            eb = rel(dict(base.named_parameters())[pname].detach().cpu().numpy(), r)
+            worst_base = max(worst_base, (pname, eb), key=lambda t: t[1])
     loss_err = rel(got_losses, ref_losses) if len(got_losses) == 3 else float("inf")
-    cpu_loss_err = rel(cpu_losses, ref_losses)
+    base_loss_err = max(rel(ls, ref_losses) for _, ls in baselines)
     ok = True
-    for kind, ours, base in (("loss", ("loss", loss_err), ("loss", cpu_loss_err)),
-                             ("param", worst, worst_cpu)):
+    for kind, ours, base in (("loss", ("loss", loss_err), ("loss", base_loss_err)),
+                             ("param", worst, worst_base)):
         bound = max(1e-3, 4.0 * base[1])
         good = ours[1] <= bound
         ok &= good
-        print("  %-18s %-6s cnnc %.2e (%s)  torch-cpu %.2e (%s)  bound %.1e %s" % (
+        print("  %-18s %-6s cnnc %.2e (%s)  torch spread %.2e (%s)  bound %.1e %s" % (
             name, kind, ours[1], ours[0], base[1], base[0], bound, "ok" if good else "FAIL"))
     print("f32 %-18s losses cnnc %s torch-gpu %s; compile %.1f s, run %.1f s: %s" % (
         name, ["%.5f" % v for v in got_losses], ["%.5f" % v for v in ref_losses],

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Session 10's H100 runs (device tool, repo root, .carry/ from
+# scripts/prepare-device-carry.sh; outputs in $OUT). PARTS selects:
+#   p  the runtime built there; ops_check with CNNRT_VERBOSE=1 (grouped and
+#      depthwise f16 convolutions now also time cuDNN graph-API plans: the
+#      same numbers? which plan wins?)
+#   z  check_zoo.py on ZOO_MODELS (default: the depthwise/grouped/LayerNorm
+#      models convnext_tiny, mobilenet_v3_large, efficientnet_b0), f32 + AMP
+#   b  zoo_bench.py on BENCH_MODELS at batch 64, 224x224, --no-compile
+#      (BENCH_EXTRA adds flags, e.g. --profile)
+# Each part is bounded by `timeout` so that one call returns what finished.
+set -uo pipefail
+export CNNC_RUNTIME_DIR=$PWD/.carry/rt PYTHONUNBUFFERED=1
+export LD_LIBRARY_PATH=$PWD/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+PARTS=${PARTS:-pz}
+C=$PWD/.carry/cnnc
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
+filter() { grep -v -e Warning -e "warnings.warn" -e "torch.onnx.export" -e "_C._jit_pass"; }
+if [[ $PARTS == *p* ]]; then
+  RTB=/tmp/s10rt
+  timeout "${P1_S:-300}" bash -c "cmake -S runtime -B $RTB -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_CUDA_ARCHITECTURES=90a >$OUT/rt-cmake.log 2>&1 &&
+    ninja -C $RTB cnnrt_ops_check >$OUT/rt-build.log 2>&1" ||
+    { echo "runtime build failed"; tail -30 "$OUT/rt-build.log"; }
+  OPS=$(find $RTB -name cnnrt_ops_check -type f | head -1)
+  if [ -n "$OPS" ]; then
+    CNNRT_VERBOSE=1 timeout 150 "$OPS" >"$OUT/ops_check.log" 2>&1
+    echo "=== ops_check exit $?"
+    grep -E "depthwise|groups4|FAIL|mismatch|fail|error" "$OUT/ops_check.log" | tail -30
+    tail -5 "$OUT/ops_check.log"
+  fi
+fi
+if [[ $PARTS == *z* ]]; then
+  timeout "${Z_S:-400}" python3 test/gpu/check_zoo.py --cnnc "$C" --work /tmp/zoocheck \
+    --models "${ZOO_MODELS:-convnext_tiny,mobilenet_v3_large,efficientnet_b0}" 2>&1 | filter |
+    tee "$OUT/zoo-check.log" | grep -E "^f32|^amp|FAIL|ERROR|PASSED|bound"
+  echo "=== check_zoo exit ${PIPESTATUS[0]}"
+fi
+if [[ $PARTS == *b* ]]; then
+  timeout "${B_S:-540}" python3 bench/zoo_bench.py --cnnc "$C" --no-compile \
+    --models "${BENCH_MODELS:-convnext_tiny,efficientnet_b0,mobilenet_v3_large,regnet_y_400mf,shufflenet_v2_x1_0}" \
+    ${BENCH_EXTRA:-} 2>&1 | filter | tee "$OUT/zoo-bench.log" | tail -60
+  echo "=== zoo_bench exit ${PIPESTATUS[0]}"
+fi
