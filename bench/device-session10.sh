@@ -8,6 +8,9 @@
 #      models convnext_tiny, mobilenet_v3_large, efficientnet_b0), f32 + AMP
 #   b  zoo_bench.py on BENCH_MODELS at batch 64, 224x224, --no-compile
 #      (BENCH_EXTRA adds flags, e.g. --profile)
+#   s  SimpleCNN batch 32 (issue 13's launch-bound target): bench.py rows
+#      f32/default and one step's CNNRT_PROFILE report
+#   r  bench.py ResNet-50/18: cnnc default vs PyTorch AMP and torch.compile
 # Each part is bounded by `timeout` so that one call returns what finished.
 set -uo pipefail
 export CNNC_RUNTIME_DIR=$PWD/.carry/rt PYTHONUNBUFFERED=1
@@ -42,4 +45,15 @@ if [[ $PARTS == *b* ]]; then
     --models "${BENCH_MODELS:-convnext_tiny,efficientnet_b0,mobilenet_v3_large,regnet_y_400mf,shufflenet_v2_x1_0}" \
     ${BENCH_EXTRA:-} 2>&1 | filter | tee "$OUT/zoo-bench.log" | tail -60
   echo "=== zoo_bench exit ${PIPESTATUS[0]}"
+fi
+if [[ $PARTS == *s* ]]; then
+  timeout "${S_S:-120}" python3 bench/bench.py --cnnc "$C" --models simplecnn --steps 500 \
+    --no-compile --profile --variants "f32=--precision fp32 --layout nchw;default=" 2>&1 |
+    filter | tee "$OUT/simplecnn.log" | tail -40
+  echo "=== simplecnn exit ${PIPESTATUS[0]}"
+fi
+if [[ $PARTS == *r* ]]; then
+  timeout "${R_S:-540}" python3 bench/bench.py --cnnc "$C" --models "${R_MODELS:-resnet50,resnet18}" \
+    ${R_ARGS:-} 2>&1 | filter | tee "$OUT/bench.log" | tail -30
+  echo "=== bench exit ${PIPESTATUS[0]}"
 fi

@@ -83,18 +83,6 @@ struct PrecisionPass : public cnnc::impl::CNNPrecisionBase<PrecisionPass> {
     f16Of[v] = c;
     return c;
   }
-  /// The f32 version of `v` (a cast right after its definition).
-  Value toF32(OpBuilder &b, Value v) {
-    auto t = cast<RankedTensorType>(v.getType());
-    if (t.getElementType().isF32())
-      return v;
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointAfterValue(v);
-    Value c = CastOp::create(b, v.getLoc(), withElement(t, b.getF32Type()), v);
-    created.insert(c.getDefiningOp());
-    return c;
-  }
-
   DenseMap<Value, Value> f16Of;
   DenseSet<Operation *> created;
 };
@@ -336,16 +324,17 @@ LogicalResult PrecisionPass::addLossScaling(func::FuncOp f) {
        b.getNamedAttr("growth_factor", b.getF32FloatAttr(growthFactor)),
        b.getNamedAttr("backoff_factor", b.getF32FloatAttr(backoffFactor))});
 
-  // Optimizer updates: f32 gradients, divided by S, skipped unless finite,
-  // numbered by the applied steps (count + finite) instead of the global
-  // step, as torch.optim numbers them under GradScaler.
+  // Optimizer updates: the f16 gradients as they are (the update widens them
+  // on load, exactly as a cast would, and a cast kernel per parameter and
+  // step is saved), divided by S, skipped unless finite, numbered by the
+  // applied steps (count + finite) instead of the global step, as
+  // torch.optim numbers them under GradScaler.
   Value applied;
   if (!updates.empty()) {
     Value count = f.getArgument(sIdx + 2);
     applied = AddOp::create(b, loc, scalar, ValueRange{count, finite});
   }
   for (Operation *u : updates) {
-    u->setOperand(1, toF32(b, u->getOperand(1)));
     // Operand 4 (SGD) / 5 (Adam) is the step number.
     u->setOperand(isa<AdamUpdateOp>(u) ? 5 : 4, applied);
     u->insertOperands(u->getNumOperands(), ValueRange{S, finite});

@@ -152,7 +152,7 @@ struct SelectLoweringPass
   }
 
   /// Optimizer updates that can share one multi-tensor kernel: same op and
-  /// inherent attributes, same parameter and gradient element types, the
+  /// inherent attributes, same parameter element type, the
   /// same scalar operands (lr, step, grad scale, finite flag), and results
   /// read only by the return (so the kernel can run at the group's last
   /// member).
@@ -171,9 +171,10 @@ struct SelectLoweringPass
       llvm::raw_string_ostream os(key);
       op.getPropertiesAsAttribute().print(os);
       auto type = [](Value v) { return cast<RankedTensorType>(v.getType()); };
-      Type param = type(op.getOperand(0)).getElementType();
-      os << param
-         << (type(op.getOperand(1)).getElementType() == param ? "" : "g");
+      // The gradients' element types may differ within a group (f16 from
+      // convolutions and matmuls, f32 from BatchNorm): the kernel loads each
+      // tensor by its own type.
+      os << type(op.getOperand(0)).getElementType();
       for (Value v : op.getOperands())
         if (type(v).getRank() == 0)
           os << " s"

@@ -162,10 +162,11 @@ int runStep(cnnrt_session *s, float lr) {
 }
 
 /// The session's stream waits for the work queued so far on `caller` (the
-/// caller's stream, e.g. PyTorch's current stream; null: none).
+/// caller's stream, e.g. PyTorch's current stream). Null is CUDA's legacy
+/// default stream, PyTorch's default current stream: the session's stream
+/// is non-blocking, so it does not synchronize with it implicitly and the
+/// order must be made explicit for it too.
 void waitForCaller(cnnrt_session *s, cudaStream_t caller) {
-  if (!caller)
-    return;
   Context &ctx = *s->ctx;
   ctx.check(cudaEventRecord(s->callerReady, caller), "cnnrt: caller stream");
   ctx.check(cudaStreamWaitEvent(ctx.stream(), s->callerReady, 0),
@@ -174,8 +175,6 @@ void waitForCaller(cnnrt_session *s, cudaStream_t caller) {
 
 /// Work queued on `caller` from now on waits for the session's stream.
 void signalCaller(cnnrt_session *s, cudaStream_t caller) {
-  if (!caller)
-    return;
   Context &ctx = *s->ctx;
   ctx.check(cudaEventRecord(s->sessionDone, ctx.stream()),
             "cnnrt: caller stream");

@@ -52,19 +52,15 @@ func.func @forward(%x: tensor<2x3x8x8xf32> {cnn.input},
 // SMALL: cnn.all_reduce %{{.*}} {bucket = 3 : i64, bytes = 4 : i64}
 
 // Loss scaling: the f16 gradients are reduced (in f16, half the bytes), the
-// casts to f32 read the reduced values, and all_finite checks the reduced
-// gradients: one rank's inf reaches every rank's flag.
+// updates read the reduced values (f16, widened on load), and all_finite
+// checks the reduced gradients: one rank's inf reaches every rank's flag.
 // F16-LABEL: func.func @train_step(
-// Each cast moves right before its update (the compute stream joins the
-// bucket as late as possible).
 // F16: %[[R:.*]]:3 = cnn.all_reduce %{{.*}}, %{{.*}}, %{{.*}} {bytes = 304 : i64} : (tensor<10x4xf16>, tensor<4xf16>, tensor<4x3x3x3xf16>)
 // F16: %[[OK:.*]] = cnn.all_finite %[[R]]#2, %[[R]]#1, %[[R]]#0
-// F16: %[[C2:.*]] = cnn.cast %[[R]]#2 : (tensor<4x3x3x3xf16>) -> tensor<4x3x3x3xf32>
-// F16: cnn.sgd_update %{{.*}}, %[[C2]], {{.*}}, %[[OK]]
-// F16-NEXT: %[[C1:.*]] = cnn.cast %[[R]]#1
-// F16-NEXT: cnn.sgd_update %{{.*}}, %[[C1]], {{.*}}, %[[OK]]
-// F16-NEXT: %[[C0:.*]] = cnn.cast %[[R]]#0
-// F16-NEXT: cnn.sgd_update %{{.*}}, %[[C0]], {{.*}}, %[[OK]]
+// F16-NOT: cnn.cast
+// F16: cnn.sgd_update %{{.*}}, %[[R]]#2, {{.*}}, %[[OK]]
+// F16-NEXT: cnn.sgd_update %{{.*}}, %[[R]]#1, {{.*}}, %[[OK]]
+// F16-NEXT: cnn.sgd_update %{{.*}}, %[[R]]#0, {{.*}}, %[[OK]]
 
 // Optimizer none: the returned gradients are the averaged ones.
 // GRAD-LABEL: func.func @train_step(

@@ -839,6 +839,18 @@ static LogicalResult checkLossScaling(std::optional<Location> loc,
   return success();
 }
 
+/// An optimizer's gradient: the parameter's type, or, for an f32 parameter,
+/// its shape in f16 (cnn-precision hands the f16 gradient of the step to the
+/// update, which widens it on load: no cast kernel per parameter).
+static LogicalResult checkGrad(std::optional<Location> loc,
+                               RankedTensorType param, Type grad) {
+  auto g = dyn_cast<RankedTensorType>(grad);
+  if (g && param.getElementType().isF32() && g.getElementType().isF16() &&
+      g.getShape() == param.getShape())
+    return success();
+  return checkSameType(loc, "param", param, "grad", grad);
+}
+
 LogicalResult SGDUpdateOp::inferReturnTypes(MLIRContext *,
                                             std::optional<Location> loc,
                                             Adaptor a,
@@ -846,7 +858,7 @@ LogicalResult SGDUpdateOp::inferReturnTypes(MLIRContext *,
   if (failed(checkLossScaling(loc, a.getLossScaling())))
     return failure();
   auto p = ranked(a.getParam());
-  if (failed(checkSameType(loc, "param", p, "grad", a.getGrad().getType())) ||
+  if (failed(checkGrad(loc, p, a.getGrad().getType())) ||
       failed(checkSameType(loc, "param", p, "momentum_buffer",
                            a.getMomentumBuffer().getType())))
     return failure();
@@ -861,7 +873,7 @@ LogicalResult AdamUpdateOp::inferReturnTypes(MLIRContext *,
   if (failed(checkLossScaling(loc, a.getLossScaling())))
     return failure();
   auto p = ranked(a.getParam());
-  if (failed(checkSameType(loc, "param", p, "grad", a.getGrad().getType())) ||
+  if (failed(checkGrad(loc, p, a.getGrad().getType())) ||
       failed(
           checkSameType(loc, "param", p, "exp_avg", a.getExpAvg().getType())) ||
       failed(checkSameType(loc, "param", p, "exp_avg_sq",

@@ -1715,10 +1715,27 @@ void Emitter::optimizerUpdate(std::string &out, Operation *op,
       v.push_back(plan.offsetOf(valueOf(m)));
     return v;
   };
-  for (size_t k = 0; k < first.first.size(); ++k)
-    if (first.first[k].index == "i")
-      tables.push_back({fmt::format("in{}", k),
-                        offsets([&](auto &m) { return m.first[k].v; })});
+  // A per-tensor input may differ in element type between members (the
+  // gradients: f16 from convolutions and matmuls, f32 from BatchNorm): a
+  // table gives each tensor's type, and the load picks by it (uniform per
+  // tensor, so per warp except at tensor boundaries).
+  std::vector<SmallVector<Type>> typesOf(first.first.size());
+  for (size_t k = 0; k < first.first.size(); ++k) {
+    if (first.first[k].index != "i")
+      continue;
+    tables.push_back({fmt::format("in{}", k),
+                      offsets([&](auto &m) { return m.first[k].v; })});
+    std::vector<int64_t> which;
+    for (auto &m : g.members) {
+      Type t = ttype(m.first[k].v).getElementType();
+      auto *at = llvm::find(typesOf[k], t);
+      which.push_back(at - typesOf[k].begin());
+      if (at == typesOf[k].end())
+        typesOf[k].push_back(t);
+    }
+    if (typesOf[k].size() > 1)
+      tables.push_back({fmt::format("ty{}", k), which});
+  }
   for (size_t k = 0; k < first.second.size(); ++k)
     tables.push_back({fmt::format("out{}", k),
                       offsets([&](auto &m) { return m.second[k]; })});
@@ -1730,13 +1747,22 @@ void Emitter::optimizerUpdate(std::string &out, Operation *op,
       fmt::format("    const int64_t i = e - {}_start[lo];\n", name);
   for (auto [k, in] : llvm::enumerate(first.first)) {
     std::string T = ctype(ttype(in.v).getElementType());
-    body += in.index == "i"
-                ? fmt::format("    float a{} = ld(reinterpret_cast<const {} "
-                              "*>(A + {}_in{}[lo]) + i);\n",
-                              k, T, name, k)
-                : fmt::format("    float a{} = ld(reinterpret_cast<const {} "
-                              "*>(A + {}ll));\n",
-                              k, T, plan.offsetOf(in.v));
+    if (in.index != "i") {
+      body += fmt::format("    float a{} = ld(reinterpret_cast<const {} "
+                          "*>(A + {}ll));\n",
+                          k, T, plan.offsetOf(in.v));
+      continue;
+    }
+    auto load = [&](Type t) {
+      return fmt::format("ld(reinterpret_cast<const {} *>(A + {}_in{}[lo]) + "
+                         "i)",
+                         ctype(t), name, k);
+    };
+    std::string expr = load(typesOf[k].back());
+    for (int64_t j = int64_t(typesOf[k].size()) - 2; j >= 0; --j)
+      expr = fmt::format("{}_ty{}[lo] == {} ? {} : {}", name, k, j,
+                         load(typesOf[k][j]), expr);
+    body += fmt::format("    float a{} = {};\n", k, expr);
   }
   for (size_t k = 0; k < first.second.size(); ++k)
     body += fmt::format("    float r{};\n", k);

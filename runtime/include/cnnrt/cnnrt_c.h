@@ -49,7 +49,9 @@ int cnnrt_save(cnnrt_session *s, const char *path);
 /* Number of steps taken (including restored ones). */
 int64_t cnnrt_step_count(const cnnrt_session *s);
 /* --- float32 tensors from a framework (PyTorch) ---------------------------
- * `stream` is the caller's cudaStream_t (NULL: none): the step waits for the
+ * `stream` is the caller's cudaStream_t (NULL: CUDA's legacy default stream,
+ * PyTorch's default current stream; ordered explicitly, as the session's own
+ * stream is non-blocking): the step waits for the
  * work queued on it so far, and work queued on it afterwards waits for the
  * step, so device pointers may be the caller's own tensors (no copy beyond
  * the conversion into the arena's input tensor). With on_device == 0 the

@@ -670,6 +670,8 @@ def CNN_SGDUpdateOp : CNN_PureOp<"sgd_update", [CNN_InferShapes]> {
     (the `loss_scaling` group, empty or both): grad is divided by grad_scale
     first, and when finite == 0 the results are param and momentum_buffer
     unchanged (GradScaler skips optimizer.step on inf/NaN).
+    `grad` has the param's type, or its shape in f16 for an f32 param (the
+    f16 step's gradient, widened on load).
   }];
   let arguments = (ins CNN_FloatTensor:$param, CNN_FloatTensor:$grad,
                    CNN_FloatTensor:$momentum_buffer, CNN_Scalar:$lr,
@@ -689,6 +691,7 @@ def CNN_AdamUpdateOp : CNN_PureOp<"adam_update", [CNN_InferShapes]> {
     Results: (new_param, new_m, new_v).
     Loss scaling: optional `grad_scale, finite` as for sgd_update (grad is
     divided by grad_scale; finite == 0 leaves param, m and v unchanged).
+    `grad` as for sgd_update (f16 allowed for an f32 param).
   }];
   let arguments = (ins CNN_FloatTensor:$param, CNN_FloatTensor:$grad,
                    CNN_FloatTensor:$exp_avg, CNN_FloatTensor:$exp_avg_sq,
