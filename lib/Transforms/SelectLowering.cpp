@@ -29,6 +29,12 @@
 //                                    scalar operands whose results go
 //                                    straight to the return: one multi-tensor
 //                                    kernel per group, at its last member
+//   cnn.cast_group = k               a contiguous run of one-input
+//                                    fused_elementwise ops of one body and
+//                                    types on parameters (the f16 copies of
+//                                    the weights each step starts with): one
+//                                    multi-tensor kernel per run, at its last
+//                                    member (SimpleCNN: 8 launches of 60)
 //
 // Every function gets `cnn.lowering_selected`; the CUDA emitter refuses a
 // function without it.
@@ -147,8 +153,60 @@ struct SelectLoweringPass
                                 : numCudnnFused);
       }
       groupUpdates(f);
+      groupParameterCasts(f);
       f->setAttr("cnn.lowering_selected", UnitAttr::get(ctx));
     });
+  }
+
+  /// Contiguous runs of one-input fused_elementwise ops on parameters with
+  /// equal bodies and types share one multi-tensor kernel. Contiguity makes
+  /// running the whole run at its last member safe: the inputs are function
+  /// arguments, and every output is live from its member to a use after the
+  /// run, so the memory plan gave them disjoint buffers.
+  void groupParameterCasts(func::FuncOp f) {
+    MLIRContext *ctx = &getContext();
+    int64_t next = 0;
+    SmallVector<FusedElementwiseOp> run;
+    auto flush = [&]() {
+      if (run.size() > 1) {
+        for (FusedElementwiseOp m : run)
+          m->setAttr("cnn.cast_group",
+                     IntegerAttr::get(IntegerType::get(ctx, 64), next));
+        ++next;
+        numCastGrouped += run.size();
+      }
+      run.clear();
+    };
+    auto isParamCast = [&](Operation &op) -> FusedElementwiseOp {
+      auto fe = dyn_cast<FusedElementwiseOp>(op);
+      if (!fe || fe.getInputs().size() != 1 || fe->getNumResults() != 1 ||
+          fe.getBroadcast()[0] != 0 || fe->hasAttr("cnn.in_place"))
+        return {};
+      auto arg = dyn_cast<BlockArgument>(fe.getInputs()[0]);
+      if (!arg || arg.getOwner() != &f.getBody().front() ||
+          !f.getArgAttr(arg.getArgNumber(), "cnn.param"))
+        return {};
+      return fe;
+    };
+    auto sameKernel = [](FusedElementwiseOp a, FusedElementwiseOp b) {
+      auto et = [](Value v) {
+        return cast<RankedTensorType>(v.getType()).getElementType();
+      };
+      return et(a.getInputs()[0]) == et(b.getInputs()[0]) &&
+             et(a.getResult(0)) == et(b.getResult(0)) &&
+             OperationEquivalence::isRegionEquivalentTo(
+                 &a.getBody(), &b.getBody(),
+                 OperationEquivalence::IgnoreLocations);
+    };
+    for (Operation &op : f.getBody().front()) {
+      op.removeAttr("cnn.cast_group");
+      FusedElementwiseOp fe = isParamCast(op);
+      if (!fe || (!run.empty() && !sameKernel(run.front(), fe)))
+        flush();
+      if (fe)
+        run.push_back(fe);
+    }
+    flush();
   }
 
   /// Optimizer updates that can share one multi-tensor kernel: same op and

@@ -68,3 +68,49 @@ func.func @channel_sums(%x: tensor<2x4x4x16xf32>) -> (tensor<1x1x1x16xf32>, tens
   %q = cnn.reduce_max %x {axes = array<i64: 0, 1, 2>} : (tensor<2x4x4x16xf32>) -> tensor<1x1x1x16xf32>
   return %m, %s, %r, %q : tensor<1x1x1x16xf32>, tensor<1x1x1x16xf32>, tensor<2x1x1x1xf32>, tensor<1x1x1x16xf32>
 }
+
+// -----
+
+// The f16 copies of the parameters at the start of a step: a contiguous run
+// of one-input fused_elementwise ops with one body and types on parameters
+// shares a multi-tensor kernel (cnn.cast_group); the image (not a
+// parameter), a different body, and a cast after another op start or end
+// runs; a run of one is no group.
+// CHECK-LABEL: func.func @param_casts
+// CHECK: cnn.fused_elementwise %arg0 {
+// CHECK-NOT: cnn.cast_group
+// CHECK-SAME: (tensor<2x3xf32>) -> tensor<2x3xf16>
+// CHECK: cnn.fused_elementwise %arg1 {{{.*}}cnn.cast_group = 0 : i64
+// CHECK: cnn.fused_elementwise %arg2 {{{.*}}cnn.cast_group = 0 : i64
+// CHECK: cnn.fused_elementwise %arg3 {
+// CHECK-NOT: cnn.cast_group
+// CHECK-SAME: -> tensor<5xf32>
+// CHECK: cnn.add
+// CHECK: cnn.fused_elementwise %arg4 {
+// CHECK-NOT: cnn.cast_group
+// CHECK-SAME: -> tensor<6xf16>
+func.func @param_casts(%x: tensor<2x3xf32> {cnn.input}, %w: tensor<4x3xf32> {cnn.param = "w"}, %b: tensor<4xf32> {cnn.param = "b"}, %s: tensor<5xf32> {cnn.param = "s"}, %v: tensor<6xf32> {cnn.param = "v"}) -> (tensor<2x3xf16>, tensor<4x3xf16>, tensor<4xf16>, tensor<5xf32>, tensor<6xf16>) {
+  %0 = cnn.fused_elementwise %x {broadcast = array<i64: 0>} : (tensor<2x3xf32>) -> tensor<2x3xf16> {
+  ^bb0(%a: f32):
+    cnn.yield %a : f32
+  }
+  %1 = cnn.fused_elementwise %w {broadcast = array<i64: 0>} : (tensor<4x3xf32>) -> tensor<4x3xf16> {
+  ^bb0(%a: f32):
+    cnn.yield %a : f32
+  }
+  %2 = cnn.fused_elementwise %b {broadcast = array<i64: 0>} : (tensor<4xf32>) -> tensor<4xf16> {
+  ^bb0(%a: f32):
+    cnn.yield %a : f32
+  }
+  %3 = cnn.fused_elementwise %s {broadcast = array<i64: 0>} : (tensor<5xf32>) -> tensor<5xf32> {
+  ^bb0(%a: f32):
+    %n = arith.negf %a : f32
+    cnn.yield %n : f32
+  }
+  %4 = cnn.add %3, %3 : (tensor<5xf32>, tensor<5xf32>) -> tensor<5xf32>
+  %5 = cnn.fused_elementwise %v {broadcast = array<i64: 0>} : (tensor<6xf32>) -> tensor<6xf16> {
+  ^bb0(%a: f32):
+    cnn.yield %a : f32
+  }
+  return %0, %1, %2, %4, %5 : tensor<2x3xf16>, tensor<4x3xf16>, tensor<4xf16>, tensor<5xf32>, tensor<6xf16>
+}

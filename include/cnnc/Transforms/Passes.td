@@ -340,7 +340,11 @@ def CNNSelectLowering : Pass<"cnn-select-lowering", "mlir::ModuleOp"> {
       coalesced two-pass kernels of bias_grad;
     - `cnn.update_group = k` on optimizer updates that share one
       multi-tensor kernel (same algorithm, hyper-parameters, element types
-      and scalar operands; results read only by the return).
+      and scalar operands; results read only by the return);
+    - `cnn.cast_group = k` on a contiguous run of one-input fused_elementwise
+      ops with the same body and types whose inputs are parameters (the f16
+      working copies of the weights at the start of a step): one
+      multi-tensor kernel per run.
     Functions get `cnn.lowering_selected`. Runs after cnn-fuse and
     cnn-lower-elementwise, before cnn-memory-plan.
 
@@ -356,7 +360,8 @@ def CNNSelectLowering : Pass<"cnn-select-lowering", "mlir::ModuleOp"> {
     Statistic<"numVec8", "vec8", "max pools with eight channels per thread">,
     Statistic<"numCudnnFused", "cudnn-bias-act", "fused convs offered to cuDNN's bias-activation form">,
     Statistic<"numChannelSum", "channel-sum", "reductions over all but the innermost dimension">,
-    Statistic<"numGrouped", "grouped-updates", "optimizer updates in multi-tensor groups">
+    Statistic<"numGrouped", "grouped-updates", "optimizer updates in multi-tensor groups">,
+    Statistic<"numCastGrouped", "grouped-casts", "parameter casts in multi-tensor groups">
   ];
 }
 

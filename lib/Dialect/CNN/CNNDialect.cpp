@@ -52,7 +52,7 @@ enum class AttrKind {
   ResultBytes, // cnn.offset on an op: one non-negative i64 per result
   InPlace,     // cnn.in_place: one operand index or -1 per result
   Lowering,     // cnn.lowering on an op: "gemm", "vec8" or "cudnn_bias_act"
-  Count,        // cnn.update_group: a non-negative i64
+  Count,        // cnn.update_group, cnn.cast_group: a non-negative i64
   DataParallel, // cnn.data_parallel on a step: {buckets: i64, bucket_mb:
                 // f64, collectives: i64 (all all_reduce ops), sync_bn: bool}
 };
@@ -99,6 +99,7 @@ AttrKind opAttrKind(StringRef name) {
       .Case("cnn.in_place", AttrKind::InPlace)
       .Case("cnn.lowering", AttrKind::Lowering)
       .Case("cnn.update_group", AttrKind::Count)
+      .Case("cnn.cast_group", AttrKind::Count)
       .Case("cnn.remat", AttrKind::Unit) // a clone made by cnn-remat
       .Default(AttrKind::Unknown);
 }

@@ -183,7 +183,7 @@ private:
   /// An optimizer update: collected into its multi-tensor group (updates of
   /// the same kind, hyper-parameters and scalar operands) and emitted as one
   /// kernel over all the group's tensors when the group's last op is reached.
-  void optimizerUpdate(std::string &out, Operation *op, ArrayRef<EwIn> ins,
+  void groupedElementwise(std::string &out, Operation *op, ArrayRef<EwIn> ins,
                        ArrayRef<Value> outs, const std::string &expr);
   /// A multi-tensor kernel over the concatenation of tensors of `sizes`
   /// elements: declares (in `kernels`) `<name>_start`, each tensor's first
@@ -194,9 +194,10 @@ private:
       const std::string &name, ArrayRef<int64_t> sizes,
       ArrayRef<std::pair<std::string, std::vector<int64_t>>> tables);
   /// Finds the multi-tensor groups of `f`'s optimizer updates.
-  void groupOptimizerUpdates(func::FuncOp f);
+  void groupMultiTensorKernels(func::FuncOp f);
   struct UpdateGroup {
     Operation *last = nullptr;
+    const char *what = "";
     std::vector<std::pair<SmallVector<EwIn>, SmallVector<Value>>> members;
   };
   std::map<std::string, UpdateGroup> updateGroups;
@@ -1155,7 +1156,8 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
         for (auto [k, y] : llvm::enumerate(yield.getValues()))
           expr += fmt::format("r{} = {}; ", k, name.lookup(y));
         SmallVector<Value> outs(f.getResults());
-        elementwise(out, op, ins, outs, expr);
+        // A member of a cnn.cast_group runs in its group's kernel.
+        groupedElementwise(out, op, ins, outs, expr);
         return success();
       })
       .Case([&](FusedConv2DOp c) -> LogicalResult {
@@ -1480,7 +1482,7 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
           ins.append({{u.getGradScale(), "0"}, {u.getFinite(), "0"}});
           expr += " if (a6 == 0.f) { r0 = a0; r1 = a2; }";
         }
-        optimizerUpdate(out, op, ins,
+        groupedElementwise(out, op, ins,
                         {u.getNewParam(), u.getNewMomentumBuffer()}, expr);
         return success();
       })
@@ -1508,7 +1510,7 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
           ins.append({{u.getGradScale(), "0"}, {u.getFinite(), "0"}});
           expr += " if (a7 == 0.f) { r0 = a0; r1 = a2; r2 = a3; }";
         }
-        optimizerUpdate(out, op, ins,
+        groupedElementwise(out, op, ins,
                         {u.getNewParam(), u.getNewExpAvg(), u.getNewExpAvgSq()},
                         expr);
         return success();
@@ -1642,18 +1644,24 @@ void Emitter::joinBucket(std::string &out, int64_t bucket) {
   }
 }
 
-void Emitter::groupOptimizerUpdates(func::FuncOp f) {
-  // cnn-select-lowering numbered the groups (cnn.update_group); a group's
-  // kernel runs at its last member.
+void Emitter::groupMultiTensorKernels(func::FuncOp f) {
+  // cnn-select-lowering numbered the groups (cnn.update_group: optimizer
+  // updates, cnn.cast_group: parameter casts); a group's kernel runs at its
+  // last member.
   updateGroups.clear();
   updateGroupOf.clear();
   for (Operation &op : f.getBody().front()) {
-    auto g = op.getAttrOfType<IntegerAttr>("cnn.update_group");
-    if (!g)
-      continue;
-    std::string key = std::to_string(g.getValue().getSExtValue());
-    updateGroupOf[&op] = key;
-    updateGroups[key].last = &op;
+    for (auto [attr, prefix, what] :
+         {std::tuple{"cnn.update_group", "u", "optimizer updates"},
+          std::tuple{"cnn.cast_group", "c", "parameter casts"}}) {
+      auto g = op.getAttrOfType<IntegerAttr>(attr);
+      if (!g)
+        continue;
+      std::string key = prefix + std::to_string(g.getValue().getSExtValue());
+      updateGroupOf[&op] = key;
+      updateGroups[key].last = &op;
+      updateGroups[key].what = what;
+    }
   }
 }
 
@@ -1685,7 +1693,7 @@ std::string Emitter::multiTensorLoop(
       total, sizes.size() - 1, name);
 }
 
-void Emitter::optimizerUpdate(std::string &out, Operation *op,
+void Emitter::groupedElementwise(std::string &out, Operation *op,
                               ArrayRef<EwIn> ins, ArrayRef<Value> outs,
                               const std::string &expr) {
   auto it = updateGroupOf.find(op);
@@ -1775,14 +1783,14 @@ void Emitter::optimizerUpdate(std::string &out, Operation *op,
   kernels += fmt::format(
       "__global__ void __launch_bounds__(256) {}(char *A) {{\n{}}}\n\n", name,
       body);
-  out += fmt::format("  // {} optimizer updates in one multi-tensor kernel\n",
-                     g.members.size());
+  out += fmt::format("  // {} {} in one multi-tensor kernel\n",
+                     g.members.size(), g.what);
   launch(out, op, name, gridFor(total), "256", "A");
 }
 
 LogicalResult Emitter::emitFunction(func::FuncOp f, std::string &body) {
   // emitCUDA has checked cnn.lowering_selected on every function it emits.
-  groupOptimizerUpdates(f);
+  groupMultiTensorKernels(f);
   for (Operation &op : f.getBody().front()) {
     if (isa<func::ReturnOp>(op))
       break;

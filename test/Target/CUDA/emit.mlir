@@ -62,6 +62,8 @@
 // All parameter updates run as one multi-tensor kernel (binary search over a
 // constant table of tensor starts).
 // OPT-DAG: // 6 optimizer updates in one multi-tensor kernel
+// The f16 copies of the 4 conv/linear parameters: one kernel, not four.
+// OPT-DAG: // 4 parameter casts in one multi-tensor kernel
 // Their gradients are f16 (conv, linear) and f32 (BN): a table gives each
 // tensor's type and the load picks by it (no cast kernel per gradient).
 // OPT-DAG: __device__ const int64_t [[MT:mt[0-9]+]]_ty1[6] = {0ll, 0ll, 1ll, 1ll, 0ll, 0ll};
