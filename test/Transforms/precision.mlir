@@ -55,12 +55,11 @@ func.func @forward(%x: tensor<2x3x8x8xf32> {cnn.input},
 // CHECK-DAG: %[[B1H:.*]] = cnn.cast %[[B1]] : (tensor<4xf32>) -> tensor<4xf16>
 // CHECK-DAG: %[[W1H:.*]] = cnn.cast %[[W1]] : (tensor<4x3x3x3xf32>) -> tensor<4x3x3x3xf16>
 // CHECK-NOT: cnn.cast %[[G]]
-// Channel padding 3 -> 8 of the filter copy and of the image (cast right after the argument).
-// CHECK: %[[ZW:.*]] = cnn.constant dense<0.000000e+00> : tensor<4x5x3x3xf16>
-// CHECK: %[[W1P:.*]] = cnn.concat %[[W1H]], %[[ZW]] {axis = 1 : i64}
+// Channel padding 3 -> 8 of the filter copy and of the image (cast right
+// after the argument): one zero pad each, at the end of the channels.
+// CHECK: %[[W1P:.*]] = cnn.pad %[[W1H]] {pads = array<i64: 0, 0, 0, 0, 0, 5, 0, 0>} : (tensor<4x3x3x3xf16>) -> tensor<4x8x3x3xf16>
 // CHECK: %[[XH:.*]] = cnn.cast %[[X]] : (tensor<2x3x8x8xf32>) -> tensor<2x3x8x8xf16>
-// CHECK: %[[ZX:.*]] = cnn.constant dense<0.000000e+00> : tensor<2x5x8x8xf16>
-// CHECK: %[[XP:.*]] = cnn.concat %[[XH]], %[[ZX]] {axis = 1 : i64} : (tensor<2x3x8x8xf16>, tensor<2x5x8x8xf16>) -> tensor<2x8x8x8xf16>
+// CHECK: %[[XP:.*]] = cnn.pad %[[XH]] {pads = array<i64: 0, 0, 0, 0, 0, 5, 0, 0>} : (tensor<2x3x8x8xf16>) -> tensor<2x8x8x8xf16>
 // CHECK: cnn.conv2d %[[XP]], %[[W1P]] {{.*}} : (tensor<2x8x8x8xf16>, tensor<4x8x3x3xf16>) -> tensor<2x4x8x8xf16>
 // CHECK: cnn.bias_add {{.*}}, %[[B1H]] : (tensor<2x4x8x8xf16>, tensor<4xf16>) -> tensor<2x4x8x8xf16>
 // BN statistics f32; the loss f32 from f16 logits.
@@ -90,10 +89,10 @@ func.func @forward(%x: tensor<2x3x8x8xf32> {cnn.input},
 // CHECK-NOT: xf16> {cnn
 
 // ADAM-LABEL: func.func @forward
-// ADAM-NOT: cnn.concat
+// ADAM-NOT: cnn.pad
 // ADAM-LABEL: func.func @train_step
 // ADAM-SAME: {cnn.init = 1.024000e+03 : f32, cnn.loss_scale, cnn.state = "loss_scale"}
-// ADAM-NOT: cnn.concat
+// ADAM-NOT: cnn.pad
 // ADAM: cnn.conv2d {{.*}} : (tensor<2x3x8x8xf16>, tensor<4x3x3x3xf16>) -> tensor<2x4x8x8xf16>
 // ADAM: cnn.loss_scale_update {{.*}} {growth_interval = 7 : i64}
 // ADAM: %[[AN:.*]] = cnn.add
