@@ -22,7 +22,7 @@ Models whose ops cnnc lacks fail at compile time and are reported as such
 
 Exit 77 (ctest SKIP_RETURN_CODE) without a CUDA GPU.
 
-  check_zoo.py --cnnc build/bin/cnnc [--work DIR] [--models a,b] [--skip-amp]
+  check_zoo.py --cnnc build/bin/cnnc [--work DIR] [--models a,b] [--skip-amp|--skip-f32]
 """
 import argparse
 import os
@@ -228,11 +228,13 @@ def main():
     ap.add_argument("--work", default="/tmp/cnnc-zoo-check")
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--skip-amp", action="store_true")
+    ap.add_argument("--skip-f32", action="store_true")
     ARGS = ap.parse_args()
     print("GPU:", torch.cuda.get_device_name(0), "torch", torch.__version__,
           "torchvision", torchvision.__version__, flush=True)
     for name in ARGS.models.split(","):
-        for check in [check_f32] + ([] if ARGS.skip_amp else [check_amp]):
+        for check in (([] if ARGS.skip_f32 else [check_f32]) +
+                      ([] if ARGS.skip_amp else [check_amp])):
             try:
                 check(name)
             except Exception as e:  # report and go on
