@@ -134,3 +134,11 @@ func.func @bad_update_group(%x: tensor<1x4xf32>) -> tensor<1x4xf32> {
   %y = cnn.relu %x {cnn.update_group = -1 : i64} : (tensor<1x4xf32>) -> tensor<1x4xf32>
   return %y : tensor<1x4xf32>
 }
+
+// -----
+
+func.func @bad_cast_group(%x: tensor<1x4xf32>) -> tensor<1x4xf32> {
+  // expected-error @+1 {{'cnn.cast_group' on an operation must be a non-negative i64, got "a"}}
+  %y = cnn.relu %x {cnn.cast_group = "a"} : (tensor<1x4xf32>) -> tensor<1x4xf32>
+  return %y : tensor<1x4xf32>
+}

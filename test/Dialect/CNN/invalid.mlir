@@ -386,6 +386,24 @@ func.func @sgd_update(%p: tensor<4xf32>, %g: tensor<5xf32>, %s: tensor<f32>) {
 
 // -----
 
+// An f16 gradient is allowed for an f32 parameter of the same shape only.
+func.func @sgd_update_f16_grad_shape(%p: tensor<4xf32>, %g: tensor<5xf16>, %s: tensor<f32>) {
+  // expected-error @+1 {{'param' tensor<4xf32> and 'grad' tensor<5xf16> must have the same type}}
+  %a, %b = cnn.sgd_update %p, %g, %p, %s, %s {momentum = 0.9 : f32, dampening = 0.0 : f32, weight_decay = 0.0 : f32, nesterov = false} : (tensor<4xf32>, tensor<5xf16>, tensor<4xf32>, tensor<f32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+// ... and not an f32 gradient for an f16 parameter.
+func.func @adam_update_f32_grad_f16_param(%p: tensor<4xf16>, %g: tensor<4xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{'param' tensor<4xf16> and 'grad' tensor<4xf32> must have the same type}}
+  %a, %m, %v = cnn.adam_update %p, %g, %p, %p, %s, %s {beta1 = 0.9 : f32, beta2 = 0.999 : f32, epsilon = 1.0e-8 : f32, weight_decay = 0.0 : f32, decoupled = false} : (tensor<4xf16>, tensor<4xf32>, tensor<4xf16>, tensor<4xf16>, tensor<f32>, tensor<f32>) -> (tensor<4xf16>, tensor<4xf16>, tensor<4xf16>)
+  return
+}
+
+// -----
+
 func.func @adam_update(%p: tensor<4xf32>, %m: tensor<4x1xf32>, %s: tensor<f32>) {
   // expected-error @+1 {{'param' tensor<4xf32> and 'exp_avg' tensor<4x1xf32> must have the same type}}
   %a, %b, %c = cnn.adam_update %p, %p, %m, %p, %s, %s {beta1 = 0.9 : f32, beta2 = 0.999 : f32, epsilon = 1.0e-8 : f32, weight_decay = 0.0 : f32, decoupled = false} : (tensor<4xf32>, tensor<4xf32>, tensor<4x1xf32>, tensor<4xf32>, tensor<f32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)

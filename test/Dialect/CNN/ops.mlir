@@ -185,3 +185,14 @@ func.func @batched_matmul(%a: tensor<2x3x4x5xf32>, %b: tensor<2x3x6x5xf32>) -> t
   %0 = cnn.matmul %a, %b {transpose_rhs = true} : (tensor<2x3x4x5xf32>, tensor<2x3x6x5xf32>) -> tensor<2x3x4x6xf32>
   return %0 : tensor<2x3x4x6xf32>
 }
+
+// The f16 step's gradients go to the optimizer as they are (cnn-precision):
+// an f16 grad for an f32 parameter of the same shape.
+// CHECK-LABEL: func @f16_grad_update
+// CHECK: cnn.sgd_update %{{.*}}, %{{.*}} {{.*}} : (tensor<4xf32>, tensor<4xf16>, tensor<4xf32>, tensor<f32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>)
+// CHECK: cnn.adam_update %{{.*}}, %{{.*}} {{.*}} : (tensor<4xf32>, tensor<4xf16>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+func.func @f16_grad_update(%p: tensor<4xf32>, %g: tensor<4xf16>, %s: tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %np, %nb = cnn.sgd_update %p, %g, %p, %s, %s {momentum = 0.9 : f32, dampening = 0.0 : f32, weight_decay = 0.0 : f32, nesterov = false} : (tensor<4xf32>, tensor<4xf16>, tensor<4xf32>, tensor<f32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>)
+  %ap, %am, %av = cnn.adam_update %np, %g, %nb, %nb, %s, %s {beta1 = 0.9 : f32, beta2 = 0.999 : f32, epsilon = 1.0e-8 : f32, weight_decay = 0.0 : f32, decoupled = false} : (tensor<4xf32>, tensor<4xf16>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  return %ap, %am : tensor<4xf32>, tensor<4xf32>
+}
