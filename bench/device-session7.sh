@@ -11,13 +11,8 @@
 #      then zoo_bench.py for ConvNeXt-Tiny and DenseNet-121
 # Each part is bounded by `timeout` so that one call returns what finished.
 set -uo pipefail
-export CNNC_RUNTIME_DIR=$PWD/.carry/rt PYTHONUNBUFFERED=1
-export LD_LIBRARY_PATH=$PWD/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 PARTS=${PARTS:-abc}
-C=$PWD/.carry/cnnc
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
-filter() { grep -v -e Warning -e "warnings.warn" -e "torch.onnx.export" -e "_C._jit_pass"; }
+source "$(dirname "$0")/device-env.sh"
 if [[ $PARTS == *a* ]]; then
   timeout "${A_S:-420}" python3 bench/bench.py --cnnc "$C" --models resnet50,resnet18 \
     --variants "default=;remat=--remat" 2>&1 | filter | tee "$OUT/bench.log"

@@ -13,13 +13,8 @@
 #      BENCH_VARIANTS="default=;legacy=CNNRT_CONV_GRAPH=0" adds variants
 # Each part is bounded by `timeout` so that one call returns what finished.
 set -uo pipefail
-export CNNC_RUNTIME_DIR=$PWD/.carry/rt PYTHONUNBUFFERED=1
-export LD_LIBRARY_PATH=$PWD/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 PARTS=${PARTS:-pbc}
-C=$PWD/.carry/cnnc
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
-filter() { grep -v -e Warning -e "warnings.warn" -e "torch.onnx.export" -e "_C._jit_pass"; }
+source "$(dirname "$0")/device-env.sh"
 if [[ $PARTS == *p* ]]; then
   W=/tmp/s8rt
   timeout "${P1_S:-240}" bash -c "cmake -S runtime -B $W -G Ninja -DCMAKE_BUILD_TYPE=Release \

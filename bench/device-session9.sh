@@ -13,13 +13,8 @@
 #   c  check_zoo.py on ZOO_MODELS (issue 9)
 # Each part is bounded by `timeout` so that one call returns what finished.
 set -uo pipefail
-export CNNC_RUNTIME_DIR=$PWD/.carry/rt PYTHONUNBUFFERED=1
-export LD_LIBRARY_PATH=$PWD/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 PARTS=${PARTS:-psb}
-C=$PWD/.carry/cnnc
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
-filter() { grep -v -e Warning -e "warnings.warn" -e "torch.onnx.export" -e "_C._jit_pass"; }
+source "$(dirname "$0")/device-env.sh"
 if [[ $PARTS == *p* ]]; then
   RTB=/tmp/s9rt
   timeout "${P1_S:-300}" bash -c "cmake -S runtime -B $RTB -G Ninja -DCMAKE_BUILD_TYPE=Release \
