@@ -129,8 +129,9 @@ def CNNPrecision : Pass<"cnn-precision", "mlir::ModuleOp"> {
     - dynamic loss scaling: the loss-gradient seed (constant 1.0) becomes the
       scale S, a new state argument {cnn.state = "loss_scale", cnn.loss_scale,
       cnn.init = <init-scale>} (plus "loss_scale.growth_tracker");
-      cnn.all_finite checks every parameter gradient, which is cast to f32 and
-      passed to its optimizer update with `grad_scale, finite` (divide by S;
+      cnn.all_finite checks every parameter gradient, which goes to its
+      optimizer update as it is (f16; the update widens it on load) with
+      `grad_scale, finite` (divide by S;
       skip the update when not finite); cnn.loss_scale_update applies
       GradScaler.update (halve on inf/NaN, grow after growth-interval clean
       steps); the new S and tracker are returned as state. The updates are
@@ -142,7 +143,7 @@ def CNNPrecision : Pass<"cnn-precision", "mlir::ModuleOp"> {
       (cnn.unscale, f32).
     - channel padding: a conv2d (groups 1) whose input channel count is not a
       multiple of 8 (the RGB stem) gets input and filter zero-padded along C
-      (cnn.concat with zeros); its conv2d_bwd_filter/bwd_data are sliced back.
+      (one cnn.pad each); its conv2d_bwd_filter/bwd_data are sliced back.
     - @forward: the same f16 conversion; the logits are cast back to f32.
 
     Before (SGD, after cnn-autodiff):
@@ -171,19 +172,17 @@ def CNNPrecision : Pass<"cnn-precision", "mlir::ModuleOp"> {
             tensor<f32> {cnn.state = "optimizer.applied_steps"}) {
       %xh = cnn.cast %x : (tensor<8x3x4x4xf32>) -> tensor<8x3x4x4xf16>
       %wh = cnn.cast %w : (tensor<10x3x4x4xf32>) -> tensor<10x3x4x4xf16>
-      %z = cnn.constant dense<0.0> : tensor<8x5x4x4xf16>          // channel padding 3 -> 8
-      %xp = cnn.concat %xh, %z {axis = 1}
+      %xp = cnn.pad %xh {pads = array<i64: 0, 0, 0, 0, 0, 5, 0, 0>}  // channel padding 3 -> 8
       %y = cnn.conv2d %xp, %wp ...                                   // f16
       %loss = cnn.softmax_cross_entropy %yf, %labels                // f32 loss
       %dy = cnn.softmax_cross_entropy_grad %yf, %labels, %S         // seeded with S, f16
       %dwp = cnn.conv2d_bwd_filter %xp, %dyr ...
       %dw = cnn.slice %dwp {offsets = array<i64: 0, 0, 0, 0>, sizes = array<i64: 10, 3, 4, 4>}
-      %dw32 = cnn.cast %dw : (tensor<10x3x4x4xf16>) -> tensor<10x3x4x4xf32>
       %ok = cnn.all_finite %dw : (tensor<10x3x4x4xf16>) -> tensor<f32>
       %S2, %t2 = cnn.loss_scale_update %S, %t, %ok {backoff_factor = 5.0e-01 : f32,
                    growth_factor = 2.0 : f32, growth_interval = 2000 : i64}
       %n2 = cnn.add %n, %ok : (tensor<f32>, tensor<f32>) -> tensor<f32>
-      %w2, %m2 = cnn.sgd_update %w, %dw32, %m, %lr, %n2, %S, %ok {...}
+      %w2, %m2 = cnn.sgd_update %w, %dw, %m, %lr, %n2, %S, %ok {...}
       return %loss, %w2, %m2, %S2, %t2, %n2
     }
     ```
@@ -222,7 +221,7 @@ def CNNDataParallel : Pass<"cnn-data-parallel", "mlir::ModuleOp"> {
       order. Constant gradients (zeros of unused parameters) are the same on
       every rank and are not reduced.
     - under loss scaling (after cnn-precision) the f16 gradient is reduced,
-      in f16, before its cast to f32 (the cast then reads the reduced value),
+      in f16, before its optimizer update reads it,
       and `cnn.all_finite` reads the reduced gradients: one rank's inf/NaN
       reaches every rank's flag, so all ranks skip the same step and back
       the scale off together (no separate collective is needed for the
