@@ -17,9 +17,7 @@ PARTS=${PARTS:-pbc}
 source "$(dirname "$0")/device-env.sh"
 if [[ $PARTS == *p* ]]; then
   W=/tmp/s8rt
-  timeout "${P1_S:-240}" bash -c "cmake -S runtime -B $W -G Ninja -DCMAKE_BUILD_TYPE=Release \
-      -DCMAKE_CUDA_ARCHITECTURES=90a >$OUT/rt-cmake.log 2>&1 &&
-    ninja -C $W cnnrt_cudnn_fusion_check cnnrt_ops_check >$OUT/rt-build.log 2>&1" || { echo "runtime build failed"; tail -30 "$OUT/rt-build.log"; }
+  build_runtime $W "${P1_S:-240}" cnnrt_cudnn_fusion_check cnnrt_ops_check
   # The runtime's op checks (f16 NHWC convolutions through the graph API
   # where it is faster), with the algorithm choices printed.
   O=$(find $W -name cnnrt_ops_check -type f | head -1)

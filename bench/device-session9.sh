@@ -17,10 +17,7 @@ PARTS=${PARTS:-psb}
 source "$(dirname "$0")/device-env.sh"
 if [[ $PARTS == *p* ]]; then
   RTB=/tmp/s9rt
-  timeout "${P1_S:-300}" bash -c "cmake -S runtime -B $RTB -G Ninja -DCMAKE_BUILD_TYPE=Release \
-      -DCMAKE_CUDA_ARCHITECTURES=90a >$OUT/rt-cmake.log 2>&1 &&
-    ninja -C $RTB cnnrt_cudnn_fusion_check cnnrt_ops_check >$OUT/rt-build.log 2>&1" ||
-    { echo "runtime build failed"; tail -30 "$OUT/rt-build.log"; }
+  build_runtime $RTB "${P1_S:-300}" cnnrt_cudnn_fusion_check cnnrt_ops_check
   OPS=$(find $RTB -name cnnrt_ops_check -type f | head -1)
   if [ -n "$OPS" ]; then
     CNNRT_VERBOSE=1 CNNRT_ALGO_CACHE=$RTB/ops_algos.txt timeout 150 "$OPS" >"$OUT/ops_check.log" 2>&1

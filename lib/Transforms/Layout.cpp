@@ -179,10 +179,10 @@ struct PushThroughElementwise : RewritePattern {
       return failure();
     SmallVector<Value> operands;
     for (OpOperand &o : op->getOpOperands())
-      operands.push_back(permutes(o.getOperandNumber())
-                             ? transposeOrFold(rw, op->getLoc(), o.get(),
-                                               kToNHWC)
-                             : o.get());
+      operands.push_back(
+          permutes(o.getOperandNumber())
+              ? transposeOrFold(rw, op->getLoc(), o.get(), kToNHWC)
+              : o.get());
     SmallVector<Type> types;
     for (Type t : op->getResultTypes())
       types.push_back(permuted(t, kToNHWC));

@@ -43,14 +43,14 @@ namespace {
 /// What a discardable cnn.* attribute must hold.
 enum class AttrKind {
   Unknown,
-  Unit,        // a role marker: cnn.input, cnn.loss, ...
-  Name,        // a non-empty string naming a tensor: cnn.param, ...
-  String,      // any string: cnn.weights, cnn.plan_strategy
-  Float,       // cnn.init
-  Bytes,       // a non-negative i64: cnn.arena_bytes, an argument's offset
-  Dictionary,  // cnn.fusion_stats (written by older cnnc; now unused)
-  ResultBytes, // cnn.offset on an op: one non-negative i64 per result
-  InPlace,     // cnn.in_place: one operand index or -1 per result
+  Unit,         // a role marker: cnn.input, cnn.loss, ...
+  Name,         // a non-empty string naming a tensor: cnn.param, ...
+  String,       // any string: cnn.weights, cnn.plan_strategy
+  Float,        // cnn.init
+  Bytes,        // a non-negative i64: cnn.arena_bytes, an argument's offset
+  Dictionary,   // cnn.fusion_stats (written by older cnnc; now unused)
+  ResultBytes,  // cnn.offset on an op: one non-negative i64 per result
+  InPlace,      // cnn.in_place: one operand index or -1 per result
   Lowering,     // cnn.lowering on an op: "gemm", "vec8" or "cudnn_bias_act"
   Count,        // cnn.update_group, cnn.cast_group: a non-negative i64
   DataParallel, // cnn.data_parallel on a step: {buckets: i64, bucket_mb:

@@ -180,11 +180,12 @@ private:
   void elementwise(std::string &out, Operation *op, ArrayRef<EwIn> ins,
                    ArrayRef<Value> outs, const std::string &expr,
                    int64_t n = -1);
-  /// An optimizer update: collected into its multi-tensor group (updates of
-  /// the same kind, hyper-parameters and scalar operands) and emitted as one
-  /// kernel over all the group's tensors when the group's last op is reached.
+  /// An elementwise op of a multi-tensor group (cnn.update_group: optimizer
+  /// updates; cnn.cast_group: parameter casts): collected into its group and
+  /// emitted as one kernel over all the group's tensors when the group's
+  /// last op is reached; outside a group, a plain elementwise kernel.
   void groupedElementwise(std::string &out, Operation *op, ArrayRef<EwIn> ins,
-                       ArrayRef<Value> outs, const std::string &expr);
+                          ArrayRef<Value> outs, const std::string &expr);
   /// A multi-tensor kernel over the concatenation of tensors of `sizes`
   /// elements: declares (in `kernels`) `<name>_start`, each tensor's first
   /// element, and one `<name>_<suffix>` table of per-tensor values for each
@@ -193,15 +194,16 @@ private:
   std::string multiTensorLoop(
       const std::string &name, ArrayRef<int64_t> sizes,
       ArrayRef<std::pair<std::string, std::vector<int64_t>>> tables);
-  /// Finds the multi-tensor groups of `f`'s optimizer updates.
+  /// Finds the multi-tensor groups of `f` (optimizer updates, parameter
+  /// casts).
   void groupMultiTensorKernels(func::FuncOp f);
-  struct UpdateGroup {
+  struct MultiTensorGroup {
     Operation *last = nullptr;
     const char *what = "";
     std::vector<std::pair<SmallVector<EwIn>, SmallVector<Value>>> members;
   };
-  std::map<std::string, UpdateGroup> updateGroups;
-  DenseMap<Operation *, std::string> updateGroupOf;
+  std::map<std::string, MultiTensorGroup> multiTensorGroups;
+  DenseMap<Operation *, std::string> multiTensorGroupOf;
   /// The id of the registered cuBLASLt matmul C[M,N] = op(A) op(B).
   int matmulId(Operation *op, int64_t M, int64_t N, int64_t K, bool transA,
                bool transB, Type elementType);
@@ -1483,7 +1485,7 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
           expr += " if (a6 == 0.f) { r0 = a0; r1 = a2; }";
         }
         groupedElementwise(out, op, ins,
-                        {u.getNewParam(), u.getNewMomentumBuffer()}, expr);
+                           {u.getNewParam(), u.getNewMomentumBuffer()}, expr);
         return success();
       })
       .Case([&](AdamUpdateOp u) {
@@ -1510,9 +1512,9 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
           ins.append({{u.getGradScale(), "0"}, {u.getFinite(), "0"}});
           expr += " if (a7 == 0.f) { r0 = a0; r1 = a2; r2 = a3; }";
         }
-        groupedElementwise(out, op, ins,
-                        {u.getNewParam(), u.getNewExpAvg(), u.getNewExpAvgSq()},
-                        expr);
+        groupedElementwise(
+            out, op, ins,
+            {u.getNewParam(), u.getNewExpAvg(), u.getNewExpAvgSq()}, expr);
         return success();
       })
       // Loss scaling (cnn-precision).
@@ -1648,8 +1650,8 @@ void Emitter::groupMultiTensorKernels(func::FuncOp f) {
   // cnn-select-lowering numbered the groups (cnn.update_group: optimizer
   // updates, cnn.cast_group: parameter casts); a group's kernel runs at its
   // last member.
-  updateGroups.clear();
-  updateGroupOf.clear();
+  multiTensorGroups.clear();
+  multiTensorGroupOf.clear();
   for (Operation &op : f.getBody().front()) {
     for (auto [attr, prefix, what] :
          {std::tuple{"cnn.update_group", "u", "optimizer updates"},
@@ -1658,9 +1660,9 @@ void Emitter::groupMultiTensorKernels(func::FuncOp f) {
       if (!g)
         continue;
       std::string key = prefix + std::to_string(g.getValue().getSExtValue());
-      updateGroupOf[&op] = key;
-      updateGroups[key].last = &op;
-      updateGroups[key].what = what;
+      multiTensorGroupOf[&op] = key;
+      multiTensorGroups[key].last = &op;
+      multiTensorGroups[key].what = what;
     }
   }
 }
@@ -1694,14 +1696,14 @@ std::string Emitter::multiTensorLoop(
 }
 
 void Emitter::groupedElementwise(std::string &out, Operation *op,
-                              ArrayRef<EwIn> ins, ArrayRef<Value> outs,
-                              const std::string &expr) {
-  auto it = updateGroupOf.find(op);
-  if (it == updateGroupOf.end()) {
+                                 ArrayRef<EwIn> ins, ArrayRef<Value> outs,
+                                 const std::string &expr) {
+  auto it = multiTensorGroupOf.find(op);
+  if (it == multiTensorGroupOf.end()) {
     elementwise(out, op, ins, outs, expr);
     return;
   }
-  UpdateGroup &g = updateGroups[it->second];
+  MultiTensorGroup &g = multiTensorGroups[it->second];
   g.members.push_back({SmallVector<EwIn>(ins), SmallVector<Value>(outs)});
   if (g.last != op)
     return;
