@@ -166,22 +166,38 @@ LogicalResult execStats(cnn::BatchNormStatsOp op,
   return success();
 }
 
-LogicalResult execBnReluGrad(cnn::FusedBatchNormReluGradOp op,
+/// fused_batch_norm_relu_grad (the mask read from the stored ReLU output
+/// `y`) and fused_batch_norm_affine_relu_grad (`y` null: the mask
+/// recomputed from x with the normalization's alpha, beta).
+LogicalResult execBnReluGrad(Operation *op, Value dyV, Value yV, Value xV,
+                             Value scaleV, Value meanV, Value invstdV,
+                             Value alphaV, Value betaV, cnn::Layout layout,
+                             Value dxV, Value dsV, Value dbV,
                              function_ref<const Tensor &(Value)> get,
                              function_ref<Tensor &(Value)> def) {
-  float *dx = def(op.getGradInput()).data.data();
-  float *ds = def(op.getGradScale()).data.data(),
-        *db = def(op.getGradBias()).data.data();
-  const Tensor &dy = get(op.getGradOutput()), &y = get(op.getReluOutput()),
-               &x = get(op.getInput()), &scale = get(op.getScale()),
-               &mean = get(op.getSavedMean()),
-               &invstd = get(op.getSavedInvstd());
-  ChannelOf ch(x.shape, op.getLayout());
+  float *dx = def(dxV).data.data();
+  float *ds = def(dsV).data.data(), *db = def(dbV).data.data();
+  const Tensor &dy = get(dyV), &x = get(xV), &scale = get(scaleV),
+               &mean = get(meanV), &invstd = get(invstdV);
+  const Tensor *y = yV ? &get(yV) : nullptr;
+  const float *alpha = alphaV ? get(alphaV).data.data() : nullptr,
+              *beta = betaV ? get(betaV).data.data() : nullptr;
+  ChannelOf ch(x.shape, layout);
   int64_t c = ch.channels, n = x.numel();
   double count = (double)(n / c);
   bool half = x.kind == ElemKind::F16;
+  auto positive = [&](int64_t i) {
+    if (y)
+      return y->data[i] > 0;
+    // The forward's normalization, as its fused_elementwise computes it (a
+    // rounded f32 product, then the sum), rounded to the stored type.
+    int64_t k = ch(i);
+    volatile float p = x.data[i] * alpha[k];
+    float v = p + beta[k];
+    return (half ? roundToHalf(v) : v) > 0;
+  };
   auto g = [&](int64_t i) {
-    float v = y.data[i] > 0 ? dy.data[i] : 0.0f;
+    float v = positive(i) ? dy.data[i] : 0.0f;
     return half ? roundToHalf(v) : v;
   };
   std::vector<double> sumDy(c, 0), dot(c, 0);
@@ -457,7 +473,8 @@ LogicalResult execElementwise(cnn::FusedElementwiseOp op,
 
 bool cnnc::reference::isFusedOp(Operation *op) {
   return isa<cnn::FusedConv2DOp, cnn::FusedElementwiseOp, cnn::BatchNormStatsOp,
-             cnn::FusedBatchNormReluGradOp>(op);
+             cnn::FusedBatchNormReluGradOp,
+             cnn::FusedBatchNormAffineReluGradOp>(op);
 }
 
 LogicalResult
@@ -468,7 +485,18 @@ cnnc::reference::executeFused(Operation *op,
       .Case([&](cnn::FusedConv2DOp o) { return execConv(o, get, def); })
       .Case([&](cnn::BatchNormStatsOp o) { return execStats(o, get, def); })
       .Case([&](cnn::FusedBatchNormReluGradOp o) {
-        return execBnReluGrad(o, get, def);
+        return execBnReluGrad(o, o.getGradOutput(), o.getReluOutput(),
+                              o.getInput(), o.getScale(), o.getSavedMean(),
+                              o.getSavedInvstd(), {}, {}, o.getLayout(),
+                              o.getGradInput(), o.getGradScale(),
+                              o.getGradBias(), get, def);
+      })
+      .Case([&](cnn::FusedBatchNormAffineReluGradOp o) {
+        return execBnReluGrad(o, o.getGradOutput(), {}, o.getInput(),
+                              o.getScale(), o.getSavedMean(),
+                              o.getSavedInvstd(), o.getAlpha(), o.getBeta(),
+                              o.getLayout(), o.getGradInput(),
+                              o.getGradScale(), o.getGradBias(), get, def);
       })
       .Case([&](cnn::FusedElementwiseOp o) {
         return execElementwise(o, get, def);

@@ -6,7 +6,9 @@
 //     same mask, so the clip input has no other user).
 //  2. batch_norm_train -> batch_norm_stats + an elementwise normalization,
 //     which then fuses with the residual add and ReLU that follow.
-//  3. batch_norm_grad(relu_grad(dy, y)) -> fused_batch_norm_relu_grad.
+//  3. batch_norm_grad(relu_grad(dy, y)) -> fused_batch_norm_relu_grad, and
+//     where y = relu(x * alpha + beta) of 2, the mask recomputed from x
+//     (fused_batch_norm_affine_relu_grad: y is not read).
 //  4. Every elementwise op becomes a fused_elementwise; producer/consumer
 //     pairs of the same shape merge until nothing changes.
 // Each rewrite keeps the step's semantics exactly (checked by running the
@@ -209,6 +211,57 @@ struct FuseReluGradIntoBatchNormGrad : OpRewritePattern<BatchNormGradOp> {
     rewriter.replaceOp(g, fused->getResults());
     rewriter.eraseOp(rg);
     counts.bnReluGradOps += 2;
+    return success();
+  }
+  Counts &counts;
+};
+
+/// fused_batch_norm_relu_grad(dy, y, x) with y = relu(x * alpha + beta), the
+/// normalization SplitBatchNormTrain made of the same x ->
+/// fused_batch_norm_affine_relu_grad(dy, x, alpha, beta): the mask is
+/// recomputed from x, which the gradient reads anyway, so y is not read
+/// (the backward kernels then stream dy and x only). Runs after phase 2-3,
+/// before the ReLU joins the normalization in phase 4, so that y's
+/// definition is still the two ops this pattern recognizes.
+struct RecomputeReluMask : OpRewritePattern<FusedBatchNormReluGradOp> {
+  RecomputeReluMask(MLIRContext *ctx, Counts &counts)
+      : OpRewritePattern(ctx), counts(counts) {}
+  LogicalResult matchAndRewrite(FusedBatchNormReluGradOp g,
+                                PatternRewriter &rewriter) const override {
+    auto relu = g.getReluOutput().getDefiningOp<ReluOp>();
+    if (!relu)
+      return rewriter.notifyMatchFailure(g, "y is not a relu");
+    auto norm = relu.getInput().getDefiningOp<FusedElementwiseOp>();
+    if (!norm || norm->getNumResults() != 1 || norm.getInputs().size() != 3 ||
+        norm.getInputs()[0] != g.getInput() ||
+        norm.getLayout() != g.getLayout())
+      return rewriter.notifyMatchFailure(g, "relu input is not norm(x)");
+    auto stats = norm.getInputs()[1].getDefiningOp<BatchNormStatsOp>();
+    if (!stats || norm.getInputs()[1] != stats.getAlpha() ||
+        norm.getInputs()[2] != stats.getBeta() ||
+        stats.getInput() != g.getInput())
+      return rewriter.notifyMatchFailure(g, "not batch_norm_stats' alpha/beta");
+    // The body must be exactly x * alpha + beta (SplitBatchNormTrain's).
+    Block &body = norm.getBody().front();
+    auto ops = body.without_terminator();
+    if (std::distance(ops.begin(), ops.end()) != 2)
+      return rewriter.notifyMatchFailure(g, "normalization body differs");
+    auto mul = dyn_cast<arith::MulFOp>(&*ops.begin());
+    auto add = dyn_cast<arith::AddFOp>(&*std::next(ops.begin()));
+    auto yield = cast<YieldOp>(body.getTerminator());
+    if (!mul || !add || mul.getLhs() != body.getArgument(0) ||
+        mul.getRhs() != body.getArgument(1) || add.getLhs() != mul ||
+        add.getRhs() != body.getArgument(2) || yield.getValues().size() != 1 ||
+        yield.getValues()[0] != add)
+      return rewriter.notifyMatchFailure(g, "normalization body differs");
+    auto fused = FusedBatchNormAffineReluGradOp::create(
+        rewriter, g.getLoc(), g->getResultTypes(),
+        ValueRange{g.getGradOutput(), g.getInput(), g.getScale(),
+                   g.getSavedMean(), g.getSavedInvstd(), stats.getAlpha(),
+                   stats.getBeta()},
+        {rewriter.getNamedAttr("layout", g.getLayoutAttr())});
+    rewriter.replaceOp(g, fused->getResults());
+    ++counts.bnReluMasksRecomputed;
     return success();
   }
   Counts &counts;
@@ -513,6 +566,7 @@ void applyGreedily(func::FuncOp f, RewritePatternSet &&patterns) {
 }
 
 struct FusePass : public cnnc::impl::CNNFuseBase<FusePass> {
+  using CNNFuseBase::CNNFuseBase;
   void runOnOperation() override {
     MLIRContext *ctx = &getContext();
     counts = {};
@@ -534,6 +588,12 @@ struct FusePass : public cnnc::impl::CNNFuseBase<FusePass> {
       bn.add<SplitBatchNormTrain, FuseReluGradIntoBatchNormGrad>(ctx, counts);
       applyGreedily(f, std::move(bn));
 
+      if (recomputeReluMask) {
+        RewritePatternSet mask(ctx);
+        mask.add<RecomputeReluMask>(ctx, counts);
+        applyGreedily(f, std::move(mask));
+      }
+
       RewritePatternSet toFused(ctx);
       toFused.add<ElementwiseToFused, BiasAddToFused>(ctx, counts);
       applyGreedily(f, std::move(toFused));
@@ -546,6 +606,7 @@ struct FusePass : public cnnc::impl::CNNFuseBase<FusePass> {
     numConvEpilogueOps = counts.convEpilogueOps;
     numBatchNormSplits = counts.bnSplits;
     numBatchNormReluGradOps = counts.bnReluGradOps;
+    numReluMasksRecomputed = counts.bnReluMasksRecomputed;
     numElementwiseOps = counts.elementwiseOps;
     numElementwiseMerges = counts.elementwiseMerges;
   }

@@ -96,6 +96,41 @@ func.func @bn_relu_grad_two_users(%x: tensor<4x8x4x4xf32>, %s: tensor<8xf32>, %m
 
 // -----
 
+// RecomputeReluMask: the ReLU output is relu(x * alpha + beta) of the same
+// x's statistics, so the fused BN-ReLU gradient takes alpha and beta and no
+// longer reads the ReLU output (which the forward still computes for its
+// other user).
+// CHECK-LABEL: func @bn_relu_mask_recomputed
+// CHECK: %{{.*}}, %[[I:.*]], %{{.*}}, %{{.*}}, %[[A:.*]], %[[B:.*]] = cnn.batch_norm_stats %arg0
+// CHECK: %[[Y:.*]] = cnn.fused_elementwise %arg0, %[[A]], %[[B]]
+// CHECK: cnn.fused_batch_norm_affine_relu_grad %arg5, %arg0, %arg1, %{{.*}}, %[[I]], %[[A]], %[[B]]
+// CHECK-NOT: cnn.fused_batch_norm_relu_grad
+func.func @bn_relu_mask_recomputed(%x: tensor<4x8x4x4xf32>, %s: tensor<8xf32>, %b: tensor<8xf32>, %rm: tensor<8xf32>, %rv: tensor<8xf32>, %dy: tensor<4x8x4x4xf32>) -> (tensor<4x8x4x4xf32>, tensor<4x8x4x4xf32>, tensor<8xf32>) {
+  %n, %m, %i, %nm, %nv = cnn.batch_norm_train %x, %s, %b, %rm, %rv {epsilon = 1.0e-5 : f32, momentum = 0.1 : f32} : (tensor<4x8x4x4xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<4x8x4x4xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>)
+  %y = cnn.relu %n : (tensor<4x8x4x4xf32>) -> tensor<4x8x4x4xf32>
+  %g = cnn.relu_grad %dy, %y : (tensor<4x8x4x4xf32>, tensor<4x8x4x4xf32>) -> tensor<4x8x4x4xf32>
+  %gx, %gs, %gb = cnn.batch_norm_grad %g, %x, %s, %m, %i : (tensor<4x8x4x4xf32>, tensor<4x8x4x4xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<4x8x4x4xf32>, tensor<8xf32>, tensor<8xf32>)
+  return %y, %gx, %gs : tensor<4x8x4x4xf32>, tensor<4x8x4x4xf32>, tensor<8xf32>
+}
+
+// -----
+
+// RecomputeReluMask must not apply when a residual add sits between the
+// normalization and the ReLU: the mask depends on the residual too.
+// CHECK-LABEL: func @bn_add_relu_mask_kept
+// CHECK: cnn.fused_batch_norm_relu_grad
+// CHECK-NOT: cnn.fused_batch_norm_affine_relu_grad
+func.func @bn_add_relu_mask_kept(%x: tensor<4x8x4x4xf32>, %s: tensor<8xf32>, %b: tensor<8xf32>, %rm: tensor<8xf32>, %rv: tensor<8xf32>, %dy: tensor<4x8x4x4xf32>, %res: tensor<4x8x4x4xf32>) -> (tensor<4x8x4x4xf32>, tensor<4x8x4x4xf32>, tensor<8xf32>) {
+  %n, %m, %i, %nm, %nv = cnn.batch_norm_train %x, %s, %b, %rm, %rv {epsilon = 1.0e-5 : f32, momentum = 0.1 : f32} : (tensor<4x8x4x4xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<4x8x4x4xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>)
+  %a = cnn.add %n, %res : (tensor<4x8x4x4xf32>, tensor<4x8x4x4xf32>) -> tensor<4x8x4x4xf32>
+  %y = cnn.relu %a : (tensor<4x8x4x4xf32>) -> tensor<4x8x4x4xf32>
+  %g = cnn.relu_grad %dy, %y : (tensor<4x8x4x4xf32>, tensor<4x8x4x4xf32>) -> tensor<4x8x4x4xf32>
+  %gx, %gs, %gb = cnn.batch_norm_grad %g, %x, %s, %m, %i : (tensor<4x8x4x4xf32>, tensor<4x8x4x4xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<4x8x4x4xf32>, tensor<8xf32>, tensor<8xf32>)
+  return %y, %gx, %gs : tensor<4x8x4x4xf32>, tensor<4x8x4x4xf32>, tensor<8xf32>
+}
+
+// -----
+
 // ElementwiseToFused / BiasAddToFused: a lone elementwise op and a lone
 // bias_add (per-channel operand: broadcast kind 1) get the fused form.
 // CHECK-LABEL: func @lone_ops

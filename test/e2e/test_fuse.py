@@ -57,14 +57,23 @@ def test_fuse_preserves_step(tmp_path, name, batch, hw, tol, layout):
     subprocess.run([tool("cnnc"), str(onnx), "--train", "-O0", "--optimizer", "none",
                     "--emit", "mlir", "-o", str(base)], check=True)
     fused = tmp_path / "fused.mlir"
-    passes = (["--cnn-layout"] if layout == "nhwc" else []) + ["--cnn-fuse"]
-    subprocess.run([tool("cnnc-opt"), str(base)] + passes + ["-o", str(fused)], check=True)
+    before = (["--cnn-layout"] if layout.startswith("nhwc") else []) + \
+        (["--cnn-precision"] if layout.endswith("f16") else [])
+    if before:
+        # The step before cnn-fuse runs in the same layout and precision.
+        pre = tmp_path / "pre.mlir"
+        subprocess.run([tool("cnnc-opt"), str(base)] + before + ["-o", str(pre)], check=True)
+        base = pre
+    subprocess.run([tool("cnnc-opt"), str(base), "--cnn-fuse", "-o", str(fused)], check=True)
     text = fused.read_text()
     assert "cnn.fused_" in text
     if name == "simplecnn":
         assert text.count("cnn.fused_conv2d") == 4  # 2 in @forward, 2 in @train_step
     if name == "resnet18":
-        assert "cnn.batch_norm_stats" in text and "cnn.fused_batch_norm_relu_grad" in text
+        # Each block's first BN-ReLU gradient fuses, with the ReLU mask
+        # recomputed from x (the ReLU output is that BN's normalization).
+        assert "cnn.batch_norm_stats" in text
+        assert "cnn.fused_batch_norm_affine_relu_grad" in text
     l0, s0 = run_step(base, tmp_path, "base")
     l1, s1 = run_step(fused, tmp_path, "fused")
     assert abs(l1 - l0) <= tol * abs(l0)
@@ -78,6 +87,41 @@ def test_fuse_preserves_step(tmp_path, name, batch, hw, tol, layout):
         worst = max(worst, float(np.max(np.abs(a - b)) / scale))
     print("%s %s: %d tensors, worst rel %.2e" % (name, layout, len(s0), worst))
     assert worst <= tol
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_recomputed_relu_mask_is_the_stored_one(tmp_path, precision):
+    """fused_batch_norm_affine_relu_grad recomputes the ReLU mask as
+    round(x * alpha + beta) > 0, rounded to the stored type as the forward's
+    ReLU output was: the step must be bit-identical to the fused step that
+    reads the stored output (cnn-fuse recompute-relu-mask=false), in f32 and
+    in f16. (Leaving out the rounding only matters where 0 < x * alpha +
+    beta < 2^-25, which this input does not reach: the rounding is checked
+    by the GPU runs against PyTorch, not here.)"""
+    model = build_model("resnet18", 10, seed=1)
+    onnx = tmp_path / "m.onnx"
+    export_onnx(model, str(onnx), (4, 3, 64, 64), training=True, opset=13)
+    rng = np.random.RandomState(1)
+    np.save(tmp_path / "x.npy", rng.rand(4, 3, 64, 64).astype(np.float32))
+    np.save(tmp_path / "y.npy", rng.randint(0, 10, size=4).astype(np.int64))
+    base = tmp_path / "base.mlir"
+    subprocess.run([tool("cnnc"), str(onnx), "--train", "-O0", "--optimizer", "none",
+                    "--emit", "mlir", "-o", str(base)], check=True)
+    pre = ["--cnn-layout"] + (["--cnn-precision"] if precision == "fp16" else [])
+    steps = {}
+    for recompute in ("true", "false"):
+        out = tmp_path / ("fused-%s.mlir" % recompute)
+        subprocess.run([tool("cnnc-opt"), str(base)] + pre +
+                       ["--cnn-fuse=recompute-relu-mask=%s" % recompute, "-o", str(out)],
+                       check=True)
+        text = out.read_text()
+        assert ("cnn.fused_batch_norm_affine_relu_grad" in text) == (recompute == "true")
+        steps[recompute] = run_step(out, tmp_path, recompute)
+    (l0, s0), (l1, s1) = steps["false"], steps["true"]
+    assert l0 == l1
+    assert s0.keys() == s1.keys()
+    for k in s0:
+        assert np.array_equal(np.asarray(s0[k]), np.asarray(s1[k])), k
 
 
 @pytest.mark.parametrize("name,layout", [("resnet18", "nhwc"), ("resnet18", "nchw")])

@@ -147,6 +147,7 @@ LogicalResult cnnc::driver::optimizeTrainStep(const DriverOptions &o,
       if (std::optional<FusionCounts> fused = getFusionCounts(pass)) {
         std::pair<const char *, int64_t> lines[] = {
             {"bn_relu_grad_ops", fused->bnReluGradOps},
+            {"bn_relu_masks_recomputed", fused->bnReluMasksRecomputed},
             {"bn_split", fused->bnSplits},
             {"conv_epilogue_ops", fused->convEpilogueOps},
             {"elementwise_merges", fused->elementwiseMerges},

@@ -27,6 +27,7 @@ struct FusionCounts {
   int64_t convEpilogueOps = 0;   ///< ops folded into fused_conv2d (convs too)
   int64_t bnSplits = 0;          ///< batch_norm_train split in two
   int64_t bnReluGradOps = 0;     ///< ops folded into fused_batch_norm_relu_grad
+  int64_t bnReluMasksRecomputed = 0; ///< ... whose mask is recomputed from x
   int64_t elementwiseOps = 0;    ///< elementwise ops given the fused form
   int64_t elementwiseMerges = 0; ///< fused_elementwise producer/consumer merges
 };

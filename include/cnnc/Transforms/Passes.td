@@ -411,7 +411,10 @@ def CNNFuse : Pass<"cnn-fuse", "mlir::ModuleOp"> {
        the residual add and ReLU that follow join it.
     3. batch_norm_grad(relu_grad(dy, y)) -> fused_batch_norm_relu_grad, in
        either layout (the mask is applied while reading dy; the masked
-       gradient is never stored).
+       gradient is never stored). Where y = relu(x * alpha + beta) is the
+       normalization of 2 (no residual add between), the op becomes
+       fused_batch_norm_affine_relu_grad: the mask is recomputed from x,
+       which the gradient reads anyway, and y is not read.
     4. Every elementwise op becomes a fused_elementwise with an `arith` body;
        producer/consumer pairs of the same shape merge while the consumer's
        other operands are defined before the producer.
@@ -444,6 +447,11 @@ def CNNFuse : Pass<"cnn-fuse", "mlir::ModuleOp"> {
     }
     ```
   }];
+  let options = [
+    Option<"recomputeReluMask", "recompute-relu-mask", "bool", "true",
+           "Give fused BN-ReLU gradients the mask recomputed from x where the "
+           "ReLU output is the BN normalization (off: read the stored output)">,
+  ];
   let statistics = [
     Statistic<"numConvEpilogueOps", "conv-epilogue-ops",
               "Ops folded into fused_conv2d (the convolutions included)">,
@@ -451,6 +459,8 @@ def CNNFuse : Pass<"cnn-fuse", "mlir::ModuleOp"> {
               "batch_norm_train split into statistics + normalization">,
     Statistic<"numBatchNormReluGradOps", "bn-relu-grad-ops",
               "Ops folded into fused_batch_norm_relu_grad">,
+    Statistic<"numReluMasksRecomputed", "relu-masks-recomputed",
+              "fused_batch_norm_relu_grad ops given the mask recomputed from x">,
     Statistic<"numElementwiseOps", "elementwise-ops",
               "Elementwise ops given the fused_elementwise form">,
     Statistic<"numElementwiseMerges", "elementwise-merges",

@@ -76,6 +76,25 @@ LogicalResult FusedBatchNormReluGradOp::verify() {
   return success();
 }
 
+LogicalResult FusedBatchNormAffineReluGradOp::verify() {
+  auto in = getInput().getType();
+  if (getGradOutput().getType() != in)
+    return emitOpError("'grad_output' ")
+           << getGradOutput().getType() << " must have the type of 'input' "
+           << in;
+  int64_t c = in.getDimSize(channelDim(in, getLayout()));
+  for (auto [name, v] : {std::pair<StringRef, Value>{"scale", getScale()},
+                         {"saved_mean", getSavedMean()},
+                         {"saved_invstd", getSavedInvstd()},
+                         {"alpha", getAlpha()},
+                         {"beta", getBeta()}})
+    if (failed(checkChannels(*this, name, v, c)))
+      return failure();
+  if (getGradInput().getType() != in)
+    return emitOpError("'grad_input' must have the type of 'input'");
+  return success();
+}
+
 LogicalResult FusedElementwiseOp::verify() {
   if (getResults().empty())
     return emitOpError("needs at least one result");

@@ -225,11 +225,16 @@ private:
                Value bias = {}, Value alpha = {}, Value beta = {});
   /// batch_norm_grad, or with `reluOut` fused_batch_norm_relu_grad, in the
   /// given layout: per-channel sums, then dx in one elementwise kernel.
+  /// batch_norm_grad, with the ReLU mask from the stored output `reluOut`
+  /// or recomputed from x as round(x * alpha + beta) > 0 (`alpha`, `beta`
+  /// set: fused_batch_norm_affine_relu_grad), or without a mask.
   void bnGrad(std::string &out, Operation *op, bool nhwc, Value dy,
               Value reluOut, Value x, Value scale, Value mean, Value invstd,
-              Value gradScale, Value gradBias, Value gradInput);
+              Value gradScale, Value gradBias, Value gradInput,
+              Value alpha = {}, Value beta = {});
   int64_t nhwcPartial(std::string &out, Operation *op, int mode, Value a,
-                      Value b, Value mean, Value invstd, Value mask = {});
+                      Value b, Value mean, Value invstd, Value mask = {},
+                      Value alpha = {}, Value beta = {});
   std::string poolParams(RankedTensorType x, RankedTensorType y,
                          ArrayRef<int64_t> k, ArrayRef<int64_t> s,
                          ArrayRef<int64_t> p, bool countIncludePad, bool nhwc);
@@ -279,6 +284,13 @@ void Emitter::launch(std::string &out, Operation *op, const std::string &name,
                      name, grid, block, args, loc(op),
                      op->getName().getStringRef().str(), name);
   ++numLaunches;
+}
+
+/// `expr` (an f32 expression) rounded to the element type `t` and back.
+static std::string roundTo(Type t, const std::string &expr) {
+  if (t.isF16())
+    return "__half2float(__float2half_rn(" + expr + "))";
+  return "(" + expr + ")";
 }
 
 static std::string gridFor(int64_t n) {
@@ -584,7 +596,8 @@ static int64_t channelInner(RankedTensorType t) {
 //===----------------------------------------------------------------------===//
 
 int64_t Emitter::nhwcPartial(std::string &out, Operation *op, int mode, Value a,
-                             Value b, Value mean, Value invstd, Value mask) {
+                             Value b, Value mean, Value invstd, Value mask,
+                             Value alpha, Value beta) {
   auto t = ttype(a);
   int64_t C = t.getDimSize(t.getRank() - 1), M = t.getNumElements() / C;
   // Eight channels per thread (16-byte loads) when rows stay 16-byte aligned.
@@ -606,9 +619,10 @@ int64_t Emitter::nhwcPartial(std::string &out, Operation *op, int mode, Value a,
       fmt::format("{}<{}, {}>", vec ? "nhwcPartial8" : "nhwcPartial", mode, T),
       fmt::format("dim3({}, {})", colBlocks, tiles),
       vec ? fmt::format("dim3({}, {})", lanes, 256 / lanes) : "dim3(32, 8)",
-      fmt::format("{}, {}, {}, {}, {}, {}ll, {}, {}ll", ptr(a),
+      fmt::format("{}, {}, {}, {}, {}, {}, {}, {}ll, {}, {}ll", ptr(a),
                   orNull(b, "const " + T), orNull(mask, "const " + T),
-                  orNull(mean, "const float"), orNull(invstd, "const float"), M,
+                  orNull(mean, "const float"), orNull(invstd, "const float"),
+                  orNull(alpha, "const float"), orNull(beta, "const float"), M,
                   C, rowsPerTile));
   return tiles;
 }
@@ -616,28 +630,32 @@ int64_t Emitter::nhwcPartial(std::string &out, Operation *op, int mode, Value a,
 void Emitter::bnGrad(std::string &out, Operation *op, bool nhwc, Value dy,
                      Value reluOut, Value x, Value scale, Value mean,
                      Value invstd, Value gradScale, Value gradBias,
-                     Value gradInput) {
+                     Value gradInput, Value alpha, Value beta) {
+  bool masked = reluOut || alpha;
   auto t = ttype(x);
   int64_t C = t.getDimSize(nhwc ? t.getRank() - 1 : 1);
   std::string S = ctype(ttype(scale).getElementType());
   // Pass 1: per-channel sum(g) and sum(g * xhat), g = dy (masked by the ReLU
   // output when fused: the masked gradient is never stored).
   if (nhwc) {
-    int64_t tiles =
-        nhwcPartial(out, op, reluOut ? 3 : 2, dy, x, mean, invstd, reluOut);
+    int64_t tiles = nhwcPartial(out, op, alpha ? 4 : reluOut ? 3 : 2, dy, x,
+                                mean, invstd, reluOut, alpha, beta);
     launch(
         out, op, fmt::format("nhwcBnGradFinish<{}>", S), std::to_string(C),
         "256",
         fmt::format("{}, {}, {}, {}", ptr(gradScale), ptr(gradBias), C, tiles));
-  } else if (reluOut) {
-    launch(
-        out, op,
-        fmt::format("bnReluGradReduce<{}, {}>", ctype(t.getElementType()), S),
-        std::to_string(C), "512",
-        fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}, {}ll", ptr(dy),
-                    ptr(reluOut), ptr(x), ptr(mean), ptr(invstd),
-                    ptr(gradScale), ptr(gradBias), t.getDimSize(0), C,
-                    channelInner(t)));
+  } else if (masked) {
+    std::string T = ctype(t.getElementType());
+    auto orNull = [&](Value v, const std::string &type) {
+      return v ? ptr(v) : fmt::format("({} *)nullptr", type);
+    };
+    launch(out, op, fmt::format("bnReluGradReduce<{}, {}>", T, S),
+           std::to_string(C), "512",
+           fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}ll",
+                       ptr(dy), orNull(reluOut, "const " + T), ptr(x),
+                       ptr(mean), ptr(invstd), orNull(alpha, "const float"),
+                       orNull(beta, "const float"), ptr(gradScale),
+                       ptr(gradBias), t.getDimSize(0), C, channelInner(t)));
   } else {
     launch(out, op,
            fmt::format("bnGradReduce<{}, {}>", ctype(t.getElementType()), S),
@@ -659,9 +677,17 @@ void Emitter::bnGrad(std::string &out, Operation *op, bool nhwc, Value dy,
                          {scale, ci},
                          {gradScale, ci},
                          {gradBias, ci}});
-  std::string g = reluOut ? "g" : "a0";
-  std::string expr =
-      reluOut ? "float g = a1 > 0.f ? a0 : 0.f; " : std::string();
+  std::string g = masked ? "g" : "a0";
+  std::string expr;
+  if (reluOut) {
+    expr = "float g = a1 > 0.f ? a0 : 0.f; ";
+  } else if (alpha) {
+    // The forward's x * alpha + beta (same expression, so the same fma),
+    // rounded to the stored type as the ReLU output was.
+    ins.insert(ins.end(), {{alpha, ci}, {beta, ci}});
+    expr = fmt::format("float g = {} > 0.f ? a0 : 0.f; ",
+                       roundTo(t.getElementType(), "a1 * a7 + a8"));
+  }
   expr +=
       fmt::format("float xhat = (a{} - a{}) * a{}; r0 = a{} * a{} * ({} - a{} "
                   "/ {} - xhat * a{} / {});",
@@ -1246,6 +1272,13 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
         bnGrad(out, op, b.isNHWC(), b.getGradOutput(), b.getReluOutput(),
                b.getInput(), b.getScale(), b.getSavedMean(), b.getSavedInvstd(),
                b.getGradScale(), b.getGradBias(), b.getGradInput());
+        return success();
+      })
+      .Case([&](FusedBatchNormAffineReluGradOp b) {
+        bnGrad(out, op, b.isNHWC(), b.getGradOutput(), {}, b.getInput(),
+               b.getScale(), b.getSavedMean(), b.getSavedInvstd(),
+               b.getGradScale(), b.getGradBias(), b.getGradInput(),
+               b.getAlpha(), b.getBeta());
         return success();
       })
       .Case([&](BatchNormGradOp b) {

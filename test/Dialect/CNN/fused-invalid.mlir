@@ -144,3 +144,21 @@ func.func @ew_body_args(%x: tensor<2x8xf32>) {
   }
   return
 }
+
+// -----
+
+// fused_batch_norm_affine_relu_grad: alpha and beta are per channel.
+func.func @bn_affine_relu_grad_alpha(%x: tensor<2x8x4x4xf32>, %s: tensor<8xf32>, %a: tensor<4xf32>) {
+  // expected-error @+1 {{'alpha' 'tensor<4xf32>' must be 1-D of size 8 (the channel count)}}
+  %gx, %gs, %gb = cnn.fused_batch_norm_affine_relu_grad %x, %x, %s, %s, %s, %a, %s : (tensor<2x8x4x4xf32>, tensor<2x8x4x4xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<4xf32>, tensor<8xf32>) -> (tensor<2x8x4x4xf32>, tensor<8xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
+// fused_batch_norm_affine_relu_grad: grad_output has the type of input.
+func.func @bn_affine_relu_grad_types(%dy: tensor<2x8x4x4xf16>, %x: tensor<2x8x4x4xf32>, %s: tensor<8xf32>) {
+  // expected-error @+1 {{'grad_output' 'tensor<2x8x4x4xf16>' must have the type of 'input' 'tensor<2x8x4x4xf32>'}}
+  %gx, %gs, %gb = cnn.fused_batch_norm_affine_relu_grad %dy, %x, %s, %s, %s, %s, %s : (tensor<2x8x4x4xf16>, tensor<2x8x4x4xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x8x4x4xf32>, tensor<8xf32>, tensor<8xf32>)
+  return
+}

@@ -15,6 +15,13 @@ func.func @bn_stats_nhwc(%x: tensor<2x4x4x8xf16>, %s: tensor<8xf32>, %b: tensor<
   return %a, %be : tensor<8xf32>, tensor<8xf32>
 }
 
+// CHECK-LABEL: func @bn_affine_relu_grad
+// CHECK: cnn.fused_batch_norm_affine_relu_grad
+func.func @bn_affine_relu_grad(%dy: tensor<2x4x4x8xf16>, %x: tensor<2x4x4x8xf16>, %s: tensor<8xf32>, %m: tensor<8xf32>, %i: tensor<8xf32>, %a: tensor<8xf32>, %b: tensor<8xf32>) -> tensor<2x4x4x8xf16> {
+  %gx, %gs, %gb = cnn.fused_batch_norm_affine_relu_grad %dy, %x, %s, %m, %i, %a, %b {layout = #cnn.layout<NHWC>} : (tensor<2x4x4x8xf16>, tensor<2x4x4x8xf16>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x4x4x8xf16>, tensor<8xf32>, tensor<8xf32>)
+  return %gx : tensor<2x4x4x8xf16>
+}
+
 // CHECK-LABEL: func @bn_relu_grad
 // CHECK: cnn.fused_batch_norm_relu_grad
 func.func @bn_relu_grad(%dy: tensor<2x8x4x4xf32>, %y: tensor<2x8x4x4xf32>, %x: tensor<2x8x4x4xf32>, %s: tensor<8xf32>, %m: tensor<8xf32>, %i: tensor<8xf32>) -> tensor<2x8x4x4xf32> {

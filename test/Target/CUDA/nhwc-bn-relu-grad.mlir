@@ -1,20 +1,31 @@
 // The default GPU pipeline (NHWC, f16, fusion) on conv -> BN -> ReLU: the
-// ReLU gradient fuses into the BN gradient, whose NHWC lowering reduces the
-// masked gradient with the tiled reduction (nhwcPartial8 mode 3: C % 8 == 0) and computes
-// dx in one elementwise kernel that applies the mask again: the masked
+// ReLU gradient fuses into the BN gradient, and since the ReLU output is
+// the BN normalization itself (no residual add between), cnn-fuse gives the
+// fused op the normalization's alpha and beta instead of the ReLU output
+// (fused_batch_norm_affine_relu_grad): the NHWC lowering reduces the masked
+// gradient with the tiled reduction (nhwcPartial8 mode 4: C % 8 == 0, the
+// mask recomputed from x) and computes dx in one elementwise kernel that
+// recomputes the mask again; neither reads the ReLU output, and the masked
 // gradient is never stored.
 // RUN: cnnc %s --train --optimizer sgd --emit cuda --stats -o %t.cu 2>&1 | FileCheck %s --check-prefix=STATS
 // RUN: FileCheck %s < %t.cu
+// RUN: FileCheck %s --check-prefix=KERNEL < %t.cu
 // STATS: cnnc: stats: fusion bn_relu_grad_ops 2
+// STATS-NEXT: cnnc: stats: fusion bn_relu_masks_recomputed 1
 
 // CHECK-LABEL: static void trainStep(
-// CHECK: nhwcPartial8<3, __half><<<dim3(1, {{[0-9]+}}), dim3(2, 128), 0, s>>>(P<__half>(A, [[DY:[0-9]+]]), P<__half>(A, [[X:[0-9]+]]), P<__half>(A, [[Y:[0-9]+]]), P<float>
-// CHECK-NEXT: CNNRT_CHECK_KERNEL(ctx, "{{.*}}", "cnn.fused_batch_norm_relu_grad nhwc{{.*}}");
+// The forward normalization + ReLU: x * alpha + beta, the rounding to f16.
+// CHECK: cnn.batch_norm_stats nhwcStatsFinish
+// CHECK: k{{[0-9]+}}<<<{{.*}}>>>(P<__half>(A, [[X:[0-9]+]]), P<float>(A, [[AL:[0-9]+]]), P<float>(A, [[BE:[0-9]+]]), P<__half>(A, [[Y:[0-9]+]]));
+// CHECK: nhwcPartial8<4, __half><<<dim3(1, {{[0-9]+}}), dim3(2, 128), 0, s>>>(P<__half>(A, [[DY:[0-9]+]]), P<__half>(A, [[X]]), (const __half *)nullptr, P<float>(A, {{[0-9]+}}), P<float>(A, {{[0-9]+}}), P<float>(A, [[AL]]), P<float>(A, [[BE]]),
+// CHECK-NEXT: CNNRT_CHECK_KERNEL(ctx, "{{.*}}", "cnn.fused_batch_norm_affine_relu_grad nhwc{{.*}}");
 // One block per channel (16) adds the tiles.
 // CHECK-NEXT: nhwcBnGradFinish<float><<<16, 256, 0, s>>>
-// CHECK-NEXT: CNNRT_CHECK_KERNEL(ctx, "{{.*}}", "cnn.fused_batch_norm_relu_grad nhwc{{.*}}");
-// CHECK-NEXT: k[[K:[0-9]+]]<<<{{.*}}>>>(P<__half>(A, [[DY]]), P<__half>(A, [[Y]]), P<__half>(A, [[X]]),
+// CHECK-NEXT: CNNRT_CHECK_KERNEL(ctx, "{{.*}}", "cnn.fused_batch_norm_affine_relu_grad nhwc{{.*}}");
+// CHECK-NEXT: k[[K:[0-9]+]]<<<{{.*}}>>>(P<__half>(A, [[DY]]), P<__half>(A, [[X]]), {{.*}}, P<float>(A, [[AL]]), P<float>(A, [[BE]]), P<__half>(A,
 // CHECK-NOT: "cnn.relu_grad
+// The dx kernel recomputes the mask as the forward computed y.
+// KERNEL: float g = __half2float(__float2half_rn(a1 * a7 + a8)) > 0.f ? a0 : 0.f;
 func.func @forward(%x: tensor<8x3x8x8xf32> {cnn.input},
                    %w1: tensor<16x3x3x3xf32> {cnn.param = "conv1.weight"},
                    %g: tensor<16xf32> {cnn.param = "bn.weight"},

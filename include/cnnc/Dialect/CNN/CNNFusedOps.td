@@ -72,6 +72,32 @@ def CNN_FusedBatchNormReluGradOp : CNN_LayoutOp<"fused_batch_norm_relu_grad"> {
   let hasVerifier = 1;
 }
 
+def CNN_FusedBatchNormAffineReluGradOp
+    : CNN_LayoutOp<"fused_batch_norm_affine_relu_grad"> {
+  let summary = "fused_batch_norm_relu_grad with the ReLU mask recomputed from x";
+  let description = [{
+    batch_norm_grad of relu_grad(grad_output, y) where the forward computed
+    y = relu(x * alpha + beta) in one kernel (`alpha`, `beta`: the
+    batch_norm_stats results of the same normalization). The mask y > 0 is
+    recomputed as round(x * alpha + beta) > 0, rounded to the element type of
+    `grad_output` as y was, so it is the stored output's mask exactly, and
+    `y` is not read: two of the seven full-size tensor passes of
+    fused_batch_norm_relu_grad go away. cnn-fuse makes this op only where it
+    can see that y is that normalization.
+
+    Constraints: `grad_output` has the type of `input`; `scale`,
+    `saved_mean`, `saved_invstd`, `alpha`, `beta` are 1-D with the channel
+    count of `input` (per `layout`). Results as batch_norm_grad.
+  }];
+  let arguments = (ins CNN_FloatTensor:$grad_output, CNN_FloatTensor:$input,
+                   CNN_FloatTensor:$scale, CNN_FloatTensor:$saved_mean,
+                   CNN_FloatTensor:$saved_invstd, CNN_FloatTensor:$alpha,
+                   CNN_FloatTensor:$beta, CNN_Layout:$layout);
+  let results = (outs CNN_FloatTensor:$grad_input, CNN_FloatTensor:$grad_scale,
+                 CNN_FloatTensor:$grad_bias);
+  let hasVerifier = 1;
+}
+
 def CNN_FusedElementwiseOp : CNN_Op<"fused_elementwise",
     [Pure, IsolatedFromAbove, CNN_LayoutSensitiveOpInterface,
      SingleBlockImplicitTerminator<"::cnnc::cnn::YieldOp">]> {
