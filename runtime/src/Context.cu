@@ -559,8 +559,12 @@ void Context::endProfile(const char *title) {
   for (auto &[k, r] : rows)
     std::fprintf(stderr, "  %-34s %9.3f %6.1f %6d\n", k.c_str(), r.ms,
                  100.0 * r.ms / std::max(total, 1e-9), r.calls);
+  // CNNRT_PROFILE_TOP=N lists the N slowest launches (default 20).
+  size_t top = 20;
+  if (const char *t = std::getenv("CNNRT_PROFILE_TOP"))
+    top = std::strtoul(t, nullptr, 10);
   std::fprintf(stderr, "  slowest launches:\n");
-  for (size_t i = 0; i < each.size() && i < 20; ++i)
+  for (size_t i = 0; i < each.size() && i < top; ++i)
     std::fprintf(stderr, "  %9.3f ms  %-40s %s\n", each[i].first,
                  each[i].second->what.c_str(), each[i].second->loc.c_str());
   for (const Impl::Mark &m : I.marks)

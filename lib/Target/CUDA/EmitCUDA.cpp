@@ -26,6 +26,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <map>
+#include <numeric>
 #include <optional>
 
 using namespace mlir;
@@ -448,13 +449,31 @@ void Emitter::elementwise(std::string &out, Operation *op, ArrayRef<EwIn> ins,
   for (Value o : outs)
     vec &= aligned(o);
   if (vec) {
+    // Per-channel inputs: the 8 elements' channels are 8 consecutive ones
+    // (NHWC, C % 8 == 0: one vector load) or one channel (NCHW with H*W % 8
+    // == 0: one load) instead of 8 scalar loads. In NHWC, when the grid's
+    // stride (grid * 256 vectors) is a multiple of C / 8 vectors, a thread
+    // sees the same 8 channels in every iteration: their loads move out of
+    // the loop (the BN-gradient kernels read up to seven per-channel arrays
+    // per eight elements; inside the loop those L1 loads, not HBM, bound
+    // the kernel). The grid is rounded down to make that so.
+    int64_t grid = std::stoll(gridFor(n / 8)), period = 1;
+    bool anyPerVec = false;
+    for (const EwIn &in : ins)
+      if (in.channel && in.channel->inner == 0 &&
+          in.channel->channels % 8 == 0 && aligned(in.v)) {
+        anyPerVec = true;
+        int64_t cv = in.channel->channels / 8;
+        period = std::lcm(period, cv / std::gcd(cv, int64_t(256)));
+      }
+    bool hoist = anyPerVec && grid >= period && n / 8 > grid * 256;
+    if (hoist)
+      grid -= grid % period;
+    std::string perChannel;
     body += fmt::format(
         "  for (int64_t v = blockIdx.x * 256ll + threadIdx.x; v < {}ll; "
         "v += (int64_t)gridDim.x * 256) {{\n",
         n / 8);
-    // Per-channel inputs: the 8 elements' channels are 8 consecutive ones
-    // (NHWC, C % 8 == 0: one vector load) or one channel (NCHW with H*W % 8
-    // == 0: one load) instead of 8 scalar loads.
     std::vector<bool> perVec(ins.size()), perOne(ins.size());
     for (auto [k, in] : llvm::enumerate(ins)) {
       if (!in.channel)
@@ -462,9 +481,10 @@ void Emitter::elementwise(std::string &out, Operation *op, ArrayRef<EwIn> ins,
       const Channel &ch = *in.channel;
       if (ch.inner == 0 && ch.channels % 8 == 0 && aligned(in.v)) {
         perVec[k] = true;
-        body += fmt::format(
-            "    float a{}v[8];\n    ldv8(in{} + (v * 8) % {}ll, a{}v);\n", k,
-            k, ch.channels, k);
+        (hoist ? perChannel : body) += fmt::format(
+            "    float a{}v[8];\n    ldv8(in{} + ({} * 8) % {}ll, a{}v);\n",
+            k, k, hoist ? "(blockIdx.x * 256ll + threadIdx.x)" : "v",
+            ch.channels, k);
       } else if (ch.inner > 0 && ch.inner % 8 == 0) {
         perOne[k] = true;
         body += fmt::format(
@@ -495,7 +515,8 @@ void Emitter::elementwise(std::string &out, Operation *op, ArrayRef<EwIn> ins,
     for (size_t k = 0; k < outs.size(); ++k)
       body += fmt::format("    stv8(out{} + v * 8, r{}v);\n", k, k);
     body += "  }\n";
-    launch(out, op, kernel(params, body), gridFor(n / 8), "256", args);
+    launch(out, op, kernel(params, perChannel + body), std::to_string(grid),
+           "256", args);
     return;
   }
   body += fmt::format(
