@@ -26,6 +26,10 @@ void cnnc::buildCNNGPUPipeline(OpPassManager &pm,
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());
   }
+  // The CUDA target's runtime converts each batch straight into the format
+  // the first convolution reads.
+  if (options.lowerElementwise && (nhwc || fp16))
+    pm.addPass(createCNNInputFormat());
   // Data parallelism: after layout/precision (the f16 gradients are the ones
   // reduced), before fusion and the memory plan.
   if (options.dataParallel) {

@@ -12,15 +12,19 @@ namespace {
 template <typename T, typename S>
 __global__ void convertImagesKernel(const S *__restrict__ src,
                                     T *__restrict__ dst, int64_t total, int C,
-                                    int H, int W, bool nhwc,
+                                    int H, int W, bool nhwc, int Cs,
                                     InputFormat format) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
        i += (int64_t)gridDim.x * blockDim.x) {
     int64_t s = i;
     int c;
-    if (nhwc) { // dst is N,H,W,C; src is N,C,H,W
-      c = static_cast<int>(i % C);
-      int64_t x = (i / C) % W, y = (i / C / W) % H, n = i / C / W / H;
+    if (nhwc) { // dst is N,H,W,Cs (channels C..Cs-1 zero); src is N,C,H,W
+      c = static_cast<int>(i % Cs);
+      if (c >= C) {
+        dst[i] = T(0.0f);
+        continue;
+      }
+      int64_t x = (i / Cs) % W, y = (i / Cs / W) % H, n = i / Cs / W / H;
       s = ((n * C + c) * H + y) * W + x;
     } else {
       c = static_cast<int>((i / ((int64_t)H * W)) % C);
@@ -37,13 +41,17 @@ __global__ void convertImagesKernel(const S *__restrict__ src,
 template <typename T>
 __global__ void convertImagesF32Kernel(const float *__restrict__ src,
                                        T *__restrict__ dst, int64_t total,
-                                       int C, int H, int W, bool nhwc) {
+                                       int C, int H, int W, bool nhwc, int Cs) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
        i += (int64_t)gridDim.x * blockDim.x) {
     int64_t s = i;
-    if (nhwc) { // dst is N,H,W,C; src is N,C,H,W
-      int64_t c = i % C, x = (i / C) % W, y = (i / C / W) % H,
-              n = i / C / W / H;
+    if (nhwc) { // dst is N,H,W,Cs (channels C..Cs-1 zero); src is N,C,H,W
+      int64_t c = i % Cs, x = (i / Cs) % W, y = (i / Cs / W) % H,
+              n = i / Cs / W / H;
+      if (c >= C) {
+        dst[i] = T(0.0f);
+        continue;
+      }
       s = ((n * C + c) * H + y) * W + x;
     }
     dst[i] = T(src[s]);
@@ -113,6 +121,15 @@ std::string shapeStr(const int64_t *d, size_t n) {
 
 } // namespace
 
+/// The channels the input tensor holds: the images' own, or in NHWC the
+/// padded count the first convolution reads (cnn-input-format; the
+/// channels past the images' are written as zeros).
+static int storedChannels(const ModelSpec &spec, const TensorSpec &img) {
+  if (img.layout == Layout::NHWC && img.rank == 4 && img.dims[3] >= spec.imageC)
+    return static_cast<int>(img.dims[3]);
+  return spec.imageC;
+}
+
 bool persistent(Role r) {
   return r == Role::Param || r == Role::Buffer || r == Role::OptState ||
          r == Role::LossScale;
@@ -122,19 +139,19 @@ void launchInputConvert(Context &ctx, const void *dImages,
                         const int32_t *dLabels, const InputFormat &format) {
   const ModelSpec &spec = ctx.spec();
   if (const TensorSpec *img = findTensor(spec, Role::InputImage)) {
-    int64_t total =
-        (int64_t)spec.batch * spec.imageC * spec.imageH * spec.imageW;
-    unsigned g = std::min<unsigned>(gridFor(total), 65535u * 8);
     bool nhwc = img->layout == Layout::NHWC;
+    int Cs = storedChannels(spec, *img);
+    int64_t total = (int64_t)spec.batch * Cs * spec.imageH * spec.imageW;
+    unsigned g = std::min<unsigned>(gridFor(total), 65535u * 8);
     auto launch = [&](auto *dst) {
       if (format.f32)
         convertImagesKernel<<<g, 256, 0, ctx.stream()>>>(
             static_cast<const float *>(dImages), dst, total, spec.imageC,
-            spec.imageH, spec.imageW, nhwc, format);
+            spec.imageH, spec.imageW, nhwc, Cs, format);
       else
         convertImagesKernel<<<g, 256, 0, ctx.stream()>>>(
             static_cast<const uint8_t *>(dImages), dst, total, spec.imageC,
-            spec.imageH, spec.imageW, nhwc, format);
+            spec.imageH, spec.imageW, nhwc, Cs, format);
     };
     if (img->dtype == DType::F16)
       launch(ctx.at<__half>(img->offset));
@@ -155,18 +172,18 @@ void launchInputConvertF32(Context &ctx, const float *dImages,
   const ModelSpec &spec = ctx.spec();
   if (const TensorSpec *img = findTensor(spec, Role::InputImage);
       img && dImages) {
-    int64_t total =
-        (int64_t)spec.batch * spec.imageC * spec.imageH * spec.imageW;
-    unsigned g = std::min<unsigned>(gridFor(total), 65535u * 8);
     bool nhwc = img->layout == Layout::NHWC;
+    int Cs = storedChannels(spec, *img);
+    int64_t total = (int64_t)spec.batch * Cs * spec.imageH * spec.imageW;
+    unsigned g = std::min<unsigned>(gridFor(total), 65535u * 8);
     if (img->dtype == DType::F16)
       convertImagesF32Kernel<__half><<<g, 256, 0, ctx.stream()>>>(
           dImages, ctx.at<__half>(img->offset), total, spec.imageC, spec.imageH,
-          spec.imageW, nhwc);
+          spec.imageW, nhwc, Cs);
     else
       convertImagesF32Kernel<float><<<g, 256, 0, ctx.stream()>>>(
           dImages, ctx.at<float>(img->offset), total, spec.imageC, spec.imageH,
-          spec.imageW, nhwc);
+          spec.imageW, nhwc, Cs);
     ctx.checkLaunch("input image conversion (f32)");
   }
   if (const TensorSpec *lab = findTensor(spec, Role::InputLabel);

@@ -1032,10 +1032,16 @@ BatchNeed planFor(const DriverOptions &base, int64_t batch) {
     return n;
   uint64_t image = 0;
   for (unsigned i = 0; i < step.getNumArguments(); ++i)
-    if (step.getArgAttr(i, cnn::kInputAttr))
+    if (step.getArgAttr(i, cnn::kInputAttr)) {
+      // Staged batches are the images' f32 N x C x H x W (cnn-input-format
+      // may have given the argument the padded f16 NHWC type).
       image = cast<RankedTensorType>(step.getArgument(i).getType())
-                  .getNumElements() *
-              4;
+                  .getNumElements();
+      if (auto shape =
+              step.getArgAttrOfType<DenseI64ArrayAttr>(i, "cnn.image_shape"))
+        image = shape[0] * shape[1] * shape[2] * shape[3];
+      image *= 4;
+    }
   n.ok = true;
   n.arena = arena.getInt();
   n.staging = 2 * 2 * (image + 8 * batch);

@@ -114,6 +114,46 @@ def CNNLayout : Pass<"cnn-layout", "mlir::ModuleOp"> {
   }];
 }
 
+def CNNInputFormat : Pass<"cnn-input-format", "mlir::ModuleOp"> {
+  let summary = "The image input arrives in the format the first convolution reads";
+  let description = [{
+    After cnn-layout and cnn-precision the image argument (`cnn.input`, f32
+    NCHW) of @train_step and @forward goes through a chain of single-use
+    ops before the first convolution: `cast` to f16, `transpose` to NHWC,
+    `pad` of the channels to a multiple of 8 with zeros. The runtime already
+    converts every batch into the input tensor (bytes or f32 NCHW from the
+    loader or the C API, with normalization): this pass folds the chain
+    into the argument's type, so that conversion writes the f16, NHWC,
+    channel-padded tensor directly and the step starts with the first
+    convolution (three kernels and two copies of the batch fewer per step).
+    The argument gets `cnn.image_shape` (the N, C, H, W of the images, what
+    the runtime's ModelSpec describes) and `cnn.image_layout`. The longest
+    prefix of cast, transpose, pad that every function has is folded, so
+    @train_step and @forward keep one input tensor. Runs after cnn-layout
+    and cnn-precision (and their canonicalization), for the CUDA target
+    only: the reference interpreter reads f32 NCHW inputs.
+
+    Before:
+    ```mlir
+    func.func @train_step(%x: tensor<32x3x32x32xf32> {cnn.input}, ...) {
+      %0 = cnn.cast %x : (tensor<32x3x32x32xf32>) -> tensor<32x3x32x32xf16>
+      %1 = cnn.transpose %0 {permutation = array<i64: 0, 2, 3, 1>} : ... -> tensor<32x32x32x3xf16>
+      %2 = cnn.pad %1 {pads = array<i64: 0, 0, 0, 0, 0, 0, 0, 5>} : ... -> tensor<32x32x32x8xf16>
+      %3 = cnn.conv2d %2, ...
+    ```
+    After:
+    ```mlir
+    func.func @train_step(%x: tensor<32x32x32x8xf16> {cnn.input,
+        cnn.image_layout = #cnn.layout<NHWC>,
+        cnn.image_shape = array<i64: 32, 3, 32, 32>}, ...) {
+      %3 = cnn.conv2d %x, ...
+    ```
+  }];
+  let statistics = [
+    Statistic<"numFolded", "folded-ops", "input conversion ops folded into the argument">,
+  ];
+}
+
 def CNNPrecision : Pass<"cnn-precision", "mlir::ModuleOp"> {
   let summary = "f16 compute with f32 master weights, optimizer state and dynamic loss scaling";
   let description = [{

@@ -55,6 +55,8 @@ enum class AttrKind {
   Count,        // cnn.update_group, cnn.cast_group: a non-negative i64
   DataParallel, // cnn.data_parallel on a step: {buckets: i64, bucket_mb:
                 // f64, collectives: i64 (all all_reduce ops), sync_bn: bool}
+  LayoutEnum,   // cnn.image_layout: a #cnn.layout
+  ImageShape,   // cnn.image_shape: array<i64: N, C, H, W>, all positive
 };
 
 /// Attributes of function arguments and results (a train_step result carries
@@ -68,6 +70,8 @@ AttrKind argOrResultAttrKind(StringRef name) {
              AttrKind::Name)
       .Case("cnn.init", AttrKind::Float)
       .Case("cnn.offset", AttrKind::Bytes)
+      .Case("cnn.image_layout", AttrKind::LayoutEnum)
+      .Case("cnn.image_shape", AttrKind::ImageShape)
       .Default(AttrKind::Unknown);
 }
 
@@ -132,6 +136,15 @@ LogicalResult verifyCNNAttr(function_ref<InFlightDiagnostic()> emitError,
     return check(isa<StringAttr>(value), "a string");
   case AttrKind::Float:
     return check(isa<FloatAttr>(value), "a float");
+  case AttrKind::LayoutEnum:
+    return check(isa<LayoutAttr>(value), "a #cnn.layout");
+  case AttrKind::ImageShape: {
+    auto a = dyn_cast<DenseI64ArrayAttr>(value);
+    return check(a && a.size() == 4 &&
+                     llvm::all_of(a.asArrayRef(),
+                                  [](int64_t d) { return d > 0; }),
+                 "an array<i64> of four positive sizes (N, C, H, W)");
+  }
   case AttrKind::Bytes: {
     auto i = dyn_cast<IntegerAttr>(value);
     return check(i && i.getType().isSignlessInteger(64) &&

@@ -37,7 +37,7 @@ static const char *kPrelude =
 #include "Prelude.cuh.inc"
     ;
 
-static std::string tensorTable(const BufferPlan &plan);
+static std::string tensorTable(const BufferPlan &plan, bool inputNHWC);
 
 namespace {
 
@@ -1920,7 +1920,21 @@ LogicalResult Emitter::write(llvm::raw_ostream &os, func::FuncOp step,
   if (!epilogues.empty())
     os << "// ---- epilogues of fused convolutions (run by the runtime) ----\n"
        << epilogues;
-  os << tensorTable(plan) << "\n";
+  // The images' N, C, H, W: the input's own shape, or what cnn-input-format
+  // recorded when it folded the conversion into the argument.
+  SmallVector<int64_t, 4> image(input->type.getShape());
+  bool inputNHWC = false;
+  for (BlockArgument a : step.getArguments()) {
+    if (!step.getArgAttr(a.getArgNumber(), kInputAttr))
+      continue;
+    if (auto shape = step.getArgAttrOfType<DenseI64ArrayAttr>(
+            a.getArgNumber(), "cnn.image_shape"))
+      image.assign(shape.asArrayRef().begin(), shape.asArrayRef().end());
+    if (auto layout = step.getArgAttrOfType<LayoutAttr>(a.getArgNumber(),
+                                                        "cnn.image_layout"))
+      inputNHWC = layout.getValue() == Layout::NHWC;
+  }
+  os << tensorTable(plan, inputNHWC) << "\n";
   os << "static void prepareModel(cnnrt::Context &ctx) {\n"
      << prepare << "}\n\n";
   os << "static void trainStep(cnnrt::Context &ctx) {\n"
@@ -1932,7 +1946,7 @@ LogicalResult Emitter::write(llvm::raw_ostream &os, func::FuncOp step,
        << "  char *A = ctx.arena();\n  cudaStream_t s = ctx.stream();\n  "
           "(void)A; (void)s;\n"
        << evalBody << "}\n\n";
-  auto in = input->type.getShape();
+  ArrayRef<int64_t> in = image;
   os << fmt::format(
       "static const cnnrt::ModelSpec kModel = {{\"{}\", {}ull, kTensors, "
       "(int)(sizeof(kTensors) / sizeof(kTensors[0])), {}, {}, {}, {}, {}, "
@@ -1954,7 +1968,7 @@ LogicalResult Emitter::write(llvm::raw_ostream &os, func::FuncOp step,
   return success();
 }
 
-static std::string tensorTable(const BufferPlan &plan) {
+static std::string tensorTable(const BufferPlan &plan, bool inputNHWC) {
   std::string s = "static const cnnrt::TensorSpec kTensors[] = {\n";
   for (const PlannedBuffer &b : plan.buffers) {
     if (b.role == BufferRole::Temp)
@@ -1963,10 +1977,14 @@ static std::string tensorTable(const BufferPlan &plan) {
     for (int d = 0; d < 4; ++d)
       dims += fmt::format("{}{}", d ? ", " : "",
                           d < b.type.getRank() ? b.type.getDimSize(d) : 0);
-    s += fmt::format("  {{\"{}\", {}, {}, {{{}}}, {}, {}, cnnrt::Role::{}}},\n",
-                     escape(b.name), dtype(b.type.getElementType()),
-                     b.type.getRank(), dims, b.offset, b.bytes,
-                     cnnrt::roleEnumerator(b.role));
+    // The image input is the only tensor the runtime writes in NHWC (from
+    // NCHW batches: cnn-input-format).
+    bool nhwc = inputNHWC && b.role == BufferRole::InputImage;
+    s += fmt::format(
+        "  {{\"{}\", {}, {}, {{{}}}, {}, {}, cnnrt::Role::{}{}}},\n",
+        escape(b.name), dtype(b.type.getElementType()), b.type.getRank(), dims,
+        b.offset, b.bytes, cnnrt::roleEnumerator(b.role),
+        nhwc ? ", cnnrt::Layout::NHWC" : "");
   }
   return s + "};\n";
 }
