@@ -81,9 +81,11 @@ struct InputFormatPass : cnnc::impl::CNNInputFormatBase<InputFormatPass> {
       Builder b(f.getContext());
       f.setArgAttr(i, "cnn.image_shape",
                    b.getDenseI64ArrayAttr(nchw.getShape()));
+      bool nhwc = llvm::any_of(
+          chain, [](Operation *op) { return isa<TransposeOp>(op); });
       f.setArgAttr(i, "cnn.image_layout",
-                   LayoutAttr::get(f.getContext(), depth >= 2 ? Layout::NHWC
-                                                              : Layout::NCHW));
+                   LayoutAttr::get(f.getContext(),
+                                   nhwc ? Layout::NHWC : Layout::NCHW));
       a.setType(last.getType());
       last.replaceAllUsesWith(a);
       for (Operation *op : llvm::reverse(chain))

@@ -72,3 +72,26 @@ func.func @train_step(%x: tensor<2x3x4x4xf32> {cnn.input}) -> tensor<2x3x4x4xf32
   %0 = cnn.relu %x : (tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
   return %0 : tensor<2x3x4x4xf32>
 }
+
+// -----
+
+// f32 NHWC (no cnn-precision): the transpose alone folds, and the argument
+// is NHWC (the runtime must write it channels-last).
+// CHECK-LABEL: func @train_step
+// CHECK-SAME: %arg0: tensor<2x4x4x3xf32> {cnn.image_layout = #cnn.layout<NHWC>, cnn.image_shape = array<i64: 2, 3, 4, 4>, cnn.input}
+func.func @train_step(%x: tensor<2x3x4x4xf32> {cnn.input}) -> tensor<2x4x4x3xf32> {
+  %0 = cnn.transpose %x {permutation = array<i64: 0, 2, 3, 1>} : (tensor<2x3x4x4xf32>) -> tensor<2x4x4x3xf32>
+  %1 = cnn.relu %0 : (tensor<2x4x4x3xf32>) -> tensor<2x4x4x3xf32>
+  return %1 : tensor<2x4x4x3xf32>
+}
+
+// -----
+
+// f16 NCHW (no cnn-layout): the cast alone folds; the argument stays NCHW.
+// CHECK-LABEL: func @train_step
+// CHECK-SAME: %arg0: tensor<2x3x4x4xf16> {cnn.image_layout = #cnn.layout<NCHW>, cnn.image_shape = array<i64: 2, 3, 4, 4>, cnn.input}
+func.func @train_step(%x: tensor<2x3x4x4xf32> {cnn.input}) -> tensor<2x3x4x4xf16> {
+  %0 = cnn.cast %x : (tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf16>
+  %1 = cnn.relu %0 : (tensor<2x3x4x4xf16>) -> tensor<2x3x4x4xf16>
+  return %1 : tensor<2x3x4x4xf16>
+}
