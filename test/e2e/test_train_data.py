@@ -226,9 +226,11 @@ def test_batch_auto_picks_largest_fitting_plan(cnnc, tmp_path):
     print("\nMEASURED", m.group(0))
     batch, need, nxt, need_next = map(int, m.groups())
     assert need <= 0.95 * 1500 < need_next and batch < nxt <= batch + 8
-    # The plan printed is the chosen batch's: its input holds batch*3*32*32 f32.
+    # The plan printed is the chosen batch's: its input holds the batch as the
+    # first convolution reads it (cnn-input-format): f16, NHWC, 3 channels
+    # padded to 8.
     inp = re.search(r"^input\tinput\t(\d+)\t", r.stdout, re.M)
-    assert inp and int(inp.group(1)) == batch * 3 * 32 * 32 * 4, r.stdout[:500]
+    assert inp and int(inp.group(1)) == batch * 32 * 32 * 8 * 2, r.stdout[:500]
     # Too little memory for batch 1: one error line.
     r = subprocess.run([str(cnnc), str(path), "--train", "--batch", "auto", "--dump-plan"],
                        capture_output=True, text=True,

@@ -921,7 +921,17 @@ int cnnc::driver::trainAndRun(const DriverOptions &options, Compilation &c) {
     llvm::errs() << "cnnc: note: " << why
                  << "; training on the CPU reference interpreter instead\n";
     llvm::errs().flush();
-    return kept(failed(trainReference(o, c)) ? 1 : 0);
+    if (!o.targetGPU)
+      return kept(failed(trainReference(o, c)) ? 1 : 0);
+    // The module was compiled for the GPU (-o asked for an executable): its
+    // step takes the image in the GPU's format (cnn-input-format) and is
+    // fused for the GPU. The interpreter runs its own pipeline's step.
+    DriverOptions ro = o;
+    ro.targetGPU = false;
+    Compilation rc;
+    if (failed(loadInput(ro, rc)) || failed(buildTrainStep(ro, rc)))
+      return 1;
+    return kept(failed(trainReference(ro, rc)) ? 1 : 0);
   };
   if (!hasGPU())
     return fallback("no CUDA GPU found");
