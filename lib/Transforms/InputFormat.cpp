@@ -83,9 +83,9 @@ struct InputFormatPass : cnnc::impl::CNNInputFormatBase<InputFormatPass> {
                    b.getDenseI64ArrayAttr(nchw.getShape()));
       bool nhwc = llvm::any_of(
           chain, [](Operation *op) { return isa<TransposeOp>(op); });
-      f.setArgAttr(i, "cnn.image_layout",
-                   LayoutAttr::get(f.getContext(),
-                                   nhwc ? Layout::NHWC : Layout::NCHW));
+      f.setArgAttr(
+          i, "cnn.image_layout",
+          LayoutAttr::get(f.getContext(), nhwc ? Layout::NHWC : Layout::NCHW));
       a.setType(last.getType());
       last.replaceAllUsesWith(a);
       for (Operation *op : llvm::reverse(chain))
