@@ -142,3 +142,18 @@ func.func @bad_cast_group(%x: tensor<1x4xf32>) -> tensor<1x4xf32> {
   %y = cnn.relu %x {cnn.cast_group = "a"} : (tensor<1x4xf32>) -> tensor<1x4xf32>
   return %y : tensor<1x4xf32>
 }
+
+// -----
+
+// cnn-input-format's record of the images: four positive sizes, a layout.
+// expected-error @+1 {{'cnn.image_shape' on argument 0 must be an array<i64> of four positive sizes (N, C, H, W), got array<i64: 2, 3, 4>}}
+func.func @bad_image_shape(%x: tensor<2x4x4x8xf16> {cnn.input, cnn.image_shape = array<i64: 2, 3, 4>}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'cnn.image_layout' on argument 0 must be a #cnn.layout, got "NHWC"}}
+func.func @bad_image_layout(%x: tensor<2x4x4x8xf16> {cnn.input, cnn.image_layout = "NHWC"}) {
+  return
+}
