@@ -61,10 +61,10 @@ void nchwToNhwc(const std::vector<float> &in, ArrayRef<int64_t> nhwc,
           o[((a * h + y) * w + x) * c + k] = in[((a * c + k) * h + y) * w + x];
 }
 
-LogicalResult execConv(cnn::FusedConv2DOp op,
-                       function_ref<const Tensor &(Value)> get,
-                       function_ref<Tensor &(Value)> def) {
-  const Tensor &x = get(op.getInput()), &w = get(op.getFilter());
+/// r = conv2d(x, w) of a convolution op (fused_conv2d, fused_conv2d_stats),
+/// unrounded.
+template <typename ConvOp>
+void convInto(ConvOp op, const Tensor &x, const Tensor &w, Tensor &r) {
   bool nhwc = op.isNHWC();
   std::vector<float> xs = nhwc ? nhwcToNchw(x) : x.data;
   std::vector<float> ws = nhwc ? nhwcToNchw(w) : w.data;
@@ -88,11 +88,17 @@ LogicalResult execConv(cnn::FusedConv2DOp op,
   p.groups = op.getGroups();
   std::vector<float> y(p.n * p.f * p.outH() * p.outW());
   kn::conv2d(xs.data(), ws.data(), y.data(), p);
-  Tensor &r = def(op.getResult());
   if (nhwc)
     nchwToNhwc(y, r.shape, r.data.data());
   else
     r.data = y;
+}
+
+LogicalResult execConv(cnn::FusedConv2DOp op,
+                       function_ref<const Tensor &(Value)> get,
+                       function_ref<Tensor &(Value)> def) {
+  Tensor &r = def(op.getResult());
+  convInto(op, get(op.getInput()), get(op.getFilter()), r);
   ChannelOf ch(r.shape, op.getLayout());
   const Tensor *bias = op.getBias() ? &get(op.getBias()) : nullptr;
   const Tensor *res = op.getResidual() ? &get(op.getResidual()) : nullptr;
@@ -161,6 +167,63 @@ LogicalResult execStats(cnn::BatchNormStatsOp op,
     al[k] = (float)a;
     be[k] = (float)(bias.data[k] - mean[k] * a);
     nm[k] = (float)(mom * mean[k] + (1.0 - mom) * rm.data[k]);
+    nv[k] = (float)(mom * unbiased + (1.0 - mom) * rv.data[k]);
+  }
+  return success();
+}
+
+/// fused_conv2d_stats: the convolution, rounded to the result's type as
+/// conv2d stores it, and the per-channel sums of the stored values (f64).
+LogicalResult execConvStats(cnn::FusedConv2DStatsOp op,
+                            function_ref<const Tensor &(Value)> get,
+                            function_ref<Tensor &(Value)> def) {
+  Tensor &r = def(op.getResult());
+  convInto(op, get(op.getInput()), get(op.getFilter()), r);
+  if (r.kind == ElemKind::F16)
+    for (float &v : r.data)
+      v = roundToHalf(v);
+  ChannelOf ch(r.shape, op.getLayout());
+  std::vector<double> sum(ch.channels, 0), ss(ch.channels, 0);
+  for (int64_t i = 0; i < r.numel(); ++i) {
+    double v = r.data[i];
+    sum[ch(i)] += v;
+    ss[ch(i)] += v * v;
+  }
+  float *s = def(op.getSum()).data.data(), *q = def(op.getSumSq()).data.data();
+  for (int64_t k = 0; k < ch.channels; ++k) {
+    s[k] = (float)sum[k];
+    q[k] = (float)ss[k];
+  }
+  return success();
+}
+
+/// batch_norm_finalize: batch_norm_stats' results from the sums.
+LogicalResult execFinalize(cnn::BatchNormFinalizeOp op,
+                           function_ref<const Tensor &(Value)> get,
+                           function_ref<Tensor &(Value)> def) {
+  float *m = def(op.getSavedMean()).data.data(),
+        *is = def(op.getSavedInvstd()).data.data(),
+        *nm = def(op.getNewRunningMean()).data.data(),
+        *nv = def(op.getNewRunningVar()).data.data(),
+        *al = def(op.getAlpha()).data.data(),
+        *be = def(op.getBeta()).data.data();
+  const Tensor &sum = get(op.getSum()), &sq = get(op.getSumSq()),
+               &rm = get(op.getRunningMean()), &rv = get(op.getRunningVar()),
+               &scale = get(op.getScale()), &bias = get(op.getBias());
+  int64_t count = op.getCount();
+  double mom = kn::decimalValue(op.getMomentum().convertToFloat());
+  float eps = op.getEpsilon().convertToFloat();
+  for (int64_t k = 0; k < sum.numel(); ++k) {
+    double mean = (double)sum.data[k] / count;
+    double var = std::max((double)sq.data[k] / count - mean * mean, 0.0);
+    double unbiased = count > 1 ? var * count / (count - 1) : var;
+    double invstd = 1.0 / std::sqrt(var + eps);
+    m[k] = (float)mean;
+    is[k] = (float)invstd;
+    double a = invstd * scale.data[k];
+    al[k] = (float)a;
+    be[k] = (float)(bias.data[k] - mean * a);
+    nm[k] = (float)(mom * mean + (1.0 - mom) * rm.data[k]);
     nv[k] = (float)(mom * unbiased + (1.0 - mom) * rv.data[k]);
   }
   return success();
@@ -473,6 +536,7 @@ LogicalResult execElementwise(cnn::FusedElementwiseOp op,
 
 bool cnnc::reference::isFusedOp(Operation *op) {
   return isa<cnn::FusedConv2DOp, cnn::FusedElementwiseOp, cnn::BatchNormStatsOp,
+             cnn::FusedConv2DStatsOp, cnn::BatchNormFinalizeOp,
              cnn::FusedBatchNormReluGradOp,
              cnn::FusedBatchNormAffineReluGradOp>(op);
 }
@@ -484,6 +548,10 @@ cnnc::reference::executeFused(Operation *op,
   return TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](cnn::FusedConv2DOp o) { return execConv(o, get, def); })
       .Case([&](cnn::BatchNormStatsOp o) { return execStats(o, get, def); })
+      .Case([&](cnn::FusedConv2DStatsOp o) {
+        return execConvStats(o, get, def);
+      })
+      .Case([&](cnn::BatchNormFinalizeOp o) { return execFinalize(o, get, def); })
       .Case([&](cnn::FusedBatchNormReluGradOp o) {
         return execBnReluGrad(o, o.getGradOutput(), o.getReluOutput(),
                               o.getInput(), o.getScale(), o.getSavedMean(),

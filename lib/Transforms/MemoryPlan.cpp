@@ -249,7 +249,8 @@ uint64_t autoWorkspaceBytes(func::FuncOp step, func::FuncOp forward) {
         return;
       }
       bool conv =
-          isa<Conv2DOp, Conv2DBwdDataOp, Conv2DBwdFilterOp, FusedConv2DOp>(op);
+          isa<Conv2DOp, Conv2DBwdDataOp, Conv2DBwdFilterOp, FusedConv2DOp,
+              FusedConv2DStatsOp>(op);
       if (!conv && !isa<MatmulOp>(op))
         return;
       any = true;
@@ -268,7 +269,8 @@ uint64_t autoWorkspaceBytes(func::FuncOp step, func::FuncOp forward) {
 
 /// Ops that may write an updated persistent tensor over the old one.
 bool updatesInPlace(Operation *op) {
-  return isa<SGDUpdateOp, AdamUpdateOp, BatchNormTrainOp, BatchNormStatsOp>(op);
+  return isa<SGDUpdateOp, AdamUpdateOp, BatchNormTrainOp, BatchNormStatsOp,
+             BatchNormFinalizeOp>(op);
 }
 
 struct MemoryPlanPass : public cnnc::impl::CNNMemoryPlanBase<MemoryPlanPass> {

@@ -41,6 +41,11 @@ void cnnc::buildCNNGPUPipeline(OpPassManager &pm,
   }
   if (options.fuse)
     pm.addPass(createCNNFuse());
+  // BatchNorm statistics out of the convolution's epilogue: the CUDA
+  // target's NHWC f16 convolutions only (cuDNN's runtime fusion).
+  if (options.fuse && options.convStats && options.lowerElementwise && nhwc &&
+      fp16)
+    pm.addPass(createCNNConvStats());
   // The CUDA target prints elementwise ops in their fused form only.
   if (options.lowerElementwise)
     pm.addPass(createCNNLowerElementwise());

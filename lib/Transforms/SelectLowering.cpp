@@ -100,6 +100,15 @@ StringRef loweringOf(Operation *op) {
                    ? "gemm"
                    : "";
       })
+      .Case([](FusedConv2DStatsOp c) {
+        // The convolution of the split form (see the runtime's
+        // registerConvStats).
+        return pointwiseGemm(c, c.getInput().getType(), c.getFilter().getType(),
+                             c.getResult().getType(), c.getStrides(),
+                             c.getPadding(), c.getGroups())
+                   ? "gemm"
+                   : "";
+      })
       .Case([](Conv2DBwdDataOp c) {
         return pointwiseGemm(c, c.getType(), c.getFilter().getType(),
                              c.getGradOutput().getType(), c.getStrides(),

@@ -277,6 +277,16 @@ struct FusedConvEntry {
   cudnnActivationDescriptor_t actDesc = nullptr;
 };
 
+/// A convolution with BatchNorm statistics (registerConvStats).
+struct ConvStatsEntry {
+  bool valid = false;
+  int conv = -1;
+  ConvStatsFn split = nullptr;
+  std::string loc;
+  /// Chosen in finishPrepare: the conv + GenStats plan, or null (split).
+  std::shared_ptr<cnnrt::cudnn_graph::ConvPlan> graph;
+};
+
 struct MatmulEntry {
   bool valid = false;
   MatmulDesc d{};
@@ -292,6 +302,7 @@ struct Context::Impl {
   cublasLtHandle_t lt = nullptr;
   std::vector<ConvEntry> convs;
   std::vector<FusedConvEntry> fusedConvs;
+  std::vector<ConvStatsEntry> convStats;
   std::vector<MatmulEntry> matmuls;
   void *workspace = nullptr;
   size_t workspaceBytes = 0;
@@ -947,6 +958,7 @@ void Context::registerConv(int id, const ConvDesc &d, const char *loc) {
 }
 
 static void chooseFusedConvs(Context &ctx);
+static void chooseConvStats(Context &ctx);
 
 void Context::finishPrepare() {
   Impl &I = *impl_;
@@ -978,6 +990,7 @@ void Context::finishPrepare() {
   }
   I.prepared = true;
   chooseFusedConvs(*this);
+  chooseConvStats(*this);
   if (I.cacheDirty && !opts_.algoCachePath.empty()) {
     std::string path = opts_.algoCachePath;
     size_t slash = path.find_last_of('/');
@@ -1378,6 +1391,145 @@ bool Context::convBiasActUsesCudnn(int id) const {
   auto &v = impl_->fusedConvs;
   return id >= 0 && static_cast<size_t>(id) < v.size() && v[id].valid &&
          v[id].useCudnn;
+}
+
+//===--- convolutions with BatchNorm statistics ---------------------------===//
+
+void Context::registerConvStats(int id, int convId, ConvStatsFn split,
+                                const char *loc) {
+  Impl &I = *impl_;
+  if (I.prepared)
+    fail(loc, "registerConvStats after prepare finished");
+  if (id < 0)
+    fail(loc, "negative conv-stats id");
+  if (convId < 0 || static_cast<size_t>(convId) >= I.convs.size() ||
+      !I.convs[convId].valid)
+    fail(loc, "conv-stats " + std::to_string(id) + " names conv id " +
+                  std::to_string(convId) + ", which was not registered");
+  if (!split)
+    fail(loc, "conv-stats without a split-form function");
+  const ConvDesc &d = I.convs[convId].d;
+  if (d.layout != Layout::NHWC || d.dtype != DType::F16)
+    fail(loc, "conv-stats needs an NHWC f16 convolution");
+  if (static_cast<size_t>(id) >= I.convStats.size())
+    I.convStats.resize(id + 1);
+  ConvStatsEntry &e = I.convStats[id];
+  if (e.valid)
+    fail(loc, "conv-stats id " + std::to_string(id) + " registered twice");
+  e.valid = true;
+  e.conv = convId;
+  e.split = split;
+  e.loc = loc;
+}
+
+/// Times cuDNN's conv + GenStats graph plans of each registered
+/// conv-stats against its split form (the convolution as chosen, then the
+/// statistics kernels) and keeps the faster; cached by shape ("|genstats":
+/// heuristics index, -1 = split). CNNRT_CONV_GRAPH=0 keeps the split form.
+static void chooseConvStats(Context &ctx) {
+  namespace cg = cnnrt::cudnn_graph;
+  Context::Impl &I = *ctx.impl();
+  const ContextOptions &opts = ctx.options();
+  for (ConvStatsEntry &e : I.convStats) {
+    if (!e.valid)
+      continue;
+    e.graph.reset();
+    ConvEntry &c = I.convs[e.conv];
+    const ConvDesc &d = c.d;
+    const char *loc = e.loc.c_str();
+    if (!opts.convGraph || c.asym)
+      continue;
+    cg::ConvGeometry g{d.N,       d.C,       d.H,    d.W,    d.K,      d.R,
+                       d.S,       d.P,       d.Q,    d.padT, d.padL,   d.strideH,
+                       d.strideW, d.dilH,    d.dilW, d.groups,
+                       CUDNN_DATA_HALF, true};
+    std::string key = c.key + "|genstats|ws=" + std::to_string(I.workspaceBytes);
+    auto it = I.cache.find(key);
+    if (it != I.cache.end()) {
+      std::istringstream v(it->second);
+      int index = -1;
+      if (v >> index) {
+        std::string why;
+        if (index >= 0)
+          e.graph = cg::convPlanAt(I.cudnn, g, cg::Dir::FwdStats, index, &why);
+        if (e.graph && e.graph->workspaceBytes() > I.workspaceBytes)
+          e.graph.reset();
+        if (opts.verbose)
+          std::fprintf(stderr, "cnnrt: %s conv+genstats: %s (cached)%s\n", loc,
+                       e.graph ? "graph" : "split", why.c_str());
+        continue;
+      }
+    }
+    size_t xBytes = (size_t)d.N * d.C * d.H * d.W * 2,
+           wBytes = (size_t)d.K * d.C * d.R * d.S * 2,
+           yBytes = (size_t)d.N * d.K * d.P * d.Q * 2,
+           sBytes = (size_t)d.K * sizeof(float);
+    TuneBuffers b;
+    size_t bytes[5] = {xBytes, wBytes, yBytes, sBytes, sBytes};
+    for (int k = 0; k < 5; ++k) {
+      if (cudaMalloc(&b.p[k], bytes[k]) != cudaSuccess)
+        oomExit(ctx.spec(), "conv+statistics timing buffers", bytes[k]);
+      CNNRT_CUDA(ctx, cudaMemset(b.p[k], 0, bytes[k]), loc);
+    }
+    float *sum = static_cast<float *>(b.p[3]), *sq = static_cast<float *>(b.p[4]);
+    float splitMs = timeCalls(ctx, [&]() {
+      e.split(ctx, b.p[0], b.p[1], b.p[2], sum, sq);
+      return cudaGetLastError() == cudaSuccess;
+    });
+    std::string why;
+    auto plans = cg::convPlans(I.cudnn, g, cg::Dir::FwdStats, 4,
+                               opts.deterministic, &why);
+    std::shared_ptr<cg::ConvPlan> best;
+    float bestMs = -1;
+    for (auto &p : plans) {
+      if (p->workspaceBytes() > I.workspaceBytes)
+        continue;
+      float ms = timeCalls(ctx, [&]() {
+        return p->executeStats(I.cudnn, b.p[0], b.p[1], b.p[2], sum, sq,
+                               I.workspace) == CUDNN_STATUS_SUCCESS;
+      });
+      if (ms >= 0 && (bestMs < 0 || ms < bestMs)) {
+        bestMs = ms;
+        best = std::move(p);
+      }
+    }
+    if (best && (splitMs < 0 || bestMs < splitMs))
+      e.graph = best;
+    if (opts.verbose)
+      std::fprintf(stderr,
+                   "cnnrt: %s conv+genstats: split %.3f ms, graph plan #%d "
+                   "%.3f ms%s%s -> %s\n",
+                   loc, splitMs, best ? best->index() : -1, bestMs,
+                   best ? "" : ": ", best ? "" : why.c_str(),
+                   e.graph ? "graph" : "split");
+    CNNRT_CUDA(ctx, cudaDeviceSynchronize(), loc);
+    I.cache[key] = std::to_string(e.graph ? e.graph->index() : -1);
+    I.cacheDirty = true;
+  }
+}
+
+void Context::convStatsFwd(int id, const void *x, const void *w, void *y,
+                           float *sum, float *sumSq) {
+  auto &v = impl_->convStats;
+  if (id < 0 || static_cast<size_t>(id) >= v.size() || !v[id].valid)
+    fail("conv", "conv-stats id " + std::to_string(id) + " was not registered");
+  ConvStatsEntry &e = v[id];
+  getConv(*this, e.conv); // registered and prepared
+  if (!e.graph) {
+    e.split(*this, x, w, y, sum, sumSq);
+    return;
+  }
+  CNNRT_CUDNN(*this,
+              e.graph->executeStats(impl_->cudnn, x, w, y, sum, sumSq,
+                                    impl_->workspace),
+              e.loc.c_str());
+  mark(*this, e.loc.c_str(), "cuDNN graph conv fwd+genstats");
+}
+
+bool Context::convStatsUsesGraph(int id) const {
+  auto &v = impl_->convStats;
+  return id >= 0 && static_cast<size_t>(id) < v.size() && v[id].valid &&
+         v[id].graph != nullptr;
 }
 
 //===--- matmul (cuBLASLt) ------------------------------------------------===//

@@ -24,7 +24,7 @@ Desc::~Desc() {
 
 namespace {
 
-enum : int64_t { kX = 1, kW = 2, kY = 3 };
+enum : int64_t { kX = 1, kW = 2, kY = 3, kSum = 4, kSumSq = 5 };
 
 std::string lastError() {
   char buf[512] = {0};
@@ -76,12 +76,15 @@ struct Builder {
   }
 
   Desc &tensor(int64_t uid, int64_t n, int64_t c, int64_t hh, int64_t ww) {
+    return tensorOf(uid, n, c, hh, ww, g.dtype);
+  }
+  Desc &tensorOf(int64_t uid, int64_t n, int64_t c, int64_t hh, int64_t ww,
+                 cudnnDataType_t t) {
     Desc &d = make(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
     int64_t dims[4] = {n, c, hh, ww};
     int64_t nchw[4] = {c * hh * ww, hh * ww, ww, 1};
     int64_t nhwc[4] = {hh * ww * c, 1, ww * c, c};
     int64_t align = 16;
-    cudnnDataType_t t = g.dtype;
     set(d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &t);
     set(d, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims);
     set(d, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4,
@@ -113,7 +116,8 @@ struct Builder {
     finalize(conv, "convolution");
     float alpha = 1.f, beta = 0.f;
     Desc *op = nullptr;
-    if (dir == Dir::Fwd) {
+    Desc *stats = nullptr;
+    if (dir == Dir::Fwd || dir == Dir::FwdStats) {
       op = &make(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR);
       setDesc(*op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, x);
       setDesc(*op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, w);
@@ -145,12 +149,30 @@ struct Builder {
           CUDNN_TYPE_FLOAT, 1, &beta);
     }
     finalize(*op, "convolution operation");
+    if (dir == Dir::FwdStats) {
+      // GenStats reads y as the convolution writes it: sum and sum of
+      // squares per output channel, [1, K, 1, 1] f32.
+      Desc &sum = tensorOf(kSum, 1, g.K, 1, 1, CUDNN_DATA_FLOAT);
+      Desc &sq = tensorOf(kSumSq, 1, g.K, 1, 1, CUDNN_DATA_FLOAT);
+      stats = &make(CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR);
+      cudnnGenStatsMode_t gm = CUDNN_GENSTATS_SUM_SQSUM;
+      cudnnDataType_t prec = CUDNN_DATA_FLOAT;
+      set(*stats, CUDNN_ATTR_OPERATION_GENSTATS_MODE, CUDNN_TYPE_GENSTATS_MODE,
+          1, &gm);
+      set(*stats, CUDNN_ATTR_OPERATION_GENSTATS_MATH_PREC,
+          CUDNN_TYPE_DATA_TYPE, 1, &prec);
+      setDesc(*stats, CUDNN_ATTR_OPERATION_GENSTATS_XDESC, y);
+      setDesc(*stats, CUDNN_ATTR_OPERATION_GENSTATS_SUMDESC, sum);
+      setDesc(*stats, CUDNN_ATTR_OPERATION_GENSTATS_SQSUMDESC, sq);
+      finalize(*stats, "genstats operation");
+    }
     graph = Desc(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
     if (!graph)
       return check(CUDNN_STATUS_ALLOC_FAILED, "create graph");
-    cudnnBackendDescriptor_t ops[1] = {op->get()};
-    set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-        ops);
+    cudnnBackendDescriptor_t ops[2] = {op->get(),
+                                       stats ? stats->get() : nullptr};
+    set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+        stats ? 2 : 1, ops);
     set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
     finalize(graph, "operation graph");
     return !failed;
@@ -242,25 +264,42 @@ struct Builder {
   }
 };
 
-cudnnStatus_t ConvPlan::execute(cudnnHandle_t h, const void *x, const void *w,
-                                const void *y, void *workspace) const {
+namespace {
+/// Runs `plan` on the tensors `ptrs` of uids 1..n (the variant pack names
+/// exactly the graph's tensors: cuDNN refuses extra uids).
+cudnnStatus_t executePlan(cudnnHandle_t h, const Desc &plan, void **ptrs,
+                          int n, void *workspace) {
   Desc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
   if (!pack)
     return CUDNN_STATUS_ALLOC_FAILED;
-  int64_t uids[3] = {kX, kW, kY};
-  void *ptrs[3] = {const_cast<void *>(x), const_cast<void *>(w),
-                   const_cast<void *>(y)};
+  int64_t uids[5] = {kX, kW, kY, kSum, kSumSq};
   cudnnStatus_t s;
   if ((s = cudnnBackendSetAttribute(pack.get(), CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS,
-                                    CUDNN_TYPE_INT64, 3, uids)) ||
+                                    CUDNN_TYPE_INT64, n, uids)) ||
       (s = cudnnBackendSetAttribute(pack.get(),
                                     CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS,
-                                    CUDNN_TYPE_VOID_PTR, 3, ptrs)) ||
+                                    CUDNN_TYPE_VOID_PTR, n, ptrs)) ||
       (s = cudnnBackendSetAttribute(pack.get(), CUDNN_ATTR_VARIANT_PACK_WORKSPACE,
                                     CUDNN_TYPE_VOID_PTR, 1, &workspace)) ||
       (s = cudnnBackendFinalize(pack.get())))
     return s;
-  return cudnnBackendExecute(h, plan_.get(), pack.get());
+  return cudnnBackendExecute(h, plan.get(), pack.get());
+}
+} // namespace
+
+cudnnStatus_t ConvPlan::execute(cudnnHandle_t h, const void *x, const void *w,
+                                const void *y, void *workspace) const {
+  void *ptrs[3] = {const_cast<void *>(x), const_cast<void *>(w),
+                   const_cast<void *>(y)};
+  return executePlan(h, plan_, ptrs, 3, workspace);
+}
+
+cudnnStatus_t ConvPlan::executeStats(cudnnHandle_t h, const void *x,
+                                     const void *w, void *y, float *sum,
+                                     float *sumSq, void *workspace) const {
+  void *ptrs[5] = {const_cast<void *>(x), const_cast<void *>(w), y, sum,
+                   sumSq};
+  return executePlan(h, plan_, ptrs, 5, workspace);
 }
 
 namespace {

@@ -21,7 +21,10 @@
 
 namespace cnnrt::cudnn_graph {
 
-enum class Dir { Fwd = 0, BwdData = 1, BwdFilter = 2 };
+/// FwdStats: the forward convolution with cuDNN's GenStats epilogue, the
+/// per-channel sum and sum of squares of y (f32, uids 4 and 5): the
+/// BatchNorm statistics of the MLPerf ResNet recipe (fused_conv2d_stats).
+enum class Dir { Fwd = 0, BwdData = 1, BwdFilter = 2, FwdStats = 3 };
 
 /// One convolution as cuDNN sees it: x [N, C, H, W], w [K, C/groups, R, S],
 /// y [N, K, P, Q] (logical order; `nhwc` selects the strides of all three).
@@ -61,6 +64,10 @@ public:
   /// Enqueues the convolution on the handle's stream.
   cudnnStatus_t execute(cudnnHandle_t h, const void *x, const void *w,
                         const void *y, void *workspace) const;
+  /// A FwdStats plan: y = conv(x, w), sum and sumSq of y per channel.
+  cudnnStatus_t executeStats(cudnnHandle_t h, const void *x, const void *w,
+                             void *y, float *sum, float *sumSq,
+                             void *workspace) const;
 
 private:
   friend struct Builder;

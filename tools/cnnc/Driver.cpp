@@ -217,6 +217,12 @@ cl::opt<bool> rematOpt(
              "instead of storing them (fewer stored activations, a few more "
              "elementwise kernels; GPU target)"),
     cl::init(false), cl::cat(optCategory));
+cl::opt<bool> convStatsOpt(
+    "conv-stats",
+    cl::desc("cnn-conv-stats: BatchNorm statistics in the epilogue of the "
+             "convolution before it (cuDNN GenStats; GPU target, NHWC f16; "
+             "default on, --conv-stats=false turns it off)"),
+    cl::init(true), cl::cat(optCategory));
 cl::opt<std::string> layoutOpt("layout",
                                cl::desc("Activation layout: nchw or nhwc"),
                                cl::value_desc("nchw|nhwc"), cl::init(""),
@@ -403,6 +409,7 @@ DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
   o.fuse = fuseOpt;
   o.fuseExplicit = fuseOpt.getNumOccurrences() > 0;
   o.remat = rematOpt;
+  o.convStats = convStatsOpt;
   o.layout = layoutOpt;
   o.precision = precisionOpt;
   o.memoryPlan = memoryPlanOpt;

@@ -76,6 +76,7 @@ struct DriverOptions {
   bool fuse = true;           ///< --fuse (default: on for the GPU target)
   bool fuseExplicit = false;  ///< --fuse given on the command line
   bool remat = false;         ///< --remat (cnn-remat)
+  bool convStats = true;      ///< --conv-stats (cnn-conv-stats)
   std::string layout = "";    ///< --layout nchw|nhwc ("" = default)
   std::string precision = ""; ///< --precision fp32|fp16 ("" = default)
   bool memoryPlan = true;     ///< --memory-plan / --no-memory-plan

@@ -66,6 +66,11 @@ struct CNNGPUPipelineOptions
       *this, "lower-elementwise",
       llvm::cl::desc("Run cnn-lower-elementwise (the CUDA target needs it)"),
       llvm::cl::init(true)};
+  Option<bool> convStats{
+      *this, "conv-stats",
+      llvm::cl::desc("Run cnn-conv-stats (BatchNorm statistics in the "
+                     "convolution's epilogue; NHWC f16 only)"),
+      llvm::cl::init(true)};
   Option<bool> remat{
       *this, "remat",
       llvm::cl::desc("Run cnn-remat (recompute BN-apply/ReLU outputs in the "

@@ -319,6 +319,44 @@ def CNNDataParallel : Pass<"cnn-data-parallel", "mlir::ModuleOp"> {
   ];
 }
 
+def CNNConvStats : Pass<"cnn-conv-stats", "mlir::ModuleOp"> {
+  let summary = "Computes BatchNorm statistics in the epilogue of the convolution before it";
+  let description = [{
+    A BatchNorm after a convolution reads the convolution's output once more
+    only to sum it per channel (batch_norm_stats). This pass rewrites
+    `batch_norm_stats(conv2d(x, w))` into `fused_conv2d_stats(x, w)`, whose
+    per-channel sum and sum of squares come out of the convolution itself
+    (cuDNN's GenStats epilogue: NVIDIA's MLPerf ResNet recipe), and a
+    `batch_norm_finalize` of those sums. Only NHWC f16 convolutions of one
+    group with 8-aligned channels are rewritten: the form cuDNN's runtime
+    fusion engines take (the runtime still times the fused graph against the
+    convolution plus a statistics kernel and runs the faster).
+
+    The variance comes from E[x²] - E[x]² (in f64, from f32 sums) instead of
+    the two-pass shifted sums of batch_norm_stats: within f16 training's
+    tolerance, not bit for bit. Runs after cnn-fuse, before
+    cnn-lower-elementwise; the CUDA target's pipeline only (`--no-conv-stats`
+    turns it off).
+
+    ```mlir
+    %y = cnn.conv2d %x, %w {...} : (...) -> tensor<8x16x16x64xf16>
+    %m, %is, %rm, %rv, %a, %b = cnn.batch_norm_stats %y, %g, %be, %rm0, %rv0 {...}
+    // becomes
+    %y, %s, %ss = cnn.fused_conv2d_stats %x, %w {...}
+    %m, %is, %rm, %rv, %a, %b = cnn.batch_norm_finalize %s, %ss, %g, %be, %rm0, %rv0
+        {count = 2048 : i64, ...}
+    ```
+  }];
+  let options = [
+    Option<"anyPrecision", "any-precision", "bool", /*default=*/"false",
+           "Also rewrite f32 convolutions (the reference interpreter runs "
+           "them; the CUDA target's GenStats graphs are f16 only)">
+  ];
+  let statistics = [
+    Statistic<"numFused", "fused", "BatchNorm statistics computed in a convolution's epilogue">
+  ];
+}
+
 def CNNRemat : Pass<"cnn-remat", "mlir::ModuleOp"> {
   let summary = "Recomputes cheap elementwise activations in the backward pass instead of storing them";
   let description = [{

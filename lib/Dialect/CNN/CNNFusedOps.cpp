@@ -41,6 +41,59 @@ LogicalResult FusedConv2DOp::verify() {
   return success();
 }
 
+static LogicalResult checkF32Channels(Operation *op, StringRef name, Value v,
+                                     int64_t channels) {
+  if (failed(checkChannels(op, name, v, channels)))
+    return failure();
+  if (!cast<RankedTensorType>(v.getType()).getElementType().isF32())
+    return op->emitOpError("'") << name << "' " << v.getType()
+                                << " must be f32";
+  return success();
+}
+
+LogicalResult FusedConv2DStatsOp::verify() {
+  auto t = inferConv2DType(getLoc(), getInput().getType(),
+                           getFilter().getType(), getStrides(), getPadding(),
+                           getDilations(), getGroups(), getLayout());
+  if (failed(t))
+    return failure();
+  if (*t != getResult().getType())
+    return emitOpError("result ")
+           << getResult().getType() << " differs from the convolution's "
+           << *t;
+  int64_t k = t->getDimSize(channelDim(*t, getLayout()));
+  if (failed(checkF32Channels(*this, "sum", getSum(), k)) ||
+      failed(checkF32Channels(*this, "sum_sq", getSumSq(), k)))
+    return failure();
+  return success();
+}
+
+LogicalResult BatchNormFinalizeOp::verify() {
+  if (getCount() < 1)
+    return emitOpError("'count' must be at least 1, got ") << getCount();
+  auto s = cast<RankedTensorType>(getSum().getType());
+  if (s.getRank() != 1)
+    return emitOpError("'sum' ") << s << " must be 1-D";
+  int64_t c = s.getDimSize(0);
+  for (auto [name, v] : {std::pair<StringRef, Value>{"sum", getSum()},
+                         {"sum_sq", getSumSq()},
+                         {"saved_mean", getSavedMean()},
+                         {"saved_invstd", getSavedInvstd()},
+                         {"alpha", getAlpha()},
+                         {"beta", getBeta()}})
+    if (failed(checkF32Channels(*this, name, v, c)))
+      return failure();
+  for (auto [name, v] : {std::pair<StringRef, Value>{"scale", getScale()},
+                         {"bias", getBias()},
+                         {"running_mean", getRunningMean()},
+                         {"running_var", getRunningVar()},
+                         {"new_running_mean", getNewRunningMean()},
+                         {"new_running_var", getNewRunningVar()}})
+    if (failed(checkChannels(*this, name, v, c)))
+      return failure();
+  return success();
+}
+
 LogicalResult BatchNormStatsOp::verify() {
   auto in = getInput().getType();
   if (in.getRank() != 2 && in.getRank() != 4)

@@ -247,6 +247,9 @@ private:
   /// Host functions holding fused convolutions' epilogue launches.
   std::string epilogues;
   std::map<std::string, std::string> epilogueByBody;
+  /// fused_conv2d_stats split forms by body (equal shapes share one).
+  std::map<std::string, std::string> convStatsByBody;
+  int numConvStats = 0;
   int numFusedConvs = 0;
   /// Pointer expressions replacing arena pointers while emitting code that
   /// takes its buffers as parameters (a fused convolution's epilogue).
@@ -1280,6 +1283,77 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
                         c.getResidual() ? ptr(c.getResidual()) : "nullptr",
                         ptr(c.getResult()));
         ++numLaunches;
+        return success();
+      })
+      .Case([&](FusedConv2DStatsOp c) -> LogicalResult {
+        auto x = c.getInput().getType(), y = c.getResult().getType();
+        if (!c.isNHWC() || !y.getElementType().isF16() || y.getDimSize(3) % 8)
+          return c.emitError("CUDA backend: fused_conv2d_stats needs NHWC f16 "
+                             "with a multiple of 8 channels (cuDNN's GenStats "
+                             "graph and the vectorized split form), got ")
+                 << y;
+        int id = convId(op, x, c.getFilter().getType(), y, c.getStrides(),
+                        c.getPadding(), c.getDilations(), c.getGroups(),
+                        c.isNHWC());
+        // The split form, for shapes cuDNN's conv + GenStats graph refuses
+        // (or runs slower): the convolution as cnn-select-lowering chose it,
+        // then the two-pass channel sums.
+        std::string body;
+        ptrOverride[c.getInput()] = "x";
+        ptrOverride[c.getFilter()] = "w";
+        ptrOverride[c.getResult()] =
+            fmt::format("static_cast<{} *>(y)", ctype(y.getElementType()));
+        int64_t launchesBefore = numLaunches;
+        if (loweringOf(op) == "gemm") {
+          int64_t M = y.getNumElements() / y.getDimSize(3);
+          int mid = matmulId(op, M, y.getDimSize(3), x.getDimSize(3), false,
+                             true, y.getElementType());
+          body += fmt::format("  ctx.matmul({}, x, w, y);\n", mid);
+        } else {
+          body += fmt::format("  ctx.convFwd({}, x, w, y);\n", id);
+        }
+        int64_t C = y.getDimSize(3), M = y.getNumElements() / C;
+        int64_t tiles = nhwcPartial(body, op, 1, c.getResult(), {}, {}, {});
+        launch(body, op,
+               fmt::format("nhwcSumsFinish<{}>", ctype(y.getElementType())),
+               std::to_string(C), "256",
+               fmt::format("{}, sum, sumSq, {}ll, {}, {}", ptr(c.getResult()),
+                           M, C, tiles));
+        ptrOverride.clear();
+        // A step counts the fused graph's one launch (the runtime picks).
+        numLaunches = launchesBefore + 1;
+        auto [it, isNew] = convStatsByBody.try_emplace(
+            body, fmt::format("convStatsSplit{}", convStatsByBody.size()));
+        if (isNew)
+          epilogues += fmt::format(
+              "static void {}(cnnrt::Context &ctx, const void *x, const void "
+              "*w,\n    void *y, float *sum, float *sumSq) {{\n"
+              "  cudaStream_t s = ctx.stream();\n{}}}\n\n",
+              it->second, body);
+        int sid = numConvStats++;
+        prepare += fmt::format("  ctx.registerConvStats({}, {}, {}, \"{}\");\n",
+                               sid, id, it->second, loc(op));
+        out += fmt::format("  ctx.convStatsFwd({}, {}, {}, {}, {}, {});\n", sid,
+                           ptr(c.getInput()), ptr(c.getFilter()),
+                           ptr(c.getResult()), ptr(c.getSum()),
+                           ptr(c.getSumSq()));
+        return success();
+      })
+      .Case([&](BatchNormFinalizeOp b) {
+        int64_t C = ttype(b.getSum()).getDimSize(0);
+        std::string S = ctype(ttype(b.getRunningMean()).getElementType());
+        launch(out, op, fmt::format("bnFinalize<{}>", S),
+               std::to_string((C + 255) / 256), "256",
+               fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, "
+                           "{}ll, {}, {}, {}",
+                           ptr(b.getSum()), ptr(b.getSumSq()),
+                           ptr(b.getSavedMean()), ptr(b.getSavedInvstd()),
+                           ptr(b.getNewRunningMean()), ptr(b.getNewRunningVar()),
+                           ptr(b.getRunningMean()), ptr(b.getRunningVar()),
+                           ptr(b.getScale()), ptr(b.getBias()), ptr(b.getAlpha()),
+                           ptr(b.getBeta()), b.getCount(), C,
+                           floatLit(b.getEpsilon().convertToFloat()),
+                           floatLit(dec(b.getMomentum()))));
         return success();
       })
       .Case([&](BatchNormStatsOp b) {

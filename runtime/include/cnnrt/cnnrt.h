@@ -124,6 +124,12 @@ enum class Activation : int { Identity = 0, Relu = 1 };
 using ConvEpilogueFn = void (*)(Context &ctx, void *y, const void *bias,
                                 const void *residual);
 
+/// The split form of a convolution with BatchNorm statistics (generated
+/// code, see registerConvStats): y = conv(x, w), then the f32 per-channel
+/// sum and sum of squares of y, enqueued on ctx.stream().
+using ConvStatsFn = void (*)(Context &ctx, const void *x, const void *w,
+                             void *y, float *sum, float *sumSq);
+
 /// How a fused convolution runs: Auto times both forms once per shape (and
 /// caches the choice); CuDNN and Split force one (CNNRT_CONV_FUSION).
 enum class ConvFusion { Auto, CuDNN, Split };
@@ -193,6 +199,12 @@ public:
   /// cache.
   void registerConvBiasAct(int id, int convId, Activation act, bool residual,
                            ConvEpilogueFn epilogue, const char *loc);
+  /// A forward convolution with the per-channel sum and sum of squares of
+  /// its output (cnn.fused_conv2d_stats) on the registered NHWC f16
+  /// convolution `convId`: either one cuDNN graph (conv + GenStats) or
+  /// `split`; finishPrepare times both and keeps the faster (cached).
+  void registerConvStats(int id, int convId, ConvStatsFn split,
+                         const char *loc);
   /// Allocates the workspace (max over chosen algorithms; nothing when the
   /// spec plans it in the arena) and saves the algorithm cache. trainMain
   /// calls it after spec.prepare.
@@ -209,6 +221,13 @@ public:
   /// After finishPrepare: whether fused convolution `id` runs as one cuDNN
   /// call (false: convolution + generated epilogue).
   bool convBiasActUsesCudnn(int id) const;
+  /// y = conv(x, w) and sum, sumSq (f32, K each) of y per channel, for
+  /// registerConvStats' `id`.
+  void convStatsFwd(int id, const void *x, const void *w, void *y, float *sum,
+                    float *sumSq);
+  /// After finishPrepare: whether `id` runs as cuDNN's conv + GenStats graph
+  /// (false: the split form).
+  bool convStatsUsesGraph(int id) const;
   /// dx = conv_bwd_data(dy, w).
   void convBwdData(int id, const void *dy, const void *w, void *dx,
                    bool accumulate = false);

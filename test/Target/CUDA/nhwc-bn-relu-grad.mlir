@@ -14,8 +14,10 @@
 // STATS-NEXT: cnnc: stats: fusion bn_relu_masks_recomputed 1
 
 // CHECK-LABEL: static void trainStep(
-// The forward normalization + ReLU: x * alpha + beta, the rounding to f16.
-// CHECK: cnn.batch_norm_stats nhwcStatsFinish
+// The forward normalization + ReLU: x * alpha + beta, the rounding to f16,
+// after the statistics from the convolution's sums (cnn-conv-stats).
+// CHECK: ctx.convStatsFwd(
+// CHECK: cnn.batch_norm_finalize bnFinalize
 // CHECK: k{{[0-9]+}}<<<{{.*}}>>>(P<__half>(A, [[X:[0-9]+]]), P<float>(A, [[AL:[0-9]+]]), P<float>(A, [[BE:[0-9]+]]), P<__half>(A, [[Y:[0-9]+]]));
 // CHECK: nhwcPartial8<4, __half><<<dim3(1, {{[0-9]+}}), dim3(2, 128), 0, s>>>(P<__half>(A, [[DY:[0-9]+]]), P<__half>(A, [[X]]), (const __half *)nullptr, P<float>(A, {{[0-9]+}}), P<float>(A, {{[0-9]+}}), P<float>(A, [[AL]]), P<float>(A, [[BE]]),
 // CHECK-NEXT: CNNRT_CHECK_KERNEL(ctx, "{{.*}}", "cnn.fused_batch_norm_affine_relu_grad nhwc{{.*}}");

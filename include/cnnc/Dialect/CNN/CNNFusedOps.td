@@ -57,6 +57,65 @@ def CNN_BatchNormStatsOp : CNN_LayoutOp<"batch_norm_stats"> {
   let hasVerifier = 1;
 }
 
+def CNN_FusedConv2DStatsOp : CNN_LayoutOp<"fused_conv2d_stats"> {
+  let summary = "conv2d with the per-channel sum and sum of squares of its result";
+  let description = [{
+    `result = conv2d(input, filter)` (attributes as conv2d), and per output
+    channel k, f32, `sum[k] = Σ result[.., k]` and `sum_sq[k] = Σ
+    result[.., k]²` over the N×P×Q elements of the channel: the statistics a
+    following BatchNormalization needs, computed while the convolution's
+    output is still in registers (cuDNN's GenStats epilogue, the MLPerf
+    ResNet recipe) instead of by a kernel that reads the result again. The
+    sums are of the result as computed; the order of summation is
+    unspecified (the reference interpreter sums the stored values in f64).
+
+    Constraints: the result is conv2d's result type; `sum` and `sum_sq` are
+    1-D f32 of the result's channel count (per `layout`).
+
+    ```mlir
+    %y, %s, %ss = cnn.fused_conv2d_stats %x, %w {dilations = array<i64: 1, 1>,
+        groups = 1 : i64, layout = #cnn.layout<nhwc>,
+        padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>}
+        : (tensor<8x16x16x64xf16>, tensor<64x3x3x64xf16>)
+        -> (tensor<8x16x16x64xf16>, tensor<64xf32>, tensor<64xf32>)
+    ```
+  }];
+  let arguments = (ins CNN_FloatTensor:$input, CNN_FloatTensor:$filter,
+                   DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$padding,
+                   DenseI64ArrayAttr:$dilations, I64Attr:$groups,
+                   CNN_Layout:$layout);
+  let results = (outs CNN_FloatTensor:$result, CNN_FloatTensor:$sum,
+                 CNN_FloatTensor:$sum_sq);
+  let hasVerifier = 1;
+}
+
+def CNN_BatchNormFinalizeOp : CNN_PureOp<"batch_norm_finalize"> {
+  let summary = "batch_norm_stats from per-channel sums";
+  let description = [{
+    The results of batch_norm_stats for a tensor of `count` elements per
+    channel whose per-channel sum and sum of squares are `sum` and `sum_sq`
+    (from fused_conv2d_stats): `mean = sum / count`, `var = max(sum_sq /
+    count - mean², 0)` (biased; the running variance is updated with the
+    unbiased `var * count / (count - 1)`), computed in f64; then the saved
+    statistics, running statistics and `alpha`, `beta` exactly as
+    batch_norm_stats computes them from its mean and variance.
+
+    Constraints: `count` ≥ 1; every operand and result is 1-D with the
+    channel count of `sum`; `sum`, `sum_sq` and the saved statistics,
+    `alpha` and `beta` are f32.
+  }];
+  let arguments = (ins CNN_FloatTensor:$sum, CNN_FloatTensor:$sum_sq,
+                   CNN_FloatTensor:$scale, CNN_FloatTensor:$bias,
+                   CNN_FloatTensor:$running_mean,
+                   CNN_FloatTensor:$running_var, I64Attr:$count,
+                   F32Attr:$epsilon, F32Attr:$momentum);
+  let results = (outs CNN_FloatTensor:$saved_mean, CNN_FloatTensor:$saved_invstd,
+                 CNN_FloatTensor:$new_running_mean,
+                 CNN_FloatTensor:$new_running_var, CNN_FloatTensor:$alpha,
+                 CNN_FloatTensor:$beta);
+  let hasVerifier = 1;
+}
+
 def CNN_FusedBatchNormReluGradOp : CNN_LayoutOp<"fused_batch_norm_relu_grad"> {
   let summary = "batch_norm_grad of relu_grad(grad_output, relu_output)";
   let description = [{

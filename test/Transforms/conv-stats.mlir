@@ -1,0 +1,67 @@
+// cnn-conv-stats (lib/Transforms/ConvStats.cpp): batch_norm_stats of an NHWC
+// f16 conv2d's result becomes batch_norm_finalize of the sums that
+// fused_conv2d_stats computes in the convolution's epilogue; every case
+// where it must not apply leaves the IR alone.
+// RUN: cnnc-opt %s -split-input-file -cnn-conv-stats | FileCheck %s
+
+// CHECK-LABEL: func @rewritten
+// CHECK: %[[Y:.*]], %[[S:.*]], %[[SS:.*]] = cnn.fused_conv2d_stats %arg0, %arg1 {dilations = array<i64: 1, 1>, groups = 1 : i64, layout = #cnn.layout<NHWC>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>}
+// CHECK-SAME: -> (tensor<2x4x4x16xf16>, tensor<16xf32>, tensor<16xf32>)
+// The count is N * P * Q = 2 * 4 * 4.
+// CHECK: cnn.batch_norm_finalize %[[S]], %[[SS]], %arg2, %arg3, %arg4, %arg5 {count = 32 : i64, epsilon = 1.000000e-03 : f32, momentum = 2.000000e-01 : f32}
+// CHECK-NOT: cnn.batch_norm_stats
+// CHECK: return %[[Y]]
+func.func @rewritten(%x: tensor<2x8x8x8xf16>, %w: tensor<16x3x3x8xf16>, %g: tensor<16xf32>, %b: tensor<16xf32>, %rm: tensor<16xf32>, %rv: tensor<16xf32>) -> (tensor<2x4x4x16xf16>, tensor<16xf32>, tensor<16xf32>) {
+  %y = cnn.conv2d %x, %w {strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1, layout = #cnn.layout<NHWC>} : (tensor<2x8x8x8xf16>, tensor<16x3x3x8xf16>) -> tensor<2x4x4x16xf16>
+  %m, %i, %nm, %nv, %a, %be = cnn.batch_norm_stats %y, %g, %b, %rm, %rv {epsilon = 1.0e-3 : f32, momentum = 0.2 : f32, layout = #cnn.layout<NHWC>} : (tensor<2x4x4x16xf16>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>) -> (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>)
+  return %y, %a, %be : tensor<2x4x4x16xf16>, tensor<16xf32>, tensor<16xf32>
+}
+
+// -----
+
+// f32 convolutions keep the two-pass statistics (cuDNN's GenStats graphs
+// are f16 here).
+// CHECK-LABEL: func @f32_kept
+// CHECK: cnn.conv2d
+// CHECK: cnn.batch_norm_stats
+// CHECK-NOT: fused_conv2d_stats
+func.func @f32_kept(%x: tensor<2x8x8x8xf32>, %w: tensor<16x3x3x8xf32>, %g: tensor<16xf32>) -> tensor<16xf32> {
+  %y = cnn.conv2d %x, %w {strides = array<i64: 1, 1>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1, layout = #cnn.layout<NHWC>} : (tensor<2x8x8x8xf32>, tensor<16x3x3x8xf32>) -> tensor<2x8x8x16xf32>
+  %m, %i, %nm, %nv, %a, %be = cnn.batch_norm_stats %y, %g, %g, %g, %g {epsilon = 1.0e-5 : f32, momentum = 0.1 : f32, layout = #cnn.layout<NHWC>} : (tensor<2x8x8x16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>) -> (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>)
+  return %a : tensor<16xf32>
+}
+
+// -----
+
+// Grouped (here depthwise) convolutions are not GenStats' form.
+// CHECK-LABEL: func @grouped_kept
+// CHECK: cnn.batch_norm_stats
+// CHECK-NOT: fused_conv2d_stats
+func.func @grouped_kept(%x: tensor<2x8x8x16xf16>, %w: tensor<16x3x3x1xf16>, %g: tensor<16xf32>) -> tensor<16xf32> {
+  %y = cnn.conv2d %x, %w {strides = array<i64: 1, 1>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 16, layout = #cnn.layout<NHWC>} : (tensor<2x8x8x16xf16>, tensor<16x3x3x1xf16>) -> tensor<2x8x8x16xf16>
+  %m, %i, %nm, %nv, %a, %be = cnn.batch_norm_stats %y, %g, %g, %g, %g {epsilon = 1.0e-5 : f32, momentum = 0.1 : f32, layout = #cnn.layout<NHWC>} : (tensor<2x8x8x16xf16>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>) -> (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>)
+  return %a : tensor<16xf32>
+}
+
+// -----
+
+// 12 output channels: an NHWC row is not 16-byte aligned.
+// CHECK-LABEL: func @unaligned_kept
+// CHECK: cnn.batch_norm_stats
+// CHECK-NOT: fused_conv2d_stats
+func.func @unaligned_kept(%x: tensor<2x8x8x8xf16>, %w: tensor<12x3x3x8xf16>, %g: tensor<12xf32>) -> tensor<12xf32> {
+  %y = cnn.conv2d %x, %w {strides = array<i64: 1, 1>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1, layout = #cnn.layout<NHWC>} : (tensor<2x8x8x8xf16>, tensor<12x3x3x8xf16>) -> tensor<2x8x8x12xf16>
+  %m, %i, %nm, %nv, %a, %be = cnn.batch_norm_stats %y, %g, %g, %g, %g {epsilon = 1.0e-5 : f32, momentum = 0.1 : f32, layout = #cnn.layout<NHWC>} : (tensor<2x8x8x12xf16>, tensor<12xf32>, tensor<12xf32>, tensor<12xf32>, tensor<12xf32>) -> (tensor<12xf32>, tensor<12xf32>, tensor<12xf32>, tensor<12xf32>, tensor<12xf32>, tensor<12xf32>)
+  return %a : tensor<12xf32>
+}
+
+// -----
+
+// Statistics of something other than a plain convolution (here a block
+// argument) stay batch_norm_stats.
+// CHECK-LABEL: func @not_a_conv
+// CHECK: cnn.batch_norm_stats %arg0
+func.func @not_a_conv(%y: tensor<2x4x4x16xf16>, %g: tensor<16xf32>) -> tensor<16xf32> {
+  %m, %i, %nm, %nv, %a, %be = cnn.batch_norm_stats %y, %g, %g, %g, %g {epsilon = 1.0e-5 : f32, momentum = 0.1 : f32, layout = #cnn.layout<NHWC>} : (tensor<2x4x4x16xf16>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>) -> (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>)
+  return %a : tensor<16xf32>
+}
