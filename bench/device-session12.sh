@@ -4,7 +4,7 @@
 #   r  bench.py ResNet-50/18: cnnc with cnn-conv-stats (default) and without
 #      (--conv-stats=false) in the same run, PyTorch AMP+CL and torch.compile
 #      (R_MODELS, R_ARGS, R_S as in device-session10.sh)
-#   v  after r: ResNet-50's executable with CNNRT_VERBOSE=1 for 3 steps: how
+#   v  ResNet-50's executable (compiled with the default flags) with CNNRT_VERBOSE=1 for 3 steps: how
 #      many fused_conv2d_stats run as cuDNN's conv+GenStats graph, and the
 #      timings of the two forms (split = conv + statistics kernels)
 #   s  SimpleCNN batch 32 (device-session10.sh's part s)
@@ -18,7 +18,11 @@ if [[ $PARTS == *r* ]]; then
   echo "=== bench exit ${PIPESTATUS[0]}"
 fi
 if [[ $PARTS == *v* ]]; then
-  EXE=/tmp/cnnc-bench/resnet50/train
+  # Compiled here with the default flags (part r's work directory holds
+  # the last variant's executable).
+  timeout 150 python3 bench/bench.py --cnnc "$C" --models resnet50 --cnnc-only --steps 5 \
+    --work /tmp/s12v --variants "default=" 2>&1 | filter | tail -2
+  EXE=/tmp/s12v/resnet50/train
   if [ -x "$EXE" ]; then
     # The cache holds the choices of the bench run: drop them so the two
     # forms are timed again and printed.

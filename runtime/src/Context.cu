@@ -1437,14 +1437,17 @@ static void chooseConvStats(Context &ctx) {
     ConvEntry &c = I.convs[e.conv];
     const ConvDesc &d = c.d;
     const char *loc = e.loc.c_str();
-    if (!opts.convGraph || c.asym)
+    // CNNRT_CONV_FUSION=split / cudnn force a form (ops_check runs both);
+    // forced choices are not cached.
+    bool forced = opts.convFusion != ConvFusion::Auto;
+    if (!opts.convGraph || c.asym || opts.convFusion == ConvFusion::Split)
       continue;
     cg::ConvGeometry g{d.N,       d.C,       d.H,    d.W,    d.K,      d.R,
                        d.S,       d.P,       d.Q,    d.padT, d.padL,   d.strideH,
                        d.strideW, d.dilH,    d.dilW, d.groups,
                        CUDNN_DATA_HALF, true};
     std::string key = c.key + "|genstats|ws=" + std::to_string(I.workspaceBytes);
-    auto it = I.cache.find(key);
+    auto it = forced ? I.cache.end() : I.cache.find(key);
     if (it != I.cache.end()) {
       std::istringstream v(it->second);
       int index = -1;
@@ -1493,7 +1496,7 @@ static void chooseConvStats(Context &ctx) {
         best = std::move(p);
       }
     }
-    if (best && (splitMs < 0 || bestMs < splitMs))
+    if (best && (forced || splitMs < 0 || bestMs < splitMs))
       e.graph = best;
     if (opts.verbose)
       std::fprintf(stderr,
@@ -1503,6 +1506,14 @@ static void chooseConvStats(Context &ctx) {
                    best ? "" : ": ", best ? "" : why.c_str(),
                    e.graph ? "graph" : "split");
     CNNRT_CUDA(ctx, cudaDeviceSynchronize(), loc);
+    if (forced) {
+      if (!e.graph)
+        std::fprintf(stderr,
+                     "cnnrt: warning: %s: cuDNN has no conv+GenStats plan "
+                     "for this convolution (%s); running the split form\n",
+                     loc, why.c_str());
+      continue;
+    }
     I.cache[key] = std::to_string(e.graph ? e.graph->index() : -1);
     I.cacheDirty = true;
   }

@@ -3,7 +3,9 @@
 // backward data, backward filter, accumulate) and matmuls (all transpose
 // combinations, f16, accumulate) and fused convolutions with a bias/residual/
 // activation epilogue in each of their forms (cuDNN's fused call, conv +
-// epilogue, and the timed choice). Exit 3 without a GPU (ctest SKIP).
+// epilogue, and the timed choice), and convolutions with BatchNorm
+// statistics (cuDNN's conv + GenStats graph, the split form, the timed
+// choice). Exit 3 without a GPU (ctest SKIP).
 #include "cnnrt/cnnrt.h"
 
 #include <cmath>
@@ -290,6 +292,99 @@ void checkFusedConvs(ConvFusion mode, const char *modeName) {
   }
   ctx.checkLaunch("ops_check fused");
 }
+// fused_conv2d_stats' split form as the generated code has it: the
+// convolution, then the per-channel sums of y (one thread per channel here).
+__global__ void channelSums(const __half *y, float *sum, float *sumSq,
+                            int64_t rows, int K) {
+  int k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k >= K)
+    return;
+  double s = 0, q = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    double v = __half2float(y[r * K + k]);
+    s += v;
+    q += v * v;
+  }
+  sum[k] = (float)s;
+  sumSq[k] = (float)q;
+}
+
+const ConvDesc kStatsConvs[] = {
+    {4, 16, 8, 8, 32, 3, 3, 8, 8, 1, 1, 1, 1, 1, 1, 1, 1, 1, DType::F16,
+     Layout::NHWC},
+    {4, 32, 6, 6, 64, 1, 1, 6, 6, 0, 0, 0, 0, 1, 1, 1, 1, 1, DType::F16,
+     Layout::NHWC},
+};
+
+template <int I>
+void statsSplit(Context &ctx, const void *x, const void *w, void *y,
+                float *sum, float *sumSq) {
+  const ConvDesc &d = kStatsConvs[I];
+  ctx.convFwd(I, x, w, y);
+  channelSums<<<1, 64, 0, ctx.stream()>>>((const __half *)y, sum, sumSq,
+                                          int64_t(d.N) * d.P * d.Q, d.K);
+  ctx.checkLaunch("conv-stats split");
+}
+const ConvStatsFn kStatsSplits[] = {statsSplit<0>, statsSplit<1>};
+
+/// registerConvStats / convStatsFwd under `mode` (split, cudnn = the conv +
+/// GenStats graph whenever cuDNN has a plan, auto = timed) against a
+/// double-precision reference of y and of its per-channel sums.
+void checkConvStats(ConvFusion mode, const char *modeName) {
+  ModelSpec spec{"ops_check_conv_stats", 256, nullptr, 0, 1, 1, 1, 1, 1,
+                 nullptr, nullptr, nullptr};
+  ContextOptions opts = ContextOptions::fromEnv();
+  opts.convFusion = mode;
+  Context ctx(spec, opts);
+  const int n = int(sizeof(kStatsConvs) / sizeof(kStatsConvs[0]));
+  for (int i = 0; i < n; ++i) {
+    ctx.registerConv(i, kStatsConvs[i], "conv-stats");
+    ctx.registerConvStats(i, i, kStatsSplits[i], "conv-stats");
+  }
+  ctx.finishPrepare();
+  for (int i = 0; i < n; ++i) {
+    const ConvDesc &d = kStatsConvs[i];
+    size_t nx = size_t(d.N) * d.C * d.H * d.W, nw = size_t(d.K) * d.C * d.R * d.S,
+           ny = size_t(d.N) * d.K * d.P * d.Q;
+    Buf x(nx, d.dtype, true), w(nw, d.dtype, true), y(ny, d.dtype, false),
+        sum(d.K, DType::F32, false), sq(d.K, DType::F32, false);
+    std::vector<double> want(ny, 0), wantSum(d.K, 0), wantSq(d.K, 0);
+    for (int nn = 0; nn < d.N; ++nn)
+      for (int p = 0; p < d.P; ++p)
+        for (int q = 0; q < d.Q; ++q)
+          for (int k = 0; k < d.K; ++k) {
+            double acc = 0;
+            for (int c = 0; c < d.C; ++c)
+              for (int r = 0; r < d.R; ++r)
+                for (int t = 0; t < d.S; ++t) {
+                  int iy = p - d.padT + r, ix = q - d.padL + t;
+                  if (iy < 0 || iy >= d.H || ix < 0 || ix >= d.W)
+                    continue;
+                  acc += double(x.h[ai(d, true, nn, c, iy, ix, d.C, d.H, d.W)]) *
+                         w.h[wi(d, true, k, c, r, t)];
+                }
+            want[ai(d, true, nn, k, p, q, d.K, d.P, d.Q)] = acc;
+            wantSum[k] += acc;
+            wantSq[k] += acc * acc;
+          }
+    ctx.convStatsFwd(i, x.d, w.d, y.d, static_cast<float *>(sum.d),
+                     static_cast<float *>(sq.d));
+    cudaStreamSynchronize(ctx.stream());
+    bool graph = ctx.convStatsUsesGraph(i);
+    std::string what = std::string("conv-stats ") + (i ? "1x1" : "3x3") +
+                       " nhwc f16 [" + modeName + ": " +
+                       (graph ? "conv+GenStats graph" : "split") + "]";
+    compare((what + " y").c_str(), y.download(), want, 2e-2);
+    // Sums of ~300 values of magnitude ~3: relative to the sum's scale.
+    compare((what + " sum").c_str(), sum.download(), wantSum, 2e-2);
+    compare((what + " sum_sq").c_str(), sq.download(), wantSq, 2e-2);
+    if (mode == ConvFusion::Split && graph) {
+      std::printf("  conv-stats %d: the graph form under mode split\n", i);
+      ++failures;
+    }
+  }
+  ctx.checkLaunch("ops_check conv-stats");
+}
 } // namespace
 
 int main() {
@@ -342,6 +437,9 @@ int main() {
   checkFusedConvs(ConvFusion::Split, "split");
   checkFusedConvs(ConvFusion::CuDNN, "cudnn");
   checkFusedConvs(ConvFusion::Auto, "auto");
+  checkConvStats(ConvFusion::Split, "split");
+  checkConvStats(ConvFusion::CuDNN, "cudnn");
+  checkConvStats(ConvFusion::Auto, "auto");
   std::printf("%s\n", failures ? "ops_check: FAILED" : "ops_check: all ok");
   return failures ? 1 : 0;
 }
