@@ -8,9 +8,22 @@
 #      many fused_conv2d_stats run as cuDNN's conv+GenStats graph, and the
 #      timings of the two forms (split = conv + statistics kernels)
 #   s  SimpleCNN batch 32 (device-session10.sh's part s)
+#   p  the runtime built there; ops_check with CNNRT_VERBOSE=1: the
+#      conv-stats cases and their forms
 set -uo pipefail
 PARTS=${PARTS:-rv}
 source "$(dirname "$0")/device-env.sh"
+if [[ $PARTS == *p* ]]; then
+  RTB=/tmp/s12rt
+  build_runtime $RTB "${P1_S:-200}" cnnrt_ops_check
+  OPS=$(find $RTB -name cnnrt_ops_check -type f | head -1)
+  if [ -n "$OPS" ]; then
+    CNNRT_VERBOSE=1 timeout 150 "$OPS" >"$OUT/ops_check.log" 2>&1
+    echo "=== ops_check exit $?"
+    grep -E "conv-stats|genstats|FAIL" "$OUT/ops_check.log" | tail -40
+    tail -2 "$OUT/ops_check.log"
+  fi
+fi
 if [[ $PARTS == *r* ]]; then
   timeout "${R_S:-560}" python3 bench/bench.py --cnnc "$C" --models "${R_MODELS:-resnet50,resnet18}" \
     --variants "${R_VARIANTS:-default=;no-conv-stats=--conv-stats=false}" \

@@ -1485,12 +1485,30 @@ static void chooseConvStats(Context &ctx) {
     std::shared_ptr<cg::ConvPlan> best;
     float bestMs = -1;
     for (auto &p : plans) {
-      if (p->workspaceBytes() > I.workspaceBytes)
+      size_t need = p->workspaceBytes();
+      if (need > I.workspaceBytes && !I.plannedWorkspace &&
+          need <= (256u << 20)) {
+        // The workspace is ours (not planned in the arena): grow it.
+        CNNRT_CUDA(ctx, cudaDeviceSynchronize(), loc);
+        cudaFree(I.workspace);
+        I.workspace = nullptr;
+        if (cudaMalloc(&I.workspace, need) != cudaSuccess)
+          oomExit(ctx.spec(), "the algorithm workspace", need);
+        I.workspaceBytes = need;
+      }
+      if (need > I.workspaceBytes) {
+        if (why.empty())
+          why = "plan #" + std::to_string(p->index()) + " needs " +
+                std::to_string(need) + " workspace bytes, " +
+                std::to_string(I.workspaceBytes) + " planned";
         continue;
+      }
       float ms = timeCalls(ctx, [&]() {
         return p->executeStats(I.cudnn, b.p[0], b.p[1], b.p[2], sum, sq,
                                I.workspace) == CUDNN_STATUS_SUCCESS;
       });
+      if (ms < 0 && why.empty())
+        why = "plan #" + std::to_string(p->index()) + " failed to run";
       if (ms >= 0 && (bestMs < 0 || ms < bestMs)) {
         bestMs = ms;
         best = std::move(p);
