@@ -8,6 +8,7 @@
 #      many fused_conv2d_stats run as cuDNN's conv+GenStats graph, and the
 #      timings of the two forms (split = conv + statistics kernels)
 #   s  SimpleCNN batch 32 (device-session10.sh's part s)
+#   f  ResNet-50's CNNRT_PROFILE report of one step (CNNRT_PROFILE_TOP=40)
 #   p  the runtime built there; ops_check with CNNRT_VERBOSE=1: the
 #      conv-stats cases and their forms
 set -uo pipefail
@@ -46,6 +47,11 @@ if [[ $PARTS == *v* ]]; then
       "split: $(grep -c 'conv+genstats.*-> split' "$OUT/verbose.log")"
     grep 'conv+genstats' "$OUT/verbose.log" | head -60
   fi
+fi
+if [[ $PARTS == *f* ]]; then
+  CNNRT_PROFILE_TOP=40 timeout 200 python3 bench/bench.py --cnnc "$C" --models resnet50 \
+    --cnnc-only --steps 5 --profile --work /tmp/s12f --variants "default=" 2>&1 | filter |
+    tee "$OUT/r50-profile.log" | tail -80
 fi
 if [[ $PARTS == *s* ]]; then
   timeout "${S_S:-120}" python3 bench/bench.py --cnnc "$C" --models simplecnn --steps 500 \
