@@ -178,7 +178,22 @@ LogicalResult execConvStats(cnn::FusedConv2DStatsOp op,
                             function_ref<const Tensor &(Value)> get,
                             function_ref<Tensor &(Value)> def) {
   Tensor &r = def(op.getResult());
-  convInto(op, get(op.getInput()), get(op.getFilter()), r);
+  const Tensor &in = get(op.getInput());
+  if (!op.getScale()) {
+    convInto(op, in, get(op.getFilter()), r);
+  } else {
+    // The prologue: relu(input * scale + shift) per input channel, rounded
+    // to the input's type as the unfused normalization stored it.
+    Tensor x = in;
+    const Tensor &scale = get(op.getScale()), &shift = get(op.getShift());
+    ChannelOf ich(x.shape, op.getLayout());
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      float v = x.data[i] * scale.data[ich(i)] + shift.data[ich(i)];
+      v = v > 0 ? v : 0;
+      x.data[i] = x.kind == ElemKind::F16 ? roundToHalf(v) : v;
+    }
+    convInto(op, x, get(op.getFilter()), r);
+  }
   if (r.kind == ElemKind::F16)
     for (float &v : r.data)
       v = roundToHalf(v);

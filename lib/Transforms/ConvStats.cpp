@@ -6,10 +6,13 @@
 // Only where cuDNN's runtime fusion engines apply (NHWC, f16, one group,
 // channel counts that are multiples of 8); the runtime keeps a split form
 // (the convolution, then a statistics kernel) for shapes its engines refuse.
+// Then the BatchNorm apply + ReLU that feeds such a convolution becomes its
+// prologue (the MLPerf ResNet recipe's other half).
 //
 //===----------------------------------------------------------------------===//
 #include "cnnc/Transforms/Passes.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
@@ -53,8 +56,9 @@ struct FuseStatsIntoConv : OpRewritePattern<BatchNormStatsOp> {
     rewriter.setInsertionPoint(conv);
     auto fusedConv = FusedConv2DStatsOp::create(
         rewriter, conv.getLoc(), TypeRange{y, f32, f32}, conv.getInput(),
-        conv.getFilter(), conv.getStridesAttr(), conv.getPaddingAttr(),
-        conv.getDilationsAttr(), conv.getGroupsAttr(), conv.getLayoutAttr());
+        conv.getFilter(), /*scale=*/Value(), /*shift=*/Value(),
+        conv.getStridesAttr(), conv.getPaddingAttr(), conv.getDilationsAttr(),
+        conv.getGroupsAttr(), conv.getLayoutAttr());
     rewriter.replaceOp(conv, fusedConv.getResult());
     rewriter.setInsertionPoint(stats);
     auto fin = BatchNormFinalizeOp::create(
@@ -74,11 +78,107 @@ struct FuseStatsIntoConv : OpRewritePattern<BatchNormStatsOp> {
   llvm::Statistic &fused;
 };
 
+/// Whether `e` is a BatchNorm apply + ReLU as cnn-fuse leaves it:
+/// inputs (x, alpha, beta) with broadcast (0, 1, 1), alpha and beta f32, and
+/// the body relu(x * alpha + beta), optionally rounded to the result's
+/// element type (truncf + extf) before the yield.
+bool isScaleShiftRelu(FusedElementwiseOp e) {
+  if (e->getNumResults() != 1 || e.getInputs().size() != 3 ||
+      e.getBroadcast() != ArrayRef<int64_t>{0, 1, 1})
+    return false;
+  for (Value v : {e.getInputs()[1], e.getInputs()[2]})
+    if (!cast<RankedTensorType>(v.getType()).getElementType().isF32())
+      return false;
+  Block &body = e.getBody().front();
+  SmallVector<Operation *> ops;
+  for (Operation &op : body.without_terminator())
+    if (!isa<arith::ConstantOp>(op))
+      ops.push_back(&op);
+  auto isZero = [](Value v) {
+    auto c = v.getDefiningOp<arith::ConstantOp>();
+    auto f = c ? dyn_cast<FloatAttr>(c.getValue()) : nullptr;
+    return f && f.getValue().isZero();
+  };
+  if (ops.size() != 3 && ops.size() != 5)
+    return false;
+  auto mul = dyn_cast<arith::MulFOp>(ops[0]);
+  auto add = dyn_cast<arith::AddFOp>(ops[1]);
+  auto max = dyn_cast<arith::MaximumFOp>(ops[2]);
+  if (!mul || !add || !max || mul.getLhs() != body.getArgument(0) ||
+      mul.getRhs() != body.getArgument(1) || add.getLhs() != mul ||
+      add.getRhs() != body.getArgument(2) ||
+      !((max.getLhs() == add && isZero(max.getRhs())) ||
+        (max.getRhs() == add && isZero(max.getLhs()))))
+    return false;
+  Value last = max;
+  if (ops.size() == 5) {
+    auto trunc = dyn_cast<arith::TruncFOp>(ops[3]);
+    auto ext = dyn_cast<arith::ExtFOp>(ops[4]);
+    Type et =
+        cast<RankedTensorType>(e.getResult(0).getType()).getElementType();
+    if (!trunc || !ext || trunc.getIn() != max || ext.getIn() != trunc ||
+        trunc.getType() != et)
+      return false;
+    last = ext;
+  }
+  auto yield = cast<YieldOp>(body.getTerminator());
+  return yield.getValues().size() == 1 && yield.getValues()[0] == last;
+}
+
+/// fused_conv2d_stats(relu(x * alpha + beta), w) ->
+/// fused_conv2d_stats(x, w) with the prologue (alpha, beta): the convolution
+/// reads x, which the BatchNorm gradient keeps anyway, and the normalized
+/// tensor is no longer made in the forward pass. Where something else (the
+/// filter gradient) still reads the normalized tensor, its fused_elementwise
+/// moves down to right before the first such use: the values it reads are
+/// kept for the backward pass anyway, so it is recomputed there instead of
+/// being stored across the step.
+struct FusePrologueIntoConvStats : OpRewritePattern<FusedConv2DStatsOp> {
+  FusePrologueIntoConvStats(MLIRContext *ctx, llvm::Statistic &fused,
+                            llvm::Statistic &sunk)
+      : OpRewritePattern(ctx), fused(fused), sunk(sunk) {}
+  LogicalResult matchAndRewrite(FusedConv2DStatsOp conv,
+                                PatternRewriter &rewriter) const override {
+    if (conv.getScale())
+      return failure();
+    auto e = conv.getInput().getDefiningOp<FusedElementwiseOp>();
+    if (!e || e.getLayout() != conv.getLayout() || !isScaleShiftRelu(e) ||
+        e.getInputs()[0].getType() != conv.getInput().getType() ||
+        e->getBlock() != conv->getBlock())
+      return failure();
+    rewriter.modifyOpInPlace(conv, [&] {
+      conv.getInputMutable().assign(e.getInputs()[0]);
+      conv.getScaleMutable().assign(e.getInputs()[1]);
+      conv.getShiftMutable().assign(e.getInputs()[2]);
+    });
+    ++fused;
+    if (e->use_empty()) {
+      rewriter.eraseOp(e);
+      return success();
+    }
+    Operation *first = nullptr;
+    for (Operation *u : e->getUsers()) {
+      Operation *top = e->getBlock()->findAncestorOpInBlock(*u);
+      if (top && (!first || top->isBeforeInBlock(first)))
+        first = top;
+    }
+    if (first && e->isBeforeInBlock(first) && e->getNextNode() != first) {
+      rewriter.moveOpBefore(e, first);
+      ++sunk;
+    }
+    return success();
+  }
+  llvm::Statistic &fused, &sunk;
+};
+
 struct ConvStatsPass : cnnc::impl::CNNConvStatsBase<ConvStatsPass> {
   using CNNConvStatsBase::CNNConvStatsBase;
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     patterns.add<FuseStatsIntoConv>(&getContext(), anyPrecision, numFused);
+    if (prologue)
+      patterns.add<FusePrologueIntoConvStats>(&getContext(), numPrologues,
+                                              numSunk);
     FrozenRewritePatternSet frozen(std::move(patterns));
     getOperation().walk([&](func::FuncOp f) {
       // Only the rewrite above: no folding of the step's other ops.

@@ -282,6 +282,10 @@ struct ConvStatsEntry {
   bool valid = false;
   int conv = -1;
   ConvStatsFn split = nullptr;
+  bool prologue = false;
+  /// The split form's normalized input (prologue only; x-sized, allocated
+  /// in finishPrepare when the split form is chosen).
+  void *scratch = nullptr;
   std::string loc;
   /// Chosen in finishPrepare: the conv + GenStats plan, or null (split).
   std::shared_ptr<cnnrt::cudnn_graph::ConvPlan> graph;
@@ -462,6 +466,8 @@ Context::~Context() {
     if (f.actDesc)
       cudnnDestroyActivationDescriptor(f.actDesc);
   }
+  for (ConvStatsEntry &e : impl_->convStats)
+    cudaFree(e.scratch);
   for (MatmulEntry &m : impl_->matmuls) {
     if (!m.valid)
       continue;
@@ -1396,7 +1402,7 @@ bool Context::convBiasActUsesCudnn(int id) const {
 //===--- convolutions with BatchNorm statistics ---------------------------===//
 
 void Context::registerConvStats(int id, int convId, ConvStatsFn split,
-                                const char *loc) {
+                                bool prologue, const char *loc) {
   Impl &I = *impl_;
   if (I.prepared)
     fail(loc, "registerConvStats after prepare finished");
@@ -1419,6 +1425,7 @@ void Context::registerConvStats(int id, int convId, ConvStatsFn split,
   e.valid = true;
   e.conv = convId;
   e.split = split;
+  e.prologue = prologue;
   e.loc = loc;
 }
 
@@ -1437,16 +1444,26 @@ static void chooseConvStats(Context &ctx) {
     ConvEntry &c = I.convs[e.conv];
     const ConvDesc &d = c.d;
     const char *loc = e.loc.c_str();
+    size_t xBytes = (size_t)d.N * d.C * d.H * d.W * 2;
+    // The split form with a prologue writes the normalized input here.
+    auto ensureScratch = [&]() {
+      if (e.prologue && !e.scratch &&
+          cudaMalloc(&e.scratch, xBytes) != cudaSuccess)
+        oomExit(ctx.spec(), "a conv+statistics prologue buffer", xBytes);
+    };
     // CNNRT_CONV_FUSION=split / cudnn force a form (ops_check runs both);
     // forced choices are not cached.
     bool forced = opts.convFusion != ConvFusion::Auto;
-    if (!opts.convGraph || c.asym || opts.convFusion == ConvFusion::Split)
+    if (!opts.convGraph || c.asym || opts.convFusion == ConvFusion::Split) {
+      ensureScratch();
       continue;
+    }
     cg::ConvGeometry g{d.N,       d.C,       d.H,    d.W,    d.K,      d.R,
                        d.S,       d.P,       d.Q,    d.padT, d.padL,   d.strideH,
                        d.strideW, d.dilH,    d.dilW, d.groups,
-                       CUDNN_DATA_HALF, true};
-    std::string key = c.key + "|genstats|ws=" + std::to_string(I.workspaceBytes);
+                       CUDNN_DATA_HALF, true, e.prologue};
+    std::string key = c.key + (e.prologue ? "|sbr+genstats|ws=" : "|genstats|ws=") +
+                      std::to_string(I.workspaceBytes);
     auto it = forced ? I.cache.end() : I.cache.find(key);
     if (it != I.cache.end()) {
       std::istringstream v(it->second);
@@ -1457,26 +1474,42 @@ static void chooseConvStats(Context &ctx) {
           e.graph = cg::convPlanAt(I.cudnn, g, cg::Dir::FwdStats, index, &why);
         if (e.graph && e.graph->workspaceBytes() > I.workspaceBytes)
           e.graph.reset();
+        if (!e.graph)
+          ensureScratch();
         if (opts.verbose)
-          std::fprintf(stderr, "cnnrt: %s conv+genstats: %s (cached)%s\n", loc,
+          std::fprintf(stderr, "cnnrt: %s conv+genstats%s: %s (cached)%s\n",
+                       loc, e.prologue ? " (prologue)" : "",
                        e.graph ? "graph" : "split", why.c_str());
         continue;
       }
     }
-    size_t xBytes = (size_t)d.N * d.C * d.H * d.W * 2,
-           wBytes = (size_t)d.K * d.C * d.R * d.S * 2,
+    size_t wBytes = (size_t)d.K * d.C * d.R * d.S * 2,
            yBytes = (size_t)d.N * d.K * d.P * d.Q * 2,
-           sBytes = (size_t)d.K * sizeof(float);
+           kBytes = (size_t)d.K * sizeof(float),
+           cBytes = (size_t)d.C * sizeof(float);
     TuneBuffers b;
-    size_t bytes[5] = {xBytes, wBytes, yBytes, sBytes, sBytes};
-    for (int k = 0; k < 5; ++k) {
-      if (cudaMalloc(&b.p[k], bytes[k]) != cudaSuccess)
+    size_t bytes[7] = {xBytes, wBytes, yBytes, kBytes, kBytes, cBytes, cBytes};
+    void *p[7] = {};
+    for (int k = 0; k < 7; ++k) {
+      if (cudaMalloc(&p[k], bytes[k]) != cudaSuccess)
         oomExit(ctx.spec(), "conv+statistics timing buffers", bytes[k]);
-      CNNRT_CUDA(ctx, cudaMemset(b.p[k], 0, bytes[k]), loc);
+      CNNRT_CUDA(ctx, cudaMemset(p[k], 0, bytes[k]), loc);
     }
-    float *sum = static_cast<float *>(b.p[3]), *sq = static_cast<float *>(b.p[4]);
+    for (int k = 0; k < 5; ++k)
+      b.p[k] = p[k];
+    struct Free2 {
+      void *a, *b;
+      ~Free2() {
+        cudaFree(a);
+        cudaFree(b);
+      }
+    } freeScaleShift{p[5], p[6]};
+    float *sum = static_cast<float *>(p[3]), *sq = static_cast<float *>(p[4]);
+    const float *scale = e.prologue ? static_cast<float *>(p[5]) : nullptr;
+    const float *shift = e.prologue ? static_cast<float *>(p[6]) : nullptr;
+    ensureScratch();
     float splitMs = timeCalls(ctx, [&]() {
-      e.split(ctx, b.p[0], b.p[1], b.p[2], sum, sq);
+      e.split(ctx, p[0], p[1], p[2], sum, sq, scale, shift, e.scratch);
       return cudaGetLastError() == cudaSuccess;
     });
     std::string why;
@@ -1484,8 +1517,8 @@ static void chooseConvStats(Context &ctx) {
                                opts.deterministic, &why);
     std::shared_ptr<cg::ConvPlan> best;
     float bestMs = -1;
-    for (auto &p : plans) {
-      size_t need = p->workspaceBytes();
+    for (auto &pl : plans) {
+      size_t need = pl->workspaceBytes();
       if (need > I.workspaceBytes && !I.plannedWorkspace &&
           need <= (256u << 20)) {
         // The workspace is ours (not planned in the arena): grow it.
@@ -1498,31 +1531,36 @@ static void chooseConvStats(Context &ctx) {
       }
       if (need > I.workspaceBytes) {
         if (why.empty())
-          why = "plan #" + std::to_string(p->index()) + " needs " +
+          why = "plan #" + std::to_string(pl->index()) + " needs " +
                 std::to_string(need) + " workspace bytes, " +
                 std::to_string(I.workspaceBytes) + " planned";
         continue;
       }
       float ms = timeCalls(ctx, [&]() {
-        return p->executeStats(I.cudnn, b.p[0], b.p[1], b.p[2], sum, sq,
-                               I.workspace) == CUDNN_STATUS_SUCCESS;
+        return pl->executeStats(I.cudnn, p[0], p[1], p[2], sum, sq, scale,
+                                shift, I.workspace) == CUDNN_STATUS_SUCCESS;
       });
       if (ms < 0 && why.empty())
-        why = "plan #" + std::to_string(p->index()) + " failed to run";
+        why = "plan #" + std::to_string(pl->index()) + " failed to run";
       if (ms >= 0 && (bestMs < 0 || ms < bestMs)) {
         bestMs = ms;
-        best = std::move(p);
+        best = std::move(pl);
       }
     }
     if (best && (forced || splitMs < 0 || bestMs < splitMs))
       e.graph = best;
+    if (e.graph && e.scratch) {
+      CNNRT_CUDA(ctx, cudaDeviceSynchronize(), loc);
+      cudaFree(e.scratch);
+      e.scratch = nullptr;
+    }
     if (opts.verbose)
       std::fprintf(stderr,
-                   "cnnrt: %s conv+genstats: split %.3f ms, graph plan #%d "
+                   "cnnrt: %s conv+genstats%s: split %.3f ms, graph plan #%d "
                    "%.3f ms%s%s -> %s\n",
-                   loc, splitMs, best ? best->index() : -1, bestMs,
-                   best ? "" : ": ", best ? "" : why.c_str(),
-                   e.graph ? "graph" : "split");
+                   loc, e.prologue ? " (prologue)" : "", splitMs,
+                   best ? best->index() : -1, bestMs, best ? "" : ": ",
+                   best ? "" : why.c_str(), e.graph ? "graph" : "split");
     CNNRT_CUDA(ctx, cudaDeviceSynchronize(), loc);
     if (forced) {
       if (!e.graph)
@@ -1538,19 +1576,24 @@ static void chooseConvStats(Context &ctx) {
 }
 
 void Context::convStatsFwd(int id, const void *x, const void *w, void *y,
-                           float *sum, float *sumSq) {
+                           float *sum, float *sumSq, const float *scale,
+                           const float *shift) {
   auto &v = impl_->convStats;
   if (id < 0 || static_cast<size_t>(id) >= v.size() || !v[id].valid)
     fail("conv", "conv-stats id " + std::to_string(id) + " was not registered");
   ConvStatsEntry &e = v[id];
   getConv(*this, e.conv); // registered and prepared
+  if (e.prologue != (scale && shift) || (!e.prologue && (scale || shift)))
+    fail(e.loc.c_str(), e.prologue ? "conv-stats needs its prologue's scale "
+                                     "and shift"
+                                   : "conv-stats registered without a prologue");
   if (!e.graph) {
-    e.split(*this, x, w, y, sum, sumSq);
+    e.split(*this, x, w, y, sum, sumSq, scale, shift, e.scratch);
     return;
   }
   CNNRT_CUDNN(*this,
-              e.graph->executeStats(impl_->cudnn, x, w, y, sum, sumSq,
-                                    impl_->workspace),
+              e.graph->executeStats(impl_->cudnn, x, w, y, sum, sumSq, scale,
+                                    shift, impl_->workspace),
               e.loc.c_str());
   mark(*this, e.loc.c_str(), "cuDNN graph conv fwd+genstats");
 }

@@ -24,7 +24,10 @@ Desc::~Desc() {
 
 namespace {
 
-enum : int64_t { kX = 1, kW = 2, kY = 3, kSum = 4, kSumSq = 5 };
+enum : int64_t {
+  kX = 1, kW, kY, kSum, kSumSq, kScale, kShift,
+  kScaled = 100, kShifted, kRelu // the prologue's virtual tensors
+};
 
 std::string lastError() {
   char buf[512] = {0};
@@ -79,8 +82,9 @@ struct Builder {
     return tensorOf(uid, n, c, hh, ww, g.dtype);
   }
   Desc &tensorOf(int64_t uid, int64_t n, int64_t c, int64_t hh, int64_t ww,
-                 cudnnDataType_t t) {
+                 cudnnDataType_t t, bool isVirtual = false) {
     Desc &d = make(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+    set(d, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &isVirtual);
     int64_t dims[4] = {n, c, hh, ww};
     int64_t nchw[4] = {c * hh * ww, hh * ww, ww, 1};
     int64_t nhwc[4] = {hh * ww * c, 1, ww * c, c};
@@ -95,8 +99,41 @@ struct Builder {
     return d;
   }
 
+  /// A pointwise op out = mode(a[, b]) (f32 math), appended to `ops`.
+  void pointwise(cudnnPointwiseMode_t mode, Desc &a, Desc *b, Desc &out,
+                 std::vector<cudnnBackendDescriptor_t> &ops) {
+    Desc &pw = make(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
+    cudnnDataType_t prec = CUDNN_DATA_FLOAT;
+    set(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode);
+    set(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec);
+    finalize(pw, "pointwise");
+    Desc &op = make(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
+    setDesc(op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw);
+    setDesc(op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, a);
+    if (b)
+      setDesc(op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, *b);
+    setDesc(op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, out);
+    finalize(op, "pointwise operation");
+    ops.push_back(op.get());
+  }
+
   bool build() {
-    Desc &x = tensor(kX, g.N, g.C, g.H, g.W);
+    std::vector<cudnnBackendDescriptor_t> ops;
+    Desc *xIn = &tensor(kX, g.N, g.C, g.H, g.W);
+    if (dir == Dir::FwdStats && g.prologue) {
+      // relu(x * scale + shift): f32 math, the ReLU's output rounded to the
+      // data type as the unfused normalization stored it.
+      Desc &scale = tensorOf(kScale, 1, g.C, 1, 1, CUDNN_DATA_FLOAT);
+      Desc &shift = tensorOf(kShift, 1, g.C, 1, 1, CUDNN_DATA_FLOAT);
+      Desc &t1 = tensorOf(kScaled, g.N, g.C, g.H, g.W, CUDNN_DATA_FLOAT, true);
+      Desc &t2 = tensorOf(kShifted, g.N, g.C, g.H, g.W, CUDNN_DATA_FLOAT, true);
+      Desc &t3 = tensorOf(kRelu, g.N, g.C, g.H, g.W, g.dtype, true);
+      pointwise(CUDNN_POINTWISE_MUL, *xIn, &scale, t1, ops);
+      pointwise(CUDNN_POINTWISE_ADD, t1, &shift, t2, ops);
+      pointwise(CUDNN_POINTWISE_RELU_FWD, t2, nullptr, t3, ops);
+      xIn = &t3;
+    }
+    Desc &x = *xIn;
     Desc &w = tensor(kW, g.K, g.C / g.groups, g.R, g.S);
     Desc &y = tensor(kY, g.N, g.K, g.P, g.Q);
     Desc &conv = make(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
@@ -169,10 +206,11 @@ struct Builder {
     graph = Desc(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
     if (!graph)
       return check(CUDNN_STATUS_ALLOC_FAILED, "create graph");
-    cudnnBackendDescriptor_t ops[2] = {op->get(),
-                                       stats ? stats->get() : nullptr};
+    ops.push_back(op->get());
+    if (stats)
+      ops.push_back(stats->get());
     set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-        stats ? 2 : 1, ops);
+        (int64_t)ops.size(), ops.data());
     set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
     finalize(graph, "operation graph");
     return !failed;
@@ -272,7 +310,7 @@ cudnnStatus_t executePlan(cudnnHandle_t h, const Desc &plan, void **ptrs,
   Desc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
   if (!pack)
     return CUDNN_STATUS_ALLOC_FAILED;
-  int64_t uids[5] = {kX, kW, kY, kSum, kSumSq};
+  int64_t uids[7] = {kX, kW, kY, kSum, kSumSq, kScale, kShift};
   cudnnStatus_t s;
   if ((s = cudnnBackendSetAttribute(pack.get(), CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS,
                                     CUDNN_TYPE_INT64, n, uids)) ||
@@ -296,10 +334,13 @@ cudnnStatus_t ConvPlan::execute(cudnnHandle_t h, const void *x, const void *w,
 
 cudnnStatus_t ConvPlan::executeStats(cudnnHandle_t h, const void *x,
                                      const void *w, void *y, float *sum,
-                                     float *sumSq, void *workspace) const {
-  void *ptrs[5] = {const_cast<void *>(x), const_cast<void *>(w), y, sum,
-                   sumSq};
-  return executePlan(h, plan_, ptrs, 5, workspace);
+                                     float *sumSq, const float *scale,
+                                     const float *shift,
+                                     void *workspace) const {
+  void *ptrs[7] = {const_cast<void *>(x), const_cast<void *>(w), y, sum,
+                   sumSq,  const_cast<float *>(scale),
+                   const_cast<float *>(shift)};
+  return executePlan(h, plan_, ptrs, scale ? 7 : 5, workspace);
 }
 
 namespace {

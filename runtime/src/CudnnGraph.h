@@ -33,6 +33,9 @@ struct ConvGeometry {
   int64_t padH, padW, strideH, strideW, dilH, dilW, groups;
   cudnnDataType_t dtype;
   bool nhwc;
+  /// FwdStats only: x goes through relu(x * scale + shift) per input
+  /// channel first (scale, shift: f32 [1, C, 1, 1], uids 6 and 7).
+  bool prologue = false;
 };
 
 /// An owned backend descriptor.
@@ -64,9 +67,11 @@ public:
   /// Enqueues the convolution on the handle's stream.
   cudnnStatus_t execute(cudnnHandle_t h, const void *x, const void *w,
                         const void *y, void *workspace) const;
-  /// A FwdStats plan: y = conv(x, w), sum and sumSq of y per channel.
+  /// A FwdStats plan: y = conv(x, w), sum and sumSq of y per channel
+  /// (with the prologue's scale and shift when the geometry has one).
   cudnnStatus_t executeStats(cudnnHandle_t h, const void *x, const void *w,
                              void *y, float *sum, float *sumSq,
+                             const float *scale, const float *shift,
                              void *workspace) const;
 
 private:

@@ -309,23 +309,47 @@ __global__ void channelSums(const __half *y, float *sum, float *sumSq,
   sumSq[k] = (float)q;
 }
 
+// The second and fourth take the scale-shift-ReLU prologue.
 const ConvDesc kStatsConvs[] = {
+    {4, 16, 8, 8, 32, 3, 3, 8, 8, 1, 1, 1, 1, 1, 1, 1, 1, 1, DType::F16,
+     Layout::NHWC},
     {4, 16, 8, 8, 32, 3, 3, 8, 8, 1, 1, 1, 1, 1, 1, 1, 1, 1, DType::F16,
      Layout::NHWC},
     {4, 32, 6, 6, 64, 1, 1, 6, 6, 0, 0, 0, 0, 1, 1, 1, 1, 1, DType::F16,
      Layout::NHWC},
+    {4, 32, 6, 6, 64, 1, 1, 6, 6, 0, 0, 0, 0, 1, 1, 1, 1, 1, DType::F16,
+     Layout::NHWC},
 };
+bool hasPrologue(int i) { return i % 2 == 1; }
+
+__global__ void scaleShiftRelu(const __half *x, const float *scale,
+                               const float *shift, __half *out, int64_t n,
+                               int C) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    float v = __half2float(x[i]) * scale[i % C] + shift[i % C];
+    out[i] = __float2half(v > 0.f ? v : 0.f);
+  }
+}
 
 template <int I>
 void statsSplit(Context &ctx, const void *x, const void *w, void *y,
-                float *sum, float *sumSq) {
+                float *sum, float *sumSq, const float *scale,
+                const float *shift, void *scratch) {
   const ConvDesc &d = kStatsConvs[I];
+  if (scale) {
+    int64_t n = int64_t(d.N) * d.H * d.W * d.C;
+    scaleShiftRelu<<<gridFor(n), 256, 0, ctx.stream()>>>(
+        (const __half *)x, scale, shift, (__half *)scratch, n, d.C);
+    x = scratch;
+  }
   ctx.convFwd(I, x, w, y);
   channelSums<<<1, 64, 0, ctx.stream()>>>((const __half *)y, sum, sumSq,
                                           int64_t(d.N) * d.P * d.Q, d.K);
   ctx.checkLaunch("conv-stats split");
 }
-const ConvStatsFn kStatsSplits[] = {statsSplit<0>, statsSplit<1>};
+const ConvStatsFn kStatsSplits[] = {statsSplit<0>, statsSplit<1>,
+                                    statsSplit<2>, statsSplit<3>};
 
 /// registerConvStats / convStatsFwd under `mode` (split, cudnn = the conv +
 /// GenStats graph whenever cuDNN has a plan, auto = timed) against a
@@ -339,7 +363,7 @@ void checkConvStats(ConvFusion mode, const char *modeName) {
   const int n = int(sizeof(kStatsConvs) / sizeof(kStatsConvs[0]));
   for (int i = 0; i < n; ++i) {
     ctx.registerConv(i, kStatsConvs[i], "conv-stats");
-    ctx.registerConvStats(i, i, kStatsSplits[i], "conv-stats");
+    ctx.registerConvStats(i, i, kStatsSplits[i], hasPrologue(i), "conv-stats");
   }
   ctx.finishPrepare();
   for (int i = 0; i < n; ++i) {
@@ -347,7 +371,17 @@ void checkConvStats(ConvFusion mode, const char *modeName) {
     size_t nx = size_t(d.N) * d.C * d.H * d.W, nw = size_t(d.K) * d.C * d.R * d.S,
            ny = size_t(d.N) * d.K * d.P * d.Q;
     Buf x(nx, d.dtype, true), w(nw, d.dtype, true), y(ny, d.dtype, false),
-        sum(d.K, DType::F32, false), sq(d.K, DType::F32, false);
+        sum(d.K, DType::F32, false), sq(d.K, DType::F32, false),
+        scale(d.C, DType::F32, true), shift(d.C, DType::F32, true);
+    bool pro = hasPrologue(i);
+    // What the convolution reads: x, or relu(x * scale + shift) rounded to
+    // f16 (the prologue).
+    std::vector<float> xin = x.h;
+    if (pro)
+      for (size_t j = 0; j < nx; ++j) {
+        float v = x.h[j] * scale.h[j % d.C] + shift.h[j % d.C];
+        xin[j] = __half2float(__float2half(v > 0.f ? v : 0.f));
+      }
     std::vector<double> want(ny, 0), wantSum(d.K, 0), wantSq(d.K, 0);
     for (int nn = 0; nn < d.N; ++nn)
       for (int p = 0; p < d.P; ++p)
@@ -360,7 +394,7 @@ void checkConvStats(ConvFusion mode, const char *modeName) {
                   int iy = p - d.padT + r, ix = q - d.padL + t;
                   if (iy < 0 || iy >= d.H || ix < 0 || ix >= d.W)
                     continue;
-                  acc += double(x.h[ai(d, true, nn, c, iy, ix, d.C, d.H, d.W)]) *
+                  acc += double(xin[ai(d, true, nn, c, iy, ix, d.C, d.H, d.W)]) *
                          w.h[wi(d, true, k, c, r, t)];
                 }
             want[ai(d, true, nn, k, p, q, d.K, d.P, d.Q)] = acc;
@@ -368,10 +402,13 @@ void checkConvStats(ConvFusion mode, const char *modeName) {
             wantSq[k] += acc * acc;
           }
     ctx.convStatsFwd(i, x.d, w.d, y.d, static_cast<float *>(sum.d),
-                     static_cast<float *>(sq.d));
+                     static_cast<float *>(sq.d),
+                     pro ? static_cast<float *>(scale.d) : nullptr,
+                     pro ? static_cast<float *>(shift.d) : nullptr);
     cudaStreamSynchronize(ctx.stream());
     bool graph = ctx.convStatsUsesGraph(i);
-    std::string what = std::string("conv-stats ") + (i ? "1x1" : "3x3") +
+    std::string what = std::string("conv-stats ") + (i >= 2 ? "1x1" : "3x3") +
+                       (pro ? " +prologue" : "") +
                        " nhwc f16 [" + modeName + ": " +
                        (graph ? "conv+GenStats graph" : "split") + "]";
     compare((what + " y").c_str(), y.download(), want, 2e-2);

@@ -197,17 +197,19 @@ def max_rel(s0, s1, k):
 
 @pytest.mark.parametrize("precision,tol", [("fp32", 2e-5), ("fp16", 2e-2)])
 def test_conv_stats_keeps_step(tmp_path, precision, tol):
-    """cnn-conv-stats on conv -> BN -> conv -> BN -> pool -> linear, a
-    step without ReLU masks or max-pool choices, so its gradients are
+    """cnn-conv-stats on conv -> BN -> ReLU -> conv -> BN -> pool ->
+    linear, a step without max-pool choices, so its gradients are nearly
     smooth functions of the BN statistics: fused_conv2d_stats +
-    batch_norm_finalize (variance from E[x^2] - E[x]^2 of f32 sums) must
-    give cnn-fuse's step (two-pass shifted sums) within `tol`: 1e-5 in f32;
-    in f16 a statistic that moves by an ulp moves f16 roundings, 2e-2."""
+    batch_norm_finalize (variance from E[x^2] - E[x]^2 of f32 sums), the
+    second convolution with the BN-apply + ReLU as its prologue (and the
+    normalized tensor recomputed for its filter gradient), must give
+    cnn-fuse's step (two-pass shifted sums) within `tol`: 2e-5 in f32; in
+    f16 a statistic that moves by an ulp moves f16 roundings, 2e-2."""
     torch = pytest.importorskip("torch")
     torch.manual_seed(5)
     model = torch.nn.Sequential(
         torch.nn.Conv2d(8, 16, 3, padding=1, bias=False), torch.nn.BatchNorm2d(16),
-        torch.nn.Conv2d(16, 24, 3, stride=2, padding=1, bias=False),
+        torch.nn.ReLU(), torch.nn.Conv2d(16, 24, 3, stride=2, padding=1, bias=False),
         torch.nn.BatchNorm2d(24), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(),
         torch.nn.Linear(24, 10))
     onnx = tmp_path / "m.onnx"
@@ -219,6 +221,7 @@ def test_conv_stats_keeps_step(tmp_path, precision, tol):
     text, (l0, s0), (l1, s1) = compare_conv_stats(tmp_path, onnx, x, precision, "s")
     assert text.count("= cnn.batch_norm_finalize") == 2
     assert text.count("= cnn.fused_conv2d_stats") == 2
+    assert text.count("operandSegmentSizes = array<i32: 1, 1, 1, 1>") == 1
     assert "cnn.batch_norm_stats" not in text
     assert abs(l1 - l0) <= tol * abs(l0), (l0, l1)
     worst = max(max_rel(s0, s1, k) for k in s0)
@@ -228,7 +231,9 @@ def test_conv_stats_keeps_step(tmp_path, precision, tol):
 
 def test_conv_stats_resnet18_forward(tmp_path):
     """Every BN of ResNet-18's f16 NHWC step takes its statistics from the
-    convolution before it (the stem's input is channel-padded to 8), and
+    convolution before it (the stem's input is channel-padded to 8), the
+    second convolution of each of the 8 blocks takes the first BN-apply +
+    ReLU as its prologue, and
     the forward pass keeps its numbers: the loss and all running
     statistics within 2e-3 (f16: a statistic that moves in its last bits
     flips the rounding of some normalized values, 1 ulp = 1e-3, and the
@@ -245,6 +250,7 @@ def test_conv_stats_resnet18_forward(tmp_path):
     text, (l0, s0), (l1, s1) = compare_conv_stats(tmp_path, onnx, x, "fp16", "r")
     assert text.count("= cnn.batch_norm_finalize") == 20
     assert text.count("= cnn.fused_conv2d_stats") == 20
+    assert text.count("operandSegmentSizes = array<i32: 1, 1, 1, 1>") == 8
     assert "cnn.batch_norm_stats" not in text
     running = [k for k in s0 if "running" in k]
     print("resnet18 conv-stats: loss %.6f vs %.6f, running stats worst rel %.2e" % (

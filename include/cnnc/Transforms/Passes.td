@@ -334,7 +334,18 @@ def CNNConvStats : Pass<"cnn-conv-stats", "mlir::ModuleOp"> {
 
     The variance comes from E[x²] - E[x]² (in f64, from f32 sums) instead of
     the two-pass shifted sums of batch_norm_stats: within f16 training's
-    tolerance, not bit for bit. Runs after cnn-fuse, before
+    tolerance, not bit for bit.
+
+    Then (option `prologue`) a `fused_conv2d_stats` whose input is the
+    previous BatchNorm's apply + ReLU, `relu(x * alpha + beta)` (a
+    fused_elementwise as cnn-fuse leaves it), reads `x` and takes `alpha`,
+    `beta` as its prologue (cuDNN's scale-bias-ReLU prologue): the forward
+    pass no longer makes the normalized tensor. Where the filter gradient
+    still reads it, the fused_elementwise moves down to right before its
+    first use, so it is recomputed in the backward pass from `x` (kept for
+    the BatchNorm gradient anyway) instead of being stored across the step.
+
+    Runs after cnn-fuse, before
     cnn-lower-elementwise; the CUDA target's pipeline only (`--no-conv-stats`
     turns it off).
 
@@ -345,15 +356,24 @@ def CNNConvStats : Pass<"cnn-conv-stats", "mlir::ModuleOp"> {
     %y, %s, %ss = cnn.fused_conv2d_stats %x, %w {...}
     %m, %is, %rm, %rv, %a, %b = cnn.batch_norm_finalize %s, %ss, %g, %be, %rm0, %rv0
         {count = 2048 : i64, ...}
+    %n = cnn.fused_elementwise %y, %a, %b ... // relu(y * a + b)
+    %z = cnn.conv2d %n, %w2 ...
+    // (and %z's BatchNorm) becomes
+    %z, %s2, %ss2 = cnn.fused_conv2d_stats %y, %w2, %a, %b {...}
     ```
   }];
   let options = [
     Option<"anyPrecision", "any-precision", "bool", /*default=*/"false",
            "Also rewrite f32 convolutions (the reference interpreter runs "
-           "them; the CUDA target's GenStats graphs are f16 only)">
+           "them; the CUDA target's GenStats graphs are f16 only)">,
+    Option<"prologue", "prologue", "bool", /*default=*/"true",
+           "Fuse the BatchNorm apply + ReLU that feeds a fused_conv2d_stats "
+           "into it as its prologue">
   ];
   let statistics = [
-    Statistic<"numFused", "fused", "BatchNorm statistics computed in a convolution's epilogue">
+    Statistic<"numFused", "fused", "BatchNorm statistics computed in a convolution's epilogue">,
+    Statistic<"numPrologues", "prologues", "BatchNorm apply + ReLU fused into the next convolution">,
+    Statistic<"numSunk", "sunk", "BatchNorm apply + ReLU moved to their first backward use">
   ];
 }
 

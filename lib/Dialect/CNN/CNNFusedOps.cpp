@@ -65,6 +65,15 @@ LogicalResult FusedConv2DStatsOp::verify() {
   if (failed(checkF32Channels(*this, "sum", getSum(), k)) ||
       failed(checkF32Channels(*this, "sum_sq", getSumSq(), k)))
     return failure();
+  if (!getScale() != !getShift())
+    return emitOpError("'scale' and 'shift' (the prologue) come together");
+  if (getScale()) {
+    auto in = getInput().getType();
+    int64_t c = in.getDimSize(channelDim(in, getLayout()));
+    if (failed(checkF32Channels(*this, "scale", getScale(), c)) ||
+        failed(checkF32Channels(*this, "shift", getShift(), c)))
+      return failure();
+  }
   return success();
 }
 

@@ -1299,6 +1299,19 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
         // (or runs slower): the convolution as cnn-select-lowering chose it,
         // then the two-pass channel sums.
         std::string body;
+        std::string T = ctype(y.getElementType());
+        bool prologue = c.getScale() != nullptr;
+        if (prologue) {
+          // The normalized input, in the runtime's scratch buffer.
+          int64_t n = x.getNumElements();
+          body += fmt::format(
+              "  nhwcScaleShiftRelu<{0}><<<{1}, 256, 0, s>>>(static_cast<const "
+              "{0} *>(x), scale, shift, static_cast<{0} *>(scratch), {2}ll, "
+              "{3});\n  CNNRT_CHECK_KERNEL(ctx, \"{4}\", \"{5} "
+              "nhwcScaleShiftRelu\");\n  x = scratch;\n",
+              T, gridFor(n), n, x.getDimSize(3), loc(op),
+              op->getName().getStringRef().str());
+        }
         ptrOverride[c.getInput()] = "x";
         ptrOverride[c.getFilter()] = "w";
         ptrOverride[c.getResult()] =
@@ -1327,16 +1340,21 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
         if (isNew)
           epilogues += fmt::format(
               "static void {}(cnnrt::Context &ctx, const void *x, const void "
-              "*w,\n    void *y, float *sum, float *sumSq) {{\n"
-              "  cudaStream_t s = ctx.stream();\n{}}}\n\n",
+              "*w,\n    void *y, float *sum, float *sumSq, const float *scale,\n"
+              "    const float *shift, void *scratch) {{\n"
+              "  cudaStream_t s = ctx.stream();\n"
+              "  (void)scale; (void)shift; (void)scratch;\n{}}}\n\n",
               it->second, body);
         int sid = numConvStats++;
-        prepare += fmt::format("  ctx.registerConvStats({}, {}, {}, \"{}\");\n",
-                               sid, id, it->second, loc(op));
-        out += fmt::format("  ctx.convStatsFwd({}, {}, {}, {}, {}, {});\n", sid,
-                           ptr(c.getInput()), ptr(c.getFilter()),
+        prepare += fmt::format(
+            "  ctx.registerConvStats({}, {}, {}, {}, \"{}\");\n", sid, id,
+            it->second, prologue ? "true" : "false", loc(op));
+        out += fmt::format("  ctx.convStatsFwd({}, {}, {}, {}, {}, {}, {}, {});\n",
+                           sid, ptr(c.getInput()), ptr(c.getFilter()),
                            ptr(c.getResult()), ptr(c.getSum()),
-                           ptr(c.getSumSq()));
+                           ptr(c.getSumSq()),
+                           prologue ? ptr(c.getScale()) : "nullptr",
+                           prologue ? ptr(c.getShift()) : "nullptr");
         return success();
       })
       .Case([&](BatchNormFinalizeOp b) {

@@ -125,10 +125,14 @@ using ConvEpilogueFn = void (*)(Context &ctx, void *y, const void *bias,
                                 const void *residual);
 
 /// The split form of a convolution with BatchNorm statistics (generated
-/// code, see registerConvStats): y = conv(x, w), then the f32 per-channel
-/// sum and sum of squares of y, enqueued on ctx.stream().
+/// code, see registerConvStats): y = conv(x', w), then the f32 per-channel
+/// sum and sum of squares of y, enqueued on ctx.stream(); x' = x, or with a
+/// prologue relu(x * scale + shift) per channel, written to `scratch` (an
+/// x-sized buffer of the runtime's) first.
 using ConvStatsFn = void (*)(Context &ctx, const void *x, const void *w,
-                             void *y, float *sum, float *sumSq);
+                             void *y, float *sum, float *sumSq,
+                             const float *scale, const float *shift,
+                             void *scratch);
 
 /// How a fused convolution runs: Auto times both forms once per shape (and
 /// caches the choice); CuDNN and Split force one (CNNRT_CONV_FUSION).
@@ -201,9 +205,12 @@ public:
                            ConvEpilogueFn epilogue, const char *loc);
   /// A forward convolution with the per-channel sum and sum of squares of
   /// its output (cnn.fused_conv2d_stats) on the registered NHWC f16
-  /// convolution `convId`: either one cuDNN graph (conv + GenStats) or
-  /// `split`; finishPrepare times both and keeps the faster (cached).
-  void registerConvStats(int id, int convId, ConvStatsFn split,
+  /// convolution `convId`, with the scale-shift-ReLU prologue on its input
+  /// when `prologue`: either one cuDNN graph (prologue + conv + GenStats) or
+  /// `split`; finishPrepare times both and keeps the faster (cached). A
+  /// split form with a prologue gets an x-sized scratch buffer, allocated
+  /// then (outside the arena: only where cuDNN has no faster graph).
+  void registerConvStats(int id, int convId, ConvStatsFn split, bool prologue,
                          const char *loc);
   /// Allocates the workspace (max over chosen algorithms; nothing when the
   /// spec plans it in the arena) and saves the algorithm cache. trainMain
@@ -221,10 +228,12 @@ public:
   /// After finishPrepare: whether fused convolution `id` runs as one cuDNN
   /// call (false: convolution + generated epilogue).
   bool convBiasActUsesCudnn(int id) const;
-  /// y = conv(x, w) and sum, sumSq (f32, K each) of y per channel, for
-  /// registerConvStats' `id`.
+  /// y = conv(x', w) and sum, sumSq (f32, K each) of y per channel, for
+  /// registerConvStats' `id`; x' = relu(x * scale + shift) (f32, C each)
+  /// when registered with a prologue, else x (scale, shift null).
   void convStatsFwd(int id, const void *x, const void *w, void *y, float *sum,
-                    float *sumSq);
+                    float *sumSq, const float *scale = nullptr,
+                    const float *shift = nullptr);
   /// After finishPrepare: whether `id` runs as cuDNN's conv + GenStats graph
   /// (false: the split form).
   bool convStatsUsesGraph(int id) const;

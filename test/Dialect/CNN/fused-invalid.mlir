@@ -168,7 +168,7 @@ func.func @bn_affine_relu_grad_types(%dy: tensor<2x8x4x4xf16>, %x: tensor<2x8x4x
 // fused_conv2d_stats: the result is conv2d's result type.
 func.func @conv_stats_result(%x: tensor<2x4x4x8xf16>, %w: tensor<16x3x3x8xf16>) {
   // expected-error @+1 {{result 'tensor<2x2x2x16xf16>' differs from the convolution's 'tensor<2x4x4x16xf16>'}}
-  %y, %s, %ss = cnn.fused_conv2d_stats %x, %w {dilations = array<i64: 1, 1>, groups = 1 : i64, layout = #cnn.layout<NHWC>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<2x4x4x8xf16>, tensor<16x3x3x8xf16>) -> (tensor<2x2x2x16xf16>, tensor<16xf32>, tensor<16xf32>)
+  %y, %s, %ss = cnn.fused_conv2d_stats %x, %w {dilations = array<i64: 1, 1>, groups = 1 : i64, layout = #cnn.layout<NHWC>, operandSegmentSizes = array<i32: 1, 1, 0, 0>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<2x4x4x8xf16>, tensor<16x3x3x8xf16>) -> (tensor<2x2x2x16xf16>, tensor<16xf32>, tensor<16xf32>)
   return
 }
 
@@ -177,7 +177,7 @@ func.func @conv_stats_result(%x: tensor<2x4x4x8xf16>, %w: tensor<16x3x3x8xf16>) 
 // fused_conv2d_stats: the sums are f32, one per output channel.
 func.func @conv_stats_sum_size(%x: tensor<2x4x4x8xf16>, %w: tensor<16x3x3x8xf16>) {
   // expected-error @+1 {{'sum' 'tensor<8xf32>' must be 1-D of size 16 (the channel count)}}
-  %y, %s, %ss = cnn.fused_conv2d_stats %x, %w {dilations = array<i64: 1, 1>, groups = 1 : i64, layout = #cnn.layout<NHWC>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<2x4x4x8xf16>, tensor<16x3x3x8xf16>) -> (tensor<2x4x4x16xf16>, tensor<8xf32>, tensor<16xf32>)
+  %y, %s, %ss = cnn.fused_conv2d_stats %x, %w {dilations = array<i64: 1, 1>, groups = 1 : i64, layout = #cnn.layout<NHWC>, operandSegmentSizes = array<i32: 1, 1, 0, 0>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<2x4x4x8xf16>, tensor<16x3x3x8xf16>) -> (tensor<2x4x4x16xf16>, tensor<8xf32>, tensor<16xf32>)
   return
 }
 
@@ -185,7 +185,7 @@ func.func @conv_stats_sum_size(%x: tensor<2x4x4x8xf16>, %w: tensor<16x3x3x8xf16>
 
 func.func @conv_stats_sum_type(%x: tensor<2x4x4x8xf16>, %w: tensor<16x3x3x8xf16>) {
   // expected-error @+1 {{'sum_sq' 'tensor<16xf16>' must be f32}}
-  %y, %s, %ss = cnn.fused_conv2d_stats %x, %w {dilations = array<i64: 1, 1>, groups = 1 : i64, layout = #cnn.layout<NHWC>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<2x4x4x8xf16>, tensor<16x3x3x8xf16>) -> (tensor<2x4x4x16xf16>, tensor<16xf32>, tensor<16xf16>)
+  %y, %s, %ss = cnn.fused_conv2d_stats %x, %w {dilations = array<i64: 1, 1>, groups = 1 : i64, layout = #cnn.layout<NHWC>, operandSegmentSizes = array<i32: 1, 1, 0, 0>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<2x4x4x8xf16>, tensor<16x3x3x8xf16>) -> (tensor<2x4x4x16xf16>, tensor<16xf32>, tensor<16xf16>)
   return
 }
 
@@ -210,5 +210,23 @@ func.func @finalize_channels(%s: tensor<16xf32>, %c: tensor<8xf32>) {
 func.func @finalize_alpha_type(%s: tensor<16xf32>, %h: tensor<16xf16>) {
   // expected-error @+1 {{'alpha' 'tensor<16xf16>' must be f32}}
   %m, %i, %nm, %nv, %a, %be = cnn.batch_norm_finalize %s, %s, %s, %s, %s, %s {count = 32 : i64, epsilon = 1.0e-5 : f32, momentum = 0.1 : f32} : (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>) -> (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf16>, tensor<16xf32>)
+  return
+}
+
+// -----
+
+// fused_conv2d_stats' prologue: scale and shift come together.
+func.func @conv_stats_half_prologue(%x: tensor<2x4x4x8xf16>, %w: tensor<16x3x3x8xf16>, %a: tensor<8xf32>) {
+  // expected-error @+1 {{'scale' and 'shift' (the prologue) come together}}
+  %y, %s, %ss = cnn.fused_conv2d_stats %x, %w, %a {dilations = array<i64: 1, 1>, groups = 1 : i64, layout = #cnn.layout<NHWC>, operandSegmentSizes = array<i32: 1, 1, 1, 0>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<2x4x4x8xf16>, tensor<16x3x3x8xf16>, tensor<8xf32>) -> (tensor<2x4x4x16xf16>, tensor<16xf32>, tensor<16xf32>)
+  return
+}
+
+// -----
+
+// The prologue is per input channel (8), not per output channel (16).
+func.func @conv_stats_prologue_size(%x: tensor<2x4x4x8xf16>, %w: tensor<16x3x3x8xf16>, %a: tensor<16xf32>) {
+  // expected-error @+1 {{'scale' 'tensor<16xf32>' must be 1-D of size 8 (the channel count)}}
+  %y, %s, %ss = cnn.fused_conv2d_stats %x, %w, %a, %a {dilations = array<i64: 1, 1>, groups = 1 : i64, layout = #cnn.layout<NHWC>, operandSegmentSizes = array<i32: 1, 1, 1, 1>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<2x4x4x8xf16>, tensor<16x3x3x8xf16>, tensor<16xf32>, tensor<16xf32>) -> (tensor<2x4x4x16xf16>, tensor<16xf32>, tensor<16xf32>)
   return
 }

@@ -44,9 +44,9 @@ func.func @elementwise(%x: tensor<2x8x4x4xf16>, %a: tensor<8xf32>, %c: tensor<f3
 }
 
 // CHECK-LABEL: func @conv_stats
-// CHECK: %{{.*}}, %{{.*}}, %{{.*}} = cnn.fused_conv2d_stats %arg0, %arg1 {dilations = array<i64: 1, 1>, groups = 1 : i64, layout = #cnn.layout<NHWC>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<2x4x4x8xf16>, tensor<16x3x3x8xf16>) -> (tensor<2x4x4x16xf16>, tensor<16xf32>, tensor<16xf32>)
+// CHECK: %{{.*}}, %{{.*}}, %{{.*}} = cnn.fused_conv2d_stats %arg0, %arg1 {dilations = array<i64: 1, 1>, groups = 1 : i64, layout = #cnn.layout<NHWC>, operandSegmentSizes = array<i32: 1, 1, 0, 0>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<2x4x4x8xf16>, tensor<16x3x3x8xf16>) -> (tensor<2x4x4x16xf16>, tensor<16xf32>, tensor<16xf32>)
 func.func @conv_stats(%x: tensor<2x4x4x8xf16>, %w: tensor<16x3x3x8xf16>) -> (tensor<2x4x4x16xf16>, tensor<16xf32>, tensor<16xf32>) {
-  %y, %s, %ss = cnn.fused_conv2d_stats %x, %w {dilations = array<i64: 1, 1>, groups = 1 : i64, layout = #cnn.layout<NHWC>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<2x4x4x8xf16>, tensor<16x3x3x8xf16>) -> (tensor<2x4x4x16xf16>, tensor<16xf32>, tensor<16xf32>)
+  %y, %s, %ss = cnn.fused_conv2d_stats %x, %w {dilations = array<i64: 1, 1>, groups = 1 : i64, layout = #cnn.layout<NHWC>, operandSegmentSizes = array<i32: 1, 1, 0, 0>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<2x4x4x8xf16>, tensor<16x3x3x8xf16>) -> (tensor<2x4x4x16xf16>, tensor<16xf32>, tensor<16xf32>)
   return %y, %s, %ss : tensor<2x4x4x16xf16>, tensor<16xf32>, tensor<16xf32>
 }
 
@@ -55,4 +55,11 @@ func.func @conv_stats(%x: tensor<2x4x4x8xf16>, %w: tensor<16x3x3x8xf16>) -> (ten
 func.func @bn_finalize(%s: tensor<16xf32>, %ss: tensor<16xf32>, %g: tensor<16xf32>, %b: tensor<16xf32>, %rm: tensor<16xf32>, %rv: tensor<16xf32>) -> (tensor<16xf32>, tensor<16xf32>) {
   %m, %i, %nm, %nv, %a, %be = cnn.batch_norm_finalize %s, %ss, %g, %b, %rm, %rv {count = 32 : i64, epsilon = 1.0e-5 : f32, momentum = 0.1 : f32} : (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>) -> (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>)
   return %a, %be : tensor<16xf32>, tensor<16xf32>
+}
+
+// CHECK-LABEL: func @conv_stats_prologue
+// CHECK: cnn.fused_conv2d_stats %arg0, %arg1, %arg2, %arg3 {{{.*}}operandSegmentSizes = array<i32: 1, 1, 1, 1>
+func.func @conv_stats_prologue(%x: tensor<2x4x4x8xf16>, %w: tensor<16x3x3x8xf16>, %a: tensor<8xf32>, %b: tensor<8xf32>) -> tensor<16xf32> {
+  %y, %s, %ss = cnn.fused_conv2d_stats %x, %w, %a, %b {dilations = array<i64: 1, 1>, groups = 1 : i64, layout = #cnn.layout<NHWC>, operandSegmentSizes = array<i32: 1, 1, 1, 1>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<2x4x4x8xf16>, tensor<16x3x3x8xf16>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x4x4x16xf16>, tensor<16xf32>, tensor<16xf32>)
+  return %s : tensor<16xf32>
 }

@@ -57,10 +57,17 @@ def CNN_BatchNormStatsOp : CNN_LayoutOp<"batch_norm_stats"> {
   let hasVerifier = 1;
 }
 
-def CNN_FusedConv2DStatsOp : CNN_LayoutOp<"fused_conv2d_stats"> {
+def CNN_FusedConv2DStatsOp : CNN_LayoutOp<"fused_conv2d_stats",
+                                          [AttrSizedOperandSegments]> {
   let summary = "conv2d with the per-channel sum and sum of squares of its result";
   let description = [{
-    `result = conv2d(input, filter)` (attributes as conv2d), and per output
+    `result = conv2d(x, filter)` (attributes as conv2d) where x is `input`,
+    or, with the optional prologue operands `scale` and `shift` (both or
+    neither), the previous BatchNorm's apply and ReLU,
+    `x = relu(round(input * scale + shift))` per input channel, rounded to
+    the element type of `input` as the unfused normalization stored it: the
+    normalized tensor is never stored (cuDNN's scale-bias-ReLU prologue).
+    Per output
     channel k, f32, `sum[k] = Σ result[.., k]` and `sum_sq[k] = Σ
     result[.., k]²` over the N×P×Q elements of the channel: the statistics a
     following BatchNormalization needs, computed while the convolution's
@@ -70,7 +77,8 @@ def CNN_FusedConv2DStatsOp : CNN_LayoutOp<"fused_conv2d_stats"> {
     unspecified (the reference interpreter sums the stored values in f64).
 
     Constraints: the result is conv2d's result type; `sum` and `sum_sq` are
-    1-D f32 of the result's channel count (per `layout`).
+    1-D f32 of the result's channel count (per `layout`); `scale` and
+    `shift` come together and are 1-D f32 of the input's channel count.
 
     ```mlir
     %y, %s, %ss = cnn.fused_conv2d_stats %x, %w {dilations = array<i64: 1, 1>,
@@ -81,6 +89,8 @@ def CNN_FusedConv2DStatsOp : CNN_LayoutOp<"fused_conv2d_stats"> {
     ```
   }];
   let arguments = (ins CNN_FloatTensor:$input, CNN_FloatTensor:$filter,
+                   Optional<CNN_FloatTensor>:$scale,
+                   Optional<CNN_FloatTensor>:$shift,
                    DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$padding,
                    DenseI64ArrayAttr:$dilations, I64Attr:$groups,
                    CNN_Layout:$layout);
