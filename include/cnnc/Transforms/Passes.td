@@ -426,7 +426,9 @@ def CNNSelectLowering : Pass<"cnn-select-lowering", "mlir::ModuleOp"> {
     nothing; it refuses a function this pass has not seen):
     - `cnn.lowering = "gemm"` on conv2d / conv2d_bwd_data / conv2d_bwd_filter
       that are NHWC 1x1, stride 1, unpadded, one group: a cuBLASLt matrix
-      product over the N*H*W pixels;
+      product over the N*H*W pixels (on fused_conv2d_stats: the convolution
+      of its split form, which the runtime times against cuDNN's
+      conv + GenStats graph);
     - `cnn.lowering = "vec8"` on NHWC max_pool2d / max_pool2d_grad with
       C % 8 == 0: eight channels per thread;
     - `cnn.lowering = "cudnn_bias_act"` on fused_conv2d whose epilogue is
