@@ -286,6 +286,8 @@ struct ConvStatsEntry {
   /// The split form's normalized input (prologue only; x-sized, allocated
   /// in finishPrepare when the split form is chosen).
   void *scratch = nullptr;
+  /// The graph form's scale and shift in f16 (2 x C; prologue only).
+  __half *halfScaleShift = nullptr;
   std::string loc;
   /// Chosen in finishPrepare: the conv + GenStats plan, or null (split).
   std::shared_ptr<cnnrt::cudnn_graph::ConvPlan> graph;
@@ -466,8 +468,10 @@ Context::~Context() {
     if (f.actDesc)
       cudnnDestroyActivationDescriptor(f.actDesc);
   }
-  for (ConvStatsEntry &e : impl_->convStats)
+  for (ConvStatsEntry &e : impl_->convStats) {
     cudaFree(e.scratch);
+    cudaFree(e.halfScaleShift);
+  }
   for (MatmulEntry &m : impl_->matmuls) {
     if (!m.valid)
       continue;
@@ -1401,6 +1405,16 @@ bool Context::convBiasActUsesCudnn(int id) const {
 
 //===--- convolutions with BatchNorm statistics ---------------------------===//
 
+/// The prologue's f32 scale and shift as the f16 pair the graph reads.
+__global__ void scaleShiftToHalf(const float *scale, const float *shift,
+                                 __half *out, int C) {
+  int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c < C) {
+    out[c] = __float2half_rn(scale[c]);
+    out[C + c] = __float2half_rn(shift[c]);
+  }
+}
+
 void Context::registerConvStats(int id, int convId, ConvStatsFn split,
                                 bool prologue, const char *loc) {
   Impl &I = *impl_;
@@ -1476,6 +1490,11 @@ static void chooseConvStats(Context &ctx) {
           e.graph.reset();
         if (!e.graph)
           ensureScratch();
+        else if (e.prologue && !e.halfScaleShift &&
+                 cudaMalloc(&e.halfScaleShift, 2 * d.C * sizeof(__half)) !=
+                     cudaSuccess)
+          oomExit(ctx.spec(), "a conv+statistics prologue's scale and shift",
+                  2 * d.C * sizeof(__half));
         if (opts.verbose)
           std::fprintf(stderr, "cnnrt: %s conv+genstats%s: %s (cached)%s\n",
                        loc, e.prologue ? " (prologue)" : "",
@@ -1507,6 +1526,7 @@ static void chooseConvStats(Context &ctx) {
     float *sum = static_cast<float *>(p[3]), *sq = static_cast<float *>(p[4]);
     const float *scale = e.prologue ? static_cast<float *>(p[5]) : nullptr;
     const float *shift = e.prologue ? static_cast<float *>(p[6]) : nullptr;
+    // (The graph reads the f16 pair; zeros here as in p[5], p[6].)
     ensureScratch();
     float splitMs = timeCalls(ctx, [&]() {
       e.split(ctx, p[0], p[1], p[2], sum, sq, scale, shift, e.scratch);
@@ -1537,8 +1557,9 @@ static void chooseConvStats(Context &ctx) {
         continue;
       }
       float ms = timeCalls(ctx, [&]() {
-        return pl->executeStats(I.cudnn, p[0], p[1], p[2], sum, sq, scale,
-                                shift, I.workspace) == CUDNN_STATUS_SUCCESS;
+        return pl->executeStats(I.cudnn, p[0], p[1], p[2], sum, sq, p[5],
+                                static_cast<char *>(p[5]) + d.C * 2,
+                                I.workspace) == CUDNN_STATUS_SUCCESS;
       });
       if (ms < 0 && why.empty())
         why = "plan #" + std::to_string(pl->index()) + " failed to run";
@@ -1554,6 +1575,10 @@ static void chooseConvStats(Context &ctx) {
       cudaFree(e.scratch);
       e.scratch = nullptr;
     }
+    if (e.graph && e.prologue && !e.halfScaleShift &&
+        cudaMalloc(&e.halfScaleShift, 2 * d.C * sizeof(__half)) != cudaSuccess)
+      oomExit(ctx.spec(), "a conv+statistics prologue's scale and shift",
+              2 * d.C * sizeof(__half));
     if (opts.verbose)
       std::fprintf(stderr,
                    "cnnrt: %s conv+genstats%s: split %.3f ms, graph plan #%d "
@@ -1591,9 +1616,19 @@ void Context::convStatsFwd(int id, const void *x, const void *w, void *y,
     e.split(*this, x, w, y, sum, sumSq, scale, shift, e.scratch);
     return;
   }
+  const void *gScale = nullptr, *gShift = nullptr;
+  if (e.prologue) {
+    // cuDNN's fast engines take the prologue's scale and shift in f16.
+    int C = getConv(*this, e.conv).d.C;
+    scaleShiftToHalf<<<(C + 255) / 256, 256, 0, stream_>>>(
+        scale, shift, e.halfScaleShift, C);
+    checkLaunch(e.loc.c_str());
+    gScale = e.halfScaleShift;
+    gShift = e.halfScaleShift + C;
+  }
   CNNRT_CUDNN(*this,
-              e.graph->executeStats(impl_->cudnn, x, w, y, sum, sumSq, scale,
-                                    shift, impl_->workspace),
+              e.graph->executeStats(impl_->cudnn, x, w, y, sum, sumSq, gScale,
+                                    gShift, impl_->workspace),
               e.loc.c_str());
   mark(*this, e.loc.c_str(), "cuDNN graph conv fwd+genstats");
 }

@@ -123,8 +123,10 @@ struct Builder {
     if (dir == Dir::FwdStats && g.prologue) {
       // relu(x * scale + shift): f32 math, the ReLU's output rounded to the
       // data type as the unfused normalization stored it.
-      Desc &scale = tensorOf(kScale, 1, g.C, 1, 1, CUDNN_DATA_FLOAT);
-      Desc &shift = tensorOf(kShift, 1, g.C, 1, 1, CUDNN_DATA_FLOAT);
+      // scale and shift in the data type: with f32 ones cuDNN 9.14 falls
+      // back to engines 2-5x slower on the H100 (docs/benchmarks.md).
+      Desc &scale = tensorOf(kScale, 1, g.C, 1, 1, g.dtype);
+      Desc &shift = tensorOf(kShift, 1, g.C, 1, 1, g.dtype);
       Desc &t1 = tensorOf(kScaled, g.N, g.C, g.H, g.W, CUDNN_DATA_FLOAT, true);
       Desc &t2 = tensorOf(kShifted, g.N, g.C, g.H, g.W, CUDNN_DATA_FLOAT, true);
       Desc &t3 = tensorOf(kRelu, g.N, g.C, g.H, g.W, g.dtype, true);
@@ -334,12 +336,12 @@ cudnnStatus_t ConvPlan::execute(cudnnHandle_t h, const void *x, const void *w,
 
 cudnnStatus_t ConvPlan::executeStats(cudnnHandle_t h, const void *x,
                                      const void *w, void *y, float *sum,
-                                     float *sumSq, const float *scale,
-                                     const float *shift,
+                                     float *sumSq, const void *scale,
+                                     const void *shift,
                                      void *workspace) const {
   void *ptrs[7] = {const_cast<void *>(x), const_cast<void *>(w), y, sum,
-                   sumSq,  const_cast<float *>(scale),
-                   const_cast<float *>(shift)};
+                   sumSq,  const_cast<void *>(scale),
+                   const_cast<void *>(shift)};
   return executePlan(h, plan_, ptrs, scale ? 7 : 5, workspace);
 }
 

@@ -34,7 +34,7 @@ struct ConvGeometry {
   cudnnDataType_t dtype;
   bool nhwc;
   /// FwdStats only: x goes through relu(x * scale + shift) per input
-  /// channel first (scale, shift: f32 [1, C, 1, 1], uids 6 and 7).
+  /// channel first (scale, shift: [1, C, 1, 1] of `dtype`, uids 6 and 7).
   bool prologue = false;
 };
 
@@ -71,7 +71,7 @@ public:
   /// (with the prologue's scale and shift when the geometry has one).
   cudnnStatus_t executeStats(cudnnHandle_t h, const void *x, const void *w,
                              void *y, float *sum, float *sumSq,
-                             const float *scale, const float *shift,
+                             const void *scale, const void *shift,
                              void *workspace) const;
 
 private:
