@@ -44,8 +44,11 @@ void cnnc::buildCNNGPUPipeline(OpPassManager &pm,
   // BatchNorm statistics out of the convolution's epilogue: the CUDA
   // target's NHWC f16 convolutions only (cuDNN's runtime fusion).
   if (options.fuse && options.convStats && options.lowerElementwise && nhwc &&
-      fp16)
-    pm.addPass(createCNNConvStats());
+      fp16) {
+    CNNConvStatsOptions cs;
+    cs.prologue = options.convStatsPrologue;
+    pm.addPass(createCNNConvStats(cs));
+  }
   // The CUDA target prints elementwise ops in their fused form only.
   if (options.lowerElementwise)
     pm.addPass(createCNNLowerElementwise());

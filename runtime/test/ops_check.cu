@@ -374,12 +374,21 @@ void checkConvStats(ConvFusion mode, const char *modeName) {
         sum(d.K, DType::F32, false), sq(d.K, DType::F32, false),
         scale(d.C, DType::F32, true), shift(d.C, DType::F32, true);
     bool pro = hasPrologue(i);
+    ctx.convStatsFwd(i, x.d, w.d, y.d, static_cast<float *>(sum.d),
+                     static_cast<float *>(sq.d),
+                     pro ? static_cast<float *>(scale.d) : nullptr,
+                     pro ? static_cast<float *>(shift.d) : nullptr);
+    cudaStreamSynchronize(ctx.stream());
+    bool graph = ctx.convStatsUsesGraph(i);
     // What the convolution reads: x, or relu(x * scale + shift) rounded to
-    // f16 (the prologue).
+    // f16 (the prologue; the graph form takes scale and shift in f16).
+    auto param = [&](float v) {
+      return graph ? __half2float(__float2half(v)) : v;
+    };
     std::vector<float> xin = x.h;
     if (pro)
       for (size_t j = 0; j < nx; ++j) {
-        float v = x.h[j] * scale.h[j % d.C] + shift.h[j % d.C];
+        float v = x.h[j] * param(scale.h[j % d.C]) + param(shift.h[j % d.C]);
         xin[j] = __half2float(__float2half(v > 0.f ? v : 0.f));
       }
     std::vector<double> want(ny, 0), wantSum(d.K, 0), wantSq(d.K, 0);
@@ -401,12 +410,6 @@ void checkConvStats(ConvFusion mode, const char *modeName) {
             wantSum[k] += acc;
             wantSq[k] += acc * acc;
           }
-    ctx.convStatsFwd(i, x.d, w.d, y.d, static_cast<float *>(sum.d),
-                     static_cast<float *>(sq.d),
-                     pro ? static_cast<float *>(scale.d) : nullptr,
-                     pro ? static_cast<float *>(shift.d) : nullptr);
-    cudaStreamSynchronize(ctx.stream());
-    bool graph = ctx.convStatsUsesGraph(i);
     std::string what = std::string("conv-stats ") + (i >= 2 ? "1x1" : "3x3") +
                        (pro ? " +prologue" : "") +
                        " nhwc f16 [" + modeName + ": " +

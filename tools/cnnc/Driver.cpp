@@ -223,6 +223,13 @@ cl::opt<bool> convStatsOpt(
              "convolution before it (cuDNN GenStats; GPU target, NHWC f16; "
              "default on, --conv-stats=false turns it off)"),
     cl::init(true), cl::cat(optCategory));
+cl::opt<bool> convPrologueOpt(
+    "conv-prologue",
+    cl::desc("cnn-conv-stats: the BatchNorm apply + ReLU before a convolution "
+             "becomes its prologue (cuDNN), and is recomputed for the filter "
+             "gradient instead of stored: less memory, a few more kernels "
+             "(ResNet-50: -800 MiB, ~+1 ms/step); on with --remat"),
+    cl::init(false), cl::cat(optCategory));
 cl::opt<std::string> layoutOpt("layout",
                                cl::desc("Activation layout: nchw or nhwc"),
                                cl::value_desc("nchw|nhwc"), cl::init(""),
@@ -410,6 +417,7 @@ DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
   o.fuseExplicit = fuseOpt.getNumOccurrences() > 0;
   o.remat = rematOpt;
   o.convStats = convStatsOpt;
+  o.convPrologue = convPrologueOpt || rematOpt;
   o.layout = layoutOpt;
   o.precision = precisionOpt;
   o.memoryPlan = memoryPlanOpt;

@@ -124,6 +124,7 @@ LogicalResult cnnc::driver::optimizeTrainStep(const DriverOptions &o,
   pipeline.lowerElementwise = o.targetGPU;
   pipeline.remat = o.optimize && o.remat && pipeline.fuse;
   pipeline.convStats = o.optimize && o.convStats;
+  pipeline.convStatsPrologue = o.convPrologue;
   // The arena plan is for the CUDA target (the reference interpreter
   // allocates per value).
   // The CUDA target reads its arena plan from the IR, always; -O0 and

@@ -71,6 +71,12 @@ struct CNNGPUPipelineOptions
       llvm::cl::desc("Run cnn-conv-stats (BatchNorm statistics in the "
                      "convolution's epilogue; NHWC f16 only)"),
       llvm::cl::init(true)};
+  Option<bool> convStatsPrologue{
+      *this, "conv-stats-prologue",
+      llvm::cl::desc("cnn-conv-stats with the BN-apply + ReLU prologue (the "
+                     "normalized tensor recomputed for the filter gradient: "
+                     "less memory, a few more kernels)"),
+      llvm::cl::init(false)};
   Option<bool> remat{
       *this, "remat",
       llvm::cl::desc("Run cnn-remat (recompute BN-apply/ReLU outputs in the "

@@ -66,7 +66,10 @@ def CNN_FusedConv2DStatsOp : CNN_LayoutOp<"fused_conv2d_stats",
     neither), the previous BatchNorm's apply and ReLU,
     `x = relu(round(input * scale + shift))` per input channel, rounded to
     the element type of `input` as the unfused normalization stored it: the
-    normalized tensor is never stored (cuDNN's scale-bias-ReLU prologue).
+    normalized tensor is never stored (cuDNN's scale-bias-ReLU prologue;
+    the CUDA target's cuDNN graph takes `scale` and `shift` rounded to the
+    element type, as cuDNN's fast engines do: within f16 training's
+    tolerance, not bit for bit).
     Per output
     channel k, f32, `sum[k] = Σ result[.., k]` and `sum_sq[k] = Σ
     result[.., k]²` over the N×P×Q elements of the channel: the statistics a
