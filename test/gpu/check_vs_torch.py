@@ -216,7 +216,7 @@ def check_amp(name, args):
     exe = os.path.join(work, "train")
     _, t_compile = run([args.cnnc, onnx_path, "--train", "--optimizer", "sgd", "--lr", "0.01",
                         "--momentum", "0.9", "--precision", "fp16", "--layout", "nhwc",
-                        "-o", exe])
+                        "-o", exe] + args.amp_flags.split())
     rng = np.random.RandomState(3)
     images = rng.randint(0, 256, size=(batch, 3, 32, 32)).astype(np.uint8)
     labels = rng.randint(0, 10, size=batch)
@@ -286,6 +286,9 @@ def main():
     ap.add_argument("--skip-digits", action="store_true")
     ap.add_argument("--amp-models", default="resnet18,resnet50",
                     help="models for the f16 check against PyTorch AMP ('' to skip)")
+    ap.add_argument("--amp-flags", default="",
+                    help="extra cnnc flags for the f16 checks against PyTorch AMP "
+                         "(e.g. --conv-prologue)")
     ap.add_argument("--cnnc-flags", default="",
                     help="extra cnnc flags for the f32 checks (which use fp32, NCHW and the "
                          "default fusion and memory plan)")
