@@ -914,6 +914,34 @@ FailureOr<std::vector<Tensor>> run(func::FuncOp func, ArrayRef<Tensor> args) {
   return Executor(func).run(args);
 }
 
+Tensor toStoredForm(const Tensor &pub, RankedTensorType stored) {
+  Tensor t = Tensor::zeros(stored);
+  t.kind = pub.kind;
+  const int64_t K = pub.shape[0], C = pub.shape[1], R = pub.shape[2],
+                S = pub.shape[3], Cs = stored.getDimSize(3);
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t q = 0; q < S; ++q)
+          t.data[((k * R + r) * S + q) * Cs + c] =
+              pub.data[((k * C + c) * R + r) * S + q];
+  return t;
+}
+
+Tensor toPublicForm(const Tensor &stored, ArrayRef<int64_t> publicShape) {
+  Tensor t(stored.kind, std::vector<int64_t>(publicShape.begin(),
+                                             publicShape.end()));
+  const int64_t K = publicShape[0], C = publicShape[1], R = publicShape[2],
+                S = publicShape[3], Cs = stored.shape[3];
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t q = 0; q < S; ++q)
+          t.data[((k * C + c) * R + r) * S + q] =
+              stored.data[((k * R + r) * S + q) * Cs + c];
+  return t;
+}
+
 FailureOr<std::vector<Tensor>> bindArguments(func::FuncOp func,
                                              const TensorMap &named,
                                              ArrayRef<Tensor> positional) {
@@ -958,6 +986,11 @@ FailureOr<std::vector<Tensor>> bindArguments(func::FuncOp func,
       return func.emitError("argument #")
              << i << " (" << role << " = \"" << name.getValue()
              << "\") is missing from the named tensors";
+    }
+    auto pub = func.getArgAttrOfType<DenseI64ArrayAttr>(i, "cnn.public_shape");
+    if (pub && ArrayRef<int64_t>(it->second.shape) == pub.asArrayRef()) {
+      args.push_back(toStoredForm(it->second, type));
+      continue;
     }
     if (!it->second.matches(type))
       return func.emitError("argument #")

@@ -30,6 +30,10 @@ void cnnc::buildCNNGPUPipeline(OpPassManager &pm,
   // the first convolution reads.
   if (options.lowerElementwise && (nhwc || fp16))
     pm.addPass(createCNNInputFormat());
+  // Filters (and their optimizer state) stored as the NHWC convolution
+  // reads them: no per-step re-layout of weights and gradients.
+  if (options.lowerElementwise && nhwc)
+    pm.addPass(createCNNParamFormat());
   // Data parallelism: after layout/precision (the f16 gradients are the ones
   // reduced), before fusion and the memory plan.
   if (options.dataParallel) {

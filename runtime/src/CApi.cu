@@ -344,9 +344,17 @@ int cnnrt_read_state(cnnrt_session *s, const char *name, float *out) {
   ctx.check(cudaStreamSynchronize(ctx.stream()), "cnnrt_read_state");
   int64_t n = numel(*t);
   std::vector<char> buf(n * dtypeSize(t->dtype));
-  ctx.check(cudaMemcpy(buf.data(), ctx.arena() + t->offset, buf.size(),
-                       cudaMemcpyDeviceToHost),
-            "cnnrt_read_state");
+  if (storedKRSC(*t)) {
+    // Stored as the convolution reads it: read it back in the public form.
+    std::vector<char> stored(t->bytes);
+    ctx.check(cudaMemcpy(stored.data(), ctx.arena() + t->offset, t->bytes,
+                         cudaMemcpyDeviceToHost),
+              "cnnrt_read_state");
+    publicFromStored(*t, dtypeSize(t->dtype), stored.data(), buf.data());
+  } else
+    ctx.check(cudaMemcpy(buf.data(), ctx.arena() + t->offset, buf.size(),
+                         cudaMemcpyDeviceToHost),
+              "cnnrt_read_state");
   for (int64_t i = 0; i < n; ++i)
     out[i] = t->dtype == DType::F16
                  ? __half2float(reinterpret_cast<__half *>(buf.data())[i])
@@ -369,6 +377,11 @@ int cnnrt_write_state(cnnrt_session *s, const char *name, const float *in) {
       reinterpret_cast<__half *>(buf.data())[i] = __float2half(in[i]);
     else
       reinterpret_cast<float *>(buf.data())[i] = in[i];
+  if (storedKRSC(*t)) {
+    std::vector<char> stored(t->bytes);
+    storedFromPublic(*t, dtypeSize(t->dtype), buf.data(), stored.data());
+    buf.swap(stored);
+  }
   // The arena is only touched by the session's stream: wait for it, then a
   // synchronous copy (the caller's buffer may be reused on return).
   ctx.check(cudaStreamSynchronize(ctx.stream()), "cnnrt_write_state");

@@ -130,6 +130,31 @@ static int storedChannels(const ModelSpec &spec, const TensorSpec &img) {
   return spec.imageC;
 }
 
+void storedFromPublic(const TensorSpec &t, size_t es, const char *pub,
+                      char *stored) {
+  const int64_t K = t.dims[0], C = t.dims[1], R = t.dims[2], S = t.dims[3];
+  const int64_t Cs = std::max<int64_t>(t.storedC, C);
+  std::memset(stored, 0, static_cast<size_t>(K * R * S * Cs) * es);
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t q = 0; q < S; ++q)
+          std::memcpy(stored + (((k * R + r) * S + q) * Cs + c) * es,
+                      pub + (((k * C + c) * R + r) * S + q) * es, es);
+}
+
+void publicFromStored(const TensorSpec &t, size_t es, const char *stored,
+                      char *pub) {
+  const int64_t K = t.dims[0], C = t.dims[1], R = t.dims[2], S = t.dims[3];
+  const int64_t Cs = std::max<int64_t>(t.storedC, C);
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t q = 0; q < S; ++q)
+          std::memcpy(pub + (((k * C + c) * R + r) * S + q) * es,
+                      stored + (((k * R + r) * S + q) * Cs + c) * es, es);
+}
+
 bool persistent(Role r) {
   return r == Role::Param || r == Role::Buffer || r == Role::OptState ||
          r == Role::LossScale;
@@ -277,6 +302,14 @@ bool loadStateIntoArena(Context &ctx, const std::vector<TensorEntry> &entries,
       src = buf.data();
     }
     size_t bytes = static_cast<size_t>(numel) * es;
+    std::vector<char> storedBuf;
+    if (storedKRSC(t)) {
+      storedBuf.resize(std::max<int64_t>(t.storedC, t.dims[1]) * t.dims[0] *
+                       t.dims[2] * t.dims[3] * es);
+      storedFromPublic(t, es, src, storedBuf.data());
+      src = storedBuf.data();
+      bytes = storedBuf.size();
+    }
     if (bytes > t.bytes) {
       err = "tensor '" + std::string(t.name) + "' needs " +
             std::to_string(bytes) + " bytes but the spec gives it " +
@@ -310,6 +343,15 @@ std::vector<TensorEntry> readStateFromArena(Context &ctx) {
       continue;
     TensorEntry e = TensorEntry::zeros(
         t.name, t.dtype, std::vector<int64_t>(t.dims, t.dims + t.rank));
+    if (storedKRSC(t)) {
+      std::vector<char> stored(t.bytes);
+      ctx.check(cudaMemcpy(stored.data(), ctx.arena() + t.offset, t.bytes,
+                           cudaMemcpyDeviceToHost),
+                "reading state");
+      publicFromStored(t, dtypeSize(t.dtype), stored.data(), e.data.data());
+      out.push_back(std::move(e));
+      continue;
+    }
     ctx.check(cudaMemcpy(e.data.data(), ctx.arena() + t.offset, e.data.size(),
                          cudaMemcpyDeviceToHost),
               "reading state");

@@ -442,8 +442,14 @@ LogicalResult cnnc::driver::trainReference(const DriverOptions &o,
           args[i] = reference::Tensor::zeros(type, (float)lr);
         else if ((int)i == stepArg)
           args[i] = reference::Tensor::zeros(type, (float)k);
-        else if (states[r].count(name))
+        else if (states[r].count(name)) {
           args[i] = states[r][name];
+          // cnn-param-format: the step reads the stored form.
+          if (auto pub = step.getArgAttrOfType<DenseI64ArrayAttr>(
+                  i, "cnn.public_shape");
+              pub && ArrayRef<int64_t>(args[i].shape) == pub.asArrayRef())
+            args[i] = reference::toStoredForm(args[i], type);
+        }
         else if (step.getArgAttr(i, cnn::kStateAttr)) {
           // Optimizer state starts at zero; the loss scale at its cnn.init.
           auto init = step.getArgAttrOfType<FloatAttr>(i, "cnn.init");
@@ -509,10 +515,15 @@ LogicalResult cnnc::driver::trainReference(const DriverOptions &o,
             loss = (*results[r])[i].data[0];
           continue;
         }
+        auto pub = d ? dyn_cast_or_null<DenseI64ArrayAttr>(
+                           d.get("cnn.public_shape"))
+                     : DenseI64ArrayAttr();
         for (const char *key :
              {cnn::kParamAttr, cnn::kBufferAttr, cnn::kStateAttr})
           if (auto s = d ? dyn_cast_or_null<StringAttr>(d.get(key)) : nullptr)
-            states[r][s.str()] = (*results[r])[i];
+            states[r][s.str()] =
+                pub ? reference::toPublicForm((*results[r])[i], pub)
+                    : (*results[r])[i];
         if (auto s = d ? dyn_cast_or_null<StringAttr>(d.get(cnn::kGradAttr))
                        : nullptr)
           states[r][s.str() + ".grad"] = (*results[r])[i];

@@ -49,10 +49,18 @@ float roundToHalf(float x);
 mlir::FailureOr<std::vector<Tensor>> run(mlir::func::FuncOp func,
                                          llvm::ArrayRef<Tensor> args);
 
+/// cnn-param-format: the public K, C, R, S tensor `pub` in the stored
+/// K, R, S, C' form of `stored` (padded channels zero), and back to
+/// `publicShape`.
+Tensor toStoredForm(const Tensor &pub, mlir::RankedTensorType stored);
+Tensor toPublicForm(const Tensor &stored, llvm::ArrayRef<int64_t> publicShape);
+
 /// Builds the argument list of `func`: arguments tagged `cnn.param` or
 /// `cnn.buffer` (and optimizer state `cnn.state`) are looked up by name in
 /// `named`; the others are taken in order from `positional`. Missing state
-/// tensors start at zero; missing params/buffers are an error.
+/// tensors start at zero; missing params/buffers are an error. Named tensors
+/// are in their public form: an argument with `cnn.public_shape` gets the
+/// stored form (toStoredForm).
 mlir::FailureOr<std::vector<Tensor>>
 bindArguments(mlir::func::FuncOp func, const TensorMap &named,
               llvm::ArrayRef<Tensor> positional);

@@ -154,6 +154,55 @@ def CNNInputFormat : Pass<"cnn-input-format", "mlir::ModuleOp"> {
   ];
 }
 
+def CNNParamFormat : Pass<"cnn-param-format", "mlir::ModuleOp"> {
+  let summary = "Convolution filters stored as the NHWC convolution reads them";
+  let description = [{
+    After cnn-layout (and cnn-precision) every step re-lays each filter out:
+    the f32 master weight K x C x R x S is cast to f16, transposed to
+    K x R x S x C and its channels zero-padded to what the NHWC convolution
+    reads (a multiple of 8 where the input's channels were padded); the
+    filter gradient comes back the same way (slice, transpose to K x C x R x
+    S) before the optimizer. This pass stores the parameter, and its
+    optimizer state (momentum, Adam's moments), in the convolution's format
+    K x R x S x C' instead: the transposes, pads and slices leave the step
+    (SimpleCNN: 6 of 46 launches; ResNet-50: 34 transposes). The argument,
+    its state and the returned values get `cnn.public_shape` (K, C, R, S):
+    the shape of the tensor in weights files, checkpoints and the C API,
+    which the runtime and the reference interpreter convert at their
+    boundary. The optimizer is elementwise, so it updates the stored form
+    as it did the public one; the padded channels stay exactly zero because
+    they meet zero input channels (their gradient is zero; the pass checks
+    that the convolution's input is a zero channel pad or the image the
+    runtime pads with zeros, and leaves the filter alone otherwise). Other
+    uses in @forward read the public form, rebuilt at the entry. CUDA
+    target, NHWC only; runs after cnn-input-format.
+
+    Before:
+    ```mlir
+    func.func @train_step(..., %w: tensor<16x3x3x3xf32> {cnn.param = "conv1.weight"}, ...) {
+      %0 = cnn.cast %w : (tensor<16x3x3x3xf32>) -> tensor<16x3x3x3xf16>
+      %1 = cnn.transpose %0 {permutation = array<i64: 0, 2, 3, 1>} : ...
+      %2 = cnn.pad %1 {pads = array<i64: 0, 0, 0, 0, 0, 0, 0, 5>} : ... -> tensor<16x3x3x8xf16>
+      ...
+      %g = cnn.slice %dw {offsets = ..., sizes = array<i64: 16, 3, 3, 3>} : (tensor<16x3x3x8xf16>) -> ...
+      %gt = cnn.transpose %g {permutation = array<i64: 0, 3, 1, 2>} : ...
+      %p, %m = cnn.sgd_update %w, %gt, %mom, ...
+    ```
+    After:
+    ```mlir
+    func.func @train_step(..., %w: tensor<16x3x3x8xf32> {cnn.param = "conv1.weight",
+        cnn.public_shape = array<i64: 16, 3, 3, 3>}, ...) {
+      %0 = cnn.cast %w : (tensor<16x3x3x8xf32>) -> tensor<16x3x3x8xf16>
+      ...
+      %p, %m = cnn.sgd_update %w, %dw, %mom, ...
+    ```
+  }];
+  let statistics = [
+    Statistic<"numParams", "params", "filters stored in the convolution's format">,
+    Statistic<"numFolded", "folded-ops", "transposes and pads removed from the forward">,
+  ];
+}
+
 def CNNPrecision : Pass<"cnn-precision", "mlir::ModuleOp"> {
   let summary = "f16 compute with f32 master weights, optimizer state and dynamic loss scaling";
   let description = [{

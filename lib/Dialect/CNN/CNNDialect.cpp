@@ -57,6 +57,8 @@ enum class AttrKind {
                 // f64, collectives: i64 (all all_reduce ops), sync_bn: bool}
   LayoutEnum,   // cnn.image_layout: a #cnn.layout
   ImageShape,   // cnn.image_shape: array<i64: N, C, H, W>, all positive
+  PublicShape,  // cnn.public_shape: array<i64: K, C, R, S>, all positive, on
+                // a parameter stored as [K, R, S, C'] with C' >= C
 };
 
 /// Attributes of function arguments and results (a train_step result carries
@@ -72,6 +74,7 @@ AttrKind argOrResultAttrKind(StringRef name) {
       .Case("cnn.offset", AttrKind::Bytes)
       .Case("cnn.image_layout", AttrKind::LayoutEnum)
       .Case("cnn.image_shape", AttrKind::ImageShape)
+      .Case("cnn.public_shape", AttrKind::PublicShape)
       .Default(AttrKind::Unknown);
 }
 
@@ -145,6 +148,13 @@ LogicalResult verifyCNNAttr(function_ref<InFlightDiagnostic()> emitError,
                                   [](int64_t d) { return d > 0; }),
                  "an array<i64> of four positive sizes (N, C, H, W)");
   }
+  case AttrKind::PublicShape: {
+    auto a = dyn_cast<DenseI64ArrayAttr>(value);
+    return check(a && a.size() == 4 &&
+                     llvm::all_of(a.asArrayRef(),
+                                  [](int64_t d) { return d > 0; }),
+                 "an array<i64> of four positive sizes (K, C, R, S)");
+  }
   case AttrKind::Bytes: {
     auto i = dyn_cast<IntegerAttr>(value);
     return check(i && i.getType().isSignlessInteger(64) &&
@@ -202,6 +212,26 @@ LogicalResult verifyCNNAttr(function_ref<InFlightDiagnostic()> emitError,
   }
   return success();
 }
+/// cnn.public_shape [K, C, R, S] on a value of type [K, R, S, C'], C' >= C
+/// (cnn-param-format: the parameter stored as the NHWC convolution reads
+/// it, channels zero-padded to C').
+LogicalResult verifyPublicShape(function_ref<InFlightDiagnostic()> emitError,
+                                StringRef where, NamedAttribute attr,
+                                Type type) {
+  ArrayRef<int64_t> pub = cast<DenseI64ArrayAttr>(attr.getValue());
+  auto t = dyn_cast<RankedTensorType>(type);
+  if (t && t.getRank() == 4 && t.getDimSize(0) == pub[0] &&
+      t.getDimSize(1) == pub[2] && t.getDimSize(2) == pub[3] &&
+      t.getDimSize(3) >= pub[1])
+    return success();
+  std::string dims;
+  llvm::raw_string_ostream os(dims);
+  llvm::interleaveComma(pub, os);
+  return emitError() << "'cnn.public_shape' on " << where << " [" << dims
+                     << "] (K, C, R, S) needs a tensor of shape K x R x S x "
+                        "C' with C' >= C, got "
+                     << type;
+}
 } // namespace
 
 LogicalResult CNNDialect::verifyOperationAttribute(Operation *op,
@@ -221,8 +251,14 @@ LogicalResult CNNDialect::verifyRegionArgAttribute(Operation *op, unsigned,
                                                    NamedAttribute attr) {
   auto emit = [&] { return op->emitError(); };
   std::string where = "argument " + std::to_string(argIndex);
-  return verifyCNNAttr(emit, where, attr,
-                       argOrResultAttrKind(attr.getName().getValue()));
+  AttrKind kind = argOrResultAttrKind(attr.getName().getValue());
+  if (failed(verifyCNNAttr(emit, where, attr, kind)))
+    return failure();
+  if (kind == AttrKind::PublicShape)
+    if (auto f = dyn_cast<FunctionOpInterface>(op))
+      return verifyPublicShape(emit, where, attr,
+                               f.getArgumentTypes()[argIndex]);
+  return success();
 }
 
 LogicalResult CNNDialect::verifyRegionResultAttribute(Operation *op, unsigned,
@@ -230,6 +266,12 @@ LogicalResult CNNDialect::verifyRegionResultAttribute(Operation *op, unsigned,
                                                       NamedAttribute attr) {
   auto emit = [&] { return op->emitError(); };
   std::string where = "result " + std::to_string(resultIndex);
-  return verifyCNNAttr(emit, where, attr,
-                       argOrResultAttrKind(attr.getName().getValue()));
+  AttrKind kind = argOrResultAttrKind(attr.getName().getValue());
+  if (failed(verifyCNNAttr(emit, where, attr, kind)))
+    return failure();
+  if (kind == AttrKind::PublicShape)
+    if (auto f = dyn_cast<FunctionOpInterface>(op))
+      return verifyPublicShape(emit, where, attr,
+                               f.getResultTypes()[resultIndex]);
+  return success();
 }

@@ -101,6 +101,10 @@ FailureOr<BufferPlan> cnnc::persistentBuffers(func::FuncOp step,
       return step.emitError("buffer plan: two arguments named '")
              << name << "'";
     plan.bufferOf[arg] = addPersistent(name, role, t);
+    if (auto pub = d ? d.getAs<DenseI64ArrayAttr>("cnn.public_shape")
+                     : DenseI64ArrayAttr())
+      plan.buffers.back().publicShape.assign(pub.asArrayRef().begin(),
+                                             pub.asArrayRef().end());
   }
 
   // Results: the loss has a place of its own (updated tensors are written

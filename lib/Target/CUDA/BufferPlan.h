@@ -32,6 +32,9 @@ struct PlannedBuffer {
   int firstUse = 0, lastUse = 0; // op indices (temps only)
   std::string defOp;             // defining op name (temps only)
   unsigned numInPlace = 0;       // results written in place into it (temps)
+  /// cnn.public_shape of a parameter (or its optimizer state) stored in the
+  /// convolution's format K, R, S, C' (cnn-param-format); empty otherwise.
+  llvm::SmallVector<int64_t, 4> publicShape;
 };
 
 struct BufferPlan {

@@ -2065,18 +2065,26 @@ static std::string tensorTable(const BufferPlan &plan, bool inputNHWC) {
   for (const PlannedBuffer &b : plan.buffers) {
     if (b.role == BufferRole::Temp)
       continue;
+    // A parameter stored in the convolution's format (cnn-param-format):
+    // the table gives its public K, C, R, S, NHWC and the stored channels;
+    // the runtime converts at load and save.
+    bool stored = b.publicShape.size() == 4;
     std::string dims;
     for (int d = 0; d < 4; ++d)
       dims += fmt::format("{}{}", d ? ", " : "",
-                          d < b.type.getRank() ? b.type.getDimSize(d) : 0);
-    // The image input is the only tensor the runtime writes in NHWC (from
-    // NCHW batches: cnn-input-format).
+                          stored                 ? b.publicShape[d]
+                          : d < b.type.getRank() ? b.type.getDimSize(d)
+                                                 : 0);
+    // The image input is written in NHWC by the runtime (from NCHW batches:
+    // cnn-input-format).
     bool nhwc = inputNHWC && b.role == BufferRole::InputImage;
     s += fmt::format(
         "  {{\"{}\", {}, {}, {{{}}}, {}, {}, cnnrt::Role::{}{}}},\n",
         escape(b.name), dtype(b.type.getElementType()), b.type.getRank(), dims,
         b.offset, b.bytes, cnnrt::roleEnumerator(b.role),
-        nhwc ? ", cnnrt::Layout::NHWC" : "");
+        stored ? fmt::format(", cnnrt::Layout::NHWC, {}", b.type.getDimSize(3))
+        : nhwc ? std::string(", cnnrt::Layout::NHWC")
+               : std::string());
   }
   return s + "};\n";
 }

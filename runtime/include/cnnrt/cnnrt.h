@@ -26,8 +26,13 @@ namespace cnnrt {
 
 enum class Layout : uint32_t { NCHW = 0, NHWC = 1 };
 
-/// One tensor of the arena. `dims` beyond `rank` are ignored. `layout` only
-/// matters for the InputImage tensor (dims are then N,H,W,C for NHWC).
+/// One tensor of the arena. `dims` beyond `rank` are ignored. `layout`
+/// matters for the InputImage tensor (dims are then N,H,W,C for NHWC) and
+/// for a parameter or optimizer state of rank 4 (cnn-param-format): NHWC
+/// there means `dims` are the public K, C, R, S (weights files, checkpoints,
+/// the C API) and the arena holds K, R, S, `storedC` (channels past C are
+/// zero); the runtime converts at its boundary (storedFromPublic /
+/// publicFromStored).
 struct TensorSpec {
   const char *name;
   DType dtype;
@@ -37,7 +42,20 @@ struct TensorSpec {
   size_t bytes;
   Role role;
   Layout layout = Layout::NCHW;
+  int64_t storedC = 0;
 };
+
+/// True when `t` is a parameter (or its state) stored as K, R, S, C'.
+inline bool storedKRSC(const TensorSpec &t) {
+  return t.layout == Layout::NHWC && t.rank == 4 &&
+         (t.role == Role::Param || t.role == Role::OptState);
+}
+/// Host conversions of a storedKRSC tensor's bytes (element size `es`):
+/// public K, C, R, S -> the arena's K, R, S, C' (padding zero), and back.
+void storedFromPublic(const TensorSpec &t, size_t es, const char *pub,
+                      char *stored);
+void publicFromStored(const TensorSpec &t, size_t es, const char *stored,
+                      char *pub);
 
 class Context;
 struct LaunchInfo;
