@@ -157,3 +157,26 @@ func.func @bad_image_shape(%x: tensor<2x4x4x8xf16> {cnn.input, cnn.image_shape =
 func.func @bad_image_layout(%x: tensor<2x4x4x8xf16> {cnn.input, cnn.image_layout = "NHWC"}) {
   return
 }
+
+// -----
+
+// cnn-param-format's record of a filter's public shape: K, C, R, S of a
+// tensor stored as K x R x S x C' with C' >= C.
+// expected-error @+1 {{'cnn.public_shape' on argument 0 [8, 4, 3, 3] (K, C, R, S) needs a tensor of shape K x R x S x C' with C' >= C, got 'tensor<8x3x3x3xf32>'}}
+func.func @wrong_stored_shape(%w: tensor<8x3x3x3xf32> {cnn.param = "w", cnn.public_shape = array<i64: 8, 4, 3, 3>}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'cnn.public_shape' on argument 0 must be an array<i64> of four positive sizes (K, C, R, S), got array<i64: 8, 3>}}
+func.func @bad_public_shape(%w: tensor<8x3x3x8xf32> {cnn.param = "w", cnn.public_shape = array<i64: 8, 3>}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'cnn.public_shape' on result 0 [8, 16, 3, 3] (K, C, R, S) needs a tensor of shape K x R x S x C' with C' >= C, got 'tensor<8x3x3x8xf32>'}}
+func.func @short_result(%w: tensor<8x3x3x8xf32>) -> (tensor<8x3x3x8xf32> {cnn.public_shape = array<i64: 8, 16, 3, 3>}) {
+  return %w : tensor<8x3x3x8xf32>
+}
