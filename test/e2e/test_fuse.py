@@ -259,3 +259,53 @@ def test_conv_stats_resnet18_forward(tmp_path):
     assert len(running) == 40
     for k in running:
         assert max_rel(s0, s1, k) <= 2e-3, k
+
+
+@pytest.mark.parametrize("precision,optimizer", [("fp16", "sgd"), ("fp32", "adam")])
+def test_param_format_keeps_steps(tmp_path, precision, optimizer):
+    """cnn-param-format stores the filters and their optimizer state as the
+    NHWC convolution reads them (K, R, S, C'; in f16 conv1's 3 channels
+    padded to 8): three training steps on the reference interpreter, which converts
+    the state to and from the public K, C, R, S form at each step, give
+    bit-identical losses, weights and optimizer state (the pass only moves
+    data: the same arithmetic runs in the same order)."""
+    model = build_model("simplecnn", 10, seed=3)
+    onnx = tmp_path / "m.onnx"
+    export_onnx(model, str(onnx), (4, 3, 32, 32), training=True, opset=13)
+    rng = np.random.RandomState(3)
+    np.save(tmp_path / "x.npy", rng.rand(4, 3, 32, 32).astype(np.float32))
+    np.save(tmp_path / "y.npy", rng.randint(0, 10, size=4).astype(np.int64))
+    base = tmp_path / "base.mlir"
+    opt = ["--optimizer", optimizer] + (["--momentum", "0.9"] if optimizer == "sgd" else [])
+    subprocess.run([tool("cnnc"), str(onnx), "--train", "-O0", "--emit", "mlir", "-o",
+                    str(base)] + opt, check=True)
+    pre = ["--cnn-layout"] + (["--cnn-precision"] if precision == "fp16" else []) + [
+        "--canonicalize", "--cse"]
+    a, b = tmp_path / "a.mlir", tmp_path / "b.mlir"
+    subprocess.run([tool("cnnc-opt"), str(base)] + pre + ["-o", str(a)], check=True)
+    subprocess.run([tool("cnnc-opt"), str(a), "--cnn-param-format", "-o", str(b)], check=True)
+    text = b.read_text()
+    assert text.count("cnn.public_shape = array<i64: 16, 3, 3, 3>") >= 3  # param, state, result
+    # f16 pads conv1's 3 input channels to 8 (Tensor Cores); f32 does not.
+    stored = "16x3x3x8" if precision == "fp16" else "16x3x3x3"
+    assert "tensor<%sxf32> {cnn.param = \"conv1.weight\"" % stored in text
+
+    def run(mlir, tag):
+        state = str(tmp_path / (tag + ".cnnw"))
+        p = subprocess.run([tool("cnnc"), str(mlir), "--train", "--optimizer", "none",
+                            "--run-reference", "--steps", "3", "--log-every", "1",
+                            "--input", str(tmp_path / "x.npy"), "--labels",
+                            str(tmp_path / "y.npy"), "--save-state", state],
+                           capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr
+        losses = [l.split("loss")[1].split()[0] for l in p.stdout.splitlines() if "loss" in l]
+        return losses, read_cnnw(state)
+
+    (l0, s0), (l1, s1) = run(a, "a"), run(b, "b")
+    assert len(l0) == 3 and l0 == l1, (l0, l1)
+    assert s0.keys() == s1.keys()
+    for k in s0:
+        assert np.asarray(s0[k]).shape == np.asarray(s1[k]).shape, k
+        assert np.array_equal(np.asarray(s0[k]), np.asarray(s1[k])), k
+    print("param-format %s %s: losses %s, %d state tensors identical" % (
+        precision, optimizer, l1, len(s1)))
