@@ -6,6 +6,7 @@
 #   c  check_vs_torch.py with the default flags (f32 checks, digits, f16
 #      curves of ResNet-18/50 against PyTorch AMP)
 #   a  check_vs_torch.py's f16 curves again with --conv-prologue
+#   p  the Python entry on CUDA tensors (device-verify.sh part 3)
 #   r  bench.py ResNet-50/18: cnnc default, --conv-prologue, --remat and
 #      --conv-stats=false in one run with PyTorch AMP+CL and torch.compile
 #      (R_VARIANTS, R_MODELS, R_ARGS, R_S)
@@ -27,6 +28,9 @@ if [[ $PARTS == *a* ]]; then
     --models simplecnn --skip-digits --amp-flags=--conv-prologue 2>&1 | filter >"$OUT/check-prologue.log"
   echo "=== check_vs_torch --conv-prologue exit ${PIPESTATUS[0]}"
   grep -E "ok$|FAIL|PASSED|deviation" "$OUT/check-prologue.log" | tail -12
+fi
+if [[ $PARTS == *p* ]]; then
+  TAIL=8 bash bench/device-verify.sh 3 | tail -10
 fi
 if [[ $PARTS == *r* ]]; then
   timeout "${R_S:-560}" python3 bench/bench.py --cnnc "$C" --models "${R_MODELS:-resnet50,resnet18}" \
