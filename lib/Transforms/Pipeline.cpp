@@ -32,7 +32,7 @@ void cnnc::buildCNNGPUPipeline(OpPassManager &pm,
     pm.addPass(createCNNInputFormat());
   // Filters (and their optimizer state) stored as the NHWC convolution
   // reads them: no per-step re-layout of weights and gradients.
-  if (options.lowerElementwise && nhwc)
+  if (options.lowerElementwise && nhwc && options.paramFormat)
     pm.addPass(createCNNParamFormat());
   // Data parallelism: after layout/precision (the f16 gradients are the ones
   // reduced), before fusion and the memory plan.

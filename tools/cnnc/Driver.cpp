@@ -223,6 +223,13 @@ cl::opt<bool> convStatsOpt(
              "convolution before it (cuDNN GenStats; GPU target, NHWC f16; "
              "default on, --conv-stats=false turns it off)"),
     cl::init(true), cl::cat(optCategory));
+cl::opt<bool> paramFormatOpt(
+    "param-format",
+    cl::desc("cnn-param-format: convolution filters and their optimizer "
+             "state stored as the NHWC convolution reads them, no per-step "
+             "re-layout (GPU target; default on, --param-format=false turns "
+             "it off; checkpoints keep the public K, C, R, S layout)"),
+    cl::init(true), cl::cat(optCategory));
 cl::opt<bool> convPrologueOpt(
     "conv-prologue",
     cl::desc("cnn-conv-stats: the BatchNorm apply + ReLU before a convolution "
@@ -417,6 +424,7 @@ DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
   o.fuseExplicit = fuseOpt.getNumOccurrences() > 0;
   o.remat = rematOpt;
   o.convStats = convStatsOpt;
+  o.paramFormat = paramFormatOpt;
   o.convPrologue = convPrologueOpt || rematOpt;
   o.layout = layoutOpt;
   o.precision = precisionOpt;

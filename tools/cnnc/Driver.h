@@ -77,6 +77,7 @@ struct DriverOptions {
   bool fuseExplicit = false;  ///< --fuse given on the command line
   bool remat = false;         ///< --remat (cnn-remat)
   bool convStats = true;      ///< --conv-stats (cnn-conv-stats)
+  bool paramFormat = true;    ///< --param-format (cnn-param-format)
   bool convPrologue = false;  ///< --conv-prologue (or --remat)
   std::string layout = "";    ///< --layout nchw|nhwc ("" = default)
   std::string precision = ""; ///< --precision fp32|fp16 ("" = default)

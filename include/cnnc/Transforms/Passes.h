@@ -66,6 +66,11 @@ struct CNNGPUPipelineOptions
       *this, "lower-elementwise",
       llvm::cl::desc("Run cnn-lower-elementwise (the CUDA target needs it)"),
       llvm::cl::init(true)};
+  Option<bool> paramFormat{
+      *this, "param-format",
+      llvm::cl::desc("Run cnn-param-format (filters stored as the NHWC "
+                     "convolution reads them)"),
+      llvm::cl::init(true)};
   Option<bool> convStats{
       *this, "conv-stats",
       llvm::cl::desc("Run cnn-conv-stats (BatchNorm statistics in the "
