@@ -33,9 +33,7 @@ struct ForwardChain {
   CastOp cast;
   TransposeOp transpose;
   PadOp pad;
-  Value end() {
-    return pad ? pad.getResult() : transpose.getResult();
-  }
+  Value end() { return pad ? pad.getResult() : transpose.getResult(); }
 };
 
 bool padsChannelEnd(PadOp pad) {
@@ -101,11 +99,12 @@ bool padLanesStayZero(PadOp pad) {
     // zeros past the images' channels.
     if (auto arg = dyn_cast<BlockArgument>(x)) {
       auto f = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
-      auto shape = f ? f.getArgAttrOfType<DenseI64ArrayAttr>(
-                           arg.getArgNumber(), "cnn.image_shape")
+      auto shape = f ? f.getArgAttrOfType<DenseI64ArrayAttr>(arg.getArgNumber(),
+                                                             "cnn.image_shape")
                      : DenseI64ArrayAttr();
-      if (shape && shape[1] <= cast<RankedTensorType>(pad.getInput().getType())
-                                   .getDimSize(3))
+      if (shape &&
+          shape[1] <=
+              cast<RankedTensorType>(pad.getInput().getType()).getDimSize(3))
         continue;
     }
     return false;
@@ -153,9 +152,8 @@ void eraseIfDead(Value v) {
 
 void updateFunctionType(func::FuncOp f) {
   auto ret = cast<func::ReturnOp>(f.getBody().front().getTerminator());
-  f.setFunctionType(FunctionType::get(f.getContext(),
-                                      f.front().getArgumentTypes(),
-                                      ret.getOperandTypes()));
+  f.setFunctionType(FunctionType::get(
+      f.getContext(), f.front().getArgumentTypes(), ret.getOperandTypes()));
 }
 
 struct ParamFormatPass : cnnc::impl::CNNParamFormatBase<ParamFormatPass> {
@@ -168,8 +166,8 @@ struct ParamFormatPass : cnnc::impl::CNNParamFormatBase<ParamFormatPass> {
     // Parameter name -> stored type, for @forward.
     llvm::StringMap<RankedTensorType> stored;
     for (BlockArgument p : step.getArguments()) {
-      auto name = step.getArgAttrOfType<StringAttr>(p.getArgNumber(),
-                                                    kParamAttr);
+      auto name =
+          step.getArgAttrOfType<StringAttr>(p.getArgNumber(), kParamAttr);
       auto type = dyn_cast<RankedTensorType>(p.getType());
       if (!name || !type || type.getRank() != 4)
         continue;
@@ -207,8 +205,7 @@ struct ParamFormatPass : cnnc::impl::CNNParamFormatBase<ParamFormatPass> {
       // Rewrite: the argument, its state and the update's results take
       // the stored type; the forward chain becomes the cast alone (or
       // nothing in f32); the update reads the filter gradient as computed.
-      auto publicShape =
-          DenseI64ArrayAttr::get(&getContext(), type.getShape());
+      auto publicShape = DenseI64ArrayAttr::get(&getContext(), type.getShape());
       p.setType(newType);
       step.setArgAttr(p.getArgNumber(), kPublicShapeAttr, publicShape);
       for (BlockArgument a : states) {
@@ -241,8 +238,7 @@ struct ParamFormatPass : cnnc::impl::CNNParamFormatBase<ParamFormatPass> {
   }
 
   /// Replaces the chain's end by `param` (f32) or its cast (f16).
-  void foldChain(ForwardChain chain, Value param,
-                 RankedTensorType newType) {
+  void foldChain(ForwardChain chain, Value param, RankedTensorType newType) {
     Value end = chain.end();
     Value replacement = param;
     if (chain.cast) {

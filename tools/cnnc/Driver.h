@@ -78,7 +78,7 @@ struct DriverOptions {
   bool remat = false;         ///< --remat (cnn-remat)
   bool convStats = true;      ///< --conv-stats (cnn-conv-stats)
   bool paramFormat = true;    ///< --param-format (cnn-param-format)
-  bool convPrologue = false;  ///< --conv-prologue (or --remat)
+  bool convPrologue = true;   ///< --conv-prologue (default on; --remat too)
   std::string layout = "";    ///< --layout nchw|nhwc ("" = default)
   std::string precision = ""; ///< --precision fp32|fp16 ("" = default)
   bool memoryPlan = true;     ///< --memory-plan / --no-memory-plan

@@ -81,7 +81,7 @@ struct CNNGPUPipelineOptions
       llvm::cl::desc("cnn-conv-stats with the BN-apply + ReLU prologue (the "
                      "normalized tensor recomputed for the filter gradient: "
                      "less memory, a few more kernels)"),
-      llvm::cl::init(false)};
+      llvm::cl::init(true)};
   Option<bool> remat{
       *this, "remat",
       llvm::cl::desc("Run cnn-remat (recompute BN-apply/ReLU outputs in the "
