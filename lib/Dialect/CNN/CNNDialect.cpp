@@ -246,32 +246,31 @@ LogicalResult CNNDialect::verifyOperationAttribute(Operation *op,
   return verifyCNNAttr(emit, "an operation", attr, opAttrKind(name), op);
 }
 
-LogicalResult CNNDialect::verifyRegionArgAttribute(Operation *op, unsigned,
-                                                   unsigned argIndex,
-                                                   NamedAttribute attr) {
+/// A function argument's or result's cnn.* attribute; `type` is the value's
+/// (cnn.public_shape is checked against it).
+static LogicalResult verifyValueAttr(Operation *op, const std::string &where,
+                                     NamedAttribute attr, Type type) {
   auto emit = [&] { return op->emitError(); };
-  std::string where = "argument " + std::to_string(argIndex);
   AttrKind kind = argOrResultAttrKind(attr.getName().getValue());
   if (failed(verifyCNNAttr(emit, where, attr, kind)))
     return failure();
-  if (kind == AttrKind::PublicShape)
-    if (auto f = dyn_cast<FunctionOpInterface>(op))
-      return verifyPublicShape(emit, where, attr,
-                               f.getArgumentTypes()[argIndex]);
+  if (kind == AttrKind::PublicShape && type)
+    return verifyPublicShape(emit, where, attr, type);
   return success();
+}
+
+LogicalResult CNNDialect::verifyRegionArgAttribute(Operation *op, unsigned,
+                                                   unsigned argIndex,
+                                                   NamedAttribute attr) {
+  auto f = dyn_cast<FunctionOpInterface>(op);
+  return verifyValueAttr(op, "argument " + std::to_string(argIndex), attr,
+                         f ? f.getArgumentTypes()[argIndex] : Type());
 }
 
 LogicalResult CNNDialect::verifyRegionResultAttribute(Operation *op, unsigned,
                                                       unsigned resultIndex,
                                                       NamedAttribute attr) {
-  auto emit = [&] { return op->emitError(); };
-  std::string where = "result " + std::to_string(resultIndex);
-  AttrKind kind = argOrResultAttrKind(attr.getName().getValue());
-  if (failed(verifyCNNAttr(emit, where, attr, kind)))
-    return failure();
-  if (kind == AttrKind::PublicShape)
-    if (auto f = dyn_cast<FunctionOpInterface>(op))
-      return verifyPublicShape(emit, where, attr,
-                               f.getResultTypes()[resultIndex]);
-  return success();
+  auto f = dyn_cast<FunctionOpInterface>(op);
+  return verifyValueAttr(op, "result " + std::to_string(resultIndex), attr,
+                         f ? f.getResultTypes()[resultIndex] : Type());
 }
