@@ -20,6 +20,8 @@
 #include "FusedOps.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include "cnnrt/FilterLayout.h"
+
 #include <mutex>
 #include <cmath>
 #include <cstring>
@@ -917,28 +919,20 @@ FailureOr<std::vector<Tensor>> run(func::FuncOp func, ArrayRef<Tensor> args) {
 Tensor toStoredForm(const Tensor &pub, RankedTensorType stored) {
   Tensor t = Tensor::zeros(stored);
   t.kind = pub.kind;
-  const int64_t K = pub.shape[0], C = pub.shape[1], R = pub.shape[2],
-                S = pub.shape[3], Cs = stored.getDimSize(3);
-  for (int64_t k = 0; k < K; ++k)
-    for (int64_t c = 0; c < C; ++c)
-      for (int64_t r = 0; r < R; ++r)
-        for (int64_t q = 0; q < S; ++q)
-          t.data[((k * R + r) * S + q) * Cs + c] =
-              pub.data[((k * C + c) * R + r) * S + q];
+  cnnrt::convertFilterLayout(
+      pub.shape.data(), stored.getDimSize(3), sizeof(float),
+      reinterpret_cast<const char *>(pub.data.data()),
+      reinterpret_cast<char *>(t.data.data()), /*toStored=*/true);
   return t;
 }
 
 Tensor toPublicForm(const Tensor &stored, ArrayRef<int64_t> publicShape) {
   Tensor t(stored.kind, std::vector<int64_t>(publicShape.begin(),
                                              publicShape.end()));
-  const int64_t K = publicShape[0], C = publicShape[1], R = publicShape[2],
-                S = publicShape[3], Cs = stored.shape[3];
-  for (int64_t k = 0; k < K; ++k)
-    for (int64_t c = 0; c < C; ++c)
-      for (int64_t r = 0; r < R; ++r)
-        for (int64_t q = 0; q < S; ++q)
-          t.data[((k * C + c) * R + r) * S + q] =
-              stored.data[((k * R + r) * S + q) * Cs + c];
+  cnnrt::convertFilterLayout(
+      publicShape.data(), stored.shape[3], sizeof(float),
+      reinterpret_cast<const char *>(stored.data.data()),
+      reinterpret_cast<char *>(t.data.data()), /*toStored=*/false);
   return t;
 }
 

@@ -132,27 +132,12 @@ static int storedChannels(const ModelSpec &spec, const TensorSpec &img) {
 
 void storedFromPublic(const TensorSpec &t, size_t es, const char *pub,
                       char *stored) {
-  const int64_t K = t.dims[0], C = t.dims[1], R = t.dims[2], S = t.dims[3];
-  const int64_t Cs = std::max<int64_t>(t.storedC, C);
-  std::memset(stored, 0, static_cast<size_t>(K * R * S * Cs) * es);
-  for (int64_t k = 0; k < K; ++k)
-    for (int64_t c = 0; c < C; ++c)
-      for (int64_t r = 0; r < R; ++r)
-        for (int64_t q = 0; q < S; ++q)
-          std::memcpy(stored + (((k * R + r) * S + q) * Cs + c) * es,
-                      pub + (((k * C + c) * R + r) * S + q) * es, es);
+  convertFilterLayout(t.dims, t.storedC, es, pub, stored, /*toStored=*/true);
 }
 
 void publicFromStored(const TensorSpec &t, size_t es, const char *stored,
                       char *pub) {
-  const int64_t K = t.dims[0], C = t.dims[1], R = t.dims[2], S = t.dims[3];
-  const int64_t Cs = std::max<int64_t>(t.storedC, C);
-  for (int64_t k = 0; k < K; ++k)
-    for (int64_t c = 0; c < C; ++c)
-      for (int64_t r = 0; r < R; ++r)
-        for (int64_t q = 0; q < S; ++q)
-          std::memcpy(pub + (((k * C + c) * R + r) * S + q) * es,
-                      stored + (((k * R + r) * S + q) * Cs + c) * es, es);
+  convertFilterLayout(t.dims, t.storedC, es, stored, pub, /*toStored=*/false);
 }
 
 bool persistent(Role r) {

@@ -24,15 +24,23 @@ from cnnc.tools import require_tool  # noqa: E402
 tool = require_tool
 
 
-def run_step(mlir, tmp, tag):
+def run_steps(mlir, tmp, tag, steps):
+    """`steps` steps of `mlir` on the reference interpreter (x.npy, y.npy in
+    `tmp`): the printed loss of each step (as text) and the saved state."""
     state = str(tmp / (tag + ".cnnw"))
     p = subprocess.run([tool("cnnc"), str(mlir), "--train", "--optimizer", "none",
-                        "--run-reference", "--steps", "1", "--input", str(tmp / "x.npy"),
-                        "--labels", str(tmp / "y.npy"), "--save-state", state],
+                        "--run-reference", "--steps", str(steps), "--log-every", "1",
+                        "--input", str(tmp / "x.npy"), "--labels", str(tmp / "y.npy"),
+                        "--save-state", state],
                        capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
-    loss = float(p.stdout.split("loss")[1].split()[0])
-    return loss, read_cnnw(state)
+    losses = [l.split("loss")[1].split()[0] for l in p.stdout.splitlines() if "loss" in l]
+    return losses, read_cnnw(state)
+
+
+def run_step(mlir, tmp, tag):
+    losses, state = run_steps(mlir, tmp, tag, 1)
+    return float(losses[0]), state
 
 
 @pytest.mark.parametrize("name,batch,hw,tol,layout", [
@@ -290,18 +298,7 @@ def test_param_format_keeps_steps(tmp_path, precision, optimizer):
     stored = "16x3x3x8" if precision == "fp16" else "16x3x3x3"
     assert "tensor<%sxf32> {cnn.param = \"conv1.weight\"" % stored in text
 
-    def run(mlir, tag):
-        state = str(tmp_path / (tag + ".cnnw"))
-        p = subprocess.run([tool("cnnc"), str(mlir), "--train", "--optimizer", "none",
-                            "--run-reference", "--steps", "3", "--log-every", "1",
-                            "--input", str(tmp_path / "x.npy"), "--labels",
-                            str(tmp_path / "y.npy"), "--save-state", state],
-                           capture_output=True, text=True)
-        assert p.returncode == 0, p.stderr
-        losses = [l.split("loss")[1].split()[0] for l in p.stdout.splitlines() if "loss" in l]
-        return losses, read_cnnw(state)
-
-    (l0, s0), (l1, s1) = run(a, "a"), run(b, "b")
+    (l0, s0), (l1, s1) = run_steps(a, tmp_path, "a", 3), run_steps(b, tmp_path, "b", 3)
     assert len(l0) == 3 and l0 == l1, (l0, l1)
     assert s0.keys() == s1.keys()
     for k in s0:
@@ -309,3 +306,18 @@ def test_param_format_keeps_steps(tmp_path, precision, optimizer):
         assert np.array_equal(np.asarray(s0[k]), np.asarray(s1[k])), k
     print("param-format %s %s: losses %s, %d state tensors identical" % (
         precision, optimizer, l1, len(s1)))
+
+    # A weights file whose conv1.weight does not have the public shape the
+    # stored form records: one diagnostic naming it, a non-zero exit.
+    from cnnc.cnnw import write_cnnw
+    bad = {k: np.asarray(v) for k, v in read_cnnw(str(base) + ".cnnw").items()}
+    bad["conv1.weight"] = np.zeros((16, 3, 3, 2), np.float32)
+    write_cnnw(str(tmp_path / "bad.cnnw"), bad)
+    badir = tmp_path / "bad.mlir"
+    badir.write_text(text.replace(str(base) + ".cnnw", str(tmp_path / "bad.cnnw")))
+    p = subprocess.run([tool("cnnc"), str(badir), "--train", "--optimizer", "none",
+                        "--run-reference", "--steps", "1", "--input", str(tmp_path / "x.npy"),
+                        "--labels", str(tmp_path / "y.npy")], capture_output=True, text=True)
+    assert p.returncode != 0
+    assert "conv1.weight" in p.stderr and "shape" in p.stderr, p.stderr
+    assert "Stack dump" not in p.stderr and "Assertion" not in p.stderr, p.stderr

@@ -12,6 +12,7 @@
 #ifndef CNNRT_CNNRT_H
 #define CNNRT_CNNRT_H
 
+#include "cnnrt/FilterLayout.h"
 #include "cnnrt/Role.h"
 #include "cnnrt/TensorFile.h"
 
