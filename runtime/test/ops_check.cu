@@ -309,7 +309,9 @@ __global__ void channelSums(const __half *y, float *sum, float *sumSq,
   sumSq[k] = (float)q;
 }
 
-// The second and fourth take the scale-shift-ReLU prologue.
+// The second and fourth take the scale-shift-ReLU prologue; the fifth is a
+// ResNet stem in small: 7x7 stride 2 on an input padded to 4 channels
+// (cnn-precision), which cuDNN's GenStats graph may refuse (then split).
 const ConvDesc kStatsConvs[] = {
     {4, 16, 8, 8, 32, 3, 3, 8, 8, 1, 1, 1, 1, 1, 1, 1, 1, 1, DType::F16,
      Layout::NHWC},
@@ -319,8 +321,10 @@ const ConvDesc kStatsConvs[] = {
      Layout::NHWC},
     {4, 32, 6, 6, 64, 1, 1, 6, 6, 0, 0, 0, 0, 1, 1, 1, 1, 1, DType::F16,
      Layout::NHWC},
+    {4, 4, 16, 16, 16, 7, 7, 8, 8, 3, 3, 3, 3, 2, 2, 1, 1, 1, DType::F16,
+     Layout::NHWC},
 };
-bool hasPrologue(int i) { return i % 2 == 1; }
+bool hasPrologue(int i) { return i % 2 == 1 && i < 4; }
 
 __global__ void scaleShiftRelu(const __half *x, const float *scale,
                                const float *shift, __half *out, int64_t n,
@@ -349,7 +353,8 @@ void statsSplit(Context &ctx, const void *x, const void *w, void *y,
   ctx.checkLaunch("conv-stats split");
 }
 const ConvStatsFn kStatsSplits[] = {statsSplit<0>, statsSplit<1>,
-                                    statsSplit<2>, statsSplit<3>};
+                                    statsSplit<2>, statsSplit<3>,
+                                    statsSplit<4>};
 
 /// registerConvStats / convStatsFwd under `mode` (split, cudnn = the conv +
 /// GenStats graph whenever cuDNN has a plan, auto = timed) against a
@@ -400,7 +405,8 @@ void checkConvStats(ConvFusion mode, const char *modeName) {
             for (int c = 0; c < d.C; ++c)
               for (int r = 0; r < d.R; ++r)
                 for (int t = 0; t < d.S; ++t) {
-                  int iy = p - d.padT + r, ix = q - d.padL + t;
+                  int iy = p * d.strideH - d.padT + r * d.dilH;
+                  int ix = q * d.strideW - d.padL + t * d.dilW;
                   if (iy < 0 || iy >= d.H || ix < 0 || ix >= d.W)
                     continue;
                   acc += double(xin[ai(d, true, nn, c, iy, ix, d.C, d.H, d.W)]) *
@@ -410,7 +416,8 @@ void checkConvStats(ConvFusion mode, const char *modeName) {
             wantSum[k] += acc;
             wantSq[k] += acc * acc;
           }
-    std::string what = std::string("conv-stats ") + (i >= 2 ? "1x1" : "3x3") +
+    std::string what = std::string("conv-stats ") + std::to_string(d.R) + "x" +
+                       std::to_string(d.S) + " C=" + std::to_string(d.C) +
                        (pro ? " +prologue" : "") +
                        " nhwc f16 [" + modeName + ": " +
                        (graph ? "conv+GenStats graph" : "split") + "]";
@@ -420,6 +427,14 @@ void checkConvStats(ConvFusion mode, const char *modeName) {
     compare((what + " sum_sq").c_str(), sq.download(), wantSq, 2e-2);
     if (mode == ConvFusion::Split && graph) {
       std::printf("  conv-stats %d: the graph form under mode split\n", i);
+      ++failures;
+    }
+    // cuDNN 9 on sm_90 has conv + GenStats plans for the 3x3 and 1x1 cases,
+    // with and without the prologue: a forced graph that falls back to the
+    // split form means the plans failed (as the plain ones did in sessions
+    // 12-13, when their timing passed a prologue's scale and shift).
+    if (mode == ConvFusion::CuDNN && !graph && d.C % 8 == 0) {
+      std::printf("  conv-stats %d: no graph form under mode cudnn\n", i);
       ++failures;
     }
   }

@@ -91,7 +91,7 @@ def test_resnet18_f16_vs_f32(resnet18_step):
     run(tool("cnnc-opt"), d / "step.mlir", "--cnn-precision=init-scale=16",
         "-o", d / "step16.mlir")
     ir = open(d / "step16.mlir").read()
-    assert "tensor<2x8x32x32xf16>" in ir  # the padded stem input
+    assert "tensor<2x4x32x32xf16>" in ir  # the stem input padded to 4 channels
     w = read_cnnw(str(d / "step.mlir.cnnw"))
     write_cnnw(str(d / "w32.cnnw"), w)
     write_cnnw(str(d / "w16.cnnw"), dict(w, loss_scale=np.array(16.0, np.float32)))

@@ -197,38 +197,58 @@ def check_digits(args):
         failures.append("digits accuracy %.2f%% < 95%%" % acc)
 
 
+# The f16 curve checks: (SGD learning rate, steps). ResNet-50 at lr 0.01
+# is chaotic on one batch of 32 (PyTorch's own channels_last and NCHW AMP
+# runs differ by 104-521 % of the starting loss, sessions 12-13), so a bound
+# derived from that spread checks nothing; at lr 0.002 over 30 steps its
+# curve falls smoothly and the two PyTorch runs agree closely.
+AMP_SETTINGS = {"resnet50": (0.002, 30)}
+
+
 def check_amp(name, args):
     """f16 + NHWC (the default optimized pipeline) against PyTorch AMP +
-    channels_last: 50 SGD steps on one fixed batch. The loss curve must track
+    channels_last: SGD steps on one fixed batch. The loss curve must track
     PyTorch's within 2 %: at every step |cnnc - torch| <= 2 % of the starting
     loss (or twice the same deviation between PyTorch's own channels_last and
     NCHW AMP runs, when that is larger). The curve's scale is the reference
-    because the run overfits its batch: the loss falls from 2.4 to ~1e-3,
+    because the run overfits its batch: the loss falls from 2.4 towards zero,
     where relative differences of the last values measure f16 noise on a
-    vanishing number (PyTorch differs from itself there by 1-30 %); that
-    relative difference of the last 5 steps' mean is printed too."""
+    vanishing number; that relative difference of the last 5 steps' mean is
+    printed too. Each cnnc variant of --amp-variants (extra flags) is
+    compiled and held to the same bound, so one run shows whether a pass
+    moves the curve."""
     batch, hw = 32, 128
+    lr, steps = AMP_SETTINGS.get(name, (0.01, 50))
     work = os.path.join(args.work, "amp-" + name)
     os.makedirs(work, exist_ok=True)
     model = build_model(name, 10, seed=0)
     onnx_path = os.path.join(work, name + ".onnx")
     export_onnx(model, onnx_path, (batch, 3, hw, hw), training=True, opset=17)
-    exe = os.path.join(work, "train")
-    _, t_compile = run([args.cnnc, onnx_path, "--train", "--optimizer", "sgd", "--lr", "0.01",
-                        "--momentum", "0.9", "--precision", "fp16", "--layout", "nhwc",
-                        "-o", exe] + args.amp_flags.split())
     rng = np.random.RandomState(3)
     images = rng.randint(0, 256, size=(batch, 3, 32, 32)).astype(np.uint8)
     labels = rng.randint(0, 10, size=batch)
     data = os.path.join(work, "batch.bin")
     write_cifar(data, images, labels)
-    out, t_run = run([exe, "--data", data, "--steps", "50", "--lr", "0.01", "--log-every", "1"])
-    got = losses_of(out)
-    init = read_cnnw(exe + ".cnnw")
+    variants = [v.partition("=") for v in args.amp_variants.split(";") if v]
+    curves, init = {}, None
+    for label, _, flags in variants:
+        exe = os.path.join(work, "train-" + label)
+        _, t_compile = run([args.cnnc, onnx_path, "--train", "--optimizer", "sgd", "--lr",
+                            str(lr), "--momentum", "0.9", "--precision", "fp16", "--layout",
+                            "nhwc", "-o", exe] + args.amp_flags.split() + flags.split())
+        out, _ = run([exe, "--data", data, "--steps", str(steps), "--lr", str(lr),
+                      "--log-every", "1"])
+        curves[label] = (losses_of(out), t_compile)
+        weights = read_cnnw(exe + ".cnnw")
+        if init is None:
+            init = weights
+        elif any(not np.array_equal(np.asarray(init[k]), np.asarray(weights[k])) for k in init):
+            failures.append("amp %s: variant %s starts from other weights" % (name, label))
     sd = model.state_dict()
     for k in sd:
         if k in init:
             sd[k] = torch.from_numpy(np.array(init[k])).reshape(sd[k].shape)
+
     def torch_amp(channels_last):
         m = build_model(name, 10, seed=0)
         m.load_state_dict(sd)
@@ -238,10 +258,10 @@ def check_amp(name, args):
             m = m.to(memory_format=torch.channels_last)
             xx = xx.to(memory_format=torch.channels_last)
         yy = torch.from_numpy(labels.astype(np.int64)).cuda()
-        opt = torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9)
+        opt = torch.optim.SGD(m.parameters(), lr=lr, momentum=0.9)
         scaler = torch.amp.GradScaler("cuda")
         ls = []
-        for _ in range(50):
+        for _ in range(steps):
             opt.zero_grad()
             with torch.autocast("cuda", dtype=torch.float16):
                 loss = torch.nn.functional.cross_entropy(m(xx), yy)
@@ -253,28 +273,35 @@ def check_amp(name, args):
 
     ref = torch_amp(True)
     alt = torch_amp(False)  # the same AMP step with NCHW kernels: PyTorch's own drift
-    a, b = float(np.mean(got[-5:])), float(np.mean(ref[-5:]))
-    c = float(np.mean(alt[-5:]))
 
     def deviation(ls):  # max over steps of |ls - ref| / ref's starting loss
         return max(abs(u - v) for u, v in zip(ls, ref)) / abs(ref[0]) if ls else float("inf")
 
-    ours, drift = deviation(got), deviation(alt)
+    def every10(ls):
+        return ["%.3f" % v for v in ls[9::10]]
+
+    drift = deviation(alt)
     bound = max(0.02, 2 * drift)
-    ok = len(got) == 50 and ours <= bound
-    print("amp %-9s losses every 10 steps: cnnc %s torch-AMP %s torch-AMP-NCHW %s" % (
-        name, ["%.3f" % v for v in got[9::10]], ["%.3f" % v for v in ref[9::10]],
-        ["%.3f" % v for v in alt[9::10]]))
-    print("amp %-9s largest deviation from torch AMP over the 50 steps, in %% of the starting "
-          "loss: cnnc %.2f%%, PyTorch's own NCHW AMP %.2f%%; bound %.2f%%" % (
-              name, 100 * ours, 100 * drift, 100 * bound))
-    print("amp %-9s f16 NHWC 50 steps: loss cnnc %s ... %.4f, torch AMP %s ... %.4f "
-          "(last-5 mean %.4f vs %.4f: %.2f%%; PyTorch NCHW %.2f%%); compile %.1f s: %s" % (
-              name, ["%.3f" % v for v in got[:3]], got[-1] if got else float("nan"),
-              ["%.3f" % v for v in ref[:3]], ref[-1], a, b, 100 * abs(a - b) / abs(b),
-              100 * abs(c - b) / abs(b), t_compile, "ok" if ok else "FAIL"))
-    if not ok:
-        failures.append("amp %s: the loss curve deviates beyond the bound" % name)
+    b, c = float(np.mean(ref[-5:])), float(np.mean(alt[-5:]))
+    print("amp %-9s lr %g, %d steps; losses every 10 steps: torch-AMP %s torch-AMP-NCHW %s" % (
+        name, lr, steps, every10(ref), every10(alt)))
+    for label, _, flags in variants:
+        got, t_compile = curves[label]
+        ours = deviation(got)
+        ok = len(got) == steps and ours <= bound
+        a = float(np.mean(got[-5:])) if got else float("nan")
+        print("amp %-9s [%s%s] losses every 10 steps: cnnc %s" % (
+            name, label, " " + flags if flags else "", every10(got)))
+        print("amp %-9s [%s] largest deviation from torch AMP over the %d steps, in %% of the "
+              "starting loss: cnnc %.2f%%, PyTorch's own NCHW AMP %.2f%%; bound %.2f%%" % (
+                  name, label, steps, 100 * ours, 100 * drift, 100 * bound))
+        print("amp %-9s [%s] f16 NHWC: loss cnnc %s ... %.4f, torch AMP %s ... %.4f "
+              "(last-5 mean %.4f vs %.4f: %.2f%%; PyTorch NCHW %.2f%%); compile %.1f s: %s" % (
+                  name, label, ["%.3f" % v for v in got[:3]], got[-1] if got else float("nan"),
+                  ["%.3f" % v for v in ref[:3]], ref[-1], a, b, 100 * abs(a - b) / abs(b),
+                  100 * abs(c - b) / abs(b), t_compile, "ok" if ok else "FAIL"))
+        if not ok:
+            failures.append("amp %s [%s]: the loss curve deviates beyond the bound" % (name, label))
 
 
 def main():
@@ -289,6 +316,9 @@ def main():
     ap.add_argument("--amp-flags", default="",
                     help="extra cnnc flags for the f16 checks against PyTorch AMP "
                          "(e.g. --conv-prologue)")
+    ap.add_argument("--amp-variants", default="default=",
+                    help="';'-separated label=flags: the cnnc variants of the f16 checks, each "
+                         "held to the bound (e.g. 'default=;no-prologue=--conv-prologue=false')")
     ap.add_argument("--cnnc-flags", default="",
                     help="extra cnnc flags for the f32 checks (which use fp32, NCHW and the "
                          "default fusion and memory plan)")

@@ -120,7 +120,7 @@ def CNNInputFormat : Pass<"cnn-input-format", "mlir::ModuleOp"> {
     After cnn-layout and cnn-precision the image argument (`cnn.input`, f32
     NCHW) of @train_step and @forward goes through a chain of single-use
     ops before the first convolution: `cast` to f16, `transpose` to NHWC,
-    `pad` of the channels to a multiple of 8 with zeros. The runtime already
+    `pad` of the channels (to 4 or a multiple of 8) with zeros. The runtime already
     converts every batch into the input tensor (bytes or f32 NCHW from the
     loader or the C API, with normalization): this pass folds the chain
     into the argument's type, so that conversion writes the f16, NHWC,
@@ -160,7 +160,7 @@ def CNNParamFormat : Pass<"cnn-param-format", "mlir::ModuleOp"> {
     After cnn-layout (and cnn-precision) every step re-lays each filter out:
     the f32 master weight K x C x R x S is cast to f16, transposed to
     K x R x S x C and its channels zero-padded to what the NHWC convolution
-    reads (a multiple of 8 where the input's channels were padded); the
+    reads (4 or a multiple of 8 where the input's channels were padded); the
     filter gradient comes back the same way (slice, transpose to K x C x R x
     S) before the optimizer. This pass stores the parameter, and its
     optimizer state (momentum, Adam's moments), in the convolution's format
@@ -231,8 +231,10 @@ def CNNPrecision : Pass<"cnn-precision", "mlir::ModuleOp"> {
       With optimizer none, the returned cnn.grad gradients are unscaled
       (cnn.unscale, f32).
     - channel padding: a conv2d (groups 1) whose input channel count is not a
-      multiple of 8 (the RGB stem) gets input and filter zero-padded along C
-      (one cnn.pad each); its conv2d_bwd_filter/bwd_data are sliced back.
+      multiple of 8 gets input and filter zero-padded along C (one cnn.pad
+      each): to 4 channels where it has fewer (the RGB stem: cuDNN's fastest
+      stem kernels read 4), else to the next multiple of 8 (Tensor Cores);
+      its conv2d_bwd_filter/bwd_data are sliced back.
     - @forward: the same f16 conversion; the logits are cast back to f32.
 
     Before (SGD, after cnn-autodiff):
@@ -289,7 +291,7 @@ def CNNPrecision : Pass<"cnn-precision", "mlir::ModuleOp"> {
     Option<"backoffFactor", "backoff-factor", "double", "0.5",
            "scale multiplier on a step with inf/NaN gradients">,
     Option<"padChannelsOpt", "pad-channels", "bool", "true",
-           "zero-pad conv input channels to a multiple of 8 (Tensor Cores)">,
+           "zero-pad conv input channels to 4 (C < 4) or a multiple of 8">,
   ];
 }
 
