@@ -11,6 +11,14 @@
 #   r  bench.py ResNet-50/18 side by side with PyTorch AMP+CL and
 #      torch.compile (R_VARIANTS, R_MODELS, R_ARGS, R_S)
 #   s  SimpleCNN batch 32 (S_STEPS steps, default 2000)
+#   d  diagnosis of the Python entry's f16 DataLoader check: ops_check's
+#      lines for the 4-channel cases, then check_python_api.py with graph
+#      plans off (CNNRT_CONV_GRAPH=0) and on (verbose), fresh caches
+#   e  ops_check (built there) with CNNRT_GRAPH_PLANS=8, then
+#      check_python_api.py with the default 4 plans and with 8
+#   h  check_python_api.py with .carry/cnnc-pad8 (a cnnc built with the stem
+#      padded to 8 channels, as before session 14) and with .carry/cnnc,
+#      CNNRT_VERBOSE=1 logs; then ops_check (runtime built there)
 #   v  ResNet-50's executable with CNNRT_VERBOSE=1 and a fresh algorithm
 #      cache for 3 steps: the stem's choices and timings (V_GREP)
 set -uo pipefail
@@ -61,4 +69,36 @@ if [[ $PARTS == *v* ]]; then
     echo "=== verbose exit $?"
     grep -E "${V_GREP:-/conv1/Conv }" "$OUT/verbose.log" | head -30
   fi
+fi
+if [[ $PARTS == *d* ]]; then
+  TAIL=12 bash bench/device-verify.sh 1 | grep -v "^ *[0-9]*/[0-9]* Test" | tail -8
+  OPS=$(find /tmp/rt -name cnnrt_ops_check -type f | head -1)
+  [ -n "$OPS" ] && CNNRT_VERBOSE=1 CNNRT_ALGO_CACHE=/tmp/d0.txt timeout 120 "$OPS" >"$OUT/ops.log" 2>&1
+  grep -E "C=4|FAIL|all ok" "$OUT/ops.log" | head -30
+  CNNRT_CONV_GRAPH=0 CNNRT_ALGO_CACHE=/tmp/d1.txt timeout 120 python3 test/gpu/check_python_api.py \
+    --cnnc "$C" 2>&1 | grep -E "FAIL|passed|failed|DataLoader|accuracy" | sed 's/^/[graph off] /'
+  CNNRT_VERBOSE=1 CNNRT_ALGO_CACHE=/tmp/d2.txt timeout 120 python3 test/gpu/check_python_api.py \
+    --cnnc "$C" >"$OUT/py-verbose.log" 2>&1
+  grep -E "FAIL|passed|failed" "$OUT/py-verbose.log" | sed 's/^/[graph on] /'
+fi
+if [[ $PARTS == *e* ]]; then
+  TAIL=12 bash bench/device-verify.sh 1 | grep -v "^ *[0-9]*/[0-9]* Test" | tail -6
+  OPS=$(find /tmp/rt -name cnnrt_ops_check -type f | head -1)
+  [ -n "$OPS" ] && CNNRT_GRAPH_PLANS=8 CNNRT_VERBOSE=1 CNNRT_ALGO_CACHE=/tmp/e0.txt timeout 150 "$OPS" \
+    >"$OUT/ops8.log" 2>&1
+  echo "=== ops_check with 8 plans: exit $?"
+  grep -E "FAIL|all ok|graph plan #[4-7]" "$OUT/ops8.log" | grep -v "(cached)" | head -30
+  for n in 4 8; do
+    CNNRT_GRAPH_PLANS=$n CNNRT_ALGO_CACHE=/tmp/e$n.txt timeout 120 python3 test/gpu/check_python_api.py \
+      --cnnc "$C" 2>&1 | grep -E "FAIL|passed|failed|DataLoader|accuracy" | sed "s/^/[$n plans] /"
+  done
+fi
+if [[ $PARTS == *h* ]]; then
+  for b in ${H_BINS:-cnnc-pad8 cnnc}; do
+    CNNRT_VERBOSE=1 CNNRT_ALGO_CACHE=$(mktemp -u /tmp/h-XXXX.txt) timeout 120 python3 test/gpu/check_python_api.py \
+      --cnnc "$PWD/.carry/$b" >"$OUT/py-$b-$SECONDS.log" 2>&1
+    grep -E "FAIL|passed|failed|DataLoader|accuracy" "$OUT"/py-$b-*.log | tail -3 | sed "s/^/[$b] /"
+  done
+  TAIL=12 bash bench/device-verify.sh 1 | grep -v "^ *[0-9]*/[0-9]* Test" | tail -6
+  grep -E "FAIL" -A1 /tmp/out/runtime-gpu.log "$OUT/runtime-gpu.log" 2>/dev/null | head -10
 fi

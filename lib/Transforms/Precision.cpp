@@ -17,9 +17,8 @@
 //    tracker (both returned as state). With optimizer none the returned
 //    gradients are unscaled (cnn.unscale, f32).
 //  - convolutions whose input channel count is not a multiple of 8 get their
-//    input and filter zero-padded along C: to 4 channels where they have
-//    fewer (the RGB stem), else to the next multiple of 8; the filter
-//    gradient is sliced back.
+//    input and filter zero-padded along C to the next multiple of 8 (4 for
+//    an RGB 7x7 stride-2 stem); the filter gradient is sliced back.
 // @forward (evaluation) runs in f16 the same way and casts the logits back.
 //
 //===----------------------------------------------------------------------===//
@@ -150,12 +149,17 @@ LogicalResult PrecisionPass::convert(func::FuncOp f) {
 }
 
 /// The channel count a convolution's f16 input is padded to: cuDNN's
-/// Tensor Core kernels want C % 8 == 0, except that an input of at most 4
-/// channels (RGB) runs fastest at exactly 4 (ResNet's 7x7 stride-2 stem on
-/// the H100, batch 128: forward 0.24 ms at C = 4 against 0.65 ms at C = 8,
-/// bench/micro/stem_conv.py) and half the bytes.
-static int64_t paddedChannels(int64_t c) {
-  return c <= 4 ? 4 : (c + 7) / 8 * 8;
+/// Tensor Core kernels want C % 8 == 0. A large strided stem (7x7 stride 2
+/// on RGB) reads 4 instead: on the H100 at batch 128 its forward takes
+/// 0.24 ms at C = 4 against 0.65 ms at C = 8 (bench/micro/stem_conv.py;
+/// ResNet-50's step 0.5 ms faster, its f16 curve checked against PyTorch).
+/// Small kernels keep 8: SimpleCNN's 3x3 first convolution at C = 4 failed
+/// the Python entry's f16 training check in 3 of 4 runs on the H100 with
+/// some cuDNN graph plans (not understood; docs/benchmarks.md, session 14).
+static int64_t paddedChannels(int64_t c, int64_t kernelArea, int64_t stride) {
+  if (c <= 4 && kernelArea >= 25 && stride >= 2)
+    return 4;
+  return (c + 7) / 8 * 8;
 }
 
 /// Zero-pads the input channels of convolutions to paddedChannels (groups 1).
@@ -169,7 +173,12 @@ LogicalResult PrecisionPass::padChannels(func::FuncOp f) {
     auto xt = cast<RankedTensorType>(x.getType());
     auto wt = cast<RankedTensorType>(w.getType());
     int64_t c = xt.getDimSize(axis);
-    int64_t cp = paddedChannels(c);
+    // The filter's spatial dims: K x R x S x C (NHWC) or K x C x R x S.
+    int64_t kernelArea = conv.isNHWC() ? wt.getDimSize(1) * wt.getDimSize(2)
+                                       : wt.getDimSize(2) * wt.getDimSize(3);
+    ArrayRef<int64_t> strides = conv.getStrides();
+    int64_t cp = paddedChannels(c, kernelArea,
+                                std::min(strides[0], strides[1]));
     if (conv.getGroups() != 1 || cp == c || !xt.getElementType().isF16())
       continue;
     // One cnn.pad (zeros at the end of the channel dimension): a single

@@ -696,10 +696,16 @@ template <typename Fn> static float timeCalls(Context &ctx, Fn run) {
   return ok && ms >= 0 ? ms / 5 : -1;
 }
 
-/// How many of the heuristics' graph plans are timed per convolution: the
-/// first four missed the fast filter-gradient kernel of ResNet's stem
-/// (0.46 ms where PyTorch's benchmark mode finds 0.19 ms).
-constexpr int kGraphPlansTimed = 8;
+/// How many of the heuristics' graph plans are timed per convolution
+/// (CNNRT_GRAPH_PLANS, default 4).
+static int graphPlansTimed() {
+  static const int n = [] {
+    const char *v = std::getenv("CNNRT_GRAPH_PLANS");
+    int k = v ? std::atoi(v) : 0;
+    return k > 0 && k <= 64 ? k : 4;
+  }();
+  return n;
+}
 
 /// Times cuDNN graph API plans of one direction of `c` against its legacy
 /// algorithm (already chosen) and keeps the graph plan when it is faster by
@@ -768,7 +774,7 @@ static void chooseGraphConv(Context &ctx, Context::Impl &I, ConvEntry &c,
   };
   float legacyMs = timeCalls(ctx, legacy);
   std::string why;
-  auto plans = cg::convPlans(I.cudnn, g, static_cast<cg::Dir>(dir), kGraphPlansTimed,
+  auto plans = cg::convPlans(I.cudnn, g, static_cast<cg::Dir>(dir), graphPlansTimed(),
                              ctx.options().deterministic, &why);
   std::shared_ptr<cg::ConvPlan> best;
   float bestMs = -1;
@@ -1538,7 +1544,7 @@ static void chooseConvStats(Context &ctx) {
       return cudaGetLastError() == cudaSuccess;
     });
     std::string why;
-    auto plans = cg::convPlans(I.cudnn, g, cg::Dir::FwdStats, kGraphPlansTimed,
+    auto plans = cg::convPlans(I.cudnn, g, cg::Dir::FwdStats, graphPlansTimed(),
                                opts.deterministic, &why);
     std::shared_ptr<cg::ConvPlan> best;
     float bestMs = -1;

@@ -3,7 +3,7 @@
 // RUN: cnnc-opt %s -cnn-autodiff=optimizer=none -cnn-precision | FileCheck %s --check-prefix=GRAD
 // RUN: not cnnc-opt %s -cnn-autodiff -cnn-precision -cnn-precision 2>&1 | FileCheck %s --check-prefix=TWICE
 
-// conv (3 input channels: padded to 4) + bias + BN + relu -> pool -> linear.
+// conv (3 input channels, 3x3: padded to 8) + bias + BN + relu -> pool -> linear.
 func.func @forward(%x: tensor<2x3x8x8xf32> {cnn.input},
                    %w1: tensor<4x3x3x3xf32> {cnn.param = "conv.weight"},
                    %b1: tensor<4xf32> {cnn.param = "conv.bias"},
@@ -27,7 +27,7 @@ func.func @forward(%x: tensor<2x3x8x8xf32> {cnn.input},
 // CHECK-SAME: %[[FX:[a-z0-9]+]]: tensor<2x3x8x8xf32> {cnn.input}
 // CHECK-SAME: -> tensor<2x10xf32>
 // CHECK-DAG: %[[FXH:.*]] = cnn.cast %[[FX]] : (tensor<2x3x8x8xf32>) -> tensor<2x3x8x8xf16>
-// CHECK: cnn.conv2d {{.*}} : (tensor<2x4x8x8xf16>, tensor<4x4x3x3xf16>) -> tensor<2x4x8x8xf16>
+// CHECK: cnn.conv2d {{.*}} : (tensor<2x8x8x8xf16>, tensor<4x8x3x3xf16>) -> tensor<2x4x8x8xf16>
 // BN keeps f32 scale/bias/statistics.
 // CHECK: cnn.batch_norm {{.*}} : (tensor<2x4x8x8xf16>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<2x4x8x8xf16>
 // CHECK: %[[FY:.*]] = cnn.matmul {{.*}} -> tensor<2x10xf16>
@@ -55,12 +55,12 @@ func.func @forward(%x: tensor<2x3x8x8xf32> {cnn.input},
 // CHECK-DAG: %[[B1H:.*]] = cnn.cast %[[B1]] : (tensor<4xf32>) -> tensor<4xf16>
 // CHECK-DAG: %[[W1H:.*]] = cnn.cast %[[W1]] : (tensor<4x3x3x3xf32>) -> tensor<4x3x3x3xf16>
 // CHECK-NOT: cnn.cast %[[G]]
-// Channel padding 3 -> 4 of the filter copy and of the image (cast right
+// Channel padding 3 -> 8 of the filter copy and of the image (cast right
 // after the argument): one zero pad each, at the end of the channels.
-// CHECK: %[[W1P:.*]] = cnn.pad %[[W1H]] {pads = array<i64: 0, 0, 0, 0, 0, 1, 0, 0>} : (tensor<4x3x3x3xf16>) -> tensor<4x4x3x3xf16>
+// CHECK: %[[W1P:.*]] = cnn.pad %[[W1H]] {pads = array<i64: 0, 0, 0, 0, 0, 5, 0, 0>} : (tensor<4x3x3x3xf16>) -> tensor<4x8x3x3xf16>
 // CHECK: %[[XH:.*]] = cnn.cast %[[X]] : (tensor<2x3x8x8xf32>) -> tensor<2x3x8x8xf16>
-// CHECK: %[[XP:.*]] = cnn.pad %[[XH]] {pads = array<i64: 0, 0, 0, 0, 0, 1, 0, 0>} : (tensor<2x3x8x8xf16>) -> tensor<2x4x8x8xf16>
-// CHECK: cnn.conv2d %[[XP]], %[[W1P]] {{.*}} : (tensor<2x4x8x8xf16>, tensor<4x4x3x3xf16>) -> tensor<2x4x8x8xf16>
+// CHECK: %[[XP:.*]] = cnn.pad %[[XH]] {pads = array<i64: 0, 0, 0, 0, 0, 5, 0, 0>} : (tensor<2x3x8x8xf16>) -> tensor<2x8x8x8xf16>
+// CHECK: cnn.conv2d %[[XP]], %[[W1P]] {{.*}} : (tensor<2x8x8x8xf16>, tensor<4x8x3x3xf16>) -> tensor<2x4x8x8xf16>
 // CHECK: cnn.bias_add {{.*}}, %[[B1H]] : (tensor<2x4x8x8xf16>, tensor<4xf16>) -> tensor<2x4x8x8xf16>
 // BN statistics f32; the loss f32 from f16 logits.
 // CHECK: cnn.batch_norm_train {{.*}} -> (tensor<2x4x8x8xf16>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
@@ -74,7 +74,7 @@ func.func @forward(%x: tensor<2x3x8x8xf32> {cnn.input},
 // CHECK-NOT: cnn.cast %[[DW2]]
 // CHECK: %{{.*}}, %[[DNS:[a-z_0-9]+]], %[[DNB:[a-z_0-9]+]] = cnn.batch_norm_grad {{.*}} -> (tensor<2x4x8x8xf16>, tensor<4xf32>, tensor<4xf32>)
 // The filter gradient of the padded conv is sliced back to 3 channels.
-// CHECK: %[[DWP:.*]] = cnn.conv2d_bwd_filter %[[XP]], {{.*}} -> tensor<4x4x3x3xf16>
+// CHECK: %[[DWP:.*]] = cnn.conv2d_bwd_filter %[[XP]], {{.*}} -> tensor<4x8x3x3xf16>
 // CHECK: %[[DW1:.*]] = cnn.slice %[[DWP]] {offsets = array<i64: 0, 0, 0, 0>, sizes = array<i64: 4, 3, 3, 3>}
 // CHECK-NOT: cnn.cast %[[DW1]]
 // CHECK: %[[OK:.*]] = cnn.all_finite %[[DW1]], {{.*}}, %[[DNS]], %[[DNB]], %[[DW2]] :

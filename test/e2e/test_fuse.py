@@ -273,7 +273,7 @@ def test_conv_stats_resnet18_forward(tmp_path):
 def test_param_format_keeps_steps(tmp_path, precision, optimizer):
     """cnn-param-format stores the filters and their optimizer state as the
     NHWC convolution reads them (K, R, S, C'; in f16 conv1's 3 channels
-    padded to 4): three training steps on the reference interpreter, which converts
+    padded to 8): three training steps on the reference interpreter, which converts
     the state to and from the public K, C, R, S form at each step, give
     bit-identical losses, weights and optimizer state (the pass only moves
     data: the same arithmetic runs in the same order)."""
@@ -294,8 +294,8 @@ def test_param_format_keeps_steps(tmp_path, precision, optimizer):
     subprocess.run([tool("cnnc-opt"), str(a), "--cnn-param-format", "-o", str(b)], check=True)
     text = b.read_text()
     assert text.count("cnn.public_shape = array<i64: 16, 3, 3, 3>") >= 3  # param, state, result
-    # f16 pads conv1's 3 input channels to 4 (cuDNN); f32 does not.
-    stored = "16x3x3x4" if precision == "fp16" else "16x3x3x3"
+    # f16 pads conv1's 3 input channels to 8 (Tensor Cores); f32 does not.
+    stored = "16x3x3x8" if precision == "fp16" else "16x3x3x3"
     assert "tensor<%sxf32> {cnn.param = \"conv1.weight\"" % stored in text
 
     (l0, s0), (l1, s1) = run_steps(a, tmp_path, "a", 3), run_steps(b, tmp_path, "b", 3)

@@ -232,8 +232,9 @@ def CNNPrecision : Pass<"cnn-precision", "mlir::ModuleOp"> {
       (cnn.unscale, f32).
     - channel padding: a conv2d (groups 1) whose input channel count is not a
       multiple of 8 gets input and filter zero-padded along C (one cnn.pad
-      each): to 4 channels where it has fewer (the RGB stem: cuDNN's fastest
-      stem kernels read 4), else to the next multiple of 8 (Tensor Cores);
+      each): to the next multiple of 8 (Tensor Cores), except that a large
+      strided stem (kernel area >= 25, stride >= 2, at most 4 channels: the
+      RGB 7x7 stride-2 stem) reads 4, where cuDNN's stem kernels are fastest;
       its conv2d_bwd_filter/bwd_data are sliced back.
     - @forward: the same f16 conversion; the logits are cast back to f32.
 
@@ -291,7 +292,7 @@ def CNNPrecision : Pass<"cnn-precision", "mlir::ModuleOp"> {
     Option<"backoffFactor", "backoff-factor", "double", "0.5",
            "scale multiplier on a step with inf/NaN gradients">,
     Option<"padChannelsOpt", "pad-channels", "bool", "true",
-           "zero-pad conv input channels to 4 (C < 4) or a multiple of 8">,
+           "zero-pad conv input channels to a multiple of 8 (4 for an RGB 7x7/s2 stem)">,
   ];
 }
 

@@ -48,14 +48,14 @@
 // STATS: cnnc: stats: layout nhwc, precision fp16
 // STATS: cnnc: stats: fusion conv_epilogue_ops {{[1-9]}}
 // STATS: kernel launches and library calls per training step
-// The image input arrives f16, NHWC, its 3 channels padded to 4 (the
+// The image input arrives f16, NHWC, its 3 channels padded to 8 (the
 // runtime converts each batch into that: cnn-input-format); the model spec
 // keeps the images' N, C, H, W.
-// OPT-DAG: {"input", cnnrt::DType::F16, 4, {4, 8, 8, 4}, 0, 2048, cnnrt::Role::InputImage, cnnrt::Layout::NHWC}
+// OPT-DAG: {"input", cnnrt::DType::F16, 4, {4, 8, 8, 8}, 0, 4096, cnnrt::Role::InputImage, cnnrt::Layout::NHWC}
 // OPT-DAG: static const cnnrt::ModelSpec kModel = {"small_cnn", {{[0-9]+}}ull, kTensors, (int)(sizeof(kTensors) / sizeof(kTensors[0])), 4, 3, 8, 8, 10,
-// conv1's filter is stored as the convolution reads it, 8x3x3x4 (the
+// conv1's filter is stored as the convolution reads it, 8x3x3x8 (the
 // channels padded; cnn-param-format); the table keeps its public shape.
-// OPT-DAG: {"conv1.weight", cnnrt::DType::F32, 4, {8, 3, 3, 3}, {{[0-9]+}}, 1152, cnnrt::Role::Param, cnnrt::Layout::NHWC, 4}
+// OPT-DAG: {"conv1.weight", cnnrt::DType::F32, 4, {8, 3, 3, 3}, {{[0-9]+}}, 2304, cnnrt::Role::Param, cnnrt::Layout::NHWC, 8}
 // OPT-DAG: {"loss_scale", cnnrt::DType::F32, 0, {0, 0, 0, 0}, {{[0-9]+}}, 4, cnnrt::Role::LossScale}
 // OPT-DAG: ctx.registerConv({{[0-9]+}}, cnnrt::ConvDesc{{.*}}cnnrt::DType::F16, cnnrt::Layout::NHWC}
 // OPT-DAG: nhwcStatsFinish<__half, float>

@@ -27,7 +27,7 @@
 // CHECK-NEXT: cnnrt::dist::allReduce
 // CHECK-NEXT: cnnrt::dist::end(ctx, 4);
 // CHECK-NEXT: cnnrt::dist::join(ctx, 4);
-// conv1's filter gradient in the stored form (cnn-param-format: 8x3x3x4).
-// CHECK: all-reduce bucket 5: 2 tensors, 592 bytes (avg)
+// conv1's filter gradient in the stored form (cnn-param-format: 8x3x3x8).
+// CHECK: all-reduce bucket 5: 2 tensors, 1168 bytes (avg)
 // CHECK: all-reduce bucket 6: 1 tensors, 4 bytes (avg)
 // CHECK-NOT: all-reduce bucket 7
