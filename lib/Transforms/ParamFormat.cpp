@@ -163,8 +163,8 @@ struct ParamFormatPass : cnnc::impl::CNNParamFormatBase<ParamFormatPass> {
     if (!step || step.isExternal())
       return;
     auto ret = cast<func::ReturnOp>(step.getBody().front().getTerminator());
-    // Parameter name -> stored type, for @forward.
-    llvm::StringMap<RankedTensorType> stored;
+    // Parameter name -> (public type, stored type), for @forward.
+    llvm::StringMap<std::pair<RankedTensorType, RankedTensorType>> stored;
     for (BlockArgument p : step.getArguments()) {
       auto name =
           step.getArgAttrOfType<StringAttr>(p.getArgNumber(), kParamAttr);
@@ -227,14 +227,20 @@ struct ParamFormatPass : cnnc::impl::CNNParamFormatBase<ParamFormatPass> {
           step.setResultAttr(use.getOperandNumber(), kPublicShapeAttr,
                              publicShape);
       }
-      stored[name.getValue()] = newType;
+      if (!stored.try_emplace(name.getValue(), type, newType).second) {
+        step.emitError("cnn-param-format: two parameters of @train_step are "
+                       "named '")
+            << name.getValue() << "'";
+        return signalPassFailure();
+      }
       ++numParams;
     }
     if (stored.empty())
       return;
     updateFunctionType(step);
     if (auto fwd = module.lookupSymbol<func::FuncOp>("forward"))
-      rewriteOtherFunction(fwd, stored);
+      if (failed(rewriteOtherFunction(fwd, stored)))
+        return signalPassFailure();
   }
 
   /// Replaces the chain's end by `param` (f32) or its cast (f16).
@@ -255,14 +261,21 @@ struct ParamFormatPass : cnnc::impl::CNNParamFormatBase<ParamFormatPass> {
 
   /// @forward shares the parameters: the same chain folds; any other use
   /// reads the public form, rebuilt from the stored one at the entry.
-  void rewriteOtherFunction(func::FuncOp f,
-                            const llvm::StringMap<RankedTensorType> &stored) {
+  LogicalResult rewriteOtherFunction(
+      func::FuncOp f,
+      const llvm::StringMap<std::pair<RankedTensorType, RankedTensorType>>
+          &stored) {
     for (BlockArgument p : f.getArguments()) {
       auto name = f.getArgAttrOfType<StringAttr>(p.getArgNumber(), kParamAttr);
       if (!name || !stored.count(name.getValue()))
         continue;
-      RankedTensorType newType = stored.lookup(name.getValue());
+      auto [publicType, newType] = stored.lookup(name.getValue());
       auto type = cast<RankedTensorType>(p.getType());
+      // The functions share the parameter by name: one tensor, one type.
+      if (type.getShape() != publicType.getShape())
+        return f.emitError("cnn-param-format: parameter '")
+               << name.getValue() << "' is " << type << " in @"
+               << f.getName() << " but " << publicType << " in @train_step";
       std::optional<ForwardChain> chain = forwardChain(p, {});
       if (chain && cast<RankedTensorType>(chain->end().getType()).getShape() ==
                        newType.getShape()) {
@@ -289,6 +302,7 @@ struct ParamFormatPass : cnnc::impl::CNNParamFormatBase<ParamFormatPass> {
                    DenseI64ArrayAttr::get(&getContext(), type.getShape()));
     }
     updateFunctionType(f);
+    return success();
   }
 };
 
