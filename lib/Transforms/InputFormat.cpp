@@ -43,12 +43,8 @@ SmallVector<Operation *> conversionChain(BlockArgument image) {
   chain.push_back(tr);
   v = tr.getResult();
   auto pad = dyn_cast_or_null<PadOp>(next());
-  if (!pad || pad.getMode() != "constant" || !pad.getValue().isZero())
-    return chain;
-  auto pads = pad.getPads();
-  for (size_t d = 0; d < pads.size(); ++d)
-    if (pads[d] != 0 && d != pads.size() - 1)
-      return chain; // only the channels' end is padded
+  if (!pad || !pad.isTrailingZeroPadOfLastDim())
+    return chain; // only zeros at the channels' end fold into the type
   chain.push_back(pad);
   return chain;
 }

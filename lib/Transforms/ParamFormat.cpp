@@ -36,16 +36,6 @@ struct ForwardChain {
   Value end() { return pad ? pad.getResult() : transpose.getResult(); }
 };
 
-bool padsChannelEnd(PadOp pad) {
-  if (pad.getMode() != "constant" || !pad.getValue().isZero())
-    return false;
-  ArrayRef<int64_t> pads = pad.getPads();
-  for (size_t d = 0; d < pads.size(); ++d)
-    if (pads[d] != 0 && d != pads.size() - 1)
-      return false;
-  return true;
-}
-
 /// The chain from `param` when every use of `param` but `allowed` (the
 /// optimizer updates) is that one chain.
 std::optional<ForwardChain> forwardChain(Value param,
@@ -75,7 +65,7 @@ std::optional<ForwardChain> forwardChain(Value param,
   c.transpose = tr;
   if (tr->hasOneUse())
     if (auto pad = dyn_cast<PadOp>(*tr->getUsers().begin());
-        pad && padsChannelEnd(pad))
+        pad && pad.isTrailingZeroPadOfLastDim())
       c.pad = pad;
   return c;
 }
@@ -91,7 +81,7 @@ bool padLanesStayZero(PadOp pad) {
       continue;
     Value x = conv.getInput();
     if (auto xpad = x.getDefiningOp<PadOp>())
-      if (padsChannelEnd(xpad) &&
+      if (xpad.isTrailingZeroPadOfLastDim() &&
           cast<RankedTensorType>(xpad.getInput().getType()).getDimSize(3) <=
               cast<RankedTensorType>(pad.getInput().getType()).getDimSize(3))
         continue;

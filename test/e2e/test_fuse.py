@@ -320,4 +320,6 @@ def test_param_format_keeps_steps(tmp_path, precision, optimizer):
                         "--labels", str(tmp_path / "y.npy")], capture_output=True, text=True)
     assert p.returncode != 0
     assert "conv1.weight" in p.stderr and "shape" in p.stderr, p.stderr
+    # It names the shape given and the (public) shape expected.
+    assert "(16x3x3x2, expected 16x3x3x3)" in p.stderr, p.stderr
     assert "Stack dump" not in p.stderr and "Assertion" not in p.stderr, p.stderr

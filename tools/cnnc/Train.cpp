@@ -458,8 +458,29 @@ LogicalResult cnnc::driver::trainReference(const DriverOptions &o,
               type, init ? init.getValueAsDouble() : 0.0f);
         } else
           return fail(c, "no value for the parameter '" + name + "'");
-        if (!args[i].matches(type))
-          return fail(c, "the value of '" + name + "' has the wrong shape");
+        if (!args[i].matches(type)) {
+          // The shape the user's value should have: the public one where
+          // cnn-param-format stores another.
+          auto pub =
+              step.getArgAttrOfType<DenseI64ArrayAttr>(i, "cnn.public_shape");
+          ArrayRef<int64_t> want = pub ? pub.asArrayRef() : type.getShape();
+          return fail(c, llvm::formatv("the value of '{0}' has the wrong shape "
+                                       "({1}, expected {2})",
+                                       name,
+                                       llvm::join(llvm::map_range(
+                                                      args[i].shape,
+                                                      [](int64_t d) {
+                                                        return std::to_string(d);
+                                                      }),
+                                                  "x"),
+                                       llvm::join(llvm::map_range(
+                                                      want,
+                                                      [](int64_t d) {
+                                                        return std::to_string(d);
+                                                      }),
+                                                  "x"))
+                             .str());
+        }
       }
     }
     // One step on every rank; with several, each a thread with its

@@ -474,6 +474,21 @@ def CNN_PadOp : CNN_PureOp<"pad", [CNN_InferShapes]> {
   let arguments = (ins CNN_FloatTensor:$input, DenseI64ArrayAttr:$pads,
                    CNN_PadMode:$mode, DefaultValuedAttr<F32Attr, "0.0f">:$value);
   let results = (outs CNN_FloatTensor:$result);
+  let extraClassDeclaration = [{
+    /// Whether this appends zeros at the end of the last dimension only
+    /// (the channels of an NHWC tensor or a K, R, S, C filter): what
+    /// cnn-precision's channel padding makes, and what cnn-input-format and
+    /// cnn-param-format fold into a stored format.
+    bool isTrailingZeroPadOfLastDim() {
+      if (getMode() != "constant" || !getValue().isZero())
+        return false;
+      ::llvm::ArrayRef<int64_t> pads = getPads();
+      for (size_t d = 0; d + 1 < pads.size(); ++d)
+        if (pads[d] != 0)
+          return false;
+      return true;
+    }
+  }];
 }
 
 def CNN_PadGradOp : CNN_PureOp<"pad_grad", [CNN_InferShapes]> {
