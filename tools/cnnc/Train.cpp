@@ -33,6 +33,13 @@
 #include <thread>
 
 using namespace mlir;
+
+/// "16x3x3x3": a shape as diagnostics print it.
+static std::string dimsText(ArrayRef<int64_t> dims) {
+  return llvm::join(llvm::map_range(dims,
+                                    [](int64_t d) { return std::to_string(d); }),
+                    "x");
+}
 using namespace cnnc;
 using namespace cnnc::driver;
 
@@ -466,19 +473,8 @@ LogicalResult cnnc::driver::trainReference(const DriverOptions &o,
           ArrayRef<int64_t> want = pub ? pub.asArrayRef() : type.getShape();
           return fail(c, llvm::formatv("the value of '{0}' has the wrong shape "
                                        "({1}, expected {2})",
-                                       name,
-                                       llvm::join(llvm::map_range(
-                                                      args[i].shape,
-                                                      [](int64_t d) {
-                                                        return std::to_string(d);
-                                                      }),
-                                                  "x"),
-                                       llvm::join(llvm::map_range(
-                                                      want,
-                                                      [](int64_t d) {
-                                                        return std::to_string(d);
-                                                      }),
-                                                  "x"))
+                                       name, dimsText(args[i].shape),
+                                       dimsText(want))
                              .str());
         }
       }
