@@ -24,6 +24,25 @@ from cnnc.tools import require_tool  # noqa: E402
 tool = require_tool
 
 
+def exported_with_batch(tmp_path, name, seed, shape):
+    """Exports `name` (training mode) to tmp_path/m.onnx and saves a random
+    batch of `shape` and its labels as tmp_path/x.npy, y.npy."""
+    model = build_model(name, 10, seed=seed)
+    onnx = tmp_path / "m.onnx"
+    export_onnx(model, str(onnx), shape, training=True, opset=13)
+    rng = np.random.RandomState(seed)
+    np.save(tmp_path / "x.npy", rng.rand(*shape).astype(np.float32))
+    np.save(tmp_path / "y.npy", rng.randint(0, 10, size=shape[0]).astype(np.int64))
+    return onnx
+
+
+def training_ir(onnx, out, optimizer_flags=("--optimizer", "none")):
+    """The unoptimized (-O0) training step of `onnx` as MLIR in `out`."""
+    subprocess.run([tool("cnnc"), str(onnx), "--train", "-O0", "--emit", "mlir", "-o",
+                    str(out)] + list(optimizer_flags), check=True)
+    return out
+
+
 def run_steps(mlir, tmp, tag, steps):
     """`steps` steps of `mlir` on the reference interpreter (x.npy, y.npy in
     `tmp`): the printed loss of each step (as text) and the saved state."""
@@ -106,15 +125,8 @@ def test_recomputed_relu_mask_is_the_stored_one(tmp_path, precision):
     in f16. (Leaving out the rounding only matters where 0 < x * alpha +
     beta < 2^-25, which this input does not reach: the rounding is checked
     by the GPU runs against PyTorch, not here.)"""
-    model = build_model("resnet18", 10, seed=1)
-    onnx = tmp_path / "m.onnx"
-    export_onnx(model, str(onnx), (4, 3, 64, 64), training=True, opset=13)
-    rng = np.random.RandomState(1)
-    np.save(tmp_path / "x.npy", rng.rand(4, 3, 64, 64).astype(np.float32))
-    np.save(tmp_path / "y.npy", rng.randint(0, 10, size=4).astype(np.int64))
-    base = tmp_path / "base.mlir"
-    subprocess.run([tool("cnnc"), str(onnx), "--train", "-O0", "--optimizer", "none",
-                    "--emit", "mlir", "-o", str(base)], check=True)
+    onnx = exported_with_batch(tmp_path, "resnet18", 1, (4, 3, 64, 64))
+    base = training_ir(onnx, tmp_path / "base.mlir")
     pre = ["--cnn-layout"] + (["--cnn-precision"] if precision == "fp16" else [])
     steps = {}
     for recompute in ("true", "false"):
@@ -182,9 +194,7 @@ def compare_conv_stats(tmp_path, onnx, x, precision, tag):
     cnn-conv-stats, on the reference interpreter; returns the IR with the
     rewrite and both (loss, state) pairs."""
     np.save(tmp_path / "x.npy", x)
-    base = tmp_path / (tag + "-base.mlir")
-    subprocess.run([tool("cnnc"), str(onnx), "--train", "-O0", "--optimizer", "none",
-                    "--emit", "mlir", "-o", str(base)], check=True)
+    base = training_ir(onnx, tmp_path / (tag + "-base.mlir"))
     fused, stats = tmp_path / (tag + "-fused.mlir"), tmp_path / (tag + "-stats.mlir")
     pre = ["--cnn-layout"] + (["--cnn-precision"] if precision == "fp16" else [])
     subprocess.run([tool("cnnc-opt"), str(base)] + pre +
@@ -277,16 +287,9 @@ def test_param_format_keeps_steps(tmp_path, precision, optimizer):
     the state to and from the public K, C, R, S form at each step, give
     bit-identical losses, weights and optimizer state (the pass only moves
     data: the same arithmetic runs in the same order)."""
-    model = build_model("simplecnn", 10, seed=3)
-    onnx = tmp_path / "m.onnx"
-    export_onnx(model, str(onnx), (4, 3, 32, 32), training=True, opset=13)
-    rng = np.random.RandomState(3)
-    np.save(tmp_path / "x.npy", rng.rand(4, 3, 32, 32).astype(np.float32))
-    np.save(tmp_path / "y.npy", rng.randint(0, 10, size=4).astype(np.int64))
-    base = tmp_path / "base.mlir"
+    onnx = exported_with_batch(tmp_path, "simplecnn", 3, (4, 3, 32, 32))
     opt = ["--optimizer", optimizer] + (["--momentum", "0.9"] if optimizer == "sgd" else [])
-    subprocess.run([tool("cnnc"), str(onnx), "--train", "-O0", "--emit", "mlir", "-o",
-                    str(base)] + opt, check=True)
+    base = training_ir(onnx, tmp_path / "base.mlir", opt)
     pre = ["--cnn-layout"] + (["--cnn-precision"] if precision == "fp16" else []) + [
         "--canonicalize", "--cse"]
     a, b = tmp_path / "a.mlir", tmp_path / "b.mlir"
