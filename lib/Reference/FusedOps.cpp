@@ -212,6 +212,51 @@ LogicalResult execConvStats(cnn::FusedConv2DStatsOp op,
   return success();
 }
 
+/// fused_conv2d_bwd_data: the unfused conv2d_bwd_data, add and relu_grad,
+/// each rounded to the result's type as those ops store it (bit-identical
+/// to them).
+LogicalResult execDgradAddRelu(cnn::FusedConv2DBwdDataOp op,
+                               function_ref<const Tensor &(Value)> get,
+                               function_ref<Tensor &(Value)> def) {
+  Tensor &r = def(op.getResult());
+  const Tensor &dy = get(op.getGradOutput()), &w = get(op.getFilter());
+  bool nhwc = op.isNHWC();
+  std::vector<float> dys = nhwc ? nhwcToNchw(dy) : dy.data;
+  std::vector<float> ws = nhwc ? nhwcToNchw(w) : w.data;
+  kn::ConvParams p;
+  auto xs = r.shape, fs = w.shape;
+  p.n = xs[0];
+  p.c = nhwc ? xs[3] : xs[1];
+  p.h = nhwc ? xs[1] : xs[2];
+  p.w = nhwc ? xs[2] : xs[3];
+  p.f = fs[0];
+  p.kh = nhwc ? fs[1] : fs[2];
+  p.kw = nhwc ? fs[2] : fs[3];
+  p.strideH = op.getStrides()[0];
+  p.strideW = op.getStrides()[1];
+  p.padT = op.getPadding()[0];
+  p.padL = op.getPadding()[1];
+  p.padB = op.getPadding()[2];
+  p.padR = op.getPadding()[3];
+  p.dilH = op.getDilations()[0];
+  p.dilW = op.getDilations()[1];
+  p.groups = op.getGroups();
+  std::vector<float> dx(r.data.size());
+  kn::conv2dBwdData(dys.data(), ws.data(), dx.data(), p);
+  if (nhwc)
+    nchwToNhwc(dx, r.shape, r.data.data());
+  else
+    r.data = std::move(dx);
+  bool half = r.kind == ElemKind::F16;
+  auto round = [&](float v) { return half ? roundToHalf(v) : v; };
+  const Tensor &addend = get(op.getAddend()), &y = get(op.getReluOutput());
+  for (int64_t i = 0; i < r.numel(); ++i) {
+    float sum = round(round(r.data[i]) + addend.data[i]);
+    r.data[i] = y.data[i] > 0 ? sum : 0.f;
+  }
+  return success();
+}
+
 /// batch_norm_finalize: batch_norm_stats' results from the sums.
 LogicalResult execFinalize(cnn::BatchNormFinalizeOp op,
                            function_ref<const Tensor &(Value)> get,
@@ -552,7 +597,7 @@ LogicalResult execElementwise(cnn::FusedElementwiseOp op,
 bool cnnc::reference::isFusedOp(Operation *op) {
   return isa<cnn::FusedConv2DOp, cnn::FusedElementwiseOp, cnn::BatchNormStatsOp,
              cnn::FusedConv2DStatsOp, cnn::BatchNormFinalizeOp,
-             cnn::FusedBatchNormReluGradOp,
+             cnn::FusedConv2DBwdDataOp, cnn::FusedBatchNormReluGradOp,
              cnn::FusedBatchNormAffineReluGradOp>(op);
 }
 
@@ -567,6 +612,9 @@ cnnc::reference::executeFused(Operation *op,
         return execConvStats(o, get, def);
       })
       .Case([&](cnn::BatchNormFinalizeOp o) { return execFinalize(o, get, def); })
+      .Case([&](cnn::FusedConv2DBwdDataOp o) {
+        return execDgradAddRelu(o, get, def);
+      })
       .Case([&](cnn::FusedBatchNormReluGradOp o) {
         return execBnReluGrad(o, o.getGradOutput(), o.getReluOutput(),
                               o.getInput(), o.getScale(), o.getSavedMean(),

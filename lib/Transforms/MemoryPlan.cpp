@@ -250,7 +250,7 @@ uint64_t autoWorkspaceBytes(func::FuncOp step, func::FuncOp forward) {
       }
       bool conv =
           isa<Conv2DOp, Conv2DBwdDataOp, Conv2DBwdFilterOp, FusedConv2DOp,
-              FusedConv2DStatsOp>(op);
+              FusedConv2DStatsOp, FusedConv2DBwdDataOp>(op);
       if (!conv && !isa<MatmulOp>(op))
         return;
       any = true;

@@ -43,6 +43,12 @@ void cnnc::buildCNNGPUPipeline(OpPassManager &pm,
     dp.worldSize = options.worldSize;
     pm.addPass(createCNNDataParallel(dp));
   }
+  // The residual-gradient add + ReLU gradient into the backward-data
+  // convolution before them (cuDNN's dgrad graph): before cnn-fuse merges
+  // the add and relu_grad into an elementwise kernel.
+  if (options.fuse && options.dgradEpilogue && options.lowerElementwise &&
+      nhwc && fp16)
+    pm.addPass(createCNNDgradEpilogue());
   if (options.fuse)
     pm.addPass(createCNNFuse());
   // BatchNorm statistics out of the convolution's epilogue: the CUDA

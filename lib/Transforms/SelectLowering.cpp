@@ -116,6 +116,15 @@ StringRef loweringOf(Operation *op) {
                    ? "gemm"
                    : "";
       })
+      .Case([](FusedConv2DBwdDataOp c) {
+        // The convolution of the split form (see the runtime's
+        // registerConvBwdDataAddRelu).
+        return pointwiseGemm(c, c.getType(), c.getFilter().getType(),
+                             c.getGradOutput().getType(), c.getStrides(),
+                             c.getPadding(), c.getGroups())
+                   ? "gemm"
+                   : "";
+      })
       .Case([](Conv2DBwdFilterOp c) {
         return pointwiseGemm(c, c.getInput().getType(), c.getType(),
                              c.getGradOutput().getType(), c.getStrides(),

@@ -293,6 +293,18 @@ struct ConvStatsEntry {
   std::shared_ptr<cnnrt::cudnn_graph::ConvPlan> graph;
 };
 
+/// A backward-data convolution with the residual-gradient epilogue
+/// (registerConvBwdDataAddRelu).
+struct ConvDgradEntry {
+  bool valid = false;
+  int conv = -1;
+  ConvDgradEpilogueFn split = nullptr;
+  std::string loc;
+  /// Chosen in finishPrepare: the dgrad + add + ReLU-backward plan, or null
+  /// (split).
+  std::shared_ptr<cnnrt::cudnn_graph::ConvPlan> graph;
+};
+
 struct MatmulEntry {
   bool valid = false;
   MatmulDesc d{};
@@ -309,6 +321,7 @@ struct Context::Impl {
   std::vector<ConvEntry> convs;
   std::vector<FusedConvEntry> fusedConvs;
   std::vector<ConvStatsEntry> convStats;
+  std::vector<ConvDgradEntry> convDgrads;
   std::vector<MatmulEntry> matmuls;
   void *workspace = nullptr;
   size_t workspaceBytes = 0;
@@ -980,6 +993,7 @@ void Context::registerConv(int id, const ConvDesc &d, const char *loc) {
 
 static void chooseFusedConvs(Context &ctx);
 static void chooseConvStats(Context &ctx);
+static void chooseConvDgradAddRelu(Context &ctx);
 
 void Context::finishPrepare() {
   Impl &I = *impl_;
@@ -1012,6 +1026,7 @@ void Context::finishPrepare() {
   I.prepared = true;
   chooseFusedConvs(*this);
   chooseConvStats(*this);
+  chooseConvDgradAddRelu(*this);
   if (I.cacheDirty && !opts_.algoCachePath.empty()) {
     std::string path = opts_.algoCachePath;
     size_t slash = path.find_last_of('/');
@@ -1652,6 +1667,183 @@ void Context::convStatsFwd(int id, const void *x, const void *w, void *y,
 
 bool Context::convStatsUsesGraph(int id) const {
   auto &v = impl_->convStats;
+  return id >= 0 && static_cast<size_t>(id) < v.size() && v[id].valid &&
+         v[id].graph != nullptr;
+}
+
+//===--- backward-data convolutions with the residual-gradient epilogue ---===//
+
+void Context::registerConvBwdDataAddRelu(int id, int convId,
+                                         ConvDgradEpilogueFn split,
+                                         const char *loc) {
+  Impl &I = *impl_;
+  if (I.prepared)
+    fail(loc, "registerConvBwdDataAddRelu after prepare finished");
+  if (id < 0)
+    fail(loc, "negative dgrad+add+drelu id");
+  if (convId < 0 || static_cast<size_t>(convId) >= I.convs.size() ||
+      !I.convs[convId].valid)
+    fail(loc, "dgrad+add+drelu " + std::to_string(id) + " names conv id " +
+                  std::to_string(convId) + ", which was not registered");
+  if (!split)
+    fail(loc, "dgrad+add+drelu without a split-form function");
+  const ConvDesc &d = I.convs[convId].d;
+  if (d.layout != Layout::NHWC || d.dtype != DType::F16)
+    fail(loc, "dgrad+add+drelu needs an NHWC f16 convolution");
+  if (static_cast<size_t>(id) >= I.convDgrads.size())
+    I.convDgrads.resize(id + 1);
+  ConvDgradEntry &e = I.convDgrads[id];
+  if (e.valid)
+    fail(loc, "dgrad+add+drelu id " + std::to_string(id) + " registered twice");
+  e.valid = true;
+  e.conv = convId;
+  e.split = split;
+  e.loc = loc;
+}
+
+/// Times cuDNN's dgrad + add + ReLU-backward graph plans of each registered
+/// entry against its split form (the backward-data convolution as chosen,
+/// then the generated epilogue kernel) and keeps the faster; cached by
+/// shape ("|dgrad+add+drelu": heuristics index, -1 = split), as
+/// chooseConvStats does. CNNRT_CONV_GRAPH=0 keeps the split form.
+static void chooseConvDgradAddRelu(Context &ctx) {
+  namespace cg = cnnrt::cudnn_graph;
+  Context::Impl &I = *ctx.impl();
+  const ContextOptions &opts = ctx.options();
+  for (ConvDgradEntry &e : I.convDgrads) {
+    if (!e.valid)
+      continue;
+    e.graph.reset();
+    ConvEntry &c = I.convs[e.conv];
+    const ConvDesc &d = c.d;
+    const char *loc = e.loc.c_str();
+    // CNNRT_CONV_FUSION=split / cudnn force a form (ops_check runs both);
+    // forced choices are not cached. An asymmetric padding's emulation
+    // (padded copy, crop) is the split form's business.
+    bool forced = opts.convFusion != ConvFusion::Auto;
+    if (!opts.convGraph || c.asym || opts.convFusion == ConvFusion::Split)
+      continue;
+    // clang-format off
+    cg::ConvGeometry g{d.N,    d.C,    d.H,       d.W,       d.K,    d.R,
+                       d.S,    d.P,    d.Q,       d.padT,    d.padL, d.strideH,
+                       d.strideW, d.dilH, d.dilW, d.groups,
+                       CUDNN_DATA_HALF, /*nhwc=*/true};
+    // clang-format on
+    std::string key =
+        c.key + "|dgrad+add+drelu|ws=" + std::to_string(I.workspaceBytes);
+    auto it = forced ? I.cache.end() : I.cache.find(key);
+    if (it != I.cache.end()) {
+      std::istringstream v(it->second);
+      int index = -1;
+      if (v >> index) {
+        std::string why;
+        if (index >= 0)
+          e.graph =
+              cg::convPlanAt(I.cudnn, g, cg::Dir::BwdDataAddRelu, index, &why);
+        if (e.graph && e.graph->workspaceBytes() > I.workspaceBytes)
+          e.graph.reset();
+        if (opts.verbose)
+          std::fprintf(stderr, "cnnrt: %s dgrad+add+drelu: %s (cached)%s\n",
+                       loc, e.graph ? "graph" : "split", why.c_str());
+        continue;
+      }
+    }
+    size_t xBytes = (size_t)d.N * d.C * d.H * d.W * 2,
+           wBytes = (size_t)d.K * (d.C / d.groups) * d.R * d.S * 2,
+           yBytes = (size_t)d.N * d.K * d.P * d.Q * 2;
+    // dy, w, addend, reluOut, dx (zeroed: the timing only needs the shapes).
+    TuneBuffers b;
+    size_t bytes[5] = {yBytes, wBytes, xBytes, xBytes, xBytes};
+    for (int k = 0; k < 5; ++k) {
+      if (cudaMalloc(&b.p[k], bytes[k]) != cudaSuccess)
+        oomExit(ctx.spec(), "dgrad+add+drelu timing buffers", bytes[k]);
+      CNNRT_CUDA(ctx, cudaMemset(b.p[k], 0, bytes[k]), loc);
+    }
+    void **p = b.p;
+    float splitMs = timeCalls(ctx, [&]() {
+      e.split(ctx, p[0], p[1], p[2], p[3], p[4]);
+      return cudaGetLastError() == cudaSuccess;
+    });
+    std::string why;
+    auto plans = cg::convPlans(I.cudnn, g, cg::Dir::BwdDataAddRelu,
+                               graphPlansTimed(), opts.deterministic, &why);
+    std::shared_ptr<cg::ConvPlan> best;
+    float bestMs = -1;
+    for (auto &pl : plans) {
+      size_t need = pl->workspaceBytes();
+      if (need > I.workspaceBytes && !I.plannedWorkspace &&
+          need <= (256u << 20)) {
+        // The workspace is ours (not planned in the arena): grow it.
+        CNNRT_CUDA(ctx, cudaDeviceSynchronize(), loc);
+        cudaFree(I.workspace);
+        I.workspace = nullptr;
+        if (cudaMalloc(&I.workspace, need) != cudaSuccess)
+          oomExit(ctx.spec(), "the algorithm workspace", need);
+        I.workspaceBytes = need;
+      }
+      if (need > I.workspaceBytes) {
+        if (why.empty())
+          why = "plan #" + std::to_string(pl->index()) + " needs " +
+                std::to_string(need) + " workspace bytes, " +
+                std::to_string(I.workspaceBytes) + " planned";
+        continue;
+      }
+      float ms = timeCalls(ctx, [&]() {
+        return pl->executeDgradAddRelu(I.cudnn, p[0], p[1], p[2], p[3], p[4],
+                                       I.workspace) == CUDNN_STATUS_SUCCESS;
+      });
+      if (ms < 0 && why.empty())
+        why = "plan #" + std::to_string(pl->index()) + " failed to run";
+      if (ms >= 0 && (bestMs < 0 || ms < bestMs)) {
+        bestMs = ms;
+        best = std::move(pl);
+      }
+    }
+    if (best && (forced || splitMs < 0 || bestMs < splitMs))
+      e.graph = best;
+    if (opts.verbose)
+      std::fprintf(stderr,
+                   "cnnrt: %s dgrad+add+drelu: split %.3f ms, graph plan #%d "
+                   "%.3f ms%s%s -> %s\n",
+                   loc, splitMs, best ? best->index() : -1, bestMs,
+                   best ? "" : ": ", best ? "" : why.c_str(),
+                   e.graph ? "graph" : "split");
+    CNNRT_CUDA(ctx, cudaDeviceSynchronize(), loc);
+    if (forced) {
+      if (!e.graph)
+        std::fprintf(stderr,
+                     "cnnrt: warning: %s: cuDNN has no dgrad+add+drelu plan "
+                     "for this convolution (%s); running the split form\n",
+                     loc, why.c_str());
+      continue;
+    }
+    I.cache[key] = std::to_string(e.graph ? e.graph->index() : -1);
+    I.cacheDirty = true;
+  }
+}
+
+void Context::convBwdDataAddRelu(int id, const void *dy, const void *w,
+                                 const void *addend, const void *reluOut,
+                                 void *dx) {
+  auto &v = impl_->convDgrads;
+  if (id < 0 || static_cast<size_t>(id) >= v.size() || !v[id].valid)
+    fail("conv",
+         "dgrad+add+drelu id " + std::to_string(id) + " was not registered");
+  ConvDgradEntry &e = v[id];
+  getConv(*this, e.conv); // registered and prepared
+  if (!e.graph) {
+    e.split(*this, dy, w, addend, reluOut, dx);
+    return;
+  }
+  CNNRT_CUDNN(*this,
+              e.graph->executeDgradAddRelu(impl_->cudnn, dy, w, addend, reluOut,
+                                           dx, impl_->workspace),
+              e.loc.c_str());
+  mark(*this, e.loc.c_str(), "cuDNN graph dgrad+add+drelu");
+}
+
+bool Context::convBwdDataAddReluUsesGraph(int id) const {
+  auto &v = impl_->convDgrads;
   return id >= 0 && static_cast<size_t>(id) < v.size() && v[id].valid &&
          v[id].graph != nullptr;
 }

@@ -26,7 +26,9 @@ namespace {
 
 enum : int64_t {
   kX = 1, kW, kY, kSum, kSumSq, kScale, kShift,
-  kScaled = 100, kShifted, kRelu // the prologue's virtual tensors
+  kAddend, kReluOut, // BwdDataAddRelu's epilogue inputs (8, 9)
+  kScaled = 100, kShifted, kRelu, // the prologue's virtual tensors
+  kDgrad, kDgradSum // BwdDataAddRelu's virtual tensors (103, 104)
 };
 
 std::string lastError() {
@@ -117,9 +119,37 @@ struct Builder {
     ops.push_back(op.get());
   }
 
+  /// A backward pointwise op dx = mode'(dy, x) (f32 math), appended to
+  /// `ops`: backward modes name their tensors DXDESC / DYDESC / XDESC
+  /// (x: the forward activation's input), not XDESC / BDESC / YDESC.
+  void pointwiseBwd(cudnnPointwiseMode_t mode, Desc &dy, Desc &x, Desc &dx,
+                    std::vector<cudnnBackendDescriptor_t> &ops) {
+    Desc &pw = make(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
+    cudnnDataType_t prec = CUDNN_DATA_FLOAT;
+    set(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode);
+    set(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec);
+    // RELU_BWD: dx = x > lower clip ? dy : 0 with cuDNN's default lower
+    // clip 0, the unfused relu_grad's mask (ops_check's reluOut has exact
+    // zeros). Not set: its value type follows the math precision, and a
+    // mismatch would refuse the whole graph.
+    finalize(pw, "pointwise");
+    Desc &op = make(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
+    setDesc(op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw);
+    setDesc(op, CUDNN_ATTR_OPERATION_POINTWISE_DYDESC, dy);
+    setDesc(op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x);
+    setDesc(op, CUDNN_ATTR_OPERATION_POINTWISE_DXDESC, dx);
+    finalize(op, "pointwise backward operation");
+    ops.push_back(op.get());
+  }
+
   bool build() {
     std::vector<cudnnBackendDescriptor_t> ops;
-    Desc *xIn = &tensor(kX, g.N, g.C, g.H, g.W);
+    bool epilogue = dir == Dir::BwdDataAddRelu;
+    // With the epilogue the dgrad writes a virtual f32 tensor the pointwise
+    // ops read on chip; the real dx (uid kX) is the ReLU backward's output.
+    Desc *xIn =
+        epilogue ? &tensorOf(kDgrad, g.N, g.C, g.H, g.W, CUDNN_DATA_FLOAT, true)
+                 : &tensor(kX, g.N, g.C, g.H, g.W);
     if (dir == Dir::FwdStats && g.prologue) {
       // relu(x * scale + shift): f32 math, the ReLU's output rounded to the
       // data type as the unfused normalization stored it.
@@ -166,7 +196,7 @@ struct Builder {
           1, &alpha);
       set(*op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT,
           1, &beta);
-    } else if (dir == Dir::BwdData) {
+    } else if (dir == Dir::BwdData || dir == Dir::BwdDataAddRelu) {
       op = &make(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR);
       setDesc(*op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, x);
       setDesc(*op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, w);
@@ -205,12 +235,25 @@ struct Builder {
       setDesc(*stats, CUDNN_ATTR_OPERATION_GENSTATS_SQSUMDESC, sq);
       finalize(*stats, "genstats operation");
     }
+    // The residual-gradient epilogue, after the convolution in the op list:
+    // sum = dgrad + addend, dx = reluOut > 0 ? sum : 0.
+    std::vector<cudnnBackendDescriptor_t> after;
+    if (epilogue) {
+      Desc &addend = tensor(kAddend, g.N, g.C, g.H, g.W);
+      Desc &sum =
+          tensorOf(kDgradSum, g.N, g.C, g.H, g.W, CUDNN_DATA_FLOAT, true);
+      Desc &reluOut = tensor(kReluOut, g.N, g.C, g.H, g.W);
+      Desc &dx = tensor(kX, g.N, g.C, g.H, g.W);
+      pointwise(CUDNN_POINTWISE_ADD, x, &addend, sum, after);
+      pointwiseBwd(CUDNN_POINTWISE_RELU_BWD, sum, reluOut, dx, after);
+    }
     graph = Desc(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
     if (!graph)
       return check(CUDNN_STATUS_ALLOC_FAILED, "create graph");
     ops.push_back(op->get());
     if (stats)
       ops.push_back(stats->get());
+    ops.insert(ops.end(), after.begin(), after.end());
     set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
         (int64_t)ops.size(), ops.data());
     set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
@@ -305,14 +348,15 @@ struct Builder {
 };
 
 namespace {
-/// Runs `plan` on the tensors `ptrs` of uids 1..n (the variant pack names
-/// exactly the graph's tensors: cuDNN refuses extra uids).
-cudnnStatus_t executePlan(cudnnHandle_t h, const Desc &plan, void **ptrs,
-                          int n, void *workspace) {
+/// Runs `plan` on the tensors `ptrs` of uids `uids` (n each; the variant
+/// pack names exactly the graph's non-virtual tensors: cuDNN refuses extra
+/// uids).
+cudnnStatus_t executePlan(cudnnHandle_t h, const Desc &plan,
+                          const int64_t *uids, void **ptrs, int n,
+                          void *workspace) {
   Desc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
   if (!pack)
     return CUDNN_STATUS_ALLOC_FAILED;
-  int64_t uids[7] = {kX, kW, kY, kSum, kSumSq, kScale, kShift};
   cudnnStatus_t s;
   if ((s = cudnnBackendSetAttribute(pack.get(), CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS,
                                     CUDNN_TYPE_INT64, n, uids)) ||
@@ -329,9 +373,10 @@ cudnnStatus_t executePlan(cudnnHandle_t h, const Desc &plan, void **ptrs,
 
 cudnnStatus_t ConvPlan::execute(cudnnHandle_t h, const void *x, const void *w,
                                 const void *y, void *workspace) const {
+  const int64_t uids[3] = {kX, kW, kY};
   void *ptrs[3] = {const_cast<void *>(x), const_cast<void *>(w),
                    const_cast<void *>(y)};
-  return executePlan(h, plan_, ptrs, 3, workspace);
+  return executePlan(h, plan_, uids, ptrs, 3, workspace);
 }
 
 cudnnStatus_t ConvPlan::executeStats(cudnnHandle_t h, const void *x,
@@ -339,10 +384,22 @@ cudnnStatus_t ConvPlan::executeStats(cudnnHandle_t h, const void *x,
                                      float *sumSq, const void *scale,
                                      const void *shift,
                                      void *workspace) const {
+  const int64_t uids[7] = {kX, kW, kY, kSum, kSumSq, kScale, kShift};
   void *ptrs[7] = {const_cast<void *>(x), const_cast<void *>(w), y, sum,
                    sumSq,  const_cast<void *>(scale),
                    const_cast<void *>(shift)};
-  return executePlan(h, plan_, ptrs, scale ? 7 : 5, workspace);
+  return executePlan(h, plan_, uids, ptrs, scale ? 7 : 5, workspace);
+}
+
+cudnnStatus_t ConvPlan::executeDgradAddRelu(cudnnHandle_t h, const void *dy,
+                                            const void *w, const void *addend,
+                                            const void *reluOut, void *dx,
+                                            void *workspace) const {
+  // The dgrad's output and the sum are virtual: not in the pack.
+  const int64_t uids[5] = {kX, kW, kY, kAddend, kReluOut};
+  void *ptrs[5] = {dx, const_cast<void *>(w), const_cast<void *>(dy),
+                   const_cast<void *>(addend), const_cast<void *>(reluOut)};
+  return executePlan(h, plan_, uids, ptrs, 5, workspace);
 }
 
 namespace {

@@ -24,7 +24,17 @@ namespace cnnrt::cudnn_graph {
 /// FwdStats: the forward convolution with cuDNN's GenStats epilogue, the
 /// per-channel sum and sum of squares of y (f32, uids 4 and 5): the
 /// BatchNorm statistics of the MLPerf ResNet recipe (fused_conv2d_stats).
-enum class Dir { Fwd = 0, BwdData = 1, BwdFilter = 2, FwdStats = 3 };
+/// BwdDataAddRelu: the backward-data convolution with the residual-gradient
+/// epilogue, dx = relu_bwd(dgrad(dy, w) + addend, reluOut) (uids: dx 1,
+/// w 2, dy 3, addend 8, reluOut 9; the dgrad and the sum stay on chip as
+/// virtual f32 tensors): MLPerf's "dgrad + drelu" (fused_conv2d_bwd_data).
+enum class Dir {
+  Fwd = 0,
+  BwdData = 1,
+  BwdFilter = 2,
+  FwdStats = 3,
+  BwdDataAddRelu = 4
+};
 
 /// One convolution as cuDNN sees it: x [N, C, H, W], w [K, C/groups, R, S],
 /// y [N, K, P, Q] (logical order; `nhwc` selects the strides of all three).
@@ -73,6 +83,12 @@ public:
                              void *y, float *sum, float *sumSq,
                              const void *scale, const void *shift,
                              void *workspace) const;
+  /// A BwdDataAddRelu plan: dx = reluOut > 0 ? dgrad(dy, w) + addend : 0
+  /// (addend, reluOut and dx have x's shape).
+  cudnnStatus_t executeDgradAddRelu(cudnnHandle_t h, const void *dy,
+                                    const void *w, const void *addend,
+                                    const void *reluOut, void *dx,
+                                    void *workspace) const;
 
 private:
   friend struct Builder;

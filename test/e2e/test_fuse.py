@@ -279,6 +279,34 @@ def test_conv_stats_resnet18_forward(tmp_path):
         assert max_rel(s0, s1, k) <= 2e-3, k
 
 
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_dgrad_epilogue_keeps_step(tmp_path, precision):
+    """cnn-dgrad-epilogue on ResNet-18's NHWC step: the gradient at the input
+    of blocks 2-8 (a block output's ReLU: relu_grad(conv_bwd_data + the
+    shortcut's gradient, y), the downsampling blocks' two convolution
+    gradients summed) becomes fused_conv2d_bwd_data, 7 of them, and the
+    step keeps its numbers exactly on the reference interpreter (the fused
+    op rounds as the unfused ops store; the CUDA target's cuDNN graph keeps
+    f32 and is checked against PyTorch on the GPU)."""
+    onnx = exported_with_batch(tmp_path, "resnet18", 4, (4, 3, 64, 64))
+    base = training_ir(onnx, tmp_path / "base.mlir")
+    pre = ["--cnn-layout"] + (["--cnn-precision"] if precision == "fp16" else [])
+    plain, fused = tmp_path / "plain.mlir", tmp_path / "fused.mlir"
+    subprocess.run([tool("cnnc-opt"), str(base)] + pre +
+                   ["--canonicalize", "--cse", "--cnn-fuse", "-o", str(plain)], check=True)
+    subprocess.run([tool("cnnc-opt"), str(base)] + pre +
+                   ["--canonicalize", "--cse", "--cnn-dgrad-epilogue=any-precision=true",
+                    "--cnn-fuse", "-o", str(fused)], check=True)
+    text = fused.read_text()
+    assert text.count("= cnn.fused_conv2d_bwd_data") == 7
+    (l0, s0), (l1, s1) = run_step(plain, tmp_path, "plain"), run_step(fused, tmp_path, "fused")
+    assert l1 == l0, (l0, l1)
+    grads = [k for k in s0 if k.endswith(".grad")]
+    assert len(grads) > 20
+    for k in s0:
+        assert np.array_equal(np.asarray(s0[k]), np.asarray(s1[k])), k
+
+
 @pytest.mark.parametrize("precision,optimizer", [("fp16", "sgd"), ("fp32", "adam")])
 def test_param_format_keeps_steps(tmp_path, precision, optimizer):
     """cnn-param-format stores the filters and their optimizer state as the

@@ -223,6 +223,14 @@ cl::opt<bool> convStatsOpt(
              "convolution before it (cuDNN GenStats; GPU target, NHWC f16; "
              "default on, --conv-stats=false turns it off)"),
     cl::init(true), cl::cat(optCategory));
+cl::opt<bool> dgradEpilogueOpt(
+    "dgrad-epilogue",
+    cl::desc("cnn-dgrad-epilogue: a residual block's gradient sum and ReLU "
+             "gradient applied by the backward-data convolution before them "
+             "(cuDNN's dgrad + add + ReLU-backward graph, timed against the "
+             "split form; GPU target, NHWC f16; default on, "
+             "--dgrad-epilogue=false turns it off)"),
+    cl::init(true), cl::cat(optCategory));
 cl::opt<bool> paramFormatOpt(
     "param-format",
     cl::desc("cnn-param-format: convolution filters and their optimizer "
@@ -425,6 +433,7 @@ DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
   o.fuseExplicit = fuseOpt.getNumOccurrences() > 0;
   o.remat = rematOpt;
   o.convStats = convStatsOpt;
+  o.dgradEpilogue = dgradEpilogueOpt;
   o.paramFormat = paramFormatOpt;
   o.convPrologue = convPrologueOpt || rematOpt;
   o.layout = layoutOpt;

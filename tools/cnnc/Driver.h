@@ -77,6 +77,7 @@ struct DriverOptions {
   bool fuseExplicit = false;  ///< --fuse given on the command line
   bool remat = false;         ///< --remat (cnn-remat)
   bool convStats = true;      ///< --conv-stats (cnn-conv-stats)
+  bool dgradEpilogue = true;  ///< --dgrad-epilogue (cnn-dgrad-epilogue)
   bool paramFormat = true;    ///< --param-format (cnn-param-format)
   bool convPrologue = true;   ///< --conv-prologue (default on; --remat too)
   std::string layout = "";    ///< --layout nchw|nhwc ("" = default)

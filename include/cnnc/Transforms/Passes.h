@@ -82,6 +82,12 @@ struct CNNGPUPipelineOptions
                      "normalized tensor recomputed for the filter gradient: "
                      "less memory, a few more kernels)"),
       llvm::cl::init(true)};
+  Option<bool> dgradEpilogue{
+      *this, "dgrad-epilogue",
+      llvm::cl::desc("Run cnn-dgrad-epilogue (the residual-gradient add and "
+                     "ReLU gradient in the backward-data convolution; NHWC "
+                     "f16 only)"),
+      llvm::cl::init(true)};
   Option<bool> remat{
       *this, "remat",
       llvm::cl::desc("Run cnn-remat (recompute BN-apply/ReLU outputs in the "

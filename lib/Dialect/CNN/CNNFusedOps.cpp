@@ -77,6 +77,25 @@ LogicalResult FusedConv2DStatsOp::verify() {
   return success();
 }
 
+LogicalResult FusedConv2DBwdDataOp::verify() {
+  auto t = inferConv2DType(getLoc(), getResult().getType(),
+                           getFilter().getType(), getStrides(), getPadding(),
+                           getDilations(), getGroups(), getLayout());
+  if (failed(t))
+    return failure();
+  if (*t != getGradOutput().getType())
+    return emitOpError("'grad_output' ")
+           << getGradOutput().getType() << " does not match the conv2d output "
+           << *t << " of result " << getResult().getType();
+  for (auto [name, v] : {std::pair<StringRef, Value>{"addend", getAddend()},
+                         {"relu_output", getReluOutput()}})
+    if (v.getType() != getResult().getType())
+      return emitOpError("'")
+             << name << "' " << v.getType() << " must have the result type "
+             << getResult().getType();
+  return success();
+}
+
 LogicalResult BatchNormFinalizeOp::verify() {
   if (getCount() < 1)
     return emitOpError("'count' must be at least 1, got ") << getCount();

@@ -250,6 +250,9 @@ private:
   /// fused_conv2d_stats split forms by body (equal shapes share one).
   std::map<std::string, std::string> convStatsByBody;
   int numConvStats = 0;
+  /// fused_conv2d_bwd_data split forms by body (equal shapes share one).
+  std::map<std::string, std::string> dgradSplitByBody;
+  int numDgradEpilogues = 0;
   int numFusedConvs = 0;
   /// Pointer expressions replacing arena pointers while emitting code that
   /// takes its buffers as parameters (a fused convolution's epilogue).
@@ -1355,6 +1358,65 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
                            ptr(c.getSumSq()),
                            prologue ? ptr(c.getScale()) : "nullptr",
                            prologue ? ptr(c.getShift()) : "nullptr");
+        return success();
+      })
+      .Case([&](FusedConv2DBwdDataOp c) -> LogicalResult {
+        auto dx = c.getResult().getType(), dy = c.getGradOutput().getType();
+        if (!c.isNHWC() || !dx.getElementType().isF16() ||
+            dx.getDimSize(3) % 8 || dy.getDimSize(3) % 8)
+          return c.emitError("CUDA backend: fused_conv2d_bwd_data needs NHWC "
+                             "f16 with multiples of 8 channels (cuDNN's dgrad "
+                             "graph and the vectorized split form), got ")
+                 << dx;
+        int id = convId(op, dx, c.getFilter().getType(), dy, c.getStrides(),
+                        c.getPadding(), c.getDilations(), c.getGroups(),
+                        c.isNHWC());
+        // The split form, for shapes cuDNN's dgrad + add + ReLU-backward
+        // graph refuses (or runs slower): the convolution as
+        // cnn-select-lowering chose it, then the epilogue in place, rounded
+        // as the unfused add and relu_grad store their results.
+        std::string T = ctype(dx.getElementType()), body;
+        ptrOverride[c.getGradOutput()] = "dy";
+        ptrOverride[c.getFilter()] = "w";
+        ptrOverride[c.getAddend()] =
+            fmt::format("static_cast<const {} *>(addend)", T);
+        ptrOverride[c.getReluOutput()] =
+            fmt::format("static_cast<const {} *>(reluOut)", T);
+        ptrOverride[c.getResult()] = fmt::format("static_cast<{} *>(dx)", T);
+        int64_t launchesBefore = numLaunches;
+        if (loweringOf(op) == "gemm") {
+          // dX[NHW, C] = dY[NHW, K] W[K, C]
+          int64_t M = dx.getNumElements() / dx.getDimSize(3);
+          int mid = matmulId(op, M, dx.getDimSize(3), dy.getDimSize(3), false,
+                             false, dx.getElementType());
+          body += fmt::format("  ctx.matmul({}, dy, w, dx);\n", mid);
+        } else {
+          body += fmt::format("  ctx.convBwdData({}, dy, w, dx);\n", id);
+        }
+        elementwise(body, op,
+                    {{c.getResult()}, {c.getAddend()}, {c.getReluOutput()}},
+                    {c.getResult()},
+                    fmt::format("r0 = a2 > 0.f ? {} : 0.f;",
+                                roundTo(dx.getElementType(), "a0 + a1")));
+        ptrOverride.clear();
+        // A step counts the fused graph's one launch (the runtime picks).
+        numLaunches = launchesBefore + 1;
+        auto [it, isNew] = dgradSplitByBody.try_emplace(
+            body, fmt::format("dgradAddReluSplit{}", dgradSplitByBody.size()));
+        if (isNew)
+          epilogues += fmt::format(
+              "static void {}(cnnrt::Context &ctx, const void *dy, const void "
+              "*w,\n    const void *addend, const void *reluOut, void *dx) "
+              "{{\n  cudaStream_t s = ctx.stream();\n{}}}\n\n",
+              it->second, body);
+        int did = numDgradEpilogues++;
+        prepare += fmt::format(
+            "  ctx.registerConvBwdDataAddRelu({}, {}, {}, \"{}\");\n", did,
+            id, it->second, loc(op));
+        out += fmt::format(
+            "  ctx.convBwdDataAddRelu({}, {}, {}, {}, {}, {});\n", did,
+            ptr(c.getGradOutput()), ptr(c.getFilter()), ptr(c.getAddend()),
+            ptr(c.getReluOutput()), ptr(c.getResult()));
         return success();
       })
       .Case([&](BatchNormFinalizeOp b) {

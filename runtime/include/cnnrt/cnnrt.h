@@ -153,6 +153,14 @@ using ConvStatsFn = void (*)(Context &ctx, const void *x, const void *w,
                              const float *scale, const float *shift,
                              void *scratch);
 
+/// The split form of a backward-data convolution with the residual-gradient
+/// epilogue (generated code, see registerConvBwdDataAddRelu): dx =
+/// conv_bwd_data(dy, w), then dx = reluOut > 0 ? dx + addend : 0 in place,
+/// enqueued on ctx.stream().
+using ConvDgradEpilogueFn = void (*)(Context &ctx, const void *dy,
+                                     const void *w, const void *addend,
+                                     const void *reluOut, void *dx);
+
 /// How a fused convolution runs: Auto times both forms once per shape (and
 /// caches the choice); CuDNN and Split force one (CNNRT_CONV_FUSION).
 enum class ConvFusion { Auto, CuDNN, Split };
@@ -231,6 +239,13 @@ public:
   /// then (outside the arena: only where cuDNN has no faster graph).
   void registerConvStats(int id, int convId, ConvStatsFn split, bool prologue,
                          const char *loc);
+  /// A backward-data convolution with the residual-gradient epilogue
+  /// (cnn.fused_conv2d_bwd_data), dx = relu_grad(conv_bwd_data(dy, w) +
+  /// addend, reluOut), on the registered NHWC f16 convolution `convId`:
+  /// either one cuDNN graph (dgrad + add + ReLU backward) or `split`;
+  /// finishPrepare times both and keeps the faster (cached).
+  void registerConvBwdDataAddRelu(int id, int convId, ConvDgradEpilogueFn split,
+                                  const char *loc);
   /// Allocates the workspace (max over chosen algorithms; nothing when the
   /// spec plans it in the arena) and saves the algorithm cache. trainMain
   /// calls it after spec.prepare.
@@ -256,6 +271,13 @@ public:
   /// After finishPrepare: whether `id` runs as cuDNN's conv + GenStats graph
   /// (false: the split form).
   bool convStatsUsesGraph(int id) const;
+  /// dx = relu_grad(conv_bwd_data(dy, w) + addend, reluOut) for
+  /// registerConvBwdDataAddRelu's `id` (all tensors f16; addend, reluOut and
+  /// dx have the shape of the convolution's x).
+  void convBwdDataAddRelu(int id, const void *dy, const void *w,
+                          const void *addend, const void *reluOut, void *dx);
+  /// After finishPrepare: whether `id` runs as the cuDNN graph.
+  bool convBwdDataAddReluUsesGraph(int id) const;
   /// dx = conv_bwd_data(dy, w).
   void convBwdData(int id, const void *dy, const void *w, void *dx,
                    bool accumulate = false);

@@ -230,3 +230,30 @@ func.func @conv_stats_prologue_size(%x: tensor<2x4x4x8xf16>, %w: tensor<16x3x3x8
   %y, %s, %ss = cnn.fused_conv2d_stats %x, %w, %a, %a {dilations = array<i64: 1, 1>, groups = 1 : i64, layout = #cnn.layout<NHWC>, operandSegmentSizes = array<i32: 1, 1, 1, 1>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<2x4x4x8xf16>, tensor<16x3x3x8xf16>, tensor<16xf32>, tensor<16xf32>) -> (tensor<2x4x4x16xf16>, tensor<16xf32>, tensor<16xf32>)
   return
 }
+
+// -----
+
+// fused_conv2d_bwd_data: conv2d(result, filter) has grad_output's type.
+func.func @dgrad_grad_output(%dy: tensor<2x4x4x16xf16>, %w: tensor<16x1x1x8xf16>, %a: tensor<2x4x4x8xf16>) {
+  // expected-error @+1 {{'grad_output' 'tensor<2x4x4x16xf16>' does not match the conv2d output 'tensor<2x2x2x16xf16>' of result 'tensor<2x4x4x8xf16>'}}
+  %g = cnn.fused_conv2d_bwd_data %dy, %w, %a, %a {dilations = array<i64: 1, 1>, groups = 1 : i64, layout = #cnn.layout<NHWC>, padding = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 2>} : (tensor<2x4x4x16xf16>, tensor<16x1x1x8xf16>, tensor<2x4x4x8xf16>, tensor<2x4x4x8xf16>) -> tensor<2x4x4x8xf16>
+  return
+}
+
+// -----
+
+// fused_conv2d_bwd_data: the addend has the result's type (no broadcast).
+func.func @dgrad_addend(%dy: tensor<2x2x2x16xf16>, %w: tensor<16x1x1x8xf16>, %a: tensor<1x4x4x8xf16>, %y: tensor<2x4x4x8xf16>) {
+  // expected-error @+1 {{'addend' 'tensor<1x4x4x8xf16>' must have the result type 'tensor<2x4x4x8xf16>'}}
+  %g = cnn.fused_conv2d_bwd_data %dy, %w, %a, %y {dilations = array<i64: 1, 1>, groups = 1 : i64, layout = #cnn.layout<NHWC>, padding = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 2>} : (tensor<2x2x2x16xf16>, tensor<16x1x1x8xf16>, tensor<1x4x4x8xf16>, tensor<2x4x4x8xf16>) -> tensor<2x4x4x8xf16>
+  return
+}
+
+// -----
+
+// fused_conv2d_bwd_data: so does the ReLU output.
+func.func @dgrad_relu_output(%dy: tensor<2x2x2x16xf16>, %w: tensor<16x1x1x8xf16>, %a: tensor<2x4x4x8xf16>, %y: tensor<2x4x4x8xf32>) {
+  // expected-error @+1 {{'relu_output' 'tensor<2x4x4x8xf32>' must have the result type 'tensor<2x4x4x8xf16>'}}
+  %g = cnn.fused_conv2d_bwd_data %dy, %w, %a, %y {dilations = array<i64: 1, 1>, groups = 1 : i64, layout = #cnn.layout<NHWC>, padding = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 2>} : (tensor<2x2x2x16xf16>, tensor<16x1x1x8xf16>, tensor<2x4x4x8xf16>, tensor<2x4x4x8xf32>) -> tensor<2x4x4x8xf16>
+  return
+}

@@ -63,3 +63,10 @@ func.func @conv_stats_prologue(%x: tensor<2x4x4x8xf16>, %w: tensor<16x3x3x8xf16>
   %y, %s, %ss = cnn.fused_conv2d_stats %x, %w, %a, %b {dilations = array<i64: 1, 1>, groups = 1 : i64, layout = #cnn.layout<NHWC>, operandSegmentSizes = array<i32: 1, 1, 1, 1>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<2x4x4x8xf16>, tensor<16x3x3x8xf16>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x4x4x16xf16>, tensor<16xf32>, tensor<16xf32>)
   return %s : tensor<16xf32>
 }
+
+// CHECK-LABEL: func @dgrad_add_relu
+// CHECK: cnn.fused_conv2d_bwd_data %arg0, %arg1, %arg2, %arg3 {dilations = array<i64: 1, 1>, groups = 1 : i64, layout = #cnn.layout<NHWC>, padding = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 2>} : (tensor<2x2x2x16xf16>, tensor<16x1x1x8xf16>, tensor<2x4x4x8xf16>, tensor<2x4x4x8xf16>) -> tensor<2x4x4x8xf16>
+func.func @dgrad_add_relu(%dy: tensor<2x2x2x16xf16>, %w: tensor<16x1x1x8xf16>, %a: tensor<2x4x4x8xf16>, %y: tensor<2x4x4x8xf16>) -> tensor<2x4x4x8xf16> {
+  %g = cnn.fused_conv2d_bwd_data %dy, %w, %a, %y {dilations = array<i64: 1, 1>, groups = 1 : i64, layout = #cnn.layout<NHWC>, padding = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 2>} : (tensor<2x2x2x16xf16>, tensor<16x1x1x8xf16>, tensor<2x4x4x8xf16>, tensor<2x4x4x8xf16>) -> tensor<2x4x4x8xf16>
+  return %g : tensor<2x4x4x8xf16>
+}

@@ -102,6 +102,49 @@ def CNN_FusedConv2DStatsOp : CNN_LayoutOp<"fused_conv2d_stats",
   let hasVerifier = 1;
 }
 
+def CNN_FusedConv2DBwdDataOp : CNN_LayoutOp<"fused_conv2d_bwd_data"> {
+  let summary = "conv2d_bwd_data with the residual-gradient epilogue: relu_grad(dx + addend, relu_output)";
+  let description = [{
+    `result = relu_grad(conv2d_bwd_data(grad_output, filter) + addend,
+    relu_output)`: where `relu_output > 0` the sum of the convolution's
+    input gradient and `addend`, else 0. In a residual network this is the
+    gradient at a block's output ReLU, the sum of the next block's
+    convolution input gradient and its shortcut's gradient (`addend`); the
+    unfused step writes the convolution's gradient, then reads it again with
+    `addend` and `relu_output` in an elementwise kernel. Fused (cuDNN's
+    dgrad + add + ReLU-backward graph, the MLPerf ResNet recipe) the sum and
+    mask are applied while the gradient is still in registers.
+
+    Rounding: the reference interpreter rounds the convolution's gradient
+    and the sum to the element type, as the unfused ops store them (it is
+    bit-identical to them); the CUDA target's cuDNN graph keeps both in f32
+    and rounds once (within f16 training's tolerance, not bit for bit). The
+    runtime times the graph against the split form (the convolution as
+    cnn-select-lowering chose it, then the elementwise epilogue) and runs
+    the faster.
+
+    Constraints: the attributes and `grad_output`, `filter` are those of
+    conv2d_bwd_data, and conv2d(result, filter) has the type of
+    `grad_output`; `addend` and `relu_output` have the result's type.
+
+    ```mlir
+    %dx = cnn.fused_conv2d_bwd_data %dy, %w, %dres, %y {dilations = array<i64: 1, 1>,
+        groups = 1 : i64, layout = #cnn.layout<NHWC>,
+        padding = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>}
+        : (tensor<8x14x14x64xf16>, tensor<64x1x1x256xf16>,
+           tensor<8x14x14x256xf16>, tensor<8x14x14x256xf16>)
+        -> tensor<8x14x14x256xf16>
+    ```
+  }];
+  let arguments = (ins CNN_FloatTensor:$grad_output, CNN_FloatTensor:$filter,
+                   CNN_FloatTensor:$addend, CNN_FloatTensor:$relu_output,
+                   DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$padding,
+                   DenseI64ArrayAttr:$dilations, I64Attr:$groups,
+                   CNN_Layout:$layout);
+  let results = (outs CNN_FloatTensor:$result);
+  let hasVerifier = 1;
+}
+
 def CNN_BatchNormFinalizeOp : CNN_PureOp<"batch_norm_finalize"> {
   let summary = "batch_norm_stats from per-channel sums";
   let description = [{
