@@ -257,6 +257,56 @@ LogicalResult execDgradAddRelu(cnn::FusedConv2DBwdDataOp op,
   return success();
 }
 
+/// fused_conv2d_bwd_filter: the normalization relu(x * scale + shift),
+/// rounded to x's type as the unfused kernel stores it, then the unfused
+/// conv2d_bwd_filter (f32 scale and shift: bit-identical to the unfused
+/// step).
+LogicalResult execWgradPrologue(cnn::FusedConv2DBwdFilterOp op,
+                                function_ref<const Tensor &(Value)> get,
+                                function_ref<Tensor &(Value)> def) {
+  Tensor x = get(op.getInput());
+  const Tensor &scale = get(op.getScale()), &shift = get(op.getShift());
+  ChannelOf ich(x.shape, op.getLayout());
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    float v = x.data[i] * scale.data[ich(i)] + shift.data[ich(i)];
+    v = v > 0 ? v : 0;
+    x.data[i] = x.kind == ElemKind::F16 ? roundToHalf(v) : v;
+  }
+  Tensor &r = def(op.getResult());
+  const Tensor &dy = get(op.getGradOutput());
+  bool nhwc = op.isNHWC();
+  std::vector<float> xs = nhwc ? nhwcToNchw(x) : x.data;
+  std::vector<float> dys = nhwc ? nhwcToNchw(dy) : dy.data;
+  kn::ConvParams p;
+  auto is = x.shape, fs = r.shape;
+  p.n = is[0];
+  p.c = nhwc ? is[3] : is[1];
+  p.h = nhwc ? is[1] : is[2];
+  p.w = nhwc ? is[2] : is[3];
+  p.f = fs[0];
+  p.kh = nhwc ? fs[1] : fs[2];
+  p.kw = nhwc ? fs[2] : fs[3];
+  p.strideH = op.getStrides()[0];
+  p.strideW = op.getStrides()[1];
+  p.padT = op.getPadding()[0];
+  p.padL = op.getPadding()[1];
+  p.padB = op.getPadding()[2];
+  p.padR = op.getPadding()[3];
+  p.dilH = op.getDilations()[0];
+  p.dilW = op.getDilations()[1];
+  p.groups = op.getGroups();
+  std::vector<float> dw(r.data.size());
+  kn::conv2dBwdFilter(xs.data(), dys.data(), dw.data(), p);
+  if (nhwc)
+    nchwToNhwc(dw, r.shape, r.data.data());
+  else
+    r.data = std::move(dw);
+  if (r.kind == ElemKind::F16)
+    for (float &v : r.data)
+      v = roundToHalf(v);
+  return success();
+}
+
 /// batch_norm_finalize: batch_norm_stats' results from the sums.
 LogicalResult execFinalize(cnn::BatchNormFinalizeOp op,
                            function_ref<const Tensor &(Value)> get,
@@ -597,7 +647,8 @@ LogicalResult execElementwise(cnn::FusedElementwiseOp op,
 bool cnnc::reference::isFusedOp(Operation *op) {
   return isa<cnn::FusedConv2DOp, cnn::FusedElementwiseOp, cnn::BatchNormStatsOp,
              cnn::FusedConv2DStatsOp, cnn::BatchNormFinalizeOp,
-             cnn::FusedConv2DBwdDataOp, cnn::FusedBatchNormReluGradOp,
+             cnn::FusedConv2DBwdDataOp, cnn::FusedConv2DBwdFilterOp,
+             cnn::FusedBatchNormReluGradOp,
              cnn::FusedBatchNormAffineReluGradOp>(op);
 }
 
@@ -614,6 +665,9 @@ cnnc::reference::executeFused(Operation *op,
       .Case([&](cnn::BatchNormFinalizeOp o) { return execFinalize(o, get, def); })
       .Case([&](cnn::FusedConv2DBwdDataOp o) {
         return execDgradAddRelu(o, get, def);
+      })
+      .Case([&](cnn::FusedConv2DBwdFilterOp o) {
+        return execWgradPrologue(o, get, def);
       })
       .Case([&](cnn::FusedBatchNormReluGradOp o) {
         return execBnReluGrad(o, o.getGradOutput(), o.getReluOutput(),

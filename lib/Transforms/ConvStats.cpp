@@ -43,6 +43,18 @@ bool genStatsCandidate(Conv2DOp conv, bool anyPrecision) {
          x.getDimSize(3) % 4 == 0 && y.getDimSize(3) % 8 == 0;
 }
 
+/// Whether cuDNN's wgrad graph with the scale-shift-ReLU prologue can take
+/// `w`: NHWC f16 (unless `anyPrecision`), one group, channel counts that
+/// keep rows 16-byte aligned.
+bool wgradCandidate(Conv2DBwdFilterOp w, bool anyPrecision) {
+  auto x = w.getInput().getType(), dy = w.getGradOutput().getType();
+  Type et = x.getElementType();
+  return w.getLayout() == Layout::NHWC && w.getGroups() == 1 &&
+         x.getRank() == 4 && (et.isF16() || anyPrecision) &&
+         dy.getElementType() == et && w.getType().getElementType() == et &&
+         x.getDimSize(3) % 8 == 0 && dy.getDimSize(3) % 8 == 0;
+}
+
 struct FuseStatsIntoConv : OpRewritePattern<BatchNormStatsOp> {
   FuseStatsIntoConv(MLIRContext *ctx, bool anyPrecision,
                     llvm::Statistic &fused)
@@ -190,6 +202,42 @@ struct ConvStatsPass : cnnc::impl::CNNConvStatsBase<ConvStatsPass> {
       if (failed(applyPatternsGreedily(f, frozen, config)))
         signalPassFailure();
     });
+    if (prologue && wgradPrologue)
+      fusePrologueIntoWgrads();
+  }
+
+  /// The BatchNorm apply + ReLU left (sunk) for filter gradients only
+  /// becomes their prologue: conv2d_bwd_filter(relu(x * a + b), dy) ->
+  /// fused_conv2d_bwd_filter(x, dy, a, b), so the normalized tensor is not
+  /// recomputed into memory. A second phase, after the prologue rewrite
+  /// above has removed the forward convolution's use.
+  void fusePrologueIntoWgrads() {
+    SmallVector<FusedElementwiseOp> candidates;
+    getOperation().walk([&](FusedElementwiseOp e) {
+      if (isScaleShiftRelu(e) && !e->use_empty() &&
+          llvm::all_of(e->getUsers(), [&](Operation *u) {
+            auto w = dyn_cast<Conv2DBwdFilterOp>(u);
+            return w && w.getInput() == e.getResult(0) &&
+                   w.getLayout() == e.getLayout() &&
+                   wgradCandidate(w, anyPrecision);
+          }))
+        candidates.push_back(e);
+    });
+    for (FusedElementwiseOp e : candidates) {
+      for (Operation *u : llvm::make_early_inc_range(e->getUsers())) {
+        auto w = cast<Conv2DBwdFilterOp>(u);
+        OpBuilder b(w);
+        auto fused = FusedConv2DBwdFilterOp::create(
+            b, w.getLoc(), w.getType(), e.getInputs()[0], w.getGradOutput(),
+            e.getInputs()[1], e.getInputs()[2], w.getStridesAttr(),
+            w.getPaddingAttr(), w.getDilationsAttr(), w.getGroupsAttr(),
+            w.getLayoutAttr());
+        w.replaceAllUsesWith(fused.getResult());
+        w.erase();
+        ++numWgradPrologues;
+      }
+      e.erase();
+    }
   }
 };
 

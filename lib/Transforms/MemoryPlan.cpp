@@ -250,7 +250,8 @@ uint64_t autoWorkspaceBytes(func::FuncOp step, func::FuncOp forward) {
       }
       bool conv =
           isa<Conv2DOp, Conv2DBwdDataOp, Conv2DBwdFilterOp, FusedConv2DOp,
-              FusedConv2DStatsOp, FusedConv2DBwdDataOp>(op);
+              FusedConv2DStatsOp, FusedConv2DBwdDataOp,
+              FusedConv2DBwdFilterOp>(op);
       if (!conv && !isa<MatmulOp>(op))
         return;
       any = true;

@@ -57,6 +57,7 @@ void cnnc::buildCNNGPUPipeline(OpPassManager &pm,
       fp16) {
     CNNConvStatsOptions cs;
     cs.prologue = options.convStatsPrologue;
+    cs.wgradPrologue = options.wgradPrologue;
     pm.addPass(createCNNConvStats(cs));
   }
   // The CUDA target prints elementwise ops in their fused form only.

@@ -125,6 +125,15 @@ StringRef loweringOf(Operation *op) {
                    ? "gemm"
                    : "";
       })
+      .Case([](FusedConv2DBwdFilterOp c) {
+        // The convolution of the split form (see the runtime's
+        // registerConvBwdFilterPrologue).
+        return pointwiseGemm(c, c.getInput().getType(), c.getType(),
+                             c.getGradOutput().getType(), c.getStrides(),
+                             c.getPadding(), c.getGroups())
+                   ? "gemm"
+                   : "";
+      })
       .Case([](Conv2DBwdFilterOp c) {
         return pointwiseGemm(c, c.getInput().getType(), c.getType(),
                              c.getGradOutput().getType(), c.getStrides(),

@@ -305,6 +305,22 @@ struct ConvDgradEntry {
   std::shared_ptr<cnnrt::cudnn_graph::ConvPlan> graph;
 };
 
+/// A backward-filter convolution with the scale-shift-ReLU prologue on its
+/// input (registerConvBwdFilterPrologue).
+struct ConvWgradEntry {
+  bool valid = false;
+  int conv = -1;
+  ConvWgradPrologueFn split = nullptr;
+  /// The split form's normalized input (x-sized; kept only when the split
+  /// form is chosen).
+  void *scratch = nullptr;
+  /// The graph form's scale and shift in f16 (2 x C).
+  __half *halfScaleShift = nullptr;
+  std::string loc;
+  /// Chosen in finishPrepare: the prologue + wgrad plan, or null (split).
+  std::shared_ptr<cnnrt::cudnn_graph::ConvPlan> graph;
+};
+
 struct MatmulEntry {
   bool valid = false;
   MatmulDesc d{};
@@ -322,6 +338,7 @@ struct Context::Impl {
   std::vector<FusedConvEntry> fusedConvs;
   std::vector<ConvStatsEntry> convStats;
   std::vector<ConvDgradEntry> convDgrads;
+  std::vector<ConvWgradEntry> convWgrads;
   std::vector<MatmulEntry> matmuls;
   void *workspace = nullptr;
   size_t workspaceBytes = 0;
@@ -482,6 +499,10 @@ Context::~Context() {
       cudnnDestroyActivationDescriptor(f.actDesc);
   }
   for (ConvStatsEntry &e : impl_->convStats) {
+    cudaFree(e.scratch);
+    cudaFree(e.halfScaleShift);
+  }
+  for (ConvWgradEntry &e : impl_->convWgrads) {
     cudaFree(e.scratch);
     cudaFree(e.halfScaleShift);
   }
@@ -994,6 +1015,7 @@ void Context::registerConv(int id, const ConvDesc &d, const char *loc) {
 static void chooseFusedConvs(Context &ctx);
 static void chooseConvStats(Context &ctx);
 static void chooseConvDgradAddRelu(Context &ctx);
+static void chooseConvWgradPrologue(Context &ctx);
 
 void Context::finishPrepare() {
   Impl &I = *impl_;
@@ -1027,6 +1049,7 @@ void Context::finishPrepare() {
   chooseFusedConvs(*this);
   chooseConvStats(*this);
   chooseConvDgradAddRelu(*this);
+  chooseConvWgradPrologue(*this);
   if (I.cacheDirty && !opts_.algoCachePath.empty()) {
     std::string path = opts_.algoCachePath;
     size_t slash = path.find_last_of('/');
@@ -1844,6 +1867,222 @@ void Context::convBwdDataAddRelu(int id, const void *dy, const void *w,
 
 bool Context::convBwdDataAddReluUsesGraph(int id) const {
   auto &v = impl_->convDgrads;
+  return id >= 0 && static_cast<size_t>(id) < v.size() && v[id].valid &&
+         v[id].graph != nullptr;
+}
+
+//===--- backward-filter convolutions with the scale-shift-ReLU prologue --===//
+
+void Context::registerConvBwdFilterPrologue(int id, int convId,
+                                            ConvWgradPrologueFn split,
+                                            const char *loc) {
+  Impl &I = *impl_;
+  if (I.prepared)
+    fail(loc, "registerConvBwdFilterPrologue after prepare finished");
+  if (id < 0)
+    fail(loc, "negative sbr+wgrad id");
+  if (convId < 0 || static_cast<size_t>(convId) >= I.convs.size() ||
+      !I.convs[convId].valid)
+    fail(loc, "sbr+wgrad " + std::to_string(id) + " names conv id " +
+                  std::to_string(convId) + ", which was not registered");
+  if (!split)
+    fail(loc, "sbr+wgrad without a split-form function");
+  const ConvDesc &d = I.convs[convId].d;
+  if (d.layout != Layout::NHWC || d.dtype != DType::F16)
+    fail(loc, "sbr+wgrad needs an NHWC f16 convolution");
+  if (static_cast<size_t>(id) >= I.convWgrads.size())
+    I.convWgrads.resize(id + 1);
+  ConvWgradEntry &e = I.convWgrads[id];
+  if (e.valid)
+    fail(loc, "sbr+wgrad id " + std::to_string(id) + " registered twice");
+  e.valid = true;
+  e.conv = convId;
+  e.split = split;
+  e.loc = loc;
+}
+
+/// Times cuDNN's prologue (scale, shift, ReLU) + wgrad graph plans of each
+/// registered entry against its split form (the generated normalization
+/// into the scratch buffer, then the backward-filter convolution as chosen)
+/// and keeps the faster; cached by shape ("|sbr+wgrad": heuristics index,
+/// -1 = split), as chooseConvStats does. CNNRT_CONV_GRAPH=0 keeps the split
+/// form.
+static void chooseConvWgradPrologue(Context &ctx) {
+  namespace cg = cnnrt::cudnn_graph;
+  Context::Impl &I = *ctx.impl();
+  const ContextOptions &opts = ctx.options();
+  for (ConvWgradEntry &e : I.convWgrads) {
+    if (!e.valid)
+      continue;
+    e.graph.reset();
+    ConvEntry &c = I.convs[e.conv];
+    const ConvDesc &d = c.d;
+    const char *loc = e.loc.c_str();
+    size_t xBytes = (size_t)d.N * d.C * d.H * d.W * 2,
+           halfBytes = 2 * (size_t)d.C * sizeof(__half);
+    // The split form writes the normalized input here.
+    auto ensureScratch = [&]() {
+      if (!e.scratch && cudaMalloc(&e.scratch, xBytes) != cudaSuccess)
+        oomExit(ctx.spec(), "a wgrad prologue buffer", xBytes);
+    };
+    auto ensureHalf = [&]() {
+      if (!e.halfScaleShift &&
+          cudaMalloc(&e.halfScaleShift, halfBytes) != cudaSuccess)
+        oomExit(ctx.spec(), "a wgrad prologue's scale and shift", halfBytes);
+    };
+    // CNNRT_CONV_FUSION=split / cudnn force a form (ops_check runs both);
+    // forced choices are not cached. An asymmetric padding's emulation
+    // (padded copy) is the split form's business.
+    bool forced = opts.convFusion != ConvFusion::Auto;
+    if (!opts.convGraph || c.asym || opts.convFusion == ConvFusion::Split) {
+      ensureScratch();
+      continue;
+    }
+    // clang-format off
+    cg::ConvGeometry g{d.N,    d.C,    d.H,       d.W,       d.K,    d.R,
+                       d.S,    d.P,    d.Q,       d.padT,    d.padL, d.strideH,
+                       d.strideW, d.dilH, d.dilW, d.groups,
+                       CUDNN_DATA_HALF, /*nhwc=*/true, /*prologue=*/true};
+    // clang-format on
+    std::string key =
+        c.key + "|sbr+wgrad|ws=" + std::to_string(I.workspaceBytes);
+    auto it = forced ? I.cache.end() : I.cache.find(key);
+    if (it != I.cache.end()) {
+      std::istringstream v(it->second);
+      int index = -1;
+      if (v >> index) {
+        std::string why;
+        if (index >= 0)
+          e.graph = cg::convPlanAt(I.cudnn, g, cg::Dir::BwdFilter, index, &why);
+        if (e.graph && e.graph->workspaceBytes() > I.workspaceBytes)
+          e.graph.reset();
+        if (e.graph)
+          ensureHalf();
+        else
+          ensureScratch();
+        if (opts.verbose)
+          std::fprintf(stderr, "cnnrt: %s sbr+wgrad: %s (cached)%s\n", loc,
+                       e.graph ? "graph" : "split", why.c_str());
+        continue;
+      }
+    }
+    size_t wBytes = (size_t)d.K * (d.C / d.groups) * d.R * d.S * 2,
+           yBytes = (size_t)d.N * d.K * d.P * d.Q * 2,
+           cBytes = (size_t)d.C * sizeof(float);
+    // x, dy, dw, scale, shift (zeroed: the timing only needs the shapes).
+    TuneBuffers b;
+    size_t bytes[5] = {xBytes, yBytes, wBytes, cBytes, cBytes};
+    for (int k = 0; k < 5; ++k) {
+      if (cudaMalloc(&b.p[k], bytes[k]) != cudaSuccess)
+        oomExit(ctx.spec(), "sbr+wgrad timing buffers", bytes[k]);
+      CNNRT_CUDA(ctx, cudaMemset(b.p[k], 0, bytes[k]), loc);
+    }
+    void **p = b.p;
+    const float *scale = static_cast<float *>(p[3]);
+    const float *shift = static_cast<float *>(p[4]);
+    ensureScratch();
+    float splitMs = timeCalls(ctx, [&]() {
+      e.split(ctx, p[0], p[1], p[2], scale, shift, e.scratch);
+      return cudaGetLastError() == cudaSuccess;
+    });
+    std::string why;
+    auto plans = cg::convPlans(I.cudnn, g, cg::Dir::BwdFilter,
+                               graphPlansTimed(), opts.deterministic, &why);
+    std::shared_ptr<cg::ConvPlan> best;
+    float bestMs = -1;
+    for (auto &pl : plans) {
+      size_t need = pl->workspaceBytes();
+      if (need > I.workspaceBytes && !I.plannedWorkspace &&
+          need <= (256u << 20)) {
+        // The workspace is ours (not planned in the arena): grow it.
+        CNNRT_CUDA(ctx, cudaDeviceSynchronize(), loc);
+        cudaFree(I.workspace);
+        I.workspace = nullptr;
+        if (cudaMalloc(&I.workspace, need) != cudaSuccess)
+          oomExit(ctx.spec(), "the algorithm workspace", need);
+        I.workspaceBytes = need;
+      }
+      if (need > I.workspaceBytes) {
+        if (why.empty())
+          why = "plan #" + std::to_string(pl->index()) + " needs " +
+                std::to_string(need) + " workspace bytes, " +
+                std::to_string(I.workspaceBytes) + " planned";
+        continue;
+      }
+      // The graph reads the f16 pair: the zeroed f32 scale buffer holds
+      // 2 x C halves, zeros too.
+      const void *hScale = p[3];
+      const void *hShift = static_cast<char *>(p[3]) + d.C * 2;
+      float ms = timeCalls(ctx, [&]() {
+        return pl->executeWgradPrologue(I.cudnn, p[0], p[1], p[2], hScale,
+                                        hShift,
+                                        I.workspace) == CUDNN_STATUS_SUCCESS;
+      });
+      if (ms < 0 && why.empty())
+        why = "plan #" + std::to_string(pl->index()) + " failed to run";
+      if (ms >= 0 && (bestMs < 0 || ms < bestMs)) {
+        bestMs = ms;
+        best = std::move(pl);
+      }
+    }
+    if (best && (forced || splitMs < 0 || bestMs < splitMs))
+      e.graph = best;
+    if (e.graph) {
+      // The split form's buffer is not needed: give it back.
+      CNNRT_CUDA(ctx, cudaDeviceSynchronize(), loc);
+      cudaFree(e.scratch);
+      e.scratch = nullptr;
+      ensureHalf();
+    }
+    if (opts.verbose)
+      std::fprintf(stderr,
+                   "cnnrt: %s sbr+wgrad: split %.3f ms, graph plan #%d "
+                   "%.3f ms%s%s -> %s\n",
+                   loc, splitMs, best ? best->index() : -1, bestMs,
+                   best ? "" : ": ", best ? "" : why.c_str(),
+                   e.graph ? "graph" : "split");
+    CNNRT_CUDA(ctx, cudaDeviceSynchronize(), loc);
+    if (forced) {
+      if (!e.graph)
+        std::fprintf(stderr,
+                     "cnnrt: warning: %s: cuDNN has no prologue+wgrad plan "
+                     "for this convolution (%s); running the split form\n",
+                     loc, why.c_str());
+      continue;
+    }
+    I.cache[key] = std::to_string(e.graph ? e.graph->index() : -1);
+    I.cacheDirty = true;
+  }
+}
+
+void Context::convBwdFilterPrologue(int id, const void *x, const void *dy,
+                                    void *dw, const float *scale,
+                                    const float *shift) {
+  auto &v = impl_->convWgrads;
+  if (id < 0 || static_cast<size_t>(id) >= v.size() || !v[id].valid)
+    fail("conv", "sbr+wgrad id " + std::to_string(id) + " was not registered");
+  ConvWgradEntry &e = v[id];
+  int C = getConv(*this, e.conv).d.C; // registered and prepared
+  if (!scale || !shift)
+    fail(e.loc.c_str(), "sbr+wgrad needs its prologue's scale and shift");
+  if (!e.graph) {
+    e.split(*this, x, dy, dw, scale, shift, e.scratch);
+    return;
+  }
+  // cuDNN's fast engines take the prologue's scale and shift in f16.
+  scaleShiftToHalf<<<(C + 255) / 256, 256, 0, stream_>>>(scale, shift,
+                                                         e.halfScaleShift, C);
+  checkLaunch(e.loc.c_str());
+  CNNRT_CUDNN(
+      *this,
+      e.graph->executeWgradPrologue(impl_->cudnn, x, dy, dw, e.halfScaleShift,
+                                    e.halfScaleShift + C, impl_->workspace),
+      e.loc.c_str());
+  mark(*this, e.loc.c_str(), "cuDNN graph sbr+wgrad");
+}
+
+bool Context::convBwdFilterPrologueUsesGraph(int id) const {
+  auto &v = impl_->convWgrads;
   return id >= 0 && static_cast<size_t>(id) < v.size() && v[id].valid &&
          v[id].graph != nullptr;
 }

@@ -150,9 +150,10 @@ struct Builder {
     Desc *xIn =
         epilogue ? &tensorOf(kDgrad, g.N, g.C, g.H, g.W, CUDNN_DATA_FLOAT, true)
                  : &tensor(kX, g.N, g.C, g.H, g.W);
-    if (dir == Dir::FwdStats && g.prologue) {
+    if ((dir == Dir::FwdStats || dir == Dir::BwdFilter) && g.prologue) {
       // relu(x * scale + shift): f32 math, the ReLU's output rounded to the
-      // data type as the unfused normalization stored it.
+      // data type as the unfused normalization stored it. For the wgrad it
+      // is the convolution's X as for the forward one; DW stays real (kW).
       // scale and shift in the data type: with f32 ones cuDNN 9.14 falls
       // back to engines 2-5x slower on the H100 (docs/benchmarks.md).
       Desc &scale = tensorOf(kScale, 1, g.C, 1, 1, g.dtype);
@@ -399,6 +400,18 @@ cudnnStatus_t ConvPlan::executeDgradAddRelu(cudnnHandle_t h, const void *dy,
   const int64_t uids[5] = {kX, kW, kY, kAddend, kReluOut};
   void *ptrs[5] = {dx, const_cast<void *>(w), const_cast<void *>(dy),
                    const_cast<void *>(addend), const_cast<void *>(reluOut)};
+  return executePlan(h, plan_, uids, ptrs, 5, workspace);
+}
+
+cudnnStatus_t ConvPlan::executeWgradPrologue(cudnnHandle_t h, const void *x,
+                                             const void *dy, void *dw,
+                                             const void *scale,
+                                             const void *shift,
+                                             void *workspace) const {
+  // The prologue's intermediates are virtual: not in the pack.
+  const int64_t uids[5] = {kX, kW, kY, kScale, kShift};
+  void *ptrs[5] = {const_cast<void *>(x), dw, const_cast<void *>(dy),
+                   const_cast<void *>(scale), const_cast<void *>(shift)};
   return executePlan(h, plan_, uids, ptrs, 5, workspace);
 }
 

@@ -28,6 +28,8 @@ namespace cnnrt::cudnn_graph {
 /// epilogue, dx = relu_bwd(dgrad(dy, w) + addend, reluOut) (uids: dx 1,
 /// w 2, dy 3, addend 8, reluOut 9; the dgrad and the sum stay on chip as
 /// virtual f32 tensors): MLPerf's "dgrad + drelu" (fused_conv2d_bwd_data).
+/// BwdFilter with the geometry's prologue: dw = wgrad(relu(x * scale +
+/// shift), dy), the normalized input never stored (fused_conv2d_bwd_filter).
 enum class Dir {
   Fwd = 0,
   BwdData = 1,
@@ -43,8 +45,9 @@ struct ConvGeometry {
   int64_t padH, padW, strideH, strideW, dilH, dilW, groups;
   cudnnDataType_t dtype;
   bool nhwc;
-  /// FwdStats only: x goes through relu(x * scale + shift) per input
-  /// channel first (scale, shift: [1, C, 1, 1] of `dtype`, uids 6 and 7).
+  /// FwdStats and BwdFilter only: x goes through relu(x * scale + shift)
+  /// per input channel first (scale, shift: [1, C, 1, 1] of `dtype`, uids 6
+  /// and 7).
   bool prologue = false;
 };
 
@@ -89,6 +92,12 @@ public:
                                     const void *w, const void *addend,
                                     const void *reluOut, void *dx,
                                     void *workspace) const;
+  /// A BwdFilter plan with the prologue: dw = wgrad(relu(x * scale +
+  /// shift), dy) (scale, shift: C each of the data type).
+  cudnnStatus_t executeWgradPrologue(cudnnHandle_t h, const void *x,
+                                     const void *dy, void *dw,
+                                     const void *scale, const void *shift,
+                                     void *workspace) const;
 
 private:
   friend struct Builder;

@@ -4,6 +4,7 @@
 // where it must not apply leaves the IR alone.
 // RUN: cnnc-opt %s -split-input-file -cnn-conv-stats | FileCheck %s
 // RUN: cnnc-opt %s -split-input-file -cnn-conv-stats=prologue=false | FileCheck %s --check-prefix=NOPRO
+// RUN: cnnc-opt %s -split-input-file -cnn-conv-stats=wgrad-prologue=false | FileCheck %s --check-prefix=NOWG
 
 // CHECK-LABEL: func @rewritten
 // CHECK: %[[Y:.*]], %[[S:.*]], %[[SS:.*]] = cnn.fused_conv2d_stats %arg0, %arg1 {dilations = array<i64: 1, 1>, groups = 1 : i64, layout = #cnn.layout<NHWC>, operandSegmentSizes = array<i32: 1, 1, 0, 0>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>}
@@ -70,8 +71,10 @@ func.func @not_a_conv(%y: tensor<2x4x4x16xf16>, %g: tensor<16xf32>) -> tensor<16
 // -----
 
 // The prologue: the second convolution reads the first one's output %y and
-// applies relu(y * alpha + beta) itself; the normalized tensor %n, which
-// the filter gradient still reads, is made right before that use instead
+// applies relu(y * alpha + beta) itself; the filter gradient, the other
+// reader of the normalized tensor %n, takes it as its prologue too
+// (fused_conv2d_bwd_filter), so %n is never made. With
+// wgrad-prologue=false %n is made right before the filter gradient instead
 // of in the forward pass.
 // CHECK-LABEL: func @prologue
 // CHECK: %[[Y:.*]], %[[S:.*]], %[[SS:.*]] = cnn.fused_conv2d_stats %arg0, %arg1 {
@@ -79,8 +82,14 @@ func.func @not_a_conv(%y: tensor<2x4x4x16xf16>, %g: tensor<16xf32>) -> tensor<16
 // CHECK-NEXT: %[[Z:.*]], %{{.*}}, %{{.*}} = cnn.fused_conv2d_stats %[[Y]], %arg2, %[[A]], %[[B]] {{{.*}}operandSegmentSizes = array<i32: 1, 1, 1, 1>
 // CHECK: cnn.batch_norm_finalize
 // CHECK-NEXT: %[[E:.*]] = cnn.exp %[[Z]]
-// CHECK-NEXT: %[[N:.*]] = cnn.fused_elementwise %[[Y]], %[[A]], %[[B]]
-// CHECK: cnn.conv2d_bwd_filter %[[N]], %[[E]]
+// CHECK-NEXT: %[[DW:.*]] = cnn.fused_conv2d_bwd_filter %[[Y]], %[[E]], %[[A]], %[[B]] {dilations = array<i64: 1, 1>, groups = 1 : i64, layout = #cnn.layout<NHWC>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<2x8x8x16xf16>, tensor<2x8x8x16xf16>, tensor<16xf32>, tensor<16xf32>) -> tensor<16x3x3x16xf16>
+// CHECK-NOT: cnn.fused_elementwise
+// CHECK: return %{{.*}}, %[[DW]]
+// NOWG-LABEL: func @prologue
+// NOWG: %[[Y:.*]], %{{.*}}, %{{.*}} = cnn.fused_conv2d_stats %arg0, %arg1 {
+// NOWG: %[[E:.*]] = cnn.exp
+// NOWG-NEXT: %[[N:.*]] = cnn.fused_elementwise %[[Y]]
+// NOWG: cnn.conv2d_bwd_filter %[[N]], %[[E]]
 // NOPRO-LABEL: func @prologue
 // NOPRO: cnn.fused_elementwise
 // NOPRO: cnn.fused_conv2d_stats %{{.*}}, %arg2 {{{.*}}operandSegmentSizes = array<i32: 1, 1, 0, 0>

@@ -240,6 +240,8 @@ def test_conv_stats_keeps_step(tmp_path, precision, tol):
     assert text.count("= cnn.batch_norm_finalize") == 2
     assert text.count("= cnn.fused_conv2d_stats") == 2
     assert text.count("operandSegmentSizes = array<i32: 1, 1, 1, 1>") == 1
+    # The second convolution's filter gradient takes the prologue too.
+    assert text.count("= cnn.fused_conv2d_bwd_filter") == 1
     assert "cnn.batch_norm_stats" not in text
     assert abs(l1 - l0) <= tol * abs(l0), (l0, l1)
     worst = max(max_rel(s0, s1, k) for k in s0)
@@ -269,6 +271,7 @@ def test_conv_stats_resnet18_forward(tmp_path):
     assert text.count("= cnn.batch_norm_finalize") == 20
     assert text.count("= cnn.fused_conv2d_stats") == 20
     assert text.count("operandSegmentSizes = array<i32: 1, 1, 1, 1>") == 8
+    assert text.count("= cnn.fused_conv2d_bwd_filter") == 8
     assert "cnn.batch_norm_stats" not in text
     running = [k for k in s0 if "running" in k]
     print("resnet18 conv-stats: loss %.6f vs %.6f, running stats worst rel %.2e" % (

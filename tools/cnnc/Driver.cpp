@@ -231,6 +231,14 @@ cl::opt<bool> dgradEpilogueOpt(
              "split form; GPU target, NHWC f16; default on, "
              "--dgrad-epilogue=false turns it off)"),
     cl::init(true), cl::cat(optCategory));
+cl::opt<bool> wgradPrologueOpt(
+    "wgrad-prologue",
+    cl::desc("cnn-conv-stats: the BatchNorm apply + ReLU recomputed for a "
+             "filter gradient becomes that gradient's prologue (cuDNN's "
+             "scale-bias-ReLU + wgrad graph, timed against the split form; "
+             "with --conv-prologue; default on, --wgrad-prologue=false turns "
+             "it off)"),
+    cl::init(true), cl::cat(optCategory));
 cl::opt<bool> paramFormatOpt(
     "param-format",
     cl::desc("cnn-param-format: convolution filters and their optimizer "
@@ -434,6 +442,7 @@ DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
   o.remat = rematOpt;
   o.convStats = convStatsOpt;
   o.dgradEpilogue = dgradEpilogueOpt;
+  o.wgradPrologue = wgradPrologueOpt;
   o.paramFormat = paramFormatOpt;
   o.convPrologue = convPrologueOpt || rematOpt;
   o.layout = layoutOpt;

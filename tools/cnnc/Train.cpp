@@ -132,6 +132,7 @@ LogicalResult cnnc::driver::optimizeTrainStep(const DriverOptions &o,
   pipeline.remat = o.optimize && o.remat && pipeline.fuse;
   pipeline.convStats = o.optimize && o.convStats;
   pipeline.dgradEpilogue = o.optimize && o.dgradEpilogue;
+  pipeline.wgradPrologue = o.wgradPrologue;
   pipeline.paramFormat = o.paramFormat;
   pipeline.convStatsPrologue = o.convPrologue;
   // The arena plan is for the CUDA target (the reference interpreter

@@ -82,6 +82,11 @@ struct CNNGPUPipelineOptions
                      "normalized tensor recomputed for the filter gradient: "
                      "less memory, a few more kernels)"),
       llvm::cl::init(true)};
+  Option<bool> wgradPrologue{
+      *this, "wgrad-prologue",
+      llvm::cl::desc("cnn-conv-stats: the BN-apply + ReLU recomputed for a "
+                     "filter gradient becomes the wgrad's prologue (cuDNN)"),
+      llvm::cl::init(true)};
   Option<bool> dgradEpilogue{
       *this, "dgrad-epilogue",
       llvm::cl::desc("Run cnn-dgrad-epilogue (the residual-gradient add and "

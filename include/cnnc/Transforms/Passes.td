@@ -438,6 +438,11 @@ def CNNConvStats : Pass<"cnn-conv-stats", "mlir::ModuleOp"> {
     still reads it, the fused_elementwise moves down to right before its
     first use, so it is recomputed in the backward pass from `x` (kept for
     the BatchNorm gradient anyway) instead of being stored across the step.
+    Where that recomputation feeds filter gradients only (option
+    `wgrad-prologue`, default on), it becomes their prologue as well,
+    `fused_conv2d_bwd_filter(x, dy, alpha, beta)` (cuDNN's scale-bias-ReLU
+    prologue on the wgrad's input, timed against the split form): the
+    normalized tensor is not written to memory in the backward pass either.
 
     Runs after cnn-fuse, before
     cnn-lower-elementwise; the CUDA target's pipeline only (`--no-conv-stats`
@@ -462,12 +467,17 @@ def CNNConvStats : Pass<"cnn-conv-stats", "mlir::ModuleOp"> {
            "them; the CUDA target's GenStats graphs are f16 only)">,
     Option<"prologue", "prologue", "bool", /*default=*/"true",
            "Fuse the BatchNorm apply + ReLU that feeds a fused_conv2d_stats "
-           "into it as its prologue">
+           "into it as its prologue">,
+    Option<"wgradPrologue", "wgrad-prologue", "bool", /*default=*/"true",
+           "With `prologue`: the BatchNorm apply + ReLU left for filter "
+           "gradients only becomes their prologue (fused_conv2d_bwd_filter) "
+           "instead of being recomputed into memory">
   ];
   let statistics = [
     Statistic<"numFused", "fused", "BatchNorm statistics computed in a convolution's epilogue">,
     Statistic<"numPrologues", "prologues", "BatchNorm apply + ReLU fused into the next convolution">,
-    Statistic<"numSunk", "sunk", "BatchNorm apply + ReLU moved to their first backward use">
+    Statistic<"numSunk", "sunk", "BatchNorm apply + ReLU moved to their first backward use">,
+    Statistic<"numWgradPrologues", "wgrad-prologues", "BatchNorm apply + ReLU fused into a filter gradient">
   ];
 }
 

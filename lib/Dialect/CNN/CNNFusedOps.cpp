@@ -96,6 +96,24 @@ LogicalResult FusedConv2DBwdDataOp::verify() {
   return success();
 }
 
+LogicalResult FusedConv2DBwdFilterOp::verify() {
+  auto t = inferConv2DType(getLoc(), getInput().getType(),
+                           getResult().getType(), getStrides(), getPadding(),
+                           getDilations(), getGroups(), getLayout());
+  if (failed(t))
+    return failure();
+  if (*t != getGradOutput().getType())
+    return emitOpError("'grad_output' ")
+           << getGradOutput().getType() << " does not match the conv2d output "
+           << *t << " of 'input' " << getInput().getType();
+  auto in = getInput().getType();
+  int64_t c = in.getDimSize(channelDim(in, getLayout()));
+  if (failed(checkF32Channels(*this, "scale", getScale(), c)) ||
+      failed(checkF32Channels(*this, "shift", getShift(), c)))
+    return failure();
+  return success();
+}
+
 LogicalResult BatchNormFinalizeOp::verify() {
   if (getCount() < 1)
     return emitOpError("'count' must be at least 1, got ") << getCount();

@@ -253,6 +253,9 @@ private:
   /// fused_conv2d_bwd_data split forms by body (equal shapes share one).
   std::map<std::string, std::string> dgradSplitByBody;
   int numDgradEpilogues = 0;
+  /// fused_conv2d_bwd_filter split forms by body (equal shapes share one).
+  std::map<std::string, std::string> wgradSplitByBody;
+  int numWgradPrologues = 0;
   int numFusedConvs = 0;
   /// Pointer expressions replacing arena pointers while emitting code that
   /// takes its buffers as parameters (a fused convolution's epilogue).
@@ -1358,6 +1361,59 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
                            ptr(c.getSumSq()),
                            prologue ? ptr(c.getScale()) : "nullptr",
                            prologue ? ptr(c.getShift()) : "nullptr");
+        return success();
+      })
+      .Case([&](FusedConv2DBwdFilterOp c) -> LogicalResult {
+        auto x = c.getInput().getType(), dy = c.getGradOutput().getType();
+        if (!c.isNHWC() || !x.getElementType().isF16() ||
+            x.getDimSize(3) % 8 || dy.getDimSize(3) % 8)
+          return c.emitError("CUDA backend: fused_conv2d_bwd_filter needs "
+                             "NHWC f16 with multiples of 8 channels (cuDNN's "
+                             "prologue + wgrad graph), got ")
+                 << x;
+        int id = convId(op, x, c.getType(), dy, c.getStrides(),
+                        c.getPadding(), c.getDilations(), c.getGroups(),
+                        c.isNHWC());
+        // The split form, for shapes cuDNN's scale-bias-ReLU + wgrad graph
+        // refuses (or runs slower): the normalization into the runtime's
+        // scratch buffer, then the convolution as cnn-select-lowering chose
+        // it.
+        std::string T = ctype(x.getElementType()), body;
+        int64_t n = x.getNumElements();
+        body += fmt::format(
+            "  nhwcScaleShiftRelu<{0}><<<{1}, 256, 0, s>>>(static_cast<const "
+            "{0} *>(x), scale, shift, static_cast<{0} *>(scratch), {2}ll, "
+            "{3});\n  CNNRT_CHECK_KERNEL(ctx, \"{4}\", \"{5} "
+            "nhwcScaleShiftRelu\");\n",
+            T, gridFor(n), n, x.getDimSize(3), loc(op),
+            op->getName().getStringRef().str());
+        if (loweringOf(op) == "gemm") {
+          // dW[K, C] = dY[NHW, K]^T X[NHW, C]
+          int64_t M = x.getNumElements() / x.getDimSize(3);
+          int mid = matmulId(op, dy.getDimSize(3), x.getDimSize(3), M, true,
+                             false, x.getElementType());
+          body += fmt::format("  ctx.matmul({}, dy, scratch, dw);\n", mid);
+        } else {
+          body += fmt::format("  ctx.convBwdFilter({}, scratch, dy, dw);\n",
+                              id);
+        }
+        auto [it, isNew] = wgradSplitByBody.try_emplace(
+            body, fmt::format("wgradPrologueSplit{}", wgradSplitByBody.size()));
+        if (isNew)
+          epilogues += fmt::format(
+              "static void {}(cnnrt::Context &ctx, const void *x, const void "
+              "*dy,\n    void *dw, const float *scale, const float *shift, "
+              "void *scratch) {{\n  cudaStream_t s = ctx.stream();\n{}}}\n\n",
+              it->second, body);
+        int wid = numWgradPrologues++;
+        prepare += fmt::format(
+            "  ctx.registerConvBwdFilterPrologue({}, {}, {}, \"{}\");\n", wid,
+            id, it->second, loc(op));
+        out += fmt::format(
+            "  ctx.convBwdFilterPrologue({}, {}, {}, {}, {}, {});\n", wid,
+            ptr(c.getInput()), ptr(c.getGradOutput()), ptr(c.getResult()),
+            ptr(c.getScale()), ptr(c.getShift()));
+        ++numLaunches;
         return success();
       })
       .Case([&](FusedConv2DBwdDataOp c) -> LogicalResult {

@@ -161,6 +161,17 @@ using ConvDgradEpilogueFn = void (*)(Context &ctx, const void *dy,
                                      const void *w, const void *addend,
                                      const void *reluOut, void *dx);
 
+/// The split form of a backward-filter convolution whose input is the
+/// previous BatchNorm's apply + ReLU (generated code, see
+/// registerConvBwdFilterPrologue): x' = relu(x * scale + shift) per input
+/// channel (f32 scale, shift; x' rounded to x's type) written to `scratch`
+/// (an x-sized buffer of the runtime's), then dw = conv_bwd_filter(x', dy),
+/// enqueued on ctx.stream().
+using ConvWgradPrologueFn = void (*)(Context &ctx, const void *x,
+                                     const void *dy, void *dw,
+                                     const float *scale, const float *shift,
+                                     void *scratch);
+
 /// How a fused convolution runs: Auto times both forms once per shape (and
 /// caches the choice); CuDNN and Split force one (CNNRT_CONV_FUSION).
 enum class ConvFusion { Auto, CuDNN, Split };
@@ -246,6 +257,16 @@ public:
   /// finishPrepare times both and keeps the faster (cached).
   void registerConvBwdDataAddRelu(int id, int convId, ConvDgradEpilogueFn split,
                                   const char *loc);
+  /// A backward-filter convolution with the scale-shift-ReLU prologue on its
+  /// input (cnn.fused_conv2d_bwd_filter), dw = conv_bwd_filter(relu(x *
+  /// scale + shift), dy), on the registered NHWC f16 convolution `convId`:
+  /// either one cuDNN graph (prologue + wgrad) or `split`; finishPrepare
+  /// times both and keeps the faster (cached). The split form gets an
+  /// x-sized scratch buffer, allocated then (outside the arena: only where
+  /// cuDNN has no faster graph).
+  void registerConvBwdFilterPrologue(int id, int convId,
+                                     ConvWgradPrologueFn split,
+                                     const char *loc);
   /// Allocates the workspace (max over chosen algorithms; nothing when the
   /// spec plans it in the arena) and saves the algorithm cache. trainMain
   /// calls it after spec.prepare.
@@ -278,6 +299,13 @@ public:
                           const void *addend, const void *reluOut, void *dx);
   /// After finishPrepare: whether `id` runs as the cuDNN graph.
   bool convBwdDataAddReluUsesGraph(int id) const;
+  /// dw = conv_bwd_filter(relu(x * scale + shift), dy) for
+  /// registerConvBwdFilterPrologue's `id` (x, dy, dw f16; scale, shift f32,
+  /// C each).
+  void convBwdFilterPrologue(int id, const void *x, const void *dy, void *dw,
+                             const float *scale, const float *shift);
+  /// After finishPrepare: whether `id` runs as the cuDNN graph.
+  bool convBwdFilterPrologueUsesGraph(int id) const;
   /// dx = conv_bwd_data(dy, w).
   void convBwdData(int id, const void *dy, const void *w, void *dx,
                    bool accumulate = false);

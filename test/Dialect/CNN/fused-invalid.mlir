@@ -257,3 +257,29 @@ func.func @dgrad_relu_output(%dy: tensor<2x2x2x16xf16>, %w: tensor<16x1x1x8xf16>
   %g = cnn.fused_conv2d_bwd_data %dy, %w, %a, %y {dilations = array<i64: 1, 1>, groups = 1 : i64, layout = #cnn.layout<NHWC>, padding = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 2>} : (tensor<2x2x2x16xf16>, tensor<16x1x1x8xf16>, tensor<2x4x4x8xf16>, tensor<2x4x4x8xf32>) -> tensor<2x4x4x8xf16>
   return
 }
+
+// -----
+
+// fused_conv2d_bwd_filter: conv2d(input, result) has grad_output's type.
+func.func @wgrad_grad_output(%x: tensor<2x4x4x8xf16>, %dy: tensor<2x2x2x16xf16>, %a: tensor<8xf32>) {
+  // expected-error @+1 {{'grad_output' 'tensor<2x2x2x16xf16>' does not match the conv2d output 'tensor<2x4x4x16xf16>' of 'input' 'tensor<2x4x4x8xf16>'}}
+  %dw = cnn.fused_conv2d_bwd_filter %x, %dy, %a, %a {dilations = array<i64: 1, 1>, groups = 1 : i64, layout = #cnn.layout<NHWC>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<2x4x4x8xf16>, tensor<2x2x2x16xf16>, tensor<8xf32>, tensor<8xf32>) -> tensor<16x3x3x8xf16>
+  return
+}
+
+// -----
+
+// fused_conv2d_bwd_filter: the prologue's scale is f32, one per input channel.
+func.func @wgrad_scale(%x: tensor<2x4x4x8xf16>, %dy: tensor<2x4x4x16xf16>, %a: tensor<16xf32>, %b: tensor<8xf32>) {
+  // expected-error @+1 {{'scale' 'tensor<16xf32>' must be 1-D of size 8 (the channel count)}}
+  %dw = cnn.fused_conv2d_bwd_filter %x, %dy, %a, %b {dilations = array<i64: 1, 1>, groups = 1 : i64, layout = #cnn.layout<NHWC>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<2x4x4x8xf16>, tensor<2x4x4x16xf16>, tensor<16xf32>, tensor<8xf32>) -> tensor<16x3x3x8xf16>
+  return
+}
+
+// -----
+
+func.func @wgrad_shift_type(%x: tensor<2x4x4x8xf16>, %dy: tensor<2x4x4x16xf16>, %a: tensor<8xf32>, %b: tensor<8xf16>) {
+  // expected-error @+1 {{'shift' 'tensor<8xf16>' must be f32}}
+  %dw = cnn.fused_conv2d_bwd_filter %x, %dy, %a, %b {dilations = array<i64: 1, 1>, groups = 1 : i64, layout = #cnn.layout<NHWC>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<2x4x4x8xf16>, tensor<2x4x4x16xf16>, tensor<8xf32>, tensor<8xf16>) -> tensor<16x3x3x8xf16>
+  return
+}

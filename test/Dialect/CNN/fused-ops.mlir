@@ -70,3 +70,10 @@ func.func @dgrad_add_relu(%dy: tensor<2x2x2x16xf16>, %w: tensor<16x1x1x8xf16>, %
   %g = cnn.fused_conv2d_bwd_data %dy, %w, %a, %y {dilations = array<i64: 1, 1>, groups = 1 : i64, layout = #cnn.layout<NHWC>, padding = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 2>} : (tensor<2x2x2x16xf16>, tensor<16x1x1x8xf16>, tensor<2x4x4x8xf16>, tensor<2x4x4x8xf16>) -> tensor<2x4x4x8xf16>
   return %g : tensor<2x4x4x8xf16>
 }
+
+// CHECK-LABEL: func @wgrad_prologue
+// CHECK: cnn.fused_conv2d_bwd_filter %arg0, %arg1, %arg2, %arg3 {dilations = array<i64: 1, 1>, groups = 1 : i64, layout = #cnn.layout<NHWC>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<2x4x4x8xf16>, tensor<2x4x4x16xf16>, tensor<8xf32>, tensor<8xf32>) -> tensor<16x3x3x8xf16>
+func.func @wgrad_prologue(%x: tensor<2x4x4x8xf16>, %dy: tensor<2x4x4x16xf16>, %a: tensor<8xf32>, %b: tensor<8xf32>) -> tensor<16x3x3x8xf16> {
+  %dw = cnn.fused_conv2d_bwd_filter %x, %dy, %a, %b {dilations = array<i64: 1, 1>, groups = 1 : i64, layout = #cnn.layout<NHWC>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<2x4x4x8xf16>, tensor<2x4x4x16xf16>, tensor<8xf32>, tensor<8xf32>) -> tensor<16x3x3x8xf16>
+  return %dw : tensor<16x3x3x8xf16>
+}

@@ -145,6 +145,36 @@ def CNN_FusedConv2DBwdDataOp : CNN_LayoutOp<"fused_conv2d_bwd_data"> {
   let hasVerifier = 1;
 }
 
+def CNN_FusedConv2DBwdFilterOp : CNN_LayoutOp<"fused_conv2d_bwd_filter"> {
+  let summary = "conv2d_bwd_filter of the previous BatchNorm's apply + ReLU";
+  let description = [{
+    `result = conv2d_bwd_filter(relu(round(input * scale + shift)),
+    grad_output)`: the filter gradient of a convolution whose input is the
+    normalization `relu(x * scale + shift)` per input channel (the
+    prologue of its `fused_conv2d_stats`), rounded to the element type of
+    `input` as the unfused normalization stored it. The normalized tensor is
+    neither stored from the forward pass nor recomputed into memory: cuDNN's
+    scale-bias-ReLU prologue applies it while loading `input` (the graph
+    takes `scale` and `shift` rounded to the element type, as cuDNN's fast
+    engines do: within f16 training's tolerance, not bit for bit; the
+    reference interpreter uses them in f32). The runtime times the graph
+    against the split form (the normalization into a scratch buffer, then
+    the convolution as cnn-select-lowering chose it).
+
+    Constraints: the attributes and `input`, `grad_output` and the result
+    are those of conv2d_bwd_filter (conv2d(input, result) has the type of
+    `grad_output`); `scale` and `shift` are 1-D f32 of the input's channel
+    count.
+  }];
+  let arguments = (ins CNN_FloatTensor:$input, CNN_FloatTensor:$grad_output,
+                   CNN_FloatTensor:$scale, CNN_FloatTensor:$shift,
+                   DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$padding,
+                   DenseI64ArrayAttr:$dilations, I64Attr:$groups,
+                   CNN_Layout:$layout);
+  let results = (outs CNN_FloatTensor:$result);
+  let hasVerifier = 1;
+}
+
 def CNN_BatchNormFinalizeOp : CNN_PureOp<"batch_norm_finalize"> {
   let summary = "batch_norm_stats from per-channel sums";
   let description = [{
