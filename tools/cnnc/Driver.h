@@ -78,7 +78,7 @@ struct DriverOptions {
   bool remat = false;         ///< --remat (cnn-remat)
   bool convStats = true;      ///< --conv-stats (cnn-conv-stats)
   bool dgradEpilogue = true;  ///< --dgrad-epilogue (cnn-dgrad-epilogue)
-  bool wgradPrologue = true;  ///< --wgrad-prologue (cnn-conv-stats)
+  bool wgradPrologue = false; ///< --wgrad-prologue (cnn-conv-stats, opt-in)
   bool paramFormat = true;    ///< --param-format (cnn-param-format)
   bool convPrologue = true;   ///< --conv-prologue (default on; --remat too)
   std::string layout = "";    ///< --layout nchw|nhwc ("" = default)
