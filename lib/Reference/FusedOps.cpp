@@ -61,19 +61,17 @@ void nchwToNhwc(const std::vector<float> &in, ArrayRef<int64_t> nhwc,
           o[((a * h + y) * w + x) * c + k] = in[((a * c + k) * h + y) * w + x];
 }
 
-/// r = conv2d(x, w) of a convolution op (fused_conv2d, fused_conv2d_stats),
-/// unrounded.
+/// The kernels' parameters of a convolution op whose input (x) has shape
+/// `xs` and filter `fs`, in its layout.
 template <typename ConvOp>
-void convInto(ConvOp op, const Tensor &x, const Tensor &w, Tensor &r) {
+kn::ConvParams convParamsOf(ConvOp op, ArrayRef<int64_t> xs,
+                            ArrayRef<int64_t> fs) {
   bool nhwc = op.isNHWC();
-  std::vector<float> xs = nhwc ? nhwcToNchw(x) : x.data;
-  std::vector<float> ws = nhwc ? nhwcToNchw(w) : w.data;
   kn::ConvParams p;
-  auto is = x.shape, fs = w.shape;
-  p.n = is[0];
-  p.c = nhwc ? is[3] : is[1];
-  p.h = nhwc ? is[1] : is[2];
-  p.w = nhwc ? is[2] : is[3];
+  p.n = xs[0];
+  p.c = nhwc ? xs[3] : xs[1];
+  p.h = nhwc ? xs[1] : xs[2];
+  p.w = nhwc ? xs[2] : xs[3];
   p.f = fs[0];
   p.kh = nhwc ? fs[1] : fs[2];
   p.kw = nhwc ? fs[2] : fs[3];
@@ -86,6 +84,17 @@ void convInto(ConvOp op, const Tensor &x, const Tensor &w, Tensor &r) {
   p.dilH = op.getDilations()[0];
   p.dilW = op.getDilations()[1];
   p.groups = op.getGroups();
+  return p;
+}
+
+/// r = conv2d(x, w) of a convolution op (fused_conv2d, fused_conv2d_stats),
+/// unrounded.
+template <typename ConvOp>
+void convInto(ConvOp op, const Tensor &x, const Tensor &w, Tensor &r) {
+  bool nhwc = op.isNHWC();
+  std::vector<float> xs = nhwc ? nhwcToNchw(x) : x.data;
+  std::vector<float> ws = nhwc ? nhwcToNchw(w) : w.data;
+  kn::ConvParams p = convParamsOf(op, x.shape, w.shape);
   std::vector<float> y(p.n * p.f * p.outH() * p.outW());
   kn::conv2d(xs.data(), ws.data(), y.data(), p);
   if (nhwc)
@@ -223,24 +232,7 @@ LogicalResult execDgradAddRelu(cnn::FusedConv2DBwdDataOp op,
   bool nhwc = op.isNHWC();
   std::vector<float> dys = nhwc ? nhwcToNchw(dy) : dy.data;
   std::vector<float> ws = nhwc ? nhwcToNchw(w) : w.data;
-  kn::ConvParams p;
-  auto xs = r.shape, fs = w.shape;
-  p.n = xs[0];
-  p.c = nhwc ? xs[3] : xs[1];
-  p.h = nhwc ? xs[1] : xs[2];
-  p.w = nhwc ? xs[2] : xs[3];
-  p.f = fs[0];
-  p.kh = nhwc ? fs[1] : fs[2];
-  p.kw = nhwc ? fs[2] : fs[3];
-  p.strideH = op.getStrides()[0];
-  p.strideW = op.getStrides()[1];
-  p.padT = op.getPadding()[0];
-  p.padL = op.getPadding()[1];
-  p.padB = op.getPadding()[2];
-  p.padR = op.getPadding()[3];
-  p.dilH = op.getDilations()[0];
-  p.dilW = op.getDilations()[1];
-  p.groups = op.getGroups();
+  kn::ConvParams p = convParamsOf(op, r.shape, w.shape);
   std::vector<float> dx(r.data.size());
   kn::conv2dBwdData(dys.data(), ws.data(), dx.data(), p);
   if (nhwc)
@@ -277,24 +269,7 @@ LogicalResult execWgradPrologue(cnn::FusedConv2DBwdFilterOp op,
   bool nhwc = op.isNHWC();
   std::vector<float> xs = nhwc ? nhwcToNchw(x) : x.data;
   std::vector<float> dys = nhwc ? nhwcToNchw(dy) : dy.data;
-  kn::ConvParams p;
-  auto is = x.shape, fs = r.shape;
-  p.n = is[0];
-  p.c = nhwc ? is[3] : is[1];
-  p.h = nhwc ? is[1] : is[2];
-  p.w = nhwc ? is[2] : is[3];
-  p.f = fs[0];
-  p.kh = nhwc ? fs[1] : fs[2];
-  p.kw = nhwc ? fs[2] : fs[3];
-  p.strideH = op.getStrides()[0];
-  p.strideW = op.getStrides()[1];
-  p.padT = op.getPadding()[0];
-  p.padL = op.getPadding()[1];
-  p.padB = op.getPadding()[2];
-  p.padR = op.getPadding()[3];
-  p.dilH = op.getDilations()[0];
-  p.dilW = op.getDilations()[1];
-  p.groups = op.getGroups();
+  kn::ConvParams p = convParamsOf(op, x.shape, r.shape);
   std::vector<float> dw(r.data.size());
   kn::conv2dBwdFilter(xs.data(), dys.data(), dw.data(), p);
   if (nhwc)
