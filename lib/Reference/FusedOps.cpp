@@ -282,6 +282,88 @@ LogicalResult execWgradPrologue(cnn::FusedConv2DBwdFilterOp op,
   return success();
 }
 
+/// The kernels' pooling parameters for an NCHW input of shape `in`.
+template <typename PoolOp>
+kn::PoolParams poolParamsOf(PoolOp op, ArrayRef<int64_t> in) {
+  kn::PoolParams p;
+  p.planes = in[0] * in[1];
+  p.h = in[2];
+  p.w = in[3];
+  p.kh = op.getKernel()[0];
+  p.kw = op.getKernel()[1];
+  p.strideH = op.getStrides()[0];
+  p.strideW = op.getStrides()[1];
+  p.padT = op.getPadding()[0];
+  p.padL = op.getPadding()[1];
+  p.padB = op.getPadding()[2];
+  p.padR = op.getPadding()[3];
+  p.ceilMode = op.getCeilMode();
+  return p;
+}
+
+/// A 4-D tensor's values and shape in NCHW order.
+std::vector<float> asNCHW(const Tensor &t, bool nhwc,
+                          SmallVectorImpl<int64_t> &shape) {
+  shape.assign(t.shape.begin(), t.shape.end());
+  if (!nhwc)
+    return t.data;
+  shape.assign({t.shape[0], t.shape[3], t.shape[1], t.shape[2]});
+  return nhwcToNchw(t);
+}
+void storeFromNCHW(std::vector<float> &&v, bool nhwc, Tensor &r) {
+  if (nhwc)
+    nchwToNhwc(v, r.shape, r.data.data());
+  else
+    r.data = std::move(v);
+}
+
+/// fused_max_pool2d: the prologue as the unfused normalization stores it
+/// (relu(x * scale + shift) rounded to x's type), then max_pool2d and the
+/// window index of each maximum.
+LogicalResult execMaxPoolIndex(cnn::FusedMaxPool2DOp op,
+                               function_ref<const Tensor &(Value)> get,
+                               function_ref<Tensor &(Value)> def) {
+  Tensor x = get(op.getInput());
+  if (op.getScale()) {
+    const Tensor &scale = get(op.getScale()), &shift = get(op.getShift());
+    ChannelOf ich(x.shape, op.getLayout());
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      float v = x.data[i] * scale.data[ich(i)] + shift.data[ich(i)];
+      v = std::isnan(v) || v > 0 ? v : 0;
+      x.data[i] = x.kind == ElemKind::F16 ? roundToHalf(v) : v;
+    }
+  }
+  bool nhwc = op.isNHWC();
+  SmallVector<int64_t> shape;
+  std::vector<float> xs = asNCHW(x, nhwc, shape);
+  kn::PoolParams p = poolParamsOf(op, shape);
+  Tensor &r = def(op.getResult()), &index = def(op.getWindowIndex());
+  std::vector<float> y(r.data.size()), idx(index.data.size());
+  kn::maxPool2dIndex(xs.data(), y.data(), idx.data(), p);
+  storeFromNCHW(std::move(y), nhwc, r);
+  storeFromNCHW(std::move(idx), nhwc, index);
+  return success();
+}
+
+/// max_pool2d_index_grad: max_pool2d_grad's sums, routed by the index.
+LogicalResult execMaxPoolIndexGrad(cnn::MaxPool2DIndexGradOp op,
+                                   function_ref<const Tensor &(Value)> get,
+                                   function_ref<Tensor &(Value)> def) {
+  bool nhwc = op.isNHWC();
+  SmallVector<int64_t> dyShape, idxShape;
+  std::vector<float> dy = asNCHW(get(op.getGradOutput()), nhwc, dyShape);
+  std::vector<float> idx = asNCHW(get(op.getWindowIndex()), nhwc, idxShape);
+  Tensor &r = def(op.getResult());
+  auto s = r.shape;
+  SmallVector<int64_t> in = nhwc ? SmallVector<int64_t>{s[0], s[3], s[1], s[2]}
+                                 : SmallVector<int64_t>(s.begin(), s.end());
+  std::vector<float> dx(r.data.size());
+  kn::maxPool2dIndexGrad(dy.data(), idx.data(), dx.data(),
+                         poolParamsOf(op, in));
+  storeFromNCHW(std::move(dx), nhwc, r); // rounded to f16 as stored
+  return success();
+}
+
 /// batch_norm_finalize: batch_norm_stats' results from the sums.
 LogicalResult execFinalize(cnn::BatchNormFinalizeOp op,
                            function_ref<const Tensor &(Value)> get,
@@ -623,8 +705,8 @@ bool cnnc::reference::isFusedOp(Operation *op) {
   return isa<cnn::FusedConv2DOp, cnn::FusedElementwiseOp, cnn::BatchNormStatsOp,
              cnn::FusedConv2DStatsOp, cnn::BatchNormFinalizeOp,
              cnn::FusedConv2DBwdDataOp, cnn::FusedConv2DBwdFilterOp,
-             cnn::FusedBatchNormReluGradOp,
-             cnn::FusedBatchNormAffineReluGradOp>(op);
+             cnn::FusedBatchNormReluGradOp, cnn::FusedBatchNormAffineReluGradOp,
+             cnn::FusedMaxPool2DOp, cnn::MaxPool2DIndexGradOp>(op);
 }
 
 LogicalResult
@@ -634,10 +716,10 @@ cnnc::reference::executeFused(Operation *op,
   return TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](cnn::FusedConv2DOp o) { return execConv(o, get, def); })
       .Case([&](cnn::BatchNormStatsOp o) { return execStats(o, get, def); })
-      .Case([&](cnn::FusedConv2DStatsOp o) {
-        return execConvStats(o, get, def);
-      })
-      .Case([&](cnn::BatchNormFinalizeOp o) { return execFinalize(o, get, def); })
+      .Case(
+          [&](cnn::FusedConv2DStatsOp o) { return execConvStats(o, get, def); })
+      .Case(
+          [&](cnn::BatchNormFinalizeOp o) { return execFinalize(o, get, def); })
       .Case([&](cnn::FusedConv2DBwdDataOp o) {
         return execDgradAddRelu(o, get, def);
       })
@@ -657,6 +739,12 @@ cnnc::reference::executeFused(Operation *op,
                               o.getSavedInvstd(), o.getAlpha(), o.getBeta(),
                               o.getLayout(), o.getGradInput(),
                               o.getGradScale(), o.getGradBias(), get, def);
+      })
+      .Case([&](cnn::FusedMaxPool2DOp o) {
+        return execMaxPoolIndex(o, get, def);
+      })
+      .Case([&](cnn::MaxPool2DIndexGradOp o) {
+        return execMaxPoolIndexGrad(o, get, def);
       })
       .Case([&](cnn::FusedElementwiseOp o) {
         return execElementwise(o, get, def);

@@ -125,6 +125,14 @@ void maxPool2d(const float *x, float *y, const PoolParams &p);
 /// Routes each dy to the first maximum of its window (accumulating).
 void maxPool2dGrad(const float *dy, const float *x, float *dx,
                    const PoolParams &p);
+/// maxPool2d, and in `index` each window's first maximum as its position
+/// kh * kw_size + kw inside the window (fused_max_pool2d's window_index).
+void maxPool2dIndex(const float *x, float *y, float *index,
+                    const PoolParams &p);
+/// maxPool2dGrad routed by `index` (as maxPool2dIndex writes it): the same
+/// sums in the same order, without the pooled input.
+void maxPool2dIndexGrad(const float *dy, const float *index, float *dx,
+                        const PoolParams &p);
 /// PyTorch's divisor: with count_include_pad, the window clipped to the
 /// padded input [-padT, H+padB) x [-padL, W+padR); otherwise the number of
 /// real elements. A window without real elements gives 0.

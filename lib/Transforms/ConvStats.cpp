@@ -92,53 +92,6 @@ struct FuseStatsIntoConv : OpRewritePattern<BatchNormStatsOp> {
   llvm::Statistic &fused;
 };
 
-/// Whether `e` is a BatchNorm apply + ReLU as cnn-fuse leaves it:
-/// inputs (x, alpha, beta) with broadcast (0, 1, 1), alpha and beta f32, and
-/// the body relu(x * alpha + beta), optionally rounded to the result's
-/// element type (truncf + extf) before the yield.
-bool isScaleShiftRelu(FusedElementwiseOp e) {
-  if (e->getNumResults() != 1 || e.getInputs().size() != 3 ||
-      e.getBroadcast() != ArrayRef<int64_t>{0, 1, 1})
-    return false;
-  for (Value v : {e.getInputs()[1], e.getInputs()[2]})
-    if (!cast<RankedTensorType>(v.getType()).getElementType().isF32())
-      return false;
-  Block &body = e.getBody().front();
-  SmallVector<Operation *> ops;
-  for (Operation &op : body.without_terminator())
-    if (!isa<arith::ConstantOp>(op))
-      ops.push_back(&op);
-  auto isZero = [](Value v) {
-    auto c = v.getDefiningOp<arith::ConstantOp>();
-    auto f = c ? dyn_cast<FloatAttr>(c.getValue()) : nullptr;
-    return f && f.getValue().isZero();
-  };
-  if (ops.size() != 3 && ops.size() != 5)
-    return false;
-  auto mul = dyn_cast<arith::MulFOp>(ops[0]);
-  auto add = dyn_cast<arith::AddFOp>(ops[1]);
-  auto max = dyn_cast<arith::MaximumFOp>(ops[2]);
-  if (!mul || !add || !max || mul.getLhs() != body.getArgument(0) ||
-      mul.getRhs() != body.getArgument(1) || add.getLhs() != mul ||
-      add.getRhs() != body.getArgument(2) ||
-      !((max.getLhs() == add && isZero(max.getRhs())) ||
-        (max.getRhs() == add && isZero(max.getLhs()))))
-    return false;
-  Value last = max;
-  if (ops.size() == 5) {
-    auto trunc = dyn_cast<arith::TruncFOp>(ops[3]);
-    auto ext = dyn_cast<arith::ExtFOp>(ops[4]);
-    Type et =
-        cast<RankedTensorType>(e.getResult(0).getType()).getElementType();
-    if (!trunc || !ext || trunc.getIn() != max || ext.getIn() != trunc ||
-        trunc.getType() != et)
-      return false;
-    last = ext;
-  }
-  auto yield = cast<YieldOp>(body.getTerminator());
-  return yield.getValues().size() == 1 && yield.getValues()[0] == last;
-}
-
 /// fused_conv2d_stats(relu(x * alpha + beta), w) ->
 /// fused_conv2d_stats(x, w) with the prologue (alpha, beta): the convolution
 /// reads x, which the BatchNorm gradient keeps anyway, and the normalized
@@ -156,7 +109,7 @@ struct FusePrologueIntoConvStats : OpRewritePattern<FusedConv2DStatsOp> {
     if (conv.getScale())
       return failure();
     auto e = conv.getInput().getDefiningOp<FusedElementwiseOp>();
-    if (!e || e.getLayout() != conv.getLayout() || !isScaleShiftRelu(e) ||
+    if (!e || e.getLayout() != conv.getLayout() || !e.isScaleShiftRelu() ||
         e.getInputs()[0].getType() != conv.getInput().getType() ||
         e->getBlock() != conv->getBlock())
       return failure();
@@ -214,7 +167,7 @@ struct ConvStatsPass : cnnc::impl::CNNConvStatsBase<ConvStatsPass> {
   void fusePrologueIntoWgrads() {
     SmallVector<FusedElementwiseOp> candidates;
     getOperation().walk([&](FusedElementwiseOp e) {
-      if (isScaleShiftRelu(e) && !e->use_empty() &&
+      if (e.isScaleShiftRelu() && !e->use_empty() &&
           llvm::all_of(e->getUsers(), [&](Operation *u) {
             auto w = dyn_cast<Conv2DBwdFilterOp>(u);
             return w && w.getInput() == e.getResult(0) &&

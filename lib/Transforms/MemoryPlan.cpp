@@ -233,8 +233,6 @@ std::string resultName(func::FuncOp f, unsigned r) {
 /// The workspace when none is asked for: the largest tensor a convolution
 /// reads or writes (what the fast cuDNN algorithms need, roughly), at least
 /// 4 MiB (cuBLASLt) and at most 256 MiB; none without convolutions/matmuls.
-/// The CUDA target's max_pool2d_grad also keeps one byte per pooling window
-/// there between its two kernels.
 uint64_t autoWorkspaceBytes(func::FuncOp step, func::FuncOp forward) {
   uint64_t most = 0;
   bool any = false;
@@ -242,12 +240,6 @@ uint64_t autoWorkspaceBytes(func::FuncOp step, func::FuncOp forward) {
     if (!f)
       continue;
     f.walk([&](Operation *op) {
-      if (auto g = dyn_cast<MaxPool2DGradOp>(op)) {
-        any = true;
-        most = std::max<uint64_t>(most,
-                                  g.getGradOutput().getType().getNumElements());
-        return;
-      }
       bool conv =
           isa<Conv2DOp, Conv2DBwdDataOp, Conv2DBwdFilterOp, FusedConv2DOp,
               FusedConv2DStatsOp, FusedConv2DBwdDataOp,

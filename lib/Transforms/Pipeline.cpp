@@ -60,6 +60,12 @@ void cnnc::buildCNNGPUPipeline(OpPassManager &pm,
     cs.wgradPrologue = options.wgradPrologue;
     pm.addPass(createCNNConvStats(cs));
   }
+  // Max pooling keeps its argmax for the gradient, so the pooled input is
+  // not stored (and a BN + ReLU before it becomes its prologue): after
+  // cnn-fuse made the normalization a fused_elementwise (-O0, no fusion:
+  // not run).
+  if (options.fuse && options.lowerElementwise && options.maxPoolIndex)
+    pm.addPass(createCNNMaxPoolIndex());
   // The CUDA target prints elementwise ops in their fused form only.
   if (options.lowerElementwise)
     pm.addPass(createCNNLowerElementwise());
@@ -75,6 +81,7 @@ void cnnc::buildCNNGPUPipeline(OpPassManager &pm,
   if (options.memoryPlan) {
     CNNMemoryPlanOptions mp;
     mp.reuse = options.memoryReuse;
+    mp.workspaceMB = options.workspaceMB;
     pm.addPass(createCNNMemoryPlan(mp));
   }
 }

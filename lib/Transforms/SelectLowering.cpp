@@ -143,7 +143,10 @@ StringRef loweringOf(Operation *op) {
       })
       .Case(
           [](MaxPool2DOp p) { return vec8Pool(p, p.getType()) ? "vec8" : ""; })
-      .Case([](MaxPool2DGradOp p) {
+      .Case([](FusedMaxPool2DOp p) {
+        return vec8Pool(p, p.getResult().getType()) ? "vec8" : "";
+      })
+      .Case([](MaxPool2DIndexGradOp p) {
         return vec8Pool(p, p.getType()) ? "vec8" : "";
       })
       .Case([](FusedConv2DOp c) {

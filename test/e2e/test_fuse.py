@@ -310,6 +310,37 @@ def test_dgrad_epilogue_keeps_step(tmp_path, precision):
         assert np.array_equal(np.asarray(s0[k]), np.asarray(s1[k])), k
 
 
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_max_pool_index_keeps_step(tmp_path, precision):
+    """cnn-max-pool-index on ResNet-18's NHWC step after cnn-fuse and
+    cnn-conv-stats: the stem's pooling records each window's argmax and
+    takes the BN apply + ReLU as its prologue (the normalized tensor is
+    gone: the BN gradient recomputes its ReLU mask), the pooling gradient
+    routes by the index, and the step keeps its numbers exactly on the
+    reference interpreter (the same maxima and the same sums in the same
+    order). The eval forward's pooling stays plain."""
+    onnx = exported_with_batch(tmp_path, "resnet18", 5, (4, 3, 64, 64))
+    base = training_ir(onnx, tmp_path / "base.mlir")
+    pre = ["--cnn-layout"] + (["--cnn-precision"] if precision == "fp16" else []) + [
+        "--canonicalize", "--cse", "--cnn-fuse", "--cnn-conv-stats=any-precision=true"]
+    plain, indexed = tmp_path / "plain.mlir", tmp_path / "indexed.mlir"
+    subprocess.run([tool("cnnc-opt"), str(base)] + pre + ["-o", str(plain)], check=True)
+    subprocess.run([tool("cnnc-opt"), str(plain), "--cnn-max-pool-index", "-o", str(indexed)],
+                   check=True)
+    text = indexed.read_text()
+    assert text.count("= cnn.fused_max_pool2d") == 1
+    assert "operandSegmentSizes = array<i32: 1, 1, 1>" in text  # the prologue
+    assert text.count("= cnn.max_pool2d_index_grad") == 1
+    assert "cnn.max_pool2d_grad" not in text
+    assert text.count("= cnn.max_pool2d ") == 1  # @forward's
+    (l0, s0), (l1, s1) = run_step(plain, tmp_path, "plain"), run_step(indexed, tmp_path, "indexed")
+    assert l1 == l0, (l0, l1)
+    grads = [k for k in s0 if k.endswith(".grad")]
+    assert len(grads) > 20
+    for k in s0:
+        assert np.array_equal(np.asarray(s0[k]), np.asarray(s1[k])), k
+
+
 @pytest.mark.parametrize("precision,optimizer", [("fp16", "sgd"), ("fp32", "adam")])
 def test_param_format_keeps_steps(tmp_path, precision, optimizer):
     """cnn-param-format stores the filters and their optimizer state as the

@@ -231,6 +231,20 @@ cl::opt<bool> dgradEpilogueOpt(
              "split form; GPU target, NHWC f16; default on, "
              "--dgrad-epilogue=false turns it off)"),
     cl::init(true), cl::cat(optCategory));
+cl::opt<int> workspaceMBOpt(
+    "workspace-mb",
+    cl::desc("GPU target: the cuDNN/cuBLASLt workspace in the arena, in MiB "
+             "(default: the largest tensor a convolution reads or writes, 4 to "
+             "256 MiB; algorithms that need more are not chosen)"),
+    cl::value_desc("MiB"), cl::init(-1), cl::cat(optCategory));
+cl::opt<bool> maxPoolIndexOpt(
+    "max-pool-index",
+    cl::desc("cnn-max-pool-index: max pooling records each window's argmax "
+             "for its gradient instead of keeping its input for the backward "
+             "pass, and a BatchNorm apply + ReLU before it becomes its "
+             "prologue (GPU target; default on, --max-pool-index=false turns "
+             "it off)"),
+    cl::init(true), cl::cat(optCategory));
 cl::opt<bool> wgradPrologueOpt(
     "wgrad-prologue",
     cl::desc("cnn-conv-stats: the BatchNorm apply + ReLU recomputed for a "
@@ -429,6 +443,12 @@ DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
                     "data-parallel ranks: give --gpus N too\n";
     std::exit(1);
   }
+  if (workspaceMBOpt < -1 || workspaceMBOpt > (1 << 20)) {
+    llvm::errs() << "cnnc: error: --workspace-mb must be between 0 and "
+                 << (1 << 20) << " MiB, got " << workspaceMBOpt << "\n";
+    std::exit(1);
+  }
+  o.workspaceMB = workspaceMBOpt;
   o.syncBN = syncBNOpt;
   o.bucketMB = bucketMBOpt;
   o.trainFlags = trainFlags;
@@ -443,6 +463,7 @@ DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
   o.remat = rematOpt;
   o.convStats = convStatsOpt;
   o.dgradEpilogue = dgradEpilogueOpt;
+  o.maxPoolIndex = maxPoolIndexOpt;
   o.wgradPrologue = wgradPrologueOpt;
   o.paramFormat = paramFormatOpt;
   o.convPrologue = convPrologueOpt || rematOpt;

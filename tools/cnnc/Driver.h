@@ -63,6 +63,7 @@ struct DriverOptions {
   bool dataParallel = false; ///< --gpus/--world-size given (even 1)
   bool syncBN = false;       ///< --sync-bn: BatchNorm over the global batch
   double bucketMB = 25.0;    ///< --bucket-mb
+  int workspaceMB = -1;      ///< --workspace-mb (-1: automatic)
   /// --epochs, --lr-schedule, --eval-every, --log-json, --workers, ... (the
   /// flags the generated executable shares; parsed by cnnrt::TrainFlags).
   cnnrt::TrainFlags trainFlags;
@@ -78,6 +79,7 @@ struct DriverOptions {
   bool remat = false;         ///< --remat (cnn-remat)
   bool convStats = true;      ///< --conv-stats (cnn-conv-stats)
   bool dgradEpilogue = true;  ///< --dgrad-epilogue (cnn-dgrad-epilogue)
+  bool maxPoolIndex = true;   ///< --max-pool-index (cnn-max-pool-index)
   bool wgradPrologue = false; ///< --wgrad-prologue (cnn-conv-stats, opt-in)
   bool paramFormat = true;    ///< --param-format (cnn-param-format)
   bool convPrologue = true;   ///< --conv-prologue (default on; --remat too)

@@ -122,6 +122,7 @@ LogicalResult cnnc::driver::optimizeTrainStep(const DriverOptions &o,
       precision == "fp16" ? PipelinePrecision::FP16 : PipelinePrecision::FP32;
   pipeline.dataParallel = o.dataParallel;
   pipeline.bucketMB = o.bucketMB;
+  pipeline.workspaceMB = o.workspaceMB;
   pipeline.syncBN = o.syncBN;
   pipeline.worldSize = o.worldSize;
   // The reference interpreter is the golden model: it runs the unfused
@@ -132,6 +133,7 @@ LogicalResult cnnc::driver::optimizeTrainStep(const DriverOptions &o,
   pipeline.remat = o.optimize && o.remat && pipeline.fuse;
   pipeline.convStats = o.optimize && o.convStats;
   pipeline.dgradEpilogue = o.optimize && o.dgradEpilogue;
+  pipeline.maxPoolIndex = o.optimize && o.maxPoolIndex;
   pipeline.wgradPrologue = o.wgradPrologue;
   pipeline.paramFormat = o.paramFormat;
   pipeline.convStatsPrologue = o.convPrologue;

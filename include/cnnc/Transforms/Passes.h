@@ -94,6 +94,12 @@ struct CNNGPUPipelineOptions
                      "ReLU gradient in the backward-data convolution; NHWC "
                      "f16 only)"),
       llvm::cl::init(true)};
+  Option<bool> maxPoolIndex{
+      *this, "max-pool-index",
+      llvm::cl::desc("Run cnn-max-pool-index (max pooling records each "
+                     "window's argmax for its gradient; a BN + ReLU before "
+                     "it becomes its prologue)"),
+      llvm::cl::init(true)};
   Option<bool> remat{
       *this, "remat",
       llvm::cl::desc("Run cnn-remat (recompute BN-apply/ReLU outputs in the "
@@ -104,6 +110,12 @@ struct CNNGPUPipelineOptions
       llvm::cl::desc("cnn-memory-plan shares memory between temporaries "
                      "(false: each its own range)"),
       llvm::cl::init(true)};
+  Option<int64_t> workspaceMB{
+      *this, "workspace-mb",
+      llvm::cl::desc("cnn-memory-plan: the cuDNN/cuBLASLt workspace in MiB "
+                     "(-1: the largest tensor a convolution reads or writes, "
+                     "4 to 256 MiB)"),
+      llvm::cl::init(-1)};
   Option<bool> memoryPlan{*this, "memory-plan",
                           llvm::cl::desc("Run cnn-memory-plan"),
                           llvm::cl::init(true)};

@@ -484,6 +484,49 @@ def CNNConvStats : Pass<"cnn-conv-stats", "mlir::ModuleOp"> {
   ];
 }
 
+def CNNMaxPoolIndex : Pass<"cnn-max-pool-index", "mlir::ModuleOp"> {
+  let summary = "Max pooling records each window's argmax; its gradient routes by it (and the BN + ReLU before it becomes its prologue)";
+  let description = [{
+    max_pool2d_grad(dy, x) finds each window's first maximum again in the
+    pooled input x, so the step keeps x from the forward pass to the backward
+    pass and reads it there again (ResNet's stem: 196 MiB at batch 128). This
+    pass makes the forward pooling record the position of each window's
+    maximum, one byte per pooled element, and the gradient route by it:
+    `max_pool2d(x)` becomes `fused_max_pool2d(x)` with the `window_index`
+    result, and each `max_pool2d_grad(dy, x)` of it becomes
+    `max_pool2d_index_grad(dy, window_index)`. Poolings without a gradient
+    (the eval forward) and kernels of more than 255 positions are left alone.
+
+    Where x is a BatchNorm apply + ReLU (the scale-shift-ReLU
+    fused_elementwise cnn-fuse makes) that only the pooling reads, it becomes
+    the pooling's prologue (`prologue`): the normalized tensor is neither
+    written nor stored. The results are those of the unfused ops bit for bit.
+    The CUDA target's pipeline runs it after cnn-conv-stats
+    (`cnnc --max-pool-index=false` turns it off).
+
+    ```mlir
+    %x = cnn.fused_elementwise %c, %alpha, %beta {broadcast = array<i64: 0, 1, 1>, ...} // relu(c * alpha + beta)
+    %y = cnn.max_pool2d %x {...} : (tensor<8x32x32x64xf16>) -> tensor<8x16x16x64xf16>
+    ...
+    %dx = cnn.max_pool2d_grad %dy, %x {...}
+    // becomes
+    %y, %i = cnn.fused_max_pool2d %c, %alpha, %beta {...}
+        : (...) -> (tensor<8x16x16x64xf16>, tensor<8x16x16x64xui8>)
+    ...
+    %dx = cnn.max_pool2d_index_grad %dy, %i {...}
+        : (tensor<8x16x16x64xf16>, tensor<8x16x16x64xui8>) -> tensor<8x32x32x64xf16>
+    ```
+  }];
+  let options = [
+    Option<"prologue", "prologue", "bool", /*default=*/"true",
+           "Fold a BatchNorm apply + ReLU read only by the pooling into it">
+  ];
+  let statistics = [
+    Statistic<"numIndexed", "indexed", "max_pool2d_grad ops routed by the forward's window index">,
+    Statistic<"numPrologues", "prologues", "BatchNorm apply + ReLU folded into a pooling">
+  ];
+}
+
 def CNNRemat : Pass<"cnn-remat", "mlir::ModuleOp"> {
   let summary = "Recomputes cheap elementwise activations in the backward pass instead of storing them";
   let description = [{

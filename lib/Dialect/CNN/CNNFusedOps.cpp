@@ -1,6 +1,7 @@
 //===- CNNFusedOps.cpp - verifiers of the ops made by cnn-fuse -----------===//
 #include "cnnc/Dialect/CNN/CNNOps.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Builders.h"
 
 using namespace mlir;
@@ -301,4 +302,108 @@ int64_t cnnc::cnn::lowerElementwise(Operation *root) {
     op->erase();
   }
   return ops.size();
+}
+
+//===----------------------------------------------------------------------===//
+// fused_max_pool2d, max_pool2d_index_grad
+//===----------------------------------------------------------------------===//
+
+/// `window_index` holds one byte per pooled element: the kernel covers at
+/// most 255 positions (0..254; the kernels write 255 for a window without
+/// any element, which the attribute checks of max_pool2d rule out).
+static LogicalResult checkWindowIndex(Operation *op, Value index,
+                                      RankedTensorType pooled,
+                                      ArrayRef<int64_t> kernel) {
+  auto t = cast<RankedTensorType>(index.getType());
+  if (t.getShape() != pooled.getShape())
+    return op->emitOpError("'window_index' ")
+           << t << " must have the shape of the pooled output " << pooled;
+  if (kernel[0] * kernel[1] > 255)
+    return op->emitOpError("the ")
+           << kernel[0] << "x" << kernel[1]
+           << " kernel has more than 255 positions: 'window_index' is one "
+              "byte per window";
+  return success();
+}
+
+LogicalResult FusedMaxPool2DOp::verify() {
+  auto t =
+      inferPool2DType(getLoc(), getInput().getType(), getKernel(), getStrides(),
+                      getPadding(), getCeilMode(), getLayout());
+  if (failed(t))
+    return failure();
+  if (*t != getResult().getType())
+    return emitOpError("result ")
+           << getResult().getType() << " differs from max_pool2d's " << *t;
+  if (failed(checkWindowIndex(*this, getWindowIndex(), *t, getKernel())))
+    return failure();
+  if (!getScale() != !getShift())
+    return emitOpError("'scale' and 'shift' come together (the prologue)");
+  if (getScale()) {
+    auto in = getInput().getType();
+    int64_t c = in.getDimSize(channelDim(in, getLayout()));
+    if (failed(checkF32Channels(*this, "scale", getScale(), c)) ||
+        failed(checkF32Channels(*this, "shift", getShift(), c)))
+      return failure();
+  }
+  return success();
+}
+
+LogicalResult MaxPool2DIndexGradOp::verify() {
+  auto t = inferPool2DType(getLoc(), getType(), getKernel(), getStrides(),
+                           getPadding(), getCeilMode(), getLayout());
+  if (failed(t))
+    return failure();
+  if (*t != getGradOutput().getType())
+    return emitOpError("'grad_output' ")
+           << getGradOutput().getType() << " does not match the pooled output "
+           << *t << " of result " << getType();
+  return checkWindowIndex(*this, getWindowIndex(), *t, getKernel());
+}
+
+//===----------------------------------------------------------------------===//
+// fused_elementwise forms other passes ask about
+//===----------------------------------------------------------------------===//
+
+bool FusedElementwiseOp::isScaleShiftRelu() {
+  FusedElementwiseOp e = *this;
+  if (e->getNumResults() != 1 || e.getInputs().size() != 3 ||
+      e.getBroadcast() != ArrayRef<int64_t>{0, 1, 1})
+    return false;
+  for (Value v : {e.getInputs()[1], e.getInputs()[2]})
+    if (!cast<RankedTensorType>(v.getType()).getElementType().isF32())
+      return false;
+  Block &body = e.getBody().front();
+  SmallVector<Operation *> ops;
+  for (Operation &op : body.without_terminator())
+    if (!isa<arith::ConstantOp>(op))
+      ops.push_back(&op);
+  auto isZero = [](Value v) {
+    auto c = v.getDefiningOp<arith::ConstantOp>();
+    auto f = c ? dyn_cast<FloatAttr>(c.getValue()) : nullptr;
+    return f && f.getValue().isZero();
+  };
+  if (ops.size() != 3 && ops.size() != 5)
+    return false;
+  auto mul = dyn_cast<arith::MulFOp>(ops[0]);
+  auto add = dyn_cast<arith::AddFOp>(ops[1]);
+  auto max = dyn_cast<arith::MaximumFOp>(ops[2]);
+  if (!mul || !add || !max || mul.getLhs() != body.getArgument(0) ||
+      mul.getRhs() != body.getArgument(1) || add.getLhs() != mul ||
+      add.getRhs() != body.getArgument(2) ||
+      !((max.getLhs() == add && isZero(max.getRhs())) ||
+        (max.getRhs() == add && isZero(max.getLhs()))))
+    return false;
+  Value last = max;
+  if (ops.size() == 5) {
+    auto trunc = dyn_cast<arith::TruncFOp>(ops[3]);
+    auto ext = dyn_cast<arith::ExtFOp>(ops[4]);
+    Type et = cast<RankedTensorType>(e.getResult(0).getType()).getElementType();
+    if (!trunc || !ext || trunc.getIn() != max || ext.getIn() != trunc ||
+        trunc.getType() != et)
+      return false;
+    last = ext;
+  }
+  auto yield = cast<YieldOp>(body.getTerminator());
+  return yield.getValues().size() == 1 && yield.getValues()[0] == last;
 }

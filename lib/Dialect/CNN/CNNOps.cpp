@@ -178,6 +178,14 @@ LogicalResult checkSameType(std::optional<Location> loc, StringRef a, Type ta,
 }
 } // namespace
 
+FailureOr<RankedTensorType>
+cnnc::cnn::inferPool2DType(Location loc, RankedTensorType in,
+                           ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
+                           ArrayRef<int64_t> padding, bool ceilMode,
+                           Layout layout) {
+  return inferPool(loc, in, kernel, strides, padding, ceilMode, layout);
+}
+
 FailureOr<RankedTensorType> cnnc::cnn::inferConv2DType(
     Location loc, RankedTensorType in, RankedTensorType filter,
     ArrayRef<int64_t> strides, ArrayRef<int64_t> padding,

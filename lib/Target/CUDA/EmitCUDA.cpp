@@ -48,6 +48,8 @@ std::string ctype(Type t) {
     return "__half";
   if (t.isInteger(32))
     return "int32_t";
+  if (t.isInteger(8))
+    return "uint8_t"; // fused_max_pool2d's window index
   return "int64_t";
 }
 std::string dtype(Type t) {
@@ -1537,56 +1539,55 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
         return success();
       })
       .Case([&](MaxPool2DGradOp p) {
+        // The gather form: each input element finds the first maximum of
+        // each window it is in again. cnn-max-pool-index replaces this op
+        // on the pipeline's step (the forward records the argmax).
         auto pp = poolParams(p.getInput().getType(),
                              p.getGradOutput().getType(), p.getKernel(),
                              p.getStrides(), p.getPadding(), false, isNHWC(op));
-        auto gather = [&](std::string &o) {
-          launch(o, op, poolKernel("maxPoolBwd", op, p.getType()),
-                 gridFor(p.getType().getNumElements()), "256",
-                 fmt::format("{}, {}, {}, {}", ptr(p.getGradOutput()),
-                             ptr(p.getInput()), ptr(p.getResult()), pp));
-        };
-        auto k = p.getKernel();
-        int64_t windows = p.getGradOutput().getType().getNumElements();
-        if (k[0] * k[1] >= 255) {
-          gather(out);
-          return success();
-        }
-        // Two passes through the library workspace (free between library
-        // calls; cnn-memory-plan sizes it for this), else the gather form.
-        std::string T = ctype(p.getType().getElementType()),
-                    L = isNHWC(op) ? "true" : "false";
-        out +=
-            fmt::format("  if (ctx.workspaceBytes() >= {}ull) {{\n", windows);
-        if (loweringOf(op) == "vec8") {
-          launch(out, op, fmt::format("maxPoolNHWC8<{}, true>", T),
-                 gridFor(windows / 8), "256",
-                 fmt::format("{}, ({} *)nullptr, static_cast<uint8_t "
-                             "*>(ctx.workspace()), {}",
-                             ptr(p.getInput()), T, pp));
-          launch(
-              out, op, fmt::format("maxPoolBwdGatherNHWC8<{}>", T),
-              gridFor(p.getType().getNumElements() / 8), "256",
-              fmt::format(
-                  "{}, static_cast<const uint8_t *>(ctx.workspace()), {}, {}",
-                  ptr(p.getGradOutput()), ptr(p.getResult()), pp));
-        } else {
-          launch(out, op, fmt::format("maxPoolArgmax<{}, {}>", T, L),
-                 gridFor(windows), "256",
-                 fmt::format("{}, static_cast<uint8_t *>(ctx.workspace()), {}",
-                             ptr(p.getInput()), pp));
-          launch(
-              out, op, fmt::format("maxPoolBwdGather<{}, {}>", T, L),
-              gridFor(p.getType().getNumElements()), "256",
-              fmt::format(
-                  "{}, static_cast<const uint8_t *>(ctx.workspace()), {}, {}",
-                  ptr(p.getGradOutput()), ptr(p.getResult()), pp));
-          numLaunches -= 2;
-        }
-        out += "  } else {\n";
-        gather(out);
-        out += "  }\n";
-        numLaunches -= 1; // one of the two forms runs
+        launch(out, op, poolKernel("maxPoolBwd", op, p.getType()),
+               gridFor(p.getType().getNumElements()), "256",
+               fmt::format("{}, {}, {}, {}", ptr(p.getGradOutput()),
+                           ptr(p.getInput()), ptr(p.getResult()), pp));
+        return success();
+      })
+      .Case([&](FusedMaxPool2DOp p) {
+        auto y = p.getResult().getType();
+        auto pp = poolParams(p.getInput().getType(), y, p.getKernel(),
+                             p.getStrides(), p.getPadding(), false, isNHWC(op));
+        std::string T = ctype(y.getElementType()),
+                    pro = p.getScale() ? "true" : "false",
+                    scale = p.getScale() ? ptr(p.getScale()) : "nullptr",
+                    shift = p.getShift() ? ptr(p.getShift()) : "nullptr";
+        std::string args =
+            fmt::format("{}, {}, {}, {}, {}, {}", ptr(p.getInput()), scale,
+                        shift, ptr(p.getResult()), ptr(p.getWindowIndex()), pp);
+        if (loweringOf(op) == "vec8")
+          launch(out, op, fmt::format("maxPoolIndexNHWC8<{}, {}>", T, pro),
+                 gridFor(y.getNumElements() / 8), "256", args);
+        else
+          launch(out, op,
+                 fmt::format("maxPoolIndex<{}, {}, {}>", T,
+                             isNHWC(op) ? "true" : "false", pro),
+                 gridFor(y.getNumElements()), "256", args);
+        return success();
+      })
+      .Case([&](MaxPool2DIndexGradOp p) {
+        auto dx = p.getType();
+        auto pp = poolParams(dx, p.getGradOutput().getType(), p.getKernel(),
+                             p.getStrides(), p.getPadding(), false, isNHWC(op));
+        std::string T = ctype(dx.getElementType());
+        std::string args =
+            fmt::format("{}, {}, {}, {}", ptr(p.getGradOutput()),
+                        ptr(p.getWindowIndex()), ptr(p.getResult()), pp);
+        if (loweringOf(op) == "vec8")
+          launch(out, op, fmt::format("maxPoolBwdGatherNHWC8<{}>", T),
+                 gridFor(dx.getNumElements() / 8), "256", args);
+        else
+          launch(out, op,
+                 fmt::format("maxPoolBwdGather<{}, {}>", T,
+                             isNHWC(op) ? "true" : "false"),
+                 gridFor(dx.getNumElements()), "256", args);
         return success();
       })
       .Case([&](AvgPool2DOp p) {

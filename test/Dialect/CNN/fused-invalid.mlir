@@ -283,3 +283,75 @@ func.func @wgrad_shift_type(%x: tensor<2x4x4x8xf16>, %dy: tensor<2x4x4x16xf16>, 
   %dw = cnn.fused_conv2d_bwd_filter %x, %dy, %a, %b {dilations = array<i64: 1, 1>, groups = 1 : i64, layout = #cnn.layout<NHWC>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<2x4x4x8xf16>, tensor<2x4x4x16xf16>, tensor<8xf32>, tensor<8xf16>) -> tensor<16x3x3x8xf16>
   return
 }
+
+// -----
+
+// fused_max_pool2d: the result is max_pool2d's result type.
+func.func @pool_result(%x: tensor<2x8x8x16xf16>) {
+  // expected-error @+1 {{result 'tensor<2x3x3x16xf16>' differs from max_pool2d's 'tensor<2x4x4x16xf16>'}}
+  %y, %i = cnn.fused_max_pool2d %x {ceil_mode = false, kernel = array<i64: 3, 3>, layout = #cnn.layout<NHWC>, operandSegmentSizes = array<i32: 1, 0, 0>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : (tensor<2x8x8x16xf16>) -> (tensor<2x3x3x16xf16>, tensor<2x3x3x16xui8>)
+  return
+}
+
+// -----
+
+// fused_max_pool2d: the window index has the result's shape.
+func.func @pool_index_shape(%x: tensor<2x8x8x16xf16>) {
+  // expected-error @+1 {{'window_index' 'tensor<2x4x4x8xui8>' must have the shape of the pooled output 'tensor<2x4x4x16xf16>'}}
+  %y, %i = cnn.fused_max_pool2d %x {ceil_mode = false, kernel = array<i64: 3, 3>, layout = #cnn.layout<NHWC>, operandSegmentSizes = array<i32: 1, 0, 0>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : (tensor<2x8x8x16xf16>) -> (tensor<2x4x4x16xf16>, tensor<2x4x4x8xui8>)
+  return
+}
+
+// -----
+
+// fused_max_pool2d: the window index is one unsigned byte per window.
+func.func @pool_index_type(%x: tensor<2x8x8x16xf16>) {
+  // expected-error @+1 {{result #1 must be ranked tensor of 8-bit unsigned integer values}}
+  %y, %i = cnn.fused_max_pool2d %x {ceil_mode = false, kernel = array<i64: 3, 3>, layout = #cnn.layout<NHWC>, operandSegmentSizes = array<i32: 1, 0, 0>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : (tensor<2x8x8x16xf16>) -> (tensor<2x4x4x16xf16>, tensor<2x4x4x16xi32>)
+  return
+}
+
+// -----
+
+// fused_max_pool2d: a byte indexes at most 255 window positions.
+func.func @pool_large_window(%x: tensor<1x16x16x8xf32>) {
+  // expected-error @+1 {{the 16x16 kernel has more than 255 positions: 'window_index' is one byte per window}}
+  %y, %i = cnn.fused_max_pool2d %x {ceil_mode = false, kernel = array<i64: 16, 16>, layout = #cnn.layout<NHWC>, operandSegmentSizes = array<i32: 1, 0, 0>, padding = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x16x16x8xf32>) -> (tensor<1x1x1x8xf32>, tensor<1x1x1x8xui8>)
+  return
+}
+
+// -----
+
+// fused_max_pool2d: the prologue's scale and shift come together.
+func.func @pool_scale_alone(%x: tensor<2x8x8x16xf16>, %a: tensor<16xf32>) {
+  // expected-error @+1 {{'scale' and 'shift' come together (the prologue)}}
+  %y, %i = cnn.fused_max_pool2d %x, %a {ceil_mode = false, kernel = array<i64: 3, 3>, layout = #cnn.layout<NHWC>, operandSegmentSizes = array<i32: 1, 1, 0>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : (tensor<2x8x8x16xf16>, tensor<16xf32>) -> (tensor<2x4x4x16xf16>, tensor<2x4x4x16xui8>)
+  return
+}
+
+// -----
+
+// fused_max_pool2d: ... and are f32, one per input channel.
+func.func @pool_shift_channels(%x: tensor<2x8x8x16xf16>, %a: tensor<16xf32>, %b: tensor<8xf32>) {
+  // expected-error @+1 {{'shift' 'tensor<8xf32>' must be 1-D of size 16 (the channel count)}}
+  %y, %i = cnn.fused_max_pool2d %x, %a, %b {ceil_mode = false, kernel = array<i64: 3, 3>, layout = #cnn.layout<NHWC>, operandSegmentSizes = array<i32: 1, 1, 1>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : (tensor<2x8x8x16xf16>, tensor<16xf32>, tensor<8xf32>) -> (tensor<2x4x4x16xf16>, tensor<2x4x4x16xui8>)
+  return
+}
+
+// -----
+
+// max_pool2d_index_grad: max_pool2d of the result type has grad_output's type.
+func.func @index_grad_output(%dy: tensor<2x4x4x16xf16>, %i: tensor<2x4x4x16xui8>) {
+  // expected-error @+1 {{'grad_output' 'tensor<2x4x4x16xf16>' does not match the pooled output 'tensor<2x5x5x16xf16>' of result 'tensor<2x10x10x16xf16>'}}
+  %g = cnn.max_pool2d_index_grad %dy, %i {ceil_mode = false, kernel = array<i64: 3, 3>, layout = #cnn.layout<NHWC>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : (tensor<2x4x4x16xf16>, tensor<2x4x4x16xui8>) -> tensor<2x10x10x16xf16>
+  return
+}
+
+// -----
+
+// max_pool2d_index_grad: the window index has grad_output's shape.
+func.func @index_grad_index(%dy: tensor<2x4x4x16xf16>, %i: tensor<2x4x4x8xui8>) {
+  // expected-error @+1 {{'window_index' 'tensor<2x4x4x8xui8>' must have the shape of the pooled output 'tensor<2x4x4x16xf16>'}}
+  %g = cnn.max_pool2d_index_grad %dy, %i {ceil_mode = false, kernel = array<i64: 3, 3>, layout = #cnn.layout<NHWC>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : (tensor<2x4x4x16xf16>, tensor<2x4x4x8xui8>) -> tensor<2x8x8x16xf16>
+  return
+}

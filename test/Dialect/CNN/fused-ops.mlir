@@ -77,3 +77,19 @@ func.func @wgrad_prologue(%x: tensor<2x4x4x8xf16>, %dy: tensor<2x4x4x16xf16>, %a
   %dw = cnn.fused_conv2d_bwd_filter %x, %dy, %a, %b {dilations = array<i64: 1, 1>, groups = 1 : i64, layout = #cnn.layout<NHWC>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<2x4x4x8xf16>, tensor<2x4x4x16xf16>, tensor<8xf32>, tensor<8xf32>) -> tensor<16x3x3x8xf16>
   return %dw : tensor<16x3x3x8xf16>
 }
+
+// CHECK-LABEL: func @max_pool_index
+// CHECK: %{{.*}}, %[[I:.*]] = cnn.fused_max_pool2d %arg0, %arg1, %arg2 {ceil_mode = false, kernel = array<i64: 3, 3>, layout = #cnn.layout<NHWC>, operandSegmentSizes = array<i32: 1, 1, 1>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : (tensor<2x8x8x16xf16>, tensor<16xf32>, tensor<16xf32>) -> (tensor<2x4x4x16xf16>, tensor<2x4x4x16xui8>)
+// CHECK: cnn.max_pool2d_index_grad %arg3, %[[I]] {ceil_mode = false, kernel = array<i64: 3, 3>, layout = #cnn.layout<NHWC>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : (tensor<2x4x4x16xf16>, tensor<2x4x4x16xui8>) -> tensor<2x8x8x16xf16>
+func.func @max_pool_index(%x: tensor<2x8x8x16xf16>, %a: tensor<16xf32>, %b: tensor<16xf32>, %dy: tensor<2x4x4x16xf16>) -> tensor<2x8x8x16xf16> {
+  %y, %i = cnn.fused_max_pool2d %x, %a, %b {ceil_mode = false, kernel = array<i64: 3, 3>, layout = #cnn.layout<NHWC>, operandSegmentSizes = array<i32: 1, 1, 1>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : (tensor<2x8x8x16xf16>, tensor<16xf32>, tensor<16xf32>) -> (tensor<2x4x4x16xf16>, tensor<2x4x4x16xui8>)
+  %g = cnn.max_pool2d_index_grad %dy, %i {ceil_mode = false, kernel = array<i64: 3, 3>, layout = #cnn.layout<NHWC>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : (tensor<2x4x4x16xf16>, tensor<2x4x4x16xui8>) -> tensor<2x8x8x16xf16>
+  return %g : tensor<2x8x8x16xf16>
+}
+
+// CHECK-LABEL: func @max_pool_index_plain
+// CHECK: cnn.fused_max_pool2d %arg0 {{{.*}}operandSegmentSizes = array<i32: 1, 0, 0>
+func.func @max_pool_index_plain(%x: tensor<2x3x8x8xf32>) -> tensor<2x3x4x4xui8> {
+  %y, %i = cnn.fused_max_pool2d %x {ceil_mode = false, kernel = array<i64: 2, 2>, operandSegmentSizes = array<i32: 1, 0, 0>, padding = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 2>} : (tensor<2x3x8x8xf32>) -> (tensor<2x3x4x4xf32>, tensor<2x3x4x4xui8>)
+  return %i : tensor<2x3x4x4xui8>
+}

@@ -35,13 +35,11 @@
 // CHECK: ctx.convBwdFilter(1,
 // CHECK: nhwcPartial8<2, float>
 // CHECK: nhwcBnGradFinish<float><<<8, 256, 0, s>>>
-// max_pool2d_grad: per-window argmax bytes in the workspace, then a gather
-// (the one-pass gather form only if the workspace is too small).
-// CHECK: if (ctx.workspaceBytes() >= 512ull) {
-// CHECK-NEXT: maxPoolNHWC8<float, true><<<1, 256, 0, s>>>
-// CHECK: maxPoolBwdGatherNHWC8<float>
-// CHECK: } else {
-// CHECK-NEXT: maxPoolBwdNHWC<float>
+// The pooling gradient of a step given as MLIR (cnn-max-pool-index, which
+// makes the forward record each window's argmax, runs in the pipeline from
+// ONNX; test/Target/CUDA/max-pool-index.mlir): the gather form, which finds
+// each window's maximum again.
+// CHECK: maxPoolBwdNHWC<float>
 // CHECK: nhwcPartial8<0, float><<<dim3(1, 4), dim3(1, 256), 0, s>>>({{.*}}, 256ll, 8, 64ll);
 // CHECK: nhwcSumFinish<float><<<8, 256, 0, s>>>({{.*}}, 8, 4);
 // CHECK: ctx.convBwdFilter(0,

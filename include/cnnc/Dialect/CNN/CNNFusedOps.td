@@ -175,6 +175,60 @@ def CNN_FusedConv2DBwdFilterOp : CNN_LayoutOp<"fused_conv2d_bwd_filter"> {
   let hasVerifier = 1;
 }
 
+def CNN_FusedMaxPool2DOp : CNN_LayoutOp<"fused_max_pool2d",
+                                        [AttrSizedOperandSegments]> {
+  let summary = "max_pool2d that keeps each window's argmax, with an optional BatchNorm apply + ReLU prologue";
+  let description = [{
+    `result = max_pool2d(x)` (attributes as max_pool2d) where x is `input`,
+    or, with the optional prologue operands `scale` and `shift` (both or
+    neither), `x = relu(round(input * scale + shift))` per channel, rounded
+    to the element type of `input` as the unfused normalization stored it
+    (ResNet's stem: BatchNorm, ReLU, max pooling; the normalized tensor is
+    never stored). `window_index` holds, per pooled element, the position
+    `kh * kernel[1] + kw` inside its window of the window's first maximum
+    (rows first, NaN wins): what max_pool2d_index_grad routes the gradient
+    by, so the backward pass neither keeps nor re-reads the pooled input.
+
+    Constraints (cited by the verifier): the result is max_pool2d's result
+    type for `input`; `window_index` has the result's shape and element type
+    ui8, so the kernel covers at most 255 positions; `scale` and `shift`
+    come together and are 1-D f32 of the input's channel count.
+
+    ```mlir
+    %y, %i = cnn.fused_max_pool2d %c, %alpha, %beta {ceil_mode = false,
+        kernel = array<i64: 3, 3>, layout = #cnn.layout<NHWC>,
+        padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>}
+        : (tensor<8x32x32x64xf16>, tensor<64xf32>, tensor<64xf32>)
+        -> (tensor<8x16x16x64xf16>, tensor<8x16x16x64xui8>)
+    ```
+  }];
+  let arguments = !con((ins CNN_FloatTensor:$input,
+                            Optional<CNN_FloatTensor>:$scale,
+                            Optional<CNN_FloatTensor>:$shift),
+                       PoolAttrs, LayoutArg);
+  let results = (outs CNN_FloatTensor:$result, CNN_WindowIndexTensor:$window_index);
+  let hasVerifier = 1;
+}
+
+def CNN_MaxPool2DIndexGradOp : CNN_LayoutOp<"max_pool2d_index_grad"> {
+  let summary = "Gradient of max pooling from the window index fused_max_pool2d kept";
+  let description = [{
+    Each element of the result (the pooled input's type) is the sum of
+    `grad_output` over the windows whose recorded first maximum it is
+    (`window_index` from fused_max_pool2d with the same attributes): the
+    value max_pool2d_grad computes, without the pooled input.
+
+    Constraints (cited by the verifier): max_pool2d of the result type has
+    the type of `grad_output`; `window_index` has the shape of
+    `grad_output` and element type ui8.
+  }];
+  let arguments = !con((ins CNN_FloatTensor:$grad_output,
+                            CNN_WindowIndexTensor:$window_index),
+                       PoolAttrs, LayoutArg);
+  let results = (outs CNN_FloatTensor:$result);
+  let hasVerifier = 1;
+}
+
 def CNN_BatchNormFinalizeOp : CNN_PureOp<"batch_norm_finalize"> {
   let summary = "batch_norm_stats from per-channel sums";
   let description = [{
@@ -278,6 +332,15 @@ def CNN_FusedElementwiseOp : CNN_Op<"fused_elementwise",
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$inputs attr-dict `:` functional-type($inputs, results) $body";
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Whether this is a BatchNorm apply + ReLU as cnn-fuse leaves it:
+    /// inputs (x, alpha, beta) with broadcast (0, 1, 1), alpha and beta f32,
+    /// and the body relu(x * alpha + beta), optionally rounded to the
+    /// result's element type (truncf + extf) before the yield. The passes
+    /// that take it as a prologue (cnn-conv-stats, cnn-max-pool-index) ask
+    /// this, so the form is recognized in one place.
+    bool isScaleShiftRelu();
+  }];
 }
 
 def CNN_YieldOp : CNN_Op<"yield", [Pure, Terminator,

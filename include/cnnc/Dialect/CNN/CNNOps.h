@@ -72,6 +72,12 @@ inferConv2DType(mlir::Location loc, mlir::RankedTensorType input,
                 llvm::ArrayRef<int64_t> padding,
                 llvm::ArrayRef<int64_t> dilations, int64_t groups,
                 Layout layout);
+/// Result type of max_pool2d / avg_pool2d of `input` in `layout`; emits an
+/// error at `loc` and fails on bad shapes or attributes.
+mlir::FailureOr<mlir::RankedTensorType>
+inferPool2DType(mlir::Location loc, mlir::RankedTensorType input,
+                llvm::ArrayRef<int64_t> kernel, llvm::ArrayRef<int64_t> strides,
+                llvm::ArrayRef<int64_t> padding, bool ceilMode, Layout layout);
 /// Builds a cnn.fused_elementwise over `inputs` (indexed per `broadcast`)
 /// whose body `body` builds from the input scalars.
 FusedElementwiseOp makeFusedElementwise(

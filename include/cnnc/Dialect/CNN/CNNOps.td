@@ -18,6 +18,8 @@ include "cnnc/Dialect/CNN/CNNInterfaces.td"
 
 def CNN_FloatTensor : RankedTensorOf<[F32, F16]>;
 def CNN_LabelTensor : RankedTensorOf<[I32, I64]>;
+// The per-window argmax position of fused_max_pool2d (one byte each).
+def CNN_WindowIndexTensor : RankedTensorOf<[UI8]>;
 def CNN_Scalar : 0DTensorOf<[F32]>;
 
 // Result type inference that also verifies: the shape checks of an op live in

@@ -1,0 +1,48 @@
+// The default GPU pipeline (NHWC, f16, fusion) on ResNet's stem, conv -> BN
+// -> ReLU -> 3x3/2 max pooling: cnn-max-pool-index makes the pooling record
+// each window's argmax and take the BN apply + ReLU as its prologue, so the
+// normalized tensor is made by no kernel and stored nowhere, and the pooling
+// gradient is one gather routed by the recorded index (no argmax pass in
+// the backward step, nothing kept in the library workspace).
+// RUN: cnnc %s --train --optimizer sgd --emit cuda -o %t.cu --mlir-print-ir-after=cnn-max-pool-index 2>%t.ir
+// RUN: FileCheck %s < %t.cu
+// RUN: FileCheck %s --check-prefix=IR < %t.ir
+// RUN: cnnc %s --train --optimizer sgd --emit cuda -o %t.off.cu --max-pool-index=false
+// RUN: FileCheck %s --check-prefix=OFF < %t.off.cu
+// REQUIRES: nvcc
+// RUN: %nvcc -std=c++17 -arch=sm_90a -I%cnnc_src/runtime/include -c %t.cu -o %t.o
+
+// IR: cnn.fused_max_pool2d %{{.*}}, %alpha, %beta
+// IR-SAME: (tensor<8x8x8x16xf16>, tensor<16xf32>, tensor<16xf32>) -> (tensor<8x4x4x16xf16>, tensor<8x4x4x16xui8>)
+// IR: cnn.max_pool2d_index_grad
+// IR-SAME: (tensor<8x4x4x16xf16>, tensor<8x4x4x16xui8>) -> tensor<8x8x8x16xf16>
+
+// CHECK-LABEL: static void trainStep(
+// CHECK: maxPoolIndexNHWC8<__half, true><<<{{[0-9]+}}, 256, 0, s>>>(P<__half>(A, {{[0-9]+}}), P<float>(A, {{[0-9]+}}), P<float>(A, {{[0-9]+}}), P<__half>(A, {{[0-9]+}}), P<uint8_t>(A, [[IDX:[0-9]+]]), PoolParams{8, 16, 8, 8, 4, 4, 3, 3, 2, 2, 1, 1, 1, 1, false});
+// CHECK: maxPoolBwdGatherNHWC8<__half><<<{{[0-9]+}}, 256, 0, s>>>(P<__half>(A, {{[0-9]+}}), P<uint8_t>(A, [[IDX]]), P<__half>(A, {{[0-9]+}}), PoolParams{8, 16, 8, 8, 4, 4, 3, 3, 2, 2, 1, 1, 1, 1, false});
+// CHECK-NOT: ctx.workspaceBytes()
+// CHECK-LABEL: static void evalStep(
+// CHECK: maxPoolNHWC8<__half, false>
+
+// Off: the pooling reads the stored normalization, and its gradient finds
+// each window's maximum again in it (the gather form).
+// OFF-LABEL: static void trainStep(
+// OFF: maxPoolNHWC8<__half, false>
+// OFF: maxPoolBwdNHWC<__half>
+// OFF-NOT: maxPoolIndex
+func.func @forward(%x: tensor<8x3x16x16xf32> {cnn.input},
+                   %w1: tensor<16x3x3x3xf32> {cnn.param = "conv1.weight"},
+                   %g: tensor<16xf32> {cnn.param = "bn.weight"},
+                   %be: tensor<16xf32> {cnn.param = "bn.bias"},
+                   %rm: tensor<16xf32> {cnn.buffer = "bn.running_mean"},
+                   %rv: tensor<16xf32> {cnn.buffer = "bn.running_var"},
+                   %wf: tensor<10x16xf32> {cnn.param = "fc.weight"}) -> tensor<8x10xf32> {
+  %c = cnn.conv2d %x, %w1 {strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1} : (tensor<8x3x16x16xf32>, tensor<16x3x3x3xf32>) -> tensor<8x16x8x8xf32>
+  %n = cnn.batch_norm %c, %g, %be, %rm, %rv {epsilon = 1.0e-5 : f32} : (tensor<8x16x8x8xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>) -> tensor<8x16x8x8xf32>
+  %r = cnn.relu %n : (tensor<8x16x8x8xf32>) -> tensor<8x16x8x8xf32>
+  %p = cnn.max_pool2d %r {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>, ceil_mode = false} : (tensor<8x16x8x8xf32>) -> tensor<8x16x4x4xf32>
+  %q = cnn.global_avg_pool %p : (tensor<8x16x4x4xf32>) -> tensor<8x16x1x1xf32>
+  %f = cnn.flatten %q {axis = 1} : (tensor<8x16x1x1xf32>) -> tensor<8x16xf32>
+  %y = cnn.matmul %f, %wf {transpose_rhs = true} : (tensor<8x16xf32>, tensor<10x16xf32>) -> tensor<8x10xf32>
+  return %y : tensor<8x10xf32>
+}
