@@ -235,7 +235,7 @@ cl::opt<int> workspaceMBOpt(
     "workspace-mb",
     cl::desc("GPU target: the cuDNN/cuBLASLt workspace in the arena, in MiB "
              "(default: the largest tensor a convolution reads or writes, 4 to "
-             "256 MiB; algorithms that need more are not chosen)"),
+             "64 MiB; algorithms that need more are not chosen)"),
     cl::value_desc("MiB"), cl::init(-1), cl::cat(optCategory));
 cl::opt<bool> maxPoolIndexOpt(
     "max-pool-index",

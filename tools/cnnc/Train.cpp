@@ -133,7 +133,7 @@ LogicalResult cnnc::driver::optimizeTrainStep(const DriverOptions &o,
   pipeline.remat = o.optimize && o.remat && pipeline.fuse;
   pipeline.convStats = o.optimize && o.convStats;
   pipeline.dgradEpilogue = o.optimize && o.dgradEpilogue;
-  pipeline.maxPoolIndex = o.optimize && o.maxPoolIndex;
+  pipeline.maxPoolIndex = o.maxPoolIndex;
   pipeline.wgradPrologue = o.wgradPrologue;
   pipeline.paramFormat = o.paramFormat;
   pipeline.convStatsPrologue = o.convPrologue;
@@ -759,8 +759,16 @@ LogicalResult cnnc::driver::compileCUDA(const DriverOptions &o, Compilation &c,
   bool planned = c.module->getOperation()->hasAttr(kArenaBytesAttr);
   if (!selected || !planned) {
     PassManager pm(&c.context);
-    if (!selected)
+    if (!selected) {
+      // How its max poolings' gradients run is a lowering choice too
+      // (before the arena plan: not once the step has one).
+      if (o.maxPoolIndex && !planned) {
+        CNNMaxPoolIndexOptions mpi;
+        mpi.prologue = false; // a step given as MLIR keeps its fusions
+        pm.addPass(createCNNMaxPoolIndex(mpi));
+      }
       pm.addPass(createCNNSelectLowering());
+    }
     if (!planned) {
       CNNMemoryPlanOptions mp;
       mp.reuse = o.optimize && o.memoryPlan;

@@ -114,7 +114,7 @@ struct CNNGPUPipelineOptions
       *this, "workspace-mb",
       llvm::cl::desc("cnn-memory-plan: the cuDNN/cuBLASLt workspace in MiB "
                      "(-1: the largest tensor a convolution reads or writes, "
-                     "4 to 256 MiB)"),
+                     "4 to 64 MiB)"),
       llvm::cl::init(-1)};
   Option<bool> memoryPlan{*this, "memory-plan",
                           llvm::cl::desc("Run cnn-memory-plan"),

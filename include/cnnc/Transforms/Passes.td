@@ -794,7 +794,7 @@ def CNNMemoryPlan : Pass<"cnn-memory-plan", "mlir::ModuleOp"> {
     Option<"workspaceMB", "workspace-mb", "int64_t", "-1",
            "MiB of the arena reserved for the cuDNN/cuBLASLt workspace (the "
            "runtime picks algorithms that fit). -1: the largest tensor a "
-           "convolution touches, clamped to [4, 256] MiB; 0: no region (the "
+           "convolution touches, clamped to [4, 64] MiB; 0: no region (the "
            "runtime allocates the workspace separately, as without the pass)">,
     Option<"inPlace", "in-place", "bool", "true",
            "let elementwise ops write their result into a dying operand">,

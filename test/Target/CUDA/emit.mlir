@@ -19,14 +19,14 @@
 // CHECK: ctx.registerMatmul(0, cnnrt::MatmulDesc{4, 10, 8, false, true, cnnrt::DType::F32}
 // CHECK-LABEL: static void trainStep(cnnrt::Context &ctx) {
 // CHECK: ctx.convFwd(0,
-// CHECK: maxPoolFwd<float><<<
+// CHECK: maxPoolIndex<float, false, false><<<
 // CHECK: bnStats<float, float><<<8, 512, 0, s>>>
 // CHECK: rowMean<float><<<
 // CHECK: ctx.matmul(0,
 // CHECK: softmaxXentLoss<float, int32_t><<<1, 1024, 0, s>>>
 // CHECK: softmaxXentGrad<float, int32_t><<<4, 256, 0, s>>>
 // CHECK: bnGradReduce<float, float>
-// CHECK: maxPoolBwd<float>
+// CHECK: maxPoolBwdGather<float, false>
 // CHECK: channelSum<float, float>
 // CHECK: ctx.convBwdFilter(0,
 // CHECK-NOT: ctx.convBwdData

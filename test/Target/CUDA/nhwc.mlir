@@ -21,8 +21,10 @@
 // CHECK-NOT: Layout::NCHW
 // CHECK-LABEL: static void trainStep(cnnrt::Context &ctx) {
 // CHECK: ctx.convFwd(0,
-// C % 8 == 0: pooling and the channel reductions take 8 channels per thread.
-// CHECK: maxPoolNHWC8<float, false><<<{{[0-9]+}}, 256, 0, s>>>({{.*}}, nullptr, PoolParams{4, 8, 8, 8, 4, 4, 2, 2, 2, 2, 0, 0, 0, 0, false});
+// C % 8 == 0: pooling and the channel reductions take 8 channels per thread;
+// the step's pooling records each window's argmax (cnn-max-pool-index, which
+// the driver runs on a step given as MLIR before choosing its lowering).
+// CHECK: maxPoolIndexNHWC8<float, false><<<{{[0-9]+}}, 256, 0, s>>>({{.*}}, nullptr, nullptr, {{.*}}, PoolParams{4, 8, 8, 8, 4, 4, 2, 2, 2, 2, 0, 0, 0, 0, false});
 // CHECK: nhwcPartial8<1, float><<<dim3(1, 1), dim3(1, 256), 0, s>>>({{.*}}, 64ll, 8, 64ll);
 // CHECK: nhwcStatsFinish<float, float><<<8, 256, 0, s>>>
 // CHECK: ctx.convFwd(1,
@@ -35,11 +37,8 @@
 // CHECK: ctx.convBwdFilter(1,
 // CHECK: nhwcPartial8<2, float>
 // CHECK: nhwcBnGradFinish<float><<<8, 256, 0, s>>>
-// The pooling gradient of a step given as MLIR (cnn-max-pool-index, which
-// makes the forward record each window's argmax, runs in the pipeline from
-// ONNX; test/Target/CUDA/max-pool-index.mlir): the gather form, which finds
-// each window's maximum again.
-// CHECK: maxPoolBwdNHWC<float>
+// The pooling gradient: a gather routed by the forward's argmax bytes.
+// CHECK: maxPoolBwdGatherNHWC8<float>
 // CHECK: nhwcPartial8<0, float><<<dim3(1, 4), dim3(1, 256), 0, s>>>({{.*}}, 256ll, 8, 64ll);
 // CHECK: nhwcSumFinish<float><<<8, 256, 0, s>>>({{.*}}, 8, 4);
 // CHECK: ctx.convBwdFilter(0,
