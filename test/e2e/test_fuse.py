@@ -184,7 +184,9 @@ def test_remat_preserves_step_and_lowers_the_plan(tmp_path, name, layout):
         return int(out.split("cnn.train_peak_bytes = ")[1].split(" ")[0])
     before, after = peak(), peak("--remat")
     print("%s %s: %d clones, training temporaries %d -> %d bytes" % (name, layout, n, before, after))
-    assert after < 0.92 * before
+    # (0.943x on the NHWC step since cnn-max-pool-index stopped keeping the
+    # stem's pooled input: what remat saves is the block outputs alone.)
+    assert after < 0.95 * before
 
 
 
