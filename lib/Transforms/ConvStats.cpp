@@ -10,6 +10,7 @@
 // prologue (the MLPerf ResNet recipe's other half).
 //
 //===----------------------------------------------------------------------===//
+#include "cnnc/Transforms/CudnnFusionForm.h"
 #include "cnnc/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -28,31 +29,22 @@ using namespace cnnc::cnn;
 
 namespace {
 
-/// Whether cuDNN's conv + GenStats graph can take `conv`: NHWC f16 tensors
-/// whose channel counts keep every pixel's row 16-byte aligned (the output)
-/// or 8-byte aligned (the input: the RGB stem padded to 4 channels; where
-/// cuDNN has no graph for it the runtime runs the split form).
-/// (`anyPrecision`: any one element type, for the reference interpreter.)
+/// Whether cuDNN's conv + GenStats graph can take `conv` (the RGB stem
+/// padded to 4 input channels too: where cuDNN has no graph for it the
+/// runtime runs the split form).
 bool genStatsCandidate(Conv2DOp conv, bool anyPrecision) {
-  auto x = conv.getInput().getType(), y = conv.getType();
-  Type et = x.getElementType();
-  return conv.getLayout() == Layout::NHWC && conv.getGroups() == 1 &&
-         x.getRank() == 4 && (et.isF16() || anyPrecision) &&
-         y.getElementType() == et &&
-         conv.getFilter().getType().getElementType() == et &&
-         x.getDimSize(3) % 4 == 0 && y.getDimSize(3) % 8 == 0;
+  return isCudnnFusionForm(conv.getLayout(), conv.getGroups(),
+                           conv.getInput().getType(), conv.getType(),
+                           conv.getFilter().getType().getElementType(),
+                           anyPrecision, /*xAlign=*/4);
 }
 
 /// Whether cuDNN's wgrad graph with the scale-shift-ReLU prologue can take
-/// `w`: NHWC f16 (unless `anyPrecision`), one group, channel counts that
-/// keep rows 16-byte aligned.
+/// `w`.
 bool wgradCandidate(Conv2DBwdFilterOp w, bool anyPrecision) {
-  auto x = w.getInput().getType(), dy = w.getGradOutput().getType();
-  Type et = x.getElementType();
-  return w.getLayout() == Layout::NHWC && w.getGroups() == 1 &&
-         x.getRank() == 4 && (et.isF16() || anyPrecision) &&
-         dy.getElementType() == et && w.getType().getElementType() == et &&
-         x.getDimSize(3) % 8 == 0 && dy.getDimSize(3) % 8 == 0;
+  return isCudnnFusionForm(w.getLayout(), w.getGroups(), w.getInput().getType(),
+                           w.getGradOutput().getType(),
+                           w.getType().getElementType(), anyPrecision);
 }
 
 struct FuseStatsIntoConv : OpRewritePattern<BatchNormStatsOp> {

@@ -10,6 +10,7 @@
 // both.
 //
 //===----------------------------------------------------------------------===//
+#include "cnnc/Transforms/CudnnFusionForm.h"
 #include "cnnc/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -31,13 +32,10 @@ namespace {
 /// aligned rows of dx and dy (channel counts multiples of 8), and one
 /// element type (f16 unless `anyPrecision`).
 bool dgradCandidate(Conv2DBwdDataOp conv, bool anyPrecision) {
-  auto dx = conv.getType(), dy = conv.getGradOutput().getType();
-  Type et = dx.getElementType();
-  return conv.getLayout() == Layout::NHWC && conv.getGroups() == 1 &&
-         dx.getRank() == 4 && (et.isF16() || anyPrecision) &&
-         dy.getElementType() == et &&
-         conv.getFilter().getType().getElementType() == et &&
-         dx.getDimSize(3) % 8 == 0 && dy.getDimSize(3) % 8 == 0;
+  return isCudnnFusionForm(conv.getLayout(), conv.getGroups(), conv.getType(),
+                           conv.getGradOutput().getType(),
+                           conv.getFilter().getType().getElementType(),
+                           anyPrecision);
 }
 
 struct FuseAddReluGradIntoDgrad : OpRewritePattern<ReluGradOp> {

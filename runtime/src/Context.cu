@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -1270,9 +1271,10 @@ enqueueFusedCudnn(Context &ctx, FusedConvEntry &f, ConvEntry &c, int algo,
 }
 
 namespace {
-/// Device buffers for timing one fused convolution (zero-filled).
+/// Device buffers for timing one fused convolution (zero-filled; seven for
+/// conv + statistics with the prologue's scale and shift).
 struct TuneBuffers {
-  void *p[5] = {};
+  void *p[7] = {};
   ~TuneBuffers() {
     for (void *q : p)
       cudaFree(q);
@@ -1492,6 +1494,164 @@ void Context::registerConvStats(int id, int convId, ConvStatsFn split,
   e.loc = loc;
 }
 
+namespace {
+/// What differs between the fused convolutions that finishPrepare times as
+/// one cuDNN graph against their split form (chooseGraphOrSplit does the
+/// rest).
+struct GraphOrSplit {
+  cnnrt::cudnn_graph::Dir dir;
+  /// The geometry's prologue (relu(x * scale + shift) per input channel).
+  bool prologue = false;
+  /// The algorithm cache key is the convolution's key + "|" + cacheTag +
+  /// "|ws=" + the workspace bytes (caches on disk hold these keys).
+  const char *cacheTag = nullptr;
+  /// Names the entry in the verbose lines ("cnnrt: <loc> <label>: ...").
+  std::string label;
+  /// Names the graph in the forced-mode warning ("cuDNN has no <planName>
+  /// plan").
+  const char *planName = nullptr;
+  /// The timing buffers (zeroed: the timing only needs the shapes) and what
+  /// the out-of-memory message calls them.
+  std::vector<size_t> bufferBytes;
+  const char *buffersWhat = nullptr;
+  /// Allocates what the split form needs; called when it is kept and before
+  /// it is timed.
+  std::function<void()> readySplit = [] {};
+  /// Gives back what only the split form needs and allocates what the graph
+  /// needs; called when a plan is kept.
+  std::function<void()> readyGraph = [] {};
+  /// Enqueue the split form or a plan on the timing buffers.
+  std::function<void(void **)> runSplit;
+  std::function<cudnnStatus_t(const cnnrt::cudnn_graph::ConvPlan &, void **)>
+      runPlan;
+};
+} // namespace
+
+/// Keeps in `graph` either a cuDNN graph plan of convolution `c` as `f`
+/// describes it or null (the split form): the cached choice (heuristics
+/// index, -1 = split) when there is one, else the faster of the split form
+/// and the heuristics' first graphPlansTimed() plans, then cached.
+/// CNNRT_CONV_GRAPH=0 keeps the split form.
+static void chooseGraphOrSplit(
+    Context &ctx, ConvEntry &c, const char *loc,
+    std::shared_ptr<cnnrt::cudnn_graph::ConvPlan> &graph,
+    const GraphOrSplit &f) {
+  namespace cg = cnnrt::cudnn_graph;
+  Context::Impl &I = *ctx.impl();
+  const ContextOptions &opts = ctx.options();
+  graph.reset();
+  // CNNRT_CONV_FUSION=split / cudnn force a form (ops_check runs both);
+  // forced choices are not cached. An asymmetric padding's emulation
+  // (padded copy, crop) is the split form's business.
+  bool forced = opts.convFusion != ConvFusion::Auto;
+  if (!opts.convGraph || c.asym || opts.convFusion == ConvFusion::Split) {
+    f.readySplit();
+    return;
+  }
+  // Every plan kept fits workspaceBytes, so this never fails finishPrepare's
+  // check; it keeps neededWorkspace the most any kept algorithm needs.
+  auto keepGraph = [&]() {
+    f.readyGraph();
+    I.neededWorkspace = std::max(I.neededWorkspace, graph->workspaceBytes());
+  };
+  const ConvDesc &d = c.d;
+  // clang-format off
+  cg::ConvGeometry g{d.N,    d.C,    d.H,       d.W,       d.K,    d.R,
+                     d.S,    d.P,    d.Q,       d.padT,    d.padL, d.strideH,
+                     d.strideW, d.dilH, d.dilW, d.groups,
+                     CUDNN_DATA_HALF, /*nhwc=*/true, f.prologue};
+  // clang-format on
+  std::string key = c.key + "|" + f.cacheTag +
+                    "|ws=" + std::to_string(I.workspaceBytes);
+  auto it = forced ? I.cache.end() : I.cache.find(key);
+  if (it != I.cache.end()) {
+    std::istringstream v(it->second);
+    int index = -1;
+    if (v >> index) {
+      std::string why;
+      if (index >= 0)
+        graph = cg::convPlanAt(I.cudnn, g, f.dir, index, &why);
+      if (graph && graph->workspaceBytes() > I.workspaceBytes)
+        graph.reset();
+      if (graph)
+        keepGraph();
+      else
+        f.readySplit();
+      if (opts.verbose)
+        std::fprintf(stderr, "cnnrt: %s %s: %s (cached)%s\n", loc,
+                     f.label.c_str(), graph ? "graph" : "split", why.c_str());
+      return;
+    }
+  }
+  TuneBuffers b;
+  for (size_t k = 0; k < f.bufferBytes.size(); ++k) {
+    if (cudaMalloc(&b.p[k], f.bufferBytes[k]) != cudaSuccess)
+      oomExit(ctx.spec(), f.buffersWhat, f.bufferBytes[k]);
+    CNNRT_CUDA(ctx, cudaMemset(b.p[k], 0, f.bufferBytes[k]), loc);
+  }
+  f.readySplit();
+  float splitMs = timeCalls(ctx, [&]() {
+    f.runSplit(b.p);
+    return cudaGetLastError() == cudaSuccess;
+  });
+  std::string why;
+  auto plans = cg::convPlans(I.cudnn, g, f.dir, graphPlansTimed(),
+                             opts.deterministic, &why);
+  std::shared_ptr<cg::ConvPlan> best;
+  float bestMs = -1;
+  for (auto &pl : plans) {
+    size_t need = pl->workspaceBytes();
+    if (need > I.workspaceBytes && !I.plannedWorkspace &&
+        need <= (256u << 20)) {
+      // The workspace is ours (not planned in the arena): grow it.
+      CNNRT_CUDA(ctx, cudaDeviceSynchronize(), loc);
+      cudaFree(I.workspace);
+      I.workspace = nullptr;
+      if (cudaMalloc(&I.workspace, need) != cudaSuccess)
+        oomExit(ctx.spec(), "the algorithm workspace", need);
+      I.workspaceBytes = need;
+    }
+    if (need > I.workspaceBytes) {
+      if (why.empty())
+        why = "plan #" + std::to_string(pl->index()) + " needs " +
+              std::to_string(need) + " workspace bytes, " +
+              std::to_string(I.workspaceBytes) + " planned";
+      continue;
+    }
+    float ms = timeCalls(ctx, [&]() {
+      return f.runPlan(*pl, b.p) == CUDNN_STATUS_SUCCESS;
+    });
+    if (ms < 0 && why.empty())
+      why = "plan #" + std::to_string(pl->index()) + " failed to run";
+    if (ms >= 0 && (bestMs < 0 || ms < bestMs)) {
+      bestMs = ms;
+      best = std::move(pl);
+    }
+  }
+  if (best && (forced || splitMs < 0 || bestMs < splitMs)) {
+    graph = best;
+    keepGraph();
+  }
+  if (opts.verbose)
+    std::fprintf(stderr,
+                 "cnnrt: %s %s: split %.3f ms, graph plan #%d %.3f ms%s%s -> "
+                 "%s\n",
+                 loc, f.label.c_str(), splitMs, best ? best->index() : -1,
+                 bestMs, best ? "" : ": ", best ? "" : why.c_str(),
+                 graph ? "graph" : "split");
+  CNNRT_CUDA(ctx, cudaDeviceSynchronize(), loc);
+  if (forced) {
+    if (!graph)
+      std::fprintf(stderr,
+                   "cnnrt: warning: %s: cuDNN has no %s plan for this "
+                   "convolution (%s); running the split form\n",
+                   loc, f.planName, why.c_str());
+    return;
+  }
+  I.cache[key] = std::to_string(graph ? graph->index() : -1);
+  I.cacheDirty = true;
+}
+
 /// Times cuDNN's conv + GenStats graph plans of each registered
 /// conv-stats against its split form (the convolution as chosen, then the
 /// statistics kernels) and keeps the faster; cached by shape ("|genstats":
@@ -1499,159 +1659,65 @@ void Context::registerConvStats(int id, int convId, ConvStatsFn split,
 static void chooseConvStats(Context &ctx) {
   namespace cg = cnnrt::cudnn_graph;
   Context::Impl &I = *ctx.impl();
-  const ContextOptions &opts = ctx.options();
   for (ConvStatsEntry &e : I.convStats) {
     if (!e.valid)
       continue;
-    e.graph.reset();
     ConvEntry &c = I.convs[e.conv];
     const ConvDesc &d = c.d;
     const char *loc = e.loc.c_str();
-    size_t xBytes = (size_t)d.N * d.C * d.H * d.W * 2;
+    size_t xBytes = (size_t)d.N * d.C * d.H * d.W * 2,
+           wBytes = (size_t)d.K * d.C * d.R * d.S * 2,
+           yBytes = (size_t)d.N * d.K * d.P * d.Q * 2,
+           kBytes = (size_t)d.K * sizeof(float),
+           cBytes = (size_t)d.C * sizeof(float);
+    GraphOrSplit f;
+    f.dir = cg::Dir::FwdStats;
+    f.prologue = e.prologue;
+    f.cacheTag = e.prologue ? "sbr+genstats" : "genstats";
+    f.label = e.prologue ? "conv+genstats (prologue)" : "conv+genstats";
+    f.planName = "conv+GenStats";
+    // x, w, y, sum, sumSq, the prologue's scale and shift.
+    f.bufferBytes = {xBytes, wBytes, yBytes, kBytes, kBytes, cBytes, cBytes};
+    f.buffersWhat = "conv+statistics timing buffers";
     // The split form with a prologue writes the normalized input here.
-    auto ensureScratch = [&]() {
+    f.readySplit = [&]() {
       if (e.prologue && !e.scratch &&
           cudaMalloc(&e.scratch, xBytes) != cudaSuccess)
         oomExit(ctx.spec(), "a conv+statistics prologue buffer", xBytes);
     };
-    // CNNRT_CONV_FUSION=split / cudnn force a form (ops_check runs both);
-    // forced choices are not cached.
-    bool forced = opts.convFusion != ConvFusion::Auto;
-    if (!opts.convGraph || c.asym || opts.convFusion == ConvFusion::Split) {
-      ensureScratch();
-      continue;
-    }
-    cg::ConvGeometry g{d.N,       d.C,       d.H,    d.W,    d.K,      d.R,
-                       d.S,       d.P,       d.Q,    d.padT, d.padL,   d.strideH,
-                       d.strideW, d.dilH,    d.dilW, d.groups,
-                       CUDNN_DATA_HALF, true, e.prologue};
-    std::string key = c.key + (e.prologue ? "|sbr+genstats|ws=" : "|genstats|ws=") +
-                      std::to_string(I.workspaceBytes);
-    auto it = forced ? I.cache.end() : I.cache.find(key);
-    if (it != I.cache.end()) {
-      std::istringstream v(it->second);
-      int index = -1;
-      if (v >> index) {
-        std::string why;
-        if (index >= 0)
-          e.graph = cg::convPlanAt(I.cudnn, g, cg::Dir::FwdStats, index, &why);
-        if (e.graph && e.graph->workspaceBytes() > I.workspaceBytes)
-          e.graph.reset();
-        if (!e.graph)
-          ensureScratch();
-        else if (e.prologue && !e.halfScaleShift &&
-                 cudaMalloc(&e.halfScaleShift, 2 * d.C * sizeof(__half)) !=
-                     cudaSuccess)
-          oomExit(ctx.spec(), "a conv+statistics prologue's scale and shift",
-                  2 * d.C * sizeof(__half));
-        if (opts.verbose)
-          std::fprintf(stderr, "cnnrt: %s conv+genstats%s: %s (cached)%s\n",
-                       loc, e.prologue ? " (prologue)" : "",
-                       e.graph ? "graph" : "split", why.c_str());
-        continue;
-      }
-    }
-    size_t wBytes = (size_t)d.K * d.C * d.R * d.S * 2,
-           yBytes = (size_t)d.N * d.K * d.P * d.Q * 2,
-           kBytes = (size_t)d.K * sizeof(float),
-           cBytes = (size_t)d.C * sizeof(float);
-    TuneBuffers b;
-    size_t bytes[7] = {xBytes, wBytes, yBytes, kBytes, kBytes, cBytes, cBytes};
-    void *p[7] = {};
-    for (int k = 0; k < 7; ++k) {
-      if (cudaMalloc(&p[k], bytes[k]) != cudaSuccess)
-        oomExit(ctx.spec(), "conv+statistics timing buffers", bytes[k]);
-      CNNRT_CUDA(ctx, cudaMemset(p[k], 0, bytes[k]), loc);
-    }
-    for (int k = 0; k < 5; ++k)
-      b.p[k] = p[k];
-    struct Free2 {
-      void *a, *b;
-      ~Free2() {
-        cudaFree(a);
-        cudaFree(b);
-      }
-    } freeScaleShift{p[5], p[6]};
-    float *sum = static_cast<float *>(p[3]), *sq = static_cast<float *>(p[4]);
-    const float *scale = e.prologue ? static_cast<float *>(p[5]) : nullptr;
-    const float *shift = e.prologue ? static_cast<float *>(p[6]) : nullptr;
-    // (The graph reads the f16 pair; zeros here as in p[5], p[6].)
-    ensureScratch();
-    float splitMs = timeCalls(ctx, [&]() {
-      e.split(ctx, p[0], p[1], p[2], sum, sq, scale, shift, e.scratch);
-      return cudaGetLastError() == cudaSuccess;
-    });
-    std::string why;
-    auto plans = cg::convPlans(I.cudnn, g, cg::Dir::FwdStats, graphPlansTimed(),
-                               opts.deterministic, &why);
-    std::shared_ptr<cg::ConvPlan> best;
-    float bestMs = -1;
-    for (auto &pl : plans) {
-      size_t need = pl->workspaceBytes();
-      if (need > I.workspaceBytes && !I.plannedWorkspace &&
-          need <= (256u << 20)) {
-        // The workspace is ours (not planned in the arena): grow it.
+    f.readyGraph = [&]() {
+      if (e.scratch) {
         CNNRT_CUDA(ctx, cudaDeviceSynchronize(), loc);
-        cudaFree(I.workspace);
-        I.workspace = nullptr;
-        if (cudaMalloc(&I.workspace, need) != cudaSuccess)
-          oomExit(ctx.spec(), "the algorithm workspace", need);
-        I.workspaceBytes = need;
+        cudaFree(e.scratch);
+        e.scratch = nullptr;
       }
-      if (need > I.workspaceBytes) {
-        if (why.empty())
-          why = "plan #" + std::to_string(pl->index()) + " needs " +
-                std::to_string(need) + " workspace bytes, " +
-                std::to_string(I.workspaceBytes) + " planned";
-        continue;
-      }
+      if (e.prologue && !e.halfScaleShift &&
+          cudaMalloc(&e.halfScaleShift, 2 * d.C * sizeof(__half)) !=
+              cudaSuccess)
+        oomExit(ctx.spec(), "a conv+statistics prologue's scale and shift",
+                2 * d.C * sizeof(__half));
+    };
+    f.runSplit = [&](void **p) {
+      const float *scale = e.prologue ? static_cast<float *>(p[5]) : nullptr;
+      const float *shift = e.prologue ? static_cast<float *>(p[6]) : nullptr;
+      e.split(ctx, p[0], p[1], p[2], static_cast<float *>(p[3]),
+              static_cast<float *>(p[4]), scale, shift, e.scratch);
+    };
+    f.runPlan = [&](const cg::ConvPlan &pl, void **p) {
       // A plan without the prologue takes no scale and shift: passing
       // them makes its variant pack invalid and the plan "fail to run"
       // (sessions 12-13 timed every plain conv+GenStats graph that way and
-      // kept the split form).
+      // kept the split form). The graph reads the f16 pair: the zeroed f32
+      // scale buffer holds 2 x C halves, zeros too.
       const void *hScale = e.prologue ? p[5] : nullptr;
       const void *hShift =
           e.prologue ? static_cast<char *>(p[5]) + d.C * 2 : nullptr;
-      float ms = timeCalls(ctx, [&]() {
-        return pl->executeStats(I.cudnn, p[0], p[1], p[2], sum, sq, hScale,
-                                hShift, I.workspace) == CUDNN_STATUS_SUCCESS;
-      });
-      if (ms < 0 && why.empty())
-        why = "plan #" + std::to_string(pl->index()) + " failed to run";
-      if (ms >= 0 && (bestMs < 0 || ms < bestMs)) {
-        bestMs = ms;
-        best = std::move(pl);
-      }
-    }
-    if (best && (forced || splitMs < 0 || bestMs < splitMs))
-      e.graph = best;
-    if (e.graph && e.scratch) {
-      CNNRT_CUDA(ctx, cudaDeviceSynchronize(), loc);
-      cudaFree(e.scratch);
-      e.scratch = nullptr;
-    }
-    if (e.graph && e.prologue && !e.halfScaleShift &&
-        cudaMalloc(&e.halfScaleShift, 2 * d.C * sizeof(__half)) != cudaSuccess)
-      oomExit(ctx.spec(), "a conv+statistics prologue's scale and shift",
-              2 * d.C * sizeof(__half));
-    if (opts.verbose)
-      std::fprintf(stderr,
-                   "cnnrt: %s conv+genstats%s: split %.3f ms, graph plan #%d "
-                   "%.3f ms%s%s -> %s\n",
-                   loc, e.prologue ? " (prologue)" : "", splitMs,
-                   best ? best->index() : -1, bestMs, best ? "" : ": ",
-                   best ? "" : why.c_str(), e.graph ? "graph" : "split");
-    CNNRT_CUDA(ctx, cudaDeviceSynchronize(), loc);
-    if (forced) {
-      if (!e.graph)
-        std::fprintf(stderr,
-                     "cnnrt: warning: %s: cuDNN has no conv+GenStats plan "
-                     "for this convolution (%s); running the split form\n",
-                     loc, why.c_str());
-      continue;
-    }
-    I.cache[key] = std::to_string(e.graph ? e.graph->index() : -1);
-    I.cacheDirty = true;
+      return pl.executeStats(I.cudnn, p[0], p[1], p[2],
+                             static_cast<float *>(p[3]),
+                             static_cast<float *>(p[4]), hScale, hShift,
+                             I.workspace);
+    };
+    chooseGraphOrSplit(ctx, c, loc, e.graph, f);
   }
 }
 
@@ -1732,116 +1798,28 @@ void Context::registerConvBwdDataAddRelu(int id, int convId,
 static void chooseConvDgradAddRelu(Context &ctx) {
   namespace cg = cnnrt::cudnn_graph;
   Context::Impl &I = *ctx.impl();
-  const ContextOptions &opts = ctx.options();
   for (ConvDgradEntry &e : I.convDgrads) {
     if (!e.valid)
       continue;
-    e.graph.reset();
     ConvEntry &c = I.convs[e.conv];
     const ConvDesc &d = c.d;
-    const char *loc = e.loc.c_str();
-    // CNNRT_CONV_FUSION=split / cudnn force a form (ops_check runs both);
-    // forced choices are not cached. An asymmetric padding's emulation
-    // (padded copy, crop) is the split form's business.
-    bool forced = opts.convFusion != ConvFusion::Auto;
-    if (!opts.convGraph || c.asym || opts.convFusion == ConvFusion::Split)
-      continue;
-    // clang-format off
-    cg::ConvGeometry g{d.N,    d.C,    d.H,       d.W,       d.K,    d.R,
-                       d.S,    d.P,    d.Q,       d.padT,    d.padL, d.strideH,
-                       d.strideW, d.dilH, d.dilW, d.groups,
-                       CUDNN_DATA_HALF, /*nhwc=*/true};
-    // clang-format on
-    std::string key =
-        c.key + "|dgrad+add+drelu|ws=" + std::to_string(I.workspaceBytes);
-    auto it = forced ? I.cache.end() : I.cache.find(key);
-    if (it != I.cache.end()) {
-      std::istringstream v(it->second);
-      int index = -1;
-      if (v >> index) {
-        std::string why;
-        if (index >= 0)
-          e.graph =
-              cg::convPlanAt(I.cudnn, g, cg::Dir::BwdDataAddRelu, index, &why);
-        if (e.graph && e.graph->workspaceBytes() > I.workspaceBytes)
-          e.graph.reset();
-        if (opts.verbose)
-          std::fprintf(stderr, "cnnrt: %s dgrad+add+drelu: %s (cached)%s\n",
-                       loc, e.graph ? "graph" : "split", why.c_str());
-        continue;
-      }
-    }
     size_t xBytes = (size_t)d.N * d.C * d.H * d.W * 2,
            wBytes = (size_t)d.K * (d.C / d.groups) * d.R * d.S * 2,
            yBytes = (size_t)d.N * d.K * d.P * d.Q * 2;
-    // dy, w, addend, reluOut, dx (zeroed: the timing only needs the shapes).
-    TuneBuffers b;
-    size_t bytes[5] = {yBytes, wBytes, xBytes, xBytes, xBytes};
-    for (int k = 0; k < 5; ++k) {
-      if (cudaMalloc(&b.p[k], bytes[k]) != cudaSuccess)
-        oomExit(ctx.spec(), "dgrad+add+drelu timing buffers", bytes[k]);
-      CNNRT_CUDA(ctx, cudaMemset(b.p[k], 0, bytes[k]), loc);
-    }
-    void **p = b.p;
-    float splitMs = timeCalls(ctx, [&]() {
-      e.split(ctx, p[0], p[1], p[2], p[3], p[4]);
-      return cudaGetLastError() == cudaSuccess;
-    });
-    std::string why;
-    auto plans = cg::convPlans(I.cudnn, g, cg::Dir::BwdDataAddRelu,
-                               graphPlansTimed(), opts.deterministic, &why);
-    std::shared_ptr<cg::ConvPlan> best;
-    float bestMs = -1;
-    for (auto &pl : plans) {
-      size_t need = pl->workspaceBytes();
-      if (need > I.workspaceBytes && !I.plannedWorkspace &&
-          need <= (256u << 20)) {
-        // The workspace is ours (not planned in the arena): grow it.
-        CNNRT_CUDA(ctx, cudaDeviceSynchronize(), loc);
-        cudaFree(I.workspace);
-        I.workspace = nullptr;
-        if (cudaMalloc(&I.workspace, need) != cudaSuccess)
-          oomExit(ctx.spec(), "the algorithm workspace", need);
-        I.workspaceBytes = need;
-      }
-      if (need > I.workspaceBytes) {
-        if (why.empty())
-          why = "plan #" + std::to_string(pl->index()) + " needs " +
-                std::to_string(need) + " workspace bytes, " +
-                std::to_string(I.workspaceBytes) + " planned";
-        continue;
-      }
-      float ms = timeCalls(ctx, [&]() {
-        return pl->executeDgradAddRelu(I.cudnn, p[0], p[1], p[2], p[3], p[4],
-                                       I.workspace) == CUDNN_STATUS_SUCCESS;
-      });
-      if (ms < 0 && why.empty())
-        why = "plan #" + std::to_string(pl->index()) + " failed to run";
-      if (ms >= 0 && (bestMs < 0 || ms < bestMs)) {
-        bestMs = ms;
-        best = std::move(pl);
-      }
-    }
-    if (best && (forced || splitMs < 0 || bestMs < splitMs))
-      e.graph = best;
-    if (opts.verbose)
-      std::fprintf(stderr,
-                   "cnnrt: %s dgrad+add+drelu: split %.3f ms, graph plan #%d "
-                   "%.3f ms%s%s -> %s\n",
-                   loc, splitMs, best ? best->index() : -1, bestMs,
-                   best ? "" : ": ", best ? "" : why.c_str(),
-                   e.graph ? "graph" : "split");
-    CNNRT_CUDA(ctx, cudaDeviceSynchronize(), loc);
-    if (forced) {
-      if (!e.graph)
-        std::fprintf(stderr,
-                     "cnnrt: warning: %s: cuDNN has no dgrad+add+drelu plan "
-                     "for this convolution (%s); running the split form\n",
-                     loc, why.c_str());
-      continue;
-    }
-    I.cache[key] = std::to_string(e.graph ? e.graph->index() : -1);
-    I.cacheDirty = true;
+    GraphOrSplit f;
+    f.dir = cg::Dir::BwdDataAddRelu;
+    f.cacheTag = "dgrad+add+drelu";
+    f.label = "dgrad+add+drelu";
+    f.planName = "dgrad+add+drelu";
+    // dy, w, addend, reluOut, dx.
+    f.bufferBytes = {yBytes, wBytes, xBytes, xBytes, xBytes};
+    f.buffersWhat = "dgrad+add+drelu timing buffers";
+    f.runSplit = [&](void **p) { e.split(ctx, p[0], p[1], p[2], p[3], p[4]); };
+    f.runPlan = [&](const cg::ConvPlan &pl, void **p) {
+      return pl.executeDgradAddRelu(I.cudnn, p[0], p[1], p[2], p[3], p[4],
+                                    I.workspace);
+    };
+    chooseGraphOrSplit(ctx, c, e.loc.c_str(), e.graph, f);
   }
 }
 
@@ -1910,148 +1888,53 @@ void Context::registerConvBwdFilterPrologue(int id, int convId,
 static void chooseConvWgradPrologue(Context &ctx) {
   namespace cg = cnnrt::cudnn_graph;
   Context::Impl &I = *ctx.impl();
-  const ContextOptions &opts = ctx.options();
   for (ConvWgradEntry &e : I.convWgrads) {
     if (!e.valid)
       continue;
-    e.graph.reset();
     ConvEntry &c = I.convs[e.conv];
     const ConvDesc &d = c.d;
     const char *loc = e.loc.c_str();
     size_t xBytes = (size_t)d.N * d.C * d.H * d.W * 2,
+           wBytes = (size_t)d.K * (d.C / d.groups) * d.R * d.S * 2,
+           yBytes = (size_t)d.N * d.K * d.P * d.Q * 2,
+           cBytes = (size_t)d.C * sizeof(float),
            halfBytes = 2 * (size_t)d.C * sizeof(__half);
+    GraphOrSplit f;
+    f.dir = cg::Dir::BwdFilter;
+    f.prologue = true;
+    f.cacheTag = "sbr+wgrad";
+    f.label = "sbr+wgrad";
+    f.planName = "prologue+wgrad";
+    // x, dy, dw, scale, shift.
+    f.bufferBytes = {xBytes, yBytes, wBytes, cBytes, cBytes};
+    f.buffersWhat = "sbr+wgrad timing buffers";
     // The split form writes the normalized input here.
-    auto ensureScratch = [&]() {
+    f.readySplit = [&]() {
       if (!e.scratch && cudaMalloc(&e.scratch, xBytes) != cudaSuccess)
         oomExit(ctx.spec(), "a wgrad prologue buffer", xBytes);
     };
-    auto ensureHalf = [&]() {
+    f.readyGraph = [&]() {
+      if (e.scratch) {
+        CNNRT_CUDA(ctx, cudaDeviceSynchronize(), loc);
+        cudaFree(e.scratch);
+        e.scratch = nullptr;
+      }
       if (!e.halfScaleShift &&
           cudaMalloc(&e.halfScaleShift, halfBytes) != cudaSuccess)
         oomExit(ctx.spec(), "a wgrad prologue's scale and shift", halfBytes);
     };
-    // CNNRT_CONV_FUSION=split / cudnn force a form (ops_check runs both);
-    // forced choices are not cached. An asymmetric padding's emulation
-    // (padded copy) is the split form's business.
-    bool forced = opts.convFusion != ConvFusion::Auto;
-    if (!opts.convGraph || c.asym || opts.convFusion == ConvFusion::Split) {
-      ensureScratch();
-      continue;
-    }
-    // clang-format off
-    cg::ConvGeometry g{d.N,    d.C,    d.H,       d.W,       d.K,    d.R,
-                       d.S,    d.P,    d.Q,       d.padT,    d.padL, d.strideH,
-                       d.strideW, d.dilH, d.dilW, d.groups,
-                       CUDNN_DATA_HALF, /*nhwc=*/true, /*prologue=*/true};
-    // clang-format on
-    std::string key =
-        c.key + "|sbr+wgrad|ws=" + std::to_string(I.workspaceBytes);
-    auto it = forced ? I.cache.end() : I.cache.find(key);
-    if (it != I.cache.end()) {
-      std::istringstream v(it->second);
-      int index = -1;
-      if (v >> index) {
-        std::string why;
-        if (index >= 0)
-          e.graph = cg::convPlanAt(I.cudnn, g, cg::Dir::BwdFilter, index, &why);
-        if (e.graph && e.graph->workspaceBytes() > I.workspaceBytes)
-          e.graph.reset();
-        if (e.graph)
-          ensureHalf();
-        else
-          ensureScratch();
-        if (opts.verbose)
-          std::fprintf(stderr, "cnnrt: %s sbr+wgrad: %s (cached)%s\n", loc,
-                       e.graph ? "graph" : "split", why.c_str());
-        continue;
-      }
-    }
-    size_t wBytes = (size_t)d.K * (d.C / d.groups) * d.R * d.S * 2,
-           yBytes = (size_t)d.N * d.K * d.P * d.Q * 2,
-           cBytes = (size_t)d.C * sizeof(float);
-    // x, dy, dw, scale, shift (zeroed: the timing only needs the shapes).
-    TuneBuffers b;
-    size_t bytes[5] = {xBytes, yBytes, wBytes, cBytes, cBytes};
-    for (int k = 0; k < 5; ++k) {
-      if (cudaMalloc(&b.p[k], bytes[k]) != cudaSuccess)
-        oomExit(ctx.spec(), "sbr+wgrad timing buffers", bytes[k]);
-      CNNRT_CUDA(ctx, cudaMemset(b.p[k], 0, bytes[k]), loc);
-    }
-    void **p = b.p;
-    const float *scale = static_cast<float *>(p[3]);
-    const float *shift = static_cast<float *>(p[4]);
-    ensureScratch();
-    float splitMs = timeCalls(ctx, [&]() {
-      e.split(ctx, p[0], p[1], p[2], scale, shift, e.scratch);
-      return cudaGetLastError() == cudaSuccess;
-    });
-    std::string why;
-    auto plans = cg::convPlans(I.cudnn, g, cg::Dir::BwdFilter,
-                               graphPlansTimed(), opts.deterministic, &why);
-    std::shared_ptr<cg::ConvPlan> best;
-    float bestMs = -1;
-    for (auto &pl : plans) {
-      size_t need = pl->workspaceBytes();
-      if (need > I.workspaceBytes && !I.plannedWorkspace &&
-          need <= (256u << 20)) {
-        // The workspace is ours (not planned in the arena): grow it.
-        CNNRT_CUDA(ctx, cudaDeviceSynchronize(), loc);
-        cudaFree(I.workspace);
-        I.workspace = nullptr;
-        if (cudaMalloc(&I.workspace, need) != cudaSuccess)
-          oomExit(ctx.spec(), "the algorithm workspace", need);
-        I.workspaceBytes = need;
-      }
-      if (need > I.workspaceBytes) {
-        if (why.empty())
-          why = "plan #" + std::to_string(pl->index()) + " needs " +
-                std::to_string(need) + " workspace bytes, " +
-                std::to_string(I.workspaceBytes) + " planned";
-        continue;
-      }
+    f.runSplit = [&](void **p) {
+      e.split(ctx, p[0], p[1], p[2], static_cast<float *>(p[3]),
+              static_cast<float *>(p[4]), e.scratch);
+    };
+    f.runPlan = [&](const cg::ConvPlan &pl, void **p) {
       // The graph reads the f16 pair: the zeroed f32 scale buffer holds
       // 2 x C halves, zeros too.
-      const void *hScale = p[3];
-      const void *hShift = static_cast<char *>(p[3]) + d.C * 2;
-      float ms = timeCalls(ctx, [&]() {
-        return pl->executeWgradPrologue(I.cudnn, p[0], p[1], p[2], hScale,
-                                        hShift,
-                                        I.workspace) == CUDNN_STATUS_SUCCESS;
-      });
-      if (ms < 0 && why.empty())
-        why = "plan #" + std::to_string(pl->index()) + " failed to run";
-      if (ms >= 0 && (bestMs < 0 || ms < bestMs)) {
-        bestMs = ms;
-        best = std::move(pl);
-      }
-    }
-    if (best && (forced || splitMs < 0 || bestMs < splitMs))
-      e.graph = best;
-    if (e.graph) {
-      // The split form's buffer is not needed: give it back.
-      CNNRT_CUDA(ctx, cudaDeviceSynchronize(), loc);
-      cudaFree(e.scratch);
-      e.scratch = nullptr;
-      ensureHalf();
-    }
-    if (opts.verbose)
-      std::fprintf(stderr,
-                   "cnnrt: %s sbr+wgrad: split %.3f ms, graph plan #%d "
-                   "%.3f ms%s%s -> %s\n",
-                   loc, splitMs, best ? best->index() : -1, bestMs,
-                   best ? "" : ": ", best ? "" : why.c_str(),
-                   e.graph ? "graph" : "split");
-    CNNRT_CUDA(ctx, cudaDeviceSynchronize(), loc);
-    if (forced) {
-      if (!e.graph)
-        std::fprintf(stderr,
-                     "cnnrt: warning: %s: cuDNN has no prologue+wgrad plan "
-                     "for this convolution (%s); running the split form\n",
-                     loc, why.c_str());
-      continue;
-    }
-    I.cache[key] = std::to_string(e.graph ? e.graph->index() : -1);
-    I.cacheDirty = true;
+      return pl.executeWgradPrologue(I.cudnn, p[0], p[1], p[2], p[3],
+                                     static_cast<char *>(p[3]) + d.C * 2,
+                                     I.workspace);
+    };
+    chooseGraphOrSplit(ctx, c, loc, e.graph, f);
   }
 }
 

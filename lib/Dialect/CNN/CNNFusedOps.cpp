@@ -79,15 +79,11 @@ LogicalResult FusedConv2DStatsOp::verify() {
 }
 
 LogicalResult FusedConv2DBwdDataOp::verify() {
-  auto t = inferConv2DType(getLoc(), getResult().getType(),
-                           getFilter().getType(), getStrides(), getPadding(),
-                           getDilations(), getGroups(), getLayout());
-  if (failed(t))
+  if (failed(verifyConvGradOutput(
+          *this, getResult().getType(), getFilter().getType(),
+          getGradOutput().getType(), getStrides(), getPadding(), getDilations(),
+          getGroups(), getLayout(), "result")))
     return failure();
-  if (*t != getGradOutput().getType())
-    return emitOpError("'grad_output' ")
-           << getGradOutput().getType() << " does not match the conv2d output "
-           << *t << " of result " << getResult().getType();
   for (auto [name, v] : {std::pair<StringRef, Value>{"addend", getAddend()},
                          {"relu_output", getReluOutput()}})
     if (v.getType() != getResult().getType())
@@ -98,15 +94,11 @@ LogicalResult FusedConv2DBwdDataOp::verify() {
 }
 
 LogicalResult FusedConv2DBwdFilterOp::verify() {
-  auto t = inferConv2DType(getLoc(), getInput().getType(),
-                           getResult().getType(), getStrides(), getPadding(),
-                           getDilations(), getGroups(), getLayout());
-  if (failed(t))
+  if (failed(verifyConvGradOutput(
+          *this, getInput().getType(), getResult().getType(),
+          getGradOutput().getType(), getStrides(), getPadding(), getDilations(),
+          getGroups(), getLayout(), "'input'")))
     return failure();
-  if (*t != getGradOutput().getType())
-    return emitOpError("'grad_output' ")
-           << getGradOutput().getType() << " does not match the conv2d output "
-           << *t << " of 'input' " << getInput().getType();
   auto in = getInput().getType();
   int64_t c = in.getDimSize(channelDim(in, getLayout()));
   if (failed(checkF32Channels(*this, "scale", getScale(), c)) ||

@@ -719,28 +719,34 @@ SoftmaxCrossEntropyOp::inferReturnTypes(MLIRContext *ctx,
 // Backward ops
 //===----------------------------------------------------------------------===//
 
-LogicalResult Conv2DBwdDataOp::verify() {
-  auto t = inferConvIn(getLoc(), getType(), getFilter().getType(), getStrides(),
-                       getPadding(), getDilations(), getGroups(), getLayout());
+LogicalResult cnnc::cnn::verifyConvGradOutput(
+    Operation *op, RankedTensorType in, RankedTensorType filter,
+    RankedTensorType gradOutput, ArrayRef<int64_t> strides,
+    ArrayRef<int64_t> padding, ArrayRef<int64_t> dilations, int64_t groups,
+    Layout layout, StringRef inName) {
+  auto t = inferConvIn(op->getLoc(), in, filter, strides, padding, dilations,
+                       groups, layout);
   if (failed(t))
     return failure();
-  if (*t != getGradOutput().getType())
-    return emitOpError("'grad_output' ")
-           << getGradOutput().getType() << " does not match the conv2d output "
-           << *t << " of result " << getType();
+  if (*t != gradOutput)
+    return op->emitOpError("'grad_output' ")
+           << gradOutput << " does not match the conv2d output " << *t << " of "
+           << inName << " " << in;
   return success();
 }
 
+LogicalResult Conv2DBwdDataOp::verify() {
+  return verifyConvGradOutput(*this, getType(), getFilter().getType(),
+                              getGradOutput().getType(), getStrides(),
+                              getPadding(), getDilations(), getGroups(),
+                              getLayout(), "result");
+}
+
 LogicalResult Conv2DBwdFilterOp::verify() {
-  auto t = inferConvIn(getLoc(), getInput().getType(), getType(), getStrides(),
-                       getPadding(), getDilations(), getGroups(), getLayout());
-  if (failed(t))
-    return failure();
-  if (*t != getGradOutput().getType())
-    return emitOpError("'grad_output' ")
-           << getGradOutput().getType() << " does not match the conv2d output "
-           << *t << " of 'input' " << getInput().getType();
-  return success();
+  return verifyConvGradOutput(*this, getInput().getType(), getType(),
+                              getGradOutput().getType(), getStrides(),
+                              getPadding(), getDilations(), getGroups(),
+                              getLayout(), "'input'");
 }
 
 LogicalResult BiasGradOp::inferReturnTypes(MLIRContext *,

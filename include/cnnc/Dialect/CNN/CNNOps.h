@@ -72,6 +72,15 @@ inferConv2DType(mlir::Location loc, mlir::RankedTensorType input,
                 llvm::ArrayRef<int64_t> padding,
                 llvm::ArrayRef<int64_t> dilations, int64_t groups,
                 Layout layout);
+/// The shape rule of a convolution's gradients (conv2d_bwd_data/_filter
+/// and their fused forms): conv2d(`in`, `filter`) in `layout` has the type
+/// of `gradOutput`; otherwise one error on `op` naming `in` as `inName`.
+mlir::LogicalResult verifyConvGradOutput(
+    mlir::Operation *op, mlir::RankedTensorType in,
+    mlir::RankedTensorType filter, mlir::RankedTensorType gradOutput,
+    llvm::ArrayRef<int64_t> strides, llvm::ArrayRef<int64_t> padding,
+    llvm::ArrayRef<int64_t> dilations, int64_t groups, Layout layout,
+    llvm::StringRef inName);
 /// Result type of max_pool2d / avg_pool2d of `input` in `layout`; emits an
 /// error at `loc` and fails on bad shapes or attributes.
 mlir::FailureOr<mlir::RankedTensorType>
