@@ -38,6 +38,20 @@ struct ChannelOf {
   }
 };
 
+/// The prologue of the fused convolutions and pooling, in place:
+/// relu(x * scale + shift) per channel of `layout`, rounded to x's type as
+/// the unfused normalization (a fused_elementwise: f32 mul, add, maximumf,
+/// which propagates NaN) stored it.
+void applyScaleShiftRelu(Tensor &x, const Tensor &scale, const Tensor &shift,
+                         cnn::Layout layout) {
+  ChannelOf ich(x.shape, layout);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    float v = x.data[i] * scale.data[ich(i)] + shift.data[ich(i)];
+    v = std::isnan(v) || v > 0 ? v : 0;
+    x.data[i] = x.kind == ElemKind::F16 ? roundToHalf(v) : v;
+  }
+}
+
 /// NHWC <-> NCHW copies (4-D).
 std::vector<float> nhwcToNchw(const Tensor &t) {
   auto s = t.shape;
@@ -191,16 +205,9 @@ LogicalResult execConvStats(cnn::FusedConv2DStatsOp op,
   if (!op.getScale()) {
     convInto(op, in, get(op.getFilter()), r);
   } else {
-    // The prologue: relu(input * scale + shift) per input channel, rounded
-    // to the input's type as the unfused normalization stored it.
     Tensor x = in;
-    const Tensor &scale = get(op.getScale()), &shift = get(op.getShift());
-    ChannelOf ich(x.shape, op.getLayout());
-    for (int64_t i = 0; i < x.numel(); ++i) {
-      float v = x.data[i] * scale.data[ich(i)] + shift.data[ich(i)];
-      v = v > 0 ? v : 0;
-      x.data[i] = x.kind == ElemKind::F16 ? roundToHalf(v) : v;
-    }
+    applyScaleShiftRelu(x, get(op.getScale()), get(op.getShift()),
+                        op.getLayout());
     convInto(op, x, get(op.getFilter()), r);
   }
   if (r.kind == ElemKind::F16)
@@ -257,13 +264,8 @@ LogicalResult execWgradPrologue(cnn::FusedConv2DBwdFilterOp op,
                                 function_ref<const Tensor &(Value)> get,
                                 function_ref<Tensor &(Value)> def) {
   Tensor x = get(op.getInput());
-  const Tensor &scale = get(op.getScale()), &shift = get(op.getShift());
-  ChannelOf ich(x.shape, op.getLayout());
-  for (int64_t i = 0; i < x.numel(); ++i) {
-    float v = x.data[i] * scale.data[ich(i)] + shift.data[ich(i)];
-    v = v > 0 ? v : 0;
-    x.data[i] = x.kind == ElemKind::F16 ? roundToHalf(v) : v;
-  }
+  applyScaleShiftRelu(x, get(op.getScale()), get(op.getShift()),
+                      op.getLayout());
   Tensor &r = def(op.getResult());
   const Tensor &dy = get(op.getGradOutput());
   bool nhwc = op.isNHWC();
@@ -324,15 +326,9 @@ LogicalResult execMaxPoolIndex(cnn::FusedMaxPool2DOp op,
                                function_ref<const Tensor &(Value)> get,
                                function_ref<Tensor &(Value)> def) {
   Tensor x = get(op.getInput());
-  if (op.getScale()) {
-    const Tensor &scale = get(op.getScale()), &shift = get(op.getShift());
-    ChannelOf ich(x.shape, op.getLayout());
-    for (int64_t i = 0; i < x.numel(); ++i) {
-      float v = x.data[i] * scale.data[ich(i)] + shift.data[ich(i)];
-      v = std::isnan(v) || v > 0 ? v : 0;
-      x.data[i] = x.kind == ElemKind::F16 ? roundToHalf(v) : v;
-    }
-  }
+  if (op.getScale())
+    applyScaleShiftRelu(x, get(op.getScale()), get(op.getShift()),
+                        op.getLayout());
   bool nhwc = op.isNHWC();
   SmallVector<int64_t> shape;
   std::vector<float> xs = asNCHW(x, nhwc, shape);

@@ -1466,32 +1466,46 @@ __global__ void scaleShiftToHalf(const float *scale, const float *shift,
   }
 }
 
-void Context::registerConvStats(int id, int convId, ConvStatsFn split,
-                                bool prologue, const char *loc) {
-  Impl &I = *impl_;
+/// The checks and bookkeeping that registerConvStats,
+/// registerConvBwdDataAddRelu and registerConvBwdFilterPrologue share: the
+/// entry `id` of `entries` for convolution `convId`, with its split form.
+/// `api` names the call and `what` the entry in the messages.
+template <typename Entry, typename SplitFn>
+static Entry &registerFusedConv(Context &ctx, std::vector<Entry> &entries,
+                                int id, int convId, SplitFn split,
+                                const char *api, const std::string &what,
+                                const char *loc) {
+  Context::Impl &I = *ctx.impl();
   if (I.prepared)
-    fail(loc, "registerConvStats after prepare finished");
+    ctx.fail(loc, std::string(api) + " after prepare finished");
   if (id < 0)
-    fail(loc, "negative conv-stats id");
+    ctx.fail(loc, "negative " + what + " id");
   if (convId < 0 || static_cast<size_t>(convId) >= I.convs.size() ||
       !I.convs[convId].valid)
-    fail(loc, "conv-stats " + std::to_string(id) + " names conv id " +
+    ctx.fail(loc, what + " " + std::to_string(id) + " names conv id " +
                   std::to_string(convId) + ", which was not registered");
   if (!split)
-    fail(loc, "conv-stats without a split-form function");
+    ctx.fail(loc, what + " without a split-form function");
   const ConvDesc &d = I.convs[convId].d;
   if (d.layout != Layout::NHWC || d.dtype != DType::F16)
-    fail(loc, "conv-stats needs an NHWC f16 convolution");
-  if (static_cast<size_t>(id) >= I.convStats.size())
-    I.convStats.resize(id + 1);
-  ConvStatsEntry &e = I.convStats[id];
+    ctx.fail(loc, what + " needs an NHWC f16 convolution");
+  if (static_cast<size_t>(id) >= entries.size())
+    entries.resize(id + 1);
+  Entry &e = entries[id];
   if (e.valid)
-    fail(loc, "conv-stats id " + std::to_string(id) + " registered twice");
+    ctx.fail(loc, what + " id " + std::to_string(id) + " registered twice");
   e.valid = true;
   e.conv = convId;
   e.split = split;
-  e.prologue = prologue;
   e.loc = loc;
+  return e;
+}
+
+void Context::registerConvStats(int id, int convId, ConvStatsFn split,
+                                bool prologue, const char *loc) {
+  ConvStatsEntry &e = registerFusedConv(*this, impl_->convStats, id, convId, split, "registerConvStats", "conv-stats",
+                    loc);
+  e.prologue = prologue;
 }
 
 namespace {
@@ -1765,29 +1779,8 @@ bool Context::convStatsUsesGraph(int id) const {
 void Context::registerConvBwdDataAddRelu(int id, int convId,
                                          ConvDgradEpilogueFn split,
                                          const char *loc) {
-  Impl &I = *impl_;
-  if (I.prepared)
-    fail(loc, "registerConvBwdDataAddRelu after prepare finished");
-  if (id < 0)
-    fail(loc, "negative dgrad+add+drelu id");
-  if (convId < 0 || static_cast<size_t>(convId) >= I.convs.size() ||
-      !I.convs[convId].valid)
-    fail(loc, "dgrad+add+drelu " + std::to_string(id) + " names conv id " +
-                  std::to_string(convId) + ", which was not registered");
-  if (!split)
-    fail(loc, "dgrad+add+drelu without a split-form function");
-  const ConvDesc &d = I.convs[convId].d;
-  if (d.layout != Layout::NHWC || d.dtype != DType::F16)
-    fail(loc, "dgrad+add+drelu needs an NHWC f16 convolution");
-  if (static_cast<size_t>(id) >= I.convDgrads.size())
-    I.convDgrads.resize(id + 1);
-  ConvDgradEntry &e = I.convDgrads[id];
-  if (e.valid)
-    fail(loc, "dgrad+add+drelu id " + std::to_string(id) + " registered twice");
-  e.valid = true;
-  e.conv = convId;
-  e.split = split;
-  e.loc = loc;
+  registerFusedConv(*this, impl_->convDgrads, id, convId, split, "registerConvBwdDataAddRelu", "dgrad+add+drelu",
+                    loc);
 }
 
 /// Times cuDNN's dgrad + add + ReLU-backward graph plans of each registered
@@ -1854,29 +1847,8 @@ bool Context::convBwdDataAddReluUsesGraph(int id) const {
 void Context::registerConvBwdFilterPrologue(int id, int convId,
                                             ConvWgradPrologueFn split,
                                             const char *loc) {
-  Impl &I = *impl_;
-  if (I.prepared)
-    fail(loc, "registerConvBwdFilterPrologue after prepare finished");
-  if (id < 0)
-    fail(loc, "negative sbr+wgrad id");
-  if (convId < 0 || static_cast<size_t>(convId) >= I.convs.size() ||
-      !I.convs[convId].valid)
-    fail(loc, "sbr+wgrad " + std::to_string(id) + " names conv id " +
-                  std::to_string(convId) + ", which was not registered");
-  if (!split)
-    fail(loc, "sbr+wgrad without a split-form function");
-  const ConvDesc &d = I.convs[convId].d;
-  if (d.layout != Layout::NHWC || d.dtype != DType::F16)
-    fail(loc, "sbr+wgrad needs an NHWC f16 convolution");
-  if (static_cast<size_t>(id) >= I.convWgrads.size())
-    I.convWgrads.resize(id + 1);
-  ConvWgradEntry &e = I.convWgrads[id];
-  if (e.valid)
-    fail(loc, "sbr+wgrad id " + std::to_string(id) + " registered twice");
-  e.valid = true;
-  e.conv = convId;
-  e.split = split;
-  e.loc = loc;
+  registerFusedConv(*this, impl_->convWgrads, id, convId, split, "registerConvBwdFilterPrologue", "sbr+wgrad",
+                    loc);
 }
 
 /// Times cuDNN's prologue (scale, shift, ReLU) + wgrad graph plans of each

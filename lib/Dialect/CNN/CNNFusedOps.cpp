@@ -52,6 +52,16 @@ static LogicalResult checkF32Channels(Operation *op, StringRef name, Value v,
   return success();
 }
 
+/// A prologue's `scale` and `shift`: 1-D f32 of `input`'s channel count.
+static LogicalResult checkPrologue(Operation *op, Value scale, Value shift,
+                                   RankedTensorType input, Layout layout) {
+  int64_t c = input.getDimSize(channelDim(input, layout));
+  if (failed(checkF32Channels(op, "scale", scale, c)) ||
+      failed(checkF32Channels(op, "shift", shift, c)))
+    return failure();
+  return success();
+}
+
 LogicalResult FusedConv2DStatsOp::verify() {
   auto t = inferConv2DType(getLoc(), getInput().getType(),
                            getFilter().getType(), getStrides(), getPadding(),
@@ -68,13 +78,9 @@ LogicalResult FusedConv2DStatsOp::verify() {
     return failure();
   if (!getScale() != !getShift())
     return emitOpError("'scale' and 'shift' (the prologue) come together");
-  if (getScale()) {
-    auto in = getInput().getType();
-    int64_t c = in.getDimSize(channelDim(in, getLayout()));
-    if (failed(checkF32Channels(*this, "scale", getScale(), c)) ||
-        failed(checkF32Channels(*this, "shift", getShift(), c)))
-      return failure();
-  }
+  if (getScale())
+    return checkPrologue(*this, getScale(), getShift(), getInput().getType(),
+                         getLayout());
   return success();
 }
 
@@ -99,12 +105,8 @@ LogicalResult FusedConv2DBwdFilterOp::verify() {
           getGradOutput().getType(), getStrides(), getPadding(), getDilations(),
           getGroups(), getLayout(), "'input'")))
     return failure();
-  auto in = getInput().getType();
-  int64_t c = in.getDimSize(channelDim(in, getLayout()));
-  if (failed(checkF32Channels(*this, "scale", getScale(), c)) ||
-      failed(checkF32Channels(*this, "shift", getShift(), c)))
-    return failure();
-  return success();
+  return checkPrologue(*this, getScale(), getShift(), getInput().getType(),
+                       getLayout());
 }
 
 LogicalResult BatchNormFinalizeOp::verify() {
@@ -331,25 +333,18 @@ LogicalResult FusedMaxPool2DOp::verify() {
     return failure();
   if (!getScale() != !getShift())
     return emitOpError("'scale' and 'shift' come together (the prologue)");
-  if (getScale()) {
-    auto in = getInput().getType();
-    int64_t c = in.getDimSize(channelDim(in, getLayout()));
-    if (failed(checkF32Channels(*this, "scale", getScale(), c)) ||
-        failed(checkF32Channels(*this, "shift", getShift(), c)))
-      return failure();
-  }
+  if (getScale())
+    return checkPrologue(*this, getScale(), getShift(), getInput().getType(),
+                         getLayout());
   return success();
 }
 
 LogicalResult MaxPool2DIndexGradOp::verify() {
-  auto t = inferPool2DType(getLoc(), getType(), getKernel(), getStrides(),
-                           getPadding(), getCeilMode(), getLayout());
+  auto t = verifyPoolGradOutput(*this, getType(), getGradOutput().getType(),
+                                getKernel(), getStrides(), getPadding(),
+                                getCeilMode(), getLayout());
   if (failed(t))
     return failure();
-  if (*t != getGradOutput().getType())
-    return emitOpError("'grad_output' ")
-           << getGradOutput().getType() << " does not match the pooled output "
-           << *t << " of result " << getType();
   return checkWindowIndex(*this, getWindowIndex(), *t, getKernel());
 }
 

@@ -777,15 +777,26 @@ LogicalResult MaxPool2DGradOp::verify() {
   return success();
 }
 
-LogicalResult AvgPool2DGradOp::verify() {
-  auto t = inferPool(getLoc(), getType(), getKernel(), getStrides(),
-                     getPadding(), getCeilMode(), getLayout());
+FailureOr<RankedTensorType> cnnc::cnn::verifyPoolGradOutput(
+    Operation *op, RankedTensorType result, RankedTensorType gradOutput,
+    ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
+    ArrayRef<int64_t> padding, bool ceilMode, Layout layout) {
+  auto t = inferPool(op->getLoc(), result, kernel, strides, padding, ceilMode,
+                     layout);
   if (failed(t))
     return failure();
-  if (*t != getGradOutput().getType())
-    return emitOpError("'grad_output' ")
-           << getGradOutput().getType() << " does not match the pooled output "
-           << *t << " of result " << getType();
+  if (*t != gradOutput)
+    return op->emitOpError("'grad_output' ")
+           << gradOutput << " does not match the pooled output " << *t
+           << " of result " << result;
+  return *t;
+}
+
+LogicalResult AvgPool2DGradOp::verify() {
+  if (failed(verifyPoolGradOutput(*this, getType(), getGradOutput().getType(),
+                                  getKernel(), getStrides(), getPadding(),
+                                  getCeilMode(), getLayout())))
+    return failure();
   return success();
 }
 

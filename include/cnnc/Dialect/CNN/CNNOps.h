@@ -81,6 +81,14 @@ mlir::LogicalResult verifyConvGradOutput(
     llvm::ArrayRef<int64_t> strides, llvm::ArrayRef<int64_t> padding,
     llvm::ArrayRef<int64_t> dilations, int64_t groups, Layout layout,
     llvm::StringRef inName);
+/// The shape rule of a pooling's gradient (avg_pool2d_grad,
+/// max_pool2d_index_grad): pooling `result` gives the type of `gradOutput`;
+/// returns that pooled type, or fails with one error on `op`.
+mlir::FailureOr<mlir::RankedTensorType> verifyPoolGradOutput(
+    mlir::Operation *op, mlir::RankedTensorType result,
+    mlir::RankedTensorType gradOutput, llvm::ArrayRef<int64_t> kernel,
+    llvm::ArrayRef<int64_t> strides, llvm::ArrayRef<int64_t> padding,
+    bool ceilMode, Layout layout);
 /// Result type of max_pool2d / avg_pool2d of `input` in `layout`; emits an
 /// error at `loc` and fails on bad shapes or attributes.
 mlir::FailureOr<mlir::RankedTensorType>
