@@ -341,22 +341,32 @@ LogicalResult execMaxPoolIndex(cnn::FusedMaxPool2DOp op,
   return success();
 }
 
-/// max_pool2d_index_grad: max_pool2d_grad's sums, routed by the index.
-LogicalResult execMaxPoolIndexGrad(cnn::MaxPool2DIndexGradOp op,
-                                   function_ref<const Tensor &(Value)> get,
-                                   function_ref<Tensor &(Value)> def) {
+/// max_pool2d_grad's sums routed by the index (max_pool2d_index_grad and the
+/// gradient fused_max_pool2d_batch_norm_relu_grad reads) into `r`, whose
+/// shape and kind are the pooled input's.
+template <typename PoolOp>
+void poolIndexGrad(PoolOp op, const Tensor &dyT, const Tensor &idxT,
+                   Tensor &r) {
   bool nhwc = op.isNHWC();
   SmallVector<int64_t> dyShape, idxShape;
-  std::vector<float> dy = asNCHW(get(op.getGradOutput()), nhwc, dyShape);
-  std::vector<float> idx = asNCHW(get(op.getWindowIndex()), nhwc, idxShape);
-  Tensor &r = def(op.getResult());
+  std::vector<float> dy = asNCHW(dyT, nhwc, dyShape);
+  std::vector<float> idx = asNCHW(idxT, nhwc, idxShape);
   auto s = r.shape;
   SmallVector<int64_t> in = nhwc ? SmallVector<int64_t>{s[0], s[3], s[1], s[2]}
                                  : SmallVector<int64_t>(s.begin(), s.end());
   std::vector<float> dx(r.data.size());
   kn::maxPool2dIndexGrad(dy.data(), idx.data(), dx.data(),
                          poolParamsOf(op, in));
-  storeFromNCHW(std::move(dx), nhwc, r); // rounded to f16 as stored
+  storeFromNCHW(std::move(dx), nhwc, r);
+}
+
+/// max_pool2d_index_grad: max_pool2d_grad's sums, routed by the index.
+LogicalResult execMaxPoolIndexGrad(cnn::MaxPool2DIndexGradOp op,
+                                   function_ref<const Tensor &(Value)> get,
+                                   function_ref<Tensor &(Value)> def) {
+  // Rounded to f16 as stored by the interpreter.
+  poolIndexGrad(op, get(op.getGradOutput()), get(op.getWindowIndex()),
+                def(op.getResult()));
   return success();
 }
 
@@ -395,16 +405,16 @@ LogicalResult execFinalize(cnn::BatchNormFinalizeOp op,
 /// fused_batch_norm_relu_grad (the mask read from the stored ReLU output
 /// `y`) and fused_batch_norm_affine_relu_grad (`y` null: the mask
 /// recomputed from x with the normalization's alpha, beta).
-LogicalResult execBnReluGrad(Operation *op, Value dyV, Value yV, Value xV,
-                             Value scaleV, Value meanV, Value invstdV,
+LogicalResult execBnReluGrad(Operation *op, const Tensor &dy, Value yV,
+                             Value xV, Value scaleV, Value meanV, Value invstdV,
                              Value alphaV, Value betaV, cnn::Layout layout,
                              Value dxV, Value dsV, Value dbV,
                              function_ref<const Tensor &(Value)> get,
                              function_ref<Tensor &(Value)> def) {
   float *dx = def(dxV).data.data();
   float *ds = def(dsV).data.data(), *db = def(dbV).data.data();
-  const Tensor &dy = get(dyV), &x = get(xV), &scale = get(scaleV),
-               &mean = get(meanV), &invstd = get(invstdV);
+  const Tensor &x = get(xV), &scale = get(scaleV), &mean = get(meanV),
+               &invstd = get(invstdV);
   const Tensor *y = yV ? &get(yV) : nullptr;
   const float *alpha = alphaV ? get(alphaV).data.data() : nullptr,
               *beta = betaV ? get(betaV).data.data() : nullptr;
@@ -702,7 +712,8 @@ bool cnnc::reference::isFusedOp(Operation *op) {
              cnn::FusedConv2DStatsOp, cnn::BatchNormFinalizeOp,
              cnn::FusedConv2DBwdDataOp, cnn::FusedConv2DBwdFilterOp,
              cnn::FusedBatchNormReluGradOp, cnn::FusedBatchNormAffineReluGradOp,
-             cnn::FusedMaxPool2DOp, cnn::MaxPool2DIndexGradOp>(op);
+             cnn::FusedMaxPool2DOp, cnn::MaxPool2DIndexGradOp,
+             cnn::FusedMaxPool2DBatchNormReluGradOp>(op);
 }
 
 LogicalResult
@@ -723,18 +734,32 @@ cnnc::reference::executeFused(Operation *op,
         return execWgradPrologue(o, get, def);
       })
       .Case([&](cnn::FusedBatchNormReluGradOp o) {
-        return execBnReluGrad(o, o.getGradOutput(), o.getReluOutput(),
+        return execBnReluGrad(o, get(o.getGradOutput()), o.getReluOutput(),
                               o.getInput(), o.getScale(), o.getSavedMean(),
                               o.getSavedInvstd(), {}, {}, o.getLayout(),
                               o.getGradInput(), o.getGradScale(),
                               o.getGradBias(), get, def);
       })
       .Case([&](cnn::FusedBatchNormAffineReluGradOp o) {
-        return execBnReluGrad(o, o.getGradOutput(), {}, o.getInput(),
+        return execBnReluGrad(o, get(o.getGradOutput()), {}, o.getInput(),
                               o.getScale(), o.getSavedMean(),
                               o.getSavedInvstd(), o.getAlpha(), o.getBeta(),
-                              o.getLayout(), o.getGradInput(),
-                              o.getGradScale(), o.getGradBias(), get, def);
+                              o.getLayout(), o.getGradInput(), o.getGradScale(),
+                              o.getGradBias(), get, def);
+      })
+      .Case([&](cnn::FusedMaxPool2DBatchNormReluGradOp o) {
+        // The two ops' evals in sequence, the pooling gradient rounded to
+        // the stored type as the unfused op's result was.
+        const Tensor &x = get(o.getInput());
+        Tensor g(x.kind, x.shape);
+        poolIndexGrad(o, get(o.getGradOutput()), get(o.getWindowIndex()), g);
+        if (g.kind == ElemKind::F16)
+          for (float &v : g.data)
+            v = roundToHalf(v);
+        return execBnReluGrad(
+            o, g, {}, o.getInput(), o.getScale(), o.getSavedMean(),
+            o.getSavedInvstd(), o.getAlpha(), o.getBeta(), o.getLayout(),
+            o.getGradInput(), o.getGradScale(), o.getGradBias(), get, def);
       })
       .Case([&](cnn::FusedMaxPool2DOp o) {
         return execMaxPoolIndex(o, get, def);

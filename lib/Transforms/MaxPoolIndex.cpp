@@ -15,6 +15,13 @@
 // and nothing else reads it, it becomes the pooling's prologue, and the
 // normalized tensor is neither written nor stored (ResNet's stem).
 //
+// In the backward pass the same stem reads the pooling gradient once more,
+// in the BatchNorm + ReLU gradient (fused_batch_norm_affine_relu_grad, from
+// cnn-fuse); where that op is its only reader, the two become one
+// fused_max_pool2d_batch_norm_relu_grad, which gathers the pooling gradient
+// where it reads it, so the full-size gradient (196 MiB for ResNet-50 at
+// batch 128) is neither written nor read back twice.
+//
 //===----------------------------------------------------------------------===//
 #include "cnnc/Transforms/Passes.h"
 
@@ -92,6 +99,8 @@ struct MaxPoolIndexPass : cnnc::impl::CNNMaxPoolIndexBase<MaxPoolIndexPass> {
       grad.replaceAllUsesWith(indexed.getResult());
       grad.erase();
       ++numIndexed;
+      if (gradFusion)
+        fuseIntoBatchNormGrad(indexed);
     }
     // The normalization that only this pooling reads becomes its prologue.
     auto e = fused.getInput().getDefiningOp<FusedElementwiseOp>();
@@ -104,6 +113,35 @@ struct MaxPoolIndexPass : cnnc::impl::CNNMaxPoolIndexBase<MaxPoolIndexPass> {
     fused.getShiftMutable().assign(e.getInputs()[2]);
     e.erase();
     ++numPrologues;
+  }
+
+  /// Folds `indexed` into the BatchNorm + ReLU gradient that is its only
+  /// reader (as its grad_output). The CUDA target gathers eight channels at
+  /// a time (NHWC, C % 8 == 0: the pooling gradient's vec8 form), so only
+  /// that case is folded.
+  void fuseIntoBatchNormGrad(MaxPool2DIndexGradOp indexed) {
+    auto t = indexed.getType();
+    if (!indexed->hasOneUse() || !indexed.isNHWC() || t.getRank() != 4 ||
+        t.getDimSize(3) % 8 != 0)
+      return;
+    auto bn =
+        dyn_cast<FusedBatchNormAffineReluGradOp>(*indexed->getUsers().begin());
+    if (!bn || bn.getGradOutput() != indexed.getResult() ||
+        bn.getInput() == indexed.getResult() ||
+        bn.getLayout() != indexed.getLayout() || bn.getInput().getType() != t)
+      return;
+    OpBuilder b(bn);
+    auto fused = FusedMaxPool2DBatchNormReluGradOp::create(
+        b, bn.getLoc(), bn.getResultTypes(), indexed.getGradOutput(),
+        indexed.getWindowIndex(), bn.getInput(), bn.getScale(),
+        bn.getSavedMean(), bn.getSavedInvstd(), bn.getAlpha(), bn.getBeta(),
+        indexed.getKernelAttr(), indexed.getStridesAttr(),
+        indexed.getPaddingAttr(), indexed.getCeilModeAttr(),
+        indexed.getLayoutAttr());
+    bn.replaceAllUsesWith(fused.getResults());
+    bn.erase();
+    indexed.erase();
+    ++numGradFusions;
   }
 };
 

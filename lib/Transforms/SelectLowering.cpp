@@ -149,6 +149,9 @@ StringRef loweringOf(Operation *op) {
       .Case([](MaxPool2DIndexGradOp p) {
         return vec8Pool(p, p.getType()) ? "vec8" : "";
       })
+      .Case([](FusedMaxPool2DBatchNormReluGradOp p) {
+        return vec8Pool(p, p.getGradInput().getType()) ? "vec8" : "";
+      })
       .Case([](FusedConv2DOp c) {
         Type et = c.getType().getElementType();
         StringRef act = c.getActivation();

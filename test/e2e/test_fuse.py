@@ -318,29 +318,37 @@ def test_max_pool_index_keeps_step(tmp_path, precision):
     cnn-conv-stats: the stem's pooling records each window's argmax and
     takes the BN apply + ReLU as its prologue (the normalized tensor is
     gone: the BN gradient recomputes its ReLU mask), the pooling gradient
-    routes by the index, and the step keeps its numbers exactly on the
-    reference interpreter (the same maxima and the same sums in the same
-    order). The eval forward's pooling stays plain."""
+    routes by the index and, with grad-fusion, is gathered inside the stem's
+    BN + ReLU gradient (fused_max_pool2d_batch_norm_relu_grad). Both forms
+    keep the step's numbers exactly on the reference interpreter (the same
+    maxima and the same sums in the same order). The eval forward's pooling
+    stays plain."""
     onnx = exported_with_batch(tmp_path, "resnet18", 5, (4, 3, 64, 64))
     base = training_ir(onnx, tmp_path / "base.mlir")
     pre = ["--cnn-layout"] + (["--cnn-precision"] if precision == "fp16" else []) + [
         "--canonicalize", "--cse", "--cnn-fuse", "--cnn-conv-stats=any-precision=true"]
-    plain, indexed = tmp_path / "plain.mlir", tmp_path / "indexed.mlir"
+    plain, indexed, fused = (tmp_path / f"{n}.mlir" for n in ("plain", "indexed", "fused"))
     subprocess.run([tool("cnnc-opt"), str(base)] + pre + ["-o", str(plain)], check=True)
-    subprocess.run([tool("cnnc-opt"), str(plain), "--cnn-max-pool-index", "-o", str(indexed)],
+    subprocess.run([tool("cnnc-opt"), str(plain), "--cnn-max-pool-index=grad-fusion=false",
+                    "-o", str(indexed)], check=True)
+    subprocess.run([tool("cnnc-opt"), str(plain), "--cnn-max-pool-index", "-o", str(fused)],
                    check=True)
-    text = indexed.read_text()
-    assert text.count("= cnn.fused_max_pool2d") == 1
-    assert "operandSegmentSizes = array<i32: 1, 1, 1>" in text  # the prologue
-    assert text.count("= cnn.max_pool2d_index_grad") == 1
-    assert "cnn.max_pool2d_grad" not in text
-    assert text.count("= cnn.max_pool2d ") == 1  # @forward's
-    (l0, s0), (l1, s1) = run_step(plain, tmp_path, "plain"), run_step(indexed, tmp_path, "indexed")
-    assert l1 == l0, (l0, l1)
+    for path, index_grads, fused_grads in ((indexed, 1, 0), (fused, 0, 1)):
+        text = path.read_text()
+        assert text.count("= cnn.fused_max_pool2d ") == 1
+        assert "operandSegmentSizes = array<i32: 1, 1, 1>" in text  # the prologue
+        assert text.count("= cnn.max_pool2d_index_grad") == index_grads
+        assert text.count("= cnn.fused_max_pool2d_batch_norm_relu_grad") == fused_grads
+        assert "cnn.max_pool2d_grad" not in text
+        assert text.count("= cnn.max_pool2d ") == 1  # @forward's
+    l0, s0 = run_step(plain, tmp_path, "plain")
     grads = [k for k in s0 if k.endswith(".grad")]
     assert len(grads) > 20
-    for k in s0:
-        assert np.array_equal(np.asarray(s0[k]), np.asarray(s1[k])), k
+    for path in (indexed, fused):
+        l1, s1 = run_step(path, tmp_path, path.stem)
+        assert l1 == l0, (path.stem, l0, l1)
+        for k in s0:
+            assert np.array_equal(np.asarray(s0[k]), np.asarray(s1[k])), (path.stem, k)
 
 
 @pytest.mark.parametrize("precision,optimizer", [("fp16", "sgd"), ("fp32", "adam")])

@@ -765,6 +765,7 @@ LogicalResult cnnc::driver::compileCUDA(const DriverOptions &o, Compilation &c,
       if (o.maxPoolIndex && !planned) {
         CNNMaxPoolIndexOptions mpi;
         mpi.prologue = false; // a step given as MLIR keeps its fusions
+        mpi.gradFusion = false;
         pm.addPass(createCNNMaxPoolIndex(mpi));
       }
       pm.addPass(createCNNSelectLowering());

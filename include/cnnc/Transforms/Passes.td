@@ -501,6 +501,12 @@ def CNNMaxPoolIndex : Pass<"cnn-max-pool-index", "mlir::ModuleOp"> {
     fused_elementwise cnn-fuse makes) that only the pooling reads, it becomes
     the pooling's prologue (`prologue`): the normalized tensor is neither
     written nor stored. The results are those of the unfused ops bit for bit.
+    In the backward pass, where the gradient's only reader is the BatchNorm +
+    ReLU gradient of that same normalization (fused_batch_norm_affine_relu_grad,
+    NHWC with a multiple of 8 channels), the two become one
+    fused_max_pool2d_batch_norm_relu_grad (`grad-fusion`): the pooling
+    gradient is gathered where the BatchNorm gradient reads it and the
+    full-size gradient is never stored.
     The CUDA target's pipeline runs it after cnn-conv-stats
     (`cnnc --max-pool-index=false` turns it off).
 
@@ -515,15 +521,21 @@ def CNNMaxPoolIndex : Pass<"cnn-max-pool-index", "mlir::ModuleOp"> {
     ...
     %dx = cnn.max_pool2d_index_grad %dy, %i {...}
         : (tensor<8x16x16x64xf16>, tensor<8x16x16x64xui8>) -> tensor<8x32x32x64xf16>
+    // and, with grad-fusion, where %dx's only reader is
+    // %dc, %ds, %db = cnn.fused_batch_norm_affine_relu_grad %dx, %c, ...
+    %dc, %ds, %db = cnn.fused_max_pool2d_batch_norm_relu_grad %dy, %i, %c, ...
     ```
   }];
   let options = [
     Option<"prologue", "prologue", "bool", /*default=*/"true",
-           "Fold a BatchNorm apply + ReLU read only by the pooling into it">
+           "Fold a BatchNorm apply + ReLU read only by the pooling into it">,
+    Option<"gradFusion", "grad-fusion", "bool", /*default=*/"true",
+           "Fold the gradient into the BatchNorm + ReLU gradient that is its only reader">
   ];
   let statistics = [
     Statistic<"numIndexed", "indexed", "max_pool2d_grad ops routed by the forward's window index">,
-    Statistic<"numPrologues", "prologues", "BatchNorm apply + ReLU folded into a pooling">
+    Statistic<"numPrologues", "prologues", "BatchNorm apply + ReLU folded into a pooling">,
+    Statistic<"numGradFusions", "grad-fusions", "pooling gradients folded into a BatchNorm + ReLU gradient">
   ];
 }
 

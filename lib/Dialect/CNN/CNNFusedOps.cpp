@@ -348,6 +348,31 @@ LogicalResult MaxPool2DIndexGradOp::verify() {
   return checkWindowIndex(*this, getWindowIndex(), *t, getKernel());
 }
 
+LogicalResult FusedMaxPool2DBatchNormReluGradOp::verify() {
+  auto in = getInput().getType();
+  auto t = verifyPoolGradOutput(*this, in, getGradOutput().getType(),
+                                getKernel(), getStrides(), getPadding(),
+                                getCeilMode(), getLayout());
+  if (failed(t) ||
+      failed(checkWindowIndex(*this, getWindowIndex(), *t, getKernel())))
+    return failure();
+  int64_t c = in.getDimSize(channelDim(in, getLayout()));
+  for (auto [name, v] : {std::pair<StringRef, Value>{"scale", getScale()},
+                         {"saved_mean", getSavedMean()},
+                         {"saved_invstd", getSavedInvstd()},
+                         {"alpha", getAlpha()},
+                         {"beta", getBeta()},
+                         {"grad_scale", getGradScale()},
+                         {"grad_bias", getGradBias()}})
+    if (failed(checkChannels(*this, name, v, c)))
+      return failure();
+  if (getGradInput().getType() != in)
+    return emitOpError("'grad_input' ")
+           << getGradInput().getType() << " must have the type of 'input' "
+           << in;
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // fused_elementwise forms other passes ask about
 //===----------------------------------------------------------------------===//

@@ -235,6 +235,8 @@ private:
               Value reluOut, Value x, Value scale, Value mean, Value invstd,
               Value gradScale, Value gradBias, Value gradInput,
               Value alpha = {}, Value beta = {});
+  LogicalResult poolBnGrad(std::string &out,
+                           FusedMaxPool2DBatchNormReluGradOp op);
   int64_t nhwcPartial(std::string &out, Operation *op, int mode, Value a,
                       Value b, Value mean, Value invstd, Value mask = {},
                       Value alpha = {}, Value beta = {});
@@ -627,36 +629,90 @@ static int64_t channelInner(RankedTensorType t) {
 // per-channel elementwise kernels, the prelude's *NHWC kernels otherwise.
 //===----------------------------------------------------------------------===//
 
+/// How nhwcPartial's kernels split M rows of C channels: `lanes` threads
+/// across channels (eight channels each when `vec`), `colBlocks` blocks across
+/// channels and `tiles` of `rowsPerTile` rows, enough to fill the GPU (~2048
+/// blocks) within the kNhwcScratchDoubles per sum of nhwcScratch.
+struct NhwcTiling {
+  bool vec;
+  int64_t lanes, colBlocks, tiles, rowsPerTile;
+};
+static NhwcTiling nhwcTiling(int64_t M, int64_t C) {
+  NhwcTiling t;
+  // Eight channels per thread (16-byte loads) when rows stay 16-byte aligned.
+  t.vec = C % 8 == 0;
+  t.lanes = t.vec ? std::min<int64_t>(C / 8, 32) : 32;
+  t.colBlocks = t.vec ? (C / 8 + t.lanes - 1) / t.lanes : (C + 31) / 32;
+  t.tiles = std::max<int64_t>(1, std::min({(M + 63) / 64, 2048 / t.colBlocks,
+                                           kNhwcScratchDoubles / C}));
+  t.rowsPerTile = (M + t.tiles - 1) / t.tiles;
+  t.tiles = (M + t.rowsPerTile - 1) / t.rowsPerTile;
+  return t;
+}
+
 int64_t Emitter::nhwcPartial(std::string &out, Operation *op, int mode, Value a,
                              Value b, Value mean, Value invstd, Value mask,
                              Value alpha, Value beta) {
   auto t = ttype(a);
   int64_t C = t.getDimSize(t.getRank() - 1), M = t.getNumElements() / C;
-  // Eight channels per thread (16-byte loads) when rows stay 16-byte aligned.
-  bool vec = C % 8 == 0;
-  int64_t lanes = vec ? std::min<int64_t>(C / 8, 32) : 32;
-  int64_t colBlocks = vec ? (C / 8 + lanes - 1) / lanes : (C + 31) / 32;
-  // Enough tiles of >= 64 rows to fill the GPU (~2048 blocks), within the
-  // kNhwcScratchDoubles per sum of nhwcScratch.
-  int64_t tiles = std::max<int64_t>(
-      1, std::min({(M + 63) / 64, 2048 / colBlocks, kNhwcScratchDoubles / C}));
-  int64_t rowsPerTile = (M + tiles - 1) / tiles;
-  tiles = (M + rowsPerTile - 1) / rowsPerTile;
+  NhwcTiling tl = nhwcTiling(M, C);
   std::string T = ctype(t.getElementType());
   auto orNull = [&](Value v, const std::string &type) {
     return v ? ptr(v) : fmt::format("({} *)nullptr", type);
   };
-  launch(
-      out, op,
-      fmt::format("{}<{}, {}>", vec ? "nhwcPartial8" : "nhwcPartial", mode, T),
-      fmt::format("dim3({}, {})", colBlocks, tiles),
-      vec ? fmt::format("dim3({}, {})", lanes, 256 / lanes) : "dim3(32, 8)",
-      fmt::format("{}, {}, {}, {}, {}, {}, {}, {}ll, {}, {}ll", ptr(a),
-                  orNull(b, "const " + T), orNull(mask, "const " + T),
-                  orNull(mean, "const float"), orNull(invstd, "const float"),
-                  orNull(alpha, "const float"), orNull(beta, "const float"), M,
-                  C, rowsPerTile));
-  return tiles;
+  launch(out, op,
+         fmt::format("{}<{}, {}>", tl.vec ? "nhwcPartial8" : "nhwcPartial",
+                     mode, T),
+         fmt::format("dim3({}, {})", tl.colBlocks, tl.tiles),
+         tl.vec ? fmt::format("dim3({}, {})", tl.lanes, 256 / tl.lanes)
+                : "dim3(32, 8)",
+         fmt::format("{}, {}, {}, {}, {}, {}, {}, {}ll, {}, {}ll", ptr(a),
+                     orNull(b, "const " + T), orNull(mask, "const " + T),
+                     orNull(mean, "const float"), orNull(invstd, "const float"),
+                     orNull(alpha, "const float"), orNull(beta, "const float"),
+                     M, C, tl.rowsPerTile));
+  return tl.tiles;
+}
+
+/// fused_max_pool2d_batch_norm_relu_grad (vec8: NHWC, C % 8 == 0, the only
+/// form cnn-max-pool-index makes): fused_batch_norm_affine_relu_grad's two
+/// passes with the pooling gradient gathered in each.
+LogicalResult Emitter::poolBnGrad(std::string &out,
+                                  FusedMaxPool2DBatchNormReluGradOp op) {
+  if (loweringOf(op) != "vec8")
+    return op.emitOpError("the CUDA target has this op for NHWC tensors of a "
+                          "multiple of 8 channels only (cnn-select-lowering's "
+                          "'vec8'), got ")
+           << op.getInput().getType();
+  auto x = op.getInput().getType();
+  int64_t C = x.getDimSize(3), M = x.getNumElements() / C;
+  NhwcTiling tl = nhwcTiling(M, C);
+  std::string T = ctype(x.getElementType()),
+              S = ctype(ttype(op.getScale()).getElementType());
+  std::string pp = poolParams(x, op.getGradOutput().getType(), op.getKernel(),
+                              op.getStrides(), op.getPadding(), false, true);
+  launch(out, op, fmt::format("poolBnGradPartial8<{}>", T),
+         fmt::format("dim3({}, {})", tl.colBlocks, tl.tiles),
+         fmt::format("dim3({}, {})", tl.lanes, 256 / tl.lanes),
+         fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}ll",
+                     ptr(op.getGradOutput()), ptr(op.getWindowIndex()),
+                     ptr(op.getInput()), ptr(op.getSavedMean()),
+                     ptr(op.getSavedInvstd()), ptr(op.getAlpha()),
+                     ptr(op.getBeta()), pp, tl.rowsPerTile));
+  launch(out, op, fmt::format("nhwcBnGradFinish<{}>", S), std::to_string(C),
+         "256",
+         fmt::format("{}, {}, {}, {}", ptr(op.getGradScale()),
+                     ptr(op.getGradBias()), C, tl.tiles));
+  launch(out, op, fmt::format("poolBnGradApply8<{}, {}>", T, S),
+         gridFor(x.getNumElements() / 8), "256",
+         fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}",
+                     ptr(op.getGradOutput()), ptr(op.getWindowIndex()),
+                     ptr(op.getInput()), ptr(op.getSavedMean()),
+                     ptr(op.getSavedInvstd()), ptr(op.getScale()),
+                     ptr(op.getGradScale()), ptr(op.getGradBias()),
+                     ptr(op.getAlpha()), ptr(op.getBeta()),
+                     ptr(op.getGradInput()), pp, floatLit((double)M)));
+  return success();
 }
 
 void Emitter::bnGrad(std::string &out, Operation *op, bool nhwc, Value dy,
@@ -1571,6 +1627,9 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
                              isNHWC(op) ? "true" : "false", pro),
                  gridFor(y.getNumElements()), "256", args);
         return success();
+      })
+      .Case([&](FusedMaxPool2DBatchNormReluGradOp b) {
+        return poolBnGrad(out, b);
       })
       .Case([&](MaxPool2DIndexGradOp p) {
         auto dx = p.getType();

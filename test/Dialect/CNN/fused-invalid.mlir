@@ -355,3 +355,39 @@ func.func @index_grad_index(%dy: tensor<2x4x4x16xf16>, %i: tensor<2x4x4x8xui8>) 
   %g = cnn.max_pool2d_index_grad %dy, %i {ceil_mode = false, kernel = array<i64: 3, 3>, layout = #cnn.layout<NHWC>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : (tensor<2x4x4x16xf16>, tensor<2x4x4x8xui8>) -> tensor<2x8x8x16xf16>
   return
 }
+
+// -----
+
+// fused_max_pool2d_batch_norm_relu_grad: max_pool2d of the input's type has grad_output's type.
+func.func @pool_bn_grad_output(%dy: tensor<2x4x4x16xf16>, %i: tensor<2x4x4x16xui8>, %x: tensor<2x10x10x16xf16>, %s: tensor<16xf32>, %m: tensor<16xf32>, %v: tensor<16xf32>, %a: tensor<16xf32>, %b: tensor<16xf32>) {
+  // expected-error @+1 {{'grad_output' 'tensor<2x4x4x16xf16>' does not match the pooled output 'tensor<2x5x5x16xf16>' of result 'tensor<2x10x10x16xf16>'}}
+  %dx, %ds, %db = cnn.fused_max_pool2d_batch_norm_relu_grad %dy, %i, %x, %s, %m, %v, %a, %b {ceil_mode = false, kernel = array<i64: 3, 3>, layout = #cnn.layout<NHWC>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : (tensor<2x4x4x16xf16>, tensor<2x4x4x16xui8>, tensor<2x10x10x16xf16>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>) -> (tensor<2x10x10x16xf16>, tensor<16xf32>, tensor<16xf32>)
+  return
+}
+
+// -----
+
+// fused_max_pool2d_batch_norm_relu_grad: the window index has grad_output's shape.
+func.func @pool_bn_grad_index(%dy: tensor<2x4x4x16xf16>, %i: tensor<2x4x4x8xui8>, %x: tensor<2x8x8x16xf16>, %s: tensor<16xf32>, %m: tensor<16xf32>, %v: tensor<16xf32>, %a: tensor<16xf32>, %b: tensor<16xf32>) {
+  // expected-error @+1 {{'window_index' 'tensor<2x4x4x8xui8>' must have the shape of the pooled output 'tensor<2x4x4x16xf16>'}}
+  %dx, %ds, %db = cnn.fused_max_pool2d_batch_norm_relu_grad %dy, %i, %x, %s, %m, %v, %a, %b {ceil_mode = false, kernel = array<i64: 3, 3>, layout = #cnn.layout<NHWC>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : (tensor<2x4x4x16xf16>, tensor<2x4x4x8xui8>, tensor<2x8x8x16xf16>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>) -> (tensor<2x8x8x16xf16>, tensor<16xf32>, tensor<16xf32>)
+  return
+}
+
+// -----
+
+// fused_max_pool2d_batch_norm_relu_grad: the per-channel operands have the input's channel count.
+func.func @pool_bn_grad_channels(%dy: tensor<2x4x4x16xf16>, %i: tensor<2x4x4x16xui8>, %x: tensor<2x8x8x16xf16>, %s: tensor<16xf32>, %m: tensor<16xf32>, %v: tensor<16xf32>, %a: tensor<8xf32>, %b: tensor<16xf32>) {
+  // expected-error @+1 {{'alpha' 'tensor<8xf32>' must be 1-D of size 16 (the channel count)}}
+  %dx, %ds, %db = cnn.fused_max_pool2d_batch_norm_relu_grad %dy, %i, %x, %s, %m, %v, %a, %b {ceil_mode = false, kernel = array<i64: 3, 3>, layout = #cnn.layout<NHWC>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : (tensor<2x4x4x16xf16>, tensor<2x4x4x16xui8>, tensor<2x8x8x16xf16>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<8xf32>, tensor<16xf32>) -> (tensor<2x8x8x16xf16>, tensor<16xf32>, tensor<16xf32>)
+  return
+}
+
+// -----
+
+// fused_max_pool2d_batch_norm_relu_grad: grad_input has the input's type.
+func.func @pool_bn_grad_input(%dy: tensor<2x4x4x16xf16>, %i: tensor<2x4x4x16xui8>, %x: tensor<2x8x8x16xf16>, %s: tensor<16xf32>, %m: tensor<16xf32>, %v: tensor<16xf32>, %a: tensor<16xf32>, %b: tensor<16xf32>) {
+  // expected-error @+1 {{'grad_input' 'tensor<2x8x8x16xf32>' must have the type of 'input' 'tensor<2x8x8x16xf16>'}}
+  %dx, %ds, %db = cnn.fused_max_pool2d_batch_norm_relu_grad %dy, %i, %x, %s, %m, %v, %a, %b {ceil_mode = false, kernel = array<i64: 3, 3>, layout = #cnn.layout<NHWC>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : (tensor<2x4x4x16xf16>, tensor<2x4x4x16xui8>, tensor<2x8x8x16xf16>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>) -> (tensor<2x8x8x16xf32>, tensor<16xf32>, tensor<16xf32>)
+  return
+}

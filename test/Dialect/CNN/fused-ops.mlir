@@ -87,6 +87,13 @@ func.func @max_pool_index(%x: tensor<2x8x8x16xf16>, %a: tensor<16xf32>, %b: tens
   return %g : tensor<2x8x8x16xf16>
 }
 
+// CHECK-LABEL: func @max_pool_bn_grad
+// CHECK: cnn.fused_max_pool2d_batch_norm_relu_grad %arg0, %arg1, %arg2, %arg3, %arg4, %arg5, %arg6, %arg7 {ceil_mode = false, kernel = array<i64: 3, 3>, layout = #cnn.layout<NHWC>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : (tensor<2x4x4x16xf16>, tensor<2x4x4x16xui8>, tensor<2x8x8x16xf16>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>) -> (tensor<2x8x8x16xf16>, tensor<16xf32>, tensor<16xf32>)
+func.func @max_pool_bn_grad(%dy: tensor<2x4x4x16xf16>, %i: tensor<2x4x4x16xui8>, %x: tensor<2x8x8x16xf16>, %s: tensor<16xf32>, %m: tensor<16xf32>, %v: tensor<16xf32>, %a: tensor<16xf32>, %b: tensor<16xf32>) -> tensor<2x8x8x16xf16> {
+  %dx, %ds, %db = cnn.fused_max_pool2d_batch_norm_relu_grad %dy, %i, %x, %s, %m, %v, %a, %b {ceil_mode = false, kernel = array<i64: 3, 3>, layout = #cnn.layout<NHWC>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : (tensor<2x4x4x16xf16>, tensor<2x4x4x16xui8>, tensor<2x8x8x16xf16>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>) -> (tensor<2x8x8x16xf16>, tensor<16xf32>, tensor<16xf32>)
+  return %dx : tensor<2x8x8x16xf16>
+}
+
 // CHECK-LABEL: func @max_pool_index_plain
 // CHECK: cnn.fused_max_pool2d %arg0 {{{.*}}operandSegmentSizes = array<i32: 1, 0, 0>
 func.func @max_pool_index_plain(%x: tensor<2x3x8x8xf32>) -> tensor<2x3x4x4xui8> {

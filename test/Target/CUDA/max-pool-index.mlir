@@ -3,26 +3,42 @@
 // each window's argmax and take the BN apply + ReLU as its prologue, so the
 // normalized tensor is made by no kernel and stored nowhere, and the pooling
 // gradient is one gather routed by the recorded index (no argmax pass in
-// the backward step, nothing kept in the library workspace).
+// the backward step, nothing kept in the library workspace), done where the
+// BN + ReLU gradient reads it (fused_max_pool2d_batch_norm_relu_grad: the
+// full-size pooling gradient is never stored). Without fusion the gather is
+// its own kernel.
 // RUN: cnnc %s --train --optimizer sgd --emit cuda -o %t.cu --mlir-print-ir-after=cnn-max-pool-index 2>%t.ir
 // RUN: FileCheck %s < %t.cu
 // RUN: FileCheck %s --check-prefix=IR < %t.ir
 // RUN: cnnc %s --train --optimizer sgd --emit cuda -o %t.off.cu --max-pool-index=false
 // RUN: FileCheck %s --check-prefix=OFF < %t.off.cu
+// RUN: cnnc %s --train --optimizer sgd --emit cuda -o %t.nofuse.cu --fuse=false
+// RUN: FileCheck %s --check-prefix=NOFUSE < %t.nofuse.cu
 // REQUIRES: nvcc
 // RUN: %nvcc -std=c++17 -arch=sm_90a -I%cnnc_src/runtime/include -c %t.cu -o %t.o
 
 // IR: cnn.fused_max_pool2d %{{.*}}, %alpha, %beta
 // IR-SAME: (tensor<8x8x8x16xf16>, tensor<16xf32>, tensor<16xf32>) -> (tensor<8x4x4x16xf16>, tensor<8x4x4x16xui8>)
-// IR: cnn.max_pool2d_index_grad
-// IR-SAME: (tensor<8x4x4x16xf16>, tensor<8x4x4x16xui8>) -> tensor<8x8x8x16xf16>
+// IR-NOT: cnn.max_pool2d_index_grad
+// IR: cnn.fused_max_pool2d_batch_norm_relu_grad
+// IR-SAME: (tensor<8x4x4x16xf16>, tensor<8x4x4x16xui8>, tensor<8x8x8x16xf16>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>) -> (tensor<8x8x8x16xf16>, tensor<16xf32>, tensor<16xf32>)
 
 // CHECK-LABEL: static void trainStep(
 // CHECK: maxPoolIndexNHWC8<__half, true><<<{{[0-9]+}}, 256, 0, s>>>(P<__half>(A, {{[0-9]+}}), P<float>(A, {{[0-9]+}}), P<float>(A, {{[0-9]+}}), P<__half>(A, {{[0-9]+}}), P<uint8_t>(A, [[IDX:[0-9]+]]), PoolParams{8, 16, 8, 8, 4, 4, 3, 3, 2, 2, 1, 1, 1, 1, false});
-// CHECK: maxPoolBwdGatherNHWC8<__half><<<{{[0-9]+}}, 256, 0, s>>>(P<__half>(A, {{[0-9]+}}), P<uint8_t>(A, [[IDX]]), P<__half>(A, {{[0-9]+}}), PoolParams{8, 16, 8, 8, 4, 4, 3, 3, 2, 2, 1, 1, 1, 1, false});
+// CHECK-NOT: maxPoolBwdGatherNHWC8<
+// CHECK: poolBnGradPartial8<__half><<<dim3(1, {{[0-9]+}}), dim3(2, 128), 0, s>>>(P<__half>(A, [[DY:[0-9]+]]), P<uint8_t>(A, [[IDX]]), P<__half>(A, [[X:[0-9]+]]), {{.*}}, PoolParams{8, 16, 8, 8, 4, 4, 3, 3, 2, 2, 1, 1, 1, 1, false}, {{[0-9]+}}ll);
+// CHECK: nhwcBnGradFinish<float><<<16, 256, 0, s>>>
+// CHECK: poolBnGradApply8<__half, float><<<{{[0-9]+}}, 256, 0, s>>>(P<__half>(A, [[DY]]), P<uint8_t>(A, [[IDX]]), P<__half>(A, [[X]]), {{.*}}, PoolParams{8, 16, 8, 8, 4, 4, 3, 3, 2, 2, 1, 1, 1, 1, false}, 512.0f);
+// CHECK-NOT: maxPoolBwdGatherNHWC8<
 // CHECK-NOT: ctx.workspaceBytes()
 // CHECK-LABEL: static void evalStep(
 // CHECK: maxPoolNHWC8<__half, false>
+
+// Without fusion the gather writes the pooling gradient for the BN gradient.
+// NOFUSE-LABEL: static void trainStep(
+// NOFUSE: maxPoolIndexNHWC8<__half, false>
+// NOFUSE: maxPoolBwdGatherNHWC8<__half><<<{{[0-9]+}}, 256, 0, s>>>(P<__half>(A, {{[0-9]+}}), P<uint8_t>(A, {{[0-9]+}}), P<__half>(A, {{[0-9]+}}), PoolParams{8, 16, 8, 8, 4, 4, 3, 3, 2, 2, 1, 1, 1, 1, false});
+// NOFUSE-NOT: poolBnGrad
 
 // Off: the pooling reads the stored normalization, and its gradient finds
 // each window's maximum again in it (the gather form).

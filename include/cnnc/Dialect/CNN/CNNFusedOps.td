@@ -297,6 +297,50 @@ def CNN_FusedBatchNormAffineReluGradOp
   let hasVerifier = 1;
 }
 
+def CNN_FusedMaxPool2DBatchNormReluGradOp
+    : CNN_LayoutOp<"fused_max_pool2d_batch_norm_relu_grad"> {
+  let summary = "fused_batch_norm_affine_relu_grad of max_pool2d_index_grad's result";
+  let description = [{
+    `fused_batch_norm_affine_relu_grad(g, input, scale, saved_mean,
+    saved_invstd, alpha, beta)` where `g = max_pool2d_index_grad(grad_output,
+    window_index)` (pooling attributes as that op), rounded to the element
+    type of `input` as the unfused gradient stored it: the results of the two
+    ops bit for bit. The pooling gradient is gathered where the BatchNorm
+    gradient reads it (in both of its passes), so the full-size gradient of
+    the pooled input is never written nor read back (ResNet's stem:
+    128x112x112x64 f16, 196 MiB at batch 128, written once and read twice
+    by the unfused pair). cnn-max-pool-index makes this op.
+
+    Constraints (cited by the verifier): max_pool2d of `input`'s type (with
+    the attributes) has the type of `grad_output`; `window_index` has the
+    shape of `grad_output` and element type ui8 (at most 255 positions per
+    window); `scale`, `saved_mean`, `saved_invstd`, `alpha`, `beta` are 1-D
+    with the channel count of `input` (per `layout`); `grad_input` has the
+    type of `input`; `grad_scale` and `grad_bias` are 1-D of that count.
+
+    ```mlir
+    %dx, %ds, %db = cnn.fused_max_pool2d_batch_norm_relu_grad %dy, %i, %c,
+        %scale, %mean, %invstd, %alpha, %beta {ceil_mode = false,
+        kernel = array<i64: 3, 3>, layout = #cnn.layout<NHWC>,
+        padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>}
+        : (tensor<2x4x4x16xf16>, tensor<2x4x4x16xui8>, tensor<2x8x8x16xf16>,
+           tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>,
+           tensor<16xf32>)
+        -> (tensor<2x8x8x16xf16>, tensor<16xf32>, tensor<16xf32>)
+    ```
+  }];
+  let arguments = !con((ins CNN_FloatTensor:$grad_output,
+                            CNN_WindowIndexTensor:$window_index,
+                            CNN_FloatTensor:$input, CNN_FloatTensor:$scale,
+                            CNN_FloatTensor:$saved_mean,
+                            CNN_FloatTensor:$saved_invstd,
+                            CNN_FloatTensor:$alpha, CNN_FloatTensor:$beta),
+                       PoolAttrs, LayoutArg);
+  let results = (outs CNN_FloatTensor:$grad_input, CNN_FloatTensor:$grad_scale,
+                 CNN_FloatTensor:$grad_bias);
+  let hasVerifier = 1;
+}
+
 def CNN_FusedElementwiseOp : CNN_Op<"fused_elementwise",
     [Pure, IsolatedFromAbove, CNN_LayoutSensitiveOpInterface,
      SingleBlockImplicitTerminator<"::cnnc::cnn::YieldOp">]> {
