@@ -117,12 +117,12 @@ struct MaxPoolIndexPass : cnnc::impl::CNNMaxPoolIndexBase<MaxPoolIndexPass> {
 
   /// Folds `indexed` into the BatchNorm + ReLU gradient that is its only
   /// reader (as its grad_output). The CUDA target gathers eight channels at
-  /// a time (NHWC, C % 8 == 0: the pooling gradient's vec8 form), so only
-  /// that case is folded.
+  /// a time (NHWC, C % 8 == 0: the pooling gradient's vec8 form) with 32-bit
+  /// indices (fewer than 2^30 such vectors), so only that case is folded.
   void fuseIntoBatchNormGrad(MaxPool2DIndexGradOp indexed) {
     auto t = indexed.getType();
     if (!indexed->hasOneUse() || !indexed.isNHWC() || t.getRank() != 4 ||
-        t.getDimSize(3) % 8 != 0)
+        t.getDimSize(3) % 8 != 0 || t.getNumElements() / 8 >= (1ll << 30))
       return;
     auto bn =
         dyn_cast<FusedBatchNormAffineReluGradOp>(*indexed->getUsers().begin());

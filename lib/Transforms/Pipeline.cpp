@@ -65,12 +65,14 @@ void cnnc::buildCNNGPUPipeline(OpPassManager &pm,
   // form finds every window's maximum again: ResNet-50's step measured
   // 25.7 ms with it, 21.3 without). With fusion, a BN + ReLU before the
   // pooling becomes its prologue (after cnn-fuse made it a
-  // fused_elementwise), and the pooling gradient is gathered inside the
-  // BatchNorm + ReLU gradient after it.
+  // fused_elementwise). With --pool-bn-grad the pooling gradient is
+  // gathered inside the BatchNorm + ReLU gradient after it (off by default:
+  // its two gathering passes measured slower than one gather kernel plus
+  // the BN gradient's two streaming passes on ResNet-50's stem).
   if (options.lowerElementwise && options.maxPoolIndex) {
     CNNMaxPoolIndexOptions mpi;
     mpi.prologue = options.fuse;
-    mpi.gradFusion = options.fuse;
+    mpi.gradFusion = options.fuse && options.poolBnGrad;
     pm.addPass(createCNNMaxPoolIndex(mpi));
   }
   // The CUDA target prints elementwise ops in their fused form only.

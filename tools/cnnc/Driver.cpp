@@ -237,6 +237,13 @@ cl::opt<int> workspaceMBOpt(
              "(default: the largest tensor a convolution reads or writes, 4 to "
              "64 MiB; algorithms that need more are not chosen)"),
     cl::value_desc("MiB"), cl::init(-1), cl::cat(optCategory));
+cl::opt<bool> poolBnGradOpt(
+    "pool-bn-grad",
+    cl::desc("cnn-max-pool-index: the pooling gradient is gathered inside the "
+             "BatchNorm + ReLU gradient that is its only reader (ResNet's "
+             "stem; default off: on the H100 the separate gather measured "
+             "faster, docs/benchmarks.md)"),
+    cl::init(false), cl::cat(optCategory));
 cl::opt<bool> maxPoolIndexOpt(
     "max-pool-index",
     cl::desc("cnn-max-pool-index: max pooling records each window's argmax "
@@ -464,6 +471,7 @@ DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
   o.convStats = convStatsOpt;
   o.dgradEpilogue = dgradEpilogueOpt;
   o.maxPoolIndex = maxPoolIndexOpt;
+  o.poolBnGrad = poolBnGradOpt;
   o.wgradPrologue = wgradPrologueOpt;
   o.paramFormat = paramFormatOpt;
   o.convPrologue = convPrologueOpt || rematOpt;

@@ -80,6 +80,7 @@ struct DriverOptions {
   bool convStats = true;      ///< --conv-stats (cnn-conv-stats)
   bool dgradEpilogue = true;  ///< --dgrad-epilogue (cnn-dgrad-epilogue)
   bool maxPoolIndex = true;   ///< --max-pool-index (cnn-max-pool-index)
+  bool poolBnGrad = false;    ///< --pool-bn-grad (its grad-fusion)
   bool wgradPrologue = false; ///< --wgrad-prologue (cnn-conv-stats, opt-in)
   bool paramFormat = true;    ///< --param-format (cnn-param-format)
   bool convPrologue = true;   ///< --conv-prologue (default on; --remat too)

@@ -134,6 +134,7 @@ LogicalResult cnnc::driver::optimizeTrainStep(const DriverOptions &o,
   pipeline.convStats = o.optimize && o.convStats;
   pipeline.dgradEpilogue = o.optimize && o.dgradEpilogue;
   pipeline.maxPoolIndex = o.maxPoolIndex;
+  pipeline.poolBnGrad = o.poolBnGrad;
   pipeline.wgradPrologue = o.wgradPrologue;
   pipeline.paramFormat = o.paramFormat;
   pipeline.convStatsPrologue = o.convPrologue;

@@ -100,6 +100,13 @@ struct CNNGPUPipelineOptions
                      "window's argmax for its gradient; a BN + ReLU before "
                      "it becomes its prologue)"),
       llvm::cl::init(true)};
+  Option<bool> poolBnGrad{
+      *this, "pool-bn-grad",
+      llvm::cl::desc("cnn-max-pool-index's grad-fusion (the pooling gradient "
+                     "gathered inside the BN + ReLU gradient that reads it; "
+                     "off by default: measured slower than the separate "
+                     "gather on ResNet-50, docs/benchmarks.md session 17)"),
+      llvm::cl::init(false)};
   Option<bool> remat{
       *this, "remat",
       llvm::cl::desc("Run cnn-remat (recompute BN-apply/ReLU outputs in the "

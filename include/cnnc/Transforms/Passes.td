@@ -506,7 +506,9 @@ def CNNMaxPoolIndex : Pass<"cnn-max-pool-index", "mlir::ModuleOp"> {
     NHWC with a multiple of 8 channels), the two become one
     fused_max_pool2d_batch_norm_relu_grad (`grad-fusion`): the pooling
     gradient is gathered where the BatchNorm gradient reads it and the
-    full-size gradient is never stored.
+    full-size gradient is never stored. The CUDA pipeline folds only with
+    `cnnc --pool-bn-grad` (off by default: measured slower than the separate
+    gather on the H100).
     The CUDA target's pipeline runs it after cnn-conv-stats
     (`cnnc --max-pool-index=false` turns it off).
 

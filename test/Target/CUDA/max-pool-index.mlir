@@ -6,16 +6,20 @@
 // the backward step, nothing kept in the library workspace), done where the
 // BN + ReLU gradient reads it (fused_max_pool2d_batch_norm_relu_grad: the
 // full-size pooling gradient is never stored). Without fusion the gather is
-// its own kernel.
-// RUN: cnnc %s --train --optimizer sgd --emit cuda -o %t.cu --mlir-print-ir-after=cnn-max-pool-index 2>%t.ir
+// its own kernel. The fold is --pool-bn-grad's (off by default: measured
+// slower on the H100, docs/benchmarks.md session 17).
+// RUN: cnnc %s --train --optimizer sgd --emit cuda -o %t.cu --pool-bn-grad --mlir-print-ir-after=cnn-max-pool-index 2>%t.ir
 // RUN: FileCheck %s < %t.cu
 // RUN: FileCheck %s --check-prefix=IR < %t.ir
 // RUN: cnnc %s --train --optimizer sgd --emit cuda -o %t.off.cu --max-pool-index=false
 // RUN: FileCheck %s --check-prefix=OFF < %t.off.cu
 // RUN: cnnc %s --train --optimizer sgd --emit cuda -o %t.nofuse.cu --fuse=false
 // RUN: FileCheck %s --check-prefix=NOFUSE < %t.nofuse.cu
+// RUN: cnnc %s --train --optimizer sgd --emit cuda -o %t.apart.cu
+// RUN: FileCheck %s --check-prefix=APART < %t.apart.cu
 // REQUIRES: nvcc
 // RUN: %nvcc -std=c++17 -arch=sm_90a -I%cnnc_src/runtime/include -c %t.cu -o %t.o
+// RUN: %nvcc -std=c++17 -arch=sm_90a -I%cnnc_src/runtime/include -c %t.apart.cu -o %t.apart.o
 
 // IR: cnn.fused_max_pool2d %{{.*}}, %alpha, %beta
 // IR-SAME: (tensor<8x8x8x16xf16>, tensor<16xf32>, tensor<16xf32>) -> (tensor<8x4x4x16xf16>, tensor<8x4x4x16xui8>)
@@ -39,6 +43,14 @@
 // NOFUSE: maxPoolIndexNHWC8<__half, false>
 // NOFUSE: maxPoolBwdGatherNHWC8<__half><<<{{[0-9]+}}, 256, 0, s>>>(P<__half>(A, {{[0-9]+}}), P<uint8_t>(A, {{[0-9]+}}), P<__half>(A, {{[0-9]+}}), PoolParams{8, 16, 8, 8, 4, 4, 3, 3, 2, 2, 1, 1, 1, 1, false});
 // NOFUSE-NOT: poolBnGrad
+
+// The default (no --pool-bn-grad): the prologue stays, the gradient is its
+// own gather.
+// APART-LABEL: static void trainStep(
+// APART: maxPoolIndexNHWC8<__half, true>
+// APART: maxPoolBwdGatherNHWC8<__half><<<
+// APART: nhwcPartial8<4, __half>
+// APART-NOT: poolBnGrad
 
 // Off: the pooling reads the stored normalization, and its gradient finds
 // each window's maximum again in it (the gather form).
