@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Session 16's device runs (device tool, repo root, .carry/ from
+# Session 16's device runs, and later sessions' through their thin wrappers
+# (TAG names the scratch paths: s16 unless set) (device tool, repo root, .carry/ from
 # scripts/prepare-device-carry.sh; outputs in $OUT). PARTS selects:
 #   a  check_vs_torch.py's f16 curves (ResNet-18 at lr 0.01, ResNet-50 at
 #      lr 0.002: the non-chaotic setting) for the cnnc variants A_VARIANTS
@@ -15,10 +16,11 @@
 #      cache for 3 steps: the choices and timings of the lines matching
 #      V_GREP (default: the dgrad lines)
 set -uo pipefail
+TAG=${TAG:-s16}
 PARTS=${PARTS:-af}
 source "$(dirname "$0")/device-env.sh"
 if [[ $PARTS == *a* ]]; then
-  timeout "${A_S:-240}" python3 test/gpu/check_vs_torch.py --cnnc "$C" --work /tmp/s16a \
+  timeout "${A_S:-240}" python3 test/gpu/check_vs_torch.py --cnnc "$C" --work /tmp/${TAG}a \
     --models simplecnn --skip-digits \
     --amp-variants "${A_VARIANTS:-default=;no-max-pool-index=--max-pool-index=false}" 2>&1 |
     filter >"$OUT/check-amp.log"
@@ -27,14 +29,14 @@ if [[ $PARTS == *a* ]]; then
 fi
 if [[ $PARTS == *f* ]]; then
   CNNRT_PROFILE_TOP=45 timeout "${F_S:-200}" python3 bench/bench.py --cnnc "$C" --models resnet50 \
-    --cnnc-only --steps 5 --profile --work /tmp/s16f --variants "default=${F_FLAGS:-}" 2>&1 |
+    --cnnc-only --steps 5 --profile --work /tmp/${TAG}f --variants "default=${F_FLAGS:-}" 2>&1 |
     filter | tee "$OUT/r50-profile.log" | tail -70
 fi
 if [[ $PARTS == *g* ]]; then
   TAIL=12 bash bench/device-verify.sh 1 | grep -v "^ *[0-9]*/[0-9]* Test" | tail -14
 fi
 if [[ $PARTS == *c* ]]; then
-  timeout "${C_S:-300}" python3 test/gpu/check_vs_torch.py --cnnc "$C" --work /tmp/s16c \
+  timeout "${C_S:-300}" python3 test/gpu/check_vs_torch.py --cnnc "$C" --work /tmp/${TAG}c \
     --digits "$PWD/.carry/digits" 2>&1 | filter >"$OUT/check.log"
   echo "=== check_vs_torch exit ${PIPESTATUS[0]}"
   grep -E "ok$|FAIL|PASSED|deviation" "$OUT/check.log" | tail -20
@@ -54,10 +56,10 @@ if [[ $PARTS == *s* ]]; then
 fi
 if [[ $PARTS == *v* ]]; then
   timeout 150 python3 bench/bench.py --cnnc "$C" --models resnet50 --cnnc-only --steps 5 \
-    --work /tmp/s16v --variants "default=${V_FLAGS:-}" 2>&1 | filter | tail -2
-  EXE=/tmp/s16v/resnet50/train
+    --work /tmp/${TAG}v --variants "default=${V_FLAGS:-}" 2>&1 | filter | tail -2
+  EXE=/tmp/${TAG}v/resnet50/train
   if [ -x "$EXE" ]; then
-    CNNRT_ALGO_CACHE=/tmp/s16-algos.txt CNNRT_VERBOSE=1 timeout 200 "$EXE" \
+    CNNRT_ALGO_CACHE=/tmp/${TAG}-algos.txt CNNRT_VERBOSE=1 timeout 200 "$EXE" \
       --data synthetic --steps 3 >"$OUT/verbose.log" 2>&1
     echo "=== verbose exit $?"
     grep -E "${V_GREP:-dgrad}" "$OUT/verbose.log" | head -60
