@@ -5,6 +5,8 @@
 #   a  check_vs_torch.py's f16 curves (ResNet-18 at lr 0.01, ResNet-50 at
 #      lr 0.002: the non-chaotic setting) for the cnnc variants A_VARIANTS
 #      (default: the default flags and --max-pool-index=false)
+#   d  runtime/test/dgrad_stats_check.cu at batch 128 (cuDNN's dgrad + dReLU
+#      + dBN-weight graph: supported, faster, equal?)
 #   f  ResNet-50's CNNRT_PROFILE report of one uncaptured step (top 45)
 #   g  the runtime's GPU tests (device-verify.sh part 1)
 #   c  check_vs_torch.py with the default flags (all checks)
@@ -26,6 +28,12 @@ if [[ $PARTS == *a* ]]; then
     filter >"$OUT/check-amp.log"
   echo "=== check_vs_torch (f16 curves) exit ${PIPESTATUS[0]}"
   grep -E "^amp|ok$|FAIL|PASSED" "$OUT/check-amp.log" | tail -24
+fi
+if [[ $PARTS == *d* ]]; then
+  build_runtime /tmp/${TAG}rt "${D_BUILD_S:-300}" cnnrt_dgrad_stats_check
+  timeout "${D_S:-200}" "$(find /tmp/${TAG}rt -name cnnrt_dgrad_stats_check -type f | head -1)" \
+    "${D_BATCH:-128}" 2>&1 | tee "$OUT/dgrad-stats.log" | tail -20
+  echo "=== dgrad_stats_check exit ${PIPESTATUS[0]}"
 fi
 if [[ $PARTS == *f* ]]; then
   CNNRT_PROFILE_TOP=45 timeout "${F_S:-200}" python3 bench/bench.py --cnnc "$C" --models resnet50 \

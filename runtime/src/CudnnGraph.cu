@@ -27,8 +27,10 @@ namespace {
 enum : int64_t {
   kX = 1, kW, kY, kSum, kSumSq, kScale, kShift,
   kAddend, kReluOut, // BwdDataAddRelu's epilogue inputs (8, 9)
+  kBnIn,             // BwdDataStats' BatchNorm input (10)
   kScaled = 100, kShifted, kRelu, // the prologue's virtual tensors
-  kDgrad, kDgradSum // BwdDataAddRelu's virtual tensors (103, 104)
+  kDgrad, kDgradSum, // BwdDataAddRelu's virtual tensors (103, 104)
+  kMaskScaled, kMaskShifted, kDz, kDzBnIn // BwdDataStats' (105-108)
 };
 
 std::string lastError() {
@@ -142,9 +144,66 @@ struct Builder {
     ops.push_back(op.get());
   }
 
+  /// out[1, C, 1, 1] = sum of in over N, H, W (f32), appended to `ops`.
+  void reduceSum(Desc &in, Desc &out,
+                 std::vector<cudnnBackendDescriptor_t> &ops) {
+    Desc &red = make(CUDNN_BACKEND_REDUCTION_DESCRIPTOR);
+    cudnnReduceTensorOp_t mode = CUDNN_REDUCE_TENSOR_ADD;
+    cudnnDataType_t prec = CUDNN_DATA_FLOAT;
+    set(red, CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE,
+        1, &mode);
+    set(red, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &prec);
+    finalize(red, "reduction");
+    Desc &op = make(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR);
+    setDesc(op, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, in);
+    setDesc(op, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, out);
+    setDesc(op, CUDNN_ATTR_OPERATION_REDUCTION_DESC, red);
+    finalize(op, "reduction operation");
+    ops.push_back(op.get());
+  }
+
+  /// BwdDataStats' epilogue on the dgrad's virtual f32 output `dgrad`:
+  /// [+ addend], the ReLU backward against the mask into the virtual dz,
+  /// dz rounded into dx, and the two per-channel sums of dz and dz * bnIn.
+  void statsEpilogue(Desc &dgrad, std::vector<cudnnBackendDescriptor_t> &ops) {
+    auto full = [&](int64_t uid) {
+      return &tensorOf(uid, g.N, g.C, g.H, g.W, CUDNN_DATA_FLOAT, true);
+    };
+    Desc *cur = &dgrad;
+    if (g.addend) {
+      Desc &addend = tensor(kAddend, g.N, g.C, g.H, g.W);
+      Desc *sum = full(kDgradSum);
+      pointwise(CUDNN_POINTWISE_ADD, *cur, &addend, *sum, ops);
+      cur = sum;
+    }
+    Desc &bnIn = tensor(kBnIn, g.N, g.C, g.H, g.W);
+    Desc *mask;
+    if (g.maskFromBnIn) {
+      Desc &scale = tensorOf(kScale, 1, g.C, 1, 1, g.dtype);
+      Desc &shift = tensorOf(kShift, 1, g.C, 1, 1, g.dtype);
+      Desc *scaled = full(kMaskScaled);
+      mask = full(kMaskShifted);
+      pointwise(CUDNN_POINTWISE_MUL, bnIn, &scale, *scaled, ops);
+      pointwise(CUDNN_POINTWISE_ADD, *scaled, &shift, *mask, ops);
+    } else {
+      mask = &tensor(kReluOut, g.N, g.C, g.H, g.W);
+    }
+    Desc *dz = full(kDz);
+    pointwiseBwd(CUDNN_POINTWISE_RELU_BWD, *cur, *mask, *dz, ops);
+    Desc &dx = tensor(kX, g.N, g.C, g.H, g.W);
+    pointwise(CUDNN_POINTWISE_IDENTITY, *dz, nullptr, dx, ops);
+    Desc &sumDz = tensorOf(kSum, 1, g.C, 1, 1, CUDNN_DATA_FLOAT);
+    Desc &sumDzX = tensorOf(kSumSq, 1, g.C, 1, 1, CUDNN_DATA_FLOAT);
+    reduceSum(*dz, sumDz, ops);
+    Desc *dzX = full(kDzBnIn);
+    pointwise(CUDNN_POINTWISE_MUL, *dz, &bnIn, *dzX, ops);
+    reduceSum(*dzX, sumDzX, ops);
+  }
+
   bool build() {
     std::vector<cudnnBackendDescriptor_t> ops;
-    bool epilogue = dir == Dir::BwdDataAddRelu;
+    bool stats = dir == Dir::BwdDataStats;
+    bool epilogue = dir == Dir::BwdDataAddRelu || stats;
     // With the epilogue the dgrad writes a virtual f32 tensor the pointwise
     // ops read on chip; the real dx (uid kX) is the ReLU backward's output.
     Desc *xIn =
@@ -186,7 +245,7 @@ struct Builder {
     finalize(conv, "convolution");
     float alpha = 1.f, beta = 0.f;
     Desc *op = nullptr;
-    Desc *stats = nullptr;
+    Desc *genStats = nullptr;
     if (dir == Dir::Fwd || dir == Dir::FwdStats) {
       op = &make(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR);
       setDesc(*op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, x);
@@ -197,7 +256,7 @@ struct Builder {
           1, &alpha);
       set(*op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT,
           1, &beta);
-    } else if (dir == Dir::BwdData || dir == Dir::BwdDataAddRelu) {
+    } else if (dir == Dir::BwdData || epilogue) {
       op = &make(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR);
       setDesc(*op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, x);
       setDesc(*op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, w);
@@ -224,22 +283,24 @@ struct Builder {
       // squares per output channel, [1, K, 1, 1] f32.
       Desc &sum = tensorOf(kSum, 1, g.K, 1, 1, CUDNN_DATA_FLOAT);
       Desc &sq = tensorOf(kSumSq, 1, g.K, 1, 1, CUDNN_DATA_FLOAT);
-      stats = &make(CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR);
+      genStats = &make(CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR);
       cudnnGenStatsMode_t gm = CUDNN_GENSTATS_SUM_SQSUM;
       cudnnDataType_t prec = CUDNN_DATA_FLOAT;
-      set(*stats, CUDNN_ATTR_OPERATION_GENSTATS_MODE, CUDNN_TYPE_GENSTATS_MODE,
-          1, &gm);
-      set(*stats, CUDNN_ATTR_OPERATION_GENSTATS_MATH_PREC,
+      set(*genStats, CUDNN_ATTR_OPERATION_GENSTATS_MODE,
+          CUDNN_TYPE_GENSTATS_MODE, 1, &gm);
+      set(*genStats, CUDNN_ATTR_OPERATION_GENSTATS_MATH_PREC,
           CUDNN_TYPE_DATA_TYPE, 1, &prec);
-      setDesc(*stats, CUDNN_ATTR_OPERATION_GENSTATS_XDESC, y);
-      setDesc(*stats, CUDNN_ATTR_OPERATION_GENSTATS_SUMDESC, sum);
-      setDesc(*stats, CUDNN_ATTR_OPERATION_GENSTATS_SQSUMDESC, sq);
-      finalize(*stats, "genstats operation");
+      setDesc(*genStats, CUDNN_ATTR_OPERATION_GENSTATS_XDESC, y);
+      setDesc(*genStats, CUDNN_ATTR_OPERATION_GENSTATS_SUMDESC, sum);
+      setDesc(*genStats, CUDNN_ATTR_OPERATION_GENSTATS_SQSUMDESC, sq);
+      finalize(*genStats, "genstats operation");
     }
     // The residual-gradient epilogue, after the convolution in the op list:
     // sum = dgrad + addend, dx = reluOut > 0 ? sum : 0.
     std::vector<cudnnBackendDescriptor_t> after;
-    if (epilogue) {
+    if (stats) {
+      statsEpilogue(x, after);
+    } else if (epilogue) {
       Desc &addend = tensor(kAddend, g.N, g.C, g.H, g.W);
       Desc &sum =
           tensorOf(kDgradSum, g.N, g.C, g.H, g.W, CUDNN_DATA_FLOAT, true);
@@ -252,8 +313,8 @@ struct Builder {
     if (!graph)
       return check(CUDNN_STATUS_ALLOC_FAILED, "create graph");
     ops.push_back(op->get());
-    if (stats)
-      ops.push_back(stats->get());
+    if (genStats)
+      ops.push_back(genStats->get());
     ops.insert(ops.end(), after.begin(), after.end());
     set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
         (int64_t)ops.size(), ops.data());
@@ -401,6 +462,33 @@ cudnnStatus_t ConvPlan::executeDgradAddRelu(cudnnHandle_t h, const void *dy,
   void *ptrs[5] = {dx, const_cast<void *>(w), const_cast<void *>(dy),
                    const_cast<void *>(addend), const_cast<void *>(reluOut)};
   return executePlan(h, plan_, uids, ptrs, 5, workspace);
+}
+
+cudnnStatus_t ConvPlan::executeDgradStats(
+    cudnnHandle_t h, const void *dy, const void *w, const void *addend,
+    const void *reluOut, const void *bnIn, const void *scale,
+    const void *shift, void *dx, float *sumDx, float *sumDxBnIn,
+    void *workspace) const {
+  // Exactly the graph's real tensors: the optional ones only when given.
+  int64_t uids[10] = {kX, kW, kY, kBnIn, kSum, kSumSq};
+  void *ptrs[10] = {dx,
+                    const_cast<void *>(w),
+                    const_cast<void *>(dy),
+                    const_cast<void *>(bnIn),
+                    sumDx,
+                    sumDxBnIn};
+  int n = 6;
+  auto opt = [&](int64_t uid, const void *p) {
+    if (p) {
+      uids[n] = uid;
+      ptrs[n++] = const_cast<void *>(p);
+    }
+  };
+  opt(kAddend, addend);
+  opt(kReluOut, reluOut);
+  opt(kScale, scale);
+  opt(kShift, shift);
+  return executePlan(h, plan_, uids, ptrs, n, workspace);
 }
 
 cudnnStatus_t ConvPlan::executeWgradPrologue(cudnnHandle_t h, const void *x,

@@ -30,12 +30,20 @@ namespace cnnrt::cudnn_graph {
 /// virtual f32 tensors): MLPerf's "dgrad + drelu" (fused_conv2d_bwd_data).
 /// BwdFilter with the geometry's prologue: dw = wgrad(relu(x * scale +
 /// shift), dy), the normalized input never stored (fused_conv2d_bwd_filter).
+/// BwdDataStats: the backward-data convolution with the BatchNorm weight
+/// gradient's reductions in its epilogue (MLPerf's "dgrad + drelu + dBN
+/// weight"): dz = relu_bwd(dgrad(dy, w) [+ addend], mask) written as dx
+/// (uid 1), and per input channel sum(dz) (uid 4) and sum(dz * bnIn)
+/// (uid 5), f32 [1, C, 1, 1], bnIn (uid 10) the BatchNorm's input. The
+/// mask is reluOut (uid 9) or, with the geometry's `maskFromBnIn`,
+/// bnIn * scale + shift (uids 6, 7: the forward BN apply recomputed).
 enum class Dir {
   Fwd = 0,
   BwdData = 1,
   BwdFilter = 2,
   FwdStats = 3,
-  BwdDataAddRelu = 4
+  BwdDataAddRelu = 4,
+  BwdDataStats = 5
 };
 
 /// One convolution as cuDNN sees it: x [N, C, H, W], w [K, C/groups, R, S],
@@ -49,6 +57,10 @@ struct ConvGeometry {
   /// per input channel first (scale, shift: [1, C, 1, 1] of `dtype`, uids 6
   /// and 7).
   bool prologue = false;
+  /// BwdDataStats only: an addend (uid 8) is summed before the ReLU
+  /// backward, and the mask is recomputed from bnIn (see Dir).
+  bool addend = false;
+  bool maskFromBnIn = false;
 };
 
 /// An owned backend descriptor.
@@ -92,6 +104,16 @@ public:
                                     const void *w, const void *addend,
                                     const void *reluOut, void *dx,
                                     void *workspace) const;
+  /// A BwdDataStats plan: dx = relu_bwd(dgrad(dy, w) [+ addend], mask),
+  /// sumDx[c] = sum(dx), sumDxBnIn[c] = sum(dx * bnIn) (f32, overwritten);
+  /// mask is reluOut, or bnIn * scale + shift with maskFromBnIn (scale and
+  /// shift: C each of the data type). Unused pointers may be null.
+  cudnnStatus_t executeDgradStats(cudnnHandle_t h, const void *dy,
+                                  const void *w, const void *addend,
+                                  const void *reluOut, const void *bnIn,
+                                  const void *scale, const void *shift,
+                                  void *dx, float *sumDx, float *sumDxBnIn,
+                                  void *workspace) const;
   /// A BwdFilter plan with the prologue: dw = wgrad(relu(x * scale +
   /// shift), dy) (scale, shift: C each of the data type).
   cudnnStatus_t executeWgradPrologue(cudnnHandle_t h, const void *x,
