@@ -403,8 +403,9 @@ LogicalResult execFinalize(cnn::BatchNormFinalizeOp op,
 }
 
 /// fused_batch_norm_relu_grad (the mask read from the stored ReLU output
-/// `y`) and fused_batch_norm_affine_relu_grad (`y` null: the mask
-/// recomputed from x with the normalization's alpha, beta).
+/// `y`), fused_batch_norm_affine_relu_grad (`y` null: the mask
+/// recomputed from x with the normalization's alpha, beta) and, with
+/// neither, batch_norm_grad (each half of fused_dual_batch_norm_grad).
 LogicalResult execBnReluGrad(Operation *op, const Tensor &dy, Value yV,
                              Value xV, Value scaleV, Value meanV, Value invstdV,
                              Value alphaV, Value betaV, cnn::Layout layout,
@@ -425,6 +426,8 @@ LogicalResult execBnReluGrad(Operation *op, const Tensor &dy, Value yV,
   auto positive = [&](int64_t i) {
     if (y)
       return y->data[i] > 0;
+    if (!alpha)
+      return true;
     // The forward's normalization, as its fused_elementwise computes it (a
     // rounded f32 product, then the sum), rounded to the stored type.
     int64_t k = ch(i);
@@ -713,7 +716,8 @@ bool cnnc::reference::isFusedOp(Operation *op) {
              cnn::FusedConv2DBwdDataOp, cnn::FusedConv2DBwdFilterOp,
              cnn::FusedBatchNormReluGradOp, cnn::FusedBatchNormAffineReluGradOp,
              cnn::FusedMaxPool2DOp, cnn::MaxPool2DIndexGradOp,
-             cnn::FusedMaxPool2DBatchNormReluGradOp>(op);
+             cnn::FusedMaxPool2DBatchNormReluGradOp,
+             cnn::FusedDualBatchNormGradOp>(op);
 }
 
 LogicalResult
@@ -760,6 +764,19 @@ cnnc::reference::executeFused(Operation *op,
             o, g, {}, o.getInput(), o.getScale(), o.getSavedMean(),
             o.getSavedInvstd(), o.getAlpha(), o.getBeta(), o.getLayout(),
             o.getGradInput(), o.getGradScale(), o.getGradBias(), get, def);
+      })
+      .Case([&](cnn::FusedDualBatchNormGradOp o) {
+        // The two batch_norm_grad evals (same sums in the same order).
+        const Tensor &dy = get(o.getGradOutput());
+        if (failed(execBnReluGrad(
+                o, dy, {}, o.getInputA(), o.getScaleA(), o.getSavedMeanA(),
+                o.getSavedInvstdA(), {}, {}, o.getLayout(), o.getGradInputA(),
+                o.getGradScaleA(), o.getGradBiasA(), get, def)))
+          return failure();
+        return execBnReluGrad(o, dy, {}, o.getInputB(), o.getScaleB(),
+                              o.getSavedMeanB(), o.getSavedInvstdB(), {}, {},
+                              o.getLayout(), o.getGradInputB(),
+                              o.getGradScaleB(), o.getGradBiasB(), get, def);
       })
       .Case([&](cnn::FusedMaxPool2DOp o) {
         return execMaxPoolIndex(o, get, def);

@@ -8,7 +8,8 @@
 //     which then fuses with the residual add and ReLU that follow.
 //  3. batch_norm_grad(relu_grad(dy, y)) -> fused_batch_norm_relu_grad, and
 //     where y = relu(x * alpha + beta) of 2, the mask recomputed from x
-//     (fused_batch_norm_affine_relu_grad: y is not read).
+//     (fused_batch_norm_affine_relu_grad: y is not read). Two batch_norm_grad
+//     of one dy -> fused_dual_batch_norm_grad (dy read once for both).
 //  4. Every elementwise op becomes a fused_elementwise; producer/consumer
 //     pairs of the same shape merge until nothing changes.
 // Each rewrite keeps the step's semantics exactly (checked by running the
@@ -262,6 +263,51 @@ struct RecomputeReluMask : OpRewritePattern<FusedBatchNormReluGradOp> {
         {rewriter.getNamedAttr("layout", g.getLayoutAttr())});
     rewriter.replaceOp(g, fused->getResults());
     ++counts.bnReluMasksRecomputed;
+    return success();
+  }
+  Counts &counts;
+};
+
+/// Two batch_norm_grad of one dy (a residual block whose shortcut has its
+/// own BatchNorm) -> fused_dual_batch_norm_grad at the first of them: both
+/// reductions and both apply passes then read dy once. Only where the
+/// second's other operands are defined before the first (they are forward
+/// values in a training step), so moving it up keeps the IR valid.
+struct FuseBatchNormGradPair : OpRewritePattern<BatchNormGradOp> {
+  FuseBatchNormGradPair(MLIRContext *ctx, Counts &counts)
+      : OpRewritePattern(ctx), counts(counts) {}
+  LogicalResult matchAndRewrite(BatchNormGradOp a,
+                                PatternRewriter &rewriter) const override {
+    Value dy = a.getGradOutput();
+    BatchNormGradOp b;
+    for (Operation *u : dy.getUsers()) {
+      auto other = dyn_cast<BatchNormGradOp>(u);
+      if (!other || other == a || other->getBlock() != a->getBlock() ||
+          !a->isBeforeInBlock(other) || other.getGradOutput() != dy ||
+          other.getLayout() != a.getLayout() ||
+          other.getInput().getType() != a.getInput().getType() ||
+          other->getResultTypes() != a->getResultTypes())
+        continue;
+      bool dominates = llvm::all_of(other->getOperands(), [&](Value v) {
+        Operation *d = v.getDefiningOp();
+        return !d || (d->getBlock() == a->getBlock() && d->isBeforeInBlock(a));
+      });
+      if (dominates && (!b || other->isBeforeInBlock(b)))
+        b = other;
+    }
+    if (!b)
+      return rewriter.notifyMatchFailure(a, "no later batch_norm_grad of dy");
+    SmallVector<Type> types(a->getResultTypes());
+    types.append(b->getResultTypes().begin(), b->getResultTypes().end());
+    auto fused = FusedDualBatchNormGradOp::create(
+        rewriter, a.getLoc(), types,
+        ValueRange{dy, a.getInput(), a.getScale(), a.getSavedMean(),
+                   a.getSavedInvstd(), b.getInput(), b.getScale(),
+                   b.getSavedMean(), b.getSavedInvstd()},
+        {rewriter.getNamedAttr("layout", a.getLayoutAttr())});
+    rewriter.replaceOp(a, fused->getResults().take_front(3));
+    rewriter.replaceOp(b, fused->getResults().drop_front(3));
+    ++counts.bnGradPairs;
     return success();
   }
   Counts &counts;
@@ -594,6 +640,13 @@ struct FusePass : public cnnc::impl::CNNFuseBase<FusePass> {
         applyGreedily(f, std::move(mask));
       }
 
+      // After the ReLU-gradient folds above, which take single-use dys.
+      if (dualBatchNormGrad) {
+        RewritePatternSet pairs(ctx);
+        pairs.add<FuseBatchNormGradPair>(ctx, counts);
+        applyGreedily(f, std::move(pairs));
+      }
+
       RewritePatternSet toFused(ctx);
       toFused.add<ElementwiseToFused, BiasAddToFused>(ctx, counts);
       applyGreedily(f, std::move(toFused));
@@ -607,6 +660,7 @@ struct FusePass : public cnnc::impl::CNNFuseBase<FusePass> {
     numBatchNormSplits = counts.bnSplits;
     numBatchNormReluGradOps = counts.bnReluGradOps;
     numReluMasksRecomputed = counts.bnReluMasksRecomputed;
+    numBatchNormGradPairs = counts.bnGradPairs;
     numElementwiseOps = counts.elementwiseOps;
     numElementwiseMerges = counts.elementwiseMerges;
   }

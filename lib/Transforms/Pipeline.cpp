@@ -49,8 +49,11 @@ void cnnc::buildCNNGPUPipeline(OpPassManager &pm,
   if (options.fuse && options.dgradEpilogue && options.lowerElementwise &&
       nhwc && fp16)
     pm.addPass(createCNNDgradEpilogue());
-  if (options.fuse)
-    pm.addPass(createCNNFuse());
+  if (options.fuse) {
+    CNNFuseOptions fo;
+    fo.dualBatchNormGrad = options.dualBnGrad;
+    pm.addPass(createCNNFuse(fo));
+  }
   // BatchNorm statistics out of the convolution's epilogue: the CUDA
   // target's NHWC f16 convolutions only (cuDNN's runtime fusion).
   if (options.fuse && options.convStats && options.lowerElementwise && nhwc &&
@@ -80,8 +83,11 @@ void cnnc::buildCNNGPUPipeline(OpPassManager &pm,
     pm.addPass(createCNNLowerElementwise());
   // Fewer stored activations: needs the fused form (it clones
   // fused_elementwise ops), before the lowering choices and the plan.
-  if (options.remat && options.lowerElementwise)
-    pm.addPass(createCNNRemat());
+  if (options.remat && options.lowerElementwise) {
+    CNNRematOptions ro;
+    ro.budgetMB = options.rematMB;
+    pm.addPass(createCNNRemat(ro));
+  }
   // How each op runs on the GPU: decided here, printed by the emitter.
   if (options.lowerElementwise)
     pm.addPass(createCNNSelectLowering());

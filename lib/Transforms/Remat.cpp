@@ -128,10 +128,23 @@ struct RematPass : cnnc::impl::CNNRematBase<RematPass> {
       llvm::sort(p);
       return p;
     };
-    llvm::DenseSet<Value> kept;
+    auto bytesOf = [](Operation *op) {
+      auto t = cast<RankedTensorType>(op->getResult(0).getType());
+      return t.getNumElements() * t.getElementTypeBitWidth() / 8;
+    };
     // Latest first: a later activation's clone reads an earlier one (the
-    // residual of a ResNet block), which is then kept.
-    for (Operation *f : llvm::reverse(candidates)) {
+    // residual of a ResNet block), which is then kept. With a budget, the
+    // largest first (fewest kernels for the bytes), latest among equals.
+    SmallVector<Operation *> order(llvm::reverse(candidates));
+    int64_t budget = budgetMB * (int64_t(1) << 20), freed = 0;
+    if (budget > 0)
+      llvm::stable_sort(order, [&](Operation *a, Operation *b) {
+        return bytesOf(a) > bytesOf(b);
+      });
+    llvm::DenseSet<Value> kept;
+    for (Operation *f : order) {
+      if (budget > 0 && freed >= budget)
+        break;
       Value y = f->getResult(0);
       if (kept.contains(y))
         continue;
@@ -191,9 +204,8 @@ struct RematPass : cnnc::impl::CNNRematBase<RematPass> {
       for (Operation *op : chain)
         kept.insert(op->getResult(0)); // cloned: never recomputed again
       ++numRemat;
-      bytesFreed +=
-          cast<RankedTensorType>(y.getType()).getNumElements() *
-          cast<RankedTensorType>(y.getType()).getElementTypeBitWidth() / 8;
+      bytesFreed += bytesOf(f);
+      freed += bytesOf(f);
     }
   }
 };

@@ -11,8 +11,10 @@
 //                                    layers took up to 0.6 ms each as cuDNN
 //                                    legacy convolutions)
 //   cnn.lowering = "vec8"            NHWC max pooling (forward and gradient)
-//                                    with C % 8 == 0: eight channels per
-//                                    thread, 16-byte accesses
+//                                    and fused_dual_batch_norm_grad with
+//                                    C % 8 == 0: eight channels per thread,
+//                                    16-byte accesses (the dual BN gradient
+//                                    otherwise runs as two batch_norm_grad)
 //   cnn.lowering = "cudnn_bias_act"  fused_conv2d whose epilogue is exactly
 //                                    cudnnConvolutionBiasActivationForward's
 //                                    (a bias of the data type, relu or none):
@@ -151,6 +153,9 @@ StringRef loweringOf(Operation *op) {
       })
       .Case([](FusedMaxPool2DBatchNormReluGradOp p) {
         return vec8Pool(p, p.getGradInput().getType()) ? "vec8" : "";
+      })
+      .Case([](FusedDualBatchNormGradOp p) {
+        return vec8Pool(p, p.getGradOutput().getType()) ? "vec8" : "";
       })
       .Case([](FusedConv2DOp c) {
         Type et = c.getType().getElementType();

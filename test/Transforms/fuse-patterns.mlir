@@ -195,3 +195,34 @@ func.func @merge_order(%x: tensor<2x4x2x2xf32>, %y: tensor<2x4x2x2xf32>) -> (ten
   %b = cnn.add %a, %q : (tensor<2x4x2x2xf32>, tensor<2x4x2x2xf32>) -> tensor<2x4x2x2xf32>
   return %a, %b : tensor<2x4x2x2xf32>, tensor<2x4x2x2xf32>
 }
+
+// -----
+
+// FuseBatchNormGradPair: two batch_norm_grad of one gradient (a shortcut
+// with its own BatchNorm) become one fused_dual_batch_norm_grad at the
+// first, in argument order; a third one of another gradient stays.
+// CHECK-LABEL: func @bn_grad_pair
+// CHECK: %[[DA:.*]], %[[SA:.*]], %{{.*}}, %[[DB:.*]], %{{.*}}, %[[BB:.*]] = cnn.fused_dual_batch_norm_grad %arg0, %arg1, %arg2, %arg3, %arg4, %arg5, %arg6, %arg7, %arg8
+// CHECK: cnn.batch_norm_grad %arg9, %arg1
+// CHECK: return %[[DA]], %[[SA]], %[[DB]], %[[BB]]
+func.func @bn_grad_pair(%dy: tensor<4x8x4x4xf32>, %a: tensor<4x8x4x4xf32>, %sa: tensor<8xf32>, %ma: tensor<8xf32>, %ia: tensor<8xf32>, %b: tensor<4x8x4x4xf32>, %sb: tensor<8xf32>, %mb: tensor<8xf32>, %ib: tensor<8xf32>, %dz: tensor<4x8x4x4xf32>) -> (tensor<4x8x4x4xf32>, tensor<8xf32>, tensor<4x8x4x4xf32>, tensor<8xf32>, tensor<4x8x4x4xf32>) {
+  %ga, %gsa, %gba = cnn.batch_norm_grad %dy, %a, %sa, %ma, %ia : (tensor<4x8x4x4xf32>, tensor<4x8x4x4xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<4x8x4x4xf32>, tensor<8xf32>, tensor<8xf32>)
+  %gz, %gsz, %gbz = cnn.batch_norm_grad %dz, %a, %sa, %ma, %ia : (tensor<4x8x4x4xf32>, tensor<4x8x4x4xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<4x8x4x4xf32>, tensor<8xf32>, tensor<8xf32>)
+  %gb, %gsb, %gbb = cnn.batch_norm_grad %dy, %b, %sb, %mb, %ib : (tensor<4x8x4x4xf32>, tensor<4x8x4x4xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<4x8x4x4xf32>, tensor<8xf32>, tensor<8xf32>)
+  return %ga, %gsa, %gb, %gbb, %gz : tensor<4x8x4x4xf32>, tensor<8xf32>, tensor<4x8x4x4xf32>, tensor<8xf32>, tensor<4x8x4x4xf32>
+}
+
+// -----
+
+// FuseBatchNormGradPair must not apply when the second's input is computed
+// after the first (moving it up would use a value before its definition).
+// CHECK-LABEL: func @bn_grad_pair_late_operand
+// CHECK-NOT: cnn.fused_dual_batch_norm_grad
+// CHECK: cnn.batch_norm_grad %arg0, %arg1
+// CHECK: cnn.batch_norm_grad %arg0, %[[L:.*]],
+func.func @bn_grad_pair_late_operand(%dy: tensor<4x8x4x4xf32>, %a: tensor<4x8x4x4xf32>, %s: tensor<8xf32>, %m: tensor<8xf32>, %i: tensor<8xf32>) -> (tensor<4x8x4x4xf32>, tensor<4x8x4x4xf32>) {
+  %ga, %gsa, %gba = cnn.batch_norm_grad %dy, %a, %s, %m, %i : (tensor<4x8x4x4xf32>, tensor<4x8x4x4xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<4x8x4x4xf32>, tensor<8xf32>, tensor<8xf32>)
+  %late = cnn.scale %ga {factor = 2.0 : f32} : (tensor<4x8x4x4xf32>) -> tensor<4x8x4x4xf32>
+  %gb, %gsb, %gbb = cnn.batch_norm_grad %dy, %late, %s, %m, %i : (tensor<4x8x4x4xf32>, tensor<4x8x4x4xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<4x8x4x4xf32>, tensor<8xf32>, tensor<8xf32>)
+  return %ga, %gb : tensor<4x8x4x4xf32>, tensor<4x8x4x4xf32>
+}

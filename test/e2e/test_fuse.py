@@ -351,6 +351,36 @@ def test_max_pool_index_keeps_step(tmp_path, precision):
             assert np.array_equal(np.asarray(s0[k]), np.asarray(s1[k])), (path.stem, k)
 
 
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_dual_bn_grad_keeps_step(tmp_path, precision):
+    """cnn-fuse's dual BatchNorm gradient on ResNet-18's NHWC step: the
+    downsampling blocks of layers 2-4 send one gradient into two
+    BatchNorms (the block's last and the shortcut's), and each pair becomes
+    one fused_dual_batch_norm_grad. The step keeps its numbers bit for bit
+    on the reference interpreter against cnn-fuse with dual-bn-grad=false
+    (the same sums in the same order)."""
+    onnx = exported_with_batch(tmp_path, "resnet18", 6, (4, 3, 64, 64))
+    base = training_ir(onnx, tmp_path / "base.mlir")
+    pre = ["--cnn-layout"] + (["--cnn-precision"] if precision == "fp16" else []) + [
+        "--canonicalize", "--cse"]
+    plain, fused = tmp_path / "plain.mlir", tmp_path / "fused.mlir"
+    subprocess.run([tool("cnnc-opt"), str(base)] + pre +
+                   ["--cnn-fuse=dual-bn-grad=false", "-o", str(plain)], check=True)
+    subprocess.run([tool("cnnc-opt"), str(base)] + pre + ["--cnn-fuse", "-o", str(fused)],
+                   check=True)
+    assert "cnn.fused_dual_batch_norm_grad" not in plain.read_text()
+    text = fused.read_text()
+    assert text.count("= cnn.fused_dual_batch_norm_grad") == 3
+    assert text.count("= cnn.batch_norm_grad") == plain.read_text().count(
+        "= cnn.batch_norm_grad") - 6
+    (l0, s0), (l1, s1) = run_step(plain, tmp_path, "plain"), run_step(fused, tmp_path, "fused")
+    assert l1 == l0, (l0, l1)
+    grads = [k for k in s0 if k.endswith(".grad")]
+    assert len(grads) > 20
+    for k in s0:
+        assert np.array_equal(np.asarray(s0[k]), np.asarray(s1[k])), k
+
+
 @pytest.mark.parametrize("precision,optimizer", [("fp16", "sgd"), ("fp32", "adam")])
 def test_param_format_keeps_steps(tmp_path, precision, optimizer):
     """cnn-param-format stores the filters and their optimizer state as the

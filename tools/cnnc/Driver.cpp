@@ -217,6 +217,12 @@ cl::opt<bool> rematOpt(
              "instead of storing them (fewer stored activations, a few more "
              "elementwise kernels; GPU target)"),
     cl::init(false), cl::cat(optCategory));
+cl::opt<int64_t> rematMBOpt(
+    "remat-mb",
+    cl::desc("cnn-remat with a budget: recompute the largest activations "
+             "until about this many MiB are no longer stored (each costs "
+             "about 3 bytes of memory traffic per byte freed)"),
+    cl::value_desc("MiB"), cl::init(0), cl::cat(optCategory));
 cl::opt<bool> convStatsOpt(
     "conv-stats",
     cl::desc("cnn-conv-stats: BatchNorm statistics in the epilogue of the "
@@ -237,6 +243,11 @@ cl::opt<int> workspaceMBOpt(
              "(default: the largest tensor a convolution reads or writes, 4 to "
              "64 MiB; algorithms that need more are not chosen)"),
     cl::value_desc("MiB"), cl::init(-1), cl::cat(optCategory));
+cl::opt<bool> dualBnGradOpt(
+    "dual-bn-grad",
+    cl::desc("cnn-fuse: two BatchNorm gradients of one gradient (a shortcut "
+             "with its own BatchNorm) read it in one pair of passes"),
+    cl::init(true), cl::cat(optCategory));
 cl::opt<bool> poolBnGradOpt(
     "pool-bn-grad",
     cl::desc("cnn-max-pool-index: the pooling gradient is gathered inside the "
@@ -467,11 +478,13 @@ DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
   o.optimize = !o0;
   o.fuse = fuseOpt;
   o.fuseExplicit = fuseOpt.getNumOccurrences() > 0;
-  o.remat = rematOpt;
+  o.remat = rematOpt || rematMBOpt > 0;
+  o.rematMB = rematMBOpt;
   o.convStats = convStatsOpt;
   o.dgradEpilogue = dgradEpilogueOpt;
   o.maxPoolIndex = maxPoolIndexOpt;
   o.poolBnGrad = poolBnGradOpt;
+  o.dualBnGrad = dualBnGradOpt;
   o.wgradPrologue = wgradPrologueOpt;
   o.paramFormat = paramFormatOpt;
   o.convPrologue = convPrologueOpt || rematOpt;

@@ -76,11 +76,13 @@ struct DriverOptions {
   bool optimize = true;       ///< false with -O0
   bool fuse = true;           ///< --fuse (default: on for the GPU target)
   bool fuseExplicit = false;  ///< --fuse given on the command line
-  bool remat = false;         ///< --remat (cnn-remat)
+  bool remat = false;         ///< --remat or --remat-mb (cnn-remat)
+  int64_t rematMB = 0;        ///< --remat-mb (its budget; 0: no limit)
   bool convStats = true;      ///< --conv-stats (cnn-conv-stats)
   bool dgradEpilogue = true;  ///< --dgrad-epilogue (cnn-dgrad-epilogue)
   bool maxPoolIndex = true;   ///< --max-pool-index (cnn-max-pool-index)
   bool poolBnGrad = false;    ///< --pool-bn-grad (its grad-fusion)
+  bool dualBnGrad = true;     ///< --dual-bn-grad (cnn-fuse)
   bool wgradPrologue = false; ///< --wgrad-prologue (cnn-conv-stats, opt-in)
   bool paramFormat = true;    ///< --param-format (cnn-param-format)
   bool convPrologue = true;   ///< --conv-prologue (default on; --remat too)

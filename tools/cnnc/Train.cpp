@@ -131,10 +131,12 @@ LogicalResult cnnc::driver::optimizeTrainStep(const DriverOptions &o,
   // The CUDA target prints elementwise ops in their fused form only.
   pipeline.lowerElementwise = o.targetGPU;
   pipeline.remat = o.optimize && o.remat && pipeline.fuse;
+  pipeline.rematMB = o.rematMB;
   pipeline.convStats = o.optimize && o.convStats;
   pipeline.dgradEpilogue = o.optimize && o.dgradEpilogue;
   pipeline.maxPoolIndex = o.maxPoolIndex;
   pipeline.poolBnGrad = o.poolBnGrad;
+  pipeline.dualBnGrad = o.dualBnGrad;
   pipeline.wgradPrologue = o.wgradPrologue;
   pipeline.paramFormat = o.paramFormat;
   pipeline.convStatsPrologue = o.convPrologue;
@@ -163,6 +165,7 @@ LogicalResult cnnc::driver::optimizeTrainStep(const DriverOptions &o,
         std::pair<const char *, int64_t> lines[] = {
             {"bn_relu_grad_ops", fused->bnReluGradOps},
             {"bn_relu_masks_recomputed", fused->bnReluMasksRecomputed},
+            {"bn_grad_pairs", fused->bnGradPairs},
             {"bn_split", fused->bnSplits},
             {"conv_epilogue_ops", fused->convEpilogueOps},
             {"elementwise_merges", fused->elementwiseMerges},

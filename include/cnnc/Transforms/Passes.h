@@ -28,6 +28,7 @@ struct FusionCounts {
   int64_t bnSplits = 0;          ///< batch_norm_train split in two
   int64_t bnReluGradOps = 0;     ///< ops folded into fused_batch_norm_relu_grad
   int64_t bnReluMasksRecomputed = 0; ///< ... whose mask is recomputed from x
+  int64_t bnGradPairs = 0; ///< batch_norm_grad pairs of one gradient fused
   int64_t elementwiseOps = 0;    ///< elementwise ops given the fused form
   int64_t elementwiseMerges = 0; ///< fused_elementwise producer/consumer merges
 };
@@ -100,6 +101,11 @@ struct CNNGPUPipelineOptions
                      "window's argmax for its gradient; a BN + ReLU before "
                      "it becomes its prologue)"),
       llvm::cl::init(true)};
+  Option<bool> dualBnGrad{
+      *this, "dual-bn-grad",
+      llvm::cl::desc("cnn-fuse's dual-bn-grad (two BatchNorm gradients of "
+                     "one gradient read it once)"),
+      llvm::cl::init(true)};
   Option<bool> poolBnGrad{
       *this, "pool-bn-grad",
       llvm::cl::desc("cnn-max-pool-index's grad-fusion (the pooling gradient "
@@ -112,6 +118,11 @@ struct CNNGPUPipelineOptions
       llvm::cl::desc("Run cnn-remat (recompute BN-apply/ReLU outputs in the "
                      "backward pass instead of storing them)"),
       llvm::cl::init(false)};
+  Option<int64_t> rematMB{
+      *this, "remat-mb",
+      llvm::cl::desc("cnn-remat's budget-mb: free about this many MiB, the "
+                     "largest activations first (0: every candidate)"),
+      llvm::cl::init(0)};
   Option<bool> memoryReuse{
       *this, "memory-reuse",
       llvm::cl::desc("cnn-memory-plan shares memory between temporaries "

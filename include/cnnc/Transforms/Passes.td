@@ -557,6 +557,9 @@ def CNNRemat : Pass<"cnn-remat", "mlir::ModuleOp"> {
     The clone computes the same body on the same inputs: the step's results
     are bit-identical, its stored activations fewer (the static plan of
     ResNet-50 at batch 128: docs/benchmarks.md). Clones carry `cnn.remat`.
+    Each clone costs about three bytes of memory traffic per byte freed (it
+    reads two full-size inputs and writes its result), so `budget-mb`
+    recomputes only as much as a memory target needs.
     Runs after cnn-fuse and cnn-lower-elementwise, before
     cnn-select-lowering and cnn-memory-plan.
 
@@ -575,7 +578,11 @@ def CNNRemat : Pass<"cnn-remat", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"minGap", "min-gap", "int64_t", /*default=*/"16",
-           "Recompute only across a gap of at least this many ops">
+           "Recompute only across a gap of at least this many ops">,
+    Option<"budgetMB", "budget-mb", "int64_t", /*default=*/"0",
+           "Free about this many MiB of stored activations, no more: the "
+           "largest candidates first (the latest among equals), stopping "
+           "once the sum reaches it (0: every candidate, latest first)">
   ];
   let statistics = [
     Statistic<"numRemat", "recomputed", "activations recomputed in the backward pass">,
@@ -678,7 +685,10 @@ def CNNFuse : Pass<"cnn-fuse", "mlir::ModuleOp"> {
        gradient is never stored). Where y = relu(x * alpha + beta) is the
        normalization of 2 (no residual add between), the op becomes
        fused_batch_norm_affine_relu_grad: the mask is recomputed from x,
-       which the gradient reads anyway, and y is not read.
+       which the gradient reads anyway, and y is not read. Two batch_norm_grad
+       of one gradient (a shortcut with its own BatchNorm: ResNet's
+       downsampling blocks) become one fused_dual_batch_norm_grad, whose
+       passes read that gradient once for both.
     4. Every elementwise op becomes a fused_elementwise with an `arith` body;
        producer/consumer pairs of the same shape merge while the consumer's
        other operands are defined before the producer.
@@ -715,6 +725,9 @@ def CNNFuse : Pass<"cnn-fuse", "mlir::ModuleOp"> {
     Option<"recomputeReluMask", "recompute-relu-mask", "bool", "true",
            "Give fused BN-ReLU gradients the mask recomputed from x where the "
            "ReLU output is the BN normalization (off: read the stored output)">,
+    Option<"dualBatchNormGrad", "dual-bn-grad", "bool", "true",
+           "Make two batch_norm_grad of one gradient one "
+           "fused_dual_batch_norm_grad (off: keep them apart)">,
   ];
   let statistics = [
     Statistic<"numConvEpilogueOps", "conv-epilogue-ops",
@@ -725,6 +738,8 @@ def CNNFuse : Pass<"cnn-fuse", "mlir::ModuleOp"> {
               "Ops folded into fused_batch_norm_relu_grad">,
     Statistic<"numReluMasksRecomputed", "relu-masks-recomputed",
               "fused_batch_norm_relu_grad ops given the mask recomputed from x">,
+    Statistic<"numBatchNormGradPairs", "bn-grad-pairs",
+              "batch_norm_grad pairs of one gradient made one fused_dual_batch_norm_grad">,
     Statistic<"numElementwiseOps", "elementwise-ops",
               "Elementwise ops given the fused_elementwise form">,
     Statistic<"numElementwiseMerges", "elementwise-merges",

@@ -189,6 +189,31 @@ LogicalResult FusedBatchNormAffineReluGradOp::verify() {
   return success();
 }
 
+LogicalResult FusedDualBatchNormGradOp::verify() {
+  auto dy = getGradOutput().getType();
+  for (auto [name, v] : {std::pair<StringRef, Value>{"input_a", getInputA()},
+                         {"input_b", getInputB()},
+                         {"grad_input_a", getGradInputA()},
+                         {"grad_input_b", getGradInputB()}})
+    if (v.getType() != dy)
+      return emitOpError("'") << name << "' " << v.getType()
+                              << " must have the type of 'grad_output' " << dy;
+  int64_t c = dy.getDimSize(channelDim(dy, getLayout()));
+  for (auto [name, v] : {std::pair<StringRef, Value>{"scale_a", getScaleA()},
+                         {"saved_mean_a", getSavedMeanA()},
+                         {"saved_invstd_a", getSavedInvstdA()},
+                         {"scale_b", getScaleB()},
+                         {"saved_mean_b", getSavedMeanB()},
+                         {"saved_invstd_b", getSavedInvstdB()},
+                         {"grad_scale_a", getGradScaleA()},
+                         {"grad_bias_a", getGradBiasA()},
+                         {"grad_scale_b", getGradScaleB()},
+                         {"grad_bias_b", getGradBiasB()}})
+    if (failed(checkChannels(*this, name, v, c)))
+      return failure();
+  return success();
+}
+
 LogicalResult FusedElementwiseOp::verify() {
   if (getResults().empty())
     return emitOpError("needs at least one result");

@@ -237,6 +237,7 @@ private:
               Value alpha = {}, Value beta = {});
   LogicalResult poolBnGrad(std::string &out,
                            FusedMaxPool2DBatchNormReluGradOp op);
+  void dualBnGrad(std::string &out, FusedDualBatchNormGradOp op);
   int64_t nhwcPartial(std::string &out, Operation *op, int mode, Value a,
                       Value b, Value mean, Value invstd, Value mask = {},
                       Value alpha = {}, Value beta = {});
@@ -713,6 +714,55 @@ LogicalResult Emitter::poolBnGrad(std::string &out,
                      ptr(op.getAlpha()), ptr(op.getBeta()),
                      ptr(op.getGradInput()), pp, floatLit((double)M)));
   return success();
+}
+
+/// fused_dual_batch_norm_grad: with cnn-select-lowering's "vec8" (NHWC,
+/// C % 8 == 0) one pass of the three sums (dy read once), then one apply
+/// kernel writing both input gradients; otherwise the two batch_norm_grads.
+void Emitter::dualBnGrad(std::string &out, FusedDualBatchNormGradOp op) {
+  if (loweringOf(op) != "vec8") {
+    bnGrad(out, op, op.isNHWC(), op.getGradOutput(), {}, op.getInputA(),
+           op.getScaleA(), op.getSavedMeanA(), op.getSavedInvstdA(),
+           op.getGradScaleA(), op.getGradBiasA(), op.getGradInputA());
+    bnGrad(out, op, op.isNHWC(), op.getGradOutput(), {}, op.getInputB(),
+           op.getScaleB(), op.getSavedMeanB(), op.getSavedInvstdB(),
+           op.getGradScaleB(), op.getGradBiasB(), op.getGradInputB());
+    return;
+  }
+  auto t = op.getGradOutput().getType();
+  int64_t C = t.getDimSize(3), M = t.getNumElements() / C;
+  NhwcTiling tl = nhwcTiling(M, C);
+  std::string T = ctype(t.getElementType()),
+              S = ctype(ttype(op.getScaleA()).getElementType());
+  launch(out, op, fmt::format("dualBnGradPartial8<{}>", T),
+         fmt::format("dim3({}, {})", tl.colBlocks, tl.tiles),
+         fmt::format("dim3({}, {})", tl.lanes, 256 / tl.lanes),
+         fmt::format("{}, {}, {}, {}, {}, {}, {}, {}ll, {}, {}ll",
+                     ptr(op.getGradOutput()), ptr(op.getInputA()),
+                     ptr(op.getInputB()), ptr(op.getSavedMeanA()),
+                     ptr(op.getSavedInvstdA()), ptr(op.getSavedMeanB()),
+                     ptr(op.getSavedInvstdB()), M, C, tl.rowsPerTile));
+  launch(out, op, fmt::format("dualBnGradFinish<{}>", S), std::to_string(C),
+         "256",
+         fmt::format("{}, {}, {}, {}, {}, {}", ptr(op.getGradScaleA()),
+                     ptr(op.getGradBiasA()), ptr(op.getGradScaleB()),
+                     ptr(op.getGradBiasB()), C, tl.tiles));
+  // batch_norm_grad's apply expression for each half, dy loaded once.
+  Channel ci = chanIndex(t, true);
+  std::string m = floatLit((double)M);
+  std::vector<EwIn> ins{{op.getGradOutput()},     {op.getInputA()},
+                        {op.getSavedMeanA(), ci}, {op.getSavedInvstdA(), ci},
+                        {op.getScaleA(), ci},     {op.getGradScaleA(), ci},
+                        {op.getGradBiasA(), ci},  {op.getInputB()},
+                        {op.getSavedMeanB(), ci}, {op.getSavedInvstdB(), ci},
+                        {op.getScaleB(), ci},     {op.getGradScaleB(), ci},
+                        {op.getGradBiasB(), ci}};
+  elementwise(
+      out, op, ins, {op.getGradInputA(), op.getGradInputB()},
+      fmt::format("float xa = (a1 - a2) * a3; r0 = a4 * a3 * (a0 - a6 / {0} - "
+                  "xa * a5 / {0}); float xb = (a7 - a8) * a9; r1 = a10 * a9 * "
+                  "(a0 - a12 / {0} - xb * a11 / {0});",
+                  m));
 }
 
 void Emitter::bnGrad(std::string &out, Operation *op, bool nhwc, Value dy,
@@ -1568,6 +1618,10 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
                b.getScale(), b.getSavedMean(), b.getSavedInvstd(),
                b.getGradScale(), b.getGradBias(), b.getGradInput(),
                b.getAlpha(), b.getBeta());
+        return success();
+      })
+      .Case([&](FusedDualBatchNormGradOp b) {
+        dualBnGrad(out, b);
         return success();
       })
       .Case([&](BatchNormGradOp b) {

@@ -391,3 +391,30 @@ func.func @pool_bn_grad_input(%dy: tensor<2x4x4x16xf16>, %i: tensor<2x4x4x16xui8
   %dx, %ds, %db = cnn.fused_max_pool2d_batch_norm_relu_grad %dy, %i, %x, %s, %m, %v, %a, %b {ceil_mode = false, kernel = array<i64: 3, 3>, layout = #cnn.layout<NHWC>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : (tensor<2x4x4x16xf16>, tensor<2x4x4x16xui8>, tensor<2x8x8x16xf16>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>) -> (tensor<2x8x8x16xf32>, tensor<16xf32>, tensor<16xf32>)
   return
 }
+
+// -----
+
+// fused_dual_batch_norm_grad: both inputs have grad_output's type.
+func.func @dual_bn_grad_input_b(%dy: tensor<2x4x4x16xf16>, %a: tensor<2x4x4x16xf16>, %sa: tensor<16xf32>, %ma: tensor<16xf32>, %ia: tensor<16xf32>, %b: tensor<2x4x4x16xf32>, %sb: tensor<16xf32>, %mb: tensor<16xf32>, %ib: tensor<16xf32>) {
+  // expected-error @+1 {{'input_b' 'tensor<2x4x4x16xf32>' must have the type of 'grad_output' 'tensor<2x4x4x16xf16>'}}
+  %da, %dsa, %dba, %db, %dsb, %dbb = cnn.fused_dual_batch_norm_grad %dy, %a, %sa, %ma, %ia, %b, %sb, %mb, %ib {layout = #cnn.layout<NHWC>} : (tensor<2x4x4x16xf16>, tensor<2x4x4x16xf16>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<2x4x4x16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>) -> (tensor<2x4x4x16xf16>, tensor<16xf32>, tensor<16xf32>, tensor<2x4x4x16xf16>, tensor<16xf32>, tensor<16xf32>)
+  return
+}
+
+// -----
+
+// fused_dual_batch_norm_grad: the per-channel operands have grad_output's channel count (per layout).
+func.func @dual_bn_grad_channels(%dy: tensor<2x4x4x16xf16>, %a: tensor<2x4x4x16xf16>, %sa: tensor<16xf32>, %ma: tensor<16xf32>, %ia: tensor<16xf32>, %b: tensor<2x4x4x16xf16>, %sb: tensor<4xf32>, %mb: tensor<4xf32>, %ib: tensor<4xf32>) {
+  // expected-error @+1 {{'scale_b' 'tensor<4xf32>' must be 1-D of size 16 (the channel count)}}
+  %da, %dsa, %dba, %db, %dsb, %dbb = cnn.fused_dual_batch_norm_grad %dy, %a, %sa, %ma, %ia, %b, %sb, %mb, %ib {layout = #cnn.layout<NHWC>} : (tensor<2x4x4x16xf16>, tensor<2x4x4x16xf16>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<2x4x4x16xf16>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x4x4x16xf16>, tensor<16xf32>, tensor<16xf32>, tensor<2x4x4x16xf16>, tensor<16xf32>, tensor<16xf32>)
+  return
+}
+
+// -----
+
+// fused_dual_batch_norm_grad: the gradients have grad_output's type.
+func.func @dual_bn_grad_result(%dy: tensor<2x4x4x16xf16>, %a: tensor<2x4x4x16xf16>, %sa: tensor<16xf32>, %ma: tensor<16xf32>, %ia: tensor<16xf32>, %b: tensor<2x4x4x16xf16>, %sb: tensor<16xf32>, %mb: tensor<16xf32>, %ib: tensor<16xf32>) {
+  // expected-error @+1 {{'grad_input_a' 'tensor<2x4x4x8xf16>' must have the type of 'grad_output' 'tensor<2x4x4x16xf16>'}}
+  %da, %dsa, %dba, %db, %dsb, %dbb = cnn.fused_dual_batch_norm_grad %dy, %a, %sa, %ma, %ia, %b, %sb, %mb, %ib {layout = #cnn.layout<NHWC>} : (tensor<2x4x4x16xf16>, tensor<2x4x4x16xf16>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<2x4x4x16xf16>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>) -> (tensor<2x4x4x8xf16>, tensor<16xf32>, tensor<16xf32>, tensor<2x4x4x16xf16>, tensor<16xf32>, tensor<16xf32>)
+  return
+}

@@ -100,3 +100,10 @@ func.func @max_pool_index_plain(%x: tensor<2x3x8x8xf32>) -> tensor<2x3x4x4xui8> 
   %y, %i = cnn.fused_max_pool2d %x {ceil_mode = false, kernel = array<i64: 2, 2>, operandSegmentSizes = array<i32: 1, 0, 0>, padding = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 2>} : (tensor<2x3x8x8xf32>) -> (tensor<2x3x4x4xf32>, tensor<2x3x4x4xui8>)
   return %i : tensor<2x3x4x4xui8>
 }
+
+// CHECK-LABEL: func @dual_bn_grad
+// CHECK: cnn.fused_dual_batch_norm_grad %arg0, %arg1, %arg2, %arg3, %arg4, %arg5, %arg6, %arg7, %arg8 {layout = #cnn.layout<NHWC>} : (tensor<2x4x4x16xf16>, tensor<2x4x4x16xf16>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<2x4x4x16xf16>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>) -> (tensor<2x4x4x16xf16>, tensor<16xf32>, tensor<16xf32>, tensor<2x4x4x16xf16>, tensor<16xf32>, tensor<16xf32>)
+func.func @dual_bn_grad(%dy: tensor<2x4x4x16xf16>, %a: tensor<2x4x4x16xf16>, %sa: tensor<16xf32>, %ma: tensor<16xf32>, %ia: tensor<16xf32>, %b: tensor<2x4x4x16xf16>, %sb: tensor<16xf32>, %mb: tensor<16xf32>, %ib: tensor<16xf32>) -> (tensor<2x4x4x16xf16>, tensor<2x4x4x16xf16>) {
+  %da, %dsa, %dba, %db, %dsb, %dbb = cnn.fused_dual_batch_norm_grad %dy, %a, %sa, %ma, %ia, %b, %sb, %mb, %ib {layout = #cnn.layout<NHWC>} : (tensor<2x4x4x16xf16>, tensor<2x4x4x16xf16>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<2x4x4x16xf16>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>) -> (tensor<2x4x4x16xf16>, tensor<16xf32>, tensor<16xf32>, tensor<2x4x4x16xf16>, tensor<16xf32>, tensor<16xf32>)
+  return %da, %db : tensor<2x4x4x16xf16>, tensor<2x4x4x16xf16>
+}
