@@ -197,18 +197,6 @@ private:
   std::string multiTensorLoop(
       const std::string &name, ArrayRef<int64_t> sizes,
       ArrayRef<std::pair<std::string, std::vector<int64_t>>> tables);
-  /// Whether multiTensorLoop gives each thread eight consecutive elements of
-  /// one tensor per step (every size a multiple of 8): one table search per
-  /// eight elements, not per element.
-  static bool multiTensorVec8(ArrayRef<int64_t> sizes) {
-    return llvm::all_of(sizes, [](int64_t n) { return n % 8 == 0; });
-  }
-  /// What closes multiTensorLoop's loop(s).
-  static const char *multiTensorLoopEnd(ArrayRef<int64_t> sizes) {
-    return multiTensorVec8(sizes) ? "    }\n  }\n" : "  }\n";
-  }
-  /// The grid of a multi-tensor kernel over `total` elements.
-  static std::string multiTensorGrid(ArrayRef<int64_t> sizes, int64_t total);
   /// Finds the multi-tensor groups of `f` (optimizer updates, parameter
   /// casts).
   void groupMultiTensorKernels(func::FuncOp f);
@@ -1937,17 +1925,17 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
               "  bool bad = false;\n{1}"
               "    bad |= !isfinite(ld(reinterpret_cast<const {2} *>(A + "
               "{0}_in[lo]) + (e - {0}_start[lo])));\n"
-              "{3}"
+              "  }}\n"
               "  if (__syncthreads_or(bad) && threadIdx.x == 0) *flag = 0.0f;\n"
               "}}\n\n",
-              name, loop, T, multiTensorLoopEnd(sizes));
+              name, loop, T);
           int64_t total = 0;
           for (int64_t n : sizes)
             total += n;
           out += fmt::format(
               "  // {} gradients checked in one multi-tensor kernel\n",
               vs.size());
-          launch(out, op, name, multiTensorGrid(sizes, total), "256",
+          launch(out, op, name, gridFor(total), "256",
                  fmt::format("A, {}", flag));
         }
         return success();
@@ -2057,10 +2045,6 @@ void Emitter::groupMultiTensorKernels(func::FuncOp f) {
   }
 }
 
-std::string Emitter::multiTensorGrid(ArrayRef<int64_t> sizes, int64_t total) {
-  return gridFor(multiTensorVec8(sizes) ? total / 8 : total);
-}
-
 std::string Emitter::multiTensorLoop(
     const std::string &name, ArrayRef<int64_t> sizes,
     ArrayRef<std::pair<std::string, std::vector<int64_t>>> tables) {
@@ -2080,21 +2064,6 @@ std::string Emitter::multiTensorLoop(
   table("start", starts);
   for (auto &[suffix, values] : tables)
     table(suffix, values);
-  // The search of the start table (up to eight dependent loads of ~160
-  // parameters' starts) bounded these kernels when it ran per element
-  // (ResNet-50: 0.11 ms to check 51 MB of gradients); with every tensor a
-  // multiple of 8 long, one search serves eight elements.
-  if (multiTensorVec8(sizes))
-    return fmt::format(
-        "  for (int64_t v = blockIdx.x * 256ll + threadIdx.x; v < {}ll; "
-        "v += (int64_t)gridDim.x * 256) {{\n"
-        "    int lo = 0, hi = {};\n"
-        "    while (lo < hi) {{ int mid = (lo + hi + 1) / 2; if ({}_start[mid] "
-        "<= v * 8) lo = mid; else hi = mid - 1; }}\n"
-        "#pragma unroll\n"
-        "    for (int k8 = 0; k8 < 8; ++k8) {{\n"
-        "    const int64_t e = v * 8 + k8;\n",
-        total / 8, sizes.size() - 1, name);
   return fmt::format(
       "  for (int64_t e = blockIdx.x * 256ll + threadIdx.x; e < {}ll; "
       "e += (int64_t)gridDim.x * 256) {{\n"
@@ -2190,13 +2159,13 @@ void Emitter::groupedElementwise(std::string &out, Operation *op,
     body += fmt::format(
         "    st(reinterpret_cast<{} *>(A + {}_out{}[lo]) + i, r{});\n",
         ctype(ttype(o).getElementType()), name, k, k);
-  body += multiTensorLoopEnd(sizes);
+  body += "  }\n";
   kernels += fmt::format(
       "__global__ void __launch_bounds__(256) {}(char *A) {{\n{}}}\n\n", name,
       body);
   out += fmt::format("  // {} {} in one multi-tensor kernel\n",
                      g.members.size(), g.what);
-  launch(out, op, name, multiTensorGrid(sizes, total), "256", "A");
+  launch(out, op, name, gridFor(total), "256", "A");
 }
 
 LogicalResult Emitter::emitFunction(func::FuncOp f, std::string &body) {

@@ -8,7 +8,6 @@
 // RUN: cnnc %s --train --optimizer sgd --emit cuda -o %t.cu --stats --mlir-print-ir-after=cnn-select-lowering 2>%t.ir
 // RUN: FileCheck %s < %t.cu
 // RUN: FileCheck %s --check-prefix=IR < %t.ir
-// RUN: FileCheck %s --check-prefix=MT < %t.cu
 // RUN: cnnc %s --train --optimizer sgd --emit cuda -o %t.nchw.cu --layout nchw --precision fp32
 // RUN: FileCheck %s --check-prefix=NCHW < %t.nchw.cu
 // REQUIRES: nvcc
@@ -28,22 +27,6 @@
 // CHECK: <<<{{[0-9]+}}, 256, 0, s>>>(P<__half>(A, [[DY]]), {{.*}}, P<__half>(A, {{[0-9]+}}), P<__half>(A, {{[0-9]+}}));
 // CHECK-NOT: nhwcPartial8<2,
 // CHECK-LABEL: static void evalStep(
-
-// Every parameter here is a multiple of 8 long: the multi-tensor kernels
-// (the weights' f16 copies, the finiteness check, the SGD updates) search
-// their table of tensor starts once per eight elements.
-// MT: __global__ void __launch_bounds__(256) [[AF:af[0-9]+]](const char *A, float *flag) {
-// MT-NEXT: bool bad = false;
-// MT-NEXT: for (int64_t v = blockIdx.x * 256ll + threadIdx.x; v < {{[0-9]+}}ll; v += (int64_t)gridDim.x * 256) {
-// MT-NEXT: int lo = 0, hi = {{[0-9]+}};
-// MT-NEXT: while (lo < hi) { int mid = (lo + hi + 1) / 2; if ([[AF]]_start[mid] <= v * 8) lo = mid; else hi = mid - 1; }
-// MT-NEXT: #pragma unroll
-// MT-NEXT: for (int k8 = 0; k8 < 8; ++k8) {
-// MT-NEXT: const int64_t e = v * 8 + k8;
-// MT: __global__ void __launch_bounds__(256) [[MT:mt[0-9]+]](char *A) {
-// MT-NEXT: for (int64_t v = blockIdx.x * 256ll + threadIdx.x; v < {{[0-9]+}}ll; v += (int64_t)gridDim.x * 256) {
-// MT: for (int k8 = 0; k8 < 8; ++k8) {
-// MT: // {{[0-9]+}} optimizer updates in one multi-tensor kernel
 
 // NCHW-LABEL: static void trainStep(
 // NCHW-NOT: dualBnGrad
