@@ -27,7 +27,7 @@ part() { # name seconds command...
   [ $r -eq 0 ] || rc=1
 }
 if [[ $PARTS == *1* ]]; then
-  part runtime-gpu 200 bash -c 'cmake -S runtime -B /tmp/rt -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  part runtime-gpu 320 bash -c 'cmake -S runtime -B /tmp/rt -G Ninja -DCMAKE_BUILD_TYPE=Release \
       -DCMAKE_CUDA_ARCHITECTURES=90a \
       -DCNNRT_TURBOJPEG_INCLUDE_DIR=$PWD/.carry/ext/include \
       -DCNNRT_TURBOJPEG_LIBRARY=$PWD/.carry/rt/lib/libturbojpeg.a \
