@@ -20,6 +20,14 @@
 // REQUIRES: nvcc
 // RUN: %nvcc -std=c++17 -arch=sm_90a -I%cnnc_src/runtime/include -c %t.cu -o %t.o
 // RUN: %nvcc -std=c++17 -arch=sm_90a -I%cnnc_src/runtime/include -c %t.apart.cu -o %t.apart.o
+// The printer has the fused gradient in its "vec8" form only, and says so for
+// a step whose op lacks that choice (here removed by hand):
+// RUN: cnnc-opt %s --cnn-autodiff --cse --cnn-gpu-pipeline=pool-bn-grad=true -o %t.step.mlir
+// RUN: FileCheck %s --check-prefix=HASVEC < %t.step.mlir
+// RUN: sed '/fused_max_pool2d_batch_norm_relu_grad/s/cnn.lowering = "vec8", //' %t.step.mlir > %t.novec.mlir
+// RUN: not cnnc-translate --cnn-to-cuda %t.novec.mlir -o %t.novec.cu 2>&1 | FileCheck %s --check-prefix=NOVEC
+// HASVEC: cnn.fused_max_pool2d_batch_norm_relu_grad {{.*}}cnn.lowering = "vec8"
+// NOVEC: error: 'cnn.fused_max_pool2d_batch_norm_relu_grad' op the CUDA target has this op for NHWC tensors of a multiple of 8 channels only (cnn-select-lowering's 'vec8'), got 'tensor<8x8x8x16xf16>'
 
 // IR: cnn.fused_max_pool2d %{{.*}}, %alpha, %beta
 // IR-SAME: (tensor<8x8x8x16xf16>, tensor<16xf32>, tensor<16xf32>) -> (tensor<8x4x4x16xf16>, tensor<8x4x4x16xui8>)
