@@ -16,6 +16,8 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include "GpuCheck.cuh"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -27,19 +29,11 @@
 #include <utility>
 #include <vector>
 
+using namespace gpucheck;
+
 namespace {
 
 bool gFailed = false;
-
-#define CUDA_OK(x)                                                             \
-  do {                                                                         \
-    cudaError_t e_ = (x);                                                      \
-    if (e_ != cudaSuccess) {                                                   \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x,          \
-                   cudaGetErrorString(e_));                                    \
-      std::exit(2);                                                            \
-    }                                                                          \
-  } while (0)
 
 std::string lastError() {
   char buf[1024] = {0};
@@ -365,21 +359,7 @@ double bestPlan(cudnnHandle_t h, Graph &g, const Buffers &b, int nUids,
           why = runWhy;
         continue;
       }
-      CUDA_OK(cudaDeviceSynchronize());
-      cudaEvent_t e0, e1;
-      cudaEventCreate(&e0);
-      cudaEventCreate(&e1);
-      const int iters = 20;
-      cudaEventRecord(e0);
-      for (int it = 0; it < iters; ++it)
-        execute(h, plan, b, nUids, nullptr);
-      cudaEventRecord(e1);
-      CUDA_OK(cudaEventSynchronize(e1));
-      float ms = 0;
-      cudaEventElapsedTime(&ms, e0, e1);
-      cudaEventDestroy(e0);
-      cudaEventDestroy(e1);
-      ms /= iters;
+      float ms = timeMs([&] { execute(h, plan, b, nUids, nullptr); });
       if (bestMs < 0 || ms < bestMs) {
         bestMs = ms;
         best = std::move(plan);
@@ -400,17 +380,6 @@ double bestPlan(cudnnHandle_t h, Graph &g, const Buffers &b, int nUids,
       break;
   }
   return bestMs;
-}
-
-__global__ void fillHalf(__half *p, size_t n, unsigned seed, float scale) {
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-       i += (size_t)gridDim.x * blockDim.x) {
-    unsigned v = (unsigned)(i * 2654435761u) ^ seed;
-    v ^= v >> 13;
-    v *= 0x5bd1e995;
-    v ^= v >> 15;
-    p[i] = __float2half(((v & 0xffff) / 65535.0f - 0.5f) * scale);
-  }
 }
 
 // x * scale + bias, max 0 (NHWC, per channel); the reference prologue.
@@ -438,29 +407,6 @@ __global__ void channelStats(const __half *y, size_t rows, int c, float *sum,
   }
   atomicAdd(&sum[ch], s);
   atomicAdd(&sq[ch], q);
-}
-
-std::vector<float> toHost(const void *p, size_t n, bool half) {
-  std::vector<float> out(n);
-  if (half) {
-    std::vector<__half> h(n);
-    CUDA_OK(cudaMemcpy(h.data(), p, n * 2, cudaMemcpyDeviceToHost));
-    for (size_t i = 0; i < n; ++i)
-      out[i] = __half2float(h[i]);
-  } else {
-    CUDA_OK(cudaMemcpy(out.data(), p, n * 4, cudaMemcpyDeviceToHost));
-  }
-  return out;
-}
-
-// max |a - b| / (max |b| + eps): one relative number per tensor.
-double relErr(const std::vector<float> &a, const std::vector<float> &b) {
-  double m = 0, ref = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    m = std::max(m, (double)std::fabs(a[i] - b[i]));
-    ref = std::max(ref, (double)std::fabs(b[i]));
-  }
-  return m / (ref + 1e-6);
 }
 
 } // namespace
@@ -512,10 +458,10 @@ int main(int argc, char **argv) {
     CUDA_OK(cudaMalloc(&sq, s.k * 4));
     CUDA_OK(cudaMalloc(&sumRef, s.k * 4));
     CUDA_OK(cudaMalloc(&sqRef, s.k * 4));
-    fillHalf<<<1024, 256>>>(x, xn, 1, 4.0f);
-    fillHalf<<<1024, 256>>>(w, wn, 2, 2.0f / std::sqrt((float)s.c * s.r * s.r));
-    fillHalf<<<16, 256>>>(scale, s.c, 3, 2.0f);
-    fillHalf<<<16, 256>>>(bias, s.c, 4, 1.0f);
+    fillHalf<<<1024, 256>>>(x, xn, 1, 4.0f, 0.0f);
+    fillHalf<<<1024, 256>>>(w, wn, 2, 2.0f / std::sqrt((float)s.c * s.r * s.r), 0.0f);
+    fillHalf<<<16, 256>>>(scale, s.c, 3, 2.0f, 0.0f);
+    fillHalf<<<16, 256>>>(bias, s.c, 4, 1.0f, 0.0f);
     CUDA_OK(cudaDeviceSynchronize());
 
     // Legacy reference: cudnnConvolutionForward with the best found algo.
@@ -551,23 +497,8 @@ int main(int argc, char **argv) {
       dim3 grid(std::min<size_t>(rows, 256), (s.k + 127) / 128);
       channelStats<<<grid, 128>>>(yref, rows, s.k, sumRef, sqRef);
     };
-    auto time = [&](auto fn) {
-      fn();
-      CUDA_OK(cudaDeviceSynchronize());
-      cudaEvent_t e0, e1;
-      cudaEventCreate(&e0);
-      cudaEventCreate(&e1);
-      cudaEventRecord(e0);
-      for (int i = 0; i < 20; ++i)
-        fn();
-      cudaEventRecord(e1);
-      CUDA_OK(cudaEventSynchronize(e1));
-      float ms = 0;
-      cudaEventElapsedTime(&ms, e0, e1);
-      return ms / 20;
-    };
-    double legacyMs = time([&] { legacy(x); });
-    double statsMs = time(stats);
+    double legacyMs = timeMs([&] { legacy(x); });
+    double statsMs = timeMs(stats);
 
     for (Variant v : {Variant::Conv, Variant::ConvGenStats, Variant::ConvReduce,
                       Variant::SbrConvGenStats}) {

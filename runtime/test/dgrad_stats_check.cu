@@ -17,6 +17,7 @@
 // of the shapes to run (all; ctest runs the first three: each graph is
 // compiled at run time, about 2 s apiece).
 #include "../src/CudnnGraph.h"
+#include "GpuCheck.cuh"
 
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -29,18 +30,9 @@
 #include <vector>
 
 using namespace cnnrt::cudnn_graph;
+using namespace gpucheck;
 
 namespace {
-
-#define CUDA_OK(x)                                                             \
-  do {                                                                         \
-    cudaError_t e_ = (x);                                                      \
-    if (e_ != cudaSuccess) {                                                   \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x,          \
-                   cudaGetErrorString(e_));                                    \
-      std::exit(2);                                                            \
-    }                                                                          \
-  } while (0)
 
 struct Shape {
   const char *name;
@@ -49,18 +41,6 @@ struct Shape {
   int p() const { return (h + 2 * pad - r) / stride + 1; }
   int q() const { return (w + 2 * pad - r) / stride + 1; }
 };
-
-__global__ void fillHalf(__half *p, size_t n, unsigned seed, float scale,
-                         float offset) {
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-       i += (size_t)gridDim.x * blockDim.x) {
-    unsigned v = (unsigned)(i * 2654435761u) ^ seed;
-    v ^= v >> 13;
-    v *= 0x5bd1e995;
-    v ^= v >> 15;
-    p[i] = __float2half(((v & 0xffff) / 65535.0f - 0.5f) * scale + offset);
-  }
-}
 
 // dz = mask > 0 ? dgrad (+ addend) : 0 in place on dgrad (f16, as the
 // unfused step stores it), and the per-channel sums of dz and dz * bnIn.
@@ -85,48 +65,6 @@ __global__ void reference(__half *dgrad, const __half *addend,
   }
   atomicAdd(&sum[ch], s);
   atomicAdd(&sumX[ch], sx);
-}
-
-std::vector<float> toHost(const void *p, size_t n, bool half) {
-  std::vector<float> out(n);
-  if (half) {
-    std::vector<__half> h(n);
-    CUDA_OK(cudaMemcpy(h.data(), p, n * 2, cudaMemcpyDeviceToHost));
-    for (size_t i = 0; i < n; ++i)
-      out[i] = __half2float(h[i]);
-  } else {
-    CUDA_OK(cudaMemcpy(out.data(), p, n * 4, cudaMemcpyDeviceToHost));
-  }
-  return out;
-}
-
-// max |a - b| / (max |b| + eps): one relative number per tensor.
-double relErr(const std::vector<float> &a, const std::vector<float> &b) {
-  double m = 0, ref = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    m = std::max(m, (double)std::fabs(a[i] - b[i]));
-    ref = std::max(ref, (double)std::fabs(b[i]));
-  }
-  return m / (ref + 1e-6);
-}
-
-template <typename F> float timeMs(F fn) {
-  fn();
-  CUDA_OK(cudaDeviceSynchronize());
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
-  cudaEventRecord(e0);
-  const int iters = 20;
-  for (int i = 0; i < iters; ++i)
-    fn();
-  cudaEventRecord(e1);
-  CUDA_OK(cudaEventSynchronize(e1));
-  float ms = 0;
-  cudaEventElapsedTime(&ms, e0, e1);
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  return ms / iters;
 }
 
 } // namespace

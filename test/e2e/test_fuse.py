@@ -62,6 +62,17 @@ def run_step(mlir, tmp, tag):
     return float(losses[0]), state
 
 
+def assert_same_step(plain, fused, tmp):
+    """One reference step of each gives the same loss and state bit for bit
+    (more than 20 gradients among the state: the backward pass ran)."""
+    (l0, s0), (l1, s1) = run_step(plain, tmp, "plain"), run_step(fused, tmp, "fused")
+    assert l1 == l0, (l0, l1)
+    grads = [k for k in s0 if k.endswith(".grad")]
+    assert len(grads) > 20
+    for k in s0:
+        assert np.array_equal(np.asarray(s0[k]), np.asarray(s1[k])), k
+
+
 @pytest.mark.parametrize("name,batch,hw,tol,layout", [
     ("simplecnn", 4, 32, 1e-5, "nchw"),
     ("resnet18", 4, 64, 1e-5, "nchw"),
@@ -304,12 +315,7 @@ def test_dgrad_epilogue_keeps_step(tmp_path, precision):
                     "--cnn-fuse", "-o", str(fused)], check=True)
     text = fused.read_text()
     assert text.count("= cnn.fused_conv2d_bwd_data") == 7
-    (l0, s0), (l1, s1) = run_step(plain, tmp_path, "plain"), run_step(fused, tmp_path, "fused")
-    assert l1 == l0, (l0, l1)
-    grads = [k for k in s0 if k.endswith(".grad")]
-    assert len(grads) > 20
-    for k in s0:
-        assert np.array_equal(np.asarray(s0[k]), np.asarray(s1[k])), k
+    assert_same_step(plain, fused, tmp_path)
 
 
 @pytest.mark.parametrize("precision", ["fp32", "fp16"])
@@ -373,12 +379,7 @@ def test_dual_bn_grad_keeps_step(tmp_path, precision):
     assert text.count("= cnn.fused_dual_batch_norm_grad") == 3
     assert text.count("= cnn.batch_norm_grad") == plain.read_text().count(
         "= cnn.batch_norm_grad") - 6
-    (l0, s0), (l1, s1) = run_step(plain, tmp_path, "plain"), run_step(fused, tmp_path, "fused")
-    assert l1 == l0, (l0, l1)
-    grads = [k for k in s0 if k.endswith(".grad")]
-    assert len(grads) > 20
-    for k in s0:
-        assert np.array_equal(np.asarray(s0[k]), np.asarray(s1[k])), k
+    assert_same_step(plain, fused, tmp_path)
 
 
 @pytest.mark.parametrize("precision,optimizer", [("fp16", "sgd"), ("fp32", "adam")])
