@@ -10,8 +10,10 @@
 //                                    pixels (ResNet-50's bottleneck 1x1
 //                                    layers took up to 0.6 ms each as cuDNN
 //                                    legacy convolutions)
-//   cnn.lowering = "vec8"            NHWC max pooling (forward and gradient)
-//                                    and fused_dual_batch_norm_grad with
+//   cnn.lowering = "vec8"            NHWC max pooling (forward and gradient),
+//                                    the per-channel sums of BatchNorm
+//                                    (statistics, gradients) and bias_grad,
+//                                    and fused_dual_batch_norm_grad, with
 //                                    C % 8 == 0: eight channels per thread,
 //                                    16-byte accesses (the dual BN gradient
 //                                    otherwise runs as two batch_norm_grad)
@@ -157,6 +159,18 @@ StringRef loweringOf(Operation *op) {
       .Case([](FusedDualBatchNormGradOp p) {
         return vec8Pool(p, p.getGradOutput().getType()) ? "vec8" : "";
       })
+      // Their per-channel sums (nhwcPartial8 against nhwcPartial): operand
+      // 0 is the tensor summed (x, or dy of the gradients).
+      .Case<BiasGradOp, BatchNormTrainOp, BatchNormStatsOp, BatchNormGradOp,
+            FusedBatchNormReluGradOp, FusedBatchNormAffineReluGradOp>(
+          [](Operation *o) {
+            // Any rank: the sums run over rows of the innermost dimension.
+            auto t = cast<RankedTensorType>(o->getOperand(0).getType());
+            return isNHWC(o) && t.getRank() >= 1 &&
+                           t.getDimSize(t.getRank() - 1) % 8 == 0
+                       ? "vec8"
+                       : "";
+          })
       .Case([](FusedConv2DOp c) {
         Type et = c.getType().getElementType();
         StringRef act = c.getActivation();

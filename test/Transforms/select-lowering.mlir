@@ -114,3 +114,27 @@ func.func @param_casts(%x: tensor<2x3xf32> {cnn.input}, %w: tensor<4x3xf32> {cnn
   }
   return %0, %1, %2, %4, %5 : tensor<2x3xf16>, tensor<4x3xf16>, tensor<4xf16>, tensor<5xf32>, tensor<6xf16>
 }
+
+// -----
+
+// The per-channel sums of BatchNorm gradients and bias_grad (NHWC: rows of
+// C contiguous channels) take eight channels per thread where C % 8 == 0,
+// in any rank; 12 channels or NCHW do not.
+// CHECK-LABEL: func.func @channel_sums
+// CHECK: cnn.batch_norm_grad {{.*}}cnn.lowering = "vec8"
+// CHECK: cnn.batch_norm_grad
+// CHECK-NOT: cnn.lowering
+// CHECK-SAME: tensor<2x4x4x12xf16>
+// CHECK: cnn.batch_norm_grad
+// CHECK-NOT: cnn.lowering
+// CHECK-SAME: tensor<2x16x4x4xf32>
+// CHECK: cnn.bias_grad {{.*}}cnn.lowering = "vec8"
+func.func @channel_sums(%dy: tensor<2x4x4x16xf16>, %x: tensor<2x4x4x16xf16>, %s: tensor<16xf32>, %m: tensor<16xf32>, %i: tensor<16xf32>,
+                        %dy12: tensor<2x4x4x12xf16>, %s12: tensor<12xf32>,
+                        %dyc: tensor<2x16x4x4xf32>, %g: tensor<4x16xf32>) -> (tensor<2x4x4x16xf16>, tensor<2x4x4x12xf16>, tensor<2x16x4x4xf32>, tensor<16xf32>) {
+  %a, %as, %ab = cnn.batch_norm_grad %dy, %x, %s, %m, %i {layout = #cnn.layout<NHWC>} : (tensor<2x4x4x16xf16>, tensor<2x4x4x16xf16>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>) -> (tensor<2x4x4x16xf16>, tensor<16xf32>, tensor<16xf32>)
+  %b, %bs, %bb = cnn.batch_norm_grad %dy12, %dy12, %s12, %s12, %s12 {layout = #cnn.layout<NHWC>} : (tensor<2x4x4x12xf16>, tensor<2x4x4x12xf16>, tensor<12xf32>, tensor<12xf32>, tensor<12xf32>) -> (tensor<2x4x4x12xf16>, tensor<12xf32>, tensor<12xf32>)
+  %c, %cs, %cb = cnn.batch_norm_grad %dyc, %dyc, %s, %m, %i : (tensor<2x16x4x4xf32>, tensor<2x16x4x4xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>) -> (tensor<2x16x4x4xf32>, tensor<16xf32>, tensor<16xf32>)
+  %d = cnn.bias_grad %g {layout = #cnn.layout<NHWC>} : (tensor<4x16xf32>) -> tensor<16xf32>
+  return %a, %b, %c, %d : tensor<2x4x4x16xf16>, tensor<2x4x4x12xf16>, tensor<2x16x4x4xf32>, tensor<16xf32>
+}

@@ -627,7 +627,7 @@ def CNNSelectLowering : Pass<"cnn-select-lowering", "mlir::ModuleOp"> {
   }];
   let statistics = [
     Statistic<"numGemm", "gemm", "convolutions run as cuBLASLt products">,
-    Statistic<"numVec8", "vec8", "max pools with eight channels per thread">,
+    Statistic<"numVec8", "vec8", "max pools and per-channel sums with eight channels per thread">,
     Statistic<"numCudnnFused", "cudnn-bias-act", "fused convs offered to cuDNN's bias-activation form">,
     Statistic<"numChannelSum", "channel-sum", "reductions over all but the innermost dimension">,
     Statistic<"numGrouped", "grouped-updates", "optimizer updates in multi-tensor groups">,

@@ -638,10 +638,11 @@ struct NhwcTiling {
   bool vec;
   int64_t lanes, colBlocks, tiles, rowsPerTile;
 };
-static NhwcTiling nhwcTiling(int64_t M, int64_t C) {
+static NhwcTiling nhwcTiling(int64_t M, int64_t C, bool vec) {
   NhwcTiling t;
-  // Eight channels per thread (16-byte loads) when rows stay 16-byte aligned.
-  t.vec = C % 8 == 0;
+  // Eight channels per thread (16-byte loads): cnn-select-lowering's "vec8"
+  // (C % 8 == 0, so rows stay 16-byte aligned).
+  t.vec = vec;
   t.lanes = t.vec ? std::min<int64_t>(C / 8, 32) : 32;
   t.colBlocks = t.vec ? (C / 8 + t.lanes - 1) / t.lanes : (C + 31) / 32;
   t.tiles = std::max<int64_t>(1, std::min({(M + 63) / 64, 2048 / t.colBlocks,
@@ -656,7 +657,14 @@ int64_t Emitter::nhwcPartial(std::string &out, Operation *op, int mode, Value a,
                              Value alpha, Value beta) {
   auto t = ttype(a);
   int64_t C = t.getDimSize(t.getRank() - 1), M = t.getNumElements() / C;
-  NhwcTiling tl = nhwcTiling(M, C);
+  // cnn-select-lowering's "vec8". The ops whose cnn.lowering names another
+  // choice (a "channel_sum" reduction, fused_conv2d_stats' split-form
+  // statistics next to its "gemm") take eight channels whenever C allows.
+  StringRef lowering = loweringOf(op);
+  bool vec = lowering == "vec8" ||
+             ((lowering == "channel_sum" || isa<FusedConv2DStatsOp>(op)) &&
+              C % 8 == 0);
+  NhwcTiling tl = nhwcTiling(M, C, vec);
   std::string T = ctype(t.getElementType());
   auto orNull = [&](Value v, const std::string &type) {
     return v ? ptr(v) : fmt::format("({} *)nullptr", type);
@@ -687,7 +695,7 @@ LogicalResult Emitter::poolBnGrad(std::string &out,
            << op.getInput().getType();
   auto x = op.getInput().getType();
   int64_t C = x.getDimSize(3), M = x.getNumElements() / C;
-  NhwcTiling tl = nhwcTiling(M, C);
+  NhwcTiling tl = nhwcTiling(M, C, /*vec=*/true);
   std::string T = ctype(x.getElementType()),
               S = ctype(ttype(op.getScale()).getElementType());
   std::string pp = poolParams(x, op.getGradOutput().getType(), op.getKernel(),
@@ -731,7 +739,7 @@ void Emitter::dualBnGrad(std::string &out, FusedDualBatchNormGradOp op) {
   }
   auto t = op.getGradOutput().getType();
   int64_t C = t.getDimSize(3), M = t.getNumElements() / C;
-  NhwcTiling tl = nhwcTiling(M, C);
+  NhwcTiling tl = nhwcTiling(M, C, /*vec=*/true);
   std::string T = ctype(t.getElementType()),
               S = ctype(ttype(op.getScaleA()).getElementType());
   launch(out, op, fmt::format("dualBnGradPartial8<{}>", T),

@@ -14,15 +14,16 @@
 // RUN: %nvcc -std=c++17 -arch=sm_90a -I%cnnc_src/runtime/include -c %t.cu -o %t.o
 // RUN: %nvcc -std=c++17 -arch=sm_90a -I%cnnc_src/runtime/include -c %t.nchw.cu -o %t.nchw.o
 // Without cnn-select-lowering's "vec8" (removed by hand here) the printer
-// gives the op as its two batch_norm_grads, in NHWC too:
+// gives the op as its two batch_norm_grads, in NHWC too (their sums with one
+// channel per thread: the op's lowering says no "vec8"):
 // RUN: cnnc-opt %s --cnn-autodiff --cse --cnn-gpu-pipeline -o %t.step.mlir
 // RUN: sed '/fused_dual_batch_norm_grad/s/cnn.lowering = "vec8", //' %t.step.mlir > %t.split.mlir
 // RUN: cnnc-translate --cnn-to-cuda %t.split.mlir -o %t.split.cu
 // RUN: FileCheck %s --check-prefix=SPLIT < %t.split.cu
 // SPLIT-LABEL: static void trainStep(
 // SPLIT-NOT: dualBnGrad
-// SPLIT: nhwcPartial8<2, __half>
-// SPLIT: nhwcPartial8<2, __half>
+// SPLIT: nhwcPartial<2, __half>
+// SPLIT: nhwcPartial<2, __half>
 // SPLIT-NOT: dualBnGrad
 // SPLIT-LABEL: static void evalStep(
 
