@@ -461,6 +461,11 @@ DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
                     "data-parallel ranks: give --gpus N too\n";
     std::exit(1);
   }
+  if (rematMBOpt < 0 || rematMBOpt > (int64_t(1) << 30)) {
+    llvm::errs() << "cnnc: error: --remat-mb must be between 0 and "
+                 << (int64_t(1) << 30) << " MiB, got " << rematMBOpt << "\n";
+    std::exit(1);
+  }
   if (workspaceMBOpt < -1 || workspaceMBOpt > (1 << 20)) {
     llvm::errs() << "cnnc: error: --workspace-mb must be between 0 and "
                  << (1 << 20) << " MiB, got " << workspaceMBOpt << "\n";
