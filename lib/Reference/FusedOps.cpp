@@ -75,6 +75,18 @@ void nchwToNhwc(const std::vector<float> &in, ArrayRef<int64_t> nhwc,
           o[((a * h + y) * w + x) * c + k] = in[((a * c + k) * h + y) * w + x];
 }
 
+/// A windowed op's strides and (top, left, bottom, right) padding into the
+/// kernels' convolution or pooling parameters (the same field names).
+template <typename Params, typename WindowOp>
+void setStridesAndPadding(Params &p, WindowOp op) {
+  p.strideH = op.getStrides()[0];
+  p.strideW = op.getStrides()[1];
+  p.padT = op.getPadding()[0];
+  p.padL = op.getPadding()[1];
+  p.padB = op.getPadding()[2];
+  p.padR = op.getPadding()[3];
+}
+
 /// The kernels' parameters of a convolution op whose input (x) has shape
 /// `xs` and filter `fs`, in its layout.
 template <typename ConvOp>
@@ -89,12 +101,7 @@ kn::ConvParams convParamsOf(ConvOp op, ArrayRef<int64_t> xs,
   p.f = fs[0];
   p.kh = nhwc ? fs[1] : fs[2];
   p.kw = nhwc ? fs[2] : fs[3];
-  p.strideH = op.getStrides()[0];
-  p.strideW = op.getStrides()[1];
-  p.padT = op.getPadding()[0];
-  p.padL = op.getPadding()[1];
-  p.padB = op.getPadding()[2];
-  p.padR = op.getPadding()[3];
+  setStridesAndPadding(p, op);
   p.dilH = op.getDilations()[0];
   p.dilW = op.getDilations()[1];
   p.groups = op.getGroups();
@@ -293,12 +300,7 @@ kn::PoolParams poolParamsOf(PoolOp op, ArrayRef<int64_t> in) {
   p.w = in[3];
   p.kh = op.getKernel()[0];
   p.kw = op.getKernel()[1];
-  p.strideH = op.getStrides()[0];
-  p.strideW = op.getStrides()[1];
-  p.padT = op.getPadding()[0];
-  p.padL = op.getPadding()[1];
-  p.padB = op.getPadding()[2];
-  p.padR = op.getPadding()[3];
+  setStridesAndPadding(p, op);
   p.ceilMode = op.getCeilMode();
   return p;
 }

@@ -525,71 +525,59 @@ AvgWindow avgWindow(const PoolParams &p, int64_t oy, int64_t ox) {
     return {h0, h1, w0, w1, 0};
   return {h0, h1, w0, w1, p.countIncludePad ? poolSize : (h1 - h0) * (w1 - w0)};
 }
+
+/// fn(pl, o, oy, ox) for every output position (oy, ox) of every plane pl,
+/// o the flat output index, in plane, row, column order.
+template <typename F> void forEachWindow(const PoolParams &p, F fn) {
+  const int64_t oh = p.outH(), ow = p.outW();
+  for (int64_t pl = 0; pl < p.planes; ++pl)
+    for (int64_t oy = 0; oy < oh; ++oy)
+      for (int64_t ox = 0; ox < ow; ++ox)
+        fn(pl, (pl * oh + oy) * ow + ox, oy, ox);
+}
 } // namespace
 
 void maxPool2d(const float *x, float *y, const PoolParams &p) {
-  const int64_t oh = p.outH(), ow = p.outW();
-  for (int64_t pl = 0; pl < p.planes; ++pl) {
-    const float *plane = x + pl * p.h * p.w;
-    for (int64_t oy = 0; oy < oh; ++oy)
-      for (int64_t ox = 0; ox < ow; ++ox) {
-        float m;
-        argmaxWindow(plane, p, oy, ox, m);
-        y[(pl * oh + oy) * ow + ox] = m;
-      }
-  }
+  forEachWindow(p, [&](int64_t pl, int64_t o, int64_t oy, int64_t ox) {
+    float m;
+    argmaxWindow(x + pl * p.h * p.w, p, oy, ox, m);
+    y[o] = m;
+  });
 }
 
 void maxPool2dGrad(const float *dy, const float *x, float *dx,
                    const PoolParams &p) {
-  const int64_t oh = p.outH(), ow = p.outW();
   std::fill(dx, dx + p.planes * p.h * p.w, 0.0f);
-  for (int64_t pl = 0; pl < p.planes; ++pl) {
-    const float *plane = x + pl * p.h * p.w;
-    float *dplane = dx + pl * p.h * p.w;
-    for (int64_t oy = 0; oy < oh; ++oy)
-      for (int64_t ox = 0; ox < ow; ++ox) {
-        float m;
-        dplane[argmaxWindow(plane, p, oy, ox, m)] +=
-            dy[(pl * oh + oy) * ow + ox];
-      }
-  }
+  forEachWindow(p, [&](int64_t pl, int64_t o, int64_t oy, int64_t ox) {
+    float m;
+    int64_t best = argmaxWindow(x + pl * p.h * p.w, p, oy, ox, m);
+    dx[pl * p.h * p.w + best] += dy[o];
+  });
 }
 
 void maxPool2dIndex(const float *x, float *y, float *index,
                     const PoolParams &p) {
-  const int64_t oh = p.outH(), ow = p.outW();
-  for (int64_t pl = 0; pl < p.planes; ++pl) {
-    const float *plane = x + pl * p.h * p.w;
-    for (int64_t oy = 0; oy < oh; ++oy)
-      for (int64_t ox = 0; ox < ow; ++ox) {
-        float m;
-        int64_t best = argmaxWindow(plane, p, oy, ox, m);
-        int64_t kh = best / p.w - (oy * p.strideH - p.padT),
-                kw = best % p.w - (ox * p.strideW - p.padL);
-        y[(pl * oh + oy) * ow + ox] = m;
-        index[(pl * oh + oy) * ow + ox] = (float)(kh * p.kw + kw);
-      }
-  }
+  forEachWindow(p, [&](int64_t pl, int64_t o, int64_t oy, int64_t ox) {
+    float m;
+    int64_t best = argmaxWindow(x + pl * p.h * p.w, p, oy, ox, m);
+    int64_t kh = best / p.w - (oy * p.strideH - p.padT),
+            kw = best % p.w - (ox * p.strideW - p.padL);
+    y[o] = m;
+    index[o] = (float)(kh * p.kw + kw);
+  });
 }
 
 void maxPool2dIndexGrad(const float *dy, const float *index, float *dx,
                         const PoolParams &p) {
-  const int64_t oh = p.outH(), ow = p.outW();
   std::fill(dx, dx + p.planes * p.h * p.w, 0.0f);
-  for (int64_t pl = 0; pl < p.planes; ++pl) {
-    float *dplane = dx + pl * p.h * p.w;
-    for (int64_t oy = 0; oy < oh; ++oy)
-      for (int64_t ox = 0; ox < ow; ++ox) {
-        int64_t o = (pl * oh + oy) * ow + ox, k = (int64_t)index[o];
-        int64_t ih = oy * p.strideH - p.padT + k / p.kw,
-                iw = ox * p.strideW - p.padL + k % p.kw;
-        if (k < 0 || k >= p.kh * p.kw || ih < 0 || ih >= p.h || iw < 0 ||
-            iw >= p.w)
-          continue; // not a position of this window: no element receives it
-        dplane[ih * p.w + iw] += dy[o];
-      }
-  }
+  forEachWindow(p, [&](int64_t pl, int64_t o, int64_t oy, int64_t ox) {
+    int64_t k = (int64_t)index[o];
+    int64_t ih = oy * p.strideH - p.padT + k / p.kw,
+            iw = ox * p.strideW - p.padL + k % p.kw;
+    if (k < 0 || k >= p.kh * p.kw || ih < 0 || ih >= p.h || iw < 0 || iw >= p.w)
+      return; // not a position of this window: no element receives it
+    dx[(pl * p.h + ih) * p.w + iw] += dy[o];
+  });
 }
 
 void avgPool2d(const float *x, float *y, const PoolParams &p) {
