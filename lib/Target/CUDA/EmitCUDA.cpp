@@ -724,6 +724,17 @@ LogicalResult Emitter::poolBnGrad(std::string &out,
   return success();
 }
 
+/// batch_norm_grad's apply pass as an elementwise statement writing r{r}:
+/// dx = scale * invstd * (g - sum(g) / m - xhat * sum(g xhat) / m), `g` the
+/// (masked) gradient's expression, the input at a{x} and mean, invstd,
+/// scale, grad_scale, grad_bias at a{x + 1} ... a{x + 5}.
+static std::string bnGradApplyExpr(int r, const std::string &g, int x,
+                                   double m) {
+  return fmt::format("{{ float xhat = (a{1} - a{2}) * a{3}; r{0} = a{4} * "
+                     "a{3} * ({5} - a{7} / {6} - xhat * a{8} / {6}); }}",
+                     r, x, x + 1, x + 2, x + 3, g, floatLit(m), x + 5, x + 4);
+}
+
 /// fused_dual_batch_norm_grad: with cnn-select-lowering's "vec8" (NHWC,
 /// C % 8 == 0) one pass of the three sums (dy read once), then one apply
 /// kernel writing both input gradients; otherwise the two batch_norm_grads.
@@ -757,7 +768,6 @@ void Emitter::dualBnGrad(std::string &out, FusedDualBatchNormGradOp op) {
                      ptr(op.getGradBiasB()), C, tl.tiles));
   // batch_norm_grad's apply expression for each half, dy loaded once.
   Channel ci = chanIndex(t, true);
-  std::string m = floatLit((double)M);
   std::vector<EwIn> ins{{op.getGradOutput()},     {op.getInputA()},
                         {op.getSavedMeanA(), ci}, {op.getSavedInvstdA(), ci},
                         {op.getScaleA(), ci},     {op.getGradScaleA(), ci},
@@ -765,12 +775,9 @@ void Emitter::dualBnGrad(std::string &out, FusedDualBatchNormGradOp op) {
                         {op.getSavedMeanB(), ci}, {op.getSavedInvstdB(), ci},
                         {op.getScaleB(), ci},     {op.getGradScaleB(), ci},
                         {op.getGradBiasB(), ci}};
-  elementwise(
-      out, op, ins, {op.getGradInputA(), op.getGradInputB()},
-      fmt::format("float xa = (a1 - a2) * a3; r0 = a4 * a3 * (a0 - a6 / {0} - "
-                  "xa * a5 / {0}); float xb = (a7 - a8) * a9; r1 = a10 * a9 * "
-                  "(a0 - a12 / {0} - xb * a11 / {0});",
-                  m));
+  elementwise(out, op, ins, {op.getGradInputA(), op.getGradInputB()},
+              bnGradApplyExpr(0, "a0", 1, (double)M) +
+                  bnGradApplyExpr(1, "a0", 7, (double)M));
 }
 
 void Emitter::bnGrad(std::string &out, Operation *op, bool nhwc, Value dy,
@@ -834,11 +841,7 @@ void Emitter::bnGrad(std::string &out, Operation *op, bool nhwc, Value dy,
     expr = fmt::format("float g = {} > 0.f ? a0 : 0.f; ",
                        roundTo(t.getElementType(), "a1 * a7 + a8"));
   }
-  expr +=
-      fmt::format("float xhat = (a{} - a{}) * a{}; r0 = a{} * a{} * ({} - a{} "
-                  "/ {} - xhat * a{} / {});",
-                  1 + o, 2 + o, 3 + o, 4 + o, 3 + o, g, 6 + o, floatLit(m),
-                  5 + o, floatLit(m));
+  expr += bnGradApplyExpr(0, g, 1 + o, m);
   elementwise(out, op, ins, {gradInput}, expr);
 }
 
