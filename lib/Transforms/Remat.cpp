@@ -16,9 +16,13 @@
 //    a value that is used at or after the first late use anyway, and is not
 //    itself rematerialized (so recomputation never extends the life of a
 //    large buffer, and never chains: a value a clone reads is kept).
-// The clone is inserted right before the first late use, which it then
-// feeds, with every later use. A clone computes the same scalar body on the
-// same inputs, so the step's results are unchanged bit for bit.
+// A 1x1 convolution whose input is at most half its output is a candidate
+// too (isRecomputableConv): its input and filter must be used at or after
+// the first late use anyway. The clone is inserted right before the first
+// late use, which it then feeds, with every later use. A clone computes the
+// same function of the same inputs, so the step's results are unchanged bit
+// for bit (on the GPU, a convolution clone may run another cuDNN plan than
+// the original: equal within the plans' rounding).
 //
 //===----------------------------------------------------------------------===//
 #include "cnnc/Transforms/Passes.h"
@@ -54,6 +58,66 @@ struct RematPass : cnnc::impl::CNNRematBase<RematPass> {
     if (op->getNumResults() != 1)
       return false;
     return isa<FusedElementwiseOp, TransposeOp, ConcatOp>(op);
+  }
+
+  static int64_t bytesOf(Value v) {
+    auto t = cast<RankedTensorType>(v.getType());
+    return t.getNumElements() * t.getElementTypeBitWidth() / 8;
+  }
+
+  /// A 1x1 convolution whose input is at most half its output (a
+  /// bottleneck's expanding 1x1, ResNet-50's first downsampling shortcut):
+  /// recomputing it reads the input and writes the output, at most 1.5 bytes
+  /// of traffic per byte freed against an elementwise clone's 3, and with
+  /// few input channels its arithmetic (2C per output element) takes less
+  /// time than that traffic; a larger filter (the 7x7 stem) would not.
+  /// A `fused_conv2d_stats` clone computes its statistics again into
+  /// buffers nothing reads (its first result is what is freed).
+  static bool isRecomputableConv(Operation *op) {
+    if (!isa<FusedConv2DStatsOp, Conv2DOp>(op))
+      return false;
+    auto w = cast<RankedTensorType>(op->getOperand(1).getType());
+    int64_t taps = isNHWC(op) ? w.getDimSize(1) * w.getDimSize(2)
+                              : w.getDimSize(2) * w.getDimSize(3);
+    return taps == 1 &&
+           2 * bytesOf(op->getOperand(0)) <= bytesOf(op->getResult(0));
+  }
+
+  /// Bytes a recomputation of `op` moves per byte of its first result: the
+  /// full-size operands it reads plus the result it writes.
+  static double trafficPerByte(Operation *op) {
+    int64_t out = bytesOf(op->getResult(0)), moved = out;
+    if (isRecomputableConv(op))
+      return double(bytesOf(op->getOperand(0)) + out) / out;
+    ArrayRef<int64_t> bcast;
+    if (auto f = dyn_cast<FusedElementwiseOp>(op))
+      bcast = f.getBroadcast();
+    for (auto [k, in] : llvm::enumerate(op->getOperands()))
+      if (bcast.empty() || bcast[k] == 0 || bcast[k] == 3)
+        moved += bytesOf(in);
+    return double(moved) / out;
+  }
+
+  /// What recomputing the convolution `op` at `at` reads: its input and
+  /// filter must be stored until `at` anyway (or be step arguments); the
+  /// per-channel prologue operands (a few bytes) may live longer.
+  template <typename UsePositions>
+  LogicalResult collectConv(Operation *op, int64_t at,
+                            UsePositions &usePositions,
+                            SmallVectorImpl<Value> &leaves) {
+    for (auto [k, in] : llvm::enumerate(op->getOperands())) {
+      if (k >= 2) { // scale and shift of the prologue
+        leaves.push_back(in);
+        continue;
+      }
+      if (isa<BlockArgument>(in))
+        continue;
+      SmallVector<int64_t> inUses = usePositions(in);
+      if (inUses.empty() || inUses.back() < at)
+        return failure();
+      leaves.push_back(in);
+    }
+    return success();
   }
 
   /// Collects into `chain` what recomputing `op` at position `at` takes:
@@ -113,7 +177,7 @@ struct RematPass : cnnc::impl::CNNRematBase<RematPass> {
     for (Operation &op : block) {
       pos[&op] = n++;
       atPos.push_back(&op);
-      if (isCheap(&op))
+      if (isCheap(&op) || isRecomputableConv(&op))
         candidates.push_back(&op);
     }
     // Positions of a value's uses (not by clones, which come later).
@@ -128,18 +192,19 @@ struct RematPass : cnnc::impl::CNNRematBase<RematPass> {
       llvm::sort(p);
       return p;
     };
-    auto bytesOf = [](Operation *op) {
-      auto t = cast<RankedTensorType>(op->getResult(0).getType());
-      return t.getNumElements() * t.getElementTypeBitWidth() / 8;
-    };
+    auto resultBytes = [](Operation *op) { return bytesOf(op->getResult(0)); };
     // Latest first: a later activation's clone reads an earlier one (the
     // residual of a ResNet block), which is then kept. With a budget, the
-    // largest first (fewest kernels for the bytes), latest among equals.
+    // least traffic per byte freed first (the convolutions), then the
+    // largest (fewest kernels for the bytes), latest among equals.
     SmallVector<Operation *> order(llvm::reverse(candidates));
     int64_t budget = budgetMB * (int64_t(1) << 20), freed = 0;
     if (budget > 0)
       llvm::stable_sort(order, [&](Operation *a, Operation *b) {
-        return bytesOf(a) > bytesOf(b);
+        double ta = trafficPerByte(a), tb = trafficPerByte(b);
+        if (ta != tb)
+          return ta < tb;
+        return resultBytes(a) > resultBytes(b);
       });
     llvm::DenseSet<Value> kept;
     for (Operation *f : order) {
@@ -172,10 +237,15 @@ struct RematPass : cnnc::impl::CNNRematBase<RematPass> {
       // small next to the activations: recomputing it costs kernels and
       // frees little.
       bool activation = false;
-      if (failed(collect(f, lateFrom, /*depth=*/0, usePositions, kept, chain,
-                         leaves, activation)) ||
-          !activation)
+      if (isRecomputableConv(f)) {
+        if (failed(collectConv(f, lateFrom, usePositions, leaves)))
+          continue;
+        chain.push_back(f);
+      } else if (failed(collect(f, lateFrom, /*depth=*/0, usePositions, kept,
+                                chain, leaves, activation)) ||
+                 !activation) {
         continue;
+      }
       Operation *firstLate = atPos[lateFrom];
       // The step's outputs are written to their own buffers: nothing to
       // free by recomputing one.
@@ -204,8 +274,8 @@ struct RematPass : cnnc::impl::CNNRematBase<RematPass> {
       for (Operation *op : chain)
         kept.insert(op->getResult(0)); // cloned: never recomputed again
       ++numRemat;
-      bytesFreed += bytesOf(f);
-      freed += bytesOf(f);
+      bytesFreed += resultBytes(f);
+      freed += resultBytes(f);
     }
   }
 };

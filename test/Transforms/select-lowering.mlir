@@ -82,6 +82,7 @@ func.func @channel_sums(%x: tensor<2x4x4x16xf32>) -> (tensor<1x1x1x16xf32>, tens
 // CHECK-SAME: (tensor<2x3xf32>) -> tensor<2x3xf16>
 // CHECK: cnn.fused_elementwise %arg1 {{{.*}}cnn.cast_group = 0 : i64
 // CHECK: cnn.fused_elementwise %arg2 {{{.*}}cnn.cast_group = 0 : i64
+// CHECK-NOT: vec8
 // CHECK: cnn.fused_elementwise %arg3 {
 // CHECK-NOT: cnn.cast_group
 // CHECK-SAME: -> tensor<5xf32>
@@ -137,4 +138,55 @@ func.func @channel_sums(%dy: tensor<2x4x4x16xf16>, %x: tensor<2x4x4x16xf16>, %s:
   %c, %cs, %cb = cnn.batch_norm_grad %dyc, %dyc, %s, %m, %i : (tensor<2x16x4x4xf32>, tensor<2x16x4x4xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>) -> (tensor<2x16x4x4xf32>, tensor<16xf32>, tensor<16xf32>)
   %d = cnn.bias_grad %g {layout = #cnn.layout<NHWC>} : (tensor<4x16xf32>) -> tensor<16xf32>
   return %a, %b, %c, %d : tensor<2x4x4x16xf16>, tensor<2x4x4x12xf16>, tensor<2x16x4x4xf32>, tensor<16xf32>
+}
+
+// -----
+
+// Multi-tensor kernels move eight elements per thread ("vec8") when every
+// tensor of the group (every input of all_finite) has a multiple of 8
+// elements: the updates of %w8/%b8 and their finiteness check take it; a
+// group with a 5-element tensor, and the check that reads it, do not.
+// CHECK-LABEL: func.func @multi_tensor_vec8
+// CHECK: cnn.all_finite {{.*}}cnn.lowering = "vec8"
+// CHECK-SAME: (tensor<4x4xf16>, tensor<8xf32>) -> tensor<f32>
+// CHECK: cnn.all_finite
+// CHECK-NOT: cnn.lowering
+// CHECK-SAME: (tensor<4x4xf16>, tensor<5xf32>) -> tensor<f32>
+// CHECK: cnn.sgd_update {{.*}}cnn.lowering = "vec8", cnn.update_group = 0
+// CHECK: cnn.sgd_update {{.*}}cnn.lowering = "vec8", cnn.update_group = 0
+// CHECK: cnn.sgd_update
+// CHECK-NOT: cnn.lowering
+// CHECK-SAME: cnn.update_group = 1
+// CHECK: cnn.sgd_update
+// CHECK-NOT: cnn.lowering
+// CHECK-SAME: cnn.update_group = 1
+func.func @multi_tensor_vec8(%w8: tensor<4x4xf32>, %g8: tensor<4x4xf16>, %b8: tensor<8xf32>, %gb8: tensor<8xf32>,
+                             %w5: tensor<5xf32>, %g5: tensor<5xf32>, %lr: tensor<f32>, %step: tensor<f32>, %S: tensor<f32>)
+    -> (tensor<f32>, tensor<f32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<8xf32>, tensor<8xf32>,
+        tensor<4x4xf32>, tensor<4x4xf32>, tensor<5xf32>, tensor<5xf32>) {
+  %ok = cnn.all_finite %g8, %gb8 : (tensor<4x4xf16>, tensor<8xf32>) -> tensor<f32>
+  %ok5 = cnn.all_finite %g8, %g5 : (tensor<4x4xf16>, tensor<5xf32>) -> tensor<f32>
+  %p1, %m1 = cnn.sgd_update %w8, %g8, %w8, %lr, %step, %S, %ok {momentum = 0.9 : f32, dampening = 0.0 : f32, weight_decay = 0.0 : f32, nesterov = false} : (tensor<4x4xf32>, tensor<4x4xf16>, tensor<4x4xf32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<4x4xf32>, tensor<4x4xf32>)
+  %p2, %m2 = cnn.sgd_update %b8, %gb8, %b8, %lr, %step, %S, %ok {momentum = 0.9 : f32, dampening = 0.0 : f32, weight_decay = 0.0 : f32, nesterov = false} : (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<8xf32>, tensor<8xf32>)
+  %p3, %m3 = cnn.sgd_update %w8, %g8, %w8, %lr, %step, %S, %ok5 {momentum = 0.9 : f32, dampening = 0.0 : f32, weight_decay = 0.0 : f32, nesterov = false} : (tensor<4x4xf32>, tensor<4x4xf16>, tensor<4x4xf32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<4x4xf32>, tensor<4x4xf32>)
+  %p4, %m4 = cnn.sgd_update %w5, %g5, %w5, %lr, %step, %S, %ok5 {momentum = 0.9 : f32, dampening = 0.0 : f32, weight_decay = 0.0 : f32, nesterov = false} : (tensor<5xf32>, tensor<5xf32>, tensor<5xf32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<5xf32>, tensor<5xf32>)
+  return %ok, %ok5, %p1, %m1, %p2, %m2, %p3, %m3, %p4, %m4 : tensor<f32>, tensor<f32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<8xf32>, tensor<8xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<5xf32>, tensor<5xf32>
+}
+
+// -----
+
+// A run of parameter casts of 8-element multiples is a "vec8" cast group.
+// CHECK-LABEL: func.func @param_casts_vec8
+// CHECK: cnn.fused_elementwise %arg0 {{{.*}}cnn.cast_group = 0 : i64, cnn.lowering = "vec8"
+// CHECK: cnn.fused_elementwise %arg1 {{{.*}}cnn.cast_group = 0 : i64, cnn.lowering = "vec8"
+func.func @param_casts_vec8(%w: tensor<4x2xf32> {cnn.param = "w"}, %b: tensor<16xf32> {cnn.param = "b"}) -> (tensor<4x2xf16>, tensor<16xf16>) {
+  %1 = cnn.fused_elementwise %w {broadcast = array<i64: 0>} : (tensor<4x2xf32>) -> tensor<4x2xf16> {
+  ^bb0(%a: f32):
+    cnn.yield %a : f32
+  }
+  %2 = cnn.fused_elementwise %b {broadcast = array<i64: 0>} : (tensor<16xf32>) -> tensor<16xf16> {
+  ^bb0(%a: f32):
+    cnn.yield %a : f32
+  }
+  return %1, %2 : tensor<4x2xf16>, tensor<16xf16>
 }

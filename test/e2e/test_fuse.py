@@ -202,6 +202,34 @@ def test_remat_preserves_step_and_lowers_the_plan(tmp_path, name, layout):
 
 
 
+def test_conv_remat_keeps_step(tmp_path):
+    """cnn-remat with a budget recomputes ResNet-50's expanding 1x1
+    convolutions (each bottleneck's conv3, the first shortcut) in the
+    backward pass before any elementwise activation (1.25 bytes of traffic
+    per byte freed against 3): on the NHWC step with cnn-conv-stats (the
+    convolutions carry their BN statistics and prologue), the step is bit
+    for bit the one without recomputation. (f32: at a size the interpreter
+    runs in seconds, 32x32, the f16 step without loss scaling overflows.)"""
+    onnx = exported_with_batch(tmp_path, "resnet50", 7, (2, 3, 32, 32))
+    base = training_ir(onnx, tmp_path / "base.mlir")
+    fused, remat = tmp_path / "fused.mlir", tmp_path / "remat.mlir"
+    subprocess.run([tool("cnnc-opt"), str(base), "--cnn-layout", "--canonicalize", "--cse",
+                    "--cnn-fuse", "--cnn-conv-stats=any-precision=true",
+                    "--cnn-lower-elementwise", "-o", str(fused)], check=True)
+    subprocess.run([tool("cnnc-opt"), str(fused), "--cnn-remat=budget-mb=1", "-o",
+                    str(remat)], check=True)
+    clones = [l for l in remat.read_text().splitlines() if "cnn.remat" in l]
+    convs = [l for l in clones if "= cnn.fused_conv2d_stats" in l]
+    # 15 of the 16 conv3 (layer4.2's output is read by the backward pass
+    # right after the forward: no gap of min-gap ops) and layer1.0's
+    # shortcut (64 -> 256 channels); no 3x3, no stem.
+    assert len(convs) == 16, len(convs)
+    assert all("x1x1x" in l.split(":")[-1] for l in convs)
+    assert len(clones) > len(convs)  # then elementwise ones, up to 1 MiB
+    assert_same_step(fused, remat, tmp_path)
+
+
+
 def compare_conv_stats(tmp_path, onnx, x, precision, tag):
     """Runs the NHWC step of `onnx` after cnn-fuse, without and with
     cnn-conv-stats, on the reference interpreter; returns the IR with the

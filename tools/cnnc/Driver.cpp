@@ -213,15 +213,16 @@ cl::opt<bool> fuseOpt("fuse",
                       cl::init(true), cl::cat(optCategory));
 cl::opt<bool> rematOpt(
     "remat",
-    cl::desc("cnn-remat: recompute BN-apply/ReLU outputs in the backward pass "
-             "instead of storing them (fewer stored activations, a few more "
-             "elementwise kernels; GPU target)"),
+    cl::desc("cnn-remat: recompute BN-apply/ReLU outputs and expanding 1x1 "
+             "convolutions in the backward pass instead of storing them "
+             "(fewer stored activations, more kernels; GPU target)"),
     cl::init(false), cl::cat(optCategory));
 cl::opt<int64_t> rematMBOpt(
     "remat-mb",
-    cl::desc("cnn-remat with a budget: recompute the largest activations "
-             "until about this many MiB are no longer stored (each costs "
-             "about 3 bytes of memory traffic per byte freed)"),
+    cl::desc("cnn-remat with a budget: recompute activations, the least "
+             "memory traffic per byte freed first (expanding 1x1 "
+             "convolutions: 1.25-1.5 bytes; elementwise: about 3), until "
+             "about this many MiB are no longer stored"),
     cl::value_desc("MiB"), cl::init(0), cl::cat(optCategory));
 cl::opt<bool> convStatsOpt(
     "conv-stats",

@@ -542,7 +542,7 @@ def CNNMaxPoolIndex : Pass<"cnn-max-pool-index", "mlir::ModuleOp"> {
 }
 
 def CNNRemat : Pass<"cnn-remat", "mlir::ModuleOp"> {
-  let summary = "Recomputes cheap elementwise activations in the backward pass instead of storing them";
+  let summary = "Recomputes cheap activations (elementwise, expanding 1x1 convolutions) in the backward pass instead of storing them";
   let description = [{
     A BatchNorm network keeps both the convolution output (the BatchNorm
     gradient reads it) and the BN-apply + ReLU output (the next
@@ -557,9 +557,14 @@ def CNNRemat : Pass<"cnn-remat", "mlir::ModuleOp"> {
     The clone computes the same body on the same inputs: the step's results
     are bit-identical, its stored activations fewer (the static plan of
     ResNet-50 at batch 128: docs/benchmarks.md). Clones carry `cnn.remat`.
-    Each clone costs about three bytes of memory traffic per byte freed (it
-    reads two full-size inputs and writes its result), so `budget-mb`
-    recomputes only as much as a memory target needs.
+    A 1x1 convolution whose input is at most half its output (a
+    bottleneck's expanding conv3, a 64 -> 256 shortcut) is recomputed the
+    same way (conv2d, or fused_conv2d_stats with its BN prologue: the
+    clone's statistics go unread); its input and filter must be stored
+    until then anyway. An elementwise clone costs about three bytes of
+    memory traffic per byte freed (it reads two full-size inputs and writes
+    its result), such a convolution 1.25-1.5, so `budget-mb` recomputes
+    only as much as a memory target needs, convolutions first.
     Runs after cnn-fuse and cnn-lower-elementwise, before
     cnn-select-lowering and cnn-memory-plan.
 
@@ -581,8 +586,9 @@ def CNNRemat : Pass<"cnn-remat", "mlir::ModuleOp"> {
            "Recompute only across a gap of at least this many ops">,
     Option<"budgetMB", "budget-mb", "int64_t", /*default=*/"0",
            "Free about this many MiB of stored activations, no more: the "
-           "largest candidates first (the latest among equals), stopping "
-           "once the sum reaches it (0: every candidate, latest first)">
+           "least traffic per byte freed first, then the largest (the "
+           "latest among equals), stopping once the sum reaches it (0: "
+           "every candidate, latest first)">
   ];
   let statistics = [
     Statistic<"numRemat", "recomputed", "activations recomputed in the backward pass">,

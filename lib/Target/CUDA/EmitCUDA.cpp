@@ -187,8 +187,13 @@ private:
   /// updates; cnn.cast_group: parameter casts): collected into its group and
   /// emitted as one kernel over all the group's tensors when the group's
   /// last op is reached; outside a group, a plain elementwise kernel.
-  void groupedElementwise(std::string &out, Operation *op, ArrayRef<EwIn> ins,
-                          ArrayRef<Value> outs, const std::string &expr);
+  LogicalResult groupedElementwise(std::string &out, Operation *op,
+                                   ArrayRef<EwIn> ins, ArrayRef<Value> outs,
+                                   const std::string &expr);
+  /// With `vec` 8 (a multi-tensor kernel's "vec8" form): every tensor of
+  /// `vs` has a multiple of 8 elements and a 32-byte aligned buffer, or an
+  /// error on `op`.
+  LogicalResult checkVec8(Operation *op, ArrayRef<Value> vs, int64_t vec);
   /// A multi-tensor kernel over the concatenation of tensors of `sizes`
   /// elements: declares (in `kernels`) `<name>_start`, each tensor's first
   /// element, and one `<name>_<suffix>` table of per-tensor values for each
@@ -1334,8 +1339,7 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
           expr += fmt::format("r{} = {}; ", k, name.lookup(y));
         SmallVector<Value> outs(f.getResults());
         // A member of a cnn.cast_group runs in its group's kernel.
-        groupedElementwise(out, op, ins, outs, expr);
-        return success();
+        return groupedElementwise(out, op, ins, outs, expr);
       })
       .Case([&](FusedConv2DOp c) -> LogicalResult {
         bool nhwc = c.isNHWC();
@@ -1873,9 +1877,8 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
           ins.append({{u.getGradScale(), "0"}, {u.getFinite(), "0"}});
           expr += " if (a6 == 0.f) { r0 = a0; r1 = a2; }";
         }
-        groupedElementwise(out, op, ins,
-                           {u.getNewParam(), u.getNewMomentumBuffer()}, expr);
-        return success();
+        return groupedElementwise(
+            out, op, ins, {u.getNewParam(), u.getNewMomentumBuffer()}, expr);
       })
       .Case([&](AdamUpdateOp u) {
         double b1 = dec(u.getBeta1()), b2 = dec(u.getBeta2()),
@@ -1901,10 +1904,9 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
           ins.append({{u.getGradScale(), "0"}, {u.getFinite(), "0"}});
           expr += " if (a7 == 0.f) { r0 = a0; r1 = a2; r2 = a3; }";
         }
-        groupedElementwise(
+        return groupedElementwise(
             out, op, ins,
             {u.getNewParam(), u.getNewExpAvg(), u.getNewExpAvgSq()}, expr);
-        return success();
       })
       // Loss scaling (cnn-precision).
       .Case([&](AllFiniteOp a) {
@@ -1924,22 +1926,38 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
             continue;
           }
           std::string name = fmt::format("af{}", numKernels++);
+          // cnn-select-lowering's "vec8": eight elements per thread.
+          int64_t vec = loweringOf(op) == "vec8" ? 8 : 1;
           std::vector<int64_t> sizes, offsets;
           for (Value v : vs) {
-            sizes.push_back(ttype(v).getNumElements());
+            sizes.push_back(ttype(v).getNumElements() / vec);
             offsets.push_back(plan.offsetOf(v));
           }
+          if (failed(checkVec8(op, vs, vec)))
+            return failure();
           std::string loop = multiTensorLoop(name, sizes, {{"in", offsets}});
+          std::string check =
+              vec == 8
+                  ? fmt::format("    float v[8];\n"
+                                "    ldv8(reinterpret_cast<const {1} *>(A + "
+                                "{0}_in[lo]) + (e - {0}_start[lo]) * 8, v);\n"
+                                "#pragma unroll\n"
+                                "    for (int k = 0; k < 8; ++k) bad |= "
+                                "!isfinite(v[k]);\n",
+                                name, T)
+                  : fmt::format(
+                        "    bad |= !isfinite(ld(reinterpret_cast<const "
+                        "{1} *>(A + {0}_in[lo]) + (e - "
+                        "{0}_start[lo])));\n",
+                        name, T);
           kernels += fmt::format(
               "__global__ void __launch_bounds__(256) {0}(const char *A, float "
               "*flag) {{\n"
-              "  bool bad = false;\n{1}"
-              "    bad |= !isfinite(ld(reinterpret_cast<const {2} *>(A + "
-              "{0}_in[lo]) + (e - {0}_start[lo])));\n"
+              "  bool bad = false;\n{1}{2}"
               "  }}\n"
               "  if (__syncthreads_or(bad) && threadIdx.x == 0) *flag = 0.0f;\n"
               "}}\n\n",
-              name, loop, T);
+              name, loop, check);
           int64_t total = 0;
           for (int64_t n : sizes)
             total += n;
@@ -2084,21 +2102,35 @@ std::string Emitter::multiTensorLoop(
       total, sizes.size() - 1, name);
 }
 
-void Emitter::groupedElementwise(std::string &out, Operation *op,
-                                 ArrayRef<EwIn> ins, ArrayRef<Value> outs,
-                                 const std::string &expr) {
+LogicalResult Emitter::checkVec8(Operation *op, ArrayRef<Value> vs,
+                                 int64_t vec) {
+  if (vec != 8)
+    return success();
+  for (Value v : vs)
+    if (ttype(v).getNumElements() % 8 || plan.offsetOf(v) % 32)
+      return op->emitError("CUDA backend: the eight-element multi-tensor "
+                           "form (\"vec8\") needs every tensor a multiple of "
+                           "8 elements at a 32-byte aligned offset, got ")
+             << v.getType() << " at " << plan.offsetOf(v);
+  return success();
+}
+
+LogicalResult Emitter::groupedElementwise(std::string &out, Operation *op,
+                                          ArrayRef<EwIn> ins,
+                                          ArrayRef<Value> outs,
+                                          const std::string &expr) {
   auto it = multiTensorGroupOf.find(op);
   if (it == multiTensorGroupOf.end()) {
     elementwise(out, op, ins, outs, expr);
-    return;
+    return success();
   }
   MultiTensorGroup &g = multiTensorGroups[it->second];
   g.members.push_back({SmallVector<EwIn>(ins), SmallVector<Value>(outs)});
   if (g.last != op)
-    return;
+    return success();
   if (g.members.size() == 1) {
     elementwise(out, op, ins, outs, expr);
-    return;
+    return success();
   }
   // One kernel over the concatenation of all tensors of the group: a binary
   // search in a constant table of start indices finds each element's tensor.
@@ -2138,38 +2170,90 @@ void Emitter::groupedElementwise(std::string &out, Operation *op,
   for (size_t k = 0; k < first.second.size(); ++k)
     tables.push_back({fmt::format("out{}", k),
                       offsets([&](auto &m) { return m.second[k]; })});
+  // cnn-select-lowering's "vec8" (every tensor of the group a multiple of 8
+  // elements): eight elements per thread, 16/32-byte accesses.
+  int64_t vec = loweringOf(op) == "vec8" ? 8 : 1;
+  if (vec == 8) {
+    SmallVector<Value> full;
+    for (auto &m : g.members) {
+      for (const EwIn &in : m.first)
+        if (in.index == "i")
+          full.push_back(in.v);
+      llvm::append_range(full, m.second);
+    }
+    if (failed(checkVec8(op, full, vec)))
+      return failure();
+    for (int64_t &n : sizes)
+      n /= 8;
+  }
   int64_t total = 0;
   for (int64_t n : sizes)
     total += n;
-  std::string body =
-      multiTensorLoop(name, sizes, tables) +
-      fmt::format("    const int64_t i = e - {}_start[lo];\n", name);
-  for (auto [k, in] : llvm::enumerate(first.first)) {
-    std::string T = ctype(ttype(in.v).getElementType());
-    if (in.index != "i") {
+  std::string body = multiTensorLoop(name, sizes, tables);
+  // Scalar (per-step) operands, then the per-tensor ones: one element, or
+  // eight into a<k>v.
+  for (auto [k, in] : llvm::enumerate(first.first))
+    if (in.index != "i")
       body += fmt::format("    float a{} = ld(reinterpret_cast<const {} "
                           "*>(A + {}ll));\n",
-                          k, T, plan.offsetOf(in.v));
+                          k, ctype(ttype(in.v).getElementType()),
+                          plan.offsetOf(in.v));
+  if (vec == 1) {
+    body += fmt::format("    const int64_t i = e - {}_start[lo];\n", name);
+  } else {
+    body +=
+        fmt::format("    const int64_t i0 = (e - {}_start[lo]) * 8;\n", name);
+  }
+  for (auto [k, in] : llvm::enumerate(first.first)) {
+    if (in.index != "i")
       continue;
-    }
-    auto load = [&](Type t) {
-      return fmt::format("ld(reinterpret_cast<const {} *>(A + {}_in{}[lo]) + "
-                         "i)",
+    auto pointer = [&](Type t) {
+      return fmt::format("reinterpret_cast<const {} *>(A + {}_in{}[lo])",
                          ctype(t), name, k);
     };
-    std::string expr = load(typesOf[k].back());
+    if (vec == 1) {
+      std::string expr = "ld(" + pointer(typesOf[k].back()) + " + i)";
+      for (int64_t j = int64_t(typesOf[k].size()) - 2; j >= 0; --j)
+        expr = fmt::format("{}_ty{}[lo] == {} ? ld({} + i) : {}", name, k, j,
+                           pointer(typesOf[k][j]), expr);
+      body += fmt::format("    float a{} = {};\n", k, expr);
+      continue;
+    }
+    body += fmt::format("    float a{}v[8];\n", k);
+    std::string load =
+        fmt::format("ldv8({} + i0, a{}v);", pointer(typesOf[k].back()), k);
     for (int64_t j = int64_t(typesOf[k].size()) - 2; j >= 0; --j)
-      expr = fmt::format("{}_ty{}[lo] == {} ? {} : {}", name, k, j,
-                         load(typesOf[k][j]), expr);
-    body += fmt::format("    float a{} = {};\n", k, expr);
+      load = fmt::format("if ({}_ty{}[lo] == {}) ldv8({} + i0, a{}v); else {}",
+                         name, k, j, pointer(typesOf[k][j]), k, load);
+    body += "    " + load + "\n";
   }
-  for (size_t k = 0; k < first.second.size(); ++k)
-    body += fmt::format("    float r{};\n", k);
-  body += "    " + expr + "\n";
-  for (auto [k, o] : llvm::enumerate(first.second))
-    body += fmt::format(
-        "    st(reinterpret_cast<{} *>(A + {}_out{}[lo]) + i, r{});\n",
-        ctype(ttype(o).getElementType()), name, k, k);
+  if (vec == 1) {
+    for (size_t k = 0; k < first.second.size(); ++k)
+      body += fmt::format("    float r{};\n", k);
+    body += "    " + expr + "\n";
+    for (auto [k, o] : llvm::enumerate(first.second))
+      body += fmt::format(
+          "    st(reinterpret_cast<{} *>(A + {}_out{}[lo]) + i, r{});\n",
+          ctype(ttype(o).getElementType()), name, k, k);
+  } else {
+    for (size_t k = 0; k < first.second.size(); ++k)
+      body += fmt::format("    float r{}v[8];\n", k);
+    body += "#pragma unroll\n    for (int lane = 0; lane < 8; ++lane) {\n"
+            "      const int64_t i = i0 + lane;\n      (void)i;\n";
+    for (auto [k, in] : llvm::enumerate(first.first))
+      if (in.index == "i")
+        body += fmt::format("      float a{0} = a{0}v[lane];\n", k);
+    for (size_t k = 0; k < first.second.size(); ++k)
+      body += fmt::format("      float r{};\n", k);
+    body += "      " + expr + "\n";
+    for (size_t k = 0; k < first.second.size(); ++k)
+      body += fmt::format("      r{0}v[lane] = r{0};\n", k);
+    body += "    }\n";
+    for (auto [k, o] : llvm::enumerate(first.second))
+      body += fmt::format(
+          "    stv8(reinterpret_cast<{} *>(A + {}_out{}[lo]) + i0, r{}v);\n",
+          ctype(ttype(o).getElementType()), name, k, k);
+  }
   body += "  }\n";
   kernels += fmt::format(
       "__global__ void __launch_bounds__(256) {}(char *A) {{\n{}}}\n\n", name,
@@ -2177,6 +2261,7 @@ void Emitter::groupedElementwise(std::string &out, Operation *op,
   out += fmt::format("  // {} {} in one multi-tensor kernel\n",
                      g.members.size(), g.what);
   launch(out, op, name, gridFor(total), "256", "A");
+  return success();
 }
 
 LogicalResult Emitter::emitFunction(func::FuncOp f, std::string &body) {
