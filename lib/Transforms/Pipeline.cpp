@@ -87,6 +87,13 @@ void cnnc::buildCNNGPUPipeline(OpPassManager &pm,
     CNNRematOptions ro;
     ro.budgetMB = options.rematMB;
     pm.addPass(createCNNRemat(ro));
+  } else if (options.rematConvs && options.lowerElementwise) {
+    // The default: the recomputations that cost least (1x1 convolutions
+    // that expand their input), for a share of the stored activations.
+    CNNRematOptions ro;
+    ro.onlyConvolutions = true;
+    ro.budgetPercent = options.rematConvsPercent;
+    pm.addPass(createCNNRemat(ro));
   }
   // How each op runs on the GPU: decided here, printed by the emitter.
   if (options.lowerElementwise)

@@ -49,7 +49,7 @@ struct RematPass : cnnc::impl::CNNRematBase<RematPass> {
   void runOnOperation() override {
     getOperation().walk([&](func::FuncOp f) {
       if (!f.getBody().empty())
-        runOnBlock(f.getBody().front());
+        runOnBlock(f, f.getBody().front());
     });
   }
 
@@ -170,14 +170,63 @@ struct RematPass : cnnc::impl::CNNRematBase<RematPass> {
     return success();
   }
 
-  void runOnBlock(Block &block) {
+  /// A step argument that is not an activation: a parameter, optimizer
+  /// state or a buffer.
+  static bool isStateArgument(Value v) {
+    auto arg = dyn_cast<BlockArgument>(v);
+    auto f =
+        arg ? dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp()) : nullptr;
+    return f && (f.getArgAttr(arg.getArgNumber(), kParamAttr) ||
+                 f.getArgAttr(arg.getArgNumber(), kStateAttr) ||
+                 f.getArgAttr(arg.getArgNumber(), kBufferAttr));
+  }
+
+  /// The bytes of the activations the backward pass keeps from the forward
+  /// pass: values defined before the loss (the step's `cnn.loss` result)
+  /// and read after it, other than by the return and other than the
+  /// weights' working copies (functions of the parameters alone). 0 for a
+  /// function without a loss.
+  template <typename UsePositions>
+  int64_t storedActivations(func::FuncOp f, Block &block,
+                            DenseMap<Operation *, int64_t> &pos,
+                            UsePositions &usePositions) {
+    auto ret = dyn_cast<func::ReturnOp>(block.getTerminator());
+    Value loss;
+    for (unsigned r = 0; ret && r < f.getNumResults(); ++r)
+      if (f.getResultAttr(r, kLossAttr))
+        loss = ret.getOperand(r);
+    Operation *lossOp = loss ? loss.getDefiningOp() : nullptr;
+    if (!lossOp || !pos.count(lossOp))
+      return 0;
+    int64_t boundary = pos[lossOp], end = pos[ret];
+    int64_t stored = 0;
+    for (Operation &op : block) {
+      if (pos[&op] >= boundary)
+        break;
+      if (op.getNumOperands() > 0 &&
+          llvm::all_of(op.getOperands(), isStateArgument))
+        continue;
+      for (Value v : op.getResults()) {
+        auto t = dyn_cast<RankedTensorType>(v.getType());
+        if (!t || !t.hasStaticShape())
+          continue;
+        if (llvm::any_of(usePositions(v),
+                         [&](int64_t p) { return p > boundary && p < end; }))
+          stored += bytesOf(v);
+      }
+    }
+    bytesStored += stored;
+    return stored;
+  }
+
+  void runOnBlock(func::FuncOp func, Block &block) {
     DenseMap<Operation *, int64_t> pos;
     SmallVector<Operation *> candidates, atPos; // atPos[pos[op]] == op
     int64_t n = 0;
     for (Operation &op : block) {
       pos[&op] = n++;
       atPos.push_back(&op);
-      if (isCheap(&op) || isRecomputableConv(&op))
+      if ((!onlyConvolutions && isCheap(&op)) || isRecomputableConv(&op))
         candidates.push_back(&op);
     }
     // Positions of a value's uses (not by clones, which come later).
@@ -199,6 +248,12 @@ struct RematPass : cnnc::impl::CNNRematBase<RematPass> {
     // largest (fewest kernels for the bytes), latest among equals.
     SmallVector<Operation *> order(llvm::reverse(candidates));
     int64_t budget = budgetMB * (int64_t(1) << 20), freed = 0;
+    if (budget == 0 && budgetPercent > 0) {
+      budget = storedActivations(func, block, pos, usePositions) *
+               budgetPercent / 100;
+      if (budget == 0)
+        return; // no forward/backward boundary: nothing to free
+    }
     if (budget > 0)
       llvm::stable_sort(order, [&](Operation *a, Operation *b) {
         double ta = trafficPerByte(a), tb = trafficPerByte(b);

@@ -5,6 +5,7 @@
 // RUN: cnnc-opt %s -cnn-remat="min-gap=3 budget-mb=1" | FileCheck %s
 // RUN: cnnc-opt %s -cnn-remat=min-gap=3 | FileCheck %s --check-prefix=ALL
 // RUN: cnnc-opt %s -cnn-remat="min-gap=3 budget-mb=3" | FileCheck %s --check-prefix=MB3
+// RUN: cnnc-opt %s -cnn-remat="min-gap=3 convolutions-only=true" | FileCheck %s --check-prefix=CONV
 
 // CHECK-LABEL: func.func @two_candidates
 // CHECK-NOT: cnn.remat
@@ -72,6 +73,13 @@ func.func @two_candidates(%xl: tensor<256x1024xf32>, %al: tensor<1024xf32>, %bl:
 // MB3: cnn.conv2d {{.*}}cnn.remat
 // MB3: cnn.fused_elementwise {{.*}}cnn.remat
 // MB3-NOT: cnn.remat
+// convolutions-only (the GPU pipeline's default, --remat-convs): no
+// elementwise clone, in either function.
+// CONV-LABEL: func.func @two_candidates
+// CONV-NOT: cnn.remat
+// CONV-LABEL: func.func @conv_first
+// CONV: cnn.conv2d {{.*}}cnn.remat
+// CONV-NOT: cnn.remat
 func.func @conv_first(%x: tensor<8x32x32x16xf32>, %w1: tensor<64x1x1x16xf32>, %w3: tensor<64x3x3x16xf32>,
                       %a: tensor<64xf32>, %b: tensor<64xf32>)
     -> (tensor<8x32x32x64xf32>, tensor<8x32x32x64xf32>, tensor<8x32x32x64xf32>, tensor<8x32x32x64xf32>, tensor<8x32x32x16xf32>) {

@@ -230,6 +230,33 @@ def test_conv_remat_keeps_step(tmp_path):
 
 
 
+def test_default_remat_convs_lowers_the_plan(tmp_path):
+    """The GPU pipeline recomputes expanding 1x1 convolutions by default
+    (--remat-convs: 12 % of the stored activations, cheapest first): on
+    ResNet-50's f16 NHWC step the largest conv3 outputs are recomputed, no
+    elementwise op is, and the plan's training temporaries shrink by at
+    least 10 %; --remat-convs=false recomputes nothing."""
+    model = build_model("resnet50", 10, seed=0)
+    onnx = tmp_path / "m.onnx"
+    export_onnx(model, str(onnx), (2, 3, 64, 64), training=True, opset=13)
+
+    def step(*flags):
+        return subprocess.run([tool("cnnc"), str(onnx), "--train", "--target", "gpu",
+                               "--batch", "32", "--emit", "mlir"] + list(flags),
+                              check=True, capture_output=True, text=True).stdout
+
+    def peak(text):
+        return int(text.split("cnn.train_peak_bytes = ")[1].split(" ")[0])
+    on, off = step(), step("--remat-convs=false")
+    clones = [l for l in on.splitlines() if "cnn.remat" in l]
+    assert clones and all("= cnn.fused_conv2d_stats" in l for l in clones), clones
+    assert "cnn.remat" not in off
+    print("resnet50 b32 64x64: %d conv clones, training temporaries %d -> %d bytes" % (
+        len(clones), peak(off), peak(on)))
+    assert peak(on) <= 0.9 * peak(off)
+
+
+
 def compare_conv_stats(tmp_path, onnx, x, precision, tag):
     """Runs the NHWC step of `onnx` after cnn-fuse, without and with
     cnn-conv-stats, on the reference interpreter; returns the IR with the

@@ -224,6 +224,13 @@ cl::opt<int64_t> rematMBOpt(
              "convolutions: 1.25-1.5 bytes; elementwise: about 3), until "
              "about this many MiB are no longer stored"),
     cl::value_desc("MiB"), cl::init(0), cl::cat(optCategory));
+cl::opt<bool> rematConvsOpt(
+    "remat-convs",
+    cl::desc("Without --remat/--remat-mb: recompute the expanding 1x1 "
+             "convolutions (a bottleneck's last) in the backward pass, up to "
+             "12 % of the stored activations (GPU target; default on, "
+             "--remat-convs=false turns it off)"),
+    cl::init(true), cl::cat(optCategory));
 cl::opt<bool> convStatsOpt(
     "conv-stats",
     cl::desc("cnn-conv-stats: BatchNorm statistics in the epilogue of the "
@@ -486,6 +493,7 @@ DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
   o.fuseExplicit = fuseOpt.getNumOccurrences() > 0;
   o.remat = rematOpt || rematMBOpt > 0;
   o.rematMB = rematMBOpt;
+  o.rematConvs = rematConvsOpt;
   o.convStats = convStatsOpt;
   o.dgradEpilogue = dgradEpilogueOpt;
   o.maxPoolIndex = maxPoolIndexOpt;

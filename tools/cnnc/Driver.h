@@ -78,6 +78,7 @@ struct DriverOptions {
   bool fuseExplicit = false;  ///< --fuse given on the command line
   bool remat = false;         ///< --remat or --remat-mb (cnn-remat)
   int64_t rematMB = 0;        ///< --remat-mb (its budget; 0: no limit)
+  bool rematConvs = true;     ///< --remat-convs (default on)
   bool convStats = true;      ///< --conv-stats (cnn-conv-stats)
   bool dgradEpilogue = true;  ///< --dgrad-epilogue (cnn-dgrad-epilogue)
   bool maxPoolIndex = true;   ///< --max-pool-index (cnn-max-pool-index)

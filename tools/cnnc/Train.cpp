@@ -132,6 +132,7 @@ LogicalResult cnnc::driver::optimizeTrainStep(const DriverOptions &o,
   pipeline.lowerElementwise = o.targetGPU;
   pipeline.remat = o.optimize && o.remat && pipeline.fuse;
   pipeline.rematMB = o.rematMB;
+  pipeline.rematConvs = o.optimize && o.rematConvs && pipeline.fuse;
   pipeline.convStats = o.optimize && o.convStats;
   pipeline.dgradEpilogue = o.optimize && o.dgradEpilogue;
   pipeline.maxPoolIndex = o.maxPoolIndex;

@@ -121,8 +121,20 @@ struct CNNGPUPipelineOptions
   Option<int64_t> rematMB{
       *this, "remat-mb",
       llvm::cl::desc("cnn-remat's budget-mb: free about this many MiB, the "
-                     "largest activations first (0: every candidate)"),
+                     "least traffic per byte freed first (0: every "
+                     "candidate)"),
       llvm::cl::init(0)};
+  Option<bool> rematConvs{
+      *this, "remat-convs",
+      llvm::cl::desc("Without remat: cnn-remat on the expanding 1x1 "
+                     "convolutions alone, up to remat-convs-percent of the "
+                     "stored activations (ResNet-50: 12 % freed within the "
+                     "step's run-to-run noise, docs/benchmarks.md session "
+                     "19)"),
+      llvm::cl::init(true)};
+  Option<int64_t> rematConvsPercent{
+      *this, "remat-convs-percent",
+      llvm::cl::desc("remat-convs' budget-percent"), llvm::cl::init(12)};
   Option<bool> memoryReuse{
       *this, "memory-reuse",
       llvm::cl::desc("cnn-memory-plan shares memory between temporaries "

@@ -588,11 +588,20 @@ def CNNRemat : Pass<"cnn-remat", "mlir::ModuleOp"> {
            "Free about this many MiB of stored activations, no more: the "
            "least traffic per byte freed first, then the largest (the "
            "latest among equals), stopping once the sum reaches it (0: "
-           "every candidate, latest first)">
+           "every candidate, latest first)">,
+    Option<"budgetPercent", "budget-percent", "int64_t", /*default=*/"0",
+           "Without budget-mb: free about this percentage of the stored "
+           "activations (the bytes of every value read across a gap of "
+           "min-gap ops), in budget-mb's order (0: no such budget)">,
+    Option<"onlyConvolutions", "convolutions-only", "bool",
+           /*default=*/"false",
+           "Recompute the 1x1 convolutions alone (the GPU pipeline's "
+           "default: at most 1.5 bytes of traffic per byte freed)">
   ];
   let statistics = [
     Statistic<"numRemat", "recomputed", "activations recomputed in the backward pass">,
-    Statistic<"bytesFreed", "bytes", "bytes of activations no longer stored across the gap">
+    Statistic<"bytesFreed", "bytes", "bytes of activations no longer stored across the gap">,
+    Statistic<"bytesStored", "stored-bytes", "bytes of activations stored across a gap before the pass">
   ];
 }
 
