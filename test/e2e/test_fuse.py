@@ -232,10 +232,10 @@ def test_conv_remat_keeps_step(tmp_path):
 
 def test_default_remat_convs_lowers_the_plan(tmp_path):
     """The GPU pipeline recomputes expanding 1x1 convolutions by default
-    (--remat-convs: 12 % of the stored activations, cheapest first): on
+    (--remat-convs: 9 % of the stored activations, cheapest first): on
     ResNet-50's f16 NHWC step the largest conv3 outputs are recomputed, no
     elementwise op is, and the plan's training temporaries shrink by at
-    least 10 %; --remat-convs=false recomputes nothing."""
+    least 7 %; --remat-convs=false recomputes nothing."""
     model = build_model("resnet50", 10, seed=0)
     onnx = tmp_path / "m.onnx"
     export_onnx(model, str(onnx), (2, 3, 64, 64), training=True, opset=13)
@@ -253,7 +253,7 @@ def test_default_remat_convs_lowers_the_plan(tmp_path):
     assert "cnn.remat" not in off
     print("resnet50 b32 64x64: %d conv clones, training temporaries %d -> %d bytes" % (
         len(clones), peak(off), peak(on)))
-    assert peak(on) <= 0.9 * peak(off)
+    assert peak(on) <= 0.93 * peak(off)
 
 
 

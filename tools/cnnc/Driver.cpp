@@ -228,7 +228,7 @@ cl::opt<bool> rematConvsOpt(
     "remat-convs",
     cl::desc("Without --remat/--remat-mb: recompute the expanding 1x1 "
              "convolutions (a bottleneck's last) in the backward pass, up to "
-             "12 % of the stored activations (GPU target; default on, "
+             "9 % of the stored activations (GPU target; default on, "
              "--remat-convs=false turns it off)"),
     cl::init(true), cl::cat(optCategory));
 cl::opt<bool> convStatsOpt(
