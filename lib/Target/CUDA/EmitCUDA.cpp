@@ -194,14 +194,20 @@ private:
   /// `vs` has a multiple of 8 elements and a 32-byte aligned buffer, or an
   /// error on `op`.
   LogicalResult checkVec8(Operation *op, ArrayRef<Value> vs, int64_t vec);
-  /// A multi-tensor kernel over the concatenation of tensors of `sizes`
-  /// elements: declares (in `kernels`) `<name>_start`, each tensor's first
-  /// element, and one `<name>_<suffix>` table of per-tensor values for each
-  /// entry of `tables`; returns the grid-stride loop's opening through the
-  /// binary search that sets `lo` to the tensor of element `e`.
-  std::string multiTensorLoop(
-      const std::string &name, ArrayRef<int64_t> sizes,
-      ArrayRef<std::pair<std::string, std::vector<int64_t>>> tables);
+  /// A multi-tensor kernel over tensors of `sizes` units (elements, or
+  /// vectors of 8 in the "vec8" form), cut into chunks of at most
+  /// `chunkUnits` units that never straddle two tensors: declares (in
+  /// `kernels`) `<name>_chunk`, each chunk's tensor, first and end unit, and
+  /// one `<name>_<suffix>` table of per-tensor values for each entry of
+  /// `tables`; returns the opening of the loops (blocks over chunks, threads
+  /// over a chunk's units) that set `lo`, the tensor, and `at`, the unit
+  /// within it; `kMultiTensorLoopEnd` closes them. `chunks` is set to the
+  /// chunk count (the launch's grid, at most gridFor's). The chunk table
+  /// replaces a binary search per unit.
+  std::string
+  multiTensorLoop(const std::string &name, ArrayRef<int64_t> sizes,
+                  ArrayRef<std::pair<std::string, std::vector<int64_t>>> tables,
+                  int64_t chunkUnits, int64_t &chunks);
   /// Finds the multi-tensor groups of `f` (optimizer updates, parameter
   /// casts).
   void groupMultiTensorKernels(func::FuncOp f);
@@ -312,6 +318,9 @@ static std::string roundTo(Type t, const std::string &expr) {
     return "__half2float(__float2half_rn(" + expr + "))";
   return "(" + expr + ")";
 }
+
+/// Closes multiTensorLoop's two loops.
+static constexpr const char *kMultiTensorLoopEnd = "    }\n  }\n";
 
 static std::string gridFor(int64_t n) {
   // Grid-stride loops: enough blocks to fill the GPU, not one per element.
@@ -1935,36 +1944,33 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
           }
           if (failed(checkVec8(op, vs, vec)))
             return failure();
-          std::string loop = multiTensorLoop(name, sizes, {{"in", offsets}});
+          int64_t chunks = 0;
+          std::string loop = multiTensorLoop(name, sizes, {{"in", offsets}},
+                                             vec == 8 ? 1024 : 8192, chunks);
           std::string check =
               vec == 8
-                  ? fmt::format("    float v[8];\n"
-                                "    ldv8(reinterpret_cast<const {1} *>(A + "
-                                "{0}_in[lo]) + (e - {0}_start[lo]) * 8, v);\n"
+                  ? fmt::format("      float v[8];\n"
+                                "      ldv8(reinterpret_cast<const {1} *>(A + "
+                                "{0}_in[lo]) + at * 8, v);\n"
                                 "#pragma unroll\n"
-                                "    for (int k = 0; k < 8; ++k) bad |= "
+                                "      for (int k = 0; k < 8; ++k) bad |= "
                                 "!isfinite(v[k]);\n",
                                 name, T)
-                  : fmt::format(
-                        "    bad |= !isfinite(ld(reinterpret_cast<const "
-                        "{1} *>(A + {0}_in[lo]) + (e - "
-                        "{0}_start[lo])));\n",
-                        name, T);
+                  : fmt::format("      bad |= !isfinite(ld(reinterpret_cast<"
+                                "const {1} *>(A + {0}_in[lo]) + at));\n",
+                                name, T);
           kernels += fmt::format(
               "__global__ void __launch_bounds__(256) {0}(const char *A, float "
               "*flag) {{\n"
-              "  bool bad = false;\n{1}{2}"
-              "  }}\n"
+              "  bool bad = false;\n{1}{2}{3}"
               "  if (__syncthreads_or(bad) && threadIdx.x == 0) *flag = 0.0f;\n"
               "}}\n\n",
-              name, loop, check);
-          int64_t total = 0;
-          for (int64_t n : sizes)
-            total += n;
+              name, loop, check, kMultiTensorLoopEnd);
           out += fmt::format(
               "  // {} gradients checked in one multi-tensor kernel\n",
               vs.size());
-          launch(out, op, name, gridFor(total), "256",
+          launch(out, op, name,
+                 std::to_string(std::min<int64_t>(chunks, 132 * 32)), "256",
                  fmt::format("A, {}", flag));
         }
         return success();
@@ -2076,30 +2082,31 @@ void Emitter::groupMultiTensorKernels(func::FuncOp f) {
 
 std::string Emitter::multiTensorLoop(
     const std::string &name, ArrayRef<int64_t> sizes,
-    ArrayRef<std::pair<std::string, std::vector<int64_t>>> tables) {
-  auto table = [&](const std::string &suffix, ArrayRef<int64_t> values) {
+    ArrayRef<std::pair<std::string, std::vector<int64_t>>> tables,
+    int64_t chunkUnits, int64_t &chunks) {
+  auto table = [&](const std::string &type, const std::string &suffix,
+                   ArrayRef<int64_t> values) {
     std::vector<std::string> v;
     for (int64_t x : values)
-      v.push_back(std::to_string(x) + "ll");
-    kernels += fmt::format("__device__ const int64_t {}_{}[{}] = {{{}}};\n",
+      v.push_back(std::to_string(x) + (type == "int" ? "" : "ll"));
+    kernels += fmt::format("__device__ const {} {}_{}[{}] = {{{}}};\n", type,
                            name, suffix, values.size(), llvm::join(v, ", "));
   };
-  std::vector<int64_t> starts;
-  int64_t total = 0;
-  for (int64_t n : sizes) {
-    starts.push_back(total);
-    total += n;
-  }
-  table("start", starts);
+  std::vector<int64_t> chunk;
+  for (auto [t, n] : llvm::enumerate(sizes))
+    for (int64_t b = 0; b < n; b += chunkUnits)
+      llvm::append_range(
+          chunk, ArrayRef<int64_t>{(int64_t)t, b, std::min(n, b + chunkUnits)});
+  chunks = chunk.size() / 3;
+  table("int", "chunk", chunk);
   for (auto &[suffix, values] : tables)
-    table(suffix, values);
+    table("int64_t", suffix, values);
   return fmt::format(
-      "  for (int64_t e = blockIdx.x * 256ll + threadIdx.x; e < {}ll; "
-      "e += (int64_t)gridDim.x * 256) {{\n"
-      "    int lo = 0, hi = {};\n"
-      "    while (lo < hi) {{ int mid = (lo + hi + 1) / 2; if ({}_start[mid] "
-      "<= e) lo = mid; else hi = mid - 1; }}\n",
-      total, sizes.size() - 1, name);
+      "  for (int c = blockIdx.x; c < {1}; c += gridDim.x) {{\n"
+      "    const int lo = {0}_chunk[3 * c], end = {0}_chunk[3 * c + 2];\n"
+      "    for (int64_t at = {0}_chunk[3 * c + 1] + threadIdx.x; at < end; "
+      "at += 256) {{\n",
+      name, chunks);
 }
 
 LogicalResult Emitter::checkVec8(Operation *op, ArrayRef<Value> vs,
@@ -2186,24 +2193,19 @@ LogicalResult Emitter::groupedElementwise(std::string &out, Operation *op,
     for (int64_t &n : sizes)
       n /= 8;
   }
-  int64_t total = 0;
-  for (int64_t n : sizes)
-    total += n;
-  std::string body = multiTensorLoop(name, sizes, tables);
-  // Scalar (per-step) operands, then the per-tensor ones: one element, or
-  // eight into a<k>v.
+  // Scalar (per-step) operands once per thread, then in the loops the
+  // per-tensor ones: one element, or eight into a<k>v.
+  std::string body;
   for (auto [k, in] : llvm::enumerate(first.first))
     if (in.index != "i")
-      body += fmt::format("    float a{} = ld(reinterpret_cast<const {} "
+      body += fmt::format("  const float a{} = ld(reinterpret_cast<const {} "
                           "*>(A + {}ll));\n",
                           k, ctype(ttype(in.v).getElementType()),
                           plan.offsetOf(in.v));
-  if (vec == 1) {
-    body += fmt::format("    const int64_t i = e - {}_start[lo];\n", name);
-  } else {
-    body +=
-        fmt::format("    const int64_t i0 = (e - {}_start[lo]) * 8;\n", name);
-  }
+  int64_t chunks = 0;
+  body += multiTensorLoop(name, sizes, tables, vec == 8 ? 1024 : 8192, chunks);
+  body += vec == 1 ? "    const int64_t i = at;\n"
+                   : "    const int64_t i0 = at * 8;\n";
   for (auto [k, in] : llvm::enumerate(first.first)) {
     if (in.index != "i")
       continue;
@@ -2254,13 +2256,14 @@ LogicalResult Emitter::groupedElementwise(std::string &out, Operation *op,
           "    stv8(reinterpret_cast<{} *>(A + {}_out{}[lo]) + i0, r{}v);\n",
           ctype(ttype(o).getElementType()), name, k, k);
   }
-  body += "  }\n";
+  body += kMultiTensorLoopEnd;
   kernels += fmt::format(
       "__global__ void __launch_bounds__(256) {}(char *A) {{\n{}}}\n\n", name,
       body);
   out += fmt::format("  // {} {} in one multi-tensor kernel\n",
                      g.members.size(), g.what);
-  launch(out, op, name, gridFor(total), "256", "A");
+  launch(out, op, name, std::to_string(std::min<int64_t>(chunks, 132 * 32)),
+         "256", "A");
   return success();
 }
 

@@ -79,4 +79,4 @@
 // OPT-DAG: // 4 gradients checked in one multi-tensor kernel
 // OPT-DAG: // 2 gradients checked in one multi-tensor kernel
 // OPT-DAG: __global__ void __launch_bounds__(256) af{{[0-9]+}}(const char *A, float *flag) {
-// OPT-DAG: __device__ const int64_t mt{{[0-9]+}}_start[6] = {0ll,
+// OPT-DAG: __device__ const int mt{{[0-9]+}}_chunk[18] = {0, 0,

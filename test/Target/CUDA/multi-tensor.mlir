@@ -16,24 +16,35 @@
 // ERR: error: CUDA backend: the eight-element multi-tensor form ("vec8") needs every tensor a multiple of 8 elements at a 32-byte aligned offset, got 'tensor<10xf32>'
 
 // The casts: fc.bias, fc.weight and the NHWC filter padded to 8 input
-// channels (16 + 128 + 576 elements, 90 vectors).
+// channels (2, 16 and 72 vectors of 8): a chunk table (tensor, first and
+// end vector) that the blocks walk, no search per element.
+// CHECK: __device__ const int mt0_chunk[9] = {0, 0, 2, 1, 0, 16, 2, 0, 72};
 // CHECK-LABEL: __global__ void __launch_bounds__(256) mt0(char *A)
-// CHECK-NEXT: for (int64_t e = {{.*}}; e < 90ll;
-// CHECK: const int64_t i0 = (e - mt0_start[lo]) * 8;
+// CHECK-NEXT: for (int c = blockIdx.x; c < 3; c += gridDim.x) {
+// CHECK-NEXT: const int lo = mt0_chunk[3 * c], end = mt0_chunk[3 * c + 2];
+// CHECK-NEXT: for (int64_t at = mt0_chunk[3 * c + 1] + threadIdx.x; at < end; at += 256) {
+// CHECK-NEXT: const int64_t i0 = at * 8;
 // CHECK: ldv8(reinterpret_cast<const float *>(A + mt0_in0[lo]) + i0, a0v);
 // CHECK: stv8(reinterpret_cast<__half *>(A + mt0_out0[lo]) + i0, r0v);
 // The f16 gradients (convolution, linear) checked eight at a time.
 // CHECK-LABEL: __global__ void __launch_bounds__(256) af{{[0-9]+}}(const char *A, float *flag)
-// CHECK: ldv8(reinterpret_cast<const __half *>(A + af{{[0-9]+}}_in[lo]) + (e - af{{[0-9]+}}_start[lo]) * 8, v);
-// The SGD updates: the gradient by its tensor's type, param and momentum f32.
+// CHECK: ldv8(reinterpret_cast<const __half *>(A + af{{[0-9]+}}_in[lo]) + at * 8, v);
+// The SGD updates: the step's scalars (lr, step, grad scale, finite flag)
+// loaded once per thread; the gradient by its tensor's type, param and
+// momentum f32.
 // CHECK-LABEL: __global__ void __launch_bounds__(256) mt{{[0-9]+}}(char *A)
+// CHECK-NEXT: const float a3 = ld(
+// CHECK-NEXT: const float a4 = ld(
+// CHECK-NEXT: const float a5 = ld(
+// CHECK-NEXT: const float a6 = ld(
+// CHECK-NEXT: for (int c = blockIdx.x; c < 5; c += gridDim.x) {
 // CHECK: if (mt[[U:[0-9]+]]_ty1[lo] == 0) ldv8(reinterpret_cast<const __half *>(A + mt[[U]]_in1[lo]) + i0, a1v); else ldv8(reinterpret_cast<const float *>(A + mt[[U]]_in1[lo]) + i0, a1v);
 // CHECK: for (int lane = 0; lane < 8; ++lane)
 // CHECK: stv8(reinterpret_cast<float *>(A + mt[[U]]_out0[lo]) + i0, r0v);
 // CHECK: stv8(reinterpret_cast<float *>(A + mt[[U]]_out1[lo]) + i0, r1v);
 // CHECK-LABEL: static void trainStep(
 // CHECK: // 3 parameter casts in one multi-tensor kernel
-// CHECK-NEXT: mt0<<<1, 256, 0, s>>>(A);
+// CHECK-NEXT: mt0<<<3, 256, 0, s>>>(A);
 // CHECK: // 5 optimizer updates in one multi-tensor kernel
 
 func.func @forward(%x: tensor<4x3x8x8xf32> {cnn.input},
