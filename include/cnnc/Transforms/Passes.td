@@ -629,7 +629,10 @@ def CNNSelectLowering : Pass<"cnn-select-lowering", "mlir::ModuleOp"> {
     - `cnn.cast_group = k` on a contiguous run of one-input fused_elementwise
       ops with the same body and types whose inputs are parameters (the f16
       working copies of the weights at the start of a step): one
-      multi-tensor kernel per run.
+      multi-tensor kernel per run;
+    - `cnn.lowering = "vec8"` on every member of such a group (of two or
+      more) and on all_finite when each of their tensors has a multiple of
+      8 elements: the multi-tensor kernel moves eight elements per thread.
     Functions get `cnn.lowering_selected`. Runs after cnn-fuse and
     cnn-lower-elementwise, before cnn-memory-plan.
 
@@ -642,7 +645,7 @@ def CNNSelectLowering : Pass<"cnn-select-lowering", "mlir::ModuleOp"> {
   }];
   let statistics = [
     Statistic<"numGemm", "gemm", "convolutions run as cuBLASLt products">,
-    Statistic<"numVec8", "vec8", "max pools and per-channel sums with eight channels per thread">,
+    Statistic<"numVec8", "vec8", "ops with eight channels or elements per thread">,
     Statistic<"numCudnnFused", "cudnn-bias-act", "fused convs offered to cuDNN's bias-activation form">,
     Statistic<"numChannelSum", "channel-sum", "reductions over all but the innermost dimension">,
     Statistic<"numGrouped", "grouped-updates", "optimizer updates in multi-tensor groups">,

@@ -196,7 +196,8 @@ private:
   LogicalResult checkVec8(Operation *op, ArrayRef<Value> vs, int64_t vec);
   /// A multi-tensor kernel over tensors of `sizes` units (elements, or
   /// vectors of 8 in the "vec8" form), cut into chunks of at most
-  /// `chunkUnits` units that never straddle two tensors: declares (in
+  /// `chunkUnits` units (fewer for a small group) that never straddle two
+  /// tensors: declares (in
   /// `kernels`) `<name>_chunk`, each chunk's tensor, first and end unit, and
   /// one `<name>_<suffix>` table of per-tensor values for each entry of
   /// `tables`; returns the opening of the loops (blocks over chunks, threads
@@ -2092,21 +2093,31 @@ std::string Emitter::multiTensorLoop(
     kernels += fmt::format("__device__ const {} {}_{}[{}] = {{{}}};\n", type,
                            name, suffix, values.size(), llvm::join(v, ", "));
   };
+  // Chunks of at most `chunkUnits` units, and smaller (down to one unit per
+  // thread) for a small group, so that about 8 blocks per SM still get one.
+  int64_t total = 0;
+  for (int64_t n : sizes)
+    total += n;
+  chunkUnits = std::clamp<int64_t>(total / (132 * 8) / 256 * 256, 256,
+                                   std::max<int64_t>(chunkUnits, 256));
   std::vector<int64_t> chunk;
   for (auto [t, n] : llvm::enumerate(sizes))
     for (int64_t b = 0; b < n; b += chunkUnits)
       llvm::append_range(
           chunk, ArrayRef<int64_t>{(int64_t)t, b, std::min(n, b + chunkUnits)});
   chunks = chunk.size() / 3;
-  table("int", "chunk", chunk);
+  // 32-bit entries unless a tensor has 2^31 units or more.
+  bool wide = llvm::any_of(sizes, [](int64_t n) { return n >= INT32_MAX; });
+  table(wide ? "int64_t" : "int", "chunk", chunk);
   for (auto &[suffix, values] : tables)
     table("int64_t", suffix, values);
   return fmt::format(
       "  for (int c = blockIdx.x; c < {1}; c += gridDim.x) {{\n"
-      "    const int lo = {0}_chunk[3 * c], end = {0}_chunk[3 * c + 2];\n"
+      "    const int lo = {0}_chunk[3 * c];\n"
+      "    const {2} end = {0}_chunk[3 * c + 2];\n"
       "    for (int64_t at = {0}_chunk[3 * c + 1] + threadIdx.x; at < end; "
       "at += 256) {{\n",
-      name, chunks);
+      name, chunks, wide ? "int64_t" : "int");
 }
 
 LogicalResult Emitter::checkVec8(Operation *op, ArrayRef<Value> vs,

@@ -21,7 +21,8 @@
 // CHECK: __device__ const int mt0_chunk[9] = {0, 0, 2, 1, 0, 16, 2, 0, 72};
 // CHECK-LABEL: __global__ void __launch_bounds__(256) mt0(char *A)
 // CHECK-NEXT: for (int c = blockIdx.x; c < 3; c += gridDim.x) {
-// CHECK-NEXT: const int lo = mt0_chunk[3 * c], end = mt0_chunk[3 * c + 2];
+// CHECK-NEXT: const int lo = mt0_chunk[3 * c];
+// CHECK-NEXT: const int end = mt0_chunk[3 * c + 2];
 // CHECK-NEXT: for (int64_t at = mt0_chunk[3 * c + 1] + threadIdx.x; at < end; at += 256) {
 // CHECK-NEXT: const int64_t i0 = at * 8;
 // CHECK: ldv8(reinterpret_cast<const float *>(A + mt0_in0[lo]) + i0, a0v);
