@@ -162,6 +162,22 @@ struct Builder {
     ops.push_back(op.get());
   }
 
+  /// `in * scale + shift` per channel (uids kScale, kShift, in the data
+  /// type), through the virtual f32 tensors `scaledUid` and `shiftedUid`:
+  /// the BatchNorm apply of the conv prologues and of BwdDataStats' mask.
+  Desc &scaleShift(Desc &in, int64_t scaledUid, int64_t shiftedUid,
+                   std::vector<cudnnBackendDescriptor_t> &ops) {
+    Desc &scale = tensorOf(kScale, 1, g.C, 1, 1, g.dtype);
+    Desc &shift = tensorOf(kShift, 1, g.C, 1, 1, g.dtype);
+    Desc &scaled =
+        tensorOf(scaledUid, g.N, g.C, g.H, g.W, CUDNN_DATA_FLOAT, true);
+    Desc &shifted =
+        tensorOf(shiftedUid, g.N, g.C, g.H, g.W, CUDNN_DATA_FLOAT, true);
+    pointwise(CUDNN_POINTWISE_MUL, in, &scale, scaled, ops);
+    pointwise(CUDNN_POINTWISE_ADD, scaled, &shift, shifted, ops);
+    return shifted;
+  }
+
   /// BwdDataStats' epilogue on the dgrad's virtual f32 output `dgrad`:
   /// [+ addend], the ReLU backward against the mask into the virtual dz,
   /// dz rounded into dx, and the two per-channel sums of dz and dz * bnIn.
@@ -177,17 +193,8 @@ struct Builder {
       cur = sum;
     }
     Desc &bnIn = tensor(kBnIn, g.N, g.C, g.H, g.W);
-    Desc *mask;
-    if (g.maskFromBnIn) {
-      Desc &scale = tensorOf(kScale, 1, g.C, 1, 1, g.dtype);
-      Desc &shift = tensorOf(kShift, 1, g.C, 1, 1, g.dtype);
-      Desc *scaled = full(kMaskScaled);
-      mask = full(kMaskShifted);
-      pointwise(CUDNN_POINTWISE_MUL, bnIn, &scale, *scaled, ops);
-      pointwise(CUDNN_POINTWISE_ADD, *scaled, &shift, *mask, ops);
-    } else {
-      mask = &tensor(kReluOut, g.N, g.C, g.H, g.W);
-    }
+    Desc *mask = g.maskFromBnIn ? &scaleShift(bnIn, kMaskScaled, kMaskShifted, ops)
+                                : &tensor(kReluOut, g.N, g.C, g.H, g.W);
     Desc *dz = full(kDz);
     pointwiseBwd(CUDNN_POINTWISE_RELU_BWD, *cur, *mask, *dz, ops);
     Desc &dx = tensor(kX, g.N, g.C, g.H, g.W);
@@ -215,13 +222,8 @@ struct Builder {
       // is the convolution's X as for the forward one; DW stays real (kW).
       // scale and shift in the data type: with f32 ones cuDNN 9.14 falls
       // back to engines 2-5x slower on the H100 (docs/benchmarks.md).
-      Desc &scale = tensorOf(kScale, 1, g.C, 1, 1, g.dtype);
-      Desc &shift = tensorOf(kShift, 1, g.C, 1, 1, g.dtype);
-      Desc &t1 = tensorOf(kScaled, g.N, g.C, g.H, g.W, CUDNN_DATA_FLOAT, true);
-      Desc &t2 = tensorOf(kShifted, g.N, g.C, g.H, g.W, CUDNN_DATA_FLOAT, true);
+      Desc &t2 = scaleShift(*xIn, kScaled, kShifted, ops);
       Desc &t3 = tensorOf(kRelu, g.N, g.C, g.H, g.W, g.dtype, true);
-      pointwise(CUDNN_POINTWISE_MUL, *xIn, &scale, t1, ops);
-      pointwise(CUDNN_POINTWISE_ADD, t1, &shift, t2, ops);
       pointwise(CUDNN_POINTWISE_RELU_FWD, t2, nullptr, t3, ops);
       xIn = &t3;
     }
