@@ -27,7 +27,9 @@
 //                                    coalesced kernels of bias_grad; the
 //                                    generic reduction read one channel per
 //                                    block at a stride of C (--sync-bn's
-//                                    ResNet-50 step: 8x slower)
+//                                    ResNet-50 step: 8x slower);
+//                                    "channel_sum_vec8" with C % 8 == 0:
+//                                    their eight-channel form
 //   cnn.update_group = k             optimizer updates of one algorithm,
 //                                    hyper-parameters, element types and
 //                                    scalar operands whose results go
@@ -196,8 +198,13 @@ StringRef loweringOf(Operation *op) {
                    ? "cudnn_bias_act"
                    : "";
       })
-      .Case<ReduceSumOp, ReduceMeanOp>(
-          [](Operation *o) { return channelSum(o) ? "channel_sum" : ""; })
+      .Case<ReduceSumOp, ReduceMeanOp>([](Operation *o) -> StringRef {
+        if (!channelSum(o))
+          return "";
+        auto t = cast<RankedTensorType>(o->getOperand(0).getType());
+        return t.getDimSize(t.getRank() - 1) % 8 == 0 ? "channel_sum_vec8"
+                                                      : "channel_sum";
+      })
       .Case([](AllFiniteOp a) {
         return a.getInputs().size() > 1 &&
                        llvm::all_of(a.getInputs(), eightElements)
@@ -221,10 +228,10 @@ struct SelectLoweringPass
           continue;
         }
         op.setAttr("cnn.lowering", StringAttr::get(ctx, l));
-        ++(l == "gemm"          ? numGemm
-           : l == "vec8"        ? numVec8
-           : l == "channel_sum" ? numChannelSum
-                                : numCudnnFused);
+        ++(l == "gemm"                    ? numGemm
+           : l == "vec8"                  ? numVec8
+           : l.starts_with("channel_sum") ? numChannelSum
+                                          : numCudnnFused);
       }
       groupUpdates(f);
       groupParameterCasts(f);

@@ -50,11 +50,13 @@ func.func @stale(%x: tensor<2x8x8x16xf16>, %w1: tensor<32x1x1x16xf16>) -> tensor
 
 // Sums and means over every dimension but the innermost (an NHWC tensor's
 // per-channel statistics, as --sync-bn computes them) take bias_grad's
-// coalesced two-pass kernels; a reduction that keeps another dimension, or
-// a maximum, keeps the generic kernel.
+// coalesced two-pass kernels, eight channels per thread when C % 8 == 0
+// ("channel_sum_vec8": 16 channels here, 12 in @channel_sums_12); a
+// reduction that keeps another dimension, or a maximum, keeps the generic
+// kernel.
 // CHECK-LABEL: func.func @channel_sums
-// CHECK: cnn.reduce_mean {{.*}}cnn.lowering = "channel_sum"
-// CHECK: cnn.reduce_sum {{.*}}cnn.lowering = "channel_sum"
+// CHECK: cnn.reduce_mean {{.*}}cnn.lowering = "channel_sum_vec8"
+// CHECK: cnn.reduce_sum {{.*}}cnn.lowering = "channel_sum_vec8"
 // CHECK: cnn.reduce_sum
 // CHECK-NOT: cnn.lowering
 // CHECK-SAME: -> tensor<2x1x1x1xf32>
@@ -67,6 +69,13 @@ func.func @channel_sums(%x: tensor<2x4x4x16xf32>) -> (tensor<1x1x1x16xf32>, tens
   %r = cnn.reduce_sum %x {axes = array<i64: 1, 2, 3>} : (tensor<2x4x4x16xf32>) -> tensor<2x1x1x1xf32>
   %q = cnn.reduce_max %x {axes = array<i64: 0, 1, 2>} : (tensor<2x4x4x16xf32>) -> tensor<1x1x1x16xf32>
   return %m, %s, %r, %q : tensor<1x1x1x16xf32>, tensor<1x1x1x16xf32>, tensor<2x1x1x1xf32>, tensor<1x1x1x16xf32>
+}
+
+// CHECK-LABEL: func.func @channel_sums_12
+// CHECK: cnn.reduce_sum {{.*}}cnn.lowering = "channel_sum"}
+func.func @channel_sums_12(%x: tensor<2x4x4x12xf32>) -> tensor<1x1x1x12xf32> {
+  %s = cnn.reduce_sum %x {axes = array<i64: 0, 1, 2>} : (tensor<2x4x4x12xf32>) -> tensor<1x1x1x12xf32>
+  return %s : tensor<1x1x1x12xf32>
 }
 
 // -----

@@ -622,7 +622,8 @@ def CNNSelectLowering : Pass<"cnn-select-lowering", "mlir::ModuleOp"> {
       or none): the runtime times it against conv + epilogue;
     - `cnn.lowering = "channel_sum"` on reduce_sum / reduce_mean over every
       dimension but the innermost (an NHWC tensor's per-channel sums): the
-      coalesced two-pass kernels of bias_grad;
+      coalesced two-pass kernels of bias_grad; `"channel_sum_vec8"` when
+      that dimension is a multiple of 8 (eight channels per thread);
     - `cnn.update_group = k` on optimizer updates that share one
       multi-tensor kernel (same algorithm, hyper-parameters, element types
       and scalar operands; results read only by the return);

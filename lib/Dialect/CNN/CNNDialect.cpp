@@ -165,10 +165,11 @@ LogicalResult verifyCNNAttr(function_ref<InFlightDiagnostic()> emitError,
     auto s = dyn_cast<StringAttr>(value);
     return check(s && llvm::is_contained({StringRef("gemm"), StringRef("vec8"),
                                           StringRef("cudnn_bias_act"),
-                                          StringRef("channel_sum")},
+                                          StringRef("channel_sum"),
+                                          StringRef("channel_sum_vec8")},
                                          s.getValue()),
-                 "\"gemm\", \"vec8\", \"cudnn_bias_act\" or "
-                 "\"channel_sum\"");
+                 "\"gemm\", \"vec8\", \"cudnn_bias_act\", "
+                 "\"channel_sum\" or \"channel_sum_vec8\"");
   }
   case AttrKind::Count: {
     auto i = dyn_cast<IntegerAttr>(value);

@@ -672,13 +672,11 @@ int64_t Emitter::nhwcPartial(std::string &out, Operation *op, int mode, Value a,
                              Value alpha, Value beta) {
   auto t = ttype(a);
   int64_t C = t.getDimSize(t.getRank() - 1), M = t.getNumElements() / C;
-  // cnn-select-lowering's "vec8". The ops whose cnn.lowering names another
-  // choice (a "channel_sum" reduction, fused_conv2d_stats' split-form
-  // statistics next to its "gemm") take eight channels whenever C allows.
+  // cnn-select-lowering's "vec8" or "channel_sum_vec8"; fused_conv2d_stats'
+  // split-form statistics always (the op needs C % 8 == 0 on this target).
   StringRef lowering = loweringOf(op);
-  bool vec = lowering == "vec8" ||
-             ((lowering == "channel_sum" || isa<FusedConv2DStatsOp>(op)) &&
-              C % 8 == 0);
+  bool vec = lowering == "vec8" || lowering == "channel_sum_vec8" ||
+             isa<FusedConv2DStatsOp>(op);
   NhwcTiling tl = nhwcTiling(M, C, vec);
   std::string T = ctype(t.getElementType());
   auto orNull = [&](Value v, const std::string &type) {
@@ -1065,7 +1063,7 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
         auto in = ttype(o->getOperand(0)), res = ttype(o->getResult(0));
         auto axes = o->getAttrOfType<DenseI64ArrayAttr>("axes").asArrayRef();
         if (auto l = o->getAttrOfType<StringAttr>("cnn.lowering");
-            l && l.getValue() == "channel_sum") {
+            l && l.getValue().starts_with("channel_sum")) {
           // cnn-select-lowering: rows of C contiguous channels, summed by
           // bias_grad's two coalesced passes.
           int64_t C = in.getDimSize(in.getRank() - 1);

@@ -9,7 +9,7 @@
 
 // The forward's mean and variance: each is joined at once (the
 // normalization needs it).
-// Their per-channel means are cnn-select-lowering's "channel_sum": the
+// Their per-channel means are cnn-select-lowering's "channel_sum_vec8": the
 // coalesced two-pass kernels, scaled by 1 / (N*H*W).
 // CHECK: nhwcPartial8<0, float>
 // CHECK: nhwcScaledSumFinish<float><<<8, 256, 0, s>>>({{.*}}, 8, 1, 1.0 / 64.0)
