@@ -47,6 +47,16 @@ struct RematPass : cnnc::impl::CNNRematBase<RematPass> {
   using CNNRematBase::CNNRematBase;
 
   void runOnOperation() override {
+    // A negative budget would read as "no budget" (every candidate).
+    if (budgetMB < 0 || budgetPercent < 0 || budgetPercent > 100 ||
+        minGap < 1) {
+      getOperation().emitError()
+          << "cnn-remat: budget-mb must be >= 0, budget-percent in [0, 100] "
+             "and min-gap >= 1, got "
+          << int64_t(budgetMB) << ", " << int64_t(budgetPercent) << " and "
+          << int64_t(minGap);
+      return signalPassFailure();
+    }
     getOperation().walk([&](func::FuncOp f) {
       if (!f.getBody().empty())
         runOnBlock(f, f.getBody().front());
