@@ -686,7 +686,7 @@ def _run_cnnc(args, what):
 
 def compile(model, example_input, optimizer=None, *, label_smoothing=0.0,
             lr=None, device=None, precision=None, layout=None, arch=None,
-            cache=True, verbose=False, _gradients_only=False):
+            remat=None, cache=True, verbose=False, _gradients_only=False):
     """Compiles the training step of `model` (cross-entropy loss on its
     logits; `optimizer`'s algorithm and hyper-parameters) for inputs of
     `example_input`'s shape, and returns a Trainer holding the model's
@@ -701,6 +701,12 @@ def compile(model, example_input, optimizer=None, *, label_smoothing=0.0,
     precision/layout: cnnc's --precision fp32|fp16 and --layout nchw|nhwc
       for the GPU (default: cnnc's GPU defaults, fp16 + NHWC); the CPU
       step is always fp32 NCHW.
+    remat: what the GPU step recomputes in the backward pass instead of
+      storing (memory for time; the results are the same): None, cnnc's
+      default (expanding 1x1 convolutions, up to 9 % of the stored
+      activations); False, nothing; True, every candidate (cnnc --remat);
+      a positive int, about that many MiB (cnnc --remat-mb). The CPU
+      reference step stores everything whatever it says.
     cache: reuse compiled steps from the cache directory (cache_dir()).
     """
     if not isinstance(model, torch.nn.Module):
@@ -753,10 +759,16 @@ def compile(model, example_input, optimizer=None, *, label_smoothing=0.0,
         from cnnc.export import has_sync_batch_norm
         if has_sync_batch_norm(model):
             flags["sync-bn"] = True
+    if remat is not None and not isinstance(remat, bool) and (
+            not isinstance(remat, int) or remat <= 0):
+        raise ValueError("remat must be None, False, True or a positive number of MiB, "
+                         "got %r" % (remat,))
     if backend_kind == "reference":
         if precision not in (None, "fp32") or layout not in (None, "nchw"):
             raise ValueError("the CPU reference step runs in fp32 NCHW")
     else:
+        if remat is not None:
+            flags["remat"] = remat
         flags["precision"] = precision or "fp16"
         flags["layout"] = layout or "nhwc"
         if arch is None:
@@ -815,6 +827,17 @@ def compile(model, example_input, optimizer=None, *, label_smoothing=0.0,
     return Trainer(backend, model, optimizer, lr, info)
 
 
+def _remat_args(remat):
+    """cnnc's flags for compile()'s `remat` (None: cnnc's default)."""
+    if remat is None:
+        return []
+    if remat is False:
+        return ["--remat-convs=false"]
+    if remat is True:
+        return ["--remat"]
+    return ["--remat-mb", str(int(remat))]
+
+
 def _build(model, example_input, flags, backend_kind, cnnc_bin, fingerprint, root, verbose):
     """Exports, compiles into a fresh directory and moves it into the cache
     under the hash of (ONNX bytes, flags, compiler)."""
@@ -853,6 +876,7 @@ def _build(model, example_input, flags, backend_kind, cnnc_bin, fingerprint, roo
                 args += ["--gpus", str(flags["gpus"])]
                 if flags.get("sync-bn"):
                     args.append("--sync-bn")
+            args += _remat_args(flags.get("remat"))
             args += ["--precision", flags["precision"], "--layout", flags["layout"],
                      "--arch", flags["arch"], "--emit", "lib",
                      "-o", os.path.join(work, "libstep.so")]

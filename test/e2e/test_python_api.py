@@ -611,3 +611,31 @@ def test_pip_install_into_a_venv(tmp_path):
     assert os.path.samefile(lines[1], find_tool("cnnc"))
     assert lines[2].endswith("libcnnc_reference.so")
     assert float(lines[3]) > 0
+
+
+def test_remat_choice_reaches_the_gpu_build(monkeypatch):
+    """compile(remat=...) chooses what the GPU step recomputes: None leaves
+    cnnc's default, False/True/MiB become --remat-convs=false, --remat and
+    --remat-mb N (and are part of the cache key); other values are a clear
+    ValueError before anything is built."""
+    model, x, _ = make("simplecnn")
+    built = []
+
+    def fake_build(m, ex, flags, kind, *rest):
+        built.append(dict(flags))
+        raise cnnc.CompileError("stop here")
+    monkeypatch.setattr(cnnc.api, "_build", fake_build)
+    monkeypatch.setattr(cnnc.api, "_has_gpu", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda d=None: (9, 0))
+    for remat in (None, False, True, 300):
+        with pytest.raises(cnnc.CompileError, match="stop here"):
+            cnnc.compile(model, x, optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+                         remat=remat, cache=False)
+    assert "remat" not in built[0]
+    assert [b["remat"] for b in built[1:]] == [False, True, 300]
+    assert [cnnc.api._remat_args(b.get("remat")) for b in built] == [
+        [], ["--remat-convs=false"], ["--remat"], ["--remat-mb", "300"]]
+    for bad in (0, -5, "all", 2.5):
+        with pytest.raises(ValueError, match="remat must be None, False, True or a positive"):
+            cnnc.compile(model, x, remat=bad, cache=False)
+    assert len(built) == 4
