@@ -24,6 +24,11 @@
 // for bit (on the GPU, a convolution clone may run another cuDNN plan than
 // the original: equal within the plans' rounding).
 //
+// Which candidates: without a budget every one, latest first; with
+// `budget-mb`, or `budget-percent` of the activations kept across the loss
+// (the GPU pipeline's default, with `convolutions-only`), the least traffic
+// per byte freed first, then the largest, until the budget is reached.
+//
 //===----------------------------------------------------------------------===//
 #include "cnnc/Transforms/Passes.h"
 
