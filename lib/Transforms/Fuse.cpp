@@ -49,6 +49,14 @@ bool hasOneUse(Value v) { return v.hasOneUse(); }
 /// What one run of the pass did; the patterns add to it as they rewrite.
 using Counts = FusionCounts;
 
+/// A rewrite pattern (`Base`: OpRewritePattern<Op> or
+/// OpInterfaceRewritePattern<Interface>) that adds what it rewrites to the
+/// pass's counts.
+template <typename Base> struct Counted : Base {
+  Counted(MLIRContext *ctx, Counts &counts) : Base(ctx), counts(counts) {}
+  Counts &counts;
+};
+
 //===----------------------------------------------------------------------===//
 // 1. Convolution epilogues
 //===----------------------------------------------------------------------===//
@@ -74,9 +82,8 @@ struct RepointClipGradAtClip : OpRewritePattern<ClipGradOp> {
 
 /// conv2d [+ bias_add] [+ add residual] [+ relu | clip] -> fused_conv2d,
 /// when every intermediate value has one user.
-struct FuseConvEpilogue : OpRewritePattern<Conv2DOp> {
-  FuseConvEpilogue(MLIRContext *ctx, Counts &counts)
-      : OpRewritePattern(ctx), counts(counts) {}
+struct FuseConvEpilogue : Counted<OpRewritePattern<Conv2DOp>> {
+  using Counted::Counted;
   LogicalResult matchAndRewrite(Conv2DOp conv,
                                 PatternRewriter &rewriter) const override {
     Value cur = conv.getResult();
@@ -148,7 +155,6 @@ struct FuseConvEpilogue : OpRewritePattern<Conv2DOp> {
     counts.convEpilogueOps += chain.size() + 1;
     return success();
   }
-  Counts &counts;
 };
 
 //===----------------------------------------------------------------------===//
@@ -158,9 +164,8 @@ struct FuseConvEpilogue : OpRewritePattern<Conv2DOp> {
 /// batch_norm_train -> batch_norm_stats (statistics and the per-channel
 /// affine map alpha, beta) + a fused_elementwise y = x * alpha + beta, which
 /// the residual add and ReLU that follow then join.
-struct SplitBatchNormTrain : OpRewritePattern<BatchNormTrainOp> {
-  SplitBatchNormTrain(MLIRContext *ctx, Counts &counts)
-      : OpRewritePattern(ctx), counts(counts) {}
+struct SplitBatchNormTrain : Counted<OpRewritePattern<BatchNormTrainOp>> {
+  using Counted::Counted;
   LogicalResult matchAndRewrite(BatchNormTrainOp bn,
                                 PatternRewriter &rewriter) const override {
     Layout layout = bn.getLayout();
@@ -190,15 +195,14 @@ struct SplitBatchNormTrain : OpRewritePattern<BatchNormTrainOp> {
     ++counts.bnSplits;
     return success();
   }
-  Counts &counts;
 };
 
 /// batch_norm_grad(relu_grad(dy, y)) -> fused_batch_norm_relu_grad, in
 /// either layout: the mask is applied while reading dy, the masked gradient
 /// is never stored.
-struct FuseReluGradIntoBatchNormGrad : OpRewritePattern<BatchNormGradOp> {
-  FuseReluGradIntoBatchNormGrad(MLIRContext *ctx, Counts &counts)
-      : OpRewritePattern(ctx), counts(counts) {}
+struct FuseReluGradIntoBatchNormGrad
+    : Counted<OpRewritePattern<BatchNormGradOp>> {
+  using Counted::Counted;
   LogicalResult matchAndRewrite(BatchNormGradOp g,
                                 PatternRewriter &rewriter) const override {
     auto rg = g.getGradOutput().getDefiningOp<ReluGradOp>();
@@ -214,7 +218,6 @@ struct FuseReluGradIntoBatchNormGrad : OpRewritePattern<BatchNormGradOp> {
     counts.bnReluGradOps += 2;
     return success();
   }
-  Counts &counts;
 };
 
 /// fused_batch_norm_relu_grad(dy, y, x) with y = relu(x * alpha + beta), the
@@ -224,9 +227,8 @@ struct FuseReluGradIntoBatchNormGrad : OpRewritePattern<BatchNormGradOp> {
 /// (the backward kernels then stream dy and x only). Runs after phase 2-3,
 /// before the ReLU joins the normalization in phase 4, so that y's
 /// definition is still the two ops this pattern recognizes.
-struct RecomputeReluMask : OpRewritePattern<FusedBatchNormReluGradOp> {
-  RecomputeReluMask(MLIRContext *ctx, Counts &counts)
-      : OpRewritePattern(ctx), counts(counts) {}
+struct RecomputeReluMask : Counted<OpRewritePattern<FusedBatchNormReluGradOp>> {
+  using Counted::Counted;
   LogicalResult matchAndRewrite(FusedBatchNormReluGradOp g,
                                 PatternRewriter &rewriter) const override {
     auto relu = g.getReluOutput().getDefiningOp<ReluOp>();
@@ -265,7 +267,6 @@ struct RecomputeReluMask : OpRewritePattern<FusedBatchNormReluGradOp> {
     ++counts.bnReluMasksRecomputed;
     return success();
   }
-  Counts &counts;
 };
 
 /// Two batch_norm_grad of one dy (a residual block whose shortcut has its
@@ -273,9 +274,8 @@ struct RecomputeReluMask : OpRewritePattern<FusedBatchNormReluGradOp> {
 /// reductions and both apply passes then read dy once. Only where the
 /// second's other operands are defined before the first (they are forward
 /// values in a training step), so moving it up keeps the IR valid.
-struct FuseBatchNormGradPair : OpRewritePattern<BatchNormGradOp> {
-  FuseBatchNormGradPair(MLIRContext *ctx, Counts &counts)
-      : OpRewritePattern(ctx), counts(counts) {}
+struct FuseBatchNormGradPair : Counted<OpRewritePattern<BatchNormGradOp>> {
+  using Counted::Counted;
   LogicalResult matchAndRewrite(BatchNormGradOp a,
                                 PatternRewriter &rewriter) const override {
     Value dy = a.getGradOutput();
@@ -310,7 +310,6 @@ struct FuseBatchNormGradPair : OpRewritePattern<BatchNormGradOp> {
     ++counts.bnGradPairs;
     return success();
   }
-  Counts &counts;
 };
 
 //===----------------------------------------------------------------------===//
@@ -320,9 +319,9 @@ struct FuseBatchNormGradPair : OpRewritePattern<BatchNormGradOp> {
 /// Every elementwise cnn op (ElementwiseOpInterface) becomes a single-op
 /// fused_elementwise with the op's own scalar body, so that the merge below
 /// works on one form.
-struct ElementwiseToFused : OpInterfaceRewritePattern<ElementwiseOpInterface> {
-  ElementwiseToFused(MLIRContext *ctx, Counts &counts)
-      : OpInterfaceRewritePattern(ctx), counts(counts) {}
+struct ElementwiseToFused
+    : Counted<OpInterfaceRewritePattern<ElementwiseOpInterface>> {
+  using Counted::Counted;
   LogicalResult matchAndRewrite(ElementwiseOpInterface op,
                                 PatternRewriter &rewriter) const override {
     if (isa<FusedElementwiseOp>(op.getOperation()))
@@ -334,14 +333,12 @@ struct ElementwiseToFused : OpInterfaceRewritePattern<ElementwiseOpInterface> {
     ++counts.elementwiseOps;
     return success();
   }
-  Counts &counts;
 };
 
 /// bias_add, whose bias is per channel of a layout, is the one elementwise
 /// op with its own form here (broadcast kind 1).
-struct BiasAddToFused : OpRewritePattern<BiasAddOp> {
-  BiasAddToFused(MLIRContext *ctx, Counts &counts)
-      : OpRewritePattern(ctx), counts(counts) {}
+struct BiasAddToFused : Counted<OpRewritePattern<BiasAddOp>> {
+  using Counted::Counted;
   LogicalResult matchAndRewrite(BiasAddOp o,
                                 PatternRewriter &rewriter) const override {
     bool half = o.getType().getElementType().isF16();
@@ -355,7 +352,6 @@ struct BiasAddToFused : OpRewritePattern<BiasAddOp> {
     ++counts.elementwiseOps;
     return success();
   }
-  Counts &counts;
 };
 
 /// Merges `consumer` into `producer` (both fused_elementwise, same shape and
@@ -537,9 +533,9 @@ bool sameSpace(FusedElementwiseOp a, FusedElementwiseOp b) {
 /// it, a producer of the same shape takes it in when every other operand of
 /// the consumer is defined before the producer (the merged op takes the
 /// producer's place).
-struct MergeElementwiseProducer : OpRewritePattern<FusedElementwiseOp> {
-  MergeElementwiseProducer(MLIRContext *ctx, Counts &counts)
-      : OpRewritePattern(ctx), counts(counts) {}
+struct MergeElementwiseProducer
+    : Counted<OpRewritePattern<FusedElementwiseOp>> {
+  using Counted::Counted;
   LogicalResult matchAndRewrite(FusedElementwiseOp consumer,
                                 PatternRewriter &rewriter) const override {
     for (Value in : consumer.getInputs()) {
@@ -566,7 +562,6 @@ struct MergeElementwiseProducer : OpRewritePattern<FusedElementwiseOp> {
     }
     return rewriter.notifyMatchFailure(consumer, "no producer can join");
   }
-  Counts &counts;
 };
 
 /// Applies `patterns` to the first op of `block` (in block order) that one
