@@ -652,6 +652,14 @@ static int64_t channelInner(RankedTensorType t) {
 struct NhwcTiling {
   bool vec;
   int64_t lanes, colBlocks, tiles, rowsPerTile;
+  /// The launch of a partial-sum kernel: colBlocks x tiles blocks of
+  /// lanes x (256 / lanes) threads.
+  std::string grid() const {
+    return fmt::format("dim3({}, {})", colBlocks, tiles);
+  }
+  std::string block() const {
+    return fmt::format("dim3({}, {})", lanes, 256 / lanes);
+  }
 };
 static NhwcTiling nhwcTiling(int64_t M, int64_t C, bool vec) {
   NhwcTiling t;
@@ -685,9 +693,7 @@ int64_t Emitter::nhwcPartial(std::string &out, Operation *op, int mode, Value a,
   launch(out, op,
          fmt::format("{}<{}, {}>", tl.vec ? "nhwcPartial8" : "nhwcPartial",
                      mode, T),
-         fmt::format("dim3({}, {})", tl.colBlocks, tl.tiles),
-         tl.vec ? fmt::format("dim3({}, {})", tl.lanes, 256 / tl.lanes)
-                : "dim3(32, 8)",
+         tl.grid(), tl.block(),
          fmt::format("{}, {}, {}, {}, {}, {}, {}, {}ll, {}, {}ll", ptr(a),
                      orNull(b, "const " + T), orNull(mask, "const " + T),
                      orNull(mean, "const float"), orNull(invstd, "const float"),
@@ -713,9 +719,8 @@ LogicalResult Emitter::poolBnGrad(std::string &out,
               S = ctype(ttype(op.getScale()).getElementType());
   std::string pp = poolParams(x, op.getGradOutput().getType(), op.getKernel(),
                               op.getStrides(), op.getPadding(), false, true);
-  launch(out, op, fmt::format("poolBnGradPartial8<{}>", T),
-         fmt::format("dim3({}, {})", tl.colBlocks, tl.tiles),
-         fmt::format("dim3({}, {})", tl.lanes, 256 / tl.lanes),
+  launch(out, op, fmt::format("poolBnGradPartial8<{}>", T), tl.grid(),
+         tl.block(),
          fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}ll",
                      ptr(op.getGradOutput()), ptr(op.getWindowIndex()),
                      ptr(op.getInput()), ptr(op.getSavedMean()),
@@ -766,9 +771,8 @@ void Emitter::dualBnGrad(std::string &out, FusedDualBatchNormGradOp op) {
   NhwcTiling tl = nhwcTiling(M, C, /*vec=*/true);
   std::string T = ctype(t.getElementType()),
               S = ctype(ttype(op.getScaleA()).getElementType());
-  launch(out, op, fmt::format("dualBnGradPartial8<{}>", T),
-         fmt::format("dim3({}, {})", tl.colBlocks, tl.tiles),
-         fmt::format("dim3({}, {})", tl.lanes, 256 / tl.lanes),
+  launch(out, op, fmt::format("dualBnGradPartial8<{}>", T), tl.grid(),
+         tl.block(),
          fmt::format("{}, {}, {}, {}, {}, {}, {}, {}ll, {}, {}ll",
                      ptr(op.getGradOutput()), ptr(op.getInputA()),
                      ptr(op.getInputB()), ptr(op.getSavedMeanA()),
