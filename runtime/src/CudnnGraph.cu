@@ -103,14 +103,20 @@ struct Builder {
     return d;
   }
 
-  /// A pointwise op out = mode(a[, b]) (f32 math), appended to `ops`.
-  void pointwise(cudnnPointwiseMode_t mode, Desc &a, Desc *b, Desc &out,
-                 std::vector<cudnnBackendDescriptor_t> &ops) {
+  /// The finalized pointwise descriptor of `mode` with f32 math.
+  Desc &pointwiseMode(cudnnPointwiseMode_t mode) {
     Desc &pw = make(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
     cudnnDataType_t prec = CUDNN_DATA_FLOAT;
     set(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode);
     set(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec);
     finalize(pw, "pointwise");
+    return pw;
+  }
+
+  /// A pointwise op out = mode(a[, b]) (f32 math), appended to `ops`.
+  void pointwise(cudnnPointwiseMode_t mode, Desc &a, Desc *b, Desc &out,
+                 std::vector<cudnnBackendDescriptor_t> &ops) {
+    Desc &pw = pointwiseMode(mode);
     Desc &op = make(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
     setDesc(op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw);
     setDesc(op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, a);
@@ -126,15 +132,11 @@ struct Builder {
   /// (x: the forward activation's input), not XDESC / BDESC / YDESC.
   void pointwiseBwd(cudnnPointwiseMode_t mode, Desc &dy, Desc &x, Desc &dx,
                     std::vector<cudnnBackendDescriptor_t> &ops) {
-    Desc &pw = make(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
-    cudnnDataType_t prec = CUDNN_DATA_FLOAT;
-    set(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode);
-    set(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec);
     // RELU_BWD: dx = x > lower clip ? dy : 0 with cuDNN's default lower
     // clip 0, the unfused relu_grad's mask (ops_check's reluOut has exact
     // zeros). Not set: its value type follows the math precision, and a
     // mismatch would refuse the whole graph.
-    finalize(pw, "pointwise");
+    Desc &pw = pointwiseMode(mode);
     Desc &op = make(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
     setDesc(op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw);
     setDesc(op, CUDNN_ATTR_OPERATION_POINTWISE_DYDESC, dy);
