@@ -162,11 +162,8 @@ struct RematPass : cnnc::impl::CNNRematBase<RematPass> {
         // A step argument or a constant: stored for the whole step. Only
         // the input (not a parameter or state) makes this an activation.
         auto arg = dyn_cast<BlockArgument>(in);
-        auto f = arg ? dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp())
-                     : nullptr;
-        if (f && !f.getArgAttr(arg.getArgNumber(), kParamAttr) &&
-            !f.getArgAttr(arg.getArgNumber(), kStateAttr) &&
-            !f.getArgAttr(arg.getArgNumber(), kBufferAttr))
+        if (arg && isa<func::FuncOp>(arg.getOwner()->getParentOp()) &&
+            !isStateArgument(in))
           activation = true;
         continue;
       }
