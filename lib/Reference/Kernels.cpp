@@ -637,6 +637,62 @@ void globalAvgPoolGrad(const float *dy, float *dx, int64_t planes, int64_t hw) {
 }
 
 //===----------------------------------------------------------------------===//
+// Resampling
+//===----------------------------------------------------------------------===//
+
+void resize(const float *x, float *y, int64_t planes, int64_t h, int64_t w,
+            const std::vector<ResizeTap> &th, const std::vector<ResizeTap> &tw,
+            bool linear) {
+  const int64_t oh = th.size(), ow = tw.size();
+  for (int64_t pl = 0; pl < planes; ++pl) {
+    const float *xp = x + pl * h * w;
+    float *yp = y + pl * oh * ow;
+    for (int64_t i = 0; i < oh; ++i) {
+      const ResizeTap &a = th[i];
+      for (int64_t j = 0; j < ow; ++j) {
+        const ResizeTap &b = tw[j];
+        if (!linear) {
+          yp[i * ow + j] = xp[a.lo * w + b.lo];
+          continue;
+        }
+        const float h1 = a.l1, h0 = 1.0f - h1, w1 = b.l1, w0 = 1.0f - w1;
+        const float top = xp[a.lo * w + b.lo] * w0 + xp[a.lo * w + b.hi] * w1;
+        const float bottom =
+            xp[a.hi * w + b.lo] * w0 + xp[a.hi * w + b.hi] * w1;
+        yp[i * ow + j] = top * h0 + bottom * h1;
+      }
+    }
+  }
+}
+
+void resizeGrad(const float *dy, float *dx, int64_t planes, int64_t h,
+                int64_t w, const std::vector<ResizeTap> &th,
+                const std::vector<ResizeTap> &tw, bool linear) {
+  const int64_t oh = th.size(), ow = tw.size();
+  std::fill(dx, dx + planes * h * w, 0.0f);
+  for (int64_t pl = 0; pl < planes; ++pl) {
+    const float *dyp = dy + pl * oh * ow;
+    float *dxp = dx + pl * h * w;
+    for (int64_t i = 0; i < oh; ++i) {
+      const ResizeTap &a = th[i];
+      for (int64_t j = 0; j < ow; ++j) {
+        const ResizeTap &b = tw[j];
+        const float g = dyp[i * ow + j];
+        if (!linear) {
+          dxp[a.lo * w + b.lo] += g;
+          continue;
+        }
+        const float h1 = a.l1, h0 = 1.0f - h1, w1 = b.l1, w0 = 1.0f - w1;
+        dxp[a.lo * w + b.lo] += h0 * w0 * g;
+        dxp[a.lo * w + b.hi] += h0 * w1 * g;
+        dxp[a.hi * w + b.lo] += h1 * w0 * g;
+        dxp[a.hi * w + b.hi] += h1 * w1 * g;
+      }
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
 // Data movement
 //===----------------------------------------------------------------------===//
 

@@ -11,6 +11,7 @@
 #ifndef CNNC_LIB_REFERENCE_KERNELS_H
 #define CNNC_LIB_REFERENCE_KERNELS_H
 
+#include "cnnc/Support/Resize.h"
 #include "cnnc/Support/WindowSize.h"
 #include <cstdint>
 
@@ -140,6 +141,25 @@ void avgPool2d(const float *x, float *y, const PoolParams &p);
 void avgPool2dGrad(const float *dy, float *dx, const PoolParams &p);
 void globalAvgPool(const float *x, float *y, int64_t planes, int64_t hw);
 void globalAvgPoolGrad(const float *dy, float *dx, int64_t planes, int64_t hw);
+
+//===----------------------------------------------------------------------===//
+// Resampling (cnn.resize); x is [planes of H x W], y [planes of OH x OW]
+//===----------------------------------------------------------------------===//
+
+/// y[oh, ow] reads x through the taps of H (`th`, OH of them) and W (`tw`),
+/// from resizeTaps (cnnc/Support/Resize.h). Nearest copies x[lo_h, lo_w];
+/// linear is PyTorch's bilinear in f32: ((x[lo_h, lo_w] (1 - l_w) +
+/// x[lo_h, hi_w] l_w) (1 - l_h) + (x[hi_h, lo_w] (1 - l_w) + x[hi_h, hi_w]
+/// l_w) l_h.
+void resize(const float *x, float *y, int64_t planes, int64_t h, int64_t w,
+            const std::vector<ResizeTap> &th, const std::vector<ResizeTap> &tw,
+            bool linear);
+/// The adjoint (cnn.resize_grad): dx (planes x H x W) = 0, then every
+/// dy[oh, ow] added into the elements output (oh, ow) read, times their
+/// weight (l_h' l_w') dy, in output order, as PyTorch's CPU backward.
+void resizeGrad(const float *dy, float *dx, int64_t planes, int64_t h,
+                int64_t w, const std::vector<ResizeTap> &th,
+                const std::vector<ResizeTap> &tw, bool linear);
 
 //===----------------------------------------------------------------------===//
 // Data movement
