@@ -1,0 +1,182 @@
+#!/usr/bin/env python3
+"""GPU checks of newly added ops against PyTorch on the same GPU.
+
+Each check builds a small network around the op, compiles its training
+step for the GPU through the Python entry (cnnc.compile, `cnnc --emit lib`
++ nvcc) and compares with PyTorch on the GPU (TF32 off on both sides):
+
+* the forward output (trainer.eval vs model.eval() logits), which passes
+  through the op's forward kernel;
+* 3 SGD steps: the losses and every parameter afterwards, which pass
+  through the op's backward kernel (the parameters in front of the op only
+  learn through its gradient).
+
+Precisions/layouts: fp32 NCHW and fp32 NHWC (tolerance: 1e-4 on losses and
+eval, 1e-3 on parameters, or four times the drift between PyTorch on the
+GPU and on the CPU where that is larger, as check_python_api.py) and the
+GPU default fp16 NHWC (f16 storage, f32 math: 2e-2 on losses and eval,
+3e-2 on parameters, against PyTorch in f32).
+
+Ops covered: cnn.resize / cnn.resize_grad (F.interpolate nearest and
+bilinear, align_corners both ways, scale factors and sizes, up and down).
+
+Prints PASS/FAIL per case; exit 0: all passed, 1: a case failed, 77: no
+CUDA GPU (ctest's skip).
+
+  python3 test/gpu/check_new_ops.py --cnnc build/bin/cnnc [--only resize] [--quick]
+"""
+import argparse
+import copy
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from gpucheck_common import require_gpu  # noqa: E402
+
+RESULTS = []
+
+
+def report(ok, what):
+    print(("PASS  " if ok else "FAIL  ") + what, flush=True)
+    RESULTS.append((ok, what))
+
+
+def rel(a, b):
+    a, b = a.double().cpu(), b.double().cpu()
+    return ((a - b).abs().max() / b.abs().max().clamp_min(1e-12)).item()
+
+
+# ---------------------------------------------------------------------------
+# cnn.resize
+# ---------------------------------------------------------------------------
+
+# name -> F.interpolate keyword arguments (applied to a 4 x 12 x 10 map)
+RESIZE_CASES = {
+    "nearest_scale2": dict(scale_factor=2, mode="nearest"),
+    "nearest_size": dict(size=(17, 23), mode="nearest"),
+    "nearest_down": dict(size=(5, 7), mode="nearest"),
+    "bilinear_scale2": dict(scale_factor=2, mode="bilinear", align_corners=False),
+    "bilinear_scale1.7": dict(scale_factor=1.7, mode="bilinear", align_corners=False),
+    "bilinear_align_corners": dict(scale_factor=2, mode="bilinear", align_corners=True),
+    "bilinear_size": dict(size=(19, 13), mode="bilinear", align_corners=False),
+    "bilinear_down": dict(size=(7, 6), mode="bilinear", align_corners=False),
+    "upsample_module": "nn.Upsample(scale_factor=4, mode='bilinear')",
+}
+
+
+def resize_net(torch, kw):
+    nn, F = torch.nn, torch.nn.functional
+
+    class Net(nn.Module):
+        """conv -> resize -> conv (+ a skip at the resized size) -> pool ->
+        linear: conv1 only learns through the resize's gradient."""
+
+        def __init__(self):
+            super().__init__()
+            self.c1 = nn.Conv2d(3, 8, 3, padding=1)
+            self.c2 = nn.Conv2d(8, 8, 3, padding=1)
+            self.fc = nn.Linear(8, 10)
+            self.up = nn.Upsample(scale_factor=4, mode="bilinear") if isinstance(kw, str) \
+                else None
+
+        def forward(self, x):
+            a = torch.relu(self.c1(x))
+            u = self.up(a) if self.up is not None else F.interpolate(a, **kw)
+            b = torch.relu(self.c2(u)) + u
+            return self.fc(b.mean(dim=(2, 3)))
+
+    return Net
+
+
+def check_resize(cnnc, torch, name, kw, precision, layout):
+    tag = "resize/%s %s %s" % (name, precision, layout)
+    torch.manual_seed(0)
+    model = resize_net(torch, kw)().cuda()
+    ref = copy.deepcopy(model)
+    cpu = copy.deepcopy(model).cpu()
+    x = torch.randn(4, 3, 12, 10, device="cuda")
+    y = torch.randint(0, 10, (4,), device="cuda")
+    opt = lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9)  # noqa: E731
+    try:
+        trainer = cnnc.compile(model, x, optimizer=opt(model.parameters()),
+                               precision=precision, layout=layout, cache=False)
+    except Exception as e:  # a compile error is this case's failure
+        report(False, "%s: compile: %s" % (tag, str(e)[-600:]))
+        return
+    f16 = precision == "fp16"
+    tol_loss, tol_param = (2e-2, 3e-2) if f16 else (1e-4, 1e-3)
+
+    # Forward: eval() of the initial weights vs model.eval().
+    logits = trainer.eval(x)
+    ref.eval()
+    with torch.no_grad():
+        e = rel(logits.float(), ref(x))
+    report(e <= tol_loss, "%s: forward (eval logits) rel %.2g <= %g" % (tag, e, tol_loss))
+    ref.train()
+
+    # Backward: 3 SGD steps.
+    ref_opt, cpu_opt = opt(ref.parameters()), opt(cpu.parameters())
+    worst, drift = 0.0, 0.0
+    for k in range(3):
+        xk = x + 0.1 * k
+        loss = float(trainer.step(xk, y))
+        ref_opt.zero_grad()
+        ref_loss = torch.nn.functional.cross_entropy(ref(xk), y)
+        ref_loss.backward()
+        ref_opt.step()
+        cpu_opt.zero_grad()
+        cpu_loss = torch.nn.functional.cross_entropy(cpu(xk.cpu()), y.cpu())
+        cpu_loss.backward()
+        cpu_opt.step()
+        worst = max(worst, abs(loss - ref_loss.item()) / abs(ref_loss.item()))
+        drift = max(drift, abs(cpu_loss.item() - ref_loss.item()) / abs(ref_loss.item()))
+    bound = max(tol_loss, 4 * drift)
+    report(worst <= bound, "%s: 3 losses rel %.2g <= %.2g" % (tag, worst, bound))
+    sd, rsd, csd = trainer.state_dict(), ref.state_dict(), cpu.state_dict()
+    bad = []
+    for k, v in rsd.items():
+        err, tol = rel(sd[k].float(), v), max(tol_param, 4 * rel(csd[k], v))
+        if err > tol:
+            bad.append("%s %.2g > %.2g" % (k, err, tol))
+    report(not bad, "%s: parameters after 3 steps (gradient through the op) %s" %
+           (tag, "; ".join(bad) or "ok"))
+
+
+def run_resize(cnnc, torch, quick):
+    configs = [("fp32", "nchw"), ("fp32", "nhwc"), ("fp16", "nhwc")]
+    cases = list(RESIZE_CASES.items())
+    if quick:
+        cases = [c for c in cases if c[0] in ("nearest_scale2", "bilinear_scale2",
+                                              "bilinear_align_corners")]
+    for name, kw in cases:
+        for precision, layout in configs:
+            check_resize(cnnc, torch, name, kw, precision, layout)
+
+
+CHECKS = {"resize": run_resize}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--cnnc", default=os.path.join(HERE, "..", "..", "build", "bin", "cnnc"),
+                    help="the cnnc binary to compile with")
+    ap.add_argument("--only", default=",".join(CHECKS),
+                    help="comma-separated checks to run (%s)" % ", ".join(CHECKS))
+    ap.add_argument("--quick", action="store_true", help="a few cases per check")
+    args = ap.parse_args()
+    torch = require_gpu("check_new_ops")
+    # cnnc.compile finds the compiler through $CNNC (cnnc.tools.find_tool).
+    os.environ["CNNC"] = os.path.abspath(args.cnnc)
+    import cnnc
+    for name in args.only.split(","):
+        if name not in CHECKS:
+            ap.error("unknown check '%s' (have: %s)" % (name, ", ".join(CHECKS)))
+        CHECKS[name](cnnc, torch, args.quick)
+    failed = [w for ok, w in RESULTS if not ok]
+    print("check_new_ops: %d passed, %d failed" % (len(RESULTS) - len(failed), len(failed)))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
