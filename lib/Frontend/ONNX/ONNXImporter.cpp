@@ -20,6 +20,7 @@
 #include "ConstFold.h"
 #include "cnnc/Dialect/CNN/CNNOps.h"
 #include "cnnc/Reference/TensorEntry.h"
+#include "cnnc/Support/Resize.h"
 
 #include "cnnc_onnx.pb.h"
 
@@ -305,6 +306,7 @@ public:
   LogicalResult importConstantOfShape();
   LogicalResult importExpand();
   LogicalResult importPad();
+  LogicalResult importResize();
   LogicalResult windowPadding(const std::vector<int64_t> &kernel,
                               const std::vector<int64_t> &strides,
                               const std::vector<int64_t> &dilations, Value in,
@@ -2198,6 +2200,8 @@ const OpHandler kOpHandlers[] = {
   {"HardSwish", 14, kMaxOpset, &Importer::importHardSwish, Y, Y, "cnn.hard_swish"},
   {"LeakyRelu", 6, kMaxOpset, &Importer::importLeakyRelu, Y, Y, "cnn.leaky_relu"},
   {"Pad", 2, kMaxOpset, &Importer::importPad, Y, Y, "constant/reflect/edge, constant pads (attribute before opset 11, inputs after): cnn.pad"},
+  {"Resize", 10, kMaxOpset, &Importer::importResize, Y, Y, "4-D, H and W only: cnn.resize, nearest (nearest_mode round_prefer_floor/ceil, floor, ceil) or linear (bilinear), coordinate_transformation_mode half_pixel, pytorch_half_pixel, align_corners or asymmetric (opset 10: asymmetric, nearest rounds down), constant scales or sizes (axes at 18+); no cubic, tf_crop_and_resize, antialias, exclude_outside"},
+  {"Upsample", 7, 9, &Importer::importResize, Y, Y, "4-D, H and W only: cnn.resize, nearest (rounds down) or linear, asymmetric coordinates, constant scales (attribute at opset 7, input at 9)"},
   {"Reciprocal", 6, kMaxOpset, &Importer::importReciprocal, Y, Y, "cnn.reciprocal"},
   {"Sigmoid", 6, kMaxOpset, &Importer::importSigmoid, Y, Y, "cnn.sigmoid"},
   {"Sqrt", 6, kMaxOpset, &Importer::importSqrt, Y, Y, "cnn.sqrt"},
@@ -2462,6 +2466,150 @@ LogicalResult Importer::importPad() {
     y = make<cnn::PadOp>({x}, {attr("pads", b.getDenseI64ArrayAttr(all)),
                                attr("mode", b.getStringAttr(mode)),
                                attr("value", b.getF32FloatAttr(value))});
+  if (!y)
+    return failure();
+  setOutput(0, y);
+  return success();
+}
+
+/// Resize (opset 10+) and Upsample (7-9): H and W of a 4-D input, nearest
+/// or bilinear, as cnn.resize. Every other variant is one diagnostic naming
+/// the op and the attribute or input at fault.
+LogicalResult Importer::importResize() {
+  const std::string &op = node->op_type();
+  bool upsample = op == "Upsample";
+  Value x = data(0);
+  if (!x)
+    return failure();
+  std::vector<int64_t> shape = shapeOf(x);
+  int64_t rank = shape.size();
+  if (rank != 4)
+    return unsupported(fmt::format("a rank-{} input {} (only 4-D N x C x H x "
+                                   "W is resized)",
+                                   rank, shapeStr(shape)));
+  std::string mode = stringAttr("mode", "nearest");
+  if (mode != "nearest" && mode != "linear")
+    return unsupported("mode '" + mode + "' (nearest and linear are)");
+  // Before opset 11 Resize and Upsample have no coordinate attributes:
+  // asymmetric, and nearest rounds down (onnxruntime's reading, and what
+  // PyTorch's 'nearest' computes; its bilinear differs there, as its
+  // exporter warns).
+  std::string coord = "asymmetric", nearest = "floor";
+  if (!upsample && opset >= 11) {
+    coord = stringAttr("coordinate_transformation_mode", "half_pixel");
+    if (!parseResizeCoord(coord))
+      return unsupported("coordinate_transformation_mode '" + coord +
+                         "' (half_pixel, pytorch_half_pixel, align_corners "
+                         "and asymmetric are)");
+    nearest = stringAttr("nearest_mode", "round_prefer_floor");
+    if (!parseResizeNearest(nearest))
+      return unsupported("nearest_mode '" + nearest + "'");
+    if (intAttr("exclude_outside", 0) != 0)
+      return unsupported("exclude_outside=" +
+                         std::to_string(intAttr("exclude_outside", 0)));
+    if (intAttr("antialias", 0) != 0)
+      return unsupported("antialias=" +
+                         std::to_string(intAttr("antialias", 0)));
+    std::string policy = stringAttr("keep_aspect_ratio_policy", "stretch");
+    if (policy != "stretch")
+      return unsupported("keep_aspect_ratio_policy '" + policy + "'");
+  }
+  // The scales or sizes, one per axis of `axes` (opset 18+; all by default).
+  std::vector<double> scales;
+  std::vector<int64_t> sizes;
+  if (upsample && opset < 9) {
+    const onnx::AttributeProto *a = getAttr("scales");
+    if (!a)
+      return nodeError("node '" + nodeName + "' (Upsample): missing 'scales'");
+    scales.assign(a->floats().begin(), a->floats().end());
+  } else {
+    int scalesInput = opset >= 11 && !upsample ? 2 : 1;
+    if (hasInput(scalesInput)) {
+      const ConstVal *c = constant(scalesInput, "scales");
+      if (!c)
+        return failure();
+      for (int64_t i = 0; i < c->numel(); ++i)
+        scales.push_back(c->at(i));
+    }
+    if (opset >= 11 && !upsample && hasInput(3)) {
+      const ConstVal *c = constant(3, "sizes");
+      if (!c)
+        return failure();
+      sizes = c->asInts();
+    }
+  }
+  if (scales.empty() == sizes.empty())
+    return nodeError(fmt::format(
+        "node '{}' ({}): exactly one of 'scales' and 'sizes' must be given "
+        "(got {} scales and {} sizes)",
+        nodeName, op, scales.size(), sizes.size()));
+  std::vector<int64_t> axes;
+  if (auto a = intsAttr("axes"); a && !upsample && opset >= 18) {
+    for (int64_t axis : *a) {
+      if (!normalizeAxis(axis, rank) || llvm::is_contained(axes, axis))
+        return nodeError(fmt::format("node '{}' ({}): axes {} must be "
+                                     "distinct axes of a rank-{} input",
+                                     nodeName, op, shapeStr(*a), rank));
+      axes.push_back(axis);
+    }
+  } else {
+    for (int64_t d = 0; d < rank; ++d)
+      axes.push_back(d);
+  }
+  size_t given = scales.empty() ? sizes.size() : scales.size();
+  if (given != axes.size())
+    return nodeError(fmt::format("node '{}' ({}): {} {} for {} axes", nodeName,
+                                 op, given, scales.empty() ? "sizes" : "scales",
+                                 axes.size()));
+  // Per dimension: the output size and the scale (0: from the sizes).
+  std::vector<int64_t> out = shape;
+  std::vector<double> scale(rank, scales.empty() ? 0.0 : 1.0);
+  for (auto [i, d] : llvm::enumerate(axes)) {
+    if (!scales.empty()) {
+      double sc = scales[i];
+      if (!std::isfinite(sc) || !(sc > 0))
+        return nodeError(fmt::format("node '{}' ({}): scale {} must be finite "
+                                     "and > 0",
+                                     nodeName, op, sc));
+      double o = std::floor((double)shape[d] * sc);
+      if (o < 1 || o > (double)(int64_t(1) << 40))
+        return nodeError(fmt::format("node '{}' ({}): scale {} resizes "
+                                     "dimension {} of size {} to {}",
+                                     nodeName, op, sc, d, shape[d], o));
+      out[d] = (int64_t)o;
+      scale[d] = sc;
+    } else {
+      if (sizes[i] < 1)
+        return nodeError(fmt::format("node '{}' ({}): sizes {} must be >= 1",
+                                     nodeName, op, shapeStr(sizes)));
+      out[d] = sizes[i];
+    }
+  }
+  // align_corners maps the corners of the resized length onto each other:
+  // ONNX's reference takes that length as in * scale, PyTorch as the output
+  // size floor(in * scale); they agree only when in * scale is integral.
+  if (coord == "align_corners" && !scales.empty())
+    for (int64_t d : {2, 3})
+      if ((double)shape[d] * scale[d] != (double)out[d])
+        return unsupported(fmt::format(
+            "coordinate_transformation_mode 'align_corners' with scale {} of "
+            "a dimension of size {} (a fractional resized length, where "
+            "ONNX's reference and PyTorch differ; give 'sizes' instead)",
+            scale[d], shape[d]));
+  if (out[0] != shape[0] || out[1] != shape[1])
+    return unsupported(fmt::format("resizing the batch or channel dimension "
+                                   "({} to {}); only H and W are",
+                                   shapeStr(shape), shapeStr(out)));
+  SmallVector<NamedAttribute> attrs = {
+      attr("size", b.getDenseI64ArrayAttr({out[2], out[3]})),
+      attr("mode", b.getStringAttr(mode)),
+      attr("coordinate_transformation_mode", b.getStringAttr(coord))};
+  if (mode == "nearest")
+    attrs.push_back(attr("nearest_mode", b.getStringAttr(nearest)));
+  if (!scales.empty())
+    attrs.push_back(
+        attr("scales", b.getDenseF64ArrayAttr({scale[2], scale[3]})));
+  Value y = make<cnn::ResizeOp>({x}, attrs);
   if (!y)
     return failure();
   setOutput(0, y);

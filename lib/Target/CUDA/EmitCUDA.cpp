@@ -11,6 +11,7 @@
 
 #include "BufferPlan.h"
 #include "cnnc/Dialect/CNN/CNNOps.h"
+#include "cnnc/Support/Resize.h"
 #include "cnnc/Transforms/LoweringLimits.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -25,9 +26,11 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <optional>
+#include <type_traits>
 
 using namespace mlir;
 using namespace cnnc;
@@ -177,6 +180,13 @@ private:
   void emitPad(std::string &out, PadOp op);
   /// cnn.pad_grad: each input element sums the output elements copying it.
   void emitPadGrad(std::string &out, PadGradOp op);
+  /// cnn.resize and cnn.resize_grad: the prelude's resizeFwd / resizeBwd
+  /// (a gather) on tap tables printed from cnnc/Support/Resize.h.
+  template <typename ResizeLikeOp>
+  LogicalResult emitResize(std::string &out, ResizeLikeOp op);
+  /// The name of a `__device__` table with the given element type and
+  /// initializer list, declared once in `kernels` (equal tables shared).
+  std::string deviceTable(const std::string &type, const std::string &init);
   void launch(std::string &out, Operation *op, const std::string &name,
               const std::string &grid, const std::string &block,
               const std::string &args);
@@ -278,6 +288,7 @@ private:
   /// takes its buffers as parameters (a fused convolution's epilogue).
   DenseMap<Value, std::string> ptrOverride;
   std::map<std::string, std::string> kernelByText;
+  std::map<std::string, std::string> tableByText;
   std::map<std::string, int> convIds, matmulIds;
   int numKernels = 0;
   int64_t numLaunches = 0;
@@ -438,6 +449,80 @@ void Emitter::emitPadGrad(std::string &out, PadGradOp op) {
                 body),
          gridFor(res.getNumElements()), "256",
          fmt::format("{}, {}", ptr(op.getGradOutput()), ptr(op.getResult())));
+}
+
+std::string Emitter::deviceTable(const std::string &type,
+                                 const std::string &init) {
+  std::string key = type + "\n" + init;
+  auto it = tableByText.find(key);
+  if (it != tableByText.end())
+    return it->second;
+  std::string name = fmt::format("tbl{}", tableByText.size());
+  kernels +=
+      fmt::format("__device__ const {} {}[] = {{{}}};\n\n", type, name, init);
+  tableByText[key] = name;
+  return name;
+}
+
+template <typename ResizeLikeOp>
+LogicalResult Emitter::emitResize(std::string &out, ResizeLikeOp op) {
+  constexpr bool grad = std::is_same_v<ResizeLikeOp, ResizeGradOp>;
+  bool nhwc = isNHWC(op);
+  // x: the resize input (the gradient's result), y: its output.
+  RankedTensorType x = ttype(grad ? op->getResult(0) : op->getOperand(0));
+  RankedTensorType y = ttype(grad ? op->getOperand(0) : op->getResult(0));
+  auto dims = [&](RankedTensorType t) {
+    auto s = t.getShape();
+    return nhwc ? SmallVector<int64_t, 4>{s[0], s[3], s[1], s[2]}
+                : SmallVector<int64_t, 4>(s);
+  };
+  auto xs = dims(x), ys = dims(y);
+  for (int64_t d : {xs[0], xs[1], xs[2], xs[3], ys[2], ys[3]})
+    if (d > std::numeric_limits<int32_t>::max())
+      return op.emitError("CUDA backend: resize dimensions must fit in int32, "
+                          "got ")
+             << x << " and " << y;
+  bool linear = op.getMode() == "linear";
+  std::optional<ArrayRef<double>> scales;
+  if (auto sc = op.getScalesAttr())
+    scales = sc.asArrayRef();
+  std::string tapTables[2], rangeTables[2];
+  for (int d = 0; d < 2; ++d) {
+    int64_t in = xs[2 + d], outSize = ys[2 + d];
+    std::vector<ResizeTap> taps = resizeTaps(
+        in, outSize, op.getMode(), op.getCoordinateTransformationMode(),
+        op.getNearestMode(), scales ? (*scales)[d] : 0.0);
+    std::string init;
+    for (const ResizeTap &t : taps)
+      init += fmt::format("{}{{{}, {}, {}}}", init.empty() ? "" : ", ", t.lo,
+                          t.hi, floatLit(t.l1));
+    tapTables[d] = deviceTable("ResizeTap", init);
+    if (!grad)
+      continue;
+    init.clear();
+    for (const ResizeRange &r : resizeRanges(in, taps))
+      init += fmt::format("{}{{{}, {}}}", init.empty() ? "" : ", ", r.first,
+                          r.last);
+    rangeTables[d] = deviceTable("int2", init);
+  }
+  std::string T = ctype(y.getElementType());
+  std::string params = fmt::format("ResizeParams{{{}, {}, {}, {}, {}, {}}}",
+                                   xs[0], xs[1], xs[2], xs[3], ys[2], ys[3]);
+  std::string tmpl = fmt::format("<{}, {}, {}>", T, nhwc ? "true" : "false",
+                                 linear ? "true" : "false");
+  std::string body =
+      grad ? fmt::format("  resizeBwd{}(dy, dx, {}, {}, {}, {}, {});\n", tmpl,
+                         params, tapTables[0], tapTables[1], rangeTables[0],
+                         rangeTables[1])
+           : fmt::format("  resizeFwd{}(x, y, {}, {}, {});\n", tmpl, params,
+                         tapTables[0], tapTables[1]);
+  std::string sig =
+      grad ? fmt::format("const {0} *__restrict__ dy, {0} *__restrict__ dx", T)
+           : fmt::format("const {0} *__restrict__ x, {0} *__restrict__ y", T);
+  int64_t n = ttype(op->getResult(0)).getNumElements();
+  launch(out, op, kernel(sig, body), gridFor(n), "256",
+         fmt::format("{}, {}", ptr(op->getOperand(0)), ptr(op->getResult(0))));
+  return success();
 }
 
 void Emitter::elementwise(std::string &out, Operation *op, ArrayRef<EwIn> ins,
@@ -1860,6 +1945,8 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
         emitPadGrad(out, p);
         return success();
       })
+      .Case([&](ResizeOp r) { return emitResize(out, r); })
+      .Case([&](ResizeGradOp r) { return emitResize(out, r); })
       .Case([&](SGDUpdateOp u) {
         double mom = dec(u.getMomentum()), damp = dec(u.getDampening()),
                wd = dec(u.getWeightDecay());

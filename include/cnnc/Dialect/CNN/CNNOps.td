@@ -660,6 +660,75 @@ def CNN_SoftmaxCrossEntropyGradOp : CNN_PureOp<"softmax_cross_entropy_grad", [CN
 }
 
 //===----------------------------------------------------------------------===//
+// Resampling: cnn.resize (ONNX Resize / Upsample, F.interpolate) and its
+// gradient
+//===----------------------------------------------------------------------===//
+
+// The attributes of resize and resize_grad (ONNX Resize's names). `size` is
+// the resized H x W; `scales` the scale factors the user asked for, when
+// there were some (the coordinates use 1 / scale, as PyTorch does, which
+// differs from in / out when in * scale is not an integer).
+defvar ResizeAttrs = (ins DenseI64ArrayAttr:$size,
+    DefaultValuedAttr<StrAttr, "\"nearest\"">:$mode,
+    DefaultValuedAttr<StrAttr, "\"half_pixel\"">:$coordinate_transformation_mode,
+    DefaultValuedAttr<StrAttr, "\"round_prefer_floor\"">:$nearest_mode,
+    OptionalAttr<DenseF64ArrayAttr>:$scales);
+
+def CNN_ResizeOp : CNN_LayoutOp<"resize", [CNN_InferShapes]> {
+  let summary = "Nearest or bilinear resampling of H and W (F.interpolate, ONNX Resize)";
+  let description = [{
+    `input` is N x C x H x W (N x H x W x C with `layout = #cnn.layout<NHWC>`);
+    the result is N x C x size[0] x size[1] (NHWC: N x size[0] x size[1] x C).
+    Every output row oh reads the input rows of its taps along H, every
+    column ow those along W (include/cnnc/Support/Resize.h, shared by the
+    reference kernels and the CUDA target):
+    - `mode` "nearest": y[oh, ow] = x[lo_h(oh), lo_w(ow)];
+      "linear" (bilinear): y = ((x[lo_h, lo_w] (1 - l_w) + x[lo_h, hi_w] l_w)
+      (1 - l_h) + (x[hi_h, lo_w] (1 - l_w) + x[hi_h, hi_w] l_w) l_h, in f32.
+    - `coordinate_transformation_mode` "half_pixel" ((o + 0.5) r - 0.5),
+      "pytorch_half_pixel" (the same, 0 for an output of size 1),
+      "align_corners" (o (in - 1) / (out - 1)) or "asymmetric" (o r), with
+      r = 1 / scale when `scales` is given, else in / out; linear clamps the
+      source into the input (ONNX's edge replication), as PyTorch's
+      bilinear, in its f32 arithmetic.
+    - `nearest_mode` (nearest only): "round_prefer_floor",
+      "round_prefer_ceil", "floor" or "ceil"; "asymmetric" + "floor" is
+      PyTorch's 'nearest' with its f32 arithmetic (floor(o * (float)r)).
+    Constraints: `input` is 4-D; `size` has 2 entries >= 1 and the result's
+    element count fits in int64; `mode`, `coordinate_transformation_mode`
+    and `nearest_mode` are among the names above; `scales`, when present,
+    has 2 finite entries > 0. Gradient: cnn.resize_grad with the same
+    attributes.
+
+    ```mlir
+    %y = cnn.resize %x {size = array<i64: 16, 16>, mode = "linear",
+                        coordinate_transformation_mode = "half_pixel",
+                        scales = array<f64: 2.0, 2.0>}
+        : (tensor<2x3x8x8xf32>) -> tensor<2x3x16x16xf32>
+    ```
+  }];
+  let arguments = !con((ins CNN_FloatTensor:$input), ResizeAttrs, LayoutArg);
+  let results = (outs CNN_FloatTensor:$result);
+}
+
+def CNN_ResizeGradOp : CNN_LayoutOp<"resize_grad"> {
+  let summary = "Gradient of resize: each output gradient added back into the input elements it read";
+  let description = [{
+    The adjoint of cnn.resize with the same attributes: `grad_output` has
+    the resize result's shape, the result (declared) the resize input's
+    type, and dx[h, w] sums dy[oh, ow] times the weight with which output
+    (oh, ow) read input (h, w) (nearest: weight 1 for the element it
+    copied; linear: the product of the two bilinear weights).
+    Constraints: the constraints of cnn.resize on the attributes; result
+    and `grad_output` are 4-D with the same element type, batch and
+    channels, and `size` equals the H and W of `grad_output`.
+  }];
+  let arguments = !con((ins CNN_FloatTensor:$grad_output), ResizeAttrs, LayoutArg);
+  let results = (outs CNN_FloatTensor:$result);
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // Optimizer ops: update one parameter; hyper-parameters that may change per
 // step (learning rate, step count) are 0-D tensor operands.
 //===----------------------------------------------------------------------===//
