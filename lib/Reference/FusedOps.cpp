@@ -480,7 +480,9 @@ struct Program {
     Trunc,
     Copy,
     Exp,
+    Expm1,
     Log,
+    Log1p,
     Tanh,
     Erf,
     Sqrt,
@@ -537,7 +539,9 @@ FailureOr<Program> compile(cnn::FusedElementwiseOp op) {
         .Case<arith::TruncFOp>([&](auto) { in.kind = Program::Trunc; })
         .Case<arith::ExtFOp>([&](auto) { in.kind = Program::Copy; })
         .Case<math::ExpOp>([&](auto) { in.kind = Program::Exp; })
+        .Case<math::ExpM1Op>([&](auto) { in.kind = Program::Expm1; })
         .Case<math::LogOp>([&](auto) { in.kind = Program::Log; })
+        .Case<math::Log1pOp>([&](auto) { in.kind = Program::Log1p; })
         .Case<math::TanhOp>([&](auto) { in.kind = Program::Tanh; })
         .Case<math::ErfOp>([&](auto) { in.kind = Program::Erf; })
         .Case<math::SqrtOp>([&](auto) { in.kind = Program::Sqrt; })
@@ -686,8 +690,14 @@ LogicalResult execElementwise(cnn::FusedElementwiseOp op,
       case Program::Exp:
         o = std::exp(a);
         break;
+      case Program::Expm1:
+        o = std::expm1(a);
+        break;
       case Program::Log:
         o = std::log(a);
+        break;
+      case Program::Log1p:
+        o = std::log1p(a);
         break;
       case Program::Tanh:
         o = std::tanh(a);

@@ -265,6 +265,23 @@ LogicalResult GeluOp::verify() {
   return success();
 }
 
+LogicalResult CeluOp::verify() {
+  // CELU divides by alpha.
+  if (getAlpha().isZero())
+    return emitOpError("'alpha' must not be 0");
+  return success();
+}
+
+LogicalResult PReluOp::verify() {
+  // The slope broadcasts to the input, never the input to the slope (ONNX
+  // PRelu's unidirectional broadcasting): the result is the input's type.
+  if (getLhs().getType() != getResult().getType())
+    return emitOpError("the slope ")
+           << getRhs().getType() << " must broadcast to the input "
+           << getLhs().getType() << " (the result is the input's type)";
+  return success();
+}
+
 /// numpy broadcasting of two same-rank operands (cnn binary elementwise ops).
 static LogicalResult inferBroadcast(std::optional<Location> loc,
                                     RankedTensorType lhs, RankedTensorType rhs,
@@ -298,6 +315,9 @@ CNN_BINARY_INFER(SubOp)
 CNN_BINARY_INFER(MulOp)
 CNN_BINARY_INFER(DivOp)
 CNN_BINARY_INFER(PowTensorOp)
+CNN_BINARY_INFER(PReluOp)
+CNN_BINARY_INFER(MaximumOp)
+CNN_BINARY_INFER(MinimumOp)
 #undef CNN_BINARY_INFER
 
 /// The keepdims result of a reduction over `axes` (distinct, in range).

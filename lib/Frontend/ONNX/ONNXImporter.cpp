@@ -62,6 +62,10 @@ struct Slot {
   Value value;                      ///< a run-time tensor
   std::optional<ConstVal> constant; ///< or a value known at import time
   bool isInitializer = false;       ///< the constant is a graph initializer
+  /// The float initializer this constant is a reshaped view of (Unsqueeze,
+  /// Squeeze, Reshape folded it): a learned slope that the exporter
+  /// unsqueezed (PReLU) trains under this name.
+  std::string viewOf;
   std::string unavailable;          ///< non-empty: why it cannot be used
 };
 
@@ -226,7 +230,37 @@ public:
   LogicalResult importPow();
   LogicalResult importReduce();
   LogicalResult importLayerNorm();
+  LogicalResult importInstanceNorm();
+  LogicalResult importLogSoftmax();
+  LogicalResult importGlobalMaxPool();
+  LogicalResult importPRelu();
   LogicalResult importSplit();
+  /// A 1-D window op (N x C x L) runs as the 2-D one with a 1 x k window
+  /// over N x C x 1 x L: the shape with a 1 inserted before the last
+  /// dimension, and the window attributes with a leading 1 (pads 0).
+  Value as1xL(Value v) {
+    if (!v)
+      return {};
+    auto shape = shapeOf(v);
+    shape.insert(shape.end() - 1, 1);
+    return reshape(v, shape);
+  }
+  static std::vector<int64_t> window1xK(const std::vector<int64_t> &v,
+                                        int64_t lead) {
+    return {lead, v[0]};
+  }
+  static std::vector<int64_t> pads1xK(const std::vector<int64_t> &pads) {
+    return {0, pads[0], 0, pads[1]};
+  }
+  /// Marks output 0, a constant folded from input 0 by a shape op, as a view
+  /// of input 0's initializer (Slot::viewOf).
+  void keepViewOf(Slot *in) {
+    if (node->output_size() == 0 || node->output(0).empty() || !in->constant ||
+        in->constant->isInt)
+      return;
+    std::string origin = in->isInitializer ? node->input(0) : in->viewOf;
+    slots[node->output(0)].viewOf = origin;
+  }
   /// `v` (rank <= `rank`) with leading 1s up to `rank`.
   Value alignRank(Value v, int64_t rank) {
     if (!v)
@@ -267,6 +301,28 @@ public:
   LogicalResult importSqrt() { return importUnary<cnn::SqrtOp>(); }
   LogicalResult importReciprocal() { return importUnary<cnn::ReciprocalOp>(); }
   LogicalResult importHardSwish() { return importUnary<cnn::HardSwishOp>(); }
+  LogicalResult importLog() { return importUnary<cnn::LogOp>(); }
+  LogicalResult importSoftplus() { return importUnary<cnn::SoftplusOp>(); }
+  LogicalResult importElu() {
+    return importUnary<cnn::EluOp>(
+        {attr("alpha", b.getF32FloatAttr(floatAttr("alpha", 1.0f)))});
+  }
+  LogicalResult importSelu() {
+    // ONNX's defaults are the f32 values of SELU's constants (PyTorch's).
+    return importUnary<cnn::SeluOp>(
+        {attr("alpha",
+              b.getF32FloatAttr(floatAttr("alpha", 1.67326319217681884765625f))),
+         attr("gamma", b.getF32FloatAttr(
+                           floatAttr("gamma", 1.05070102214813232421875f)))});
+  }
+  LogicalResult importCelu() {
+    float alpha = floatAttr("alpha", 1.0f);
+    if (alpha == 0.0f)
+      return nodeError(fmt::format("node '{}' (Celu): alpha 0 is not "
+                                   "supported (CELU divides by alpha)",
+                                   nodeName));
+    return importUnary<cnn::CeluOp>({attr("alpha", b.getF32FloatAttr(alpha))});
+  }
   LogicalResult importLeakyRelu() {
     return importUnary<cnn::LeakyReluOp>(
         {attr("alpha", b.getF32FloatAttr(floatAttr("alpha", 0.01f)))});
@@ -865,8 +921,9 @@ LogicalResult Importer::windowPadding(const std::vector<int64_t> &kernel,
   return success();
 }
 
-static bool isPair(const std::vector<int64_t> &v) { return v.size() == 2; }
-
+/// Conv -> cnn.conv2d (+ cnn.bias_add). A 1-D one (N x C x L input,
+/// F x C/group x K weight: Conv1d) runs as 1 x K over N x C x 1 x L, the
+/// weight reshaped, so the parameter keeps its exported 3-D shape.
 LogicalResult Importer::importConv() {
   Value x = data(0);
   if (!x)
@@ -874,23 +931,32 @@ LogicalResult Importer::importConv() {
   Value w = weight(1, WeightRole::Param);
   if (!w)
     return failure();
-  auto wShape = shapeOf(w);
-  if (wShape.size() != 4 || shapeOf(x).size() != 4)
-    return unsupported("only 2-D convolutions (4-D input and weight) are "
-                       "supported, got input " +
-                       shapeStr(shapeOf(x)) + " and weight " +
-                       shapeStr(wShape));
-  auto strides = intsAttr("strides").value_or(std::vector<int64_t>{1, 1});
-  auto dilations = intsAttr("dilations").value_or(std::vector<int64_t>{1, 1});
-  std::vector<int64_t> kernel{wShape[2], wShape[3]};
-  if (!isPair(strides) || !isPair(dilations))
-    return unsupported("strides/dilations must have 2 entries");
+  auto xShape = shapeOf(x), wShape = shapeOf(w);
+  size_t spatial = wShape.size() - 2;
+  if ((spatial != 1 && spatial != 2) || xShape.size() != wShape.size())
+    return unsupported("only 1-D and 2-D convolutions (3-D or 4-D input and "
+                       "weight) are supported, got input " +
+                       shapeStr(xShape) + " and weight " + shapeStr(wShape));
+  std::vector<int64_t> ones(spatial, 1);
+  auto strides = intsAttr("strides").value_or(ones);
+  auto dilations = intsAttr("dilations").value_or(ones);
+  std::vector<int64_t> kernel(wShape.begin() + 2, wShape.end());
+  if (strides.size() != spatial || dilations.size() != spatial)
+    return unsupported(
+        fmt::format("strides/dilations must have {} entries", spatial));
   if (auto ks = intsAttr("kernel_shape"); ks && *ks != kernel)
     return nodeError("kernel_shape " + shapeStr(*ks) + " of node '" + nodeName +
                      "' does not match the weight " + shapeStr(wShape));
   std::vector<int64_t> pads;
   if (failed(windowPadding(kernel, strides, dilations, x, pads)))
     return failure();
+  if (spatial == 1) {
+    x = as1xL(x);
+    w = as1xL(w);
+    strides = window1xK(strides, 1);
+    dilations = window1xK(dilations, 1);
+    pads = pads1xK(pads);
+  }
   Value y = make<cnn::Conv2DOp>(
       {x, w}, {attr("strides", b.getDenseI64ArrayAttr(strides)),
                attr("padding", b.getDenseI64ArrayAttr(pads)),
@@ -901,6 +967,12 @@ LogicalResult Importer::importConv() {
   if (hasInput(2)) {
     Value bias = weight(2, WeightRole::Param);
     y = make<cnn::BiasAddOp>({y, bias});
+    if (!y)
+      return failure();
+  }
+  if (spatial == 1) {
+    auto yShape = shapeOf(y);
+    y = reshape(y, {yShape[0], yShape[1], yShape[3]});
     if (!y)
       return failure();
   }
@@ -1004,12 +1076,12 @@ LogicalResult Importer::importConvTranspose() {
                                      shapeStr(pads), shapeStr(outSize)));
   }
   if (spatial == 1) {
-    x = reshape(x, {xShape[0], xShape[1], 1, xShape[2]});
-    w = reshape(w, {wShape[0], wShape[1], 1, wShape[2]});
-    strides = {1, strides[0]};
-    dilations = {1, dilations[0]};
-    pads = {0, pads[0], 0, pads[1]};
-    outSize = {1, outSize[0]};
+    x = as1xL(x);
+    w = as1xL(w);
+    strides = window1xK(strides, 1);
+    dilations = window1xK(dilations, 1);
+    pads = pads1xK(pads);
+    outSize = window1xK(outSize, 1);
   }
   auto type =
       tensorType({xShape[0], wShape[1] * groups, outSize[0], outSize[1]},
@@ -1215,11 +1287,10 @@ LogicalResult Importer::importPool(bool isMax) {
   if (failed(windowPadding(*kernel, strides, dilations, x, pads)))
     return failure();
   if (spatial == 1) {
-    // N x C x L pools as N x C x 1 x L with a 1 x k window.
-    x = reshape(x, {inShape[0], inShape[1], 1, inShape[2]});
-    kernel = std::vector<int64_t>{1, (*kernel)[0]};
-    strides = {1, strides[0]};
-    pads = {0, pads[0], 0, pads[1]};
+    x = as1xL(x);
+    kernel = window1xK(*kernel, 1);
+    strides = window1xK(strides, 1);
+    pads = pads1xK(pads);
   }
   SmallVector<NamedAttribute> attrs{
       attr("kernel", b.getDenseI64ArrayAttr(*kernel)),
@@ -1249,6 +1320,17 @@ LogicalResult Importer::importBatchNorm() {
   Value x = data(0);
   if (!x)
     return failure();
+  // cnn.batch_norm takes N x C and N x C x H x W; N x C x L (BatchNorm1d
+  // over a sequence) normalizes per channel over N and L alike, as
+  // N x C x L x 1.
+  std::vector<int64_t> xShape = shapeOf(x);
+  if (xShape.size() != 2 && xShape.size() != 3 && xShape.size() != 4)
+    return unsupported("BatchNormalization of a rank-" +
+                       std::to_string(xShape.size()) + " input " +
+                       shapeStr(xShape) + " (rank 2, 3 or 4 is supported)");
+  if (xShape.size() == 3)
+    x = reshape(x, {xShape[0], xShape[1], xShape[2], 1});
+  auto restore = [&](Value y) { return reshape(y, xShape); };
   Value scale = weight(1, WeightRole::Param);
   if (!scale)
     return failure();
@@ -1287,7 +1369,10 @@ LogicalResult Importer::importBatchNorm() {
         b.getF32FloatAttr(1.0 - onnxMomentum), nullptr);
     if (failed(mlir::verify(train, /*verifyRecursively=*/false)))
       return failure();
-    setOutput(0, train.getResult());
+    Value y = restore(train.getResult());
+    if (!y)
+      return failure();
+    setOutput(0, y);
     // ONNX updates the running variance with the biased batch variance,
     // PyTorch (and cnn) with the unbiased one: not offered.
     for (int i = 1; i < node->output_size(); ++i)
@@ -1299,6 +1384,7 @@ LogicalResult Importer::importBatchNorm() {
       {x, scale, bias, mean, var},
       {attr("epsilon", b.getF32FloatAttr(epsilon)),
        attr("momentum", b.getF32FloatAttr(1.0 - onnxMomentum))});
+  y = restore(y);
   if (!y)
     return failure();
   setOutput(0, y);
@@ -1502,6 +1588,7 @@ LogicalResult Importer::importReshape() {
     ConstVal out = *s->constant;
     out.shape = target;
     setOutput(0, std::move(out));
+    keepViewOf(s);
     return success();
   }
   Value y = reshape(s->value, target);
@@ -1717,6 +1804,7 @@ LogicalResult Importer::importUnsqueezeSqueeze(bool unsqueeze) {
     ConstVal out = *s->constant;
     out.shape = outShape;
     setOutput(0, std::move(out));
+    keepViewOf(s);
     return success();
   }
   Value y = reshape(s->value, outShape);
@@ -1925,10 +2013,74 @@ LogicalResult Importer::importNeg() {
   return success();
 }
 
+/// Min / Max over 1..n inputs (numpy broadcasting): constants fold; with a
+/// run-time operand, a chain of cnn.minimum / cnn.maximum.
 LogicalResult Importer::importMinMax() {
-  if (node->input_size() != 2)
-    return unsupported("only two operands");
-  return importBinaryNode();
+  bool isMax = node->op_type() == "Max";
+  std::vector<int> present;
+  for (int i = 0; i < node->input_size(); ++i)
+    if (hasInput(i))
+      present.push_back(i);
+  if (present.empty())
+    return nodeError(fmt::format("{} node '{}' has no inputs",
+                                 node->op_type(), nodeName));
+  std::vector<Slot *> ins;
+  bool allConst = true;
+  for (int i : present) {
+    Slot *s = input(i);
+    if (!s)
+      return failure();
+    ins.push_back(s);
+    allConst &= bool(s->constant);
+  }
+  if (allConst) {
+    ConstVal acc = *ins[0]->constant;
+    for (size_t k = 1; k < ins.size(); ++k) {
+      ConstVal out;
+      std::string err;
+      if (!foldBinary(isMax ? BinaryKind::Max : BinaryKind::Min, acc,
+                      *ins[k]->constant, out, err))
+        return nodeError("node '" + nodeName + "' (" + node->op_type() +
+                         "): " + err);
+      acc = std::move(out);
+    }
+    setOutput(0, std::move(acc));
+    return success();
+  }
+  // Initializers among run-time operands are parameters (as for Add).
+  SmallVector<Value> values;
+  std::vector<int64_t> outShape;
+  for (int i : present) {
+    Slot *s = paramInput(i);
+    if (!s)
+      return failure();
+    Value v = s->value ? s->value : data(i);
+    if (!v)
+      return failure();
+    std::vector<int64_t> next;
+    std::string err;
+    if (values.empty()) {
+      next = shapeOf(v);
+    } else if (!broadcastShapes(outShape, shapeOf(v), next, err,
+                                std::numeric_limits<int64_t>::max())) {
+      return nodeError(fmt::format("operands of node '{}' ({}) do not "
+                                   "broadcast: '{}' is {} ({})",
+                                   nodeName, node->op_type(), node->input(i),
+                                   shapeStr(shapeOf(v)), err));
+    }
+    outShape = next;
+    values.push_back(v);
+  }
+  int64_t rank = outShape.size();
+  Value y = alignRank(values[0], rank);
+  for (size_t k = 1; k < values.size() && y; ++k) {
+    Value rhs = alignRank(values[k], rank);
+    y = isMax ? make<cnn::MaximumOp>({y, rhs}) : make<cnn::MinimumOp>({y, rhs});
+  }
+  if (!y)
+    return failure();
+  setOutput(0, y);
+  return success();
 }
 
 LogicalResult Importer::importNegNode() {
@@ -1956,9 +2108,9 @@ LogicalResult Importer::importPow() {
   return success();
 }
 
-/// ReduceMean / ReduceSum / ReduceMax: axes from the attribute (before opset
-/// 18, 13 for ReduceSum) or the constant input; keepdims;
-/// noop_with_empty_axes.
+/// ReduceMean / ReduceSum / ReduceMax / ReduceL2 (sqrt of the sum of
+/// squares): axes from the attribute (before opset 18, 13 for ReduceSum) or
+/// the constant input; keepdims; noop_with_empty_axes.
 LogicalResult Importer::importReduce() {
   StringRef opType = node->op_type();
   Value x = data(0);
@@ -1989,9 +2141,16 @@ LogicalResult Importer::importReduce() {
     return nodeError(fmt::format("{} axes of node '{}' repeat a dimension",
                                  node->op_type(), nodeName));
   NamedAttribute axesAttr = attr("axes", b.getDenseI64ArrayAttr(axes));
-  Value y = opType == "ReduceMean"  ? make<cnn::ReduceMeanOp>({x}, {axesAttr})
-            : opType == "ReduceMax" ? make<cnn::ReduceMaxOp>({x}, {axesAttr})
-                                    : make<cnn::ReduceSumOp>({x}, {axesAttr});
+  Value y;
+  if (opType == "ReduceMean")
+    y = make<cnn::ReduceMeanOp>({x}, {axesAttr});
+  else if (opType == "ReduceMax")
+    y = make<cnn::ReduceMaxOp>({x}, {axesAttr});
+  else if (opType == "ReduceL2") // torch.norm(x, 2, dim)
+    y = make<cnn::SqrtOp>(
+        {make<cnn::ReduceSumOp>({make<cnn::MulOp>({x, x})}, {axesAttr})});
+  else
+    y = make<cnn::ReduceSumOp>({x}, {axesAttr});
   if (y && intAttr("keepdims", 1) == 0) {
     std::vector<int64_t> kept;
     for (int64_t d = 0; d < rank; ++d)
@@ -2053,6 +2212,168 @@ LogicalResult Importer::importLayerNorm() {
   for (int i = 1; i < node->output_size(); ++i)
     markUnavailable(i, "the Mean and InvStdDev outputs of LayerNormalization "
                        "are not supported");
+  return success();
+}
+
+/// InstanceNormalization over the spatial dims [2, rank), per sample and
+/// channel, decomposed as LayerNormalization is:
+///   d = x - mean(x); y = d / sqrt(mean(d * d) + epsilon) * scale[c] + bias[c]
+/// PyTorch exports nn.GroupNorm as Reshape(N x G x -1) -> this (scale 1,
+/// bias 0: Constant nodes, left out) -> Reshape -> Mul -> Add.
+LogicalResult Importer::importInstanceNorm() {
+  Value x = data(0);
+  if (!x)
+    return failure();
+  auto shape = shapeOf(x);
+  int64_t rank = shape.size();
+  if (rank < 3)
+    return nodeError(fmt::format("input of node '{}' (InstanceNormalization) "
+                                 "must have rank >= 3 (N x C x D1 ...), got {}",
+                                 nodeName, shapeStr(shape)));
+  float epsilon = floatAttr("epsilon", 1e-5f);
+  std::vector<int64_t> axes;
+  for (int64_t d = 2; d < rank; ++d)
+    axes.push_back(d);
+  NamedAttribute axesAttr = attr("axes", b.getDenseI64ArrayAttr(axes));
+  Value mean = make<cnn::ReduceMeanOp>({x}, {axesAttr});
+  Value d = make<cnn::SubOp>({x, mean});
+  Value var = make<cnn::ReduceMeanOp>({make<cnn::MulOp>({d, d})}, {axesAttr});
+  Value denom = make<cnn::SqrtOp>(
+      {make<cnn::AddOp>({var, scalarConstant(epsilon, rank)})});
+  Value y = make<cnn::DivOp>({d, denom});
+  if (!y)
+    return failure();
+  // scale / bias: C values, as 1 x C x 1 ... A Constant node (not an
+  // initializer) is a fixed value, not a parameter: the identity ones are
+  // dropped (GroupNorm's and an affine=False InstanceNorm's).
+  std::vector<int64_t> perChannel(rank, 1);
+  perChannel[1] = shape[1];
+  auto affine = [&](int i, float identity) -> std::optional<Value> {
+    Slot *s = input(i);
+    if (!s)
+      return Value();
+    if (s->constant && !s->isInitializer) {
+      if (!s->constant->isInt && s->constant->numel() == shape[1] &&
+          llvm::all_of(s->constant->floats,
+                       [&](float v) { return v == identity; }))
+        return std::nullopt;
+      ConstVal c = *s->constant;
+      if (c.numel() != shape[1]) {
+        (void)nodeError(fmt::format("InstanceNormalization input {} of node "
+                                    "'{}' has shape {}, expected {} values",
+                                    i, nodeName, shapeStr(c.shape), shape[1]));
+        return Value();
+      }
+      c.shape = perChannel;
+      return materialize(c);
+    }
+    return reshape(weight(i, WeightRole::Param, shape[1]), perChannel);
+  };
+  if (auto scale = affine(1, 1.0f)) {
+    y = make<cnn::MulOp>({y, *scale});
+    if (!y)
+      return failure();
+  }
+  if (auto bias = affine(2, 0.0f)) {
+    y = make<cnn::AddOp>({y, *bias});
+    if (!y)
+      return failure();
+  }
+  setOutput(0, y);
+  return success();
+}
+
+/// LogSoftmax: x - m - log(sum(exp(x - m))) with m = max(x) over the axis
+/// (opset 13+) or, before opset 13, over [axis, rank) (the input flattened
+/// to 2-D at `axis`, the second dimension normalized). Subtracting the max
+/// keeps exp from overflowing.
+LogicalResult Importer::importLogSoftmax() {
+  Value x = data(0);
+  if (!x)
+    return failure();
+  int64_t rank = shapeOf(x).size();
+  int64_t axis = intAttr("axis", opset < 13 ? 1 : -1);
+  if (!normalizeAxis(axis, rank))
+    return nodeError(fmt::format("LogSoftmax axis {} of node '{}' is out of "
+                                 "range for rank {}",
+                                 intAttr("axis", opset < 13 ? 1 : -1), nodeName,
+                                 rank));
+  std::vector<int64_t> axes{axis};
+  if (opset < 13)
+    for (int64_t d = axis + 1; d < rank; ++d)
+      axes.push_back(d);
+  NamedAttribute axesAttr = attr("axes", b.getDenseI64ArrayAttr(axes));
+  Value m = make<cnn::ReduceMaxOp>({x}, {axesAttr});
+  Value d = make<cnn::SubOp>({x, m});
+  Value lse = make<cnn::LogOp>(
+      {make<cnn::ReduceSumOp>({make<cnn::ExpOp>({d})}, {axesAttr})});
+  Value y = make<cnn::SubOp>({d, lse});
+  if (!y)
+    return failure();
+  setOutput(0, y);
+  return success();
+}
+
+/// GlobalMaxPool: the maximum over the spatial dims [2, rank), kept as 1s.
+LogicalResult Importer::importGlobalMaxPool() {
+  Value x = data(0);
+  if (!x)
+    return failure();
+  int64_t rank = shapeOf(x).size();
+  if (rank < 3)
+    return nodeError(fmt::format("input of node '{}' (GlobalMaxPool) must "
+                                 "have rank >= 3 (N x C x D1 ...), got {}",
+                                 nodeName, shapeStr(shapeOf(x))));
+  std::vector<int64_t> axes;
+  for (int64_t d = 2; d < rank; ++d)
+    axes.push_back(d);
+  Value y = make<cnn::ReduceMaxOp>(
+      {x}, {attr("axes", b.getDenseI64ArrayAttr(axes))});
+  if (!y)
+    return failure();
+  setOutput(0, y);
+  return success();
+}
+
+/// PRelu: the slope broadcasts to the input (unidirectional). PyTorch's
+/// nn.PReLU exports its weight ([C] or [1]) unsqueezed to C x 1 x 1; the
+/// slope is a learned parameter even where it is one value (an initializer
+/// or a view of one, Slot::viewOf), which elsewhere stays a constant.
+LogicalResult Importer::importPRelu() {
+  Value x = data(0);
+  if (!x)
+    return failure();
+  Slot *s = paramInput(1);
+  if (!s)
+    return failure();
+  Value slope = s->value;
+  if (!slope) {
+    const ConstVal &c = *s->constant;
+    if (s->isInitializer)
+      slope = argumentFor(node->input(1), c, WeightRole::Param, std::nullopt);
+    else if (!s->viewOf.empty() && !c.isInt)
+      slope = reshape(
+          argumentFor(s->viewOf, c, WeightRole::Param, c.numel()), c.shape);
+    else
+      slope = data(1);
+    if (!slope)
+      return failure();
+  }
+  auto xShape = shapeOf(x), sShape = shapeOf(slope);
+  std::vector<int64_t> out;
+  std::string err;
+  if (sShape.size() > xShape.size() ||
+      !broadcastShapes(xShape, sShape, out, err,
+                       std::numeric_limits<int64_t>::max()) ||
+      out != xShape)
+    return nodeError(fmt::format("the slope '{}' {} of node '{}' (PRelu) does "
+                                 "not broadcast to the input {}",
+                                 node->input(1), shapeStr(sShape), nodeName,
+                                 shapeStr(xShape)));
+  Value y = make<cnn::PReluOp>({x, alignRank(slope, xShape.size())});
+  if (!y)
+    return failure();
+  setOutput(0, y);
   return success();
 }
 
@@ -2163,13 +2484,13 @@ const OpHandler kOpHandlers[] = {
   {"Abs", 6, kMaxOpset, &Importer::importAbs, Y, Y, "cnn.abs"},
   {"Add", 7, kMaxOpset, &Importer::importBinaryNode, Y, Y, "cnn.add (numpy broadcasting); canonicalized: a per-channel addend becomes cnn.bias_add; constants fold"},
   {"AveragePool", 7, kMaxOpset, &Importer::importAvgPool, Y, Y, "1-D (as 1 x k) and 2-D; cnn.avg_pool2d (ceil_mode, count_include_pad, auto_pad)"},
-  {"BatchNormalization", 7, kMaxOpset, &Importer::importBatchNorm, Y, Y, "cnn.batch_norm (training_mode=1: cnn.batch_norm_train when run forward)"},
+  {"BatchNormalization", 7, kMaxOpset, &Importer::importBatchNorm, Y, Y, "N x C, N x C x L (as N x C x L x 1) and N x C x H x W: cnn.batch_norm (training_mode=1: cnn.batch_norm_train when run forward)"},
   {"Cast", 6, kMaxOpset, &Importer::importCast, Y, Y, "to float32/float16: cnn.cast; constants fold"},
   {"Clip", 6, kMaxOpset, &Importer::importClip, Y, Y, "constant min/max (attributes before opset 11, inputs after): cnn.clip"},
   {"Concat", 4, kMaxOpset, &Importer::importConcat, Y, Y, "cnn.concat; constants fold"},
   {"Constant", 1, kMaxOpset, &Importer::importConstant, C, C, "value, value_float(s), value_int(s)"},
   {"ConstantOfShape", 9, kMaxOpset, &Importer::importConstantOfShape, C, C, "constant shape only (folded)"},
-  {"Conv", 1, kMaxOpset, &Importer::importConv, Y, Y, "2-D, groups, dilations, auto_pad: cnn.conv2d (+ cnn.bias_add)"},
+  {"Conv", 1, kMaxOpset, &Importer::importConv, Y, Y, "1-D (as 1 x k) and 2-D, groups, dilations, auto_pad: cnn.conv2d (+ cnn.bias_add)"},
   {"ConvTranspose", 1, kMaxOpset, &Importer::importConvTranspose, Y, Y, "1-D (as 1 x k) and 2-D, groups, dilations, output_padding, output_shape, auto_pad: cnn.conv2d_bwd_data (+ cnn.bias_add)"},
   {"Div", 7, kMaxOpset, &Importer::importBinaryNode, Y, Y, "cnn.div (numpy broadcasting); canonicalized: by a scalar constant becomes cnn.scale; constants fold"},
   {"Dropout", 1, kMaxOpset, &Importer::importDropout, Y, Y, "cnn.dropout (identity in @forward, a mask in the training step); no mask output"},
@@ -2183,9 +2504,9 @@ const OpHandler kOpHandlers[] = {
   {"Identity", 1, kMaxOpset, &Importer::importIdentity, Y, Y, "no op"},
   {"Less", 7, kMaxOpset, &Importer::importBinaryNode, C, C, "constants only (folded)"},
   {"MatMul", 1, kMaxOpset, &Importer::importMatMul, Y, Y, "2-D: cnn.matmul; N-D x 2-D: reshape, cnn.matmul, reshape; N-D x N-D with the same leading dimensions: batched cnn.matmul"},
-  {"Max", 8, kMaxOpset, &Importer::importMinMax, C, C, "two constants only (folded)"},
+  {"Max", 8, kMaxOpset, &Importer::importMinMax, Y, Y, "1..n inputs (numpy broadcasting): a chain of cnn.maximum (a tie splits the gradient, as PyTorch); constants fold"},
   {"MaxPool", 8, kMaxOpset, &Importer::importMaxPool, Y, Y, "1-D (as 1 x k) and 2-D, no dilations, no indices output: cnn.max_pool2d"},
-  {"Min", 8, kMaxOpset, &Importer::importMinMax, C, C, "two constants only (folded)"},
+  {"Min", 8, kMaxOpset, &Importer::importMinMax, Y, Y, "1..n inputs (numpy broadcasting): a chain of cnn.minimum (a tie splits the gradient, as PyTorch); constants fold"},
   {"Mul", 7, kMaxOpset, &Importer::importBinaryNode, Y, Y, "cnn.mul (numpy broadcasting); canonicalized: by a scalar constant becomes cnn.scale; constants fold"},
   {"Neg", 6, kMaxOpset, &Importer::importNegNode, Y, Y, "cnn.neg; constants fold"},
   {"Range", 11, kMaxOpset, &Importer::importRange, C, C, "constants only (folded)"},
@@ -2216,6 +2537,16 @@ const OpHandler kOpHandlers[] = {
   {"Transpose", 1, kMaxOpset, &Importer::importTranspose, Y, Y, "cnn.transpose; constants fold"},
   {"Unsqueeze", 1, kMaxOpset, &Importer::importUnsqueeze, Y, Y, "constant axes: cnn.reshape"},
   {"Where", 9, kMaxOpset, &Importer::importWhere, C, C, "constants only (folded)"},
+  {"Celu", 12, kMaxOpset, &Importer::importCelu, Y, Y, "cnn.celu (alpha != 0)"},
+  {"Elu", 6, kMaxOpset, &Importer::importElu, Y, Y, "cnn.elu"},
+  {"GlobalMaxPool", 1, kMaxOpset, &Importer::importGlobalMaxPool, N, Y, "cnn.reduce_max over the spatial dimensions (keepdims)"},
+  {"InstanceNormalization", 6, kMaxOpset, &Importer::importInstanceNorm, Y, Y, "decomposed as LayerNormalization over the spatial dimensions (scale, bias per channel; Constant scale 1 / bias 0 left out); with Reshape, Mul, Add: nn.GroupNorm"},
+  {"Log", 6, kMaxOpset, &Importer::importLog, Y, Y, "cnn.log"},
+  {"LogSoftmax", 1, kMaxOpset, &Importer::importLogSoftmax, N, Y, "decomposed: x - m - log(reduce_sum(exp(x - m))), m = cnn.reduce_max (before opset 13: over [axis, rank))"},
+  {"PRelu", 7, kMaxOpset, &Importer::importPRelu, Y, Y, "cnn.prelu (the slope broadcasts to the input; a one-value slope is a parameter too)"},
+  {"ReduceL2", 1, kMaxOpset, &Importer::importReduce, Y, Y, "cnn.sqrt(cnn.reduce_sum(x * x)) (axes attribute before opset 18, constant input after; keepdims=0: cnn.reshape)"},
+  {"Selu", 6, kMaxOpset, &Importer::importSelu, Y, Y, "cnn.selu"},
+  {"Softplus", 1, kMaxOpset, &Importer::importSoftplus, Y, Y, "cnn.softplus (x above 20, as PyTorch)"},
   {"LayerNormalization", 17, kMaxOpset, &Importer::importLayerNorm, Y, Y, "decomposed: cnn.reduce_mean, sub, mul, add, sqrt, div (scale, bias broadcast); no Mean/InvStdDev outputs"},
   {"Pow", 7, kMaxOpset, &Importer::importPow, Y, Y, "scalar constant exponent: cnn.pow; any other (float or integer) exponent: cnn.pow_tensor (numpy broadcasting)"},
   {"Split", 2, kMaxOpset, &Importer::importSplit, Y, Y, "split sizes as attribute (before 13) or constant input, num_outputs (18+), equal parts: cnn.slice per output"},

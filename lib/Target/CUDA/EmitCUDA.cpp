@@ -1413,8 +1413,12 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
             e = x(0);
           } else if (isa<math::ExpOp>(o)) {
             e = "expf(" + x(0) + ")";
+          } else if (isa<math::ExpM1Op>(o)) {
+            e = "expm1f(" + x(0) + ")";
           } else if (isa<math::LogOp>(o)) {
             e = "logf(" + x(0) + ")";
+          } else if (isa<math::Log1pOp>(o)) {
+            e = "log1pf(" + x(0) + ")";
           } else if (isa<math::TanhOp>(o)) {
             e = "tanhf(" + x(0) + ")";
           } else if (isa<math::ErfOp>(o)) {

@@ -128,6 +128,30 @@ func.func @gelu(%a: tensor<2x4xf32>) {
 
 // -----
 
+func.func @celu_alpha(%a: tensor<2x4xf32>) {
+  // expected-error @+1 {{'alpha' must not be 0}}
+  %0 = cnn.celu %a {alpha = 0.0 : f32} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @prelu_slope(%a: tensor<2x1xf32>, %s: tensor<2x4xf32>) {
+  // expected-error @+1 {{the slope 'tensor<2x4xf32>' must broadcast to the input 'tensor<2x1xf32>'}}
+  %0 = cnn.prelu %a, %s : (tensor<2x1xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @maximum_broadcast(%a: tensor<2x4xf32>, %b: tensor<3x4xf32>) {
+  // expected-error @+1 {{'lhs' tensor<2x4xf32> and 'rhs' tensor<3x4xf32> do not broadcast}}
+  %0 = cnn.maximum %a, %b : (tensor<2x4xf32>, tensor<3x4xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
 func.func @reduce_axes(%a: tensor<2x4xf32>) {
   // expected-error @+1 {{'axes' [2] must lie in [0, 2) for 'input' tensor<2x4xf32>}}
   %0 = cnn.reduce_sum %a {axes = array<i64: 2>} : (tensor<2x4xf32>) -> tensor<2x1xf32>

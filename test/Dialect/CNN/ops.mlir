@@ -155,7 +155,17 @@ func.func @activations(%x: tensor<2x8x4x4xf16>) -> tensor<2x8x4x4xf16> {
   %7 = cnn.pow %6 {exponent = 2.0 : f32} : (tensor<2x8x4x4xf16>) -> tensor<2x8x4x4xf16>
   // CHECK: cnn.abs
   %8 = cnn.abs %7 : (tensor<2x8x4x4xf16>) -> tensor<2x8x4x4xf16>
-  return %8 : tensor<2x8x4x4xf16>
+  // CHECK: cnn.elu {{.*}}alpha = 1.000000e+00 : f32
+  %9 = cnn.elu %8 {alpha = 1.0 : f32} : (tensor<2x8x4x4xf16>) -> tensor<2x8x4x4xf16>
+  // CHECK: cnn.selu {{.*}}alpha = 1.67326319 : f32, gamma = 1.05070102 : f32
+  %10 = cnn.selu %9 {alpha = 1.67326319 : f32, gamma = 1.05070102 : f32} : (tensor<2x8x4x4xf16>) -> tensor<2x8x4x4xf16>
+  // CHECK: cnn.celu {{.*}}alpha = 5.000000e-01 : f32
+  %11 = cnn.celu %10 {alpha = 0.5 : f32} : (tensor<2x8x4x4xf16>) -> tensor<2x8x4x4xf16>
+  // CHECK: cnn.softplus
+  %12 = cnn.softplus %11 : (tensor<2x8x4x4xf16>) -> tensor<2x8x4x4xf16>
+  // CHECK: cnn.log
+  %13 = cnn.log %12 : (tensor<2x8x4x4xf16>) -> tensor<2x8x4x4xf16>
+  return %13 : tensor<2x8x4x4xf16>
 }
 
 // -----
@@ -173,6 +183,13 @@ func.func @broadcast(%x: tensor<2x8x4x4xf32>, %s: tensor<2x8x1x1xf32>) -> tensor
   %3 = cnn.pow_tensor %2, %s : (tensor<2x8x1x1xf32>, tensor<2x8x1x1xf32>) -> tensor<2x8x1x1xf32>
   // CHECK: cnn.reduce_max {{.*}}axes = array<i64: 1>
   %4 = cnn.reduce_max %3 {axes = array<i64: 1>} : (tensor<2x8x1x1xf32>) -> tensor<2x1x1x1xf32>
+  // CHECK: cnn.prelu {{.*}} : (tensor<2x8x4x4xf32>, tensor<1x8x1x1xf32>) -> tensor<2x8x4x4xf32>
+  %slope = cnn.constant dense<0.25> : tensor<1x8x1x1xf32>
+  %5 = cnn.prelu %x, %slope : (tensor<2x8x4x4xf32>, tensor<1x8x1x1xf32>) -> tensor<2x8x4x4xf32>
+  // CHECK: cnn.maximum {{.*}} : (tensor<2x8x4x4xf32>, tensor<2x8x1x1xf32>) -> tensor<2x8x4x4xf32>
+  %6 = cnn.maximum %5, %s : (tensor<2x8x4x4xf32>, tensor<2x8x1x1xf32>) -> tensor<2x8x4x4xf32>
+  // CHECK: cnn.minimum {{.*}} : (tensor<2x8x1x1xf32>, tensor<2x8x4x4xf32>) -> tensor<2x8x4x4xf32>
+  %7 = cnn.minimum %s, %6 : (tensor<2x8x1x1xf32>, tensor<2x8x4x4xf32>) -> tensor<2x8x4x4xf32>
   return %2 : tensor<2x8x1x1xf32>
 }
 

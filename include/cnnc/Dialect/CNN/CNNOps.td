@@ -284,8 +284,64 @@ def CNN_GeluOp : CNN_UnaryOp<"gelu",
   let hasVerifier = 1;
 }
 
+// The exponential family below follows PyTorch's elu kernel: the negative
+// branch (alpha * expm1) is taken for x <= 0, so the derivative at 0 is the
+// negative branch's (elu_backward with is_result = false).
+def CNN_EluOp : CNN_UnaryOp<"elu",
+    [{ return s.select(s.gt(x[0], s.c(0)), x[0],
+                       s.mul(s.c(getAlpha().convertToFloat()),
+                             s.expm1(x[0]))); }],
+    [{ return s.select(s.gt(x[0], s.c(0)), dy,
+                       s.mul(dy, s.mul(s.c(getAlpha().convertToFloat()),
+                                       s.exp(x[0])))); }],
+    (ins F32Attr:$alpha)> {
+  let summary = "x for x > 0, else alpha * (exp(x) - 1)";
+}
+
+def CNN_SeluOp : CNN_UnaryOp<"selu",
+    [{ float alpha = getAlpha().convertToFloat();
+       float gamma = getGamma().convertToFloat();
+       return s.mul(s.c(gamma),
+                    s.select(s.gt(x[0], s.c(0)), x[0],
+                             s.mul(s.c(alpha), s.expm1(x[0])))); }],
+    [{ float alpha = getAlpha().convertToFloat();
+       float gamma = getGamma().convertToFloat();
+       return s.select(s.gt(x[0], s.c(0)), s.mul(dy, s.c(gamma)),
+                       s.mul(dy, s.mul(s.c(double(alpha) * gamma),
+                                       s.exp(x[0])))); }],
+    (ins F32Attr:$alpha, F32Attr:$gamma)> {
+  let summary = "gamma * (x for x > 0, else alpha * (exp(x) - 1))";
+}
+
+def CNN_CeluOp : CNN_UnaryOp<"celu",
+    [{ ::mlir::Value alpha = s.c(getAlpha().convertToFloat());
+       return s.select(s.gt(x[0], s.c(0)), x[0],
+                       s.mul(alpha, s.expm1(s.div(x[0], alpha)))); }],
+    [{ ::mlir::Value alpha = s.c(getAlpha().convertToFloat());
+       return s.select(s.gt(x[0], s.c(0)), dy,
+                       s.mul(dy, s.exp(s.div(x[0], alpha)))); }],
+    (ins F32Attr:$alpha)> {
+  let summary = "max(0, x) + min(0, alpha * (exp(x / alpha) - 1))";
+  let description = [{ Requires `alpha != 0`. }];
+  let hasVerifier = 1;
+}
+
+def CNN_SoftplusOp : CNN_UnaryOp<"softplus",
+    // PyTorch's threshold 20: above it log1p(exp(x)) is x in f32 and exp(x)
+    // heads for overflow.
+    [{ return s.select(s.gt(x[0], s.c(20)), x[0], s.log1p(s.exp(x[0]))); }],
+    [{ return s.select(s.gt(x[0], s.c(20)), dy,
+                       s.mul(dy, s.sigmoid(x[0]))); }]> {
+  let summary = "log(1 + exp(x)); x for x > 20 (PyTorch's threshold)";
+}
+
+def CNN_LogOp : CNN_UnaryOp<"log", [{ return s.log(x[0]); }],
+    [{ return s.div(dy, x[0]); }]> {
+  let summary = "Natural logarithm";
+}
+
 def CNN_AddOp : CNN_BinaryOp<"add", [{ return s.add(x[0], x[1]); }],
-    [{ return dy; }], [Commutative]> {
+    [{ return dy; }], [Commutative, CNN_Gradient]> {
   let summary = "Elementwise sum (numpy broadcasting)";
   let hasCanonicalizer = 1;
 }
@@ -315,7 +371,43 @@ def CNN_PowTensorOp : CNN_BinaryOp<"pow_tensor",
   let summary = "lhs raised to the power rhs, elementwise (numpy broadcasting)";
 }
 
-def CNN_ReduceSumOp : CNN_PureOp<"reduce_sum", [CNN_InferShapes]> {
+def CNN_PReluOp : CNN_BinaryOp<"prelu",
+    [{ return s.select(s.gt(x[0], s.c(0)), x[0], s.mul(x[0], x[1])); }],
+    // PyTorch's prelu backward: x = 0 takes the slope branch for the input
+    // and contributes 0 * dy to the slope.
+    [{ if (i == 0)
+         return s.select(s.gt(x[0], s.c(0)), dy, s.mul(dy, x[1]));
+       return s.select(s.gt(x[0], s.c(0)), s.c(0), s.mul(dy, x[0])); }]> {
+  let summary = "x for x > 0, else slope * x (slope broadcast to x)";
+  let description = [{
+    `lhs` is the input, `rhs` the slope; the slope broadcasts to the input
+    (unidirectional: each dimension of `rhs` equals the input's or is 1), so
+    the result has the input's type. The slope's gradient is summed over the
+    broadcast dimensions.
+  }];
+  let hasVerifier = 1;
+}
+
+// PyTorch 1.13's maximum/minimum backward: on a tie each operand gets half
+// of dy (at::where(self == other, grad / 2, grad)), the smaller (larger)
+// operand none; with a NaN operand both get dy (neither mask holds).
+def CNN_MaximumOp : CNN_BinaryOp<"maximum", [{ return s.max(x[0], x[1]); }],
+    [{ ::mlir::Value share = s.select(s.eq(x[0], x[1]),
+                                      s.mul(dy, s.c(0.5)), dy);
+       return s.select(s.lt(x[i], x[1 - i]), s.c(0), share); }],
+    [Commutative]> {
+  let summary = "Elementwise maximum (numpy broadcasting; NaN propagates)";
+}
+
+def CNN_MinimumOp : CNN_BinaryOp<"minimum", [{ return s.min(x[0], x[1]); }],
+    [{ ::mlir::Value share = s.select(s.eq(x[0], x[1]),
+                                      s.mul(dy, s.c(0.5)), dy);
+       return s.select(s.gt(x[i], x[1 - i]), s.c(0), share); }],
+    [Commutative]> {
+  let summary = "Elementwise minimum (numpy broadcasting; NaN propagates)";
+}
+
+def CNN_ReduceSumOp : CNN_PureOp<"reduce_sum", [CNN_InferShapes, CNN_Gradient]> {
   let summary = "Sum over `axes`, which keep size 1";
   let description = [{
     `axes` are distinct dimensions of `input` in [0, rank). The result has the

@@ -51,6 +51,13 @@ public:
   }
   mlir::Value exp(mlir::Value x) { return mlir::math::ExpOp::create(b, loc, x); }
   mlir::Value log(mlir::Value x) { return mlir::math::LogOp::create(b, loc, x); }
+  /// exp(x) - 1 and log(1 + x), exact near 0 (ELU's and softplus' tails).
+  mlir::Value expm1(mlir::Value x) {
+    return mlir::math::ExpM1Op::create(b, loc, x);
+  }
+  mlir::Value log1p(mlir::Value x) {
+    return mlir::math::Log1pOp::create(b, loc, x);
+  }
   mlir::Value tanh(mlir::Value x) {
     return mlir::math::TanhOp::create(b, loc, x);
   }
@@ -73,6 +80,9 @@ public:
   }
   mlir::Value lt(mlir::Value x, mlir::Value y) {
     return cmp(mlir::arith::CmpFPredicate::OLT, x, y);
+  }
+  mlir::Value eq(mlir::Value x, mlir::Value y) {
+    return cmp(mlir::arith::CmpFPredicate::OEQ, x, y);
   }
   mlir::Value both(mlir::Value p, mlir::Value q) {
     return mlir::arith::AndIOp::create(b, loc, p, q);

@@ -1,0 +1,198 @@
+"""Writes small ONNX models for new-ops.test (the importer forms of the
+activations, Min/Max, reductions, LogSoftmax, InstanceNormalization, 1-D Conv
+and BatchNormalization of issue 32); onnx.helper only.
+
+    %python make_new_ops_onnx.py <case> <output.onnx>
+"""
+import os
+import sys
+
+import numpy as np
+from onnx import helper, numpy_helper
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from make_onnx import init, ints, model, vi  # noqa: E402
+
+
+def floats(name, values, shape=None):
+    a = np.array(values, dtype=np.float32)
+    return numpy_helper.from_array(a.reshape(shape) if shape else a, name)
+
+
+def activations():
+    # Elu/Selu/Celu/Softplus/Log with their attributes; PRelu with a C x 1 x 1
+    # slope initializer and with PyTorch's one-value weight [1] behind an
+    # Unsqueeze (still a parameter).
+    nodes = [
+        helper.make_node("Elu", ["x"], ["a"], name="elu", alpha=0.5),
+        helper.make_node("Selu", ["a"], ["b"], name="selu"),
+        helper.make_node("Celu", ["b"], ["c"], name="celu", alpha=2.0),
+        helper.make_node("Softplus", ["c"], ["d"], name="softplus"),
+        helper.make_node("Log", ["d"], ["e"], name="log"),
+        helper.make_node("PRelu", ["e", "slope"], ["f"], name="prelu_c"),
+        helper.make_node("Unsqueeze", ["act.weight", "axes"], ["w3"],
+                         name="unsq"),
+        helper.make_node("PRelu", ["f", "w3"], ["y"], name="prelu_1"),
+    ]
+    return model(nodes, [vi("x", [2, 3, 4, 4])], [vi("y", None)],
+                 [init("slope", [3, 1, 1], 0.1), floats("act.weight", [0.25]),
+                  ints("axes", [1, 2])])
+
+
+def minmax():
+    # Max of three (one broadcast [C,1,1] initializer, a constant scalar),
+    # Min of one (identity) and of two run-time tensors; Min of two
+    # constants folds.
+    nodes = [
+        helper.make_node("Max", ["x", "b", "s"], ["m"], name="max3"),
+        helper.make_node("Min", ["m"], ["m1"], name="min1"),
+        helper.make_node("Min", ["lo", "hi"], ["cmin"], name="cfold"),
+        helper.make_node("Min", ["m1", "x"], ["m2"], name="min2"),
+        helper.make_node("Mul", ["m2", "cmin"], ["y"], name="mul"),
+    ]
+    return model(nodes, [vi("x", [2, 3, 4, 4])], [vi("y", None)],
+                 [init("b", [3, 1, 1]), floats("s", [0.5], []),
+                  floats("lo", [2.0], []), floats("hi", [3.0], [])])
+
+
+def reductions(opset=13):
+    # GlobalMaxPool; ReduceL2 over H, W kept and over C dropped (axes as
+    # attribute before opset 18, input from 18).
+    axes_a, axes_b = [2, 3], [-3]
+    nodes = [helper.make_node("GlobalMaxPool", ["x"], ["g"], name="gmp")]
+    inits = []
+    if opset < 18:
+        nodes += [
+            helper.make_node("ReduceL2", ["x"], ["n"], name="l2", axes=axes_a,
+                             keepdims=1),
+            helper.make_node("ReduceL2", ["n"], ["r"], name="l2c",
+                             axes=axes_b, keepdims=0),
+        ]
+    else:
+        nodes += [
+            helper.make_node("ReduceL2", ["x", "axa"], ["n"], name="l2",
+                             keepdims=1),
+            helper.make_node("ReduceL2", ["n", "axb"], ["r"], name="l2c",
+                             keepdims=0),
+        ]
+        inits = [ints("axa", axes_a), ints("axb", axes_b)]
+    nodes.append(helper.make_node("Add", ["g", "n"], ["y"], name="add"))
+    return model(nodes, [vi("x", [2, 3, 4, 5])], [vi("y", None), vi("r", None)],
+                 inits, opset=opset)
+
+
+def reductions18():
+    return reductions(18)
+
+
+def logsoftmax(opset=13):
+    # Opset 13: over the last axis by default. Opset 11, axis 1: over [1, 3)
+    # (the input flattened to 2-D at the axis).
+    attrs = {} if opset >= 13 else {"axis": 1}
+    nodes = [helper.make_node("LogSoftmax", ["x"], ["y"], name="lsm", **attrs)]
+    return model(nodes, [vi("x", [2, 3, 4])], [vi("y", None)], opset=opset)
+
+
+def logsoftmax11():
+    return logsoftmax(11)
+
+
+def instancenorm():
+    # InstanceNorm2d(affine=True): scale and bias parameters; then
+    # GroupNorm(2, 4) as PyTorch exports it: Reshape to N x G x -1, Constant
+    # scale 1 and bias 0 (left out), Reshape back, Mul, Add.
+    nodes = [
+        helper.make_node("InstanceNormalization", ["x", "in.weight", "in.bias"],
+                         ["a"], name="inorm", epsilon=1e-3),
+        helper.make_node("Reshape", ["a", "gshape"], ["ar"], name="r1"),
+        helper.make_node("Constant", [], ["ones"], name="c1",
+                         value=floats("ones", [1.0, 1.0])),
+        helper.make_node("Constant", [], ["zeros"], name="c0",
+                         value=floats("zeros", [0.0, 0.0])),
+        helper.make_node("InstanceNormalization", ["ar", "ones", "zeros"],
+                         ["gn"], name="gnorm"),
+        helper.make_node("Reshape", ["gn", "xshape"], ["g"], name="r2"),
+        helper.make_node("Unsqueeze", ["gn.weight", "axes"], ["gw"], name="u1"),
+        helper.make_node("Mul", ["g", "gw"], ["gm"], name="mul"),
+        helper.make_node("Unsqueeze", ["gn.bias", "axes"], ["gb"], name="u2"),
+        helper.make_node("Add", ["gm", "gb"], ["y"], name="add"),
+    ]
+    return model(nodes, [vi("x", [2, 4, 3, 3])], [vi("y", None)],
+                 [init("in.weight", [4]), init("in.bias", [4]),
+                  ints("gshape", [0, 2, -1]), ints("xshape", [2, 4, 3, 3]),
+                  init("gn.weight", [4]), init("gn.bias", [4]),
+                  ints("axes", [1, 2])])
+
+
+def conv1d():
+    # Conv1d with bias, padding and stride; a grouped one with SAME_UPPER.
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c"], name="conv1",
+                         pads=[1, 2], strides=[2]),
+        helper.make_node("Conv", ["c", "w2"], ["y"], name="conv_dw", group=4,
+                         auto_pad="SAME_UPPER", kernel_shape=[3]),
+    ]
+    return model(nodes, [vi("x", [2, 3, 10])], [vi("y", None)],
+                 [init("w1", [4, 3, 3]), init("b1", [4]),
+                  init("w2", [4, 1, 3])])
+
+
+def batchnorm1d():
+    # BatchNorm1d on N x C x L (as N x C x L x 1) and on N x C (native).
+    def bn(x, y, p):
+        return helper.make_node(
+            "BatchNormalization",
+            [x, p + ".weight", p + ".bias", p + ".running_mean",
+             p + ".running_var"], [y], name=p, epsilon=1e-5, momentum=0.9)
+
+    nodes = [bn("x", "a", "bn3"),
+             helper.make_node("Flatten", ["a"], ["f"], name="flat"),
+             bn("f", "y", "bn2")]
+    inits = []
+    for p, c in (("bn3", 3), ("bn2", 15)):
+        inits += [init(p + ".weight", [c]), init(p + ".bias", [c]),
+                  init(p + ".running_mean", [c]),
+                  floats(p + ".running_var", [1.0] * c)]
+    return model(nodes, [vi("x", [2, 3, 5])], [vi("y", None)], inits,
+                 opset=15)
+
+
+def celu_zero():
+    nodes = [helper.make_node("Celu", ["x"], ["y"], name="celu0", alpha=0.0)]
+    return model(nodes, [vi("x", [2, 3])], [vi("y", None)])
+
+
+def prelu_bad():
+    # The slope would broadcast the input (bidirectional), which PRelu's
+    # unidirectional broadcasting does not allow.
+    nodes = [helper.make_node("PRelu", ["x", "slope"], ["y"], name="prelu")]
+    return model(nodes, [vi("x", [2, 1])], [vi("y", None)],
+                 [init("slope", [2, 4])])
+
+
+def max_bad():
+    nodes = [helper.make_node("Max", ["x", "b"], ["y"], name="max_bad")]
+    return model(nodes, [vi("x", [2, 3])], [vi("y", None)],
+                 [init("b", [4, 3])])
+
+
+def conv3d():
+    nodes = [helper.make_node("Conv", ["x", "w"], ["y"], name="conv3d")]
+    return model(nodes, [vi("x", [1, 2, 4, 4, 4])], [vi("y", None)],
+                 [init("w", [2, 2, 1, 1, 1])])
+
+
+CASES = {f.__name__: f for f in [
+    activations, minmax, reductions, reductions18, logsoftmax, logsoftmax11,
+    instancenorm, conv1d, batchnorm1d, celu_zero, prelu_bad, max_bad,
+    conv3d]}
+
+
+def main():
+    case, out = sys.argv[1], sys.argv[2]
+    with open(out, "wb") as f:
+        f.write(CASES[case]().SerializeToString())
+
+
+if __name__ == "__main__":
+    main()
