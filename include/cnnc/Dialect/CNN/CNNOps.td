@@ -341,7 +341,7 @@ def CNN_LogOp : CNN_UnaryOp<"log", [{ return s.log(x[0]); }],
 }
 
 def CNN_AddOp : CNN_BinaryOp<"add", [{ return s.add(x[0], x[1]); }],
-    [{ return dy; }], [Commutative, CNN_Gradient]> {
+    [{ return dy; }], [Commutative]> {
   let summary = "Elementwise sum (numpy broadcasting)";
   let hasCanonicalizer = 1;
 }
@@ -407,7 +407,7 @@ def CNN_MinimumOp : CNN_BinaryOp<"minimum", [{ return s.min(x[0], x[1]); }],
   let summary = "Elementwise minimum (numpy broadcasting; NaN propagates)";
 }
 
-def CNN_ReduceSumOp : CNN_PureOp<"reduce_sum", [CNN_InferShapes, CNN_Gradient]> {
+def CNN_ReduceSumOp : CNN_PureOp<"reduce_sum", [CNN_InferShapes]> {
   let summary = "Sum over `axes`, which keep size 1";
   let description = [{
     `axes` are distinct dimensions of `input` in [0, rank). The result has the
