@@ -1,0 +1,246 @@
+"""Model-level forms of the ops of issue 32 ("Every CNN users train") vs
+PyTorch, on the CPU reference path.
+
+Each case is a small network around the layer under test (nn.GroupNorm,
+nn.InstanceNorm2d, ECA's Conv1d, nn.BatchNorm1d, nn.PReLU, ELU/SELU/CELU/
+Softplus/Mish, torch.minimum/maximum, AdaptiveMaxPool2d(1), LogSoftmax,
+ConvNeXt-V2's GRN). It is exported in training mode
+(train_check.export_training) and run with `cnnc --train --run-reference`:
+
+* step 1 with `--optimizer none`: the loss, every parameter's gradient and
+  the BN running statistics against torch.autograd in float64;
+* 3 steps of SGD (momentum 0.9): the loss of each step, and the parameters
+  and running statistics after step 3, against PyTorch's own 3 steps in
+  float64 (these small nets are well conditioned: the trajectory is held to
+  the same tolerance).
+
+The errors are relative to each tensor's largest value (train_check); run
+with `-s` to see them.
+"""
+import os
+import sys
+
+import numpy as np
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(REPO, "python"))
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("onnx")
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+from cnnc import train_check as tc  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+TOL = 1e-4
+SHAPE = (4, 3, 12, 12)
+CLASSES = 10
+SGD = {"kind": "sgd", "lr": 0.05, "momentum": 0.9}
+
+
+class Net(nn.Module):
+    """conv(3 -> C) -> `body` -> global average pool -> linear(C -> 10)."""
+
+    def __init__(self, body, c=16, head=None):
+        super().__init__()
+        self.conv = nn.Conv2d(3, c, 3, padding=1)
+        self.body = body
+        self.head = head
+        if head is None:
+            self.fc = nn.Linear(c, CLASSES)
+
+    def forward(self, x):
+        h = self.body(self.conv(x))
+        if self.head is not None:
+            return self.head(h)
+        return self.fc(h.mean(dim=(2, 3)))
+
+
+class Act(nn.Module):
+    """Applies a function (torch.minimum/maximum, Mish, ...) between two convs."""
+
+    def __init__(self, fn, c=16):
+        super().__init__()
+        self.fn = fn
+        self.conv = nn.Conv2d(c, c, 3, padding=1)
+
+    def forward(self, x):
+        return self.conv(self.fn(x))
+
+
+class ECA(nn.Module):
+    """ECA-Net's channel attention: a Conv1d across the channels of the
+    pooled features (N x 1 x C), a sigmoid gate."""
+
+    def __init__(self, k=3):
+        super().__init__()
+        self.conv = nn.Conv1d(1, 1, k, padding=k // 2, bias=False)
+
+    def forward(self, x):
+        y = x.mean(dim=(2, 3), keepdim=True)                 # N x C x 1 x 1
+        y = self.conv(y.squeeze(-1).transpose(-1, -2))       # N x 1 x C
+        y = torch.sigmoid(y.transpose(-1, -2).unsqueeze(-1))  # N x C x 1 x 1
+        return x * y
+
+
+class BN1dSeq(nn.Module):
+    """BatchNorm1d over N x C x L (the spatial positions as a sequence)."""
+
+    def __init__(self, c=16):
+        super().__init__()
+        self.bn = nn.BatchNorm1d(c)
+
+    def forward(self, x):
+        n, c, h, w = x.shape
+        return F.relu(self.bn(x.flatten(2))).reshape(n, c, h, w)
+
+
+class BN1dHead(nn.Module):
+    """linear -> BatchNorm1d over N x C -> ReLU -> linear."""
+
+    def __init__(self, c=16, hidden=24):
+        super().__init__()
+        self.fc1 = nn.Linear(c, hidden)
+        self.bn = nn.BatchNorm1d(hidden)
+        self.fc2 = nn.Linear(hidden, CLASSES)
+
+    def forward(self, h):
+        return self.fc2(F.relu(self.bn(self.fc1(h.mean(dim=(2, 3))))))
+
+
+class MaxPoolHead(nn.Module):
+    """AdaptiveMaxPool2d(1) (exported as GlobalMaxPool) -> linear."""
+
+    def __init__(self, c=16):
+        super().__init__()
+        self.pool = nn.AdaptiveMaxPool2d(1)
+        self.fc = nn.Linear(c, CLASSES)
+
+    def forward(self, h):
+        return self.fc(torch.flatten(self.pool(h), 1))
+
+
+class LogSoftmaxHead(nn.Module):
+    """Log-probabilities as the output: cnnc's cross-entropy of them is
+    PyTorch's (log_softmax is idempotent under softmax)."""
+
+    def __init__(self, c=16):
+        super().__init__()
+        self.fc = nn.Linear(c, CLASSES)
+
+    def forward(self, h):
+        return F.log_softmax(self.fc(h.mean(dim=(2, 3))), dim=1)
+
+
+class GRN(nn.Module):
+    """ConvNeXt-V2's global response normalization (channels first): the L2
+    norm over H, W (torch.norm -> ReduceL2), divided by its channel mean."""
+
+    def __init__(self, c=16):
+        super().__init__()
+        self.gamma = nn.Parameter(0.1 * torch.randn(1, c, 1, 1))
+        self.beta = nn.Parameter(0.1 * torch.randn(1, c, 1, 1))
+
+    def forward(self, x):
+        gx = torch.norm(x, p=2, dim=(2, 3), keepdim=True)
+        nx = gx / (gx.mean(dim=1, keepdim=True) + 1e-6)
+        return self.gamma * (x * nx) + self.beta + x
+
+
+def affine_init(m):
+    """Non-trivial affine parameters (the defaults 1 and 0 hide mistakes in
+    which of them is applied where)."""
+    for mod in m.modules():
+        if isinstance(mod, (nn.GroupNorm, nn.InstanceNorm2d,
+                            nn.BatchNorm1d)) and mod.weight is not None:
+            with torch.no_grad():
+                mod.weight.uniform_(0.5, 1.5)
+                mod.bias.uniform_(-0.5, 0.5)
+    return m
+
+
+CASES = {
+    "groupnorm_1": lambda: Net(nn.Sequential(nn.GroupNorm(1, 16), nn.ReLU())),
+    "groupnorm_8": lambda: Net(nn.Sequential(nn.GroupNorm(8, 16), nn.ReLU())),
+    "groupnorm_C": lambda: Net(nn.Sequential(nn.GroupNorm(16, 16), nn.ReLU())),
+    "instancenorm_affine": lambda: Net(nn.Sequential(
+        nn.InstanceNorm2d(16, affine=True), nn.ReLU())),
+    "instancenorm": lambda: Net(nn.Sequential(nn.InstanceNorm2d(16),
+                                              nn.ReLU())),
+    "eca_conv1d": lambda: Net(nn.Sequential(nn.ReLU(), ECA())),
+    "batchnorm1d_NCL": lambda: Net(BN1dSeq()),
+    "batchnorm1d_NC": lambda: Net(nn.ReLU(), head=BN1dHead()),
+    "prelu_1": lambda: Net(nn.Sequential(nn.PReLU(), Act(nn.PReLU()))),
+    "prelu_C": lambda: Net(nn.Sequential(nn.PReLU(16, 0.1),
+                                         Act(nn.PReLU(16)))),
+    "elu": lambda: Net(nn.Sequential(nn.ELU(0.7), Act(nn.ELU()))),
+    "selu": lambda: Net(nn.Sequential(nn.SELU(), Act(nn.SELU()))),
+    "celu": lambda: Net(nn.Sequential(nn.CELU(0.5), Act(nn.CELU(1.5)))),
+    "softplus": lambda: Net(nn.Sequential(nn.Softplus(), Act(nn.Softplus()))),
+    "mish": lambda: Net(nn.Sequential(nn.Mish(), Act(nn.Mish()))),
+    "minimum_maximum": lambda: Net(nn.Sequential(
+        Act(lambda h: torch.maximum(h, torch.tanh(h) * 2)),
+        Act(lambda h: torch.minimum(h, 0.5 - h)))),
+    "adaptive_max_pool": lambda: Net(nn.ReLU(), head=MaxPoolHead()),
+    "log_softmax": lambda: Net(nn.ReLU(), head=LogSoftmaxHead()),
+    "grn": lambda: Net(nn.Sequential(nn.GELU(), GRN())),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_matches_pytorch(cnnc, tmp_path, case):
+    torch.manual_seed(0)
+    model = affine_init(CASES[case]())
+    onnx_path = tmp_path / (case + ".onnx")
+    tc.export_training(model, onnx_path, SHAPE)
+    x, y = tc.random_batch(SHAPE, CLASSES, seed=1)
+
+    # Step 1: loss, gradients and BN running statistics vs autograd (f64).
+    none = {"kind": "none"}
+    (tmp_path / "grads").mkdir()
+    run = tc.cnnc_train_fixed(cnnc, onnx_path, x, y, none, 1, tmp_path / "grads")
+    ref_loss, ref = tc.torch_step_from(model, {}, x, y, none, 1)
+    measured, failures = tc.check_step(run.state, ref, model, none, 1, TOL,
+                                       loss=run.losses[0], ref_loss=ref_loss,
+                                       groups=["grads", "buffers"])
+
+    # Three SGD steps: every loss, then the parameters and statistics.
+    (tmp_path / "sgd").mkdir()
+    run3 = tc.cnnc_train_fixed(cnnc, onnx_path, x, y, SGD, 3, tmp_path / "sgd")
+    losses, ref3 = tc.torch_train(model, x, y, SGD, 3)
+    assert len(run3.losses) == 3, run3.stdout
+    for k, (a, b) in enumerate(zip(run3.losses, losses), 1):
+        if abs(a - b) > TOL * abs(b):
+            failures.append("SGD step %d loss %.7g vs torch %.7g" % (k, a, b))
+    m3, f3 = tc.check_step(run3.state, ref3, model, SGD, 3, TOL,
+                           groups=["params", "buffers"])
+    failures += f3
+
+    s = tc.summarize(measured)
+    gn, ge = tc.worst(measured["grads"])
+    print("\nMEASURED %-20s loss %.2e grads %.2e (worst %s) | 3 SGD steps: "
+          "losses %s params %.2e" %
+          (case, s["loss"], ge, gn,
+           " ".join("%.2e" % (abs(a - b) / abs(b))
+                    for a, b in zip(run3.losses, losses)),
+           tc.summarize(m3)["params"]))
+    assert not failures, "\n".join(failures)
+
+
+def test_prelu_one_value_slope_is_trained(cnnc, tmp_path):
+    """PyTorch's nn.PReLU() exports its one-value weight [1] unsqueezed to
+    1 x 1 x 1: it is still a parameter (--save-state writes its gradient),
+    not a constant folded into the graph."""
+    torch.manual_seed(0)
+    model = Net(nn.PReLU())
+    onnx_path = tmp_path / "prelu.onnx"
+    tc.export_training(model, onnx_path, SHAPE)
+    x, y = tc.random_batch(SHAPE, CLASSES, seed=1)
+    run = tc.cnnc_train_fixed(cnnc, onnx_path, x, y, {"kind": "none"}, 1,
+                              tmp_path)
+    assert "body.weight.grad" in run.state, sorted(run.state)
+    assert run.state["body.weight.grad"].shape == (1,)
+    assert abs(float(run.state["body.weight.grad"][0])) > 0
