@@ -303,6 +303,17 @@ public:
   LogicalResult importHardSwish() { return importUnary<cnn::HardSwishOp>(); }
   LogicalResult importLog() { return importUnary<cnn::LogOp>(); }
   LogicalResult importSoftplus() { return importUnary<cnn::SoftplusOp>(); }
+  /// Mish (opset 18; PyTorch exports it so from opset 18 on, as
+  /// Mul(x, Tanh(Softplus(x))) before): x * tanh(softplus(x)).
+  LogicalResult importMish() {
+    Value x = data(0);
+    Value y = make<cnn::MulOp>(
+        {x, make<cnn::TanhOp>({make<cnn::SoftplusOp>({x})})});
+    if (!y)
+      return failure();
+    setOutput(0, y);
+    return success();
+  }
   LogicalResult importElu() {
     return importUnary<cnn::EluOp>(
         {attr("alpha", b.getF32FloatAttr(floatAttr("alpha", 1.0f)))});
@@ -2543,6 +2554,7 @@ const OpHandler kOpHandlers[] = {
   {"InstanceNormalization", 6, kMaxOpset, &Importer::importInstanceNorm, Y, Y, "decomposed as LayerNormalization over the spatial dimensions (scale, bias per channel; Constant scale 1 / bias 0 left out); with Reshape, Mul, Add: nn.GroupNorm"},
   {"Log", 6, kMaxOpset, &Importer::importLog, Y, Y, "cnn.log"},
   {"LogSoftmax", 1, kMaxOpset, &Importer::importLogSoftmax, N, Y, "decomposed: x - m - log(reduce_sum(exp(x - m))), m = cnn.reduce_max (before opset 13: over [axis, rank))"},
+  {"Mish", 18, kMaxOpset, &Importer::importMish, Y, Y, "x * tanh(softplus(x)): cnn.mul, cnn.tanh, cnn.softplus"},
   {"PRelu", 7, kMaxOpset, &Importer::importPRelu, Y, Y, "cnn.prelu (the slope broadcasts to the input; a one-value slope is a parameter too)"},
   {"ReduceL2", 1, kMaxOpset, &Importer::importReduce, Y, Y, "cnn.sqrt(cnn.reduce_sum(x * x)) (axes attribute before opset 18, constant input after; keepdims=0: cnn.reshape)"},
   {"Selu", 6, kMaxOpset, &Importer::importSelu, Y, Y, "cnn.selu"},

@@ -157,6 +157,11 @@ def batchnorm1d():
                  opset=15)
 
 
+def mish():
+    nodes = [helper.make_node("Mish", ["x"], ["y"], name="mish")]
+    return model(nodes, [vi("x", [2, 3])], [vi("y", None)], opset=18)
+
+
 def celu_zero():
     nodes = [helper.make_node("Celu", ["x"], ["y"], name="celu0", alpha=0.0)]
     return model(nodes, [vi("x", [2, 3])], [vi("y", None)])
@@ -184,7 +189,7 @@ def conv3d():
 
 CASES = {f.__name__: f for f in [
     activations, minmax, reductions, reductions18, logsoftmax, logsoftmax11,
-    instancenorm, conv1d, batchnorm1d, celu_zero, prelu_bad, max_bad,
+    instancenorm, conv1d, batchnorm1d, mish, celu_zero, prelu_bad, max_bad,
     conv3d]}
 
 
