@@ -227,7 +227,7 @@ def unsupported():
 
 def unnamed():
     nodes = [helper.make_node("Relu", ["x"], ["r"]),
-             helper.make_node("Selu", ["r"], ["y"])]
+             helper.make_node("Hardmax", ["r"], ["y"])]
     return model(nodes, [vi("x", [1, 3])], [vi("y", None)])
 
 
