@@ -101,9 +101,14 @@ struct FuseConvEpilogue : Counted<OpRewritePattern<Conv2DOp>> {
     if (hasOneUse(cur))
       if (auto a = dyn_cast<AddOp>(*cur.getUsers().begin())) {
         Value other = a.getLhs() == cur ? a.getRhs() : a.getLhs();
-        // The residual must exist before the convolution.
+        // The residual must exist before the convolution and have the
+        // convolution's type: cnn.add broadcasts (numpy rules), and an
+        // addend that does not (the constant 3 of relu6(x + 3) / 6, an
+        // effective-SE gate's hard sigmoid) is no residual.
         Operation *def = other.getDefiningOp();
-        if (other != cur && (!def || def->isBeforeInBlock(conv))) {
+        if (other != cur && other.getType() == cur.getType() &&
+            a.getType() == cur.getType() &&
+            (!def || def->isBeforeInBlock(conv))) {
           residual = other;
           chain.push_back(a);
           cur = a.getResult();

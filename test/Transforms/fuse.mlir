@@ -99,3 +99,26 @@ func.func @chain_blocked(%x: tensor<2x4x2x2xf32>) -> tensor<2x4x2x2xf32> {
   %a = cnn.add %r, %q : (tensor<2x4x2x2xf32>, tensor<2x4x2x2xf32>) -> tensor<2x4x2x2xf32>
   return %a : tensor<2x4x2x2xf32>
 }
+
+// -----
+
+// An effective-SE gate written as timm writes it, relu6(fc(x) + 3) / 6: the
+// constant 3 is a broadcast addend (numpy rules), not a residual of the
+// convolution's type, so it stays out of the epilogue (fused_conv2d requires
+// a residual of the result type: the verifier rejected the step before);
+// the add, ReLU and clip become elementwise ops after conv + bias.
+// CHECK-LABEL: func @conv_bias_broadcast_add
+// CHECK: %[[F:.*]] = cnn.fused_conv2d %arg0, %arg1, %arg2 {
+// CHECK-NOT: activation
+// CHECK-SAME: operandSegmentSizes = array<i32: 1, 1, 1, 0>
+// CHECK: cnn.fused_elementwise %[[F]], %{{.*}} {broadcast = array<i64: 0, 3>
+// CHECK: return
+func.func @conv_bias_broadcast_add(%x: tensor<2x4x1x1xf32>, %w: tensor<4x4x1x1xf32>, %b: tensor<4xf32>) -> tensor<2x4x1x1xf32> {
+  %three = cnn.constant dense<3.000000e+00> : tensor<1x1x1x1xf32>
+  %c = cnn.conv2d %x, %w {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1} : (tensor<2x4x1x1xf32>, tensor<4x4x1x1xf32>) -> tensor<2x4x1x1xf32>
+  %cb = cnn.bias_add %c, %b : (tensor<2x4x1x1xf32>, tensor<4xf32>) -> tensor<2x4x1x1xf32>
+  %a = cnn.add %cb, %three : (tensor<2x4x1x1xf32>, tensor<1x1x1x1xf32>) -> tensor<2x4x1x1xf32>
+  %r = cnn.relu %a : (tensor<2x4x1x1xf32>) -> tensor<2x4x1x1xf32>
+  %h = cnn.clip %r {min = 0.000000e+00 : f32, max = 6.000000e+00 : f32} : (tensor<2x4x1x1xf32>) -> tensor<2x4x1x1xf32>
+  return %h : tensor<2x4x1x1xf32>
+}
