@@ -1,9 +1,11 @@
 //===- Interpreter.cpp - CPU reference interpreter for cnn ----------------===//
 //
 // Walks the body of a func.func in order, keeping one Tensor per SSA value
-// (freed after its last use) and dispatching each op to a kernel in
-// Kernels.h. To support a new op, add a `LogicalResult exec(NewOp)` member
-// and list the op in the TypeSwitch of `Executor::execute`.
+// (freed after its last use), and asks each op to evaluate itself
+// (ReferenceEvalOpInterface). Each op's evaluation is one `exec` member below
+// (on kernels in Kernels.h), attached to the op as an external model by
+// `attachEvaluations`: to support a new op, write its `exec` and add the op
+// to that list.
 //
 //===----------------------------------------------------------------------===//
 #include "cnnc/Reference/Interpreter.h"
@@ -14,7 +16,6 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/DenseMap.h"
-#include "llvm/ADT/TypeSwitch.h"
 #include "cnnc/Reference/Communicator.h"
 
 #include "FusedOps.h"
@@ -86,6 +87,10 @@ float roundToHalf(float x) {
   }
   return std::copysign(r, x);
 }
+
+/// The interpreter's state as ReferenceEvalOpInterface sees it: opaque; the
+/// models below know it is an Executor.
+class Evaluator {};
 
 namespace {
 
@@ -190,7 +195,9 @@ NCI nciOf(ArrayRef<int64_t> s) {
 // Executor
 //===----------------------------------------------------------------------===//
 
-class Executor {
+template <typename OpT> struct EvalModel;
+
+class Executor : public Evaluator {
 public:
   explicit Executor(func::FuncOp func) : func(func) {}
 
@@ -266,6 +273,14 @@ private:
   LogicalResult execReduce(Operation *op);
   LogicalResult checkLabels(Operation *op, Value labels, int64_t classes);
 
+  // Reduction ops share one kernel; flatten and reshape are copies.
+  LogicalResult exec(cnn::ReduceSumOp op) { return execReduce(op); }
+  LogicalResult exec(cnn::ReduceMeanOp op) { return execReduce(op); }
+  LogicalResult exec(cnn::ReduceMaxOp op) { return execReduce(op); }
+  LogicalResult exec(cnn::FlattenOp op) { return execCopy(op); }
+  LogicalResult exec(cnn::ReshapeOp op) { return execCopy(op); }
+  template <typename OpT> friend struct EvalModel;
+
   func::FuncOp func;
   /// Node-based on purpose: kernels hold `get()` references to operands
   /// while `def()` inserts their results, and a DenseMap would move every
@@ -275,7 +290,10 @@ private:
   std::vector<Tensor> results;
 };
 
+static void attachEvaluations(MLIRContext *ctx);
+
 FailureOr<std::vector<Tensor>> Executor::run(ArrayRef<Tensor> args) {
+  attachEvaluations(func->getContext());
   if (args.size() != func.getNumArguments())
     return func.emitError("reference interpreter: expected ")
            << func.getNumArguments() << " arguments, got " << args.size();
@@ -343,36 +361,55 @@ LogicalResult Executor::execute(Operation *op) {
         [&](Value v) -> Tensor & { return def(v); });
   if (cnn::isNHWC(op))
     return executeNHWC(op);
-  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
-      .Case<cnn::ConstantOp, cnn::Conv2DOp, cnn::BiasAddOp, cnn::BatchNormOp,
-            cnn::BatchNormTrainOp, cnn::MaxPool2DOp, cnn::AvgPool2DOp,
-            cnn::GlobalAvgPoolOp, cnn::MatmulOp, cnn::ConcatOp, cnn::SliceOp,
-            cnn::PadOp, cnn::PadGradOp, cnn::TransposeOp, cnn::DropoutMaskOp,
-            cnn::SoftmaxOp, cnn::SoftmaxCrossEntropyOp, cnn::Conv2DBwdDataOp,
-            cnn::Conv2DBwdFilterOp, cnn::BiasGradOp, cnn::MaxPool2DGradOp,
-            cnn::AvgPool2DGradOp, cnn::GlobalAvgPoolGradOp,
-            cnn::BatchNormGradOp, cnn::SoftmaxCrossEntropyGradOp,
-            cnn::SGDUpdateOp, cnn::AdamUpdateOp>(
-          [&](auto concrete) { return exec(concrete); })
-      .Case<cnn::FlattenOp, cnn::ReshapeOp>(
-          [&](Operation *o) { return execCopy(o); })
-      .Case<cnn::ElementwiseOpInterface>(
-          [&](cnn::ElementwiseOpInterface o) { return execElementwise(o); })
-      .Case<cnn::ReduceSumOp, cnn::ReduceMeanOp, cnn::ReduceMaxOp>(
-          [&](Operation *o) { return execReduce(o); })
-      .Case<cnn::AllFiniteOp, cnn::LossScaleUpdateOp, cnn::UnscaleOp,
-            cnn::AllReduceOp>(
-          [&](auto concrete) { return exec(concrete); })
-      .Case<func::ReturnOp>([&](func::ReturnOp ret) {
-        results.clear();
-        for (Value v : ret.getOperands())
-          results.push_back(get(v));
-        return success();
-      })
-      .Default([&](Operation *o) {
-        return o->emitError("reference interpreter: no implementation of '")
-               << o->getName() << "'";
-      });
+  if (auto eval = dyn_cast<cnn::ReferenceEvalOpInterface>(op))
+    return eval.evaluate(*this);
+  if (auto elementwise = dyn_cast<cnn::ElementwiseOpInterface>(op))
+    return execElementwise(elementwise);
+  if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+    results.clear();
+    for (Value v : ret.getOperands())
+      results.push_back(get(v));
+    return success();
+  }
+  return op->emitError("reference interpreter: no implementation of '")
+         << op->getName() << "'";
+}
+
+/// ReferenceEvalOpInterface's external model: the op's `exec` member.
+template <typename OpT>
+struct EvalModel
+    : cnn::ReferenceEvalOpInterface::ExternalModel<EvalModel<OpT>, OpT> {
+  LogicalResult evaluate(Operation *op, Evaluator &evaluator) const {
+    return static_cast<Executor &>(evaluator).exec(cast<OpT>(op));
+  }
+};
+
+template <typename... OpTs> static void attach(MLIRContext *ctx) {
+  (OpTs::template attachInterface<EvalModel<OpTs>>(*ctx), ...);
+}
+
+/// Attaches every op's evaluation to `ctx`'s cnn ops, once per context (the
+/// first run in a context; runs on several threads, as the data-parallel
+/// reference does, serialize here).
+static void attachEvaluations(MLIRContext *ctx) {
+  static std::mutex mutex;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto probe =
+      RegisteredOperationName::lookup(cnn::ConstantOp::getOperationName(), ctx);
+  if (!probe || probe->hasInterface<cnn::ReferenceEvalOpInterface>())
+    return;
+  attach<cnn::ConstantOp, cnn::Conv2DOp, cnn::BiasAddOp, cnn::BatchNormOp,
+         cnn::BatchNormTrainOp, cnn::MaxPool2DOp, cnn::AvgPool2DOp,
+         cnn::GlobalAvgPoolOp, cnn::MatmulOp, cnn::ConcatOp, cnn::SliceOp,
+         cnn::PadOp, cnn::PadGradOp, cnn::TransposeOp, cnn::DropoutMaskOp,
+         cnn::SoftmaxOp, cnn::SoftmaxCrossEntropyOp, cnn::FlattenOp,
+         cnn::ReshapeOp, cnn::ReduceSumOp, cnn::ReduceMeanOp,
+         cnn::ReduceMaxOp>(ctx);
+  attach<cnn::Conv2DBwdDataOp, cnn::Conv2DBwdFilterOp, cnn::BiasGradOp,
+         cnn::MaxPool2DGradOp, cnn::AvgPool2DGradOp, cnn::GlobalAvgPoolGradOp,
+         cnn::BatchNormGradOp, cnn::SoftmaxCrossEntropyGradOp>(ctx);
+  attach<cnn::SGDUpdateOp, cnn::AdamUpdateOp, cnn::AllFiniteOp,
+         cnn::LossScaleUpdateOp, cnn::UnscaleOp, cnn::AllReduceOp>(ctx);
 }
 
 /// NHWC support, written for clarity: a scratch NCHW twin of the op reads

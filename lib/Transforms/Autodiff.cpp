@@ -13,7 +13,6 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/DenseSet.h"
-#include "llvm/ADT/TypeSwitch.h"
 
 namespace cnnc {
 #define GEN_PASS_DEF_CNNAUTODIFF
@@ -39,82 +38,6 @@ Value zeros(OpBuilder &b, Location loc, Type type) {
       b, loc, t, DenseElementsAttr::get(t, b.getZeroAttr(t.getElementType())));
 }
 
-/// `g` summed over the dimensions in which `type` is 1 and `g` is not: the
-/// gradient of an operand that a binary op broadcast.
-Value sumToShape(OpBuilder &b, Location loc, Value g, Type type) {
-  auto gt = cast<RankedTensorType>(g.getType());
-  auto t = cast<RankedTensorType>(type);
-  if (gt.getShape() == t.getShape())
-    return g;
-  SmallVector<int64_t> axes;
-  for (int64_t d = 0; d < t.getRank(); ++d)
-    if (t.getDimSize(d) == 1 && gt.getDimSize(d) != 1)
-      axes.push_back(d);
-  return ReduceSumOp::create(b, loc, g, b.getDenseI64ArrayAttr(axes));
-}
-
-/// `factor * dy` repeated over the dimensions where `dy` is 1 and `type` is
-/// not (the gradient of a reduction).
-Value broadcastTo(OpBuilder &b, Location loc, Value dy, Type type,
-                  double factor) {
-  auto t = cast<RankedTensorType>(type);
-  auto full = RankedTensorType::get(
-      t.getShape(), cast<RankedTensorType>(dy.getType()).getElementType());
-  return makeFusedElementwise(
-             b, loc, TypeRange{full}, ValueRange{dy}, {broadcastKind(dy.getType(), full)},
-             Layout::NCHW,
-             [&](ScalarBuilder &s, ValueRange a) {
-               return SmallVector<Value>{factor == 1.0 ? a[0]
-                                                       : s.mul(a[0], s.c(factor))};
-             })
-      .getResult(0);
-}
-
-/// The gradient of operand #`index` of an elementwise op from its scalar
-/// derivative: one fused_elementwise over (operands, result, dy), keeping only
-/// the inputs the derivative reads, summed to the operand's shape. Null when
-/// the op declares no derivative for that operand.
-Value elementwiseGradient(OpBuilder &b, ElementwiseOpInterface e, Value dy,
-                          unsigned index) {
-  Operation *op = e.getOperation();
-  Location loc = op->getLoc();
-  Value result = op->getResult(0);
-  unsigned n = op->getNumOperands();
-  SmallVector<Value> inputs(op->getOperands());
-  inputs.append({result, dy});
-  SmallVector<int64_t> bc;
-  for (Value v : inputs)
-    bc.push_back(broadcastKind(v.getType(), result.getType()));
-  auto full = RankedTensorType::get(
-      cast<RankedTensorType>(result.getType()).getShape(),
-      cast<RankedTensorType>(dy.getType()).getElementType());
-  bool none = false;
-  FusedElementwiseOp g = makeFusedElementwise(
-      b, loc, TypeRange{full}, inputs, bc, Layout::NCHW,
-      [&](ScalarBuilder &s, ValueRange a) {
-        Value r = e.buildScalarGradient(s, a.take_front(n), a[n], a[n + 1],
-                                        index);
-        none = !r;
-        return SmallVector<Value>{r ? r : s.c(0)};
-      });
-  Block &body = g.getBody().front();
-  Value yielded = cast<YieldOp>(body.getTerminator()).getValues()[0];
-  if (none || yielded == body.getArgument(n + 1)) {
-    g->erase();
-    return none ? Value() : sumToShape(b, loc, dy, op->getOperand(index).getType());
-  }
-  // Drop the inputs the derivative does not read (their buffers need not
-  // live until the backward pass).
-  for (int k = (int)inputs.size() - 1; k >= 0; --k)
-    if (body.getArgument(k).use_empty()) {
-      body.eraseArgument(k);
-      g.getInputsMutable().erase(k);
-      bc.erase(bc.begin() + k);
-    }
-  g.setBroadcast(bc);
-  return sumToShape(b, loc, g.getResult(0), op->getOperand(index).getType());
-}
-
 struct AutodiffPass : public cnnc::impl::CNNAutodiffBase<AutodiffPass> {
   using CNNAutodiffBase::CNNAutodiffBase;
   void runOnOperation() override;
@@ -134,250 +57,28 @@ struct AutodiffPass : public cnnc::impl::CNNAutodiffBase<AutodiffPass> {
   DenseSet<Value> needsGrad;
 };
 
-LogicalResult AutodiffPass::backprop(OpBuilder &b, Operation *op) {
-  Location loc = op->getLoc();
-  auto gradOf = [&](Value v) -> Value { return grads.lookup(v); };
-  auto wants = [&](Value v) { return needsGrad.contains(v); };
-  Value dy = op->getNumResults() ? gradOf(op->getResult(0)) : Value();
+/// The driver's side of GradientOpInterface for one op: the gradients of its
+/// results so far, which operands need one, and where each goes.
+struct Emitter : GradientEmitter {
+  Emitter(AutodiffPass &pass, OpBuilder &b, Operation *op)
+      : pass(pass), b(b), op(op) {}
+  Value resultGrad(unsigned index) override {
+    return pass.grads.lookup(op->getResult(index));
+  }
+  bool wants(Value operand) override {
+    return pass.needsGrad.contains(operand);
+  }
+  void accumulate(Value operand, Value grad) override {
+    pass.accumulate(b, op->getLoc(), operand, grad);
+  }
+  AutodiffPass &pass;
+  OpBuilder &b;
+  Operation *op;
+};
 
-  return TypeSwitch<Operation *, LogicalResult>(op)
-      .Case([&](Conv2DOp c) {
-        if (wants(c.getInput()))
-          accumulate(b, loc, c.getInput(),
-                     Conv2DBwdDataOp::create(
-                         b, loc, TypeRange{c.getInput().getType()},
-                         ValueRange{dy, c.getFilter()}, c->getAttrs()));
-        if (wants(c.getFilter()))
-          accumulate(b, loc, c.getFilter(),
-                     Conv2DBwdFilterOp::create(
-                         b, loc, TypeRange{c.getFilter().getType()},
-                         ValueRange{c.getInput(), dy}, c->getAttrs()));
-        return success();
-      })
-      .Case([&](Conv2DBwdDataOp c) {
-        // A transposed convolution (ONNX ConvTranspose) is the adjoint of
-        // conv2d: its input's gradient is the convolution of dy, its filter's
-        // that of the convolution with input dy and output gradient x.
-        auto attrs = c->getAttrs();
-        if (wants(c.getGradOutput()))
-          accumulate(b, loc, c.getGradOutput(),
-                     Conv2DOp::create(b, loc,
-                                      TypeRange{c.getGradOutput().getType()},
-                                      ValueRange{dy, c.getFilter()}, attrs));
-        if (wants(c.getFilter()))
-          accumulate(b, loc, c.getFilter(),
-                     Conv2DBwdFilterOp::create(
-                         b, loc, TypeRange{c.getFilter().getType()},
-                         ValueRange{dy, c.getGradOutput()}, attrs));
-        return success();
-      })
-      .Case([&](BiasAddOp o) {
-        if (wants(o.getInput()))
-          accumulate(b, loc, o.getInput(), dy);
-        if (wants(o.getBias()))
-          accumulate(b, loc, o.getBias(), BiasGradOp::create(b, loc, dy));
-        return success();
-      })
-      .Case([&](ReluOp o) {
-        accumulate(b, loc, o.getInput(),
-                   ReluGradOp::create(b, loc, dy, o.getResult()));
-        return success();
-      })
-      .Case([&](ClipOp o) {
-        accumulate(b, loc, o.getInput(),
-                   ClipGradOp::create(b, loc, TypeRange{dy.getType()},
-                                      ValueRange{dy, o.getInput()},
-                                      o->getAttrs()));
-        return success();
-      })
-      .Case([&](AddOp o) {
-        for (Value v : {o.getLhs(), o.getRhs()})
-          if (wants(v))
-            accumulate(b, loc, v, sumToShape(b, loc, dy, v.getType()));
-        return success();
-      })
-      .Case([&](MulOp o) {
-        if (wants(o.getLhs()))
-          accumulate(b, loc, o.getLhs(),
-                     sumToShape(b, loc, MulOp::create(b, loc, dy, o.getRhs()),
-                                o.getLhs().getType()));
-        if (wants(o.getRhs()))
-          accumulate(b, loc, o.getRhs(),
-                     sumToShape(b, loc, MulOp::create(b, loc, dy, o.getLhs()),
-                                o.getRhs().getType()));
-        return success();
-      })
-      .Case([&](ScaleOp o) {
-        accumulate(b, loc, o.getInput(),
-                   ScaleOp::create(b, loc, TypeRange{dy.getType()},
-                                   ValueRange{dy}, o->getAttrs()));
-        return success();
-      })
-      .Case([&](BatchNormTrainOp o) {
-        auto g = BatchNormGradOp::create(b, loc, dy, o.getInput(), o.getScale(),
-                                         o.getSavedMean(), o.getSavedInvstd());
-        if (wants(o.getInput()))
-          accumulate(b, loc, o.getInput(), g.getGradInput());
-        if (wants(o.getScale()))
-          accumulate(b, loc, o.getScale(), g.getGradScale());
-        if (wants(o.getBias()))
-          accumulate(b, loc, o.getBias(), g.getGradBias());
-        return success();
-      })
-      .Case([&](MaxPool2DOp o) {
-        accumulate(b, loc, o.getInput(),
-                   MaxPool2DGradOp::create(
-                       b, loc, TypeRange{o.getInput().getType()},
-                       ValueRange{dy, o.getInput()}, o->getAttrs()));
-        return success();
-      })
-      .Case([&](AvgPool2DOp o) {
-        accumulate(b, loc, o.getInput(),
-                   AvgPool2DGradOp::create(b, loc,
-                                           TypeRange{o.getInput().getType()},
-                                           ValueRange{dy}, o->getAttrs()));
-        return success();
-      })
-      .Case([&](GlobalAvgPoolOp o) {
-        accumulate(
-            b, loc, o.getInput(),
-            GlobalAvgPoolGradOp::create(b, loc, o.getInput().getType(), dy));
-        return success();
-      })
-      .Case([&](MatmulOp o) {
-        // C = op(A) op(B); each case below is dC/dA and dC/dB written as
-        // matmuls with transposed operands (no explicit transposes).
-        bool ta = o.getTransposeLhs(), tb = o.getTransposeRhs();
-        Value a = o.getLhs(), bm = o.getRhs();
-        auto mm = [&](Value x, Value y, bool tx, bool ty) -> Value {
-          return MatmulOp::create(b, loc, ValueRange{x, y},
-                                  {boolAttr(b, "transpose_lhs", tx),
-                                   boolAttr(b, "transpose_rhs", ty)});
-        };
-        if (wants(a))
-          accumulate(
-              b, loc, a,
-              !ta ? mm(dy, bm, false, !tb)
-                  : (tb ? mm(bm, dy, true, true) : mm(bm, dy, false, true)));
-        if (wants(bm))
-          accumulate(
-              b, loc, bm,
-              !tb ? (ta ? mm(a, dy, false, false) : mm(a, dy, true, false))
-                  : (ta ? mm(dy, a, true, true) : mm(dy, a, true, false)));
-        return success();
-      })
-      .Case<FlattenOp, ReshapeOp>([&](Operation *o) {
-        Value in = o->getOperand(0);
-        accumulate(b, loc, in, ReshapeOp::create(b, loc, in.getType(), dy));
-        return success();
-      })
-      .Case([&](CastOp o) {
-        accumulate(b, loc, o.getInput(),
-                   CastOp::create(b, loc, o.getInput().getType(), dy));
-        return success();
-      })
-      .Case([&](TransposeOp o) {
-        auto perm = o.getPermutation();
-        SmallVector<int64_t> inv(perm.size());
-        for (auto [i, p] : llvm::enumerate(perm))
-          inv[p] = i;
-        accumulate(
-            b, loc, o.getInput(),
-            TransposeOp::create(
-                b, loc, ValueRange{dy},
-                {b.getNamedAttr("permutation", b.getDenseI64ArrayAttr(inv))}));
-        return success();
-      })
-      .Case([&](ConcatOp o) {
-        int64_t axis = o.getAxis(), offset = 0;
-        auto dyType = cast<RankedTensorType>(dy.getType());
-        for (Value in : o.getInputs()) {
-          auto t = cast<RankedTensorType>(in.getType());
-          if (wants(in)) {
-            SmallVector<int64_t> offs(dyType.getRank(), 0);
-            offs[axis] = offset;
-            accumulate(
-                b, loc, in,
-                SliceOp::create(
-                    b, loc, ValueRange{dy},
-                    {b.getNamedAttr("offsets", b.getDenseI64ArrayAttr(offs)),
-                     b.getNamedAttr("sizes",
-                                    b.getDenseI64ArrayAttr(t.getShape()))}));
-          }
-          offset += t.getDimSize(axis);
-        }
-        return success();
-      })
-      .Case([&](ElementwiseOpInterface e) -> LogicalResult {
-        // Every other elementwise op: its own scalar derivative.
-        for (auto [i, v] : llvm::enumerate(op->getOperands())) {
-          if (!wants(v))
-            continue;
-          Value g = elementwiseGradient(b, e, dy, i);
-          if (!g)
-            return op->emitError("cnn-autodiff: '")
-                   << op->getName() << "' has no gradient for operand #" << i;
-          accumulate(b, loc, v, g);
-        }
-        return success();
-      })
-      .Case([&](ReduceSumOp o) {
-        // The sum's gradient is dy repeated over the reduced dimensions.
-        accumulate(b, loc, o.getInput(),
-                   broadcastTo(b, loc, dy, o.getInput().getType(), 1.0));
-        return success();
-      })
-      .Case([&](ReduceMeanOp o) {
-        auto in = cast<RankedTensorType>(o.getInput().getType());
-        int64_t count = 1;
-        for (int64_t a : o.getAxes())
-          count *= in.getDimSize(a);
-        accumulate(b, loc, o.getInput(),
-                   broadcastTo(b, loc, dy, in, 1.0 / (double)count));
-        return success();
-      })
-      .Case([&](PadOp o) {
-        // A constant pad only moves the input: its gradient is the interior
-        // of dy. Reflect/edge pads copy input elements several times.
-        Value g;
-        if (o.getMode() == "constant") {
-          auto in = o.getInput().getType();
-          auto offs = o.getPads().take_front(in.getRank());
-          g = SliceOp::create(
-              b, loc, ValueRange{dy},
-              {b.getNamedAttr("offsets", b.getDenseI64ArrayAttr(offs)),
-               b.getNamedAttr("sizes", b.getDenseI64ArrayAttr(in.getShape()))});
-        } else {
-          g = PadGradOp::create(b, loc, ValueRange{dy},
-                                {b.getNamedAttr("pads", o.getPadsAttr()),
-                                 b.getNamedAttr("mode", o.getModeAttr())});
-        }
-        accumulate(b, loc, o.getInput(), g);
-        return success();
-      })
-      .Case([&](SliceOp o) {
-        // Zeros around dy: a constant pad to the input's shape.
-        auto in = o.getInput().getType();
-        int64_t rank = in.getRank();
-        SmallVector<int64_t> pads(2 * rank);
-        for (int64_t d = 0; d < rank; ++d) {
-          pads[d] = o.getOffsets()[d];
-          pads[rank + d] =
-              in.getDimSize(d) - o.getOffsets()[d] - o.getSizes()[d];
-        }
-        accumulate(
-            b, loc, o.getInput(),
-            PadOp::create(b, loc, ValueRange{dy},
-                          {b.getNamedAttr("pads", b.getDenseI64ArrayAttr(pads)),
-                           b.getNamedAttr("mode", b.getStringAttr("constant")),
-                           f32Attr(b, "value", 0.0)}));
-        return success();
-      })
-      .Default([&](Operation *o) {
-        return o->emitError("cnn-autodiff: no gradient rule for '")
-               << o->getName()
-               << "', which lies between the parameters and the loss";
-      });
+LogicalResult AutodiffPass::backprop(OpBuilder &b, Operation *op) {
+  Emitter emitter(*this, b, op);
+  return cnn::buildGradient(b, op, emitter);
 }
 
 void AutodiffPass::runOnOperation() {

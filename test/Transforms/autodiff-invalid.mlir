@@ -1,11 +1,12 @@
 // RUN: cnnc-opt %s -split-input-file -cnn-autodiff -verify-diagnostics
 
-// Softmax inside the network has no gradient rule: the op is named.
+// An op without a gradient rule (a backward op, here pad_grad, used in the
+// forward function) is named.
 func.func @forward(%x: tensor<2x4xf32> {cnn.input},
-                   %w: tensor<10x4xf32> {cnn.param = "fc.weight"}) -> tensor<2x10xf32> {
-  %y = cnn.matmul %x, %w {transpose_rhs = true} : (tensor<2x4xf32>, tensor<10x4xf32>) -> tensor<2x10xf32>
-  // expected-error @+1 {{cnn-autodiff: no gradient rule for 'cnn.softmax', which lies between the parameters and the loss}}
-  %s = cnn.softmax %y {axis = 1} : (tensor<2x10xf32>) -> tensor<2x10xf32>
+                   %w: tensor<14x4xf32> {cnn.param = "fc.weight"}) -> tensor<2x10xf32> {
+  %y = cnn.matmul %x, %w {transpose_rhs = true} : (tensor<2x4xf32>, tensor<14x4xf32>) -> tensor<2x14xf32>
+  // expected-error @+1 {{cnn-autodiff: no gradient rule for 'cnn.pad_grad', which lies between the parameters and the loss}}
+  %s = cnn.pad_grad %y {mode = "edge", pads = array<i64: 0, 2, 0, 2>} : (tensor<2x14xf32>) -> tensor<2x10xf32>
   return %s : tensor<2x10xf32>
 }
 

@@ -83,4 +83,48 @@ def CNN_LayoutSensitiveOpInterface : OpInterface<"LayoutSensitiveOpInterface"> {
   }];
 }
 
+def CNN_GradientOpInterface : OpInterface<"GradientOpInterface"> {
+  let cppNamespace = "::cnnc::cnn";
+  let description = [{
+    An op's reverse-mode rule, kept with the op: given the gradients of its
+    results, it builds the gradient of each operand that needs one and hands
+    it to the `GradientEmitter` (include/cnnc/Dialect/CNN/Gradient.h), which
+    sums the gradients a value receives from several users. `cnn-autodiff` is
+    a generic driver: it walks the forward ops in reverse and asks each op.
+    Elementwise ops without a rule of their own get one from their scalar
+    derivative (`ElementwiseOpInterface::buildScalarGradient`).
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        Builds the operands' gradients at the builder's insertion point from
+        `g.resultGrad(i)` and passes each to `g.accumulate(operand, grad)`,
+        for the operands where `g.wants(operand)`. Fails (with a diagnostic
+        at the op) where an operand that needs a gradient has none.
+      }], "::mlir::LogicalResult", "buildGradient",
+      (ins "::mlir::OpBuilder &":$b, "::cnnc::cnn::GradientEmitter &":$g)>,
+  ];
+}
+
+def CNN_ReferenceEvalOpInterface : OpInterface<"ReferenceEvalOpInterface"> {
+  let cppNamespace = "::cnnc::cnn";
+  let description = [{
+    How the CPU reference interpreter (lib/Reference) evaluates the op: one
+    `evaluate` per op, StableHLO-style, reading its operands' tensors from
+    and writing its results' tensors into the interpreter's `Evaluator`. The evaluations are
+    external models that lib/Reference attaches (Interpreter.cpp, next to
+    each op's `exec`), so the dialect does not depend on the interpreter; the
+    interpreter is a generic driver that asks each op. Elementwise ops need
+    no model: the driver runs their scalar body (ElementwiseOpInterface), and
+    the fused ops run through FusedOps.cpp.
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        Computes the op's results from its operands in `evaluator`'s
+        environment (the interpreter's state, opaque to the dialect); fails
+        with a diagnostic at the op.
+      }], "::mlir::LogicalResult", "evaluate",
+      (ins "::cnnc::reference::Evaluator &":$evaluator)>,
+  ];
+}
+
 #endif

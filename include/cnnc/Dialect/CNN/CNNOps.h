@@ -52,6 +52,10 @@ inline int64_t channelDim(mlir::RankedTensorType t, Layout layout) {
 }
 } // namespace cnnc::cnn
 
+#include "cnnc/Dialect/CNN/Gradient.h"
+namespace cnnc::reference {
+class Evaluator; // lib/Reference: ReferenceEvalOpInterface's argument
+} // namespace cnnc::reference
 #include "cnnc/Dialect/CNN/CNNInterfaces.h.inc"
 
 #define GET_OP_CLASSES

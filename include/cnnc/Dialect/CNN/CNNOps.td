@@ -41,6 +41,10 @@ class CNN_PureOp<string mnemonic, list<Trait> traits = []>
 class CNN_LayoutOp<string mnemonic, list<Trait> traits = []>
     : CNN_PureOp<mnemonic, !listconcat([CNN_LayoutSensitiveOpInterface], traits)>;
 
+// An op whose reverse-mode rule is its own (GradientOpInterface): the rule is
+// `<Op>::buildGradient` in lib/Dialect/CNN/CNNGradients.cpp.
+def CNN_Gradient : DeclareOpInterfaceMethods<CNN_GradientOpInterface>;
+
 // Convolution attributes shared by conv2d and its gradients.
 defvar ConvAttrs = (ins DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$padding,
                     DenseI64ArrayAttr:$dilations, I64Attr:$groups);
@@ -65,7 +69,7 @@ def CNN_ConstantOp : CNN_Op<"constant", [Pure, ConstantLike]> {
   let hasVerifier = 1;
 }
 
-def CNN_Conv2DOp : CNN_LayoutOp<"conv2d", [CNN_InferShapes]> {
+def CNN_Conv2DOp : CNN_LayoutOp<"conv2d", [CNN_InferShapes, CNN_Gradient]> {
   let summary = "2-D convolution (NCHW input, FCHW filter, no bias)";
   let description = [{
     `input` is N x C x H x W, `filter` is F x (C/groups) x KH x KW.
@@ -81,7 +85,7 @@ def CNN_Conv2DOp : CNN_LayoutOp<"conv2d", [CNN_InferShapes]> {
   let results = (outs CNN_FloatTensor:$result);
 }
 
-def CNN_BiasAddOp : CNN_LayoutOp<"bias_add", [CNN_InferShapes]> {
+def CNN_BiasAddOp : CNN_LayoutOp<"bias_add", [CNN_InferShapes, CNN_Gradient]> {
   let summary = "Adds a per-channel bias along dimension 1";
   let description = [{
     `input` has rank >= 2; `bias` is 1-D with size input.dim(1) (with
@@ -119,9 +123,9 @@ class CNN_ElementwiseOp<string mnemonic, code scalar, code derivative,
 
 /// f(x): one float operand, the result of the same type.
 class CNN_UnaryOp<string mnemonic, code scalar, code derivative,
-                  dag attrs = (ins)>
+                  dag attrs = (ins), list<Trait> traits = []>
     : CNN_ElementwiseOp<mnemonic, scalar, derivative,
-                        [SameOperandsAndResultType]> {
+                        !listconcat([SameOperandsAndResultType], traits)> {
   let arguments = !con((ins CNN_FloatTensor:$input), attrs);
   let results = (outs CNN_FloatTensor:$result);
 }
@@ -143,7 +147,7 @@ class CNN_BinaryOp<string mnemonic, code scalar, code derivative,
 }
 
 def CNN_ReluOp : CNN_UnaryOp<"relu", [{ return s.max(x[0], s.c(0)); }],
-    [{ return s.select(s.gt(y, s.c(0)), dy, s.c(0)); }]> {
+    [{ return s.select(s.gt(y, s.c(0)), dy, s.c(0)); }], (ins), [CNN_Gradient]> {
   let summary = "max(x, 0)";
 }
 
@@ -152,7 +156,7 @@ def CNN_ClipOp : CNN_UnaryOp<"clip",
                     s.c(getMax().convertToFloat())); }],
     [{ return s.mul(dy, s.inside(x[0], getMin().convertToFloat(),
                                  getMax().convertToFloat())); }],
-    (ins F32Attr:$min, F32Attr:$max)> {
+    (ins F32Attr:$min, F32Attr:$max), [CNN_Gradient]> {
   let summary = "min(max(x, min), max) (ReLU6 is clip 0..6)";
   let description = [{ Requires `min <= max`. }];
   let hasVerifier = 1;
@@ -161,7 +165,7 @@ def CNN_ClipOp : CNN_UnaryOp<"clip",
 def CNN_ScaleOp : CNN_UnaryOp<"scale",
     [{ return s.mul(x[0], s.c(getFactor().convertToFloat())); }],
     [{ return s.mul(dy, s.c(getFactor().convertToFloat())); }],
-    (ins F32Attr:$factor)> {
+    (ins F32Attr:$factor), [CNN_Gradient]> {
   let summary = "Multiplies every element by a constant factor";
 }
 
@@ -341,7 +345,7 @@ def CNN_LogOp : CNN_UnaryOp<"log", [{ return s.log(x[0]); }],
 }
 
 def CNN_AddOp : CNN_BinaryOp<"add", [{ return s.add(x[0], x[1]); }],
-    [{ return dy; }], [Commutative]> {
+    [{ return dy; }], [Commutative, CNN_Gradient]> {
   let summary = "Elementwise sum (numpy broadcasting)";
   let hasCanonicalizer = 1;
 }
@@ -352,7 +356,7 @@ def CNN_SubOp : CNN_BinaryOp<"sub", [{ return s.sub(x[0], x[1]); }],
 }
 
 def CNN_MulOp : CNN_BinaryOp<"mul", [{ return s.mul(x[0], x[1]); }],
-    [{ return s.mul(dy, x[1 - i]); }], [Commutative]> {
+    [{ return s.mul(dy, x[1 - i]); }], [Commutative, CNN_Gradient]> {
   let summary = "Elementwise product (numpy broadcasting)";
   let hasCanonicalizer = 1;
 }
@@ -407,7 +411,7 @@ def CNN_MinimumOp : CNN_BinaryOp<"minimum", [{ return s.min(x[0], x[1]); }],
   let summary = "Elementwise minimum (numpy broadcasting; NaN propagates)";
 }
 
-def CNN_ReduceSumOp : CNN_PureOp<"reduce_sum", [CNN_InferShapes]> {
+def CNN_ReduceSumOp : CNN_PureOp<"reduce_sum", [CNN_InferShapes, CNN_Gradient]> {
   let summary = "Sum over `axes`, which keep size 1";
   let description = [{
     `axes` are distinct dimensions of `input` in [0, rank). The result has the
@@ -418,7 +422,7 @@ def CNN_ReduceSumOp : CNN_PureOp<"reduce_sum", [CNN_InferShapes]> {
   let results = (outs CNN_FloatTensor:$result);
 }
 
-def CNN_ReduceMeanOp : CNN_PureOp<"reduce_mean", [CNN_InferShapes]> {
+def CNN_ReduceMeanOp : CNN_PureOp<"reduce_mean", [CNN_InferShapes, CNN_Gradient]> {
   let summary = "Mean over `axes`, which keep size 1";
   let description = [{ The constraints of `cnn.reduce_sum`. }];
   let arguments = (ins CNN_FloatTensor:$input, DenseI64ArrayAttr:$axes);
@@ -426,12 +430,12 @@ def CNN_ReduceMeanOp : CNN_PureOp<"reduce_mean", [CNN_InferShapes]> {
   let hasCanonicalizer = 1;
 }
 
-def CNN_ReduceMaxOp : CNN_PureOp<"reduce_max", [CNN_InferShapes]> {
+def CNN_ReduceMaxOp : CNN_PureOp<"reduce_max", [CNN_InferShapes, CNN_Gradient]> {
   let summary = "Maximum over `axes`, which keep size 1";
   let description = [{
     The constraints of `cnn.reduce_sum`. A NaN among the reduced elements
-    makes the result NaN (numpy's `max`). cnn-autodiff has no gradient rule
-    for it (it is imported for inference graphs, e.g. an expanded softmax).
+    makes the result NaN (numpy's `max`). Its gradient goes to the elements
+    equal to the maximum, split evenly among ties (PyTorch's `amax`).
   }];
   let arguments = (ins CNN_FloatTensor:$input, DenseI64ArrayAttr:$axes);
   let results = (outs CNN_FloatTensor:$result);
@@ -453,7 +457,7 @@ def CNN_BatchNormOp : CNN_LayoutOp<"batch_norm", [CNN_InferShapes]> {
   let results = (outs CNN_FloatTensor:$result);
 }
 
-def CNN_BatchNormTrainOp : CNN_LayoutOp<"batch_norm_train", [CNN_InferShapes]> {
+def CNN_BatchNormTrainOp : CNN_LayoutOp<"batch_norm_train", [CNN_InferShapes, CNN_Gradient]> {
   let summary = "Batch normalization, training form (batch statistics)";
   let description = [{
     Normalizes with the batch mean and biased batch variance, returns the
@@ -472,7 +476,7 @@ def CNN_BatchNormTrainOp : CNN_LayoutOp<"batch_norm_train", [CNN_InferShapes]> {
                  CNN_FloatTensor:$new_running_var);
 }
 
-def CNN_MaxPool2DOp : CNN_LayoutOp<"max_pool2d", [CNN_InferShapes]> {
+def CNN_MaxPool2DOp : CNN_LayoutOp<"max_pool2d", [CNN_InferShapes, CNN_Gradient]> {
   let summary = "2-D max pooling (padding never wins)";
   let description = [{
     `kernel`, `strides`: 2 positive entries; `padding`: 4 (t, l, b, r), each
@@ -483,7 +487,7 @@ def CNN_MaxPool2DOp : CNN_LayoutOp<"max_pool2d", [CNN_InferShapes]> {
   let results = (outs CNN_FloatTensor:$result);
 }
 
-def CNN_AvgPool2DOp : CNN_LayoutOp<"avg_pool2d", [CNN_InferShapes]> {
+def CNN_AvgPool2DOp : CNN_LayoutOp<"avg_pool2d", [CNN_InferShapes, CNN_Gradient]> {
   let summary = "2-D average pooling";
   let description = [{
     As max_pool2d; `count_include_pad` divides by the full kernel area
@@ -494,14 +498,14 @@ def CNN_AvgPool2DOp : CNN_LayoutOp<"avg_pool2d", [CNN_InferShapes]> {
   let results = (outs CNN_FloatTensor:$result);
 }
 
-def CNN_GlobalAvgPoolOp : CNN_LayoutOp<"global_avg_pool", [CNN_InferShapes]> {
+def CNN_GlobalAvgPoolOp : CNN_LayoutOp<"global_avg_pool", [CNN_InferShapes, CNN_Gradient]> {
   let summary = "Mean over H and W: N x C x H x W -> N x C x 1 x 1";
   let description = [{ With `layout = #cnn.layout<NHWC>`: N x H x W x C -> N x 1 x 1 x C. }];
   let arguments = (ins CNN_FloatTensor:$input, CNN_Layout:$layout);
   let results = (outs CNN_FloatTensor:$result);
 }
 
-def CNN_MatmulOp : CNN_PureOp<"matmul", [CNN_InferShapes]> {
+def CNN_MatmulOp : CNN_PureOp<"matmul", [CNN_InferShapes, CNN_Gradient]> {
   let summary = "Matrix product op(lhs) x op(rhs), 2-D or batched";
   let description = [{
     op(x) is x or its transpose (of the last two dimensions). A linear layer
@@ -515,13 +519,13 @@ def CNN_MatmulOp : CNN_PureOp<"matmul", [CNN_InferShapes]> {
   let results = (outs CNN_FloatTensor:$result);
 }
 
-def CNN_FlattenOp : CNN_PureOp<"flatten", [CNN_InferShapes]> {
+def CNN_FlattenOp : CNN_PureOp<"flatten", [CNN_InferShapes, CNN_Gradient]> {
   let summary = "Flattens to 2-D: dims [0, axis) and [axis, rank)";
   let arguments = (ins CNN_FloatTensor:$input, I64Attr:$axis);
   let results = (outs CNN_FloatTensor:$result);
 }
 
-def CNN_ReshapeOp : CNN_PureOp<"reshape"> {
+def CNN_ReshapeOp : CNN_PureOp<"reshape", [CNN_Gradient]> {
   let summary = "Reinterprets the elements with a new static shape";
   let description = [{ Same element type and element count. }];
   let arguments = (ins CNN_FloatTensor:$input);
@@ -530,14 +534,14 @@ def CNN_ReshapeOp : CNN_PureOp<"reshape"> {
   let hasFolder = 1;
 }
 
-def CNN_ConcatOp : CNN_PureOp<"concat", [CNN_InferShapes]> {
+def CNN_ConcatOp : CNN_PureOp<"concat", [CNN_InferShapes, CNN_Gradient]> {
   let summary = "Concatenation along `axis`";
   let description = [{ At least one input; same rank, element type and sizes except along `axis`. }];
   let arguments = (ins Variadic<CNN_FloatTensor>:$inputs, I64Attr:$axis);
   let results = (outs CNN_FloatTensor:$result);
 }
 
-def CNN_SliceOp : CNN_PureOp<"slice", [CNN_InferShapes]> {
+def CNN_SliceOp : CNN_PureOp<"slice", [CNN_InferShapes, CNN_Gradient]> {
   let summary = "Static slice [offsets, offsets + sizes) (the gradient of concat)";
   let arguments = (ins CNN_FloatTensor:$input, DenseI64ArrayAttr:$offsets,
                    DenseI64ArrayAttr:$sizes);
@@ -548,7 +552,7 @@ def CNN_SliceOp : CNN_PureOp<"slice", [CNN_InferShapes]> {
 // reflect and replicate).
 defvar CNN_PadMode = DefaultValuedAttr<StrAttr, "\"constant\"">;
 
-def CNN_PadOp : CNN_PureOp<"pad", [CNN_InferShapes]> {
+def CNN_PadOp : CNN_PureOp<"pad", [CNN_InferShapes, CNN_Gradient]> {
   let summary = "Pads every dimension: `pads` = [begin_0..begin_{r-1}, end_0..end_{r-1}]";
   let description = [{
     Rank-generic: result.dim(d) = input.dim(d) + pads[d] + pads[r + d].
@@ -601,7 +605,7 @@ def CNN_PadGradOp : CNN_PureOp<"pad_grad", [CNN_InferShapes]> {
   let results = (outs CNN_FloatTensor:$result);
 }
 
-def CNN_TransposeOp : CNN_PureOp<"transpose", [CNN_InferShapes]> {
+def CNN_TransposeOp : CNN_PureOp<"transpose", [CNN_InferShapes, CNN_Gradient]> {
   let summary = "Permutes dimensions: result.dim(i) = input.dim(permutation[i])";
   let arguments = (ins CNN_FloatTensor:$input, DenseI64ArrayAttr:$permutation);
   let results = (outs CNN_FloatTensor:$result);
@@ -609,7 +613,7 @@ def CNN_TransposeOp : CNN_PureOp<"transpose", [CNN_InferShapes]> {
 }
 
 def CNN_CastOp : CNN_ElementwiseOp<"cast", [{ return x[0]; }],
-    [{ return dy; }]> {
+    [{ return dy; }], [CNN_Gradient]> {
   let summary = "Converts the element type (f32 <-> f16), same shape";
   let arguments = (ins CNN_FloatTensor:$input);
   let results = (outs CNN_FloatTensor:$result);
@@ -639,7 +643,7 @@ def CNN_DropoutMaskOp : CNN_PureOp<"dropout_mask"> {
   let hasVerifier = 1;
 }
 
-def CNN_SoftmaxOp : CNN_PureOp<"softmax", [SameOperandsAndResultType]> {
+def CNN_SoftmaxOp : CNN_PureOp<"softmax", [SameOperandsAndResultType, CNN_Gradient]> {
   let summary = "Softmax along `axis`";
   let arguments = (ins CNN_FloatTensor:$input, I64Attr:$axis);
   let results = (outs CNN_FloatTensor:$result);
@@ -661,7 +665,7 @@ def CNN_SoftmaxCrossEntropyOp : CNN_PureOp<"softmax_cross_entropy", [CNN_InferSh
 // Backward ops (produced by cnn-autodiff)
 //===----------------------------------------------------------------------===//
 
-def CNN_Conv2DBwdDataOp : CNN_LayoutOp<"conv2d_bwd_data"> {
+def CNN_Conv2DBwdDataOp : CNN_LayoutOp<"conv2d_bwd_data", [CNN_Gradient]> {
   let summary = "Gradient of conv2d with respect to its input";
   let description = [{
     `grad_output` is the conv2d result gradient, `filter` its filter; the
