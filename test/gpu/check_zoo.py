@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""GPU checks of the torchvision zoo: cnnc's CUDA executable vs PyTorch.
+"""GPU checks of the torchvision and timm zoos: cnnc's CUDA executable vs PyTorch.
 
 Per model (one per family of test/e2e/test_torchvision.py, with the sizes
 below):
@@ -18,11 +18,15 @@ Dropout and StochasticDepth run with p = 0 on both sides (cnnc draws its own
 masks); GoogLeNet/Inception-v3 train with their auxiliary classifiers (loss
 = CE(main) + 0.4 * sum CE(aux), cnnc's default --aux-loss-weight).
 Models whose ops cnnc lacks fail at compile time and are reported as such
-(`--models` picks a subset).
+(`--models` picks a subset). `--zoo timm` checks TIMM_MODELS instead: one
+small member of each of 30+ timm CNN families (random init, 10 classes),
+`--zoo all` both; `--jobs N` checks N models at once (numerics only, so
+sharing the GPU is fine; each model's lines are printed together).
 
 Exit 77 (ctest SKIP_RETURN_CODE) without a CUDA GPU.
 
-  check_zoo.py --cnnc build/bin/cnnc [--work DIR] [--models a,b] [--skip-amp|--skip-f32]
+  check_zoo.py --cnnc build/bin/cnnc [--work DIR] [--zoo torchvision|timm|all]
+               [--models a,b] [--jobs N] [--skip-amp|--skip-f32]
 """
 import argparse
 import os
@@ -62,6 +66,20 @@ MODELS = {
     "alexnet": (16, 224, {}),
     "convnext_tiny": (16, 64, {}),
 }
+# One member of each timm CNN family (issue 32's zoo: ops beyond ResNet such as
+# GroupNorm, upsampling, softmax attention, Conv1d, ReduceL2), small enough
+# to export, compile and check in well under a minute each at 64x64.
+TIMM_MODELS = {name: (8, 64, {}) for name in [
+    "resnet26d", "seresnext26d_32x4d", "ecaresnet26t", "skresnet18",
+    "resnest14d", "ese_vovnet19b_dw", "dla34", "dpn68", "hrnet_w18_small",
+    "cspresnet50", "cs3darknet_s", "regnetx_002", "regnety_002", "rexnet_100",
+    "ghostnet_100", "mixnet_s", "tf_efficientnet_b0", "mobilenetv3_large_100",
+    "lcnet_050", "hardcorenas_a", "fbnetc_100", "spnasnet_100",
+    "semnasnet_100", "densenetblur121d", "selecsls42b", "res2net50_26w_4s",
+    "gernet_s", "repvgg_a2", "nf_resnet26", "convnext_atto",
+    "convnextv2_atto", "resnetv2_50x1_bit", "gcresnet26ts",
+    "efficientnet_lite0", "efficientnetv2_rw_t", "bat_resnext26ts",
+]}
 LR, MOMENTUM, WD = 0.01, 0.9, 5e-4
 # MnasNet-1.0 and RegNetY-400MF diverge at LR 0.01 on one batch of 16 at
 # 64x64 (MnasNet's loss rises from 5.3 to 7.1 in the first step) and in that
@@ -92,7 +110,16 @@ def lr_of(name):
 def build(name, state=None):
     torch.manual_seed(0)
     kwargs = MODELS[name][2]
-    m = getattr(torchvision.models, name)(weights=None, num_classes=10, **kwargs)
+    if name in TIMM_MODELS:
+        import timm
+        try:
+            m = timm.create_model(name, pretrained=False, num_classes=10,
+                                  drop_rate=0.0, drop_path_rate=0.0, **kwargs)
+        except TypeError:  # families without stochastic depth (DLA, DPN)
+            m = timm.create_model(name, pretrained=False, num_classes=10,
+                                  drop_rate=0.0, **kwargs)
+    else:
+        m = getattr(torchvision.models, name)(weights=None, num_classes=10, **kwargs)
     for mod in m.modules():
         if isinstance(mod, (torch.nn.Dropout, torchvision.ops.StochasticDepth)):
             mod.p = 0.0
@@ -226,13 +253,33 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cnnc", required=True)
     ap.add_argument("--work", default="/tmp/cnnc-zoo-check")
-    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--zoo", choices=["torchvision", "timm", "all"], default="torchvision")
+    ap.add_argument("--models", default=None)
+    ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--skip-amp", action="store_true")
     ap.add_argument("--skip-f32", action="store_true")
     ARGS = ap.parse_args()
     print("GPU:", torch.cuda.get_device_name(0), "torch", torch.__version__,
           "torchvision", torchvision.__version__, flush=True)
-    for name in ARGS.models.split(","):
+    names = ARGS.models.split(",") if ARGS.models else (
+        (list(MODELS) if ARGS.zoo != "timm" else []) +
+        (list(TIMM_MODELS) if ARGS.zoo != "torchvision" else []))
+    for name in names:
+        if name in TIMM_MODELS:
+            MODELS.setdefault(name, TIMM_MODELS[name])
+    unknown = [n for n in names if n not in MODELS]
+    if unknown:
+        sys.exit("check_zoo: unknown models: " + ", ".join(unknown))
+    if any(n in TIMM_MODELS for n in names):
+        import timm
+        print("timm", timm.__version__, flush=True)
+        missing = [n for n in names if n in TIMM_MODELS and not timm.list_models(n)]
+        for n in missing:
+            failures.append("%s: not in this timm version" % n)
+        names = [n for n in names if n not in missing]
+    if ARGS.jobs > 1 and len(names) > 1:
+        return run_parallel(names)
+    for name in names:
         for check in (([] if ARGS.skip_f32 else [check_f32]) +
                       ([] if ARGS.skip_amp else [check_amp])):
             try:
@@ -240,6 +287,32 @@ def main():
             except Exception as e:  # report and go on
                 failures.append("%s %s: %s" % (check.__name__, name, str(e)[:500]))
                 print("%s %-18s ERROR %s" % (check.__name__, name, str(e)[:2000]), flush=True)
+    print("FAILURES:" if failures else "ALL ZOO GPU CHECKS PASSED", *failures, sep="\n  ")
+    sys.exit(1 if failures else 0)
+
+
+def run_parallel(names):
+    """Checks each model in its own process (`--models NAME --jobs 1`), N at a
+    time, printing each one's output when it finishes."""
+    import concurrent.futures
+    import subprocess
+    passthrough = ["--cnnc", ARGS.cnnc] + (["--skip-amp"] if ARGS.skip_amp else []) + \
+        (["--skip-f32"] if ARGS.skip_f32 else [])
+
+    def one(name):
+        p = subprocess.run([sys.executable, os.path.abspath(__file__), *passthrough,
+                            "--work", os.path.join(ARGS.work, name), "--models", name],
+                           capture_output=True, text=True)
+        return name, p.returncode, p.stdout + p.stderr[-3000:]
+
+    with concurrent.futures.ThreadPoolExecutor(ARGS.jobs) as pool:
+        for name, rc, out in pool.map(one, names):
+            lines = [ln for ln in out.splitlines()
+                     if not ln.startswith(("GPU:", "timm ", "ALL ZOO", "FAILURES:"))
+                     and "Warning" not in ln and "warnings.warn" not in ln]
+            print("\n".join(lines), flush=True)
+            if rc != 0:
+                failures.append("%s: exit %d" % (name, rc))
     print("FAILURES:" if failures else "ALL ZOO GPU CHECKS PASSED", *failures, sep="\n  ")
     sys.exit(1 if failures else 0)
 
