@@ -35,7 +35,19 @@ from gpucheck_common import (adapt, losses_of, rel, require_gpu, run,  # noqa: E
 torch = require_gpu("check_vs_torch")
 
 from cnnc.cnnw import read_cnnw  # noqa: E402
-from cnnc.export import build_model, export_onnx  # noqa: E402
+from cnnc.export import build_model as _build_named, export_onnx  # noqa: E402
+
+
+def build_model(name, num_classes, seed=0):
+    """A model of cnnc.export.build_model, or vovnet_ese_timm / vovnet_ese_hs:
+    test/e2e/osa_ese_model.py: the OSA/eSE VoVNet with timm's relu6(x + 3) / 6
+    gate or nn.Hardsigmoid (issue 32)."""
+    if name.startswith("vovnet_ese_"):
+        sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
+        from osa_ese_model import VoVNetESE
+        torch.manual_seed(seed)
+        return VoVNetESE("timm" if name.endswith("timm") else "hardsigmoid", num_classes)
+    return _build_named(name, num_classes, seed=seed)
 
 
 CONFIG = {  # batch, input H=W
@@ -45,6 +57,9 @@ CONFIG = {  # batch, input H=W
     "squeezenet1_1": (16, 64),
     "resnet18": (16, 128),
     "resnet50": (16, 128),
+    # OSA blocks with an effective-SE gate (issue 32): not in the defaults.
+    "vovnet_ese_timm": (16, 64),
+    "vovnet_ese_hs": (16, 64),
 }
 LR, MOMENTUM, WD = 0.01, 0.9, 5e-4
 failures = []
