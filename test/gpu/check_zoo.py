@@ -293,7 +293,7 @@ def main():
 
 def run_parallel(names):
     """Checks each model in its own process (`--models NAME --jobs 1`), N at a
-    time, printing each one's output when it finishes."""
+    time, printing each one's output as soon as it finishes."""
     import concurrent.futures
     import subprocess
     passthrough = ["--cnnc", ARGS.cnnc] + (["--skip-amp"] if ARGS.skip_amp else []) + \
@@ -305,8 +305,11 @@ def run_parallel(names):
                            capture_output=True, text=True)
         return name, p.returncode, p.stdout + p.stderr[-3000:]
 
+    # Printed as each finishes, so that a call cut off by its time limit still
+    # reports every model that completed.
     with concurrent.futures.ThreadPoolExecutor(ARGS.jobs) as pool:
-        for name, rc, out in pool.map(one, names):
+        for done in concurrent.futures.as_completed([pool.submit(one, n) for n in names]):
+            name, rc, out = done.result()
             lines = [ln for ln in out.splitlines()
                      if not ln.startswith(("GPU:", "timm ", "ALL ZOO", "FAILURES:"))
                      and "Warning" not in ln and "warnings.warn" not in ln]
