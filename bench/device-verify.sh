@@ -5,7 +5,11 @@
 #  2. the CUDA backend against PyTorch (test/gpu/check_vs_torch.py);
 #  3. the Python entry on CUDA tensors (test/gpu/check_python_api.py);
 #  4. GPU robustness: out of memory, corrupt checkpoints, special files
-#     (test/gpu/robustness_gpu.sh).
+#     (test/gpu/robustness_gpu.sh);
+#  5. the ops added for issue 32 against PyTorch on the GPU
+#     (test/gpu/check_new_ops.py; NEW_OPS_ARGS, e.g. "--quick");
+#  6. the OSA/eSE VoVNet (both gates) f32 and AMP against PyTorch
+#     (check_vs_torch.py's vovnet_ese_* models).
 # Each part has its own time limit so the call returns what finished; logs
 # go to $OUT.   Usage: bash bench/device-verify.sh [PARTS]  (default 1234)
 set -uo pipefail
@@ -47,5 +51,14 @@ fi
 if [[ $PARTS == *4* ]]; then
   mkdir -p /tmp/carrybuild/bin && ln -sf "$CNNC" /tmp/carrybuild/bin/cnnc
   PYTHON=python3 part robustness-gpu 90 bash test/gpu/robustness_gpu.sh /tmp/carrybuild
+fi
+if [[ $PARTS == *5* ]]; then
+  PYTHONPATH=$PWD/python part new-ops ${NEW_OPS_S:-300} python3 test/gpu/check_new_ops.py \
+    --cnnc "$CNNC" ${NEW_OPS_ARGS:-}
+fi
+if [[ $PARTS == *6* ]]; then
+  part vovnet-ese ${VOVNET_S:-200} python3 test/gpu/check_vs_torch.py --cnnc "$CNNC" \
+    --work /tmp/ese --models vovnet_ese_hs,vovnet_ese_hs:nhwc,vovnet_ese_timm \
+    --amp-models vovnet_ese_hs,vovnet_ese_timm --skip-digits
 fi
 exit $rc
