@@ -237,6 +237,8 @@ private:
   LogicalResult exec(cnn::SliceOp op);
   LogicalResult exec(cnn::PadOp op);
   LogicalResult exec(cnn::PadGradOp op);
+  LogicalResult exec(cnn::ResizeOp op);
+  LogicalResult exec(cnn::ResizeGradOp op);
   LogicalResult exec(cnn::TransposeOp op);
   LogicalResult exec(cnn::DropoutMaskOp op);
   LogicalResult exec(cnn::SoftmaxOp op);
@@ -410,6 +412,7 @@ static void attachEvaluations(MLIRContext *ctx) {
          cnn::BatchNormGradOp, cnn::SoftmaxCrossEntropyGradOp>(ctx);
   attach<cnn::SGDUpdateOp, cnn::AdamUpdateOp, cnn::AllFiniteOp,
          cnn::LossScaleUpdateOp, cnn::UnscaleOp, cnn::AllReduceOp>(ctx);
+  attach<cnn::ResizeOp, cnn::ResizeGradOp>(ctx);
 }
 
 /// NHWC support, written for clarity: a scratch NCHW twin of the op reads
@@ -669,6 +672,39 @@ LogicalResult Executor::exec(cnn::PadGradOp op) {
   kn::padGrad(ptr(op.getGradOutput()), shapeOf(op.getResult()),
               kn::Shape(op.getPads().begin(), op.getPads().end()),
               padMode(op.getMode()), out(op.getResult()));
+  return success();
+}
+
+/// The taps along H and W of resize / resize_grad `op` between the NCHW
+/// shapes `in` (the resize input) and `resized` (cnnc/Support/Resize.h).
+template <typename ResizeLikeOp>
+static std::pair<std::vector<ResizeTap>, std::vector<ResizeTap>>
+resizeTapsOf(ResizeLikeOp op, ArrayRef<int64_t> in,
+             ArrayRef<int64_t> resized) {
+  std::optional<ArrayRef<double>> scales;
+  if (auto s = op.getScalesAttr())
+    scales = s.asArrayRef();
+  auto taps = [&](int d) {
+    return resizeTaps(in[2 + d], resized[2 + d], op.getMode(),
+                      op.getCoordinateTransformationMode(), op.getNearestMode(),
+                      scales ? (*scales)[d] : 0.0);
+  };
+  return {taps(0), taps(1)};
+}
+
+LogicalResult Executor::exec(cnn::ResizeOp op) {
+  auto in = shapeOf(op.getInput()), resized = shapeOf(op.getResult());
+  auto [th, tw] = resizeTapsOf(op, in, resized);
+  kn::resize(ptr(op.getInput()), out(op.getResult()), in[0] * in[1], in[2],
+             in[3], th, tw, op.getMode() == "linear");
+  return success();
+}
+
+LogicalResult Executor::exec(cnn::ResizeGradOp op) {
+  auto in = shapeOf(op.getResult()), resized = shapeOf(op.getGradOutput());
+  auto [th, tw] = resizeTapsOf(op, in, resized);
+  kn::resizeGrad(ptr(op.getGradOutput()), out(op.getResult()), in[0] * in[1],
+                 in[2], in[3], th, tw, op.getMode() == "linear");
   return success();
 }
 

@@ -287,6 +287,15 @@ LogicalResult AvgPool2DOp::buildGradient(OpBuilder &b, GradientEmitter &g) {
   return success();
 }
 
+LogicalResult ResizeOp::buildGradient(OpBuilder &b, GradientEmitter &g) {
+  // The adjoint with the same attributes (size, scales, modes, layout).
+  g.accumulate(getInput(), ResizeGradOp::create(
+                               b, getLoc(), TypeRange{getInput().getType()},
+                               ValueRange{g.resultGrad(0)},
+                               (*this)->getAttrs()));
+  return success();
+}
+
 LogicalResult GlobalAvgPoolOp::buildGradient(OpBuilder &b,
                                              GradientEmitter &g) {
   g.accumulate(getInput(),

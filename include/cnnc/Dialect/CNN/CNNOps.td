@@ -770,7 +770,7 @@ defvar ResizeAttrs = (ins DenseI64ArrayAttr:$size,
     DefaultValuedAttr<StrAttr, "\"round_prefer_floor\"">:$nearest_mode,
     OptionalAttr<DenseF64ArrayAttr>:$scales);
 
-def CNN_ResizeOp : CNN_LayoutOp<"resize", [CNN_InferShapes]> {
+def CNN_ResizeOp : CNN_LayoutOp<"resize", [CNN_InferShapes, CNN_Gradient]> {
   let summary = "Nearest or bilinear resampling of H and W (F.interpolate, ONNX Resize)";
   let description = [{
     `input` is N x C x H x W (N x H x W x C with `layout = #cnn.layout<NHWC>`);
