@@ -679,8 +679,7 @@ LogicalResult Executor::exec(cnn::PadGradOp op) {
 /// shapes `in` (the resize input) and `resized` (cnnc/Support/Resize.h).
 template <typename ResizeLikeOp>
 static std::pair<std::vector<ResizeTap>, std::vector<ResizeTap>>
-resizeTapsOf(ResizeLikeOp op, ArrayRef<int64_t> in,
-             ArrayRef<int64_t> resized) {
+resizeTapsOf(ResizeLikeOp op, ArrayRef<int64_t> in, ArrayRef<int64_t> resized) {
   std::optional<ArrayRef<double>> scales;
   if (auto s = op.getScalesAttr())
     scales = s.asArrayRef();

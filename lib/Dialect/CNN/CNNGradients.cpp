@@ -289,10 +289,10 @@ LogicalResult AvgPool2DOp::buildGradient(OpBuilder &b, GradientEmitter &g) {
 
 LogicalResult ResizeOp::buildGradient(OpBuilder &b, GradientEmitter &g) {
   // The adjoint with the same attributes (size, scales, modes, layout).
-  g.accumulate(getInput(), ResizeGradOp::create(
-                               b, getLoc(), TypeRange{getInput().getType()},
-                               ValueRange{g.resultGrad(0)},
-                               (*this)->getAttrs()));
+  g.accumulate(getInput(), ResizeGradOp::create(b, getLoc(),
+                                                TypeRange{getInput().getType()},
+                                                ValueRange{g.resultGrad(0)},
+                                                (*this)->getAttrs()));
   return success();
 }
 
