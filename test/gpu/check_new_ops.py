@@ -18,7 +18,10 @@ GPU default fp16 NHWC (f16 storage, f32 math: 2e-2 on losses and eval,
 3e-2 on parameters, against PyTorch in f32).
 
 Ops covered: cnn.resize / cnn.resize_grad (F.interpolate nearest and
-bilinear, align_corners both ways, scale factors and sizes, up and down).
+bilinear, align_corners both ways, scale factors and sizes, up and down);
+cnn.softmax over a dimension that is not the last (over the channels and
+the height of N x C x H x W, ResNeSt's radix softmax, selective kernels'
+N x 2 x C x 1 x 1) and its gradient.
 
 Prints PASS/FAIL per case; exit 0: all passed, 1: a case failed, 77: no
 CUDA GPU (ctest's skip).
@@ -90,13 +93,19 @@ def resize_net(torch, kw):
 
 
 def check_resize(cnnc, torch, name, kw, precision, layout):
-    tag = "resize/%s %s %s" % (name, precision, layout)
+    check_net(cnnc, torch, "resize/%s %s %s" % (name, precision, layout),
+              resize_net(torch, kw), (4, 3, 12, 10), precision, layout)
+
+
+def check_net(cnnc, torch, tag, net, x_shape, precision, layout):
+    """The forward (eval logits) and 3 SGD steps of `net()` on a batch of
+    `x_shape` against PyTorch on the same GPU (see the module docstring)."""
     torch.manual_seed(0)
-    model = resize_net(torch, kw)().cuda()
+    model = net().cuda()
     ref = copy.deepcopy(model)
     cpu = copy.deepcopy(model).cpu()
-    x = torch.randn(4, 3, 12, 10, device="cuda")
-    y = torch.randint(0, 10, (4,), device="cuda")
+    x = torch.randn(*x_shape, device="cuda")
+    y = torch.randint(0, 10, (x_shape[0],), device="cuda")
     opt = lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9)  # noqa: E731
     try:
         trainer = cnnc.compile(model, x, optimizer=opt(model.parameters()),
@@ -154,7 +163,68 @@ def run_resize(cnnc, torch, quick):
             check_resize(cnnc, torch, name, kw, precision, layout)
 
 
-CHECKS = {"resize": run_resize}
+# ---------------------------------------------------------------------------
+# cnn.softmax over a dimension that is not the last (softmaxStrided)
+# ---------------------------------------------------------------------------
+
+def softmax_net(torch, kind):
+    """conv -> softmax over a middle dimension -> conv/gate -> pool -> linear:
+    conv1 only learns through the softmax's gradient.
+
+    channels: dim 1 of N x C x H x W (inner H*W); height: dim 2 (inner W);
+    radix: ResNeSt's rSoftMax, dim 1 of N x radix x cardinality x C'
+    (view + transpose of the pooled attention, then gating the features);
+    sk: selective kernels, dim 1 of N x 2 x C x 1 x 1 weighing two branches.
+    """
+    nn, F = torch.nn, torch.nn.functional
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c1 = nn.Conv2d(3, 8, 3, padding=1)
+            self.c2 = nn.Conv2d(8, 8, 3, padding=1)
+            # The attention's 1x1 conv: 8 logits (radix 2 x cardinality 2 x
+            # 2), or 2 x 8 (sk); none where the softmax is over the features.
+            if kind in ("radix", "sk"):
+                self.att = nn.Conv2d(8, 8 if kind == "radix" else 16, 1)
+            self.fc = nn.Linear(8, 10)
+
+        def forward(self, x):
+            a = self.c1(x)
+            n = a.shape[0]
+            if kind in ("channels", "height"):
+                p = F.softmax(a, dim=1 if kind == "channels" else 2)
+                b = torch.relu(self.c2(p)) + p
+            elif kind == "radix":
+                h = torch.relu(a)
+                g = self.att(h.mean(dim=(2, 3), keepdim=True))
+                r = g.view(n, 2, 2, 2).transpose(1, 2)   # N x radix x card x C'
+                r = F.softmax(r, dim=1).reshape(n, 8, 1, 1)
+                b = self.c2(h * r)
+            else:  # sk, as timm's SelectiveKernel: stack, weigh, sum
+                h = torch.relu(a)
+                paths = torch.stack([h, torch.relu(self.c2(h))], dim=1)
+                g = self.att(paths.sum(1).mean(dim=(2, 3), keepdim=True))
+                w = F.softmax(g.view(n, 2, 8, 1, 1), dim=1)
+                b = (paths * w).sum(dim=1)
+            return self.fc(b.mean(dim=(2, 3)))
+
+    return Net
+
+
+SOFTMAX_CASES = ["channels", "height", "radix", "sk"]
+
+
+def run_softmax(cnnc, torch, quick):
+    configs = [("fp32", "nchw"), ("fp32", "nhwc"), ("fp16", "nhwc")]
+    cases = SOFTMAX_CASES[:1] + SOFTMAX_CASES[2:3] if quick else SOFTMAX_CASES
+    for kind in cases:
+        for precision, layout in configs:
+            check_net(cnnc, torch, "softmax/%s %s %s" % (kind, precision, layout),
+                      softmax_net(torch, kind), (4, 3, 12, 10), precision, layout)
+
+
+CHECKS = {"resize": run_resize, "softmax": run_softmax}
 
 
 def main():

@@ -1840,17 +1840,32 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
         return success();
       })
       .Case([&](SoftmaxOp s) -> LogicalResult {
+        // The tensor as outer x n x inner around the axis. A contiguous
+        // axis (inner 1: the last one, or only 1s after it) is a row per
+        // block; any other (split attention's radix, the channels of
+        // NCHW) one thread per (outer, inner) pair.
         auto t = s.getType();
-        if ((int64_t)s.getAxis() != t.getRank() - 1)
-          return s.emitError(
-              "CUDA backend: softmax is only supported over the last "
-              "dimension");
-        int64_t cols = t.getDimSize(t.getRank() - 1);
-        launch(out, op,
-               fmt::format("softmaxRows<{}>", ctype(t.getElementType())),
-               std::to_string(t.getNumElements() / cols), "256",
-               fmt::format("{}, {}, {}", ptr(s.getInput()), ptr(s.getResult()),
-                           cols));
+        int64_t axis = s.getAxis(), outer = 1, inner = 1;
+        for (int64_t d = 0; d < axis; ++d)
+          outer *= t.getDimSize(d);
+        for (int64_t d = axis + 1; d < t.getRank(); ++d)
+          inner *= t.getDimSize(d);
+        int64_t n = t.getDimSize(axis);
+        if (n > std::numeric_limits<int32_t>::max())
+          return s.emitError("CUDA backend: softmax over an axis of ")
+                 << n << " elements (the kernels count it in int32)";
+        std::string T = ctype(t.getElementType());
+        if (inner == 1) {
+          launch(out, op, fmt::format("softmaxRows<{}>", T),
+                 std::to_string(outer), "256",
+                 fmt::format("{}, {}, {}", ptr(s.getInput()),
+                             ptr(s.getResult()), n));
+          return success();
+        }
+        launch(out, op, fmt::format("softmaxStrided<{}>", T),
+               gridFor(outer * inner), "256",
+               fmt::format("{}, {}, {}ll, {}, {}ll", ptr(s.getInput()),
+                           ptr(s.getResult()), outer, n, inner));
         return success();
       })
       .Case([&](SoftmaxCrossEntropyOp s) {
