@@ -244,3 +244,33 @@ def test_prelu_one_value_slope_is_trained(cnnc, tmp_path):
     assert "body.weight.grad" in run.state, sorted(run.state)
     assert run.state["body.weight.grad"].shape == (1,)
     assert abs(float(run.state["body.weight.grad"][0])) > 0
+
+
+def test_norms_without_affine_train_no_parameters(cnnc, tmp_path):
+    """BatchNorm2d(affine=False), InstanceNorm2d(affine=False) and
+    GroupNorm(affine=False) have no parameters in PyTorch: their exported
+    scale and bias are Constant nodes (ones, zeros) that cnnc must keep
+    fixed. 3 SGD steps with weight decay (which would move a wrongly trained
+    scale of ones even where its gradient is small) match PyTorch, and cnnc
+    trains exactly PyTorch's parameters."""
+    torch.manual_seed(0)
+    model = Net(nn.Sequential(
+        nn.BatchNorm2d(16, affine=False), nn.ReLU(),
+        nn.Conv2d(16, 16, 3, padding=1), nn.InstanceNorm2d(16), nn.ReLU(),
+        nn.Conv2d(16, 16, 3, padding=1), nn.GroupNorm(4, 16, affine=False),
+        nn.ReLU()))
+    onnx_path = tmp_path / "noaffine.onnx"
+    tc.export_training(model, onnx_path, SHAPE)
+    x, y = tc.random_batch(SHAPE, CLASSES, seed=1)
+    opt = dict(SGD, weight_decay=0.05)
+    run = tc.cnnc_train_fixed(cnnc, onnx_path, x, y, opt, 3, tmp_path)
+    trained = {k[:-len(".momentum_buffer")] for k in run.state
+               if k.endswith(".momentum_buffer")}
+    assert trained == {n for n, _ in model.named_parameters()}, sorted(trained)
+    losses, ref = tc.torch_train(model, x, y, opt, 3)
+    failures = ["SGD step %d loss %.7g vs torch %.7g" % (k, a, b)
+                for k, (a, b) in enumerate(zip(run.losses, losses), 1)
+                if abs(a - b) > TOL * abs(b)]
+    _, f = tc.check_step(run.state, ref, model, opt, 3, TOL,
+                         groups=["params", "buffers"])
+    assert len(run.losses) == 3 and not failures + f, "\n".join(failures + f)

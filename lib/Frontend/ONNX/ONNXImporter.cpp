@@ -66,6 +66,11 @@ struct Slot {
   /// Squeeze, Reshape folded it): a learned slope that the exporter
   /// unsqueezed (PReLU) trains under this name.
   std::string viewOf;
+  /// An Identity's copy of a float initializer (or of such a copy): an eval
+  /// export writes value-identical weights once and gives each further use
+  /// its name so; a weight there is a parameter of its own, unlike the value
+  /// of a Constant node (isWeightInitializer).
+  bool initializerCopy = false;
   std::string unavailable;          ///< non-empty: why it cannot be used
 };
 
@@ -128,6 +133,14 @@ private:
   Slot *paramInput(int i);
   bool hasInput(int i) {
     return i < node->input_size() && !node->input(i).empty();
+  }
+  /// Whether the constant in `s` is model state where an op takes it as a
+  /// weight (a normalization's scale and bias): an initializer or an
+  /// Identity's copy of one. Anything else known at import time (a Constant
+  /// node: PyTorch's affine=False BatchNorm, GroupNorm's InstanceNorm; a
+  /// folded value) is fixed, never a parameter.
+  static bool isWeightInitializer(const Slot &s) {
+    return s.isInitializer || s.initializerCopy;
   }
   /// Input `i` as a run-time tensor: constants are materialized (small) or
   /// become parameters (large initializers). Null after an error.
@@ -1342,10 +1355,30 @@ LogicalResult Importer::importBatchNorm() {
   if (xShape.size() == 3)
     x = reshape(x, {xShape[0], xShape[1], xShape[2], 1});
   auto restore = [&](Value y) { return reshape(y, xShape); };
-  Value scale = weight(1, WeightRole::Param);
+  // scale / bias: an initializer is a parameter; a Constant node is a fixed
+  // value, not one: PyTorch exports BatchNorm2d(affine=False) so (ones and
+  // zeros), and training it would add parameters PyTorch does not have.
+  auto affine = [&](int i) -> Value {
+    Slot *s = input(i);
+    if (!s)
+      return {};
+    if (!s->constant || isWeightInitializer(*s))
+      return weight(i, WeightRole::Param);
+    if (s->constant->numel() != xShape[1]) {
+      (void)nodeError(fmt::format("BatchNormalization input {} of node '{}' "
+                                  "has shape {}, expected {} values",
+                                  i, nodeName, shapeStr(s->constant->shape),
+                                  xShape[1]));
+      return {};
+    }
+    ConstVal c = *s->constant;
+    c.shape = {xShape[1]};
+    return materialize(c);
+  };
+  Value scale = affine(1);
   if (!scale)
     return failure();
-  Value bias = weight(2, WeightRole::Param);
+  Value bias = affine(2);
   if (!bias)
     return failure();
   Value mean = weight(3, WeightRole::Buffer);
@@ -1957,7 +1990,10 @@ LogicalResult Importer::importIdentity() {
     return failure();
   if (node->output_size() > 0 && !node->output(0).empty()) {
     Slot copy = *s;
-    copy.isInitializer = false; // a new name: never a parameter of its own
+    // A new name: not an initializer for paramInput, but a weight named so
+    // is a parameter of its own (Slot::initializerCopy).
+    copy.initializerCopy = s->isInitializer || s->initializerCopy;
+    copy.isInitializer = false;
     if (s->isInitializer && !s->value && !s->constant->isInt &&
         s->constant->numel() > kMaxInlineConstant) {
       // Keep the parameter name of the initializer.
@@ -2255,15 +2291,16 @@ LogicalResult Importer::importInstanceNorm() {
   if (!y)
     return failure();
   // scale / bias: C values, as 1 x C x 1 ... A Constant node (not an
-  // initializer) is a fixed value, not a parameter: the identity ones are
-  // dropped (GroupNorm's and an affine=False InstanceNorm's).
+  // initializer or a copy of one) is a fixed value, not a parameter: the
+  // identity ones are dropped (GroupNorm's and an affine=False
+  // InstanceNorm's).
   std::vector<int64_t> perChannel(rank, 1);
   perChannel[1] = shape[1];
   auto affine = [&](int i, float identity) -> std::optional<Value> {
     Slot *s = input(i);
     if (!s)
       return Value();
-    if (s->constant && !s->isInitializer) {
+    if (s->constant && !isWeightInitializer(*s)) {
       if (!s->constant->isInt && s->constant->numel() == shape[1] &&
           llvm::all_of(s->constant->floats,
                        [&](float v) { return v == identity; }))

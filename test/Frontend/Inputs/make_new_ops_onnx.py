@@ -187,10 +187,43 @@ def conv3d():
                  [init("w", [2, 2, 1, 1, 1])])
 
 
+def batchnorm_affine_false():
+    # PyTorch's BatchNorm2d(affine=False): scale and bias are Constant nodes
+    # (ones, zeros), no parameters; an initializer behind an Identity (an
+    # eval export's deduplicated weights) is a parameter of its own.
+    ones = helper.make_tensor("ones", 1, [3], [1.0] * 3)
+    zeros = helper.make_tensor("zeros", 1, [3], [0.0] * 3)
+    nodes = [
+        helper.make_node("Constant", [], ["scale"], name="c1", value=ones),
+        helper.make_node("Constant", [], ["bias"], name="c2", value=zeros),
+        helper.make_node("BatchNormalization",
+                         ["x", "scale", "bias", "mean", "var"], ["b"],
+                         name="bn"),
+        helper.make_node("Identity", ["bn1.weight"], ["bn2.weight"],
+                         name="dedup"),
+        helper.make_node("BatchNormalization",
+                         ["b", "bn2.weight", "bn1.bias", "mean2", "var2"],
+                         ["c"], name="bn2"),
+        # InstanceNorm2d(affine=True) at its initial ones and zeros, behind
+        # Identity nodes: parameters, not identity constants to drop.
+        helper.make_node("Identity", ["in1.weight"], ["in2.weight"],
+                         name="dedup_w"),
+        helper.make_node("Identity", ["in1.bias"], ["in2.bias"],
+                         name="dedup_b"),
+        helper.make_node("InstanceNormalization",
+                         ["c", "in2.weight", "in2.bias"], ["y"], name="in2"),
+    ]
+    return model(nodes, [vi("x", [2, 3, 4, 4])], [vi("y", None)],
+                 [init("mean", [3]), init("var", [3]), init("mean2", [3]),
+                  init("var2", [3]), init("bn1.weight", [3]),
+                  init("bn1.bias", [3]), floats("in1.weight", [1.0] * 3),
+                  floats("in1.bias", [0.0] * 3)])
+
+
 CASES = {f.__name__: f for f in [
     activations, minmax, reductions, reductions18, logsoftmax, logsoftmax11,
     instancenorm, conv1d, batchnorm1d, mish, celu_zero, prelu_bad, max_bad,
-    conv3d]}
+    conv3d, batchnorm_affine_false]}
 
 
 def main():
