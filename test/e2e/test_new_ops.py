@@ -2,9 +2,9 @@
 PyTorch, on the CPU reference path.
 
 Each case is a small network around the layer under test (nn.GroupNorm,
-nn.InstanceNorm2d, ECA's Conv1d, nn.BatchNorm1d, nn.PReLU, ELU/SELU/CELU/
-Softplus/Mish, torch.minimum/maximum, AdaptiveMaxPool2d(1), LogSoftmax,
-ConvNeXt-V2's GRN). It is exported in training mode
+nn.InstanceNorm2d, ECA's Conv1d, expand/expand_as (ONNX Expand of a run-time
+tensor), nn.BatchNorm1d, nn.PReLU, ELU/SELU/CELU/Softplus/Mish,
+torch.minimum/maximum, AdaptiveMaxPool2d(1), LogSoftmax, ConvNeXt-V2's GRN). It is exported in training mode
 (train_check.export_training) and run with `cnnc --train --run-reference`:
 
 * step 1 with `--optimizer none`: the loss, every parameter's gradient and
@@ -84,6 +84,35 @@ class ECA(nn.Module):
         y = self.conv(y.squeeze(-1).transpose(-1, -2))       # N x 1 x C
         y = torch.sigmoid(y.transpose(-1, -2).unsqueeze(-1))  # N x C x 1 x 1
         return x * y
+
+
+class ECAExpand(nn.Module):
+    """ECA as timm's EcaModule writes it: the gate viewed back to
+    N x C x 1 x 1 and `expand_as(x)` (an ONNX Expand of a run-time tensor,
+    which the Mul reads through)."""
+
+    def __init__(self, k=3):
+        super().__init__()
+        self.conv = nn.Conv1d(1, 1, k, padding=k // 2, bias=False)
+
+    def forward(self, x):
+        y = x.mean((2, 3)).view(x.shape[0], 1, -1)
+        y = torch.sigmoid(self.conv(y)).view(x.shape[0], -1, 1, 1)
+        return x * y.expand_as(x)
+
+
+class ExpandRelu(nn.Module):
+    """A pooled N x C x 1 x 1 map expanded to H x W that a Tanh (no
+    broadcasting) consumes: the Expand is a real broadcast, its gradient a
+    sum over H, W."""
+
+    def __init__(self, c=16):
+        super().__init__()
+        self.conv = nn.Conv2d(c, c, 1)
+
+    def forward(self, x):
+        g = self.conv(x.mean((2, 3), keepdim=True))
+        return torch.tanh(g.expand(-1, -1, x.shape[2], x.shape[3])) * x + x
 
 
 class BN1dSeq(nn.Module):
@@ -171,6 +200,8 @@ CASES = {
     "instancenorm": lambda: Net(nn.Sequential(nn.InstanceNorm2d(16),
                                               nn.ReLU())),
     "eca_conv1d": lambda: Net(nn.Sequential(nn.ReLU(), ECA())),
+    "eca_expand_as": lambda: Net(nn.Sequential(nn.ReLU(), ECAExpand())),
+    "expand_relu": lambda: Net(nn.Sequential(nn.ReLU(), ExpandRelu())),
     "batchnorm1d_NCL": lambda: Net(BN1dSeq()),
     "batchnorm1d_NC": lambda: Net(nn.ReLU(), head=BN1dHead()),
     "prelu_1": lambda: Net(nn.Sequential(nn.PReLU(), Act(nn.PReLU()))),

@@ -72,6 +72,10 @@ struct Slot {
   /// of a Constant node (isWeightInitializer).
   bool initializerCopy = false;
   std::string unavailable;          ///< non-empty: why it cannot be used
+  /// For an Expand of a run-time tensor (`value` the broadcast): its input,
+  /// with the rank of `value`. A consumer that broadcasts its operands
+  /// anyway reads this instead when the result is the same (importBinary).
+  Value expandedFrom;
 };
 
 class Importer {
@@ -385,6 +389,11 @@ public:
   LogicalResult importSlice();
   LogicalResult importConstantOfShape();
   LogicalResult importExpand();
+  /// `x` broadcast to `target` (a valid numpy broadcast of its shape, of at
+  /// least its rank) as cnn.add(x, 0) with splat zero constants over the
+  /// broadcast dimensions; the ops it creates are appended to `created`.
+  Value broadcastRunTime(Value x, const std::vector<int64_t> &target,
+                         SmallVectorImpl<Operation *> &created);
   LogicalResult importPad();
   LogicalResult importResize();
   LogicalResult windowPadding(const std::vector<int64_t> &kernel,
@@ -432,6 +441,10 @@ private:
   SmallVector<NamedAttribute> argAttrs;
   unsigned numParams = 0;
   llvm::StringMap<Value> paramArgs;
+  /// The ops broadcastRunTime built for Expand nodes, in order: those left
+  /// without users (every consumer read the input, importBinary) are erased
+  /// at the end of the import.
+  SmallVector<Operation *> expandOps;
 
   // Current node.
   const onnx::NodeProto *node = nullptr;
@@ -1493,6 +1506,23 @@ LogicalResult Importer::importBinary(StringRef opType) {
         "{} ({})",
         nodeName, opType.str(), node->input(0), shapeStr(shapes[0]),
         node->input(1), shapeStr(shapes[1]), err));
+  // An Expand's output that this op would broadcast anyway: its input gives
+  // the same result (ECA's x * y.expand_as(x)), and the broadcast is left
+  // unused. Operand 1 is checked against operand 0 as it will be read.
+  Value unexpanded[2];
+  for (int i = 0; i < 2; ++i) {
+    Slot *s = i ? r : l;
+    if (!s->value || !s->expandedFrom)
+      continue;
+    std::vector<int64_t> from = shapeOf(s->expandedFrom), same;
+    std::string ignored;
+    if (broadcastShapes(from, shapes[1 - i], same, ignored,
+                        std::numeric_limits<int64_t>::max()) &&
+        same == outShape) {
+      unexpanded[i] = s->expandedFrom;
+      shapes[i] = from;
+    }
+  }
   int64_t rank = outShape.size();
   Value operands[2];
   for (int i = 0; i < 2; ++i) {
@@ -1501,7 +1531,7 @@ LogicalResult Importer::importBinary(StringRef opType) {
     std::vector<int64_t> aligned(rank - shapes[i].size(), 1);
     aligned.insert(aligned.end(), shapes[i].begin(), shapes[i].end());
     if (s->value) {
-      operands[i] = reshape(s->value, aligned);
+      operands[i] = reshape(unexpanded[i] ? unexpanded[i] : s->value, aligned);
       continue;
     }
     const ConstVal &c = *s->constant;
@@ -1964,21 +1994,88 @@ LogicalResult Importer::importConstantOfShape() {
   return success();
 }
 
+/// Expand (opset 8+): numpy's bidirectional broadcast of the input to
+/// `shape`; the result's shape is broadcast(input, shape), so `shape` may
+/// have fewer dimensions than the input, or 1s where it has more. Constants
+/// fold. A run-time tensor (or a float initializer: a parameter, as for the
+/// other ops that move tensors) becomes cnn.add(x, 0): an op every stage
+/// knows, whose gradient is x's summed over the broadcast dimensions. The
+/// output slot keeps x (Slot::expandedFrom): a broadcasting consumer whose
+/// other operand already has the expanded shape (ECA's x * y.expand_as(x))
+/// reads x itself, and a broadcast no consumer needs is erased at the end
+/// of the import (no memory, no kernel).
 LogicalResult Importer::importExpand() {
-  const ConstVal *d = constant(0, "input");
-  if (!d)
-    return failure();
   const ConstVal *shapeC = constant(1, "shape");
   if (!shapeC)
     return failure();
-  std::vector<int64_t> target, shape = shapeC->asInts();
+  // Copied first: paramInput may free the constant (see importReshape).
+  std::vector<int64_t> requested = shapeC->asInts();
+  Slot *s = paramInput(0);
+  if (!s)
+    return failure();
+  std::vector<int64_t> inShape =
+      s->value ? shapeOf(s->value) : s->constant->shape;
+  std::vector<int64_t> target;
   std::string err;
-  ConstVal out;
-  if (!broadcastShapes(d->shape, shape, target, err) ||
-      !broadcastTo(*d, target, out, err))
+  if (s->constant) {
+    ConstVal out;
+    if (!broadcastShapes(inShape, requested, target, err) ||
+        !broadcastTo(*s->constant, target, out, err))
+      return nodeError("node '" + nodeName + "' (Expand): " + err);
+    setOutput(0, std::move(out));
+    return success();
+  }
+  if (!broadcastShapes(inShape, requested, target, err,
+                       std::numeric_limits<int64_t>::max()))
     return nodeError("node '" + nodeName + "' (Expand): " + err);
-  setOutput(0, std::move(out));
+  Value x = alignRank(s->value, target.size());
+  if (!x)
+    return failure();
+  if (x != s->value)
+    expandOps.push_back(x.getDefiningOp());
+  Value y = broadcastRunTime(x, target, expandOps);
+  if (!y)
+    return failure();
+  setOutput(0, y);
+  if (y != x && node->output_size() > 0 && !node->output(0).empty())
+    slots[node->output(0)].expandedFrom = x;
   return success();
+}
+
+Value Importer::broadcastRunTime(Value x, const std::vector<int64_t> &target,
+                                 SmallVectorImpl<Operation *> &created) {
+  auto type = cast<RankedTensorType>(x.getType());
+  std::vector<int64_t> shape = shapeOf(x);
+  // The broadcast dimensions, in groups whose zero constant has at most
+  // kMaxInlineConstant elements (a dimension larger than that alone): the
+  // CUDA target fills each constant's buffer.
+  std::vector<std::vector<int64_t>> groups;
+  int64_t size = 0;
+  for (size_t d = 0; d < target.size(); ++d) {
+    if (shape[d] == target[d])
+      continue;
+    if (groups.empty() || size * target[d] > kMaxInlineConstant) {
+      groups.emplace_back(target.size(), 1);
+      size = 1;
+    }
+    groups.back()[d] = target[d];
+    size *= target[d];
+  }
+  Value y = x;
+  for (const std::vector<int64_t> &zeroShape : groups) {
+    auto zeroType = tensorType(zeroShape, type.getElementType());
+    Value zero = makeTyped<cnn::ConstantOp>(
+        zeroType, {},
+        {attr("value", DenseElementsAttr::get(zeroType, 0.0f))});
+    if (!zero)
+      return {};
+    created.push_back(zero.getDefiningOp());
+    y = make<cnn::AddOp>({y, zero});
+    if (!y)
+      return {};
+    created.push_back(y.getDefiningOp());
+  }
+  return y;
 }
 
 LogicalResult Importer::importIdentity() {
@@ -2543,7 +2640,7 @@ const OpHandler kOpHandlers[] = {
   {"Div", 7, kMaxOpset, &Importer::importBinaryNode, Y, Y, "cnn.div (numpy broadcasting); canonicalized: by a scalar constant becomes cnn.scale; constants fold"},
   {"Dropout", 1, kMaxOpset, &Importer::importDropout, Y, Y, "cnn.dropout (identity in @forward, a mask in the training step); no mask output"},
   {"Equal", 7, kMaxOpset, &Importer::importBinaryNode, C, C, "constants only (folded)"},
-  {"Expand", 8, kMaxOpset, &Importer::importExpand, C, C, "constants only (folded)"},
+  {"Expand", 8, kMaxOpset, &Importer::importExpand, Y, Y, "numpy broadcast to the shape (a constant input): cnn.add of splat zeros (the gradient sums over the broadcast dimensions); read through by Add/Sub/Mul/Div/Pow that broadcast anyway; constants fold"},
   {"Flatten", 1, kMaxOpset, &Importer::importFlatten, Y, Y, "cnn.flatten"},
   {"Gather", 1, kMaxOpset, &Importer::importGather, C, C, "constants only (shape computations, folded)"},
   {"Gemm", 7, kMaxOpset, &Importer::importGemm, Y, Y, "cnn.matmul (+ cnn.bias_add for a per-column bias)"},
@@ -3206,6 +3303,9 @@ OwningOpRef<ModuleOp> Importer::run(std::optional<llvm::MemoryBufferRef> memory,
     results.push_back(result);
   }
   func::ReturnOp::create(b, loc, results);
+  for (Operation *op : llvm::reverse(expandOps))
+    if (op->use_empty())
+      op->erase();
 
   // Final signature: argument attributes in argument order.
   SmallVector<Type> argTypes(body->getArgumentTypes());

@@ -187,6 +187,62 @@ def conv3d():
                  [init("w", [2, 2, 1, 1, 1])])
 
 
+def expand_gate():
+    # ECA's x * y.expand_as(x): the Mul broadcasts y anyway, so it reads y.
+    nodes = [
+        helper.make_node("ReduceMean", ["x"], ["m"], name="gap", axes=[2, 3],
+                         keepdims=1),
+        helper.make_node("Sigmoid", ["m"], ["g"], name="sig"),
+        helper.make_node("Expand", ["g", "shape"], ["e"], name="expand"),
+        helper.make_node("Mul", ["x", "e"], ["y"], name="gate"),
+    ]
+    return model(nodes, [vi("x", [2, 3, 4, 4])], [vi("y", None)],
+                 [ints("shape", [2, 3, 4, 4])])
+
+
+def expand_broadcast():
+    # Expands whose consumers need the broadcast: N x C x 1 x 1 over H, W
+    # (a shape of 1s where the input has sizes) into a Relu; a one-value
+    # mean to 2 x 64 x 32 x 32 (two zero constants, each at most 2^16
+    # elements); a W vector to 3 x 1 x W (fewer dimensions than the result)
+    # into an Add whose other operand has the expanded shape (read through)
+    # and into the graph output (kept).
+    nodes = [
+        helper.make_node("ReduceMean", ["x"], ["m"], name="gap", axes=[2, 3],
+                         keepdims=1),
+        helper.make_node("Expand", ["m", "s1"], ["e1"], name="expand_hw"),
+        helper.make_node("Relu", ["e1"], ["r"], name="relu"),
+        helper.make_node("ReduceMean", ["x"], ["a"], name="all", keepdims=1),
+        helper.make_node("Expand", ["a", "s2"], ["e2"], name="expand_big"),
+        helper.make_node("ReduceMean", ["x"], ["w"], name="w", axes=[0, 1, 2],
+                         keepdims=0),
+        helper.make_node("Expand", ["w", "s3"], ["e3"], name="expand_rank"),
+        helper.make_node("Add", ["r", "e3"], ["y"], name="add"),
+    ]
+    return model(nodes, [vi("x", [2, 3, 4, 4])],
+                 [vi("y", None), vi("e2", None), vi("e3", None)],
+                 [ints("s1", [1, 1, 4, 4]), ints("s2", [2, 64, 32, 32]),
+                  ints("s3", [3, 1, 1])])
+
+
+def expand_const():
+    # An Expand of a constant folds (here into the factor of a cnn.scale).
+    two = helper.make_tensor("two", 1, [1], [2.0])
+    nodes = [
+        helper.make_node("Constant", [], ["c"], name="c", value=two),
+        helper.make_node("Expand", ["c", "shape"], ["e"], name="expand"),
+        helper.make_node("Mul", ["x", "e"], ["y"], name="mul"),
+    ]
+    return model(nodes, [vi("x", [2, 3, 4, 4])], [vi("y", None)],
+                 [ints("shape", [1, 3, 1, 1])])
+
+
+def expand_bad():
+    nodes = [helper.make_node("Expand", ["x", "shape"], ["y"], name="expand")]
+    return model(nodes, [vi("x", [2, 3])], [vi("y", None)],
+                 [ints("shape", [4, 3])])
+
+
 def batchnorm_affine_false():
     # PyTorch's BatchNorm2d(affine=False): scale and bias are Constant nodes
     # (ones, zeros), no parameters; an initializer behind an Identity (an
@@ -223,7 +279,8 @@ def batchnorm_affine_false():
 CASES = {f.__name__: f for f in [
     activations, minmax, reductions, reductions18, logsoftmax, logsoftmax11,
     instancenorm, conv1d, batchnorm1d, mish, celu_zero, prelu_bad, max_bad,
-    conv3d, batchnorm_affine_false]}
+    conv3d, expand_gate, expand_broadcast, expand_const, expand_bad,
+    batchnorm_affine_false]}
 
 
 def main():
