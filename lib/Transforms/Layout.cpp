@@ -10,7 +10,8 @@
 //    filter the same permutation is FCHW->KRSC), every 4-D result back
 //    through NHWC->NCHW. The function is correct after this step.
 // 2. Propagation. Transposes are pushed down through layout-agnostic ops
-//    (elementwise ops, concat, slice, pad), and back-to-back inverse transposes
+//    (elementwise ops, concat, slice, pad, reductions and softmax over
+//    explicit axes, renumbered), and back-to-back inverse transposes
 //    fold away (TransposeOp's folder), so in between the edges the whole step
 //    stays NHWC.
 // 3. Cleanup. A transpose that only moves unit dimensions (N x 1 x 1 x C ->
@@ -262,6 +263,26 @@ struct PushThroughReduce : OpRewritePattern<ReduceOpT> {
   }
 };
 
+/// softmax(transpose(x, NHWC->NCHW), axis) -> transpose(softmax(x, axis'),
+/// NHWC->NCHW): a softmax over the channels of a convolution's output runs
+/// over NHWC's last dimension (the CUDA target's row kernel), with no
+/// transpose in front of it.
+struct PushThroughSoftmax : OpRewritePattern<SoftmaxOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(SoftmaxOp op,
+                                PatternRewriter &rw) const override {
+    if (!isTransposeBy(op.getInput(), kToNCHW))
+      return failure();
+    Value x = op.getInput().getDefiningOp<TransposeOp>().getInput();
+    int64_t axis =
+        llvm::find(kToNHWC, (int64_t)op.getAxis()) - std::begin(kToNHWC);
+    auto s = SoftmaxOp::create(rw, op.getLoc(), x.getType(), x,
+                               rw.getI64IntegerAttr(axis));
+    rw.replaceOp(op, transposeOrFold(rw, op.getLoc(), s, kToNCHW));
+    return success();
+  }
+};
+
 /// pad(transpose(x, NHWC->NCHW)) -> transpose(pad(x), NHWC->NCHW), the pads
 /// permuted (DenseNet's and Inception's Pad in front of AveragePool).
 /// The same for pad_grad.
@@ -342,8 +363,8 @@ struct LayoutPass : public cnnc::impl::CNNLayoutBase<LayoutPass> {
     RewritePatternSet push(ctx);
     push.add<PushThroughElementwise, PushThroughConcat, PushThroughSlice,
              PushThroughReduce<ReduceSumOp>, PushThroughReduce<ReduceMeanOp>,
-             PushThroughReduce<ReduceMaxOp>, PushThroughPad<PadOp>,
-             PushThroughPad<PadGradOp>>(ctx);
+             PushThroughReduce<ReduceMaxOp>, PushThroughSoftmax,
+             PushThroughPad<PadOp>, PushThroughPad<PadGradOp>>(ctx);
     if (failed(applyPatternsGreedily(module, std::move(push))))
       return signalPassFailure();
 

@@ -196,3 +196,21 @@ func.func @channel_free_after_conv(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf
   }
   return %y : tensor<2x4x8x8xf32>
 }
+
+// -----
+
+// A softmax over the channels of a convolution's output (split attention,
+// selective kernels) runs on the NHWC data over its last dimension: no
+// transpose in front of it, the one back to NCHW after it.
+// CHECK-LABEL: func @softmax_channels
+// CHECK: %[[C:.*]] = cnn.conv2d {{.*}}layout = #cnn.layout<NHWC>{{.*}} -> tensor<2x4x4x6xf32>
+// CHECK-NEXT: %[[S:.*]] = cnn.softmax %[[C]] {axis = 3 : i64} : (tensor<2x4x4x6xf32>) -> tensor<2x4x4x6xf32>
+// CHECK-NEXT: %[[H:.*]] = cnn.softmax %[[S]] {axis = 1 : i64} : (tensor<2x4x4x6xf32>) -> tensor<2x4x4x6xf32>
+// CHECK-NEXT: %[[OUT:.*]] = cnn.transpose %[[H]] {permutation = array<i64: 0, 3, 1, 2>} : (tensor<2x4x4x6xf32>) -> tensor<2x6x4x4xf32>
+// CHECK-NEXT: return %[[OUT]]
+func.func @softmax_channels(%x: tensor<2x3x4x4xf32>, %w: tensor<6x3x3x3xf32>) -> tensor<2x6x4x4xf32> {
+  %c = cnn.conv2d %x, %w {strides = array<i64: 1, 1>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1} : (tensor<2x3x4x4xf32>, tensor<6x3x3x3xf32>) -> tensor<2x6x4x4xf32>
+  %s = cnn.softmax %c {axis = 1 : i64} : (tensor<2x6x4x4xf32>) -> tensor<2x6x4x4xf32>
+  %h = cnn.softmax %s {axis = 2 : i64} : (tensor<2x6x4x4xf32>) -> tensor<2x6x4x4xf32>
+  return %h : tensor<2x6x4x4xf32>
+}

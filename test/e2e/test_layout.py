@@ -119,3 +119,51 @@ def test_layout_preserves_train_step(tools, tmp_path, name):
         worst = max(worst, (err, k))
         assert err <= TOL, (k, err)
     print("worst rel err %.2e (%s)" % worst)
+
+
+class SoftmaxAttention(torch.nn.Module):
+    """Softmax over the channels (split attention's and selective kernels'
+    forms on a conv output) and over the height of N x C x H x W."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.c2 = torch.nn.Conv2d(8, 8, 3, padding=1)
+        self.fc = torch.nn.Linear(8, 10)
+
+    def forward(self, x):
+        a = torch.softmax(self.c1(x), dim=1)
+        b = torch.softmax(self.c2(a), dim=2) + a
+        return self.fc(b.mean(dim=(2, 3)))
+
+
+def test_layout_softmax_over_channels(tools, tmp_path):
+    """cnn-layout renumbers a softmax's axis under the transpose it pushes
+    through (the channels are NHWC's last dimension: no transpose in front
+    of it); the step's numerics are unchanged."""
+    cnnc, opt = tools
+    shape = (2, 3, 8, 6)
+    torch.manual_seed(0)
+    onnx_path = tmp_path / "softmax.onnx"
+    tc.export_training(SoftmaxAttention(), onnx_path, shape)
+    x, y = tc.random_batch(shape, 10, seed=1, label_dtype=np.int32)
+    xp, yp = tmp_path / "x.npy", tmp_path / "y.npy"
+    np.save(xp, x)
+    np.save(yp, y)
+    nchw, nhwc = tmp_path / "step.mlir", tmp_path / "step_nhwc.mlir"
+    run(cnnc, onnx_path, "--train", "--optimizer", "none", "--batch", shape[0],
+        "--emit", "mlir", "-o", nchw)
+    run(opt, nchw, "--cnn-layout", "-o", nhwc)
+    text = nhwc.read_text()
+    step = text[text.index("@train_step"):]
+    axes = re.findall(r"cnn\.softmax %\S+ \{axis = (\d+) : i64\} : "
+                      r"\(tensor<2x8x6x8xf32>\)", step)
+    assert axes == ["3", "1"], axes
+    loss0, s0, _ = reference_step(cnnc, nchw, xp, yp, tmp_path / "s0.cnnw")
+    loss1, s1, _ = reference_step(cnnc, nhwc, xp, yp, tmp_path / "s1.cnnw")
+    assert abs(loss0 - loss1) <= TOL * abs(loss0), (loss0, loss1)
+    assert sorted(s0) == sorted(s1)
+    for k in s0:
+        a, b = np.asarray(s1[k], np.float64), np.asarray(s0[k], np.float64)
+        err = np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-30)
+        assert err <= TOL, (k, err)

@@ -2065,8 +2065,7 @@ Value Importer::broadcastRunTime(Value x, const std::vector<int64_t> &target,
   for (const std::vector<int64_t> &zeroShape : groups) {
     auto zeroType = tensorType(zeroShape, type.getElementType());
     Value zero = makeTyped<cnn::ConstantOp>(
-        zeroType, {},
-        {attr("value", DenseElementsAttr::get(zeroType, 0.0f))});
+        zeroType, {}, {attr("value", DenseElementsAttr::get(zeroType, 0.0f))});
     if (!zero)
       return {};
     created.push_back(zero.getDefiningOp());
