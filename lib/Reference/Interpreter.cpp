@@ -273,7 +273,9 @@ private:
   /// reduce_sum / reduce_mean / reduce_max over the op's `axes` (keepdims),
   /// in double.
   LogicalResult execReduce(Operation *op);
-  LogicalResult checkLabels(Operation *op, Value labels, int64_t classes);
+  /// Every label in [0, classes) or equal to `ignoreIndex`.
+  LogicalResult checkLabels(Operation *op, Value labels, int64_t classes,
+                            int64_t ignoreIndex);
 
   // Reduction ops share one kernel; flatten and reshape are copies.
   LogicalResult exec(cnn::ReduceSumOp op) { return execReduce(op); }
@@ -739,20 +741,22 @@ LogicalResult Executor::exec(cnn::SoftmaxOp op) {
 }
 
 LogicalResult Executor::checkLabels(Operation *op, Value labels,
-                                    int64_t classes) {
+                                    int64_t classes, int64_t ignoreIndex) {
   for (auto [i, l] : llvm::enumerate(get(labels).data))
-    if (!(l >= 0 && l < classes))
+    if (!(l >= 0 && l < classes) && l != static_cast<float>(ignoreIndex))
       return op->emitError("reference interpreter: label #")
-             << i << " is " << l << ", outside [0, " << classes << ")";
+             << i << " is " << static_cast<int64_t>(l) << ", outside [0, "
+             << classes << ") and not the ignore_index " << ignoreIndex;
   return success();
 }
 
 LogicalResult Executor::exec(cnn::SoftmaxCrossEntropyOp op) {
   auto s = shapeOf(op.getLogits());
-  if (failed(checkLabels(op, op.getLabels(), s[1])))
+  if (failed(checkLabels(op, op.getLabels(), s[1], op.getIgnoreIndex())))
     return failure();
   float loss = kn::softmaxCrossEntropy(ptr(op.getLogits()), ptr(op.getLabels()),
-                                       s[0], s[1], f32(op.getLabelSmoothing()));
+                                       s[0], s[1], f32(op.getLabelSmoothing()),
+                                       op.getIgnoreIndex());
   out(op.getResult())[0] = loss;
   return success();
 }
@@ -821,11 +825,12 @@ LogicalResult Executor::exec(cnn::BatchNormGradOp op) {
 
 LogicalResult Executor::exec(cnn::SoftmaxCrossEntropyGradOp op) {
   auto s = shapeOf(op.getLogits());
-  if (failed(checkLabels(op, op.getLabels(), s[1])))
+  if (failed(checkLabels(op, op.getLabels(), s[1], op.getIgnoreIndex())))
     return failure();
   kn::softmaxCrossEntropyGrad(ptr(op.getLogits()), ptr(op.getLabels()),
                               scalar(op.getGradLoss()), out(op.getResult()),
-                              s[0], s[1], f32(op.getLabelSmoothing()));
+                              s[0], s[1], f32(op.getLabelSmoothing()),
+                              op.getIgnoreIndex());
   return success();
 }
 

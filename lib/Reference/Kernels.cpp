@@ -897,14 +897,26 @@ double logSumExp(const float *row, int64_t c) {
 }
 } // namespace
 
+namespace {
+/// The rows that count: those whose label is not `ignoreIndex`.
+int64_t countValid(const float *labels, int64_t n, int64_t ignoreIndex) {
+  int64_t valid = 0;
+  for (int64_t i = 0; i < n; ++i)
+    valid += static_cast<int64_t>(labels[i]) != ignoreIndex;
+  return valid;
+}
+} // namespace
+
 float softmaxCrossEntropy(const float *logits, const float *labels, int64_t n,
-                          int64_t c, float smoothing) {
+                          int64_t c, float smoothing, int64_t ignoreIndex) {
   const double s = smoothing;
   double total = 0;
   for (int64_t i = 0; i < n; ++i) {
     const float *row = logits + i * c;
-    const double lse = logSumExp(row, c);
     const int64_t y = static_cast<int64_t>(labels[i]);
+    if (y == ignoreIndex)
+      continue;
+    const double lse = logSumExp(row, c);
     double nll = lse - row[y];
     double smooth = 0;
     if (s != 0) {
@@ -914,17 +926,25 @@ float softmaxCrossEntropy(const float *logits, const float *labels, int64_t n,
     }
     total += (1.0 - s) * nll + s * smooth;
   }
-  return static_cast<float>(total / n);
+  // 0 / 0 = NaN when every row is ignored, as PyTorch's mean reduction.
+  return static_cast<float>(
+      total / static_cast<double>(countValid(labels, n, ignoreIndex)));
 }
 
 void softmaxCrossEntropyGrad(const float *logits, const float *labels,
                              float gradLoss, float *dlogits, int64_t n,
-                             int64_t c, float smoothing) {
-  const double s = smoothing, factor = static_cast<double>(gradLoss) / n;
+                             int64_t c, float smoothing, int64_t ignoreIndex) {
+  const double s = smoothing,
+               factor = static_cast<double>(gradLoss) /
+                        static_cast<double>(countValid(labels, n, ignoreIndex));
   for (int64_t i = 0; i < n; ++i) {
     const float *row = logits + i * c;
-    const double lse = logSumExp(row, c);
     const int64_t y = static_cast<int64_t>(labels[i]);
+    if (y == ignoreIndex) {
+      std::fill(dlogits + i * c, dlogits + (i + 1) * c, 0.0f);
+      continue;
+    }
+    const double lse = logSumExp(row, c);
     for (int64_t j = 0; j < c; ++j) {
       double target = s / c + (j == y ? 1.0 - s : 0.0);
       dlogits[i * c + j] =

@@ -216,15 +216,20 @@ void dropoutMask(float *mask, int64_t n, float ratio, uint64_t seed,
 /// Softmax along the middle dimension of [outer, axisSize, inner].
 void softmax(const float *x, float *y, int64_t outer, int64_t axisSize,
              int64_t inner);
-/// torch.nn.CrossEntropyLoss(label_smoothing=s), mean over the batch;
-/// logits [n, c], labels held as floats. Returns the loss (double
-/// accumulation, log-sum-exp with the row maximum subtracted).
+/// torch.nn.CrossEntropyLoss(label_smoothing=s, ignore_index=ii), mean over
+/// the rows whose label is not `ignoreIndex` (NaN when there are none);
+/// logits [n, c], labels held as floats, each other label in [0, c).
+/// Returns the loss (double accumulation, log-sum-exp with the row maximum
+/// subtracted).
 float softmaxCrossEntropy(const float *logits, const float *labels, int64_t n,
-                          int64_t c, float smoothing);
-/// dlogits = (softmax(logits) - ((1-s) onehot + s/c)) * gradLoss / n.
+                          int64_t c, float smoothing,
+                          int64_t ignoreIndex = -100);
+/// dlogits = (softmax(logits) - ((1-s) onehot + s/c)) * gradLoss / v for the
+/// v rows whose label is not `ignoreIndex`, 0 for the others.
 void softmaxCrossEntropyGrad(const float *logits, const float *labels,
                              float gradLoss, float *dlogits, int64_t n,
-                             int64_t c, float smoothing);
+                             int64_t c, float smoothing,
+                             int64_t ignoreIndex = -100);
 
 //===----------------------------------------------------------------------===//
 // Optimizers (torch.optim formulas, elementwise over n values)

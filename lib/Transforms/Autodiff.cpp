@@ -92,25 +92,34 @@ void AutodiffPass::runOnOperation() {
     module.emitError("cnn-autodiff: the module already has a 'train_step'");
     return signalPassFailure();
   }
-  // One N x C logits tensor, or the main logits followed by auxiliary
-  // classifiers' logits (GoogLeNet, Inception-v3 in training mode), all over
-  // the same batch.
+  // One N x C logits tensor (classification) or N x C x H x W (dense
+  // prediction: one class per pixel, labels N x H x W), or the main logits
+  // followed by auxiliary classifiers' logits (GoogLeNet, Inception-v3 in
+  // training mode; torchvision's segmentation models' 'aux'), all of one rank
+  // over the same batch (and pixels: the labels are shared).
+  auto mainType = forward.getNumResults()
+                      ? dyn_cast<RankedTensorType>(forward.getResultTypes()[0])
+                      : RankedTensorType();
   auto isLogits = [&](Type t) {
     auto r = dyn_cast<RankedTensorType>(t);
-    return r && r.getRank() == 2 &&
-           r.getDimSize(0) ==
-               cast<RankedTensorType>(forward.getResultTypes()[0])
-                   .getDimSize(0);
+    if (!r || !mainType || r.getRank() != mainType.getRank() ||
+        (r.getRank() != 2 && r.getRank() != 4) ||
+        r.getDimSize(0) != mainType.getDimSize(0))
+      return false;
+    return r.getRank() == 2 || (r.getDimSize(2) == mainType.getDimSize(2) &&
+                                r.getDimSize(3) == mainType.getDimSize(3));
   };
   if (forward.getNumResults() < 1 ||
       !llvm::all_of(forward.getResultTypes(), isLogits)) {
     forward.emitError("cnn-autodiff: '")
         << forwardName
-        << "' must return N x C logits tensors (the main classifier's, then "
-           "any auxiliary classifiers'), got "
+        << "' must return N x C logits tensors, or N x C x H x W per-pixel "
+           "logits (the main classifier's, then any auxiliary classifiers' "
+           "of the same rank, batch and H x W), got "
         << forward.getFunctionType();
     return signalPassFailure();
   }
+  const bool dense = mainType.getRank() == 4;
   if (!(auxLossWeight >= 0)) {
     module.emitError("cnn-autodiff: aux-loss-weight must be >= 0, got ")
         << auxLossWeight;
@@ -128,8 +137,12 @@ void AutodiffPass::runOnOperation() {
   Location loc = forward.getLoc();
   auto logitsType = cast<RankedTensorType>(forward.getResultTypes()[0]);
   auto scalarType = RankedTensorType::get({}, Float32Type::get(ctx));
-  auto labelsType = RankedTensorType::get({logitsType.getDimSize(0)},
-                                          IntegerType::get(ctx, 32));
+  // One label per image, or per pixel (N x H x W) for N x C x H x W logits.
+  SmallVector<int64_t> labelsShape{logitsType.getDimSize(0)};
+  if (dense)
+    labelsShape.append({logitsType.getDimSize(2), logitsType.getDimSize(3)});
+  auto labelsType =
+      RankedTensorType::get(labelsShape, IntegerType::get(ctx, 32));
 
   // Classify the forward arguments.
   SmallVector<unsigned> inputs, params, buffers;
@@ -245,10 +258,32 @@ void AutodiffPass::runOnOperation() {
     forward.emitError("cnn-autodiff: '") << forwardName << "' has no return";
     return signalPassFailure();
   }
+  Location lossLoc = NameLoc::get(b.getStringAttr("loss"), loc);
+  // Per-pixel logits N x C x H x W become (N*H*W) x C rows, each pixel's
+  // classes contiguous (transpose to N x H x W x C, then reshape), so the loss
+  // and its GPU kernels stay 2-D; the N x H x W labels are read in the same
+  // row order. These two ops are differentiated like the forward ops (the
+  // seeds below start at the 2-D logits), and under cnn-layout the transpose
+  // cancels against the NHWC network's last transpose.
+  if (dense)
+    for (Value &l : allLogits) {
+      auto t = cast<RankedTensorType>(l.getType());
+      Value nhwc = TransposeOp::create(
+          b, lossLoc, ValueRange{l},
+          {b.getNamedAttr("permutation",
+                          b.getDenseI64ArrayAttr({0, 2, 3, 1}))});
+      l = ReshapeOp::create(
+          b, lossLoc,
+          RankedTensorType::get(
+              {t.getDimSize(0) * t.getDimSize(2) * t.getDimSize(3),
+               t.getDimSize(1)},
+              t.getElementType()),
+          nhwc);
+    }
   Value logits = allLogits.front();
   // loss = CE(main) + aux-loss-weight * sum CE(aux), as torchvision's
-  // reference training scripts compute it for GoogLeNet and Inception-v3.
-  Location lossLoc = NameLoc::get(b.getStringAttr("loss"), loc);
+  // reference training scripts compute it for GoogLeNet and Inception-v3
+  // (and, with weight 0.5, for its segmentation models).
   DenseSet<Operation *> lossOps; // not differentiated: the seeds start below
   auto lossOp = [&](Value v) {
     lossOps.insert(v.getDefiningOp());
@@ -257,7 +292,8 @@ void AutodiffPass::runOnOperation() {
   auto crossEntropy = [&](Value l) -> Value {
     return lossOp(SoftmaxCrossEntropyOp::create(
         b, lossLoc, ValueRange{l, labels},
-        {f32Attr(b, "label_smoothing", labelSmoothing)}));
+        {f32Attr(b, "label_smoothing", labelSmoothing),
+         b.getNamedAttr("ignore_index", b.getI64IntegerAttr(ignoreIndex))}));
   };
   Value loss = crossEntropy(logits);
   if (allLogits.size() > 1) {
@@ -298,7 +334,8 @@ void AutodiffPass::runOnOperation() {
   for (auto [k, l] : llvm::enumerate(allLogits)) {
     Value g = SoftmaxCrossEntropyGradOp::create(
         b, lossLoc, ValueRange{l, labels, one},
-        {f32Attr(b, "label_smoothing", labelSmoothing)});
+        {f32Attr(b, "label_smoothing", labelSmoothing),
+         b.getNamedAttr("ignore_index", b.getI64IntegerAttr(ignoreIndex))});
     if (k > 0)
       g = ScaleOp::create(b, lossLoc, TypeRange{g.getType()}, ValueRange{g},
                           {f32Attr(b, "factor", auxLossWeight)});

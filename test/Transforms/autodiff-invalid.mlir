@@ -29,7 +29,33 @@ module {
 
 // -----
 
-// expected-error @+1 {{cnn-autodiff: 'forward' must return N x C logits tensors (the main classifier's, then any auxiliary classifiers'), got '(tensor<2x4xf32>, tensor<3x4xf32>) -> (tensor<2x4xf32>, tensor<3x4xf32>)'}}
+// expected-error @+1 {{cnn-autodiff: 'forward' must return N x C logits tensors, or N x C x H x W per-pixel logits (the main classifier's, then any auxiliary classifiers' of the same rank, batch and H x W), got '(tensor<2x4xf32>, tensor<3x4xf32>) -> (tensor<2x4xf32>, tensor<3x4xf32>)'}}
 func.func @forward(%x: tensor<2x4xf32> {cnn.input}, %w: tensor<3x4xf32> {cnn.param = "w"}) -> (tensor<2x4xf32>, tensor<3x4xf32>) {
   return %x, %w : tensor<2x4xf32>, tensor<3x4xf32>
+}
+
+// -----
+
+// Per-pixel logits: an auxiliary head of another H x W cannot share the
+// N x H x W labels.
+// expected-error @+1 {{cnn-autodiff: 'forward' must return N x C logits tensors, or N x C x H x W per-pixel logits (the main classifier's, then any auxiliary classifiers' of the same rank, batch and H x W), got '(tensor<2x3x4x4xf32>, tensor<2x3x2x2xf32>) -> (tensor<2x3x4x4xf32>, tensor<2x3x2x2xf32>)'}}
+func.func @forward(%x: tensor<2x3x4x4xf32> {cnn.input}, %w: tensor<2x3x2x2xf32> {cnn.param = "w"}) -> (tensor<2x3x4x4xf32>, tensor<2x3x2x2xf32>) {
+  return %x, %w : tensor<2x3x4x4xf32>, tensor<2x3x2x2xf32>
+}
+
+// -----
+
+// Per-pixel and per-image logits do not mix (one labels argument).
+// expected-error @+1 {{cnn-autodiff: 'forward' must return N x C logits tensors, or N x C x H x W per-pixel logits (the main classifier's, then any auxiliary classifiers' of the same rank, batch and H x W), got '(tensor<2x3x4x4xf32>, tensor<2x3xf32>) -> (tensor<2x3x4x4xf32>, tensor<2x3xf32>)'}}
+func.func @forward(%x: tensor<2x3x4x4xf32> {cnn.input}, %w: tensor<2x3xf32> {cnn.param = "w"}) -> (tensor<2x3x4x4xf32>, tensor<2x3xf32>) {
+  return %x, %w : tensor<2x3x4x4xf32>, tensor<2x3xf32>
+}
+
+// -----
+
+// Rank 3 is neither.
+// expected-error @+1 {{cnn-autodiff: 'forward' must return N x C logits tensors, or N x C x H x W per-pixel logits}}
+func.func @forward(%x: tensor<2x3x4xf32> {cnn.input}, %w: tensor<2x3x4xf32> {cnn.param = "w"}) -> tensor<2x3x4xf32> {
+  %y = cnn.add %x, %w : (tensor<2x3x4xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  return %y : tensor<2x3x4xf32>
 }

@@ -134,10 +134,18 @@ cl::opt<double> epsOpt("eps", cl::desc("Adam epsilon"), cl::init(1e-8),
 cl::opt<double> labelSmoothingOpt("label-smoothing",
                                   cl::desc("Cross-entropy label smoothing"),
                                   cl::init(0.0), cl::cat(trainCategory));
+// The default is cnn-autodiff's (Passes.td declares it once).
+cl::opt<int64_t> ignoreIndexOpt(
+    "ignore-index",
+    cl::desc("Label that contributes nothing to the loss and is not counted "
+             "in its mean (PyTorch's ignore_index; e.g. 255 for the void "
+             "pixels of segmentation masks)"),
+    cl::init(CNNAutodiffOptions().ignoreIndex), cl::cat(trainCategory));
 cl::opt<double> auxLossWeightOpt(
     "aux-loss-weight",
     cl::desc("Weight of each auxiliary classifier's cross-entropy in the loss "
-             "(models returning several logits: GoogLeNet, Inception-v3)"),
+             "(models returning several logits: GoogLeNet, Inception-v3, "
+             "segmentation models' 'aux' head, where torchvision uses 0.5)"),
     cl::init(0.4), cl::cat(trainCategory));
 cl::opt<int64_t> stepsOpt("steps", cl::desc("Training steps"), cl::init(0),
                           cl::cat(trainCategory));
@@ -444,6 +452,7 @@ DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
   o.beta2 = beta2Opt;
   o.eps = epsOpt;
   o.labelSmoothing = labelSmoothingOpt;
+  o.ignoreIndex = ignoreIndexOpt;
   o.auxLossWeight = auxLossWeightOpt;
   o.steps = stepsOpt;
   o.data = dataOpt;

@@ -49,6 +49,7 @@ struct DriverOptions {
   bool nesterov = false;
   bool noBNWeightDecay = false; ///< --no-bn-weight-decay
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, labelSmoothing = 0;
+  int64_t ignoreIndex = -100; ///< the label the loss skips (PyTorch's)
   double auxLossWeight = 0.4; ///< weight of auxiliary classifiers' loss
   int64_t steps = 0;         ///< --steps (reference training / cnnc train)
   std::string data;          ///< --data DIR|FILE|synthetic

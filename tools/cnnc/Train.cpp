@@ -82,6 +82,7 @@ LogicalResult cnnc::driver::buildTrainStep(const DriverOptions &o,
   ad.beta2 = o.beta2;
   ad.epsilon = o.eps;
   ad.labelSmoothing = o.labelSmoothing;
+  ad.ignoreIndex = o.ignoreIndex;
   ad.auxLossWeight = o.auxLossWeight;
   pm.addPass(createCNNAutodiff(ad));
   pm.addPass(createCSEPass());
@@ -199,17 +200,22 @@ double now() {
       .count();
 }
 
-/// `imageType` is one rank's input; the batches read hold `ranks` times its
+/// `imageType` and `labelsType` are one rank's input and labels (N, or
+/// N x H x W per-pixel labels); the batches read hold `ranks` times its
 /// batch (the global batch of data parallelism, rank r takes the r-th
 /// slice: disjoint shards of one shuffle).
 LogicalResult openData(const DriverOptions &o, Compilation &c,
-                       RankedTensorType imageType, int64_t classes,
-                       bool wantTest, BatchSource &src, int64_t ranks = 1) {
+                       RankedTensorType imageType, RankedTensorType labelsType,
+                       int64_t classes, int64_t ignoreIndex, bool wantTest,
+                       BatchSource &src, int64_t ranks = 1) {
+  SmallVector<int64_t> labelsShape(labelsType.getShape());
+  labelsShape[0] *= ranks;
   if (ranks > 1) {
     SmallVector<int64_t> shape(imageType.getShape());
     shape[0] *= ranks;
     imageType = RankedTensorType::get(shape, imageType.getElementType());
   }
+  const bool dense = labelsShape.size() > 1;
   std::string err;
   if (!o.inputTensor.empty()) {
     if (o.labelsTensor.empty())
@@ -219,19 +225,35 @@ LogicalResult openData(const DriverOptions &o, Compilation &c,
       return fail(c, "cannot read the fixed batch: " + err);
     if (!src.fixedImages.matches(imageType))
       return fail(c, "--input has the wrong shape for the model's input");
-    if (src.fixedLabels.shape != std::vector<int64_t>{imageType.getDimSize(0)})
+    if (ArrayRef<int64_t>(src.fixedLabels.shape) != ArrayRef(labelsShape)) {
+      if (dense)
+        return fail(c, "--labels must be " + dimsText(labelsShape) +
+                           ": one label per pixel of the model's " +
+                           dimsText(imageType.getShape()) +
+                           " input at its N x C x H x W output, got " +
+                           dimsText(src.fixedLabels.shape));
       return fail(c, "--labels must be 1-D with one label per image (" +
-                         Twine(imageType.getDimSize(0)) + ")");
-    for (float l : src.fixedLabels.data)
-      if (l < 0 || l >= classes || l != (int64_t)l)
-        return fail(c, "--labels holds " + Twine((int64_t)l) +
-                           ", not a class in [0, " + Twine(classes) + ")");
+                         Twine(imageType.getDimSize(0)) + "), got " +
+                         dimsText(src.fixedLabels.shape));
+    }
+    for (auto [i, l] : llvm::enumerate(src.fixedLabels.data))
+      if (l != (int64_t)l ||
+          ((l < 0 || l >= classes) && (int64_t)l != ignoreIndex))
+        return fail(c, "--labels holds " + Twine((int64_t)l) + " (element #" +
+                           Twine(i) + "), not a class in [0, " +
+                           Twine(classes) + ") nor the ignore index " +
+                           Twine(ignoreIndex));
     src.fixedLabels.kind = reference::ElemKind::I32;
     return success();
   }
   if (o.data.empty())
     return fail(c, "training on the reference interpreter needs --data "
                    "DIR|FILE|synthetic or --input x.npy --labels y.npy");
+  if (dense)
+    return fail(c, "the model predicts per pixel (labels " +
+                       dimsText(labelsShape) +
+                       "): --data reads one label per image; give the batch "
+                       "as --input x.npy --labels y.npy (no mask loader yet)");
   if (imageType.getRank() != 4)
     return fail(c, "--data needs a 4-D image input");
   cnnrt::SourceOptions d;
@@ -344,15 +366,16 @@ LogicalResult cnnc::driver::trainReference(const DriverOptions &o,
   auto imageType = cast<RankedTensorType>(step.getArgument(imageArg).getType());
   auto labelsType =
       cast<RankedTensorType>(step.getArgument(labelsArg).getType());
-  int64_t classes = 0;
+  int64_t classes = 0, ignoreIndex = o.ignoreIndex;
   step.walk([&](cnn::SoftmaxCrossEntropyOp op) {
     classes = op.getLogits().getType().getDimSize(1);
+    ignoreIndex = op.getIgnoreIndex();
   });
   auto forward = c.module->lookupSymbol<func::FuncOp>("forward");
   const int ranks = static_cast<int>(o.worldSize);
   BatchSource src;
-  if (failed(openData(o, c, imageType, classes, /*wantTest=*/bool(forward),
-                      src, ranks)))
+  if (failed(openData(o, c, imageType, labelsType, classes, ignoreIndex,
+                      /*wantTest=*/bool(forward), src, ranks)))
     return failure();
   const int rankBatch = imageType.getDimSize(0);
   const int batch = rankBatch * ranks; // the global batch
@@ -410,8 +433,10 @@ LogicalResult cnnc::driver::trainReference(const DriverOptions &o,
             return s;
           }(),
           imageType.getElementType()));
-  reference::Tensor labels(
-      reference::elemKindOf(labelsType.getElementType()), {batch});
+  std::vector<int64_t> labelsShape(labelsType.getShape());
+  labelsShape[0] = batch; // one label per image or per pixel
+  reference::Tensor labels(reference::elemKindOf(labelsType.getElementType()),
+                           labelsShape);
   // Rank r's slice of the global batch.
   auto slice = [&](const reference::Tensor &t, int r,
                    RankedTensorType type) {

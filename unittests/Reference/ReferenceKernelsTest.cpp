@@ -347,6 +347,30 @@ TEST(LossKernels, SoftmaxAndCrossEntropyWithSmoothing) {
                  2 * (p[2] - 0.9f - 0.1f / 3)});
 }
 
+// ignore_index: ignored rows contribute nothing and are not counted (the
+// smoothing term too, as torch 1.13's F.cross_entropy); every row ignored
+// gives NaN and a zero gradient, as PyTorch's mean reduction.
+TEST(LossKernels, CrossEntropyIgnoreIndex) {
+  std::vector<float> logits = {1, 2, 3, 5, -1, 0, 1, 2, 3},
+                     labels = {2, 255, 2}, g(9), p(3);
+  softmax(logits.data(), p.data(), 1, 3, 1);
+  float smooth =
+      softmaxCrossEntropy(logits.data(), labels.data(), 3, 3, 0.1f, 255);
+  EXPECT_NEAR(smooth, 0.9 * 0.40760596 + 0.1 * 1.40760596, 1e-6);
+  softmaxCrossEntropyGrad(logits.data(), labels.data(), 2.0f, g.data(), 3, 3,
+                          0.1f, 255);
+  // Two rows count: each non-ignored row's gradient is halved.
+  expectNear(g, {p[0] - 0.1f / 3, p[1] - 0.1f / 3, p[2] - 0.9f - 0.1f / 3, 0, 0,
+                 0, p[0] - 0.1f / 3, p[1] - 0.1f / 3, p[2] - 0.9f - 0.1f / 3});
+  std::vector<float> none = {-100, -100};
+  EXPECT_TRUE(
+      std::isnan(softmaxCrossEntropy(logits.data(), none.data(), 2, 3, 0.0f)));
+  softmaxCrossEntropyGrad(logits.data(), none.data(), 1.0f, g.data(), 2, 3,
+                          0.0f);
+  for (int i = 0; i < 6; ++i)
+    EXPECT_EQ(g[i], 0.0f);
+}
+
 //===----------------------------------------------------------------------===//
 // Optimizers
 //===----------------------------------------------------------------------===//

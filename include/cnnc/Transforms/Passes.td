@@ -21,6 +21,13 @@ def CNNAutodiff : Pass<"cnn-autodiff", "mlir::ModuleOp"> {
     training scripts use 0.4), one scalar as before, and @forward (the
     evaluation function) keeps only the main logits.
 
+    Dense prediction: logits N x C x H x W (all of them, with one H x W)
+    train against per-pixel labels N x H x W (the @train_step argument). Each
+    logits tensor is transposed to N x H x W x C and reshaped to
+    (N*H*W) x C before the loss, so the loss sees one row per pixel
+    (cnn-layout cancels the transpose against an NHWC network's last one).
+    Labels equal to `ignore-index` are left out of the loss and of its mean.
+
     Before:
     ```mlir
     func.func @forward(%x: tensor<8x4xf32> {cnn.input},
@@ -59,6 +66,10 @@ def CNNAutodiff : Pass<"cnn-autodiff", "mlir::ModuleOp"> {
     Option<"epsilon", "epsilon", "double", "1e-8", "Adam epsilon">,
     Option<"labelSmoothing", "label-smoothing", "double", "0.0",
            "cross-entropy label smoothing">,
+    Option<"ignoreIndex", "ignore-index", "int64_t", "-100",
+           "label that contributes nothing to the loss and is not counted in "
+           "its mean (PyTorch's ignore_index; e.g. 255 for segmentation "
+           "masks' void pixels)">,
     Option<"forwardName", "forward", "std::string", "\"forward\"",
            "name of the forward function">,
     Option<"auxLossWeight", "aux-loss-weight", "double", "0.4",

@@ -714,10 +714,12 @@ static LogicalResult checkLogitsLabels(std::optional<Location> loc,
                                        float smoothing) {
   if (logits.getRank() != 2)
     return fail(loc, "'logits' must be 2-D (N x C), got " + str(logits));
-  if (labels.getRank() != 1 || labels.getDimSize(0) != logits.getDimSize(0))
-    return fail(loc, "'labels' " + str(labels) + " must be 1-D of size " +
+  // Per-pixel labels (N x H x W, for logits flattened to (N*H*W) x C by
+  // cnn-autodiff) are read in row order: any shape with one label per row.
+  if (labels.getRank() < 1 || labels.getNumElements() != logits.getDimSize(0))
+    return fail(loc, "'labels' " + str(labels) + " must hold " +
                          Twine(logits.getDimSize(0)) +
-                         " (the batch of 'logits' " + str(logits) + ")");
+                         " labels, one per row of 'logits' " + str(logits));
   if (smoothing < 0 || smoothing > 1)
     return fail(loc, "'label_smoothing' must be in [0, 1], got " +
                          Twine(std::to_string(smoothing)));

@@ -1869,27 +1869,46 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
         return success();
       })
       .Case([&](SoftmaxCrossEntropyOp s) {
+        // Two passes (the prelude's softmaxXentLoss*): one warp per row, each
+        // block's sum and count of the non-ignored rows, then their mean.
         auto t = s.getLogits().getType();
+        int64_t rows = t.getDimSize(0),
+                blocks = std::clamp<int64_t>((rows + 7) / 8, 1,
+                                             1024); // CNNC_XENT_BLOCKS
         launch(out, op,
-               fmt::format("softmaxXentLoss<{}, {}>", ctype(t.getElementType()),
+               fmt::format("softmaxXentLossPartial<{}, {}>",
+                           ctype(t.getElementType()),
                            ctype(s.getLabels().getType().getElementType())),
-               "1", "1024",
-               fmt::format("{}, {}, {}, {}, {}, {}", ptr(s.getLogits()),
-                           ptr(s.getLabels()), ptr(s.getLoss()),
-                           t.getDimSize(0), t.getDimSize(1),
-                           floatLit(s.getLabelSmoothing().convertToFloat())));
+               std::to_string(blocks), "256",
+               fmt::format("{}, {}, {}ll, {}, {}, {}ll", ptr(s.getLogits()),
+                           ptr(s.getLabels()), rows, t.getDimSize(1),
+                           floatLit(s.getLabelSmoothing().convertToFloat()),
+                           static_cast<int64_t>(s.getIgnoreIndex())));
+        launch(out, op, "softmaxXentLossFinish", "1", "256",
+               fmt::format("{}, {}", ptr(s.getLoss()), blocks));
         return success();
       })
       .Case([&](SoftmaxCrossEntropyGradOp s) {
+        // The count of non-ignored rows first (the mean's divisor), then one
+        // warp per row.
         auto t = s.getLogits().getType();
+        int64_t rows = t.getDimSize(0);
+        std::string labelType = ctype(s.getLabels().getType().getElementType());
+        launch(out, op, fmt::format("xentCountValid<{}>", labelType), "1",
+               "1024",
+               fmt::format("{}, {}ll, {}ll", ptr(s.getLabels()), rows,
+                           static_cast<int64_t>(s.getIgnoreIndex())));
         launch(out, op,
                fmt::format("softmaxXentGrad<{}, {}>", ctype(t.getElementType()),
-                           ctype(s.getLabels().getType().getElementType())),
-               std::to_string(t.getDimSize(0)), "256",
-               fmt::format("{}, {}, {}, {}, {}, {}, {}", ptr(s.getLogits()),
-                           ptr(s.getLabels()), ptr(s.getGradLoss()),
-                           ptr(s.getResult()), t.getDimSize(0), t.getDimSize(1),
-                           floatLit(s.getLabelSmoothing().convertToFloat())));
+                           labelType),
+               std::to_string(std::clamp<int64_t>((rows + 7) / 8, 1, 132 * 32)),
+               "256",
+               fmt::format("{}, {}, {}, {}, {}ll, {}, {}, {}ll",
+                           ptr(s.getLogits()), ptr(s.getLabels()),
+                           ptr(s.getGradLoss()), ptr(s.getResult()), rows,
+                           t.getDimSize(1),
+                           floatLit(s.getLabelSmoothing().convertToFloat()),
+                           static_cast<int64_t>(s.getIgnoreIndex())));
         return success();
       })
       .Case([&](ConcatOp c) {

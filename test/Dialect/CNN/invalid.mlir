@@ -307,8 +307,33 @@ func.func @softmax(%a: tensor<2x8xf32>) {
 // -----
 
 func.func @softmax_cross_entropy(%a: tensor<4x10xf32>, %l: tensor<3xi32>) {
-  // expected-error @+1 {{'labels' tensor<3xi32> must be 1-D of size 4 (the batch of 'logits' tensor<4x10xf32>)}}
+  // expected-error @+1 {{'labels' tensor<3xi32> must hold 4 labels, one per row of 'logits' tensor<4x10xf32>}}
   %0 = cnn.softmax_cross_entropy %a, %l : (tensor<4x10xf32>, tensor<3xi32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+// Per-pixel labels must hold one label per row of the flattened logits.
+func.func @softmax_cross_entropy_pixels(%a: tensor<32x5xf32>, %l: tensor<2x4x3xi32>) {
+  // expected-error @+1 {{'labels' tensor<2x4x3xi32> must hold 32 labels, one per row of 'logits' tensor<32x5xf32>}}
+  %0 = cnn.softmax_cross_entropy %a, %l {ignore_index = 255} : (tensor<32x5xf32>, tensor<2x4x3xi32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @softmax_cross_entropy_grad_pixels(%a: tensor<32x5xf32>, %l: tensor<2x4x3xi32>, %g: tensor<f32>) {
+  // expected-error @+1 {{'labels' tensor<2x4x3xi32> must hold 32 labels, one per row of 'logits' tensor<32x5xf32>}}
+  %0 = cnn.softmax_cross_entropy_grad %a, %l, %g : (tensor<32x5xf32>, tensor<2x4x3xi32>, tensor<f32>) -> tensor<32x5xf32>
+  return
+}
+
+// -----
+
+func.func @softmax_cross_entropy_scalar_labels(%a: tensor<1x5xf32>, %l: tensor<i32>) {
+  // expected-error @+1 {{'labels' tensor<i32> must hold 1 labels, one per row of 'logits' tensor<1x5xf32>}}
+  %0 = cnn.softmax_cross_entropy %a, %l : (tensor<1x5xf32>, tensor<i32>) -> tensor<f32>
   return
 }
 

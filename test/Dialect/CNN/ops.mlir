@@ -213,3 +213,16 @@ func.func @f16_grad_update(%p: tensor<4xf32>, %g: tensor<4xf16>, %s: tensor<f32>
   %ap, %am, %av = cnn.adam_update %np, %g, %nb, %nb, %s, %s {beta1 = 0.9 : f32, beta2 = 0.999 : f32, epsilon = 1.0e-8 : f32, weight_decay = 0.0 : f32, decoupled = false} : (tensor<4xf32>, tensor<4xf16>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
   return %ap, %am : tensor<4xf32>, tensor<4xf32>
 }
+
+// Per-pixel labels (N x H x W) read in row order by the loss of the logits
+// flattened to (N*H*W) x C; ignore_index defaults to -100 (not printed).
+// CHECK-LABEL: func @dense_cross_entropy
+func.func @dense_cross_entropy(%logits: tensor<8x5xf32>, %labels: tensor<2x2x2xi32>, %g: tensor<f32>) -> (tensor<f32>, tensor<8x5xf32>, tensor<f32>) {
+  // CHECK: cnn.softmax_cross_entropy %{{.*}}, %{{.*}} {ignore_index = 255 : i64, label_smoothing = 1.000000e-01 : f32} : (tensor<8x5xf32>, tensor<2x2x2xi32>) -> tensor<f32>
+  %loss = cnn.softmax_cross_entropy %logits, %labels {ignore_index = 255, label_smoothing = 0.1 : f32} : (tensor<8x5xf32>, tensor<2x2x2xi32>) -> tensor<f32>
+  // CHECK: cnn.softmax_cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} {ignore_index = 255 : i64}
+  %dl = cnn.softmax_cross_entropy_grad %logits, %labels, %g {ignore_index = 255} : (tensor<8x5xf32>, tensor<2x2x2xi32>, tensor<f32>) -> tensor<8x5xf32>
+  // CHECK: cnn.softmax_cross_entropy %{{.*}}, %{{.*}} : (tensor<8x5xf32>, tensor<2x2x2xi32>) -> tensor<f32>
+  %plain = cnn.softmax_cross_entropy %logits, %labels : (tensor<8x5xf32>, tensor<2x2x2xi32>) -> tensor<f32>
+  return %loss, %dl, %plain : tensor<f32>, tensor<8x5xf32>, tensor<f32>
+}

@@ -23,8 +23,13 @@
 // CHECK: bnStats<float, float><<<8, 512, 0, s>>>
 // CHECK: rowMean<float><<<
 // CHECK: ctx.matmul(0,
-// CHECK: softmaxXentLoss<float, int32_t><<<1, 1024, 0, s>>>
-// CHECK: softmaxXentGrad<float, int32_t><<<4, 256, 0, s>>>
+// The loss: one warp per row, partial sums and counts of the rows whose
+// label is not the ignore index (-100), then their mean; the gradient: that
+// count, then one warp per row.
+// CHECK: softmaxXentLossPartial<float, int32_t><<<1, 256, 0, s>>>({{.*}}, 4ll, 10, 0.0f, -100ll);
+// CHECK: softmaxXentLossFinish<<<1, 256, 0, s>>>({{.*}}, 1);
+// CHECK: xentCountValid<int32_t><<<1, 1024, 0, s>>>({{.*}}, 4ll, -100ll);
+// CHECK: softmaxXentGrad<float, int32_t><<<1, 256, 0, s>>>({{.*}}, 4ll, 10, 0.0f, -100ll);
 // CHECK: bnGradReduce<float, float>
 // CHECK: maxPoolBwdGather<float, false>
 // CHECK: channelSum<float, float>

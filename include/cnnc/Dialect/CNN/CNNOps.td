@@ -653,11 +653,18 @@ def CNN_SoftmaxOp : CNN_PureOp<"softmax", [SameOperandsAndResultType, CNN_Gradie
 def CNN_SoftmaxCrossEntropyOp : CNN_PureOp<"softmax_cross_entropy", [CNN_InferShapes]> {
   let summary = "Mean softmax cross-entropy of N x C logits against N labels";
   let description = [{
-    loss = mean_n [ -(1-s) log p[n, y_n] - (s / C) sum_c log p[n, c] ]
-    with s = `label_smoothing` in [0, 1]. Returns a 0-D f32 tensor.
+    loss = mean_{n : y_n != ignore_index}
+             [ -(1-s) log p[n, y_n] - (s / C) sum_c log p[n, c] ]
+    with s = `label_smoothing` in [0, 1]: rows whose label is `ignore_index`
+    (default -100, PyTorch's) contribute nothing and are not counted, as
+    F.cross_entropy(ignore_index=..., label_smoothing=...) computes it (the
+    smoothing term too is divided by the count of the other rows; NaN when
+    every row is ignored). Every other label must be in [0, C). Returns a
+    0-D f32 tensor.
   }];
   let arguments = (ins CNN_FloatTensor:$logits, CNN_LabelTensor:$labels,
-                   DefaultValuedAttr<F32Attr, "0.0f">:$label_smoothing);
+                   DefaultValuedAttr<F32Attr, "0.0f">:$label_smoothing,
+                   DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
   let results = (outs CNN_Scalar:$loss);
 }
 
@@ -748,10 +755,15 @@ def CNN_BatchNormGradOp : CNN_LayoutOp<"batch_norm_grad", [CNN_InferShapes]> {
 
 def CNN_SoftmaxCrossEntropyGradOp : CNN_PureOp<"softmax_cross_entropy_grad", [CNN_InferShapes]> {
   let summary = "d loss / d logits, times the upstream scalar `grad_loss`";
-  let description = [{ (softmax(logits) - smoothed_onehot(labels)) * grad_loss / N. }];
+  let description = [{
+    (softmax(logits) - smoothed_onehot(labels)) * grad_loss / V for the rows
+    whose label is not `ignore_index`, V the number of those rows; 0 for the
+    ignored rows.
+  }];
   let arguments = (ins CNN_FloatTensor:$logits, CNN_LabelTensor:$labels,
                    CNN_Scalar:$grad_loss,
-                   DefaultValuedAttr<F32Attr, "0.0f">:$label_smoothing);
+                   DefaultValuedAttr<F32Attr, "0.0f">:$label_smoothing,
+                   DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
   let results = (outs CNN_FloatTensor:$result);
 }
 

@@ -1,0 +1,19 @@
+// RUN: cnnc %S/Inputs/dense_aux.mlir --train -O0 --ignore-index 255 --emit cuda | FileCheck %s
+// RUN: cnnc %S/Inputs/dense_aux.mlir --train --label-smoothing 0.1 --emit cuda -o %t.cu
+// RUN: FileCheck %s --check-prefix=F16 < %t.cu
+// RUN: %if nvcc %{ %nvcc -std=c++17 -arch=sm_90a -I%cnnc_src/runtime/include -c %t.cu -o %t.o %}
+
+// Dense prediction: the labels are N x H x W; the loss runs on the
+// (N*H*W) x C rows, one warp per row, the count of non-ignored rows on the
+// device (partials then their mean for the loss; xentCountValid then the
+// gradient).
+// CHECK-DAG: {"labels", cnnrt::DType::I32, 3, {2, 4, 4, 0}, {{[0-9]+}}, 128, cnnrt::Role::InputLabel}
+// CHECK-LABEL: static void trainStep(cnnrt::Context &ctx) {
+// CHECK: softmaxXentLossPartial<float, int32_t><<<4, 256, 0, s>>>({{.*}}, 32ll, 5, 0.0f, 255ll);
+// CHECK: softmaxXentLossFinish<<<1, 256, 0, s>>>({{.*}}, 4);
+// CHECK: xentCountValid<int32_t><<<1, 1024, 0, s>>>({{.*}}, 32ll, 255ll);
+// CHECK: softmaxXentGrad<float, int32_t><<<4, 256, 0, s>>>({{.*}}, 32ll, 5, 0.0f, 255ll);
+
+// Default pipeline (NHWC f16): f16 logits, the default ignore index -100.
+// F16: softmaxXentLossPartial<__half, int32_t><<<4, 256, 0, s>>>({{.*}}, 32ll, 5, 0.100000001f, -100ll);
+// F16: softmaxXentGrad<__half, int32_t><<<4, 256, 0, s>>>({{.*}}, 32ll, 5, 0.100000001f, -100ll);
