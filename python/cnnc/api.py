@@ -226,6 +226,9 @@ class _ReferenceBackend:
             "cnnref_last_error": (C.c_char_p, []),
             "cnnref_input_shape": (I, [P, P, P]),
             "cnnref_num_classes": (I64, [P]),
+            "cnnref_labels_shape": (I, [P, P, P]),
+            "cnnref_ignore_index": (I64, [P]),
+            "cnnref_output_shape": (I, [P, P, P]),
             "cnnref_step": (I, [P, P, P, F, P]),
             "cnnref_eval": (I, [P, P, P]),
             "cnnref_num_state": (I, [P]),
@@ -252,6 +255,10 @@ class _ReferenceBackend:
             raise CompileError("cannot open the compiled step: " + self._error())
         self.input_shape = self._shape(lib.cnnref_input_shape, self.handle)
         self.num_classes = int(lib.cnnref_num_classes(self.handle))
+        # (N,) or per-pixel (N, H, W); the eval output (N, classes[, H, W]).
+        self.labels_shape = self._shape(lib.cnnref_labels_shape, self.handle)
+        self.ignore_index = int(lib.cnnref_ignore_index(self.handle))
+        self.output_shape = self._shape(lib.cnnref_output_shape, self.handle)
         self.tensors = []
         for i in range(lib.cnnref_num_state(self.handle)):
             shape = self._shape(lib.cnnref_state_shape, self.handle, i)
@@ -282,7 +289,7 @@ class _ReferenceBackend:
         return loss.value
 
     def eval(self, x):
-        out = torch.empty((self.input_shape[0], self.num_classes), dtype=torch.float32)
+        out = torch.empty(self.output_shape, dtype=torch.float32)
         self._check(self.lib.cnnref_eval(self.handle, x.cpu().data_ptr(),
                                          out.data_ptr()), "eval")
         return out
@@ -365,10 +372,11 @@ class _CudaBackend:
 
     _ROLES = {0: "param", 1: "buffer", 2: "opt_state", 3: "loss_scale"}
 
-    def __init__(self, lib_path, weights_path, device):
+    def __init__(self, lib_path, weights_path, device, ignore_index=-100):
         import ctypes as C
         self.C = C
         self.device = device
+        self.ignore_index = int(ignore_index)
         lib = C.CDLL(lib_path)
         sig = _cuda_api_signatures(C)
         for name, (res, args) in sig.items():
@@ -386,6 +394,8 @@ class _CudaBackend:
                                lib.cnnrt_last_error().decode())
         self.input_shape = self._shape(lib.cnnrt_input_shape, self.handle)
         self.num_classes = int(lib.cnnrt_num_classes(self.handle))
+        # One label per image: _build refuses per-pixel models on the GPU.
+        self.labels_shape = (self.input_shape[0],)
         self.tensors = []
         for i in range(lib.cnnrt_num_state(self.handle)):
             role = self._ROLES.get(lib.cnnrt_state_role(self.handle, i))
@@ -488,6 +498,11 @@ class Trainer:
         self.artifact_dir = info["artifact_dir"]
         self.input_shape = backend.input_shape
         self.num_classes = backend.num_classes
+        #: (N,) labels, or (N, H, W) per-pixel labels of a dense-prediction
+        #: model (N x C x H x W logits); labels equal to ignore_index are
+        #: left out of the loss and of its mean.
+        self.labels_shape = tuple(backend.labels_shape)
+        self.ignore_index = backend.ignore_index
         self._state = collections.OrderedDict((t.name, t) for t in backend.tensors)
         model_sd = model.state_dict()
         self._names = list(model_sd.keys())
@@ -534,9 +549,14 @@ class Trainer:
             y = y.cpu()
         if y.is_floating_point() or y.dtype == torch.bool:
             raise TypeError("labels must be an integer tensor of class indices, got %s" % y.dtype)
-        if tuple(y.shape) != (self.input_shape[0],):
-            raise ValueError("labels of shape %s, but the step expects (%d,)" %
-                             (tuple(y.shape), self.input_shape[0]))
+        if tuple(y.shape) != self.labels_shape:
+            if len(self.labels_shape) == 3:
+                raise ValueError(
+                    "labels of shape %s, but the step expects per-pixel labels %s "
+                    "(N x H x W: one class per pixel of the model's N x C x H x W "
+                    "output)" % (tuple(y.shape), self.labels_shape))
+            raise ValueError("labels of shape %s, but the step expects %s" %
+                             (tuple(y.shape), self.labels_shape))
         return y.detach().to(torch.int64).contiguous()
 
     def current_lr(self):
@@ -568,10 +588,11 @@ class Trainer:
         x = self._check_x(x)
         y = self._check_y(y)
         if not y.is_cuda:
-            bad = (y < 0) | (y >= self.num_classes)
+            bad = ((y < 0) | (y >= self.num_classes)) & (y != self.ignore_index)
             if bool(bad.any()):
-                raise ValueError("label %d is not a class in [0, %d)" %
-                                 (int(y[bad][0]), self.num_classes))
+                raise ValueError("label %d is not a class in [0, %d) nor the "
+                                 "ignore_index %d" % (int(y[bad][0]), self.num_classes,
+                                                      self.ignore_index))
         loss = self._backend.step(x, y, self.current_lr())
         if self._optimizer is not None:
             # The trainer took the optimizer's step: tell torch's LR
@@ -685,6 +706,7 @@ def _run_cnnc(args, what):
 
 
 def compile(model, example_input, optimizer=None, *, label_smoothing=0.0,
+            ignore_index=-100, aux_loss_weight=None,
             lr=None, device=None, precision=None, layout=None, arch=None,
             remat=None, cache=True, verbose=False, _gradients_only=False):
     """Compiles the training step of `model` (cross-entropy loss on its
@@ -696,6 +718,15 @@ def compile(model, example_input, optimizer=None, *, label_smoothing=0.0,
       parameters (one setting for all: differing param groups, amsgrad and
       maximize are rejected). None: SGD without momentum at `lr`.
     label_smoothing: of the cross-entropy loss.
+    ignore_index: the label left out of the loss and of its mean, as in
+      F.cross_entropy (default -100, PyTorch's; e.g. 255 for the void pixels
+      of segmentation masks). A model whose output is N x C x H x W (dense
+      prediction: segmentation) trains on per-pixel labels N x H x W.
+    aux_loss_weight: for models with auxiliary outputs (GoogLeNet and
+      Inception-v3 return (logits, aux...); torchvision's segmentation
+      models {'out', 'aux'}), the loss is CE(main) + aux_loss_weight *
+      sum CE(aux). None: what torchvision's reference scripts use, 0.5 for
+      per-pixel outputs (segmentation) and 0.4 for classifiers.
     device: 'cuda' (a GPU step built with nvcc) or 'cpu' (the reference
       interpreter); default: 'cuda' when torch sees a GPU, else 'cpu'.
     precision/layout: cnnc's --precision fp32|fp16 and --layout nchw|nhwc
@@ -730,6 +761,14 @@ def compile(model, example_input, optimizer=None, *, label_smoothing=0.0,
                  "nesterov": False, "weight-decay": 0.0}
         lr = 0.01 if lr is None else float(lr)
     flags["label-smoothing"] = float(label_smoothing)
+    if isinstance(ignore_index, bool) or not isinstance(ignore_index, (int, np.integer)):
+        raise TypeError("ignore_index must be an int, got %r" % (ignore_index,))
+    flags["ignore-index"] = int(ignore_index)
+    if aux_loss_weight is not None:
+        if not float(aux_loss_weight) >= 0:
+            raise ValueError("aux_loss_weight must be >= 0, got %r" % (aux_loss_weight,))
+        aux_loss_weight = float(aux_loss_weight)
+    flags["aux-loss-weight"] = aux_loss_weight  # None: resolved after the export
 
     # Under torchrun (world size > 1) the step all-reduces its gradients
     # through NCCL (cnnc --gpus N): each process passes its own shard of the
@@ -818,7 +857,8 @@ def compile(model, example_input, optimizer=None, *, label_smoothing=0.0,
                                     os.path.join(artifact_dir, "step.mlir.cnnw"), ref_lib)
     else:
         backend = _CudaBackend(os.path.join(artifact_dir, "libstep.so"),
-                               os.path.join(artifact_dir, "libstep.so.cnnw"), device)
+                               os.path.join(artifact_dir, "libstep.so.cnnw"), device,
+                               flags["ignore-index"])
     if tuple(backend.input_shape) != shape:
         raise CompileError("the compiled step takes %s, not the example's %s" %
                            (backend.input_shape, shape))
@@ -838,6 +878,23 @@ def _remat_args(remat):
     return ["--remat-mb", str(int(remat))]
 
 
+def _aux_loss_weight(onnx_path, weight):
+    """compile()'s aux_loss_weight, None resolved from the exported outputs:
+    torchvision's reference scripts weigh auxiliary heads 0.5 for
+    segmentation (per-pixel N x C x H x W outputs) and 0.4 for GoogLeNet and
+    Inception-v3."""
+    if weight is not None:
+        return float(weight)
+    return 0.5 if _output_rank(onnx_path) == 4 else 0.4
+
+
+def _output_rank(onnx_path):
+    """The rank of the exported model's first (main) output."""
+    import onnx
+    outputs = onnx.load(onnx_path, load_external_data=False).graph.output
+    return len(outputs[0].type.tensor_type.shape.dim) if outputs else 2
+
+
 def _build(model, example_input, flags, backend_kind, cnnc_bin, fingerprint, root, verbose):
     """Exports, compiles into a fresh directory and moves it into the cache
     under the hash of (ONNX bytes, flags, compiler)."""
@@ -855,8 +912,19 @@ def _build(model, example_input, flags, backend_kind, cnnc_bin, fingerprint, roo
                                    "%s: %s" % (type(e).__name__, e)) from e
         with open(onnx_path, "rb") as f:
             onnx_hash = hashlib.sha256(f.read()).hexdigest()
+        if backend_kind != "reference" and _output_rank(onnx_path) == 4:
+            # The compiler and its CUDA kernels train per-pixel models; the
+            # runtime's C API still takes one label per image and returns
+            # N x classes logits.
+            raise CompileError(
+                "the model's output is N x C x H x W (per-pixel labels): the GPU step's "
+                "Python binding does not take N x H x W labels yet; use device='cpu' "
+                "(the reference interpreter)")
         args = [cnnc_bin, onnx_path, "--train", "--optimizer", flags["optimizer"],
-                "--label-smoothing", repr(flags["label-smoothing"])]
+                "--label-smoothing", repr(flags["label-smoothing"]),
+                "--ignore-index", str(flags.get("ignore-index", -100)),
+                "--aux-loss-weight", repr(_aux_loss_weight(onnx_path,
+                                                           flags.get("aux-loss-weight")))]
         if flags["optimizer"] != "none":
             args += ["--weight-decay", repr(flags["weight-decay"])]
         if flags["optimizer"] == "sgd":

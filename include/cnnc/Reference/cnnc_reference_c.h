@@ -34,13 +34,20 @@ const char *cnnref_last_error(void);
  * classes of the loss. */
 int cnnref_input_shape(const cnnref_session *s, int64_t *dims, int *rank);
 int64_t cnnref_num_classes(const cnnref_session *s);
+/* The labels' shape: (N) for classification, (N, H, W) for per-pixel
+ * labels; labels equal to the ignore index (PyTorch's ignore_index, default
+ * -100) are left out of the loss. */
+int cnnref_labels_shape(const cnnref_session *s, int64_t *dims, int *rank);
+int64_t cnnref_ignore_index(const cnnref_session *s);
+/* The shape of @forward's (main) output: (N, classes) or (N, classes, H, W). */
+int cnnref_output_shape(const cnnref_session *s, int64_t *dims, int *rank);
 
 /* One training step on images (the input shape) and int64 labels with
  * learning rate `lr`; the step counter advances; writes the loss. */
 int cnnref_step(cnnref_session *s, const float *images, const int64_t *labels,
                 float lr, float *loss);
-/* @forward (inference mode: BN running statistics) on images; writes
- * batch * num_classes logits. */
+/* @forward (inference mode: BN running statistics) on images; writes its
+ * output (cnnref_output_shape). */
 int cnnref_eval(cnnref_session *s, const float *images, float *logits);
 
 /* The persistent state: parameters, buffers (BN statistics), optimizer

@@ -61,6 +61,7 @@ struct cnnref_session {
   std::vector<StateInfo> infos;
   int imageArg = -1, labelsArg = -1, lrArg = -1, stepArg = -1;
   int64_t classes = 0;
+  int64_t ignoreIndex = -100; ///< the loss's ignore_index
   int64_t stepCount = 0;
   std::vector<TraceEntry> trace;
   /// Diagnostics of the current call, joined into gLastError on failure.
@@ -166,6 +167,7 @@ cnnref_session *cnnref_open(const char *mlir_path, const char *weights_path) {
   }
   s->step.walk([&](cnn::SoftmaxCrossEntropyOp op) {
     s->classes = op.getLogits().getType().getDimSize(1);
+    s->ignoreIndex = static_cast<int64_t>(op.getIgnoreIndex());
   });
 
   std::string weights = weights_path ? weights_path : "";
@@ -224,16 +226,43 @@ int cnnref_input_shape(const cnnref_session *s, int64_t *dims, int *rank) {
 
 int64_t cnnref_num_classes(const cnnref_session *s) { return s->classes; }
 
+int cnnref_labels_shape(const cnnref_session *s, int64_t *dims, int *rank) {
+  auto shape = argType(s->step, s->labelsArg).getShape();
+  if (shape.size() > 8)
+    return setError("labels rank above 8");
+  *rank = shape.size();
+  for (size_t i = 0; i < shape.size(); ++i)
+    dims[i] = shape[i];
+  return 0;
+}
+
+int64_t cnnref_ignore_index(const cnnref_session *s) { return s->ignoreIndex; }
+
+int cnnref_output_shape(const cnnref_session *s, int64_t *dims, int *rank) {
+  func::FuncOp forward = s->forward; // (a handle: its getters are not const)
+  if (!forward || forward.getNumResults() < 1)
+    return setError("the module has no @forward with a result");
+  auto shape = cast<RankedTensorType>(forward.getResultTypes()[0]).getShape();
+  if (shape.size() > 8)
+    return setError("output rank above 8");
+  *rank = shape.size();
+  for (size_t i = 0; i < shape.size(); ++i)
+    dims[i] = shape[i];
+  return 0;
+}
+
 int cnnref_step(cnnref_session *s, const float *images, const int64_t *labels,
                 float lr, float *loss) {
   func::FuncOp step = s->step;
   auto labelsType = argType(step, s->labelsArg);
   Tensor labelTensor = Tensor::zeros(labelsType);
   for (int64_t i = 0; i < labelTensor.numel(); ++i) {
-    if (labels[i] < 0 || labels[i] >= s->classes)
+    if ((labels[i] < 0 || labels[i] >= s->classes) &&
+        labels[i] != s->ignoreIndex)
       return setError("label " + std::to_string(labels[i]) + " at index " +
                       std::to_string(i) + " is not a class in [0, " +
-                      std::to_string(s->classes) + ")");
+                      std::to_string(s->classes) + ") nor the ignore_index " +
+                      std::to_string(s->ignoreIndex));
     labelTensor.data[i] = static_cast<float>(labels[i]);
   }
   std::vector<Tensor> args(step.getNumArguments());
