@@ -398,6 +398,21 @@ struct Context::Impl {
 
 Context::Context(const ModelSpec &spec, const ContextOptions &opts)
     : spec_(spec), opts_(opts), impl_(new Impl) {
+  // Per-pixel labels (a dense-prediction step, N x H x W): the compiler and
+  // its kernels train such a step, but the data loaders and the C API here
+  // write one label per image, which would leave the rest of the labels
+  // stale. Refuse rather than train on them.
+  if (const TensorSpec *lab = findTensor(spec, Role::InputLabel);
+      lab && lab->rank > 1) {
+    std::fprintf(stderr,
+                 "cnnrt: error: the step of '%s' takes per-pixel labels "
+                 "(rank %d); this runtime reads one label per image (no "
+                 "mask loader yet): train it through cnnc.compile(..., "
+                 "device='cpu') or cnnc --train --run-reference\n",
+                 spec.name, lab->rank);
+    std::fflush(stderr);
+    std::exit(1);
+  }
   requireGPU();
   // One process per GPU in data-parallel runs: the launcher's local rank
   // picks the device (Distributed.h); otherwise device 0.
