@@ -229,6 +229,23 @@ def test_bad_labels_are_one_clear_error():
         cnnc.compile(model, x, device="cpu", ignore_index=2.5)
 
 
+def test_every_pixel_ignored_is_nan_and_no_update():
+    """PyTorch's mean over no pixels: NaN loss, zero gradient."""
+    torch.manual_seed(0)
+    model = SmallFCN()
+    x = torch.randn(2, 3, 8, 8)
+    y = torch.full((2, 8, 8), -100, dtype=torch.int64)
+    want = F.cross_entropy(model(x), y, label_smoothing=0.1)
+    assert torch.isnan(want)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    trainer = cnnc.compile(model, x, torch.optim.SGD(model.parameters(), lr=0.1),
+                           device="cpu", label_smoothing=0.1)
+    assert np.isnan(trainer.step(x, y))
+    sd = trainer.state_dict()
+    for name, _ in model.named_parameters():
+        assert torch.equal(sd[name], before[name]), name
+
+
 def test_cli_reference_trains_per_pixel_labels(cnnc, tmp_path):
     """`cnnc model.onnx --train --run-reference --input x.npy --labels y.npy`
     with N x H x W labels: the step-1 loss is PyTorch's; bad labels are one
