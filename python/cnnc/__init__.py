@@ -15,7 +15,8 @@ __version__ = "0.1.0"
 _API = {"compile": "cnnc.api", "Trainer": "cnnc.api", "CompileError": "cnnc.api",
         "UnsupportedOptimizerError": "cnnc.api", "cache_dir": "cnnc.api",
         "optimizer_flags": "cnnc.api", "world_size": "cnnc.api", "compare": "cnnc.numerics",
-        "CompareReport": "cnnc.numerics"}
+        "CompareReport": "cnnc.numerics", "confusion_matrix": "cnnc.metrics",
+        "miou": "cnnc.metrics"}
 __all__ = sorted(_API)
 
 

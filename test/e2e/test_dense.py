@@ -321,3 +321,27 @@ def test_resnet50_segmentation_with_aux_matches_torch(name):
     x = torch.randn(2, 3, 64, 64)
     y = labels_with_ignored((2, 64, 64), 5, 255)
     show(name, check_training(model, x, y, ignore_index=255, smoothing=0.1))
+
+
+def test_miou_matches_a_direct_count():
+    """cnnc.confusion_matrix + cnnc.miou against IoU counted per class."""
+    g = torch.Generator().manual_seed(3)
+    logits = torch.randn(2, 4, 6, 6, generator=g)
+    target = torch.randint(0, 3, (2, 6, 6), generator=g)  # class 3 never a target
+    target[0, 0] = 255
+    hist = cnnc.confusion_matrix(logits, target, 4, ignore_index=255)
+    assert int(hist.sum()) == int((target != 255).sum())
+    mean, per_class = cnnc.miou(hist + cnnc.confusion_matrix(logits.argmax(1), target, 4,
+                                                              ignore_index=255))
+    pred, keep = logits.argmax(1), target != 255
+    want = []
+    for c in range(4):
+        inter = ((pred == c) & (target == c) & keep).sum().item()
+        union = (((pred == c) | (target == c)) & keep).sum().item()
+        want.append(inter / union if union else float("nan"))
+    for c in range(4):
+        assert (np.isnan(want[c]) and np.isnan(per_class[c].item())) or \
+            abs(per_class[c].item() - want[c]) < 1e-12
+    assert abs(mean - np.nanmean(want)) < 1e-12
+    with pytest.raises(ValueError, match="target 7 is not a class"):
+        cnnc.confusion_matrix(logits, torch.full((2, 6, 6), 7), 4, ignore_index=255)
