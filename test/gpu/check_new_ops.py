@@ -14,10 +14,15 @@ step for the GPU through the Python entry (cnnc.compile, `cnnc --emit lib`
 Precisions/layouts: fp32 NCHW and fp32 NHWC (tolerance: 1e-4 on losses and
 eval, 1e-3 on parameters, or four times the drift between PyTorch on the
 GPU and on the CPU where that is larger, as check_python_api.py) and the
-GPU default fp16 NHWC (f16 storage, f32 math: 2e-2 on losses and eval,
-3e-2 on parameters, against PyTorch in f32).
+GPU default fp16 NHWC (f16 storage, f32 math: the eval logits within 2e-2
+of PyTorch f32; the 3 steps against PyTorch AMP with GradScaler, 2e-2 on
+losses and 3e-2 on parameters or four times PyTorch's own AMP-vs-f32
+difference where that is larger).
 
-Ops covered: cnn.resize / cnn.resize_grad (F.interpolate nearest and
+Ops covered: the activations and normalizations of issue 32 (ELU, SELU,
+CELU, Softplus, Mish, PReLU, maximum/minimum, GlobalMaxPool, LogSoftmax;
+GroupNorm, InstanceNorm, ECA's Conv1d + Expand, BatchNorm1d, GRN's ReduceL2),
+a few per network; cnn.resize / cnn.resize_grad (F.interpolate nearest and
 bilinear, align_corners both ways, scale factors and sizes, up and down);
 cnn.softmax over a dimension that is not the last (over the channels and
 the height of N x C x H x W, ResNeSt's radix softmax, selective kernels'
@@ -124,9 +129,16 @@ def check_net(cnnc, torch, tag, net, x_shape, precision, layout):
     report(e <= tol_loss, "%s: forward (eval logits) rel %.2g <= %g" % (tag, e, tol_loss))
     ref.train()
 
-    # Backward: 3 SGD steps.
+    # Backward: 3 SGD steps. fp16 is compared with PyTorch AMP (autocast +
+    # GradScaler: the same dynamic loss scaling, so a step whose f16
+    # gradients overflow is skipped on both sides), within PyTorch's own
+    # AMP-vs-f32 spread; fp32 with PyTorch f32 on the GPU, within its own
+    # GPU-vs-CPU spread.
     ref_opt, cpu_opt = opt(ref.parameters()), opt(cpu.parameters())
-    worst, drift = 0.0, 0.0
+    amp = copy.deepcopy(ref) if f16 else None
+    amp_opt = opt(amp.parameters()) if f16 else None
+    scaler = torch.amp.GradScaler("cuda") if f16 else None
+    worst, drift, ours, theirs = 0.0, 0.0, [], []
     for k in range(3):
         xk = x + 0.1 * k
         loss = float(trainer.step(xk, y))
@@ -134,18 +146,34 @@ def check_net(cnnc, torch, tag, net, x_shape, precision, layout):
         ref_loss = torch.nn.functional.cross_entropy(ref(xk), y)
         ref_loss.backward()
         ref_opt.step()
-        cpu_opt.zero_grad()
-        cpu_loss = torch.nn.functional.cross_entropy(cpu(xk.cpu()), y.cpu())
-        cpu_loss.backward()
-        cpu_opt.step()
-        worst = max(worst, abs(loss - ref_loss.item()) / abs(ref_loss.item()))
-        drift = max(drift, abs(cpu_loss.item() - ref_loss.item()) / abs(ref_loss.item()))
+        if f16:
+            amp_opt.zero_grad()
+            with torch.autocast("cuda", dtype=torch.float16):
+                amp_loss = torch.nn.functional.cross_entropy(amp(xk), y)
+            scaler.scale(amp_loss).backward()
+            scaler.step(amp_opt)
+            scaler.update()
+            target, other = amp_loss.item(), ref_loss.item()
+        else:
+            cpu_opt.zero_grad()
+            cpu_loss = torch.nn.functional.cross_entropy(cpu(xk.cpu()), y.cpu())
+            cpu_loss.backward()
+            cpu_opt.step()
+            target, other = ref_loss.item(), cpu_loss.item()
+        worst = max(worst, abs(loss - target) / abs(target))
+        drift = max(drift, abs(other - target) / abs(target))
+        ours.append("%.5f" % loss)
+        theirs.append("%.5f" % target)
     bound = max(tol_loss, 4 * drift)
-    report(worst <= bound, "%s: 3 losses rel %.2g <= %.2g" % (tag, worst, bound))
-    sd, rsd, csd = trainer.state_dict(), ref.state_dict(), cpu.state_dict()
+    report(worst <= bound, "%s: 3 losses rel %.2g <= %.2g (cnnc %s, PyTorch %s %s)" % (
+        tag, worst, bound, ours, "AMP" if f16 else "f32", theirs))
+    target_sd = (amp if f16 else ref).state_dict()
+    other_sd = (ref if f16 else cpu).state_dict()
+    sd = trainer.state_dict()
     bad = []
-    for k, v in rsd.items():
-        err, tol = rel(sd[k].float(), v), max(tol_param, 4 * rel(csd[k], v))
+    for k, v in target_sd.items():
+        err = rel(sd[k].float(), v)
+        tol = max(tol_param, 4 * rel(other_sd[k].to(v.device), v))
         if err > tol:
             bad.append("%s %.2g > %.2g" % (k, err, tol))
     report(not bad, "%s: parameters after 3 steps (gradient through the op) %s" %
@@ -224,7 +252,86 @@ def run_softmax(cnnc, torch, quick):
                       softmax_net(torch, kind), (4, 3, 12, 10), precision, layout)
 
 
-CHECKS = {"resize": run_resize, "softmax": run_softmax}
+# ---------------------------------------------------------------------------
+# The activations and normalizations of issue 32, several per network (one
+# compile per precision/layout covers many ops)
+# ---------------------------------------------------------------------------
+
+def activations_net(torch):
+    """ELU, SELU, CELU, Softplus, Mish, PReLU (one slope and per channel),
+    torch.maximum/minimum of two branches, GlobalMaxPool (adaptive max pool
+    to 1) and LogSoftmax in front of the classifier: every parameter learns
+    through them."""
+    nn, F = torch.nn, torch.nn.functional
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c1 = nn.Conv2d(3, 8, 3, padding=1)
+            self.c2 = nn.Conv2d(8, 8, 3, padding=1)
+            self.c3 = nn.Conv2d(8, 8, 3, padding=1)
+            self.p1, self.p8 = nn.PReLU(), nn.PReLU(8)
+            self.fc = nn.Linear(16, 10)
+
+        def forward(self, x):
+            a = F.elu(self.c1(x), alpha=0.7)
+            b = F.selu(self.c2(a)) + F.celu(a, alpha=1.3)
+            c = self.p8(self.c3(F.softplus(b))) + F.mish(a)
+            d = torch.maximum(self.p1(c), b) - torch.minimum(a, c)
+            g = torch.cat([F.adaptive_max_pool2d(d, 1), d.mean(dim=(2, 3), keepdim=True)], 1)
+            return F.log_softmax(self.fc(g.flatten(1)), dim=1) * 2.0
+
+    return Net
+
+
+def norms_net(torch):
+    """GroupNorm (8 groups and 2), InstanceNorm2d (affine), ECA attention
+    (Conv1d over the pooled channels, expand_as onto the features),
+    BatchNorm1d on N x C x L and ConvNeXt-V2's GRN (an L2 norm over H, W)."""
+    nn, F = torch.nn, torch.nn.functional
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c1 = nn.Conv2d(3, 16, 3, padding=1)
+            self.gn8, self.gn2 = nn.GroupNorm(8, 16), nn.GroupNorm(2, 16)
+            self.c2 = nn.Conv2d(16, 16, 3, padding=1)
+            self.inorm = nn.InstanceNorm2d(16, affine=True)
+            self.eca = nn.Conv1d(1, 1, 3, padding=1, bias=False)
+            self.bn1d = nn.BatchNorm1d(16)
+            self.gamma = nn.Parameter(0.1 * torch.randn(1, 16, 1, 1))
+            self.beta = nn.Parameter(0.1 * torch.randn(1, 16, 1, 1))
+            self.fc = nn.Linear(16, 10)
+
+        def forward(self, x):
+            a = torch.relu(self.gn8(self.c1(x)))
+            b = self.inorm(self.c2(self.gn2(a)))
+            y = b.mean(dim=(2, 3)).unsqueeze(1)                 # N x 1 x C
+            y = torch.sigmoid(self.eca(y)).transpose(1, 2).unsqueeze(-1)
+            b = b * y.expand_as(b)
+            gx = torch.norm(b, p=2, dim=(2, 3), keepdim=True)  # GRN
+            nx = gx / (gx.mean(dim=1, keepdim=True) + 1e-6)
+            b = self.gamma * (b * nx) + self.beta + b
+            seq = self.bn1d(b.flatten(2))                       # N x C x L
+            return self.fc(seq.mean(dim=2))
+
+    return Net
+
+
+def run_activations(cnnc, torch, quick):
+    for precision, layout in [("fp32", "nchw"), ("fp32", "nhwc"), ("fp16", "nhwc")]:
+        check_net(cnnc, torch, "activations %s %s" % (precision, layout),
+                  activations_net(torch), (4, 3, 12, 10), precision, layout)
+
+
+def run_norms(cnnc, torch, quick):
+    for precision, layout in [("fp32", "nchw"), ("fp32", "nhwc"), ("fp16", "nhwc")]:
+        check_net(cnnc, torch, "norms %s %s" % (precision, layout),
+                  norms_net(torch), (4, 3, 12, 10), precision, layout)
+
+
+CHECKS = {"resize": run_resize, "softmax": run_softmax,
+          "activations": run_activations, "norms": run_norms}
 
 
 def main():

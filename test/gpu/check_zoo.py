@@ -78,7 +78,7 @@ TIMM_MODELS = {name: (8, 64, {}) for name in [
     "semnasnet_100", "densenetblur121d", "selecsls42b", "res2net50_26w_4s",
     "gernet_s", "repvgg_a2", "nf_resnet26", "convnext_atto",
     "convnextv2_atto", "resnetv2_50x1_bit", "gcresnet26ts",
-    "efficientnet_lite0", "efficientnetv2_rw_t", "bat_resnext26ts",
+    "efficientnet_lite0", "efficientnetv2_rw_t", "dla46_c", "resnet10t",
 ]}
 LR, MOMENTUM, WD = 0.01, 0.9, 5e-4
 # MnasNet-1.0 and RegNetY-400MF diverge at LR 0.01 on one batch of 16 at
