@@ -9,7 +9,8 @@
 #  5. the ops added for issue 32 against PyTorch on the GPU
 #     (test/gpu/check_new_ops.py; NEW_OPS_ARGS, e.g. "--quick");
 #  6. the OSA/eSE VoVNet (both gates) f32 and AMP against PyTorch
-#     (check_vs_torch.py's vovnet_ese_* models).
+#     (check_vs_torch.py's vovnet_ese_* models);
+#  7. the cross-entropy kernels with ignore_index (check_ignore_index.py).
 # Each part has its own time limit so the call returns what finished; logs
 # go to $OUT.   Usage: bash bench/device-verify.sh [PARTS]  (default 1234)
 set -uo pipefail
@@ -60,5 +61,9 @@ if [[ $PARTS == *6* ]]; then
   part vovnet-ese ${VOVNET_S:-200} python3 test/gpu/check_vs_torch.py --cnnc "$CNNC" \
     --work /tmp/ese --models vovnet_ese_hs,vovnet_ese_hs:nhwc,vovnet_ese_timm \
     --amp-models vovnet_ese_hs,vovnet_ese_timm --skip-digits
+fi
+if [[ $PARTS == *7* ]]; then
+  part ignore-index ${IGNORE_S:-120} env CNNC="$CNNC" PYTHONPATH="$PWD/python" \
+    python3 test/gpu/check_ignore_index.py
 fi
 exit $rc
