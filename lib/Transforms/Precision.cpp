@@ -16,6 +16,11 @@
 //    not finite; cnn.loss_scale_update computes the next S and growth
 //    tracker (both returned as state). With optimizer none the returned
 //    gradients are unscaled (cnn.unscale, f32).
+//  - normalization statistics stay f32 (torch.autocast runs group_norm,
+//    layer_norm and norm in f32): reductions return f32; elementwise ops on
+//    those statistics (and constants) stay f32; an elementwise op whose
+//    every user is a reduction (the square of x - mean) computes and stores
+//    f32. Only the big normalized output goes back to f16.
 //  - convolutions whose input channel count is not a multiple of 8 get their
 //    input and filter zero-padded along C to the next multiple of 8 (4 for
 //    an RGB 7x7 stride-2 stem); the filter gradient is sliced back.
@@ -83,7 +88,22 @@ struct PrecisionPass : public cnnc::impl::CNNPrecisionBase<PrecisionPass> {
     f16Of[v] = c;
     return c;
   }
-  DenseMap<Value, Value> f16Of;
+  /// The f32 version of `v` (f16 or f32), as toF16.
+  Value toF32(OpBuilder &b, Value v) {
+    auto t = cast<RankedTensorType>(v.getType());
+    if (t.getElementType().isF32())
+      return v;
+    auto it = f32Of.find(v);
+    if (it != f32Of.end())
+      return it->second;
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointAfterValue(v);
+    Value c = CastOp::create(b, v.getLoc(), withElement(t, b.getF32Type()), v);
+    created.insert(c.getDefiningOp());
+    f32Of[v] = c;
+    return c;
+  }
+  DenseMap<Value, Value> f16Of, f32Of;
   DenseSet<Operation *> created;
 };
 
@@ -105,13 +125,92 @@ SmallVector<unsigned> activationOperands(Operation *op) {
   return all;
 }
 
+bool isReduction(Operation *op) {
+  return isa<ReduceSumOp, ReduceMeanOp, ReduceMaxOp>(op);
+}
+bool isElementwise(Operation *op) {
+  return (isa<ElementwiseOpInterface>(op) && !isa<CastOp>(op)) ||
+         isa<FusedElementwiseOp>(op);
+}
+
+/// The ops that keep f32 results (normalization statistics, as autocast
+/// computes group_norm / layer_norm / norm in f32), decided on the f32 IR:
+///  - reductions (reduce_sum / reduce_mean / reduce_max): their results are
+///    per-group / per-channel statistics (reduced dims of size 1), whatever
+///    the input's type;
+///  - elementwise ops whose float operands are all such statistics or
+///    constants (at least one statistic) and whose results are no larger
+///    than those statistics: mean, var + eps, sqrt, 1 / std,
+///    GRN's gx / mean(gx) and their gradients;
+///  - elementwise ops all of whose users are reductions or such ops (the
+///    square (x - mean)^2, x * x of ReduceL2, dy * y of a gradient sum):
+///    computed and stored in f32, where f16 loses digits and overflows for
+///    |x| > 256. cnn-fuse merges the widening cast into them, so this costs
+///    no kernel (only the wider intermediate).
+/// The big elementwise ops that consume statistics (x - mean, d / std)
+/// produce f16 as before.
+DenseSet<Operation *> keepF32Ops(Block &entry) {
+  DenseSet<Operation *> keep;
+  auto isConstant = [](Value v) {
+    return v.getDefiningOp<ConstantOp>() ||
+           cast<RankedTensorType>(v.getType()).getRank() == 0;
+  };
+  for (Operation &op : entry) {
+    if (isReduction(&op)) {
+      keep.insert(&op);
+      continue;
+    }
+    if (!isElementwise(&op) || op.getNumResults() == 0)
+      continue;
+    bool anyStat = false, all = true;
+    int64_t statSize = 0;
+    for (Value v : op.getOperands()) {
+      if (!isFloatTensor(v.getType()))
+        continue;
+      Operation *d = v.getDefiningOp();
+      if (d && keep.contains(d)) {
+        anyStat = true;
+        statSize = std::max(
+            statSize, cast<RankedTensorType>(v.getType()).getNumElements());
+      } else if (!isConstant(v)) {
+        all = false;
+      }
+    }
+    // (Not a statistic broadcast back to the activation's shape.)
+    if (anyStat && all &&
+        llvm::all_of(op.getResultTypes(), [&](Type t) {
+          return cast<RankedTensorType>(t).getNumElements() <= statSize;
+        }))
+      keep.insert(&op);
+  }
+  for (Operation &op : llvm::reverse(entry)) {
+    if (!isElementwise(&op) || keep.contains(&op) || op.use_empty())
+      continue;
+    if (llvm::all_of(op.getUsers(), [&](Operation *u) {
+          return isReduction(u) || (isElementwise(u) && keep.contains(u) &&
+                                    !isReduction(u));
+        }) &&
+        llvm::all_of(op.getResultTypes(), isF32Tensor))
+      keep.insert(&op);
+  }
+  return keep;
+}
+
 LogicalResult PrecisionPass::convert(func::FuncOp f) {
   OpBuilder b(f.getContext());
   Block &entry = f.getBody().front();
   f16Of.clear();
+  f32Of.clear();
   SmallVector<Operation *> ops;
   for (Operation &op : entry)
     ops.push_back(&op);
+  DenseSet<Operation *> keep;
+  if (f32Statistics)
+    keep = keepF32Ops(entry);
+  auto isStat = [&](Value v) {
+    Operation *d = v.getDefiningOp();
+    return d && keep.contains(d);
+  };
   for (Operation *op : ops) {
     if (created.contains(op))
       continue;
@@ -121,10 +220,53 @@ LogicalResult PrecisionPass::convert(func::FuncOp f) {
     if (op->getDialect() != f->getContext()->getLoadedDialect<CNNDialect>())
       return op->emitError("cnn-precision: unsupported op '")
              << op->getName() << "' in @" << f.getName();
+    if (keep.contains(op)) {
+      // f32 statistics: the results keep their f32 types. A reduction reads
+      // its input as it is (f16 or f32), fused_elementwise mixed inputs;
+      // the other elementwise ops read f32 operands.
+      if (isReduction(op) || isa<FusedElementwiseOp>(op)) {
+        // (An f32 activation that is no statistic, the image argument, is
+        // read in f16 as by every other op.)
+        for (unsigned i : activationOperands(op)) {
+          Value v = op->getOperand(i);
+          if (isF32Tensor(v.getType()) && !isStat(v) &&
+              !v.getDefiningOp<ConstantOp>())
+            op->setOperand(i, toF16(b, v));
+        }
+        continue;
+      }
+      for (auto [i, v] : llvm::enumerate(op->getOperands()))
+        if (isFloatTensor(v.getType()))
+          op->setOperand(i, toF32(b, v));
+      continue;
+    }
     for (unsigned i : activationOperands(op)) {
       Value v = op->getOperand(i);
+      // A fused_elementwise reads f32 statistics as they are.
+      if (isa<FusedElementwiseOp>(op) && isStat(v))
+        continue;
       if (isF32Tensor(v.getType()))
         op->setOperand(i, toF16(b, v));
+    }
+    // BatchNorm's per-channel operands (scale, bias, running or saved
+    // statistics) are f32: its kernels take one type for all of them, and
+    // the statistics it writes are f32. Computed ones arrive here in f16
+    // (timm's ScaledStdConv2d: the scale gain * gamma / sqrt(fan_in) and the
+    // running statistics torch exports for the BatchNormalization that
+    // standardizes its weight): read them through a cast.
+    if (isa<BatchNormOp, BatchNormTrainOp, BatchNormGradOp>(op)) {
+      SmallVector<unsigned> act = activationOperands(op);
+      for (auto [i, v] : llvm::enumerate(op->getOperands())) {
+        if (llvm::is_contained(act, i) || !isFloatTensor(v.getType()) ||
+            isF32Tensor(v.getType()))
+          continue;
+        OpBuilder::InsertionGuard g(b);
+        b.setInsertionPoint(op);
+        op->setOperand(i, CastOp::create(b, v.getLoc(),
+                                         withElement(v.getType(),
+                                                     b.getF32Type()),
+                                         v));
+      }
     }
     // New result types: inferred where the op infers them (BN statistics
     // and the loss stay f32), else f16 for every f32 result except scalars

@@ -247,6 +247,22 @@ def CNNPrecision : Pass<"cnn-precision", "mlir::ModuleOp"> {
       strided stem (kernel area >= 25, stride >= 2, at most 4 channels: the
       RGB 7x7 stride-2 stem) reads 4, where cuDNN's stem kernels are fastest;
       its conv2d_bwd_filter/bwd_data are sliced back.
+    - normalization statistics in f32, as autocast runs group_norm,
+      layer_norm and norm in f32 (GroupNorm / InstanceNorm / LayerNorm and
+      ReduceL2 are imported decomposed into reductions and elementwise ops):
+      every reduce_sum / reduce_mean / reduce_max returns f32 (an f16 input
+      is read as it is, the sum was f32 already); an elementwise op whose
+      float operands are all such statistics or constants, and whose result
+      is no larger than they are, stays f32 (mean, var + eps, sqrt, 1 / std,
+      GRN's gx / mean(gx), and the same in the backward pass); an
+      elementwise op all of whose users are reductions (or such ops) is
+      computed and stored in f32 (the square (x - mean)^2, ReduceL2's
+      x * x, the dy * y of a gradient sum), which in f16 loses digits and
+      overflows for |x| > 256. cnn-fuse merges the widening cast into that
+      op's kernel. The big ops that use statistics (x - mean, d / std) are
+      f16 as before: a fused_elementwise reads the f32 statistics as they
+      are, other ops through one cast of the small tensor.
+      `f32-statistics=false` turns this off (comparisons only).
     - @forward: the same f16 conversion; the logits are cast back to f32.
 
     Before (SGD, after cnn-autodiff):
@@ -304,6 +320,10 @@ def CNNPrecision : Pass<"cnn-precision", "mlir::ModuleOp"> {
            "scale multiplier on a step with inf/NaN gradients">,
     Option<"padChannelsOpt", "pad-channels", "bool", "true",
            "zero-pad conv input channels to a multiple of 8 (4 for an RGB 7x7/s2 stem)">,
+    Option<"f32Statistics", "f32-statistics", "bool", "true",
+           "keep normalization statistics (reductions, what is computed from "
+           "them, the squares they sum) in f32; false: everything f16 (for "
+           "comparisons only)">,
   ];
 }
 

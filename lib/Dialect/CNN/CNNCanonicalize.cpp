@@ -120,7 +120,9 @@ struct SpatialMeanToGlobalAvgPool : OpRewritePattern<ReduceMeanOp> {
   LogicalResult matchAndRewrite(ReduceMeanOp op,
                                 PatternRewriter &rewriter) const override {
     auto type = cast<RankedTensorType>(op.getInput().getType());
-    if (type.getRank() != 4 || op.getAxes() != ArrayRef<int64_t>{2, 3})
+    // (Not an f32 mean of f16 values: global_avg_pool keeps the type.)
+    if (type.getRank() != 4 || op.getAxes() != ArrayRef<int64_t>{2, 3} ||
+        type.getElementType() != op.getType().getElementType())
       return failure();
     rewriter.replaceOpWithNewOp<GlobalAvgPoolOp>(op, op.getType(),
                                                  op.getInput());

@@ -337,6 +337,31 @@ static LogicalResult inferReduce(std::optional<Location> loc,
   return success();
 }
 
+/// A reduction's declared result: the inferred type, or f32 of the same
+/// shape where the input is f16 (statistics kept in f32 by cnn-precision).
+static bool compatibleReduce(TypeRange inferred, TypeRange declared) {
+  if (inferred.size() != declared.size())
+    return false;
+  for (auto [i, d] : llvm::zip(inferred, declared)) {
+    if (i == d)
+      continue;
+    auto it = dyn_cast<RankedTensorType>(i), dt = dyn_cast<RankedTensorType>(d);
+    if (!it || !dt || it.getShape() != dt.getShape() ||
+        !it.getElementType().isF16() || !dt.getElementType().isF32())
+      return false;
+  }
+  return true;
+}
+bool ReduceSumOp::isCompatibleReturnTypes(TypeRange l, TypeRange r) {
+  return compatibleReduce(l, r);
+}
+bool ReduceMeanOp::isCompatibleReturnTypes(TypeRange l, TypeRange r) {
+  return compatibleReduce(l, r);
+}
+bool ReduceMaxOp::isCompatibleReturnTypes(TypeRange l, TypeRange r) {
+  return compatibleReduce(l, r);
+}
+
 LogicalResult ReduceSumOp::inferReturnTypes(MLIRContext *,
                                             std::optional<Location> loc,
                                             Adaptor a,

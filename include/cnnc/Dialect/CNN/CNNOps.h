@@ -30,7 +30,9 @@ public:
       return mlir::failure();
     for (auto [i, inferred, declared] :
          llvm::enumerate(types, op->getResultTypes()))
-      if (inferred != declared)
+      if (inferred != declared &&
+          !ConcreteType::isCompatibleReturnTypes(mlir::TypeRange(inferred),
+                                                 mlir::TypeRange(declared)))
         return op->emitOpError("result #")
                << i << " has type " << declared << " but the operands give "
                << inferred;

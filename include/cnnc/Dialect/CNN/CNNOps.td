@@ -30,6 +30,11 @@ def CNN_VerifyShapes : NativeOpTrait<"CNNVerifyShapes"> {
   let cppNamespace = "::cnnc::cnn";
 }
 def CNN_InferShapes : TraitList<[CNN_VerifyShapes, InferTypeOpAdaptor]>;
+// The same for the reductions, whose result may also be f32 where the input
+// is f16 (the sum is accumulated in f32 anyway): cnn-precision keeps
+// normalization statistics in f32 (isCompatibleReturnTypes in CNNOps.cpp).
+def CNN_InferShapesWide
+    : TraitList<[CNN_VerifyShapes, InferTypeOpAdaptorWithIsCompatible]>;
 
 class CNN_PureOp<string mnemonic, list<Trait> traits = []>
     : CNN_Op<mnemonic, !listconcat([Pure], traits)> {
@@ -411,18 +416,19 @@ def CNN_MinimumOp : CNN_BinaryOp<"minimum", [{ return s.min(x[0], x[1]); }],
   let summary = "Elementwise minimum (numpy broadcasting; NaN propagates)";
 }
 
-def CNN_ReduceSumOp : CNN_PureOp<"reduce_sum", [CNN_InferShapes, CNN_Gradient]> {
+def CNN_ReduceSumOp : CNN_PureOp<"reduce_sum", [CNN_InferShapesWide, CNN_Gradient]> {
   let summary = "Sum over `axes`, which keep size 1";
   let description = [{
     `axes` are distinct dimensions of `input` in [0, rank). The result has the
     input's rank with the reduced dimensions of size 1 (keepdims). The sum is
-    accumulated in f32.
+    accumulated in f32; the result has the input's element type, or f32 for
+    an f16 input (cnn-precision's normalization statistics).
   }];
   let arguments = (ins CNN_FloatTensor:$input, DenseI64ArrayAttr:$axes);
   let results = (outs CNN_FloatTensor:$result);
 }
 
-def CNN_ReduceMeanOp : CNN_PureOp<"reduce_mean", [CNN_InferShapes, CNN_Gradient]> {
+def CNN_ReduceMeanOp : CNN_PureOp<"reduce_mean", [CNN_InferShapesWide, CNN_Gradient]> {
   let summary = "Mean over `axes`, which keep size 1";
   let description = [{ The constraints of `cnn.reduce_sum`. }];
   let arguments = (ins CNN_FloatTensor:$input, DenseI64ArrayAttr:$axes);
@@ -430,7 +436,7 @@ def CNN_ReduceMeanOp : CNN_PureOp<"reduce_mean", [CNN_InferShapes, CNN_Gradient]
   let hasCanonicalizer = 1;
 }
 
-def CNN_ReduceMaxOp : CNN_PureOp<"reduce_max", [CNN_InferShapes, CNN_Gradient]> {
+def CNN_ReduceMaxOp : CNN_PureOp<"reduce_max", [CNN_InferShapesWide, CNN_Gradient]> {
   let summary = "Maximum over `axes`, which keep size 1";
   let description = [{
     The constraints of `cnn.reduce_sum`. A NaN among the reduced elements
