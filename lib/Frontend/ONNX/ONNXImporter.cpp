@@ -1475,7 +1475,15 @@ LogicalResult Importer::importBinary(StringRef opType) {
     return failure();
   if (isPow && l->constant && r->constant)
     return unsupported("a constant base is not supported");
-  if (l->constant && r->constant) {
+  // A float initializer (not a scalar) is a parameter (paramInput): folding
+  // it with a constant would freeze it. timm's ScaledStdConv2d multiplies
+  // its learned gain by a constant scale before the BatchNormalization on
+  // its weight (gain * scale).
+  auto isParam = [](const Slot *s) {
+    return s->isInitializer && !s->constant->isInt &&
+           s->constant->numel() != 1;
+  };
+  if (l->constant && r->constant && !isParam(l) && !isParam(r)) {
     ConstVal out;
     std::string err;
     if (!foldBinary(kind, *l->constant, *r->constant, out, err))

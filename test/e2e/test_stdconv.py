@@ -1,0 +1,208 @@
+"""Weight standardization (timm's ScaledStdConv2d of the NF-ResNets and
+StdConv2d of BiT's ResNetV2) vs PyTorch on the CPU reference path.
+
+Both compute the convolution's weight as F.batch_norm of the weight viewed
+as 1 x out_channels x fan_in (training mode, no running statistics; the NF
+form scales it by the learned gain * gamma / sqrt(fan_in)); torch exports
+that as a BatchNormalization on a 1 x C x L tensor between reshapes, its
+scale a computed Mul of the gain, its running statistics computed from the
+weight. The layers below are timm's (timm/layers/std_conv.py) in plain torch.
+
+Each case trains 3 SGD steps (momentum 0.9, weight decay 5e-4, as timm's
+recipes) and compares every loss and every parameter with PyTorch's own 3
+steps in float64; cnnc must train exactly PyTorch's parameters. The NF
+block's last convolution starts with gain 0, as timm's NormFreeBlock
+(skipinit=False): the parameters in front of it (conv1.bias, ...) learn
+only once the gain has moved, so a gain folded into a constant (it was:
+gain * scale, both initializers or constants, was folded at import) leaves
+them at their initial values (nf_resnet26: stages.0.0.conv1.bias off by
+100 % after 3 steps).
+"""
+import os
+import sys
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(REPO, "python"))
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("onnx")
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+from cnnc import train_check as tc  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+TOL = 1e-4
+SHAPE = (4, 3, 12, 12)
+CLASSES = 10
+OPT = {"kind": "sgd", "lr": 0.01, "momentum": 0.9, "weight_decay": 5e-4}
+
+
+def _same_padding(kernel_size, stride, dilation):
+    return ((stride - 1) + dilation * (kernel_size - 1)) // 2
+
+
+class StdConv2d(nn.Conv2d):
+    """timm's StdConv2d (BiT ResNetV2)."""
+
+    def __init__(self, in_channel, out_channels, kernel_size, stride=1,
+                 padding=None, dilation=1, groups=1, bias=False, eps=1e-6):
+        if padding is None:
+            padding = _same_padding(kernel_size, stride, dilation)
+        super().__init__(in_channel, out_channels, kernel_size, stride=stride,
+                         padding=padding, dilation=dilation, groups=groups,
+                         bias=bias)
+        self.eps = eps
+
+    def forward(self, x):
+        weight = F.batch_norm(
+            self.weight.reshape(1, self.out_channels, -1), None, None,
+            training=True, momentum=0., eps=self.eps).reshape_as(self.weight)
+        return F.conv2d(x, weight, self.bias, self.stride, self.padding,
+                        self.dilation, self.groups)
+
+
+class ScaledStdConv2d(nn.Conv2d):
+    """timm's ScaledStdConv2d (NF-ResNet, NFNet)."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1,
+                 padding=None, dilation=1, groups=1, bias=True, gamma=1.0,
+                 eps=1e-6, gain_init=1.0):
+        if padding is None:
+            padding = _same_padding(kernel_size, stride, dilation)
+        super().__init__(in_channels, out_channels, kernel_size, stride=stride,
+                         padding=padding, dilation=dilation, groups=groups,
+                         bias=bias)
+        self.gain = nn.Parameter(torch.full((self.out_channels, 1, 1, 1),
+                                            gain_init))
+        self.scale = gamma * self.weight[0].numel() ** -0.5
+        self.eps = eps
+
+    def forward(self, x):
+        weight = F.batch_norm(
+            self.weight.reshape(1, self.out_channels, -1), None, None,
+            weight=(self.gain * self.scale).view(-1),
+            training=True, momentum=0., eps=self.eps).reshape_as(self.weight)
+        return F.conv2d(x, weight, self.bias, self.stride, self.padding,
+                        self.dilation, self.groups)
+
+
+class NFBlock(nn.Module):
+    """timm's NormFreeBlock (pre-activation bottleneck): x * beta -> act ->
+    conv1 (1x1) -> act -> conv2 (3x3, stride) -> act -> conv3 (1x1, gain
+    0); out * alpha + shortcut (a 1x1 ScaledStdConv2d where the shape
+    changes)."""
+
+    def __init__(self, cin, cout, mid, stride=1, alpha=0.2, beta=1.0):
+        super().__init__()
+        self.alpha, self.beta = alpha, beta
+        conv = lambda *a, **k: ScaledStdConv2d(*a, gamma=1.7139, **k)  # noqa: E731
+        self.downsample = (conv(cin, cout, 1, stride=stride)
+                           if stride != 1 or cin != cout else None)
+        self.conv1 = conv(cin, mid, 1)
+        self.conv2 = conv(mid, mid, 3, stride=stride)
+        self.conv3 = conv(mid, cout, 1, gain_init=0.0)
+
+    def forward(self, x):
+        out = F.relu(x) * self.beta
+        shortcut = x if self.downsample is None else self.downsample(out)
+        out = self.conv1(out)
+        out = self.conv2(F.relu(out))
+        out = self.conv3(F.relu(out))
+        return out * self.alpha + shortcut
+
+
+class NFNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = ScaledStdConv2d(3, 16, 3, gamma=1.7139)
+        self.stages = nn.Sequential(NFBlock(16, 24, 8, stride=2),
+                                    NFBlock(24, 24, 8, beta=1 / 1.02))
+        self.fc = nn.Linear(24, CLASSES)
+
+    def forward(self, x):
+        return self.fc(F.relu(self.stages(self.stem(x))).mean(dim=(2, 3)))
+
+
+class BiTBlock(nn.Module):
+    """timm's PreActBottleneck of ResNetV2 (BiT): GroupNorm + ReLU before
+    each StdConv2d (no bias), a StdConv2d projection shortcut."""
+
+    def __init__(self, cin, cout, mid, stride=1):
+        super().__init__()
+        self.norm1 = nn.GroupNorm(4, cin)
+        self.downsample = (StdConv2d(cin, cout, 1, stride=stride)
+                           if stride != 1 or cin != cout else None)
+        self.conv1 = StdConv2d(cin, mid, 1)
+        self.norm2 = nn.GroupNorm(4, mid)
+        self.conv2 = StdConv2d(mid, mid, 3, stride=stride)
+        self.norm3 = nn.GroupNorm(4, mid)
+        self.conv3 = StdConv2d(mid, cout, 1)
+
+    def forward(self, x):
+        x_preact = F.relu(self.norm1(x))
+        shortcut = x if self.downsample is None else self.downsample(x_preact)
+        x = self.conv1(x_preact)
+        x = self.conv2(F.relu(self.norm2(x)))
+        x = self.conv3(F.relu(self.norm3(x)))
+        return x + shortcut
+
+
+class BiTNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = StdConv2d(3, 16, 3)
+        self.stages = nn.Sequential(BiTBlock(16, 24, 8, stride=2),
+                                    BiTBlock(24, 24, 8))
+        self.norm = nn.GroupNorm(4, 24)
+        self.fc = nn.Linear(24, CLASSES)
+
+    def forward(self, x):
+        return self.fc(F.relu(self.norm(self.stages(self.stem(x)))).mean(dim=(2, 3)))
+
+
+def _init(model):
+    """Non-trivial gains (except timm's zero-initialized last gain), biases
+    and GroupNorm affine parameters."""
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, ScaledStdConv2d):
+                if m.gain.abs().sum() > 0:
+                    m.gain.uniform_(0.5, 1.5)
+            if isinstance(m, nn.GroupNorm):
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.5, 0.5)
+    return model
+
+
+CASES = {"nf_block": NFNet, "bit_block": BiTNet}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_stdconv_trains_as_pytorch(cnnc, tmp_path, case):
+    torch.manual_seed(0)
+    model = _init(CASES[case]())
+    onnx_path = tmp_path / (case + ".onnx")
+    tc.export_training(model, onnx_path, SHAPE)
+    x, y = tc.random_batch(SHAPE, CLASSES, seed=1)
+    run = tc.cnnc_train_fixed(cnnc, onnx_path, x, y, OPT, 3, tmp_path)
+    assert len(run.losses) == 3, run.stdout + run.stderr
+    # Exactly PyTorch's parameters are trained (the gains among them).
+    trained = {k[:-len(".momentum_buffer")] for k in run.state
+               if k.endswith(".momentum_buffer")}
+    assert trained == {n for n, _ in model.named_parameters()}, sorted(trained)
+    losses, ref = tc.torch_train(model, x, y, OPT, 3)
+    failures = ["SGD step %d loss %.7g vs torch %.7g" % (k, a, b)
+                for k, (a, b) in enumerate(zip(run.losses, losses), 1)
+                if abs(a - b) > TOL * abs(b)]
+    measured, f = tc.check_step(run.state, ref, model, OPT, 3, TOL,
+                                groups=["params"])
+    failures += f
+    print("\nMEASURED %-10s losses %s params %.2e" % (
+        case, " ".join("%.2e" % (abs(a - b) / abs(b))
+                       for a, b in zip(run.losses, losses)),
+        tc.summarize(measured)["params"]))
+    assert not failures, "\n".join(failures)
