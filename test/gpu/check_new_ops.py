@@ -26,7 +26,9 @@ a few per network; cnn.resize / cnn.resize_grad (F.interpolate nearest and
 bilinear, align_corners both ways, scale factors and sizes, up and down);
 cnn.softmax over a dimension that is not the last (over the channels and
 the height of N x C x H x W, ResNeSt's radix softmax, selective kernels'
-N x 2 x C x 1 x 1) and its gradient.
+N x 2 x C x 1 x 1) and its gradient; weight standardization (timm's
+ScaledStdConv2d in an NF-ResNet block, StdConv2d + GroupNorm in a BiT block:
+BatchNormalization on the 1 x C x L weight, the learned gain).
 
 Prints PASS/FAIL per case; exit 0: all passed, 1: a case failed, 77: no
 CUDA GPU (ctest's skip).
@@ -330,8 +332,118 @@ def run_norms(cnnc, torch, quick):
                   norms_net(torch), (4, 3, 12, 10), precision, layout)
 
 
+# ---------------------------------------------------------------------------
+# Weight standardization: timm's ScaledStdConv2d (NF-ResNet) and StdConv2d
+# (BiT ResNetV2), a BatchNormalization on the 1 x C x L weight
+# ---------------------------------------------------------------------------
+
+def stdconv_layers(torch):
+    """timm's StdConv2d and ScaledStdConv2d (timm/layers/std_conv.py) in
+    plain torch."""
+    nn, F = torch.nn, torch.nn.functional
+
+    class StdConv2d(nn.Conv2d):
+        def __init__(self, cin, cout, k, stride=1, bias=False, eps=1e-6):
+            super().__init__(cin, cout, k, stride=stride,
+                             padding=((stride - 1) + (k - 1)) // 2, bias=bias)
+            self.eps = eps
+
+        def forward(self, x):
+            weight = F.batch_norm(
+                self.weight.reshape(1, self.out_channels, -1), None, None,
+                training=True, momentum=0., eps=self.eps).reshape_as(self.weight)
+            return F.conv2d(x, weight, self.bias, self.stride, self.padding,
+                            self.dilation, self.groups)
+
+    class ScaledStdConv2d(nn.Conv2d):
+        def __init__(self, cin, cout, k, stride=1, bias=True, gamma=1.7139,
+                     eps=1e-6, gain_init=1.0):
+            super().__init__(cin, cout, k, stride=stride,
+                             padding=((stride - 1) + (k - 1)) // 2, bias=bias)
+            self.gain = nn.Parameter(torch.full((self.out_channels, 1, 1, 1), gain_init))
+            self.scale = gamma * self.weight[0].numel() ** -0.5
+            self.eps = eps
+
+        def forward(self, x):
+            weight = F.batch_norm(
+                self.weight.reshape(1, self.out_channels, -1), None, None,
+                weight=(self.gain * self.scale).view(-1),
+                training=True, momentum=0., eps=self.eps).reshape_as(self.weight)
+            return F.conv2d(x, weight, self.bias, self.stride, self.padding,
+                            self.dilation, self.groups)
+
+    return StdConv2d, ScaledStdConv2d
+
+
+def nf_net(torch):
+    """An NF-ResNet pre-activation bottleneck (x * beta -> ReLU -> 1x1 ->
+    ReLU -> 3x3 stride 2 -> ReLU -> 1x1 with gain 0 as timm initializes it;
+    out * alpha + a ScaledStdConv2d shortcut) behind a ScaledStdConv2d stem.
+    The last gain starts at 0, so conv1/conv2 learn only through it."""
+    nn, F = torch.nn, torch.nn.functional
+    _, SConv = stdconv_layers(torch)
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = SConv(3, 16, 3)
+            self.down = SConv(16, 24, 1, stride=2)
+            self.conv1 = SConv(16, 8, 1)
+            self.conv2 = SConv(8, 8, 3, stride=2)
+            self.conv3 = SConv(8, 24, 1, gain_init=0.0)
+            self.fc = nn.Linear(24, 10)
+
+        def forward(self, x):
+            x = self.stem(x)
+            out = F.relu(x) * 0.98
+            shortcut = self.down(out)
+            out = self.conv3(F.relu(self.conv2(F.relu(self.conv1(out)))))
+            out = out * 0.2 + shortcut
+            return self.fc(F.relu(out).mean(dim=(2, 3)))
+
+    return Net
+
+
+def bit_net(torch):
+    """A BiT ResNetV2 pre-activation bottleneck: GroupNorm + ReLU before each
+    StdConv2d (no bias), a StdConv2d projection shortcut."""
+    nn, F = torch.nn, torch.nn.functional
+    Conv, _ = stdconv_layers(torch)
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = Conv(3, 16, 3)
+            self.norm1 = nn.GroupNorm(4, 16)
+            self.down = Conv(16, 24, 1, stride=2)
+            self.conv1 = Conv(16, 8, 1)
+            self.norm2 = nn.GroupNorm(4, 8)
+            self.conv2 = Conv(8, 8, 3, stride=2)
+            self.norm3 = nn.GroupNorm(4, 8)
+            self.conv3 = Conv(8, 24, 1)
+            self.norm = nn.GroupNorm(4, 24)
+            self.fc = nn.Linear(24, 10)
+
+        def forward(self, x):
+            pre = F.relu(self.norm1(self.stem(x)))
+            out = self.conv1(pre)
+            out = self.conv2(F.relu(self.norm2(out)))
+            out = self.conv3(F.relu(self.norm3(out))) + self.down(pre)
+            return self.fc(F.relu(self.norm(out)).mean(dim=(2, 3)))
+
+    return Net
+
+
+def run_stdconv(cnnc, torch, quick):
+    for precision, layout in [("fp32", "nchw"), ("fp32", "nhwc"), ("fp16", "nhwc")]:
+        for name, net in [("nf", nf_net), ("bit", bit_net)]:
+            check_net(cnnc, torch, "stdconv/%s %s %s" % (name, precision, layout),
+                      net(torch), (4, 3, 16, 16), precision, layout)
+
+
 CHECKS = {"resize": run_resize, "softmax": run_softmax,
-          "activations": run_activations, "norms": run_norms}
+          "activations": run_activations, "norms": run_norms,
+          "stdconv": run_stdconv}
 
 
 def main():
