@@ -17,6 +17,7 @@ torch.minimum/maximum, AdaptiveMaxPool2d(1), LogSoftmax, ConvNeXt-V2's GRN). It 
 The errors are relative to each tensor's largest value (train_check); run
 with `-s` to see them.
 """
+import math
 import os
 import sys
 
@@ -179,6 +180,23 @@ class GRN(nn.Module):
         return self.gamma * (x * nx) + self.beta + x
 
 
+class SamePadConv(nn.Module):
+    """TF "same" padding as timm's pad_same computes it from the input's
+    size (math.ceil of traced shapes: ONNX Ceil on constants), then a
+    stride-2 3x3 convolution."""
+
+    def __init__(self, c=16):
+        super().__init__()
+        self.conv = nn.Conv2d(c, c, 3, stride=2)
+
+    def forward(self, x):
+        ih, iw = x.size()[-2:]
+        pad_h = max((math.ceil(ih / 2) - 1) * 2 + 3 - ih, 0)
+        pad_w = max((math.ceil(iw / 2) - 1) * 2 + 3 - iw, 0)
+        x = F.pad(x, [pad_w // 2, pad_w - pad_w // 2, pad_h // 2, pad_h - pad_h // 2])
+        return self.conv(x)
+
+
 def affine_init(m):
     """Non-trivial affine parameters (the defaults 1 and 0 hide mistakes in
     which of them is applied where)."""
@@ -218,6 +236,7 @@ CASES = {
     "adaptive_max_pool": lambda: Net(nn.ReLU(), head=MaxPoolHead()),
     "log_softmax": lambda: Net(nn.ReLU(), head=LogSoftmaxHead()),
     "grn": lambda: Net(nn.Sequential(nn.GELU(), GRN())),
+    "tf_same_padding": lambda: Net(nn.Sequential(nn.ReLU(), SamePadConv())),
 }
 
 

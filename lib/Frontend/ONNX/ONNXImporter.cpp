@@ -242,6 +242,7 @@ public:
   LogicalResult importWhere();
   LogicalResult importRange();
   LogicalResult importNeg();
+  LogicalResult importCeilFloor();
   LogicalResult importMinMax();
   LogicalResult importNegNode();
   LogicalResult importPow();
@@ -2164,6 +2165,21 @@ LogicalResult Importer::importNeg() {
   return success();
 }
 
+/// Ceil / Floor of a constant (TF "same" padding computes its pads from the
+/// static shapes, e.g. timm's tf_efficientnet): folded; a run-time operand is
+/// refused by `constant` with the op named.
+LogicalResult Importer::importCeilFloor() {
+  const ConstVal *c = constant(0, "X");
+  if (!c)
+    return failure();
+  ConstVal out = *c;
+  bool ceil = node->op_type() == "Ceil";
+  for (float &v : out.floats)
+    v = ceil ? std::ceil(v) : std::floor(v);
+  setOutput(0, std::move(out));
+  return success();
+}
+
 /// Min / Max over 1..n inputs (numpy broadcasting): constants fold; with a
 /// run-time operand, a chain of cnn.minimum / cnn.maximum.
 LogicalResult Importer::importMinMax() {
@@ -2646,12 +2662,14 @@ const OpHandler kOpHandlers[] = {
   {"ConvTranspose", 1, kMaxOpset, &Importer::importConvTranspose, Y, Y, "1-D (as 1 x k) and 2-D, groups, dilations, output_padding, output_shape, auto_pad: cnn.conv2d_bwd_data (+ cnn.bias_add)"},
   {"Div", 7, kMaxOpset, &Importer::importBinaryNode, Y, Y, "cnn.div (numpy broadcasting); canonicalized: by a scalar constant becomes cnn.scale; constants fold"},
   {"Dropout", 1, kMaxOpset, &Importer::importDropout, Y, Y, "cnn.dropout (identity in @forward, a mask in the training step); no mask output"},
+  {"Ceil", 6, kMaxOpset, &Importer::importCeilFloor, C, C, "constants only (folded; TF same-padding arithmetic)"},
   {"Equal", 7, kMaxOpset, &Importer::importBinaryNode, C, C, "constants only (folded)"},
   {"Expand", 8, kMaxOpset, &Importer::importExpand, Y, Y, "numpy broadcast to the shape (a constant input): cnn.add of splat zeros (the gradient sums over the broadcast dimensions); read through by Add/Sub/Mul/Div/Pow that broadcast anyway; constants fold"},
   {"Flatten", 1, kMaxOpset, &Importer::importFlatten, Y, Y, "cnn.flatten"},
   {"Gather", 1, kMaxOpset, &Importer::importGather, C, C, "constants only (shape computations, folded)"},
   {"Gemm", 7, kMaxOpset, &Importer::importGemm, Y, Y, "cnn.matmul (+ cnn.bias_add for a per-column bias)"},
   {"GlobalAveragePool", 1, kMaxOpset, &Importer::importGlobalAvgPool, Y, Y, "4-D: cnn.global_avg_pool"},
+  {"Floor", 6, kMaxOpset, &Importer::importCeilFloor, C, C, "constants only (folded)"},
   {"Greater", 7, kMaxOpset, &Importer::importBinaryNode, C, C, "constants only (folded)"},
   {"Identity", 1, kMaxOpset, &Importer::importIdentity, Y, Y, "no op"},
   {"Less", 7, kMaxOpset, &Importer::importBinaryNode, C, C, "constants only (folded)"},
