@@ -54,7 +54,7 @@ def run(precision, layout, ignore_index, smoothing, loss_tol, param_tol):
     import cnnc
     from cnnc.export import SimpleCNN
     torch.manual_seed(0)
-    model = SimpleCNN(10)
+    model = SimpleCNN(10).cuda()
     x = torch.randn(64, 3, 32, 32, device="cuda")
     y = torch.randint(0, 10, (64,), device="cuda")
     y[torch.rand(64, device="cuda") < 0.25] = ignore_index

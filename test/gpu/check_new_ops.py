@@ -173,11 +173,18 @@ def check_net(cnnc, torch, tag, net, x_shape, precision, layout):
     other_sd = (ref if f16 else cpu).state_dict()
     sd = trainer.state_dict()
     bad = []
+    noise = []
     for k, v in target_sd.items():
-        err = rel(sd[k].float(), v)
-        tol = max(tol_param, 4 * rel(other_sd[k].to(v.device), v))
-        if err > tol:
-            bad.append("%s %.2g > %.2g" % (k, err, tol))
+        err, spread = rel(sd[k].float(), v), rel(other_sd[k].to(v.device), v)
+        if spread > 0.5:
+            # PyTorch's own two runs disagree by more than half the value:
+            # the parameter's gradient is at rounding level; said, not judged.
+            noise.append("%s (PyTorch's own spread %.2g, cnnc %.2g)" % (k, spread, err))
+            continue
+        if err > max(tol_param, 4 * spread):
+            bad.append("%s %.2g > %.2g" % (k, err, max(tol_param, 4 * spread)))
+    if noise:
+        print("NOTE  %s: at rounding level, not judged: %s" % (tag, "; ".join(noise)))
     report(not bad, "%s: parameters after 3 steps (gradient through the op) %s" %
            (tag, "; ".join(bad) or "ok"))
 
@@ -307,7 +314,10 @@ def norms_net(torch):
 
         def forward(self, x):
             a = torch.relu(self.gn8(self.c1(x)))
-            b = self.inorm(self.c2(self.gn2(a)))
+            # The ReLU keeps gn2's bias from being a per-channel shift that
+            # the InstanceNorm after c2 removes (a zero gradient in exact
+            # arithmetic, rounding noise on both sides).
+            b = self.inorm(self.c2(torch.relu(self.gn2(a))))
             y = b.mean(dim=(2, 3)).unsqueeze(1)                 # N x 1 x C
             y = torch.sigmoid(self.eca(y)).transpose(1, 2).unsqueeze(-1)
             b = b * y.expand_as(b)
