@@ -85,7 +85,7 @@ def all_ignored():
     import cnnc
     from cnnc.export import SimpleCNN
     torch.manual_seed(0)
-    model = SimpleCNN(10)
+    model = SimpleCNN(10).cuda()
     x = torch.randn(16, 3, 32, 32, device="cuda")
     y = torch.full((16,), -100, dtype=torch.int64, device="cuda")
     before = {k: v.clone() for k, v in model.state_dict().items()}
