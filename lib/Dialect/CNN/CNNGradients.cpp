@@ -311,8 +311,9 @@ LogicalResult SoftmaxOp::buildGradient(OpBuilder &b, GradientEmitter &g) {
   Location loc = getLoc();
   Value dy = g.resultGrad(0), y = getResult();
   auto type = cast<RankedTensorType>(y.getType());
+  int64_t axis = static_cast<int64_t>(getAxis());
   Value dot = ReduceSumOp::create(b, loc, MulOp::create(b, loc, dy, y),
-                                  b.getDenseI64ArrayAttr({getAxis()}));
+                                  b.getDenseI64ArrayAttr({axis}));
   auto full = withElementOf(type, dy);
   Value dx = makeFusedElementwise(
                  b, loc, TypeRange{full}, ValueRange{y, dy, dot},
