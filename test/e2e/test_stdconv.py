@@ -33,61 +33,15 @@ import torch.nn.functional as F  # noqa: E402
 
 from cnnc import train_check as tc  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from std_conv_layers import ScaledStdConv2d, StdConv2d  # noqa: E402,F401
+
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
 TOL = 1e-4
 SHAPE = (4, 3, 12, 12)
 CLASSES = 10
 OPT = {"kind": "sgd", "lr": 0.01, "momentum": 0.9, "weight_decay": 5e-4}
-
-
-def _same_padding(kernel_size, stride, dilation):
-    return ((stride - 1) + dilation * (kernel_size - 1)) // 2
-
-
-class StdConv2d(nn.Conv2d):
-    """timm's StdConv2d (BiT ResNetV2)."""
-
-    def __init__(self, in_channel, out_channels, kernel_size, stride=1,
-                 padding=None, dilation=1, groups=1, bias=False, eps=1e-6):
-        if padding is None:
-            padding = _same_padding(kernel_size, stride, dilation)
-        super().__init__(in_channel, out_channels, kernel_size, stride=stride,
-                         padding=padding, dilation=dilation, groups=groups,
-                         bias=bias)
-        self.eps = eps
-
-    def forward(self, x):
-        weight = F.batch_norm(
-            self.weight.reshape(1, self.out_channels, -1), None, None,
-            training=True, momentum=0., eps=self.eps).reshape_as(self.weight)
-        return F.conv2d(x, weight, self.bias, self.stride, self.padding,
-                        self.dilation, self.groups)
-
-
-class ScaledStdConv2d(nn.Conv2d):
-    """timm's ScaledStdConv2d (NF-ResNet, NFNet)."""
-
-    def __init__(self, in_channels, out_channels, kernel_size, stride=1,
-                 padding=None, dilation=1, groups=1, bias=True, gamma=1.0,
-                 eps=1e-6, gain_init=1.0):
-        if padding is None:
-            padding = _same_padding(kernel_size, stride, dilation)
-        super().__init__(in_channels, out_channels, kernel_size, stride=stride,
-                         padding=padding, dilation=dilation, groups=groups,
-                         bias=bias)
-        self.gain = nn.Parameter(torch.full((self.out_channels, 1, 1, 1),
-                                            gain_init))
-        self.scale = gamma * self.weight[0].numel() ** -0.5
-        self.eps = eps
-
-    def forward(self, x):
-        weight = F.batch_norm(
-            self.weight.reshape(1, self.out_channels, -1), None, None,
-            weight=(self.gain * self.scale).view(-1),
-            training=True, momentum=0., eps=self.eps).reshape_as(self.weight)
-        return F.conv2d(x, weight, self.bias, self.stride, self.padding,
-                        self.dilation, self.groups)
 
 
 class NFBlock(nn.Module):

@@ -348,41 +348,12 @@ def run_norms(cnnc, torch, quick):
 # ---------------------------------------------------------------------------
 
 def stdconv_layers(torch):
-    """timm's StdConv2d and ScaledStdConv2d (timm/layers/std_conv.py) in
-    plain torch."""
-    nn, F = torch.nn, torch.nn.functional
-
-    class StdConv2d(nn.Conv2d):
-        def __init__(self, cin, cout, k, stride=1, bias=False, eps=1e-6):
-            super().__init__(cin, cout, k, stride=stride,
-                             padding=((stride - 1) + (k - 1)) // 2, bias=bias)
-            self.eps = eps
-
-        def forward(self, x):
-            weight = F.batch_norm(
-                self.weight.reshape(1, self.out_channels, -1), None, None,
-                training=True, momentum=0., eps=self.eps).reshape_as(self.weight)
-            return F.conv2d(x, weight, self.bias, self.stride, self.padding,
-                            self.dilation, self.groups)
-
-    class ScaledStdConv2d(nn.Conv2d):
-        def __init__(self, cin, cout, k, stride=1, bias=True, gamma=1.7139,
-                     eps=1e-6, gain_init=1.0):
-            super().__init__(cin, cout, k, stride=stride,
-                             padding=((stride - 1) + (k - 1)) // 2, bias=bias)
-            self.gain = nn.Parameter(torch.full((self.out_channels, 1, 1, 1), gain_init))
-            self.scale = gamma * self.weight[0].numel() ** -0.5
-            self.eps = eps
-
-        def forward(self, x):
-            weight = F.batch_norm(
-                self.weight.reshape(1, self.out_channels, -1), None, None,
-                weight=(self.gain * self.scale).view(-1),
-                training=True, momentum=0., eps=self.eps).reshape_as(self.weight)
-            return F.conv2d(x, weight, self.bias, self.stride, self.padding,
-                            self.dilation, self.groups)
-
-    return StdConv2d, ScaledStdConv2d
+    """timm's StdConv2d and ScaledStdConv2d (test/e2e/std_conv_layers.py, shared
+    with the CPU test), the latter with NF-ResNet's gamma for ReLU."""
+    import functools
+    sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
+    from std_conv_layers import ScaledStdConv2d, StdConv2d
+    return StdConv2d, functools.partial(ScaledStdConv2d, gamma=1.7139)
 
 
 def nf_net(torch):
