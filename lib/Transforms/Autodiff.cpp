@@ -144,20 +144,32 @@ void AutodiffPass::runOnOperation() {
   auto labelsType =
       RankedTensorType::get(labelsShape, IntegerType::get(ctx, 32));
 
-  // Classify the forward arguments.
-  SmallVector<unsigned> inputs, params, buffers;
+  // Classify the forward arguments. A frozen parameter (cnn.frozen: torch's
+  // requires_grad=False) stays an argument of the step, read like a buffer:
+  // it gets no gradient, no update, no optimizer state and is not returned,
+  // so nothing that only it needs (e.g. its weight-gradient convolution) is
+  // built at all.
+  SmallVector<unsigned> inputs, params, frozen, buffers;
   for (unsigned i = 0; i < forward.getNumArguments(); ++i) {
     if (forward.getArgAttr(i, kParamAttr))
-      params.push_back(i);
+      (forward.getArgAttr(i, kFrozenAttr) ? frozen : params).push_back(i);
     else if (forward.getArgAttr(i, kBufferAttr))
       buffers.push_back(i);
     else
       inputs.push_back(i);
+    if (forward.getArgAttr(i, kFrozenAttr) &&
+        !forward.getArgAttr(i, kParamAttr)) {
+      forward.emitError("cnn-autodiff: argument #")
+          << i << " is cnn.frozen but not a cnn.param";
+      return signalPassFailure();
+    }
   }
   if (params.empty()) {
     forward.emitError("cnn-autodiff: '")
         << forwardName
-        << "' has no parameters (arguments tagged cnn.param): nothing to train";
+        << (frozen.empty() ? "' has no parameters (arguments tagged cnn.param)"
+                           : "' has only frozen parameters (cnn.frozen)")
+        << ": nothing to train";
     return signalPassFailure();
   }
   int stateSlots = optimizer == "none" ? 0 : optimizer == "sgd" ? 1 : 2;
@@ -185,7 +197,7 @@ void AutodiffPass::runOnOperation() {
   argAttrs.append({named(kLabelsAttr, b.getUnitAttr()),
                    named(kLRAttr, b.getUnitAttr()),
                    named(kStepAttr, b.getUnitAttr())});
-  for (unsigned i : llvm::concat<unsigned>(params, buffers)) {
+  for (unsigned i : llvm::concat<unsigned>(params, buffers, frozen)) {
     argTypes.push_back(forward.getArgument(i).getType());
     argAttrs.push_back(forward.getArgAttrDict(i));
   }
@@ -211,7 +223,7 @@ void AutodiffPass::runOnOperation() {
     map.map(forward.getArgument(i), entry->getArgument(pos++));
   Value labels = entry->getArgument(pos++), lr = entry->getArgument(pos++),
         stepArg = entry->getArgument(pos++);
-  for (unsigned i : llvm::concat<unsigned>(params, buffers))
+  for (unsigned i : llvm::concat<unsigned>(params, buffers, frozen))
     map.map(forward.getArgument(i), entry->getArgument(pos++));
   unsigned stateBase = pos;
 
@@ -227,6 +239,13 @@ void AutodiffPass::runOnOperation() {
       break;
     }
     if (auto bn = dyn_cast<BatchNormOp>(op)) {
+      // A module in eval mode: the step normalizes with the running
+      // statistics and does not update them, as PyTorch does (its gradient
+      // is BatchNormOp's rule).
+      if (bn.getUseRunningStats()) {
+        b.clone(op, map);
+        continue;
+      }
       auto t = BatchNormTrainOp::create(
           b, bn.getLoc(),
           ValueRange{map.lookup(bn.getInput()), map.lookup(bn.getScale()),

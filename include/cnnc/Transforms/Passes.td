@@ -28,6 +28,12 @@ def CNNAutodiff : Pass<"cnn-autodiff", "mlir::ModuleOp"> {
     (cnn-layout cancels the transpose against an NHWC network's last one).
     Labels equal to `ignore-index` are left out of the loss and of its mean.
 
+    Frozen parameters (`cnn.frozen` on a `cnn.param` argument: torch's
+    requires_grad=False) get no gradient, no update and no optimizer state;
+    they stay arguments of @train_step (after the buffers) and are not
+    returned, so nothing that only they need (a frozen conv's
+    conv2d_bwd_filter, the backward pass below a frozen backbone) is built.
+
     Before:
     ```mlir
     func.func @forward(%x: tensor<8x4xf32> {cnn.input},

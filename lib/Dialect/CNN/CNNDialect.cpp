@@ -66,8 +66,9 @@ enum class AttrKind {
 AttrKind argOrResultAttrKind(StringRef name) {
   return llvm::StringSwitch<AttrKind>(name)
       .Cases({"cnn.input", "cnn.labels", "cnn.lr", "cnn.step", "cnn.loss",
-              "cnn.loss_scale"},
+              "cnn.loss_scale", "cnn.frozen"},
              AttrKind::Unit)
+      .Case("cnn.param_options", AttrKind::Dictionary)
       .Cases({"cnn.param", "cnn.buffer", "cnn.state", "cnn.grad"},
              AttrKind::Name)
       .Case("cnn.init", AttrKind::Float)

@@ -129,6 +129,11 @@ constexpr const char *kLRAttr = "cnn.lr";         // learning rate scalar
 constexpr const char *kStepAttr = "cnn.step";     // 1-based step scalar
 constexpr const char *kLossAttr = "cnn.loss";     // loss result
 constexpr const char *kGradAttr = "cnn.grad";     // gradient result
+/// A parameter torch holds with requires_grad=False: read, never updated.
+constexpr const char *kFrozenAttr = "cnn.frozen";
+/// A parameter's own optimizer settings (its torch param group): a
+/// dictionary of overrides of cnn-autodiff's options (see Passes.td).
+constexpr const char *kParamOptionsAttr = "cnn.param_options";
 } // namespace cnnc::cnn
 
 #endif
