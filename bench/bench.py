@@ -105,8 +105,11 @@ def run_cnnc(name, batch, hw, args, flags):
     if p.returncode:
         raise RuntimeError("cnnc failed: " + p.stderr[-2000:])
     t0 = time.time()
+    # Logged every 3 steps: the first interval holds the warm-up (autotuning,
+    # graph capture at step 3), the steady img/s of the `done:` line the
+    # other args.steps steps.
     p = subprocess.run([exe, "--data", "synthetic", "--steps", str(args.steps + 3),
-                        "--log-every", str(args.steps)], capture_output=True, text=True,
+                        "--log-every", "3"], capture_output=True, text=True,
                        env=env)
     run_s = time.time() - t0
     if p.returncode:
@@ -116,7 +119,7 @@ def run_cnnc(name, batch, hw, args, flags):
                            text=True, env=dict(env, CNNRT_PROFILE="1"))
         print("\n".join(l for l in q.stderr.splitlines() if not l.startswith("cnnrt: warning")),
               flush=True)
-    m = re.search(r"mean img/s (\d+), peak GPU memory (\d+) MiB", p.stdout)
+    m = re.search(r"steady img/s (\d+), .*, peak GPU memory (\d+) MiB", p.stdout)
     ips, mem = float(m.group(1)), float(m.group(2))
     return 1000.0 * batch / ips, mem, compile_s, run_s
 

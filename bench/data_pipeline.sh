@@ -64,7 +64,8 @@ run() { # run NAME ARGS...: prints "NAME img/s"
   "$WORK/r50" --steps "$STEPS" --log-every 40 "$@" >"$OUT/data_$name.log" 2>&1
   local rc=$?
   local ips
-  ips=$(sed -n 's/^done: .*mean img\/s \([0-9]*\),.*/\1/p' "$OUT/data_$name.log")
+  # Steady img/s: after the first logged interval (start-up, warm-up).
+  ips=$(sed -n 's/^done: .*steady img\/s \([0-9]*\),.*/\1/p' "$OUT/data_$name.log")
   if [ $rc -ne 0 ] || [ -z "$ips" ]; then
     echo "FAIL: $name (exit $rc)"
     tail -5 "$OUT/data_$name.log"

@@ -391,6 +391,123 @@ std::string evalJson(const EvalResult &e) {
          ", \"top5_correct\": " + std::to_string(e.top5) + "}";
 }
 
+//===--- throughput -----------------------------------------------------===//
+
+void ThroughputMeter::start(double processStart, double trainStart) {
+  *this = ThroughputMeter();
+  processStart_ = processStart;
+  trainStart_ = trainStart;
+}
+
+double ThroughputMeter::mark(double t, int64_t images) {
+  double at = t - paused_;
+  double since = intervals_ == 0 ? trainStart_ : lastMark_;
+  double rate = images / std::max(at - since, 1e-9);
+  if (intervals_ == 0) {
+    firstMark_ = at;
+    firstImages_ = images;
+  } else {
+    laterImages_ += images;
+  }
+  lastMark_ = at;
+  ++intervals_;
+  return rate;
+}
+
+double ThroughputMeter::wholeRunRate() const {
+  if (intervals_ == 0)
+    return 0;
+  return images() / std::max(lastMark_ - trainStart_, 1e-9);
+}
+
+double ThroughputMeter::steadyRate() const {
+  if (!hasSteady())
+    return wholeRunRate();
+  return laterImages_ / laterSeconds();
+}
+
+double ThroughputMeter::startupSeconds() const {
+  if (!hasSteady())
+    return std::max(trainStart_ - processStart_, 0.0);
+  // The first interval at the steady rate would have taken
+  // firstImages_ / steadyRate(); the rest of the time until its end went
+  // to start-up.
+  double lost = firstMark_ - processStart_ - firstImages_ / steadyRate();
+  return std::max(lost, 0.0);
+}
+
+double ThroughputMeter::secondsPerImage() const {
+  double r = steadyRate();
+  return r > 0 ? 1 / r : 0;
+}
+
+namespace {
+std::string rateList(const std::vector<double> &rates, int64_t &total) {
+  std::string s = "[";
+  total = 0;
+  for (size_t r = 0; r < rates.size(); ++r) {
+    long long v = std::llround(rates[r]);
+    s += (r ? ", " : "") + std::to_string(v);
+    total += v;
+  }
+  return s + "]";
+}
+} // namespace
+
+std::string doneLine(const RunSummary &s) {
+  char buf[512];
+  std::string steady =
+      s.hasSteady ? std::to_string(std::llround(s.steadyImagesPerSecond))
+                  : std::string("n/a");
+  std::snprintf(buf, sizeof(buf),
+                "done: %lld steps, final loss %.6g, steady img/s %s, start-up "
+                "%.1f s, mean img/s %lld (whole run), peak GPU memory %lld MiB",
+                static_cast<long long>(s.steps), s.finalLoss, steady.c_str(),
+                s.startupSeconds,
+                static_cast<long long>(std::llround(s.meanImagesPerSecond)),
+                static_cast<long long>(s.peakGpuMiB));
+  return buf;
+}
+
+std::string dataParallelLine(const RunSummary &s) {
+  int64_t steadyTotal = 0, meanTotal = 0;
+  // rateList() sets the total: it runs before the total is printed (one
+  // statement each; an operand's order of evaluation is unspecified).
+  std::string line = "data parallel: steady img/s per rank ";
+  if (s.hasSteady) {
+    line += rateList(s.steadyPerRank, steadyTotal);
+    line += ", total " + std::to_string(steadyTotal);
+  } else {
+    line += "n/a";
+  }
+  line += "; whole run per rank ";
+  line += rateList(s.meanPerRank, meanTotal);
+  line += ", total " + std::to_string(meanTotal);
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "; start-up %.1f s (slowest rank)",
+                s.startupSeconds);
+  return line + buf;
+}
+
+std::string doneJson(const RunSummary &s) {
+  std::string perRank = "null";
+  if (s.hasSteady) {
+    perRank = "[";
+    for (size_t r = 0; r < s.steadyPerRank.size(); ++r)
+      perRank += (r ? ", " : "") + jsonNumber(s.steadyPerRank[r]);
+    perRank += "]";
+  }
+  return "{\"type\": \"done\", \"steps\": " + std::to_string(s.steps) +
+         ", \"final_loss\": " + jsonNumber(s.finalLoss) +
+         ", \"steady_img_per_s\": " +
+         (s.hasSteady ? jsonNumber(s.steadyImagesPerSecond) : "null") +
+         ", \"startup_s\": " + jsonNumber(s.startupSeconds) +
+         ", \"mean_img_per_s\": " + jsonNumber(s.meanImagesPerSecond) +
+         ", \"peak_gpu_mib\": " + std::to_string(s.peakGpuMiB) +
+         ", \"world_size\": " + std::to_string(s.worldSize) +
+         ", \"steady_img_per_s_per_rank\": " + perRank + "}";
+}
+
 void accumulateTopK(const float *logits, int numClasses, int label,
                     EvalResult &e) {
   // Rank of the label: logits strictly greater, plus equal ones earlier

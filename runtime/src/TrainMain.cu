@@ -476,6 +476,8 @@ struct Evaluator {
 } // namespace
 
 int trainMain(int argc, char **argv, const ModelSpec &spec) {
+  // The start-up the summary reports counts from here (docs/runtime.md).
+  const double tProcess = now();
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   Options o = parseArgs(argc, argv, spec);
   // The environment's options are checked (exit 1 on a bad value) before the
@@ -731,8 +733,11 @@ int trainMain(int argc, char **argv, const ModelSpec &spec) {
   auto ownMemory = [&](size_t used) {
     return used > baseUsed ? used - baseUsed : 0;
   };
-  double tStart = now(), tLog = tStart, tMean = tStart;
-  int64_t logSince = 0, meanSteps = 0;
+  // This rank's images; the progress line multiplies by the world size
+  // (the ranks step together).
+  ThroughputMeter meter;
+  meter.start(tProcess, now());
+  int64_t logSince = 0;
   double stallMsSum = 0; // CNNC_ALLREDUCE_TIMING: sampled waits for buckets
   int stallSamples = 0;
   float lastLoss = NAN;
@@ -752,10 +757,7 @@ int trainMain(int argc, char **argv, const ModelSpec &spec) {
     std::printf("%s\n", evalLine(r).c_str());
     json.write(evalJson(r));
     // Validation time is not training time.
-    double dt = now() - t0;
-    tLog += dt;
-    tMean += dt;
-    tStart += dt;
+    meter.pause(now() - t0);
   };
   if (first <= last && !synthetic)
     pipe->produce(first % 2, loader);
@@ -816,15 +818,13 @@ int trainMain(int argc, char **argv, const ModelSpec &spec) {
       p.loss = lastLoss;
       p.lr = lr;
       // All ranks: they step together.
-      p.imagesPerSecond =
-          logSince * (double)globalBatch / std::max(t - tLog, 1e-9);
+      p.imagesPerSecond = world * meter.mark(t, logSince * spec.batch);
       p.etaSeconds =
-          (last - step) * (t - tStart) / std::max<int64_t>(runSteps, 1);
+          (last - step) * (double)spec.batch * meter.secondsPerImage();
       if (scaleT)
         p.lossScale = readScalar(ctx, *scaleT);
       std::printf("%s\n", progressLine(p).c_str());
       json.write(progressJson(p));
-      tLog = now();
       logSince = 0;
     }
     if (isCkpt) {
@@ -836,24 +836,18 @@ int trainMain(int argc, char **argv, const ModelSpec &spec) {
     if (evaluator && plan.evalEvery > 0 && step % plan.evalEvery == 0 &&
         step != last)
       evaluate(step);
-    if (runSteps == 2 && last - step > 0) {
-      waitForStep("warm-up");
-      tMean = now();
-      meanSteps = 0;
-    } else {
-      ++meanSteps;
-    }
   }
   waitForStep("end of training");
-  double tEnd = now();
   if (runSteps > 0 && std::isnan(lastLoss))
     lastLoss = readScalar(ctx, *lossT);
-  if (runSteps <= 2) {
-    tMean = tStart;
-    meanSteps = runSteps;
-  }
-  double meanIps =
-      meanSteps * (double)spec.batch / std::max(tEnd - tMean, 1e-9);
+  RunSummary summary;
+  summary.steps = runSteps;
+  summary.worldSize = world;
+  summary.hasSteady = meter.hasSteady();
+  summary.steadyImagesPerSecond = meter.steadyRate();
+  summary.meanImagesPerSecond = meter.wholeRunRate();
+  summary.startupSeconds = runSteps > 0 ? meter.startupSeconds()
+                                        : std::max(now() - tProcess, 0.0);
   if (!o.checkpoint.empty() && runSteps > 0) {
     // The loader produced up to step `last`: its state is the next batch's.
     LoaderState next = synthetic ? ls : loader.state();
@@ -869,20 +863,36 @@ int trainMain(int argc, char **argv, const ModelSpec &spec) {
   if (graph)
     cudaGraphDestroy(graph);
   if (world > 1) {
-    // Every rank's own rate, then the sum (what the "done" line reports).
-    std::vector<int64_t> rates(world, 0);
-    rates[rank] = static_cast<int64_t>(meanIps + 0.5);
-    spec.dist->sumHost(ctx, rates.data(), world);
-    std::string each;
-    int64_t total = 0;
+    // Every rank's own figures (each in its slot, summed over the ranks),
+    // then the totals the "done" line reports; start-up is the slowest
+    // rank's (the others waited for it).
+    std::vector<int64_t> figures(3 * world, 0);
+    figures[rank] = std::llround(summary.steadyImagesPerSecond);
+    figures[world + rank] = std::llround(summary.meanImagesPerSecond);
+    figures[2 * world + rank] = std::llround(summary.startupSeconds * 1000);
+    spec.dist->sumHost(ctx, figures.data(), 3 * world);
+    summary.steadyImagesPerSecond = summary.meanImagesPerSecond = 0;
+    summary.startupSeconds = 0;
     for (int r = 0; r < world; ++r) {
-      each += (r ? ", " : "") + std::to_string(rates[r]);
-      total += rates[r];
+      if (summary.hasSteady)
+        summary.steadyPerRank.push_back((double)figures[r]);
+      summary.meanPerRank.push_back((double)figures[world + r]);
+      summary.startupPerRank.push_back(figures[2 * world + r] / 1000.0);
+      summary.steadyImagesPerSecond += figures[r];
+      summary.meanImagesPerSecond += figures[world + r];
+      summary.startupSeconds =
+          std::max(summary.startupSeconds, summary.startupPerRank.back());
     }
-    std::printf("data parallel: img/s per rank [%s], total %lld\n",
-                each.c_str(), (long long)total);
-    meanIps = static_cast<double>(total);
+    if (!summary.hasSteady)
+      summary.steadyImagesPerSecond = summary.meanImagesPerSecond;
+    std::printf("%s\n", dataParallelLine(summary).c_str());
+  } else {
+    if (summary.hasSteady)
+      summary.steadyPerRank.push_back(summary.steadyImagesPerSecond);
+    summary.meanPerRank.push_back(summary.meanImagesPerSecond);
+    summary.startupPerRank.push_back(summary.startupSeconds);
   }
+  const double steadyIps = summary.steadyImagesPerSecond;
   if (spec.dist && stallSamples > 0) {
     // CNNC_ALLREDUCE_TIMING=1: the compute stream's wait for the buckets,
     // per rank, averaged over the sampled (logged) steps, in microseconds.
@@ -890,7 +900,7 @@ int trainMain(int argc, char **argv, const ModelSpec &spec) {
     us[rank] = static_cast<int64_t>(1000.0 * stallMsSum / stallSamples + 0.5);
     if (world > 1)
       spec.dist->sumHost(ctx, us.data(), world);
-    double stepMs = 1000.0 * spec.batch * world / std::max(meanIps, 1e-9);
+    double stepMs = 1000.0 * spec.batch * world / std::max(steadyIps, 1e-9);
     std::string each;
     for (int r = 0; r < world; ++r) {
       char buf[64];
@@ -903,10 +913,11 @@ int trainMain(int argc, char **argv, const ModelSpec &spec) {
                 each.c_str(), 100.0 * us[0] / 1000.0 / stepMs, stepMs,
                 stallSamples);
   }
-  std::printf("done: %lld steps, final loss %.6g, mean img/s %lld, peak GPU "
-              "memory %lld MiB\n",
-              (long long)runSteps, lastLoss, (long long)(meanIps + 0.5),
-              (long long)((ownMemory(peak) + (1 << 20) - 1) >> 20));
+  summary.finalLoss = lastLoss;
+  summary.peakGpuMiB =
+      static_cast<int64_t>((ownMemory(peak) + (1 << 20) - 1) >> 20);
+  std::printf("%s\n", doneLine(summary).c_str());
+  json.write(doneJson(summary));
   return kExitOk;
 }
 

@@ -35,7 +35,7 @@ last=$(losses "$dir/graph.out" | awk 'END{print $2}')
 echo "first loss $first, last loss $last"
 awk -v a="$first" -v b="$last" 'BEGIN{exit !(b < 0.9 * a)}' ||
   fail "loss did not decrease by 10% ($first -> $last)"
-grep -Eq '^done: 50 steps, final loss [0-9.e+-]+, mean img/s [0-9]+, peak GPU memory [0-9]+ MiB$' \
+grep -Eq '^done: 50 steps, final loss [0-9.e+-]+, steady img/s [0-9]+, start-up [0-9]+\.[0-9] s, mean img/s [0-9]+ \(whole run\), peak GPU memory [0-9]+ MiB$' \
   "$dir/graph.out" || fail "bad summary line"
 grep -Eq '^step 7 loss [0-9.e+-]+ epoch [0-9.]+ lr [0-9.e+-]+ img/s [0-9]+ eta [0-9]+:[0-9]{2}:[0-9]{2}$' "$dir/graph.out" ||
   fail "bad progress line"

@@ -124,6 +124,79 @@ struct Progress {
 std::string progressLine(const Progress &p);
 std::string progressJson(const Progress &p);
 
+/// The throughput accounting of a run (docs/runtime.md, "Summary"): fed
+/// with the time and the images trained (all ranks, or one rank's own) at
+/// each logged step, it separates the start-up (data, weights, NCCL
+/// connection, cuDNN autotuning, graph capture: all in the first logged
+/// interval) from the steady state that follows.
+///   steady rate = images after the end of the first logged interval /
+///                 the time since then (needs a second logged interval);
+///   start-up    = time from process start to the end of the first logged
+///                 interval, minus that interval's images at the steady
+///                 rate: the time start-up cost. Without a second interval
+///                 there is no steady rate: start-up is then the time from
+///                 process start to the first step, the rate the whole
+///                 run's mean, and hasSteady() false;
+///   whole run   = all images / the time from the first step to the last
+///                 mark.
+/// Times in seconds on any one clock; pause() takes time out (validation).
+class ThroughputMeter {
+public:
+  /// `processStart`: when the process began; `trainStart`: when the first
+  /// step was issued.
+  void start(double processStart, double trainStart);
+  /// `seconds` of the run that are not training (validation): later marks
+  /// are shifted back by them.
+  void pause(double seconds) { paused_ += seconds; }
+  /// A logged step at time `t`: `images` trained since the previous mark
+  /// (or the start). Returns the interval's img/s.
+  double mark(double t, int64_t images);
+
+  int64_t intervals() const { return intervals_; }
+  int64_t images() const { return firstImages_ + laterImages_; }
+  bool hasSteady() const { return intervals_ >= 2 && laterSeconds() > 0; }
+  /// The steady rate; the whole run's when !hasSteady().
+  double steadyRate() const;
+  double wholeRunRate() const;
+  double startupSeconds() const;
+  /// Seconds per image for an ETA: the steady rate's when known, else the
+  /// whole run's so far (0 before the first mark).
+  double secondsPerImage() const;
+
+private:
+  double laterSeconds() const { return lastMark_ - firstMark_; }
+  double processStart_ = 0, trainStart_ = 0, paused_ = 0;
+  double firstMark_ = 0, lastMark_ = 0; ///< pause-adjusted
+  int64_t intervals_ = 0, firstImages_ = 0, laterImages_ = 0;
+};
+
+/// What the end of a run reports.
+struct RunSummary {
+  int64_t steps = 0;
+  double finalLoss = 0;
+  bool hasSteady = false;
+  double steadyImagesPerSecond = 0; ///< all ranks
+  double startupSeconds = 0;        ///< the slowest rank's
+  double meanImagesPerSecond = 0;   ///< whole run, all ranks
+  int64_t peakGpuMiB = 0;
+  int worldSize = 1;
+  /// Per rank (world size > 1): steady (empty when !hasSteady) and whole-run
+  /// img/s, start-up seconds.
+  std::vector<double> steadyPerRank, meanPerRank, startupPerRank;
+};
+/// "done: N steps, final loss X, steady img/s S, start-up T s, mean img/s M
+/// (whole run), peak GPU memory P MiB" ("steady img/s n/a" without a steady
+/// rate).
+std::string doneLine(const RunSummary &s);
+/// "data parallel: steady img/s per rank [a, b], total S; whole run per
+/// rank [c, d], total W; start-up T s (slowest rank)" ("steady img/s per
+/// rank n/a; ..." without a steady rate).
+std::string dataParallelLine(const RunSummary &s);
+/// {"type": "done", "steps", "final_loss", "steady_img_per_s" (null
+/// without a steady rate), "startup_s", "mean_img_per_s", "peak_gpu_mib",
+/// "world_size", "steady_img_per_s_per_rank" (null without)}.
+std::string doneJson(const RunSummary &s);
+
 /// One validation result.
 struct EvalResult {
   int64_t step = 0;
