@@ -458,9 +458,18 @@ bool writeFileAtomic(const std::string &path, const std::string &bytes,
       path, [&](FILE *f) { return put(f, bytes.data(), bytes.size()); }, err);
 }
 
+bool readFileBytes(const std::string &path, std::vector<char> &buf,
+                   std::string &err) {
+  return readAll(path, buf, err);
+}
+
+bool isValidUtf8(const std::string &s) { return isUtf8(s); }
+
 bool readTensorFile(const std::string &path, std::vector<TensorEntry> &out,
                     std::string &err) {
   out.clear();
+  if (isSafetensorsPath(path))
+    return readSafetensors(path, out, err);
   std::vector<char> buf;
   if (!readAll(path, buf, err))
     return false;
@@ -560,6 +569,8 @@ bool parseTensorFile(const char *data, size_t size, const std::string &path,
 bool writeTensorFileAtomic(const std::string &path,
                            const std::vector<TensorEntry> &entries,
                            std::string &err) {
+  if (isSafetensorsPath(path))
+    return writeSafetensors(path, entries, err);
   for (const TensorEntry &e : entries)
     if (!checkEntry(e, err))
       return false;

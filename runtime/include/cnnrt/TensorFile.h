@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace cnnrt {
@@ -53,12 +54,21 @@ constexpr uint32_t kMaxRank = 8;
 bool checkShape(const std::vector<int64_t> &shape, DType dt, uint64_t &nbytes,
                 std::string &why);
 
+/// Reads a whole regular file (the readers' common first step).
+bool readFileBytes(const std::string &path, std::vector<char> &buf,
+                   std::string &err);
+/// Strict UTF-8 (no overlong forms, surrogates or code points past
+/// U+10FFFF), as Python's decoder.
+bool isValidUtf8(const std::string &s);
+
 /// Finds an entry by name (nullptr if absent).
 const TensorEntry *findEntry(const std::vector<TensorEntry> &entries,
                              const std::string &name);
 
 //===--- .cnnw weights / checkpoint file ("CNNW0001") ---------------------===//
 
+/// readTensorFile and writeTensorFileAtomic read and write the safetensors
+/// format instead when the path ends in ".safetensors" (see below).
 bool readTensorFile(const std::string &path, std::vector<TensorEntry> &out,
                     std::string &err);
 /// Parses the bytes of a .cnnw file (`path` only names it in messages).
@@ -71,6 +81,43 @@ bool parseTensorFile(const char *data, size_t size, const std::string &path,
 bool writeTensorFileAtomic(const std::string &path,
                            const std::vector<TensorEntry> &entries,
                            std::string &err);
+
+//===--- safetensors (https://huggingface.co/docs/safetensors) ------------===//
+//
+// u64 header length N, N bytes of JSON {name: {"dtype", "shape",
+// "data_offsets": [begin, end]}, "__metadata__": {str: str}}, then the data
+// (offsets relative to its start). The rules are the safetensors crate's
+// (what safetensors.torch.load_file accepts): N <= 100,000,000, the header is
+// a UTF-8 JSON object, the tensors' byte ranges tile the data exactly (no
+// gap, overlap or trailing byte), each range is numel * itemsize. F32, F16,
+// I32 and I64 are read; other dtypes (BF16, F64, ...) are an error naming
+// them. readTensorFile/writeTensorFileAtomic choose this format for a path
+// ending in ".safetensors" (isSafetensorsPath).
+
+/// The string-to-string "__metadata__" of a file, in file order.
+using SafetensorsMetadata = std::vector<std::pair<std::string, std::string>>;
+
+/// Whether `path` ends in ".safetensors" (any case).
+bool isSafetensorsPath(const std::string &path);
+/// Parses the bytes of a safetensors file; entries are returned in the order
+/// of their data offsets. `metadata` (optional) receives "__metadata__".
+bool parseSafetensors(const char *data, size_t size, const std::string &path,
+                      std::vector<TensorEntry> &out, std::string &err,
+                      SafetensorsMetadata *metadata = nullptr);
+bool readSafetensors(const std::string &path, std::vector<TensorEntry> &out,
+                     std::string &err, SafetensorsMetadata *metadata = nullptr);
+/// The bytes of a safetensors file holding `entries` in their order, the
+/// header padded with spaces to a multiple of 8 bytes (as the reference
+/// writer does). False (with `err`) for an entry whose data does not match
+/// its shape or whose name is empty, not UTF-8, "__metadata__" or repeated.
+bool serializeSafetensors(const std::vector<TensorEntry> &entries,
+                          const SafetensorsMetadata &metadata,
+                          std::string &bytes, std::string &err);
+/// Writes atomically (the rules of OutputFile). Without `metadata` it is
+/// {"format": "pt"}, which Hugging Face loaders look for.
+bool writeSafetensors(const std::string &path,
+                      const std::vector<TensorEntry> &entries, std::string &err,
+                      const SafetensorsMetadata *metadata = nullptr);
 
 //===--- NumPy .npy (v1.0 written; v1/v2/v3 read) -------------------------===//
 
