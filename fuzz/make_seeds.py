@@ -3,7 +3,8 @@
     /usr/bin/python3 fuzz/make_seeds.py [fuzz/corpus]
 
 onnx: every model of test/Frontend/Inputs/make_onnx.py; pipeline: the .mlir
-test inputs; cnnw/npy/cnnt: small tensors of each dtype and rank; cifar: a
+test inputs; cnnw/npy/cnnt/safetensors: small tensors of each dtype and
+rank (safetensors also with metadata and with its offsets out of key order); cifar: a
 few records of several geometries (5-byte header, see FuzzCifar.cpp);
 image: small JPEGs (baseline, progressive, gray, 4:2:0) and PNGs (RGB,
 RGBA, gray, palette, 16-bit) after a selector byte (see FuzzImage.cpp).
@@ -21,6 +22,7 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 from cnnc.cnnw import write_cnnw  # noqa: E402
+from cnnc.safetensors import serialize_safetensors  # noqa: E402
 
 
 def tensors():
@@ -69,7 +71,8 @@ def write_images(out):
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "fuzz", "corpus")
     d = {t: os.path.join(out, t)
-         for t in ("onnx", "pipeline", "cnnw", "npy", "cnnt", "cifar", "image")}
+         for t in ("onnx", "pipeline", "cnnw", "npy", "cnnt", "safetensors", "cifar",
+                   "image")}
     for p in d.values():
         os.makedirs(p, exist_ok=True)
     ts = list(tensors())
@@ -81,6 +84,19 @@ def main():
     for name, a in ts[:3]:
         write_cnnw(os.path.join(d["cnnw"], name + ".cnnw"), {name: a})
     write_cnnw(os.path.join(d["cnnw"], "empty.cnnw"), {})
+    st = {"all.safetensors": (dict(ts), {"format": "pt"}),
+          "empty.safetensors": ({}, None),
+          "meta.safetensors": ({"w": ts[1][1]}, {"format": "pt", "step": "3",
+                                                 "\u00e9": "\\\"x\n"})}
+    for name, (t, meta) in st.items():
+        with open(os.path.join(d["safetensors"], name), "wb") as f:
+            f.write(serialize_safetensors(t, meta))
+    # The header's keys in another order than the data (as the reference
+    # writer, which sorts by dtype then name, produces).
+    hdr = (b'{"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]},'
+           b'"a":{"dtype":"I32","shape":[1],"data_offsets":[0,4]}}')
+    with open(os.path.join(d["safetensors"], "reordered.safetensors"), "wb") as f:
+        f.write(struct.pack("<Q", len(hdr)) + hdr + struct.pack("<if", 7, 1.5))
     rng = np.random.default_rng(1)
     for c, h, w, k in ((3, 4, 4, 10), (1, 8, 8, 10), (3, 2, 2, 2)):
         hdr = bytes([c - 1, h - 1, w - 1, k - 1, (c + h) % 256])

@@ -12,12 +12,12 @@
 #
 # Limits (a run exceeding one is a finding): -timeout=10 s per input,
 # -rss_limit_mb=2048, -malloc_limit_mb=1024 (one allocation).
-# Targets: cnnw npy cnnt cifar image onnx onnx-model pipeline.
+# Targets: cnnw npy cnnt safetensors cifar image onnx onnx-model pipeline.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 B=${SAN_BUILD_DIR:-build-san}
-TARGETS=(cnnw npy cnnt cifar image onnx onnx-model pipeline)
+TARGETS=(cnnw npy cnnt safetensors cifar image onnx onnx-model pipeline)
 LIMITS=(-timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=1024)
 # allow_user_poisoning=0: LLVM's BumpPtrAllocator poisons its slabs when
 # compiled with ASan; our instrumented objects and Debian's uninstrumented

@@ -11,7 +11,10 @@ Format (docs/runtime.md, little-endian):
     tensors = read_cnnw("state.cnnw")        # dict name -> numpy array (file order)
     write_cnnw("w.cnnw", {"fc.weight": w})
 
-Command line: ``python3 -m cnnc.cnnw FILE`` lists the tensors.
+Command line: ``python3 -m cnnc.cnnw FILE`` lists the tensors. .cnnw is
+cnnc's internal format (the weights beside a built executable); the
+interchange format is safetensors (cnnc.safetensors), which every cnnc
+reader and writer takes for a path ending in .safetensors.
 """
 import collections
 import os
@@ -121,11 +124,20 @@ def write_cnnw(path, tensors):
 
 
 def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1:
-        print("usage: python3 -m cnnc.cnnw FILE.cnnw", file=sys.stderr)
-        return 2
-    for name, a in read_cnnw(argv[0]).items():
+    import argparse
+    p = argparse.ArgumentParser(
+        prog="python3 -m cnnc.cnnw",
+        description="List the tensors of a .cnnw file (name, dtype, shape). "
+                    "To bring one into PyTorch: cnnc.load_state_dict(FILE), or "
+                    "python3 -m cnnc.safetensors FILE --convert OUT.safetensors|OUT.pt")
+    p.add_argument("file", help="a .cnnw file")
+    args = p.parse_args(argv)
+    try:
+        tensors = read_cnnw(args.file)
+    except (OSError, ValueError) as e:
+        print("error: %s" % e, file=sys.stderr)
+        return 1
+    for name, a in tensors.items():
         print("%-48s %-8s %s" % (name, a.dtype, list(a.shape)))
     return 0
 
