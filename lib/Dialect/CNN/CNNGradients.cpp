@@ -271,6 +271,45 @@ LogicalResult BatchNormTrainOp::buildGradient(OpBuilder &b,
   return success();
 }
 
+// The inference form in a training step (use_running_stats: a BatchNorm
+// module in eval mode): the running statistics are constants of the step, so
+// y = x * a + c per channel with a = scale / sqrt(var + eps). Written with
+// ops every target already runs in both layouts: dx is the same
+// normalization of dy with zero mean and bias, x's normalized value
+// (x - mean) / sqrt(var + eps) is one with unit scale, and the per-channel
+// sums are bias_grad.
+LogicalResult BatchNormOp::buildGradient(OpBuilder &b, GradientEmitter &g) {
+  Location loc = getLoc();
+  Value dy = g.resultGrad(0);
+  auto channelType = cast<RankedTensorType>(getVar().getType());
+  auto splat = [&](double v) -> Value {
+    return ConstantOp::create(
+        b, loc, channelType,
+        DenseElementsAttr::get(
+            channelType, b.getFloatAttr(channelType.getElementType(), v)));
+  };
+  Value zero = splat(0.0);
+  auto normalize = [&](Value x, Value scale, Value mean) -> Value {
+    return BatchNormOp::create(
+        b, loc, TypeRange{withElementOf(x.getType(), dy)},
+        ValueRange{x, scale, zero, mean, getVar()},
+        {b.getNamedAttr("epsilon", getEpsilonAttr()),
+         b.getNamedAttr("momentum", getMomentumAttr()),
+         b.getNamedAttr("layout", getLayoutAttr())});
+  };
+  if (g.wants(getInput()))
+    g.accumulate(getInput(), normalize(dy, getScale(), zero));
+  if (g.wants(getScale())) {
+    Value xhat = normalize(getInput(), splat(1.0), getMean());
+    g.accumulate(getScale(),
+                 BiasGradOp::create(b, loc, MulOp::create(b, loc, dy, xhat),
+                                    getLayoutAttr()));
+  }
+  if (g.wants(getBias()))
+    g.accumulate(getBias(), BiasGradOp::create(b, loc, dy, getLayoutAttr()));
+  return success();
+}
+
 LogicalResult MaxPool2DOp::buildGradient(OpBuilder &b, GradientEmitter &g) {
   g.accumulate(getInput(), MaxPool2DGradOp::create(
                                b, getLoc(), TypeRange{getInput().getType()},

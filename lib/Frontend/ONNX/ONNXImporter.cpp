@@ -1438,10 +1438,19 @@ LogicalResult Importer::importBatchNorm() {
                          "BatchNormalization are not supported");
     return success();
   }
-  Value y = make<cnn::BatchNormOp>(
-      {x, scale, bias, mean, var},
-      {attr("epsilon", b.getF32FloatAttr(epsilon)),
-       attr("momentum", b.getF32FloatAttr(1.0 - onnxMomentum))});
+  // A node in inference form (training_mode 0 and no running-statistics
+  // outputs) is what PyTorch exports for a BatchNorm module in eval mode
+  // (TrainingMode.PRESERVE): the training step normalizes it with the
+  // running statistics and leaves them as they are, as PyTorch's step does.
+  int outputs = 0;
+  for (const std::string &o : node->output())
+    outputs += !o.empty();
+  SmallVector<NamedAttribute> bnAttrs{
+      attr("epsilon", b.getF32FloatAttr(epsilon)),
+      attr("momentum", b.getF32FloatAttr(1.0 - onnxMomentum))};
+  if (intAttr("training_mode", 0) == 0 && outputs <= 1)
+    bnAttrs.push_back(attr("use_running_stats", b.getUnitAttr()));
+  Value y = make<cnn::BatchNormOp>({x, scale, bias, mean, var}, bnAttrs);
   y = restore(y);
   if (!y)
     return failure();
@@ -2652,7 +2661,7 @@ const OpHandler kOpHandlers[] = {
   {"Abs", 6, kMaxOpset, &Importer::importAbs, Y, Y, "cnn.abs"},
   {"Add", 7, kMaxOpset, &Importer::importBinaryNode, Y, Y, "cnn.add (numpy broadcasting); canonicalized: a per-channel addend becomes cnn.bias_add; constants fold"},
   {"AveragePool", 7, kMaxOpset, &Importer::importAvgPool, Y, Y, "1-D (as 1 x k) and 2-D; cnn.avg_pool2d (ceil_mode, count_include_pad, auto_pad)"},
-  {"BatchNormalization", 7, kMaxOpset, &Importer::importBatchNorm, Y, Y, "N x C, N x C x L (as N x C x L x 1) and N x C x H x W: cnn.batch_norm (training_mode=1: cnn.batch_norm_train when run forward)"},
+  {"BatchNormalization", 7, kMaxOpset, &Importer::importBatchNorm, Y, Y, "N x C, N x C x L (as N x C x L x 1) and N x C x H x W: cnn.batch_norm (training_mode=1: cnn.batch_norm_train when run forward; inference form, an eval-mode module: running statistics in the training step, not updated)"},
   {"Cast", 6, kMaxOpset, &Importer::importCast, Y, Y, "to float32/float16: cnn.cast; constants fold"},
   {"Clip", 6, kMaxOpset, &Importer::importClip, Y, Y, "constant min/max (attributes before opset 11, inputs after): cnn.clip"},
   {"Concat", 4, kMaxOpset, &Importer::importConcat, Y, Y, "cnn.concat; constants fold"},
@@ -2844,6 +2853,18 @@ void Importer::warnIfExportedForInference() {
     initNames.insert(t.name());
   std::vector<std::string> signs;
   bool fromTorch = StringRef(model.producer_name()).contains("pytorch");
+  // A training export with some BatchNorm modules in eval mode (PyTorch's
+  // TrainingMode.PRESERVE, what cnnc.compile writes for frozen-BN
+  // fine-tuning) has both forms: its inference-form nodes are deliberate.
+  bool hasTrainingBN = false;
+  for (const onnx::NodeProto &n : graph.node()) {
+    if (!isDefaultDomain(n.domain()) || n.op_type() != "BatchNormalization")
+      continue;
+    int outputs = 0;
+    for (const auto &o : n.output())
+      outputs += !o.empty();
+    hasTrainingBN |= outputs > 1;
+  }
   for (int i = 0; i < graph.node_size() && signs.size() < 3; ++i) {
     const onnx::NodeProto &n = graph.node(i);
     if (!isDefaultDomain(n.domain()))
@@ -2858,7 +2879,7 @@ void Importer::warnIfExportedForInference() {
     for (const auto &o : n.output())
       outputs += !o.empty();
     if (n.op_type() == "BatchNormalization" && outputs == 1 &&
-        attrInt("training_mode") == 0) {
+        attrInt("training_mode") == 0 && !hasTrainingBN) {
       signs.push_back(fmt::format("BatchNormalization node '{}' is in "
                                   "inference form (training_mode 0, no "
                                   "running-statistics outputs)",
@@ -2883,7 +2904,9 @@ void Importer::warnIfExportedForInference() {
     return;
   std::string msg = fmt::format(
       "'{}' looks exported for inference ({}); training it trains a "
-      "different network (BatchNorm folded away or frozen, Dropout gone). "
+      "different network (BatchNorm folded away or frozen: an inference-form "
+      "BatchNormalization trains as a module in eval mode, with its running "
+      "statistics, which the step does not update; Dropout gone). "
       "Export it for training: torch.onnx.export(model.train(), x, path, "
       "training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False) "
       "and, on PyTorch 2.x, dynamo=False",

@@ -138,12 +138,14 @@ def conv1d():
 
 
 def batchnorm1d():
-    # BatchNorm1d on N x C x L (as N x C x L x 1) and on N x C (native).
+    # BatchNorm1d on N x C x L (as N x C x L x 1) and on N x C (native), in
+    # training form (an inference-form node is an eval-mode module).
     def bn(x, y, p):
         return helper.make_node(
             "BatchNormalization",
             [x, p + ".weight", p + ".bias", p + ".running_mean",
-             p + ".running_var"], [y], name=p, epsilon=1e-5, momentum=0.9)
+             p + ".running_var"], [y, p + ".new_mean", p + ".new_var"], name=p,
+            epsilon=1e-5, momentum=0.9, training_mode=1)
 
     nodes = [bn("x", "a", "bn3"),
              helper.make_node("Flatten", ["a"], ["f"], name="flat"),

@@ -447,19 +447,27 @@ def CNN_ReduceMaxOp : CNN_PureOp<"reduce_max", [CNN_InferShapesWide, CNN_Gradien
   let results = (outs CNN_FloatTensor:$result);
 }
 
-def CNN_BatchNormOp : CNN_LayoutOp<"batch_norm", [CNN_InferShapes]> {
+def CNN_BatchNormOp : CNN_LayoutOp<"batch_norm", [CNN_InferShapes, CNN_Gradient]> {
   let summary = "Batch normalization, inference form (running statistics)";
   let description = [{
     y = scale * (x - mean) / sqrt(var + epsilon) + bias, per channel (dim 1).
     `input` has rank 2 or 4; scale, bias, mean, var are 1-D of size C.
     `momentum` (PyTorch's convention, 1 - ONNX's) is unused here and kept for
     the training form that cnn-autodiff derives from this op.
+
+    `use_running_stats`: the BatchNorm module is in eval mode (PyTorch's
+    `module.training == False`, an ONNX node in inference form inside a
+    training export): cnn-autodiff keeps this op in the training step, so
+    the step normalizes with the running statistics and leaves them
+    unchanged, instead of deriving batch_norm_train. Its gradient treats
+    mean and var as constants: dx = dy * scale / sqrt(var + epsilon),
+    dscale = sum(dy * (x - mean) / sqrt(var + epsilon)), dbias = sum(dy).
   }];
   let arguments = (ins CNN_FloatTensor:$input, CNN_FloatTensor:$scale,
                    CNN_FloatTensor:$bias, CNN_FloatTensor:$mean,
                    CNN_FloatTensor:$var, F32Attr:$epsilon,
                    DefaultValuedAttr<F32Attr, "0.1f">:$momentum,
-                   CNN_Layout:$layout);
+                   CNN_Layout:$layout, UnitAttr:$use_running_stats);
   let results = (outs CNN_FloatTensor:$result);
 }
 
