@@ -184,7 +184,7 @@ if has E || has N || has F; then
   if has N; then
     run export-r50 180 $PY -c "
 from cnnc.export import build_model, export_onnx
-export_onnx(build_model('resnet50', None, 0), '$W/resnet50.onnx', (2, 3, 224, 224), training=True)
+export_onnx(build_model('resnet50', None, 0), '$W/resnet50.onnx', (128, 3, 224, 224), training=True)
 " || fail "export ResNet-50 (see export-r50.log)"
   fi
   # Every executable of the selected parts, compiled in parallel.
@@ -210,7 +210,7 @@ export_onnx(build_model('resnet50', None, 0), '$W/resnet50.onnx', (2, 3, 224, 22
   if has N; then
     want r18-sb-g$NG "$EW/resnet18.onnx" "${F32[@]}" --gpus $NG --sync-bn
     want nobn-g$NG "$EW/nobn.onnx" "${F32[@]}" --gpus $NG
-    want r50-g$NG "$W/resnet50.onnx" --train "${SGD[@]}" --batch 128 --gpus $NG
+    want r50-g$NG "$W/resnet50.onnx" --train "${SGD[@]}" --gpus $NG
   fi
 fi
 
@@ -476,13 +476,15 @@ if has S1 || has S2; then
   MODELS=()
   has S1 && MODELS+=(resnet50)
   has S2 && MODELS+=(resnet18 efficientnet_b0)
-  # Exported at batch 2 (a quick trace); cnnc --batch 128 sets the batch.
+  # Exported at batch 128 (the batch is in the graph: EfficientNet's
+  # stochastic depth draws a mask of the batch's size).
   run s-export 240 $PY -c "
-import sys
+import sys, time
 from cnnc.export import build_model, export_onnx
 for name in sys.argv[1:]:
-    export_onnx(build_model(name, None, 0), '$SW/%s.onnx' % name, (2, 3, 224, 224), training=True)
-    print('exported', name)
+    t = time.time()
+    export_onnx(build_model(name, None, 0), '$SW/%s.onnx' % name, (128, 3, 224, 224), training=True)
+    print('exported', name, 'in %.1f s' % (time.time() - t))
 " "${MODELS[@]}" || fail "S: export (see s-export.log)"
   # What runs: "model gpus sync-bn" (1 GPU: the step without all-reduces).
   RUNS=()
@@ -502,7 +504,7 @@ for name in sys.argv[1:]:
   }
   for spec in "${RUNS[@]}"; do
     set -- $spec
-    flags=(--train "${SGD[@]}" --batch 128)
+    flags=(--train "${SGD[@]}")
     (($2 > 1)) && flags+=(--gpus "$2")
     [ "$3" = sb ] && flags+=(--sync-bn)
     [ -f "$SW/$1.onnx" ] && build "$(exe_of "$@")" 330 "$SW/$1.onnx" "${flags[@]}" &

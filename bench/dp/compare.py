@@ -151,8 +151,8 @@ def main(argv=None):
         d = data[args.name]
         worst = max(d["loss_rel"], d.get("w_rel", 0.0))
         ok = "w_rel" in d and worst <= args.rel
-        print("%s; tolerance %.3g: %s" % (describe(args.name, d), args.rel,
-                                          "within" if ok else "EXCEEDED"))
+        print("%s: worst of losses and weights %.3g, tolerance %.3g: %s" % (
+            args.name, worst, args.rel, "within" if ok else "EXCEEDED"))
         return 0 if ok else 1
     ours, theirs = data[args.ours], data[args.theirs]
     ok = True
@@ -177,4 +177,9 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except (OSError, ValueError, KeyError) as e:
+        # A run that failed left no output: one line, not a traceback.
+        print("compare.py %s: error: %s: %s" % (" ".join(sys.argv[1:3]), type(e).__name__, e))
+        sys.exit(2)
