@@ -66,7 +66,8 @@ def main(argv=None):
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--lr", type=float, default=0.01)
     ap.add_argument("--momentum", type=float, default=0.9)
-    ap.add_argument("--no-models", action="store_true", help="data only (tests)")
+    ap.add_argument("--models", default="resnet18,nobn",
+                    help="which models to export (comma-separated; empty: data only)")
     args = ap.parse_args(argv)
     os.makedirs(args.work, exist_ok=True)
     gb = args.batch * args.ranks
@@ -81,18 +82,22 @@ def main(argv=None):
     common.save_json(os.path.join(args.work, "meta.json"),
                      {"batch": args.batch, "ranks": args.ranks, "size": args.size,
                       "steps": args.steps, "lr": args.lr, "momentum": args.momentum})
-    if args.no_models:
-        return 0
-    import torch
-    from cnnc.train_check import export_training
-    shape = (args.batch, 3, args.size, args.size)
-    m = resnet18()
-    export_training(m, os.path.join(args.work, "resnet18.onnx"), shape)
-    save_state(m, os.path.join(args.work, "resnet18_init.npz"))
-    torch.manual_seed(0)
-    m = nobn_model()
-    export_training(m, os.path.join(args.work, "nobn.onnx"), shape)
-    save_state(m, os.path.join(args.work, "nobn_init.npz"))
+    models = [m for m in args.models.split(",") if m]
+    unknown = set(models) - {"resnet18", "nobn"}
+    if unknown:
+        ap.error("unknown model(s) %s (resnet18, nobn)" % ", ".join(sorted(unknown)))
+    if models:
+        import torch
+        from cnnc.train_check import export_training
+        shape = (args.batch, 3, args.size, args.size)
+        for name in models:
+            if name == "resnet18":
+                m = resnet18()
+            else:
+                torch.manual_seed(0)
+                m = nobn_model()
+            export_training(m, os.path.join(args.work, name + ".onnx"), shape)
+            save_state(m, os.path.join(args.work, name + "_init.npz"))
     print("prepared %s: %d samples %dx%d, global batch %d, %d steps"
           % (args.work, n, args.size, args.size, gb, args.steps))
     return 0
