@@ -168,6 +168,23 @@ cl::opt<std::string> saveStateOpt("save-state",
                                            "<-o>.trained.cnnw)"),
                                   cl::value_desc("file"), cl::init(""),
                                   cl::cat(trainCategory));
+cl::opt<std::string> checkpointOpt(
+    "checkpoint",
+    cl::desc("With --run-reference or 'cnnc train': write a checkpoint "
+             "(parameters, buffers, optimizer state, step, data position) at "
+             "the end, atomically; '{step}' in FILE is replaced by the step. "
+             ".safetensors or .cnnw by the extension"),
+    cl::value_desc("file"), cl::init(""), cl::cat(trainCategory));
+cl::opt<int64_t> checkpointEveryOpt(
+    "checkpoint-every",
+    cl::desc("Also write --checkpoint every K steps"), cl::value_desc("K"),
+    cl::init(0), cl::cat(trainCategory));
+cl::opt<std::string> resumeOpt(
+    "resume",
+    cl::desc("Continue from a checkpoint (exact resume: the losses of the "
+             "remaining steps equal the uninterrupted run's); --steps/--epochs "
+             "still name the end of the whole run"),
+    cl::value_desc("file"), cl::init(""), cl::cat(trainCategory));
 cl::opt<int64_t> gpusOpt(
     "gpus",
     cl::desc("Data-parallel training on N GPUs (one process per GPU, "
@@ -458,6 +475,15 @@ DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
   o.data = dataOpt;
   o.labelsTensor = labelsOpt;
   o.saveState = saveStateOpt;
+  o.checkpoint = checkpointOpt;
+  o.checkpointEvery = checkpointEveryOpt;
+  o.resume = resumeOpt;
+  if (o.checkpointEvery < 0 ||
+      (o.checkpointEvery > 0 && o.checkpoint.empty())) {
+    llvm::errs() << "cnnc: error: --checkpoint-every needs a positive K and "
+                    "--checkpoint FILE\n";
+    std::exit(1);
+  }
   o.seed = seedOpt;
   if (gpusOpt.getNumOccurrences()) {
     if (gpusOpt < 1) {
@@ -864,6 +890,16 @@ int cnnc::driver::runDriver(const DriverOptions &options) {
     emitError(UnknownLoc::get(&c.context))
         << "--target cpu cannot emit CUDA or plan GPU memory (drop --target "
            "or use --target gpu)";
+    return 1;
+  }
+  // The executable takes --checkpoint/--resume when it runs; at compile
+  // time they belong to a run on the reference interpreter or `cnnc train`.
+  if ((!o.checkpoint.empty() || !o.resume.empty()) &&
+      !(o.train && (o.runReference || o.trainAndRun))) {
+    emitError(UnknownLoc::get(&c.context))
+        << "--checkpoint/--resume need a training run: --train "
+           "--run-reference or 'cnnc train' (a built executable takes them "
+           "when it runs)";
     return 1;
   }
   o.targetGPU = o.target == "gpu" || wantsCuda || planOnly ||

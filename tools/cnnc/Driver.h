@@ -54,7 +54,13 @@ struct DriverOptions {
   int64_t steps = 0;         ///< --steps (reference training / cnnc train)
   std::string data;          ///< --data DIR|FILE|synthetic
   std::string labelsTensor;  ///< --labels y.npy (fixed batch with --input)
-  std::string saveState;     ///< --save-state out.cnnw
+  std::string saveState;     ///< --save-state out.cnnw|out.safetensors
+  /// Checkpoints of the training loop, as the executable's flags
+  /// (Checkpoint.h): --checkpoint FILE ("{step}" -> the step) at the end and
+  /// every --checkpoint-every K steps; --resume FILE continues from one.
+  std::string checkpoint;
+  int64_t checkpointEvery = 0;
+  std::string resume;
   uint64_t seed = 0;         ///< --seed (data order)
   /// Data parallelism (docs/data-parallel.md): --gpus N / --world-size N
   /// ranks, each with the model's batch (the global batch is N times it);

@@ -4,6 +4,7 @@
 // nvcc, and `cnnc train` (compile + run, CPU fallback without a GPU).
 //
 //===----------------------------------------------------------------------===//
+#include "Checkpoint.h"
 #include "Driver.h"
 
 #include "cnnc/Dialect/CNN/CNNOps.h"
@@ -340,11 +341,23 @@ FailureOr<cnnrt::EvalResult> evaluate(Compilation &c, func::FuncOp forward,
 }
 } // namespace
 
-LogicalResult cnnc::driver::trainReference(const DriverOptions &o,
+LogicalResult cnnc::driver::trainReference(const DriverOptions &options,
                                            Compilation &c) {
+  DriverOptions o = options;
   auto step = c.module->lookupSymbol<func::FuncOp>("train_step");
   if (!step)
     return fail(c, "the module has no @train_step");
+  // --resume: the checkpoint's state, last step and data position; its data
+  // seed replaces --seed (as in the executable).
+  ReferenceCheckpoint resumed;
+  if (!o.resume.empty()) {
+    if (failed(readReferenceCheckpoint(c, o.resume, step, resumed)))
+      return failure();
+    if (resumed.loader.seed != o.seed)
+      llvm::errs() << "cnnc: note: using the checkpoint's data seed "
+                   << resumed.loader.seed << "\n";
+    o.seed = resumed.loader.seed;
+  }
   if (o.steps <= 0 && o.trainFlags.epochs < 0)
     return fail(c, "--train --run-reference needs --steps K (K >= 1) or "
                    "--epochs E");
@@ -390,6 +403,14 @@ LogicalResult cnnc::driver::trainReference(const DriverOptions &o,
   if (plan.evalEvery > 0 && !src.test)
     return fail(c, "--eval-every needs a validation split in --data (" +
                        o.data + " has none)");
+  if (!o.resume.empty() && src.loader) {
+    if (resumed.loader.cursor > src.set->size())
+      return fail(c, "cannot resume: " + o.resume + " is at sample " +
+                         Twine(resumed.loader.cursor) +
+                         " of an epoch but the data has " +
+                         Twine(src.set->size()) + " samples");
+    src.loader->setState(resumed.loader);
+  }
   cnnrt::JsonLog json;
   if (!flags.logJson.empty() && !json.open(flags.logJson, err))
     return fail(c, err);
@@ -417,13 +438,16 @@ LogicalResult cnnc::driver::trainReference(const DriverOptions &o,
       return failure();
     llvm::outs() << cnnrt::evalLine(*r) << "\n";
     llvm::outs().flush();
-    json.write(cnnrt::evalJson(*r));
+    json.write(evalRecord(*r));
     return success();
   };
 
   // Persistent state by name: weights, statistics, optimizer state; one
   // map per rank, all starting from rank 0's (the broadcast of DDP).
-  std::vector<reference::TensorMap> states(ranks, c.weights);
+  reference::TensorMap initial = c.weights;
+  for (auto &[name, t] : resumed.state)
+    initial[name] = t;
+  std::vector<reference::TensorMap> states(ranks, initial);
   reference::TensorMap &state = states[0];
   reference::Tensor images = reference::Tensor::zeros(
       RankedTensorType::get(
@@ -461,7 +485,17 @@ LogicalResult cnnc::driver::trainReference(const DriverOptions &o,
     timeout = std::max(0.1, std::atof(e));
   double tStart = now(), tLog = tStart, evalTime = 0;
   int64_t logSince = 0;
-  for (int64_t k = 1; k <= plan.totalSteps; ++k) {
+  const int64_t first = resumed.step + 1;
+  if (!o.resume.empty() && first > plan.totalSteps)
+    llvm::errs() << "cnnc: note: nothing to do: the checkpoint is at step "
+                 << resumed.step << " and the run ends at step "
+                 << plan.totalSteps << "\n";
+  // Where the data stream stands after the step just taken (__loader__).
+  auto loaderState = [&] {
+    return src.loader ? src.loader->state()
+                      : cnnrt::LoaderState{o.seed, 0, 0};
+  };
+  for (int64_t k = first; k <= plan.totalSteps; ++k) {
     if (failed(nextBatch(c, src, images, labels)))
       return failure();
     const double lr = plan.lr.at(k);
@@ -590,10 +624,11 @@ LogicalResult cnnc::driver::trainReference(const DriverOptions &o,
       p.loss = loss;
       p.lr = lr;
       p.imagesPerSecond = logSince * (double)batch / std::max(t - tLog, 1e-9);
-      p.etaSeconds = (plan.totalSteps - k) * (t - tStart - evalTime) / k;
+      p.etaSeconds = (plan.totalSteps - k) * (t - tStart - evalTime) /
+                     (k - first + 1);
       llvm::outs() << cnnrt::progressLine(p) << "\n";
       llvm::outs().flush();
-      json.write(cnnrt::progressJson(p));
+      json.write(progressRecord(p));
       logSince = 0;
       tLog = now();
     }
@@ -605,6 +640,11 @@ LogicalResult cnnc::driver::trainReference(const DriverOptions &o,
       evalTime += now() - t0;
       tLog += now() - t0;
     }
+    if (o.checkpointEvery > 0 && k % o.checkpointEvery == 0 &&
+        k != plan.totalSteps &&
+        failed(writeReferenceCheckpoint(c, o.checkpoint, step, state, k,
+                                        loaderState())))
+      return failure();
   }
   // Every rank applied the same averaged gradients to the same weights: a
   // difference in a parameter is a bug (BN running statistics may differ;
@@ -618,6 +658,10 @@ LogicalResult cnnc::driver::trainReference(const DriverOptions &o,
                              " differs from rank 0's");
 
   if (src.test && forward && failed(runEval(state, plan.totalSteps)))
+    return failure();
+  if (!o.checkpoint.empty() && first <= plan.totalSteps &&
+      failed(writeReferenceCheckpoint(c, o.checkpoint, step, state,
+                                      plan.totalSteps, loaderState())))
     return failure();
   if (!o.saveState.empty()) {
     if (failed(writeWeights(o.saveState, state, err)))
@@ -981,13 +1025,23 @@ int cnnc::driver::trainAndRun(const DriverOptions &options, Compilation &c) {
     return 1;
   }
   // The trained state (parameters, BN statistics, optimizer state) is kept
-  // on both paths: --save-state, else "<-o or train>.trained.cnnw".
-  if (o.saveState.empty())
+  // on both paths: --checkpoint, --save-state, else "<-o or
+  // train>.trained.cnnw". The executable writes one state file (its
+  // --checkpoint), so the two flags do not go together here.
+  if (!o.checkpoint.empty() && !o.saveState.empty()) {
+    emitError(UnknownLoc::get(&c.context))
+        << "cnnc train writes the trained state to one file: give "
+           "--checkpoint or --save-state, not both";
+    return 1;
+  }
+  if (o.saveState.empty() && o.checkpoint.empty())
     o.saveState = (o.outputFile.empty() ? std::string("train") : o.outputFile) +
                   ".trained.cnnw";
+  const std::string statePath =
+      o.checkpoint.empty() ? o.saveState : o.checkpoint;
   auto kept = [&](int rc) {
     if (rc == 0)
-      llvm::errs() << "cnnc: trained state written to '" << o.saveState
+      llvm::errs() << "cnnc: trained state written to '" << statePath
                    << "'\n";
     return rc;
   };
@@ -1027,7 +1081,12 @@ int cnnc::driver::trainAndRun(const DriverOptions &options, Compilation &c) {
                                    "--seed",
                                    std::to_string(o.seed),
                                    "--checkpoint",
-                                   o.saveState};
+                                   statePath};
+  if (o.checkpointEvery > 0)
+    args.insert(args.end(),
+                {"--checkpoint-every", std::to_string(o.checkpointEvery)});
+  if (!o.resume.empty())
+    args.insert(args.end(), {"--resume", o.resume});
   if (o.steps > 0)
     args.insert(args.end(), {"--steps", std::to_string(o.steps)});
   if (!o.labelsTensor.empty())
