@@ -25,7 +25,7 @@ import warnings
 import numpy as np
 import torch
 
-from cnnc import tools
+from cnnc import finetune, tools
 
 # ---------------------------------------------------------------------------
 # Errors
@@ -447,6 +447,8 @@ class _CudaBackend:
                                               self._stream()), "eval")
         return out
 
+        # Eval-mode BatchNorm modules count no steps (PyTorch's do not).
+        self._tracked_fixed = finetune.frozen_tracked(model)
     def get(self, t):
         self._set_device()
         out = torch.empty(t.shape, dtype=torch.float32)
@@ -621,7 +623,8 @@ class Trainer:
             if name in self._state:
                 v = self._backend.get(self._state[name]).reshape(shape)
             elif name in self._tracked:
-                v = torch.tensor(self._tracked[name] + steps)
+                v = torch.tensor(self._tracked[name] +
+                                 (0 if name in self._tracked_fixed else steps))
             else:
                 v = self._extra[name]
             out[name] = v.to(device=device, dtype=dtype)
@@ -646,7 +649,8 @@ class Trainer:
             if name in self._state:
                 self._backend.set(self._state[name], value.reshape(self._state[name].shape))
             elif name in self._tracked:
-                self._tracked[name] = int(value) - steps
+                self._tracked[name] = int(value) - (0 if name in self._tracked_fixed
+                                                    else steps)
             else:
                 self._extra[name] = value.detach().clone()
 
@@ -725,9 +729,17 @@ def compile(model, example_input, optimizer=None, *, label_smoothing=0.0,
     aux_loss_weight: for models with auxiliary outputs (GoogLeNet and
       Inception-v3 return (logits, aux...); torchvision's segmentation
       models {'out', 'aux'}), the loss is CE(main) + aux_loss_weight *
-      sum CE(aux). None: what torchvision's reference scripts use, 0.5 for
-      per-pixel outputs (segmentation) and 0.4 for classifiers.
+      sum CE(aux). Required for a model returning a tuple or dict (a
+      CompileError names it otherwise); torchvision's reference scripts
+      use 0.4 for classifiers and 0.5 for segmentation.
+    The module's train/eval modes are kept (export with
+      TrainingMode.PRESERVE): an eval-mode BatchNorm normalizes with its
+      running statistics in the step and does not update them; a model in
+      eval() trains as PyTorch's loop would (all BN frozen, Dropout off).
     device: 'cuda' (a GPU step built with nvcc) or 'cpu' (the reference
+    # Eval-mode BatchNorm modules train with their running statistics (an
+    # error names one that has none); the modes are part of the cache key.
+    eval_bns = finetune.eval_batch_norms(model)
       interpreter); default: 'cuda' when torch sees a GPU, else 'cpu'.
     precision/layout: cnnc's --precision fp32|fp16 and --layout nchw|nhwc
       for the GPU (default: cnnc's GPU defaults, fp16 + NHWC); the CPU
@@ -828,7 +840,8 @@ def compile(model, example_input, optimizer=None, *, label_smoothing=0.0,
         fingerprint.append(_file_fingerprint(ref_lib))
     shape = tuple(example_input.shape)
     quick = hashlib.sha256(json.dumps({
-        "module": _module_fingerprint(model), "shape": shape,
+        "module": _module_fingerprint(model), "modes": finetune.mode_key(model),
+        "shape": shape,
         "dtype": str(example_input.dtype), "flags": flags, "backend": backend_kind,
         "compiler": fingerprint, "torch": torch.__version__}, sort_keys=True).encode()).hexdigest()
 
@@ -863,7 +876,8 @@ def compile(model, example_input, optimizer=None, *, label_smoothing=0.0,
         raise CompileError("the compiled step takes %s, not the example's %s" %
                            (backend.input_shape, shape))
     info = {"backend": backend_kind, "cache_hit": cache_hit, "artifact_dir": artifact_dir,
-            "compile_seconds": time.time() - t0, "flags": flags, "onnx_sha256": meta["onnx_sha256"]}
+            "compile_seconds": time.time() - t0, "flags": flags, "onnx_sha256": meta["onnx_sha256"],
+            "eval_batch_norms": eval_bns}
     return Trainer(backend, model, optimizer, lr, info)
 
 
@@ -876,16 +890,6 @@ def _remat_args(remat):
     if remat is True:
         return ["--remat"]
     return ["--remat-mb", str(int(remat))]
-
-
-def _aux_loss_weight(onnx_path, weight):
-    """compile()'s aux_loss_weight, None resolved from the exported outputs:
-    torchvision's reference scripts weigh auxiliary heads 0.5 for
-    segmentation (per-pixel N x C x H x W outputs) and 0.4 for GoogLeNet and
-    Inception-v3."""
-    if weight is not None:
-        return float(weight)
-    return 0.5 if _output_rank(onnx_path) == 4 else 0.4
 
 
 def _output_rank(onnx_path):
@@ -923,8 +927,8 @@ def _build(model, example_input, flags, backend_kind, cnnc_bin, fingerprint, roo
         args = [cnnc_bin, onnx_path, "--train", "--optimizer", flags["optimizer"],
                 "--label-smoothing", repr(flags["label-smoothing"]),
                 "--ignore-index", str(flags.get("ignore-index", -100)),
-                "--aux-loss-weight", repr(_aux_loss_weight(onnx_path,
-                                                           flags.get("aux-loss-weight")))]
+                "--aux-loss-weight", repr(finetune.check_outputs(
+                    finetune.onnx_output_names(onnx_path), flags.get("aux-loss-weight")))]
         if flags["optimizer"] != "none":
             args += ["--weight-decay", repr(flags["weight-decay"])]
         if flags["optimizer"] == "sgd":

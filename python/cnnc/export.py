@@ -183,35 +183,40 @@ def without_sync_batch_norm(model):
 
 def export_for_training(model, example_input, path, opset=None,
                         input_name="input", output_name="logits"):
-    """Exports the training-mode graph of `model` for `example_input`'s shape
+    """Exports the training graph of `model` for `example_input`'s shape
     to `path` (what cnnc.compile does), leaving the module as it was.
 
-    Training mode matters: the default (eval-mode) export folds BatchNorm
-    into the convolutions and drops Dropout, so cnnc would train a different
-    network. The export runs the module once, which would update BN running
-    statistics and num_batches_tracked: they are restored afterwards, as is
-    the module's train/eval mode.
+    Each module is exported in its own train/eval mode, as PyTorch's
+    training loop would run it (TrainingMode.PRESERVE): a BatchNorm module in
+    eval mode becomes an inference-form BatchNormalization, which cnnc's step
+    normalizes with the running statistics without updating them (frozen-BN
+    fine-tuning); an eval-mode Dropout is the identity. Call model.train()
+    first for the usual training graph. TrainingMode.EVAL, the default, would
+    also fold BatchNorm into the convolutions (new, unnamed weights), so cnnc
+    would train a different network. The export runs the module once, which
+    would update BN running statistics and num_batches_tracked: they are
+    restored afterwards.
     """
     import inspect
     kwargs = dict(input_names=[input_name], output_names=[output_name],
-                  training=torch.onnx.TrainingMode.TRAINING,
+                  training=torch.onnx.TrainingMode.PRESERVE,
                   do_constant_folding=False)
     if opset is not None:
         kwargs["opset_version"] = opset
     if "dynamo" in inspect.signature(torch.onnx.export).parameters:
         kwargs["dynamo"] = False  # torch 2.x: the TorchScript exporter
     model = without_sync_batch_norm(model)
-    was_training = model.training
+    modes = [m.training for m in model.modules()]
     saved = {k: v.detach().clone() for k, v in model.state_dict().items()}
     try:
-        model.train()
         with torch.no_grad():
             torch.onnx.export(model, (example_input,), path, **kwargs)
     finally:
         with torch.no_grad():
             for k, v in model.state_dict().items():
                 v.copy_(saved[k])
-        model.train(was_training)
+        for m, training in zip(model.modules(), modes):
+            m.training = training
 
 
 def export_named(name, path, batch=1, training=False, dynamic_batch=False,

@@ -126,7 +126,8 @@ def check_training(model, x, y, *, ignore_index=-100, smoothing=0.0,
     (deep nets whose gradients are ill-conditioned at this size; the worse
     of two samples of f32 rounding, NCHW and channels_last memory). Returns
     the worst errors, cnnc's and PyTorch f32's."""
-    compile_kw = dict(compile_kw or {})
+    # A {'out', 'aux'} model needs its aux weight said explicitly.
+    compile_kw = dict({"aux_loss_weight": aux_weight}, **(compile_kw or {}))
     kw = dict(ignore_index=ignore_index, label_smoothing=smoothing, device="cpu",
               **compile_kw)
     args = (x, y, steps, ignore_index, smoothing, aux_weight)
@@ -194,8 +195,8 @@ def test_small_fcn_matches_torch(ignore_index, smoothing):
 
 
 def test_small_fcn_aux_head_weight():
-    """{'out', 'aux'}: CE(out) + w * CE(aux); the default w for per-pixel
-    outputs is torchvision's segmentation 0.5, and it can be set."""
+    """{'out', 'aux'}: CE(out) + w * CE(aux) with the w given (torchvision's
+    segmentation scripts use 0.5); without aux_loss_weight it is an error."""
     torch.manual_seed(0)
     model = SmallFCN(aux=True)
     x = torch.randn(2, 3, 8, 8)
@@ -203,6 +204,8 @@ def test_small_fcn_aux_head_weight():
     check_training(model, x, y, ignore_index=255, smoothing=0.1, aux_weight=0.5)
     check_training(model, x, y, ignore_index=255, aux_weight=0.25, steps=1,
                    compile_kw={"aux_loss_weight": 0.25})
+    with pytest.raises(cnnc.CompileError, match="aux_loss_weight="):
+        cnnc.compile(model, x, device="cpu", ignore_index=255)
 
 
 def test_ignore_index_is_part_of_the_cache_key():
