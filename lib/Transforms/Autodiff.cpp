@@ -14,6 +14,9 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/DenseSet.h"
 
+#include <map>
+#include <optional>
+
 namespace cnnc {
 #define GEN_PASS_DEF_CNNAUTODIFF
 #include "cnnc/Transforms/Passes.h.inc"
@@ -36,6 +39,19 @@ Value zeros(OpBuilder &b, Location loc, Type type) {
   auto t = cast<RankedTensorType>(type);
   return ConstantOp::create(
       b, loc, t, DenseElementsAttr::get(t, b.getZeroAttr(t.getElementType())));
+}
+
+/// One parameter's optimizer settings (its torch param group).
+struct ParamSettings {
+  int64_t group;
+  std::optional<double> lr; ///< set: the group's LR is run-time state
+  double weightDecay, momentum, dampening;
+  bool nesterov;
+  double beta1, beta2, epsilon;
+};
+
+std::string groupLRName(int64_t group) {
+  return "optimizer.group" + std::to_string(group) + ".lr";
 }
 
 struct AutodiffPass : public cnnc::impl::CNNAutodiffBase<AutodiffPass> {
@@ -172,6 +188,118 @@ void AutodiffPass::runOnOperation() {
         << ": nothing to train";
     return signalPassFailure();
   }
+  // Each parameter's optimizer settings: the pass options, overridden by its
+  // cnn.param_options (its torch param group); no-bn-weight-decay is the
+  // group {weight_decay = 0} of the 1-D parameters that set none.
+  SmallVector<ParamSettings> settings;
+  std::map<int64_t, double> groupLR; // group -> initial LR (a run-time state)
+  for (unsigned i : params) {
+    ParamSettings ps{/*group=*/0,      /*lr=*/std::nullopt,
+                     weightDecay,      momentum,
+                     dampening,        nesterov,
+                     beta1,            beta2,
+                     epsilon};
+    DictionaryAttr o = forward.getArgAttrOfType<DictionaryAttr>(
+        i, kParamOptionsAttr);
+    StringRef pname =
+        cast<StringAttr>(forward.getArgAttr(i, kParamAttr)).getValue();
+    auto bad = [&](const Twine &msg) {
+      forward.emitError("cnn-autodiff: cnn.param_options of '")
+          << pname << "': " << msg;
+      return failure();
+    };
+    bool explicitDecay = false;
+    for (NamedAttribute a : o ? o.getValue() : ArrayRef<NamedAttribute>()) {
+      StringRef key = a.getName().getValue();
+      auto f = dyn_cast<FloatAttr>(a.getValue());
+      bool sgdKey = llvm::is_contained(
+          {StringRef("momentum"), StringRef("dampening"), StringRef("nesterov")},
+          key);
+      bool adamKey = llvm::is_contained(
+          {StringRef("beta1"), StringRef("beta2"), StringRef("epsilon")}, key);
+      if (!sgdKey && !adamKey &&
+          !llvm::is_contained({StringRef("group"), StringRef("lr"),
+                               StringRef("weight_decay")},
+                              key)) {
+        (void)bad("unknown setting '" + key +
+                  "' (expected group, lr, weight_decay, momentum, dampening, "
+                  "nesterov, beta1, beta2 or epsilon)");
+        return signalPassFailure();
+      }
+      if ((sgdKey && optimizer != "sgd") ||
+          (adamKey && optimizer != "adam" && optimizer != "adamw")) {
+        (void)bad("'" + key + "' is not a setting of optimizer '" + optimizer +
+                  "'");
+        return signalPassFailure();
+      }
+      if (key == "group") {
+        auto g = dyn_cast<IntegerAttr>(a.getValue());
+        if (!g || g.getInt() < 0) {
+          (void)bad("'group' must be a non-negative integer");
+          return signalPassFailure();
+        }
+        ps.group = g.getInt();
+      } else if (key == "nesterov") {
+        auto bv = dyn_cast<BoolAttr>(a.getValue());
+        if (!bv) {
+          (void)bad("'nesterov' must be a bool");
+          return signalPassFailure();
+        }
+        ps.nesterov = bv.getValue();
+      } else if (!f) {
+        (void)bad("'" + key + "' must be a float");
+        return signalPassFailure();
+      } else if (key == "lr") {
+        ps.lr = f.getValueAsDouble();
+      } else if (key == "weight_decay") {
+        ps.weightDecay = f.getValueAsDouble();
+        explicitDecay = true;
+      } else if (key == "momentum") {
+        ps.momentum = f.getValueAsDouble();
+      } else if (key == "dampening") {
+        ps.dampening = f.getValueAsDouble();
+      } else if (key == "beta1") {
+        ps.beta1 = f.getValueAsDouble();
+      } else if (key == "beta2") {
+        ps.beta2 = f.getValueAsDouble();
+      } else {
+        ps.epsilon = f.getValueAsDouble();
+      }
+    }
+    if (noBNWeightDecay && !explicitDecay &&
+        cast<RankedTensorType>(forward.getArgument(i).getType()).getRank() <=
+            1)
+      ps.weightDecay = 0.0;
+    if (optimizer == "sgd" && ps.nesterov &&
+        (ps.momentum <= 0 || ps.dampening != 0)) {
+      (void)bad("nesterov needs momentum > 0 and dampening 0");
+      return signalPassFailure();
+    }
+    if (ps.lr) {
+      if (ps.group == 0) {
+        (void)bad("an 'lr' of its own needs a 'group' >= 1 (group 0 is the "
+                  "step's run-time learning rate)");
+        return signalPassFailure();
+      }
+      auto [it, fresh] = groupLR.try_emplace(ps.group, *ps.lr);
+      if (!fresh && it->second != *ps.lr) {
+        (void)bad("group " + Twine(ps.group) + " has lr " +
+                  std::to_string(*ps.lr) + " here and " +
+                  std::to_string(it->second) + " elsewhere");
+        return signalPassFailure();
+      }
+    }
+    settings.push_back(ps);
+  }
+  // Groups that set an LR read it from run-time state written before each
+  // step (a scheduler may change every group's LR); the others read `lr`.
+  for (const ParamSettings &ps : settings)
+    if (!ps.lr && groupLR.count(ps.group)) {
+      forward.emitError("cnn-autodiff: parameters of group ")
+          << ps.group << " disagree on whether the group has an 'lr'";
+      return signalPassFailure();
+    }
+
   int stateSlots = optimizer == "none" ? 0 : optimizer == "sgd" ? 1 : 2;
   auto stateNames = [&](StringRef param) -> SmallVector<std::string> {
     if (optimizer == "none")
@@ -206,6 +334,14 @@ void AutodiffPass::runOnOperation() {
              cast<StringAttr>(forward.getArgAttr(i, kParamAttr)).getValue())) {
       argTypes.push_back(forward.getArgument(i).getType());
       argAttrs.push_back(named(kStateAttr, b.getStringAttr(n)));
+    }
+  unsigned numOptState = argTypes.size();
+  if (optimizer != "none")
+    for (auto [g, init] : groupLR) {
+      argTypes.push_back(scalarType);
+      argAttrs.push_back(b.getDictionaryAttr(
+          {b.getNamedAttr(kStateAttr, b.getStringAttr(groupLRName(g))),
+           b.getNamedAttr("cnn.init", b.getF32FloatAttr(init))}));
     }
 
   b.setInsertionPointAfter(forward);
@@ -395,12 +531,13 @@ void AutodiffPass::runOnOperation() {
     unsigned s = stateBase + k * stateSlots;
     StringRef pname =
         cast<StringAttr>(forward.getArgAttr(i, kParamAttr)).getValue();
-    // Per-parameter decay: BN scale/shift and biases (rank <= 1) are exempt
-    // with no-bn-weight-decay.
-    const double decay =
-        noBNWeightDecay && cast<RankedTensorType>(p.getType()).getRank() <= 1
-            ? 0.0
-            : static_cast<double>(weightDecay);
+    const ParamSettings &ps = settings[k];
+    const double decay = ps.weightDecay;
+    Value plr = lr;
+    if (ps.lr)
+      plr = entry->getArgument(
+          numOptState +
+          std::distance(groupLR.begin(), groupLR.find(ps.group)));
     if (optimizer == "none") {
       // Gradients only (for testing against torch.autograd).
       results.push_back(g);
@@ -409,19 +546,20 @@ void AutodiffPass::runOnOperation() {
     }
     if (optimizer == "sgd") {
       auto u = SGDUpdateOp::create(
-          b, ploc, ValueRange{p, g, entry->getArgument(s), lr, stepArg},
-          {f32Attr(b, "momentum", momentum), f32Attr(b, "dampening", dampening),
+          b, ploc, ValueRange{p, g, entry->getArgument(s), plr, stepArg},
+          {f32Attr(b, "momentum", ps.momentum),
+           f32Attr(b, "dampening", ps.dampening),
            f32Attr(b, "weight_decay", decay),
-           boolAttr(b, "nesterov", nesterov)});
+           boolAttr(b, "nesterov", ps.nesterov)});
       results.push_back(u.getNewParam());
       newState.push_back(u.getNewMomentumBuffer());
     } else {
       auto u = AdamUpdateOp::create(
           b, ploc,
-          ValueRange{p, g, entry->getArgument(s), entry->getArgument(s + 1), lr,
-                     stepArg},
-          {f32Attr(b, "beta1", beta1), f32Attr(b, "beta2", beta2),
-           f32Attr(b, "epsilon", epsilon), f32Attr(b, "weight_decay", decay),
+          ValueRange{p, g, entry->getArgument(s), entry->getArgument(s + 1),
+                     plr, stepArg},
+          {f32Attr(b, "beta1", ps.beta1), f32Attr(b, "beta2", ps.beta2),
+           f32Attr(b, "epsilon", ps.epsilon), f32Attr(b, "weight_decay", decay),
            boolAttr(b, "decoupled", optimizer == "adamw")});
       results.push_back(u.getNewParam());
       newState.append({u.getNewExpAvg(), u.getNewExpAvgSq()});

@@ -27,6 +27,8 @@ import torch
 
 from cnnc import finetune, tools
 
+from cnnc import optim
+
 # ---------------------------------------------------------------------------
 # Errors
 # ---------------------------------------------------------------------------
@@ -44,83 +46,16 @@ class UnsupportedOptimizerError(ValueError):
 # Optimizer settings
 # ---------------------------------------------------------------------------
 
-_SGD_KEYS = ("lr", "momentum", "dampening", "weight_decay", "nesterov")
-_ADAM_KEYS = ("lr", "betas", "eps", "weight_decay", "decoupled_weight_decay")
-# Flags that change how torch computes, not what: ignored.
-_IRRELEVANT = {"foreach", "differentiable", "capturable", "fused", "params",
-               "initial_lr", "maximize", "amsgrad", "name"}
-
-
 def optimizer_flags(optimizer, model):
     """cnnc's optimizer flags for a torch.optim optimizer, or
-    UnsupportedOptimizerError naming the setting it cannot honour.
+    UnsupportedOptimizerError naming the setting it cannot honour. Frozen
+    parameters and param groups go into flags["param-groups"] (cnnc.optim).
 
     Returns (flags: dict of cnnc option -> value, lr: float)."""
-    if isinstance(optimizer, torch.optim.AdamW):
-        kind = "adamw"
-    elif isinstance(optimizer, torch.optim.Adam):
-        kind = "adam"
-    elif isinstance(optimizer, torch.optim.SGD):
-        kind = "sgd"
-    else:
-        raise UnsupportedOptimizerError(
-            "cnnc supports torch.optim.SGD, Adam and AdamW, not %s"
-            % type(optimizer).__name__)
-    groups = optimizer.param_groups
-    first = groups[0]
-    for k, g in enumerate(groups[1:], 1):
-        for key, value in g.items():
-            if key == "params":
-                continue
-            if first.get(key) != value:
-                raise UnsupportedOptimizerError(
-                    "param group %d sets %s=%r but group 0 has %r: cnnc "
-                    "applies one setting to every parameter" %
-                    (k, key, value, first.get(key)))
-    if first.get("maximize", False):
-        raise UnsupportedOptimizerError("maximize=True is not supported")
-    if first.get("amsgrad", False):
-        raise UnsupportedOptimizerError("amsgrad=True is not supported")
-    held = {id(p) for g in groups for p in g["params"]}
-    for name, p in model.named_parameters():
-        if not p.requires_grad:
-            raise UnsupportedOptimizerError(
-                "parameter '%s' has requires_grad=False: cnnc trains every "
-                "parameter" % name)
-        if id(p) not in held:
-            raise UnsupportedOptimizerError(
-                "parameter '%s' is not in the optimizer: cnnc trains every "
-                "parameter of the model" % name)
-    # torch >= 2.6: Adam(decoupled_weight_decay=True) is AdamW, and AdamW is
-    # an Adam whose groups say so.
-    if kind in ("adam", "adamw") and "decoupled_weight_decay" in first:
-        kind = "adamw" if first["decoupled_weight_decay"] else "adam"
-    flags = {"optimizer": kind, "weight-decay": float(first.get("weight_decay", 0.0))}
-    if kind == "sgd":
-        flags.update({"momentum": float(first.get("momentum", 0.0)),
-                      "dampening": float(first.get("dampening", 0.0)),
-                      "nesterov": bool(first.get("nesterov", False))})
-        if flags["nesterov"] and (flags["momentum"] <= 0 or flags["dampening"] != 0):
-            raise UnsupportedOptimizerError(
-                "nesterov needs momentum > 0 and zero dampening")
-    else:
-        beta1, beta2 = first["betas"]
-        flags.update({"beta1": float(beta1), "beta2": float(beta2),
-                      "eps": float(first["eps"])})
-    for key in first:
-        if key not in _IRRELEVANT and key not in _SGD_KEYS + _ADAM_KEYS:
-            hint = ""
-            if key in ("max_lr", "min_lr", "max_momentum", "base_momentum"):
-                hint = (" (torch.optim.lr_scheduler.OneCycleLR/CyclicLR put it "
-                        "there: cnnc follows schedules of the learning rate only, "
-                        "not of momentum; use LambdaLR, CosineAnnealingLR, StepLR "
-                        "and the like)")
-            raise UnsupportedOptimizerError(
-                "optimizer setting '%s' is not supported by cnnc%s" % (key, hint))
-    lr = first["lr"]
-    if isinstance(lr, torch.Tensor):
-        lr = float(lr)
-    return flags, float(lr)
+    flags, lr, spec = optim.translate(optimizer, model, UnsupportedOptimizerError)
+    if spec is not None:
+        flags["param-groups"] = optim.param_groups_json(spec)
+    return flags, lr
 
 
 # ---------------------------------------------------------------------------

@@ -127,6 +127,13 @@ cl::opt<bool> noBNWeightDecayOpt(
     cl::init(false), cl::cat(trainCategory));
 cl::opt<double> beta1Opt("beta1", cl::desc("Adam beta1"), cl::init(0.9),
                          cl::cat(trainCategory));
+cl::opt<std::string> paramGroupsOpt(
+    "param-groups",
+    cl::desc("JSON file of frozen parameters and torch-style param groups "
+             "(per-group lr, weight_decay, momentum, dampening, nesterov, "
+             "betas, eps): {\"frozen\": [names], \"groups\": [{\"params\": "
+             "[names], ...}]} (docs/python.md)"),
+    cl::value_desc("file"), cl::init(""), cl::cat(trainCategory));
 cl::opt<double> beta2Opt("beta2", cl::desc("Adam beta2"), cl::init(0.999),
                          cl::cat(trainCategory));
 cl::opt<double> epsOpt("eps", cl::desc("Adam epsilon"), cl::init(1e-8),
@@ -491,6 +498,7 @@ DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
                    << gpusOpt << "\n";
       std::exit(1);
     }
+  o.paramGroups = paramGroupsOpt;
     o.worldSize = gpusOpt;
     o.dataParallel = true;
   }

@@ -48,6 +48,7 @@ struct DriverOptions {
   double momentum = 0.9, dampening = 0, weightDecay = 0;
   bool nesterov = false;
   bool noBNWeightDecay = false; ///< --no-bn-weight-decay
+  std::string paramGroups;      ///< --param-groups FILE (JSON)
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, labelSmoothing = 0;
   int64_t ignoreIndex = -100; ///< the label the loss skips (PyTorch's)
   double auxLossWeight = 0.4; ///< weight of auxiliary classifiers' loss
@@ -142,6 +143,10 @@ mlir::LogicalResult emitMLIR(const DriverOptions &options, Compilation &c);
 /// Runs @forward on --input with the reference interpreter; writes --output.
 mlir::LogicalResult runReference(const DriverOptions &options, Compilation &c);
 
+/// --param-groups FILE: tags @forward's parameters cnn.frozen and
+/// cnn.param_options from the JSON file (ParamGroups.cpp).
+mlir::LogicalResult applyParamGroups(const std::string &path,
+                                     mlir::ModuleOp module);
 /// Runs cnn-autodiff (+ CSE) to build @train_step from @forward.
 mlir::LogicalResult buildTrainStep(const DriverOptions &options,
                                    Compilation &c);

@@ -71,6 +71,9 @@ LogicalResult cnnc::driver::buildTrainStep(const DriverOptions &o,
                        "' (expected sgd, adam, adamw or none)");
   if ((*c.module).lookupSymbol("train_step"))
     return success(); // a .mlir file that already holds the step
+  if (!o.paramGroups.empty() &&
+      failed(applyParamGroups(o.paramGroups, *c.module)))
+    return failure();
   PassManager pm(&c.context);
   CNNAutodiffOptions ad;
   ad.optimizer = o.optimizer;
@@ -89,6 +92,18 @@ LogicalResult cnnc::driver::buildTrainStep(const DriverOptions &o,
   pm.addPass(createCSEPass());
   if (failed(runPasses(pm, c)))
     return failure();
+  // State with an initial value (a param group's LR, --param-groups) goes
+  // into the weights file, which the executable loads its state from (a
+  // missing optimizer state would start at zero there).
+  if (auto step = (*c.module).lookupSymbol<func::FuncOp>("train_step"))
+    for (unsigned i = 0; i < step.getNumArguments(); ++i) {
+      auto name = step.getArgAttrOfType<StringAttr>(i, cnn::kStateAttr);
+      auto init = step.getArgAttrOfType<FloatAttr>(i, "cnn.init");
+      if (name && init && !c.weights.count(name.str()))
+        c.weights[name.str()] = reference::Tensor::zeros(
+            cast<RankedTensorType>(step.getArgument(i).getType()),
+            static_cast<float>(init.getValueAsDouble()));
+    }
   return optimizeTrainStep(o, c);
 }
 
