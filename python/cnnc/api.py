@@ -382,8 +382,6 @@ class _CudaBackend:
                                               self._stream()), "eval")
         return out
 
-        # Eval-mode BatchNorm modules count no steps (PyTorch's do not).
-        self._tracked_fixed = finetune.frozen_tracked(model)
     def get(self, t):
         self._set_device()
         out = torch.empty(t.shape, dtype=torch.float32)
@@ -449,13 +447,19 @@ class Trainer:
         self._tracked = {k: int(v) for k, v in model_sd.items()
                          if k.endswith("num_batches_tracked")}
         self._tracked_base = backend.step_count
+        # Eval-mode BatchNorm modules count no steps (PyTorch's do not).
+        self._tracked_fixed = finetune.frozen_tracked(model)
         for name, t in self._state.items():
             if t.role in ("param", "buffer") and name not in model_sd:
                 raise CompileError(
                     "the compiled step has a tensor '%s' that is not in the "
                     "model's state_dict (the export renamed it)" % name)
         self.load_state_dict(model_sd, strict=False)
+        self._opt_kind = info["flags"]["optimizer"]
+        self._params = dict(model.named_parameters())
+        optim.check_state(model, optimizer, self._opt_kind)
         self._load_optimizer_state(model, optimizer)
+        self._group_lrs = optim.GroupLRs(optimizer, self._state, self._backend)
 
     # -- training ----------------------------------------------------------
 
@@ -530,6 +534,7 @@ class Trainer:
                 raise ValueError("label %d is not a class in [0, %d) nor the "
                                  "ignore_index %d" % (int(y[bad][0]), self.num_classes,
                                                       self.ignore_index))
+        self._group_lrs.sync()  # param groups 1.. (group 0: current_lr)
         loss = self._backend.step(x, y, self.current_lr())
         if self._optimizer is not None:
             # The trainer took the optimizer's step: tell torch's LR
@@ -590,15 +595,26 @@ class Trainer:
                 self._extra[name] = value.detach().clone()
 
     def sync_to(self, model):
-        """Copies the trained parameters and buffers into `model`."""
+        """Copies the trained parameters and buffers into `model`, and the
+        optimizer state (momentum buffers, Adam moments and step) into the
+        optimizer given to compile, so that its state_dict() is torch's."""
         model.load_state_dict(self.state_dict())
+        optim.write_state(self, self._params, self._optimizer, self._opt_kind,
+                          self._optimizer_steps())
         return model
+
+    def _optimizer_steps(self):
+        """Optimizer steps taken (with loss scaling, the applied ones)."""
+        applied = self._state.get("optimizer.applied_steps")
+        if applied is not None:
+            return int(float(self._backend.get(applied)))
+        return self._backend.step_count
 
     def optimizer_state(self):
         """cnnc's optimizer state by its names ('<param>.momentum_buffer',
         '<param>.exp_avg', '<param>.exp_avg_sq')."""
         return {n: self._backend.get(t) for n, t in self._state.items()
-                if t.role == "opt_state"}
+                if t.role == "opt_state" and not n.startswith("optimizer.")}
 
     def _load_optimizer_state(self, model, optimizer):
         if optimizer is None:
@@ -653,9 +669,14 @@ def compile(model, example_input, optimizer=None, *, label_smoothing=0.0,
     `example_input`'s shape, and returns a Trainer holding the model's
     current weights.
 
-    optimizer: torch.optim.SGD, Adam or AdamW over all of the model's
-      parameters (one setting for all: differing param groups, amsgrad and
-      maximize are rejected). None: SGD without momentum at `lr`.
+    optimizer: torch.optim.SGD, Adam or AdamW over the model's parameters
+      that require a gradient (those with requires_grad=False are frozen:
+      no gradient, no update, no state). Param groups keep their own lr,
+      weight_decay, momentum/dampening/nesterov or betas/eps; each group's
+      param_groups[k]["lr"] is read at every step (schedulers work).
+      compile reads the optimizer's state and sync_to writes it back.
+      amsgrad and maximize are rejected. None: SGD without momentum at
+      `lr`.
     label_smoothing: of the cross-entropy loss.
     ignore_index: the label left out of the loss and of its mean, as in
       F.cross_entropy (default -100, PyTorch's; e.g. 255 for the void pixels
@@ -672,9 +693,6 @@ def compile(model, example_input, optimizer=None, *, label_smoothing=0.0,
       running statistics in the step and does not update them; a model in
       eval() trains as PyTorch's loop would (all BN frozen, Dropout off).
     device: 'cuda' (a GPU step built with nvcc) or 'cpu' (the reference
-    # Eval-mode BatchNorm modules train with their running statistics (an
-    # error names one that has none); the modes are part of the cache key.
-    eval_bns = finetune.eval_batch_norms(model)
       interpreter); default: 'cuda' when torch sees a GPU, else 'cpu'.
     precision/layout: cnnc's --precision fp32|fp16 and --layout nchw|nhwc
       for the GPU (default: cnnc's GPU defaults, fp16 + NHWC); the CPU
@@ -707,6 +725,9 @@ def compile(model, example_input, optimizer=None, *, label_smoothing=0.0,
         flags = {"optimizer": "sgd", "momentum": 0.0, "dampening": 0.0,
                  "nesterov": False, "weight-decay": 0.0}
         lr = 0.01 if lr is None else float(lr)
+        frozen = [n for n, p in model.named_parameters() if not p.requires_grad]
+        if frozen:
+            flags["param-groups"] = {"frozen": frozen, "groups": []}
     flags["label-smoothing"] = float(label_smoothing)
     if isinstance(ignore_index, bool) or not isinstance(ignore_index, (int, np.integer)):
         raise TypeError("ignore_index must be an int, got %r" % (ignore_index,))
@@ -716,6 +737,9 @@ def compile(model, example_input, optimizer=None, *, label_smoothing=0.0,
             raise ValueError("aux_loss_weight must be >= 0, got %r" % (aux_loss_weight,))
         aux_loss_weight = float(aux_loss_weight)
     flags["aux-loss-weight"] = aux_loss_weight  # None: resolved after the export
+    # Eval-mode BatchNorm modules train with their running statistics (an
+    # error names one that has none); the modes are part of the cache key.
+    eval_bns = finetune.eval_batch_norms(model)
 
     # Under torchrun (world size > 1) the step all-reduces its gradients
     # through NCCL (cnnc --gpus N): each process passes its own shard of the
@@ -866,6 +890,10 @@ def _build(model, example_input, flags, backend_kind, cnnc_bin, fingerprint, roo
                     finetune.onnx_output_names(onnx_path), flags.get("aux-loss-weight")))]
         if flags["optimizer"] != "none":
             args += ["--weight-decay", repr(flags["weight-decay"])]
+        if flags.get("param-groups"):  # frozen parameters, param groups
+            groups_path = os.path.join(work, "param_groups.json")
+            _write_json_atomic(groups_path, flags["param-groups"])
+            args += ["--param-groups", groups_path]
         if flags["optimizer"] == "sgd":
             args += ["--momentum", repr(flags["momentum"]),
                      "--dampening", repr(flags["dampening"])]
