@@ -123,9 +123,16 @@ bool initComm(const LaunchInfo &li, double timeoutSeconds, std::string &err) {
     }
     bytes.assign(id.internal, id.internal + sizeof(id.internal));
   }
-  if (li.worldSize > 1 || !li.idFile.empty()) {
+  if (li.tcpPort > 0) {
+    // Rank 0 serves the id on its port until every rank has it.
+    if (!exchangeIdTcp(li, li.tcpHost, li.tcpPort, bytes, sizeof(id.internal),
+                       timeoutSeconds, err))
+      return false;
+    std::copy(bytes.begin(), bytes.end(), id.internal);
+  } else if (li.worldSize > 1 || !li.idFile.empty()) {
     if (li.idFile.empty()) {
-      err = "no --dist-init file:///path to share the NCCL id";
+      err = "no --dist-init file:///path or tcp://HOST:PORT to share the "
+            "NCCL id";
       return false;
     }
     if (!exchangeId(li, li.idFile, bytes, sizeof(id.internal), timeoutSeconds,

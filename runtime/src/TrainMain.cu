@@ -32,7 +32,10 @@ struct Options {
   uint64_t seed = 0;
   bool graph = true;
   int gpus = 0;         ///< --gpus N (0: not given)
-  std::string distInit; ///< --dist-init file:///path
+  int nnodes = 1;       ///< --nnodes M
+  int nodeRank = 0;     ///< --node-rank R
+  bool nodeRankGiven = false;
+  std::string distInit; ///< --dist-init file:///path | tcp://HOST:PORT
 };
 
 const char *kUsage =
@@ -59,12 +62,20 @@ const char *kUsage =
     "                        the batch is per GPU, rank 0 logs and writes\n"
     "                        checkpoints (docs/data-parallel.md); under\n"
     "                        torchrun/mpirun/srun the launcher's ranks are used\n"
-    "  --dist-init URL       file:///path: where rank 0 leaves the NCCL id\n"
+    "  --nnodes M --node-rank R\n"
+    "                        with --gpus N: this host is node R of M (ranks\n"
+    "                        R*N .. R*N+N-1 of M*N); needs --dist-init tcp://\n"
+    "  --dist-init URL       how the ranks get rank 0's NCCL id:\n"
+    "                        tcp://HOST:PORT (rank 0 on HOST listens on PORT;\n"
+    "                        across nodes) or file:///path (a shared file);\n"
+    "                        default: $CNNC_DIST_INIT, else a file in $TMPDIR\n"
     "%s"
     "  --help                this text\n"
     "environment: CNNRT_ALLOW_TF32=0|1 CNNRT_DETERMINISTIC=1|0 "
     "CNNRT_ALGO_CACHE=FILE\n"
-    "             CNNRT_SYNC_CHECK=1 CNNRT_VERBOSE=1\n"
+    "             CNNRT_SYNC_CHECK=1 CNNRT_VERBOSE=1 CNNC_DIST_INIT=URL\n"
+    "             CNNC_DIST_TIMEOUT=seconds (rendezvous and collectives, "
+    "default 300)\n"
     "exit codes: 0 ok, 1 error, 2 out of GPU memory, 3 no GPU\n";
 
 [[noreturn]] void usageError(const std::string &msg) {
@@ -145,6 +156,11 @@ Options parseArgs(int argc, char **argv, const ModelSpec &spec) {
       o.graph = false;
     } else if (a == "--gpus") {
       o.gpus = static_cast<int>(parseInt(a, value(), 1));
+    } else if (a == "--nnodes") {
+      o.nnodes = static_cast<int>(parseInt(a, value(), 1));
+    } else if (a == "--node-rank") {
+      o.nodeRank = static_cast<int>(parseInt(a, value(), 0));
+      o.nodeRankGiven = true;
     } else if (a == "--dist-init") {
       o.distInit = value();
     } else {
@@ -348,26 +364,50 @@ int visibleGPUs() {
   std::exit(kExitError);
 }
 
-/// `./train --gpus N` (N > 1, no launcher around it): this process starts N
-/// copies of itself, one rank per GPU (CNNC_RANK/WORLD_SIZE/LOCAL_RANK and
-/// the NCCL id file in their environment), waits for them and exits with
-/// the first failure's code; a rank that fails stops the others.
+/// --dist-init, else $CNNC_DIST_INIT (empty when neither is set).
+std::string distInitOf(const Options &o) {
+  if (!o.distInit.empty())
+    return o.distInit;
+  const char *e = std::getenv("CNNC_DIST_INIT");
+  return e ? e : "";
+}
+
+/// `./train --gpus N [--nnodes M --node-rank R]` (no launcher around it):
+/// this process starts N copies of itself, one rank per GPU (CNNC_RANK/
+/// WORLD_SIZE/LOCAL_RANK/LOCAL_WORLD_SIZE and --dist-init in their
+/// environment), waits for them and exits with the first failure's code; a
+/// rank that fails stops the others of this node (those of other nodes
+/// fail in their collectives or the rendezvous, within CNNC_DIST_TIMEOUT).
 int launchRanks(const Options &o, const ModelSpec &spec, int argc,
                 char **argv) {
+  if (o.gpus < 1)
+    usageError("--nnodes " + std::to_string(o.nnodes) +
+               " needs --gpus N (the ranks of each node)");
+  NodeLayout node{o.gpus, o.nnodes, o.nodeRank};
+  const std::string distInit = distInitOf(o);
+  std::string err, idFile, tmpDir, url;
+  if (!checkNodeLayout(node, o.nodeRankGiven, distInit, err))
+    usageError(err);
+  DistInit di;
+  if (!distInit.empty() && !parseDistInit(distInit, di, err))
+    usageError(err);
   if (!spec.dist)
     usageError("--gpus " + std::to_string(o.gpus) +
                ": this step has no all-reduces; compile it with cnnc --gpus " +
-               std::to_string(o.gpus) + " (data parallel)");
+               std::to_string(node.worldSize()) + " (data parallel)");
   requireGPU();
   int devices = visibleGPUs();
   if (o.gpus > devices)
     tooFewGPUs(o.gpus, devices);
-  std::string err, idFile, tmpDir;
-  if (!o.distInit.empty()) {
-    if (!parseDistInit(o.distInit, idFile, err))
-      usageError(err);
+  if (di.tcp()) {
+    url = di.url(); // rank 0 (on node 0) listens; nothing to clean up
+  } else if (!distInit.empty()) {
+    idFile = di.path;
+    url = di.url();
     // A stale id from an earlier run would send the ranks to a dead group.
-    unlink(idFile.c_str());
+    // Only node 0 removes it: another node could remove the new one.
+    if (o.nodeRank == 0)
+      unlink(idFile.c_str());
   } else {
     const char *t = std::getenv("TMPDIR");
     std::string tmpl = std::string(t && *t ? t : "/tmp") + "/cnnc-ranks-XXXXXX";
@@ -380,6 +420,7 @@ int launchRanks(const Options &o, const ModelSpec &spec, int argc,
     }
     tmpDir = buf.data();
     idFile = tmpDir + "/nccl-id";
+    url = "file://" + idFile;
   }
   char self[4096];
   ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
@@ -392,11 +433,19 @@ int launchRanks(const Options &o, const ModelSpec &spec, int argc,
   std::vector<std::string> args = {self};
   for (int i = 1; i < argc; ++i)
     args.push_back(argv[i]);
-  std::printf("data parallel: starting %d processes, one per GPU (ranks "
-              "0..%d); rank 0 reports\n",
-              o.gpus, o.gpus - 1);
-  int rc = runLocalRanks(args, o.gpus, idFile, 10.0, err);
-  unlink(idFile.c_str());
+  if (node.nnodes > 1)
+    std::printf("data parallel: node %d of %d: starting %d processes, one "
+                "per GPU (ranks %d..%d of %d, rendezvous %s); rank 0 "
+                "reports\n",
+                node.nodeRank, node.nnodes, o.gpus, node.globalRank(0),
+                node.globalRank(o.gpus - 1), node.worldSize(), url.c_str());
+  else
+    std::printf("data parallel: starting %d processes, one per GPU (ranks "
+                "0..%d); rank 0 reports\n",
+                o.gpus, o.gpus - 1);
+  int rc = runLocalRanks(args, node, url, 10.0, err);
+  if (!idFile.empty() && o.nodeRank == 0)
+    unlink(idFile.c_str());
   if (!tmpDir.empty())
     rmdir(tmpDir.c_str());
   if (rc == 0)
@@ -494,8 +543,17 @@ int trainMain(int argc, char **argv, const ModelSpec &spec) {
                        o.distInit, launchInfo, lerr))
       usageError(lerr);
   }
-  if (o.gpus > 1 && !launchInfo.distributed())
+  const bool launcherFlags = o.nnodes > 1 || o.nodeRankGiven;
+  // (Not in the launcher's own children: with a world of one they would
+  // launch again.)
+  if ((o.gpus > 1 || launcherFlags) && !launchInfo.distributed() &&
+      launchInfo.source != "cnnc")
     return launchRanks(o, spec, argc, argv);
+  if (launcherFlags && launchInfo.source != "cnnc")
+    usageError("--nnodes/--node-rank are the executable's own launcher's; "
+               "under " +
+               launchInfo.source + " its ranks are used (" +
+               launchInfo.describe() + ")");
   const int rank = launchInfo.distributed() ? launchInfo.rank : 0;
   const int world = launchInfo.distributed() ? launchInfo.worldSize : 1;
   if (world > 1) {
@@ -504,10 +562,18 @@ int trainMain(int argc, char **argv, const ModelSpec &spec) {
                  ": this step has no all-reduces; compile it with cnnc "
                  "--gpus " +
                  std::to_string(world) + " (data parallel)");
-    if (o.gpus > 0 && o.gpus != world)
+    // --gpus is the ranks of one node.
+    const int local =
+        launchInfo.localWorldSize > 0 ? launchInfo.localWorldSize : world;
+    if (o.gpus > 0 && o.gpus != local)
       usageError("--gpus " + std::to_string(o.gpus) + " but the launcher (" +
-                 launchInfo.source + ") started " + std::to_string(world) +
-                 " ranks");
+                 launchInfo.source + ") started " + std::to_string(local) +
+                 " ranks on this node");
+    if (launchInfo.source == "cnnc" && o.gpus > 0 &&
+        o.gpus * o.nnodes != world)
+      usageError("--gpus " + std::to_string(o.gpus) + " --nnodes " +
+                 std::to_string(o.nnodes) + " but CNNC_WORLD_SIZE is " +
+                 std::to_string(world));
     // Rank 0 reports; the others' errors still reach stderr.
     if (rank != 0 && !std::freopen("/dev/null", "w", stdout))
       std::fclose(stdout);
@@ -631,8 +697,9 @@ int trainMain(int argc, char **argv, const ModelSpec &spec) {
   // Data parallelism: the launch is resolved from the environment by the
   // step's dist::prepare (cnnrt/Nccl.h); --dist-init reaches it there.
   if (!o.distInit.empty()) {
-    std::string path, err;
-    if (!parseDistInit(o.distInit, path, err))
+    DistInit di;
+    std::string err;
+    if (!parseDistInit(o.distInit, di, err))
       usageError(err);
     setenv("CNNC_DIST_INIT", o.distInit.c_str(), 1);
   }
