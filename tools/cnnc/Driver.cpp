@@ -44,7 +44,9 @@ using namespace cnnc::driver;
 namespace {
 namespace cl = llvm::cl;
 
-cl::OptionCategory cnncCategory("cnnc options");
+// llvm::cl prints the categories sorted by name: the numbers put cnnc's own
+// before LLVM's "Generic Options" (--help, --version).
+cl::OptionCategory cnncCategory("1. Model, output and reference run");
 
 cl::opt<std::string> inputFile(cl::Positional,
                                cl::desc("<model.onnx|model.mlir>"),
@@ -93,13 +95,13 @@ cl::opt<std::string> outputTensor("output",
                                            "first result (.npy or .bin)"),
                                   cl::value_desc("file"), cl::init(""),
                                   cl::cat(cnncCategory));
-cl::opt<std::string> weightsFile("weights",
-                                 cl::desc("Weights file (.cnnw) overriding "
-                                          "the module's cnn.weights"),
-                                 cl::value_desc("file"), cl::init(""),
-                                 cl::cat(cnncCategory));
+cl::opt<std::string>
+    weightsFile("weights",
+                cl::desc("Weights file (.cnnw, or .safetensors by the "
+                         "extension) overriding the module's cnn.weights"),
+                cl::value_desc("file"), cl::init(""), cl::cat(cnncCategory));
 
-cl::OptionCategory trainCategory("training (cnn-autodiff) options");
+cl::OptionCategory trainCategory("2. Training (cnn-autodiff, data, checkpoints)");
 cl::opt<bool> trainFlag("train",
                         cl::desc("Build the training step (loss, backward, "
                                  "optimizer) with cnn-autodiff"),
@@ -156,11 +158,16 @@ cl::opt<double> auxLossWeightOpt(
     cl::init(0.4), cl::cat(trainCategory));
 cl::opt<int64_t> stepsOpt("steps", cl::desc("Training steps"), cl::init(0),
                           cl::cat(trainCategory));
-cl::opt<std::string> dataOpt("data",
-                             cl::desc("Training data: CIFAR-10 binary dir or "
-                                      "file, or 'synthetic'"),
-                             cl::value_desc("DIR|FILE|synthetic"), cl::init(""),
-                             cl::cat(trainCategory));
+cl::opt<std::string>
+    dataOpt("data",
+            cl::desc("Training data: an image folder (torchvision "
+                     "ImageFolder layout, JPEG/PNG; train/ and val/ "
+                     "subfolders for validation), .npy arrays (images.npy "
+                     "with --labels, or a directory with train_x.npy/"
+                     "train_y.npy), CIFAR-10 binary files (a directory or "
+                     "one file), or 'synthetic' (docs/runtime.md)"),
+            cl::value_desc("DIR|FILE|synthetic"), cl::init(""),
+            cl::cat(trainCategory));
 cl::opt<std::string> labelsOpt("labels",
                                cl::desc("Labels (.npy) of the fixed batch "
                                         "--input, for --train --run-reference"),
@@ -170,9 +177,9 @@ cl::opt<std::string> saveStateOpt("save-state",
                                   cl::desc("After reference training or "
                                            "'cnnc train', write parameters, "
                                            "statistics, optimizer state (and "
-                                           "gradients) to a .cnnw ('cnnc "
-                                           "train' default: "
-                                           "<-o>.trained.cnnw)"),
+                                           "gradients) to a .cnnw or "
+                                           ".safetensors ('cnnc train' "
+                                           "default: <-o>.trained.cnnw)"),
                                   cl::value_desc("file"), cl::init(""),
                                   cl::cat(trainCategory));
 cl::opt<std::string> checkpointOpt(
@@ -236,7 +243,7 @@ cl::opt<std::string> runtimeDirOpt("runtime-dir",
                                    cl::value_desc("dir"), cl::init(""),
                                    cl::cat(trainCategory));
 
-cl::OptionCategory optCategory("optimization options");
+cl::OptionCategory optCategory("3. Optimization passes");
 cl::opt<bool> o0("O0", cl::desc("Turn all optimization passes off"),
                  cl::init(false), cl::cat(optCategory));
 cl::opt<bool> fuseOpt("fuse",
@@ -377,6 +384,23 @@ DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
         "(with LLVM's statistics)");
     it->second->addCategory(optCategory);
   }
+  // MLIR's and LLVM's own options (--mlir-print-ir-after-all, --mlir-timing,
+  // --color, ...) are for debugging the compiler: --help-hidden lists them
+  // in their own category, after cnnc's.
+  static cl::OptionCategory mlirCategory(
+      "MLIR and LLVM options (debugging the compiler)");
+  for (auto &entry : registered) {
+    cl::Option *opt = entry.second;
+    // (--help, --help-list and --version are LLVM's "Generic Options".)
+    bool keep = llvm::any_of(opt->Categories, [](cl::OptionCategory *cat) {
+      return cat == &cnncCategory || cat == &trainCategory ||
+             cat == &optCategory || cat->getName() == "Generic Options";
+    });
+    if (keep || opt->getOptionHiddenFlag() == cl::ReallyHidden)
+      continue;
+    opt->setHiddenFlag(cl::Hidden);
+    opt->addCategory(mlirCategory);
+  }
   cl::SetVersionPrinter([](llvm::raw_ostream &os) {
     os << "cnnc " << CNNC_VERSION << " (MLIR " << LLVM_VERSION_STRING << ")\n";
   });
@@ -430,6 +454,8 @@ DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
           "  cnnc model.onnx --train -o train [--emit cuda]\n"
           "  cnnc model.onnx --emit lib -o libstep.so   (C API, cnnrt_c.h)\n"
           "  cnnc train model.onnx --data DIR --steps N   (compile and run)\n"
+          "\n--help-hidden also lists MLIR's options (--mlir-print-ir-after-all,"
+          "\n--mlir-timing, ...).\n"
           "\ntraining-loop flags (--run-reference, cnnc train, and the "
           "generated executable):\n") +
       cnnrt::TrainFlags::help();
