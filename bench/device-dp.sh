@@ -11,7 +11,7 @@
 #   PARTS=R   bash bench/device-dp.sh     (the runtime's own NCCL checks)
 #
 # Parts (letters in PARTS, any order; E's checks may be narrowed with
-# E_SUB=abcd):
+# E_SUB=abcde):
 #  E  exactness, f32, per-rank batch B=16 (32x32 images from fixed seeds,
 #     bench/dp/prepare.py; the same initial ResNet-18 and the same global
 #     batches everywhere, the executable's loader order replayed in Python):
@@ -31,7 +31,10 @@
 #        bench/dp/compile_torchrun.py): both ranks' losses identical, and
 #        against PyTorch one process within the bound of b;
 #     d. a net without BatchNorm through the executable: 2 x B against
-#        1 x 2B within 1e-5 relative (losses and weights).
+#        1 x 2B within 1e-5 relative (losses and weights);
+#     e. the same net compiled with --gpus 1, run with --gpus 1 (world size
+#        1: the all-reduces through NCCL inside the captured step) against
+#        the plain step: within 1e-6.
 #  N  two nodes on one host through NCCL's socket transport
 #     (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo): the
 #     executable's launcher twice, `--nnodes 2 --node-rank r --dist-init
@@ -44,7 +47,8 @@
 #  F  failures: a rank SIGKILLed mid-run (the launcher exits non-zero
 #     naming the rank within seconds); node 1 never started (--nnodes 2
 #     --node-rank 0 alone, CNNC_DIST_TIMEOUT=20: non-zero exit with an error
-#     within 40 s); --gpus 2 with one visible GPU refused clearly.
+#     within 40 s); `./train --gpus 2` and `cnnc train --gpus 2` with one
+#     visible GPU refused clearly.
 #  S  scaling, f16, batch 128 per GPU, synthetic data, 200 steps:
 #     S1: ResNet-50 on 1, 2, 4 GPUs and --sync-bn on 2, 4;
 #     S2: ResNet-18 and EfficientNet-B0 on 1 and 4 (the GPU count on -x2);
@@ -206,6 +210,7 @@ export_onnx(build_model('resnet50', None, 0), '$W/resnet50.onnx', (128, 3, 224, 
   if has E; then
     want r18-1x "$EW/resnet18.onnx" "${F32[@]}" --batch $((2 * B))
     want nobn-1x "$EW/nobn.onnx" "${F32[@]}" --batch $((2 * B))
+    want nobn-g1 "$EW/nobn.onnx" "${F32[@]}" --batch $((2 * B)) --gpus 1
   fi
   if has N; then
     want r18-sb-g$NG "$EW/resnet18.onnx" "${F32[@]}" --gpus $NG --sync-bn
@@ -215,7 +220,7 @@ export_onnx(build_model('resnet50', None, 0), '$W/resnet50.onnx', (128, 3, 224, 
 fi
 
 # ---------------------------------------------------------------- E
-E_SUB=${E_SUB:-abcd}
+E_SUB=${E_SUB:-abcde}
 if has E && [ -f "$EW/resnet18.onnx" ]; then
   part_begin E
   KEYS=(--keys "$EW/resnet18_init.npz")
@@ -268,9 +273,11 @@ if has E && [ -f "$EW/resnet18.onnx" ]; then
       --diffs "$DIFFS" 2>&1 | tee -a "$SUMMARY"
   fi
   # d. no BatchNorm: 2 x B must equal 1 x 2B to rounding.
-  if [[ $E_SUB == *d* ]] && check_builds nobn-g2 nobn-1x; then
+  if [[ $E_SUB == *[de]* ]] && check_builds nobn-1x; then
     CUDA_VISIBLE_DEVICES=0 run e-d-exe-1x 120 "$W/nobn-1x" "${X[@]}" --steps 10 --log-every 1 \
-      --checkpoint "$W/nobn-1x.cnnw" || fail "E d: ./train (1 GPU) exit $?"
+      --checkpoint "$W/nobn-1x.cnnw" || fail "E d/e: ./train (1 GPU, batch $((2 * B))) exit $?"
+  fi
+  if [[ $E_SUB == *d* ]] && check_builds nobn-g2 nobn-1x; then
     CUDA_VISIBLE_DEVICES=0,1 run e-d-exe-g2 150 "$W/nobn-g2" "${X[@]}" --steps 10 --log-every 1 \
       --gpus 2 --checkpoint "$W/nobn-g2.cnnw" || fail "E d: ./train --gpus 2 exit $?"
     $PY "$DP/compare.py" diff nobn_exe_2x_vs_1x "exe:$LOGS/e-d-exe-g2.log:$W/nobn-g2.cnnw" \
@@ -281,6 +288,20 @@ if has E && [ -f "$EW/resnet18.onnx" ]; then
       pass "E d: net without BatchNorm, 2 x $B equals 1 x $((2 * B)) within 1e-5 (losses and weights)"
     else
       fail "E d: net without BatchNorm, 2 x $B vs 1 x $((2 * B)) beyond 1e-5"
+    fi
+  fi
+  # e. --gpus 1: world size 1 through NCCL equals the plain step.
+  if [[ $E_SUB == *e* ]] && check_builds nobn-g1 nobn-1x; then
+    CUDA_VISIBLE_DEVICES=0 run e-e-exe-g1 120 "$W/nobn-g1" "${X[@]}" --steps 10 --log-every 1 \
+      --gpus 1 --checkpoint "$W/nobn-g1.cnnw" || fail "E e: ./train --gpus 1 exit $?"
+    $PY "$DP/compare.py" diff nobn_gpus1_vs_plain "exe:$LOGS/e-e-exe-g1.log:$W/nobn-g1.cnnw" \
+      "exe:$LOGS/e-d-exe-1x.log:$W/nobn-1x.cnnw" --keys "$EW/nobn_init.npz" --diffs "$DIFFS" \
+      2>&1 | tee -a "$SUMMARY"
+    if $PY "$DP/compare.py" tol nobn_gpus1_vs_plain --rel 1e-6 --diffs "$DIFFS" 2>&1 |
+      tee -a "$SUMMARY"; then
+      pass "E e: --gpus 1 (NCCL world size 1 in the captured step) equals the plain step within 1e-6"
+    else
+      fail "E e: --gpus 1 differs from the plain step"
     fi
   fi
   # c. (started above)
@@ -414,6 +435,12 @@ fi
 # ---------------------------------------------------------------- F
 if has F; then
   part_begin F
+  # cnnc train --gpus 2 with one visible GPU (compiles first: in the
+  # background while the rest of the part runs).
+  (CUDA_VISIBLE_DEVICES=0 run f-cnnc-train 200 "$C" train "$EW/nobn.onnx" --data synthetic \
+    --steps 2 --gpus 2 -o "$W/f-train"
+  echo $? >"$W/f-cnnc-train.rc") &
+  FT_PID=$!
   if check_builds nobn-g2; then
     exe=$W/nobn-g2
     # A rank killed mid-run: the launcher stops the other and names the rank.
@@ -462,6 +489,13 @@ if has F; then
     else
       fail "F: ./train --gpus 2 with one visible GPU (exit $r): $(tail -1 "$LOGS/f-one-gpu.log")"
     fi
+  fi
+  wait $FT_PID
+  r=$(cat "$W/f-cnnc-train.rc" 2>/dev/null || echo "?")
+  if [ "$r" != 0 ] && grep -q "only 1 GPU(s) are visible" "$LOGS/f-cnnc-train.log"; then
+    pass "F: cnnc train --gpus 2 with one visible GPU refused clearly (exit $r)"
+  else
+    fail "F: cnnc train --gpus 2 with one visible GPU (exit $r): $(tail -1 "$LOGS/f-cnnc-train.log")"
   fi
   part_end F
 fi
