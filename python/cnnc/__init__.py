@@ -6,7 +6,9 @@
     trainer.sync_to(model)
 
 Also the helpers the tests and scripts use: cnnc.export (ONNX export),
-cnnc.cnnw (weights files), cnnc.tools (finding the build). See docs/python.md.
+cnnc.safetensors and cnnc.cnnw (weights files; cnnc.load_state_dict reads
+either into torch tensors), cnnc.tools (finding the build). See
+docs/python.md.
 The API is imported on first use, so that `python3 -m cnnc.cnnw` works
 without torch.
 """
@@ -16,7 +18,7 @@ _API = {"compile": "cnnc.api", "Trainer": "cnnc.api", "CompileError": "cnnc.api"
         "UnsupportedOptimizerError": "cnnc.api", "cache_dir": "cnnc.api",
         "optimizer_flags": "cnnc.api", "world_size": "cnnc.api", "compare": "cnnc.numerics",
         "CompareReport": "cnnc.numerics", "confusion_matrix": "cnnc.metrics",
-        "miou": "cnnc.metrics"}
+        "miou": "cnnc.metrics", "load_state_dict": "cnnc.safetensors"}
 __all__ = sorted(_API)
 
 

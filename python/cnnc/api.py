@@ -25,7 +25,7 @@ import warnings
 import numpy as np
 import torch
 
-from cnnc import finetune, tools
+from cnnc import cache as _cache, finetune, tools
 
 from cnnc import optim
 
@@ -805,6 +805,7 @@ def compile(model, example_input, optimizer=None, *, label_smoothing=0.0,
         "compiler": fingerprint, "torch": torch.__version__}, sort_keys=True).encode()).hexdigest()
 
     root = cache_dir()
+    cache_limit = _cache.max_bytes()  # a bad $CNNC_CACHE_MAX_MB fails before the build
     os.makedirs(os.path.join(root, "keys"), exist_ok=True)
     key_file = os.path.join(root, "keys", quick + ".json")
     artifact_dir, cache_hit = None, False
@@ -822,6 +823,7 @@ def compile(model, example_input, optimizer=None, *, label_smoothing=0.0,
         artifact_dir = _build(model, example_input, flags, backend_kind, cnnc_bin,
                               fingerprint, root, verbose)
         _write_json_atomic(key_file, {"artifact": os.path.basename(artifact_dir)})
+    _cache.note_use(root, artifact_dir, cache_limit)  # LRU size cap (cnnc/cache.py)
     with open(os.path.join(artifact_dir, "meta.json")) as f:
         meta = json.load(f)
     if backend_kind == "reference":
