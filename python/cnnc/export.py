@@ -5,10 +5,16 @@ Used by the tests (test/e2e) and the bench scripts. Works with torch 1.13
 ``dynamo=True`` to use the dynamo-based exporter where available).
 
     /usr/bin/python3 -m cnnc.export simplecnn out.onnx --batch 32 [--training]
+    /usr/bin/python3 -m cnnc.export resnet50 r50.onnx --training --image-size 160[,128]
+
+The exporter's known-harmless warnings (known_export_warnings) are not
+printed; any other warning is.
 """
 import argparse
+import contextlib
 import os
 import sys
+import warnings
 
 import torch
 import torch.nn as nn
@@ -58,10 +64,58 @@ def build_model(name, num_classes=None, seed=0):
         return ctor(pretrained=False, **kwargs)
 
 
-def default_input_shape(name, batch):
+def default_input_shape(name, batch, image_size=None):
+    """N x 3 x H x W: 32 x 32 for SimpleCNN (its only size: fc1 is sized for
+    it), else image_size (H, W), by default 224 x 224."""
     if name.lower() == "simplecnn":
+        if image_size is not None and tuple(image_size) != (32, 32):
+            raise ValueError("simplecnn takes 32x32 images (its fc1 is sized for "
+                             "32 * 8 * 8 features), not --image-size %dx%d" %
+                             tuple(image_size))
         return (batch, 3, 32, 32)
-    return (batch, 3, 224, 224)
+    h, w = image_size if image_size is not None else (224, 224)
+    return (batch, 3, h, w)
+
+
+def parse_image_size(text):
+    """"H" or "H,W" (also "HxW") -> (H, W) of positive integers."""
+    parts = text.replace("x", ",").split(",")
+    try:
+        hw = [int(p) for p in parts]
+    except ValueError:
+        hw = []
+    if len(hw) == 1:
+        hw = hw * 2
+    if len(hw) != 2 or min(hw) < 1:
+        raise argparse.ArgumentTypeError("expected H or H,W (positive integers), got %r"
+                                         % text)
+    return tuple(hw)
+
+
+# Warnings torch.onnx.export prints for every training-mode export that say
+# nothing about the model cnnc gets: (category, message regex).
+#  - num_batches_tracked += 1 of each BatchNorm is dropped from the traced
+#    graph (torch 1.13+: one warning per BatchNorm). cnnc does not use it: the
+#    running statistics follow `momentum`, which torchvision's BatchNorm sets.
+#  - torch >= 2.9 announces the dynamo exporter when the TorchScript one is
+#    asked for; it is asked for on purpose (the dynamo one drops the
+#    training-mode BatchNormalization).
+KNOWN_EXPORT_WARNINGS = [
+    (UserWarning, r"ONNX Preprocess - Removing mutation from node aten::add_ on "
+                  r"block input: '[^']*num_batches_tracked'"),
+    (DeprecationWarning, r".*legacy TorchScript-based ONNX export"),
+    (FutureWarning, r".*legacy TorchScript-based ONNX export"),
+]
+
+
+@contextlib.contextmanager
+def known_export_warnings():
+    """Hides KNOWN_EXPORT_WARNINGS (by category and message) inside the
+    block; every other warning is shown as usual."""
+    with warnings.catch_warnings():
+        for category, message in KNOWN_EXPORT_WARNINGS:
+            warnings.filterwarnings("ignore", message=message, category=category)
+        yield
 
 
 class exportable_stochastic_depth:
@@ -140,7 +194,7 @@ def export_onnx(model, path, input_shape, training=False, dynamic_batch=False,
     else:
         model.eval()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with exportable_stochastic_depth():
+    with exportable_stochastic_depth(), known_export_warnings():
         torch.onnx.export(model, (x,), path, **kwargs)
     return x
 
@@ -209,7 +263,7 @@ def export_for_training(model, example_input, path, opset=None,
     modes = [m.training for m in model.modules()]
     saved = {k: v.detach().clone() for k, v in model.state_dict().items()}
     try:
-        with torch.no_grad():
+        with torch.no_grad(), known_export_warnings():
             torch.onnx.export(model, (example_input,), path, **kwargs)
     finally:
         with torch.no_grad():
@@ -220,17 +274,18 @@ def export_for_training(model, example_input, path, opset=None,
 
 
 def export_named(name, path, batch=1, training=False, dynamic_batch=False,
-                 opset=None, dynamo=False, num_classes=None, seed=0):
+                 opset=None, dynamo=False, num_classes=None, seed=0, image_size=None):
     """build_model + export_onnx; returns (model, example input)."""
+    shape = default_input_shape(name, batch, image_size)
     model = build_model(name, num_classes, seed)
-    x = export_onnx(model, path, default_input_shape(name, batch),
+    x = export_onnx(model, path, shape,
                     training=training, dynamic_batch=dynamic_batch,
                     opset=opset, dynamo=dynamo)
     return model, x
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__,
+    p = argparse.ArgumentParser(prog="python3 -m cnnc.export", description=__doc__,
                                 formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("model", help="simplecnn or a torchvision model name")
     p.add_argument("output", help="where to write the .onnx file")
@@ -240,11 +295,17 @@ def main(argv=None):
     p.add_argument("--opset", type=int, default=None)
     p.add_argument("--dynamo", action="store_true")
     p.add_argument("--num-classes", type=int, default=None)
+    p.add_argument("--image-size", type=parse_image_size, default=None, metavar="H[,W]",
+                   help="input height and width (default 224; simplecnn: 32 only)")
     args = p.parse_args(argv)
+    try:
+        default_input_shape(args.model, args.batch, args.image_size)
+    except ValueError as e:
+        p.error(str(e))
     export_named(args.model, args.output, batch=args.batch,
                  training=args.training, dynamic_batch=args.dynamic_batch,
                  opset=args.opset, dynamo=args.dynamo,
-                 num_classes=args.num_classes)
+                 num_classes=args.num_classes, image_size=args.image_size)
     return 0
 
 
