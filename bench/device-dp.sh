@@ -50,7 +50,10 @@
 #     within 40 s); `./train --gpus 2` and `cnnc train --gpus 2` with one
 #     visible GPU refused clearly.
 #  S  scaling, f16, batch 128 per GPU, synthetic data, 200 steps:
-#     S1: ResNet-50 on 1, 2, 4 GPUs and --sync-bn on 2, 4;
+#     S1: ResNet-50 on 1, 2, 4 GPUs and --sync-bn on 2, 4; then, apart
+#         from the measured runs, CNNC_ALLREDUCE_TIMING=1 on all GPUs (the
+#         all-reduce time the backward pass did not hide) and, with
+#         MAXCTAS_SWEEP="0 4 16", one run per CNNC_NCCL_MAX_CTAS value;
 #     S2: ResNet-18 and EfficientNet-B0 on 1 and 4 (the GPU count on -x2);
 #     PyTorch DDP (AMP + channels_last, bench/dp/ddp_bench.py, 200 steps
 #     timed after 20) on the same GPU counts, run while cnnc compiles
@@ -579,6 +582,23 @@ for name in sys.argv[1:]:
   done
   if [ "${DDP_CONCURRENT:-1}" != 1 ]; then
     ddp_runs
+  fi
+  # The all-reduce time not hidden by the backward pass (timing events at
+  # the joins), in its own run so that the measured runs carry no events.
+  R50N=s-resnet50-g$NG
+  if has S1 && [ -x "$W/$R50N" ]; then
+    CUDA_VISIBLE_DEVICES=$ALL CNNC_ALLREDUCE_TIMING=1 run s-allreduce-timing 150 "$W/$R50N" \
+      --data synthetic --steps 60 --log-every 5 --gpus $NG ||
+      fail "S: ResNet-50 with CNNC_ALLREDUCE_TIMING=1 (exit $?)"
+    grep -h "^data parallel: all-reduce not hidden" "$LOGS/s-allreduce-timing.log" |
+      sed 's/^/     /' | tee -a "$SUMMARY" | grep -q . || fail "S: no all-reduce timing line"
+    for m in ${MAXCTAS_SWEEP:-}; do
+      CUDA_VISIBLE_DEVICES=$ALL CNNC_NCCL_MAX_CTAS=$m run "s-maxctas-$m" 150 "$W/$R50N" \
+        --data synthetic --steps "$S_STEPS" --log-every 20 --gpus $NG ||
+        fail "S: CNNC_NCCL_MAX_CTAS=$m (exit $?)"
+      $PY "$DP/scaling.py" --show "$LOGS/s-maxctas-$m.log" | sed "s/^/     CNNC_NCCL_MAX_CTAS=$m: /" |
+        tee -a "$SUMMARY"
+    done
   fi
   $PY "$DP/scaling.py" "$LOGS" --json "$OUT/scaling.json" >"$OUT/scaling.md" 2>&1 ||
     fail "S: scaling table"
