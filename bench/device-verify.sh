@@ -10,7 +10,11 @@
 #     (test/gpu/check_new_ops.py; NEW_OPS_ARGS, e.g. "--quick");
 #  6. the OSA/eSE VoVNet (both gates) f32 and AMP against PyTorch
 #     (check_vs_torch.py's vovnet_ese_* models);
-#  7. the cross-entropy kernels with ignore_index (check_ignore_index.py).
+#  7. the cross-entropy kernels with ignore_index (check_ignore_index.py);
+#  8. runtime/test/dgrad_stats_check.cu on all twelve shapes at batch 128
+#     (ctest runs three at batch 32; DGRAD_BATCH sets the batch), in the
+#     runtime built by part 1 or configured the same way here.
+# Data parallelism on 2 or 4 GPUs has its own script: bench/device-dp.sh.
 # Each part has its own time limit so the call returns what finished; logs
 # go to $OUT.   Usage: bash bench/device-verify.sh [PARTS]  (default 1234)
 set -uo pipefail
@@ -31,14 +35,16 @@ part() { # name seconds command...
   grep -v -e UserWarning -e _jit_pass -e "^ *warnings.warn" "$OUT/$name.log" | tail -${TAIL:-25}
   [ $r -eq 0 ] || rc=1
 }
+# The runtime configured in /tmp/rt with the carried image decoders.
+CONFIGURE_RT='cmake -S runtime -B /tmp/rt -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_CUDA_ARCHITECTURES=90a \
+    -DCNNRT_TURBOJPEG_INCLUDE_DIR=$PWD/.carry/ext/include \
+    -DCNNRT_TURBOJPEG_LIBRARY=$PWD/.carry/rt/lib/libturbojpeg.a \
+    -DPNG_PNG_INCLUDE_DIR=$PWD/.carry/ext/include -DPNG_LIBRARY=$PWD/.carry/rt/lib/libpng16.a \
+    -DZLIB_INCLUDE_DIR=$PWD/.carry/ext/include -DZLIB_LIBRARY=$PWD/.carry/rt/lib/libz.a \
+    >/tmp/rt-cmake.log 2>&1'
 if [[ $PARTS == *1* ]]; then
-  part runtime-gpu 320 bash -c 'cmake -S runtime -B /tmp/rt -G Ninja -DCMAKE_BUILD_TYPE=Release \
-      -DCMAKE_CUDA_ARCHITECTURES=90a \
-      -DCNNRT_TURBOJPEG_INCLUDE_DIR=$PWD/.carry/ext/include \
-      -DCNNRT_TURBOJPEG_LIBRARY=$PWD/.carry/rt/lib/libturbojpeg.a \
-      -DPNG_PNG_INCLUDE_DIR=$PWD/.carry/ext/include -DPNG_LIBRARY=$PWD/.carry/rt/lib/libpng16.a \
-      -DZLIB_INCLUDE_DIR=$PWD/.carry/ext/include -DZLIB_LIBRARY=$PWD/.carry/rt/lib/libz.a \
-      >/tmp/rt-cmake.log 2>&1 &&
+  part runtime-gpu 320 bash -c "$CONFIGURE_RT"' &&
     ninja -C /tmp/rt >/tmp/rt-build.log 2>&1 || { tail -30 /tmp/rt-cmake.log /tmp/rt-build.log; exit 1; }
     cd /tmp/rt && ctest -L gpu --output-on-failure --timeout 100'
 fi
@@ -65,5 +71,11 @@ fi
 if [[ $PARTS == *7* ]]; then
   part ignore-index ${IGNORE_S:-120} env CNNC="$CNNC" PYTHONPATH="$PWD/python" \
     python3 test/gpu/check_ignore_index.py
+fi
+if [[ $PARTS == *8* ]]; then
+  part dgrad-stats ${DGRAD_S:-400} bash -c "{ [ -f /tmp/rt/build.ninja ] || $CONFIGURE_RT; }"' &&
+    ninja -C /tmp/rt cnnrt_dgrad_stats_check >/tmp/rt-build.log 2>&1 ||
+      { tail -30 /tmp/rt-cmake.log /tmp/rt-build.log; exit 1; }
+    "$(find /tmp/rt -name cnnrt_dgrad_stats_check -type f | head -1)" '"${DGRAD_BATCH:-128}"
 fi
 exit $rc

@@ -6,7 +6,7 @@
 //                       values checked after 3 replays. Exit 0. Under a
 //                       launcher (CNNC_RANK/..., torchrun, mpirun) the same
 //                       check runs with the launch's world size, one GPU per
-//                       rank (bench/device-dp2.sh: 2 ranks).
+//                       rank (bench/device-dp.sh part R: 2 ranks).
 //   nccl_check dead     (run with CNNC_RANK=0 CNNC_WORLD_SIZE=2
 //                       CNNC_DIST_INIT=file:///... CNNC_DIST_TIMEOUT=T): rank
 //                       1 never comes; must exit 1 with a message after ~T s.
