@@ -404,6 +404,50 @@ LogicalResult execFinalize(cnn::BatchNormFinalizeOp op,
   return success();
 }
 
+/// batch_norm_sums: per-channel sum and sum of squares, f64, rounded once.
+LogicalResult execSums(cnn::BatchNormSumsOp op,
+                       function_ref<const Tensor &(Value)> get,
+                       function_ref<Tensor &(Value)> def) {
+  const Tensor &x = get(op.getInput());
+  ChannelOf ch(x.shape, op.getLayout());
+  std::vector<double> sum(ch.channels, 0), ss(ch.channels, 0);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    double v = x.data[i];
+    sum[ch(i)] += v;
+    ss[ch(i)] += v * v;
+  }
+  float *s = def(op.getSum()).data.data(), *q = def(op.getSumSq()).data.data();
+  for (int64_t k = 0; k < ch.channels; ++k) {
+    s[k] = (float)sum[k];
+    q[k] = (float)ss[k];
+  }
+  return success();
+}
+
+/// batch_norm_grad_sums: batch_norm_grad's grad_bias and grad_scale sums.
+LogicalResult execGradSums(cnn::BatchNormGradSumsOp op,
+                           function_ref<const Tensor &(Value)> get,
+                           function_ref<Tensor &(Value)> def) {
+  const Tensor &dy = get(op.getGradOutput()), &x = get(op.getInput()),
+               &mean = get(op.getSavedMean()),
+               &invstd = get(op.getSavedInvstd());
+  ChannelOf ch(x.shape, op.getLayout());
+  std::vector<double> sdy(ch.channels, 0), sdx(ch.channels, 0);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    int64_t k = ch(i);
+    double g = dy.data[i];
+    sdy[k] += g;
+    sdx[k] += g * ((double)x.data[i] - mean.data[k]) * invstd.data[k];
+  }
+  float *a = def(op.getSumDy()).data.data(),
+        *b = def(op.getSumDyXhat()).data.data();
+  for (int64_t k = 0; k < ch.channels; ++k) {
+    a[k] = (float)sdy[k];
+    b[k] = (float)sdx[k];
+  }
+  return success();
+}
+
 /// fused_batch_norm_relu_grad (the mask read from the stored ReLU output
 /// `y`), fused_batch_norm_affine_relu_grad (`y` null: the mask
 /// recomputed from x with the normalization's alpha, beta) and, with
@@ -725,6 +769,7 @@ LogicalResult execElementwise(cnn::FusedElementwiseOp op,
 bool cnnc::reference::isFusedOp(Operation *op) {
   return isa<cnn::FusedConv2DOp, cnn::FusedElementwiseOp, cnn::BatchNormStatsOp,
              cnn::FusedConv2DStatsOp, cnn::BatchNormFinalizeOp,
+             cnn::BatchNormSumsOp, cnn::BatchNormGradSumsOp,
              cnn::FusedConv2DBwdDataOp, cnn::FusedConv2DBwdFilterOp,
              cnn::FusedBatchNormReluGradOp, cnn::FusedBatchNormAffineReluGradOp,
              cnn::FusedMaxPool2DOp, cnn::MaxPool2DIndexGradOp,
@@ -743,6 +788,10 @@ cnnc::reference::executeFused(Operation *op,
           [&](cnn::FusedConv2DStatsOp o) { return execConvStats(o, get, def); })
       .Case(
           [&](cnn::BatchNormFinalizeOp o) { return execFinalize(o, get, def); })
+      .Case([&](cnn::BatchNormSumsOp o) { return execSums(o, get, def); })
+      .Case([&](cnn::BatchNormGradSumsOp o) {
+        return execGradSums(o, get, def);
+      })
       .Case([&](cnn::FusedConv2DBwdDataOp o) {
         return execDgradAddRelu(o, get, def);
       })

@@ -84,6 +84,35 @@ struct FuseStatsIntoConv : OpRewritePattern<BatchNormStatsOp> {
   llvm::Statistic &fused;
 };
 
+/// batch_norm_sums(conv2d(x, w)) -> fused_conv2d_stats' sums: the sync-bn
+/// form of a BatchNorm (cnn-data-parallel) takes its rank's sums from the
+/// convolution's epilogue as the single-GPU form does.
+struct FuseSumsIntoConv : OpRewritePattern<BatchNormSumsOp> {
+  FuseSumsIntoConv(MLIRContext *ctx, bool anyPrecision, llvm::Statistic &fused)
+      : OpRewritePattern(ctx), anyPrecision(anyPrecision), fused(fused) {}
+  LogicalResult matchAndRewrite(BatchNormSumsOp sums,
+                                PatternRewriter &rewriter) const override {
+    auto conv = sums.getInput().getDefiningOp<Conv2DOp>();
+    if (!conv || sums.getLayout() != Layout::NHWC ||
+        !genStatsCandidate(conv, anyPrecision))
+      return failure();
+    auto y = conv.getType();
+    auto f32 = RankedTensorType::get({y.getDimSize(3)}, rewriter.getF32Type());
+    rewriter.setInsertionPoint(conv);
+    auto fusedConv = FusedConv2DStatsOp::create(
+        rewriter, conv.getLoc(), TypeRange{y, f32, f32}, conv.getInput(),
+        conv.getFilter(), /*scale=*/Value(), /*shift=*/Value(),
+        conv.getStridesAttr(), conv.getPaddingAttr(), conv.getDilationsAttr(),
+        conv.getGroupsAttr(), conv.getLayoutAttr());
+    rewriter.replaceOp(conv, fusedConv.getResult());
+    rewriter.replaceOp(sums, ValueRange{fusedConv.getSum(), fusedConv.getSumSq()});
+    ++fused;
+    return success();
+  }
+  bool anyPrecision;
+  llvm::Statistic &fused;
+};
+
 /// fused_conv2d_stats(relu(x * alpha + beta), w) ->
 /// fused_conv2d_stats(x, w) with the prologue (alpha, beta): the convolution
 /// reads x, which the BatchNorm gradient keeps anyway, and the normalized
@@ -134,7 +163,8 @@ struct ConvStatsPass : cnnc::impl::CNNConvStatsBase<ConvStatsPass> {
   using CNNConvStatsBase::CNNConvStatsBase;
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<FuseStatsIntoConv>(&getContext(), anyPrecision, numFused);
+    patterns.add<FuseStatsIntoConv, FuseSumsIntoConv>(&getContext(),
+                                                      anyPrecision, numFused);
     if (prologue)
       patterns.add<FusePrologueIntoConvStats>(&getContext(), numPrologues,
                                               numSunk);

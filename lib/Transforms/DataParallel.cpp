@@ -43,30 +43,6 @@ Value reducedValueOf(Value g) {
 }
 
 
-/// f32 view of `v` for statistics: a cast where the step stores f16.
-Value asF32(OpBuilder &b, Location loc, Value v) {
-  auto t = cast<RankedTensorType>(v.getType());
-  if (t.getElementType().isF32())
-    return v;
-  return CastOp::create(b, loc, t.clone(b.getF32Type()), v);
-}
-
-/// The per-channel mean of `v` over every dimension but the channel, as a
-/// 1-D f32 tensor of the channel count (accumulated in f32).
-Value channelMean(OpBuilder &b, Location loc, Value v, int64_t channelDim) {
-  auto t = cast<RankedTensorType>(v.getType());
-  SmallVector<int64_t> axes;
-  for (int64_t d = 0; d < t.getRank(); ++d)
-    if (d != channelDim)
-      axes.push_back(d);
-  Value m = ReduceMeanOp::create(
-      b, loc, ValueRange{v},
-      {b.getNamedAttr("axes", b.getDenseI64ArrayAttr(axes))});
-  return ReshapeOp::create(
-      b, loc, RankedTensorType::get({t.getDimSize(channelDim)}, t.getElementType()),
-      m);
-}
-
 /// One fused_elementwise with result type `type` over `inputs` (broadcast
 /// kinds `bc`: 0 = full, 1 = per channel of `layout`).
 Value elementwise(OpBuilder &b, Location loc, Type type, ValueRange inputs,
@@ -79,16 +55,17 @@ Value elementwise(OpBuilder &b, Location loc, Type type, ValueRange inputs,
       .getResult(0);
 }
 
-/// A placeholder all-reduce (avg) of `values`; its bucket number is given
-/// when every collective of the step is in place (renumberCollectives).
-AllReduceOp averageOverRanks(OpBuilder &b, Location loc,
-                             ArrayRef<Value> values) {
+/// A placeholder all-reduce of `values` (`reduction` avg or sum); its
+/// bucket number is given when every collective of the step is in place
+/// (the renumbering at the end of runOn).
+AllReduceOp reduceOverRanks(OpBuilder &b, Location loc, ArrayRef<Value> values,
+                            StringRef reduction = "avg") {
   int64_t bytes = 0;
   for (Value v : values)
     bytes += bytesOf(v);
   return AllReduceOp::create(
       b, loc, ValueRange(values).getTypes(), values,
-      {b.getNamedAttr("reduction", b.getStringAttr("avg")),
+      {b.getNamedAttr("reduction", b.getStringAttr(reduction)),
        b.getNamedAttr("bucket", b.getI64IntegerAttr(-1)),
        b.getNamedAttr("bytes", b.getI64IntegerAttr(bytes))});
 }
@@ -96,19 +73,27 @@ AllReduceOp averageOverRanks(OpBuilder &b, Location loc,
 /// --sync-bn: every batch_norm_train of the step normalizes with the
 /// statistics of the global batch, and its batch_norm_grad uses the global
 /// sums of the gradient, as PyTorch's SyncBatchNorm:
-///   forward   M = avg_r mean_r(x)               (all-reduce #1)
-///             V = avg_r mean_r((x - M)^2)       (all-reduce #2; centered, so
-///                                                no E[x^2] - E[x]^2 loss)
-///             y = (x - M) * rsqrt(V + eps) * scale + bias
-///             running stats with M and V * n / (n - 1), n = the global count
-///   backward  G1 = avg_r mean_r(dy), G2 = avg_r mean_r(dy * xhat) (one bucket)
-///             dx = scale * invstd * (dy - G1 - xhat * G2)
-///             dscale, dbias = the rank's own sums (averaged with the other
-///             parameter gradients by the buckets)
-/// With equal shards, the mean of the per-rank means is the global mean, so
-/// N ranks x batch B compute what one rank with batch N*B does. Statistics
-/// are f32 whatever the activations' type. Returns how many were rewritten.
-FailureOr<int64_t> syncBatchNorm(func::FuncOp f, int64_t worldSize) {
+///   forward   s, ss = batch_norm_sums(x)           the rank's sums, f32
+///             S, SS = all_reduce sum (s, ss)       one collective
+///             batch_norm_finalize(S, SS, count = n) the global batch's
+///                      statistics, running statistics (unbiased over n)
+///                      and the normalization's alpha, beta
+///             y = x * alpha + beta                 (as cnn-fuse splits a
+///                                                   batch_norm_train)
+///   backward  g1, g2 = batch_norm_grad_sums(dy, x, mean, invstd)
+///             G1, G2 = all_reduce sum (g1, g2)     one collective
+///             dx = scale * invstd * (dy - G1 / n - xhat * G2 / n)
+///             dscale, dbias = G2 / world, G1 / world: already the average
+///             of the ranks' own sums that the gradient buckets would
+///             compute, so they stay out of the buckets (`averaged`).
+/// n = world size x the rank's count per channel: with equal shards the
+/// sums over the ranks are the global batch's, so N ranks x batch B compute
+/// what one rank with batch N*B does. The statistics are f32 sums whatever
+/// the activations' type, as the single-GPU pipeline's (cnn-conv-stats
+/// then moves batch_norm_sums into the producing convolution's epilogue,
+/// as it does batch_norm_stats). Returns how many were rewritten.
+FailureOr<int64_t> syncBatchNorm(func::FuncOp f, int64_t worldSize,
+                                 llvm::DenseSet<Value> &averaged) {
   SmallVector<BatchNormTrainOp> bns;
   f.walk([&](BatchNormTrainOp bn) { bns.push_back(bn); });
   OpBuilder b(f.getContext());
@@ -116,46 +101,35 @@ FailureOr<int64_t> syncBatchNorm(func::FuncOp f, int64_t worldSize) {
     Location loc = bn.getLoc();
     Layout layout = bn.getLayout();
     auto xt = bn.getInput().getType();
-    int64_t cd = bn.getChannelDim(xt);
+    int64_t cd = channelDim(xt, layout);
+    if (cd != bn.getChannelDim(xt))
+      return bn.emitError("cnn-data-parallel --sync-bn: the channel dimension "
+                          "of this batch_norm_train is not its layout's");
     int64_t count = xt.getNumElements() / xt.getDimSize(cd);
-    double n = static_cast<double>(count) * worldSize;
-    float eps = bn.getEpsilon().convertToFloat();
-    float mom = bn.getMomentum().convertToFloat();
+    int64_t n = count * worldSize;
     auto vec = RankedTensorType::get({xt.getDimSize(cd)}, b.getF32Type());
     b.setInsertionPoint(bn);
-    Value xf = asF32(b, loc, bn.getInput());
-    Value mean =
-        averageOverRanks(b, loc, {channelMean(b, loc, xf, cd)}).getResult(0);
-    Value sq = elementwise(b, loc, xf.getType(), {xf, mean}, {0, 1}, layout,
-                           [](ScalarBuilder &s, ValueRange a) {
-                             Value d = s.sub(a[0], a[1]);
-                             return s.mul(d, d);
-                           });
-    Value var =
-        averageOverRanks(b, loc, {channelMean(b, loc, sq, cd)}).getResult(0);
-    Value invstd = elementwise(b, loc, vec, {var}, {0}, layout,
-                               [&](ScalarBuilder &s, ValueRange a) {
-                                 return s.div(s.c(1.0),
-                                              s.sqrt(s.add(a[0], s.c(eps))));
-                               });
-    Value y = elementwise(
-        b, loc, bn.getResult().getType(),
-        {bn.getInput(), mean, invstd, bn.getScale(), bn.getBias()},
-        {0, 1, 1, 1, 1}, layout, [](ScalarBuilder &s, ValueRange a) {
-          return s.add(s.mul(s.mul(s.sub(a[0], a[1]), a[2]), a[3]), a[4]);
-        });
-    Value newMean = elementwise(
-        b, loc, bn.getNewRunningMean().getType(), {bn.getRunningMean(), mean},
-        {0, 0}, layout, [&](ScalarBuilder &s, ValueRange a) {
-          return s.add(s.mul(s.c(mom), a[1]), s.mul(s.c(1.0 - mom), a[0]));
-        });
-    double unbias = n > 1 ? n / (n - 1) : 1.0;
-    Value newVar = elementwise(
-        b, loc, bn.getNewRunningVar().getType(), {bn.getRunningVar(), var},
-        {0, 0}, layout, [&](ScalarBuilder &s, ValueRange a) {
-          return s.add(s.mul(s.c(mom), s.mul(a[1], s.c(unbias))),
-                       s.mul(s.c(1.0 - mom), a[0]));
-        });
+    auto local = BatchNormSumsOp::create(
+        b, loc, TypeRange{vec, vec}, bn.getInput(),
+        {b.getNamedAttr("layout", bn.getLayoutAttr())});
+    AllReduceOp global = reduceOverRanks(
+        b, loc, {local.getSum(), local.getSumSq()}, "sum");
+    auto stats = BatchNormFinalizeOp::create(
+        b, loc,
+        TypeRange{vec, vec, bn.getNewRunningMean().getType(),
+                  bn.getNewRunningVar().getType(), vec, vec},
+        ValueRange{global.getResult(0), global.getResult(1), bn.getScale(),
+                   bn.getBias(), bn.getRunningMean(), bn.getRunningVar()},
+        {b.getNamedAttr("count", b.getI64IntegerAttr(n)),
+         b.getNamedAttr("epsilon", bn.getEpsilonAttr()),
+         b.getNamedAttr("momentum", bn.getMomentumAttr())});
+    Value mean = stats.getSavedMean(), invstd = stats.getSavedInvstd();
+    Value y = elementwise(b, loc, bn.getResult().getType(),
+                          {bn.getInput(), stats.getAlpha(), stats.getBeta()},
+                          {0, 1, 1}, layout,
+                          [](ScalarBuilder &s, ValueRange a) {
+                            return s.add(s.mul(a[0], a[1]), a[2]);
+                          });
 
     // The backward of this BN: every batch_norm_grad reading its saved
     // statistics (cnn-autodiff made one).
@@ -173,34 +147,33 @@ FailureOr<int64_t> syncBatchNorm(func::FuncOp f, int64_t worldSize) {
       Location gl = g.getLoc();
       b.setInsertionPoint(g);
       Value dy = g.getGradOutput();
-      Value dyf = asF32(b, gl, dy);
-      Value dyXhat = elementwise(
-          b, gl, dyf.getType(), {dy, g.getInput(), mean, invstd}, {0, 0, 1, 1},
-          layout, [](ScalarBuilder &s, ValueRange a) {
-            return s.mul(a[0], s.mul(s.sub(a[1], a[2]), a[3]));
-          });
-      Value meanDy = channelMean(b, gl, dyf, cd);
-      Value meanDyXhat = channelMean(b, gl, dyXhat, cd);
-      // The rank's own sums first: the collective is then the local means'
-      // last reader, and NCCL reduces them in place.
-      auto localSum = [&](Value m, Type type) {
-        return elementwise(b, gl, type, {m}, {0}, layout,
-                           [&](ScalarBuilder &s, ValueRange a) {
-                             return s.mul(a[0], s.c((double)count));
-                           });
-      };
-      Value dscale = localSum(meanDyXhat, g.getGradScale().getType());
-      Value dbias = localSum(meanDy, g.getGradBias().getType());
-      AllReduceOp sums = averageOverRanks(b, gl, {meanDy, meanDyXhat});
+      auto sums = BatchNormGradSumsOp::create(
+          b, gl, TypeRange{vec, vec},
+          ValueRange{dy, g.getInput(), mean, invstd},
+          {b.getNamedAttr("layout", g.getLayoutAttr())});
+      AllReduceOp total = reduceOverRanks(
+          b, gl, {sums.getSumDy(), sums.getSumDyXhat()}, "sum");
+      Value sumDy = total.getResult(0), sumDyXhat = total.getResult(1);
+      double inv = 1.0 / static_cast<double>(n);
       Value dx = elementwise(
           b, gl, g.getGradInput().getType(),
-          {dy, g.getInput(), mean, invstd, g.getScale(), sums.getResult(0),
-           sums.getResult(1)},
-          {0, 0, 1, 1, 1, 1, 1}, layout, [](ScalarBuilder &s, ValueRange a) {
+          {dy, g.getInput(), mean, invstd, g.getScale(), sumDy, sumDyXhat},
+          {0, 0, 1, 1, 1, 1, 1}, layout, [&](ScalarBuilder &s, ValueRange a) {
             Value xhat = s.mul(s.sub(a[1], a[2]), a[3]);
-            return s.mul(s.mul(a[4], a[3]),
-                         s.sub(s.sub(a[0], a[5]), s.mul(xhat, a[6])));
+            Value centered = s.sub(s.sub(a[0], s.mul(a[5], s.c(inv))),
+                                   s.mul(xhat, s.mul(a[6], s.c(inv))));
+            return s.mul(s.mul(a[4], a[3]), centered);
           });
+      auto perRank = [&](Value sum, Type type) {
+        Value v = elementwise(b, gl, type, {sum}, {0}, layout,
+                              [&](ScalarBuilder &s, ValueRange a) {
+                                return s.mul(a[0], s.c(1.0 / worldSize));
+                              });
+        averaged.insert(v);
+        return v;
+      };
+      Value dscale = perRank(sumDyXhat, g.getGradScale().getType());
+      Value dbias = perRank(sumDy, g.getGradBias().getType());
       g.getGradInput().replaceAllUsesWith(dx);
       g.getGradScale().replaceAllUsesWith(dscale);
       g.getGradBias().replaceAllUsesWith(dbias);
@@ -211,8 +184,8 @@ FailureOr<int64_t> syncBatchNorm(func::FuncOp f, int64_t worldSize) {
       bn.getSavedInvstd().replaceAllUsesWith(invstd);
     }
     bn.getResult().replaceAllUsesWith(y);
-    bn.getNewRunningMean().replaceAllUsesWith(newMean);
-    bn.getNewRunningVar().replaceAllUsesWith(newVar);
+    bn.getNewRunningMean().replaceAllUsesWith(stats.getNewRunningMean());
+    bn.getNewRunningVar().replaceAllUsesWith(stats.getNewRunningVar());
     bn.erase();
   }
   return static_cast<int64_t>(bns.size());
@@ -238,8 +211,11 @@ LogicalResult DataParallelPass::runOn(func::FuncOp f) {
            << worldSize;
   Block &body = f.getBody().front();
   auto ret = cast<func::ReturnOp>(body.getTerminator());
+  // Gradients the sync-bn rewrite computed from all-reduced sums: the same
+  // on every rank already.
+  llvm::DenseSet<Value> averaged;
   if (syncBN) {
-    FailureOr<int64_t> n = syncBatchNorm(f, worldSize);
+    FailureOr<int64_t> n = syncBatchNorm(f, worldSize, averaged);
     if (failed(n))
       return failure();
     if (*n == 0)
@@ -254,15 +230,16 @@ LogicalResult DataParallelPass::runOn(func::FuncOp f) {
   llvm::SetVector<Value> grads;
   for (Operation &op : body)
     if (isa<SGDUpdateOp, AdamUpdateOp>(op))
-      grads.insert(reducedValueOf(op.getOperand(1)));
+      if (Value g = reducedValueOf(op.getOperand(1)); !averaged.contains(g))
+        grads.insert(g);
   int lossResult = -1;
   for (unsigned r = 0; r < f.getNumResults(); ++r) {
-    if (f.getResultAttr(r, kGradAttr))
+    if (f.getResultAttr(r, kGradAttr) && !averaged.contains(ret.getOperand(r)))
       grads.insert(ret.getOperand(r));
     if (f.getResultAttr(r, kLossAttr))
       lossResult = r;
   }
-  if (grads.empty())
+  if (grads.empty() && averaged.empty())
     return f.emitError("cnn-data-parallel: @")
            << f.getName()
            << " has neither optimizer updates nor gradient results (run "
@@ -311,7 +288,7 @@ LogicalResult DataParallelPass::runOn(func::FuncOp f) {
   int64_t index = 0;
   auto allReduce = [&](ArrayRef<Value> values, Location loc) {
     ++index;
-    AllReduceOp op = averageOverRanks(b, loc, values);
+    AllReduceOp op = reduceOverRanks(b, loc, values);
     // Uses after the collective read the reduced value (the updates, the
     // f32 casts feeding them, cnn.all_finite, the return).
     // cnn-precision casts a gradient to f32 right where it is computed; such

@@ -180,7 +180,8 @@ StringRef loweringOf(Operation *op) {
       // Their per-channel sums (nhwcPartial8 against nhwcPartial): operand
       // 0 is the tensor summed (x, or dy of the gradients).
       .Case<BiasGradOp, BatchNormTrainOp, BatchNormStatsOp, BatchNormGradOp,
-            FusedBatchNormReluGradOp, FusedBatchNormAffineReluGradOp>(
+            FusedBatchNormReluGradOp, FusedBatchNormAffineReluGradOp,
+            BatchNormSumsOp, BatchNormGradSumsOp>(
           [](Operation *o) {
             // Any rank: the sums run over rows of the innermost dimension.
             auto t = cast<RankedTensorType>(o->getOperand(0).getType());

@@ -21,6 +21,20 @@ func.func @rewritten(%x: tensor<2x8x8x8xf16>, %w: tensor<16x3x3x8xf16>, %g: tens
 
 // -----
 
+// --sync-bn's rank-local sums (cnn-data-parallel) come from the same
+// epilogue: batch_norm_sums of the convolution goes away.
+// CHECK-LABEL: func @sync_bn_sums
+// CHECK: %[[Y:.*]], %[[S:.*]], %[[SS:.*]] = cnn.fused_conv2d_stats %arg0, %arg1
+// CHECK-NOT: cnn.batch_norm_sums
+// CHECK: return %[[Y]], %[[S]], %[[SS]]
+func.func @sync_bn_sums(%x: tensor<2x8x8x8xf16>, %w: tensor<16x3x3x8xf16>) -> (tensor<2x4x4x16xf16>, tensor<16xf32>, tensor<16xf32>) {
+  %y = cnn.conv2d %x, %w {strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1, layout = #cnn.layout<NHWC>} : (tensor<2x8x8x8xf16>, tensor<16x3x3x8xf16>) -> tensor<2x4x4x16xf16>
+  %s, %ss = cnn.batch_norm_sums %y {layout = #cnn.layout<NHWC>} : (tensor<2x4x4x16xf16>) -> (tensor<16xf32>, tensor<16xf32>)
+  return %y, %s, %ss : tensor<2x4x4x16xf16>, tensor<16xf32>, tensor<16xf32>
+}
+
+// -----
+
 // f32 convolutions keep the two-pass statistics (cuDNN's GenStats graphs
 // are f16 here).
 // CHECK-LABEL: func @f32_kept

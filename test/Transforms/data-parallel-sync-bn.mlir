@@ -20,34 +20,39 @@ func.func @forward(%x: tensor<2x3x4x4xf32> {cnn.input},
   return %o : tensor<2x10xf32>
 }
 
-// The forward: the global mean, then the centered global variance (two
-// collectives), the normalization with them; the running variance is
-// unbiased over the global count 2 ranks x 2 x 4 x 4 = 64 (64/63).
+// The forward: the rank's per-channel sums, one collective adding them up
+// over the ranks, the statistics of the global batch from them
+// (batch_norm_finalize over the global count 2 ranks x 2 x 4 x 4 = 64, so
+// the running variance is unbiased with 64/63), the normalization with
+// its alpha, beta.
 // CHECK-LABEL: func.func @train_step(
-// CHECK-SAME: cnn.data_parallel = {bucket_mb = 2.500000e+01 : f64, buckets = 1 : i64, collectives = 5 : i64, sync_bn = true}
+// CHECK-SAME: cnn.data_parallel = {bucket_mb = 2.500000e+01 : f64, buckets = 1 : i64, collectives = 4 : i64, sync_bn = true}
 // CHECK-NOT: cnn.batch_norm_train
 // CHECK: %[[C:.*]] = cnn.conv2d
-// CHECK: %[[MU:.*]] = cnn.reduce_mean %[[C]] {axes = array<i64: 0, 2, 3>}
-// CHECK: %[[MV:.*]] = cnn.reshape %[[MU]] : (tensor<1x4x1x1xf32>) -> tensor<4xf32>
-// CHECK: %[[M:.*]] = cnn.all_reduce %[[MV]] {bytes = 16 : i64} : (tensor<4xf32>) -> tensor<4xf32>
-// CHECK: %[[SQ:.*]] = cnn.fused_elementwise %[[C]], %[[M]] {broadcast = array<i64: 0, 1>}
-// CHECK: %[[VM:.*]] = cnn.reduce_mean %[[SQ]] {axes = array<i64: 0, 2, 3>}
-// CHECK: %[[VV:.*]] = cnn.reshape %[[VM]]
-// CHECK: %[[V:.*]] = cnn.all_reduce %[[VV]] {bucket = 1 : i64, bytes = 16 : i64}
-// CHECK: arith.constant 1.015873
-// The backward: the global means of dy and dy * xhat in one bucket, then
-// the gradient bucket, then the loss.
+// CHECK: %[[S:.*]], %[[SS:.*]] = cnn.batch_norm_sums %[[C]] : (tensor<2x4x4x4xf32>) -> (tensor<4xf32>, tensor<4xf32>)
+// CHECK: %[[G:.*]]:2 = cnn.all_reduce %[[S]], %[[SS]] {bytes = 32 : i64, reduction = "sum"} : (tensor<4xf32>, tensor<4xf32>)
+// CHECK: %[[M:.*]], %[[I:.*]], %{{.*}}, %{{.*}}, %[[A:.*]], %[[B:.*]] = cnn.batch_norm_finalize %[[G]]#0, %[[G]]#1, {{.*}} {count = 64 : i64
+// CHECK: cnn.fused_elementwise %[[C]], %[[A]], %[[B]] {broadcast = array<i64: 0, 1, 1>}
+// The backward: the rank's sums of dy and dy * xhat, one collective adding
+// them up, the input gradient from the global sums (1/64 each); the
+// BatchNorm parameters' gradients are the global sums / 2 ranks, already
+// equal on every rank, so the gradient bucket holds only the two weights.
 // CHECK-NOT: cnn.batch_norm_grad
-// CHECK: cnn.all_reduce %{{.*}}, %{{.*}} {bucket = 2 : i64, bytes = 32 : i64} : (tensor<4xf32>, tensor<4xf32>)
-// CHECK: cnn.all_reduce {{.*}} {bucket = 3 : i64
-// CHECK: cnn.all_reduce {{.*}} {bucket = 4 : i64, bytes = 4 : i64} : (tensor<f32>) -> tensor<f32>
+// CHECK: %[[D:.*]], %[[DX:.*]] = cnn.batch_norm_grad_sums %{{.*}}, %[[C]], %[[M]], %[[I]] : (tensor<2x4x4x4xf32>, tensor<2x4x4x4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>)
+// CHECK: %[[GG:.*]]:2 = cnn.all_reduce %[[D]], %[[DX]] {bucket = 1 : i64, bytes = 32 : i64, reduction = "sum"}
+// CHECK: cnn.fused_elementwise %{{.*}}, %[[C]], %[[M]], %[[I]], %{{.*}}, %[[GG]]#0, %[[GG]]#1
+// CHECK: arith.constant 1.562500e-02
+// CHECK: arith.constant 5.000000e-01
+// CHECK: cnn.all_reduce {{.*}} {bucket = 2 : i64, bytes = 592 : i64} : (tensor<10x4xf32>, tensor<4x3x3x3xf32>)
+// CHECK: cnn.all_reduce {{.*}} {bucket = 3 : i64, bytes = 4 : i64} : (tensor<f32>) -> tensor<f32>
 // CHECK-NOT: cnn.batch_norm_grad
 
-// f16 activations: the statistics are computed from an f32 cast and stay f32.
+// f16 activations: the sums of the f16 tensor are f32, and so is the
+// collective.
 // F16-LABEL: func.func @train_step(
-// F16: %[[XF:.*]] = cnn.cast %{{.*}} : (tensor<2x4x4x4xf16>) -> tensor<2x4x4x4xf32>
-// F16: cnn.reduce_mean %[[XF]]
-// F16: cnn.all_reduce %{{.*}} {bytes = 16 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+// F16: cnn.batch_norm_sums %{{.*}} : (tensor<2x4x4x4xf16>) -> (tensor<4xf32>, tensor<4xf32>)
+// F16: cnn.all_reduce %{{.*}}, %{{.*}} {bytes = 32 : i64, reduction = "sum"} : (tensor<4xf32>, tensor<4xf32>)
+// F16: cnn.batch_norm_grad_sums %{{.*}} : (tensor<2x4x4x4xf16>, tensor<2x4x4x4xf16>, tensor<4xf32>, tensor<4xf32>)
 
 // Without sync-bn the statistics stay per rank (DDP's default).
 // LOCAL-LABEL: func.func @train_step(

@@ -49,9 +49,8 @@ func.func @stale(%x: tensor<2x8x8x16xf16>, %w1: tensor<32x1x1x16xf16>) -> tensor
 // -----
 
 // Sums and means over every dimension but the innermost (an NHWC tensor's
-// per-channel statistics, as --sync-bn computes them) take bias_grad's
-// coalesced two-pass kernels, eight channels per thread when C % 8 == 0
-// ("channel_sum_vec8": 16 channels here, 12 in @channel_sums_12); a
+// per-channel statistics) take bias_grad's coalesced two-pass kernels,
+// eight channels per thread when C % 8 == 0 ("channel_sum_vec8": 16 channels here, 12 in @channel_sums_12); a
 // reduction that keeps another dimension, or a maximum, keeps the generic
 // kernel.
 // CHECK-LABEL: func.func @channel_sums

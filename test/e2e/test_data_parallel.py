@@ -238,19 +238,22 @@ def test_sync_bn_nhwc(cnnc, smallbn, digits, tmp_path):
 
 
 def test_sync_bn_ir_and_flags(cnnc, smallbn, tmp_path):
-    """The step holds the BN collectives (forward: mean, variance; backward:
-    one two-vector bucket) numbered in issue order before the gradient
-    buckets; --sync-bn without --gpus is refused."""
+    """The step holds the BN collectives (forward: the sums; backward: the
+    sums of the gradient; one two-vector collective each, reduction sum)
+    numbered in issue order with the gradient buckets; --sync-bn without
+    --gpus is refused."""
     r = tc.run_cnnc(cnnc, smallbn[B], "--train", "--gpus", 2, "--sync-bn",
                     "--emit", "mlir")
     assert r.returncode == 0, r.stderr
     step = r.stdout[r.stdout.index("@train_step"):]
-    assert "cnn.batch_norm_train" not in step and "cnn.batch_norm_grad" not in step
-    # 3 BN collectives + 1 gradient bucket + the loss, numbered 0..4 in
+    assert "cnn.batch_norm_train " not in step and "cnn.batch_norm_grad " not in step
+    # 2 BN collectives + 1 gradient bucket + the loss, numbered 0..3 in
     # issue order (bucket 0, the default, is not printed).
-    assert step.count("cnn.all_reduce") == 5, step
+    assert step.count("cnn.all_reduce") == 4, step
+    assert step.count('reduction = "sum"') == 2, step
+    assert "cnn.batch_norm_sums" in step and "cnn.batch_norm_grad_sums" in step
     buckets = [int(b) for b in re.findall(r"bucket = (\d+)", step)]
-    assert buckets == [1, 2, 3, 4], buckets
+    assert buckets == [1, 2, 3], buckets
     assert "sync_bn = true" in step
     bad = tc.run_cnnc(cnnc, smallbn[B], "--train", "--sync-bn")
     assert bad.returncode != 0

@@ -425,9 +425,11 @@ def test_sync_batch_norm_model_under_torchrun(build_and_cache, monkeypatch):
     monkeypatch.undo()
     source = gpu_step_source(model, x, build_and_cache / "cache-syncbn", gpus=2,
                              **{"sync-bn": True})
-    # The BN collectives come first: bucket 0 (the mean) and 1 (the variance).
-    assert "all-reduce bucket 0: 1 tensors, 32 bytes (avg)" in source, source[:2000]
-    assert "all-reduce bucket 1: 1 tensors, 32 bytes (avg)" in source
+    # The BN's forward collective comes first: bucket 0, the rank's sum and
+    # sum of squares of its 8 channels added up over the ranks; the
+    # backward's sums of the gradient next.
+    assert "all-reduce bucket 0: 2 tensors, 64 bytes (sum)" in source, source[:2000]
+    assert "all-reduce bucket 1: 2 tensors, 64 bytes (sum)" in source
     # The module itself is untouched (still SyncBatchNorm, same state).
     assert isinstance(model[1], torch.nn.SyncBatchNorm)
     for k, v in model.state_dict().items():

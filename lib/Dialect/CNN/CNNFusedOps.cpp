@@ -444,3 +444,39 @@ bool FusedElementwiseOp::isScaleShiftRelu() {
   auto yield = cast<YieldOp>(body.getTerminator());
   return yield.getValues().size() == 1 && yield.getValues()[0] == last;
 }
+
+/// The rank and channel count of a batch_norm_sums / batch_norm_grad_sums
+/// input (2-D, 3-D or 4-D, as batch_norm_train takes it).
+static FailureOr<int64_t> sumsChannels(Operation *op, RankedTensorType in,
+                                       Layout layout) {
+  if (in.getRank() < 2 || in.getRank() > 4)
+    return op->emitOpError("'input' must be 2-D, 3-D or 4-D, got ") << in;
+  return in.getDimSize(channelDim(in, layout));
+}
+
+LogicalResult BatchNormSumsOp::verify() {
+  FailureOr<int64_t> c = sumsChannels(*this, getInput().getType(), getLayout());
+  if (failed(c) || failed(checkF32Channels(*this, "sum", getSum(), *c)) ||
+      failed(checkF32Channels(*this, "sum_sq", getSumSq(), *c)))
+    return failure();
+  return success();
+}
+
+LogicalResult BatchNormGradSumsOp::verify() {
+  auto in = getInput().getType();
+  if (getGradOutput().getType() != in)
+    return emitOpError("'grad_output' ")
+           << getGradOutput().getType() << " must have the type of 'input' "
+           << in;
+  FailureOr<int64_t> c = sumsChannels(*this, in, getLayout());
+  if (failed(c))
+    return failure();
+  for (auto [name, v] :
+       {std::pair<StringRef, Value>{"saved_mean", getSavedMean()},
+        {"saved_invstd", getSavedInvstd()},
+        {"sum_dy", getSumDy()},
+        {"sum_dy_xhat", getSumDyXhat()}})
+    if (failed(checkF32Channels(*this, name, v, *c)))
+      return failure();
+  return success();
+}

@@ -1727,6 +1727,52 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
         bnGrad(out, op, b.isNHWC(), b.getGradOutput(), b.getReluOutput(),
                b.getInput(), b.getScale(), b.getSavedMean(), b.getSavedInvstd(),
                b.getGradScale(), b.getGradBias(), b.getGradInput());
+      .Case([&](BatchNormSumsOp b) {
+        auto t = ttype(b.getInput());
+        std::string T = ctype(t.getElementType());
+        if (isNHWC(op)) {
+          // nhwcPartial's shifted sums (MODE 1), then the plain sums.
+          int64_t C = t.getDimSize(t.getRank() - 1);
+          int64_t tiles = nhwcPartial(out, op, 1, b.getInput(), {}, {}, {});
+          launch(out, op, fmt::format("nhwcSumsFinish<{}>", T),
+                 std::to_string(C), "256",
+                 fmt::format("{}, {}, {}, {}ll, {}, {}", ptr(b.getInput()),
+                             ptr(b.getSum()), ptr(b.getSumSq()),
+                             t.getNumElements() / C, C, tiles));
+          return success();
+        }
+        launch(out, op, fmt::format("bnSums<{}>", T),
+               std::to_string(t.getDimSize(1)), "512",
+               fmt::format("{}, {}, {}, {}, {}, {}ll", ptr(b.getInput()),
+                           ptr(b.getSum()), ptr(b.getSumSq()), t.getDimSize(0),
+                           t.getDimSize(1), channelInner(t)));
+        return success();
+      })
+      .Case([&](BatchNormGradSumsOp b) {
+        // batch_norm_grad's first pass alone: grad_scale = sum(dy * xhat)
+        // into sum_dy_xhat, grad_bias = sum(dy) into sum_dy.
+        auto t = ttype(b.getInput());
+        if (isNHWC(op)) {
+          int64_t C = t.getDimSize(t.getRank() - 1);
+          int64_t tiles =
+              nhwcPartial(out, op, 2, b.getGradOutput(), b.getInput(),
+                          b.getSavedMean(), b.getSavedInvstd());
+          launch(out, op, "nhwcBnGradFinish<float>", std::to_string(C), "256",
+                 fmt::format("{}, {}, {}, {}", ptr(b.getSumDyXhat()),
+                             ptr(b.getSumDy()), C, tiles));
+          return success();
+        }
+        launch(out, op,
+               fmt::format("bnGradReduce<{}, float>",
+                           ctype(t.getElementType())),
+               std::to_string(t.getDimSize(1)), "512",
+               fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}ll",
+                           ptr(b.getGradOutput()), ptr(b.getInput()),
+                           ptr(b.getSavedMean()), ptr(b.getSavedInvstd()),
+                           ptr(b.getSumDyXhat()), ptr(b.getSumDy()),
+                           t.getDimSize(0), t.getDimSize(1), channelInner(t)));
+        return success();
+      })
         return success();
       })
       .Case([&](FusedBatchNormAffineReluGradOp b) {

@@ -418,3 +418,40 @@ func.func @dual_bn_grad_result(%dy: tensor<2x4x4x16xf16>, %a: tensor<2x4x4x16xf1
   %da, %dsa, %dba, %db, %dsb, %dbb = cnn.fused_dual_batch_norm_grad %dy, %a, %sa, %ma, %ia, %b, %sb, %mb, %ib {layout = #cnn.layout<NHWC>} : (tensor<2x4x4x16xf16>, tensor<2x4x4x16xf16>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<2x4x4x16xf16>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>) -> (tensor<2x4x4x8xf16>, tensor<16xf32>, tensor<16xf32>, tensor<2x4x4x16xf16>, tensor<16xf32>, tensor<16xf32>)
   return
 }
+
+// -----
+
+// batch_norm_sums: the sums are 1-D f32 of the input's channel count (per
+// layout: NHWC's last dimension here).
+func.func @bn_sums_channels(%x: tensor<2x4x4x16xf16>) {
+  // expected-error @+1 {{'sum' 'tensor<4xf32>' must be 1-D of size 16 (the channel count)}}
+  %s, %ss = cnn.batch_norm_sums %x {layout = #cnn.layout<NHWC>} : (tensor<2x4x4x16xf16>) -> (tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+// batch_norm_sums: the input is 2-D, 3-D or 4-D.
+func.func @bn_sums_rank(%x: tensor<16xf32>) {
+  // expected-error @+1 {{'input' must be 2-D, 3-D or 4-D, got 'tensor<16xf32>'}}
+  %s, %ss = cnn.batch_norm_sums %x : (tensor<16xf32>) -> (tensor<16xf32>, tensor<16xf32>)
+  return
+}
+
+// -----
+
+// batch_norm_grad_sums: grad_output has the input's type.
+func.func @bn_grad_sums_dy(%dy: tensor<2x8x4x4xf32>, %x: tensor<2x8x4x4xf16>, %m: tensor<8xf32>, %i: tensor<8xf32>) {
+  // expected-error @+1 {{'grad_output' 'tensor<2x8x4x4xf32>' must have the type of 'input' 'tensor<2x8x4x4xf16>'}}
+  %a, %b = cnn.batch_norm_grad_sums %dy, %x, %m, %i : (tensor<2x8x4x4xf32>, tensor<2x8x4x4xf16>, tensor<8xf32>, tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
+// batch_norm_grad_sums: the statistics and the sums are f32.
+func.func @bn_grad_sums_f32(%dy: tensor<2x8x4x4xf16>, %x: tensor<2x8x4x4xf16>, %m: tensor<8xf32>, %i: tensor<8xf32>) {
+  // expected-error @+1 {{'sum_dy_xhat'}}
+  %a, %b = cnn.batch_norm_grad_sums %dy, %x, %m, %i : (tensor<2x8x4x4xf16>, tensor<2x8x4x4xf16>, tensor<8xf32>, tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf16>)
+  return
+}

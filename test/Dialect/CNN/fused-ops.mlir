@@ -107,3 +107,12 @@ func.func @dual_bn_grad(%dy: tensor<2x4x4x16xf16>, %a: tensor<2x4x4x16xf16>, %sa
   %da, %dsa, %dba, %db, %dsb, %dbb = cnn.fused_dual_batch_norm_grad %dy, %a, %sa, %ma, %ia, %b, %sb, %mb, %ib {layout = #cnn.layout<NHWC>} : (tensor<2x4x4x16xf16>, tensor<2x4x4x16xf16>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<2x4x4x16xf16>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>) -> (tensor<2x4x4x16xf16>, tensor<16xf32>, tensor<16xf32>, tensor<2x4x4x16xf16>, tensor<16xf32>, tensor<16xf32>)
   return %da, %db : tensor<2x4x4x16xf16>, tensor<2x4x4x16xf16>
 }
+
+// CHECK-LABEL: func @bn_sums
+// CHECK: cnn.batch_norm_sums %arg0 {layout = #cnn.layout<NHWC>} : (tensor<2x4x4x16xf16>) -> (tensor<16xf32>, tensor<16xf32>)
+// CHECK: cnn.batch_norm_grad_sums %arg1, %arg0, %arg2, %arg3 {layout = #cnn.layout<NHWC>}
+func.func @bn_sums(%x: tensor<2x4x4x16xf16>, %dy: tensor<2x4x4x16xf16>, %m: tensor<16xf32>, %i: tensor<16xf32>) -> (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>) {
+  %s, %ss = cnn.batch_norm_sums %x {layout = #cnn.layout<NHWC>} : (tensor<2x4x4x16xf16>) -> (tensor<16xf32>, tensor<16xf32>)
+  %a, %b = cnn.batch_norm_grad_sums %dy, %x, %m, %i {layout = #cnn.layout<NHWC>} : (tensor<2x4x4x16xf16>, tensor<2x4x4x16xf16>, tensor<16xf32>, tensor<16xf32>) -> (tensor<16xf32>, tensor<16xf32>)
+  return %s, %ss, %a, %b : tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>
+}

@@ -256,6 +256,53 @@ def CNN_BatchNormFinalizeOp : CNN_PureOp<"batch_norm_finalize"> {
   let hasVerifier = 1;
 }
 
+def CNN_BatchNormSumsOp : CNN_LayoutOp<"batch_norm_sums"> {
+  let summary = "Per-channel sum and sum of squares: one rank's share of SyncBatchNorm's statistics";
+  let description = [{
+    Per channel k of `input` (per `layout`), f32: `sum[k] = Σ input[.., k]`
+    and `sum_sq[k] = Σ input[.., k]²` over every other dimension, accumulated
+    in f64 and rounded once (the order of summation is unspecified). Made by
+    cnn-data-parallel's sync-bn rewrite: the sums of the ranks add up (one
+    cnn.all_reduce of both vectors) to the global batch's sums, which
+    batch_norm_finalize turns into the statistics. cnn-conv-stats computes
+    them in the epilogue of the convolution that produces `input`
+    (fused_conv2d_stats) where cuDNN's engines apply.
+
+    Constraints: `input` is 2-D, 3-D or 4-D; `sum` and `sum_sq` are 1-D f32
+    of the channel count.
+
+    ```mlir
+    %s, %ss = cnn.batch_norm_sums %x {layout = #cnn.layout<NHWC>}
+        : (tensor<8x16x16x64xf16>) -> (tensor<64xf32>, tensor<64xf32>)
+    ```
+  }];
+  let arguments = (ins CNN_FloatTensor:$input, CNN_Layout:$layout);
+  let results = (outs CNN_FloatTensor:$sum, CNN_FloatTensor:$sum_sq);
+  let hasVerifier = 1;
+}
+
+def CNN_BatchNormGradSumsOp : CNN_LayoutOp<"batch_norm_grad_sums"> {
+  let summary = "batch_norm_grad's per-channel sums, without the input gradient";
+  let description = [{
+    Per channel k (per `layout`), f32: `sum_dy[k] = Σ dy[.., k]` and
+    `sum_dy_xhat[k] = Σ dy[.., k] · (x[.., k] - saved_mean[k]) ·
+    saved_invstd[k]` where dy is `grad_output` and x is `input`: the
+    `grad_bias` and `grad_scale` of batch_norm_grad, accumulated in f64.
+    cnn-data-parallel's sync-bn rewrite adds them up over the ranks (one
+    cnn.all_reduce) and computes the input gradient of the global batch
+    elementwise from the sums.
+
+    Constraints: `grad_output` has the type of `input` (2-D, 3-D or 4-D);
+    `saved_mean`, `saved_invstd` and both results are 1-D f32 of the
+    channel count.
+  }];
+  let arguments = (ins CNN_FloatTensor:$grad_output, CNN_FloatTensor:$input,
+                   CNN_FloatTensor:$saved_mean, CNN_FloatTensor:$saved_invstd,
+                   CNN_Layout:$layout);
+  let results = (outs CNN_FloatTensor:$sum_dy, CNN_FloatTensor:$sum_dy_xhat);
+  let hasVerifier = 1;
+}
+
 def CNN_FusedBatchNormReluGradOp : CNN_LayoutOp<"fused_batch_norm_relu_grad"> {
   let summary = "batch_norm_grad of relu_grad(grad_output, relu_output)";
   let description = [{
