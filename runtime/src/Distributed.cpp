@@ -542,7 +542,8 @@ bool serveId(const LaunchInfo &li, int port, const std::vector<char> &id,
         if (!nodes.empty())
           err += "; node(s) " + nodes + " of " +
                  std::to_string(li.worldSize / per) + " (" +
-                 std::to_string(per) + " ranks each) never came";
+                 std::to_string(per) + (per > 1 ? " ranks" : " rank") +
+                 " each) never came";
       }
       err += ": a node did not start, or cannot reach this host on " + where;
       return false;

@@ -126,8 +126,14 @@ bool initComm(const LaunchInfo &li, double timeoutSeconds, std::string &err) {
   if (li.tcpPort > 0) {
     // Rank 0 serves the id on its port until every rank has it.
     if (!exchangeIdTcp(li, li.tcpHost, li.tcpPort, bytes, sizeof(id.internal),
-                       timeoutSeconds, err))
+                       timeoutSeconds, err)) {
+      // The ranks of a node give up at the same moment with the same
+      // message: local rank 0 reports, and the launcher (./train --gpus,
+      // torchrun) stops the others on its failure while they wait a second.
+      if (li.localRank > 0)
+        std::this_thread::sleep_for(std::chrono::seconds(1));
       return false;
+    }
     std::copy(bytes.begin(), bytes.end(), id.internal);
   } else if (li.worldSize > 1 || !li.idFile.empty()) {
     if (li.idFile.empty()) {

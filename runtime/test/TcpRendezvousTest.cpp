@@ -148,6 +148,21 @@ TEST(TcpRendezvous, RankZeroNamesTheNodeThatNeverCame) {
                      std::to_string(port));
 }
 
+TEST(TcpRendezvous, OneRankPerNode) {
+  // --gpus 1 --nnodes 2 with node 1 missing: rank 1 is node 1.
+  int port = freePort();
+  std::vector<char> id = someId();
+  std::string err;
+  EXPECT_FALSE(
+      exchangeIdTcp(rankOf(0, 2, 1), "", port, id, kIdBytes, 0.3, err));
+  EXPECT_EQ(err, "rank 0 of 2: rank 1 never connected to port " +
+                     std::to_string(port) +
+                     " in 0.3 s (CNNC_DIST_TIMEOUT); node(s) 1 of 2 (1 rank "
+                     "each) never came: a node did not start, or cannot reach "
+                     "this host on port " +
+                     std::to_string(port));
+}
+
 TEST(TcpRendezvous, AStrayConnectionIsIgnored) {
   int port = freePort();
   Result r0;
