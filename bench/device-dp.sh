@@ -7,7 +7,9 @@
 # libcnnrt_nccl.a, the digits) and PyTorch 2.11 + torchvision on the machine.
 #
 #   PARTS=ENF bash bench/device-dp.sh     (about 8 minutes)
-#   PARTS=S   bash bench/device-dp.sh     (or S1 and S2 in two calls)
+#   PARTS=S1  bash bench/device-dp.sh     (about 5 minutes; then PARTS=S2:
+#                                          PARTS=S runs both, which may not
+#                                          fit one call)
 #   PARTS=R   bash bench/device-dp.sh     (the runtime's own NCCL checks)
 #
 # Parts (letters in PARTS, any order; E's checks may be narrowed with
@@ -89,6 +91,8 @@ DIFFS=$OUT/diffs.json
 DP=$ROOT/bench/dp
 C=$CNNC
 PY=${PYTHON:-python3}
+# torchrun, or the module behind it where the script is not on the PATH.
+if command -v torchrun >/dev/null 2>&1; then TORCHRUN=(torchrun); else TORCHRUN=("$PY" -m torch.distributed.run); fi
 SGD=(--optimizer sgd --lr 0.01 --momentum 0.9)
 rc=0
 
@@ -234,7 +238,7 @@ if has E && [ -f "$EW/resnet18.onnx" ]; then
   # c. cnnc.compile under torchrun: started first, it compiles (nvcc) while
   # the rest of this part runs.
   if [[ $E_SUB == *c* ]]; then
-    (CUDA_VISIBLE_DEVICES=0,1 run e-c-torchrun 400 torchrun --standalone --nproc-per-node 2 \
+    (CUDA_VISIBLE_DEVICES=0,1 run e-c-torchrun 400 "${TORCHRUN[@]}" --standalone --nproc-per-node 2 \
       "$DP/compile_torchrun.py" --work "$EW" --out "$EW/cnnc_tr"
     echo $? >"$W/e-c.rc") &
     EC_PID=$!
@@ -243,7 +247,7 @@ if has E && [ -f "$EW/resnet18.onnx" ]; then
   if [[ $E_SUB == *[abc]* ]]; then
     CUDA_VISIBLE_DEVICES=0 run e-b-torch-one 200 $PY "$DP/torch_ref.py" one --work "$EW" \
       --out "$EW/pt_one" || fail "E b: PyTorch one process (exit $?, see e-b-torch-one.log)"
-    CUDA_VISIBLE_DEVICES=0,1 run e-b-torch-ddp 200 torchrun --standalone --nproc-per-node 2 \
+    CUDA_VISIBLE_DEVICES=0,1 run e-b-torch-ddp 200 "${TORCHRUN[@]}" --standalone --nproc-per-node 2 \
       "$DP/torch_ref.py" ddp --work "$EW" --out "$EW/pt_ddp" ||
       fail "E b: PyTorch DDP (exit $?, see e-b-torch-ddp.log)"
     if $PY "$DP/compare.py" diff torch_ddp_vs_one run:"$EW/pt_ddp" run:"$EW/pt_one" \
@@ -408,7 +412,7 @@ PY
     p=$(port)
     for nr in 1 0; do
       (CUDA_VISIBLE_DEVICES=$nr NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo \
-        run "n-torchrun-node$nr" 400 torchrun --nnodes 2 --node-rank $nr --nproc-per-node 1 \
+        run "n-torchrun-node$nr" 400 "${TORCHRUN[@]}" --nnodes 2 --node-rank $nr --nproc-per-node 1 \
         --rdzv-backend c10d --rdzv-endpoint "127.0.0.1:$p" --rdzv-id "cnnc-dp-$p" \
         "$DP/compile_torchrun.py" --work "$EW" --out "$EW/tr2n"
       echo $? >"$W/n-torchrun-$nr.rc") &
@@ -451,6 +455,7 @@ if has F; then
     exe=$W/nobn-g2
     # A rank killed mid-run: the launcher stops the other and names the rank.
     s=$(tmo 150)
+    ((s > 0)) || s=1 # (timeout 0 would mean no limit)
     CUDA_VISIBLE_DEVICES=0,1 timeout "$s" "$exe" "${X[@]}" --steps 100000000 --log-every 200 \
       --gpus 2 >"$LOGS/f-kill.log" 2>&1 &
     L=$!
@@ -555,7 +560,7 @@ for name in sys.argv[1:]:
     for spec in "${RUNS[@]}"; do
       set -- $spec
       [ "$3" = sb ] && continue
-      CUDA_VISIBLE_DEVICES=$(gpu_list 0 $(($2 - 1))) run "ddp-$1-g$2" 180 torchrun --standalone \
+      CUDA_VISIBLE_DEVICES=$(gpu_list 0 $(($2 - 1))) run "ddp-$1-g$2" 180 "${TORCHRUN[@]}" --standalone \
         --nproc-per-node "$2" "$DP/ddp_bench.py" "$1" --batch 128 --steps "$S_STEPS" --warmup 20 ||
         fail "S: PyTorch DDP $1 on $2 GPU(s) (exit $?, see ddp-$1-g$2.log)"
       grep -h "^DDP" "$LOGS/ddp-$1-g$2.log" | sed 's/^/     /' | tee -a "$SUMMARY"
@@ -611,7 +616,12 @@ fi
 if has R; then
   part_begin R
   run r-runtime-build 300 bash -c "cmake -S runtime -B $W/rt -G Ninja -DCMAKE_BUILD_TYPE=Release \
-      -DCMAKE_CUDA_ARCHITECTURES=90a && ninja -C $W/rt cnnrt_nccl_check" ||
+      -DCMAKE_CUDA_ARCHITECTURES=90a \
+      -DCNNRT_TURBOJPEG_INCLUDE_DIR=$ROOT/.carry/ext/include \
+      -DCNNRT_TURBOJPEG_LIBRARY=$ROOT/.carry/rt/lib/libturbojpeg.a \
+      -DPNG_PNG_INCLUDE_DIR=$ROOT/.carry/ext/include -DPNG_LIBRARY=$ROOT/.carry/rt/lib/libpng16.a \
+      -DZLIB_INCLUDE_DIR=$ROOT/.carry/ext/include -DZLIB_LIBRARY=$ROOT/.carry/rt/lib/libz.a &&
+    ninja -C $W/rt cnnrt_nccl_check" ||
     fail "R: runtime build (see r-runtime-build.log)"
   CHECK=$(find "$W/rt" -name cnnrt_nccl_check -type f 2>/dev/null | head -1)
   if [ -n "$CHECK" ]; then
