@@ -13,7 +13,8 @@
 #  7. the cross-entropy kernels with ignore_index (check_ignore_index.py);
 #  8. runtime/test/dgrad_stats_check.cu on all twelve shapes at batch 128
 #     (ctest runs three at batch 32; DGRAD_BATCH sets the batch), in the
-#     runtime built by part 1 or configured the same way here.
+#     runtime built by part 1 or configured the same way here;
+#  9. BatchNorm modules in eval mode in the CUDA step (check_finetune_modes.py).
 # Data parallelism on 2 or 4 GPUs has its own script: bench/device-dp.sh.
 # Each part has its own time limit so the call returns what finished; logs
 # go to $OUT.   Usage: bash bench/device-verify.sh [PARTS]  (default 1234)
@@ -71,6 +72,10 @@ fi
 if [[ $PARTS == *7* ]]; then
   part ignore-index ${IGNORE_S:-120} env CNNC="$CNNC" PYTHONPATH="$PWD/python" \
     python3 test/gpu/check_ignore_index.py
+fi
+if [[ $PARTS == *9* ]]; then
+  part finetune-modes ${FINETUNE_S:-180} env CNNC="$CNNC" PYTHONPATH="$PWD/python" \
+    python3 test/gpu/check_finetune_modes.py
 fi
 if [[ $PARTS == *8* ]]; then
   part dgrad-stats ${DGRAD_S:-400} bash -c "{ [ -f /tmp/rt/build.ninja ] || $CONFIGURE_RT; }"' &&
