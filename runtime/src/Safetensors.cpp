@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <unordered_set>
 
 namespace cnnrt {
 
@@ -122,6 +123,8 @@ private:
       ++pos_;
       return true;
     }
+    // (A set, not a scan of the members: a header may name 10^5 tensors.)
+    std::unordered_set<std::string> seen;
     for (;;) {
       skipSpace();
       if (pos_ >= s_.size() || s_[pos_] != '"')
@@ -129,9 +132,8 @@ private:
       std::string key;
       if (!parseString(key))
         return false;
-      for (const auto &m : v.members)
-        if (m.first == key)
-          return error("duplicate key \"" + key + "\"");
+      if (!seen.insert(key).second)
+        return error("duplicate key \"" + key + "\"");
       skipSpace();
       if (pos_ >= s_.size() || s_[pos_] != ':')
         return error("expected ':'");
@@ -627,6 +629,7 @@ bool serializeSafetensors(const std::vector<TensorEntry> &entries,
     header += "}";
   }
   uint64_t offset = 0;
+  std::unordered_set<std::string> names;
   for (size_t i = 0; i < entries.size(); ++i) {
     const TensorEntry &e = entries[i];
     if (e.name.empty() || !isValidUtf8(e.name) || e.name == "__metadata__") {
@@ -635,11 +638,10 @@ bool serializeSafetensors(const std::vector<TensorEntry> &entries,
                 : "tensor name '" + e.name + "' is not UTF-8 or is reserved";
       return false;
     }
-    for (size_t j = 0; j < i; ++j)
-      if (entries[j].name == e.name) {
-        err = "duplicate tensor name '" + e.name + "'";
-        return false;
-      }
+    if (!names.insert(e.name).second) {
+      err = "duplicate tensor name '" + e.name + "'";
+      return false;
+    }
     const char *dt = safetensorsName(e.dtype);
     uint64_t nbytes;
     std::string why;
