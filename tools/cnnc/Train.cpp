@@ -90,6 +90,18 @@ LogicalResult cnnc::driver::buildTrainStep(const DriverOptions &o,
   ad.auxLossWeight = o.auxLossWeight;
   pm.addPass(createCNNAutodiff(ad));
   pm.addPass(createCSEPass());
+  // Several outputs: every ONNX graph output after the first is an auxiliary
+  // head (the file's output order decides); say what the loss is.
+  if (auto fwd = (*c.module).lookupSymbol<func::FuncOp>(ad.forwardName))
+    if (unsigned n = fwd.getNumResults(); n > 1) {
+      char weight[32];
+      std::snprintf(weight, sizeof weight, "%g", o.auxLossWeight);
+      llvm::errs() << llvm::formatv(
+          "cnnc: note: the model has {0} outputs: the loss is CE(output 0) + "
+          "{1} x (the sum of CE of outputs 1..{2}): every graph output after "
+          "the first is an auxiliary classifier weighted by --aux-loss-weight\n",
+          n, weight, n - 1);
+    }
   if (failed(runPasses(pm, c)))
     return failure();
   // State with an initial value (a param group's LR, --param-groups) goes
