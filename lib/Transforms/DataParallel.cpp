@@ -164,16 +164,17 @@ FailureOr<int64_t> syncBatchNorm(func::FuncOp f, int64_t worldSize,
                                    s.mul(xhat, s.mul(a[6], s.c(inv))));
             return s.mul(s.mul(a[4], a[3]), centered);
           });
-      auto perRank = [&](Value sum, Type type) {
-        Value v = elementwise(b, gl, type, {sum}, {0}, layout,
-                              [&](ScalarBuilder &s, ValueRange a) {
-                                return s.mul(a[0], s.c(1.0 / worldSize));
-                              });
-        averaged.insert(v);
-        return v;
-      };
-      Value dscale = perRank(sumDyXhat, g.getGradScale().getType());
-      Value dbias = perRank(sumDy, g.getGradBias().getType());
+      // Both parameters' gradients in one kernel: G2 / world, G1 / world.
+      auto perRank = makeFusedElementwise(
+          b, gl, TypeRange{g.getGradScale().getType(), g.getGradBias().getType()},
+          ValueRange{sumDyXhat, sumDy}, {0, 0}, layout,
+          [&](ScalarBuilder &s, ValueRange a) {
+            Value w = s.c(1.0 / worldSize);
+            return SmallVector<Value>{s.mul(a[0], w), s.mul(a[1], w)};
+          });
+      Value dscale = perRank.getResult(0), dbias = perRank.getResult(1);
+      averaged.insert(dscale);
+      averaged.insert(dbias);
       g.getGradInput().replaceAllUsesWith(dx);
       g.getGradScale().replaceAllUsesWith(dscale);
       g.getGradBias().replaceAllUsesWith(dbias);
