@@ -196,10 +196,12 @@ def state_diff(a, b, keys=None):
         x = np.asarray(a[k], dtype=np.float64)
         y = np.asarray(b[k], dtype=np.float64)
         if x.shape != y.shape:
-            if x.size == y.size:
-                x = x.reshape(y.shape)
-            else:
+            # Only unit dimensions may differ (a bias stored as [C] or
+            # [1, C, 1, 1]); the same size in another layout is not the
+            # same tensor.
+            if tuple(d for d in x.shape if d != 1) != tuple(d for d in y.shape if d != 1):
                 raise ValueError("%s: shapes %s vs %s" % (k, x.shape, y.shape))
+            x = x.reshape(y.shape)
         d = float(np.abs(x - y).max()) if x.size else 0.0
         scale = float(np.abs(y).max()) if y.size else 0.0
         r = d / scale if scale > 0 else (0.0 if d == 0 else float("inf"))

@@ -14,8 +14,9 @@ Subcommands (each prints one line; the exit code is the verdict):
       the float tensors of INIT.npz (the model's parameters and BN
       statistics) or all float tensors both have; recorded in FILE (JSON)
       under NAME. Exit 0 (information).
-  tol NAME --rel X [--diffs FILE]
+  tol NAME --rel X [--losses-only] [--steps K] [--diffs FILE]
       exit 1 unless NAME's loss and weight differences are both <= X
+      (--losses-only: the losses alone; --steps K: the first K steps' losses)
   bound OURS THEIRS [--factor 2] [--floor 1e-6] [--first-step TOL] [--diffs FILE]
       exit 1 unless OURS' loss and weight differences are each no larger
       than max(factor x THEIRS', floor) (common.within_bound), and (with
@@ -121,6 +122,8 @@ def main(argv=None):
     p = sub.add_parser("tol")
     p.add_argument("name")
     p.add_argument("--rel", type=float, required=True)
+    p.add_argument("--losses-only", action="store_true")
+    p.add_argument("--steps", type=int, help="judge the first K steps' losses")
     p.add_argument("--diffs", required=True)
     p = sub.add_parser("bound")
     p.add_argument("ours")
@@ -149,10 +152,17 @@ def main(argv=None):
     data = common.load_json(args.diffs)
     if args.cmd == "tol":
         d = data[args.name]
-        worst = max(d["loss_rel"], d.get("w_rel", 0.0))
-        ok = "w_rel" in d and worst <= args.rel
-        print("%s: worst of losses and weights %.3g, tolerance %.3g: %s" % (
-            args.name, worst, args.rel, "within" if ok else "EXCEEDED"))
+        steps = d["loss_rel_steps"][:args.steps] if args.steps else d["loss_rel_steps"]
+        worst = max(steps)
+        what = "losses of steps 1-%d" % len(steps)
+        ok = True
+        if not args.losses_only:
+            ok = "w_rel" in d
+            worst = max(worst, d.get("w_rel", 0.0))
+            what += " and weights"
+        ok = ok and worst <= args.rel
+        print("%s: worst of the %s %.3g, tolerance %.3g: %s" % (
+            args.name, what, worst, args.rel, "within" if ok else "EXCEEDED"))
         return 0 if ok else 1
     ours, theirs = data[args.ours], data[args.theirs]
     ok = True

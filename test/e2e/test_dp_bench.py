@@ -133,8 +133,12 @@ def test_comparators():
     b = {"w": np.ones((2, 3), np.float32) * 1.001, "b": np.zeros(3, np.float32)}
     rel, ab, key, n = common.state_diff(a, b)
     assert key == "w" and n == 2 and abs(rel - 0.001 / 1.001) < 1e-6 and abs(ab - 0.001) < 1e-6
-    b["w"] = b["w"].reshape(6)  # the same values in another shape: compared flat
+    b["w"] = b["w"].reshape(1, 2, 1, 3)  # unit dimensions may differ
     assert common.state_diff(a, b)[2] == "w"
+    b["w"] = b["w"].reshape(3, 2)  # another layout of the same size may not
+    with pytest.raises(ValueError, match="shapes"):
+        common.state_diff(a, b)
+    b["w"] = b["w"].reshape(2, 3)
     with pytest.raises(KeyError):
         common.state_diff(a, b, keys=["w", "missing"])
     assert common.within_bound(2.9e-4, 1.5e-4, factor=2) is True
@@ -171,6 +175,13 @@ def test_compare_cli_verdicts(tmp_path):
                   "--diffs", diffs).returncode == 1
     assert run_py("compare.py", "tol", "theirs", "--rel", 1e-3, "--diffs", diffs).returncode == 0
     assert run_py("compare.py", "tol", "theirs", "--rel", 1e-5, "--diffs", diffs).returncode == 1
+    # The losses alone (the weights differ by 2e-4), or only the first step.
+    assert run_py("compare.py", "tol", "theirs", "--rel", 1.5e-4, "--losses-only",
+                  "--diffs", diffs).returncode == 0
+    assert run_py("compare.py", "tol", "ours", "--rel", 1e-5, "--losses-only", "--steps", 1,
+                  "--diffs", diffs).returncode == 0
+    assert run_py("compare.py", "tol", "ours", "--rel", 1e-5, "--losses-only", "--steps", 2,
+                  "--diffs", diffs).returncode == 1
     assert run_py("compare.py", "same", "run:%s" % (tmp_path / "one"),
                   "run:%s" % (tmp_path / "one")).returncode == 0
     assert run_py("compare.py", "same", "run:%s" % (tmp_path / "one"),
