@@ -18,6 +18,7 @@ in FILE), --resume FILE continuing to the same --steps.
 import json
 import os
 import re
+import shutil
 import sys
 
 import numpy as np
@@ -169,3 +170,34 @@ def test_log_json_records(cnnc, setup, tmp_path):
                                (x["step"], x["loss"], x["epoch"], x["lr"])), (line, x)
         assert set(x) == {"type", "step", "total_steps", "epoch", "loss", "lr",
                           "img_per_s", "eta_s"}
+
+
+@pytest.mark.skipif(not os.path.exists("/usr/local/cuda/bin/nvcc") and not shutil.which("nvcc"),
+                    reason="nvcc not found")
+def test_executable_reads_cpu_checkpoint(cnnc, setup, tmp_path):
+    """A checkpoint the CPU path wrote passes the executable's checks (names,
+    shapes, step, data position; the f16 NHWC step converts the public
+    layout); without a GPU it then exits 3, on a GPU it trains. A truncated
+    one is one error, exit 1, before the GPU is touched."""
+    import subprocess
+    d = setup
+    r = tc.run_cnnc(cnnc, d / "m.onnx", "--optimizer", "adam", "--lr", "0.01",
+                    "-o", tmp_path / "train", "--arch", "sm_80")
+    assert r.returncode == 0, r.stderr
+    r = train(cnnc, d, "--checkpoint", tmp_path / "ck-{step}.safetensors",
+              "--checkpoint-every", 3)
+    assert r.returncode == 0, r.stderr
+
+    def run(*args):
+        return subprocess.run([str(tmp_path / "train"), "--data", str(d / "x.npy"), "--labels",
+                               str(d / "y.npy"), "--steps", "7"] + [str(a) for a in args],
+                              capture_output=True, text=True, timeout=300)
+    r = run("--resume", tmp_path / "ck-3.safetensors")
+    assert r.returncode in (0, 3), r.stderr
+    if r.returncode == 3:
+        assert "no CUDA GPU" in r.stderr and "cannot resume" not in r.stderr, r.stderr
+    cut = tmp_path / "cut.safetensors"
+    cut.write_bytes((tmp_path / "ck-3.safetensors").read_bytes()[:-100])
+    r = run("--resume", cut)
+    assert r.returncode == 1, r.stderr
+    assert "cannot resume" in r.stderr and "run past the end of the data" in r.stderr, r.stderr
