@@ -36,6 +36,8 @@ def main(argv=None):
     ap.add_argument("--work", required=True)
     ap.add_argument("--out", required=True, help="output prefix")
     ap.add_argument("--model", default="resnet18", choices=["resnet18", "nobn"])
+    ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"],
+                    help="cpu: one process on the reference interpreter (tests)")
     args = ap.parse_args(argv)
     rank = int(os.environ.get("RANK", "0"))
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -45,8 +47,13 @@ def main(argv=None):
     import cnnc
     torch_ref.exact_f32()
     x, y, batches, meta = torch_ref.inputs(args.work)
-    device = torch.device("cuda", local)
-    torch.cuda.set_device(device)
+    if args.device == "cpu":
+        if world > 1:
+            ap.error("--device cpu runs one process (the CPU step is not data parallel)")
+        device = torch.device("cpu")
+    else:
+        device = torch.device("cuda", local)
+        torch.cuda.set_device(device)
     model = torch_ref.load_model(args.work, args.model, device)
     if world > 1:
         model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)
@@ -54,7 +61,7 @@ def main(argv=None):
     opt = torch.optim.SGD(model.parameters(), lr=meta["lr"], momentum=meta["momentum"])
     t0 = time.time()
     trainer = cnnc.compile(model, torch.from_numpy(x[:b]).to(device), optimizer=opt,
-                           precision="fp32", layout="nchw")
+                           precision="fp32", layout="nchw", device=device.type)
     print("rank %d of %d: compiled in %.1f s (cnnc flags %s)" %
           (rank, world, time.time() - t0, trainer.info["flags"]), flush=True)
     losses = []

@@ -95,6 +95,36 @@ def test_loader_order_matches_the_reference_interpreter(cnnc, tmp_path):
     assert common.loss_diff(ours, common.load_json(w / "pt2.json")["losses"])[0] > 1e-4
 
 
+def test_compile_torchrun_script_on_one_cpu_process(cnnc, tmp_path):
+    """compile_torchrun.py's own logic (inputs, shards, trainer.step, the
+    files it writes) in one process on the CPU reference step: the BN-free
+    net's losses and final state equal PyTorch's on the same batches."""
+    pytest.importorskip("torch")
+    pytest.importorskip("onnx")
+    w = tmp_path / "e"
+    r = run_py("prepare.py", "--work", w, "--batch", 4, "--size", 8, "--steps", 3,
+               "--models", "nobn")
+    assert r.returncode == 0, r.stderr[-3000:]
+    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"), CNNC=str(cnnc),
+               CNNC_CACHE_DIR=str(tmp_path / "cache"))
+    env.pop("WORLD_SIZE", None)
+    r = subprocess.run([PY, os.path.join(DP, "compile_torchrun.py"), "--work", str(w),
+                        "--out", str(w / "tr"), "--model", "nobn", "--device", "cpu"],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    assert (w / "tr.rank0.json").exists() and (w / "tr.rank0.npz").exists()
+    r = run_py("torch_ref.py", "one", "--work", w, "--out", w / "pt", "--model", "nobn",
+               "--device", "cpu")
+    assert r.returncode == 0, r.stderr[-3000:]
+    diffs = tmp_path / "d.json"
+    r = run_py("compare.py", "diff", "cpu", "run:%s" % (w / "tr.rank0"), "run:%s" % (w / "pt"),
+               "--keys", w / "nobn_init.npz", "--diffs", diffs)
+    assert r.returncode == 0, r.stdout + r.stderr
+    d = json.load(open(diffs))["cpu"]
+    assert len(d["losses_a"]) == 3 and d["w_tensors"] == 8, d
+    assert d["loss_rel"] < 1e-6 and d["w_rel"] < 1e-6, d  # measured 0 and 9e-8
+
+
 NEW = """step 20 loss 6.9 epoch 0.00 lr 0.01 img/s 27100 eta 0:00:01
 done: 200 steps, final loss 6.90776, steady img/s 27067, start-up 7.4 s, mean img/s 24807 (whole run), peak GPU memory 31245 MiB
 data parallel: steady img/s per rank [6767, 6766, 6768, 6766], total 27067; whole run per rank [6202, 6201, 6202, 6202], total 24807; start-up 7.4 s (slowest rank)
