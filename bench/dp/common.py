@@ -96,7 +96,9 @@ DONE_RE = re.compile(r"^done: (\d+) steps, final loss (\S+?),(.*)$", re.M)
 # "data parallel: steady img/s per rank [a, b], total S; whole run per rank
 #  [c, d], total W; start-up T s (slowest rank)"; older runtimes:
 # "data parallel: img/s per rank [a, b], total S".
-DP_RE = re.compile(r"^data parallel: (?:steady )?img/s per rank \[[^\]]*\], total (\d+)"
+# "steady img/s per rank n/a; whole run ..." when the run had one logged
+# interval (no steady rate).
+DP_RE = re.compile(r"^data parallel: (?:steady )?img/s per rank (?:\[[^\]]*\], total (\d+)|n/a)"
                    r"(?:; whole run per rank \[[^\]]*\], total (\d+))?"
                    r"(?:; start-up ([0-9.]+) s)?", re.M)
 
@@ -138,7 +140,9 @@ def parse_dp_line(text):
     if not found:
         return None
     s, w, t = found[-1]
-    return int(s), (int(w) if w else None), (float(t) if t else None)
+    if not s and not w:
+        return None
+    return (int(s) if s else None), (int(w) if w else None), (float(t) if t else None)
 
 
 def throughput(text):
@@ -151,11 +155,12 @@ def throughput(text):
     if done:
         steady, whole = done["steady"], done["whole"]
     if dp:
-        steady = dp[0]
         if dp[1] is not None:
             whole = dp[1]
         elif done is None or done["steady_is_mean"]:
             whole = dp[0]  # an old runtime: one figure for the whole run
+        # No steady rate (one logged interval): the whole run's, as done: does.
+        steady = dp[0] if dp[0] is not None else whole
     return steady, whole
 
 

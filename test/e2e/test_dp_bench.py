@@ -149,6 +149,12 @@ def test_parse_done_and_data_parallel_lines():
           "mean img/s 7025 (whole run), peak GPU memory 30000 MiB\n"
     assert common.throughput(one) == (7051, 7025)
     assert common.throughput("cnnrt: error: out of memory\n") == (None, None)
+    single = ("done: 20 steps, final loss 6.9, steady img/s n/a, start-up 0.0 s, mean img/s 20100 "
+              "(whole run), peak GPU memory 1 MiB\n"
+              "data parallel: steady img/s per rank n/a; whole run per rank [10050, 10050], "
+              "total 20100; start-up 0.0 s (slowest rank)\n")
+    assert common.parse_dp_line(single) == (None, 20100, 0.0)
+    assert common.throughput(single) == (20100, 20100)
     assert common.parse_steps(NEW) == {20: 6.9}
 
 
