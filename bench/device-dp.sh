@@ -6,8 +6,8 @@
 # scripts/prepare-device-carry.sh (the static cnnc, the runtime with
 # libcnnrt_nccl.a, the digits) and PyTorch 2.11 + torchvision on the machine.
 #
-#   PARTS=ENF bash bench/device-dp.sh     (about 8 minutes)
-#   PARTS=S1  bash bench/device-dp.sh     (about 5 minutes; then PARTS=S2:
+#   PARTS=ENF bash bench/device-dp.sh     (estimated 7-8 minutes, not yet run)
+#   PARTS=S1  bash bench/device-dp.sh     (estimated 5 minutes; then PARTS=S2:
 #                                          PARTS=S runs both, which may not
 #                                          fit one call)
 #   PARTS=R   bash bench/device-dp.sh     (the runtime's own NCCL checks)
