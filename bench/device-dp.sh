@@ -536,6 +536,7 @@ for name in sys.argv[1:]:
     print('exported', name, 'in %.1f s' % (time.time() - t))
 " "${MODELS[@]}" || fail "S: export (see s-export.log)"
   # What runs: "model gpus sync-bn" (1 GPU: the step without all-reduces).
+  ((NG < 4)) && note "S: $NG GPUs: the 4-GPU runs are skipped (ResNet-18 and EfficientNet-B0 on 1 and $NG)"
   RUNS=()
   if has S1; then
     RUNS+=("resnet50 1 -" "resnet50 2 -")
