@@ -391,6 +391,7 @@ std::string dimsText(const std::vector<int64_t> &shape) {
 struct Pending {
   TensorEntry entry;
   uint64_t begin = 0, end = 0;
+  size_t index = 0; ///< position in the header
 };
 
 /// Validates one "name": {...} member of the header.
@@ -565,10 +566,15 @@ bool parseSafetensors(const char *data, size_t size, const std::string &path,
   }
   // The byte ranges must tile the data: sorted by offset, each begins where
   // the previous ended, and the last ends at the end of the file.
-  std::stable_sort(
-      tensors.begin(), tensors.end(), [](const Pending &a, const Pending &b) {
-        return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
-      });
+  // (Header order breaks ties: empty tensors may share an offset.)
+  for (size_t i = 0; i < tensors.size(); ++i)
+    tensors[i].index = i;
+  std::sort(tensors.begin(), tensors.end(),
+            [](const Pending &a, const Pending &b) {
+              if (a.begin != b.begin)
+                return a.begin < b.begin;
+              return a.end != b.end ? a.end < b.end : a.index < b.index;
+            });
   uint64_t at = 0;
   const Pending *prev = nullptr;
   for (const Pending &p : tensors) {
