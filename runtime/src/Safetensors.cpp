@@ -361,20 +361,44 @@ const char *safetensorsName(DType dt) {
   return nullptr;
 }
 
+/// A JSON string as Python's json.dumps(ensure_ascii=False) writes it (so
+/// the C++ and Python writers give the same bytes): UTF-8 as is, the short
+/// escapes where JSON has them, other control characters as \u00xx.
 std::string jsonString(const std::string &s) {
   std::string out = "\"";
   for (char ch : s) {
     unsigned char c = static_cast<unsigned char>(ch);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += ch;
-    } else if (c < 0x20) {
-      static const char hex[] = "0123456789abcdef";
-      out += "\\u00";
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    } else {
-      out += ch;
+    switch (c) {
+    case '"':
+      out += "\\\"";
+      break;
+    case '\\':
+      out += "\\\\";
+      break;
+    case '\b':
+      out += "\\b";
+      break;
+    case '\f':
+      out += "\\f";
+      break;
+    case '\n':
+      out += "\\n";
+      break;
+    case '\r':
+      out += "\\r";
+      break;
+    case '\t':
+      out += "\\t";
+      break;
+    default:
+      if (c < 0x20) {
+        static const char hex[] = "0123456789abcdef";
+        out += "\\u00";
+        out += hex[c >> 4];
+        out += hex[c & 15];
+      } else {
+        out += ch;
+      }
     }
   }
   return out + "\"";

@@ -76,6 +76,12 @@ TEST(Safetensors, ExactBytes) {
   std::string data("\x07\0\0\0\xff\xff\xff\xff", 8);
   EXPECT_EQ(bytes, file(header, data));
   EXPECT_EQ(bytes.size() % 8, 0u);
+  // Names escaped as Python's json.dumps(ensure_ascii=False) does, so that
+  // python/cnnc/safetensors.py writes the same bytes.
+  TensorEntry odd = TensorEntry::zeros("a\n\x01\"\\\xc3\xa9", DType::F32, {});
+  ASSERT_TRUE(serializeSafetensors({odd}, {}, bytes, err)) << err;
+  const std::string want = "{\"a\\n\\u0001\\\"\\\\\xc3\xa9\":{";
+  EXPECT_EQ(bytes.substr(8, want.size()), want);
 }
 
 TEST(Safetensors, RoundTripByExtension) {
