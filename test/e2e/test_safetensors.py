@@ -16,6 +16,7 @@ other, against the format's specification, and against PyTorch.
   range / overlapping / leaving a gap, dtype or shape mismatch) each give one
   clear error from both readers, naming the problem.
 * cnnc.load_state_dict and the command lines of cnnc.safetensors / cnnc.cnnw.
+* Both readers accept and refuse the same 120 mutated files.
 """
 import json
 import os
@@ -224,3 +225,52 @@ def test_command_lines(trained, tmp_path):
     assert set(torch.load(tmp_path / "m.pt")) == set(load_state_dict(d / "s.cnnw"))
     r = run("cnnc.safetensors", tmp_path / "missing.safetensors")
     assert r.returncode == 1 and "error:" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_readers_agree_on_mutated_files(cnnc, trained, tmp_path):
+    """The Python and C++ readers accept and refuse the same files: 120
+    deterministic mutations (bytes changed, cut, JSON punctuation inserted)
+    of the fuzz seeds and of cnnc's own file; the C++ reader is driven
+    through `cnnc --weights` (a file it parses fails later, on --input)."""
+    import glob
+    import random
+    seeds = [open(p, "rb").read() for p in sorted(glob.glob(
+        os.path.join(REPO, "fuzz", "corpus", "safetensors", "*")))]
+    d, _, onnx_path = trained
+    seeds.append(open(d / "s.safetensors", "rb").read())
+    rng = random.Random(0)
+    accepted = 0
+    for i in range(120):
+        b = bytearray(rng.choice(seeds))
+        if i % 8 == 0:  # a changed value in the data parses
+            b = bytearray(seeds[-1])
+            b[len(b) - 1 - rng.randrange(4096)] ^= 0x40
+        for _ in range(rng.randint(1, 3) if i % 8 else 0):
+            op, k = rng.random(), rng.randrange(len(b) + 1)
+            if op < 0.4 and k < len(b):
+                # Mostly in the header (a change in the data always parses).
+                b[k if rng.random() < 0.5 else min(k, 8 + rng.randrange(600))] = \
+                    rng.randrange(256)
+            elif op < 0.7:
+                b[k:k] = bytes([rng.choice(b'{}[]",:0-1e.\\ ')])
+            else:
+                del b[k:k + rng.randint(1, 8)]
+        if len(b) >= 8 and rng.random() < 0.5:  # keep the header length plausible
+            n = struct.unpack("<Q", bytes(b[:8]))[0]
+            if n > len(b) - 8:
+                b[:8] = struct.pack("<Q", max(0, len(b) - 8 - rng.randint(0, 8)))
+        path = tmp_path / ("m%03d.safetensors" % i)
+        path.write_bytes(bytes(b))
+        try:
+            parse_safetensors(bytes(b), str(path), extra_dtypes=False)
+            py = True
+        except SafetensorsError:
+            py = False
+        r = tc.run_cnnc(cnnc, onnx_path, "--run-reference", "--input", tmp_path / "none.npy",
+                        "--output", tmp_path / "y.npy", "--weights", path)
+        cpp = "cannot read weights" not in r.stderr
+        assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert py == cpp, (path, py, r.stderr)
+        accepted += py
+    print("\nMEASURED mutated files accepted by both readers: %d of 120" % accepted)
+    assert accepted > 0
