@@ -183,3 +183,14 @@ def test_tuple_output_needs_aux_loss_weight():
         a, b = model(x)
         want = F.cross_entropy(a, y) + 0.3 * F.cross_entropy(b, y)
     assert abs(trainer.step(x, y) - want.item()) < 1e-5
+
+
+def test_compare_runs_the_backward_in_the_step_modes():
+    """cnnc.compare's PyTorch backward keeps the eval-mode BatchNorms frozen,
+    as the step it compares with does (in training mode it would differ)."""
+    model, x, y = make()
+    model.bn1.eval()
+    model.drop.p = 0.0
+    report = cnnc.compare(model, x, y)
+    assert report.ok, report
+    assert not model.bn1.training and model.bn2.training  # the module is untouched
