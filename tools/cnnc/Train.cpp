@@ -99,7 +99,8 @@ LogicalResult cnnc::driver::buildTrainStep(const DriverOptions &o,
       llvm::errs() << llvm::formatv(
           "cnnc: note: the model has {0} outputs: the loss is CE(output 0) + "
           "{1} x (the sum of CE of outputs 1..{2}): every graph output after "
-          "the first is an auxiliary classifier weighted by --aux-loss-weight\n",
+          "the first is an auxiliary classifier weighted by "
+          "--aux-loss-weight\n",
           n, weight, n - 1);
     }
   if (failed(runPasses(pm, c)))
