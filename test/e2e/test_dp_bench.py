@@ -257,12 +257,14 @@ def test_scaling_table(tmp_path):
         (tmp_path / k).write_text(v)
     r = run_py("scaling.py", tmp_path, "--json", tmp_path / "s.json")
     assert r.returncode == 0, r.stdout + r.stderr
-    # The scaling table's rows (10 bars; the sync-bn table has 6).
+    # The scaling table's rows (11 bars; the sync-bn table has 6).
     rows = {tuple(c.strip() for c in l.split("|")[1:3]): l for l in r.stdout.splitlines()
-            if l.startswith("| resnet") and l.count("|") == 10}
+            if l.startswith("| resnet") and l.count("|") == 11}
     r50x4 = rows[("resnet50", "4")]
     assert "27,067" in r50x4 and "24,807" in r50x4 and "13,801" in r50x4
-    assert "3.87x" in r50x4 and "3.65x" in r50x4 and "0.967" in r50x4 and "1.96x" in r50x4
+    # 27067 / 7000, 24807 / 6800, their quarters, 27067 / 13801.
+    assert "3.87x" in r50x4 and "3.65x" in r50x4 and "0.967" in r50x4 and "0.912" in r50x4
+    assert "1.96x" in r50x4
     assert "failed" in rows[("resnet18", "1")]
     assert "+8.3 %" in r.stdout  # 27067 / 25000 - 1
     assert json.load(open(tmp_path / "s.json"))["resnet50 g4"]["ddp"] == 13801
