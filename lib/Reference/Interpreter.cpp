@@ -258,6 +258,9 @@ private:
   // Loss scaling (cnn-precision).
   LogicalResult exec(cnn::AllFiniteOp op);
   LogicalResult exec(cnn::LossScaleUpdateOp op);
+  LogicalResult exec(cnn::ClipDivisorOp op);
+  LogicalResult exec(cnn::AccumulateGradOp op);
+  LogicalResult exec(cnn::AccumulationStepOp op);
   LogicalResult exec(cnn::UnscaleOp op);
   // Data parallelism (cnn-data-parallel).
   LogicalResult exec(cnn::AllReduceOp op);
@@ -414,6 +417,8 @@ static void attachEvaluations(MLIRContext *ctx) {
          cnn::BatchNormGradOp, cnn::SoftmaxCrossEntropyGradOp>(ctx);
   attach<cnn::SGDUpdateOp, cnn::AdamUpdateOp, cnn::AllFiniteOp,
          cnn::LossScaleUpdateOp, cnn::UnscaleOp, cnn::AllReduceOp>(ctx);
+  attach<cnn::ClipDivisorOp, cnn::AccumulateGradOp, cnn::AccumulationStepOp>(
+      ctx);
   attach<cnn::ResizeOp, cnn::ResizeGradOp>(ctx);
 }
 
@@ -897,6 +902,41 @@ LogicalResult Executor::exec(cnn::AdamUpdateOp op) {
                  scalar(op.getLr()), step, f32(op.getBeta1()),
                  f32(op.getBeta2()), f32(op.getEpsilon()),
                  f32(op.getWeightDecay()), op.getDecoupled());
+  return success();
+}
+
+LogicalResult Executor::exec(cnn::ClipDivisorOp op) {
+  // torch.nn.utils.clip_grad_norm_: the norm (accumulated in double here,
+  // torch's f32 norm of norms agrees to rounding) of the unscaled gradients.
+  double sum = 0;
+  for (Value g : op.getGrads())
+    for (float v : get(g).data)
+      sum += static_cast<double>(v) * v;
+  float scale = scalar(op.getScale());
+  float norm = static_cast<float>(std::sqrt(sum)) / scale;
+  float coef = std::min(1.0f, f32(op.getMaxNorm()) / (norm + 1e-6f));
+  out(op.getDivisor())[0] = scale / coef;
+  return success();
+}
+
+LogicalResult Executor::exec(cnn::AccumulateGradOp op) {
+  const Tensor &acc = get(op.getAcc()), &g = get(op.getGrad());
+  float step = scalar(op.getStep());
+  float every = static_cast<float>(op.getEvery());
+  bool last = std::fmod(step, every) == 0.0f;
+  float *sum = out(op.getSum()), *next = out(op.getNewAcc());
+  for (size_t i = 0; i < acc.data.size(); ++i) {
+    sum[i] = acc.data[i] + g.data[i] / every;
+    next[i] = last ? 0.0f : sum[i];
+  }
+  return success();
+}
+
+LogicalResult Executor::exec(cnn::AccumulationStepOp op) {
+  float step = scalar(op.getStep());
+  float every = static_cast<float>(op.getEvery());
+  out(op.getApply())[0] = std::fmod(step, every) == 0.0f ? 1.0f : 0.0f;
+  out(op.getOptimizerStep())[0] = std::ceil(step / every);
   return success();
 }
 

@@ -60,7 +60,7 @@ struct AutodiffPass : public cnnc::impl::CNNAutodiffBase<AutodiffPass> {
 
   /// Adds `g` to the gradient accumulated for `v` (values used twice, such as
   /// ResNet's skip connections, receive the sum of their users' gradients).
-  void accumulate(OpBuilder &b, Location loc, Value v, Value g) {
+  void addGrad(OpBuilder &b, Location loc, Value v, Value g) {
     auto it = grads.find(v);
     if (it == grads.end())
       grads[v] = g;
@@ -85,7 +85,7 @@ struct Emitter : GradientEmitter {
     return pass.needsGrad.contains(operand);
   }
   void accumulate(Value operand, Value grad) override {
-    pass.accumulate(b, op->getLoc(), operand, grad);
+    pass.addGrad(b, op->getLoc(), operand, grad);
   }
   AutodiffPass &pass;
   OpBuilder &b;
@@ -145,6 +145,23 @@ void AutodiffPass::runOnOperation() {
       optimizer != "none") {
     module.emitError("cnn-autodiff: unknown optimizer '")
         << optimizer << "' (expected sgd, adam, adamw or none)";
+    return signalPassFailure();
+  }
+
+  if (!(clipGradNorm >= 0)) {
+    module.emitError("cnn-autodiff: clip-grad-norm must be > 0 (0: no "
+                     "clipping), got ")
+        << clipGradNorm;
+    return signalPassFailure();
+  }
+  if (accumulate < 1) {
+    module.emitError("cnn-autodiff: accumulate must be >= 1, got ")
+        << accumulate;
+    return signalPassFailure();
+  }
+  if (optimizer == "none" && (clipGradNorm > 0 || accumulate > 1)) {
+    module.emitError("cnn-autodiff: clip-grad-norm and accumulate act on the "
+                     "optimizer update; optimizer 'none' has none");
     return signalPassFailure();
   }
 
@@ -300,13 +317,22 @@ void AutodiffPass::runOnOperation() {
       return signalPassFailure();
     }
 
-  int stateSlots = optimizer == "none" ? 0 : optimizer == "sgd" ? 1 : 2;
+  // Per parameter: the optimizer's state, then with accumulation the sum of
+  // the micro-steps' gradients so far.
+  const bool accumulating = accumulate > 1;
+  int stateSlots = (optimizer == "none"  ? 0
+                    : optimizer == "sgd" ? 1
+                                         : 2) +
+                   (accumulating ? 1 : 0);
   auto stateNames = [&](StringRef param) -> SmallVector<std::string> {
-    if (optimizer == "none")
-      return {};
+    SmallVector<std::string> names;
     if (optimizer == "sgd")
-      return {(param + ".momentum_buffer").str()};
-    return {(param + ".exp_avg").str(), (param + ".exp_avg_sq").str()};
+      names.push_back((param + ".momentum_buffer").str());
+    else if (optimizer != "none")
+      names.append({(param + ".exp_avg").str(), (param + ".exp_avg_sq").str()});
+    if (accumulating)
+      names.push_back((param + ".grad_accum").str());
+    return names;
   };
 
   // Signature: inputs, labels, lr, step, params, buffers, optimizer state.
@@ -494,7 +520,7 @@ void AutodiffPass::runOnOperation() {
     if (k > 0)
       g = ScaleOp::create(b, lossLoc, TypeRange{g.getType()}, ValueRange{g},
                           {f32Attr(b, "factor", auxLossWeight)});
-    accumulate(b, lossLoc, l, g);
+    addGrad(b, lossLoc, l, g);
   }
   for (Operation *op : llvm::reverse(forwardOps)) {
     if (lossOps.contains(op) || op->getNumResults() == 0 ||
@@ -515,14 +541,59 @@ void AutodiffPass::runOnOperation() {
       return signalPassFailure();
   }
 
-  // Optimizer update of every parameter; BN running statistics pass through.
-  SmallVector<Value> results{loss}, newState;
-  SmallVector<DictionaryAttr> resultAttrs{named(kLossAttr, b.getUnitAttr())};
+  // Each parameter's gradient; with accumulation the running sum of the
+  // micro-steps' (divided by their count), which the update applies on the
+  // last micro-step only.
+  Location optLoc = NameLoc::get(b.getStringAttr("optimizer"), loc);
+  Value apply, optStep = stepArg;
+  if (accumulating) {
+    auto a = AccumulationStepOp::create(
+        b, optLoc, TypeRange{scalarType, scalarType}, ValueRange{stepArg},
+        {b.getNamedAttr("every", b.getI64IntegerAttr(accumulate))});
+    apply = a.getApply();
+    optStep = a.getOptimizerStep();
+  }
+  SmallVector<Value> paramGrads, newAcc;
   for (auto [k, i] : llvm::enumerate(params)) {
     Value p = entry->getArgument(inputs.size() + 3 + k);
     Value g = grads.lookup(p);
     if (!g)
       g = zeros(b, p.getLoc(), p.getType());
+    if (accumulating) {
+      Value acc = entry->getArgument(stateBase + (k + 1) * stateSlots - 1);
+      auto a = AccumulateGradOp::create(
+          b, optLoc, TypeRange{p.getType(), p.getType()},
+          ValueRange{acc, g, stepArg},
+          {b.getNamedAttr("every", b.getI64IntegerAttr(accumulate))});
+      g = a.getSum();
+      newAcc.push_back(a.getNewAcc());
+    }
+    paramGrads.push_back(g);
+  }
+  // Clipping by the global norm of all trained gradients: the updates divide
+  // by the clip divisor (their loss-scaling operands; cnn-precision puts the
+  // loss scale into the divisor and its finite flag into the updates).
+  SmallVector<Value> scaling;
+  if (clipGradNorm > 0 || accumulating) {
+    Value one = ConstantOp::create(b, optLoc, scalarType,
+                                   DenseElementsAttr::get(scalarType, 1.0f));
+    Value divisor = one;
+    if (clipGradNorm > 0)
+      divisor = ClipDivisorOp::create(
+          b, NameLoc::get(b.getStringAttr("clip_grad_norm"), loc),
+          TypeRange{scalarType},
+          llvm::to_vector(llvm::concat<const Value>(ArrayRef<Value>{one},
+                                                    ArrayRef<Value>(paramGrads))),
+          {f32Attr(b, "max_norm", clipGradNorm)});
+    scaling = {divisor, accumulating ? apply : one};
+  }
+
+  // Optimizer update of every parameter; BN running statistics pass through.
+  SmallVector<Value> results{loss}, newState;
+  SmallVector<DictionaryAttr> resultAttrs{named(kLossAttr, b.getUnitAttr())};
+  for (auto [k, i] : llvm::enumerate(params)) {
+    Value p = entry->getArgument(inputs.size() + 3 + k);
+    Value g = paramGrads[k];
     Location ploc = NameLoc::get(
         b.getStringAttr(
             "optimizer." +
@@ -546,7 +617,10 @@ void AutodiffPass::runOnOperation() {
     }
     if (optimizer == "sgd") {
       auto u = SGDUpdateOp::create(
-          b, ploc, ValueRange{p, g, entry->getArgument(s), plr, stepArg},
+          b, ploc,
+          llvm::to_vector(llvm::concat<const Value>(
+              ValueRange{p, g, entry->getArgument(s), plr, optStep},
+              ArrayRef<Value>(scaling))),
           {f32Attr(b, "momentum", ps.momentum),
            f32Attr(b, "dampening", ps.dampening),
            f32Attr(b, "weight_decay", decay),
@@ -556,14 +630,18 @@ void AutodiffPass::runOnOperation() {
     } else {
       auto u = AdamUpdateOp::create(
           b, ploc,
-          ValueRange{p, g, entry->getArgument(s), entry->getArgument(s + 1),
-                     plr, stepArg},
+          llvm::to_vector(llvm::concat<const Value>(
+              ValueRange{p, g, entry->getArgument(s),
+                         entry->getArgument(s + 1), plr, optStep},
+              ArrayRef<Value>(scaling))),
           {f32Attr(b, "beta1", ps.beta1), f32Attr(b, "beta2", ps.beta2),
            f32Attr(b, "epsilon", ps.epsilon), f32Attr(b, "weight_decay", decay),
            boolAttr(b, "decoupled", optimizer == "adamw")});
       results.push_back(u.getNewParam());
       newState.append({u.getNewExpAvg(), u.getNewExpAvgSq()});
     }
+    if (accumulating)
+      newState.push_back(newAcc[k]);
     resultAttrs.push_back(forward.getArgAttrDict(i));
   }
   for (auto [k, i] : llvm::enumerate(buffers)) {

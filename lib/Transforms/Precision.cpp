@@ -215,7 +215,7 @@ LogicalResult PrecisionPass::convert(func::FuncOp f) {
     if (created.contains(op))
       continue;
     if (isa<func::ReturnOp, ConstantOp, CastOp, SGDUpdateOp, AdamUpdateOp,
-            AllFiniteOp, LossScaleUpdateOp, UnscaleOp>(op))
+            AllFiniteOp, LossScaleUpdateOp, UnscaleOp, ClipDivisorOp>(op))
       continue;
     if (op->getDialect() != f->getContext()->getLoadedDialect<CNNDialect>())
       return op->emitError("cnn-precision: unsupported op '")
@@ -410,9 +410,16 @@ LogicalResult PrecisionPass::addLossScaling(func::FuncOp f) {
   }
 
   SmallVector<Operation *> updates;
-  for (Operation &op : entry)
+  for (Operation &op : entry) {
     if (isa<SGDUpdateOp, AdamUpdateOp>(op))
       updates.push_back(&op);
+    // The accumulated sum would mix micro-steps of different loss scales,
+    // and GradScaler's skip decision is per optimizer step.
+    if (isa<AccumulateGradOp>(op))
+      return op.emitError("cnn-precision: gradient accumulation under loss "
+                          "scaling (f16) is not supported; use fp32 with "
+                          "accumulation");
+  }
 
   // New state arguments: S (initial value init-scale), the growth tracker
   // and, with optimizer updates, the count of applied steps (initially 0).
@@ -498,7 +505,22 @@ LogicalResult PrecisionPass::addLossScaling(func::FuncOp f) {
   for (Operation *u : updates) {
     // Operand 4 (SGD) / 5 (Adam) is the step number.
     u->setOperand(isa<AdamUpdateOp>(u) ? 5 : 4, applied);
-    u->insertOperands(u->getNumOperands(), ValueRange{S, finite});
+    Value clip = isa<SGDUpdateOp>(u) ? cast<SGDUpdateOp>(u).getGradScale()
+                                     : cast<AdamUpdateOp>(u).getGradScale();
+    if (!clip) {
+      u->insertOperands(u->getNumOperands(), ValueRange{S, finite});
+      continue;
+    }
+    // Gradient clipping (cnn-autodiff): the clip divisor measures the
+    // gradients scaled by S, and the update is skipped unless finite (its
+    // placeholder flag, the constant 1, is replaced).
+    auto divisor = clip.getDefiningOp<ClipDivisorOp>();
+    if (!divisor)
+      return u->emitError("cnn-precision: an optimizer update that already "
+                          "divides its gradient by something other than "
+                          "cnn.clip_divisor");
+    divisor.getScaleMutable().assign(S);
+    u->setOperand(u->getNumOperands() - 1, finite);
   }
   // Returned gradients: unscaled to f32.
   b.setInsertionPoint(ret);

@@ -459,6 +459,11 @@ class Trainer:
         self._params = dict(model.named_parameters())
         optim.check_state(model, optimizer, self._opt_kind)
         self._load_optimizer_state(model, optimizer)
+        # Accumulation: the step counts micro-steps, torch's state optimizer
+        # steps.
+        self._accumulate = int(info["flags"].get("accumulate", 1))
+        self._backend.step_count = self._backend.step_count * self._accumulate
+        self._tracked_base = self._backend.step_count
         self._group_lrs = optim.GroupLRs(optimizer, self._state, self._backend)
 
     # -- training ----------------------------------------------------------
@@ -608,13 +613,14 @@ class Trainer:
         applied = self._state.get("optimizer.applied_steps")
         if applied is not None:
             return int(float(self._backend.get(applied)))
-        return self._backend.step_count
+        return self._backend.step_count // self._accumulate
 
     def optimizer_state(self):
         """cnnc's optimizer state by its names ('<param>.momentum_buffer',
         '<param>.exp_avg', '<param>.exp_avg_sq')."""
         return {n: self._backend.get(t) for n, t in self._state.items()
-                if t.role == "opt_state" and not n.startswith("optimizer.")}
+                if t.role == "opt_state" and not n.startswith("optimizer.")
+                and not n.endswith(".grad_accum")}
 
     def _load_optimizer_state(self, model, optimizer):
         if optimizer is None:
@@ -663,7 +669,8 @@ def _run_cnnc(args, what):
 def compile(model, example_input, optimizer=None, *, label_smoothing=0.0,
             ignore_index=-100, aux_loss_weight=None,
             lr=None, device=None, precision=None, layout=None, arch=None,
-            remat=None, cache=True, verbose=False, _gradients_only=False):
+            remat=None, cache=True, verbose=False, clip_grad_norm=None,
+            accumulate=1, _gradients_only=False):
     """Compiles the training step of `model` (cross-entropy loss on its
     logits; `optimizer`'s algorithm and hyper-parameters) for inputs of
     `example_input`'s shape, and returns a Trainer holding the model's
@@ -704,6 +711,17 @@ def compile(model, example_input, optimizer=None, *, label_smoothing=0.0,
       a positive int, about that many MiB (cnnc --remat-mb). The CPU
       reference step stores everything whatever it says.
     cache: reuse compiled steps from the cache directory (cache_dir()).
+    clip_grad_norm: clip the gradients to this global norm inside the step,
+      as torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+      before optimizer.step() (after unscaling under fp16; a skipped fp16
+      step skips it, as GradScaler). Must be > 0; None: no clipping.
+    accumulate: gradient accumulation over this many trainer.step calls
+      (micro-batches): the update applies on every accumulate-th call, to
+      the mean of their gradients, as torch's loop of `accumulate`
+      backward passes of loss / accumulate and one optimizer.step().
+      Each call returns its micro-batch's loss (not divided); BN running
+      statistics update at every call; step the LR scheduler once per
+      `accumulate` calls. fp32 only.
     """
     if not isinstance(model, torch.nn.Module):
         raise TypeError("cnnc.compile needs a torch.nn.Module, got %s" % type(model).__name__)
@@ -786,6 +804,7 @@ def compile(model, example_input, optimizer=None, *, label_smoothing=0.0,
             arch = "sm_90a" if (major, minor) == (9, 0) else "sm_%d%d" % (major, minor)
         flags["arch"] = arch
 
+    optim.optimizer_step_flags(flags, clip_grad_norm, accumulate, flags.get("precision"))
     cnnc_bin = tools.find_tool("cnnc")
     if cnnc_bin is None:
         raise CompileError("the cnnc compiler was not found: set CNNC_BUILD_DIR to the build "
@@ -892,6 +911,7 @@ def _build(model, example_input, flags, backend_kind, cnnc_bin, fingerprint, roo
                     finetune.onnx_output_names(onnx_path), flags.get("aux-loss-weight")))]
         if flags["optimizer"] != "none":
             args += ["--weight-decay", repr(flags["weight-decay"])]
+        args += optim.optimizer_step_args(flags)  # clipping, accumulation
         if flags.get("param-groups"):  # frozen parameters, param groups
             groups_path = os.path.join(work, "param_groups.json")
             _write_json_atomic(groups_path, flags["param-groups"])

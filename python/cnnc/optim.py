@@ -231,3 +231,31 @@ def write_state(trainer, params, optimizer, kind, step_count):
         if isinstance(old, torch.Tensor):
             step = step.to(old.device, old.dtype)
         st["step"] = step
+
+
+def optimizer_step_flags(flags, clip_grad_norm, accumulate, precision):
+    """compile's clip_grad_norm / accumulate into `flags` (checked)."""
+    if clip_grad_norm is not None:
+        if isinstance(clip_grad_norm, bool) or not float(clip_grad_norm) > 0:
+            raise ValueError("clip_grad_norm must be a positive max_norm, got %r"
+                             % (clip_grad_norm,))
+        if flags["optimizer"] == "none":
+            raise ValueError("clip_grad_norm needs an optimizer update")
+        flags["clip-grad-norm"] = float(clip_grad_norm)
+    if isinstance(accumulate, bool) or int(accumulate) != accumulate or accumulate < 1:
+        raise ValueError("accumulate must be an integer >= 1, got %r" % (accumulate,))
+    if accumulate > 1:
+        if precision == "fp16":
+            raise ValueError("accumulate > 1 needs precision='fp32' (the fp16 step's "
+                             "loss scaling is per micro-step)")
+        flags["accumulate"] = int(accumulate)
+
+
+def optimizer_step_args(flags):
+    """cnnc's flags for optimizer_step_flags' settings."""
+    args = []
+    if "clip-grad-norm" in flags:
+        args += ["--clip-grad-norm", repr(flags["clip-grad-norm"])]
+    if "accumulate" in flags:
+        args += ["--accumulate", str(flags["accumulate"])]
+    return args

@@ -410,3 +410,84 @@ def test_unfreezing_with_sgd_recompiles_and_continues():
             out += torch_steps(m, o, batches[2:])
             ropt = o
     assert_same(model, ref, opt, ropt, losses, rlosses)
+
+
+# ---------------------------------------------------------------------------
+# 3. Gradient clipping by global norm
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind,max_norm", [("sgd", 0.5), ("sgd", 1e3), ("adamw", 0.25)])
+def test_clip_grad_norm_matches_torch(kind, max_norm):
+    """clip_grad_norm=max_norm equals torch.nn.utils.clip_grad_norm_ before
+    every step: active (0.5, 0.25: SimpleCNN's gradient norm is ~2-4 here)
+    and inactive (1e3: coefficient 1)."""
+    def make_opt(m):
+        if kind == "sgd":
+            return torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+        return torch.optim.AdamW(m.parameters(), lr=1e-3, eps=1e-3, weight_decay=0.01)
+    model, x, y = make()
+    model.zero_grad()
+    F.cross_entropy(model(x), y).backward()
+    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), float("inf")).item()
+    assert (norm > max_norm) == (max_norm < 1), norm  # the case is what it says
+    run_both(make_opt, batches_of(3), clip=max_norm)
+
+
+def test_clip_with_frozen_layers_and_groups():
+    """The global norm is over the trained gradients only (frozen ones have
+    none, as in torch), with three param groups."""
+    def make_opt(m):
+        return torch.optim.SGD(three_groups(m), lr=0.1, momentum=0.9, weight_decay=1e-3)
+    run_both(make_opt, batches_of(3, size=16), cls=BNNet, size=16, clip=0.3,
+             prepare=freeze_conv1)
+
+
+def test_non_positive_clip_norm_is_an_error():
+    model, x, _ = make()
+    for bad in (0, -1.0, float("nan")):
+        with pytest.raises(ValueError, match="clip_grad_norm must be a positive max_norm"):
+            cnnc.compile(model, x, optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+                         clip_grad_norm=bad)
+
+
+# ---------------------------------------------------------------------------
+# 4. Gradient accumulation
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("k", [2, 3])
+@pytest.mark.parametrize("kind", ["sgd", "adam"])
+def test_accumulation_matches_torchs_loop(kind, k):
+    """accumulate=k: k trainer.step calls (micro-batches) are one optimizer
+    step on the mean of their gradients, as torch's loop of k backward
+    passes of loss / k; BN running statistics (BNNet) update at every
+    micro-batch; 2 optimizer steps with a StepLR stepped per optimizer
+    step."""
+    def make_opt(m):
+        if kind == "sgd":
+            return torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-3)
+        return torch.optim.Adam(m.parameters(), lr=1e-3, eps=1e-3)
+    trainer, model, ref = run_both(
+        make_opt, batches_of(2 * k, size=16), cls=BNNet, size=16, accumulate=k,
+        sched=lambda o: torch.optim.lr_scheduler.StepLR(o, 1, gamma=0.5))
+    assert int(model.bn1.num_batches_tracked) == 2 * k
+
+
+def test_accumulation_clipping_groups_and_frozen_together():
+    """All of it at once: frozen conv1, three groups with a scheduler,
+    clipping of the accumulated gradient (torch clips after the k backward
+    passes), accumulate=2, 2 optimizer steps."""
+    lambdas = [lambda e: 0.5 ** e, lambda e: 1.0 + e, lambda e: 1.0]
+
+    def make_opt(m):
+        return torch.optim.SGD(three_groups(m), lr=0.1, momentum=0.9, weight_decay=1e-3)
+    run_both(make_opt, batches_of(4, size=16), cls=BNNet, size=16, clip=0.2,
+             accumulate=2, prepare=freeze_conv1,
+             sched=lambda o: torch.optim.lr_scheduler.LambdaLR(o, lambdas))
+
+
+def test_accumulation_errors():
+    model, x, _ = make()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for bad in (0, 1.5, True):
+        with pytest.raises(ValueError, match="accumulate must be an integer >= 1"):
+            cnnc.compile(model, x, optimizer=opt, accumulate=bad)

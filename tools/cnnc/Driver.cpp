@@ -127,8 +127,6 @@ cl::opt<bool> noBNWeightDecayOpt(
     cl::desc("No weight decay on 1-D parameters (BatchNorm scale/shift, "
              "biases)"),
     cl::init(false), cl::cat(trainCategory));
-cl::opt<double> beta1Opt("beta1", cl::desc("Adam beta1"), cl::init(0.9),
-                         cl::cat(trainCategory));
 cl::opt<std::string> paramGroupsOpt(
     "param-groups",
     cl::desc("JSON file of frozen parameters and torch-style param groups "
@@ -136,6 +134,20 @@ cl::opt<std::string> paramGroupsOpt(
              "betas, eps): {\"frozen\": [names], \"groups\": [{\"params\": "
              "[names], ...}]} (docs/python.md)"),
     cl::value_desc("file"), cl::init(""), cl::cat(trainCategory));
+cl::opt<double> clipGradNormOpt(
+    "clip-grad-norm",
+    cl::desc("Clip the gradients to this global L2 norm before each update, "
+             "as torch.nn.utils.clip_grad_norm_ (after unscaling under "
+             "fp16; a skipped fp16 step skips it)"),
+    cl::value_desc("max_norm"), cl::init(0.0), cl::cat(trainCategory));
+cl::opt<int64_t> accumulateOpt(
+    "accumulate",
+    cl::desc("Gradient accumulation: each step is a micro-step; the update "
+             "applies every N micro-steps to the mean of their gradients "
+             "(torch's loop of N backward passes of loss / N); fp32 only"),
+    cl::value_desc("N"), cl::init(1), cl::cat(trainCategory));
+cl::opt<double> beta1Opt("beta1", cl::desc("Adam beta1"), cl::init(0.9),
+                         cl::cat(trainCategory));
 cl::opt<double> beta2Opt("beta2", cl::desc("Adam beta2"), cl::init(0.999),
                          cl::cat(trainCategory));
 cl::opt<double> epsOpt("eps", cl::desc("Adam epsilon"), cl::init(1e-8),
@@ -498,6 +510,19 @@ DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
   o.nesterov = nesterovOpt;
   o.weightDecay = weightDecayOpt;
   o.noBNWeightDecay = noBNWeightDecayOpt;
+  o.paramGroups = paramGroupsOpt;
+  if (clipGradNormOpt.getNumOccurrences() && !(clipGradNormOpt > 0)) {
+    llvm::errs() << "cnnc: error: --clip-grad-norm must be > 0, got "
+                 << clipGradNormOpt << "\n";
+    std::exit(1);
+  }
+  o.clipGradNorm = clipGradNormOpt;
+  if (accumulateOpt < 1) {
+    llvm::errs() << "cnnc: error: --accumulate must be >= 1, got "
+                 << accumulateOpt << "\n";
+    std::exit(1);
+  }
+  o.accumulate = accumulateOpt;
   o.beta1 = beta1Opt;
   o.beta2 = beta2Opt;
   o.eps = epsOpt;
@@ -524,7 +549,6 @@ DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
                    << gpusOpt << "\n";
       std::exit(1);
     }
-  o.paramGroups = paramGroupsOpt;
     o.worldSize = gpusOpt;
     o.dataParallel = true;
   }

@@ -49,6 +49,8 @@ struct DriverOptions {
   bool nesterov = false;
   bool noBNWeightDecay = false; ///< --no-bn-weight-decay
   std::string paramGroups;      ///< --param-groups FILE (JSON)
+  double clipGradNorm = 0;      ///< --clip-grad-norm (0: none)
+  int64_t accumulate = 1;       ///< --accumulate N micro-steps per update
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, labelSmoothing = 0;
   int64_t ignoreIndex = -100; ///< the label the loss skips (PyTorch's)
   double auxLossWeight = 0.4; ///< weight of auxiliary classifiers' loss

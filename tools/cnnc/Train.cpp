@@ -82,14 +82,14 @@ LogicalResult cnnc::driver::buildTrainStep(const DriverOptions &o,
   ad.nesterov = o.nesterov;
   ad.weightDecay = o.weightDecay;
   ad.noBNWeightDecay = o.noBNWeightDecay;
+  ad.clipGradNorm = o.clipGradNorm;
+  ad.accumulate = o.accumulate;
   ad.beta1 = o.beta1;
   ad.beta2 = o.beta2;
   ad.epsilon = o.eps;
   ad.labelSmoothing = o.labelSmoothing;
   ad.ignoreIndex = o.ignoreIndex;
   ad.auxLossWeight = o.auxLossWeight;
-  pm.addPass(createCNNAutodiff(ad));
-  pm.addPass(createCSEPass());
   // Several outputs: every ONNX graph output after the first is an auxiliary
   // head (the file's output order decides); say what the loss is.
   if (auto fwd = (*c.module).lookupSymbol<func::FuncOp>(ad.forwardName))
@@ -103,6 +103,8 @@ LogicalResult cnnc::driver::buildTrainStep(const DriverOptions &o,
           "--aux-loss-weight\n",
           n, weight, n - 1);
     }
+  pm.addPass(createCNNAutodiff(ad));
+  pm.addPass(createCSEPass());
   if (failed(runPasses(pm, c)))
     return failure();
   // State with an initial value (a param group's LR, --param-groups) goes

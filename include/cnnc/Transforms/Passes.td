@@ -28,6 +28,21 @@ def CNNAutodiff : Pass<"cnn-autodiff", "mlir::ModuleOp"> {
     (cnn-layout cancels the transpose against an NHWC network's last one).
     Labels equal to `ignore-index` are left out of the loss and of its mean.
 
+    Param groups: `cnn.param_options` on a parameter overrides the options
+    for it (group, lr, weight_decay, momentum, dampening, nesterov, beta1,
+    beta2, epsilon); a group with its own `lr` reads it from the 0-D state
+    "optimizer.group<k>.lr" (cnn.init: the LR it starts at), written by the
+    host before a step, so each group's LR can follow its own schedule.
+    `no-bn-weight-decay` is the group {weight_decay = 0} of the 1-D
+    parameters that set no weight_decay of their own.
+
+    `clip-grad-norm` > 0: cnn.clip_divisor of all trained gradients is the
+    updates' grad_scale (torch.nn.utils.clip_grad_norm_). `accumulate` N > 1:
+    each parameter gets the state "<param>.grad_accum"; cnn.accumulate_grad
+    adds grad / N to it, and the update (numbered by the optimizer step,
+    cnn.accumulation_step) applies only on every N-th step, as torch's loop
+    of N backward passes of loss / N and one optimizer.step().
+
     Frozen parameters (`cnn.frozen` on a `cnn.param` argument: torch's
     requires_grad=False) get no gradient, no update and no optimizer state;
     they stay arguments of @train_step (after the buffers) and are not
@@ -67,6 +82,13 @@ def CNNAutodiff : Pass<"cnn-autodiff", "mlir::ModuleOp"> {
     Option<"noBNWeightDecay", "no-bn-weight-decay", "bool", "false",
            "no weight decay on 1-D parameters (BatchNorm scale/shift, biases),"
            " as the usual ImageNet recipes">,
+    Option<"clipGradNorm", "clip-grad-norm", "double", "0.0",
+           "clip the gradients to this global L2 norm before the update "
+           "(torch.nn.utils.clip_grad_norm_; 0: no clipping)">,
+    Option<"accumulate", "accumulate", "int64_t", "1",
+           "gradient accumulation: apply the update every N steps (micro-"
+           "steps) to the mean of their gradients; BN statistics update at "
+           "every micro-step">,
     Option<"beta1", "beta1", "double", "0.9", "Adam beta1">,
     Option<"beta2", "beta2", "double", "0.999", "Adam beta2">,
     Option<"epsilon", "epsilon", "double", "1e-8", "Adam epsilon">,

@@ -31,3 +31,29 @@ LogicalResult UnscaleOp::verify() {
                                    << getType() << " must have the same shape";
   return success();
 }
+
+LogicalResult ClipDivisorOp::verify() {
+  if (getGrads().empty())
+    return emitOpError("needs at least one gradient");
+  float m = getMaxNorm().convertToFloat();
+  if (!(m > 0.0f))
+    return emitOpError("'max_norm' must be > 0, got ") << m;
+  return success();
+}
+
+LogicalResult AccumulateGradOp::verify() {
+  if (getEvery() < 2)
+    return emitOpError("'every' must be >= 2, got ") << getEvery();
+  if (getAcc().getType() != getGrad().getType() ||
+      getSum().getType() != getAcc().getType() ||
+      getNewAcc().getType() != getAcc().getType())
+    return emitOpError("acc, grad, sum and new_acc must have one type, got ")
+           << getAcc().getType() << " and " << getGrad().getType();
+  return success();
+}
+
+LogicalResult AccumulationStepOp::verify() {
+  if (getEvery() < 2)
+    return emitOpError("'every' must be >= 2, got ") << getEvery();
+  return success();
+}

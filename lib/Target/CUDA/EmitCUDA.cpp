@@ -200,6 +200,10 @@ private:
   LogicalResult groupedElementwise(std::string &out, Operation *op,
                                    ArrayRef<EwIn> ins, ArrayRef<Value> outs,
                                    const std::string &expr);
+  /// cnn.clip_divisor: one multi-tensor kernel sums the squares of every
+  /// gradient (f16 or f32, per-tensor type table) into the result, one
+  /// thread then turns the sum into the divisor.
+  LogicalResult emitClipDivisor(std::string &out, ClipDivisorOp op);
   /// With `vec` 8 (a multi-tensor kernel's "vec8" form): every tensor of
   /// `vs` has a multiple of 8 elements and a 32-byte aligned buffer, or an
   /// error on `op`.
@@ -1723,10 +1727,6 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
                 b.getScale(), b.getBias(), b.getAlpha(), b.getBeta());
         return success();
       })
-      .Case([&](FusedBatchNormReluGradOp b) {
-        bnGrad(out, op, b.isNHWC(), b.getGradOutput(), b.getReluOutput(),
-               b.getInput(), b.getScale(), b.getSavedMean(), b.getSavedInvstd(),
-               b.getGradScale(), b.getGradBias(), b.getGradInput());
       .Case([&](BatchNormSumsOp b) {
         auto t = ttype(b.getInput());
         std::string T = ctype(t.getElementType());
@@ -1773,6 +1773,10 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
                            t.getDimSize(0), t.getDimSize(1), channelInner(t)));
         return success();
       })
+      .Case([&](FusedBatchNormReluGradOp b) {
+        bnGrad(out, op, b.isNHWC(), b.getGradOutput(), b.getReluOutput(),
+               b.getInput(), b.getScale(), b.getSavedMean(), b.getSavedInvstd(),
+               b.getGradScale(), b.getGradBias(), b.getGradInput());
         return success();
       })
       .Case([&](FusedBatchNormAffineReluGradOp b) {
@@ -2164,6 +2168,29 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
                     {u.getResult()}, "r0 = a0 / a1;");
         return success();
       })
+      .Case([&](ClipDivisorOp c) { return emitClipDivisor(out, c); })
+      // Gradient accumulation: the sum for the update and the next state
+      // (zero after the micro-step that applies it).
+      .Case([&](AccumulateGradOp a) {
+        std::string every = floatLit(static_cast<double>(a.getEvery()));
+        elementwise(out, op,
+                    {{a.getAcc()}, {a.getGrad()}, {a.getStep(), "0"}},
+                    {a.getSum(), a.getNewAcc()},
+                    fmt::format("float s = a0 + a1 / {0}; r0 = s; "
+                                "r1 = fmodf(a2, {0}) == 0.f ? 0.f : s;",
+                                every));
+        return success();
+      })
+      .Case([&](AccumulationStepOp a) {
+        std::string every = floatLit(static_cast<double>(a.getEvery()));
+        elementwise(out, op, {{a.getStep(), "0"}},
+                    {a.getApply(), a.getOptimizerStep()},
+                    fmt::format("r0 = fmodf(a0, {0}) == 0.f ? 1.f : 0.f; "
+                                "r1 = ceilf(a0 / {0});",
+                                every),
+                    1);
+        return success();
+      })
       // Data parallelism (cnn-data-parallel): the bucket's tensors are
       // reduced in place by NCCL on the communication stream, forked from
       // the compute stream here and joined before the first reader of a
@@ -2291,6 +2318,60 @@ std::string Emitter::multiTensorLoop(
       "    for (int64_t at = {0}_chunk[3 * c + 1] + threadIdx.x; at < end; "
       "at += 256) {{\n",
       name, chunks, wide ? "int64_t" : "int");
+}
+
+LogicalResult Emitter::emitClipDivisor(std::string &out, ClipDivisorOp op) {
+  std::string name = fmt::format("clip{}", numKernels++);
+  std::vector<int64_t> sizes, offsets, half;
+  for (Value g : op.getGrads()) {
+    sizes.push_back(ttype(g).getNumElements());
+    offsets.push_back(plan.offsetOf(g));
+    Type e = ttype(g).getElementType();
+    if (!e.isF16() && !e.isF32())
+      return op.emitError("CUDA backend: clip_divisor of a ")
+             << e << " gradient";
+    half.push_back(e.isF16() ? 1 : 0);
+  }
+  int64_t chunks = 0;
+  std::string loop = multiTensorLoop(
+      name, sizes, {{"in", offsets}, {"h", half}}, 8192, chunks);
+  std::string acc = ptr(op.getDivisor());
+  kernels += fmt::format(
+      "__global__ void __launch_bounds__(256) {0}(const char *A, float *acc) "
+      "{{\n"
+      "  float s = 0.f;\n{1}"
+      "      const char *p = A + {0}_in[lo];\n"
+      "      float v = {0}_h[lo] ? ld(reinterpret_cast<const __half *>(p) + "
+      "at)\n"
+      "                          : ld(reinterpret_cast<const float *>(p) + "
+      "at);\n"
+      "      s += v * v;\n{2}"
+      "  __shared__ float red[256];\n"
+      "  red[threadIdx.x] = s;\n"
+      "  __syncthreads();\n"
+      "  for (int w = 128; w > 0; w >>= 1) {{\n"
+      "    if (threadIdx.x < w) red[threadIdx.x] += red[threadIdx.x + w];\n"
+      "    __syncthreads();\n"
+      "  }}\n"
+      "  if (threadIdx.x == 0) atomicAdd(acc, red[0]);\n"
+      "}}\n\n"
+      "__global__ void {0}_zero(float *acc) {{ *acc = 0.f; }}\n\n"
+      "// torch.nn.utils.clip_grad_norm_ of the gradients scaled by *scale.\n"
+      "__global__ void {0}_finish(float *acc, const float *scale, float "
+      "maxNorm) {{\n"
+      "  float S = *scale, norm = sqrtf(*acc) / S;\n"
+      "  *acc = S / fminf(1.f, maxNorm / (norm + 1e-6f));\n"
+      "}}\n\n",
+      name, loop, kMultiTensorLoopEnd);
+  out += fmt::format("  // global gradient norm of {} tensors (clipping)\n",
+                     sizes.size());
+  launch(out, op, name + "_zero", "1", "1", acc);
+  launch(out, op, name, std::to_string(std::min<int64_t>(chunks, 132 * 32)),
+         "256", fmt::format("A, {}", acc));
+  launch(out, op, name + "_finish", "1", "1",
+         fmt::format("{}, {}, {}", acc, ptr(op.getScale()),
+                     floatLit(op.getMaxNorm().convertToFloat())));
+  return success();
 }
 
 LogicalResult Emitter::checkVec8(Operation *op, ArrayRef<Value> vs,

@@ -64,4 +64,66 @@ def CNN_UnscaleOp : CNN_PureOp<"unscale"> {
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Gradient clipping and accumulation (made by cnn-autodiff)
+//===----------------------------------------------------------------------===//
+
+def CNN_ClipDivisorOp : CNN_PureOp<"clip_divisor"> {
+  let summary = "torch.nn.utils.clip_grad_norm_ as the divisor of the gradients";
+  let description = [{
+    `scale` is the 0-D f32 factor the gradients carry (1.0, or the loss
+    scale S under cnn-precision, which sets it); `grads` (f32 or f16, any
+    shapes, at least one) are every trained parameter's gradient times it.
+    As clip_grad_norm_(max_norm) after GradScaler.unscale_:
+
+      norm = sqrt(sum of g^2 over all grads) / scale
+      coef = min(1, max_norm / (norm + 1e-6))
+      divisor = scale / coef
+
+    The optimizer updates divide their gradient by `divisor` (their
+    `grad_scale` operand). A non-finite norm gives a non-finite or zero
+    coefficient; under loss scaling such a step is skipped anyway (the
+    `finite` operand of the updates), as GradScaler skips clipping with it.
+    `max_norm` > 0.
+  }];
+  let arguments = (ins CNN_Scalar:$scale, Variadic<CNN_FloatTensor>:$grads,
+                   F32Attr:$max_norm);
+  let results = (outs CNN_Scalar:$divisor);
+  let hasVerifier = 1;
+}
+
+def CNN_AccumulateGradOp : CNN_PureOp<"accumulate_grad"> {
+  let summary = "gradient accumulation over `every` micro-steps";
+  let description = [{
+    `acc` (a state tensor, f32) holds the sum of the earlier micro-steps'
+    gradients; `grad` (the parameter's shape, f32) is this micro-step's,
+    of the undivided loss; `step` is the 1-based micro-step number. As
+    torch's loop of `every` backward passes of loss / every:
+
+      sum = acc + grad / every
+      new_acc = (step mod every == 0) ? 0 : sum
+
+    The update reads `sum` and applies only on the last micro-step
+    (cnn.accumulation_step's flag). `every` >= 2.
+  }];
+  let arguments = (ins CNN_FloatTensor:$acc, CNN_FloatTensor:$grad,
+                   CNN_Scalar:$step, I64Attr:$every);
+  let results = (outs CNN_FloatTensor:$sum, CNN_FloatTensor:$new_acc);
+  let hasVerifier = 1;
+}
+
+def CNN_AccumulationStepOp : CNN_PureOp<"accumulation_step"> {
+  let summary = "whether this micro-step applies the update, and its number";
+  let description = [{
+    From the 1-based micro-step number `step`: `apply` = 1.0 on every
+    `every`-th micro-step (else 0.0: the updates are skipped, their
+    `finite` operand), and `optimizer_step` = ceil(step / every), the
+    1-based number of the optimizer step the micro-step belongs to (SGD's
+    first-step rule, Adam's bias correction). `every` >= 2.
+  }];
+  let arguments = (ins CNN_Scalar:$step, I64Attr:$every);
+  let results = (outs CNN_Scalar:$apply, CNN_Scalar:$optimizer_step);
+  let hasVerifier = 1;
+}
+
 #endif
