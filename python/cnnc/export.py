@@ -226,6 +226,12 @@ def without_sync_batch_norm(model):
             if isinstance(child, torch.nn.SyncBatchNorm):
                 bn = _ExportBatchNorm(child.num_features, child.eps, child.momentum,
                                       child.affine, child.track_running_stats)
+                # On the layer's device: a model on cuda:LOCAL_RANK under
+                # torchrun is traced there (load_state_dict copies values,
+                # it does not move the new module).
+                state = next(iter(child.state_dict().values()), None)
+                if state is not None:
+                    bn = bn.to(state.device)
                 bn.load_state_dict(child.state_dict())
                 bn.train(child.training)
                 setattr(parent, name, bn)
