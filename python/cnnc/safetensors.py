@@ -17,7 +17,8 @@ each violation one ``SafetensorsError`` naming the file and the tensor.
 
 Names are PyTorch's ``state_dict`` keys (``conv1.weight``,
 ``bn1.running_mean``); optimizer state is ``<param>.momentum_buffer``,
-``<param>.exp_avg``, ``<param>.exp_avg_sq``; a checkpoint also holds
+``<param>.exp_avg``, ``<param>.exp_avg_sq``; under f16 ``loss_scale`` and
+``loss_scale.growth_tracker``; a checkpoint also holds
 ``__step__`` (int64 [1], the last step done) and ``__loader__`` (int64 [3]:
 data seed, epoch, sample within the epoch). docs/runtime.md lists them all.
 
@@ -251,8 +252,9 @@ def load_state_dict(path, include_optimizer_state=False):
     ``cnnc train`` or ``./train --checkpoint`` wrote) as a dict of torch
     tensors for ``model.load_state_dict``: the model's parameters and
     buffers. Optimizer state (``*.momentum_buffer``, ``*.exp_avg``,
-    ``*.exp_avg_sq``), gradients (``*.grad``) and the ``__step__``-style
-    entries are left out unless include_optimizer_state=True."""
+    ``*.exp_avg_sq``), gradients (``*.grad``), the loss scale (``loss_scale``,
+    ``loss_scale.growth_tracker``) and the ``__step__``-style entries are
+    left out unless include_optimizer_state=True."""
     import torch
     out = collections.OrderedDict()
     for name, a in read_any(path).items():
@@ -263,10 +265,12 @@ def load_state_dict(path, include_optimizer_state=False):
 
 
 _STATE_SUFFIXES = (".momentum_buffer", ".exp_avg", ".exp_avg_sq", ".grad")
+_STATE_NAMES = ("loss_scale", "loss_scale.growth_tracker")
 
 
 def _is_state_entry(name):
-    return (name.startswith("__") and name.endswith("__")) or name.endswith(_STATE_SUFFIXES)
+    return (name.startswith("__") and name.endswith("__")) or \
+        name.endswith(_STATE_SUFFIXES) or name in _STATE_NAMES
 
 
 def main(argv=None):

@@ -204,6 +204,20 @@ def test_parse_round_trip_and_extra_dtypes():
     assert got["x"].dtype == np.float32 and got["x"][0] == 1.5
 
 
+def test_load_state_dict_leaves_out_training_state(tmp_path):
+    one = np.float32([1.0])
+    write_safetensors(tmp_path / "c.safetensors", {
+        "fc.weight": one, "fc.weight.exp_avg": one, "fc.weight.exp_avg_sq": one,
+        "bn.running_mean": one, "fc.bias.momentum_buffer": one, "fc.bias.grad": one,
+        "loss_scale": one, "loss_scale.growth_tracker": one,
+        "__step__": np.int64([3]), "__loader__": np.int64([0, 1, 2])})
+    sd = load_state_dict(tmp_path / "c.safetensors")
+    assert list(sd) == ["fc.weight", "bn.running_mean"]
+    assert isinstance(sd["fc.weight"], torch.Tensor) and sd["fc.weight"].dtype == torch.float32
+    full = load_state_dict(tmp_path / "c.safetensors", include_optimizer_state=True)
+    assert len(full) == 10 and full["__step__"].dtype == torch.int64
+
+
 def test_command_lines(trained, tmp_path):
     d, _, _ = trained
     env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"))
