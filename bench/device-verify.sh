@@ -14,7 +14,9 @@
 #  8. runtime/test/dgrad_stats_check.cu on all twelve shapes at batch 128
 #     (ctest runs three at batch 32; DGRAD_BATCH sets the batch), in the
 #     runtime built by part 1 or configured the same way here;
-#  9. BatchNorm modules in eval mode in the CUDA step (check_finetune_modes.py).
+#  9. BatchNorm modules in eval mode in the CUDA step (check_finetune_modes.py);
+#  o. frozen layers, param groups, clipping, accumulation in the CUDA step
+#     (check_finetune_optim.py).
 # Data parallelism on 2 or 4 GPUs has its own script: bench/device-dp.sh.
 # Each part has its own time limit so the call returns what finished; logs
 # go to $OUT.   Usage: bash bench/device-verify.sh [PARTS]  (default 1234)
@@ -76,6 +78,10 @@ fi
 if [[ $PARTS == *9* ]]; then
   part finetune-modes ${FINETUNE_S:-180} env CNNC="$CNNC" PYTHONPATH="$PWD/python" \
     python3 test/gpu/check_finetune_modes.py
+fi
+if [[ $PARTS == *o* ]]; then
+  part finetune-optim ${FINETUNE_OPTIM_S:-300} env CNNC="$CNNC" PYTHONPATH="$PWD/python" \
+    python3 test/gpu/check_finetune_optim.py
 fi
 if [[ $PARTS == *8* ]]; then
   part dgrad-stats ${DGRAD_S:-400} bash -c "{ [ -f /tmp/rt/build.ninja ] || $CONFIGURE_RT; }"' &&
