@@ -364,11 +364,13 @@ def CNNDataParallel : Pass<"cnn-data-parallel", "mlir::ModuleOp"> {
     - every parameter gradient (operand `grad` of each optimizer update, or a
       `cnn.grad` result with optimizer none) is averaged over the ranks
       before its update. Gradients are grouped into *buckets* of at most
-      `bucket-mb` MiB (one element type each) **in the order they become
+      `bucket-mb` MiB, one element type each, **in the order they become
       final in the backward schedule** (the position of their defining op),
-      and each bucket's all_reduce is placed right after its last gradient:
-      the runtime starts it on the communication stream while the rest of
-      the backward pass runs. `bucket` numbers the collectives in issue
+      packed from the last gradient back so that the bucket closing at the
+      end of the backward pass (the one whose all-reduce nothing hides)
+      holds at most 1 MiB; each bucket's all_reduce is placed right after
+      its last gradient: the runtime starts it on the communication stream
+      while the rest of the backward pass runs. `bucket` numbers the collectives in issue
       order. Constant gradients (zeros of unused parameters) are the same on
       every rank and are not reduced.
     - under loss scaling (after cnn-precision) the f16 gradient is reduced,
@@ -381,11 +383,14 @@ def CNNDataParallel : Pass<"cnn-data-parallel", "mlir::ModuleOp"> {
       in a last one-element bucket.
     BatchNorm batch statistics stay per rank (DDP's default); the running
     statistics of rank 0 are the ones checkpointed. With `sync-bn`, every
-    batch_norm_train normalizes with the global batch's mean and variance
-    (two one-vector all-reduces: the mean, then the centered variance) and
-    its batch_norm_grad with the global means of dy and dy * xhat (one
-    two-vector all-reduce), as PyTorch's SyncBatchNorm: N ranks x batch B
-    then compute what one rank with batch N*B does.
+    batch_norm_train normalizes with the global batch's statistics: the
+    rank's per-channel sums (cnn.batch_norm_sums, which cnn-conv-stats moves
+    into the producing convolution's epilogue) added up by one two-vector
+    all-reduce, then batch_norm_finalize over the global count; its
+    batch_norm_grad with the global sums of dy and dy * xhat
+    (cnn.batch_norm_grad_sums, one two-vector all-reduce), as PyTorch's
+    SyncBatchNorm: N ranks x batch B then compute what one rank with batch
+    N*B does.
 
     Runs after cnn-autodiff (and after cnn-layout/cnn-precision when they
     run), before cnn-fuse and the memory plan. The function gets the
