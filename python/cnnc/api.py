@@ -648,8 +648,9 @@ class Trainer:
 
     @property
     def steps(self):
-        """Steps taken by the compiled optimizer (the Adam step count)."""
-        return self._backend.step_count
+        """Steps taken by the compiled optimizer (the Adam step count; with
+        accumulate=k, k step calls are one)."""
+        return self._backend.step_count // self._accumulate
 
 
 # ---------------------------------------------------------------------------

@@ -491,3 +491,16 @@ def test_accumulation_errors():
     for bad in (0, 1.5, True):
         with pytest.raises(ValueError, match="accumulate must be an integer >= 1"):
             cnnc.compile(model, x, optimizer=opt, accumulate=bad)
+
+
+def test_accumulation_counts_optimizer_steps():
+    """trainer.steps counts optimizer steps (k calls are one), and a
+    sync_to between two updates writes torch's state of the last update."""
+    model, x, y = make()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-3)
+    trainer = cnnc.compile(model, x, optimizer=opt, accumulate=3)
+    for k in range(7):
+        trainer.step(x, y)
+    assert trainer.steps == 2
+    trainer.sync_to(model)
+    assert all(float(st["step"]) == 2 for st in opt.state.values())
