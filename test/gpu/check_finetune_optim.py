@@ -15,8 +15,14 @@ A conv-BN net, batch 32, 16x16 images:
     accumulate 2), 4 optimizer steps: every micro-batch loss within 1e-4
     relative, parameters and the optimizer's state within 1e-3;
   - fp16 NHWC (the default; clipping after unscaling, no accumulation,
-    which is fp32 only): losses within 2e-2 and parameters within 5e-2 of
-    PyTorch f32 (AMP-level agreement, as check_ignore_index).
+    which is fp32 only): losses within 2e-2 of PyTorch f32, parameters
+    within max(5e-2, 3 x PyTorch AMP's own distance from f32).
+
+FINETUNE_DATA_SEED picks the batches (1); FINETUNE_ONLY runs the cases whose
+name contains it. On an H200 (2026-11-26) "frozen conv1 (sgd, fp32 nhwc)"
+failed with seed 1 only (bn1.bias |diff| 5e-7, conv2's momentum 2.4e-4:
+one ReLU/max-pool decision taken the other way, which a CPU analysis put at
+a 1-6 % chance per run), and passed at 2e-6 with seeds 2, 3 and 4.
 
 Exit 0: all passed; 1: a check failed; 77: no CUDA GPU (ctest skip).
 
@@ -38,6 +44,10 @@ except ImportError:
     torch = None
 
 FAILURES = []
+# The batches' seed (FINETUNE_DATA_SEED) and a case filter (FINETUNE_ONLY, a
+# substring of "what (kind, precision layout)"), to look at one case again.
+DATA_SEED = int(os.environ.get("FINETUNE_DATA_SEED", "1"))
+ONLY = os.environ.get("FINETUNE_ONLY", "")
 
 
 def check(cond, what):
@@ -49,6 +59,16 @@ def check(cond, what):
 def rel(a, b):
     a, b = a.double().cpu(), b.double().cpu()
     return ((a - b).abs().max() / b.abs().max().clamp_min(1e-6)).item()
+
+
+def worst_of(pairs):
+    """(largest rel, its name, its absolute difference) over (name, got, want)."""
+    best = (0.0, "-", 0.0)
+    for name, a, b in pairs:
+        r = rel(a, b)
+        if r > best[0]:
+            best = (r, name, (a.double().cpu() - b.double().cpu()).abs().max().item())
+    return best
 
 
 def make_net():
@@ -80,6 +100,8 @@ def groups(m):
 def run(what, kind, precision, layout, frozen=False, grouped=False, clip=None,
         accumulate=1, loss_tol=1e-4, param_tol=1e-3, adam_decay=1e-2):
     import cnnc
+    if ONLY and ONLY not in "%s (%s, %s %s)" % (what, kind, precision, layout):
+        return
     model = make_net()
     if frozen:
         for p in model.conv1.parameters():
@@ -96,7 +118,7 @@ def run(what, kind, precision, layout, frozen=False, grouped=False, clip=None,
                else [lambda e: 0.7 ** e])
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambdas)
     rsched = torch.optim.lr_scheduler.LambdaLR(ropt, lambdas)
-    g = torch.Generator(device="cuda").manual_seed(1)
+    g = torch.Generator(device="cuda").manual_seed(DATA_SEED)
     batches = [(torch.randn(32, 3, 16, 16, device="cuda", generator=g),
                 torch.randint(0, 10, (32,), device="cuda", generator=g))
                for _ in range(4 * accumulate)]
@@ -121,21 +143,60 @@ def run(what, kind, precision, layout, frozen=False, grouped=False, clip=None,
     name = "%s (%s, %s %s)" % (what, kind, precision, layout)
     check(worst <= loss_tol, "%s: losses within %.0e (%.2e)" % (name, loss_tol, worst))
     trainer.sync_to(model)
-    err = max(rel(model.state_dict()[n], v) for n, v in ref.state_dict().items()
-              if v.is_floating_point())
-    check(err <= param_tol, "%s: parameters and buffers within %.0e (%.2e)" %
-          (name, param_tol, err))
+    err, at, diff = worst_of((n, model.state_dict()[n], v) for n, v in ref.state_dict().items()
+                             if v.is_floating_point())
+    if precision == "fp16":
+        # The bound is PyTorch's own f16 spread: AMP + GradScaler (clipping
+        # after unscale_) against the same f32 reference, times 3, as
+        # check_vs_torch bounds AMP. (AdamW with eps 1e-3 and bn1.bias
+        # gradients of ~1e-3 turns f16 gradient noise into parameter noise.)
+        amp_err, amp_at, _ = worst_of(
+            (n, v, ref.state_dict()[n])
+            for n, v in amp_reference(make_opt, lambdas, batches, frozen, clip).items()
+            if v.is_floating_point())
+        bound = max(param_tol, 3 * amp_err)
+        check(err <= bound, "%s: parameters and buffers within max(%.0e, 3 x PyTorch AMP's "
+              "%.2e (%s)) (%.2e: %s, |diff| %.1e)" % (name, param_tol, amp_err, amp_at, err, at,
+                                                      diff))
+    else:
+        check(err <= param_tol, "%s: parameters and buffers within %.0e (%.2e: %s, |diff| %.1e)" %
+              (name, param_tol, err, at, diff))
     if precision == "fp32":
-        serr = 0.0
-        for p, q in zip(model.parameters(), ref.parameters()):
-            for key, v in ropt.state.get(q, {}).items():
-                if isinstance(v, torch.Tensor) and v.dim() > 0:
-                    serr = max(serr, rel(opt.state[p][key], v))
-        check(serr <= param_tol, "%s: optimizer state within %.0e (%.2e)" %
-              (name, param_tol, serr))
+        names = {id(q): n for n, q in ref.named_parameters()}
+        serr, at, diff = worst_of(
+            ("%s.%s" % (names[id(q)], key), opt.state[p][key], v)
+            for p, q in zip(model.parameters(), ref.parameters())
+            for key, v in ropt.state.get(q, {}).items()
+            if isinstance(v, torch.Tensor) and v.dim() > 0)
+        check(serr <= param_tol, "%s: optimizer state within %.0e (%.2e: %s, |diff| %.1e)" %
+              (name, param_tol, serr, at, diff))
     if frozen:
         check(torch.equal(model.conv1.weight.cpu(), make_net().conv1.weight.cpu()),
               "%s: the frozen conv1 did not move" % name)
+
+
+def amp_reference(make_opt, lambdas, batches, frozen, clip):
+    """PyTorch AMP (autocast f16, GradScaler, clipping after unscale_) on the
+    same start, batches and schedule; returns its state_dict."""
+    m = make_net()
+    if frozen:
+        for p in m.conv1.parameters():
+            p.requires_grad_(False)
+    opt = make_opt(m)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambdas)
+    scaler = torch.amp.GradScaler("cuda")
+    for x, y in batches:
+        opt.zero_grad()
+        with torch.autocast("cuda", torch.float16):
+            loss = F.cross_entropy(m(x), y)
+        scaler.scale(loss).backward()
+        if clip is not None:
+            scaler.unscale_(opt)
+            torch.nn.utils.clip_grad_norm_(m.parameters(), clip)
+        scaler.step(opt)
+        scaler.update()
+        sched.step()
+    return m.state_dict()
 
 
 def main():
