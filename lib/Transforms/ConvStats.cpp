@@ -105,7 +105,8 @@ struct FuseSumsIntoConv : OpRewritePattern<BatchNormSumsOp> {
         conv.getStridesAttr(), conv.getPaddingAttr(), conv.getDilationsAttr(),
         conv.getGroupsAttr(), conv.getLayoutAttr());
     rewriter.replaceOp(conv, fusedConv.getResult());
-    rewriter.replaceOp(sums, ValueRange{fusedConv.getSum(), fusedConv.getSumSq()});
+    rewriter.replaceOp(sums,
+                       ValueRange{fusedConv.getSum(), fusedConv.getSumSq()});
     ++fused;
     return success();
   }

@@ -9,9 +9,9 @@
 //===----------------------------------------------------------------------===//
 #include "cnnc/Transforms/Passes.h"
 
+#include "cnnc/Dialect/CNN/ScalarBuilder.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
-#include "cnnc/Dialect/CNN/ScalarBuilder.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
 
@@ -36,13 +36,10 @@ int64_t bytesOf(Value v) {
 /// f16 value is reduced (half the bytes, as the GPU step computes it).
 Value reducedValueOf(Value g) {
   if (auto c = g.getDefiningOp<CastOp>())
-    if (cast<RankedTensorType>(c.getInput().getType())
-            .getElementType()
-            .isF16())
+    if (cast<RankedTensorType>(c.getInput().getType()).getElementType().isF16())
       return c.getInput();
   return g;
 }
-
 
 /// One fused_elementwise with result type `type` over `inputs` (broadcast
 /// kinds `bc`: 0 = full, 1 = per channel of `layout`).
@@ -110,11 +107,11 @@ FailureOr<int64_t> syncBatchNorm(func::FuncOp f, int64_t worldSize,
     int64_t n = count * worldSize;
     auto vec = RankedTensorType::get({xt.getDimSize(cd)}, b.getF32Type());
     b.setInsertionPoint(bn);
-    auto local = BatchNormSumsOp::create(
-        b, loc, TypeRange{vec, vec}, bn.getInput(),
-        {b.getNamedAttr("layout", bn.getLayoutAttr())});
-    AllReduceOp global = reduceOverRanks(
-        b, loc, {local.getSum(), local.getSumSq()}, "sum");
+    auto local =
+        BatchNormSumsOp::create(b, loc, TypeRange{vec, vec}, bn.getInput(),
+                                {b.getNamedAttr("layout", bn.getLayoutAttr())});
+    AllReduceOp global =
+        reduceOverRanks(b, loc, {local.getSum(), local.getSumSq()}, "sum");
     auto stats = BatchNormFinalizeOp::create(
         b, loc,
         TypeRange{vec, vec, bn.getNewRunningMean().getType(),
@@ -125,12 +122,12 @@ FailureOr<int64_t> syncBatchNorm(func::FuncOp f, int64_t worldSize,
          b.getNamedAttr("epsilon", bn.getEpsilonAttr()),
          b.getNamedAttr("momentum", bn.getMomentumAttr())});
     Value mean = stats.getSavedMean(), invstd = stats.getSavedInvstd();
-    Value y = elementwise(b, loc, bn.getResult().getType(),
-                          {bn.getInput(), stats.getAlpha(), stats.getBeta()},
-                          {0, 1, 1}, layout,
-                          [](ScalarBuilder &s, ValueRange a) {
-                            return s.add(s.mul(a[0], a[1]), a[2]);
-                          });
+    Value y =
+        elementwise(b, loc, bn.getResult().getType(),
+                    {bn.getInput(), stats.getAlpha(), stats.getBeta()},
+                    {0, 1, 1}, layout, [](ScalarBuilder &s, ValueRange a) {
+                      return s.add(s.mul(a[0], a[1]), a[2]);
+                    });
 
     // The backward of this BN: every batch_norm_grad reading its saved
     // statistics (cnn-autodiff made one).
@@ -152,8 +149,8 @@ FailureOr<int64_t> syncBatchNorm(func::FuncOp f, int64_t worldSize,
           b, gl, TypeRange{vec, vec},
           ValueRange{dy, g.getInput(), mean, invstd},
           {b.getNamedAttr("layout", g.getLayoutAttr())});
-      AllReduceOp total = reduceOverRanks(
-          b, gl, {sums.getSumDy(), sums.getSumDyXhat()}, "sum");
+      AllReduceOp total =
+          reduceOverRanks(b, gl, {sums.getSumDy(), sums.getSumDyXhat()}, "sum");
       Value sumDy = total.getResult(0), sumDyXhat = total.getResult(1);
       double inv = 1.0 / static_cast<double>(n);
       Value dx = elementwise(
@@ -167,7 +164,8 @@ FailureOr<int64_t> syncBatchNorm(func::FuncOp f, int64_t worldSize,
           });
       // Both parameters' gradients in one kernel: G2 / world, G1 / world.
       auto perRank = makeFusedElementwise(
-          b, gl, TypeRange{g.getGradScale().getType(), g.getGradBias().getType()},
+          b, gl,
+          TypeRange{g.getGradScale().getType(), g.getGradBias().getType()},
           ValueRange{sumDyXhat, sumDy}, {0, 0}, layout,
           [&](ScalarBuilder &s, ValueRange a) {
             Value w = s.c(1.0 / worldSize);
@@ -345,9 +343,9 @@ LogicalResult DataParallelPass::runOn(func::FuncOp f) {
   for (ArrayRef<Value> bucket : buckets) {
     Operation *last = bucket.back().getDefiningOp();
     b.setInsertionPointAfter(last);
-    allReduce(bucket, NameLoc::get(b.getStringAttr("all_reduce.bucket" +
-                                                   Twine(index)),
-                                   last->getLoc()));
+    allReduce(bucket,
+              NameLoc::get(b.getStringAttr("all_reduce.bucket" + Twine(index)),
+                           last->getLoc()));
   }
   numBuckets += buckets.size();
   numGradients += order.size();
@@ -362,12 +360,13 @@ LogicalResult DataParallelPass::runOn(func::FuncOp f) {
   for (Operation &op : body)
     if (auto a = dyn_cast<AllReduceOp>(op))
       a.setBucketAttr(b.getI64IntegerAttr(issued++));
-  f->setAttr("cnn.data_parallel",
-             b.getDictionaryAttr(
-                 {b.getNamedAttr("buckets", b.getI64IntegerAttr(buckets.size())),
-                  b.getNamedAttr("bucket_mb", b.getF64FloatAttr(bucketMB)),
-                  b.getNamedAttr("collectives", b.getI64IntegerAttr(issued)),
-                  b.getNamedAttr("sync_bn", b.getBoolAttr(syncBN))}));
+  f->setAttr(
+      "cnn.data_parallel",
+      b.getDictionaryAttr(
+          {b.getNamedAttr("buckets", b.getI64IntegerAttr(buckets.size())),
+           b.getNamedAttr("bucket_mb", b.getF64FloatAttr(bucketMB)),
+           b.getNamedAttr("collectives", b.getI64IntegerAttr(issued)),
+           b.getNamedAttr("sync_bn", b.getBoolAttr(syncBN))}));
   return success();
 }
 
