@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 B=${SAN_BUILD_DIR:-build-san}
 ./scripts/sanitizer-build.sh cnnc cnnc-opt cnnc-translate cnnc-unittests cnnc-reference-run \
   cnnrt_host_tests \
-  cnnc-fuzz-{cnnw,npy,cnnt,cifar,image,onnx,onnx-model,pipeline}-replay
+  cnnc-fuzz-{cnnw,npy,cnnt,cifar,image,onnx,onnx-model,pipeline,safetensors}-replay
 B=$(realpath "$B")
 # LLVM's static singletons live until exit: no leak checking.
 # allow_user_poisoning=0: see scripts/fuzz.sh (LLVM's allocator poisoning
@@ -17,7 +17,7 @@ export ASAN_OPTIONS=detect_leaks=0:abort_on_error=0:halt_on_error=1:allow_user_p
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 "$B/bin/cnnc-unittests"
 "$B/bin/cnnrt_host_tests"
-for t in cnnw npy cnnt cifar image onnx onnx-model pipeline; do
+for t in cnnw npy cnnt cifar image onnx onnx-model pipeline safetensors; do
   CNNC_FUZZ_ONNX_DATA_DIR=fuzz/regressions/onnx \
     "$B/bin/cnnc-fuzz-$t-replay" "fuzz/regressions/$t" "fuzz/corpus/$t"
 done
@@ -30,9 +30,14 @@ CNNC_BUILD_DIR="$B" CNNC="$B/bin/cnnc" PYTHONPATH=python \
   /usr/bin/python3 -m pytest -q -p no:cacheprovider test/e2e \
   --ignore=test/e2e/test_torchvision.py --ignore=test/e2e/test_python_api.py \
   --ignore=test/e2e/test_examples.py --ignore=test/e2e/test_compare.py \
-  -k "not torchvision_segmentation and not lraspp and not resnet50_segmentation and not cuda_step_builds"
-# (The model zoo, the Python package tests, compare() on ResNet-18, the torchvision segmentation
+  --ignore=test/e2e/test_finetune_optim.py --ignore=test/e2e/test_finetune_modes.py \
+  --ignore=test/e2e/test_cache_limit.py --ignore=test/e2e/test_export_cli.py \
+  --ignore=test/e2e/test_export_devices.py --ignore=test/e2e/test_dp_bench.py \
+  -k "not torchvision_segmentation and not lraspp and not resnet50_segmentation and not cuda_step_builds and not executable_reads_cpu_checkpoint"
+# (The model zoo, the Python package tests (cnnc.compile: the API, fine-tuning, the cache, the
+# export, the data-parallel bench's helpers), compare() on ResNet-18, the torchvision segmentation
 # models of test_resize/test_dense and the nvcc builds of test_osa_ese run in
 # the release build only: under the sanitizers the zoo's reference-interpreter
 # runs alone would take a large part of CI's time; their C++ paths (resize,
-# the per-pixel loss, the GPU passes) are taken by the small nets above.)
+# the per-pixel loss, the GPU passes) are taken by the small nets above. The nvcc-built
+# executable reading a CPU checkpoint needs libcnnrt.a, which this build leaves out.)
