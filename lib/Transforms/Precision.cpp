@@ -214,8 +214,11 @@ LogicalResult PrecisionPass::convert(func::FuncOp f) {
   for (Operation *op : ops) {
     if (created.contains(op))
       continue;
+    // (The accumulation of gradients keeps its f32 sums and reads the f16
+    // gradient as it is, as the updates do.)
     if (isa<func::ReturnOp, ConstantOp, CastOp, SGDUpdateOp, AdamUpdateOp,
-            AllFiniteOp, LossScaleUpdateOp, UnscaleOp, ClipDivisorOp>(op))
+            AllFiniteOp, LossScaleUpdateOp, UnscaleOp, ClipDivisorOp,
+            AccumulateGradOp, AccumulationStepOp>(op))
       continue;
     if (op->getDialect() != f->getContext()->getLoadedDialect<CNNDialect>())
       return op->emitError("cnn-precision: unsupported op '")
@@ -377,6 +380,14 @@ LogicalResult PrecisionPass::padChannels(func::FuncOp f) {
   return success();
 }
 
+/// Whether `c` is the scalar constant 1 (cnn-autodiff's placeholder divisor
+/// and flag).
+static bool isScalarOne(ConstantOp c) {
+  auto v = dyn_cast<DenseElementsAttr>(c.getValue());
+  return v && v.isSplat() && v.getNumElements() == 1 &&
+         v.getSplatValue<APFloat>().convertToDouble() == 1.0;
+}
+
 LogicalResult PrecisionPass::addLossScaling(func::FuncOp f) {
   MLIRContext *ctx = f.getContext();
   OpBuilder b(ctx);
@@ -410,15 +421,18 @@ LogicalResult PrecisionPass::addLossScaling(func::FuncOp f) {
   }
 
   SmallVector<Operation *> updates;
+  // Gradient accumulation (cnn-autodiff's accumulate): the micro-steps of
+  // one optimizer step share the loss scale, the accumulated sums hold the
+  // scaled gradients, and the skip decision, the applied-step count and the
+  // scale's update happen on the micro-step that applies the update, as
+  // with GradScaler in torch's loop (scaler.step/update once per k
+  // backward passes).
+  AccumulationStepOp accumulation;
   for (Operation &op : entry) {
     if (isa<SGDUpdateOp, AdamUpdateOp>(op))
       updates.push_back(&op);
-    // The accumulated sum would mix micro-steps of different loss scales,
-    // and GradScaler's skip decision is per optimizer step.
-    if (isa<AccumulateGradOp>(op))
-      return op.emitError("cnn-precision: gradient accumulation under loss "
-                          "scaling (f16) is not supported; use fp32 with "
-                          "accumulation");
+    if (auto a = dyn_cast<AccumulationStepOp>(op))
+      accumulation = a;
   }
 
   // New state arguments: S (initial value init-scale), the growth tracker
@@ -486,11 +500,33 @@ LogicalResult PrecisionPass::addLossScaling(func::FuncOp f) {
   b.setInsertionPoint(at);
   Location loc = NameLoc::get(b.getStringAttr("loss_scale"), f.getLoc());
   Value finite = AllFiniteOp::create(b, loc, scalar, checked);
+  Value apply = accumulation ? accumulation.getApply() : Value();
+  // With accumulation an update applies when its micro-step is the last of
+  // the optimizer step and the accumulated sums are finite.
+  Value applies =
+      apply ? MulOp::create(b, loc, scalar, ValueRange{apply, finite})
+                  .getResult()
+            : finite;
   auto upd = LossScaleUpdateOp::create(
       b, loc, TypeRange{scalar, scalar}, ValueRange{S, tracker, finite},
       {b.getNamedAttr("growth_interval", b.getI64IntegerAttr(growthInterval)),
        b.getNamedAttr("growth_factor", b.getF32FloatAttr(growthFactor)),
        b.getNamedAttr("backoff_factor", b.getF32FloatAttr(backoffFactor))});
+  Value newScale = upd.getNewScale(), newTracker = upd.getNewGrowthTracker();
+  if (apply) {
+    // The scale and its growth tracker change on the applying micro-step
+    // only; the others keep them.
+    auto keep = makeFusedElementwise(
+        b, loc, TypeRange{scalar, scalar},
+        ValueRange{apply, newScale, S, newTracker, tracker}, {0, 0, 0, 0, 0},
+        Layout::NCHW, [](ScalarBuilder &sb, ValueRange a) {
+          Value last = sb.gt(a[0], sb.c(0.5));
+          return SmallVector<Value>{sb.select(last, a[1], a[2]),
+                                    sb.select(last, a[3], a[4])};
+        });
+    newScale = keep.getResult(0);
+    newTracker = keep.getResult(1);
+  }
 
   // Optimizer updates: the f16 gradients as they are (the update widens them
   // on load, exactly as a cast would, and a cast kernel per parameter and
@@ -500,7 +536,7 @@ LogicalResult PrecisionPass::addLossScaling(func::FuncOp f) {
   Value applied;
   if (!updates.empty()) {
     Value count = f.getArgument(sIdx + 2);
-    applied = AddOp::create(b, loc, scalar, ValueRange{count, finite});
+    applied = AddOp::create(b, loc, scalar, ValueRange{count, applies});
   }
   for (Operation *u : updates) {
     // Operand 4 (SGD) / 5 (Adam) is the step number.
@@ -511,16 +547,23 @@ LogicalResult PrecisionPass::addLossScaling(func::FuncOp f) {
       u->insertOperands(u->getNumOperands(), ValueRange{S, finite});
       continue;
     }
-    // Gradient clipping (cnn-autodiff): the clip divisor measures the
-    // gradients scaled by S, and the update is skipped unless finite (its
-    // placeholder flag, the constant 1, is replaced).
-    auto divisor = clip.getDefiningOp<ClipDivisorOp>();
-    if (!divisor)
+    // Gradient clipping or accumulation (cnn-autodiff): the clip divisor
+    // measures the gradients scaled by S (without clipping the divisor is
+    // the constant 1, which S replaces), and the update is skipped unless
+    // it applies: its flag (the constant 1, or accumulation's apply) is
+    // replaced.
+    unsigned divisorIdx = u->getNumOperands() - 2;
+    if (auto divisor = clip.getDefiningOp<ClipDivisorOp>()) {
+      divisor.getScaleMutable().assign(S);
+    } else if (auto one = clip.getDefiningOp<ConstantOp>();
+               one && isScalarOne(one)) {
+      u->setOperand(divisorIdx, S);
+    } else {
       return u->emitError("cnn-precision: an optimizer update that already "
                           "divides its gradient by something other than "
-                          "cnn.clip_divisor");
-    divisor.getScaleMutable().assign(S);
-    u->setOperand(u->getNumOperands() - 1, finite);
+                          "cnn.clip_divisor or 1");
+    }
+    u->setOperand(u->getNumOperands() - 1, applies);
   }
   // Returned gradients: unscaled to f32.
   b.setInsertionPoint(ret);
@@ -531,7 +574,7 @@ LogicalResult PrecisionPass::addLossScaling(func::FuncOp f) {
   }
   // Return the new scale and tracker.
   SmallVector<Value> results(ret.getOperands());
-  results.append({upd.getNewScale(), upd.getNewGrowthTracker()});
+  results.append({newScale, newTracker});
   if (applied)
     results.push_back(applied);
   SmallVector<DictionaryAttr> resAttrs;

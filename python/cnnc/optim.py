@@ -245,9 +245,6 @@ def optimizer_step_flags(flags, clip_grad_norm, accumulate, precision):
     if isinstance(accumulate, bool) or int(accumulate) != accumulate or accumulate < 1:
         raise ValueError("accumulate must be an integer >= 1, got %r" % (accumulate,))
     if accumulate > 1:
-        if precision == "fp16":
-            raise ValueError("accumulate > 1 needs precision='fp32' (the fp16 step's "
-                             "loss scaling is per micro-step)")
         flags["accumulate"] = int(accumulate)
 
 

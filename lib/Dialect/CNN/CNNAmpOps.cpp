@@ -44,11 +44,15 @@ LogicalResult ClipDivisorOp::verify() {
 LogicalResult AccumulateGradOp::verify() {
   if (getEvery() < 2)
     return emitOpError("'every' must be >= 2, got ") << getEvery();
-  if (getAcc().getType() != getGrad().getType() ||
-      getSum().getType() != getAcc().getType() ||
-      getNewAcc().getType() != getAcc().getType())
-    return emitOpError("acc, grad, sum and new_acc must have one type, got ")
-           << getAcc().getType() << " and " << getGrad().getType();
+  auto acc = cast<RankedTensorType>(getAcc().getType());
+  auto grad = cast<RankedTensorType>(getGrad().getType());
+  if (getSum().getType() != acc || getNewAcc().getType() != acc ||
+      grad.getShape() != acc.getShape() ||
+      (grad != acc && !(grad.getElementType().isF16() &&
+                        acc.getElementType().isF32())))
+    return emitOpError("acc, sum and new_acc must have one type and grad "
+                       "that type or its f16 form, got ")
+           << acc << " and " << grad;
   return success();
 }
 

@@ -96,9 +96,11 @@ def CNN_AccumulateGradOp : CNN_PureOp<"accumulate_grad"> {
   let summary = "gradient accumulation over `every` micro-steps";
   let description = [{
     `acc` (a state tensor, f32) holds the sum of the earlier micro-steps'
-    gradients; `grad` (the parameter's shape, f32) is this micro-step's,
-    of the undivided loss; `step` is the 1-based micro-step number. As
-    torch's loop of `every` backward passes of loss / every:
+    gradients; `grad` (the parameter's shape, f32, or f16 under loss
+    scaling: widened on load, and then scaled by the loss scale, which the
+    micro-steps of one optimizer step share) is this micro-step's, of the
+    undivided loss; `step` is the 1-based micro-step number. As torch's
+    loop of `every` backward passes of loss / every:
 
       sum = acc + grad / every
       new_acc = (step mod every == 0) ? 0 : sum
