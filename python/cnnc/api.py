@@ -722,7 +722,8 @@ def compile(model, example_input, optimizer=None, *, label_smoothing=0.0,
       backward passes of loss / accumulate and one optimizer.step().
       Each call returns its micro-batch's loss (not divided); BN running
       statistics update at every call; step the LR scheduler once per
-      `accumulate` calls. fp32 only.
+      `accumulate` calls. Under fp16 the calls of one update share the
+      loss scale, which changes (or skips the update) once per update.
     """
     if not isinstance(model, torch.nn.Module):
         raise TypeError("cnnc.compile needs a torch.nn.Module, got %s" % type(model).__name__)
