@@ -48,22 +48,11 @@ try:
 except ImportError:
     torch = None
 
-FAILURES = []
+from gpucheck_common import FAILURES, check, tensor_rel as rel  # noqa: E402,F401
 # The batches' seed (FINETUNE_DATA_SEED) and a case filter (FINETUNE_ONLY, a
 # substring of "what (kind, precision layout)"), to look at one case again.
 DATA_SEED = int(os.environ.get("FINETUNE_DATA_SEED", "1"))
 ONLY = os.environ.get("FINETUNE_ONLY", "")
-
-
-def check(cond, what):
-    print(("ok    " if cond else "FAIL  ") + what, flush=True)
-    if not cond:
-        FAILURES.append(what)
-
-
-def rel(a, b):
-    a, b = a.double().cpu(), b.double().cpu()
-    return ((a - b).abs().max() / b.abs().max().clamp_min(1e-6)).item()
 
 
 def worst_of(pairs):

@@ -36,18 +36,11 @@ try:
 except ImportError:
     torch = None
 
-FAILURES = []
-
-
-def check(cond, what):
-    print(("ok    " if cond else "FAIL  ") + what, flush=True)
-    if not cond:
-        FAILURES.append(what)
+from gpucheck_common import FAILURES, check, tensor_rel  # noqa: E402
 
 
 def rel(a, b):
-    a, b = a.double().cpu(), b.double().cpu()
-    return ((a - b).abs().max() / b.abs().max().clamp_min(1e-6)).item()
+    return tensor_rel(a, b)
 
 
 def run(precision, layout, ignore_index, smoothing, loss_tol, param_tol):

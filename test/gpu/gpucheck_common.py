@@ -1,7 +1,9 @@
 """What the GPU checks against PyTorch share (check_vs_torch.py,
-check_zoo.py): running the compiler and the executable, reading losses from
-the progress lines, the relative error, and the CIFAR-format batch with the
-runtime's resize."""
+check_zoo.py, check_python_api.py, check_ignore_index.py,
+check_finetune_modes.py, check_finetune_optim.py): running the compiler and
+the executable, reading losses from the progress lines, the relative error
+(of arrays and of torch tensors), the ok/FAIL lines and their count, and the
+CIFAR-format batch with the runtime's resize."""
 import os
 import re
 import subprocess
@@ -44,6 +46,24 @@ def run(cmd, **kw):
 def losses_of(text):
     """The losses of the executable's progress lines, in step order."""
     return [float(m.group(2)) for m in re.finditer(r"^step (\d+) loss (\S+)", text, re.M)]
+
+
+# The failed checks of this process (check's FAIL lines).
+FAILURES = []
+
+
+def check(cond, what):
+    """Prints `ok    what` or `FAIL  what` and counts the failures."""
+    print(("ok    " if cond else "FAIL  ") + what, flush=True)
+    if not cond:
+        FAILURES.append(what)
+
+
+def tensor_rel(a, b, floor=1e-6):
+    """max |a - b| / max(max |b|, floor) of two torch tensors on any device,
+    in float64."""
+    a, b = a.double().cpu(), b.double().cpu()
+    return ((a - b).abs().max() / b.abs().max().clamp_min(floor)).item()
 
 
 def rel(a, b):
