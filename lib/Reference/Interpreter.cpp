@@ -21,7 +21,15 @@
 #include "FusedOps.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include "cnnc/Support/ShapeLimits.h"
 #include "cnnrt/FilterLayout.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <limits>
 
 #include <mutex>
 #include <cmath>
@@ -33,6 +41,23 @@ namespace cnn = cnnc::cnn;
 namespace kn = cnnc::reference::kernels;
 
 namespace cnnc::reference {
+
+static std::atomic<bool> outOfMemory{false};
+
+bool ranOutOfMemory() { return outOfMemory.load(); }
+
+uint64_t hostMemoryLimit() {
+  uint64_t limit = std::numeric_limits<uint64_t>::max();
+  long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && pageSize > 0)
+    limit = uint64_t(pages) * uint64_t(pageSize);
+  for (int resource : {RLIMIT_AS, RLIMIT_DATA}) {
+    struct rlimit rl;
+    if (getrlimit(resource, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+      limit = std::min<uint64_t>(limit, rl.rlim_cur);
+  }
+  return limit;
+}
 
 //===----------------------------------------------------------------------===//
 // Tensor and helpers
@@ -205,6 +230,7 @@ public:
 
 private:
   LogicalResult execute(Operation *op);
+  LogicalResult checkMemory(Operation *op);
   /// Runs an op with `layout = "NHWC"` on the NCHW kernels.
   LogicalResult executeNHWC(Operation *op);
 
@@ -356,11 +382,50 @@ FailureOr<std::vector<Tensor>> Executor::run(ArrayRef<Tensor> args) {
   return std::move(results);
 }
 
+/// Checks that `op`'s results fit beside the live tensors before anything
+/// is allocated: an absurd result would otherwise end in std::length_error,
+/// std::bad_alloc or the kernel of a wrapped size. The interpreter keeps
+/// every element as a float, whatever the element type.
+LogicalResult Executor::checkMemory(Operation *op) {
+  uint64_t live = 0;
+  for (auto &entry : env)
+    live += uint64_t(entry.second.data.capacity()) * sizeof(float);
+  uint64_t limit = hostMemoryLimit();
+  uint64_t left = limit > live ? limit - live : 0;
+  for (auto [i, r] : llvm::enumerate(op->getResults())) {
+    auto type = cast<RankedTensorType>(r.getType());
+    std::optional<int64_t> bytes;
+    if (type.hasStaticShape())
+      bytes = boundedNumel(type.getShape(), sizeof(float),
+                           std::numeric_limits<int64_t>::max());
+    if (bytes)
+      *bytes *= sizeof(float);
+    if (!bytes || uint64_t(*bytes) > left) {
+      outOfMemory = true;
+      std::string requested =
+          bytes ? llvm::formatv("{0} bytes ({1:F1} MiB)", *bytes,
+                                *bytes / 1048576.0)
+                      .str()
+                : std::string("more bytes than int64 can count");
+      return op->emitError("reference interpreter: out of host memory "
+                           "allocating result #")
+             << i << " " << type << " of '" << op->getName() << "': requested "
+             << requested << "; the host has "
+             << llvm::formatv("{0:F1} MiB free of {1:F1} MiB", left / 1048576.0,
+                              limit / 1048576.0);
+    }
+    left -= uint64_t(*bytes);
+  }
+  return success();
+}
+
 LogicalResult Executor::execute(Operation *op) {
   for (Value r : op->getResults())
     if (!isa<RankedTensorType>(r.getType()))
       return op->emitError("reference interpreter: result type ")
              << r.getType() << " is not a ranked tensor";
+  if (failed(checkMemory(op)))
+    return failure();
   // Ops made by cnn-fuse handle both layouts themselves.
   if (isFusedOp(op))
     return executeFused(

@@ -17,6 +17,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "cnnc/Transforms/MemoryPlan.h"
+#include "cnnc/Support/ShapeLimits.h"
 #include "cnnc/Transforms/MemoryPlanner.h"
 #include "cnnc/Transforms/Passes.h"
 
@@ -41,7 +42,13 @@ using namespace cnnc::cnn;
 uint64_t cnnc::tensorBytes(Type type) {
   auto t = cast<ShapedType>(type);
   uint64_t elem = (t.getElementTypeBitWidth() + 7) / 8;
-  return std::max<uint64_t>(elem * (uint64_t)t.getNumElements(), elem);
+  // The cnn verifiers bound every shape (CNN_BoundedResults); a type that
+  // slipped past them saturates instead of wrapping to a small size.
+  auto n = boundedNumel(t.getShape(), int64_t(elem),
+                        std::numeric_limits<int64_t>::max());
+  if (!n)
+    return std::numeric_limits<uint64_t>::max();
+  return std::max<uint64_t>(elem * uint64_t(*n), elem);
 }
 
 bool cnnc::isBufferView(Operation *op) { return isa<ReshapeOp, FlattenOp>(op); }
@@ -308,10 +315,26 @@ LogicalResult MemoryPlanPass::plan() {
   // Persistent tensors, in argument order.
   DenseMap<Value, uint64_t> fixed; // value -> arena offset
   llvm::StringMap<BlockArgument> byName;
+  // Every offset and size of the plan must fit in the int64 attributes the
+  // CUDA target reads; a sum that would not is an error, not a wrapped (and
+  // far too small) arena.
+  constexpr uint64_t kMaxBytes = uint64_t(std::numeric_limits<int64_t>::max());
+  bool overflow = false;
+  auto add = [&](uint64_t a, uint64_t b) {
+    if (a > kMaxBytes || b > kMaxBytes - a || a + b > kMaxBytes - align) {
+      overflow = true;
+      return uint64_t(0);
+    }
+    return memplan::alignTo(a + b, align);
+  };
+  auto tooLarge = [&]() {
+    return module.emitError("cnn-memory-plan: the arena would need more than "
+                            "2^63 bytes");
+  };
   uint64_t cursor = 0;
   auto place = [&](Value v) {
     fixed[v] = cursor;
-    cursor = memplan::alignTo(cursor + tensorBytes(v.getType()), align);
+    cursor = add(cursor, tensorBytes(v.getType()));
   };
   for (BlockArgument arg : step.getArguments()) {
     std::string name = roleName(step, arg.getArgNumber());
@@ -390,12 +413,19 @@ LogicalResult MemoryPlanPass::plan() {
       place(logits);
   }
   uint64_t persistentBytes = cursor;
+  if (overflow)
+    return tooLarge();
 
   // The library workspace, then the temporaries.
-  uint64_t wsOffset = memplan::alignTo(persistentBytes, align);
+  uint64_t wsOffset = add(persistentBytes, 0);
+  if (workspaceMB > int64_t(kMaxBytes >> 20))
+    return module.emitError("cnn-memory-plan: workspace-mb ")
+           << workspaceMB << " is more than 2^63 bytes";
   uint64_t wsBytes = workspaceMB >= 0 ? (uint64_t)workspaceMB << 20
                                       : autoWorkspaceBytes(step, forward);
-  uint64_t tempBase = memplan::alignTo(wsOffset + wsBytes, align);
+  uint64_t tempBase = add(wsOffset, wsBytes);
+  if (overflow)
+    return tooLarge();
 
   auto trainPlan = planTemps(step, fixed, tempBase);
   if (failed(trainPlan))
@@ -408,8 +438,9 @@ LogicalResult MemoryPlanPass::plan() {
     evalPlan = std::move(*p);
   }
   uint64_t arena = std::max<uint64_t>(
-      tempBase + std::max(trainPlan->peak, evalPlan.peak), align);
-  arena = memplan::alignTo(arena, align);
+      add(tempBase, std::max(trainPlan->peak, evalPlan.peak)), align);
+  if (overflow)
+    return tooLarge();
 
   auto i64 = [&](uint64_t v) { return b.getI64IntegerAttr((int64_t)v); };
   module->setAttr(kArenaBytesAttr, i64(arena));

@@ -5,6 +5,8 @@
 //===----------------------------------------------------------------------===//
 #include "Driver.h"
 
+#include "cnnc/Reference/Interpreter.h"
+
 #include "llvm/Support/InitLLVM.h"
 
 #include <cstring>
@@ -21,5 +23,10 @@ int main(int argc, char **argv) {
   cnnc::driver::DriverOptions options =
       cnnc::driver::parseCommandLine((int)args.size(), args.data());
   options.trainAndRun = trainAndRun;
-  return cnnc::driver::runDriver(options);
+  int rc = cnnc::driver::runDriver(options);
+  // The reference interpreter's out-of-memory report exits 2, as the
+  // generated executable does when the GPU runs out of memory.
+  if (rc == 1 && cnnc::reference::ranOutOfMemory())
+    return 2;
+  return rc;
 }

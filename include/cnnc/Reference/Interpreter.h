@@ -45,9 +45,19 @@ ElemKind elemKindOf(mlir::Type elementType);
 float roundToHalf(float x);
 
 /// Runs `func` on `args` (one per argument, in order). On failure an error
-/// is emitted at the location of the op that failed.
+/// is emitted at the location of the op that failed. Before an op runs, its
+/// results' bytes are checked against the host memory left (see
+/// hostMemoryLimit): an op that cannot fit fails with an out-of-memory
+/// report and sets ranOutOfMemory().
 mlir::FailureOr<std::vector<Tensor>> run(mlir::func::FuncOp func,
                                          llvm::ArrayRef<Tensor> args);
+
+/// The bytes the interpreter may hold at once: the host's physical memory,
+/// lowered by the address-space and data-segment limits (ulimit -v/-d).
+uint64_t hostMemoryLimit();
+/// Whether a run of this process failed because it ran out of memory (cnnc
+/// exits 2 then, like the GPU runtime's out-of-memory report).
+bool ranOutOfMemory();
 
 /// cnn-param-format: the public K, C, R, S tensor `pub` in the stored
 /// K, R, S, C' form of `stored` (padded channels zero), and back to

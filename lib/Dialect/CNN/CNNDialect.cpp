@@ -276,3 +276,47 @@ LogicalResult CNNDialect::verifyRegionResultAttribute(Operation *op, unsigned,
   return verifyValueAttr(op, "result " + std::to_string(resultIndex), attr,
                          f ? f.getResultTypes()[resultIndex] : Type());
 }
+
+//===----------------------------------------------------------------------===//
+// The shape rule (CNN_BoundedResults)
+//===----------------------------------------------------------------------===//
+
+/// Bytes per element as the runtime stores it (i1 and ui8 take one byte).
+static int64_t elementBytes(Type t) {
+  if (t.isIntOrFloat())
+    return std::max<int64_t>(1, (t.getIntOrFloatBitWidth() + 7) / 8);
+  return 8;
+}
+
+FailureOr<int64_t> cnnc::cnn::checkBoundedType(std::optional<Location> loc,
+                                               MLIRContext *ctx,
+                                               const Twine &what, Type type) {
+  auto t = dyn_cast<RankedTensorType>(type);
+  if (!t)
+    return int64_t(0);
+  int64_t ceiling = kDefaultMaxTensorElements;
+  if (auto *d = ctx->getLoadedDialect<CNNDialect>())
+    ceiling = d->getMaxTensorElements();
+  if (!t.hasStaticShape())
+    return emitOptionalError(loc, what, " ", type,
+                             " has a dynamic dimension; cnn tensors are "
+                             "statically shaped");
+  auto n =
+      boundedNumel(t.getShape(), elementBytes(t.getElementType()), ceiling);
+  if (!n)
+    return emitOptionalError(
+        loc, what, " ", type,
+        " is too large: its element count must be at most ", ceiling,
+        " and its size in bytes must fit in int64");
+  return *n;
+}
+
+LogicalResult cnnc::cnn::verifyBoundedResults(Operation *op) {
+  for (auto [i, r] : llvm::enumerate(op->getResults()))
+    if (failed(checkBoundedType(op->getLoc(), op->getContext(),
+                                "'" + op->getName().getStringRef() +
+                                    "' op result #" + Twine(i),
+                                r.getType())))
+      return failure();
+  return success();
+}

@@ -51,6 +51,28 @@ LogicalResult checkArray(std::optional<Location> loc, StringRef name,
   return success();
 }
 
+/// One spatial output size of a window (conv or pooling) computed with
+/// checked arithmetic: `in + pads` and the dilated extent may exceed int64
+/// for attributes near INT64_MAX, which windowOutputSize would wrap.
+FailureOr<int64_t> checkedWindowSize(std::optional<Location> loc, int64_t in,
+                                     int64_t padBefore, int64_t padAfter,
+                                     int64_t kernel, int64_t stride,
+                                     int64_t dilation, bool ceilMode) {
+  // ceil_mode adds `stride - 1` to the padded span.
+  int64_t padded, extent, ceiled;
+  if (llvm::AddOverflow(in, padBefore, padded) ||
+      llvm::AddOverflow(padded, padAfter, padded) ||
+      llvm::AddOverflow(padded, stride, ceiled) ||
+      llvm::MulOverflow(dilation, kernel - 1, extent))
+    return fail(loc, "a dimension of " + Twine(in) + " padded by " +
+                         Twine(padBefore) + " and " + Twine(padAfter) +
+                         " with a kernel of " + Twine(kernel) + " (dilation " +
+                         Twine(dilation) + ", stride " + Twine(stride) +
+                         ") gives sizes int64 cannot hold");
+  return windowOutputSize(in, padBefore, padAfter, kernel, stride, dilation,
+                          ceilMode);
+}
+
 /// The `layout` of an adaptor. Result type inference sees the attributes a
 /// builder gave, before the defaults are filled in: unset means NCHW.
 template <typename AdaptorT> Layout layoutOf(AdaptorT &a) {
@@ -109,10 +131,13 @@ inferConv(std::optional<Location> loc, RankedTensorType in,
                          Twine(fs[1] * groups) +
                          " input channels but 'input' " + str(in) + " has " +
                          Twine(is[1]) + " (groups = " + Twine(groups) + ")");
-  int64_t oh = windowOutputSize(is[2], padding[0], padding[2], fs[2],
+  auto ohOr = checkedWindowSize(loc, is[2], padding[0], padding[2], fs[2],
                                 strides[0], dilations[0], false);
-  int64_t ow = windowOutputSize(is[3], padding[1], padding[3], fs[3],
+  auto owOr = checkedWindowSize(loc, is[3], padding[1], padding[3], fs[3],
                                 strides[1], dilations[1], false);
+  if (failed(ohOr) || failed(owOr))
+    return failure();
+  int64_t oh = *ohOr, ow = *owOr;
   if (oh < 1 || ow < 1)
     return fail(loc, "the " + Twine(fs[2]) + "x" + Twine(fs[3]) +
                          " window of 'filter' " + str(filter) +
@@ -139,10 +164,13 @@ inferPool(std::optional<Location> loc, RankedTensorType in,
       return fail(loc, "'padding' " + str(padding) +
                            " must be smaller than 'kernel' " + str(kernel));
   auto s = nchwShape(in, nhwc);
-  int64_t oh = windowOutputSize(s[2], padding[0], padding[2], kernel[0],
+  auto ohOr = checkedWindowSize(loc, s[2], padding[0], padding[2], kernel[0],
                                 strides[0], 1, ceil);
-  int64_t ow = windowOutputSize(s[3], padding[1], padding[3], kernel[1],
+  auto owOr = checkedWindowSize(loc, s[3], padding[1], padding[3], kernel[1],
                                 strides[1], 1, ceil);
+  if (failed(ohOr) || failed(owOr))
+    return failure();
+  int64_t oh = *ohOr, ow = *owOr;
   if (oh < 1 || ow < 1)
     return fail(loc, "the " + Twine(kernel[0]) + "x" + Twine(kernel[1]) +
                          " pooling window does not fit 'input' " + str(in));
@@ -572,7 +600,9 @@ LogicalResult ConcatOp::inferReturnTypes(MLIRContext *,
       return fail(loc, "input #" + Twine(i) + " " + str(t) +
                            " does not match input #0 " + str(first) +
                            " outside axis " + Twine(axis));
-    shape[axis] += t.getDimSize(axis);
+    if (llvm::AddOverflow(shape[axis], t.getDimSize(axis), shape[axis]))
+      return fail(loc, "concatenating along axis " + Twine(axis) +
+                           " gives a dimension int64 cannot hold");
   }
   out.push_back(RankedTensorType::get(shape, first.getElementType()));
   return success();
@@ -587,8 +617,11 @@ LogicalResult SliceOp::inferReturnTypes(MLIRContext *,
     return fail(loc, "'offsets' " + str(off) + " and 'sizes' " + str(sz) +
                          " must have one entry per dimension of 'input' " +
                          str(in));
+  // `off + sz` is compared without computing it: an offset near INT64_MAX
+  // must not wrap into range.
   for (int64_t d = 0; d < in.getRank(); ++d)
-    if (off[d] < 0 || sz[d] < 1 || off[d] + sz[d] > in.getDimSize(d))
+    if (off[d] < 0 || sz[d] < 1 || sz[d] > in.getDimSize(d) ||
+        off[d] > in.getDimSize(d) - sz[d])
       return fail(loc, "slice offsets " + str(off) + " sizes " + str(sz) +
                            " exceed 'input' " + str(in));
   out.push_back(RankedTensorType::get(sz, in.getElementType()));
@@ -631,7 +664,10 @@ LogicalResult PadOp::inferReturnTypes(MLIRContext *,
     return failure();
   SmallVector<int64_t> shape(in.getShape());
   for (int64_t d = 0; d < in.getRank(); ++d)
-    shape[d] += pads[d] + pads[in.getRank() + d];
+    if (llvm::AddOverflow(shape[d], pads[d], shape[d]) ||
+        llvm::AddOverflow(shape[d], pads[in.getRank() + d], shape[d]))
+      return fail(loc, "'pads' " + str(pads) + " on 'input' " + str(in) +
+                           " give a dimension int64 cannot hold");
   out.push_back(RankedTensorType::get(shape, in.getElementType()));
   return success();
 }

@@ -16,6 +16,12 @@ def CNN_Dialect : Dialect {
     `#cnn.layout<NHWC>`. Element types are f32 and f16; labels are i32/i64.
     Model parameters are function arguments tagged `cnn.param = "name"`; their
     values live outside the IR in a `.cnnw` weights file.
+
+    Constraint on every op (CNN_BoundedResults): each result is statically
+    shaped, its element count is at most the context's ceiling (2^40 by
+    default, the bound on graph inputs too) and its size in bytes fits in
+    int64; the sizes an op derives from its attributes (padding, windows,
+    concatenation) are computed with checked arithmetic.
   }];
   let cppNamespace = "::cnnc::cnn";
   let hasConstantMaterializer = 1;
@@ -28,9 +34,29 @@ def CNN_Dialect : Dialect {
   let hasRegionResultAttrVerify = 1;
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::math::MathDialect"];
+  let extraClassDeclaration = [{
+    /// The most elements a tensor of this context may have (CNN_BoundedResults
+    /// and the importer's graph inputs); a tool may lower or raise it.
+    int64_t getMaxTensorElements() const { return maxTensorElements; }
+    void setMaxTensorElements(int64_t n) { maxTensorElements = n; }
+
+  private:
+    int64_t maxTensorElements = ::cnnc::kDefaultMaxTensorElements;
+
+  public:
+  }];
+}
+
+// Every result of a cnn op has a bounded size: its element count and byte
+// size fit in int64 and the element count is at most the dialect's ceiling
+// (cnnc/Support/ShapeLimits.h, the rule graph inputs obey too), so no pass,
+// planner or kernel sees an overflowing or absurd shape. Checked first,
+// before the op's own shape verification.
+def CNN_BoundedResults : NativeOpTrait<"CNNBoundedResults"> {
+  let cppNamespace = "::cnnc::cnn";
 }
 
 class CNN_Op<string mnemonic, list<Trait> traits = []>
-    : Op<CNN_Dialect, mnemonic, traits>;
+    : Op<CNN_Dialect, mnemonic, !listconcat([CNN_BoundedResults], traits)>;
 
 #endif

@@ -12,9 +12,31 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "cnnc/Support/ShapeLimits.h"
+
 #include "cnnc/Dialect/CNN/CNNOpsDialect.h.inc"
 
 namespace cnnc::cnn {
+/// CNN_BoundedResults: each result type of `op` passes the shape rule of
+/// cnnc/Support/ShapeLimits.h with the dialect's ceiling.
+mlir::LogicalResult verifyBoundedResults(mlir::Operation *op);
+
+/// The shape rule for one type (ranked tensors; other types pass): the
+/// element count, or a failure after a diagnostic at `loc` naming `what`.
+mlir::FailureOr<int64_t> checkBoundedType(std::optional<mlir::Location> loc,
+                                          mlir::MLIRContext *ctx,
+                                          const llvm::Twine &what,
+                                          mlir::Type type);
+
+template <typename ConcreteType>
+class CNNBoundedResults
+    : public mlir::OpTrait::TraitBase<ConcreteType, CNNBoundedResults> {
+public:
+  static mlir::LogicalResult verifyTrait(mlir::Operation *op) {
+    return verifyBoundedResults(op);
+  }
+};
+
 /// Runs an op's inferReturnTypes at its location as a verifier, so shape
 /// errors are reported there once, with the op's own message.
 template <typename ConcreteType>

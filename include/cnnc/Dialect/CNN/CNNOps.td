@@ -557,6 +557,12 @@ def CNN_ConcatOp : CNN_PureOp<"concat", [CNN_InferShapes, CNN_Gradient]> {
 
 def CNN_SliceOp : CNN_PureOp<"slice", [CNN_InferShapes, CNN_Gradient]> {
   let summary = "Static slice [offsets, offsets + sizes) (the gradient of concat)";
+  let description = [{
+    Constraints: one offset and one size per dimension of `input`;
+    `0 <= offsets[d]`, `1 <= sizes[d]` and `offsets[d] + sizes[d] <=
+    input.dim(d)`, evaluated without overflow (an offset near INT64_MAX is
+    out of range, not wrapped into it). The result has shape `sizes`.
+  }];
   let arguments = (ins CNN_FloatTensor:$input, DenseI64ArrayAttr:$offsets,
                    DenseI64ArrayAttr:$sizes);
   let results = (outs CNN_FloatTensor:$result);
@@ -569,7 +575,8 @@ defvar CNN_PadMode = DefaultValuedAttr<StrAttr, "\"constant\"">;
 def CNN_PadOp : CNN_PureOp<"pad", [CNN_InferShapes, CNN_Gradient]> {
   let summary = "Pads every dimension: `pads` = [begin_0..begin_{r-1}, end_0..end_{r-1}]";
   let description = [{
-    Rank-generic: result.dim(d) = input.dim(d) + pads[d] + pads[r + d].
+    Rank-generic: result.dim(d) = input.dim(d) + pads[d] + pads[r + d],
+    which must fit in int64 (and the result obey the dialect's size bound).
     Modes (ONNX Pad): "constant" fills with `value`; "reflect" mirrors
     without repeating the border element (x[-k] = x[k]), so each pad must be
     smaller than its dimension; "edge" repeats the border element.
