@@ -15,6 +15,7 @@ import collections
 import hashlib
 import inspect
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -518,8 +519,10 @@ class Trainer:
         """Sets the learning rate of the following steps (also in the
         optimizer's param groups, where schedulers read it)."""
         lr = float(lr)
-        if not lr >= 0:
-            raise ValueError("the learning rate must be >= 0, got %r" % lr)
+        # cnnc's --lr rule (cnnrt/HyperParams.h): finite and >= 0; inf would
+        # turn every parameter into nan at the next step.
+        if not (math.isfinite(lr) and lr >= 0):
+            raise ValueError("the learning rate must be a finite number >= 0, got %r" % lr)
         self._lr = lr
         if self._optimizer is not None:
             for g in self._optimizer.param_groups:

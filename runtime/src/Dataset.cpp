@@ -1,6 +1,7 @@
 //===- Dataset.cpp - CIFAR-10 binary reader, synthetic data, batching -----===//
 
 #include "cnnrt/Dataset.h"
+#include "cnnrt/TensorFile.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -9,6 +10,7 @@
 #include <dirent.h>
 #include <random>
 #include <sys/stat.h>
+#include <unistd.h>
 
 namespace cnnrt {
 
@@ -33,6 +35,10 @@ bool cifarFiles(const std::string &path, Split split,
     struct stat st;
     if (stat(path.c_str(), &st) != 0) {
       err = "cannot open dataset " + path + ": " + std::strerror(errno);
+      return false;
+    }
+    if (!S_ISREG(st.st_mode)) {
+      err = "dataset " + path + " is not a regular file or a directory";
       return false;
     }
     files.push_back(path);
@@ -74,13 +80,17 @@ bool readCifarFile(const std::string &path, const CifarFormat &fmt,
     err = "image geometry mismatch while reading " + path;
     return false;
   }
-  FILE *f = std::fopen(path.c_str(), "rb");
+  // openRegularFile: a FIFO or device given as --data must not block.
+  int fd = openRegularFile(path, err);
+  if (fd < 0)
+    return false;
+  struct stat st;
+  FILE *f = fstat(fd, &st) == 0 ? fdopen(fd, "rb") : nullptr;
   if (!f) {
-    err = "cannot open " + path + ": " + std::strerror(errno);
+    err = "cannot read " + path + ": " + std::strerror(errno);
+    ::close(fd);
     return false;
   }
-  struct stat st;
-  fstat(fileno(f), &st);
   size_t size = static_cast<size_t>(st.st_size);
   size_t rec = fmt.recordBytes();
   if (size % rec != 0 || size == 0) {

@@ -121,18 +121,17 @@ namespace {
 
 std::string sysErr() { return std::strerror(errno); }
 
-/// Reads a whole file into memory.
+/// Reads a whole regular file into memory.
 bool readAll(const std::string &path, std::vector<char> &buf,
              std::string &err) {
-  FILE *f = std::fopen(path.c_str(), "rb");
-  if (!f) {
-    err = "cannot open " + path + ": " + sysErr();
+  int fd = openRegularFile(path, err);
+  if (fd < 0)
     return false;
-  }
   struct stat st;
-  if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-    err = "not a regular file: " + path;
-    std::fclose(f);
+  FILE *f = fstat(fd, &st) == 0 ? fdopen(fd, "rb") : nullptr;
+  if (!f) {
+    err = "cannot read " + path + ": " + sysErr();
+    ::close(fd);
     return false;
   }
   buf.resize(static_cast<size_t>(st.st_size));
@@ -456,6 +455,39 @@ bool writeFileAtomic(const std::string &path, const std::string &bytes,
                      std::string &err) {
   return writeAtomicWith(
       path, [&](FILE *f) { return put(f, bytes.data(), bytes.size()); }, err);
+}
+
+int openRegularFile(const std::string &path, std::string &err) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    err = "cannot open " + path + ": " + sysErr();
+    return -1;
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    err = "cannot stat " + path + ": " + sysErr();
+    ::close(fd);
+    return -1;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    const char *kind = S_ISDIR(st.st_mode)    ? "a directory"
+                       : S_ISFIFO(st.st_mode) ? "a FIFO"
+                       : S_ISCHR(st.st_mode)  ? "a character device"
+                       : S_ISBLK(st.st_mode)  ? "a block device"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                                              : "a special file";
+    err = "not a regular file (" + std::string(kind) + "): " + path;
+    ::close(fd);
+    return -1;
+  }
+  // Regular files never block; clear the flag so reads behave as usual.
+  int flags = fcntl(fd, F_GETFL);
+  if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    err = "cannot read " + path + ": " + sysErr();
+    ::close(fd);
+    return -1;
+  }
+  return fd;
 }
 
 bool readFileBytes(const std::string &path, std::vector<char> &buf,

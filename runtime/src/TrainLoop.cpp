@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <sstream>
 #include <unistd.h>
 
 namespace cnnrt {
@@ -211,15 +212,29 @@ bool planRun(const TrainFlags &f, int64_t samples, int batch,
              RunPlan &p, std::string &err) {
   p = RunPlan();
   p.stepsPerEpoch = static_cast<double>(samples) / std::max(batch, 1);
-  auto epochsToSteps = [&](double e) {
-    return std::max<int64_t>(
-        1, static_cast<int64_t>(std::ceil(e * p.stepsPerEpoch - 1e-9)));
+  // A step count past 2^53 is not a run anyone can finish, and converting a
+  // double beyond int64's range is undefined (--epochs 1e300 ran one step):
+  // such an epoch count is an error naming its flag.
+  const double maxSteps = 9007199254740992.0; // 2^53
+  std::string tooMany;
+  auto epochsToSteps = [&](double e, const char *flag) -> int64_t {
+    double s = std::ceil(e * p.stepsPerEpoch - 1e-9);
+    if (!(s <= maxSteps)) {
+      if (tooMany.empty()) {
+        std::ostringstream os;
+        os << flag << " " << e << " is more than 2^53 steps of "
+           << p.stepsPerEpoch << " per epoch";
+        tooMany = os.str();
+      }
+      return 1;
+    }
+    return std::max<int64_t>(1, static_cast<int64_t>(s));
   };
   if (f.steps >= 0 && f.epochs >= 0) {
     err = "give --steps or --epochs, not both";
     return false;
   }
-  p.totalSteps = f.epochs >= 0  ? epochsToSteps(f.epochs)
+  p.totalSteps = f.epochs >= 0  ? epochsToSteps(f.epochs, "--epochs")
                  : f.steps >= 0 ? f.steps
                                 : defaultSteps;
   if (f.warmupSteps >= 0 && f.warmupEpochs >= 0) {
@@ -239,12 +254,14 @@ bool planRun(const TrainFlags &f, int64_t samples, int batch,
   p.lr.gamma = f.lrGamma;
   p.lr.minLR = f.lrMin;
   p.lr.total = p.totalSteps;
-  p.lr.warmup = f.warmupSteps >= 0   ? f.warmupSteps
-                : f.warmupEpochs > 0 ? epochsToSteps(f.warmupEpochs)
-                                     : 0;
-  p.lr.stepSize = f.lrStep >= 0        ? f.lrStep
-                  : f.lrStepEpochs > 0 ? epochsToSteps(f.lrStepEpochs)
-                                       : 0;
+  p.lr.warmup = f.warmupSteps >= 0 ? f.warmupSteps
+                : f.warmupEpochs > 0
+                    ? epochsToSteps(f.warmupEpochs, "--warmup-epochs")
+                    : 0;
+  p.lr.stepSize = f.lrStep >= 0 ? f.lrStep
+                  : f.lrStepEpochs > 0
+                      ? epochsToSteps(f.lrStepEpochs, "--lr-step-epochs")
+                      : 0;
   if (p.lr.kind == "step" && p.lr.stepSize <= 0) {
     err = "--lr-schedule step needs --lr-step N or --lr-step-epochs E";
     return false;
@@ -253,10 +270,15 @@ bool planRun(const TrainFlags &f, int64_t samples, int batch,
     err = "--lr-step/--lr-step-epochs need --lr-schedule step";
     return false;
   }
-  p.evalEvery = f.evalEvery > 0         ? f.evalEvery
-                : f.evalEveryEpochs > 0 ? epochsToSteps(f.evalEveryEpochs)
-                                        : 0;
+  p.evalEvery = f.evalEvery > 0 ? f.evalEvery
+                : f.evalEveryEpochs > 0
+                    ? epochsToSteps(f.evalEveryEpochs, "--eval-every-epochs")
+                    : 0;
   p.logEvery = f.logEvery > 0 ? f.logEvery : defaultLogEvery;
+  if (!tooMany.empty()) {
+    err = tooMany;
+    return false;
+  }
   return true;
 }
 

@@ -2,6 +2,7 @@
 
 #include "Session.h"
 #include "cnnrt/Distributed.h"
+#include "cnnrt/HyperParams.h"
 
 #include "cnnrt/TrainLoop.h"
 
@@ -86,22 +87,25 @@ const char *kUsage =
   std::exit(kExitError);
 }
 
-int64_t parseInt(const std::string &flag, const std::string &v, int64_t min) {
-  char *end = nullptr;
-  errno = 0;
-  long long x = std::strtoll(v.c_str(), &end, 10);
-  if (v.empty() || *end || errno || x < min)
+// Integers in [min, max]: ranks and node counts are kept in an int, so
+// their flags stop at INT_MAX instead of wrapping.
+int64_t parseInt(const std::string &flag, const std::string &v, int64_t min,
+                 int64_t max = INT64_MAX) {
+  int64_t x = 0;
+  if (!parseIntInRange(v, min, max, x))
     usageError("invalid value '" + v + "' for " + flag +
-               " (expected an integer >= " + std::to_string(min) + ")");
+               " (expected an integer in [" + std::to_string(min) + ", " +
+               std::to_string(max) + "])");
   return x;
 }
 
-double parseFloat(const std::string &flag, const std::string &v) {
-  char *end = nullptr;
-  double x = std::strtod(v.c_str(), &end);
-  if (v.empty() || *end || !(x >= 0))
-    usageError("invalid value '" + v + "' for " + flag +
-               " (expected a non-negative number)");
+// The rules of cnnrt/HyperParams.h, as cnnc applies them at compile time.
+double parseFloat(const std::string &flag, const std::string &v,
+                  const ParamRange &range) {
+  double x = 0;
+  std::string err;
+  if (!parseParam(flag, v, range, x, err))
+    usageError(err);
   return x;
 }
 
@@ -136,7 +140,7 @@ Options parseArgs(int argc, char **argv, const ModelSpec &spec) {
     } else if (a == "--steps") {
       o.train.steps = parseInt(a, value(), 0);
     } else if (a == "--lr") {
-      o.train.lr = parseFloat(a, value());
+      o.train.lr = parseFloat(a, value(), lrRange());
     } else if (a == "--weights") {
       o.weights = value();
     } else if (a == "--checkpoint") {
@@ -158,11 +162,11 @@ Options parseArgs(int argc, char **argv, const ModelSpec &spec) {
       noValue();
       o.graph = false;
     } else if (a == "--gpus") {
-      o.gpus = static_cast<int>(parseInt(a, value(), 1));
+      o.gpus = static_cast<int>(parseInt(a, value(), 1, INT32_MAX));
     } else if (a == "--nnodes") {
-      o.nnodes = static_cast<int>(parseInt(a, value(), 1));
+      o.nnodes = static_cast<int>(parseInt(a, value(), 1, INT32_MAX));
     } else if (a == "--node-rank") {
-      o.nodeRank = static_cast<int>(parseInt(a, value(), 0));
+      o.nodeRank = static_cast<int>(parseInt(a, value(), 0, INT32_MAX));
       o.nodeRankGiven = true;
     } else if (a == "--dist-init") {
       o.distInit = value();

@@ -1,6 +1,7 @@
 // Unit tests of the image/npy readers, transforms, StreamLoader, schedules
 // and log lines (no GPU). Test images are written with libjpeg-turbo/libpng.
 #include "cnnrt/Dataset.h"
+#include "cnnrt/HyperParams.h"
 #include "cnnrt/Image.h"
 #include "cnnrt/TensorFile.h"
 #include "cnnrt/TrainLoop.h"
@@ -680,4 +681,33 @@ TEST(Lines, ProgressEvalAndJson) {
   EXPECT_EQ(e.top5, 2);
   EXPECT_EQ(evalLine(e), "eval step 20 epoch 1.25: top-1 33.33% (1/3) top-5 "
                          "66.67% (2/3)");
+}
+
+// Issue 34 (N4): --epochs 1e300 was converted to int64 (undefined) and ran
+// one step; the executable's --lr took inf. Both are errors naming the flag.
+TEST(TrainFlags, EpochsBeyondInt64AndHyperParamRules) {
+  TrainFlags f;
+  std::string err;
+  ASSERT_EQ(f.parse("--epochs", "1e300", err), 1);
+  RunPlan p;
+  EXPECT_FALSE(planRun(f, 100, 8, 50, 0.1, 10, p, err));
+  EXPECT_NE(err.find("--epochs 1e+300 is more than 2^53 steps"),
+            std::string::npos)
+      << err;
+  double x = 0;
+  EXPECT_FALSE(parseParam("--lr", "inf", lrRange(), x, err));
+  EXPECT_EQ(err, "--lr must be a finite number in [0, inf), got inf");
+  EXPECT_FALSE(parseParam("--lr", "nan", lrRange(), x, err));
+  EXPECT_FALSE(parseParam("--lr", "-1", lrRange(), x, err));
+  EXPECT_FALSE(parseParam("--lr", "0.1x", lrRange(), x, err));
+  EXPECT_TRUE(parseParam("--lr", "0.1", lrRange(), x, err));
+  EXPECT_EQ(x, 0.1);
+  EXPECT_FALSE(checkParam("--eps", 0.0, epsRange(), err));
+  EXPECT_FALSE(checkParam("--beta2", 1.0, betaRange(), err));
+  EXPECT_TRUE(checkParam("--label-smoothing", 1.0, labelSmoothingRange(), err));
+  int64_t n = 0;
+  EXPECT_FALSE(parseIntInRange("4294967298", 1, INT32_MAX, n));
+  EXPECT_FALSE(parseIntInRange("99999999999999999999", 0, INT64_MAX, n));
+  EXPECT_TRUE(parseIntInRange("7", 1, INT32_MAX, n));
+  EXPECT_EQ(n, 7);
 }

@@ -291,3 +291,22 @@ TEST(TensorFile, CheckShapeRejectsOverflowAndNegativeDims) {
   e.shape = {int64_t(1) << 32, int64_t(1) << 32};
   EXPECT_EQ(e.numel(), -1);
 }
+
+// Issue 34 (N5): a FIFO with no writer blocked readTensorFile forever in
+// open(); now the open does not block and the type check refuses it.
+TEST(TensorFile, FifoIsRefusedWithoutBlocking) {
+  std::string dir = ::testing::TempDir() + "/cnnrt_fifo_XXXXXX";
+  ASSERT_NE(mkdtemp(dir.data()), nullptr);
+  std::string fifo = dir + "/w.cnnw";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  std::vector<TensorEntry> entries;
+  std::string err;
+  EXPECT_FALSE(readTensorFile(fifo, entries, err));
+  EXPECT_NE(err.find("not a regular file (a FIFO)"), std::string::npos) << err;
+  EXPECT_EQ(openRegularFile(dir, err), -1);
+  EXPECT_NE(err.find("(a directory)"), std::string::npos) << err;
+  EXPECT_EQ(openRegularFile("/dev/null", err), -1);
+  EXPECT_NE(err.find("(a character device)"), std::string::npos) << err;
+  unlink(fifo.c_str());
+  rmdir(dir.c_str());
+}

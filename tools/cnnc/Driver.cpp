@@ -6,6 +6,7 @@
 #include "cnnc/Reference/TensorEntry.h"
 #include "cnnc/Target/CUDA/EmitCUDA.h"
 #include "cnnc/Transforms/Passes.h"
+#include "cnnrt/HyperParams.h"
 #include "cnnrt/TensorFile.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -28,6 +29,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 
 using namespace mlir;
 using namespace cnnc;
@@ -504,24 +506,16 @@ DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
   o.weightsFile = weightsFile;
   o.train = trainFlag;
   o.optimizer = optimizerName;
-  o.lr = lrOpt;
+  if (lrOpt.getNumOccurrences())
+    o.lr = lrOpt;
   o.momentum = momentumOpt;
   o.dampening = dampeningOpt;
   o.nesterov = nesterovOpt;
   o.weightDecay = weightDecayOpt;
   o.noBNWeightDecay = noBNWeightDecayOpt;
   o.paramGroups = paramGroupsOpt;
-  if (clipGradNormOpt.getNumOccurrences() && !(clipGradNormOpt > 0)) {
-    llvm::errs() << "cnnc: error: --clip-grad-norm must be > 0, got "
-                 << clipGradNormOpt << "\n";
-    std::exit(1);
-  }
-  o.clipGradNorm = clipGradNormOpt;
-  if (accumulateOpt < 1) {
-    llvm::errs() << "cnnc: error: --accumulate must be >= 1, got "
-                 << accumulateOpt << "\n";
-    std::exit(1);
-  }
+  if (clipGradNormOpt.getNumOccurrences())
+    o.clipGradNorm = clipGradNormOpt;
   o.accumulate = accumulateOpt;
   o.beta1 = beta1Opt;
   o.beta2 = beta2Opt;
@@ -551,11 +545,6 @@ DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
     }
     o.worldSize = gpusOpt;
     o.dataParallel = true;
-  }
-  if (!(bucketMBOpt >= 0)) {
-    llvm::errs() << "cnnc: error: --bucket-mb must be >= 0, got "
-                 << bucketMBOpt << "\n";
-    std::exit(1);
   }
   if (syncBNOpt && !o.dataParallel) {
     llvm::errs() << "cnnc: error: --sync-bn synchronizes BatchNorm across "
@@ -602,7 +591,49 @@ DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
   // --stats is LLVM's own flag (statistics); cnnc adds its fusion counts and
   // kernel launches per step to what it prints.
   o.stats = llvm::AreStatisticsEnabled();
+  std::string err;
+  if (!validateOptions(o, err)) {
+    llvm::errs() << "cnnc: error: " << err << "\n";
+    std::exit(1);
+  }
   return o;
+}
+
+bool cnnc::driver::validateOptions(const DriverOptions &o, std::string &err) {
+  using namespace cnnrt;
+  const double inf = HUGE_VAL;
+  if (o.lr && !checkParam("--lr", *o.lr, lrRange(), err))
+    return false;
+  if (!checkParam("--momentum", o.momentum, momentumRange(), err) ||
+      !checkParam("--dampening", o.dampening, dampeningRange(), err) ||
+      !checkParam("--weight-decay", o.weightDecay, weightDecayRange(), err) ||
+      !checkParam("--beta1", o.beta1, betaRange(), err) ||
+      !checkParam("--beta2", o.beta2, betaRange(), err) ||
+      !checkParam("--eps", o.eps, epsRange(), err) ||
+      !checkParam("--label-smoothing", o.labelSmoothing, labelSmoothingRange(),
+                  err) ||
+      !checkParam("--aux-loss-weight", o.auxLossWeight, {0, inf, false, true},
+                  err) ||
+      !checkParam("--bucket-mb", o.bucketMB, {0, inf, false, true}, err))
+    return false;
+  if (o.clipGradNorm && !checkParam("--clip-grad-norm", *o.clipGradNorm,
+                                    {0, inf, true, true}, err))
+    return false;
+  // The data loader, the runtime and the CUDA launch code keep the batch,
+  // the micro-step count and the rank count in an int: a larger value would
+  // wrap (--batch 4294967298 became 2), so it is refused here.
+  const int64_t intMax = std::numeric_limits<int32_t>::max();
+  auto intFlag = [&](const char *flag, int64_t v, int64_t lo, int64_t hi) {
+    if (v >= lo && v <= hi)
+      return true;
+    err = std::string(flag) + " must be in [" + std::to_string(lo) + ", " +
+          std::to_string(hi) + "], got " + std::to_string(v);
+    return false;
+  };
+  return intFlag("--batch", o.batch, 0, intMax) &&
+         intFlag("--accumulate", o.accumulate, 1, intMax) &&
+         intFlag("--gpus/--world-size", o.worldSize, 1, 65536) &&
+         intFlag("--steps", o.steps, 0, INT64_MAX / 2);
 }
 
 // Tensor conversions: cnnc/Reference/TensorEntry.h.

@@ -20,6 +20,7 @@
 #include "llvm/Support/SourceMgr.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace mlir {
@@ -44,12 +45,14 @@ struct DriverOptions {
   // --train: build @train_step with cnn-autodiff
   bool train = false;
   std::string optimizer = "sgd";
-  double lr = -1; ///< < 0: the optimizer's default (SGD 0.01, Adam 1e-3)
+  /// --lr; unset: the optimizer's default (SGD 0.01, Adam 1e-3). No
+  /// sentinel value: a given --lr is validated, never replaced.
+  std::optional<double> lr;
   double momentum = 0.9, dampening = 0, weightDecay = 0;
   bool nesterov = false;
   bool noBNWeightDecay = false; ///< --no-bn-weight-decay
   std::string paramGroups;      ///< --param-groups FILE (JSON)
-  double clipGradNorm = 0;      ///< --clip-grad-norm (0: none)
+  std::optional<double> clipGradNorm; ///< --clip-grad-norm (unset: none)
   int64_t accumulate = 1;       ///< --accumulate N micro-steps per update
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, labelSmoothing = 0;
   int64_t ignoreIndex = -100; ///< the label the loss skips (PyTorch's)
@@ -113,8 +116,15 @@ struct DriverOptions {
   std::string listOnnxOps;
 };
 
-/// Parses argv with llvm::cl (exits on --help, --version, unknown flags).
+/// Parses argv with llvm::cl (exits on --help, --version, unknown flags),
+/// then exits 1 with validateOptions' message if a value is out of range.
 DriverOptions parseCommandLine(int argc, char **argv);
+
+/// Every numeric setting checked in one place (the rules are
+/// cnnrt/HyperParams.h's, shared with the generated executable): finite, in
+/// range, sizes that fit the int the data loader and runtime keep them in.
+/// On failure `err` names the flag and the value.
+bool validateOptions(const DriverOptions &o, std::string &err);
 
 /// The model being compiled: the IR and the values of its parameters.
 struct Compilation {

@@ -20,6 +20,7 @@
 #include "Driver.h"
 
 #include "cnnc/Dialect/CNN/CNNOps.h"
+#include "cnnrt/HyperParams.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -94,15 +95,18 @@ LogicalResult cnnc::driver::applyParamGroups(const std::string &path,
       return fail(where + " is not an object");
     SmallVector<NamedAttribute> opts;
     opts.push_back(b.getNamedAttr("group", b.getI64IntegerAttr(k + 1)));
-    auto number = [&](StringRef key, StringRef attr) -> LogicalResult {
+    // The command line's rules (cnnrt/HyperParams.h) hold for a group too.
+    auto number = [&](StringRef key, StringRef attr,
+                      const cnnrt::ParamRange &range) -> LogicalResult {
       const llvm::json::Value *v = g->get(key);
       if (!v)
         return success();
       std::optional<double> d = v->getAsNumber();
       if (!d)
         return fail(where + ": '" + key + "' must be a number");
-      if (key != "momentum" && key != "dampening" && !(*d >= 0))
-        return fail(where + ": '" + key + "' must be >= 0");
+      std::string err;
+      if (!cnnrt::checkParam("'" + key.str() + "'", *d, range, err))
+        return fail(where + ": " + err);
       opts.push_back(b.getNamedAttr(attr, b.getF32FloatAttr(*d)));
       return success();
     };
@@ -115,11 +119,12 @@ LogicalResult cnnc::driver::applyParamGroups(const std::string &path,
         return fail(where + ": unknown setting '" + kv.first.str() +
                     "' (expected params, lr, weight_decay, momentum, "
                     "dampening, nesterov, betas, eps)");
-    if (failed(number("lr", "lr")) ||
-        failed(number("weight_decay", "weight_decay")) ||
-        failed(number("momentum", "momentum")) ||
-        failed(number("dampening", "dampening")) ||
-        failed(number("eps", "epsilon")))
+    if (failed(number("lr", "lr", cnnrt::lrRange())) ||
+        failed(number("weight_decay", "weight_decay",
+                      cnnrt::weightDecayRange())) ||
+        failed(number("momentum", "momentum", cnnrt::momentumRange())) ||
+        failed(number("dampening", "dampening", cnnrt::dampeningRange())) ||
+        failed(number("eps", "epsilon", cnnrt::epsRange())))
       return failure();
     if (const llvm::json::Value *v = g->get("nesterov")) {
       std::optional<bool> n = v->getAsBoolean();
@@ -135,6 +140,10 @@ LogicalResult cnnc::driver::applyParamGroups(const std::string &path,
                                                      : std::nullopt;
       if (!b1 || !b2)
         return fail(where + ": 'betas' must be [beta1, beta2]");
+      std::string err;
+      if (!cnnrt::checkParam("'betas'[0]", *b1, cnnrt::betaRange(), err) ||
+          !cnnrt::checkParam("'betas'[1]", *b2, cnnrt::betaRange(), err))
+        return fail(where + ": " + err);
       opts.push_back(b.getNamedAttr("beta1", b.getF32FloatAttr(*b1)));
       opts.push_back(b.getNamedAttr("beta2", b.getF32FloatAttr(*b2)));
     }

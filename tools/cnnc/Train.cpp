@@ -23,6 +23,7 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FileUtilities.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
@@ -30,8 +31,12 @@
 
 #include <chrono>
 #include <cstdio>
+#include <limits>
 #include <optional>
 #include <thread>
+
+#include <sys/resource.h>
+#include <unistd.h>
 
 using namespace mlir;
 
@@ -50,9 +55,22 @@ LogicalResult fail(Compilation &c, const Twine &msg) {
   return failure();
 }
 
+/// What this process may allocate at most: physical memory, or less under
+/// `ulimit -v` (RLIMIT_AS).
+uint64_t memoryLimitBytes() {
+  uint64_t limit = std::numeric_limits<uint64_t>::max();
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  if (pages > 0 && page > 0)
+    limit = uint64_t(pages) * uint64_t(page);
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+    limit = std::min<uint64_t>(limit, rl.rlim_cur);
+  return limit;
+}
+
 double learningRate(const DriverOptions &o) {
-  if (o.lr >= 0)
-    return o.lr;
+  if (o.lr)
+    return *o.lr;
   return o.optimizer == "sgd" ? 0.01 : 0.001;
 }
 
@@ -82,7 +100,7 @@ LogicalResult cnnc::driver::buildTrainStep(const DriverOptions &o,
   ad.nesterov = o.nesterov;
   ad.weightDecay = o.weightDecay;
   ad.noBNWeightDecay = o.noBNWeightDecay;
-  ad.clipGradNorm = o.clipGradNorm;
+  ad.clipGradNorm = o.clipGradNorm.value_or(0);
   ad.accumulate = o.accumulate;
   ad.beta1 = o.beta1;
   ad.beta2 = o.beta2;
@@ -239,6 +257,38 @@ LogicalResult openData(const DriverOptions &o, Compilation &c,
                        RankedTensorType imageType, RankedTensorType labelsType,
                        int64_t classes, int64_t ignoreIndex, bool wantTest,
                        BatchSource &src, int64_t ranks = 1) {
+  // The data sources keep N, C, H and W in an int (a larger dimension
+  // wrapped: H = 2^31 became a negative size and a length_error), and a batch
+  // that cannot fit this process's memory aborted inside the allocator: both
+  // are refused before anything is read or allocated.
+  if (imageType.hasStaticShape()) {
+    int64_t elems = 1;
+    bool overflow = false;
+    for (auto [i, d] : llvm::enumerate(imageType.getShape())) {
+      if (d > std::numeric_limits<int32_t>::max() / (i == 0 ? ranks : 1))
+        return fail(c, "the model's input " + dimsText(imageType.getShape()) +
+                           " has dimension #" + Twine(i) + " = " + Twine(d) +
+                           (i == 0 && ranks > 1
+                                ? " (x " + std::to_string(ranks) + " ranks)"
+                                : std::string()) +
+                           ": the training data loader supports dimensions "
+                           "up to 2^31-1");
+      overflow |= llvm::MulOverflow(elems, d, elems);
+    }
+    int64_t bytes = 0;
+    overflow |= llvm::MulOverflow(elems, ranks * int64_t(sizeof(float)), bytes);
+    uint64_t limit = memoryLimitBytes();
+    if (overflow || uint64_t(bytes) > limit)
+      return fail(c, "one training batch of the model's input " +
+                         dimsText(imageType.getShape()) +
+                         (ranks > 1 ? " x " + std::to_string(ranks) + " ranks"
+                                    : std::string()) +
+                         " needs " +
+                         (overflow ? std::string("more than 2^63")
+                                   : std::to_string(bytes)) +
+                         " bytes, more than this process can allocate (" +
+                         Twine(limit) + " bytes); use a smaller --batch");
+  }
   SmallVector<int64_t> labelsShape(labelsType.getShape());
   labelsShape[0] *= ranks;
   if (ranks > 1) {

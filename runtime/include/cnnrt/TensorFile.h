@@ -54,6 +54,13 @@ constexpr uint32_t kMaxRank = 8;
 bool checkShape(const std::vector<int64_t> &shape, DType dt, uint64_t &nbytes,
                 std::string &why);
 
+/// Opens `path` for reading without ever blocking: O_NONBLOCK for the open
+/// itself (a FIFO with no writer would block there forever), then fstat of
+/// the opened descriptor (no check-then-open race) must show a regular file,
+/// then O_NONBLOCK is cleared for the reads. Returns the descriptor, or -1
+/// with `err` naming the file and why ("not a regular file (a FIFO)").
+int openRegularFile(const std::string &path, std::string &err);
+
 /// Reads a whole regular file (the readers' common first step).
 bool readFileBytes(const std::string &path, std::vector<char> &buf,
                    std::string &err);

@@ -2,6 +2,7 @@
 
 #include "cnnrt/Dataset.h"
 #include "cnnrt/Image.h"
+#include "cnnrt/TensorFile.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -260,15 +261,14 @@ bool npyField(const std::string &h, const std::string &key, std::string &v) {
 
 bool mapNpy(const std::string &path, MappedNpy &m, std::string &err) {
   m.path = path;
-  int fd = open(path.c_str(), O_RDONLY);
-  if (fd < 0) {
-    err = "cannot open " + path + ": " + std::strerror(errno);
+  // openRegularFile: a FIFO must not block the open.
+  int fd = openRegularFile(path, err);
+  if (fd < 0)
     return false;
-  }
   struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+  if (fstat(fd, &st) != 0) {
     close(fd);
-    err = "not a regular file: " + path;
+    err = "cannot stat " + path + ": " + std::strerror(errno);
     return false;
   }
   m.mapSize = static_cast<size_t>(st.st_size);
@@ -750,7 +750,12 @@ bool openSource(const std::string &spec, Split split, const SourceOptions &o,
     break;
   }
   if (!isDir(spec) && !isFile(spec)) {
-    err = "cannot open dataset " + spec + ": " + std::strerror(ENOENT);
+    // Name the real reason: a FIFO or a device exists but is no dataset.
+    struct stat st;
+    if (stat(spec.c_str(), &st) != 0)
+      err = "cannot open dataset " + spec + ": " + std::strerror(errno);
+    else
+      err = "dataset " + spec + " is not a regular file or a directory";
     return false;
   }
   err = "cannot tell the format of dataset directory " + spec +
