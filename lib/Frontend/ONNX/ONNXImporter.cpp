@@ -30,6 +30,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
@@ -41,10 +42,17 @@
 
 #include <fmt/format.h>
 
+#include <cerrno>
+#include <climits>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <tuple>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 using namespace mlir;
 using namespace cnnc;
@@ -487,16 +495,45 @@ LogicalResult Importer::readExternal(const onnx::TensorProto &t,
                               "' leaves the model's folder");
   SmallString<256> full(modelDir);
   llvm::sys::path::append(full, location);
-  if (llvm::sys::fs::exists(full) && !llvm::sys::fs::is_regular_file(full))
+  // The text check above does not see symlinks: a link inside the folder
+  // may point anywhere, and its target's bytes would land in the output. So
+  // the file is opened once (O_NONBLOCK: a FIFO must not block the open),
+  // and the *opened* file's real path (/proc/self/fd, no check-then-open
+  // race) must lie inside the model folder's real path.
+  auto fail = [&](const Twine &why) {
     return error(fileLoc, "external data '" + full.str() +
-                              "' of initializer '" + t.name() +
-                              "' is not a regular file");
-  auto buf = llvm::MemoryBuffer::getFile(full, /*IsText=*/false,
-                                         /*RequiresNullTerminator=*/false);
-  if (!buf)
+                              "' of initializer '" + t.name() + "' " + why);
+  };
+  char dirBuf[PATH_MAX];
+  if (!::realpath(modelDir.empty() ? "." : modelDir.c_str(), dirBuf))
+    return fail("cannot be resolved: the model's folder: " +
+                Twine(std::strerror(errno)));
+  std::string realDir = dirBuf;
+  int fd = ::open(full.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0)
     return error(fileLoc, "cannot read external data '" + full.str() +
                               "' of initializer '" + t.name() +
-                              "': " + buf.getError().message());
+                              "': " + std::strerror(errno));
+  auto closeFd = llvm::make_scope_exit([&] { ::close(fd); });
+  struct stat st;
+  if (::fstat(fd, &st) != 0)
+    return fail("cannot be read: " + Twine(std::strerror(errno)));
+  if (!S_ISREG(st.st_mode))
+    return fail("is not a regular file");
+  std::string procPath = "/proc/self/fd/" + std::to_string(fd);
+  char fileBuf[PATH_MAX];
+  if (!::realpath(procPath.c_str(), fileBuf))
+    return fail("cannot be resolved: " + Twine(std::strerror(errno)));
+  StringRef realFile = fileBuf;
+  std::string prefix = realDir == "/" ? realDir : realDir + "/";
+  if (!realFile.starts_with(prefix))
+    return fail("resolves to '" + realFile + "', outside the model's folder '" +
+                realDir + "' (through a symbolic link)");
+  auto buf = llvm::MemoryBuffer::getOpenFile(
+      llvm::sys::fs::convertFDToNativeFile(fd), full,
+      static_cast<uint64_t>(st.st_size), /*RequiresNullTerminator=*/false);
+  if (!buf)
+    return fail("cannot be read: " + Twine(buf.getError().message()));
   int64_t size = (*buf)->getBufferSize();
   if (offset > size || (length >= 0 && length > size - offset))
     return error(fileLoc, "external data of initializer '" + t.name() +
@@ -1087,39 +1124,19 @@ LogicalResult Importer::importConvTranspose() {
           fmt::format("pads {} for a {}-D window", shapeStr(pads), spatial));
   }
   for (size_t d = 0; d < spatial; ++d) {
-    // Checked: strides up to 2^30 times a dimension up to 2^40, and
-    // output_shape and pads straight from the file, can exceed int64.
-    int64_t full, extent, sameSize, total, outD;
-    bool overflow = llvm::MulOverflow(strides[d], xShape[2 + d] - 1, full) ||
-                    llvm::MulOverflow(kernel[d] - 1, dilations[d], extent) ||
-                    llvm::AddOverflow(full, outputPadding[d] + 1, full) ||
-                    llvm::AddOverflow(full, extent, full) ||
-                    llvm::MulOverflow(xShape[2 + d], strides[d], sameSize);
-    if (!overflow) {
-      if (outputShapeAttr || autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER")
-        overflow = llvm::SubOverflow(
-            full, outputShapeAttr ? (*outputShapeAttr)[d] : sameSize, total);
-      else
-        overflow = llvm::SubOverflow(full, pads[d], outD) ||
-                   llvm::SubOverflow(outD, pads[d + spatial], outD);
-    }
-    if (overflow)
-      return nodeError(fmt::format(
-          "node '{}' (ConvTranspose): the output size of input {} with "
-          "strides {}, kernel {}, pads {} and output_shape {} does not fit "
-          "in int64",
-          nodeName, shapeStr(xShape), shapeStr(strides), shapeStr(kernel),
-          shapeStr(pads),
-          outputShapeAttr ? shapeStr(*outputShapeAttr) : std::string("[]")));
+    int64_t full = strides[d] * (xShape[2 + d] - 1) + outputPadding[d] +
+                   (kernel[d] - 1) * dilations[d] + 1;
     if (outputShapeAttr || autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
-      outSize[d] = outputShapeAttr ? (*outputShapeAttr)[d] : sameSize;
+      outSize[d] =
+          outputShapeAttr ? (*outputShapeAttr)[d] : xShape[2 + d] * strides[d];
+      int64_t total = full - outSize[d];
       // Python's floor division, as ONNX's reference: a negative total
       // pads the end (more output, all of it the bias).
       int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2);
       pads[d] = autoPad == "SAME_UPPER" ? half : total - half;
       pads[d + spatial] = total - pads[d];
     } else {
-      outSize[d] = outD;
+      outSize[d] = full - pads[d] - pads[d + spatial];
     }
   }
   // Output beyond the last window (a negative end pad) is the
@@ -3210,14 +3227,12 @@ LogicalResult Importer::setUpInput(const onnx::ValueInfoProto &in) {
     shape.push_back(d.dim_value());
   }
   // A declared shape is checked before anything is built from it: later
-  // shape arithmetic (flatten, matmul) must not overflow. The rule and its
-  // ceiling are those of every op result (CNN_BoundedResults).
-  int64_t ceiling =
-      ctx.getOrLoadDialect<cnn::CNNDialect>()->getMaxTensorElements();
-  if (!boundedNumel(shape, /*elementBytes=*/4, ceiling))
+  // shape arithmetic (flatten, matmul) must not overflow.
+  constexpr int64_t kMaxInputElements = int64_t(1) << 40;
+  if (!checkedNumel(shape, kMaxInputElements))
     return error(inLoc, "input '" + in.name() + "' has shape " +
-                            shapeStr(shape) + ": too many elements (at most " +
-                            std::to_string(ceiling) + ")");
+                            shapeStr(shape) +
+                            ": too many elements (at most 2^40)");
   Value arg = body->addArgument(tensorType(shape, b.getF32Type()), inLoc);
   argAttrs.push_back(attr(cnn::kInputAttr, b.getUnitAttr()));
   slots[in.name()] = Slot{arg, std::nullopt, false, ""};
