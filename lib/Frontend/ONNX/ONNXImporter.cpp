@@ -1124,19 +1124,39 @@ LogicalResult Importer::importConvTranspose() {
           fmt::format("pads {} for a {}-D window", shapeStr(pads), spatial));
   }
   for (size_t d = 0; d < spatial; ++d) {
-    int64_t full = strides[d] * (xShape[2 + d] - 1) + outputPadding[d] +
-                   (kernel[d] - 1) * dilations[d] + 1;
+    // Checked: strides up to 2^30 times a dimension up to 2^40, and
+    // output_shape and pads straight from the file, can exceed int64.
+    int64_t full, extent, sameSize, total, outD;
+    bool overflow = llvm::MulOverflow(strides[d], xShape[2 + d] - 1, full) ||
+                    llvm::MulOverflow(kernel[d] - 1, dilations[d], extent) ||
+                    llvm::AddOverflow(full, outputPadding[d] + 1, full) ||
+                    llvm::AddOverflow(full, extent, full) ||
+                    llvm::MulOverflow(xShape[2 + d], strides[d], sameSize);
+    if (!overflow) {
+      if (outputShapeAttr || autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER")
+        overflow = llvm::SubOverflow(
+            full, outputShapeAttr ? (*outputShapeAttr)[d] : sameSize, total);
+      else
+        overflow = llvm::SubOverflow(full, pads[d], outD) ||
+                   llvm::SubOverflow(outD, pads[d + spatial], outD);
+    }
+    if (overflow)
+      return nodeError(fmt::format(
+          "node '{}' (ConvTranspose): the output size of input {} with "
+          "strides {}, kernel {}, pads {} and output_shape {} does not fit "
+          "in int64",
+          nodeName, shapeStr(xShape), shapeStr(strides), shapeStr(kernel),
+          shapeStr(pads),
+          outputShapeAttr ? shapeStr(*outputShapeAttr) : std::string("[]")));
     if (outputShapeAttr || autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
-      outSize[d] =
-          outputShapeAttr ? (*outputShapeAttr)[d] : xShape[2 + d] * strides[d];
-      int64_t total = full - outSize[d];
+      outSize[d] = outputShapeAttr ? (*outputShapeAttr)[d] : sameSize;
       // Python's floor division, as ONNX's reference: a negative total
       // pads the end (more output, all of it the bias).
       int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2);
       pads[d] = autoPad == "SAME_UPPER" ? half : total - half;
       pads[d + spatial] = total - pads[d];
     } else {
-      outSize[d] = full - pads[d] - pads[d + spatial];
+      outSize[d] = outD;
     }
   }
   // Output beyond the last window (a negative end pad) is the
@@ -3227,12 +3247,14 @@ LogicalResult Importer::setUpInput(const onnx::ValueInfoProto &in) {
     shape.push_back(d.dim_value());
   }
   // A declared shape is checked before anything is built from it: later
-  // shape arithmetic (flatten, matmul) must not overflow.
-  constexpr int64_t kMaxInputElements = int64_t(1) << 40;
-  if (!checkedNumel(shape, kMaxInputElements))
+  // shape arithmetic (flatten, matmul) must not overflow. The rule and its
+  // ceiling are those of every op result (CNN_BoundedResults).
+  int64_t ceiling =
+      ctx.getOrLoadDialect<cnn::CNNDialect>()->getMaxTensorElements();
+  if (!boundedNumel(shape, /*elementBytes=*/4, ceiling))
     return error(inLoc, "input '" + in.name() + "' has shape " +
-                            shapeStr(shape) +
-                            ": too many elements (at most 2^40)");
+                            shapeStr(shape) + ": too many elements (at most " +
+                            std::to_string(ceiling) + ")");
   Value arg = body->addArgument(tensorType(shape, b.getF32Type()), inLoc);
   argAttrs.push_back(attr(cnn::kInputAttr, b.getUnitAttr()));
   slots[in.name()] = Slot{arg, std::nullopt, false, ""};
