@@ -204,6 +204,23 @@ LogicalResult execStats(cnn::BatchNormStatsOp op,
 
 /// fused_conv2d_stats: the convolution, rounded to the result's type as
 /// conv2d stores it, and the per-channel sums of the stored values (f64).
+/// Per channel of `x` (per `layout`): sum and sum of squares of the stored
+/// values, in f64, rounded once (fused_conv2d_stats' and batch_norm_sums').
+void storeChannelSums(const Tensor &x, cnn::Layout layout, float *sum,
+                      float *sumSq) {
+  ChannelOf ch(x.shape, layout);
+  std::vector<double> s(ch.channels, 0), ss(ch.channels, 0);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    double v = x.data[i];
+    s[ch(i)] += v;
+    ss[ch(i)] += v * v;
+  }
+  for (int64_t k = 0; k < ch.channels; ++k) {
+    sum[k] = (float)s[k];
+    sumSq[k] = (float)ss[k];
+  }
+}
+
 LogicalResult execConvStats(cnn::FusedConv2DStatsOp op,
                             function_ref<const Tensor &(Value)> get,
                             function_ref<Tensor &(Value)> def) {
@@ -220,18 +237,8 @@ LogicalResult execConvStats(cnn::FusedConv2DStatsOp op,
   if (r.kind == ElemKind::F16)
     for (float &v : r.data)
       v = roundToHalf(v);
-  ChannelOf ch(r.shape, op.getLayout());
-  std::vector<double> sum(ch.channels, 0), ss(ch.channels, 0);
-  for (int64_t i = 0; i < r.numel(); ++i) {
-    double v = r.data[i];
-    sum[ch(i)] += v;
-    ss[ch(i)] += v * v;
-  }
-  float *s = def(op.getSum()).data.data(), *q = def(op.getSumSq()).data.data();
-  for (int64_t k = 0; k < ch.channels; ++k) {
-    s[k] = (float)sum[k];
-    q[k] = (float)ss[k];
-  }
+  storeChannelSums(r, op.getLayout(), def(op.getSum()).data.data(),
+                   def(op.getSumSq()).data.data());
   return success();
 }
 
@@ -408,19 +415,9 @@ LogicalResult execFinalize(cnn::BatchNormFinalizeOp op,
 LogicalResult execSums(cnn::BatchNormSumsOp op,
                        function_ref<const Tensor &(Value)> get,
                        function_ref<Tensor &(Value)> def) {
-  const Tensor &x = get(op.getInput());
-  ChannelOf ch(x.shape, op.getLayout());
-  std::vector<double> sum(ch.channels, 0), ss(ch.channels, 0);
-  for (int64_t i = 0; i < x.numel(); ++i) {
-    double v = x.data[i];
-    sum[ch(i)] += v;
-    ss[ch(i)] += v * v;
-  }
-  float *s = def(op.getSum()).data.data(), *q = def(op.getSumSq()).data.data();
-  for (int64_t k = 0; k < ch.channels; ++k) {
-    s[k] = (float)sum[k];
-    q[k] = (float)ss[k];
-  }
+  storeChannelSums(get(op.getInput()), op.getLayout(),
+                   def(op.getSum()).data.data(),
+                   def(op.getSumSq()).data.data());
   return success();
 }
 

@@ -27,9 +27,19 @@ func.func @accumulate_every_one(%a: tensor<4xf32>, %g: tensor<4xf32>, %step: ten
 
 // -----
 
-func.func @accumulate_types(%a: tensor<4xf32>, %g: tensor<4xf16>, %step: tensor<f32>) -> tensor<4xf32> {
-  // expected-error @+1 {{'cnn.accumulate_grad' op acc, grad, sum and new_acc must have one type, got 'tensor<4xf32>' and 'tensor<4xf16>'}}
-  %s, %n = cnn.accumulate_grad %a, %g, %step {every = 2} : (tensor<4xf32>, tensor<4xf16>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>)
+// The gradient has the sums' type, or its f16 form (loss scaling); an f16
+// sum of an f32 gradient is not one of them.
+func.func @accumulate_types(%a: tensor<4xf16>, %g: tensor<4xf32>, %step: tensor<f32>) -> tensor<4xf16> {
+  // expected-error @+1 {{'cnn.accumulate_grad' op acc, sum and new_acc must have one type and grad that type or its f16 form, got 'tensor<4xf16>' and 'tensor<4xf32>'}}
+  %s, %n = cnn.accumulate_grad %a, %g, %step {every = 2} : (tensor<4xf16>, tensor<4xf32>, tensor<f32>) -> (tensor<4xf16>, tensor<4xf16>)
+  return %s : tensor<4xf16>
+}
+
+// -----
+
+func.func @accumulate_shapes(%a: tensor<4xf32>, %g: tensor<5xf16>, %step: tensor<f32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'cnn.accumulate_grad' op acc, sum and new_acc must have one type and grad that type or its f16 form, got 'tensor<4xf32>' and 'tensor<5xf16>'}}
+  %s, %n = cnn.accumulate_grad %a, %g, %step {every = 2} : (tensor<4xf32>, tensor<5xf16>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>)
   return %s : tensor<4xf32>
 }
 
