@@ -412,9 +412,7 @@ LogicalResult PrecisionPass::addLossScaling(func::FuncOp f) {
   llvm::SmallSetVector<Operation *, 2> ones; // seeds may share the constant
   for (SoftmaxCrossEntropyGradOp seedOp : seedOps) {
     auto one = seedOp.getGradLoss().getDefiningOp<ConstantOp>();
-    auto oneAttr = one ? dyn_cast<DenseElementsAttr>(one.getValue()) : nullptr;
-    if (!oneAttr || !oneAttr.isSplat() ||
-        oneAttr.getSplatValue<APFloat>().convertToDouble() != 1.0)
+    if (!one || !isScalarOne(one))
       return seedOp.emitError("cnn-precision: the loss gradient seed must be "
                               "the constant 1.0 made by cnn-autodiff");
     ones.insert(one);

@@ -261,6 +261,13 @@ private:
               Value reluOut, Value x, Value scale, Value mean, Value invstd,
               Value gradScale, Value gradBias, Value gradInput,
               Value alpha = {}, Value beta = {});
+  /// batch_norm_grad's first pass: per channel sum(g) into `gradBias` and
+  /// sum(g * xhat) into `gradScale` (of C++ type `S`), g = dy masked by the
+  /// ReLU output or by round(x * alpha + beta) > 0 where given.
+  void bnGradSums(std::string &out, Operation *op, bool nhwc, Value dy,
+                  Value reluOut, Value x, Value mean, Value invstd,
+                  Value gradScale, Value gradBias, const std::string &S,
+                  Value alpha = {}, Value beta = {});
   LogicalResult poolBnGrad(std::string &out,
                            FusedMaxPool2DBatchNormReluGradOp op);
   void dualBnGrad(std::string &out, FusedDualBatchNormGradOp op);
@@ -886,16 +893,13 @@ void Emitter::dualBnGrad(std::string &out, FusedDualBatchNormGradOp op) {
                   bnGradApplyExpr(1, "a0", 7, (double)M));
 }
 
-void Emitter::bnGrad(std::string &out, Operation *op, bool nhwc, Value dy,
-                     Value reluOut, Value x, Value scale, Value mean,
-                     Value invstd, Value gradScale, Value gradBias,
-                     Value gradInput, Value alpha, Value beta) {
+void Emitter::bnGradSums(std::string &out, Operation *op, bool nhwc,
+                         Value dy, Value reluOut, Value x, Value mean,
+                         Value invstd, Value gradScale, Value gradBias,
+                         const std::string &S, Value alpha, Value beta) {
   bool masked = reluOut || alpha;
   auto t = ttype(x);
   int64_t C = t.getDimSize(nhwc ? t.getRank() - 1 : 1);
-  std::string S = ctype(ttype(scale).getElementType());
-  // Pass 1: per-channel sum(g) and sum(g * xhat), g = dy (masked by the ReLU
-  // output when fused: the masked gradient is never stored).
   if (nhwc) {
     int64_t tiles = nhwcPartial(out, op, alpha ? 4 : reluOut ? 3 : 2, dy, x,
                                 mean, invstd, reluOut, alpha, beta);
@@ -923,6 +927,20 @@ void Emitter::bnGrad(std::string &out, Operation *op, bool nhwc, Value dy,
                        ptr(mean), ptr(invstd), ptr(gradScale), ptr(gradBias),
                        t.getDimSize(0), C, channelInner(t)));
   }
+}
+
+void Emitter::bnGrad(std::string &out, Operation *op, bool nhwc, Value dy,
+                     Value reluOut, Value x, Value scale, Value mean,
+                     Value invstd, Value gradScale, Value gradBias,
+                     Value gradInput, Value alpha, Value beta) {
+  bool masked = reluOut || alpha;
+  auto t = ttype(x);
+  int64_t C = t.getDimSize(nhwc ? t.getRank() - 1 : 1);
+  std::string S = ctype(ttype(scale).getElementType());
+  // Pass 1: per-channel sum(g) and sum(g * xhat), g = dy (masked by the ReLU
+  // output when fused: the masked gradient is never stored).
+  bnGradSums(out, op, nhwc, dy, reluOut, x, mean, invstd, gradScale, gradBias,
+             S, alpha, beta);
   // Pass 2: dx = scale * invstd * (g - sum(g) / m - xhat * sum(g xhat) / m).
   Channel ci = chanIndex(t, nhwc);
   double m = (double)t.getNumElements() / C;
@@ -1751,26 +1769,9 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
       .Case([&](BatchNormGradSumsOp b) {
         // batch_norm_grad's first pass alone: grad_scale = sum(dy * xhat)
         // into sum_dy_xhat, grad_bias = sum(dy) into sum_dy.
-        auto t = ttype(b.getInput());
-        if (isNHWC(op)) {
-          int64_t C = t.getDimSize(t.getRank() - 1);
-          int64_t tiles =
-              nhwcPartial(out, op, 2, b.getGradOutput(), b.getInput(),
-                          b.getSavedMean(), b.getSavedInvstd());
-          launch(out, op, "nhwcBnGradFinish<float>", std::to_string(C), "256",
-                 fmt::format("{}, {}, {}, {}", ptr(b.getSumDyXhat()),
-                             ptr(b.getSumDy()), C, tiles));
-          return success();
-        }
-        launch(out, op,
-               fmt::format("bnGradReduce<{}, float>",
-                           ctype(t.getElementType())),
-               std::to_string(t.getDimSize(1)), "512",
-               fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}ll",
-                           ptr(b.getGradOutput()), ptr(b.getInput()),
-                           ptr(b.getSavedMean()), ptr(b.getSavedInvstd()),
-                           ptr(b.getSumDyXhat()), ptr(b.getSumDy()),
-                           t.getDimSize(0), t.getDimSize(1), channelInner(t)));
+        bnGradSums(out, op, isNHWC(op), b.getGradOutput(), {}, b.getInput(),
+                   b.getSavedMean(), b.getSavedInvstd(), b.getSumDyXhat(),
+                   b.getSumDy(), "float");
         return success();
       })
       .Case([&](FusedBatchNormReluGradOp b) {
