@@ -36,9 +36,9 @@ using namespace mlir;
 using namespace cnnc;
 using namespace cnnc::cnn;
 
-static const char *kPrelude =
-#include "Prelude.cuh.inc"
-    ;
+static const char kPrelude[] = {
+#include "KernelPrelude.inc" // kernels/*.cuh, by EmbedPrelude.cmake
+};
 
 static std::string tensorTable(const BufferPlan &plan, bool inputNHWC);
 

@@ -1,0 +1,379 @@
+//===- PoolingNHWC.cuh - pooling in the NHWC layout -----------------------===//
+//
+// Max/avg pooling and their gradients on N x H x W x C, the eight-channel
+// (16-byte) forms, the recorded-index gradient and its fusion with the BN
+// gradient (sums through nhwcScratch), and the NHWC global average pool.
+//
+// Part of the kernel prelude (see Prelude.cuh): cnnc prints the lines
+// between the cnnc-prelude markers; the rest makes this file compile
+// on its own.
+//
+//===----------------------------------------------------------------------===//
+#ifndef CNNC_KERNELS_POOLING_NHWC_CUH
+#define CNNC_KERNELS_POOLING_NHWC_CUH
+
+#include "Common.cuh"
+#include "Pooling.cuh"
+#include "Reductions.cuh"
+
+namespace {
+// cnnc-prelude-begin
+// Pooling on N x H x W x C: one thread per output element, c innermost.
+template <typename T>
+__global__ void maxPoolFwdNHWC(const T *x, T *y, PoolParams p) {
+  int64_t total = (int64_t)p.N * p.P * p.Q * p.C;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    int c = i % p.C, q = (i / p.C) % p.Q, pp = (i / ((int64_t)p.C * p.Q)) % p.P;
+    int64_t n = i / ((int64_t)p.C * p.Q * p.P);
+    const T *xn = x + n * p.H * p.W * p.C + c;
+    float m = -INFINITY;
+    for (int kh = 0; kh < p.KH; ++kh) {
+      int h = pp * p.SH - p.PT + kh;
+      if (h < 0 || h >= p.H) continue;
+      for (int kw = 0; kw < p.KW; ++kw) {
+        int w = q * p.SW - p.PL + kw;
+        if (w < 0 || w >= p.W) continue;
+        float v = ld(xn + ((int64_t)h * p.W + w) * p.C);
+        if (v > m || isnan(v)) m = v;
+      }
+    }
+    st(y + i, m);
+  }
+}
+
+// NHWC max pooling with C % 8 == 0: eight channels per thread with 16-byte
+// loads and stores, the same comparisons per channel as the kernels above.
+// ARG = false: max_pool2d (y). ARG = true: fused_max_pool2d (y and the
+// window index arg; PRO: with its prologue relu(x * scale + shift) per
+// channel, rounded to T). I: the index type. The pixel coordinates come from
+// divisions of the flat index, and 64-bit divisions made these kernels
+// instruction-bound (the stem's gather took 0.351 ms for 282 MB of traffic
+// on the H100): the kernels below divide in 32 bits whenever the tensor
+// allows.
+template <typename T, bool ARG, bool PRO, typename I>
+__device__ __forceinline__ void maxPoolNHWC8Body(const T *x, const float *scale,
+                                                 const float *shift, T *y, uint8_t *arg,
+                                                 const PoolParams &p, I total) {
+  const I C8 = p.C / 8, P = p.P, Q = p.Q;
+  for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < total;
+       i += (I)gridDim.x * blockDim.x) {
+    I rest = i / C8;
+    int c8 = (int)(i - rest * C8);
+    I rest2 = rest / Q;
+    int q = (int)(rest - rest2 * Q);
+    I n = rest2 / P;
+    int pp = (int)(rest2 - n * P);
+    const T *xn = x + (int64_t)n * p.H * p.W * p.C + c8 * 8;
+    float m[8], v[8], sc[8], sh[8];
+    int a[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      m[e] = -INFINITY;
+      a[e] = 255;
+      if (PRO) { sc[e] = scale[c8 * 8 + e]; sh[e] = shift[c8 * 8 + e]; }
+    }
+    for (int kh = 0; kh < p.KH; ++kh) {
+      int h = pp * p.SH - p.PT + kh;
+      if (h < 0 || h >= p.H) continue;
+      for (int kw = 0; kw < p.KW; ++kw) {
+        int w = q * p.SW - p.PL + kw;
+        if (w < 0 || w >= p.W) continue;
+        ldv8(xn + ((int64_t)h * p.W + w) * p.C, v);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          if (PRO) v[e] = roundAs(x, fmaxf(v[e] * sc[e] + sh[e], 0.f));
+          if (ARG) {
+            if (v[e] > m[e] || (isnan(v[e]) && !isnan(m[e]))) { m[e] = v[e]; a[e] = kh * p.KW + kw; }
+          } else if (v[e] > m[e] || isnan(v[e])) {
+            m[e] = v[e];
+          }
+        }
+      }
+    }
+    stv8(y + (int64_t)i * 8, m);
+    if (ARG) {
+      uint2 u;
+      uint8_t *b = reinterpret_cast<uint8_t *>(&u);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) b[e] = (uint8_t)a[e];
+      *reinterpret_cast<uint2 *>(arg + (int64_t)i * 8) = u;
+    }
+  }
+}
+template <typename T, bool ARG>
+__global__ void maxPoolNHWC8(const T *x, T *y, uint8_t *arg, PoolParams p) {
+  int64_t total = (int64_t)p.N * p.P * p.Q * (p.C / 8);
+  if (total + (int64_t)gridDim.x * blockDim.x <= INT32_MAX)
+    maxPoolNHWC8Body<T, ARG, false, int32_t>(x, nullptr, nullptr, y, arg, p, (int32_t)total);
+  else
+    maxPoolNHWC8Body<T, ARG, false, int64_t>(x, nullptr, nullptr, y, arg, p, total);
+}
+template <typename T, bool PRO>
+__global__ void maxPoolIndexNHWC8(const T *x, const float *scale, const float *shift, T *y,
+                                  uint8_t *arg, PoolParams p) {
+  int64_t total = (int64_t)p.N * p.P * p.Q * (p.C / 8);
+  if (total + (int64_t)gridDim.x * blockDim.x <= INT32_MAX)
+    maxPoolNHWC8Body<T, true, PRO, int32_t>(x, scale, shift, y, arg, p, (int32_t)total);
+  else
+    maxPoolNHWC8Body<T, true, PRO, int64_t>(x, scale, shift, y, arg, p, total);
+}
+// max_pool2d_index_grad's sums at input pixel (n, h, w), channels c..c+7
+// (NHWC, C % 8 == 0), unrounded: each window's gradient where the window's
+// recorded first maximum is this pixel, windows in row order. A pixel lies
+// in at most 2 x 2 windows when the kernel is at most twice the stride
+// (ResNet's 3x3/2): then all the index and gradient loads are issued before
+// any is used (one dependent load after another left the gather latency-
+// bound at ~3x its bandwidth time).
+template <typename T>
+__device__ __forceinline__ void poolIndexGradAt8(const T *dy, const uint8_t *arg,
+                                                 const PoolParams &p, int64_t n, int h,
+                                                 int w, int c, float *g) {
+  int p0 = max(0, (h + p.PT - p.KH + p.SH) / p.SH), p1 = min(p.P - 1, (h + p.PT) / p.SH);
+  int q0 = max(0, (w + p.PL - p.KW + p.SW) / p.SW), q1 = min(p.Q - 1, (w + p.PL) / p.SW);
+  float d[8];
+#pragma unroll
+  for (int e = 0; e < 8; ++e) g[e] = 0.f;
+  if (p1 - p0 <= 1 && q1 - q0 <= 1) {
+    uint2 u[2][2];
+    float v[2][2][8];
+#pragma unroll
+    for (int a = 0; a < 2; ++a)
+#pragma unroll
+      for (int b = 0; b < 2; ++b)
+        if (p0 + a <= p1 && q0 + b <= q1) {
+          int64_t o = ((n * p.P + p0 + a) * p.Q + q0 + b) * p.C + c;
+          u[a][b] = *reinterpret_cast<const uint2 *>(arg + o);
+          ldv8(dy + o, v[a][b]); // 16 (f16) or 32 (f32) bytes
+        }
+#pragma unroll
+    for (int a = 0; a < 2; ++a)
+#pragma unroll
+      for (int b = 0; b < 2; ++b) {
+        if (p0 + a > p1 || q0 + b > q1) continue;
+        const uint8_t *idx = reinterpret_cast<const uint8_t *>(&u[a][b]);
+        int mine = (h - ((p0 + a) * p.SH - p.PT)) * p.KW + (w - ((q0 + b) * p.SW - p.PL));
+#pragma unroll
+        for (int e = 0; e < 8; ++e)
+          if (idx[e] == mine) g[e] += v[a][b][e];
+      }
+    return;
+  }
+  for (int pp = p0; pp <= p1; ++pp)
+    for (int q = q0; q <= q1; ++q) {
+      int64_t o = ((n * p.P + pp) * p.Q + q) * p.C + c;
+      uint2 u = *reinterpret_cast<const uint2 *>(arg + o);
+      const uint8_t *b = reinterpret_cast<const uint8_t *>(&u);
+      int kh = h - (pp * p.SH - p.PT), kw = w - (q * p.SW - p.PL);
+      int mine = kh * p.KW + kw;
+      bool any = false;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) any |= b[e] == mine;
+      if (!any) continue;
+      ldv8(dy + o, d);
+#pragma unroll
+      for (int e = 0; e < 8; ++e)
+        if (b[e] == mine) g[e] += d[e];
+    }
+}
+// max_pool2d_index_grad, NHWC with C % 8 == 0, eight channels per thread.
+template <typename T, typename I>
+__device__ __forceinline__ void maxPoolBwdGatherNHWC8Body(const T *dy, const uint8_t *arg,
+                                                          T *dx, const PoolParams &p,
+                                                          I total) {
+  const I C8 = p.C / 8, W = p.W, H = p.H;
+  for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < total;
+       i += (I)gridDim.x * blockDim.x) {
+    I rest = i / C8;
+    int c8 = (int)(i - rest * C8);
+    I rest2 = rest / W;
+    int w = (int)(rest - rest2 * W);
+    I n = rest2 / H;
+    int h = (int)(rest2 - n * H);
+    float g[8];
+    poolIndexGradAt8(dy, arg, p, (int64_t)n, h, w, c8 * 8, g);
+    stv8(dx + (int64_t)i * 8, g);
+  }
+}
+template <typename T>
+__global__ void maxPoolBwdGatherNHWC8(const T *dy, const uint8_t *arg, T *dx, PoolParams p) {
+  int64_t total = (int64_t)p.N * p.H * p.W * (p.C / 8);
+  if (total + (int64_t)gridDim.x * blockDim.x <= INT32_MAX)
+    maxPoolBwdGatherNHWC8Body<T, int32_t>(dy, arg, dx, p, (int32_t)total);
+  else
+    maxPoolBwdGatherNHWC8Body<T, int64_t>(dy, arg, dx, p, total);
+}
+
+// fused_max_pool2d_batch_norm_relu_grad (NHWC, C % 8 == 0): dy is the
+// pooling gradient poolIndexGradAt8 gathers at each pixel, rounded to T as
+// max_pool2d_index_grad stored it; the ReLU mask is round(x * alpha + beta)
+// > 0 as in fused_batch_norm_affine_relu_grad. Pass 1: that op's sums
+// (nhwcPartial8's MODE 4, one row = one pixel) into nhwcScratch for
+// nhwcBnGradFinish.
+template <typename T>
+__global__ void __launch_bounds__(256) poolBnGradPartial8(const T *dy, const uint8_t *arg,
+                                                          const T *x, const float *mean,
+                                                          const float *invstd,
+                                                          const float *alpha,
+                                                          const float *beta, PoolParams p,
+                                                          int64_t rowsPerTile) {
+  __shared__ double sh[2][256][8];
+  const int CV = blockDim.x, RY = blockDim.y, C = p.C;
+  const int64_t M = (int64_t)p.N * p.H * p.W;
+  int c = (blockIdx.x * CV + threadIdx.x) * 8;
+  int64_t r0 = blockIdx.y * rowsPerTile, r1 = min(M, r0 + rowsPerTile);
+  double s[2][8];
+  double *s0 = s[0], *s1 = s[1];
+#pragma unroll
+  for (int e = 0; e < 8; ++e) s0[e] = s1[e] = 0;
+  if (c < C) {
+    float mu[8], is[8], al[8], be[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      mu[e] = mean[c + e];
+      is[e] = invstd[c + e];
+      al[e] = alpha[c + e];
+      be[e] = beta[c + e];
+    }
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += RY) {
+      // Rows (pixels) of one step fit 32 bits (cheaper divisions).
+      int nh = (int)r / p.W, n = nh / p.H;
+      int w = (int)r - nh * p.W, h = nh - n * p.H;
+      float g[8], u[8];
+      poolIndexGradAt8(dy, arg, p, n, h, w, c, g);
+      ldv8(x + r * C + c, u);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        float v = roundAs(dy, g[e]);
+        if (!(roundAs(x, u[e] * al[e] + be[e]) > 0.f)) v = 0.f;
+        s0[e] += v;
+        s1[e] += (double)v * ((u[e] - mu[e]) * is[e]);
+      }
+    }
+  }
+  nhwcTileSums8(s, sh, C, 2);
+}
+// Pass 2: dx = scale * invstd * (g - sum(g) / m - xhat * sum(g xhat) / m)
+// (batch_norm_grad's expression) with g as in pass 1, m = N * H * W.
+template <typename T, typename S>
+__global__ void poolBnGradApply8(const T *dy, const uint8_t *arg, const T *x,
+                                 const float *mean, const float *invstd, const S *scale,
+                                 const S *gradScale, const S *gradBias, const float *alpha,
+                                 const float *beta, T *dx, PoolParams p, float m) {
+  // One thread per eight channels of a pixel; 32-bit index math (the
+  // emitter launches this kernel only where N * H * W * C / 8 fits).
+  const int C8 = p.C / 8, total = p.N * p.H * p.W * C8;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+    int r = i / C8, nh = r / p.W, n = nh / p.H;
+    int c = (i - r * C8) * 8, w = r - nh * p.W, h = nh - n * p.H;
+    float g[8], u[8], o[8];
+    poolIndexGradAt8(dy, arg, p, n, h, w, c, g);
+    ldv8(x + (int64_t)r * p.C + c, u);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      int k = c + e;
+      float v = roundAs(dy, g[e]);
+      if (!(roundAs(x, u[e] * alpha[k] + beta[k]) > 0.f)) v = 0.f;
+      float xhat = (u[e] - mean[k]) * invstd[k];
+      o[e] = ld(scale + k) * invstd[k] *
+             (v - ld(gradBias + k) / m - xhat * ld(gradScale + k) / m);
+    }
+    stv8(dx + (int64_t)i * 8, o);
+  }
+}
+
+// Gather form, as maxPoolBwd: each input element sums the gradients of the
+// windows whose first maximum it is.
+template <typename T>
+__global__ void maxPoolBwdNHWC(const T *dy, const T *x, T *dx, PoolParams p) {
+  int64_t total = (int64_t)p.N * p.H * p.W * p.C;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    int c = i % p.C, w = (i / p.C) % p.W, h = (i / ((int64_t)p.C * p.W)) % p.H;
+    int64_t n = i / ((int64_t)p.C * p.W * p.H);
+    const T *xn = x + n * p.H * p.W * p.C + c;
+    const T *dyn = dy + n * p.P * p.Q * p.C + c;
+    int p0 = max(0, (h + p.PT - p.KH + p.SH) / p.SH), p1 = min(p.P - 1, (h + p.PT) / p.SH);
+    int q0 = max(0, (w + p.PL - p.KW + p.SW) / p.SW), q1 = min(p.Q - 1, (w + p.PL) / p.SW);
+    float g = 0;
+    for (int pp = p0; pp <= p1; ++pp)
+      for (int q = q0; q <= q1; ++q) {
+        float m = -INFINITY;
+        int arg = -1;
+        for (int kh = 0; kh < p.KH; ++kh) {
+          int hh = pp * p.SH - p.PT + kh;
+          if (hh < 0 || hh >= p.H) continue;
+          for (int kw = 0; kw < p.KW; ++kw) {
+            int ww = q * p.SW - p.PL + kw;
+            if (ww < 0 || ww >= p.W) continue;
+            float v = ld(xn + ((int64_t)hh * p.W + ww) * p.C);
+            if (v > m || (isnan(v) && !isnan(m))) { m = v; arg = hh * p.W + ww; }
+          }
+        }
+        if (arg == h * p.W + w) g += ld(dyn + ((int64_t)pp * p.Q + q) * p.C);
+      }
+    st(dx + i, g);
+  }
+}
+
+template <typename T>
+__global__ void avgPoolFwdNHWC(const T *x, T *y, PoolParams p) {
+  int64_t total = (int64_t)p.N * p.P * p.Q * p.C;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    int c = i % p.C, q = (i / p.C) % p.Q, pp = (i / ((int64_t)p.C * p.Q)) % p.P;
+    int64_t n = i / ((int64_t)p.C * p.Q * p.P);
+    const T *xn = x + n * p.H * p.W * p.C + c;
+    float s = 0;
+    for (int kh = 0; kh < p.KH; ++kh) {
+      int h = pp * p.SH - p.PT + kh;
+      if (h < 0 || h >= p.H) continue;
+      for (int kw = 0; kw < p.KW; ++kw) {
+        int w = q * p.SW - p.PL + kw;
+        if (w < 0 || w >= p.W) continue;
+        s += ld(xn + ((int64_t)h * p.W + w) * p.C);
+      }
+    }
+    st(y + i, s / (float)avgDivisor(p, pp, q));
+  }
+}
+
+template <typename T>
+__global__ void avgPoolBwdNHWC(const T *dy, T *dx, PoolParams p) {
+  int64_t total = (int64_t)p.N * p.H * p.W * p.C;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    int c = i % p.C, w = (i / p.C) % p.W, h = (i / ((int64_t)p.C * p.W)) % p.H;
+    int64_t n = i / ((int64_t)p.C * p.W * p.H);
+    const T *dyn = dy + n * p.P * p.Q * p.C + c;
+    int p0 = max(0, (h + p.PT - p.KH + p.SH) / p.SH), p1 = min(p.P - 1, (h + p.PT) / p.SH);
+    int q0 = max(0, (w + p.PL - p.KW + p.SW) / p.SW), q1 = min(p.Q - 1, (w + p.PL) / p.SW);
+    float g = 0;
+    for (int pp = p0; pp <= p1; ++pp)
+      for (int q = q0; q <= q1; ++q) {
+        int h0 = pp * p.SH - p.PT, w0 = q * p.SW - p.PL;
+        if (h < h0 || h >= h0 + p.KH || w < w0 || w >= w0 + p.KW) continue;
+        g += ld(dyn + ((int64_t)pp * p.Q + q) * p.C) / (float)avgDivisor(p, pp, q);
+      }
+    st(dx + i, g);
+  }
+}
+
+// global_avg_pool on N x HW x C: one thread per (n, c); a warp reads 32
+// adjacent channels of one pixel.
+template <typename T>
+__global__ void spatialMeanNHWC(const T *x, T *y, int64_t N, int64_t HW, int64_t C) {
+  for (int64_t r = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; r < N * C;
+       r += (int64_t)gridDim.x * blockDim.x) {
+    int64_t n = r / C, c = r % C;
+    const T *xn = x + n * HW * C + c;
+    float s = 0;
+    for (int64_t j = 0; j < HW; ++j) s += ld(xn + j * C);
+    st(y + r, s / (float)HW);
+  }
+}
+// ---- end of NHWC ----
+// cnnc-prelude-end
+} // namespace
+
+#endif // CNNC_KERNELS_POOLING_NHWC_CUH

@@ -1,0 +1,34 @@
+//===- Prelude.cuh - the kernels every generated model.cu starts with -----===//
+//
+// cnnc prints a kernel prelude at the top of each model.cu it emits, after
+// `#define CNNC_NHWC_SCRATCH`: for every family included below, in this
+// order, the lines between its `// cnnc-prelude-begin` and
+// `// cnnc-prelude-end` markers, one empty line between two families, and
+// then the `}` of the anonymous namespace that Common.cuh's part opens.
+// lib/Target/CUDA/EmbedPrelude.cmake builds that text into cnnc at build
+// time (editing a family rebuilds cnnc); the order of the includes below is
+// the printed order, so keep it when adding a family.
+//
+// The lines outside the markers (guards, includes, the namespace) make each
+// family compile on its own (ctest -R kernels.compile) and let the runtime's
+// GPU tests include a family or this whole file (runtime/test/
+// kernels_check.cu).
+//
+//===----------------------------------------------------------------------===//
+#ifndef CNNC_KERNELS_PRELUDE_CUH
+#define CNNC_KERNELS_PRELUDE_CUH
+
+// clang-format off: the printed order, which include sorting would change.
+#include "Common.cuh"
+#include "BatchNorm.cuh"
+#include "Pooling.cuh"
+#include "Resize.cuh"
+#include "Reductions.cuh"
+#include "PoolingNHWC.cuh"
+#include "Softmax.cuh"
+#include "Loss.cuh"
+#include "LossScale.cuh"
+#include "Random.cuh"
+// clang-format on
+
+#endif // CNNC_KERNELS_PRELUDE_CUH

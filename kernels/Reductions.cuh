@@ -1,0 +1,364 @@
+//===- Reductions.cuh - row means, NHWC per-channel reductions ------------===//
+//
+// rowMean, and the two-pass deterministic per-channel reductions of the NHWC
+// layout: partial sums per tile into nhwcScratch, then one block per channel
+// finishes bias_grad, reduce_mean, the BN statistics, the split
+// fused_conv2d_stats, batch_norm_grad and the dual BN gradient.
+//
+// Part of the kernel prelude (see Prelude.cuh): cnnc prints the lines
+// between the cnnc-prelude markers; the rest makes this file compile
+// on its own.
+//
+//===----------------------------------------------------------------------===//
+#ifndef CNNC_KERNELS_REDUCTIONS_CUH
+#define CNNC_KERNELS_REDUCTIONS_CUH
+
+#include "Common.cuh"
+#include "BatchNorm.cuh"
+
+// nhwcScratch's size in doubles: the emitter defines it before the prelude
+// (cnnc::kNhwcScratchDoubles); a test that includes this file defines it.
+#ifndef CNNC_NHWC_SCRATCH
+#error "define CNNC_NHWC_SCRATCH (cnnc::kNhwcScratchDoubles) first"
+#endif
+
+namespace {
+// cnnc-prelude-begin
+// Mean over the HW trailing elements of each of `rows` rows.
+template <typename T>
+__global__ void rowMean(const T *x, T *y, int64_t rows, int64_t HW) {
+  for (int64_t r = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; r < rows;
+       r += (int64_t)gridDim.x * blockDim.x) {
+    float s = 0;
+    for (int64_t j = 0; j < HW; ++j) s += ld(x + r * HW + j);
+    st(y + r, s / (float)HW);
+  }
+}
+
+// ---- NHWC (cnn-layout): the channel is the innermost dimension ----
+// Per-channel reductions view the tensor as M = N*H*W rows of C channels.
+// Pass 1 (nhwcPartial): block (32, 8), grid (ceil(C/32), R); each block sums
+// a tile of rows for 32 adjacent channels (coalesced loads across channels)
+// and writes one double per channel and tile. Pass 2 (nhwc*Finish): one
+// block per channel adds the R tiles in a fixed order. Deterministic, no
+// atomics.
+// MODE 0: s0 = sum(a).  MODE 1: s0, s1 = sum(a - k), sum((a - k)^2) with the
+// shift k = a[row 0] (BN statistics).  MODE 2: s0, s1 = sum(a), sum(a * xhat)
+// with xhat = (b - mean) * invstd (batch_norm_grad; a = dy, b = x).  MODE 3:
+// MODE 2 with a masked by the ReLU output (fused_batch_norm_relu_grad).  MODE 4:
+// MODE 2 with the mask recomputed from b (fused_batch_norm_affine_relu_grad:
+// round(b * alpha + beta) > 0).
+// Partial sums: 2 x tiles x C <= 2 x CNNC_NHWC_SCRATCH (defined by the
+// emitter from cnnc::kNhwcScratchDoubles, which the lowering choices obey);
+// dualBnGradPartial8's three sums take 3 x tiles x C.
+__device__ double nhwcScratch[3 * CNNC_NHWC_SCRATCH];
+template <int MODE, typename T>
+__global__ void __launch_bounds__(256) nhwcPartial(const T *a, const T *b, const T *mask,
+                                                   const float *mean, const float *invstd,
+                                                   const float *alpha, const float *beta,
+                                                   int64_t M, int C, int64_t rowsPerTile) {
+  __shared__ double sh[2][8][33];
+  int c = blockIdx.x * 32 + threadIdx.x;
+  int64_t r0 = blockIdx.y * rowsPerTile, r1 = min(M, r0 + rowsPerTile);
+  double s0 = 0, s1 = 0;
+  if (c < C) {
+    float k = MODE == 1 ? ld(a + c) : 0.f;
+    float mu = MODE >= 2 ? mean[c] : 0.f, is = MODE >= 2 ? invstd[c] : 0.f;
+    float al = MODE == 4 ? alpha[c] : 0.f, be = MODE == 4 ? beta[c] : 0.f;
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += 8) {
+      float v = ld(a + r * C + c);
+      float u = MODE >= 2 ? ld(b + r * C + c) : 0.f;
+      if (MODE == 3 && !(ld(mask + r * C + c) > 0.f))
+        v = 0.f;
+      if (MODE == 4 && !(roundAs(a, u * al + be) > 0.f))
+        v = 0.f;
+      if (MODE == 0) {
+        s0 += v;
+      } else if (MODE == 1) {
+        double d = (double)v - k;
+        s0 += d;
+        s1 += d * d;
+      } else {
+        s0 += v;
+        s1 += (double)v * ((u - mu) * is);
+      }
+    }
+  }
+  sh[0][threadIdx.y][threadIdx.x] = s0;
+  sh[1][threadIdx.y][threadIdx.x] = s1;
+  __syncthreads();
+  if (threadIdx.y < 2 && c < C && (MODE != 0 || threadIdx.y == 0)) {
+    double t = 0;
+    for (int y = 0; y < 8; ++y) t += sh[threadIdx.y][y][threadIdx.x];
+    nhwcScratch[((int64_t)threadIdx.y * gridDim.y + blockIdx.y) * C + c] = t;
+  }
+}
+// The last step of the vec8 partial-sum kernels (nhwcPartial8 and the fused
+// kernels that share its tiling): thread t = y * CV + x holds NS sums of its
+// eight channels over its rows; the block adds them over its RY rows in row
+// order (deterministic) and writes sum k (k < nsums) of tile blockIdx.y to
+// nhwcScratch[(k * gridDim.y + blockIdx.y) * C + ch]. R sums at a time go
+// through the shared buffer `sh` (R x 256 x 8 doubles).
+template <int NS, int R>
+__device__ __forceinline__ void nhwcTileSums8(const double (&s)[NS][8],
+                                              double (&sh)[R][256][8], int C, int nsums) {
+  const int CV = blockDim.x, RY = blockDim.y, t = threadIdx.y * CV + threadIdx.x;
+#pragma unroll
+  for (int k0 = 0; k0 < NS; k0 += R) {
+    if (k0 > 0) __syncthreads(); // the previous round has read `sh`
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int e = 0; e < 8; ++e)
+        if (k0 + r < NS) sh[r][t][e] = s[k0 + r][e];
+    __syncthreads();
+    // Task (r, x, e): sum k0 + r of channel (column x, lane e).
+    for (int task = t; task < R * CV * 8; task += CV * RY) {
+      int r = task / (CV * 8), x = (task / 8) % CV, e = task % 8;
+      int k = k0 + r, ch = (blockIdx.x * CV + x) * 8 + e;
+      if (k >= nsums || ch >= C) continue;
+      double tot = 0;
+      for (int y = 0; y < RY; ++y) tot += sh[r][y * CV + x][e];
+      nhwcScratch[((int64_t)k * gridDim.y + blockIdx.y) * C + ch] = tot;
+    }
+  }
+}
+// nhwcPartial with C % 8 == 0: each thread sums eight adjacent channels
+// with 16-byte loads; block (CV, 256 / CV) with CV = min(C / 8, 32) threads
+// across channels, grid (ceil(C / (8 CV)), R). Same sums (in double, same
+// scratch layout) as nhwcPartial, so the finishing kernels are shared.
+template <int MODE, typename T>
+__global__ void __launch_bounds__(256) nhwcPartial8(const T *a, const T *b, const T *mask,
+                                                    const float *mean, const float *invstd,
+                                                    const float *alpha, const float *beta,
+                                                    int64_t M, int C, int64_t rowsPerTile) {
+  __shared__ double sh[2][256][8];
+  const int CV = blockDim.x, RY = blockDim.y;
+  int c = (blockIdx.x * CV + threadIdx.x) * 8;
+  int64_t r0 = blockIdx.y * rowsPerTile, r1 = min(M, r0 + rowsPerTile);
+  double s[2][8];
+  double *s0 = s[0], *s1 = s[1];
+#pragma unroll
+  for (int e = 0; e < 8; ++e) s0[e] = s1[e] = 0;
+  if (c < C) {
+    float k[8], mu[8], is[8], al[8], be[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      k[e] = MODE == 1 ? ld(a + c + e) : 0.f;
+      mu[e] = MODE >= 2 ? mean[c + e] : 0.f;
+      is[e] = MODE >= 2 ? invstd[c + e] : 0.f;
+      al[e] = MODE == 4 ? alpha[c + e] : 0.f;
+      be[e] = MODE == 4 ? beta[c + e] : 0.f;
+    }
+    // U rows of loads in flight per thread before they are summed (memory-
+    // level parallelism: one 16-byte load per row is too few to reach HBM
+    // bandwidth); the sums still add the rows in row order. The two-tensor
+    // modes already have two loads per row and ran slower with U = 2 on the
+    // H100 (register pressure: 0.165 -> 0.186 ms on a 205 MB tensor).
+    constexpr int U = MODE <= 1 ? 4 : 1;
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += U * RY) {
+      float v[U][8], u[U][8], w[U][8];
+#pragma unroll
+      for (int q = 0; q < U; ++q) {
+        int64_t rq = r + q * RY;
+        if (rq < r1) {
+          ldv8(a + rq * C + c, v[q]);
+          if (MODE >= 2) ldv8(b + rq * C + c, u[q]);
+          if (MODE == 3) ldv8(mask + rq * C + c, w[q]);
+        }
+      }
+#pragma unroll
+      for (int q = 0; q < U; ++q) {
+        if (r + q * RY >= r1) break;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          float x = v[q][e];
+          if (MODE == 3 && !(w[q][e] > 0.f)) x = 0.f;
+          if (MODE == 4 && !(roundAs(a, u[q][e] * al[e] + be[e]) > 0.f)) x = 0.f;
+          if (MODE == 0) {
+            s0[e] += x;
+          } else if (MODE == 1) {
+            double d = (double)x - k[e];
+            s0[e] += d;
+            s1[e] += d * d;
+          } else {
+            s0[e] += x;
+            s1[e] += (double)x * ((u[q][e] - mu[e]) * is[e]);
+          }
+        }
+      }
+    }
+  }
+  nhwcTileSums8(s, sh, C, MODE == 0 ? 1 : 2);
+}
+
+// bias_grad: out[c] = sum of the R tiles.
+template <typename R>
+// The finishing kernels run one block per channel: thread k adds tiles k,
+// k + blockDim.x, ... and a block sum (fixed order: deterministic) adds
+// those; one thread per channel adding up to 2048 tiles in sequence took
+// ~0.2 ms per BN layer.
+__global__ void nhwcSumFinish(R *out, int C, int tiles) {
+  int c = blockIdx.x;
+  double s = 0;
+  for (int t = threadIdx.x; t < tiles; t += blockDim.x) s += nhwcScratch[(int64_t)t * C + c];
+  s = blockSum(s);
+  if (threadIdx.x == 0) st(out + c, (float)s);
+}
+// nhwcSumFinish times `scale` (reduce_mean: 1 / rows; cnn.lowering =
+// "channel_sum").
+template <typename R>
+__global__ void nhwcScaledSumFinish(R *out, int C, int tiles, double scale) {
+  int c = blockIdx.x;
+  double s = 0;
+  for (int t = threadIdx.x; t < tiles; t += blockDim.x) s += nhwcScratch[(int64_t)t * C + c];
+  s = blockSum(s);
+  if (threadIdx.x == 0) st(out + c, (float)(s * scale));
+}
+// BN statistics from the shifted sums, as bnStats computes them.
+template <typename T, typename S>
+__global__ void nhwcStatsFinish(const T *x, float *mean, float *invstd, S *runMean, S *runVar,
+                                const S *oldMean, const S *oldVar, const S *scale,
+                                const S *bias, float *alpha, float *beta, int64_t M, int C,
+                                int tiles, float eps, float momentum) {
+  int c = blockIdx.x;
+  double s = 0, ss = 0;
+  for (int t = threadIdx.x; t < tiles; t += blockDim.x) {
+    s += nhwcScratch[(int64_t)t * C + c];
+    ss += nhwcScratch[(int64_t)(tiles + t) * C + c];
+  }
+  s = blockSum(s);
+  ss = blockSum(ss);
+  if (threadIdx.x != 0) return;
+  double d = s / (double)M, m = (double)ld(x + c) + d;
+  double var = fmax(ss / (double)M - d * d, 0.0);
+  bnStatsStore(c, m, var, mean, invstd, runMean, runVar, oldMean, oldVar, scale, bias, alpha,
+               beta, M, eps, momentum);
+}
+// fused_conv2d_stats' split form: the plain per-channel sums sum(x) and
+// sum(x^2) (f32) from nhwcPartial's MODE 1 sums, shifted by k = x[c].
+template <typename T>
+__global__ void nhwcSumsFinish(const T *x, float *sum, float *sumSq, int64_t M, int C,
+                               int tiles) {
+  int c = blockIdx.x;
+  double s = 0, ss = 0;
+  for (int t = threadIdx.x; t < tiles; t += blockDim.x) {
+    s += nhwcScratch[(int64_t)t * C + c];
+    ss += nhwcScratch[(int64_t)(tiles + t) * C + c];
+  }
+  s = blockSum(s);
+  ss = blockSum(ss);
+  if (threadIdx.x != 0) return;
+  // sum (x - k) = s, sum (x - k)^2 = ss.
+  double k = (double)ld(x + c), total = s + (double)M * k;
+  sum[c] = (float)total;
+  sumSq[c] = (float)(ss + 2.0 * k * total - (double)M * k * k);
+}
+// fused_conv2d_stats' prologue in its split form: out = relu(x * scale +
+// shift) per channel (NHWC, channel innermost), rounded to T.
+template <typename T>
+__global__ void nhwcScaleShiftRelu(const T *x, const float *scale, const float *shift,
+                                   T *out, int64_t n, int C) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    int c = (int)(i % C);
+    float v = ld(x + i) * scale[c] + shift[c];
+    st(out + i, v > 0.f ? v : 0.f);
+  }
+}
+// batch_norm_finalize: batch_norm_stats' results from per-channel sums
+// (fused_conv2d_stats); one thread per channel.
+template <typename S>
+__global__ void bnFinalize(const float *sum, const float *sumSq, float *mean, float *invstd,
+                           S *runMean, S *runVar, const S *oldMean, const S *oldVar,
+                           const S *scale, const S *bias, float *alpha, float *beta,
+                           int64_t M, int C, float eps, float momentum) {
+  int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= C) return;
+  double m = (double)sum[c] / (double)M;
+  double var = fmax((double)sumSq[c] / (double)M - m * m, 0.0);
+  bnStatsStore(c, m, var, mean, invstd, runMean, runVar, oldMean, oldVar, scale, bias, alpha,
+               beta, M, eps, momentum);
+}
+// batch_norm_grad sums: grad_bias = sum(dy), grad_scale = sum(dy * xhat).
+template <typename S>
+__global__ void nhwcBnGradFinish(S *gradScale, S *gradBias, int C, int tiles) {
+  int c = blockIdx.x;
+  double s = 0, sx = 0;
+  for (int t = threadIdx.x; t < tiles; t += blockDim.x) {
+    s += nhwcScratch[(int64_t)t * C + c];
+    sx += nhwcScratch[(int64_t)(tiles + t) * C + c];
+  }
+  s = blockSum(s);
+  sx = blockSum(sx);
+  if (threadIdx.x != 0) return;
+  st(gradBias + c, (float)s);
+  st(gradScale + c, (float)sx);
+}
+
+// fused_dual_batch_norm_grad, pass 1 (C % 8 == 0; nhwcPartial8's layout):
+// nhwcPartial8's MODE 2 sums of (dy, xa) and of (dy, xb) with dy read once:
+// sum(dy), sum(dy * xhat_a), sum(dy * xhat_b) as scratch sums 0, 1, 2. The
+// block's rows are added one sum at a time through one 16 KiB buffer (three
+// at once would take the whole 48 KiB and halve the blocks per SM).
+template <typename T>
+__global__ void __launch_bounds__(256) dualBnGradPartial8(const T *dy, const T *xa, const T *xb,
+                                                          const float *meanA, const float *invA,
+                                                          const float *meanB, const float *invB,
+                                                          int64_t M, int C, int64_t rowsPerTile) {
+  __shared__ double sh[1][256][8];
+  const int CV = blockDim.x, RY = blockDim.y;
+  int c = (blockIdx.x * CV + threadIdx.x) * 8;
+  int64_t r0 = blockIdx.y * rowsPerTile, r1 = min(M, r0 + rowsPerTile);
+  double s[3][8];
+#pragma unroll
+  for (int e = 0; e < 8; ++e) s[0][e] = s[1][e] = s[2][e] = 0;
+  if (c < C) {
+    float ma[8], ia[8], mb[8], ib[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      ma[e] = meanA[c + e];
+      ia[e] = invA[c + e];
+      mb[e] = meanB[c + e];
+      ib[e] = invB[c + e];
+    }
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += RY) {
+      float v[8], a[8], b[8];
+      ldv8(dy + r * C + c, v);
+      ldv8(xa + r * C + c, a);
+      ldv8(xb + r * C + c, b);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        s[0][e] += v[e];
+        s[1][e] += (double)v[e] * ((a[e] - ma[e]) * ia[e]);
+        s[2][e] += (double)v[e] * ((b[e] - mb[e]) * ib[e]);
+      }
+    }
+  }
+  nhwcTileSums8(s, sh, C, 3);
+}
+// fused_dual_batch_norm_grad, pass 2: both halves' grad_bias (sum(dy), the
+// same for both) and grad_scale, as nhwcBnGradFinish.
+template <typename S>
+__global__ void dualBnGradFinish(S *gradScaleA, S *gradBiasA, S *gradScaleB, S *gradBiasB,
+                                 int C, int tiles) {
+  int c = blockIdx.x;
+  double s = 0, sa = 0, sb = 0;
+  for (int t = threadIdx.x; t < tiles; t += blockDim.x) {
+    s += nhwcScratch[(int64_t)t * C + c];
+    sa += nhwcScratch[(int64_t)(tiles + t) * C + c];
+    sb += nhwcScratch[(int64_t)(2 * tiles + t) * C + c];
+  }
+  s = blockSum(s);
+  sa = blockSum(sa);
+  sb = blockSum(sb);
+  if (threadIdx.x != 0) return;
+  st(gradBiasA + c, (float)s);
+  st(gradBiasB + c, (float)s);
+  st(gradScaleA + c, (float)sa);
+  st(gradScaleB + c, (float)sb);
+}
+// cnnc-prelude-end
+} // namespace
+
+#endif // CNNC_KERNELS_REDUCTIONS_CUH
