@@ -74,7 +74,9 @@ int main(int argc, char **argv) {
       slowestFile = f;
     }
   }
-  std::printf("replay: %zu inputs, slowest %.3f s (%s)\n", files.size(),
-              slowest, slowestFile.c_str());
+  // stderr: the train-step target sends stdout (progress lines) to
+  // /dev/null.
+  std::fprintf(stderr, "replay: %zu inputs, slowest %.3f s (%s)\n",
+               files.size(), slowest, slowestFile.c_str());
   return 0;
 }

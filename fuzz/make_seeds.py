@@ -8,6 +8,11 @@ rank (safetensors also with metadata and with its offsets out of key order); cif
 few records of several geometries (5-byte header, see FuzzCifar.cpp);
 image: small JPEGs (baseline, progressive, gray, 4:2:0) and PNGs (RGB,
 RGBA, gray, palette, 16-bit) after a selector byte (see FuzzImage.cpp).
+reference: the models of test/Frontend/Inputs/make_{onnx,new_ops_onnx,
+resize_onnx,pad_onnx}.py and the classifiers below; train-step: the
+classifiers (small CNNs ending in N x classes logits, each with one of the
+ops that size a tensor: Conv, ConvTranspose, Pad, Resize, Concat, Expand,
+pooling; see FuzzReference.cpp).
 Deterministic: rerunning gives the same files. A campaign adds what it finds
 (scripts/fuzz.sh merges new coverage into fuzz/corpus/<target>).
 """
@@ -68,6 +73,91 @@ def write_images(out):
             f.write(bytes([(37 * k + 5) % 256]) + buf.getvalue())
 
 
+def classifiers():
+    """Small CNNs a training step accepts (input 2 x 3 x 8 x 8, logits
+    2 x 4), one growing op each, for the reference and train-step targets."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(3)
+
+    def w(name, *shape, dtype=np.float32):
+        return numpy_helper.from_array(
+            (rng.standard_normal(shape) * 0.3).astype(dtype), name)
+
+    def ints(name, values):
+        return numpy_helper.from_array(np.array(values, np.int64), name)
+
+    def head(x, channels):
+        # global pooling, then a 4-class Gemm
+        return ([helper.make_node("GlobalAveragePool", [x], ["gap"]),
+                 helper.make_node("Flatten", ["gap"], ["flat"], axis=1),
+                 helper.make_node("Gemm", ["flat", "fc.w", "fc.b"], ["logits"],
+                                  transB=1)],
+                [w("fc.w", 4, channels), w("fc.b", 4)])
+
+    def make(name, body, inits, channels):
+        nodes, more = head("h", channels)
+        g = helper.make_graph(
+            body + nodes, name,
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 8, 8])],
+            [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [2, 4])],
+            inits + more)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+        m.ir_version = 8
+        return name, m
+
+    conv = [helper.make_node("Conv", ["x", "c.w", "c.b"], ["c"], kernel_shape=[3, 3],
+                             pads=[1, 1, 1, 1], strides=[1, 1], dilations=[1, 1], group=1),
+            helper.make_node("BatchNormalization", ["c", "bn.g", "bn.b", "bn.m", "bn.v"],
+                             ["bn"]),
+            helper.make_node("Relu", ["bn"], ["r"])]
+    cinit = [w("c.w", 4, 3, 3, 3), w("c.b", 4),
+             numpy_helper.from_array(np.ones(4, np.float32), "bn.g"), w("bn.b", 4),
+             numpy_helper.from_array(np.zeros(4, np.float32), "bn.m"),
+             numpy_helper.from_array(np.ones(4, np.float32), "bn.v")]
+    yield make("conv_bn_maxpool", conv + [
+        helper.make_node("MaxPool", ["r"], ["h"], kernel_shape=[2, 2], strides=[2, 2])],
+        cinit, 4)
+    yield make("conv_avgpool", conv + [
+        helper.make_node("AveragePool", ["r"], ["h"], kernel_shape=[3, 3], strides=[2, 2],
+                         pads=[1, 1, 1, 1])], cinit, 4)
+    yield make("conv_transpose", [
+        helper.make_node("ConvTranspose", ["x", "t.w", "t.b"], ["t"], kernel_shape=[2, 2],
+                         strides=[2, 2], output_padding=[0, 0]),
+        helper.make_node("Relu", ["t"], ["h"])],
+        [w("t.w", 3, 4, 2, 2), w("t.b", 4)], 4)
+    yield make("pad_conv", [
+        helper.make_node("Pad", ["x", "pads"], ["p"], mode="constant"),
+        helper.make_node("Conv", ["p", "c.w"], ["h"], kernel_shape=[3, 3])],
+        [ints("pads", [0, 0, 1, 1, 0, 0, 1, 1]), w("c.w", 4, 3, 3, 3)], 4)
+    yield make("resize_conv", [
+        helper.make_node("Resize", ["x", "", "scales"], ["u"], mode="nearest"),
+        helper.make_node("Conv", ["u", "c.w"], ["h"], kernel_shape=[3, 3], strides=[2, 2])],
+        [numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales"),
+         w("c.w", 4, 3, 3, 3)], 4)
+    yield make("resize_sizes", [
+        helper.make_node("Resize", ["x", "", "", "sizes"], ["u"], mode="linear"),
+        helper.make_node("Conv", ["u", "c.w"], ["h"], kernel_shape=[1, 1])],
+        [ints("sizes", [2, 3, 12, 12]), w("c.w", 4, 3, 1, 1)], 4)
+    yield make("concat_conv", [
+        helper.make_node("Conv", ["x", "c.w"], ["a"], kernel_shape=[1, 1]),
+        helper.make_node("Concat", ["a", "x"], ["h"], axis=1)],
+        [w("c.w", 4, 3, 1, 1)], 7)
+    yield make("expand_mul", [
+        helper.make_node("Expand", ["g", "shape"], ["e"]),
+        helper.make_node("Mul", ["x", "e"], ["m"]),
+        helper.make_node("Conv", ["m", "c.w"], ["h"], kernel_shape=[3, 3], group=1,
+                         dilations=[2, 2])],
+        [w("g", 1, 3, 1, 1), ints("shape", [2, 3, 8, 8]), w("c.w", 4, 3, 3, 3)], 4)
+    yield make("grouped_residual", [
+        helper.make_node("Conv", ["x", "c.w"], ["a"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["a", "d.w"], ["b"], kernel_shape=[3, 3], pads=[1, 1, 1, 1],
+                         group=4),
+        helper.make_node("Add", ["a", "b"], ["s"]),
+        helper.make_node("Relu", ["s"], ["h"])],
+        [w("c.w", 4, 3, 3, 3), w("d.w", 4, 1, 3, 3)], 4)
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "fuzz", "corpus")
     d = {t: os.path.join(out, t)
@@ -112,6 +202,23 @@ def main():
     for case, fn in sorted(mk.CASES.items()):
         with open(os.path.join(d["onnx"], case + ".onnx"), "wb") as f:
             f.write(fn().SerializeToString())
+    for t in ("reference", "train-step"):
+        os.makedirs(os.path.join(out, t), exist_ok=True)
+    for name, m in classifiers():
+        for t in ("reference", "train-step"):
+            with open(os.path.join(out, t, "seed_" + name + ".onnx"), "wb") as f:
+                f.write(m.SerializeToString())
+    for script in ("make_onnx", "make_new_ops_onnx", "make_resize_onnx", "make_pad_onnx"):
+        spec = importlib.util.spec_from_file_location(
+            script, os.path.join(ROOT, "test", "Frontend", "Inputs", script + ".py"))
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        for case, fn in sorted(mod.CASES.items()):
+            if case == "huge_input":
+                continue  # its 12 x 2^62 input only repeats the importer's check
+            with open(os.path.join(out, "reference", "seed_%s_%s.onnx" % (script[5:], case)),
+                      "wb") as f:
+                f.write(fn().SerializeToString())
     for p in sorted(glob.glob(os.path.join(ROOT, "test", "**", "*.mlir"), recursive=True)):
         with open(p, "rb") as f:
             text = f.read()

@@ -12,12 +12,14 @@
 #
 # Limits (a run exceeding one is a finding): -timeout=10 s per input,
 # -rss_limit_mb=2048, -malloc_limit_mb=1024 (one allocation).
-# Targets: cnnw npy cnnt safetensors cifar image onnx onnx-model pipeline.
+# Targets: cnnw npy cnnt safetensors cifar image onnx onnx-model pipeline
+# reference train-step. The ONNX targets get fuzz/dict/onnx.dict.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 B=${SAN_BUILD_DIR:-build-san}
-TARGETS=(cnnw npy cnnt safetensors cifar image onnx onnx-model pipeline)
+TARGETS=(cnnw npy cnnt safetensors cifar image onnx onnx-model pipeline
+  reference train-step)
 LIMITS=(-timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=1024)
 # allow_user_poisoning=0: LLVM's BumpPtrAllocator poisons its slabs when
 # compiled with ASan; our instrumented objects and Debian's uninstrumented
@@ -35,8 +37,14 @@ run_target() { # target seconds corpus-dir artifact-dir [extra args]
   local t=$1 secs=$2 corpus=$3 art=$4
   shift 4
   mkdir -p "$art"
+  local dict=()
+  case $t in
+  onnx | onnx-model | reference | train-step)
+    dict=(-dict="$ROOT/fuzz/dict/onnx.dict")
+    ;;
+  esac
   CNNC_FUZZ_ONNX_DATA_DIR="$ROOT/fuzz/regressions/onnx" \
-    "$B/bin/cnnc-fuzz-$t" "${LIMITS[@]}" -max_total_time="$secs" \
+    "$B/bin/cnnc-fuzz-$t" "${LIMITS[@]}" "${dict[@]}" -max_total_time="$secs" \
     -artifact_prefix="$art/" -print_final_stats=1 "$corpus" "$@" \
     "$ROOT/fuzz/regressions/$t"
 }

@@ -46,11 +46,17 @@ static std::atomic<bool> outOfMemory{false};
 
 bool ranOutOfMemory() { return outOfMemory.load(); }
 
+static std::atomic<uint64_t> memoryCeiling{0};
+
+void setHostMemoryLimit(uint64_t bytes) { memoryCeiling = bytes; }
+
 uint64_t hostMemoryLimit() {
   uint64_t limit = std::numeric_limits<uint64_t>::max();
   long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGESIZE);
   if (pages > 0 && pageSize > 0)
     limit = uint64_t(pages) * uint64_t(pageSize);
+  if (uint64_t ceiling = memoryCeiling.load())
+    limit = std::min(limit, ceiling);
   for (int resource : {RLIMIT_AS, RLIMIT_DATA}) {
     struct rlimit rl;
     if (getrlimit(resource, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)

@@ -855,6 +855,19 @@ LogicalResult cnnc::driver::runReference(const DriverOptions &options,
   reference::Tensor input;
   if (failed(readTensor(options.inputTensor, input, err)))
     return fail(c, "cannot read input tensor: " + err);
+  FailureOr<reference::Tensor> output = runForward(c, input);
+  if (failed(output))
+    return failure();
+  if (failed(writeTensor(options.outputTensor, *output, err)))
+    return fail(c, "cannot write output tensor: " + err);
+  return success();
+}
+
+FailureOr<reference::Tensor>
+cnnc::driver::runForward(Compilation &c, const reference::Tensor &input) {
+  func::FuncOp func = findForward(c);
+  if (!func)
+    return fail(c, "the module has no function @forward");
   auto args = reference::bindArguments(func, c.weights, {input});
   if (failed(args))
     return failure();
@@ -863,9 +876,7 @@ LogicalResult cnnc::driver::runReference(const DriverOptions &options,
     return failure();
   if (results->empty())
     return fail(c, "@forward returned no results");
-  if (failed(writeTensor(options.outputTensor, results->front(), err)))
-    return fail(c, "cannot write output tensor: " + err);
-  return success();
+  return std::move(results->front());
 }
 
 namespace {

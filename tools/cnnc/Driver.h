@@ -154,6 +154,10 @@ mlir::LogicalResult loadInput(const DriverOptions &options, Compilation &c);
 mlir::LogicalResult emitMLIR(const DriverOptions &options, Compilation &c);
 /// Runs @forward on --input with the reference interpreter; writes --output.
 mlir::LogicalResult runReference(const DriverOptions &options, Compilation &c);
+/// runReference's run: @forward on `input` (its parameters from c.weights);
+/// the first result. Also the `reference` fuzz target's entry point.
+mlir::FailureOr<reference::Tensor> runForward(Compilation &c,
+                                              const reference::Tensor &input);
 
 /// --param-groups FILE: tags @forward's parameters cnn.frozen and
 /// cnn.param_options from the JSON file (ParamGroups.cpp).

@@ -55,19 +55,6 @@ LogicalResult fail(Compilation &c, const Twine &msg) {
   return failure();
 }
 
-/// What this process may allocate at most: physical memory, or less under
-/// `ulimit -v` (RLIMIT_AS).
-uint64_t memoryLimitBytes() {
-  uint64_t limit = std::numeric_limits<uint64_t>::max();
-  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-  if (pages > 0 && page > 0)
-    limit = uint64_t(pages) * uint64_t(page);
-  struct rlimit rl;
-  if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
-    limit = std::min<uint64_t>(limit, rl.rlim_cur);
-  return limit;
-}
-
 double learningRate(const DriverOptions &o) {
   if (o.lr)
     return *o.lr;
@@ -277,7 +264,9 @@ LogicalResult openData(const DriverOptions &o, Compilation &c,
     }
     int64_t bytes = 0;
     overflow |= llvm::MulOverflow(elems, ranks * int64_t(sizeof(float)), bytes);
-    uint64_t limit = memoryLimitBytes();
+    // The interpreter's own limit (physical memory, ulimit -v/-d): the batch
+    // and the step's tensors share it.
+    uint64_t limit = reference::hostMemoryLimit();
     if (overflow || uint64_t(bytes) > limit)
       return fail(c, "one training batch of the model's input " +
                          dimsText(imageType.getShape()) +

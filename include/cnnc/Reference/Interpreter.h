@@ -53,8 +53,14 @@ mlir::FailureOr<std::vector<Tensor>> run(mlir::func::FuncOp func,
                                          llvm::ArrayRef<Tensor> args);
 
 /// The bytes the interpreter may hold at once: the host's physical memory,
-/// lowered by the address-space and data-segment limits (ulimit -v/-d).
+/// lowered by the address-space and data-segment limits (ulimit -v/-d) and
+/// by setHostMemoryLimit.
 uint64_t hostMemoryLimit();
+/// Lowers hostMemoryLimit to at most `bytes` for this process (0: no limit
+/// of its own). The fuzz targets run the interpreter under a small ceiling,
+/// so that an absurd model ends in the out-of-memory report rather than in
+/// the fuzzer's own memory limit.
+void setHostMemoryLimit(uint64_t bytes);
 /// Whether a run of this process failed because it ran out of memory (cnnc
 /// exits 2 then, like the GPU runtime's out-of-memory report).
 bool ranOutOfMemory();
