@@ -18,7 +18,8 @@ _API = {"compile": "cnnc.api", "Trainer": "cnnc.api", "CompileError": "cnnc.api"
         "UnsupportedOptimizerError": "cnnc.api", "cache_dir": "cnnc.api",
         "optimizer_flags": "cnnc.api", "world_size": "cnnc.api", "compare": "cnnc.numerics",
         "CompareReport": "cnnc.numerics", "confusion_matrix": "cnnc.metrics",
-        "miou": "cnnc.metrics", "load_state_dict": "cnnc.safetensors"}
+        "miou": "cnnc.metrics", "load_state_dict": "cnnc.safetensors",
+        "CnnrtError": "cnnc.runtime_errors"}
 __all__ = sorted(_API)
 
 

@@ -29,6 +29,7 @@ import torch
 from cnnc import cache as _cache, finetune, tools
 
 from cnnc import optim
+from cnnc import runtime_errors as _rt
 
 # ---------------------------------------------------------------------------
 # Errors
@@ -324,10 +325,8 @@ class _CudaBackend:
         self.device = device
         torch.cuda.current_stream(device)  # PyTorch's context first
         self._set_device()
-        self.handle = lib.cnnrt_create(lib.cnnrt_model_spec(), weights_path.encode(), 1)
-        if not self.handle:
-            raise CompileError("cannot create the GPU session: " +
-                               lib.cnnrt_last_error().decode())
+        # A runtime failure (no GPU, out of memory, ...) is a cnnc.CnnrtError.
+        self.handle = _rt.create_session(lib, lib.cnnrt_model_spec(), weights_path)
         self.input_shape = self._shape(lib.cnnrt_input_shape, self.handle)
         self.num_classes = int(lib.cnnrt_num_classes(self.handle))
         # One label per image: _build refuses per-pixel models on the GPU.
@@ -341,8 +340,7 @@ class _CudaBackend:
                                         self._shape(lib.cnnrt_state_shape, self.handle, i)))
 
     def _check(self, rc, what):
-        if rc != 0:
-            raise RuntimeError("cnnc: %s: %s" % (what, self.lib.cnnrt_last_error().decode()))
+        _rt.check(self.lib, rc, what)
 
     def _shape(self, fn, *args):
         dims = (self.C.c_int64 * 8)()
@@ -353,8 +351,7 @@ class _CudaBackend:
     def _set_device(self):
         # The library has its own CUDA runtime (static): its current device
         # is per thread and starts at 0.
-        if self.lib.cnnrt_set_device(self.device.index) != 0:
-            raise RuntimeError("cnnc: " + self.lib.cnnrt_last_error().decode())
+        _rt.check(self.lib, self.lib.cnnrt_set_device(self.device.index), "set device")
 
     def _stream(self):
         self._set_device()

@@ -1,4 +1,12 @@
 //===- CApi.cu - C API for embedding a generated model --------------------===//
+//
+// The boundary where the runtime's errors (cnnrt::Error, thrown anywhere in
+// the Context, the session code or the generated step) become a status: no
+// exception crosses into C, no failure ends the embedding process. Each
+// function that can fail runs its body under `guarded`, which returns -1
+// and keeps the message (cnnrt_last_error) and its kind
+// (cnnrt_last_error_code).
+//
 
 #include "Session.h"
 #include "cnnrt/Distributed.h"
@@ -7,10 +15,22 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <string>
 #include <vector>
 
 using namespace cnnrt;
+
+// cnnrt_last_error_code's values are ErrorKind's.
+static_assert(CNNRT_ERROR_INVALID == int(ErrorKind::Invalid) &&
+                  CNNRT_ERROR_NO_GPU == int(ErrorKind::NoGPU) &&
+                  CNNRT_ERROR_OUT_OF_MEMORY == int(ErrorKind::OutOfMemory) &&
+                  CNNRT_ERROR_CUDA == int(ErrorKind::Cuda) &&
+                  CNNRT_ERROR_CUDNN == int(ErrorKind::Cudnn) &&
+                  CNNRT_ERROR_CUBLAS == int(ErrorKind::Cublas) &&
+                  CNNRT_ERROR_CONFIG == int(ErrorKind::Config) &&
+                  CNNRT_ERROR_DATA_PARALLEL == int(ErrorKind::DataParallel),
+              "cnnrt_c.h's error codes and cnnrt::ErrorKind differ");
 
 struct cnnrt_session {
   std::unique_ptr<Context> ctx;
@@ -33,79 +53,120 @@ struct cnnrt_session {
 };
 
 static thread_local std::string gLastError;
+static thread_local int gLastErrorCode = 0;
 
-static int setError(const std::string &e) {
+static int setError(const std::string &e, ErrorKind kind = ErrorKind::Invalid) {
   gLastError = e;
+  gLastErrorCode = static_cast<int>(kind);
   return -1;
+}
+
+static void clearError() {
+  gLastError.clear();
+  gLastErrorCode = 0;
+}
+
+/// Runs `body` (which returns 0 or a setError status) with the last error
+/// cleared; a runtime error thrown inside becomes -1 and the last error.
+/// An error thrown while a step was being captured into a CUDA graph has
+/// already ended that capture (runStep).
+template <typename Body> static int guarded(Body &&body) {
+  clearError();
+  try {
+    return body();
+  } catch (const Error &e) {
+    return setError(e.what(), e.kind());
+  } catch (const std::bad_alloc &) {
+    return setError("cnnrt: out of host memory", ErrorKind::OutOfMemory);
+  } catch (const std::exception &e) {
+    return setError(std::string("cnnrt: error: ") + e.what());
+  }
 }
 
 namespace {
 int runStep(cnnrt_session *s, float lr);
+int setBatch(cnnrt_session *s, const uint8_t *images, const int32_t *labels);
 } // namespace
 
 extern "C" {
 
 const char *cnnrt_last_error(void) { return gLastError.c_str(); }
 
+int cnnrt_last_error_code(void) { return gLastErrorCode; }
+
 cnnrt_session *cnnrt_create(const void *model_spec, const char *weights_path,
                             int use_graph) {
-  gLastError.clear();
+  clearError();
   if (!model_spec) {
     setError("cnnrt_create: null model spec");
     return nullptr;
   }
   const ModelSpec &spec = *static_cast<const ModelSpec *>(model_spec);
-  // An embedding process (Python) gets an error, not the exit of
-  // requireGPU, when there is no usable GPU.
-  int devices = 0;
-  cudaError_t e = cudaGetDeviceCount(&devices);
-  if (e != cudaSuccess || devices == 0) {
-    setError(std::string("cnnrt_create: no CUDA GPU available (") +
-             (e != cudaSuccess ? cudaGetErrorString(e) : "no device") + ")");
+  // A session that fails half-way gives back what it got.
+  std::unique_ptr<cnnrt_session, void (*)(cnnrt_session *)> s(new cnnrt_session,
+                                                              cnnrt_destroy);
+  int rc = guarded([&] {
+    // The CNNRT_* settings first, as trainMain does: a bad one is reported
+    // with or without a GPU. No usable GPU is an error (ErrorKind::NoGPU)
+    // from the Context.
+    const ContextOptions opts = ContextOptions::fromEnv();
+    s->ctx.reset(new Context(spec, opts));
+    s->useGraph = use_graph != 0;
+    if (spec.prepare)
+      spec.prepare(*s->ctx);
+    s->ctx->finishPrepare();
+    s->imgBytes = (size_t)spec.batch * spec.imageC * spec.imageH * spec.imageW;
+    if (cudaMalloc(&s->dImg, s->imgBytes) != cudaSuccess ||
+        cudaMalloc(&s->dLab, spec.batch * sizeof(int32_t)) != cudaSuccess)
+      return setError(
+          "cnnrt_create: out of GPU memory for the input staging buffers",
+          ErrorKind::OutOfMemory);
+    if (cudaEventCreateWithFlags(&s->callerReady, cudaEventDisableTiming) !=
+            cudaSuccess ||
+        cudaEventCreateWithFlags(&s->sessionDone, cudaEventDisableTiming) !=
+            cudaSuccess)
+      return setError("cnnrt_create: cannot create CUDA events",
+                      ErrorKind::Cuda);
+    for (int i = 0; i < spec.numTensors; ++i) {
+      if (persistent(spec.tensors[i].role))
+        s->state.push_back(&spec.tensors[i]);
+    }
+    return 0;
+  });
+  if (rc != 0)
     return nullptr;
-  }
-  std::unique_ptr<cnnrt_session> s(new cnnrt_session);
-  s->ctx.reset(new Context(spec));
-  s->useGraph = use_graph != 0;
-  if (spec.prepare)
-    spec.prepare(*s->ctx);
-  s->ctx->finishPrepare();
-  s->imgBytes = (size_t)spec.batch * spec.imageC * spec.imageH * spec.imageW;
-  if (cudaMalloc(&s->dImg, s->imgBytes) != cudaSuccess ||
-      cudaMalloc(&s->dLab, spec.batch * sizeof(int32_t)) != cudaSuccess) {
-    setError("cnnrt_create: out of GPU memory for the input staging buffers");
-    return nullptr;
-  }
-  if (cudaEventCreateWithFlags(&s->callerReady, cudaEventDisableTiming) !=
-          cudaSuccess ||
-      cudaEventCreateWithFlags(&s->sessionDone, cudaEventDisableTiming) !=
-          cudaSuccess) {
-    setError("cnnrt_create: cannot create CUDA events");
-    return nullptr;
-  }
-  for (int i = 0; i < spec.numTensors; ++i) {
-    if (persistent(spec.tensors[i].role))
-      s->state.push_back(&spec.tensors[i]);
-  }
   if (weights_path && cnnrt_load(s.get(), weights_path) != 0)
     return nullptr;
   return s.release();
 }
 
 int cnnrt_load(cnnrt_session *s, const char *path) {
-  std::vector<TensorEntry> entries;
-  std::string err;
-  if (!readTensorFile(path, entries, err) ||
-      !loadStateIntoArena(*s->ctx, entries, path, err))
-    return setError(err);
-  if (const TensorEntry *st = findEntry(entries, "__step__"))
-    if (st->dtype == DType::I64 && st->numel() == 1)
-      s->step = st->as<int64_t>()[0];
-  return 0;
+  return guarded([&] {
+    std::vector<TensorEntry> entries;
+    std::string err;
+    if (!readTensorFile(path, entries, err) ||
+        !loadStateIntoArena(*s->ctx, entries, path, err))
+      return setError(err);
+    if (const TensorEntry *st = findEntry(entries, "__step__"))
+      if (st->dtype == DType::I64 && st->numel() == 1)
+        s->step = st->as<int64_t>()[0];
+    return 0;
+  });
 }
 
 int cnnrt_set_batch(cnnrt_session *s, const uint8_t *images,
                     const int32_t *labels) {
+  return guarded([&] { return setBatch(s, images, labels); });
+}
+
+int cnnrt_step(cnnrt_session *s, float lr) {
+  return guarded([&] { return runStep(s, lr); });
+}
+
+} // extern "C"
+
+namespace {
+int setBatch(cnnrt_session *s, const uint8_t *images, const int32_t *labels) {
   Context &ctx = *s->ctx;
   int batch = ctx.spec().batch;
   // Stream-ordered: the previous step has consumed the staging buffers
@@ -123,11 +184,6 @@ int cnnrt_set_batch(cnnrt_session *s, const uint8_t *images,
   return 0;
 }
 
-int cnnrt_step(cnnrt_session *s, float lr) { return runStep(s, lr); }
-
-} // extern "C"
-
-namespace {
 /// Enqueues one step on the session's stream; the third step of a session
 /// with use_graph is captured into a CUDA graph, later ones replay it.
 int runStep(cnnrt_session *s, float lr) {
@@ -148,7 +204,7 @@ int runStep(cnnrt_session *s, float lr) {
     ctx.check(
         cudaStreamBeginCapture(ctx.stream(), cudaStreamCaptureModeRelaxed),
         "CUDA graph capture");
-    spec.trainStep(ctx);
+    captureStep(ctx, spec);
     ctx.check(cudaStreamEndCapture(ctx.stream(), &s->graph),
               "CUDA graph capture");
     ctx.check(cudaGraphInstantiate(&s->exec, s->graph, 0),
@@ -194,7 +250,8 @@ int stageInputs(cnnrt_session *s, const float *images, const int64_t *labels,
     if (!s->dImgF32 &&
         (cudaMalloc(&s->dImgF32, n * sizeof(float)) != cudaSuccess ||
          cudaMalloc(&s->dLab64, spec.batch * sizeof(int64_t)) != cudaSuccess))
-      return setError("out of GPU memory for the input staging buffers");
+      return setError("out of GPU memory for the input staging buffers",
+                      ErrorKind::OutOfMemory);
     if (images) {
       ctx.check(cudaMemcpyAsync(s->dImgF32, images, n * sizeof(float),
                                 cudaMemcpyHostToDevice, ctx.stream()),
@@ -246,64 +303,68 @@ int64_t cnnrt_num_classes(const cnnrt_session *s) {
 int cnnrt_train_step(cnnrt_session *s, const float *images,
                      const int64_t *labels, int on_device, float lr,
                      void *stream) {
-  gLastError.clear();
-  if (!images || !labels)
-    return setError("cnnrt_train_step: null images or labels");
-  cudaStream_t caller = static_cast<cudaStream_t>(stream);
-  waitForCaller(s, caller);
-  if (stageInputs(s, images, labels, on_device != 0) != 0)
-    return -1;
-  if (runStep(s, lr) != 0)
-    return -1;
-  signalCaller(s, caller);
-  return 0;
+  return guarded([&] {
+    if (!images || !labels)
+      return setError("cnnrt_train_step: null images or labels");
+    cudaStream_t caller = static_cast<cudaStream_t>(stream);
+    waitForCaller(s, caller);
+    if (stageInputs(s, images, labels, on_device != 0) != 0)
+      return -1;
+    if (runStep(s, lr) != 0)
+      return -1;
+    signalCaller(s, caller);
+    return 0;
+  });
 }
 
 int cnnrt_loss_to_device(cnnrt_session *s, float *dst, void *stream) {
-  gLastError.clear();
-  if (!dst)
-    return setError("cnnrt_loss_to_device: null destination");
-  const TensorSpec *t = findTensor(s->ctx->spec(), Role::Loss);
-  if (!t)
-    return setError("the model has no Loss tensor");
-  cudaStream_t caller = static_cast<cudaStream_t>(stream);
-  // dst may be memory the caller's stream just freed and reallocated.
-  waitForCaller(s, caller);
-  launchToF32(*s->ctx, *t, dst, 1);
-  signalCaller(s, caller);
-  return 0;
+  return guarded([&] {
+    if (!dst)
+      return setError("cnnrt_loss_to_device: null destination");
+    const TensorSpec *t = findTensor(s->ctx->spec(), Role::Loss);
+    if (!t)
+      return setError("the model has no Loss tensor");
+    cudaStream_t caller = static_cast<cudaStream_t>(stream);
+    // dst may be memory the caller's stream just freed and reallocated.
+    waitForCaller(s, caller);
+    launchToF32(*s->ctx, *t, dst, 1);
+    signalCaller(s, caller);
+    return 0;
+  });
 }
 
 int cnnrt_eval_input(cnnrt_session *s, const float *images, int on_device,
                      float *logits, int logits_on_device, void *stream) {
-  gLastError.clear();
-  Context &ctx = *s->ctx;
-  const ModelSpec &spec = ctx.spec();
-  const TensorSpec *t = findTensor(spec, Role::Logits);
-  if (!spec.evalStep || !t)
-    return setError("the model has no evalStep or no Logits tensor");
-  cudaStream_t caller = static_cast<cudaStream_t>(stream);
-  waitForCaller(s, caller);
-  if (stageInputs(s, images, nullptr, on_device != 0) != 0)
-    return -1;
-  spec.evalStep(ctx);
-  int64_t n = (int64_t)spec.batch * spec.numClasses;
-  float *dst = logits;
-  if (!logits_on_device) {
-    if (!s->dLogits &&
-        cudaMalloc(&s->dLogits, n * sizeof(float)) != cudaSuccess)
-      return setError("out of GPU memory for the logits");
-    dst = s->dLogits;
-  }
-  launchToF32(ctx, *t, dst, n);
-  if (!logits_on_device) {
-    ctx.check(cudaMemcpyAsync(logits, dst, n * sizeof(float),
-                              cudaMemcpyDeviceToHost, ctx.stream()),
-              "cnnrt_eval_input");
-    ctx.check(cudaStreamSynchronize(ctx.stream()), "cnnrt_eval_input");
-  }
-  signalCaller(s, caller);
-  return 0;
+  return guarded([&] {
+    Context &ctx = *s->ctx;
+    const ModelSpec &spec = ctx.spec();
+    const TensorSpec *t = findTensor(spec, Role::Logits);
+    if (!spec.evalStep || !t)
+      return setError("the model has no evalStep or no Logits tensor");
+    cudaStream_t caller = static_cast<cudaStream_t>(stream);
+    waitForCaller(s, caller);
+    if (stageInputs(s, images, nullptr, on_device != 0) != 0)
+      return -1;
+    spec.evalStep(ctx);
+    int64_t n = (int64_t)spec.batch * spec.numClasses;
+    float *dst = logits;
+    if (!logits_on_device) {
+      if (!s->dLogits &&
+          cudaMalloc(&s->dLogits, n * sizeof(float)) != cudaSuccess)
+        return setError("out of GPU memory for the logits",
+                        ErrorKind::OutOfMemory);
+      dst = s->dLogits;
+    }
+    launchToF32(ctx, *t, dst, n);
+    if (!logits_on_device) {
+      ctx.check(cudaMemcpyAsync(logits, dst, n * sizeof(float),
+                                cudaMemcpyDeviceToHost, ctx.stream()),
+                "cnnrt_eval_input");
+      ctx.check(cudaStreamSynchronize(ctx.stream()), "cnnrt_eval_input");
+    }
+    signalCaller(s, caller);
+    return 0;
+  });
 }
 
 int cnnrt_num_state(const cnnrt_session *s) { return (int)s->state.size(); }
@@ -328,117 +389,133 @@ int cnnrt_state_role(const cnnrt_session *s, int i) {
 }
 
 int cnnrt_state_shape(const cnnrt_session *s, int i, int64_t *dims, int *rank) {
-  if (i < 0 || i >= (int)s->state.size())
-    return setError("state index out of range");
-  *rank = s->state[i]->rank;
-  for (int r = 0; r < *rank; ++r)
-    dims[r] = s->state[i]->dims[r];
-  return 0;
+  return guarded([&] {
+    if (i < 0 || i >= (int)s->state.size())
+      return setError("state index out of range");
+    *rank = s->state[i]->rank;
+    for (int r = 0; r < *rank; ++r)
+      dims[r] = s->state[i]->dims[r];
+    return 0;
+  });
 }
 
 int cnnrt_read_state(cnnrt_session *s, const char *name, float *out) {
-  const TensorSpec *t = findState(s, name);
-  if (!t)
-    return setError(std::string("no state tensor '") + name + "'");
-  Context &ctx = *s->ctx;
-  ctx.check(cudaStreamSynchronize(ctx.stream()), "cnnrt_read_state");
-  int64_t n = numel(*t);
-  std::vector<char> buf(n * dtypeSize(t->dtype));
-  if (storedKRSC(*t)) {
-    // Stored as the convolution reads it: read it back in the public form.
-    std::vector<char> stored(t->bytes);
-    ctx.check(cudaMemcpy(stored.data(), ctx.arena() + t->offset, t->bytes,
-                         cudaMemcpyDeviceToHost),
-              "cnnrt_read_state");
-    publicFromStored(*t, dtypeSize(t->dtype), stored.data(), buf.data());
-  } else
-    ctx.check(cudaMemcpy(buf.data(), ctx.arena() + t->offset, buf.size(),
-                         cudaMemcpyDeviceToHost),
-              "cnnrt_read_state");
-  for (int64_t i = 0; i < n; ++i)
-    out[i] = t->dtype == DType::F16
-                 ? __half2float(reinterpret_cast<__half *>(buf.data())[i])
-                 : reinterpret_cast<float *>(buf.data())[i];
-  return 0;
+  return guarded([&] {
+    const TensorSpec *t = findState(s, name);
+    if (!t)
+      return setError(std::string("no state tensor '") + name + "'");
+    Context &ctx = *s->ctx;
+    ctx.check(cudaStreamSynchronize(ctx.stream()), "cnnrt_read_state");
+    int64_t n = numel(*t);
+    std::vector<char> buf(n * dtypeSize(t->dtype));
+    if (storedKRSC(*t)) {
+      // Stored as the convolution reads it: read it back in the public form.
+      std::vector<char> stored(t->bytes);
+      ctx.check(cudaMemcpy(stored.data(), ctx.arena() + t->offset, t->bytes,
+                           cudaMemcpyDeviceToHost),
+                "cnnrt_read_state");
+      publicFromStored(*t, dtypeSize(t->dtype), stored.data(), buf.data());
+    } else
+      ctx.check(cudaMemcpy(buf.data(), ctx.arena() + t->offset, buf.size(),
+                           cudaMemcpyDeviceToHost),
+                "cnnrt_read_state");
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = t->dtype == DType::F16
+                   ? __half2float(reinterpret_cast<__half *>(buf.data())[i])
+                   : reinterpret_cast<float *>(buf.data())[i];
+    return 0;
+  });
 }
 
 int cnnrt_write_state(cnnrt_session *s, const char *name, const float *in) {
-  const TensorSpec *t = findState(s, name);
-  if (!t)
-    return setError(std::string("no state tensor '") + name + "'");
-  if (t->dtype != DType::F32 && t->dtype != DType::F16)
-    return setError(std::string("state tensor '") + name +
-                    "' is not floating point");
-  Context &ctx = *s->ctx;
-  int64_t n = numel(*t);
-  std::vector<char> buf(n * dtypeSize(t->dtype));
-  for (int64_t i = 0; i < n; ++i)
-    if (t->dtype == DType::F16)
-      reinterpret_cast<__half *>(buf.data())[i] = __float2half(in[i]);
-    else
-      reinterpret_cast<float *>(buf.data())[i] = in[i];
-  if (storedKRSC(*t)) {
-    std::vector<char> stored(t->bytes);
-    storedFromPublic(*t, dtypeSize(t->dtype), buf.data(), stored.data());
-    buf.swap(stored);
-  }
-  // The arena is only touched by the session's stream: wait for it, then a
-  // synchronous copy (the caller's buffer may be reused on return).
-  ctx.check(cudaStreamSynchronize(ctx.stream()), "cnnrt_write_state");
-  ctx.check(cudaMemcpy(ctx.arena() + t->offset, buf.data(), buf.size(),
-                       cudaMemcpyHostToDevice),
-            "cnnrt_write_state");
-  return 0;
+  return guarded([&] {
+    const TensorSpec *t = findState(s, name);
+    if (!t)
+      return setError(std::string("no state tensor '") + name + "'");
+    if (t->dtype != DType::F32 && t->dtype != DType::F16)
+      return setError(std::string("state tensor '") + name +
+                      "' is not floating point");
+    Context &ctx = *s->ctx;
+    int64_t n = numel(*t);
+    std::vector<char> buf(n * dtypeSize(t->dtype));
+    for (int64_t i = 0; i < n; ++i)
+      if (t->dtype == DType::F16)
+        reinterpret_cast<__half *>(buf.data())[i] = __float2half(in[i]);
+      else
+        reinterpret_cast<float *>(buf.data())[i] = in[i];
+    if (storedKRSC(*t)) {
+      std::vector<char> stored(t->bytes);
+      storedFromPublic(*t, dtypeSize(t->dtype), buf.data(), stored.data());
+      buf.swap(stored);
+    }
+    // The arena is only touched by the session's stream: wait for it, then a
+    // synchronous copy (the caller's buffer may be reused on return).
+    ctx.check(cudaStreamSynchronize(ctx.stream()), "cnnrt_write_state");
+    ctx.check(cudaMemcpy(ctx.arena() + t->offset, buf.data(), buf.size(),
+                         cudaMemcpyHostToDevice),
+              "cnnrt_write_state");
+    return 0;
+  });
 }
 
 void cnnrt_set_step_count(cnnrt_session *s, int64_t step) { s->step = step; }
 
 int cnnrt_set_device(int device) {
-  cudaError_t e = cudaSetDevice(device);
-  if (e != cudaSuccess)
-    return setError(std::string("cnnrt_set_device(") + std::to_string(device) +
-                    "): " + cudaGetErrorString(e));
-  return 0;
+  return guarded([&] {
+    cudaError_t e = cudaSetDevice(device);
+    if (e != cudaSuccess)
+      return setError(std::string("cnnrt_set_device(") +
+                          std::to_string(device) +
+                          "): " + cudaGetErrorString(e),
+                      ErrorKind::Cuda);
+    return 0;
+  });
 }
 
 int cnnrt_loss(cnnrt_session *s, float *loss) {
-  const TensorSpec *t = findTensor(s->ctx->spec(), Role::Loss);
-  if (!t)
-    return setError("the model has no Loss tensor");
-  *loss = readScalar(*s->ctx, *t);
-  return 0;
+  return guarded([&] {
+    const TensorSpec *t = findTensor(s->ctx->spec(), Role::Loss);
+    if (!t)
+      return setError("the model has no Loss tensor");
+    *loss = readScalar(*s->ctx, *t);
+    return 0;
+  });
 }
 
 int cnnrt_eval(cnnrt_session *s, const uint8_t *images, float *logits) {
-  Context &ctx = *s->ctx;
-  const ModelSpec &spec = ctx.spec();
-  const TensorSpec *t = findTensor(spec, Role::Logits);
-  if (!spec.evalStep || !t)
-    return setError("the model has no evalStep or no Logits tensor");
-  cnnrt_set_batch(s, images, nullptr);
-  spec.evalStep(ctx);
-  size_t n = (size_t)spec.batch * spec.numClasses;
-  std::vector<char> buf(n * dtypeSize(t->dtype));
-  ctx.check(cudaMemcpyAsync(buf.data(), ctx.arena() + t->offset, buf.size(),
-                            cudaMemcpyDeviceToHost, ctx.stream()),
-            "cnnrt_eval");
-  ctx.check(cudaStreamSynchronize(ctx.stream()), "cnnrt_eval");
-  for (size_t i = 0; i < n; ++i)
-    logits[i] = t->dtype == DType::F16
-                    ? __half2float(reinterpret_cast<__half *>(buf.data())[i])
-                    : reinterpret_cast<float *>(buf.data())[i];
-  return 0;
+  return guarded([&] {
+    Context &ctx = *s->ctx;
+    const ModelSpec &spec = ctx.spec();
+    const TensorSpec *t = findTensor(spec, Role::Logits);
+    if (!spec.evalStep || !t)
+      return setError("the model has no evalStep or no Logits tensor");
+    setBatch(s, images, nullptr);
+    spec.evalStep(ctx);
+    size_t n = (size_t)spec.batch * spec.numClasses;
+    std::vector<char> buf(n * dtypeSize(t->dtype));
+    ctx.check(cudaMemcpyAsync(buf.data(), ctx.arena() + t->offset, buf.size(),
+                              cudaMemcpyDeviceToHost, ctx.stream()),
+              "cnnrt_eval");
+    ctx.check(cudaStreamSynchronize(ctx.stream()), "cnnrt_eval");
+    for (size_t i = 0; i < n; ++i)
+      logits[i] = t->dtype == DType::F16
+                      ? __half2float(reinterpret_cast<__half *>(buf.data())[i])
+                      : reinterpret_cast<float *>(buf.data())[i];
+    return 0;
+  });
 }
 
 int cnnrt_save(cnnrt_session *s, const char *path) {
-  std::vector<TensorEntry> entries = readStateFromArena(*s->ctx);
-  TensorEntry st = TensorEntry::zeros("__step__", DType::I64, {1});
-  st.as<int64_t>()[0] = s->step;
-  entries.push_back(std::move(st));
-  std::string err;
-  if (!writeTensorFileAtomic(path, entries, err))
-    return setError(err);
-  return 0;
+  return guarded([&] {
+    std::vector<TensorEntry> entries = readStateFromArena(*s->ctx);
+    TensorEntry st = TensorEntry::zeros("__step__", DType::I64, {1});
+    st.as<int64_t>()[0] = s->step;
+    entries.push_back(std::move(st));
+    std::string err;
+    if (!writeTensorFileAtomic(path, entries, err))
+      return setError(err);
+    return 0;
+  });
 }
 
 int64_t cnnrt_step_count(const cnnrt_session *s) { return s->step; }
@@ -446,7 +523,8 @@ int64_t cnnrt_step_count(const cnnrt_session *s) { return s->step; }
 void cnnrt_destroy(cnnrt_session *s) {
   if (!s)
     return;
-  cudaStreamSynchronize(s->ctx->stream());
+  if (s->ctx) // null when cnnrt_create failed before the Context existed
+    cudaStreamSynchronize(s->ctx->stream());
   if (s->exec)
     cudaGraphExecDestroy(s->exec);
   if (s->graph)

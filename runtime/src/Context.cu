@@ -1,26 +1,20 @@
-//===- Context.cu - arena, handles, cuDNN convolutions, cuBLASLt matmuls --===//
+//===- Context.cu - the arena, streams, handles and errors of a Context ---===//
+//
+// The Context's other members live by concern in Config.cu, AlgoCache.cu,
+// Profile.cu, Conv.cu and Gemm.cu (ContextImpl.h). Every failure here is a
+// thrown cnnrt::Error (cnnrt/Error.h), never an exit: the C API returns it
+// to its caller, trainMain prints it and exits with its code.
+//
+//===----------------------------------------------------------------------===//
 
-// The legacy cuDNN convolution API is deprecated in cuDNN 9; it is what we
-// use, so keep its deprecation warnings off in this file.
-#undef CUDNN_WARN_DEPRECATED
-#include "cnnrt/cnnrt.h"
-#include "CudnnGraph.h"
+#include "ContextImpl.h"
 #include "cnnrt/Distributed.h"
 
-#include <cublasLt.h>
-#include <cudnn.h>
-
 #include <algorithm>
-#include <cerrno>
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <functional>
-#include <map>
-#include <memory>
-#include <sstream>
-#include <sys/stat.h>
 #include <vector>
 
 namespace cnnrt {
@@ -30,48 +24,12 @@ namespace cnnrt {
 void requireGPU() {
   int n = 0;
   cudaError_t e = cudaGetDeviceCount(&n);
-  if (e != cudaSuccess || n == 0) {
-    std::fprintf(stderr, "cnnrt: no CUDA GPU available (%s)\n",
-                 e != cudaSuccess ? cudaGetErrorString(e) : "no device found");
-    std::fflush(stderr);
-    std::exit(kExitNoGPU);
-  }
-}
-
-ContextOptions ContextOptions::fromEnv() {
-  ContextOptions o;
-  auto flag = [](const char *name, bool def) {
-    const char *v = std::getenv(name);
-    if (!v || !*v)
-      return def;
-    return !(v[0] == '0' || v[0] == 'n' || v[0] == 'N' || v[0] == 'f' ||
-             v[0] == 'F');
-  };
-  o.allowTF32 = flag("CNNRT_ALLOW_TF32", false);
-  o.deterministic = flag("CNNRT_DETERMINISTIC", true);
-  o.syncCheck = flag("CNNRT_SYNC_CHECK", false);
-  o.verbose = flag("CNNRT_VERBOSE", false);
-  o.profile = flag("CNNRT_PROFILE", false);
-  o.convGraph = flag("CNNRT_CONV_GRAPH", true);
-  if (const char *f = std::getenv("CNNRT_CONV_FUSION")) {
-    std::string v = f;
-    if (v == "cudnn")
-      o.convFusion = ConvFusion::CuDNN;
-    else if (v == "split")
-      o.convFusion = ConvFusion::Split;
-    else if (v != "auto" && !v.empty()) {
-      std::fprintf(stderr,
-                   "cnnrt: CNNRT_CONV_FUSION must be auto, cudnn or split, "
-                   "not '%s'\n",
-                   f);
-      std::exit(kExitError);
-    }
-  }
-  if (const char *p = std::getenv("CNNRT_ALGO_CACHE"))
-    o.algoCachePath = p;
-  else if (const char *h = std::getenv("HOME"))
-    o.algoCachePath = std::string(h) + "/.cache/cnnc/algos.txt";
-  return o;
+  if (e != cudaSuccess || n == 0)
+    throw Error(
+        ErrorKind::NoGPU,
+        std::string("cnnrt: no CUDA GPU available (") +
+            (e != cudaSuccess ? cudaGetErrorString(e) : "no device found") +
+            ")");
 }
 
 const TensorSpec *findTensor(const ModelSpec &spec, Role role) {
@@ -89,43 +47,57 @@ const TensorSpec *findTensor(const ModelSpec &spec, const char *name) {
 }
 
 namespace {
+/// printf into `out` (the out-of-memory report is built as it was printed).
+void appendf(std::string &out, const char *fmt, ...) {
+  va_list ap, ap2;
+  va_start(ap, fmt);
+  va_copy(ap2, ap);
+  int n = std::vsnprintf(nullptr, 0, fmt, ap);
+  va_end(ap);
+  if (n > 0) {
+    std::vector<char> buf(static_cast<size_t>(n) + 1);
+    std::vsnprintf(buf.data(), buf.size(), fmt, ap2);
+    out.append(buf.data(), static_cast<size_t>(n));
+  }
+  va_end(ap2);
+}
+} // namespace
 
-[[noreturn]] void oomExit(const ModelSpec &spec, const char *what,
-                          size_t bytes) {
+void throwOutOfMemory(const ModelSpec &spec, const char *what, size_t bytes) {
   size_t freeB = 0, totalB = 0;
   cudaGetLastError();
   cudaMemGetInfo(&freeB, &totalB);
+  std::string msg;
   if (bytes > 0)
-    std::fprintf(stderr,
-                 "cnnrt: out of GPU memory allocating %s of model '%s': "
-                 "requested %zu bytes (%.1f MiB); device has %.1f MiB free of "
-                 "%.1f MiB\n",
-                 what, spec.name ? spec.name : "?", bytes, bytes / 1048576.0,
-                 freeB / 1048576.0, totalB / 1048576.0);
+    appendf(msg,
+            "cnnrt: out of GPU memory allocating %s of model '%s': "
+            "requested %zu bytes (%.1f MiB); device has %.1f MiB free of "
+            "%.1f MiB\n",
+            what, spec.name ? spec.name : "?", bytes, bytes / 1048576.0,
+            freeB / 1048576.0, totalB / 1048576.0);
   else
-    std::fprintf(stderr,
-                 "cnnrt: out of GPU memory at %s of model '%s'; device has "
-                 "%.1f MiB free of %.1f MiB\n",
-                 what, spec.name ? spec.name : "?", freeB / 1048576.0,
-                 totalB / 1048576.0);
+    appendf(msg,
+            "cnnrt: out of GPU memory at %s of model '%s'; device has "
+            "%.1f MiB free of %.1f MiB\n",
+            what, spec.name ? spec.name : "?", freeB / 1048576.0,
+            totalB / 1048576.0);
   std::vector<const TensorSpec *> ts;
   for (int i = 0; i < spec.numTensors; ++i)
     ts.push_back(&spec.tensors[i]);
   std::sort(ts.begin(), ts.end(), [](const TensorSpec *a, const TensorSpec *b) {
     return a->bytes > b->bytes;
   });
-  std::fprintf(stderr,
-               "cnnrt: the memory plan: arena %.1f MiB (batch %d); its "
-               "largest buffers:\n",
-               spec.arenaBytes / 1048576.0, spec.batch);
+  appendf(msg,
+          "cnnrt: the memory plan: arena %.1f MiB (batch %d); its "
+          "largest buffers:\n",
+          spec.arenaBytes / 1048576.0, spec.batch);
   for (size_t i = 0; i < ts.size() && i < 10; ++i)
-    std::fprintf(stderr, "  %-40s %-10s %14zu bytes (%.1f MiB) at offset %zu\n",
-                 ts[i]->name, roleEnumerator(ts[i]->role), ts[i]->bytes,
-                 ts[i]->bytes / 1048576.0, ts[i]->offset);
-  std::fprintf(stderr, "cnnrt: compile with a smaller --batch (cnnc --batch "
-                       "N) or use a GPU with more memory\n");
-  std::fflush(stderr);
-  std::exit(kExitOutOfMemory);
+    appendf(msg, "  %-40s %-10s %14zu bytes (%.1f MiB) at offset %zu\n",
+            ts[i]->name, roleEnumerator(ts[i]->role), ts[i]->bytes,
+            ts[i]->bytes / 1048576.0, ts[i]->offset);
+  msg += "cnnrt: compile with a smaller --batch (cnnc --batch N) or use a "
+         "GPU with more memory";
+  throw Error(ErrorKind::OutOfMemory, msg);
 }
 
 const char *cudnnErr(cudnnStatus_t s) { return cudnnGetErrorString(s); }
@@ -154,265 +126,32 @@ const char *cublasErr(cublasStatus_t s) {
     return "cuBLAS error";
   }
 }
-
-cudnnDataType_t cudnnType(DType d) {
-  return d == DType::F16 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
-}
-cudaDataType_t cudaType(DType d) {
-  return d == DType::F16 ? CUDA_R_16F : CUDA_R_32F;
-}
-
-bool mkdirs(const std::string &dir) {
-  if (dir.empty())
-    return true;
-  struct stat st;
-  if (stat(dir.c_str(), &st) == 0)
-    return S_ISDIR(st.st_mode);
-  size_t slash = dir.find_last_of('/');
-  if (slash != std::string::npos && slash > 0 && !mkdirs(dir.substr(0, slash)))
-    return false;
-  return mkdir(dir.c_str(), 0755) == 0 || errno == EEXIST;
-}
-
-//===--- padding emulation kernels ----------------------------------------===//
-
-template <typename T>
-__global__ void padKernel(const T *__restrict__ x, T *__restrict__ xp, int N,
-                          int C, int H, int W, int Hp, int Wp, int pt, int pl,
-                          bool nhwc) {
-  int64_t total = (int64_t)N * C * Hp * Wp;
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
-       i += (int64_t)gridDim.x * blockDim.x) {
-    int64_t n, c, y, xx;
-    if (nhwc) {
-      c = i % C;
-      xx = (i / C) % Wp;
-      y = (i / C / Wp) % Hp;
-      n = i / C / Wp / Hp;
-    } else {
-      xx = i % Wp;
-      y = (i / Wp) % Hp;
-      c = (i / Wp / Hp) % C;
-      n = i / Wp / Hp / C;
-    }
-    int64_t sy = y - pt, sx = xx - pl;
-    T v = T(0.0f);
-    if (sy >= 0 && sy < H && sx >= 0 && sx < W)
-      v = nhwc ? x[((n * H + sy) * W + sx) * C + c]
-               : x[((n * C + c) * H + sy) * W + sx];
-    xp[i] = v;
-  }
-}
-
-template <typename T>
-__global__ void cropKernel(const T *__restrict__ xp, T *__restrict__ x, int N,
-                           int C, int H, int W, int Hp, int Wp, int pt, int pl,
-                           bool nhwc, bool accumulate) {
-  int64_t total = (int64_t)N * C * H * W;
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
-       i += (int64_t)gridDim.x * blockDim.x) {
-    int64_t n, c, y, xx, src;
-    if (nhwc) {
-      c = i % C;
-      xx = (i / C) % W;
-      y = (i / C / W) % H;
-      n = i / C / W / H;
-      src = ((n * Hp + y + pt) * Wp + xx + pl) * C + c;
-    } else {
-      xx = i % W;
-      y = (i / W) % H;
-      c = (i / W / H) % C;
-      n = i / W / H / C;
-      src = ((n * C + c) * Hp + y + pt) * Wp + xx + pl;
-    }
-    float v = static_cast<float>(xp[src]);
-    if (accumulate)
-      v += static_cast<float>(x[i]);
-    x[i] = T(v);
-  }
-}
-
-} // namespace
-
-//===--- Impl -------------------------------------------------------------===//
-
-enum Dir { kFwd = 0, kBwdData = 1, kBwdFilter = 2 };
-static const char *kDirName[3] = {"fwd", "bwd_data", "bwd_filter"};
-
-struct ConvEntry {
-  bool valid = false;
-  ConvDesc d{};
-  std::string loc;
-  bool asym = false;
-  int Hp = 0, Wp = 0; ///< x geometry seen by cuDNN (padded if asym)
-  size_t xpBytes = 0; ///< bytes of the padded x copy (asym only)
-  cudnnTensorDescriptor_t xDesc = nullptr, yDesc = nullptr;
-  cudnnFilterDescriptor_t wDesc = nullptr;
-  cudnnConvolutionDescriptor_t cDesc = nullptr;
-  int algo[3] = {-1, -1, -1};
-  cudnnMathType_t math[3] = {CUDNN_DEFAULT_MATH, CUDNN_DEFAULT_MATH,
-                             CUDNN_DEFAULT_MATH};
-  size_t ws[3] = {0, 0, 0};
-  std::string key; ///< algorithm-cache key prefix of this shape
-  /// A cuDNN graph API plan per direction where it beat the legacy
-  /// algorithm when timed (null: the legacy call). Runs only calls that
-  /// overwrite their output (beta 0); accumulating calls take the legacy one.
-  std::shared_ptr<cnnrt::cudnn_graph::ConvPlan> graph[3];
-};
-
-/// A convolution with a bias/residual/activation epilogue
-/// (registerConvBiasAct).
-struct FusedConvEntry {
-  bool valid = false;
-  int conv = -1;
-  Activation act = Activation::Relu;
-  bool residual = false;
-  ConvEpilogueFn epilogue = nullptr;
-  std::string loc;
-  /// Chosen in finishPrepare: one cuDNN call (algo/math/ws) or the split form.
-  bool useCudnn = false;
-  int algo = -1;
-  cudnnMathType_t math = CUDNN_DEFAULT_MATH;
-  size_t ws = 0;
-  cudnnTensorDescriptor_t biasDesc = nullptr;
-  cudnnActivationDescriptor_t actDesc = nullptr;
-};
-
-/// A convolution with BatchNorm statistics (registerConvStats).
-struct ConvStatsEntry {
-  bool valid = false;
-  int conv = -1;
-  ConvStatsFn split = nullptr;
-  bool prologue = false;
-  /// The split form's normalized input (prologue only; x-sized, allocated
-  /// in finishPrepare when the split form is chosen).
-  void *scratch = nullptr;
-  /// The graph form's scale and shift in f16 (2 x C; prologue only).
-  __half *halfScaleShift = nullptr;
-  std::string loc;
-  /// Chosen in finishPrepare: the conv + GenStats plan, or null (split).
-  std::shared_ptr<cnnrt::cudnn_graph::ConvPlan> graph;
-};
-
-/// A backward-data convolution with the residual-gradient epilogue
-/// (registerConvBwdDataAddRelu).
-struct ConvDgradEntry {
-  bool valid = false;
-  int conv = -1;
-  ConvDgradEpilogueFn split = nullptr;
-  std::string loc;
-  /// Chosen in finishPrepare: the dgrad + add + ReLU-backward plan, or null
-  /// (split).
-  std::shared_ptr<cnnrt::cudnn_graph::ConvPlan> graph;
-};
-
-/// A backward-filter convolution with the scale-shift-ReLU prologue on its
-/// input (registerConvBwdFilterPrologue).
-struct ConvWgradEntry {
-  bool valid = false;
-  int conv = -1;
-  ConvWgradPrologueFn split = nullptr;
-  /// The split form's normalized input (x-sized; kept only when the split
-  /// form is chosen).
-  void *scratch = nullptr;
-  /// The graph form's scale and shift in f16 (2 x C).
-  __half *halfScaleShift = nullptr;
-  std::string loc;
-  /// Chosen in finishPrepare: the prologue + wgrad plan, or null (split).
-  std::shared_ptr<cnnrt::cudnn_graph::ConvPlan> graph;
-};
-
-struct MatmulEntry {
-  bool valid = false;
-  MatmulDesc d{};
-  std::string loc;
-  cublasLtMatmulDesc_t desc = nullptr;
-  cublasLtMatrixLayout_t aL = nullptr, bL = nullptr, cL = nullptr;
-  cublasLtMatmulAlgo_t algo{};
-  size_t ws = 0;
-};
-
-struct Context::Impl {
-  cudnnHandle_t cudnn = nullptr;
-  cublasLtHandle_t lt = nullptr;
-  std::vector<ConvEntry> convs;
-  std::vector<FusedConvEntry> fusedConvs;
-  std::vector<ConvStatsEntry> convStats;
-  std::vector<ConvDgradEntry> convDgrads;
-  std::vector<ConvWgradEntry> convWgrads;
-  std::vector<MatmulEntry> matmuls;
-  void *workspace = nullptr;
-  size_t workspaceBytes = 0;
-  size_t neededWorkspace = 0;
-  /// The workspace is the arena region ModelSpec plans: algorithms must fit
-  /// in workspaceBytes, nothing is allocated or freed.
-  bool plannedWorkspace = false;
-  void *padBuf = nullptr;
-  size_t padBytes = 0;
-  size_t neededPad = 0;
-  bool prepared = false;
-  // tuning scratch
-  void *tuneWs = nullptr;
-  size_t tuneWsBytes = 0;
-  void *scratch[3] = {nullptr, nullptr, nullptr};
-  size_t scratchBytes[3] = {0, 0, 0};
-  // algorithm cache
-  std::string gpuName;
-  std::string cudnnVer;
-  std::map<std::string, std::string> cache;
-  bool cacheDirty = false;
-  // profiling (CNNRT_PROFILE): one event after each launch, with its labels
-  struct Mark {
-    cudaEvent_t ev;
-    std::string loc, what;
-  };
-  bool profiling = false;
-  cudaEvent_t profileStart = nullptr;
-  std::vector<Mark> marks;
-  size_t matmulWsLimit = 32u << 20;
-  size_t tuneWsLimit = 1024u << 20;
-};
-
-#define CNNRT_CUDA(ctx, call, loc)                                             \
-  do {                                                                         \
-    cudaError_t e_ = (call);                                                   \
-    if (e_ != cudaSuccess)                                                     \
-      (ctx).fail(loc, std::string(#call) + ": " + cudaGetErrorString(e_));     \
-  } while (0)
-#define CNNRT_CUDNN(ctx, call, loc)                                            \
-  do {                                                                         \
-    cudnnStatus_t s_ = (call);                                                 \
-    if (s_ == CUDNN_STATUS_ALLOC_FAILED)                                       \
-      oomExit((ctx).spec(), loc, 0);                                           \
-    if (s_ != CUDNN_STATUS_SUCCESS)                                            \
-      (ctx).fail(loc, std::string(#call) + ": " + cudnnErr(s_));               \
-  } while (0)
-#define CNNRT_CUBLAS(ctx, call, loc)                                           \
-  do {                                                                         \
-    cublasStatus_t s_ = (call);                                                \
-    if (s_ == CUBLAS_STATUS_ALLOC_FAILED)                                      \
-      oomExit((ctx).spec(), loc, 0);                                           \
-    if (s_ != CUBLAS_STATUS_SUCCESS)                                           \
-      (ctx).fail(loc, std::string(#call) + ": " + cublasErr(s_));              \
-  } while (0)
-
 Context::Context(const ModelSpec &spec, const ContextOptions &opts)
     : spec_(spec), opts_(opts), impl_(new Impl) {
+  // A constructor that throws runs no destructor: give back what it got.
+  try {
+    init();
+  } catch (...) {
+    release();
+    throw;
+  }
+}
+
+void Context::init() {
+  const ModelSpec &spec = spec_;
   // Per-pixel labels (a dense-prediction step, N x H x W): the compiler and
   // its kernels train such a step, but the data loaders and the C API here
   // write one label per image, which would leave the rest of the labels
   // stale. Refuse rather than train on them.
   if (const TensorSpec *lab = findTensor(spec, Role::InputLabel);
-      lab && lab->rank > 1) {
-    std::fprintf(stderr,
-                 "cnnrt: error: the step of '%s' takes per-pixel labels "
-                 "(rank %d); this runtime reads one label per image (no "
-                 "mask loader yet): train it through cnnc.compile(..., "
-                 "device='cpu') or cnnc --train --run-reference\n",
-                 spec.name, lab->rank);
-    std::fflush(stderr);
-    std::exit(1);
-  }
+      lab && lab->rank > 1)
+    throw Error(ErrorKind::Invalid,
+                std::string("cnnrt: error: the step of '") + spec.name +
+                    "' takes per-pixel labels (rank " +
+                    std::to_string(lab->rank) +
+                    "); this runtime reads one label per image (no mask "
+                    "loader yet): train it through cnnc.compile(..., "
+                    "device='cpu') or cnnc --train --run-reference");
   requireGPU();
   // One process per GPU in data-parallel runs: the launcher's local rank
   // picks the device (Distributed.h); otherwise device 0.
@@ -427,14 +166,12 @@ Context::Context(const ModelSpec &spec, const ContextOptions &opts)
     // A rank whose local rank has no GPU: say so, not "invalid device
     // ordinal" from cudaSetDevice.
     int visible = 0;
-    if (cudaGetDeviceCount(&visible) == cudaSuccess && device >= visible) {
-      std::fprintf(stderr,
-                   "cnnrt: error: rank %d of %d needs GPU %d (its local rank) "
-                   "but %d GPU(s) are visible\n",
-                   li.rank, li.worldSize, device, visible);
-      std::fflush(stderr);
-      std::exit(1);
-    }
+    if (cudaGetDeviceCount(&visible) == cudaSuccess && device >= visible)
+      throw Error(ErrorKind::Invalid,
+                  "cnnrt: error: rank " + std::to_string(li.rank) + " of " +
+                      std::to_string(li.worldSize) + " needs GPU " +
+                      std::to_string(device) + " (its local rank) but " +
+                      std::to_string(visible) + " GPU(s) are visible");
   }
   CNNRT_CUDA(*this, cudaSetDevice(device), "runtime init");
   cudaDeviceProp prop;
@@ -450,22 +187,19 @@ Context::Context(const ModelSpec &spec, const ContextOptions &opts)
              cudaStreamCreateWithFlags(&copyStream_, cudaStreamNonBlocking),
              "runtime init");
   cudnnStatus_t s = cudnnCreate(&impl_->cudnn);
-  if (s == CUDNN_STATUS_NOT_INITIALIZED) {
-    std::fprintf(stderr, "cnnrt: no CUDA GPU available (cudnnCreate: %s)\n",
-                 cudnnErr(s));
-    std::exit(kExitNoGPU);
-  }
+  if (s == CUDNN_STATUS_NOT_INITIALIZED)
+    throw Error(ErrorKind::NoGPU,
+                std::string("cnnrt: no CUDA GPU available (cudnnCreate: ") +
+                    cudnnErr(s) + ")");
   CNNRT_CUDNN(*this, s, "runtime init (cudnnCreate)");
   CNNRT_CUDNN(*this, cudnnSetStream(impl_->cudnn, stream_), "runtime init");
   CNNRT_CUBLAS(*this, cublasLtCreate(&impl_->lt), "runtime init");
-  if (const char *v = std::getenv("CNNRT_MATMUL_WORKSPACE_MB"))
-    impl_->matmulWsLimit = std::strtoull(v, nullptr, 10) << 20;
-  if (const char *v = std::getenv("CNNRT_WORKSPACE_LIMIT_MB"))
-    impl_->tuneWsLimit = std::strtoull(v, nullptr, 10) << 20;
+  impl_->matmulWsLimit = opts_.matmulWorkspaceBytes;
+  impl_->tuneWsLimit = opts_.tuneWorkspaceBytes;
 
   size_t bytes = std::max<size_t>(spec.arenaBytes, 256);
   if (cudaMalloc(&arena_, bytes) != cudaSuccess)
-    oomExit(spec, "the arena", bytes);
+    throwOutOfMemory(spec, "the arena", bytes);
   CNNRT_CUDA(*this, cudaMemset(arena_, 0, bytes), "runtime init");
   CNNRT_CUDA(*this, cudaDeviceSynchronize(), "runtime init");
   if (spec.workspaceBytes > 0) {
@@ -481,182 +215,62 @@ Context::Context(const ModelSpec &spec, const ContextOptions &opts)
     impl_->plannedWorkspace = true;
     impl_->matmulWsLimit = std::min(impl_->matmulWsLimit, spec.workspaceBytes);
   }
-
-  // Load the algorithm cache.
-  if (!opts_.algoCachePath.empty()) {
-    std::ifstream in(opts_.algoCachePath);
-    std::string line;
-    while (std::getline(in, line)) {
-      if (line.empty() || line[0] == '#')
-        continue;
-      size_t sp = line.find(' ');
-      if (sp != std::string::npos)
-        impl_->cache[line.substr(0, sp)] = line.substr(sp + 1);
-    }
-  }
+  impl_->cache.load(opts_.algoCachePath);
 }
 
-Context::~Context() {
+void Context::release() {
   if (!impl_)
     return;
   cudaDeviceSynchronize();
-  for (ConvEntry &c : impl_->convs) {
-    if (!c.valid)
-      continue;
-    cudnnDestroyTensorDescriptor(c.xDesc);
-    cudnnDestroyTensorDescriptor(c.yDesc);
-    cudnnDestroyFilterDescriptor(c.wDesc);
-    cudnnDestroyConvolutionDescriptor(c.cDesc);
-  }
-  for (FusedConvEntry &f : impl_->fusedConvs) {
-    if (f.biasDesc)
-      cudnnDestroyTensorDescriptor(f.biasDesc);
-    if (f.actDesc)
-      cudnnDestroyActivationDescriptor(f.actDesc);
-  }
-  for (ConvStatsEntry &e : impl_->convStats) {
-    cudaFree(e.scratch);
-    cudaFree(e.halfScaleShift);
-  }
-  for (ConvWgradEntry &e : impl_->convWgrads) {
-    cudaFree(e.scratch);
-    cudaFree(e.halfScaleShift);
-  }
-  for (MatmulEntry &m : impl_->matmuls) {
-    if (!m.valid)
-      continue;
-    cublasLtMatmulDescDestroy(m.desc);
-    cublasLtMatrixLayoutDestroy(m.aL);
-    cublasLtMatrixLayoutDestroy(m.bL);
-    cublasLtMatrixLayoutDestroy(m.cL);
-  }
-  for (void *p : impl_->scratch)
-    cudaFree(p);
-  cudaFree(impl_->tuneWs);
+  releaseConvolutions(*impl_);
+  releaseMatmuls(*impl_);
   if (!impl_->plannedWorkspace)
     cudaFree(impl_->workspace);
-  cudaFree(impl_->padBuf);
   cudaFree(arena_);
   if (impl_->lt)
     cublasLtDestroy(impl_->lt);
   if (impl_->cudnn)
     cudnnDestroy(impl_->cudnn);
-  cudaStreamDestroy(stream_);
-  cudaStreamDestroy(copyStream_);
+  if (stream_)
+    cudaStreamDestroy(stream_);
+  if (copyStream_)
+    cudaStreamDestroy(copyStream_);
   delete impl_;
+  impl_ = nullptr;
+  arena_ = nullptr;
+  stream_ = copyStream_ = nullptr;
 }
 
-void Context::fail(const char *loc, const std::string &what) {
-  std::fflush(stdout);
-  std::fprintf(stderr, "cnnrt: error at %s: %s\n", loc ? loc : "?",
-               what.c_str());
-  std::fflush(stderr);
-  std::exit(kExitError);
+Context::~Context() { release(); }
+
+void Context::fail(const char *loc, const std::string &what, ErrorKind kind) {
+  throw Error(kind, std::string("cnnrt: error at ") + (loc ? loc : "?") + ": " +
+                        what);
 }
 
 void Context::check(cudaError_t e, const char *loc) {
   // Running out of memory anywhere (input pipeline, a library's workspace)
   // is reported like the arena's: the plan's largest buffers, exit 2.
   if (e == cudaErrorMemoryAllocation)
-    oomExit(spec_, loc ? loc : "GPU memory", 0);
+    throwOutOfMemory(spec_, loc ? loc : "GPU memory", 0);
   if (e != cudaSuccess)
-    fail(loc, cudaGetErrorString(e));
-}
-
-static void mark(Context &ctx, const char *loc, const char *what) {
-  Context::Impl &I = *ctx.impl();
-  if (!I.profiling)
-    return;
-  cudaEvent_t ev;
-  ctx.check(cudaEventCreate(&ev), "profile");
-  ctx.check(cudaEventRecord(ev, ctx.stream()), "profile");
-  I.marks.push_back({ev, loc ? loc : "?", what ? what : "runtime kernel"});
-}
-
-void Context::checkLaunch(const char *loc, const char *what) {
-  checkLaunch(loc);
-  if (impl_->profiling && !impl_->marks.empty() &&
-      impl_->marks.back().what == "runtime kernel")
-    impl_->marks.back().what = what;
-}
-
-void Context::beginProfile() {
-  Impl &I = *impl_;
-  check(cudaStreamSynchronize(stream_), "profile");
-  check(cudaEventCreate(&I.profileStart), "profile");
-  check(cudaEventRecord(I.profileStart, stream_), "profile");
-  I.marks.clear();
-  I.profiling = true;
-}
-
-void Context::endProfile(const char *title) {
-  Impl &I = *impl_;
-  I.profiling = false;
-  check(cudaStreamSynchronize(stream_), "profile");
-  struct Row {
-    double ms = 0;
-    int calls = 0;
-  };
-  std::map<std::string, Row> byWhat;
-  std::vector<std::pair<double, const Impl::Mark *>> each;
-  double total = 0;
-  cudaEvent_t prev = I.profileStart;
-  for (const Impl::Mark &m : I.marks) {
-    float ms = 0;
-    cudaEventElapsedTime(&ms, prev, m.ev);
-    prev = m.ev;
-    total += ms;
-    // Group by op kind: the first word of `what` ("cnn.conv2d_bwd_filter",
-    // "cuDNN", ...), keeping library calls' full description.
-    std::string key = m.what;
-    if (key.rfind("cu", 0) != 0)
-      key = key.substr(0, key.find(' '));
-    Row &r = byWhat[key];
-    r.ms += ms;
-    r.calls += 1;
-    each.push_back({ms, &m});
-  }
-  std::vector<std::pair<std::string, Row>> rows(byWhat.begin(), byWhat.end());
-  std::sort(rows.begin(), rows.end(),
-            [](auto &a, auto &b) { return a.second.ms > b.second.ms; });
-  std::sort(each.begin(), each.end(),
-            [](auto &a, auto &b) { return a.first > b.first; });
-  std::fprintf(stderr,
-               "cnnrt: profile of %s: %zu launches and library calls, %.3f "
-               "ms (CUDA events between consecutive launches; no graph)\n",
-               title, I.marks.size(), total);
-  std::fprintf(stderr, "  %-34s %9s %6s %6s\n", "by op kind", "ms", "%",
-               "calls");
-  for (auto &[k, r] : rows)
-    std::fprintf(stderr, "  %-34s %9.3f %6.1f %6d\n", k.c_str(), r.ms,
-                 100.0 * r.ms / std::max(total, 1e-9), r.calls);
-  // CNNRT_PROFILE_TOP=N lists the N slowest launches (default 20).
-  size_t top = 20;
-  if (const char *t = std::getenv("CNNRT_PROFILE_TOP"))
-    top = std::strtoul(t, nullptr, 10);
-  std::fprintf(stderr, "  slowest launches:\n");
-  for (size_t i = 0; i < each.size() && i < top; ++i)
-    std::fprintf(stderr, "  %9.3f ms  %-40s %s\n", each[i].first,
-                 each[i].second->what.c_str(), each[i].second->loc.c_str());
-  for (const Impl::Mark &m : I.marks)
-    cudaEventDestroy(m.ev);
-  I.marks.clear();
-  cudaEventDestroy(I.profileStart);
-  I.profileStart = nullptr;
+    fail(loc, cudaGetErrorString(e), ErrorKind::Cuda);
 }
 
 void Context::checkLaunch(const char *loc) {
-  mark(*this, loc, nullptr);
+  profileMark(*this, loc, nullptr);
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess)
-    fail(loc, std::string("kernel launch: ") + cudaGetErrorString(e));
+    fail(loc, std::string("kernel launch: ") + cudaGetErrorString(e),
+         ErrorKind::Cuda);
   if (opts_.syncCheck) {
     cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
     cudaStreamIsCapturing(stream_, &st);
     if (st == cudaStreamCaptureStatusNone) {
       e = cudaStreamSynchronize(stream_);
       if (e != cudaSuccess)
-        fail(loc, std::string("kernel execution: ") + cudaGetErrorString(e));
+        fail(loc, std::string("kernel execution: ") + cudaGetErrorString(e),
+             ErrorKind::Cuda);
     }
   }
 }
@@ -665,373 +279,6 @@ void *Context::cudnnHandle() const { return impl_->cudnn; }
 void *Context::cublasLtHandle() const { return impl_->lt; }
 void *Context::workspace() const { return impl_->workspace; }
 size_t Context::workspaceBytes() const { return impl_->workspaceBytes; }
-
-//===--- convolutions -----------------------------------------------------===//
-
-namespace {
-
-/// Picks the first (fastest) successful result whose workspace fits in
-/// `maxWs`, honouring determinism.
-template <typename Perf>
-bool pickPerf(const Perf *perf, int n, bool deterministic, size_t maxWs,
-              int &algo, cudnnMathType_t &math, size_t &ws) {
-  for (int pass = 0; pass < 2; ++pass)
-    for (int i = 0; i < n; ++i) {
-      if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > maxWs)
-        continue;
-      if (pass == 0 && deterministic &&
-          perf[i].determinism != CUDNN_DETERMINISTIC)
-        continue;
-      algo = static_cast<int>(perf[i].algo);
-      math = perf[i].mathType;
-      ws = perf[i].memory;
-      return true;
-    }
-  return false;
-}
-
-} // namespace
-
-static void ensureScratch(Context &ctx, Context::Impl &I, int slot,
-                          size_t bytes, const char *loc) {
-  if (I.scratchBytes[slot] >= bytes)
-    return;
-  cudaFree(I.scratch[slot]);
-  I.scratch[slot] = nullptr;
-  I.scratchBytes[slot] = 0;
-  if (cudaMalloc(&I.scratch[slot], bytes) != cudaSuccess)
-    oomExit(ctx.spec(), "algorithm-tuning scratch", bytes);
-  CNNRT_CUDA(ctx, cudaMemset(I.scratch[slot], 0, bytes), loc);
-  CNNRT_CUDA(ctx, cudaDeviceSynchronize(), loc);
-  I.scratchBytes[slot] = bytes;
-}
-
-static void ensureTuneWorkspace(Context &ctx, Context::Impl &I) {
-  if (I.tuneWs)
-    return;
-  size_t freeB = 0, totalB = 0;
-  cudaMemGetInfo(&freeB, &totalB);
-  size_t want = std::min(I.tuneWsLimit, freeB / 2);
-  while (want >= (1u << 20)) {
-    if (cudaMalloc(&I.tuneWs, want) == cudaSuccess) {
-      I.tuneWsBytes = want;
-      return;
-    }
-    cudaGetLastError();
-    want /= 2;
-  }
-  I.tuneWs = nullptr;
-  I.tuneWsBytes = 0;
-}
-
-/// Milliseconds per call of `run` on the context's stream (one warm-up, then
-/// the mean of five), or a negative number when a call fails.
-template <typename Fn> static float timeCalls(Context &ctx, Fn run) {
-  if (!run())
-    return -1;
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
-  cudaEventRecord(e0, ctx.stream());
-  bool ok = true;
-  for (int i = 0; i < 5 && ok; ++i)
-    ok = run();
-  cudaEventRecord(e1, ctx.stream());
-  float ms = -1;
-  if (cudaEventSynchronize(e1) == cudaSuccess && ok)
-    cudaEventElapsedTime(&ms, e0, e1);
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  cudaGetLastError();
-  return ok && ms >= 0 ? ms / 5 : -1;
-}
-
-/// How many of the heuristics' graph plans are timed per convolution
-/// (CNNRT_GRAPH_PLANS, default 4).
-static int graphPlansTimed() {
-  static const int n = [] {
-    const char *v = std::getenv("CNNRT_GRAPH_PLANS");
-    int k = v ? std::atoi(v) : 0;
-    return k > 0 && k <= 64 ? k : 4;
-  }();
-  return n;
-}
-
-/// Times cuDNN graph API plans of one direction of `c` against its legacy
-/// algorithm (already chosen) and keeps the graph plan when it is faster by
-/// more than 3 %. The choice is cached like the legacy algorithm (key
-/// suffix "|graph": heuristics index and workspace, index -1 = legacy).
-static void chooseGraphConv(Context &ctx, Context::Impl &I, ConvEntry &c,
-                            int dir, int pH, int pW, size_t wsCap,
-                            size_t xBytes, size_t wBytes, size_t yBytes) {
-  namespace cg = cnnrt::cudnn_graph;
-  const ConvDesc &d = c.d;
-  cg::ConvGeometry g{d.N,      d.C,       c.Hp,      c.Wp,  d.K,  d.R,
-                     d.S,      d.P,       d.Q,       pH,    pW,   d.strideH,
-                     d.strideW, d.dilH,   d.dilW,    d.groups,
-                     CUDNN_DATA_HALF, d.layout == Layout::NHWC};
-  const char *loc = c.loc.c_str();
-  std::string key = c.key + kDirName[dir] + "|graph";
-  auto it = I.cache.find(key);
-  if (it != I.cache.end()) {
-    std::istringstream v(it->second);
-    int index = -1;
-    size_t ws = 0;
-    if ((v >> index >> ws) && ws <= wsCap) {
-      if (index < 0)
-        return;
-      std::string why;
-      c.graph[dir] = cg::convPlanAt(I.cudnn, g, static_cast<cg::Dir>(dir),
-                                    index, &why);
-      if (ctx.options().verbose)
-        std::fprintf(stderr, "cnnrt: %s %s graph plan #%d (cached)%s%s\n", loc,
-                     kDirName[dir], index, c.graph[dir] ? "" : ": unavailable, ",
-                     c.graph[dir] ? "" : why.c_str());
-      if (c.graph[dir] && c.graph[dir]->workspaceBytes() > wsCap)
-        c.graph[dir].reset();
-      return;
-    }
-  }
-  ensureTuneWorkspace(ctx, I);
-  ensureScratch(ctx, I, 0, xBytes, loc);
-  ensureScratch(ctx, I, 1, wBytes, loc);
-  ensureScratch(ctx, I, 2, yBytes, loc);
-  size_t wsLimit = std::min(I.tuneWsBytes, wsCap);
-  void *s0 = I.scratch[0], *s1 = I.scratch[1], *s2 = I.scratch[2];
-  float alpha = 1.f, beta = 0.f;
-  auto legacy = [&]() {
-    if (c.ws[dir] > I.tuneWsBytes ||
-        cudnnSetConvolutionMathType(c.cDesc, c.math[dir]) !=
-            CUDNN_STATUS_SUCCESS)
-      return false;
-    cudnnStatus_t st;
-    if (dir == kFwd)
-      st = cudnnConvolutionForward(
-          I.cudnn, &alpha, c.xDesc, s0, c.wDesc, s1, c.cDesc,
-          static_cast<cudnnConvolutionFwdAlgo_t>(c.algo[dir]), I.tuneWs,
-          c.ws[dir], &beta, c.yDesc, s2);
-    else if (dir == kBwdData)
-      st = cudnnConvolutionBackwardData(
-          I.cudnn, &alpha, c.wDesc, s1, c.yDesc, s2, c.cDesc,
-          static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo[dir]), I.tuneWs,
-          c.ws[dir], &beta, c.xDesc, s0);
-    else
-      st = cudnnConvolutionBackwardFilter(
-          I.cudnn, &alpha, c.xDesc, s0, c.yDesc, s2, c.cDesc,
-          static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo[dir]), I.tuneWs,
-          c.ws[dir], &beta, c.wDesc, s1);
-    return st == CUDNN_STATUS_SUCCESS;
-  };
-  float legacyMs = timeCalls(ctx, legacy);
-  std::string why;
-  auto plans = cg::convPlans(I.cudnn, g, static_cast<cg::Dir>(dir), graphPlansTimed(),
-                             ctx.options().deterministic, &why);
-  std::shared_ptr<cg::ConvPlan> best;
-  float bestMs = -1;
-  for (auto &p : plans) {
-    if (p->workspaceBytes() > wsLimit)
-      continue;
-    float ms = timeCalls(ctx, [&]() {
-      return p->execute(I.cudnn, s0, s1, s2, I.tuneWs) == CUDNN_STATUS_SUCCESS;
-    });
-    if (ms >= 0 && (bestMs < 0 || ms < bestMs)) {
-      bestMs = ms;
-      best = std::move(p);
-    }
-  }
-  bool useGraph = best && (legacyMs < 0 || bestMs < 0.97f * legacyMs);
-  if (useGraph)
-    c.graph[dir] = best;
-  if (ctx.options().verbose)
-    std::fprintf(stderr,
-                 "cnnrt: %s %s: legacy algo %d %.3f ms, graph %s%d %.3f ms%s%s "
-                 "-> %s\n",
-                 loc, kDirName[dir], c.algo[dir], legacyMs, "plan #",
-                 best ? best->index() : -1, bestMs, best ? "" : ": ",
-                 best ? "" : why.c_str(), useGraph ? "graph" : "legacy");
-  std::ostringstream v;
-  v << (useGraph ? best->index() : -1) << ' '
-    << (useGraph ? best->workspaceBytes() : 0);
-  I.cache[key] = v.str();
-  I.cacheDirty = true;
-}
-
-void Context::registerConv(int id, const ConvDesc &d, const char *loc) {
-  Impl &I = *impl_;
-  if (I.prepared)
-    fail(loc, "registerConv after prepare finished");
-  if (id < 0)
-    fail(loc, "negative conv id");
-  if (static_cast<size_t>(id) >= I.convs.size())
-    I.convs.resize(id + 1);
-  ConvEntry &c = I.convs[id];
-  if (c.valid)
-    fail(loc, "conv id " + std::to_string(id) + " registered twice");
-  if (d.dtype != DType::F32 && d.dtype != DType::F16)
-    fail(loc, "convolution dtype must be f32 or f16");
-  if (d.groups < 1 || d.C % d.groups || d.K % d.groups)
-    fail(loc, "bad group count " + std::to_string(d.groups));
-  c.d = d;
-  c.loc = loc;
-  c.asym = d.padT != d.padB || d.padL != d.padR;
-  int pH = c.asym ? 0 : d.padT, pW = c.asym ? 0 : d.padL;
-  c.Hp = c.asym ? d.H + d.padT + d.padB : d.H;
-  c.Wp = c.asym ? d.W + d.padL + d.padR : d.W;
-  size_t es = dtypeSize(d.dtype);
-  size_t xBytes = static_cast<size_t>(d.N) * d.C * c.Hp * c.Wp * es;
-  size_t wBytes = static_cast<size_t>(d.K) * (d.C / d.groups) * d.R * d.S * es;
-  size_t yBytes = static_cast<size_t>(d.N) * d.K * d.P * d.Q * es;
-  if (c.asym) {
-    c.xpBytes = xBytes;
-    I.neededPad = std::max(I.neededPad, xBytes);
-  }
-  cudnnTensorFormat_t fmt =
-      d.layout == Layout::NHWC ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
-  cudnnDataType_t dt = cudnnType(d.dtype);
-  CNNRT_CUDNN(*this, cudnnCreateTensorDescriptor(&c.xDesc), loc);
-  CNNRT_CUDNN(*this, cudnnCreateTensorDescriptor(&c.yDesc), loc);
-  CNNRT_CUDNN(*this, cudnnCreateFilterDescriptor(&c.wDesc), loc);
-  CNNRT_CUDNN(*this, cudnnCreateConvolutionDescriptor(&c.cDesc), loc);
-  c.valid = true;
-  CNNRT_CUDNN(
-      *this, cudnnSetTensor4dDescriptor(c.xDesc, fmt, dt, d.N, d.C, c.Hp, c.Wp),
-      loc);
-  CNNRT_CUDNN(*this,
-              cudnnSetTensor4dDescriptor(c.yDesc, fmt, dt, d.N, d.K, d.P, d.Q),
-              loc);
-  CNNRT_CUDNN(*this,
-              cudnnSetFilter4dDescriptor(c.wDesc, dt, fmt, d.K, d.C / d.groups,
-                                         d.R, d.S),
-              loc);
-  CNNRT_CUDNN(*this,
-              cudnnSetConvolution2dDescriptor(
-                  c.cDesc, pH, pW, d.strideH, d.strideW, d.dilH, d.dilW,
-                  CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
-              loc);
-  CNNRT_CUDNN(*this, cudnnSetConvolutionGroupCount(c.cDesc, d.groups), loc);
-  cudnnMathType_t baseMath =
-      d.dtype == DType::F16
-          ? CUDNN_TENSOR_OP_MATH
-          : (opts_.allowTF32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH);
-  CNNRT_CUDNN(*this, cudnnSetConvolutionMathType(c.cDesc, baseMath), loc);
-  int n = 0, k = 0, p = 0, q = 0;
-  CNNRT_CUDNN(*this,
-              cudnnGetConvolution2dForwardOutputDim(c.cDesc, c.xDesc, c.wDesc,
-                                                    &n, &k, &p, &q),
-              loc);
-  if (n != d.N || k != d.K || p != d.P || q != d.Q)
-    fail(loc, "convolution output shape mismatch: descriptor says [" +
-                  std::to_string(d.N) + "," + std::to_string(d.K) + "," +
-                  std::to_string(d.P) + "," + std::to_string(d.Q) +
-                  "], cuDNN computes [" + std::to_string(n) + "," +
-                  std::to_string(k) + "," + std::to_string(p) + "," +
-                  std::to_string(q) + "]");
-
-  std::ostringstream key;
-  key << I.gpuName << "|cudnn" << I.cudnnVer << "|conv|" << dtypeName(d.dtype)
-      << (d.layout == Layout::NHWC ? "|nhwc|" : "|nchw|") << d.N << ',' << d.C
-      << ',' << c.Hp << ',' << c.Wp << ',' << d.K << ',' << d.R << ',' << d.S
-      << ",p" << pH << ',' << pW << ",s" << d.strideH << ',' << d.strideW
-      << ",d" << d.dilH << ',' << d.dilW << ",g" << d.groups
-      << "|tf32=" << opts_.allowTF32 << "|det=" << opts_.deterministic << '|';
-  // A planned workspace caps the algorithms (and keys their cache entries).
-  size_t wsCap = I.plannedWorkspace ? I.workspaceBytes : SIZE_MAX;
-  if (I.plannedWorkspace)
-    key << "wsmax=" << wsCap << '|';
-  c.key = key.str();
-  for (int dir = 0; dir < 3; ++dir) {
-    std::string k2 = key.str() + kDirName[dir];
-    auto it = I.cache.find(k2);
-    if (it != I.cache.end()) {
-      std::istringstream v(it->second);
-      int algo = -1, math = 0;
-      size_t ws = 0;
-      if ((v >> algo >> math >> ws) && ws <= wsCap) {
-        c.algo[dir] = algo;
-        c.math[dir] = static_cast<cudnnMathType_t>(math);
-        c.ws[dir] = ws;
-        if (opts_.verbose)
-          std::fprintf(stderr, "cnnrt: %s %s algo %d (cached)\n", loc,
-                       kDirName[dir], algo);
-        continue;
-      }
-    }
-    // Time the candidates on scratch buffers.
-    ensureTuneWorkspace(*this, I);
-    ensureScratch(*this, I, 0, xBytes, loc);
-    ensureScratch(*this, I, 1, wBytes, loc);
-    ensureScratch(*this, I, 2, yBytes, loc);
-    int got = 0;
-    bool ok = false;
-    int algo = -1;
-    cudnnMathType_t math = baseMath;
-    size_t ws = 0;
-    if (dir == kFwd) {
-      cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-      CNNRT_CUDNN(*this,
-                  cudnnFindConvolutionForwardAlgorithmEx(
-                      I.cudnn, c.xDesc, I.scratch[0], c.wDesc, I.scratch[1],
-                      c.cDesc, c.yDesc, I.scratch[2],
-                      CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf, I.tuneWs,
-                      std::min(I.tuneWsBytes, wsCap)),
-                  loc);
-      ok = pickPerf(perf, got, opts_.deterministic, wsCap, algo, math, ws);
-    } else if (dir == kBwdData) {
-      cudnnConvolutionBwdDataAlgoPerf_t
-          perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-      CNNRT_CUDNN(*this,
-                  cudnnFindConvolutionBackwardDataAlgorithmEx(
-                      I.cudnn, c.wDesc, I.scratch[1], c.yDesc, I.scratch[2],
-                      c.cDesc, c.xDesc, I.scratch[0],
-                      CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf,
-                      I.tuneWs, std::min(I.tuneWsBytes, wsCap)),
-                  loc);
-      ok = pickPerf(perf, got, opts_.deterministic, wsCap, algo, math, ws);
-    } else {
-      cudnnConvolutionBwdFilterAlgoPerf_t
-          perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-      CNNRT_CUDNN(*this,
-                  cudnnFindConvolutionBackwardFilterAlgorithmEx(
-                      I.cudnn, c.xDesc, I.scratch[0], c.yDesc, I.scratch[2],
-                      c.cDesc, c.wDesc, I.scratch[1],
-                      CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf,
-                      I.tuneWs, std::min(I.tuneWsBytes, wsCap)),
-                  loc);
-      ok = pickPerf(perf, got, opts_.deterministic, wsCap, algo, math, ws);
-    }
-    if (!ok)
-      fail(loc, std::string("cuDNN found no usable ") + kDirName[dir] +
-                    " algorithm for this convolution");
-    c.algo[dir] = algo;
-    c.math[dir] = math;
-    c.ws[dir] = ws;
-    std::ostringstream v;
-    v << algo << ' ' << static_cast<int>(math) << ' ' << ws;
-    I.cache[k2] = v.str();
-    I.cacheDirty = true;
-    if (opts_.verbose)
-      std::fprintf(stderr, "cnnrt: %s %s algo %d math %d workspace %zu\n", loc,
-                   kDirName[dir], algo, static_cast<int>(math), ws);
-  }
-  // Grouped and depthwise convolutions too: the graph API takes the group
-  // count from the filter's C / groups channels, and its runtime-compiled
-  // kernels are far faster than the legacy NHWC depthwise algorithms
-  // (ConvNeXt's 7x7 depthwise weight gradient: 10 ms legacy at batch 64).
-  if (opts_.convGraph && d.dtype == DType::F16)
-    for (int dir = 0; dir < 3; ++dir)
-      chooseGraphConv(*this, I, c, dir, pH, pW, wsCap, xBytes, wBytes, yBytes);
-  for (int dir = 0; dir < 3; ++dir) {
-    I.neededWorkspace = std::max(I.neededWorkspace, c.ws[dir]);
-    if (c.graph[dir])
-      I.neededWorkspace =
-          std::max(I.neededWorkspace, c.graph[dir]->workspaceBytes());
-  }
-}
-
-static void chooseFusedConvs(Context &ctx);
-static void chooseConvStats(Context &ctx);
-static void chooseConvDgradAddRelu(Context &ctx);
-static void chooseConvWgradPrologue(Context &ctx);
 
 void Context::finishPrepare() {
   Impl &I = *impl_;
@@ -1051,1009 +298,20 @@ void Context::finishPrepare() {
     cudaFree(I.workspace);
     I.workspace = nullptr;
     if (cudaMalloc(&I.workspace, I.neededWorkspace) != cudaSuccess)
-      oomExit(spec_, "the algorithm workspace", I.neededWorkspace);
+      throwOutOfMemory(spec_, "the algorithm workspace", I.neededWorkspace);
     I.workspaceBytes = I.neededWorkspace;
   }
   if (I.neededPad > I.padBytes) {
     cudaFree(I.padBuf);
     I.padBuf = nullptr;
     if (cudaMalloc(&I.padBuf, I.neededPad) != cudaSuccess)
-      oomExit(spec_, "the padding scratch buffer", I.neededPad);
+      throwOutOfMemory(spec_, "the padding scratch buffer", I.neededPad);
     I.padBytes = I.neededPad;
   }
   I.prepared = true;
-  chooseFusedConvs(*this);
-  chooseConvStats(*this);
-  chooseConvDgradAddRelu(*this);
-  chooseConvWgradPrologue(*this);
-  if (I.cacheDirty && !opts_.algoCachePath.empty()) {
-    std::string path = opts_.algoCachePath;
-    size_t slash = path.find_last_of('/');
-    if (slash != std::string::npos)
-      mkdirs(path.substr(0, slash));
-    // Re-read so that concurrent runs' entries are kept, then merge ours.
-    std::map<std::string, std::string> merged;
-    {
-      std::ifstream in(path);
-      std::string line;
-      while (std::getline(in, line)) {
-        size_t sp = line.find(' ');
-        if (!line.empty() && line[0] != '#' && sp != std::string::npos)
-          merged[line.substr(0, sp)] = line.substr(sp + 1);
-      }
-    }
-    for (auto &kv : I.cache)
-      merged[kv.first] = kv.second;
-    std::string text = "# cnnrt algorithm cache: key algo mathType "
-                       "workspaceBytes\n";
-    for (auto &kv : merged)
-      text += kv.first + " " + kv.second + "\n";
-    std::string err;
-    if (!writeFileAtomic(path, text, err))
-      std::fprintf(stderr, "cnnrt: warning: cannot save algorithm cache: %s\n",
-                   err.c_str());
-    I.cacheDirty = false;
-  }
+  chooseFusedConvForms(*this);
+  I.cache.save(opts_.algoCachePath);
   CNNRT_CUDA(*this, cudaDeviceSynchronize(), "prepare");
-}
-
-static ConvEntry &getConv(Context &ctx, int id) {
-  auto &v = ctx.impl()->convs;
-  if (id < 0 || static_cast<size_t>(id) >= v.size() || !v[id].valid)
-    ctx.fail("conv", "conv id " + std::to_string(id) + " was not registered");
-  if (!ctx.impl()->prepared)
-    ctx.fail(v[id].loc.c_str(), "convolution used before finishPrepare()");
-  return v[id];
-}
-
-static void launchPad(Context &ctx, ConvEntry &c, const void *x) {
-  const ConvDesc &d = c.d;
-  int64_t total = (int64_t)d.N * d.C * c.Hp * c.Wp;
-  unsigned g = std::min<unsigned>(gridFor(total), 65535u * 8);
-  bool nhwc = d.layout == Layout::NHWC;
-  if (d.dtype == DType::F16)
-    padKernel<__half><<<g, 256, 0, ctx.stream()>>>(
-        (const __half *)x, (__half *)ctx.impl()->padBuf, d.N, d.C, d.H, d.W,
-        c.Hp, c.Wp, d.padT, d.padL, nhwc);
-  else
-    padKernel<float><<<g, 256, 0, ctx.stream()>>>(
-        (const float *)x, (float *)ctx.impl()->padBuf, d.N, d.C, d.H, d.W, c.Hp,
-        c.Wp, d.padT, d.padL, nhwc);
-  ctx.checkLaunch(c.loc.c_str());
-}
-
-static void enqueueConvFwd(Context &ctx, ConvEntry &c, const void *x,
-                           const void *w, void *y, bool accumulate) {
-  const char *loc = c.loc.c_str();
-  if (c.asym) {
-    launchPad(ctx, c, x);
-    x = ctx.impl()->padBuf;
-  }
-  if (c.graph[kFwd] && !accumulate) {
-    CNNRT_CUDNN(ctx,
-                c.graph[kFwd]->execute(ctx.impl()->cudnn, x, w, y,
-                                       ctx.impl()->workspace),
-                loc);
-    mark(ctx, loc, "cuDNN graph conv fwd");
-    return;
-  }
-  float alpha = 1.f, beta = accumulate ? 1.f : 0.f;
-  CNNRT_CUDNN(ctx, cudnnSetConvolutionMathType(c.cDesc, c.math[kFwd]), loc);
-  CNNRT_CUDNN(ctx,
-              cudnnConvolutionForward(
-                  ctx.impl()->cudnn, &alpha, c.xDesc, x, c.wDesc, w, c.cDesc,
-                  static_cast<cudnnConvolutionFwdAlgo_t>(c.algo[kFwd]),
-                  ctx.impl()->workspace, c.ws[kFwd], &beta, c.yDesc, y),
-              loc);
-  mark(ctx, loc, "cuDNN conv fwd");
-}
-
-void Context::convFwd(int id, const void *x, const void *w, void *y,
-                      bool accumulate) {
-  enqueueConvFwd(*this, getConv(*this, id), x, w, y, accumulate);
-}
-
-void Context::convBwdData(int id, const void *dy, const void *w, void *dx,
-                          bool accumulate) {
-  ConvEntry &c = getConv(*this, id);
-  const char *loc = c.loc.c_str();
-  float alpha = 1.f, beta = (accumulate && !c.asym) ? 1.f : 0.f;
-  void *out = c.asym ? impl_->padBuf : dx;
-  if (c.graph[kBwdData] && beta == 0.f) {
-    CNNRT_CUDNN(*this,
-                c.graph[kBwdData]->execute(impl_->cudnn, out, w, dy,
-                                           impl_->workspace),
-                loc);
-  } else {
-  CNNRT_CUDNN(*this, cudnnSetConvolutionMathType(c.cDesc, c.math[kBwdData]),
-              loc);
-  CNNRT_CUDNN(*this,
-              cudnnConvolutionBackwardData(
-                  impl_->cudnn, &alpha, c.wDesc, w, c.yDesc, dy, c.cDesc,
-                  static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo[kBwdData]),
-                  impl_->workspace, c.ws[kBwdData], &beta, c.xDesc, out),
-              loc);
-  }
-  mark(*this, loc, "cuDNN conv bwd data");
-  if (c.asym) {
-    const ConvDesc &d = c.d;
-    int64_t total = (int64_t)d.N * d.C * d.H * d.W;
-    unsigned g = std::min<unsigned>(gridFor(total), 65535u * 8);
-    bool nhwc = d.layout == Layout::NHWC;
-    if (d.dtype == DType::F16)
-      cropKernel<__half><<<g, 256, 0, stream_>>>(
-          (const __half *)impl_->padBuf, (__half *)dx, d.N, d.C, d.H, d.W, c.Hp,
-          c.Wp, d.padT, d.padL, nhwc, accumulate);
-    else
-      cropKernel<float><<<g, 256, 0, stream_>>>(
-          (const float *)impl_->padBuf, (float *)dx, d.N, d.C, d.H, d.W, c.Hp,
-          c.Wp, d.padT, d.padL, nhwc, accumulate);
-    checkLaunch(loc);
-  }
-}
-
-void Context::convBwdFilter(int id, const void *x, const void *dy, void *dw,
-                            bool accumulate) {
-  ConvEntry &c = getConv(*this, id);
-  const char *loc = c.loc.c_str();
-  if (c.asym) {
-    launchPad(*this, c, x);
-    x = impl_->padBuf;
-  }
-  if (c.graph[kBwdFilter] && !accumulate) {
-    CNNRT_CUDNN(*this,
-                c.graph[kBwdFilter]->execute(impl_->cudnn, x, dw, dy,
-                                             impl_->workspace),
-                loc);
-    mark(*this, loc, "cuDNN graph conv bwd filter");
-    return;
-  }
-  float alpha = 1.f, beta = accumulate ? 1.f : 0.f;
-  CNNRT_CUDNN(*this, cudnnSetConvolutionMathType(c.cDesc, c.math[kBwdFilter]),
-              loc);
-  CNNRT_CUDNN(
-      *this,
-      cudnnConvolutionBackwardFilter(
-          impl_->cudnn, &alpha, c.xDesc, x, c.yDesc, dy, c.cDesc,
-          static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo[kBwdFilter]),
-          impl_->workspace, c.ws[kBwdFilter], &beta, c.wDesc, dw),
-      loc);
-  mark(*this, loc, "cuDNN conv bwd filter");
-}
-
-//===--- convolutions with a fused epilogue -------------------------------===//
-
-void Context::registerConvBiasAct(int id, int convId, Activation act,
-                                  bool residual, ConvEpilogueFn epilogue,
-                                  const char *loc) {
-  Impl &I = *impl_;
-  if (I.prepared)
-    fail(loc, "registerConvBiasAct after prepare finished");
-  if (id < 0)
-    fail(loc, "negative fused conv id");
-  if (convId < 0 || static_cast<size_t>(convId) >= I.convs.size() ||
-      !I.convs[convId].valid)
-    fail(loc, "fused conv " + std::to_string(id) + " names conv id " +
-                  std::to_string(convId) + ", which was not registered");
-  if (!epilogue)
-    fail(loc, "fused conv without an epilogue function");
-  if (static_cast<size_t>(id) >= I.fusedConvs.size())
-    I.fusedConvs.resize(id + 1);
-  FusedConvEntry &f = I.fusedConvs[id];
-  if (f.valid)
-    fail(loc, "fused conv id " + std::to_string(id) + " registered twice");
-  f.valid = true;
-  f.conv = convId;
-  f.act = act;
-  f.residual = residual;
-  f.epilogue = epilogue;
-  f.loc = loc;
-  const ConvDesc &d = I.convs[convId].d;
-  CNNRT_CUDNN(*this, cudnnCreateTensorDescriptor(&f.biasDesc), loc);
-  CNNRT_CUDNN(*this,
-              cudnnSetTensor4dDescriptor(f.biasDesc, CUDNN_TENSOR_NCHW,
-                                         cudnnType(d.dtype), 1, d.K, 1, 1),
-              loc);
-  CNNRT_CUDNN(*this, cudnnCreateActivationDescriptor(&f.actDesc), loc);
-  CNNRT_CUDNN(*this,
-              cudnnSetActivationDescriptor(f.actDesc,
-                                           act == Activation::Relu
-                                               ? CUDNN_ACTIVATION_RELU
-                                               : CUDNN_ACTIVATION_IDENTITY,
-                                           CUDNN_PROPAGATE_NAN, 0.0),
-              loc);
-}
-
-/// One cudnnConvolutionBiasActivationForward call (z = y with alpha2 = 0 when
-/// there is no residual).
-static cudnnStatus_t
-enqueueFusedCudnn(Context &ctx, FusedConvEntry &f, ConvEntry &c, int algo,
-                  cudnnMathType_t math, size_t ws, const void *x, const void *w,
-                  const void *bias, const void *residual, void *y) {
-  if (c.asym) {
-    launchPad(ctx, c, x);
-    x = ctx.impl()->padBuf;
-  }
-  float alpha1 = 1.f, alpha2 = residual ? 1.f : 0.f;
-  cudnnStatus_t s = cudnnSetConvolutionMathType(c.cDesc, math);
-  if (s != CUDNN_STATUS_SUCCESS)
-    return s;
-  return cudnnConvolutionBiasActivationForward(
-      ctx.impl()->cudnn, &alpha1, c.xDesc, x, c.wDesc, w, c.cDesc,
-      static_cast<cudnnConvolutionFwdAlgo_t>(algo), ctx.impl()->workspace, ws,
-      &alpha2, c.yDesc, residual ? residual : y, f.biasDesc, bias, f.actDesc,
-      c.yDesc, y);
-}
-
-namespace {
-/// Device buffers for timing one fused convolution (zero-filled; seven for
-/// conv + statistics with the prologue's scale and shift).
-struct TuneBuffers {
-  void *p[7] = {};
-  ~TuneBuffers() {
-    for (void *q : p)
-      cudaFree(q);
-  }
-};
-} // namespace
-
-/// Times each fused convolution's two forms (cuDNN's fused call with the
-/// chosen forward algorithm and with IMPLICIT_PRECOMP_GEMM, the only one that
-/// supports the identity activation; and convolution + generated epilogue)
-/// and keeps the faster, through the algorithm cache.
-static void chooseFusedConvs(Context &ctx) {
-  Context::Impl &I = *ctx.impl();
-  const ContextOptions &opts = ctx.options();
-  cudaStream_t st = ctx.stream();
-  for (FusedConvEntry &f : I.fusedConvs) {
-    if (!f.valid)
-      continue;
-    ConvEntry &c = I.convs[f.conv];
-    const char *loc = f.loc.c_str();
-    f.useCudnn = false;
-    if (opts.convFusion == ConvFusion::Split)
-      continue;
-    std::string key = c.key + "biasact|" +
-                      (f.act == Activation::Relu ? "relu" : "identity") +
-                      "|z=" + std::to_string(f.residual) +
-                      "|ws=" + std::to_string(I.workspaceBytes);
-    auto it = I.cache.find(key);
-    if (opts.convFusion == ConvFusion::Auto && it != I.cache.end()) {
-      std::istringstream v(it->second);
-      int algo = -1, math = 0;
-      size_t ws = 0;
-      if ((v >> algo >> math >> ws) && ws <= I.workspaceBytes) {
-        f.useCudnn = algo >= 0;
-        f.algo = algo;
-        f.math = static_cast<cudnnMathType_t>(math);
-        f.ws = ws;
-        if (opts.verbose)
-          std::fprintf(stderr, "cnnrt: %s fused conv: %s (cached)\n", loc,
-                       f.useCudnn ? "cuDNN bias+activation call"
-                                  : "conv + epilogue kernel");
-        continue;
-      }
-    }
-    const ConvDesc &d = c.d;
-    size_t es = dtypeSize(d.dtype);
-    size_t bytes[5] = {static_cast<size_t>(d.N) * d.C * d.H * d.W * es,
-                       static_cast<size_t>(d.K) * (d.C / d.groups) * d.R * d.S *
-                           es,
-                       static_cast<size_t>(d.N) * d.K * d.P * d.Q * es,
-                       static_cast<size_t>(d.K) * es,
-                       static_cast<size_t>(d.N) * d.K * d.P * d.Q * es};
-    TuneBuffers b;
-    for (int k = 0; k < 5; ++k) {
-      if (k == 4 && !f.residual)
-        continue;
-      if (cudaMalloc(&b.p[k], bytes[k]) != cudaSuccess)
-        oomExit(ctx.spec(), "fused-convolution timing buffers", bytes[k]);
-      CNNRT_CUDA(ctx, cudaMemset(b.p[k], 0, bytes[k]), loc);
-    }
-    cudaEvent_t e0, e1;
-    CNNRT_CUDA(ctx, cudaEventCreate(&e0), loc);
-    CNNRT_CUDA(ctx, cudaEventCreate(&e1), loc);
-    auto timeMs = [&](auto &&run) {
-      for (int i = 0; i < 2; ++i)
-        run();
-      cudaEventRecord(e0, st);
-      const int iters = 10;
-      for (int i = 0; i < iters; ++i)
-        run();
-      cudaEventRecord(e1, st);
-      cudaEventSynchronize(e1);
-      float ms = 0;
-      cudaEventElapsedTime(&ms, e0, e1);
-      return ms / iters;
-    };
-    float bestMs = 1e30f;
-    if (opts.convFusion == ConvFusion::Auto)
-      bestMs = timeMs([&] {
-        enqueueConvFwd(ctx, c, b.p[0], b.p[1], b.p[2], false);
-        f.epilogue(ctx, b.p[2], b.p[3], b.p[4]);
-      });
-    float splitMs = bestMs;
-    int candidates[2] = {c.algo[kFwd],
-                         CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM};
-    for (int k = 0; k < 2; ++k) {
-      int algo = candidates[k];
-      if (k == 1 && algo == candidates[0])
-        continue;
-      if (f.act == Activation::Identity &&
-          algo != CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM)
-        continue;
-      cudnnMathType_t math = c.math[kFwd];
-      size_t ws = 0;
-      cudnnSetConvolutionMathType(c.cDesc, math);
-      if (cudnnGetConvolutionForwardWorkspaceSize(
-              I.cudnn, c.xDesc, c.wDesc, c.cDesc, c.yDesc,
-              static_cast<cudnnConvolutionFwdAlgo_t>(algo),
-              &ws) != CUDNN_STATUS_SUCCESS ||
-          ws > I.workspaceBytes)
-        continue;
-      // A configuration cuDNN's fused call does not support fails at once:
-      // try it before timing.
-      if (enqueueFusedCudnn(ctx, f, c, algo, math, ws, b.p[0], b.p[1], b.p[3],
-                            b.p[4], b.p[2]) != CUDNN_STATUS_SUCCESS ||
-          cudaStreamSynchronize(st) != cudaSuccess) {
-        cudaGetLastError();
-        if (opts.verbose)
-          std::fprintf(stderr,
-                       "cnnrt: %s fused conv: cuDNN algo %d unsupported\n", loc,
-                       algo);
-        continue;
-      }
-      float ms = timeMs([&] {
-        enqueueFusedCudnn(ctx, f, c, algo, math, ws, b.p[0], b.p[1], b.p[3],
-                          b.p[4], b.p[2]);
-      });
-      if (ms < bestMs) {
-        bestMs = ms;
-        f.useCudnn = true;
-        f.algo = algo;
-        f.math = math;
-        f.ws = ws;
-      }
-    }
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
-    CNNRT_CUDA(ctx, cudaDeviceSynchronize(), loc);
-    if (opts.convFusion == ConvFusion::CuDNN && !f.useCudnn)
-      std::fprintf(stderr,
-                   "cnnrt: warning: %s: cuDNN cannot fuse this convolution; "
-                   "running conv + epilogue kernel\n",
-                   loc);
-    if (opts.verbose)
-      std::fprintf(stderr,
-                   "cnnrt: %s fused conv: %s (conv + epilogue %.3f ms, best "
-                   "%.3f ms)\n",
-                   loc,
-                   f.useCudnn ? "cuDNN bias+activation call"
-                              : "conv + epilogue kernel",
-                   splitMs, bestMs);
-    if (opts.convFusion == ConvFusion::Auto) {
-      std::ostringstream v;
-      v << (f.useCudnn ? f.algo : -1) << ' ' << static_cast<int>(f.math) << ' '
-        << (f.useCudnn ? f.ws : 0);
-      I.cache[key] = v.str();
-      I.cacheDirty = true;
-    }
-  }
-}
-
-void Context::convBiasActFwd(int id, const void *x, const void *w,
-                             const void *bias, const void *residual, void *y) {
-  auto &v = impl_->fusedConvs;
-  if (id < 0 || static_cast<size_t>(id) >= v.size() || !v[id].valid)
-    fail("conv", "fused conv id " + std::to_string(id) + " was not registered");
-  FusedConvEntry &f = v[id];
-  ConvEntry &c = getConv(*this, f.conv);
-  if (f.residual != (residual != nullptr))
-    fail(f.loc.c_str(), f.residual ? "fused conv needs its residual operand"
-                                   : "fused conv registered without residual");
-  if (!f.useCudnn) {
-    enqueueConvFwd(*this, c, x, w, y, false);
-    f.epilogue(*this, y, bias, residual);
-    return;
-  }
-  CNNRT_CUDNN(*this,
-              enqueueFusedCudnn(*this, f, c, f.algo, f.math, f.ws, x, w, bias,
-                                residual, y),
-              f.loc.c_str());
-  mark(*this, f.loc.c_str(), "cuDNN conv+bias+act fwd");
-}
-
-bool Context::convBiasActUsesCudnn(int id) const {
-  auto &v = impl_->fusedConvs;
-  return id >= 0 && static_cast<size_t>(id) < v.size() && v[id].valid &&
-         v[id].useCudnn;
-}
-
-//===--- convolutions with BatchNorm statistics ---------------------------===//
-
-/// The prologue's f32 scale and shift as the f16 pair the graph reads.
-__global__ void scaleShiftToHalf(const float *scale, const float *shift,
-                                 __half *out, int C) {
-  int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c < C) {
-    out[c] = __float2half_rn(scale[c]);
-    out[C + c] = __float2half_rn(shift[c]);
-  }
-}
-
-/// The checks and bookkeeping that registerConvStats,
-/// registerConvBwdDataAddRelu and registerConvBwdFilterPrologue share: the
-/// entry `id` of `entries` for convolution `convId`, with its split form.
-/// `api` names the call and `what` the entry in the messages.
-template <typename Entry, typename SplitFn>
-static Entry &registerFusedConv(Context &ctx, std::vector<Entry> &entries,
-                                int id, int convId, SplitFn split,
-                                const char *api, const std::string &what,
-                                const char *loc) {
-  Context::Impl &I = *ctx.impl();
-  if (I.prepared)
-    ctx.fail(loc, std::string(api) + " after prepare finished");
-  if (id < 0)
-    ctx.fail(loc, "negative " + what + " id");
-  if (convId < 0 || static_cast<size_t>(convId) >= I.convs.size() ||
-      !I.convs[convId].valid)
-    ctx.fail(loc, what + " " + std::to_string(id) + " names conv id " +
-                  std::to_string(convId) + ", which was not registered");
-  if (!split)
-    ctx.fail(loc, what + " without a split-form function");
-  const ConvDesc &d = I.convs[convId].d;
-  if (d.layout != Layout::NHWC || d.dtype != DType::F16)
-    ctx.fail(loc, what + " needs an NHWC f16 convolution");
-  if (static_cast<size_t>(id) >= entries.size())
-    entries.resize(id + 1);
-  Entry &e = entries[id];
-  if (e.valid)
-    ctx.fail(loc, what + " id " + std::to_string(id) + " registered twice");
-  e.valid = true;
-  e.conv = convId;
-  e.split = split;
-  e.loc = loc;
-  return e;
-}
-
-void Context::registerConvStats(int id, int convId, ConvStatsFn split,
-                                bool prologue, const char *loc) {
-  ConvStatsEntry &e = registerFusedConv(*this, impl_->convStats, id, convId, split, "registerConvStats", "conv-stats",
-                    loc);
-  e.prologue = prologue;
-}
-
-namespace {
-/// What differs between the fused convolutions that finishPrepare times as
-/// one cuDNN graph against their split form (chooseGraphOrSplit does the
-/// rest).
-struct GraphOrSplit {
-  cnnrt::cudnn_graph::Dir dir;
-  /// The geometry's prologue (relu(x * scale + shift) per input channel).
-  bool prologue = false;
-  /// The algorithm cache key is the convolution's key + "|" + cacheTag +
-  /// "|ws=" + the workspace bytes (caches on disk hold these keys).
-  const char *cacheTag = nullptr;
-  /// Names the entry in the verbose lines ("cnnrt: <loc> <label>: ...").
-  std::string label;
-  /// Names the graph in the forced-mode warning ("cuDNN has no <planName>
-  /// plan").
-  const char *planName = nullptr;
-  /// The timing buffers (zeroed: the timing only needs the shapes) and what
-  /// the out-of-memory message calls them.
-  std::vector<size_t> bufferBytes;
-  const char *buffersWhat = nullptr;
-  /// Allocates what the split form needs; called when it is kept and before
-  /// it is timed.
-  std::function<void()> readySplit = [] {};
-  /// Gives back what only the split form needs and allocates what the graph
-  /// needs; called when a plan is kept.
-  std::function<void()> readyGraph = [] {};
-  /// Enqueue the split form or a plan on the timing buffers.
-  std::function<void(void **)> runSplit;
-  std::function<cudnnStatus_t(const cnnrt::cudnn_graph::ConvPlan &, void **)>
-      runPlan;
-};
-} // namespace
-
-/// Keeps in `graph` either a cuDNN graph plan of convolution `c` as `f`
-/// describes it or null (the split form): the cached choice (heuristics
-/// index, -1 = split) when there is one, else the faster of the split form
-/// and the heuristics' first graphPlansTimed() plans, then cached.
-/// CNNRT_CONV_GRAPH=0 keeps the split form.
-static void chooseGraphOrSplit(
-    Context &ctx, ConvEntry &c, const char *loc,
-    std::shared_ptr<cnnrt::cudnn_graph::ConvPlan> &graph,
-    const GraphOrSplit &f) {
-  namespace cg = cnnrt::cudnn_graph;
-  Context::Impl &I = *ctx.impl();
-  const ContextOptions &opts = ctx.options();
-  graph.reset();
-  // CNNRT_CONV_FUSION=split / cudnn force a form (ops_check runs both);
-  // forced choices are not cached. An asymmetric padding's emulation
-  // (padded copy, crop) is the split form's business.
-  bool forced = opts.convFusion != ConvFusion::Auto;
-  if (!opts.convGraph || c.asym || opts.convFusion == ConvFusion::Split) {
-    f.readySplit();
-    return;
-  }
-  // Every plan kept fits workspaceBytes, so this never fails finishPrepare's
-  // check; it keeps neededWorkspace the most any kept algorithm needs.
-  auto keepGraph = [&]() {
-    f.readyGraph();
-    I.neededWorkspace = std::max(I.neededWorkspace, graph->workspaceBytes());
-  };
-  const ConvDesc &d = c.d;
-  // clang-format off
-  cg::ConvGeometry g{d.N,    d.C,    d.H,       d.W,       d.K,    d.R,
-                     d.S,    d.P,    d.Q,       d.padT,    d.padL, d.strideH,
-                     d.strideW, d.dilH, d.dilW, d.groups,
-                     CUDNN_DATA_HALF, /*nhwc=*/true, f.prologue};
-  // clang-format on
-  std::string key = c.key + "|" + f.cacheTag +
-                    "|ws=" + std::to_string(I.workspaceBytes);
-  auto it = forced ? I.cache.end() : I.cache.find(key);
-  if (it != I.cache.end()) {
-    std::istringstream v(it->second);
-    int index = -1;
-    if (v >> index) {
-      std::string why;
-      if (index >= 0)
-        graph = cg::convPlanAt(I.cudnn, g, f.dir, index, &why);
-      if (graph && graph->workspaceBytes() > I.workspaceBytes)
-        graph.reset();
-      if (graph)
-        keepGraph();
-      else
-        f.readySplit();
-      if (opts.verbose)
-        std::fprintf(stderr, "cnnrt: %s %s: %s (cached)%s\n", loc,
-                     f.label.c_str(), graph ? "graph" : "split", why.c_str());
-      return;
-    }
-  }
-  TuneBuffers b;
-  for (size_t k = 0; k < f.bufferBytes.size(); ++k) {
-    if (cudaMalloc(&b.p[k], f.bufferBytes[k]) != cudaSuccess)
-      oomExit(ctx.spec(), f.buffersWhat, f.bufferBytes[k]);
-    CNNRT_CUDA(ctx, cudaMemset(b.p[k], 0, f.bufferBytes[k]), loc);
-  }
-  f.readySplit();
-  float splitMs = timeCalls(ctx, [&]() {
-    f.runSplit(b.p);
-    return cudaGetLastError() == cudaSuccess;
-  });
-  std::string why;
-  auto plans = cg::convPlans(I.cudnn, g, f.dir, graphPlansTimed(),
-                             opts.deterministic, &why);
-  std::shared_ptr<cg::ConvPlan> best;
-  float bestMs = -1;
-  for (auto &pl : plans) {
-    size_t need = pl->workspaceBytes();
-    if (need > I.workspaceBytes && !I.plannedWorkspace &&
-        need <= (256u << 20)) {
-      // The workspace is ours (not planned in the arena): grow it.
-      CNNRT_CUDA(ctx, cudaDeviceSynchronize(), loc);
-      cudaFree(I.workspace);
-      I.workspace = nullptr;
-      if (cudaMalloc(&I.workspace, need) != cudaSuccess)
-        oomExit(ctx.spec(), "the algorithm workspace", need);
-      I.workspaceBytes = need;
-    }
-    if (need > I.workspaceBytes) {
-      if (why.empty())
-        why = "plan #" + std::to_string(pl->index()) + " needs " +
-              std::to_string(need) + " workspace bytes, " +
-              std::to_string(I.workspaceBytes) + " planned";
-      continue;
-    }
-    float ms = timeCalls(ctx, [&]() {
-      return f.runPlan(*pl, b.p) == CUDNN_STATUS_SUCCESS;
-    });
-    if (ms < 0 && why.empty())
-      why = "plan #" + std::to_string(pl->index()) + " failed to run";
-    if (ms >= 0 && (bestMs < 0 || ms < bestMs)) {
-      bestMs = ms;
-      best = std::move(pl);
-    }
-  }
-  if (best && (forced || splitMs < 0 || bestMs < splitMs)) {
-    graph = best;
-    keepGraph();
-  }
-  if (opts.verbose)
-    std::fprintf(stderr,
-                 "cnnrt: %s %s: split %.3f ms, graph plan #%d %.3f ms%s%s -> "
-                 "%s\n",
-                 loc, f.label.c_str(), splitMs, best ? best->index() : -1,
-                 bestMs, best ? "" : ": ", best ? "" : why.c_str(),
-                 graph ? "graph" : "split");
-  CNNRT_CUDA(ctx, cudaDeviceSynchronize(), loc);
-  if (forced) {
-    if (!graph)
-      std::fprintf(stderr,
-                   "cnnrt: warning: %s: cuDNN has no %s plan for this "
-                   "convolution (%s); running the split form\n",
-                   loc, f.planName, why.c_str());
-    return;
-  }
-  I.cache[key] = std::to_string(graph ? graph->index() : -1);
-  I.cacheDirty = true;
-}
-
-/// Times cuDNN's conv + GenStats graph plans of each registered
-/// conv-stats against its split form (the convolution as chosen, then the
-/// statistics kernels) and keeps the faster; cached by shape ("|genstats":
-/// heuristics index, -1 = split). CNNRT_CONV_GRAPH=0 keeps the split form.
-static void chooseConvStats(Context &ctx) {
-  namespace cg = cnnrt::cudnn_graph;
-  Context::Impl &I = *ctx.impl();
-  for (ConvStatsEntry &e : I.convStats) {
-    if (!e.valid)
-      continue;
-    ConvEntry &c = I.convs[e.conv];
-    const ConvDesc &d = c.d;
-    const char *loc = e.loc.c_str();
-    size_t xBytes = (size_t)d.N * d.C * d.H * d.W * 2,
-           wBytes = (size_t)d.K * d.C * d.R * d.S * 2,
-           yBytes = (size_t)d.N * d.K * d.P * d.Q * 2,
-           kBytes = (size_t)d.K * sizeof(float),
-           cBytes = (size_t)d.C * sizeof(float);
-    GraphOrSplit f;
-    f.dir = cg::Dir::FwdStats;
-    f.prologue = e.prologue;
-    f.cacheTag = e.prologue ? "sbr+genstats" : "genstats";
-    f.label = e.prologue ? "conv+genstats (prologue)" : "conv+genstats";
-    f.planName = "conv+GenStats";
-    // x, w, y, sum, sumSq, the prologue's scale and shift.
-    f.bufferBytes = {xBytes, wBytes, yBytes, kBytes, kBytes, cBytes, cBytes};
-    f.buffersWhat = "conv+statistics timing buffers";
-    // The split form with a prologue writes the normalized input here.
-    f.readySplit = [&]() {
-      if (e.prologue && !e.scratch &&
-          cudaMalloc(&e.scratch, xBytes) != cudaSuccess)
-        oomExit(ctx.spec(), "a conv+statistics prologue buffer", xBytes);
-    };
-    f.readyGraph = [&]() {
-      if (e.scratch) {
-        CNNRT_CUDA(ctx, cudaDeviceSynchronize(), loc);
-        cudaFree(e.scratch);
-        e.scratch = nullptr;
-      }
-      if (e.prologue && !e.halfScaleShift &&
-          cudaMalloc(&e.halfScaleShift, 2 * d.C * sizeof(__half)) !=
-              cudaSuccess)
-        oomExit(ctx.spec(), "a conv+statistics prologue's scale and shift",
-                2 * d.C * sizeof(__half));
-    };
-    f.runSplit = [&](void **p) {
-      const float *scale = e.prologue ? static_cast<float *>(p[5]) : nullptr;
-      const float *shift = e.prologue ? static_cast<float *>(p[6]) : nullptr;
-      e.split(ctx, p[0], p[1], p[2], static_cast<float *>(p[3]),
-              static_cast<float *>(p[4]), scale, shift, e.scratch);
-    };
-    f.runPlan = [&](const cg::ConvPlan &pl, void **p) {
-      // A plan without the prologue takes no scale and shift: passing
-      // them makes its variant pack invalid and the plan "fail to run"
-      // (sessions 12-13 timed every plain conv+GenStats graph that way and
-      // kept the split form). The graph reads the f16 pair: the zeroed f32
-      // scale buffer holds 2 x C halves, zeros too.
-      const void *hScale = e.prologue ? p[5] : nullptr;
-      const void *hShift =
-          e.prologue ? static_cast<char *>(p[5]) + d.C * 2 : nullptr;
-      return pl.executeStats(I.cudnn, p[0], p[1], p[2],
-                             static_cast<float *>(p[3]),
-                             static_cast<float *>(p[4]), hScale, hShift,
-                             I.workspace);
-    };
-    chooseGraphOrSplit(ctx, c, loc, e.graph, f);
-  }
-}
-
-void Context::convStatsFwd(int id, const void *x, const void *w, void *y,
-                           float *sum, float *sumSq, const float *scale,
-                           const float *shift) {
-  auto &v = impl_->convStats;
-  if (id < 0 || static_cast<size_t>(id) >= v.size() || !v[id].valid)
-    fail("conv", "conv-stats id " + std::to_string(id) + " was not registered");
-  ConvStatsEntry &e = v[id];
-  getConv(*this, e.conv); // registered and prepared
-  if (e.prologue != (scale && shift) || (!e.prologue && (scale || shift)))
-    fail(e.loc.c_str(), e.prologue ? "conv-stats needs its prologue's scale "
-                                     "and shift"
-                                   : "conv-stats registered without a prologue");
-  if (!e.graph) {
-    e.split(*this, x, w, y, sum, sumSq, scale, shift, e.scratch);
-    return;
-  }
-  const void *gScale = nullptr, *gShift = nullptr;
-  if (e.prologue) {
-    // cuDNN's fast engines take the prologue's scale and shift in f16.
-    int C = getConv(*this, e.conv).d.C;
-    scaleShiftToHalf<<<(C + 255) / 256, 256, 0, stream_>>>(
-        scale, shift, e.halfScaleShift, C);
-    checkLaunch(e.loc.c_str());
-    gScale = e.halfScaleShift;
-    gShift = e.halfScaleShift + C;
-  }
-  CNNRT_CUDNN(*this,
-              e.graph->executeStats(impl_->cudnn, x, w, y, sum, sumSq, gScale,
-                                    gShift, impl_->workspace),
-              e.loc.c_str());
-  mark(*this, e.loc.c_str(), "cuDNN graph conv fwd+genstats");
-}
-
-bool Context::convStatsUsesGraph(int id) const {
-  auto &v = impl_->convStats;
-  return id >= 0 && static_cast<size_t>(id) < v.size() && v[id].valid &&
-         v[id].graph != nullptr;
-}
-
-//===--- backward-data convolutions with the residual-gradient epilogue ---===//
-
-void Context::registerConvBwdDataAddRelu(int id, int convId,
-                                         ConvDgradEpilogueFn split,
-                                         const char *loc) {
-  registerFusedConv(*this, impl_->convDgrads, id, convId, split, "registerConvBwdDataAddRelu", "dgrad+add+drelu",
-                    loc);
-}
-
-/// Times cuDNN's dgrad + add + ReLU-backward graph plans of each registered
-/// entry against its split form (the backward-data convolution as chosen,
-/// then the generated epilogue kernel) and keeps the faster; cached by
-/// shape ("|dgrad+add+drelu": heuristics index, -1 = split), as
-/// chooseConvStats does. CNNRT_CONV_GRAPH=0 keeps the split form.
-static void chooseConvDgradAddRelu(Context &ctx) {
-  namespace cg = cnnrt::cudnn_graph;
-  Context::Impl &I = *ctx.impl();
-  for (ConvDgradEntry &e : I.convDgrads) {
-    if (!e.valid)
-      continue;
-    ConvEntry &c = I.convs[e.conv];
-    const ConvDesc &d = c.d;
-    size_t xBytes = (size_t)d.N * d.C * d.H * d.W * 2,
-           wBytes = (size_t)d.K * (d.C / d.groups) * d.R * d.S * 2,
-           yBytes = (size_t)d.N * d.K * d.P * d.Q * 2;
-    GraphOrSplit f;
-    f.dir = cg::Dir::BwdDataAddRelu;
-    f.cacheTag = "dgrad+add+drelu";
-    f.label = "dgrad+add+drelu";
-    f.planName = "dgrad+add+drelu";
-    // dy, w, addend, reluOut, dx.
-    f.bufferBytes = {yBytes, wBytes, xBytes, xBytes, xBytes};
-    f.buffersWhat = "dgrad+add+drelu timing buffers";
-    f.runSplit = [&](void **p) { e.split(ctx, p[0], p[1], p[2], p[3], p[4]); };
-    f.runPlan = [&](const cg::ConvPlan &pl, void **p) {
-      return pl.executeDgradAddRelu(I.cudnn, p[0], p[1], p[2], p[3], p[4],
-                                    I.workspace);
-    };
-    chooseGraphOrSplit(ctx, c, e.loc.c_str(), e.graph, f);
-  }
-}
-
-void Context::convBwdDataAddRelu(int id, const void *dy, const void *w,
-                                 const void *addend, const void *reluOut,
-                                 void *dx) {
-  auto &v = impl_->convDgrads;
-  if (id < 0 || static_cast<size_t>(id) >= v.size() || !v[id].valid)
-    fail("conv",
-         "dgrad+add+drelu id " + std::to_string(id) + " was not registered");
-  ConvDgradEntry &e = v[id];
-  getConv(*this, e.conv); // registered and prepared
-  if (!e.graph) {
-    e.split(*this, dy, w, addend, reluOut, dx);
-    return;
-  }
-  CNNRT_CUDNN(*this,
-              e.graph->executeDgradAddRelu(impl_->cudnn, dy, w, addend, reluOut,
-                                           dx, impl_->workspace),
-              e.loc.c_str());
-  mark(*this, e.loc.c_str(), "cuDNN graph dgrad+add+drelu");
-}
-
-bool Context::convBwdDataAddReluUsesGraph(int id) const {
-  auto &v = impl_->convDgrads;
-  return id >= 0 && static_cast<size_t>(id) < v.size() && v[id].valid &&
-         v[id].graph != nullptr;
-}
-
-//===--- backward-filter convolutions with the scale-shift-ReLU prologue --===//
-
-void Context::registerConvBwdFilterPrologue(int id, int convId,
-                                            ConvWgradPrologueFn split,
-                                            const char *loc) {
-  registerFusedConv(*this, impl_->convWgrads, id, convId, split, "registerConvBwdFilterPrologue", "sbr+wgrad",
-                    loc);
-}
-
-/// Times cuDNN's prologue (scale, shift, ReLU) + wgrad graph plans of each
-/// registered entry against its split form (the generated normalization
-/// into the scratch buffer, then the backward-filter convolution as chosen)
-/// and keeps the faster; cached by shape ("|sbr+wgrad": heuristics index,
-/// -1 = split), as chooseConvStats does. CNNRT_CONV_GRAPH=0 keeps the split
-/// form.
-static void chooseConvWgradPrologue(Context &ctx) {
-  namespace cg = cnnrt::cudnn_graph;
-  Context::Impl &I = *ctx.impl();
-  for (ConvWgradEntry &e : I.convWgrads) {
-    if (!e.valid)
-      continue;
-    ConvEntry &c = I.convs[e.conv];
-    const ConvDesc &d = c.d;
-    const char *loc = e.loc.c_str();
-    size_t xBytes = (size_t)d.N * d.C * d.H * d.W * 2,
-           wBytes = (size_t)d.K * (d.C / d.groups) * d.R * d.S * 2,
-           yBytes = (size_t)d.N * d.K * d.P * d.Q * 2,
-           cBytes = (size_t)d.C * sizeof(float),
-           halfBytes = 2 * (size_t)d.C * sizeof(__half);
-    GraphOrSplit f;
-    f.dir = cg::Dir::BwdFilter;
-    f.prologue = true;
-    f.cacheTag = "sbr+wgrad";
-    f.label = "sbr+wgrad";
-    f.planName = "prologue+wgrad";
-    // x, dy, dw, scale, shift.
-    f.bufferBytes = {xBytes, yBytes, wBytes, cBytes, cBytes};
-    f.buffersWhat = "sbr+wgrad timing buffers";
-    // The split form writes the normalized input here.
-    f.readySplit = [&]() {
-      if (!e.scratch && cudaMalloc(&e.scratch, xBytes) != cudaSuccess)
-        oomExit(ctx.spec(), "a wgrad prologue buffer", xBytes);
-    };
-    f.readyGraph = [&]() {
-      if (e.scratch) {
-        CNNRT_CUDA(ctx, cudaDeviceSynchronize(), loc);
-        cudaFree(e.scratch);
-        e.scratch = nullptr;
-      }
-      if (!e.halfScaleShift &&
-          cudaMalloc(&e.halfScaleShift, halfBytes) != cudaSuccess)
-        oomExit(ctx.spec(), "a wgrad prologue's scale and shift", halfBytes);
-    };
-    f.runSplit = [&](void **p) {
-      e.split(ctx, p[0], p[1], p[2], static_cast<float *>(p[3]),
-              static_cast<float *>(p[4]), e.scratch);
-    };
-    f.runPlan = [&](const cg::ConvPlan &pl, void **p) {
-      // The graph reads the f16 pair: the zeroed f32 scale buffer holds
-      // 2 x C halves, zeros too.
-      return pl.executeWgradPrologue(I.cudnn, p[0], p[1], p[2], p[3],
-                                     static_cast<char *>(p[3]) + d.C * 2,
-                                     I.workspace);
-    };
-    chooseGraphOrSplit(ctx, c, loc, e.graph, f);
-  }
-}
-
-void Context::convBwdFilterPrologue(int id, const void *x, const void *dy,
-                                    void *dw, const float *scale,
-                                    const float *shift) {
-  auto &v = impl_->convWgrads;
-  if (id < 0 || static_cast<size_t>(id) >= v.size() || !v[id].valid)
-    fail("conv", "sbr+wgrad id " + std::to_string(id) + " was not registered");
-  ConvWgradEntry &e = v[id];
-  int C = getConv(*this, e.conv).d.C; // registered and prepared
-  if (!scale || !shift)
-    fail(e.loc.c_str(), "sbr+wgrad needs its prologue's scale and shift");
-  if (!e.graph) {
-    e.split(*this, x, dy, dw, scale, shift, e.scratch);
-    return;
-  }
-  // cuDNN's fast engines take the prologue's scale and shift in f16.
-  scaleShiftToHalf<<<(C + 255) / 256, 256, 0, stream_>>>(scale, shift,
-                                                         e.halfScaleShift, C);
-  checkLaunch(e.loc.c_str());
-  CNNRT_CUDNN(
-      *this,
-      e.graph->executeWgradPrologue(impl_->cudnn, x, dy, dw, e.halfScaleShift,
-                                    e.halfScaleShift + C, impl_->workspace),
-      e.loc.c_str());
-  mark(*this, e.loc.c_str(), "cuDNN graph sbr+wgrad");
-}
-
-bool Context::convBwdFilterPrologueUsesGraph(int id) const {
-  auto &v = impl_->convWgrads;
-  return id >= 0 && static_cast<size_t>(id) < v.size() && v[id].valid &&
-         v[id].graph != nullptr;
-}
-
-//===--- matmul (cuBLASLt) ------------------------------------------------===//
-
-void Context::registerMatmul(int id, const MatmulDesc &d, const char *loc) {
-  Impl &I = *impl_;
-  if (I.prepared)
-    fail(loc, "registerMatmul after prepare finished");
-  if (id < 0)
-    fail(loc, "negative matmul id");
-  if (static_cast<size_t>(id) >= I.matmuls.size())
-    I.matmuls.resize(id + 1);
-  MatmulEntry &m = I.matmuls[id];
-  if (m.valid)
-    fail(loc, "matmul id " + std::to_string(id) + " registered twice");
-  if (d.dtype != DType::F32 && d.dtype != DType::F16)
-    fail(loc, "matmul dtype must be f32 or f16");
-  if (d.M <= 0 || d.N <= 0 || d.K <= 0)
-    fail(loc, "matmul with an empty dimension");
-  m.d = d;
-  m.loc = loc;
-  // Row-major C[M,N] = op(A) op(B) is column-major C^T[N,M] = op(B)^T op(A)^T.
-  // cuBLASLt's first operand is our B, its second our A.
-  cublasComputeType_t ct = CUBLAS_COMPUTE_32F;
-  if (d.dtype == DType::F32 && opts_.allowTF32)
-    ct = CUBLAS_COMPUTE_32F_FAST_TF32;
-  CNNRT_CUBLAS(*this, cublasLtMatmulDescCreate(&m.desc, ct, CUDA_R_32F), loc);
-  m.valid = true;
-  cublasOperation_t opFirst = d.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
-  cublasOperation_t opSecond = d.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
-  CNNRT_CUBLAS(*this,
-               cublasLtMatmulDescSetAttribute(m.desc,
-                                              CUBLASLT_MATMUL_DESC_TRANSA,
-                                              &opFirst, sizeof(opFirst)),
-               loc);
-  CNNRT_CUBLAS(*this,
-               cublasLtMatmulDescSetAttribute(m.desc,
-                                              CUBLASLT_MATMUL_DESC_TRANSB,
-                                              &opSecond, sizeof(opSecond)),
-               loc);
-  cudaDataType_t t = cudaType(d.dtype);
-  // First operand (our B): stored row-major [K,N] -> col-major N x K, ld N;
-  // transB: stored [N,K] -> col-major K x N, ld K.
-  if (d.transB)
-    CNNRT_CUBLAS(*this, cublasLtMatrixLayoutCreate(&m.aL, t, d.K, d.N, d.K),
-                 loc);
-  else
-    CNNRT_CUBLAS(*this, cublasLtMatrixLayoutCreate(&m.aL, t, d.N, d.K, d.N),
-                 loc);
-  // Second operand (our A): stored [M,K] -> col-major K x M, ld K;
-  // transA: stored [K,M] -> col-major M x K, ld M.
-  if (d.transA)
-    CNNRT_CUBLAS(*this, cublasLtMatrixLayoutCreate(&m.bL, t, d.M, d.K, d.M),
-                 loc);
-  else
-    CNNRT_CUBLAS(*this, cublasLtMatrixLayoutCreate(&m.bL, t, d.K, d.M, d.K),
-                 loc);
-  CNNRT_CUBLAS(*this, cublasLtMatrixLayoutCreate(&m.cL, t, d.N, d.M, d.N), loc);
-  cublasLtMatmulPreference_t pref;
-  CNNRT_CUBLAS(*this, cublasLtMatmulPreferenceCreate(&pref), loc);
-  size_t wsLimit = I.matmulWsLimit;
-  CNNRT_CUBLAS(*this,
-               cublasLtMatmulPreferenceSetAttribute(
-                   pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsLimit,
-                   sizeof(wsLimit)),
-               loc);
-  cublasLtMatmulHeuristicResult_t heur[8];
-  int got = 0;
-  cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(
-      I.lt, m.desc, m.aL, m.bL, m.cL, m.cL, pref, 8, heur, &got);
-  cublasLtMatmulPreferenceDestroy(pref);
-  if (s != CUBLAS_STATUS_SUCCESS || got == 0)
-    fail(loc, std::string("cublasLtMatmulAlgoGetHeuristic found no algorithm "
-                          "for M=") +
-                  std::to_string(d.M) + " N=" + std::to_string(d.N) +
-                  " K=" + std::to_string(d.K) + " (" + cublasErr(s) + ")");
-  m.algo = heur[0].algo;
-  m.ws = heur[0].workspaceSize;
-  I.neededWorkspace = std::max(I.neededWorkspace, m.ws);
-  if (opts_.verbose)
-    std::fprintf(stderr, "cnnrt: %s matmul M=%lld N=%lld K=%lld ws %zu\n", loc,
-                 (long long)d.M, (long long)d.N, (long long)d.K, m.ws);
-}
-
-void Context::matmul(int id, const void *A, const void *B, void *C,
-                     bool accumulate) {
-  auto &v = impl_->matmuls;
-  if (id < 0 || static_cast<size_t>(id) >= v.size() || !v[id].valid)
-    fail("matmul", "matmul id " + std::to_string(id) + " was not registered");
-  MatmulEntry &m = v[id];
-  if (!impl_->prepared)
-    fail(m.loc.c_str(), "matmul used before finishPrepare()");
-  float alpha = 1.f, beta = accumulate ? 1.f : 0.f;
-  CNNRT_CUBLAS(*this,
-               cublasLtMatmul(impl_->lt, m.desc, &alpha, B, m.aL, A, m.bL,
-                              &beta, C, m.cL, C, m.cL, &m.algo,
-                              impl_->workspace, m.ws, stream_),
-               m.loc.c_str());
-  mark(*this, m.loc.c_str(), "cuBLASLt matmul");
 }
 
 } // namespace cnnrt

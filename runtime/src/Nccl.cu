@@ -43,14 +43,16 @@ State &S() {
 
 std::string who() { return S().li.describe(); }
 
+/// Aborts the communicator (peers blocked on us see an error, not a hang;
+/// our own collectives in flight end) and throws the failure: trainMain
+/// prints it and exits 1, the C API returns it (a Python rank under
+/// torchrun gets an exception).
 [[noreturn]] void die(const std::string &what) {
-  std::fflush(stdout);
-  std::fprintf(stderr, "cnnrt: error: %s: %s\n", who().c_str(), what.c_str());
-  std::fflush(stderr);
   if (S().comm)
-    ncclCommAbort(S().comm); // peers blocked on us see an error, not a hang
+    ncclCommAbort(S().comm);
   S().comm = nullptr;
-  std::_Exit(kExitError);
+  throw Error(ErrorKind::DataParallel,
+              "cnnrt: error: " + who() + ": " + what);
 }
 
 /// Polls a non-blocking communicator until `r` (the result of the last

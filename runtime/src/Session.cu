@@ -376,4 +376,17 @@ float readScalar(Context &ctx, const TensorSpec &t) {
   return 0.f;
 }
 
+void captureStep(Context &ctx, const ModelSpec &spec) {
+  try {
+    spec.trainStep(ctx);
+  } catch (...) {
+    cudaGraph_t partial = nullptr;
+    cudaStreamEndCapture(ctx.stream(), &partial);
+    if (partial)
+      cudaGraphDestroy(partial);
+    cudaGetLastError(); // the invalidated capture's error is not the news
+    throw;
+  }
+}
+
 } // namespace cnnrt

@@ -57,6 +57,11 @@ bool persistent(Role r);
 /// Reads a scalar f32/f16 tensor (synchronizes ctx.stream()).
 float readScalar(Context &ctx, const TensorSpec &t);
 
+/// spec.trainStep(ctx) while ctx.stream() is being captured into a CUDA
+/// graph: an error thrown inside ends the capture (the partial graph is
+/// dropped) before it propagates, so that the stream is not left capturing.
+void captureStep(Context &ctx, const ModelSpec &spec);
+
 } // namespace cnnrt
 
 #endif // CNNRT_SRC_SESSION_H

@@ -529,9 +529,8 @@ struct Evaluator {
   }
 };
 
-} // namespace
-
-int trainMain(int argc, char **argv, const ModelSpec &spec) {
+/// trainMain's work; a runtime error (cnnrt::Error) propagates to trainMain.
+int runTraining(int argc, char **argv, const ModelSpec &spec) {
   // The start-up the summary reports counts from here (docs/runtime.md).
   const double tProcess = now();
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
@@ -849,7 +848,7 @@ int trainMain(int argc, char **argv, const ModelSpec &spec) {
       ctx.check(
           cudaStreamBeginCapture(ctx.stream(), cudaStreamCaptureModeRelaxed),
           "CUDA graph capture");
-      spec.trainStep(ctx);
+      captureStep(ctx, spec);
       ctx.check(cudaStreamEndCapture(ctx.stream(), &graph),
                 "CUDA graph capture");
       ctx.check(cudaGraphInstantiate(&graphExec, graph, 0),
@@ -993,6 +992,22 @@ int trainMain(int argc, char **argv, const ModelSpec &spec) {
   std::printf("%s\n", doneLine(summary).c_str());
   json.write(doneJson(summary));
   return kExitOk;
+}
+
+} // namespace
+
+int trainMain(int argc, char **argv, const ModelSpec &spec) {
+  // The executable's boundary for the runtime's errors: the message the
+  // library would have printed and its exit code (1, 2 out of GPU memory, 3
+  // no GPU), after the stack's destructors have given back what they held.
+  try {
+    return runTraining(argc, argv, spec);
+  } catch (const Error &e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "%s\n", e.what());
+    std::fflush(stderr);
+    return e.exitCode();
+  }
 }
 
 } // namespace cnnrt

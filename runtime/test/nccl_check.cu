@@ -66,15 +66,15 @@ const cnnrt::ModelSpec kSpec = {"nccl_check", 16 * 4096 * 4, nullptr, 0, 1,
                                 1, 1, 1, 2, prepare, step, nullptr};
 } // namespace
 
-int main(int argc, char **argv) {
+static int run(int argc, char **argv) {
   std::string mode = argc > 1 ? argv[1] : "single";
   cnnrt::requireGPU();
   cnnrt::Context ctx(kSpec);
-  kSpec.prepare(ctx); // "dead" and "devices" exit in here
+  kSpec.prepare(ctx); // "dead" and "devices" throw in here (main: exit 1)
   const int W = cnnrt::dist::launch().worldSize;
   const int R = cnnrt::dist::launch().rank;
   if (mode != "single") {
-    std::fprintf(stderr, "nccl_check %s: expected an exit in dist::prepare\n",
+    std::fprintf(stderr, "nccl_check %s: expected an error in dist::prepare\n",
                  mode.c_str());
     return 1;
   }
@@ -126,4 +126,15 @@ int main(int argc, char **argv) {
               "3 replays: %s\n",
               cnnrt::dist::launch().describe().c_str(), W, nodes, bad ? "MISMATCH" : "ok");
   return bad ? 1 : 0;
+}
+
+// A runtime error (cnnrt::Error) is reported as trainMain reports it: its
+// message and exit code (3 without a GPU: ctest's SKIP_RETURN_CODE).
+int main(int argc, char **argv) {
+  try {
+    return run(argc, argv);
+  } catch (const cnnrt::Error &e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return e.exitCode();
+  }
 }

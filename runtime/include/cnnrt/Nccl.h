@@ -31,7 +31,8 @@ enum Reduction : int { kAvg = 0, kSum = 1, kMax = 2, kMin = 3 };
 /// capture): resolves the launch from the environment (Distributed.h),
 /// creates the NCCL communicator, the communication stream and one event
 /// pair per bucket. World size 1 runs through NCCL too (a one-rank
-/// communicator). Errors exit 1 with a message.
+/// communicator). Errors are thrown as cnnrt::Error (trainMain: exit 1
+/// with the message).
 void prepare(Context &ctx, int numBuckets);
 /// The communicator alone (non-blocking, polled with `timeoutSeconds`; on
 /// timeout or error the communicator is aborted): false with `err`.
@@ -49,8 +50,9 @@ void join(Context &ctx, int bucket);
 
 /// Waits for `stream` like cudaStreamSynchronize, but polls the
 /// communicator: after $CNNC_DIST_TIMEOUT seconds without completion, or on
-/// an NCCL error (a peer died), aborts the communicator and exits 1 with
-/// "cnnrt: error: rank R of N: <what>: ...".
+/// an NCCL error (a peer died), aborts the communicator and throws
+/// Error(DataParallel) "cnnrt: error: rank R of N: <what>: ..." (trainMain:
+/// exit 1).
 void waitStream(Context &ctx, cudaStream_t stream, const char *what);
 
 /// Aborts and frees the communicator (at exit).

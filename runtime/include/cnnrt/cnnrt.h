@@ -12,6 +12,7 @@
 #ifndef CNNRT_CNNRT_H
 #define CNNRT_CNNRT_H
 
+#include "cnnrt/Error.h"
 #include "cnnrt/FilterLayout.h"
 #include "cnnrt/Role.h"
 #include "cnnrt/TensorFile.h"
@@ -72,7 +73,8 @@ struct DistHooks {
   void (*broadcast)(Context &, void *buf, size_t bytes);
   /// Sums `n` host integers over the ranks, in place.
   void (*sumHost)(Context &, int64_t *values, int n);
-  /// cudaStreamSynchronize that gives up (exit 1) when a peer died.
+  /// cudaStreamSynchronize that gives up (throws Error(DataParallel))
+  /// when a peer died.
   void (*waitStream)(Context &, cudaStream_t, const char *what);
   /// With CNNC_ALLREDUCE_TIMING=1: the milliseconds the compute stream of
   /// the last finished step waited for all-reduce buckets (the all-reduce
@@ -176,7 +178,9 @@ using ConvWgradPrologueFn = void (*)(Context &ctx, const void *x,
 /// caches the choice); CuDNN and Split force one (CNNRT_CONV_FUSION).
 enum class ConvFusion { Auto, CuDNN, Split };
 
-/// Runtime options (trainMain fills them from flags and the environment).
+/// The runtime's configuration: every CNNRT_* setting of the environment,
+/// read once by fromEnv() (trainMain before it looks for the GPU, the C API
+/// in cnnrt_create) and then only read from this struct.
 struct ContextOptions {
   bool allowTF32 = false;    ///< CNNRT_ALLOW_TF32=1
   bool deterministic = true; ///< CNNRT_DETERMINISTIC=0 allows atomics algos
@@ -192,27 +196,32 @@ struct ContextOptions {
   /// CNNRT_PROFILE=1: time every launch of one (uncaptured) training step
   /// with CUDA events and print where the time goes.
   bool profile = false;
-  /// Fills the fields above from the environment.
+  /// CNNRT_PROFILE_TOP=N: the profile lists the N slowest launches.
+  size_t profileTop = 20;
+  /// CNNRT_MATMUL_WORKSPACE_MB: the most workspace a cuBLASLt algorithm may
+  /// use (capped by a planned workspace).
+  size_t matmulWorkspaceBytes = size_t(32) << 20;
+  /// CNNRT_WORKSPACE_LIMIT_MB: the most workspace convolution algorithms are
+  /// timed with.
+  size_t tuneWorkspaceBytes = size_t(1024) << 20;
+  /// CNNRT_GRAPH_PLANS: how many of cuDNN's heuristic graph plans are timed
+  /// per convolution (1-64; other values keep the default).
+  int graphPlans = 4;
+  /// Fills the fields above from the environment; a value it cannot honour
+  /// (CNNRT_CONV_FUSION=bogus) throws Error(ErrorKind::Config).
   static ContextOptions fromEnv();
 };
 
-/// Exit codes of the runtime.
-enum ExitCode : int {
-  kExitOk = 0,
-  kExitError = 1,
-  kExitOutOfMemory = 2,
-  kExitNoGPU = 3
-};
-
-/// Exits with kExitNoGPU and "cnnrt: no CUDA GPU available (<why>)" if no
-/// usable GPU (no device, or the driver is too old).
+/// Throws Error(ErrorKind::NoGPU, "cnnrt: no CUDA GPU available (<why>)")
+/// if no usable GPU (no device, or the driver is too old).
 void requireGPU();
 
 /// Owns the arena, the workspace, the streams and the library handles.
 class Context {
 public:
-  /// Checks the GPU (exit 3), creates streams and handles, allocates and zeroes
-  /// the arena (exit 2 with a report on out-of-memory).
+  /// Checks the GPU (Error NoGPU: exit 3), creates streams and handles,
+  /// allocates and zeroes the arena (Error OutOfMemory with a report: exit
+  /// 2). Every failure of this class is a thrown cnnrt::Error.
   explicit Context(const ModelSpec &spec,
                    const ContextOptions &opts = ContextOptions::fromEnv());
   ~Context();
@@ -317,7 +326,7 @@ public:
               bool accumulate = false);
 
   /// Checks cudaGetLastError() (and syncs when CNNRT_SYNC_CHECK=1 outside
-  /// capture); on error prints "cnnrt: error at <loc>: <what>", exits 1.
+  /// capture); on error throws Error "cnnrt: error at <loc>: <what>".
   void checkLaunch(const char *loc);
   /// checkLaunch for a kernel of generated code; `what` ("<op> <kernel>")
   /// names it in CNNRT_PROFILE's report.
@@ -329,9 +338,12 @@ public:
   /// Waits for the stream and prints the time between consecutive events,
   /// by op kind and for the slowest launches, to stderr.
   void endProfile(const char *title);
-  /// Checks a CUDA runtime status.
+  /// Checks a CUDA runtime status (out of memory: Error OutOfMemory with
+  /// the memory plan's report).
   void check(cudaError_t e, const char *loc);
-  [[noreturn]] void fail(const char *loc, const std::string &what);
+  /// Throws Error(kind, "cnnrt: error at <loc>: <what>").
+  [[noreturn]] void fail(const char *loc, const std::string &what,
+                         ErrorKind kind = ErrorKind::Invalid);
 
   /// Raw cuDNN (cudnnHandle_t) and cuBLASLt (cublasLtHandle_t) handles, for
   /// generated code that calls the libraries directly.
@@ -344,6 +356,11 @@ public:
   Impl *impl() const { return impl_; }
 
 private:
+  /// The constructor's work (a failure throws; the constructor releases).
+  void init();
+  /// Frees what the context holds (the destructor, a failed constructor).
+  void release();
+
   const ModelSpec &spec_;
   ContextOptions opts_;
   char *arena_ = nullptr;

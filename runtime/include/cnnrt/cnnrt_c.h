@@ -5,9 +5,12 @@
  * `cnnc model.onnx --emit lib -o libstep.so` exports these functions (libcnnrt
  * linked in) and cnnrt_model_spec(), which returns that address; the Python
  * package (python/cnnc/api.py) loads it with ctypes. Functions return 0 on
- * success and -1 on a recoverable error (cnnrt_last_error() says why).
- * CUDA/cuDNN/cuBLAS failures inside a step still print
- * "cnnrt: error at <loc>: ..." and exit the process (as in trainMain).
+ * success and -1 on an error: cnnrt_last_error() says why (the message the
+ * standalone executable prints) and cnnrt_last_error_code() what failed
+ * (CNNRT_ERROR_*). No failure ends the process: no GPU, out of GPU memory
+ * and CUDA/cuDNN/cuBLASLt failures inside a step are errors like the rest.
+ * After a CUDA error inside a step the session (and often the process's
+ * CUDA context) is unusable: destroy it.
  *
  *===----------------------------------------------------------------------===*/
 #ifndef CNNRT_CNNRT_C_H
@@ -101,6 +104,18 @@ void cnnrt_set_step_count(cnnrt_session *s, int64_t step);
 
 /* Message of the last error of this thread ("" if none). */
 const char *cnnrt_last_error(void);
+/* What the last error of this thread was (0 if none). */
+enum {
+  CNNRT_ERROR_INVALID = 1,       /* bad argument, file, model or call */
+  CNNRT_ERROR_NO_GPU = 2,        /* no usable GPU */
+  CNNRT_ERROR_OUT_OF_MEMORY = 3, /* a GPU (or host) allocation failed */
+  CNNRT_ERROR_CUDA = 4,          /* a CUDA call or kernel failed */
+  CNNRT_ERROR_CUDNN = 5,         /* a cuDNN call failed */
+  CNNRT_ERROR_CUBLAS = 6,        /* a cuBLASLt call failed */
+  CNNRT_ERROR_CONFIG = 7,        /* a CNNRT_* setting cannot be honoured */
+  CNNRT_ERROR_DATA_PARALLEL = 8  /* NCCL, the rendezvous or a peer failed */
+};
+int cnnrt_last_error_code(void);
 void cnnrt_destroy(cnnrt_session *s);
 
 #ifdef __cplusplus

@@ -1,0 +1,60 @@
+//===- Config.cu - the runtime's configuration from the environment -------===//
+//
+// Every CNNRT_* setting the Context honours is read here, once, into
+// ContextOptions; the rest of the runtime reads the struct.
+//
+//===----------------------------------------------------------------------===//
+
+#include "cnnrt/cnnrt.h"
+
+#include <cstdlib>
+#include <string>
+
+namespace cnnrt {
+
+ContextOptions ContextOptions::fromEnv() {
+  ContextOptions o;
+  auto flag = [](const char *name, bool def) {
+    const char *v = std::getenv(name);
+    if (!v || !*v)
+      return def;
+    return !(v[0] == '0' || v[0] == 'n' || v[0] == 'N' || v[0] == 'f' ||
+             v[0] == 'F');
+  };
+  o.allowTF32 = flag("CNNRT_ALLOW_TF32", false);
+  o.deterministic = flag("CNNRT_DETERMINISTIC", true);
+  o.syncCheck = flag("CNNRT_SYNC_CHECK", false);
+  o.verbose = flag("CNNRT_VERBOSE", false);
+  o.profile = flag("CNNRT_PROFILE", false);
+  o.convGraph = flag("CNNRT_CONV_GRAPH", true);
+  if (const char *f = std::getenv("CNNRT_CONV_FUSION")) {
+    std::string v = f;
+    if (v == "cudnn")
+      o.convFusion = ConvFusion::CuDNN;
+    else if (v == "split")
+      o.convFusion = ConvFusion::Split;
+    else if (v != "auto" && !v.empty())
+      throw Error(ErrorKind::Config,
+                  "cnnrt: CNNRT_CONV_FUSION must be auto, cudnn or split, "
+                  "not '" +
+                      v + "'");
+  }
+  if (const char *p = std::getenv("CNNRT_ALGO_CACHE"))
+    o.algoCachePath = p;
+  else if (const char *h = std::getenv("HOME"))
+    o.algoCachePath = std::string(h) + "/.cache/cnnc/algos.txt";
+  if (const char *t = std::getenv("CNNRT_PROFILE_TOP"))
+    o.profileTop = std::strtoul(t, nullptr, 10);
+  if (const char *v = std::getenv("CNNRT_MATMUL_WORKSPACE_MB"))
+    o.matmulWorkspaceBytes = std::strtoull(v, nullptr, 10) << 20;
+  if (const char *v = std::getenv("CNNRT_WORKSPACE_LIMIT_MB"))
+    o.tuneWorkspaceBytes = std::strtoull(v, nullptr, 10) << 20;
+  if (const char *v = std::getenv("CNNRT_GRAPH_PLANS")) {
+    int k = std::atoi(v);
+    if (k > 0 && k <= 64)
+      o.graphPlans = k;
+  }
+  return o;
+}
+
+} // namespace cnnrt
