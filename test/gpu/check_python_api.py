@@ -20,6 +20,11 @@ these checks run it on CUDA tensors and compare with PyTorch on the same GPU
    DataLoader with a StepLR schedule: the loss falls and the held-out
    accuracy of trainer.eval reaches 90 %; a cache hit on the second compile.
    Prints steps/s of cnnc and of PyTorch (information only).
+5. A runtime failure is a cnnc.CnnrtError, not the end of the process: a
+   bad CNNRT_CONV_FUSION through cnnc.compile (kind "config"), and a step
+   library of SimpleCNN at batch 4,000,000 (a 410 GB arena) whose session
+   cannot allocate its arena (kind "out-of-memory", the plan's largest
+   buffers in the message); then a new trainer still trains.
 
 Exit 0: all passed; 1: a check failed; 77: no CUDA GPU (ctest skip).
 
@@ -248,6 +253,49 @@ def check_dataloader_training(cnnc, ctor):
           "PyTorch f32 %.0f" % (cnnc_rate, (k - 5) / (time.time() - t1)))
 
 
+def check_runtime_errors(cnnc, ctor):
+    import ctypes
+    import subprocess
+    from cnnc import api, runtime_errors, tools
+    torch.manual_seed(2)
+    model = ctor().cuda()
+    x = torch.randn(32, 3, 32, 32, device="cuda")
+    y = torch.randint(0, 10, (32,), device="cuda")
+    os.environ["CNNRT_CONV_FUSION"] = "bogus"
+    try:
+        cnnc.compile(model, x, optimizer=OPTS["sgd"](model.parameters()))
+        check(False, "CNNRT_CONV_FUSION=bogus: compile raised nothing")
+    except cnnc.CnnrtError as e:
+        check(e.kind == "config" and "CNNRT_CONV_FUSION must be auto" in str(e),
+              "CNNRT_CONV_FUSION=bogus raises CnnrtError(config): %s" % e)
+    finally:
+        del os.environ["CNNRT_CONV_FUSION"]
+    work = tempfile.mkdtemp(prefix="cnnc-oom-")
+    onnx_path, lib_path = os.path.join(work, "simple.onnx"), os.path.join(work, "libhuge.so")
+    subprocess.run([sys.executable, "-m", "cnnc.export", "simplecnn", onnx_path], check=True,
+                   capture_output=True)
+    arch = "sm_%d%d" % torch.cuda.get_device_capability()
+    subprocess.run([tools.find_tool("cnnc"), onnx_path, "--train", "--batch", "4000000",
+                    "--arch", arch, "--emit", "lib", "-o", lib_path], check=True,
+                   capture_output=True)
+    lib = ctypes.CDLL(lib_path)
+    for name, (res, argtypes) in api._cuda_api_signatures(ctypes).items():
+        fn = getattr(lib, name)
+        fn.restype, fn.argtypes = res, argtypes
+    runtime_errors.check(lib, lib.cnnrt_set_device(torch.cuda.current_device()), "set device")
+    try:
+        runtime_errors.create_session(lib, lib.cnnrt_model_spec(), lib_path + ".cnnw")
+        check(False, "batch 4,000,000: the session was created")
+    except cnnc.CnnrtError as e:
+        check(e.kind == "out-of-memory" and "out of GPU memory" in str(e) and
+              "largest buffers" in str(e),
+              "a 410 GB arena raises CnnrtError(out-of-memory): %s" % str(e).splitlines()[0])
+    t = cnnc.compile(model, x, optimizer=OPTS["sgd"](model.parameters()), precision="fp32")
+    loss = float(t.step(x, y))
+    check(loss == loss and loss > 0, "after the runtime errors a new trainer trains (loss %g)"
+          % loss)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawTextHelpFormatter)
@@ -269,6 +317,7 @@ def main():
             check_vs_torch(cnnc, name, ctor, opt_name)
     check_streams_and_host_inputs(cnnc, ctors["simplecnn"])
     check_dataloader_training(cnnc, ctors["simplecnn"])
+    check_runtime_errors(cnnc, ctors["simplecnn"])
     print("%d check(s) failed" % len(FAILURES) if FAILURES else "all checks passed")
     return 1 if FAILURES else 0
 
