@@ -421,23 +421,37 @@ LogicalResult execSums(cnn::BatchNormSumsOp op,
   return success();
 }
 
-/// batch_norm_grad_sums: batch_norm_grad's grad_bias and grad_scale sums.
-LogicalResult execGradSums(cnn::BatchNormGradSumsOp op,
+/// batch_norm_grad_sums: batch_norm_grad's grad_bias and grad_scale sums;
+/// fused_batch_norm_affine_relu_grad_sums (`alphaV`, `betaV` given): of dy
+/// masked by the ReLU of the forward's x * alpha + beta, recomputed as
+/// execBnReluGrad does.
+LogicalResult execGradSums(Value dyV, Value xV, Value meanV, Value invstdV,
+                           Value alphaV, Value betaV, cnn::Layout layout,
+                           Value sumDyV, Value sumDyXhatV,
                            function_ref<const Tensor &(Value)> get,
                            function_ref<Tensor &(Value)> def) {
-  const Tensor &dy = get(op.getGradOutput()), &x = get(op.getInput()),
-               &mean = get(op.getSavedMean()),
-               &invstd = get(op.getSavedInvstd());
-  ChannelOf ch(x.shape, op.getLayout());
+  const Tensor &dy = get(dyV), &x = get(xV), &mean = get(meanV),
+               &invstd = get(invstdV);
+  const float *alpha = alphaV ? get(alphaV).data.data() : nullptr,
+              *beta = betaV ? get(betaV).data.data() : nullptr;
+  bool half = x.kind == ElemKind::F16;
+  ChannelOf ch(x.shape, layout);
   std::vector<double> sdy(ch.channels, 0), sdx(ch.channels, 0);
   for (int64_t i = 0; i < x.numel(); ++i) {
     int64_t k = ch(i);
+    if (alpha) {
+      // The forward's normalization as its fused_elementwise computes it
+      // (a rounded f32 product, then the sum), rounded to the stored type.
+      volatile float p = x.data[i] * alpha[k];
+      float v = p + beta[k];
+      if (!((half ? roundToHalf(v) : v) > 0))
+        continue;
+    }
     double g = dy.data[i];
     sdy[k] += g;
     sdx[k] += g * ((double)x.data[i] - mean.data[k]) * invstd.data[k];
   }
-  float *a = def(op.getSumDy()).data.data(),
-        *b = def(op.getSumDyXhat()).data.data();
+  float *a = def(sumDyV).data.data(), *b = def(sumDyXhatV).data.data();
   for (int64_t k = 0; k < ch.channels; ++k) {
     a[k] = (float)sdy[k];
     b[k] = (float)sdx[k];
@@ -767,6 +781,7 @@ bool cnnc::reference::isFusedOp(Operation *op) {
   return isa<cnn::FusedConv2DOp, cnn::FusedElementwiseOp, cnn::BatchNormStatsOp,
              cnn::FusedConv2DStatsOp, cnn::BatchNormFinalizeOp,
              cnn::BatchNormSumsOp, cnn::BatchNormGradSumsOp,
+             cnn::FusedBatchNormAffineReluGradSumsOp,
              cnn::FusedConv2DBwdDataOp, cnn::FusedConv2DBwdFilterOp,
              cnn::FusedBatchNormReluGradOp, cnn::FusedBatchNormAffineReluGradOp,
              cnn::FusedMaxPool2DOp, cnn::MaxPool2DIndexGradOp,
@@ -787,7 +802,15 @@ cnnc::reference::executeFused(Operation *op,
           [&](cnn::BatchNormFinalizeOp o) { return execFinalize(o, get, def); })
       .Case([&](cnn::BatchNormSumsOp o) { return execSums(o, get, def); })
       .Case([&](cnn::BatchNormGradSumsOp o) {
-        return execGradSums(o, get, def);
+        return execGradSums(o.getGradOutput(), o.getInput(), o.getSavedMean(),
+                            o.getSavedInvstd(), {}, {}, o.getLayout(),
+                            o.getSumDy(), o.getSumDyXhat(), get, def);
+      })
+      .Case([&](cnn::FusedBatchNormAffineReluGradSumsOp o) {
+        return execGradSums(o.getGradOutput(), o.getInput(), o.getSavedMean(),
+                            o.getSavedInvstd(), o.getAlpha(), o.getBeta(),
+                            o.getLayout(), o.getSumDy(), o.getSumDyXhat(), get,
+                            def);
       })
       .Case([&](cnn::FusedConv2DBwdDataOp o) {
         return execDgradAddRelu(o, get, def);

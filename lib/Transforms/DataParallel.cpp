@@ -68,6 +68,17 @@ AllReduceOp reduceOverRanks(OpBuilder &b, Location loc, ArrayRef<Value> values,
        b.getNamedAttr("bytes", b.getI64IntegerAttr(bytes))});
 }
 
+/// The position right after the last definition of `values` in `block`
+/// (its start if none is defined there).
+Block::iterator afterDefinitions(Block &block, ValueRange values) {
+  Operation *last = nullptr;
+  for (Value v : values)
+    if (Operation *d = v.getDefiningOp())
+      if (d->getBlock() == &block && (!last || last->isBeforeInBlock(d)))
+        last = d;
+  return last ? std::next(last->getIterator()) : block.begin();
+}
+
 /// --sync-bn: every batch_norm_train of the step normalizes with the
 /// statistics of the global batch, and its batch_norm_grad uses the global
 /// sums of the gradient, as PyTorch's SyncBatchNorm:
@@ -143,14 +154,23 @@ FailureOr<int64_t> syncBatchNorm(func::FuncOp f, int64_t worldSize,
                            "does not read its batch_norm_train's input and "
                            "statistics");
       Location gl = g.getLoc();
-      b.setInsertionPoint(g);
       Value dy = g.getGradOutput();
+      // The sums and their collective as early as dy allows: autodiff put
+      // the gradient after the weight gradient of the convolution that
+      // made dy, which then runs while the collective is in flight (the
+      // join stays at the first reader, the input gradient below). Where
+      // dy is a ReLU's gradient, cnn-fuse moves them up again once the
+      // sums read the unmasked gradient (RecomputeReluMaskOfGradSums).
+      Block &block = *g->getBlock();
+      b.setInsertionPoint(&block, afterDefinitions(block, {dy, g.getInput(),
+                                                           mean, invstd}));
       auto sums = BatchNormGradSumsOp::create(
           b, gl, TypeRange{vec, vec},
           ValueRange{dy, g.getInput(), mean, invstd},
           {b.getNamedAttr("layout", g.getLayoutAttr())});
       AllReduceOp total =
           reduceOverRanks(b, gl, {sums.getSumDy(), sums.getSumDyXhat()}, "sum");
+      b.setInsertionPoint(g);
       Value sumDy = total.getResult(0), sumDyXhat = total.getResult(1);
       double inv = 1.0 / static_cast<double>(n);
       Value dx = elementwise(

@@ -225,51 +225,154 @@ struct FuseReluGradIntoBatchNormGrad
   }
 };
 
+/// (alpha, beta) where `y` = relu(x * alpha + beta) is the normalization of
+/// `x` in `layout` that SplitBatchNormTrain (alpha, beta of
+/// batch_norm_stats of x) or cnn-data-parallel's sync-bn rewrite (of
+/// batch_norm_finalize) made: a relu of a fused_elementwise whose body is
+/// exactly x * alpha + beta. Runs before the ReLU joins the normalization
+/// in phase 4, so that y's definition is still the two ops recognized here.
+std::optional<std::pair<Value, Value>> affineReluOf(Value y, Value x,
+                                                    Layout layout) {
+  auto relu = y.getDefiningOp<ReluOp>();
+  if (!relu)
+    return std::nullopt;
+  auto norm = relu.getInput().getDefiningOp<FusedElementwiseOp>();
+  if (!norm || norm->getNumResults() != 1 || norm.getInputs().size() != 3 ||
+      norm.getInputs()[0] != x || norm.getLayout() != layout)
+    return std::nullopt;
+  Value alpha = norm.getInputs()[1], beta = norm.getInputs()[2];
+  if (auto stats = alpha.getDefiningOp<BatchNormStatsOp>()) {
+    if (alpha != stats.getAlpha() || beta != stats.getBeta() ||
+        stats.getInput() != x)
+      return std::nullopt;
+  } else if (auto fin = alpha.getDefiningOp<BatchNormFinalizeOp>()) {
+    // The sync-bn form: the statistics come from all-reduced sums, not
+    // from x itself; the recomputation needs only y = relu(x*alpha+beta).
+    if (alpha != fin.getAlpha() || beta != fin.getBeta())
+      return std::nullopt;
+  } else {
+    return std::nullopt;
+  }
+  // The body must be exactly x * alpha + beta (SplitBatchNormTrain's and
+  // the sync-bn rewrite's), per channel.
+  Block &body = norm.getBody().front();
+  auto ops = body.without_terminator();
+  if (std::distance(ops.begin(), ops.end()) != 2)
+    return std::nullopt;
+  auto mul = dyn_cast<arith::MulFOp>(&*ops.begin());
+  auto add = dyn_cast<arith::AddFOp>(&*std::next(ops.begin()));
+  auto yield = cast<YieldOp>(body.getTerminator());
+  if (!mul || !add || mul.getLhs() != body.getArgument(0) ||
+      mul.getRhs() != body.getArgument(1) || add.getLhs() != mul ||
+      add.getRhs() != body.getArgument(2) || yield.getValues().size() != 1 ||
+      yield.getValues()[0] != add)
+    return std::nullopt;
+  return std::make_pair(alpha, beta);
+}
+
 /// fused_batch_norm_relu_grad(dy, y, x) with y = relu(x * alpha + beta), the
 /// normalization SplitBatchNormTrain made of the same x ->
 /// fused_batch_norm_affine_relu_grad(dy, x, alpha, beta): the mask is
 /// recomputed from x, which the gradient reads anyway, so y is not read
-/// (the backward kernels then stream dy and x only). Runs after phase 2-3,
-/// before the ReLU joins the normalization in phase 4, so that y's
-/// definition is still the two ops this pattern recognizes.
+/// (the backward kernels then stream dy and x only). Runs after phase 2-3.
 struct RecomputeReluMask : Counted<OpRewritePattern<FusedBatchNormReluGradOp>> {
   using Counted::Counted;
   LogicalResult matchAndRewrite(FusedBatchNormReluGradOp g,
                                 PatternRewriter &rewriter) const override {
-    auto relu = g.getReluOutput().getDefiningOp<ReluOp>();
-    if (!relu)
-      return rewriter.notifyMatchFailure(g, "y is not a relu");
-    auto norm = relu.getInput().getDefiningOp<FusedElementwiseOp>();
-    if (!norm || norm->getNumResults() != 1 || norm.getInputs().size() != 3 ||
-        norm.getInputs()[0] != g.getInput() ||
-        norm.getLayout() != g.getLayout())
-      return rewriter.notifyMatchFailure(g, "relu input is not norm(x)");
-    auto stats = norm.getInputs()[1].getDefiningOp<BatchNormStatsOp>();
-    if (!stats || norm.getInputs()[1] != stats.getAlpha() ||
-        norm.getInputs()[2] != stats.getBeta() ||
-        stats.getInput() != g.getInput())
-      return rewriter.notifyMatchFailure(g, "not batch_norm_stats' alpha/beta");
-    // The body must be exactly x * alpha + beta (SplitBatchNormTrain's).
-    Block &body = norm.getBody().front();
-    auto ops = body.without_terminator();
-    if (std::distance(ops.begin(), ops.end()) != 2)
-      return rewriter.notifyMatchFailure(g, "normalization body differs");
-    auto mul = dyn_cast<arith::MulFOp>(&*ops.begin());
-    auto add = dyn_cast<arith::AddFOp>(&*std::next(ops.begin()));
-    auto yield = cast<YieldOp>(body.getTerminator());
-    if (!mul || !add || mul.getLhs() != body.getArgument(0) ||
-        mul.getRhs() != body.getArgument(1) || add.getLhs() != mul ||
-        add.getRhs() != body.getArgument(2) || yield.getValues().size() != 1 ||
-        yield.getValues()[0] != add)
-      return rewriter.notifyMatchFailure(g, "normalization body differs");
+    auto ab = affineReluOf(g.getReluOutput(), g.getInput(), g.getLayout());
+    if (!ab || !ab->first.getDefiningOp<BatchNormStatsOp>())
+      return rewriter.notifyMatchFailure(g, "y is not relu(norm(x))");
     auto fused = FusedBatchNormAffineReluGradOp::create(
         rewriter, g.getLoc(), g->getResultTypes(),
         ValueRange{g.getGradOutput(), g.getInput(), g.getScale(),
-                   g.getSavedMean(), g.getSavedInvstd(), stats.getAlpha(),
-                   stats.getBeta()},
+                   g.getSavedMean(), g.getSavedInvstd(), ab->first,
+                   ab->second},
         {rewriter.getNamedAttr("layout", g.getLayoutAttr())});
     rewriter.replaceOp(g, fused->getResults());
     ++counts.bnReluMasksRecomputed;
+    return success();
+  }
+};
+
+/// Moves `sums` right after the last definition of its operands in its
+/// block, and each cnn.all_reduce of its results alone right after it.
+void hoistSumsAndCollective(PatternRewriter &rewriter, Operation *sums) {
+  Block *block = sums->getBlock();
+  Operation *last = nullptr;
+  for (Value v : sums->getOperands())
+    if (Operation *d = v.getDefiningOp())
+      if (d->getBlock() == block && (!last || last->isBeforeInBlock(d)))
+        last = d;
+  if (!last || last == sums->getPrevNode())
+    return;
+  SmallVector<Operation *> collectives;
+  for (Operation *u : sums->getUsers())
+    if (isa<AllReduceOp>(u) && u->getBlock() == block &&
+        llvm::all_of(u->getOperands(), [&](Value v) {
+          return v.getDefiningOp() == sums;
+        }) &&
+        !llvm::is_contained(collectives, u))
+      collectives.push_back(u);
+  rewriter.moveOpAfter(sums, last);
+  Operation *at = sums;
+  for (Operation *c : collectives) {
+    rewriter.moveOpAfter(c, at);
+    at = c;
+  }
+}
+
+/// The sync-bn rewrite's counterpart: batch_norm_grad_sums(relu_grad(dy, y),
+/// x, ...) with y = relu(x * alpha + beta) ->
+/// fused_batch_norm_affine_relu_grad_sums(dy, x, ..., alpha, beta), and the
+/// relu_grad's other reader (the input gradient's elementwise kernel) gets
+/// the mask recomputed from x too: round(x * alpha + beta) > 0, rounded to
+/// the stored type as y was. The masked gradient is then never stored and
+/// y never read (on ResNet-50 f16, one full read-read-write pass per
+/// BN + ReLU less). The elementwise phase merges the recomputed mask into
+/// its reader.
+struct RecomputeReluMaskOfGradSums
+    : Counted<OpRewritePattern<BatchNormGradSumsOp>> {
+  using Counted::Counted;
+  LogicalResult matchAndRewrite(BatchNormGradSumsOp s,
+                                PatternRewriter &rewriter) const override {
+    auto rg = s.getGradOutput().getDefiningOp<ReluGradOp>();
+    if (!rg)
+      return rewriter.notifyMatchFailure(s, "dy is not a relu_grad");
+    auto ab = affineReluOf(rg.getOutput(), s.getInput(), s.getLayout());
+    if (!ab)
+      return rewriter.notifyMatchFailure(s, "y is not relu(norm(x))");
+    auto [alpha, beta] = *ab;
+    auto layout = rewriter.getNamedAttr("layout", s.getLayoutAttr());
+    auto fused = FusedBatchNormAffineReluGradSumsOp::create(
+        rewriter, s.getLoc(), s->getResultTypes(),
+        ValueRange{rg.getGradOutput(), s.getInput(), s.getSavedMean(),
+                   s.getSavedInvstd(), alpha, beta},
+        {layout});
+    rewriter.replaceOp(s, fused->getResults());
+    ++counts.bnReluMasksRecomputed;
+    // The sums and their all-reduce up to where dy is final (before the
+    // weight gradient of dy's convolution, which the sync-bn rewrite put
+    // first): that work then overlaps the collective, whose first reader
+    // stays where it was.
+    hoistSumsAndCollective(rewriter, fused);
+    if (rg->use_empty()) {
+      rewriter.eraseOp(rg);
+      return success();
+    }
+    bool half = cast<RankedTensorType>(rg.getType()).getElementType().isF16();
+    rewriter.setInsertionPoint(rg);
+    FusedElementwiseOp masked = makeFusedElementwise(
+        rewriter, rg.getLoc(), TypeRange{rg.getType()},
+        ValueRange{rg.getGradOutput(), s.getInput(), alpha, beta}, {0, 0, 1, 1},
+        s.getLayout(), [&](ScalarBuilder &b, ValueRange a) {
+          // The forward's x * alpha + beta (the same ops, so the same
+          // rounding and contraction), rounded as the stored y was.
+          Value y = b.add(b.mul(a[1], a[2]), a[3]);
+          if (half)
+            y = b.roundToHalf(y);
+          return SmallVector<Value>{b.select(b.gt(y, b.c(0)), a[0], b.c(0))};
+        });
+    rewriter.replaceOp(rg, masked->getResults());
     return success();
   }
 };
@@ -636,7 +739,7 @@ struct FusePass : public cnnc::impl::CNNFuseBase<FusePass> {
 
       if (recomputeReluMask) {
         RewritePatternSet mask(ctx);
-        mask.add<RecomputeReluMask>(ctx, counts);
+        mask.add<RecomputeReluMask, RecomputeReluMaskOfGradSums>(ctx, counts);
         applyGreedily(f, std::move(mask));
       }
 

@@ -181,7 +181,8 @@ StringRef loweringOf(Operation *op) {
       // 0 is the tensor summed (x, or dy of the gradients).
       .Case<BiasGradOp, BatchNormTrainOp, BatchNormStatsOp, BatchNormGradOp,
             FusedBatchNormReluGradOp, FusedBatchNormAffineReluGradOp,
-            BatchNormSumsOp, BatchNormGradSumsOp>(
+            BatchNormSumsOp, BatchNormGradSumsOp,
+            FusedBatchNormAffineReluGradSumsOp>(
           [](Operation *o) {
             // Any rank: the sums run over rows of the innermost dimension.
             auto t = cast<RankedTensorType>(o->getOperand(0).getType());

@@ -2,6 +2,7 @@
 // RUN: cnnc-opt %s -cnn-autodiff -cnn-precision -cnn-data-parallel="sync-bn=true world-size=2" | FileCheck %s --check-prefix=F16
 // RUN: cnnc-opt %s -cnn-autodiff -cnn-data-parallel | FileCheck %s --check-prefix=LOCAL
 // RUN: not cnnc-opt %s -cnn-autodiff -cnn-data-parallel=sync-bn=true 2>&1 | FileCheck %s --check-prefix=NOWORLD
+// RUN: cnnc-opt %s -cnn-autodiff -cnn-data-parallel="sync-bn=true world-size=2" -cnn-fuse | FileCheck %s --check-prefix=RMASK
 
 // conv -> batch_norm -> relu -> global pool -> linear.
 func.func @forward(%x: tensor<2x3x4x4xf32> {cnn.input},
@@ -60,3 +61,20 @@ func.func @forward(%x: tensor<2x3x4x4xf32> {cnn.input},
 // LOCAL: cnn.batch_norm_grad
 
 // NOWORLD: error: cnn-data-parallel: sync-bn needs world-size >= 1
+
+// cnn-fuse: the ReLU's gradient is not stored. The sums read the unmasked
+// gradient and recompute the mask from x with the normalization's alpha,
+// beta (fused_batch_norm_affine_relu_grad_sums); the input gradient's
+// kernel recomputes it too (the select) from the all-reduced sums; the
+// weight gradient of the convolution comes after the collective.
+// RMASK-LABEL: func.func @train_step(
+// RMASK: %[[C:.*]] = cnn.conv2d
+// RMASK: %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[A:.*]], %[[B:.*]] = cnn.batch_norm_finalize
+// RMASK: %[[DY:.*]] = cnn.global_avg_pool_grad
+// RMASK-NOT: cnn.relu_grad
+// RMASK: %[[S:.*]], %[[SX:.*]] = cnn.fused_batch_norm_affine_relu_grad_sums %[[DY]], %[[C]], %{{.*}}, %{{.*}}, %[[A]], %[[B]]
+// RMASK-NEXT: %[[R:.*]]:2 = cnn.all_reduce %[[S]], %[[SX]] {bucket = 1 : i64, bytes = 32 : i64, reduction = "sum"}
+// RMASK-NEXT: cnn.fused_elementwise %[[DY]], %[[C]], %[[A]], %[[B]], {{.*}}, %[[R]]#0, %[[R]]#1
+// RMASK: arith.cmpf ogt
+// RMASK: arith.select
+// RMASK: cnn.conv2d_bwd_filter

@@ -155,6 +155,36 @@ def test_recomputed_relu_mask_is_the_stored_one(tmp_path, precision):
         assert np.array_equal(np.asarray(s0[k]), np.asarray(s1[k])), k
 
 
+@pytest.mark.parametrize("precision,layout", [("fp16", "nchw"), ("fp32", "nhwc")])
+def test_sync_bn_recomputed_relu_mask_is_the_stored_one(tmp_path, precision, layout):
+    """The sync-bn step (cnn-data-parallel sync-bn, world size 1, so that the
+    reference interpreter runs it as one rank) with the ReLU mask recomputed
+    from x in the gradient sums and in the input gradient
+    (fused_batch_norm_affine_relu_grad_sums, each of ResNet-18's 9 BN + ReLU)
+    is bit-identical to the step that stores the masked gradient
+    (recompute-relu-mask=false)."""
+    onnx = exported_with_batch(tmp_path, "resnet18", 1, (4, 3, 64, 64))
+    base = training_ir(onnx, tmp_path / "base.mlir")
+    pre = (["--cnn-layout"] if layout == "nhwc" else []) + \
+        (["--cnn-precision"] if precision == "fp16" else []) + \
+        ["--cnn-data-parallel=sync-bn=true world-size=1"]
+    steps = {}
+    for recompute in ("true", "false"):
+        out = tmp_path / ("fused-%s.mlir" % recompute)
+        subprocess.run([tool("cnnc-opt"), str(base)] + pre +
+                       ["--cnn-fuse=recompute-relu-mask=%s" % recompute, "-o", str(out)],
+                       check=True)
+        text = out.read_text()
+        assert text.count("cnn.fused_batch_norm_affine_relu_grad_sums") == \
+            (9 if recompute == "true" else 0)
+        steps[recompute] = run_step(out, tmp_path, recompute)
+    (l0, s0), (l1, s1) = steps["false"], steps["true"]
+    assert l0 == l1
+    assert s0.keys() == s1.keys()
+    for k in s0:
+        assert np.array_equal(np.asarray(s0[k]), np.asarray(s1[k])), k
+
+
 @pytest.mark.parametrize("name,layout", [("resnet18", "nhwc"), ("resnet18", "nchw")])
 def test_remat_preserves_step_and_lowers_the_plan(tmp_path, name, layout):
     """cnn-remat recomputes BN-apply + ReLU outputs (and the stem's input

@@ -806,8 +806,10 @@ def CNNFuse : Pass<"cnn-fuse", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"recomputeReluMask", "recompute-relu-mask", "bool", "true",
-           "Give fused BN-ReLU gradients the mask recomputed from x where the "
-           "ReLU output is the BN normalization (off: read the stored output)">,
+           "Give fused BN-ReLU gradients (and the sync-bn gradient sums, "
+           "fused_batch_norm_affine_relu_grad_sums) the mask recomputed from "
+           "x where the ReLU output is the BN normalization (off: read the "
+           "stored output)">,
     Option<"dualBatchNormGrad", "dual-bn-grad", "bool", "true",
            "Make two batch_norm_grad of one gradient one "
            "fused_dual_batch_norm_grad (off: keep them apart)">,

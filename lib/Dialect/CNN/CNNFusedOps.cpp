@@ -462,21 +462,39 @@ LogicalResult BatchNormSumsOp::verify() {
   return success();
 }
 
-LogicalResult BatchNormGradSumsOp::verify() {
-  auto in = getInput().getType();
-  if (getGradOutput().getType() != in)
-    return emitOpError("'grad_output' ")
-           << getGradOutput().getType() << " must have the type of 'input' "
-           << in;
-  FailureOr<int64_t> c = sumsChannels(*this, in, getLayout());
+/// The rule of both gradient-sums ops: `grad_output` has the type of
+/// `input`; `vectors` (statistics, sums, alpha/beta) are f32 of the channel
+/// count.
+static LogicalResult
+verifyGradSums(Operation *op, Value dy, Value x, Layout layout,
+               ArrayRef<std::pair<StringRef, Value>> vectors) {
+  auto in = cast<RankedTensorType>(x.getType());
+  if (dy.getType() != in)
+    return op->emitOpError("'grad_output' ")
+           << dy.getType() << " must have the type of 'input' " << in;
+  FailureOr<int64_t> c = sumsChannels(op, in, layout);
   if (failed(c))
     return failure();
-  for (auto [name, v] :
-       {std::pair<StringRef, Value>{"saved_mean", getSavedMean()},
-        {"saved_invstd", getSavedInvstd()},
-        {"sum_dy", getSumDy()},
-        {"sum_dy_xhat", getSumDyXhat()}})
-    if (failed(checkF32Channels(*this, name, v, *c)))
+  for (auto [name, v] : vectors)
+    if (failed(checkF32Channels(op, name, v, *c)))
       return failure();
   return success();
+}
+
+LogicalResult BatchNormGradSumsOp::verify() {
+  return verifyGradSums(*this, getGradOutput(), getInput(), getLayout(),
+                        {{"saved_mean", getSavedMean()},
+                         {"saved_invstd", getSavedInvstd()},
+                         {"sum_dy", getSumDy()},
+                         {"sum_dy_xhat", getSumDyXhat()}});
+}
+
+LogicalResult FusedBatchNormAffineReluGradSumsOp::verify() {
+  return verifyGradSums(*this, getGradOutput(), getInput(), getLayout(),
+                        {{"saved_mean", getSavedMean()},
+                         {"saved_invstd", getSavedInvstd()},
+                         {"alpha", getAlpha()},
+                         {"beta", getBeta()},
+                         {"sum_dy", getSumDy()},
+                         {"sum_dy_xhat", getSumDyXhat()}});
 }

@@ -1774,6 +1774,14 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
                    b.getSumDy(), "float");
         return success();
       })
+      .Case([&](FusedBatchNormAffineReluGradSumsOp b) {
+        // The same first pass, the ReLU mask recomputed from x (as
+        // fused_batch_norm_affine_relu_grad's).
+        bnGradSums(out, op, isNHWC(op), b.getGradOutput(), {}, b.getInput(),
+                   b.getSavedMean(), b.getSavedInvstd(), b.getSumDyXhat(),
+                   b.getSumDy(), "float", b.getAlpha(), b.getBeta());
+        return success();
+      })
       .Case([&](FusedBatchNormReluGradOp b) {
         bnGrad(out, op, b.isNHWC(), b.getGradOutput(), b.getReluOutput(),
                b.getInput(), b.getScale(), b.getSavedMean(), b.getSavedInvstd(),

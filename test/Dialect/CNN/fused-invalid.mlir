@@ -455,3 +455,22 @@ func.func @bn_grad_sums_f32(%dy: tensor<2x8x4x4xf16>, %x: tensor<2x8x4x4xf16>, %
   %a, %b = cnn.batch_norm_grad_sums %dy, %x, %m, %i : (tensor<2x8x4x4xf16>, tensor<2x8x4x4xf16>, tensor<8xf32>, tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf16>)
   return
 }
+
+// -----
+
+// fused_batch_norm_affine_relu_grad_sums: alpha and beta are f32 of the
+// channel count.
+func.func @bn_affine_relu_grad_sums_alpha(%dy: tensor<2x8x4x4xf16>, %x: tensor<2x8x4x4xf16>, %m: tensor<8xf32>, %i: tensor<8xf32>, %al: tensor<4xf32>, %be: tensor<8xf32>) {
+  // expected-error @+1 {{'alpha'}}
+  %a, %b = cnn.fused_batch_norm_affine_relu_grad_sums %dy, %x, %m, %i, %al, %be : (tensor<2x8x4x4xf16>, tensor<2x8x4x4xf16>, tensor<8xf32>, tensor<8xf32>, tensor<4xf32>, tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
+// fused_batch_norm_affine_relu_grad_sums: grad_output has the input's type.
+func.func @bn_affine_relu_grad_sums_dy(%dy: tensor<2x8x4x4xf32>, %x: tensor<2x8x4x4xf16>, %m: tensor<8xf32>, %i: tensor<8xf32>, %al: tensor<8xf32>, %be: tensor<8xf32>) {
+  // expected-error @+1 {{'grad_output' 'tensor<2x8x4x4xf32>' must have the type of 'input' 'tensor<2x8x4x4xf16>'}}
+  %a, %b = cnn.fused_batch_norm_affine_relu_grad_sums %dy, %x, %m, %i, %al, %be : (tensor<2x8x4x4xf32>, tensor<2x8x4x4xf16>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>)
+  return
+}

@@ -116,3 +116,10 @@ func.func @bn_sums(%x: tensor<2x4x4x16xf16>, %dy: tensor<2x4x4x16xf16>, %m: tens
   %a, %b = cnn.batch_norm_grad_sums %dy, %x, %m, %i {layout = #cnn.layout<NHWC>} : (tensor<2x4x4x16xf16>, tensor<2x4x4x16xf16>, tensor<16xf32>, tensor<16xf32>) -> (tensor<16xf32>, tensor<16xf32>)
   return %s, %ss, %a, %b : tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>
 }
+
+// CHECK-LABEL: func @bn_affine_relu_grad_sums
+// CHECK: cnn.fused_batch_norm_affine_relu_grad_sums %arg1, %arg0, %arg2, %arg3, %arg4, %arg5 {layout = #cnn.layout<NHWC>}
+func.func @bn_affine_relu_grad_sums(%x: tensor<2x4x4x16xf16>, %dy: tensor<2x4x4x16xf16>, %m: tensor<16xf32>, %i: tensor<16xf32>, %al: tensor<16xf32>, %be: tensor<16xf32>) -> (tensor<16xf32>, tensor<16xf32>) {
+  %a, %b = cnn.fused_batch_norm_affine_relu_grad_sums %dy, %x, %m, %i, %al, %be {layout = #cnn.layout<NHWC>} : (tensor<2x4x4x16xf16>, tensor<2x4x4x16xf16>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>) -> (tensor<16xf32>, tensor<16xf32>)
+  return %a, %b : tensor<16xf32>, tensor<16xf32>
+}

@@ -303,6 +303,33 @@ def CNN_BatchNormGradSumsOp : CNN_LayoutOp<"batch_norm_grad_sums"> {
   let hasVerifier = 1;
 }
 
+def CNN_FusedBatchNormAffineReluGradSumsOp
+    : CNN_LayoutOp<"fused_batch_norm_affine_relu_grad_sums"> {
+  let summary = "batch_norm_grad_sums of relu_grad(grad_output, y), the mask recomputed from x";
+  let description = [{
+    batch_norm_grad_sums of g = relu_grad(grad_output, y) where the forward
+    computed y = relu(x * alpha + beta) in one kernel (`alpha`, `beta`: the
+    batch_norm_finalize results of the same normalization): `sum_dy[k] = Σ
+    g[.., k]`, `sum_dy_xhat[k] = Σ g[.., k] · (x[.., k] - saved_mean[k]) ·
+    saved_invstd[k]`, accumulated in f64. The mask y > 0 is recomputed as
+    round(x * alpha + beta) > 0, rounded to the element type of `input` as y
+    was (fused_batch_norm_affine_relu_grad's rule), so g is never stored and
+    y is not read. cnn-fuse makes this op from the sync-bn rewrite's
+    batch_norm_grad_sums (the data-parallel step's counterpart of
+    fused_batch_norm_affine_relu_grad).
+
+    Constraints: `grad_output` has the type of `input` (2-D, 3-D or 4-D);
+    `saved_mean`, `saved_invstd`, `alpha`, `beta` and both results are 1-D
+    f32 of the channel count.
+  }];
+  let arguments = (ins CNN_FloatTensor:$grad_output, CNN_FloatTensor:$input,
+                   CNN_FloatTensor:$saved_mean, CNN_FloatTensor:$saved_invstd,
+                   CNN_FloatTensor:$alpha, CNN_FloatTensor:$beta,
+                   CNN_Layout:$layout);
+  let results = (outs CNN_FloatTensor:$sum_dy, CNN_FloatTensor:$sum_dy_xhat);
+  let hasVerifier = 1;
+}
+
 def CNN_FusedBatchNormReluGradOp : CNN_LayoutOp<"fused_batch_norm_relu_grad"> {
   let summary = "batch_norm_grad of relu_grad(grad_output, relu_output)";
   let description = [{
