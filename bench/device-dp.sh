@@ -58,8 +58,9 @@
 #         MAXCTAS_SWEEP="0 4 16", one run per CNNC_NCCL_MAX_CTAS value;
 #     S2: ResNet-18 and EfficientNet-B0 on 1 and 4 (the GPU count on -x2);
 #     PyTorch DDP (AMP + channels_last, bench/dp/ddp_bench.py, 200 steps
-#     timed after 20) on the same GPU counts, run while cnnc compiles
-#     (DDP_CONCURRENT=0: after the cnnc runs). The table (steady and
+#     timed after 20) on the same GPU counts, and DDP under torch.compile
+#     on the GPU counts in DDP_COMPILE_GPUS (default: all GPUs; "" skips),
+#     run while cnnc compiles (DDP_CONCURRENT=0: after the cnnc runs). The table (steady and
 #     whole-run img/s from the `done:`/`data parallel:` lines, scaling,
 #     efficiency, DDP, sync-bn overhead) is bench/dp/scaling.py's.
 #  R  the runtime's NCCL checks (built there with cmake, ~2 min):
@@ -569,6 +570,15 @@ for name in sys.argv[1:]:
         --nproc-per-node "$2" "$DP/ddp_bench.py" "$1" --batch 128 --steps "$S_STEPS" --warmup 20 ||
         fail "S: PyTorch DDP $1 on $2 GPU(s) (exit $?, see ddp-$1-g$2.log)"
       grep -h "^DDP" "$LOGS/ddp-$1-g$2.log" | sed 's/^/     /' | tee -a "$SUMMARY"
+      # The whole DDP module under torch.compile, on the GPU counts in
+      # DDP_COMPILE_GPUS (default: the largest; "" skips it).
+      if [[ " ${DDP_COMPILE_GPUS-$NG} " == *" $2 "* ]]; then
+        CUDA_VISIBLE_DEVICES=$(gpu_list 0 $(($2 - 1))) run "ddpc-$1-g$2" 300 "${TORCHRUN[@]}" \
+          --standalone --nproc-per-node "$2" "$DP/ddp_bench.py" "$1" --batch 128 \
+          --steps "$S_STEPS" --warmup 20 --compile ||
+          fail "S: PyTorch DDP + torch.compile $1 on $2 GPU(s) (exit $?, see ddpc-$1-g$2.log)"
+        grep -h "^DDP" "$LOGS/ddpc-$1-g$2.log" | sed 's/^/     /' | tee -a "$SUMMARY"
+      fi
     done
   }
   t=$SECONDS

@@ -6,11 +6,13 @@ runs' logs in one directory:
                              N > 1, the `data parallel:` line)
   cnnc-<model>-g<N>-sb.log   the same with --sync-bn
   ddp-<model>-g<N>.log       ddp_bench.py's `DDP <model> world N ...: X img/s`
+  ddpc-<model>-g<N>.log      the same with --compile (`DDP+compile(mode) ...`)
 
 Prints a markdown table: model, GPUs, cnnc steady img/s, cnnc whole-run
 img/s, scaling vs 1 GPU (steady, whole run), efficiency (scaling / N,
 steady and whole run: issue 36 asks >= 0.97 and >= 0.95 on 4 GPUs), DDP
-img/s, cnnc / DDP (steady); then the --sync-bn overhead (plain
+img/s, DDP under torch.compile img/s where it ran, cnnc / the faster of the
+two (steady); then the --sync-bn overhead (plain
 steady img/s / sync-bn steady img/s - 1) where both were run. A run whose
 log has no figures is shown as "failed".
 
@@ -26,8 +28,8 @@ sys.path.insert(0, HERE)
 
 import common  # noqa: E402
 
-NAME_RE = re.compile(r"^(cnnc|ddp)-(.+)-g(\d+)(-sb)?\.log$")
-DDP_RE = re.compile(r"^DDP \S+ world (\d+) .*?: ([0-9.]+) img/s", re.M)
+NAME_RE = re.compile(r"^(cnnc|ddpc|ddp)-(.+)-g(\d+)(-sb)?\.log$")
+DDP_RE = re.compile(r"^DDP(?:\+compile\(\S+\))? \S+ world (\d+) .*?: ([0-9.]+) img/s", re.M)
 
 
 def collect(logdir):
@@ -41,13 +43,14 @@ def collect(logdir):
         with open(os.path.join(logdir, name), errors="replace") as f:
             text = f.read()
         r = runs.setdefault((model, gpus, sb), {"steady": None, "whole": None, "ddp": None,
-                                                "cnnc_ran": False, "ddp_ran": False})
+                                                "ddpc": None, "cnnc_ran": False,
+                                                "ddp_ran": False, "ddpc_ran": False})
         r[kind + "_ran"] = True
         if kind == "cnnc":
             r["steady"], r["whole"] = common.throughput(text)
         else:
             d = DDP_RE.findall(text)
-            r["ddp"] = float(d[-1][1]) if d else None
+            r[kind] = float(d[-1][1]) if d else None
     return runs
 
 
@@ -64,8 +67,8 @@ def ratio(a, b):
 def table(runs):
     lines = ["| model | GPUs | cnnc steady img/s | cnnc whole-run img/s | scaling steady "
              "| scaling whole run | efficiency steady | efficiency whole run | DDP img/s "
-             "| cnnc / DDP |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "| DDP + torch.compile img/s | cnnc / best DDP |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     models = sorted({k[0] for k in runs})
     for model in models:
         base = runs.get((model, 1, False), {})
@@ -75,12 +78,14 @@ def table(runs):
             s_whole = ratio(r["whole"], base.get("whole"))
             eff = s_steady / gpus if s_steady else None
             eff_whole = s_whole / gpus if s_whole else None
-            c, d = r["cnnc_ran"], r["ddp_ran"]
-            lines.append("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            c, d, dc = r["cnnc_ran"], r["ddp_ran"], r["ddpc_ran"]
+            best = max([v for v in (r["ddp"], r["ddpc"]) if v] or [None]) \
+                if (d or dc) else None
+            lines.append("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
                 model, gpus, fmt(r["steady"], ran=c), fmt(r["whole"], ran=c),
                 fmt(s_steady, "{:.2f}x", c), fmt(s_whole, "{:.2f}x", c),
                 fmt(eff, "{:.3f}", c), fmt(eff_whole, "{:.3f}", c), fmt(r["ddp"], ran=d),
-                fmt(ratio(r["steady"], r["ddp"]), "{:.2f}x", c and d)))
+                fmt(r["ddpc"], ran=dc), fmt(ratio(r["steady"], best), "{:.2f}x", c and (d or dc))))
     sb_lines = []
     for (model, gpus, sb), r in sorted(runs.items()):
         if not sb:

@@ -251,20 +251,27 @@ def test_scaling_table(tmp_path):
         "cnnc-resnet50-g4-sb.log": NEW.replace("27067", "25000"),
         "ddp-resnet50-g1.log": "DDP resnet50 world 1 batch 128/GPU: 4058 img/s total\n",
         "ddp-resnet50-g4.log": "DDP resnet50 world 4 batch 128/GPU: 13801 img/s total\n",
+        "ddpc-resnet50-g4.log": "DDP+compile(default) resnet50 world 4 batch 128/GPU: "
+                                "14500 img/s total\n",
         "cnnc-resnet18-g1.log": "cnnrt: error: out of memory\n",
     }
     for k, v in logs.items():
         (tmp_path / k).write_text(v)
     r = run_py("scaling.py", tmp_path, "--json", tmp_path / "s.json")
     assert r.returncode == 0, r.stdout + r.stderr
-    # The scaling table's rows (11 bars; the sync-bn table has 6).
+    # The scaling table's rows (12 bars; the sync-bn table has 6).
     rows = {tuple(c.strip() for c in l.split("|")[1:3]): l for l in r.stdout.splitlines()
-            if l.startswith("| resnet") and l.count("|") == 11}
+            if l.startswith("| resnet") and l.count("|") == 12}
     r50x4 = rows[("resnet50", "4")]
     assert "27,067" in r50x4 and "24,807" in r50x4 and "13,801" in r50x4
-    # 27067 / 7000, 24807 / 6800, their quarters, 27067 / 13801.
+    assert "14,500" in r50x4
+    # 27067 / 7000, 24807 / 6800, their quarters, 27067 / 14500 (the faster
+    # PyTorch: compiled DDP here).
     assert "3.87x" in r50x4 and "3.65x" in r50x4 and "0.967" in r50x4 and "0.912" in r50x4
-    assert "1.96x" in r50x4
+    assert "1.87x" in r50x4
+    # Where compiled DDP did not run: "-", and cnnc / DDP (4058 eager).
+    assert rows[("resnet50", "1")].split("|")[10].strip() == "-"
+    assert "1.72x" in rows[("resnet50", "1")]
     assert "failed" in rows[("resnet18", "1")]
     assert "+8.3 %" in r.stdout  # 27067 / 25000 - 1
     assert json.load(open(tmp_path / "s.json"))["resnet50 g4"]["ddp"] == 13801
