@@ -1,0 +1,439 @@
+//===- kernels_check.cu - the kernel prelude's kernels against the host ----===//
+//
+// Includes kernels/Prelude.cuh (the kernels cnnc prints into every model.cu)
+// directly and runs a few of them, launched as EmitCUDA.cpp launches them,
+// against a computation in double on the host: batch statistics (NCHW, and
+// NHWC through the two-pass scratch reduction in f16), bias_grad's NHWC sums,
+// the per-channel scale-shift-ReLU (an elementwise kernel with f16 rounding),
+// average pooling with padding, softmax, the cross-entropy loss and its
+// gradient (label smoothing, ignored rows), loss scaling and splitmix64.
+//
+// Prints one line per check; exit 0 when all pass, 1 on a mismatch, 2 on a
+// CUDA error, 3 without a GPU (ctest's SKIP_RETURN_CODE).
+//
+//===----------------------------------------------------------------------===//
+
+// Defined by the emitter before the prelude (cnnc::kNhwcScratchDoubles).
+#define CNNC_NHWC_SCRATCH (1 << 18)
+#include "Prelude.cuh"
+
+#include "GpuCheck.cuh"
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <random>
+#include <type_traits>
+#include <vector>
+
+namespace {
+
+int failures = 0;
+
+/// One check's line: `got` against `want` element by element, within
+/// `tol` * max(1, |want|).
+void expectNear(const char *what, const std::vector<double> &got,
+                const std::vector<double> &want, double tol) {
+  double worst = 0;
+  size_t at = 0;
+  bool bad = got.size() != want.size();
+  for (size_t i = 0; !bad && i < got.size(); ++i) {
+    double err = std::fabs(got[i] - want[i]) / std::max(1.0, std::fabs(want[i]));
+    if (!(err <= tol)) { // NaN fails too
+      bad = true;
+      at = i;
+      worst = err;
+      break;
+    }
+    worst = std::max(worst, err);
+  }
+  if (bad) {
+    ++failures;
+    if (got.size() != want.size())
+      std::printf("FAIL %s: %zu values, expected %zu\n", what, got.size(),
+                  want.size());
+    else
+      std::printf("FAIL %s: [%zu] = %.9g, expected %.9g (error %.3g > %.3g)\n",
+                  what, at, got[at], want[at], worst, tol);
+    return;
+  }
+  std::printf("ok   %s (max error %.3g)\n", what, worst);
+}
+
+template <typename T> T *toDevice(const std::vector<T> &h) {
+  T *d = nullptr;
+  CUDA_OK(cudaMalloc(&d, h.size() * sizeof(T) + 16));
+  CUDA_OK(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return d;
+}
+
+template <typename T> std::vector<double> fromDevice(const T *d, size_t n) {
+  std::vector<T> h(n);
+  CUDA_OK(cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost));
+  std::vector<double> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    if constexpr (std::is_same_v<T, __half>)
+      out[i] = __half2float(h[i]);
+    else
+      out[i] = (double)h[i];
+  }
+  return out;
+}
+
+std::vector<float> randoms(size_t n, float lo, float hi, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (float &x : v)
+    x = u(rng);
+  return v;
+}
+
+std::vector<__half> toHalf(const std::vector<float> &v) {
+  std::vector<__half> h(v.size());
+  for (size_t i = 0; i < v.size(); ++i)
+    h[i] = __float2half_rn(v[i]);
+  return h;
+}
+
+/// Host batch statistics of channel-major values `x[c]` (the channel's M
+/// values): mean, invstd, running mean/var (unbiased), alpha, beta.
+struct HostStats {
+  std::vector<double> mean, invstd, runMean, runVar, alpha, beta;
+};
+HostStats hostStats(const std::vector<std::vector<double>> &x,
+                    const std::vector<float> &oldMean,
+                    const std::vector<float> &oldVar,
+                    const std::vector<float> &scale,
+                    const std::vector<float> &bias, double eps,
+                    double momentum) {
+  HostStats h;
+  for (size_t c = 0; c < x.size(); ++c) {
+    double M = (double)x[c].size(), s = 0, ss = 0;
+    for (double v : x[c])
+      s += v;
+    double m = s / M;
+    for (double v : x[c])
+      ss += (v - m) * (v - m);
+    double var = ss / M, is = 1.0 / std::sqrt(var + eps);
+    h.mean.push_back(m);
+    h.invstd.push_back(is);
+    h.runMean.push_back((1 - momentum) * oldMean[c] + momentum * m);
+    h.runVar.push_back((1 - momentum) * oldVar[c] +
+                       momentum * var * M / (M - 1));
+    h.alpha.push_back(is * scale[c]);
+    h.beta.push_back(bias[c] - m * is * scale[c]);
+  }
+  return h;
+}
+
+/// bnStats (NCHW, one block of 512 per channel): the statistics of x with
+/// a large mean (the two-pass variance must not lose the spread).
+void checkBnStatsNCHW() {
+  const int N = 4, C = 5;
+  const int64_t HW = 300; // N * HW > the block: each thread loops
+  std::vector<float> x = randoms((size_t)N * C * HW, 99.f, 101.f, 1);
+  std::vector<float> oldMean = randoms(C, -1, 1, 2), oldVar = randoms(C, 0.5, 2, 3);
+  std::vector<float> scale = randoms(C, 0.5, 2, 4), bias = randoms(C, -1, 1, 5);
+  const float eps = 1e-5f, momentum = 0.1f;
+  std::vector<std::vector<double>> perChannel(C);
+  for (int n = 0; n < N; ++n)
+    for (int c = 0; c < C; ++c)
+      for (int64_t j = 0; j < HW; ++j)
+        perChannel[c].push_back(x[(n * C + c) * HW + j]);
+  HostStats want = hostStats(perChannel, oldMean, oldVar, scale, bias, eps, momentum);
+
+  float *dx = toDevice(x), *dOldMean = toDevice(oldMean), *dOldVar = toDevice(oldVar);
+  float *dScale = toDevice(scale), *dBias = toDevice(bias);
+  std::vector<float> zeros(C, 0.f);
+  float *mean = toDevice(zeros), *invstd = toDevice(zeros), *runMean = toDevice(zeros),
+        *runVar = toDevice(zeros), *alpha = toDevice(zeros), *beta = toDevice(zeros);
+  bnStats<float, float><<<C, 512>>>(dx, mean, invstd, runMean, runVar, dOldMean, dOldVar,
+                                     dScale, dBias, alpha, beta, N, C, HW, eps, momentum);
+  CUDA_OK(cudaGetLastError());
+  CUDA_OK(cudaDeviceSynchronize());
+  // f32 results of f64 sums: a few f32 ulps.
+  expectNear("bnStats NCHW f32: mean", fromDevice(mean, C), want.mean, 1e-6);
+  expectNear("bnStats NCHW f32: invstd", fromDevice(invstd, C), want.invstd, 1e-5);
+  expectNear("bnStats NCHW f32: running mean", fromDevice(runMean, C), want.runMean, 1e-6);
+  expectNear("bnStats NCHW f32: running var", fromDevice(runVar, C), want.runVar, 1e-5);
+  expectNear("bnStats NCHW f32: alpha", fromDevice(alpha, C), want.alpha, 1e-5);
+  expectNear("bnStats NCHW f32: beta", fromDevice(beta, C), want.beta, 1e-4);
+}
+
+/// nhwcPartial<1> + nhwcStatsFinish (f16 NHWC), and nhwcPartial<0> +
+/// nhwcSumFinish (bias_grad): C = 40 leaves a block of channels partly
+/// empty, M = 198 rows in tiles of 64 leaves the last tile short.
+void checkNhwcReductions() {
+  const int C = 40;
+  const int64_t M = 198, rowsPerTile = 64, tiles = (M + rowsPerTile - 1) / rowsPerTile;
+  std::vector<__half> x = toHalf(randoms((size_t)M * C, -3.f, 5.f, 6));
+  std::vector<float> oldMean = randoms(C, -1, 1, 7), oldVar = randoms(C, 0.5, 2, 8);
+  std::vector<float> scale = randoms(C, 0.5, 2, 9), bias = randoms(C, -1, 1, 10);
+  const float eps = 1e-3f, momentum = 0.01f;
+  std::vector<std::vector<double>> perChannel(C);
+  for (int64_t r = 0; r < M; ++r)
+    for (int c = 0; c < C; ++c)
+      perChannel[c].push_back(__half2float(x[r * C + c]));
+  HostStats want = hostStats(perChannel, oldMean, oldVar, scale, bias, eps, momentum);
+  std::vector<double> wantSum;
+  for (int c = 0; c < C; ++c) {
+    double s = 0;
+    for (double v : perChannel[c])
+      s += v;
+    wantSum.push_back(s);
+  }
+
+  __half *dx = toDevice(x);
+  float *dOldMean = toDevice(oldMean), *dOldVar = toDevice(oldVar);
+  float *dScale = toDevice(scale), *dBias = toDevice(bias);
+  std::vector<float> zeros(C, 0.f);
+  float *mean = toDevice(zeros), *invstd = toDevice(zeros), *runMean = toDevice(zeros),
+        *runVar = toDevice(zeros), *alpha = toDevice(zeros), *beta = toDevice(zeros),
+        *sum = toDevice(zeros);
+  dim3 grid((C + 31) / 32, (unsigned)tiles), block(32, 8);
+  nhwcPartial<1, __half><<<grid, block>>>(dx, nullptr, nullptr, nullptr, nullptr, nullptr,
+                                          nullptr, M, C, rowsPerTile);
+  nhwcStatsFinish<__half, float><<<C, 256>>>(dx, mean, invstd, runMean, runVar, dOldMean,
+                                             dOldVar, dScale, dBias, alpha, beta, M, C,
+                                             (int)tiles, eps, momentum);
+  CUDA_OK(cudaGetLastError());
+  CUDA_OK(cudaDeviceSynchronize());
+  expectNear("nhwcPartial<1> + nhwcStatsFinish f16: mean", fromDevice(mean, C), want.mean, 1e-6);
+  expectNear("nhwcPartial<1> + nhwcStatsFinish f16: invstd", fromDevice(invstd, C),
+             want.invstd, 1e-5);
+  expectNear("nhwcPartial<1> + nhwcStatsFinish f16: running var", fromDevice(runVar, C),
+             want.runVar, 1e-5);
+  expectNear("nhwcPartial<1> + nhwcStatsFinish f16: beta", fromDevice(beta, C), want.beta,
+             1e-5);
+
+  nhwcPartial<0, __half><<<grid, block>>>(dx, nullptr, nullptr, nullptr, nullptr, nullptr,
+                                          nullptr, M, C, rowsPerTile);
+  nhwcSumFinish<float><<<C, 256>>>(sum, C, (int)tiles);
+  CUDA_OK(cudaGetLastError());
+  CUDA_OK(cudaDeviceSynchronize());
+  expectNear("nhwcPartial<0> + nhwcSumFinish (bias_grad)", fromDevice(sum, C), wantSum, 1e-6);
+}
+
+/// nhwcScaleShiftRelu<__half>: relu(x * scale[c] + shift[c]) rounded to
+/// f16; the device may contract to an fma, so one f16 rounding step apart
+/// at most.
+void checkScaleShiftRelu() {
+  const int C = 24;
+  const int64_t n = 24 * 77;
+  std::vector<__half> x = toHalf(randoms(n, -4.f, 4.f, 11));
+  std::vector<float> scale = randoms(C, -2, 2, 12), shift = randoms(C, -1, 1, 13);
+  std::vector<double> want(n);
+  for (int64_t i = 0; i < n; ++i) {
+    float v = std::fma(__half2float(x[i]), scale[i % C], shift[i % C]);
+    want[i] = __half2float(__float2half_rn(v > 0.f ? v : 0.f));
+  }
+  __half *dx = toDevice(x), *dy = toDevice(std::vector<__half>(n));
+  float *dScale = toDevice(scale), *dShift = toDevice(shift);
+  nhwcScaleShiftRelu<__half><<<4, 256>>>(dx, dScale, dShift, dy, n, C);
+  CUDA_OK(cudaGetLastError());
+  CUDA_OK(cudaDeviceSynchronize());
+  std::vector<double> got = fromDevice(dy, n);
+  int negatives = 0;
+  for (double v : got)
+    negatives += v < 0;
+  if (negatives) {
+    ++failures;
+    std::printf("FAIL nhwcScaleShiftRelu f16: %d negative outputs\n", negatives);
+  }
+  // |want| <= 10: an f16 step there is 2^-7 of |want| at most.
+  expectNear("nhwcScaleShiftRelu f16", got, want, 1.0 / 128);
+}
+
+/// avgPoolFwd<float> (NCHW), 3x3 stride 2 with asymmetric padding, the
+/// divisor with and without the padding counted.
+void checkAvgPool() {
+  PoolParams p{};
+  p.N = 2, p.C = 3, p.H = 9, p.W = 8, p.KH = 3, p.KW = 3, p.SH = 2, p.SW = 2;
+  p.PT = 1, p.PL = 1, p.PB = 1, p.PR = 0;
+  p.P = (p.H + p.PT + p.PB - p.KH) / p.SH + 1;
+  p.Q = (p.W + p.PL + p.PR - p.KW) / p.SW + 1;
+  std::vector<float> x = randoms((size_t)p.N * p.C * p.H * p.W, -1, 1, 14);
+  float *dx = toDevice(x);
+  size_t outN = (size_t)p.N * p.C * p.P * p.Q;
+  float *dy = toDevice(std::vector<float>(outN));
+  for (bool includePad : {false, true}) {
+    p.countIncludePad = includePad;
+    std::vector<double> want;
+    for (int nc = 0; nc < p.N * p.C; ++nc)
+      for (int pp = 0; pp < p.P; ++pp)
+        for (int q = 0; q < p.Q; ++q) {
+          double s = 0;
+          int inside = 0, window = 0;
+          for (int kh = 0; kh < p.KH; ++kh)
+            for (int kw = 0; kw < p.KW; ++kw) {
+              int h = pp * p.SH - p.PT + kh, w = q * p.SW - p.PL + kw;
+              // Positions past the end padding are not in the window.
+              if (h >= p.H + p.PB || w >= p.W + p.PR)
+                continue;
+              ++window;
+              if (h < 0 || h >= p.H || w < 0 || w >= p.W)
+                continue;
+              ++inside;
+              s += x[((size_t)nc * p.H + h) * p.W + w];
+            }
+          want.push_back(s / (includePad ? window : inside));
+        }
+    avgPoolFwd<float><<<2, 64>>>(dx, dy, p);
+    CUDA_OK(cudaGetLastError());
+    CUDA_OK(cudaDeviceSynchronize());
+    expectNear(includePad ? "avgPoolFwd NCHW (count_include_pad)" : "avgPoolFwd NCHW",
+               fromDevice(dy, outN), want, 1e-6);
+  }
+}
+
+/// softmaxRows<float>: one block per row of 1000.
+void checkSoftmax() {
+  const int rows = 3, cols = 1000;
+  std::vector<float> x = randoms((size_t)rows * cols, -20, 20, 15);
+  std::vector<double> want;
+  for (int r = 0; r < rows; ++r) {
+    double m = -INFINITY, s = 0;
+    for (int c = 0; c < cols; ++c)
+      m = std::max(m, (double)x[r * cols + c]);
+    for (int c = 0; c < cols; ++c)
+      s += std::exp(x[r * cols + c] - m);
+    for (int c = 0; c < cols; ++c)
+      want.push_back(std::exp(x[r * cols + c] - m) / s);
+  }
+  float *dx = toDevice(x), *dy = toDevice(std::vector<float>(x.size()));
+  softmaxRows<float><<<rows, 256>>>(dx, dy, cols);
+  CUDA_OK(cudaGetLastError());
+  CUDA_OK(cudaDeviceSynchronize());
+  expectNear("softmaxRows f32", fromDevice(dy, x.size()), want, 1e-6);
+}
+
+/// softmaxXentLossPartial + Finish and xentCountValid + softmaxXentGrad
+/// (int64 labels, label smoothing, ignored rows), launched as the emitter
+/// launches them; cols below and above a warp.
+void checkCrossEntropy(int64_t rows, int cols) {
+  const float smoothing = 0.1f, gradLoss = 0.5f;
+  const long long ignore = -100;
+  std::vector<float> logits = randoms((size_t)rows * cols, -6, 6, 16 + cols);
+  std::vector<int64_t> labels(rows);
+  for (int64_t r = 0; r < rows; ++r)
+    labels[r] = r % 7 == 3 ? ignore : (r * 5 + 1) % cols;
+  double total = 0;
+  int valid = 0;
+  std::vector<double> wantGrad((size_t)rows * cols, 0.0);
+  for (int64_t r = 0; r < rows; ++r) {
+    if (labels[r] == ignore)
+      continue;
+    ++valid;
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    if (labels[r] == ignore)
+      continue;
+    const float *xr = &logits[r * cols];
+    double m = -INFINITY, s = 0, sumx = 0;
+    for (int c = 0; c < cols; ++c)
+      m = std::max(m, (double)xr[c]);
+    for (int c = 0; c < cols; ++c) {
+      s += std::exp(xr[c] - m);
+      sumx += xr[c];
+    }
+    double lse = m + std::log(s);
+    total += (1 - smoothing) * (lse - xr[labels[r]]) + smoothing * (lse - sumx / cols);
+    for (int c = 0; c < cols; ++c) {
+      double target = (c == labels[r] ? 1.0 - smoothing : 0.0) + smoothing / cols;
+      wantGrad[r * cols + c] = (std::exp(xr[c] - m) / s - target) * gradLoss / valid;
+    }
+  }
+
+  float *dLogits = toDevice(logits), *dLoss = toDevice(std::vector<float>(1));
+  float *dGradLoss = toDevice(std::vector<float>{gradLoss});
+  float *dGrad = toDevice(std::vector<float>(logits.size(), -1.f));
+  int64_t *dLabels = toDevice(labels);
+  int blocks = (int)std::min<int64_t>(std::max<int64_t>((rows + 7) / 8, 1), CNNC_XENT_BLOCKS);
+  softmaxXentLossPartial<float, int64_t><<<blocks, 256>>>(dLogits, dLabels, rows, cols,
+                                                          smoothing, ignore);
+  softmaxXentLossFinish<<<1, 256>>>(dLoss, blocks);
+  xentCountValid<int64_t><<<1, 1024>>>(dLabels, rows, ignore);
+  softmaxXentGrad<float, int64_t><<<blocks, 256>>>(dLogits, dLabels, dGradLoss, dGrad, rows,
+                                                   cols, smoothing, ignore);
+  CUDA_OK(cudaGetLastError());
+  CUDA_OK(cudaDeviceSynchronize());
+  char what[96];
+  std::snprintf(what, sizeof what, "softmax cross-entropy loss, %lld x %d",
+                (long long)rows, cols);
+  expectNear(what, fromDevice(dLoss, 1), {total / valid}, 1e-6);
+  std::snprintf(what, sizeof what, "softmax cross-entropy gradient, %lld x %d",
+                (long long)rows, cols);
+  // f32 exp and products: absolute error against values of order 1/valid.
+  expectNear(what, fromDevice(dGrad, logits.size()), wantGrad, 1e-6);
+}
+
+__global__ void splitmixKernel(uint64_t *out) { *out = splitmix64(0); }
+
+/// setFlag + clearIfNonFinite (f16, with and without an inf),
+/// lossScaleUpdate (growth at the interval, backoff), and splitmix64's
+/// first output of state 0 (the reference value of SplitMix64).
+void checkLossScaleAndRandom() {
+  std::vector<__half> finite = toHalf(randoms(5000, -1, 1, 17)), withInf = finite;
+  withInf[4321] = __float2half_rn(INFINITY);
+  float *flag = toDevice(std::vector<float>{-1.f});
+  std::vector<double> flags;
+  for (const std::vector<__half> *v : {&finite, &withInf}) {
+    __half *d = toDevice(*v);
+    setFlag<<<1, 1>>>(flag);
+    clearIfNonFinite<__half><<<4, 256>>>(d, (int64_t)v->size(), flag);
+    CUDA_OK(cudaGetLastError());
+    flags.push_back(fromDevice(flag, 1)[0]);
+  }
+  expectNear("setFlag + clearIfNonFinite f16", flags, {1.0, 0.0}, 0);
+
+  float *scale = toDevice(std::vector<float>{65536.f});
+  float *tracker = toDevice(std::vector<float>{1999.f});
+  float *newScale = toDevice(std::vector<float>(1)), *newTracker = toDevice(std::vector<float>(1));
+  std::vector<double> got;
+  for (float isFinite : {1.f, 0.f}) {
+    CUDA_OK(cudaMemcpy(flag, &isFinite, sizeof(float), cudaMemcpyHostToDevice));
+    lossScaleUpdate<<<1, 1>>>(scale, tracker, flag, newScale, newTracker, 2000, 2.f, 0.5f);
+    CUDA_OK(cudaGetLastError());
+    got.push_back(fromDevice(newScale, 1)[0]);
+    got.push_back(fromDevice(newTracker, 1)[0]);
+  }
+  expectNear("lossScaleUpdate (grow at the interval, back off)", got,
+             {131072.0, 0.0, 32768.0, 0.0}, 0);
+
+  uint64_t *d = toDevice(std::vector<uint64_t>(1)), h = 0;
+  splitmixKernel<<<1, 1>>>(d);
+  CUDA_OK(cudaGetLastError());
+  CUDA_OK(cudaMemcpy(&h, d, sizeof h, cudaMemcpyDeviceToHost));
+  if (h != 0xe220a8397b1dcdafull) {
+    ++failures;
+    std::printf("FAIL splitmix64(0) = %016llx, expected e220a8397b1dcdaf\n",
+                (unsigned long long)h);
+  } else {
+    std::printf("ok   splitmix64(0)\n");
+  }
+}
+
+} // namespace
+
+int main() {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::printf("kernels_check: no GPU: SKIPPED\n");
+    return 3;
+  }
+  checkBnStatsNCHW();
+  checkNhwcReductions();
+  checkScaleShiftRelu();
+  checkAvgPool();
+  checkSoftmax();
+  checkCrossEntropy(37, 10);
+  checkCrossEntropy(5, 1000);
+  checkLossScaleAndRandom();
+  if (failures) {
+    std::printf("kernels_check: %d check(s) FAILED\n", failures);
+    return 1;
+  }
+  std::printf("kernels_check: all passed\n");
+  return 0;
+}
