@@ -241,7 +241,7 @@ void checkScaleShiftRelu() {
     ++failures;
     std::printf("FAIL nhwcScaleShiftRelu f16: %d negative outputs\n", negatives);
   }
-  // |want| <= 10: an f16 step there is 2^-7 of |want| at most.
+  // |want| < 16: one f16 step is 2^-7 at most, within 1/128 * max(1, |want|).
   expectNear("nhwcScaleShiftRelu f16", got, want, 1.0 / 128);
 }
 
