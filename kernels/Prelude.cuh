@@ -18,7 +18,8 @@
 #ifndef CNNC_KERNELS_PRELUDE_CUH
 #define CNNC_KERNELS_PRELUDE_CUH
 
-// clang-format off: the printed order, which include sorting would change.
+// The printed order, which clang-format's include sorting would change.
+// clang-format off
 #include "Common.cuh"
 #include "BatchNorm.cuh"
 #include "Pooling.cuh"
