@@ -809,6 +809,13 @@ int runTraining(int argc, char **argv, const ModelSpec &spec) {
   // This rank's images; the progress line multiplies by the world size
   // (the ranks step together).
   ThroughputMeter meter;
+  // The ranks start training together: a rank that finished its start-up
+  // early would otherwise count its wait for the slowest one (at the first
+  // collective) as training time, not as the start-up it is.
+  if (world > 1) {
+    int64_t ready = 1;
+    spec.dist->sumHost(ctx, &ready, 1);
+  }
   meter.start(tProcess, now());
   int64_t logSince = 0;
   double stallMsSum = 0; // CNNC_ALLREDUCE_TIMING: sampled waits for buckets
