@@ -80,6 +80,8 @@ template <typename Body> static int guarded(Body &&body) {
     return setError("cnnrt: out of host memory", ErrorKind::OutOfMemory);
   } catch (const std::exception &e) {
     return setError(std::string("cnnrt: error: ") + e.what());
+  } catch (...) { // nothing may unwind into the C caller
+    return setError("cnnrt: error: an unknown exception");
   }
 }
 

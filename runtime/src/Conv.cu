@@ -163,24 +163,37 @@ static void ensureTuneWorkspace(Context &ctx, Context::Impl &I) {
   I.tuneWsBytes = 0;
 }
 
+namespace {
+/// Two timing events, destroyed also when a timed call throws.
+struct EventPair {
+  cudaEvent_t e0 = nullptr, e1 = nullptr;
+  EventPair() {
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+  }
+  ~EventPair() {
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+  }
+  EventPair(const EventPair &) = delete;
+  EventPair &operator=(const EventPair &) = delete;
+};
+} // namespace
+
 /// Milliseconds per call of `run` on the context's stream (one warm-up, then
 /// the mean of five), or a negative number when a call fails.
 template <typename Fn> static float timeCalls(Context &ctx, Fn run) {
   if (!run())
     return -1;
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
-  cudaEventRecord(e0, ctx.stream());
+  EventPair ev;
+  cudaEventRecord(ev.e0, ctx.stream());
   bool ok = true;
   for (int i = 0; i < 5 && ok; ++i)
     ok = run();
-  cudaEventRecord(e1, ctx.stream());
+  cudaEventRecord(ev.e1, ctx.stream());
   float ms = -1;
-  if (cudaEventSynchronize(e1) == cudaSuccess && ok)
-    cudaEventElapsedTime(&ms, e0, e1);
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
+  if (cudaEventSynchronize(ev.e1) == cudaSuccess && ok)
+    cudaEventElapsedTime(&ms, ev.e0, ev.e1);
   cudaGetLastError();
   return ok && ms >= 0 ? ms / 5 : -1;
 }
