@@ -106,6 +106,14 @@ void cnnc::buildCNNGPUPipeline(OpPassManager &pm,
     mp.workspaceMB = options.workspaceMB;
     pm.addPass(createCNNMemoryPlan(mp));
   }
+  // Last: how each generated kernel launches (grids from the target's SM
+  // count, reduction strategies, multi-tensor chunks), decided in IR for
+  // the CUDA printer, after every rewrite of the step.
+  if (options.lowerElementwise) {
+    CNNPrepareForEmissionOptions pe;
+    pe.arch = options.arch;
+    pm.addPass(createCNNPrepareForEmission(pe));
+  }
 }
 
 void cnnc::registerCNNPipelines() {

@@ -184,6 +184,10 @@ LogicalResult cnnc::driver::optimizeTrainStep(const DriverOptions &o,
   // --no-memory-plan plan without sharing memory between temporaries.
   pipeline.memoryPlan = o.targetGPU;
   pipeline.memoryReuse = o.optimize && o.memoryPlan;
+  // cnn-prepare-for-emission's target (the resolved --arch; "native" is
+  // still unresolved when no CUDA is emitted: the pass's default).
+  if (o.arch != "native")
+    pipeline.arch = o.arch;
   PassManager pm(&c.context);
   buildCNNGPUPipeline(pm, pipeline);
   if (failed(runPasses(pm, c)))
@@ -898,9 +902,13 @@ LogicalResult cnnc::driver::compileCUDA(const DriverOptions &o, Compilation &c,
     if (!f.isExternal() && !f->hasAttr("cnn.lowering_selected"))
       selected = false;
   });
-  // Likewise its arena plan, the one the emitter reads (it plans nothing).
+  // Likewise its arena plan, the one the emitter reads (it plans nothing),
+  // and its launch decisions for this --arch (cnn-prepare-for-emission).
   bool planned = c.module->getOperation()->hasAttr(kArenaBytesAttr);
-  if (!selected || !planned) {
+  auto target = c.module->getOperation()->getAttrOfType<cnn::TargetAttr>(
+      cnn::kTargetAttr);
+  bool prepared = selected && planned && target && target.getArch() == o.arch;
+  if (!prepared) {
     PassManager pm(&c.context);
     if (!selected) {
       // How its max poolings' gradients run is a lowering choice too
@@ -918,6 +926,9 @@ LogicalResult cnnc::driver::compileCUDA(const DriverOptions &o, Compilation &c,
       mp.reuse = o.optimize && o.memoryPlan;
       pm.addPass(createCNNMemoryPlan(mp));
     }
+    CNNPrepareForEmissionOptions pe;
+    pe.arch = o.arch;
+    pm.addPass(createCNNPrepareForEmission(pe));
     if (failed(runPasses(pm, c)))
       return failure();
   }

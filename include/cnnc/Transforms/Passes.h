@@ -167,12 +167,18 @@ struct CNNGPUPipelineOptions
       *this, "world-size",
       llvm::cl::desc("cnn-data-parallel: the number of ranks"),
       llvm::cl::init(0)};
+  Option<std::string> arch{
+      *this, "arch",
+      llvm::cl::desc("cnn-prepare-for-emission's GPU architecture (sm_80, "
+                     "sm_86, sm_89, sm_90, sm_90a; empty: sm_90)"),
+      llvm::cl::init("")};
 };
 
 /// Adds the optimization passes of the training step to `pm` (a ModuleOp
 /// pass manager): cnn-layout, cnn-precision, canonicalize + CSE,
 /// cnn-data-parallel, cnn-fuse,
-/// cnn-lower-elementwise, cnn-memory-plan, as `options` select. The `cnnc`
+/// cnn-lower-elementwise, cnn-memory-plan, cnn-prepare-for-emission, as
+/// `options` select. The `cnnc`
 /// driver and `cnnc-opt --cnn-gpu-pipeline` both build it here.
 void buildCNNGPUPipeline(mlir::OpPassManager &pm,
                          const CNNGPUPipelineOptions &options);

@@ -921,4 +921,71 @@ def CNNMemoryPlan : Pass<"cnn-memory-plan", "mlir::ModuleOp"> {
   ];
 }
 
+def CNNPrepareForEmission : Pass<"cnn-prepare-for-emission", "mlir::ModuleOp"> {
+  let summary = "Decides how the CUDA target's generated kernels launch, as verified attributes the printer reads";
+  let description = [{
+    The last pass of the CUDA target's pipeline (CIRCT's PrepareForEmission
+    before ExportVerilog): what the CUDA printer used to decide while
+    printing is decided here, in IR, so that the printer only prints.
+
+    - The module gets `cnn.target = #cnn.target<...>`: the GPU of the `arch`
+      option (one table: sm_80 108 SMs, sm_86 84, sm_89 142, sm_90 and
+      sm_90a 132; an architecture not in it is an error naming it), or,
+      without the option, the module's own `cnn.target`, else sm_90.
+    - Elementwise ops left outside the fused form get it (the printer knows
+      `fused_elementwise` only).
+    - Every op whose CUDA lowering launches a generated kernel gets
+      `cnn.launch = #cnn.launch<...>`:
+      - `grid_limit`: the most blocks of a grid-stride kernel, 32 per SM of
+        the target (the printer's grid is min(ceil(n / 256), grid_limit));
+      - `reduction` on reduce_sum / reduce_mean / reduce_max (other than
+        cnn-select-lowering's "channel_sum" ones) and softmax:
+        "block_per_result" when each result reduces at least 32 times as
+        many elements as there are results (a block of 256 threads per
+        result, a fixed-order tree: ConvNeXt's LayerNorm weight gradients
+        left 96 threads summing 200K values each at one thread per result)
+        and there are at most 2^31 - 1 results, else "thread_per_result";
+        softmax over a contiguous axis is a row per block, any other axis a
+        thread per (outer, inner) pair;
+      - `chunks` on the ops that launch multi-tensor kernels (the last
+        member of a `cnn.update_group` / `cnn.cast_group` of two or more,
+        all_finite per element type of two or more tensors, f16 before f32,
+        clip_divisor): each kernel's chunk of units, at most 8192 (1024 in
+        the eight-element "vec8" form) and smaller for a small group, so
+        that about 8 blocks per SM still get one (a multiple of 256, at
+        least 256).
+      Library calls alone (conv2d and its gradients, matmul, all_reduce)
+      and views (reshape, flatten) get nothing.
+
+    The printer refuses a module without `cnn.target` and an op that
+    launches a kernel without `cnn.launch`; the dialect verifies both
+    attributes (ranges, the reduction strategy exactly where it applies).
+
+    ```mlir
+    %s = cnn.reduce_sum %x {axes = array<i64: 0, 1, 2>, keep_dims = false}
+        : (tensor<8x56x56x96xf32>) -> tensor<96xf32>
+    // becomes (sm_90: 132 SMs)
+    %s = cnn.reduce_sum %x {axes = array<i64: 0, 1, 2>,
+        cnn.launch = #cnn.launch<grid_limit = 4224,
+                                 reduction = "block_per_result">,
+        keep_dims = false} : (tensor<8x56x56x96xf32>) -> tensor<96xf32>
+    // and the module
+    module attributes {cnn.target = #cnn.target<arch = "sm_90", sms = 132,
+                                                max_threads = 1024,
+                                                smem_per_block = 232448>}
+    ```
+  }];
+  let options = [
+    Option<"arch", "arch", "std::string", "\"\"",
+           "nvcc architecture to prepare for (sm_80, sm_86, sm_89, sm_90, "
+           "sm_90a); empty: the module's cnn.target, else sm_90">,
+  ];
+  let statistics = [
+    Statistic<"numLaunch", "launch-ops", "ops given launch decisions">,
+    Statistic<"numBlockPerResult", "block-per-result", "reductions with a block per result">,
+    Statistic<"numThreadPerResult", "thread-per-result", "reductions with a thread per result">,
+    Statistic<"numMultiTensor", "multi-tensor-kernels", "multi-tensor kernels given their chunk size">
+  ];
+}
+
 #endif

@@ -5,6 +5,8 @@
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/StringSwitch.h"
 
+#include <limits>
+
 using namespace mlir;
 using namespace cnnc::cnn;
 
@@ -59,6 +61,8 @@ enum class AttrKind {
   ImageShape,   // cnn.image_shape: array<i64: N, C, H, W>, all positive
   PublicShape,  // cnn.public_shape: array<i64: K, C, R, S>, all positive, on
                 // a parameter stored as [K, R, S, C'] with C' >= C
+  Target,       // cnn.target on the module: a #cnn.target
+  Launch,       // cnn.launch on an op: a #cnn.launch fitting the op
 };
 
 /// Attributes of function arguments and results (a train_step result carries
@@ -89,6 +93,7 @@ AttrKind moduleAttrKind(StringRef name) {
              AttrKind::Bytes)
       .Cases({"cnn.weights", "cnn.plan_strategy"}, AttrKind::String)
       .Case("cnn.fusion_stats", AttrKind::Dictionary)
+      .Case("cnn.target", AttrKind::Target)
       .Default(AttrKind::Unknown);
 }
 
@@ -109,6 +114,7 @@ AttrKind opAttrKind(StringRef name) {
       .Case("cnn.update_group", AttrKind::Count)
       .Case("cnn.cast_group", AttrKind::Count)
       .Case("cnn.remat", AttrKind::Unit) // a clone made by cnn-remat
+      .Case("cnn.launch", AttrKind::Launch)
       .Default(AttrKind::Unknown);
 }
 
@@ -180,6 +186,33 @@ LogicalResult verifyCNNAttr(function_ref<InFlightDiagnostic()> emitError,
   }
   case AttrKind::Dictionary:
     return check(isa<DictionaryAttr>(value), "a dictionary");
+  case AttrKind::Target:
+    return check(isa<TargetAttr>(value), "a #cnn.target");
+  case AttrKind::Launch: {
+    auto l = dyn_cast<LaunchAttr>(value);
+    if (!l)
+      return fail("a #cnn.launch");
+    // The reduction strategy is a decision of the reductions (and softmax)
+    // only, and one they cannot go without.
+    bool needs = needsReductionStrategy(op);
+    if (needs && !l.getReduction())
+      return emitError() << "'" << name << "' on '" << op->getName()
+                         << "' needs a reduction strategy (reduction = "
+                            "\"block_per_result\" or \"thread_per_result\")";
+    if (!needs && l.getReduction())
+      return emitError() << "'" << name << "' on '" << op->getName()
+                         << "' has a reduction strategy, which only "
+                            "reductions and softmax take";
+    // A block per result: one block per result element, gridDim.x's bound.
+    if (needs && l.getReduction().getValue() == "block_per_result" &&
+        !isa<SoftmaxOp>(op) &&
+        cast<RankedTensorType>(op->getResult(0).getType()).getNumElements() >
+            std::numeric_limits<int32_t>::max())
+      return emitError() << "'" << name << "' on '" << op->getName()
+                         << "': \"block_per_result\" needs at most 2^31 - 1 "
+                            "results (one block each)";
+    return success();
+  }
   case AttrKind::DataParallel: {
     auto d = dyn_cast<DictionaryAttr>(value);
     auto buckets = d ? d.getAs<IntegerAttr>("buckets") : IntegerAttr();

@@ -36,9 +36,9 @@ using namespace mlir;
 using namespace cnnc;
 using namespace cnnc::cnn;
 
-static const char kPrelude[] = {
-#include "KernelPrelude.inc" // kernels/*.cuh, by EmbedPrelude.cmake
-};
+static const char *kPrelude =
+#include "Prelude.cuh.inc"
+    ;
 
 static std::string tensorTable(const BufferPlan &plan, bool inputNHWC);
 
@@ -166,6 +166,14 @@ public:
 
 private:
   LogicalResult emitOp(Operation *op, std::string &out);
+  /// The grid of a grid-stride kernel of the op being printed over `n`
+  /// units of work: min(ceil(n / 256), its #cnn.launch grid_limit).
+  std::string gridFor(int64_t n) const;
+  /// The op being printed's #cnn.launch grid_limit.
+  int64_t gridLimit() const { return launchOf.getGridLimit(); }
+  /// The chunk of the op being printed's `k`-th multi-tensor kernel
+  /// (#cnn.launch's chunks), or an error on the op.
+  FailureOr<int64_t> chunkOf(Operation *op, size_t k);
   std::string ptr(Value v) {
     auto it = ptrOverride.find(v);
     if (it != ptrOverride.end())
@@ -209,15 +217,15 @@ private:
   /// error on `op`.
   LogicalResult checkVec8(Operation *op, ArrayRef<Value> vs, int64_t vec);
   /// A multi-tensor kernel over tensors of `sizes` units (elements, or
-  /// vectors of 8 in the "vec8" form), cut into chunks of at most
-  /// `chunkUnits` units (fewer for a small group) that never straddle two
+  /// vectors of 8 in the "vec8" form), cut into chunks of `chunkUnits`
+  /// units (cnn-prepare-for-emission's) that never straddle two
   /// tensors: declares (in
   /// `kernels`) `<name>_chunk`, each chunk's tensor, first and end unit, and
   /// one `<name>_<suffix>` table of per-tensor values for each entry of
   /// `tables`; returns the opening of the loops (blocks over chunks, threads
   /// over a chunk's units) that set `lo`, the tensor, and `at`, the unit
   /// within it; `kMultiTensorLoopEnd` closes them. `chunks` is set to the
-  /// chunk count (the launch's grid, at most gridFor's). The chunk table
+  /// chunk count (the launch's grid, at most grid_limit). The chunk table
   /// replaces a binary search per unit.
   std::string
   multiTensorLoop(const std::string &name, ArrayRef<int64_t> sizes,
@@ -281,6 +289,8 @@ private:
   ModuleOp module;
   BufferPlan plan;
   const CUDAEmitOptions &options;
+  /// cnn-prepare-for-emission's decisions for the op being printed.
+  LaunchAttr launchOf;
   std::string kernels, prepare;
   /// Host functions holding fused convolutions' epilogue launches.
   std::string epilogues;
@@ -345,10 +355,11 @@ static std::string roundTo(Type t, const std::string &expr) {
 /// Closes multiTensorLoop's two loops.
 static constexpr const char *kMultiTensorLoopEnd = "    }\n  }\n";
 
-static std::string gridFor(int64_t n) {
-  // Grid-stride loops: enough blocks to fill the GPU, not one per element.
+std::string Emitter::gridFor(int64_t n) const {
+  // Grid-stride loops: enough blocks to fill the GPU (cnn-prepare-for-
+  // emission's grid_limit), not one per element.
   return std::to_string(
-      std::max<int64_t>(1, std::min<int64_t>((n + 255) / 256, 132 * 32)));
+      std::max<int64_t>(1, std::min<int64_t>((n + 255) / 256, gridLimit())));
 }
 
 /// Row-major strides of a static shape.
@@ -1047,6 +1058,17 @@ LogicalResult Emitter::emitNHWC(Operation *op, std::string &out) {
 }
 
 LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
+  // cnn-prepare-for-emission decided how the op's kernels launch; the
+  // printer does not guess.
+  launchOf = op->getAttrOfType<LaunchAttr>(kLaunchAttr);
+  if (launchesKernel(op) && !launchOf)
+    return op->emitError("CUDA backend: '")
+           << op->getName()
+           << "' has no cnn.launch: run cnn-prepare-for-emission (the CUDA "
+              "target's pipeline, cnn-gpu-pipeline) first";
+  if (launchOf && needsReductionStrategy(op) && !launchOf.getReduction())
+    return op->emitError("CUDA backend: '")
+           << op->getName() << "' has no reduction strategy in its cnn.launch";
   if (isNHWC(op) && isa<BiasGradOp, GlobalAvgPoolOp, GlobalAvgPoolGradOp>(op))
     return emitNHWC(op, out);
   return TypeSwitch<Operation *, LogicalResult>(op)
@@ -1168,9 +1190,8 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
         return success();
       })
       .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp>([&](Operation *o) {
-        // Sums (or maxima) in f32. Many results: one thread per result
-        // element (squeeze-excitation gradients, per-row sums); few results
-        // of many elements: one block per result (below).
+        // Sums (or maxima) in f32: one thread per result element, or one
+        // block per result (below), as #cnn.launch's reduction says.
         auto in = ttype(o->getOperand(0)), res = ttype(o->getResult(0));
         auto axes = o->getAttrOfType<DenseI64ArrayAttr>("axes").asArrayRef();
         if (auto l = o->getAttrOfType<StringAttr>("cnn.lowering");
@@ -1217,13 +1238,11 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
         // A NaN propagates, as numpy's max does.
         const char *combine =
             isMax ? "acc = (v > acc || v != v) ? v : acc;" : "acc += v;";
-        if (count >= 32 * n && n <= (int64_t(1) << 31) - 1) {
-          // Few results, each of many elements (the weight gradients of a
-          // LayerNorm over channels or of a layer scale: [N,H,W,C] -> [C]):
-          // a block per result, its 256 threads striding over the reduced
-          // elements, then a fixed-order warp/block reduction (deterministic).
-          // One thread per result left 96 threads summing 200K values each
-          // (ConvNeXt-Tiny: 10 ms per reduction on an H100).
+        // cnn-prepare-for-emission's strategy.
+        if (launchOf.getReduction().getValue() == "block_per_result") {
+          // Few results, each of many elements: a block per result, its 256
+          // threads striding over the reduced elements, then a fixed-order
+          // warp/block reduction (deterministic).
           std::string name = kernel(
               fmt::format("const {} *__restrict__ in0, {} *__restrict__ out0",
                           ctype(in.getElementType()),
@@ -1774,14 +1793,6 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
                    b.getSumDy(), "float");
         return success();
       })
-      .Case([&](FusedBatchNormAffineReluGradSumsOp b) {
-        // The same first pass, the ReLU mask recomputed from x (as
-        // fused_batch_norm_affine_relu_grad's).
-        bnGradSums(out, op, isNHWC(op), b.getGradOutput(), {}, b.getInput(),
-                   b.getSavedMean(), b.getSavedInvstd(), b.getSumDyXhat(),
-                   b.getSumDy(), "float", b.getAlpha(), b.getBeta());
-        return success();
-      })
       .Case([&](FusedBatchNormReluGradOp b) {
         bnGrad(out, op, b.isNHWC(), b.getGradOutput(), b.getReluOutput(),
                b.getInput(), b.getScale(), b.getSavedMean(), b.getSavedInvstd(),
@@ -1899,10 +1910,9 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
         return success();
       })
       .Case([&](SoftmaxOp s) -> LogicalResult {
-        // The tensor as outer x n x inner around the axis. A contiguous
-        // axis (inner 1: the last one, or only 1s after it) is a row per
-        // block; any other (split attention's radix, the channels of
-        // NCHW) one thread per (outer, inner) pair.
+        // The tensor as outer x n x inner around the axis: a row per block
+        // (cnn-prepare-for-emission's "block_per_result", a contiguous
+        // axis) or one thread per (outer, inner) pair.
         auto t = s.getType();
         int64_t axis = s.getAxis(), outer = 1, inner = 1;
         for (int64_t d = 0; d < axis; ++d)
@@ -1914,7 +1924,7 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
           return s.emitError("CUDA backend: softmax over an axis of ")
                  << n << " elements (the kernels count it in int32)";
         std::string T = ctype(t.getElementType());
-        if (inner == 1) {
+        if (launchOf.getReduction().getValue() == "block_per_result") {
           launch(out, op, fmt::format("softmaxRows<{}>", T),
                  std::to_string(outer), "256",
                  fmt::format("{}, {}, {}", ptr(s.getInput()),
@@ -1957,17 +1967,18 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
                "1024",
                fmt::format("{}, {}ll, {}ll", ptr(s.getLabels()), rows,
                            static_cast<int64_t>(s.getIgnoreIndex())));
-        launch(out, op,
-               fmt::format("softmaxXentGrad<{}, {}>", ctype(t.getElementType()),
-                           labelType),
-               std::to_string(std::clamp<int64_t>((rows + 7) / 8, 1, 132 * 32)),
-               "256",
-               fmt::format("{}, {}, {}, {}, {}ll, {}, {}, {}ll",
-                           ptr(s.getLogits()), ptr(s.getLabels()),
-                           ptr(s.getGradLoss()), ptr(s.getResult()), rows,
-                           t.getDimSize(1),
-                           floatLit(s.getLabelSmoothing().convertToFloat()),
-                           static_cast<int64_t>(s.getIgnoreIndex())));
+        launch(
+            out, op,
+            fmt::format("softmaxXentGrad<{}, {}>", ctype(t.getElementType()),
+                        labelType),
+            std::to_string(std::clamp<int64_t>((rows + 7) / 8, 1, gridLimit())),
+            "256",
+            fmt::format("{}, {}, {}, {}, {}ll, {}, {}, {}ll",
+                        ptr(s.getLogits()), ptr(s.getLabels()),
+                        ptr(s.getGradLoss()), ptr(s.getResult()), rows,
+                        t.getDimSize(1),
+                        floatLit(s.getLabelSmoothing().convertToFloat()),
+                        static_cast<int64_t>(s.getIgnoreIndex())));
         return success();
       })
       .Case([&](ConcatOp c) {
@@ -2114,6 +2125,7 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
         std::map<std::string, std::vector<Value>> byType;
         for (Value in : a.getInputs())
           byType[ctype(ttype(in).getElementType())].push_back(in);
+        size_t multiTensorKernels = 0;
         for (auto &[T, vs] : byType) {
           if (vs.size() == 1) {
             int64_t n = ttype(vs[0]).getNumElements();
@@ -2131,9 +2143,12 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
           }
           if (failed(checkVec8(op, vs, vec)))
             return failure();
+          FailureOr<int64_t> chunk = chunkOf(op, multiTensorKernels++);
+          if (failed(chunk))
+            return failure();
           int64_t chunks = 0;
-          std::string loop = multiTensorLoop(name, sizes, {{"in", offsets}},
-                                             vec == 8 ? 1024 : 8192, chunks);
+          std::string loop =
+              multiTensorLoop(name, sizes, {{"in", offsets}}, *chunk, chunks);
           std::string check =
               vec == 8
                   ? fmt::format("      float v[8];\n"
@@ -2157,7 +2172,7 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
               "  // {} gradients checked in one multi-tensor kernel\n",
               vs.size());
           launch(out, op, name,
-                 std::to_string(std::min<int64_t>(chunks, 132 * 32)), "256",
+                 std::to_string(std::min<int64_t>(chunks, gridLimit())), "256",
                  fmt::format("A, {}", flag));
         }
         return success();
@@ -2302,13 +2317,6 @@ std::string Emitter::multiTensorLoop(
     kernels += fmt::format("__device__ const {} {}_{}[{}] = {{{}}};\n", type,
                            name, suffix, values.size(), llvm::join(v, ", "));
   };
-  // Chunks of at most `chunkUnits` units, and smaller (down to one unit per
-  // thread) for a small group, so that about 8 blocks per SM still get one.
-  int64_t total = 0;
-  for (int64_t n : sizes)
-    total += n;
-  chunkUnits = std::clamp<int64_t>(total / (132 * 8) / 256 * 256, 256,
-                                   std::max<int64_t>(chunkUnits, 256));
   std::vector<int64_t> chunk;
   for (auto [t, n] : llvm::enumerate(sizes))
     for (int64_t b = 0; b < n; b += chunkUnits)
@@ -2329,6 +2337,14 @@ std::string Emitter::multiTensorLoop(
       name, chunks, wide ? "int64_t" : "int");
 }
 
+FailureOr<int64_t> Emitter::chunkOf(Operation *op, size_t k) {
+  DenseI64ArrayAttr chunks = launchOf.getChunks();
+  if (!chunks || k >= (size_t)chunks.size())
+    return op->emitError("CUDA backend: no chunk for multi-tensor kernel #")
+           << k << " in #cnn.launch (cnn-prepare-for-emission decides them)";
+  return chunks[k];
+}
+
 LogicalResult Emitter::emitClipDivisor(std::string &out, ClipDivisorOp op) {
   std::string name = fmt::format("clip{}", numKernels++);
   std::vector<int64_t> sizes, offsets, half;
@@ -2341,9 +2357,12 @@ LogicalResult Emitter::emitClipDivisor(std::string &out, ClipDivisorOp op) {
              << e << " gradient";
     half.push_back(e.isF16() ? 1 : 0);
   }
+  FailureOr<int64_t> chunk = chunkOf(op, 0);
+  if (failed(chunk))
+    return failure();
   int64_t chunks = 0;
   std::string loop = multiTensorLoop(
-      name, sizes, {{"in", offsets}, {"h", half}}, 8192, chunks);
+      name, sizes, {{"in", offsets}, {"h", half}}, *chunk, chunks);
   std::string acc = ptr(op.getDivisor());
   kernels += fmt::format(
       "__global__ void __launch_bounds__(256) {0}(const char *A, float *acc) "
@@ -2375,7 +2394,7 @@ LogicalResult Emitter::emitClipDivisor(std::string &out, ClipDivisorOp op) {
   out += fmt::format("  // global gradient norm of {} tensors (clipping)\n",
                      sizes.size());
   launch(out, op, name + "_zero", "1", "1", acc);
-  launch(out, op, name, std::to_string(std::min<int64_t>(chunks, 132 * 32)),
+  launch(out, op, name, std::to_string(std::min<int64_t>(chunks, gridLimit())),
          "256", fmt::format("A, {}", acc));
   launch(out, op, name + "_finish", "1", "1",
          fmt::format("{}, {}, {}", acc, ptr(op.getScale()),
@@ -2476,8 +2495,11 @@ LogicalResult Emitter::groupedElementwise(std::string &out, Operation *op,
                           "*>(A + {}ll));\n",
                           k, ctype(ttype(in.v).getElementType()),
                           plan.offsetOf(in.v));
+  FailureOr<int64_t> chunk = chunkOf(op, 0);
+  if (failed(chunk))
+    return failure();
   int64_t chunks = 0;
-  body += multiTensorLoop(name, sizes, tables, vec == 8 ? 1024 : 8192, chunks);
+  body += multiTensorLoop(name, sizes, tables, *chunk, chunks);
   body += vec == 1 ? "    const int64_t i = at;\n"
                    : "    const int64_t i0 = at * 8;\n";
   for (auto [k, in] : llvm::enumerate(first.first)) {
@@ -2536,7 +2558,7 @@ LogicalResult Emitter::groupedElementwise(std::string &out, Operation *op,
       body);
   out += fmt::format("  // {} {} in one multi-tensor kernel\n",
                      g.members.size(), g.what);
-  launch(out, op, name, std::to_string(std::min<int64_t>(chunks, 132 * 32)),
+  launch(out, op, name, std::to_string(std::min<int64_t>(chunks, gridLimit())),
          "256", "A");
   return success();
 }
@@ -2724,11 +2746,9 @@ LogicalResult cnnc::emitCUDA(ModuleOp module, llvm::raw_ostream &os,
     if (ttype(arg).getRank() > 4)
       return step.emitError(
           "CUDA backend: tensors of rank > 4 are not supported");
-  // Prepare for emission (as CIRCT's ExportVerilog does): a step built
-  // outside cnnc's pipeline gets the elementwise form the printer knows.
-  lowerElementwise(module);
-  // What cnn-gpu-pipeline decides, in its order: the lowering choices, then
-  // the arena plan.
+  // What cnn-gpu-pipeline decides, in its order: the lowering choices, the
+  // arena plan, then (cnn-prepare-for-emission, as CIRCT's
+  // PrepareForEmission before ExportVerilog) the target and the launches.
   for (func::FuncOp f : {step, forward})
     if (f && !f->hasAttr("cnn.lowering_selected"))
       return f.emitError("CUDA backend: @")
@@ -2739,6 +2759,10 @@ LogicalResult cnnc::emitCUDA(ModuleOp module, llvm::raw_ostream &os,
   if (failed(planOr))
     return failure();
   BufferPlan plan = std::move(*planOr);
+  if (!module->getAttrOfType<TargetAttr>(kTargetAttr))
+    return module.emitError("CUDA backend: the module has no cnn.target: run "
+                            "cnn-prepare-for-emission (the CUDA target's "
+                            "pipeline, cnn-gpu-pipeline) first");
 
   Emitter em(module, plan, options);
   std::string trainBody, evalBody;

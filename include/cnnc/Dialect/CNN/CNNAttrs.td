@@ -22,4 +22,52 @@ def CNN_LayoutAttr : EnumAttr<CNN_Dialect, CNN_LayoutEnum, "layout"> {
   let assemblyFormat = "`<` $value `>`";
 }
 
+// The GPU the CUDA target prints for (`cnn.target` on the module, set by
+// cnn-prepare-for-emission from --arch): what the launch decisions are
+// computed from, so that they are in the IR rather than in the printer.
+def CNN_TargetAttr : AttrDef<CNN_Dialect, "Target"> {
+  let mnemonic = "target";
+  let summary = "The GPU the CUDA target prints for: architecture, SM count, "
+                "threads and shared memory per block";
+  let description = [{
+    `#cnn.target<arch = "sm_90", sms = 132, max_threads = 1024,
+    smem_per_block = 232448>`: the nvcc architecture, its streaming
+    multiprocessors (a grid-stride kernel's grid fills them), the most
+    threads and the most (opt-in) shared memory in bytes a block may have.
+  }];
+  let parameters = (ins StringRefParameter<"nvcc architecture">:$arch,
+                        "int64_t":$sms, "int64_t":$max_threads,
+                        "int64_t":$smem_per_block);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+// What cnn-prepare-for-emission decided for how an op's generated kernels
+// launch (`cnn.launch` on the op); the CUDA printer reads it and refuses an
+// op that launches kernels without it.
+def CNN_LaunchAttr : AttrDef<CNN_Dialect, "Launch"> {
+  let mnemonic = "launch";
+  let summary = "How an op's generated kernels launch: the grid's ceiling, "
+                "the reduction strategy, the multi-tensor chunks";
+  let description = [{
+    `#cnn.launch<grid_limit = 4224, reduction = "block_per_result",
+    chunks = array<i64: 1024>>`:
+    - `grid_limit`: the most blocks of 256 threads a grid-stride kernel of
+      the op launches (32 per SM of the `#cnn.target`): the grid is
+      min(ceil(n / 256), grid_limit) for n units of work.
+    - `reduction` (reduce_sum/mean/max and softmax only, required there):
+      "block_per_result" (a block of 256 threads per result element, a
+      fixed-order tree reduction) or "thread_per_result" (a grid-stride
+      loop, one thread per result element).
+    - `chunks` (multi-tensor kernels only): the units (elements, or vectors
+      of eight) of one block's chunk, one entry per multi-tensor kernel the
+      op launches, each a positive multiple of 256.
+  }];
+  let parameters = (ins "int64_t":$grid_limit,
+                        OptionalParameter<"::mlir::StringAttr">:$reduction,
+                        OptionalParameter<"::mlir::DenseI64ArrayAttr">:$chunks);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
 #endif

@@ -156,6 +156,18 @@ constexpr const char *kFrozenAttr = "cnn.frozen";
 /// A parameter's own optimizer settings (its torch param group): a
 /// dictionary of overrides of cnn-autodiff's options (see Passes.td).
 constexpr const char *kParamOptionsAttr = "cnn.param_options";
+/// The CUDA target's GPU (#cnn.target, on the module) and an op's launch
+/// decisions (#cnn.launch), both set by cnn-prepare-for-emission.
+constexpr const char *kTargetAttr = "cnn.target";
+constexpr const char *kLaunchAttr = "cnn.launch";
+/// Whether `op` needs #cnn.launch's `reduction` (reduce_sum, reduce_mean and
+/// reduce_max other than the "channel_sum" lowerings; softmax).
+bool needsReductionStrategy(mlir::Operation *op);
+/// Whether the CUDA lowering of `op` (an op of a function's body) launches
+/// a generated kernel, and so needs #cnn.launch: all but library calls
+/// (conv2d and its gradients, matmul, all_reduce), views (reshape, flatten)
+/// and the return.
+bool launchesKernel(mlir::Operation *op);
 } // namespace cnnc::cnn
 
 #endif

@@ -1,0 +1,78 @@
+//===- CNNLaunchAttrs.cpp - #cnn.target and #cnn.launch -------------------===//
+//
+// The CUDA target's decisions as verified attributes: the GPU it prints for
+// (#cnn.target on the module) and how each op's generated kernels launch
+// (#cnn.launch), both set by cnn-prepare-for-emission and only read by the
+// printer. What can be checked without the op is checked here; the
+// dialect's attribute verifier adds what depends on it.
+//
+//===----------------------------------------------------------------------===//
+#include "cnnc/Dialect/CNN/CNNOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#include <limits>
+
+using namespace mlir;
+using namespace cnnc::cnn;
+
+LogicalResult TargetAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                 StringRef arch, int64_t sms,
+                                 int64_t maxThreads, int64_t smemPerBlock) {
+  if (arch.empty())
+    return emitError() << "#cnn.target needs an architecture (arch = "
+                          "\"sm_90\", ...)";
+  // A GPU of more SMs than this does not exist; the bound keeps the grids
+  // computed from the count (sms * 32 blocks) far from int overflow.
+  if (sms < 1 || sms > 4096)
+    return emitError() << "#cnn.target: sms must be in [1, 4096], got " << sms;
+  if (maxThreads < 32 || maxThreads > 1024 || maxThreads % 32)
+    return emitError() << "#cnn.target: max_threads must be a multiple of 32 "
+                          "in [32, 1024], got "
+                       << maxThreads;
+  if (smemPerBlock < 1)
+    return emitError() << "#cnn.target: smem_per_block must be positive, got "
+                       << smemPerBlock;
+  return success();
+}
+
+LogicalResult LaunchAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                 int64_t gridLimit, StringAttr reduction,
+                                 DenseI64ArrayAttr chunks) {
+  // gridDim.x is at most 2^31 - 1.
+  if (gridLimit < 1 || gridLimit > std::numeric_limits<int32_t>::max())
+    return emitError() << "#cnn.launch: grid_limit must be in [1, 2^31 - 1], "
+                          "got "
+                       << gridLimit;
+  if (reduction && reduction.getValue() != "block_per_result" &&
+      reduction.getValue() != "thread_per_result")
+    return emitError() << "#cnn.launch: reduction must be "
+                          "\"block_per_result\" or \"thread_per_result\", got "
+                       << reduction;
+  if (chunks) {
+    if (chunks.empty())
+      return emitError() << "#cnn.launch: chunks, where given, has one entry "
+                            "per multi-tensor kernel";
+    // A block's 256 threads stride over its chunk.
+    for (int64_t c : chunks.asArrayRef())
+      if (c < 256 || c % 256)
+        return emitError() << "#cnn.launch: each chunk must be a positive "
+                              "multiple of 256 units, got "
+                           << c;
+  }
+  return success();
+}
+
+bool cnnc::cnn::needsReductionStrategy(Operation *op) {
+  if (isa<SoftmaxOp>(op))
+    return true;
+  if (!isa<ReduceSumOp, ReduceMeanOp, ReduceMaxOp>(op))
+    return false;
+  auto lowering = op->getAttrOfType<StringAttr>("cnn.lowering");
+  return !lowering || !lowering.getValue().starts_with("channel_sum");
+}
+
+bool cnnc::cnn::launchesKernel(Operation *op) {
+  return !isa<func::ReturnOp, ReshapeOp, FlattenOp, Conv2DOp, Conv2DBwdDataOp,
+              Conv2DBwdFilterOp, MatmulOp, AllReduceOp>(op);
+}

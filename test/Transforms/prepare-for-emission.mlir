@@ -1,0 +1,74 @@
+// RUN: cnnc-opt %s -split-input-file -cnn-prepare-for-emission | FileCheck %s
+// RUN: cnnc-opt %s -split-input-file -cnn-prepare-for-emission="arch=sm_80" | FileCheck %s --check-prefix=SM80
+// RUN: cnnc-opt %S/../Target/CUDA/Inputs/small_cnn.mlir -cnn-autodiff -cnn-gpu-pipeline | FileCheck %s --check-prefix=STEP
+// RUN: not cnnc-opt %s -split-input-file -cnn-prepare-for-emission="arch=sm_75" 2>&1 | FileCheck %s --check-prefix=ARCH
+
+// Without an arch option or a cnn.target: sm_90, 132 SMs, 32 blocks each.
+// Each result of a reduction over 8*56*56 elements (32 times more than the
+// 96 results or more): a block per result; 16 elements each for 128
+// results: a thread per result. cnn-select-lowering's channel sums run
+// bias_grad's kernels: no reduction strategy. Softmax over the last axis is
+// a row per block, over an inner one a thread per (outer, inner) pair.
+// Library calls and views get no launch decision.
+// CHECK: module attributes {cnn.target = #cnn.target<arch = "sm_90", sms = 132, max_threads = 1024, smem_per_block = 232448>}
+// CHECK-LABEL: func.func @decisions
+// CHECK: cnn.reduce_sum {{.*}}cnn.launch = #cnn.launch<grid_limit = 4224, reduction = "block_per_result">
+// CHECK: cnn.reduce_max {{.*}}cnn.launch = #cnn.launch<grid_limit = 4224, reduction = "thread_per_result">
+// CHECK: cnn.reduce_mean {{.*}}cnn.launch = #cnn.launch<grid_limit = 4224>
+// CHECK: cnn.softmax {{.*}}cnn.launch = #cnn.launch<grid_limit = 4224, reduction = "block_per_result">
+// CHECK: cnn.softmax {{.*}}cnn.launch = #cnn.launch<grid_limit = 4224, reduction = "thread_per_result">
+// CHECK: cnn.matmul
+// CHECK-NOT: cnn.launch
+// CHECK-SAME: -> tensor<8x10xf32>
+// CHECK: cnn.reshape
+// CHECK-NOT: cnn.launch
+// CHECK-SAME: -> tensor<80xf32>
+// CHECK: return
+// sm_80 (an A100's 108 SMs): a smaller grid ceiling, the same strategies.
+// SM80: module attributes {cnn.target = #cnn.target<arch = "sm_80", sms = 108, max_threads = 1024, smem_per_block = 166912>}
+// SM80: cnn.reduce_sum {{.*}}cnn.launch = #cnn.launch<grid_limit = 3456, reduction = "block_per_result">
+// SM80: cnn.reduce_max {{.*}}cnn.launch = #cnn.launch<grid_limit = 3456, reduction = "thread_per_result">
+// ARCH: error: cnn-prepare-for-emission: unknown GPU architecture 'sm_75' (known: sm_80, sm_86, sm_89, sm_90, sm_90a)
+func.func @decisions(%x: tensor<8x56x56x96xf32>, %y: tensor<8x4x4x96xf32>, %w: tensor<10x96xf32>, %z: tensor<8x96xf32>) -> (tensor<1x1x1x96xf32>, tensor<8x4x4x1xf32>, tensor<1x1x1x96xf32>, tensor<8x96xf32>, tensor<8x4x4x96xf32>, tensor<80xf32>) {
+  %s = cnn.reduce_sum %x {axes = array<i64: 0, 1, 2>} : (tensor<8x56x56x96xf32>) -> tensor<1x1x1x96xf32>
+  %m = cnn.reduce_max %y {axes = array<i64: 3>} : (tensor<8x4x4x96xf32>) -> tensor<8x4x4x1xf32>
+  %c = cnn.reduce_mean %x {axes = array<i64: 0, 1, 2>, cnn.lowering = "channel_sum_vec8"} : (tensor<8x56x56x96xf32>) -> tensor<1x1x1x96xf32>
+  %p = cnn.softmax %z {axis = 1} : (tensor<8x96xf32>) -> tensor<8x96xf32>
+  %q = cnn.softmax %y {axis = 1} : (tensor<8x4x4x96xf32>) -> tensor<8x4x4x96xf32>
+  %l = cnn.matmul %z, %w {transpose_rhs = true} : (tensor<8x96xf32>, tensor<10x96xf32>) -> tensor<8x10xf32>
+  %r = cnn.reshape %l : (tensor<8x10xf32>) -> tensor<80xf32>
+  return %s, %m, %c, %p, %q, %r : tensor<1x1x1x96xf32>, tensor<8x4x4x1xf32>, tensor<1x1x1x96xf32>, tensor<8x96xf32>, tensor<8x4x4x96xf32>, tensor<80xf32>
+}
+
+// -----
+
+// The module's own target stands without an arch option (and the option
+// replaces it); an elementwise op gets the fused form the printer knows,
+// with its decision. all_finite launches one multi-tensor kernel per
+// element type of two or more tensors: here f16 (2 x 4096 elements, eight
+// per thread: 1024 units, too few for 8 blocks per SM of 256-unit chunks)
+// and not f32 (one tensor: its own kernel).
+// CHECK: module attributes {cnn.target = #cnn.target<arch = "sm_86", sms = 84, max_threads = 1024, smem_per_block = 101376>}
+// CHECK-LABEL: func.func @kept_target
+// CHECK: cnn.fused_elementwise {{.*}}cnn.launch = #cnn.launch<grid_limit = 2688>
+// CHECK: cnn.all_finite {{.*}}cnn.launch = #cnn.launch<grid_limit = 2688, chunks = [256]>
+// SM80: module attributes {cnn.target = #cnn.target<arch = "sm_80"
+// SM80: cnn.all_finite {{.*}}cnn.launch = #cnn.launch<grid_limit = 3456, chunks = [256]>
+module attributes {cnn.target = #cnn.target<arch = "sm_86", sms = 84, max_threads = 1024, smem_per_block = 101376>} {
+func.func @kept_target(%a: tensor<64x64xf16>, %b: tensor<64x64xf16>, %c: tensor<8xf32>) -> (tensor<64x64xf16>, tensor<f32>) {
+  %r = cnn.relu %a : (tensor<64x64xf16>) -> tensor<64x64xf16>
+  %ok = cnn.all_finite %a, %b, %c {cnn.lowering = "vec8"} : (tensor<64x64xf16>, tensor<64x64xf16>, tensor<8xf32>) -> tensor<f32>
+  return %r, %ok : tensor<64x64xf16>, tensor<f32>
+}
+}
+
+// The pipeline runs the pass last (after the memory plan): SimpleCNN's step
+// for the default sm_90. all_finite checks the f16 and the f32 gradients in
+// a kernel each; the SGD updates are one multi-tensor kernel, whose chunk
+// the group's last member carries.
+// STEP: module attributes {{{.*}}cnn.target = #cnn.target<arch = "sm_90", sms = 132
+// STEP-LABEL: func.func @train_step
+// STEP: cnn.all_finite {{.*}}cnn.launch = #cnn.launch<grid_limit = 4224, chunks = [256, 256]>
+// STEP: cnn.sgd_update {{.*}}cnn.launch = #cnn.launch<grid_limit = 4224>
+// STEP: cnn.sgd_update {{.*}}cnn.launch = #cnn.launch<grid_limit = 4224, chunks = [256]>
+// STEP-NEXT: return
