@@ -1089,6 +1089,46 @@ chooseGraphOrSplit(Context &ctx, ConvEntry &c, const char *loc,
 /// conv-stats against its split form (the convolution as chosen, then the
 /// statistics kernels) and keeps the faster; cached by shape ("|genstats":
 /// heuristics index, -1 = split). CNNRT_CONV_GRAPH=0 keeps the split form.
+/// The prologue's buffers of a graph-or-split entry with one (conv +
+/// statistics with a prologue, prologue + wgrad), allocated by the form
+/// chosen: the split form writes the normalized input (x-sized) into
+/// `scratch`, the graph form reads the f16 scale and shift (2 x C) from
+/// `halfScaleShift` and needs no scratch. `what` names them in the
+/// out-of-memory report.
+template <typename Entry>
+static void prologueBuffers(Context &ctx, Entry &e, GraphOrSplit &f,
+                            size_t xBytes, int C, const std::string &what) {
+  f.readySplit = [&ctx, &e, xBytes, what]() {
+    if (e.prologue && !e.scratch &&
+        cudaMalloc(&e.scratch, xBytes) != cudaSuccess)
+      throwOutOfMemory(ctx.spec(), ("a " + what + " prologue buffer").c_str(),
+                       xBytes);
+  };
+  f.readyGraph = [&ctx, &e, C, what]() {
+    if (e.scratch) {
+      CNNRT_CUDA(ctx, cudaDeviceSynchronize(), e.loc.c_str());
+      cudaFree(e.scratch);
+      e.scratch = nullptr;
+    }
+    size_t bytes = 2 * static_cast<size_t>(C) * sizeof(__half);
+    if (e.prologue && !e.halfScaleShift &&
+        cudaMalloc(&e.halfScaleShift, bytes) != cudaSuccess)
+      throwOutOfMemory(ctx.spec(),
+                       ("a " + what + " prologue's scale and shift").c_str(),
+                       bytes);
+  };
+}
+
+/// The prologue's f32 scale and shift as the entry's f16 pair (cuDNN's fast
+/// engines take them in f16), enqueued on ctx.stream().
+template <typename Entry>
+static void toHalfScaleShift(Context &ctx, Entry &e, const float *scale,
+                             const float *shift, int C) {
+  scaleShiftToHalf<<<(C + 255) / 256, 256, 0, ctx.stream()>>>(
+      scale, shift, e.halfScaleShift, C);
+  ctx.checkLaunch(e.loc.c_str());
+}
+
 static void chooseConvStats(Context &ctx) {
   namespace cg = cnnrt::cudnn_graph;
   Context::Impl &I = *ctx.impl();
@@ -1112,26 +1152,7 @@ static void chooseConvStats(Context &ctx) {
     // x, w, y, sum, sumSq, the prologue's scale and shift.
     f.bufferBytes = {xBytes, wBytes, yBytes, kBytes, kBytes, cBytes, cBytes};
     f.buffersWhat = "conv+statistics timing buffers";
-    // The split form with a prologue writes the normalized input here.
-    f.readySplit = [&]() {
-      if (e.prologue && !e.scratch &&
-          cudaMalloc(&e.scratch, xBytes) != cudaSuccess)
-        throwOutOfMemory(ctx.spec(), "a conv+statistics prologue buffer",
-                         xBytes);
-    };
-    f.readyGraph = [&]() {
-      if (e.scratch) {
-        CNNRT_CUDA(ctx, cudaDeviceSynchronize(), loc);
-        cudaFree(e.scratch);
-        e.scratch = nullptr;
-      }
-      if (e.prologue && !e.halfScaleShift &&
-          cudaMalloc(&e.halfScaleShift, 2 * d.C * sizeof(__half)) !=
-              cudaSuccess)
-        throwOutOfMemory(ctx.spec(),
-                         "a conv+statistics prologue's scale and shift",
-                         2 * d.C * sizeof(__half));
-    };
+    prologueBuffers(ctx, e, f, xBytes, d.C, "conv+statistics");
     f.runSplit = [&](void **p) {
       const float *scale = e.prologue ? static_cast<float *>(p[5]) : nullptr;
       const float *shift = e.prologue ? static_cast<float *>(p[6]) : nullptr;
@@ -1170,11 +1191,8 @@ void Context::convStatsFwd(int id, const void *x, const void *w, void *y,
   }
   const void *gScale = nullptr, *gShift = nullptr;
   if (e.prologue) {
-    // cuDNN's fast engines take the prologue's scale and shift in f16.
     int C = impl_->convs[e.conv].d.C;
-    scaleShiftToHalf<<<(C + 255) / 256, 256, 0, stream_>>>(scale, shift,
-                                                           e.halfScaleShift, C);
-    checkLaunch(e.loc.c_str());
+    toHalfScaleShift(*this, e, scale, shift, C);
     gScale = e.halfScaleShift;
     gShift = e.halfScaleShift + C;
   }
@@ -1278,8 +1296,7 @@ static void chooseConvWgradPrologue(Context &ctx) {
     size_t xBytes = (size_t)d.N * d.C * d.H * d.W * 2,
            wBytes = (size_t)d.K * (d.C / d.groups) * d.R * d.S * 2,
            yBytes = (size_t)d.N * d.K * d.P * d.Q * 2,
-           cBytes = (size_t)d.C * sizeof(float),
-           halfBytes = 2 * (size_t)d.C * sizeof(__half);
+           cBytes = (size_t)d.C * sizeof(float);
     GraphOrSplit f;
     f.dir = cg::Dir::BwdFilter;
     f.prologue = true;
@@ -1289,22 +1306,7 @@ static void chooseConvWgradPrologue(Context &ctx) {
     // x, dy, dw, scale, shift.
     f.bufferBytes = {xBytes, yBytes, wBytes, cBytes, cBytes};
     f.buffersWhat = "sbr+wgrad timing buffers";
-    // The split form writes the normalized input here.
-    f.readySplit = [&]() {
-      if (!e.scratch && cudaMalloc(&e.scratch, xBytes) != cudaSuccess)
-        throwOutOfMemory(ctx.spec(), "a wgrad prologue buffer", xBytes);
-    };
-    f.readyGraph = [&]() {
-      if (e.scratch) {
-        CNNRT_CUDA(ctx, cudaDeviceSynchronize(), loc);
-        cudaFree(e.scratch);
-        e.scratch = nullptr;
-      }
-      if (!e.halfScaleShift &&
-          cudaMalloc(&e.halfScaleShift, halfBytes) != cudaSuccess)
-        throwOutOfMemory(ctx.spec(), "a wgrad prologue's scale and shift",
-                         halfBytes);
-    };
+    prologueBuffers(ctx, e, f, xBytes, d.C, "wgrad");
     f.runSplit = [&](void **p) {
       e.split(ctx, p[0], p[1], p[2], static_cast<float *>(p[3]),
               static_cast<float *>(p[4]), e.scratch);
@@ -1331,10 +1333,7 @@ void Context::convBwdFilterPrologue(int id, const void *x, const void *dy,
     e.split(*this, x, dy, dw, scale, shift, e.scratch);
     return;
   }
-  // cuDNN's fast engines take the prologue's scale and shift in f16.
-  scaleShiftToHalf<<<(C + 255) / 256, 256, 0, stream_>>>(scale, shift,
-                                                         e.halfScaleShift, C);
-  checkLaunch(e.loc.c_str());
+  toHalfScaleShift(*this, e, scale, shift, C);
   CNNRT_CUDNN(
       *this,
       e.graph->executeWgradPrologue(impl_->cudnn, x, dy, dw, e.halfScaleShift,
