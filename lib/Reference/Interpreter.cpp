@@ -11,6 +11,7 @@
 #include "cnnc/Reference/Interpreter.h"
 
 #include "Kernels.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 #include "cnnc/Dialect/CNN/CNNOps.h"
 #include "mlir/IR/Builders.h"
@@ -388,6 +389,58 @@ FailureOr<std::vector<Tensor>> Executor::run(ArrayRef<Tensor> args) {
   return std::move(results);
 }
 
+namespace {
+/// What sizes a convolution's scratch buffers: the filter (F first in both
+/// layouts), the output it produces or reads (N x F x OH x OW in some
+/// order), the image count and the groups.
+struct ConvShapes {
+  Value filter, output;
+  int64_t n, groups;
+};
+
+int64_t dim0(Value v) { return cast<RankedTensorType>(v.getType()).getDimSize(0); }
+
+std::optional<ConvShapes> convShapes(Operation *op) {
+  return llvm::TypeSwitch<Operation *, std::optional<ConvShapes>>(op)
+      .Case<cnn::Conv2DOp, cnn::FusedConv2DOp, cnn::FusedConv2DStatsOp>(
+          [](auto c) {
+            return ConvShapes{c.getFilter(), c->getResult(0),
+                              dim0(c.getInput()), int64_t(c.getGroups())};
+          })
+      .Case<cnn::Conv2DBwdDataOp, cnn::FusedConv2DBwdDataOp>([](auto c) {
+        return ConvShapes{c.getFilter(), c.getGradOutput(),
+                          dim0(c->getResult(0)), int64_t(c.getGroups())};
+      })
+      .Case<cnn::Conv2DBwdFilterOp, cnn::FusedConv2DBwdFilterOp>([](auto c) {
+        return ConvShapes{c->getResult(0), c.getGradOutput(),
+                          dim0(c.getInput()), int64_t(c.getGroups())};
+      })
+      .Default([](Operation *) { return std::nullopt; });
+}
+
+/// The bytes of `op`'s kernel scratch buffers (0 for an op without large
+/// ones); nullopt when they cannot be counted in int64.
+std::optional<int64_t> scratchBytes(Operation *op) {
+  std::optional<ConvShapes> conv = convShapes(op);
+  if (!conv)
+    return 0;
+  auto filter = cast<RankedTensorType>(conv->filter.getType());
+  auto output = cast<RankedTensorType>(conv->output.getType());
+  if (!filter.hasStaticShape() || !output.hasStaticShape() ||
+      filter.getRank() < 1)
+    return 0;
+  int64_t f = filter.getDimSize(0);
+  if (f <= 0 || conv->n <= 0)
+    return 0;
+  int64_t positions = output.getNumElements() / conv->n / f;
+  std::optional<int64_t> floats = kn::convScratchFloats(
+      conv->n, f, conv->groups, filter.getNumElements() / f, positions);
+  if (!floats || *floats > std::numeric_limits<int64_t>::max() / 4)
+    return std::nullopt;
+  return *floats * int64_t(sizeof(float));
+}
+} // namespace
+
 /// Checks that `op`'s results fit beside the live tensors before anything
 /// is allocated: an absurd result would otherwise end in std::length_error,
 /// std::bad_alloc or the kernel of a wrapped size. The interpreter keeps
@@ -421,6 +474,24 @@ LogicalResult Executor::checkMemory(Operation *op) {
                               limit / 1048576.0);
     }
     left -= uint64_t(*bytes);
+  }
+  // A convolution's im2col buffers grow with kernel x output positions and
+  // can dwarf its result (a 30 x 30 kernel over a 2048 x 2048 output needs
+  // 15 GB for a 16 MB result): they count too.
+  std::optional<int64_t> scratch = scratchBytes(op);
+  if (!scratch || uint64_t(*scratch) > left) {
+    outOfMemory = true;
+    std::string requested =
+        scratch ? llvm::formatv("{0} bytes ({1:F1} MiB)", *scratch,
+                                *scratch / 1048576.0)
+                      .str()
+                : std::string("more bytes than int64 can count");
+    return op->emitError("reference interpreter: out of host memory "
+                         "allocating the scratch buffers of '")
+           << op->getName() << "' (im2col): requested " << requested
+           << "; the host has "
+           << llvm::formatv("{0:F1} MiB free of {1:F1} MiB", left / 1048576.0,
+                            limit / 1048576.0);
   }
   return success();
 }

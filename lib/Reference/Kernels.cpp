@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------===//
 #include "Kernels.h"
 
+#include "llvm/Support/MathExtras.h"
+
 #include <algorithm>
 #include <cassert>
 #include <cmath>
@@ -233,6 +235,30 @@ void scatterOutputs(const float *packed, float *images, const ConvParams &p,
 }
 
 } // namespace
+
+std::optional<int64_t> convScratchFloats(int64_t n, int64_t f, int64_t groups,
+                                         int64_t k, int64_t p) {
+  if (n <= 0 || f <= 0 || groups <= 0 || k <= 0 || p <= 0)
+    return 0;
+  int64_t kp, chunkKP, fgChunkP, fk, total;
+  if (llvm::MulOverflow(k, p, kp))
+    return std::nullopt;
+  // As the kernels choose their chunk (imagesPerChunk; a chunk of one image
+  // when one image's buffer exceeds the cap).
+  const int64_t chunk = std::max<int64_t>(
+      1, std::min(std::min<int64_t>(n, std::max<int64_t>(1, 512 / p)),
+                  std::max<int64_t>(1, (int64_t(8) << 20) / kp)));
+  // conv2dBwdFilter: col and colT (K x chunk*P each) and dyc (F/g x
+  // chunk*P); conv2dBwdData also the transposed filter (F x K).
+  if (llvm::MulOverflow(kp, chunk, chunkKP) ||
+      llvm::MulOverflow(f / groups, chunk * p, fgChunkP) ||
+      llvm::MulOverflow(f, k, fk) ||
+      llvm::AddOverflow(chunkKP, chunkKP, total) ||
+      llvm::AddOverflow(total, fgChunkP, total) ||
+      llvm::AddOverflow(total, fk, total))
+    return std::nullopt;
+  return total;
+}
 
 void conv2d(const float *x, const float *w, float *y, const ConvParams &p) {
   const int64_t cg = p.c / p.groups, fg = p.f / p.groups;

@@ -14,6 +14,7 @@
 #include "cnnc/Support/Resize.h"
 #include "cnnc/Support/WindowSize.h"
 #include <cstdint>
+#include <optional>
 
 #include <vector>
 
@@ -58,6 +59,14 @@ void conv2dBwdData(const float *dy, const float *w, float *dx,
 /// dw[F, C/groups, KH, KW] from x and dy.
 void conv2dBwdFilter(const float *x, const float *dy, float *dw,
                      const ConvParams &p);
+/// The most floats conv2d, conv2dBwdData or conv2dBwdFilter allocate besides
+/// their operands (the im2col buffers of one chunk of images, the transposed
+/// filter), for `n` images, `f` filters in `groups` groups, `k` = C/groups x
+/// KH x KW and `p` = OH x OW output positions; nullopt if it overflows. The
+/// interpreter counts it against its memory limit before a convolution runs:
+/// with a large kernel the buffers can be far larger than the result.
+std::optional<int64_t> convScratchFloats(int64_t n, int64_t f, int64_t groups,
+                                         int64_t k, int64_t p);
 
 //===----------------------------------------------------------------------===//
 // Elementwise and per-channel ops

@@ -79,6 +79,13 @@ cl::opt<int64_t> batchSize("batch",
                                     "GPU's free memory"),
                            cl::value_desc("N"), cl::init(0),
                            cl::cat(cnncCategory));
+cl::opt<int64_t> maxTensorElementsOpt(
+    "max-tensor-elements",
+    cl::desc("The most elements any tensor may have (a graph input, an op "
+             "result): a larger one is an error where its shape is made; at "
+             "most the default, 2^40"),
+    cl::value_desc("N"), cl::init(kDefaultMaxTensorElements),
+    cl::cat(cnncCategory));
 cl::opt<bool> printLocations("print-locations",
                              cl::desc("Print op locations (ONNX node names) "
                                       "in the emitted IR"),
@@ -498,6 +505,7 @@ DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
   o.outputFile = outputFile == "-" ? "" : outputFile.getValue();
   o.emit = emitKind;
   o.batch = batchSize;
+  o.maxTensorElements = maxTensorElementsOpt;
   o.batchAuto = batchAuto;
   o.printLocations = printLocations;
   o.runReference = runRef;
@@ -630,7 +638,11 @@ bool cnnc::driver::validateOptions(const DriverOptions &o, std::string &err) {
           std::to_string(hi) + "], got " + std::to_string(v);
     return false;
   };
-  return intFlag("--batch", o.batch, 0, intMax) &&
+  // The ceiling only goes down: the default keeps products of a few sizes
+  // (flatten, matmul, im2col extents) far from int64's end.
+  return intFlag("--max-tensor-elements", o.maxTensorElements, 1,
+                 kDefaultMaxTensorElements) &&
+         intFlag("--batch", o.batch, 0, intMax) &&
          intFlag("--accumulate", o.accumulate, 1, intMax) &&
          intFlag("--gpus/--world-size", o.worldSize, 1, 65536) &&
          intFlag("--steps", o.steps, 0, INT64_MAX / 2);
@@ -760,6 +772,10 @@ LogicalResult cnnc::driver::loadInput(const DriverOptions &options,
                        "': No such file or directory");
   if (options.batch < 0)
     return fail(c, "--batch must be positive, got " + Twine(options.batch));
+  // The shape rule's ceiling (ShapeLimits.h), read by the importer and by
+  // every cnn op's verifier in this context.
+  c.context.getOrLoadDialect<cnn::CNNDialect>()->setMaxTensorElements(
+      options.maxTensorElements);
 
   if (isOnnx) {
     ONNXImportOptions importOptions;

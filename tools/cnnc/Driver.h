@@ -10,6 +10,7 @@
 #define CNNC_TOOLS_CNNC_DRIVER_H
 
 #include "cnnc/Reference/Interpreter.h"
+#include "cnnc/Support/ShapeLimits.h"
 #include "cnnrt/TrainLoop.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -35,6 +36,9 @@ struct DriverOptions {
   std::string outputFile; ///< -o; empty or "-" means stdout
   std::string emit;       ///< --emit: "mlir" (default when no other action)
   int64_t batch = 0;      ///< --batch
+  /// --max-tensor-elements: the shape rule's ceiling (ShapeLimits.h), at
+  /// most the default.
+  int64_t maxTensorElements = kDefaultMaxTensorElements;
   bool batchAuto = false; ///< --batch auto
   bool printLocations = false;
   // --run-reference
