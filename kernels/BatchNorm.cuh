@@ -26,7 +26,8 @@ __global__ void channelSum(const T *dy, R *out, int N, int C, int64_t HW) {
     s += ld(dy + (n * C + c) * HW + j);
   }
   s = blockSum(s);
-  if (threadIdx.x == 0) st(out + c, (float)s);
+  if (threadIdx.x == 0)
+    st(out + c, (float)s);
 }
 
 // Batch statistics: saved mean / invstd, running stats updated in place
@@ -35,9 +36,10 @@ __global__ void channelSum(const T *dy, R *out, int N, int C, int64_t HW) {
 // and, for batch_norm_stats (alpha non-null), the normalization's affine map
 // alpha = invstd * scale, beta = bias - mean * alpha from the f64 values.
 template <typename S>
-__device__ void bnStatsStore(int c, double m, double var, float *mean, float *invstd,
-                             S *runMean, S *runVar, const S *oldMean, const S *oldVar,
-                             const S *scale, const S *bias, float *alpha, float *beta,
+__device__ void bnStatsStore(int c, double m, double var, float *mean,
+                             float *invstd, S *runMean, S *runVar,
+                             const S *oldMean, const S *oldVar, const S *scale,
+                             const S *bias, float *alpha, float *beta,
                              int64_t M, float eps, float momentum) {
   double is = 1.0 / sqrt(var + (double)eps);
   mean[c] = (float)m;
@@ -53,9 +55,10 @@ __device__ void bnStatsStore(int c, double m, double var, float *mean, float *in
   }
 }
 template <typename T, typename S>
-__global__ void bnStats(const T *x, float *mean, float *invstd, S *runMean, S *runVar,
-                        const S *oldMean, const S *oldVar, const S *scale, const S *bias,
-                        float *alpha, float *beta, int N, int C, int64_t HW, float eps,
+__global__ void bnStats(const T *x, float *mean, float *invstd, S *runMean,
+                        S *runVar, const S *oldMean, const S *oldVar,
+                        const S *scale, const S *bias, float *alpha,
+                        float *beta, int N, int C, int64_t HW, float eps,
                         float momentum) {
   int c = blockIdx.x;
   int64_t M = (int64_t)N * HW;
@@ -72,8 +75,8 @@ __global__ void bnStats(const T *x, float *mean, float *invstd, S *runMean, S *r
   }
   double var = blockSum(ss) / (double)M;
   if (threadIdx.x == 0)
-    bnStatsStore(c, m, var, mean, invstd, runMean, runVar, oldMean, oldVar, scale, bias,
-                 alpha, beta, M, eps, momentum);
+    bnStatsStore(c, m, var, mean, invstd, runMean, runVar, oldMean, oldVar,
+                 scale, bias, alpha, beta, M, eps, momentum);
 }
 
 // batch_norm_sums (NCHW or 2-D/3-D): per-channel sum(x) and sum(x^2), f32,
@@ -81,7 +84,8 @@ __global__ void bnStats(const T *x, float *mean, float *invstd, S *runMean, S *r
 // nhwcSumsFinish does) so that a large mean does not swamp the squares.
 // One block per channel.
 template <typename T>
-__global__ void bnSums(const T *x, float *sum, float *sumSq, int N, int C, int64_t HW) {
+__global__ void bnSums(const T *x, float *sum, float *sumSq, int N, int C,
+                       int64_t HW) {
   int c = blockIdx.x;
   int64_t M = (int64_t)N * HW;
   double k = (double)ld(x + (int64_t)c * HW), s = 0, ss = 0;
@@ -93,7 +97,8 @@ __global__ void bnSums(const T *x, float *sum, float *sumSq, int N, int C, int64
   }
   s = blockSum(s);
   ss = blockSum(ss);
-  if (threadIdx.x != 0) return;
+  if (threadIdx.x != 0)
+    return;
   double total = s + (double)M * k;
   sum[c] = (float)total;
   sumSq[c] = (float)(ss + 2.0 * k * total - (double)M * k * k);
@@ -101,8 +106,9 @@ __global__ void bnSums(const T *x, float *sum, float *sumSq, int N, int C, int64
 
 // Sums for batch_norm_grad: grad_bias = sum(dy), grad_scale = sum(dy * xhat).
 template <typename T, typename S>
-__global__ void bnGradReduce(const T *dy, const T *x, const float *mean, const float *invstd,
-                             S *gradScale, S *gradBias, int N, int C, int64_t HW) {
+__global__ void bnGradReduce(const T *dy, const T *x, const float *mean,
+                             const float *invstd, S *gradScale, S *gradBias,
+                             int N, int C, int64_t HW) {
   int c = blockIdx.x;
   int64_t M = (int64_t)N * HW;
   double s = 0, sx = 0;
@@ -123,10 +129,10 @@ __global__ void bnGradReduce(const T *dy, const T *x, const float *mean, const f
 
 // bnGradReduce with the ReLU mask of relu_output applied to dy on the fly.
 template <typename T, typename S>
-__global__ void bnReluGradReduce(const T *dy, const T *y, const T *x, const float *mean,
-                                 const float *invstd, const float *alpha,
-                                 const float *beta, S *gradScale, S *gradBias, int N,
-                                 int C, int64_t HW) {
+__global__ void
+bnReluGradReduce(const T *dy, const T *y, const T *x, const float *mean,
+                 const float *invstd, const float *alpha, const float *beta,
+                 S *gradScale, S *gradBias, int N, int C, int64_t HW) {
   int c = blockIdx.x;
   int64_t M = (int64_t)N * HW;
   double s = 0, sx = 0;

@@ -23,13 +23,19 @@
 #include <cuda_fp16.h>
 
 namespace {
-template <typename T> inline T *P(char *a, size_t o) { return reinterpret_cast<T *>(a + o); }
+template <typename T> inline T *P(char *a, size_t o) {
+  return reinterpret_cast<T *>(a + o);
+}
 __device__ __forceinline__ float ld(const float *p) { return *p; }
-__device__ __forceinline__ float ld(const __half *p) { return __half2float(*p); }
+__device__ __forceinline__ float ld(const __half *p) {
+  return __half2float(*p);
+}
 __device__ __forceinline__ float ld(const int32_t *p) { return (float)*p; }
 __device__ __forceinline__ float ld(const int64_t *p) { return (float)*p; }
 __device__ __forceinline__ void st(float *p, float v) { *p = v; }
-__device__ __forceinline__ void st(__half *p, float v) { *p = __float2half_rn(v); }
+__device__ __forceinline__ void st(__half *p, float v) {
+  *p = __float2half_rn(v);
+}
 // v rounded to T and back: what a T tensor holds after st(v).
 __device__ __forceinline__ float roundAs(const float *, float v) { return v; }
 __device__ __forceinline__ float roundAs(const __half *, float v) {
@@ -39,15 +45,24 @@ __device__ __forceinline__ float roundAs(const __half *, float v) {
 // channel c: the stored output y > 0, or (y null) the forward's
 // normalization x * alpha + beta, rounded to T as y was, > 0.
 template <typename T>
-__device__ __forceinline__ bool reluMask(const T *y, float x, const float *alpha,
-                                         const float *beta, int64_t i, int c) {
+__device__ __forceinline__ bool reluMask(const T *y, float x,
+                                         const float *alpha, const float *beta,
+                                         int64_t i, int c) {
   return y ? ld(y + i) > 0.f : roundAs(y, x * alpha[c] + beta[c]) > 0.f;
 }
 
 // Eight consecutive elements as f32 (16-byte aligned pointers).
 __device__ __forceinline__ void ldv8(const float *p, float *v) {
-  float4 a = *reinterpret_cast<const float4 *>(p), b = *reinterpret_cast<const float4 *>(p + 4);
-  v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+  float4 a = *reinterpret_cast<const float4 *>(p),
+         b = *reinterpret_cast<const float4 *>(p + 4);
+  v[0] = a.x;
+  v[1] = a.y;
+  v[2] = a.z;
+  v[3] = a.w;
+  v[4] = b.x;
+  v[5] = b.y;
+  v[6] = b.z;
+  v[7] = b.w;
 }
 __device__ __forceinline__ void ldv8(const __half *p, float *v) {
   uint4 u = *reinterpret_cast<const uint4 *>(p);
@@ -75,31 +90,39 @@ __device__ __forceinline__ void stv8(__half *p, const float *v) {
 // Block-wide sum in double (blockDim.x a multiple of 32, at most 1024).
 __device__ double blockSum(double v) {
   __shared__ double warpSums[32];
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+  for (int o = 16; o > 0; o >>= 1)
+    v += __shfl_down_sync(0xffffffffu, v, o);
   int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   __syncthreads();
-  if (lane == 0) warpSums[warp] = v;
+  if (lane == 0)
+    warpSums[warp] = v;
   __syncthreads();
   double s = 0;
   if (warp == 0) {
     s = lane < (int)(blockDim.x >> 5) ? warpSums[lane] : 0.0;
-    for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o);
-    if (lane == 0) warpSums[0] = s;
+    for (int o = 16; o > 0; o >>= 1)
+      s += __shfl_down_sync(0xffffffffu, s, o);
+    if (lane == 0)
+      warpSums[0] = s;
   }
   __syncthreads();
   return warpSums[0];
 }
 __device__ float blockMax(float v) {
   __shared__ float warpMax[32];
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_down_sync(0xffffffffu, v, o));
+  for (int o = 16; o > 0; o >>= 1)
+    v = fmaxf(v, __shfl_down_sync(0xffffffffu, v, o));
   int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   __syncthreads();
-  if (lane == 0) warpMax[warp] = v;
+  if (lane == 0)
+    warpMax[warp] = v;
   __syncthreads();
   if (warp == 0) {
     float m = lane < (int)(blockDim.x >> 5) ? warpMax[lane] : -INFINITY;
-    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_down_sync(0xffffffffu, m, o));
-    if (lane == 0) warpMax[0] = m;
+    for (int o = 16; o > 0; o >>= 1)
+      m = fmaxf(m, __shfl_down_sync(0xffffffffu, m, o));
+    if (lane == 0)
+      warpMax[0] = m;
   }
   __syncthreads();
   return warpMax[0];

@@ -37,11 +37,13 @@ __device__ double xentValidRows;
 // Row maximum, sum of exp(x - max) and sum of x over one row, for the whole
 // warp (every lane gets them).
 template <typename T>
-__device__ __forceinline__ void xentRow(const T *xr, int cols, int lane, float &m, double &s,
-                                        double &sumx) {
+__device__ __forceinline__ void xentRow(const T *xr, int cols, int lane,
+                                        float &m, double &s, double &sumx) {
   m = -INFINITY;
-  for (int c = lane; c < cols; c += 32) m = fmaxf(m, ld(xr + c));
-  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  for (int c = lane; c < cols; c += 32)
+    m = fmaxf(m, ld(xr + c));
+  for (int o = 16; o > 0; o >>= 1)
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
   s = 0;
   sumx = 0;
   for (int c = lane; c < cols; c += 32) {
@@ -56,14 +58,17 @@ __device__ __forceinline__ void xentRow(const T *xr, int cols, int lane, float &
 }
 
 template <typename T, typename L>
-__global__ void softmaxXentLossPartial(const T *logits, const L *labels, int64_t rows, int cols,
-                                       float smoothing, long long ignoreIndex) {
+__global__ void softmaxXentLossPartial(const T *logits, const L *labels,
+                                       int64_t rows, int cols, float smoothing,
+                                       long long ignoreIndex) {
   double total = 0, valid = 0;
   const int lane = threadIdx.x & 31;
   const int64_t warps = ((int64_t)gridDim.x * blockDim.x) >> 5;
-  for (int64_t r = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5; r < rows; r += warps) {
+  for (int64_t r = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
+       r < rows; r += warps) {
     const long long y = (long long)labels[r];
-    if (y == ignoreIndex) continue;  // the same for the whole warp
+    if (y == ignoreIndex)
+      continue; // the same for the whole warp
     const T *xr = logits + r * cols;
     float m;
     double s, sumx;
@@ -92,29 +97,37 @@ __global__ void softmaxXentLossFinish(float *loss, int blocks) {
   }
   t = blockSum(t);
   v = blockSum(v);
-  if (threadIdx.x == 0) *loss = (float)(t / v);
+  if (threadIdx.x == 0)
+    *loss = (float)(t / v);
 }
 
 template <typename L>
-__global__ void xentCountValid(const L *labels, int64_t rows, long long ignoreIndex) {
+__global__ void xentCountValid(const L *labels, int64_t rows,
+                               long long ignoreIndex) {
   double v = 0;
-  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) v += (long long)labels[r] != ignoreIndex;
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x)
+    v += (long long)labels[r] != ignoreIndex;
   v = blockSum(v);
-  if (threadIdx.x == 0) xentValidRows = v;
+  if (threadIdx.x == 0)
+    xentValidRows = v;
 }
 
 // d loss / d logits * grad_loss, one warp per row; 0 on the ignored rows.
 template <typename T, typename L>
-__global__ void softmaxXentGrad(const T *logits, const L *labels, const float *gradLoss, T *dx,
-                                int64_t rows, int cols, float smoothing, long long ignoreIndex) {
+__global__ void softmaxXentGrad(const T *logits, const L *labels,
+                                const float *gradLoss, T *dx, int64_t rows,
+                                int cols, float smoothing,
+                                long long ignoreIndex) {
   const int lane = threadIdx.x & 31;
   const int64_t warps = ((int64_t)gridDim.x * blockDim.x) >> 5;
   const float scale = *gradLoss / (float)xentValidRows;
-  for (int64_t r = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5; r < rows; r += warps) {
+  for (int64_t r = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
+       r < rows; r += warps) {
     const long long y = (long long)labels[r];
     T *dr = dx + r * cols;
     if (y == ignoreIndex) {
-      for (int c = lane; c < cols; c += 32) st(dr + c, 0.0f);
+      for (int c = lane; c < cols; c += 32)
+        st(dr + c, 0.0f);
       continue;
     }
     const T *xr = logits + r * cols;

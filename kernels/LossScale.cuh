@@ -24,10 +24,12 @@ __global__ void clearIfNonFinite(const T *x, int64_t n, float *flag) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x)
     bad |= !isfinite(ld(x + i));
-  if (__syncthreads_or(bad) && threadIdx.x == 0) *flag = 0.0f;
+  if (__syncthreads_or(bad) && threadIdx.x == 0)
+    *flag = 0.0f;
 }
-__global__ void lossScaleUpdate(const float *scale, const float *tracker, const float *finite,
-                                float *newScale, float *newTracker, int64_t interval,
+__global__ void lossScaleUpdate(const float *scale, const float *tracker,
+                                const float *finite, float *newScale,
+                                float *newTracker, int64_t interval,
                                 float growth, float backoff) {
   float s = *scale, t = *tracker;
   if (*finite == 0.0f) {
@@ -37,7 +39,8 @@ __global__ void lossScaleUpdate(const float *scale, const float *tracker, const 
     t += 1.0f;
     if (t == (float)interval) {
       float g = s * growth;
-      if (isfinite(g)) s = g;
+      if (isfinite(g))
+        s = g;
       t = 0.0f;
     }
   }

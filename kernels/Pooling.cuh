@@ -32,12 +32,15 @@ __global__ void maxPoolFwd(const T *x, T *y, PoolParams p) {
     float m = -INFINITY;
     for (int kh = 0; kh < p.KH; ++kh) {
       int h = pp * p.SH - p.PT + kh;
-      if (h < 0 || h >= p.H) continue;
+      if (h < 0 || h >= p.H)
+        continue;
       for (int kw = 0; kw < p.KW; ++kw) {
         int w = q * p.SW - p.PL + kw;
-        if (w < 0 || w >= p.W) continue;
+        if (w < 0 || w >= p.W)
+          continue;
         float v = ld(xc + h * p.W + w);
-        if (v > m || isnan(v)) m = v;
+        if (v > m || isnan(v))
+          m = v;
       }
     }
     st(y + i, m);
@@ -55,8 +58,10 @@ __global__ void maxPoolBwd(const T *dy, const T *x, T *dx, PoolParams p) {
     int64_t nc = i / ((int64_t)p.H * p.W);
     const T *xc = x + nc * p.H * p.W;
     const T *dyc = dy + nc * p.P * p.Q;
-    int p0 = max(0, (h + p.PT - p.KH + p.SH) / p.SH), p1 = min(p.P - 1, (h + p.PT) / p.SH);
-    int q0 = max(0, (w + p.PL - p.KW + p.SW) / p.SW), q1 = min(p.Q - 1, (w + p.PL) / p.SW);
+    int p0 = max(0, (h + p.PT - p.KH + p.SH) / p.SH),
+        p1 = min(p.P - 1, (h + p.PT) / p.SH);
+    int q0 = max(0, (w + p.PL - p.KW + p.SW) / p.SW),
+        q1 = min(p.Q - 1, (w + p.PL) / p.SW);
     float g = 0;
     for (int pp = p0; pp <= p1; ++pp)
       for (int q = q0; q <= q1; ++q) {
@@ -65,15 +70,21 @@ __global__ void maxPoolBwd(const T *dy, const T *x, T *dx, PoolParams p) {
         int arg = -1;
         for (int kh = 0; kh < p.KH; ++kh) {
           int hh = pp * p.SH - p.PT + kh;
-          if (hh < 0 || hh >= p.H) continue;
+          if (hh < 0 || hh >= p.H)
+            continue;
           for (int kw = 0; kw < p.KW; ++kw) {
             int ww = q * p.SW - p.PL + kw;
-            if (ww < 0 || ww >= p.W) continue;
+            if (ww < 0 || ww >= p.W)
+              continue;
             float v = ld(xc + hh * p.W + ww);
-            if (v > m || (isnan(v) && !isnan(m))) { m = v; arg = hh * p.W + ww; }
+            if (v > m || (isnan(v) && !isnan(m))) {
+              m = v;
+              arg = hh * p.W + ww;
+            }
           }
         }
-        if (arg == h * p.W + w) g += ld(dyc + pp * p.Q + q);
+        if (arg == h * p.W + w)
+          g += ld(dyc + pp * p.Q + q);
       }
     st(dx + i, g);
   }
@@ -86,41 +97,55 @@ __global__ void maxPoolBwd(const T *dy, const T *x, T *dx, PoolParams p) {
 // form's order (the gather form above finds the first maximum of each window
 // again for every input element of it: 4 windows x 9 loads per element for a
 // 3x3/2 pool).
-__device__ __forceinline__ void poolOut(const PoolParams &p, bool nhwc, int64_t i,
-                                        int64_t &n, int &c, int &y, int &x, int Y, int X) {
+__device__ __forceinline__ void poolOut(const PoolParams &p, bool nhwc,
+                                        int64_t i, int64_t &n, int &c, int &y,
+                                        int &x, int Y, int X) {
   if (nhwc) {
-    c = i % p.C; x = (i / p.C) % X; y = (i / ((int64_t)p.C * X)) % Y;
+    c = i % p.C;
+    x = (i / p.C) % X;
+    y = (i / ((int64_t)p.C * X)) % Y;
     n = i / ((int64_t)p.C * X * Y);
   } else {
-    x = i % X; y = (i / X) % Y; c = (i / ((int64_t)X * Y)) % p.C;
+    x = i % X;
+    y = (i / X) % Y;
+    c = (i / ((int64_t)X * Y)) % p.C;
     n = i / ((int64_t)X * Y * p.C);
   }
 }
-__device__ __forceinline__ int64_t poolAt(const PoolParams &p, bool nhwc, int64_t n, int c,
-                                          int y, int x, int Y, int X) {
-  return nhwc ? ((n * Y + y) * X + x) * p.C + c : ((n * p.C + c) * Y + y) * (int64_t)X + x;
+__device__ __forceinline__ int64_t poolAt(const PoolParams &p, bool nhwc,
+                                          int64_t n, int c, int y, int x, int Y,
+                                          int X) {
+  return nhwc ? ((n * Y + y) * X + x) * p.C + c
+              : ((n * p.C + c) * Y + y) * (int64_t)X + x;
 }
 // PRO: the prologue relu(x * scale + shift) per channel, rounded to T as
 // the unfused normalization stored it.
 template <typename T, bool NHWC, bool PRO>
-__global__ void maxPoolIndex(const T *x, const float *scale, const float *shift, T *y,
-                             uint8_t *arg, PoolParams p) {
+__global__ void maxPoolIndex(const T *x, const float *scale, const float *shift,
+                             T *y, uint8_t *arg, PoolParams p) {
   int64_t total = (int64_t)p.N * p.C * p.P * p.Q;
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
        i += (int64_t)gridDim.x * blockDim.x) {
-    int64_t n; int c, pp, q;
+    int64_t n;
+    int c, pp, q;
     poolOut(p, NHWC, i, n, c, pp, q, p.P, p.Q);
     float m = -INFINITY;
     int a = 255;
     for (int kh = 0; kh < p.KH; ++kh) {
       int hh = pp * p.SH - p.PT + kh;
-      if (hh < 0 || hh >= p.H) continue;
+      if (hh < 0 || hh >= p.H)
+        continue;
       for (int kw = 0; kw < p.KW; ++kw) {
         int ww = q * p.SW - p.PL + kw;
-        if (ww < 0 || ww >= p.W) continue;
+        if (ww < 0 || ww >= p.W)
+          continue;
         float v = ld(x + poolAt(p, NHWC, n, c, hh, ww, p.H, p.W));
-        if (PRO) v = roundAs(x, fmaxf(v * scale[c] + shift[c], 0.f));
-        if (v > m || (isnan(v) && !isnan(m))) { m = v; a = kh * p.KW + kw; }
+        if (PRO)
+          v = roundAs(x, fmaxf(v * scale[c] + shift[c], 0.f));
+        if (v > m || (isnan(v) && !isnan(m))) {
+          m = v;
+          a = kh * p.KW + kw;
+        }
       }
     }
     st(y + i, m);
@@ -128,20 +153,25 @@ __global__ void maxPoolIndex(const T *x, const float *scale, const float *shift,
   }
 }
 template <typename T, bool NHWC>
-__global__ void maxPoolBwdGather(const T *dy, const uint8_t *arg, T *dx, PoolParams p) {
+__global__ void maxPoolBwdGather(const T *dy, const uint8_t *arg, T *dx,
+                                 PoolParams p) {
   int64_t total = (int64_t)p.N * p.C * p.H * p.W;
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
        i += (int64_t)gridDim.x * blockDim.x) {
-    int64_t n; int c, h, w;
+    int64_t n;
+    int c, h, w;
     poolOut(p, NHWC, i, n, c, h, w, p.H, p.W);
-    int p0 = max(0, (h + p.PT - p.KH + p.SH) / p.SH), p1 = min(p.P - 1, (h + p.PT) / p.SH);
-    int q0 = max(0, (w + p.PL - p.KW + p.SW) / p.SW), q1 = min(p.Q - 1, (w + p.PL) / p.SW);
+    int p0 = max(0, (h + p.PT - p.KH + p.SH) / p.SH),
+        p1 = min(p.P - 1, (h + p.PT) / p.SH);
+    int q0 = max(0, (w + p.PL - p.KW + p.SW) / p.SW),
+        q1 = min(p.Q - 1, (w + p.PL) / p.SW);
     float g = 0;
     for (int pp = p0; pp <= p1; ++pp)
       for (int q = q0; q <= q1; ++q) {
         int64_t o = poolAt(p, NHWC, n, c, pp, q, p.P, p.Q);
         int a = arg[o];
-        if (a != 255 && pp * p.SH - p.PT + a / p.KW == h && q * p.SW - p.PL + a % p.KW == w)
+        if (a != 255 && pp * p.SH - p.PT + a / p.KW == h &&
+            q * p.SW - p.PL + a % p.KW == w)
           g += ld(dy + o);
       }
     st(dx + i, g);
@@ -151,8 +181,12 @@ __global__ void maxPoolBwdGather(const T *dy, const uint8_t *arg, T *dx, PoolPar
 __device__ __forceinline__ int avgDivisor(const PoolParams &p, int pp, int q) {
   int h0 = pp * p.SH - p.PT, w0 = q * p.SW - p.PL;
   int h1 = min(h0 + p.KH, p.H + p.PB), w1 = min(w0 + p.KW, p.W + p.PR);
-  if (p.countIncludePad) return (h1 - h0) * (w1 - w0);
-  h0 = max(h0, 0); w0 = max(w0, 0); h1 = min(h1, p.H); w1 = min(w1, p.W);
+  if (p.countIncludePad)
+    return (h1 - h0) * (w1 - w0);
+  h0 = max(h0, 0);
+  w0 = max(w0, 0);
+  h1 = min(h1, p.H);
+  w1 = min(w1, p.W);
   return (h1 - h0) * (w1 - w0);
 }
 
@@ -167,10 +201,12 @@ __global__ void avgPoolFwd(const T *x, T *y, PoolParams p) {
     float s = 0;
     for (int kh = 0; kh < p.KH; ++kh) {
       int h = pp * p.SH - p.PT + kh;
-      if (h < 0 || h >= p.H) continue;
+      if (h < 0 || h >= p.H)
+        continue;
       for (int kw = 0; kw < p.KW; ++kw) {
         int w = q * p.SW - p.PL + kw;
-        if (w < 0 || w >= p.W) continue;
+        if (w < 0 || w >= p.W)
+          continue;
         s += ld(xc + h * p.W + w);
       }
     }
@@ -186,13 +222,16 @@ __global__ void avgPoolBwd(const T *dy, T *dx, PoolParams p) {
     int w = i % p.W, h = (i / p.W) % p.H;
     int64_t nc = i / ((int64_t)p.H * p.W);
     const T *dyc = dy + nc * p.P * p.Q;
-    int p0 = max(0, (h + p.PT - p.KH + p.SH) / p.SH), p1 = min(p.P - 1, (h + p.PT) / p.SH);
-    int q0 = max(0, (w + p.PL - p.KW + p.SW) / p.SW), q1 = min(p.Q - 1, (w + p.PL) / p.SW);
+    int p0 = max(0, (h + p.PT - p.KH + p.SH) / p.SH),
+        p1 = min(p.P - 1, (h + p.PT) / p.SH);
+    int q0 = max(0, (w + p.PL - p.KW + p.SW) / p.SW),
+        q1 = min(p.Q - 1, (w + p.PL) / p.SW);
     float g = 0;
     for (int pp = p0; pp <= p1; ++pp)
       for (int q = q0; q <= q1; ++q) {
         int h0 = pp * p.SH - p.PT, w0 = q * p.SW - p.PL;
-        if (h < h0 || h >= h0 + p.KH || w < w0 || w >= w0 + p.KW) continue;
+        if (h < h0 || h >= h0 + p.KH || w < w0 || w >= w0 + p.KW)
+          continue;
         g += ld(dyc + pp * p.Q + q) / (float)avgDivisor(p, pp, q);
       }
     st(dx + i, g);

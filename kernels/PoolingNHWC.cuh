@@ -30,12 +30,15 @@ __global__ void maxPoolFwdNHWC(const T *x, T *y, PoolParams p) {
     float m = -INFINITY;
     for (int kh = 0; kh < p.KH; ++kh) {
       int h = pp * p.SH - p.PT + kh;
-      if (h < 0 || h >= p.H) continue;
+      if (h < 0 || h >= p.H)
+        continue;
       for (int kw = 0; kw < p.KW; ++kw) {
         int w = q * p.SW - p.PL + kw;
-        if (w < 0 || w >= p.W) continue;
+        if (w < 0 || w >= p.W)
+          continue;
         float v = ld(xn + ((int64_t)h * p.W + w) * p.C);
-        if (v > m || isnan(v)) m = v;
+        if (v > m || isnan(v))
+          m = v;
       }
     }
     st(y + i, m);
@@ -52,9 +55,9 @@ __global__ void maxPoolFwdNHWC(const T *x, T *y, PoolParams p) {
 // on the H100): the kernels below divide in 32 bits whenever the tensor
 // allows.
 template <typename T, bool ARG, bool PRO, typename I>
-__device__ __forceinline__ void maxPoolNHWC8Body(const T *x, const float *scale,
-                                                 const float *shift, T *y, uint8_t *arg,
-                                                 const PoolParams &p, I total) {
+__device__ __forceinline__ void
+maxPoolNHWC8Body(const T *x, const float *scale, const float *shift, T *y,
+                 uint8_t *arg, const PoolParams &p, I total) {
   const I C8 = p.C / 8, P = p.P, Q = p.Q;
   for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < total;
        i += (I)gridDim.x * blockDim.x) {
@@ -71,20 +74,29 @@ __device__ __forceinline__ void maxPoolNHWC8Body(const T *x, const float *scale,
     for (int e = 0; e < 8; ++e) {
       m[e] = -INFINITY;
       a[e] = 255;
-      if (PRO) { sc[e] = scale[c8 * 8 + e]; sh[e] = shift[c8 * 8 + e]; }
+      if (PRO) {
+        sc[e] = scale[c8 * 8 + e];
+        sh[e] = shift[c8 * 8 + e];
+      }
     }
     for (int kh = 0; kh < p.KH; ++kh) {
       int h = pp * p.SH - p.PT + kh;
-      if (h < 0 || h >= p.H) continue;
+      if (h < 0 || h >= p.H)
+        continue;
       for (int kw = 0; kw < p.KW; ++kw) {
         int w = q * p.SW - p.PL + kw;
-        if (w < 0 || w >= p.W) continue;
+        if (w < 0 || w >= p.W)
+          continue;
         ldv8(xn + ((int64_t)h * p.W + w) * p.C, v);
 #pragma unroll
         for (int e = 0; e < 8; ++e) {
-          if (PRO) v[e] = roundAs(x, fmaxf(v[e] * sc[e] + sh[e], 0.f));
+          if (PRO)
+            v[e] = roundAs(x, fmaxf(v[e] * sc[e] + sh[e], 0.f));
           if (ARG) {
-            if (v[e] > m[e] || (isnan(v[e]) && !isnan(m[e]))) { m[e] = v[e]; a[e] = kh * p.KW + kw; }
+            if (v[e] > m[e] || (isnan(v[e]) && !isnan(m[e]))) {
+              m[e] = v[e];
+              a[e] = kh * p.KW + kw;
+            }
           } else if (v[e] > m[e] || isnan(v[e])) {
             m[e] = v[e];
           }
@@ -96,7 +108,8 @@ __device__ __forceinline__ void maxPoolNHWC8Body(const T *x, const float *scale,
       uint2 u;
       uint8_t *b = reinterpret_cast<uint8_t *>(&u);
 #pragma unroll
-      for (int e = 0; e < 8; ++e) b[e] = (uint8_t)a[e];
+      for (int e = 0; e < 8; ++e)
+        b[e] = (uint8_t)a[e];
       *reinterpret_cast<uint2 *>(arg + (int64_t)i * 8) = u;
     }
   }
@@ -105,16 +118,20 @@ template <typename T, bool ARG>
 __global__ void maxPoolNHWC8(const T *x, T *y, uint8_t *arg, PoolParams p) {
   int64_t total = (int64_t)p.N * p.P * p.Q * (p.C / 8);
   if (total + (int64_t)gridDim.x * blockDim.x <= INT32_MAX)
-    maxPoolNHWC8Body<T, ARG, false, int32_t>(x, nullptr, nullptr, y, arg, p, (int32_t)total);
+    maxPoolNHWC8Body<T, ARG, false, int32_t>(x, nullptr, nullptr, y, arg, p,
+                                             (int32_t)total);
   else
-    maxPoolNHWC8Body<T, ARG, false, int64_t>(x, nullptr, nullptr, y, arg, p, total);
+    maxPoolNHWC8Body<T, ARG, false, int64_t>(x, nullptr, nullptr, y, arg, p,
+                                             total);
 }
 template <typename T, bool PRO>
-__global__ void maxPoolIndexNHWC8(const T *x, const float *scale, const float *shift, T *y,
-                                  uint8_t *arg, PoolParams p) {
+__global__ void maxPoolIndexNHWC8(const T *x, const float *scale,
+                                  const float *shift, T *y, uint8_t *arg,
+                                  PoolParams p) {
   int64_t total = (int64_t)p.N * p.P * p.Q * (p.C / 8);
   if (total + (int64_t)gridDim.x * blockDim.x <= INT32_MAX)
-    maxPoolNHWC8Body<T, true, PRO, int32_t>(x, scale, shift, y, arg, p, (int32_t)total);
+    maxPoolNHWC8Body<T, true, PRO, int32_t>(x, scale, shift, y, arg, p,
+                                            (int32_t)total);
   else
     maxPoolNHWC8Body<T, true, PRO, int64_t>(x, scale, shift, y, arg, p, total);
 }
@@ -126,14 +143,17 @@ __global__ void maxPoolIndexNHWC8(const T *x, const float *scale, const float *s
 // any is used (one dependent load after another left the gather latency-
 // bound at ~3x its bandwidth time).
 template <typename T>
-__device__ __forceinline__ void poolIndexGradAt8(const T *dy, const uint8_t *arg,
-                                                 const PoolParams &p, int64_t n, int h,
-                                                 int w, int c, float *g) {
-  int p0 = max(0, (h + p.PT - p.KH + p.SH) / p.SH), p1 = min(p.P - 1, (h + p.PT) / p.SH);
-  int q0 = max(0, (w + p.PL - p.KW + p.SW) / p.SW), q1 = min(p.Q - 1, (w + p.PL) / p.SW);
+__device__ __forceinline__ void
+poolIndexGradAt8(const T *dy, const uint8_t *arg, const PoolParams &p,
+                 int64_t n, int h, int w, int c, float *g) {
+  int p0 = max(0, (h + p.PT - p.KH + p.SH) / p.SH),
+      p1 = min(p.P - 1, (h + p.PT) / p.SH);
+  int q0 = max(0, (w + p.PL - p.KW + p.SW) / p.SW),
+      q1 = min(p.Q - 1, (w + p.PL) / p.SW);
   float d[8];
 #pragma unroll
-  for (int e = 0; e < 8; ++e) g[e] = 0.f;
+  for (int e = 0; e < 8; ++e)
+    g[e] = 0.f;
   if (p1 - p0 <= 1 && q1 - q0 <= 1) {
     uint2 u[2][2];
     float v[2][2][8];
@@ -150,12 +170,15 @@ __device__ __forceinline__ void poolIndexGradAt8(const T *dy, const uint8_t *arg
     for (int a = 0; a < 2; ++a)
 #pragma unroll
       for (int b = 0; b < 2; ++b) {
-        if (p0 + a > p1 || q0 + b > q1) continue;
+        if (p0 + a > p1 || q0 + b > q1)
+          continue;
         const uint8_t *idx = reinterpret_cast<const uint8_t *>(&u[a][b]);
-        int mine = (h - ((p0 + a) * p.SH - p.PT)) * p.KW + (w - ((q0 + b) * p.SW - p.PL));
+        int mine = (h - ((p0 + a) * p.SH - p.PT)) * p.KW +
+                   (w - ((q0 + b) * p.SW - p.PL));
 #pragma unroll
         for (int e = 0; e < 8; ++e)
-          if (idx[e] == mine) g[e] += v[a][b][e];
+          if (idx[e] == mine)
+            g[e] += v[a][b][e];
       }
     return;
   }
@@ -168,19 +191,22 @@ __device__ __forceinline__ void poolIndexGradAt8(const T *dy, const uint8_t *arg
       int mine = kh * p.KW + kw;
       bool any = false;
 #pragma unroll
-      for (int e = 0; e < 8; ++e) any |= b[e] == mine;
-      if (!any) continue;
+      for (int e = 0; e < 8; ++e)
+        any |= b[e] == mine;
+      if (!any)
+        continue;
       ldv8(dy + o, d);
 #pragma unroll
       for (int e = 0; e < 8; ++e)
-        if (b[e] == mine) g[e] += d[e];
+        if (b[e] == mine)
+          g[e] += d[e];
     }
 }
 // max_pool2d_index_grad, NHWC with C % 8 == 0, eight channels per thread.
 template <typename T, typename I>
-__device__ __forceinline__ void maxPoolBwdGatherNHWC8Body(const T *dy, const uint8_t *arg,
-                                                          T *dx, const PoolParams &p,
-                                                          I total) {
+__device__ __forceinline__ void
+maxPoolBwdGatherNHWC8Body(const T *dy, const uint8_t *arg, T *dx,
+                          const PoolParams &p, I total) {
   const I C8 = p.C / 8, W = p.W, H = p.H;
   for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < total;
        i += (I)gridDim.x * blockDim.x) {
@@ -196,7 +222,8 @@ __device__ __forceinline__ void maxPoolBwdGatherNHWC8Body(const T *dy, const uin
   }
 }
 template <typename T>
-__global__ void maxPoolBwdGatherNHWC8(const T *dy, const uint8_t *arg, T *dx, PoolParams p) {
+__global__ void maxPoolBwdGatherNHWC8(const T *dy, const uint8_t *arg, T *dx,
+                                      PoolParams p) {
   int64_t total = (int64_t)p.N * p.H * p.W * (p.C / 8);
   if (total + (int64_t)gridDim.x * blockDim.x <= INT32_MAX)
     maxPoolBwdGatherNHWC8Body<T, int32_t>(dy, arg, dx, p, (int32_t)total);
@@ -211,12 +238,11 @@ __global__ void maxPoolBwdGatherNHWC8(const T *dy, const uint8_t *arg, T *dx, Po
 // (nhwcPartial8's MODE 4, one row = one pixel) into nhwcScratch for
 // nhwcBnGradFinish.
 template <typename T>
-__global__ void __launch_bounds__(256) poolBnGradPartial8(const T *dy, const uint8_t *arg,
-                                                          const T *x, const float *mean,
-                                                          const float *invstd,
-                                                          const float *alpha,
-                                                          const float *beta, PoolParams p,
-                                                          int64_t rowsPerTile) {
+__global__ void __launch_bounds__(256)
+    poolBnGradPartial8(const T *dy, const uint8_t *arg, const T *x,
+                       const float *mean, const float *invstd,
+                       const float *alpha, const float *beta, PoolParams p,
+                       int64_t rowsPerTile) {
   __shared__ double sh[2][256][8];
   const int CV = blockDim.x, RY = blockDim.y, C = p.C;
   const int64_t M = (int64_t)p.N * p.H * p.W;
@@ -225,7 +251,8 @@ __global__ void __launch_bounds__(256) poolBnGradPartial8(const T *dy, const uin
   double s[2][8];
   double *s0 = s[0], *s1 = s[1];
 #pragma unroll
-  for (int e = 0; e < 8; ++e) s0[e] = s1[e] = 0;
+  for (int e = 0; e < 8; ++e)
+    s0[e] = s1[e] = 0;
   if (c < C) {
     float mu[8], is[8], al[8], be[8];
 #pragma unroll
@@ -245,7 +272,8 @@ __global__ void __launch_bounds__(256) poolBnGradPartial8(const T *dy, const uin
 #pragma unroll
       for (int e = 0; e < 8; ++e) {
         float v = roundAs(dy, g[e]);
-        if (!(roundAs(x, u[e] * al[e] + be[e]) > 0.f)) v = 0.f;
+        if (!(roundAs(x, u[e] * al[e] + be[e]) > 0.f))
+          v = 0.f;
         s0[e] += v;
         s1[e] += (double)v * ((u[e] - mu[e]) * is[e]);
       }
@@ -256,14 +284,16 @@ __global__ void __launch_bounds__(256) poolBnGradPartial8(const T *dy, const uin
 // Pass 2: dx = scale * invstd * (g - sum(g) / m - xhat * sum(g xhat) / m)
 // (batch_norm_grad's expression) with g as in pass 1, m = N * H * W.
 template <typename T, typename S>
-__global__ void poolBnGradApply8(const T *dy, const uint8_t *arg, const T *x,
-                                 const float *mean, const float *invstd, const S *scale,
-                                 const S *gradScale, const S *gradBias, const float *alpha,
-                                 const float *beta, T *dx, PoolParams p, float m) {
+__global__ void
+poolBnGradApply8(const T *dy, const uint8_t *arg, const T *x, const float *mean,
+                 const float *invstd, const S *scale, const S *gradScale,
+                 const S *gradBias, const float *alpha, const float *beta,
+                 T *dx, PoolParams p, float m) {
   // One thread per eight channels of a pixel; 32-bit index math (the
   // emitter launches this kernel only where N * H * W * C / 8 fits).
   const int C8 = p.C / 8, total = p.N * p.H * p.W * C8;
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total;
+       i += gridDim.x * blockDim.x) {
     int r = i / C8, nh = r / p.W, n = nh / p.H;
     int c = (i - r * C8) * 8, w = r - nh * p.W, h = nh - n * p.H;
     float g[8], u[8], o[8];
@@ -273,7 +303,8 @@ __global__ void poolBnGradApply8(const T *dy, const uint8_t *arg, const T *x,
     for (int e = 0; e < 8; ++e) {
       int k = c + e;
       float v = roundAs(dy, g[e]);
-      if (!(roundAs(x, u[e] * alpha[k] + beta[k]) > 0.f)) v = 0.f;
+      if (!(roundAs(x, u[e] * alpha[k] + beta[k]) > 0.f))
+        v = 0.f;
       float xhat = (u[e] - mean[k]) * invstd[k];
       o[e] = ld(scale + k) * invstd[k] *
              (v - ld(gradBias + k) / m - xhat * ld(gradScale + k) / m);
@@ -293,8 +324,10 @@ __global__ void maxPoolBwdNHWC(const T *dy, const T *x, T *dx, PoolParams p) {
     int64_t n = i / ((int64_t)p.C * p.W * p.H);
     const T *xn = x + n * p.H * p.W * p.C + c;
     const T *dyn = dy + n * p.P * p.Q * p.C + c;
-    int p0 = max(0, (h + p.PT - p.KH + p.SH) / p.SH), p1 = min(p.P - 1, (h + p.PT) / p.SH);
-    int q0 = max(0, (w + p.PL - p.KW + p.SW) / p.SW), q1 = min(p.Q - 1, (w + p.PL) / p.SW);
+    int p0 = max(0, (h + p.PT - p.KH + p.SH) / p.SH),
+        p1 = min(p.P - 1, (h + p.PT) / p.SH);
+    int q0 = max(0, (w + p.PL - p.KW + p.SW) / p.SW),
+        q1 = min(p.Q - 1, (w + p.PL) / p.SW);
     float g = 0;
     for (int pp = p0; pp <= p1; ++pp)
       for (int q = q0; q <= q1; ++q) {
@@ -302,15 +335,21 @@ __global__ void maxPoolBwdNHWC(const T *dy, const T *x, T *dx, PoolParams p) {
         int arg = -1;
         for (int kh = 0; kh < p.KH; ++kh) {
           int hh = pp * p.SH - p.PT + kh;
-          if (hh < 0 || hh >= p.H) continue;
+          if (hh < 0 || hh >= p.H)
+            continue;
           for (int kw = 0; kw < p.KW; ++kw) {
             int ww = q * p.SW - p.PL + kw;
-            if (ww < 0 || ww >= p.W) continue;
+            if (ww < 0 || ww >= p.W)
+              continue;
             float v = ld(xn + ((int64_t)hh * p.W + ww) * p.C);
-            if (v > m || (isnan(v) && !isnan(m))) { m = v; arg = hh * p.W + ww; }
+            if (v > m || (isnan(v) && !isnan(m))) {
+              m = v;
+              arg = hh * p.W + ww;
+            }
           }
         }
-        if (arg == h * p.W + w) g += ld(dyn + ((int64_t)pp * p.Q + q) * p.C);
+        if (arg == h * p.W + w)
+          g += ld(dyn + ((int64_t)pp * p.Q + q) * p.C);
       }
     st(dx + i, g);
   }
@@ -327,10 +366,12 @@ __global__ void avgPoolFwdNHWC(const T *x, T *y, PoolParams p) {
     float s = 0;
     for (int kh = 0; kh < p.KH; ++kh) {
       int h = pp * p.SH - p.PT + kh;
-      if (h < 0 || h >= p.H) continue;
+      if (h < 0 || h >= p.H)
+        continue;
       for (int kw = 0; kw < p.KW; ++kw) {
         int w = q * p.SW - p.PL + kw;
-        if (w < 0 || w >= p.W) continue;
+        if (w < 0 || w >= p.W)
+          continue;
         s += ld(xn + ((int64_t)h * p.W + w) * p.C);
       }
     }
@@ -346,14 +387,18 @@ __global__ void avgPoolBwdNHWC(const T *dy, T *dx, PoolParams p) {
     int c = i % p.C, w = (i / p.C) % p.W, h = (i / ((int64_t)p.C * p.W)) % p.H;
     int64_t n = i / ((int64_t)p.C * p.W * p.H);
     const T *dyn = dy + n * p.P * p.Q * p.C + c;
-    int p0 = max(0, (h + p.PT - p.KH + p.SH) / p.SH), p1 = min(p.P - 1, (h + p.PT) / p.SH);
-    int q0 = max(0, (w + p.PL - p.KW + p.SW) / p.SW), q1 = min(p.Q - 1, (w + p.PL) / p.SW);
+    int p0 = max(0, (h + p.PT - p.KH + p.SH) / p.SH),
+        p1 = min(p.P - 1, (h + p.PT) / p.SH);
+    int q0 = max(0, (w + p.PL - p.KW + p.SW) / p.SW),
+        q1 = min(p.Q - 1, (w + p.PL) / p.SW);
     float g = 0;
     for (int pp = p0; pp <= p1; ++pp)
       for (int q = q0; q <= q1; ++q) {
         int h0 = pp * p.SH - p.PT, w0 = q * p.SW - p.PL;
-        if (h < h0 || h >= h0 + p.KH || w < w0 || w >= w0 + p.KW) continue;
-        g += ld(dyn + ((int64_t)pp * p.Q + q) * p.C) / (float)avgDivisor(p, pp, q);
+        if (h < h0 || h >= h0 + p.KH || w < w0 || w >= w0 + p.KW)
+          continue;
+        g += ld(dyn + ((int64_t)pp * p.Q + q) * p.C) /
+             (float)avgDivisor(p, pp, q);
       }
     st(dx + i, g);
   }
@@ -362,13 +407,15 @@ __global__ void avgPoolBwdNHWC(const T *dy, T *dx, PoolParams p) {
 // global_avg_pool on N x HW x C: one thread per (n, c); a warp reads 32
 // adjacent channels of one pixel.
 template <typename T>
-__global__ void spatialMeanNHWC(const T *x, T *y, int64_t N, int64_t HW, int64_t C) {
+__global__ void spatialMeanNHWC(const T *x, T *y, int64_t N, int64_t HW,
+                                int64_t C) {
   for (int64_t r = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; r < N * C;
        r += (int64_t)gridDim.x * blockDim.x) {
     int64_t n = r / C, c = r % C;
     const T *xn = x + n * HW * C + c;
     float s = 0;
-    for (int64_t j = 0; j < HW; ++j) s += ld(xn + j * C);
+    for (int64_t j = 0; j < HW; ++j)
+      s += ld(xn + j * C);
     st(y + r, s / (float)HW);
   }
 }

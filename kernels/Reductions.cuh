@@ -13,8 +13,8 @@
 #ifndef CNNC_KERNELS_REDUCTIONS_CUH
 #define CNNC_KERNELS_REDUCTIONS_CUH
 
-#include "Common.cuh"
 #include "BatchNorm.cuh"
+#include "Common.cuh"
 
 // nhwcScratch's size in doubles: the emitter defines it before the prelude
 // (cnnc::kNhwcScratchDoubles); a test that includes this file defines it.
@@ -30,7 +30,8 @@ __global__ void rowMean(const T *x, T *y, int64_t rows, int64_t HW) {
   for (int64_t r = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; r < rows;
        r += (int64_t)gridDim.x * blockDim.x) {
     float s = 0;
-    for (int64_t j = 0; j < HW; ++j) s += ld(x + r * HW + j);
+    for (int64_t j = 0; j < HW; ++j)
+      s += ld(x + r * HW + j);
     st(y + r, s / (float)HW);
   }
 }
@@ -45,18 +46,18 @@ __global__ void rowMean(const T *x, T *y, int64_t rows, int64_t HW) {
 // MODE 0: s0 = sum(a).  MODE 1: s0, s1 = sum(a - k), sum((a - k)^2) with the
 // shift k = a[row 0] (BN statistics).  MODE 2: s0, s1 = sum(a), sum(a * xhat)
 // with xhat = (b - mean) * invstd (batch_norm_grad; a = dy, b = x).  MODE 3:
-// MODE 2 with a masked by the ReLU output (fused_batch_norm_relu_grad).  MODE 4:
-// MODE 2 with the mask recomputed from b (fused_batch_norm_affine_relu_grad:
+// MODE 2 with a masked by the ReLU output (fused_batch_norm_relu_grad).  MODE
+// 4: MODE 2 with the mask recomputed from b (fused_batch_norm_affine_relu_grad:
 // round(b * alpha + beta) > 0).
 // Partial sums: 2 x tiles x C <= 2 x CNNC_NHWC_SCRATCH (defined by the
 // emitter from cnnc::kNhwcScratchDoubles, which the lowering choices obey);
 // dualBnGradPartial8's three sums take 3 x tiles x C.
 __device__ double nhwcScratch[3 * CNNC_NHWC_SCRATCH];
 template <int MODE, typename T>
-__global__ void __launch_bounds__(256) nhwcPartial(const T *a, const T *b, const T *mask,
-                                                   const float *mean, const float *invstd,
-                                                   const float *alpha, const float *beta,
-                                                   int64_t M, int C, int64_t rowsPerTile) {
+__global__ void __launch_bounds__(256)
+    nhwcPartial(const T *a, const T *b, const T *mask, const float *mean,
+                const float *invstd, const float *alpha, const float *beta,
+                int64_t M, int C, int64_t rowsPerTile) {
   __shared__ double sh[2][8][33];
   int c = blockIdx.x * 32 + threadIdx.x;
   int64_t r0 = blockIdx.y * rowsPerTile, r1 = min(M, r0 + rowsPerTile);
@@ -89,7 +90,8 @@ __global__ void __launch_bounds__(256) nhwcPartial(const T *a, const T *b, const
   __syncthreads();
   if (threadIdx.y < 2 && c < C && (MODE != 0 || threadIdx.y == 0)) {
     double t = 0;
-    for (int y = 0; y < 8; ++y) t += sh[threadIdx.y][y][threadIdx.x];
+    for (int y = 0; y < 8; ++y)
+      t += sh[threadIdx.y][y][threadIdx.x];
     nhwcScratch[((int64_t)threadIdx.y * gridDim.y + blockIdx.y) * C + c] = t;
   }
 }
@@ -101,24 +103,30 @@ __global__ void __launch_bounds__(256) nhwcPartial(const T *a, const T *b, const
 // through the shared buffer `sh` (R x 256 x 8 doubles).
 template <int NS, int R>
 __device__ __forceinline__ void nhwcTileSums8(const double (&s)[NS][8],
-                                              double (&sh)[R][256][8], int C, int nsums) {
-  const int CV = blockDim.x, RY = blockDim.y, t = threadIdx.y * CV + threadIdx.x;
+                                              double (&sh)[R][256][8], int C,
+                                              int nsums) {
+  const int CV = blockDim.x, RY = blockDim.y,
+            t = threadIdx.y * CV + threadIdx.x;
 #pragma unroll
   for (int k0 = 0; k0 < NS; k0 += R) {
-    if (k0 > 0) __syncthreads(); // the previous round has read `sh`
+    if (k0 > 0)
+      __syncthreads(); // the previous round has read `sh`
 #pragma unroll
     for (int r = 0; r < R; ++r)
 #pragma unroll
       for (int e = 0; e < 8; ++e)
-        if (k0 + r < NS) sh[r][t][e] = s[k0 + r][e];
+        if (k0 + r < NS)
+          sh[r][t][e] = s[k0 + r][e];
     __syncthreads();
     // Task (r, x, e): sum k0 + r of channel (column x, lane e).
     for (int task = t; task < R * CV * 8; task += CV * RY) {
       int r = task / (CV * 8), x = (task / 8) % CV, e = task % 8;
       int k = k0 + r, ch = (blockIdx.x * CV + x) * 8 + e;
-      if (k >= nsums || ch >= C) continue;
+      if (k >= nsums || ch >= C)
+        continue;
       double tot = 0;
-      for (int y = 0; y < RY; ++y) tot += sh[r][y * CV + x][e];
+      for (int y = 0; y < RY; ++y)
+        tot += sh[r][y * CV + x][e];
       nhwcScratch[((int64_t)k * gridDim.y + blockIdx.y) * C + ch] = tot;
     }
   }
@@ -128,10 +136,10 @@ __device__ __forceinline__ void nhwcTileSums8(const double (&s)[NS][8],
 // across channels, grid (ceil(C / (8 CV)), R). Same sums (in double, same
 // scratch layout) as nhwcPartial, so the finishing kernels are shared.
 template <int MODE, typename T>
-__global__ void __launch_bounds__(256) nhwcPartial8(const T *a, const T *b, const T *mask,
-                                                    const float *mean, const float *invstd,
-                                                    const float *alpha, const float *beta,
-                                                    int64_t M, int C, int64_t rowsPerTile) {
+__global__ void __launch_bounds__(256)
+    nhwcPartial8(const T *a, const T *b, const T *mask, const float *mean,
+                 const float *invstd, const float *alpha, const float *beta,
+                 int64_t M, int C, int64_t rowsPerTile) {
   __shared__ double sh[2][256][8];
   const int CV = blockDim.x, RY = blockDim.y;
   int c = (blockIdx.x * CV + threadIdx.x) * 8;
@@ -139,7 +147,8 @@ __global__ void __launch_bounds__(256) nhwcPartial8(const T *a, const T *b, cons
   double s[2][8];
   double *s0 = s[0], *s1 = s[1];
 #pragma unroll
-  for (int e = 0; e < 8; ++e) s0[e] = s1[e] = 0;
+  for (int e = 0; e < 8; ++e)
+    s0[e] = s1[e] = 0;
   if (c < C) {
     float k[8], mu[8], is[8], al[8], be[8];
 #pragma unroll
@@ -163,18 +172,23 @@ __global__ void __launch_bounds__(256) nhwcPartial8(const T *a, const T *b, cons
         int64_t rq = r + q * RY;
         if (rq < r1) {
           ldv8(a + rq * C + c, v[q]);
-          if (MODE >= 2) ldv8(b + rq * C + c, u[q]);
-          if (MODE == 3) ldv8(mask + rq * C + c, w[q]);
+          if (MODE >= 2)
+            ldv8(b + rq * C + c, u[q]);
+          if (MODE == 3)
+            ldv8(mask + rq * C + c, w[q]);
         }
       }
 #pragma unroll
       for (int q = 0; q < U; ++q) {
-        if (r + q * RY >= r1) break;
+        if (r + q * RY >= r1)
+          break;
 #pragma unroll
         for (int e = 0; e < 8; ++e) {
           float x = v[q][e];
-          if (MODE == 3 && !(w[q][e] > 0.f)) x = 0.f;
-          if (MODE == 4 && !(roundAs(a, u[q][e] * al[e] + be[e]) > 0.f)) x = 0.f;
+          if (MODE == 3 && !(w[q][e] > 0.f))
+            x = 0.f;
+          if (MODE == 4 && !(roundAs(a, u[q][e] * al[e] + be[e]) > 0.f))
+            x = 0.f;
           if (MODE == 0) {
             s0[e] += x;
           } else if (MODE == 1) {
@@ -201,9 +215,11 @@ template <typename R>
 __global__ void nhwcSumFinish(R *out, int C, int tiles) {
   int c = blockIdx.x;
   double s = 0;
-  for (int t = threadIdx.x; t < tiles; t += blockDim.x) s += nhwcScratch[(int64_t)t * C + c];
+  for (int t = threadIdx.x; t < tiles; t += blockDim.x)
+    s += nhwcScratch[(int64_t)t * C + c];
   s = blockSum(s);
-  if (threadIdx.x == 0) st(out + c, (float)s);
+  if (threadIdx.x == 0)
+    st(out + c, (float)s);
 }
 // nhwcSumFinish times `scale` (reduce_mean: 1 / rows; cnn.lowering =
 // "channel_sum").
@@ -211,15 +227,18 @@ template <typename R>
 __global__ void nhwcScaledSumFinish(R *out, int C, int tiles, double scale) {
   int c = blockIdx.x;
   double s = 0;
-  for (int t = threadIdx.x; t < tiles; t += blockDim.x) s += nhwcScratch[(int64_t)t * C + c];
+  for (int t = threadIdx.x; t < tiles; t += blockDim.x)
+    s += nhwcScratch[(int64_t)t * C + c];
   s = blockSum(s);
-  if (threadIdx.x == 0) st(out + c, (float)(s * scale));
+  if (threadIdx.x == 0)
+    st(out + c, (float)(s * scale));
 }
 // BN statistics from the shifted sums, as bnStats computes them.
 template <typename T, typename S>
-__global__ void nhwcStatsFinish(const T *x, float *mean, float *invstd, S *runMean, S *runVar,
-                                const S *oldMean, const S *oldVar, const S *scale,
-                                const S *bias, float *alpha, float *beta, int64_t M, int C,
+__global__ void nhwcStatsFinish(const T *x, float *mean, float *invstd,
+                                S *runMean, S *runVar, const S *oldMean,
+                                const S *oldVar, const S *scale, const S *bias,
+                                float *alpha, float *beta, int64_t M, int C,
                                 int tiles, float eps, float momentum) {
   int c = blockIdx.x;
   double s = 0, ss = 0;
@@ -229,17 +248,18 @@ __global__ void nhwcStatsFinish(const T *x, float *mean, float *invstd, S *runMe
   }
   s = blockSum(s);
   ss = blockSum(ss);
-  if (threadIdx.x != 0) return;
+  if (threadIdx.x != 0)
+    return;
   double d = s / (double)M, m = (double)ld(x + c) + d;
   double var = fmax(ss / (double)M - d * d, 0.0);
-  bnStatsStore(c, m, var, mean, invstd, runMean, runVar, oldMean, oldVar, scale, bias, alpha,
-               beta, M, eps, momentum);
+  bnStatsStore(c, m, var, mean, invstd, runMean, runVar, oldMean, oldVar, scale,
+               bias, alpha, beta, M, eps, momentum);
 }
 // fused_conv2d_stats' split form: the plain per-channel sums sum(x) and
 // sum(x^2) (f32) from nhwcPartial's MODE 1 sums, shifted by k = x[c].
 template <typename T>
-__global__ void nhwcSumsFinish(const T *x, float *sum, float *sumSq, int64_t M, int C,
-                               int tiles) {
+__global__ void nhwcSumsFinish(const T *x, float *sum, float *sumSq, int64_t M,
+                               int C, int tiles) {
   int c = blockIdx.x;
   double s = 0, ss = 0;
   for (int t = threadIdx.x; t < tiles; t += blockDim.x) {
@@ -248,7 +268,8 @@ __global__ void nhwcSumsFinish(const T *x, float *sum, float *sumSq, int64_t M, 
   }
   s = blockSum(s);
   ss = blockSum(ss);
-  if (threadIdx.x != 0) return;
+  if (threadIdx.x != 0)
+    return;
   // sum (x - k) = s, sum (x - k)^2 = ss.
   double k = (double)ld(x + c), total = s + (double)M * k;
   sum[c] = (float)total;
@@ -257,8 +278,9 @@ __global__ void nhwcSumsFinish(const T *x, float *sum, float *sumSq, int64_t M, 
 // fused_conv2d_stats' prologue in its split form: out = relu(x * scale +
 // shift) per channel (NHWC, channel innermost), rounded to T.
 template <typename T>
-__global__ void nhwcScaleShiftRelu(const T *x, const float *scale, const float *shift,
-                                   T *out, int64_t n, int C) {
+__global__ void nhwcScaleShiftRelu(const T *x, const float *scale,
+                                   const float *shift, T *out, int64_t n,
+                                   int C) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x) {
     int c = (int)(i % C);
@@ -269,16 +291,18 @@ __global__ void nhwcScaleShiftRelu(const T *x, const float *scale, const float *
 // batch_norm_finalize: batch_norm_stats' results from per-channel sums
 // (fused_conv2d_stats); one thread per channel.
 template <typename S>
-__global__ void bnFinalize(const float *sum, const float *sumSq, float *mean, float *invstd,
-                           S *runMean, S *runVar, const S *oldMean, const S *oldVar,
-                           const S *scale, const S *bias, float *alpha, float *beta,
-                           int64_t M, int C, float eps, float momentum) {
+__global__ void bnFinalize(const float *sum, const float *sumSq, float *mean,
+                           float *invstd, S *runMean, S *runVar,
+                           const S *oldMean, const S *oldVar, const S *scale,
+                           const S *bias, float *alpha, float *beta, int64_t M,
+                           int C, float eps, float momentum) {
   int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= C) return;
+  if (c >= C)
+    return;
   double m = (double)sum[c] / (double)M;
   double var = fmax((double)sumSq[c] / (double)M - m * m, 0.0);
-  bnStatsStore(c, m, var, mean, invstd, runMean, runVar, oldMean, oldVar, scale, bias, alpha,
-               beta, M, eps, momentum);
+  bnStatsStore(c, m, var, mean, invstd, runMean, runVar, oldMean, oldVar, scale,
+               bias, alpha, beta, M, eps, momentum);
 }
 // batch_norm_grad sums: grad_bias = sum(dy), grad_scale = sum(dy * xhat).
 template <typename S>
@@ -291,7 +315,8 @@ __global__ void nhwcBnGradFinish(S *gradScale, S *gradBias, int C, int tiles) {
   }
   s = blockSum(s);
   sx = blockSum(sx);
-  if (threadIdx.x != 0) return;
+  if (threadIdx.x != 0)
+    return;
   st(gradBias + c, (float)s);
   st(gradScale + c, (float)sx);
 }
@@ -302,17 +327,19 @@ __global__ void nhwcBnGradFinish(S *gradScale, S *gradBias, int C, int tiles) {
 // block's rows are added one sum at a time through one 16 KiB buffer (three
 // at once would take the whole 48 KiB and halve the blocks per SM).
 template <typename T>
-__global__ void __launch_bounds__(256) dualBnGradPartial8(const T *dy, const T *xa, const T *xb,
-                                                          const float *meanA, const float *invA,
-                                                          const float *meanB, const float *invB,
-                                                          int64_t M, int C, int64_t rowsPerTile) {
+__global__ void __launch_bounds__(256)
+    dualBnGradPartial8(const T *dy, const T *xa, const T *xb,
+                       const float *meanA, const float *invA,
+                       const float *meanB, const float *invB, int64_t M, int C,
+                       int64_t rowsPerTile) {
   __shared__ double sh[1][256][8];
   const int CV = blockDim.x, RY = blockDim.y;
   int c = (blockIdx.x * CV + threadIdx.x) * 8;
   int64_t r0 = blockIdx.y * rowsPerTile, r1 = min(M, r0 + rowsPerTile);
   double s[3][8];
 #pragma unroll
-  for (int e = 0; e < 8; ++e) s[0][e] = s[1][e] = s[2][e] = 0;
+  for (int e = 0; e < 8; ++e)
+    s[0][e] = s[1][e] = s[2][e] = 0;
   if (c < C) {
     float ma[8], ia[8], mb[8], ib[8];
 #pragma unroll
@@ -340,8 +367,8 @@ __global__ void __launch_bounds__(256) dualBnGradPartial8(const T *dy, const T *
 // fused_dual_batch_norm_grad, pass 2: both halves' grad_bias (sum(dy), the
 // same for both) and grad_scale, as nhwcBnGradFinish.
 template <typename S>
-__global__ void dualBnGradFinish(S *gradScaleA, S *gradBiasA, S *gradScaleB, S *gradBiasB,
-                                 int C, int tiles) {
+__global__ void dualBnGradFinish(S *gradScaleA, S *gradBiasA, S *gradScaleB,
+                                 S *gradBiasB, int C, int tiles) {
   int c = blockIdx.x;
   double s = 0, sa = 0, sb = 0;
   for (int t = threadIdx.x; t < tiles; t += blockDim.x) {
@@ -352,7 +379,8 @@ __global__ void dualBnGradFinish(S *gradScaleA, S *gradBiasA, S *gradScaleB, S *
   s = blockSum(s);
   sa = blockSum(sa);
   sb = blockSum(sb);
-  if (threadIdx.x != 0) return;
+  if (threadIdx.x != 0)
+    return;
   st(gradBiasA + c, (float)s);
   st(gradBiasB + c, (float)s);
   st(gradScaleA + c, (float)sa);

@@ -21,20 +21,32 @@ namespace {
 // passes in: the device reads the reference interpreter's indices and
 // weights. For the gradient, `rh`/`rw` hold for each input row/column the
 // outputs [first, last] that may read it (a gather: no atomics, no scratch).
-struct ResizeTap { int lo, hi; float l1; };
-struct ResizeParams { int N, C, H, W, P, Q; }; // input H x W, output P x Q
+struct ResizeTap {
+  int lo, hi;
+  float l1;
+};
+struct ResizeParams {
+  int N, C, H, W, P, Q;
+}; // input H x W, output P x Q
 
-__device__ __forceinline__ int64_t resizeAt(const ResizeParams &p, bool nhwc, int64_t n, int c,
-                                            int y, int x, int Y, int X) {
-  return nhwc ? ((n * Y + y) * X + x) * p.C + c : ((n * p.C + c) * Y + y) * (int64_t)X + x;
+__device__ __forceinline__ int64_t resizeAt(const ResizeParams &p, bool nhwc,
+                                            int64_t n, int c, int y, int x,
+                                            int Y, int X) {
+  return nhwc ? ((n * Y + y) * X + x) * p.C + c
+              : ((n * p.C + c) * Y + y) * (int64_t)X + x;
 }
-__device__ __forceinline__ void resizeIndex(const ResizeParams &p, bool nhwc, int64_t i,
-                                            int64_t &n, int &c, int &y, int &x, int Y, int X) {
+__device__ __forceinline__ void resizeIndex(const ResizeParams &p, bool nhwc,
+                                            int64_t i, int64_t &n, int &c,
+                                            int &y, int &x, int Y, int X) {
   if (nhwc) {
-    c = i % p.C; x = (i / p.C) % X; y = (i / ((int64_t)p.C * X)) % Y;
+    c = i % p.C;
+    x = (i / p.C) % X;
+    y = (i / ((int64_t)p.C * X)) % Y;
     n = i / ((int64_t)p.C * X * Y);
   } else {
-    x = i % X; y = (i / X) % Y; c = (i / ((int64_t)X * Y)) % p.C;
+    x = i % X;
+    y = (i / X) % Y;
+    c = (i / ((int64_t)X * Y)) % p.C;
     n = i / ((int64_t)X * Y * p.C);
   }
 }
@@ -42,13 +54,14 @@ __device__ __forceinline__ void resizeIndex(const ResizeParams &p, bool nhwc, in
 // Nearest copies x[lo_h, lo_w] (no arithmetic: an inf stays an inf);
 // linear is PyTorch's bilinear in f32.
 template <typename T, bool NHWC, bool LINEAR>
-__device__ __forceinline__ void resizeFwd(const T *__restrict__ x, T *__restrict__ y,
-                                          ResizeParams p, const ResizeTap *th,
-                                          const ResizeTap *tw) {
+__device__ __forceinline__ void
+resizeFwd(const T *__restrict__ x, T *__restrict__ y, ResizeParams p,
+          const ResizeTap *th, const ResizeTap *tw) {
   int64_t total = (int64_t)p.N * p.C * p.P * p.Q;
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
        i += (int64_t)gridDim.x * blockDim.x) {
-    int64_t n; int c, oh, ow;
+    int64_t n;
+    int c, oh, ow;
     resizeIndex(p, NHWC, i, n, c, oh, ow, p.P, p.Q);
     const ResizeTap a = th[oh], b = tw[ow];
     if (!LINEAR) {
@@ -65,30 +78,35 @@ __device__ __forceinline__ void resizeFwd(const T *__restrict__ x, T *__restrict
 }
 
 // The weight with which tap `t` reads input index `k`.
-__device__ __forceinline__ float resizeWeight(const ResizeTap &t, int k, bool linear) {
-  if (!linear) return t.lo == k ? 1.f : 0.f;
+__device__ __forceinline__ float resizeWeight(const ResizeTap &t, int k,
+                                              bool linear) {
+  if (!linear)
+    return t.lo == k ? 1.f : 0.f;
   return (t.lo == k ? 1.f - t.l1 : 0.f) + (t.hi == k ? t.l1 : 0.f);
 }
 
 // dx[h, w] = sum over the outputs (oh, ow) reading it of wh * ww * dy, in f32.
 template <typename T, bool NHWC, bool LINEAR>
-__device__ __forceinline__ void resizeBwd(const T *__restrict__ dy, T *__restrict__ dx,
-                                          ResizeParams p, const ResizeTap *th,
-                                          const ResizeTap *tw, const int2 *rh,
-                                          const int2 *rw) {
+__device__ __forceinline__ void
+resizeBwd(const T *__restrict__ dy, T *__restrict__ dx, ResizeParams p,
+          const ResizeTap *th, const ResizeTap *tw, const int2 *rh,
+          const int2 *rw) {
   int64_t total = (int64_t)p.N * p.C * p.H * p.W;
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
        i += (int64_t)gridDim.x * blockDim.x) {
-    int64_t n; int c, h, w;
+    int64_t n;
+    int c, h, w;
     resizeIndex(p, NHWC, i, n, c, h, w, p.H, p.W);
     const int2 R = rh[h], S = rw[w];
     float g = 0.f;
     for (int oh = R.x; oh <= R.y; ++oh) {
       float wh = resizeWeight(th[oh], h, LINEAR);
-      if (wh == 0.f) continue;
+      if (wh == 0.f)
+        continue;
       for (int ow = S.x; ow <= S.y; ++ow) {
         float ww = resizeWeight(tw[ow], w, LINEAR);
-        if (ww == 0.f) continue;
+        if (ww == 0.f)
+          continue;
         g += wh * ww * ld(dy + resizeAt(p, NHWC, n, c, oh, ow, p.P, p.Q));
       }
     }

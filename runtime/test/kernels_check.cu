@@ -1,4 +1,5 @@
-//===- kernels_check.cu - the kernel prelude's kernels against the host ----===//
+//===- kernels_check.cu - the kernel prelude's kernels against the host
+//----===//
 //
 // Includes kernels/Prelude.cuh (the kernels cnnc prints into every model.cu)
 // directly and runs a few of them, launched as EmitCUDA.cpp launches them,
@@ -38,7 +39,8 @@ void expectNear(const char *what, const std::vector<double> &got,
   size_t at = 0;
   bool bad = got.size() != want.size();
   for (size_t i = 0; !bad && i < got.size(); ++i) {
-    double err = std::fabs(got[i] - want[i]) / std::max(1.0, std::fabs(want[i]));
+    double err =
+        std::fabs(got[i] - want[i]) / std::max(1.0, std::fabs(want[i]));
     if (!(err <= tol)) { // NaN fails too
       bad = true;
       at = i;
@@ -63,7 +65,8 @@ void expectNear(const char *what, const std::vector<double> &got,
 template <typename T> T *toDevice(const std::vector<T> &h) {
   T *d = nullptr;
   CUDA_OK(cudaMalloc(&d, h.size() * sizeof(T) + 16));
-  CUDA_OK(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+  CUDA_OK(
+      cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
   return d;
 }
 
@@ -133,7 +136,8 @@ void checkBnStatsNCHW() {
   const int N = 4, C = 5;
   const int64_t HW = 300; // N * HW > the block: each thread loops
   std::vector<float> x = randoms((size_t)N * C * HW, 99.f, 101.f, 1);
-  std::vector<float> oldMean = randoms(C, -1, 1, 2), oldVar = randoms(C, 0.5, 2, 3);
+  std::vector<float> oldMean = randoms(C, -1, 1, 2),
+                     oldVar = randoms(C, 0.5, 2, 3);
   std::vector<float> scale = randoms(C, 0.5, 2, 4), bias = randoms(C, -1, 1, 5);
   const float eps = 1e-5f, momentum = 0.1f;
   std::vector<std::vector<double>> perChannel(C);
@@ -141,22 +145,29 @@ void checkBnStatsNCHW() {
     for (int c = 0; c < C; ++c)
       for (int64_t j = 0; j < HW; ++j)
         perChannel[c].push_back(x[(n * C + c) * HW + j]);
-  HostStats want = hostStats(perChannel, oldMean, oldVar, scale, bias, eps, momentum);
+  HostStats want =
+      hostStats(perChannel, oldMean, oldVar, scale, bias, eps, momentum);
 
-  float *dx = toDevice(x), *dOldMean = toDevice(oldMean), *dOldVar = toDevice(oldVar);
+  float *dx = toDevice(x), *dOldMean = toDevice(oldMean),
+        *dOldVar = toDevice(oldVar);
   float *dScale = toDevice(scale), *dBias = toDevice(bias);
   std::vector<float> zeros(C, 0.f);
-  float *mean = toDevice(zeros), *invstd = toDevice(zeros), *runMean = toDevice(zeros),
-        *runVar = toDevice(zeros), *alpha = toDevice(zeros), *beta = toDevice(zeros);
-  bnStats<float, float><<<C, 512>>>(dx, mean, invstd, runMean, runVar, dOldMean, dOldVar,
-                                     dScale, dBias, alpha, beta, N, C, HW, eps, momentum);
+  float *mean = toDevice(zeros), *invstd = toDevice(zeros),
+        *runMean = toDevice(zeros), *runVar = toDevice(zeros),
+        *alpha = toDevice(zeros), *beta = toDevice(zeros);
+  bnStats<float, float><<<C, 512>>>(dx, mean, invstd, runMean, runVar, dOldMean,
+                                    dOldVar, dScale, dBias, alpha, beta, N, C,
+                                    HW, eps, momentum);
   CUDA_OK(cudaGetLastError());
   CUDA_OK(cudaDeviceSynchronize());
   // f32 results of f64 sums: a few f32 ulps.
   expectNear("bnStats NCHW f32: mean", fromDevice(mean, C), want.mean, 1e-6);
-  expectNear("bnStats NCHW f32: invstd", fromDevice(invstd, C), want.invstd, 1e-5);
-  expectNear("bnStats NCHW f32: running mean", fromDevice(runMean, C), want.runMean, 1e-6);
-  expectNear("bnStats NCHW f32: running var", fromDevice(runVar, C), want.runVar, 1e-5);
+  expectNear("bnStats NCHW f32: invstd", fromDevice(invstd, C), want.invstd,
+             1e-5);
+  expectNear("bnStats NCHW f32: running mean", fromDevice(runMean, C),
+             want.runMean, 1e-6);
+  expectNear("bnStats NCHW f32: running var", fromDevice(runVar, C),
+             want.runVar, 1e-5);
   expectNear("bnStats NCHW f32: alpha", fromDevice(alpha, C), want.alpha, 1e-5);
   expectNear("bnStats NCHW f32: beta", fromDevice(beta, C), want.beta, 1e-4);
 }
@@ -166,16 +177,20 @@ void checkBnStatsNCHW() {
 /// empty, M = 198 rows in tiles of 64 leaves the last tile short.
 void checkNhwcReductions() {
   const int C = 40;
-  const int64_t M = 198, rowsPerTile = 64, tiles = (M + rowsPerTile - 1) / rowsPerTile;
+  const int64_t M = 198, rowsPerTile = 64,
+                tiles = (M + rowsPerTile - 1) / rowsPerTile;
   std::vector<__half> x = toHalf(randoms((size_t)M * C, -3.f, 5.f, 6));
-  std::vector<float> oldMean = randoms(C, -1, 1, 7), oldVar = randoms(C, 0.5, 2, 8);
-  std::vector<float> scale = randoms(C, 0.5, 2, 9), bias = randoms(C, -1, 1, 10);
+  std::vector<float> oldMean = randoms(C, -1, 1, 7),
+                     oldVar = randoms(C, 0.5, 2, 8);
+  std::vector<float> scale = randoms(C, 0.5, 2, 9),
+                     bias = randoms(C, -1, 1, 10);
   const float eps = 1e-3f, momentum = 0.01f;
   std::vector<std::vector<double>> perChannel(C);
   for (int64_t r = 0; r < M; ++r)
     for (int c = 0; c < C; ++c)
       perChannel[c].push_back(__half2float(x[r * C + c]));
-  HostStats want = hostStats(perChannel, oldMean, oldVar, scale, bias, eps, momentum);
+  HostStats want =
+      hostStats(perChannel, oldMean, oldVar, scale, bias, eps, momentum);
   std::vector<double> wantSum;
   for (int c = 0; c < C; ++c) {
     double s = 0;
@@ -188,31 +203,36 @@ void checkNhwcReductions() {
   float *dOldMean = toDevice(oldMean), *dOldVar = toDevice(oldVar);
   float *dScale = toDevice(scale), *dBias = toDevice(bias);
   std::vector<float> zeros(C, 0.f);
-  float *mean = toDevice(zeros), *invstd = toDevice(zeros), *runMean = toDevice(zeros),
-        *runVar = toDevice(zeros), *alpha = toDevice(zeros), *beta = toDevice(zeros),
+  float *mean = toDevice(zeros), *invstd = toDevice(zeros),
+        *runMean = toDevice(zeros), *runVar = toDevice(zeros),
+        *alpha = toDevice(zeros), *beta = toDevice(zeros),
         *sum = toDevice(zeros);
   dim3 grid((C + 31) / 32, (unsigned)tiles), block(32, 8);
-  nhwcPartial<1, __half><<<grid, block>>>(dx, nullptr, nullptr, nullptr, nullptr, nullptr,
-                                          nullptr, M, C, rowsPerTile);
-  nhwcStatsFinish<__half, float><<<C, 256>>>(dx, mean, invstd, runMean, runVar, dOldMean,
-                                             dOldVar, dScale, dBias, alpha, beta, M, C,
-                                             (int)tiles, eps, momentum);
+  nhwcPartial<1, __half><<<grid, block>>>(dx, nullptr, nullptr, nullptr,
+                                          nullptr, nullptr, nullptr, M, C,
+                                          rowsPerTile);
+  nhwcStatsFinish<__half, float>
+      <<<C, 256>>>(dx, mean, invstd, runMean, runVar, dOldMean, dOldVar, dScale,
+                   dBias, alpha, beta, M, C, (int)tiles, eps, momentum);
   CUDA_OK(cudaGetLastError());
   CUDA_OK(cudaDeviceSynchronize());
-  expectNear("nhwcPartial<1> + nhwcStatsFinish f16: mean", fromDevice(mean, C), want.mean, 1e-6);
-  expectNear("nhwcPartial<1> + nhwcStatsFinish f16: invstd", fromDevice(invstd, C),
-             want.invstd, 1e-5);
-  expectNear("nhwcPartial<1> + nhwcStatsFinish f16: running var", fromDevice(runVar, C),
-             want.runVar, 1e-5);
-  expectNear("nhwcPartial<1> + nhwcStatsFinish f16: beta", fromDevice(beta, C), want.beta,
-             1e-5);
+  expectNear("nhwcPartial<1> + nhwcStatsFinish f16: mean", fromDevice(mean, C),
+             want.mean, 1e-6);
+  expectNear("nhwcPartial<1> + nhwcStatsFinish f16: invstd",
+             fromDevice(invstd, C), want.invstd, 1e-5);
+  expectNear("nhwcPartial<1> + nhwcStatsFinish f16: running var",
+             fromDevice(runVar, C), want.runVar, 1e-5);
+  expectNear("nhwcPartial<1> + nhwcStatsFinish f16: beta", fromDevice(beta, C),
+             want.beta, 1e-5);
 
-  nhwcPartial<0, __half><<<grid, block>>>(dx, nullptr, nullptr, nullptr, nullptr, nullptr,
-                                          nullptr, M, C, rowsPerTile);
+  nhwcPartial<0, __half><<<grid, block>>>(dx, nullptr, nullptr, nullptr,
+                                          nullptr, nullptr, nullptr, M, C,
+                                          rowsPerTile);
   nhwcSumFinish<float><<<C, 256>>>(sum, C, (int)tiles);
   CUDA_OK(cudaGetLastError());
   CUDA_OK(cudaDeviceSynchronize());
-  expectNear("nhwcPartial<0> + nhwcSumFinish (bias_grad)", fromDevice(sum, C), wantSum, 1e-6);
+  expectNear("nhwcPartial<0> + nhwcSumFinish (bias_grad)", fromDevice(sum, C),
+             wantSum, 1e-6);
 }
 
 /// nhwcScaleShiftRelu<__half>: relu(x * scale[c] + shift[c]) rounded to
@@ -222,7 +242,8 @@ void checkScaleShiftRelu() {
   const int C = 24;
   const int64_t n = 24 * 77;
   std::vector<__half> x = toHalf(randoms(n, -4.f, 4.f, 11));
-  std::vector<float> scale = randoms(C, -2, 2, 12), shift = randoms(C, -1, 1, 13);
+  std::vector<float> scale = randoms(C, -2, 2, 12),
+                     shift = randoms(C, -1, 1, 13);
   std::vector<double> want(n);
   for (int64_t i = 0; i < n; ++i) {
     float v = std::fma(__half2float(x[i]), scale[i % C], shift[i % C]);
@@ -239,7 +260,8 @@ void checkScaleShiftRelu() {
     negatives += v < 0;
   if (negatives) {
     ++failures;
-    std::printf("FAIL nhwcScaleShiftRelu f16: %d negative outputs\n", negatives);
+    std::printf("FAIL nhwcScaleShiftRelu f16: %d negative outputs\n",
+                negatives);
   }
   // |want| < 16: one f16 step is 2^-7 at most, within 1/128 * max(1, |want|).
   expectNear("nhwcScaleShiftRelu f16", got, want, 1.0 / 128);
@@ -282,7 +304,8 @@ void checkAvgPool() {
     avgPoolFwd<float><<<2, 64>>>(dx, dy, p);
     CUDA_OK(cudaGetLastError());
     CUDA_OK(cudaDeviceSynchronize());
-    expectNear(includePad ? "avgPoolFwd NCHW (count_include_pad)" : "avgPoolFwd NCHW",
+    expectNear(includePad ? "avgPoolFwd NCHW (count_include_pad)"
+                          : "avgPoolFwd NCHW",
                fromDevice(dy, outN), want, 1e-6);
   }
 }
@@ -338,10 +361,13 @@ void checkCrossEntropy(int64_t rows, int cols) {
       sumx += xr[c];
     }
     double lse = m + std::log(s);
-    total += (1 - smoothing) * (lse - xr[labels[r]]) + smoothing * (lse - sumx / cols);
+    total += (1 - smoothing) * (lse - xr[labels[r]]) +
+             smoothing * (lse - sumx / cols);
     for (int c = 0; c < cols; ++c) {
-      double target = (c == labels[r] ? 1.0 - smoothing : 0.0) + smoothing / cols;
-      wantGrad[r * cols + c] = (std::exp(xr[c] - m) / s - target) * gradLoss / valid;
+      double target =
+          (c == labels[r] ? 1.0 - smoothing : 0.0) + smoothing / cols;
+      wantGrad[r * cols + c] =
+          (std::exp(xr[c] - m) / s - target) * gradLoss / valid;
     }
   }
 
@@ -349,13 +375,14 @@ void checkCrossEntropy(int64_t rows, int cols) {
   float *dGradLoss = toDevice(std::vector<float>{gradLoss});
   float *dGrad = toDevice(std::vector<float>(logits.size(), -1.f));
   int64_t *dLabels = toDevice(labels);
-  int blocks = (int)std::min<int64_t>(std::max<int64_t>((rows + 7) / 8, 1), CNNC_XENT_BLOCKS);
-  softmaxXentLossPartial<float, int64_t><<<blocks, 256>>>(dLogits, dLabels, rows, cols,
-                                                          smoothing, ignore);
+  int blocks = (int)std::min<int64_t>(std::max<int64_t>((rows + 7) / 8, 1),
+                                      CNNC_XENT_BLOCKS);
+  softmaxXentLossPartial<float, int64_t>
+      <<<blocks, 256>>>(dLogits, dLabels, rows, cols, smoothing, ignore);
   softmaxXentLossFinish<<<1, 256>>>(dLoss, blocks);
   xentCountValid<int64_t><<<1, 1024>>>(dLabels, rows, ignore);
-  softmaxXentGrad<float, int64_t><<<blocks, 256>>>(dLogits, dLabels, dGradLoss, dGrad, rows,
-                                                   cols, smoothing, ignore);
+  softmaxXentGrad<float, int64_t><<<blocks, 256>>>(
+      dLogits, dLabels, dGradLoss, dGrad, rows, cols, smoothing, ignore);
   CUDA_OK(cudaGetLastError());
   CUDA_OK(cudaDeviceSynchronize());
   char what[96];
@@ -374,7 +401,8 @@ __global__ void splitmixKernel(uint64_t *out) { *out = splitmix64(0); }
 /// lossScaleUpdate (growth at the interval, backoff), and splitmix64's
 /// first output of state 0 (the reference value of SplitMix64).
 void checkLossScaleAndRandom() {
-  std::vector<__half> finite = toHalf(randoms(5000, -1, 1, 17)), withInf = finite;
+  std::vector<__half> finite = toHalf(randoms(5000, -1, 1, 17)),
+                      withInf = finite;
   withInf[4321] = __float2half_rn(INFINITY);
   float *flag = toDevice(std::vector<float>{-1.f});
   std::vector<double> flags;
@@ -389,11 +417,13 @@ void checkLossScaleAndRandom() {
 
   float *scale = toDevice(std::vector<float>{65536.f});
   float *tracker = toDevice(std::vector<float>{1999.f});
-  float *newScale = toDevice(std::vector<float>(1)), *newTracker = toDevice(std::vector<float>(1));
+  float *newScale = toDevice(std::vector<float>(1)),
+        *newTracker = toDevice(std::vector<float>(1));
   std::vector<double> got;
   for (float isFinite : {1.f, 0.f}) {
     CUDA_OK(cudaMemcpy(flag, &isFinite, sizeof(float), cudaMemcpyHostToDevice));
-    lossScaleUpdate<<<1, 1>>>(scale, tracker, flag, newScale, newTracker, 2000, 2.f, 0.5f);
+    lossScaleUpdate<<<1, 1>>>(scale, tracker, flag, newScale, newTracker, 2000,
+                              2.f, 0.5f);
     CUDA_OK(cudaGetLastError());
     got.push_back(fromDevice(newScale, 1)[0]);
     got.push_back(fromDevice(newTracker, 1)[0]);
