@@ -20,4 +20,4 @@
 // SYMS-DAG: T cnnrt_read_state
 // SYMS-DAG: T cnnrt_write_state
 // SYMS-DAG: T cnnrt_model_spec
-// NOGPU: None cnnrt_create: no CUDA GPU available
+// NOGPU: None cnnrt: no CUDA GPU available
