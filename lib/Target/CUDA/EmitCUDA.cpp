@@ -36,9 +36,9 @@ using namespace mlir;
 using namespace cnnc;
 using namespace cnnc::cnn;
 
-static const char *kPrelude =
-#include "Prelude.cuh.inc"
-    ;
+static const char kPrelude[] = {
+#include "KernelPrelude.inc" // kernels/*.cuh, by EmbedPrelude.cmake
+};
 
 static std::string tensorTable(const BufferPlan &plan, bool inputNHWC);
 
@@ -166,6 +166,55 @@ public:
 
 private:
   LogicalResult emitOp(Operation *op, std::string &out);
+  /// One op's lowering each (emitOp dispatches by the op's type).
+  LogicalResult print(std::string &out, ConstantOp c);
+  LogicalResult print(std::string &out, Conv2DOp c);
+  LogicalResult print(std::string &out, Conv2DBwdDataOp c);
+  LogicalResult print(std::string &out, Conv2DBwdFilterOp c);
+  LogicalResult print(std::string &out, MatmulOp m);
+  LogicalResult print(std::string &out, BiasAddOp b);
+  LogicalResult printReduction(std::string &out, Operation *o);
+  LogicalResult print(std::string &out, DropoutMaskOp d);
+  LogicalResult print(std::string &out, GlobalAvgPoolGradOp g);
+  LogicalResult print(std::string &out, GlobalAvgPoolOp g);
+  LogicalResult print(std::string &out, BiasGradOp b);
+  LogicalResult print(std::string &out, BatchNormOp b);
+  LogicalResult print(std::string &out, BatchNormTrainOp b);
+  LogicalResult print(std::string &out, FusedElementwiseOp f);
+  LogicalResult print(std::string &out, FusedConv2DOp c);
+  LogicalResult print(std::string &out, FusedConv2DStatsOp c);
+  LogicalResult print(std::string &out, FusedConv2DBwdFilterOp c);
+  LogicalResult print(std::string &out, FusedConv2DBwdDataOp c);
+  LogicalResult print(std::string &out, BatchNormFinalizeOp b);
+  LogicalResult print(std::string &out, BatchNormStatsOp b);
+  LogicalResult print(std::string &out, BatchNormSumsOp b);
+  LogicalResult print(std::string &out, BatchNormGradSumsOp b);
+  LogicalResult print(std::string &out, FusedBatchNormReluGradOp b);
+  LogicalResult print(std::string &out, FusedBatchNormAffineReluGradOp b);
+  LogicalResult print(std::string &out, FusedDualBatchNormGradOp b);
+  LogicalResult print(std::string &out, BatchNormGradOp b);
+  LogicalResult print(std::string &out, MaxPool2DOp p);
+  LogicalResult print(std::string &out, MaxPool2DGradOp p);
+  LogicalResult print(std::string &out, FusedMaxPool2DOp p);
+  LogicalResult print(std::string &out, FusedMaxPool2DBatchNormReluGradOp b);
+  LogicalResult print(std::string &out, MaxPool2DIndexGradOp p);
+  LogicalResult print(std::string &out, AvgPool2DOp p);
+  LogicalResult print(std::string &out, AvgPool2DGradOp p);
+  LogicalResult print(std::string &out, SoftmaxOp s);
+  LogicalResult print(std::string &out, SoftmaxCrossEntropyOp s);
+  LogicalResult print(std::string &out, SoftmaxCrossEntropyGradOp s);
+  LogicalResult print(std::string &out, ConcatOp c);
+  LogicalResult printGather(std::string &out, Operation *o);
+  LogicalResult print(std::string &out, PadOp p);
+  LogicalResult print(std::string &out, PadGradOp p);
+  LogicalResult print(std::string &out, SGDUpdateOp u);
+  LogicalResult print(std::string &out, AdamUpdateOp u);
+  LogicalResult print(std::string &out, AllFiniteOp a);
+  LogicalResult print(std::string &out, LossScaleUpdateOp u);
+  LogicalResult print(std::string &out, UnscaleOp u);
+  LogicalResult print(std::string &out, AccumulateGradOp a);
+  LogicalResult print(std::string &out, AccumulationStepOp a);
+  LogicalResult print(std::string &out, AllReduceOp a);
   /// The grid of a grid-stride kernel of the op being printed over `n`
   /// units of work: min(ceil(n / 256), its #cnn.launch grid_limit).
   std::string gridFor(int64_t n) const;
@@ -1057,6 +1106,1247 @@ LogicalResult Emitter::emitNHWC(Operation *op, std::string &out) {
       });
 }
 
+LogicalResult Emitter::print(std::string &out, ConstantOp c) {
+  Operation *op = c;
+  auto attr = dyn_cast<DenseElementsAttr>(c.getValue());
+  if (!attr || !attr.isSplat() || !isa<FloatType>(attr.getElementType()))
+    return c.emitError("CUDA backend: only splat floating-point constants are "
+                       "supported");
+  elementwise(
+      out, op, {}, {c.getResult()},
+      "r0 = " + floatLit(attr.getSplatValue<APFloat>().convertToDouble()) +
+          ";");
+  return success();
+}
+
+LogicalResult Emitter::print(std::string &out, Conv2DOp c) {
+  Operation *op = c;
+  auto x = c.getInput().getType(), y = c.getType();
+  if (loweringOf(op) == "gemm") {
+    // Y[NHW, K] = X[NHW, C] W[K, C]^T
+    int64_t M = y.getNumElements() / y.getDimSize(3);
+    int id = matmulId(op, M, y.getDimSize(3), x.getDimSize(3), false, true,
+                      y.getElementType());
+    out += fmt::format("  ctx.matmul({}, {}, {}, {});\n", id, ptr(c.getInput()),
+                       ptr(c.getFilter()), ptr(c.getResult()));
+    ++numLaunches;
+    return success();
+  }
+  int id = convId(op, c.getInput().getType(), c.getFilter().getType(),
+                  c.getType(), c.getStrides(), c.getPadding(), c.getDilations(),
+                  c.getGroups(), isNHWC(op));
+  out += fmt::format("  ctx.convFwd({}, {}, {}, {});\n", id, ptr(c.getInput()),
+                     ptr(c.getFilter()), ptr(c.getResult()));
+  ++numLaunches;
+  return success();
+}
+
+LogicalResult Emitter::print(std::string &out, Conv2DBwdDataOp c) {
+  Operation *op = c;
+  auto dx = c.getType(), dy = c.getGradOutput().getType();
+  if (loweringOf(op) == "gemm") {
+    // dX[NHW, C] = dY[NHW, K] W[K, C]
+    int64_t M = dx.getNumElements() / dx.getDimSize(3);
+    int id = matmulId(op, M, dx.getDimSize(3), dy.getDimSize(3), false, false,
+                      dx.getElementType());
+    out += fmt::format("  ctx.matmul({}, {}, {}, {});\n", id,
+                       ptr(c.getGradOutput()), ptr(c.getFilter()),
+                       ptr(c.getResult()));
+    ++numLaunches;
+    return success();
+  }
+  int id = convId(op, c.getType(), c.getFilter().getType(),
+                  c.getGradOutput().getType(), c.getStrides(), c.getPadding(),
+                  c.getDilations(), c.getGroups(), isNHWC(op));
+  out += fmt::format("  ctx.convBwdData({}, {}, {}, {});\n", id,
+                     ptr(c.getGradOutput()), ptr(c.getFilter()),
+                     ptr(c.getResult()));
+  ++numLaunches;
+  return success();
+}
+
+LogicalResult Emitter::print(std::string &out, Conv2DBwdFilterOp c) {
+  Operation *op = c;
+  auto x = c.getInput().getType(), dy = c.getGradOutput().getType();
+  if (loweringOf(op) == "gemm") {
+    // dW[K, C] = dY[NHW, K]^T X[NHW, C]
+    int64_t M = x.getNumElements() / x.getDimSize(3);
+    int id = matmulId(op, dy.getDimSize(3), x.getDimSize(3), M, true, false,
+                      x.getElementType());
+    out += fmt::format("  ctx.matmul({}, {}, {}, {});\n", id,
+                       ptr(c.getGradOutput()), ptr(c.getInput()),
+                       ptr(c.getResult()));
+    ++numLaunches;
+    return success();
+  }
+  int id = convId(op, c.getInput().getType(), c.getType(),
+                  c.getGradOutput().getType(), c.getStrides(), c.getPadding(),
+                  c.getDilations(), c.getGroups(), isNHWC(op));
+  out += fmt::format("  ctx.convBwdFilter({}, {}, {}, {});\n", id,
+                     ptr(c.getInput()), ptr(c.getGradOutput()),
+                     ptr(c.getResult()));
+  ++numLaunches;
+  return success();
+}
+
+LogicalResult Emitter::print(std::string &out, MatmulOp m) {
+  Operation *op = m;
+  auto t = m.getType();
+  bool ta = m.getTransposeLhs();
+  int64_t row = t.getRank() - 2, col = t.getRank() - 1;
+  int64_t mm = t.getDimSize(row), n = t.getDimSize(col);
+  int64_t k = m.getLhs().getType().getDimSize(ta ? row : col);
+  int id = matmulId(op, mm, n, k, ta, m.getTransposeRhs(), t.getElementType());
+  // A batched product is one matmul per index of the leading
+  // dimensions.
+  int64_t batch = 1;
+  for (int64_t d : t.getShape().drop_back(2))
+    batch *= d;
+  if (batch == 1) {
+    out += fmt::format("  ctx.matmul({}, {}, {}, {});\n", id, ptr(m.getLhs()),
+                       ptr(m.getRhs()), ptr(m.getResult()));
+  } else {
+    out += fmt::format("  for (int64_t bi = 0; bi < {}ll; ++bi)\n"
+                       "    ctx.matmul({}, {} + bi * {}ll, {} + bi * {}ll, "
+                       "{} + bi * {}ll);\n",
+                       batch, id, ptr(m.getLhs()), mm * k, ptr(m.getRhs()),
+                       k * n, ptr(m.getResult()), mm * n);
+  }
+  numLaunches += batch;
+  return success();
+}
+
+LogicalResult Emitter::print(std::string &out, BiasAddOp b) {
+  Operation *op = b;
+  elementwise(
+      out, op,
+      {{b.getInput()}, {b.getBias(), chanIndex(b.getType(), isNHWC(op))}},
+      {b.getResult()}, "r0 = a0 + a1;");
+  return success();
+}
+
+LogicalResult Emitter::printReduction(std::string &out, Operation *o) {
+  Operation *op = o;
+  // Sums (or maxima) in f32: one thread per result element, or one
+  // block per result (below), as #cnn.launch's reduction says.
+  auto in = ttype(o->getOperand(0)), res = ttype(o->getResult(0));
+  auto axes = o->getAttrOfType<DenseI64ArrayAttr>("axes").asArrayRef();
+  if (auto l = o->getAttrOfType<StringAttr>("cnn.lowering");
+      l && l.getValue().starts_with("channel_sum")) {
+    // cnn-select-lowering: rows of C contiguous channels, summed by
+    // bias_grad's two coalesced passes.
+    int64_t C = in.getDimSize(in.getRank() - 1);
+    int64_t rows = in.getNumElements() / std::max<int64_t>(C, 1);
+    int64_t tiles = nhwcPartial(out, o, 0, o->getOperand(0), {}, {}, {});
+    launch(out, o,
+           fmt::format("nhwcScaledSumFinish<{}>", ctype(res.getElementType())),
+           std::to_string(C), "256",
+           fmt::format("{}, {}, {}, {}", ptr(o->getResult(0)), C, tiles,
+                       isa<ReduceMeanOp>(o) ? fmt::format("1.0 / {}.0", rows)
+                                            : std::string("1.0")));
+    return success();
+  }
+  std::vector<int64_t> stride(in.getRank());
+  int64_t st = 1, count = 1;
+  for (int64_t d = in.getRank() - 1; d >= 0; --d) {
+    stride[d] = st;
+    st *= in.getDimSize(d);
+  }
+  std::string base, inner;
+  int64_t outStride = 1, redStride = 1;
+  for (int64_t d = in.getRank() - 1; d >= 0; --d) {
+    if (llvm::is_contained(axes, d)) {
+      inner += fmt::format(" + (r / {}ll) % {}ll * {}ll", redStride,
+                           in.getDimSize(d), stride[d]);
+      redStride *= in.getDimSize(d);
+      count *= in.getDimSize(d);
+    } else {
+      base += fmt::format(" + (o / {}ll) % {}ll * {}ll", outStride,
+                          res.getDimSize(d), stride[d]);
+      outStride *= res.getDimSize(d);
+    }
+  }
+  double factor = isa<ReduceMeanOp>(o) ? 1.0 / (double)count : 1.0;
+  bool isMax = isa<ReduceMaxOp>(o);
+  int64_t n = res.getNumElements();
+  const char *init = isMax ? "-INFINITY" : "0.f";
+  // A NaN propagates, as numpy's max does.
+  const char *combine =
+      isMax ? "acc = (v > acc || v != v) ? v : acc;" : "acc += v;";
+  // cnn-prepare-for-emission's strategy.
+  if (launchOf.getReduction().getValue() == "block_per_result") {
+    // Few results, each of many elements: a block per result, its 256
+    // threads striding over the reduced elements, then a fixed-order
+    // warp/block reduction (deterministic).
+    std::string name = kernel(
+        fmt::format("const {} *__restrict__ in0, {} *__restrict__ out0",
+                    ctype(in.getElementType()), ctype(res.getElementType())),
+        fmt::format("  const int64_t o = blockIdx.x;\n"
+                    "  const int64_t b = 0{};\n"
+                    "  float acc = {};\n"
+                    "  for (int64_t r = threadIdx.x; r < {}ll; r += 256) {{\n"
+                    "    const float v = ld(in0 + b{});\n"
+                    "    {}\n"
+                    "  }}\n"
+                    "  __shared__ float part[8];\n"
+                    "  for (int off = 16; off > 0; off >>= 1) {{\n"
+                    "    const float v = __shfl_down_sync(0xffffffffu, acc, "
+                    "off);\n"
+                    "    {}\n"
+                    "  }}\n"
+                    "  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = "
+                    "acc;\n"
+                    "  __syncthreads();\n"
+                    "  if (threadIdx.x < 32) {{\n"
+                    "    acc = threadIdx.x < 8 ? part[threadIdx.x] : {};\n"
+                    "    for (int off = 16; off > 0; off >>= 1) {{\n"
+                    "      const float v = __shfl_down_sync(0xffffffffu, acc, "
+                    "off);\n"
+                    "      {}\n"
+                    "    }}\n"
+                    "    if (threadIdx.x == 0) st(out0 + o, acc * {});\n"
+                    "  }}\n",
+                    base, init, count, inner, combine, combine, init, combine,
+                    floatLit(factor)));
+    launch(out, op, name, std::to_string(n), "256",
+           fmt::format("{}, {}", ptr(o->getOperand(0)), ptr(o->getResult(0))));
+    return success();
+  }
+  std::string name = kernel(
+      fmt::format("const {} *__restrict__ in0, {} *__restrict__ out0",
+                  ctype(in.getElementType()), ctype(res.getElementType())),
+      fmt::format("  for (int64_t o = blockIdx.x * 256ll + threadIdx.x; "
+                  "o < {}ll; "
+                  "o += (int64_t)gridDim.x * 256) {{\n"
+                  "    const int64_t b = 0{};\n"
+                  "    float acc = {};\n"
+                  "    for (int64_t r = 0; r < {}ll; ++r) {{\n"
+                  "      const float v = ld(in0 + b{});\n"
+                  "      {}\n"
+                  "    }}\n"
+                  "    st(out0 + o, acc * {});\n"
+                  "  }}\n",
+                  n, base, init, count, inner, combine, floatLit(factor)));
+  launch(out, op, name, gridFor(n), "256",
+         fmt::format("{}, {}", ptr(o->getOperand(0)), ptr(o->getResult(0))));
+  return success();
+}
+
+LogicalResult Emitter::print(std::string &out, DropoutMaskOp d) {
+  Operation *op = d;
+  double ratio = dec(d.getRatio());
+  elementwise(
+      out, op, {{d.getStep(), "0"}}, {d.getResult()},
+      fmt::format("uint64_t h = splitmix64(splitmix64(splitmix64({}ull) + "
+                  "(uint64_t)a0) + (uint64_t)i); float u = (float)(h >> 40) "
+                  "* (1.0f / 16777216.0f); r0 = u < {} ? 0.f : {};",
+                  d.getSeed(), floatLit(ratio), floatLit(1.0 / (1.0 - ratio))));
+  return success();
+}
+
+LogicalResult Emitter::print(std::string &out, GlobalAvgPoolGradOp g) {
+  Operation *op = g;
+  auto t = g.getType();
+  int64_t hw = t.getDimSize(2) * t.getDimSize(3);
+  elementwise(out, op, {{g.getGradOutput(), fmt::format("i / {}ll", hw)}},
+              {g.getResult()}, "r0 = a0 / " + floatLit((double)hw) + ";");
+  return success();
+}
+
+LogicalResult Emitter::print(std::string &out, GlobalAvgPoolOp g) {
+  Operation *op = g;
+  auto t = g.getInput().getType();
+  int64_t rows = t.getDimSize(0) * t.getDimSize(1);
+  launch(out, op, fmt::format("rowMean<{}>", ctype(t.getElementType())),
+         gridFor(rows), "256",
+         fmt::format("{}, {}, {}ll, {}ll", ptr(g.getInput()),
+                     ptr(g.getResult()), rows,
+                     t.getDimSize(2) * t.getDimSize(3)));
+  return success();
+}
+
+LogicalResult Emitter::print(std::string &out, BiasGradOp b) {
+  Operation *op = b;
+  auto t = b.getGradOutput().getType();
+  launch(out, op,
+         fmt::format("channelSum<{}, {}>", ctype(t.getElementType()),
+                     ctype(b.getType().getElementType())),
+         std::to_string(t.getDimSize(1)), "512",
+         fmt::format("{}, {}, {}, {}, {}ll", ptr(b.getGradOutput()),
+                     ptr(b.getResult()), t.getDimSize(0), t.getDimSize(1),
+                     channelInner(t)));
+  return success();
+}
+
+LogicalResult Emitter::print(std::string &out, BatchNormOp b) {
+  Operation *op = b;
+  Channel ci = chanIndex(b.getType(), isNHWC(op));
+  elementwise(out, op,
+              {{b.getInput()},
+               {b.getScale(), ci},
+               {b.getBias(), ci},
+               {b.getMean(), ci},
+               {b.getVar(), ci}},
+              {b.getResult()},
+              fmt::format("r0 = (a0 - a3) * rsqrtf(a4 + {}) * a1 + a2;",
+                          floatLit(b.getEpsilon().convertToFloat())));
+  return success();
+}
+
+LogicalResult Emitter::print(std::string &out, BatchNormTrainOp b) {
+  Operation *op = b;
+  auto t = b.getInput().getType();
+  bnStats(out, op, b.getInput(), b.getSavedMean(), b.getSavedInvstd(),
+          b.getNewRunningMean(), b.getNewRunningVar(), b.getRunningMean(),
+          b.getRunningVar(), b.getEpsilon(), b.getMomentum());
+  Channel ci = chanIndex(t, isNHWC(op));
+  elementwise(out, op,
+              {{b.getInput()},
+               {b.getSavedMean(), ci},
+               {b.getSavedInvstd(), ci},
+               {b.getScale(), ci},
+               {b.getBias(), ci}},
+              {b.getResult()}, "r0 = (a0 - a1) * a2 * a3 + a4;");
+  return success();
+}
+
+LogicalResult Emitter::print(std::string &out, FusedElementwiseOp f) {
+  Operation *op = f;
+  // The body becomes straight-line C; inputs are indexed per broadcast.
+  auto rt = cast<RankedTensorType>(f.getResult(0).getType());
+  bool nhwc = f.isNHWC() && rt.getRank() == 4;
+  Channel ch = chanIndex(rt, nhwc);
+  std::vector<EwIn> ins;
+  for (auto [k, v] : llvm::enumerate(f.getInputs())) {
+    int64_t b = f.getBroadcast()[k];
+    ins.push_back(b == 0   ? EwIn(v)
+                  : b == 1 ? EwIn(v, ch)
+                  : b == 3 ? EwIn(v, broadcastIndex(ttype(v), rt))
+                           : EwIn(v, "0"));
+  }
+  Block &body = f.getBody().front();
+  DenseMap<Value, std::string> name;
+  for (auto [k, a] : llvm::enumerate(body.getArguments()))
+    name[a] = fmt::format("a{}", k);
+  std::string expr;
+  int t = 0;
+  for (Operation &o : body.without_terminator()) {
+    auto x = [&](unsigned k) { return name.lookup(o.getOperand(k)); };
+    std::string v = fmt::format("t{}", t++), e;
+    bool isBool = o.getResult(0).getType().isInteger(1);
+    if (auto cst = dyn_cast<arith::ConstantOp>(o)) {
+      if (auto fa = dyn_cast<FloatAttr>(cst.getValue()))
+        e = floatLit(fa.getValueAsDouble());
+      else
+        e = cast<IntegerAttr>(cst.getValue()).getValue().isZero() ? "false"
+                                                                  : "true";
+    } else if (isa<arith::AddFOp>(o)) {
+      e = x(0) + " + " + x(1);
+    } else if (isa<arith::SubFOp>(o)) {
+      e = x(0) + " - " + x(1);
+    } else if (isa<arith::MulFOp>(o)) {
+      e = x(0) + " * " + x(1);
+    } else if (isa<arith::DivFOp>(o)) {
+      e = x(0) + " / " + x(1);
+    } else if (isa<arith::MaximumFOp, arith::MaxNumFOp>(o)) {
+      e = "fmaxf(" + x(0) + ", " + x(1) + ")";
+    } else if (isa<arith::MinimumFOp, arith::MinNumFOp>(o)) {
+      e = "fminf(" + x(0) + ", " + x(1) + ")";
+    } else if (auto cmp = dyn_cast<arith::CmpFOp>(o)) {
+      using P = arith::CmpFPredicate;
+      const char *opStr = nullptr;
+      switch (cmp.getPredicate()) {
+      case P::OGT:
+        opStr = ">";
+        break;
+      case P::OGE:
+        opStr = ">=";
+        break;
+      case P::OLT:
+        opStr = "<";
+        break;
+      case P::OLE:
+        opStr = "<=";
+        break;
+      case P::OEQ:
+        opStr = "==";
+        break;
+      case P::UNE:
+        opStr = "!=";
+        break;
+      default:
+        break;
+      }
+      if (!opStr)
+        return o.emitError(
+            "CUDA backend: unsupported comparison in a fused body");
+      e = x(0) + " " + opStr + " " + x(1);
+    } else if (isa<arith::SelectOp>(o)) {
+      e = x(0) + " ? " + x(1) + " : " + x(2);
+    } else if (isa<arith::AndIOp>(o)) {
+      e = x(0) + " && " + x(1);
+    } else if (isa<arith::OrIOp>(o)) {
+      e = x(0) + " || " + x(1);
+    } else if (isa<arith::NegFOp>(o)) {
+      e = "-" + x(0);
+    } else if (isa<arith::TruncFOp>(o)) {
+      e = "__half2float(__float2half_rn(" + x(0) + "))";
+    } else if (isa<arith::ExtFOp>(o)) {
+      e = x(0);
+    } else if (isa<math::ExpOp>(o)) {
+      e = "expf(" + x(0) + ")";
+    } else if (isa<math::ExpM1Op>(o)) {
+      e = "expm1f(" + x(0) + ")";
+    } else if (isa<math::LogOp>(o)) {
+      e = "logf(" + x(0) + ")";
+    } else if (isa<math::Log1pOp>(o)) {
+      e = "log1pf(" + x(0) + ")";
+    } else if (isa<math::TanhOp>(o)) {
+      e = "tanhf(" + x(0) + ")";
+    } else if (isa<math::ErfOp>(o)) {
+      e = "erff(" + x(0) + ")";
+    } else if (isa<math::SqrtOp>(o)) {
+      e = "sqrtf(" + x(0) + ")";
+    } else if (isa<math::PowFOp>(o)) {
+      e = "powf(" + x(0) + ", " + x(1) + ")";
+    } else {
+      return o.emitError("CUDA backend: unsupported op in a fused body: '")
+             << o.getName() << "'";
+    }
+    expr += fmt::format("{} {} = {}; ", isBool ? "bool" : "float", v, e);
+    name[o.getResult(0)] = v;
+  }
+  auto yield = cast<YieldOp>(body.getTerminator());
+  for (auto [k, y] : llvm::enumerate(yield.getValues()))
+    expr += fmt::format("r{} = {}; ", k, name.lookup(y));
+  SmallVector<Value> outs(f.getResults());
+  // A member of a cnn.cast_group runs in its group's kernel.
+  return groupedElementwise(out, op, ins, outs, expr);
+}
+
+LogicalResult Emitter::print(std::string &out, FusedConv2DOp c) {
+  Operation *op = c;
+  bool nhwc = c.isNHWC();
+  int id = convId(op, c.getInput().getType(), c.getFilter().getType(),
+                  c.getType(), c.getStrides(), c.getPadding(), c.getDilations(),
+                  c.getGroups(), nhwc);
+  // Epilogue in one kernel, in place on the convolution's output.
+  std::vector<EwIn> ins{{c.getResult()}};
+  std::string e = "float v = a0;";
+  int k = 1;
+  if (c.getBias()) {
+    ins.push_back({c.getBias(), chanIndex(c.getType(), nhwc)});
+    e += fmt::format(" v += a{};", k++);
+  }
+  if (c.getResidual()) {
+    ins.push_back({c.getResidual()});
+    e += fmt::format(" v += a{};", k++);
+  }
+  StringRef act = c.getActivation();
+  if (act == "relu")
+    e += " v = v > 0.f ? v : 0.f;";
+  else if (act == "clip")
+    e += fmt::format(" v = fminf(fmaxf(v, {}), {});",
+                     floatLit(c.getClipMin().convertToFloat()),
+                     floatLit(c.getClipMax().convertToFloat()));
+  e += " r0 = v;";
+  Type et = c.getType().getElementType();
+  // cudnnConvolutionBiasActivationForward computes exactly
+  // relu/identity(conv + bias [+ residual]) with the bias in the data
+  // type: the runtime times it against conv + this epilogue and runs
+  // the faster (its algorithm cache keeps the choice).
+  bool cudnnForm = loweringOf(op) == "cudnn_bias_act";
+  if (!cudnnForm) {
+    out +=
+        fmt::format("  ctx.convFwd({}, {}, {}, {});\n", id, ptr(c.getInput()),
+                    ptr(c.getFilter()), ptr(c.getResult()));
+    ++numLaunches;
+    if (k == 1 && act == "none")
+      return success();
+    elementwise(out, op, ins, {c.getResult()}, e);
+    return success();
+  }
+  int fid = numFusedConvs++;
+  std::string T = ctype(et), body;
+  ptrOverride[c.getResult()] = fmt::format("static_cast<{} *>(y)", T);
+  ptrOverride[c.getBias()] = fmt::format("static_cast<const {} *>(bias)", T);
+  if (c.getResidual())
+    ptrOverride[c.getResidual()] =
+        fmt::format("static_cast<const {} *>(residual)", T);
+  elementwise(body, op, ins, {c.getResult()}, e);
+  ptrOverride.clear();
+  // Identical epilogues (the eval step's, equal shapes) share a function.
+  auto [it, isNew] = epilogueByBody.try_emplace(
+      body, fmt::format("convEpilogue{}", epilogueByBody.size()));
+  const std::string &fn = it->second;
+  if (isNew)
+    epilogues += fmt::format(
+        "static void {}(cnnrt::Context &ctx, void *y, const void *bias,\n"
+        "    const void *residual) {{\n  cudaStream_t s = ctx.stream();\n"
+        "  (void)residual;\n{}}}\n\n",
+        fn, body);
+  prepare += fmt::format("  ctx.registerConvBiasAct({}, {}, "
+                         "cnnrt::Activation::{}, {}, {}, \"{}\");\n",
+                         fid, id, act == "relu" ? "Relu" : "Identity",
+                         c.getResidual() ? "true" : "false", fn, loc(op));
+  out += fmt::format("  ctx.convBiasActFwd({}, {}, {}, {}, {}, {});\n", fid,
+                     ptr(c.getInput()), ptr(c.getFilter()), ptr(c.getBias()),
+                     c.getResidual() ? ptr(c.getResidual()) : "nullptr",
+                     ptr(c.getResult()));
+  ++numLaunches;
+  return success();
+}
+
+LogicalResult Emitter::print(std::string &out, FusedConv2DStatsOp c) {
+  Operation *op = c;
+  auto x = c.getInput().getType(), y = c.getResult().getType();
+  if (!c.isNHWC() || !y.getElementType().isF16() || y.getDimSize(3) % 8)
+    return c.emitError("CUDA backend: fused_conv2d_stats needs NHWC f16 "
+                       "with a multiple of 8 channels (cuDNN's GenStats "
+                       "graph and the vectorized split form), got ")
+           << y;
+  int id = convId(op, x, c.getFilter().getType(), y, c.getStrides(),
+                  c.getPadding(), c.getDilations(), c.getGroups(), c.isNHWC());
+  // The split form, for shapes cuDNN's conv + GenStats graph refuses
+  // (or runs slower): the convolution as cnn-select-lowering chose it,
+  // then the two-pass channel sums.
+  std::string body;
+  std::string T = ctype(y.getElementType());
+  bool prologue = c.getScale() != nullptr;
+  if (prologue) {
+    // The normalized input, in the runtime's scratch buffer.
+    int64_t n = x.getNumElements();
+    body += fmt::format(
+        "  nhwcScaleShiftRelu<{0}><<<{1}, 256, 0, s>>>(static_cast<const "
+        "{0} *>(x), scale, shift, static_cast<{0} *>(scratch), {2}ll, "
+        "{3});\n  CNNRT_CHECK_KERNEL(ctx, \"{4}\", \"{5} "
+        "nhwcScaleShiftRelu\");\n  x = scratch;\n",
+        T, gridFor(n), n, x.getDimSize(3), loc(op),
+        op->getName().getStringRef().str());
+  }
+  ptrOverride[c.getInput()] = "x";
+  ptrOverride[c.getFilter()] = "w";
+  ptrOverride[c.getResult()] =
+      fmt::format("static_cast<{} *>(y)", ctype(y.getElementType()));
+  int64_t launchesBefore = numLaunches;
+  if (loweringOf(op) == "gemm") {
+    int64_t M = y.getNumElements() / y.getDimSize(3);
+    int mid = matmulId(op, M, y.getDimSize(3), x.getDimSize(3), false, true,
+                       y.getElementType());
+    body += fmt::format("  ctx.matmul({}, x, w, y);\n", mid);
+  } else {
+    body += fmt::format("  ctx.convFwd({}, x, w, y);\n", id);
+  }
+  int64_t C = y.getDimSize(3), M = y.getNumElements() / C;
+  int64_t tiles = nhwcPartial(body, op, 1, c.getResult(), {}, {}, {});
+  launch(body, op, fmt::format("nhwcSumsFinish<{}>", ctype(y.getElementType())),
+         std::to_string(C), "256",
+         fmt::format("{}, sum, sumSq, {}ll, {}, {}", ptr(c.getResult()), M, C,
+                     tiles));
+  ptrOverride.clear();
+  // A step counts the fused graph's one launch (the runtime picks).
+  numLaunches = launchesBefore + 1;
+  auto [it, isNew] = convStatsByBody.try_emplace(
+      body, fmt::format("convStatsSplit{}", convStatsByBody.size()));
+  if (isNew)
+    epilogues += fmt::format(
+        "static void {}(cnnrt::Context &ctx, const void *x, const void "
+        "*w,\n    void *y, float *sum, float *sumSq, const float *scale,\n"
+        "    const float *shift, void *scratch) {{\n"
+        "  cudaStream_t s = ctx.stream();\n"
+        "  (void)scale; (void)shift; (void)scratch;\n{}}}\n\n",
+        it->second, body);
+  int sid = numConvStats++;
+  prepare +=
+      fmt::format("  ctx.registerConvStats({}, {}, {}, {}, \"{}\");\n", sid, id,
+                  it->second, prologue ? "true" : "false", loc(op));
+  out += fmt::format("  ctx.convStatsFwd({}, {}, {}, {}, {}, {}, {}, {});\n",
+                     sid, ptr(c.getInput()), ptr(c.getFilter()),
+                     ptr(c.getResult()), ptr(c.getSum()), ptr(c.getSumSq()),
+                     prologue ? ptr(c.getScale()) : "nullptr",
+                     prologue ? ptr(c.getShift()) : "nullptr");
+  return success();
+}
+
+LogicalResult Emitter::print(std::string &out, FusedConv2DBwdFilterOp c) {
+  Operation *op = c;
+  auto x = c.getInput().getType(), dy = c.getGradOutput().getType();
+  if (!c.isNHWC() || !x.getElementType().isF16() || x.getDimSize(3) % 8 ||
+      dy.getDimSize(3) % 8)
+    return c.emitError("CUDA backend: fused_conv2d_bwd_filter needs "
+                       "NHWC f16 with multiples of 8 channels (cuDNN's "
+                       "prologue + wgrad graph), got ")
+           << x;
+  int id = convId(op, x, c.getType(), dy, c.getStrides(), c.getPadding(),
+                  c.getDilations(), c.getGroups(), c.isNHWC());
+  // The split form, for shapes cuDNN's scale-bias-ReLU + wgrad graph
+  // refuses (or runs slower): the normalization into the runtime's
+  // scratch buffer, then the convolution as cnn-select-lowering chose
+  // it.
+  std::string T = ctype(x.getElementType()), body;
+  int64_t n = x.getNumElements();
+  body += fmt::format(
+      "  nhwcScaleShiftRelu<{0}><<<{1}, 256, 0, s>>>(static_cast<const "
+      "{0} *>(x), scale, shift, static_cast<{0} *>(scratch), {2}ll, "
+      "{3});\n  CNNRT_CHECK_KERNEL(ctx, \"{4}\", \"{5} "
+      "nhwcScaleShiftRelu\");\n",
+      T, gridFor(n), n, x.getDimSize(3), loc(op),
+      op->getName().getStringRef().str());
+  if (loweringOf(op) == "gemm") {
+    // dW[K, C] = dY[NHW, K]^T X[NHW, C]
+    int64_t M = x.getNumElements() / x.getDimSize(3);
+    int mid = matmulId(op, dy.getDimSize(3), x.getDimSize(3), M, true, false,
+                       x.getElementType());
+    body += fmt::format("  ctx.matmul({}, dy, scratch, dw);\n", mid);
+  } else {
+    body += fmt::format("  ctx.convBwdFilter({}, scratch, dy, dw);\n", id);
+  }
+  auto [it, isNew] = wgradSplitByBody.try_emplace(
+      body, fmt::format("wgradPrologueSplit{}", wgradSplitByBody.size()));
+  if (isNew)
+    epilogues += fmt::format(
+        "static void {}(cnnrt::Context &ctx, const void *x, const void "
+        "*dy,\n    void *dw, const float *scale, const float *shift, "
+        "void *scratch) {{\n  cudaStream_t s = ctx.stream();\n{}}}\n\n",
+        it->second, body);
+  int wid = numWgradPrologues++;
+  prepare +=
+      fmt::format("  ctx.registerConvBwdFilterPrologue({}, {}, {}, \"{}\");\n",
+                  wid, id, it->second, loc(op));
+  out += fmt::format("  ctx.convBwdFilterPrologue({}, {}, {}, {}, {}, {});\n",
+                     wid, ptr(c.getInput()), ptr(c.getGradOutput()),
+                     ptr(c.getResult()), ptr(c.getScale()), ptr(c.getShift()));
+  ++numLaunches;
+  return success();
+}
+
+LogicalResult Emitter::print(std::string &out, FusedConv2DBwdDataOp c) {
+  Operation *op = c;
+  auto dx = c.getResult().getType(), dy = c.getGradOutput().getType();
+  if (!c.isNHWC() || !dx.getElementType().isF16() || dx.getDimSize(3) % 8 ||
+      dy.getDimSize(3) % 8)
+    return c.emitError("CUDA backend: fused_conv2d_bwd_data needs NHWC "
+                       "f16 with multiples of 8 channels (cuDNN's dgrad "
+                       "graph and the vectorized split form), got ")
+           << dx;
+  int id = convId(op, dx, c.getFilter().getType(), dy, c.getStrides(),
+                  c.getPadding(), c.getDilations(), c.getGroups(), c.isNHWC());
+  // The split form, for shapes cuDNN's dgrad + add + ReLU-backward
+  // graph refuses (or runs slower): the convolution as
+  // cnn-select-lowering chose it, then the epilogue in place, rounded
+  // as the unfused add and relu_grad store their results.
+  std::string T = ctype(dx.getElementType()), body;
+  ptrOverride[c.getGradOutput()] = "dy";
+  ptrOverride[c.getFilter()] = "w";
+  ptrOverride[c.getAddend()] =
+      fmt::format("static_cast<const {} *>(addend)", T);
+  ptrOverride[c.getReluOutput()] =
+      fmt::format("static_cast<const {} *>(reluOut)", T);
+  ptrOverride[c.getResult()] = fmt::format("static_cast<{} *>(dx)", T);
+  int64_t launchesBefore = numLaunches;
+  if (loweringOf(op) == "gemm") {
+    // dX[NHW, C] = dY[NHW, K] W[K, C]
+    int64_t M = dx.getNumElements() / dx.getDimSize(3);
+    int mid = matmulId(op, M, dx.getDimSize(3), dy.getDimSize(3), false, false,
+                       dx.getElementType());
+    body += fmt::format("  ctx.matmul({}, dy, w, dx);\n", mid);
+  } else {
+    body += fmt::format("  ctx.convBwdData({}, dy, w, dx);\n", id);
+  }
+  elementwise(body, op, {{c.getResult()}, {c.getAddend()}, {c.getReluOutput()}},
+              {c.getResult()},
+              fmt::format("r0 = a2 > 0.f ? {} : 0.f;",
+                          roundTo(dx.getElementType(), "a0 + a1")));
+  ptrOverride.clear();
+  // A step counts the fused graph's one launch (the runtime picks).
+  numLaunches = launchesBefore + 1;
+  auto [it, isNew] = dgradSplitByBody.try_emplace(
+      body, fmt::format("dgradAddReluSplit{}", dgradSplitByBody.size()));
+  if (isNew)
+    epilogues += fmt::format(
+        "static void {}(cnnrt::Context &ctx, const void *dy, const void "
+        "*w,\n    const void *addend, const void *reluOut, void *dx) "
+        "{{\n  cudaStream_t s = ctx.stream();\n{}}}\n\n",
+        it->second, body);
+  int did = numDgradEpilogues++;
+  prepare +=
+      fmt::format("  ctx.registerConvBwdDataAddRelu({}, {}, {}, \"{}\");\n",
+                  did, id, it->second, loc(op));
+  out += fmt::format("  ctx.convBwdDataAddRelu({}, {}, {}, {}, {}, {});\n", did,
+                     ptr(c.getGradOutput()), ptr(c.getFilter()),
+                     ptr(c.getAddend()), ptr(c.getReluOutput()),
+                     ptr(c.getResult()));
+  return success();
+}
+
+LogicalResult Emitter::print(std::string &out, BatchNormFinalizeOp b) {
+  Operation *op = b;
+  int64_t C = ttype(b.getSum()).getDimSize(0);
+  std::string S = ctype(ttype(b.getRunningMean()).getElementType());
+  launch(out, op, fmt::format("bnFinalize<{}>", S),
+         std::to_string((C + 255) / 256), "256",
+         fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, "
+                     "{}ll, {}, {}, {}",
+                     ptr(b.getSum()), ptr(b.getSumSq()), ptr(b.getSavedMean()),
+                     ptr(b.getSavedInvstd()), ptr(b.getNewRunningMean()),
+                     ptr(b.getNewRunningVar()), ptr(b.getRunningMean()),
+                     ptr(b.getRunningVar()), ptr(b.getScale()),
+                     ptr(b.getBias()), ptr(b.getAlpha()), ptr(b.getBeta()),
+                     b.getCount(), C, floatLit(b.getEpsilon().convertToFloat()),
+                     floatLit(dec(b.getMomentum()))));
+  return success();
+}
+
+LogicalResult Emitter::print(std::string &out, BatchNormStatsOp b) {
+  Operation *op = b;
+  bnStats(out, op, b.getInput(), b.getSavedMean(), b.getSavedInvstd(),
+          b.getNewRunningMean(), b.getNewRunningVar(), b.getRunningMean(),
+          b.getRunningVar(), b.getEpsilon(), b.getMomentum(), b.getScale(),
+          b.getBias(), b.getAlpha(), b.getBeta());
+  return success();
+}
+
+LogicalResult Emitter::print(std::string &out, BatchNormSumsOp b) {
+  Operation *op = b;
+  auto t = ttype(b.getInput());
+  std::string T = ctype(t.getElementType());
+  if (isNHWC(op)) {
+    // nhwcPartial's shifted sums (MODE 1), then the plain sums.
+    int64_t C = t.getDimSize(t.getRank() - 1);
+    int64_t tiles = nhwcPartial(out, op, 1, b.getInput(), {}, {}, {});
+    launch(out, op, fmt::format("nhwcSumsFinish<{}>", T), std::to_string(C),
+           "256",
+           fmt::format("{}, {}, {}, {}ll, {}, {}", ptr(b.getInput()),
+                       ptr(b.getSum()), ptr(b.getSumSq()),
+                       t.getNumElements() / C, C, tiles));
+    return success();
+  }
+  launch(out, op, fmt::format("bnSums<{}>", T), std::to_string(t.getDimSize(1)),
+         "512",
+         fmt::format("{}, {}, {}, {}, {}, {}ll", ptr(b.getInput()),
+                     ptr(b.getSum()), ptr(b.getSumSq()), t.getDimSize(0),
+                     t.getDimSize(1), channelInner(t)));
+  return success();
+}
+
+LogicalResult Emitter::print(std::string &out, BatchNormGradSumsOp b) {
+  Operation *op = b;
+  // batch_norm_grad's first pass alone: grad_scale = sum(dy * xhat)
+  // into sum_dy_xhat, grad_bias = sum(dy) into sum_dy.
+  bnGradSums(out, op, isNHWC(op), b.getGradOutput(), {}, b.getInput(),
+             b.getSavedMean(), b.getSavedInvstd(), b.getSumDyXhat(),
+             b.getSumDy(), "float");
+  return success();
+}
+
+LogicalResult Emitter::print(std::string &out, FusedBatchNormReluGradOp b) {
+  Operation *op = b;
+  bnGrad(out, op, b.isNHWC(), b.getGradOutput(), b.getReluOutput(),
+         b.getInput(), b.getScale(), b.getSavedMean(), b.getSavedInvstd(),
+         b.getGradScale(), b.getGradBias(), b.getGradInput());
+  return success();
+}
+
+LogicalResult Emitter::print(std::string &out,
+                             FusedBatchNormAffineReluGradOp b) {
+  Operation *op = b;
+  bnGrad(out, op, b.isNHWC(), b.getGradOutput(), {}, b.getInput(), b.getScale(),
+         b.getSavedMean(), b.getSavedInvstd(), b.getGradScale(),
+         b.getGradBias(), b.getGradInput(), b.getAlpha(), b.getBeta());
+  return success();
+}
+
+LogicalResult Emitter::print(std::string &out, FusedDualBatchNormGradOp b) {
+  dualBnGrad(out, b);
+  return success();
+}
+
+LogicalResult Emitter::print(std::string &out, BatchNormGradOp b) {
+  Operation *op = b;
+  bnGrad(out, op, isNHWC(op), b.getGradOutput(), {}, b.getInput(), b.getScale(),
+         b.getSavedMean(), b.getSavedInvstd(), b.getGradScale(),
+         b.getGradBias(), b.getGradInput());
+  return success();
+}
+
+LogicalResult Emitter::print(std::string &out, MaxPool2DOp p) {
+  Operation *op = p;
+  auto pp = poolParams(p.getInput().getType(), p.getType(), p.getKernel(),
+                       p.getStrides(), p.getPadding(), false, isNHWC(op));
+  if (loweringOf(op) == "vec8") {
+    launch(out, op,
+           fmt::format("maxPoolNHWC8<{}, false>",
+                       ctype(p.getType().getElementType())),
+           gridFor(p.getType().getNumElements() / 8), "256",
+           fmt::format("{}, {}, nullptr, {}", ptr(p.getInput()),
+                       ptr(p.getResult()), pp));
+    return success();
+  }
+  launch(out, op, poolKernel("maxPoolFwd", op, p.getType()),
+         gridFor(p.getType().getNumElements()), "256",
+         fmt::format("{}, {}, {}", ptr(p.getInput()), ptr(p.getResult()), pp));
+  return success();
+}
+
+LogicalResult Emitter::print(std::string &out, MaxPool2DGradOp p) {
+  Operation *op = p;
+  // The gather form: each input element finds the first maximum of
+  // each window it is in again. cnn-max-pool-index replaces this op
+  // on the pipeline's step (the forward records the argmax).
+  auto pp = poolParams(p.getInput().getType(), p.getGradOutput().getType(),
+                       p.getKernel(), p.getStrides(), p.getPadding(), false,
+                       isNHWC(op));
+  launch(out, op, poolKernel("maxPoolBwd", op, p.getType()),
+         gridFor(p.getType().getNumElements()), "256",
+         fmt::format("{}, {}, {}, {}", ptr(p.getGradOutput()),
+                     ptr(p.getInput()), ptr(p.getResult()), pp));
+  return success();
+}
+
+LogicalResult Emitter::print(std::string &out, FusedMaxPool2DOp p) {
+  Operation *op = p;
+  auto y = p.getResult().getType();
+  auto pp = poolParams(p.getInput().getType(), y, p.getKernel(), p.getStrides(),
+                       p.getPadding(), false, isNHWC(op));
+  std::string T = ctype(y.getElementType()),
+              pro = p.getScale() ? "true" : "false",
+              scale = p.getScale() ? ptr(p.getScale()) : "nullptr",
+              shift = p.getShift() ? ptr(p.getShift()) : "nullptr";
+  std::string args =
+      fmt::format("{}, {}, {}, {}, {}, {}", ptr(p.getInput()), scale, shift,
+                  ptr(p.getResult()), ptr(p.getWindowIndex()), pp);
+  if (loweringOf(op) == "vec8")
+    launch(out, op, fmt::format("maxPoolIndexNHWC8<{}, {}>", T, pro),
+           gridFor(y.getNumElements() / 8), "256", args);
+  else
+    launch(out, op,
+           fmt::format("maxPoolIndex<{}, {}, {}>", T,
+                       isNHWC(op) ? "true" : "false", pro),
+           gridFor(y.getNumElements()), "256", args);
+  return success();
+}
+
+LogicalResult Emitter::print(std::string &out,
+                             FusedMaxPool2DBatchNormReluGradOp b) {
+  return poolBnGrad(out, b);
+}
+
+LogicalResult Emitter::print(std::string &out, MaxPool2DIndexGradOp p) {
+  Operation *op = p;
+  auto dx = p.getType();
+  auto pp = poolParams(dx, p.getGradOutput().getType(), p.getKernel(),
+                       p.getStrides(), p.getPadding(), false, isNHWC(op));
+  std::string T = ctype(dx.getElementType());
+  std::string args =
+      fmt::format("{}, {}, {}, {}", ptr(p.getGradOutput()),
+                  ptr(p.getWindowIndex()), ptr(p.getResult()), pp);
+  if (loweringOf(op) == "vec8")
+    launch(out, op, fmt::format("maxPoolBwdGatherNHWC8<{}>", T),
+           gridFor(dx.getNumElements() / 8), "256", args);
+  else
+    launch(out, op,
+           fmt::format("maxPoolBwdGather<{}, {}>", T,
+                       isNHWC(op) ? "true" : "false"),
+           gridFor(dx.getNumElements()), "256", args);
+  return success();
+}
+
+LogicalResult Emitter::print(std::string &out, AvgPool2DOp p) {
+  Operation *op = p;
+  auto pp = poolParams(p.getInput().getType(), p.getType(), p.getKernel(),
+                       p.getStrides(), p.getPadding(), p.getCountIncludePad(),
+                       isNHWC(op));
+  launch(out, op, poolKernel("avgPoolFwd", op, p.getType()),
+         gridFor(p.getType().getNumElements()), "256",
+         fmt::format("{}, {}, {}", ptr(p.getInput()), ptr(p.getResult()), pp));
+  return success();
+}
+
+LogicalResult Emitter::print(std::string &out, AvgPool2DGradOp p) {
+  Operation *op = p;
+  auto pp = poolParams(p.getType(), p.getGradOutput().getType(), p.getKernel(),
+                       p.getStrides(), p.getPadding(), p.getCountIncludePad(),
+                       isNHWC(op));
+  launch(out, op, poolKernel("avgPoolBwd", op, p.getType()),
+         gridFor(p.getType().getNumElements()), "256",
+         fmt::format("{}, {}, {}", ptr(p.getGradOutput()), ptr(p.getResult()),
+                     pp));
+  return success();
+}
+
+LogicalResult Emitter::print(std::string &out, SoftmaxOp s) {
+  Operation *op = s;
+  // The tensor as outer x n x inner around the axis: a row per block
+  // (cnn-prepare-for-emission's "block_per_result", a contiguous
+  // axis) or one thread per (outer, inner) pair.
+  auto t = s.getType();
+  int64_t axis = s.getAxis(), outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= t.getDimSize(d);
+  for (int64_t d = axis + 1; d < t.getRank(); ++d)
+    inner *= t.getDimSize(d);
+  int64_t n = t.getDimSize(axis);
+  if (n > std::numeric_limits<int32_t>::max())
+    return s.emitError("CUDA backend: softmax over an axis of ")
+           << n << " elements (the kernels count it in int32)";
+  std::string T = ctype(t.getElementType());
+  if (launchOf.getReduction().getValue() == "block_per_result") {
+    launch(out, op, fmt::format("softmaxRows<{}>", T), std::to_string(outer),
+           "256",
+           fmt::format("{}, {}, {}", ptr(s.getInput()), ptr(s.getResult()), n));
+    return success();
+  }
+  launch(out, op, fmt::format("softmaxStrided<{}>", T), gridFor(outer * inner),
+         "256",
+         fmt::format("{}, {}, {}ll, {}, {}ll", ptr(s.getInput()),
+                     ptr(s.getResult()), outer, n, inner));
+  return success();
+}
+
+LogicalResult Emitter::print(std::string &out, SoftmaxCrossEntropyOp s) {
+  Operation *op = s;
+  // Two passes (the prelude's softmaxXentLoss*): one warp per row, each
+  // block's sum and count of the non-ignored rows, then their mean.
+  auto t = s.getLogits().getType();
+  int64_t rows = t.getDimSize(0),
+          blocks = std::clamp<int64_t>((rows + 7) / 8, 1,
+                                       1024); // CNNC_XENT_BLOCKS
+  launch(out, op,
+         fmt::format("softmaxXentLossPartial<{}, {}>",
+                     ctype(t.getElementType()),
+                     ctype(s.getLabels().getType().getElementType())),
+         std::to_string(blocks), "256",
+         fmt::format("{}, {}, {}ll, {}, {}, {}ll", ptr(s.getLogits()),
+                     ptr(s.getLabels()), rows, t.getDimSize(1),
+                     floatLit(s.getLabelSmoothing().convertToFloat()),
+                     static_cast<int64_t>(s.getIgnoreIndex())));
+  launch(out, op, "softmaxXentLossFinish", "1", "256",
+         fmt::format("{}, {}", ptr(s.getLoss()), blocks));
+  return success();
+}
+
+LogicalResult Emitter::print(std::string &out, SoftmaxCrossEntropyGradOp s) {
+  Operation *op = s;
+  // The count of non-ignored rows first (the mean's divisor), then one
+  // warp per row.
+  auto t = s.getLogits().getType();
+  int64_t rows = t.getDimSize(0);
+  std::string labelType = ctype(s.getLabels().getType().getElementType());
+  launch(out, op, fmt::format("xentCountValid<{}>", labelType), "1", "1024",
+         fmt::format("{}, {}ll, {}ll", ptr(s.getLabels()), rows,
+                     static_cast<int64_t>(s.getIgnoreIndex())));
+  launch(out, op,
+         fmt::format("softmaxXentGrad<{}, {}>", ctype(t.getElementType()),
+                     labelType),
+         std::to_string(std::clamp<int64_t>((rows + 7) / 8, 1, gridLimit())),
+         "256",
+         fmt::format("{}, {}, {}, {}, {}ll, {}, {}, {}ll", ptr(s.getLogits()),
+                     ptr(s.getLabels()), ptr(s.getGradLoss()),
+                     ptr(s.getResult()), rows, t.getDimSize(1),
+                     floatLit(s.getLabelSmoothing().convertToFloat()),
+                     static_cast<int64_t>(s.getIgnoreIndex())));
+  return success();
+}
+
+LogicalResult Emitter::print(std::string &out, ConcatOp c) {
+  Operation *op = c;
+  auto t = c.getType();
+  int64_t axis = c.getAxis(), inner = 1, offset = 0;
+  for (int64_t d = axis + 1; d < t.getRank(); ++d)
+    inner *= t.getDimSize(d);
+  int64_t outAxis = t.getDimSize(axis);
+  for (Value in : c.getInputs()) {
+    auto it = ttype(in);
+    int64_t a = it.getDimSize(axis), n = it.getNumElements();
+    std::string T = ctype(t.getElementType());
+    std::string body = fmt::format(
+        "  for (int64_t i = blockIdx.x * 256ll + threadIdx.x; i < {}ll; "
+        "i += "
+        "(int64_t)gridDim.x * 256) {{\n"
+        "    int64_t o = i / {}ll, r = i % {}ll;\n"
+        "    out[o * {}ll + {}ll + r] = in[i];\n  }}\n",
+        n, a * inner, a * inner, outAxis * inner, offset * inner);
+    launch(out, op,
+           kernel(fmt::format("const {} *__restrict__ in, {} *__restrict__ out",
+                              T, T),
+                  body),
+           gridFor(n), "256",
+           fmt::format("{}, {}", ptr(in), ptr(c.getResult())));
+    offset += a;
+  }
+  return success();
+}
+
+LogicalResult Emitter::printGather(std::string &out, Operation *o) {
+  Operation *op = o;
+  // Gather: each output element computes its input offset.
+  auto in = ttype(o->getOperand(0)), res = ttype(o->getResult(0));
+  int64_t rank = in.getRank();
+  SmallVector<int64_t> inStrides(rank, 1);
+  for (int64_t d = rank - 2; d >= 0; --d)
+    inStrides[d] = inStrides[d + 1] * in.getDimSize(d + 1);
+  SmallVector<int64_t> srcStride(rank), srcOffset(rank, 0);
+  if (auto s = dyn_cast<SliceOp>(o)) {
+    for (int64_t d = 0; d < rank; ++d)
+      srcStride[d] = inStrides[d], srcOffset[d] = s.getOffsets()[d];
+  } else {
+    auto perm = cast<TransposeOp>(o).getPermutation();
+    for (int64_t d = 0; d < rank; ++d)
+      srcStride[d] = inStrides[perm[d]];
+  }
+  std::string T = ctype(res.getElementType());
+  std::string body = fmt::format(
+      "  for (int64_t i = blockIdx.x * 256ll + threadIdx.x; i < {}ll; i "
+      "+= "
+      "(int64_t)gridDim.x * 256) {{\n    int64_t rem = i, src = 0;\n",
+      res.getNumElements());
+  for (int64_t d = rank - 1; d >= 0; --d)
+    body += fmt::format("    src += (rem % {}ll + {}ll) * {}ll; rem /= {}ll;\n",
+                        res.getDimSize(d), srcOffset[d], srcStride[d],
+                        res.getDimSize(d));
+  body += "    out[i] = in[src];\n  }\n";
+  launch(out, op,
+         kernel(fmt::format("const {} *__restrict__ in, {} *__restrict__ out",
+                            T, T),
+                body),
+         gridFor(res.getNumElements()), "256",
+         fmt::format("{}, {}", ptr(o->getOperand(0)), ptr(o->getResult(0))));
+  return success();
+}
+
+LogicalResult Emitter::print(std::string &out, PadOp p) {
+  emitPad(out, p);
+  return success();
+}
+
+LogicalResult Emitter::print(std::string &out, PadGradOp p) {
+  emitPadGrad(out, p);
+  return success();
+}
+
+LogicalResult Emitter::print(std::string &out, SGDUpdateOp u) {
+  Operation *op = u;
+  double mom = dec(u.getMomentum()), damp = dec(u.getDampening()),
+         wd = dec(u.getWeightDecay());
+  // Loss scaling: a5 = grad_scale, a6 = finite (skip when 0).
+  std::string expr = u.getGradScale() ? "float g = a1 / a5" : "float g = a1";
+  if (wd != 0)
+    expr += " + " + floatLit(wd) + " * a0";
+  expr += ";";
+  if (mom != 0) {
+    expr += fmt::format(" float buf = a4 == 1.f ? g : {} * a2 + {} * g;",
+                        floatLit(mom), floatLit(1.0 - damp));
+    expr += u.getNesterov() ? fmt::format(" g = g + {} * buf;", floatLit(mom))
+                            : " g = buf;";
+    expr += " r1 = buf;";
+  } else {
+    expr += " r1 = a2;";
+  }
+  expr += " r0 = a0 - a3 * g;";
+  SmallVector<EwIn> ins = {{u.getParam()},
+                           {u.getGrad()},
+                           {u.getMomentumBuffer()},
+                           {u.getLr(), "0"},
+                           {u.getStep(), "0"}};
+  if (u.getFinite()) {
+    ins.append({{u.getGradScale(), "0"}, {u.getFinite(), "0"}});
+    expr += " if (a6 == 0.f) { r0 = a0; r1 = a2; }";
+  }
+  return groupedElementwise(out, op, ins,
+                            {u.getNewParam(), u.getNewMomentumBuffer()}, expr);
+}
+
+LogicalResult Emitter::print(std::string &out, AdamUpdateOp u) {
+  Operation *op = u;
+  double b1 = dec(u.getBeta1()), b2 = dec(u.getBeta2()),
+         eps = dec(u.getEpsilon()), wd = dec(u.getWeightDecay());
+  // Loss scaling: a6 = grad_scale, a7 = finite (skip when 0).
+  std::string expr =
+      u.getGradScale() ? "float p = a0, g = a1 / a6;" : "float p = a0, g = a1;";
+  if (wd != 0)
+    expr += u.getDecoupled()
+                ? fmt::format(" p = p * (1.f - a4 * {});", floatLit(wd))
+                : fmt::format(" g = g + {} * p;", floatLit(wd));
+  expr += fmt::format(
+      " float m = a2 + {} * (g - a2); float v = {} * a3 + {} * g * g;"
+      " float bc1 = 1.f - powf({}, a5), bc2 = 1.f - powf({}, a5);"
+      " r0 = p - (a4 / bc1) * m / (sqrtf(v) / sqrtf(bc2) + {}); r1 = m; "
+      "r2 = v;",
+      floatLit(1.0 - b1), floatLit(b2), floatLit(1.0 - b2), floatLit(b1),
+      floatLit(b2), floatLit(eps));
+  SmallVector<EwIn> ins = {{u.getParam()},   {u.getGrad()},
+                           {u.getExpAvg()},  {u.getExpAvgSq()},
+                           {u.getLr(), "0"}, {u.getStep(), "0"}};
+  if (u.getFinite()) {
+    ins.append({{u.getGradScale(), "0"}, {u.getFinite(), "0"}});
+    expr += " if (a7 == 0.f) { r0 = a0; r1 = a2; r2 = a3; }";
+  }
+  return groupedElementwise(
+      out, op, ins, {u.getNewParam(), u.getNewExpAvg(), u.getNewExpAvgSq()},
+      expr);
+}
+
+// all_finite (loss scaling, cnn-precision): 1, cleared by any non-finite
+// element of an input.
+LogicalResult Emitter::print(std::string &out, AllFiniteOp a) {
+  Operation *op = a;
+  // flag = 1, then every input clears it on a non-finite element.
+  std::string flag = ptr(a.getResult());
+  launch(out, op, "setFlag", "1", "1", flag);
+  // One multi-tensor kernel per element type (a table of tensor starts
+  // and arena offsets, binary-searched per element), not one per input.
+  std::map<std::string, std::vector<Value>> byType;
+  for (Value in : a.getInputs())
+    byType[ctype(ttype(in).getElementType())].push_back(in);
+  size_t multiTensorKernels = 0;
+  for (auto &[T, vs] : byType) {
+    if (vs.size() == 1) {
+      int64_t n = ttype(vs[0]).getNumElements();
+      launch(out, op, fmt::format("clearIfNonFinite<{}>", T), gridFor(n), "256",
+             fmt::format("{}, {}ll, {}", ptr(vs[0]), n, flag));
+      continue;
+    }
+    std::string name = fmt::format("af{}", numKernels++);
+    // cnn-select-lowering's "vec8": eight elements per thread.
+    int64_t vec = loweringOf(op) == "vec8" ? 8 : 1;
+    std::vector<int64_t> sizes, offsets;
+    for (Value v : vs) {
+      sizes.push_back(ttype(v).getNumElements() / vec);
+      offsets.push_back(plan.offsetOf(v));
+    }
+    if (failed(checkVec8(op, vs, vec)))
+      return failure();
+    FailureOr<int64_t> chunk = chunkOf(op, multiTensorKernels++);
+    if (failed(chunk))
+      return failure();
+    int64_t chunks = 0;
+    std::string loop =
+        multiTensorLoop(name, sizes, {{"in", offsets}}, *chunk, chunks);
+    std::string check =
+        vec == 8 ? fmt::format("      float v[8];\n"
+                               "      ldv8(reinterpret_cast<const {1} *>(A + "
+                               "{0}_in[lo]) + at * 8, v);\n"
+                               "#pragma unroll\n"
+                               "      for (int k = 0; k < 8; ++k) bad |= "
+                               "!isfinite(v[k]);\n",
+                               name, T)
+                 : fmt::format("      bad |= !isfinite(ld(reinterpret_cast<"
+                               "const {1} *>(A + {0}_in[lo]) + at));\n",
+                               name, T);
+    kernels += fmt::format(
+        "__global__ void __launch_bounds__(256) {0}(const char *A, float "
+        "*flag) {{\n"
+        "  bool bad = false;\n{1}{2}{3}"
+        "  if (__syncthreads_or(bad) && threadIdx.x == 0) *flag = 0.0f;\n"
+        "}}\n\n",
+        name, loop, check, kMultiTensorLoopEnd);
+    out += fmt::format("  // {} gradients checked in one multi-tensor kernel\n",
+                       vs.size());
+    launch(out, op, name,
+           std::to_string(std::min<int64_t>(chunks, gridLimit())), "256",
+           fmt::format("A, {}", flag));
+  }
+  return success();
+}
+
+LogicalResult Emitter::print(std::string &out, LossScaleUpdateOp u) {
+  Operation *op = u;
+  launch(out, op, "lossScaleUpdate", "1", "1",
+         fmt::format("{}, {}, {}, {}, {}, {}ll, {}, {}", ptr(u.getScale()),
+                     ptr(u.getGrowthTracker()), ptr(u.getFinite()),
+                     ptr(u.getNewScale()), ptr(u.getNewGrowthTracker()),
+                     u.getGrowthInterval(),
+                     floatLit(u.getGrowthFactor().convertToFloat()),
+                     floatLit(u.getBackoffFactor().convertToFloat())));
+  return success();
+}
+
+LogicalResult Emitter::print(std::string &out, UnscaleOp u) {
+  Operation *op = u;
+  elementwise(out, op, {{u.getInput()}, {u.getScale(), "0"}}, {u.getResult()},
+              "r0 = a0 / a1;");
+  return success();
+}
+
+// Gradient accumulation: the sum for the update and the next state
+// (zero after the micro-step that applies it).
+LogicalResult Emitter::print(std::string &out, AccumulateGradOp a) {
+  Operation *op = a;
+  std::string every = floatLit(static_cast<double>(a.getEvery()));
+  elementwise(out, op, {{a.getAcc()}, {a.getGrad()}, {a.getStep(), "0"}},
+              {a.getSum(), a.getNewAcc()},
+              fmt::format("float s = a0 + a1 / {0}; r0 = s; "
+                          "r1 = fmodf(a2, {0}) == 0.f ? 0.f : s;",
+                          every));
+  return success();
+}
+
+LogicalResult Emitter::print(std::string &out, AccumulationStepOp a) {
+  Operation *op = a;
+  std::string every = floatLit(static_cast<double>(a.getEvery()));
+  elementwise(out, op, {{a.getStep(), "0"}},
+              {a.getApply(), a.getOptimizerStep()},
+              fmt::format("r0 = fmodf(a0, {0}) == 0.f ? 1.f : 0.f; "
+                          "r1 = ceilf(a0 / {0});",
+                          every),
+              1);
+  return success();
+}
+
+// Data parallelism (cnn-data-parallel): the bucket's tensors are
+// reduced in place by NCCL on the communication stream, forked from
+// the compute stream here and joined before the first reader of a
+// result (emitFunction), so the rest of the backward pass overlaps.
+LogicalResult Emitter::print(std::string &out, AllReduceOp a) {
+  Operation *op = a;
+  int64_t k = a.getBucketAttr().getValue().getSExtValue();
+  int red = a.getReduction() == "avg"   ? 0
+            : a.getReduction() == "sum" ? 1
+            : a.getReduction() == "max" ? 2
+                                        : 3;
+  // NCCL reduces in place; the memory plan keeps a gradient's buffer
+  // alive until its result's last reader. A result it could not put
+  // there (the loss, a returned value: persistent) is copied after a
+  // join right here, before anything can reuse the operand's buffer.
+  int64_t bytes = 0;
+  bool inPlace = true;
+  for (auto [in, r] : llvm::zip(a.getInputs(), a.getResults())) {
+    inPlace &= plan.offsetOf(in) == plan.offsetOf(r);
+    bytes += ttype(in).getNumElements() *
+             (ttype(in).getElementType().isF16() ? 2 : 4);
+  }
+  if (numBuckets == 0)
+    prepare += "  cnnrt::dist::prepare(ctx, CNNC_NUM_BUCKETS);\n";
+  numBuckets = std::max(numBuckets, k + 1);
+  out += fmt::format("  // all-reduce bucket {}: {} tensors, {} bytes "
+                     "({})\n  cnnrt::dist::begin(ctx, {});\n",
+                     k, a.getInputs().size(), bytes, a.getReduction().str(), k);
+  for (Value in : a.getInputs())
+    out += fmt::format(
+        "  cnnrt::dist::allReduce(ctx, A + {}, {}ull, {}, {}, \"{}\");\n",
+        plan.offsetOf(in), ttype(in).getNumElements(),
+        ttype(in).getElementType().isF16() ? 1 : 0, red, loc(op));
+  out += fmt::format("  cnnrt::dist::end(ctx, {});\n", k);
+  ++numLaunches;
+  if (!inPlace) {
+    out += fmt::format("  cnnrt::dist::join(ctx, {});\n", k);
+    for (auto [in, r] : llvm::zip(a.getInputs(), a.getResults()))
+      if (plan.offsetOf(in) != plan.offsetOf(r)) {
+        out += fmt::format("  ctx.check(cudaMemcpyAsync(A + {}, A + {}, {}, "
+                           "cudaMemcpyDeviceToDevice, s), \"{}\");\n",
+                           plan.offsetOf(r), plan.offsetOf(in),
+                           ttype(in).getNumElements() *
+                               (ttype(in).getElementType().isF16() ? 2 : 4),
+                           loc(op));
+        ++numLaunches;
+      }
+    return success();
+  }
+  for (Value r : a.getResults())
+    unjoined[r] = k;
+  return success();
+}
+
 LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
   // cnn-prepare-for-emission decided how the op's kernels launch; the
   // printer does not guess.
@@ -1072,1203 +2362,28 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
   if (isNHWC(op) && isa<BiasGradOp, GlobalAvgPoolOp, GlobalAvgPoolGradOp>(op))
     return emitNHWC(op, out);
   return TypeSwitch<Operation *, LogicalResult>(op)
+      .Case<ConstantOp, Conv2DOp, Conv2DBwdDataOp, Conv2DBwdFilterOp, MatmulOp,
+            BiasAddOp, DropoutMaskOp, GlobalAvgPoolGradOp, GlobalAvgPoolOp,
+            BiasGradOp, BatchNormOp, BatchNormTrainOp, FusedElementwiseOp,
+            FusedConv2DOp, FusedConv2DStatsOp, FusedConv2DBwdFilterOp,
+            FusedConv2DBwdDataOp, BatchNormFinalizeOp, BatchNormStatsOp,
+            BatchNormSumsOp, BatchNormGradSumsOp, FusedBatchNormReluGradOp,
+            FusedBatchNormAffineReluGradOp, FusedDualBatchNormGradOp,
+            BatchNormGradOp, MaxPool2DOp, MaxPool2DGradOp, FusedMaxPool2DOp,
+            FusedMaxPool2DBatchNormReluGradOp, MaxPool2DIndexGradOp,
+            AvgPool2DOp, AvgPool2DGradOp, SoftmaxOp, SoftmaxCrossEntropyOp,
+            SoftmaxCrossEntropyGradOp, ConcatOp, PadOp, PadGradOp, SGDUpdateOp,
+            AdamUpdateOp, AllFiniteOp, LossScaleUpdateOp, UnscaleOp,
+            AccumulateGradOp, AccumulationStepOp, AllReduceOp>(
+          [&](auto x) { return print(out, x); })
       .Case<ReshapeOp, FlattenOp>([&](Operation *) { return success(); })
-      .Case([&](ConstantOp c) -> LogicalResult {
-        auto attr = dyn_cast<DenseElementsAttr>(c.getValue());
-        if (!attr || !attr.isSplat() || !isa<FloatType>(attr.getElementType()))
-          return c.emitError(
-              "CUDA backend: only splat floating-point constants are "
-              "supported");
-        elementwise(
-            out, op, {}, {c.getResult()},
-            "r0 = " +
-                floatLit(attr.getSplatValue<APFloat>().convertToDouble()) +
-                ";");
-        return success();
-      })
-      .Case([&](Conv2DOp c) {
-        auto x = c.getInput().getType(), y = c.getType();
-        if (loweringOf(op) == "gemm") {
-          // Y[NHW, K] = X[NHW, C] W[K, C]^T
-          int64_t M = y.getNumElements() / y.getDimSize(3);
-          int id = matmulId(op, M, y.getDimSize(3), x.getDimSize(3), false,
-                            true, y.getElementType());
-          out += fmt::format("  ctx.matmul({}, {}, {}, {});\n", id,
-                             ptr(c.getInput()), ptr(c.getFilter()),
-                             ptr(c.getResult()));
-          ++numLaunches;
-          return success();
-        }
-        int id = convId(op, c.getInput().getType(), c.getFilter().getType(),
-                        c.getType(), c.getStrides(), c.getPadding(),
-                        c.getDilations(), c.getGroups(), isNHWC(op));
-        out += fmt::format("  ctx.convFwd({}, {}, {}, {});\n", id,
-                           ptr(c.getInput()), ptr(c.getFilter()),
-                           ptr(c.getResult()));
-        ++numLaunches;
-        return success();
-      })
-      .Case([&](Conv2DBwdDataOp c) {
-        auto dx = c.getType(), dy = c.getGradOutput().getType();
-        if (loweringOf(op) == "gemm") {
-          // dX[NHW, C] = dY[NHW, K] W[K, C]
-          int64_t M = dx.getNumElements() / dx.getDimSize(3);
-          int id = matmulId(op, M, dx.getDimSize(3), dy.getDimSize(3), false,
-                            false, dx.getElementType());
-          out += fmt::format("  ctx.matmul({}, {}, {}, {});\n", id,
-                             ptr(c.getGradOutput()), ptr(c.getFilter()),
-                             ptr(c.getResult()));
-          ++numLaunches;
-          return success();
-        }
-        int id =
-            convId(op, c.getType(), c.getFilter().getType(),
-                   c.getGradOutput().getType(), c.getStrides(), c.getPadding(),
-                   c.getDilations(), c.getGroups(), isNHWC(op));
-        out += fmt::format("  ctx.convBwdData({}, {}, {}, {});\n", id,
-                           ptr(c.getGradOutput()), ptr(c.getFilter()),
-                           ptr(c.getResult()));
-        ++numLaunches;
-        return success();
-      })
-      .Case([&](Conv2DBwdFilterOp c) {
-        auto x = c.getInput().getType(), dy = c.getGradOutput().getType();
-        if (loweringOf(op) == "gemm") {
-          // dW[K, C] = dY[NHW, K]^T X[NHW, C]
-          int64_t M = x.getNumElements() / x.getDimSize(3);
-          int id = matmulId(op, dy.getDimSize(3), x.getDimSize(3), M, true,
-                            false, x.getElementType());
-          out += fmt::format("  ctx.matmul({}, {}, {}, {});\n", id,
-                             ptr(c.getGradOutput()), ptr(c.getInput()),
-                             ptr(c.getResult()));
-          ++numLaunches;
-          return success();
-        }
-        int id =
-            convId(op, c.getInput().getType(), c.getType(),
-                   c.getGradOutput().getType(), c.getStrides(), c.getPadding(),
-                   c.getDilations(), c.getGroups(), isNHWC(op));
-        out += fmt::format("  ctx.convBwdFilter({}, {}, {}, {});\n", id,
-                           ptr(c.getInput()), ptr(c.getGradOutput()),
-                           ptr(c.getResult()));
-        ++numLaunches;
-        return success();
-      })
-      .Case([&](MatmulOp m) {
-        auto t = m.getType();
-        bool ta = m.getTransposeLhs();
-        int64_t row = t.getRank() - 2, col = t.getRank() - 1;
-        int64_t mm = t.getDimSize(row), n = t.getDimSize(col);
-        int64_t k = m.getLhs().getType().getDimSize(ta ? row : col);
-        int id =
-            matmulId(op, mm, n, k, ta, m.getTransposeRhs(), t.getElementType());
-        // A batched product is one matmul per index of the leading
-        // dimensions.
-        int64_t batch = 1;
-        for (int64_t d : t.getShape().drop_back(2))
-          batch *= d;
-        if (batch == 1) {
-          out +=
-              fmt::format("  ctx.matmul({}, {}, {}, {});\n", id,
-                          ptr(m.getLhs()), ptr(m.getRhs()), ptr(m.getResult()));
-        } else {
-          out +=
-              fmt::format("  for (int64_t bi = 0; bi < {}ll; ++bi)\n"
-                          "    ctx.matmul({}, {} + bi * {}ll, {} + bi * {}ll, "
-                          "{} + bi * {}ll);\n",
-                          batch, id, ptr(m.getLhs()), mm * k, ptr(m.getRhs()),
-                          k * n, ptr(m.getResult()), mm * n);
-        }
-        numLaunches += batch;
-        return success();
-      })
-      .Case([&](BiasAddOp b) {
-        elementwise(
-            out, op,
-            {{b.getInput()}, {b.getBias(), chanIndex(b.getType(), isNHWC(op))}},
-            {b.getResult()}, "r0 = a0 + a1;");
-        return success();
-      })
-      .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp>([&](Operation *o) {
-        // Sums (or maxima) in f32: one thread per result element, or one
-        // block per result (below), as #cnn.launch's reduction says.
-        auto in = ttype(o->getOperand(0)), res = ttype(o->getResult(0));
-        auto axes = o->getAttrOfType<DenseI64ArrayAttr>("axes").asArrayRef();
-        if (auto l = o->getAttrOfType<StringAttr>("cnn.lowering");
-            l && l.getValue().starts_with("channel_sum")) {
-          // cnn-select-lowering: rows of C contiguous channels, summed by
-          // bias_grad's two coalesced passes.
-          int64_t C = in.getDimSize(in.getRank() - 1);
-          int64_t rows = in.getNumElements() / std::max<int64_t>(C, 1);
-          int64_t tiles = nhwcPartial(out, o, 0, o->getOperand(0), {}, {}, {});
-          launch(out, o,
-                 fmt::format("nhwcScaledSumFinish<{}>",
-                             ctype(res.getElementType())),
-                 std::to_string(C), "256",
-                 fmt::format("{}, {}, {}, {}", ptr(o->getResult(0)), C, tiles,
-                             isa<ReduceMeanOp>(o)
-                                 ? fmt::format("1.0 / {}.0", rows)
-                                 : std::string("1.0")));
-          return success();
-        }
-        std::vector<int64_t> stride(in.getRank());
-        int64_t st = 1, count = 1;
-        for (int64_t d = in.getRank() - 1; d >= 0; --d) {
-          stride[d] = st;
-          st *= in.getDimSize(d);
-        }
-        std::string base, inner;
-        int64_t outStride = 1, redStride = 1;
-        for (int64_t d = in.getRank() - 1; d >= 0; --d) {
-          if (llvm::is_contained(axes, d)) {
-            inner += fmt::format(" + (r / {}ll) % {}ll * {}ll", redStride,
-                                 in.getDimSize(d), stride[d]);
-            redStride *= in.getDimSize(d);
-            count *= in.getDimSize(d);
-          } else {
-            base += fmt::format(" + (o / {}ll) % {}ll * {}ll", outStride,
-                                res.getDimSize(d), stride[d]);
-            outStride *= res.getDimSize(d);
-          }
-        }
-        double factor = isa<ReduceMeanOp>(o) ? 1.0 / (double)count : 1.0;
-        bool isMax = isa<ReduceMaxOp>(o);
-        int64_t n = res.getNumElements();
-        const char *init = isMax ? "-INFINITY" : "0.f";
-        // A NaN propagates, as numpy's max does.
-        const char *combine =
-            isMax ? "acc = (v > acc || v != v) ? v : acc;" : "acc += v;";
-        // cnn-prepare-for-emission's strategy.
-        if (launchOf.getReduction().getValue() == "block_per_result") {
-          // Few results, each of many elements: a block per result, its 256
-          // threads striding over the reduced elements, then a fixed-order
-          // warp/block reduction (deterministic).
-          std::string name = kernel(
-              fmt::format("const {} *__restrict__ in0, {} *__restrict__ out0",
-                          ctype(in.getElementType()),
-                          ctype(res.getElementType())),
-              fmt::format(
-                  "  const int64_t o = blockIdx.x;\n"
-                  "  const int64_t b = 0{};\n"
-                  "  float acc = {};\n"
-                  "  for (int64_t r = threadIdx.x; r < {}ll; r += 256) {{\n"
-                  "    const float v = ld(in0 + b{});\n"
-                  "    {}\n"
-                  "  }}\n"
-                  "  __shared__ float part[8];\n"
-                  "  for (int off = 16; off > 0; off >>= 1) {{\n"
-                  "    const float v = __shfl_down_sync(0xffffffffu, acc, "
-                  "off);\n"
-                  "    {}\n"
-                  "  }}\n"
-                  "  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = "
-                  "acc;\n"
-                  "  __syncthreads();\n"
-                  "  if (threadIdx.x < 32) {{\n"
-                  "    acc = threadIdx.x < 8 ? part[threadIdx.x] : {};\n"
-                  "    for (int off = 16; off > 0; off >>= 1) {{\n"
-                  "      const float v = __shfl_down_sync(0xffffffffu, acc, "
-                  "off);\n"
-                  "      {}\n"
-                  "    }}\n"
-                  "    if (threadIdx.x == 0) st(out0 + o, acc * {});\n"
-                  "  }}\n",
-                  base, init, count, inner, combine, combine, init, combine,
-                  floatLit(factor)));
-          launch(out, op, name, std::to_string(n), "256",
-                 fmt::format("{}, {}", ptr(o->getOperand(0)),
-                             ptr(o->getResult(0))));
-          return success();
-        }
-        std::string name = kernel(
-            fmt::format("const {} *__restrict__ in0, {} *__restrict__ out0",
-                        ctype(in.getElementType()),
-                        ctype(res.getElementType())),
-            fmt::format("  for (int64_t o = blockIdx.x * 256ll + threadIdx.x; "
-                        "o < {}ll; "
-                        "o += (int64_t)gridDim.x * 256) {{\n"
-                        "    const int64_t b = 0{};\n"
-                        "    float acc = {};\n"
-                        "    for (int64_t r = 0; r < {}ll; ++r) {{\n"
-                        "      const float v = ld(in0 + b{});\n"
-                        "      {}\n"
-                        "    }}\n"
-                        "    st(out0 + o, acc * {});\n"
-                        "  }}\n",
-                        n, base, init, count, inner, combine,
-                        floatLit(factor)));
-        launch(
-            out, op, name, gridFor(n), "256",
-            fmt::format("{}, {}", ptr(o->getOperand(0)), ptr(o->getResult(0))));
-        return success();
-      })
-      .Case([&](DropoutMaskOp d) {
-        double ratio = dec(d.getRatio());
-        elementwise(
-            out, op, {{d.getStep(), "0"}}, {d.getResult()},
-            fmt::format(
-                "uint64_t h = splitmix64(splitmix64(splitmix64({}ull) + "
-                "(uint64_t)a0) + (uint64_t)i); float u = (float)(h >> 40) "
-                "* (1.0f / 16777216.0f); r0 = u < {} ? 0.f : {};",
-                d.getSeed(), floatLit(ratio), floatLit(1.0 / (1.0 - ratio))));
-        return success();
-      })
-      .Case([&](GlobalAvgPoolGradOp g) {
-        auto t = g.getType();
-        int64_t hw = t.getDimSize(2) * t.getDimSize(3);
-        elementwise(out, op, {{g.getGradOutput(), fmt::format("i / {}ll", hw)}},
-                    {g.getResult()}, "r0 = a0 / " + floatLit((double)hw) + ";");
-        return success();
-      })
-      .Case([&](GlobalAvgPoolOp g) {
-        auto t = g.getInput().getType();
-        int64_t rows = t.getDimSize(0) * t.getDimSize(1);
-        launch(out, op, fmt::format("rowMean<{}>", ctype(t.getElementType())),
-               gridFor(rows), "256",
-               fmt::format("{}, {}, {}ll, {}ll", ptr(g.getInput()),
-                           ptr(g.getResult()), rows,
-                           t.getDimSize(2) * t.getDimSize(3)));
-        return success();
-      })
-      .Case([&](BiasGradOp b) {
-        auto t = b.getGradOutput().getType();
-        launch(out, op,
-               fmt::format("channelSum<{}, {}>", ctype(t.getElementType()),
-                           ctype(b.getType().getElementType())),
-               std::to_string(t.getDimSize(1)), "512",
-               fmt::format("{}, {}, {}, {}, {}ll", ptr(b.getGradOutput()),
-                           ptr(b.getResult()), t.getDimSize(0), t.getDimSize(1),
-                           channelInner(t)));
-        return success();
-      })
-      .Case([&](BatchNormOp b) {
-        Channel ci = chanIndex(b.getType(), isNHWC(op));
-        elementwise(out, op,
-                    {{b.getInput()},
-                     {b.getScale(), ci},
-                     {b.getBias(), ci},
-                     {b.getMean(), ci},
-                     {b.getVar(), ci}},
-                    {b.getResult()},
-                    fmt::format("r0 = (a0 - a3) * rsqrtf(a4 + {}) * a1 + a2;",
-                                floatLit(b.getEpsilon().convertToFloat())));
-        return success();
-      })
-      .Case([&](BatchNormTrainOp b) {
-        auto t = b.getInput().getType();
-        bnStats(out, op, b.getInput(), b.getSavedMean(), b.getSavedInvstd(),
-                b.getNewRunningMean(), b.getNewRunningVar(), b.getRunningMean(),
-                b.getRunningVar(), b.getEpsilon(), b.getMomentum());
-        Channel ci = chanIndex(t, isNHWC(op));
-        elementwise(out, op,
-                    {{b.getInput()},
-                     {b.getSavedMean(), ci},
-                     {b.getSavedInvstd(), ci},
-                     {b.getScale(), ci},
-                     {b.getBias(), ci}},
-                    {b.getResult()}, "r0 = (a0 - a1) * a2 * a3 + a4;");
-        return success();
-      })
-      .Case([&](FusedElementwiseOp f) -> LogicalResult {
-        // The body becomes straight-line C; inputs are indexed per broadcast.
-        auto rt = cast<RankedTensorType>(f.getResult(0).getType());
-        bool nhwc = f.isNHWC() && rt.getRank() == 4;
-        Channel ch = chanIndex(rt, nhwc);
-        std::vector<EwIn> ins;
-        for (auto [k, v] : llvm::enumerate(f.getInputs())) {
-          int64_t b = f.getBroadcast()[k];
-          ins.push_back(b == 0   ? EwIn(v)
-                        : b == 1 ? EwIn(v, ch)
-                        : b == 3 ? EwIn(v, broadcastIndex(ttype(v), rt))
-                                 : EwIn(v, "0"));
-        }
-        Block &body = f.getBody().front();
-        DenseMap<Value, std::string> name;
-        for (auto [k, a] : llvm::enumerate(body.getArguments()))
-          name[a] = fmt::format("a{}", k);
-        std::string expr;
-        int t = 0;
-        for (Operation &o : body.without_terminator()) {
-          auto x = [&](unsigned k) { return name.lookup(o.getOperand(k)); };
-          std::string v = fmt::format("t{}", t++), e;
-          bool isBool = o.getResult(0).getType().isInteger(1);
-          if (auto cst = dyn_cast<arith::ConstantOp>(o)) {
-            if (auto fa = dyn_cast<FloatAttr>(cst.getValue()))
-              e = floatLit(fa.getValueAsDouble());
-            else
-              e = cast<IntegerAttr>(cst.getValue()).getValue().isZero()
-                      ? "false"
-                      : "true";
-          } else if (isa<arith::AddFOp>(o)) {
-            e = x(0) + " + " + x(1);
-          } else if (isa<arith::SubFOp>(o)) {
-            e = x(0) + " - " + x(1);
-          } else if (isa<arith::MulFOp>(o)) {
-            e = x(0) + " * " + x(1);
-          } else if (isa<arith::DivFOp>(o)) {
-            e = x(0) + " / " + x(1);
-          } else if (isa<arith::MaximumFOp, arith::MaxNumFOp>(o)) {
-            e = "fmaxf(" + x(0) + ", " + x(1) + ")";
-          } else if (isa<arith::MinimumFOp, arith::MinNumFOp>(o)) {
-            e = "fminf(" + x(0) + ", " + x(1) + ")";
-          } else if (auto cmp = dyn_cast<arith::CmpFOp>(o)) {
-            using P = arith::CmpFPredicate;
-            const char *opStr = nullptr;
-            switch (cmp.getPredicate()) {
-            case P::OGT:
-              opStr = ">";
-              break;
-            case P::OGE:
-              opStr = ">=";
-              break;
-            case P::OLT:
-              opStr = "<";
-              break;
-            case P::OLE:
-              opStr = "<=";
-              break;
-            case P::OEQ:
-              opStr = "==";
-              break;
-            case P::UNE:
-              opStr = "!=";
-              break;
-            default:
-              break;
-            }
-            if (!opStr)
-              return o.emitError(
-                  "CUDA backend: unsupported comparison in a fused body");
-            e = x(0) + " " + opStr + " " + x(1);
-          } else if (isa<arith::SelectOp>(o)) {
-            e = x(0) + " ? " + x(1) + " : " + x(2);
-          } else if (isa<arith::AndIOp>(o)) {
-            e = x(0) + " && " + x(1);
-          } else if (isa<arith::OrIOp>(o)) {
-            e = x(0) + " || " + x(1);
-          } else if (isa<arith::NegFOp>(o)) {
-            e = "-" + x(0);
-          } else if (isa<arith::TruncFOp>(o)) {
-            e = "__half2float(__float2half_rn(" + x(0) + "))";
-          } else if (isa<arith::ExtFOp>(o)) {
-            e = x(0);
-          } else if (isa<math::ExpOp>(o)) {
-            e = "expf(" + x(0) + ")";
-          } else if (isa<math::ExpM1Op>(o)) {
-            e = "expm1f(" + x(0) + ")";
-          } else if (isa<math::LogOp>(o)) {
-            e = "logf(" + x(0) + ")";
-          } else if (isa<math::Log1pOp>(o)) {
-            e = "log1pf(" + x(0) + ")";
-          } else if (isa<math::TanhOp>(o)) {
-            e = "tanhf(" + x(0) + ")";
-          } else if (isa<math::ErfOp>(o)) {
-            e = "erff(" + x(0) + ")";
-          } else if (isa<math::SqrtOp>(o)) {
-            e = "sqrtf(" + x(0) + ")";
-          } else if (isa<math::PowFOp>(o)) {
-            e = "powf(" + x(0) + ", " + x(1) + ")";
-          } else {
-            return o.emitError(
-                       "CUDA backend: unsupported op in a fused body: '")
-                   << o.getName() << "'";
-          }
-          expr += fmt::format("{} {} = {}; ", isBool ? "bool" : "float", v, e);
-          name[o.getResult(0)] = v;
-        }
-        auto yield = cast<YieldOp>(body.getTerminator());
-        for (auto [k, y] : llvm::enumerate(yield.getValues()))
-          expr += fmt::format("r{} = {}; ", k, name.lookup(y));
-        SmallVector<Value> outs(f.getResults());
-        // A member of a cnn.cast_group runs in its group's kernel.
-        return groupedElementwise(out, op, ins, outs, expr);
-      })
-      .Case([&](FusedConv2DOp c) -> LogicalResult {
-        bool nhwc = c.isNHWC();
-        int id = convId(op, c.getInput().getType(), c.getFilter().getType(),
-                        c.getType(), c.getStrides(), c.getPadding(),
-                        c.getDilations(), c.getGroups(), nhwc);
-        // Epilogue in one kernel, in place on the convolution's output.
-        std::vector<EwIn> ins{{c.getResult()}};
-        std::string e = "float v = a0;";
-        int k = 1;
-        if (c.getBias()) {
-          ins.push_back({c.getBias(), chanIndex(c.getType(), nhwc)});
-          e += fmt::format(" v += a{};", k++);
-        }
-        if (c.getResidual()) {
-          ins.push_back({c.getResidual()});
-          e += fmt::format(" v += a{};", k++);
-        }
-        StringRef act = c.getActivation();
-        if (act == "relu")
-          e += " v = v > 0.f ? v : 0.f;";
-        else if (act == "clip")
-          e += fmt::format(" v = fminf(fmaxf(v, {}), {});",
-                           floatLit(c.getClipMin().convertToFloat()),
-                           floatLit(c.getClipMax().convertToFloat()));
-        e += " r0 = v;";
-        Type et = c.getType().getElementType();
-        // cudnnConvolutionBiasActivationForward computes exactly
-        // relu/identity(conv + bias [+ residual]) with the bias in the data
-        // type: the runtime times it against conv + this epilogue and runs
-        // the faster (its algorithm cache keeps the choice).
-        bool cudnnForm = loweringOf(op) == "cudnn_bias_act";
-        if (!cudnnForm) {
-          out += fmt::format("  ctx.convFwd({}, {}, {}, {});\n", id,
-                             ptr(c.getInput()), ptr(c.getFilter()),
-                             ptr(c.getResult()));
-          ++numLaunches;
-          if (k == 1 && act == "none")
-            return success();
-          elementwise(out, op, ins, {c.getResult()}, e);
-          return success();
-        }
-        int fid = numFusedConvs++;
-        std::string T = ctype(et), body;
-        ptrOverride[c.getResult()] = fmt::format("static_cast<{} *>(y)", T);
-        ptrOverride[c.getBias()] =
-            fmt::format("static_cast<const {} *>(bias)", T);
-        if (c.getResidual())
-          ptrOverride[c.getResidual()] =
-              fmt::format("static_cast<const {} *>(residual)", T);
-        elementwise(body, op, ins, {c.getResult()}, e);
-        ptrOverride.clear();
-        // Identical epilogues (the eval step's, equal shapes) share a function.
-        auto [it, isNew] = epilogueByBody.try_emplace(
-            body, fmt::format("convEpilogue{}", epilogueByBody.size()));
-        const std::string &fn = it->second;
-        if (isNew)
-          epilogues += fmt::format(
-              "static void {}(cnnrt::Context &ctx, void *y, const void *bias,\n"
-              "    const void *residual) {{\n  cudaStream_t s = ctx.stream();\n"
-              "  (void)residual;\n{}}}\n\n",
-              fn, body);
-        prepare += fmt::format("  ctx.registerConvBiasAct({}, {}, "
-                               "cnnrt::Activation::{}, {}, {}, \"{}\");\n",
-                               fid, id, act == "relu" ? "Relu" : "Identity",
-                               c.getResidual() ? "true" : "false", fn, loc(op));
-        out +=
-            fmt::format("  ctx.convBiasActFwd({}, {}, {}, {}, {}, {});\n", fid,
-                        ptr(c.getInput()), ptr(c.getFilter()), ptr(c.getBias()),
-                        c.getResidual() ? ptr(c.getResidual()) : "nullptr",
-                        ptr(c.getResult()));
-        ++numLaunches;
-        return success();
-      })
-      .Case([&](FusedConv2DStatsOp c) -> LogicalResult {
-        auto x = c.getInput().getType(), y = c.getResult().getType();
-        if (!c.isNHWC() || !y.getElementType().isF16() || y.getDimSize(3) % 8)
-          return c.emitError("CUDA backend: fused_conv2d_stats needs NHWC f16 "
-                             "with a multiple of 8 channels (cuDNN's GenStats "
-                             "graph and the vectorized split form), got ")
-                 << y;
-        int id = convId(op, x, c.getFilter().getType(), y, c.getStrides(),
-                        c.getPadding(), c.getDilations(), c.getGroups(),
-                        c.isNHWC());
-        // The split form, for shapes cuDNN's conv + GenStats graph refuses
-        // (or runs slower): the convolution as cnn-select-lowering chose it,
-        // then the two-pass channel sums.
-        std::string body;
-        std::string T = ctype(y.getElementType());
-        bool prologue = c.getScale() != nullptr;
-        if (prologue) {
-          // The normalized input, in the runtime's scratch buffer.
-          int64_t n = x.getNumElements();
-          body += fmt::format(
-              "  nhwcScaleShiftRelu<{0}><<<{1}, 256, 0, s>>>(static_cast<const "
-              "{0} *>(x), scale, shift, static_cast<{0} *>(scratch), {2}ll, "
-              "{3});\n  CNNRT_CHECK_KERNEL(ctx, \"{4}\", \"{5} "
-              "nhwcScaleShiftRelu\");\n  x = scratch;\n",
-              T, gridFor(n), n, x.getDimSize(3), loc(op),
-              op->getName().getStringRef().str());
-        }
-        ptrOverride[c.getInput()] = "x";
-        ptrOverride[c.getFilter()] = "w";
-        ptrOverride[c.getResult()] =
-            fmt::format("static_cast<{} *>(y)", ctype(y.getElementType()));
-        int64_t launchesBefore = numLaunches;
-        if (loweringOf(op) == "gemm") {
-          int64_t M = y.getNumElements() / y.getDimSize(3);
-          int mid = matmulId(op, M, y.getDimSize(3), x.getDimSize(3), false,
-                             true, y.getElementType());
-          body += fmt::format("  ctx.matmul({}, x, w, y);\n", mid);
-        } else {
-          body += fmt::format("  ctx.convFwd({}, x, w, y);\n", id);
-        }
-        int64_t C = y.getDimSize(3), M = y.getNumElements() / C;
-        int64_t tiles = nhwcPartial(body, op, 1, c.getResult(), {}, {}, {});
-        launch(body, op,
-               fmt::format("nhwcSumsFinish<{}>", ctype(y.getElementType())),
-               std::to_string(C), "256",
-               fmt::format("{}, sum, sumSq, {}ll, {}, {}", ptr(c.getResult()),
-                           M, C, tiles));
-        ptrOverride.clear();
-        // A step counts the fused graph's one launch (the runtime picks).
-        numLaunches = launchesBefore + 1;
-        auto [it, isNew] = convStatsByBody.try_emplace(
-            body, fmt::format("convStatsSplit{}", convStatsByBody.size()));
-        if (isNew)
-          epilogues += fmt::format(
-              "static void {}(cnnrt::Context &ctx, const void *x, const void "
-              "*w,\n    void *y, float *sum, float *sumSq, const float *scale,\n"
-              "    const float *shift, void *scratch) {{\n"
-              "  cudaStream_t s = ctx.stream();\n"
-              "  (void)scale; (void)shift; (void)scratch;\n{}}}\n\n",
-              it->second, body);
-        int sid = numConvStats++;
-        prepare += fmt::format(
-            "  ctx.registerConvStats({}, {}, {}, {}, \"{}\");\n", sid, id,
-            it->second, prologue ? "true" : "false", loc(op));
-        out += fmt::format("  ctx.convStatsFwd({}, {}, {}, {}, {}, {}, {}, {});\n",
-                           sid, ptr(c.getInput()), ptr(c.getFilter()),
-                           ptr(c.getResult()), ptr(c.getSum()),
-                           ptr(c.getSumSq()),
-                           prologue ? ptr(c.getScale()) : "nullptr",
-                           prologue ? ptr(c.getShift()) : "nullptr");
-        return success();
-      })
-      .Case([&](FusedConv2DBwdFilterOp c) -> LogicalResult {
-        auto x = c.getInput().getType(), dy = c.getGradOutput().getType();
-        if (!c.isNHWC() || !x.getElementType().isF16() ||
-            x.getDimSize(3) % 8 || dy.getDimSize(3) % 8)
-          return c.emitError("CUDA backend: fused_conv2d_bwd_filter needs "
-                             "NHWC f16 with multiples of 8 channels (cuDNN's "
-                             "prologue + wgrad graph), got ")
-                 << x;
-        int id = convId(op, x, c.getType(), dy, c.getStrides(),
-                        c.getPadding(), c.getDilations(), c.getGroups(),
-                        c.isNHWC());
-        // The split form, for shapes cuDNN's scale-bias-ReLU + wgrad graph
-        // refuses (or runs slower): the normalization into the runtime's
-        // scratch buffer, then the convolution as cnn-select-lowering chose
-        // it.
-        std::string T = ctype(x.getElementType()), body;
-        int64_t n = x.getNumElements();
-        body += fmt::format(
-            "  nhwcScaleShiftRelu<{0}><<<{1}, 256, 0, s>>>(static_cast<const "
-            "{0} *>(x), scale, shift, static_cast<{0} *>(scratch), {2}ll, "
-            "{3});\n  CNNRT_CHECK_KERNEL(ctx, \"{4}\", \"{5} "
-            "nhwcScaleShiftRelu\");\n",
-            T, gridFor(n), n, x.getDimSize(3), loc(op),
-            op->getName().getStringRef().str());
-        if (loweringOf(op) == "gemm") {
-          // dW[K, C] = dY[NHW, K]^T X[NHW, C]
-          int64_t M = x.getNumElements() / x.getDimSize(3);
-          int mid = matmulId(op, dy.getDimSize(3), x.getDimSize(3), M, true,
-                             false, x.getElementType());
-          body += fmt::format("  ctx.matmul({}, dy, scratch, dw);\n", mid);
-        } else {
-          body += fmt::format("  ctx.convBwdFilter({}, scratch, dy, dw);\n",
-                              id);
-        }
-        auto [it, isNew] = wgradSplitByBody.try_emplace(
-            body, fmt::format("wgradPrologueSplit{}", wgradSplitByBody.size()));
-        if (isNew)
-          epilogues += fmt::format(
-              "static void {}(cnnrt::Context &ctx, const void *x, const void "
-              "*dy,\n    void *dw, const float *scale, const float *shift, "
-              "void *scratch) {{\n  cudaStream_t s = ctx.stream();\n{}}}\n\n",
-              it->second, body);
-        int wid = numWgradPrologues++;
-        prepare += fmt::format(
-            "  ctx.registerConvBwdFilterPrologue({}, {}, {}, \"{}\");\n", wid,
-            id, it->second, loc(op));
-        out += fmt::format(
-            "  ctx.convBwdFilterPrologue({}, {}, {}, {}, {}, {});\n", wid,
-            ptr(c.getInput()), ptr(c.getGradOutput()), ptr(c.getResult()),
-            ptr(c.getScale()), ptr(c.getShift()));
-        ++numLaunches;
-        return success();
-      })
-      .Case([&](FusedConv2DBwdDataOp c) -> LogicalResult {
-        auto dx = c.getResult().getType(), dy = c.getGradOutput().getType();
-        if (!c.isNHWC() || !dx.getElementType().isF16() ||
-            dx.getDimSize(3) % 8 || dy.getDimSize(3) % 8)
-          return c.emitError("CUDA backend: fused_conv2d_bwd_data needs NHWC "
-                             "f16 with multiples of 8 channels (cuDNN's dgrad "
-                             "graph and the vectorized split form), got ")
-                 << dx;
-        int id = convId(op, dx, c.getFilter().getType(), dy, c.getStrides(),
-                        c.getPadding(), c.getDilations(), c.getGroups(),
-                        c.isNHWC());
-        // The split form, for shapes cuDNN's dgrad + add + ReLU-backward
-        // graph refuses (or runs slower): the convolution as
-        // cnn-select-lowering chose it, then the epilogue in place, rounded
-        // as the unfused add and relu_grad store their results.
-        std::string T = ctype(dx.getElementType()), body;
-        ptrOverride[c.getGradOutput()] = "dy";
-        ptrOverride[c.getFilter()] = "w";
-        ptrOverride[c.getAddend()] =
-            fmt::format("static_cast<const {} *>(addend)", T);
-        ptrOverride[c.getReluOutput()] =
-            fmt::format("static_cast<const {} *>(reluOut)", T);
-        ptrOverride[c.getResult()] = fmt::format("static_cast<{} *>(dx)", T);
-        int64_t launchesBefore = numLaunches;
-        if (loweringOf(op) == "gemm") {
-          // dX[NHW, C] = dY[NHW, K] W[K, C]
-          int64_t M = dx.getNumElements() / dx.getDimSize(3);
-          int mid = matmulId(op, M, dx.getDimSize(3), dy.getDimSize(3), false,
-                             false, dx.getElementType());
-          body += fmt::format("  ctx.matmul({}, dy, w, dx);\n", mid);
-        } else {
-          body += fmt::format("  ctx.convBwdData({}, dy, w, dx);\n", id);
-        }
-        elementwise(body, op,
-                    {{c.getResult()}, {c.getAddend()}, {c.getReluOutput()}},
-                    {c.getResult()},
-                    fmt::format("r0 = a2 > 0.f ? {} : 0.f;",
-                                roundTo(dx.getElementType(), "a0 + a1")));
-        ptrOverride.clear();
-        // A step counts the fused graph's one launch (the runtime picks).
-        numLaunches = launchesBefore + 1;
-        auto [it, isNew] = dgradSplitByBody.try_emplace(
-            body, fmt::format("dgradAddReluSplit{}", dgradSplitByBody.size()));
-        if (isNew)
-          epilogues += fmt::format(
-              "static void {}(cnnrt::Context &ctx, const void *dy, const void "
-              "*w,\n    const void *addend, const void *reluOut, void *dx) "
-              "{{\n  cudaStream_t s = ctx.stream();\n{}}}\n\n",
-              it->second, body);
-        int did = numDgradEpilogues++;
-        prepare += fmt::format(
-            "  ctx.registerConvBwdDataAddRelu({}, {}, {}, \"{}\");\n", did,
-            id, it->second, loc(op));
-        out += fmt::format(
-            "  ctx.convBwdDataAddRelu({}, {}, {}, {}, {}, {});\n", did,
-            ptr(c.getGradOutput()), ptr(c.getFilter()), ptr(c.getAddend()),
-            ptr(c.getReluOutput()), ptr(c.getResult()));
-        return success();
-      })
-      .Case([&](BatchNormFinalizeOp b) {
-        int64_t C = ttype(b.getSum()).getDimSize(0);
-        std::string S = ctype(ttype(b.getRunningMean()).getElementType());
-        launch(out, op, fmt::format("bnFinalize<{}>", S),
-               std::to_string((C + 255) / 256), "256",
-               fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, "
-                           "{}ll, {}, {}, {}",
-                           ptr(b.getSum()), ptr(b.getSumSq()),
-                           ptr(b.getSavedMean()), ptr(b.getSavedInvstd()),
-                           ptr(b.getNewRunningMean()), ptr(b.getNewRunningVar()),
-                           ptr(b.getRunningMean()), ptr(b.getRunningVar()),
-                           ptr(b.getScale()), ptr(b.getBias()), ptr(b.getAlpha()),
-                           ptr(b.getBeta()), b.getCount(), C,
-                           floatLit(b.getEpsilon().convertToFloat()),
-                           floatLit(dec(b.getMomentum()))));
-        return success();
-      })
-      .Case([&](BatchNormStatsOp b) {
-        bnStats(out, op, b.getInput(), b.getSavedMean(), b.getSavedInvstd(),
-                b.getNewRunningMean(), b.getNewRunningVar(), b.getRunningMean(),
-                b.getRunningVar(), b.getEpsilon(), b.getMomentum(),
-                b.getScale(), b.getBias(), b.getAlpha(), b.getBeta());
-        return success();
-      })
-      .Case([&](BatchNormSumsOp b) {
-        auto t = ttype(b.getInput());
-        std::string T = ctype(t.getElementType());
-        if (isNHWC(op)) {
-          // nhwcPartial's shifted sums (MODE 1), then the plain sums.
-          int64_t C = t.getDimSize(t.getRank() - 1);
-          int64_t tiles = nhwcPartial(out, op, 1, b.getInput(), {}, {}, {});
-          launch(out, op, fmt::format("nhwcSumsFinish<{}>", T),
-                 std::to_string(C), "256",
-                 fmt::format("{}, {}, {}, {}ll, {}, {}", ptr(b.getInput()),
-                             ptr(b.getSum()), ptr(b.getSumSq()),
-                             t.getNumElements() / C, C, tiles));
-          return success();
-        }
-        launch(out, op, fmt::format("bnSums<{}>", T),
-               std::to_string(t.getDimSize(1)), "512",
-               fmt::format("{}, {}, {}, {}, {}, {}ll", ptr(b.getInput()),
-                           ptr(b.getSum()), ptr(b.getSumSq()), t.getDimSize(0),
-                           t.getDimSize(1), channelInner(t)));
-        return success();
-      })
-      .Case([&](BatchNormGradSumsOp b) {
-        // batch_norm_grad's first pass alone: grad_scale = sum(dy * xhat)
-        // into sum_dy_xhat, grad_bias = sum(dy) into sum_dy.
-        bnGradSums(out, op, isNHWC(op), b.getGradOutput(), {}, b.getInput(),
-                   b.getSavedMean(), b.getSavedInvstd(), b.getSumDyXhat(),
-                   b.getSumDy(), "float");
-        return success();
-      })
-      .Case([&](FusedBatchNormReluGradOp b) {
-        bnGrad(out, op, b.isNHWC(), b.getGradOutput(), b.getReluOutput(),
-               b.getInput(), b.getScale(), b.getSavedMean(), b.getSavedInvstd(),
-               b.getGradScale(), b.getGradBias(), b.getGradInput());
-        return success();
-      })
-      .Case([&](FusedBatchNormAffineReluGradOp b) {
-        bnGrad(out, op, b.isNHWC(), b.getGradOutput(), {}, b.getInput(),
-               b.getScale(), b.getSavedMean(), b.getSavedInvstd(),
-               b.getGradScale(), b.getGradBias(), b.getGradInput(),
-               b.getAlpha(), b.getBeta());
-        return success();
-      })
-      .Case([&](FusedDualBatchNormGradOp b) {
-        dualBnGrad(out, b);
-        return success();
-      })
-      .Case([&](BatchNormGradOp b) {
-        bnGrad(out, op, isNHWC(op), b.getGradOutput(), {}, b.getInput(),
-               b.getScale(), b.getSavedMean(), b.getSavedInvstd(),
-               b.getGradScale(), b.getGradBias(), b.getGradInput());
-        return success();
-      })
-      .Case([&](MaxPool2DOp p) {
-        auto pp = poolParams(p.getInput().getType(), p.getType(), p.getKernel(),
-                             p.getStrides(), p.getPadding(), false, isNHWC(op));
-        if (loweringOf(op) == "vec8") {
-          launch(out, op,
-                 fmt::format("maxPoolNHWC8<{}, false>",
-                             ctype(p.getType().getElementType())),
-                 gridFor(p.getType().getNumElements() / 8), "256",
-                 fmt::format("{}, {}, nullptr, {}", ptr(p.getInput()),
-                             ptr(p.getResult()), pp));
-          return success();
-        }
-        launch(out, op, poolKernel("maxPoolFwd", op, p.getType()),
-               gridFor(p.getType().getNumElements()), "256",
-               fmt::format("{}, {}, {}", ptr(p.getInput()), ptr(p.getResult()),
-                           pp));
-        return success();
-      })
-      .Case([&](MaxPool2DGradOp p) {
-        // The gather form: each input element finds the first maximum of
-        // each window it is in again. cnn-max-pool-index replaces this op
-        // on the pipeline's step (the forward records the argmax).
-        auto pp = poolParams(p.getInput().getType(),
-                             p.getGradOutput().getType(), p.getKernel(),
-                             p.getStrides(), p.getPadding(), false, isNHWC(op));
-        launch(out, op, poolKernel("maxPoolBwd", op, p.getType()),
-               gridFor(p.getType().getNumElements()), "256",
-               fmt::format("{}, {}, {}, {}", ptr(p.getGradOutput()),
-                           ptr(p.getInput()), ptr(p.getResult()), pp));
-        return success();
-      })
-      .Case([&](FusedMaxPool2DOp p) {
-        auto y = p.getResult().getType();
-        auto pp = poolParams(p.getInput().getType(), y, p.getKernel(),
-                             p.getStrides(), p.getPadding(), false, isNHWC(op));
-        std::string T = ctype(y.getElementType()),
-                    pro = p.getScale() ? "true" : "false",
-                    scale = p.getScale() ? ptr(p.getScale()) : "nullptr",
-                    shift = p.getShift() ? ptr(p.getShift()) : "nullptr";
-        std::string args =
-            fmt::format("{}, {}, {}, {}, {}, {}", ptr(p.getInput()), scale,
-                        shift, ptr(p.getResult()), ptr(p.getWindowIndex()), pp);
-        if (loweringOf(op) == "vec8")
-          launch(out, op, fmt::format("maxPoolIndexNHWC8<{}, {}>", T, pro),
-                 gridFor(y.getNumElements() / 8), "256", args);
-        else
-          launch(out, op,
-                 fmt::format("maxPoolIndex<{}, {}, {}>", T,
-                             isNHWC(op) ? "true" : "false", pro),
-                 gridFor(y.getNumElements()), "256", args);
-        return success();
-      })
-      .Case([&](FusedMaxPool2DBatchNormReluGradOp b) {
-        return poolBnGrad(out, b);
-      })
-      .Case([&](MaxPool2DIndexGradOp p) {
-        auto dx = p.getType();
-        auto pp = poolParams(dx, p.getGradOutput().getType(), p.getKernel(),
-                             p.getStrides(), p.getPadding(), false, isNHWC(op));
-        std::string T = ctype(dx.getElementType());
-        std::string args =
-            fmt::format("{}, {}, {}, {}", ptr(p.getGradOutput()),
-                        ptr(p.getWindowIndex()), ptr(p.getResult()), pp);
-        if (loweringOf(op) == "vec8")
-          launch(out, op, fmt::format("maxPoolBwdGatherNHWC8<{}>", T),
-                 gridFor(dx.getNumElements() / 8), "256", args);
-        else
-          launch(out, op,
-                 fmt::format("maxPoolBwdGather<{}, {}>", T,
-                             isNHWC(op) ? "true" : "false"),
-                 gridFor(dx.getNumElements()), "256", args);
-        return success();
-      })
-      .Case([&](AvgPool2DOp p) {
-        auto pp = poolParams(p.getInput().getType(), p.getType(), p.getKernel(),
-                             p.getStrides(), p.getPadding(),
-                             p.getCountIncludePad(), isNHWC(op));
-        launch(out, op, poolKernel("avgPoolFwd", op, p.getType()),
-               gridFor(p.getType().getNumElements()), "256",
-               fmt::format("{}, {}, {}", ptr(p.getInput()), ptr(p.getResult()),
-                           pp));
-        return success();
-      })
-      .Case([&](AvgPool2DGradOp p) {
-        auto pp = poolParams(p.getType(), p.getGradOutput().getType(),
-                             p.getKernel(), p.getStrides(), p.getPadding(),
-                             p.getCountIncludePad(), isNHWC(op));
-        launch(out, op, poolKernel("avgPoolBwd", op, p.getType()),
-               gridFor(p.getType().getNumElements()), "256",
-               fmt::format("{}, {}, {}", ptr(p.getGradOutput()),
-                           ptr(p.getResult()), pp));
-        return success();
-      })
-      .Case([&](SoftmaxOp s) -> LogicalResult {
-        // The tensor as outer x n x inner around the axis: a row per block
-        // (cnn-prepare-for-emission's "block_per_result", a contiguous
-        // axis) or one thread per (outer, inner) pair.
-        auto t = s.getType();
-        int64_t axis = s.getAxis(), outer = 1, inner = 1;
-        for (int64_t d = 0; d < axis; ++d)
-          outer *= t.getDimSize(d);
-        for (int64_t d = axis + 1; d < t.getRank(); ++d)
-          inner *= t.getDimSize(d);
-        int64_t n = t.getDimSize(axis);
-        if (n > std::numeric_limits<int32_t>::max())
-          return s.emitError("CUDA backend: softmax over an axis of ")
-                 << n << " elements (the kernels count it in int32)";
-        std::string T = ctype(t.getElementType());
-        if (launchOf.getReduction().getValue() == "block_per_result") {
-          launch(out, op, fmt::format("softmaxRows<{}>", T),
-                 std::to_string(outer), "256",
-                 fmt::format("{}, {}, {}", ptr(s.getInput()),
-                             ptr(s.getResult()), n));
-          return success();
-        }
-        launch(out, op, fmt::format("softmaxStrided<{}>", T),
-               gridFor(outer * inner), "256",
-               fmt::format("{}, {}, {}ll, {}, {}ll", ptr(s.getInput()),
-                           ptr(s.getResult()), outer, n, inner));
-        return success();
-      })
-      .Case([&](SoftmaxCrossEntropyOp s) {
-        // Two passes (the prelude's softmaxXentLoss*): one warp per row, each
-        // block's sum and count of the non-ignored rows, then their mean.
-        auto t = s.getLogits().getType();
-        int64_t rows = t.getDimSize(0),
-                blocks = std::clamp<int64_t>((rows + 7) / 8, 1,
-                                             1024); // CNNC_XENT_BLOCKS
-        launch(out, op,
-               fmt::format("softmaxXentLossPartial<{}, {}>",
-                           ctype(t.getElementType()),
-                           ctype(s.getLabels().getType().getElementType())),
-               std::to_string(blocks), "256",
-               fmt::format("{}, {}, {}ll, {}, {}, {}ll", ptr(s.getLogits()),
-                           ptr(s.getLabels()), rows, t.getDimSize(1),
-                           floatLit(s.getLabelSmoothing().convertToFloat()),
-                           static_cast<int64_t>(s.getIgnoreIndex())));
-        launch(out, op, "softmaxXentLossFinish", "1", "256",
-               fmt::format("{}, {}", ptr(s.getLoss()), blocks));
-        return success();
-      })
-      .Case([&](SoftmaxCrossEntropyGradOp s) {
-        // The count of non-ignored rows first (the mean's divisor), then one
-        // warp per row.
-        auto t = s.getLogits().getType();
-        int64_t rows = t.getDimSize(0);
-        std::string labelType = ctype(s.getLabels().getType().getElementType());
-        launch(out, op, fmt::format("xentCountValid<{}>", labelType), "1",
-               "1024",
-               fmt::format("{}, {}ll, {}ll", ptr(s.getLabels()), rows,
-                           static_cast<int64_t>(s.getIgnoreIndex())));
-        launch(
-            out, op,
-            fmt::format("softmaxXentGrad<{}, {}>", ctype(t.getElementType()),
-                        labelType),
-            std::to_string(std::clamp<int64_t>((rows + 7) / 8, 1, gridLimit())),
-            "256",
-            fmt::format("{}, {}, {}, {}, {}ll, {}, {}, {}ll",
-                        ptr(s.getLogits()), ptr(s.getLabels()),
-                        ptr(s.getGradLoss()), ptr(s.getResult()), rows,
-                        t.getDimSize(1),
-                        floatLit(s.getLabelSmoothing().convertToFloat()),
-                        static_cast<int64_t>(s.getIgnoreIndex())));
-        return success();
-      })
-      .Case([&](ConcatOp c) {
-        auto t = c.getType();
-        int64_t axis = c.getAxis(), inner = 1, offset = 0;
-        for (int64_t d = axis + 1; d < t.getRank(); ++d)
-          inner *= t.getDimSize(d);
-        int64_t outAxis = t.getDimSize(axis);
-        for (Value in : c.getInputs()) {
-          auto it = ttype(in);
-          int64_t a = it.getDimSize(axis), n = it.getNumElements();
-          std::string T = ctype(t.getElementType());
-          std::string body = fmt::format(
-              "  for (int64_t i = blockIdx.x * 256ll + threadIdx.x; i < {}ll; "
-              "i += "
-              "(int64_t)gridDim.x * 256) {{\n"
-              "    int64_t o = i / {}ll, r = i % {}ll;\n"
-              "    out[o * {}ll + {}ll + r] = in[i];\n  }}\n",
-              n, a * inner, a * inner, outAxis * inner, offset * inner);
-          launch(out, op,
-                 kernel(fmt::format(
-                            "const {} *__restrict__ in, {} *__restrict__ out",
-                            T, T),
-                        body),
-                 gridFor(n), "256",
-                 fmt::format("{}, {}", ptr(in), ptr(c.getResult())));
-          offset += a;
-        }
-        return success();
-      })
-      .Case<SliceOp, TransposeOp>([&](Operation *o) {
-        // Gather: each output element computes its input offset.
-        auto in = ttype(o->getOperand(0)), res = ttype(o->getResult(0));
-        int64_t rank = in.getRank();
-        SmallVector<int64_t> inStrides(rank, 1);
-        for (int64_t d = rank - 2; d >= 0; --d)
-          inStrides[d] = inStrides[d + 1] * in.getDimSize(d + 1);
-        SmallVector<int64_t> srcStride(rank), srcOffset(rank, 0);
-        if (auto s = dyn_cast<SliceOp>(o)) {
-          for (int64_t d = 0; d < rank; ++d)
-            srcStride[d] = inStrides[d], srcOffset[d] = s.getOffsets()[d];
-        } else {
-          auto perm = cast<TransposeOp>(o).getPermutation();
-          for (int64_t d = 0; d < rank; ++d)
-            srcStride[d] = inStrides[perm[d]];
-        }
-        std::string T = ctype(res.getElementType());
-        std::string body = fmt::format(
-            "  for (int64_t i = blockIdx.x * 256ll + threadIdx.x; i < {}ll; i "
-            "+= "
-            "(int64_t)gridDim.x * 256) {{\n    int64_t rem = i, src = 0;\n",
-            res.getNumElements());
-        for (int64_t d = rank - 1; d >= 0; --d)
-          body += fmt::format(
-              "    src += (rem % {}ll + {}ll) * {}ll; rem /= {}ll;\n",
-              res.getDimSize(d), srcOffset[d], srcStride[d], res.getDimSize(d));
-        body += "    out[i] = in[src];\n  }\n";
-        launch(
-            out, op,
-            kernel(fmt::format(
-                       "const {} *__restrict__ in, {} *__restrict__ out", T, T),
-                   body),
-            gridFor(res.getNumElements()), "256",
-            fmt::format("{}, {}", ptr(o->getOperand(0)), ptr(o->getResult(0))));
-        return success();
-      })
-      .Case([&](PadOp p) {
-        emitPad(out, p);
-        return success();
-      })
-      .Case([&](PadGradOp p) {
-        emitPadGrad(out, p);
-        return success();
-      })
+      .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp>(
+          [&](Operation *o) { return printReduction(out, o); })
+      .Case<SliceOp, TransposeOp>(
+          [&](Operation *o) { return printGather(out, o); })
       .Case([&](ResizeOp r) { return emitResize(out, r); })
       .Case([&](ResizeGradOp r) { return emitResize(out, r); })
-      .Case([&](SGDUpdateOp u) {
-        double mom = dec(u.getMomentum()), damp = dec(u.getDampening()),
-               wd = dec(u.getWeightDecay());
-        // Loss scaling: a5 = grad_scale, a6 = finite (skip when 0).
-        std::string expr =
-            u.getGradScale() ? "float g = a1 / a5" : "float g = a1";
-        if (wd != 0)
-          expr += " + " + floatLit(wd) + " * a0";
-        expr += ";";
-        if (mom != 0) {
-          expr += fmt::format(" float buf = a4 == 1.f ? g : {} * a2 + {} * g;",
-                              floatLit(mom), floatLit(1.0 - damp));
-          expr += u.getNesterov()
-                      ? fmt::format(" g = g + {} * buf;", floatLit(mom))
-                      : " g = buf;";
-          expr += " r1 = buf;";
-        } else {
-          expr += " r1 = a2;";
-        }
-        expr += " r0 = a0 - a3 * g;";
-        SmallVector<EwIn> ins = {{u.getParam()},
-                                 {u.getGrad()},
-                                 {u.getMomentumBuffer()},
-                                 {u.getLr(), "0"},
-                                 {u.getStep(), "0"}};
-        if (u.getFinite()) {
-          ins.append({{u.getGradScale(), "0"}, {u.getFinite(), "0"}});
-          expr += " if (a6 == 0.f) { r0 = a0; r1 = a2; }";
-        }
-        return groupedElementwise(
-            out, op, ins, {u.getNewParam(), u.getNewMomentumBuffer()}, expr);
-      })
-      .Case([&](AdamUpdateOp u) {
-        double b1 = dec(u.getBeta1()), b2 = dec(u.getBeta2()),
-               eps = dec(u.getEpsilon()), wd = dec(u.getWeightDecay());
-        // Loss scaling: a6 = grad_scale, a7 = finite (skip when 0).
-        std::string expr = u.getGradScale() ? "float p = a0, g = a1 / a6;"
-                                            : "float p = a0, g = a1;";
-        if (wd != 0)
-          expr += u.getDecoupled()
-                      ? fmt::format(" p = p * (1.f - a4 * {});", floatLit(wd))
-                      : fmt::format(" g = g + {} * p;", floatLit(wd));
-        expr += fmt::format(
-            " float m = a2 + {} * (g - a2); float v = {} * a3 + {} * g * g;"
-            " float bc1 = 1.f - powf({}, a5), bc2 = 1.f - powf({}, a5);"
-            " r0 = p - (a4 / bc1) * m / (sqrtf(v) / sqrtf(bc2) + {}); r1 = m; "
-            "r2 = v;",
-            floatLit(1.0 - b1), floatLit(b2), floatLit(1.0 - b2), floatLit(b1),
-            floatLit(b2), floatLit(eps));
-        SmallVector<EwIn> ins = {{u.getParam()},   {u.getGrad()},
-                                 {u.getExpAvg()},  {u.getExpAvgSq()},
-                                 {u.getLr(), "0"}, {u.getStep(), "0"}};
-        if (u.getFinite()) {
-          ins.append({{u.getGradScale(), "0"}, {u.getFinite(), "0"}});
-          expr += " if (a7 == 0.f) { r0 = a0; r1 = a2; r2 = a3; }";
-        }
-        return groupedElementwise(
-            out, op, ins,
-            {u.getNewParam(), u.getNewExpAvg(), u.getNewExpAvgSq()}, expr);
-      })
-      // Loss scaling (cnn-precision).
-      .Case([&](AllFiniteOp a) {
-        // flag = 1, then every input clears it on a non-finite element.
-        std::string flag = ptr(a.getResult());
-        launch(out, op, "setFlag", "1", "1", flag);
-        // One multi-tensor kernel per element type (a table of tensor starts
-        // and arena offsets, binary-searched per element), not one per input.
-        std::map<std::string, std::vector<Value>> byType;
-        for (Value in : a.getInputs())
-          byType[ctype(ttype(in).getElementType())].push_back(in);
-        size_t multiTensorKernels = 0;
-        for (auto &[T, vs] : byType) {
-          if (vs.size() == 1) {
-            int64_t n = ttype(vs[0]).getNumElements();
-            launch(out, op, fmt::format("clearIfNonFinite<{}>", T), gridFor(n),
-                   "256", fmt::format("{}, {}ll, {}", ptr(vs[0]), n, flag));
-            continue;
-          }
-          std::string name = fmt::format("af{}", numKernels++);
-          // cnn-select-lowering's "vec8": eight elements per thread.
-          int64_t vec = loweringOf(op) == "vec8" ? 8 : 1;
-          std::vector<int64_t> sizes, offsets;
-          for (Value v : vs) {
-            sizes.push_back(ttype(v).getNumElements() / vec);
-            offsets.push_back(plan.offsetOf(v));
-          }
-          if (failed(checkVec8(op, vs, vec)))
-            return failure();
-          FailureOr<int64_t> chunk = chunkOf(op, multiTensorKernels++);
-          if (failed(chunk))
-            return failure();
-          int64_t chunks = 0;
-          std::string loop =
-              multiTensorLoop(name, sizes, {{"in", offsets}}, *chunk, chunks);
-          std::string check =
-              vec == 8
-                  ? fmt::format("      float v[8];\n"
-                                "      ldv8(reinterpret_cast<const {1} *>(A + "
-                                "{0}_in[lo]) + at * 8, v);\n"
-                                "#pragma unroll\n"
-                                "      for (int k = 0; k < 8; ++k) bad |= "
-                                "!isfinite(v[k]);\n",
-                                name, T)
-                  : fmt::format("      bad |= !isfinite(ld(reinterpret_cast<"
-                                "const {1} *>(A + {0}_in[lo]) + at));\n",
-                                name, T);
-          kernels += fmt::format(
-              "__global__ void __launch_bounds__(256) {0}(const char *A, float "
-              "*flag) {{\n"
-              "  bool bad = false;\n{1}{2}{3}"
-              "  if (__syncthreads_or(bad) && threadIdx.x == 0) *flag = 0.0f;\n"
-              "}}\n\n",
-              name, loop, check, kMultiTensorLoopEnd);
-          out += fmt::format(
-              "  // {} gradients checked in one multi-tensor kernel\n",
-              vs.size());
-          launch(out, op, name,
-                 std::to_string(std::min<int64_t>(chunks, gridLimit())), "256",
-                 fmt::format("A, {}", flag));
-        }
-        return success();
-      })
-      .Case([&](LossScaleUpdateOp u) {
-        launch(out, op, "lossScaleUpdate", "1", "1",
-               fmt::format("{}, {}, {}, {}, {}, {}ll, {}, {}",
-                           ptr(u.getScale()), ptr(u.getGrowthTracker()),
-                           ptr(u.getFinite()), ptr(u.getNewScale()),
-                           ptr(u.getNewGrowthTracker()), u.getGrowthInterval(),
-                           floatLit(u.getGrowthFactor().convertToFloat()),
-                           floatLit(u.getBackoffFactor().convertToFloat())));
-        return success();
-      })
-      .Case([&](UnscaleOp u) {
-        elementwise(out, op, {{u.getInput()}, {u.getScale(), "0"}},
-                    {u.getResult()}, "r0 = a0 / a1;");
-        return success();
-      })
       .Case([&](ClipDivisorOp c) { return emitClipDivisor(out, c); })
-      // Gradient accumulation: the sum for the update and the next state
-      // (zero after the micro-step that applies it).
-      .Case([&](AccumulateGradOp a) {
-        std::string every = floatLit(static_cast<double>(a.getEvery()));
-        elementwise(out, op,
-                    {{a.getAcc()}, {a.getGrad()}, {a.getStep(), "0"}},
-                    {a.getSum(), a.getNewAcc()},
-                    fmt::format("float s = a0 + a1 / {0}; r0 = s; "
-                                "r1 = fmodf(a2, {0}) == 0.f ? 0.f : s;",
-                                every));
-        return success();
-      })
-      .Case([&](AccumulationStepOp a) {
-        std::string every = floatLit(static_cast<double>(a.getEvery()));
-        elementwise(out, op, {{a.getStep(), "0"}},
-                    {a.getApply(), a.getOptimizerStep()},
-                    fmt::format("r0 = fmodf(a0, {0}) == 0.f ? 1.f : 0.f; "
-                                "r1 = ceilf(a0 / {0});",
-                                every),
-                    1);
-        return success();
-      })
-      // Data parallelism (cnn-data-parallel): the bucket's tensors are
-      // reduced in place by NCCL on the communication stream, forked from
-      // the compute stream here and joined before the first reader of a
-      // result (emitFunction), so the rest of the backward pass overlaps.
-      .Case([&](AllReduceOp a) -> LogicalResult {
-        int64_t k = a.getBucketAttr().getValue().getSExtValue();
-        int red = a.getReduction() == "avg"   ? 0
-                  : a.getReduction() == "sum" ? 1
-                  : a.getReduction() == "max" ? 2
-                                              : 3;
-        // NCCL reduces in place; the memory plan keeps a gradient's buffer
-        // alive until its result's last reader. A result it could not put
-        // there (the loss, a returned value: persistent) is copied after a
-        // join right here, before anything can reuse the operand's buffer.
-        int64_t bytes = 0;
-        bool inPlace = true;
-        for (auto [in, r] : llvm::zip(a.getInputs(), a.getResults())) {
-          inPlace &= plan.offsetOf(in) == plan.offsetOf(r);
-          bytes += ttype(in).getNumElements() *
-                   (ttype(in).getElementType().isF16() ? 2 : 4);
-        }
-        if (numBuckets == 0)
-          prepare += "  cnnrt::dist::prepare(ctx, CNNC_NUM_BUCKETS);\n";
-        numBuckets = std::max(numBuckets, k + 1);
-        out += fmt::format("  // all-reduce bucket {}: {} tensors, {} bytes "
-                           "({})\n  cnnrt::dist::begin(ctx, {});\n",
-                           k, a.getInputs().size(), bytes,
-                           a.getReduction().str(), k);
-        for (Value in : a.getInputs())
-          out += fmt::format(
-              "  cnnrt::dist::allReduce(ctx, A + {}, {}ull, {}, {}, \"{}\");\n",
-              plan.offsetOf(in), ttype(in).getNumElements(),
-              ttype(in).getElementType().isF16() ? 1 : 0, red, loc(op));
-        out += fmt::format("  cnnrt::dist::end(ctx, {});\n", k);
-        ++numLaunches;
-        if (!inPlace) {
-          out += fmt::format("  cnnrt::dist::join(ctx, {});\n", k);
-          for (auto [in, r] : llvm::zip(a.getInputs(), a.getResults()))
-            if (plan.offsetOf(in) != plan.offsetOf(r)) {
-              out +=
-                  fmt::format("  ctx.check(cudaMemcpyAsync(A + {}, A + {}, {}, "
-                              "cudaMemcpyDeviceToDevice, s), \"{}\");\n",
-                              plan.offsetOf(r), plan.offsetOf(in),
-                              ttype(in).getNumElements() *
-                                  (ttype(in).getElementType().isF16() ? 2 : 4),
-                              loc(op));
-              ++numLaunches;
-            }
-          return success();
-        }
-        for (Value r : a.getResults())
-          unjoined[r] = k;
-        return success();
-      })
       .Default([&](Operation *o) {
         return o->emitError("CUDA backend: no lowering for '")
                << o->getName() << "'";
