@@ -240,10 +240,16 @@ void setElement(onnx::TensorProto &t, int64_t i, int64_t v) {
   }
 }
 
+/// The element count of a tensor small enough to edit (0 otherwise, also
+/// for dims that would overflow: they come from earlier mutations).
 int64_t elementCount(const onnx::TensorProto &t) {
+  const int64_t cap = int64_t(1) << 20;
   int64_t n = 1;
-  for (int64_t d : t.dims())
-    n = d > 0 && n < (int64_t(1) << 20) ? n * d : 0;
+  for (int64_t d : t.dims()) {
+    if (d <= 0 || d > cap || n > cap)
+      return 0;
+    n *= d;
+  }
   return n;
 }
 
