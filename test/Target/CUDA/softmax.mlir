@@ -13,7 +13,9 @@
 // RUN: %if nvcc %{ %nvcc -std=c++17 -arch=sm_80 -I%cnnc_src/runtime/include -c %t.opt.cu -o %t.opt.o %}
 
 // The kernel reads x[(o * n + k) * inner + i] in f32 and stores T.
-// CHECK: __global__ void softmaxStrided(const T *x, T *y, int64_t outer, int n, int64_t inner)
+// (The kernel is kernels/Softmax.cuh's, printed with the prelude.)
+// CHECK: __global__ void softmaxStrided(const T *x, T *y, int64_t outer, int n,
+// CHECK-NEXT: int64_t inner) {
 // Axis 1 of 2x4x3x3: outer 2, n 4, inner 9.
 // CHECK: softmaxStrided<float><<<1, 256, 0, s>>>({{.*}}, 2ll, 4, 9ll);
 // CHECK-NEXT: "cnn.softmax softmaxStrided<float>"
