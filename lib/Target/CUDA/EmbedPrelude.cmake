@@ -59,6 +59,9 @@ string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," bytes "${hex}")
 # 16 bytes (80 characters) a line (CMake's regex has no {n}).
 string(REPEAT "0x..," 16 line)
 string(REGEX REPLACE "(${line})" "\\1\n" bytes "${bytes}")
+# A byte above 0x7f (UTF-8 in a comment) as a char constant: plain `char` is
+# signed here, where 0xc3 in the braced list would be a narrowing error.
+string(REGEX REPLACE "0x([89a-f][0-9a-f])" "(char)0x\\1" bytes "${bytes}")
 set(out "// Generated from kernels/*.cuh by EmbedPrelude.cmake; do not edit.\n${bytes}0x00\n")
 # Rewritten only when it changes, so that an unrelated edit of a family's
 # comment outside the markers does not recompile EmitCUDA.cpp.
