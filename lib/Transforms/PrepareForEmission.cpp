@@ -66,7 +66,8 @@ bool isVec8(Operation *op) {
 /// least 32 times as many elements as there are results (a LayerNorm's or
 /// a layer scale's weight gradient, [N,H,W,C] -> [C]) and the results fit
 /// gridDim.x; otherwise a thread per result (squeeze-excitation gradients,
-/// per-row sums).
+/// per-row sums). One thread per result left 96 threads summing 200K values
+/// each (ConvNeXt-Tiny: 10 ms per reduction on an H100).
 StringRef reductionStrategy(Operation *op) {
   if (auto s = dyn_cast<SoftmaxOp>(op)) {
     // A contiguous axis (only 1s after it) is a row per block; any other a
