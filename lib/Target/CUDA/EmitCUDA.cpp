@@ -189,6 +189,7 @@ private:
   LogicalResult print(std::string &out, BatchNormStatsOp b);
   LogicalResult print(std::string &out, BatchNormSumsOp b);
   LogicalResult print(std::string &out, BatchNormGradSumsOp b);
+  LogicalResult print(std::string &out, FusedBatchNormAffineReluGradSumsOp b);
   LogicalResult print(std::string &out, FusedBatchNormReluGradOp b);
   LogicalResult print(std::string &out, FusedBatchNormAffineReluGradOp b);
   LogicalResult print(std::string &out, FusedDualBatchNormGradOp b);
@@ -1839,6 +1840,17 @@ LogicalResult Emitter::print(std::string &out, BatchNormGradSumsOp b) {
   return success();
 }
 
+LogicalResult Emitter::print(std::string &out,
+                             FusedBatchNormAffineReluGradSumsOp b) {
+  Operation *op = b;
+  // The same first pass, the ReLU mask recomputed from x (as
+  // fused_batch_norm_affine_relu_grad's).
+  bnGradSums(out, op, isNHWC(op), b.getGradOutput(), {}, b.getInput(),
+             b.getSavedMean(), b.getSavedInvstd(), b.getSumDyXhat(),
+             b.getSumDy(), "float", b.getAlpha(), b.getBeta());
+  return success();
+}
+
 LogicalResult Emitter::print(std::string &out, FusedBatchNormReluGradOp b) {
   Operation *op = b;
   bnGrad(out, op, b.isNHWC(), b.getGradOutput(), b.getReluOutput(),
@@ -2367,7 +2379,8 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
             BiasGradOp, BatchNormOp, BatchNormTrainOp, FusedElementwiseOp,
             FusedConv2DOp, FusedConv2DStatsOp, FusedConv2DBwdFilterOp,
             FusedConv2DBwdDataOp, BatchNormFinalizeOp, BatchNormStatsOp,
-            BatchNormSumsOp, BatchNormGradSumsOp, FusedBatchNormReluGradOp,
+            BatchNormSumsOp, BatchNormGradSumsOp,
+            FusedBatchNormAffineReluGradSumsOp, FusedBatchNormReluGradOp,
             FusedBatchNormAffineReluGradOp, FusedDualBatchNormGradOp,
             BatchNormGradOp, MaxPool2DOp, MaxPool2DGradOp, FusedMaxPool2DOp,
             FusedMaxPool2DBatchNormReluGradOp, MaxPool2DIndexGradOp,
