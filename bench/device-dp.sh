@@ -63,6 +63,9 @@
 #     run while cnnc compiles (DDP_CONCURRENT=0: after the cnnc runs). The table (steady and
 #     whole-run img/s from the `done:`/`data parallel:` lines, scaling,
 #     efficiency, DDP, sync-bn overhead) is bench/dp/scaling.py's.
+#  T  the first steps of ResNet-50 f16 on all GPUs, plain and --sync-bn,
+#     30 steps logged every step, NCCL_GRAPH_REGISTER=1 and 0: where the
+#     whole-run figure loses to the steady state.
 #  R  the runtime's NCCL checks (built there with cmake, ~2 min):
 #     nccl_check with 2 ranks in captured graphs, a rank that leaves after
 #     the rendezvous, a rank that never comes (CNNC_DIST_TIMEOUT=10), a rank
@@ -624,6 +627,36 @@ for name in sys.argv[1:]:
     fail "S: scaling table"
   cat "$OUT/scaling.md" | tee -a "$SUMMARY"
   part_end S
+fi
+
+# ---------------------------------------------------------------- T
+# Where a data-parallel run's whole-run figure loses to its steady state:
+# ResNet-50 f16 b128 on all GPUs, plain and --sync-bn, 30 steps logged
+# every step (step 1 and 2 run uncaptured, step 3 captures the graph),
+# with NCCL's registration of captured buffers on (the default) and off
+# (NCCL_GRAPH_REGISTER=0), and the steady/whole-run figures of each.
+if has T; then
+  part_begin T
+  TW=$W/t
+  mkdir -p "$TW"
+  run t-export 240 $PY -c "
+from cnnc.export import build_model, export_onnx
+export_onnx(build_model('resnet50', None, 0), '$TW/resnet50.onnx', (128, 3, 224, 224), training=True)
+" || fail "T: export (see t-export.log)"
+  build t-r50-g$NG 330 "$TW/resnet50.onnx" --train "${SGD[@]}" --gpus $NG &
+  build t-r50-g$NG-sb 330 "$TW/resnet50.onnx" --train "${SGD[@]}" --gpus $NG --sync-bn &
+  wait
+  for exe in t-r50-g$NG t-r50-g$NG-sb; do
+    check_builds $exe || continue
+    for reg in 1 0; do
+      CUDA_VISIBLE_DEVICES=$ALL NCCL_GRAPH_REGISTER=$reg run "$exe-reg$reg" 120 "$W/$exe" \
+        --data synthetic --steps 30 --log-every 1 --gpus $NG ||
+        fail "T: $exe NCCL_GRAPH_REGISTER=$reg (exit $?)"
+      grep -h "^step [1-5] \|^done:" "$LOGS/$exe-reg$reg.log" |
+        sed "s/^/     $exe NCCL_GRAPH_REGISTER=$reg: /" | tee -a "$SUMMARY"
+    done
+  done
+  part_end T
 fi
 
 # ---------------------------------------------------------------- R

@@ -11,6 +11,7 @@
 #include "cnnrt/Distributed.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -218,9 +219,26 @@ void Context::init() {
   impl_->cache.load(opts_.algoCachePath);
 }
 
+namespace {
+std::atomic<bool> stuck{false}, exitOnStuck{false};
+} // namespace
+
+void markDeviceStuck() { stuck = true; }
+bool deviceStuck() { return stuck; }
+void setExitOnStuckDevice(bool exit) { exitOnStuck = exit; }
+bool exitOnStuckDevice() { return exitOnStuck; }
+
 void Context::release() {
   if (!impl_)
     return;
+  if (deviceStuck()) {
+    // An aborted collective may never drain: any free or destroy would
+    // wait for it. The memory goes back with the process.
+    impl_ = nullptr;
+    arena_ = nullptr;
+    stream_ = copyStream_ = nullptr;
+    return;
+  }
   cudaDeviceSynchronize();
   releaseConvolutions(*impl_);
   releaseMatmuls(*impl_);

@@ -48,11 +48,23 @@ std::string who() { return S().li.describe(); }
 /// prints it and exits 1, the C API returns it (a Python rank under
 /// torchrun gets an exception).
 [[noreturn]] void die(const std::string &what) {
+  std::string message = "cnnrt: error: " + who() + ": " + what;
   if (S().comm)
     ncclCommAbort(S().comm);
   S().comm = nullptr;
-  throw Error(ErrorKind::DataParallel,
-              "cnnrt: error: " + who() + ": " + what);
+  // The aborted communicator's kernels, and the compute stream's waits on
+  // them, may never finish: nothing may synchronize with the device now.
+  markDeviceStuck();
+  if (exitOnStuckDevice()) {
+    // The executable: unwinding would run destructors that free device
+    // memory, which waits for the device (nccl_check's rank 0 hung there
+    // when its peer left).
+    std::fflush(stdout);
+    std::fprintf(stderr, "%s\n", message.c_str());
+    std::fflush(stderr);
+    std::_Exit(kExitError);
+  }
+  throw Error(ErrorKind::DataParallel, message);
 }
 
 /// Polls a non-blocking communicator until `r` (the result of the last
@@ -174,6 +186,29 @@ namespace {
 void sumHostHook(Context &ctx, int64_t *values, int n);
 } // namespace
 
+/// One eager all-reduce of each element type and reduction a step uses
+/// (f16/f32; avg, sum, max), each at three sizes (NCCL picks its protocol
+/// by size), before the step runs: CUDA loads NCCL's kernels lazily, on
+/// their first launch, and that happened in the first training step (on 4
+/// H200s the first uncaptured ResNet-50 step took ~130 ms instead of ~20,
+/// bench/device-dp.sh part T). Now it is start-up, which is what it is.
+static void warmUp(Context &ctx) {
+  State &s = S();
+  const size_t elems = size_t(1) << 20; // 4 MiB of f32
+  void *buf = nullptr;
+  ctx.check(cudaMalloc(&buf, elems * sizeof(float)),
+            "data parallel: warm-up buffer");
+  ctx.check(cudaMemsetAsync(buf, 0, elems * sizeof(float), s.comm_stream),
+            "data parallel: warm-up buffer");
+  for (ncclDataType_t t : {ncclFloat16, ncclFloat32})
+    for (ncclRedOp_t op : {ncclAvg, ncclSum, ncclMax})
+      for (size_t n : {size_t(256), size_t(32) << 10, elems})
+        checkNccl(ncclAllReduce(buf, buf, n, t, op, s.comm, s.comm_stream),
+                  "ncclAllReduce (warm-up)");
+  waitStream(ctx, s.comm_stream, "data parallel: warm-up");
+  cudaFree(buf);
+}
+
 void prepare(Context &ctx, int numBuckets) {
   State &s = S();
   if (!s.ready) {
@@ -214,6 +249,7 @@ void prepare(Context &ctx, int numBuckets) {
       ctx.fail("data parallel",
                li.describe() + ": the handshake counted " +
                    std::to_string(ranks) + " ranks");
+    warmUp(ctx);
   }
   while ((int)s.done_ev.size() < numBuckets) {
     cudaEvent_t a, b;

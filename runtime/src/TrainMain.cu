@@ -851,7 +851,11 @@ int runTraining(int argc, char **argv, const ModelSpec &spec) {
       pipe->consume(slot);
     const double lr = plan.lr.at(step);
     launchSetScalars(ctx, static_cast<float>(lr), step);
-    if (o.graph && runSteps == 3 && !graphExec) {
+    // Captured after one uncaptured step, which does the libraries' first
+    // calls (their lazy set-up cannot be captured); with CNNRT_PROFILE the
+    // second runs uncaptured too, timed per launch.
+    if (o.graph && runSteps == (ctx.options().profile ? 3 : 2) &&
+        !graphExec) {
       ctx.check(
           cudaStreamBeginCapture(ctx.stream(), cudaStreamCaptureModeRelaxed),
           "CUDA graph capture");
@@ -1007,6 +1011,9 @@ int trainMain(int argc, char **argv, const ModelSpec &spec) {
   // The executable's boundary for the runtime's errors: the message the
   // library would have printed and its exit code (1, 2 out of GPU memory, 3
   // no GPU), after the stack's destructors have given back what they held.
+  // A dead peer ends the process at once (dist's die), not through the
+  // destructors, which would wait on the aborted collectives.
+  setExitOnStuckDevice(true);
   try {
     return runTraining(argc, argv, spec);
   } catch (const Error &e) {

@@ -131,6 +131,8 @@ static int run(int argc, char **argv) {
 // A runtime error (cnnrt::Error) is reported as trainMain reports it: its
 // message and exit code (3 without a GPU: ctest's SKIP_RETURN_CODE).
 int main(int argc, char **argv) {
+  // As the executable: a dead peer ends the process (exit 1) at once.
+  cnnrt::setExitOnStuckDevice(true);
   try {
     return run(argc, argv);
   } catch (const cnnrt::Error &e) {

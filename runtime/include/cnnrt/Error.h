@@ -55,6 +55,19 @@ private:
   ErrorKind kind_;
 };
 
+/// A failure that leaves work on the device that may never finish: a
+/// collective of an aborted NCCL communicator (a peer died or hangs).
+/// Afterwards Context teardown gives nothing back to CUDA (freeing
+/// synchronizes, and would wait forever); the process should end soon.
+void markDeviceStuck();
+bool deviceStuck();
+/// The standalone executable (trainMain) sets this: such a failure then
+/// prints its message and ends the process at once (exit 1), as nothing on
+/// the stack could be torn down without waiting on the device. A library
+/// caller (the C API) gets the Error instead.
+void setExitOnStuckDevice(bool exit);
+bool exitOnStuckDevice();
+
 } // namespace cnnrt
 
 #endif // CNNRT_ERROR_H
