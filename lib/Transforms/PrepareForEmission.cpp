@@ -52,6 +52,9 @@ constexpr int64_t kBlocksPerSM = 32;
 /// A multi-tensor group's chunks are made small enough that about this many
 /// blocks per SM get one.
 constexpr int64_t kChunkBlocksPerSM = 8;
+/// The NHWC partial-sum kernels' block budget as measured on the H100 (2048
+/// blocks for its 132 SMs), in proportion to the target's SMs.
+constexpr int64_t kPartialBlocksH100 = 2048, kSMsH100 = 132;
 
 int64_t numElements(Value v) {
   return cast<RankedTensorType>(v.getType()).getNumElements();
@@ -216,11 +219,16 @@ struct PrepareForEmission
         }
         SmallVector<int64_t> chunks = multiTensorChunks(&op, groupUnits);
         numMultiTensor += chunks.size();
+        int64_t partialBlocks =
+            usesChannelPartialSums(&op)
+                ? std::max<int64_t>(1, sms * kPartialBlocksH100 / kSMsH100)
+                : 0;
         op.setAttr(kLaunchAttr,
                    LaunchAttr::get(ctx, gridLimit, reduction,
                                    chunks.empty()
                                        ? DenseI64ArrayAttr()
-                                       : DenseI64ArrayAttr::get(ctx, chunks)));
+                                       : DenseI64ArrayAttr::get(ctx, chunks),
+                                   partialBlocks));
         ++numLaunch;
       }
     }

@@ -68,7 +68,7 @@ func.func @stray_strategy(%a: tensor<8xf32>) -> tensor<8xf32> {
 // cnn-select-lowering's channel sums run bias_grad's kernels: no strategy.
 func.func @channel_sum_strategy(%x: tensor<2x4x4x16xf32>) -> tensor<1x1x1x16xf32> {
   // expected-error @+1 {{'cnn.launch' on 'cnn.reduce_sum' has a reduction strategy}}
-  %s = cnn.reduce_sum %x {axes = array<i64: 0, 1, 2>, cnn.lowering = "channel_sum_vec8", cnn.launch = #cnn.launch<grid_limit = 4224, reduction = "block_per_result">} : (tensor<2x4x4x16xf32>) -> tensor<1x1x1x16xf32>
+  %s = cnn.reduce_sum %x {axes = array<i64: 0, 1, 2>, cnn.lowering = "channel_sum_vec8", cnn.launch = #cnn.launch<grid_limit = 4224, reduction = "block_per_result", partial_blocks = 2048>} : (tensor<2x4x4x16xf32>) -> tensor<1x1x1x16xf32>
   return %s : tensor<1x1x1x16xf32>
 }
 
@@ -77,5 +77,30 @@ func.func @channel_sum_strategy(%x: tensor<2x4x4x16xf32>) -> tensor<1x1x1x16xf32
 func.func @not_launch(%a: tensor<8xf32>) -> tensor<8xf32> {
   // expected-error @+1 {{'cnn.launch' on an operation must be a #cnn.launch, got 4224}}
   %r = cnn.relu %a {cnn.launch = 4224} : (tensor<8xf32>) -> tensor<8xf32>
+  return %r : tensor<8xf32>
+}
+
+// -----
+
+// NHWC per-channel sums without their block budget.
+func.func @missing_partial_blocks(%x: tensor<2x4x4x16xf32>) -> tensor<1x1x1x16xf32> {
+  // expected-error @+1 {{'cnn.launch' on 'cnn.reduce_sum' needs partial_blocks (its per-channel sums run as partial sums over row tiles)}}
+  %s = cnn.reduce_sum %x {axes = array<i64: 0, 1, 2>, cnn.lowering = "channel_sum_vec8", cnn.launch = #cnn.launch<grid_limit = 4224>} : (tensor<2x4x4x16xf32>) -> tensor<1x1x1x16xf32>
+  return %s : tensor<1x1x1x16xf32>
+}
+
+// -----
+
+func.func @stray_partial_blocks(%a: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{'cnn.launch' on 'cnn.relu' has partial_blocks, which only NHWC per-channel sums take}}
+  %r = cnn.relu %a {cnn.launch = #cnn.launch<grid_limit = 4224, partial_blocks = 2048>} : (tensor<8xf32>) -> tensor<8xf32>
+  return %r : tensor<8xf32>
+}
+
+// -----
+
+func.func @negative_partial_blocks(%a: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{#cnn.launch: partial_blocks must be in [1, 2^31 - 1] where given, got -1}}
+  %r = cnn.relu %a {cnn.launch = #cnn.launch<grid_limit = 4224, partial_blocks = -1>} : (tensor<8xf32>) -> tensor<8xf32>
   return %r : tensor<8xf32>
 }

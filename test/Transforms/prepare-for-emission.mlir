@@ -7,14 +7,15 @@
 // Each result of a reduction over 8*56*56 elements (32 times more than the
 // 96 results or more): a block per result; 16 elements each for 128
 // results: a thread per result. cnn-select-lowering's channel sums run
-// bias_grad's kernels: no reduction strategy. Softmax over the last axis is
+// bias_grad's two-pass kernels: no reduction strategy, a block budget for
+// the partial sums (2048 on 132 SMs, 1675 on 108). Softmax over the last axis is
 // a row per block, over an inner one a thread per (outer, inner) pair.
 // Library calls and views get no launch decision.
 // CHECK: module attributes {cnn.target = #cnn.target<arch = "sm_90", sms = 132, max_threads = 1024, smem_per_block = 232448>}
 // CHECK-LABEL: func.func @decisions
 // CHECK: cnn.reduce_sum {{.*}}cnn.launch = #cnn.launch<grid_limit = 4224, reduction = "block_per_result">
 // CHECK: cnn.reduce_max {{.*}}cnn.launch = #cnn.launch<grid_limit = 4224, reduction = "thread_per_result">
-// CHECK: cnn.reduce_mean {{.*}}cnn.launch = #cnn.launch<grid_limit = 4224>
+// CHECK: cnn.reduce_mean {{.*}}cnn.launch = #cnn.launch<grid_limit = 4224, partial_blocks = 2048>
 // CHECK: cnn.softmax {{.*}}cnn.launch = #cnn.launch<grid_limit = 4224, reduction = "block_per_result">
 // CHECK: cnn.softmax {{.*}}cnn.launch = #cnn.launch<grid_limit = 4224, reduction = "thread_per_result">
 // CHECK: cnn.matmul
@@ -28,6 +29,7 @@
 // SM80: module attributes {cnn.target = #cnn.target<arch = "sm_80", sms = 108, max_threads = 1024, smem_per_block = 166912>}
 // SM80: cnn.reduce_sum {{.*}}cnn.launch = #cnn.launch<grid_limit = 3456, reduction = "block_per_result">
 // SM80: cnn.reduce_max {{.*}}cnn.launch = #cnn.launch<grid_limit = 3456, reduction = "thread_per_result">
+// SM80: cnn.reduce_mean {{.*}}cnn.launch = #cnn.launch<grid_limit = 3456, partial_blocks = 1675>
 // ARCH: error: cnn-prepare-for-emission: unknown GPU architecture 'sm_75' (known: sm_80, sm_86, sm_89, sm_90, sm_90a)
 func.func @decisions(%x: tensor<8x56x56x96xf32>, %y: tensor<8x4x4x96xf32>, %w: tensor<10x96xf32>, %z: tensor<8x96xf32>) -> (tensor<1x1x1x96xf32>, tensor<8x4x4x1xf32>, tensor<1x1x1x96xf32>, tensor<8x96xf32>, tensor<8x4x4x96xf32>, tensor<80xf32>) {
   %s = cnn.reduce_sum %x {axes = array<i64: 0, 1, 2>} : (tensor<8x56x56x96xf32>) -> tensor<1x1x1x96xf32>
@@ -63,11 +65,13 @@ func.func @kept_target(%a: tensor<64x64xf16>, %b: tensor<64x64xf16>, %c: tensor<
 }
 
 // The pipeline runs the pass last (after the memory plan): SimpleCNN's step
-// for the default sm_90. all_finite checks the f16 and the f32 gradients in
+// for the default sm_90. The NHWC bias gradient sums per channel in partial
+// sums; all_finite checks the f16 and the f32 gradients in
 // a kernel each; the SGD updates are one multi-tensor kernel, whose chunk
 // the group's last member carries.
 // STEP: module attributes {{{.*}}cnn.target = #cnn.target<arch = "sm_90", sms = 132
 // STEP-LABEL: func.func @train_step
+// STEP: cnn.bias_grad {{.*}}cnn.launch = #cnn.launch<grid_limit = 4224, partial_blocks = 2048>
 // STEP: cnn.all_finite {{.*}}cnn.launch = #cnn.launch<grid_limit = 4224, chunks = [256, 256]>
 // STEP: cnn.sgd_update {{.*}}cnn.launch = #cnn.launch<grid_limit = 4224>
 // STEP: cnn.sgd_update {{.*}}cnn.launch = #cnn.launch<grid_limit = 4224, chunks = [256]>

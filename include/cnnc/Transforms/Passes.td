@@ -953,7 +953,12 @@ def CNNPrepareForEmission : Pass<"cnn-prepare-for-emission", "mlir::ModuleOp"> {
         clip_divisor): each kernel's chunk of units, at most 8192 (1024 in
         the eight-element "vec8" form) and smaller for a small group, so
         that about 8 blocks per SM still get one (a multiple of 256, at
-        least 256).
+        least 256);
+      - `partial_blocks` on the ops that sum an NHWC tensor per channel
+        through partial sums over row tiles (bias_grad, the BatchNorm
+        statistics, sums and gradients in NHWC, fused_conv2d_stats, the
+        "channel_sum" reductions): the most blocks of a partial-sum kernel,
+        2048 on the H100's 132 SMs (measured) in proportion to the target's.
       Library calls alone (conv2d and its gradients, matmul, all_reduce)
       and views (reshape, flatten) get nothing.
 

@@ -203,6 +203,16 @@ LogicalResult verifyCNNAttr(function_ref<InFlightDiagnostic()> emitError,
       return emitError() << "'" << name << "' on '" << op->getName()
                          << "' has a reduction strategy, which only "
                             "reductions and softmax take";
+    // The partial-sum block budget likewise: where the op has such kernels.
+    bool partial = usesChannelPartialSums(op);
+    if (partial && !l.getPartialBlocks())
+      return emitError() << "'" << name << "' on '" << op->getName()
+                         << "' needs partial_blocks (its per-channel sums run "
+                            "as partial sums over row tiles)";
+    if (!partial && l.getPartialBlocks())
+      return emitError() << "'" << name << "' on '" << op->getName()
+                         << "' has partial_blocks, which only NHWC "
+                            "per-channel sums take";
     // A block per result: one block per result element, gridDim.x's bound.
     if (needs && l.getReduction().getValue() == "block_per_result" &&
         !isa<SoftmaxOp>(op) &&

@@ -38,7 +38,8 @@ LogicalResult TargetAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 
 LogicalResult LaunchAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                  int64_t gridLimit, StringAttr reduction,
-                                 DenseI64ArrayAttr chunks) {
+                                 DenseI64ArrayAttr chunks,
+                                 int64_t partialBlocks) {
   // gridDim.x is at most 2^31 - 1.
   if (gridLimit < 1 || gridLimit > std::numeric_limits<int32_t>::max())
     return emitError() << "#cnn.launch: grid_limit must be in [1, 2^31 - 1], "
@@ -60,7 +61,24 @@ LogicalResult LaunchAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                               "multiple of 256 units, got "
                            << c;
   }
+  if (partialBlocks < 0 || partialBlocks > std::numeric_limits<int32_t>::max())
+    return emitError() << "#cnn.launch: partial_blocks must be in [1, 2^31 - "
+                          "1] where given, got "
+                       << partialBlocks;
   return success();
+}
+
+bool cnnc::cnn::usesChannelPartialSums(Operation *op) {
+  if (isa<ReduceSumOp, ReduceMeanOp>(op)) {
+    auto lowering = op->getAttrOfType<StringAttr>("cnn.lowering");
+    return lowering && lowering.getValue().starts_with("channel_sum");
+  }
+  return isNHWC(op) &&
+         isa<BiasGradOp, BatchNormTrainOp, BatchNormStatsOp, BatchNormSumsOp,
+             BatchNormGradSumsOp, FusedBatchNormAffineReluGradSumsOp,
+             FusedBatchNormReluGradOp, FusedBatchNormAffineReluGradOp,
+             BatchNormGradOp, FusedDualBatchNormGradOp,
+             FusedMaxPool2DBatchNormReluGradOp, FusedConv2DStatsOp>(op);
 }
 
 bool cnnc::cnn::needsReductionStrategy(Operation *op) {

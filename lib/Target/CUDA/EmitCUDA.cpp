@@ -804,8 +804,9 @@ static int64_t channelInner(RankedTensorType t) {
 
 /// How nhwcPartial's kernels split M rows of C channels: `lanes` threads
 /// across channels (eight channels each when `vec`), `colBlocks` blocks across
-/// channels and `tiles` of `rowsPerTile` rows, enough to fill the GPU (~2048
-/// blocks) within the kNhwcScratchDoubles per sum of nhwcScratch.
+/// channels and `tiles` of `rowsPerTile` rows, enough to fill the GPU (at most
+/// `blocks`: #cnn.launch's partial_blocks) within the kNhwcScratchDoubles per
+/// sum of nhwcScratch.
 struct NhwcTiling {
   bool vec;
   int64_t lanes, colBlocks, tiles, rowsPerTile;
@@ -818,14 +819,14 @@ struct NhwcTiling {
     return fmt::format("dim3({}, {})", lanes, 256 / lanes);
   }
 };
-static NhwcTiling nhwcTiling(int64_t M, int64_t C, bool vec) {
+static NhwcTiling nhwcTiling(int64_t M, int64_t C, bool vec, int64_t blocks) {
   NhwcTiling t;
   // Eight channels per thread (16-byte loads): cnn-select-lowering's "vec8"
   // (C % 8 == 0, so rows stay 16-byte aligned).
   t.vec = vec;
   t.lanes = t.vec ? std::min<int64_t>(C / 8, 32) : 32;
   t.colBlocks = t.vec ? (C / 8 + t.lanes - 1) / t.lanes : (C + 31) / 32;
-  t.tiles = std::max<int64_t>(1, std::min({(M + 63) / 64, 2048 / t.colBlocks,
+  t.tiles = std::max<int64_t>(1, std::min({(M + 63) / 64, blocks / t.colBlocks,
                                            kNhwcScratchDoubles / C}));
   t.rowsPerTile = (M + t.tiles - 1) / t.tiles;
   t.tiles = (M + t.rowsPerTile - 1) / t.rowsPerTile;
@@ -842,7 +843,7 @@ int64_t Emitter::nhwcPartial(std::string &out, Operation *op, int mode, Value a,
   StringRef lowering = loweringOf(op);
   bool vec = lowering == "vec8" || lowering == "channel_sum_vec8" ||
              isa<FusedConv2DStatsOp>(op);
-  NhwcTiling tl = nhwcTiling(M, C, vec);
+  NhwcTiling tl = nhwcTiling(M, C, vec, launchOf.getPartialBlocks());
   std::string T = ctype(t.getElementType());
   auto orNull = [&](Value v, const std::string &type) {
     return v ? ptr(v) : fmt::format("({} *)nullptr", type);
@@ -871,7 +872,7 @@ LogicalResult Emitter::poolBnGrad(std::string &out,
            << op.getInput().getType();
   auto x = op.getInput().getType();
   int64_t C = x.getDimSize(3), M = x.getNumElements() / C;
-  NhwcTiling tl = nhwcTiling(M, C, /*vec=*/true);
+  NhwcTiling tl = nhwcTiling(M, C, /*vec=*/true, launchOf.getPartialBlocks());
   std::string T = ctype(x.getElementType()),
               S = ctype(ttype(op.getScale()).getElementType());
   std::string pp = poolParams(x, op.getGradOutput().getType(), op.getKernel(),
@@ -925,7 +926,7 @@ void Emitter::dualBnGrad(std::string &out, FusedDualBatchNormGradOp op) {
   }
   auto t = op.getGradOutput().getType();
   int64_t C = t.getDimSize(3), M = t.getNumElements() / C;
-  NhwcTiling tl = nhwcTiling(M, C, /*vec=*/true);
+  NhwcTiling tl = nhwcTiling(M, C, /*vec=*/true, launchOf.getPartialBlocks());
   std::string T = ctype(t.getElementType()),
               S = ctype(ttype(op.getScaleA()).getElementType());
   launch(out, op, fmt::format("dualBnGradPartial8<{}>", T), tl.grid(),
@@ -2368,6 +2369,9 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
            << op->getName()
            << "' has no cnn.launch: run cnn-prepare-for-emission (the CUDA "
               "target's pipeline, cnn-gpu-pipeline) first";
+  if (launchOf && usesChannelPartialSums(op) && !launchOf.getPartialBlocks())
+    return op->emitError("CUDA backend: '")
+           << op->getName() << "' has no partial_blocks in its cnn.launch";
   if (launchOf && needsReductionStrategy(op) && !launchOf.getReduction())
     return op->emitError("CUDA backend: '")
            << op->getName() << "' has no reduction strategy in its cnn.launch";

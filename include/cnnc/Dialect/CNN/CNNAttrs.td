@@ -62,10 +62,14 @@ def CNN_LaunchAttr : AttrDef<CNN_Dialect, "Launch"> {
     - `chunks` (multi-tensor kernels only): the units (elements, or vectors
       of eight) of one block's chunk, one entry per multi-tensor kernel the
       op launches, each a positive multiple of 256.
+    - `partial_blocks` (the ops whose per-channel sums of an NHWC tensor
+      run as partial sums over row tiles, then a finishing kernel: required
+      there, absent elsewhere): the most blocks of a partial-sum kernel.
   }];
   let parameters = (ins "int64_t":$grid_limit,
                         OptionalParameter<"::mlir::StringAttr">:$reduction,
-                        OptionalParameter<"::mlir::DenseI64ArrayAttr">:$chunks);
+                        OptionalParameter<"::mlir::DenseI64ArrayAttr">:$chunks,
+                        DefaultValuedParameter<"int64_t", "0">:$partial_blocks);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }

@@ -163,6 +163,11 @@ constexpr const char *kLaunchAttr = "cnn.launch";
 /// Whether `op` needs #cnn.launch's `reduction` (reduce_sum, reduce_mean and
 /// reduce_max other than the "channel_sum" lowerings; softmax).
 bool needsReductionStrategy(mlir::Operation *op);
+/// Whether `op` sums an NHWC tensor per channel through partial sums over
+/// row tiles (#cnn.launch's `partial_blocks`): bias_grad, the BatchNorm
+/// statistics, sums and gradients in NHWC, fused_conv2d_stats, and the
+/// "channel_sum" reductions.
+bool usesChannelPartialSums(mlir::Operation *op);
 /// Whether the CUDA lowering of `op` (an op of a function's body) launches
 /// a generated kernel, and so needs #cnn.launch: all but library calls
 /// (conv2d and its gradients, matmul, all_reduce), views (reshape, flatten)
