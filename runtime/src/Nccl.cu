@@ -43,27 +43,31 @@ State &S() {
 
 std::string who() { return S().li.describe(); }
 
-/// Aborts the communicator (peers blocked on us see an error, not a hang;
-/// our own collectives in flight end) and throws the failure: trainMain
-/// prints it and exits 1, the C API returns it (a Python rank under
-/// torchrun gets an exception).
+/// A peer died, hangs or NCCL failed: the executable (trainMain,
+/// nccl_check) prints the message and exits 1; a library caller (the C API:
+/// a Python rank under torchrun) gets it as an Error after the
+/// communicator is aborted.
 [[noreturn]] void die(const std::string &what) {
   std::string message = "cnnrt: error: " + who() + ": " + what;
-  if (S().comm)
-    ncclCommAbort(S().comm);
-  S().comm = nullptr;
   // The aborted communicator's kernels, and the compute stream's waits on
   // them, may never finish: nothing may synchronize with the device now.
   markDeviceStuck();
   if (exitOnStuckDevice()) {
-    // The executable: unwinding would run destructors that free device
-    // memory, which waits for the device (nccl_check's rank 0 hung there
-    // when its peer left).
+    // The executable: the message first, then the process ends; its exit
+    // is what the peers see (their launcher stops them). Neither unwinding
+    // (its cudaFrees wait for the device) nor ncclCommAbort (which can
+    // wait for a collective stuck in flight) comes first: after f51af17
+    // nccl_check's rank 0 printed nothing for 120 s when its peer left.
     std::fflush(stdout);
     std::fprintf(stderr, "%s\n", message.c_str());
     std::fflush(stderr);
     std::_Exit(kExitError);
   }
+  // A library caller (the C API under torchrun) gets the error; peers
+  // blocked on this rank see the abort, not a hang.
+  if (S().comm)
+    ncclCommAbort(S().comm);
+  S().comm = nullptr;
   throw Error(ErrorKind::DataParallel, message);
 }
 
