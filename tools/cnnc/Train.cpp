@@ -612,11 +612,22 @@ LogicalResult cnnc::driver::trainReference(const DriverOptions &options,
           auto pub =
               step.getArgAttrOfType<DenseI64ArrayAttr>(i, "cnn.public_shape");
           ArrayRef<int64_t> want = pub ? pub.asArrayRef() : type.getShape();
-          return fail(c, llvm::formatv("the value of '{0}' has the wrong shape "
-                                       "({1}, expected {2})",
-                                       name, dimsText(args[i].shape),
-                                       dimsText(want))
-                             .str());
+          // The batch and the labels have no name: say which they are (a
+          // model whose output batch is not its input's made "the value of
+          // ''").
+          std::string what =
+              (int)i == imageArg    ? std::string("the input batch")
+              : (int)i == labelsArg ? std::string("the labels tensor")
+                                    : "the value of '" + name + "'";
+          return fail(
+              c, llvm::formatv("{0} has the wrong shape ({1}, expected {2}){3}",
+                               what, dimsText(args[i].shape), dimsText(want),
+                               (int)i == labelsArg
+                                   ? ": one label per input image, but the "
+                                     "model's output has another batch than "
+                                     "its input"
+                                   : "")
+                     .str());
         }
       }
     }
