@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 B=${SAN_BUILD_DIR:-build-san}
 ./scripts/sanitizer-build.sh cnnc cnnc-opt cnnc-translate cnnc-unittests cnnc-reference-run \
   cnnrt_host_tests \
-  cnnc-fuzz-{cnnw,npy,cnnt,cifar,image,onnx,onnx-model,pipeline,safetensors}-replay
+  cnnc-fuzz-{cnnw,npy,cnnt,cifar,image,onnx,onnx-model,pipeline,safetensors,reference,train-step}-replay
 B=$(realpath "$B")
 # LLVM's static singletons live until exit: no leak checking.
 # allow_user_poisoning=0: see scripts/fuzz.sh (LLVM's allocator poisoning
@@ -17,7 +17,8 @@ export ASAN_OPTIONS=detect_leaks=0:abort_on_error=0:halt_on_error=1:allow_user_p
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 "$B/bin/cnnc-unittests"
 "$B/bin/cnnrt_host_tests"
-for t in cnnw npy cnnt cifar image onnx onnx-model pipeline safetensors; do
+for t in cnnw npy cnnt cifar image onnx onnx-model pipeline safetensors reference \
+  train-step; do
   CNNC_FUZZ_ONNX_DATA_DIR=fuzz/regressions/onnx \
     "$B/bin/cnnc-fuzz-$t-replay" "fuzz/regressions/$t" "fuzz/corpus/$t"
 done
