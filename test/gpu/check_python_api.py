@@ -272,8 +272,10 @@ def check_runtime_errors(cnnc, ctor):
         del os.environ["CNNRT_CONV_FUSION"]
     work = tempfile.mkdtemp(prefix="cnnc-oom-")
     onnx_path, lib_path = os.path.join(work, "simple.onnx"), os.path.join(work, "libhuge.so")
-    subprocess.run([sys.executable, "-m", "cnnc.export", "simplecnn", onnx_path], check=True,
-                   capture_output=True)
+    # In this process: a child `python -m cnnc.export` does not see the
+    # sys.path entry above (the first device run failed so).
+    from cnnc.export import export_named
+    export_named("simplecnn", onnx_path, batch=1)
     arch = "sm_%d%d" % torch.cuda.get_device_capability()
     subprocess.run([tools.find_tool("cnnc"), onnx_path, "--train", "--batch", "4000000",
                     "--arch", arch, "--emit", "lib", "-o", lib_path], check=True,
