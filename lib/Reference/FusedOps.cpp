@@ -421,6 +421,16 @@ LogicalResult execSums(cnn::BatchNormSumsOp op,
   return success();
 }
 
+/// The recomputed ReLU mask of the fused BN gradients: whether the
+/// forward's relu(x * alpha + beta) was positive, its normalization as the
+/// fused_elementwise computes it (a rounded f32 product, then the sum),
+/// rounded to the stored type (`half`: f16) as y was.
+bool affineReluPositive(float x, float alpha, float beta, bool half) {
+  volatile float p = x * alpha;
+  float v = p + beta;
+  return (half ? roundToHalf(v) : v) > 0;
+}
+
 /// batch_norm_grad_sums: batch_norm_grad's grad_bias and grad_scale sums;
 /// fused_batch_norm_affine_relu_grad_sums (`alphaV`, `betaV` given): of dy
 /// masked by the ReLU of the forward's x * alpha + beta, recomputed as
@@ -439,14 +449,8 @@ LogicalResult execGradSums(Value dyV, Value xV, Value meanV, Value invstdV,
   std::vector<double> sdy(ch.channels, 0), sdx(ch.channels, 0);
   for (int64_t i = 0; i < x.numel(); ++i) {
     int64_t k = ch(i);
-    if (alpha) {
-      // The forward's normalization as its fused_elementwise computes it
-      // (a rounded f32 product, then the sum), rounded to the stored type.
-      volatile float p = x.data[i] * alpha[k];
-      float v = p + beta[k];
-      if (!((half ? roundToHalf(v) : v) > 0))
-        continue;
-    }
+    if (alpha && !affineReluPositive(x.data[i], alpha[k], beta[k], half))
+      continue;
     double g = dy.data[i];
     sdy[k] += g;
     sdx[k] += g * ((double)x.data[i] - mean.data[k]) * invstd.data[k];
@@ -485,12 +489,8 @@ LogicalResult execBnReluGrad(Operation *op, const Tensor &dy, Value yV,
       return y->data[i] > 0;
     if (!alpha)
       return true;
-    // The forward's normalization, as its fused_elementwise computes it (a
-    // rounded f32 product, then the sum), rounded to the stored type.
     int64_t k = ch(i);
-    volatile float p = x.data[i] * alpha[k];
-    float v = p + beta[k];
-    return (half ? roundToHalf(v) : v) > 0;
+    return affineReluPositive(x.data[i], alpha[k], beta[k], half);
   };
   auto g = [&](int64_t i) {
     float v = positive(i) ? dy.data[i] : 0.0f;

@@ -342,12 +342,14 @@ struct RecomputeReluMaskOfGradSums
     if (!ab)
       return rewriter.notifyMatchFailure(s, "y is not relu(norm(x))");
     auto [alpha, beta] = *ab;
-    auto layout = rewriter.getNamedAttr("layout", s.getLayoutAttr());
+    // What the masked elementwise below needs, read before `s` is erased.
+    Value x = s.getInput();
+    Layout layout = s.getLayout();
     auto fused = FusedBatchNormAffineReluGradSumsOp::create(
         rewriter, s.getLoc(), s->getResultTypes(),
-        ValueRange{rg.getGradOutput(), s.getInput(), s.getSavedMean(),
-                   s.getSavedInvstd(), alpha, beta},
-        {layout});
+        ValueRange{rg.getGradOutput(), x, s.getSavedMean(), s.getSavedInvstd(),
+                   alpha, beta},
+        {rewriter.getNamedAttr("layout", s.getLayoutAttr())});
     rewriter.replaceOp(s, fused->getResults());
     ++counts.bnReluMasksRecomputed;
     // The sums and their all-reduce up to where dy is final (before the
@@ -363,8 +365,8 @@ struct RecomputeReluMaskOfGradSums
     rewriter.setInsertionPoint(rg);
     FusedElementwiseOp masked = makeFusedElementwise(
         rewriter, rg.getLoc(), TypeRange{rg.getType()},
-        ValueRange{rg.getGradOutput(), s.getInput(), alpha, beta}, {0, 0, 1, 1},
-        s.getLayout(), [&](ScalarBuilder &b, ValueRange a) {
+        ValueRange{rg.getGradOutput(), x, alpha, beta}, {0, 0, 1, 1}, layout,
+        [&](ScalarBuilder &b, ValueRange a) {
           // The forward's x * alpha + beta (the same ops, so the same
           // rounding and contraction), rounded as the stored y was.
           Value y = b.add(b.mul(a[1], a[2]), a[3]);
