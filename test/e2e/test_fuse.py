@@ -127,6 +127,26 @@ def test_fuse_preserves_step(tmp_path, name, batch, hw, tol, layout):
     assert worst <= tol
 
 
+def assert_recompute_matches_stored(base, pre, tmp):
+    """cnn-fuse after `pre` on `base`, with recompute-relu-mask=true and
+    =false: one reference step of each gives the same loss and state bit for
+    bit. Returns the two fused steps' text by the option's value."""
+    steps, texts = {}, {}
+    for recompute in ("true", "false"):
+        out = tmp / ("fused-%s.mlir" % recompute)
+        subprocess.run([tool("cnnc-opt"), str(base)] + pre +
+                       ["--cnn-fuse=recompute-relu-mask=%s" % recompute, "-o", str(out)],
+                       check=True)
+        texts[recompute] = out.read_text()
+        steps[recompute] = run_step(out, tmp, recompute)
+    (l0, s0), (l1, s1) = steps["false"], steps["true"]
+    assert l0 == l1
+    assert s0.keys() == s1.keys()
+    for k in s0:
+        assert np.array_equal(np.asarray(s0[k]), np.asarray(s1[k])), k
+    return texts
+
+
 @pytest.mark.parametrize("precision", ["fp32", "fp16"])
 def test_recomputed_relu_mask_is_the_stored_one(tmp_path, precision):
     """fused_batch_norm_affine_relu_grad recomputes the ReLU mask as
@@ -139,20 +159,9 @@ def test_recomputed_relu_mask_is_the_stored_one(tmp_path, precision):
     onnx = exported_with_batch(tmp_path, "resnet18", 1, (4, 3, 64, 64))
     base = training_ir(onnx, tmp_path / "base.mlir")
     pre = ["--cnn-layout"] + (["--cnn-precision"] if precision == "fp16" else [])
-    steps = {}
-    for recompute in ("true", "false"):
-        out = tmp_path / ("fused-%s.mlir" % recompute)
-        subprocess.run([tool("cnnc-opt"), str(base)] + pre +
-                       ["--cnn-fuse=recompute-relu-mask=%s" % recompute, "-o", str(out)],
-                       check=True)
-        text = out.read_text()
+    texts = assert_recompute_matches_stored(base, pre, tmp_path)
+    for recompute, text in texts.items():
         assert ("cnn.fused_batch_norm_affine_relu_grad" in text) == (recompute == "true")
-        steps[recompute] = run_step(out, tmp_path, recompute)
-    (l0, s0), (l1, s1) = steps["false"], steps["true"]
-    assert l0 == l1
-    assert s0.keys() == s1.keys()
-    for k in s0:
-        assert np.array_equal(np.asarray(s0[k]), np.asarray(s1[k])), k
 
 
 @pytest.mark.parametrize("precision,layout", [("fp16", "nchw"), ("fp32", "nhwc")])
@@ -168,21 +177,10 @@ def test_sync_bn_recomputed_relu_mask_is_the_stored_one(tmp_path, precision, lay
     pre = (["--cnn-layout"] if layout == "nhwc" else []) + \
         (["--cnn-precision"] if precision == "fp16" else []) + \
         ["--cnn-data-parallel=sync-bn=true world-size=1"]
-    steps = {}
-    for recompute in ("true", "false"):
-        out = tmp_path / ("fused-%s.mlir" % recompute)
-        subprocess.run([tool("cnnc-opt"), str(base)] + pre +
-                       ["--cnn-fuse=recompute-relu-mask=%s" % recompute, "-o", str(out)],
-                       check=True)
-        text = out.read_text()
+    texts = assert_recompute_matches_stored(base, pre, tmp_path)
+    for recompute, text in texts.items():
         assert text.count("cnn.fused_batch_norm_affine_relu_grad_sums") == \
             (9 if recompute == "true" else 0)
-        steps[recompute] = run_step(out, tmp_path, recompute)
-    (l0, s0), (l1, s1) = steps["false"], steps["true"]
-    assert l0 == l1
-    assert s0.keys() == s1.keys()
-    for k in s0:
-        assert np.array_equal(np.asarray(s0[k]), np.asarray(s1[k])), k
 
 
 @pytest.mark.parametrize("name,layout", [("resnet18", "nhwc"), ("resnet18", "nchw")])
