@@ -1,79 +1,267 @@
 #!/usr/bin/env python3
 """cnnc vs PyTorch, side by side in one run on the GPU machine.
 
-For each model: export it with PyTorch (training mode, legacy exporter),
-compile its training step with cnnc (timed), run the executable on synthetic
-data and read its steady-state img/s and peak GPU memory; then time the same
-SGD training step in PyTorch eager f32, eager AMP (f16) + channels_last, and
-torch.compile with AMP + channels_last (--compile-f32 adds torch.compile f32). TF32 is off on both sides for the f32 rows.
+For each model (its real class count: 1000 for the torchvision ImageNet
+models, 10 for SimpleCNN; --classes overrides): export it with PyTorch
+(training mode, legacy exporter), compile its training step with cnnc
+(timed), run the executable on synthetic data and read its steady-state
+img/s and peak GPU memory; then time the same SGD-momentum training step in
+PyTorch, each mode in its own process with its own time limit:
+
+  amp                      eager, AMP (f16) + channels_last + GradScaler
+  compile-default          torch.compile(step) where step is the WHOLE
+  compile-max-autotune       training step a PyTorch user writes (zero_grad,
+  compile-reduce-overhead    forward + loss under autocast, GradScaler's
+                             scaled backward, optimizer step, scaler update),
+                             AMP + channels_last; modes "default",
+                             "max-autotune-no-cudagraphs", "reduce-overhead"
+  eager                    eager f32 (not in the default set)
+  compile-f32              torch.compile(step) in f32 (not in the default set)
+
+A mode that does not finish within its limit (--limits, --deadline) is
+killed with its compile workers and reported as "timeout after N s"; one
+that fails is reported with its last error line. Neither stops the run.
+TF32 is off for the f32 rows. Each torch.compile mode starts with an empty
+Inductor cache (a user's first compile), unless --warm-torch-cache.
 
   python3 bench/bench.py --cnnc .carry/cnnc [--models simplecnn,resnet18,resnet50]
-       [--steps 60] [--cnnc-flags "..."] [--no-compile]
-Prints a markdown table (for docs/benchmarks.md) at the end.
+       [--steps 50] [--modes amp,compile-default,...] [--limits MODE=S,...]
+       [--deadline S] [--json FILE] [--cnnc-flags "..."] [--no-compile]
+Prints a markdown table (for docs/benchmarks.md) at the end and writes every
+row, as it finishes, to the JSON file (default <work>/bench.json).
 """
 import argparse
+import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "python"))
+PYTHON_DIR = os.path.join(HERE, "..", "python")
+sys.path.insert(0, PYTHON_DIR)
 
-import torch  # noqa: E402
+# name -> (batch, image size, classes)
+CONFIG = {"simplecnn": (32, 32, 10), "resnet18": (128, 224, 1000),
+          "resnet50": (128, 224, 1000)}
 
-from cnnc.export import build_model, export_onnx  # noqa: E402
+# mode -> (label, AMP + channels_last, torch.compile mode or None)
+TORCH_MODES = {
+    "eager": ("PyTorch eager f32", False, None),
+    "amp": ("PyTorch eager AMP+channels_last", True, None),
+    "compile-default": ("torch.compile whole step, default, AMP+CL", True, "default"),
+    "compile-max-autotune": ("torch.compile whole step, max-autotune-no-cudagraphs, AMP+CL",
+                             True, "max-autotune-no-cudagraphs"),
+    "compile-reduce-overhead": ("torch.compile whole step, reduce-overhead, AMP+CL", True,
+                                "reduce-overhead"),
+    "compile-f32": ("torch.compile whole step, default, f32", False, "default"),
+}
+DEFAULT_MODES = "amp,compile-default,compile-max-autotune,compile-reduce-overhead"
+# Seconds each mode may take (its process: model build, compile, warm-up,
+# timed steps). max-autotune benchmarks Triton templates for every GEMM and
+# convolution, which takes minutes on ResNet-50.
+DEFAULT_LIMITS = {"eager": 120, "amp": 120, "compile-default": 240,
+                  "compile-max-autotune": 420, "compile-reduce-overhead": 240,
+                  "compile-f32": 240}
+RESULT_TAG = "BENCH_RESULT "
+WARMUP_STEPS = 3
 
-CONFIG = {"simplecnn": (32, 32), "resnet18": (128, 224), "resnet50": (128, 224)}
 
+# ---------------------------------------------------------------------------
+# The PyTorch side: one mode in one process (--torch-worker SPEC).
 
-def time_torch(name, batch, hw, mode, steps):
-    torch.backends.cudnn.allow_tf32 = False
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.benchmark = True
-    model = build_model(name, 10, seed=0).cuda().train()
-    x = torch.rand(batch, 3, hw, hw, device="cuda")
-    y = torch.randint(0, 10, (batch,), device="cuda")
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    amp = mode in ("amp", "compile-amp")
+def torch_worker(spec):
+    """Times one PyTorch mode; returns the result dict. spec: name, batch,
+    hw, classes, mode, steps, repeats, device ("cuda" or, for the CPU test
+    of this code, "cpu")."""
+    import torch
+
+    from cnnc.export import build_model
+
+    label, amp, compile_mode = TORCH_MODES[spec["mode"]]
+    dev = spec.get("device", "cuda")
+    cuda = dev == "cuda"
+    if compile_mode is not None and not hasattr(torch, "compile"):
+        raise RuntimeError("torch.compile needs torch >= 2.0; this is torch %s"
+                           % torch.__version__)
+    if cuda:
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.benchmark = True
+    batch, hw, classes = spec["batch"], spec["hw"], spec["classes"]
+    model = build_model(spec["name"], classes, seed=0).to(dev).train()
+    x = torch.rand(batch, 3, hw, hw, device=dev)
+    y = torch.randint(0, classes, (batch,), device=dev)
     if amp:
         model = model.to(memory_format=torch.channels_last)
         x = x.to(memory_format=torch.channels_last)
-    scaler = torch.amp.GradScaler("cuda", enabled=amp)
-    fwd = torch.compile(model) if mode.startswith("compile") else model
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    # f16 autocast and its GradScaler on the GPU; bfloat16 without a scaler
+    # on the CPU (this code's CPU test).
+    if hasattr(torch, "amp") and hasattr(torch.amp, "GradScaler"):
+        scaler = torch.amp.GradScaler("cuda", enabled=amp and cuda)
+    else:  # torch < 2.3
+        scaler = torch.cuda.amp.GradScaler(enabled=amp and cuda)
+    amp_dtype = torch.float16 if cuda else torch.bfloat16
 
     def step():
         opt.zero_grad(set_to_none=True)
-        with torch.autocast("cuda", dtype=torch.float16, enabled=amp):
-            loss = torch.nn.functional.cross_entropy(fwd(x), y)
+        with torch.autocast(dev, dtype=amp_dtype, enabled=amp):
+            loss = torch.nn.functional.cross_entropy(model(x), y)
         scaler.scale(loss).backward()
         scaler.step(opt)
         scaler.update()
 
-    torch.cuda.reset_peak_memory_stats()
-    t0 = time.time()
-    for _ in range(3):
-        step()
-    torch.cuda.synchronize()
-    warm = time.time() - t0
-    best = float("inf")
-    for _ in range(3):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        for _ in range(steps):
-            step()
-        e.record()
-        e.synchronize()
-        best = min(best, s.elapsed_time(e) / steps)
-    # Issue 13 compares with max_memory_allocated; the allocator's reserved
-    # peak (what the GPU lends PyTorch) is printed next to it.
-    mem = (torch.cuda.max_memory_allocated() / 2**20,
-           torch.cuda.max_memory_reserved() / 2**20)
-    del model, opt, fwd
-    torch.cuda.empty_cache()
-    return best, mem, warm
+    # The whole step, as a PyTorch user compiles it (not only the module's
+    # forward): backward, the optimizer and GradScaler are in what Dynamo
+    # sees, graph breaks included.
+    run = torch.compile(step, mode=compile_mode) if compile_mode else step
+    # reduce-overhead replays CUDA graphs (cudagraph trees); a new step must
+    # be marked as one, or the previous replay's outputs count as live.
+    mark = getattr(getattr(torch, "compiler", None), "cudagraph_mark_step_begin", None)
+    if compile_mode != "reduce-overhead":
+        mark = None
 
+    def one():
+        if mark:
+            mark()
+        run()
+
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+    t0 = time.time()
+    for _ in range(WARMUP_STEPS):
+        one()
+    sync()
+    warm = time.time() - t0
+    warm_alloc = torch.cuda.max_memory_allocated() / 2**20 if cuda else None
+    # The steady state's peak: compile-time autotuning buffers and cuDNN's
+    # benchmark trials of the warm-up are not the training step's memory.
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+    best = float("inf")
+    for _ in range(spec.get("repeats", 3)):
+        if cuda:
+            s = torch.cuda.Event(enable_timing=True)
+            e = torch.cuda.Event(enable_timing=True)
+            s.record()
+            for _ in range(spec["steps"]):
+                one()
+            e.record()
+            e.synchronize()
+            ms = s.elapsed_time(e) / spec["steps"]
+        else:
+            t = time.perf_counter()
+            for _ in range(spec["steps"]):
+                one()
+            ms = 1000.0 * (time.perf_counter() - t) / spec["steps"]
+        best = min(best, ms)
+    res = {"ms": best, "img_s": 1000.0 * batch / best, "compile_s": warm,
+           "torch": torch.__version__,
+           "device": torch.cuda.get_device_name(0) if cuda else "cpu"}
+    if cuda:
+        res.update(alloc_mib=torch.cuda.max_memory_allocated() / 2**20,
+                   reserved_mib=torch.cuda.max_memory_reserved() / 2**20,
+                   warmup_alloc_mib=warm_alloc)
+    return res
+
+
+def worker_main(spec_text):
+    spec = json.loads(spec_text)
+    res = torch_worker(spec)
+    print(RESULT_TAG + json.dumps(res), flush=True)
+    return 0
+
+
+# ---------------------------------------------------------------------------
+# Running a mode (or cnnc) in a process with a time limit.
+
+def run_limited(argv, limit_s, env=None):
+    """Runs argv in its own session for at most limit_s seconds.
+    Returns (status, result, log): status "ok" (result: the dict of the last
+    RESULT_TAG line, or None when the command prints none), "timeout" (the
+    whole process group, compile workers included, was killed) or "failed"
+    (non-zero exit; log holds its output)."""
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True, env=env, start_new_session=True)
+    try:
+        out, _ = p.communicate(timeout=limit_s)
+    except subprocess.TimeoutExpired:
+        kill_group(p)
+        try:
+            out, _ = p.communicate(timeout=10)
+        except subprocess.TimeoutExpired:  # a descendant left the group
+            out = ""
+        return "timeout", None, out or ""
+    result = None
+    for line in out.splitlines():
+        if line.startswith(RESULT_TAG):
+            result = json.loads(line[len(RESULT_TAG):])
+    if p.returncode != 0:
+        return "failed", None, out
+    return "ok", result, out
+
+
+def kill_group(p):
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def last_error(log):
+    """The line of a failed run that says why (the exception's), else its
+    last non-empty line."""
+    lines = [l.strip() for l in log.splitlines() if l.strip()]
+    for l in reversed(lines):
+        if re.match(r"^[A-Za-z_.]*(Error|Exception)\b", l):
+            return l[:300]
+    return lines[-1][:300] if lines else "no output"
+
+
+def time_torch(name, batch, hw, classes, mode, args, limit_s):
+    """One row: a dict with status ok/timeout/failed/skipped."""
+    row = {"model": name, "batch": batch, "hw": hw, "classes": classes, "runner": mode,
+           "label": TORCH_MODES[mode][0], "limit_s": limit_s}
+    if limit_s < 10:
+        row.update(status="skipped", error="no time left before --deadline")
+        return row
+    spec = {"name": name, "batch": batch, "hw": hw, "classes": classes, "mode": mode,
+            "steps": args.steps, "repeats": 3, "device": args.torch_device}
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env["PYTHONPATH"] = PYTHON_DIR + os.pathsep + env.get("PYTHONPATH", "")
+    cache = None
+    if TORCH_MODES[mode][2] and not args.warm_torch_cache:
+        cache = tempfile.mkdtemp(prefix="inductor-cache-")
+        env["TORCHINDUCTOR_CACHE_DIR"] = cache
+        env["TRITON_CACHE_DIR"] = os.path.join(cache, "triton")
+    t0 = time.time()
+    status, res, log = run_limited(
+        [sys.executable, os.path.abspath(__file__), "--torch-worker", json.dumps(spec)],
+        limit_s, env)
+    row["wall_s"] = time.time() - t0
+    if cache:
+        subprocess.run(["rm", "-rf", cache])
+    row["status"] = status
+    if status == "ok" and res is None:
+        row.update(status="failed", error="the worker printed no result")
+    elif status == "ok":
+        row.update(res)
+    elif status == "timeout":
+        row["error"] = "timeout after %.0f s" % limit_s
+    else:
+        row["error"] = last_error(log)
+    if row["status"] != "ok":
+        print("\n".join(log.splitlines()[-15:]), flush=True)
+    return row
+
+
+# ---------------------------------------------------------------------------
+# The cnnc side.
 
 def split_flags(flags):
     """cnnc flags and NAME=VALUE runtime environment settings (upper-case
@@ -88,104 +276,238 @@ def split_flags(flags):
     return cnnc, env
 
 
-def run_cnnc(name, batch, hw, args, flags):
+def run_cnnc(name, batch, hw, args, flags, classes=10):
+    """cnnc's row: (ms/step, peak MiB, compile s, run s); raises on failure.
+    classes defaults to 10 for python_path.py's callers."""
+    from cnnc.export import build_model, export_onnx
+
     flags, env = split_flags(flags)
     env = dict(os.environ, **env)
     work = os.path.join(args.work, name)
     os.makedirs(work, exist_ok=True)
-    onnx_path = os.path.join(work, "%s.onnx" % name)
-    model = build_model(name, 10, seed=0)
+    onnx_path = os.path.join(work, "%s-%d.onnx" % (name, classes))
+    model = build_model(name, classes, seed=0)
     export_onnx(model, onnx_path, (batch, 3, hw, hw), training=True, opset=17)
     exe = os.path.join(work, "train")
+    limit = getattr(args, "cnnc_timeout", 600)
     t0 = time.time()
     cmd = [args.cnnc, onnx_path, "--train", "--optimizer", "sgd", "--lr", "0.01",
            "--momentum", "0.9", "-o", exe] + flags
-    p = subprocess.run(cmd, capture_output=True, text=True)
+    status, _, log = run_limited(cmd, limit)
     compile_s = time.time() - t0
-    if p.returncode:
-        raise RuntimeError("cnnc failed: " + p.stderr[-2000:])
+    if status != "ok":
+        raise RuntimeError("cnnc %s: %s" % (status, log[-2000:]))
     t0 = time.time()
     # Logged every 3 steps: the first interval holds the warm-up (autotuning,
     # graph capture at step 3), the steady img/s of the `done:` line the
     # other args.steps steps.
-    p = subprocess.run([exe, "--data", "synthetic", "--steps", str(args.steps + 3),
-                        "--log-every", "3"], capture_output=True, text=True,
-                       env=env)
+    status, _, log = run_limited([exe, "--data", "synthetic", "--steps", str(args.steps + 3),
+                                  "--log-every", "3"], limit, env)
     run_s = time.time() - t0
-    if p.returncode:
-        raise RuntimeError("train failed: " + (p.stdout + p.stderr)[-2000:])
-    if args.profile:
+    if status != "ok":
+        raise RuntimeError("train %s: %s" % (status, log[-2000:]))
+    if getattr(args, "profile", False):
         q = subprocess.run([exe, "--data", "synthetic", "--steps", "3"], capture_output=True,
                            text=True, env=dict(env, CNNRT_PROFILE="1"))
         print("\n".join(l for l in q.stderr.splitlines() if not l.startswith("cnnrt: warning")),
               flush=True)
-    m = re.search(r"steady img/s (\d+), .*, peak GPU memory (\d+) MiB", p.stdout)
+    m = re.search(r"steady img/s (\d+), .*, peak GPU memory (\d+) MiB", log)
+    if not m:
+        raise RuntimeError("no 'steady img/s ..., peak GPU memory' line in: " + log[-1000:])
     ips, mem = float(m.group(1)), float(m.group(2))
     return 1000.0 * batch / ips, mem, compile_s, run_s
 
 
-def main():
-    ap = argparse.ArgumentParser()
+# ---------------------------------------------------------------------------
+# Arguments, the table, the JSON file.
+
+def parse_limits(text, modes, default_s):
+    """'MODE=S,...' over DEFAULT_LIMITS (or default_s for every mode when
+    given); an unknown mode or a non-positive number is an error."""
+    limits = {m: (default_s if default_s else DEFAULT_LIMITS[m]) for m in modes}
+    for item in filter(None, (t.strip() for t in text.split(","))):
+        mode, eq, s = item.partition("=")
+        if not eq or mode not in TORCH_MODES:
+            raise ValueError("--limits: expected MODE=SECONDS with MODE one of %s, got %r"
+                             % (", ".join(TORCH_MODES), item))
+        try:
+            v = float(s)
+        except ValueError:
+            v = 0
+        if v <= 0:
+            raise ValueError("--limits: %r is not a positive number of seconds" % item)
+        limits[mode] = v
+    return limits
+
+
+def parse_args(argv, config=None):
+    config = CONFIG if config is None else config
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cnnc", required=True)
     ap.add_argument("--models", default="simplecnn,resnet18,resnet50")
+    ap.add_argument("--classes", type=int, default=0,
+                    help="class count of every model (default: each model's own)")
     ap.add_argument("--steps", type=int, default=50)
     ap.add_argument("--work", default="/tmp/cnnc-bench")
+    ap.add_argument("--json", default="", help="the rows as JSON (default <work>/bench.json)")
     ap.add_argument("--cnnc-flags", default="")
     ap.add_argument("--variants", default="",
                     help="';'-separated 'label=flags' cnnc variants (one row each; "
                          "NAME=VALUE tokens set the executable's environment); "
                          "default: one row with --cnnc-flags")
-    ap.add_argument("--no-compile", action="store_true", help="skip torch.compile")
-    ap.add_argument("--compile-f32", action="store_true",
-                    help="also time torch.compile in f32 (default: AMP + channels_last only)")
+    ap.add_argument("--modes", default=DEFAULT_MODES,
+                    help="PyTorch modes, comma-separated: " + ", ".join(TORCH_MODES))
+    ap.add_argument("--limits", default="",
+                    help="per-mode time limits, MODE=SECONDS,... (defaults: %s)" %
+                         ", ".join("%s=%d" % kv for kv in DEFAULT_LIMITS.items()))
+    ap.add_argument("--mode-timeout", type=float, default=0,
+                    help="one time limit (s) for every mode, before --limits")
+    ap.add_argument("--deadline", type=float, default=0,
+                    help="seconds for the whole run: a mode gets at most what is left "
+                         "(minus 20 s for the table); 0: no deadline")
+    ap.add_argument("--cnnc-timeout", type=float, default=600,
+                    help="time limit (s) of cnnc's compile and of its run, each")
+    ap.add_argument("--no-compile", action="store_true",
+                    help="drop the torch.compile modes")
+    ap.add_argument("--compile-f32", action="store_true", help="add compile-f32")
     ap.add_argument("--cnnc-only", action="store_true", help="skip the PyTorch rows")
+    ap.add_argument("--warm-torch-cache", action="store_true",
+                    help="keep Inductor's on-disk cache between modes and runs")
+    ap.add_argument("--torch-device", default="cuda", help=argparse.SUPPRESS)
     ap.add_argument("--profile", action="store_true",
                     help="also print each cnnc variant's CNNRT_PROFILE report of one step")
-    args = ap.parse_args()
-    print("GPU:", torch.cuda.get_device_name(0), "| torch", torch.__version__, flush=True)
+    args = ap.parse_args(argv)
+    args.models = [m for m in args.models.split(",") if m]
+    for m in args.models:
+        if m not in config:
+            ap.error("--models: unknown model %r (known: %s)" % (m, ", ".join(config)))
+    modes = [m for m in args.modes.split(",") if m]
+    for m in modes:
+        if m not in TORCH_MODES:
+            ap.error("--modes: unknown mode %r (known: %s)" % (m, ", ".join(TORCH_MODES)))
+    if args.no_compile:
+        modes = [m for m in modes if TORCH_MODES[m][2] is None]
+    if args.compile_f32 and "compile-f32" not in modes:
+        modes.append("compile-f32")
+    args.modes = [] if args.cnnc_only else modes
+    try:
+        args.limits = parse_limits(args.limits, TORCH_MODES, args.mode_timeout)
+    except ValueError as e:
+        ap.error(str(e))
+    if not args.json:
+        args.json = os.path.join(args.work, "bench.json")
     if args.variants:
-        variants = [tuple(v.split("=", 1)) for v in args.variants.split(";") if v.strip()]
+        args.variants = [tuple(v.split("=", 1)) for v in args.variants.split(";")
+                         if v.strip()]
     else:
-        variants = [(args.cnnc_flags or "default", args.cnnc_flags)]
+        args.variants = [(args.cnnc_flags or "default", args.cnnc_flags)]
+    return args
+
+
+def fmt(v, spec):
+    return "" if v is None else spec % v
+
+
+def table(rows):
+    """The markdown table of all rows, then one line per model: cnnc's best
+    against the fastest PyTorch row that finished."""
+    out = ["| model | batch | classes | runner | ms/step | img/s | peak MiB allocated | "
+           "peak MiB reserved | compile s | best cnnc speed-up |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    models = []
+    for r in rows:
+        if r["model"] not in models:
+            models.append(r["model"])
+    summary = []
+    for name in models:
+        mine = [r for r in rows if r["model"] == name]
+        ok = [r for r in mine if r["status"] == "ok"]
+        cnnc = [r for r in ok if r["runner"].startswith("cnnc")]
+        best = min((r["ms"] for r in cnnc), default=None)
+        for r in mine:
+            head = "| %s | %d | %d | %s |" % (name, r["batch"], r["classes"], r["label"])
+            if r["status"] != "ok":
+                out.append(head + " %s: %s | | | | | |" % (r["status"], r.get("error", "")))
+                continue
+            ratio = "" if r["runner"].startswith("cnnc") or best is None else \
+                "%.2fx" % (r["ms"] / best)
+            out.append(head + " %.2f | %.0f | %s | %s | %s | %s |" % (
+                r["ms"], r["img_s"], fmt(r.get("alloc_mib"), "%.0f"),
+                fmt(r.get("reserved_mib"), "%.0f"), fmt(r.get("compile_s"), "%.1f"), ratio))
+        torch_ok = [r for r in ok if not r["runner"].startswith("cnnc")]
+        if best is not None and torch_ok:
+            fastest = min(torch_ok, key=lambda r: r["ms"])
+            summary.append("%s: cnnc %.2f ms vs the fastest PyTorch row (%s) %.2f ms: %.2fx" % (
+                name, best, fastest["label"], fastest["ms"], fastest["ms"] / best))
+        missing = [r for r in mine if r["status"] != "ok"]
+        if missing:
+            summary.append("%s: did not finish: %s" % (name, "; ".join(
+                "%s (%s)" % (r["label"], r.get("error", r["status"])) for r in missing)))
+    return "\n".join(out + [""] + summary)
+
+
+def write_json(path, meta, rows):
+    d = os.path.dirname(os.path.abspath(path))
+    os.makedirs(d, exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(dict(meta, rows=rows), f, indent=1)
+    os.replace(tmp, path)
+
+
+def gpu_name():
+    try:
+        p = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                           capture_output=True, text=True, timeout=30)
+        return p.stdout.strip().splitlines()[0] if p.returncode == 0 else "unknown"
+    except (OSError, IndexError, subprocess.TimeoutExpired):
+        return "unknown"
+
+
+def main(argv=None, config=None):
+    config = CONFIG if config is None else config
+    args = parse_args(sys.argv[1:] if argv is None else argv, config)
+    start = time.time()
+    # The parent does not initialize CUDA: each PyTorch mode's process gets
+    # the whole GPU, and its peak memory is its own.
+    meta = {"gpu": gpu_name(), "started": time.strftime("%Y-%m-%d %H:%M:%S UTC",
+                                                        time.gmtime()),
+            "argv": sys.argv if argv is None else argv, "steps": args.steps,
+            "warmup_steps": WARMUP_STEPS}
+    print("GPU:", meta["gpu"], flush=True)
     rows = []
-    for name in args.models.split(","):
-        batch, hw = CONFIG[name]
-        res = {}
-        for label, flags in variants:
+    for name in args.models:
+        batch, hw, classes = config[name]
+        classes = args.classes or classes
+        for label, flags in args.variants:
+            row = {"model": name, "batch": batch, "hw": hw, "classes": classes,
+                   "runner": "cnnc " + label, "label": "cnnc " + label, "flags": flags}
             try:
-                res["cnnc " + label] = run_cnnc(name, batch, hw, args, flags)
-                print(name, label, res["cnnc " + label], flush=True)
-            except Exception as e:
+                ms, mem, comp, run_s = run_cnnc(name, batch, hw, args, flags, classes)
+                row.update(status="ok", ms=ms, img_s=1000.0 * batch / ms, alloc_mib=mem,
+                           compile_s=comp, run_s=run_s)
+            except Exception as e:  # the PyTorch rows still run
+                row.update(status="failed", error=last_error(str(e)))
                 print("cnnc %s %s: %s" % (name, label, e), flush=True)
-        modes = [] if args.cnnc_only else \
-            ["eager", "amp"] + ([] if args.no_compile else
-                                ["compile-amp"] + (["compile"] if args.compile_f32 else []))
-        for mode in modes:
-            ms, mem, warm = time_torch(name, batch, hw, mode, args.steps)
-            res[mode] = (ms, mem, warm, None)
-        print(name, res, flush=True)
-        rows.append((name, batch, hw, res))
-    print("\n| model | batch | runner | ms/step | img/s | peak GPU MiB | compile s | "
-          "best cnnc speed-up |")
-    print("|---|---|---|---|---|---|---|---|")
-    for name, batch, hw, res in rows:
-        best = min((v[0] for k, v in res.items() if k.startswith("cnnc")), default=None)
-        runners = [k for k in res if k.startswith("cnnc")] + [
-            k for k in ("eager", "amp", "compile-amp", "compile") if k in res]
-        labels = {"eager": "PyTorch eager f32", "amp": "PyTorch AMP+channels_last",
-                  "compile-amp": "torch.compile AMP+channels_last",
-                  "compile": "torch.compile f32"}
-        for runner in runners:
-            ms, mem, comp, _ = res[runner]
-            ratio = "" if runner.startswith("cnnc") or best is None else "%.2fx" % (ms / best)
-            # cnnc: the executable's own peak (device memory in use, context
-            # excluded); PyTorch: max_memory_allocated (reserved).
-            mem_s = "%.0f" % mem if not isinstance(mem, tuple) else \
-                "%.0f (reserved %.0f)" % mem
-            print("| %s | %d | %s | %.2f | %.0f | %s | %.1f | %s |" % (
-                name, batch, labels.get(runner, runner), ms, 1000.0 * batch / ms, mem_s, comp,
-                ratio))
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+            write_json(args.json, meta, rows)
+        for mode in args.modes:
+            limit = args.limits[mode]
+            if args.deadline:
+                limit = min(limit, args.deadline - (time.time() - start) - 20)
+            row = time_torch(name, batch, hw, classes, mode, args, limit)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+            write_json(args.json, meta, rows)
+    print()
+    print(table(rows))
+    print("JSON:", args.json)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) == 3 and sys.argv[1] == "--torch-worker":
+        sys.exit(worker_main(sys.argv[2]))
+    sys.exit(main())

@@ -2,19 +2,21 @@
 """cnnc vs PyTorch on the torchvision zoo beyond ResNet (GPU machine).
 
 bench/bench.py's rows (cnnc's executable: ms/step and peak GPU memory from
-its own report; PyTorch eager f32, AMP + channels_last, torch.compile) for
-the models of the issue "every torchvision CNN trains", batch 64 at 224x224:
-EfficientNet-B0, MobileNetV3-Large, RegNetY-400MF, DenseNet-121,
-ShuffleNetV2 x1.0 and ConvNeXt-Tiny. The export is the legacy (TorchScript)
-exporter in training mode at opset 17 (python/cnnc/export.py passes
-dynamo=False on torch >= 2.9; StochasticDepth is exported as Dropout + Mul).
+its own report; PyTorch eager AMP + channels_last and the whole training step
+under torch.compile in its three modes, each with its own time limit) for
+the models of issue 37's zoo table, batch 64 at 224x224, 1000 classes:
+EfficientNet-B0, MobileNetV3-Large, ConvNeXt-Tiny, RegNetY-400MF,
+DenseNet-121, and ShuffleNetV2 x1.0 when named. The export is the legacy
+(TorchScript) exporter in training mode at opset 17 (python/cnnc/export.py
+passes dynamo=False on torch >= 2.9; StochasticDepth is exported as Dropout +
+Mul).
 
   python3 bench/zoo_bench.py --cnnc .carry/cnnc [--models efficientnet_b0,...]
-       [--steps 30] [--no-compile]
+       [--steps 30] [--modes ...] [--limits MODE=S,...] [--deadline S] [--no-compile]
 
-A model cnnc cannot compile yet prints its error and keeps PyTorch's rows.
-torch.compile takes ~1-2 minutes per model: pass --no-compile to stay within
-one device call (10 minutes) for all six, or run a few models per call.
+Every bench/bench.py flag applies. A model cnnc cannot compile yet prints its
+error and keeps PyTorch's rows. The three torch.compile modes take minutes per
+model: name a few models per device call, or bound the call with --deadline.
 """
 import os
 import sys
@@ -24,28 +26,40 @@ sys.path.insert(0, HERE)
 
 import bench  # noqa: E402
 
+# name -> (batch, image size, classes)
 ZOO = {
-    "efficientnet_b0": (64, 224),
-    "mobilenet_v3_large": (64, 224),
-    "regnet_y_400mf": (64, 224),
-    "densenet121": (64, 224),
-    "shufflenet_v2_x1_0": (64, 224),
-    "convnext_tiny": (64, 224),
+    "efficientnet_b0": (64, 224, 1000),
+    "mobilenet_v3_large": (64, 224, 1000),
+    "convnext_tiny": (64, 224, 1000),
+    "regnet_y_400mf": (64, 224, 1000),
+    "densenet121": (64, 224, 1000),
+    "shufflenet_v2_x1_0": (64, 224, 1000),
 }
+# The issue's table; ShuffleNetV2 only when named.
+DEFAULT_MODELS = ["efficientnet_b0", "mobilenet_v3_large", "convnext_tiny",
+                  "regnet_y_400mf", "densenet121"]
 
 
-def main():
-    bench.CONFIG.update(ZOO)
-    argv = sys.argv[1:]
-    if not any(a == "--models" or a.startswith("--models=") for a in argv):
-        argv += ["--models", ",".join(ZOO)]
-    if not any(a == "--steps" or a.startswith("--steps=") for a in argv):
+def zoo_argv(argv):
+    """bench.py's arguments with the zoo's defaults where argv does not
+    set them."""
+    def given(flag):
+        return any(a == flag or a.startswith(flag + "=") for a in argv)
+
+    argv = list(argv)
+    if not given("--models"):
+        argv += ["--models", ",".join(DEFAULT_MODELS)]
+    if not given("--steps"):
         argv += ["--steps", "30"]
-    if not any(a == "--work" or a.startswith("--work=") for a in argv):
+    if not given("--work"):
         argv += ["--work", "/tmp/cnnc-zoo-bench"]
-    sys.argv = [sys.argv[0]] + argv
-    bench.main()
+    return argv
+
+
+def main(argv=None):
+    config = dict(bench.CONFIG, **ZOO)
+    return bench.main(zoo_argv(sys.argv[1:] if argv is None else argv), config)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
