@@ -1,0 +1,44 @@
+//===- SplitCUDA.h - model.cu as several translation units ------*- C++ -*-===//
+//
+// nvcc compiles one translation unit on one core; a ResNet-50 step is one
+// file of ~650 KB that takes nvcc ~14-20 s. splitCUDATranslationUnits cuts
+// the text emitCUDA printed at its kernel boundaries into translation units
+// that nvcc compiles in parallel (and that the driver's object cache keys by
+// content), with the same kernels and the same host code.
+//
+//===----------------------------------------------------------------------===//
+#ifndef CNNC_TARGET_CUDA_SPLITCUDA_H
+#define CNNC_TARGET_CUDA_SPLITCUDA_H
+
+#include "llvm/ADT/StringRef.h"
+
+#include <string>
+#include <vector>
+
+namespace cnnc {
+
+/// One translation unit of a split model.cu.
+struct CUDATranslationUnit {
+  std::string name; ///< "kernels0", ..., "host", "hyper" (file stem)
+  std::string text;
+  /// A host-only unit (C++, no CUDA): compiled as .cpp.
+  bool hostOnly = false;
+};
+
+/// Splits `cu`, as emitCUDA prints it, into at most `maxKernelUnits` units
+/// of generated kernels (each: the prelude, the `__device__` tables its
+/// kernels read, and its kernels), one host unit (the prelude, a declaration
+/// of every generated kernel, the epilogues, tensor table, step functions,
+/// model spec and main) and, where the text defines the run-time
+/// hyperparameters on a line of their own (`cnncDefaultLR`), a host-only
+/// unit holding that definition, so that a recompile with another learning
+/// rate changes that unit only. Kernels are assigned to units in order, in
+/// groups of about equal text size. Text not in the printer's form (no
+/// "generated kernels" section, or a top-level construct the splitter does
+/// not know) comes back as one unit: the whole text, compiled as before.
+std::vector<CUDATranslationUnit>
+splitCUDATranslationUnits(llvm::StringRef cu, unsigned maxKernelUnits);
+
+} // namespace cnnc
+
+#endif
