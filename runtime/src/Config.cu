@@ -27,6 +27,7 @@ ContextOptions ContextOptions::fromEnv() {
   o.verbose = flag("CNNRT_VERBOSE", false);
   o.profile = flag("CNNRT_PROFILE", false);
   o.convGraph = flag("CNNRT_CONV_GRAPH", true);
+  o.warmCached = flag("CNNRT_WARM_CACHED", true);
   if (const char *f = std::getenv("CNNRT_CONV_FUSION")) {
     std::string v = f;
     if (v == "cudnn")

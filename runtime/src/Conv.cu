@@ -198,11 +198,54 @@ template <typename Fn> static float timeCalls(Context &ctx, Fn run) {
   return ok && ms >= 0 ? ms / 5 : -1;
 }
 
+/// Runs `run` once and waits for it. A choice read from the algorithm cache
+/// is run so once during start-up (CNNRT_WARM_CACHED, on by default): CUDA
+/// loads a library kernel lazily, at its first launch, and timing a choice
+/// launches it, so without this a run whose choices all come from the cache
+/// paid the loading in its first step (~120 ms for ResNet-50) where a run
+/// that timed them paid it at start-up. A failure here is left to the step
+/// to report: the same call fails there with its own diagnostic.
+template <typename Fn> static void runOnce(Context &ctx, Fn run) {
+  run();
+  cudaStreamSynchronize(ctx.stream());
+  cudaGetLastError();
+}
+
+/// Enqueues direction `dir` of `c` through its legacy algorithm on the
+/// buffers x, w, y (any contents: only shapes matter) with workspace `ws`;
+/// false when the call fails or needs more than `wsBytes`.
+static bool runLegacy(Context::Impl &I, ConvEntry &c, int dir, void *x,
+                      void *w, void *y, void *ws, size_t wsBytes) {
+  float alpha = 1.f, beta = 0.f;
+  if (c.ws[dir] > wsBytes ||
+      cudnnSetConvolutionMathType(c.cDesc, c.math[dir]) != CUDNN_STATUS_SUCCESS)
+    return false;
+  cudnnStatus_t st;
+  if (dir == kFwd)
+    st = cudnnConvolutionForward(
+        I.cudnn, &alpha, c.xDesc, x, c.wDesc, w, c.cDesc,
+        static_cast<cudnnConvolutionFwdAlgo_t>(c.algo[dir]), ws, c.ws[dir],
+        &beta, c.yDesc, y);
+  else if (dir == kBwdData)
+    st = cudnnConvolutionBackwardData(
+        I.cudnn, &alpha, c.wDesc, w, c.yDesc, y, c.cDesc,
+        static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo[dir]), ws, c.ws[dir],
+        &beta, c.xDesc, x);
+  else
+    st = cudnnConvolutionBackwardFilter(
+        I.cudnn, &alpha, c.xDesc, x, c.yDesc, y, c.cDesc,
+        static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo[dir]), ws,
+        c.ws[dir], &beta, c.wDesc, w);
+  return st == CUDNN_STATUS_SUCCESS;
+}
+
 /// Times cuDNN graph API plans of one direction of `c` against its legacy
 /// algorithm (already chosen) and keeps the graph plan when it is faster by
 /// more than 3 %. The choice is cached like the legacy algorithm (key
 /// suffix "|graph": heuristics index and workspace, index -1 = legacy).
-static void chooseGraphConv(Context &ctx, Context::Impl &I, ConvEntry &c,
+/// Returns whether it timed (and so ran) the candidates; false when the
+/// choice came from the cache.
+static bool chooseGraphConv(Context &ctx, Context::Impl &I, ConvEntry &c,
                             int dir, int pH, int pW, size_t wsCap,
                             size_t xBytes, size_t wBytes, size_t yBytes) {
   namespace cg = cnnrt::cudnn_graph;
@@ -233,7 +276,7 @@ static void chooseGraphConv(Context &ctx, Context::Impl &I, ConvEntry &c,
     size_t ws = 0;
     if ((v >> index >> ws) && ws <= wsCap) {
       if (index < 0)
-        return;
+        return false;
       std::string why;
       c.graph[dir] =
           cg::convPlanAt(I.cudnn, g, static_cast<cg::Dir>(dir), index, &why);
@@ -244,7 +287,7 @@ static void chooseGraphConv(Context &ctx, Context::Impl &I, ConvEntry &c,
                      c.graph[dir] ? "" : why.c_str());
       if (c.graph[dir] && c.graph[dir]->workspaceBytes() > wsCap)
         c.graph[dir].reset();
-      return;
+      return false;
     }
   }
   ensureTuneWorkspace(ctx, I);
@@ -253,31 +296,9 @@ static void chooseGraphConv(Context &ctx, Context::Impl &I, ConvEntry &c,
   ensureScratch(ctx, I, 2, yBytes, loc);
   size_t wsLimit = std::min(I.tuneWsBytes, wsCap);
   void *s0 = I.scratch[0], *s1 = I.scratch[1], *s2 = I.scratch[2];
-  float alpha = 1.f, beta = 0.f;
-  auto legacy = [&]() {
-    if (c.ws[dir] > I.tuneWsBytes ||
-        cudnnSetConvolutionMathType(c.cDesc, c.math[dir]) !=
-            CUDNN_STATUS_SUCCESS)
-      return false;
-    cudnnStatus_t st;
-    if (dir == kFwd)
-      st = cudnnConvolutionForward(
-          I.cudnn, &alpha, c.xDesc, s0, c.wDesc, s1, c.cDesc,
-          static_cast<cudnnConvolutionFwdAlgo_t>(c.algo[dir]), I.tuneWs,
-          c.ws[dir], &beta, c.yDesc, s2);
-    else if (dir == kBwdData)
-      st = cudnnConvolutionBackwardData(
-          I.cudnn, &alpha, c.wDesc, s1, c.yDesc, s2, c.cDesc,
-          static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo[dir]), I.tuneWs,
-          c.ws[dir], &beta, c.xDesc, s0);
-    else
-      st = cudnnConvolutionBackwardFilter(
-          I.cudnn, &alpha, c.xDesc, s0, c.yDesc, s2, c.cDesc,
-          static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo[dir]), I.tuneWs,
-          c.ws[dir], &beta, c.wDesc, s1);
-    return st == CUDNN_STATUS_SUCCESS;
-  };
-  float legacyMs = timeCalls(ctx, legacy);
+  float legacyMs = timeCalls(ctx, [&]() {
+    return runLegacy(I, c, dir, s0, s1, s2, I.tuneWs, I.tuneWsBytes);
+  });
   std::string why;
   auto plans = cg::convPlans(I.cudnn, g, static_cast<cg::Dir>(dir),
                              ctx.options().graphPlans,
@@ -309,6 +330,7 @@ static void chooseGraphConv(Context &ctx, Context::Impl &I, ConvEntry &c,
   v << (useGraph ? best->index() : -1) << ' '
     << (useGraph ? best->workspaceBytes() : 0);
   I.cache.put(key, v.str());
+  return true;
 }
 
 void Context::registerConv(int id, const ConvDesc &d, const char *loc) {
@@ -394,6 +416,10 @@ void Context::registerConv(int id, const ConvDesc &d, const char *loc) {
   if (I.plannedWorkspace)
     key << "wsmax=" << wsCap << '|';
   c.key = key.str();
+  // Which directions took their legacy algorithm from the cache (and so
+  // have not run it yet), and which timed graph plans (running both forms).
+  bool cached[3] = {false, false, false};
+  bool graphTimed[3] = {false, false, false};
   for (int dir = 0; dir < 3; ++dir) {
     std::string k2 = key.str() + kDirName[dir];
     if (const std::string *hit = I.cache.find(k2)) {
@@ -407,6 +433,7 @@ void Context::registerConv(int id, const ConvDesc &d, const char *loc) {
         if (opts_.verbose)
           std::fprintf(stderr, "cnnrt: %s %s algo %d (cached)\n", loc,
                        kDirName[dir], algo);
+        cached[dir] = true;
         continue;
       }
     }
@@ -474,7 +501,26 @@ void Context::registerConv(int id, const ConvDesc &d, const char *loc) {
   // (ConvNeXt's 7x7 depthwise weight gradient: 10 ms legacy at batch 64).
   if (opts_.convGraph && d.dtype == DType::F16)
     for (int dir = 0; dir < 3; ++dir)
-      chooseGraphConv(*this, I, c, dir, pH, pW, wsCap, xBytes, wBytes, yBytes);
+      graphTimed[dir] = chooseGraphConv(*this, I, c, dir, pH, pW, wsCap,
+                                        xBytes, wBytes, yBytes);
+  // Run each cached choice once (runOnce says why): a graph plan read from
+  // the cache, or a cached legacy algorithm no graph timing ran.
+  for (int dir = 0; dir < 3 && opts_.warmCached; ++dir) {
+    if (graphTimed[dir] || (!c.graph[dir] && !cached[dir]))
+      continue;
+    ensureTuneWorkspace(*this, I);
+    ensureScratch(*this, I, 0, xBytes, loc);
+    ensureScratch(*this, I, 1, wBytes, loc);
+    ensureScratch(*this, I, 2, yBytes, loc);
+    void *s0 = I.scratch[0], *s1 = I.scratch[1], *s2 = I.scratch[2];
+    runOnce(*this, [&]() {
+      if (!c.graph[dir])
+        return runLegacy(I, c, dir, s0, s1, s2, I.tuneWs, I.tuneWsBytes);
+      return c.graph[dir]->workspaceBytes() <= I.tuneWsBytes &&
+             c.graph[dir]->execute(I.cudnn, s0, s1, s2, I.tuneWs) ==
+                 CUDNN_STATUS_SUCCESS;
+    });
+  }
   for (int dir = 0; dir < 3; ++dir) {
     I.neededWorkspace = std::max(I.neededWorkspace, c.ws[dir]);
     if (c.graph[dir])
@@ -761,6 +807,7 @@ static void chooseFusedConvs(Context &ctx) {
                       "|z=" + std::to_string(f.residual) +
                       "|ws=" + std::to_string(I.workspaceBytes);
     const std::string *hit = I.cache.find(key);
+    bool fromCache = false;
     if (opts.convFusion == ConvFusion::Auto && hit) {
       std::istringstream v(*hit);
       int algo = -1, math = 0;
@@ -774,7 +821,11 @@ static void chooseFusedConvs(Context &ctx) {
           std::fprintf(stderr, "cnnrt: %s fused conv: %s (cached)\n", loc,
                        f.useCudnn ? "cuDNN bias+activation call"
                                   : "conv + epilogue kernel");
-        continue;
+        fromCache = true;
+        // The split form's convolution was run by registerConv; only the
+        // fused call is left to run once (runOnce says why).
+        if (!f.useCudnn || !opts.warmCached)
+          continue;
       }
     }
     const ConvDesc &d = c.d;
@@ -793,6 +844,13 @@ static void chooseFusedConvs(Context &ctx) {
         throwOutOfMemory(ctx.spec(), "fused-convolution timing buffers",
                          bytes[k]);
       CNNRT_CUDA(ctx, cudaMemset(b.p[k], 0, bytes[k]), loc);
+    }
+    if (fromCache) {
+      runOnce(ctx, [&]() {
+        return enqueueFusedCudnn(ctx, f, c, f.algo, f.math, f.ws, b.p[0],
+                                 b.p[1], b.p[3], b.p[4], b.p[2]);
+      });
+      continue;
     }
     cudaEvent_t e0, e1;
     CNNRT_CUDA(ctx, cudaEventCreate(&e0), loc);
@@ -962,6 +1020,17 @@ struct GraphOrSplit {
 };
 } // namespace
 
+/// Allocates and zeroes `f`'s timing buffers into `b` (the contents do not
+/// matter, only the shapes).
+static void allocTuneBuffers(Context &ctx, TuneBuffers &b,
+                             const GraphOrSplit &f, const char *loc) {
+  for (size_t k = 0; k < f.bufferBytes.size(); ++k) {
+    if (cudaMalloc(&b.p[k], f.bufferBytes[k]) != cudaSuccess)
+      throwOutOfMemory(ctx.spec(), f.buffersWhat, f.bufferBytes[k]);
+    CNNRT_CUDA(ctx, cudaMemset(b.p[k], 0, f.bufferBytes[k]), loc);
+  }
+}
+
 /// Keeps in `graph` either a cuDNN graph plan of convolution `c` as `f`
 /// describes it or null (the split form): the cached choice (heuristics
 /// index, -1 = split) when there is one, else the faster of the split form
@@ -1015,15 +1084,22 @@ chooseGraphOrSplit(Context &ctx, ConvEntry &c, const char *loc,
       if (opts.verbose)
         std::fprintf(stderr, "cnnrt: %s %s: %s (cached)%s\n", loc,
                      f.label.c_str(), graph ? "graph" : "split", why.c_str());
+      if (!opts.warmCached)
+        return;
+      // Run the cached form once (runOnce says why).
+      TuneBuffers b;
+      allocTuneBuffers(ctx, b, f, loc);
+      runOnce(ctx, [&]() {
+        if (graph)
+          return f.runPlan(*graph, b.p) == CUDNN_STATUS_SUCCESS;
+        f.runSplit(b.p);
+        return true;
+      });
       return;
     }
   }
   TuneBuffers b;
-  for (size_t k = 0; k < f.bufferBytes.size(); ++k) {
-    if (cudaMalloc(&b.p[k], f.bufferBytes[k]) != cudaSuccess)
-      throwOutOfMemory(ctx.spec(), f.buffersWhat, f.bufferBytes[k]);
-    CNNRT_CUDA(ctx, cudaMemset(b.p[k], 0, f.bufferBytes[k]), loc);
-  }
+  allocTuneBuffers(ctx, b, f, loc);
   f.readySplit();
   float splitMs = timeCalls(ctx, [&]() {
     f.runSplit(b.p);

@@ -66,11 +66,20 @@ const cnnrt::ModelSpec kSpec = {"nccl_check", 16 * 4096 * 4, nullptr, 0, 1,
                                 1, 1, 1, 2, prepare, step, nullptr};
 } // namespace
 
+// Where the check is, on stderr (unbuffered): a run killed by its time-out
+// shows the phase it hung in (bench/device-dp.sh part R's two-rank run hung
+// without a line while stdout sat in its buffer).
+static void phase(const char *what) {
+  std::fprintf(stderr, "nccl_check: %s\n", what);
+}
+
 static int run(int argc, char **argv) {
   std::string mode = argc > 1 ? argv[1] : "single";
   cnnrt::requireGPU();
   cnnrt::Context ctx(kSpec);
+  phase("context ready; dist::prepare");
   kSpec.prepare(ctx); // "dead" and "devices" throw in here (main: exit 1)
+  phase("communicator ready (handshake and warm-up done)");
   const int W = cnnrt::dist::launch().worldSize;
   const int R = cnnrt::dist::launch().rank;
   if (mode != "single") {
@@ -96,12 +105,15 @@ static int run(int argc, char **argv) {
             "capture");
   step(ctx);
   ctx.check(cudaStreamEndCapture(ctx.stream(), &graph), "capture");
+  phase("captured");
   ctx.check(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
+  phase("instantiated; 3 replays");
   size_t nodes = 0;
   cudaGraphGetNodes(graph, nullptr, &nodes);
   for (int k = 0; k < 3; ++k)
     ctx.check(cudaGraphLaunch(exec, ctx.stream()), "launch");
   cnnrt::dist::waitStream(ctx, ctx.stream(), "replays");
+  phase("replays done");
   std::vector<float> xo(N), yo(N);
   std::vector<__half> ho(N);
   cudaMemcpy(xo.data(), ctx.at<float>(0), N * 4, cudaMemcpyDeviceToHost);

@@ -193,6 +193,13 @@ struct ContextOptions {
   /// default an f16 convolution also times cuDNN graph API (backend) plans
   /// and runs the faster of the two (see runtime/src/CudnnGraph.h).
   bool convGraph = true;
+  /// CNNRT_WARM_CACHED=0: a convolution whose choice comes from the
+  /// algorithm cache is not run during start-up. By default it runs once on
+  /// scratch buffers then, so that CUDA's lazy loading of its cuDNN kernels
+  /// happens before the first step, as it does when the choice is timed
+  /// (without it, a run with a warm cache paid ~120 ms of kernel loading in
+  /// its first step: ResNet-50, session 22's part T).
+  bool warmCached = true;
   /// CNNRT_PROFILE=1: time every launch of one (uncaptured) training step
   /// with CUDA events and print where the time goes.
   bool profile = false;
