@@ -1,7 +1,7 @@
 //===- FuzzReference.cpp - ONNX models through the reference interpreter --===//
 //
 // Two targets run an ONNX model the way cnnc does, through the driver's own
-// functions (tools/cnnc, the CNNCDriver library):
+// functions (lib/Driver, the CNNCDriver library):
 //  - `reference`: loadInput (import and its clean-up, as `cnnc model.onnx`)
 //    with --batch 2, then runForward, the run of `cnnc --run-reference`, on a
 //    deterministic input of the model's input shape;
@@ -22,7 +22,7 @@
 #include "FuzzTarget.h"
 #include "ONNXMutator.h"
 
-#include "Driver.h"
+#include "cnnc/Driver/Driver.h"
 #include "cnnc/Dialect/CNN/CNNOps.h"
 
 #include "mlir/IR/AsmState.h"

@@ -6,8 +6,8 @@
 // CUDA emission are added the same way.
 //
 //===----------------------------------------------------------------------===//
-#ifndef CNNC_TOOLS_CNNC_DRIVER_H
-#define CNNC_TOOLS_CNNC_DRIVER_H
+#ifndef CNNC_DRIVER_DRIVER_H
+#define CNNC_DRIVER_DRIVER_H
 
 #include "cnnc/Reference/Interpreter.h"
 #include "cnnc/Support/ShapeLimits.h"

@@ -10,10 +10,10 @@
 // .cnnw. Its --log-json records are built with llvm::json.
 //
 //===----------------------------------------------------------------------===//
-#ifndef CNNC_TOOLS_CNNC_CHECKPOINT_H
-#define CNNC_TOOLS_CNNC_CHECKPOINT_H
+#ifndef CNNC_LIB_DRIVER_CHECKPOINT_H
+#define CNNC_LIB_DRIVER_CHECKPOINT_H
 
-#include "Driver.h"
+#include "cnnc/Driver/Driver.h"
 
 #include "cnnrt/Dataset.h"
 #include "cnnrt/TrainLoop.h"

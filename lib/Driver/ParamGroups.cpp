@@ -17,7 +17,7 @@
 // "optimizer.group<k>.lr" that the host writes before each step.
 //
 //===----------------------------------------------------------------------===//
-#include "Driver.h"
+#include "cnnc/Driver/Driver.h"
 
 #include "cnnc/Dialect/CNN/CNNOps.h"
 #include "cnnrt/HyperParams.h"

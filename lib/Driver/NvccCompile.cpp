@@ -1,0 +1,252 @@
+//===- NvccCompile.cpp - building the generated CUDA with nvcc ------------===//
+//
+// The nvcc invocation of the driver (NvccCompile.h).
+//
+//===----------------------------------------------------------------------===//
+#include "cnnc/Driver/NvccCompile.h"
+
+#include "cnnrt/TensorFile.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FileUtilities.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstdlib>
+#include <optional>
+
+using namespace mlir;
+using namespace cnnc;
+using namespace cnnc::driver;
+
+namespace {
+LogicalResult fail(Compilation &c, const Twine &msg) {
+  emitError(UnknownLoc::get(&c.context)) << msg;
+  return failure();
+}
+
+/// The runtime (headers + libcnnrt.a): --runtime-dir, $CNNC_RUNTIME_DIR, or
+/// the build tree next to this cnnc (build/bin/cnnc -> build/lib/libcnnrt.a,
+/// <source>/runtime/include).
+bool findRuntime(const NvccOptions &o, std::string &include,
+                 std::string &lib) {
+  auto check = [&](StringRef inc, StringRef l) {
+    SmallString<256> h(inc);
+    llvm::sys::path::append(h, "cnnrt", "cnnrt.h");
+    if (!llvm::sys::fs::exists(h) || !llvm::sys::fs::exists(l))
+      return false;
+    include = inc.str();
+    lib = l.str();
+    return true;
+  };
+  std::vector<std::string> dirs;
+  if (!o.runtimeDir.empty())
+    dirs.push_back(o.runtimeDir);
+  if (const char *e = std::getenv("CNNC_RUNTIME_DIR"))
+    dirs.push_back(e);
+  for (const std::string &d : dirs)
+    for (const char *l : {"lib/libcnnrt.a", "libcnnrt.a"})
+      if (check(d + "/include", d + "/" + l))
+        return true;
+  std::string exe =
+      llvm::sys::fs::getMainExecutable(o.argv0.c_str(), (void *)&findRuntime);
+  SmallString<256> bin(llvm::sys::path::parent_path(exe));
+  SmallString<256> build(llvm::sys::path::parent_path(bin));
+  SmallString<256> lib0(build), inc0(llvm::sys::path::parent_path(build));
+  llvm::sys::path::append(lib0, "lib", "libcnnrt.a");
+  llvm::sys::path::append(inc0, "runtime", "include");
+  if (check(inc0, lib0))
+    return true;
+#ifdef CNNC_RUNTIME_INCLUDE_DIR
+  if (check(CNNC_RUNTIME_INCLUDE_DIR, CNNC_RUNTIME_LIBRARY))
+    return true;
+#endif
+  return false;
+}
+
+/// cuDNN as nvcc should link it: "-lcudnn" where the development symlink
+/// exists, else the versioned library by path (GPU machines often only have
+/// libcudnn.so.9).
+std::string cudnnLinkArg() {
+  for (const char *dir :
+       {"/usr/local/cuda/lib64", "/usr/local/cuda/lib",
+        "/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu"}) {
+    std::string base = std::string(dir) + "/libcudnn.so";
+    if (llvm::sys::fs::exists(base))
+      return "-L" + std::string(dir) + " -lcudnn";
+    if (llvm::sys::fs::exists(base + ".9"))
+      return base + ".9";
+  }
+  return "-lcudnn";
+}
+
+/// NCCL as nvcc should link it (data-parallel steps): $CNNC_NCCL_LIB (a
+/// libnccl.so* path), else "-L<dir> -lnccl" where the development symlink
+/// exists, else libnccl.so.2 by path (GPU machines with only the runtime
+/// package); "" when none is found.
+std::string ncclLinkArg() {
+  if (const char *e = std::getenv("CNNC_NCCL_LIB"))
+    return e;
+  for (const char *dir :
+       {"/usr/local/cuda/lib64", "/usr/local/cuda/lib",
+        "/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu"}) {
+    std::string base = std::string(dir) + "/libnccl.so";
+    if (llvm::sys::fs::exists(base))
+      return "-L" + std::string(dir) + " -lnccl";
+    if (llvm::sys::fs::exists(base + ".2"))
+      return base + ".2";
+  }
+  return "";
+}
+} // namespace
+
+std::string cnnc::driver::findNvcc() {
+  if (const char *e = std::getenv("CNNC_NVCC"))
+    return e;
+  if (llvm::sys::fs::can_execute("/usr/local/cuda/bin/nvcc"))
+    return "/usr/local/cuda/bin/nvcc";
+  if (auto p = llvm::sys::findProgramByName("nvcc"))
+    return *p;
+  return "";
+}
+
+LogicalResult cnnc::driver::buildWithNvcc(Compilation &c, const std::string &cu,
+                                          const NvccOptions &o,
+                                          const std::string &exePath) {
+  std::string err;
+  // An executable: <exe>.cu kept beside it, weights in <exe>.cnnw. All three
+  // are staged in temporary files and published together only after nvcc
+  // succeeded: a failed build leaves nothing new behind and keeps old
+  // outputs. Side files are not written for a special output (/dev/null,
+  // a fifo, stdout).
+  std::string cuPath = exePath + ".cu", weightsPath = exePath + ".cnnw";
+  std::string nvcc = findNvcc(), include, lib;
+  if (nvcc.empty())
+    return fail(c, "nvcc not found (looked at $CNNC_NVCC, /usr/local/cuda/bin, "
+                   "PATH); --emit cuda -o FILE.cu writes the CUDA source");
+  if (!findRuntime(o, include, lib))
+    return fail(c, "the cnnc runtime (include/cnnrt/cnnrt.h and libcnnrt.a) "
+                   "was not found; pass --runtime-dir or set CNNC_RUNTIME_DIR");
+  cnnrt::OutputFile exeOut, cuOut, weightsOut;
+  if (!exeOut.open(exePath, err))
+    return fail(c, "cannot write '" + exePath + "': " + err);
+  bool sideFiles = !exeOut.isSpecial();
+  std::string cuSource; // the .cu nvcc compiles
+  llvm::SmallString<128> tmpCu;
+  std::optional<llvm::FileRemover> removeTmpCu;
+  if (sideFiles) {
+    if (!cuOut.open(cuPath, err, ".cu"))
+      return fail(c, "cannot write '" + cuPath + "': " + err);
+    cuSource = cuOut.stagingPath();
+    if (!weightsOut.open(weightsPath, err))
+      return fail(c, "cannot write '" + weightsPath + "': " + err);
+    if (failed(writeWeights(weightsOut.stagingPath(), c.weights, err)))
+      return fail(c, "cannot write '" + weightsPath + "': " + err);
+  } else {
+    if (auto ec = llvm::sys::fs::createTemporaryFile("cnnc", "cu", tmpCu))
+      return fail(c, "cannot create a temporary .cu file: " + ec.message());
+    removeTmpCu.emplace(tmpCu);
+    cuSource = std::string(tmpCu);
+  }
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream cuStream(cuSource, ec);
+    if (!ec)
+      cuStream << cu;
+    cuStream.close();
+    if (ec || cuStream.has_error())
+      return fail(c, "cannot write '" + cuPath +
+                         "': " + (ec ? ec : cuStream.error()).message());
+  }
+  std::vector<std::string> args = {
+      nvcc, "-O3", "-std=c++17", "-arch=" + o.arch, "-I" + include, cuSource};
+  std::string versionScript;
+  if (o.library) {
+    // All of libcnnrt (its C API) goes into the library; only the C API is
+    // exported, so that the runtime's and CUDA's symbols cannot clash with
+    // another copy in the process (PyTorch's).
+    SmallString<128> script;
+    if (auto ec = llvm::sys::fs::createTemporaryFile("cnnc-lib", "map", script))
+      return fail(c, "cannot create a temporary file: " + ec.message());
+    versionScript = std::string(script);
+    if (!cnnrt::writeFileAtomic(versionScript,
+                                "{ global: cnnrt_*; local: *; };\n", err))
+      return fail(c, "cannot write '" + versionScript + "': " + err);
+    args.insert(args.end(),
+                {"-shared", "-Xcompiler", "-fPIC", "-Xlinker",
+                 "--version-script=" + versionScript,
+                 // One -Xlinker keeps the three in order on the link line.
+                 "-Xlinker", "--whole-archive," + lib + ",--no-whole-archive"});
+  } else {
+    args.push_back(lib);
+  }
+  std::string cudnn = cudnnLinkArg();
+  for (StringRef a : llvm::split(cudnn, ' '))
+    args.push_back(a.str());
+  // A data-parallel step (cnn.all_reduce) calls NCCL through cnnrt/Nccl.h.
+  if (cu.find("#include \"cnnrt/Nccl.h\"") != std::string::npos) {
+    std::string nccl = ncclLinkArg();
+    if (nccl.empty())
+      return fail(c, "the data-parallel step needs NCCL, but libnccl.so(.2) "
+                     "was not found (looked in $CNNC_NCCL_LIB, "
+                     "/usr/local/cuda/lib64, /usr/local/cuda/lib, "
+                     "/usr/lib/x86_64-linux-gnu)");
+    SmallString<256> ncclRt(llvm::sys::path::parent_path(lib));
+    llvm::sys::path::append(ncclRt, "libcnnrt_nccl.a");
+    if (!llvm::sys::fs::exists(ncclRt))
+      return fail(c, "the data-parallel step needs the runtime's NCCL part '" +
+                         ncclRt +
+                         "' (libcnnrt was built without NCCL: nccl.h not "
+                         "found)");
+    // Before libcnnrt.a: it uses the runtime's Context.
+    args.insert(llvm::find(args, lib), std::string(ncclRt));
+    for (StringRef a : llvm::split(nccl, ' '))
+      args.push_back(a.str());
+  }
+  args.insert(args.end(), {"-lcublasLt", "-lcublas"});
+  // What the runtime's host part links against (libjpeg-turbo, libpng,
+  // pthreads), as its build recorded it beside the library. A shared library
+  // takes "libcnnrt.a.link-shared" where there is one: a carried runtime
+  // links static, non-PIC libjpeg-turbo into executables, which a shared
+  // object cannot take.
+  auto linkFile = llvm::MemoryBuffer::getFile(lib + ".link-shared");
+  if (!o.library || !linkFile)
+    linkFile = llvm::MemoryBuffer::getFile(lib + ".link");
+  std::string hostLibs =
+      linkFile ? (*linkFile)->getBuffer().trim().str() : "-lpthread";
+  // "{libdir}": the library's directory (a carried runtime with its own
+  // static libjpeg-turbo/libpng, scripts/prepare-device-carry.sh).
+  for (size_t at; (at = hostLibs.find("{libdir}")) != std::string::npos;)
+    hostLibs.replace(at, 8, llvm::sys::path::parent_path(lib).str());
+  for (StringRef a : llvm::split(hostLibs, ' '))
+    if (!a.empty())
+      args.push_back(a.str());
+  args.insert(args.end(), {"-o", exeOut.stagingPath()});
+  std::vector<StringRef> argRefs(args.begin(), args.end());
+  std::string msg;
+  TimingScope nvccTiming = c.timing.nest("nvcc");
+  int rc =
+      llvm::sys::ExecuteAndWait(nvcc, argRefs, std::nullopt, {}, 0, 0, &msg);
+  nvccTiming.stop();
+  if (!versionScript.empty())
+    llvm::sys::fs::remove(versionScript);
+  if (rc != 0)
+    return fail(c, "nvcc failed (exit " + Twine(rc) +
+                       (msg.empty() ? "" : ": " + msg) + ") on the CUDA of '" +
+                       exePath + "'; nothing was written");
+  if (sideFiles && (!weightsOut.commit(err) || !cuOut.commit(err)))
+    return fail(c, "cannot write the outputs of '" + exePath + "': " + err);
+  if (!exeOut.commit(err))
+    return fail(c, "cannot write '" + exePath + "': " + err);
+  if (sideFiles)
+    llvm::errs() << "cnnc: built '" << exePath << "' (weights '" << weightsPath
+                 << "', source '" << cuPath << "')\n";
+  else
+    llvm::errs() << "cnnc: built '" << exePath
+                 << "' (a special file: no weights or source written beside "
+                    "it)\n";
+  return success();
+}
