@@ -832,6 +832,157 @@ def CNNFuse : Pass<"cnn-fuse", "mlir::ModuleOp"> {
   ];
 }
 
+def CNNPipelinePartition : Pass<"cnn-pipeline-partition", "mlir::ModuleOp"> {
+  let summary = "Chooses the pipeline stages of @train_step (model parallelism) from a cost model";
+  let description = [{
+    Partitions the training step into `stages` contiguous ranges of its
+    forward ops (forward and backward of a range of layers run on one GPU
+    each; docs/pipeline-parallel.md) and records the decision as attributes
+    (cnnc/Transforms/PipelinePlan.h): `cnn.stage` on every op, and on the
+    module `cnn.pipeline` with the cuts, each stage's peak bytes, kept
+    activations, parameter bytes and time estimate, and the bytes crossing
+    each cut. cnn-pipeline-split reads them.
+
+    Cost model: a forward op's time is max(FLOPs / 50 TFLOP/s, bytes /
+    3 TB/s), a stage's time three times its forward ops'. A stage's peak is
+    its parameters, BN buffers and optimizer state, plus the activations
+    its backward pass reads (values that live from the forward into the
+    backward pass) times the `micro-batches` in flight (the GPipe schedule
+    keeps all of them), plus the largest op's operands and results. The
+    cuts minimize the slowest stage; among cuts within 10 % of that, the
+    fewest bytes crossing the cuts; every stage's peak within
+    `device-memory-bytes` (0: no limit). `stages=0` takes the fewest stages
+    that fit. A cut never separates two readers of one parameter. A layer
+    that alone exceeds the budget is an error naming it.
+
+    Backward and optimizer ops take the stage of the forward values and
+    parameters they read; an op reading a gradient runs on that gradient's
+    stage or an earlier one (gradients flow back across the cuts), as late
+    as its other operands allow. Ops reading nothing but arguments and
+    constants (the accumulation step) carry no stage: every stage that uses
+    them gets a copy.
+
+    The micro-batches are gradient accumulation's micro-steps: @train_step
+    must be built with `accumulate` = `micro-batches` (one optimizer update
+    per M micro-batches). Refused (an error naming it): clip-grad-norm and
+    loss scaling (they need every stage's gradients), cnn.all_reduce
+    (pipeline x data parallel is not built).
+
+    Before (cnn-autodiff accumulate=2, SGD):
+    ```mlir
+    func.func @train_step(%x: tensor<2x4xf32> {cnn.input}, ...) -> (...) {
+      %h = cnn.matmul %x, %w0 {transpose_rhs = true}
+      %r = cnn.relu %h
+      %y = cnn.matmul %r, %w1 {transpose_rhs = true}
+      %loss = cnn.softmax_cross_entropy %y, %labels
+      %dy = cnn.softmax_cross_entropy_grad %y, %labels, %one
+      %dw1 = cnn.matmul %dy, %r {transpose_lhs = true}
+      %dr = cnn.matmul %dy, %w1
+      %dh = cnn.relu_grad %dr, %r
+      %dw0 = cnn.matmul %dh, %x {transpose_lhs = true}
+      ...
+    }
+    ```
+    After (`stages=2`):
+    ```mlir
+    module attributes {cnn.pipeline = {cut_bytes = array<i64: 64>,
+        cut_tensors = array<i64: 2>, cuts = array<i64: 1>, micro_batches = 2 : i64,
+        stage_peak_bytes = array<i64: ...>, stages = 2 : i64, ...}} {
+      %h = cnn.matmul %x, %w0 {cnn.stage = 0 : i64, transpose_rhs = true}
+      %r = cnn.relu %h {cnn.stage = 0 : i64}
+      %y = cnn.matmul %r, %w1 {cnn.stage = 1 : i64, transpose_rhs = true}
+      ...
+      %dr = cnn.matmul %dy, %w1 {cnn.stage = 1 : i64}
+      %dh = cnn.relu_grad %dr, %r {cnn.stage = 1 : i64}
+      %dw0 = cnn.matmul %dh, %x {cnn.stage = 0 : i64, transpose_lhs = true}
+    ```
+    (`%r` crosses forward, `%dh` backward.)
+  }];
+  let options = [
+    Option<"stages", "stages", "int64_t", "2",
+           "number of stages (0: the fewest whose peaks fit "
+           "device-memory-bytes)">,
+    Option<"microBatches", "micro-batches", "int64_t", "1",
+           "micro-batches per step (the step's accumulation count)">,
+    Option<"deviceMemoryBytes", "device-memory-bytes", "int64_t", "0",
+           "each stage's memory budget in bytes (0: no limit)">,
+    Option<"printPlan", "print-plan", "bool", "false",
+           "print the plan (cuts, per-stage memory and time, bubble) to "
+           "stdout">,
+  ];
+  let statistics = [
+    Statistic<"numStages", "stages", "pipeline stages chosen">,
+    Statistic<"numCrossings", "crossings", "tensors sent between stages">
+  ];
+}
+
+def CNNPipelineSplit : Pass<"cnn-pipeline-split", "mlir::ModuleOp"> {
+  let summary = "Splits @train_step into per-stage forward and backward functions with cnn.send/cnn.recv";
+  let description = [{
+    Reads cnn-pipeline-partition's `cnn.stage` and replaces @train_step by
+    2 x S functions `@stage<s>_forward` and `@stage<s>_backward`, each with
+    `cnn.pipeline_stage = s`. A value made on stage a and read on stage b
+    is sent once (`cnn.send {peer = b, tag = t}` after its definition) and
+    received once (`cnn.recv {peer = a, tag = t}` where stage b first needs
+    it): activations in the forward functions, their gradients in the
+    backward functions. Ops without a stage (constants, the accumulation
+    step) are cloned into every function that reads them.
+
+    A stage function takes the arguments of @train_step it reads (each
+    marked `cnn.pipeline_arg = <index in @train_step>`); the backward
+    function also takes what its forward function kept for it (the
+    activations the backward pass reads, `cnn.pipeline_saved = <k>`), which
+    the forward function returns after its share of @train_step's results.
+    Each function lists the @train_step results it returns in
+    `cnn.pipeline_results`. Per micro-batch the forward functions run in
+    stage order and the backward functions in reverse stage order (the
+    reference runs the GPipe schedule: all forwards of the M micro-batches,
+    then all backwards, lib/Reference/Pipeline.cpp); the step's gradient
+    accumulation sums the M micro-batches' gradients and applies one
+    optimizer update on the last. BatchNorm normalizes each micro-batch
+    with its own statistics, as PyTorch's pipeline APIs do.
+
+    Before (after cnn-pipeline-partition, stages=2):
+    ```mlir
+    %r = cnn.relu %h {cnn.stage = 0 : i64}
+    %y = cnn.matmul %r, %w1 {cnn.stage = 1 : i64, transpose_rhs = true}
+    ...
+    %dh = cnn.relu_grad %dr, %r {cnn.stage = 1 : i64}
+    %dw0 = cnn.matmul %dh, %x {cnn.stage = 0 : i64, transpose_lhs = true}
+    ```
+    After:
+    ```mlir
+    func.func @stage0_forward(%x {cnn.pipeline_arg = 0 : i64}, %w0 {...})
+        -> (tensor<2x8xf32>) attributes {cnn.pipeline_stage = 0 : i64, ...} {
+      %h = cnn.matmul %x, %w0 {transpose_rhs = true}
+      %r = cnn.relu %h
+      cnn.send %r {peer = 1 : i64, tag = 0 : i64} : tensor<2x8xf32>
+      return
+    }
+    func.func @stage1_forward(...) {
+      %r = cnn.recv {peer = 0 : i64, tag = 0 : i64} : tensor<2x8xf32>
+      %y = cnn.matmul %r, %w1 {transpose_rhs = true}
+      ...
+      return %loss, %r, %y   // the loss; %r, %y kept for @stage1_backward
+    }
+    func.func @stage1_backward(..., %r {cnn.pipeline_saved = 0 : i64}, ...) {
+      ...
+      %dh = cnn.relu_grad %dr, %r
+      cnn.send %dh {peer = 0 : i64, tag = 1 : i64} : tensor<2x8xf32>
+      ...
+    }
+    func.func @stage0_backward(%x ..., ...) {
+      %dh = cnn.recv {peer = 1 : i64, tag = 1 : i64} : tensor<2x8xf32>
+      %dw0 = cnn.matmul %dh, %x {transpose_lhs = true}
+      ...
+    }
+    ```
+  }];
+  let statistics = [
+    Statistic<"numTransfers", "transfers", "cnn.send/cnn.recv pairs made">
+  ];
+}
+
 def CNNMemoryPlan : Pass<"cnn-memory-plan", "mlir::ModuleOp"> {
   let summary = "Plans every tensor of the train step into one arena";
   let description = [{

@@ -63,6 +63,7 @@ enum class AttrKind {
                 // a parameter stored as [K, R, S, C'] with C' >= C
   Target,       // cnn.target on the module: a #cnn.target
   Launch,       // cnn.launch on an op: a #cnn.launch fitting the op
+  Indices,      // cnn.pipeline_results: array<i64> of non-negative indices
 };
 
 /// Attributes of function arguments and results (a train_step result carries
@@ -80,6 +81,9 @@ AttrKind argOrResultAttrKind(StringRef name) {
       .Case("cnn.image_layout", AttrKind::LayoutEnum)
       .Case("cnn.image_shape", AttrKind::ImageShape)
       .Case("cnn.public_shape", AttrKind::PublicShape)
+      // cnn-pipeline-split: the @train_step argument a stage function's
+      // argument is, or the forward function's kept value it is.
+      .Cases({"cnn.pipeline_arg", "cnn.pipeline_saved"}, AttrKind::Bytes)
       .Default(AttrKind::Unknown);
 }
 
@@ -93,6 +97,7 @@ AttrKind moduleAttrKind(StringRef name) {
              AttrKind::Bytes)
       .Cases({"cnn.weights", "cnn.plan_strategy"}, AttrKind::String)
       .Case("cnn.fusion_stats", AttrKind::Dictionary)
+      .Case("cnn.pipeline", AttrKind::Dictionary) // cnn-pipeline-partition
       .Case("cnn.target", AttrKind::Target)
       .Default(AttrKind::Unknown);
 }
@@ -102,6 +107,8 @@ AttrKind funcAttrKind(StringRef name) {
   return llvm::StringSwitch<AttrKind>(name)
       .Case("cnn.data_parallel", AttrKind::DataParallel)
       .Case("cnn.lowering_selected", AttrKind::Unit)
+      .Case("cnn.pipeline_stage", AttrKind::Count) // cnn-pipeline-split
+      .Case("cnn.pipeline_results", AttrKind::Indices)
       .Default(AttrKind::Unknown);
 }
 
@@ -115,6 +122,7 @@ AttrKind opAttrKind(StringRef name) {
       .Case("cnn.cast_group", AttrKind::Count)
       .Case("cnn.remat", AttrKind::Unit) // a clone made by cnn-remat
       .Case("cnn.launch", AttrKind::Launch)
+      .Case("cnn.stage", AttrKind::Count) // cnn-pipeline-partition
       .Default(AttrKind::Unknown);
 }
 
@@ -186,6 +194,12 @@ LogicalResult verifyCNNAttr(function_ref<InFlightDiagnostic()> emitError,
   }
   case AttrKind::Dictionary:
     return check(isa<DictionaryAttr>(value), "a dictionary");
+  case AttrKind::Indices: {
+    auto a = dyn_cast<DenseI64ArrayAttr>(value);
+    return check(a && llvm::all_of(a.asArrayRef(),
+                                   [](int64_t i) { return i >= 0; }),
+                 "an array<i64> of non-negative indices");
+  }
   case AttrKind::Target:
     return check(isa<TargetAttr>(value), "a #cnn.target");
   case AttrKind::Launch: {

@@ -922,5 +922,6 @@ def CNN_AdamUpdateOp : CNN_PureOp<"adam_update", [CNN_InferShapes]> {
 include "cnnc/Dialect/CNN/CNNFusedOps.td"
 include "cnnc/Dialect/CNN/CNNAmpOps.td"
 include "cnnc/Dialect/CNN/CNNDistOps.td"
+include "cnnc/Dialect/CNN/CNNPipelineOps.td"
 
 #endif

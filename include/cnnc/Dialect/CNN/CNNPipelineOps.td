@@ -1,0 +1,53 @@
+//===- CNNPipelineOps.td - pipeline stages: point-to-point -*- tablegen -*-===//
+//
+// Model parallelism by pipeline stages (docs/pipeline-parallel.md): the
+// training step split by cnn-pipeline-split into one forward and one
+// backward function per stage; activations cross a cut forward and their
+// gradients backward through a matched cnn.send / cnn.recv pair. The
+// reference interpreter moves the tensor through an in-memory mailbox
+// (lib/Reference/Pipeline.cpp); a GPU runtime would use NCCL send/recv.
+//
+//===----------------------------------------------------------------------===//
+#ifndef CNNC_DIALECT_CNN_CNNPIPELINEOPS_TD
+#define CNNC_DIALECT_CNN_CNNPIPELINEOPS_TD
+
+// Neither op is Pure: each is one half of a transfer, so CSE must not merge
+// two and DCE must not drop a send whose result nobody reads (the peer waits
+// for it).
+def CNN_SendOp : CNN_Op<"send"> {
+  let summary = "sends a tensor to another pipeline stage";
+  let description = [{
+    Hands `input` to stage `peer`, which receives it with the `cnn.recv` of
+    the same `tag`. Tags number the tensors crossing the cuts of one step
+    (activations forward, their gradients backward); a stage sends and
+    receives each tag once per micro-batch, in micro-batch order, so the
+    pair needs no micro-batch number. Inside a stage function (one with
+    `cnn.pipeline_stage`) the peer is another stage.
+
+    ```mlir
+    cnn.send %act {peer = 1 : i64, tag = 0 : i64} : tensor<4x16x8x8xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, I64Attr:$peer, I64Attr:$tag);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
+def CNN_RecvOp : CNN_Op<"recv"> {
+  let summary = "receives a tensor from another pipeline stage";
+  let description = [{
+    The tensor that stage `peer` sent with the same `tag`; its type is the
+    sent value's (the pair is checked when the stages run: a mismatch is an
+    error naming the tag).
+
+    ```mlir
+    %act = cnn.recv {peer = 0 : i64, tag = 0 : i64} : tensor<4x16x8x8xf32>
+    ```
+  }];
+  let arguments = (ins I64Attr:$peer, I64Attr:$tag);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+#endif

@@ -1,0 +1,43 @@
+//===- PipelinePlan.h - the pipeline-stage plan in the IR -------*- C++ -*-===//
+//
+// cnn-pipeline-partition records its decision in the IR (IREE style: the
+// analysis' result travels as attributes, later passes and the printed plan
+// read it):
+//
+//   op       cnn.stage = <i64>        the stage that runs the op (every op of
+//                                     @train_step but the replicated ones:
+//                                     constants and others reading nothing
+//                                     but arguments, cloned where used)
+//   module   cnn.pipeline = {stages, micro_batches, budget_bytes,
+//                            cuts (forward op index after which each cut
+//                            falls), stage_peak_bytes, stage_saved_bytes,
+//                            stage_param_bytes, stage_time_us,
+//                            cut_bytes (forward + backward per cut),
+//                            cut_tensors}
+//
+// cnn-pipeline-split reads cnn.stage; printPipelinePlan prints the module
+// attribute (cnnc --print-pipeline-plan, the pass's print-plan option).
+//
+//===----------------------------------------------------------------------===//
+#ifndef CNNC_TRANSFORMS_PIPELINEPLAN_H
+#define CNNC_TRANSFORMS_PIPELINEPLAN_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace cnnc {
+
+constexpr const char *kStageAttr = "cnn.stage";
+constexpr const char *kPipelineAttr = "cnn.pipeline";
+/// On each function cnn-pipeline-split makes: its stage.
+constexpr const char *kPipelineStageAttr = "cnn.pipeline_stage";
+
+/// Prints the plan recorded in `module`'s cnn.pipeline (cuts, per-stage
+/// peak memory and time estimate, crossing bytes, GPipe bubble fraction).
+/// Fails (without printing) when the module has no plan.
+mlir::LogicalResult printPipelinePlan(mlir::ModuleOp module,
+                                      llvm::raw_ostream &os);
+
+} // namespace cnnc
+
+#endif

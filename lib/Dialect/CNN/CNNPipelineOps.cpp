@@ -1,0 +1,41 @@
+//===- CNNPipelineOps.cpp - verifiers of cnn.send / cnn.recv --------------===//
+#include "cnnc/Dialect/CNN/CNNOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+using namespace mlir;
+using namespace cnnc::cnn;
+
+/// The checks both halves of a transfer share: a peer that is a stage, not
+/// the op's own (a stage never talks to itself: that value needs no
+/// transfer), a non-negative tag, and an element type a stage can hold.
+static LogicalResult verifyTransfer(Operation *op, int64_t peer, int64_t tag,
+                                    Type type) {
+  if (peer < 0)
+    return op->emitOpError("'peer' must be >= 0, got ") << peer;
+  if (tag < 0)
+    return op->emitOpError("'tag' must be >= 0, got ") << tag;
+  if (auto f = op->getParentOfType<func::FuncOp>())
+    if (auto stage = f->getAttrOfType<IntegerAttr>("cnn.pipeline_stage");
+        stage && stage.getInt() == peer)
+      return op->emitOpError("'peer' is ")
+             << peer << ", the stage of its own function @" << f.getName()
+             << " (a value used where it is made needs no transfer)";
+  Type elem = cast<RankedTensorType>(type).getElementType();
+  if (!elem.isF32() && !elem.isF16() && !elem.isInteger(32))
+    return op->emitOpError("transfers ")
+           << type << ": only f32, f16 and i32 tensors cross a cut";
+  return success();
+}
+
+LogicalResult SendOp::verify() {
+  return verifyTransfer(*this, getPeerAttr().getValue().getSExtValue(),
+                        getTagAttr().getValue().getSExtValue(),
+                        getInput().getType());
+}
+
+LogicalResult RecvOp::verify() {
+  return verifyTransfer(*this, getPeerAttr().getValue().getSExtValue(),
+                        getTagAttr().getValue().getSExtValue(),
+                        getResult().getType());
+}

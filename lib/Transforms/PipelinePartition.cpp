@@ -1,0 +1,641 @@
+//===- PipelinePartition.cpp - cnn-pipeline-partition: choose the cuts ----===//
+//
+// Splits the forward order of @train_step into S contiguous stages from a
+// cost model and records the decision as attributes (PipelinePlan.h):
+//
+//  - per forward op, a time estimate from its FLOPs and bytes (a roofline of
+//    one GPU: max(flops / 50 TFLOP/s, bytes / 3 TB/s)); a stage's time is
+//    three times its forward ops' (the backward pass costs about two
+//    forwards);
+//  - per stage, its peak bytes: the parameters, BN buffers and optimizer
+//    state it owns, plus the activations its backward pass reads (values
+//    that live from the forward into the backward: the memory plan's
+//    lifetimes) times the micro-batches in flight (M: the GPipe schedule
+//    keeps every micro-batch's activations until the backward pass), plus
+//    the largest single op's working set (operands + results);
+//  - per cut, the bytes of the activations crossing it (sent forward; their
+//    gradients, of the same size, come back).
+// The cuts minimize the slowest stage's time; among the cuts within 10 % of
+// that, the fewest crossing bytes; every stage within device-memory-bytes.
+// Backward and optimizer ops then take the stage of the forward values and
+// parameters they read (a gradient only flows to the same or an earlier
+// stage); see the pass description in Passes.td.
+//
+//===----------------------------------------------------------------------===//
+#include "cnnc/Transforms/MemoryPlan.h"
+#include "cnnc/Transforms/Passes.h"
+#include "cnnc/Transforms/PipelinePlan.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <cmath>
+#include <limits>
+
+namespace cnnc {
+#define GEN_PASS_DEF_CNNPIPELINEPARTITION
+#include "cnnc/Transforms/Passes.h.inc"
+} // namespace cnnc
+
+using namespace mlir;
+using namespace cnnc;
+using namespace cnnc::cnn;
+
+namespace {
+
+constexpr double kFlopsPerUs = 50e6;  // 50 TFLOP/s
+constexpr double kBytesPerUs = 3e6;   // 3 TB/s
+constexpr double kTimeSlack = 1.10;   // cuts within 10 % of the best balance
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+int64_t bytesOf(Value v) { return static_cast<int64_t>(tensorBytes(v.getType())); }
+
+int64_t numel(Value v) {
+  return cast<ShapedType>(v.getType()).getNumElements();
+}
+
+/// The forward op's time estimate in microseconds.
+double timeUs(Operation *op) {
+  double bytes = 0;
+  for (Value v : op->getOperands())
+    if (isa<ShapedType>(v.getType()))
+      bytes += bytesOf(v);
+  for (Value v : op->getResults())
+    if (isa<ShapedType>(v.getType()))
+      bytes += bytesOf(v);
+  double flops = 0;
+  if (auto c = dyn_cast<Conv2DOp>(op)) {
+    auto f = cast<ShapedType>(c.getFilter().getType());
+    flops = 2.0 * numel(c.getResult()) * (double)f.getNumElements() /
+            std::max<int64_t>(f.getDimSize(0), 1);
+  } else if (auto m = dyn_cast<MatmulOp>(op)) {
+    // M x K times K x N: lhs * rhs / result = K^2.
+    flops = 2.0 * std::sqrt((double)numel(m.getLhs()) * numel(m.getRhs()) *
+                            numel(m.getResult()));
+  } else {
+    for (Value v : op->getResults())
+      if (isa<ShapedType>(v.getType()))
+        flops += 4.0 * numel(v);
+  }
+  return std::max(flops / kFlopsPerUs, bytes / kBytesPerUs);
+}
+
+/// What the search knows of one forward op.
+struct FwdOp {
+  Operation *op;
+  double time;
+  int64_t workingSet;          // operands + results
+  SmallVector<int64_t> ownArgs; // persistent args whose first use it is
+};
+
+struct StageCost {
+  double time = 0;
+  int64_t param = 0, saved = 0, transient = 0;
+  int64_t peak(int64_t inFlight) const {
+    return param + inFlight * saved + transient;
+  }
+};
+
+struct PartitionPass
+    : public cnnc::impl::CNNPipelinePartitionBase<PartitionPass> {
+  using CNNPipelinePartitionBase::CNNPipelinePartitionBase;
+  void runOnOperation() override;
+};
+
+/// The name of an argument's persistent tensor ("" for the image, labels,
+/// lr and step, which every stage may read).
+StringRef persistentName(func::FuncOp f, unsigned i) {
+  for (const char *key : {kParamAttr, kBufferAttr, kStateAttr})
+    if (auto s = f.getArgAttrOfType<StringAttr>(i, key))
+      return s.getValue();
+  return "";
+}
+
+std::string opName(Operation *op) {
+  std::string s = op->getName().getStringRef().str();
+  Location loc = op->getLoc();
+  if (auto f = dyn_cast<FusedLoc>(loc); f && !f.getLocations().empty())
+    loc = f.getLocations().front();
+  if (auto n = dyn_cast<NameLoc>(loc))
+    s += " '" + n.getName().str() + "'";
+  return s;
+}
+
+} // namespace
+
+void PartitionPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  auto f = module.lookupSymbol<func::FuncOp>("train_step");
+  if (!f) {
+    module.emitError("cnn-pipeline-partition: no @train_step (run "
+                     "cnn-autodiff first)");
+    return signalPassFailure();
+  }
+  if (stages < 0 || microBatches < 1 || deviceMemoryBytes < 0) {
+    module.emitError(llvm::formatv(
+        "cnn-pipeline-partition: stages must be >= 0 (0: auto), "
+        "micro-batches >= 1 and device-memory-bytes >= 0, got {0}, {1}, {2}",
+        (int64_t)stages, (int64_t)microBatches, (int64_t)deviceMemoryBytes));
+    return signalPassFailure();
+  }
+  if (stages == 0 && deviceMemoryBytes == 0) {
+    module.emitError("cnn-pipeline-partition: stages=0 (the fewest stages "
+                     "that fit) needs device-memory-bytes");
+    return signalPassFailure();
+  }
+  Block &body = f.getBody().front();
+  // What a pipeline cannot split: a global gradient norm or loss-scale flag
+  // needs every stage's gradients (a collective across the stages that is
+  // not built), and data parallelism is not combined with stages yet.
+  WalkResult refused = f.walk([&](Operation *op) {
+    const char *why = nullptr;
+    if (isa<ClipDivisorOp>(op))
+      why = "clip-grad-norm (the global norm needs the gradients of every "
+            "stage)";
+    else if (isa<AllFiniteOp, LossScaleUpdateOp>(op))
+      why = "loss scaling (the finite flag needs the gradients of every "
+            "stage)";
+    else if (isa<AllReduceOp>(op))
+      why = "data parallelism (pipeline stages x data-parallel replicas)";
+    if (!why)
+      return WalkResult::advance();
+    op->emitError("cnn-pipeline-partition: pipeline stages do not support ")
+        << why << " yet";
+    return WalkResult::interrupt();
+  });
+  if (refused.wasInterrupted())
+    return signalPassFailure();
+  // The micro-batches are the micro-steps of gradient accumulation: one
+  // optimizer update after M of them.
+  int64_t every = 1;
+  f.walk([&](AccumulationStepOp a) { every = a.getEvery(); });
+  if (every != microBatches) {
+    module.emitError(llvm::formatv(
+        "cnn-pipeline-partition: micro-batches={0} needs @train_step built "
+        "with gradient accumulation over {0} micro-steps (cnn-autodiff "
+        "accumulate={0}); it accumulates over {1}",
+        (int64_t)microBatches, every));
+    return signalPassFailure();
+  }
+
+  // Forward ops: those the loss depends on.
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  Value loss;
+  for (unsigned i = 0; i < f.getNumResults(); ++i)
+    if (f.getResultAttr(i, kLossAttr))
+      loss = ret.getOperand(i);
+  if (!loss || !loss.getDefiningOp()) {
+    f.emitError("cnn-pipeline-partition: @train_step returns no computed "
+                "loss (cnn.loss)");
+    return signalPassFailure();
+  }
+  llvm::DenseSet<Operation *> forward;
+  SmallVector<Operation *> work{loss.getDefiningOp()};
+  while (!work.empty()) {
+    Operation *op = work.pop_back_val();
+    if (!forward.insert(op).second)
+      continue;
+    for (Value v : op->getOperands())
+      if (Operation *d = v.getDefiningOp())
+        work.push_back(d);
+  }
+  // Persistent arguments (params, buffers, state) by name; state belongs to
+  // the parameter whose name prefixes it ("<param>.momentum_buffer").
+  llvm::StringMap<unsigned> argByName;
+  for (unsigned i = 0; i < f.getNumArguments(); ++i)
+    if (StringRef n = persistentName(f, i); !n.empty())
+      argByName[n] = i;
+  // The image and labels belong to the stages that read them (the first
+  // and the last); lr and step, read by no forward op, to none.
+  auto ownerArg = [&](unsigned i) -> int64_t {
+    StringRef n = persistentName(f, i);
+    if (n.empty() || !f.getArgAttr(i, kStateAttr))
+      return i;
+    for (size_t dot = n.rfind('.'); dot != StringRef::npos;
+         dot = n.substr(0, dot).rfind('.'))
+      if (auto it = argByName.find(n.substr(0, dot));
+          it != argByName.end() && !f.getArgAttr(it->second, kStateAttr))
+        return it->second;
+    return i;
+  };
+
+  std::vector<FwdOp> fwd;
+  llvm::DenseMap<Operation *, int64_t> fwdIndex;
+  for (Operation &op : body.without_terminator())
+    if (forward.count(&op) && op.getNumOperands() > 0) {
+      fwdIndex[&op] = fwd.size();
+      int64_t ws = 0;
+      for (Value v : op.getOperands())
+        if (!isa<BlockArgument>(v) && isa<ShapedType>(v.getType()))
+          ws += bytesOf(v);
+      for (Value v : op.getResults())
+        ws += bytesOf(v);
+      fwd.push_back({&op, timeUs(&op), ws, {}});
+    }
+  const int64_t n = fwd.size();
+  if (n == 0) {
+    f.emitError("cnn-pipeline-partition: @train_step has no forward op");
+    return signalPassFailure();
+  }
+  // First and last forward use of each persistent argument (a parameter's
+  // state, read by the optimizer only, goes with its parameter).
+  std::vector<int64_t> firstUse(f.getNumArguments(), -1),
+      lastUse(f.getNumArguments(), -1);
+  for (int64_t k = 0; k < n; ++k)
+    for (Value v : fwd[k].op->getOperands())
+      if (auto a = dyn_cast<BlockArgument>(v); a && a.getOwner() == &body) {
+        int64_t o = ownerArg(a.getArgNumber());
+        if (o < 0)
+          continue;
+        if (firstUse[o] < 0)
+          firstUse[o] = k;
+        lastUse[o] = k;
+      }
+  std::vector<int64_t> argBytes(f.getNumArguments(), 0);
+  for (unsigned i = 0; i < f.getNumArguments(); ++i) {
+    int64_t o = ownerArg(i);
+    if (o >= 0 && firstUse[o] >= 0 && !persistentName(f, o).empty())
+      argBytes[o] += bytesOf(f.getArgument(i));
+  }
+  for (unsigned i = 0; i < f.getNumArguments(); ++i)
+    if (firstUse[i] >= 0)
+      fwd[firstUse[i]].ownArgs.push_back(i);
+  // A cut after forward op k is allowed unless a parameter (or buffer) is
+  // read on both sides of it (tied weights: one stage owns the update).
+  std::vector<char> cutOK(n, 1);
+  for (unsigned i = 0; i < f.getNumArguments(); ++i)
+    for (int64_t k = firstUse[i];
+         k >= 0 && k < lastUse[i] && !persistentName(f, i).empty(); ++k)
+      cutOK[k] = 0;
+  // Values the backward pass reads (kept from the forward pass).
+  auto savedForBackward = [&](Value v) {
+    return llvm::any_of(v.getUsers(), [&](Operation *u) {
+      return !forward.count(u) && !isa<func::ReturnOp>(u);
+    });
+  };
+  // Forward bytes crossing a cut after forward op k.
+  std::vector<int64_t> crossFwd(n, 0);
+  for (int64_t k = 0; k < n; ++k)
+    for (Value v : fwd[k].op->getResults()) {
+      int64_t last = k;
+      for (Operation *u : v.getUsers())
+        if (auto it = fwdIndex.find(u); it != fwdIndex.end())
+          last = std::max(last, it->second);
+      for (int64_t c = k; c < last; ++c)
+        crossFwd[c] += bytesOf(v);
+    }
+
+  // cost[i][j-i-1]: the stage of forward ops [i, j).
+  const int64_t inFlight = microBatches;
+  std::vector<std::vector<StageCost>> cost(n);
+  for (int64_t i = 0; i < n; ++i) {
+    StageCost c;
+    llvm::DenseSet<Value> counted;
+    for (int64_t j = i; j < n; ++j) {
+      Operation *op = fwd[j].op;
+      c.time += 3 * fwd[j].time;
+      for (int64_t a : fwd[j].ownArgs)
+        c.param += argBytes[a];
+      c.transient = std::max(c.transient, fwd[j].workingSet);
+      for (Value r : op->getResults())
+        if (savedForBackward(r) && counted.insert(r).second)
+          c.saved += bytesOf(r);
+      // A received activation the backward pass reads is kept too.
+      for (Value v : op->getOperands())
+        if (Operation *d = v.getDefiningOp())
+          if (auto it = fwdIndex.find(d);
+              it != fwdIndex.end() && it->second < i && savedForBackward(v) &&
+              counted.insert(v).second)
+            c.saved += bytesOf(v);
+      cost[i].push_back(c);
+    }
+  }
+  auto stageCost = [&](int64_t i, int64_t j) -> const StageCost & {
+    return cost[i][j - i - 1];
+  };
+  auto fits = [&](int64_t i, int64_t j) {
+    return deviceMemoryBytes == 0 ||
+           stageCost(i, j).peak(inFlight) <= (int64_t)deviceMemoryBytes;
+  };
+  // A layer that alone does not fit: no cut helps (every cost grows with
+  // the range).
+  if (deviceMemoryBytes > 0)
+    for (int64_t k = 0; k < n; ++k)
+      if (!fits(k, k + 1)) {
+        const StageCost &c = stageCost(k, k + 1);
+        fwd[k].op->emitError(llvm::formatv(
+            "cnn-pipeline-partition: this layer alone needs {0} bytes on "
+            "one stage ({1} of parameters and state, {2} x {3} of "
+            "activations kept for the backward pass, {4} working set), over "
+            "device-memory-bytes {5}: no cut can fit it",
+            c.peak(inFlight), c.param, inFlight, c.saved, c.transient,
+            (int64_t)deviceMemoryBytes));
+        return signalPassFailure();
+      }
+
+  // Best cuts for s stages: first the smallest slowest-stage time T, then
+  // the fewest crossing bytes among cuts whose stages stay within 1.1 T.
+  // Returns the stage boundaries (s + 1 of them) or none.
+  auto solve = [&](int64_t s) -> std::optional<SmallVector<int64_t>> {
+    if (s > n)
+      return std::nullopt;
+    // best[k][j]: the smallest max time of k stages over ops [0, j).
+    std::vector<std::vector<double>> best(
+        s + 1, std::vector<double>(n + 1, kInf));
+    best[0][0] = 0;
+    for (int64_t k = 1; k <= s; ++k)
+      for (int64_t j = 1; j <= n; ++j) {
+        if (j < n && !cutOK[j - 1])
+          continue;
+        for (int64_t i = k - 1; i < j; ++i)
+          if (best[k - 1][i] < kInf && fits(i, j))
+            best[k][j] = std::min(best[k][j], std::max(best[k - 1][i],
+                                                       stageCost(i, j).time));
+      }
+    if (best[s][n] == kInf)
+      return std::nullopt;
+    double limit = best[s][n] * kTimeSlack;
+    constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
+    std::vector<std::vector<int64_t>> bytes(
+        s + 1, std::vector<int64_t>(n + 1, kNone));
+    std::vector<std::vector<int64_t>> from(s + 1,
+                                           std::vector<int64_t>(n + 1, -1));
+    bytes[0][0] = 0;
+    for (int64_t k = 1; k <= s; ++k)
+      for (int64_t j = 1; j <= n; ++j) {
+        if (j < n && !cutOK[j - 1])
+          continue;
+        int64_t cross = j < n ? crossFwd[j - 1] : 0;
+        for (int64_t i = k - 1; i < j; ++i)
+          if (bytes[k - 1][i] != kNone && fits(i, j) &&
+              stageCost(i, j).time <= limit &&
+              bytes[k - 1][i] + cross < bytes[k][j]) {
+            bytes[k][j] = bytes[k - 1][i] + cross;
+            from[k][j] = i;
+          }
+      }
+    SmallVector<int64_t> bounds(s + 1, 0);
+    bounds[s] = n;
+    for (int64_t k = s, j = n; k > 0; --k) {
+      j = from[k][j];
+      bounds[k - 1] = j;
+    }
+    return bounds;
+  };
+  std::optional<SmallVector<int64_t>> bounds;
+  if (stages > 0) {
+    if (stages > n) {
+      f.emitError(llvm::formatv("cnn-pipeline-partition: {0} stages but "
+                                "@train_step has {1} forward ops",
+                                (int64_t)stages, n));
+      return signalPassFailure();
+    }
+    bounds = solve(stages);
+    if (!bounds) {
+      int64_t fewest = 0;
+      for (int64_t s = stages + 1; s <= n && !fewest; ++s)
+        if (solve(s))
+          fewest = s;
+      f.emitError(llvm::formatv(
+          "cnn-pipeline-partition: {0} stages cannot hold @train_step "
+          "within device-memory-bytes {1} with {2} micro-batches in flight{3}",
+          (int64_t)stages, (int64_t)deviceMemoryBytes, inFlight,
+          fewest ? llvm::formatv("; the fewest stages that fit: {0}", fewest)
+                       .str()
+                 : std::string()));
+      return signalPassFailure();
+    }
+  } else {
+    for (int64_t s = 1; s <= n && !bounds; ++s)
+      bounds = solve(s);
+    if (!bounds) {
+      // Every layer fits alone, but a tied parameter forbids the cuts that
+      // would separate them.
+      f.emitError("cnn-pipeline-partition: no partition of @train_step fits "
+                  "device-memory-bytes (parameters read by distant layers "
+                  "keep their layers on one stage)");
+      return signalPassFailure();
+    }
+  }
+  const int64_t S = bounds->size() - 1;
+
+  // Stage of every op: forward ops from the cuts; the others from what they
+  // read. Ops reading only arguments and replicated ops (constants, the
+  // accumulation step) are replicated: cnn-pipeline-split clones them.
+  MLIRContext *ctx = &getContext();
+  Builder b(ctx);
+  llvm::DenseMap<Operation *, int64_t> stageOf;
+  for (int64_t s = 0; s < S; ++s)
+    for (int64_t k = (*bounds)[s]; k < (*bounds)[s + 1]; ++k)
+      stageOf[fwd[k].op] = s;
+  auto argStage = [&](BlockArgument a) -> int64_t {
+    int64_t o = ownerArg(a.getArgNumber());
+    if (o < 0 || firstUse[o] < 0)
+      return -1;
+    return stageOf.lookup(fwd[firstUse[o]].op);
+  };
+  // The last stage whose forward ops read a forward value.
+  auto lastFwdStage = [&](Value v, int64_t s) {
+    for (Operation *u : v.getUsers())
+      if (forward.count(u) && stageOf.count(u))
+        s = std::max(s, stageOf.lookup(u));
+    return s;
+  };
+  llvm::DenseSet<Operation *> replicated;
+  // The stages a backward op may run on: [lo, fwdHi] from the forward
+  // values and parameters it reads.
+  llvm::DenseMap<Operation *, std::pair<int64_t, int64_t>> range;
+  for (Operation &op : body.without_terminator()) {
+    if (stageOf.count(&op))
+      continue;
+    int64_t lo = 0, hi = std::numeric_limits<int64_t>::max(), fwdHi = hi;
+    bool pinned = false;
+    for (Value v : op.getOperands()) {
+      if (auto a = dyn_cast<BlockArgument>(v)) {
+        if (int64_t s = argStage(a); s >= 0) {
+          lo = std::max(lo, s);
+          hi = std::min(hi, s);
+          fwdHi = std::min(fwdHi, s);
+          pinned = true;
+        }
+        continue;
+      }
+      Operation *d = v.getDefiningOp();
+      if (replicated.count(d))
+        continue;
+      pinned = true;
+      int64_t s = stageOf.lookup(d);
+      if (forward.count(d)) {
+        lo = std::max(lo, s);
+        hi = std::min(hi, lastFwdStage(v, s));
+        fwdHi = std::min(fwdHi, lastFwdStage(v, s));
+      } else {
+        // A gradient flows to the same or an earlier stage.
+        hi = std::min(hi, s);
+      }
+    }
+    if (!pinned) {
+      replicated.insert(&op);
+      continue;
+    }
+    if (hi == std::numeric_limits<int64_t>::max())
+      hi = lo;
+    if (lo > hi) {
+      op.emitError(llvm::formatv(
+          "cnn-pipeline-partition: this op reads values of stage {0} and "
+          "gradients of stage {1}: no stage can run it",
+          lo, hi));
+      return signalPassFailure();
+    }
+    stageOf[&op] = hi;
+    range[&op] = {lo, fwdHi};
+  }
+  // As late as the gradients allow puts a layer's parameter gradient on the
+  // stage that received the gradient of its output (a bias_grad of the
+  // first layer after a cut on the later stage). Walking back, an op whose
+  // readers all run on one earlier stage (that its forward operands allow)
+  // moves there: its input gradient crosses the cut instead, and the
+  // layer's gradients stay with its parameters.
+  for (Operation &op : llvm::reverse(body.without_terminator())) {
+    auto it = range.find(&op);
+    if (it == range.end())
+      continue;
+    int64_t cur = stageOf.lookup(&op), target = -1;
+    bool one = true;
+    for (Operation *u : op.getUsers()) {
+      auto su = stageOf.find(u);
+      if (su == stageOf.end()) {
+        one = false; // the return: results stay where they are made
+        break;
+      }
+      if (target >= 0 && su->second != target)
+        one = false;
+      target = su->second;
+    }
+    auto [lo, fwdHi] = it->second;
+    if (one && target >= 0 && target < cur && target >= lo && target <= fwdHi)
+      stageOf[&op] = target;
+  }
+
+  // What crosses each cut: a value made on stage a and read on stage b != a
+  // is sent once from a to b (forward: activations, backward: gradients).
+  std::vector<int64_t> cutBytes(std::max<int64_t>(S - 1, 0), 0),
+      cutTensors(std::max<int64_t>(S - 1, 0), 0);
+  int64_t crossings = 0;
+  for (Operation &op : body.without_terminator()) {
+    if (!stageOf.count(&op))
+      continue;
+    for (Value r : op.getResults()) {
+      llvm::SmallDenseSet<int64_t> to;
+      for (Operation *u : r.getUsers())
+        if (auto it = stageOf.find(u);
+            it != stageOf.end() && it->second != stageOf.lookup(&op))
+          to.insert(it->second);
+      for (int64_t t : to) {
+        ++crossings;
+        int64_t a = std::min(t, stageOf.lookup(&op)),
+                z = std::max(t, stageOf.lookup(&op));
+        for (int64_t c = a; c < z; ++c) {
+          cutBytes[c] += bytesOf(r);
+          ++cutTensors[c];
+        }
+      }
+    }
+  }
+  for (auto &[op, s] : stageOf)
+    op->setAttr(kStageAttr, b.getI64IntegerAttr(s));
+  for (Operation *op : replicated)
+    op->removeAttr(kStageAttr);
+
+  SmallVector<int64_t> cuts, peak, saved, params;
+  SmallVector<double> times;
+  for (int64_t s = 0; s < S; ++s) {
+    if (s > 0)
+      cuts.push_back((*bounds)[s] - 1);
+    const StageCost &c = stageCost((*bounds)[s], (*bounds)[s + 1]);
+    peak.push_back(c.peak(inFlight));
+    saved.push_back(c.saved);
+    params.push_back(c.param);
+    times.push_back(c.time);
+  }
+  module->setAttr(
+      kPipelineAttr,
+      b.getDictionaryAttr({
+          b.getNamedAttr("stages", b.getI64IntegerAttr(S)),
+          b.getNamedAttr("micro_batches", b.getI64IntegerAttr(microBatches)),
+          b.getNamedAttr("budget_bytes", b.getI64IntegerAttr(deviceMemoryBytes)),
+          b.getNamedAttr("cuts", b.getDenseI64ArrayAttr(cuts)),
+          b.getNamedAttr("stage_peak_bytes", b.getDenseI64ArrayAttr(peak)),
+          b.getNamedAttr("stage_saved_bytes", b.getDenseI64ArrayAttr(saved)),
+          b.getNamedAttr("stage_param_bytes", b.getDenseI64ArrayAttr(params)),
+          b.getNamedAttr("stage_time_us", b.getDenseF64ArrayAttr(times)),
+          b.getNamedAttr("cut_bytes", b.getDenseI64ArrayAttr(cutBytes)),
+          b.getNamedAttr("cut_tensors", b.getDenseI64ArrayAttr(cutTensors)),
+      }));
+  numStages = S;
+  numCrossings = crossings;
+  if (printPlan)
+    (void)printPipelinePlan(module, llvm::outs());
+}
+
+LogicalResult cnnc::printPipelinePlan(ModuleOp module, raw_ostream &os) {
+  auto plan = module->getAttrOfType<DictionaryAttr>(kPipelineAttr);
+  if (!plan)
+    return failure();
+  auto i64 = [&](StringRef k) {
+    auto a = plan.getAs<IntegerAttr>(k);
+    return a ? a.getInt() : 0;
+  };
+  auto arr = [&](StringRef k) {
+    auto a = plan.getAs<DenseI64ArrayAttr>(k);
+    return a ? SmallVector<int64_t>(a.asArrayRef()) : SmallVector<int64_t>();
+  };
+  auto timesAttr = plan.getAs<DenseF64ArrayAttr>("stage_time_us");
+  int64_t S = i64("stages"), M = i64("micro_batches");
+  SmallVector<int64_t> cuts = arr("cuts"), peak = arr("stage_peak_bytes"),
+                       saved = arr("stage_saved_bytes"),
+                       params = arr("stage_param_bytes"),
+                       cutBytes = arr("cut_bytes"),
+                       cutTensors = arr("cut_tensors");
+  if ((int64_t)peak.size() != S || (int64_t)cuts.size() != S - 1 ||
+      !timesAttr || (int64_t)timesAttr.size() != S)
+    return failure();
+  auto mib = [](int64_t b) -> std::string {
+    if (b < 1024)
+      return llvm::formatv("{0} B", b).str();
+    if (b < 1048576)
+      return llvm::formatv("{0:f1} KiB", b / 1024.0).str();
+    return llvm::formatv("{0:f2} MiB", b / 1048576.0).str();
+  };
+  double bubble = double(S - 1) / double(M + S - 1);
+  os << llvm::formatv("pipeline plan: {0} stage(s) x {1} micro-batch(es) "
+                      "(GPipe), bubble (S-1)/(M+S-1) = {2:f3}",
+                      S, M, bubble);
+  if (int64_t budget = i64("budget_bytes"))
+    os << ", device memory " << mib(budget);
+  os << "\n";
+  double slowest = 0;
+  for (int64_t s = 0; s < S; ++s) {
+    slowest = std::max(slowest, timesAttr[s]);
+    os << llvm::formatv("  stage {0}: forward ops {1}-{2}, peak {3} "
+                        "(parameters and state {4}, {5} x {6} kept for the "
+                        "backward pass), est. {7:f3} us\n",
+                        s, s == 0 ? 0 : cuts[s - 1] + 1,
+                        s + 1 < S ? llvm::formatv("{0}", cuts[s]).str()
+                                  : std::string("end"),
+                        mib(peak[s]), mib(params[s]), M, mib(saved[s]),
+                        timesAttr[s]);
+    if (s + 1 < S)
+      os << llvm::formatv("  cut {0}|{1} after forward op {2}: {3} "
+                          "tensor(s), {4} bytes per micro-batch (both "
+                          "directions)\n",
+                          s, s + 1, cuts[s], cutTensors[s], cutBytes[s]);
+  }
+  os << llvm::formatv("  estimated step: {0:f3} us for {1} micro-batches "
+                      "((M+S-1) x the slowest stage)\n",
+                      (M + S - 1) * slowest / 1.0, M);
+  return success();
+}

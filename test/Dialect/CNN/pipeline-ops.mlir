@@ -1,0 +1,33 @@
+// RUN: cnnc-opt %s | cnnc-opt | FileCheck %s
+
+// CHECK-LABEL: func.func @stage0
+// CHECK: cnn.send %{{.*}} {peer = 1 : i64, tag = 0 : i64} : tensor<2x4xf32>
+// CHECK: cnn.recv {peer = 1 : i64, tag = 1 : i64} : tensor<2x4xf32>
+func.func @stage0(%a: tensor<2x4xf32>) -> tensor<2x4xf32> attributes {cnn.pipeline_stage = 0 : i64} {
+  cnn.send %a {peer = 1 : i64, tag = 0 : i64} : tensor<2x4xf32>
+  %g = cnn.recv {peer = 1 : i64, tag = 1 : i64} : tensor<2x4xf32>
+  return %g : tensor<2x4xf32>
+}
+
+// Labels (i32) and f16 activations may cross a cut too.
+// CHECK-LABEL: func.func @types
+// CHECK: cnn.send %{{.*}} {peer = 3 : i64, tag = 7 : i64} : tensor<8xi32>
+// CHECK: cnn.recv {peer = 0 : i64, tag = 2 : i64} : tensor<2x4xf16>
+func.func @types(%l: tensor<8xi32>) -> tensor<2x4xf16> {
+  cnn.send %l {peer = 3 : i64, tag = 7 : i64} : tensor<8xi32>
+  %h = cnn.recv {peer = 0 : i64, tag = 2 : i64} : tensor<2x4xf16>
+  return %h : tensor<2x4xf16>
+}
+
+// Transfers are not pure: CSE keeps both receives and DCE keeps a send.
+// RUN: cnnc-opt %s -cse -canonicalize | FileCheck %s --check-prefix=CSE
+// CSE-LABEL: func.func @twice
+// CSE: cnn.send
+// CSE: cnn.recv
+// CSE: cnn.recv
+func.func @twice(%a: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  cnn.send %a {peer = 1 : i64, tag = 0 : i64} : tensor<4xf32>
+  %x = cnn.recv {peer = 1 : i64, tag = 1 : i64} : tensor<4xf32>
+  %y = cnn.recv {peer = 1 : i64, tag = 1 : i64} : tensor<4xf32>
+  return %x, %y : tensor<4xf32>, tensor<4xf32>
+}

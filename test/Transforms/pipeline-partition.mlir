@@ -1,0 +1,78 @@
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=2 micro-batches=4" | FileCheck %s
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=0 micro-batches=4 device-memory-bytes=20000 print-plan=1" -o /dev/null | FileCheck %s --check-prefix=AUTO2
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=0 micro-batches=4 device-memory-bytes=15000 print-plan=1" -o /dev/null | FileCheck %s --check-prefix=AUTO3
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=4 micro-batches=4 print-plan=1" -o /dev/null | FileCheck %s --check-prefix=FOUR
+// RUN: not cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=0 micro-batches=4 device-memory-bytes=13000" 2>&1 | FileCheck %s --check-prefix=BIG
+// RUN: not cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=1 micro-batches=4 device-memory-bytes=20000" 2>&1 | FileCheck %s --check-prefix=FEW
+// RUN: not cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 micro-batches=4" 2>&1 | FileCheck %s --check-prefix=ACC
+// RUN: not cnnc-opt %s -cnn-autodiff="accumulate=4 clip-grad-norm=1.0" -cnn-pipeline-partition="stages=2 micro-batches=4" 2>&1 | FileCheck %s --check-prefix=CLIP
+// RUN: not cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=12 micro-batches=4" 2>&1 | FileCheck %s --check-prefix=MANY
+// RUN: not cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=0 micro-batches=4" 2>&1 | FileCheck %s --check-prefix=NOBUDGET
+
+func.func @forward(%x: tensor<2x3x8x8xf32> {cnn.input},
+                   %w1: tensor<4x3x3x3xf32> {cnn.param = "conv1.weight"},
+                   %b1: tensor<4xf32> {cnn.param = "conv1.bias"},
+                   %w2: tensor<8x4x3x3xf32> {cnn.param = "conv2.weight"},
+                   %w3: tensor<10x8xf32> {cnn.param = "fc.weight"}) -> tensor<2x10xf32> {
+  %c = cnn.conv2d %x, %w1 {strides = array<i64: 1, 1>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1} : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<2x4x8x8xf32>
+  %cb = cnn.bias_add %c, %b1 : (tensor<2x4x8x8xf32>, tensor<4xf32>) -> tensor<2x4x8x8xf32>
+  %r = cnn.relu %cb : (tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+  %c2 = cnn.conv2d %r, %w2 {strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1} : (tensor<2x4x8x8xf32>, tensor<8x4x3x3xf32>) -> tensor<2x8x4x4xf32>
+  %r2 = cnn.relu %c2 : (tensor<2x8x4x4xf32>) -> tensor<2x8x4x4xf32>
+  %g = cnn.global_avg_pool %r2 : (tensor<2x8x4x4xf32>) -> tensor<2x8x1x1xf32>
+  %f = cnn.flatten %g {axis = 1} : (tensor<2x8x1x1xf32>) -> tensor<2x8xf32>
+  %y = cnn.matmul %f, %w3 {transpose_rhs = true} : (tensor<2x8xf32>, tensor<10x8xf32>) -> tensor<2x10xf32>
+  return %y : tensor<2x10xf32>
+}
+
+// Two stages, no memory limit: the balance puts the first convolution
+// (the most FLOPs) alone on stage 0. The second layer's ReLU gradient runs
+// on stage 1 with its ReLU; the first layer's bias and filter gradients go
+// to stage 0 with its parameters, so the ReLU's input gradient crosses
+// back (one tensor each way: cut_tensors 2).
+// CHECK: module attributes {cnn.pipeline = {budget_bytes = 0 : i64, cut_bytes = array<i64: 4096>, cut_tensors = array<i64: 2>, cuts = array<i64: 1>, micro_batches = 4 : i64,
+// CHECK-SAME: stages = 2 : i64}}
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[C:.*]] = cnn.conv2d %arg0, %arg4 {cnn.stage = 0 : i64
+// CHECK-NEXT: %[[CB:.*]] = cnn.bias_add %[[C]], %arg5 {cnn.stage = 0 : i64
+// CHECK-NEXT: %[[R:.*]] = cnn.relu %[[CB]] {cnn.stage = 1 : i64}
+// CHECK: cnn.softmax_cross_entropy {{.*}}cnn.stage = 1 : i64
+// The seed of the backward pass reads nothing staged: copied where used.
+// CHECK-NEXT: cnn.constant dense<1.000000e+00> : tensor<f32>
+// CHECK: %[[DR:.*]] = cnn.relu_grad %{{.*}}, %[[R]] {cnn.stage = 1 : i64}
+// CHECK-NEXT: cnn.bias_grad %[[DR]] {cnn.stage = 0 : i64
+// CHECK-NEXT: cnn.conv2d_bwd_filter %arg0, %[[DR]] {cnn.stage = 0 : i64
+// CHECK: cnn.accumulation_step %arg3 {every = 4 : i64}
+// CHECK: cnn.accumulate_grad %arg9, {{.*}}cnn.stage = 0 : i64
+// CHECK: cnn.sgd_update %arg4, {{.*}}cnn.stage = 0 : i64
+// CHECK: cnn.sgd_update %arg7, {{.*}}cnn.stage = 1 : i64
+
+// The fewest stages within 20,000 bytes (one stage needs 22.2 KiB with 4
+// micro-batches' activations in flight).
+// AUTO2: pipeline plan: 2 stage(s) x 4 micro-batch(es) (GPipe), bubble (S-1)/(M+S-1) = 0.200, device memory 19.5 KiB
+// AUTO2-NEXT: stage 0: forward ops 0-3, peak 16.7 KiB (parameters and state 4.7 KiB, 4 x 2.0 KiB kept for the backward pass)
+// AUTO2-NEXT: cut 0|1 after forward op 3: 2 tensor(s), 2048 bytes per micro-batch (both directions)
+// AUTO2-NEXT: stage 1: forward ops 4-end, peak 7.5 KiB
+
+// AUTO3: pipeline plan: 3 stage(s)
+// AUTO3: stage 0: forward ops 0-2, peak 13.3 KiB
+// AUTO3: stage 1: forward ops 3-3, peak 14.4 KiB
+// AUTO3: stage 2: forward ops 4-end
+
+// FOUR: pipeline plan: 4 stage(s) x 4 micro-batch(es) (GPipe), bubble (S-1)/(M+S-1) = 0.429
+// FOUR-COUNT-3: cut {{[0-2]}}|{{[1-3]}} after forward op
+// FOUR: stage 3: forward ops {{[0-9]}}-end
+
+// The second convolution alone (its filter, momentum and accumulated
+// gradient, four micro-batches of its input) exceeds 13,000 bytes.
+// BIG: pipeline-partition.mlir:20:9: error: cnn-pipeline-partition: this layer alone needs 14720 bytes on one stage (3456 of parameters and state, 4 x 2048 of activations kept for the backward pass, 3072 working set), over device-memory-bytes 13000: no cut can fit it
+
+// FEW: error: cnn-pipeline-partition: 1 stages cannot hold @train_step within device-memory-bytes 20000 with 4 micro-batches in flight; the fewest stages that fit: 2
+
+// ACC: error: cnn-pipeline-partition: micro-batches=4 needs @train_step built with gradient accumulation over 4 micro-steps (cnn-autodiff accumulate=4); it accumulates over 2
+
+// CLIP: error: cnn-pipeline-partition: pipeline stages do not support clip-grad-norm (the global norm needs the gradients of every stage) yet
+
+// MANY: error: cnn-pipeline-partition: 12 stages but @train_step has 9 forward ops
+
+// NOBUDGET: error: cnn-pipeline-partition: stages=0 (the fewest stages that fit) needs device-memory-bytes
