@@ -425,10 +425,21 @@ const DistHooks kHooks = {launch, broadcastHook, sumHostHook, waitStream,
 
 void shutdown() {
   State &s = S();
-  if (s.comm) {
+  if (!s.comm)
+    return;
+  // Finalize (flushes the communicator's work, waits for its peers) within
+  // the collective time-out, then free; a finalize that does not complete
+  // aborts instead, so that exit never hangs on a stuck peer or on a
+  // captured collective's graph still alive (nccl_check's did: its graph
+  // outlived the communicator until it was destroyed first).
+  std::string err;
+  if (settle(s.comm, ncclCommFinalize(s.comm), s.timeout, err,
+             "NCCL communicator shutdown"))
     ncclCommDestroy(s.comm);
-    s.comm = nullptr;
-  }
+  else
+    std::fprintf(stderr, "cnnrt: warning: %s: %s\n", who().c_str(),
+                 err.c_str());
+  s.comm = nullptr;
 }
 
 } // namespace cnnrt::dist

@@ -119,6 +119,14 @@ static int run(int argc, char **argv) {
   cudaMemcpy(xo.data(), ctx.at<float>(0), N * 4, cudaMemcpyDeviceToHost);
   cudaMemcpy(ho.data(), ctx.at<__half>(4096 * 4), N * 2, cudaMemcpyDeviceToHost);
   cudaMemcpy(yo.data(), ctx.at<float>(8192 * 4), N * 4, cudaMemcpyDeviceToHost);
+  // The graph goes before the communicator, as in trainMain: NCCL keeps a
+  // captured collective's resources until its graph is destroyed, and the
+  // communicator's destruction at exit (dist::shutdown) waited for them.
+  // Without this both ranks of bench/device-dp.sh part R hung after
+  // "replays done" until their time-out, their result line still in
+  // stdout's buffer (sessions 7-22).
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
   int bad = 0;
   for (int i = 0; i < N; ++i) {
     // x: 2x, averaged over the ranks, + 1; h: h + 1 summed over the ranks.
@@ -137,6 +145,7 @@ static int run(int argc, char **argv) {
               "2 buckets (f32 avg, f16 sum) in a captured graph of %zu nodes, "
               "3 replays: %s\n",
               cnnrt::dist::launch().describe().c_str(), W, nodes, bad ? "MISMATCH" : "ok");
+  std::fflush(stdout);
   return bad ? 1 : 0;
 }
 
