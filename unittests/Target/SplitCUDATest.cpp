@@ -32,7 +32,8 @@ const char *kModelCu =
     "const float cnncDefaultLR = 0.00999999978f;\n";
 
 TEST(SplitCUDA, KernelsTablesHostAndHyperparameters) {
-  std::vector<CUDATranslationUnit> units = splitCUDATranslationUnits(kModelCu, 2);
+  std::vector<CUDATranslationUnit> units =
+      splitCUDATranslationUnits(kModelCu, 2);
   ASSERT_EQ(units.size(), 4u);
   EXPECT_EQ(units[0].name, "kernels0");
   EXPECT_EQ(units[1].name, "kernels1");

@@ -2798,14 +2798,19 @@ LogicalResult Emitter::write(llvm::raw_ostream &os, func::FuncOp step,
           "(void)A; (void)s;\n"
        << evalBody << "}\n\n";
   ArrayRef<int64_t> in = image;
+  // The learning rate is a variable defined on the file's last line, not a
+  // literal in kModel: the driver compiles that line as a unit of its own
+  // (SplitCUDA.h), so a recompile with another --lr reuses every other
+  // compiled object.
+  os << "extern const float cnncDefaultLR;\n";
   os << fmt::format(
       "static const cnnrt::ModelSpec kModel = {{\"{}\", {}ull, kTensors, "
       "(int)(sizeof(kTensors) / sizeof(kTensors[0])), {}, {}, {}, {}, {}, "
       "prepareModel, "
-      "trainStep, {}, {}, {}, {}ull, {}ull{}}};\n\n",
+      "trainStep, {}, cnncDefaultLR, {}, {}ull, {}ull{}}};\n\n",
       escape(options.modelName), plan.arenaBytes, in[0], in[1], in[2], in[3],
-      classes, forward ? "evalStep" : "nullptr", floatLit(options.defaultLR),
-      options.defaultSteps, plan.workspaceOffset, plan.workspaceBytes,
+      classes, forward ? "evalStep" : "nullptr", options.defaultSteps,
+      plan.workspaceOffset, plan.workspaceBytes,
       // The training driver's collectives (broadcast, sums over ranks).
       numBuckets > 0 ? ", &cnnrt::dist::kHooks" : "");
   if (options.library)
@@ -2816,6 +2821,8 @@ LogicalResult Emitter::write(llvm::raw_ostream &os, func::FuncOp step,
   else
     os << "int main(int argc, char **argv) { return "
           "cnnrt::trainMain(argc, argv, kModel); }\n";
+  os << "const float cnncDefaultLR = " << floatLit(options.defaultLR)
+     << ";\n";
   return success();
 }
 

@@ -242,9 +242,9 @@ cnnc::splitCUDATranslationUnits(StringRef cu, unsigned maxKernelUnits) {
       done += kernels[next]->text.size();
       ++next;
     }
-    units.push_back({"kernels" + std::to_string(u),
-                     header.str() + kKernelsMarker.str() + tablesFor(body) + body,
-                     false});
+    units.push_back(
+        {"kernels" + std::to_string(u),
+         header.str() + kKernelsMarker.str() + tablesFor(body) + body, false});
   }
   std::string decls =
       "// ---- generated kernels: declared here, defined in the kernel "

@@ -36,8 +36,13 @@
 // CHECK: ctx.convBwdFilter(0,
 // CHECK-NOT: ctx.convBwdData
 // CHECK-LABEL: static void evalStep(cnnrt::Context &ctx) {
-// CHECK: static const cnnrt::ModelSpec kModel = {"small_cnn", {{[0-9]+}}ull, kTensors, {{.*}}, 4, 3, 8, 8, 10, prepareModel, trainStep, evalStep, 0.0500000007f, 100, {{[0-9]+}}ull, {{[0-9]+}}ull};
+// The learning rate is a variable defined on the last line (the driver
+// compiles that line alone: another --lr recompiles nothing else).
+// CHECK: extern const float cnncDefaultLR;
+// CHECK-NEXT: static const cnnrt::ModelSpec kModel = {"small_cnn", {{[0-9]+}}ull, kTensors, {{.*}}, 4, 3, 8, 8, 10, prepareModel, trainStep, evalStep, cnncDefaultLR, 100, {{[0-9]+}}ull, {{[0-9]+}}ull};
 // CHECK: int main(int argc, char **argv) { return cnnrt::trainMain(argc, argv, kModel); }
+// CHECK-NEXT: const float cnncDefaultLR = 0.0500000007f;
+// CHECK-NOT: {{.}}
 
 // PLAN: input	input	3072
 // PLAN: conv1.weight	param	864

@@ -15,7 +15,8 @@
 // CHECK: ctx.convFwd(0, P<float>(A, 0), P<float>(A, 3840), P<float>(A, [[CONV:[0-9]+]]));
 // CHECK-NEXT: k0<<<{{[0-9]+}}, 256, 0, s>>>(P<float>(A, [[CONV]]), P<float>(A, 4864), P<float>(A, [[CONV]]));
 // CHECK: k1<<<{{[0-9]+}}, 256, 0, s>>>(P<float>(A, [[CONV]]), P<float>(A, [[CONV]]));
-// CHECK: static const cnnrt::ModelSpec kModel = {{.*}}, 0.0500000007f, 100, 9984ull, 4194304ull};
+// CHECK: static const cnnrt::ModelSpec kModel = {{.*}}, cnncDefaultLR, 100, 9984ull, 4194304ull};
+// CHECK: const float cnncDefaultLR = 0.0500000007f;
 
 // PLAN: # buffer plan (cnn-memory-plan, {{.*}})
 // PLAN: temp	8192	4204288	[0, {{[0-9]+}}]	cnn.conv2d (+2 in place)
