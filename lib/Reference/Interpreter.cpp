@@ -18,6 +18,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/DenseMap.h"
 #include "cnnc/Reference/Communicator.h"
+#include "cnnc/Reference/Pipeline.h"
 
 #include "FusedOps.h"
 #include "llvm/Support/raw_ostream.h"
@@ -297,6 +298,8 @@ private:
   LogicalResult exec(cnn::UnscaleOp op);
   // Data parallelism (cnn-data-parallel).
   LogicalResult exec(cnn::AllReduceOp op);
+  LogicalResult exec(cnn::SendOp op);
+  LogicalResult exec(cnn::RecvOp op);
   /// The gradient operand of an optimizer update divided by its grad_scale
   /// (or the gradient itself without loss scaling).
   const float *unscaledGrad(Value grad, Value scale, std::vector<float> &tmp);
@@ -559,6 +562,7 @@ static void attachEvaluations(MLIRContext *ctx) {
          cnn::BatchNormGradOp, cnn::SoftmaxCrossEntropyGradOp>(ctx);
   attach<cnn::SGDUpdateOp, cnn::AdamUpdateOp, cnn::AllFiniteOp,
          cnn::LossScaleUpdateOp, cnn::UnscaleOp, cnn::AllReduceOp>(ctx);
+  attach<cnn::SendOp, cnn::RecvOp>(ctx);
   attach<cnn::ClipDivisorOp, cnn::AccumulateGradOp, cnn::AccumulationStepOp>(
       ctx);
   attach<cnn::ResizeOp, cnn::ResizeGradOp>(ctx);
@@ -1151,6 +1155,43 @@ LogicalResult Executor::exec(cnn::AllReduceOp op) {
               t.data.begin());
     at += t.data.size();
   }
+  return success();
+}
+
+// Pipeline stages (lib/Reference/Pipeline.cpp): the stage is the enclosing
+// function's cnn.pipeline_stage.
+static int64_t stageOfOp(Operation *op) {
+  auto f = op->getParentOfType<func::FuncOp>();
+  auto a = f ? f->getAttrOfType<IntegerAttr>("cnn.pipeline_stage") : nullptr;
+  return a ? a.getInt() : -1;
+}
+
+LogicalResult Executor::exec(cnn::SendOp op) {
+  PipelineMailbox *box = currentMailbox();
+  if (!box)
+    return op.emitError("reference interpreter: cnn.send outside a pipeline "
+                        "step (run the stages with runPipelineStep)");
+  box->send(stageOfOp(op), op.getPeerAttr().getInt(), op.getTagAttr().getInt(),
+            get(op.getInput()));
+  return success();
+}
+
+LogicalResult Executor::exec(cnn::RecvOp op) {
+  PipelineMailbox *box = currentMailbox();
+  if (!box)
+    return op.emitError("reference interpreter: cnn.recv outside a pipeline "
+                        "step (run the stages with runPipelineStep)");
+  Tensor t;
+  std::string err;
+  if (!box->recv(op.getPeerAttr().getInt(), stageOfOp(op),
+                 op.getTagAttr().getInt(), t, err))
+    return op.emitError("reference interpreter: ") << err;
+  auto type = cast<RankedTensorType>(op.getResult().getType());
+  if (!t.matches(type))
+    return op.emitError("reference interpreter: tag ")
+           << op.getTagAttr().getInt() << " carries " << describe(t)
+           << " but the recv expects " << describe(type);
+  def(op.getResult()) = std::move(t);
   return success();
 }
 
