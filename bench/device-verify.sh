@@ -16,7 +16,10 @@
 #     runtime built by part 1 or configured the same way here;
 #  9. BatchNorm modules in eval mode in the CUDA step (check_finetune_modes.py);
 #  o. frozen layers, param groups, clipping, accumulation in the CUDA step
-#     (check_finetune_optim.py).
+#     (check_finetune_optim.py);
+#  h. issue 32's f16 failures, block by block: SK, RepVGG, ConvNeXt-V2's
+#     GRN, BiT in small nets, the CUDA f16 step against the CPU reference's
+#     f16 and f32 steps (test/gpu/check_f16_blocks.py; F16_NETS narrows).
 # Data parallelism on 2 or 4 GPUs has its own script: bench/device-dp.sh.
 # Each part has its own time limit so the call returns what finished; logs
 # go to $OUT.   Usage: bash bench/device-verify.sh [PARTS]  (default 1234)
@@ -82,6 +85,10 @@ fi
 if [[ $PARTS == *o* ]]; then
   part finetune-optim ${FINETUNE_OPTIM_S:-300} env CNNC="$CNNC" PYTHONPATH="$PWD/python" \
     python3 test/gpu/check_finetune_optim.py
+fi
+if [[ $PARTS == *h* ]]; then
+  part f16-blocks ${F16_S:-400} env PYTHONPATH="$PWD/python" python3 test/gpu/check_f16_blocks.py \
+    --cnnc "$CNNC" ${F16_NETS:+--nets $F16_NETS}
 fi
 if [[ $PARTS == *8* ]]; then
   part dgrad-stats ${DGRAD_S:-400} bash -c "{ [ -f /tmp/rt/build.ninja ] || $CONFIGURE_RT; }"' &&

@@ -14,9 +14,10 @@ A conv-BN net, batch 32, 16x16 images:
     alone and all together (frozen conv1 + three groups + clip 0.3 +
     accumulate 2), 4 optimizer steps: every micro-batch loss within 1e-4
     relative, parameters and the optimizer's state within 1e-3;
-  - fp16 NHWC (the default; clipping after unscaling, no accumulation,
-    which is fp32 only): losses within 2e-2 of PyTorch f32, parameters
-    within max(5e-2, 3 x PyTorch AMP's own distance from f32).
+  - fp16 NHWC (the default): frozen + groups + clipping after unscaling,
+    and accumulate 2 (one loss scale for both micro-steps, f32 sums):
+    losses within 2e-2 of PyTorch f32, parameters within max(5e-2, 3 x
+    PyTorch AMP's own distance from f32, AMP accumulating as cnnc does).
 
 Then the state round trip on the GPU: torch.save of the model's and the
 optimizer's state_dict after 2 steps, loaded in a new process, continued:
@@ -146,7 +147,8 @@ def run(what, kind, precision, layout, frozen=False, grouped=False, clip=None,
         # gradients of ~1e-3 turns f16 gradient noise into parameter noise.)
         amp_err, amp_at, _ = worst_of(
             (n, v, ref.state_dict()[n])
-            for n, v in amp_reference(make_opt, lambdas, batches, frozen, clip).items()
+            for n, v in amp_reference(make_opt, lambdas, batches, frozen, clip,
+                                          accumulate).items()
             if v.is_floating_point())
         bound = max(param_tol, 3 * amp_err)
         check(err <= bound, "%s: parameters and buffers within max(%.0e, 3 x PyTorch AMP's "
@@ -169,9 +171,10 @@ def run(what, kind, precision, layout, frozen=False, grouped=False, clip=None,
               "%s: the frozen conv1 did not move" % name)
 
 
-def amp_reference(make_opt, lambdas, batches, frozen, clip):
-    """PyTorch AMP (autocast f16, GradScaler, clipping after unscale_) on the
-    same start, batches and schedule; returns its state_dict."""
+def amp_reference(make_opt, lambdas, batches, frozen, clip, accumulate=1):
+    """PyTorch AMP (autocast f16, GradScaler, clipping after unscale_; with
+    accumulate k, k scaled backward passes per update as the AMP recipe
+    does) on the same start, batches and schedule; returns its state_dict."""
     m = make_net()
     if frozen:
         for p in m.conv1.parameters():
@@ -179,11 +182,12 @@ def amp_reference(make_opt, lambdas, batches, frozen, clip):
     opt = make_opt(m)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambdas)
     scaler = torch.amp.GradScaler("cuda")
-    for x, y in batches:
+    for i in range(0, len(batches), accumulate):
         opt.zero_grad()
-        with torch.autocast("cuda", torch.float16):
-            loss = F.cross_entropy(m(x), y)
-        scaler.scale(loss).backward()
+        for x, y in batches[i:i + accumulate]:
+            with torch.autocast("cuda", torch.float16):
+                loss = F.cross_entropy(m(x), y) / accumulate
+            scaler.scale(loss).backward()
         if clip is not None:
             scaler.unscale_(opt)
             torch.nn.utils.clip_grad_norm_(m.parameters(), clip)
@@ -276,6 +280,11 @@ def main():
     for kind in ("sgd", "adamw"):
         run("frozen + groups + clip", kind, "fp16", "nhwc", frozen=True, grouped=True,
             clip=0.3, loss_tol=2e-2, param_tol=5e-2)
+        # f16 accumulation (the micro-steps share the loss scale, f32 sums of
+        # the scaled gradients, one update per 2 micro-batches): only run on
+        # the CPU reference before session 23.
+        run("accumulate 2", kind, "fp16", "nhwc", accumulate=2, loss_tol=2e-2,
+            param_tol=5e-2)
     for kind in ("sgd", "adamw"):
         if not ONLY or ONLY in "resume (%s, fp32 nhwc)" % kind:
             resume(kind, "nhwc")

@@ -174,16 +174,22 @@ def check_model(spec, args):
 
 
 def check_resume(exe, data, args):
+    """Checkpoint at step 3 and resume to 6 give the uninterrupted run's
+    losses exactly, through both checkpoint formats of the executable
+    (.cnnw and .safetensors with PyTorch's state_dict names)."""
     work = os.path.dirname(exe)
     full, _ = run([exe, "--data", data, "--steps", "6", "--log-every", "1"])
-    ck = os.path.join(work, "resume3.cnnw")
-    run([exe, "--data", data, "--steps", "3", "--log-every", "1", "--checkpoint", ck])
-    resumed, _ = run([exe, "--data", data, "--steps", "6", "--log-every", "1", "--resume", ck])
-    a, b = losses_of(full)[3:], losses_of(resumed)
-    ok = len(a) == 3 and a == b[-3:]
-    print("resume     uninterrupted %s resumed %s: %s" % (a, b, "ok" if ok else "FAIL"))
-    if not ok:
-        failures.append("checkpoint/resume losses differ")
+    for ext in ("cnnw", "safetensors"):
+        ck = os.path.join(work, "resume3." + ext)
+        run([exe, "--data", data, "--steps", "3", "--log-every", "1", "--checkpoint", ck])
+        resumed, _ = run([exe, "--data", data, "--steps", "6", "--log-every", "1",
+                          "--resume", ck])
+        a, b = losses_of(full)[3:], losses_of(resumed)
+        ok = len(a) == 3 and a == b[-3:]
+        print("resume (.%s) uninterrupted %s resumed %s: %s" % (
+            ext, a, b, "ok" if ok else "FAIL"))
+        if not ok:
+            failures.append("checkpoint/resume (.%s) losses differ" % ext)
 
 
 def check_digits(args):
