@@ -50,7 +50,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   llvm::MemoryBufferRef buffer(
       llvm::StringRef(reinterpret_cast<const char *>(data), size), "fuzz.onnx");
   cnnc::ONNXImportOptions options;
-  cnnc::reference::TensorMap weights;
+  cnnc::TensorMap weights;
   // CNNC_FUZZ_ONNX_DATA_DIR: where external data lives (the regressions set
   // it to their folder); by default an empty, nonexistent one.
   static const char *dataDir = [] {

@@ -68,58 +68,8 @@ uint64_t hostMemoryLimit() {
 }
 
 //===----------------------------------------------------------------------===//
-// Tensor and helpers
+// Helpers (the Tensor type itself is cnnc/Support/Tensor.h's)
 //===----------------------------------------------------------------------===//
-
-Tensor::Tensor(ElemKind kind, std::vector<int64_t> shape, float fill)
-    : kind(kind), shape(std::move(shape)) {
-  data.assign(kn::numel(this->shape), fill);
-}
-
-int64_t Tensor::numel() const { return kn::numel(shape); }
-
-Tensor Tensor::zeros(RankedTensorType type, float fill) {
-  return Tensor(
-      elemKindOf(type.getElementType()),
-      std::vector<int64_t>(type.getShape().begin(), type.getShape().end()),
-      fill);
-}
-
-bool Tensor::matches(RankedTensorType type) const {
-  return kind == elemKindOf(type.getElementType()) &&
-         llvm::equal(shape, type.getShape()) &&
-         static_cast<int64_t>(data.size()) == numel();
-}
-
-ElemKind elemKindOf(Type elementType) {
-  if (elementType.isF16())
-    return ElemKind::F16;
-  if (auto it = dyn_cast<IntegerType>(elementType))
-    return it.getWidth() <= 32 ? ElemKind::I32 : ElemKind::I64;
-  return ElemKind::F32;
-}
-
-float roundToHalf(float x) {
-  if (std::isnan(x))
-    return x;
-  const float a = std::fabs(x);
-  // 65504 is the largest half; 65520 lies halfway to 2^16 and rounds to even,
-  // i.e. up, so it and everything above overflows to infinity.
-  if (a >= 65520.0f)
-    return std::copysign(INFINITY, x);
-  float r;
-  if (a < 6.103515625e-05f) { // 2^-14: subnormal halves, spacing 2^-24
-    // Scaling by 2^24 is exact; nearbyint rounds to nearest even.
-    r = std::nearbyint(a * 16777216.0f) * (1.0f / 16777216.0f);
-  } else { // normal: keep 10 of the 23 mantissa bits, round to nearest even
-    uint32_t u;
-    std::memcpy(&u, &a, sizeof u);
-    u += 0xFFFu + ((u >> 13) & 1u);
-    u &= ~0x1FFFu;
-    std::memcpy(&r, &u, sizeof r);
-  }
-  return std::copysign(r, x);
-}
 
 /// The interpreter's state as ReferenceEvalOpInterface sees it: opaque; the
 /// models below know it is an Executor.

@@ -8,40 +8,6 @@
 using namespace cnnc;
 using namespace cnnc::reference;
 
-float cnnc::reference::halfToFloat(uint16_t h) {
-  const float sign = (h & 0x8000) ? -1.0f : 1.0f;
-  const int exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
-  if (exp == 0)
-    return sign * std::ldexp(static_cast<float>(mant), -24);
-  if (exp == 31)
-    return mant ? NAN : sign * INFINITY;
-  return sign * std::ldexp(static_cast<float>(mant | 0x400), exp - 25);
-}
-
-uint16_t cnnc::reference::floatToHalf(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  uint32_t sign = (x >> 16) & 0x8000;
-  uint32_t absx = x & 0x7fffffff;
-  if (absx >= 0x7f800000) // inf or nan
-    return sign | 0x7c00 | (absx > 0x7f800000 ? 0x200 : 0);
-  if (absx >= 0x477ff000) // rounds to >= 65520: inf
-    return sign | 0x7c00;
-  if (absx < 0x38800000) { // subnormal or zero in f16
-    float a;
-    std::memcpy(&a, &absx, 4);
-    // a * 2^24 rounded to nearest even gives the subnormal mantissa.
-    return sign | uint16_t(std::nearbyint(a * 16777216.0f));
-  }
-  uint32_t mant = absx & 0x7fffff;
-  uint32_t exp = (absx >> 23) - 127 + 15;
-  uint32_t h = (exp << 10) | (mant >> 13);
-  uint32_t rest = mant & 0x1fff;
-  if (rest > 0x1000 || (rest == 0x1000 && (h & 1)))
-    ++h;
-  return sign | h;
-}
-
 Tensor cnnc::reference::fromEntry(const cnnrt::TensorEntry &e) {
   Tensor t;
   t.shape = e.shape;

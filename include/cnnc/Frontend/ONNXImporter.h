@@ -3,7 +3,7 @@
 #ifndef CNNC_FRONTEND_ONNXIMPORTER_H
 #define CNNC_FRONTEND_ONNXIMPORTER_H
 
-#include "cnnc/Reference/Interpreter.h"
+#include "cnnc/Support/Tensor.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "llvm/ADT/ArrayRef.h"
@@ -56,7 +56,7 @@ void printONNXOpTable(llvm::raw_ostream &os, bool markdown);
 mlir::OwningOpRef<mlir::ModuleOp> importONNX(llvm::StringRef path,
                                              mlir::MLIRContext &context,
                                              const ONNXImportOptions &options,
-                                             reference::TensorMap &weights);
+                                             TensorMap &weights);
 
 /// Imports a model held in memory (the protobuf bytes of `buffer`, named in
 /// diagnostics by its identifier). External data is read from `dataDir`
@@ -64,7 +64,7 @@ mlir::OwningOpRef<mlir::ModuleOp> importONNX(llvm::StringRef path,
 mlir::OwningOpRef<mlir::ModuleOp>
 importONNXBuffer(llvm::MemoryBufferRef buffer, llvm::StringRef dataDir,
                  mlir::MLIRContext &context, const ONNXImportOptions &options,
-                 reference::TensorMap &weights);
+                 TensorMap &weights);
 
 } // namespace cnnc
 

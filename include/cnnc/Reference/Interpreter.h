@@ -8,6 +8,7 @@
 #ifndef CNNC_REFERENCE_INTERPRETER_H
 #define CNNC_REFERENCE_INTERPRETER_H
 
+#include "cnnc/Support/Tensor.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/ArrayRef.h"
@@ -19,30 +20,13 @@
 
 namespace cnnc::reference {
 
-enum class ElemKind { F32, F16, I32, I64 };
-
-/// A dense row-major tensor. Integer tensors (labels) are held as floats,
-/// exact up to 2^24.
-struct Tensor {
-  ElemKind kind = ElemKind::F32;
-  std::vector<int64_t> shape;
-  std::vector<float> data;
-
-  Tensor() = default;
-  Tensor(ElemKind kind, std::vector<int64_t> shape, float fill = 0.0f);
-  int64_t numel() const;
-  /// A tensor of the given MLIR tensor type, filled with `fill`.
-  static Tensor zeros(mlir::RankedTensorType type, float fill = 0.0f);
-  /// True when shape and element kind match `type`.
-  bool matches(mlir::RankedTensorType type) const;
-};
-
-/// Named tensors: model weights, BN running statistics, optimizer state.
-using TensorMap = std::map<std::string, Tensor>;
-
-ElemKind elemKindOf(mlir::Type elementType);
-/// Rounds to the nearest f16 value (round-to-nearest-even), as f32.
-float roundToHalf(float x);
+// The interpreter's tensors are cnnc/Support/Tensor.h's, which the importer
+// shares without depending on the interpreter.
+using cnnc::ElemKind;
+using cnnc::elemKindOf;
+using cnnc::roundToHalf;
+using cnnc::Tensor;
+using cnnc::TensorMap;
 
 /// Runs `func` on `args` (one per argument, in order). On failure an error
 /// is emitted at the location of the op that failed. Before an op runs, its

@@ -16,10 +16,9 @@
 #include <string>
 
 namespace cnnc::reference {
-/// IEEE half bits to float (exact).
-float halfToFloat(uint16_t bits);
-/// Float to IEEE half bits, rounding to nearest even (overflow -> inf).
-uint16_t floatToHalf(float f);
+// The f16 conversions are cnnc/Support/Tensor.h's.
+using cnnc::floatToHalf;
+using cnnc::halfToFloat;
 
 /// A tensor of a file entry (f16 values widened, integers as floats).
 Tensor fromEntry(const cnnrt::TensorEntry &e);

@@ -2,9 +2,9 @@
 //
 // Walks the ONNX graph in node order (ONNX requires topological order) and
 // keeps, for every ONNX value name, either an MLIR tensor value or a constant
-// known at import time (ConstFold.h). Shape computations are folded; tensor
-// ops are built with the cnn ops' result type inference, so shapes propagate
-// through the graph without using the file's value_info.
+// known at import time (cnnc/Support/ConstantEval.h). Shape computations are
+// folded; tensor ops are built with the cnn ops' result type inference, so
+// shapes propagate through the graph without using the file's value_info.
 //
 // Float initializers are the model's trainable state: those that feed weights
 // (Conv/Gemm/MatMul/BatchNormalization scale and bias, ...) or flow into
@@ -17,9 +17,9 @@
 //===----------------------------------------------------------------------===//
 #include "cnnc/Frontend/ONNXImporter.h"
 
-#include "ConstFold.h"
 #include "cnnc/Dialect/CNN/CNNOps.h"
-#include "cnnc/Reference/TensorEntry.h"
+#include "cnnc/Support/ConstantEval.h"
+#include "cnnc/Support/Tensor.h"
 #include "cnnc/Support/Resize.h"
 
 #include "cnnc_onnx.pb.h"
@@ -56,7 +56,7 @@
 
 using namespace mlir;
 using namespace cnnc;
-using namespace cnnc::onnximport;
+using namespace cnnc::constfold;
 
 namespace {
 
@@ -89,7 +89,7 @@ struct Slot {
 class Importer {
 public:
   Importer(MLIRContext &ctx, StringRef path, const ONNXImportOptions &options,
-           reference::TensorMap &weights)
+           TensorMap &weights)
       : ctx(ctx), b(&ctx), path(path.str()), options(options), weights(weights),
         fileLoc(FileLineColLoc::get(&ctx, path, 0, 0)), loc(fileLoc) {}
 
@@ -438,7 +438,7 @@ private:
   OpBuilder b;
   std::string path;
   const ONNXImportOptions &options;
-  reference::TensorMap &weights;
+  TensorMap &weights;
   Location fileLoc;
   int64_t opset = 13;
 
@@ -647,7 +647,7 @@ LogicalResult Importer::readInitializer(const onnx::TensorProto &t,
         uint16_t h;
         std::memcpy(&h, p, 2);
         out.floats[i] = dt == onnx::TensorProto::FLOAT16
-                            ? reference::halfToFloat(h)
+                            ? halfToFloat(h)
                             : bfloat16ToFloat(h);
         break;
       }
@@ -722,7 +722,7 @@ LogicalResult Importer::readInitializer(const onnx::TensorProto &t,
     for (int64_t i = 0; i < std::min(have, *n); ++i) {
       uint16_t h = uint16_t(t.int32_data(i));
       put(i,
-          dt == onnx::TensorProto::FLOAT16 ? reference::halfToFloat(h)
+          dt == onnx::TensorProto::FLOAT16 ? halfToFloat(h)
                                            : bfloat16ToFloat(h),
           0);
     }
@@ -835,8 +835,8 @@ Value Importer::argumentFor(const std::string &name, const ConstVal &c,
            b.getStringAttr(name)));
   if (role == WeightRole::Param)
     ++numParams;
-  reference::Tensor t;
-  t.kind = reference::ElemKind::F32;
+  Tensor t;
+  t.kind = ElemKind::F32;
   t.shape = shape;
   t.data = c.floats;
   weights[name] = std::move(t);
@@ -3429,7 +3429,7 @@ OwningOpRef<ModuleOp> Importer::run(std::optional<llvm::MemoryBufferRef> memory,
 
 OwningOpRef<ModuleOp> cnnc::importONNX(StringRef path, MLIRContext &context,
                                        const ONNXImportOptions &options,
-                                       reference::TensorMap &weights) {
+                                       TensorMap &weights) {
   context.loadDialect<cnn::CNNDialect, func::FuncDialect>();
   Importer importer(context, path, options, weights);
   return importer.run();
@@ -3439,7 +3439,7 @@ OwningOpRef<ModuleOp> cnnc::importONNXBuffer(llvm::MemoryBufferRef buffer,
                                              StringRef dataDir,
                                              MLIRContext &context,
                                              const ONNXImportOptions &options,
-                                             reference::TensorMap &weights) {
+                                             TensorMap &weights) {
   context.loadDialect<cnn::CNNDialect, func::FuncDialect>();
   Importer importer(context, buffer.getBufferIdentifier(), options, weights);
   return importer.run(buffer, dataDir);

@@ -1,5 +1,4 @@
-//===- ConstFold.h - import-time evaluation of constant ONNX ops -*- C++
-//-*-===//
+//===- ConstantEval.h - evaluation of small constant tensors ---*- C++ -*-===//
 //
 // cnnc works on static shapes: the Shape/Gather/Unsqueeze/Concat/... chains
 // PyTorch emits to compute shapes are evaluated while importing. A ConstVal is
@@ -7,18 +6,20 @@
 // for bool/int32) or float (f32).
 //
 // Every function here checks its inputs and returns false with a message in
-// `err` instead of asserting: the data comes from an untrusted file.
+// `err` instead of asserting: the data comes from an untrusted file. It is a
+// library of its own (CNNCSupport, with the host Tensor type) so that the
+// importer folds without the reference interpreter.
 //
 //===----------------------------------------------------------------------===//
-#ifndef CNNC_LIB_FRONTEND_ONNX_CONSTFOLD_H
-#define CNNC_LIB_FRONTEND_ONNX_CONSTFOLD_H
+#ifndef CNNC_SUPPORT_CONSTANTEVAL_H
+#define CNNC_SUPPORT_CONSTANTEVAL_H
 
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
-namespace cnnc::onnximport {
+namespace cnnc::constfold {
 
 /// The largest tensor folded at import time (elements).
 constexpr int64_t kMaxFoldElements = int64_t(1) << 24;
@@ -101,9 +102,6 @@ bool resolveSlice(const std::vector<int64_t> &shape,
                   std::vector<int64_t> &outStart, std::vector<int64_t> &outStep,
                   std::vector<int64_t> &outSize, std::string &err);
 
-/// bfloat16 bits to float (IEEE half: reference::halfToFloat).
-float bfloat16ToFloat(uint16_t bits);
-
-} // namespace cnnc::onnximport
+} // namespace cnnc::constfold
 
 #endif

@@ -1,12 +1,12 @@
-//===- ConstFold.cpp - import-time evaluation of constant ONNX ops --------===//
-#include "ConstFold.h"
+//===- ConstantEval.cpp - evaluation of small constant tensors ------------===//
+#include "cnnc/Support/ConstantEval.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 
-namespace cnnc::onnximport {
+namespace cnnc::constfold {
 
 ConstVal ConstVal::intTensor(std::vector<int64_t> shape,
                              std::vector<int64_t> data) {
@@ -656,11 +656,4 @@ bool squeezeShape(const std::vector<int64_t> &inShape,
   return true;
 }
 
-float bfloat16ToFloat(uint16_t b) {
-  uint32_t bits = uint32_t(b) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-} // namespace cnnc::onnximport
+} // namespace cnnc::constfold
