@@ -4,9 +4,10 @@
 // PrepareForEmission makes ExportVerilog's: the GPU the step is printed for
 // (#cnn.target on the module, from one table of architectures) and, on every
 // op whose lowering launches a generated kernel, how it launches
-// (#cnn.launch: the grid's ceiling from the target's SM count, the
-// reduction strategy, the multi-tensor kernels' chunks). The printer reads
-// them and decides nothing; the dialect verifies them. See Passes.td.
+// (#cnn.launch: the grid's ceiling from the target's SM count, the block
+// sizes, the elementwise kernels' vector width, the reduction strategy, the
+// partial-sum block budgets, the multi-tensor kernels' chunks). The printer
+// reads them and decides nothing; the dialect verifies them. See Passes.td.
 //
 //===----------------------------------------------------------------------===//
 #include "cnnc/Transforms/Passes.h"
@@ -55,6 +56,14 @@ constexpr int64_t kChunkBlocksPerSM = 8;
 /// The NHWC partial-sum kernels' block budget as measured on the H100 (2048
 /// blocks for its 132 SMs), in proportion to the target's SMs.
 constexpr int64_t kPartialBlocksH100 = 2048, kSMsH100 = 132;
+/// The threads of a block per channel of the NCHW per-channel sums: 512, to
+/// keep enough loads in flight over N x H x W elements with one block per
+/// channel (at most the target's threads per block).
+constexpr int64_t kChannelBlock = 512;
+/// Elementwise kernels move eight elements a thread through 16-byte
+/// accesses where their operands allow it: f16 activations would otherwise
+/// move 2 bytes a load in these memory-bound kernels.
+constexpr int64_t kVectorWidth = 8;
 
 int64_t numElements(Value v) {
   return cast<RankedTensorType>(v.getType()).getNumElements();
@@ -185,17 +194,17 @@ struct PrepareForEmission
     FailureOr<TargetAttr> target = chooseTarget(module);
     if (failed(target))
       return signalPassFailure();
-    // The prelude's kernels launch up to 1024 threads per block
-    // (xentCountValid).
-    if (target->getMaxThreads() < 1024) {
+    // The kernels are compiled for blocks of kKernelBlock threads.
+    if (target->getMaxThreads() < kKernelBlock) {
       module.emitError("cnn-prepare-for-emission: the CUDA target's kernels "
-                       "launch up to 1024 threads per block, #cnn.target "
-                       "allows ")
+                       "launch ")
+          << kKernelBlock << " threads per block, #cnn.target allows "
           << target->getMaxThreads();
       return signalPassFailure();
     }
     module->setAttr(kTargetAttr, *target);
     sms = target->getSms();
+    maxThreads = target->getMaxThreads();
     // The printer knows elementwise ops in their fused form only (a step
     // built outside the pipeline may still hold plain ones).
     lowerElementwise(module);
@@ -219,22 +228,41 @@ struct PrepareForEmission
         }
         SmallVector<int64_t> chunks = multiTensorChunks(&op, groupUnits);
         numMultiTensor += chunks.size();
-        int64_t partialBlocks =
-            usesChannelPartialSums(&op)
-                ? std::max<int64_t>(1, sms * kPartialBlocksH100 / kSMsH100)
-                : 0;
         op.setAttr(kLaunchAttr,
-                   LaunchAttr::get(ctx, gridLimit, reduction,
+                   LaunchAttr::get(ctx, gridLimit, kKernelBlock, kVectorWidth,
+                                   reduction,
                                    chunks.empty()
                                        ? DenseI64ArrayAttr()
                                        : DenseI64ArrayAttr::get(ctx, chunks),
-                                   partialBlocks));
+                                   partialBlocks(&op), reduceBlock(&op)));
         ++numLaunch;
       }
     }
   }
 
-  int64_t sms = 0;
+  /// The most blocks of `op`'s partial-sum kernel, or 0 without one.
+  int64_t partialBlocks(Operation *op) const {
+    // The cross-entropy loss: a warp per row, as many blocks of eight rows
+    // as the prelude's scratch holds.
+    if (isa<SoftmaxCrossEntropyOp>(op))
+      return kXentMaxBlocks;
+    if (usesChannelPartialSums(op))
+      return std::max<int64_t>(1, sms * kPartialBlocksH100 / kSMsH100);
+    return 0;
+  }
+
+  /// The threads of `op`'s one-block reductions, or 0 without them.
+  int64_t reduceBlock(Operation *op) const {
+    if (!usesReduceBlock(op))
+      return 0;
+    // Counting the labels not ignored: one block, as wide as the target
+    // allows (the rows are few; one launch).
+    if (isa<SoftmaxCrossEntropyGradOp>(op))
+      return maxThreads;
+    return std::min(kChannelBlock, maxThreads);
+  }
+
+  int64_t sms = 0, maxThreads = 0;
 };
 
 } // namespace

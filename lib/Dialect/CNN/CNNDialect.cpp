@@ -218,15 +218,33 @@ LogicalResult verifyCNNAttr(function_ref<InFlightDiagnostic()> emitError,
                          << "' has a reduction strategy, which only "
                             "reductions and softmax take";
     // The partial-sum block budget likewise: where the op has such kernels.
-    bool partial = usesChannelPartialSums(op);
+    bool partial = usesPartialBlocks(op);
     if (partial && !l.getPartialBlocks())
       return emitError() << "'" << name << "' on '" << op->getName()
-                         << "' needs partial_blocks (its per-channel sums run "
-                            "as partial sums over row tiles)";
+                         << "' needs partial_blocks (it sums in per-block "
+                            "partial sums first)";
     if (!partial && l.getPartialBlocks())
       return emitError() << "'" << name << "' on '" << op->getName()
                          << "' has partial_blocks, which only NHWC "
-                            "per-channel sums take";
+                            "per-channel sums and softmax_cross_entropy take";
+    if (isa<SoftmaxCrossEntropyOp>(op) && l.getPartialBlocks() > kXentMaxBlocks)
+      return emitError() << "'" << name << "' on '" << op->getName()
+                         << "': partial_blocks must be at most "
+                         << kXentMaxBlocks
+                         << " (the blocks the prelude's xentScratch holds), "
+                            "got "
+                         << l.getPartialBlocks();
+    // The block size of the one-block reductions: where they run.
+    bool reduceBlock = usesReduceBlock(op);
+    if (reduceBlock && !l.getReduceBlock())
+      return emitError() << "'" << name << "' on '" << op->getName()
+                         << "' needs reduce_block (it reduces with a block "
+                            "per result)";
+    if (!reduceBlock && l.getReduceBlock())
+      return emitError() << "'" << name << "' on '" << op->getName()
+                         << "' has reduce_block, which only the NCHW "
+                            "per-channel sums and softmax_cross_entropy_grad "
+                            "take";
     // A block per result: one block per result element, gridDim.x's bound.
     if (needs && l.getReduction().getValue() == "block_per_result" &&
         !isa<SoftmaxOp>(op) &&

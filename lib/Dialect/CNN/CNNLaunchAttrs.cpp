@@ -37,14 +37,33 @@ LogicalResult TargetAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 }
 
 LogicalResult LaunchAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                                 int64_t gridLimit, StringAttr reduction,
+                                 int64_t gridLimit, int64_t block,
+                                 int64_t vector, StringAttr reduction,
                                  DenseI64ArrayAttr chunks,
-                                 int64_t partialBlocks) {
+                                 int64_t partialBlocks, int64_t reduceBlock) {
   // gridDim.x is at most 2^31 - 1.
   if (gridLimit < 1 || gridLimit > std::numeric_limits<int32_t>::max())
     return emitError() << "#cnn.launch: grid_limit must be in [1, 2^31 - 1], "
                           "got "
                        << gridLimit;
+  // The prelude's kernels and the printed ones are compiled for 256-thread
+  // blocks (__launch_bounds__(256), shared arrays of 256): another size
+  // would launch them wrong, not just slower.
+  if (block != kKernelBlock)
+    return emitError() << "#cnn.launch: block must be " << kKernelBlock
+                       << " (the threads the kernels are compiled for), got "
+                       << block;
+  if (vector != 1 && vector != 8)
+    return emitError() << "#cnn.launch: vector must be 1 or 8 (16-byte "
+                          "accesses of eight elements), got "
+                       << vector;
+  // blockSum and its kin reduce over warps: a multiple of 32 threads, at
+  // most 1024 (a warp's partial sums in one warp).
+  if (reduceBlock != 0 &&
+      (reduceBlock < 32 || reduceBlock > 1024 || reduceBlock % 32))
+    return emitError() << "#cnn.launch: reduce_block must be a multiple of 32 "
+                          "in [32, 1024] where given, got "
+                       << reduceBlock;
   if (reduction && reduction.getValue() != "block_per_result" &&
       reduction.getValue() != "thread_per_result")
     return emitError() << "#cnn.launch: reduction must be "
@@ -79,6 +98,20 @@ bool cnnc::cnn::usesChannelPartialSums(Operation *op) {
              FusedBatchNormReluGradOp, FusedBatchNormAffineReluGradOp,
              BatchNormGradOp, FusedDualBatchNormGradOp,
              FusedMaxPool2DBatchNormReluGradOp, FusedConv2DStatsOp>(op);
+}
+
+bool cnnc::cnn::usesPartialBlocks(Operation *op) {
+  return usesChannelPartialSums(op) || isa<SoftmaxCrossEntropyOp>(op);
+}
+
+bool cnnc::cnn::usesReduceBlock(Operation *op) {
+  if (isa<SoftmaxCrossEntropyGradOp>(op))
+    return true;
+  return !isNHWC(op) &&
+         isa<BiasGradOp, BatchNormTrainOp, BatchNormStatsOp, BatchNormSumsOp,
+             BatchNormGradSumsOp, FusedBatchNormAffineReluGradSumsOp,
+             FusedBatchNormReluGradOp, FusedBatchNormAffineReluGradOp,
+             BatchNormGradOp, FusedDualBatchNormGradOp>(op);
 }
 
 bool cnnc::cnn::needsReductionStrategy(Operation *op) {

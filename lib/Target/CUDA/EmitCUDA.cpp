@@ -217,10 +217,17 @@ private:
   LogicalResult print(std::string &out, AccumulationStepOp a);
   LogicalResult print(std::string &out, AllReduceOp a);
   /// The grid of a grid-stride kernel of the op being printed over `n`
-  /// units of work: min(ceil(n / 256), its #cnn.launch grid_limit).
+  /// units of work: min(ceil(n / block), its #cnn.launch grid_limit).
   std::string gridFor(int64_t n) const;
   /// The op being printed's #cnn.launch grid_limit.
   int64_t gridLimit() const { return launchOf.getGridLimit(); }
+  /// The threads of a block of the op being printed (#cnn.launch's block).
+  std::string threads() const { return std::to_string(launchOf.getBlock()); }
+  /// The threads of the op's one-block reductions (#cnn.launch's
+  /// reduce_block).
+  std::string reduceThreads() const {
+    return std::to_string(launchOf.getReduceBlock());
+  }
   /// The chunk of the op being printed's `k`-th multi-tensor kernel
   /// (#cnn.launch's chunks), or an error on the op.
   FailureOr<int64_t> chunkOf(Operation *op, size_t k);
@@ -408,8 +415,9 @@ static constexpr const char *kMultiTensorLoopEnd = "    }\n  }\n";
 std::string Emitter::gridFor(int64_t n) const {
   // Grid-stride loops: enough blocks to fill the GPU (cnn-prepare-for-
   // emission's grid_limit), not one per element.
-  return std::to_string(
-      std::max<int64_t>(1, std::min<int64_t>((n + 255) / 256, gridLimit())));
+  int64_t block = launchOf.getBlock();
+  return std::to_string(std::max<int64_t>(
+      1, std::min<int64_t>((n + block - 1) / block, gridLimit())));
 }
 
 /// Row-major strides of a static shape.
@@ -455,7 +463,7 @@ void Emitter::emitPad(std::string &out, PadOp op) {
          kernel(fmt::format("const {} *__restrict__ in, {} *__restrict__ out",
                             T, T),
                 body),
-         gridFor(res.getNumElements()), "256",
+         gridFor(res.getNumElements()), threads(),
          fmt::format("{}, {}", ptr(op.getInput()), ptr(op.getResult())));
 }
 
@@ -519,7 +527,7 @@ void Emitter::emitPadGrad(std::string &out, PadGradOp op) {
          kernel(fmt::format("const {} *__restrict__ dy, {} *__restrict__ out",
                             T, T),
                 body),
-         gridFor(res.getNumElements()), "256",
+         gridFor(res.getNumElements()), threads(),
          fmt::format("{}, {}", ptr(op.getGradOutput()), ptr(op.getResult())));
 }
 
@@ -592,7 +600,7 @@ LogicalResult Emitter::emitResize(std::string &out, ResizeLikeOp op) {
       grad ? fmt::format("const {0} *__restrict__ dy, {0} *__restrict__ dx", T)
            : fmt::format("const {0} *__restrict__ x, {0} *__restrict__ y", T);
   int64_t n = ttype(op->getResult(0)).getNumElements();
-  launch(out, op, kernel(sig, body), gridFor(n), "256",
+  launch(out, op, kernel(sig, body), gridFor(n), threads(),
          fmt::format("{}, {}", ptr(op->getOperand(0)), ptr(op->getResult(0))));
   return success();
 }
@@ -623,10 +631,10 @@ void Emitter::elementwise(std::string &out, Operation *op, ArrayRef<EwIn> ins,
   }
   std::string body, params = llvm::join(paramList, ", "),
                     args = llvm::join(argList, ", ");
-  // Eight elements per thread with 16-byte loads and stores when every
-  // full-size operand is 16-byte aligned in the arena (memory-bound kernels:
-  // f16 activations would otherwise move 2 bytes per load).
-  bool vec = n % 8 == 0 && n >= 8;
+  // Eight elements per thread with 16-byte loads and stores where #cnn.launch
+  // asks for them (vector = 8) and the operands allow them: every full-size
+  // operand 16-byte aligned in the arena, a multiple of 8 elements.
+  bool vec = launchOf.getVector() == 8 && n % 8 == 0 && n >= 8;
   auto aligned = [&](Value v) { return plan.offsetOf(v) % 16 == 0; };
   for (const EwIn &in : ins)
     vec &= in.index != "i" ||
@@ -638,21 +646,22 @@ void Emitter::elementwise(std::string &out, Operation *op, ArrayRef<EwIn> ins,
     // Per-channel inputs: the 8 elements' channels are 8 consecutive ones
     // (NHWC, C % 8 == 0: one vector load) or one channel (NCHW with H*W % 8
     // == 0: one load) instead of 8 scalar loads. In NHWC, when the grid's
-    // stride (grid * 256 vectors) is a multiple of C / 8 vectors, a thread
+    // stride (grid * block vectors) is a multiple of C / 8 vectors, a thread
     // sees the same 8 channels in every iteration: their loads move out of
     // the loop (the BN-gradient kernels read up to seven per-channel arrays
     // per eight elements; inside the loop those L1 loads, not HBM, bound
     // the kernel). The grid is rounded down to make that so.
-    int64_t grid = std::stoll(gridFor(n / 8)), period = 1;
+    int64_t grid = std::stoll(gridFor(n / 8)), period = 1,
+            block = launchOf.getBlock();
     bool anyPerVec = false;
     for (const EwIn &in : ins)
       if (in.channel && in.channel->inner == 0 &&
           in.channel->channels % 8 == 0 && aligned(in.v)) {
         anyPerVec = true;
         int64_t cv = in.channel->channels / 8;
-        period = std::lcm(period, cv / std::gcd(cv, int64_t(256)));
+        period = std::lcm(period, cv / std::gcd(cv, block));
       }
-    bool hoist = anyPerVec && grid >= period && n / 8 > grid * 256;
+    bool hoist = anyPerVec && grid >= period && n / 8 > grid * block;
     if (hoist)
       grid -= grid % period;
     std::string perChannel;
@@ -702,7 +711,7 @@ void Emitter::elementwise(std::string &out, Operation *op, ArrayRef<EwIn> ins,
       body += fmt::format("    stv8(out{} + v * 8, r{}v);\n", k, k);
     body += "  }\n";
     launch(out, op, kernel(params, perChannel + body), std::to_string(grid),
-           "256", args);
+           threads(), args);
     return;
   }
   body += fmt::format(
@@ -717,7 +726,7 @@ void Emitter::elementwise(std::string &out, Operation *op, ArrayRef<EwIn> ins,
   for (size_t k = 0; k < outs.size(); ++k)
     body += fmt::format("    st(out{} + i, r{});\n", k, k);
   body += "  }\n";
-  launch(out, op, kernel(params, body), gridFor(n), "256", args);
+  launch(out, op, kernel(params, body), gridFor(n), threads(), args);
 }
 
 int Emitter::matmulId(Operation *op, int64_t M, int64_t N, int64_t K,
@@ -811,16 +820,19 @@ struct NhwcTiling {
   bool vec;
   int64_t lanes, colBlocks, tiles, rowsPerTile;
   /// The launch of a partial-sum kernel: colBlocks x tiles blocks of
-  /// lanes x (256 / lanes) threads.
+  /// lanes x (threads / lanes) threads (#cnn.launch's block).
+  int64_t threads;
   std::string grid() const {
     return fmt::format("dim3({}, {})", colBlocks, tiles);
   }
   std::string block() const {
-    return fmt::format("dim3({}, {})", lanes, 256 / lanes);
+    return fmt::format("dim3({}, {})", lanes, threads / lanes);
   }
 };
-static NhwcTiling nhwcTiling(int64_t M, int64_t C, bool vec, int64_t blocks) {
+static NhwcTiling nhwcTiling(int64_t M, int64_t C, bool vec, int64_t blocks,
+                             int64_t threads) {
   NhwcTiling t;
+  t.threads = threads;
   // Eight channels per thread (16-byte loads): cnn-select-lowering's "vec8"
   // (C % 8 == 0, so rows stay 16-byte aligned).
   t.vec = vec;
@@ -843,7 +855,8 @@ int64_t Emitter::nhwcPartial(std::string &out, Operation *op, int mode, Value a,
   StringRef lowering = loweringOf(op);
   bool vec = lowering == "vec8" || lowering == "channel_sum_vec8" ||
              isa<FusedConv2DStatsOp>(op);
-  NhwcTiling tl = nhwcTiling(M, C, vec, launchOf.getPartialBlocks());
+  NhwcTiling tl = nhwcTiling(M, C, vec, launchOf.getPartialBlocks(),
+                              launchOf.getBlock());
   std::string T = ctype(t.getElementType());
   auto orNull = [&](Value v, const std::string &type) {
     return v ? ptr(v) : fmt::format("({} *)nullptr", type);
@@ -872,7 +885,8 @@ LogicalResult Emitter::poolBnGrad(std::string &out,
            << op.getInput().getType();
   auto x = op.getInput().getType();
   int64_t C = x.getDimSize(3), M = x.getNumElements() / C;
-  NhwcTiling tl = nhwcTiling(M, C, /*vec=*/true, launchOf.getPartialBlocks());
+  NhwcTiling tl = nhwcTiling(M, C, /*vec=*/true, launchOf.getPartialBlocks(),
+                              launchOf.getBlock());
   std::string T = ctype(x.getElementType()),
               S = ctype(ttype(op.getScale()).getElementType());
   std::string pp = poolParams(x, op.getGradOutput().getType(), op.getKernel(),
@@ -885,11 +899,11 @@ LogicalResult Emitter::poolBnGrad(std::string &out,
                      ptr(op.getSavedInvstd()), ptr(op.getAlpha()),
                      ptr(op.getBeta()), pp, tl.rowsPerTile));
   launch(out, op, fmt::format("nhwcBnGradFinish<{}>", S), std::to_string(C),
-         "256",
+         threads(),
          fmt::format("{}, {}, {}, {}", ptr(op.getGradScale()),
                      ptr(op.getGradBias()), C, tl.tiles));
   launch(out, op, fmt::format("poolBnGradApply8<{}, {}>", T, S),
-         gridFor(x.getNumElements() / 8), "256",
+         gridFor(x.getNumElements() / 8), threads(),
          fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}",
                      ptr(op.getGradOutput()), ptr(op.getWindowIndex()),
                      ptr(op.getInput()), ptr(op.getSavedMean()),
@@ -926,7 +940,8 @@ void Emitter::dualBnGrad(std::string &out, FusedDualBatchNormGradOp op) {
   }
   auto t = op.getGradOutput().getType();
   int64_t C = t.getDimSize(3), M = t.getNumElements() / C;
-  NhwcTiling tl = nhwcTiling(M, C, /*vec=*/true, launchOf.getPartialBlocks());
+  NhwcTiling tl = nhwcTiling(M, C, /*vec=*/true, launchOf.getPartialBlocks(),
+                              launchOf.getBlock());
   std::string T = ctype(t.getElementType()),
               S = ctype(ttype(op.getScaleA()).getElementType());
   launch(out, op, fmt::format("dualBnGradPartial8<{}>", T), tl.grid(),
@@ -937,7 +952,7 @@ void Emitter::dualBnGrad(std::string &out, FusedDualBatchNormGradOp op) {
                      ptr(op.getSavedInvstdA()), ptr(op.getSavedMeanB()),
                      ptr(op.getSavedInvstdB()), M, C, tl.rowsPerTile));
   launch(out, op, fmt::format("dualBnGradFinish<{}>", S), std::to_string(C),
-         "256",
+         threads(),
          fmt::format("{}, {}, {}, {}, {}, {}", ptr(op.getGradScaleA()),
                      ptr(op.getGradBiasA()), ptr(op.getGradScaleB()),
                      ptr(op.getGradBiasB()), C, tl.tiles));
@@ -967,7 +982,7 @@ void Emitter::bnGradSums(std::string &out, Operation *op, bool nhwc,
                                 mean, invstd, reluOut, alpha, beta);
     launch(
         out, op, fmt::format("nhwcBnGradFinish<{}>", S), std::to_string(C),
-        "256",
+        threads(),
         fmt::format("{}, {}, {}, {}", ptr(gradScale), ptr(gradBias), C, tiles));
   } else if (masked) {
     std::string T = ctype(t.getElementType());
@@ -975,7 +990,7 @@ void Emitter::bnGradSums(std::string &out, Operation *op, bool nhwc,
       return v ? ptr(v) : fmt::format("({} *)nullptr", type);
     };
     launch(out, op, fmt::format("bnReluGradReduce<{}, {}>", T, S),
-           std::to_string(C), "512",
+           std::to_string(C), reduceThreads(),
            fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}ll",
                        ptr(dy), orNull(reluOut, "const " + T), ptr(x),
                        ptr(mean), ptr(invstd), orNull(alpha, "const float"),
@@ -984,7 +999,7 @@ void Emitter::bnGradSums(std::string &out, Operation *op, bool nhwc,
   } else {
     launch(out, op,
            fmt::format("bnGradReduce<{}, {}>", ctype(t.getElementType()), S),
-           std::to_string(C), "512",
+           std::to_string(C), reduceThreads(),
            fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}ll", ptr(dy), ptr(x),
                        ptr(mean), ptr(invstd), ptr(gradScale), ptr(gradBias),
                        t.getDimSize(0), C, channelInner(t)));
@@ -1048,7 +1063,7 @@ void Emitter::bnStats(std::string &out, Operation *op, Value x, Value mean,
     int64_t C = t.getDimSize(t.getRank() - 1);
     int64_t tiles = nhwcPartial(out, op, 1, x, {}, {}, {});
     launch(out, op, fmt::format("nhwcStatsFinish<{}, {}>", T, S),
-           std::to_string(C), "256",
+           std::to_string(C), threads(),
            fmt::format(
                "{}, {}, {}, {}, {}, {}, {}, {}, {}ll, {}, {}, {}, {}", ptr(x),
                ptr(mean), ptr(invstd), ptr(newMean), ptr(newVar), ptr(oldMean),
@@ -1057,7 +1072,7 @@ void Emitter::bnStats(std::string &out, Operation *op, Value x, Value mean,
     return;
   }
   launch(out, op, fmt::format("bnStats<{}, {}>", T, S),
-         std::to_string(t.getDimSize(1)), "512",
+         std::to_string(t.getDimSize(1)), reduceThreads(),
          fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}ll, {}, {}",
                      ptr(x), ptr(mean), ptr(invstd), ptr(newMean), ptr(newVar),
                      ptr(oldMean), ptr(oldVar), affine, t.getDimSize(0),
@@ -1076,7 +1091,7 @@ LogicalResult Emitter::emitNHWC(Operation *op, std::string &out) {
         launch(out, op,
                fmt::format("nhwcSumFinish<{}>",
                            ctype(b.getType().getElementType())),
-               finishGrid(C), "256",
+               finishGrid(C), threads(),
                fmt::format("{}, {}, {}", ptr(b.getResult()), C, tiles));
         return success();
       })
@@ -1086,7 +1101,7 @@ LogicalResult Emitter::emitNHWC(Operation *op, std::string &out) {
                 c = t.getDimSize(3);
         launch(out, op,
                fmt::format("spatialMeanNHWC<{}>", ctype(t.getElementType())),
-               gridFor(n * c), "256",
+               gridFor(n * c), threads(),
                fmt::format("{}, {}, {}ll, {}ll, {}ll", ptr(g.getInput()),
                            ptr(g.getResult()), n, hw, c));
         return success();
@@ -1242,7 +1257,7 @@ LogicalResult Emitter::printReduction(std::string &out, Operation *o) {
     int64_t tiles = nhwcPartial(out, o, 0, o->getOperand(0), {}, {}, {});
     launch(out, o,
            fmt::format("nhwcScaledSumFinish<{}>", ctype(res.getElementType())),
-           std::to_string(C), "256",
+           std::to_string(C), threads(),
            fmt::format("{}, {}, {}, {}", ptr(o->getResult(0)), C, tiles,
                        isa<ReduceMeanOp>(o) ? fmt::format("1.0 / {}.0", rows)
                                             : std::string("1.0")));
@@ -1310,7 +1325,7 @@ LogicalResult Emitter::printReduction(std::string &out, Operation *o) {
                     "  }}\n",
                     base, init, count, inner, combine, combine, init, combine,
                     floatLit(factor)));
-    launch(out, op, name, std::to_string(n), "256",
+    launch(out, op, name, std::to_string(n), threads(),
            fmt::format("{}, {}", ptr(o->getOperand(0)), ptr(o->getResult(0))));
     return success();
   }
@@ -1329,7 +1344,7 @@ LogicalResult Emitter::printReduction(std::string &out, Operation *o) {
                   "    st(out0 + o, acc * {});\n"
                   "  }}\n",
                   n, base, init, count, inner, combine, floatLit(factor)));
-  launch(out, op, name, gridFor(n), "256",
+  launch(out, op, name, gridFor(n), threads(),
          fmt::format("{}, {}", ptr(o->getOperand(0)), ptr(o->getResult(0))));
   return success();
 }
@@ -1360,7 +1375,7 @@ LogicalResult Emitter::print(std::string &out, GlobalAvgPoolOp g) {
   auto t = g.getInput().getType();
   int64_t rows = t.getDimSize(0) * t.getDimSize(1);
   launch(out, op, fmt::format("rowMean<{}>", ctype(t.getElementType())),
-         gridFor(rows), "256",
+         gridFor(rows), threads(),
          fmt::format("{}, {}, {}ll, {}ll", ptr(g.getInput()),
                      ptr(g.getResult()), rows,
                      t.getDimSize(2) * t.getDimSize(3)));
@@ -1373,7 +1388,7 @@ LogicalResult Emitter::print(std::string &out, BiasGradOp b) {
   launch(out, op,
          fmt::format("channelSum<{}, {}>", ctype(t.getElementType()),
                      ctype(b.getType().getElementType())),
-         std::to_string(t.getDimSize(1)), "512",
+         std::to_string(t.getDimSize(1)), reduceThreads(),
          fmt::format("{}, {}, {}, {}, {}ll", ptr(b.getGradOutput()),
                      ptr(b.getResult()), t.getDimSize(0), t.getDimSize(1),
                      channelInner(t)));
@@ -1619,12 +1634,12 @@ LogicalResult Emitter::print(std::string &out, FusedConv2DStatsOp c) {
     // The normalized input, in the runtime's scratch buffer.
     int64_t n = x.getNumElements();
     body += fmt::format(
-        "  nhwcScaleShiftRelu<{0}><<<{1}, 256, 0, s>>>(static_cast<const "
+        "  nhwcScaleShiftRelu<{0}><<<{1}, {6}, 0, s>>>(static_cast<const "
         "{0} *>(x), scale, shift, static_cast<{0} *>(scratch), {2}ll, "
         "{3});\n  CNNRT_CHECK_KERNEL(ctx, \"{4}\", \"{5} "
         "nhwcScaleShiftRelu\");\n  x = scratch;\n",
         T, gridFor(n), n, x.getDimSize(3), loc(op),
-        op->getName().getStringRef().str());
+        op->getName().getStringRef().str(), threads());
   }
   ptrOverride[c.getInput()] = "x";
   ptrOverride[c.getFilter()] = "w";
@@ -1642,7 +1657,7 @@ LogicalResult Emitter::print(std::string &out, FusedConv2DStatsOp c) {
   int64_t C = y.getDimSize(3), M = y.getNumElements() / C;
   int64_t tiles = nhwcPartial(body, op, 1, c.getResult(), {}, {}, {});
   launch(body, op, fmt::format("nhwcSumsFinish<{}>", ctype(y.getElementType())),
-         std::to_string(C), "256",
+         std::to_string(C), threads(),
          fmt::format("{}, sum, sumSq, {}ll, {}, {}", ptr(c.getResult()), M, C,
                      tiles));
   ptrOverride.clear();
@@ -1688,12 +1703,12 @@ LogicalResult Emitter::print(std::string &out, FusedConv2DBwdFilterOp c) {
   std::string T = ctype(x.getElementType()), body;
   int64_t n = x.getNumElements();
   body += fmt::format(
-      "  nhwcScaleShiftRelu<{0}><<<{1}, 256, 0, s>>>(static_cast<const "
+      "  nhwcScaleShiftRelu<{0}><<<{1}, {6}, 0, s>>>(static_cast<const "
       "{0} *>(x), scale, shift, static_cast<{0} *>(scratch), {2}ll, "
       "{3});\n  CNNRT_CHECK_KERNEL(ctx, \"{4}\", \"{5} "
       "nhwcScaleShiftRelu\");\n",
       T, gridFor(n), n, x.getDimSize(3), loc(op),
-      op->getName().getStringRef().str());
+      op->getName().getStringRef().str(), threads());
   if (loweringOf(op) == "gemm") {
     // dW[K, C] = dY[NHW, K]^T X[NHW, C]
     int64_t M = x.getNumElements() / x.getDimSize(3);
@@ -1786,7 +1801,8 @@ LogicalResult Emitter::print(std::string &out, BatchNormFinalizeOp b) {
   int64_t C = ttype(b.getSum()).getDimSize(0);
   std::string S = ctype(ttype(b.getRunningMean()).getElementType());
   launch(out, op, fmt::format("bnFinalize<{}>", S),
-         std::to_string((C + 255) / 256), "256",
+         std::to_string((C + launchOf.getBlock() - 1) / launchOf.getBlock()),
+         threads(),
          fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, "
                      "{}ll, {}, {}, {}",
                      ptr(b.getSum()), ptr(b.getSumSq()), ptr(b.getSavedMean()),
@@ -1817,14 +1833,14 @@ LogicalResult Emitter::print(std::string &out, BatchNormSumsOp b) {
     int64_t C = t.getDimSize(t.getRank() - 1);
     int64_t tiles = nhwcPartial(out, op, 1, b.getInput(), {}, {}, {});
     launch(out, op, fmt::format("nhwcSumsFinish<{}>", T), std::to_string(C),
-           "256",
+           threads(),
            fmt::format("{}, {}, {}, {}ll, {}, {}", ptr(b.getInput()),
                        ptr(b.getSum()), ptr(b.getSumSq()),
                        t.getNumElements() / C, C, tiles));
     return success();
   }
   launch(out, op, fmt::format("bnSums<{}>", T), std::to_string(t.getDimSize(1)),
-         "512",
+         reduceThreads(),
          fmt::format("{}, {}, {}, {}, {}, {}ll", ptr(b.getInput()),
                      ptr(b.getSum()), ptr(b.getSumSq()), t.getDimSize(0),
                      t.getDimSize(1), channelInner(t)));
@@ -1890,13 +1906,13 @@ LogicalResult Emitter::print(std::string &out, MaxPool2DOp p) {
     launch(out, op,
            fmt::format("maxPoolNHWC8<{}, false>",
                        ctype(p.getType().getElementType())),
-           gridFor(p.getType().getNumElements() / 8), "256",
+           gridFor(p.getType().getNumElements() / 8), threads(),
            fmt::format("{}, {}, nullptr, {}", ptr(p.getInput()),
                        ptr(p.getResult()), pp));
     return success();
   }
   launch(out, op, poolKernel("maxPoolFwd", op, p.getType()),
-         gridFor(p.getType().getNumElements()), "256",
+         gridFor(p.getType().getNumElements()), threads(),
          fmt::format("{}, {}, {}", ptr(p.getInput()), ptr(p.getResult()), pp));
   return success();
 }
@@ -1910,7 +1926,7 @@ LogicalResult Emitter::print(std::string &out, MaxPool2DGradOp p) {
                        p.getKernel(), p.getStrides(), p.getPadding(), false,
                        isNHWC(op));
   launch(out, op, poolKernel("maxPoolBwd", op, p.getType()),
-         gridFor(p.getType().getNumElements()), "256",
+         gridFor(p.getType().getNumElements()), threads(),
          fmt::format("{}, {}, {}, {}", ptr(p.getGradOutput()),
                      ptr(p.getInput()), ptr(p.getResult()), pp));
   return success();
@@ -1930,12 +1946,12 @@ LogicalResult Emitter::print(std::string &out, FusedMaxPool2DOp p) {
                   ptr(p.getResult()), ptr(p.getWindowIndex()), pp);
   if (loweringOf(op) == "vec8")
     launch(out, op, fmt::format("maxPoolIndexNHWC8<{}, {}>", T, pro),
-           gridFor(y.getNumElements() / 8), "256", args);
+           gridFor(y.getNumElements() / 8), threads(), args);
   else
     launch(out, op,
            fmt::format("maxPoolIndex<{}, {}, {}>", T,
                        isNHWC(op) ? "true" : "false", pro),
-           gridFor(y.getNumElements()), "256", args);
+           gridFor(y.getNumElements()), threads(), args);
   return success();
 }
 
@@ -1955,12 +1971,12 @@ LogicalResult Emitter::print(std::string &out, MaxPool2DIndexGradOp p) {
                   ptr(p.getWindowIndex()), ptr(p.getResult()), pp);
   if (loweringOf(op) == "vec8")
     launch(out, op, fmt::format("maxPoolBwdGatherNHWC8<{}>", T),
-           gridFor(dx.getNumElements() / 8), "256", args);
+           gridFor(dx.getNumElements() / 8), threads(), args);
   else
     launch(out, op,
            fmt::format("maxPoolBwdGather<{}, {}>", T,
                        isNHWC(op) ? "true" : "false"),
-           gridFor(dx.getNumElements()), "256", args);
+           gridFor(dx.getNumElements()), threads(), args);
   return success();
 }
 
@@ -1970,7 +1986,7 @@ LogicalResult Emitter::print(std::string &out, AvgPool2DOp p) {
                        p.getStrides(), p.getPadding(), p.getCountIncludePad(),
                        isNHWC(op));
   launch(out, op, poolKernel("avgPoolFwd", op, p.getType()),
-         gridFor(p.getType().getNumElements()), "256",
+         gridFor(p.getType().getNumElements()), threads(),
          fmt::format("{}, {}, {}", ptr(p.getInput()), ptr(p.getResult()), pp));
   return success();
 }
@@ -1981,7 +1997,7 @@ LogicalResult Emitter::print(std::string &out, AvgPool2DGradOp p) {
                        p.getStrides(), p.getPadding(), p.getCountIncludePad(),
                        isNHWC(op));
   launch(out, op, poolKernel("avgPoolBwd", op, p.getType()),
-         gridFor(p.getType().getNumElements()), "256",
+         gridFor(p.getType().getNumElements()), threads(),
          fmt::format("{}, {}, {}", ptr(p.getGradOutput()), ptr(p.getResult()),
                      pp));
   return success();
@@ -2005,12 +2021,12 @@ LogicalResult Emitter::print(std::string &out, SoftmaxOp s) {
   std::string T = ctype(t.getElementType());
   if (launchOf.getReduction().getValue() == "block_per_result") {
     launch(out, op, fmt::format("softmaxRows<{}>", T), std::to_string(outer),
-           "256",
+           threads(),
            fmt::format("{}, {}, {}", ptr(s.getInput()), ptr(s.getResult()), n));
     return success();
   }
   launch(out, op, fmt::format("softmaxStrided<{}>", T), gridFor(outer * inner),
-         "256",
+         threads(),
          fmt::format("{}, {}, {}ll, {}, {}ll", ptr(s.getInput()),
                      ptr(s.getResult()), outer, n, inner));
   return success();
@@ -2021,19 +2037,21 @@ LogicalResult Emitter::print(std::string &out, SoftmaxCrossEntropyOp s) {
   // Two passes (the prelude's softmaxXentLoss*): one warp per row, each
   // block's sum and count of the non-ignored rows, then their mean.
   auto t = s.getLogits().getType();
-  int64_t rows = t.getDimSize(0),
-          blocks = std::clamp<int64_t>((rows + 7) / 8, 1,
-                                       1024); // CNNC_XENT_BLOCKS
+  // A warp per row, at most partial_blocks blocks (the prelude's scratch
+  // holds kXentMaxBlocks).
+  int64_t rows = t.getDimSize(0), warps = launchOf.getBlock() / 32,
+          blocks = std::clamp<int64_t>((rows + warps - 1) / warps, 1,
+                                       launchOf.getPartialBlocks());
   launch(out, op,
          fmt::format("softmaxXentLossPartial<{}, {}>",
                      ctype(t.getElementType()),
                      ctype(s.getLabels().getType().getElementType())),
-         std::to_string(blocks), "256",
+         std::to_string(blocks), threads(),
          fmt::format("{}, {}, {}ll, {}, {}, {}ll", ptr(s.getLogits()),
                      ptr(s.getLabels()), rows, t.getDimSize(1),
                      floatLit(s.getLabelSmoothing().convertToFloat()),
                      static_cast<int64_t>(s.getIgnoreIndex())));
-  launch(out, op, "softmaxXentLossFinish", "1", "256",
+  launch(out, op, "softmaxXentLossFinish", "1", threads(),
          fmt::format("{}, {}", ptr(s.getLoss()), blocks));
   return success();
 }
@@ -2043,16 +2061,18 @@ LogicalResult Emitter::print(std::string &out, SoftmaxCrossEntropyGradOp s) {
   // The count of non-ignored rows first (the mean's divisor), then one
   // warp per row.
   auto t = s.getLogits().getType();
-  int64_t rows = t.getDimSize(0);
+  int64_t rows = t.getDimSize(0), warps = launchOf.getBlock() / 32;
   std::string labelType = ctype(s.getLabels().getType().getElementType());
-  launch(out, op, fmt::format("xentCountValid<{}>", labelType), "1", "1024",
+  launch(out, op, fmt::format("xentCountValid<{}>", labelType), "1",
+         reduceThreads(),
          fmt::format("{}, {}ll, {}ll", ptr(s.getLabels()), rows,
                      static_cast<int64_t>(s.getIgnoreIndex())));
   launch(out, op,
          fmt::format("softmaxXentGrad<{}, {}>", ctype(t.getElementType()),
                      labelType),
-         std::to_string(std::clamp<int64_t>((rows + 7) / 8, 1, gridLimit())),
-         "256",
+         std::to_string(std::clamp<int64_t>((rows + warps - 1) / warps, 1,
+                                            gridLimit())),
+         threads(),
          fmt::format("{}, {}, {}, {}, {}ll, {}, {}, {}ll", ptr(s.getLogits()),
                      ptr(s.getLabels()), ptr(s.getGradLoss()),
                      ptr(s.getResult()), rows, t.getDimSize(1),
@@ -2083,7 +2103,7 @@ LogicalResult Emitter::print(std::string &out, ConcatOp c) {
            kernel(fmt::format("const {} *__restrict__ in, {} *__restrict__ out",
                               T, T),
                   body),
-           gridFor(n), "256",
+           gridFor(n), threads(),
            fmt::format("{}, {}", ptr(in), ptr(c.getResult())));
     offset += a;
   }
@@ -2122,7 +2142,7 @@ LogicalResult Emitter::printGather(std::string &out, Operation *o) {
          kernel(fmt::format("const {} *__restrict__ in, {} *__restrict__ out",
                             T, T),
                 body),
-         gridFor(res.getNumElements()), "256",
+         gridFor(res.getNumElements()), threads(),
          fmt::format("{}, {}", ptr(o->getOperand(0)), ptr(o->getResult(0))));
   return success();
 }
@@ -2215,7 +2235,7 @@ LogicalResult Emitter::print(std::string &out, AllFiniteOp a) {
   for (auto &[T, vs] : byType) {
     if (vs.size() == 1) {
       int64_t n = ttype(vs[0]).getNumElements();
-      launch(out, op, fmt::format("clearIfNonFinite<{}>", T), gridFor(n), "256",
+      launch(out, op, fmt::format("clearIfNonFinite<{}>", T), gridFor(n), threads(),
              fmt::format("{}, {}ll, {}", ptr(vs[0]), n, flag));
       continue;
     }
@@ -2256,7 +2276,7 @@ LogicalResult Emitter::print(std::string &out, AllFiniteOp a) {
     out += fmt::format("  // {} gradients checked in one multi-tensor kernel\n",
                        vs.size());
     launch(out, op, name,
-           std::to_string(std::min<int64_t>(chunks, gridLimit())), "256",
+           std::to_string(std::min<int64_t>(chunks, gridLimit())), threads(),
            fmt::format("A, {}", flag));
   }
   return success();
@@ -2369,9 +2389,12 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
            << op->getName()
            << "' has no cnn.launch: run cnn-prepare-for-emission (the CUDA "
               "target's pipeline, cnn-gpu-pipeline) first";
-  if (launchOf && usesChannelPartialSums(op) && !launchOf.getPartialBlocks())
+  if (launchOf && usesPartialBlocks(op) && !launchOf.getPartialBlocks())
     return op->emitError("CUDA backend: '")
            << op->getName() << "' has no partial_blocks in its cnn.launch";
+  if (launchOf && usesReduceBlock(op) && !launchOf.getReduceBlock())
+    return op->emitError("CUDA backend: '")
+           << op->getName() << "' has no reduce_block in its cnn.launch";
   if (launchOf && needsReductionStrategy(op) && !launchOf.getReduction())
     return op->emitError("CUDA backend: '")
            << op->getName() << "' has no reduction strategy in its cnn.launch";
@@ -2527,7 +2550,7 @@ LogicalResult Emitter::emitClipDivisor(std::string &out, ClipDivisorOp op) {
                      sizes.size());
   launch(out, op, name + "_zero", "1", "1", acc);
   launch(out, op, name, std::to_string(std::min<int64_t>(chunks, gridLimit())),
-         "256", fmt::format("A, {}", acc));
+         threads(), fmt::format("A, {}", acc));
   launch(out, op, name + "_finish", "1", "1",
          fmt::format("{}, {}, {}", acc, ptr(op.getScale()),
                      floatLit(op.getMaxNorm().convertToFloat())));
@@ -2691,7 +2714,7 @@ LogicalResult Emitter::groupedElementwise(std::string &out, Operation *op,
   out += fmt::format("  // {} {} in one multi-tensor kernel\n",
                      g.members.size(), g.what);
   launch(out, op, name, std::to_string(std::min<int64_t>(chunks, gridLimit())),
-         "256", "A");
+         threads(), "A");
   return success();
 }
 

@@ -13,6 +13,17 @@
 // SM90: maxPoolIndex<float, false, false><<<4224, 256, 0, s>>>
 // SM80: <<<3456, 256, 0, s>>>
 // SM80: maxPoolIndex<float, false, false><<<3456, 256, 0, s>>>
+// The one-block reductions and the loss take their sizes from #cnn.launch
+// too (reduce_block, partial_blocks; the same on both targets): the loss
+// sums a warp per row in at most 1024 blocks of eight rows (128 rows: 16),
+// its gradient counts the rows not ignored in one block of 1024 threads,
+// the NCHW bias gradient sums each channel in a block of 512.
+// SM90: softmaxXentLossPartial<float, int32_t><<<16, 256, 0, s>>>
+// SM90: xentCountValid<int32_t><<<1, 1024, 0, s>>>
+// SM90: channelSum<float, float><<<16, 512, 0, s>>>
+// SM80: softmaxXentLossPartial<float, int32_t><<<16, 256, 0, s>>>
+// SM80: xentCountValid<int32_t><<<1, 1024, 0, s>>>
+// SM80: channelSum<float, float><<<16, 512, 0, s>>>
 // RUN: cnnc %s --train --emit cuda | FileCheck %s --check-prefix=NHWC90
 // RUN: cnnc %s --train --emit cuda --arch sm_80 | FileCheck %s --check-prefix=NHWC80
 // NHWC90: nhwcPartial8<0, __half><<<dim3(1, 2048), dim3(2, 128), 0, s>>>

@@ -48,13 +48,24 @@ def CNN_TargetAttr : AttrDef<CNN_Dialect, "Target"> {
 def CNN_LaunchAttr : AttrDef<CNN_Dialect, "Launch"> {
   let mnemonic = "launch";
   let summary = "How an op's generated kernels launch: the grid's ceiling, "
-                "the reduction strategy, the multi-tensor chunks";
+                "the block sizes, the elementwise vector width, the "
+                "reduction strategy, the multi-tensor chunks";
   let description = [{
-    `#cnn.launch<grid_limit = 4224, reduction = "block_per_result",
-    chunks = array<i64: 1024>>`:
-    - `grid_limit`: the most blocks of 256 threads a grid-stride kernel of
-      the op launches (32 per SM of the `#cnn.target`): the grid is
-      min(ceil(n / 256), grid_limit) for n units of work.
+    `#cnn.launch<grid_limit = 4224, block = 256, vector = 8,
+    reduction = "block_per_result", chunks = array<i64: 1024>>`:
+    - `grid_limit`: the most blocks a grid-stride kernel of the op launches
+      (32 per SM of the `#cnn.target`): the grid is
+      min(ceil(n / block), grid_limit) for n units of work.
+    - `block`: the threads of a block of the op's kernels (grid-stride
+      loops, a block per result or per channel of the NHWC finishing
+      kernels, the partial-sum tiles' lanes x (block / lanes)). 256, the
+      size the kernels are compiled for (`__launch_bounds__(256)`,
+      256-entry shared arrays).
+    - `vector`: the elements a thread of the op's elementwise kernels
+      moves at once: 8 (16-byte loads and stores of eight f16, two of eight
+      f32) where the kernel's full-size operands are 16-byte aligned in the
+      arena and their length a multiple of 8, else one; or 1 (one element
+      a thread always).
     - `reduction` (reduce_sum/mean/max and softmax only, required there):
       "block_per_result" (a block of 256 threads per result element, a
       fixed-order tree reduction) or "thread_per_result" (a grid-stride
@@ -63,13 +74,23 @@ def CNN_LaunchAttr : AttrDef<CNN_Dialect, "Launch"> {
       of eight) of one block's chunk, one entry per multi-tensor kernel the
       op launches, each a positive multiple of 256.
     - `partial_blocks` (the ops whose per-channel sums of an NHWC tensor
-      run as partial sums over row tiles, then a finishing kernel: required
-      there, absent elsewhere): the most blocks of a partial-sum kernel.
+      run as partial sums over row tiles, then a finishing kernel, and
+      softmax_cross_entropy, whose loss sums rows in per-block partial sums
+      first: required there, absent elsewhere): the most blocks of a
+      partial-sum kernel; softmax_cross_entropy's at most 1024, the blocks
+      the prelude's xentScratch holds (CNNC_XENT_BLOCKS).
+    - `reduce_block` (the ops reducing with one block per result: the
+      per-channel sums of an NCHW tensor, a block per channel, and
+      softmax_cross_entropy_grad's count of the rows not ignored, one block:
+      required there, absent elsewhere): the threads of such a block, a
+      multiple of 32 up to 1024 (the prelude's blockSum).
   }];
-  let parameters = (ins "int64_t":$grid_limit,
+  let parameters = (ins "int64_t":$grid_limit, "int64_t":$block,
+                        "int64_t":$vector,
                         OptionalParameter<"::mlir::StringAttr">:$reduction,
                         OptionalParameter<"::mlir::DenseI64ArrayAttr">:$chunks,
-                        DefaultValuedParameter<"int64_t", "0">:$partial_blocks);
+                        DefaultValuedParameter<"int64_t", "0">:$partial_blocks,
+                        DefaultValuedParameter<"int64_t", "0">:$reduce_block);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }

@@ -168,6 +168,20 @@ bool needsReductionStrategy(mlir::Operation *op);
 /// statistics, sums and gradients in NHWC, fused_conv2d_stats, and the
 /// "channel_sum" reductions.
 bool usesChannelPartialSums(mlir::Operation *op);
+/// Whether `op` needs #cnn.launch's `partial_blocks`: the channel partial
+/// sums above and softmax_cross_entropy (per-block partial sums of the loss).
+bool usesPartialBlocks(mlir::Operation *op);
+/// Whether `op` needs #cnn.launch's `reduce_block`: it reduces with one
+/// block per result (the per-channel sums of an NCHW tensor, a block per
+/// channel) or in one block (softmax_cross_entropy_grad's count of the rows
+/// not ignored).
+bool usesReduceBlock(mlir::Operation *op);
+/// The threads of a block the CUDA target's kernels are compiled for
+/// (#cnn.launch's `block`).
+constexpr int64_t kKernelBlock = 256;
+/// softmax_cross_entropy's most partial-sum blocks: the prelude's
+/// xentScratch holds this many (kernels/Loss.cuh, CNNC_XENT_BLOCKS).
+constexpr int64_t kXentMaxBlocks = 1024;
 /// Whether the CUDA lowering of `op` (an op of a function's body) launches
 /// a generated kernel, and so needs #cnn.launch: all but library calls
 /// (conv2d and its gradients, matmul, all_reduce), views (reshape, flatten)
