@@ -1,16 +1,18 @@
 //===- FuzzPipeline.cpp - the cnn dialect through cnnc's pass pipeline ----===//
 //
 // Parses MLIR text with the cnn and func dialects (as cnnc-opt does), and a
-// module that verifies runs the passes of `cnnc -o exe`: cnn-autodiff, cse,
-// then cnn-gpu-pipeline (buildCNNGPUPipeline, cnnc's defaults), then the
-// CUDA emitter. Every failure must come with a diagnostic.
+// module that verifies runs the passes of `cnnc model.mlir -o exe`:
+// cnn-train-pipeline (buildCNNTrainPipeline, the CUDA target's defaults;
+// cnn-autodiff, CSE and the step's passes; no import clean-up, as cnnc
+// compiles a .mlir file as written), then the CUDA emitter. Every failure must
+// come with a diagnostic.
 //
 //===----------------------------------------------------------------------===//
 #include "FuzzTarget.h"
 
 #include "cnnc/Dialect/CNN/CNNOps.h"
 #include "cnnc/Target/CUDA/EmitCUDA.h"
-#include "cnnc/Transforms/Passes.h"
+#include "cnnc/Transforms/Pipeline.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -49,11 +51,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return 0;
   PassManager pm(&context);
   pm.enableVerifier(true);
-  pm.addPass(cnnc::createCNNAutodiff());
-  pm.addPass(createCSEPass());
-  // The registered cnn-gpu-pipeline with cnnc's defaults (one pipeline for
-  // cnnc, cnnc-opt and this target).
-  cnnc::buildCNNGPUPipeline(pm, cnnc::CNNGPUPipelineOptions());
+  // The registered cnn-train-pipeline (one pipeline for cnnc, cnnc-opt and
+  // this target).
+  static const cnnc::CNNPipelineOptions *options = [] {
+    auto *o = new cnnc::CNNPipelineOptions();
+    o->importCleanup = false;
+    return o;
+  }();
+  cnnc::buildCNNTrainPipeline(pm, *options);
   if (failed(pm.run(*module))) {
     if (!sawError)
       std::abort();

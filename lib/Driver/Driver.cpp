@@ -23,6 +23,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/ErrorHandling.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
@@ -79,25 +80,66 @@ std::vector<std::string> unmatchedWeights(ModuleOp module,
 }
 } // namespace
 
+std::unique_ptr<CNNPipelineOptions>
+cnnc::driver::pipelineOptions(const DriverOptions &o) {
+  auto p = std::make_unique<CNNPipelineOptions>();
+  // validateOptions parsed the same text (the fuzz targets' and the command
+  // line's options both pass through it): a failure here is a bug.
+  if (failed(p->parseFromString(o.pipeline)))
+    llvm::report_fatal_error("cnnc: the pipeline options '" +
+                             Twine(o.pipeline) + "' do not parse");
+  p->target = o.targetGPU ? "gpu" : "cpu";
+  p->optimize = o.optimize;
+  p->worldSize = o.dataParallel ? o.worldSize : 0;
+  // loadInput ran the import's clean-up on an ONNX model; a .mlir file is
+  // compiled as written.
+  p->importCleanup = false;
+  // cnn-prepare-for-emission's target (the resolved --arch; "native" is
+  // still unresolved when no CUDA is emitted: the pass's default).
+  if (o.arch != "native")
+    p->arch = o.arch;
+  return p;
+}
+
 bool cnnc::driver::validateOptions(const DriverOptions &o, std::string &err) {
   using namespace cnnrt;
   const double inf = HUGE_VAL;
   if (o.lr && !checkParam("--lr", *o.lr, lrRange(), err))
     return false;
-  if (!checkParam("--momentum", o.momentum, momentumRange(), err) ||
-      !checkParam("--dampening", o.dampening, dampeningRange(), err) ||
-      !checkParam("--weight-decay", o.weightDecay, weightDecayRange(), err) ||
-      !checkParam("--beta1", o.beta1, betaRange(), err) ||
-      !checkParam("--beta2", o.beta2, betaRange(), err) ||
-      !checkParam("--eps", o.eps, epsRange(), err) ||
-      !checkParam("--label-smoothing", o.labelSmoothing, labelSmoothingRange(),
-                  err) ||
-      !checkParam("--aux-loss-weight", o.auxLossWeight, {0, inf, false, true},
-                  err) ||
-      !checkParam("--bucket-mb", o.bucketMB, {0, inf, false, true}, err))
+  // The pipeline's options: the option parser's checks (types), then the
+  // pipeline's own (names, ranges).
+  {
+    CNNPipelineOptions parsed;
+    std::string parseError;
+    llvm::raw_string_ostream parseOS(parseError);
+    if (failed(parsed.parseFromString(o.pipeline, parseOS))) {
+      // (llvm::cl prints a bad value's message itself.)
+      StringRef why = StringRef(parseError).trim();
+      err = "cannot parse the pipeline options '" + o.pipeline + "'" +
+            (why.empty() ? std::string() : ": " + why.str());
+      return false;
+    }
+  }
+  std::unique_ptr<CNNPipelineOptions> p = pipelineOptions(o);
+  if (failed(verifyCNNPipelineOptions(
+          *p, [&](const Twine &msg) { err = msg.str(); }, "--")))
     return false;
-  if (o.clipGradNorm && !checkParam("--clip-grad-norm", *o.clipGradNorm,
-                                    {0, inf, true, true}, err))
+  if (!checkParam("--momentum", p->momentum, momentumRange(), err) ||
+      !checkParam("--dampening", p->dampening, dampeningRange(), err) ||
+      !checkParam("--weight-decay", p->weightDecay, weightDecayRange(), err) ||
+      !checkParam("--beta1", p->beta1, betaRange(), err) ||
+      !checkParam("--beta2", p->beta2, betaRange(), err) ||
+      !checkParam("--eps", p->eps, epsRange(), err) ||
+      !checkParam("--label-smoothing", p->labelSmoothing, labelSmoothingRange(),
+                  err) ||
+      !checkParam("--aux-loss-weight", p->auxLossWeight, {0, inf, false, true},
+                  err) ||
+      !checkParam("--bucket-mb", p->bucketMB, {0, inf, false, true}, err))
+    return false;
+  // 0 is "no clipping" as the pipeline's default; a given value is checked.
+  if (p->clipGradNorm.hasValue() &&
+      !checkParam("--clip-grad-norm", p->clipGradNorm, {0, inf, true, true},
+                  err))
     return false;
   // The data loader, the runtime and the CUDA launch code keep the batch,
   // the micro-step count and the rank count in an int: a larger value would
@@ -115,7 +157,7 @@ bool cnnc::driver::validateOptions(const DriverOptions &o, std::string &err) {
   return intFlag("--max-tensor-elements", o.maxTensorElements, 1,
                  kDefaultMaxTensorElements) &&
          intFlag("--batch", o.batch, 0, intMax) &&
-         intFlag("--accumulate", o.accumulate, 1, intMax) &&
+         intFlag("--accumulate", p->accumulate, 1, intMax) &&
          intFlag("--gpus/--world-size", o.worldSize, 1, 65536) &&
          intFlag("--steps", o.steps, 0, INT64_MAX / 2);
 }
@@ -207,23 +249,12 @@ std::string resolveWeightsPath(StringRef mlirPath, StringRef weights) {
   return llvm::sys::fs::exists(p) ? std::string(p) : weights.str();
 }
 
-/// The importer maps ONNX Add/Mul/Div to the broadcasting cnn ops; their
-/// canonicalization patterns give the specialized forms the passes and the
-/// CUDA target know (cnn.scale for a scalar factor, cnn.bias_add for a
-/// per-channel addend, cnn.global_avg_pool for a spatial mean). Only these
-/// patterns run, without folding: folders would drop cnn.dropout, from which
-/// cnn-autodiff builds the training mask.
+/// cnn-import-cleanup (the first pass of cnn-train-pipeline) on an
+/// imported ONNX model: the specialized forms of its broadcasting ops.
 LogicalResult canonicalizeImport(ModuleOp module) {
-  MLIRContext *ctx = module.getContext();
-  RewritePatternSet patterns(ctx);
-  cnn::AddOp::getCanonicalizationPatterns(patterns, ctx);
-  cnn::MulOp::getCanonicalizationPatterns(patterns, ctx);
-  cnn::DivOp::getCanonicalizationPatterns(patterns, ctx);
-  cnn::ReduceMeanOp::getCanonicalizationPatterns(patterns, ctx);
-  GreedyRewriteConfig config;
-  config.enableFolding(false).enableConstantCSE(false);
-  (void)applyPatternsGreedily(module, std::move(patterns), config);
-  return mlir::verify(module);
+  PassManager pm(module.getContext());
+  pm.addPass(createCNNImportCleanup());
+  return pm.run(module);
 }
 
 func::FuncOp findForward(Compilation &c) {

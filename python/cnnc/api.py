@@ -28,7 +28,7 @@ import torch
 
 from cnnc import cache as _cache, finetune, tools
 
-from cnnc import optim
+from cnnc import optim, pipeline_options
 from cnnc import runtime_errors as _rt
 
 # ---------------------------------------------------------------------------
@@ -794,13 +794,18 @@ def compile(model, example_input, optimizer=None, *, label_smoothing=0.0,
         raise ValueError("remat must be None, False, True or a positive number of MiB, "
                          "got %r" % (remat,))
     if backend_kind == "reference":
-        if precision not in (None, "fp32") or layout not in (None, "nchw"):
-            raise ValueError("the CPU reference step runs in fp32 NCHW")
+        # The reference step runs in the CPU target's layout and precision
+        # (cnnc's defaults, pipeline_options).
+        ref_precision = pipeline_options.target_default("cpu", "precision")
+        ref_layout = pipeline_options.target_default("cpu", "layout")
+        if precision not in (None, ref_precision) or layout not in (None, ref_layout):
+            raise ValueError("the CPU reference step runs in %s %s"
+                             % (ref_precision, ref_layout.upper()))
     else:
         if remat is not None:
             flags["remat"] = remat
-        flags["precision"] = precision or "fp16"
-        flags["layout"] = layout or "nhwc"
+        flags["precision"] = precision or pipeline_options.target_default("gpu", "precision")
+        flags["layout"] = layout or pipeline_options.target_default("gpu", "layout")
         if arch is None:
             major, minor = torch.cuda.get_device_capability(device)
             arch = "sm_90a" if (major, minor) == (9, 0) else "sm_%d%d" % (major, minor)
@@ -908,7 +913,7 @@ def _build(model, example_input, flags, backend_kind, cnnc_bin, fingerprint, roo
                 "(the reference interpreter)")
         args = [cnnc_bin, onnx_path, "--train", "--optimizer", flags["optimizer"],
                 "--label-smoothing", repr(flags["label-smoothing"]),
-                "--ignore-index", str(flags.get("ignore-index", -100)),
+                "--ignore-index", str(flags["ignore-index"]),
                 "--aux-loss-weight", repr(finetune.check_outputs(
                     finetune.onnx_output_names(onnx_path), flags.get("aux-loss-weight")))]
         if flags["optimizer"] != "none":

@@ -1,7 +1,7 @@
 """The torch optimizer as cnnc compiles and drives it (cnnc.compile).
 
 What a torch.optim optimizer says becomes cnnc's optimizer flags plus a
---param-groups file (tools/cnnc/ParamGroups.cpp):
+--param-groups file (lib/Driver/ParamGroups.cpp):
 
 - parameters with requires_grad=False are frozen: no gradient, no update,
   no optimizer state (cnn.frozen);

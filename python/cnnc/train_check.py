@@ -231,15 +231,15 @@ def torch_optimizer(params, opt):
     raise ValueError("unknown optimizer %r" % kind)
 
 
-# cnnc's default --aux-loss-weight (torchvision's reference training scripts).
-AUX_LOSS_WEIGHT = 0.4
-
-
-def classification_loss(out, y, loss_fn, aux_weight=AUX_LOSS_WEIGHT):
+def classification_loss(out, y, loss_fn, aux_weight=None):
     """loss_fn on the logits; for models with auxiliary classifiers
     (GoogLeNet, Inception-v3 in training mode return a tuple: the main logits
-    first) CE(main) + aux_weight * sum CE(aux), as cnnc computes it."""
+    first) CE(main) + aux_weight * sum CE(aux), as cnnc computes it (None:
+    cnnc's default --aux-loss-weight, asked of the compiler)."""
     if isinstance(out, (tuple, list)):
+        if aux_weight is None:
+            from cnnc import pipeline_options
+            aux_weight = pipeline_options.default("aux-loss-weight")
         main, *aux = [o for o in out if o is not None]
         return loss_fn(main, y) + aux_weight * sum(loss_fn(a, y) for a in aux)
     return loss_fn(out, y)

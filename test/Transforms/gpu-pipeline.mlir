@@ -1,6 +1,7 @@
-// cnn-gpu-pipeline is the pipeline the cnnc driver runs after cnn-autodiff:
-// cnnc-opt and cnnc build it from one function (buildCNNGPUPipeline), so
-// both print the same IR.
+// cnn-gpu-pipeline is the pipeline the cnnc driver runs after cnn-autodiff
+// (cnn-train-pipeline's tail, with the same options): cnnc-opt and cnnc
+// build it from one function (buildCNNStepPipeline), so both print the same
+// IR. train-pipeline.mlir tests the whole pipeline.
 
 // The CUDA target's pipeline (--target gpu; the defaults of the pipeline).
 // RUN: cnnc %S/../Target/CUDA/Inputs/small_cnn.mlir --train --target gpu --emit mlir > %t.cnnc.mlir
@@ -21,7 +22,7 @@
 // The reference interpreter's pipeline (cnnc's default for --emit mlir).
 // RUN: cnnc %S/../Target/CUDA/Inputs/small_cnn.mlir --train --emit mlir > %t.cpu.cnnc.mlir
 // RUN: cnnc-opt %S/../Target/CUDA/Inputs/small_cnn.mlir --cnn-autodiff --cse \
-// RUN:   --cnn-gpu-pipeline="layout=nchw precision=fp32 fuse=false lower-elementwise=false memory-plan=false" > %t.cpu.opt.mlir
+// RUN:   --cnn-gpu-pipeline="target=cpu" > %t.cpu.opt.mlir
 // RUN: FileCheck %s --check-prefix=CPU < %t.cpu.cnnc.mlir
 // RUN: FileCheck %s --check-prefix=CPU < %t.cpu.opt.mlir
 // RUN: diff -B %t.cpu.cnnc.mlir %t.cpu.opt.mlir
@@ -37,7 +38,7 @@
 // still get the fused form the CUDA target prints.
 // RUN: cnnc %S/../Target/CUDA/Inputs/small_cnn.mlir --train -O0 --target gpu --emit mlir > %t.o0.cnnc.mlir
 // RUN: cnnc-opt %S/../Target/CUDA/Inputs/small_cnn.mlir --cnn-autodiff --cse \
-// RUN:   --cnn-gpu-pipeline="layout=nchw precision=fp32 fuse=false memory-reuse=false" > %t.o0.opt.mlir
+// RUN:   --cnn-gpu-pipeline="optimize=false" > %t.o0.opt.mlir
 // RUN: FileCheck %s --check-prefix=O0 < %t.o0.cnnc.mlir
 // RUN: diff -B %t.o0.cnnc.mlir %t.o0.opt.mlir
 // O0: module attributes {cnn.arena_bytes
@@ -48,9 +49,9 @@
 // O0: cnn.fused_elementwise
 // O0-NOT: cnn.in_place
 
-// Bad option values are refused by the option parser / the driver.
+// Bad option values are refused by the pipeline / the driver.
 // RUN: not cnnc-opt %S/../Target/CUDA/Inputs/small_cnn.mlir --cnn-gpu-pipeline="layout=nchx" 2>&1 | FileCheck %s --check-prefix=BADOPT
-// BADOPT: Cannot find option named 'nchx'
+// BADOPT: cnn-gpu-pipeline: unknown layout 'nchx' (expected nchw or nhwc)
 // RUN: not cnnc %S/../Target/CUDA/Inputs/small_cnn.mlir --train --target tpu --emit mlir 2>&1 | FileCheck %s --check-prefix=BADTARGET
 // BADTARGET: cnnc: error: unknown --target 'tpu' (expected gpu or cpu)
 // RUN: not cnnc %S/../Target/CUDA/Inputs/small_cnn.mlir --train --target cpu --emit cuda 2>&1 | FileCheck %s --check-prefix=CPUCUDA

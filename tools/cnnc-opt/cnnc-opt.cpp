@@ -1,6 +1,6 @@
 //===- cnnc-opt.cpp - the cnnc test driver --------------------------===//
 #include "cnnc/Dialect/CNN/CNNOps.h"
-#include "cnnc/Transforms/Passes.h"
+#include "cnnc/Transforms/Pipeline.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"

@@ -3,7 +3,9 @@
 // The flags of cnnc (llvm::cl) and their translation into DriverOptions.
 //
 //===----------------------------------------------------------------------===//
-#include "cnnc/Driver/Driver.h"
+#include "Options.h"
+
+#include "cnnc/Transforms/Pipeline.h"
 
 #include "cnnc/Transforms/Passes.h"
 #include "cnnrt/TrainLoop.h"
@@ -19,6 +21,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -50,6 +53,12 @@ cl::opt<std::string> listOnnxOps(
              "kernel, notes) and exit; =markdown prints docs/ops.md"),
     cl::value_desc("text|markdown"), cl::ValueOptional, cl::init(""),
     cl::cat(cnncCategory));
+cl::opt<bool> printPipelineOptionsJSON(
+    "print-pipeline-options-json",
+    cl::desc("Print cnn-train-pipeline's options (names, defaults, the "
+             "target-dependent defaults) as JSON and exit (the Python "
+             "package reads its defaults from it)"),
+    cl::init(false), cl::cat(cnncCategory));
 cl::opt<std::string> outputFile("o", cl::desc("Output file (default: stdout)"),
                                 cl::value_desc("file"), cl::init("-"),
                                 cl::cat(cnncCategory));
@@ -101,32 +110,17 @@ cl::opt<std::string>
                          "extension) overriding the module's cnn.weights"),
                 cl::value_desc("file"), cl::init(""), cl::cat(cnncCategory));
 
-cl::OptionCategory trainCategory("2. Training (cnn-autodiff, data, checkpoints)");
+// The pipeline declares the training and optimization groups (its options
+// are listed in them).
+cl::OptionCategory &trainCategory = trainingStepOptionCategory();
 cl::opt<bool> trainFlag("train",
                         cl::desc("Build the training step (loss, backward, "
                                  "optimizer) with cnn-autodiff"),
                         cl::init(false), cl::cat(trainCategory));
-cl::opt<std::string> optimizerName("optimizer",
-                                   cl::desc("sgd, adam, adamw, or none "
-                                            "(return gradients)"),
-                                   cl::init("sgd"), cl::cat(trainCategory));
 cl::opt<double> lrOpt("lr",
                       cl::desc("Learning rate (default: 0.01 for SGD, "
                                "0.001 for Adam)"),
                       cl::init(-1.0), cl::cat(trainCategory));
-cl::opt<double> momentumOpt("momentum", cl::desc("SGD momentum"), cl::init(0.9),
-                            cl::cat(trainCategory));
-cl::opt<double> dampeningOpt("dampening", cl::desc("SGD dampening"),
-                             cl::init(0.0), cl::cat(trainCategory));
-cl::opt<bool> nesterovOpt("nesterov", cl::desc("SGD Nesterov momentum"),
-                          cl::init(false), cl::cat(trainCategory));
-cl::opt<double> weightDecayOpt("weight-decay", cl::desc("Weight decay"),
-                               cl::init(0.0), cl::cat(trainCategory));
-cl::opt<bool> noBNWeightDecayOpt(
-    "no-bn-weight-decay",
-    cl::desc("No weight decay on 1-D parameters (BatchNorm scale/shift, "
-             "biases)"),
-    cl::init(false), cl::cat(trainCategory));
 cl::opt<std::string> paramGroupsOpt(
     "param-groups",
     cl::desc("JSON file of frozen parameters and torch-style param groups "
@@ -134,40 +128,6 @@ cl::opt<std::string> paramGroupsOpt(
              "betas, eps): {\"frozen\": [names], \"groups\": [{\"params\": "
              "[names], ...}]} (docs/python.md)"),
     cl::value_desc("file"), cl::init(""), cl::cat(trainCategory));
-cl::opt<double> clipGradNormOpt(
-    "clip-grad-norm",
-    cl::desc("Clip the gradients to this global L2 norm before each update, "
-             "as torch.nn.utils.clip_grad_norm_ (after unscaling under "
-             "fp16; a skipped fp16 step skips it)"),
-    cl::value_desc("max_norm"), cl::init(0.0), cl::cat(trainCategory));
-cl::opt<int64_t> accumulateOpt(
-    "accumulate",
-    cl::desc("Gradient accumulation: each step is a micro-step; the update "
-             "applies every N micro-steps to the mean of their gradients "
-             "(torch's loop of N backward passes of loss / N); fp32 only"),
-    cl::value_desc("N"), cl::init(1), cl::cat(trainCategory));
-cl::opt<double> beta1Opt("beta1", cl::desc("Adam beta1"), cl::init(0.9),
-                         cl::cat(trainCategory));
-cl::opt<double> beta2Opt("beta2", cl::desc("Adam beta2"), cl::init(0.999),
-                         cl::cat(trainCategory));
-cl::opt<double> epsOpt("eps", cl::desc("Adam epsilon"), cl::init(1e-8),
-                       cl::cat(trainCategory));
-cl::opt<double> labelSmoothingOpt("label-smoothing",
-                                  cl::desc("Cross-entropy label smoothing"),
-                                  cl::init(0.0), cl::cat(trainCategory));
-// The default is cnn-autodiff's (Passes.td declares it once).
-cl::opt<int64_t> ignoreIndexOpt(
-    "ignore-index",
-    cl::desc("Label that contributes nothing to the loss and is not counted "
-             "in its mean (PyTorch's ignore_index; e.g. 255 for the void "
-             "pixels of segmentation masks)"),
-    cl::init(CNNAutodiffOptions().ignoreIndex), cl::cat(trainCategory));
-cl::opt<double> auxLossWeightOpt(
-    "aux-loss-weight",
-    cl::desc("Weight of each auxiliary classifier's cross-entropy in the loss "
-             "(models returning several logits: GoogLeNet, Inception-v3, "
-             "segmentation models' 'aux' head, where torchvision uses 0.5)"),
-    cl::init(0.4), cl::cat(trainCategory));
 cl::opt<int64_t> stepsOpt("steps", cl::desc("Training steps"), cl::init(0),
                           cl::cat(trainCategory));
 cl::opt<std::string>
@@ -202,9 +162,8 @@ cl::opt<std::string> checkpointOpt(
              ".safetensors or .cnnw by the extension"),
     cl::value_desc("file"), cl::init(""), cl::cat(trainCategory));
 cl::opt<int64_t> checkpointEveryOpt(
-    "checkpoint-every",
-    cl::desc("Also write --checkpoint every K steps"), cl::value_desc("K"),
-    cl::init(0), cl::cat(trainCategory));
+    "checkpoint-every", cl::desc("Also write --checkpoint every K steps"),
+    cl::value_desc("K"), cl::init(0), cl::cat(trainCategory));
 cl::opt<std::string> resumeOpt(
     "resume",
     cl::desc("Continue from a checkpoint (exact resume: the losses of the "
@@ -220,16 +179,6 @@ cl::opt<int64_t> gpusOpt(
     cl::value_desc("N"), cl::init(0), cl::cat(trainCategory));
 cl::alias worldSizeAlias("world-size", cl::desc("Alias for --gpus"),
                          cl::aliasopt(gpusOpt), cl::cat(trainCategory));
-cl::opt<double> bucketMBOpt(
-    "bucket-mb",
-    cl::desc("Data parallelism: largest gradient bucket of one all-reduce, in "
-             "MiB (default 25, as PyTorch DDP)"),
-    cl::init(25.0), cl::cat(trainCategory));
-cl::opt<bool> syncBNOpt(
-    "sync-bn",
-    cl::desc("Data parallelism: BatchNorm normalizes with the statistics of "
-             "the global batch (PyTorch's SyncBatchNorm; needs --gpus)"),
-    cl::init(false), cl::cat(trainCategory));
 cl::opt<uint64_t> seedOpt("seed", cl::desc("Data shuffling seed"), cl::init(0),
                           cl::cat(trainCategory));
 cl::opt<bool> dumpPlanOpt("dump-plan",
@@ -255,106 +204,9 @@ cl::opt<std::string> runtimeDirOpt("runtime-dir",
                                    cl::value_desc("dir"), cl::init(""),
                                    cl::cat(trainCategory));
 
-cl::OptionCategory optCategory("3. Optimization passes");
+cl::OptionCategory &optCategory = stepPassOptionCategory();
 cl::opt<bool> o0("O0", cl::desc("Turn all optimization passes off"),
                  cl::init(false), cl::cat(optCategory));
-cl::opt<bool> fuseOpt("fuse",
-                      cl::desc("cnn-fuse (default: on when compiling for the "
-                               "GPU, off for the reference interpreter)"),
-                      cl::init(true), cl::cat(optCategory));
-cl::opt<bool> rematOpt(
-    "remat",
-    cl::desc("cnn-remat: recompute BN-apply/ReLU outputs and expanding 1x1 "
-             "convolutions in the backward pass instead of storing them "
-             "(fewer stored activations, more kernels; GPU target)"),
-    cl::init(false), cl::cat(optCategory));
-cl::opt<int64_t> rematMBOpt(
-    "remat-mb",
-    cl::desc("cnn-remat with a budget: recompute activations, the least "
-             "memory traffic per byte freed first (expanding 1x1 "
-             "convolutions: 1.25-1.5 bytes; elementwise: about 3), until "
-             "about this many MiB are no longer stored"),
-    cl::value_desc("MiB"), cl::init(0), cl::cat(optCategory));
-cl::opt<bool> rematConvsOpt(
-    "remat-convs",
-    cl::desc("Without --remat/--remat-mb: recompute the expanding 1x1 "
-             "convolutions (a bottleneck's last) in the backward pass, up to "
-             "9 % of the stored activations (GPU target; default on, "
-             "--remat-convs=false turns it off)"),
-    cl::init(true), cl::cat(optCategory));
-cl::opt<bool> convStatsOpt(
-    "conv-stats",
-    cl::desc("cnn-conv-stats: BatchNorm statistics in the epilogue of the "
-             "convolution before it (cuDNN GenStats; GPU target, NHWC f16; "
-             "default on, --conv-stats=false turns it off)"),
-    cl::init(true), cl::cat(optCategory));
-cl::opt<bool> dgradEpilogueOpt(
-    "dgrad-epilogue",
-    cl::desc("cnn-dgrad-epilogue: a residual block's gradient sum and ReLU "
-             "gradient applied by the backward-data convolution before them "
-             "(cuDNN's dgrad + add + ReLU-backward graph, timed against the "
-             "split form; GPU target, NHWC f16; default on, "
-             "--dgrad-epilogue=false turns it off)"),
-    cl::init(true), cl::cat(optCategory));
-cl::opt<int> workspaceMBOpt(
-    "workspace-mb",
-    cl::desc("GPU target: the cuDNN/cuBLASLt workspace in the arena, in MiB "
-             "(default: the largest tensor a convolution reads or writes, 4 to "
-             "64 MiB; algorithms that need more are not chosen)"),
-    cl::value_desc("MiB"), cl::init(-1), cl::cat(optCategory));
-cl::opt<bool> dualBnGradOpt(
-    "dual-bn-grad",
-    cl::desc("cnn-fuse: two BatchNorm gradients of one gradient (a shortcut "
-             "with its own BatchNorm) read it in one pair of passes"),
-    cl::init(true), cl::cat(optCategory));
-cl::opt<bool> poolBnGradOpt(
-    "pool-bn-grad",
-    cl::desc("cnn-max-pool-index: the pooling gradient is gathered inside the "
-             "BatchNorm + ReLU gradient that is its only reader (ResNet's "
-             "stem; default off: on the H100 the separate gather measured "
-             "faster, docs/benchmarks.md)"),
-    cl::init(false), cl::cat(optCategory));
-cl::opt<bool> maxPoolIndexOpt(
-    "max-pool-index",
-    cl::desc("cnn-max-pool-index: max pooling records each window's argmax "
-             "for its gradient instead of keeping its input for the backward "
-             "pass, and a BatchNorm apply + ReLU before it becomes its "
-             "prologue (GPU target; default on, --max-pool-index=false turns "
-             "it off)"),
-    cl::init(true), cl::cat(optCategory));
-cl::opt<bool> wgradPrologueOpt(
-    "wgrad-prologue",
-    cl::desc("cnn-conv-stats: the BatchNorm apply + ReLU recomputed for a "
-             "filter gradient becomes that gradient's prologue (cuDNN's "
-             "scale-bias-ReLU + wgrad graph, timed against the split form; "
-             "with --conv-prologue; opt-in: each graph times faster alone, "
-             "but ResNet-50's whole step on the H100 measured 21.45 ms with "
-             "it against 21.27 without)"),
-    cl::init(false), cl::cat(optCategory));
-cl::opt<bool> paramFormatOpt(
-    "param-format",
-    cl::desc("cnn-param-format: convolution filters and their optimizer "
-             "state stored as the NHWC convolution reads them, no per-step "
-             "re-layout (GPU target; default on, --param-format=false turns "
-             "it off; checkpoints keep the public K, C, R, S layout)"),
-    cl::init(true), cl::cat(optCategory));
-cl::opt<bool> convPrologueOpt(
-    "conv-prologue",
-    cl::desc("cnn-conv-stats: the BatchNorm apply + ReLU before a convolution "
-             "becomes its prologue (cuDNN), and is recomputed for the filter "
-             "gradient instead of stored (ResNet-50 on the H100: -800 MiB "
-             "and 1.5-2 % faster; default on, --conv-prologue=false turns it "
-             "off)"),
-    cl::init(true), cl::cat(optCategory));
-cl::opt<std::string> layoutOpt("layout",
-                               cl::desc("Activation layout: nchw or nhwc"),
-                               cl::value_desc("nchw|nhwc"), cl::init(""),
-                               cl::cat(optCategory));
-cl::opt<std::string> precisionOpt("precision",
-                                  cl::desc("fp32 or fp16 (f16 compute, f32 "
-                                           "master weights, loss scaling)"),
-                                  cl::value_desc("fp32|fp16"), cl::init(""),
-                                  cl::cat(optCategory));
 cl::opt<std::string> targetOpt(
     "target",
     cl::desc("Whose optimization pipeline runs on the training step: gpu "
@@ -363,10 +215,51 @@ cl::opt<std::string> targetOpt(
              "interpreter's; the default otherwise). With --emit mlir, "
              "--target gpu prints the IR the CUDA target compiles"),
     cl::value_desc("gpu|cpu"), cl::init(""), cl::cat(optCategory));
-cl::opt<bool> memoryPlanOpt("memory-plan",
-                            cl::desc("cnn-memory-plan (default on)"),
-                            cl::init(true), cl::cat(optCategory));
 
+/// The flags derived from cnn-train-pipeline's options (Pipeline.h): one
+/// llvm::cl flag per option, with its name, description and group, whose
+/// value is handed to the pipeline's own parser as written.
+struct PipelineFlags {
+  CNNPipelineOptions declared;
+  std::vector<std::unique_ptr<cl::Option>> flags;
+
+  PipelineFlags() {
+    declared.forEachOption([&](cl::Option &opt) {
+      if (isDriverSetOption(opt.ArgStr))
+        return;
+      cl::OptionCategory *cat =
+          opt.Categories.empty() ? &optCategory : opt.Categories.front();
+      // A bool option is a switch (--fuse, --fuse=false); every other one
+      // takes a value.
+      if (opt.getValueExpectedFlag() == cl::ValueOptional)
+        flags.push_back(std::make_unique<cl::opt<bool>>(
+            opt.ArgStr, cl::desc(opt.HelpStr), cl::cat(*cat)));
+      else
+        flags.push_back(std::make_unique<cl::opt<std::string>>(
+            opt.ArgStr, cl::desc(opt.HelpStr), cl::value_desc("value"),
+            cl::cat(*cat)));
+    });
+  }
+
+  /// The given flags in the pipeline's textual form, in name order.
+  std::string text() const {
+    std::string t;
+    for (const auto &flag : flags) {
+      if (!flag->getNumOccurrences())
+        continue;
+      std::string value;
+      if (auto *b = dynamic_cast<cl::opt<bool> *>(flag.get()))
+        value = b->getValue() ? "true" : "false";
+      else
+        value = static_cast<cl::opt<std::string> *>(flag.get())->getValue();
+      // A value with a space stays one value.
+      if (value.find(' ') != std::string::npos)
+        value = "{" + value + "}";
+      t += (t.empty() ? "" : " ") + flag->ArgStr.str() + "=" + value;
+    }
+    return t;
+  }
+};
 } // namespace
 
 DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
@@ -383,6 +276,7 @@ DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
   registerCSEPass();
   registerPassManagerCLOptions();
   registerDefaultTimingManagerCLOptions();
+  static PipelineFlags pipelineFlags;
   // --stats is LLVM's own (hidden) flag; cnnc adds its fusion counts and
   // kernel launches per step, so --help lists it with the other options.
   auto &registered = cl::getRegisteredOptions();
@@ -463,7 +357,8 @@ DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
           "  cnnc model.onnx --train -o train [--emit cuda]\n"
           "  cnnc model.onnx --emit lib -o libstep.so   (C API, cnnrt_c.h)\n"
           "  cnnc train model.onnx --data DIR --steps N   (compile and run)\n"
-          "\n--help-hidden also lists MLIR's options (--mlir-print-ir-after-all,"
+          "\n--help-hidden also lists MLIR's options "
+          "(--mlir-print-ir-after-all,"
           "\n--mlir-timing, ...).\n"
           "\ntraining-loop flags (--run-reference, cnnc train, and the "
           "generated executable):\n") +
@@ -472,6 +367,11 @@ DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
   rest.push_back(nullptr);
   cl::ParseCommandLineOptions(restArgc, rest.data(), overview);
   DriverOptions o;
+  if (printPipelineOptionsJSON) {
+    printCNNPipelineOptionsJSON(llvm::outs());
+    llvm::outs().flush();
+    std::exit(0);
+  }
   if (listOnnxOps.getNumOccurrences()) {
     if (listOnnxOps != "" && listOnnxOps != "text" &&
         listOnnxOps != "markdown") {
@@ -501,24 +401,10 @@ DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
   o.outputTensor = outputTensor;
   o.weightsFile = weightsFile;
   o.train = trainFlag;
-  o.optimizer = optimizerName;
   if (lrOpt.getNumOccurrences())
     o.lr = lrOpt;
-  o.momentum = momentumOpt;
-  o.dampening = dampeningOpt;
-  o.nesterov = nesterovOpt;
-  o.weightDecay = weightDecayOpt;
-  o.noBNWeightDecay = noBNWeightDecayOpt;
   o.paramGroups = paramGroupsOpt;
-  if (clipGradNormOpt.getNumOccurrences())
-    o.clipGradNorm = clipGradNormOpt;
-  o.accumulate = accumulateOpt;
-  o.beta1 = beta1Opt;
-  o.beta2 = beta2Opt;
-  o.eps = epsOpt;
-  o.labelSmoothing = labelSmoothingOpt;
-  o.ignoreIndex = ignoreIndexOpt;
-  o.auxLossWeight = auxLossWeightOpt;
+  o.pipeline = pipelineFlags.text();
   o.steps = stepsOpt;
   o.data = dataOpt;
   o.labelsTensor = labelsOpt;
@@ -542,24 +428,6 @@ DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
     o.worldSize = gpusOpt;
     o.dataParallel = true;
   }
-  if (syncBNOpt && !o.dataParallel) {
-    llvm::errs() << "cnnc: error: --sync-bn synchronizes BatchNorm across "
-                    "data-parallel ranks: give --gpus N too\n";
-    std::exit(1);
-  }
-  if (rematMBOpt < 0 || rematMBOpt > (int64_t(1) << 30)) {
-    llvm::errs() << "cnnc: error: --remat-mb must be between 0 and "
-                 << (int64_t(1) << 30) << " MiB, got " << rematMBOpt << "\n";
-    std::exit(1);
-  }
-  if (workspaceMBOpt < -1 || workspaceMBOpt > (1 << 20)) {
-    llvm::errs() << "cnnc: error: --workspace-mb must be between 0 and "
-                 << (1 << 20) << " MiB, got " << workspaceMBOpt << "\n";
-    std::exit(1);
-  }
-  o.workspaceMB = workspaceMBOpt;
-  o.syncBN = syncBNOpt;
-  o.bucketMB = bucketMBOpt;
   o.trainFlags = trainFlags;
   o.dumpPlan = dumpPlanOpt;
   o.dumpPlanSvg = dumpPlanSvgOpt;
@@ -567,22 +435,6 @@ DriverOptions cnnc::driver::parseCommandLine(int argc, char **argv) {
   o.runtimeDir = runtimeDirOpt;
   o.argv0 = argv[0];
   o.optimize = !o0;
-  o.fuse = fuseOpt;
-  o.fuseExplicit = fuseOpt.getNumOccurrences() > 0;
-  o.remat = rematOpt || rematMBOpt > 0;
-  o.rematMB = rematMBOpt;
-  o.rematConvs = rematConvsOpt;
-  o.convStats = convStatsOpt;
-  o.dgradEpilogue = dgradEpilogueOpt;
-  o.maxPoolIndex = maxPoolIndexOpt;
-  o.poolBnGrad = poolBnGradOpt;
-  o.dualBnGrad = dualBnGradOpt;
-  o.wgradPrologue = wgradPrologueOpt;
-  o.paramFormat = paramFormatOpt;
-  o.convPrologue = convPrologueOpt || rematOpt;
-  o.layout = layoutOpt;
-  o.precision = precisionOpt;
-  o.memoryPlan = memoryPlanOpt;
   o.target = targetOpt;
   // --stats is LLVM's own flag (statistics); cnnc adds its fusion counts and
   // kernel launches per step to what it prints.

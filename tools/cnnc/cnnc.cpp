@@ -3,7 +3,7 @@
 // cnnc model.onnx|model.mlir [options]; see Driver.h for the actions.
 //
 //===----------------------------------------------------------------------===//
-#include "cnnc/Driver/Driver.h"
+#include "Options.h"
 
 #include "cnnc/Reference/Interpreter.h"
 

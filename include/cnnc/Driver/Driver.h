@@ -11,6 +11,7 @@
 
 #include "cnnc/Reference/Interpreter.h"
 #include "cnnc/Support/ShapeLimits.h"
+#include "cnnc/Transforms/Pipeline.h"
 #include "cnnrt/TrainLoop.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -21,6 +22,7 @@
 #include "llvm/Support/SourceMgr.h"
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -46,41 +48,35 @@ struct DriverOptions {
   std::string inputTensor;  ///< --input x.npy|x.bin
   std::string outputTensor; ///< --output y.npy|y.bin
   std::string weightsFile;  ///< --weights FILE.cnnw (overrides cnn.weights)
-  // --train: build @train_step with cnn-autodiff
+  // --train: build @train_step with cnn-train-pipeline
   bool train = false;
-  std::string optimizer = "sgd";
+  /// The pipeline's options as the command line gave them, in
+  /// cnn-train-pipeline's textual form ("fuse=false remat-mb=100"; the
+  /// flags are derived from CNNPipelineOptions, Pipeline.h). The driver
+  /// sets the target, optimize, world-size and arch options itself:
+  /// pipelineOptions() gives the whole set.
+  std::string pipeline;
+  std::string paramGroups; ///< --param-groups FILE (JSON)
   /// --lr; unset: the optimizer's default (SGD 0.01, Adam 1e-3). No
   /// sentinel value: a given --lr is validated, never replaced.
   std::optional<double> lr;
-  double momentum = 0.9, dampening = 0, weightDecay = 0;
-  bool nesterov = false;
-  bool noBNWeightDecay = false; ///< --no-bn-weight-decay
-  std::string paramGroups;      ///< --param-groups FILE (JSON)
-  std::optional<double> clipGradNorm; ///< --clip-grad-norm (unset: none)
-  int64_t accumulate = 1;       ///< --accumulate N micro-steps per update
-  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, labelSmoothing = 0;
-  int64_t ignoreIndex = -100; ///< the label the loss skips (PyTorch's)
-  double auxLossWeight = 0.4; ///< weight of auxiliary classifiers' loss
-  int64_t steps = 0;         ///< --steps (reference training / cnnc train)
-  std::string data;          ///< --data DIR|FILE|synthetic
-  std::string labelsTensor;  ///< --labels y.npy (fixed batch with --input)
-  std::string saveState;     ///< --save-state out.cnnw|out.safetensors
+  int64_t steps = 0;        ///< --steps (reference training / cnnc train)
+  std::string data;         ///< --data DIR|FILE|synthetic
+  std::string labelsTensor; ///< --labels y.npy (fixed batch with --input)
+  std::string saveState;    ///< --save-state out.cnnw|out.safetensors
   /// Checkpoints of the training loop, as the executable's flags
   /// (Checkpoint.h): --checkpoint FILE ("{step}" -> the step) at the end and
   /// every --checkpoint-every K steps; --resume FILE continues from one.
   std::string checkpoint;
   int64_t checkpointEvery = 0;
   std::string resume;
-  uint64_t seed = 0;         ///< --seed (data order)
+  uint64_t seed = 0; ///< --seed (data order)
   /// Data parallelism (docs/data-parallel.md): --gpus N / --world-size N
   /// ranks, each with the model's batch (the global batch is N times it);
   /// cnn-data-parallel all-reduces the gradients in --bucket-mb buckets.
   /// On the CPU reference interpreter the ranks are threads.
   int64_t worldSize = 1;
   bool dataParallel = false; ///< --gpus/--world-size given (even 1)
-  bool syncBN = false;       ///< --sync-bn: BatchNorm over the global batch
-  double bucketMB = 25.0;    ///< --bucket-mb
-  int workspaceMB = -1;      ///< --workspace-mb (-1: automatic)
   /// --epochs, --lr-schedule, --eval-every, --log-json, --workers, ... (the
   /// flags the generated executable shares; parsed by cnnrt::TrainFlags).
   cnnrt::TrainFlags trainFlags;
@@ -89,25 +85,8 @@ struct DriverOptions {
   std::string arch = "native"; ///< --arch for nvcc
   std::string runtimeDir;      ///< --runtime-dir (include/ + libcnnrt.a)
   bool trainAndRun = false;    ///< `cnnc train ...`: compile and run
-  // Optimization passes (on by default; -O0 turns all off).
-  bool optimize = true;       ///< false with -O0
-  bool fuse = true;           ///< --fuse (default: on for the GPU target)
-  bool fuseExplicit = false;  ///< --fuse given on the command line
-  bool remat = false;         ///< --remat or --remat-mb (cnn-remat)
-  int64_t rematMB = 0;        ///< --remat-mb (its budget; 0: no limit)
-  bool rematConvs = true;     ///< --remat-convs (default on)
-  bool convStats = true;      ///< --conv-stats (cnn-conv-stats)
-  bool dgradEpilogue = true;  ///< --dgrad-epilogue (cnn-dgrad-epilogue)
-  bool maxPoolIndex = true;   ///< --max-pool-index (cnn-max-pool-index)
-  bool poolBnGrad = false;    ///< --pool-bn-grad (its grad-fusion)
-  bool dualBnGrad = true;     ///< --dual-bn-grad (cnn-fuse)
-  bool wgradPrologue = false; ///< --wgrad-prologue (cnn-conv-stats, opt-in)
-  bool paramFormat = true;    ///< --param-format (cnn-param-format)
-  bool convPrologue = true;   ///< --conv-prologue (default on; --remat too)
-  std::string layout = "";    ///< --layout nchw|nhwc ("" = default)
-  std::string precision = ""; ///< --precision fp32|fp16 ("" = default)
-  bool memoryPlan = true;     ///< --memory-plan / --no-memory-plan
-  bool stats = false;         ///< --stats
+  bool optimize = true;        ///< false with -O0
+  bool stats = false;          ///< --stats
   /// Compiling for the GPU (--emit cuda/exe, -o exe, `cnnc train` with a
   /// GPU): the optimized defaults are NHWC and fp16 (Tensor Cores); for the
   /// CPU reference interpreter NCHW and fp32.
@@ -120,9 +99,10 @@ struct DriverOptions {
   std::string listOnnxOps;
 };
 
-/// Parses argv with llvm::cl (exits on --help, --version, unknown flags),
-/// then exits 1 with validateOptions' message if a value is out of range.
-DriverOptions parseCommandLine(int argc, char **argv);
+/// The pipeline's options for `o`: the command line's (o.pipeline), with
+/// the target (GPU or CPU), optimize (-O0), world-size (--gpus) and the
+/// resolved --arch the driver decided.
+std::unique_ptr<CNNPipelineOptions> pipelineOptions(const DriverOptions &o);
 
 /// Every numeric setting checked in one place (the rules are
 /// cnnrt/HyperParams.h's, shared with the generated executable): finite, in
@@ -167,16 +147,13 @@ mlir::FailureOr<reference::Tensor> runForward(Compilation &c,
 /// cnn.param_options from the JSON file (ParamGroups.cpp).
 mlir::LogicalResult applyParamGroups(const std::string &path,
                                      mlir::ModuleOp module);
-/// Runs cnn-autodiff (+ CSE) to build @train_step from @forward.
+/// Runs cnn-train-pipeline (cnn-autodiff, CSE, the step's optimization
+/// passes) to build @train_step from @forward; with --stats, prints what
+/// changed.
 mlir::LogicalResult buildTrainStep(const DriverOptions &options,
                                    Compilation &c);
-/// Runs the optimization passes on the training step: cnn-layout (NHWC),
-/// cnn-precision (f16), canonicalize + CSE, cnn-fuse, cnn-memory-plan.
-mlir::LogicalResult optimizeTrainStep(const DriverOptions &options,
-                                      Compilation &c);
-/// The layout / precision the pipeline uses for `options`.
-std::string effectiveLayout(const DriverOptions &options);
-std::string effectivePrecision(const DriverOptions &options);
+/// --lr, else the optimizer's default (SGD 0.01, Adam 1e-3).
+double learningRate(const DriverOptions &options);
 /// Trains on the CPU reference interpreter: --steps K on --data or on the
 /// fixed batch --input/--labels; prints the loss of each step, the held-out
 /// accuracy, and writes --save-state.

@@ -105,6 +105,20 @@ def CNNAutodiff : Pass<"cnn-autodiff", "mlir::ModuleOp"> {
   ];
 }
 
+def CNNImportCleanup : Pass<"cnn-import-cleanup", "mlir::ModuleOp"> {
+  let summary = "Gives imported broadcasting ops their specialized forms";
+  let description = [{
+    The importer maps ONNX Add/Mul/Div/ReduceMean to the broadcasting cnn
+    ops; their canonicalization patterns give the specialized forms the
+    passes and the CUDA target know (cnn.scale for a scalar factor,
+    cnn.bias_add for a per-channel addend, cnn.global_avg_pool for a
+    spatial mean). Only these patterns run, without folding: folders would
+    drop cnn.dropout, from which cnn-autodiff builds the training mask. The
+    first pass of cnn-train-pipeline; cnnc runs it when it imports an ONNX
+    model.
+  }];
+}
+
 def CNNLayout : Pass<"cnn-layout", "mlir::ModuleOp"> {
   let summary = "Makes convolutions, pooling and BN work on NHWC tensors";
   let description = [{

@@ -1,7 +1,7 @@
 //===- HyperParams.h - one rule per hyper-parameter -------------*- C++ -*-===//
 //
 // The ranges the optimizer and loss settings must lie in, shared by cnnc's
-// driver (tools/cnnc/Driver.cpp, which `cnnc train` and the Python package's
+// driver (lib/Driver/Driver.cpp, which `cnnc train` and the Python package's
 // flags go through), its --param-groups file and the generated executable's
 // own flags (runtime/src/TrainMain.cu): a value outside its range is an error
 // naming the flag, never replaced by a default. Plain C++17, header-only, so

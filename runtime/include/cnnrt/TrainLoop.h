@@ -5,7 +5,7 @@
 // same way by generated executables and by `cnnc`), learning-rate schedules,
 // the progress/eval lines, the --log-json records and top-k accuracy. The GPU
 // driver (TrainMain.cu) and the reference interpreter's loop (cnnc's
-// Train.cpp) print through these functions, so their output is the same.
+// lib/Driver/Train.cpp) print through these functions, so their output is the same.
 // See docs/runtime.md ("Training loop").
 //
 //===----------------------------------------------------------------------===//
