@@ -4,6 +4,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "cnnc/Driver/NvccCompile.h"
+#include "cnnc/Driver/ObjectCache.h"
+#include "cnnc/Target/CUDA/SplitCUDA.h"
 
 #include "cnnrt/TensorFile.h"
 
@@ -134,26 +136,16 @@ LogicalResult cnnc::driver::buildWithNvcc(Compilation &c, const std::string &cu,
   if (!exeOut.open(exePath, err))
     return fail(c, "cannot write '" + exePath + "': " + err);
   bool sideFiles = !exeOut.isSpecial();
-  std::string cuSource; // the .cu nvcc compiles
-  llvm::SmallString<128> tmpCu;
-  std::optional<llvm::FileRemover> removeTmpCu;
   if (sideFiles) {
     if (!cuOut.open(cuPath, err, ".cu"))
       return fail(c, "cannot write '" + cuPath + "': " + err);
-    cuSource = cuOut.stagingPath();
     if (!weightsOut.open(weightsPath, err))
       return fail(c, "cannot write '" + weightsPath + "': " + err);
     if (failed(writeWeights(weightsOut.stagingPath(), c.weights, err)))
       return fail(c, "cannot write '" + weightsPath + "': " + err);
-  } else {
-    if (auto ec = llvm::sys::fs::createTemporaryFile("cnnc", "cu", tmpCu))
-      return fail(c, "cannot create a temporary .cu file: " + ec.message());
-    removeTmpCu.emplace(tmpCu);
-    cuSource = std::string(tmpCu);
-  }
-  {
+    // The whole text beside the executable (nvcc compiles its units).
     std::error_code ec;
-    llvm::raw_fd_ostream cuStream(cuSource, ec);
+    llvm::raw_fd_ostream cuStream(cuOut.stagingPath(), ec);
     if (!ec)
       cuStream << cu;
     cuStream.close();
@@ -161,8 +153,53 @@ LogicalResult cnnc::driver::buildWithNvcc(Compilation &c, const std::string &cu,
       return fail(c, "cannot write '" + cuPath +
                          "': " + (ec ? ec : cuStream.error()).message());
   }
-  std::vector<std::string> args = {
-      nvcc, "-O3", "-std=c++17", "-arch=" + o.arch, "-I" + include, cuSource};
+  // The CUDA is compiled as several translation units (SplitCUDA.h) by
+  // parallel nvcc processes, each object cached under the hash of its text,
+  // flags, nvcc and runtime headers (ObjectCache.h), then linked: a
+  // recompile with other weights or another learning rate compiles nothing.
+  ObjectBuild build;
+  build.nvcc = nvcc;
+  build.flags = {"-O3", "-std=c++17", "-arch=" + o.arch, "-I" + include};
+  if (o.library)
+    build.flags.insert(build.flags.end(), {"-Xcompiler", "-fPIC"});
+  build.jobs = nvccJobs(err);
+  if (build.jobs == 0)
+    return fail(c, err);
+  build.cacheDir = defaultObjectCacheDir();
+  build.keySalt = objectKeySalt(nvcc, include);
+  // One kernel unit per core besides the host unit's; CNNC_NVCC_SPLIT=0
+  // compiles the whole text as one unit (as before the split).
+  unsigned kernelUnits = std::max(1u, build.jobs - 1);
+  if (const char *e = std::getenv("CNNC_NVCC_SPLIT")) {
+    if (StringRef(e).getAsInteger(10, kernelUnits))
+      return fail(c, "CNNC_NVCC_SPLIT must be a number of kernel units "
+                     "(0: no split), not '" +
+                         Twine(e) + "'");
+  }
+  std::vector<CUDATranslationUnit> units =
+      splitCUDATranslationUnits(cu, kernelUnits);
+  SmallString<128> workDir;
+  if (auto ec = llvm::sys::fs::createUniqueDirectory("cnnc-nvcc", workDir))
+    return fail(c, "cannot create a temporary directory: " + ec.message());
+  std::vector<CompiledUnit> objects;
+  {
+    TimingScope compileTiming = c.timing.nest("nvcc compile");
+    if (!compileUnits(build, units, std::string(workDir), objects, err,
+                      compileTiming)) {
+      std::string unit;
+      for (const CompiledUnit &u : objects)
+        if (u.failed)
+          unit = u.name;
+      return fail(c, err + " on the CUDA of '" + exePath +
+                         "'; nothing was written (unit '" + unit +
+                         "' of the split CUDA: its source and nvcc's "
+                         "output are in '" +
+                         workDir + "')");
+    }
+  }
+  std::vector<std::string> args = {nvcc, "-arch=" + o.arch};
+  for (const CompiledUnit &u : objects)
+    args.push_back(u.object);
   std::string versionScript;
   if (o.library) {
     // All of libcnnrt (its C API) goes into the library; only the C API is
@@ -227,16 +264,29 @@ LogicalResult cnnc::driver::buildWithNvcc(Compilation &c, const std::string &cu,
   args.insert(args.end(), {"-o", exeOut.stagingPath()});
   std::vector<StringRef> argRefs(args.begin(), args.end());
   std::string msg;
-  TimingScope nvccTiming = c.timing.nest("nvcc");
+  TimingScope linkTiming = c.timing.nest("nvcc link");
   int rc =
       llvm::sys::ExecuteAndWait(nvcc, argRefs, std::nullopt, {}, 0, 0, &msg);
-  nvccTiming.stop();
+  linkTiming.stop();
   if (!versionScript.empty())
     llvm::sys::fs::remove(versionScript);
   if (rc != 0)
     return fail(c, "nvcc failed (exit " + Twine(rc) +
-                       (msg.empty() ? "" : ": " + msg) + ") on the CUDA of '" +
-                       exePath + "'; nothing was written");
+                       (msg.empty() ? "" : ": " + msg) + ") linking '" +
+                       exePath + "' (objects in '" + workDir +
+                       "'); nothing was written");
+  llvm::sys::fs::remove_directories(workDir);
+  if (c.timingManager.isEnabled()) {
+    unsigned cached = 0;
+    for (const CompiledUnit &u : objects)
+      cached += u.cached;
+    llvm::errs() << "cnnc: nvcc: " << objects.size() << " unit(s), "
+                 << objects.size() - cached << " compiled (" << build.jobs
+                 << " at a time), " << cached << " from the cache"
+                 << (build.cacheDir.empty() ? std::string(" (no cache)")
+                                            : " '" + build.cacheDir + "'")
+                 << "\n";
+  }
   if (sideFiles && (!weightsOut.commit(err) || !cuOut.commit(err)))
     return fail(c, "cannot write the outputs of '" + exePath + "': " + err);
   if (!exeOut.commit(err))

@@ -1,0 +1,95 @@
+"""Issue 37's compile time: cnnc compiles the generated CUDA as several
+translation units (lib/Target/CUDA/SplitCUDA.cpp) by parallel nvcc processes
+and keeps each object in a content-hashed cache (lib/Driver/ObjectCache.cpp).
+
+One cold build of a small conv net (its kernel, host and learning-rate
+units compiled), then: the same build compiles nothing; other weights in
+the same ONNX file compile nothing; another --lr compiles only the
+learning-rate unit, and the executable's --help shows the new default (the
+unit is linked, not stale); the .cu beside the executable is the whole
+text --emit cuda prints; a bad CNNC_NVCC_JOBS is one error.
+No GPU needed (nvcc only; the executable runs --help)."""
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.skipif(
+    not os.path.exists("/usr/local/cuda/bin/nvcc") and not shutil.which("nvcc"),
+    reason="nvcc not installed")
+
+torch = pytest.importorskip("torch")
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "python"))
+from cnnc.export import export_onnx  # noqa: E402
+
+
+def export(path, seed):
+    torch.manual_seed(seed)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8),
+                                torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
+                                torch.nn.Flatten(), torch.nn.Linear(8, 10))
+    export_onnx(model, path, (4, 3, 8, 8), training=True, opset=17)
+
+
+def build(cnnc, onnx, exe, env, lr):
+    p = subprocess.run([cnnc, onnx, "--train", "--lr", str(lr), "--arch", "sm_80", "-o", exe,
+                        "--mlir-timing"], capture_output=True, text=True, env=env,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    m = re.search(r"cnnc: nvcc: (\d+) unit\(s\), (\d+) compiled \((\d+) at a time\), "
+                  r"(\d+) from the cache", p.stderr)
+    assert m, p.stderr[-3000:]
+    units, compiled, jobs, cached = map(int, m.groups())
+    assert units == compiled + cached and jobs == 2
+    return units, compiled, p.stderr
+
+
+def test_object_cache_weights_and_lr(cnnc, tmp_path):
+    onnx, exe = str(tmp_path / "m.onnx"), str(tmp_path / "out" / "train")
+    os.makedirs(os.path.dirname(exe))
+    export(onnx, seed=0)
+    env = dict(os.environ, CNNC_OBJECT_CACHE=str(tmp_path / "cache"), CNNC_NVCC_JOBS="2")
+    env.pop("CNNC_NVCC_SPLIT", None)
+
+    units, compiled, log = build(cnnc, onnx, exe, env, 0.1)
+    # Cold: one kernel unit (2 jobs), the host unit and the learning rate's.
+    assert (units, compiled) == (3, 3), log
+    for stage in ("nvcc compile", "kernels0", "host", "hyper", "nvcc link"):
+        assert re.search(r"\)  +%s\n" % re.escape(stage), log), stage
+    cnnw0 = open(exe + ".cnnw", "rb").read()
+    assert len(os.listdir(tmp_path / "cache")) >= 1
+
+    # The same build, then other weights: nothing to compile.
+    assert build(cnnc, onnx, exe, env, 0.1)[:2] == (3, 0)
+    export(onnx, seed=1)
+    assert build(cnnc, onnx, exe, env, 0.1)[:2] == (3, 0)
+    assert open(exe + ".cnnw", "rb").read() != cnnw0
+
+    # Another learning rate: only its own unit.
+    units, compiled, log = build(cnnc, onnx, exe, env, 0.05)
+    assert (units, compiled) == (3, 1), log
+    assert "hyper (cached)" not in log and "host (cached)" in log
+    h = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=60)
+    assert h.returncode == 0 and re.search(r"--lr X +learning rate \(default 0\.05\)",
+                                           h.stdout), h.stdout + h.stderr
+
+    # The source beside the executable is the whole text, as --emit cuda.
+    cu = subprocess.run([cnnc, onnx, "--train", "--lr", "0.05", "--arch", "sm_80",
+                         "--emit", "cuda"], capture_output=True, text=True, timeout=120)
+    assert cu.returncode == 0 and open(exe + ".cu").read() == cu.stdout
+
+
+def test_bad_jobs_setting_is_an_error(cnnc, tmp_path):
+    onnx = str(tmp_path / "m.onnx")
+    export(onnx, seed=0)
+    p = subprocess.run([cnnc, onnx, "--train", "--arch", "sm_80", "-o", str(tmp_path / "t")],
+                       capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, CNNC_NVCC_JOBS="many"))
+    assert p.returncode != 0
+    assert "CNNC_NVCC_JOBS must be a positive integer, not 'many'" in p.stderr
+    assert not os.path.exists(tmp_path / "t")
