@@ -88,7 +88,7 @@ if [[ $PARTS == *o* ]]; then
 fi
 if [[ $PARTS == *h* ]]; then
   part f16-blocks ${F16_S:-400} env PYTHONPATH="$PWD/python" python3 test/gpu/check_f16_blocks.py \
-    --cnnc "$CNNC" ${F16_NETS:+--nets $F16_NETS}
+    --cnnc "$CNNC" ${F16_NETS:+--nets $F16_NETS} ${F16_STEPS:+--steps $F16_STEPS}
 fi
 if [[ $PARTS == *8* ]]; then
   part dgrad-stats ${DGRAD_S:-400} bash -c "{ [ -f /tmp/rt/build.ninja ] || $CONFIGURE_RT; }"' &&
