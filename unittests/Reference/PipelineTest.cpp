@@ -30,9 +30,11 @@ using namespace cnnc::reference;
 
 namespace {
 
-// conv+bias, relu, conv, [BN,] relu, global pool, flatten, linear: enough
-// forward ops for four stages.
-std::string model(bool bn) {
+// conv+bias, relu, [a residual block: conv, relu, add,] conv, [BN,] relu,
+// global pool, flatten, linear: enough forward ops for four stages; the
+// residual's skip crosses a cut when one falls inside the block (its
+// gradient is then the sum of the two paths' on the earlier stage).
+std::string model(bool bn, bool residual) {
   std::string s = R"(
 func.func @forward(%x: tensor<2x3x8x8xf32> {cnn.input},
                    %w1: tensor<4x3x3x3xf32> {cnn.param = "conv1.weight"},
@@ -42,11 +44,19 @@ func.func @forward(%x: tensor<2x3x8x8xf32> {cnn.input},
                    %b: tensor<8xf32> {cnn.param = "bn.bias"},
                    %m: tensor<8xf32> {cnn.buffer = "bn.running_mean"},
                    %v: tensor<8xf32> {cnn.buffer = "bn.running_var"},
-                   %w3: tensor<10x8xf32> {cnn.param = "fc.weight"}) -> tensor<2x10xf32> {
+                   %w3: tensor<10x8xf32> {cnn.param = "fc.weight"},
+                   %w4: tensor<4x4x3x3xf32> {cnn.param = "res.weight"}) -> tensor<2x10xf32> {
   %c = cnn.conv2d %x, %w1 {strides = array<i64: 1, 1>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1} : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<2x4x8x8xf32>
   %cb = cnn.bias_add %c, %b1 : (tensor<2x4x8x8xf32>, tensor<4xf32>) -> tensor<2x4x8x8xf32>
-  %r = cnn.relu %cb : (tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
-  %c2 = cnn.conv2d %r, %w2 {strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1} : (tensor<2x4x8x8xf32>, tensor<8x4x3x3xf32>) -> tensor<2x8x4x4xf32>
+  %r0 = cnn.relu %cb : (tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+)";
+  s += residual ? R"(  %c3 = cnn.conv2d %r0, %w4 {strides = array<i64: 1, 1>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1} : (tensor<2x4x8x8xf32>, tensor<4x4x3x3xf32>) -> tensor<2x4x8x8xf32>
+  %r3 = cnn.relu %c3 : (tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+  %r = cnn.add %r3, %r0 : (tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+)"
+                : R"(  %r = cnn.scale %r0 {factor = 1.0 : f32} : (tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+)";
+  s += R"(  %c2 = cnn.conv2d %r, %w2 {strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1} : (tensor<2x4x8x8xf32>, tensor<8x4x3x3xf32>) -> tensor<2x8x4x4xf32>
 )";
   s += bn ? R"(  %n = cnn.batch_norm %c2, %s, %b, %m, %v {epsilon = 1.0e-5 : f32} : (tensor<2x8x4x4xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x8x4x4xf32>
 )"
@@ -62,7 +72,8 @@ func.func @forward(%x: tensor<2x3x8x8xf32> {cnn.input},
   return s;
 }
 
-class PipelineTest : public ::testing::TestWithParam<std::tuple<bool, int>> {
+class PipelineTest
+    : public ::testing::TestWithParam<std::tuple<bool, bool, int>> {
 protected:
   PipelineTest() {
     DialectRegistry registry;
@@ -103,12 +114,12 @@ Tensor random(RankedTensorType type, std::mt19937 &rng, float scale) {
 }
 
 TEST_P(PipelineTest, EqualsAccumulationOverMicroBatches) {
-  auto [bn, stages] = GetParam();
+  auto [bn, residual, stages] = GetParam();
   const int M = 4;
   std::string autodiff = "cnn-autodiff{accumulate=" + std::to_string(M) + "}";
-  OwningOpRef<ModuleOp> plain = build(model(bn), autodiff);
+  OwningOpRef<ModuleOp> plain = build(model(bn, residual), autodiff);
   OwningOpRef<ModuleOp> piped = build(
-      model(bn), autodiff + ",cnn-pipeline-partition{stages=" +
+      model(bn, residual), autodiff + ",cnn-pipeline-partition{stages=" +
                      std::to_string(stages) + " micro-batches=" +
                      std::to_string(M) + "},cnn-pipeline-split");
   ASSERT_TRUE(plain && piped);
@@ -118,6 +129,12 @@ TEST_P(PipelineTest, EqualsAccumulationOverMicroBatches) {
   auto plan = (*piped)->getAttrOfType<DictionaryAttr>("cnn.pipeline");
   ASSERT_TRUE(plan);
   EXPECT_EQ(plan.getAs<IntegerAttr>("stages").getInt(), stages);
+  // With the residual block, two stages cut inside it: the skip and the
+  // block's convolution cross (and both gradients come back), so the
+  // split's multi-reader transfers and the gradient sum are exercised.
+  if (residual && stages == 2) {
+    EXPECT_EQ(plan.getAs<DenseI64ArrayAttr>("cut_tensors")[0], 4);
+  }
 
   // Two steps of M micro-batches: the second starts from the first's
   // update, so the update itself (applied once per M) is compared too.
@@ -193,14 +210,18 @@ TEST_P(PipelineTest, EqualsAccumulationOverMicroBatches) {
   }
   // The update happened: the weights moved (the BN-free model leaves its
   // unused bn.* parameters alone).
-  for (unsigned i = 0; i < step.getNumArguments(); ++i)
-    if (auto n = step.getArgAttrOfType<StringAttr>(i, cnnc::cnn::kParamAttr);
-        n && (bn || !n.getValue().starts_with("bn.")))
+  for (unsigned i = 0; i < step.getNumArguments(); ++i) {
+    auto n = step.getArgAttrOfType<StringAttr>(i, cnnc::cnn::kParamAttr);
+    if (n && (bn || !n.getValue().starts_with("bn.")) &&
+        (residual || !n.getValue().starts_with("res."))) {
       EXPECT_NE(pipeArgs[i].data, args[i].data) << n.str();
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(StagesAndBN, PipelineTest,
                          ::testing::Combine(::testing::Bool(),
+                                            ::testing::Bool(),
                                             ::testing::Values(2, 4)));
 
 } // namespace
