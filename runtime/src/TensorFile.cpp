@@ -5,9 +5,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <dirent.h>
 #include <fcntl.h>
 #include <functional>
 #include <sys/stat.h>
@@ -345,6 +348,48 @@ bool copyInto(const std::string &from, int fd, const std::string &to,
   return true;
 }
 
+/// Removes `base`.tmp-PID-XXXXXX[suffix] files beside `target` whose writer
+/// PID no longer runs: the staging files of a cnnc or an executable that was
+/// killed (SIGKILL, a power cut) before it could remove them, which nothing
+/// else would ever remove. Only files this user owns, of this output name,
+/// with the name pattern this class makes; a PID that runs (or belongs to
+/// another user: EPERM) keeps its file. Best effort: errors are ignored.
+void removeStaleStaging(const std::string &target) {
+  std::string dir = dirOf(target);
+  size_t slash = target.find_last_of('/');
+  std::string prefix =
+      (slash == std::string::npos ? target : target.substr(slash + 1)) +
+      ".tmp-";
+  DIR *d = opendir(dir.c_str());
+  if (!d)
+    return;
+  while (struct dirent *e = readdir(d)) {
+    std::string name = e->d_name;
+    if (name.compare(0, prefix.size(), prefix) != 0)
+      continue;
+    size_t i = prefix.size(), digits = 0;
+    long long pid = 0;
+    while (i < name.size() && name[i] >= '0' && name[i] <= '9' &&
+           digits < 10) {
+      pid = pid * 10 + (name[i] - '0');
+      ++i;
+      ++digits;
+    }
+    // PID, '-', then mkstemp's six characters (and maybe a suffix).
+    if (digits == 0 || pid <= 0 || pid > INT32_MAX || i >= name.size() ||
+        name[i] != '-' || name.size() < i + 7)
+      continue;
+    if (kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH)
+      continue;
+    std::string path = dir + "/" + name;
+    struct stat st;
+    if (lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+        st.st_uid == geteuid())
+      unlink(path.c_str());
+  }
+  closedir(d);
+}
+
 mode_t creationMode() {
   mode_t mask = umask(0);
   umask(mask);
@@ -391,7 +436,10 @@ bool OutputFile::open(const std::string &path, std::string &err,
     mode = st.st_mode & 07777;
   }
   mode_ = Mode::Replace;
-  staging_ = target_ + ".tmp-XXXXXX";
+  // The writer's PID in the name lets a later run tell a killed writer's
+  // leftover from a live one's (removeStaleStaging).
+  removeStaleStaging(target_);
+  staging_ = target_ + ".tmp-" + std::to_string(getpid()) + "-XXXXXX";
   if (!makeTemp(staging_, mode, err, suffix)) {
     staging_.clear();
     err = "cannot write " + path + ": " + err;

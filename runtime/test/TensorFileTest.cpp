@@ -3,11 +3,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <dirent.h>
 #include <fstream>
 #include <string>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 using namespace cnnrt;
@@ -267,6 +269,30 @@ TEST(OutputFile, DiscardLeavesTheOldFile) {
   EXPECT_EQ(text, "old");
   EXPECT_FALSE(writeFileAtomic(dir, "x", err)); // a directory
   EXPECT_NE(err.find("directory"), std::string::npos) << err;
+}
+
+// A writer killed before it could remove its staging file (SIGKILL) leaves
+// X.tmp-PID-XXXXXX; the next write of X removes it once PID no longer runs,
+// and keeps a live writer's and other outputs' staging files.
+TEST(OutputFile, StaleStagingOfAKilledWriterIsRemoved) {
+  std::string dir = tempDir(), path = dir + "/w.cnnw", err;
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0)
+    _exit(0);
+  ASSERT_EQ(waitpid(child, nullptr, 0), child); // its PID runs no more
+  std::string dead = std::to_string(child), live = std::to_string(getpid());
+  for (const std::string &name :
+       {"w.cnnw.tmp-" + dead + "-a1B2c3", "w.cnnw.tmp-" + dead + "-x9y8z7.cu",
+        "w.cnnw.tmp-" + live + "-keep01", "v.cnnw.tmp-" + dead + "-other1",
+        std::string("w.cnnw.tmp-notapid")})
+    std::ofstream(dir + "/" + name) << "partial";
+  ASSERT_TRUE(writeFileAtomic(path, "new", err)) << err;
+  std::vector<std::string> left = listDir(dir);
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left, (std::vector<std::string>{
+                      "v.cnnw.tmp-" + dead + "-other1", "w.cnnw",
+                      "w.cnnw.tmp-" + live + "-keep01", "w.cnnw.tmp-notapid"}));
 }
 
 // The shape rule all readers share.
