@@ -248,6 +248,9 @@ class _ReferenceBackend:
         self._check(self.lib.cnnref_set_state(self.handle, t.name.encode(),
                                               value.data_ptr()), "writing " + t.name)
 
+    def set_scalar(self, t, value):
+        self.set(t, torch.tensor(float(value)))
+
     @property
     def step_count(self):
         return int(self.lib.cnnref_step_count(self.handle))
@@ -297,6 +300,7 @@ def _cuda_api_signatures(C):
         "cnnrt_state_shape": (I, [P, I, P, P]),
         "cnnrt_read_state": (I, [P, C.c_char_p, P]),
         "cnnrt_write_state": (I, [P, C.c_char_p, P]),
+        "cnnrt_set_scalar_state": (I, [P, C.c_char_p, C.c_float]),
         "cnnrt_step_count": (I64, [P]),
         "cnnrt_set_step_count": (None, [P, I64]),
         "cnnrt_set_device": (I, [I]),
@@ -393,6 +397,13 @@ class _CudaBackend:
         self._set_device()
         self._check(self.lib.cnnrt_write_state(self.handle, t.name.encode(),
                                                value.data_ptr()), "writing " + t.name)
+
+    def set_scalar(self, t, value):
+        # Queued on the session's stream, the value passed by copy: no
+        # synchronization (a scheduler changes group LRs every step).
+        self._set_device()
+        self._check(self.lib.cnnrt_set_scalar_state(self.handle, t.name.encode(),
+                                                    float(value)), "writing " + t.name)
 
     @property
     def step_count(self):

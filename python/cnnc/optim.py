@@ -146,7 +146,9 @@ def param_groups_json(spec):
 
 class GroupLRs:
     """Writes each param group's LR (k >= 1) into the step's state before a
-    step, when it changed (a scheduler, or the user, set it)."""
+    step, when it changed (a scheduler, or the user, set it): on the GPU a
+    one-element write queued on the session's stream, with no host
+    synchronization."""
 
     def __init__(self, optimizer, state, backend):
         self._opt, self._backend = optimizer, backend
@@ -162,7 +164,7 @@ class GroupLRs:
         for k, t in self._targets:
             lr = float(self._opt.param_groups[k]["lr"])
             if self._written.get(k) != lr:
-                self._backend.set(t, torch.tensor(lr))
+                self._backend.set_scalar(t, lr)
                 self._written[k] = lr
 
 

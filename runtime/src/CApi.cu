@@ -460,6 +460,19 @@ int cnnrt_write_state(cnnrt_session *s, const char *name, const float *in) {
   });
 }
 
+int cnnrt_set_scalar_state(cnnrt_session *s, const char *name, float value) {
+  return guarded([&] {
+    const TensorSpec *t = findState(s, name);
+    if (!t)
+      return setError(std::string("no state tensor '") + name + "'");
+    if ((t->dtype != DType::F32 && t->dtype != DType::F16) || numel(*t) != 1)
+      return setError(std::string("state tensor '") + name +
+                      "' is not a one-element floating-point tensor");
+    launchSetScalar(*s->ctx, *t, value);
+    return 0;
+  });
+}
+
 void cnnrt_set_step_count(cnnrt_session *s, int64_t step) { s->step = step; }
 
 int cnnrt_set_device(int device) {

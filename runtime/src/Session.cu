@@ -217,6 +217,13 @@ void launchToF32(Context &ctx, const TensorSpec &t, float *dst, int64_t n) {
   ctx.checkLaunch(t.name);
 }
 
+void launchSetScalar(Context &ctx, const TensorSpec &t, float value) {
+  setScalarsKernel<<<1, 1, 0, ctx.stream()>>>(ctx.arena() + t.offset,
+                                               (int)t.dtype, value, nullptr, 0,
+                                               0);
+  ctx.checkLaunch("scalar state update");
+}
+
 void launchSetScalars(Context &ctx, float lr, int64_t step) {
   const TensorSpec *l = findTensor(ctx.spec(), Role::ScalarLR);
   const TensorSpec *s = findTensor(ctx.spec(), Role::ScalarStep);

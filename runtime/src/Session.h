@@ -42,6 +42,9 @@ void launchInputConvertF32(Context &ctx, const float *dImages,
 void launchToF32(Context &ctx, const TensorSpec &t, float *dst, int64_t n);
 /// Writes ScalarLR and ScalarStep (if the model has them) on ctx.stream().
 void launchSetScalars(Context &ctx, float lr, int64_t step);
+/// Writes `value` into the one-element f32/f16 arena tensor `t` on
+/// ctx.stream() (no host synchronization).
+void launchSetScalar(Context &ctx, const TensorSpec &t, float value);
 
 /// Copies Param/Buffer/OptState/LossScale tensors from `entries` into the
 /// arena. Param and Buffer entries are required; a missing OptState starts at

@@ -95,6 +95,13 @@ int cnnrt_state_role(const cnnrt_session *s, int i);
 int cnnrt_state_shape(const cnnrt_session *s, int i, int64_t *dims, int *rank);
 int cnnrt_read_state(cnnrt_session *s, const char *name, float *out);
 int cnnrt_write_state(cnnrt_session *s, const char *name, const float *in);
+/* Sets the one-element f32/f16 state tensor `name` (a param group's learning
+ * rate) to `value` on the session's stream, without waiting: the write is
+ * ordered before the next step's work and the caller's value is passed by
+ * copy (cnnrt_write_state synchronizes twice, which a per-step scheduler
+ * paid every step). Non-zero with cnnrt_last_error() if `name` is not such a
+ * tensor. */
+int cnnrt_set_scalar_state(cnnrt_session *s, const char *name, float value);
 /* Makes `device` the CUDA device of the calling thread for this library's
  * CUDA runtime (a library built by --emit lib links its own copy: set it to
  * the framework's device before cnnrt_create and before each call). */
