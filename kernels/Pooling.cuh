@@ -1,8 +1,10 @@
 //===- Pooling.cuh - max and average pooling, NCHW ------------------------===//
 //
-// PoolParams, the NCHW max/avg pooling kernels and their gradients, and
+// PoolParams, the max/avg pooling kernels and their gradients, and
 // fused_max_pool2d's recorded window index with the gather gradient that
-// routes by it (NCHW or NHWC through a template flag).
+// routes by it, each for NCHW or NHWC through a template flag (one body per
+// kernel: the layouts differ only in how an index maps to (n, c, h, w) and
+// in the stride between pixels).
 //
 // Part of the kernel prelude (see Prelude.cuh): cnnc prints the lines
 // between the cnnc-prelude markers; the rest makes this file compile
@@ -21,82 +23,8 @@ struct PoolParams {
   bool countIncludePad;
 };
 
-template <typename T>
-__global__ void maxPoolFwd(const T *x, T *y, PoolParams p) {
-  int64_t total = (int64_t)p.N * p.C * p.P * p.Q;
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
-       i += (int64_t)gridDim.x * blockDim.x) {
-    int q = i % p.Q, pp = (i / p.Q) % p.P;
-    int64_t nc = i / ((int64_t)p.P * p.Q);
-    const T *xc = x + nc * p.H * p.W;
-    float m = -INFINITY;
-    for (int kh = 0; kh < p.KH; ++kh) {
-      int h = pp * p.SH - p.PT + kh;
-      if (h < 0 || h >= p.H)
-        continue;
-      for (int kw = 0; kw < p.KW; ++kw) {
-        int w = q * p.SW - p.PL + kw;
-        if (w < 0 || w >= p.W)
-          continue;
-        float v = ld(xc + h * p.W + w);
-        if (v > m || isnan(v))
-          m = v;
-      }
-    }
-    st(y + i, m);
-  }
-}
-
-// Gather form of the max-pool gradient (deterministic): each input element
-// sums the gradients of the windows whose first maximum it is.
-template <typename T>
-__global__ void maxPoolBwd(const T *dy, const T *x, T *dx, PoolParams p) {
-  int64_t total = (int64_t)p.N * p.C * p.H * p.W;
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
-       i += (int64_t)gridDim.x * blockDim.x) {
-    int w = i % p.W, h = (i / p.W) % p.H;
-    int64_t nc = i / ((int64_t)p.H * p.W);
-    const T *xc = x + nc * p.H * p.W;
-    const T *dyc = dy + nc * p.P * p.Q;
-    int p0 = max(0, (h + p.PT - p.KH + p.SH) / p.SH),
-        p1 = min(p.P - 1, (h + p.PT) / p.SH);
-    int q0 = max(0, (w + p.PL - p.KW + p.SW) / p.SW),
-        q1 = min(p.Q - 1, (w + p.PL) / p.SW);
-    float g = 0;
-    for (int pp = p0; pp <= p1; ++pp)
-      for (int q = q0; q <= q1; ++q) {
-        // Find the first maximum of window (pp, q).
-        float m = -INFINITY;
-        int arg = -1;
-        for (int kh = 0; kh < p.KH; ++kh) {
-          int hh = pp * p.SH - p.PT + kh;
-          if (hh < 0 || hh >= p.H)
-            continue;
-          for (int kw = 0; kw < p.KW; ++kw) {
-            int ww = q * p.SW - p.PL + kw;
-            if (ww < 0 || ww >= p.W)
-              continue;
-            float v = ld(xc + hh * p.W + ww);
-            if (v > m || (isnan(v) && !isnan(m))) {
-              m = v;
-              arg = hh * p.W + ww;
-            }
-          }
-        }
-        if (arg == h * p.W + w)
-          g += ld(dyc + pp * p.Q + q);
-      }
-    st(dx + i, g);
-  }
-}
-
-// fused_max_pool2d records each window's first maximum as its position
-// kh * KW + kw (255: none), one byte per output element, and
-// max_pool2d_index_grad routes by it: each input element sums the gradients
-// of the (at most 4) windows whose recorded maximum it is, in the gather
-// form's order (the gather form above finds the first maximum of each window
-// again for every input element of it: 4 windows x 9 loads per element for a
-// 3x3/2 pool).
+// The flat index i of an element of an N x C x Y x X (NCHW) or
+// N x Y x X x C (NHWC) tensor as (n, c, y, x), and the offset of (n, c, y, x).
 __device__ __forceinline__ void poolOut(const PoolParams &p, bool nhwc,
                                         int64_t i, int64_t &n, int &c, int &y,
                                         int &x, int Y, int X) {
@@ -118,6 +46,123 @@ __device__ __forceinline__ int64_t poolAt(const PoolParams &p, bool nhwc,
   return nhwc ? ((n * Y + y) * X + x) * p.C + c
               : ((n * p.C + c) * Y + y) * (int64_t)X + x;
 }
+// A pooling kernel's element i of an N x C x Y x X (NCHW) or N x Y x X x C
+// (NHWC) tensor: its pixel (y, x) and its plane, n * C + c in NCHW (one
+// division fewer) or n and c in NHWC. poolPlane is the plane's first
+// element in a tensor of Y x X pixels, poolPix the offset of pixel (y, x)
+// from it: the index arithmetic of the kernels' separate NCHW and NHWC
+// versions, which these replace.
+struct PoolPixel {
+  int64_t n;
+  int c, y, x;
+};
+template <bool NHWC>
+__device__ __forceinline__ PoolPixel poolPixel(const PoolParams &p, int64_t i,
+                                               int Y, int X) {
+  PoolPixel e;
+  if (NHWC) {
+    e.c = i % p.C;
+    e.x = (i / p.C) % X;
+    e.y = (i / ((int64_t)p.C * X)) % Y;
+    e.n = i / ((int64_t)p.C * X * Y);
+  } else {
+    e.x = i % X;
+    e.y = (i / X) % Y;
+    e.n = i / ((int64_t)Y * X);
+    e.c = 0;
+  }
+  return e;
+}
+template <bool NHWC, typename T>
+__device__ __forceinline__ T *poolPlane(T *t, const PoolParams &p,
+                                        const PoolPixel &e, int Y, int X) {
+  return NHWC ? t + e.n * Y * X * p.C + e.c : t + e.n * Y * X;
+}
+template <bool NHWC>
+__device__ __forceinline__ int64_t poolPix(const PoolParams &p, int y, int x,
+                                           int X) {
+  return NHWC ? ((int64_t)y * X + x) * p.C : (int64_t)(y * X + x);
+}
+
+// Max and average pooling and their gradients, one thread per output
+// element, in either layout (NHWC: c innermost, so a warp reads adjacent
+// channels of one pixel).
+template <typename T, bool NHWC>
+__global__ void maxPoolFwd(const T *x, T *y, PoolParams p) {
+  int64_t total = (int64_t)p.N * p.C * p.P * p.Q;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    PoolPixel e = poolPixel<NHWC>(p, i, p.P, p.Q);
+    int pp = e.y, q = e.x;
+    const T *xc = poolPlane<NHWC>(x, p, e, p.H, p.W);
+    float m = -INFINITY;
+    for (int kh = 0; kh < p.KH; ++kh) {
+      int h = pp * p.SH - p.PT + kh;
+      if (h < 0 || h >= p.H)
+        continue;
+      for (int kw = 0; kw < p.KW; ++kw) {
+        int w = q * p.SW - p.PL + kw;
+        if (w < 0 || w >= p.W)
+          continue;
+        float v = ld(xc + poolPix<NHWC>(p, h, w, p.W));
+        if (v > m || isnan(v))
+          m = v;
+      }
+    }
+    st(y + i, m);
+  }
+}
+
+// Gather form of the max-pool gradient (deterministic): each input element
+// sums the gradients of the windows whose first maximum it is.
+template <typename T, bool NHWC>
+__global__ void maxPoolBwd(const T *dy, const T *x, T *dx, PoolParams p) {
+  int64_t total = (int64_t)p.N * p.C * p.H * p.W;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    PoolPixel e = poolPixel<NHWC>(p, i, p.H, p.W);
+    int h = e.y, w = e.x;
+    const T *xc = poolPlane<NHWC>(x, p, e, p.H, p.W);
+    const T *dyc = poolPlane<NHWC>(dy, p, e, p.P, p.Q);
+    int p0 = max(0, (h + p.PT - p.KH + p.SH) / p.SH),
+        p1 = min(p.P - 1, (h + p.PT) / p.SH);
+    int q0 = max(0, (w + p.PL - p.KW + p.SW) / p.SW),
+        q1 = min(p.Q - 1, (w + p.PL) / p.SW);
+    float g = 0;
+    for (int pp = p0; pp <= p1; ++pp)
+      for (int q = q0; q <= q1; ++q) {
+        // Find the first maximum of window (pp, q).
+        float m = -INFINITY;
+        int arg = -1;
+        for (int kh = 0; kh < p.KH; ++kh) {
+          int hh = pp * p.SH - p.PT + kh;
+          if (hh < 0 || hh >= p.H)
+            continue;
+          for (int kw = 0; kw < p.KW; ++kw) {
+            int ww = q * p.SW - p.PL + kw;
+            if (ww < 0 || ww >= p.W)
+              continue;
+            float v = ld(xc + poolPix<NHWC>(p, hh, ww, p.W));
+            if (v > m || (isnan(v) && !isnan(m))) {
+              m = v;
+              arg = hh * p.W + ww;
+            }
+          }
+        }
+        if (arg == h * p.W + w)
+          g += ld(dyc + poolPix<NHWC>(p, pp, q, p.Q));
+      }
+    st(dx + i, g);
+  }
+}
+
+// fused_max_pool2d records each window's first maximum as its position
+// kh * KW + kw (255: none), one byte per output element, and
+// max_pool2d_index_grad routes by it: each input element sums the gradients
+// of the (at most 4) windows whose recorded maximum it is, in the gather
+// form's order (the gather form above finds the first maximum of each window
+// again for every input element of it: 4 windows x 9 loads per element for a
+// 3x3/2 pool).
 // PRO: the prologue relu(x * scale + shift) per channel, rounded to T as
 // the unfused normalization stored it.
 template <typename T, bool NHWC, bool PRO>
@@ -190,14 +235,14 @@ __device__ __forceinline__ int avgDivisor(const PoolParams &p, int pp, int q) {
   return (h1 - h0) * (w1 - w0);
 }
 
-template <typename T>
+template <typename T, bool NHWC>
 __global__ void avgPoolFwd(const T *x, T *y, PoolParams p) {
   int64_t total = (int64_t)p.N * p.C * p.P * p.Q;
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
        i += (int64_t)gridDim.x * blockDim.x) {
-    int q = i % p.Q, pp = (i / p.Q) % p.P;
-    int64_t nc = i / ((int64_t)p.P * p.Q);
-    const T *xc = x + nc * p.H * p.W;
+    PoolPixel e = poolPixel<NHWC>(p, i, p.P, p.Q);
+    int pp = e.y, q = e.x;
+    const T *xc = poolPlane<NHWC>(x, p, e, p.H, p.W);
     float s = 0;
     for (int kh = 0; kh < p.KH; ++kh) {
       int h = pp * p.SH - p.PT + kh;
@@ -207,21 +252,21 @@ __global__ void avgPoolFwd(const T *x, T *y, PoolParams p) {
         int w = q * p.SW - p.PL + kw;
         if (w < 0 || w >= p.W)
           continue;
-        s += ld(xc + h * p.W + w);
+        s += ld(xc + poolPix<NHWC>(p, h, w, p.W));
       }
     }
     st(y + i, s / (float)avgDivisor(p, pp, q));
   }
 }
 
-template <typename T>
+template <typename T, bool NHWC>
 __global__ void avgPoolBwd(const T *dy, T *dx, PoolParams p) {
   int64_t total = (int64_t)p.N * p.C * p.H * p.W;
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
        i += (int64_t)gridDim.x * blockDim.x) {
-    int w = i % p.W, h = (i / p.W) % p.H;
-    int64_t nc = i / ((int64_t)p.H * p.W);
-    const T *dyc = dy + nc * p.P * p.Q;
+    PoolPixel e = poolPixel<NHWC>(p, i, p.H, p.W);
+    int h = e.y, w = e.x;
+    const T *dyc = poolPlane<NHWC>(dy, p, e, p.P, p.Q);
     int p0 = max(0, (h + p.PT - p.KH + p.SH) / p.SH),
         p1 = min(p.P - 1, (h + p.PT) / p.SH);
     int q0 = max(0, (w + p.PL - p.KW + p.SW) / p.SW),
@@ -232,7 +277,8 @@ __global__ void avgPoolBwd(const T *dy, T *dx, PoolParams p) {
         int h0 = pp * p.SH - p.PT, w0 = q * p.SW - p.PL;
         if (h < h0 || h >= h0 + p.KH || w < w0 || w >= w0 + p.KW)
           continue;
-        g += ld(dyc + pp * p.Q + q) / (float)avgDivisor(p, pp, q);
+        g += ld(dyc + poolPix<NHWC>(p, pp, q, p.Q)) /
+             (float)avgDivisor(p, pp, q);
       }
     st(dx + i, g);
   }

@@ -1,8 +1,9 @@
 //===- PoolingNHWC.cuh - pooling in the NHWC layout -----------------------===//
 //
-// Max/avg pooling and their gradients on N x H x W x C, the eight-channel
-// (16-byte) forms, the recorded-index gradient and its fusion with the BN
-// gradient (sums through nhwcScratch), and the NHWC global average pool.
+// The eight-channel (16-byte) forms of max pooling on N x H x W x C
+// (Pooling.cuh's kernels take either layout), the recorded-index gradient
+// and its fusion with the BN gradient (sums through nhwcScratch), and the
+// NHWC global average pool.
 //
 // Part of the kernel prelude (see Prelude.cuh): cnnc prints the lines
 // between the cnnc-prelude markers; the rest makes this file compile
@@ -18,33 +19,6 @@
 
 namespace {
 // cnnc-prelude-begin
-// Pooling on N x H x W x C: one thread per output element, c innermost.
-template <typename T>
-__global__ void maxPoolFwdNHWC(const T *x, T *y, PoolParams p) {
-  int64_t total = (int64_t)p.N * p.P * p.Q * p.C;
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
-       i += (int64_t)gridDim.x * blockDim.x) {
-    int c = i % p.C, q = (i / p.C) % p.Q, pp = (i / ((int64_t)p.C * p.Q)) % p.P;
-    int64_t n = i / ((int64_t)p.C * p.Q * p.P);
-    const T *xn = x + n * p.H * p.W * p.C + c;
-    float m = -INFINITY;
-    for (int kh = 0; kh < p.KH; ++kh) {
-      int h = pp * p.SH - p.PT + kh;
-      if (h < 0 || h >= p.H)
-        continue;
-      for (int kw = 0; kw < p.KW; ++kw) {
-        int w = q * p.SW - p.PL + kw;
-        if (w < 0 || w >= p.W)
-          continue;
-        float v = ld(xn + ((int64_t)h * p.W + w) * p.C);
-        if (v > m || isnan(v))
-          m = v;
-      }
-    }
-    st(y + i, m);
-  }
-}
-
 // NHWC max pooling with C % 8 == 0: eight channels per thread with 16-byte
 // loads and stores, the same comparisons per channel as the kernels above.
 // ARG = false: max_pool2d (y). ARG = true: fused_max_pool2d (y and the
@@ -310,97 +284,6 @@ poolBnGradApply8(const T *dy, const uint8_t *arg, const T *x, const float *mean,
              (v - ld(gradBias + k) / m - xhat * ld(gradScale + k) / m);
     }
     stv8(dx + (int64_t)i * 8, o);
-  }
-}
-
-// Gather form, as maxPoolBwd: each input element sums the gradients of the
-// windows whose first maximum it is.
-template <typename T>
-__global__ void maxPoolBwdNHWC(const T *dy, const T *x, T *dx, PoolParams p) {
-  int64_t total = (int64_t)p.N * p.H * p.W * p.C;
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
-       i += (int64_t)gridDim.x * blockDim.x) {
-    int c = i % p.C, w = (i / p.C) % p.W, h = (i / ((int64_t)p.C * p.W)) % p.H;
-    int64_t n = i / ((int64_t)p.C * p.W * p.H);
-    const T *xn = x + n * p.H * p.W * p.C + c;
-    const T *dyn = dy + n * p.P * p.Q * p.C + c;
-    int p0 = max(0, (h + p.PT - p.KH + p.SH) / p.SH),
-        p1 = min(p.P - 1, (h + p.PT) / p.SH);
-    int q0 = max(0, (w + p.PL - p.KW + p.SW) / p.SW),
-        q1 = min(p.Q - 1, (w + p.PL) / p.SW);
-    float g = 0;
-    for (int pp = p0; pp <= p1; ++pp)
-      for (int q = q0; q <= q1; ++q) {
-        float m = -INFINITY;
-        int arg = -1;
-        for (int kh = 0; kh < p.KH; ++kh) {
-          int hh = pp * p.SH - p.PT + kh;
-          if (hh < 0 || hh >= p.H)
-            continue;
-          for (int kw = 0; kw < p.KW; ++kw) {
-            int ww = q * p.SW - p.PL + kw;
-            if (ww < 0 || ww >= p.W)
-              continue;
-            float v = ld(xn + ((int64_t)hh * p.W + ww) * p.C);
-            if (v > m || (isnan(v) && !isnan(m))) {
-              m = v;
-              arg = hh * p.W + ww;
-            }
-          }
-        }
-        if (arg == h * p.W + w)
-          g += ld(dyn + ((int64_t)pp * p.Q + q) * p.C);
-      }
-    st(dx + i, g);
-  }
-}
-
-template <typename T>
-__global__ void avgPoolFwdNHWC(const T *x, T *y, PoolParams p) {
-  int64_t total = (int64_t)p.N * p.P * p.Q * p.C;
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
-       i += (int64_t)gridDim.x * blockDim.x) {
-    int c = i % p.C, q = (i / p.C) % p.Q, pp = (i / ((int64_t)p.C * p.Q)) % p.P;
-    int64_t n = i / ((int64_t)p.C * p.Q * p.P);
-    const T *xn = x + n * p.H * p.W * p.C + c;
-    float s = 0;
-    for (int kh = 0; kh < p.KH; ++kh) {
-      int h = pp * p.SH - p.PT + kh;
-      if (h < 0 || h >= p.H)
-        continue;
-      for (int kw = 0; kw < p.KW; ++kw) {
-        int w = q * p.SW - p.PL + kw;
-        if (w < 0 || w >= p.W)
-          continue;
-        s += ld(xn + ((int64_t)h * p.W + w) * p.C);
-      }
-    }
-    st(y + i, s / (float)avgDivisor(p, pp, q));
-  }
-}
-
-template <typename T>
-__global__ void avgPoolBwdNHWC(const T *dy, T *dx, PoolParams p) {
-  int64_t total = (int64_t)p.N * p.H * p.W * p.C;
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
-       i += (int64_t)gridDim.x * blockDim.x) {
-    int c = i % p.C, w = (i / p.C) % p.W, h = (i / ((int64_t)p.C * p.W)) % p.H;
-    int64_t n = i / ((int64_t)p.C * p.W * p.H);
-    const T *dyn = dy + n * p.P * p.Q * p.C + c;
-    int p0 = max(0, (h + p.PT - p.KH + p.SH) / p.SH),
-        p1 = min(p.P - 1, (h + p.PT) / p.SH);
-    int q0 = max(0, (w + p.PL - p.KW + p.SW) / p.SW),
-        q1 = min(p.Q - 1, (w + p.PL) / p.SW);
-    float g = 0;
-    for (int pp = p0; pp <= p1; ++pp)
-      for (int q = q0; q <= q1; ++q) {
-        int h0 = pp * p.SH - p.PT, w0 = q * p.SW - p.PL;
-        if (h < h0 || h >= h0 + p.KH || w < w0 || w >= w0 + p.KW)
-          continue;
-        g += ld(dyn + ((int64_t)pp * p.Q + q) * p.C) /
-             (float)avgDivisor(p, pp, q);
-      }
-    st(dx + i, g);
   }
 }
 

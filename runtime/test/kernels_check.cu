@@ -267,7 +267,7 @@ void checkScaleShiftRelu() {
   expectNear("nhwcScaleShiftRelu f16", got, want, 1.0 / 128);
 }
 
-/// avgPoolFwd<float> (NCHW), 3x3 stride 2 with asymmetric padding, the
+/// avgPoolFwd<float, false> (NCHW), 3x3 stride 2 with asymmetric padding, the
 /// divisor with and without the padding counted.
 void checkAvgPool() {
   PoolParams p{};
@@ -301,7 +301,7 @@ void checkAvgPool() {
             }
           want.push_back(s / (includePad ? window : inside));
         }
-    avgPoolFwd<float><<<2, 64>>>(dx, dy, p);
+    avgPoolFwd<float, false><<<2, 64>>>(dx, dy, p);
     CUDA_OK(cudaGetLastError());
     CUDA_OK(cudaDeviceSynchronize());
     expectNear(includePad ? "avgPoolFwd NCHW (count_include_pad)"

@@ -791,12 +791,12 @@ std::string Emitter::poolParams(RankedTensorType x, RankedTensorType y,
                      p[2], p[3], cip ? "true" : "false");
 }
 
-/// The prelude's pooling kernel for the op's layout ("maxPoolFwd" or its
-/// NHWC variant "maxPoolFwdNHWC"), instantiated for the element type.
+/// The prelude's pooling kernel ("maxPoolFwd", ...) instantiated for the
+/// element type and the op's layout.
 static std::string poolKernel(StringRef base, Operation *op,
                               RankedTensorType t) {
-  return fmt::format("{}{}<{}>", base.str(), isNHWC(op) ? "NHWC" : "",
-                     ctype(t.getElementType()));
+  return fmt::format("{}<{}, {}>", base.str(), ctype(t.getElementType()),
+                     isNHWC(op) ? "true" : "false");
 }
 
 static int64_t channelInner(RankedTensorType t) {

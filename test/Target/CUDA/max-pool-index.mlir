@@ -64,7 +64,7 @@
 // each window's maximum again in it (the gather form).
 // OFF-LABEL: static void trainStep(
 // OFF: maxPoolNHWC8<__half, false>
-// OFF: maxPoolBwdNHWC<__half>
+// OFF: maxPoolBwd<__half, true>
 // OFF-NOT: maxPoolIndex
 func.func @forward(%x: tensor<8x3x16x16xf32> {cnn.input},
                    %w1: tensor<16x3x3x3xf32> {cnn.param = "conv1.weight"},

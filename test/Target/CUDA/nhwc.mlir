@@ -28,11 +28,11 @@
 // CHECK: nhwcPartial8<1, float><<<dim3(1, 1), dim3(1, 256), 0, s>>>({{.*}}, 64ll, 8, 64ll);
 // CHECK: nhwcStatsFinish<float, float><<<8, 256, 0, s>>>
 // CHECK: ctx.convFwd(1,
-// CHECK: avgPoolFwdNHWC<float><<<{{.*}}PoolParams{4, 16, 2, 2, 1, 1, 2, 2, 2, 2, 0, 0, 0, 0, true});
+// CHECK: avgPoolFwd<float, true><<<{{.*}}PoolParams{4, 16, 2, 2, 1, 1, 2, 2, 2, 2, 0, 0, 0, 0, true});
 // CHECK: spatialMeanNHWC<float><<<1, 256, 0, s>>>({{.*}}, 4ll, 1ll, 16ll);
 // CHECK: ctx.matmul(0,
 // CHECK: softmaxXentGrad<float, int32_t>
-// CHECK: avgPoolBwdNHWC<float>
+// CHECK: avgPoolBwd<float, true>
 // CHECK: ctx.convBwdData(1,
 // CHECK: ctx.convBwdFilter(1,
 // CHECK: nhwcPartial8<2, float>
@@ -45,7 +45,7 @@
 // CHECK-LABEL: static void evalStep(cnnrt::Context &ctx) {
 // CHECK: ctx.convFwd(0,
 // CHECK: maxPoolNHWC8<float, false>
-// CHECK: avgPoolFwdNHWC<float>
+// CHECK: avgPoolFwd<float, true>
 // CHECK: int main(
 // No NCHW kernel is left (channelSum remains for the linear layer's bias).
 // CHECK-NOT: bnStats<
