@@ -11,6 +11,8 @@
 
 #include "cnnc/Dialect/CNN/CNNOps.h"
 #include "cnnc/Reference/Communicator.h"
+#include "cnnc/Reference/Pipeline.h"
+#include "cnnc/Transforms/PipelinePlan.h"
 #include "cnnrt/Dataset.h"
 #include "cnnrt/TensorFile.h"
 #include "cnnrt/TrainLoop.h"
@@ -290,12 +292,26 @@ LogicalResult cnnc::driver::trainReference(const DriverOptions &options,
   });
   auto forward = c.module->lookupSymbol<func::FuncOp>("forward");
   const int ranks = static_cast<int>(o.worldSize);
+  // Pipeline stages (docs/pipeline-parallel.md): the step's batch is one
+  // micro-batch; a step reads M of them and runs the stages of a split copy
+  // of the module. `parts`: the slices of each batch read (ranks or
+  // micro-batches; the options refuse both at once).
+  OwningOpRef<ModuleOp> piped;
+  const int micro = static_cast<int>(pipelineOptions(o)->microBatches);
+  if (int64_t stages = pipelineOptions(o)->pipelineStages; stages > 0) {
+    FailureOr<OwningOpRef<ModuleOp>> p =
+        splitIntoPipelineStages(*c.module, stages, micro, &llvm::outs());
+    if (failed(p))
+      return failure();
+    piped = std::move(*p);
+  }
+  const int parts = piped ? micro : ranks;
   BatchSource src;
   if (failed(openData(o, c, imageType, labelsType, classes, ignoreIndex,
-                      /*wantTest=*/bool(forward), src, ranks)))
+                      /*wantTest=*/bool(forward), src, parts)))
     return failure();
   const int rankBatch = imageType.getDimSize(0);
-  const int batch = rankBatch * ranks; // the global batch
+  const int batch = rankBatch * parts; // the global batch
   cnnrt::TrainFlags flags = o.trainFlags;
   flags.steps = o.steps > 0 ? o.steps : -1;
   flags.lr = learningRate(o);
@@ -404,8 +420,8 @@ LogicalResult cnnc::driver::trainReference(const DriverOptions &options,
     if (failed(nextBatch(c, src, images, labels)))
       return failure();
     const double lr = plan.lr.at(k);
-    std::vector<std::vector<reference::Tensor>> rankArgs(ranks);
-    for (int r = 0; r < ranks; ++r) {
+    std::vector<std::vector<reference::Tensor>> rankArgs(parts);
+    for (int r = 0; r < parts; ++r) {
       std::vector<reference::Tensor> &args = rankArgs[r];
       args.resize(step.getNumArguments());
       for (unsigned i = 0; i < step.getNumArguments(); ++i) {
@@ -416,15 +432,17 @@ LogicalResult cnnc::driver::trainReference(const DriverOptions &options,
         if (name.empty())
           name = argName(step, i, cnn::kStateAttr);
         if ((int)i == imageArg)
-          args[i] = ranks == 1 ? images : slice(images, r, type);
+          args[i] = parts == 1 ? images : slice(images, r, type);
         else if ((int)i == labelsArg)
-          args[i] = ranks == 1 ? labels : slice(labels, r, type);
+          args[i] = parts == 1 ? labels : slice(labels, r, type);
         else if ((int)i == lrArg)
           args[i] = reference::Tensor::zeros(type, (float)lr);
         else if ((int)i == stepArg)
-          args[i] = reference::Tensor::zeros(type, (float)k);
-        else if (states[r].count(name)) {
-          args[i] = states[r][name];
+          // Micro-batch r of a pipelined step is micro-step (k-1)*M + r + 1.
+          args[i] = reference::Tensor::zeros(
+              type, piped ? (float)((k - 1) * micro + r + 1) : (float)k);
+        else if (states[piped ? 0 : r].count(name)) {
+          args[i] = states[piped ? 0 : r][name];
           // cnn-param-format: the step reads the stored form.
           if (auto pub = step.getArgAttrOfType<DenseI64ArrayAttr>(
                   i, "cnn.public_shape");
@@ -467,7 +485,11 @@ LogicalResult cnnc::driver::trainReference(const DriverOptions &options,
     // communicator (cnn.all_reduce).
     std::vector<FailureOr<std::vector<reference::Tensor>>> results(
         ranks, failure());
-    if (ranks == 1) {
+    std::vector<float> microLosses;
+    if (piped) {
+      results[0] =
+          reference::runPipelineStep(*piped, rankArgs, &microLosses);
+    } else if (ranks == 1) {
       results[0] = reference::run(step, rankArgs[0]);
     } else {
       reference::LocalGroup group(ranks, timeout);
@@ -530,6 +552,13 @@ LogicalResult cnnc::driver::trainReference(const DriverOptions &options,
                        : nullptr)
           states[r][s.str() + ".grad"] = (*results[r])[i];
       }
+    // A pipelined step's loss: the mean over its micro-batches (the
+    // global batch's, as the data-parallel average).
+    if (piped) {
+      loss = 0;
+      for (float l : microLosses)
+        loss += l / (float)microLosses.size();
+    }
     ++logSince;
     if (k % plan.logEvery == 0 || k == plan.totalSteps) {
       double t = now();

@@ -82,6 +82,39 @@ cnnc::verifyCNNPipelineOptions(const CNNPipelineOptions &o,
       oneOf("precision", o.precision, {"", "fp32", "fp16"}, "fp32 or fp16") &&
       inRange("remat-mb", o.rematMB, 0, int64_t(1) << 30) &&
       inRange("workspace-mb", o.workspaceMB, -1, 1 << 20);
+  // Pipeline stages: the micro-batches are accumulation's micro-steps.
+  if (ok && (o.pipelineStages < 0 || o.microBatches < 1)) {
+    error(flagPrefix + Twine("pipeline-stages must be >= 0 and ") +
+          flagPrefix + "micro-batches >= 1, got " + Twine(o.pipelineStages) +
+          " and " + Twine(o.microBatches));
+    ok = false;
+  }
+  if (ok && o.microBatches > 1 && o.pipelineStages == 0) {
+    error(flagPrefix + Twine("micro-batches splits the batch of pipeline "
+                             "stages: give ") +
+          flagPrefix + "pipeline-stages S too");
+    ok = false;
+  }
+  if (ok && o.pipelineStages > 0 && o.accumulate != 1 &&
+      o.accumulate != o.microBatches) {
+    error(flagPrefix + Twine("accumulate ") + Twine(o.accumulate) +
+          " with pipeline stages: the " + Twine(o.microBatches) +
+          " micro-batches are the accumulation's micro-steps");
+    ok = false;
+  }
+  if (ok && o.pipelineStages > 0 && o.worldSize >= 1) {
+    error(flagPrefix + Twine("pipeline-stages with data parallelism (") +
+          (flagPrefix.empty() ? "world-size" : "--gpus") +
+          ") is not built yet (docs/pipeline-parallel.md)");
+    ok = false;
+  }
+  if (ok && o.pipelineStages > 0 && o.target != "cpu") {
+    error(flagPrefix + Twine("pipeline-stages: the CUDA target has no "
+                             "pipeline stages yet (docs/pipeline-parallel.md); "
+                             "they run on the reference interpreter "
+                             "(--run-reference)"));
+    ok = false;
+  }
   if (ok && o.syncBN && o.worldSize < 1) {
     error(flagPrefix +
           Twine("sync-bn synchronizes BatchNorm across "
@@ -114,6 +147,9 @@ CNNAutodiffOptions cnnc::getAutodiffOptions(const CNNPipelineOptions &o) {
   ad.noBNWeightDecay = o.noBNWeightDecay;
   ad.clipGradNorm = o.clipGradNorm;
   ad.accumulate = o.accumulate;
+  // Pipeline stages: one update per M micro-batches.
+  if (o.pipelineStages > 0)
+    ad.accumulate = o.microBatches;
   ad.beta1 = o.beta1;
   ad.beta2 = o.beta2;
   ad.epsilon = o.eps;

@@ -13,6 +13,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
 
@@ -276,4 +277,21 @@ void SplitPass::runOnOperation() {
     }
   numTransfers = nextTag;
   step.erase();
+}
+
+FailureOr<OwningOpRef<ModuleOp>>
+cnnc::splitIntoPipelineStages(ModuleOp module, int64_t stages,
+                              int64_t microBatches, raw_ostream *plan) {
+  OwningOpRef<ModuleOp> copy(cast<ModuleOp>(module->clone()));
+  PassManager pm(module.getContext());
+  CNNPipelinePartitionOptions po;
+  po.stages = stages;
+  po.microBatches = microBatches;
+  pm.addPass(createCNNPipelinePartition(po));
+  pm.addPass(createCNNPipelineSplit());
+  if (failed(pm.run(*copy)))
+    return failure();
+  if (plan)
+    (void)printPipelinePlan(*copy, *plan);
+  return copy;
 }

@@ -111,6 +111,22 @@ struct CNNPipelineOptions
                      "loss / N); fp32 only"),
       llvm::cl::init(CNNAutodiffOptions().accumulate),
       llvm::cl::cat(trainingStepOptionCategory())};
+  // Model parallelism (docs/pipeline-parallel.md): the reference
+  // interpreter's training runs the step as stages; cnnc's reference
+  // training (ReferenceTraining.cpp) splits a copy of the step.
+  Option<int64_t> pipelineStages{
+      *this, "pipeline-stages",
+      llvm::cl::desc("Pipeline stages: split the training step into S "
+                     "stages (cnn-pipeline-partition, cnn-pipeline-split) "
+                     "and run them on the reference interpreter, GPipe "
+                     "order (0: no stages; the CUDA target has none yet)"),
+      llvm::cl::init(0), llvm::cl::cat(trainingStepOptionCategory())};
+  Option<int64_t> microBatches{
+      *this, "micro-batches",
+      llvm::cl::desc("Pipeline stages: micro-batches per step (the batch is "
+                     "one micro-batch's; one optimizer update per M, as "
+                     "--accumulate M)"),
+      llvm::cl::init(1), llvm::cl::cat(trainingStepOptionCategory())};
   Option<double> beta1{*this, "beta1", llvm::cl::desc("Adam beta1"),
                        llvm::cl::init(CNNAutodiffOptions().beta1),
                        llvm::cl::cat(trainingStepOptionCategory())};

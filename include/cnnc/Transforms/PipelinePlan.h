@@ -23,6 +23,7 @@
 #define CNNC_TRANSFORMS_PIPELINEPLAN_H
 
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
 #include "llvm/Support/raw_ostream.h"
 
 namespace cnnc {
@@ -37,6 +38,15 @@ constexpr const char *kPipelineStageAttr = "cnn.pipeline_stage";
 /// Fails (without printing) when the module has no plan.
 mlir::LogicalResult printPipelinePlan(mlir::ModuleOp module,
                                       llvm::raw_ostream &os);
+
+/// A copy of `module` (with @train_step built for `microBatches`
+/// micro-steps of accumulation) split into `stages` stages:
+/// cnn-pipeline-partition + cnn-pipeline-split, the plan printed to `plan`
+/// when given. `module` itself is left as it is (the caller binds the
+/// step's arguments by @train_step's signature).
+mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>>
+splitIntoPipelineStages(mlir::ModuleOp module, int64_t stages,
+                        int64_t microBatches, llvm::raw_ostream *plan);
 
 } // namespace cnnc
 
