@@ -196,3 +196,24 @@ def test_main_writes_json_as_rows_finish(tmp_path, monkeypatch, capsys):
     assert d["rows"][2]["error"] == "timeout after 33 s"
     assert d["rows"][0]["classes"] == 1000
     assert "| resnet18 | 128 | 1000 | cnnc a | 10.00 | 12800 |" in capsys.readouterr().out
+
+
+def test_compile_time_parses_the_timing_table():
+    import compile_time
+    stderr = """cnnc: nvcc: 3 unit(s), 1 compiled (2 at a time), 2 from the cache '/c'
+===-------------------------------------------------------------------------===
+  ----User Time----  ----Wall Time----  ----Name----
+    0.7598 (  0.8%)    0.7598 (  1.6%)  ONNX import
+    0.0325 (  0.0%)    0.0325 (  0.1%)  Emit CUDA
+   90.6821 ( 97.6%)   45.3538 ( 95.4%)  nvcc compile
+   43.8540 ( 47.2%)   43.8540 ( 92.2%)    kernels0
+    0.5529 (  0.6%)    0.5529 (  1.2%)  nvcc link
+   92.8890 (100.0%)   47.5607 (100.0%)  Total
+"""
+    stages, units = compile_time.parse_timing(stderr)
+    assert stages == {"ONNX import": 0.7598, "Emit CUDA": 0.0325, "nvcc compile": 45.3538,
+                      "nvcc link": 0.5529, "Total": 47.5607}
+    assert units == (3, 1, 2)
+    # The single-column form (no parallel work: wall time only).
+    stages, units = compile_time.parse_timing("    0.6267 ( 26.0%)  nvcc link\n")
+    assert stages == {"nvcc link": 0.6267} and units is None

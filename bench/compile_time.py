@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""cnnc's compile time, stage by stage (issue 37): one model compiled five
+ways with the same cnnc, on this machine's cores.
+
+  one nvcc         CNNC_NVCC_SPLIT=0, CNNC_OBJECT_CACHE=off: the whole
+                   model.cu as one nvcc unit (the build before the split)
+  cold             split units, parallel nvcc, empty object cache
+  unchanged        the same build again
+  weights changed  the same model exported with other weights (same path)
+  lr changed       --lr 0.05 instead of 0.01
+
+Each row: wall seconds, units compiled / from the cache, and the stages of
+`--mlir-timing` (ONNX import, nvcc compile, nvcc link, the rest).
+
+  python3 bench/compile_time.py --cnnc .carry/cnnc [--model resnet50]
+       [--batch 128] [--jobs N] [--work DIR] [--json FILE]
+Prints a markdown table and writes the rows to JSON (default <work>/compile_time.json).
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
+
+STAGES = ("ONNX import", "Emit CUDA", "nvcc compile", "nvcc link", "Total")
+
+
+def parse_timing(stderr):
+    """{stage: wall seconds} from --mlir-timing's table (the last column
+    before the name is the wall time), and (units, compiled, cached)."""
+    stages = {}
+    for line in stderr.splitlines():
+        m = re.match(r"^\s+(?:[\d.]+ \(\s*[\d.]+%\)\s+)?([\d.]+) \(\s*[\d.]+%\)  (\S.*)$", line)
+        if m and m.group(2) in STAGES:
+            stages[m.group(2)] = float(m.group(1))
+    m = re.search(r"cnnc: nvcc: (\d+) unit\(s\), (\d+) compiled .*?, (\d+) from the cache",
+                  stderr)
+    units = tuple(map(int, m.groups())) if m else None
+    return stages, units
+
+
+def export(model, batch, path, seed):
+    from cnnc.export import build_model, export_onnx
+    export_onnx(build_model(model, None, seed=seed), path, (batch, 3, 224, 224),
+                training=True, opset=17)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cnnc", required=True)
+    ap.add_argument("--model", default="resnet50")
+    ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--jobs", type=int, default=0, help="CNNC_NVCC_JOBS (default: cnnc's)")
+    ap.add_argument("--work", default="/tmp/cnnc-compile-time")
+    ap.add_argument("--json", default="")
+    ap.add_argument("--flags", default="--optimizer sgd --momentum 0.9",
+                    help="more cnnc flags (default: %(default)s)")
+    args = ap.parse_args(argv)
+    os.makedirs(args.work, exist_ok=True)
+    onnx = os.path.join(args.work, args.model + ".onnx")
+    cache = os.path.join(args.work, "object-cache")
+    shutil.rmtree(cache, ignore_errors=True)
+    exe = os.path.join(args.work, "out", "train")
+    os.makedirs(os.path.dirname(exe), exist_ok=True)
+    base = dict(os.environ, CNNC_OBJECT_CACHE=cache)
+    base.pop("CNNC_NVCC_SPLIT", None)
+    if args.jobs:
+        base["CNNC_NVCC_JOBS"] = str(args.jobs)
+    print("cores:", os.cpu_count(), "| cnnc:", args.cnnc, flush=True)
+    export(args.model, args.batch, onnx, seed=0)
+    runs = [("one nvcc", {"CNNC_NVCC_SPLIT": "0", "CNNC_OBJECT_CACHE": "off"}, 0.01, None),
+            ("cold", {}, 0.01, None), ("unchanged", {}, 0.01, None),
+            ("weights changed", {}, 0.01, 1), ("lr changed", {}, 0.05, None)]
+    rows = []
+    for label, env, lr, seed in runs:
+        if seed is not None:
+            export(args.model, args.batch, onnx, seed=seed)
+        cmd = [args.cnnc, onnx, "--train", "--lr", str(lr), "-o", exe,
+               "--mlir-timing"] + args.flags.split()
+        t0 = time.time()
+        p = subprocess.run(cmd, capture_output=True, text=True, env=dict(base, **env))
+        wall = time.time() - t0
+        if p.returncode:
+            print(p.stderr[-3000:], flush=True)
+            rows.append({"run": label, "error": "exit %d" % p.returncode})
+            continue
+        stages, units = parse_timing(p.stderr)
+        row = {"run": label, "wall_s": wall, "stages": stages, "units": units}
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    path = args.json or os.path.join(args.work, "compile_time.json")
+    with open(path, "w") as f:
+        json.dump({"model": args.model, "batch": args.batch, "cores": os.cpu_count(),
+                   "rows": rows}, f, indent=1)
+    print("\n| %s, %d cores | wall s | units compiled / cached | ONNX import s | "
+          "nvcc compile s | nvcc link s | rest s |" % (args.model, os.cpu_count()))
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        if "error" in r:
+            print("| %s | %s | | | | | |" % (r["run"], r["error"]))
+            continue
+        s = r["stages"]
+        known = sum(s.get(k, 0) for k in ("ONNX import", "nvcc compile", "nvcc link"))
+        u = r["units"]
+        print("| %s | %.2f | %s | %.2f | %.2f | %.2f | %.2f |" % (
+            r["run"], r["wall_s"], "%d / %d" % (u[1], u[2]) if u else "?",
+            s.get("ONNX import", 0), s.get("nvcc compile", 0), s.get("nvcc link", 0),
+            max(0.0, r["wall_s"] - known)))
+    print("JSON:", path)
+    return 0 if all("error" not in r for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
