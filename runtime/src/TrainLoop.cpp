@@ -304,7 +304,8 @@ bool resolveNormalization(const TrainFlags &f, const SampleSource &src,
 }
 
 int defaultWorkers(DataFormat f) {
-  if (f != DataFormat::ImageFolder && f != DataFormat::Npy)
+  if (f != DataFormat::ImageFolder && f != DataFormat::Npy &&
+      f != DataFormat::SegFolder)
     return 0;
   long n = sysconf(_SC_NPROCESSORS_ONLN);
   return static_cast<int>(std::max(1L, std::min(n, 16L)));
@@ -389,8 +390,90 @@ std::string progressJson(const Progress &p) {
   return s + "}";
 }
 
+void beginDenseEval(int numClasses, EvalResult &e) {
+  e.numClasses = numClasses;
+  e.confusion.assign(static_cast<size_t>(numClasses) * numClasses, 0);
+}
+
+void accumulateConfusion(const float *logits, bool channelsLast, int H, int W,
+                         const int32_t *labels, int64_t ignoreIndex,
+                         EvalResult &e) {
+  const int C = e.numClasses;
+  const size_t plane = static_cast<size_t>(H) * W;
+  for (size_t p = 0; p < plane; ++p) {
+    int32_t t = labels[p];
+    if (t == ignoreIndex || t < 0 || t >= C)
+      continue;
+    // The first maximum, as torch.argmax; a NaN wins (torch.argmax
+    // treats NaN as the maximum).
+    int best = 0;
+    float bv = channelsLast ? logits[p * C] : logits[p];
+    for (int c = 1; c < C && !std::isnan(bv); ++c) {
+      float v = channelsLast ? logits[p * C + c] : logits[c * plane + p];
+      if (v > bv || std::isnan(v)) {
+        bv = v;
+        best = c;
+      }
+    }
+    ++e.confusion[static_cast<size_t>(t) * C + best];
+  }
+  ++e.total;
+}
+
+double meanIoU(const EvalResult &e, std::vector<double> *perClass) {
+  const int C = e.numClasses;
+  double sum = 0;
+  int valid = 0;
+  if (perClass)
+    perClass->assign(C, std::nan(""));
+  for (int c = 0; c < C; ++c) {
+    int64_t tp = e.confusion[static_cast<size_t>(c) * C + c], row = 0, col = 0;
+    for (int k = 0; k < C; ++k) {
+      row += e.confusion[static_cast<size_t>(c) * C + k];
+      col += e.confusion[static_cast<size_t>(k) * C + c];
+    }
+    int64_t uni = row + col - tp;
+    if (uni <= 0)
+      continue;
+    double iou = static_cast<double>(tp) / static_cast<double>(uni);
+    if (perClass)
+      (*perClass)[c] = iou;
+    sum += iou;
+    ++valid;
+  }
+  return valid ? sum / valid : std::nan("");
+}
+
+double pixelAccuracy(const EvalResult &e) {
+  int64_t all = 0, diag = 0;
+  for (int c = 0; c < e.numClasses; ++c)
+    diag += e.confusion[static_cast<size_t>(c) * e.numClasses + c];
+  for (int64_t v : e.confusion)
+    all += v;
+  return all ? static_cast<double>(diag) / static_cast<double>(all)
+             : std::nan("");
+}
+
+namespace {
+int64_t pixelsOf(const EvalResult &e) {
+  int64_t all = 0;
+  for (int64_t v : e.confusion)
+    all += v;
+  return all;
+}
+} // namespace
+
 std::string evalLine(const EvalResult &e) {
   char buf[512];
+  if (e.dense()) {
+    std::snprintf(buf, sizeof(buf),
+                  "eval step %lld epoch %.2f: mIoU %.2f%% pixel acc %.2f%% "
+                  "(%lld pixels, %lld images)",
+                  static_cast<long long>(e.step), e.epoch, 100.0 * meanIoU(e),
+                  100.0 * pixelAccuracy(e), static_cast<long long>(pixelsOf(e)),
+                  static_cast<long long>(e.total));
+    return buf;
+  }
   double n = std::max<int64_t>(e.total, 1);
   std::snprintf(buf, sizeof(buf),
                 "eval step %lld epoch %.2f: top-1 %.2f%% (%lld/%lld) top-5 "
@@ -403,6 +486,20 @@ std::string evalLine(const EvalResult &e) {
 }
 
 std::string evalJson(const EvalResult &e) {
+  if (e.dense()) {
+    std::vector<double> iou;
+    double m = meanIoU(e, &iou);
+    std::string per = "[";
+    for (size_t c = 0; c < iou.size(); ++c)
+      per += (c ? ", " : "") + jsonNumber(iou[c]);
+    return "{\"type\": \"eval\", \"step\": " + std::to_string(e.step) +
+           ", \"epoch\": " + jsonNumber(e.epoch) +
+           ", \"images\": " + std::to_string(e.total) +
+           ", \"pixels\": " + std::to_string(pixelsOf(e)) +
+           ", \"miou\": " + jsonNumber(m) +
+           ", \"pixel_acc\": " + jsonNumber(pixelAccuracy(e)) +
+           ", \"iou\": " + per + "]}";
+  }
   double n = std::max<int64_t>(e.total, 1);
   return "{\"type\": \"eval\", \"step\": " + std::to_string(e.step) +
          ", \"epoch\": " + jsonNumber(e.epoch) +
@@ -488,7 +585,13 @@ std::string doneLine(const RunSummary &s) {
                 s.startupSeconds,
                 static_cast<long long>(std::llround(s.meanImagesPerSecond)),
                 static_cast<long long>(s.peakGpuMiB));
-  return buf;
+  std::string line = buf;
+  if (!std::isnan(s.miou) || !std::isnan(s.pixelAcc)) {
+    std::snprintf(buf, sizeof(buf), ", mIoU %.2f%% pixel acc %.2f%%",
+                  100.0 * s.miou, 100.0 * s.pixelAcc);
+    line += buf;
+  }
+  return line;
 }
 
 std::string dataParallelLine(const RunSummary &s) {
@@ -527,7 +630,12 @@ std::string doneJson(const RunSummary &s) {
          ", \"mean_img_per_s\": " + jsonNumber(s.meanImagesPerSecond) +
          ", \"peak_gpu_mib\": " + std::to_string(s.peakGpuMiB) +
          ", \"world_size\": " + std::to_string(s.worldSize) +
-         ", \"steady_img_per_s_per_rank\": " + perRank + "}";
+         ", \"steady_img_per_s_per_rank\": " + perRank +
+         (std::isnan(s.miou) && std::isnan(s.pixelAcc)
+              ? std::string()
+              : ", \"miou\": " + jsonNumber(s.miou) +
+                    ", \"pixel_acc\": " + jsonNumber(s.pixelAcc)) +
+         "}";
 }
 
 void accumulateTopK(const float *logits, int numClasses, int label,

@@ -29,7 +29,7 @@ expect() { # expect "MESSAGE" ARGS...: exit 1 and exactly the one line
 expect "cnnrt: cannot open dataset $dir/none: No such file or directory" \
   --data "$dir/none"
 mkdir "$dir/empty"
-expect "cnnrt: cannot tell the format of dataset directory $dir/empty: expected data_batch_*.bin/test_batch.bin (CIFAR-10), train_x.npy/train_y.npy (npy), or class folders (ImageFolder)" \
+expect "cnnrt: cannot tell the format of dataset directory $dir/empty: expected data_batch_*.bin/test_batch.bin (CIFAR-10), train_x.npy/train_y.npy (npy), class folders (ImageFolder), or images/ and masks/ (SegFolder)" \
   --data "$dir/empty"
 mkdir -p "$dir/folder/a"
 expect "cnnrt: no .jpg/.jpeg/.png images in class folder $dir/folder/a" \

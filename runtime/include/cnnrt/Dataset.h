@@ -166,13 +166,27 @@ public:
   /// What the data is ("ImageFolder DIR: 1000 classes, 1281167 images").
   virtual std::string describe() const = 0;
   /// Writes sample `index` (C*H*W elements of type()) and its label.
-  /// `augmentSeed` drives the random training transform (if any).
+  /// `augmentSeed` drives the random training transform (if any). A dense
+  /// source (labelH > 0) has no single label: its get() is an error.
   virtual bool get(int64_t index, uint64_t augmentSeed, void *out,
                    int32_t &label, std::string &err) const = 0;
+  /// Writes sample `index` and its labelsPerSample() labels (one per image,
+  /// or a labelH x labelW mask, row-major, transformed as the image). The
+  /// loaders read every source through this.
+  virtual bool getSample(int64_t index, uint64_t augmentSeed, void *out,
+                         int32_t *labels, std::string &err) const {
+    return get(index, augmentSeed, out, labels[0], err);
+  }
   /// The mean/std this format is normalized with unless flags say otherwise
   /// (ImageFolder: ImageNet's; the others: identity, as before).
   virtual Normalization defaultNormalization() const { return {}; }
   int C = 0, H = 0, W = 0;
+  /// Per-pixel labels (dense prediction): labelH x labelW per sample, whose
+  /// values are classes or the model's ignore_index. 0: one label per image.
+  int labelH = 0, labelW = 0;
+  size_t labelsPerSample() const {
+    return labelH > 0 ? static_cast<size_t>(labelH) * labelW : 1;
+  }
   size_t sampleBytes() const {
     return static_cast<size_t>(C) * H * W * (type() == SampleType::U8 ? 1 : 4);
   }
@@ -188,6 +202,12 @@ struct SourceOptions {
   std::string labels;     ///< labels .npy for an images .npy in `spec`
   bool augment = true;    ///< ImageFolder train split: RandomResizedCrop+flip
   double cropPct = 0.875; ///< eval: Resize(int(size / cropPct)) + CenterCrop
+  /// The step's label tensor is N x labelH x labelW (dense prediction):
+  /// .npy labels must be N x H x W and a directory may hold images/ and
+  /// masks/ (see openSource). 0: one label per image.
+  int labelH = 0, labelW = 0;
+  /// Dense labels: a value that is not a class must be this.
+  int64_t ignoreIndex = -100;
 };
 
 /// What `spec` is, recognized from the path:
@@ -195,8 +215,18 @@ struct SourceOptions {
 ///   DIR with train_x.npy/train_y.npy (val_x.npy/val_y.npy for Test);
 ///   DIR with data_batch_*.bin/test_batch.bin, or any other FILE: CIFAR-10;
 ///   DIR with train/ (and val/) class folders, or DIR of class folders:
-///   ImageFolder.
-enum class DataFormat { Synthetic, Cifar, Npy, ImageFolder, Unknown };
+///   ImageFolder;
+///   DIR with images/ and masks/ (or train/images, train/masks and
+///   val/images, val/masks): SegFolder, an image and its PNG mask of the
+///   same stem (dense prediction).
+enum class DataFormat {
+  Synthetic,
+  Cifar,
+  Npy,
+  ImageFolder,
+  SegFolder,
+  Unknown
+};
 DataFormat detectFormat(const std::string &spec);
 const char *formatName(DataFormat f);
 
@@ -261,7 +291,10 @@ public:
   const SampleSource &source() const { return src_; }
   int batch() const { return opt_.batch; }
   size_t batchBytes() const { return opt_.batch * src_.sampleBytes(); }
-  /// Next batch as stored (batch * C*H*W of source().type()) + labels.
+  /// int32 labels per batch: batch * source().labelsPerSample().
+  size_t batchLabels() const { return opt_.batch * src_.labelsPerSample(); }
+  /// Next batch as stored (batch * C*H*W of source().type()) + labels
+  /// (batchLabels() of them).
   /// False (with err naming the file) when a sample cannot be read.
   bool next(void *images, int32_t *labels, std::string &err);
   /// Next batch as normalized float32 (what the GPU's input conversion

@@ -46,6 +46,13 @@ bool readFileBytes(const std::string &path, std::vector<uint8_t> &out,
 bool decodeImage(const uint8_t *data, size_t size, const std::string &path,
                  Image &out, std::string &err);
 
+/// Decodes a segmentation mask: a PNG whose 8-bit values are class indices,
+/// grayscale (the values) or palette (the indices, not the colours: VOC's
+/// masks). Out: C = 1. Other PNGs (RGB, 16-bit) and JPEGs (lossy: their
+/// values are not indices) are errors naming the file.
+bool decodeMask(const uint8_t *data, size_t size, const std::string &path,
+                Image &out, std::string &err);
+
 /// A rectangle in source pixel coordinates (may be fractional).
 struct CropBox {
   double x = 0, y = 0, w = 0, h = 0;
@@ -82,6 +89,10 @@ void resampleToCHW(const Image &src, const CropBox &box, bool clipToBox,
 bool encodeJPEG(const Image &img, int quality, std::vector<uint8_t> &out,
                 std::string &err);
 bool encodePNG(const Image &img, std::vector<uint8_t> &out, std::string &err);
+/// A mask (C = 1, class indices) as a palette PNG (an arbitrary colour per
+/// index, as VOC's) or, with !palette, an 8-bit grayscale PNG.
+bool encodeMaskPNG(const Image &mask, bool palette, std::vector<uint8_t> &out,
+                   std::string &err);
 
 } // namespace cnnrt
 

@@ -14,6 +14,7 @@
 
 #include "cnnrt/Dataset.h"
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -180,6 +181,9 @@ struct RunSummary {
   double meanImagesPerSecond = 0;   ///< whole run, all ranks
   int64_t peakGpuMiB = 0;
   int worldSize = 1;
+  /// The last validation of a dense model (NaN: none): the done line ends
+  /// with ", mIoU X% pixel acc Y%" and the JSON has "miou", "pixel_acc".
+  double miou = std::nan(""), pixelAcc = std::nan("");
   /// Per rank (world size > 1): steady (empty when !hasSteady) and whole-run
   /// img/s, start-up seconds.
   std::vector<double> steadyPerRank, meanPerRank, startupPerRank;
@@ -197,15 +201,43 @@ std::string dataParallelLine(const RunSummary &s);
 /// "world_size", "steady_img_per_s_per_rank" (null without)}.
 std::string doneJson(const RunSummary &s);
 
-/// One validation result.
+/// One validation result. A dense-prediction model (per-pixel labels)
+/// fills `confusion` instead of top1/top5.
 struct EvalResult {
   int64_t step = 0;
   double epoch = 0;
   int64_t total = 0, top1 = 0, top5 = 0;
+  /// Dense prediction: numClasses x numClasses counts [target][prediction]
+  /// over the pixels whose target is a class (cnnc.confusion_matrix); empty
+  /// for a classifier.
+  int numClasses = 0;
+  std::vector<int64_t> confusion;
+  bool dense() const { return numClasses > 0; }
 };
-/// "eval step 20 epoch 1.25: top-1 93.27% (277/297) top-5 99.66% (296/297)"
+/// "eval step 20 epoch 1.25: top-1 93.27% (277/297) top-5 99.66% (296/297)";
+/// dense: "eval step 20 epoch 1.25: mIoU 41.52% pixel acc 87.10%
+/// (24576 pixels, 6 images)".
 std::string evalLine(const EvalResult &e);
+/// {"type": "eval", "step", "epoch", "images", "top1", "top5", ...}; dense:
+/// {"type": "eval", "step", "epoch", "images", "pixels", "miou",
+/// "pixel_acc", "iou": [per class, null where absent]}.
 std::string evalJson(const EvalResult &e);
+
+/// Starts a dense evaluation of `numClasses` classes (zeroed confusion).
+void beginDenseEval(int numClasses, EvalResult &e);
+/// Adds one image's pixels to e.confusion: `logits` C x H x W (or H x W x C
+/// when `channelsLast`), the prediction the first arg-max over C (as
+/// torch.argmax); `labels` H x W. Pixels labelled ignoreIndex are left
+/// out; every other label is a class (the loaders check). Counts the image.
+void accumulateConfusion(const float *logits, bool channelsLast, int H, int W,
+                         const int32_t *labels, int64_t ignoreIndex,
+                         EvalResult &e);
+/// As cnnc.miou: IoU_c = TP / (TP + FP + FN) from the confusion matrix;
+/// classes absent from target and prediction are NaN and out of the mean
+/// (NaN when all are). Pixel accuracy: the diagonal over all counted
+/// pixels (NaN without any).
+double meanIoU(const EvalResult &e, std::vector<double> *perClass = nullptr);
+double pixelAccuracy(const EvalResult &e);
 
 /// Adds one row of logits to `e` (top-5 when there are >= 5 classes, else
 /// top-numClasses). Ties count against the label (a label is in the top k

@@ -139,6 +139,71 @@ bool decodeImage(const uint8_t *data, size_t size, const std::string &path,
 #endif
 }
 
+bool decodeMask(const uint8_t *data, size_t size, const std::string &path,
+                Image &out, std::string &err) {
+  static const uint8_t kPng[] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
+  if (size < 8 || std::memcmp(data, kPng, 8) != 0) {
+    err = "mask " + path +
+          " is not a PNG file (masks are 8-bit grayscale or palette PNGs "
+          "of class indices)";
+    return false;
+  }
+#if CNNRT_HAVE_IMAGE_DECODERS
+  png_image img;
+  std::memset(&img, 0, sizeof(img));
+  img.version = PNG_IMAGE_VERSION;
+  if (!png_image_begin_read_from_memory(&img, data, size)) {
+    err = "corrupt PNG " + path + ": " + img.message;
+    png_image_free(&img);
+    return false;
+  }
+  if (img.width == 0 || img.height == 0 ||
+      int64_t(img.width) * img.height > kMaxPixels) {
+    err = "corrupt PNG " + path + ": implausible size";
+    png_image_free(&img);
+    return false;
+  }
+  const bool colormap = img.format & PNG_FORMAT_FLAG_COLORMAP;
+  if (!colormap &&
+      (img.format & (PNG_FORMAT_FLAG_COLOR | PNG_FORMAT_FLAG_LINEAR))) {
+    err = "mask " + path + " is " +
+          ((img.format & PNG_FORMAT_FLAG_LINEAR) ? "a 16-bit" : "an RGB") +
+          " PNG; masks are 8-bit grayscale or palette PNGs whose values are "
+          "class indices";
+    png_image_free(&img);
+    return false;
+  }
+  out.W = static_cast<int>(img.width);
+  out.H = static_cast<int>(img.height);
+  out.C = 1;
+  out.pixels.resize(static_cast<size_t>(out.W) * out.H);
+  std::vector<uint8_t> colours;
+  bool ok;
+  if (colormap) {
+    // A palette PNG read into a colour-mapped format keeps its indices
+    // (libpng's PNG_CMAP_NONE); only the colours could be converted.
+    img.format = PNG_FORMAT_RGBA_COLORMAP;
+    colours.resize(PNG_IMAGE_COLORMAP_SIZE(img));
+    ok = png_image_finish_read(&img, nullptr, out.pixels.data(), 0,
+                               colours.data());
+  } else {
+    img.format = PNG_FORMAT_GRAY;
+    ok = png_image_finish_read(&img, nullptr, out.pixels.data(), 0, nullptr);
+  }
+  if (!ok) {
+    err = "corrupt PNG " + path + ": " + img.message;
+    png_image_free(&img);
+    return false;
+  }
+  return true;
+#else
+  err = "cannot decode " + path +
+        ": this runtime was built without libpng "
+        "(apt install libpng-dev and rebuild)";
+  return false;
+#endif
+}
+
 CropBox randomResizedCrop(int W, int H, std::mt19937_64 &rng, double scaleMin,
                           double scaleMax, double ratioMin, double ratioMax) {
   double area = static_cast<double>(W) * H;
@@ -369,6 +434,50 @@ bool encodePNG(const Image &img, std::vector<uint8_t> &out, std::string &err) {
   return true;
 #else
   (void)img, (void)out;
+  err = "built without libpng";
+  return false;
+#endif
+}
+
+bool encodeMaskPNG(const Image &mask, bool palette, std::vector<uint8_t> &out,
+                   std::string &err) {
+#if CNNRT_HAVE_IMAGE_DECODERS
+  png_image p;
+  std::memset(&p, 0, sizeof(p));
+  p.version = PNG_IMAGE_VERSION;
+  p.width = mask.W;
+  p.height = mask.H;
+  std::vector<uint8_t> colours;
+  if (palette) {
+    // Colours unrelated to the indices: a reader must not use them.
+    p.format = PNG_FORMAT_RGB_COLORMAP;
+    p.colormap_entries = 256;
+    colours.resize(3 * 256);
+    for (int i = 0; i < 256; ++i) {
+      colours[3 * i] = static_cast<uint8_t>(i * 37 + 11);
+      colours[3 * i + 1] = static_cast<uint8_t>(255 - i);
+      colours[3 * i + 2] = static_cast<uint8_t>(i * 91);
+    }
+  } else {
+    p.format = PNG_FORMAT_GRAY;
+  }
+  const void *cmap = palette ? colours.data() : nullptr;
+  png_alloc_size_t size = 0;
+  if (!png_image_write_to_memory(&p, nullptr, &size, 0, mask.pixels.data(), 0,
+                                 cmap)) {
+    err = std::string("PNG encoding failed: ") + p.message;
+    return false;
+  }
+  out.resize(size);
+  if (!png_image_write_to_memory(&p, out.data(), &size, 0, mask.pixels.data(),
+                                 0, cmap)) {
+    err = std::string("PNG encoding failed: ") + p.message;
+    return false;
+  }
+  out.resize(size);
+  return true;
+#else
+  (void)mask, (void)palette, (void)out;
   err = "built without libpng";
   return false;
 #endif

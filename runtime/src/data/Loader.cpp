@@ -47,7 +47,7 @@ StreamLoader::StreamLoader(const SampleSource &src, const LoaderOptions &o)
   slots_.resize(opt_.prefetch);
   for (Slot &s : slots_) {
     s.images.resize(batchBytes());
-    s.labels.resize(opt_.batch);
+    s.labels.resize(batchLabels());
     s.samples.resize(opt_.batch);
     s.epochs.resize(opt_.batch);
   }
@@ -125,12 +125,12 @@ void StreamLoader::plan(Slot &s) {
 void StreamLoader::fill(Slot &s, int row) {
   std::string err;
   size_t bytes = src_.sampleBytes();
-  int32_t label = 0;
-  bool ok = src_.get(s.samples[row],
-                     augmentSeed(opt_.seed, s.epochs[row], s.samples[row]),
-                     s.images.data() + row * bytes, label, err);
+  // Each row owns its slice of the labels: no lock needed to write it.
+  const size_t lps = src_.labelsPerSample();
+  bool ok = src_.getSample(
+      s.samples[row], augmentSeed(opt_.seed, s.epochs[row], s.samples[row]),
+      s.images.data() + row * bytes, s.labels.data() + row * lps, err);
   std::lock_guard<std::mutex> lock(mu_);
-  s.labels[row] = label;
   if (!ok && !s.failed) {
     s.failed = true;
     s.err = err;
@@ -168,7 +168,7 @@ bool StreamLoader::next(void *images, int32_t *labels, std::string &err) {
     return false;
   }
   std::memcpy(images, s.images.data(), batchBytes());
-  std::memcpy(labels, s.labels.data(), opt_.batch * sizeof(int32_t));
+  std::memcpy(labels, s.labels.data(), batchLabels() * sizeof(int32_t));
   consumed_ += opt_.batch;
   std::lock_guard<std::mutex> lock(mu_);
   plan(s);

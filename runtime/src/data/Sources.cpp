@@ -209,6 +209,144 @@ private:
   int resizeShorter_;
 };
 
+//===--- SegFolder: images/ and masks/ side by side -----------------------===//
+
+/// The stem of a file name: the name without its last extension.
+std::string stemOf(const std::string &name) {
+  size_t dot = name.rfind('.');
+  return dot == std::string::npos ? name : name.substr(0, dot);
+}
+
+/// Dense prediction from DIR/images/<stem>.jpg|png and DIR/masks/<stem>.png.
+/// Training: one crop box and flip drawn per sample (RandomResizedCrop with
+/// scale (0.25, 1)), applied to the image (antialiased bilinear, as
+/// ImageFolder) and to the mask (nearest: a class index is not averaged).
+/// Evaluation: the whole image resized to the model's size, the mask by
+/// nearest neighbour to the label tensor's.
+class SegFolderSource final : public SampleSource {
+public:
+  SegFolderSource(std::string dir,
+                  std::vector<std::pair<std::string, std::string>> samples,
+                  const SourceOptions &o, bool train)
+      : dir_(std::move(dir)), samples_(std::move(samples)),
+        train_(train && o.augment), classes_(o.numClasses),
+        ignoreIndex_(o.ignoreIndex) {
+    C = o.C;
+    H = o.H;
+    W = o.W;
+    labelH = o.labelH;
+    labelW = o.labelW;
+  }
+  int64_t size() const override {
+    return static_cast<int64_t>(samples_.size());
+  }
+  int numClasses() const override { return classes_; }
+  Normalization defaultNormalization() const override {
+    return C == 3 ? Normalization::imagenet() : Normalization{};
+  }
+  std::string describe() const override {
+    return "SegFolder " + dir_ + ": " + std::to_string(samples_.size()) +
+           " images with masks, " +
+           (train_
+                ? "RandomResizedCrop(scale 0.25-1)+flip"
+                : "resize to " + std::to_string(H) + "x" + std::to_string(W)) +
+           " (masks: nearest)";
+  }
+  bool get(int64_t, uint64_t, void *, int32_t &,
+           std::string &err) const override {
+    err = "SegFolder " + dir_ +
+          " has per-pixel labels (masks), not one "
+          "label per image";
+    return false;
+  }
+  bool getSample(int64_t i, uint64_t seed, void *out, int32_t *labels,
+                 std::string &err) const override {
+    const auto &[imagePath, maskPath] = samples_[i];
+    std::vector<uint8_t> bytes;
+    Image img, mask;
+    if (!readFileBytes(imagePath, bytes, err) ||
+        !decodeImage(bytes.data(), bytes.size(), imagePath, img, err) ||
+        !readFileBytes(maskPath, bytes, err) ||
+        !decodeMask(bytes.data(), bytes.size(), maskPath, mask, err))
+      return false;
+    if (mask.W != img.W || mask.H != img.H) {
+      err = "mask " + maskPath + " is " + std::to_string(mask.W) + "x" +
+            std::to_string(mask.H) + " but its image " + imagePath + " is " +
+            std::to_string(img.W) + "x" + std::to_string(img.H) +
+            " (width x height)";
+      return false;
+    }
+    for (size_t k = 0; k < mask.pixels.size(); ++k) {
+      int v = mask.pixels[k];
+      if (v >= classes_ && v != ignoreIndex_) {
+        err = "mask " + maskPath + ": label " + std::to_string(v) + " at (y " +
+              std::to_string(k / mask.W) + ", x " + std::to_string(k % mask.W) +
+              ") is not a class in [0, " + std::to_string(classes_) +
+              ") nor the ignore_index " + std::to_string(ignoreIndex_);
+        return false;
+      }
+    }
+    CropBox box{0, 0, static_cast<double>(img.W), static_cast<double>(img.H)};
+    bool flip = false;
+    if (train_) {
+      std::mt19937_64 rng(seed);
+      box = randomResizedCrop(img.W, img.H, rng, 0.25, 1.0);
+      flip = std::uniform_int_distribution<int>(0, 1)(rng) == 1;
+    }
+    resampleToCHW(img, box, /*clipToBox=*/true, W, H, flip, C,
+                  static_cast<uint8_t *>(out));
+    nearestMask(mask, box, flip, labelW, labelH, labels);
+    return true;
+  }
+
+  /// The mask pixel under each output pixel's centre (x mirrored by flip).
+  static void nearestMask(const Image &mask, const CropBox &box, bool flip,
+                          int outW, int outH, int32_t *labels) {
+    for (int y = 0; y < outH; ++y) {
+      int sy = static_cast<int>(std::floor(box.y + (y + 0.5) * box.h / outH));
+      sy = std::min(std::max(sy, 0), mask.H - 1);
+      for (int x = 0; x < outW; ++x) {
+        int ox = flip ? outW - 1 - x : x;
+        int sx =
+            static_cast<int>(std::floor(box.x + (ox + 0.5) * box.w / outW));
+        sx = std::min(std::max(sx, 0), mask.W - 1);
+        labels[static_cast<size_t>(y) * outW + x] = mask.at(sy, sx, 0);
+      }
+    }
+  }
+
+private:
+  std::string dir_;
+  std::vector<std::pair<std::string, std::string>> samples_;
+  bool train_;
+  int classes_;
+  int64_t ignoreIndex_;
+};
+
+/// DIR/images/* (sorted) paired with DIR/masks/<stem>.png.
+bool scanSegFolder(const std::string &dir,
+                   std::vector<std::pair<std::string, std::string>> &samples,
+                   std::string &err) {
+  std::vector<std::string> names;
+  if (!listDir(dir + "/images", names, err))
+    return false;
+  for (const std::string &n : names) {
+    if (!isImageName(n) || !isFile(dir + "/images/" + n))
+      continue;
+    std::string mask = dir + "/masks/" + stemOf(n) + ".png";
+    if (!isFile(mask)) {
+      err = "image " + dir + "/images/" + n + " has no mask " + mask;
+      return false;
+    }
+    samples.emplace_back(dir + "/images/" + n, mask);
+  }
+  if (samples.empty()) {
+    err = "no .jpg/.jpeg/.png images in " + dir + "/images";
+    return false;
+  }
+  return true;
+}
+
 //===--- .npy (memory-mapped) ---------------------------------------------===//
 
 struct MappedNpy {
@@ -359,11 +497,49 @@ public:
   bool nhwc = false, f32 = false;
   int classes = 0;
 
+  /// Per-pixel labels (labelH > 0): the N x srcH x srcW array, resized to
+  /// labelH x labelW by the images' nearest-neighbour rule.
+  bool dense = false;
+
   int64_t size() const override { return images->shape[0]; }
   SampleType type() const override {
     return f32 ? SampleType::F32 : SampleType::U8;
   }
   int numClasses() const override { return classes; }
+  int64_t labelAt(size_t k) const {
+    const std::string &t = labelFile->descr;
+    if (t == "<i8") {
+      int64_t v;
+      std::memcpy(&v, labelFile->data + 8 * k, 8);
+      return v;
+    }
+    if (t == "<i4") {
+      int32_t v;
+      std::memcpy(&v, labelFile->data + 4 * k, 4);
+      return v;
+    }
+    return labelFile->data[k];
+  }
+  bool getSample(int64_t i, uint64_t seed, void *out, int32_t *labels,
+                 std::string &err) const override {
+    if (!dense)
+      return get(i, seed, out, labels[0], err);
+    int32_t unused;
+    get(i, seed, out, unused, err);
+    size_t base = static_cast<size_t>(i) * srcH * srcW;
+    for (int y = 0; y < labelH; ++y) {
+      size_t sy = static_cast<size_t>(static_cast<int64_t>(y) * srcH / labelH);
+      for (int x = 0; x < labelW; ++x) {
+        size_t sx =
+            static_cast<size_t>(static_cast<int64_t>(x) * srcW / labelW);
+        // Checked when the file was opened: a class or the ignore_index
+        // (which fits an int32: SourceOptions' check).
+        labels[static_cast<size_t>(y) * labelW + x] =
+            static_cast<int32_t>(labelAt(base + sy * srcW + sx));
+      }
+    }
+    return true;
+  }
   std::string describe() const override {
     return "npy " + images->path + " (" + (nhwc ? "NHWC" : "NCHW") + " " +
            (f32 ? "float32" : "uint8") + ", " + std::to_string(size()) +
@@ -371,7 +547,7 @@ public:
   }
   bool get(int64_t i, uint64_t, void *out, int32_t &label,
            std::string &) const override {
-    label = labels[i];
+    label = dense ? 0 : labels[i];
     size_t item = f32 ? 4 : 1;
     const uint8_t *img =
         images->data + static_cast<size_t>(i) * srcC * srcH * srcW * item;
@@ -412,6 +588,57 @@ public:
     return true;
   }
 };
+
+std::string shapeText(const std::vector<int64_t> &d) {
+  std::string sh;
+  for (int64_t v : d)
+    sh += (sh.empty() ? "" : ", ") + std::to_string(v);
+  return "(" + sh + (d.size() == 1 ? ",)" : ")");
+}
+
+/// Per-pixel labels: N x H x W, the images' N, H and W (they are resized
+/// together), every value a class or the ignore_index.
+bool finishDenseNpy(std::unique_ptr<NpySource> s, const std::string &imagesPath,
+                    const std::string &labelsPath, const SourceOptions &o,
+                    std::unique_ptr<SampleSource> &out, std::string &err) {
+  const MappedNpy &lb = *s->labelFile;
+  const int64_t n = s->images->shape[0];
+  if (lb.shape.size() != 3 || lb.shape[0] != n || lb.shape[1] != s->srcH ||
+      lb.shape[2] != s->srcW) {
+    err = "labels " + labelsPath + " have shape " + shapeText(lb.shape) +
+          " but the step expects per-pixel labels (" + std::to_string(n) +
+          ", " + std::to_string(s->srcH) + ", " + std::to_string(s->srcW) +
+          ") for the images " + imagesPath +
+          " (N x H x W, one class per pixel: the model's output is N x C x "
+          "H x W)";
+    return false;
+  }
+  s->dense = true;
+  const size_t total = static_cast<size_t>(n) * s->srcH * s->srcW;
+  for (size_t k = 0; k < total; ++k) {
+    int64_t v = s->labelAt(k);
+    if (v == o.ignoreIndex)
+      continue;
+    if (v < 0 || v >= o.numClasses) {
+      size_t plane = static_cast<size_t>(s->srcH) * s->srcW;
+      err = "label " + std::to_string(v) + " is not a class in [0, " +
+            std::to_string(o.numClasses) + ") nor the ignore_index " +
+            std::to_string(o.ignoreIndex) + ": " + labelsPath + " at (" +
+            std::to_string(k / plane) + ", " +
+            std::to_string(k % plane / s->srcW) + ", " +
+            std::to_string(k % s->srcW) + ")";
+      return false;
+    }
+    s->classes = std::max(s->classes, static_cast<int>(v) + 1);
+  }
+  s->C = o.C;
+  s->H = o.H;
+  s->W = o.W;
+  s->labelH = o.labelH;
+  s->labelW = o.labelW;
+  out = std::move(s);
+  return true;
+}
 
 bool openNpy(const std::string &imagesPath, const std::string &labelsPath,
              const SourceOptions &o, std::unique_ptr<SampleSource> &out,
@@ -468,18 +695,20 @@ bool openNpy(const std::string &imagesPath, const std::string &labelsPath,
           imagesPath + " to " + std::to_string(o.C) + " channels";
     return false;
   }
+  if (lb.descr != "<i8" && lb.descr != "<i4" && lb.descr != "|u1" &&
+      lb.descr != "u1" && lb.descr != "<u1") {
+    err = "labels " + labelsPath + " have dtype '" + lb.descr +
+          "' (expected int64, int32 or uint8)";
+    return false;
+  }
+  if (o.labelH > 0)
+    return finishDenseNpy(std::move(s), imagesPath, labelsPath, o, out, err);
   if (lb.shape.size() != 1 || lb.shape[0] != d[0]) {
     err = "labels " + labelsPath + " have " +
           (lb.shape.size() == 1 ? std::to_string(lb.shape[0]) + " entries"
                                 : std::to_string(lb.shape.size()) + " dims") +
           " but " + imagesPath + " has " + std::to_string(d[0]) +
           " images (expected a 1-D array of one label per image)";
-    return false;
-  }
-  if (lb.descr != "<i8" && lb.descr != "<i4" && lb.descr != "|u1" &&
-      lb.descr != "u1" && lb.descr != "<u1") {
-    err = "labels " + labelsPath + " have dtype '" + lb.descr +
-          "' (expected int64, int32 or uint8)";
     return false;
   }
   s->labels.resize(d[0]);
@@ -547,6 +776,8 @@ public:
     C = base.C;
     H = base.H;
     W = base.W;
+    labelH = base.labelH;
+    labelW = base.labelW;
   }
   int64_t size() const override {
     int64_t n = base_.size();
@@ -561,6 +792,10 @@ public:
   bool get(int64_t i, uint64_t seed, void *out, int32_t &label,
            std::string &err) const override {
     return base_.get(i * shards_ + shard_, seed, out, label, err);
+  }
+  bool getSample(int64_t i, uint64_t seed, void *out, int32_t *labels,
+                 std::string &err) const override {
+    return base_.getSample(i * shards_ + shard_, seed, out, labels, err);
   }
   Normalization defaultNormalization() const override {
     return base_.defaultNormalization();
@@ -617,6 +852,9 @@ DataFormat detectFormat(const std::string &spec) {
     return DataFormat::Unknown;
   if (isFile(spec + "/train_x.npy"))
     return DataFormat::Npy;
+  if ((isDir(spec + "/images") && isDir(spec + "/masks")) ||
+      (isDir(spec + "/train/images") && isDir(spec + "/train/masks")))
+    return DataFormat::SegFolder;
   if (hasCifarFiles(spec))
     return DataFormat::Cifar;
   if (hasSubdir(spec))
@@ -634,6 +872,8 @@ const char *formatName(DataFormat f) {
     return "npy";
   case DataFormat::ImageFolder:
     return "ImageFolder";
+  case DataFormat::SegFolder:
+    return "SegFolder";
   case DataFormat::Unknown:
     break;
   }
@@ -651,6 +891,8 @@ bool hasTestSplit(const std::string &spec) {
     return isDir(spec) && isFile(spec + "/val_x.npy");
   case DataFormat::ImageFolder:
     return isDir(spec + "/train") && isDir(spec + "/val");
+  case DataFormat::SegFolder:
+    return isDir(spec + "/val/images");
   default:
     return false;
   }
@@ -746,6 +988,39 @@ bool openSource(const std::string &spec, Split split, const SourceOptions &o,
         dir, std::move(classes), std::move(samples), o, split == Split::Train);
     return true;
   }
+  case DataFormat::SegFolder: {
+    bool splitDirs = isDir(spec + "/train/images");
+    std::string dir = spec;
+    if (splitDirs)
+      dir = spec + (split == Split::Train ? "/train" : "/val");
+    if (split == Split::Test && !(splitDirs && isDir(dir + "/images"))) {
+      err = "no validation split in " + spec + " (expected " + spec +
+            "/train/{images,masks} and " + spec + "/val/{images,masks})";
+      return false;
+    }
+    if (o.labelH <= 0) {
+      err = "SegFolder " + spec +
+            " holds masks (per-pixel labels) but the model takes one label "
+            "per image";
+      return false;
+    }
+    if (o.C != 1 && o.C != 3) {
+      err = "SegFolder images are RGB (or gray) but the model takes " +
+            std::to_string(o.C) + " channels";
+      return false;
+    }
+    if (!haveImageDecoders()) {
+      err = "SegFolder " + dir +
+            ": this runtime was built without libjpeg-turbo/libpng";
+      return false;
+    }
+    std::vector<std::pair<std::string, std::string>> samples;
+    if (!scanSegFolder(dir, samples, err))
+      return false;
+    out = std::make_unique<SegFolderSource>(dir, std::move(samples), o,
+                                            split == Split::Train);
+    return true;
+  }
   case DataFormat::Unknown:
     break;
   }
@@ -760,7 +1035,8 @@ bool openSource(const std::string &spec, Split split, const SourceOptions &o,
   }
   err = "cannot tell the format of dataset directory " + spec +
         ": expected data_batch_*.bin/test_batch.bin (CIFAR-10), "
-        "train_x.npy/train_y.npy (npy), or class folders (ImageFolder)";
+        "train_x.npy/train_y.npy (npy), class folders (ImageFolder), or "
+        "images/ and masks/ (SegFolder)";
   return false;
 }
 
