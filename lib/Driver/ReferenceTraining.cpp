@@ -167,7 +167,13 @@ LogicalResult openData(const DriverOptions &o, Compilation &c,
   d.C = imageType.getDimSize(1);
   d.H = imageType.getDimSize(2);
   d.W = imageType.getDimSize(3);
-  d.numClasses = classes;
+  // The sources keep the class count in an int (a count above 2^31-1
+  // wrapped to a negative one, and the synthetic labels overflowed).
+  if (classes < 1 || classes > std::numeric_limits<int32_t>::max())
+    return fail(c, "the model's output has " + Twine(classes) +
+                       " classes: the training data loader supports 1 to "
+                       "2^31-1");
+  d.numClasses = static_cast<int>(classes);
   d.batch = imageType.getDimSize(0);
   d.seed = o.seed;
   d.labels = o.labelsTensor;

@@ -147,7 +147,10 @@ void synthesizeImage(uint64_t seed, int64_t index, int C, int H, int W,
   for (int c = 0; c < C; ++c) {
     // Channel brightness that depends on the label (learnable even after
     // global average pooling).
-    int level = (label * 7 + c * 3) % numClasses * 72 / std::max(numClasses - 1, 1);
+    // In int64: label * 7 overflowed an int for a class count near 2^31.
+    int level = static_cast<int>((int64_t(label) * 7 + int64_t(c) * 3) %
+                                 numClasses * 72 /
+                                 std::max(numClasses - 1, 1));
     for (int y = 0; y < H; ++y) {
       // Class pattern: a bright band whose position depends on the label.
       bool band = ((static_cast<int64_t>(y) * numClasses) / H + c) % numClasses ==
