@@ -16,7 +16,8 @@
 // larger than the ceiling is not made (a user could not pass it either).
 // Bad input must fail with an error diagnostic; a crash, a sanitizer report
 // or a failure without a diagnostic is a finding. Both targets use the
-// structure-aware mutator of onnx-model with its shape-blowup mutations.
+// structure-aware mutator of onnx-model with its shape-blowup mutations and
+// its validity-keeping mutations (most mutants reach the interpreter).
 //
 //===----------------------------------------------------------------------===//
 #include "FuzzTarget.h"
@@ -30,13 +31,18 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/Timing.h"
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
+#include "llvm/Support/xxhash.h"
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fcntl.h>
 #include <string>
 #include <unistd.h>
+#include <unordered_set>
+#include <vector>
 
 using namespace mlir;
 using namespace cnnc;
@@ -127,13 +133,65 @@ bool makeInput(driver::Compilation &c, reference::Tensor &input) {
   return true; // no data input: bindArguments says so
 }
 #endif
+
+/// How far the inputs got (CNNC_FUZZ_STATS=1 prints it at exit): the share
+/// that reaches the interpreter measures the mutator (docs/robustness.md).
+struct Stages {
+  uint64_t inputs = 0, imported = 0, reached = 0, ran = 0;
+  ~Stages() {
+    if (std::getenv("CNNC_FUZZ_STATS"))
+      std::fprintf(stderr,
+                   "cnnc-fuzz stages: %llu inputs, %llu imported, %llu reached "
+                   "the interpreter, %llu ran without error\n",
+                   (unsigned long long)inputs, (unsigned long long)imported,
+                   (unsigned long long)reached, (unsigned long long)ran);
+  }
+} stages;
+
+/// Models that imported, by hash, and up to kPoolSize of them: most of the
+/// corpus (the coverage of hostile mutations) does not import, and a
+/// validity-keeping mutation of such a model still does not; so the mutator
+/// starts three times in four from a model that imported instead.
+struct ImportedPool {
+  static constexpr size_t kPoolSize = 512;
+  std::unordered_set<uint64_t> hashes;
+  std::vector<std::string> models;
+  static uint64_t hash(const uint8_t *data, size_t size) {
+    return llvm::xxh3_64bits(llvm::ArrayRef<uint8_t>(data, size));
+  }
+  void add(const uint8_t *data, size_t size, uint64_t random) {
+    if (!hashes.insert(hash(data, size)).second)
+      return;
+    std::string m(reinterpret_cast<const char *>(data), size);
+    if (models.size() < kPoolSize)
+      models.push_back(std::move(m));
+    else
+      models[random % kPoolSize] = std::move(m);
+  }
+} pool;
 } // namespace
 
 #if CNNC_FUZZ_STRUCTURED
 extern "C" size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size,
                                           size_t maxSize, unsigned seed) {
+  // CNNC_FUZZ_MUTATOR=hostile: session 22's mutator (no validity-keeping
+  // mutations, no pool), to compare the share of inputs reaching the
+  // interpreter.
+  static const bool keepValid = [] {
+    const char *m = std::getenv("CNNC_FUZZ_MUTATOR");
+    return !m || llvm::StringRef(m) != "hostile";
+  }();
+  if (keepValid && seed % 4 != 0 && !pool.models.empty() &&
+      !pool.hashes.count(ImportedPool::hash(data, size))) {
+    const std::string &m = pool.models[(seed / 4) % pool.models.size()];
+    if (m.size() <= maxSize) {
+      std::memcpy(data, m.data(), m.size());
+      size = m.size();
+    }
+  }
   fuzz::ONNXMutatorOptions options;
   options.shapeBlowup = true;
+  options.keepValid = keepValid;
   return fuzz::mutateONNXModel(data, size, maxSize, seed, options);
 }
 #endif
@@ -180,19 +238,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       std::abort();
     return succeeded(r);
   };
+  ++stages.inputs;
   if (!check(driver::loadInput(options, c)))
     return 0;
+  ++stages.imported;
+  pool.add(data, size, stages.inputs * 0x9E3779B97F4A7C15ull);
 #if CNNC_FUZZ_TRAIN
   if (!check(driver::buildTrainStep(options, c)))
     return 0;
-  check(driver::trainReference(options, c));
+  ++stages.reached;
+  if (check(driver::trainReference(options, c)))
+    ++stages.ran;
 #else
   reference::Tensor input;
   if (!makeInput(c, input))
     return 0;
+  ++stages.reached;
   FailureOr<reference::Tensor> output = driver::runForward(c, input);
   if (!check(output))
     return 0;
+  ++stages.ran;
   if (output->data.size() != size_t(output->numel()))
     std::abort(); // a result that does not hold its shape's elements
 #endif

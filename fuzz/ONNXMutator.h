@@ -20,6 +20,11 @@ struct ONNXMutatorOptions {
   /// output_padding, Resize scales/sizes, Pad pads, Expand/Reshape/Tile
   /// shapes, Concat's input count) set near 2^30..2^33, to 0 or to -1.
   bool shapeBlowup = false;
+  /// Five mutations in eight keep the model valid (op-aware attribute
+  /// values, consistent dims, supported ops inserted/deleted/swapped, dtypes
+  /// converted with their data), so that most mutants get past the importer;
+  /// the rest stay hostile (and byte-level).
+  bool keepValid = false;
 };
 
 /// LLVMFuzzerCustomMutator's contract: mutates `data` (`size` bytes, room for
