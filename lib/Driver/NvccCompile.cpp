@@ -166,6 +166,8 @@ LogicalResult cnnc::driver::buildWithNvcc(Compilation &c, const std::string &cu,
   if (build.jobs == 0)
     return fail(c, err);
   build.cacheDir = defaultObjectCacheDir();
+  if (!objectCacheMaxBytes(build.cacheMaxBytes, err))
+    return fail(c, err);
   build.keySalt = objectKeySalt(nvcc, include);
   // One kernel unit per core besides the host unit's; CNNC_NVCC_SPLIT=0
   // compiles the whole text as one unit (as before the split).

@@ -15,9 +15,14 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <ctime>
 #include <mutex>
 #include <numeric>
+#include <set>
 #include <thread>
+
+#include <sys/stat.h>
+#include <utime.h>
 
 using namespace cnnc::driver;
 using llvm::SmallString;
@@ -85,6 +90,61 @@ void publish(const std::string &obj, const std::string &dst) {
                  << "); this build is not cached\n";
 }
 
+/// Removes the least recently used objects (by modification time, which a
+/// cache hit refreshes) of the cache under `dir` until they take at most
+/// `maxBytes`, never one in `keep` (the build's own). Only files named as
+/// this cache names them (<2 hex>/<64 hex>.o) and stale staging files of
+/// publish are considered: nothing else in a shared directory is touched.
+void trimCache(const std::string &dir, uint64_t maxBytes,
+               const std::set<std::string> &keep) {
+  struct Entry {
+    std::string path;
+    uint64_t size;
+    int64_t mtime;
+  };
+  std::vector<Entry> entries;
+  uint64_t total = 0;
+  std::error_code ec;
+  for (llvm::sys::fs::directory_iterator sub(dir, ec), end; sub != end && !ec;
+       sub.increment(ec)) {
+    StringRef subName = llvm::sys::path::filename(sub->path());
+    if (subName.size() != 2 || !llvm::all_of(subName, llvm::isHexDigit))
+      continue;
+    std::error_code ec2;
+    for (llvm::sys::fs::directory_iterator f(sub->path(), ec2), fend;
+         f != fend && !ec2; f.increment(ec2)) {
+      StringRef name = llvm::sys::path::filename(f->path());
+      bool object = name.size() == 66 && name.ends_with(".o") &&
+                    name.starts_with(subName);
+      bool staging = name.contains(".o.tmp-");
+      struct stat st;
+      if ((!object && !staging) || ::lstat(f->path().c_str(), &st) != 0 ||
+          !S_ISREG(st.st_mode))
+        continue;
+      // A staging file a killed cnnc left behind (an hour old): garbage.
+      if (staging) {
+        if (std::time(nullptr) - st.st_mtime > 3600)
+          llvm::sys::fs::remove(f->path());
+        continue;
+      }
+      entries.push_back({f->path(), static_cast<uint64_t>(st.st_size),
+                         static_cast<int64_t>(st.st_mtime)});
+      total += st.st_size;
+    }
+  }
+  if (total <= maxBytes)
+    return;
+  std::sort(entries.begin(), entries.end(),
+            [](const Entry &a, const Entry &b) { return a.mtime < b.mtime; });
+  for (const Entry &e : entries) {
+    if (total <= maxBytes)
+      break;
+    if (keep.count(e.path) || llvm::sys::fs::remove(e.path))
+      continue;
+    total -= e.size;
+  }
+}
+
 } // namespace
 
 bool cnnc::driver::compileUnits(const ObjectBuild &build,
@@ -101,6 +161,8 @@ bool cnnc::driver::compileUnits(const ObjectBuild &build,
     if (!build.cacheDir.empty()) {
       std::string cached = cachePath(build.cacheDir, c.key);
       if (llvm::sys::fs::exists(cached)) {
+        // Recently used: the cache's size cap removes the oldest first.
+        ::utime(cached.c_str(), nullptr);
         c.object = cached;
         c.cached = true;
         timing.nest(c.name + " (cached)").stop();
@@ -166,9 +228,31 @@ bool cnnc::driver::compileUnits(const ObjectBuild &build,
     out[i].failed = true;
     return false;
   }
-  if (!build.cacheDir.empty())
+  if (!build.cacheDir.empty()) {
+    std::set<std::string> keep;
+    for (size_t i = 0; i < out.size(); ++i)
+      keep.insert(cachePath(build.cacheDir, out[i].key));
     for (size_t i : todo)
       publish(out[i].object, cachePath(build.cacheDir, out[i].key));
+    trimCache(build.cacheDir, build.cacheMaxBytes, keep);
+  }
+  return true;
+}
+
+bool cnnc::driver::objectCacheMaxBytes(uint64_t &bytes, std::string &err) {
+  bytes = uint64_t(1024) << 20;
+  const char *e = std::getenv("CNNC_OBJECT_CACHE_MAX_MB");
+  if (!e || !*e)
+    return true;
+  double mb = -1;
+  if (StringRef(e).trim().getAsDouble(mb) || !(mb >= 0) || mb > 1e12) {
+    err = std::string("CNNC_OBJECT_CACHE_MAX_MB must be a non-negative number "
+                      "of MiB (0 keeps only the objects of the last build), "
+                      "not '") +
+          e + "'";
+    return false;
+  }
+  bytes = static_cast<uint64_t>(mb * 1024 * 1024);
   return true;
 }
 

@@ -7,7 +7,8 @@ units compiled), then: the same build compiles nothing; other weights in
 the same ONNX file compile nothing; another --lr compiles only the
 learning-rate unit, and the executable's --help shows the new default (the
 unit is linked, not stale); the .cu beside the executable is the whole
-text --emit cuda prints; a bad CNNC_NVCC_JOBS is one error.
+text --emit cuda prints; CNNC_OBJECT_CACHE_MAX_MB caps the cache, the
+oldest objects first; a bad CNNC_NVCC_JOBS or cap is one error.
 No GPU needed (nvcc only; the executable runs --help)."""
 import os
 import re
@@ -83,13 +84,34 @@ def test_object_cache_weights_and_lr(cnnc, tmp_path):
                          "--emit", "cuda"], capture_output=True, text=True, timeout=120)
     assert cu.returncode == 0 and open(exe + ".cu").read() == cu.stdout
 
+    # The size cap (CNNC_OBJECT_CACHE_MAX_MB): 0 keeps only the objects of
+    # the build that just ran (the --lr 0.1 unit goes), an old object of the
+    # cache's own naming goes, a file the cache did not name stays.
+    cache = tmp_path / "cache"
+    old = cache / "ab" / ("ab" + "0" * 62 + ".o")
+    os.makedirs(old.parent, exist_ok=True)
+    old.write_bytes(b"\0" * 4096)
+    os.utime(old, (1, 1))
+    foreign = cache / "README"
+    foreign.write_text("not an object")
+    objects = lambda: sorted(str(f) for f in cache.rglob("*.o"))  # noqa: E731
+    assert len(objects()) == 5
+    assert build(cnnc, onnx, exe, dict(env, CNNC_OBJECT_CACHE_MAX_MB="0"), 0.05)[:2] == (3, 0)
+    assert len(objects()) == 3 and str(old) not in objects() and foreign.exists()
+    assert build(cnnc, onnx, exe, env, 0.05)[:2] == (3, 0)
 
-def test_bad_jobs_setting_is_an_error(cnnc, tmp_path):
+
+@pytest.mark.parametrize("var,value,message", [
+    ("CNNC_NVCC_JOBS", "many", "CNNC_NVCC_JOBS must be a positive integer, not 'many'"),
+    ("CNNC_OBJECT_CACHE_MAX_MB", "-3", "CNNC_OBJECT_CACHE_MAX_MB must be a non-negative "
+                                       "number of MiB"),
+])
+def test_bad_build_setting_is_an_error(cnnc, tmp_path, var, value, message):
     onnx = str(tmp_path / "m.onnx")
     export(onnx, seed=0)
     p = subprocess.run([cnnc, onnx, "--train", "--arch", "sm_80", "-o", str(tmp_path / "t")],
                        capture_output=True, text=True, timeout=120,
-                       env=dict(os.environ, CNNC_NVCC_JOBS="many"))
+                       env=dict(os.environ, **{var: value}))
     assert p.returncode != 0
-    assert "CNNC_NVCC_JOBS must be a positive integer, not 'many'" in p.stderr
+    assert message in p.stderr and p.stderr.count("error") == 1, p.stderr
     assert not os.path.exists(tmp_path / "t")

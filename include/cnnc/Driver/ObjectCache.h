@@ -31,6 +31,9 @@ struct ObjectBuild {
   unsigned jobs = 1;
   /// What else an object depends on: nvcc's --version, the runtime headers.
   std::string keySalt;
+  /// The most bytes the cache's objects may take after a build (the least
+  /// recently used go first; the build's own objects stay).
+  uint64_t cacheMaxBytes = uint64_t(1024) << 20;
 };
 
 struct CompiledUnit {
@@ -57,6 +60,11 @@ bool compileUnits(const ObjectBuild &build,
 /// The object cache: $CNNC_OBJECT_CACHE ("off" or "": none), else
 /// $XDG_CACHE_HOME/cnnc/objects, else $HOME/.cache/cnnc/objects.
 std::string defaultObjectCacheDir();
+
+/// $CNNC_OBJECT_CACHE_MAX_MB in bytes when set (a non-negative number of
+/// MiB; 0 keeps only the objects of the build that just ran; anything else
+/// is an error in `err`, returning false), else 1024 MiB.
+bool objectCacheMaxBytes(uint64_t &bytes, std::string &err);
 
 /// $CNNC_NVCC_JOBS when set (a positive integer; anything else is an error
 /// in `err`), else the machine's hardware threads.
