@@ -20,6 +20,9 @@
 #  h. issue 32's f16 failures, block by block: SK, RepVGG, ConvNeXt-V2's
 #     GRN, BiT in small nets, the CUDA f16 step against the CPU reference's
 #     f16 and f32 steps (test/gpu/check_f16_blocks.py; F16_NETS narrows).
+#  c. cnnc's compile time by stage on this machine's cores (issue 37):
+#     bench/compile_time.py, ResNet-50 compiled as one nvcc unit, cold
+#     split, unchanged, other weights, another --lr.
 # Data parallelism on 2 or 4 GPUs has its own script: bench/device-dp.sh.
 # Each part has its own time limit so the call returns what finished; logs
 # go to $OUT.   Usage: bash bench/device-verify.sh [PARTS]  (default 1234)
@@ -89,6 +92,10 @@ fi
 if [[ $PARTS == *h* ]]; then
   part f16-blocks ${F16_S:-400} env PYTHONPATH="$PWD/python" python3 test/gpu/check_f16_blocks.py \
     --cnnc "$CNNC" ${F16_NETS:+--nets $F16_NETS} ${F16_STEPS:+--steps $F16_STEPS}
+fi
+if [[ $PARTS == *c* ]]; then
+  part compile-time ${COMPILE_S:-200} python3 bench/compile_time.py --cnnc "$CNNC" \
+    --model ${COMPILE_MODEL:-resnet50} --work /tmp/ct --json "$OUT/compile_time.json"
 fi
 if [[ $PARTS == *8* ]]; then
   part dgrad-stats ${DGRAD_S:-400} bash -c "{ [ -f /tmp/rt/build.ninja ] || $CONFIGURE_RT; }"' &&
