@@ -55,21 +55,22 @@ FailureOr<std::vector<Tensor>> stageArgs(func::FuncOp f,
     if (auto a = f.getArgAttrOfType<IntegerAttr>(i, "cnn.pipeline_arg")) {
       if (a.getInt() >= (int64_t)args.size())
         return f.emitError("pipeline: argument #")
-               << i << " is @train_step's #" << a.getInt() << " of "
-               << args.size(),
+                   << i << " is @train_step's #" << a.getInt() << " of "
+                   << args.size(),
                failure();
       out.push_back(args[a.getInt()]);
     } else if (auto s =
                    f.getArgAttrOfType<IntegerAttr>(i, "cnn.pipeline_saved")) {
       if (s.getInt() >= (int64_t)saved.size())
         return f.emitError("pipeline: argument #")
-               << i << " is kept value #" << s.getInt() << " but the forward "
-               << "function returned " << saved.size(),
+                   << i << " is kept value #" << s.getInt()
+                   << " but the forward "
+                   << "function returned " << saved.size(),
                failure();
       out.push_back(saved[s.getInt()]);
     } else {
       return f.emitError("pipeline: argument #")
-             << i << " has neither cnn.pipeline_arg nor cnn.pipeline_saved",
+                 << i << " has neither cnn.pipeline_arg nor cnn.pipeline_saved",
              failure();
     }
   }
@@ -90,16 +91,14 @@ runPipelineStep(ModuleOp module, ArrayRef<std::vector<Tensor>> microArgs,
   const size_t M = microArgs.size();
   std::vector<func::FuncOp> fwd(S), bwd(S);
   for (int64_t s = 0; s < S; ++s) {
-    fwd[s] = module.lookupSymbol<func::FuncOp>(("stage" + llvm::Twine(s) +
-                                                "_forward")
-                                                   .str());
-    bwd[s] = module.lookupSymbol<func::FuncOp>(("stage" + llvm::Twine(s) +
-                                                "_backward")
-                                                   .str());
+    fwd[s] = module.lookupSymbol<func::FuncOp>(
+        ("stage" + llvm::Twine(s) + "_forward").str());
+    bwd[s] = module.lookupSymbol<func::FuncOp>(
+        ("stage" + llvm::Twine(s) + "_backward").str());
     if (!fwd[s] || !bwd[s])
       return module.emitError("pipeline: stage ")
-             << s << " has no forward or backward function (run "
-             << "cnn-pipeline-split)",
+                 << s << " has no forward or backward function (run "
+                 << "cnn-pipeline-split)",
              failure();
   }
   if (M == 0)
@@ -186,7 +185,7 @@ runPipelineStep(ModuleOp module, ArrayRef<std::vector<Tensor>> microArgs,
     }
   if (size_t n = box.pending())
     return module.emitError("pipeline: ")
-           << n << " tensor(s) sent but never received in the step",
+               << n << " tensor(s) sent but never received in the step",
            failure();
   return results;
 }

@@ -46,12 +46,14 @@ using namespace cnnc::cnn;
 
 namespace {
 
-constexpr double kFlopsPerUs = 50e6;  // 50 TFLOP/s
-constexpr double kBytesPerUs = 3e6;   // 3 TB/s
-constexpr double kTimeSlack = 1.10;   // cuts within 10 % of the best balance
+constexpr double kFlopsPerUs = 50e6; // 50 TFLOP/s
+constexpr double kBytesPerUs = 3e6;  // 3 TB/s
+constexpr double kTimeSlack = 1.10;  // cuts within 10 % of the best balance
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-int64_t bytesOf(Value v) { return static_cast<int64_t>(tensorBytes(v.getType())); }
+int64_t bytesOf(Value v) {
+  return static_cast<int64_t>(tensorBytes(v.getType()));
+}
 
 int64_t numel(Value v) {
   return cast<ShapedType>(v.getType()).getNumElements();
@@ -87,7 +89,7 @@ double timeUs(Operation *op) {
 struct FwdOp {
   Operation *op;
   double time;
-  int64_t workingSet;          // operands + results
+  int64_t workingSet;           // operands + results
   SmallVector<int64_t> ownArgs; // persistent args whose first use it is
 };
 
@@ -112,16 +114,6 @@ StringRef persistentName(func::FuncOp f, unsigned i) {
     if (auto s = f.getArgAttrOfType<StringAttr>(i, key))
       return s.getValue();
   return "";
-}
-
-std::string opName(Operation *op) {
-  std::string s = op->getName().getStringRef().str();
-  Location loc = op->getLoc();
-  if (auto f = dyn_cast<FusedLoc>(loc); f && !f.getLocations().empty())
-    loc = f.getLocations().front();
-  if (auto n = dyn_cast<NameLoc>(loc))
-    s += " '" + n.getName().str() + "'";
-  return s;
 }
 
 } // namespace
@@ -343,8 +335,8 @@ void PartitionPass::runOnOperation() {
     if (s > n)
       return std::nullopt;
     // best[k][j]: the smallest max time of k stages over ops [0, j).
-    std::vector<std::vector<double>> best(
-        s + 1, std::vector<double>(n + 1, kInf));
+    std::vector<std::vector<double>> best(s + 1,
+                                          std::vector<double>(n + 1, kInf));
     best[0][0] = 0;
     for (int64_t k = 1; k <= s; ++k)
       for (int64_t j = 1; j <= n; ++j) {
@@ -352,15 +344,15 @@ void PartitionPass::runOnOperation() {
           continue;
         for (int64_t i = k - 1; i < j; ++i)
           if (best[k - 1][i] < kInf && fits(i, j))
-            best[k][j] = std::min(best[k][j], std::max(best[k - 1][i],
-                                                       stageCost(i, j).time));
+            best[k][j] = std::min(
+                best[k][j], std::max(best[k - 1][i], stageCost(i, j).time));
       }
     if (best[s][n] == kInf)
       return std::nullopt;
     double limit = best[s][n] * kTimeSlack;
     constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
-    std::vector<std::vector<int64_t>> bytes(
-        s + 1, std::vector<int64_t>(n + 1, kNone));
+    std::vector<std::vector<int64_t>> bytes(s + 1,
+                                            std::vector<int64_t>(n + 1, kNone));
     std::vector<std::vector<int64_t>> from(s + 1,
                                            std::vector<int64_t>(n + 1, -1));
     bytes[0][0] = 0;
@@ -403,9 +395,9 @@ void PartitionPass::runOnOperation() {
           "cnn-pipeline-partition: {0} stages cannot hold @train_step "
           "within device-memory-bytes {1} with {2} micro-batches in flight{3}",
           (int64_t)stages, (int64_t)deviceMemoryBytes, inFlight,
-          fewest ? llvm::formatv("; the fewest stages that fit: {0}", fewest)
-                       .str()
-                 : std::string()));
+          fewest
+              ? llvm::formatv("; the fewest stages that fit: {0}", fewest).str()
+              : std::string()));
       return signalPassFailure();
     }
   } else {
@@ -566,7 +558,8 @@ void PartitionPass::runOnOperation() {
       b.getDictionaryAttr({
           b.getNamedAttr("stages", b.getI64IntegerAttr(S)),
           b.getNamedAttr("micro_batches", b.getI64IntegerAttr(microBatches)),
-          b.getNamedAttr("budget_bytes", b.getI64IntegerAttr(deviceMemoryBytes)),
+          b.getNamedAttr("budget_bytes",
+                         b.getI64IntegerAttr(deviceMemoryBytes)),
           b.getNamedAttr("cuts", b.getDenseI64ArrayAttr(cuts)),
           b.getNamedAttr("stage_peak_bytes", b.getDenseI64ArrayAttr(peak)),
           b.getNamedAttr("stage_saved_bytes", b.getDenseI64ArrayAttr(saved)),
@@ -620,14 +613,13 @@ LogicalResult cnnc::printPipelinePlan(ModuleOp module, raw_ostream &os) {
   double slowest = 0;
   for (int64_t s = 0; s < S; ++s) {
     slowest = std::max(slowest, timesAttr[s]);
-    os << llvm::formatv("  stage {0}: forward ops {1}-{2}, peak {3} "
-                        "(parameters and state {4}, {5} x {6} kept for the "
-                        "backward pass), est. {7:f3} us\n",
-                        s, s == 0 ? 0 : cuts[s - 1] + 1,
-                        s + 1 < S ? llvm::formatv("{0}", cuts[s]).str()
-                                  : std::string("end"),
-                        mib(peak[s]), mib(params[s]), M, mib(saved[s]),
-                        timesAttr[s]);
+    os << llvm::formatv(
+        "  stage {0}: forward ops {1}-{2}, peak {3} "
+        "(parameters and state {4}, {5} x {6} kept for the "
+        "backward pass), est. {7:f3} us\n",
+        s, s == 0 ? 0 : cuts[s - 1] + 1,
+        s + 1 < S ? llvm::formatv("{0}", cuts[s]).str() : std::string("end"),
+        mib(peak[s]), mib(params[s]), M, mib(saved[s]), timesAttr[s]);
     if (s + 1 < S)
       os << llvm::formatv("  cut {0}|{1} after forward op {2}: {3} "
                           "tensor(s), {4} bytes per micro-batch (both "

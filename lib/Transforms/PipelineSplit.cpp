@@ -120,7 +120,8 @@ void SplitPass::runOnOperation() {
     for (Value r : op.getResults()) {
       SmallVector<int64_t> to;
       for (Operation *u : r.getUsers())
-        if (int64_t b = stageOf(u); b >= 0 && b != a && !llvm::is_contained(to, b))
+        if (int64_t b = stageOf(u);
+            b >= 0 && b != a && !llvm::is_contained(to, b))
           to.push_back(b);
       llvm::sort(to);
       for (int64_t b : to)
@@ -132,9 +133,8 @@ void SplitPass::runOnOperation() {
   mb.setInsertionPoint(step);
   std::vector<StageFn> fwdFns(S), bwdFns(S);
   auto make = [&](StageFn &sf, int64_t s, bool isForward) {
-    std::string name = ("stage" + Twine(s) +
-                        (isForward ? "_forward" : "_backward"))
-                           .str();
+    std::string name =
+        ("stage" + Twine(s) + (isForward ? "_forward" : "_backward")).str();
     sf.fn = func::FuncOp::create(mb, step.getLoc(), name,
                                  FunctionType::get(ctx, {}, {}));
     sf.fn->setAttr(kPipelineStageAttr, mb.getI64IntegerAttr(s));
@@ -149,8 +149,7 @@ void SplitPass::runOnOperation() {
   // end of its block: an argument, a copy of a replicated op, a value of
   // the function itself, one saved by the forward function, or a recv.
   std::function<FailureOr<Value>(StageFn &, int64_t, bool, Value)> get =
-      [&](StageFn &sf, int64_t s, bool isForward,
-          Value v) -> FailureOr<Value> {
+      [&](StageFn &sf, int64_t s, bool isForward, Value v) -> FailureOr<Value> {
     if (Value m = sf.map.lookupOrNull(v))
       return m;
     OpBuilder b = OpBuilder::atBlockEnd(sf.block);
@@ -203,8 +202,7 @@ void SplitPass::runOnOperation() {
                           "stage ")
                  << s,
              failure();
-    Value r = RecvOp::create(b, v.getLoc(), v.getType(),
-                             b.getI64IntegerAttr(a),
+    Value r = RecvOp::create(b, v.getLoc(), v.getType(), b.getI64IntegerAttr(a),
                              b.getI64IntegerAttr(it->second));
     sf.map.map(v, r);
     return r;
@@ -266,9 +264,8 @@ void SplitPass::runOnOperation() {
       sf.fn.setAllArgAttrs(sf.argAttrs);
       SmallVector<DictionaryAttr> resAttrs;
       for (int64_t i : sf.resultIndices)
-        resAttrs.push_back(step.getResultAttrDict(i)
-                               ? step.getResultAttrDict(i)
-                               : b.getDictionaryAttr({}));
+        resAttrs.push_back(step.getResultAttrDict(i) ? step.getResultAttrDict(i)
+                                                     : b.getDictionaryAttr({}));
       while (resAttrs.size() < sf.results.size())
         resAttrs.push_back(b.getDictionaryAttr({}));
       sf.fn.setAllResultAttrs(resAttrs);

@@ -10,9 +10,9 @@
 // micro-batched loop and its pipeline APIs do) and without.
 //
 //===----------------------------------------------------------------------===//
-#include "cnnc/Reference/Interpreter.h"
 #include "cnnc/Reference/Pipeline.h"
 #include "cnnc/Dialect/CNN/CNNOps.h"
+#include "cnnc/Reference/Interpreter.h"
 #include "cnnc/Transforms/Passes.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -50,17 +50,21 @@ func.func @forward(%x: tensor<2x3x8x8xf32> {cnn.input},
   %cb = cnn.bias_add %c, %b1 : (tensor<2x4x8x8xf32>, tensor<4xf32>) -> tensor<2x4x8x8xf32>
   %r0 = cnn.relu %cb : (tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
 )";
-  s += residual ? R"(  %c3 = cnn.conv2d %r0, %w4 {strides = array<i64: 1, 1>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1} : (tensor<2x4x8x8xf32>, tensor<4x4x3x3xf32>) -> tensor<2x4x8x8xf32>
+  s +=
+      residual
+          ? R"(  %c3 = cnn.conv2d %r0, %w4 {strides = array<i64: 1, 1>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1} : (tensor<2x4x8x8xf32>, tensor<4x4x3x3xf32>) -> tensor<2x4x8x8xf32>
   %r3 = cnn.relu %c3 : (tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
   %r = cnn.add %r3, %r0 : (tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
 )"
-                : R"(  %r = cnn.scale %r0 {factor = 1.0 : f32} : (tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+          : R"(  %r = cnn.scale %r0 {factor = 1.0 : f32} : (tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
 )";
-  s += R"(  %c2 = cnn.conv2d %r, %w2 {strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1} : (tensor<2x4x8x8xf32>, tensor<8x4x3x3xf32>) -> tensor<2x8x4x4xf32>
+  s +=
+      R"(  %c2 = cnn.conv2d %r, %w2 {strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1} : (tensor<2x4x8x8xf32>, tensor<8x4x3x3xf32>) -> tensor<2x8x4x4xf32>
 )";
-  s += bn ? R"(  %n = cnn.batch_norm %c2, %s, %b, %m, %v {epsilon = 1.0e-5 : f32} : (tensor<2x8x4x4xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x8x4x4xf32>
+  s +=
+      bn ? R"(  %n = cnn.batch_norm %c2, %s, %b, %m, %v {epsilon = 1.0e-5 : f32} : (tensor<2x8x4x4xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x8x4x4xf32>
 )"
-          : R"(  %n = cnn.scale %c2 {factor = 0.5 : f32} : (tensor<2x8x4x4xf32>) -> tensor<2x8x4x4xf32>
+         : R"(  %n = cnn.scale %c2 {factor = 0.5 : f32} : (tensor<2x8x4x4xf32>) -> tensor<2x8x4x4xf32>
 )";
   s += R"(  %r2 = cnn.relu %n : (tensor<2x8x4x4xf32>) -> tensor<2x8x4x4xf32>
   %g = cnn.global_avg_pool %r2 : (tensor<2x8x4x4xf32>) -> tensor<2x8x1x1xf32>
@@ -119,9 +123,9 @@ TEST_P(PipelineTest, EqualsAccumulationOverMicroBatches) {
   std::string autodiff = "cnn-autodiff{accumulate=" + std::to_string(M) + "}";
   OwningOpRef<ModuleOp> plain = build(model(bn, residual), autodiff);
   OwningOpRef<ModuleOp> piped = build(
-      model(bn, residual), autodiff + ",cnn-pipeline-partition{stages=" +
-                     std::to_string(stages) + " micro-batches=" +
-                     std::to_string(M) + "},cnn-pipeline-split");
+      model(bn, residual),
+      autodiff + ",cnn-pipeline-partition{stages=" + std::to_string(stages) +
+          " micro-batches=" + std::to_string(M) + "},cnn-pipeline-split");
   ASSERT_TRUE(plain && piped);
   auto step = plain->lookupSymbol<func::FuncOp>("train_step");
   ASSERT_TRUE(step);
@@ -145,8 +149,9 @@ TEST_P(PipelineTest, EqualsAccumulationOverMicroBatches) {
     bool state = bool(step.getArgAttr(i, cnnc::cnn::kStateAttr));
     auto name = step.getArgAttrOfType<StringAttr>(i, cnnc::cnn::kBufferAttr);
     args[i] = state ? Tensor::zeros(type)
-              : name && name.getValue().ends_with("var") ? Tensor::zeros(type, 1.0f)
-                                                         : random(type, rng, 0.5f);
+              : name && name.getValue().ends_with("var")
+                  ? Tensor::zeros(type, 1.0f)
+                  : random(type, rng, 0.5f);
     if (step.getArgAttr(i, cnnc::cnn::kLRAttr))
       args[i] = Tensor::zeros(type, 0.1f);
   }
@@ -194,7 +199,8 @@ TEST_P(PipelineTest, EqualsAccumulationOverMicroBatches) {
     auto out = runPipelineStep(*piped, microArgs, &pipeLoss);
     ASSERT_TRUE(succeeded(out)) << diagnostics;
     for (int m = 0; m < M; ++m)
-      EXPECT_EQ(pipeLoss[m], seqLoss[m]) << "step " << k << " micro-batch " << m;
+      EXPECT_EQ(pipeLoss[m], seqLoss[m])
+          << "step " << k << " micro-batch " << m;
     ASSERT_EQ(out->size(), step.getNumResults());
     for (unsigned r = 1; r < step.getNumResults(); ++r)
       for (const char *key : {cnnc::cnn::kParamAttr, cnnc::cnn::kBufferAttr,

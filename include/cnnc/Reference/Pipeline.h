@@ -1,4 +1,5 @@
-//===- Pipeline.h - pipeline stages on the reference interpreter -*- C++ -*-===//
+//===- Pipeline.h - pipeline stages on the reference interpreter -*- C++
+//-*-===//
 //
 // Runs a step split by cnn-pipeline-split (@stage<s>_forward,
 // @stage<s>_backward) on the CPU: cnn.send / cnn.recv move tensors through
