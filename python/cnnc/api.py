@@ -924,7 +924,8 @@ def _build(model, example_input, flags, backend_kind, cnnc_bin, fingerprint, roo
                 "(the reference interpreter)")
         args = [cnnc_bin, onnx_path, "--train", "--optimizer", flags["optimizer"],
                 "--label-smoothing", repr(flags["label-smoothing"]),
-                "--ignore-index", str(flags["ignore-index"]),
+                "--ignore-index", str(flags.get("ignore-index", pipeline_options.default(
+                    "ignore-index", cnnc_bin))),
                 "--aux-loss-weight", repr(finetune.check_outputs(
                     finetune.onnx_output_names(onnx_path), flags.get("aux-loss-weight")))]
         if flags["optimizer"] != "none":
