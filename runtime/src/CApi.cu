@@ -86,6 +86,15 @@ template <typename Body> static int guarded(Body &&body) {
 }
 
 namespace {
+/// Labels per batch: one per image, or N x H x W of a dense-prediction step.
+size_t labelsOf(const cnnrt::ModelSpec &spec) {
+  const cnnrt::TensorSpec *lab =
+      cnnrt::findTensor(spec, cnnrt::Role::InputLabel);
+  return lab ? (size_t)cnnrt::labelCount(*lab) : (size_t)spec.batch;
+}
+} // namespace
+
+namespace {
 int runStep(cnnrt_session *s, float lr);
 int setBatch(cnnrt_session *s, const uint8_t *images, const int32_t *labels);
 } // namespace
@@ -119,7 +128,7 @@ cnnrt_session *cnnrt_create(const void *model_spec, const char *weights_path,
     s->ctx->finishPrepare();
     s->imgBytes = (size_t)spec.batch * spec.imageC * spec.imageH * spec.imageW;
     if (cudaMalloc(&s->dImg, s->imgBytes) != cudaSuccess ||
-        cudaMalloc(&s->dLab, spec.batch * sizeof(int32_t)) != cudaSuccess)
+        cudaMalloc(&s->dLab, labelsOf(spec) * sizeof(int32_t)) != cudaSuccess)
       return setError(
           "cnnrt_create: out of GPU memory for the input staging buffers",
           ErrorKind::OutOfMemory);
@@ -170,14 +179,14 @@ int cnnrt_step(cnnrt_session *s, float lr) {
 namespace {
 int setBatch(cnnrt_session *s, const uint8_t *images, const int32_t *labels) {
   Context &ctx = *s->ctx;
-  int batch = ctx.spec().batch;
   // Stream-ordered: the previous step has consumed the staging buffers
   // (launchInputConvert already ran) before these copies execute.
   ctx.check(cudaMemcpyAsync(s->dImg, images, s->imgBytes,
                             cudaMemcpyHostToDevice, ctx.stream()),
             "cnnrt_set_batch");
   if (labels)
-    ctx.check(cudaMemcpyAsync(s->dLab, labels, batch * sizeof(int32_t),
+    ctx.check(cudaMemcpyAsync(s->dLab, labels,
+                              labelsOf(ctx.spec()) * sizeof(int32_t),
                               cudaMemcpyHostToDevice, ctx.stream()),
               "cnnrt_set_batch");
   launchInputConvert(ctx, s->dImg, s->dLab);
@@ -248,10 +257,11 @@ int stageInputs(cnnrt_session *s, const float *images, const int64_t *labels,
   Context &ctx = *s->ctx;
   const ModelSpec &spec = ctx.spec();
   size_t n = (size_t)spec.batch * spec.imageC * spec.imageH * spec.imageW;
+  const size_t numLabels = labelsOf(spec);
   if (!onDevice) {
     if (!s->dImgF32 &&
         (cudaMalloc(&s->dImgF32, n * sizeof(float)) != cudaSuccess ||
-         cudaMalloc(&s->dLab64, spec.batch * sizeof(int64_t)) != cudaSuccess))
+         cudaMalloc(&s->dLab64, numLabels * sizeof(int64_t)) != cudaSuccess))
       return setError("out of GPU memory for the input staging buffers",
                       ErrorKind::OutOfMemory);
     if (images) {
@@ -261,7 +271,7 @@ int stageInputs(cnnrt_session *s, const float *images, const int64_t *labels,
       images = s->dImgF32;
     }
     if (labels) {
-      ctx.check(cudaMemcpyAsync(s->dLab64, labels, spec.batch * sizeof(int64_t),
+      ctx.check(cudaMemcpyAsync(s->dLab64, labels, numLabels * sizeof(int64_t),
                                 cudaMemcpyHostToDevice, ctx.stream()),
                 "copying the labels");
       labels = s->dLab64;

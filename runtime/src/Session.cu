@@ -170,9 +170,10 @@ void launchInputConvert(Context &ctx, const void *dImages,
     ctx.checkLaunch("input image conversion");
   }
   if (const TensorSpec *lab = findTensor(spec, Role::InputLabel)) {
-    convertLabelsKernel<<<gridFor(spec.batch), 256, 0, ctx.stream()>>>(
-        dLabels, ctx.arena() + lab->offset, spec.batch,
-        static_cast<int>(lab->dtype));
+    // One label per image, or N x H x W per-pixel labels.
+    const int n = static_cast<int>(labelCount(*lab));
+    convertLabelsKernel<<<gridFor(n), 256, 0, ctx.stream()>>>(
+        dLabels, ctx.arena() + lab->offset, n, static_cast<int>(lab->dtype));
     ctx.checkLaunch("input label conversion");
   }
 }
@@ -198,9 +199,9 @@ void launchInputConvertF32(Context &ctx, const float *dImages,
   }
   if (const TensorSpec *lab = findTensor(spec, Role::InputLabel);
       lab && dLabels) {
-    convertLabelsI64Kernel<<<gridFor(spec.batch), 256, 0, ctx.stream()>>>(
-        dLabels, ctx.arena() + lab->offset, spec.batch,
-        static_cast<int>(lab->dtype));
+    const int n = static_cast<int>(labelCount(*lab));
+    convertLabelsI64Kernel<<<gridFor(n), 256, 0, ctx.stream()>>>(
+        dLabels, ctx.arena() + lab->offset, n, static_cast<int>(lab->dtype));
     ctx.checkLaunch("input label conversion (i64)");
   }
 }

@@ -27,6 +27,15 @@ struct InputFormat {
   float std[kMaxChannels] = {};
 };
 
+/// The elements of the InputLabel tensor: the batch, or N x H x W per-pixel
+/// labels of a dense-prediction step.
+inline int64_t labelCount(const TensorSpec &lab) {
+  int64_t n = 1;
+  for (int r = 0; r < lab.rank; ++r)
+    n *= lab.dims[r];
+  return n;
+}
+
 /// Converts `batch` staged images/int32 labels on the device into the
 /// InputImage/InputLabel tensors (enqueued on ctx.stream()).
 void launchInputConvert(Context &ctx, const void *dImages,

@@ -204,7 +204,9 @@ const char *TrainFlags::help() {
          "                        normalization (default: ImageNet's for image "
          "folders,\n"
          "                        none (x = byte / 255) otherwise)\n"
-         "  --labels FILE.npy     labels of --data images.npy (int64)\n";
+         "  --labels FILE.npy     labels of --data images.npy: N, or N x H x "
+         "W for a\n"
+         "                        dense model (int64, int32 or uint8)\n";
 }
 
 bool planRun(const TrainFlags &f, int64_t samples, int batch,

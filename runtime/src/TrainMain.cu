@@ -43,7 +43,9 @@ const char *kUsage =
     "usage: %s --data DIR|FILE|synthetic [options]\n"
     "  --data DIR|FILE|synthetic  training data (required), recognized by\n"
     "                        itself: an ImageFolder (DIR/<class>/*.jpg|png,\n"
-    "                        or DIR/train + DIR/val of class folders), .npy\n"
+    "                        or DIR/train + DIR/val of class folders), images\n"
+    "                        with PNG masks for a dense model (DIR/images +\n"
+    "                        DIR/masks, or DIR/train/... + DIR/val/...), .npy\n"
     "                        arrays (FILE.npy with --labels, or DIR with\n"
     "                        train_x.npy train_y.npy [val_x.npy val_y.npy]),\n"
     "                        CIFAR-10 binary (DIR with data_batch_*.bin /\n"
@@ -219,11 +221,13 @@ struct InputPipeline {
   LoaderState before[2]; ///< loader state before the batch in each slot
   InputFormat format;
 
-  InputPipeline(Context &c, size_t sampleBytes, const InputFormat &f)
+  InputPipeline(Context &c, size_t sampleBytes, const InputFormat &f,
+                size_t labelsPerSample)
       : ctx(c), format(f) {
     const ModelSpec &s = c.spec();
     imgBytes = (size_t)s.batch * sampleBytes;
-    labBytes = (size_t)s.batch * sizeof(int32_t);
+    // One label per image, or a mask per image (dense prediction).
+    labBytes = (size_t)s.batch * labelsPerSample * sizeof(int32_t);
     for (int k = 0; k < 2; ++k) {
       c.check(cudaMallocHost(&hImg[k], imgBytes), "input pipeline");
       c.check(cudaMallocHost(&hLab[k], labBytes), "input pipeline");
@@ -481,11 +485,90 @@ struct Evaluator {
     lo.shuffle = false;
     lo.workers = workers;
     loader.reset(new StreamLoader(src, lo));
-    pipe.reset(new InputPipeline(ctx, src.sampleBytes(), fmt));
+    pipe.reset(
+        new InputPipeline(ctx, src.sampleBytes(), fmt, src.labelsPerSample()));
     logitsT = findTensor(spec, Role::Logits);
   }
 
+  /// Dense prediction: the Logits tensor is N x C x H x W (or N x H x W x C)
+  /// over the masks' H x W; false (err) when it is neither.
+  bool denseLayout(bool &channelsLast, std::string &err) const {
+    const int64_t *d = logitsT->dims;
+    const int C = spec.numClasses;
+    if (logitsT->rank == 4 && d[0] == spec.batch && d[1] == C &&
+        d[2] == src.labelH && d[3] == src.labelW) {
+      channelsLast = false;
+      return true;
+    }
+    if (logitsT->rank == 4 && d[0] == spec.batch && d[3] == C &&
+        d[1] == src.labelH && d[2] == src.labelW) {
+      channelsLast = true;
+      return true;
+    }
+    err = "the validation of '" + std::string(spec.name) +
+          "' needs its logits as " + std::to_string(spec.batch) + " x " +
+          std::to_string(C) + " x " + std::to_string(src.labelH) + " x " +
+          std::to_string(src.labelW) + " (the masks' size), but the step's "
+          "Logits tensor has rank " + std::to_string(logitsT->rank);
+    return false;
+  }
+
+  /// mIoU over the whole Test split (dense prediction).
+  EvalResult runDense(int64_t step, double epoch) {
+    EvalResult r;
+    r.step = step;
+    r.epoch = epoch;
+    beginDenseEval(spec.numClasses, r);
+    bool channelsLast = false;
+    std::string err;
+    if (!denseLayout(channelsLast, err))
+      dataError(err);
+    loader->setState({0, 0, 0});
+    const size_t es = dtypeSize(logitsT->dtype);
+    const size_t plane = (size_t)src.labelH * src.labelW;
+    const size_t perImage = plane * spec.numClasses;
+    std::vector<char> logits((size_t)spec.batch * perImage * es);
+    std::vector<float> image(perImage);
+    const size_t lps = src.labelsPerSample();
+    std::vector<int32_t> labels((size_t)spec.batch * lps);
+    int64_t total = src.size(), seen = 0;
+    while (seen < total) {
+      if (!loader->next(pipe->hImg[0], pipe->hLab[0], err))
+        dataError(err);
+      std::copy(pipe->hLab[0], pipe->hLab[0] + labels.size(), labels.begin());
+      ctx.check(cudaMemcpyAsync(pipe->dImg[0], pipe->hImg[0], pipe->imgBytes,
+                                cudaMemcpyHostToDevice, ctx.stream()),
+                "eval input");
+      ctx.check(cudaMemcpyAsync(pipe->dLab[0], pipe->hLab[0], pipe->labBytes,
+                                cudaMemcpyHostToDevice, ctx.stream()),
+                "eval input");
+      launchInputConvert(ctx, pipe->dImg[0], pipe->dLab[0], pipe->format);
+      spec.evalStep(ctx);
+      ctx.check(cudaMemcpyAsync(logits.data(), ctx.arena() + logitsT->offset,
+                                logits.size(), cudaMemcpyDeviceToHost,
+                                ctx.stream()),
+                "eval logits");
+      ctx.check(cudaStreamSynchronize(ctx.stream()), "eval");
+      int64_t valid = std::min<int64_t>(spec.batch, total - seen);
+      for (int64_t b = 0; b < valid; ++b) {
+        for (size_t k = 0; k < perImage; ++k) {
+          size_t at = (size_t)b * perImage + k;
+          image[k] = logitsT->dtype == DType::F16
+                         ? __half2float(((const __half *)logits.data())[at])
+                         : ((const float *)logits.data())[at];
+        }
+        accumulateConfusion(image.data(), channelsLast, src.labelH,
+                            src.labelW, labels.data() + b * lps,
+                            spec.ignoreIndex, r);
+      }
+      seen += valid;
+    }
+    return r;
+  }
+
   EvalResult run(int64_t step, double epoch) {
+    if (src.labelH > 0)
+      return runDense(step, epoch);
     EvalResult r;
     r.step = step;
     r.epoch = epoch;
@@ -631,6 +714,14 @@ int runTraining(int argc, char **argv, const ModelSpec &spec) {
   sopts.batch = static_cast<int>(globalBatch);
   sopts.seed = ls.seed;
   sopts.labels = o.train.labels;
+  // A dense-prediction step (labels N x H x W): the loaders yield a mask per
+  // image, checked against the classes and the step's ignore_index.
+  if (const TensorSpec *lab = findTensor(spec, Role::InputLabel);
+      lab && lab->rank == 3) {
+    sopts.labelH = static_cast<int>(lab->dims[1]);
+    sopts.labelW = static_cast<int>(lab->dims[2]);
+  }
+  sopts.ignoreIndex = spec.ignoreIndex;
   std::unique_ptr<SampleSource> train, test;
   if (!openSource(o.data, Split::Train, sopts, train, err))
     dataError(err);
@@ -772,7 +863,8 @@ int runTraining(int argc, char **argv, const ModelSpec &spec) {
   };
 
   std::unique_ptr<InputPipeline> pipe(
-      new InputPipeline(ctx, train->sampleBytes(), inputFormat));
+      new InputPipeline(ctx, train->sampleBytes(), inputFormat,
+                        train->labelsPerSample()));
   if (synthetic) {
     // One fixed batch, copied to the device once; no copies per step.
     if (!loader.next(pipe->hImg[0], pipe->hLab[0], err))
@@ -821,13 +913,22 @@ int runTraining(int argc, char **argv, const ModelSpec &spec) {
   double stallMsSum = 0; // CNNC_ALLREDUCE_TIMING: sampled waits for buckets
   int stallSamples = 0;
   float lastLoss = NAN;
+  double lastMIoU = NAN, lastPixelAcc = NAN; // dense validation
   auto epochAt = [&](int64_t step) {
     return step * (double)globalBatch / (double)train->size();
   };
   auto evaluate = [&](int64_t step) {
     double t0 = now();
     EvalResult r = evaluator->run(step, epochAt(step));
-    if (world > 1) {
+    if (world > 1 && r.dense()) {
+      // Each rank counted its shard of the pixels.
+      std::vector<int64_t> counts(r.confusion);
+      counts.push_back(r.total);
+      spec.dist->sumHost(ctx, counts.data(), (int)counts.size());
+      r.total = counts.back();
+      counts.pop_back();
+      r.confusion = counts;
+    } else if (world > 1) {
       int64_t counts[3] = {r.total, r.top1, r.top5};
       spec.dist->sumHost(ctx, counts, 3);
       r.total = counts[0];
@@ -836,6 +937,10 @@ int runTraining(int argc, char **argv, const ModelSpec &spec) {
     }
     std::printf("%s\n", evalLine(r).c_str());
     json.write(evalJson(r));
+    if (r.dense()) {
+      lastMIoU = meanIoU(r);
+      lastPixelAcc = pixelAccuracy(r);
+    }
     // Validation time is not training time.
     meter.pause(now() - t0);
   };
@@ -998,6 +1103,8 @@ int runTraining(int argc, char **argv, const ModelSpec &spec) {
                 stallSamples);
   }
   summary.finalLoss = lastLoss;
+  summary.miou = lastMIoU;
+  summary.pixelAcc = lastPixelAcc;
   summary.peakGpuMiB =
       static_cast<int64_t>((ownMemory(peak) + (1 << 20) - 1) >> 20);
   std::printf("%s\n", doneLine(summary).c_str());

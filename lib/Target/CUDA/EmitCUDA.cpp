@@ -2826,6 +2826,18 @@ LogicalResult Emitter::write(llvm::raw_ostream &os, func::FuncOp step,
   // (SplitCUDA.h), so a recompile with another --lr reuses every other
   // compiled object.
   os << "extern const float cnncDefaultLR;\n";
+  // The loss's ignore_index, for the runtime's label checks and mIoU
+  // (ModelSpec::ignoreIndex; written only when not PyTorch's -100).
+  int64_t ignoreIndex = -100;
+  step.walk([&](SoftmaxCrossEntropyOp x) {
+    ignoreIndex = static_cast<int64_t>(x.getIgnoreIndex());
+  });
+  std::string tail =
+      // The training driver's collectives (broadcast, sums over ranks).
+      numBuckets > 0 ? ", &cnnrt::dist::kHooks" : "";
+  if (ignoreIndex != -100)
+    tail = fmt::format("{}, {}ll", numBuckets > 0 ? tail : ", nullptr",
+                       ignoreIndex);
   os << fmt::format(
       "static const cnnrt::ModelSpec kModel = {{\"{}\", {}ull, kTensors, "
       "(int)(sizeof(kTensors) / sizeof(kTensors[0])), {}, {}, {}, {}, {}, "

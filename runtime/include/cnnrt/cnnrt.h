@@ -110,6 +110,9 @@ struct ModelSpec {
   size_t workspaceBytes = 0;
   /// Set by data-parallel steps (cnnrt::dist::kHooks); null otherwise.
   const DistHooks *dist = nullptr;
+  /// The cross-entropy's ignore_index (cnnc --ignore-index): dense labels
+  /// that are not a class must be this; validation leaves them out.
+  int64_t ignoreIndex = -100;
 };
 
 /// A 2-D convolution. x: [N,C,H,W] (or NHWC), w: [K,C/groups,R,S] (or KRSC

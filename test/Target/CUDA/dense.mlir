@@ -13,6 +13,9 @@
 // CHECK: softmaxXentLossFinish<<<1, 256, 0, s>>>({{.*}}, 4);
 // CHECK: xentCountValid<int32_t><<<1, 1024, 0, s>>>({{.*}}, 32ll, 255ll);
 // CHECK: softmaxXentGrad<float, int32_t><<<4, 256, 0, s>>>({{.*}}, 32ll, 5, 0.0f, 255ll);
+// The runtime's label checks and mIoU leave out the same pixels: a
+// non-default ignore_index reaches ModelSpec::ignoreIndex.
+// CHECK: static const cnnrt::ModelSpec kModel = {{.*}}ull, nullptr, 255ll};
 
 // Default pipeline (NHWC f16): f16 logits, the default ignore index -100.
 // F16: softmaxXentLossPartial<__half, int32_t><<<4, 256, 0, s>>>({{.*}}, 32ll, 5, 0.100000001f, -100ll);
