@@ -2845,9 +2845,7 @@ LogicalResult Emitter::write(llvm::raw_ostream &os, func::FuncOp step,
       "trainStep, {}, cnncDefaultLR, {}, {}ull, {}ull{}}};\n\n",
       escape(options.modelName), plan.arenaBytes, in[0], in[1], in[2], in[3],
       classes, forward ? "evalStep" : "nullptr", options.defaultSteps,
-      plan.workspaceOffset, plan.workspaceBytes,
-      // The training driver's collectives (broadcast, sums over ranks).
-      numBuckets > 0 ? ", &cnnrt::dist::kHooks" : "");
+      plan.workspaceOffset, plan.workspaceBytes, tail);
   if (options.library)
     os << "// The model of a shared library: the runtime's C API (cnnrt_c.h)\n"
           "// creates sessions from it.\n"
