@@ -20,6 +20,9 @@
 #  h. issue 32's f16 failures, block by block: SK, RepVGG, ConvNeXt-V2's
 #     GRN, BiT in small nets, the CUDA f16 step against the CPU reference's
 #     f16 and f32 steps (test/gpu/check_f16_blocks.py; F16_NETS narrows).
+#  s. dense prediction: torchvision's FCN, DeepLabV3 (aux heads) and LRASPP
+#     through cnnc.compile and the executable with .npy masks, mIoU
+#     (test/gpu/check_segmentation.py; SEG_MODELS narrows);
 #  c. cnnc's compile time by stage on this machine's cores (issue 37):
 #     bench/compile_time.py, ResNet-50 compiled as one nvcc unit, cold
 #     split, unchanged, other weights, another --lr.
@@ -92,6 +95,10 @@ fi
 if [[ $PARTS == *h* ]]; then
   part f16-blocks ${F16_S:-400} env PYTHONPATH="$PWD/python" python3 test/gpu/check_f16_blocks.py \
     --cnnc "$CNNC" ${F16_NETS:+--nets $F16_NETS} ${F16_STEPS:+--steps $F16_STEPS}
+fi
+if [[ $PARTS == *s* ]]; then
+  part segmentation ${SEG_S:-300} env PYTHONPATH="$PWD/python" python3 test/gpu/check_segmentation.py \
+    --cnnc "$CNNC" ${SEG_MODELS:+--models $SEG_MODELS}
 fi
 if [[ $PARTS == *c* ]]; then
   part compile-time ${COMPILE_S:-200} python3 bench/compile_time.py --cnnc "$CNNC" \
