@@ -97,7 +97,7 @@ if [[ $PARTS == *h* ]]; then
     --cnnc "$CNNC" ${F16_NETS:+--nets $F16_NETS} ${F16_STEPS:+--steps $F16_STEPS}
 fi
 if [[ $PARTS == *s* ]]; then
-  part segmentation ${SEG_S:-300} env PYTHONPATH="$PWD/python" python3 test/gpu/check_segmentation.py \
+  part segmentation ${SEG_S:-300} env CNNC="$CNNC" PYTHONPATH="$PWD/python" python3 test/gpu/check_segmentation.py \
     --cnnc "$CNNC" ${SEG_MODELS:+--models $SEG_MODELS}
 fi
 if [[ $PARTS == *c* ]]; then

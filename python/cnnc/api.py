@@ -289,6 +289,7 @@ def _cuda_api_signatures(C):
         "cnnrt_destroy": (None, [P]),
         "cnnrt_last_error": (C.c_char_p, []),
         "cnnrt_input_shape": (I, [P, P, P]),
+        "cnnrt_labels_shape": (I, [P, P, P]),
         "cnnrt_num_classes": (I64, [P]),
         "cnnrt_train_step": (I, [P, P, P, I, F, P]),
         "cnnrt_loss": (I, [P, P]),
@@ -333,8 +334,8 @@ class _CudaBackend:
         self.handle = _rt.create_session(lib, lib.cnnrt_model_spec(), weights_path)
         self.input_shape = self._shape(lib.cnnrt_input_shape, self.handle)
         self.num_classes = int(lib.cnnrt_num_classes(self.handle))
-        # One label per image: _build refuses per-pixel models on the GPU.
-        self.labels_shape = (self.input_shape[0],)
+        # (N,) or, for a dense model, (N, H, W): one class per pixel.
+        self.labels_shape = self._shape(lib.cnnrt_labels_shape, self.handle)
         self.tensors = []
         for i in range(lib.cnnrt_num_state(self.handle)):
             role = self._ROLES.get(lib.cnnrt_state_role(self.handle, i))
@@ -914,14 +915,6 @@ def _build(model, example_input, flags, backend_kind, cnnc_bin, fingerprint, roo
                                    "%s: %s" % (type(e).__name__, e)) from e
         with open(onnx_path, "rb") as f:
             onnx_hash = hashlib.sha256(f.read()).hexdigest()
-        if backend_kind != "reference" and _output_rank(onnx_path) == 4:
-            # The compiler and its CUDA kernels train per-pixel models; the
-            # runtime's C API still takes one label per image and returns
-            # N x classes logits.
-            raise CompileError(
-                "the model's output is N x C x H x W (per-pixel labels): the GPU step's "
-                "Python binding does not take N x H x W labels yet; use device='cpu' "
-                "(the reference interpreter)")
         args = [cnnc_bin, onnx_path, "--train", "--optimizer", flags["optimizer"],
                 "--label-smoothing", repr(flags["label-smoothing"]),
                 "--ignore-index", str(flags.get("ignore-index", pipeline_options.default(

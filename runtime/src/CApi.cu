@@ -308,6 +308,16 @@ int cnnrt_input_shape(const cnnrt_session *s, int64_t *dims, int *rank) {
   return 0;
 }
 
+int cnnrt_labels_shape(const cnnrt_session *s, int64_t *dims, int *rank) {
+  const ModelSpec &spec = s->ctx->spec();
+  const TensorSpec *t = findTensor(spec, Role::InputLabel);
+  *rank = t ? t->rank : 1;
+  dims[0] = spec.batch;
+  for (int i = 1; t && i < t->rank && i < 4; ++i)
+    dims[i] = t->dims[i];
+  return 0;
+}
+
 int64_t cnnrt_num_classes(const cnnrt_session *s) {
   return s->ctx->spec().numClasses;
 }

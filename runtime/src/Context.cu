@@ -140,19 +140,8 @@ Context::Context(const ModelSpec &spec, const ContextOptions &opts)
 
 void Context::init() {
   const ModelSpec &spec = spec_;
-  // Per-pixel labels (a dense-prediction step, N x H x W): the compiler and
-  // its kernels train such a step, but the data loaders and the C API here
-  // write one label per image, which would leave the rest of the labels
-  // stale. Refuse rather than train on them.
-  if (const TensorSpec *lab = findTensor(spec, Role::InputLabel);
-      lab && lab->rank > 1)
-    throw Error(ErrorKind::Invalid,
-                std::string("cnnrt: error: the step of '") + spec.name +
-                    "' takes per-pixel labels (rank " +
-                    std::to_string(lab->rank) +
-                    "); this runtime reads one label per image (no mask "
-                    "loader yet): train it through cnnc.compile(..., "
-                    "device='cpu') or cnnc --train --run-reference");
+  // Per-pixel labels (a dense-prediction step, N x H x W) are read whole by
+  // the loaders (masks) and the C API's staging since session 23.
   requireGPU();
   // One process per GPU in data-parallel runs: the launcher's local rank
   // picks the device (Distributed.h); otherwise device 0.

@@ -114,10 +114,15 @@ def check_model(name, args, torch, F, cnnc):
         np.save(os.path.join(data, "val_y.npy"), y.numpy())
         ckpt = os.path.join(work, "after.cnnw")
         out, _ = run([exe, "--data", data, "--steps", str(STEPS), "--lr", str(LR),
-                      "--log-every", "1", "--eval", "--checkpoint", ckpt])
+                      "--log-every", "1", "--checkpoint", ckpt])
         got = losses_of(out)
         err = rel_err(got, ref) if len(got) == STEPS else float("inf")
         check(err <= bound, "%s executable losses %s rel %.1e <= %.1e" % (name, got, err, bound))
+        # mIoU needs the step's eval function, which the CUDA emitter does
+        # not yet give an N x C x H x W model (session 23): checked apart so
+        # that the losses above are judged either way.
+        out, _ = run([exe, "--data", data, "--steps", str(STEPS), "--lr", str(LR),
+                      "--log-every", "1", "--eval"])
         m = re.search(r"^eval step \d+ epoch \S+: mIoU (\S+)% pixel acc (\S+)%", out, re.M)
         check(m is not None and "mIoU" in out.splitlines()[-1],
               "%s executable prints mIoU (eval and done lines): %s"

@@ -62,6 +62,9 @@ int64_t cnnrt_step_count(const cnnrt_session *s);
 
 /* The image input's shape (rank 4: N, C, H, W) and the number of classes. */
 int cnnrt_input_shape(const cnnrt_session *s, int64_t *dims, int *rank);
+/* The labels a step takes: (N) one class per image, or (N, H, W) one per
+ * pixel of a dense model's N x C x H x W output. */
+int cnnrt_labels_shape(const cnnrt_session *s, int64_t *dims, int *rank);
 int64_t cnnrt_num_classes(const cnnrt_session *s);
 /* Enqueues one step on float32 NCHW images and int64 labels (batch*C*H*W and
  * batch elements) with learning rate lr. The labels must be class indices in
