@@ -329,9 +329,9 @@ LogicalResult cnnc::driver::loadInput(const DriverOptions &options,
         names += ", ...";
       return fail(c, "--weights '" + options.weightsFile + "' has " +
                          Twine(unmatched.size()) +
-                         " entries that match no parameter or buffer of the "
-                         "model: " +
-                         names);
+                         (unmatched.size() == 1 ? " entry that matches"
+                                                : " entries that match") +
+                         " no parameter or buffer of the model: " + names);
     }
   }
   return success();
