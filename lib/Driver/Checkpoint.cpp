@@ -19,11 +19,6 @@ using namespace cnnc;
 using namespace cnnc::driver;
 
 namespace {
-LogicalResult fail(Compilation &c, const Twine &msg) {
-  emitError(UnknownLoc::get(&c.context)) << msg;
-  return failure();
-}
-
 /// The names of @train_step's persistent arguments, in argument order.
 SmallVector<std::string> persistentNames(func::FuncOp step) {
   SmallVector<std::string> names;

@@ -234,11 +234,6 @@ LogicalResult cnnc::driver::runPasses(PassManager &pm, Compilation &c) {
 }
 
 namespace {
-LogicalResult fail(Compilation &c, const Twine &msg) {
-  emitError(UnknownLoc::get(&c.context)) << msg;
-  return failure();
-}
-
 /// Resolves the cnn.weights path of `mlirPath`: as written, else next to the
 /// .mlir file.
 std::string resolveWeightsPath(StringRef mlirPath, StringRef weights) {
@@ -591,4 +586,9 @@ int cnnc::driver::runDriver(const DriverOptions &options) {
   if (emit && failed(emitMLIR(o, c)))
     return 1;
   return 0;
+}
+
+LogicalResult cnnc::driver::fail(Compilation &c, const Twine &msg) {
+  emitError(UnknownLoc::get(&c.context)) << msg;
+  return failure();
 }

@@ -25,11 +25,6 @@ using namespace cnnc;
 using namespace cnnc::driver;
 
 namespace {
-LogicalResult fail(Compilation &c, const Twine &msg) {
-  emitError(UnknownLoc::get(&c.context)) << msg;
-  return failure();
-}
-
 /// The runtime (headers + libcnnrt.a): --runtime-dir, $CNNC_RUNTIME_DIR, or
 /// the build tree next to this cnnc (build/bin/cnnc -> build/lib/libcnnrt.a,
 /// <source>/runtime/include).

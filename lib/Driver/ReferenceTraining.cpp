@@ -41,11 +41,6 @@ std::string dimsText(ArrayRef<int64_t> dims) {
                     "x");
 }
 
-LogicalResult fail(Compilation &c, const Twine &msg) {
-  emitError(UnknownLoc::get(&c.context)) << msg;
-  return failure();
-}
-
 std::string argName(func::FuncOp f, unsigned i, const char *attr) {
   if (auto s = f.getArgAttrOfType<StringAttr>(i, attr))
     return s.str();

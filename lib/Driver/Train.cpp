@@ -36,14 +36,6 @@ using namespace mlir;
 using namespace cnnc;
 using namespace cnnc::driver;
 
-namespace {
-LogicalResult fail(Compilation &c, const Twine &msg) {
-  emitError(UnknownLoc::get(&c.context)) << msg;
-  return failure();
-}
-
-} // namespace
-
 double cnnc::driver::learningRate(const DriverOptions &o) {
   if (o.lr)
     return *o.lr;

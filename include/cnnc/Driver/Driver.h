@@ -124,6 +124,10 @@ struct Compilation {
   void enableTimingFromCommandLine();
 };
 
+/// Reports `msg` as an error of the compilation (cnnc's one diagnostic
+/// helper for the driver library) and returns failure().
+mlir::LogicalResult fail(Compilation &c, const llvm::Twine &msg);
+
 /// Runs `pm` on the module with the standard MLIR pass-manager flags of the
 /// command line applied (--mlir-print-ir-after-all, --mlir-pass-statistics,
 /// ...) and its passes timed under `c.timing`.
