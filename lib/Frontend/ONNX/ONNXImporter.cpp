@@ -767,10 +767,34 @@ Slot *Importer::input(int i) {
   return &it->second;
 }
 
+/// A one-element float initializer named as a torch state_dict entry
+/// ("stages.0.skipinit_gain": module path and attribute) is a learned scalar
+/// (timm's NormFreeBlock skipinit gain, a 0-d nn.Parameter). Exporters name
+/// the constants they fold otherwise ("onnx::Mul_12", "/blk/Constant",
+/// tf2onnx's "mul/y:0" or "const_fold_opt__7"), and those stay constants.
+static bool isLearnedScalar(const std::string &name, const ConstVal &c) {
+  if (c.isInt || c.numel() != 1)
+    return false;
+  bool dotted = false;
+  for (size_t k = 0; k < name.size(); ++k) {
+    char ch = name[k];
+    if (ch == '.') {
+      // No empty segment, and a segment does not start with '.'.
+      if (k == 0 || name[k - 1] == '.' || k + 1 == name.size())
+        return false;
+      dotted = true;
+    } else if (!(llvm::isAlnum(ch) || ch == '_')) {
+      return false;
+    }
+  }
+  return dotted && !llvm::isDigit(name[0]);
+}
+
 Slot *Importer::paramInput(int i) {
   Slot *s = input(i);
   if (!s || s->value || !s->isInitializer || s->constant->isInt ||
-      s->constant->numel() == 1)
+      (s->constant->numel() == 1 &&
+       !isLearnedScalar(node->input(i), *s->constant)))
     return s;
   Value arg = argumentFor(node->input(i), *s->constant, WeightRole::Param,
                           std::nullopt);
@@ -1346,6 +1370,23 @@ LogicalResult Importer::importClip() {
                        "' must be a scalar, got shape " + shapeStr(c->shape));
     (i == 1 ? lo : hi) = float(c->at(0));
   }
+  // A computed constant folds: TF "same" padding (timm's pad_same) clamps
+  // its pad amounts at 0 with a Clip of values computed from static sizes.
+  // An initializer keeps its path through data() (a large one is a
+  // parameter).
+  Slot *in = input(0);
+  if (!in)
+    return failure();
+  if (in->constant && !in->isInitializer) {
+    ConstVal out = *in->constant;
+    for (int64_t &v : out.ints)
+      v = std::min<int64_t>(std::max<int64_t>(v, int64_t(std::ceil(lo))),
+                            int64_t(std::floor(hi)));
+    for (float &v : out.floats)
+      v = std::min(std::max(v, lo), hi);
+    setOutput(0, std::move(out));
+    return success();
+  }
   Value x = data(0);
   Value y = make<cnn::ClipOp>({x}, {attr("min", b.getF32FloatAttr(lo)),
                                     attr("max", b.getF32FloatAttr(hi))});
@@ -1619,6 +1660,10 @@ LogicalResult Importer::importBinary(StringRef opType) {
         perChannel = false;
     if (perChannel) {
       operands[i] = reshape(weight(i, WeightRole::Param, c.numel()), aligned);
+      continue;
+    }
+    if (s->isInitializer && isLearnedScalar(node->input(i), c)) {
+      operands[i] = reshape(weight(i, WeightRole::Param, std::nullopt), aligned);
       continue;
     }
     if (c.numel() == 1 || !s->isInitializer ||
