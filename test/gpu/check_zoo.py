@@ -79,6 +79,9 @@ TIMM_MODELS = {name: (8, 64, {}) for name in [
     "gernet_s", "repvgg_a2", "nf_resnet26", "convnext_atto",
     "convnextv2_atto", "resnetv2_50x1_bit", "gcresnet26ts",
     "efficientnet_lite0", "efficientnetv2_rw_t", "dla46_c", "resnet10t",
+    # TF "same" padding (Conv2dSame's computed pads fold at import) and the
+    # NFNet form (SiLU, grouped convs, SE, extra conv) beside nf_resnet26.
+    "tf_mobilenetv3_small_100", "nfnet_l0",
 ]}
 LR, MOMENTUM, WD = 0.01, 0.9, 5e-4
 # MnasNet-1.0 and RegNetY-400MF diverge at LR 0.01 on one batch of 16 at

@@ -2765,7 +2765,7 @@ const OpHandler kOpHandlers[] = {
   {"AveragePool", 7, kMaxOpset, &Importer::importAvgPool, Y, Y, "1-D (as 1 x k) and 2-D; cnn.avg_pool2d (ceil_mode, count_include_pad, auto_pad)"},
   {"BatchNormalization", 7, kMaxOpset, &Importer::importBatchNorm, Y, Y, "N x C, N x C x L (as N x C x L x 1) and N x C x H x W: cnn.batch_norm (training_mode=1: cnn.batch_norm_train when run forward; inference form, an eval-mode module: running statistics in the training step, not updated)"},
   {"Cast", 6, kMaxOpset, &Importer::importCast, Y, Y, "to float32/float16: cnn.cast; constants fold"},
-  {"Clip", 6, kMaxOpset, &Importer::importClip, Y, Y, "constant min/max (attributes before opset 11, inputs after): cnn.clip"},
+  {"Clip", 6, kMaxOpset, &Importer::importClip, Y, Y, "constant min/max (attributes before opset 11, inputs after): cnn.clip; a computed constant folds (TF \"same\" padding's clamped pad amounts)"},
   {"Concat", 4, kMaxOpset, &Importer::importConcat, Y, Y, "cnn.concat; constants fold"},
   {"Constant", 1, kMaxOpset, &Importer::importConstant, C, C, "value, value_float(s), value_int(s)"},
   {"ConstantOfShape", 9, kMaxOpset, &Importer::importConstantOfShape, C, C, "constant shape only (folded)"},
