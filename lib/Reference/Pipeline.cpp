@@ -5,6 +5,9 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <set>
+#include <thread>
+
 using namespace mlir;
 
 namespace cnnc::reference {
@@ -17,11 +20,50 @@ PipelineMailbox *currentMailbox() { return mailbox; }
 void setCurrentMailbox(PipelineMailbox *m) { mailbox = m; }
 
 void PipelineMailbox::send(int64_t from, int64_t to, int64_t tag, Tensor t) {
+  std::lock_guard<std::mutex> lock(mu_);
   fifo_[{from, to, tag}].push_back(std::move(t));
+  cv_.notify_all();
+}
+
+void PipelineMailbox::setThreads(int threads) {
+  std::lock_guard<std::mutex> lock(mu_);
+  threads_ = threads;
+}
+
+void PipelineMailbox::threadDone() {
+  std::lock_guard<std::mutex> lock(mu_);
+  --threads_;
+  cv_.notify_all();
 }
 
 bool PipelineMailbox::recv(int64_t from, int64_t to, int64_t tag, Tensor &out,
                            std::string &err) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto ready = [&](const std::tuple<int64_t, int64_t, int64_t> &key) {
+    auto it = fifo_.find(key);
+    return it != fifo_.end() && !it->second.empty();
+  };
+  const std::tuple<int64_t, int64_t, int64_t> key{from, to, tag};
+  // Stages on threads: wait while another stage may still send, that is
+  // while one runs or one that waits has its tensor (it wakes and runs on).
+  while (threads_ > 0 && !ready(key) &&
+         (waiting_ + 1 < threads_ ||
+          llvm::any_of(waitingFor_, [&](auto &k) { return ready(k); }))) {
+    ++waiting_;
+    waitingFor_.insert(key);
+    cv_.wait(lock);
+    waitingFor_.erase(waitingFor_.find(key));
+    --waiting_;
+  }
+  if (threads_ > 0 && !ready(key)) {
+    cv_.notify_all(); // the others wait in vain too
+    err = llvm::formatv("stage {0} waits for tag {1} from stage {2}, but "
+                        "every other stage is waiting or done (a stage "
+                        "failed, or the schedule deadlocks)",
+                        to, tag, from)
+              .str();
+    return false;
+  }
   auto it = fifo_.find({from, to, tag});
   if (it == fifo_.end() || it->second.empty()) {
     err = llvm::formatv("stage {0} waits for tag {1} from stage {2}, which "
@@ -37,6 +79,7 @@ bool PipelineMailbox::recv(int64_t from, int64_t to, int64_t tag, Tensor &out,
 }
 
 size_t PipelineMailbox::pending() const {
+  std::lock_guard<std::mutex> lock(mu_);
   size_t n = 0;
   for (auto &[key, q] : fifo_)
     n += q.size();
@@ -187,6 +230,98 @@ runPipelineStep(ModuleOp module, ArrayRef<std::vector<Tensor>> microArgs,
     return module.emitError("pipeline: ")
                << n << " tensor(s) sent but never received in the step",
            failure();
+  return results;
+}
+
+FailureOr<std::vector<Tensor>>
+runScheduledPipelineStep(ModuleOp module,
+                         ArrayRef<std::vector<Tensor>> microArgs,
+                         std::vector<float> *losses) {
+  auto plan = module->getAttrOfType<DictionaryAttr>("cnn.pipeline");
+  auto stagesAttr = plan ? plan.getAs<IntegerAttr>("stages") : IntegerAttr();
+  if (!stagesAttr)
+    return module.emitError("pipeline: the module has no cnn.pipeline plan"),
+           failure();
+  const int64_t S = stagesAttr.getInt();
+  const int64_t M = microArgs.size();
+  if (M == 0)
+    return module.emitError("pipeline: no micro-batch"), failure();
+  std::vector<func::FuncOp> fns(S);
+  std::vector<std::vector<Tensor>> ins(S);
+  int64_t numResults = 0;
+  for (int64_t s = 0; s < S; ++s) {
+    fns[s] = module.lookupSymbol<func::FuncOp>(
+        ("stage" + llvm::Twine(s) + "_step").str());
+    if (!fns[s])
+      return module.emitError("pipeline: stage ")
+                 << s << " has no @stage" << s
+                 << "_step (run cnn-pipeline-schedule)",
+             failure();
+    func::FuncOp f = fns[s];
+    for (unsigned i = 0; i < f.getNumArguments(); ++i) {
+      auto a = f.getArgAttrOfType<IntegerAttr>(i, "cnn.pipeline_arg");
+      auto m = f.getArgAttrOfType<IntegerAttr>(i, "cnn.micro_batch");
+      if (!a || a.getInt() >= (int64_t)microArgs.front().size() ||
+          (m && m.getInt() >= M))
+        return f.emitError("pipeline: argument #")
+                   << i << " is no @train_step argument of micro-batch < " << M,
+               failure();
+      Tensor t = microArgs[m ? m.getInt() : 0][a.getInt()];
+      // The step function takes the pipeline step k; the last micro-batch
+      // is micro-step k * M.
+      if (f.getArgAttr(i, cnn::kStepAttr)) {
+        t = microArgs.back()[a.getInt()];
+        for (float &v : t.data)
+          v /= float(M);
+      }
+      ins[s].push_back(std::move(t));
+    }
+    if (auto r = f->getAttrOfType<DenseI64ArrayAttr>("cnn.pipeline_results"))
+      for (int64_t i : r.asArrayRef())
+        numResults = std::max(numResults, i + 1);
+  }
+  PipelineMailbox box;
+  box.setThreads(S);
+  std::vector<FailureOr<std::vector<Tensor>>> outs(S, failure());
+  {
+    std::vector<std::thread> threads;
+    for (int64_t s = 0; s < S; ++s)
+      threads.emplace_back([&, s] {
+        setCurrentMailbox(&box);
+        outs[s] = run(fns[s], ins[s]);
+        setCurrentMailbox(nullptr);
+        box.threadDone();
+      });
+    for (std::thread &t : threads)
+      t.join();
+  }
+  for (int64_t s = 0; s < S; ++s)
+    if (failed(outs[s]))
+      return failure();
+  if (size_t n = box.pending())
+    return module.emitError("pipeline: ")
+               << n << " tensor(s) sent but never received in the step",
+           failure();
+  std::vector<Tensor> results(numResults);
+  if (losses)
+    losses->assign(M, 0.0f);
+  for (int64_t s = 0; s < S; ++s) {
+    auto idx = fns[s]->getAttrOfType<DenseI64ArrayAttr>("cnn.pipeline_results");
+    size_t k = 0;
+    for (unsigned r = 0; r < fns[s].getNumResults(); ++r) {
+      Tensor &t = (*outs[s])[r];
+      if (fns[s].getResultAttr(r, cnn::kLossAttr)) {
+        auto m = fns[s].getResultAttrOfType<IntegerAttr>(r, "cnn.micro_batch");
+        if (losses && m && m.getInt() < M)
+          (*losses)[m.getInt()] = t.data.empty() ? 0.0f : t.data[0];
+        if (m && m.getInt() == M - 1)
+          results[0] = t;
+        continue;
+      }
+      if (idx && k < (size_t)idx.size())
+        results[idx[k++]] = std::move(t);
+    }
+  }
   return results;
 }
 

@@ -18,8 +18,11 @@
 
 #include "mlir/IR/BuiltinOps.h"
 
+#include <condition_variable>
 #include <deque>
 #include <map>
+#include <mutex>
+#include <set>
 #include <string>
 #include <tuple>
 
@@ -35,8 +38,22 @@ public:
   /// Transfers sent but never received (0 after a complete step).
   size_t pending() const;
 
+  /// Stages running on threads of their own (runScheduledPipelineStep):
+  /// with `threads` > 0, a recv whose FIFO is empty waits for the send
+  /// instead of failing, until every running stage waits or has finished:
+  /// then nothing can arrive any more (a schedule that deadlocks, or a
+  /// stage that failed) and the recv fails with an error naming the tag.
+  void setThreads(int threads);
+  /// A stage thread is done (finished or failed): waiters recheck.
+  void threadDone();
+
 private:
   std::map<std::tuple<int64_t, int64_t, int64_t>, std::deque<Tensor>> fifo_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  int threads_ = 0, waiting_ = 0;
+  /// The FIFOs the waiting stages wait on.
+  std::multiset<std::tuple<int64_t, int64_t, int64_t>> waitingFor_;
 };
 
 /// The mailbox cnn.send / cnn.recv use on the calling thread (null: not in
@@ -55,6 +72,17 @@ mlir::FailureOr<std::vector<Tensor>>
 runPipelineStep(mlir::ModuleOp module,
                 llvm::ArrayRef<std::vector<Tensor>> microArgs,
                 std::vector<float> *losses = nullptr);
+
+/// The same step run from cnn-pipeline-schedule's @stage<s>_step functions
+/// (the M micro-batches unrolled per stage in the schedule's order, GPipe
+/// or 1F1B), each stage on a thread of its own as each would run on its
+/// own GPU: a recv waits for its send (PipelineMailbox::setThreads). Same
+/// arguments and results as runPipelineStep; a failing stage fails the
+/// step (the stages waiting on it fail with the tag they wait for).
+mlir::FailureOr<std::vector<Tensor>>
+runScheduledPipelineStep(mlir::ModuleOp module,
+                         llvm::ArrayRef<std::vector<Tensor>> microArgs,
+                         std::vector<float> *losses = nullptr);
 
 } // namespace cnnc::reference
 

@@ -997,6 +997,42 @@ def CNNPipelineSplit : Pass<"cnn-pipeline-split", "mlir::ModuleOp"> {
   ];
 }
 
+def CNNPipelineSchedule : Pass<"cnn-pipeline-schedule", "mlir::ModuleOp"> {
+  let summary = "Unrolls each pipeline stage's micro-batches into one @stage<s>_step function in the schedule's order";
+  let description = [{
+    Reads cnn-pipeline-split's `@stage<s>_forward` / `@stage<s>_backward`
+    and the plan's `micro_batches` M, and replaces them by one function
+    `@stage<s>_step` per stage: the M micro-batches' forward and backward
+    bodies inlined in the schedule's order (`gpipe`: every forward, then
+    every backward; `1f1b`: min(S - s, M) warm-up forwards, then one
+    backward and one forward alternating, then the remaining backwards),
+    so each stage is one training-step-like function a GPU target can
+    plan, capture and replay. The persistent values (parameters, optimizer
+    state, gradient accumulators, BatchNorm running statistics) thread
+    from one micro-batch's body to the next by name, in micro-batch order,
+    as the unpartitioned step with `accumulate=M` run M times; the
+    activations a backward body reads come from its own micro-batch's
+    forward body. The cnn.send / cnn.recv of micro-batch m keep their tags:
+    a pair is matched by its order on both peers (NCCL's rule, and the
+    reference mailbox's FIFO), micro-batch order on both sides.
+
+    Arguments of `@stage<s>_step`: each @train_step argument the stage
+    reads (`cnn.pipeline_arg`), except the image and labels, which come
+    once per micro-batch (`cnn.micro_batch = m` with `cnn.pipeline_arg`),
+    and the step number, which is the pipeline step k (1, 2, ...): micro-
+    batch m runs as accumulation's micro-step (k - 1) x M + m + 1,
+    computed in the function. Results: the @train_step results the stage
+    makes (`cnn.pipeline_results`), from the last micro-batch that makes
+    them, and on the last stage the M losses (`cnn.loss`, `cnn.micro_batch
+    = m`).
+  }];
+  let options = [
+    Option<"schedule", "schedule", "std::string", "\"gpipe\"",
+           "gpipe (all forwards, then all backwards) or 1f1b (S - s warm-up "
+           "forwards, then alternating)">,
+  ];
+}
+
 def CNNMemoryPlan : Pass<"cnn-memory-plan", "mlir::ModuleOp"> {
   let summary = "Plans every tensor of the train step into one arena";
   let description = [{

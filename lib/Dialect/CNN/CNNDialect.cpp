@@ -84,6 +84,9 @@ AttrKind argOrResultAttrKind(StringRef name) {
       // cnn-pipeline-split: the @train_step argument a stage function's
       // argument is, or the forward function's kept value it is.
       .Cases({"cnn.pipeline_arg", "cnn.pipeline_saved"}, AttrKind::Bytes)
+      // cnn-pipeline-schedule: the micro-batch an image, labels or loss of
+      // a @stage<s>_step belongs to.
+      .Case("cnn.micro_batch", AttrKind::Bytes)
       .Default(AttrKind::Unknown);
 }
 
@@ -109,6 +112,7 @@ AttrKind funcAttrKind(StringRef name) {
       .Case("cnn.lowering_selected", AttrKind::Unit)
       .Case("cnn.pipeline_stage", AttrKind::Count) // cnn-pipeline-split
       .Case("cnn.pipeline_results", AttrKind::Indices)
+      .Case("cnn.pipeline_schedule", AttrKind::String) // cnn-pipeline-schedule
       .Default(AttrKind::Unknown);
 }
 
