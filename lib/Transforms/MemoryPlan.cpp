@@ -51,6 +51,16 @@ uint64_t cnnc::tensorBytes(Type type) {
   return std::max<uint64_t>(elem * uint64_t(*n), elem);
 }
 
+func::FuncOp cnnc::evaluatedForward(func::FuncOp forward) {
+  if (!forward || forward.getBlocks().size() != 1 ||
+      forward.getNumResults() != 1)
+    return nullptr;
+  auto logits = dyn_cast<RankedTensorType>(forward.getResultTypes()[0]);
+  if (!logits || (logits.getRank() != 2 && logits.getRank() != 4))
+    return nullptr;
+  return forward;
+}
+
 bool cnnc::isBufferView(Operation *op) { return isa<ReshapeOp, FlattenOp>(op); }
 
 SmallVector<unsigned> cnnc::inPlaceCandidates(Operation *op) {
@@ -304,11 +314,7 @@ LogicalResult MemoryPlanPass::plan() {
     return module.emitError("cnn-memory-plan: the module has no @train_step "
                             "(run cnn-autodiff first)");
   auto forward = module.lookupSymbol<func::FuncOp>("forward");
-  // The CUDA target evaluates @forward only when it returns 2-D logits.
-  if (forward &&
-      (forward.getBlocks().size() != 1 || forward.getNumResults() != 1 ||
-       cast<RankedTensorType>(forward.getResultTypes()[0]).getRank() != 2))
-    forward = nullptr;
+  forward = evaluatedForward(forward);
   if (step.getBlocks().size() != 1)
     return step.emitError("cnn-memory-plan: functions must have one block");
 

@@ -45,6 +45,14 @@ constexpr const char *kEvalPeakAttr = "cnn.eval_peak_bytes";
 constexpr const char *kEvalLowerBoundAttr = "cnn.eval_lower_bound_bytes";
 constexpr const char *kPlanStrategyAttr = "cnn.plan_strategy";
 
+/// @forward when the CUDA target evaluates it (its evalStep, planned with
+/// @train_step): one block returning the logits, N x C (classification) or
+/// N x C x H x W / N x H x W x C (dense prediction; cnn-autodiff has dropped
+/// any auxiliary heads from @forward, as torchvision's eval mode does);
+/// null otherwise. The memory plan, the plan reader and the emitter ask this
+/// one predicate, so they agree on whether a model has an eval step.
+mlir::func::FuncOp evaluatedForward(mlir::func::FuncOp forward);
+
 /// Byte size of a tensor type (at least one element).
 uint64_t tensorBytes(mlir::Type type);
 

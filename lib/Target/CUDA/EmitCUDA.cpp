@@ -13,6 +13,7 @@
 #include "cnnc/Dialect/CNN/CNNOps.h"
 #include "cnnc/Support/Resize.h"
 #include "cnnc/Transforms/LoweringLimits.h"
+#include "cnnc/Transforms/MemoryPlan.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -2909,11 +2910,7 @@ LogicalResult cnnc::emitCUDA(ModuleOp module, llvm::raw_ostream &os,
   for (auto f : {step, forward})
     if (f && f.getBlocks().size() != 1)
       return f.emitError("CUDA backend: functions must have one block");
-  if (forward &&
-      (forward.getNumResults() != 1 ||
-       ttype(forward.getBody().front().getTerminator()->getOperand(0))
-               .getRank() != 2))
-    forward = nullptr;
+  forward = evaluatedForward(forward);
   for (auto arg : step.getArguments())
     if (ttype(arg).getRank() > 4)
       return step.emitError(

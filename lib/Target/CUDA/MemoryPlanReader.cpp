@@ -166,11 +166,7 @@ FailureOr<BufferPlan> cnnc::getBufferPlan(func::FuncOp step,
   if (!module || !module->hasAttr(kArenaBytesAttr))
     return step.emitError("memory plan: the module has no arena plan (run "
                           "cnn-memory-plan after every other pass)");
-  // The CUDA target evaluates @forward only when it returns 2-D logits.
-  if (forward &&
-      (forward.getNumResults() != 1 ||
-       cast<RankedTensorType>(forward.getResultTypes()[0]).getRank() != 2))
-    forward = nullptr;
+  forward = evaluatedForward(forward);
   // Names and roles of the persistent tensors.
   auto persistent = persistentBuffers(step, forward);
   if (failed(persistent))
