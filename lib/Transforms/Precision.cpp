@@ -223,6 +223,19 @@ LogicalResult PrecisionPass::convert(func::FuncOp f) {
     if (op->getDialect() != f->getContext()->getLoadedDialect<CNNDialect>())
       return op->emitError("cnn-precision: unsupported op '")
              << op->getName() << "' in @" << f.getName();
+    // A reshape from or to a 0-d tensor (a learned scalar such as NFNet's
+    // skipinit gain, broadcast by a reshape, and its gradient reshaped
+    // back) keeps its operand's element type: 0-d values stay f32 in this
+    // pass, and the reshaped value's users cast it as they cast any other
+    // operand.
+    if (auto reshape = dyn_cast<ReshapeOp>(op)) {
+      auto in = cast<RankedTensorType>(reshape->getOperand(0).getType());
+      auto out = cast<RankedTensorType>(reshape->getResult(0).getType());
+      if (in.getRank() == 0 || out.getRank() == 0) {
+        reshape->getResult(0).setType(out.clone(in.getElementType()));
+        continue;
+      }
+    }
     if (keep.contains(op)) {
       // f32 statistics: the results keep their f32 types. A reduction reads
       // its input as it is (f16 or f32), fused_elementwise mixed inputs;

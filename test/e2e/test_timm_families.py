@@ -113,3 +113,38 @@ def test_tf_same_padding_folds_to_pads(cnnc, tmp_path):
     assert "0, 0, 0, 0, 0, 0, 1, 1" in pads[1]  # 14: asymmetric (0 / 1)
     for op in ("cnn.ceil", "cnn.clip", "cnn.cast"):
         assert op not in out.stdout
+
+
+@pytest.mark.parametrize("case", ["dm_nfnet", "tf_efficientnet"])
+def test_timm_family_f16_step_follows_f32(cnnc, tmp_path, case):
+    """The GPU's default step (cnn-precision: f16 compute, NHWC, loss
+    scaling) on the reference interpreter: the 0-d skipinit gain is reshaped
+    to broadcast and its gradient reshaped back (cnn-precision once gave that
+    reshape an f16 result of an f32 operand: "cannot reshape 'tensor<f32>'
+    to 'tensor<1x1x1x1xf16>'"). Three steps stay within 1e-3 of the f32
+    step's losses, and the skipinit gains move as in f32."""
+    make, shape = CASES[case]
+    torch.manual_seed(0)
+    model = _init(make())
+    onnx_path = tmp_path / (case + ".onnx")
+    tc.export_training(model, onnx_path, shape)
+    x, y = tc.random_batch(shape, CLASSES, seed=1)
+    runs = {}
+    for precision in ("fp32", "fp16"):
+        d = tmp_path / precision
+        d.mkdir()
+        runs[precision] = tc.cnnc_train_fixed(
+            cnnc, onnx_path, x, y, OPT, 3, d,
+            extra=("--precision", precision, "--layout", "nhwc"))
+        assert len(runs[precision].losses) == 3, runs[precision].stderr
+    for a, b in zip(runs["fp16"].losses, runs["fp32"].losses):
+        assert abs(a - b) <= 1e-3 * abs(b), (runs["fp16"].losses,
+                                             runs["fp32"].losses)
+    init = dict(model.named_parameters())
+    for name in init:
+        if not name.endswith("skipinit_gain"):
+            continue
+        moved = {p: float(runs[p].state[name].reshape(-1)[0]) - float(init[name])
+                 for p in runs}
+        assert moved["fp32"] != 0 and abs(moved["fp16"] - moved["fp32"]) <= (
+            2e-2 * abs(moved["fp32"])), (name, moved)
