@@ -30,6 +30,7 @@ from cnnc import cache as _cache, finetune, tools
 
 from cnnc import optim, pipeline_options
 from cnnc import runtime_errors as _rt
+from cnnc import scaler as _scaler
 
 # ---------------------------------------------------------------------------
 # Errors
@@ -337,9 +338,11 @@ class _CudaBackend:
         # (N,) or, for a dense model, (N, H, W): one class per pixel.
         self.labels_shape = self._shape(lib.cnnrt_labels_shape, self.handle)
         self.tensors = []
+        self.loss_scale_names = set()
         for i in range(lib.cnnrt_num_state(self.handle)):
             role = self._ROLES.get(lib.cnnrt_state_role(self.handle, i))
-            if role == "loss_scale":
+            if role == "loss_scale":  # carried by cnnc/scaler.py
+                self.loss_scale_names.add(lib.cnnrt_state_name(self.handle, i).decode())
                 continue
             self.tensors.append(_Tensor(lib.cnnrt_state_name(self.handle, i).decode(), role,
                                         self._shape(lib.cnnrt_state_shape, self.handle, i)))
@@ -618,6 +621,7 @@ class Trainer:
         model.load_state_dict(self.state_dict())
         optim.write_state(self, self._params, self._optimizer, self._opt_kind,
                           self._optimizer_steps())
+        _scaler.write_back(self)  # the loss scale into compile's scaler=
         return model
 
     def _optimizer_steps(self):
@@ -683,7 +687,7 @@ def compile(model, example_input, optimizer=None, *, label_smoothing=0.0,
             ignore_index=-100, aux_loss_weight=None,
             lr=None, device=None, precision=None, layout=None, arch=None,
             remat=None, cache=True, verbose=False, clip_grad_norm=None,
-            accumulate=1, _gradients_only=False):
+            accumulate=1, scaler=None, _gradients_only=False):
     """Compiles the training step of `model` (cross-entropy loss on its
     logits; `optimizer`'s algorithm and hyper-parameters) for inputs of
     `example_input`'s shape, and returns a Trainer holding the model's
@@ -736,6 +740,11 @@ def compile(model, example_input, optimizer=None, *, label_smoothing=0.0,
       statistics update at every call; step the LR scheduler once per
       `accumulate` calls. Under fp16 the calls of one update share the
       loss scale, which changes (or skips the update) once per update.
+    scaler: a torch GradScaler, the source and sink of the fp16 step's loss
+      scale as the optimizer is of its state: compile starts from its
+      scale and growth tracker, sync_to writes them back (cnnc/scaler.py;
+      its growth/backoff settings must be GradScaler's defaults). An
+      enabled scaler on a step without loss scaling is an error.
     """
     if not isinstance(model, torch.nn.Module):
         raise TypeError("cnnc.compile needs a torch.nn.Module, got %s" % type(model).__name__)
@@ -824,6 +833,7 @@ def compile(model, example_input, optimizer=None, *, label_smoothing=0.0,
         flags["arch"] = arch
 
     optim.optimizer_step_flags(flags, clip_grad_norm, accumulate, flags.get("precision"))
+    scaler = _scaler.check(scaler, flags.get("precision"), backend_kind)
     cnnc_bin = tools.find_tool("cnnc")
     if cnnc_bin is None:
         raise CompileError("the cnnc compiler was not found: set CNNC_BUILD_DIR to the build "
@@ -877,7 +887,9 @@ def compile(model, example_input, optimizer=None, *, label_smoothing=0.0,
     info = {"backend": backend_kind, "cache_hit": cache_hit, "artifact_dir": artifact_dir,
             "compile_seconds": time.time() - t0, "flags": flags, "onnx_sha256": meta["onnx_sha256"],
             "eval_batch_norms": eval_bns}
-    return Trainer(backend, model, optimizer, lr, info)
+    trainer = Trainer(backend, model, optimizer, lr, info)
+    _scaler.load_into(trainer, scaler)  # the f16 step resumes scaler='s scale
+    return trainer
 
 
 def _remat_args(remat):

@@ -14,15 +14,20 @@ A conv-BN net, batch 32, 16x16 images:
     alone and all together (frozen conv1 + three groups + clip 0.3 +
     accumulate 2), 4 optimizer steps: every micro-batch loss within 1e-4
     relative, parameters and the optimizer's state within 1e-3;
-  - fp16 NHWC (the default): frozen + groups + clipping after unscaling,
-    and accumulate 2 (one loss scale for both micro-steps, f32 sums):
-    losses within 2e-2 of PyTorch f32, parameters within max(5e-2, 3 x
-    PyTorch AMP's own distance from f32, AMP accumulating as cnnc does).
+  - eval-mode BatchNorm (bn1.eval(), frozen-BN fine-tuning) alone and all
+    five recipes together (SGD, fp32 NCHW and NHWC);
+  - fp16 NHWC (the default), SGD and AdamW: each recipe alone (frozen conv1,
+    three groups, clipping after unscaling, eval-mode bn1, accumulate 2:
+    one loss scale for both micro-steps, f32 sums), frozen + groups + clip,
+    and all five together: losses within 2e-2 of PyTorch f32, parameters
+    within max(5e-2, 3 x PyTorch AMP's own distance from f32, AMP doing the
+    same recipe).
 
 Then the state round trip on the GPU: torch.save of the model's and the
 optimizer's state_dict after 2 steps, loaded in a new process, continued:
-the uninterrupted run's losses to the printed digit (fp32; f16 would also
-need the loss scale, which is not torch optimizer state).
+the uninterrupted run's losses to the printed digit (fp32); in fp16 also
+the GradScaler's state (cnnc.compile(..., scaler=)), from a scale of 2^30
+whose overflowing steps the resumed run must skip as the uninterrupted one.
 
 FINETUNE_DATA_SEED picks the batches (1); FINETUNE_ONLY runs the cases whose
 name contains it. On an H200 (2026-11-26) "frozen conv1 (sgd, fp32 nhwc)"
@@ -93,7 +98,7 @@ def groups(m):
 
 
 def run(what, kind, precision, layout, frozen=False, grouped=False, clip=None,
-        accumulate=1, loss_tol=1e-4, param_tol=1e-3, adam_decay=1e-2):
+        accumulate=1, loss_tol=1e-4, param_tol=1e-3, adam_decay=1e-2, eval_bn=False):
     import cnnc
     if ONLY and ONLY not in "%s (%s, %s %s)" % (what, kind, precision, layout):
         return
@@ -101,6 +106,8 @@ def run(what, kind, precision, layout, frozen=False, grouped=False, clip=None,
     if frozen:
         for p in model.conv1.parameters():
             p.requires_grad_(False)
+    if eval_bn:  # frozen-BN fine-tuning: bn1 normalizes with its running statistics
+        model.bn1.eval()
     ref = copy.deepcopy(model)
 
     def make_opt(m):
@@ -148,7 +155,7 @@ def run(what, kind, precision, layout, frozen=False, grouped=False, clip=None,
         amp_err, amp_at, _ = worst_of(
             (n, v, ref.state_dict()[n])
             for n, v in amp_reference(make_opt, lambdas, batches, frozen, clip,
-                                          accumulate).items()
+                                          accumulate, eval_bn).items()
             if v.is_floating_point())
         bound = max(param_tol, 3 * amp_err)
         check(err <= bound, "%s: parameters and buffers within max(%.0e, 3 x PyTorch AMP's "
@@ -171,7 +178,7 @@ def run(what, kind, precision, layout, frozen=False, grouped=False, clip=None,
               "%s: the frozen conv1 did not move" % name)
 
 
-def amp_reference(make_opt, lambdas, batches, frozen, clip, accumulate=1):
+def amp_reference(make_opt, lambdas, batches, frozen, clip, accumulate=1, eval_bn=False):
     """PyTorch AMP (autocast f16, GradScaler, clipping after unscale_; with
     accumulate k, k scaled backward passes per update as the AMP recipe
     does) on the same start, batches and schedule; returns its state_dict."""
@@ -179,6 +186,8 @@ def amp_reference(make_opt, lambdas, batches, frozen, clip, accumulate=1):
     if frozen:
         for p in m.conv1.parameters():
             p.requires_grad_(False)
+    if eval_bn:
+        m.bn1.eval()
     opt = make_opt(m)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambdas)
     scaler = torch.amp.GradScaler("cuda")
@@ -201,8 +210,9 @@ RESUME_SCRIPT = r"""
 import sys, torch
 sys.path.insert(0, sys.argv[1])
 import cnnc
-kind, path, phase, k, n, layout = (sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]),
-                                   int(sys.argv[6]), sys.argv[7])
+kind, path, phase, k, n, layout, precision = (sys.argv[2], sys.argv[3], sys.argv[4],
+                                              int(sys.argv[5]), int(sys.argv[6]),
+                                              sys.argv[7], sys.argv[9])
 sys.path.insert(0, sys.argv[8])
 from check_finetune_optim import make_net, groups
 torch.backends.cudnn.allow_tf32 = False
@@ -213,49 +223,92 @@ if kind == "sgd":
     opt = torch.optim.SGD(groups(model), lr=0.05, momentum=0.9, weight_decay=1e-3)
 else:
     opt = torch.optim.AdamW(groups(model), lr=2e-3, eps=1e-3, weight_decay=0.0)
+# fp16: a scale of 2^30 overflows the f16 gradients, so the first steps are
+# skipped and halve it (GradScaler's rule); the steps after the save point
+# are still skipped only if the resumed step starts from the saved scale.
+scaler = None
+if precision == "fp16":
+    scaler = (torch.amp.GradScaler("cuda", init_scale=2.0 ** 30) if hasattr(torch, "amp")
+              and hasattr(torch.amp, "GradScaler")
+              else torch.cuda.amp.GradScaler(init_scale=2.0 ** 30))
 g = torch.Generator(device="cuda").manual_seed(1)
 batches = [(torch.randn(32, 3, 16, 16, device="cuda", generator=g),
             torch.randint(0, 10, (32,), device="cuda", generator=g)) for _ in range(n)]
-if phase == "resume":
+if phase.startswith("resume"):
     ckpt = torch.load(path)
     model.load_state_dict(ckpt["model"])
     opt.load_state_dict(ckpt["opt"])
-trainer = cnnc.compile(model, batches[0][0], opt, device="cuda", precision="fp32",
-                       layout=layout)
-todo = range(k) if phase == "save" else range(k, n) if phase == "resume" else range(n)
+    if scaler is not None:
+        scaler.load_state_dict(ckpt["scaler"])
+    if phase == "resume_without_scaler":
+        scaler = None
+trainer = cnnc.compile(model, batches[0][0], opt, device="cuda", precision=precision,
+                       layout=layout, scaler=scaler)
+todo = range(k) if phase == "save" else range(k, n) if phase.startswith("resume") else range(n)
 for i in todo:
-    print("%.6f" % float(trainer.step(*batches[i])))
+    print("loss %.6f" % float(trainer.step(*batches[i])))
 trainer.sync_to(model)
+if scaler is not None:
+    sd = scaler.state_dict()
+    print("scale %g tracker %d" % (sd["scale"], sd["_growth_tracker"]))
 if phase == "save":
-    torch.save({"model": model.state_dict(), "opt": opt.state_dict()}, path)
+    torch.save({"model": model.state_dict(), "opt": opt.state_dict(),
+                "scaler": scaler.state_dict() if scaler is not None else None}, path)
 """
 
 
-def resume(kind, layout):
-    """torch.save of the model's and the optimizer's state_dict after 2 of 5
-    steps (sync_to wrote both), loaded into a new model and optimizer in a
+def resume(kind, layout, precision="fp32"):
+    """torch.save of the model's and the optimizer's state_dict (fp16: and
+    the GradScaler's, cnnc.compile(..., scaler=)) after k of n steps
+    (sync_to wrote them), loaded into a new model, optimizer and scaler in a
     new process, compiled and continued on the GPU: the losses are the
-    uninterrupted run's to the printed digit (frozen conv1, three groups)."""
+    uninterrupted run's to the printed digit (frozen conv1, three groups),
+    and in fp16 the scaler ends with the uninterrupted run's scale and
+    growth tracker. fp16 starts at scale 2^30: the first steps overflow and
+    are skipped, halving it each time (about a dozen until the scaled f16
+    gradients fit), then it trains; saved after 6 of 20, the resumed run
+    must skip the same steps, which it does only with the saved scale (a
+    resume without scaler= starts at 65536 and trains at once: its losses
+    differ, checked too)."""
     import subprocess
     work = tempfile.mkdtemp(prefix="cnnc-resume-")
     script = os.path.join(work, "resume.py")
     with open(script, "w") as f:
         f.write(RESUME_SCRIPT)
     ckpt = os.path.join(work, "ckpt.pt")
+    k, n = ("2", "5") if precision == "fp32" else ("6", "20")
 
     def run(phase):
         r = subprocess.run([sys.executable, script, os.path.join(HERE, "..", "..", "python"),
-                            kind, ckpt, phase, "2", "5", layout, HERE],
+                            kind, ckpt, phase, k, n, layout, HERE, precision],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            universal_newlines=True)
         if r.returncode != 0:
             print(r.stderr[-2000:])
-        return r.stdout.split()
-    whole, first = run("whole"), run("save")
-    rest = run("resume") if first else []
-    check(len(whole) == 5 and first + rest == whole,
-          "resume (%s, fp32 %s): save after 2 steps, load in a new process, continue: "
-          "uninterrupted %s, resumed %s + %s" % (kind, layout, whole, first, rest))
+        lines = r.stdout.splitlines()
+        return ([l.split()[1] for l in lines if l.startswith("loss ")],
+                [l for l in lines if l.startswith("scale ")])
+    (whole, whole_scale), (first, _) = run("whole"), run("save")
+    rest, rest_scale = run("resume") if first else ([], [])
+    name = "resume (%s, %s %s)" % (kind, precision, layout)
+    check(len(whole) == int(n) and first + rest == whole,
+          "%s: save after %s steps, load in a new process, continue: uninterrupted %s, "
+          "resumed %s + %s" % (name, k, whole, first, rest))
+    if precision == "fp16":
+        # "scale S tracker T": S < 2^30, steps were skipped; T > 0, the last
+        # T steps applied (the run trained once the scale fit).
+        fields = whole_scale[-1].split() if whole_scale else []
+        check(len(fields) == 4 and float(fields[1]) < 2.0 ** 30 and int(fields[3]) > 0,
+              "%s: the uninterrupted run skipped its first steps and then trained (%s)"
+              % (name, whole_scale))
+        check(bool(whole_scale) and rest_scale == whole_scale,
+              "%s: the scaler ends as the uninterrupted run's: %s, resumed %s"
+              % (name, whole_scale, rest_scale))
+        # The check discriminates: without the saved scale the losses differ.
+        other, _ = run("resume_without_scaler")
+        check(len(other) == len(rest) and other != rest,
+              "%s: a resume without scaler= (scale 65536) takes other steps: %s vs %s"
+              % (name, other, rest))
 
 
 def main():
@@ -277,17 +330,36 @@ def main():
             # perturbed by 1e-6 (measured on the CPU; 5e-6 without decay).
             run("all together", kind, "fp32", layout, frozen=True, grouped=True, clip=0.3,
                 accumulate=2, adam_decay=0.0)
+        # Issue 33's fifth recipe beside the four: eval-mode BatchNorm (bn1
+        # in eval(): its running statistics normalize and stay), alone and
+        # with the others.
+        run("eval-mode bn1", "sgd", "fp32", layout, eval_bn=True)
+        run("all five together", "sgd", "fp32", layout, frozen=True, grouped=True,
+            clip=0.3, accumulate=2, eval_bn=True)
+    # f16 NHWC (the default step): each recipe alone, then all five together,
+    # against PyTorch AMP doing the same (amp_reference). Before session 24
+    # frozen, groups and clipping ran only together in f16.
+    f16 = dict(loss_tol=2e-2, param_tol=5e-2)
     for kind in ("sgd", "adamw"):
+        run("frozen conv1", kind, "fp16", "nhwc", frozen=True, **f16)
+        run("three groups", kind, "fp16", "nhwc", grouped=True, **f16)
+        run("clip 0.3", kind, "fp16", "nhwc", clip=0.3, **f16)
+        run("eval-mode bn1", kind, "fp16", "nhwc", eval_bn=True, **f16)
         run("frozen + groups + clip", kind, "fp16", "nhwc", frozen=True, grouped=True,
-            clip=0.3, loss_tol=2e-2, param_tol=5e-2)
+            clip=0.3, **f16)
         # f16 accumulation (the micro-steps share the loss scale, f32 sums of
         # the scaled gradients, one update per 2 micro-batches): only run on
         # the CPU reference before session 23.
-        run("accumulate 2", kind, "fp16", "nhwc", accumulate=2, loss_tol=2e-2,
-            param_tol=5e-2)
+        run("accumulate 2", kind, "fp16", "nhwc", accumulate=2, **f16)
+        run("all five together", kind, "fp16", "nhwc", frozen=True, grouped=True,
+            clip=0.3, accumulate=2, eval_bn=True, adam_decay=0.0, **f16)
     for kind in ("sgd", "adamw"):
         if not ONLY or ONLY in "resume (%s, fp32 nhwc)" % kind:
             resume(kind, "nhwc")
+    # f16: the loss scale resumes too (cnnc.compile(..., scaler=GradScaler)).
+    for kind in ("sgd", "adamw"):
+        if not ONLY or ONLY in "resume (%s, fp16 nhwc)" % kind:
+            resume(kind, "nhwc", "fp16")
     print("%d failure(s)" % len(FAILURES))
     return 1 if FAILURES else 0
 
