@@ -28,7 +28,8 @@ cnn.softmax over a dimension that is not the last (over the channels and
 the height of N x C x H x W, ResNeSt's radix softmax, selective kernels'
 N x 2 x C x 1 x 1) and its gradient; weight standardization (timm's
 ScaledStdConv2d in an NF-ResNet block, StdConv2d + GroupNorm in a BiT block:
-BatchNormalization on the 1 x C x L weight, the learned gain).
+BatchNormalization on the 1 x C x L weight, the learned gain); timm's
+TF-"same" padding and NF-ResNet / NFNet / dm-NFNet blocks (--only timm).
 
 Prints PASS/FAIL per case; exit 0: all passed, 1: a case failed, 77: no
 CUDA GPU (ctest's skip).
@@ -422,9 +423,27 @@ def run_stdconv(cnnc, torch, quick):
                       net(torch), (4, 3, 16, 16), precision, layout)
 
 
+def run_timm(cnnc, torch, quick):
+    """timm families rebuilt in torch (test/e2e/timm_family_layers.py, shared
+    with test_timm_families.py): TF "same" padding (Conv2dSame /
+    MaxPool2dSame, pads folded at import, -inf for the pool) and the NF
+    nets (NF-ResNet; NFNet-L0's SiLU, grouped convs, SE; dm-NFNet's
+    GammaAct, ScaledStdConv2dSame and the 0-d skipinit gain), at odd sizes."""
+    import functools
+    sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
+    import timm_family_layers as tl
+    nets = [("tf_efficientnet", tl.TFEfficientNetTiny, (4, 3, 27, 27))]
+    nets += [(v, functools.partial(tl.NFNetTiny, v), (4, 3, 29, 29))
+             for v in ("nf_resnet", "nfnet_l0", "dm_nfnet")]
+    for precision, layout in [("fp32", "nchw"), ("fp32", "nhwc"), ("fp16", "nhwc")]:
+        for name, net, shape in nets[:2] if quick else nets:
+            check_net(cnnc, torch, "timm/%s %s %s" % (name, precision, layout),
+                      net, shape, precision, layout)
+
+
 CHECKS = {"resize": run_resize, "softmax": run_softmax,
           "activations": run_activations, "norms": run_norms,
-          "stdconv": run_stdconv}
+          "stdconv": run_stdconv, "timm": run_timm}
 
 
 def main():
