@@ -217,3 +217,44 @@ def test_compile_time_parses_the_timing_table():
     # The single-column form (no parallel work: wall time only).
     stages, units = compile_time.parse_timing("    0.6267 ( 26.0%)  nvcc link\n")
     assert stages == {"nvcc link": 0.6267} and units is None
+
+
+def test_roofline_floors(tmp_path):
+    """bench/roofline.py: a convolution's FLOPs from its filter and output,
+    the filter gradient's from dy and the filter, bytes of operands and
+    results, reshapes free, only the named function read, and each op's
+    floor the larger of its FLOP and byte times."""
+    ir = tmp_path / "step.mlir"
+    ir.write_text(
+        "func.func @forward(%a: tensor<2x8x8x4xf16>) {\n"
+        "  %x = cnn.conv2d %a, %w {groups = 1 : i64} : (tensor<2x8x8x4xf16>, "
+        "tensor<16x3x3x4xf16>) -> tensor<2x8x8x16xf16>\n"
+        "}\n"
+        "func.func @train_step(%a: tensor<2x8x8x4xf16>) {\n"
+        "  %y = cnn.conv2d %a, %w {groups = 1 : i64} : (tensor<2x8x8x4xf16>, "
+        "tensor<16x3x3x4xf16>) -> tensor<2x8x8x16xf16>\n"
+        "  %g = cnn.conv2d_bwd_filter %a, %y {groups = 1 : i64} : (tensor<2x8x8x4xf16>, "
+        "tensor<2x8x8x16xf16>) -> tensor<16x3x3x4xf16>\n"
+        "  %r = cnn.reshape %y : (tensor<2x8x8x16xf16>) -> tensor<2x1024xf16>\n"
+        "  %z = cnn.fused_elementwise %y {broadcast = array<i64: 0>} : "
+        "(tensor<2x8x8x16xf16>) -> tensor<2x8x8x16xf32> {\n"
+        "  ^bb0(%e: f16):\n"
+        "  }\n"
+        "}\n")
+    # 1 TFLOP/s and 1 TB/s make FLOPs and bytes read as picoseconds.
+    out = subprocess.run([sys.executable, os.path.join(REPO, "bench", "roofline.py"), str(ir),
+                          "--tflops", "1e-6", "--tbps", "1e-6"],
+                         capture_output=True, text=True, check=True).stdout
+    rows = {l.split()[0]: l.split() for l in out.splitlines()[1:] if l and l[0].islower()
+            and len(l.split()) == 7}
+    flops = 2 * (2 * 8 * 8 * 16) * 3 * 3 * 4  # 147,456 per convolution
+    assert int(rows["conv2d"][1]) == 1 and "reshape" not in rows
+    assert float(rows["conv2d"][2]) == pytest.approx(flops / 1e9)
+    assert float(rows["conv2d_bwd_filter"][2]) == pytest.approx(flops / 1e9)
+    conv_bytes = (2 * 8 * 8 * 4 + 16 * 3 * 3 * 4 + 2 * 8 * 8 * 16) * 2
+    assert float(rows["conv2d"][3]) == pytest.approx(conv_bytes / 1e6, abs=0.05)
+    ew_bytes = 2 * 8 * 8 * 16 * (2 + 4)
+    assert float(rows["fused_elementwise"][3]) == pytest.approx(ew_bytes / 1e6, abs=0.05)
+    # At 1e-6 TFLOP/s (1e6 FLOP/s) the conv takes 147.5 ms, more than its
+    # 6,272 bytes' 6.3 ms at 1e6 B/s.
+    assert float(rows["conv2d"][6]) == pytest.approx(flops / 1e3, rel=1e-3)
