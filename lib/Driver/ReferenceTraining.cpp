@@ -301,7 +301,8 @@ LogicalResult cnnc::driver::trainReference(const DriverOptions &options,
   const int micro = static_cast<int>(pipelineOptions(o)->microBatches);
   if (int64_t stages = pipelineOptions(o)->pipelineStages; stages > 0) {
     FailureOr<OwningOpRef<ModuleOp>> p =
-        splitIntoPipelineStages(*c.module, stages, micro, &llvm::outs());
+        splitIntoPipelineStages(*c.module, stages, micro, &llvm::outs(),
+                                pipelineOptions(o)->pipelineSchedule);
     if (failed(p))
       return failure();
     piped = std::move(*p);
@@ -488,8 +489,10 @@ LogicalResult cnnc::driver::trainReference(const DriverOptions &options,
         ranks, failure());
     std::vector<float> microLosses;
     if (piped) {
-      results[0] =
-          reference::runPipelineStep(*piped, rankArgs, &microLosses);
+      // Each stage's unrolled step (cnn-pipeline-schedule) on a thread of
+      // its own, as each would run on its GPU.
+      results[0] = reference::runScheduledPipelineStep(*piped, rankArgs,
+                                                       &microLosses);
     } else if (ranks == 1) {
       results[0] = reference::run(step, rankArgs[0]);
     } else {

@@ -89,6 +89,17 @@ cnnc::verifyCNNPipelineOptions(const CNNPipelineOptions &o,
           " and " + Twine(o.microBatches));
     ok = false;
   }
+  if (ok && o.pipelineSchedule != "gpipe" && o.pipelineSchedule != "1f1b") {
+    error(flagPrefix + Twine("pipeline-schedule must be gpipe or 1f1b, got '") +
+          o.pipelineSchedule + "'");
+    ok = false;
+  }
+  if (ok && o.pipelineSchedule != "gpipe" && o.pipelineStages == 0) {
+    error(flagPrefix + Twine("pipeline-schedule orders the micro-batches of "
+                             "pipeline stages: give ") +
+          flagPrefix + "pipeline-stages S too");
+    ok = false;
+  }
   if (ok && o.microBatches > 1 && o.pipelineStages == 0) {
     error(flagPrefix + Twine("micro-batches splits the batch of pipeline "
                              "stages: give ") +

@@ -278,7 +278,8 @@ void SplitPass::runOnOperation() {
 
 FailureOr<OwningOpRef<ModuleOp>>
 cnnc::splitIntoPipelineStages(ModuleOp module, int64_t stages,
-                              int64_t microBatches, raw_ostream *plan) {
+                              int64_t microBatches, raw_ostream *plan,
+                              StringRef schedule) {
   OwningOpRef<ModuleOp> copy(cast<ModuleOp>(module->clone()));
   PassManager pm(module.getContext());
   CNNPipelinePartitionOptions po;
@@ -286,6 +287,11 @@ cnnc::splitIntoPipelineStages(ModuleOp module, int64_t stages,
   po.microBatches = microBatches;
   pm.addPass(createCNNPipelinePartition(po));
   pm.addPass(createCNNPipelineSplit());
+  if (!schedule.empty()) {
+    CNNPipelineScheduleOptions so;
+    so.schedule = schedule.str();
+    pm.addPass(createCNNPipelineSchedule(so));
+  }
   if (failed(pm.run(*copy)))
     return failure();
   if (plan)

@@ -26,11 +26,13 @@ import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "python"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 torch = pytest.importorskip("torch")
 onnx = pytest.importorskip("onnx")
 from cnnc import train_check as tc  # noqa: E402
 from cnnc.cnnw import read_cnnw  # noqa: E402
+import parallel_models as pm  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -40,19 +42,11 @@ STEPS = 5
 
 @pytest.fixture(scope="module")
 def digits(tmp_path_factory):
-    src = "/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz"
-    if not os.path.exists(src):
-        pytest.skip("python3-sklearn's digits (%s) are not installed" % src)
-    out = tmp_path_factory.mktemp("dp") / "digits"
-    subprocess.run([sys.executable, os.path.join(REPO, "scripts", "make_digits.py"),
-                    "--out", str(out)], check=True, capture_output=True)
-    return out
+    return pm.make_digits(tmp_path_factory, "dp")
 
 
 def export(tmp_path_factory, name, batch, model):
-    path = tmp_path_factory.mktemp("dp") / ("%s_b%d.onnx" % (name, batch))
-    tc.export_training(model, path, (batch, 3, 32, 32))
-    return path
+    return pm.export(tmp_path_factory, name, batch, model, prefix="dp")
 
 
 @pytest.fixture(scope="module")
@@ -62,25 +56,9 @@ def simplecnn(tmp_path_factory):
             for b in (B, 2 * B)}
 
 
-class SmallBN(torch.nn.Module):
-    """conv -> BatchNorm -> relu -> pool -> linear: the smallest net whose
-    loss depends on the batch statistics."""
-
-    def __init__(self):
-        super().__init__()
-        torch.manual_seed(0)
-        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
-        self.bn = torch.nn.BatchNorm2d(8)
-        self.fc = torch.nn.Linear(8 * 8 * 8, 10)
-
-    def forward(self, x):
-        x = torch.nn.functional.max_pool2d(torch.relu(self.bn(self.conv(x))), 4)
-        return self.fc(torch.flatten(x, 1))
-
-
 @pytest.fixture(scope="module")
 def smallbn(tmp_path_factory):
-    return {b: export(tmp_path_factory, "smallbn", b, SmallBN()) for b in (B, 2 * B)}
+    return {b: export(tmp_path_factory, "smallbn", b, pm.SmallBN()) for b in (B, 2 * B)}
 
 
 def train(cnnc, model, data, out, *extra, env=None, timeout=600):
@@ -207,7 +185,7 @@ def test_sync_bn_two_ranks_equal_one_rank_double_batch(cnnc, smallbn, digits, tm
 
 @pytest.fixture(scope="module")
 def smallbn16(tmp_path_factory):
-    return {b: export(tmp_path_factory, "smallbn", b, SmallBN()) for b in (16, 32)}
+    return {b: export(tmp_path_factory, "smallbn", b, pm.SmallBN()) for b in (16, 32)}
 
 
 def test_sync_bn_f16_close_to_one_rank(cnnc, smallbn16, digits, tmp_path):

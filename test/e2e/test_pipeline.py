@@ -6,7 +6,6 @@ the same micro-batches, bitwise (the same f32 ops in the same order): every
 parameter, optimizer state and BatchNorm running statistic after the run, and
 each step's loss equal to the mean of its M micro-steps' losses."""
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -14,11 +13,13 @@ import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "python"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 torch = pytest.importorskip("torch")
 onnx = pytest.importorskip("onnx")
 from cnnc import train_check as tc  # noqa: E402
 from cnnc.cnnw import read_cnnw  # noqa: E402
+import parallel_models as pm  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -29,40 +30,14 @@ STEPS = 2  # pipelined steps (2 x M micro-steps of --accumulate)
 
 @pytest.fixture(scope="module")
 def digits(tmp_path_factory):
-    src = "/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz"
-    if not os.path.exists(src):
-        pytest.skip("python3-sklearn's digits (%s) are not installed" % src)
-    out = tmp_path_factory.mktemp("pp") / "digits"
-    subprocess.run([sys.executable, os.path.join(REPO, "scripts", "make_digits.py"),
-                    "--out", str(out)], check=True, capture_output=True)
-    return out
-
-
-class SmallBN(torch.nn.Module):
-    """conv -> BatchNorm -> relu -> pool -> linear: BatchNorm statistics per
-    micro-batch."""
-
-    def __init__(self):
-        super().__init__()
-        torch.manual_seed(0)
-        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
-        self.bn = torch.nn.BatchNorm2d(8)
-        self.fc = torch.nn.Linear(8 * 8 * 8, 10)
-
-    def forward(self, x):
-        x = torch.nn.functional.max_pool2d(torch.relu(self.bn(self.conv(x))), 4)
-        return self.fc(torch.flatten(x, 1))
+    return pm.make_digits(tmp_path_factory, "pp")
 
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
-    d = tmp_path_factory.mktemp("pp")
-    out = {}
-    for name, model in (("simplecnn", tc.make_model("simplecnn", seed=0)),
-                        ("smallbn", SmallBN())):
-        out[name] = d / ("%s_b%d.onnx" % (name, B))
-        tc.export_training(model, out[name], (B, 3, 32, 32))
-    return out
+    return {name: pm.export(tmp_path_factory, name, B, model, prefix="pp")
+            for name, model in (("simplecnn", tc.make_model("simplecnn", seed=0)),
+                                ("smallbn", pm.SmallBN()))}
 
 
 def train(cnnc, model, data, out, steps, *extra):
@@ -75,14 +50,19 @@ def train(cnnc, model, data, out, steps, *extra):
     return r, np.array([v for _, v in steps_seen], np.float64)
 
 
-@pytest.mark.parametrize("stages", [2, 4])
+# Each stage's unrolled step (cnn-pipeline-schedule) runs on a thread of its
+# own; GPipe on two stages, 1F1B on four (where the warm-up differs per
+# stage). unittests/Reference/PipelineTest.cpp covers the other pairs.
+@pytest.mark.parametrize("stages,schedule", [(2, "gpipe"), (4, "1f1b")])
 @pytest.mark.parametrize("name", ["simplecnn", "smallbn"])
-def test_pipeline_equals_accumulation(cnnc, models, digits, tmp_path, name, stages):
+def test_pipeline_equals_accumulation(cnnc, models, digits, tmp_path, name, stages,
+                                      schedule):
     model = models[name]
     acc, acc_losses = train(cnnc, model, digits, tmp_path / "acc.cnnw", STEPS * M,
                             "--accumulate", M)
     pp, pp_losses = train(cnnc, model, digits, tmp_path / "pp.cnnw", STEPS,
-                          "--pipeline-stages", stages, "--micro-batches", M)
+                          "--pipeline-stages", stages, "--micro-batches", M,
+                          "--pipeline-schedule", schedule)
     assert "pipeline plan: %d stage(s) x %d micro-batch(es)" % (stages, M) in pp.stdout, pp.stdout
     # A pipelined step reports the mean of its micro-batches' losses.
     np.testing.assert_allclose(pp_losses, acc_losses.reshape(STEPS, M).mean(axis=1),
@@ -108,3 +88,13 @@ def test_pipeline_flag_errors(cnnc, models):
                     "--accumulate", 2)
     assert r.returncode != 0
     assert "--accumulate 2 with pipeline stages" in r.stderr, r.stderr
+    r = tc.run_cnnc(cnnc, model, "--train", "--run-reference", "--steps", 1,
+                    "--data", "synthetic", "--pipeline-stages", 2, "--micro-batches", 4,
+                    "--pipeline-schedule", "interleaved")
+    assert r.returncode != 0
+    assert "--pipeline-schedule must be gpipe or 1f1b, got 'interleaved'" in r.stderr, r.stderr
+    r = tc.run_cnnc(cnnc, model, "--train", "--run-reference", "--steps", 1,
+                    "--data", "synthetic", "--pipeline-schedule", "1f1b")
+    assert r.returncode != 0
+    assert "--pipeline-schedule orders the micro-batches of pipeline stages: give " \
+        "--pipeline-stages S too" in r.stderr, r.stderr

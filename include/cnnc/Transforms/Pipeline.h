@@ -127,6 +127,15 @@ struct CNNPipelineOptions
                      "one micro-batch's; one optimizer update per M, as "
                      "--accumulate M)"),
       llvm::cl::init(1), llvm::cl::cat(trainingStepOptionCategory())};
+  Option<std::string> pipelineSchedule{
+      *this, "pipeline-schedule",
+      llvm::cl::desc("Pipeline stages: the order of each stage's micro-"
+                     "batches (cnn-pipeline-schedule): gpipe (every forward, "
+                     "then every backward) or 1f1b (S - s warm-up forwards, "
+                     "then one backward and one forward alternating: fewer "
+                     "activations in flight); each stage runs on a thread "
+                     "of its own"),
+      llvm::cl::init("gpipe"), llvm::cl::cat(trainingStepOptionCategory())};
   Option<double> beta1{*this, "beta1", llvm::cl::desc("Adam beta1"),
                        llvm::cl::init(CNNAutodiffOptions().beta1),
                        llvm::cl::cat(trainingStepOptionCategory())};

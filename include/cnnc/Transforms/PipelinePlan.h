@@ -44,9 +44,13 @@ mlir::LogicalResult printPipelinePlan(mlir::ModuleOp module,
 /// cnn-pipeline-partition + cnn-pipeline-split, the plan printed to `plan`
 /// when given. `module` itself is left as it is (the caller binds the
 /// step's arguments by @train_step's signature).
+///
+/// With a `schedule` ("gpipe" or "1f1b"), cnn-pipeline-schedule then makes
+/// one @stage<s>_step per stage (reference::runScheduledPipelineStep).
 mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>>
 splitIntoPipelineStages(mlir::ModuleOp module, int64_t stages,
-                        int64_t microBatches, llvm::raw_ostream *plan);
+                        int64_t microBatches, llvm::raw_ostream *plan,
+                        llvm::StringRef schedule = "");
 
 } // namespace cnnc
 

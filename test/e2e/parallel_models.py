@@ -1,0 +1,48 @@
+"""What the parallel-training e2e tests share (test_data_parallel.py,
+test_pipeline.py): the digits data set, the SmallBN net and the export of a
+model for a batch size."""
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from cnnc import train_check as tc
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DIGITS_CSV = "/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz"
+
+
+def make_digits(tmp_path_factory, prefix):
+    """The sklearn digits as an image folder (scripts/make_digits.py); skips
+    the test when python3-sklearn's copy is not installed."""
+    if not os.path.exists(DIGITS_CSV):
+        pytest.skip("python3-sklearn's digits (%s) are not installed" % DIGITS_CSV)
+    out = tmp_path_factory.mktemp(prefix) / "digits"
+    subprocess.run([sys.executable, os.path.join(REPO, "scripts", "make_digits.py"),
+                    "--out", str(out)], check=True, capture_output=True)
+    return out
+
+
+def export(tmp_path_factory, name, batch, model, prefix="export"):
+    """`model` exported for training at batch `batch` (3 x 32 x 32 images)."""
+    path = tmp_path_factory.mktemp(prefix) / ("%s_b%d.onnx" % (name, batch))
+    tc.export_training(model, path, (batch, 3, 32, 32))
+    return path
+
+
+class SmallBN(torch.nn.Module):
+    """conv -> BatchNorm -> relu -> pool -> linear: the smallest net whose
+    loss depends on the batch statistics."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(8)
+        self.fc = torch.nn.Linear(8 * 8 * 8, 10)
+
+    def forward(self, x):
+        x = torch.nn.functional.max_pool2d(torch.relu(self.bn(self.conv(x))), 4)
+        return self.fc(torch.flatten(x, 1))
