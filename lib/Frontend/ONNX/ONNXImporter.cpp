@@ -1379,9 +1379,21 @@ LogicalResult Importer::importClip() {
     return failure();
   if (in->constant && !in->isInitializer) {
     ConstVal out = *in->constant;
-    for (int64_t &v : out.ints)
-      v = std::min<int64_t>(std::max<int64_t>(v, int64_t(std::ceil(lo))),
-                            int64_t(std::floor(hi)));
+    // Integer data is compared as double and a bound saturated: one beyond
+    // int64's range (the default +-FLT_MAX) must not be converted as is.
+    auto toInt = [](double d) -> int64_t {
+      if (d >= 9.2233720368547758e18)
+        return std::numeric_limits<int64_t>::max();
+      if (d <= -9.2233720368547758e18)
+        return std::numeric_limits<int64_t>::min();
+      return int64_t(d);
+    };
+    for (int64_t &v : out.ints) {
+      if (double(v) < double(lo))
+        v = toInt(std::ceil(double(lo)));
+      if (double(v) > double(hi))
+        v = toInt(std::floor(double(hi)));
+    }
     for (float &v : out.floats)
       v = std::min(std::max(v, lo), hi);
     setOutput(0, std::move(out));

@@ -6,7 +6,7 @@ same_pad: timm's pad_same as torch.onnx writes it for a static 2 x 1 x 5 x 6
 input (kernel 3, stride 2): per side a float amount (ceil(size / 2) - 1) * 2
 + 3 - size, clamped at 0 by Clip, halved (Div, Cast to INT64 truncates),
 the two halves Concat'ed into Pad's pads. H = 5 gives 2 (1 / 1), W = 6 gives
-1 (0 / 1); a third amount, -1, clamps to 0 (N and C are not padded).
+1 (0 / 1); integer amounts -1 and 7 clamp to 0 (N and C are not padded).
 scalar_param: x * s for three one-element float initializers: "blk.gain"
 (a 0-d nn.Parameter as torch names it: learned), "onnx::Mul_7" and
 "const_fold_opt__3" (an exporter's folded constants: constants).
@@ -38,19 +38,24 @@ def same_pad():
     nodes = [const("zero", 0.0), const("two", 2.0), const("one", 1.0),
              const("k", 3.0), const("i0", [0], np.int64),
              const("axes", [0], np.int64)]
-    for tag, size in (("h", 5.0), ("w", 6.0), ("n", None)):
-        if size is None:  # an amount below 0
-            nodes.append(const("p_" + tag, -1.0))
-        else:
-            nodes += [
-                const("size_" + tag, size),
-                helper.make_node("Div", ["size_" + tag, "two"], ["q_" + tag]),
-                helper.make_node("Ceil", ["q_" + tag], ["c_" + tag]),
-                helper.make_node("Sub", ["c_" + tag, "one"], ["s_" + tag]),
-                helper.make_node("Mul", ["s_" + tag, "two"], ["m_" + tag]),
-                helper.make_node("Add", ["m_" + tag, "k"], ["a_" + tag]),
-                helper.make_node("Sub", ["a_" + tag, "size_" + tag],
-                                 ["p_" + tag])]
+    # N: an integer amount below 0 and one above the max, clamped to 0 by an
+    # integer Clip (min 0 and max 0 as int64 constants).
+    nodes += [const("p_n", -1, np.int64), const("q_n", 7, np.int64),
+              const("zero_i", 0, np.int64),
+              helper.make_node("Clip", ["p_n", "zero_i"], ["lo_n"], name="clip_lo_n"),
+              helper.make_node("Clip", ["q_n", "", "zero_i"], ["hi_n"], name="clip_hi_n"),
+              helper.make_node("Unsqueeze", ["lo_n", "axes"], ["ulo_n"]),
+              helper.make_node("Unsqueeze", ["hi_n", "axes"], ["uhi_n"])]
+    for tag, size in (("h", 5.0), ("w", 6.0)):
+        nodes += [
+            const("size_" + tag, size),
+            helper.make_node("Div", ["size_" + tag, "two"], ["q_" + tag]),
+            helper.make_node("Ceil", ["q_" + tag], ["c_" + tag]),
+            helper.make_node("Sub", ["c_" + tag, "one"], ["s_" + tag]),
+            helper.make_node("Mul", ["s_" + tag, "two"], ["m_" + tag]),
+            helper.make_node("Add", ["m_" + tag, "k"], ["a_" + tag]),
+            helper.make_node("Sub", ["a_" + tag, "size_" + tag],
+                             ["p_" + tag])]
         nodes += [
             helper.make_node("Clip", ["p_" + tag, "zero"], ["pc_" + tag],
                              name="clip_" + tag),
@@ -63,7 +68,7 @@ def same_pad():
             helper.make_node("Unsqueeze", ["lo_" + tag, "axes"], ["ulo_" + tag]),
             helper.make_node("Unsqueeze", ["hi_" + tag, "axes"], ["uhi_" + tag]),
         ]
-    # pads: [N, C, H, W begins, N, C, H, W ends]; N gets the clamped -1.
+    # pads: [N, C, H, W begins, N, C, H, W ends]; N and C get the clamped 0s.
     nodes += [
         helper.make_node("Concat", ["ulo_n", "ulo_n", "ulo_h", "ulo_w",
                                     "uhi_n", "uhi_n", "uhi_h", "uhi_w"],
