@@ -291,6 +291,7 @@ def _cuda_api_signatures(C):
         "cnnrt_last_error": (C.c_char_p, []),
         "cnnrt_input_shape": (I, [P, P, P]),
         "cnnrt_labels_shape": (I, [P, P, P]),
+        "cnnrt_output_shape": (I, [P, P, P]),
         "cnnrt_num_classes": (I64, [P]),
         "cnnrt_train_step": (I, [P, P, P, I, F, P]),
         "cnnrt_loss": (I, [P, P]),
@@ -337,6 +338,8 @@ class _CudaBackend:
         self.num_classes = int(lib.cnnrt_num_classes(self.handle))
         # (N,) or, for a dense model, (N, H, W): one class per pixel.
         self.labels_shape = self._shape(lib.cnnrt_labels_shape, self.handle)
+        # (N, C) or, for a dense model, the per-pixel (N, C, H, W).
+        self.output_shape = self._shape(lib.cnnrt_output_shape, self.handle)
         self.tensors = []
         self.loss_scale_names = set()
         for i in range(lib.cnnrt_num_state(self.handle)):
@@ -381,8 +384,7 @@ class _CudaBackend:
         return loss
 
     def eval(self, x):
-        out = torch.empty((self.input_shape[0], self.num_classes), dtype=torch.float32,
-                          device=x.device)
+        out = torch.empty(self.output_shape, dtype=torch.float32, device=x.device)
         self._check(self.lib.cnnrt_eval_input(self.handle, x.data_ptr(), int(x.is_cuda),
                                               out.data_ptr(), int(out.is_cuda),
                                               self._stream()), "eval")

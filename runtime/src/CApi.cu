@@ -318,6 +318,29 @@ int cnnrt_labels_shape(const cnnrt_session *s, int64_t *dims, int *rank) {
   return 0;
 }
 
+/// Elements of the logits evalStep writes: N x C, or N x C x H x W for a
+/// dense model (its Logits tensor); N x C when there is none (eval refuses).
+static int64_t logitsElements(const ModelSpec &spec) {
+  const TensorSpec *t = findTensor(spec, Role::Logits);
+  if (!t)
+    return (int64_t)spec.batch * spec.numClasses;
+  int64_t n = 1;
+  for (int i = 0; i < t->rank; ++i)
+    n *= t->dims[i];
+  return n;
+}
+
+int cnnrt_output_shape(const cnnrt_session *s, int64_t *dims, int *rank) {
+  const ModelSpec &spec = s->ctx->spec();
+  const TensorSpec *t = findTensor(spec, Role::Logits);
+  *rank = t ? t->rank : 2;
+  dims[0] = spec.batch;
+  dims[1] = spec.numClasses;
+  for (int i = 2; t && i < t->rank && i < 4; ++i)
+    dims[i] = t->dims[i];
+  return 0;
+}
+
 int64_t cnnrt_num_classes(const cnnrt_session *s) {
   return s->ctx->spec().numClasses;
 }
@@ -368,7 +391,7 @@ int cnnrt_eval_input(cnnrt_session *s, const float *images, int on_device,
     if (stageInputs(s, images, nullptr, on_device != 0) != 0)
       return -1;
     spec.evalStep(ctx);
-    int64_t n = (int64_t)spec.batch * spec.numClasses;
+    const int64_t n = logitsElements(spec);
     float *dst = logits;
     if (!logits_on_device) {
       if (!s->dLogits &&
@@ -526,7 +549,7 @@ int cnnrt_eval(cnnrt_session *s, const uint8_t *images, float *logits) {
       return setError("the model has no evalStep or no Logits tensor");
     setBatch(s, images, nullptr);
     spec.evalStep(ctx);
-    size_t n = (size_t)spec.batch * spec.numClasses;
+    const size_t n = (size_t)logitsElements(spec);
     std::vector<char> buf(n * dtypeSize(t->dtype));
     ctx.check(cudaMemcpyAsync(buf.data(), ctx.arena() + t->offset, buf.size(),
                               cudaMemcpyDeviceToHost, ctx.stream()),

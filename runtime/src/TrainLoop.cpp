@@ -422,6 +422,17 @@ void accumulateConfusion(const float *logits, bool channelsLast, int H, int W,
   ++e.total;
 }
 
+void accumulateConfusionBatch(const float *logits, int64_t images,
+                              bool channelsLast, int H, int W,
+                              const int32_t *labels, int64_t ignoreIndex,
+                              EvalResult &e) {
+  const size_t plane = static_cast<size_t>(H) * W;
+  const size_t perImage = plane * e.numClasses;
+  for (int64_t b = 0; b < images; ++b)
+    accumulateConfusion(logits + b * perImage, channelsLast, H, W,
+                        labels + b * plane, ignoreIndex, e);
+}
+
 double meanIoU(const EvalResult &e, std::vector<double> *perClass) {
   const int C = e.numClasses;
   double sum = 0;

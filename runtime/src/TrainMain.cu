@@ -513,6 +513,36 @@ struct Evaluator {
     return false;
   }
 
+  /// One validation batch through the step: the loader's next images and
+  /// labels (kept in `labels`) copied in and converted, evalStep, and the
+  /// Logits tensor copied back into `logits` (sized by the caller).
+  void stepBatch(std::vector<char> &logits, std::vector<int32_t> &labels) {
+    std::string err;
+    if (!loader->next(pipe->hImg[0], pipe->hLab[0], err))
+      dataError(err);
+    std::copy(pipe->hLab[0], pipe->hLab[0] + labels.size(), labels.begin());
+    ctx.check(cudaMemcpyAsync(pipe->dImg[0], pipe->hImg[0], pipe->imgBytes,
+                              cudaMemcpyHostToDevice, ctx.stream()),
+              "eval input");
+    ctx.check(cudaMemcpyAsync(pipe->dLab[0], pipe->hLab[0], pipe->labBytes,
+                              cudaMemcpyHostToDevice, ctx.stream()),
+              "eval input");
+    launchInputConvert(ctx, pipe->dImg[0], pipe->dLab[0], pipe->format);
+    spec.evalStep(ctx);
+    ctx.check(cudaMemcpyAsync(logits.data(), ctx.arena() + logitsT->offset,
+                              logits.size(), cudaMemcpyDeviceToHost,
+                              ctx.stream()),
+              "eval logits");
+    ctx.check(cudaStreamSynchronize(ctx.stream()), "eval");
+  }
+
+  /// Element k of the host copy of the logits, in f32.
+  float logit(const std::vector<char> &logits, size_t k) const {
+    return logitsT->dtype == DType::F16
+               ? __half2float(((const __half *)logits.data())[k])
+               : ((const float *)logits.data())[k];
+  }
+
   /// mIoU over the whole Test split (dense prediction).
   EvalResult runDense(int64_t step, double epoch) {
     EvalResult r;
@@ -524,43 +554,20 @@ struct Evaluator {
     if (!denseLayout(channelsLast, err))
       dataError(err);
     loader->setState({0, 0, 0});
-    const size_t es = dtypeSize(logitsT->dtype);
-    const size_t plane = (size_t)src.labelH * src.labelW;
-    const size_t perImage = plane * spec.numClasses;
-    std::vector<char> logits((size_t)spec.batch * perImage * es);
-    std::vector<float> image(perImage);
-    const size_t lps = src.labelsPerSample();
-    std::vector<int32_t> labels((size_t)spec.batch * lps);
+    const size_t perImage =
+        (size_t)src.labelH * src.labelW * (size_t)spec.numClasses;
+    std::vector<char> logits((size_t)spec.batch * perImage *
+                             dtypeSize(logitsT->dtype));
+    std::vector<float> batch((size_t)spec.batch * perImage);
+    std::vector<int32_t> labels((size_t)spec.batch * src.labelsPerSample());
     int64_t total = src.size(), seen = 0;
     while (seen < total) {
-      if (!loader->next(pipe->hImg[0], pipe->hLab[0], err))
-        dataError(err);
-      std::copy(pipe->hLab[0], pipe->hLab[0] + labels.size(), labels.begin());
-      ctx.check(cudaMemcpyAsync(pipe->dImg[0], pipe->hImg[0], pipe->imgBytes,
-                                cudaMemcpyHostToDevice, ctx.stream()),
-                "eval input");
-      ctx.check(cudaMemcpyAsync(pipe->dLab[0], pipe->hLab[0], pipe->labBytes,
-                                cudaMemcpyHostToDevice, ctx.stream()),
-                "eval input");
-      launchInputConvert(ctx, pipe->dImg[0], pipe->dLab[0], pipe->format);
-      spec.evalStep(ctx);
-      ctx.check(cudaMemcpyAsync(logits.data(), ctx.arena() + logitsT->offset,
-                                logits.size(), cudaMemcpyDeviceToHost,
-                                ctx.stream()),
-                "eval logits");
-      ctx.check(cudaStreamSynchronize(ctx.stream()), "eval");
+      stepBatch(logits, labels);
       int64_t valid = std::min<int64_t>(spec.batch, total - seen);
-      for (int64_t b = 0; b < valid; ++b) {
-        for (size_t k = 0; k < perImage; ++k) {
-          size_t at = (size_t)b * perImage + k;
-          image[k] = logitsT->dtype == DType::F16
-                         ? __half2float(((const __half *)logits.data())[at])
-                         : ((const float *)logits.data())[at];
-        }
-        accumulateConfusion(image.data(), channelsLast, src.labelH,
-                            src.labelW, labels.data() + b * lps,
-                            spec.ignoreIndex, r);
-      }
+      for (size_t k = 0; k < (size_t)valid * perImage; ++k)
+        batch[k] = logit(logits, k);
+      accumulateConfusionBatch(batch.data(), valid, channelsLast, src.labelH,
+                               src.labelW, labels.data(), spec.ignoreIndex, r);
       seen += valid;
     }
     return r;
@@ -573,37 +580,17 @@ struct Evaluator {
     r.step = step;
     r.epoch = epoch;
     loader->setState({0, 0, 0});
-    size_t es = dtypeSize(logitsT->dtype);
-    std::vector<char> logits((size_t)spec.batch * spec.numClasses * es);
+    std::vector<char> logits((size_t)spec.batch * spec.numClasses *
+                             dtypeSize(logitsT->dtype));
     std::vector<float> row(spec.numClasses);
     std::vector<int32_t> labels(spec.batch);
     int64_t total = src.size(), seen = 0;
-    std::string err;
     while (seen < total) {
-      if (!loader->next(pipe->hImg[0], pipe->hLab[0], err))
-        dataError(err);
-      std::copy(pipe->hLab[0], pipe->hLab[0] + spec.batch, labels.begin());
-      ctx.check(cudaMemcpyAsync(pipe->dImg[0], pipe->hImg[0], pipe->imgBytes,
-                                cudaMemcpyHostToDevice, ctx.stream()),
-                "eval input");
-      ctx.check(cudaMemcpyAsync(pipe->dLab[0], pipe->hLab[0], pipe->labBytes,
-                                cudaMemcpyHostToDevice, ctx.stream()),
-                "eval input");
-      launchInputConvert(ctx, pipe->dImg[0], pipe->dLab[0], pipe->format);
-      spec.evalStep(ctx);
-      ctx.check(cudaMemcpyAsync(logits.data(), ctx.arena() + logitsT->offset,
-                                logits.size(), cudaMemcpyDeviceToHost,
-                                ctx.stream()),
-                "eval logits");
-      ctx.check(cudaStreamSynchronize(ctx.stream()), "eval");
+      stepBatch(logits, labels);
       int64_t valid = std::min<int64_t>(spec.batch, total - seen);
       for (int64_t b = 0; b < valid; ++b) {
-        for (int c = 0; c < spec.numClasses; ++c) {
-          size_t k = (size_t)b * spec.numClasses + c;
-          row[c] = logitsT->dtype == DType::F16
-                       ? __half2float(((const __half *)logits.data())[k])
-                       : ((const float *)logits.data())[k];
-        }
+        for (int c = 0; c < spec.numClasses; ++c)
+          row[c] = logit(logits, (size_t)b * spec.numClasses + c);
         accumulateTopK(row.data(), spec.numClasses, labels[b], r);
       }
       seen += valid;

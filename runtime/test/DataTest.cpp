@@ -6,6 +6,8 @@
 #include "cnnrt/TensorFile.h"
 #include "cnnrt/TrainLoop.h"
 
+#include "DataFixture.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,19 +16,9 @@
 #include <sys/stat.h>
 
 using namespace cnnrt;
+using namespace cnnrt::datafixture;
 
 namespace {
-
-std::string tempDir() {
-  char tmpl[] = "/tmp/cnnrt_data_XXXXXX";
-  const char *d = mkdtemp(tmpl);
-  return d ? d : "/tmp";
-}
-
-void writeBytes(const std::string &path, const std::vector<uint8_t> &b) {
-  std::ofstream f(path, std::ios::binary);
-  f.write(reinterpret_cast<const char *>(b.data()), b.size());
-}
 
 /// An RGB image whose pixel (y, x) is (x * 10 + seed, y * 10, 100 + seed).
 Image pattern(int W, int H, int seed) {
@@ -65,38 +57,6 @@ void makeFolder(const std::string &root, const std::vector<std::string> &cls,
       writeImage(d + "/" + std::to_string(i) + (i % 2 ? ".png" : ".jpg"),
                  pattern(W + i, H, static_cast<int>(c * 7 + i)));
   }
-}
-
-/// Writes a v1.0 .npy with the given descr and raw data.
-void writeNpyRaw(const std::string &path, const std::string &descr,
-                 const std::vector<int64_t> &shape, const void *data,
-                 size_t bytes) {
-  std::string sh;
-  for (int64_t d : shape)
-    sh += std::to_string(d) + ", ";
-  std::string h = "{'descr': '" + descr + "', 'fortran_order': False, " +
-                  "'shape': (" + sh + "), }";
-  while ((10 + h.size() + 1) % 64)
-    h += ' ';
-  h += '\n';
-  std::string out = "\x93NUMPY";
-  out += '\x01';
-  out += '\x00';
-  out += static_cast<char>(h.size() & 255);
-  out += static_cast<char>(h.size() >> 8);
-  out += h;
-  out.append(static_cast<const char *>(data), bytes);
-  std::ofstream f(path, std::ios::binary);
-  f.write(out.data(), out.size());
-}
-
-SourceOptions model(int C, int H, int W, int classes) {
-  SourceOptions o;
-  o.C = C;
-  o.H = H;
-  o.W = W;
-  o.numClasses = classes;
-  return o;
 }
 
 } // namespace
@@ -494,8 +454,8 @@ TEST(Npy, MemoryMappedUint8NhwcAndFloatNchw) {
   for (size_t i = 0; i < img.size(); ++i)
     img[i] = static_cast<uint8_t>(i);
   std::vector<int64_t> lab = {2, 0, 300};
-  writeNpyRaw(dir + "/x.npy", "|u1", {3, 2, 2, 3}, img.data(), img.size());
-  writeNpyRaw(dir + "/y.npy", "<i8", {3}, lab.data(), 24);
+  writeNpy(dir + "/x.npy", "|u1", {3, 2, 2, 3}, img.data(), img.size());
+  writeNpy(dir + "/y.npy", "<i8", {3}, lab.data(), 24);
   SourceOptions o = model(3, 2, 2, 301); // labels beyond 255
   o.labels = dir + "/y.npy";
   std::unique_ptr<SampleSource> src;
@@ -515,9 +475,9 @@ TEST(Npy, MemoryMappedUint8NhwcAndFloatNchw) {
   for (size_t i = 0; i < f.size(); ++i)
     f[i] = 0.5f * i;
   std::vector<int64_t> l2 = {1, 0};
-  writeNpyRaw(dir + "/train_x.npy", "<f4", {2, 3, 2, 2}, f.data(),
+  writeNpy(dir + "/train_x.npy", "<f4", {2, 3, 2, 2}, f.data(),
               4 * f.size());
-  writeNpyRaw(dir + "/train_y.npy", "<i8", {2}, l2.data(), 16);
+  writeNpy(dir + "/train_y.npy", "<i8", {2}, l2.data(), 16);
   EXPECT_EQ(detectFormat(dir), DataFormat::Npy);
   EXPECT_FALSE(hasTestSplit(dir));
   ASSERT_TRUE(openSource(dir, Split::Train, model(3, 2, 2, 2), src, err))
@@ -533,12 +493,12 @@ TEST(Npy, MemoryMappedUint8NhwcAndFloatNchw) {
 TEST(Npy, BadInputsAreErrorsNamingTheFile) {
   std::string dir = tempDir(), err;
   std::vector<uint8_t> img(4 * 3 * 2 * 2, 1);
-  writeNpyRaw(dir + "/x.npy", "|u1", {4, 3, 2, 2}, img.data(), img.size());
+  writeNpy(dir + "/x.npy", "|u1", {4, 3, 2, 2}, img.data(), img.size());
   std::vector<int64_t> three = {0, 1, 1}, bad = {0, 1, 7, 1};
-  writeNpyRaw(dir + "/y3.npy", "<i8", {3}, three.data(), 24);
-  writeNpyRaw(dir + "/ybad.npy", "<i8", {4}, bad.data(), 32);
-  writeNpyRaw(dir + "/short.npy", "|u1", {4, 3, 2, 2}, img.data(), 10);
-  writeNpyRaw(dir + "/f8.npy", "<f8", {4}, bad.data(), 32);
+  writeNpy(dir + "/y3.npy", "<i8", {3}, three.data(), 24);
+  writeNpy(dir + "/ybad.npy", "<i8", {4}, bad.data(), 32);
+  writeNpy(dir + "/short.npy", "|u1", {4, 3, 2, 2}, img.data(), 10);
+  writeNpy(dir + "/f8.npy", "<f8", {4}, bad.data(), 32);
   std::unique_ptr<SampleSource> src;
   SourceOptions o = model(3, 2, 2, 5);
   o.labels = dir + "/y3.npy";

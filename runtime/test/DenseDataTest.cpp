@@ -5,6 +5,8 @@
 #include "cnnrt/Image.h"
 #include "cnnrt/TrainLoop.h"
 
+#include "DataFixture.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,54 +14,9 @@
 #include <sys/stat.h>
 
 using namespace cnnrt;
+using namespace cnnrt::datafixture;
 
 namespace {
-
-std::string tempDir() {
-  char tmpl[] = "/tmp/cnnrt_dense_XXXXXX";
-  const char *d = mkdtemp(tmpl);
-  return d ? d : "/tmp";
-}
-
-void writeBytes(const std::string &path, const std::vector<uint8_t> &b) {
-  std::ofstream f(path, std::ios::binary);
-  f.write(reinterpret_cast<const char *>(b.data()), b.size());
-}
-
-void writeNpy(const std::string &path, const std::string &descr,
-              const std::vector<int64_t> &shape, const void *data,
-              size_t bytes) {
-  std::string sh;
-  for (int64_t d : shape)
-    sh += std::to_string(d) + ", ";
-  std::string h = "{'descr': '" + descr + "', 'fortran_order': False, " +
-                  "'shape': (" + sh + "), }";
-  while ((10 + h.size() + 1) % 64)
-    h += ' ';
-  h += '\n';
-  std::string out = "\x93NUMPY";
-  out += '\x01';
-  out += '\x00';
-  out += static_cast<char>(h.size() & 255);
-  out += static_cast<char>(h.size() >> 8);
-  out += h;
-  out.append(static_cast<const char *>(data), bytes);
-  std::ofstream f(path, std::ios::binary);
-  f.write(out.data(), out.size());
-}
-
-SourceOptions denseModel(int C, int H, int W, int classes,
-                         int64_t ignore = 255) {
-  SourceOptions o;
-  o.C = C;
-  o.H = H;
-  o.W = W;
-  o.numClasses = classes;
-  o.labelH = H;
-  o.labelW = W;
-  o.ignoreIndex = ignore;
-  return o;
-}
 
 /// Images N x 1 x 4 x 4 (uint8) and labels N x 4 x 4 whose pixel (n, y, x)
 /// is (n + y + x) % 3, or 255 on the diagonal.
@@ -421,4 +378,39 @@ TEST(MeanIoU, ConfusionMatrixAsCnncMiou) {
   EXPECT_NE(doneJson(s).find("\"miou\": 0.388888889, \"pixel_acc\": 0.6"),
             std::string::npos)
       << doneJson(s);
+}
+
+TEST(MeanIoU, EvalBatchCountsItsRealImagesOnly) {
+  // A batch of 3 images of 2 classes, 1 x 2 pixels, NCHW logits; the last
+  // batch of the split holds 2 real images (the third is the loader's
+  // padding and must not count).
+  const int C = 2, H = 1, W = 2;
+  // Image b, pixel p predicts class (b + p) % 2.
+  std::vector<float> logits(3 * C * H * W, 0.f);
+  for (int b = 0; b < 3; ++b)
+    for (int p = 0; p < H * W; ++p)
+      logits[(b * C + (b + p) % 2) * H * W + p] = 1.f;
+  // Targets: image 0 (0, 1): both right; image 1 (1, 255): pixel 0
+  // right, pixel 1 ignored; image 2 (the padding) all wrong.
+  std::vector<int32_t> labels = {0, 1, 1, 255, 1, 0};
+  EvalResult batch, single;
+  beginDenseEval(C, batch);
+  beginDenseEval(C, single);
+  accumulateConfusionBatch(logits.data(), 2, false, H, W, labels.data(), 255,
+                           batch);
+  for (int b = 0; b < 2; ++b)
+    accumulateConfusion(logits.data() + b * C * H * W, false, H, W,
+                        labels.data() + b * H * W, 255, single);
+  EXPECT_EQ(batch.confusion, single.confusion);
+  EXPECT_EQ(batch.confusion, (std::vector<int64_t>{1, 0, 0, 2}));
+  EXPECT_EQ(batch.total, 2);
+  EXPECT_DOUBLE_EQ(meanIoU(batch), 1.0);
+  // With the padding counted, class 1's pixel of image 2 predicted 0 and
+  // its class 0 pixel predicted 1 would lower both IoUs.
+  EvalResult all;
+  beginDenseEval(C, all);
+  accumulateConfusionBatch(logits.data(), 3, false, H, W, labels.data(), 255,
+                           all);
+  EXPECT_EQ(all.confusion, (std::vector<int64_t>{1, 1, 1, 2}));
+  EXPECT_NEAR(meanIoU(all), (1.0 / 3 + 2.0 / 4) / 2, 1e-12);
 }

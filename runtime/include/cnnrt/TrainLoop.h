@@ -232,6 +232,14 @@ void beginDenseEval(int numClasses, EvalResult &e);
 void accumulateConfusion(const float *logits, bool channelsLast, int H, int W,
                          const int32_t *labels, int64_t ignoreIndex,
                          EvalResult &e);
+/// The validation batch's step: accumulateConfusion over its first `images`
+/// images (a padded last batch has fewer real ones than the step's N), each
+/// C x H x W logits (H x W x C when `channelsLast`) and H x W labels on from
+/// the previous image's.
+void accumulateConfusionBatch(const float *logits, int64_t images,
+                              bool channelsLast, int H, int W,
+                              const int32_t *labels, int64_t ignoreIndex,
+                              EvalResult &e);
 /// As cnnc.miou: IoU_c = TP / (TP + FP + FN) from the confusion matrix;
 /// classes absent from target and prediction are NaN and out of the mean
 /// (NaN when all are). Pixel accuracy: the diagonal over all counted

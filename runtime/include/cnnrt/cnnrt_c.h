@@ -45,7 +45,8 @@ int cnnrt_step(cnnrt_session *s, float lr);
 /* Waits for the queued work and returns the loss of the last step. */
 int cnnrt_loss(cnnrt_session *s, float *loss);
 /* Runs the model's evalStep on a batch of images and copies the logits
- * (batch*num_classes floats) to `logits`. */
+ * (cnnrt_output_shape: batch*num_classes floats, or batch*C*H*W for a
+ * dense model) to `logits`. */
 int cnnrt_eval(cnnrt_session *s, const uint8_t *images, float *logits);
 /* Writes a checkpoint (Param/Buffer/OptState + __step__) atomically. */
 int cnnrt_save(cnnrt_session *s, const char *path);
@@ -65,6 +66,9 @@ int cnnrt_input_shape(const cnnrt_session *s, int64_t *dims, int *rank);
 /* The labels a step takes: (N) one class per image, or (N, H, W) one per
  * pixel of a dense model's N x C x H x W output. */
 int cnnrt_labels_shape(const cnnrt_session *s, int64_t *dims, int *rank);
+/* The logits cnnrt_eval and cnnrt_eval_input write: (N, C), or (N, C, H, W)
+ * per pixel for a dense model. */
+int cnnrt_output_shape(const cnnrt_session *s, int64_t *dims, int *rank);
 int64_t cnnrt_num_classes(const cnnrt_session *s);
 /* Enqueues one step on float32 NCHW images and int64 labels (batch*C*H*W and
  * batch elements) with learning rate lr. The labels must be class indices in
@@ -78,7 +82,7 @@ int cnnrt_train_step(cnnrt_session *s, const float *images,
  * host wait for the step. */
 int cnnrt_loss_to_device(cnnrt_session *s, float *dst, void *stream);
 /* Inference-mode forward (evalStep) on float32 NCHW images; writes
- * batch*num_classes float32 logits to `logits` (device memory when
+ * float32 logits (cnnrt_output_shape) to `logits` (device memory when
  * logits_on_device, else host memory, and then the call waits for them). */
 int cnnrt_eval_input(cnnrt_session *s, const float *images, int on_device,
                      float *logits, int logits_on_device, void *stream);

@@ -44,6 +44,11 @@ namespace {
 // header must not make us allocate gigabytes.
 constexpr int64_t kMaxPixels = int64_t(1) << 28;
 
+bool isPNG(const uint8_t *data, size_t size) {
+  static const uint8_t kPng[] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
+  return size >= 8 && std::memcmp(data, kPng, 8) == 0;
+}
+
 #if CNNRT_HAVE_IMAGE_DECODERS
 struct TjHandle {
   tjhandle h = tjInitDecompress();
@@ -87,32 +92,68 @@ bool decodeJPEG(const uint8_t *data, size_t size, const std::string &path,
   return true;
 }
 
+/// libpng's simplified reader with the checks the image and the mask
+/// decoders share: the header read (a corrupt file and an implausible size
+/// are errors naming it) and the pixels read; freed on every path.
+struct PngReader {
+  png_image img;
+  const std::string &path;
+  explicit PngReader(const std::string &p) : path(p) {
+    std::memset(&img, 0, sizeof(img));
+    img.version = PNG_IMAGE_VERSION;
+  }
+  ~PngReader() { png_image_free(&img); }
+  bool begin(const uint8_t *data, size_t size, std::string &err) {
+    if (!png_image_begin_read_from_memory(&img, data, size)) {
+      err = "corrupt PNG " + path + ": " + img.message;
+      return false;
+    }
+    if (img.width == 0 || img.height == 0 ||
+        int64_t(img.width) * img.height > kMaxPixels) {
+      err = "corrupt PNG " + path + ": implausible size";
+      return false;
+    }
+    return true;
+  }
+  /// Reads the pixels in `format` (img.format) into `out`.
+  bool finish(uint32_t format, Image &out, int channels, std::string &err,
+              void *colourMap = nullptr) {
+    img.format = format;
+    out.W = static_cast<int>(img.width);
+    out.H = static_cast<int>(img.height);
+    out.C = channels;
+    out.pixels.resize(PNG_IMAGE_SIZE(img));
+    if (!png_image_finish_read(&img, nullptr, out.pixels.data(), 0,
+                               colourMap)) {
+      err = "corrupt PNG " + path + ": " + img.message;
+      return false;
+    }
+    return true;
+  }
+};
+
 bool decodePNG(const uint8_t *data, size_t size, const std::string &path,
                Image &out, std::string &err) {
-  png_image img;
-  std::memset(&img, 0, sizeof(img));
-  img.version = PNG_IMAGE_VERSION;
-  if (!png_image_begin_read_from_memory(&img, data, size)) {
-    err = "corrupt PNG " + path + ": " + img.message;
-    png_image_free(&img);
+  PngReader png(path);
+  return png.begin(data, size, err) && png.finish(PNG_FORMAT_RGB, out, 3, err);
+}
+
+/// Encodes `pixels` as `p` describes (size, format) into `out`: libpng's
+/// two calls, the size and then the bytes.
+bool writePNG(png_image &p, const uint8_t *pixels, const void *colourMap,
+              std::vector<uint8_t> &out, std::string &err) {
+  png_alloc_size_t size = 0;
+  if (!png_image_write_to_memory(&p, nullptr, &size, 0, pixels, 0, colourMap)) {
+    err = std::string("PNG encoding failed: ") + p.message;
     return false;
   }
-  if (img.width == 0 || img.height == 0 ||
-      int64_t(img.width) * img.height > kMaxPixels) {
-    err = "corrupt PNG " + path + ": implausible size";
-    png_image_free(&img);
+  out.resize(size);
+  if (!png_image_write_to_memory(&p, out.data(), &size, 0, pixels, 0,
+                                 colourMap)) {
+    err = std::string("PNG encoding failed: ") + p.message;
     return false;
   }
-  img.format = PNG_FORMAT_RGB;
-  out.W = static_cast<int>(img.width);
-  out.H = static_cast<int>(img.height);
-  out.C = 3;
-  out.pixels.resize(PNG_IMAGE_SIZE(img));
-  if (!png_image_finish_read(&img, nullptr, out.pixels.data(), 0, nullptr)) {
-    err = "corrupt PNG " + path + ": " + img.message;
-    png_image_free(&img);
-    return false;
-  }
+  out.resize(size);
   return true;
 }
 #endif
@@ -121,9 +162,8 @@ bool decodePNG(const uint8_t *data, size_t size, const std::string &path,
 bool decodeImage(const uint8_t *data, size_t size, const std::string &path,
                  Image &out, std::string &err) {
   static const uint8_t kJpeg[] = {0xFF, 0xD8, 0xFF};
-  static const uint8_t kPng[] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
   bool jpeg = size >= 3 && std::memcmp(data, kJpeg, 3) == 0;
-  bool png = size >= 8 && std::memcmp(data, kPng, 8) == 0;
+  bool png = isPNG(data, size);
   if (!jpeg && !png) {
     err = "not a JPEG or PNG file (bad signature): " + path;
     return false;
@@ -141,61 +181,33 @@ bool decodeImage(const uint8_t *data, size_t size, const std::string &path,
 
 bool decodeMask(const uint8_t *data, size_t size, const std::string &path,
                 Image &out, std::string &err) {
-  static const uint8_t kPng[] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
-  if (size < 8 || std::memcmp(data, kPng, 8) != 0) {
+  if (!isPNG(data, size)) {
     err = "mask " + path +
           " is not a PNG file (masks are 8-bit grayscale or palette PNGs "
           "of class indices)";
     return false;
   }
 #if CNNRT_HAVE_IMAGE_DECODERS
-  png_image img;
-  std::memset(&img, 0, sizeof(img));
-  img.version = PNG_IMAGE_VERSION;
-  if (!png_image_begin_read_from_memory(&img, data, size)) {
-    err = "corrupt PNG " + path + ": " + img.message;
-    png_image_free(&img);
+  PngReader png(path);
+  if (!png.begin(data, size, err))
     return false;
-  }
-  if (img.width == 0 || img.height == 0 ||
-      int64_t(img.width) * img.height > kMaxPixels) {
-    err = "corrupt PNG " + path + ": implausible size";
-    png_image_free(&img);
-    return false;
-  }
-  const bool colormap = img.format & PNG_FORMAT_FLAG_COLORMAP;
+  const uint32_t format = png.img.format;
+  const bool colormap = format & PNG_FORMAT_FLAG_COLORMAP;
   if (!colormap &&
-      (img.format & (PNG_FORMAT_FLAG_COLOR | PNG_FORMAT_FLAG_LINEAR))) {
+      (format & (PNG_FORMAT_FLAG_COLOR | PNG_FORMAT_FLAG_LINEAR))) {
     err = "mask " + path + " is " +
-          ((img.format & PNG_FORMAT_FLAG_LINEAR) ? "a 16-bit" : "an RGB") +
+          ((format & PNG_FORMAT_FLAG_LINEAR) ? "a 16-bit" : "an RGB") +
           " PNG; masks are 8-bit grayscale or palette PNGs whose values are "
           "class indices";
-    png_image_free(&img);
     return false;
   }
-  out.W = static_cast<int>(img.width);
-  out.H = static_cast<int>(img.height);
-  out.C = 1;
-  out.pixels.resize(static_cast<size_t>(out.W) * out.H);
-  std::vector<uint8_t> colours;
-  bool ok;
-  if (colormap) {
-    // A palette PNG read into a colour-mapped format keeps its indices
-    // (libpng's PNG_CMAP_NONE); only the colours could be converted.
-    img.format = PNG_FORMAT_RGBA_COLORMAP;
-    colours.resize(PNG_IMAGE_COLORMAP_SIZE(img));
-    ok = png_image_finish_read(&img, nullptr, out.pixels.data(), 0,
-                               colours.data());
-  } else {
-    img.format = PNG_FORMAT_GRAY;
-    ok = png_image_finish_read(&img, nullptr, out.pixels.data(), 0, nullptr);
-  }
-  if (!ok) {
-    err = "corrupt PNG " + path + ": " + img.message;
-    png_image_free(&img);
-    return false;
-  }
-  return true;
+  if (!colormap)
+    return png.finish(PNG_FORMAT_GRAY, out, 1, err);
+  // A palette PNG read into a colour-mapped format keeps its indices
+  // (libpng's PNG_CMAP_NONE); only the colours could be converted.
+  png.img.format = PNG_FORMAT_RGBA_COLORMAP;
+  std::vector<uint8_t> colours(PNG_IMAGE_COLORMAP_SIZE(png.img));
+  return png.finish(PNG_FORMAT_RGBA_COLORMAP, out, 1, err, colours.data());
 #else
   err = "cannot decode " + path +
         ": this runtime was built without libpng "
@@ -418,20 +430,7 @@ bool encodePNG(const Image &img, std::vector<uint8_t> &out, std::string &err) {
   p.width = img.W;
   p.height = img.H;
   p.format = img.C == 1 ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB;
-  png_alloc_size_t size = 0;
-  if (!png_image_write_to_memory(&p, nullptr, &size, 0, img.pixels.data(), 0,
-                                 nullptr)) {
-    err = std::string("PNG encoding failed: ") + p.message;
-    return false;
-  }
-  out.resize(size);
-  if (!png_image_write_to_memory(&p, out.data(), &size, 0, img.pixels.data(), 0,
-                                 nullptr)) {
-    err = std::string("PNG encoding failed: ") + p.message;
-    return false;
-  }
-  out.resize(size);
-  return true;
+  return writePNG(p, img.pixels.data(), nullptr, out, err);
 #else
   (void)img, (void)out;
   err = "built without libpng";
@@ -461,21 +460,8 @@ bool encodeMaskPNG(const Image &mask, bool palette, std::vector<uint8_t> &out,
   } else {
     p.format = PNG_FORMAT_GRAY;
   }
-  const void *cmap = palette ? colours.data() : nullptr;
-  png_alloc_size_t size = 0;
-  if (!png_image_write_to_memory(&p, nullptr, &size, 0, mask.pixels.data(), 0,
-                                 cmap)) {
-    err = std::string("PNG encoding failed: ") + p.message;
-    return false;
-  }
-  out.resize(size);
-  if (!png_image_write_to_memory(&p, out.data(), &size, 0, mask.pixels.data(),
-                                 0, cmap)) {
-    err = std::string("PNG encoding failed: ") + p.message;
-    return false;
-  }
-  out.resize(size);
-  return true;
+  return writePNG(p, mask.pixels.data(), palette ? colours.data() : nullptr,
+                  out, err);
 #else
   (void)mask, (void)palette, (void)out;
   err = "built without libpng";
