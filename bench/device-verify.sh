@@ -23,6 +23,10 @@
 #  s. dense prediction: torchvision's FCN, DeepLabV3 (aux heads) and LRASPP
 #     through cnnc.compile and the executable with .npy masks, mIoU
 #     (test/gpu/check_segmentation.py; SEG_MODELS narrows);
+#  d. the executable's dense validation: a tiny FCN (with and without an
+#     aux head) trains 3 steps with --eval; its per-class IoU and mIoU
+#     against PyTorch's from the checkpoint's weights on the same
+#     validation .npy (test/gpu/check_dense_eval.py);
 #  c. cnnc's compile time by stage on this machine's cores (issue 37):
 #     bench/compile_time.py, ResNet-50 compiled as one nvcc unit, cold
 #     split, unchanged, other weights, another --lr.
@@ -99,6 +103,10 @@ fi
 if [[ $PARTS == *s* ]]; then
   part segmentation ${SEG_S:-300} env CNNC="$CNNC" PYTHONPATH="$PWD/python" python3 test/gpu/check_segmentation.py \
     --cnnc "$CNNC" ${SEG_MODELS:+--models $SEG_MODELS}
+fi
+if [[ $PARTS == *d* ]]; then
+  part dense-eval ${DENSE_EVAL_S:-240} env PYTHONPATH="$PWD/python" python3 test/gpu/check_dense_eval.py \
+    --cnnc "$CNNC" --work /tmp/dense-eval
 fi
 if [[ $PARTS == *c* ]]; then
   part compile-time ${COMPILE_S:-200} python3 bench/compile_time.py --cnnc "$CNNC" \
