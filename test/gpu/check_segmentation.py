@@ -118,9 +118,9 @@ def check_model(name, args, torch, F, cnnc):
         got = losses_of(out)
         err = rel_err(got, ref) if len(got) == STEPS else float("inf")
         check(err <= bound, "%s executable losses %s rel %.1e <= %.1e" % (name, got, err, bound))
-        # mIoU needs the step's eval function, which the CUDA emitter does
-        # not yet give an N x C x H x W model (session 23): checked apart so
-        # that the losses above are judged either way.
+        # mIoU through the step's eval function (@forward without the aux
+        # heads): checked apart so that the losses above are judged either
+        # way (its numbers against PyTorch: check_dense_eval.py).
         out, _ = run([exe, "--data", data, "--steps", str(STEPS), "--lr", str(LR),
                       "--log-every", "1", "--eval"])
         m = re.search(r"^eval step \d+ epoch \S+: mIoU (\S+)% pixel acc (\S+)%", out, re.M)
