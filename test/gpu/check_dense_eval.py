@@ -105,7 +105,11 @@ def check_model(aux, args, torch):
         if not evals:
             return
         got = np.array([np.nan if v is None else v for v in evals[-1]["iou"]], np.float64)
-        model.load_state_dict(load_state_dict(ckpt), strict=False)
+        # The checkpoint holds every parameter and running statistic (not
+        # BN's num_batches_tracked, which eval mode does not read).
+        missing = model.load_state_dict(load_state_dict(ckpt), strict=False).missing_keys
+        check(all(k.endswith("num_batches_tracked") for k in missing),
+              "%s checkpoint loads into the module (missing %s)" % (name, missing))
         want, close, pixels = torch_iou(model, vx, vy, torch)
         # One flipped arg-max moves an IoU by at most about 1 / (its union).
         tol = 1e-6 if close == 0 else 2.0 * close / max(1, pixels // CLASSES)
