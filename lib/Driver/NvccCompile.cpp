@@ -164,9 +164,26 @@ LogicalResult cnnc::driver::buildWithNvcc(Compilation &c, const std::string &cu,
   if (!objectCacheMaxBytes(build.cacheMaxBytes, err))
     return fail(c, err);
   build.keySalt = objectKeySalt(nvcc, include);
-  // One kernel unit per core besides the host unit's; CNNC_NVCC_SPLIT=0
+  // The host code's functions in units of their own once there are cores
+  // for them (CNNC_NVCC_HOST_UNITS: how many host units; 1 keeps it whole):
+  // with the kernels spread over the cores, the host code's compile (its
+  // host compiler, the prelude kernels it launches) bounds a cold build.
+  unsigned hostUnits = build.jobs >= 8 ? 4 : 1;
+  if (const char *e = std::getenv("CNNC_NVCC_HOST_UNITS")) {
+    if (StringRef(e).getAsInteger(10, hostUnits) || hostUnits == 0 ||
+        hostUnits > 64)
+      return fail(c, "CNNC_NVCC_HOST_UNITS must be a number of host units "
+                     "from 1 (the host code in one unit) to 64, not '" +
+                         Twine(e) + "'");
+  }
+  // Host-code units run their host compiler at -O1: their functions run
+  // when the step is captured into a CUDA graph, not per step, and -O3
+  // took ~20% more of their compile (the device code keeps -O3).
+  build.hostCodeOpt = "-O1";
+  // One kernel unit per core besides the host units; CNNC_NVCC_SPLIT=0
   // compiles the whole text as one unit (as before the split).
-  unsigned kernelUnits = std::max(1u, build.jobs - 1);
+  unsigned kernelUnits =
+      std::max(1u, build.jobs > hostUnits ? build.jobs - hostUnits : 1u);
   if (const char *e = std::getenv("CNNC_NVCC_SPLIT")) {
     if (StringRef(e).getAsInteger(10, kernelUnits))
       return fail(c, "CNNC_NVCC_SPLIT must be a number of kernel units "
@@ -174,7 +191,7 @@ LogicalResult cnnc::driver::buildWithNvcc(Compilation &c, const std::string &cu,
                          Twine(e) + "'");
   }
   std::vector<CUDATranslationUnit> units =
-      splitCUDATranslationUnits(cu, kernelUnits);
+      splitCUDATranslationUnits(cu, kernelUnits, hostUnits);
   SmallString<128> workDir;
   if (auto ec = llvm::sys::fs::createUniqueDirectory("cnnc-nvcc", workDir))
     return fail(c, "cannot create a temporary directory: " + ec.message());

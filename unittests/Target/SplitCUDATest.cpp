@@ -113,4 +113,120 @@ TEST(SplitCUDA, MoreUnitsThanKernels) {
   EXPECT_EQ(units[2].name, "kernels2");
 }
 
+// The printer's host code with the runtime header, a step function with the
+// step preamble, and epilogues.
+std::string hostModelCu() {
+  std::string cu = kModelCu;
+  cu.replace(cu.find("namespace {"), 0, "#include \"cnnrt/cnnrt.h\"\n");
+  std::string step = "static void evalStep(cnnrt::Context &ctx) {\n"
+                     "  char *A = ctx.arena();\n"
+                     "  cudaStream_t s = ctx.stream();\n"
+                     "  (void)A; (void)s;\n";
+  for (int i = 0; i < 40; ++i)
+    step += "  k" + std::to_string(i % 3) + "<<<1, 256, 0, s>>>(P<float>(A, " +
+            std::to_string(i * 64) + "), PoolParams{" + std::to_string(i) +
+            "});\n  CNNRT_CHECK_KERNEL(ctx, \"op" + std::to_string(i) +
+            "\", \"k\");\n  ctx.matmul(" + std::to_string(i) + ", A, A, A);\n";
+  step += "}\n\n"
+          "static void epilogue0(cnnrt::Context &ctx, void *y) {\n"
+          "  k1<<<1, 1, 0, ctx.stream()>>>((char *)y, 1);\n}\n\n"
+          "static void usesSpec(cnnrt::Context &ctx) {\n"
+          "  (void)kModel;\n}\n\n";
+  cu.replace(cu.find("static void trainStep"), 0, step);
+  return cu;
+}
+
+TEST(SplitCUDA, KernelUnitsWithoutTheRuntimeHeader) {
+  std::string cu = hostModelCu();
+  auto units = splitCUDATranslationUnits(cu, 2);
+  ASSERT_EQ(units.size(), 4u);
+  for (int u = 0; u < 2; ++u) {
+    EXPECT_EQ(units[u].text.find("cnnrt/cnnrt.h"), std::string::npos);
+    EXPECT_NE(units[u].text.find("#include <cuda_runtime.h>\nnamespace {"),
+              std::string::npos);
+  }
+  EXPECT_NE(units[2].text.find("#include \"cnnrt/cnnrt.h\"\n"),
+            std::string::npos);
+  // A kernel that names the runtime keeps the header in its unit only.
+  std::string named = cu;
+  named.replace(named.find("  if (n) {"), 0, "  (void)CNNRT_SOMETHING;\n");
+  units = splitCUDATranslationUnits(named, 3);
+  ASSERT_EQ(units[1].name, "kernels1");
+  EXPECT_NE(units[1].text.find("cnnrt/cnnrt.h"), std::string::npos);
+  EXPECT_EQ(units[0].text.find("cnnrt/cnnrt.h"), std::string::npos);
+  EXPECT_EQ(units[2].text.find("cnnrt/cnnrt.h"), std::string::npos);
+}
+
+TEST(SplitCUDA, HostFunctionsInUnitsOfTheirOwn) {
+  std::string cu = hostModelCu();
+  auto units = splitCUDATranslationUnits(cu, 1, 3);
+  std::vector<std::string> names;
+  for (const auto &u : units)
+    names.push_back(u.name);
+  ASSERT_EQ(names, (std::vector<std::string>{"kernels0", "host", "host1",
+                                             "host2", "hyper"}));
+  const std::string &host = units[1].text;
+  std::string parts = units[2].text + units[3].text;
+  // The step was cut into parts called in order, each with the preamble;
+  // every launch keeps its check and every statement is in one part.
+  size_t caller = parts.find("\nvoid evalStep(cnnrt::Context &ctx) {\n"
+                             "  evalStepPart0(ctx);\n  evalStepPart1(ctx);\n");
+  ASSERT_NE(caller, std::string::npos) << parts;
+  for (int i = 0; i < 40; ++i) {
+    std::string launch = "PoolParams{" + std::to_string(i) +
+                         "});\n  CNNRT_CHECK_KERNEL(ctx, \"op" +
+                         std::to_string(i) + "\"";
+    size_t at = parts.find(launch);
+    EXPECT_NE(at, std::string::npos) << i;
+    EXPECT_EQ(parts.find(launch, at + 1), std::string::npos) << i;
+  }
+  int preambles = 0;
+  for (size_t at = parts.find("  char *A = ctx.arena();\n");
+       at != std::string::npos;
+       at = parts.find("  char *A = ctx.arena();\n", at + 1))
+    ++preambles;
+  size_t partCount = 0;
+  while (parts.find("  evalStepPart" + std::to_string(partCount) + "(ctx);") !=
+         std::string::npos)
+    ++partCount;
+  EXPECT_EQ(preambles, (int)partCount);
+  // Moved functions lose `static`, are declared in the host unit and
+  // defined once; a function naming the spec stays static in the host unit.
+  EXPECT_NE(host.find("void epilogue0(cnnrt::Context &ctx, void *y);\n"),
+            std::string::npos);
+  EXPECT_NE(parts.find("\nvoid epilogue0(cnnrt::Context &ctx, void *y) {"),
+            std::string::npos);
+  EXPECT_NE(parts.find("\nvoid trainStep(cnnrt::Context &ctx) {"),
+            std::string::npos);
+  EXPECT_EQ(host.find("trainStep(cnnrt::Context &ctx) {"), std::string::npos);
+  EXPECT_NE(host.find("static void usesSpec(cnnrt::Context &ctx) {"),
+            std::string::npos);
+  EXPECT_EQ(parts.find("usesSpec"), std::string::npos);
+  // A part declares the kernels it launches and reads its tables; the
+  // host units are host code (the driver's -O1), the kernel unit is not.
+  EXPECT_NE(units[2].text.find("k1(char *A, int n);"), std::string::npos);
+  EXPECT_TRUE(units[1].hostCode && units[2].hostCode && units[3].hostCode);
+  EXPECT_FALSE(units[0].hostCode || units[4].hostCode);
+  // One host unit: as before (no parts, no cut).
+  auto one = splitCUDATranslationUnits(cu, 1, 1);
+  ASSERT_EQ(one.size(), 3u);
+  EXPECT_NE(one[1].text.find("static void evalStep(cnnrt::Context &ctx) {\n"
+                             "  char *A"),
+            std::string::npos);
+  EXPECT_FALSE(one[1].hostCode);
+}
+
+TEST(SplitCUDA, StepWithALocalIsNotCut) {
+  std::string cu = hostModelCu();
+  cu.replace(cu.find("  (void)A; (void)s;\n") + 20, 0, "  int local = 3;\n");
+  auto units = splitCUDATranslationUnits(cu, 1, 3);
+  for (const auto &u : units)
+    EXPECT_EQ(u.text.find("evalStepPart"), std::string::npos) << u.name;
+  std::string all;
+  for (const auto &u : units)
+    all += u.text;
+  EXPECT_NE(all.find("\nvoid evalStep(cnnrt::Context &ctx) {\n  char *A"),
+            std::string::npos);
+}
+
 } // namespace

@@ -20,18 +20,24 @@
 #include "cnnc/Target/CUDA/SplitCUDA.h"
 
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/ADT/Twine.h"
 
+#include <algorithm>
 #include <optional>
 
 using namespace cnnc;
+using llvm::SmallVector;
 using llvm::StringRef;
+using llvm::Twine;
 
 namespace {
 
 constexpr StringRef kKernelsMarker = "// ---- generated kernels ----\n";
 constexpr StringRef kLRDefinition = "const float cnncDefaultLR = ";
+constexpr StringRef kStatic = "static ";
 
 struct Item {
   StringRef text; ///< the whole definition, through its last newline
@@ -174,10 +180,231 @@ std::vector<StringRef> headerStructs(StringRef header) {
   return names;
 }
 
+/// A kernel unit's header: the prelude without the runtime's header where
+/// neither the prelude nor the unit's kernels name the runtime. cnnrt.h
+/// (<string>, <stdexcept>, the Context) is host code that nvcc's front end
+/// (cudafe++) and its device compiler (cicc) parse again in every unit:
+/// ~40% of an empty kernel unit's compile time. Only `#include
+/// <cuda_runtime.h>` of it is needed by device code, and the line is
+/// replaced, not removed, so that the prelude keeps its line numbers.
+std::string kernelUnitHeader(StringRef header, StringRef kernels) {
+  constexpr StringRef kRuntimeInclude = "#include \"cnnrt/cnnrt.h\"\n";
+  size_t at = header.find(kRuntimeInclude);
+  if (at == StringRef::npos || (at != 0 && header[at - 1] != '\n'))
+    return header.str();
+  std::string rest =
+      (header.take_front(at) + header.substr(at + kRuntimeInclude.size()))
+          .str();
+  for (StringRef text : {StringRef(rest), kernels})
+    if (text.contains("cnnrt") || text.contains("CNNRT"))
+      return header.str();
+  return header.take_front(at).str() + "#include <cuda_runtime.h>\n" +
+         header.substr(at + kRuntimeInclude.size()).str();
+}
+
+/// A top-level function of the host code that can live in a unit of its
+/// own: `static void NAME(...) {...}` at the start of a line.
+struct HostFunction {
+  size_t begin = 0, end = 0; ///< its text in the host code, with the newline
+  StringRef name;
+  std::string prototype; ///< "void NAME(...);": external linkage
+  bool movable = true;
+};
+
+/// The host code's top-level functions and the names its other top-level
+/// statements declare (tables, the model spec, macros, main). None where a
+/// construct the scan does not follow (a template, a namespace, an
+/// unbalanced brace) is at the top level.
+std::optional<std::vector<HostFunction>>
+scanHost(StringRef host, llvm::StringSet<> &otherNames) {
+  std::vector<HostFunction> functions;
+  size_t pos = 0;
+  while (pos < host.size()) {
+    size_t eol = host.find('\n', pos);
+    eol = eol == StringRef::npos ? host.size() : eol + 1;
+    StringRef line = host.slice(pos, eol);
+    if (line.trim().empty() || line.starts_with("//") ||
+        line.starts_with(" ") || line.starts_with("}")) {
+      pos = eol;
+      continue;
+    }
+    if (line.starts_with("#")) {
+      StringRef rest = line.drop_front(1).ltrim();
+      if (rest.consume_front("define")) {
+        rest = rest.ltrim();
+        otherNames.insert(rest.take_while(isIdentChar));
+      }
+      pos = eol;
+      continue;
+    }
+    if (line.starts_with("template") || line.starts_with("namespace") ||
+        line.starts_with("extern \"C\" {"))
+      return std::nullopt;
+    StringRef rest = host.substr(pos);
+    size_t brace = rest.find('{'), semi = rest.find(';');
+    if (rest.starts_with("static void ") && brace != StringRef::npos &&
+        brace < semi) {
+      std::optional<size_t> end = definitionEnd(host, pos, /*kernel=*/true);
+      if (!end)
+        return std::nullopt;
+      HostFunction f;
+      f.begin = pos;
+      f.end = host.find('\n', *end);
+      f.end = f.end == StringRef::npos ? host.size() : f.end + 1;
+      StringRef signature =
+          rest.take_front(brace).drop_front(kStatic.size()).rtrim();
+      f.name = identBefore(signature, signature.find('('));
+      if (f.name.empty())
+        return std::nullopt;
+      f.prototype = signature.str() + ";\n";
+      functions.push_back(std::move(f));
+      pos = functions.back().end;
+      continue;
+    }
+    // Another statement: the name before its first '[', '=', '(', '{' or
+    // ';' is what it declares; it ends at the ';' or the brace group that
+    // closes it at depth 0.
+    size_t cut = rest.find_first_of("[=({;");
+    if (cut == StringRef::npos)
+      return std::nullopt;
+    otherNames.insert(identBefore(rest, cut));
+    int depth = 0;
+    size_t i = pos;
+    for (; i < host.size(); ++i) {
+      char c = host[i];
+      if (c == '/' && i + 1 < host.size() && host[i + 1] == '/') {
+        i = host.find('\n', i);
+        if (i == StringRef::npos)
+          return std::nullopt;
+        continue;
+      }
+      if (c == '"' || c == '\'') {
+        for (++i; i < host.size() && host[i] != c; ++i)
+          if (host[i] == '\\')
+            ++i;
+        continue;
+      }
+      if (c == '{' || c == '(' || c == '[')
+        ++depth;
+      else if (c == '}' || c == ')' || c == ']') {
+        if (--depth < 0)
+          return std::nullopt;
+        // A function definition (main) ends with its body.
+        if (depth == 0 && c == '}' &&
+            host.substr(i + 1).ltrim(" ").starts_with("\n"))
+          break;
+      } else if (c == ';' && depth == 0)
+        break;
+    }
+    if (i >= host.size())
+      return std::nullopt;
+    pos = host.find('\n', i);
+    pos = pos == StringRef::npos ? host.size() : pos + 1;
+  }
+  return functions;
+}
+
+/// A step function's body line that the step can be cut after: a comment,
+/// a kernel launch, a runtime call on the context or a launch check, on one
+/// line. Anything else (a local, a block, a loop) keeps the function whole.
+bool isStepStatement(StringRef line) {
+  if (!line.consume_front("  ") || line.starts_with(" "))
+    return false;
+  if (line.starts_with("//"))
+    return true;
+  // Braces only as a braced initializer within the statement.
+  if (!line.ends_with(";") || line.starts_with("{") ||
+      line.count('{') != line.count('}'))
+    return false;
+  if (line.starts_with("ctx.") || line.starts_with("CNNRT_CHECK_KERNEL(") ||
+      line.starts_with("CNNRT_CHECK_LAUNCH("))
+    return true;
+  // NAME[<template arguments>]<<<...>>>(...);
+  size_t launch = line.find("<<<");
+  return launch != StringRef::npos && launch > 0 &&
+         llvm::all_of(line.take_front(launch), [](char c) {
+           return isIdentChar(c) || c == '<' || c == '>' || c == ',' ||
+                  c == ' ';
+         });
+}
+
+/// `static void NAME(cnnrt::Context &ctx) {...}` functions of the host code
+/// larger than `maxBytes` whose body is the step preamble (the arena and
+/// stream locals) and then only step statements, cut into functions
+/// NAMEPart0, NAMEPart1, ... of at most about `maxBytes` that each repeat
+/// the preamble, and NAME calling them in order: the same launches in the
+/// same order, in functions the host split can spread over units.
+std::string cutStepFunctions(StringRef host, StringRef whole, size_t maxBytes) {
+  constexpr StringRef kPreamble = "  char *A = ctx.arena();\n"
+                                  "  cudaStream_t s = ctx.stream();\n"
+                                  "  (void)A; (void)s;\n";
+  std::string out;
+  size_t pos = 0;
+  while (true) {
+    // `pos` is at the start of a line.
+    size_t at = host.substr(pos).starts_with("static void ")
+                    ? pos
+                    : host.find("\nstatic void ", pos);
+    if (at == StringRef::npos)
+      break;
+    if (at != pos)
+      ++at;
+    size_t open = host.find(") {\n", at);
+    size_t close = host.find("\n}\n", at);
+    StringRef signature =
+        open == StringRef::npos ? StringRef() : host.slice(at, open + 3);
+    StringRef name = identBefore(signature, signature.find('('));
+    bool cut = close != StringRef::npos && open != StringRef::npos &&
+               open < close && !name.empty() &&
+               signature ==
+                   ("static void " + name + "(cnnrt::Context &ctx) {").str() &&
+               close - at > maxBytes;
+    StringRef body;
+    if (cut) {
+      body = host.slice(open + 4, close + 1);
+      cut = body.consume_front(kPreamble);
+    }
+    SmallVector<StringRef> lines;
+    if (cut) {
+      body.drop_back().split(lines, '\n');
+      cut = llvm::all_of(lines, isStepStatement);
+      // The new names must be free.
+      cut &= !StringRef(whole).contains((name + "Part").str());
+    }
+    if (!cut) {
+      out += host.slice(pos, close == StringRef::npos ? host.size() : close + 3)
+                 .str();
+      pos = close == StringRef::npos ? host.size() : close + 3;
+      if (close == StringRef::npos)
+        break;
+      continue;
+    }
+    out += host.slice(pos, at).str();
+    std::string calls;
+    unsigned part = 0;
+    for (size_t l = 0; l < lines.size();) {
+      std::string piece;
+      // Up to the size, and a launch keeps its check.
+      while (l < lines.size() &&
+             (piece.size() < maxBytes || lines[l].contains("CNNRT_CHECK_")))
+        piece += lines[l++].str() + "\n";
+      std::string partName = (name + "Part" + Twine(part++)).str();
+      out += "static void " + partName + "(cnnrt::Context &ctx) {\n" +
+             kPreamble.str() + piece + "}\n\n";
+      calls += "  " + partName + "(ctx);\n";
+    }
+    out += signature.str() + "\n" + calls + "}\n";
+    pos = close + 3;
+  }
+  out += host.substr(pos).str();
+  return out;
+}
+
 } // namespace
 
 std::vector<CUDATranslationUnit>
-cnnc::splitCUDATranslationUnits(StringRef cu, unsigned maxKernelUnits) {
+cnnc::splitCUDATranslationUnits(StringRef cu, unsigned maxKernelUnits,
+                                unsigned hostUnits) {
   std::vector<CUDATranslationUnit> whole = {{"model", cu.str(), false}};
   size_t marker = cu.find(kKernelsMarker);
   if (maxKernelUnits == 0 || marker == StringRef::npos)
@@ -242,18 +469,111 @@ cnnc::splitCUDATranslationUnits(StringRef cu, unsigned maxKernelUnits) {
       done += kernels[next]->text.size();
       ++next;
     }
-    units.push_back(
-        {"kernels" + std::to_string(u),
-         header.str() + kKernelsMarker.str() + tablesFor(body) + body, false});
+    units.push_back({"kernels" + std::to_string(u),
+                     kernelUnitHeader(header, body) + kKernelsMarker.str() +
+                         tablesFor(body) + body,
+                     false});
   }
-  std::string decls =
-      "// ---- generated kernels: declared here, defined in the kernel "
-      "units ----\n";
-  for (const Item *k : kernels)
-    decls += k->header.str() + ";\n";
+  // The host code's functions in `hostUnits - 1` units of their own besides
+  // the host unit (the tables, the model spec, main): its host compiler and
+  // the device code of the prelude's kernels it launches bound a cold build
+  // once the kernels are spread over the cores.
+  std::vector<std::string> hostParts;
+  std::string hostMain = hostText, prototypes;
+  llvm::StringSet<> otherNames;
+  std::optional<std::vector<HostFunction>> functions;
+  if (hostUnits > 1) {
+    hostText = cutStepFunctions(hostText, cu, hostText.size() / hostUnits);
+    functions = scanHost(hostText, otherNames);
+  }
+  size_t movedBytes = 0;
+  if (functions) {
+    // A function that names a table, the spec or a macro of the host unit,
+    // or a function that stays, stays too.
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (HostFunction &f : *functions) {
+        if (!f.movable)
+          continue;
+        StringRef text = StringRef(hostText).slice(f.begin, f.end);
+        bool blocked = llvm::any_of(otherNames, [&](const auto &n) {
+          return mentions(text, n.getKey());
+        });
+        for (const HostFunction &g : *functions)
+          blocked |= !g.movable && mentions(text, g.name);
+        if (blocked) {
+          f.movable = false;
+          changed = true;
+        }
+      }
+    }
+    for (const HostFunction &f : *functions)
+      if (f.movable) {
+        movedBytes += f.end - f.begin;
+        prototypes += f.prototype;
+      }
+  }
+  if (movedBytes) {
+    // The largest function first into the part with the least text (the
+    // parts' compile times are about their sizes), each part in the text's
+    // order; the host unit keeps the rest and a declaration of each.
+    unsigned parts = hostUnits - 1;
+    hostParts.assign(parts, "");
+    std::vector<size_t> order, load(parts, 0);
+    std::vector<unsigned> partOf(functions->size(), 0);
+    for (size_t i = 0; i < functions->size(); ++i)
+      if ((*functions)[i].movable)
+        order.push_back(i);
+    auto size = [&](size_t i) {
+      return (*functions)[i].end - (*functions)[i].begin;
+    };
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return size(a) > size(b); });
+    for (size_t i : order) {
+      partOf[i] = std::min_element(load.begin(), load.end()) - load.begin();
+      load[partOf[i]] += size(i);
+    }
+    std::string rest;
+    size_t prev = 0;
+    for (size_t i = 0; i < functions->size(); ++i) {
+      const HostFunction &f = (*functions)[i];
+      rest += hostText.substr(prev, f.begin - prev);
+      prev = f.end;
+      StringRef text = StringRef(hostText).slice(f.begin, f.end);
+      if (!f.movable) {
+        rest += text.str();
+        continue;
+      }
+      hostParts[partOf[i]] += text.drop_front(kStatic.size()).str() + "\n";
+    }
+    rest += hostText.substr(prev);
+    hostMain = "// ---- host functions: declared here, defined in the host "
+               "units ----\n" +
+               prototypes + rest;
+    llvm::erase_if(hostParts, [](const std::string &p) { return p.empty(); });
+  }
+  auto kernelDecls = [&](StringRef text, bool all) {
+    std::string decls =
+        "// ---- generated kernels: declared here, defined in the kernel "
+        "units ----\n";
+    for (const Item *k : kernels)
+      if (all || mentions(text, k->name))
+        decls += k->header.str() + ";\n";
+    return decls;
+  };
+  // The host unit declares every kernel (as before the host split).
   units.push_back({"host",
-                   header.str() + decls + tablesFor(hostText) + "\n" + hostText,
-                   false});
+                   header.str() + kernelDecls(hostMain, true) +
+                       tablesFor(hostMain) + "\n" + hostMain,
+                   false, /*hostCode=*/!hostParts.empty()});
+  for (size_t p = 0; p < hostParts.size(); ++p) {
+    std::string body =
+        "// ---- host functions ----\n" + prototypes + hostParts[p];
+    units.push_back({"host" + std::to_string(p + 1),
+                     header.str() + kernelDecls(body, false) + tablesFor(body) +
+                         "\n" + body,
+                     false, /*hostCode=*/true});
+  }
   if (!hyper.empty())
     units.push_back({"hyper", hyper, true});
   return units;

@@ -23,21 +23,37 @@ struct CUDATranslationUnit {
   std::string text;
   /// A host-only unit (C++, no CUDA): compiled as .cpp.
   bool hostOnly = false;
+  /// A unit of the host code's functions (hostUnits > 1): launches and
+  /// runtime calls that run when the step is captured, not per step, so
+  /// the driver may optimize its host side less (its device code, the
+  /// prelude kernels it launches, is compiled as in every unit).
+  bool hostCode = false;
 };
 
 /// Splits `cu`, as emitCUDA prints it, into at most `maxKernelUnits` units
 /// of generated kernels (each: the prelude, the `__device__` tables its
 /// kernels read, and its kernels), one host unit (the prelude, a declaration
-/// of every generated kernel, the epilogues, tensor table, step functions,
-/// model spec and main) and, where the text defines the run-time
+/// of every generated kernel it launches, the epilogues, tensor table, step
+/// functions, model spec and main) and, where the text defines the run-time
 /// hyperparameters on a line of their own (`cnncDefaultLR`), a host-only
 /// unit holding that definition, so that a recompile with another learning
 /// rate changes that unit only. Kernels are assigned to units in order, in
 /// groups of about equal text size. Text not in the printer's form (no
 /// "generated kernels" section, or a top-level construct the splitter does
 /// not know) comes back as one unit: the whole text, compiled as before.
+///
+/// A kernel unit includes <cuda_runtime.h> instead of cnnrt/cnnrt.h where
+/// neither the prelude nor its kernels name the runtime (the kernels'
+/// text, and so their device code, is unchanged). With `hostUnits` > 1 the
+/// host code's `static void` functions (epilogues, prepare, train and eval
+/// steps) move, with external linkage, into up to `hostUnits - 1` units
+/// "host1", ... of about equal size; the host unit keeps what they do not
+/// name (tables, the model spec, main) and declares them. A function that
+/// names a top-level table, macro or other non-moving entity of the host
+/// code stays in the host unit.
 std::vector<CUDATranslationUnit>
-splitCUDATranslationUnits(llvm::StringRef cu, unsigned maxKernelUnits);
+splitCUDATranslationUnits(llvm::StringRef cu, unsigned maxKernelUnits,
+                          unsigned hostUnits = 1);
 
 } // namespace cnnc
 
