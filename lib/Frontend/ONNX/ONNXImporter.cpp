@@ -1675,7 +1675,8 @@ LogicalResult Importer::importBinary(StringRef opType) {
       continue;
     }
     if (s->isInitializer && isLearnedScalar(node->input(i), c)) {
-      operands[i] = reshape(weight(i, WeightRole::Param, std::nullopt), aligned);
+      operands[i] =
+          reshape(weight(i, WeightRole::Param, std::nullopt), aligned);
       continue;
     }
     if (c.numel() == 1 || !s->isInitializer ||
