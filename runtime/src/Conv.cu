@@ -1161,10 +1161,6 @@ chooseGraphOrSplit(Context &ctx, ConvEntry &c, const char *loc,
   I.cache.put(key, std::to_string(graph ? graph->index() : -1));
 }
 
-/// Times cuDNN's conv + GenStats graph plans of each registered
-/// conv-stats against its split form (the convolution as chosen, then the
-/// statistics kernels) and keeps the faster; cached by shape ("|genstats":
-/// heuristics index, -1 = split). CNNRT_CONV_GRAPH=0 keeps the split form.
 /// The prologue's buffers of a graph-or-split entry with one (conv +
 /// statistics with a prologue, prologue + wgrad), allocated by the form
 /// chosen: the split form writes the normalized input (x-sized) into
@@ -1205,6 +1201,21 @@ static void toHalfScaleShift(Context &ctx, Entry &e, const float *scale,
   ctx.checkLaunch(e.loc.c_str());
 }
 
+/// The f16 tensors of a fused-convolution entry's timing buffers, in
+/// bytes: input x, filter w (C / groups input channels per filter), output y.
+struct ConvF16Bytes {
+  size_t x, w, y;
+};
+static ConvF16Bytes convF16Bytes(const ConvDesc &d) {
+  return {static_cast<size_t>(d.N) * d.C * d.H * d.W * 2,
+          static_cast<size_t>(d.K) * (d.C / d.groups) * d.R * d.S * 2,
+          static_cast<size_t>(d.N) * d.K * d.P * d.Q * 2};
+}
+
+/// Times cuDNN's conv + GenStats graph plans of each registered
+/// conv-stats against its split form (the convolution as chosen, then the
+/// statistics kernels) and keeps the faster; cached by shape ("|genstats":
+/// heuristics index, -1 = split). CNNRT_CONV_GRAPH=0 keeps the split form.
 static void chooseConvStats(Context &ctx) {
   namespace cg = cnnrt::cudnn_graph;
   Context::Impl &I = *ctx.impl();
@@ -1214,10 +1225,8 @@ static void chooseConvStats(Context &ctx) {
     ConvEntry &c = I.convs[e.conv];
     const ConvDesc &d = c.d;
     const char *loc = e.loc.c_str();
-    size_t xBytes = (size_t)d.N * d.C * d.H * d.W * 2,
-           wBytes = (size_t)d.K * d.C * d.R * d.S * 2,
-           yBytes = (size_t)d.N * d.K * d.P * d.Q * 2,
-           kBytes = (size_t)d.K * sizeof(float),
+    auto [xBytes, wBytes, yBytes] = convF16Bytes(d);
+    size_t kBytes = (size_t)d.K * sizeof(float),
            cBytes = (size_t)d.C * sizeof(float);
     GraphOrSplit f;
     f.dir = cg::Dir::FwdStats;
@@ -1305,9 +1314,7 @@ static void chooseConvDgradAddRelu(Context &ctx) {
       continue;
     ConvEntry &c = I.convs[e.conv];
     const ConvDesc &d = c.d;
-    size_t xBytes = (size_t)d.N * d.C * d.H * d.W * 2,
-           wBytes = (size_t)d.K * (d.C / d.groups) * d.R * d.S * 2,
-           yBytes = (size_t)d.N * d.K * d.P * d.Q * 2;
+    auto [xBytes, wBytes, yBytes] = convF16Bytes(d);
     GraphOrSplit f;
     f.dir = cg::Dir::BwdDataAddRelu;
     f.cacheTag = "dgrad+add+drelu";
@@ -1369,10 +1376,8 @@ static void chooseConvWgradPrologue(Context &ctx) {
     ConvEntry &c = I.convs[e.conv];
     const ConvDesc &d = c.d;
     const char *loc = e.loc.c_str();
-    size_t xBytes = (size_t)d.N * d.C * d.H * d.W * 2,
-           wBytes = (size_t)d.K * (d.C / d.groups) * d.R * d.S * 2,
-           yBytes = (size_t)d.N * d.K * d.P * d.Q * 2,
-           cBytes = (size_t)d.C * sizeof(float);
+    auto [xBytes, wBytes, yBytes] = convF16Bytes(d);
+    size_t cBytes = (size_t)d.C * sizeof(float);
     GraphOrSplit f;
     f.dir = cg::Dir::BwdFilter;
     f.prologue = true;
