@@ -250,6 +250,7 @@ private:
   LogicalResult exec(cnn::AllReduceOp op);
   LogicalResult exec(cnn::SendOp op);
   LogicalResult exec(cnn::RecvOp op);
+  LogicalResult exec(cnn::MicroBatchOp op);
   /// The gradient operand of an optimizer update divided by its grad_scale
   /// (or the gradient itself without loss scaling).
   const float *unscaledGrad(Value grad, Value scale, std::vector<float> &tmp);
@@ -512,7 +513,7 @@ static void attachEvaluations(MLIRContext *ctx) {
          cnn::BatchNormGradOp, cnn::SoftmaxCrossEntropyGradOp>(ctx);
   attach<cnn::SGDUpdateOp, cnn::AdamUpdateOp, cnn::AllFiniteOp,
          cnn::LossScaleUpdateOp, cnn::UnscaleOp, cnn::AllReduceOp>(ctx);
-  attach<cnn::SendOp, cnn::RecvOp>(ctx);
+  attach<cnn::SendOp, cnn::RecvOp, cnn::MicroBatchOp>(ctx);
   attach<cnn::ClipDivisorOp, cnn::AccumulateGradOp, cnn::AccumulationStepOp>(
       ctx);
   attach<cnn::ResizeOp, cnn::ResizeGradOp>(ctx);
@@ -1114,6 +1115,20 @@ static int64_t stageOfOp(Operation *op) {
   auto f = op->getParentOfType<func::FuncOp>();
   auto a = f ? f->getAttrOfType<IntegerAttr>("cnn.pipeline_stage") : nullptr;
   return a ? a.getInt() : -1;
+}
+
+// A micro-batch: a contiguous range of rows (the batch is the outer
+// dimension).
+LogicalResult Executor::exec(cnn::MicroBatchOp op) {
+  const Tensor &in = get(op.getInput());
+  Tensor out = Tensor::zeros(op.getResult().getType());
+  out.kind = in.kind;
+  size_t n = out.data.size();
+  std::copy(in.data.begin() + op.getIndexAttr().getInt() * n,
+            in.data.begin() + (op.getIndexAttr().getInt() + 1) * n,
+            out.data.begin());
+  def(op.getResult()) = std::move(out);
+  return success();
 }
 
 LogicalResult Executor::exec(cnn::SendOp op) {

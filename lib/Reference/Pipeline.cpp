@@ -260,13 +260,21 @@ runScheduledPipelineStep(ModuleOp module,
     func::FuncOp f = fns[s];
     for (unsigned i = 0; i < f.getNumArguments(); ++i) {
       auto a = f.getArgAttrOfType<IntegerAttr>(i, "cnn.pipeline_arg");
-      auto m = f.getArgAttrOfType<IntegerAttr>(i, "cnn.micro_batch");
-      if (!a || a.getInt() >= (int64_t)microArgs.front().size() ||
-          (m && m.getInt() >= M))
+      if (!a || a.getInt() >= (int64_t)microArgs.front().size())
         return f.emitError("pipeline: argument #")
-                   << i << " is no @train_step argument of micro-batch < " << M,
+                   << i << " is no @train_step argument",
                failure();
-      Tensor t = microArgs[m ? m.getInt() : 0][a.getInt()];
+      Tensor t = microArgs.front()[a.getInt()];
+      // The image and labels: the M micro-batches' one after the other.
+      if (f.getArgAttr(i, cnn::kInputAttr) ||
+          f.getArgAttr(i, cnn::kLabelsAttr)) {
+        for (int64_t m = 1; m < M; ++m) {
+          const Tensor &more = microArgs[m][a.getInt()];
+          t.data.insert(t.data.end(), more.data.begin(), more.data.end());
+        }
+        if (!t.shape.empty())
+          t.shape[0] *= M;
+      }
       // The step function takes the pipeline step k; the last micro-batch
       // is micro-step k * M.
       if (f.getArgAttr(i, cnn::kStepAttr)) {

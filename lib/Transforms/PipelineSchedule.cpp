@@ -111,6 +111,28 @@ void SchedulePass::runOnOperation() {
   OpBuilder mb(ctx);
   mb.setInsertionPoint(fwd[0]);
   Builder b(ctx);
+  // The data arguments (image, labels) of any stage, by @train_step
+  // argument: every stage takes them, batched over the M micro-batches,
+  // whether it reads them or not, so each stage reads the same batch
+  // stream (the runtime's loader contract: one image and one label tensor).
+  std::map<int64_t, std::pair<RankedTensorType, DictionaryAttr>> data;
+  for (func::FuncOp f : llvm::concat<func::FuncOp>(fwd, bwd))
+    for (unsigned i = 0; i < f.getNumArguments(); ++i) {
+      DictionaryAttr d = f.getArgAttrDict(i);
+      auto index = f.getArgAttrOfType<IntegerAttr>(i, "cnn.pipeline_arg");
+      if (!index || !d || !(d.get(kInputAttr) || d.get(kLabelsAttr)))
+        continue;
+      auto t = dyn_cast<RankedTensorType>(f.getArgument(i).getType());
+      if (!t || t.getRank() < 1 || ShapedType::isDynamic(t.getDimSize(0))) {
+        f.emitError("cnn-pipeline-schedule: the data argument #")
+            << i << " has no static batch dimension";
+        return signalPassFailure();
+      }
+      SmallVector<int64_t> shape(t.getShape());
+      shape[0] *= M;
+      data[index.getInt()] = {
+          RankedTensorType::get(shape, t.getElementType(), t.getEncoding()), d};
+    }
   for (int64_t s = 0; s < S; ++s) {
     Location loc = fwd[s].getLoc();
     auto fn =
@@ -124,6 +146,11 @@ void SchedulePass::runOnOperation() {
 
     // @train_step argument `index` for micro-batch `m` (-1: shared).
     std::map<std::pair<int64_t, int64_t>, Value> args;
+    std::map<int64_t, Value> batched;
+    for (auto &[index, td] : data) {
+      batched[index] = block->addArgument(td.first, loc);
+      argAttrs.push_back(td.second);
+    }
     // The current value of each persistent name.
     std::map<std::string, Value> current;
     Value stepK, stepKM;
@@ -163,12 +190,14 @@ void SchedulePass::runOnOperation() {
         return v;
       }
       Value &v = args[key];
-      if (!v) {
+      if (!v && perMicro) {
+        // Micro-batch m of the batched image or labels.
+        v = MicroBatchOp::create(ib, loc, f.getArgument(i).getType(),
+                                 batched.at(index), b.getI64IntegerAttr(m),
+                                 b.getI64IntegerAttr(M));
+      } else if (!v) {
         v = block->addArgument(f.getArgument(i).getType(), loc);
-        NamedAttrList attrs(d);
-        if (perMicro)
-          attrs.set("cnn.micro_batch", b.getI64IntegerAttr(m));
-        argAttrs.push_back(attrs.getDictionary(ctx));
+        argAttrs.push_back(d);
       }
       if (!name.empty())
         current[name] = v;

@@ -30,19 +30,21 @@ func.func @forward(%x: tensor<2x3x8x8xf32> {cnn.input},
 // The per-stage forward and backward functions are gone.
 // CHECK-NOT: func.func @stage{{[0-9]}}_forward
 // CHECK-NOT: func.func @stage{{[0-9]}}_backward
-// Stage 0 takes one image per micro-batch, the shared parameters once and
-// the pipeline step k.
+// Every stage takes the image and labels of both micro-batches (4 rows),
+// the shared parameters once and the pipeline step k.
 // CHECK-LABEL: func.func @stage0_step(
-// CHECK-SAME: %[[X0:[a-z0-9]+]]: tensor<2x3x8x8xf32> {cnn.input, cnn.micro_batch = 0 : i64, cnn.pipeline_arg = 0 : i64}
-// CHECK-SAME: %[[X1:[a-z0-9]+]]: tensor<2x3x8x8xf32> {cnn.input, cnn.micro_batch = 1 : i64, cnn.pipeline_arg = 0 : i64}
+// CHECK-SAME: %[[X:[a-z0-9]+]]: tensor<4x3x8x8xf32> {cnn.input, cnn.pipeline_arg = 0 : i64}
+// CHECK-SAME: tensor<4xi32> {cnn.labels, cnn.pipeline_arg = 1 : i64}
 // CHECK-SAME: %[[K:[a-z0-9]+]]: tensor<f32> {cnn.pipeline_arg = 3 : i64, cnn.step}
 // CHECK-SAME: cnn.pipeline_results = array<i64: 1, 2, 5, 6, 7, 8>
 // GPIPE-SAME: cnn.pipeline_schedule = "gpipe", cnn.pipeline_stage = 0 : i64
 // ONEF-SAME: cnn.pipeline_schedule = "1f1b", cnn.pipeline_stage = 0 : i64
 // Micro-batch 1 (the last) is micro-step k * M, micro-batch 0 k * M - 1.
 // CHECK: %[[KM:.*]] = cnn.scale %[[K]] {factor = 2.000000e+00 : f32}
+// CHECK: %[[X0:.*]] = cnn.micro_batch %[[X]] {count = 2 : i64, index = 0 : i64} : tensor<4x3x8x8xf32> -> tensor<2x3x8x8xf32>
 // CHECK: cnn.conv2d %[[X0]]
 // CHECK: cnn.send %{{.*}} {peer = 1 : i64, tag = 0 : i64}
+// CHECK: %[[X1:.*]] = cnn.micro_batch %[[X]] {count = 2 : i64, index = 1 : i64}
 // CHECK: cnn.conv2d %[[X1]]
 // CHECK: cnn.send %{{.*}} {peer = 1 : i64, tag = 0 : i64}
 // CHECK: %[[ONE:.*]] = cnn.constant dense<1.000000e+00>
@@ -58,12 +60,14 @@ func.func @forward(%x: tensor<2x3x8x8xf32> {cnn.input},
 // CHECK-NOT: cnn.recv
 // CHECK: return
 
-// Stage 1 takes the labels per micro-batch and returns both losses first.
+// Stage 1 cuts each micro-batch's labels from the batch and returns both
+// losses first.
 // CHECK-LABEL: func.func @stage1_step(
-// CHECK-SAME: tensor<2xi32> {cnn.labels, cnn.micro_batch = 0 : i64, cnn.pipeline_arg = 1 : i64}
-// CHECK-SAME: tensor<2xi32> {cnn.labels, cnn.micro_batch = 1 : i64, cnn.pipeline_arg = 1 : i64}
+// CHECK-SAME: tensor<4x3x8x8xf32> {cnn.input, cnn.pipeline_arg = 0 : i64}
+// CHECK-SAME: %[[L:[a-z0-9]+]]: tensor<4xi32> {cnn.labels, cnn.pipeline_arg = 1 : i64}
 // CHECK-SAME: -> (tensor<f32> {cnn.loss, cnn.micro_batch = 0 : i64}, tensor<f32> {cnn.loss, cnn.micro_batch = 1 : i64},
 // CHECK-SAME: cnn.pipeline_results = array<i64: 3, 4, 9, 10, 11, 12>
+// CHECK: cnn.micro_batch %[[L]] {count = 2 : i64, index = 0 : i64} : tensor<4xi32> -> tensor<2xi32>
 // GPipe: both forwards (receive, loss), then both backwards (send).
 // GPIPE: cnn.recv {peer = 0 : i64, tag = 0 : i64}
 // GPIPE: cnn.softmax_cross_entropy

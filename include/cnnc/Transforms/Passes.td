@@ -1016,15 +1016,16 @@ def CNNPipelineSchedule : Pass<"cnn-pipeline-schedule", "mlir::ModuleOp"> {
     a pair is matched by its order on both peers (NCCL's rule, and the
     reference mailbox's FIFO), micro-batch order on both sides.
 
-    Arguments of `@stage<s>_step`: each @train_step argument the stage
-    reads (`cnn.pipeline_arg`), except the image and labels, which come
-    once per micro-batch (`cnn.micro_batch = m` with `cnn.pipeline_arg`),
-    and the step number, which is the pipeline step k (1, 2, ...): micro-
-    batch m runs as accumulation's micro-step (k - 1) x M + m + 1,
-    computed in the function. Results: the @train_step results the stage
-    makes (`cnn.pipeline_results`), from the last micro-batch that makes
-    them, and on the last stage the M losses (`cnn.loss`, `cnn.micro_batch
-    = m`).
+    Arguments of `@stage<s>_step`: first the image and labels of the M
+    micro-batches (M x B rows; every stage takes them, read or not, so all
+    stages read one batch stream), micro-batch m cut out by `cnn.micro_batch
+    {index = m, count = M}`; then each other @train_step argument the stage
+    reads (`cnn.pipeline_arg`), the step number being the pipeline step k
+    (1, 2, ...): micro-batch m runs as accumulation's micro-step
+    (k - 1) x M + m + 1, computed in the function. Results: the
+    @train_step results the stage makes (`cnn.pipeline_results`), from
+    the last micro-batch that makes them, and on the last stage the M
+    losses (`cnn.loss`, `cnn.micro_batch = m`).
   }];
   let options = [
     Option<"schedule", "schedule", "std::string", "\"gpipe\"",

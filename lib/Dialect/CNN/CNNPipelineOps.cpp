@@ -39,3 +39,23 @@ LogicalResult RecvOp::verify() {
                         getTagAttr().getValue().getSExtValue(),
                         getResult().getType());
 }
+
+LogicalResult MicroBatchOp::verify() {
+  auto in = cast<RankedTensorType>(getInput().getType());
+  auto out = cast<RankedTensorType>(getResult().getType());
+  int64_t index = getIndexAttr().getInt(), count = getCountAttr().getInt();
+  if (count < 1 || index < 0 || index >= count)
+    return emitOpError("needs 0 <= index < count, got index ")
+           << index << " and count " << count;
+  if (in.getRank() < 1 || in.getDimSize(0) % count != 0)
+    return emitOpError("the batch of ")
+           << in << " does not split into " << count << " micro-batches";
+  SmallVector<int64_t> shape(in.getShape());
+  shape[0] /= count;
+  if (out.getShape() != ArrayRef<int64_t>(shape) ||
+      out.getElementType() != in.getElementType())
+    return emitOpError("result must be ")
+           << RankedTensorType::get(shape, in.getElementType()) << ", got "
+           << out;
+  return success();
+}

@@ -53,3 +53,27 @@ func.func @missing(%a: tensor<4xf32>) {
 func.func @results() attributes {cnn.pipeline_results = array<i64: 0, -1>} {
   return
 }
+
+// -----
+
+func.func @micro_index(%x: tensor<8x3xf32>) -> tensor<2x3xf32> {
+  // expected-error @+1 {{needs 0 <= index < count, got index 4 and count 4}}
+  %a = cnn.micro_batch %x {index = 4 : i64, count = 4 : i64} : tensor<8x3xf32> -> tensor<2x3xf32>
+  return %a : tensor<2x3xf32>
+}
+
+// -----
+
+func.func @micro_split(%x: tensor<6x3xf32>) -> tensor<1x3xf32> {
+  // expected-error @+1 {{the batch of 'tensor<6x3xf32>' does not split into 4 micro-batches}}
+  %a = cnn.micro_batch %x {index = 0 : i64, count = 4 : i64} : tensor<6x3xf32> -> tensor<1x3xf32>
+  return %a : tensor<1x3xf32>
+}
+
+// -----
+
+func.func @micro_shape(%x: tensor<8x3xf32>) -> tensor<4x3xf32> {
+  // expected-error @+1 {{result must be 'tensor<2x3xf32>', got 'tensor<4x3xf32>'}}
+  %a = cnn.micro_batch %x {index = 0 : i64, count = 4 : i64} : tensor<8x3xf32> -> tensor<4x3xf32>
+  return %a : tensor<4x3xf32>
+}

@@ -31,3 +31,13 @@ func.func @twice(%a: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
   %y = cnn.recv {peer = 1 : i64, tag = 1 : i64} : tensor<4xf32>
   return %x, %y : tensor<4xf32>, tensor<4xf32>
 }
+
+// cnn.micro_batch: rows of the batch, any element type.
+// CHECK-LABEL: func.func @micro
+// CHECK: cnn.micro_batch %{{.*}} {count = 4 : i64, index = 3 : i64} : tensor<8x3x2x2xf32> -> tensor<2x3x2x2xf32>
+// CHECK: cnn.micro_batch %{{.*}} {count = 2 : i64, index = 0 : i64} : tensor<8xi32> -> tensor<4xi32>
+func.func @micro(%x: tensor<8x3x2x2xf32>, %l: tensor<8xi32>) -> (tensor<2x3x2x2xf32>, tensor<4xi32>) {
+  %a = cnn.micro_batch %x {index = 3 : i64, count = 4 : i64} : tensor<8x3x2x2xf32> -> tensor<2x3x2x2xf32>
+  %b = cnn.micro_batch %l {index = 0 : i64, count = 2 : i64} : tensor<8xi32> -> tensor<4xi32>
+  return %a, %b : tensor<2x3x2x2xf32>, tensor<4xi32>
+}

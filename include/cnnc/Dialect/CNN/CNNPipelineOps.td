@@ -50,4 +50,26 @@ def CNN_RecvOp : CNN_Op<"recv"> {
   let hasVerifier = 1;
 }
 
+def CNN_MicroBatchOp : CNN_Op<"micro_batch", [Pure]> {
+  let summary = "micro-batch `index` of `count`: a row range of the batch";
+  let description = [{
+    Rows [index x n, (index + 1) x n) of the outer (batch) dimension of
+    `input`, n = input.dim(0) / count: cnn-pipeline-schedule's per-stage
+    step takes the global batch (images, labels) once and cuts the M
+    micro-batches from it. Batch is the outer dimension in NCHW and NHWC
+    alike, so a micro-batch is a contiguous range in either layout. Any
+    element type (labels are integers).
+
+    ```mlir
+    %x1 = cnn.micro_batch %x {index = 1 : i64, count = 4 : i64}
+        : tensor<8x3x32x32xf32> -> tensor<2x3x32x32xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, I64Attr:$index,
+                   I64Attr:$count);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
 #endif
