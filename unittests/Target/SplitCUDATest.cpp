@@ -118,7 +118,14 @@ TEST(SplitCUDA, MoreUnitsThanKernels) {
 std::string hostModelCu() {
   std::string cu = kModelCu;
   cu.replace(cu.find("namespace {"), 0, "#include \"cnnrt/cnnrt.h\"\n");
-  std::string step = "static void evalStep(cnnrt::Context &ctx) {\n"
+  // Functions before the step, an empty line between each, as the printer
+  // writes them.
+  std::string step = "// ---- epilogues ----\n"
+                     "static void epilogue0(cnnrt::Context &ctx, void *y) {\n"
+                     "  k1<<<1, 1, 0, ctx.stream()>>>((char *)y, 1);\n}\n\n"
+                     "static void usesSpec(cnnrt::Context &ctx) {\n"
+                     "  (void)kModel;\n}\n\n"
+                     "static void evalStep(cnnrt::Context &ctx) {\n"
                      "  char *A = ctx.arena();\n"
                      "  cudaStream_t s = ctx.stream();\n"
                      "  (void)A; (void)s;\n";
@@ -127,11 +134,7 @@ std::string hostModelCu() {
             std::to_string(i * 64) + "), PoolParams{" + std::to_string(i) +
             "});\n  CNNRT_CHECK_KERNEL(ctx, \"op" + std::to_string(i) +
             "\", \"k\");\n  ctx.matmul(" + std::to_string(i) + ", A, A, A);\n";
-  step += "}\n\n"
-          "static void epilogue0(cnnrt::Context &ctx, void *y) {\n"
-          "  k1<<<1, 1, 0, ctx.stream()>>>((char *)y, 1);\n}\n\n"
-          "static void usesSpec(cnnrt::Context &ctx) {\n"
-          "  (void)kModel;\n}\n\n";
+  step += "}\n\n";
   cu.replace(cu.find("static void trainStep"), 0, step);
   return cu;
 }

@@ -342,13 +342,13 @@ std::string cutStepFunctions(StringRef host, StringRef whole, size_t maxBytes) {
   size_t pos = 0;
   while (true) {
     // `pos` is at the start of a line.
-    size_t at = host.substr(pos).starts_with("static void ")
-                    ? pos
-                    : host.find("\nstatic void ", pos);
-    if (at == StringRef::npos)
-      break;
-    if (at != pos)
+    size_t at = pos;
+    if (!host.substr(pos).starts_with("static void ")) {
+      at = host.find("\nstatic void ", pos);
+      if (at == StringRef::npos)
+        break;
       ++at;
+    }
     size_t open = host.find(") {\n", at);
     size_t close = host.find("\n}\n", at);
     StringRef signature =
