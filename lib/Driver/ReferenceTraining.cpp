@@ -299,10 +299,12 @@ LogicalResult cnnc::driver::trainReference(const DriverOptions &options,
   // micro-batches; the options refuse both at once).
   OwningOpRef<ModuleOp> piped;
   const int micro = static_cast<int>(pipelineOptions(o)->microBatches);
-  if (int64_t stages = pipelineOptions(o)->pipelineStages; stages > 0) {
-    FailureOr<OwningOpRef<ModuleOp>> p =
-        splitIntoPipelineStages(*c.module, stages, micro, &llvm::outs(),
-                                pipelineOptions(o)->pipelineSchedule);
+  if (isPipelined(*pipelineOptions(o))) {
+    // --pipeline-memory-mb alone: stages 0, the fewest that fit.
+    FailureOr<OwningOpRef<ModuleOp>> p = splitIntoPipelineStages(
+        *c.module, pipelineOptions(o)->pipelineStages, micro, &llvm::outs(),
+        pipelineOptions(o)->pipelineSchedule,
+        pipelineOptions(o)->pipelineMemoryMB * (int64_t(1) << 20));
     if (failed(p))
       return failure();
     piped = std::move(*p);

@@ -83,6 +83,11 @@ cnnc::verifyCNNPipelineOptions(const CNNPipelineOptions &o,
       inRange("remat-mb", o.rematMB, 0, int64_t(1) << 30) &&
       inRange("workspace-mb", o.workspaceMB, -1, 1 << 20);
   // Pipeline stages: the micro-batches are accumulation's micro-steps.
+  if (ok && o.pipelineMemoryMB < 0) {
+    error(flagPrefix + Twine("pipeline-memory-mb must be >= 0, got ") +
+          Twine(o.pipelineMemoryMB));
+    ok = false;
+  }
   if (ok && (o.pipelineStages < 0 || o.microBatches < 1)) {
     error(flagPrefix + Twine("pipeline-stages must be >= 0 and ") +
           flagPrefix + "micro-batches >= 1, got " + Twine(o.pipelineStages) +
@@ -94,32 +99,32 @@ cnnc::verifyCNNPipelineOptions(const CNNPipelineOptions &o,
           o.pipelineSchedule + "'");
     ok = false;
   }
-  if (ok && o.pipelineSchedule != "gpipe" && o.pipelineStages == 0) {
+  if (ok && o.pipelineSchedule != "gpipe" && !isPipelined(o)) {
     error(flagPrefix + Twine("pipeline-schedule orders the micro-batches of "
                              "pipeline stages: give ") +
           flagPrefix + "pipeline-stages S too");
     ok = false;
   }
-  if (ok && o.microBatches > 1 && o.pipelineStages == 0) {
+  if (ok && o.microBatches > 1 && !isPipelined(o)) {
     error(flagPrefix + Twine("micro-batches splits the batch of pipeline "
                              "stages: give ") +
           flagPrefix + "pipeline-stages S too");
     ok = false;
   }
-  if (ok && o.pipelineStages > 0 && o.accumulate != 1 &&
+  if (ok && isPipelined(o) && o.accumulate != 1 &&
       o.accumulate != o.microBatches) {
     error(flagPrefix + Twine("accumulate ") + Twine(o.accumulate) +
           " with pipeline stages: the " + Twine(o.microBatches) +
           " micro-batches are the accumulation's micro-steps");
     ok = false;
   }
-  if (ok && o.pipelineStages > 0 && o.worldSize >= 1) {
+  if (ok && isPipelined(o) && o.worldSize >= 1) {
     error(flagPrefix + Twine("pipeline-stages with data parallelism (") +
           (flagPrefix.empty() ? "world-size" : "--gpus") +
           ") is not built yet (docs/pipeline-parallel.md)");
     ok = false;
   }
-  if (ok && o.pipelineStages > 0 && o.target != "cpu") {
+  if (ok && isPipelined(o) && o.target != "cpu") {
     error(flagPrefix + Twine("pipeline-stages: the CUDA target has no "
                              "pipeline stages yet (docs/pipeline-parallel.md); "
                              "they run on the reference interpreter "
@@ -159,7 +164,7 @@ CNNAutodiffOptions cnnc::getAutodiffOptions(const CNNPipelineOptions &o) {
   ad.clipGradNorm = o.clipGradNorm;
   ad.accumulate = o.accumulate;
   // Pipeline stages: one update per M micro-batches.
-  if (o.pipelineStages > 0)
+  if (isPipelined(o))
     ad.accumulate = o.microBatches;
   ad.beta1 = o.beta1;
   ad.beta2 = o.beta2;

@@ -279,12 +279,13 @@ void SplitPass::runOnOperation() {
 FailureOr<OwningOpRef<ModuleOp>>
 cnnc::splitIntoPipelineStages(ModuleOp module, int64_t stages,
                               int64_t microBatches, raw_ostream *plan,
-                              StringRef schedule) {
+                              StringRef schedule, int64_t deviceMemoryBytes) {
   OwningOpRef<ModuleOp> copy(cast<ModuleOp>(module->clone()));
   PassManager pm(module.getContext());
   CNNPipelinePartitionOptions po;
   po.stages = stages;
   po.microBatches = microBatches;
+  po.deviceMemoryBytes = deviceMemoryBytes;
   pm.addPass(createCNNPipelinePartition(po));
   pm.addPass(createCNNPipelineSplit());
   if (!schedule.empty()) {

@@ -98,3 +98,25 @@ def test_pipeline_flag_errors(cnnc, models):
     assert r.returncode != 0
     assert "--pipeline-schedule orders the micro-batches of pipeline stages: give " \
         "--pipeline-stages S too" in r.stderr, r.stderr
+
+
+def test_pipeline_memory_budget(cnnc, models, digits, tmp_path):
+    """--pipeline-memory-mb without --pipeline-stages: the fewest stages whose
+    peaks fit (SimpleCNN needs 4.3 MiB on one stage at M = 4, so 4 MiB takes
+    two), still equal to --accumulate 4; a budget below its largest layer (fc1:
+    3 MiB of parameters and state) is one error naming it."""
+    model = models["simplecnn"]
+    acc, acc_losses = train(cnnc, model, digits, tmp_path / "acc.cnnw", M, "--accumulate", M)
+    pp, pp_losses = train(cnnc, model, digits, tmp_path / "pp.cnnw", 1,
+                          "--pipeline-memory-mb", 4, "--micro-batches", M)
+    assert "pipeline plan: 2 stage(s) x %d micro-batch(es)" % M in pp.stdout, pp.stdout
+    assert "device memory 4.00 MiB" in pp.stdout, pp.stdout
+    np.testing.assert_allclose(pp_losses, acc_losses.reshape(1, M).mean(axis=1), rtol=1e-5)
+    a, p = read_cnnw(str(tmp_path / "acc.cnnw")), read_cnnw(str(tmp_path / "pp.cnnw"))
+    for n in tc.onnx_initializers(model):
+        np.testing.assert_array_equal(np.asarray(p[n]), np.asarray(a[n]), err_msg=n)
+    r = tc.run_cnnc(cnnc, model, "--train", "--run-reference", "--steps", 1,
+                    "--data", "synthetic", "--pipeline-memory-mb", 1, "--micro-batches", M)
+    assert r.returncode != 0
+    assert "/fc1/Gemm: error: cnn-pipeline-partition: this layer alone needs" in r.stderr, r.stderr
+    assert "over device-memory-bytes 1048576: no cut can fit it" in r.stderr, r.stderr

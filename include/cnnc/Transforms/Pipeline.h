@@ -127,6 +127,15 @@ struct CNNPipelineOptions
                      "one micro-batch's; one optimizer update per M, as "
                      "--accumulate M)"),
       llvm::cl::init(1), llvm::cl::cat(trainingStepOptionCategory())};
+  Option<int64_t> pipelineMemoryMB{
+      *this, "pipeline-memory-mb",
+      llvm::cl::desc("Pipeline stages: each stage's peak memory budget in MiB "
+                     "(cnn-pipeline-partition's cost model: parameters and "
+                     "state, M micro-batches' kept activations, the largest "
+                     "op); a plan over it is an error naming the layer. "
+                     "Without --pipeline-stages: the fewest stages that fit "
+                     "(0: no budget)"),
+      llvm::cl::init(0), llvm::cl::cat(trainingStepOptionCategory())};
   Option<std::string> pipelineSchedule{
       *this, "pipeline-schedule",
       llvm::cl::desc("Pipeline stages: the order of each stage's micro-"
@@ -303,6 +312,12 @@ struct CNNPipelineOptions
   /// Calls `fn` on every option, in name order.
   void forEachOption(llvm::function_ref<void(llvm::cl::Option &)> fn);
 };
+
+/// Whether the step is split into pipeline stages (--pipeline-stages S, or
+/// --pipeline-memory-mb alone: the fewest stages that fit).
+inline bool isPipelined(const CNNPipelineOptions &o) {
+  return o.pipelineStages > 0 || o.pipelineMemoryMB > 0;
+}
 
 /// The options the cnnc driver sets from its own flags and actions (--target
 /// from the action, -O0, --gpus, --arch native, the import it ran): not

@@ -45,12 +45,14 @@ mlir::LogicalResult printPipelinePlan(mlir::ModuleOp module,
 /// when given. `module` itself is left as it is (the caller binds the
 /// step's arguments by @train_step's signature).
 ///
-/// With a `schedule` ("gpipe" or "1f1b"), cnn-pipeline-schedule then makes
+/// `stages` 0 with a `deviceMemoryBytes` budget: the fewest stages that
+/// fit it. With a `schedule` ("gpipe" or "1f1b"), cnn-pipeline-schedule then makes
 /// one @stage<s>_step per stage (reference::runScheduledPipelineStep).
 mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>>
 splitIntoPipelineStages(mlir::ModuleOp module, int64_t stages,
                         int64_t microBatches, llvm::raw_ostream *plan,
-                        llvm::StringRef schedule = "");
+                        llvm::StringRef schedule = "",
+                        int64_t deviceMemoryBytes = 0);
 
 } // namespace cnnc
 
