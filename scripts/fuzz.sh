@@ -4,6 +4,9 @@
 #   scripts/fuzz.sh build                      build the libFuzzer binaries in build-san/
 #                                              (scripts/sanitizer-build.sh: clang-22,
 #                                              -fsanitize=fuzzer,address,undefined)
+#   scripts/fuzz.sh fast-build [TARGETS...]    build them in build-fuzz/ without ASan
+#                                              (clang-22 -O2, UBSan, libFuzzer's coverage);
+#                                              FUZZ_BUILD=fast selects it for ci/campaign
 #   scripts/fuzz.sh ci [SECONDS]               every target for SECONDS (default 8) from a
 #                                              copy of its corpus, fixed seed: the CI job
 #   scripts/fuzz.sh campaign TARGET SECONDS    a long run; new coverage is merged into
@@ -18,6 +21,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 B=${SAN_BUILD_DIR:-build-san}
+[ "${FUZZ_BUILD:-}" != fast ] || B=build-fuzz
 TARGETS=(cnnw npy cnnt safetensors cifar image onnx onnx-model pipeline
   reference train-step)
 LIMITS=(-timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=1024)
@@ -30,7 +34,34 @@ export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=0}:allow_user_poisoning=0"
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
 build() {
-  ./scripts/sanitizer-build.sh "${TARGETS[@]/#/cnnc-fuzz-}"
+  if [ "$B" = build-fuzz ]; then
+    fast_build "${TARGETS[@]/#/cnnc-fuzz-}"
+  else
+    ./scripts/sanitizer-build.sh "${TARGETS[@]/#/cnnc-fuzz-}"
+  fi
+}
+
+# The fast build: no ASan (shadow memory on every tensor access, redzones
+# on every allocation), so a campaign spends its core on inputs. Without it
+# a crash, an abort, a hang, an out-of-memory or a UBSan report is still a
+# finding; a heap overflow that does not crash is not (the ASan campaigns
+# and CI's asan.sh cover those). UBSan stays: it is cheap and found the
+# signed overflows so far. (Measured in session 24: ASan was not the main
+# cost of the reference target, libFuzzer's comparison tracing in the
+# interpreter's kernels was; fuzz/CMakeLists.txt turns that off for them.)
+fast_build() {
+  if [ ! -f build-fuzz/build.ninja ]; then
+    local san="-fsanitize=undefined -fno-sanitize=vptr,function -fno-sanitize-recover=undefined"
+    CC=clang-22 CXX=clang++-22 cmake -S . -B build-fuzz -G Ninja \
+      -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_CXX_FLAGS_RELEASE="-O2 -gline-tables-only -DNDEBUG" \
+      -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir \
+      -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit \
+      -DCNNRT_ENABLE_CUDA=OFF -DCNNC_FUZZ=ON \
+      -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link $san -fno-omit-frame-pointer" \
+      -DCMAKE_EXE_LINKER_FLAGS="$san"
+  fi
+  ninja -C build-fuzz -j "${JOBS:-$(nproc)}" "$@"
 }
 
 run_target() { # target seconds corpus-dir artifact-dir [extra args]
@@ -51,6 +82,11 @@ run_target() { # target seconds corpus-dir artifact-dir [extra args]
 
 case "${1:-}" in
 build) build ;;
+fast-build)
+  shift
+  B=build-fuzz
+  if [ $# -gt 0 ]; then fast_build "${@/#/cnnc-fuzz-}"; else build; fi
+  ;;
 ci)
   secs=${2:-8}
   build
@@ -75,7 +111,9 @@ ci)
 campaign)
   t=${2:?target}
   secs=${3:?seconds}
-  [ -n "${FUZZ_NO_BUILD:-}" ] || ./scripts/sanitizer-build.sh "cnnc-fuzz-$t"
+  if [ -z "${FUZZ_NO_BUILD:-}" ]; then
+    if [ "$B" = build-fuzz ]; then fast_build "cnnc-fuzz-$t"; else ./scripts/sanitizer-build.sh "cnnc-fuzz-$t"; fi
+  fi
   work=${FUZZ_WORK:-$B/campaign-$t}
   mkdir -p "$work/new"
   # FUZZ_ARGS: more libFuzzer flags, e.g. -fork=2 (one campaign, two
@@ -87,11 +125,15 @@ campaign)
   # Keep what adds coverage.
   # (Artifacts of inputs that crash during the merge go to $work, not to the
   # current directory.)
-  "$B/bin/cnnc-fuzz-$t" -merge=1 -artifact_prefix="$work/merge-" \
-    "fuzz/corpus/$t" "$work/new" >/dev/null 2>&1 || true
+  # FUZZ_MERGE: the merge's flags (default -merge=1; none: no merge, e.g.
+  # between the slices of a campaign run in turns; -set_cover_merge=1
+  # -use_counters=0 keeps a small edge-covering set).
+  # shellcheck disable=SC2086
+  [ "${FUZZ_MERGE:-}" = none ] || "$B/bin/cnnc-fuzz-$t" ${FUZZ_MERGE:--merge=1} \
+    -artifact_prefix="$work/merge-" "fuzz/corpus/$t" "$work/new" >/dev/null 2>&1 || true
   ;;
 *)
-  sed -n '2,15p' "$0"
+  sed -n '2,20p' "$0"
   exit 2
   ;;
 esac
