@@ -232,4 +232,28 @@ TEST(SplitCUDA, StepWithALocalIsNotCut) {
             std::string::npos);
 }
 
+TEST(SplitCUDA, FunctionLaunchingAHostDefinedKernelStays) {
+  // A kernel the host code defines itself (the printer puts a multi-tensor
+  // kernel and its chunk tables there): a function launching it stays in
+  // the host unit, where the kernel is visible. Seen on the GPU machine's
+  // 4 host units: "identifier mt14 is undefined" in host2.
+  std::string cu = hostModelCu();
+  cu.replace(cu.find("static void trainStep"), 0,
+             "__device__ const int mt9_chunk[3] = {0, 1, 2};\n"
+             "__global__ void __launch_bounds__(256) mt9(char *A) {\n"
+             "  A[mt9_chunk[0]] = 0;\n}\n\n"
+             "static void castStep(cnnrt::Context &ctx) {\n"
+             "  mt9<<<1, 256, 0, ctx.stream()>>>(ctx.arena());\n}\n\n");
+  auto units = splitCUDATranslationUnits(cu, 1, 3);
+  ASSERT_GE(units.size(), 3u);
+  ASSERT_EQ(units[1].name, "host");
+  EXPECT_NE(units[1].text.find("static void castStep(cnnrt::Context &ctx) {"),
+            std::string::npos);
+  for (const auto &u : units) {
+    if (u.name.rfind("host", 0) != 0 || u.name == "host")
+      continue;
+    EXPECT_EQ(u.text.find("mt9<<<"), std::string::npos) << u.name;
+  }
+}
+
 } // namespace

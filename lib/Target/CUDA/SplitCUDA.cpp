@@ -267,7 +267,20 @@ scanHost(StringRef host, llvm::StringSet<> &otherNames) {
     size_t cut = rest.find_first_of("[=({;");
     if (cut == StringRef::npos)
       return std::nullopt;
-    otherNames.insert(identBefore(rest, cut));
+    StringRef declared = identBefore(rest, cut);
+    // A kernel the host unit defines itself (a multi-tensor kernel with its
+    // chunk tables): `__global__ void __launch_bounds__(256) mt17(...)`
+    // declares mt17, not __launch_bounds__; a function launching it stays.
+    while (declared == "__launch_bounds__") {
+      size_t close = rest.find(')', cut);
+      if (close == StringRef::npos)
+        return std::nullopt;
+      cut = rest.find_first_of("[=({;", close + 1);
+      if (cut == StringRef::npos)
+        return std::nullopt;
+      declared = identBefore(rest, cut);
+    }
+    otherNames.insert(declared);
     int depth = 0;
     size_t i = pos;
     for (; i < host.size(); ++i) {
