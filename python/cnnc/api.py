@@ -344,8 +344,12 @@ class _CudaBackend:
         self.loss_scale_names = set()
         for i in range(lib.cnnrt_num_state(self.handle)):
             role = self._ROLES.get(lib.cnnrt_state_role(self.handle, i))
-            if role == "loss_scale":  # carried by cnnc/scaler.py
-                self.loss_scale_names.add(lib.cnnrt_state_name(self.handle, i).decode())
+            name = lib.cnnrt_state_name(self.handle, i).decode()
+            # The scale (role LossScale) and its growth tracker (kept with
+            # the optimizer state in checkpoints, role OptState): carried by
+            # cnnc/scaler.py, not by the torch optimizer.
+            if role == "loss_scale" or name == _scaler.TRACKER_NAME:
+                self.loss_scale_names.add(name)
                 continue
             self.tensors.append(_Tensor(lib.cnnrt_state_name(self.handle, i).decode(), role,
                                         self._shape(lib.cnnrt_state_shape, self.handle, i)))
