@@ -1,0 +1,63 @@
+#!/usr/bin/env python3
+"""Where a CUDA step's gradients leave PyTorch's: one SGD step (lr 1, no
+momentum) of a test net on the GPU, every parameter's update against
+PyTorch's on the same GPU, worst first (a diagnostic, not a check).
+
+  python3 test/gpu/diag_grads.py NET [--precision fp32] [--layout nhwc]
+NET: nf_resnet | nfnet_l0 | dm_nfnet (test/e2e/timm_family_layers.py).
+Environment toggles of the runtime (CNNRT_CONV_FUSION=split,
+CNNRT_CONV_GRAPH=0) narrow the kernel at fault."""
+import argparse
+import copy
+import functools
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("net")
+    ap.add_argument("--precision", default="fp32")
+    ap.add_argument("--layout", default="nhwc")
+    ap.add_argument("--top", type=int, default=12)
+    ap.add_argument("--device", default="cuda")
+    a = ap.parse_args()
+    import torch
+    import cnnc
+    import timm_family_layers as tl
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.manual_seed(0)
+    model = tl.NFNetTiny(a.net).to(a.device)
+    ref = copy.deepcopy(model)
+    x = torch.randn(4, 3, 29, 29, device=a.device)
+    y = torch.randint(0, 10, (4,), device=a.device)
+    trainer = cnnc.compile(model, x, optimizer=torch.optim.SGD(model.parameters(), lr=1.0),
+                           precision=a.precision, layout=a.layout, cache=False,
+                           device=a.device)
+    trainer.step(x, y)
+    trainer.sync_to(model)
+    opt = torch.optim.SGD(ref.parameters(), lr=1.0)
+    p0 = {n: p.detach().clone() for n, p in ref.named_parameters()}
+    torch.nn.functional.cross_entropy(ref(x), y).backward()
+    opt.step()
+    rows = []
+    got = dict(model.named_parameters())
+    for n, p in ref.named_parameters():
+        g_ref = (p0[n] - p.detach()).double()
+        g = (p0[n] - got[n].detach()).double()
+        err = ((g - g_ref).abs().max() / g_ref.abs().max().clamp_min(1e-30)).item()
+        rows.append((err, n, g_ref.abs().max().item(), g.abs().max().item()))
+    rows.sort(reverse=True)
+    print("%s %s %s: gradient rel err, worst first (param, |g| torch, |g| cnnc)" %
+          (a.net, a.precision, a.layout))
+    for err, n, gr, gc in rows[:a.top]:
+        print("  %10.3g  %-40s %10.3g %10.3g" % (err, n, gr, gc))
+
+
+if __name__ == "__main__":
+    main()
