@@ -654,3 +654,22 @@ def main(argv=None):
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def check_trains_like_torch(run, model, x, y, opt, steps, tol, case):
+    """The failures (a list of lines; empty: none) of a cnnc run `run`
+    (cnnc_train_fixed) against PyTorch training `model` on (x, y) for `steps`
+    steps: per-step losses within `tol` relative, and the parameters after
+    them (check_step). Prints a MEASURED line for the test log."""
+    losses, ref = torch_train(model, x, y, opt, steps)
+    failures = ["SGD step %d loss %.7g vs torch %.7g" % (k, a, b)
+                for k, (a, b) in enumerate(zip(run.losses, losses), 1)
+                if abs(a - b) > tol * abs(b)]
+    measured, f = check_step(run.state, ref, model, opt, steps, tol,
+                             groups=["params"])
+    failures += f
+    print("\nMEASURED %-16s losses %s params %.2e" % (
+        case, " ".join("%.2e" % (abs(a - b) / abs(b))
+                       for a, b in zip(run.losses, losses)),
+        summarize(measured)["params"]))
+    return failures

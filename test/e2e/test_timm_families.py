@@ -70,17 +70,7 @@ def test_timm_family_trains_as_pytorch(cnnc, tmp_path, case):
                if k.endswith(".momentum_buffer")}
     assert trained == {n for n, _ in model.named_parameters()}, sorted(
         trained ^ {n for n, _ in model.named_parameters()})
-    losses, ref = tc.torch_train(model, x, y, OPT, 3)
-    failures = ["SGD step %d loss %.7g vs torch %.7g" % (k, a, b)
-                for k, (a, b) in enumerate(zip(run.losses, losses), 1)
-                if abs(a - b) > TOL * abs(b)]
-    measured, f = tc.check_step(run.state, ref, model, OPT, 3, TOL,
-                                groups=["params"])
-    failures += f
-    print("\nMEASURED %-16s losses %s params %.2e" % (
-        case, " ".join("%.2e" % (abs(a - b) / abs(b))
-                       for a, b in zip(run.losses, losses)),
-        tc.summarize(measured)["params"]))
+    failures = tc.check_trains_like_torch(run, model, x, y, OPT, 3, TOL, case)
     assert not failures, "\n".join(failures)
 
 
