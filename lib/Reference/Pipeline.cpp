@@ -120,17 +120,26 @@ FailureOr<std::vector<Tensor>> stageArgs(func::FuncOp f,
   return out;
 }
 
-} // namespace
-
-FailureOr<std::vector<Tensor>>
-runPipelineStep(ModuleOp module, ArrayRef<std::vector<Tensor>> microArgs,
-                std::vector<float> *losses) {
+/// The stage count of the module's cnn.pipeline plan (cnn-pipeline-partition),
+/// or an error on the module when it has none.
+FailureOr<int64_t> pipelineStages(ModuleOp module) {
   auto plan = module->getAttrOfType<DictionaryAttr>("cnn.pipeline");
   auto stagesAttr = plan ? plan.getAs<IntegerAttr>("stages") : IntegerAttr();
   if (!stagesAttr)
     return module.emitError("pipeline: the module has no cnn.pipeline plan"),
            failure();
-  const int64_t S = stagesAttr.getInt();
+  return stagesAttr.getInt();
+}
+
+} // namespace
+
+FailureOr<std::vector<Tensor>>
+runPipelineStep(ModuleOp module, ArrayRef<std::vector<Tensor>> microArgs,
+                std::vector<float> *losses) {
+  FailureOr<int64_t> stages = pipelineStages(module);
+  if (failed(stages))
+    return failure();
+  const int64_t S = *stages;
   const size_t M = microArgs.size();
   std::vector<func::FuncOp> fwd(S), bwd(S);
   for (int64_t s = 0; s < S; ++s) {
@@ -237,12 +246,10 @@ FailureOr<std::vector<Tensor>>
 runScheduledPipelineStep(ModuleOp module,
                          ArrayRef<std::vector<Tensor>> microArgs,
                          std::vector<float> *losses) {
-  auto plan = module->getAttrOfType<DictionaryAttr>("cnn.pipeline");
-  auto stagesAttr = plan ? plan.getAs<IntegerAttr>("stages") : IntegerAttr();
-  if (!stagesAttr)
-    return module.emitError("pipeline: the module has no cnn.pipeline plan"),
-           failure();
-  const int64_t S = stagesAttr.getInt();
+  FailureOr<int64_t> stages = pipelineStages(module);
+  if (failed(stages))
+    return failure();
+  const int64_t S = *stages;
   const int64_t M = microArgs.size();
   if (M == 0)
     return module.emitError("pipeline: no micro-batch"), failure();
