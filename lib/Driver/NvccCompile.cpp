@@ -164,16 +164,22 @@ LogicalResult cnnc::driver::buildWithNvcc(Compilation &c, const std::string &cu,
   if (!objectCacheMaxBytes(build.cacheMaxBytes, err))
     return fail(c, err);
   build.keySalt = objectKeySalt(nvcc, include);
-  // The host code's functions in units of their own once there are cores
-  // for them (CNNC_NVCC_HOST_UNITS: how many host units; 1 keeps it whole):
-  // with the kernels spread over the cores, the host code's compile (its
-  // host compiler, the prelude kernels it launches) bounds a cold build.
-  unsigned hostUnits = build.jobs >= 8 ? 4 : 1;
+  // The host code compiles in one unit. SplitCUDA can move its functions
+  // into units of their own (and cut the step into parts), but the
+  // prelude's reductions keep their partial sums in TU-local __device__
+  // scratch (nhwcScratch, xentScratch, xentValidRows): a partial-sum launch
+  // in one host unit and its finishing launch in another read different
+  // arrays. On the GPU that trained dm-NFNet's fp32 NHWC step wrong (a
+  // skipinit gain's gradient 31x off; session 24). The layout comes back
+  // once that scratch lives in the arena.
+  unsigned hostUnits = 1;
   if (const char *e = std::getenv("CNNC_NVCC_HOST_UNITS")) {
-    if (StringRef(e).getAsInteger(10, hostUnits) || hostUnits == 0 ||
-        hostUnits > 64)
-      return fail(c, "CNNC_NVCC_HOST_UNITS must be a number of host units "
-                     "from 1 (the host code in one unit) to 64, not '" +
+    unsigned n = 0;
+    if (StringRef(e).getAsInteger(10, n) || n != 1)
+      return fail(c, "CNNC_NVCC_HOST_UNITS: the host code compiles in one "
+                     "unit (more are disabled: the prelude's reductions "
+                     "keep partial sums in per-unit device scratch that "
+                     "host units cannot share), not '" +
                          Twine(e) + "'");
   }
   // Host-code units run their host compiler at -O1: their functions run
