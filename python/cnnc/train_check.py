@@ -673,3 +673,17 @@ def check_trains_like_torch(run, model, x, y, opt, steps, tol, case):
                        for a, b in zip(run.losses, losses)),
         summarize(measured)["params"]))
     return failures
+
+
+def export_case(model, shape, num_classes, onnx_path):
+    """Exports `model` for training at `shape` and returns the fixed batch
+    (x, y) the model-family tests train on (seed 1)."""
+    export_training(model, onnx_path, shape)
+    return random_batch(shape, num_classes, seed=1)
+
+
+def trained_parameters(state):
+    """The parameter names a cnnc SGD-momentum run's state trains (those
+    with a momentum buffer)."""
+    return {k[:-len(".momentum_buffer")] for k in state
+            if k.endswith(".momentum_buffer")}

@@ -140,13 +140,11 @@ def test_stdconv_trains_as_pytorch(cnnc, tmp_path, case):
     torch.manual_seed(0)
     model = _init(CASES[case]())
     onnx_path = tmp_path / (case + ".onnx")
-    tc.export_training(model, onnx_path, SHAPE)
-    x, y = tc.random_batch(SHAPE, CLASSES, seed=1)
+    x, y = tc.export_case(model, SHAPE, CLASSES, onnx_path)
     run = tc.cnnc_train_fixed(cnnc, onnx_path, x, y, OPT, 3, tmp_path)
     assert len(run.losses) == 3, run.stdout + run.stderr
     # Exactly PyTorch's parameters are trained (the gains among them).
-    trained = {k[:-len(".momentum_buffer")] for k in run.state
-               if k.endswith(".momentum_buffer")}
+    trained = tc.trained_parameters(run.state)
     assert trained == {n for n, _ in model.named_parameters()}, sorted(trained)
     failures = tc.check_trains_like_torch(run, model, x, y, OPT, 3, TOL, case)
     assert not failures, "\n".join(failures)

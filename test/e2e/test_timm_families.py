@@ -62,12 +62,10 @@ def test_timm_family_trains_as_pytorch(cnnc, tmp_path, case):
     torch.manual_seed(0)
     model = _init(make())
     onnx_path = tmp_path / (case + ".onnx")
-    tc.export_training(model, onnx_path, shape)
-    x, y = tc.random_batch(shape, CLASSES, seed=1)
+    x, y = tc.export_case(model, shape, CLASSES, onnx_path)
     run = tc.cnnc_train_fixed(cnnc, onnx_path, x, y, OPT, 3, tmp_path)
     assert len(run.losses) == 3, run.stdout + run.stderr
-    trained = {k[:-len(".momentum_buffer")] for k in run.state
-               if k.endswith(".momentum_buffer")}
+    trained = tc.trained_parameters(run.state)
     assert trained == {n for n, _ in model.named_parameters()}, sorted(
         trained ^ {n for n, _ in model.named_parameters()})
     failures = tc.check_trains_like_torch(run, model, x, y, OPT, 3, TOL, case)
@@ -117,8 +115,7 @@ def test_timm_family_f16_step_follows_f32(cnnc, tmp_path, case):
     torch.manual_seed(0)
     model = _init(make())
     onnx_path = tmp_path / (case + ".onnx")
-    tc.export_training(model, onnx_path, shape)
-    x, y = tc.random_batch(shape, CLASSES, seed=1)
+    x, y = tc.export_case(model, shape, CLASSES, onnx_path)
     runs = {}
     for precision in ("fp32", "fp16"):
         d = tmp_path / precision
