@@ -12,6 +12,9 @@
 #   scripts/fuzz.sh campaign TARGET SECONDS    a long run; new coverage is merged into
 #                                              fuzz/corpus/TARGET, crashers land in
 #                                              fuzz/regressions/TARGET (add them to git)
+#   scripts/fuzz.sh device-carry [TARGETS...]  the fast build's binaries (default reference
+#                                              train-step), stripped, into .carry-fuzz/ for
+#                                              bench/device-fuzz.sh on the GPU machine's cores
 #
 # Limits (a run exceeding one is a finding): -timeout=10 s per input,
 # -rss_limit_mb=2048, -malloc_limit_mb=1024 (one allocation).
@@ -132,8 +135,25 @@ campaign)
   [ "${FUZZ_MERGE:-}" = none ] || "$B/bin/cnnc-fuzz-$t" ${FUZZ_MERGE:--merge=1} \
     -artifact_prefix="$work/merge-" "fuzz/corpus/$t" "$work/new" >/dev/null 2>&1 || true
   ;;
+device-carry)
+  shift
+  [ $# -gt 0 ] || set -- reference train-step
+  B=build-fuzz
+  fast_build "${@/#/cnnc-fuzz-}"
+  rm -rf .carry-fuzz && mkdir -p .carry-fuzz/lib
+  for t in "$@"; do
+    cp "build-fuzz/bin/cnnc-fuzz-$t" .carry-fuzz/ && strip ".carry-fuzz/cnnc-fuzz-$t"
+  done
+  # The GPU machine may lack the image decoders' shared libraries.
+  for so in $(ldd "build-fuzz/bin/cnnc-fuzz-$1" | awk '/turbojpeg|libpng/ {print $3}'); do
+    cp -L "$so" .carry-fuzz/lib/
+  done
+  # Compressed: the device tool carries at most 64 MiB with .carry/.
+  (cd .carry-fuzz && tar cJf bin.tar.xz cnnc-fuzz-* lib && rm -rf cnnc-fuzz-* lib)
+  du -sh .carry-fuzz
+  ;;
 *)
-  sed -n '2,20p' "$0"
+  sed -n '2,23p' "$0"
   exit 2
   ;;
 esac

@@ -3070,6 +3070,14 @@ LogicalResult Importer::importPad() {
     return nodeError(fmt::format("node '{}' (Pad): {} pads for {} axes of a "
                                  "rank-{} input (expected 2 per axis)",
                                  nodeName, pads.size(), axes.size(), rank));
+  // A pad beyond 2^40 (the importer's bound on a dimension) could only
+  // overflow the shape arithmetic below (INT64_MIN has no negation).
+  constexpr int64_t kMaxPad = int64_t(1) << 40;
+  for (int64_t p : pads)
+    if (p < -kMaxPad || p > kMaxPad)
+      return nodeError(fmt::format("node '{}' (Pad): pad {} out of range "
+                                   "(|pad| <= 2^40)",
+                                   nodeName, p));
   // Pads of all dimensions, [begin..., end...].
   std::vector<int64_t> all(2 * rank, 0);
   for (auto [i, axis] : llvm::enumerate(axes)) {

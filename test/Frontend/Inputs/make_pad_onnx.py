@@ -63,6 +63,13 @@ def pad_bad_mode():
                  [arr("p", [0, 0, 1, 0, 0, 0, 1, 0], np.int64)])
 
 
+def pad_int64_min():
+    """A fuzzer's find (session 25): INT64_MIN as a pad was negated."""
+    nodes = [helper.make_node("Pad", ["x", "p"], ["y"], name="huge")]
+    return model(nodes, [vi("x", [1, 2, 3, 3])], [vi("y", [1, 2, 3, 3])],
+                 [arr("p", [0, 0, -2**63, 0, 0, 0, 0, 0], np.int64)])
+
+
 def two_outputs():
     """A main and an auxiliary classifier (GoogLeNet-style graph outputs)."""
     nodes = [
@@ -75,7 +82,7 @@ def two_outputs():
 
 
 CASES = {"pad11": pad11, "pad2": pad2, "pad_bad_reflect": pad_bad_reflect,
-         "pad_bad_mode": pad_bad_mode, "two_outputs": two_outputs}
+         "pad_bad_mode": pad_bad_mode, "pad_int64_min": pad_int64_min, "two_outputs": two_outputs}
 
 if __name__ == "__main__":
     with open(sys.argv[2], "wb") as f:
