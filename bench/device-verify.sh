@@ -27,6 +27,9 @@
 #     aux head) trains 3 steps with --eval; its per-class IoU and mIoU
 #     against PyTorch's from the checkpoint's weights on the same
 #     validation .npy (test/gpu/check_dense_eval.py);
+#  r. the f16 step is the same computation in every process (two processes
+#     over one algorithm cache agree bitwise: the resume contract;
+#     test/gpu/check_determinism.py);
 #  c. cnnc's compile time by stage on this machine's cores (issue 37):
 #     bench/compile_time.py, ResNet-50 compiled as one nvcc unit, cold
 #     split, unchanged, other weights, another --lr.
@@ -107,6 +110,10 @@ fi
 if [[ $PARTS == *d* ]]; then
   part dense-eval ${DENSE_EVAL_S:-240} env PYTHONPATH="$PWD/python" python3 test/gpu/check_dense_eval.py \
     --cnnc "$CNNC" --work /tmp/dense-eval
+fi
+if [[ $PARTS == *r* ]]; then
+  part determinism ${DETERMINISM_S:-200} env PYTHONPATH="$PWD/python" \
+    python3 test/gpu/check_determinism.py
 fi
 if [[ $PARTS == *c* ]]; then
   part compile-time ${COMPILE_S:-200} python3 bench/compile_time.py --cnnc "$CNNC" \

@@ -4,7 +4,11 @@ momentum) of a test net on the GPU, every parameter's update against
 PyTorch's on the same GPU, worst first (a diagnostic, not a check).
 
   python3 test/gpu/diag_grads.py NET [--precision fp32] [--layout nhwc]
-NET: nf_resnet | nfnet_l0 | dm_nfnet (test/e2e/timm_family_layers.py).
+NET: nf_resnet | nfnet_l0 | dm_nfnet (test/e2e/timm_family_layers.py), or
+timm:MODEL (a timm model, random init, 10 classes, batch 8 at 64x64; the
+GPU machine has timm). With --precision fp16 the reference step is PyTorch
+AMP (autocast f16 + channels_last, no scaler): an update of 0 everywhere in
+cnnc's column means its loss scaling skipped the step.
 Environment toggles of the runtime (CNNRT_CONV_FUSION=split,
 CNNRT_CONV_GRAPH=0) narrow the kernel at fault."""
 import argparse
@@ -32,10 +36,17 @@ def main():
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.manual_seed(0)
-    model = tl.NFNetTiny(a.net).to(a.device)
+    if a.net.startswith("timm:"):
+        import timm
+        model = timm.create_model(a.net[5:], pretrained=False, num_classes=10).to(a.device)
+        x = torch.randn(8, 3, 64, 64, device=a.device)
+        y = torch.randint(0, 10, (8,), device=a.device)
+    else:
+        model = tl.NFNetTiny(a.net).to(a.device)
+        x = torch.randn(4, 3, 29, 29, device=a.device)
+        y = torch.randint(0, 10, (4,), device=a.device)
     ref = copy.deepcopy(model)
-    x = torch.randn(4, 3, 29, 29, device=a.device)
-    y = torch.randint(0, 10, (4,), device=a.device)
+    amp = a.precision == "fp16"
     trainer = cnnc.compile(model, x, optimizer=torch.optim.SGD(model.parameters(), lr=1.0),
                            precision=a.precision, layout=a.layout, cache=False,
                            device=a.device)
@@ -43,7 +54,14 @@ def main():
     trainer.sync_to(model)
     opt = torch.optim.SGD(ref.parameters(), lr=1.0)
     p0 = {n: p.detach().clone() for n, p in ref.named_parameters()}
-    torch.nn.functional.cross_entropy(ref(x), y).backward()
+    if amp:
+        ref = ref.to(memory_format=torch.channels_last)
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = torch.nn.functional.cross_entropy(
+                ref(x.contiguous(memory_format=torch.channels_last)), y)
+        loss.float().backward()
+    else:
+        torch.nn.functional.cross_entropy(ref(x), y).backward()
     opt.step()
     rows = []
     got = dict(model.named_parameters())
