@@ -196,6 +196,8 @@ LogicalResult cnnc::driver::buildWithNvcc(Compilation &c, const std::string &cu,
                      "(0: no split), not '" +
                          Twine(e) + "'");
   }
+  if (o.wholeUnit)
+    kernelUnits = 0;
   std::vector<CUDATranslationUnit> units =
       splitCUDATranslationUnits(cu, kernelUnits, hostUnits);
   SmallString<128> workDir;

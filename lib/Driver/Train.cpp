@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "cnnc/Driver/Driver.h"
 #include "cnnc/Driver/NvccCompile.h"
+#include "PipelineCUDA.h"
 
 #include "cnnc/Dialect/CNN/CNNOps.h"
 #include "cnnc/Target/CUDA/EmitCUDA.h"
@@ -198,6 +199,9 @@ LogicalResult cnnc::driver::compileCUDA(const DriverOptions &o, Compilation &c,
   if (o.emit != "cuda" && !isSupportedArch(o.arch))
     return fail(c, "unsupported --arch '" + o.arch + "' (expected " +
                        kSupportedArchs + ")");
+  // Pipeline stages: one step unit per stage (PipelineCUDA.cpp).
+  if (isPipelined(*pipelineOptions(o)))
+    return compilePipelineCUDA(o, c, exePath);
   CUDAEmitOptions eo;
   eo.modelName = llvm::sys::path::stem(o.inputFile).str();
   eo.library = o.emit == "lib";

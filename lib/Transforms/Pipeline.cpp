@@ -124,11 +124,25 @@ cnnc::verifyCNNPipelineOptions(const CNNPipelineOptions &o,
           ") is not built yet (docs/pipeline-parallel.md)");
     ok = false;
   }
-  if (ok && isPipelined(o) && o.target != "cpu") {
-    error(flagPrefix + Twine("pipeline-stages: the CUDA target has no "
-                             "pipeline stages yet (docs/pipeline-parallel.md); "
-                             "they run on the reference interpreter "
-                             "(--run-reference)"));
+  // The CUDA target (docs/pipeline-parallel.md): GPipe in f32. Its
+  // transfers block on the compute stream, which 1F1B's crossing sends
+  // (a stage sending forward while its peer sends backward) would deadlock;
+  // a loss scale per stage would not agree on a skipped step.
+  if (ok && isPipelined(o) && o.target != "cpu" &&
+      o.pipelineSchedule != "gpipe") {
+    error(flagPrefix + Twine("pipeline-schedule ") + o.pipelineSchedule +
+          ": the CUDA target runs the gpipe schedule only (its sends and "
+          "receives block on the compute stream; 1f1b runs on the reference "
+          "interpreter, --run-reference)");
+    ok = false;
+  }
+  if (ok && isPipelined(o) && o.target != "cpu" &&
+      effectivePrecision(o) == "fp16") {
+    error(flagPrefix + Twine("pipeline-stages: the CUDA target's pipeline "
+                             "stages run in fp32 only (a loss scale per "
+                             "stage would not skip a step on every stage): "
+                             "give ") +
+          flagPrefix + "precision fp32");
     ok = false;
   }
   if (ok && o.syncBN && o.worldSize < 1) {
@@ -229,6 +243,10 @@ void cnnc::buildCNNTrainPipeline(OpPassManager &pm,
     pm.addPass(createCNNImportCleanup());
   pm.addPass(createCNNAutodiff(getAutodiffOptions(options)));
   pm.addPass(createCSEPass());
+  // Pipeline stages on the CUDA target: the driver splits @train_step and
+  // runs the step pipeline on each stage's step (cnn-pipeline-stage).
+  if (isPipelined(options) && options.target != "cpu")
+    return;
   buildCNNStepPipeline(pm, options);
 }
 

@@ -307,6 +307,32 @@ void end(Context &ctx, int bucket) {
             "data parallel: join");
 }
 
+namespace {
+void checkPeer(Context &ctx, int peer, const char *what) {
+  State &s = S();
+  if (!s.ready)
+    ctx.fail("pipeline", std::string(what) + " before dist::prepare");
+  if (peer < 0 || peer >= s.li.worldSize || peer == s.li.rank)
+    die(std::string("pipeline transfer ") + what + ": stage " +
+        std::to_string(peer) + " is not another stage of " +
+        std::to_string(s.li.worldSize) +
+        " (was the executable started with --gpus, not as a pipeline?)");
+}
+} // namespace
+
+void send(Context &ctx, const void *buf, size_t bytes, int peer,
+          const char *what) {
+  checkPeer(ctx, peer, what);
+  checkNccl(ncclSend(buf, bytes, ncclUint8, peer, S().comm, ctx.stream()),
+            "ncclSend");
+}
+
+void recv(Context &ctx, void *buf, size_t bytes, int peer, const char *what) {
+  checkPeer(ctx, peer, what);
+  checkNccl(ncclRecv(buf, bytes, ncclUint8, peer, S().comm, ctx.stream()),
+            "ncclRecv");
+}
+
 /// Records a timing event on `stream`: inside a capture as an event node of
 /// the graph (cudaEventRecordExternal, so that every replay records it);
 /// outside one (the step's uncaptured first run) plainly, since the

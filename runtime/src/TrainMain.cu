@@ -3,6 +3,7 @@
 #include "Session.h"
 #include "cnnrt/Distributed.h"
 #include "cnnrt/HyperParams.h"
+#include "cnnrt/Pipeline.h"
 
 #include "cnnrt/TrainLoop.h"
 
@@ -21,6 +22,14 @@
 namespace cnnrt {
 
 namespace {
+
+/// Pipeline stages (trainPipelineMain): this process's stage and the
+/// stage count; stages == 0 outside a pipeline. Every stage reads the
+/// whole batch stream (no shards), the last one reports.
+struct PipelineRun {
+  int stage = 0, stages = 0;
+};
+PipelineRun gPipeline;
 
 struct Options {
   std::string data;
@@ -650,12 +659,22 @@ int runTraining(int argc, char **argv, const ModelSpec &spec) {
       usageError("--gpus " + std::to_string(o.gpus) + " --nnodes " +
                  std::to_string(o.nnodes) + " but CNNC_WORLD_SIZE is " +
                  std::to_string(world));
-    // Rank 0 reports; the others' errors still reach stderr.
-    if (rank != 0 && !std::freopen("/dev/null", "w", stdout))
+    // Rank 0 reports (a pipeline's last stage: it has the loss); the
+    // others' errors still reach stderr.
+    const int reporter = gPipeline.stages > 0 ? gPipeline.stages - 1 : 0;
+    if (rank != reporter && !std::freopen("/dev/null", "w", stdout))
       std::fclose(stdout);
   }
-  // The global batch: every rank trains on its slice of it.
-  const int64_t globalBatch = static_cast<int64_t>(spec.batch) * world;
+  // The global batch: every rank trains on its slice of it (pipeline
+  // stages each on all of it: their batch is the M micro-batches).
+  const bool piped = gPipeline.stages > 0;
+  const int64_t globalBatch =
+      static_cast<int64_t>(spec.batch) * (piped ? 1 : world);
+  if (piped && (!o.checkpoint.empty() || !o.resume.empty() ||
+                o.checkpointEvery > 0))
+    usageError("--checkpoint/--resume/--checkpoint-every: checkpoints of "
+               "pipeline stages are not built yet "
+               "(docs/pipeline-parallel.md)");
 
   const DataFormat format = detectFormat(o.data);
   bool synthetic = format == DataFormat::Synthetic;
@@ -733,6 +752,9 @@ int runTraining(int argc, char **argv, const ModelSpec &spec) {
     }
   }
   const bool wantEval = o.eval || plan.evalEvery > 0;
+  if (piped && wantEval)
+    usageError("--eval/--eval-every: a pipelined step has no evaluation "
+               "step yet (docs/pipeline-parallel.md)");
   if (wantEval) {
     if (!spec.evalStep || !findTensor(spec, Role::Logits))
       usageError("--eval/--eval-every: this model has no evalStep/Logits");
@@ -752,7 +774,8 @@ int runTraining(int argc, char **argv, const ModelSpec &spec) {
     }
   }
   JsonLog json;
-  if (rank == 0 && !o.train.logJson.empty() && !json.open(o.train.logJson, err))
+  if (rank == (piped ? gPipeline.stages - 1 : 0) && !o.train.logJson.empty() &&
+      !json.open(o.train.logJson, err))
     dataError(err);
   // A corrupt or mismatched weights file or checkpoint is rejected here,
   // before the GPU is touched or a step runs.
@@ -793,7 +816,11 @@ int runTraining(int argc, char **argv, const ModelSpec &spec) {
   std::fputs(
       runHeader(*train, test.get(), workers, norm, plan, globalBatch).c_str(),
       stdout);
-  if (world > 1)
+  if (piped)
+    std::printf("pipeline: %d stages (%s), one per GPU, each on the batch of "
+                "%d (its micro-batches); stage %d reports the loss\n",
+                world, launchInfo.source.c_str(), spec.batch, world - 1);
+  else if (world > 1)
     std::printf("data parallel: %d ranks (%s) x batch %d = global batch "
                 "%lld; BatchNorm statistics per rank; rank 0's are "
                 "checkpointed\n",
@@ -805,8 +832,8 @@ int runTraining(int argc, char **argv, const ModelSpec &spec) {
   lopts.seed = ls.seed;
   lopts.shuffle = !synthetic;
   lopts.workers = workers;
-  lopts.shard = rank;
-  lopts.shards = world;
+  lopts.shard = piped ? 0 : rank;
+  lopts.shards = piped ? 1 : world;
   StreamLoader loader(*train, lopts);
   if (ls.epoch != 0 || ls.cursor != 0)
     loader.setState(ls);
@@ -819,7 +846,8 @@ int runTraining(int argc, char **argv, const ModelSpec &spec) {
   Context ctx(spec, contextOptions);
   const TensorSpec *lossT = findTensor(spec, Role::Loss);
   const TensorSpec *scaleT = findTensor(spec, Role::LossScale);
-  if (!lossT)
+  // A pipeline stage before the last has no loss.
+  if (!lossT && !(piped && rank < world - 1))
     ctx.fail("model spec", "the model has no Loss tensor");
   if (!spec.trainStep)
     ctx.fail("model spec", "the model has no trainStep");
@@ -832,7 +860,7 @@ int runTraining(int argc, char **argv, const ModelSpec &spec) {
   }
   init.clear();
   init.shrink_to_fit();
-  if (world > 1) {
+  if (world > 1 && !piped) {
     // DDP's start: every rank holds rank 0's state (they read the same file;
     // the broadcast makes it so whatever the files were).
     for (int i = 0; i < spec.numTensors; ++i) {
@@ -976,7 +1004,7 @@ int runTraining(int argc, char **argv, const ModelSpec &spec) {
     if (isLog) {
       if (world > 1)
         waitForStep("training step");
-      lastLoss = readScalar(ctx, *lossT);
+      lastLoss = lossT ? readScalar(ctx, *lossT) : NAN;
       // The step has finished: its joins' timing events are final.
       if (spec.dist && graphExec && runSteps > 2) {
         double ms = spec.dist->stallMs(ctx);
@@ -994,7 +1022,8 @@ int runTraining(int argc, char **argv, const ModelSpec &spec) {
       p.loss = lastLoss;
       p.lr = lr;
       // All ranks: they step together.
-      p.imagesPerSecond = world * meter.mark(t, logSince * spec.batch);
+      p.imagesPerSecond =
+          (piped ? 1 : world) * meter.mark(t, logSince * spec.batch);
       p.etaSeconds =
           (last - step) * (double)spec.batch * meter.secondsPerImage();
       if (scaleT)
@@ -1014,7 +1043,7 @@ int runTraining(int argc, char **argv, const ModelSpec &spec) {
       evaluate(step);
   }
   waitForStep("end of training");
-  if (runSteps > 0 && std::isnan(lastLoss))
+  if (runSteps > 0 && std::isnan(lastLoss) && lossT)
     lastLoss = readScalar(ctx, *lossT);
   RunSummary summary;
   summary.steps = runSteps;
@@ -1038,7 +1067,7 @@ int runTraining(int argc, char **argv, const ModelSpec &spec) {
     cudaGraphExecDestroy(graphExec);
   if (graph)
     cudaGraphDestroy(graph);
-  if (world > 1) {
+  if (world > 1 && !piped) {
     // Every rank's own figures (each in its slot, summed over the ranks),
     // then the totals the "done" line reports; start-up is the slowest
     // rank's (the others waited for it).
@@ -1110,6 +1139,105 @@ int trainMain(int argc, char **argv, const ModelSpec &spec) {
   setExitOnStuckDevice(true);
   try {
     return runTraining(argc, argv, spec);
+  } catch (const Error &e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "%s\n", e.what());
+    std::fflush(stderr);
+    return e.exitCode();
+  }
+}
+
+namespace {
+/// `./train` of a pipelined step, started by hand: one process of this
+/// executable per stage (CNNC_RANK = the stage, on GPU `stage`), the NCCL
+/// id met in a fresh directory; a stage that fails stops the others
+/// (runLocalRanks) and the run ends with one error and its code.
+int launchStages(const Options &o, int numStages, int argc, char **argv) {
+  if (o.gpus > 0 && o.gpus != numStages)
+    usageError("--gpus " + std::to_string(o.gpus) + ": this step has " +
+               std::to_string(numStages) +
+               " pipeline stages, one per GPU (compiled with cnnc "
+               "--pipeline-stages " +
+               std::to_string(numStages) + ")");
+  if (o.nnodes > 1 || o.nodeRankGiven || !o.distInit.empty())
+    usageError("--nnodes/--node-rank/--dist-init: pipeline stages run on "
+               "the GPUs of one host");
+  requireGPU();
+  int devices = visibleGPUs();
+  if (numStages > devices) {
+    std::fprintf(stderr,
+                 "cnnrt: error: %d pipeline stages need %d GPUs: only %d "
+                 "GPU(s) are visible (CUDA_VISIBLE_DEVICES=%s)\n",
+                 numStages, numStages, devices,
+                 std::getenv("CUDA_VISIBLE_DEVICES")
+                     ? std::getenv("CUDA_VISIBLE_DEVICES")
+                     : "<unset>");
+    return kExitError;
+  }
+  const char *t = std::getenv("TMPDIR");
+  std::string tmpl = std::string(t && *t ? t : "/tmp") + "/cnnc-stages-XXXXXX";
+  std::vector<char> buf(tmpl.begin(), tmpl.end());
+  buf.push_back(0);
+  if (!mkdtemp(buf.data())) {
+    std::fprintf(stderr, "cnnrt: error: cannot create %s: %s\n", tmpl.c_str(),
+                 std::strerror(errno));
+    return kExitError;
+  }
+  const std::string tmpDir = buf.data(), idFile = tmpDir + "/nccl-id";
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) {
+    std::fprintf(stderr, "cnnrt: error: cannot find this executable "
+                         "(/proc/self/exe) to start the stages\n");
+    return kExitError;
+  }
+  self[n] = 0;
+  std::vector<std::string> args = {self};
+  for (int i = 1; i < argc; ++i)
+    args.push_back(argv[i]);
+  std::printf("pipeline: starting %d processes, one per stage and GPU "
+              "(stages 0..%d); stage %d reports\n",
+              numStages, numStages - 1, numStages - 1);
+  std::fflush(stdout);
+  std::string err;
+  NodeLayout node{numStages, 1, 0};
+  int rc = runLocalRanks(args, node, "file://" + idFile, 10.0, err);
+  unlink(idFile.c_str());
+  rmdir(tmpDir.c_str());
+  if (rc == 0)
+    return kExitOk;
+  std::fprintf(stderr, "cnnrt: error: pipeline run failed: %s\n",
+               err.c_str());
+  return rc == kExitOutOfMemory || rc == kExitNoGPU ? rc : kExitError;
+}
+} // namespace
+
+int trainPipelineMain(int argc, char **argv, const ModelSpec *const *stages,
+                      int numStages) {
+  setExitOnStuckDevice(true);
+  try {
+    if (numStages < 2 || !stages)
+      usageError("a pipelined step needs at least 2 stages");
+    LaunchInfo li;
+    std::string err;
+    if (!resolveLaunch([](const char *k) { return std::getenv(k); }, "", li,
+                       err))
+      usageError(err);
+    if (!li.distributed()) {
+      // The flags are checked (and --help answered) before any process
+      // starts; every stage's spec takes the same ones.
+      Options o = parseArgs(argc, argv, *stages[numStages - 1]);
+      return launchStages(o, numStages, argc, argv);
+    }
+    if (li.worldSize != numStages || li.rank < 0 || li.rank >= numStages)
+      usageError(li.describe() + ": this step has " +
+                 std::to_string(numStages) +
+                 " pipeline stages: start it as ./train (one process per "
+                 "stage) or with a world size of " +
+                 std::to_string(numStages));
+    gPipeline.stage = li.rank;
+    gPipeline.stages = numStages;
+    return runTraining(argc, argv, *stages[li.rank]);
   } catch (const Error &e) {
     std::fflush(stdout);
     std::fprintf(stderr, "%s\n", e.what());

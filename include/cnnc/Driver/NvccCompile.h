@@ -21,6 +21,9 @@ struct NvccOptions {
   std::string runtimeDir; ///< --runtime-dir (include/ + libcnnrt.a)
   std::string argv0;      ///< this executable: finds the build tree's runtime
   bool library = false;   ///< --emit lib: a shared library (cnnrt_c.h)
+  /// The text as one translation unit (pipeline stages: SplitCUDA's cut
+  /// assumes one step's text).
+  bool wholeUnit = false;
 };
 
 /// Compiles the CUDA source `cu` with nvcc into `exePath`, with

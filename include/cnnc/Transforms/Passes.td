@@ -1034,6 +1034,26 @@ def CNNPipelineSchedule : Pass<"cnn-pipeline-schedule", "mlir::ModuleOp"> {
   ];
 }
 
+def CNNPipelineStage : Pass<"cnn-pipeline-stage", "mlir::ModuleOp"> {
+  let summary = "Keeps one pipeline stage's @stage<s>_step as the module's @train_step (the CUDA target's per-stage step)";
+  let description = [{
+    Reads cnn-pipeline-schedule's module and keeps stage `stage`'s
+    `@stage<s>_step`, renamed `@train_step`; every other function goes
+    (the other stages, and `@forward`: a pipelined step has no evaluation
+    step). The function gets `cnn.num_classes` (the last stage's logits'
+    channels: a stage without the loss still tells the runtime the class
+    count) and `cnn.pipeline_stages = S`. On the last stage the M
+    micro-batch losses (`cnn.loss`, `cnn.micro_batch = m`) become one
+    `cnn.loss` result, their mean (summed in micro-batch order, then
+    `cnn.scale` by 1/M), which the runtime prints as the step's loss. The
+    CUDA target runs its step pipeline (cnn-gpu-pipeline) on the result,
+    once per stage (docs/pipeline-parallel.md).
+  }];
+  let options = [
+    Option<"stage", "stage", "int64_t", "0", "the stage to keep (0 .. S - 1)">,
+  ];
+}
+
 def CNNMemoryPlan : Pass<"cnn-memory-plan", "mlir::ModuleOp"> {
   let summary = "Plans every tensor of the train step into one arena";
   let description = [{

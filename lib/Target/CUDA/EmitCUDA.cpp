@@ -10,6 +10,7 @@
 #include "cnnc/Target/CUDA/EmitCUDA.h"
 
 #include "BufferPlan.h"
+#include "PipelineEmit.h"
 #include "cnnc/Dialect/CNN/CNNOps.h"
 #include "cnnc/Support/Resize.h"
 #include "cnnc/Transforms/LoweringLimits.h"
@@ -376,6 +377,9 @@ private:
   DenseMap<Value, int64_t> unjoined;
   int64_t numBuckets = 0;
   void joinBucket(std::string &out, int64_t bucket);
+  /// A pipeline stage's step (cnn-pipeline-stage) that sends or receives:
+  /// its prepareModel creates the stage communicator (PipelineEmit.h).
+  bool pipelineTransfers = false;
 };
 
 std::string Emitter::kernel(const std::string &params,
@@ -2418,6 +2422,15 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
             AccumulateGradOp, AccumulationStepOp, AllReduceOp>(
           [&](auto x) { return print(out, x); })
       .Case<ReshapeOp, FlattenOp>([&](Operation *) { return success(); })
+      .Case<MicroBatchOp, SendOp, RecvOp>([&](Operation *o) {
+        if (isPipelineTransfer(o) && !pipelineTransfers) {
+          prepare += "  cnnrt::dist::prepare(ctx, 0); // the stages\n";
+          pipelineTransfers = true;
+        }
+        ++numLaunches;
+        return printPipelineOp(
+            o, [&](Value v) { return plan.offsetOf(v); }, loc(o), out);
+      })
       .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp>(
           [&](Operation *o) { return printReduction(out, o); })
       .Case<SliceOp, TransposeOp>(
@@ -2763,6 +2776,11 @@ LogicalResult Emitter::write(llvm::raw_ostream &os, func::FuncOp step,
   step.walk([&](SoftmaxCrossEntropyOp op) {
     classes = op.getLogits().getType().getDimSize(1);
   });
+  // A pipeline stage before the last has no loss: cnn-pipeline-stage
+  // recorded the class count.
+  if (auto n = step->getAttrOfType<IntegerAttr>("cnn.num_classes");
+      classes == 0 && n)
+    classes = n.getInt();
   if (classes == 0)
     return step.emitError(
         "CUDA backend: @train_step has no softmax_cross_entropy loss");
@@ -2791,6 +2809,9 @@ LogicalResult Emitter::write(llvm::raw_ostream &os, func::FuncOp step,
        << " all-reduce bucket(s) through NCCL (cnnrt/Nccl.h).\n"
        << "#include \"cnnrt/Nccl.h\"\n#define CNNC_NUM_BUCKETS " << numBuckets
        << "\n";
+  else if (pipelineTransfers)
+    os << "// Pipeline stage: sends and receives through NCCL "
+          "(cnnrt/Nccl.h).\n#include \"cnnrt/Nccl.h\"\n";
   os << "// ---- generated kernels ----\n" << kernels;
   if (!epilogues.empty())
     os << "// ---- epilogues of fused convolutions (run by the runtime) ----\n"
@@ -2835,9 +2856,9 @@ LogicalResult Emitter::write(llvm::raw_ostream &os, func::FuncOp step,
   });
   std::string tail =
       // The training driver's collectives (broadcast, sums over ranks).
-      numBuckets > 0 ? ", &cnnrt::dist::kHooks" : "";
+      numBuckets > 0 || pipelineTransfers ? ", &cnnrt::dist::kHooks" : "";
   if (ignoreIndex != -100)
-    tail = fmt::format("{}, {}ll", numBuckets > 0 ? tail : ", nullptr",
+    tail = fmt::format("{}, {}ll", !tail.empty() ? tail : ", nullptr",
                        ignoreIndex);
   os << fmt::format(
       "static const cnnrt::ModelSpec kModel = {{\"{}\", {}ull, kTensors, "

@@ -48,6 +48,15 @@ void allReduce(Context &ctx, void *buf, size_t count, int dtype, int op,
 void end(Context &ctx, int bucket);
 void join(Context &ctx, int bucket);
 
+/// Pipeline stages (docs/pipeline-parallel.md): `bytes` at `buf` to / from
+/// stage `peer` (the communicator's rank), on the compute stream, so that
+/// the transfer is ordered with the step's kernels (a sent buffer is not
+/// reused before NCCL has read it). NCCL pairs a send with the peer's
+/// recv by their order, which cnn-pipeline-schedule fixes on both sides.
+void send(Context &ctx, const void *buf, size_t bytes, int peer,
+          const char *what);
+void recv(Context &ctx, void *buf, size_t bytes, int peer, const char *what);
+
 /// Waits for `stream` like cudaStreamSynchronize, but polls the
 /// communicator: after $CNNC_DIST_TIMEOUT seconds without completion, or on
 /// an NCCL error (a peer died), aborts the communicator and throws

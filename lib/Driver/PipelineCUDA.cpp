@@ -1,0 +1,144 @@
+//===- PipelineCUDA.cpp - pipeline stages for the CUDA target -------------===//
+//
+// One executable for S pipeline stages (docs/pipeline-parallel.md, "CUDA
+// side"): each stage is compiled as a training step of its own (its own
+// arena plan, lowering choices and launches) and printed by the ordinary
+// emitter; the S texts share the kernel prelude and go into one CUDA file,
+// each stage's generated code in a namespace of its own (their kernels'
+// names repeat), with a main that hands the S ModelSpecs to the runtime's
+// pipeline driver. The file compiles as one unit (SplitCUDA's cut assumes
+// one step).
+//
+//===----------------------------------------------------------------------===//
+#include "PipelineCUDA.h"
+
+#include "cnnc/Driver/NvccCompile.h"
+#include "cnnc/Target/CUDA/EmitCUDA.h"
+#include "cnnc/Transforms/Passes.h"
+#include "cnnc/Transforms/Pipeline.h"
+#include "cnnc/Transforms/PipelinePlan.h"
+#include "cnnrt/TensorFile.h"
+
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+using namespace cnnc;
+using namespace cnnc::driver;
+
+static constexpr llvm::StringLiteral kKernelsMarker =
+    "// ---- generated kernels ----\n";
+
+LogicalResult cnnc::driver::compilePipelineCUDA(const DriverOptions &o,
+                                                Compilation &c,
+                                                std::string &exePath) {
+  std::unique_ptr<CNNPipelineOptions> p = pipelineOptions(o);
+  // The options were checked before the target was known (validateOptions):
+  // the CUDA target's own refusals (1f1b, fp16) now.
+  std::string err;
+  if (failed(verifyCNNPipelineOptions(
+          *p, [&](const Twine &msg) { err = msg.str(); }, "--")))
+    return fail(c, err);
+  if (o.trainAndRun)
+    return fail(c, "cnnc train --pipeline-stages on the GPU is not built yet "
+                   "(the trained state of pipeline stages is not written): "
+                   "compile with -o train and run ./train, or train on the "
+                   "reference interpreter (--run-reference)");
+  if (o.emit == "lib")
+    return fail(c, "--emit lib with --pipeline-stages: the C API runs one "
+                   "step on one GPU; pipeline stages run as an executable "
+                   "(-o train)");
+  if (!(*c.module).lookupSymbol("train_step"))
+    return fail(c, "--pipeline-stages: the module has no @train_step");
+  FailureOr<OwningOpRef<ModuleOp>> split = splitIntoPipelineStages(
+      *c.module, p->pipelineStages, p->microBatches, &llvm::outs(),
+      p->pipelineSchedule, p->pipelineMemoryMB * (int64_t(1) << 20));
+  if (failed(split))
+    return failure();
+  auto plan = (**split)->getAttrOfType<DictionaryAttr>(kPipelineAttr);
+  int64_t stages = cast<IntegerAttr>(plan.get("stages")).getInt();
+  if (stages < 2)
+    return fail(c, "--pipeline-stages: the plan has " + Twine(stages) +
+                       " stage: the CUDA target runs 2 or more (without "
+                       "--pipeline-stages the step runs on one GPU)");
+
+  std::string header, stageTexts;
+  for (int64_t s = 0; s < stages; ++s) {
+    OwningOpRef<ModuleOp> m(cast<ModuleOp>((**split)->clone()));
+    PassManager pm(&c.context);
+    if (failed(applyPassManagerCLOptions(pm)))
+      return failure();
+    CNNPipelineStageOptions so;
+    so.stage = s;
+    pm.addPass(createCNNPipelineStage(so));
+    CNNPipelineOptions stepOptions;
+    stepOptions.copyOptionValuesFrom(*p);
+    stepOptions.arch = o.arch;
+    buildCNNStepPipeline(pm, stepOptions);
+    if (failed(pm.run(*m)))
+      return failure();
+    CUDAEmitOptions eo;
+    eo.modelName = (llvm::sys::path::stem(o.inputFile) + "_stage" + Twine(s))
+                       .str();
+    eo.defaultLR = (float)learningRate(o);
+    if (o.steps > 0)
+      eo.defaultSteps = o.steps;
+    std::string cu;
+    llvm::raw_string_ostream os(cu);
+    if (failed(emitCUDA(*m, os, eo)))
+      return failure();
+    os.flush();
+    // The prelude (before the marker) is the same for every stage but for
+    // the header comment's first two lines (the model's name and counts).
+    size_t at = cu.find(kKernelsMarker.str());
+    if (at == std::string::npos)
+      return fail(c, "--pipeline-stages: stage " + Twine(s) +
+                         "'s CUDA has no kernels marker");
+    std::string head = cu.substr(0, at);
+    size_t afterComment = head.find('\n', head.find('\n') + 1) + 1;
+    if (s == 0)
+      header = head.substr(afterComment);
+    else if (head.substr(afterComment) != header)
+      return fail(c, "--pipeline-stages: stage " + Twine(s) +
+                         "'s CUDA prelude differs from stage 0's");
+    std::string body = cu.substr(at + kKernelsMarker.size());
+    // The stage has no main of its own: the pipeline's picks the stage.
+    size_t mainAt = body.find("int main(int argc, char **argv)");
+    if (mainAt != std::string::npos)
+      body.erase(mainAt, body.find('\n', mainAt) + 1 - mainAt);
+    stageTexts += head.substr(0, afterComment) + "namespace cnnc_stage" +
+                  std::to_string(s) + " {\n" + body + "} // namespace cnnc_stage" +
+                  std::to_string(s) + "\n\n";
+  }
+  std::string cu = "// Generated by cnnc: a training step in " +
+                   std::to_string(stages) +
+                   " pipeline stages, one per GPU (docs/pipeline-parallel.md)"
+                   ".\n" +
+                   header + "#include \"cnnrt/Pipeline.h\"\n" +
+                   kKernelsMarker.str() + stageTexts;
+  cu += "int main(int argc, char **argv) {\n"
+        "  static const cnnrt::ModelSpec *const kStages[] = {";
+  for (int64_t s = 0; s < stages; ++s)
+    cu += (s ? ", &cnnc_stage" : "&cnnc_stage") + std::to_string(s) +
+          "::kModel";
+  cu += "};\n  return cnnrt::trainPipelineMain(argc, argv, kStages, " +
+        std::to_string(stages) + ");\n}\n";
+
+  if (o.emit == "cuda") {
+    if (o.outputFile.empty()) {
+      llvm::outs() << cu;
+      return success();
+    }
+    if (!cnnrt::writeFileAtomic(o.outputFile, cu, err))
+      return fail(c, "cannot write '" + o.outputFile + "': " + err);
+    return success();
+  }
+  exePath = o.outputFile.empty() ? std::string("train") : o.outputFile;
+  NvccOptions no;
+  no.arch = o.arch;
+  no.runtimeDir = o.runtimeDir;
+  no.argv0 = o.argv0;
+  no.wholeUnit = true;
+  return buildWithNvcc(c, cu, no, exePath);
+}

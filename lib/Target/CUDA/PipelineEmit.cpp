@@ -1,0 +1,87 @@
+//===- PipelineEmit.cpp - CUDA text of the pipeline-stage ops -------------===//
+//
+// See PipelineEmit.h.
+//
+//===----------------------------------------------------------------------===//
+#include "PipelineEmit.h"
+
+#include "cnnc/Dialect/CNN/CNNOps.h"
+
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <fmt/format.h>
+
+using namespace mlir;
+using namespace cnnc;
+using namespace cnnc::cnn;
+
+bool cnnc::isPipelineOp(Operation *op) {
+  return isa<MicroBatchOp, SendOp, RecvOp>(op);
+}
+
+bool cnnc::isPipelineTransfer(Operation *op) {
+  return isa<SendOp, RecvOp>(op);
+}
+
+/// The bytes of a tensor of `t` (f32, f16, bf16, integers; a sub-byte
+/// element type is refused by the caller).
+static int64_t bytesOf(RankedTensorType t) {
+  return t.getNumElements() *
+         static_cast<int64_t>(t.getElementType().getIntOrFloatBitWidth() / 8);
+}
+
+static LogicalResult checkBytes(Operation *op, RankedTensorType t) {
+  if (!t.hasStaticShape() || !t.getElementType().isIntOrFloat() ||
+      t.getElementType().getIntOrFloatBitWidth() % 8 != 0)
+    return op->emitError("CUDA backend: '")
+           << op->getName()
+           << "' of a tensor without a static shape or of a sub-byte "
+              "element type is not supported";
+  return success();
+}
+
+LogicalResult
+cnnc::printPipelineOp(Operation *op, function_ref<int64_t(Value)> offsetOf,
+                      const std::string &loc, std::string &out) {
+  return TypeSwitch<Operation *, LogicalResult>(op)
+      .Case<MicroBatchOp>([&](MicroBatchOp m) {
+        auto t = cast<RankedTensorType>(m.getResult().getType());
+        if (failed(checkBytes(op, t)))
+          return failure();
+        int64_t bytes = bytesOf(t);
+        auto index = static_cast<int64_t>(m.getIndex());
+        out += fmt::format(
+            "  // micro-batch {} of {}: rows {}..{} of the batch\n"
+            "  ctx.check(cudaMemcpyAsync(A + {}, A + {}, {}, "
+            "cudaMemcpyDeviceToDevice, s), \"{}\");\n",
+            index, static_cast<int64_t>(m.getCount()),
+            index * t.getDimSize(0), (index + 1) * t.getDimSize(0) - 1,
+            offsetOf(m.getResult()), offsetOf(m.getInput()) + index * bytes,
+            bytes, loc);
+        return success();
+      })
+      .Case<SendOp>([&](SendOp snd) {
+        auto t = cast<RankedTensorType>(snd.getInput().getType());
+        if (failed(checkBytes(op, t)))
+          return failure();
+        out += fmt::format("  cnnrt::dist::send(ctx, A + {}, {}ull, {}, "
+                           "\"tag {} at {}\");\n",
+                           offsetOf(snd.getInput()), bytesOf(t), static_cast<int64_t>(snd.getPeer()),
+                           static_cast<int64_t>(snd.getTag()), loc);
+        return success();
+      })
+      .Case<RecvOp>([&](RecvOp rcv) {
+        auto t = cast<RankedTensorType>(rcv.getResult().getType());
+        if (failed(checkBytes(op, t)))
+          return failure();
+        out += fmt::format("  cnnrt::dist::recv(ctx, A + {}, {}ull, {}, "
+                           "\"tag {} at {}\");\n",
+                           offsetOf(rcv.getResult()), bytesOf(t),
+                           static_cast<int64_t>(rcv.getPeer()),
+                           static_cast<int64_t>(rcv.getTag()), loc);
+        return success();
+      })
+      .Default([&](Operation *) {
+        return op->emitError("CUDA backend: not a pipeline op");
+      });
+}

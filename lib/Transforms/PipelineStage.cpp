@@ -1,0 +1,115 @@
+//===- PipelineStage.cpp - cnn-pipeline-stage: one stage as a train step ---===//
+//
+// The CUDA target compiles each pipeline stage as a training step of its
+// own (its own arena plan, graph and ModelSpec). This pass turns the module
+// cnn-pipeline-schedule made into stage s's: @stage<s>_step becomes
+// @train_step, every other function goes (the other stages, and @forward:
+// the pipelined step has no evaluation step), the class count goes on the
+// function (a stage before the last has no loss to read it from), and the
+// last stage's M micro-batch losses become their mean, its one cnn.loss,
+// which the runtime prints as the step's loss (docs/pipeline-parallel.md).
+//
+//===----------------------------------------------------------------------===//
+#include "cnnc/Dialect/CNN/CNNOps.h"
+#include "cnnc/Transforms/Passes.h"
+#include "cnnc/Transforms/PipelinePlan.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+namespace cnnc {
+#define GEN_PASS_DEF_CNNPIPELINESTAGE
+#include "cnnc/Transforms/Passes.h.inc"
+} // namespace cnnc
+
+using namespace mlir;
+using namespace cnnc;
+using namespace cnnc::cnn;
+
+namespace {
+struct StagePass : public cnnc::impl::CNNPipelineStageBase<StagePass> {
+  using CNNPipelineStageBase::CNNPipelineStageBase;
+  void runOnOperation() override;
+};
+} // namespace
+
+void StagePass::runOnOperation() {
+  ModuleOp module = getOperation();
+  auto plan = module->getAttrOfType<DictionaryAttr>(kPipelineAttr);
+  auto stagesAttr =
+      plan ? dyn_cast_or_null<IntegerAttr>(plan.get("stages")) : IntegerAttr();
+  if (!stagesAttr) {
+    module.emitError("cnn-pipeline-stage: the module has no cnn.pipeline "
+                     "plan (run cnn-pipeline-partition, cnn-pipeline-split "
+                     "and cnn-pipeline-schedule first)");
+    return signalPassFailure();
+  }
+  int64_t stages = stagesAttr.getInt();
+  if (stage < 0 || stage >= stages) {
+    module.emitError("cnn-pipeline-stage: stage ")
+        << stage << " is not one of the plan's " << stages << " stages";
+    return signalPassFailure();
+  }
+  std::string name = "stage" + std::to_string(stage) + "_step";
+  auto fn = module.lookupSymbol<func::FuncOp>(name);
+  if (!fn) {
+    module.emitError("cnn-pipeline-stage: the module has no @")
+        << name << " (run cnn-pipeline-schedule first)";
+    return signalPassFailure();
+  }
+  // The class count: the logits' channels of the last stage's loss.
+  int64_t classes = 0;
+  module.walk([&](SoftmaxCrossEntropyOp op) {
+    classes = op.getLogits().getType().getDimSize(1);
+  });
+  if (classes == 0) {
+    module.emitError("cnn-pipeline-stage: no stage has a "
+                     "softmax_cross_entropy loss");
+    return signalPassFailure();
+  }
+  for (auto other :
+       llvm::make_early_inc_range(module.getOps<func::FuncOp>()))
+    if (other != fn)
+      other.erase();
+  if (module.lookupSymbol("train_step")) {
+    module.emitError("cnn-pipeline-stage: the module still has a "
+                     "@train_step that is not a stage's");
+    return signalPassFailure();
+  }
+  OpBuilder b(fn);
+  fn.setSymName("train_step");
+  fn->setAttr("cnn.num_classes", b.getI64IntegerAttr(classes));
+  fn->setAttr("cnn.pipeline_stages", b.getI64IntegerAttr(stages));
+
+  // The M losses (cnn.loss on results, micro-batch order) become their mean:
+  // summed in micro-batch order, then scaled by 1/M, one result in place of
+  // the first.
+  auto ret = cast<func::ReturnOp>(fn.getBody().front().getTerminator());
+  SmallVector<unsigned> lossResults;
+  for (unsigned r = 0; r < fn.getNumResults(); ++r)
+    if (fn.getResultAttr(r, kLossAttr))
+      lossResults.push_back(r);
+  if (lossResults.size() <= 1)
+    return;
+  b.setInsertionPoint(ret);
+  Location loc = ret.getLoc();
+  Value sum = ret.getOperand(lossResults[0]);
+  for (unsigned k = 1; k < lossResults.size(); ++k)
+    sum = AddOp::create(b, loc, sum.getType(), sum,
+                        ret.getOperand(lossResults[k]));
+  Value mean = ScaleOp::create(
+      b, loc, sum.getType(), sum,
+      b.getF32FloatAttr(1.0f / static_cast<float>(lossResults.size())));
+  ret.setOperand(lossResults[0], mean);
+  fn.setResultAttrs(lossResults[0],
+                    b.getDictionaryAttr(b.getNamedAttr(kLossAttr,
+                                                       b.getUnitAttr())));
+  llvm::BitVector drop(fn.getNumResults());
+  for (unsigned k = 1; k < lossResults.size(); ++k)
+    drop.set(lossResults[k]);
+  ret->eraseOperands(drop);
+  if (failed(fn.eraseResults(drop))) {
+    fn.emitError("cnn-pipeline-stage: cannot drop the micro-batch losses");
+    return signalPassFailure();
+  }
+}
