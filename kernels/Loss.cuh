@@ -1,7 +1,7 @@
 //===- Loss.cuh - softmax cross-entropy and its gradient ------------------===//
 //
-// Deterministic two-pass loss through xentScratch, label smoothing and an
-// ignored label as F.cross_entropy's.
+// Deterministic two-pass loss through a scratch buffer the caller passes,
+// label smoothing and an ignored label as F.cross_entropy's.
 //
 // Part of the kernel prelude (see Prelude.cuh): cnnc prints the lines
 // between the cnnc-prelude markers; the rest makes this file compile
@@ -25,14 +25,15 @@ namespace {
 // interpreter names it; here it must not read out of bounds). f32 math on
 // the storage type T (f16 logits under cnn-precision).
 //
-// The loss in two passes: softmaxXentLossPartial's blocks each write the sum
-// and the count of their rows into xentScratch, softmaxXentLossFinish adds
-// them in block order (deterministic) and divides. The gradient:
-// xentCountValid writes the count into xentValidRows, which softmaxXentGrad
-// reads (both kernels run in stream order, as nhwcScratch's users).
-#define CNNC_XENT_BLOCKS 1024
-__device__ double xentScratch[2 * CNNC_XENT_BLOCKS];
-__device__ double xentValidRows;
+// The loss in two passes: softmaxXentLossPartial's B blocks each write the
+// sum and the count of their rows into scratch[b] and scratch[B + b] (2 x B
+// doubles), softmaxXentLossFinish adds them in block order (deterministic)
+// and divides. The gradient: xentCountValid writes the count into
+// scratch[0], which softmaxXentGrad reads. Each pair runs in stream order on
+// one buffer the caller owns (the generated step passes the Context's
+// reductionScratch, as to Reductions.cuh's kernels), not on namespace-scope
+// __device__ arrays: those are one per translation unit, and the two
+// launches of a pair may sit in different host units of a split build.
 
 // Row maximum, sum of exp(x - max) and sum of x over one row, for the whole
 // warp (every lane gets them).
@@ -58,9 +59,9 @@ __device__ __forceinline__ void xentRow(const T *xr, int cols, int lane,
 }
 
 template <typename T, typename L>
-__global__ void softmaxXentLossPartial(const T *logits, const L *labels,
-                                       int64_t rows, int cols, float smoothing,
-                                       long long ignoreIndex) {
+__global__ void softmaxXentLossPartial(double *scratch, const T *logits,
+                                       const L *labels, int64_t rows, int cols,
+                                       float smoothing, long long ignoreIndex) {
   double total = 0, valid = 0;
   const int lane = threadIdx.x & 31;
   const int64_t warps = ((int64_t)gridDim.x * blockDim.x) >> 5;
@@ -84,16 +85,17 @@ __global__ void softmaxXentLossPartial(const T *logits, const L *labels,
   total = blockSum(total);
   valid = blockSum(valid);
   if (threadIdx.x == 0) {
-    xentScratch[blockIdx.x] = total;
-    xentScratch[CNNC_XENT_BLOCKS + blockIdx.x] = valid;
+    scratch[blockIdx.x] = total;
+    scratch[gridDim.x + blockIdx.x] = valid;
   }
 }
 
-__global__ void softmaxXentLossFinish(float *loss, int blocks) {
+__global__ void softmaxXentLossFinish(const double *scratch, float *loss,
+                                      int blocks) {
   double t = 0, v = 0;
   for (int b = threadIdx.x; b < blocks; b += blockDim.x) {
-    t += xentScratch[b];
-    v += xentScratch[CNNC_XENT_BLOCKS + b];
+    t += scratch[b];
+    v += scratch[blocks + b];
   }
   t = blockSum(t);
   v = blockSum(v);
@@ -102,25 +104,25 @@ __global__ void softmaxXentLossFinish(float *loss, int blocks) {
 }
 
 template <typename L>
-__global__ void xentCountValid(const L *labels, int64_t rows,
+__global__ void xentCountValid(double *scratch, const L *labels, int64_t rows,
                                long long ignoreIndex) {
   double v = 0;
   for (int64_t r = threadIdx.x; r < rows; r += blockDim.x)
     v += (long long)labels[r] != ignoreIndex;
   v = blockSum(v);
   if (threadIdx.x == 0)
-    xentValidRows = v;
+    scratch[0] = v;
 }
 
 // d loss / d logits * grad_loss, one warp per row; 0 on the ignored rows.
 template <typename T, typename L>
-__global__ void softmaxXentGrad(const T *logits, const L *labels,
-                                const float *gradLoss, T *dx, int64_t rows,
-                                int cols, float smoothing,
+__global__ void softmaxXentGrad(const double *scratch, const T *logits,
+                                const L *labels, const float *gradLoss, T *dx,
+                                int64_t rows, int cols, float smoothing,
                                 long long ignoreIndex) {
   const int lane = threadIdx.x & 31;
   const int64_t warps = ((int64_t)gridDim.x * blockDim.x) >> 5;
-  const float scale = *gradLoss / (float)xentValidRows;
+  const float scale = *gradLoss / (float)scratch[0];
   for (int64_t r = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
        r < rows; r += warps) {
     const long long y = (long long)labels[r];

@@ -2,7 +2,8 @@
 //
 // The eight-channel (16-byte) forms of max pooling on N x H x W x C
 // (Pooling.cuh's kernels take either layout), the recorded-index gradient
-// and its fusion with the BN gradient (sums through nhwcScratch), and the
+// and its fusion with the BN gradient (sums through a scratch
+// buffer the caller passes), and the
 // NHWC global average pool.
 //
 // Part of the kernel prelude (see Prelude.cuh): cnnc prints the lines
@@ -209,12 +210,12 @@ __global__ void maxPoolBwdGatherNHWC8(const T *dy, const uint8_t *arg, T *dx,
 // pooling gradient poolIndexGradAt8 gathers at each pixel, rounded to T as
 // max_pool2d_index_grad stored it; the ReLU mask is round(x * alpha + beta)
 // > 0 as in fused_batch_norm_affine_relu_grad. Pass 1: that op's sums
-// (nhwcPartial8's MODE 4, one row = one pixel) into nhwcScratch for
+// (nhwcPartial8's MODE 4, one row = one pixel) into `scratch` for
 // nhwcBnGradFinish.
 template <typename T>
 __global__ void __launch_bounds__(256)
-    poolBnGradPartial8(const T *dy, const uint8_t *arg, const T *x,
-                       const float *mean, const float *invstd,
+    poolBnGradPartial8(double *scratch, const T *dy, const uint8_t *arg,
+                       const T *x, const float *mean, const float *invstd,
                        const float *alpha, const float *beta, PoolParams p,
                        int64_t rowsPerTile) {
   __shared__ double sh[2][256][8];
@@ -253,7 +254,7 @@ __global__ void __launch_bounds__(256)
       }
     }
   }
-  nhwcTileSums8(s, sh, C, 2);
+  nhwcTileSums8(scratch, s, sh, C, 2);
 }
 // Pass 2: dx = scale * invstd * (g - sum(g) / m - xhat * sum(g xhat) / m)
 // (batch_norm_grad's expression) with g as in pass 1, m = N * H * W.

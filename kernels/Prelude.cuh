@@ -1,10 +1,13 @@
 //===- Prelude.cuh - the kernels every generated model.cu starts with -----===//
 //
-// cnnc prints a kernel prelude at the top of each model.cu it emits, after
-// `#define CNNC_NHWC_SCRATCH`: for every family included below, in this
-// order, the lines between its `// cnnc-prelude-begin` and
-// `// cnnc-prelude-end` markers, one empty line between two families, and
-// then the `}` of the anonymous namespace that Common.cuh's part opens.
+// cnnc prints a kernel prelude at the top of each model.cu it emits: for
+// every family included below, in this order, the lines between its
+// `// cnnc-prelude-begin` and `// cnnc-prelude-end` markers, one empty line
+// between two families, and then the `}` of the anonymous namespace that
+// Common.cuh's part opens. The prelude defines no mutable namespace-scope
+// `__device__` variable (each translation unit of a split build would get
+// its own): a kernel's scratch is a pointer argument (SplitCUDATest checks
+// the printed prelude).
 // lib/Target/CUDA/EmbedPrelude.cmake builds that text into cnnc at build
 // time (editing a family rebuilds cnnc); the order of the includes below is
 // the printed order, so keep it when adding a family.

@@ -1,8 +1,8 @@
 //===- Reductions.cuh - row means, NHWC per-channel reductions ------------===//
 //
 // rowMean, and the two-pass deterministic per-channel reductions of the NHWC
-// layout: partial sums per tile into nhwcScratch, then one block per channel
-// finishes bias_grad, reduce_mean, the BN statistics, the split
+// layout: partial sums per tile into a scratch buffer, then one block per
+// channel finishes bias_grad, reduce_mean, the BN statistics, the split
 // fused_conv2d_stats, batch_norm_grad and the dual BN gradient.
 //
 // Part of the kernel prelude (see Prelude.cuh): cnnc prints the lines
@@ -15,12 +15,6 @@
 
 #include "BatchNorm.cuh"
 #include "Common.cuh"
-
-// nhwcScratch's size in doubles: the emitter defines it before the prelude
-// (cnnc::kNhwcScratchDoubles); a test that includes this file defines it.
-#ifndef CNNC_NHWC_SCRATCH
-#error "define CNNC_NHWC_SCRATCH (cnnc::kNhwcScratchDoubles) first"
-#endif
 
 namespace {
 // cnnc-prelude-begin
@@ -49,15 +43,18 @@ __global__ void rowMean(const T *x, T *y, int64_t rows, int64_t HW) {
 // MODE 2 with a masked by the ReLU output (fused_batch_norm_relu_grad).  MODE
 // 4: MODE 2 with the mask recomputed from b (fused_batch_norm_affine_relu_grad:
 // round(b * alpha + beta) > 0).
-// Partial sums: 2 x tiles x C <= 2 x CNNC_NHWC_SCRATCH (defined by the
-// emitter from cnnc::kNhwcScratchDoubles, which the lowering choices obey);
-// dualBnGradPartial8's three sums take 3 x tiles x C.
-__device__ double nhwcScratch[3 * CNNC_NHWC_SCRATCH];
+// The partial sums go to `scratch`, a device buffer the caller owns (the
+// generated step passes the Context's reductionScratch): sum k of tile t,
+// channel c at scratch[(k * tiles + t) * C + c], nsums x tiles x C doubles
+// (nsums: 1 for MODE 0, 2 otherwise, 3 for dualBnGradPartial8). Not a
+// namespace-scope __device__ array: that is one array per translation unit,
+// and a partial-sum launch and its finish in two host units of a split
+// build read different arrays (dm-NFNet trained wrong so in session 24).
 template <int MODE, typename T>
 __global__ void __launch_bounds__(256)
-    nhwcPartial(const T *a, const T *b, const T *mask, const float *mean,
-                const float *invstd, const float *alpha, const float *beta,
-                int64_t M, int C, int64_t rowsPerTile) {
+    nhwcPartial(double *scratch, const T *a, const T *b, const T *mask,
+                const float *mean, const float *invstd, const float *alpha,
+                const float *beta, int64_t M, int C, int64_t rowsPerTile) {
   __shared__ double sh[2][8][33];
   int c = blockIdx.x * 32 + threadIdx.x;
   int64_t r0 = blockIdx.y * rowsPerTile, r1 = min(M, r0 + rowsPerTile);
@@ -92,19 +89,19 @@ __global__ void __launch_bounds__(256)
     double t = 0;
     for (int y = 0; y < 8; ++y)
       t += sh[threadIdx.y][y][threadIdx.x];
-    nhwcScratch[((int64_t)threadIdx.y * gridDim.y + blockIdx.y) * C + c] = t;
+    scratch[((int64_t)threadIdx.y * gridDim.y + blockIdx.y) * C + c] = t;
   }
 }
 // The last step of the vec8 partial-sum kernels (nhwcPartial8 and the fused
 // kernels that share its tiling): thread t = y * CV + x holds NS sums of its
 // eight channels over its rows; the block adds them over its RY rows in row
 // order (deterministic) and writes sum k (k < nsums) of tile blockIdx.y to
-// nhwcScratch[(k * gridDim.y + blockIdx.y) * C + ch]. R sums at a time go
+// scratch[(k * gridDim.y + blockIdx.y) * C + ch]. R sums at a time go
 // through the shared buffer `sh` (R x 256 x 8 doubles).
 template <int NS, int R>
-__device__ __forceinline__ void nhwcTileSums8(const double (&s)[NS][8],
-                                              double (&sh)[R][256][8], int C,
-                                              int nsums) {
+__device__ __forceinline__ void
+nhwcTileSums8(double *scratch, const double (&s)[NS][8],
+              double (&sh)[R][256][8], int C, int nsums) {
   const int CV = blockDim.x, RY = blockDim.y,
             t = threadIdx.y * CV + threadIdx.x;
 #pragma unroll
@@ -127,7 +124,7 @@ __device__ __forceinline__ void nhwcTileSums8(const double (&s)[NS][8],
       double tot = 0;
       for (int y = 0; y < RY; ++y)
         tot += sh[r][y * CV + x][e];
-      nhwcScratch[((int64_t)k * gridDim.y + blockIdx.y) * C + ch] = tot;
+      scratch[((int64_t)k * gridDim.y + blockIdx.y) * C + ch] = tot;
     }
   }
 }
@@ -137,9 +134,9 @@ __device__ __forceinline__ void nhwcTileSums8(const double (&s)[NS][8],
 // scratch layout) as nhwcPartial, so the finishing kernels are shared.
 template <int MODE, typename T>
 __global__ void __launch_bounds__(256)
-    nhwcPartial8(const T *a, const T *b, const T *mask, const float *mean,
-                 const float *invstd, const float *alpha, const float *beta,
-                 int64_t M, int C, int64_t rowsPerTile) {
+    nhwcPartial8(double *scratch, const T *a, const T *b, const T *mask,
+                 const float *mean, const float *invstd, const float *alpha,
+                 const float *beta, int64_t M, int C, int64_t rowsPerTile) {
   __shared__ double sh[2][256][8];
   const int CV = blockDim.x, RY = blockDim.y;
   int c = (blockIdx.x * CV + threadIdx.x) * 8;
@@ -203,7 +200,7 @@ __global__ void __launch_bounds__(256)
       }
     }
   }
-  nhwcTileSums8(s, sh, C, MODE == 0 ? 1 : 2);
+  nhwcTileSums8(scratch, s, sh, C, MODE == 0 ? 1 : 2);
 }
 
 // bias_grad: out[c] = sum of the R tiles.
@@ -212,11 +209,11 @@ template <typename R>
 // k + blockDim.x, ... and a block sum (fixed order: deterministic) adds
 // those; one thread per channel adding up to 2048 tiles in sequence took
 // ~0.2 ms per BN layer.
-__global__ void nhwcSumFinish(R *out, int C, int tiles) {
+__global__ void nhwcSumFinish(const double *scratch, R *out, int C, int tiles) {
   int c = blockIdx.x;
   double s = 0;
   for (int t = threadIdx.x; t < tiles; t += blockDim.x)
-    s += nhwcScratch[(int64_t)t * C + c];
+    s += scratch[(int64_t)t * C + c];
   s = blockSum(s);
   if (threadIdx.x == 0)
     st(out + c, (float)s);
@@ -224,27 +221,28 @@ __global__ void nhwcSumFinish(R *out, int C, int tiles) {
 // nhwcSumFinish times `scale` (reduce_mean: 1 / rows; cnn.lowering =
 // "channel_sum").
 template <typename R>
-__global__ void nhwcScaledSumFinish(R *out, int C, int tiles, double scale) {
+__global__ void nhwcScaledSumFinish(const double *scratch, R *out, int C,
+                                    int tiles, double scale) {
   int c = blockIdx.x;
   double s = 0;
   for (int t = threadIdx.x; t < tiles; t += blockDim.x)
-    s += nhwcScratch[(int64_t)t * C + c];
+    s += scratch[(int64_t)t * C + c];
   s = blockSum(s);
   if (threadIdx.x == 0)
     st(out + c, (float)(s * scale));
 }
 // BN statistics from the shifted sums, as bnStats computes them.
 template <typename T, typename S>
-__global__ void nhwcStatsFinish(const T *x, float *mean, float *invstd,
-                                S *runMean, S *runVar, const S *oldMean,
-                                const S *oldVar, const S *scale, const S *bias,
-                                float *alpha, float *beta, int64_t M, int C,
-                                int tiles, float eps, float momentum) {
+__global__ void
+nhwcStatsFinish(const double *scratch, const T *x, float *mean, float *invstd,
+                S *runMean, S *runVar, const S *oldMean, const S *oldVar,
+                const S *scale, const S *bias, float *alpha, float *beta,
+                int64_t M, int C, int tiles, float eps, float momentum) {
   int c = blockIdx.x;
   double s = 0, ss = 0;
   for (int t = threadIdx.x; t < tiles; t += blockDim.x) {
-    s += nhwcScratch[(int64_t)t * C + c];
-    ss += nhwcScratch[(int64_t)(tiles + t) * C + c];
+    s += scratch[(int64_t)t * C + c];
+    ss += scratch[(int64_t)(tiles + t) * C + c];
   }
   s = blockSum(s);
   ss = blockSum(ss);
@@ -258,13 +256,13 @@ __global__ void nhwcStatsFinish(const T *x, float *mean, float *invstd,
 // fused_conv2d_stats' split form: the plain per-channel sums sum(x) and
 // sum(x^2) (f32) from nhwcPartial's MODE 1 sums, shifted by k = x[c].
 template <typename T>
-__global__ void nhwcSumsFinish(const T *x, float *sum, float *sumSq, int64_t M,
-                               int C, int tiles) {
+__global__ void nhwcSumsFinish(const double *scratch, const T *x, float *sum,
+                               float *sumSq, int64_t M, int C, int tiles) {
   int c = blockIdx.x;
   double s = 0, ss = 0;
   for (int t = threadIdx.x; t < tiles; t += blockDim.x) {
-    s += nhwcScratch[(int64_t)t * C + c];
-    ss += nhwcScratch[(int64_t)(tiles + t) * C + c];
+    s += scratch[(int64_t)t * C + c];
+    ss += scratch[(int64_t)(tiles + t) * C + c];
   }
   s = blockSum(s);
   ss = blockSum(ss);
@@ -306,12 +304,13 @@ __global__ void bnFinalize(const float *sum, const float *sumSq, float *mean,
 }
 // batch_norm_grad sums: grad_bias = sum(dy), grad_scale = sum(dy * xhat).
 template <typename S>
-__global__ void nhwcBnGradFinish(S *gradScale, S *gradBias, int C, int tiles) {
+__global__ void nhwcBnGradFinish(const double *scratch, S *gradScale,
+                                 S *gradBias, int C, int tiles) {
   int c = blockIdx.x;
   double s = 0, sx = 0;
   for (int t = threadIdx.x; t < tiles; t += blockDim.x) {
-    s += nhwcScratch[(int64_t)t * C + c];
-    sx += nhwcScratch[(int64_t)(tiles + t) * C + c];
+    s += scratch[(int64_t)t * C + c];
+    sx += scratch[(int64_t)(tiles + t) * C + c];
   }
   s = blockSum(s);
   sx = blockSum(sx);
@@ -328,7 +327,7 @@ __global__ void nhwcBnGradFinish(S *gradScale, S *gradBias, int C, int tiles) {
 // at once would take the whole 48 KiB and halve the blocks per SM).
 template <typename T>
 __global__ void __launch_bounds__(256)
-    dualBnGradPartial8(const T *dy, const T *xa, const T *xb,
+    dualBnGradPartial8(double *scratch, const T *dy, const T *xa, const T *xb,
                        const float *meanA, const float *invA,
                        const float *meanB, const float *invB, int64_t M, int C,
                        int64_t rowsPerTile) {
@@ -362,19 +361,20 @@ __global__ void __launch_bounds__(256)
       }
     }
   }
-  nhwcTileSums8(s, sh, C, 3);
+  nhwcTileSums8(scratch, s, sh, C, 3);
 }
 // fused_dual_batch_norm_grad, pass 2: both halves' grad_bias (sum(dy), the
 // same for both) and grad_scale, as nhwcBnGradFinish.
 template <typename S>
-__global__ void dualBnGradFinish(S *gradScaleA, S *gradBiasA, S *gradScaleB,
-                                 S *gradBiasB, int C, int tiles) {
+__global__ void dualBnGradFinish(const double *scratch, S *gradScaleA,
+                                 S *gradBiasA, S *gradScaleB, S *gradBiasB,
+                                 int C, int tiles) {
   int c = blockIdx.x;
   double s = 0, sa = 0, sb = 0;
   for (int t = threadIdx.x; t < tiles; t += blockDim.x) {
-    s += nhwcScratch[(int64_t)t * C + c];
-    sa += nhwcScratch[(int64_t)(tiles + t) * C + c];
-    sb += nhwcScratch[(int64_t)(2 * tiles + t) * C + c];
+    s += scratch[(int64_t)t * C + c];
+    sa += scratch[(int64_t)(tiles + t) * C + c];
+    sb += scratch[(int64_t)(2 * tiles + t) * C + c];
   }
   s = blockSum(s);
   sa = blockSum(sa);

@@ -164,23 +164,29 @@ LogicalResult cnnc::driver::buildWithNvcc(Compilation &c, const std::string &cu,
   if (!objectCacheMaxBytes(build.cacheMaxBytes, err))
     return fail(c, err);
   build.keySalt = objectKeySalt(nvcc, include);
-  // The host code compiles in one unit. SplitCUDA can move its functions
-  // into units of their own (and cut the step into parts), but the
-  // prelude's reductions keep their partial sums in TU-local __device__
-  // scratch (nhwcScratch, xentScratch, xentValidRows): a partial-sum launch
-  // in one host unit and its finishing launch in another read different
-  // arrays. On the GPU that trained dm-NFNet's fp32 NHWC step wrong (a
-  // skipinit gain's gradient 31x off; session 24). The layout comes back
-  // once that scratch lives in the arena.
+  // CNNC_NVCC_HOST_UNITS: how many units the host code compiles in (1, the
+  // default, keeps it whole): SplitCUDA moves its functions, and parts of
+  // the cut step, into units of their own. That is only right while no
+  // kernel keeps state in a namespace-scope __device__ variable (each unit
+  // would have its own: session 24's nhwcScratch trained dm-NFNet wrong),
+  // so such a variable is an error here, not a silently whole host unit.
   unsigned hostUnits = 1;
   if (const char *e = std::getenv("CNNC_NVCC_HOST_UNITS")) {
-    unsigned n = 0;
-    if (StringRef(e).getAsInteger(10, n) || n != 1)
-      return fail(c, "CNNC_NVCC_HOST_UNITS: the host code compiles in one "
-                     "unit (more are disabled: the prelude's reductions "
-                     "keep partial sums in per-unit device scratch that "
-                     "host units cannot share), not '" +
+    if (StringRef(e).getAsInteger(10, hostUnits) || hostUnits == 0 ||
+        hostUnits > 64)
+      return fail(c, "CNNC_NVCC_HOST_UNITS must be a number of host units "
+                     "from 1 (the host code in one unit) to 64, not '" +
                          Twine(e) + "'");
+  }
+  if (hostUnits > 1) {
+    std::vector<std::string> vars = mutableDeviceVariables(cu);
+    if (!vars.empty())
+      return fail(c, "CNNC_NVCC_HOST_UNITS=" + Twine(hostUnits) +
+                         ": the CUDA defines the namespace-scope __device__ "
+                         "variable '" +
+                         vars.front() +
+                         "', of which each host unit would have its own "
+                         "copy; compile the host code in one unit");
   }
   // Host-code units run their host compiler at -O1: their functions run
   // when the step is captured into a CUDA graph, not per step, and -O3

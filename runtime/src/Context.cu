@@ -234,6 +234,7 @@ void Context::release() {
   if (!impl_->plannedWorkspace)
     cudaFree(impl_->workspace);
   cudaFree(arena_);
+  cudaFree(impl_->reductionScratch);
   if (impl_->lt)
     cublasLtDestroy(impl_->lt);
   if (impl_->cudnn)
@@ -286,6 +287,35 @@ void *Context::cudnnHandle() const { return impl_->cudnn; }
 void *Context::cublasLtHandle() const { return impl_->lt; }
 void *Context::workspace() const { return impl_->workspace; }
 size_t Context::workspaceBytes() const { return impl_->workspaceBytes; }
+
+double *Context::reductionScratch(size_t doubles) {
+  Impl &I = *impl_;
+  if (doubles <= I.reductionScratchDoubles)
+    return I.reductionScratch;
+  // Allocating (or freeing) is not capturable; the generated prepareModel
+  // reserves the largest need first, so only a mismatch gets here.
+  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  cudaStreamIsCapturing(stream_, &st);
+  if (st != cudaStreamCaptureStatusNone)
+    fail("reduction scratch",
+         "a step asked for " + std::to_string(doubles) +
+             " doubles of reduction scratch while the stream is captured; "
+             "prepare reserved " +
+             std::to_string(I.reductionScratchDoubles));
+  if (I.reductionScratch) {
+    // Kernels of an earlier step may still read the old buffer.
+    check(cudaStreamSynchronize(stream_), "reduction scratch");
+    cudaFree(I.reductionScratch);
+    I.reductionScratch = nullptr;
+    I.reductionScratchDoubles = 0;
+  }
+  void *p = nullptr;
+  if (cudaMalloc(&p, doubles * sizeof(double)) != cudaSuccess)
+    throwOutOfMemory(spec_, "the reduction scratch", doubles * sizeof(double));
+  I.reductionScratch = static_cast<double *>(p);
+  I.reductionScratchDoubles = doubles;
+  return I.reductionScratch;
+}
 
 void Context::finishPrepare() {
   Impl &I = *impl_;

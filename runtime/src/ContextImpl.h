@@ -210,6 +210,9 @@ struct Context::Impl {
   /// The workspace is the arena region ModelSpec plans: algorithms must fit
   /// in workspaceBytes, nothing is allocated or freed.
   bool plannedWorkspace = false;
+  /// Context::reductionScratch's buffer and its size in doubles.
+  double *reductionScratch = nullptr;
+  size_t reductionScratchDoubles = 0;
   void *padBuf = nullptr;
   size_t padBytes = 0;
   size_t neededPad = 0;

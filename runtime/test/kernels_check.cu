@@ -14,8 +14,6 @@
 //
 //===----------------------------------------------------------------------===//
 
-// Defined by the emitter before the prelude (cnnc::kNhwcScratchDoubles).
-#define CNNC_NHWC_SCRATCH (1 << 18)
 #include "Prelude.cuh"
 
 #include "GpuCheck.cuh"
@@ -207,13 +205,16 @@ void checkNhwcReductions() {
         *runMean = toDevice(zeros), *runVar = toDevice(zeros),
         *alpha = toDevice(zeros), *beta = toDevice(zeros),
         *sum = toDevice(zeros);
+  // The partial sums' buffer (the generated step's reductionScratch): two
+  // sums of `tiles` x C.
+  double *scratch = toDevice(std::vector<double>((size_t)(2 * tiles * C)));
   dim3 grid((C + 31) / 32, (unsigned)tiles), block(32, 8);
-  nhwcPartial<1, __half><<<grid, block>>>(dx, nullptr, nullptr, nullptr,
-                                          nullptr, nullptr, nullptr, M, C,
-                                          rowsPerTile);
-  nhwcStatsFinish<__half, float>
-      <<<C, 256>>>(dx, mean, invstd, runMean, runVar, dOldMean, dOldVar, dScale,
-                   dBias, alpha, beta, M, C, (int)tiles, eps, momentum);
+  nhwcPartial<1, __half><<<grid, block>>>(scratch, dx, nullptr, nullptr,
+                                          nullptr, nullptr, nullptr, nullptr, M,
+                                          C, rowsPerTile);
+  nhwcStatsFinish<__half, float><<<C, 256>>>(
+      scratch, dx, mean, invstd, runMean, runVar, dOldMean, dOldVar, dScale,
+      dBias, alpha, beta, M, C, (int)tiles, eps, momentum);
   CUDA_OK(cudaGetLastError());
   CUDA_OK(cudaDeviceSynchronize());
   expectNear("nhwcPartial<1> + nhwcStatsFinish f16: mean", fromDevice(mean, C),
@@ -225,10 +226,10 @@ void checkNhwcReductions() {
   expectNear("nhwcPartial<1> + nhwcStatsFinish f16: beta", fromDevice(beta, C),
              want.beta, 1e-5);
 
-  nhwcPartial<0, __half><<<grid, block>>>(dx, nullptr, nullptr, nullptr,
-                                          nullptr, nullptr, nullptr, M, C,
-                                          rowsPerTile);
-  nhwcSumFinish<float><<<C, 256>>>(sum, C, (int)tiles);
+  nhwcPartial<0, __half><<<grid, block>>>(scratch, dx, nullptr, nullptr,
+                                          nullptr, nullptr, nullptr, nullptr, M,
+                                          C, rowsPerTile);
+  nhwcSumFinish<float><<<C, 256>>>(scratch, sum, C, (int)tiles);
   CUDA_OK(cudaGetLastError());
   CUDA_OK(cudaDeviceSynchronize());
   expectNear("nhwcPartial<0> + nhwcSumFinish (bias_grad)", fromDevice(sum, C),
@@ -375,14 +376,18 @@ void checkCrossEntropy(int64_t rows, int cols) {
   float *dGradLoss = toDevice(std::vector<float>{gradLoss});
   float *dGrad = toDevice(std::vector<float>(logits.size(), -1.f));
   int64_t *dLabels = toDevice(labels);
-  int blocks = (int)std::min<int64_t>(std::max<int64_t>((rows + 7) / 8, 1),
-                                      CNNC_XENT_BLOCKS);
-  softmaxXentLossPartial<float, int64_t>
-      <<<blocks, 256>>>(dLogits, dLabels, rows, cols, smoothing, ignore);
-  softmaxXentLossFinish<<<1, 256>>>(dLoss, blocks);
-  xentCountValid<int64_t><<<1, 1024>>>(dLabels, rows, ignore);
-  softmaxXentGrad<float, int64_t><<<blocks, 256>>>(
-      dLogits, dLabels, dGradLoss, dGrad, rows, cols, smoothing, ignore);
+  // At most 1024 blocks (the emitter's partial_blocks bound,
+  // kXentMaxBlocks); the per-block sums and counts take 2 x blocks doubles.
+  int blocks =
+      (int)std::min<int64_t>(std::max<int64_t>((rows + 7) / 8, 1), 1024);
+  double *scratch = toDevice(std::vector<double>(2 * (size_t)blocks));
+  softmaxXentLossPartial<float, int64_t><<<blocks, 256>>>(
+      scratch, dLogits, dLabels, rows, cols, smoothing, ignore);
+  softmaxXentLossFinish<<<1, 256>>>(scratch, dLoss, blocks);
+  xentCountValid<int64_t><<<1, 1024>>>(scratch, dLabels, rows, ignore);
+  softmaxXentGrad<float, int64_t><<<blocks, 256>>>(scratch, dLogits, dLabels,
+                                                   dGradLoss, dGrad, rows, cols,
+                                                   smoothing, ignore);
   CUDA_OK(cudaGetLastError());
   CUDA_OK(cudaDeviceSynchronize());
   char what[96];

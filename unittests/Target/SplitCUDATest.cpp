@@ -256,4 +256,75 @@ TEST(SplitCUDA, FunctionLaunchingAHostDefinedKernelStays) {
   }
 }
 
+// The kernel prelude every model.cu starts with, as cnnc prints it
+// (kernels/*.cuh embedded by EmbedPrelude.cmake).
+const char kPrelude[] = {
+#include "KernelPrelude.inc"
+};
+
+TEST(SplitCUDA, MutableDeviceVariablesAtNamespaceScope) {
+  // Found: mutable __device__ / __managed__ variables in an anonymous
+  // namespace, at file scope and in an extern "C" block, as arrays, scalars,
+  // with an initializer or static.
+  const char *cu =
+      "#include <cuda_runtime.h>\n#define CNNC_SOMETHING(x) \\\n  x\n"
+      "namespace {\n"
+      "// __device__ double inAComment[4];\n"
+      "/* __device__ double inABlockComment; */\n"
+      "const char *s = \"__device__ double inAString;\";\n"
+      "__device__ const int table[3] = {0, 1, 2};\n"
+      "__constant__ float constantTable[2];\n"
+      "constexpr __device__ int folded = 3;\n"
+      "struct Params { int n; };\n"
+      "__device__ double nhwcScratch[3 * 8];\n"
+      "template <typename T>\n"
+      "__global__ void __launch_bounds__(256) kernel(T *x, Params p) {\n"
+      "  __shared__ double sh[4];\n  static __device__ int "
+      "notAtNamespaceScope;\n"
+      "  if (p.n) { x[0] = sh[0]; }\n}\n"
+      "__device__ __forceinline__ float helper(float v) { return v; }\n"
+      "__device__ double xentValidRows;\n"
+      "} // namespace\n"
+      "static __device__ int counter = 0;\n"
+      "extern \"C\" {\n__managed__ unsigned flags[2];\n}\n"
+      "__device__ double afterAnInitializer[2] = {1.0, 2.0};\n";
+  EXPECT_EQ(mutableDeviceVariables(cu),
+            (std::vector<std::string>{"nhwcScratch", "xentValidRows", "counter",
+                                      "flags", "afterAnInitializer"}));
+  EXPECT_TRUE(mutableDeviceVariables(kModelCu).empty());
+}
+
+TEST(SplitCUDA, PreludeHasNoMutableDeviceVariable) {
+  // The prelude's reductions take their partial-sum scratch as a pointer
+  // (Context::reductionScratch). A namespace-scope __device__ array there
+  // would be one per translation unit: session 24's nhwcScratch, with the
+  // partial-sum launch in one host unit and its finish in another, trained
+  // dm-NFNet wrong on the GPU.
+  std::string prelude = kPrelude;
+  ASSERT_NE(prelude.find("nhwcPartial8"), std::string::npos);
+  EXPECT_EQ(mutableDeviceVariables(prelude), std::vector<std::string>{});
+  // The scan reads the prelude's namespace: the old definition is found.
+  std::string old = prelude;
+  size_t at = old.find("template <int MODE, typename T>");
+  ASSERT_NE(at, std::string::npos);
+  old.insert(at, "__device__ double nhwcScratch[3 * 8];\n");
+  EXPECT_EQ(mutableDeviceVariables(old),
+            std::vector<std::string>{"nhwcScratch"});
+}
+
+TEST(SplitCUDA, HostCodeWithADeviceVariableStaysWhole) {
+  // With such a variable in the header, no host units of its own: every
+  // launch stays in the one host unit (the driver reports it as an error
+  // before it gets here).
+  std::string cu = hostModelCu();
+  cu.replace(cu.find("} // namespace\n"), 0, "__device__ double scratch[8];\n");
+  auto units = splitCUDATranslationUnits(cu, 1, 3);
+  std::vector<std::string> names;
+  for (const auto &u : units)
+    names.push_back(u.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"kernels0", "host", "hyper"}));
+  EXPECT_NE(units[1].text.find("static void evalStep(cnnrt::Context &ctx) {"),
+            std::string::npos);
+}
+
 } // namespace

@@ -12,10 +12,10 @@
 
 namespace cnnc {
 
-/// Doubles per partial sum in the prelude's `nhwcScratch` (it holds two):
-/// tiles x channels of an NHWC per-channel reduction (`channel_sum`,
-/// BatchNorm statistics) must fit. The generated code sizes the array from
-/// this value (CNNC_NHWC_SCRATCH).
+/// The most doubles per partial sum of an NHWC per-channel reduction
+/// (`channel_sum`, BatchNorm statistics): tiles x channels must fit. The
+/// emitter asks the runtime's reduction scratch (Context::reductionScratch)
+/// for what each reduction needs, at most three sums of this.
 constexpr int64_t kNhwcScratchDoubles = int64_t(1) << 18;
 
 } // namespace cnnc

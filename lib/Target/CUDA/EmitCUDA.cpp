@@ -257,6 +257,10 @@ private:
   void launch(std::string &out, Operation *op, const std::string &name,
               const std::string &grid, const std::string &block,
               const std::string &args);
+  /// The argument that passes a two-pass reduction's partial-sum buffer of
+  /// `doubles` doubles (Context::reductionScratch) to its kernels; the
+  /// largest is reserved at the top of prepareModel.
+  std::string reductionScratch(int64_t doubles);
   void elementwise(std::string &out, Operation *op, ArrayRef<EwIn> ins,
                    ArrayRef<Value> outs, const std::string &expr,
                    int64_t n = -1);
@@ -310,9 +314,9 @@ private:
              int64_t groups, bool nhwc = false);
   /// Lowers a layout-sensitive op with layout = "NHWC".
   LogicalResult emitNHWC(Operation *op, std::string &out);
-  /// Per-channel reduction of an N x H x W x C tensor into the prelude's
-  /// nhwcScratch (pass 1, nhwcPartial<mode>); returns the number of tiles
-  /// that the finishing kernel adds.
+  /// Per-channel reduction of an N x H x W x C tensor into the reduction
+  /// scratch (pass 1, nhwcPartial<mode>); returns the number of tiles that
+  /// the finishing kernel adds (its scratch: nhwcScratch(mode, tiles, C)).
   /// Batch statistics (saved mean/invstd, running statistics updated) of
   /// `x` for batch_norm_train and batch_norm_stats, in the op's layout.
   void bnStats(std::string &out, Operation *op, Value x, Value mean,
@@ -350,6 +354,8 @@ private:
   const CUDAEmitOptions &options;
   /// cnn-prepare-for-emission's decisions for the op being printed.
   LaunchAttr launchOf;
+  /// The largest reductionScratch any launch asked for.
+  int64_t reductionScratchDoubles = 0;
   std::string kernels, prepare;
   /// Host functions holding fused convolutions' epilogue launches.
   std::string epilogues;
@@ -394,6 +400,11 @@ std::string Emitter::kernel(const std::string &params,
                   name, params, body);
   kernelByText[key] = name;
   return name;
+}
+
+std::string Emitter::reductionScratch(int64_t doubles) {
+  reductionScratchDoubles = std::max(reductionScratchDoubles, doubles);
+  return fmt::format("ctx.reductionScratch({})", doubles);
 }
 
 void Emitter::launch(std::string &out, Operation *op, const std::string &name,
@@ -850,6 +861,12 @@ static NhwcTiling nhwcTiling(int64_t M, int64_t C, bool vec, int64_t blocks,
   return t;
 }
 
+/// The scratch of nhwcPartial<mode>'s sums over `tiles` tiles of C channels
+/// (MODE 0 writes one sum, the others two), for its finishing kernel.
+static int64_t nhwcScratchDoubles(int mode, int64_t tiles, int64_t C) {
+  return (mode == 0 ? 1 : 2) * tiles * C;
+}
+
 int64_t Emitter::nhwcPartial(std::string &out, Operation *op, int mode, Value a,
                              Value b, Value mean, Value invstd, Value mask,
                              Value alpha, Value beta) {
@@ -870,9 +887,11 @@ int64_t Emitter::nhwcPartial(std::string &out, Operation *op, int mode, Value a,
          fmt::format("{}<{}, {}>", tl.vec ? "nhwcPartial8" : "nhwcPartial",
                      mode, T),
          tl.grid(), tl.block(),
-         fmt::format("{}, {}, {}, {}, {}, {}, {}, {}ll, {}, {}ll", ptr(a),
-                     orNull(b, "const " + T), orNull(mask, "const " + T),
-                     orNull(mean, "const float"), orNull(invstd, "const float"),
+         fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}ll, {}, {}ll",
+                     reductionScratch(nhwcScratchDoubles(mode, tl.tiles, C)),
+                     ptr(a), orNull(b, "const " + T),
+                     orNull(mask, "const " + T), orNull(mean, "const float"),
+                     orNull(invstd, "const float"),
                      orNull(alpha, "const float"), orNull(beta, "const float"),
                      M, C, tl.rowsPerTile));
   return tl.tiles;
@@ -896,16 +915,17 @@ LogicalResult Emitter::poolBnGrad(std::string &out,
               S = ctype(ttype(op.getScale()).getElementType());
   std::string pp = poolParams(x, op.getGradOutput().getType(), op.getKernel(),
                               op.getStrides(), op.getPadding(), false, true);
+  std::string scratch = reductionScratch(nhwcScratchDoubles(4, tl.tiles, C));
   launch(out, op, fmt::format("poolBnGradPartial8<{}>", T), tl.grid(),
          tl.block(),
-         fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}ll",
+         fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}, {}ll", scratch,
                      ptr(op.getGradOutput()), ptr(op.getWindowIndex()),
                      ptr(op.getInput()), ptr(op.getSavedMean()),
                      ptr(op.getSavedInvstd()), ptr(op.getAlpha()),
                      ptr(op.getBeta()), pp, tl.rowsPerTile));
   launch(out, op, fmt::format("nhwcBnGradFinish<{}>", S), std::to_string(C),
          threads(),
-         fmt::format("{}, {}, {}, {}", ptr(op.getGradScale()),
+         fmt::format("{}, {}, {}, {}, {}", scratch, ptr(op.getGradScale()),
                      ptr(op.getGradBias()), C, tl.tiles));
   launch(out, op, fmt::format("poolBnGradApply8<{}, {}>", T, S),
          gridFor(x.getNumElements() / 8), threads(),
@@ -949,18 +969,21 @@ void Emitter::dualBnGrad(std::string &out, FusedDualBatchNormGradOp op) {
                               launchOf.getBlock());
   std::string T = ctype(t.getElementType()),
               S = ctype(ttype(op.getScaleA()).getElementType());
+  // Three sums: sum(dy) and sum(dy * xhat) of each half.
+  std::string scratch = reductionScratch(3 * tl.tiles * C);
   launch(out, op, fmt::format("dualBnGradPartial8<{}>", T), tl.grid(),
          tl.block(),
-         fmt::format("{}, {}, {}, {}, {}, {}, {}, {}ll, {}, {}ll",
+         fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}ll, {}, {}ll", scratch,
                      ptr(op.getGradOutput()), ptr(op.getInputA()),
                      ptr(op.getInputB()), ptr(op.getSavedMeanA()),
                      ptr(op.getSavedInvstdA()), ptr(op.getSavedMeanB()),
                      ptr(op.getSavedInvstdB()), M, C, tl.rowsPerTile));
   launch(out, op, fmt::format("dualBnGradFinish<{}>", S), std::to_string(C),
          threads(),
-         fmt::format("{}, {}, {}, {}, {}, {}", ptr(op.getGradScaleA()),
-                     ptr(op.getGradBiasA()), ptr(op.getGradScaleB()),
-                     ptr(op.getGradBiasB()), C, tl.tiles));
+         fmt::format("{}, {}, {}, {}, {}, {}, {}", scratch,
+                     ptr(op.getGradScaleA()), ptr(op.getGradBiasA()),
+                     ptr(op.getGradScaleB()), ptr(op.getGradBiasB()), C,
+                     tl.tiles));
   // batch_norm_grad's apply expression for each half, dy loaded once.
   Channel ci = chanIndex(t, true);
   std::vector<EwIn> ins{{op.getGradOutput()},     {op.getInputA()},
@@ -983,12 +1006,14 @@ void Emitter::bnGradSums(std::string &out, Operation *op, bool nhwc,
   auto t = ttype(x);
   int64_t C = t.getDimSize(nhwc ? t.getRank() - 1 : 1);
   if (nhwc) {
-    int64_t tiles = nhwcPartial(out, op, alpha ? 4 : reluOut ? 3 : 2, dy, x,
-                                mean, invstd, reluOut, alpha, beta);
-    launch(
-        out, op, fmt::format("nhwcBnGradFinish<{}>", S), std::to_string(C),
-        threads(),
-        fmt::format("{}, {}, {}, {}", ptr(gradScale), ptr(gradBias), C, tiles));
+    int mode = alpha ? 4 : reluOut ? 3 : 2;
+    int64_t tiles =
+        nhwcPartial(out, op, mode, dy, x, mean, invstd, reluOut, alpha, beta);
+    launch(out, op, fmt::format("nhwcBnGradFinish<{}>", S), std::to_string(C),
+           threads(),
+           fmt::format("{}, {}, {}, {}, {}",
+                       reductionScratch(nhwcScratchDoubles(mode, tiles, C)),
+                       ptr(gradScale), ptr(gradBias), C, tiles));
   } else if (masked) {
     std::string T = ctype(t.getElementType());
     auto orNull = [&](Value v, const std::string &type) {
@@ -1070,7 +1095,8 @@ void Emitter::bnStats(std::string &out, Operation *op, Value x, Value mean,
     launch(out, op, fmt::format("nhwcStatsFinish<{}, {}>", T, S),
            std::to_string(C), threads(),
            fmt::format(
-               "{}, {}, {}, {}, {}, {}, {}, {}, {}ll, {}, {}, {}, {}", ptr(x),
+               "{}, {}, {}, {}, {}, {}, {}, {}, {}, {}ll, {}, {}, {}, {}",
+               reductionScratch(nhwcScratchDoubles(1, tiles, C)), ptr(x),
                ptr(mean), ptr(invstd), ptr(newMean), ptr(newVar), ptr(oldMean),
                ptr(oldVar), affine, t.getNumElements() / C, C, tiles,
                floatLit(eps.convertToFloat()), floatLit(dec(momentum))));
@@ -1097,7 +1123,9 @@ LogicalResult Emitter::emitNHWC(Operation *op, std::string &out) {
                fmt::format("nhwcSumFinish<{}>",
                            ctype(b.getType().getElementType())),
                finishGrid(C), threads(),
-               fmt::format("{}, {}, {}", ptr(b.getResult()), C, tiles));
+               fmt::format("{}, {}, {}, {}",
+                           reductionScratch(nhwcScratchDoubles(0, tiles, C)),
+                           ptr(b.getResult()), C, tiles));
         return success();
       })
       .Case([&](GlobalAvgPoolOp g) {
@@ -1263,7 +1291,9 @@ LogicalResult Emitter::printReduction(std::string &out, Operation *o) {
     launch(out, o,
            fmt::format("nhwcScaledSumFinish<{}>", ctype(res.getElementType())),
            std::to_string(C), threads(),
-           fmt::format("{}, {}, {}, {}", ptr(o->getResult(0)), C, tiles,
+           fmt::format("{}, {}, {}, {}, {}",
+                       reductionScratch(nhwcScratchDoubles(0, tiles, C)),
+                       ptr(o->getResult(0)), C, tiles,
                        isa<ReduceMeanOp>(o) ? fmt::format("1.0 / {}.0", rows)
                                             : std::string("1.0")));
     return success();
@@ -1663,8 +1693,9 @@ LogicalResult Emitter::print(std::string &out, FusedConv2DStatsOp c) {
   int64_t tiles = nhwcPartial(body, op, 1, c.getResult(), {}, {}, {});
   launch(body, op, fmt::format("nhwcSumsFinish<{}>", ctype(y.getElementType())),
          std::to_string(C), threads(),
-         fmt::format("{}, sum, sumSq, {}ll, {}, {}", ptr(c.getResult()), M, C,
-                     tiles));
+         fmt::format("{}, {}, sum, sumSq, {}ll, {}, {}",
+                     reductionScratch(nhwcScratchDoubles(1, tiles, C)),
+                     ptr(c.getResult()), M, C, tiles));
   ptrOverride.clear();
   // A step counts the fused graph's one launch (the runtime picks).
   numLaunches = launchesBefore + 1;
@@ -1839,8 +1870,9 @@ LogicalResult Emitter::print(std::string &out, BatchNormSumsOp b) {
     int64_t tiles = nhwcPartial(out, op, 1, b.getInput(), {}, {}, {});
     launch(out, op, fmt::format("nhwcSumsFinish<{}>", T), std::to_string(C),
            threads(),
-           fmt::format("{}, {}, {}, {}ll, {}, {}", ptr(b.getInput()),
-                       ptr(b.getSum()), ptr(b.getSumSq()),
+           fmt::format("{}, {}, {}, {}, {}ll, {}, {}",
+                       reductionScratch(nhwcScratchDoubles(1, tiles, C)),
+                       ptr(b.getInput()), ptr(b.getSum()), ptr(b.getSumSq()),
                        t.getNumElements() / C, C, tiles));
     return success();
   }
@@ -2052,12 +2084,14 @@ LogicalResult Emitter::print(std::string &out, SoftmaxCrossEntropyOp s) {
                      ctype(t.getElementType()),
                      ctype(s.getLabels().getType().getElementType())),
          std::to_string(blocks), threads(),
-         fmt::format("{}, {}, {}ll, {}, {}, {}ll", ptr(s.getLogits()),
+         fmt::format("{}, {}, {}, {}ll, {}, {}, {}ll",
+                     reductionScratch(2 * blocks), ptr(s.getLogits()),
                      ptr(s.getLabels()), rows, t.getDimSize(1),
                      floatLit(s.getLabelSmoothing().convertToFloat()),
                      static_cast<int64_t>(s.getIgnoreIndex())));
   launch(out, op, "softmaxXentLossFinish", "1", threads(),
-         fmt::format("{}, {}", ptr(s.getLoss()), blocks));
+         fmt::format("{}, {}, {}", reductionScratch(2 * blocks),
+                     ptr(s.getLoss()), blocks));
   return success();
 }
 
@@ -2070,7 +2104,8 @@ LogicalResult Emitter::print(std::string &out, SoftmaxCrossEntropyGradOp s) {
   std::string labelType = ctype(s.getLabels().getType().getElementType());
   launch(out, op, fmt::format("xentCountValid<{}>", labelType), "1",
          reduceThreads(),
-         fmt::format("{}, {}ll, {}ll", ptr(s.getLabels()), rows,
+         fmt::format("{}, {}, {}ll, {}ll", reductionScratch(1),
+                     ptr(s.getLabels()), rows,
                      static_cast<int64_t>(s.getIgnoreIndex())));
   launch(out, op,
          fmt::format("softmaxXentGrad<{}, {}>", ctype(t.getElementType()),
@@ -2078,7 +2113,8 @@ LogicalResult Emitter::print(std::string &out, SoftmaxCrossEntropyGradOp s) {
          std::to_string(std::clamp<int64_t>((rows + warps - 1) / warps, 1,
                                             gridLimit())),
          threads(),
-         fmt::format("{}, {}, {}, {}, {}ll, {}, {}, {}ll", ptr(s.getLogits()),
+         fmt::format("{}, {}, {}, {}, {}, {}ll, {}, {}, {}ll",
+                     reductionScratch(1), ptr(s.getLogits()),
                      ptr(s.getLabels()), ptr(s.getGradLoss()),
                      ptr(s.getResult()), rows, t.getDimSize(1),
                      floatLit(s.getLabelSmoothing().convertToFloat()),
@@ -2802,8 +2838,7 @@ LogicalResult Emitter::write(llvm::raw_ostream &os, func::FuncOp step,
      << "// Model '" << options.modelName << "': " << numLaunches
      << " kernel launches and library calls per training step, arena "
      << plan.arenaBytes << " bytes.\n";
-  os << "#define CNNC_NHWC_SCRATCH " << kNhwcScratchDoubles << "\n"
-     << kPrelude << "\n";
+  os << kPrelude << "\n";
   if (numBuckets > 0)
     os << "// Data parallel: " << numBuckets
        << " all-reduce bucket(s) through NCCL (cnnrt/Nccl.h).\n"
@@ -2831,8 +2866,12 @@ LogicalResult Emitter::write(llvm::raw_ostream &os, func::FuncOp step,
       inputNHWC = layout.getValue() == Layout::NHWC;
   }
   os << tensorTable(plan, inputNHWC) << "\n";
-  os << "static void prepareModel(cnnrt::Context &ctx) {\n"
-     << prepare << "}\n\n";
+  os << "static void prepareModel(cnnrt::Context &ctx) {\n";
+  // The two-pass reductions' partial sums (one buffer: each pair runs in
+  // stream order), allocated before any step is captured.
+  if (reductionScratchDoubles > 0)
+    os << "  ctx.reductionScratch(" << reductionScratchDoubles << ");\n";
+  os << prepare << "}\n\n";
   os << "static void trainStep(cnnrt::Context &ctx) {\n"
      << "  char *A = ctx.arena();\n  cudaStream_t s = ctx.stream();\n  "
         "(void)A; (void)s;\n"

@@ -15,6 +15,15 @@
 // kernel's unit; no relocatable device code is needed, as no device code
 // calls across units).
 //
+// The host code may be cut anywhere between two launches because no kernel
+// keeps state in a namespace-scope `__device__` variable: every unit that
+// repeats the prelude would get its own copy, so a partial-sum kernel
+// launched from one host unit and its finishing kernel launched from
+// another would read different arrays (session 24's nhwcScratch: dm-NFNet
+// trained wrong). The prelude's reductions take their scratch as a pointer
+// (Context::reductionScratch); mutableDeviceVariables finds a variable that
+// would break this, and the host split refuses text that has one.
+//
 //===----------------------------------------------------------------------===//
 
 #include "cnnc/Target/CUDA/SplitCUDA.h"
@@ -415,6 +424,112 @@ std::string cutStepFunctions(StringRef host, StringRef whole, size_t maxBytes) {
 
 } // namespace
 
+std::vector<std::string> cnnc::mutableDeviceVariables(StringRef cu) {
+  std::vector<std::string> names;
+  // Each open brace: whether it opened a namespace (or an extern "C"
+  // block), whose contents are still at namespace scope.
+  SmallVector<bool> braces;
+  auto atNamespaceScope = [&] {
+    return llvm::all_of(braces, [](bool b) { return b; });
+  };
+  size_t stmt = StringRef::npos; // the statement at namespace scope
+  bool headDone = false;         // its head (up to ( [ = ; {) was judged
+  auto startsLine = [&](size_t i) {
+    size_t j = i;
+    while (j > 0 && (cu[j - 1] == ' ' || cu[j - 1] == '\t'))
+      --j;
+    return j == 0 || cu[j - 1] == '\n';
+  };
+  for (size_t i = 0; i < cu.size(); ++i) {
+    char c = cu[i];
+    if (c == '/' && i + 1 < cu.size() && cu[i + 1] == '/') {
+      i = cu.find('\n', i);
+      if (i == StringRef::npos)
+        break;
+      continue;
+    }
+    if (c == '/' && i + 1 < cu.size() && cu[i + 1] == '*') {
+      i = cu.find("*/", i + 2);
+      if (i == StringRef::npos)
+        break;
+      ++i;
+      continue;
+    }
+    if (c == '#' && startsLine(i)) {
+      // A preprocessor line, with its continuations.
+      while (true) {
+        i = cu.find('\n', i);
+        if (i == StringRef::npos || i == 0 || cu[i - 1] != '\\')
+          break;
+        ++i;
+      }
+      if (i == StringRef::npos)
+        break;
+      continue;
+    }
+    if (c == '"' || c == '\'') {
+      for (++i; i < cu.size() && cu[i] != c; ++i)
+        if (cu[i] == '\\')
+          ++i;
+      continue;
+    }
+    bool top = atNamespaceScope();
+    if (top && stmt == StringRef::npos && !llvm::isSpace(c)) {
+      stmt = i;
+      headDone = false;
+    }
+    bool delimiter = c == '(' || c == '[' || c == '=' || c == ';' || c == '{';
+    if (top && stmt != StringRef::npos && delimiter && !headDone) {
+      headDone = true;
+      StringRef head = cu.slice(stmt, i);
+      SmallVector<StringRef> words;
+      for (StringRef rest = head; !rest.empty();) {
+        rest = rest.ltrim();
+        StringRef w = rest.take_while(isIdentChar);
+        if (w.empty()) {
+          rest = rest.drop_front();
+          continue;
+        }
+        words.push_back(w);
+        rest = rest.drop_front(w.size());
+      }
+      auto has = [&](StringRef w) { return llvm::is_contained(words, w); };
+      // A function (its parameter list) or a kernel is not a variable; a
+      // const or __constant__ table is read-only, so a copy per unit is the
+      // same table.
+      if (c != '(' && (has("__device__") || has("__managed__")) &&
+          !has("__global__") && !has("const") && !has("constexpr") &&
+          !has("__constant__")) {
+        StringRef name = identBefore(head, head.size());
+        if (!name.empty())
+          names.push_back(name.str());
+      }
+    }
+    if (c == '{') {
+      bool ns = false;
+      if (top && stmt != StringRef::npos) {
+        StringRef head = cu.slice(stmt, i).ltrim();
+        ns = head.starts_with("namespace") || head.starts_with("extern \"C\"");
+      }
+      braces.push_back(ns);
+      if (ns)
+        stmt = StringRef::npos;
+    } else if (c == '}') {
+      if (braces.empty())
+        break; // unbalanced: not the printer's text
+      bool ns = braces.pop_back_val();
+      // A namespace's or a function body's end ends the statement; an
+      // initializer's brace is followed by its ';'.
+      if (atNamespaceScope() &&
+          (ns || !cu.slice(i + 1, cu.size()).ltrim().starts_with(";")))
+        stmt = StringRef::npos;
+    } else if (c == ';' && top) {
+      stmt = StringRef::npos;
+    }
+  }
+  return names;
+}
+
 std::vector<CUDATranslationUnit>
 cnnc::splitCUDATranslationUnits(StringRef cu, unsigned maxKernelUnits,
                                 unsigned hostUnits) {
@@ -495,7 +610,10 @@ cnnc::splitCUDATranslationUnits(StringRef cu, unsigned maxKernelUnits,
   std::string hostMain = hostText, prototypes;
   llvm::StringSet<> otherNames;
   std::optional<std::vector<HostFunction>> functions;
-  if (hostUnits > 1) {
+  // Host units of their own only where no kernel keeps state in a
+  // namespace-scope __device__ variable (one copy per unit: see the top of
+  // this file); the driver reports such a variable before splitting.
+  if (hostUnits > 1 && mutableDeviceVariables(cu).empty()) {
     hostText = cutStepFunctions(hostText, cu, hostText.size() / hostUnits);
     functions = scanHost(hostText, otherNames);
   }

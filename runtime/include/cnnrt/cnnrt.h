@@ -361,6 +361,16 @@ public:
   void *cublasLtHandle() const;
   void *workspace() const;
   size_t workspaceBytes() const;
+  /// The device buffer the prelude's two-pass reductions (the NHWC
+  /// per-channel sums, the cross-entropy's per-block sums) write their
+  /// partial sums to and their finishing kernels read: at least `doubles`
+  /// doubles, owned by the context (one per context, so two host units of a
+  /// split build, or two contexts, never read each other's sums). The first
+  /// call allocates; the generated prepareModel reserves the step's largest
+  /// need before any step is captured, so a call in a captured step only
+  /// returns the pointer. A larger request while the stream is capturing is
+  /// an error (Error Invalid).
+  double *reductionScratch(size_t doubles);
 
   struct Impl;
   Impl *impl() const { return impl_; }

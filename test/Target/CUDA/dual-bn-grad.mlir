@@ -35,8 +35,8 @@
 
 // CHECK-LABEL: static void trainStep(
 // CHECK-NOT: nhwcPartial8<2,
-// CHECK: dualBnGradPartial8<__half><<<dim3(1, {{[0-9]+}}), dim3(4, 64), 0, s>>>(P<__half>(A, [[DY:[0-9]+]]), P<__half>(A, {{[0-9]+}}), P<__half>(A, {{[0-9]+}}), {{.*}}, 512ll, 32, {{[0-9]+}}ll);
-// CHECK: dualBnGradFinish<float><<<32, 256, 0, s>>>
+// CHECK: dualBnGradPartial8<__half><<<dim3(1, {{[0-9]+}}), dim3(4, 64), 0, s>>>([[SCRATCH:ctx.reductionScratch\([0-9]+\)]], P<__half>(A, [[DY:[0-9]+]]), P<__half>(A, {{[0-9]+}}), P<__half>(A, {{[0-9]+}}), {{.*}}, 512ll, 32, {{[0-9]+}}ll);
+// CHECK: dualBnGradFinish<float><<<32, 256, 0, s>>>([[SCRATCH]],
 // CHECK: <<<{{[0-9]+}}, 256, 0, s>>>(P<__half>(A, [[DY]]), {{.*}}, P<__half>(A, {{[0-9]+}}), P<__half>(A, {{[0-9]+}}));
 // CHECK-NOT: nhwcPartial8<2,
 // CHECK-LABEL: static void evalStep(

@@ -38,8 +38,8 @@
 // CHECK-LABEL: static void trainStep(
 // CHECK: maxPoolIndexNHWC8<__half, true><<<{{[0-9]+}}, 256, 0, s>>>(P<__half>(A, {{[0-9]+}}), P<float>(A, {{[0-9]+}}), P<float>(A, {{[0-9]+}}), P<__half>(A, {{[0-9]+}}), P<uint8_t>(A, [[IDX:[0-9]+]]), PoolParams{8, 16, 8, 8, 4, 4, 3, 3, 2, 2, 1, 1, 1, 1, false});
 // CHECK-NOT: maxPoolBwdGatherNHWC8<
-// CHECK: poolBnGradPartial8<__half><<<dim3(1, {{[0-9]+}}), dim3(2, 128), 0, s>>>(P<__half>(A, [[DY:[0-9]+]]), P<uint8_t>(A, [[IDX]]), P<__half>(A, [[X:[0-9]+]]), {{.*}}, PoolParams{8, 16, 8, 8, 4, 4, 3, 3, 2, 2, 1, 1, 1, 1, false}, {{[0-9]+}}ll);
-// CHECK: nhwcBnGradFinish<float><<<16, 256, 0, s>>>
+// CHECK: poolBnGradPartial8<__half><<<dim3(1, {{[0-9]+}}), dim3(2, 128), 0, s>>>([[SCRATCH:ctx.reductionScratch\([0-9]+\)]], P<__half>(A, [[DY:[0-9]+]]), P<uint8_t>(A, [[IDX]]), P<__half>(A, [[X:[0-9]+]]), {{.*}}, PoolParams{8, 16, 8, 8, 4, 4, 3, 3, 2, 2, 1, 1, 1, 1, false}, {{[0-9]+}}ll);
+// CHECK: nhwcBnGradFinish<float><<<16, 256, 0, s>>>([[SCRATCH]],
 // CHECK: poolBnGradApply8<__half, float><<<{{[0-9]+}}, 256, 0, s>>>(P<__half>(A, [[DY]]), P<uint8_t>(A, [[IDX]]), P<__half>(A, [[X]]), {{.*}}, PoolParams{8, 16, 8, 8, 4, 4, 3, 3, 2, 2, 1, 1, 1, 1, false}, 512.0f);
 // CHECK-NOT: maxPoolBwdGatherNHWC8<
 // CHECK-NOT: ctx.workspaceBytes()

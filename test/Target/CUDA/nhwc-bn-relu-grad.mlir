@@ -13,16 +13,20 @@
 // STATS: cnnc: stats: fusion bn_relu_grad_ops 2
 // STATS-NEXT: cnnc: stats: fusion bn_relu_masks_recomputed 1
 
+// The reductions' partial sums go through the Context's scratch buffer
+// (not a __device__ array per translation unit), reserved before any step.
+// CHECK-LABEL: static void prepareModel(
+// CHECK-NEXT: ctx.reductionScratch({{[0-9]+}});
 // CHECK-LABEL: static void trainStep(
 // The forward normalization + ReLU: x * alpha + beta, the rounding to f16,
 // after the statistics from the convolution's sums (cnn-conv-stats).
 // CHECK: ctx.convStatsFwd(
 // CHECK: cnn.batch_norm_finalize bnFinalize
 // CHECK: k{{[0-9]+}}<<<{{.*}}>>>(P<__half>(A, [[X:[0-9]+]]), P<float>(A, [[AL:[0-9]+]]), P<float>(A, [[BE:[0-9]+]]), P<__half>(A, [[Y:[0-9]+]]));
-// CHECK: nhwcPartial8<4, __half><<<dim3(1, {{[0-9]+}}), dim3(2, 128), 0, s>>>(P<__half>(A, [[DY:[0-9]+]]), P<__half>(A, [[X]]), (const __half *)nullptr, P<float>(A, {{[0-9]+}}), P<float>(A, {{[0-9]+}}), P<float>(A, [[AL]]), P<float>(A, [[BE]]),
+// CHECK: nhwcPartial8<4, __half><<<dim3(1, {{[0-9]+}}), dim3(2, 128), 0, s>>>([[SCRATCH:ctx.reductionScratch\([0-9]+\)]], P<__half>(A, [[DY:[0-9]+]]), P<__half>(A, [[X]]), (const __half *)nullptr, P<float>(A, {{[0-9]+}}), P<float>(A, {{[0-9]+}}), P<float>(A, [[AL]]), P<float>(A, [[BE]]),
 // CHECK-NEXT: CNNRT_CHECK_KERNEL(ctx, "{{.*}}", "cnn.fused_batch_norm_affine_relu_grad nhwc{{.*}}");
 // One block per channel (16) adds the tiles.
-// CHECK-NEXT: nhwcBnGradFinish<float><<<16, 256, 0, s>>>
+// CHECK-NEXT: nhwcBnGradFinish<float><<<16, 256, 0, s>>>([[SCRATCH]],
 // CHECK-NEXT: CNNRT_CHECK_KERNEL(ctx, "{{.*}}", "cnn.fused_batch_norm_affine_relu_grad nhwc{{.*}}");
 // CHECK-NEXT: k[[K:[0-9]+]]<<<{{.*}}>>>(P<__half>(A, [[DY]]), P<__half>(A, [[X]]), {{.*}}, P<float>(A, [[AL]]), P<float>(A, [[BE]]), P<__half>(A,
 // CHECK-NOT: "cnn.relu_grad

@@ -50,10 +50,20 @@ struct CUDATranslationUnit {
 /// "host1", ... of about equal size; the host unit keeps what they do not
 /// name (tables, the model spec, main) and declares them. A function that
 /// names a top-level table, macro or other non-moving entity of the host
-/// code stays in the host unit.
+/// code stays in the host unit. The host code stays whole where
+/// mutableDeviceVariables(cu) is not empty.
 std::vector<CUDATranslationUnit>
 splitCUDATranslationUnits(llvm::StringRef cu, unsigned maxKernelUnits,
                           unsigned hostUnits = 1);
+
+/// The names of the mutable variables `cu` defines at namespace scope with
+/// `__device__` or `__managed__` (not const, constexpr or `__constant__`
+/// tables), in order. Each translation unit that repeats such a definition
+/// has its own copy, so a kernel launched from one host unit cannot see
+/// what a kernel launched from another wrote there: the host code cannot
+/// be split while the text has one (the prelude has none; its reductions
+/// take their scratch as a pointer, Context::reductionScratch).
+std::vector<std::string> mutableDeviceVariables(llvm::StringRef cu);
 
 } // namespace cnnc
 
