@@ -1,23 +1,32 @@
 #!/usr/bin/env python3
-"""cnnc's compile time, stage by stage (issue 37): one model compiled five
-ways with the same cnnc, on this machine's cores.
+"""cnnc's compile time, stage by stage (issue 37): one model compiled
+several ways with the same cnnc, on this machine's cores. Each row's label
+says what it builds (H: --host-units, default 4):
 
-  one nvcc         CNNC_NVCC_SPLIT=0, CNNC_OBJECT_CACHE=off: the whole
-                   model.cu as one nvcc unit (the build before the split)
-  cold, one host unit  CNNC_NVCC_HOST_UNITS=1, no cache: the host code in one
-                   unit (the split of session 23)
-  cold             split units (the kernels, the host code in units of
-                   its own), parallel nvcc, empty object cache
-  unchanged        the same build again
-  weights changed  the same model exported with other weights (same path)
-  lr changed       --lr 0.05 instead of 0.01
+  one nvcc unit, no cache       CNNC_NVCC_SPLIT=0, CNNC_OBJECT_CACHE=off: the
+                                whole model.cu as one nvcc unit (the build
+                                before the split)
+  cold, 1 host unit, no cache   CNNC_NVCC_HOST_UNITS=1 (cnnc's default),
+                                cache off: kernel units in parallel, the host
+                                code in one unit
+  cold, H host units, no cache  CNNC_NVCC_HOST_UNITS=H, cache off: the host
+                                code's functions (the step cut into parts)
+                                in H units
+  cold, H host units, empty cache   the same, filling an empty object cache
+  unchanged, H host units       the same build again (all from the cache)
+  weights changed, H host units the model exported with other weights
+  lr changed, H host units      --lr 0.05 instead of 0.01
+
+The cached rows use H host units (CNNC_NVCC_HOST_UNITS=H); with
+--host-units 1 the "cold, H host units, no cache" row is left out (the
+same build as the one-host-unit row).
 
 Each row: wall seconds, units compiled / from the cache, and the stages of
 `--mlir-timing` (ONNX import, nvcc compile, nvcc link, the rest), and the
 slowest unit's nvcc (it bounds "nvcc compile" when there are cores for all).
 
   python3 bench/compile_time.py --cnnc .carry/cnnc [--model resnet50]
-       [--batch 128] [--jobs N] [--work DIR] [--json FILE]
+       [--batch 128] [--jobs N] [--host-units H] [--work DIR] [--json FILE]
 Prints a markdown table and writes the rows to JSON (default <work>/compile_time.json).
 """
 import argparse
@@ -67,6 +76,23 @@ def export(model, batch, path, seed):
                 training=True, opset=17)
 
 
+def build_runs(host_units):
+    """(label, environment, --lr, export seed or None) of each row, in order;
+    the label names what differs."""
+    off = {"CNNC_OBJECT_CACHE": "off"}
+    h = {"CNNC_NVCC_HOST_UNITS": str(host_units)}
+    hs = "%d host unit%s" % (host_units, "" if host_units == 1 else "s")
+    runs = [("one nvcc unit, no cache", dict(off, CNNC_NVCC_SPLIT="0"), 0.01, None),
+            ("cold, 1 host unit, no cache", dict(off, CNNC_NVCC_HOST_UNITS="1"), 0.01, None)]
+    if host_units > 1:
+        runs.append(("cold, %s, no cache" % hs, dict(off, **h), 0.01, None))
+    runs += [("cold, %s, empty cache" % hs, h, 0.01, None),
+             ("unchanged, %s" % hs, h, 0.01, None),
+             ("weights changed, %s" % hs, h, 0.01, 1),
+             ("lr changed, %s" % hs, h, 0.05, None)]
+    return runs
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -74,11 +100,15 @@ def main(argv=None):
     ap.add_argument("--model", default="resnet50")
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--jobs", type=int, default=0, help="CNNC_NVCC_JOBS (default: cnnc's)")
+    ap.add_argument("--host-units", type=int, default=4,
+                    help="CNNC_NVCC_HOST_UNITS of the split rows (default: %(default)s)")
     ap.add_argument("--work", default="/tmp/cnnc-compile-time")
     ap.add_argument("--json", default="")
     ap.add_argument("--flags", default="--optimizer sgd --momentum 0.9",
                     help="more cnnc flags (default: %(default)s)")
     args = ap.parse_args(argv)
+    if not 1 <= args.host_units <= 64:
+        ap.error("--host-units must be from 1 to 64")
     os.makedirs(args.work, exist_ok=True)
     onnx = os.path.join(args.work, args.model + ".onnx")
     cache = os.path.join(args.work, "object-cache")
@@ -91,11 +121,8 @@ def main(argv=None):
         base["CNNC_NVCC_JOBS"] = str(args.jobs)
     print("cores:", os.cpu_count(), "| cnnc:", args.cnnc, flush=True)
     export(args.model, args.batch, onnx, seed=0)
-    runs = [("one nvcc", {"CNNC_NVCC_SPLIT": "0", "CNNC_OBJECT_CACHE": "off"}, 0.01, None),
-            ("cold, one host unit", {"CNNC_NVCC_HOST_UNITS": "1", "CNNC_OBJECT_CACHE": "off"},
-             0.01, None),
-            ("cold", {}, 0.01, None), ("unchanged", {}, 0.01, None),
-            ("weights changed", {}, 0.01, 1), ("lr changed", {}, 0.05, None)]
+    base.pop("CNNC_NVCC_HOST_UNITS", None)
+    runs = build_runs(args.host_units)
     rows = []
     for label, env, lr, seed in runs:
         if seed is not None:
@@ -110,8 +137,8 @@ def main(argv=None):
             rows.append({"run": label, "error": "exit %d" % p.returncode})
             continue
         stages, units = parse_timing(p.stderr)
-        row = {"run": label, "wall_s": wall, "stages": stages, "units": units,
-               "unit_s": parse_unit_times(p.stderr)}
+        row = {"run": label, "env": env, "lr": lr, "wall_s": wall, "stages": stages,
+               "units": units, "unit_s": parse_unit_times(p.stderr)}
         rows.append(row)
         print(json.dumps(row), flush=True)
     path = args.json or os.path.join(args.work, "compile_time.json")

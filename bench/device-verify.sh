@@ -32,7 +32,8 @@
 #     test/gpu/check_determinism.py);
 #  c. cnnc's compile time by stage on this machine's cores (issue 37):
 #     bench/compile_time.py, ResNet-50 compiled as one nvcc unit, cold
-#     split, unchanged, other weights, another --lr.
+#     with 1 and with COMPILE_HOST_UNITS (default 4) host units, then
+#     unchanged, other weights, another --lr with that many host units.
 # Data parallelism on 2 or 4 GPUs has its own script: bench/device-dp.sh.
 # Each part has its own time limit so the call returns what finished; logs
 # go to $OUT.   Usage: bash bench/device-verify.sh [PARTS]  (default 1234)
@@ -117,7 +118,8 @@ if [[ $PARTS == *r* ]]; then
 fi
 if [[ $PARTS == *c* ]]; then
   part compile-time ${COMPILE_S:-200} python3 bench/compile_time.py --cnnc "$CNNC" \
-    --model ${COMPILE_MODEL:-resnet50} --work /tmp/ct --json "$OUT/compile_time.json"
+    --model ${COMPILE_MODEL:-resnet50} --host-units ${COMPILE_HOST_UNITS:-4} \
+    --work /tmp/ct --json "$OUT/compile_time.json"
 fi
 if [[ $PARTS == *8* ]]; then
   part dgrad-stats ${DGRAD_S:-400} bash -c "{ [ -f /tmp/rt/build.ninja ] || $CONFIGURE_RT; }"' &&
