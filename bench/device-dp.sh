@@ -659,6 +659,140 @@ export_onnx(build_model('resnet50', None, 0), '$TW/resnet50.onnx', (128, 3, 224,
   part_end T
 fi
 
+# ---------------------------------------------------------------- P
+# Pipeline stages (issue 38, docs/pipeline-parallel.md), f32, GPipe:
+#  a. a net without BatchNorm (prepare.py's NoBN, micro-batch 8, 32x32):
+#     `cnnc --pipeline-stages 2 --micro-batches 4` (and S=4 on 4 GPUs), 5
+#     steps, against the same ONNX compiled with --accumulate 4 on one GPU
+#     over the same data (one epoch: 5 x 32 samples): each step's loss
+#     against the mean of its 4 micro-steps', within 1e-5 relative;
+#  b. ResNet-18 (BatchNorm per micro-batch on both sides) likewise, 1e-4;
+#  c. ResNet-50, micro-batch 16 x M = 8 (global batch 128), S = 2,
+#     synthetic data, 60 steps: the pipeline's img/s next to the one-GPU
+#     step's at batch 128, and the plan cnnc printed (cuts, per-stage
+#     memory, bubble);
+#  d. a stage SIGKILLed mid-run: the launcher exits non-zero with one
+#     "pipeline run failed" error within 60 s.
+# The last line: PIPELINE PART P: PASS, or FAIL <what failed>.
+if has P; then
+  part_begin P
+  PW=$W/p
+  P_FAILS=()
+  pfail() { fail "P $*"; P_FAILS+=("${1%%:*}"); }
+  PF32=(--train --precision fp32 "${SGD[@]}")
+  if run p-prepare 180 $PY "$DP/prepare.py" --work "$PW" --batch 8 --size 32 --steps 10; then
+    PX=(--data "$PW/data_x.npy" --labels "$PW/data_y.npy" --seed 0 --log-every 1)
+    BUILD_PIDS=()
+    build p-nobn-pp2 300 "$PW/nobn.onnx" "${PF32[@]}" --pipeline-stages 2 --micro-batches 4 &
+    BUILD_PIDS+=($!)
+    build p-nobn-acc 300 "$PW/nobn.onnx" "${PF32[@]}" --accumulate 4 &
+    BUILD_PIDS+=($!)
+    build p-r18-pp2 300 "$PW/resnet18.onnx" "${PF32[@]}" --pipeline-stages 2 --micro-batches 4 &
+    BUILD_PIDS+=($!)
+    build p-r18-acc 300 "$PW/resnet18.onnx" "${PF32[@]}" --accumulate 4 &
+    BUILD_PIDS+=($!)
+    if ((NG >= 4)); then
+      build p-nobn-pp4 300 "$PW/nobn.onnx" "${PF32[@]}" --pipeline-stages 4 --micro-batches 4 &
+      BUILD_PIDS+=($!)
+    fi
+    (if run p-export-r50 180 $PY -c "
+from cnnc.export import build_model, export_onnx
+m = build_model('resnet50', None, 0)
+export_onnx(m, '$PW/r50_b16.onnx', (16, 3, 224, 224), training=True)
+export_onnx(m, '$PW/r50_b128.onnx', (128, 3, 224, 224), training=True)
+"; then
+      build p-r50-pp2 400 "$PW/r50_b16.onnx" "${PF32[@]}" --pipeline-stages 2 --micro-batches 8 &
+      build p-r50-1x 400 "$PW/r50_b128.onnx" "${PF32[@]}" &
+      wait
+    else
+      echo "p-r50 (the ResNet-50 export failed, see p-export-r50)" >>"$W/build-failures"
+    fi) &
+    BUILD_PIDS+=($!)
+    wait "${BUILD_PIDS[@]}"
+    # p_compare NAME PP ACC BOUND: PP's step losses against the mean of each
+    # 4 consecutive micro-step losses of ACC.
+    p_compare() {
+      $PY - "$LOGS/$2.log" "$LOGS/$3.log" "$4" <<'PYEOF'
+import re, sys
+step = re.compile(r"^step (\d+) loss (\S+)", re.M)
+pp = [float(v) for _, v in step.findall(open(sys.argv[1]).read())]
+acc = [float(v) for _, v in step.findall(open(sys.argv[2]).read())]
+bound = float(sys.argv[3])
+if len(pp) != 5 or len(acc) != 20:
+    print("steps: %d pipelined, %d accumulated (want 5 and 20)" % (len(pp), len(acc)))
+    sys.exit(1)
+ref = [sum(acc[4 * k:4 * k + 4]) / 4 for k in range(5)]
+diff = max(abs(a - b) for a, b in zip(pp, ref))
+rel = max(abs(a - b) / max(abs(b), 1e-12) for a, b in zip(pp, ref))
+print("losses %s vs %s: max |diff| %.3g, max relative %.3g (bound %g)"
+      % (["%.7g" % v for v in pp], ["%.7g" % v for v in ref], diff, rel, bound))
+sys.exit(0 if rel <= bound else 1)
+PYEOF
+    }
+    # a, b: the pipelined step against accumulation over the same data.
+    for c in "a nobn pp2 1e-5" "b r18 pp2 1e-4" "a nobn pp4 1e-5"; do
+      set -- $c
+      [ -x "$W/p-$2-$3" ] || { [ "$3" = pp4 ] && ((NG < 4)) && continue; pfail "$1: p-$2-$3 did not build (see build-p-$2-$3.log)"; continue; }
+      [ -x "$W/p-$2-acc" ] || { pfail "$1: p-$2-acc did not build"; continue; }
+      [ -f "$LOGS/p-$2-acc.log" ] ||
+        CUDA_VISIBLE_DEVICES=0 run "p-$2-acc" 120 "$W/p-$2-acc" "${PX[@]}" --steps 20 ||
+        pfail "$1: $2 --accumulate 4 run (exit $?, see p-$2-acc.log)"
+      run "p-$2-$3" 120 "$W/p-$2-$3" "${PX[@]}" --steps 5 ||
+        pfail "$1: $2 $3 run (exit $?, see p-$2-$3.log)"
+      if out=$(p_compare "$1" "p-$2-$3" "p-$2-acc" "$4" 2>&1); then
+        pass "P $1: $2 S=${3#pp} M=4 vs --accumulate 4: $out"
+      else
+        pfail "$1: $2 S=${3#pp} M=4 vs --accumulate 4: $out"
+      fi
+    done
+    # c. ResNet-50 img/s and the plan.
+    if [ -x "$W/p-r50-pp2" ] && [ -x "$W/p-r50-1x" ]; then
+      grep -A8 "^pipeline plan" "$LOGS/build-p-r50-pp2.log" | tee -a "$SUMMARY"
+      run p-r50-pp2 200 "$W/p-r50-pp2" --data synthetic --steps 60 ||
+        pfail "c: ResNet-50 pipeline run (exit $?, see p-r50-pp2.log)"
+      CUDA_VISIBLE_DEVICES=0 run p-r50-1x 200 "$W/p-r50-1x" --data synthetic --steps 60 ||
+        pfail "c: ResNet-50 one-GPU run (exit $?, see p-r50-1x.log)"
+      note "c: ResNet-50 f32 batch 128, pipeline S=2 x M=8 (micro-batch 16): $(grep '^done:' "$LOGS/p-r50-pp2.log" | tail -1)"
+      note "c: ResNet-50 f32 batch 128, one GPU:                             $(grep '^done:' "$LOGS/p-r50-1x.log" | tail -1)"
+    else
+      pfail "c: the ResNet-50 executables did not build (see build-p-r50-*.log)"
+    fi
+    # d. a stage killed mid-run stops the run with one error, no hang.
+    if [ -x "$W/p-nobn-pp2" ]; then
+      t=$SECONDS
+      run p-kill 90 "$W/p-nobn-pp2" "${PX[@]}" --steps 1000000 &
+      KP=$!
+      for _ in $(seq 1 60); do grep -q "^step 2 " "$LOGS/p-kill.log" 2>/dev/null && break; sleep 1; done
+      victim=$(pgrep -f "$W/p-nobn-pp2" | while read -r p; do
+        tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -q '^CNNC_RANK=0$' && echo "$p"; done | head -1)
+      if [ -n "$victim" ]; then
+        kt=$SECONDS
+        kill -9 "$victim"
+        wait $KP
+        r=$?
+        n=$(grep -c "pipeline run failed" "$LOGS/p-kill.log")
+        if [ $r -ne 0 ] && [ $r -ne 124 ] && [ "$n" -eq 1 ] && ((SECONDS - kt <= 60)); then
+          pass "P d: stage 0 SIGKILLed: exit $r after $((SECONDS - kt)) s, one error: $(grep 'pipeline run failed' "$LOGS/p-kill.log")"
+        else
+          pfail "d: stage 0 SIGKILLed: exit $r (124 = hung) after $((SECONDS - kt)) s, $n 'pipeline run failed' lines"
+        fi
+      else
+        kill "$KP" 2>/dev/null
+        wait $KP
+        pfail "d: no stage-0 process found to kill (see p-kill.log)"
+      fi
+    fi
+  else
+    pfail "prepare.py (exit $?, see p-prepare.log)"
+  fi
+  if ((${#P_FAILS[@]} == 0)); then
+    echo "PIPELINE PART P: PASS" | tee -a "$SUMMARY"
+  else
+    echo "PIPELINE PART P: FAIL ${P_FAILS[*]}" | tee -a "$SUMMARY"
+  fi
+  part_end P
+fi
+
 # ---------------------------------------------------------------- R
 # The runtime's own NCCL checks (formerly in the one- and two-GPU scripts).
 if has R; then

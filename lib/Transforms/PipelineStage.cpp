@@ -44,13 +44,13 @@ void StagePass::runOnOperation() {
                      "and cnn-pipeline-schedule first)");
     return signalPassFailure();
   }
-  int64_t stages = stagesAttr.getInt();
-  if (stage < 0 || stage >= stages) {
+  int64_t stages = stagesAttr.getInt(), s = stage;
+  if (s < 0 || s >= stages) {
     module.emitError("cnn-pipeline-stage: stage ")
-        << stage << " is not one of the plan's " << stages << " stages";
+        << s << " is not one of the plan's " << stages << " stages";
     return signalPassFailure();
   }
-  std::string name = "stage" + std::to_string(stage) + "_step";
+  std::string name = "stage" + std::to_string(s) + "_step";
   auto fn = module.lookupSymbol<func::FuncOp>(name);
   if (!fn) {
     module.emitError("cnn-pipeline-stage: the module has no @")

@@ -6,6 +6,9 @@ the same micro-batches, bitwise (the same f32 ops in the same order): every
 parameter, optimizer state and BatchNorm running statistic after the run, and
 each step's loss equal to the mean of its M micro-steps' losses."""
 import os
+import re
+import shutil
+import subprocess
 import sys
 
 import numpy as np
@@ -120,3 +123,72 @@ def test_pipeline_memory_budget(cnnc, models, digits, tmp_path):
     assert r.returncode != 0
     assert "/fc1/Gemm: error: cnn-pipeline-partition: this layer alone needs" in r.stderr, r.stderr
     assert "over device-memory-bytes 1048576: no cut can fit it" in r.stderr, r.stderr
+
+
+NVCC = os.path.exists("/usr/local/cuda/bin/nvcc") or shutil.which("nvcc")
+
+
+def test_pipeline_cuda_refusals(cnnc, models, tmp_path):
+    """What the CUDA target's pipeline stages do not run is one error naming
+    it, before anything is compiled: fp16 (the GPU's default precision: a
+    loss scale per stage would not skip a step on every stage), the 1f1b
+    schedule, the C API library."""
+    model = models["simplecnn"]
+    base = ("--train", "--pipeline-stages", 2, "--micro-batches", 4)
+    r = tc.run_cnnc(cnnc, model, *base, "-o", tmp_path / "a.cu")
+    assert r.returncode != 0
+    assert "--pipeline-stages: the CUDA target's pipeline stages run in fp32 only" in r.stderr, r.stderr
+    assert "give --precision fp32" in r.stderr, r.stderr
+    r = tc.run_cnnc(cnnc, model, *base, "--precision", "fp32", "--pipeline-schedule", "1f1b",
+                    "-o", tmp_path / "b.cu")
+    assert r.returncode != 0
+    assert "--pipeline-schedule 1f1b: the CUDA target runs the gpipe schedule only" in r.stderr, r.stderr
+    r = tc.run_cnnc(cnnc, model, *base, "--precision", "fp32", "--emit", "lib",
+                    "-o", tmp_path / "lib.so")
+    assert r.returncode != 0
+    assert "--emit lib with --pipeline-stages" in r.stderr, r.stderr
+    assert not (tmp_path / "a.cu").exists() and not (tmp_path / "lib.so").exists()
+
+
+@pytest.mark.skipif(not NVCC, reason="nvcc not installed")
+def test_pipeline_cuda_executable_builds(cnnc, models, tmp_path):
+    """`cnnc --train --pipeline-stages 2 --micro-batches 4 -o train` for the
+    CUDA target: one executable holding both stages' steps, built by nvcc
+    here (no GPU needed; docs/pipeline-parallel.md). Each stage's step cuts
+    its 4 micro-batches out of the 4 x B batch and moves the cut's
+    activations forward and their gradients backward through NCCL, 4 each
+    way, in the stages' matching order; only the last stage has the loss.
+    The executable refuses a GPU count other than its stage count before it
+    looks for a GPU."""
+    model = models["simplecnn"]
+    exe = tmp_path / "train"
+    r = tc.run_cnnc(cnnc, model, "--train", "--precision", "fp32", "--pipeline-stages", 2,
+                    "--micro-batches", M, "-o", exe)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "pipeline plan: 2 stage(s) x 4 micro-batch(es) (GPipe)" in r.stdout, r.stdout
+    cu = (tmp_path / "train.cu").read_text()
+    stages = cu.split("namespace cnnc_stage")
+    assert len(stages) == 1 + 2 * 2, "two stages, each opened and closed"
+    s0, s1 = stages[1], stages[3]
+    # Stage 0 sends to 1 and receives from it; stage 1 the other way round.
+    assert len(re.findall(r"cnnrt::dist::send\(ctx, A \+ \d+, \d+ull, 1,", s0)) == M
+    assert len(re.findall(r"cnnrt::dist::recv\(ctx, A \+ \d+, \d+ull, 1,", s0)) == M
+    assert len(re.findall(r"cnnrt::dist::recv\(ctx, A \+ \d+, \d+ull, 0,", s1)) == M
+    assert len(re.findall(r"cnnrt::dist::send\(ctx, A \+ \d+, \d+ull, 0,", s1)) == M
+    for s in (s0, s1):
+        assert "cnnrt::dist::prepare(ctx, 0)" in s
+        assert len(re.findall(r"// micro-batch \d of 4: rows", s)) == M
+        # The spec: the M x B batch, 10 classes, the stage hooks.
+        assert re.search(r"kModel = \{.*, %d, 3, 32, 32, 10, prepareModel, trainStep, "
+                         r"nullptr, .*&cnnrt::dist::kHooks\};" % (M * B), s), s[-600:]
+    assert "cnnrt::Role::Loss" not in s0 and "cnnrt::Role::Loss" in s1
+    # The sends of one stage and the receives of the other carry the same bytes.
+    sent = re.findall(r"dist::send\(ctx, A \+ \d+, (\d+)ull", s0)
+    got = re.findall(r"dist::recv\(ctx, A \+ \d+, (\d+)ull", s1)
+    assert sent == got, (sent, got)
+    assert "return cnnrt::trainPipelineMain(argc, argv, kStages, 2);" in cu
+    assert os.access(exe, os.X_OK)
+    r = subprocess.run([str(exe), "--data", "synthetic", "--gpus", "3"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "--gpus 3: this step has 2 pipeline stages, one per GPU" in r.stderr, r.stderr

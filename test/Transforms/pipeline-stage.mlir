@@ -1,0 +1,86 @@
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 micro-batches=2" -cnn-pipeline-split -cnn-pipeline-schedule -cnn-pipeline-stage="stage=0" | FileCheck %s --check-prefix=S0
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 micro-batches=2" -cnn-pipeline-split -cnn-pipeline-schedule -cnn-pipeline-stage="stage=1" | FileCheck %s --check-prefix=S1
+// RUN: not cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-stage 2>&1 | FileCheck %s --check-prefix=NOPLAN
+// RUN: not cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 micro-batches=2" -cnn-pipeline-split -cnn-pipeline-schedule -cnn-pipeline-stage="stage=2" 2>&1 | FileCheck %s --check-prefix=RANGE
+// RUN: not cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 micro-batches=2" -cnn-pipeline-split -cnn-pipeline-stage="stage=0" 2>&1 | FileCheck %s --check-prefix=NOSCHED
+// The CUDA target's step pipeline runs on a stage's step, and the emitter
+// prints its micro-batch copies and transfers.
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 micro-batches=2" -cnn-pipeline-split -cnn-pipeline-schedule -cnn-pipeline-stage="stage=0" -cnn-gpu-pipeline="precision=fp32" -o %t0.mlir
+// RUN: cnnc %t0.mlir --emit cuda | FileCheck %s --check-prefix=CUDA0
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 micro-batches=2" -cnn-pipeline-split -cnn-pipeline-schedule -cnn-pipeline-stage="stage=1" -cnn-gpu-pipeline="precision=fp32" -o %t1.mlir
+// RUN: cnnc %t1.mlir --emit cuda | FileCheck %s --check-prefix=CUDA1
+
+// cnn-pipeline-stage: one stage's @stage<s>_step as the module's
+// @train_step, for the CUDA target to plan and print as a step of its own.
+
+func.func @forward(%x: tensor<2x3x8x8xf32> {cnn.input},
+                   %w1: tensor<4x3x3x3xf32> {cnn.param = "conv1.weight"},
+                   %b1: tensor<4xf32> {cnn.param = "conv1.bias"},
+                   %w2: tensor<8x4x3x3xf32> {cnn.param = "conv2.weight"},
+                   %w3: tensor<10x8xf32> {cnn.param = "fc.weight"}) -> tensor<2x10xf32> {
+  %c = cnn.conv2d %x, %w1 {strides = array<i64: 1, 1>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1} : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<2x4x8x8xf32>
+  %cb = cnn.bias_add %c, %b1 : (tensor<2x4x8x8xf32>, tensor<4xf32>) -> tensor<2x4x8x8xf32>
+  %r = cnn.relu %cb : (tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+  %c2 = cnn.conv2d %r, %w2 {strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1} : (tensor<2x4x8x8xf32>, tensor<8x4x3x3xf32>) -> tensor<2x8x4x4xf32>
+  %r2 = cnn.relu %c2 : (tensor<2x8x4x4xf32>) -> tensor<2x8x4x4xf32>
+  %g = cnn.global_avg_pool %r2 : (tensor<2x8x4x4xf32>) -> tensor<2x8x1x1xf32>
+  %f = cnn.flatten %g {axis = 1} : (tensor<2x8x1x1xf32>) -> tensor<2x8xf32>
+  %y = cnn.matmul %f, %w3 {transpose_rhs = true} : (tensor<2x8xf32>, tensor<10x8xf32>) -> tensor<2x10xf32>
+  return %y : tensor<2x10xf32>
+}
+
+// NOPLAN: error: cnn-pipeline-stage: the module has no cnn.pipeline plan
+// RANGE: error: cnn-pipeline-stage: stage 2 is not one of the plan's 2 stages
+// NOSCHED: error: cnn-pipeline-stage: the module has no @stage0_step (run cnn-pipeline-schedule first)
+
+// Stage 0: only its step is left (no @forward, no other stage), renamed, with
+// the class count of the last stage's logits; it has no loss.
+// S0-NOT: func.func @forward
+// S0-NOT: func.func @stage
+// S0: func.func @train_step(%{{.*}}: tensor<4x3x8x8xf32> {cnn.input
+// S0-NOT: cnn.loss
+// S0-SAME: attributes {cnn.num_classes = 10 : i64
+// S0-SAME: cnn.pipeline_stage = 0 : i64, cnn.pipeline_stages = 2 : i64
+// S0: cnn.send
+// S0: cnn.recv
+// S0-NOT: func.func
+
+// Stage 1: the two micro-batch losses become one cnn.loss result, their
+// mean: summed in micro-batch order, then scaled by 1/M.
+// S1-NOT: func.func @stage
+// S1: func.func @train_step({{.*}}) -> (tensor<f32> {cnn.loss}, tensor<
+// S1-NOT: cnn.loss
+// S1-SAME: attributes {cnn.num_classes = 10 : i64
+// S1-SAME: cnn.pipeline_stage = 1 : i64, cnn.pipeline_stages = 2 : i64
+// S1: %[[L0:.*]] = cnn.softmax_cross_entropy
+// S1: %[[L1:.*]] = cnn.softmax_cross_entropy
+// S1: %[[SUM:.*]] = cnn.add %[[L0]], %[[L1]]
+// S1: %[[MEAN:.*]] = cnn.scale %[[SUM]] {factor = 5.000000e-01 : f32}
+// S1: return %[[MEAN]],
+
+// The emitted stages: micro-batch m of the 4-row batch is a copy of rows
+// 2m..2m+1 (its byte range), the transfers go through the stage
+// communicator, which prepareModel creates; the spec has the class count
+// and the training driver's hooks, but only the last stage a Loss tensor.
+// CUDA0: #include "cnnrt/Nccl.h"
+// CUDA0-NOT: Role::Loss
+// CUDA0: static void prepareModel(cnnrt::Context &ctx) {
+// CUDA0: cnnrt::dist::prepare(ctx, 0);
+// CUDA0: static void trainStep(
+// CUDA0: // micro-batch 0 of 2: rows 0..1 of the batch
+// CUDA0-NEXT: ctx.check(cudaMemcpyAsync(A + [[MB0:[0-9]+]], A + 0, 1536, cudaMemcpyDeviceToDevice, s)
+// CUDA0: cnnrt::dist::send(ctx, A + {{[0-9]+}}, 2048ull, 1, "tag 0 at
+// CUDA0: // micro-batch 1 of 2: rows 2..3 of the batch
+// CUDA0-NEXT: ctx.check(cudaMemcpyAsync(A + {{[0-9]+}}, A + 1536, 1536, cudaMemcpyDeviceToDevice, s)
+// CUDA0: cnnrt::dist::send(ctx, A + {{[0-9]+}}, 2048ull, 1, "tag 0 at
+// CUDA0: cnnrt::dist::recv(ctx, A + {{[0-9]+}}, 2048ull, 1, "tag 1 at
+// CUDA0: cnnrt::dist::recv(ctx, A + {{[0-9]+}}, 2048ull, 1, "tag 1 at
+// CUDA0: static const cnnrt::ModelSpec kModel = {{.*}}, 4, 3, 8, 8, 10, prepareModel, trainStep, nullptr, {{.*}}, &cnnrt::dist::kHooks};
+
+// CUDA1: cnnrt::Role::Loss
+// CUDA1: cnnrt::dist::prepare(ctx, 0);
+// CUDA1: cnnrt::dist::recv(ctx, A + {{[0-9]+}}, 2048ull, 0, "tag 0 at
+// CUDA1: cnnrt::dist::recv(ctx, A + {{[0-9]+}}, 2048ull, 0, "tag 0 at
+// CUDA1: cnnrt::dist::send(ctx, A + {{[0-9]+}}, 2048ull, 0, "tag 1 at
+// CUDA1: cnnrt::dist::send(ctx, A + {{[0-9]+}}, 2048ull, 0, "tag 1 at
+// CUDA1: static const cnnrt::ModelSpec kModel = {{.*}}, 4, 3, 8, 8, 10, prepareModel, trainStep, nullptr, {{.*}}, &cnnrt::dist::kHooks};
