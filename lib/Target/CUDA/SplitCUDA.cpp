@@ -57,34 +57,40 @@ struct Item {
 
 bool isIdentChar(char c) { return llvm::isAlnum(c) || c == '_'; }
 
+/// Where the comment or string or character literal that starts at `i` of
+/// `s` ends (its last character: the newline of a line comment), `i` where
+/// none starts there, StringRef::npos where it does not end.
+size_t skipCommentOrLiteral(StringRef s, size_t i) {
+  char c = s[i];
+  if (c == '/' && i + 1 < s.size() && s[i + 1] == '/')
+    return s.find('\n', i);
+  if (c == '/' && i + 1 < s.size() && s[i + 1] == '*') {
+    size_t end = s.find("*/", i + 2);
+    return end == StringRef::npos ? end : end + 1;
+  }
+  if (c == '"' || c == '\'') {
+    for (++i; i < s.size() && s[i] != c; ++i)
+      if (s[i] == '\\')
+        ++i;
+    return i < s.size() ? i : StringRef::npos;
+  }
+  return i;
+}
+
 /// The end of the definition starting at `from` in `s`: the position after
 /// the closing '}' of its first brace group (kernel) or after the ';' at
 /// depth 0 (table). Skips comments and string and character literals.
 std::optional<size_t> definitionEnd(StringRef s, size_t from, bool kernel) {
   int depth = 0;
   for (size_t i = from; i < s.size(); ++i) {
+    size_t skipped = skipCommentOrLiteral(s, i);
+    if (skipped == StringRef::npos)
+      return std::nullopt;
+    if (skipped != i) {
+      i = skipped;
+      continue;
+    }
     char c = s[i];
-    if (c == '/' && i + 1 < s.size() && s[i + 1] == '/') {
-      i = s.find('\n', i);
-      if (i == StringRef::npos)
-        return std::nullopt;
-      continue;
-    }
-    if (c == '/' && i + 1 < s.size() && s[i + 1] == '*') {
-      i = s.find("*/", i + 2);
-      if (i == StringRef::npos)
-        return std::nullopt;
-      ++i;
-      continue;
-    }
-    if (c == '"' || c == '\'') {
-      for (++i; i < s.size() && s[i] != c; ++i)
-        if (s[i] == '\\')
-          ++i;
-      if (i >= s.size())
-        return std::nullopt;
-      continue;
-    }
     if (c == '{') {
       ++depth;
     } else if (c == '}') {
@@ -293,19 +299,14 @@ scanHost(StringRef host, llvm::StringSet<> &otherNames) {
     int depth = 0;
     size_t i = pos;
     for (; i < host.size(); ++i) {
+      size_t skipped = skipCommentOrLiteral(host, i);
+      if (skipped == StringRef::npos)
+        return std::nullopt;
+      if (skipped != i) {
+        i = skipped;
+        continue;
+      }
       char c = host[i];
-      if (c == '/' && i + 1 < host.size() && host[i + 1] == '/') {
-        i = host.find('\n', i);
-        if (i == StringRef::npos)
-          return std::nullopt;
-        continue;
-      }
-      if (c == '"' || c == '\'') {
-        for (++i; i < host.size() && host[i] != c; ++i)
-          if (host[i] == '\\')
-            ++i;
-        continue;
-      }
       if (c == '{' || c == '(' || c == '[')
         ++depth;
       else if (c == '}' || c == ')' || c == ']') {
@@ -441,20 +442,14 @@ std::vector<std::string> cnnc::mutableDeviceVariables(StringRef cu) {
     return j == 0 || cu[j - 1] == '\n';
   };
   for (size_t i = 0; i < cu.size(); ++i) {
+    size_t skipped = skipCommentOrLiteral(cu, i);
+    if (skipped == StringRef::npos)
+      break;
+    if (skipped != i) {
+      i = skipped;
+      continue;
+    }
     char c = cu[i];
-    if (c == '/' && i + 1 < cu.size() && cu[i + 1] == '/') {
-      i = cu.find('\n', i);
-      if (i == StringRef::npos)
-        break;
-      continue;
-    }
-    if (c == '/' && i + 1 < cu.size() && cu[i + 1] == '*') {
-      i = cu.find("*/", i + 2);
-      if (i == StringRef::npos)
-        break;
-      ++i;
-      continue;
-    }
     if (c == '#' && startsLine(i)) {
       // A preprocessor line, with its continuations.
       while (true) {
@@ -465,12 +460,6 @@ std::vector<std::string> cnnc::mutableDeviceVariables(StringRef cu) {
       }
       if (i == StringRef::npos)
         break;
-      continue;
-    }
-    if (c == '"' || c == '\'') {
-      for (++i; i < cu.size() && cu[i] != c; ++i)
-        if (cu[i] == '\\')
-          ++i;
       continue;
     }
     bool top = atNamespaceScope();
