@@ -1,4 +1,4 @@
-//===- PipelineStage.cpp - cnn-pipeline-stage: one stage as a train step ---===//
+//===- PipelineStage.cpp - cnn-pipeline-stage: a stage as a step ----------===//
 //
 // The CUDA target compiles each pipeline stage as a training step of its
 // own (its own arena plan, graph and ModelSpec). This pass turns the module
@@ -67,8 +67,7 @@ void StagePass::runOnOperation() {
                      "softmax_cross_entropy loss");
     return signalPassFailure();
   }
-  for (auto other :
-       llvm::make_early_inc_range(module.getOps<func::FuncOp>()))
+  for (auto other : llvm::make_early_inc_range(module.getOps<func::FuncOp>()))
     if (other != fn)
       other.erase();
   if (module.lookupSymbol("train_step")) {
@@ -101,9 +100,8 @@ void StagePass::runOnOperation() {
       b, loc, sum.getType(), sum,
       b.getF32FloatAttr(1.0f / static_cast<float>(lossResults.size())));
   ret.setOperand(lossResults[0], mean);
-  fn.setResultAttrs(lossResults[0],
-                    b.getDictionaryAttr(b.getNamedAttr(kLossAttr,
-                                                       b.getUnitAttr())));
+  fn.setResultAttrs(lossResults[0], b.getDictionaryAttr(b.getNamedAttr(
+                                        kLossAttr, b.getUnitAttr())));
   llvm::BitVector drop(fn.getNumResults());
   for (unsigned k = 1; k < lossResults.size(); ++k)
     drop.set(lossResults[k]);

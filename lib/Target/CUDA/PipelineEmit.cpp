@@ -19,9 +19,7 @@ bool cnnc::isPipelineOp(Operation *op) {
   return isa<MicroBatchOp, SendOp, RecvOp>(op);
 }
 
-bool cnnc::isPipelineTransfer(Operation *op) {
-  return isa<SendOp, RecvOp>(op);
-}
+bool cnnc::isPipelineTransfer(Operation *op) { return isa<SendOp, RecvOp>(op); }
 
 /// The bytes of a tensor of `t` (f32, f16, bf16, integers; a sub-byte
 /// element type is refused by the caller).
@@ -40,9 +38,9 @@ static LogicalResult checkBytes(Operation *op, RankedTensorType t) {
   return success();
 }
 
-LogicalResult
-cnnc::printPipelineOp(Operation *op, function_ref<int64_t(Value)> offsetOf,
-                      const std::string &loc, std::string &out) {
+LogicalResult cnnc::printPipelineOp(Operation *op,
+                                    function_ref<int64_t(Value)> offsetOf,
+                                    const std::string &loc, std::string &out) {
   return TypeSwitch<Operation *, LogicalResult>(op)
       .Case<MicroBatchOp>([&](MicroBatchOp m) {
         auto t = cast<RankedTensorType>(m.getResult().getType());
@@ -54,10 +52,9 @@ cnnc::printPipelineOp(Operation *op, function_ref<int64_t(Value)> offsetOf,
             "  // micro-batch {} of {}: rows {}..{} of the batch\n"
             "  ctx.check(cudaMemcpyAsync(A + {}, A + {}, {}, "
             "cudaMemcpyDeviceToDevice, s), \"{}\");\n",
-            index, static_cast<int64_t>(m.getCount()),
-            index * t.getDimSize(0), (index + 1) * t.getDimSize(0) - 1,
-            offsetOf(m.getResult()), offsetOf(m.getInput()) + index * bytes,
-            bytes, loc);
+            index, static_cast<int64_t>(m.getCount()), index * t.getDimSize(0),
+            (index + 1) * t.getDimSize(0) - 1, offsetOf(m.getResult()),
+            offsetOf(m.getInput()) + index * bytes, bytes, loc);
         return success();
       })
       .Case<SendOp>([&](SendOp snd) {
@@ -66,7 +63,8 @@ cnnc::printPipelineOp(Operation *op, function_ref<int64_t(Value)> offsetOf,
           return failure();
         out += fmt::format("  cnnrt::dist::send(ctx, A + {}, {}ull, {}, "
                            "\"tag {} at {}\");\n",
-                           offsetOf(snd.getInput()), bytesOf(t), static_cast<int64_t>(snd.getPeer()),
+                           offsetOf(snd.getInput()), bytesOf(t),
+                           static_cast<int64_t>(snd.getPeer()),
                            static_cast<int64_t>(snd.getTag()), loc);
         return success();
       })

@@ -36,8 +36,8 @@ bool isPipelineTransfer(mlir::Operation *op);
 /// `offsetOf` gives a value's arena offset, `loc` the op's location string
 /// (already escaped for a C string).
 mlir::LogicalResult
-printPipelineOp(mlir::Operation *op, llvm::function_ref<int64_t(mlir::Value)>
-                                         offsetOf,
+printPipelineOp(mlir::Operation *op,
+                llvm::function_ref<int64_t(mlir::Value)> offsetOf,
                 const std::string &loc, std::string &out);
 
 } // namespace cnnc
