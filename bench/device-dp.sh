@@ -672,7 +672,9 @@ fi
 #     step's at batch 128, and the plan cnnc printed (cuts, per-stage
 #     memory, bubble);
 #  d. a stage SIGKILLed mid-run: the launcher exits non-zero with one
-#     "pipeline run failed" error within 60 s.
+#     "pipeline run failed" error within 60 s;
+#  e. --checkpoint after 3 steps (one file, the stages' union), --resume to
+#     step 5: steps 4 and 5 as a's (1e-5 relative).
 # The last line: PIPELINE PART P: PASS, or FAIL <what failed>.
 if has P; then
   part_begin P
@@ -745,6 +747,38 @@ PYEOF
         pfail "$1: $2 S=${3#pp} M=4 vs --accumulate 4: $out"
       fi
     done
+    # e. a checkpoint of the stages (their union, one file) and a resumed
+    # run: steps 4 and 5 as in a's uninterrupted run.
+    if [ -x "$W/p-nobn-pp2" ] && [ -f "$LOGS/p-nobn-pp2.log" ]; then
+      run p-ckpt3 120 "$W/p-nobn-pp2" "${PX[@]}" --steps 3 --checkpoint "$PW/ck3.cnnw" ||
+        pfail "e: 3 steps with --checkpoint (exit $?, see p-ckpt3.log)"
+      run p-resume 120 "$W/p-nobn-pp2" "${PX[@]}" --steps 5 --resume "$PW/ck3.cnnw" \
+        --checkpoint "$PW/ck5.cnnw" || pfail "e: --resume (exit $?, see p-resume.log)"
+      if out=$($PY - "$LOGS/p-nobn-pp2.log" "$LOGS/p-resume.log" "$PW/ck5.cnnw" "$PW/nobn_init.npz" 2>&1 <<'PYEOF'
+import glob, re, sys
+import numpy as np
+from cnnc.cnnw import read_cnnw
+step = re.compile(r"^step (\d+) loss (\S+)", re.M)
+full = dict((int(k), float(v)) for k, v in step.findall(open(sys.argv[1]).read()))
+res = dict((int(k), float(v)) for k, v in step.findall(open(sys.argv[2]).read()))
+ck = read_cnnw(sys.argv[3])
+names = list(np.load(sys.argv[4]).keys())
+missing = [n for n in names if n not in ck]
+parts = glob.glob(sys.argv[3] + ".stage*")
+if sorted(res) != [4, 5] or missing or parts:
+    print("resumed steps %s, missing %s, parts left %s" % (sorted(res), missing, parts))
+    sys.exit(1)
+rel = max(abs(res[k] - full[k]) / abs(full[k]) for k in (4, 5))
+print("resumed steps 4, 5: %s vs %s (max relative %.3g); the checkpoint holds all %d tensors"
+      % ([res[4], res[5]], [full[4], full[5]], rel, len(names)))
+sys.exit(0 if rel <= 1e-5 else 1)
+PYEOF
+      ); then
+        pass "P e: $out"
+      else
+        pfail "e: checkpoint and resume: $out"
+      fi
+    fi
     # c. ResNet-50 img/s and the plan.
     if [ -x "$W/p-r50-pp2" ] && [ -x "$W/p-r50-1x" ]; then
       grep -A8 "^pipeline plan" "$LOGS/build-p-r50-pp2.log" | tee -a "$SUMMARY"

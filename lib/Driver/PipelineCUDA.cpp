@@ -42,9 +42,9 @@ LogicalResult cnnc::driver::compilePipelineCUDA(const DriverOptions &o,
     return fail(c, err);
   if (o.trainAndRun)
     return fail(c, "cnnc train --pipeline-stages on the GPU is not built yet "
-                   "(the trained state of pipeline stages is not written): "
-                   "compile with -o train and run ./train, or train on the "
-                   "reference interpreter (--run-reference)");
+                   "(it validates on the test split, which pipeline stages "
+                   "do not run): compile with -o train and run ./train, or "
+                   "train on the reference interpreter (--run-reference)");
   if (o.emit == "lib")
     return fail(c, "--emit lib with --pipeline-stages: the C API runs one "
                    "step on one GPU; pipeline stages run as an executable "

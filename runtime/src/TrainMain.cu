@@ -320,6 +320,51 @@ void writeCheckpoint(Context &ctx, const std::string &pathPattern, int64_t step,
     ctx.fail("checkpoint", err);
 }
 
+/// A checkpoint of pipeline stages: every stage writes its own tensors
+/// (`<path>.stage<s>`, atomically), and once all have (a sum over the
+/// stages), the last stage writes their union with the step and the data
+/// position to `path` and removes the parts. The file is the one an
+/// unpartitioned step writes; each stage resumes from it by loading its own
+/// tensors.
+void writePipelineCheckpoint(Context &ctx, const ModelSpec &spec,
+                             const std::string &pathPattern, int64_t step,
+                             const LoaderState &ls) {
+  std::string path = checkpointPath(pathPattern, step), err;
+  auto part = [&](int s) { return path + ".stage" + std::to_string(s); };
+  if (!writeTensorFileAtomic(part(gPipeline.stage), readStateFromArena(ctx),
+                             err))
+    ctx.fail("checkpoint", err);
+  int64_t written = 1;
+  spec.dist->sumHost(ctx, &written, 1);
+  if (written != gPipeline.stages)
+    ctx.fail("checkpoint", "only " + std::to_string(written) + " of " +
+                               std::to_string(gPipeline.stages) +
+                               " stages wrote their part of " + path);
+  if (gPipeline.stage != gPipeline.stages - 1)
+    return;
+  std::vector<TensorEntry> all;
+  for (int s = 0; s < gPipeline.stages; ++s) {
+    std::vector<TensorEntry> entries;
+    if (!readTensorFile(part(s), entries, err))
+      ctx.fail("checkpoint", err);
+    for (TensorEntry &e : entries)
+      if (!findEntry(all, e.name))
+        all.push_back(std::move(e));
+  }
+  TensorEntry st = TensorEntry::zeros("__step__", DType::I64, {1});
+  st.as<int64_t>()[0] = step;
+  all.push_back(std::move(st));
+  TensorEntry l = TensorEntry::zeros("__loader__", DType::I64, {3});
+  l.as<int64_t>()[0] = static_cast<int64_t>(ls.seed);
+  l.as<int64_t>()[1] = ls.epoch;
+  l.as<int64_t>()[2] = ls.cursor;
+  all.push_back(std::move(l));
+  if (!writeTensorFileAtomic(path, all, err))
+    ctx.fail("checkpoint", err);
+  for (int s = 0; s < gPipeline.stages; ++s)
+    unlink(part(s).c_str());
+}
+
 /// The host-side checks of loadStateIntoArena, run before the GPU is used:
 /// every persistent tensor in the file has the model's element count and a
 /// convertible dtype.
@@ -670,11 +715,7 @@ int runTraining(int argc, char **argv, const ModelSpec &spec) {
   const bool piped = gPipeline.stages > 0;
   const int64_t globalBatch =
       static_cast<int64_t>(spec.batch) * (piped ? 1 : world);
-  if (piped && (!o.checkpoint.empty() || !o.resume.empty() ||
-                o.checkpointEvery > 0))
-    usageError("--checkpoint/--resume/--checkpoint-every: checkpoints of "
-               "pipeline stages are not built yet "
-               "(docs/pipeline-parallel.md)");
+
 
   const DataFormat format = detectFormat(o.data);
   bool synthetic = format == DataFormat::Synthetic;
@@ -1035,7 +1076,9 @@ int runTraining(int argc, char **argv, const ModelSpec &spec) {
     if (isCkpt) {
       // The next step's batch has been produced from pipe->before[1-slot].
       LoaderState next = synthetic ? ls : pipe->before[1 - slot];
-      if (rank == 0)
+      if (piped)
+        writePipelineCheckpoint(ctx, spec, o.checkpoint, step, next);
+      else if (rank == 0)
         writeCheckpoint(ctx, o.checkpoint, step, next);
     }
     if (evaluator && plan.evalEvery > 0 && step % plan.evalEvery == 0 &&
@@ -1056,7 +1099,9 @@ int runTraining(int argc, char **argv, const ModelSpec &spec) {
   if (!o.checkpoint.empty() && runSteps > 0) {
     // The loader produced up to step `last`: its state is the next batch's.
     LoaderState next = synthetic ? ls : loader.state();
-    if (rank == 0)
+    if (piped)
+      writePipelineCheckpoint(ctx, spec, o.checkpoint, last, next);
+    else if (rank == 0)
       writeCheckpoint(ctx, o.checkpoint, last, next);
   }
   peak = std::max(peak, usedGPUMemory());
