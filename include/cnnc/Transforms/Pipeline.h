@@ -117,9 +117,11 @@ struct CNNPipelineOptions
   Option<int64_t> pipelineStages{
       *this, "pipeline-stages",
       llvm::cl::desc("Pipeline stages: split the training step into S "
-                     "stages (cnn-pipeline-partition, cnn-pipeline-split) "
-                     "and run them on the reference interpreter, GPipe "
-                     "order (0: no stages; the CUDA target has none yet)"),
+                     "stages (cnn-pipeline-partition, cnn-pipeline-split, "
+                     "cnn-pipeline-schedule), run on threads of the "
+                     "reference interpreter or, for the CUDA target (fp32, "
+                     "gpipe), as S processes on S GPUs of one executable "
+                     "(0: no stages)"),
       llvm::cl::init(0), llvm::cl::cat(trainingStepOptionCategory())};
   Option<int64_t> microBatches{
       *this, "micro-batches",
