@@ -96,7 +96,14 @@ LogicalResult cnnc::driver::compilePipelineCUDA(const DriverOptions &o,
       return fail(c, "--pipeline-stages: stage " + Twine(s) +
                          "'s CUDA has no kernels marker");
     std::string head = cu.substr(0, at);
-    size_t afterComment = head.find('\n', head.find('\n') + 1) + 1;
+    size_t firstEnd = head.find('\n');
+    size_t secondEnd = firstEnd == std::string::npos
+                           ? std::string::npos
+                           : head.find('\n', firstEnd + 1);
+    if (secondEnd == std::string::npos)
+      return fail(c, "--pipeline-stages: stage " + Twine(s) +
+                         "'s CUDA has no two-line header comment");
+    size_t afterComment = secondEnd + 1;
     if (s == 0)
       header = head.substr(afterComment);
     else if (head.substr(afterComment) != header)

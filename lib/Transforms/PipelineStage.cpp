@@ -16,6 +16,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/BitVector.h"
 
 namespace cnnc {
 #define GEN_PASS_DEF_CNNPIPELINESTAGE
