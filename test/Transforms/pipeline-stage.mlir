@@ -10,6 +10,13 @@
 // RUN: cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 micro-batches=2" -cnn-pipeline-split -cnn-pipeline-schedule -cnn-pipeline-stage="stage=1" -cnn-gpu-pipeline="precision=fp32" -o %t1.mlir
 // RUN: cnnc %t1.mlir --emit cuda | FileCheck %s --check-prefix=CUDA1
 
+// cnn-train-pipeline with pipeline stages for the CUDA target stops after
+// cnn-autodiff (the driver splits the step and runs the step pipeline on
+// each stage's), and refuses what the CUDA stages do not run.
+// RUN: cnnc-opt %s --cnn-train-pipeline="pipeline-stages=2 micro-batches=2 precision=fp32" | FileCheck %s --check-prefix=TRAIN
+// RUN: not cnnc-opt %s --cnn-train-pipeline="pipeline-stages=2 micro-batches=2" 2>&1 | FileCheck %s --check-prefix=FP16
+// RUN: not cnnc-opt %s --cnn-train-pipeline="pipeline-stages=2 micro-batches=2 precision=fp32 pipeline-schedule=1f1b" 2>&1 | FileCheck %s --check-prefix=ONEF
+
 // cnn-pipeline-stage: one stage's @stage<s>_step as the module's
 // @train_step, for the CUDA target to plan and print as a step of its own.
 
@@ -84,3 +91,11 @@ func.func @forward(%x: tensor<2x3x8x8xf32> {cnn.input},
 // CUDA1: cnnrt::dist::send(ctx, A + {{[0-9]+}}, 2048ull, 0, "tag 1 at
 // CUDA1: cnnrt::dist::send(ctx, A + {{[0-9]+}}, 2048ull, 0, "tag 1 at
 // CUDA1: static const cnnrt::ModelSpec kModel = {{.*}}, 4, 3, 8, 8, 10, prepareModel, trainStep, nullptr, {{.*}}, &cnnrt::dist::kHooks};
+
+// TRAIN: func.func @train_step(
+// TRAIN-NOT: cnn.offset
+// TRAIN-NOT: cnn.transpose
+// TRAIN-NOT: cnn.lowering_selected
+// TRAIN: cnn.accumulate_grad {{.*}} {every = 2 : i64}
+// FP16: error: cnn-train-pipeline: pipeline-stages: the CUDA target's pipeline stages run in fp32 only {{.*}}: give precision fp32
+// ONEF: error: cnn-train-pipeline: pipeline-schedule 1f1b: the CUDA target runs the gpipe schedule only
