@@ -127,6 +127,29 @@ __device__ float blockMax(float v) {
   __syncthreads();
   return warpMax[0];
 }
+// The flat index i of an element of an N x C x Y x X (NCHW) or N x Y x X x C
+// (NHWC) tensor as (n, c, y, x), and the offset of (n, c, y, x): pooling's
+// and resizing's index arithmetic.
+__device__ __forceinline__ void layoutIndex(int C, bool nhwc, int64_t i,
+                                            int64_t &n, int &c, int &y, int &x,
+                                            int Y, int X) {
+  if (nhwc) {
+    c = i % C;
+    x = (i / C) % X;
+    y = (i / ((int64_t)C * X)) % Y;
+    n = i / ((int64_t)C * X * Y);
+  } else {
+    x = i % X;
+    y = (i / X) % Y;
+    c = (i / ((int64_t)X * Y)) % C;
+    n = i / ((int64_t)X * Y * C);
+  }
+}
+__device__ __forceinline__ int64_t layoutAt(int C, bool nhwc, int64_t n, int c,
+                                            int y, int x, int Y, int X) {
+  return nhwc ? ((n * Y + y) * X + x) * C + c
+              : ((n * C + c) * Y + y) * (int64_t)X + x;
+}
 // cnnc-prelude-end
 } // namespace
 

@@ -23,29 +23,6 @@ struct PoolParams {
   bool countIncludePad;
 };
 
-// The flat index i of an element of an N x C x Y x X (NCHW) or
-// N x Y x X x C (NHWC) tensor as (n, c, y, x), and the offset of (n, c, y, x).
-__device__ __forceinline__ void poolOut(const PoolParams &p, bool nhwc,
-                                        int64_t i, int64_t &n, int &c, int &y,
-                                        int &x, int Y, int X) {
-  if (nhwc) {
-    c = i % p.C;
-    x = (i / p.C) % X;
-    y = (i / ((int64_t)p.C * X)) % Y;
-    n = i / ((int64_t)p.C * X * Y);
-  } else {
-    x = i % X;
-    y = (i / X) % Y;
-    c = (i / ((int64_t)X * Y)) % p.C;
-    n = i / ((int64_t)X * Y * p.C);
-  }
-}
-__device__ __forceinline__ int64_t poolAt(const PoolParams &p, bool nhwc,
-                                          int64_t n, int c, int y, int x, int Y,
-                                          int X) {
-  return nhwc ? ((n * Y + y) * X + x) * p.C + c
-              : ((n * p.C + c) * Y + y) * (int64_t)X + x;
-}
 // A pooling kernel's element i of an N x C x Y x X (NCHW) or N x Y x X x C
 // (NHWC) tensor: its pixel (y, x) and its plane, n * C + c in NCHW (one
 // division fewer) or n and c in NHWC. poolPlane is the plane's first
@@ -173,7 +150,7 @@ __global__ void maxPoolIndex(const T *x, const float *scale, const float *shift,
        i += (int64_t)gridDim.x * blockDim.x) {
     int64_t n;
     int c, pp, q;
-    poolOut(p, NHWC, i, n, c, pp, q, p.P, p.Q);
+    layoutIndex(p.C, NHWC, i, n, c, pp, q, p.P, p.Q);
     float m = -INFINITY;
     int a = 255;
     for (int kh = 0; kh < p.KH; ++kh) {
@@ -184,7 +161,7 @@ __global__ void maxPoolIndex(const T *x, const float *scale, const float *shift,
         int ww = q * p.SW - p.PL + kw;
         if (ww < 0 || ww >= p.W)
           continue;
-        float v = ld(x + poolAt(p, NHWC, n, c, hh, ww, p.H, p.W));
+        float v = ld(x + layoutAt(p.C, NHWC, n, c, hh, ww, p.H, p.W));
         if (PRO)
           v = roundAs(x, fmaxf(v * scale[c] + shift[c], 0.f));
         if (v > m || (isnan(v) && !isnan(m))) {
@@ -205,7 +182,7 @@ __global__ void maxPoolBwdGather(const T *dy, const uint8_t *arg, T *dx,
        i += (int64_t)gridDim.x * blockDim.x) {
     int64_t n;
     int c, h, w;
-    poolOut(p, NHWC, i, n, c, h, w, p.H, p.W);
+    layoutIndex(p.C, NHWC, i, n, c, h, w, p.H, p.W);
     int p0 = max(0, (h + p.PT - p.KH + p.SH) / p.SH),
         p1 = min(p.P - 1, (h + p.PT) / p.SH);
     int q0 = max(0, (w + p.PL - p.KW + p.SW) / p.SW),
@@ -213,7 +190,7 @@ __global__ void maxPoolBwdGather(const T *dy, const uint8_t *arg, T *dx,
     float g = 0;
     for (int pp = p0; pp <= p1; ++pp)
       for (int q = q0; q <= q1; ++q) {
-        int64_t o = poolAt(p, NHWC, n, c, pp, q, p.P, p.Q);
+        int64_t o = layoutAt(p.C, NHWC, n, c, pp, q, p.P, p.Q);
         int a = arg[o];
         if (a != 255 && pp * p.SH - p.PT + a / p.KW == h &&
             q * p.SW - p.PL + a % p.KW == w)

@@ -203,33 +203,33 @@ __global__ void __launch_bounds__(256)
   nhwcTileSums8(scratch, s, sh, C, MODE == 0 ? 1 : 2);
 }
 
-// bias_grad: out[c] = sum of the R tiles.
-template <typename R>
 // The finishing kernels run one block per channel: thread k adds tiles k,
 // k + blockDim.x, ... and a block sum (fixed order: deterministic) adds
 // those; one thread per channel adding up to 2048 tiles in sequence took
-// ~0.2 ms per BN layer.
-__global__ void nhwcSumFinish(const double *scratch, R *out, int C, int tiles) {
-  int c = blockIdx.x;
+// ~0.2 ms per BN layer. nhwcChannelSum is that sum of scratch sum k of
+// channel blockIdx.x, for the whole block.
+__device__ __forceinline__ double nhwcChannelSum(const double *scratch, int C,
+                                                 int tiles, int k) {
   double s = 0;
   for (int t = threadIdx.x; t < tiles; t += blockDim.x)
-    s += scratch[(int64_t)t * C + c];
-  s = blockSum(s);
+    s += scratch[((int64_t)k * tiles + t) * C + blockIdx.x];
+  return blockSum(s);
+}
+// bias_grad: out[c] = sum of the R tiles.
+template <typename R>
+__global__ void nhwcSumFinish(const double *scratch, R *out, int C, int tiles) {
+  double s = nhwcChannelSum(scratch, C, tiles, 0);
   if (threadIdx.x == 0)
-    st(out + c, (float)s);
+    st(out + blockIdx.x, (float)s);
 }
 // nhwcSumFinish times `scale` (reduce_mean: 1 / rows; cnn.lowering =
 // "channel_sum").
 template <typename R>
 __global__ void nhwcScaledSumFinish(const double *scratch, R *out, int C,
                                     int tiles, double scale) {
-  int c = blockIdx.x;
-  double s = 0;
-  for (int t = threadIdx.x; t < tiles; t += blockDim.x)
-    s += scratch[(int64_t)t * C + c];
-  s = blockSum(s);
+  double s = nhwcChannelSum(scratch, C, tiles, 0);
   if (threadIdx.x == 0)
-    st(out + c, (float)(s * scale));
+    st(out + blockIdx.x, (float)(s * scale));
 }
 // BN statistics from the shifted sums, as bnStats computes them.
 template <typename T, typename S>
@@ -239,13 +239,8 @@ nhwcStatsFinish(const double *scratch, const T *x, float *mean, float *invstd,
                 const S *scale, const S *bias, float *alpha, float *beta,
                 int64_t M, int C, int tiles, float eps, float momentum) {
   int c = blockIdx.x;
-  double s = 0, ss = 0;
-  for (int t = threadIdx.x; t < tiles; t += blockDim.x) {
-    s += scratch[(int64_t)t * C + c];
-    ss += scratch[(int64_t)(tiles + t) * C + c];
-  }
-  s = blockSum(s);
-  ss = blockSum(ss);
+  double s = nhwcChannelSum(scratch, C, tiles, 0),
+         ss = nhwcChannelSum(scratch, C, tiles, 1);
   if (threadIdx.x != 0)
     return;
   double d = s / (double)M, m = (double)ld(x + c) + d;
@@ -259,13 +254,8 @@ template <typename T>
 __global__ void nhwcSumsFinish(const double *scratch, const T *x, float *sum,
                                float *sumSq, int64_t M, int C, int tiles) {
   int c = blockIdx.x;
-  double s = 0, ss = 0;
-  for (int t = threadIdx.x; t < tiles; t += blockDim.x) {
-    s += scratch[(int64_t)t * C + c];
-    ss += scratch[(int64_t)(tiles + t) * C + c];
-  }
-  s = blockSum(s);
-  ss = blockSum(ss);
+  double s = nhwcChannelSum(scratch, C, tiles, 0),
+         ss = nhwcChannelSum(scratch, C, tiles, 1);
   if (threadIdx.x != 0)
     return;
   // sum (x - k) = s, sum (x - k)^2 = ss.
@@ -307,13 +297,8 @@ template <typename S>
 __global__ void nhwcBnGradFinish(const double *scratch, S *gradScale,
                                  S *gradBias, int C, int tiles) {
   int c = blockIdx.x;
-  double s = 0, sx = 0;
-  for (int t = threadIdx.x; t < tiles; t += blockDim.x) {
-    s += scratch[(int64_t)t * C + c];
-    sx += scratch[(int64_t)(tiles + t) * C + c];
-  }
-  s = blockSum(s);
-  sx = blockSum(sx);
+  double s = nhwcChannelSum(scratch, C, tiles, 0),
+         sx = nhwcChannelSum(scratch, C, tiles, 1);
   if (threadIdx.x != 0)
     return;
   st(gradBias + c, (float)s);
@@ -370,15 +355,9 @@ __global__ void dualBnGradFinish(const double *scratch, S *gradScaleA,
                                  S *gradBiasA, S *gradScaleB, S *gradBiasB,
                                  int C, int tiles) {
   int c = blockIdx.x;
-  double s = 0, sa = 0, sb = 0;
-  for (int t = threadIdx.x; t < tiles; t += blockDim.x) {
-    s += scratch[(int64_t)t * C + c];
-    sa += scratch[(int64_t)(tiles + t) * C + c];
-    sb += scratch[(int64_t)(2 * tiles + t) * C + c];
-  }
-  s = blockSum(s);
-  sa = blockSum(sa);
-  sb = blockSum(sb);
+  double s = nhwcChannelSum(scratch, C, tiles, 0),
+         sa = nhwcChannelSum(scratch, C, tiles, 1),
+         sb = nhwcChannelSum(scratch, C, tiles, 2);
   if (threadIdx.x != 0)
     return;
   st(gradBiasA + c, (float)s);

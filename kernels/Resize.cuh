@@ -29,28 +29,6 @@ struct ResizeParams {
   int N, C, H, W, P, Q;
 }; // input H x W, output P x Q
 
-__device__ __forceinline__ int64_t resizeAt(const ResizeParams &p, bool nhwc,
-                                            int64_t n, int c, int y, int x,
-                                            int Y, int X) {
-  return nhwc ? ((n * Y + y) * X + x) * p.C + c
-              : ((n * p.C + c) * Y + y) * (int64_t)X + x;
-}
-__device__ __forceinline__ void resizeIndex(const ResizeParams &p, bool nhwc,
-                                            int64_t i, int64_t &n, int &c,
-                                            int &y, int &x, int Y, int X) {
-  if (nhwc) {
-    c = i % p.C;
-    x = (i / p.C) % X;
-    y = (i / ((int64_t)p.C * X)) % Y;
-    n = i / ((int64_t)p.C * X * Y);
-  } else {
-    x = i % X;
-    y = (i / X) % Y;
-    c = (i / ((int64_t)X * Y)) % p.C;
-    n = i / ((int64_t)X * Y * p.C);
-  }
-}
-
 // Nearest copies x[lo_h, lo_w] (no arithmetic: an inf stays an inf);
 // linear is PyTorch's bilinear in f32.
 template <typename T, bool NHWC, bool LINEAR>
@@ -62,17 +40,18 @@ resizeFwd(const T *__restrict__ x, T *__restrict__ y, ResizeParams p,
        i += (int64_t)gridDim.x * blockDim.x) {
     int64_t n;
     int c, oh, ow;
-    resizeIndex(p, NHWC, i, n, c, oh, ow, p.P, p.Q);
+    layoutIndex(p.C, NHWC, i, n, c, oh, ow, p.P, p.Q);
     const ResizeTap a = th[oh], b = tw[ow];
     if (!LINEAR) {
-      y[i] = x[resizeAt(p, NHWC, n, c, a.lo, b.lo, p.H, p.W)];
+      y[i] = x[layoutAt(p.C, NHWC, n, c, a.lo, b.lo, p.H, p.W)];
       continue;
     }
     float h1 = a.l1, h0 = 1.f - h1, w1 = b.l1, w0 = 1.f - w1;
-    float top = ld(x + resizeAt(p, NHWC, n, c, a.lo, b.lo, p.H, p.W)) * w0 +
-                ld(x + resizeAt(p, NHWC, n, c, a.lo, b.hi, p.H, p.W)) * w1;
-    float bottom = ld(x + resizeAt(p, NHWC, n, c, a.hi, b.lo, p.H, p.W)) * w0 +
-                   ld(x + resizeAt(p, NHWC, n, c, a.hi, b.hi, p.H, p.W)) * w1;
+    float top = ld(x + layoutAt(p.C, NHWC, n, c, a.lo, b.lo, p.H, p.W)) * w0 +
+                ld(x + layoutAt(p.C, NHWC, n, c, a.lo, b.hi, p.H, p.W)) * w1;
+    float bottom =
+        ld(x + layoutAt(p.C, NHWC, n, c, a.hi, b.lo, p.H, p.W)) * w0 +
+        ld(x + layoutAt(p.C, NHWC, n, c, a.hi, b.hi, p.H, p.W)) * w1;
     st(y + i, top * h0 + bottom * h1);
   }
 }
@@ -96,7 +75,7 @@ resizeBwd(const T *__restrict__ dy, T *__restrict__ dx, ResizeParams p,
        i += (int64_t)gridDim.x * blockDim.x) {
     int64_t n;
     int c, h, w;
-    resizeIndex(p, NHWC, i, n, c, h, w, p.H, p.W);
+    layoutIndex(p.C, NHWC, i, n, c, h, w, p.H, p.W);
     const int2 R = rh[h], S = rw[w];
     float g = 0.f;
     for (int oh = R.x; oh <= R.y; ++oh) {
@@ -107,7 +86,7 @@ resizeBwd(const T *__restrict__ dy, T *__restrict__ dx, ResizeParams p,
         float ww = resizeWeight(tw[ow], w, LINEAR);
         if (ww == 0.f)
           continue;
-        g += wh * ww * ld(dy + resizeAt(p, NHWC, n, c, oh, ow, p.P, p.Q));
+        g += wh * ww * ld(dy + layoutAt(p.C, NHWC, n, c, oh, ow, p.P, p.Q));
       }
     }
     st(dx + i, g);
