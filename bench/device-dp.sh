@@ -732,8 +732,28 @@ print("losses %s vs %s: max |diff| %.3g, max relative %.3g (bound %g)"
 sys.exit(0 if rel <= bound else 1)
 PYEOF
     }
+    # b's bound: PyTorch's own spread for micro-batched BatchNorm. ResNet-18
+    # at micro-batch 8 of 32x32 is chaotic: PyTorch itself, from initial
+    # weights changed by 1e-7 relative, differs by 4e-4 at step 2 and 5e-2
+    # at step 5 (CPU, session 25). The bound is 3 x PyTorch's largest
+    # relative difference over the 5 steps between the same accumulation
+    # (torch_ref.py accumulate, the executable's batch stream) from the
+    # exact and the perturbed weights on this GPU, at least 1e-4.
+    P_R18_BOUND=1e-4
+    if CUDA_VISIBLE_DEVICES=0 run p-torch-acc 120 $PY "$DP/torch_ref.py" accumulate --micro 4 --steps 5 \
+      --work "$PW" --out "$PW/pt_acc" &&
+      CUDA_VISIBLE_DEVICES=0 run p-torch-acc-perturbed 120 $PY "$DP/torch_ref.py" accumulate --micro 4 \
+        --steps 5 --perturb 1e-7 --work "$PW" --out "$PW/pt_acc_perturbed"; then
+      P_R18_BOUND=$($PY -c "
+import json
+a = json.load(open('$PW/pt_acc.json'))['losses']; b = json.load(open('$PW/pt_acc_perturbed.json'))['losses']
+print('%.3g' % max(1e-4, 3 * max(abs(u - v) / abs(u) for u, v in zip(a, b))))")
+      note "b: PyTorch's own spread (accumulate 4 x 8, weights x (1 + 1e-7 N(0,1))): $(grep -h losses "$LOGS/p-torch-acc.log" "$LOGS/p-torch-acc-perturbed.log" | tr '\n' ' '); bound $P_R18_BOUND"
+    else
+      note "b: PyTorch's spread not measured (see p-torch-acc*.log): bound 1e-4"
+    fi
     # a, b: the pipelined step against accumulation over the same data.
-    for c in "a nobn pp2 1e-5" "b r18 pp2 1e-4" "a nobn pp4 1e-5"; do
+    for c in "a nobn pp2 1e-5" "b r18 pp2 $P_R18_BOUND" "a nobn pp4 1e-5"; do
       set -- $c
       [ -x "$W/p-$2-$3" ] || { [ "$3" = pp4 ] && ((NG < 4)) && continue; pfail "$1: p-$2-$3 did not build (see build-p-$2-$3.log)"; continue; }
       [ -x "$W/p-$2-acc" ] || { pfail "$1: p-$2-acc did not build"; continue; }

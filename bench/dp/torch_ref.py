@@ -12,7 +12,16 @@ Writes PREFIX.json (per-step losses: the global batch's mean loss; under DDP
 the mean of the ranks' losses, all-reduced) and PREFIX.npz (the final
 state_dict, rank 0).
 
+  accumulate: one process, --micro M micro-batches of the executable's batch
+        stream per step (global batch M x B, B = prepare.py's --batch, the
+        stream of the pipelined executable: bench/device-dp.sh part P), each
+        micro-batch's loss / M backward, one SGD step; the reported loss is
+        the mean of the M micro-losses (what a pipelined step prints). Run on
+        cuda and on cpu it gives PyTorch's own spread for micro-batched
+        BatchNorm, the bound of part P b.
+
   python3 bench/dp/torch_ref.py one --work DIR --out DIR/pt_one
+  python3 bench/dp/torch_ref.py accumulate --micro 4 --steps 5 --work DIR --out DIR/pt_acc
   torchrun --standalone --nproc-per-node 2 bench/dp/torch_ref.py ddp --work DIR --out DIR/pt_ddp
 """
 import argparse
@@ -52,15 +61,21 @@ def inputs(work):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("mode", choices=["one", "ddp"])
+    ap.add_argument("mode", choices=["one", "ddp", "accumulate"])
+    ap.add_argument("--micro", type=int, default=4, help="accumulate: micro-batches a step")
+    ap.add_argument("--perturb", type=float, default=0.0,
+                    help="accumulate: multiply each initial weight by 1 + PERTURB x N(0, 1) "
+                         "(fixed generator): PyTorch's own spread from rounding-level changes")
+    ap.add_argument("--steps", type=int, default=0,
+                    help="accumulate: steps (default: as many as the data gives)")
     ap.add_argument("--work", required=True)
     ap.add_argument("--out", required=True, help="output prefix (.json, .npz)")
     ap.add_argument("--model", default="resnet18", choices=["resnet18", "nobn"])
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"],
-                    help="cpu: mode one only (tests on machines without a GPU)")
+                    help="cpu: modes one and accumulate (PyTorch's CPU-vs-GPU spread; tests)")
     args = ap.parse_args(argv)
-    if args.device == "cpu" and args.mode != "one":
-        ap.error("--device cpu runs mode one only")
+    if args.device == "cpu" and args.mode == "ddp":
+        ap.error("--device cpu runs modes one and accumulate only")
     exact_f32()
     x, y, batches, meta = inputs(args.work)
     rank, world = 0, 1
@@ -77,6 +92,13 @@ def main(argv=None):
         model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index])
     opt = torch.optim.SGD(model.parameters(), lr=meta["lr"], momentum=meta["momentum"])
     model.train()
+    if args.mode == "accumulate":
+        if args.perturb:
+            with torch.no_grad():
+                g = torch.Generator().manual_seed(7)
+                for p in model.parameters():
+                    p.mul_(1 + args.perturb * torch.randn(p.shape, generator=g).to(device))
+        return accumulate(args, model, opt, x, y, meta, device)
     gb = batches.shape[1]
     b = gb // world
     losses = []
@@ -103,6 +125,33 @@ def main(argv=None):
                                              " ".join("%.7g" % v for v in losses)))
     if world > 1:
         torch.distributed.destroy_process_group()
+    return 0
+
+
+def accumulate(args, model, opt, x, y, meta, device):
+    b, m = meta["batch"], args.micro
+    n = x.shape[0]
+    steps = args.steps or n // (b * m)
+    rows_all = common.stream_batches(n, b * m, steps, seed=0)
+    losses = []
+    for s in range(steps):
+        opt.zero_grad(set_to_none=True)
+        total = 0.0
+        for k in range(m):
+            rows = rows_all[s, k * b:(k + 1) * b]
+            xb = torch.from_numpy(x[rows]).to(device)
+            yb = torch.from_numpy(y[rows]).to(device)
+            loss = F.cross_entropy(model(xb), yb)
+            (loss / m).backward()
+            total += float(loss)
+        opt.step()
+        losses.append(total / m)
+    common.save_json(args.out + ".json", {"losses": losses, "mode": "accumulate",
+                                          "micro": m, "device": args.device,
+                                          "perturb": args.perturb,
+                                          "torch": torch.__version__})
+    print("%s accumulate %d x %d on %s: losses %s" % (args.model, m, b, args.device,
+                                                      " ".join("%.7g" % v for v in losses)))
     return 0
 
 
