@@ -35,6 +35,7 @@
 
 #include <mutex>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <unordered_map>
 
@@ -324,6 +325,18 @@ FailureOr<std::vector<Tensor>> Executor::run(ArrayRef<Tensor> args) {
   for (auto &[v, idx] : lastUse)
     freeAfter[idx].push_back(v);
 
+  // CNNC_REPORT_NONFINITE=1: a debugging aid for f16 loss-scale skips. The
+  // first op of each run whose result (after the f16 rounding) holds an inf
+  // or NaN that none of its operands held is reported on stderr, with its
+  // location: where a step's overflow starts, not where it ends up.
+  static const bool reportNonFinite = [] {
+    const char *e = std::getenv("CNNC_REPORT_NONFINITE");
+    return e && *e && std::strcmp(e, "0") != 0;
+  }();
+  bool reported = false;
+  auto nonFinite = [](const Tensor &t) {
+    return llvm::any_of(t.data, [](float v) { return !std::isfinite(v); });
+  };
   for (auto [idx, op] : llvm::enumerate(ops)) {
     if (failed(execute(op)))
       return failure();
@@ -336,6 +349,22 @@ FailureOr<std::vector<Tensor>> Executor::run(ArrayRef<Tensor> args) {
       if (type.getElementType().isF16())
         for (float &v : env[r].data)
           v = roundToHalf(v);
+      if (reportNonFinite && !reported && nonFinite(env[r]) &&
+          llvm::none_of(op->getOperands(), [&](Value v) {
+            auto it = env.find(v);
+            return it != env.end() && nonFinite(it->second);
+          })) {
+        reported = true;
+        std::string text;
+        llvm::raw_string_ostream os(text);
+        os << "reference interpreter: first non-finite value in @"
+           << func.getName() << ": result #"
+           << cast<OpResult>(r).getResultNumber() << " of ";
+        op->print(os,
+                  OpPrintingFlags().skipRegions().elideLargeElementsAttrs());
+        os << " at " << op->getLoc() << "\n";
+        llvm::errs() << os.str();
+      }
     }
     for (Value v : freeAfter[idx])
       env.erase(v);

@@ -125,8 +125,27 @@ SmallVector<unsigned> activationOperands(Operation *op) {
   return all;
 }
 
+/// The ops torch.autocast runs in f16 (conv, linear/matmul and their
+/// backward passes, Tensor Cores with f32 accumulation): they cast their
+/// operands to f16 whatever computed them.
+bool isF16ListOp(Operation *op) {
+  return isa<Conv2DOp, Conv2DBwdDataOp, Conv2DBwdFilterOp, MatmulOp,
+             FusedConv2DOp, FusedConv2DStatsOp, FusedConv2DBwdDataOp,
+             FusedConv2DBwdFilterOp>(op);
+}
 bool isReduction(Operation *op) {
-  return isa<ReduceSumOp, ReduceMeanOp, ReduceMaxOp>(op);
+  return isa<ReduceSumOp, ReduceMeanOp, ReduceMaxOp, BiasGradOp>(op);
+}
+/// Whether a reduction returns f32. bias_grad is the bias gradient of a
+/// conv or matmul when that op's backward reads the same gradient: autocast
+/// computes it in f16 with the op, and so does this pass. Any other
+/// bias_grad sums the gradient of an op autocast runs in f32 (the affine
+/// shift of GroupNorm / InstanceNorm / LayerNorm: bias_add of a normalized
+/// value), whose f16 sum over the batch overflows at the loss scale.
+bool reducesToF32(Operation *op) {
+  if (auto bg = dyn_cast<BiasGradOp>(op))
+    return llvm::none_of(bg.getGradOutput().getUsers(), isF16ListOp);
+  return isReduction(op);
 }
 bool isElementwise(Operation *op) {
   return (isa<ElementwiseOpInterface>(op) && !isa<CastOp>(op)) ||
@@ -157,7 +176,8 @@ DenseSet<Operation *> keepF32Ops(Block &entry) {
   };
   for (Operation &op : entry) {
     if (isReduction(&op)) {
-      keep.insert(&op);
+      if (reducesToF32(&op))
+        keep.insert(&op);
       continue;
     }
     if (!isElementwise(&op) || op.getNumResults() == 0)
@@ -186,11 +206,135 @@ DenseSet<Operation *> keepF32Ops(Block &entry) {
   for (Operation &op : llvm::reverse(entry)) {
     if (!isElementwise(&op) || keep.contains(&op) || op.use_empty())
       continue;
-    if (llvm::all_of(op.getUsers(), [&](Operation *u) {
-          return isReduction(u) || (isElementwise(u) && keep.contains(u) &&
-                                    !isReduction(u));
-        }) &&
+    if (llvm::all_of(op.getUsers(),
+                     [&](Operation *u) {
+                       return reducesToF32(u) ||
+                              (isElementwise(u) && keep.contains(u) &&
+                               !isReduction(u));
+                     }) &&
         llvm::all_of(op.getResultTypes(), isF32Tensor))
+      keep.insert(&op);
+  }
+  return keep;
+}
+
+/// Ops that only move or reinterpret elements: their precision follows
+/// what their operand is and what their users need.
+bool isDataMovement(Operation *op) {
+  return isa<ReshapeOp, FlattenOp, TransposeOp, SliceOp, PadOp, ConcatOp>(op);
+}
+/// Users that consume a parameter gradient: the optimizer updates, gradient
+/// clipping's divisor, gradient accumulation, and cnn.grad results.
+bool isGradientSink(OpOperand &use, func::FuncOp f) {
+  Operation *u = use.getOwner();
+  if (isa<func::ReturnOp>(u))
+    return static_cast<bool>(
+        f.getResultAttr(use.getOperandNumber(), kGradAttr));
+  if (isa<SGDUpdateOp, AdamUpdateOp>(u))
+    return use.getOperandNumber() == 1;
+  return isa<ClipDivisorOp, AccumulateGradOp, AllFiniteOp, UnscaleOp>(u);
+}
+
+/// Parameter arithmetic: the ops that compute on parameters alone, and
+/// their gradients, which keep f32 operands and results. torch.autocast
+/// casts to f16 only at the inputs of its f16 ops (conv, matmul); whatever
+/// a model computes from its f32 parameters before that cast (weight
+/// standardization: NF-Nets' ScaledStdConv2d and BiT's StdConv2d
+/// batch-normalize the weight; gain * w; w / ||w||) runs in f32, and so
+/// does its backward, which reads the f16 weight gradient of the conv
+/// through the cast's f32 backward. In f16 that arithmetic overflows at the
+/// loss scale: the gradient of a standardized weight's gain sums
+/// dW * w_hat over the whole filter, 4.7 * 65536 in BiT's stem, beyond
+/// f16's 65504, and every step skips. Decided on the f32 IR:
+///  - parameter values P: the cnn.param arguments, constants, and the
+///    results of ops whose float operands are all in P;
+///  - forward: an op whose results are in P computes in f32, except the f16
+///    ops above; data movement (reshape, transpose, ...) only where its
+///    result feeds such an f32 op (a filter's layout transpose and channel
+///    pad stay on the f16 copy that cnn-param-format folds);
+///  - backward: an op whose results flow only into parameter gradients
+///    (optimizer updates, clipping, accumulation, cnn.grad results) and
+///    that reads a value of P or of another f32 backward op (BN's gradient
+///    over the weight reads the weight and the saved statistics) computes
+///    in f32, its f16 gradient operand widened; data movement of such a
+///    result too.
+/// The gradient that leaves the f16 op (conv2d_bwd_filter's dW) is f16 as
+/// in autocast; the weight that enters it is cast to f16 once.
+DenseSet<Operation *> parameterArithmetic(func::FuncOp f,
+                                          const DenseSet<Operation *> &stats) {
+  Block &entry = f.getBody().front();
+  DenseSet<Value> params;
+  for (BlockArgument a : entry.getArguments())
+    if (f.getArgAttr(a.getArgNumber(), kParamAttr))
+      params.insert(a);
+  auto floatOperands = [](Operation *op) {
+    SmallVector<Value> vs;
+    for (Value v : op->getOperands())
+      if (isFloatTensor(v.getType()))
+        vs.push_back(v);
+    return vs;
+  };
+  DenseSet<Operation *> keep;
+  // Forward: P, then its compute ops; data movement that feeds them, in
+  // reverse order (a chain reshape -> transpose -> batch_norm_train).
+  for (Operation &op : entry) {
+    if (isa<func::ReturnOp>(op) || op.getNumResults() == 0)
+      continue;
+    SmallVector<Value> in = floatOperands(&op);
+    bool fromParams =
+        isa<ConstantOp>(op) ||
+        (!in.empty() && op.getNumOperands() == in.size() &&
+         llvm::all_of(in, [&](Value v) { return params.contains(v); }));
+    if (!fromParams)
+      continue;
+    for (Value r : op.getResults())
+      params.insert(r);
+    if (!isa<ConstantOp, CastOp>(op) && !isDataMovement(&op) &&
+        !isF16ListOp(&op) && llvm::all_of(op.getResultTypes(), isF32Tensor))
+      keep.insert(&op);
+  }
+  for (Operation &op : llvm::reverse(entry))
+    if (isDataMovement(&op) && params.contains(op.getResult(0)) &&
+        llvm::any_of(op.getUsers(),
+                     [&](Operation *u) { return keep.contains(u); }))
+      keep.insert(&op);
+  // Backward: values that flow only into parameter gradients, not through
+  // an f16 op (reverse; every gradient ends in a parameter's, the
+  // activation gradients through convolutions and matmuls).
+  DenseSet<Value> gradOnly;
+  for (Operation &op : llvm::reverse(entry))
+    for (Value r : op.getResults())
+      if (!r.use_empty() && llvm::all_of(r.getUses(), [&](OpOperand &use) {
+            if (isGradientSink(use, f))
+              return true;
+            Operation *u = use.getOwner();
+            return !isF16ListOp(u) && !u->use_empty() &&
+                   llvm::all_of(u->getResults(), [&](Value ur) {
+                     return ur.use_empty() || gradOnly.contains(ur);
+                   });
+          }))
+        gradOnly.insert(r);
+  // (An unused result, BN's gradient of a constant bias, flows nowhere.)
+  for (Operation &op : entry) {
+    if (keep.contains(&op) || stats.contains(&op) || op.use_empty() ||
+        isa<ConstantOp, CastOp>(op) || isF16ListOp(&op) ||
+        !llvm::all_of(
+            op.getResults(),
+            [&](Value r) { return r.use_empty() || gradOnly.contains(r); }) ||
+        !llvm::all_of(op.getResultTypes(), isF32Tensor))
+      continue;
+    // (A constant, the loss seed or an epsilon, is no parameter value.)
+    auto onPath = [&](Value v) {
+      Operation *d = v.getDefiningOp();
+      if (d && isa<ConstantOp>(d))
+        return false;
+      return params.contains(v) ||
+             (d && (keep.contains(d) || stats.contains(d)));
+    };
+    SmallVector<Value> in = floatOperands(&op);
+    bool reads = isDataMovement(&op) ? llvm::all_of(in, onPath)
+                                     : llvm::any_of(in, onPath);
+    if (!in.empty() && reads)
       keep.insert(&op);
   }
   return keep;
@@ -207,9 +351,10 @@ LogicalResult PrecisionPass::convert(func::FuncOp f) {
   DenseSet<Operation *> keep;
   if (f32Statistics)
     keep = keepF32Ops(entry);
+  DenseSet<Operation *> paramMath = parameterArithmetic(f, keep);
   auto isStat = [&](Value v) {
     Operation *d = v.getDefiningOp();
-    return d && keep.contains(d);
+    return d && (keep.contains(d) || paramMath.contains(d));
   };
   for (Operation *op : ops) {
     if (created.contains(op))
@@ -235,6 +380,14 @@ LogicalResult PrecisionPass::convert(func::FuncOp f) {
         reshape->getResult(0).setType(out.clone(in.getElementType()));
         continue;
       }
+    }
+    if (paramMath.contains(op)) {
+      // Parameter arithmetic: f32 operands (an f16 gradient widened), f32
+      // results as in the f32 IR.
+      for (auto [i, v] : llvm::enumerate(op->getOperands()))
+        if (isFloatTensor(v.getType()))
+          op->setOperand(i, toF32(b, v));
+      continue;
     }
     if (keep.contains(op)) {
       // f32 statistics: the results keep their f32 types. A reduction reads

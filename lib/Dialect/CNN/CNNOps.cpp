@@ -833,6 +833,10 @@ LogicalResult Conv2DBwdFilterOp::verify() {
                               getLayout(), "'input'");
 }
 
+bool BiasGradOp::isCompatibleReturnTypes(TypeRange l, TypeRange r) {
+  return compatibleReduce(l, r);
+}
+
 LogicalResult BiasGradOp::inferReturnTypes(MLIRContext *,
                                            std::optional<Location> loc,
                                            Adaptor a,

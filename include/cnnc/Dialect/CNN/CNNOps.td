@@ -715,9 +715,14 @@ def CNN_Conv2DBwdFilterOp : CNN_LayoutOp<"conv2d_bwd_filter"> {
   let hasVerifier = 1;
 }
 
-def CNN_BiasGradOp : CNN_LayoutOp<"bias_grad", [CNN_InferShapes]> {
+def CNN_BiasGradOp : CNN_LayoutOp<"bias_grad", [CNN_InferShapesWide]> {
   let summary = "Sum over every dimension except 1 (gradient of bias_add)";
-  let description = [{ With `layout = #cnn.layout<NHWC>`: every dimension except the last. }];
+  let description = [{
+    With `layout = #cnn.layout<NHWC>`: every dimension except the last.
+    The result has the input's element type, or f32 for an f16 input: a
+    sum over the whole batch of a loss-scaled gradient, which cnn-precision
+    keeps in f32 as it keeps the reductions (f16 overflows there first).
+  }];
   let arguments = (ins CNN_FloatTensor:$grad_output, CNN_Layout:$layout);
   let results = (outs CNN_FloatTensor:$result);
 }
