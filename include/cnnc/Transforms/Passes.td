@@ -305,6 +305,25 @@ def CNNPrecision : Pass<"cnn-precision", "mlir::ModuleOp"> {
       f16 as before: a fused_elementwise reads the f32 statistics as they
       are, other ops through one cast of the small tensor.
       `f32-statistics=false` turns this off (comparisons only).
+    - parameter arithmetic in f32, as autocast casts to f16 only at the
+      inputs of its f16 ops (conv, matmul) and leaves what a model computes
+      from its f32 parameters in f32: an op whose float operands all derive
+      from cnn.param arguments and constants (weight standardization:
+      NF-Nets' ScaledStdConv2d and BiT's StdConv2d batch-normalize the
+      weight; gain * w) keeps f32 operands and results, and so does its
+      backward: an op whose results flow only into parameter gradients
+      without passing an f16 op, and that reads a parameter value or such
+      an op's f32 result (batch_norm_grad over the weight, the gain's
+      scale; reshapes of their results), its f16 gradient operand (the
+      conv's dW) widened once. Data movement (reshape, transpose) is f32
+      only where it feeds or carries that arithmetic. In f16 the gain's
+      gradient, a sum over the whole filter at the loss scale, overflowed
+      and every first step skipped (nf_resnet).
+      bias_grad is a reduction too: f32 unless it is the bias gradient of a
+      conv or matmul (its dy read by that op's backward, f16 in autocast);
+      the affine shift of GroupNorm / InstanceNorm / LayerNorm (f32 ops in
+      autocast) sums its gradient over the batch in f32 (in f16 it
+      overflowed in a BiT block at the loss scale).
     - @forward: the same f16 conversion; the logits are cast back to f32.
 
     Before (SGD, after cnn-autodiff):
