@@ -2569,9 +2569,16 @@ LogicalResult Emitter::emitClipDivisor(std::string &out, ClipDivisorOp op) {
   std::string loop = multiTensorLoop(
       name, sizes, {{"in", offsets}, {"h", half}}, *chunk, chunks);
   std::string acc = ptr(op.getDivisor());
+  // Each block's sum of squares goes to its own slot of the reduction
+  // scratch and one block adds the slots in a fixed order: the norm (and
+  // so a clipped step) is the same in every run and process, which an
+  // atomicAdd of the block sums is not (a resumed run must repeat the
+  // uninterrupted one's losses to the printed digit).
+  int64_t blocks = std::min<int64_t>(chunks, gridLimit());
+  std::string partial = reductionScratch(blocks);
   kernels += fmt::format(
-      "__global__ void __launch_bounds__(256) {0}(const char *A, float *acc) "
-      "{{\n"
+      "__global__ void __launch_bounds__(256) {0}(const char *A, double "
+      "*partial) {{\n"
       "  float s = 0.f;\n{1}"
       "      const char *p = A + {0}_in[lo];\n"
       "      float v = {0}_h[lo] ? ld(reinterpret_cast<const __half *>(p) + "
@@ -2586,23 +2593,34 @@ LogicalResult Emitter::emitClipDivisor(std::string &out, ClipDivisorOp op) {
       "    if (threadIdx.x < w) red[threadIdx.x] += red[threadIdx.x + w];\n"
       "    __syncthreads();\n"
       "  }}\n"
-      "  if (threadIdx.x == 0) atomicAdd(acc, red[0]);\n"
+      "  if (threadIdx.x == 0) partial[blockIdx.x] = red[0];\n"
       "}}\n\n"
-      "__global__ void {0}_zero(float *acc) {{ *acc = 0.f; }}\n\n"
-      "// torch.nn.utils.clip_grad_norm_ of the gradients scaled by *scale.\n"
-      "__global__ void {0}_finish(float *acc, const float *scale, float "
-      "maxNorm) {{\n"
-      "  float S = *scale, norm = sqrtf(*acc) / S;\n"
+      "// torch.nn.utils.clip_grad_norm_ of the gradients scaled by *scale,\n"
+      "// from the blocks' sums in a fixed order.\n"
+      "__global__ void __launch_bounds__(256) {0}_finish(const double "
+      "*partial, int blocks, float *acc, const float *scale, float maxNorm) "
+      "{{\n"
+      "  __shared__ double red[256];\n"
+      "  double t = 0.0;\n"
+      "  for (int b = threadIdx.x; b < blocks; b += 256) t += partial[b];\n"
+      "  red[threadIdx.x] = t;\n"
+      "  __syncthreads();\n"
+      "  for (int w = 128; w > 0; w >>= 1) {{\n"
+      "    if (threadIdx.x < w) red[threadIdx.x] += red[threadIdx.x + w];\n"
+      "    __syncthreads();\n"
+      "  }}\n"
+      "  if (threadIdx.x != 0) return;\n"
+      "  float S = *scale, norm = sqrtf((float)red[0]) / S;\n"
       "  *acc = S / fminf(1.f, maxNorm / (norm + 1e-6f));\n"
       "}}\n\n",
       name, loop, kMultiTensorLoopEnd);
   out += fmt::format("  // global gradient norm of {} tensors (clipping)\n",
                      sizes.size());
-  launch(out, op, name + "_zero", "1", "1", acc);
-  launch(out, op, name, std::to_string(std::min<int64_t>(chunks, gridLimit())),
-         threads(), fmt::format("A, {}", acc));
-  launch(out, op, name + "_finish", "1", "1",
-         fmt::format("{}, {}, {}", acc, ptr(op.getScale()),
+  launch(out, op, name, std::to_string(blocks), threads(),
+         fmt::format("A, {}", partial));
+  launch(out, op, name + "_finish", "1", threads(),
+         fmt::format("{}, {}, {}, {}, {}", partial, blocks, acc,
+                     ptr(op.getScale()),
                      floatLit(op.getMaxNorm().convertToFloat())));
   return success();
 }
