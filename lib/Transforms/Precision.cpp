@@ -21,6 +21,11 @@
 //    those statistics (and constants) stay f32; an elementwise op whose
 //    every user is a reduction (the square of x - mean) computes and stores
 //    f32. Only the big normalized output goes back to f16.
+//  - parameter arithmetic stays f32 (parameterArithmetic): autocast casts
+//    to f16 only at its f16 ops' inputs, so what a model computes from its
+//    f32 parameters (weight standardization, gain * w) and its gradient run
+//    in f32; bias_grad of an affine shift that is no conv/matmul bias
+//    returns f32 like the reductions (reducesToF32).
 //  - convolutions whose input channel count is not a multiple of 8 get their
 //    input and filter zero-padded along C to the next multiple of 8 (4 for
 //    an RGB 7x7 stride-2 stem); the filter gradient is sliced back.
