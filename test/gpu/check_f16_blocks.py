@@ -143,12 +143,18 @@ NETS = {
     "convnextv2": lambda c: V2Block(c),
     "convnextv2_nogrn": lambda c: V2Block(c, grn=False),
     "bit": BiT,
+    # BiT with its weight-standardized 7x7/2 stem (resnetv2_50x1_bit's
+    # stem.conv, whose gradient reaches 4.7: x 65536 beyond f16's range if
+    # held in f16; cnn-precision keeps that arithmetic in f32, issue 32).
+    "bit_stdstem": BiT,
 }
 
 
 def make_net(name, c=32):
     torch.manual_seed(0)
-    return nn.Sequential(nn.Conv2d(3, c, 3, stride=2, padding=1, bias=False),
+    stem = (StdConv(3, c, 7, stride=2, padding=3, bias=False) if name == "bit_stdstem"
+            else nn.Conv2d(3, c, 3, stride=2, padding=1, bias=False))
+    return nn.Sequential(stem,
                          nn.BatchNorm2d(c), nn.ReLU(), NETS[name](c), NETS[name](c),
                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(c, 10))
 
