@@ -113,7 +113,7 @@ if [[ $PARTS == *d* ]]; then
     --cnnc "$CNNC" --work /tmp/dense-eval
 fi
 if [[ $PARTS == *r* ]]; then
-  part determinism ${DETERMINISM_S:-200} env PYTHONPATH="$PWD/python" \
+  part determinism ${DETERMINISM_S:-200} env CNNC="$CNNC" PYTHONPATH="$PWD/python" \
     python3 test/gpu/check_determinism.py
 fi
 if [[ $PARTS == *c* ]]; then

@@ -67,6 +67,7 @@ def main():
     script = os.path.join(work, "child.py")
     with open(script, "w") as f:
         f.write(CHILD)
+    failures = []
     base = dict(os.environ, CNNC_CACHE_DIR=os.path.join(work, "compile"), CNNRT_VERBOSE="1")
 
     def run(tag, cache, **env):
@@ -80,10 +81,10 @@ def main():
         out = r.stdout.split()
         if r.returncode != 0:
             print(r.stderr[-2000:])
+            failures.append("the %s run failed (exit %d)" % (tag, r.returncode))
         print("%-10s %s" % (tag, " ".join(out[1::2])), flush=True)
         return out, [c.replace(" (cached)", "") for c in choices]
 
-    failures = []
     tune, tune_c = run("tune", "algos.txt")
     cached1, c1 = run("cached-1", "algos.txt")
     cached2, c2 = run("cached-2", "algos.txt")
@@ -95,12 +96,15 @@ def main():
     if tune != cached1:
         failures.append("the tuning process differs from the cached ones")
     if failures:
-        s1, _ = run("split-1", "algos-split.txt", CNNRT_CONV_GRAPH="0",
-                    CNNRT_CONV_FUSION="split")
-        s2, _ = run("split-2", "algos-split.txt", CNNRT_CONV_GRAPH="0",
-                    CNNRT_CONV_FUSION="split")
-        print("with graph plans and fused forms off, two processes %s" %
-              ("agree" if s1 == s2 else "still differ"))
+        # Narrow the cause: each runtime choice off alone, two processes each.
+        for tag, env in (("split", dict(CNNRT_CONV_GRAPH="0", CNNRT_CONV_FUSION="split")),
+                         ("nofusion", dict(CNNRT_CONV_FUSION="split")),
+                         ("nograph", dict(CNNRT_CONV_GRAPH="0"))):
+            r1, _ = run(tag + "-1", "algos-%s.txt" % tag, **env)
+            r2, _ = run(tag + "-2", "algos-%s.txt" % tag, **env)
+            print("with %s: two processes %s" %
+                  (" ".join("%s=%s" % kv for kv in env.items()),
+                   "agree" if r1 == r2 else "still differ"))
     for f in failures:
         print("FAIL  " + f)
     print("determinism (%s %s): %s" % (a.precision, a.layout,
