@@ -36,7 +36,7 @@ CNNC_BUILD_DIR="$B" CNNC="$B/bin/cnnc" PYTHONPATH=python \
   --ignore=test/e2e/test_export_devices.py --ignore=test/e2e/test_dp_bench.py \
   --ignore=test/e2e/test_runtime_errors.py --ignore=test/e2e/test_nvcc_cache.py \
   --ignore=test/e2e/test_dense_executable.py --ignore=test/e2e/test_bench_scripts.py \
-  -k "not torchvision_segmentation and not lraspp and not resnet50_segmentation and not cuda_step_builds and not executable_reads_cpu_checkpoint"
+  -k "not torchvision_segmentation and not lraspp and not resnet50_segmentation and not cuda_step_builds and not executable_reads_cpu_checkpoint and not pipeline_cuda_executable_builds"
 # (The model zoo, the Python package tests (cnnc.compile: the API, fine-tuning, the cache, the
 # export, the data-parallel bench's helpers), compare() on ResNet-18, the torchvision segmentation
 # models of test_resize/test_dense and the nvcc builds of test_osa_ese run in
