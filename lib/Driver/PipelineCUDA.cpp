@@ -132,15 +132,8 @@ LogicalResult cnnc::driver::compilePipelineCUDA(const DriverOptions &o,
   cu += "};\n  return cnnrt::trainPipelineMain(argc, argv, kStages, " +
         std::to_string(stages) + ");\n}\n";
 
-  if (o.emit == "cuda") {
-    if (o.outputFile.empty()) {
-      llvm::outs() << cu;
-      return success();
-    }
-    if (!cnnrt::writeFileAtomic(o.outputFile, cu, err))
-      return fail(c, "cannot write '" + o.outputFile + "': " + err);
-    return success();
-  }
+  if (o.emit == "cuda")
+    return writeCUDASource(o, c, cu);
   exePath = o.outputFile.empty() ? std::string("train") : o.outputFile;
   NvccOptions no;
   no.arch = o.arch;

@@ -15,6 +15,10 @@ namespace cnnc::driver {
 mlir::LogicalResult compilePipelineCUDA(const DriverOptions &options,
                                         Compilation &c, std::string &exePath);
 
+/// --emit cuda: the CUDA text to --output (written atomically) or stdout.
+mlir::LogicalResult writeCUDASource(const DriverOptions &options,
+                                    Compilation &c, const std::string &cu);
+
 } // namespace cnnc::driver
 
 #endif

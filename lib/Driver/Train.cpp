@@ -194,6 +194,19 @@ bool cnnc::driver::hasGPU() {
          llvm::sys::fs::exists("/dev/nvidiactl");
 }
 
+LogicalResult cnnc::driver::writeCUDASource(const DriverOptions &o,
+                                            Compilation &c,
+                                            const std::string &cu) {
+  if (o.outputFile.empty()) {
+    llvm::outs() << cu;
+    return success();
+  }
+  std::string err;
+  if (!cnnrt::writeFileAtomic(o.outputFile, cu, err))
+    return fail(c, "cannot write '" + o.outputFile + "': " + err);
+  return success();
+}
+
 LogicalResult cnnc::driver::compileCUDA(const DriverOptions &o, Compilation &c,
                                         std::string &exePath) {
   if (o.emit != "cuda" && !isSupportedArch(o.arch))
@@ -261,16 +274,8 @@ LogicalResult cnnc::driver::compileCUDA(const DriverOptions &o, Compilation &c,
       llvm::errs() << "cnnc: stats: " << cu.substr(from + 3, at - from - 3)
                    << " kernel launches and library calls per training step\n";
   }
-  std::string err;
-  if (o.emit == "cuda") {
-    if (o.outputFile.empty()) {
-      llvm::outs() << cu;
-      return success();
-    }
-    if (!cnnrt::writeFileAtomic(o.outputFile, cu, err))
-      return fail(c, "cannot write '" + o.outputFile + "': " + err);
-    return success();
-  }
+  if (o.emit == "cuda")
+    return writeCUDASource(o, c, cu);
   // An executable (or shared library): built by nvcc (NvccCompile.cpp).
   exePath = o.outputFile.empty()
                 ? std::string(eo.library ? "libstep.so" : "train")
