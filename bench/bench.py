@@ -290,19 +290,23 @@ def split_flags(flags):
     return cnnc, env
 
 
-def run_cnnc(name, batch, hw, args, flags, classes=10):
-    """cnnc's row: (ms/step, peak MiB, compile s, run s); raises on failure.
-    classes defaults to 10 for python_path.py's callers."""
+def cnnc_exe_path(name, args, flags):
+    """Where a model's executable for one set of cnnc flags lives."""
+    tag = re.sub(r"[^A-Za-z0-9_.-]+", "_", " ".join(flags))[:60] or "default"
+    return os.path.join(args.work, name.replace(":", "_"), tag, "train")
+
+
+def build_cnnc(name, batch, hw, args, flags, classes):
+    """Exports the model and compiles its training step; returns cnnc's
+    wall seconds (also written next to the executable, for --prebuilt)."""
     from cnnc.export import build_model, export_onnx
 
-    flags, env = split_flags(flags)
-    env = dict(os.environ, **env)
-    work = os.path.join(args.work, name)
+    exe = cnnc_exe_path(name, args, flags)
+    work = os.path.dirname(exe)
     os.makedirs(work, exist_ok=True)
-    onnx_path = os.path.join(work, "%s-%d.onnx" % (name, classes))
+    onnx_path = os.path.join(work, "model-%d.onnx" % classes)
     model = build_model(name, classes, seed=0)
     export_onnx(model, onnx_path, (batch, 3, hw, hw), training=True, opset=17)
-    exe = os.path.join(work, "train")
     limit = getattr(args, "cnnc_timeout", 600)
     t0 = time.time()
     cmd = [args.cnnc, onnx_path, "--train", "--optimizer", "sgd", "--lr", "0.01",
@@ -311,6 +315,27 @@ def run_cnnc(name, batch, hw, args, flags, classes=10):
     compile_s = time.time() - t0
     if status != "ok":
         raise RuntimeError("cnnc %s: %s" % (status, log[-2000:]))
+    with open(exe + ".compile_s", "w") as f:
+        f.write("%.3f" % compile_s)
+    return compile_s
+
+
+def run_cnnc(name, batch, hw, args, flags, classes=10):
+    """cnnc's row: (ms/step, peak MiB, compile s, run s); raises on failure.
+    classes defaults to 10 for python_path.py's callers."""
+    flags, env = split_flags(flags)
+    env = dict(os.environ, **env)
+    limit = getattr(args, "cnnc_timeout", 600)
+    exe = cnnc_exe_path(name, args, flags)
+    done = exe + ".compile_s"
+    if getattr(args, "prebuilt", False) and os.path.exists(done):
+        with open(done) as f:  # built by build_cnnc in an earlier phase
+            compile_s = float(f.read())
+    elif getattr(args, "prebuilt", False) and os.path.exists(exe + ".error"):
+        with open(exe + ".error") as f:  # that phase's failure, not retried
+            raise RuntimeError(f.read())
+    else:
+        compile_s = build_cnnc(name, batch, hw, args, flags, classes)
     t0 = time.time()
     # Logged every 3 steps: the first interval holds the warm-up (autotuning,
     # graph capture at step 3), the steady img/s of the `done:` line the
@@ -389,6 +414,9 @@ def parse_args(argv, config=None):
     ap.add_argument("--warm-torch-cache", action="store_true",
                     help="keep Inductor's on-disk cache between modes and runs")
     ap.add_argument("--torch-device", default="cuda", help=argparse.SUPPRESS)
+    ap.add_argument("--prebuilt", action="store_true",
+                    help="use the executables an earlier build phase left in --work "
+                         "(bench/zoo_bench.py --prebuild-jobs)")
     ap.add_argument("--profile", action="store_true",
                     help="also print each cnnc variant's CNNRT_PROFILE report of one step")
     args = ap.parse_args(argv)

@@ -13,16 +13,28 @@ Mul).
 
   python3 bench/zoo_bench.py --cnnc .carry/cnnc [--models efficientnet_b0,...]
        [--steps 30] [--modes ...] [--limits MODE=S,...] [--deadline S] [--no-compile]
+       [--zoo timm [--timm-shape BATCH,HW]] [--prebuild-jobs N]
+
+`--zoo timm` times issue 32's timm families instead (test/gpu/timm_zoo.py:
+one member per family, random init, timm's default drop rates, 1000
+classes; --timm-shape, default 32,224); `--models` then picks among them,
+with or without their `timm:` prefix. `--prebuild-jobs N` first exports and
+compiles every model's executable, N at a time (cnnc's compile is CPU work:
+the GPU is timed only afterwards, one model at a time); compile_s stays each
+model's own wall time.
 
 Every bench/bench.py flag applies. A model cnnc cannot compile yet prints its
 error and keeps PyTorch's rows. The three torch.compile modes take minutes per
 model: name a few models per device call, or bound the call with --deadline.
 """
+import argparse
+import concurrent.futures
 import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "test", "gpu"))
 
 import bench  # noqa: E402
 
@@ -56,9 +68,75 @@ def zoo_argv(argv):
     return argv
 
 
+def timm_config(shape):
+    """`timm:NAME` -> (batch, image size, 1000) for every timm family."""
+    from timm_zoo import TIMM_FAMILIES
+
+    batch, hw = shape
+    return {"timm:" + n: (batch, hw, 1000) for n in TIMM_FAMILIES}
+
+
+def _prebuild_one(job):
+    name, batch, hw, classes, args, flags = job
+    try:
+        return name, bench.build_cnnc(name, batch, hw, args, flags, classes), ""
+    except Exception as e:  # the timed phase reports it as the row's error
+        exe = bench.cnnc_exe_path(name, args, flags)
+        os.makedirs(os.path.dirname(exe), exist_ok=True)
+        with open(exe + ".error", "w") as f:
+            f.write(str(e))
+        return name, None, bench.last_error(str(e))
+
+
+def prebuild(args, config, jobs):
+    """Every model's executable, `jobs` compiles at a time, before any
+    timing (bench.run_cnnc then finds them: args.prebuilt)."""
+    work = []
+    for name in args.models:
+        batch, hw, classes = config[name]
+        for _, flags in args.variants:
+            work.append((name, batch, hw, args.classes or classes, args,
+                         bench.split_flags(flags)[0]))
+    with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
+        for name, compile_s, err in pool.map(_prebuild_one, work):
+            print("prebuilt %s: %s" % (name, "%.1f s" % compile_s if err == "" else err),
+                  flush=True)
+
+
+def select_zoo(argv):
+    """zoo_bench's own flags out of argv: (options, bench.py's argv, the
+    model table)."""
+    own = argparse.ArgumentParser(add_help=False)
+    own.add_argument("--zoo", choices=["torchvision", "timm"], default="torchvision")
+    own.add_argument("--timm-shape", default="32,224")
+    own.add_argument("--prebuild-jobs", type=int, default=0)
+    opts, argv = own.parse_known_args(list(argv))
+    if opts.zoo == "timm":
+        config = timm_config([int(v) for v in opts.timm_shape.split(",")])
+        models = None
+        for i, a in enumerate(argv):
+            if a == "--models" and i + 1 < len(argv):
+                models = argv[i + 1]
+                argv = argv[:i] + argv[i + 2:]
+                break
+            if a.startswith("--models="):
+                models = a.split("=", 1)[1]
+                argv = argv[:i] + argv[i + 1:]
+                break
+        names = [m if m.startswith("timm:") else "timm:" + m
+                 for m in (models.split(",") if models else []) if m] or list(config)
+        argv += ["--models", ",".join(names)]
+    else:
+        config = dict(bench.CONFIG, **ZOO)
+    return opts, zoo_argv(argv), config
+
+
 def main(argv=None):
-    config = dict(bench.CONFIG, **ZOO)
-    return bench.main(zoo_argv(sys.argv[1:] if argv is None else argv), config)
+    opts, argv, config = select_zoo(sys.argv[1:] if argv is None else argv)
+    if opts.prebuild_jobs > 0:
+        prebuild(bench.parse_args(argv, config), config, opts.prebuild_jobs)
+        argv = argv + ["--prebuilt"]
+    return bench.main(argv, config)
 
 
 if __name__ == "__main__":

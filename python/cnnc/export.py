@@ -48,10 +48,17 @@ class SimpleCNN(nn.Module):
 
 
 def build_model(name, num_classes=None, seed=0):
-    """A model by name: 'simplecnn' or any torchvision.models constructor."""
+    """A model by name: 'simplecnn', any torchvision.models constructor, or
+    'timm:NAME' (timm.create_model, random init, as its default
+    drop rates: a benchmark times the model a user would train)."""
     torch.manual_seed(seed)
     if name.lower() == "simplecnn":
         return SimpleCNN(num_classes or 10)
+    if name.startswith("timm:"):
+        import timm
+
+        kwargs = {"num_classes": num_classes} if num_classes else {}
+        return timm.create_model(name[len("timm:"):], pretrained=False, **kwargs)
     import torchvision
 
     ctor = getattr(torchvision.models, name, None)

@@ -64,6 +64,37 @@ def test_zoo_defaults():
     assert bench.CONFIG["resnet50"][2] == 1000 and bench.CONFIG["simplecnn"][2] == 10
 
 
+def test_zoo_timm_selection():
+    opts, argv, config = zoo_bench.select_zoo(
+        ["--cnnc", "x", "--zoo", "timm", "--timm-shape", "16,128",
+         "--models", "skresnet18,timm:repvgg_a2", "--prebuild-jobs", "3"])
+    a = bench.parse_args(argv, config)
+    assert opts.prebuild_jobs == 3
+    assert a.models == ["timm:skresnet18", "timm:repvgg_a2"]
+    assert config["timm:skresnet18"] == (16, 128, 1000)
+    # Without --models: every family of test/gpu/timm_zoo.py.
+    _, argv, config = zoo_bench.select_zoo(["--cnnc", "x", "--zoo", "timm"])
+    a = bench.parse_args(argv, config)
+    assert len(a.models) >= 30 and all(m.startswith("timm:") for m in a.models)
+    assert config[a.models[0]] == (32, 224, 1000)
+    with pytest.raises(SystemExit):
+        bench.parse_args(zoo_bench.select_zoo(
+            ["--cnnc", "x", "--zoo", "timm", "--models", "resnet50"])[1], config)
+
+
+def test_prebuilt_failure_is_reported_not_rebuilt(tmp_path):
+    """A model whose prebuild failed is that row's error in the timed phase;
+    cnnc is not run again (a missing binary here would fail differently)."""
+    args = bench.parse_args(["--cnnc", "/nonexistent/cnnc", "--work", str(tmp_path),
+                             "--models", "simplecnn", "--prebuilt"])
+    exe = bench.cnnc_exe_path("simplecnn", args, [])
+    os.makedirs(os.path.dirname(exe))
+    with open(exe + ".error", "w") as f:
+        f.write("cnnc failed: error: unsupported op 'Foo'")
+    with pytest.raises(RuntimeError, match="unsupported op 'Foo'"):
+        bench.run_cnnc("simplecnn", 32, 32, args, "", 10)
+
+
 def alive(pid):
     try:
         os.kill(pid, 0)

@@ -42,6 +42,7 @@ torch = require_gpu("check_zoo")
 import torchvision  # noqa: E402
 
 from cnnc.cnnw import read_cnnw  # noqa: E402
+from timm_zoo import TIMM_FAMILIES  # noqa: E402
 from cnnc.export import export_onnx  # noqa: E402
 from cnnc.train_check import classification_loss  # noqa: E402
 
@@ -66,23 +67,8 @@ MODELS = {
     "alexnet": (16, 224, {}),
     "convnext_tiny": (16, 64, {}),
 }
-# One member of each timm CNN family (issue 32's zoo: ops beyond ResNet such as
-# GroupNorm, upsampling, softmax attention, Conv1d, ReduceL2), small enough
-# to export, compile and check in well under a minute each at 64x64.
-TIMM_MODELS = {name: (8, 64, {}) for name in [
-    "resnet26d", "seresnext26d_32x4d", "ecaresnet26t", "skresnet18",
-    "resnest14d", "ese_vovnet19b_dw", "dla34", "dpn68", "hrnet_w18_small",
-    "cspresnet50", "cs3darknet_s", "regnetx_002", "regnety_002", "rexnet_100",
-    "ghostnet_100", "mixnet_s", "tf_efficientnet_b0", "mobilenetv3_large_100",
-    "lcnet_050", "hardcorenas_a", "fbnetc_100", "spnasnet_100",
-    "semnasnet_100", "densenetblur121d", "selecsls42b", "res2net50_26w_4s",
-    "gernet_s", "repvgg_a2", "nf_resnet26", "convnext_atto",
-    "convnextv2_atto", "resnetv2_50x1_bit", "gcresnet26ts",
-    "efficientnet_lite0", "efficientnetv2_rw_t", "dla46_c", "resnet10t",
-    # TF "same" padding (Conv2dSame's computed pads fold at import) and the
-    # NFNet form (SiLU, grouped convs, SE, extra conv) beside nf_resnet26.
-    "tf_mobilenetv3_small_100", "nfnet_l0",
-]}
+# One member of each timm CNN family (test/gpu/timm_zoo.py).
+TIMM_MODELS = {name: (8, 64, {}) for name in TIMM_FAMILIES}
 LR, MOMENTUM, WD = 0.01, 0.9, 5e-4
 # MnasNet-1.0 and RegNetY-400MF diverge at LR 0.01 on one batch of 16 at
 # 64x64 (MnasNet's loss rises from 5.3 to 7.1 in the first step) and in that

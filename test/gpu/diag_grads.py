@@ -8,7 +8,10 @@ NET: nf_resnet | nfnet_l0 | dm_nfnet (test/e2e/timm_family_layers.py), or
 timm:MODEL (a timm model, random init, 10 classes, batch 8 at 64x64; the
 GPU machine has timm). With --precision fp16 the reference step is PyTorch
 AMP (autocast f16 + channels_last, no scaler): an update of 0 everywhere in
-cnnc's column means its loss scaling skipped the step.
+cnnc's column means its loss scaling skipped the step; a second PyTorch run
+with GradScaler at cnnc's starting scale (65536) then says whether PyTorch's
+scaler skips that step too, and which parameters' scaled gradients are not
+finite.
 Environment toggles of the runtime (CNNRT_CONV_FUSION=split,
 CNNRT_CONV_GRAPH=0) narrow the kernel at fault."""
 import argparse
@@ -46,6 +49,7 @@ def main():
         x = torch.randn(4, 3, 29, 29, device=a.device)
         y = torch.randint(0, 10, (4,), device=a.device)
     ref = copy.deepcopy(model)
+    model_for_scaler = copy.deepcopy(model)
     amp = a.precision == "fp16"
     trainer = cnnc.compile(model, x, optimizer=torch.optim.SGD(model.parameters(), lr=1.0),
                            precision=a.precision, layout=a.layout, cache=False,
@@ -63,6 +67,8 @@ def main():
     else:
         torch.nn.functional.cross_entropy(ref(x), y).backward()
     opt.step()
+    if amp:
+        scaler_verdict(torch, model_for_scaler, x, y)
     rows = []
     got = dict(model.named_parameters())
     for n, p in ref.named_parameters():
@@ -75,6 +81,27 @@ def main():
           (a.net, a.precision, a.layout))
     for err, n, gr, gc in rows[:a.top]:
         print("  %10.3g  %-40s %10.3g %10.3g" % (err, n, gr, gc))
+
+
+def scaler_verdict(torch, model, x, y):
+    """PyTorch AMP's own verdict on the first step: GradScaler at 65536 (its
+    default and cnnc's starting scale), the parameters whose scaled f16-born
+    gradients are inf/NaN, and whether scaler.step skips."""
+    model = model.to(memory_format=torch.channels_last)
+    opt = torch.optim.SGD(model.parameters(), lr=1.0)
+    scaler = torch.cuda.amp.GradScaler(init_scale=65536.0)
+    with torch.autocast("cuda", dtype=torch.float16):
+        loss = torch.nn.functional.cross_entropy(
+            model(x.contiguous(memory_format=torch.channels_last)), y)
+    scaler.scale(loss).backward()
+    bad = [n for n, p in model.named_parameters()
+           if p.grad is not None and not torch.isfinite(p.grad).all()]
+    scaler.step(opt)
+    scaler.update()
+    print("PyTorch GradScaler(init_scale=65536): step %s, scale now %g; %d parameter(s) "
+          "with non-finite scaled gradients%s" %
+          ("SKIPPED" if bad else "taken", scaler.get_scale(), len(bad),
+           (": " + ", ".join(bad[:6])) if bad else ""))
 
 
 if __name__ == "__main__":
