@@ -13,6 +13,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "ContextImpl.h"
+#include "GraphChoice.h"
+#include "ReproProbe.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -995,13 +997,19 @@ struct GraphOrSplit {
   cnnrt::cudnn_graph::Dir dir;
   /// The geometry's prologue (relu(x * scale + shift) per input channel).
   bool prologue = false;
-  /// The graph's results differ from run to run although cuDNN notes none
-  /// of its plans as nondeterministic: conv+GenStats (measured on an H100,
-  /// session 25: two processes with the same cached plan gave forward
-  /// losses 2.3522718 and 2.35227323, its statistics being summed in an
+  /// The graph's results may differ from run to run although cuDNN notes
+  /// none of its plans as nondeterministic: conv+GenStats (measured on an
+  /// H100, session 25: two processes with the same cached plan gave
+  /// forward losses 2.3522718 and 2.35227323, its statistics summed in an
   /// order that varies). Under CNNRT_DETERMINISTIC (the default) such a
-  /// form is not chosen, so a resumed run repeats the uninterrupted one.
-  bool graphVariesRunToRun = false;
+  /// plan is admitted only after the reproducibility probe (ReproProbe.h)
+  /// saw it repeat its outputs bitwise, and the verdict is cached with
+  /// the choice, so a later process takes the same probed plan.
+  bool needsReproProbe = false;
+  /// With needsReproProbe: which bufferBytes are outputs (the probe
+  /// compares them; the others are inputs it fills), and their names.
+  std::vector<int> outputs;
+  std::vector<const char *> bufferNames;
   /// The algorithm cache key is the convolution's key + "|" + cacheTag +
   /// "|ws=" + the workspace bytes (caches on disk hold these keys).
   const char *cacheTag = nullptr;
@@ -1040,9 +1048,11 @@ static void allocTuneBuffers(Context &ctx, TuneBuffers &b,
 
 /// Keeps in `graph` either a cuDNN graph plan of convolution `c` as `f`
 /// describes it or null (the split form): the cached choice (heuristics
-/// index, -1 = split) when there is one, else the faster of the split form
-/// and the heuristics' first CNNRT_GRAPH_PLANS plans, then cached.
-/// CNNRT_CONV_GRAPH=0 keeps the split form.
+/// index, -1 = split; GraphChoice.h) when there is one, else the faster of
+/// the split form and the heuristics' first CNNRT_GRAPH_PLANS plans, then
+/// cached. Under CNNRT_DETERMINISTIC a family with needsReproProbe admits
+/// only the plans the reproducibility probe passed. CNNRT_CONV_GRAPH=0
+/// keeps the split form.
 static void
 chooseGraphOrSplit(Context &ctx, ConvEntry &c, const char *loc,
                    std::shared_ptr<cnnrt::cudnn_graph::ConvPlan> &graph,
@@ -1055,11 +1065,15 @@ chooseGraphOrSplit(Context &ctx, ConvEntry &c, const char *loc,
   // forced choices are not cached. An asymmetric padding's emulation
   // (padded copy, crop) is the split form's business.
   bool forced = opts.convFusion != ConvFusion::Auto;
-  if (!opts.convGraph || c.asym || opts.convFusion == ConvFusion::Split ||
-      (opts.deterministic && f.graphVariesRunToRun && !forced)) {
+  if (!opts.convGraph || c.asym || opts.convFusion == ConvFusion::Split) {
     f.readySplit();
     return;
   }
+  // Determinism binds the forced graph form too (CNNRT_CONV_FUSION=cudnn
+  // runs a probed plan or, when none passes, the split form with a
+  // warning): a test mode that silently broke reproducibility would make
+  // CNNRT_DETERMINISTIC=1 a promise with exceptions.
+  bool probe = opts.deterministic && f.needsReproProbe;
   // Every plan kept fits workspaceBytes, so this never fails finishPrepare's
   // check; it keeps neededWorkspace the most any kept algorithm needs.
   auto keepGraph = [&]() {
@@ -1076,35 +1090,57 @@ chooseGraphOrSplit(Context &ctx, ConvEntry &c, const char *loc,
   std::string key =
       c.key + "|" + f.cacheTag + "|ws=" + std::to_string(I.workspaceBytes);
   const std::string *hit = forced ? nullptr : I.cache.find(key);
+  GraphChoice cached;
+  std::string bad;
+  if (hit && !parseGraphChoice(*hit, cached, bad)) {
+    // Someone's edit or a truncated file: say so and choose again (the
+    // new choice replaces the entry).
+    std::fprintf(stderr,
+                 "cnnrt: warning: %s %s: algorithm cache (%s): %s; choosing "
+                 "again\n",
+                 loc, f.label.c_str(), opts.algoCachePath.c_str(), bad.c_str());
+    hit = nullptr;
+  }
+  if (hit && probe && cached.index >= 0 && cached.reproduced < repro::kRuns) {
+    // A plan cached without the probe's verdict (CNNRT_DETERMINISTIC
+    // before the probe existed, or fewer runs): probe it again.
+    if (opts.verbose)
+      std::fprintf(stderr,
+                   "cnnrt: %s %s: cached plan #%d has no reproducibility "
+                   "verdict of %d runs; probing again\n",
+                   loc, f.label.c_str(), cached.index, repro::kRuns);
+    hit = nullptr;
+  }
   if (hit) {
-    std::istringstream v(*hit);
-    int index = -1;
-    if (v >> index) {
-      std::string why;
-      if (index >= 0)
-        graph = cg::convPlanAt(I.cudnn, g, f.dir, index, &why);
-      if (graph && graph->workspaceBytes() > I.workspaceBytes)
-        graph.reset();
-      if (graph)
-        keepGraph();
-      else
-        f.readySplit();
-      if (opts.verbose)
-        std::fprintf(stderr, "cnnrt: %s %s: %s (cached)%s\n", loc,
-                     f.label.c_str(), graph ? "graph" : "split", why.c_str());
-      if (!opts.warmCached)
-        return;
-      // Run the cached form once (runOnce says why).
-      TuneBuffers b;
-      allocTuneBuffers(ctx, b, f, loc);
-      runOnce(ctx, [&]() {
-        if (graph)
-          return f.runPlan(*graph, b.p) == CUDNN_STATUS_SUCCESS;
-        f.runSplit(b.p);
-        return true;
-      });
+    std::string why;
+    if (cached.index >= 0)
+      graph = cg::convPlanAt(I.cudnn, g, f.dir, cached.index, &why);
+    if (graph && graph->workspaceBytes() > I.workspaceBytes)
+      graph.reset();
+    if (graph)
+      keepGraph();
+    else
+      f.readySplit();
+    if (opts.verbose)
+      std::fprintf(
+          stderr, "cnnrt: %s %s: %s (cached)%s%s\n", loc, f.label.c_str(),
+          graph ? "graph" : "split",
+          graph && cached.reproduced
+              ? (" reproduced=" + std::to_string(cached.reproduced)).c_str()
+              : "",
+          why.c_str());
+    if (!opts.warmCached)
       return;
-    }
+    // Run the cached form once (runOnce says why).
+    TuneBuffers b;
+    allocTuneBuffers(ctx, b, f, loc);
+    runOnce(ctx, [&]() {
+      if (graph)
+        return f.runPlan(*graph, b.p) == CUDNN_STATUS_SUCCESS;
+      f.runSplit(b.p);
+      return true;
+    });
+    return;
   }
   TuneBuffers b;
   allocTuneBuffers(ctx, b, f, loc);
@@ -1116,8 +1152,11 @@ chooseGraphOrSplit(Context &ctx, ConvEntry &c, const char *loc,
   std::string why;
   auto plans = cg::convPlans(I.cudnn, g, f.dir, ctx.options().graphPlans,
                              opts.deterministic, &why);
-  std::shared_ptr<cg::ConvPlan> best;
-  float bestMs = -1;
+  struct Timed {
+    std::shared_ptr<cg::ConvPlan> plan;
+    float ms;
+  };
+  std::vector<Timed> timed;
   for (auto &pl : plans) {
     size_t need = pl->workspaceBytes();
     if (need > I.workspaceBytes && !I.plannedWorkspace &&
@@ -1141,9 +1180,51 @@ chooseGraphOrSplit(Context &ctx, ConvEntry &c, const char *loc,
         ctx, [&]() { return f.runPlan(*pl, b.p) == CUDNN_STATUS_SUCCESS; });
     if (ms < 0 && why.empty())
       why = "plan #" + std::to_string(pl->index()) + " failed to run";
-    if (ms >= 0 && (bestMs < 0 || ms < bestMs)) {
-      bestMs = ms;
-      best = std::move(pl);
+    if (ms >= 0)
+      timed.push_back({std::move(pl), ms});
+  }
+  // Fastest first; under the probe the fastest plan that reproduces wins.
+  std::stable_sort(timed.begin(), timed.end(),
+                   [](const Timed &a, const Timed &b) { return a.ms < b.ms; });
+  std::shared_ptr<cg::ConvPlan> best;
+  float bestMs = -1;
+  int rejected = 0;
+  for (Timed &t : timed) {
+    if (probe) {
+      // Fastest first until one passes; under CNNRT_VERBOSE every plan,
+      // to list each verdict (the runs cost far less than the plans'
+      // compilation, already paid).
+      std::vector<repro::Buffer> bufs;
+      for (size_t k = 0; k < f.bufferBytes.size(); ++k)
+        bufs.push_back({b.p[k], f.bufferBytes[k],
+                        std::find(f.outputs.begin(), f.outputs.end(), (int)k) !=
+                            f.outputs.end(),
+                        k < f.bufferNames.size() ? f.bufferNames[k] : ""});
+      repro::Verdict v =
+          repro::probe(ctx.stream(), bufs, I.workspace,
+                       t.plan->workspaceBytes(), repro::kRuns, [&]() {
+                         return f.runPlan(*t.plan, b.p) == CUDNN_STATUS_SUCCESS;
+                       });
+      if (opts.verbose)
+        std::fprintf(stderr, "cnnrt: %s %s: plan #%d %.3f ms %s%s\n", loc,
+                     f.label.c_str(), t.plan->index(), t.ms,
+                     v.reproduced ? "reproduces bitwise over "
+                                  : "does not reproduce: ",
+                     v.reproduced ? (std::to_string(v.runs) + " runs").c_str()
+                                  : v.why.c_str());
+      if (!v.reproduced) {
+        ++rejected;
+        if (why.empty() || best == nullptr)
+          why = "plan #" + std::to_string(t.plan->index()) +
+                " does not reproduce (" + v.why + ")";
+        continue;
+      }
+    }
+    if (!best) {
+      best = t.plan;
+      bestMs = t.ms;
+      if (!probe || !opts.verbose)
+        break;
     }
   }
   if (best && (forced || splitMs < 0 || bestMs < splitMs)) {
@@ -1152,21 +1233,31 @@ chooseGraphOrSplit(Context &ctx, ConvEntry &c, const char *loc,
   }
   if (opts.verbose)
     std::fprintf(stderr,
-                 "cnnrt: %s %s: split %.3f ms, graph plan #%d %.3f ms%s%s -> "
+                 "cnnrt: %s %s: split %.3f ms, graph plan #%d %.3f ms%s%s%s -> "
                  "%s\n",
                  loc, f.label.c_str(), splitMs, best ? best->index() : -1,
                  bestMs, best ? "" : ": ", best ? "" : why.c_str(),
+                 rejected ? (", " + std::to_string(rejected) +
+                             " plan(s) not reproducible")
+                                .c_str()
+                          : "",
                  graph ? "graph" : "split");
   CNNRT_CUDA(ctx, cudaDeviceSynchronize(), loc);
   if (forced) {
     if (!graph)
       std::fprintf(stderr,
-                   "cnnrt: warning: %s: cuDNN has no %s plan for this "
-                   "convolution (%s); running the split form\n",
-                   loc, f.planName, why.c_str());
+                   "cnnrt: warning: %s: %s%s plan for this convolution (%s); "
+                   "running the split form\n",
+                   loc,
+                   rejected ? "CNNRT_DETERMINISTIC=1 admits no cuDNN "
+                            : "cuDNN has no ",
+                   f.planName, why.c_str());
     return;
   }
-  I.cache.put(key, std::to_string(graph ? graph->index() : -1));
+  GraphChoice chosen;
+  chosen.index = graph ? graph->index() : -1;
+  chosen.reproduced = graph && probe ? repro::kRuns : 0;
+  I.cache.put(key, formatGraphChoice(chosen));
 }
 
 /// The prologue's buffers of a graph-or-split entry with one (conv +
@@ -1240,7 +1331,9 @@ static void chooseConvStats(Context &ctx) {
     f.dir = cg::Dir::FwdStats;
     f.prologue = e.prologue;
     f.cacheTag = e.prologue ? "sbr+genstats" : "genstats";
-    f.graphVariesRunToRun = true;
+    f.needsReproProbe = true;
+    f.outputs = {2, 3, 4};
+    f.bufferNames = {"x", "w", "y", "sum", "sumSq", "scale", "shift"};
     f.label = e.prologue ? "conv+genstats (prologue)" : "conv+genstats";
     f.planName = "conv+GenStats";
     // x, w, y, sum, sumSq, the prologue's scale and shift.
