@@ -34,6 +34,10 @@
 #     bench/compile_time.py, ResNet-50 compiled as one nvcc unit, cold
 #     with 1 and with COMPILE_HOST_UNITS (default 4) host units, then
 #     unchanged, other weights, another --lr with that many host units.
+#  g. issue 37: ResNet-50 f16 b128's conv+GenStats plans through the
+#     reproducibility probe (each candidate's verdict), two
+#     CNNRT_DETERMINISTIC=1 processes' losses identical, img/s against
+#     CNNRT_DETERMINISTIC=0, then check_determinism.py (bench/genstats_repro.sh).
 # Data parallelism on 2 or 4 GPUs has its own script: bench/device-dp.sh.
 # Each part has its own time limit so the call returns what finished; logs
 # go to $OUT.   Usage: bash bench/device-verify.sh [PARTS]  (default 1234)
@@ -115,6 +119,10 @@ fi
 if [[ $PARTS == *r* ]]; then
   part determinism ${DETERMINISM_S:-200} env CNNC="$CNNC" PYTHONPATH="$PWD/python" \
     python3 test/gpu/check_determinism.py
+fi
+if [[ $PARTS == *g* ]]; then
+  part genstats-repro ${GENSTATS_S:-540} env CNNC="$CNNC" PYTHONPATH="$PWD/python" \
+    bash bench/genstats_repro.sh
 fi
 if [[ $PARTS == *c* ]]; then
   part compile-time ${COMPILE_S:-200} python3 bench/compile_time.py --cnnc "$CNNC" \

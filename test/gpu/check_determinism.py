@@ -11,7 +11,12 @@ digest of the trained parameters; CNNRT_VERBOSE=1's algorithm choices are
 kept in $OUT (or the work folder) to show what differed.
 
 Checks: the two cached runs agree bitwise (the resume contract), and the
-tuning run agrees with them. If not, the same is run with the cuDNN graph
+tuning run agrees with them; every conv+GenStats graph a cached run takes
+carries the reproducibility probe's verdict ("reproduced=<runs>" in its
+choice line). This is issue 37's acceptance test: since the probe, the
+default CNNRT_DETERMINISTIC=1 may run cuDNN's conv+GenStats graphs again
+(session 25 had turned them off), and the tuning run's per-plan verdicts
+and choices are printed. If a check fails, the same is run with the cuDNN graph
 plans and fused forms off (CNNRT_CONV_GRAPH=0 CNNRT_CONV_FUSION=split) to
 narrow the cause (printed, not judged).
 
@@ -86,6 +91,14 @@ def main():
         return out, [c.replace(" (cached)", "") for c in choices]
 
     tune, tune_c = run("tune", "algos.txt")
+    stats = [c for c in tune_c if "conv+genstats" in c and " -> " in c]
+    print("conv+genstats: %d graph, %d split; candidate plans: %d reproduce, %d do not" % (
+        sum(c.endswith("-> graph") for c in stats), sum(c.endswith("-> split") for c in stats),
+        sum(" reproduces bitwise " in c for c in tune_c),
+        sum(" ms does not reproduce: " in c for c in tune_c)), flush=True)
+    for c in tune_c:
+        if " ms does not reproduce: " in c:
+            print("  " + c)
     cached1, c1 = run("cached-1", "algos.txt")
     cached2, c2 = run("cached-2", "algos.txt")
     if not cached1 or cached1 != cached2:
@@ -95,6 +108,10 @@ def main():
                         [x for x in c1 if x not in c2][:3])
     if tune != cached1:
         failures.append("the tuning process differs from the cached ones")
+    unprobed = [c for c in c1 + c2 if "conv+genstats" in c and ": graph" in c
+                and "reproduced=" not in c]
+    if unprobed:
+        failures.append("a conv+GenStats graph ran without the probe's verdict: %s" % unprobed[0])
     if failures:
         # Narrow the cause: each runtime choice off alone, two processes each.
         for tag, env in (("split", dict(CNNRT_CONV_GRAPH="0", CNNRT_CONV_FUSION="split")),
