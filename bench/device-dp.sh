@@ -674,7 +674,14 @@ fi
 #  d. a stage SIGKILLed mid-run: the launcher exits non-zero with one
 #     "pipeline run failed" error within 60 s;
 #  e. --checkpoint after 3 steps (one file, the stages' union), --resume to
-#     step 5: steps 4 and 5 as a's (1e-5 relative).
+#     step 5: steps 4 and 5 as a's (1e-5 relative);
+#  f. fp16 (the default precision, a loss scale agreed across the stages):
+#     ResNet-18 S=2 M=4 against the one-GPU f16 --accumulate 4 over the same
+#     data, 5 steps; bound: the larger of 3 % and PyTorch's AMP-vs-f32
+#     spread (torch_ref.py accumulate --amp against the f32 run, the largest
+#     relative loss difference over the 5 steps); and c's ResNet-50 at f16
+#     (img/s, pipeline and one GPU).
+# With 4 GPUs, b and f also run on S=4 (and a, as before).
 # The last line: PIPELINE PART P: PASS, or FAIL <what failed>.
 if has P; then
   part_begin P
@@ -682,6 +689,7 @@ if has P; then
   P_FAILS=()
   pfail() { fail "P $*"; P_FAILS+=("${1%%:*}"); }
   PF32=(--train --precision fp32 "${SGD[@]}")
+  PF16=(--train --precision fp16 "${SGD[@]}")
   if run p-prepare 180 $PY "$DP/prepare.py" --work "$PW" --batch 8 --size 32 --steps 10; then
     PX=(--data "$PW/data_x.npy" --labels "$PW/data_y.npy" --seed 0 --log-every 1)
     BUILD_PIDS=()
@@ -693,8 +701,16 @@ if has P; then
     BUILD_PIDS+=($!)
     build p-r18-acc 300 "$PW/resnet18.onnx" "${PF32[@]}" --accumulate 4 &
     BUILD_PIDS+=($!)
+    build p-r18f16-pp2 300 "$PW/resnet18.onnx" "${PF16[@]}" --pipeline-stages 2 --micro-batches 4 &
+    BUILD_PIDS+=($!)
+    build p-r18f16-acc 300 "$PW/resnet18.onnx" "${PF16[@]}" --accumulate 4 &
+    BUILD_PIDS+=($!)
     if ((NG >= 4)); then
       build p-nobn-pp4 300 "$PW/nobn.onnx" "${PF32[@]}" --pipeline-stages 4 --micro-batches 4 &
+      BUILD_PIDS+=($!)
+      build p-r18-pp4 300 "$PW/resnet18.onnx" "${PF32[@]}" --pipeline-stages 4 --micro-batches 4 &
+      BUILD_PIDS+=($!)
+      build p-r18f16-pp4 300 "$PW/resnet18.onnx" "${PF16[@]}" --pipeline-stages 4 --micro-batches 4 &
       BUILD_PIDS+=($!)
     fi
     (if run p-export-r50 180 $PY -c "
@@ -705,6 +721,8 @@ export_onnx(m, '$PW/r50_b128.onnx', (128, 3, 224, 224), training=True)
 "; then
       build p-r50-pp2 400 "$PW/r50_b16.onnx" "${PF32[@]}" --pipeline-stages 2 --micro-batches 8 &
       build p-r50-1x 400 "$PW/r50_b128.onnx" "${PF32[@]}" &
+      build p-r50f16-pp2 400 "$PW/r50_b16.onnx" "${PF16[@]}" --pipeline-stages 2 --micro-batches 8 &
+      build p-r50f16-1x 400 "$PW/r50_b128.onnx" "${PF16[@]}" &
       wait
     else
       echo "p-r50 (the ResNet-50 export failed, see p-export-r50)" >>"$W/build-failures"
@@ -752,8 +770,23 @@ print('%.3g' % max(1e-4, 3 * max(abs(u - v) / abs(u) for u, v in zip(a, b))))")
     else
       note "b: PyTorch's spread not measured (see p-torch-acc*.log): bound 1e-4"
     fi
-    # a, b: the pipelined step against accumulation over the same data.
-    for c in "a nobn pp2 1e-5" "b r18 pp2 $P_R18_BOUND" "a nobn pp4 1e-5"; do
+    # f's bound: PyTorch's AMP-vs-f32 spread on the same accumulation, at
+    # least 3 % of the loss.
+    P_F16_BOUND=0.03
+    if [ -f "$PW/pt_acc.json" ] &&
+      CUDA_VISIBLE_DEVICES=0 run p-torch-acc-amp 120 $PY "$DP/torch_ref.py" accumulate --micro 4 --steps 5 \
+        --amp --work "$PW" --out "$PW/pt_acc_amp"; then
+      P_F16_BOUND=$($PY -c "
+import json
+a = json.load(open('$PW/pt_acc.json'))['losses']; b = json.load(open('$PW/pt_acc_amp.json'))['losses']
+print('%.3g' % max(0.03, max(abs(u - v) / abs(u) for u, v in zip(a, b))))")
+      note "f: PyTorch's AMP-vs-f32 spread (accumulate 4 x 8): $(grep -h losses "$LOGS/p-torch-acc-amp.log" | tr '\n' ' '); bound $P_F16_BOUND"
+    else
+      note "f: PyTorch's AMP spread not measured (see p-torch-acc-amp.log): bound 0.03"
+    fi
+    # a, b, f: the pipelined step against accumulation over the same data.
+    for c in "a nobn pp2 1e-5" "b r18 pp2 $P_R18_BOUND" "f r18f16 pp2 $P_F16_BOUND" \
+      "a nobn pp4 1e-5" "b r18 pp4 $P_R18_BOUND" "f r18f16 pp4 $P_F16_BOUND"; do
       set -- $c
       [ -x "$W/p-$2-$3" ] || { [ "$3" = pp4 ] && ((NG < 4)) && continue; pfail "$1: p-$2-$3 did not build (see build-p-$2-$3.log)"; continue; }
       [ -x "$W/p-$2-acc" ] || { pfail "$1: p-$2-acc did not build"; continue; }
@@ -812,6 +845,17 @@ PYEOF
       note "c: ResNet-50 f32 batch 128, one GPU:                             $(grep '^done:' "$LOGS/p-r50-1x.log" | tail -1)"
     else
       pfail "c: the ResNet-50 executables did not build (see build-p-r50-*.log)"
+    fi
+    # f. ResNet-50 at f16 (the default precision), as c.
+    if [ -x "$W/p-r50f16-pp2" ] && [ -x "$W/p-r50f16-1x" ]; then
+      run p-r50f16-pp2 200 "$W/p-r50f16-pp2" --data synthetic --steps 60 ||
+        pfail "f: ResNet-50 f16 pipeline run (exit $?, see p-r50f16-pp2.log)"
+      CUDA_VISIBLE_DEVICES=0 run p-r50f16-1x 200 "$W/p-r50f16-1x" --data synthetic --steps 60 ||
+        pfail "f: ResNet-50 f16 one-GPU run (exit $?, see p-r50f16-1x.log)"
+      note "f: ResNet-50 f16 batch 128, pipeline S=2 x M=8 (micro-batch 16): $(grep '^done:' "$LOGS/p-r50f16-pp2.log" | tail -1)"
+      note "f: ResNet-50 f16 batch 128, one GPU:                             $(grep '^done:' "$LOGS/p-r50f16-1x.log" | tail -1)"
+    else
+      pfail "f: the ResNet-50 f16 executables did not build (see build-p-r50f16-*.log)"
     fi
     # d. a stage killed mid-run stops the run with one error, no hang.
     if [ -x "$W/p-nobn-pp2" ]; then

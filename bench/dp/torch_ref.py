@@ -18,7 +18,10 @@ state_dict, rank 0).
         micro-batch's loss / M backward, one SGD step; the reported loss is
         the mean of the M micro-losses (what a pipelined step prints). Run on
         cuda and on cpu it gives PyTorch's own spread for micro-batched
-        BatchNorm, the bound of part P b.
+        BatchNorm, the bound of part P b. With --amp: torch.autocast f16
+        and a GradScaler (init 65536, scaler.step/update once per M
+        micro-batches), against the f32 run PyTorch's AMP-vs-f32 spread,
+        the bound of part P f.
 
   python3 bench/dp/torch_ref.py one --work DIR --out DIR/pt_one
   python3 bench/dp/torch_ref.py accumulate --micro 4 --steps 5 --work DIR --out DIR/pt_acc
@@ -71,6 +74,8 @@ def main(argv=None):
     ap.add_argument("--work", required=True)
     ap.add_argument("--out", required=True, help="output prefix (.json, .npz)")
     ap.add_argument("--model", default="resnet18", choices=["resnet18", "nobn"])
+    ap.add_argument("--amp", action="store_true",
+                    help="accumulate: torch.autocast(float16) + GradScaler (cuda)")
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"],
                     help="cpu: modes one and accumulate (PyTorch's CPU-vs-GPU spread; tests)")
     args = ap.parse_args(argv)
@@ -134,6 +139,7 @@ def accumulate(args, model, opt, x, y, meta, device):
     steps = args.steps or n // (b * m)
     rows_all = common.stream_batches(n, b * m, steps, seed=0)
     losses = []
+    scaler = torch.amp.GradScaler("cuda", init_scale=65536.0) if args.amp else None
     for s in range(steps):
         opt.zero_grad(set_to_none=True)
         total = 0.0
@@ -141,14 +147,22 @@ def accumulate(args, model, opt, x, y, meta, device):
             rows = rows_all[s, k * b:(k + 1) * b]
             xb = torch.from_numpy(x[rows]).to(device)
             yb = torch.from_numpy(y[rows]).to(device)
-            loss = F.cross_entropy(model(xb), yb)
-            (loss / m).backward()
+            with torch.autocast("cuda", dtype=torch.float16, enabled=args.amp):
+                loss = F.cross_entropy(model(xb), yb)
+            if scaler:
+                scaler.scale(loss / m).backward()
+            else:
+                (loss / m).backward()
             total += float(loss)
-        opt.step()
+        if scaler:
+            scaler.step(opt)
+            scaler.update()
+        else:
+            opt.step()
         losses.append(total / m)
     common.save_json(args.out + ".json", {"losses": losses, "mode": "accumulate",
                                           "micro": m, "device": args.device,
-                                          "perturb": args.perturb,
+                                          "perturb": args.perturb, "amp": args.amp,
                                           "torch": torch.__version__})
     print("%s accumulate %d x %d on %s: losses %s" % (args.model, m, b, args.device,
                                                       " ".join("%.7g" % v for v in losses)))

@@ -126,23 +126,15 @@ cnnc::verifyCNNPipelineOptions(const CNNPipelineOptions &o,
   }
   // The CUDA target (docs/pipeline-parallel.md): GPipe in f32. Its
   // transfers block on the compute stream, which 1F1B's crossing sends
-  // (a stage sending forward while its peer sends backward) would deadlock;
-  // a loss scale per stage would not agree on a skipped step.
+  // (a stage sending forward while its peer sends backward) would deadlock.
+  // fp16 runs: each stage's finite flag is combined over the stages
+  // (cnn-precision on a stage's step), so the loss scales agree.
   if (ok && isPipelined(o) && o.target != "cpu" &&
       o.pipelineSchedule != "gpipe") {
     error(flagPrefix + Twine("pipeline-schedule ") + o.pipelineSchedule +
           ": the CUDA target runs the gpipe schedule only (its sends and "
           "receives block on the compute stream; 1f1b runs on the reference "
           "interpreter, --run-reference)");
-    ok = false;
-  }
-  if (ok && isPipelined(o) && o.target != "cpu" &&
-      effectivePrecision(o) == "fp16") {
-    error(flagPrefix + Twine("pipeline-stages: the CUDA target's pipeline "
-                             "stages run in fp32 only (a loss scale per "
-                             "stage would not skip a step on every stage): "
-                             "give ") +
-          flagPrefix + "precision fp32");
     ok = false;
   }
   if (ok && o.syncBN && o.worldSize < 1) {

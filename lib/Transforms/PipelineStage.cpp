@@ -28,6 +28,48 @@ using namespace cnnc;
 using namespace cnnc::cnn;
 
 namespace {
+/// Drops the optimizer updates of every micro-batch but the last. The
+/// schedule unrolls the M micro-steps of accumulation, each with its
+/// optimizer ops, but micro-batch m runs as micro-step k*M - (M-1-m), a
+/// multiple of M only for m = M-1: the M-1 earlier updates are skipped
+/// (cnn.accumulation_step's flag 0), and a skipped update returns its
+/// parameter and state unchanged. Threading those through instead is exact,
+/// saves M-1 update passes per step, and leaves one update per parameter, as
+/// the loss scaling of cnn-precision expects (its finite flag is decided
+/// before the first update, after every gradient). An update is a
+/// micro-batch's earlier one when its new parameter is the parameter of
+/// another update (the schedule threads state from one micro-batch's body
+/// to the next).
+void dropUnappliedUpdates(func::FuncOp fn) {
+  SmallVector<Operation *> dead;
+  fn.walk([&](Operation *op) {
+    if (!isa<SGDUpdateOp, AdamUpdateOp>(op))
+      return;
+    bool threaded = llvm::any_of(op->getResult(0).getUses(), [](OpOperand &u) {
+      return isa<SGDUpdateOp, AdamUpdateOp>(u.getOwner()) &&
+             u.getOperandNumber() == 0;
+    });
+    if (threaded)
+      dead.push_back(op);
+  });
+  for (Operation *op : dead) {
+    // Results (new_param, state...) are operands 0 and 2, 3, ... (SGD:
+    // momentum buffer; Adam: exp_avg, exp_avg_sq).
+    op->getResult(0).replaceAllUsesWith(op->getOperand(0));
+    for (unsigned r = 1; r < op->getNumResults(); ++r)
+      op->getResult(r).replaceAllUsesWith(op->getOperand(r + 1));
+    op->erase();
+  }
+  // Their accumulation flags (and constants) are left without readers.
+  SmallVector<Operation *> unused;
+  fn.walk([&](Operation *op) {
+    if (isa<AccumulationStepOp, ConstantOp>(op) && op->use_empty())
+      unused.push_back(op);
+  });
+  for (Operation *op : unused)
+    op->erase();
+}
+
 struct StagePass : public cnnc::impl::CNNPipelineStageBase<StagePass> {
   using CNNPipelineStageBase::CNNPipelineStageBase;
   void runOnOperation() override;
@@ -80,6 +122,7 @@ void StagePass::runOnOperation() {
   fn.setSymName("train_step");
   fn->setAttr("cnn.num_classes", b.getI64IntegerAttr(classes));
   fn->setAttr("cnn.pipeline_stages", b.getI64IntegerAttr(stages));
+  dropUnappliedUpdates(fn);
 
   // The M losses (cnn.loss on results, micro-batch order) become their mean:
   // summed in micro-batch order, then scaled by 1/M, one result in place of

@@ -576,7 +576,12 @@ LogicalResult PrecisionPass::addLossScaling(func::FuncOp f) {
   // classifiers have their own).
   SmallVector<SoftmaxCrossEntropyGradOp> seedOps;
   f.walk([&](SoftmaxCrossEntropyGradOp o) { seedOps.push_back(o); });
-  if (seedOps.empty())
+  // A pipeline stage before the last (cnn-pipeline-stage) has no loss: the
+  // gradients it receives were seeded with the last stage's scale, which
+  // equals its own (every stage starts from init-scale and updates with the
+  // same flag, combined across the stages below).
+  const bool pipelineStage = f->hasAttr("cnn.pipeline_stages");
+  if (seedOps.empty() && !pipelineStage)
     return f.emitError("cnn-precision: @")
            << f.getName()
            << " has no softmax_cross_entropy_grad to seed with the loss scale";
@@ -669,6 +674,16 @@ LogicalResult PrecisionPass::addLossScaling(func::FuncOp f) {
   b.setInsertionPoint(at);
   Location loc = NameLoc::get(b.getStringAttr("loss_scale"), f.getLoc());
   Value finite = AllFiniteOp::create(b, loc, scalar, checked);
+  // Pipeline stages: each checks only its own gradients; the minimum of
+  // the flags over the stages (the stages' communicator) makes a step
+  // skipped on one stage skipped on all, and their scales stay equal.
+  if (pipelineStage)
+    finite = AllReduceOp::create(
+                 b, loc, TypeRange{scalar}, ValueRange{finite},
+                 {b.getNamedAttr("reduction", b.getStringAttr("min")),
+                  b.getNamedAttr("bucket", b.getI64IntegerAttr(0)),
+                  b.getNamedAttr("bytes", b.getI64IntegerAttr(4))})
+                 .getResult(0);
   Value apply = accumulation ? accumulation.getApply() : Value();
   // With accumulation an update applies when its micro-step is the last of
   // the optimizer step and the accumulated sums are finite.

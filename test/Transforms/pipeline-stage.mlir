@@ -14,7 +14,13 @@
 // cnn-autodiff (the driver splits the step and runs the step pipeline on
 // each stage's), and refuses what the CUDA stages do not run.
 // RUN: cnnc-opt %s --cnn-train-pipeline="pipeline-stages=2 micro-batches=2 precision=fp32" | FileCheck %s --check-prefix=TRAIN
-// RUN: not cnnc-opt %s --cnn-train-pipeline="pipeline-stages=2 micro-batches=2" 2>&1 | FileCheck %s --check-prefix=FP16
+// fp16 (the CUDA target's default): every stage scales, checks its own
+// gradients and takes the minimum of the finite flags over the stages
+// before the scale update and the optimizer.
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 micro-batches=2" -cnn-pipeline-split -cnn-pipeline-schedule -cnn-pipeline-stage="stage=0" -cnn-gpu-pipeline="precision=fp16 layout=nchw fuse=0" | FileCheck %s --check-prefix=F16S0
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 micro-batches=2" -cnn-pipeline-split -cnn-pipeline-schedule -cnn-pipeline-stage="stage=1" -cnn-gpu-pipeline="precision=fp16 layout=nchw fuse=0" | FileCheck %s --check-prefix=F16S1
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 micro-batches=2" -cnn-pipeline-split -cnn-pipeline-schedule -cnn-pipeline-stage="stage=0" -cnn-gpu-pipeline -o %t16.mlir
+// RUN: cnnc %t16.mlir --emit cuda | FileCheck %s --check-prefix=CUDA16
 // RUN: not cnnc-opt %s --cnn-train-pipeline="pipeline-stages=2 micro-batches=2 precision=fp32 pipeline-schedule=1f1b" 2>&1 | FileCheck %s --check-prefix=ONEF
 
 // cnn-pipeline-stage: one stage's @stage<s>_step as the module's
@@ -97,5 +103,52 @@ func.func @forward(%x: tensor<2x3x8x8xf32> {cnn.input},
 // TRAIN-NOT: cnn.transpose
 // TRAIN-NOT: cnn.lowering_selected
 // TRAIN: cnn.accumulate_grad {{.*}} {every = 2 : i64}
-// FP16: error: cnn-train-pipeline: pipeline-stages: the CUDA target's pipeline stages run in fp32 only {{.*}}: give precision fp32
+
+// Only the last micro-batch's optimizer updates are left (micro-batch m runs
+// as micro-step k*M - (M-1-m), which applies only for m = M-1): one per
+// parameter, after every micro-batch's gradient.
+// S0-NOT: cnn.sgd_update
+// S0: cnn.accumulate_grad
+// S0: cnn.accumulate_grad
+// S0: cnn.accumulate_grad
+// S0: cnn.accumulate_grad
+// S0: cnn.accumulation_step
+// S0-NOT: cnn.accumulation_step
+// S0: cnn.sgd_update
+// S0: cnn.sgd_update
+// S0-NOT: cnn.sgd_update
+// S0: return
+
+// Stage 0 has no loss: its loss scale is a state argument its received
+// gradients were seeded with (on stage 1); both stages reduce their finite
+// flag with min over the stages before the updates read it.
+// F16S0: func.func @train_step(
+// F16S0-SAME: %[[S:[a-z0-9]+]]: tensor<f32> {cnn.init = 6.553600e+04 : f32, cnn.loss_scale, {{.*}}cnn.state = "loss_scale"}
+// F16S0-NOT: cnn.softmax_cross_entropy_grad
+// F16S0: cnn.recv {{{.*}}peer = 1 : i64, tag = 1 : i64} : tensor<2x4x8x8xf16>
+// F16S0: %[[OWN:.*]] = cnn.all_finite
+// F16S0-NEXT: %[[ALL:.*]] = cnn.all_reduce %[[OWN]] {bytes = 4 : i64, {{.*}}reduction = "min"} : (tensor<f32>) -> tensor<f32>
+// F16S0: cnn.loss_scale_update %[[S]], %{{.*}}, %[[ALL]]
+// F16S0: cnn.sgd_update {{.*}}, %[[S]], %{{.*}} {
+// F16S0: cnn.sgd_update {{.*}}, %[[S]], %{{.*}} {
+// F16S0-NOT: cnn.sgd_update
+// F16S1: func.func @train_step(
+// F16S1-SAME: %[[S:[a-z0-9]+]]: tensor<f32> {cnn.init = 6.553600e+04 : f32, cnn.loss_scale, {{.*}}cnn.state = "loss_scale"}
+// F16S1: cnn.softmax_cross_entropy_grad {{.*}}, %[[S]]
+// F16S1: cnn.softmax_cross_entropy_grad {{.*}}, %[[S]]
+// F16S1: cnn.send {{.*}}peer = 0 : i64, tag = 1 : i64} : tensor<2x4x8x8xf16>
+// F16S1: %[[OWN:.*]] = cnn.all_finite
+// F16S1-NEXT: %[[ALL:.*]] = cnn.all_reduce %[[OWN]] {{.*}}reduction = "min"
+// F16S1: cnn.loss_scale_update %[[S]], %{{.*}}, %[[ALL]]
+
+// The flag's all-reduce on the stages' communicator, joined before the
+// scale update reads it.
+// CUDA16: cnnrt::dist::prepare(ctx, 0); // the stages
+// CUDA16: cnnrt::dist::send(ctx, A + {{[0-9]+}}, 1024ull, 1, "tag 0 at
+// CUDA16: cnnrt::dist::recv(ctx, A + {{[0-9]+}}, 1024ull, 1, "tag 1 at
+// CUDA16: cnnrt::dist::begin(ctx, 0);
+// CUDA16-NEXT: cnnrt::dist::allReduce(ctx, A + {{[0-9]+}}, 1ull, 0, 3,
+// CUDA16-NEXT: cnnrt::dist::end(ctx, 0);
+// CUDA16-NEXT: cnnrt::dist::join(ctx, 0);
+// CUDA16: lossScaleUpdate<<<
 // ONEF: error: cnn-train-pipeline: pipeline-schedule 1f1b: the CUDA target runs the gpipe schedule only

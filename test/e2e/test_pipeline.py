@@ -130,30 +130,46 @@ NVCC = os.path.exists("/usr/local/cuda/bin/nvcc") or shutil.which("nvcc")
 
 def test_pipeline_cuda_refusals(cnnc, models, tmp_path):
     """What the CUDA target's pipeline stages do not run is one error naming
-    it, before anything is compiled: fp16 (the GPU's default precision: a
-    loss scale per stage would not skip a step on every stage), the 1f1b
-    schedule, the C API library."""
+    it, before anything is compiled: the 1f1b schedule, the C API
+    library."""
     model = models["simplecnn"]
     base = ("--train", "--pipeline-stages", 2, "--micro-batches", 4)
-    r = tc.run_cnnc(cnnc, model, *base, "-o", tmp_path / "a.cu")
-    assert r.returncode != 0
-    assert "--pipeline-stages: the CUDA target's pipeline stages run in fp32 only" in r.stderr, r.stderr
-    assert "give --precision fp32" in r.stderr, r.stderr
-    r = tc.run_cnnc(cnnc, model, *base, "--precision", "fp32", "--pipeline-schedule", "1f1b",
+    r = tc.run_cnnc(cnnc, model, *base, "--pipeline-schedule", "1f1b",
                     "-o", tmp_path / "b.cu")
     assert r.returncode != 0
     assert "--pipeline-schedule 1f1b: the CUDA target runs the gpipe schedule only" in r.stderr, r.stderr
-    r = tc.run_cnnc(cnnc, model, *base, "--precision", "fp32", "--emit", "lib",
-                    "-o", tmp_path / "lib.so")
+    r = tc.run_cnnc(cnnc, model, *base, "--emit", "lib", "-o", tmp_path / "lib.so")
     assert r.returncode != 0
     assert "--emit lib with --pipeline-stages" in r.stderr, r.stderr
-    assert not (tmp_path / "a.cu").exists() and not (tmp_path / "lib.so").exists()
+    assert not (tmp_path / "b.cu").exists() and not (tmp_path / "lib.so").exists()
+
+
+def test_pipeline_cuda_fp32_source(cnnc, models, tmp_path):
+    """--precision fp32 stages (no nvcc: the CUDA text): no loss scale, no
+    collective but the transfers, f32 activations across the cut (the f16
+    default is built by test_pipeline_cuda_executable_builds)."""
+    out = tmp_path / "train32.cu"
+    r = tc.run_cnnc(cnnc, models["simplecnn"], "--train", "--precision", "fp32",
+                    "--pipeline-stages", 2, "--micro-batches", M, "--emit", "cuda",
+                    "-o", out)
+    assert r.returncode == 0, r.stdout + r.stderr
+    cu = out.read_text()
+    assert "Role::LossScale" not in cu and "dist::allReduce" not in cu
+    f32_bytes = re.findall(r"dist::send\(ctx, A \+ \d+, (\d+)ull", cu)
+    r = tc.run_cnnc(cnnc, models["simplecnn"], "--train", "--pipeline-stages", 2,
+                    "--micro-batches", M, "--emit", "cuda", "-o", tmp_path / "train16.cu")
+    assert r.returncode == 0, r.stdout + r.stderr
+    f16_bytes = re.findall(r"dist::send\(ctx, A \+ \d+, (\d+)ull",
+                           (tmp_path / "train16.cu").read_text())
+    # The same transfers, in f16 half the bytes.
+    assert len(f32_bytes) == len(f16_bytes) == 2 * M
+    assert [int(b) // 2 for b in f32_bytes] == [int(b) for b in f16_bytes]
 
 
 @pytest.mark.skipif(not NVCC, reason="nvcc not installed")
 def test_pipeline_cuda_executable_builds(cnnc, models, tmp_path):
     """`cnnc --train --pipeline-stages 2 --micro-batches 4 -o train` for the
-    CUDA target: one executable holding both stages' steps, built by nvcc
+    CUDA target (fp16, its default): one executable holding both stages' steps, built by nvcc
     here (no GPU needed; docs/pipeline-parallel.md). Each stage's step cuts
     its 4 micro-batches out of the 4 x B batch and moves the cut's
     activations forward and their gradients backward through NCCL, 4 each
@@ -162,7 +178,7 @@ def test_pipeline_cuda_executable_builds(cnnc, models, tmp_path):
     looks for a GPU."""
     model = models["simplecnn"]
     exe = tmp_path / "train"
-    r = tc.run_cnnc(cnnc, model, "--train", "--precision", "fp32", "--pipeline-stages", 2,
+    r = tc.run_cnnc(cnnc, model, "--train", "--pipeline-stages", 2,
                     "--micro-batches", M, "-o", exe)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "pipeline plan: 2 stage(s) x 4 micro-batch(es) (GPipe)" in r.stdout, r.stdout
@@ -181,7 +197,14 @@ def test_pipeline_cuda_executable_builds(cnnc, models, tmp_path):
         # The spec: the M x B batch, 10 classes, the stage hooks.
         assert re.search(r"kModel = \{.*, %d, 3, 32, 32, 10, prepareModel, trainStep, "
                          r"nullptr, .*&cnnrt::dist::kHooks\};" % (M * B), s), s[-600:]
-    assert "cnnrt::Role::Loss" not in s0 and "cnnrt::Role::Loss" in s1
+    assert "cnnrt::Role::Loss}" not in s0 and "cnnrt::Role::Loss}" in s1
+    # fp16 (the default): both stages keep a loss scale, and each takes the
+    # minimum of its finite flag over the stages (one 1-element f32
+    # all-reduce, op 3 = min) before its scale update and optimizer.
+    for s in (s0, s1):
+        assert "cnnrt::Role::LossScale}" in s
+        assert len(re.findall(r"cnnrt::dist::allReduce\(ctx, A \+ \d+, 1ull, 0, 3,", s)) == 1
+        assert s.index("dist::allReduce") < s.index("lossScaleUpdate<<<")
     # The sends of one stage and the receives of the other carry the same bytes.
     sent = re.findall(r"dist::send\(ctx, A \+ \d+, (\d+)ull", s0)
     got = re.findall(r"dist::recv\(ctx, A \+ \d+, (\d+)ull", s1)
