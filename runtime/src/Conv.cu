@@ -279,17 +279,31 @@ static bool chooseGraphConv(Context &ctx, Context::Impl &I, ConvEntry &c,
     if ((v >> index >> ws) && ws <= wsCap) {
       if (index < 0)
         return false;
-      std::string why;
+      std::string why, engine;
       c.graph[dir] =
           cg::convPlanAt(I.cudnn, g, static_cast<cg::Dir>(dir), index, &why);
-      if (ctx.options().verbose)
-        std::fprintf(stderr, "cnnrt: %s %s graph plan #%d (cached)%s%s\n", loc,
-                     kDirName[dir], index,
-                     c.graph[dir] ? "" : ": unavailable, ",
-                     c.graph[dir] ? "" : why.c_str());
-      if (c.graph[dir] && c.graph[dir]->workspaceBytes() > wsCap)
+      // " engine=<tag>" (since issue 37; older values end at ws): the
+      // position must still name the engine that was timed
+      // (GraphChoice.h says why); if not, time again.
+      if (c.graph[dir] && (v >> engine) && engine.rfind("engine=", 0) == 0 &&
+          !c.graph[dir]->engineTag().empty() &&
+          engine.substr(7) != c.graph[dir]->engineTag()) {
+        std::fprintf(stderr,
+                     "cnnrt: warning: %s %s: cached graph plan #%d was cuDNN "
+                     "engine %s, the position now names %s; timing again\n",
+                     loc, kDirName[dir], index, engine.c_str() + 7,
+                     c.graph[dir]->engineTag().c_str());
         c.graph[dir].reset();
-      return false;
+      } else {
+        if (ctx.options().verbose)
+          std::fprintf(stderr, "cnnrt: %s %s graph plan #%d (cached)%s%s\n",
+                       loc, kDirName[dir], index,
+                       c.graph[dir] ? "" : ": unavailable, ",
+                       c.graph[dir] ? "" : why.c_str());
+        if (c.graph[dir] && c.graph[dir]->workspaceBytes() > wsCap)
+          c.graph[dir].reset();
+        return false;
+      }
     }
   }
   ensureTuneWorkspace(ctx, I);
@@ -331,6 +345,8 @@ static bool chooseGraphConv(Context &ctx, Context::Impl &I, ConvEntry &c,
   std::ostringstream v;
   v << (useGraph ? best->index() : -1) << ' '
     << (useGraph ? best->workspaceBytes() : 0);
+  if (useGraph && !best->engineTag().empty())
+    v << " engine=" << best->engineTag();
   I.cache.put(key, v.str());
   return true;
 }
@@ -1111,10 +1127,25 @@ chooseGraphOrSplit(Context &ctx, ConvEntry &c, const char *loc,
                    loc, f.label.c_str(), cached.index, repro::kRuns);
     hit = nullptr;
   }
+  std::string why;
+  if (hit && cached.index >= 0) {
+    graph = cg::convPlanAt(I.cudnn, g, f.dir, cached.index, &why);
+    if (graph && !cached.engine.empty() && !graph->engineTag().empty() &&
+        graph->engineTag() != cached.engine) {
+      // The heuristics list differs from the one the choice was made on:
+      // its position now names another engine, which neither was timed
+      // nor (under CNNRT_DETERMINISTIC) probed, and whose results may
+      // differ from the process that cached it.
+      std::fprintf(stderr,
+                   "cnnrt: warning: %s %s: cached plan #%d was cuDNN engine "
+                   "%s, the position now names %s; choosing again\n",
+                   loc, f.label.c_str(), cached.index, cached.engine.c_str(),
+                   graph->engineTag().c_str());
+      graph.reset();
+      hit = nullptr;
+    }
+  }
   if (hit) {
-    std::string why;
-    if (cached.index >= 0)
-      graph = cg::convPlanAt(I.cudnn, g, f.dir, cached.index, &why);
     if (graph && graph->workspaceBytes() > I.workspaceBytes)
       graph.reset();
     if (graph)
@@ -1149,7 +1180,7 @@ chooseGraphOrSplit(Context &ctx, ConvEntry &c, const char *loc,
     f.runSplit(b.p);
     return cudaGetLastError() == cudaSuccess;
   });
-  std::string why;
+  why.clear();
   auto plans = cg::convPlans(I.cudnn, g, f.dir, ctx.options().graphPlans,
                              opts.deterministic, &why);
   struct Timed {
@@ -1206,12 +1237,12 @@ chooseGraphOrSplit(Context &ctx, ConvEntry &c, const char *loc,
                          return f.runPlan(*t.plan, b.p) == CUDNN_STATUS_SUCCESS;
                        });
       if (opts.verbose)
-        std::fprintf(stderr, "cnnrt: %s %s: plan #%d %.3f ms %s%s\n", loc,
-                     f.label.c_str(), t.plan->index(), t.ms,
-                     v.reproduced ? "reproduces bitwise over "
-                                  : "does not reproduce: ",
-                     v.reproduced ? (std::to_string(v.runs) + " runs").c_str()
-                                  : v.why.c_str());
+        std::fprintf(
+            stderr, "cnnrt: %s %s: plan #%d (%s) %.3f ms %s%s\n", loc,
+            f.label.c_str(), t.plan->index(), t.plan->engineTag().c_str(), t.ms,
+            v.reproduced ? "reproduces bitwise over " : "does not reproduce: ",
+            v.reproduced ? (std::to_string(v.runs) + " runs").c_str()
+                         : v.why.c_str());
       if (!v.reproduced) {
         ++rejected;
         if (why.empty() || best == nullptr)
@@ -1249,7 +1280,8 @@ chooseGraphOrSplit(Context &ctx, ConvEntry &c, const char *loc,
                    "cnnrt: warning: %s: %s%s plan for this convolution (%s); "
                    "running the split form\n",
                    loc,
-                   rejected ? "CNNRT_DETERMINISTIC=1 admits no cuDNN "
+                   rejected ? "CNNRT_CONV_FUSION=cudnn under "
+                              "CNNRT_DETERMINISTIC=1 admits no reproducible "
                             : "cuDNN has no ",
                    f.planName, why.c_str());
     return;
@@ -1257,6 +1289,7 @@ chooseGraphOrSplit(Context &ctx, ConvEntry &c, const char *loc,
   GraphChoice chosen;
   chosen.index = graph ? graph->index() : -1;
   chosen.reproduced = graph && probe ? repro::kRuns : 0;
+  chosen.engine = graph ? graph->engineTag() : "";
   I.cache.put(key, formatGraphChoice(chosen));
 }
 

@@ -378,6 +378,57 @@ struct Builder {
            notes + n;
   }
 
+  /// See ConvPlan::engineTag.
+  static std::string engineTag(const Desc &cfg) {
+    Desc engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+    cudnnBackendDescriptor_t e = engine.get();
+    int64_t n = 0, global = -1;
+    if (!e ||
+        cudnnBackendGetAttribute(cfg.get(), CUDNN_ATTR_ENGINECFG_ENGINE,
+                                 CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n,
+                                 &e) != CUDNN_STATUS_SUCCESS ||
+        cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_GLOBAL_INDEX,
+                                 CUDNN_TYPE_INT64, 1, &n,
+                                 &global) != CUDNN_STATUS_SUCCESS)
+      return "";
+    std::string tag = "e" + std::to_string(global);
+    // The knob choices, as cudnn-frontend reads them: into descriptors
+    // created beforehand, at most one per knob type.
+    std::vector<Desc> knobs;
+    std::vector<cudnnBackendDescriptor_t> raw;
+    for (int i = 0; i < CUDNN_KNOB_TYPE_COUNTS; ++i) {
+      knobs.emplace_back(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR);
+      if (!knobs.back())
+        return "";
+      raw.push_back(knobs.back().get());
+    }
+    int64_t count = 0;
+    if (cudnnBackendGetAttribute(cfg.get(), CUDNN_ATTR_ENGINECFG_KNOB_CHOICES,
+                                 CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                 (int64_t)raw.size(), &count,
+                                 raw.data()) != CUDNN_STATUS_SUCCESS)
+      return ""; // the engine alone may not identify the config
+    // By knob type: the same config gives the same tag whatever order
+    // cuDNN lists its choices in.
+    std::vector<std::pair<int, int64_t>> choices;
+    for (int64_t i = 0; i < count && i < (int64_t)raw.size(); ++i) {
+      cudnnBackendKnobType_t type;
+      int64_t value = 0;
+      if (cudnnBackendGetAttribute(raw[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE,
+                                   CUDNN_TYPE_KNOB_TYPE, 1, &n,
+                                   &type) != CUDNN_STATUS_SUCCESS ||
+          cudnnBackendGetAttribute(raw[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE,
+                                   CUDNN_TYPE_INT64, 1, &n,
+                                   &value) != CUDNN_STATUS_SUCCESS)
+        return ""; // a partial tag would not identify the config
+      choices.emplace_back(static_cast<int>(type), value);
+    }
+    std::sort(choices.begin(), choices.end());
+    for (auto &[type, value] : choices)
+      tag += ".k" + std::to_string(type) + "=" + std::to_string(value);
+    return tag;
+  }
+
   /// Finalizes `cfg` into a plan (null if this engine cannot run the
   /// graph; the first such reason goes to `why`).
   std::unique_ptr<ConvPlan> plan(Desc cfg, int index,
@@ -407,6 +458,7 @@ struct Builder {
       return nullptr;
     p->workspace_ = static_cast<size_t>(ws);
     p->index_ = index;
+    p->engineTag_ = engineTag(cfg);
     p->config_ = std::move(cfg);
     p->graph_ = own;
     return p;

@@ -89,6 +89,12 @@ public:
   /// The position of the engine config in the heuristics' list (mode A),
   /// which recreates this plan (convPlanAt) for the same cuDNN and shape.
   int index() const { return index_; }
+  /// The engine config as "e<global engine index>[.k<knob type>=<value>...]"
+  /// ("" when cuDNN does not say): what the heuristics position names now.
+  /// The algorithm cache keeps it next to the position, so that a process
+  /// whose heuristics list differs cannot run another engine under a
+  /// cached position without noticing.
+  const std::string &engineTag() const { return engineTag_; }
   /// Enqueues the convolution on the handle's stream.
   cudnnStatus_t execute(cudnnHandle_t h, const void *x, const void *w,
                         const void *y, void *workspace) const;
@@ -127,6 +133,7 @@ private:
   Desc config_, plan_;
   size_t workspace_ = 0;
   int index_ = -1;
+  std::string engineTag_;
 };
 
 /// Up to `maxPlans` plans, in the heuristics' order, whose engine configs

@@ -18,19 +18,26 @@
 namespace cnnrt {
 
 /// "<index>" (the plan's heuristics position, -1 = the split form), then
-/// for a plan the reproducibility probe admitted " reproduced=<runs>": the
-/// number of executions that gave bitwise-identical outputs. A plan chosen
-/// without the probe (CNNRT_DETERMINISTIC=0, or a family that needs none)
-/// has reproduced = 0 and no suffix.
+/// for a plan:
+///   " reproduced=<runs>" when the reproducibility probe admitted it (the
+///   number of executions that gave bitwise-identical outputs; a plan
+///   chosen without the probe, CNNRT_DETERMINISTIC=0 or a family that needs
+///   none, has reproduced = 0 and no such token);
+///   " engine=<tag>", the engine config the position named when it was
+///   chosen (cudnn_graph::ConvPlan::engineTag; empty: not known).
+/// Values written before these tokens existed hold the index alone.
 struct GraphChoice {
   int index = -1;
   int reproduced = 0;
+  std::string engine;
 };
 
 inline std::string formatGraphChoice(const GraphChoice &c) {
   std::string v = std::to_string(c.index);
   if (c.index >= 0 && c.reproduced > 0)
     v += " reproduced=" + std::to_string(c.reproduced);
+  if (c.index >= 0 && !c.engine.empty())
+    v += " engine=" + c.engine;
   return v;
 }
 
@@ -54,8 +61,8 @@ inline bool parseInt(const std::string &s, long lo, int &out) {
 inline bool parseGraphChoice(const std::string &value, GraphChoice &out,
                              std::string &why) {
   std::istringstream in(value);
-  std::string first, second, extra;
-  in >> first >> second >> extra;
+  std::string first, token;
+  in >> first;
   auto bad = [&](const std::string &what) {
     why = "malformed graph-or-split entry '" + value + "': " + what;
     return false;
@@ -63,17 +70,32 @@ inline bool parseGraphChoice(const std::string &value, GraphChoice &out,
   GraphChoice c;
   if (!detail::parseInt(first, -1, c.index))
     return bad("expected a plan index (-1 = split form) first");
-  if (!second.empty()) {
-    const std::string tag = "reproduced=";
-    if (second.compare(0, tag.size(), tag) != 0)
-      return bad("expected 'reproduced=<runs>' after the index");
-    if (!detail::parseInt(second.substr(tag.size()), 1, c.reproduced))
-      return bad("the run count of 'reproduced=' must be a positive integer");
+  bool sawReproduced = false, sawEngine = false;
+  const std::string reproducedTag = "reproduced=", engineTag = "engine=";
+  while (in >> token) {
     if (c.index < 0)
-      return bad("the split form (-1) carries no 'reproduced=' verdict");
+      return bad("the split form (-1) carries nothing after it, got '" + token +
+                 "'");
+    if (token.compare(0, reproducedTag.size(), reproducedTag) == 0) {
+      if (sawReproduced)
+        return bad("'reproduced=' given twice");
+      sawReproduced = true;
+      if (!detail::parseInt(token.substr(reproducedTag.size()), 1,
+                            c.reproduced))
+        return bad("the run count of 'reproduced=' must be a positive "
+                   "integer");
+    } else if (token.compare(0, engineTag.size(), engineTag) == 0) {
+      if (sawEngine)
+        return bad("'engine=' given twice");
+      sawEngine = true;
+      c.engine = token.substr(engineTag.size());
+      if (c.engine.empty())
+        return bad("'engine=' without an engine");
+    } else {
+      return bad("unexpected '" + token +
+                 "' (expected reproduced=<runs> or engine=<tag>)");
+    }
   }
-  if (!extra.empty())
-    return bad("unexpected '" + extra + "' at the end");
   out = c;
   return true;
 }
