@@ -30,6 +30,7 @@ Exit 77 (ctest SKIP_RETURN_CODE) without a CUDA GPU.
 """
 import argparse
 import os
+import re
 import sys
 
 import numpy as np
@@ -143,7 +144,10 @@ def prepare(name, work, precision, layout, wd):
     return exe, data, images, labels, sd, t_compile
 
 
-def torch_steps(name, sd, images, labels, device, steps, amp=False, channels_last=False):
+def torch_steps(name, sd, images, labels, device, steps, amp=False, channels_last=False,
+                scales=None):
+    """(model, losses); with `scales` (a list), GradScaler's scale after each
+    step is appended to it."""
     _, hw, _ = MODELS[name]
     m = build(name, sd).to(device).train()
     xx = torch.from_numpy(adapt(images, hw, hw).astype(np.float32) / 255.0).to(device)
@@ -163,6 +167,8 @@ def torch_steps(name, sd, images, labels, device, steps, amp=False, channels_las
         scaler.step(opt)
         scaler.update()
         ls.append(loss.item())
+        if scales is not None:
+            scales.append(scaler.get_scale())
     return m, ls
 
 
@@ -219,7 +225,9 @@ def check_amp(name, steps=30):
     out, _ = run([exe, "--data", data, "--steps", str(steps), "--lr", str(lr_of(name)),
                   "--log-every", "1"])
     got = losses_of(out)
-    _, ref = torch_steps(name, sd, images, labels, "cuda", steps, amp=True, channels_last=True)
+    ref_scales = []
+    _, ref = torch_steps(name, sd, images, labels, "cuda", steps, amp=True, channels_last=True,
+                         scales=ref_scales)
     _, alt = torch_steps(name, sd, images, labels, "cuda", steps, amp=True)
 
     def deviation(ls):
@@ -234,6 +242,12 @@ def check_amp(name, steps=30):
               100 * ours, 100 * drift, 100 * bound, t_compile, "ok" if ok else "FAIL"),
           flush=True)
     if not ok:
+        # Where the curves part: a step one side's loss scaling skipped (the
+        # scale halves) shows as a scale trace that differs.
+        got_scales = [float(v) for v in re.findall(r"^step \d+ loss .* scale (\S+)", out, re.M)]
+        print("  first steps: cnnc losses %s scales %s\n  torch-AMP losses %s scales %s" % (
+            ["%.4f" % v for v in got[:8]], ["%g" % v for v in got_scales[:8]],
+            ["%.4f" % v for v in ref[:8]], ["%g" % v for v in ref_scales[:8]]), flush=True)
         failures.append("amp %s: the loss curve deviates beyond the bound" % name)
 
 

@@ -14,7 +14,7 @@ TIMM_FAMILIES = [
     "lcnet_050", "hardcorenas_a", "fbnetc_100", "spnasnet_100",
     "semnasnet_100", "densenetblur121d", "selecsls42b", "res2net50_26w_4s",
     "gernet_s", "repvgg_a2", "nf_resnet26", "convnext_atto",
-    "convnextv2_atto", "resnetv2_50x1_bit", "gcresnet26ts",
+    "convnextv2_atto", "resnetv2_50x1_bit", "gcresnext26ts",
     "efficientnet_lite0", "efficientnetv2_rw_t", "dla46_c", "resnet10t",
     # TF "same" padding (Conv2dSame's computed pads fold at import) and the
     # NFNet form (SiLU, grouped convs, SE, extra conv) beside nf_resnet26.
