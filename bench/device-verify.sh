@@ -38,6 +38,10 @@
 #     reproducibility probe (each candidate's verdict), two
 #     CNNRT_DETERMINISTIC=1 processes' losses identical, img/s against
 #     CNNRT_DETERMINISTIC=0, then check_determinism.py (bench/genstats_repro.sh).
+#  f. the f32 step at a large batch (ResNet-50, batch F32_BATCH, default 128):
+#     img/s by default, with CNNRT_DETERMINISTIC=0 and with --workspace-mb
+#     2048, the convolution algorithms picked (CNNRT_VERBOSE) and the
+#     slowest launches (CNNRT_PROFILE); PyTorch eager f32 beside it.
 # Data parallelism on 2 or 4 GPUs has its own script: bench/device-dp.sh.
 # Each part has its own time limit so the call returns what finished; logs
 # go to $OUT.   Usage: bash bench/device-verify.sh [PARTS]  (default 1234)
@@ -128,6 +132,21 @@ if [[ $PARTS == *c* ]]; then
   part compile-time ${COMPILE_S:-200} python3 bench/compile_time.py --cnnc "$CNNC" \
     --model ${COMPILE_MODEL:-resnet50} --host-units ${COMPILE_HOST_UNITS:-4} \
     --work /tmp/ct --json "$OUT/compile_time.json"
+fi
+if [[ $PARTS == *f* ]]; then
+  part f32-step ${F32_S:-300} bash -c '
+    set -e; d=/tmp/f32; mkdir -p $d; b=${F32_BATCH:-128}
+    PYTHONPATH=$PWD/python python3 -c "from cnnc.export import build_model, export_onnx as e
+e(build_model(\"resnet50\", 1000), \"$d/m.onnx\", ($b, 3, 224, 224), training=True, opset=17)" 2>/dev/null
+    c="--train --precision fp32 --optimizer sgd --lr 0.01 --momentum 0.9"
+    '"$CNNC"' $d/m.onnx $c -o $d/train; '"$CNNC"' $d/m.onnx $c --workspace-mb 2048 -o $d/train-ws
+    run() { n=$1; shift; echo "$n: $(env "$@" --data synthetic --steps 12 --log-every 3 | grep -o "steady img/s [0-9]*")"; }
+    run default $d/train; run CNNRT_DETERMINISTIC=0 CNNRT_DETERMINISTIC=0 $d/train
+    run workspace-2048MiB $d/train-ws
+    CNNRT_VERBOSE=1 $d/train --data synthetic --steps 2 2>&1 | grep -o "bwd_data algo [0-9]* math [0-9]* workspace [0-9]*" | sort | uniq -c
+    CNNRT_PROFILE=1 $d/train --data synthetic --steps 3 2>&1 | grep -A8 "slowest launches"
+    python3 bench/bench.py --cnnc '"$CNNC"' --models resnet50 --modes eager --steps 10 \
+      --cnnc-flags "--precision fp32" --work $d/b 2>&1 | grep "^| resnet50"'
 fi
 if [[ $PARTS == *8* ]]; then
   part dgrad-stats ${DGRAD_S:-400} bash -c "{ [ -f /tmp/rt/build.ninja ] || $CONFIGURE_RT; }"' &&
