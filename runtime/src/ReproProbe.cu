@@ -76,8 +76,8 @@ void digest(cudaStream_t s, const void *p, size_t bytes,
         static_cast<const unsigned char *>(p), bytes, out);
 }
 
-Verdict probe(cudaStream_t s, const std::vector<Buffer> &bufs,
-              void *workspace, size_t workspaceBytes, int runs,
+Verdict probe(cudaStream_t s, const std::vector<Buffer> &bufs, void *workspace,
+              size_t workspaceBytes, int runs,
               const std::function<bool()> &run) {
   Verdict v;
   std::vector<const Buffer *> outs;
@@ -103,6 +103,31 @@ Verdict probe(cudaStream_t s, const std::vector<Buffer> &bufs,
     return true;
   };
   std::vector<unsigned long long> first(outs.size()), cur(outs.size());
+  // From the third run on, the computation replays as a CUDA graph
+  // captured once: the training step runs it so (captured at its third
+  // step), and a plan could differ between eager launches and replays.
+  cudaGraphExec_t exec = nullptr;
+  bool captureFailed = false;
+  auto capture = [&]() {
+    cudaGraph_t graph = nullptr;
+    if (cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) !=
+        cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
+    bool ok = run();
+    cudaError_t e = cudaStreamEndCapture(s, &graph);
+    if (ok && e == cudaSuccess && graph &&
+        cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess)
+      exec = nullptr;
+    if (graph)
+      cudaGraphDestroy(graph);
+    cudaGetLastError();
+    return exec != nullptr;
+  };
+  auto how = [&](int r) {
+    return r >= 2 && exec ? " (graph replay)" : " (eager)";
+  };
   if (!cudaFailed(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking),
                   "probe stream") &&
       !cudaFailed(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming),
@@ -123,8 +148,10 @@ Verdict probe(cudaStream_t s, const std::vector<Buffer> &bufs,
         int blocks = std::max(1, sms * (1 + (r / 2) % 3) / 4);
         spinKernel<<<blocks, 64, 0, side>>>((long long)clockKHz * 50 / 1000);
       }
-      if (!run()) {
-        v.why = "run " + std::to_string(r + 1) + " failed to enqueue";
+      bool ok =
+          r >= 2 && exec ? cudaGraphLaunch(exec, s) == cudaSuccess : run();
+      if (!ok) {
+        v.why = "run " + std::to_string(r + 1) + how(r) + " failed to enqueue";
         break;
       }
       for (size_t j = 0; j < outs.size(); ++j)
@@ -140,11 +167,16 @@ Verdict probe(cudaStream_t s, const std::vector<Buffer> &bufs,
         for (size_t j = 0; j < outs.size() && v.why.empty(); ++j)
           if (cur[j] != first[j])
             v.why = std::string(outs[j]->name) + " of run " +
-                    std::to_string(r + 1) + " differs from run 1's";
+                    std::to_string(r + 1) + how(r) + " differs from run 1's";
         if (!v.why.empty())
           break;
       }
       v.runs = r + 1;
+      // The stream is idle here: capture before the first replay. A plan
+      // that cannot be captured is probed eagerly only (the step would
+      // report the capture failure itself).
+      if (r == 1 && !captureFailed && !capture())
+        captureFailed = true;
     }
   }
   if (side) {
@@ -153,9 +185,11 @@ Verdict probe(cudaStream_t s, const std::vector<Buffer> &bufs,
   }
   if (ready)
     cudaEventDestroy(ready);
+  if (exec)
+    cudaGraphExecDestroy(exec);
   cudaFree(dig);
-  // A failed run or copy leaves a sticky-free error behind: clear it so
-  // the caller's next check does not report ours.
+  // A failed run, copy or capture leaves a (non-sticky) error behind:
+  // clear it so that the caller's next check does not report ours.
   cudaGetLastError();
   v.reproduced = v.why.empty() && v.runs == runs;
   return v;

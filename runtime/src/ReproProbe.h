@@ -9,9 +9,11 @@
 // order the scheduler decides could agree by chance every time it is
 // probed. The probe makes that unlikely by changing what it can between
 // runs: the outputs and the workspace hold a different byte pattern before
-// each run (a plan that reads instead of overwriting them differs), and
-// every other run another stream keeps a varying share of the SMs busy
-// (a plan whose reduction order follows the CTA schedule differs).
+// each run (a plan that reads instead of overwriting them differs), every
+// other run another stream keeps a varying share of the SMs busy (a plan
+// whose reduction order follows the CTA schedule differs), and the runs
+// after the second replay a CUDA graph of the computation, as the captured
+// training step does.
 //
 //===----------------------------------------------------------------------===//
 #ifndef CNNRT_SRC_REPROPROBE_H
@@ -63,8 +65,8 @@ void digest(cudaStream_t s, const void *p, size_t bytes,
 /// the enqueue succeeded) `runs` times over `bufs` with `workspaceBytes`
 /// of `workspace` poisoned before each run, and compares each run's output
 /// digests with the first's.
-Verdict probe(cudaStream_t s, const std::vector<Buffer> &bufs,
-              void *workspace, size_t workspaceBytes, int runs,
+Verdict probe(cudaStream_t s, const std::vector<Buffer> &bufs, void *workspace,
+              size_t workspaceBytes, int runs,
               const std::function<bool()> &run);
 
 } // namespace cnnrt::repro
