@@ -55,6 +55,16 @@ ContextOptions ContextOptions::fromEnv() {
     if (k > 0 && k <= 64)
       o.graphPlans = k;
   }
+  if (const char *v = std::getenv("CNNRT_REPRO_RUNS")) {
+    char *end = nullptr;
+    long k = std::strtol(v, &end, 10);
+    if (!*v || *end || k < 2 || k > 100)
+      throw Error(ErrorKind::Config,
+                  std::string("cnnrt: CNNRT_REPRO_RUNS must be an integer "
+                              "from 2 to 100, not '") +
+                      v + "'");
+    o.reproRuns = static_cast<int>(k);
+  }
   return o;
 }
 

@@ -1117,14 +1117,14 @@ chooseGraphOrSplit(Context &ctx, ConvEntry &c, const char *loc,
                  loc, f.label.c_str(), opts.algoCachePath.c_str(), bad.c_str());
     hit = nullptr;
   }
-  if (hit && probe && cached.index >= 0 && cached.reproduced < repro::kRuns) {
+  if (hit && probe && cached.index >= 0 && cached.reproduced < opts.reproRuns) {
     // A plan cached without the probe's verdict (CNNRT_DETERMINISTIC
     // before the probe existed, or fewer runs): probe it again.
     if (opts.verbose)
       std::fprintf(stderr,
                    "cnnrt: %s %s: cached plan #%d has no reproducibility "
                    "verdict of %d runs; probing again\n",
-                   loc, f.label.c_str(), cached.index, repro::kRuns);
+                   loc, f.label.c_str(), cached.index, opts.reproRuns);
     hit = nullptr;
   }
   std::string why;
@@ -1233,7 +1233,7 @@ chooseGraphOrSplit(Context &ctx, ConvEntry &c, const char *loc,
                         k < f.bufferNames.size() ? f.bufferNames[k] : ""});
       repro::Verdict v =
           repro::probe(ctx.stream(), bufs, I.workspace,
-                       t.plan->workspaceBytes(), repro::kRuns, [&]() {
+                       t.plan->workspaceBytes(), opts.reproRuns, [&]() {
                          return f.runPlan(*t.plan, b.p) == CUDNN_STATUS_SUCCESS;
                        });
       if (opts.verbose)
@@ -1288,7 +1288,7 @@ chooseGraphOrSplit(Context &ctx, ConvEntry &c, const char *loc,
   }
   GraphChoice chosen;
   chosen.index = graph ? graph->index() : -1;
-  chosen.reproduced = graph && probe ? repro::kRuns : 0;
+  chosen.reproduced = graph && probe ? opts.reproRuns : 0;
   chosen.engine = graph ? graph->engineTag() : "";
   I.cache.put(key, formatGraphChoice(chosen));
 }

@@ -29,9 +29,6 @@
 
 namespace cnnrt::repro {
 
-/// How many runs a plan must repeat bitwise to be admitted.
-inline constexpr int kRuns = 5;
-
 /// One buffer of a probed computation: inputs are filled once with
 /// pseudo-random f16 values in [-1, 1) (zeros would make every sum exact),
 /// outputs are compared.

@@ -9,3 +9,14 @@ echo "$out"
 [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] || { echo "FAIL: expected one line"; exit 1; }
 grep -qx "cnnrt: CNNRT_CONV_FUSION must be auto, cudnn or split, not 'bogus'" <<<"$out" ||
   { echo "FAIL: unexpected message"; exit 1; }
+# CNNRT_REPRO_RUNS (the reproducibility probe's run count): not a number,
+# trailing junk, out of range.
+for v in many 5x 1 101; do
+  out=$(CNNRT_REPRO_RUNS=$v "$1" --data synthetic --steps 1 2>&1)
+  rc=$?
+  echo "$out"
+  [ "$rc" -eq 1 ] || { echo "FAIL: CNNRT_REPRO_RUNS=$v: exit $rc, expected 1"; exit 1; }
+  [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] || { echo "FAIL: expected one line"; exit 1; }
+  grep -qx "cnnrt: CNNRT_REPRO_RUNS must be an integer from 2 to 100, not '$v'" <<<"$out" ||
+    { echo "FAIL: CNNRT_REPRO_RUNS=$v: unexpected message"; exit 1; }
+done

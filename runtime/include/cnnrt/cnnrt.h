@@ -217,6 +217,11 @@ struct ContextOptions {
   /// CNNRT_GRAPH_PLANS: how many of cuDNN's heuristic graph plans are timed
   /// per convolution (1-64; other values keep the default).
   int graphPlans = 4;
+  /// CNNRT_REPRO_RUNS (2-100): under `deterministic`, how many runs a
+  /// conv+GenStats graph plan must repeat bitwise before it is admitted
+  /// (the reproducibility probe, docs/runtime.md); a cached verdict of
+  /// fewer runs is probed again. Other values throw Error(Config).
+  int reproRuns = 5;
   /// Fills the fields above from the environment; a value it cannot honour
   /// (CNNRT_CONV_FUSION=bogus) throws Error(ErrorKind::Config).
   static ContextOptions fromEnv();
