@@ -104,35 +104,13 @@ __global__ void bnSums(const T *x, float *sum, float *sumSq, int N, int C,
   sumSq[c] = (float)(ss + 2.0 * k * total - (double)M * k * k);
 }
 
-// Sums for batch_norm_grad: grad_bias = sum(dy), grad_scale = sum(dy * xhat).
-template <typename T, typename S>
-__global__ void bnGradReduce(const T *dy, const T *x, const float *mean,
-                             const float *invstd, S *gradScale, S *gradBias,
-                             int N, int C, int64_t HW) {
-  int c = blockIdx.x;
-  int64_t M = (int64_t)N * HW;
-  double s = 0, sx = 0;
-  float mu = mean[c], is = invstd[c];
-  for (int64_t k = threadIdx.x; k < M; k += blockDim.x) {
-    int64_t n = k / HW, j = k % HW, idx = (n * C + c) * HW + j;
-    float g = ld(dy + idx);
-    s += g;
-    sx += (double)g * ((ld(x + idx) - mu) * is);
-  }
-  s = blockSum(s);
-  sx = blockSum(sx);
-  if (threadIdx.x == 0) {
-    st(gradBias + c, (float)s);
-    st(gradScale + c, (float)sx);
-  }
-}
-
-// bnGradReduce with the ReLU mask of relu_output applied to dy on the fly.
-template <typename T, typename S>
-__global__ void
-bnReluGradReduce(const T *dy, const T *y, const T *x, const float *mean,
-                 const float *invstd, const float *alpha, const float *beta,
-                 S *gradScale, S *gradBias, int N, int C, int64_t HW) {
+// Sums for batch_norm_grad of channel blockIdx.x (one block per channel):
+// grad_bias = sum(g), grad_scale = sum(g * xhat), with g = grad(i, x[i]) at
+// element i: dy, or dy under the fused ReLU mask.
+template <typename T, typename S, typename G>
+__device__ __forceinline__ void
+bnGradSums(const T *x, const float *mean, const float *invstd, S *gradScale,
+           S *gradBias, int N, int C, int64_t HW, G grad) {
   int c = blockIdx.x;
   int64_t M = (int64_t)N * HW;
   double s = 0, sx = 0;
@@ -140,7 +118,7 @@ bnReluGradReduce(const T *dy, const T *y, const T *x, const float *mean,
   for (int64_t k = threadIdx.x; k < M; k += blockDim.x) {
     int64_t n = k / HW, j = k % HW, idx = (n * C + c) * HW + j;
     float xv = ld(x + idx);
-    float g = reluMask(y, xv, alpha, beta, idx, c) ? ld(dy + idx) : 0.f;
+    float g = grad(idx, xv);
     s += g;
     sx += (double)g * ((xv - mu) * is);
   }
@@ -150,6 +128,26 @@ bnReluGradReduce(const T *dy, const T *y, const T *x, const float *mean,
     st(gradBias + c, (float)s);
     st(gradScale + c, (float)sx);
   }
+}
+template <typename T, typename S>
+__global__ void bnGradReduce(const T *dy, const T *x, const float *mean,
+                             const float *invstd, S *gradScale, S *gradBias,
+                             int N, int C, int64_t HW) {
+  bnGradSums(x, mean, invstd, gradScale, gradBias, N, C, HW,
+             [&](int64_t i, float) { return ld(dy + i); });
+}
+
+// bnGradReduce with the ReLU mask of relu_output applied to dy on the fly.
+template <typename T, typename S>
+__global__ void
+bnReluGradReduce(const T *dy, const T *y, const T *x, const float *mean,
+                 const float *invstd, const float *alpha, const float *beta,
+                 S *gradScale, S *gradBias, int N, int C, int64_t HW) {
+  const int c = blockIdx.x;
+  bnGradSums(x, mean, invstd, gradScale, gradBias, N, C, HW,
+             [&](int64_t i, float xv) {
+               return reluMask(y, xv, alpha, beta, i, c) ? ld(dy + i) : 0.f;
+             });
 }
 // cnnc-prelude-end
 } // namespace

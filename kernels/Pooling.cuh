@@ -61,6 +61,41 @@ __device__ __forceinline__ int64_t poolPix(const PoolParams &p, int y, int x,
   return NHWC ? ((int64_t)y * X + x) * p.C : (int64_t)(y * X + x);
 }
 
+// The taps of output window (pp, q) that lie inside the input, in row
+// order: f(kh, kw, h, w) with (h, w) the input pixel of tap (kh, kw). The
+// forward kernels and the gather gradient's search for a window's maximum
+// walk a window so.
+template <typename F>
+__device__ __forceinline__ void poolTaps(const PoolParams &p, int pp, int q,
+                                         const F &f) {
+  for (int kh = 0; kh < p.KH; ++kh) {
+    int h = pp * p.SH - p.PT + kh;
+    if (h < 0 || h >= p.H)
+      continue;
+    for (int kw = 0; kw < p.KW; ++kw) {
+      int w = q * p.SW - p.PL + kw;
+      if (w < 0 || w >= p.W)
+        continue;
+      f(kh, kw, h, w);
+    }
+  }
+}
+// The output windows [p0, p1] x [q0, q1] that may read input pixel (h, w):
+// the range the gradients gather over (a window in it still has to be
+// checked where the kernel is smaller than the stride or for padding).
+struct PoolWindows {
+  int p0, p1, q0, q1;
+};
+__device__ __forceinline__ PoolWindows poolWindows(const PoolParams &p, int h,
+                                                   int w) {
+  PoolWindows r;
+  r.p0 = max(0, (h + p.PT - p.KH + p.SH) / p.SH);
+  r.p1 = min(p.P - 1, (h + p.PT) / p.SH);
+  r.q0 = max(0, (w + p.PL - p.KW + p.SW) / p.SW);
+  r.q1 = min(p.Q - 1, (w + p.PL) / p.SW);
+  return r;
+}
+
 // Max and average pooling and their gradients, one thread per output
 // element, in either layout (NHWC: c innermost, so a warp reads adjacent
 // channels of one pixel).
@@ -70,22 +105,13 @@ __global__ void maxPoolFwd(const T *x, T *y, PoolParams p) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
        i += (int64_t)gridDim.x * blockDim.x) {
     PoolPixel e = poolPixel<NHWC>(p, i, p.P, p.Q);
-    int pp = e.y, q = e.x;
     const T *xc = poolPlane<NHWC>(x, p, e, p.H, p.W);
     float m = -INFINITY;
-    for (int kh = 0; kh < p.KH; ++kh) {
-      int h = pp * p.SH - p.PT + kh;
-      if (h < 0 || h >= p.H)
-        continue;
-      for (int kw = 0; kw < p.KW; ++kw) {
-        int w = q * p.SW - p.PL + kw;
-        if (w < 0 || w >= p.W)
-          continue;
-        float v = ld(xc + poolPix<NHWC>(p, h, w, p.W));
-        if (v > m || isnan(v))
-          m = v;
-      }
-    }
+    poolTaps(p, e.y, e.x, [&](int, int, int h, int w) {
+      float v = ld(xc + poolPix<NHWC>(p, h, w, p.W));
+      if (v > m || isnan(v))
+        m = v;
+    });
     st(y + i, m);
   }
 }
@@ -101,31 +127,20 @@ __global__ void maxPoolBwd(const T *dy, const T *x, T *dx, PoolParams p) {
     int h = e.y, w = e.x;
     const T *xc = poolPlane<NHWC>(x, p, e, p.H, p.W);
     const T *dyc = poolPlane<NHWC>(dy, p, e, p.P, p.Q);
-    int p0 = max(0, (h + p.PT - p.KH + p.SH) / p.SH),
-        p1 = min(p.P - 1, (h + p.PT) / p.SH);
-    int q0 = max(0, (w + p.PL - p.KW + p.SW) / p.SW),
-        q1 = min(p.Q - 1, (w + p.PL) / p.SW);
+    const PoolWindows r = poolWindows(p, h, w);
     float g = 0;
-    for (int pp = p0; pp <= p1; ++pp)
-      for (int q = q0; q <= q1; ++q) {
+    for (int pp = r.p0; pp <= r.p1; ++pp)
+      for (int q = r.q0; q <= r.q1; ++q) {
         // Find the first maximum of window (pp, q).
         float m = -INFINITY;
         int arg = -1;
-        for (int kh = 0; kh < p.KH; ++kh) {
-          int hh = pp * p.SH - p.PT + kh;
-          if (hh < 0 || hh >= p.H)
-            continue;
-          for (int kw = 0; kw < p.KW; ++kw) {
-            int ww = q * p.SW - p.PL + kw;
-            if (ww < 0 || ww >= p.W)
-              continue;
-            float v = ld(xc + poolPix<NHWC>(p, hh, ww, p.W));
-            if (v > m || (isnan(v) && !isnan(m))) {
-              m = v;
-              arg = hh * p.W + ww;
-            }
+        poolTaps(p, pp, q, [&](int, int, int hh, int ww) {
+          float v = ld(xc + poolPix<NHWC>(p, hh, ww, p.W));
+          if (v > m || (isnan(v) && !isnan(m))) {
+            m = v;
+            arg = hh * p.W + ww;
           }
-        }
+        });
         if (arg == h * p.W + w)
           g += ld(dyc + poolPix<NHWC>(p, pp, q, p.Q));
       }
@@ -153,23 +168,15 @@ __global__ void maxPoolIndex(const T *x, const float *scale, const float *shift,
     layoutIndex(p.C, NHWC, i, n, c, pp, q, p.P, p.Q);
     float m = -INFINITY;
     int a = 255;
-    for (int kh = 0; kh < p.KH; ++kh) {
-      int hh = pp * p.SH - p.PT + kh;
-      if (hh < 0 || hh >= p.H)
-        continue;
-      for (int kw = 0; kw < p.KW; ++kw) {
-        int ww = q * p.SW - p.PL + kw;
-        if (ww < 0 || ww >= p.W)
-          continue;
-        float v = ld(x + layoutAt(p.C, NHWC, n, c, hh, ww, p.H, p.W));
-        if (PRO)
-          v = roundAs(x, fmaxf(v * scale[c] + shift[c], 0.f));
-        if (v > m || (isnan(v) && !isnan(m))) {
-          m = v;
-          a = kh * p.KW + kw;
-        }
+    poolTaps(p, pp, q, [&](int kh, int kw, int hh, int ww) {
+      float v = ld(x + layoutAt(p.C, NHWC, n, c, hh, ww, p.H, p.W));
+      if (PRO)
+        v = roundAs(x, fmaxf(v * scale[c] + shift[c], 0.f));
+      if (v > m || (isnan(v) && !isnan(m))) {
+        m = v;
+        a = kh * p.KW + kw;
       }
-    }
+    });
     st(y + i, m);
     arg[i] = (uint8_t)a;
   }
@@ -183,13 +190,10 @@ __global__ void maxPoolBwdGather(const T *dy, const uint8_t *arg, T *dx,
     int64_t n;
     int c, h, w;
     layoutIndex(p.C, NHWC, i, n, c, h, w, p.H, p.W);
-    int p0 = max(0, (h + p.PT - p.KH + p.SH) / p.SH),
-        p1 = min(p.P - 1, (h + p.PT) / p.SH);
-    int q0 = max(0, (w + p.PL - p.KW + p.SW) / p.SW),
-        q1 = min(p.Q - 1, (w + p.PL) / p.SW);
+    const PoolWindows r = poolWindows(p, h, w);
     float g = 0;
-    for (int pp = p0; pp <= p1; ++pp)
-      for (int q = q0; q <= q1; ++q) {
+    for (int pp = r.p0; pp <= r.p1; ++pp)
+      for (int q = r.q0; q <= r.q1; ++q) {
         int64_t o = layoutAt(p.C, NHWC, n, c, pp, q, p.P, p.Q);
         int a = arg[o];
         if (a != 255 && pp * p.SH - p.PT + a / p.KW == h &&
@@ -218,21 +222,12 @@ __global__ void avgPoolFwd(const T *x, T *y, PoolParams p) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
        i += (int64_t)gridDim.x * blockDim.x) {
     PoolPixel e = poolPixel<NHWC>(p, i, p.P, p.Q);
-    int pp = e.y, q = e.x;
     const T *xc = poolPlane<NHWC>(x, p, e, p.H, p.W);
     float s = 0;
-    for (int kh = 0; kh < p.KH; ++kh) {
-      int h = pp * p.SH - p.PT + kh;
-      if (h < 0 || h >= p.H)
-        continue;
-      for (int kw = 0; kw < p.KW; ++kw) {
-        int w = q * p.SW - p.PL + kw;
-        if (w < 0 || w >= p.W)
-          continue;
-        s += ld(xc + poolPix<NHWC>(p, h, w, p.W));
-      }
-    }
-    st(y + i, s / (float)avgDivisor(p, pp, q));
+    poolTaps(p, e.y, e.x, [&](int, int, int h, int w) {
+      s += ld(xc + poolPix<NHWC>(p, h, w, p.W));
+    });
+    st(y + i, s / (float)avgDivisor(p, e.y, e.x));
   }
 }
 
@@ -244,13 +239,10 @@ __global__ void avgPoolBwd(const T *dy, T *dx, PoolParams p) {
     PoolPixel e = poolPixel<NHWC>(p, i, p.H, p.W);
     int h = e.y, w = e.x;
     const T *dyc = poolPlane<NHWC>(dy, p, e, p.P, p.Q);
-    int p0 = max(0, (h + p.PT - p.KH + p.SH) / p.SH),
-        p1 = min(p.P - 1, (h + p.PT) / p.SH);
-    int q0 = max(0, (w + p.PL - p.KW + p.SW) / p.SW),
-        q1 = min(p.Q - 1, (w + p.PL) / p.SW);
+    const PoolWindows r = poolWindows(p, h, w);
     float g = 0;
-    for (int pp = p0; pp <= p1; ++pp)
-      for (int q = q0; q <= q1; ++q) {
+    for (int pp = r.p0; pp <= r.p1; ++pp)
+      for (int q = r.q0; q <= r.q1; ++q) {
         int h0 = pp * p.SH - p.PT, w0 = q * p.SW - p.PL;
         if (h < h0 || h >= h0 + p.KH || w < w0 || w >= w0 + p.KW)
           continue;

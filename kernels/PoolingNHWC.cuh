@@ -54,30 +54,22 @@ maxPoolNHWC8Body(const T *x, const float *scale, const float *shift, T *y,
         sh[e] = shift[c8 * 8 + e];
       }
     }
-    for (int kh = 0; kh < p.KH; ++kh) {
-      int h = pp * p.SH - p.PT + kh;
-      if (h < 0 || h >= p.H)
-        continue;
-      for (int kw = 0; kw < p.KW; ++kw) {
-        int w = q * p.SW - p.PL + kw;
-        if (w < 0 || w >= p.W)
-          continue;
-        ldv8(xn + ((int64_t)h * p.W + w) * p.C, v);
+    poolTaps(p, pp, q, [&](int kh, int kw, int h, int w) {
+      ldv8(xn + ((int64_t)h * p.W + w) * p.C, v);
 #pragma unroll
-        for (int e = 0; e < 8; ++e) {
-          if (PRO)
-            v[e] = roundAs(x, fmaxf(v[e] * sc[e] + sh[e], 0.f));
-          if (ARG) {
-            if (v[e] > m[e] || (isnan(v[e]) && !isnan(m[e]))) {
-              m[e] = v[e];
-              a[e] = kh * p.KW + kw;
-            }
-          } else if (v[e] > m[e] || isnan(v[e])) {
+      for (int e = 0; e < 8; ++e) {
+        if (PRO)
+          v[e] = roundAs(x, fmaxf(v[e] * sc[e] + sh[e], 0.f));
+        if (ARG) {
+          if (v[e] > m[e] || (isnan(v[e]) && !isnan(m[e]))) {
             m[e] = v[e];
+            a[e] = kh * p.KW + kw;
           }
+        } else if (v[e] > m[e] || isnan(v[e])) {
+          m[e] = v[e];
         }
       }
-    }
+    });
     stv8(y + (int64_t)i * 8, m);
     if (ARG) {
       uint2 u;
@@ -121,10 +113,8 @@ template <typename T>
 __device__ __forceinline__ void
 poolIndexGradAt8(const T *dy, const uint8_t *arg, const PoolParams &p,
                  int64_t n, int h, int w, int c, float *g) {
-  int p0 = max(0, (h + p.PT - p.KH + p.SH) / p.SH),
-      p1 = min(p.P - 1, (h + p.PT) / p.SH);
-  int q0 = max(0, (w + p.PL - p.KW + p.SW) / p.SW),
-      q1 = min(p.Q - 1, (w + p.PL) / p.SW);
+  const PoolWindows r = poolWindows(p, h, w);
+  const int p0 = r.p0, p1 = r.p1, q0 = r.q0, q1 = r.q1;
   float d[8];
 #pragma unroll
   for (int e = 0; e < 8; ++e)
@@ -230,13 +220,10 @@ __global__ void __launch_bounds__(256)
     s0[e] = s1[e] = 0;
   if (c < C) {
     float mu[8], is[8], al[8], be[8];
-#pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      mu[e] = mean[c + e];
-      is[e] = invstd[c + e];
-      al[e] = alpha[c + e];
-      be[e] = beta[c + e];
-    }
+    channels8(mean, c, mu);
+    channels8(invstd, c, is);
+    channels8(alpha, c, al);
+    channels8(beta, c, be);
     for (int64_t r = r0 + threadIdx.y; r < r1; r += RY) {
       // Rows (pixels) of one step fit 32 bits (cheaper divisions).
       int nh = (int)r / p.W, n = nh / p.H;

@@ -128,6 +128,15 @@ nhwcTileSums8(double *scratch, const double (&s)[NS][8],
     }
   }
 }
+// The per-channel f32 parameters (mean, invstd, alpha, ...) of channels
+// c..c+7 for a vec8 partial-sum thread (scalar loads: read once per
+// thread, they need no 16-byte form or its alignment).
+__device__ __forceinline__ void channels8(const float *p, int c,
+                                          float (&v)[8]) {
+#pragma unroll
+  for (int e = 0; e < 8; ++e)
+    v[e] = p[c + e];
+}
 // nhwcPartial with C % 8 == 0: each thread sums eight adjacent channels
 // with 16-byte loads; block (CV, 256 / CV) with CV = min(C / 8, 32) threads
 // across channels, grid (ceil(C / (8 CV)), R). Same sums (in double, same
@@ -326,13 +335,10 @@ __global__ void __launch_bounds__(256)
     s[0][e] = s[1][e] = s[2][e] = 0;
   if (c < C) {
     float ma[8], ia[8], mb[8], ib[8];
-#pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      ma[e] = meanA[c + e];
-      ia[e] = invA[c + e];
-      mb[e] = meanB[c + e];
-      ib[e] = invB[c + e];
-    }
+    channels8(meanA, c, ma);
+    channels8(invA, c, ia);
+    channels8(meanB, c, mb);
+    channels8(invB, c, ib);
     for (int64_t r = r0 + threadIdx.y; r < r1; r += RY) {
       float v[8], a[8], b[8];
       ldv8(dy + r * C + c, v);
