@@ -58,18 +58,6 @@ __global__ void convertImagesF32Kernel(const float *__restrict__ src,
   }
 }
 
-__global__ void convertLabelsI64Kernel(const int64_t *__restrict__ src,
-                                       void *__restrict__ dst, int n,
-                                       int kind) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= n)
-    return;
-  if (kind == 3)
-    static_cast<int64_t *>(dst)[i] = src[i];
-  else
-    static_cast<int32_t *>(dst)[i] = static_cast<int32_t>(src[i]);
-}
-
 __global__ void halfToFloatKernel(const __half *__restrict__ src,
                                   float *__restrict__ dst, int64_t n) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
@@ -77,15 +65,18 @@ __global__ void halfToFloatKernel(const __half *__restrict__ src,
     dst[i] = __half2float(src[i]);
 }
 
-__global__ void convertLabelsKernel(const int32_t *__restrict__ src,
+// The labels (int32 from the loader, int64 from the C API's f32 entry) in
+// the label tensor's type: kind is its DType, I64 (3) or I32.
+template <typename L>
+__global__ void convertLabelsKernel(const L *__restrict__ src,
                                     void *__restrict__ dst, int n, int kind) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n)
     return;
-  if (kind == 3)
+  if (kind == static_cast<int>(DType::I64))
     static_cast<int64_t *>(dst)[i] = src[i];
   else
-    static_cast<int32_t *>(dst)[i] = src[i];
+    static_cast<int32_t *>(dst)[i] = static_cast<int32_t>(src[i]);
 }
 
 __global__ void setScalarsKernel(void *lr, int lrKind, float lrValue,
@@ -200,7 +191,7 @@ void launchInputConvertF32(Context &ctx, const float *dImages,
   if (const TensorSpec *lab = findTensor(spec, Role::InputLabel);
       lab && dLabels) {
     const int n = static_cast<int>(labelCount(*lab));
-    convertLabelsI64Kernel<<<gridFor(n), 256, 0, ctx.stream()>>>(
+    convertLabelsKernel<<<gridFor(n), 256, 0, ctx.stream()>>>(
         dLabels, ctx.arena() + lab->offset, n, static_cast<int>(lab->dtype));
     ctx.checkLaunch("input label conversion (i64)");
   }
