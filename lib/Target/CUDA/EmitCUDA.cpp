@@ -345,6 +345,8 @@ private:
   int64_t nhwcPartial(std::string &out, Operation *op, int mode, Value a,
                       Value b, Value mean, Value invstd, Value mask = {},
                       Value alpha = {}, Value beta = {});
+  std::string scaleShiftReluToScratch(Operation *op, RankedTensorType x,
+                                      const std::string &T);
   std::string poolParams(RankedTensorType x, RankedTensorType y,
                          ArrayRef<int64_t> k, ArrayRef<int64_t> s,
                          ArrayRef<int64_t> p, bool countIncludePad, bool nhwc);
@@ -865,6 +867,21 @@ static NhwcTiling nhwcTiling(int64_t M, int64_t C, bool vec, int64_t blocks,
 /// (MODE 0 writes one sum, the others two), for its finishing kernel.
 static int64_t nhwcScratchDoubles(int mode, int64_t tiles, int64_t C) {
   return (mode == 0 ? 1 : 2) * tiles * C;
+}
+
+/// The split forms' prologue (fused_conv2d_stats', fused_conv2d_bwd_filter's):
+/// relu(x * scale + shift) of their NHWC input x, element type T, into the
+/// runtime's scratch buffer, in the body of the split-form function.
+std::string Emitter::scaleShiftReluToScratch(Operation *op, RankedTensorType x,
+                                             const std::string &T) {
+  int64_t n = x.getNumElements();
+  return fmt::format(
+      "  nhwcScaleShiftRelu<{0}><<<{1}, {6}, 0, s>>>(static_cast<const "
+      "{0} *>(x), scale, shift, static_cast<{0} *>(scratch), {2}ll, "
+      "{3});\n  CNNRT_CHECK_KERNEL(ctx, \"{4}\", \"{5} "
+      "nhwcScaleShiftRelu\");\n",
+      T, gridFor(n), n, x.getDimSize(3), loc(op),
+      op->getName().getStringRef().str(), threads());
 }
 
 int64_t Emitter::nhwcPartial(std::string &out, Operation *op, int mode, Value a,
@@ -1665,17 +1682,8 @@ LogicalResult Emitter::print(std::string &out, FusedConv2DStatsOp c) {
   std::string body;
   std::string T = ctype(y.getElementType());
   bool prologue = c.getScale() != nullptr;
-  if (prologue) {
-    // The normalized input, in the runtime's scratch buffer.
-    int64_t n = x.getNumElements();
-    body += fmt::format(
-        "  nhwcScaleShiftRelu<{0}><<<{1}, {6}, 0, s>>>(static_cast<const "
-        "{0} *>(x), scale, shift, static_cast<{0} *>(scratch), {2}ll, "
-        "{3});\n  CNNRT_CHECK_KERNEL(ctx, \"{4}\", \"{5} "
-        "nhwcScaleShiftRelu\");\n  x = scratch;\n",
-        T, gridFor(n), n, x.getDimSize(3), loc(op),
-        op->getName().getStringRef().str(), threads());
-  }
+  if (prologue) // the normalized input, read from the scratch buffer
+    body += scaleShiftReluToScratch(op, x, T) + "  x = scratch;\n";
   ptrOverride[c.getInput()] = "x";
   ptrOverride[c.getFilter()] = "w";
   ptrOverride[c.getResult()] =
@@ -1736,15 +1744,8 @@ LogicalResult Emitter::print(std::string &out, FusedConv2DBwdFilterOp c) {
   // refuses (or runs slower): the normalization into the runtime's
   // scratch buffer, then the convolution as cnn-select-lowering chose
   // it.
-  std::string T = ctype(x.getElementType()), body;
-  int64_t n = x.getNumElements();
-  body += fmt::format(
-      "  nhwcScaleShiftRelu<{0}><<<{1}, {6}, 0, s>>>(static_cast<const "
-      "{0} *>(x), scale, shift, static_cast<{0} *>(scratch), {2}ll, "
-      "{3});\n  CNNRT_CHECK_KERNEL(ctx, \"{4}\", \"{5} "
-      "nhwcScaleShiftRelu\");\n",
-      T, gridFor(n), n, x.getDimSize(3), loc(op),
-      op->getName().getStringRef().str(), threads());
+  std::string T = ctype(x.getElementType());
+  std::string body = scaleShiftReluToScratch(op, x, T);
   if (loweringOf(op) == "gemm") {
     // dW[K, C] = dY[NHW, K]^T X[NHW, C]
     int64_t M = x.getNumElements() / x.getDimSize(3);
