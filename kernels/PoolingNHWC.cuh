@@ -29,6 +29,18 @@ namespace {
 // instruction-bound (the stem's gather took 0.351 ms for 282 MB of traffic
 // on the H100): the kernels below divide in 32 bits whenever the tensor
 // allows.
+// Element i of an N x Y x X x C/8 grid of eight-channel groups as (n, y, x,
+// c8), with I-bit divisions (each quotient's remainder by multiplication).
+template <typename I>
+__device__ __forceinline__ void nhwc8Index(I i, I C8, I X, I Y, I &n, int &y,
+                                           int &x, int &c8) {
+  I rest = i / C8;
+  c8 = (int)(i - rest * C8);
+  I rest2 = rest / X;
+  x = (int)(rest - rest2 * X);
+  n = rest2 / Y;
+  y = (int)(rest2 - n * Y);
+}
 template <typename T, bool ARG, bool PRO, typename I>
 __device__ __forceinline__ void
 maxPoolNHWC8Body(const T *x, const float *scale, const float *shift, T *y,
@@ -36,12 +48,9 @@ maxPoolNHWC8Body(const T *x, const float *scale, const float *shift, T *y,
   const I C8 = p.C / 8, P = p.P, Q = p.Q;
   for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < total;
        i += (I)gridDim.x * blockDim.x) {
-    I rest = i / C8;
-    int c8 = (int)(i - rest * C8);
-    I rest2 = rest / Q;
-    int q = (int)(rest - rest2 * Q);
-    I n = rest2 / P;
-    int pp = (int)(rest2 - n * P);
+    I n;
+    int pp, q, c8;
+    nhwc8Index(i, C8, Q, P, n, pp, q, c8);
     const T *xn = x + (int64_t)n * p.H * p.W * p.C + c8 * 8;
     float m[8], v[8], sc[8], sh[8];
     int a[8];
@@ -175,12 +184,9 @@ maxPoolBwdGatherNHWC8Body(const T *dy, const uint8_t *arg, T *dx,
   const I C8 = p.C / 8, W = p.W, H = p.H;
   for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < total;
        i += (I)gridDim.x * blockDim.x) {
-    I rest = i / C8;
-    int c8 = (int)(i - rest * C8);
-    I rest2 = rest / W;
-    int w = (int)(rest - rest2 * W);
-    I n = rest2 / H;
-    int h = (int)(rest2 - n * H);
+    I n;
+    int h, w, c8;
+    nhwc8Index(i, C8, W, H, n, h, w, c8);
     float g[8];
     poolIndexGradAt8(dy, arg, p, (int64_t)n, h, w, c8 * 8, g);
     stv8(dx + (int64_t)i * 8, g);
