@@ -80,37 +80,23 @@ bool readCifarFile(const std::string &path, const CifarFormat &fmt,
     err = "image geometry mismatch while reading " + path;
     return false;
   }
-  // openRegularFile: a FIFO or device given as --data must not block.
-  int fd = openRegularFile(path, err);
-  if (fd < 0)
+  // readFileBytes opens with openRegularFile: a FIFO or device given as
+  // --data must not block.
+  std::vector<char> buf;
+  if (!readFileBytes(path, buf, err))
     return false;
-  struct stat st;
-  FILE *f = fstat(fd, &st) == 0 ? fdopen(fd, "rb") : nullptr;
-  if (!f) {
-    err = "cannot read " + path + ": " + std::strerror(errno);
-    ::close(fd);
-    return false;
-  }
-  size_t size = static_cast<size_t>(st.st_size);
+  size_t size = buf.size();
   size_t rec = fmt.recordBytes();
   if (size % rec != 0 || size == 0) {
-    std::fclose(f);
     err = "short/truncated file " + path + ": " + std::to_string(size) +
           " bytes is not a multiple of record size " + std::to_string(rec);
-    return false;
-  }
-  std::vector<uint8_t> buf(size);
-  size_t got = std::fread(buf.data(), 1, size, f);
-  std::fclose(f);
-  if (got != size) {
-    err = "read error on " + path;
     return false;
   }
   int64_t n = static_cast<int64_t>(size / rec);
   size_t img = rec - 1;
   out.images.reserve(out.images.size() + n * img);
   for (int64_t i = 0; i < n; ++i) {
-    const uint8_t *r = buf.data() + i * rec;
+    const uint8_t *r = reinterpret_cast<const uint8_t *>(buf.data()) + i * rec;
     if (r[0] >= fmt.numClasses) {
       err = "bad label " + std::to_string(r[0]) + " in " + path + " record " +
             std::to_string(i) +
