@@ -64,7 +64,8 @@ __device__ __forceinline__ int64_t poolPix(const PoolParams &p, int y, int x,
 // The taps of output window (pp, q) that lie inside the input, in row
 // order: f(kh, kw, h, w) with (h, w) the input pixel of tap (kh, kw). The
 // forward kernels and the gather gradient's search for a window's maximum
-// walk a window so.
+// walk a window so. f by const reference: taken by value, the kernels
+// compiled to more instructions (maxPoolNHWC8: up to 144 more at sm_90a).
 template <typename F>
 __device__ __forceinline__ void poolTaps(const PoolParams &p, int pp, int q,
                                          const F &f) {
