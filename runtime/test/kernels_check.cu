@@ -6,7 +6,9 @@
 // against a computation in double on the host: batch statistics (NCHW, and
 // NHWC through the two-pass scratch reduction in f16), bias_grad's NHWC sums,
 // the per-channel scale-shift-ReLU (an elementwise kernel with f16 rounding),
-// average pooling with padding, softmax, the cross-entropy loss and its
+// average pooling with padding, max and average pooling's kernels and
+// gradients in both layouts (checkPooling), the NCHW batch_norm_grad sums,
+// softmax, the cross-entropy loss and its
 // gradient (label smoothing, ignored rows), loss scaling and splitmix64.
 //
 // Prints one line per check; exit 0 when all pass, 1 on a mismatch, 2 on a
@@ -311,6 +313,247 @@ void checkAvgPool() {
   }
 }
 
+/// The pooling kernels of one 3x3/2 pooling with asymmetric padding over
+/// N x C x H x W, in both layouts, against the host: max pooling's forward
+/// and its gradient routed to each window's first maximum (the input is
+/// quantized to four levels so that windows hold ties), through the
+/// re-searching gather (maxPoolBwd), the recorded window index
+/// (maxPoolIndex + maxPoolBwdGather, with and without the BN + ReLU
+/// prologue) and the eight-channel NHWC forms; average pooling's gradient.
+struct PoolCase {
+  PoolParams p{};
+  std::vector<float> x, dy, scale, shift;
+  size_t inN = 0, outN = 0;
+
+  PoolCase() {
+    p.N = 2, p.C = 16, p.H = 9, p.W = 8, p.KH = 3, p.KW = 3, p.SH = 2;
+    p.SW = 2, p.PT = 1, p.PL = 1, p.PB = 1, p.PR = 0;
+    p.P = (p.H + p.PT + p.PB - p.KH) / p.SH + 1;
+    p.Q = (p.W + p.PL + p.PR - p.KW) / p.SW + 1;
+    inN = (size_t)p.N * p.C * p.H * p.W;
+    outN = (size_t)p.N * p.C * p.P * p.Q;
+    x = randoms(inN, 0, 4, 21);
+    for (float &v : x)
+      v = std::floor(v); // ties
+    dy = randoms(outN, -1, 1, 22);
+    scale = randoms(p.C, -1, 2, 23);
+    shift = randoms(p.C, -1, 1, 24);
+  }
+  /// Flat index of (n, c, y, x) in a Y x X tensor of either layout.
+  size_t at(bool nhwc, int n, int c, int y, int xx, int Y, int X) const {
+    return nhwc ? (((size_t)n * Y + y) * X + xx) * p.C + c
+                : (((size_t)n * p.C + c) * Y + y) * X + xx;
+  }
+  /// x[i] or, with the prologue, max(x[i] * scale + shift, 0).
+  float in(bool nhwc, bool pro, int n, int c, int h, int w) const {
+    float v = x[at(nhwc, n, c, h, w, p.H, p.W)];
+    return pro ? std::max(v * scale[c] + shift[c], 0.f) : v;
+  }
+  /// Max pooling (y) and its gradient (dx), both in layout `nhwc`.
+  void maxHost(bool nhwc, bool pro, std::vector<double> &y,
+               std::vector<double> &dx) const {
+    y.assign(outN, 0);
+    dx.assign(inN, 0);
+    for (int n = 0; n < p.N; ++n)
+      for (int c = 0; c < p.C; ++c)
+        for (int pp = 0; pp < p.P; ++pp)
+          for (int q = 0; q < p.Q; ++q) {
+            float m = -INFINITY;
+            int mh = -1, mw = -1;
+            for (int kh = 0; kh < p.KH; ++kh)
+              for (int kw = 0; kw < p.KW; ++kw) {
+                int h = pp * p.SH - p.PT + kh, w = q * p.SW - p.PL + kw;
+                if (h < 0 || h >= p.H || w < 0 || w >= p.W)
+                  continue;
+                float v = in(nhwc, pro, n, c, h, w);
+                if (v > m) { // the first maximum in row order
+                  m = v;
+                  mh = h;
+                  mw = w;
+                }
+              }
+            size_t o = at(nhwc, n, c, pp, q, p.P, p.Q);
+            y[o] = m;
+            dx[at(nhwc, n, c, mh, mw, p.H, p.W)] += dy[o];
+          }
+  }
+  /// Average pooling's gradient (count_include_pad false), layout `nhwc`.
+  std::vector<double> avgGradHost(bool nhwc) const {
+    std::vector<double> dx(inN, 0);
+    for (int n = 0; n < p.N; ++n)
+      for (int c = 0; c < p.C; ++c)
+        for (int pp = 0; pp < p.P; ++pp)
+          for (int q = 0; q < p.Q; ++q) {
+            int h0 = pp * p.SH - p.PT, w0 = q * p.SW - p.PL;
+            int h1 = std::min(std::min(h0 + p.KH, p.H + p.PB), p.H);
+            int w1 = std::min(std::min(w0 + p.KW, p.W + p.PR), p.W);
+            int hs = std::max(h0, 0), ws = std::max(w0, 0);
+            double g =
+                dy[at(nhwc, n, c, pp, q, p.P, p.Q)] / ((h1 - hs) * (w1 - ws));
+            for (int h = hs; h < h1; ++h)
+              for (int w = ws; w < w1; ++w)
+                dx[at(nhwc, n, c, h, w, p.H, p.W)] += g;
+          }
+    return dx;
+  }
+  /// x (and dy) rearranged from NCHW into layout `nhwc`.
+  std::vector<float> inLayout(const std::vector<float> &v, bool nhwc, int Y,
+                              int X) const {
+    std::vector<float> out(v.size());
+    for (int n = 0; n < p.N; ++n)
+      for (int c = 0; c < p.C; ++c)
+        for (int y = 0; y < Y; ++y)
+          for (int xx = 0; xx < X; ++xx)
+            out[at(nhwc, n, c, y, xx, Y, X)] = v[at(false, n, c, y, xx, Y, X)];
+    return out;
+  }
+};
+
+void checkPooling() {
+  PoolCase k;
+  const PoolParams &p = k.p;
+  const unsigned g = 8, b = 256; // grid-stride loops: several rounds
+  float *dScale = toDevice(k.scale), *dShift = toDevice(k.shift);
+  for (bool nhwc : {false, true}) {
+    const char *L = nhwc ? "NHWC" : "NCHW";
+    char what[96];
+    float *dX = toDevice(k.inLayout(k.x, nhwc, p.H, p.W));
+    float *dGy = toDevice(k.inLayout(k.dy, nhwc, p.P, p.Q));
+    float *dY = toDevice(std::vector<float>(k.outN));
+    float *dGx = toDevice(std::vector<float>(k.inN));
+    uint8_t *darg = nullptr;
+    CUDA_OK(cudaMalloc(&darg, k.outN));
+    // The host's copy of the case in the same layout as the device's.
+    std::vector<double> wantY, wantDx;
+    PoolCase hostCase = k;
+    hostCase.x = k.inLayout(k.x, nhwc, p.H, p.W);
+    hostCase.dy = k.inLayout(k.dy, nhwc, p.P, p.Q);
+    for (bool pro : {false, true}) {
+      hostCase.maxHost(nhwc, pro, wantY, wantDx);
+      if (!pro) {
+        if (nhwc)
+          maxPoolFwd<float, true><<<g, b>>>(dX, dY, p);
+        else
+          maxPoolFwd<float, false><<<g, b>>>(dX, dY, p);
+        CUDA_OK(cudaGetLastError());
+        std::snprintf(what, sizeof what, "maxPoolFwd %s", L);
+        expectNear(what, fromDevice(dY, k.outN), wantY, 0);
+        if (nhwc)
+          maxPoolBwd<float, true><<<g, b>>>(dGy, dX, dGx, p);
+        else
+          maxPoolBwd<float, false><<<g, b>>>(dGy, dX, dGx, p);
+        CUDA_OK(cudaGetLastError());
+        std::snprintf(what, sizeof what, "maxPoolBwd %s", L);
+        expectNear(what, fromDevice(dGx, k.inN), wantDx, 1e-6);
+      }
+      const float *sc = pro ? dScale : nullptr, *sh = pro ? dShift : nullptr;
+      if (nhwc && pro)
+        maxPoolIndex<float, true, true><<<g, b>>>(dX, sc, sh, dY, darg, p);
+      else if (nhwc)
+        maxPoolIndex<float, true, false><<<g, b>>>(dX, sc, sh, dY, darg, p);
+      else if (pro)
+        maxPoolIndex<float, false, true><<<g, b>>>(dX, sc, sh, dY, darg, p);
+      else
+        maxPoolIndex<float, false, false><<<g, b>>>(dX, sc, sh, dY, darg, p);
+      CUDA_OK(cudaGetLastError());
+      std::snprintf(what, sizeof what, "maxPoolIndex %s%s", L,
+                    pro ? " (prologue)" : "");
+      expectNear(what, fromDevice(dY, k.outN), wantY, 1e-6);
+      if (nhwc)
+        maxPoolBwdGather<float, true><<<g, b>>>(dGy, darg, dGx, p);
+      else
+        maxPoolBwdGather<float, false><<<g, b>>>(dGy, darg, dGx, p);
+      CUDA_OK(cudaGetLastError());
+      std::snprintf(what, sizeof what, "maxPoolBwdGather %s%s", L,
+                    pro ? " (prologue)" : "");
+      expectNear(what, fromDevice(dGx, k.inN), wantDx, 1e-6);
+      if (!nhwc)
+        continue;
+      // The eight-channel forms (C % 8 == 0): one thread per 8 channels.
+      if (pro)
+        maxPoolIndexNHWC8<float, true><<<g, b>>>(dX, sc, sh, dY, darg, p);
+      else
+        maxPoolNHWC8<float, true><<<g, b>>>(dX, dY, darg, p);
+      CUDA_OK(cudaGetLastError());
+      std::snprintf(what, sizeof what, "%s",
+                    pro ? "maxPoolIndexNHWC8 (prologue)"
+                        : "maxPoolNHWC8 (index)");
+      expectNear(what, fromDevice(dY, k.outN), wantY, 1e-6);
+      maxPoolBwdGatherNHWC8<float><<<g, b>>>(dGy, darg, dGx, p);
+      CUDA_OK(cudaGetLastError());
+      std::snprintf(what, sizeof what, "maxPoolBwdGatherNHWC8%s",
+                    pro ? " (prologue)" : "");
+      expectNear(what, fromDevice(dGx, k.inN), wantDx, 1e-6);
+    }
+    if (nhwc)
+      avgPoolBwd<float, true><<<g, b>>>(dGy, dGx, p);
+    else
+      avgPoolBwd<float, false><<<g, b>>>(dGy, dGx, p);
+    CUDA_OK(cudaGetLastError());
+    std::snprintf(what, sizeof what, "avgPoolBwd %s", L);
+    expectNear(what, fromDevice(dGx, k.inN), hostCase.avgGradHost(nhwc), 1e-6);
+    CUDA_OK(cudaFree(dX));
+    CUDA_OK(cudaFree(dGy));
+    CUDA_OK(cudaFree(dY));
+    CUDA_OK(cudaFree(dGx));
+    CUDA_OK(cudaFree(darg));
+  }
+  CUDA_OK(cudaFree(dScale));
+  CUDA_OK(cudaFree(dShift));
+}
+
+/// bnGradReduce and bnReluGradReduce (NCHW, one block of 512 per channel):
+/// grad_bias = sum(g), grad_scale = sum(g * xhat), with g = dy, or dy where
+/// the ReLU output y > 0, or (y null) where x * alpha + beta > 0.
+void checkBnGradReduce() {
+  const int N = 3, C = 4;
+  const int64_t HW = 200; // N * HW > the block: each thread loops
+  const size_t n = (size_t)N * C * HW;
+  std::vector<float> dy = randoms(n, -1, 1, 31), x = randoms(n, -2, 2, 32),
+                     y = randoms(n, -1, 1, 33);
+  std::vector<float> mean = randoms(C, -0.5, 0.5, 34),
+                     invstd = randoms(C, 0.5, 2, 35),
+                     alpha = randoms(C, -1, 1, 36),
+                     beta = randoms(C, -1, 1, 37);
+  float *ddy = toDevice(dy), *dx = toDevice(x), *dyOut = toDevice(y);
+  float *dMean = toDevice(mean), *dInv = toDevice(invstd),
+        *dAlpha = toDevice(alpha), *dBeta = toDevice(beta);
+  float *dScale = toDevice(std::vector<float>(C)),
+        *dBias = toDevice(std::vector<float>(C));
+  for (int mask = 0; mask < 3; ++mask) { // none, y > 0, x * alpha + beta > 0
+    std::vector<double> wantBias(C, 0), wantScale(C, 0);
+    for (int i = 0; i < N; ++i)
+      for (int c = 0; c < C; ++c)
+        for (int64_t j = 0; j < HW; ++j) {
+          size_t k = ((size_t)i * C + c) * HW + j;
+          bool pass = mask == 0   ? true
+                      : mask == 1 ? y[k] > 0.f
+                                  : x[k] * alpha[c] + beta[c] > 0.f;
+          double g = pass ? dy[k] : 0.0;
+          wantBias[c] += g;
+          wantScale[c] += g * ((x[k] - mean[c]) * invstd[c]);
+        }
+    if (mask == 0)
+      bnGradReduce<float, float>
+          <<<C, 512>>>(ddy, dx, dMean, dInv, dScale, dBias, N, C, HW);
+    else
+      bnReluGradReduce<float, float>
+          <<<C, 512>>>(ddy, mask == 1 ? dyOut : nullptr, dx, dMean, dInv,
+                       dAlpha, dBeta, dScale, dBias, N, C, HW);
+    CUDA_OK(cudaGetLastError());
+    const char *name = mask == 0   ? "bnGradReduce"
+                       : mask == 1 ? "bnReluGradReduce (y > 0)"
+                                   : "bnReluGradReduce (x * alpha + beta > 0)";
+    char what[96];
+    std::snprintf(what, sizeof what, "%s grad_bias", name);
+    expectNear(what, fromDevice(dBias, C), wantBias, 1e-5);
+    std::snprintf(what, sizeof what, "%s grad_scale", name);
+    expectNear(what, fromDevice(dScale, C), wantScale, 1e-5);
+  }
+  for (float *d : {ddy, dx, dyOut, dMean, dInv, dAlpha, dBeta, dScale, dBias})
+    CUDA_OK(cudaFree(d));
+}
+
 /// softmaxRows<float>: one block per row of 1000.
 void checkSoftmax() {
   const int rows = 3, cols = 1000;
@@ -461,6 +704,8 @@ int main() {
   checkNhwcReductions();
   checkScaleShiftRelu();
   checkAvgPool();
+  checkPooling();
+  checkBnGradReduce();
   checkSoftmax();
   checkCrossEntropy(37, 10);
   checkCrossEntropy(5, 1000);
