@@ -8,8 +8,8 @@
 // the per-channel scale-shift-ReLU (an elementwise kernel with f16 rounding),
 // average pooling with padding, max and average pooling's kernels and
 // gradients in both layouts (checkPooling), the NCHW batch_norm_grad sums,
-// softmax, the cross-entropy loss and its
-// gradient (label smoothing, ignored rows), loss scaling and splitmix64.
+// softmax, the cross-entropy loss and its gradient (label smoothing, ignored
+// rows), loss scaling and splitmix64.
 //
 // Prints one line per check; exit 0 when all pass, 1 on a mismatch, 2 on a
 // CUDA error, 3 without a GPU (ctest's SKIP_RETURN_CODE).
