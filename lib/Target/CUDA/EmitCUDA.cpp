@@ -347,6 +347,9 @@ private:
                       Value alpha = {}, Value beta = {});
   std::string scaleShiftReluToScratch(Operation *op, RankedTensorType x,
                                       const std::string &T);
+  const std::string &hostFunction(std::map<std::string, std::string> &byBody,
+                                  const char *prefix, const char *params,
+                                  const std::string &body);
   std::string poolParams(RankedTensorType x, RankedTensorType y,
                          ArrayRef<int64_t> k, ArrayRef<int64_t> s,
                          ArrayRef<int64_t> p, bool countIncludePad, bool nhwc);
@@ -882,6 +885,23 @@ std::string Emitter::scaleShiftReluToScratch(Operation *op, RankedTensorType x,
       "nhwcScaleShiftRelu\");\n",
       T, gridFor(n), n, x.getDimSize(3), loc(op),
       op->getName().getStringRef().str(), threads());
+}
+
+/// The name of the host function `<prefix><k>(<params>)` whose statements
+/// are `body` (a fused convolution's epilogue or split form), printed into
+/// `epilogues` the first time `byBody` (the family's table, numbered from 0)
+/// sees that body: equal shapes, e.g. the eval step's, share one function.
+const std::string &
+Emitter::hostFunction(std::map<std::string, std::string> &byBody,
+                      const char *prefix, const char *params,
+                      const std::string &body) {
+  auto [it, isNew] =
+      byBody.try_emplace(body, fmt::format("{}{}", prefix, byBody.size()));
+  if (isNew)
+    epilogues += fmt::format(
+        "static void {}({}) {{\n  cudaStream_t s = ctx.stream();\n{}}}\n\n",
+        it->second, params, body);
+  return it->second;
 }
 
 int64_t Emitter::nhwcPartial(std::string &out, Operation *op, int mode, Value a,
@@ -1645,15 +1665,11 @@ LogicalResult Emitter::print(std::string &out, FusedConv2DOp c) {
   elementwise(body, op, ins, {c.getResult()}, e);
   ptrOverride.clear();
   // Identical epilogues (the eval step's, equal shapes) share a function.
-  auto [it, isNew] = epilogueByBody.try_emplace(
-      body, fmt::format("convEpilogue{}", epilogueByBody.size()));
-  const std::string &fn = it->second;
-  if (isNew)
-    epilogues += fmt::format(
-        "static void {}(cnnrt::Context &ctx, void *y, const void *bias,\n"
-        "    const void *residual) {{\n  cudaStream_t s = ctx.stream();\n"
-        "  (void)residual;\n{}}}\n\n",
-        fn, body);
+  const std::string &fn =
+      hostFunction(epilogueByBody, "convEpilogue",
+                   "cnnrt::Context &ctx, void *y, const void *bias,\n"
+                   "    const void *residual",
+                   "  (void)residual;\n" + body);
   prepare += fmt::format("  ctx.registerConvBiasAct({}, {}, "
                          "cnnrt::Activation::{}, {}, {}, \"{}\");\n",
                          fid, id, act == "relu" ? "Relu" : "Identity",
@@ -1707,20 +1723,15 @@ LogicalResult Emitter::print(std::string &out, FusedConv2DStatsOp c) {
   ptrOverride.clear();
   // A step counts the fused graph's one launch (the runtime picks).
   numLaunches = launchesBefore + 1;
-  auto [it, isNew] = convStatsByBody.try_emplace(
-      body, fmt::format("convStatsSplit{}", convStatsByBody.size()));
-  if (isNew)
-    epilogues += fmt::format(
-        "static void {}(cnnrt::Context &ctx, const void *x, const void "
-        "*w,\n    void *y, float *sum, float *sumSq, const float *scale,\n"
-        "    const float *shift, void *scratch) {{\n"
-        "  cudaStream_t s = ctx.stream();\n"
-        "  (void)scale; (void)shift; (void)scratch;\n{}}}\n\n",
-        it->second, body);
+  const std::string &fn = hostFunction(
+      convStatsByBody, "convStatsSplit",
+      "cnnrt::Context &ctx, const void *x, const void *w,\n"
+      "    void *y, float *sum, float *sumSq, const float *scale,\n"
+      "    const float *shift, void *scratch",
+      "  (void)scale; (void)shift; (void)scratch;\n" + body);
   int sid = numConvStats++;
-  prepare +=
-      fmt::format("  ctx.registerConvStats({}, {}, {}, {}, \"{}\");\n", sid, id,
-                  it->second, prologue ? "true" : "false", loc(op));
+  prepare += fmt::format("  ctx.registerConvStats({}, {}, {}, {}, \"{}\");\n",
+                         sid, id, fn, prologue ? "true" : "false", loc(op));
   out += fmt::format("  ctx.convStatsFwd({}, {}, {}, {}, {}, {}, {}, {});\n",
                      sid, ptr(c.getInput()), ptr(c.getFilter()),
                      ptr(c.getResult()), ptr(c.getSum()), ptr(c.getSumSq()),
@@ -1755,18 +1766,15 @@ LogicalResult Emitter::print(std::string &out, FusedConv2DBwdFilterOp c) {
   } else {
     body += fmt::format("  ctx.convBwdFilter({}, scratch, dy, dw);\n", id);
   }
-  auto [it, isNew] = wgradSplitByBody.try_emplace(
-      body, fmt::format("wgradPrologueSplit{}", wgradSplitByBody.size()));
-  if (isNew)
-    epilogues += fmt::format(
-        "static void {}(cnnrt::Context &ctx, const void *x, const void "
-        "*dy,\n    void *dw, const float *scale, const float *shift, "
-        "void *scratch) {{\n  cudaStream_t s = ctx.stream();\n{}}}\n\n",
-        it->second, body);
+  const std::string &fn = hostFunction(
+      wgradSplitByBody, "wgradPrologueSplit",
+      "cnnrt::Context &ctx, const void *x, const void *dy,\n"
+      "    void *dw, const float *scale, const float *shift, void *scratch",
+      body);
   int wid = numWgradPrologues++;
   prepare +=
       fmt::format("  ctx.registerConvBwdFilterPrologue({}, {}, {}, \"{}\");\n",
-                  wid, id, it->second, loc(op));
+                  wid, id, fn, loc(op));
   out += fmt::format("  ctx.convBwdFilterPrologue({}, {}, {}, {}, {}, {});\n",
                      wid, ptr(c.getInput()), ptr(c.getGradOutput()),
                      ptr(c.getResult()), ptr(c.getScale()), ptr(c.getShift()));
@@ -1814,18 +1822,15 @@ LogicalResult Emitter::print(std::string &out, FusedConv2DBwdDataOp c) {
   ptrOverride.clear();
   // A step counts the fused graph's one launch (the runtime picks).
   numLaunches = launchesBefore + 1;
-  auto [it, isNew] = dgradSplitByBody.try_emplace(
-      body, fmt::format("dgradAddReluSplit{}", dgradSplitByBody.size()));
-  if (isNew)
-    epilogues += fmt::format(
-        "static void {}(cnnrt::Context &ctx, const void *dy, const void "
-        "*w,\n    const void *addend, const void *reluOut, void *dx) "
-        "{{\n  cudaStream_t s = ctx.stream();\n{}}}\n\n",
-        it->second, body);
+  const std::string &fn =
+      hostFunction(dgradSplitByBody, "dgradAddReluSplit",
+                   "cnnrt::Context &ctx, const void *dy, const void *w,\n"
+                   "    const void *addend, const void *reluOut, void *dx",
+                   body);
   int did = numDgradEpilogues++;
   prepare +=
       fmt::format("  ctx.registerConvBwdDataAddRelu({}, {}, {}, \"{}\");\n",
-                  did, id, it->second, loc(op));
+                  did, id, fn, loc(op));
   out += fmt::format("  ctx.convBwdDataAddRelu({}, {}, {}, {}, {}, {});\n", did,
                      ptr(c.getGradOutput()), ptr(c.getFilter()),
                      ptr(c.getAddend()), ptr(c.getReluOutput()),
