@@ -42,6 +42,10 @@
 #     img/s by default, with CNNRT_DETERMINISTIC=0 and with --workspace-mb
 #     2048, the convolution algorithms picked (CNNRT_VERBOSE) and the
 #     slowest launches (CNNRT_PROFILE); PyTorch eager f32 beside it.
+#  a. A/B of the kernel prelude: ResNet-50 f16 batch 128 built twice from
+#     one cnnc, its printed prelude (.carry/ab/printed.txt) swapped for
+#     .carry/ab/a.txt and .carry/ab/b.txt (bench/ab/make-prelude.sh REV,
+#     run before the carry), one algorithm cache, timed a b a b.
 # Data parallelism on 2 or 4 GPUs has its own script: bench/device-dp.sh.
 # Each part has its own time limit so the call returns what finished; logs
 # go to $OUT.   Usage: bash bench/device-verify.sh [PARTS]  (default 1234)
@@ -147,6 +151,22 @@ e(build_model(\"resnet50\", 1000), \"$d/m.onnx\", ($b, 3, 224, 224), training=Tr
     CNNRT_PROFILE=1 $d/train --data synthetic --steps 3 2>&1 | grep -A8 "slowest launches"
     python3 bench/bench.py --cnnc '"$CNNC"' --models resnet50 --modes eager --steps 10 \
       --cnnc-flags "--precision fp32" --work $d/b 2>&1 | grep "^| resnet50"'
+fi
+if [[ $PARTS == *a* ]]; then
+  part prelude-ab ${AB_S:-300} bash -c '
+    set -e; d=/tmp/ab; mkdir -p $d; ab=$PWD/.carry/ab
+    PYTHONPATH=$PWD/python python3 -c "from cnnc.export import build_model, export_onnx as e
+e(build_model(\"resnet50\", 1000), \"$d/m.onnx\", (128, 3, 224, 224), training=True, opset=17)" 2>/dev/null
+    for v in a b; do
+      CNNC_OBJECT_CACHE=off CNNC_NVCC_SPLIT=0 PRELUDE_NEW=$ab/printed.txt PRELUDE_OLD=$ab/$v.txt \
+        CNNC_NVCC=$PWD/bench/ab/prelude_swap_nvcc.py '"$CNNC"' $d/m.onnx --train -o $d/$v >$d/$v.log 2>&1 ||
+        { tail -5 $d/$v.log; exit 1; }
+    done
+    export CNNRT_ALGO_CACHE=$d/algo.txt
+    $d/a --data synthetic --steps 3 >/dev/null
+    for r in 1 2; do for v in a b; do
+      echo "$v ($(head -c 60 $ab/$v.rev 2>/dev/null)) run $r: $($d/$v --data synthetic --steps 80 --log-every 40 | grep -o "steady img/s [0-9]*")"
+    done; done'
 fi
 if [[ $PARTS == *8* ]]; then
   part dgrad-stats ${DGRAD_S:-400} bash -c "{ [ -f /tmp/rt/build.ninja ] || $CONFIGURE_RT; }"' &&
