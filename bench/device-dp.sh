@@ -681,6 +681,11 @@ fi
 #     spread (torch_ref.py accumulate --amp against the f32 run, the largest
 #     relative loss difference over the 5 steps); and c's ResNet-50 at f16
 #     (img/s, pipeline and one GPU).
+#  g. pipeline x data parallel (4 GPUs, else skipped with a line): the
+#     BN-free net, f32, `--pipeline-stages 2 --micro-batches 4 --gpus 2`
+#     (ranks 0..3 = replica x 2 + stage), 2 steps of the global batch 2 x 4 x
+#     8 = 64, against the one-GPU --accumulate 8 over the same 8-row
+#     micro-batches (16 micro-steps), 1e-5 relative (reduction order).
 # With 4 GPUs, b and f also run on S=4 (and a, as before).
 # The last line: PIPELINE PART P: PASS, or FAIL <what failed>.
 if has P; then
@@ -712,6 +717,10 @@ if has P; then
       BUILD_PIDS+=($!)
       build p-r18f16-pp4 300 "$PW/resnet18.onnx" "${PF16[@]}" --pipeline-stages 4 --micro-batches 4 &
       BUILD_PIDS+=($!)
+      build p-nobn-pp2dp2 300 "$PW/nobn.onnx" "${PF32[@]}" --pipeline-stages 2 --micro-batches 4 --gpus 2 &
+      BUILD_PIDS+=($!)
+      build p-nobn-acc8 300 "$PW/nobn.onnx" "${PF32[@]}" --accumulate 8 &
+      BUILD_PIDS+=($!)
     fi
     (if run p-export-r50 180 $PY -c "
 from cnnc.export import build_model, export_onnx
@@ -730,19 +739,20 @@ export_onnx(m, '$PW/r50_b128.onnx', (128, 3, 224, 224), training=True)
     R50_PID=$!
     # The small nets run while ResNet-50 compiles.
     wait "${BUILD_PIDS[@]}"
-    # p_compare NAME PP ACC BOUND: PP's step losses against the mean of each
-    # 4 consecutive micro-step losses of ACC.
+    # p_compare NAME PP ACC BOUND [K [STEPS]]: PP's step losses against the
+    # mean of each K (4) consecutive micro-step losses of ACC, STEPS (5).
     p_compare() {
-      $PY - "$LOGS/$2.log" "$LOGS/$3.log" "$4" <<'PYEOF'
+      $PY - "$LOGS/$2.log" "$LOGS/$3.log" "$4" "${5:-4}" "${6:-5}" <<'PYEOF'
 import re, sys
 step = re.compile(r"^step (\d+) loss (\S+)", re.M)
 pp = [float(v) for _, v in step.findall(open(sys.argv[1]).read())]
 acc = [float(v) for _, v in step.findall(open(sys.argv[2]).read())]
 bound = float(sys.argv[3])
-if len(pp) != 5 or len(acc) != 20:
-    print("steps: %d pipelined, %d accumulated (want 5 and 20)" % (len(pp), len(acc)))
+k_, n_ = int(sys.argv[4]), int(sys.argv[5])
+if len(pp) != n_ or len(acc) != k_ * n_:
+    print("steps: %d pipelined, %d accumulated (want %d and %d)" % (len(pp), len(acc), n_, k_ * n_))
     sys.exit(1)
-ref = [sum(acc[4 * k:4 * k + 4]) / 4 for k in range(5)]
+ref = [sum(acc[k_ * k:k_ * k + k_]) / k_ for k in range(n_)]
 diff = max(abs(a - b) for a, b in zip(pp, ref))
 rel = max(abs(a - b) / max(abs(b), 1e-12) for a, b in zip(pp, ref))
 print("losses %s vs %s: max |diff| %.3g, max relative %.3g (bound %g)"
@@ -801,6 +811,22 @@ print('%.3g' % max(0.03, max(abs(u - v) / abs(u) for u, v in zip(a, b))))")
         pfail "$1: $2 S=${3#pp} M=4 vs --accumulate 4: $out"
       fi
     done
+    # g. pipeline x data parallel on 4 GPUs.
+    if ((NG < 4)); then
+      note "g: skipped: pipeline x data parallel (S=2 x D=2) needs 4 GPUs, $NG visible"
+    elif [ ! -x "$W/p-nobn-pp2dp2" ] || [ ! -x "$W/p-nobn-acc8" ]; then
+      pfail "g: p-nobn-pp2dp2 or p-nobn-acc8 did not build (see build-p-nobn-*.log)"
+    else
+      CUDA_VISIBLE_DEVICES=0 run p-nobn-acc8 120 "$W/p-nobn-acc8" "${PX[@]}" --steps 16 ||
+        pfail "g: nobn --accumulate 8 run (exit $?, see p-nobn-acc8.log)"
+      run p-nobn-pp2dp2 120 "$W/p-nobn-pp2dp2" "${PX[@]}" --steps 2 ||
+        pfail "g: nobn S=2 x D=2 run (exit $?, see p-nobn-pp2dp2.log)"
+      if out=$(p_compare g p-nobn-pp2dp2 p-nobn-acc8 1e-5 8 2 2>&1); then
+        pass "P g: nobn S=2 x D=2 M=4 (global batch 64) vs --accumulate 8: $out"
+      else
+        pfail "g: nobn S=2 x D=2 M=4 vs --accumulate 8: $out"
+      fi
+    fi
     # e. a checkpoint of the stages (their union, one file) and a resumed
     # run: steps 4 and 5 as in a's uninterrupted run.
     if [ -x "$W/p-nobn-pp2" ] && [ -f "$LOGS/p-nobn-pp2.log" ]; then

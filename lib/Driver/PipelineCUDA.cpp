@@ -104,6 +104,22 @@ LogicalResult cnnc::driver::compilePipelineCUDA(const DriverOptions &o,
       return fail(c, "--pipeline-stages: stage " + Twine(s) +
                          "'s CUDA has no two-line header comment");
     size_t afterComment = secondEnd + 1;
+    // The step's all-reduce count (its data-parallel comment and
+    // CNNC_NUM_BUCKETS) differs between stages: it moves to the stage's
+    // own text, the macro redefined before the stage's code reads it.
+    std::string buckets;
+    for (llvm::StringRef prefix :
+         {"// Data parallel: ", "#define CNNC_NUM_BUCKETS "}) {
+      size_t at = head.find(prefix.str(), afterComment);
+      if (at == std::string::npos)
+        continue;
+      size_t end = head.find('\n', at);
+      end = end == std::string::npos ? head.size() : end + 1;
+      buckets += head.substr(at, end - at);
+      head.erase(at, end - at);
+    }
+    if (!buckets.empty())
+      buckets = "#undef CNNC_NUM_BUCKETS\n" + buckets;
     if (s == 0)
       header = head.substr(afterComment);
     else if (head.substr(afterComment) != header)
@@ -114,7 +130,8 @@ LogicalResult cnnc::driver::compilePipelineCUDA(const DriverOptions &o,
     size_t mainAt = body.find("int main(int argc, char **argv)");
     if (mainAt != std::string::npos)
       body.erase(mainAt, body.find('\n', mainAt) + 1 - mainAt);
-    stageTexts += head.substr(0, afterComment) + "namespace cnnc_stage" +
+    stageTexts += head.substr(0, afterComment) + buckets +
+                  "namespace cnnc_stage" +
                   std::to_string(s) + " {\n" + body +
                   "} // namespace cnnc_stage" + std::to_string(s) + "\n\n";
   }
@@ -129,8 +146,14 @@ LogicalResult cnnc::driver::compilePipelineCUDA(const DriverOptions &o,
   for (int64_t s = 0; s < stages; ++s)
     cu +=
         (s ? ", &cnnc_stage" : "&cnnc_stage") + std::to_string(s) + "::kModel";
+  // Pipeline x data parallel (--gpus D): D replicas of every stage, each
+  // stage's gradients averaged over its replicas (cnn-data-parallel on the
+  // stage's step), S x D processes.
+  const int64_t replicas = p->worldSize >= 1 ? p->worldSize : 1;
   cu += "};\n  return cnnrt::trainPipelineMain(argc, argv, kStages, " +
-        std::to_string(stages) + ");\n}\n";
+        std::to_string(stages) +
+        (replicas > 1 ? ", " + std::to_string(replicas) : std::string()) +
+        ");\n}\n";
 
   if (o.emit == "cuda")
     return writeCUDASource(o, c, cu);

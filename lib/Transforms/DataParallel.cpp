@@ -264,7 +264,9 @@ LogicalResult DataParallelPass::runOn(func::FuncOp f) {
            << f.getName()
            << " has neither optimizer updates nor gradient results (run "
               "cnn-autodiff first)";
-  if (lossResult < 0)
+  // A pipeline stage before the last (cnn-pipeline-stage) has no loss:
+  // only its gradients are averaged over the replicas.
+  if (lossResult < 0 && !f->hasAttr("cnn.pipeline_stages"))
     return f.emitError("cnn-data-parallel: @")
            << f.getName() << " has no cnn.loss result";
 
@@ -372,8 +374,9 @@ LogicalResult DataParallelPass::runOn(func::FuncOp f) {
 
   // The reported loss: the average over the ranks, last.
   b.setInsertionPoint(ret);
-  allReduce({ret.getOperand(lossResult)},
-            NameLoc::get(b.getStringAttr("all_reduce.loss"), f.getLoc()));
+  if (lossResult >= 0)
+    allReduce({ret.getOperand(lossResult)},
+              NameLoc::get(b.getStringAttr("all_reduce.loss"), f.getLoc()));
   // Buckets are numbered in issue order (the sync-bn collectives of the
   // forward pass come first, the backward's interleave with the gradients').
   int64_t issued = 0;

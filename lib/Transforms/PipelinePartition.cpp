@@ -151,7 +151,9 @@ void PartitionPass::runOnOperation() {
       why = "loss scaling (the finite flag needs the gradients of every "
             "stage)";
     else if (isa<AllReduceOp>(op))
-      why = "data parallelism (pipeline stages x data-parallel replicas)";
+      why = "data parallelism here (pipeline stages x data-parallel "
+            "replicas run on the CUDA target, where each stage's step is "
+            "made data-parallel after the split)";
     if (!why)
       return WalkResult::advance();
     op->emitError("cnn-pipeline-partition: pipeline stages do not support ")

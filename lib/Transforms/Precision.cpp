@@ -682,7 +682,10 @@ LogicalResult PrecisionPass::addLossScaling(func::FuncOp f) {
                  b, loc, TypeRange{scalar}, ValueRange{finite},
                  {b.getNamedAttr("reduction", b.getStringAttr("min")),
                   b.getNamedAttr("bucket", b.getI64IntegerAttr(0)),
-                  b.getNamedAttr("bytes", b.getI64IntegerAttr(4))})
+                  b.getNamedAttr("bytes", b.getI64IntegerAttr(4)),
+                  // Over the stages (of one data-parallel replica), not
+                  // over the replicas a gradient all-reduce spans.
+                  b.getNamedAttr("cnn.across_stages", b.getUnitAttr())})
                  .getResult(0);
   Value apply = accumulation ? accumulation.getApply() : Value();
   // With accumulation an update applies when its micro-step is the last of

@@ -25,6 +25,11 @@ struct State {
   LaunchInfo li;
   bool ready = false;
   ncclComm_t comm = nullptr;
+  /// Pipeline x data parallel (prepare): the S stages of this replica and
+  /// the D replicas of this stage, split from `comm`; null otherwise (both
+  /// roles are then `comm`'s).
+  ncclComm_t stages_comm = nullptr, replicas_comm = nullptr;
+  int stages = 0; ///< the stages_comm's size (0: no split)
   cudaStream_t comm_stream = nullptr;
   std::vector<cudaEvent_t> ready_ev, done_ev;
   double timeout = 300;
@@ -65,9 +70,11 @@ std::string who() { return S().li.describe(); }
   }
   // A library caller (the C API under torchrun) gets the error; peers
   // blocked on this rank see the abort, not a hang.
-  if (S().comm)
-    ncclCommAbort(S().comm);
-  S().comm = nullptr;
+  for (ncclComm_t *c : {&S().stages_comm, &S().replicas_comm, &S().comm})
+    if (*c) {
+      ncclCommAbort(*c);
+      *c = nullptr;
+    }
   throw Error(ErrorKind::DataParallel, message);
 }
 
@@ -106,6 +113,62 @@ void checkNccl(ncclResult_t r, const char *what) {
     S().comm = nullptr; // aborted
     die(err);
   }
+}
+
+/// As checkNccl, for a call on `comm` (the world or one split from it).
+void checkNcclOn(ncclComm_t comm, ncclResult_t r, const char *what) {
+  if (comm == S().comm)
+    return checkNccl(r, what);
+  std::string err;
+  if (!settle(comm, r, S().timeout, err, what)) {
+    if (comm == S().stages_comm)
+      S().stages_comm = nullptr; // aborted
+    else
+      S().replicas_comm = nullptr;
+    die(err);
+  }
+}
+
+/// Send / recv and the stages' flag: the replica's stages, else the world.
+ncclComm_t stagesComm() {
+  return S().stages_comm ? S().stages_comm : S().comm;
+}
+/// Gradient buckets: the stage's replicas, else the world.
+ncclComm_t replicasComm() {
+  return S().replicas_comm ? S().replicas_comm : S().comm;
+}
+
+/// Pipeline x data parallel: CNNC_PIPELINE_STAGES=S over a world of S x D
+/// ranks (rank = replica x S + stage) splits the world in two ways
+/// (collective over all ranks, in this order on each).
+void splitForPipeline(const LaunchInfo &li) {
+  State &s = S();
+  const char *e = std::getenv("CNNC_PIPELINE_STAGES");
+  int stages = e ? std::atoi(e) : 0;
+  if (stages <= 0 || li.worldSize <= stages)
+    return;
+  if (li.worldSize % stages != 0)
+    die("CNNC_PIPELINE_STAGES=" + std::to_string(stages) +
+        " does not divide the world size " + std::to_string(li.worldSize));
+  auto split = [&](int color, int key, const char *what) {
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclComm_t out = nullptr;
+    ncclResult_t r = ncclCommSplit(s.comm, color, key, &out, &config);
+    if (r != ncclSuccess && r != ncclInProgress)
+      die(std::string(what) + ": " + ncclGetErrorString(r));
+    std::string err;
+    if (!settle(out ? out : s.comm, r, s.timeout, err, what))
+      die(err);
+    if (!out)
+      die(std::string(what) + ": no communicator");
+    return out;
+  };
+  s.stages_comm = split(li.rank / stages, li.rank % stages,
+                        "ncclCommSplit (the stages of a replica)");
+  s.replicas_comm = split(li.rank % stages, li.rank / stages,
+                          "ncclCommSplit (the replicas of a stage)");
+  s.stages = stages;
 }
 
 } // namespace
@@ -191,7 +254,7 @@ void sumHostHook(Context &ctx, int64_t *values, int n);
 } // namespace
 
 /// One eager all-reduce of each element type and reduction a step uses
-/// (f16/f32; avg, sum, max), each at three sizes (NCCL picks its protocol
+/// (f16/f32; avg, sum, max, min), each at three sizes (NCCL picks its protocol
 /// by size), before the step runs: CUDA loads NCCL's kernels lazily, on
 /// their first launch, and that happened in the first training step (on 4
 /// H200s the first uncaptured ResNet-50 step took ~130 ms instead of ~20,
@@ -205,7 +268,7 @@ static void warmUp(Context &ctx) {
   ctx.check(cudaMemsetAsync(buf, 0, elems * sizeof(float), s.comm_stream),
             "data parallel: warm-up buffer");
   for (ncclDataType_t t : {ncclFloat16, ncclFloat32})
-    for (ncclRedOp_t op : {ncclAvg, ncclSum, ncclMax})
+    for (ncclRedOp_t op : {ncclAvg, ncclSum, ncclMax, ncclMin})
       for (size_t n : {size_t(256), size_t(32) << 10, elems})
         checkNccl(ncclAllReduce(buf, buf, n, t, op, s.comm, s.comm_stream),
                   "ncclAllReduce (warm-up)");
@@ -254,6 +317,7 @@ void prepare(Context &ctx, int numBuckets) {
                li.describe() + ": the handshake counted " +
                    std::to_string(ranks) + " ranks");
     warmUp(ctx);
+    splitForPipeline(li);
   }
   while ((int)s.done_ev.size() < numBuckets) {
     cudaEvent_t a, b;
@@ -294,10 +358,25 @@ void allReduce(Context &ctx, void *buf, size_t count, int dtype, int op,
                   : op == kMax ? ncclMax
                                : ncclMin;
   ncclResult_t r =
-      ncclAllReduce(buf, buf, count, t, o, S().comm, S().comm_stream);
+      ncclAllReduce(buf, buf, count, t, o, replicasComm(), S().comm_stream);
   // Inside a group the call only queues (ncclSuccess or ncclInProgress).
   if (r != ncclSuccess && r != ncclInProgress)
     die(std::string("ncclAllReduce at ") + loc + ": " + ncclGetErrorString(r));
+}
+
+void allReduceAcrossStages(Context &ctx, void *buf, size_t count, int dtype,
+                           int op, const char *loc) {
+  (void)ctx;
+  ncclDataType_t t = dtype == (int)DType::F16 ? ncclFloat16 : ncclFloat32;
+  ncclRedOp_t o = op == kAvg   ? ncclAvg
+                  : op == kSum ? ncclSum
+                  : op == kMax ? ncclMax
+                               : ncclMin;
+  ncclResult_t r =
+      ncclAllReduce(buf, buf, count, t, o, stagesComm(), S().comm_stream);
+  if (r != ncclSuccess && r != ncclInProgress)
+    die(std::string("ncclAllReduce (across the stages) at ") + loc + ": " +
+        ncclGetErrorString(r));
 }
 
 void end(Context &ctx, int bucket) {
@@ -312,10 +391,12 @@ void checkPeer(Context &ctx, int peer, const char *what) {
   State &s = S();
   if (!s.ready)
     ctx.fail("pipeline", std::string(what) + " before dist::prepare");
-  if (peer < 0 || peer >= s.li.worldSize || peer == s.li.rank)
+  const int stages = s.stages > 0 ? s.stages : s.li.worldSize;
+  const int stage = s.stages > 0 ? s.li.rank % s.stages : s.li.rank;
+  if (peer < 0 || peer >= stages || peer == stage)
     die(std::string("pipeline transfer ") + what + ": stage " +
         std::to_string(peer) + " is not another stage of " +
-        std::to_string(s.li.worldSize) +
+        std::to_string(stages) +
         " (was the executable started with --gpus, not as a pipeline?)");
 }
 } // namespace
@@ -323,14 +404,16 @@ void checkPeer(Context &ctx, int peer, const char *what) {
 void send(Context &ctx, const void *buf, size_t bytes, int peer,
           const char *what) {
   checkPeer(ctx, peer, what);
-  checkNccl(ncclSend(buf, bytes, ncclUint8, peer, S().comm, ctx.stream()),
-            "ncclSend");
+  checkNcclOn(stagesComm(),
+              ncclSend(buf, bytes, ncclUint8, peer, stagesComm(), ctx.stream()),
+              "ncclSend");
 }
 
 void recv(Context &ctx, void *buf, size_t bytes, int peer, const char *what) {
   checkPeer(ctx, peer, what);
-  checkNccl(ncclRecv(buf, bytes, ncclUint8, peer, S().comm, ctx.stream()),
-            "ncclRecv");
+  checkNcclOn(stagesComm(),
+              ncclRecv(buf, bytes, ncclUint8, peer, stagesComm(), ctx.stream()),
+              "ncclRecv");
 }
 
 /// Records a timing event on `stream`: inside a capture as an event node of
@@ -367,9 +450,11 @@ void waitStream(Context &ctx, cudaStream_t stream, const char *what) {
       return;
     if (e != cudaErrorNotReady)
       ctx.check(e, what);
-    if (s.comm) {
+    for (ncclComm_t c : {s.comm, s.stages_comm, s.replicas_comm}) {
+      if (!c)
+        continue;
       ncclResult_t r = ncclSuccess;
-      ncclCommGetAsyncError(s.comm, &r);
+      ncclCommGetAsyncError(c, &r);
       if (r != ncclSuccess && r != ncclInProgress)
         die(std::string(what) + ": NCCL error " + ncclGetErrorString(r) +
             " (a peer died?)");
@@ -451,6 +536,16 @@ const DistHooks kHooks = {launch, broadcastHook, sumHostHook, waitStream,
 
 void shutdown() {
   State &s = S();
+  // The split communicators first (their parent outlives them).
+  for (ncclComm_t *c : {&s.stages_comm, &s.replicas_comm}) {
+    if (!*c)
+      continue;
+    std::string err;
+    if (settle(*c, ncclCommFinalize(*c), s.timeout, err,
+               "NCCL communicator shutdown"))
+      ncclCommDestroy(*c);
+    *c = nullptr;
+  }
   if (!s.comm)
     return;
   // Finalize (flushes the communicator's work, waits for its peers) within

@@ -24,10 +24,12 @@ namespace cnnrt {
 namespace {
 
 /// Pipeline stages (trainPipelineMain): this process's stage and the
-/// stage count; stages == 0 outside a pipeline. Every stage reads the
-/// whole batch stream (no shards), the last one reports.
+/// stage count; stages == 0 outside a pipeline. Every stage of a replica
+/// reads the replica's shard of the batch stream (all of it with one
+/// replica); replica 0's last stage reports. Pipeline x data parallel:
+/// rank = replica x stages + stage.
 struct PipelineRun {
-  int stage = 0, stages = 0;
+  int stage = 0, stages = 0, replica = 0, replicas = 1;
 };
 PipelineRun gPipeline;
 
@@ -334,7 +336,12 @@ void writePipelineCheckpoint(Context &ctx, const ModelSpec &spec,
   if (!writeTensorFileAtomic(part(gPipeline.stage), readStateFromArena(ctx),
                              err))
     ctx.fail("checkpoint", err);
-  int64_t written = 1;
+  // (Replica 0's stages write; every rank takes part in the sum.)
+  int64_t written = gPipeline.replica == 0 ? 1 : 0;
+  if (written == 0) {
+    spec.dist->sumHost(ctx, &written, 1);
+    return;
+  }
   spec.dist->sumHost(ctx, &written, 1);
   if (written != gPipeline.stages)
     ctx.fail("checkpoint", "only " + std::to_string(written) + " of " +
@@ -713,8 +720,10 @@ int runTraining(int argc, char **argv, const ModelSpec &spec) {
   // The global batch: every rank trains on its slice of it (pipeline
   // stages each on all of it: their batch is the M micro-batches).
   const bool piped = gPipeline.stages > 0;
-  const int64_t globalBatch =
-      static_cast<int64_t>(spec.batch) * (piped ? 1 : world);
+  // (Pipeline stages: the replicas each train on a shard; one replica on
+  // all of it.)
+  const int shards = piped ? gPipeline.replicas : world;
+  const int64_t globalBatch = static_cast<int64_t>(spec.batch) * shards;
 
 
   const DataFormat format = detectFormat(o.data);
@@ -857,7 +866,15 @@ int runTraining(int argc, char **argv, const ModelSpec &spec) {
   std::fputs(
       runHeader(*train, test.get(), workers, norm, plan, globalBatch).c_str(),
       stdout);
-  if (piped)
+  if (piped && gPipeline.replicas > 1)
+    std::printf("pipeline: %d stages x %d data-parallel replicas (%s), one "
+                "per GPU (rank = replica x %d + stage), each replica on a "
+                "batch of %d (its micro-batches) = global batch %lld; stage "
+                "%d of replica 0 reports the loss\n",
+                gPipeline.stages, gPipeline.replicas,
+                launchInfo.source.c_str(), gPipeline.stages, spec.batch,
+                (long long)globalBatch, gPipeline.stages - 1);
+  else if (piped)
     std::printf("pipeline: %d stages (%s), one per GPU, each on the batch of "
                 "%d (its micro-batches); stage %d reports the loss\n",
                 world, launchInfo.source.c_str(), spec.batch, world - 1);
@@ -873,8 +890,8 @@ int runTraining(int argc, char **argv, const ModelSpec &spec) {
   lopts.seed = ls.seed;
   lopts.shuffle = !synthetic;
   lopts.workers = workers;
-  lopts.shard = piped ? 0 : rank;
-  lopts.shards = piped ? 1 : world;
+  lopts.shard = piped ? gPipeline.replica : rank;
+  lopts.shards = shards;
   StreamLoader loader(*train, lopts);
   if (ls.epoch != 0 || ls.cursor != 0)
     loader.setState(ls);
@@ -888,7 +905,7 @@ int runTraining(int argc, char **argv, const ModelSpec &spec) {
   const TensorSpec *lossT = findTensor(spec, Role::Loss);
   const TensorSpec *scaleT = findTensor(spec, Role::LossScale);
   // A pipeline stage before the last has no loss.
-  if (!lossT && !(piped && rank < world - 1))
+  if (!lossT && !(piped && gPipeline.stage < gPipeline.stages - 1))
     ctx.fail("model spec", "the model has no Loss tensor");
   if (!spec.trainStep)
     ctx.fail("model spec", "the model has no trainStep");
@@ -1064,7 +1081,7 @@ int runTraining(int argc, char **argv, const ModelSpec &spec) {
       p.lr = lr;
       // All ranks: they step together.
       p.imagesPerSecond =
-          (piped ? 1 : world) * meter.mark(t, logSince * spec.batch);
+          shards * meter.mark(t, logSince * spec.batch);
       p.etaSeconds =
           (last - step) * (double)spec.batch * meter.secondsPerImage();
       if (scaleT)
@@ -1094,6 +1111,12 @@ int runTraining(int argc, char **argv, const ModelSpec &spec) {
   summary.hasSteady = meter.hasSteady();
   summary.steadyImagesPerSecond = meter.steadyRate();
   summary.meanImagesPerSecond = meter.wholeRunRate();
+  if (piped && gPipeline.replicas > 1) {
+    // The replicas step together (their gradient all-reduce): each trains
+    // on its shard at this rate.
+    summary.steadyImagesPerSecond *= gPipeline.replicas;
+    summary.meanImagesPerSecond *= gPipeline.replicas;
+  }
   summary.startupSeconds = runSteps > 0 ? meter.startupSeconds()
                                         : std::max(now() - tProcess, 0.0);
   if (!o.checkpoint.empty() && runSteps > 0) {
@@ -1197,23 +1220,30 @@ namespace {
 /// executable per stage (CNNC_RANK = the stage, on GPU `stage`), the NCCL
 /// id met in a fresh directory; a stage that fails stops the others
 /// (runLocalRanks) and the run ends with one error and its code.
-int launchStages(const Options &o, int numStages, int argc, char **argv) {
-  if (o.gpus > 0 && o.gpus != numStages)
-    usageError("--gpus " + std::to_string(o.gpus) + ": this step has " +
-               std::to_string(numStages) +
-               " pipeline stages, one per GPU (compiled with cnnc "
-               "--pipeline-stages " +
-               std::to_string(numStages) + ")");
+int launchStages(const Options &o, int numStages, int replicas, int argc,
+                 char **argv) {
+  const int ranks = numStages * replicas;
+  if (o.gpus > 0 && o.gpus != ranks)
+    usageError(
+        "--gpus " + std::to_string(o.gpus) + ": this step has " +
+        std::to_string(numStages) + " pipeline stages" +
+        (replicas > 1 ? " x " + std::to_string(replicas) +
+                            " data-parallel replicas = " +
+                            std::to_string(ranks) + " GPUs"
+                      : std::string(", one per GPU")) +
+        " (compiled with cnnc --pipeline-stages " + std::to_string(numStages) +
+        (replicas > 1 ? " --gpus " + std::to_string(replicas) : std::string()) +
+        ")");
   if (o.nnodes > 1 || o.nodeRankGiven || !o.distInit.empty())
     usageError("--nnodes/--node-rank/--dist-init: pipeline stages run on "
                "the GPUs of one host");
   requireGPU();
   int devices = visibleGPUs();
-  if (numStages > devices) {
+  if (ranks > devices) {
     std::fprintf(stderr,
-                 "cnnrt: error: %d pipeline stages need %d GPUs: only %d "
-                 "GPU(s) are visible (CUDA_VISIBLE_DEVICES=%s)\n",
-                 numStages, numStages, devices,
+                 "cnnrt: error: %d pipeline stages x %d replica(s) need %d "
+                 "GPUs: only %d GPU(s) are visible (CUDA_VISIBLE_DEVICES=%s)\n",
+                 numStages, replicas, ranks, devices,
                  std::getenv("CUDA_VISIBLE_DEVICES")
                      ? std::getenv("CUDA_VISIBLE_DEVICES")
                      : "<unset>");
@@ -1240,12 +1270,17 @@ int launchStages(const Options &o, int numStages, int argc, char **argv) {
   std::vector<std::string> args = {self};
   for (int i = 1; i < argc; ++i)
     args.push_back(argv[i]);
-  std::printf("pipeline: starting %d processes, one per stage and GPU "
-              "(stages 0..%d); stage %d reports\n",
-              numStages, numStages - 1, numStages - 1);
+  if (replicas > 1)
+    std::printf("pipeline: starting %d processes, %d stages x %d replicas, "
+                "one per GPU (rank = replica x %d + stage); rank %d reports\n",
+                ranks, numStages, replicas, numStages, numStages - 1);
+  else
+    std::printf("pipeline: starting %d processes, one per stage and GPU "
+                "(stages 0..%d); stage %d reports\n",
+                numStages, numStages - 1, numStages - 1);
   std::fflush(stdout);
   std::string err;
-  NodeLayout node{numStages, 1, 0};
+  NodeLayout node{ranks, 1, 0};
   int rc = runLocalRanks(args, node, "file://" + idFile, 10.0, err);
   unlink(idFile.c_str());
   rmdir(tmpDir.c_str());
@@ -1259,10 +1294,18 @@ int launchStages(const Options &o, int numStages, int argc, char **argv) {
 
 int trainPipelineMain(int argc, char **argv, const ModelSpec *const *stages,
                       int numStages) {
+  return trainPipelineMain(argc, argv, stages, numStages, 1);
+}
+
+int trainPipelineMain(int argc, char **argv, const ModelSpec *const *stages,
+                      int numStages, int replicas) {
   setExitOnStuckDevice(true);
   try {
     if (numStages < 2 || !stages)
       usageError("a pipelined step needs at least 2 stages");
+    if (replicas < 1)
+      usageError("a pipelined step needs at least 1 replica");
+    const int ranks = numStages * replicas;
     LaunchInfo li;
     std::string err;
     if (!resolveLaunch([](const char *k) { return std::getenv(k); }, "", li,
@@ -1272,17 +1315,24 @@ int trainPipelineMain(int argc, char **argv, const ModelSpec *const *stages,
       // The flags are checked (and --help answered) before any process
       // starts; every stage's spec takes the same ones.
       Options o = parseArgs(argc, argv, *stages[numStages - 1]);
-      return launchStages(o, numStages, argc, argv);
+      return launchStages(o, numStages, replicas, argc, argv);
     }
-    if (li.worldSize != numStages || li.rank < 0 || li.rank >= numStages)
+    if (li.worldSize != ranks || li.rank < 0 || li.rank >= ranks)
       usageError(li.describe() + ": this step has " +
-                 std::to_string(numStages) +
-                 " pipeline stages: start it as ./train (one process per "
-                 "stage) or with a world size of " +
-                 std::to_string(numStages));
-    gPipeline.stage = li.rank;
+                 std::to_string(numStages) + " pipeline stages" +
+                 (replicas > 1 ? " x " + std::to_string(replicas) + " replicas"
+                               : std::string()) +
+                 ": start it as ./train (one process per stage and GPU) or "
+                 "with a world size of " +
+                 std::to_string(ranks));
+    gPipeline.stage = li.rank % numStages;
     gPipeline.stages = numStages;
-    return runTraining(argc, argv, *stages[li.rank]);
+    gPipeline.replica = li.rank / numStages;
+    gPipeline.replicas = replicas;
+    // The NCCL layer splits the world into the stages of each replica and
+    // the replicas of each stage (Nccl.h).
+    setenv("CNNC_PIPELINE_STAGES", std::to_string(numStages).c_str(), 1);
+    return runTraining(argc, argv, *stages[gPipeline.stage]);
   } catch (const Error &e) {
     std::fflush(stdout);
     std::fprintf(stderr, "%s\n", e.what());

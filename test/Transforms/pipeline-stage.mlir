@@ -21,6 +21,10 @@
 // RUN: cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 micro-batches=2" -cnn-pipeline-split -cnn-pipeline-schedule -cnn-pipeline-stage="stage=1" -cnn-gpu-pipeline="precision=fp16 layout=nchw fuse=0" | FileCheck %s --check-prefix=F16S1
 // RUN: cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 micro-batches=2" -cnn-pipeline-split -cnn-pipeline-schedule -cnn-pipeline-stage="stage=0" -cnn-gpu-pipeline -o %t16.mlir
 // RUN: cnnc %t16.mlir --emit cuda | FileCheck %s --check-prefix=CUDA16
+// Pipeline x data parallel: each stage's step averages its accumulated
+// gradients over the replicas (world-size); only the last stage's loss.
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 micro-batches=2" -cnn-pipeline-split -cnn-pipeline-schedule -cnn-pipeline-stage="stage=0" -cnn-gpu-pipeline="precision=fp32 world-size=2" | FileCheck %s --check-prefix=DP0
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 micro-batches=2" -cnn-pipeline-split -cnn-pipeline-schedule -cnn-pipeline-stage="stage=1" -cnn-gpu-pipeline="precision=fp32 world-size=2" | FileCheck %s --check-prefix=DP1
 // RUN: not cnnc-opt %s --cnn-train-pipeline="pipeline-stages=2 micro-batches=2 precision=fp32 pipeline-schedule=1f1b" 2>&1 | FileCheck %s --check-prefix=ONEF
 
 // cnn-pipeline-stage: one stage's @stage<s>_step as the module's
@@ -147,8 +151,22 @@ func.func @forward(%x: tensor<2x3x8x8xf32> {cnn.input},
 // CUDA16: cnnrt::dist::send(ctx, A + {{[0-9]+}}, 1024ull, 1, "tag 0 at
 // CUDA16: cnnrt::dist::recv(ctx, A + {{[0-9]+}}, 1024ull, 1, "tag 1 at
 // CUDA16: cnnrt::dist::begin(ctx, 0);
-// CUDA16-NEXT: cnnrt::dist::allReduce(ctx, A + {{[0-9]+}}, 1ull, 0, 3,
+// CUDA16-NEXT: cnnrt::dist::allReduceAcrossStages(ctx, A + {{[0-9]+}}, 1ull, 0, 3,
 // CUDA16-NEXT: cnnrt::dist::end(ctx, 0);
 // CUDA16-NEXT: cnnrt::dist::join(ctx, 0);
 // CUDA16: lossScaleUpdate<<<
 // ONEF: error: cnn-train-pipeline: pipeline-schedule 1f1b: the CUDA target runs the gpipe schedule only
+
+// DP0: cnn.data_parallel = {bucket_mb = {{.*}}, buckets = 1 : i64, collectives = 1 : i64
+// DP0: cnn.accumulate_grad
+// DP0: cnn.accumulate_grad
+// DP0: %[[W:[a-z0-9_]+]], %{{.*}} = cnn.accumulate_grad
+// DP0: %[[B:[a-z0-9_]+]], %{{.*}} = cnn.accumulate_grad
+// DP0: %[[RW:.*]]:2 = cnn.all_reduce %[[W]], %[[B]] {bytes = 448 : i64
+// DP0-NOT: cnn.all_reduce
+// DP0: cnn.sgd_update %{{.*}}, %[[RW]]#0
+// DP0-NOT: cnn.all_reduce
+// DP1: cnn.data_parallel = {bucket_mb = {{.*}}, buckets = 1 : i64, collectives = 2 : i64
+// DP1: cnn.all_reduce %{{.*}}, %{{.*}} {bytes = 1472 : i64
+// DP1: %[[LOSS:.*]] = cnn.all_reduce %{{.*}} {bucket = 1 : i64, bytes = 4 : i64
+// DP1: return %[[LOSS]],

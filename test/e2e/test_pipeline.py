@@ -203,8 +203,10 @@ def test_pipeline_cuda_executable_builds(cnnc, models, tmp_path):
     # all-reduce, op 3 = min) before its scale update and optimizer.
     for s in (s0, s1):
         assert "cnnrt::Role::LossScale}" in s
-        assert len(re.findall(r"cnnrt::dist::allReduce\(ctx, A \+ \d+, 1ull, 0, 3,", s)) == 1
-        assert s.index("dist::allReduce") < s.index("lossScaleUpdate<<<")
+        assert len(re.findall(r"cnnrt::dist::allReduceAcrossStages\(ctx, A \+ \d+, 1ull, 0, 3,",
+                              s)) == 1
+        assert "dist::allReduce(" not in s
+        assert s.index("dist::allReduceAcrossStages") < s.index("lossScaleUpdate<<<")
     # The sends of one stage and the receives of the other carry the same bytes.
     sent = re.findall(r"dist::send\(ctx, A \+ \d+, (\d+)ull", s0)
     got = re.findall(r"dist::recv\(ctx, A \+ \d+, (\d+)ull", s1)
@@ -215,3 +217,44 @@ def test_pipeline_cuda_executable_builds(cnnc, models, tmp_path):
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 1, r.stdout + r.stderr
     assert "--gpus 3: this step has 2 pipeline stages, one per GPU" in r.stderr, r.stderr
+
+
+@pytest.mark.skipif(not NVCC, reason="nvcc not installed")
+def test_pipeline_cuda_executable_builds_dp(cnnc, models, tmp_path):
+    """Pipeline x data parallel (`--pipeline-stages 2 --gpus 2`, fp16): one
+    executable for 2 stages x 2 replicas (4 processes, rank = replica x 2 +
+    stage). Each stage averages its own gradients over its replicas (the
+    ordinary all-reduce buckets) and takes the loss-scale flag's minimum
+    over the stages (allReduceAcrossStages, once); only the last stage
+    averages the loss. Its stages keep the transfers of the pipeline without
+    replicas. The executable refuses a GPU count other than 4 before it
+    looks for a GPU. (Named so that the ASan stage's -k
+    pipeline_cuda_executable_builds deselects it: build-san has no CUDA
+    runtime.)"""
+    model = models["simplecnn"]
+    exe = tmp_path / "train"
+    r = tc.run_cnnc(cnnc, model, "--train", "--pipeline-stages", 2, "--micro-batches", M,
+                    "--gpus", 2, "-o", exe)
+    assert r.returncode == 0, r.stdout + r.stderr
+    cu = (tmp_path / "train.cu").read_text()
+    stages = cu.split("namespace cnnc_stage")
+    assert len(stages) == 1 + 2 * 2
+    s0, s1 = stages[1], stages[3]
+    for s in (s0, s1):
+        assert len(re.findall(r"dist::allReduceAcrossStages\(ctx, A \+ \d+, 1ull, 0, 3,", s)) == 1
+        # Gradients: averaged (op 0) over the replicas, before the flag.
+        grads = [m.start() for m in re.finditer(r"dist::allReduce\(ctx, A \+ \d+, \d+ull, \d, 0, "
+                                                r"\"all_reduce\.bucket", s)]
+        assert grads and max(grads) < s.index("allReduceAcrossStages")
+        assert len(re.findall(r"cnnrt::dist::(?:send|recv)\(ctx", s)) == 2 * M
+    assert '"all_reduce.loss"' not in s0 and '"all_reduce.loss"' in s1
+    # Each stage's bucket count before its own code (the two differ).
+    counts = re.findall(r"#undef CNNC_NUM_BUCKETS\n.*\n#define CNNC_NUM_BUCKETS (\d+)\n"
+                        r"namespace cnnc_stage(\d)", cu)
+    assert [s for _, s in counts] == ["0", "1"], counts
+    assert "return cnnrt::trainPipelineMain(argc, argv, kStages, 2, 2);" in cu
+    r = subprocess.run([str(exe), "--data", "synthetic", "--gpus", "2"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert ("--gpus 2: this step has 2 pipeline stages x 2 data-parallel replicas = 4 GPUs "
+            "(compiled with cnnc --pipeline-stages 2 --gpus 2)") in r.stderr, r.stderr

@@ -129,6 +129,9 @@ AttrKind opAttrKind(StringRef name) {
       .Case("cnn.remat", AttrKind::Unit) // a clone made by cnn-remat
       .Case("cnn.launch", AttrKind::Launch)
       .Case("cnn.stage", AttrKind::Count) // cnn-pipeline-partition
+      // cnn-precision on a pipeline stage: the all_reduce of the loss-scale
+      // flag spans the stages, not the data-parallel replicas.
+      .Case("cnn.across_stages", AttrKind::Unit)
       .Default(AttrKind::Unknown);
 }
 
@@ -267,11 +270,14 @@ LogicalResult verifyCNNAttr(function_ref<InFlightDiagnostic()> emitError,
     auto mb = d ? d.getAs<FloatAttr>("bucket_mb") : FloatAttr();
     auto collectives = d ? d.getAs<IntegerAttr>("collectives") : IntegerAttr();
     auto syncBN = d ? d.getAs<BoolAttr>("sync_bn") : BoolAttr();
+    // The loss's all-reduce comes on top of the buckets, but for a pipeline
+    // stage before the last (no loss, cnn-pipeline-stage).
+    const int64_t loss = op && op->hasAttr("cnn.pipeline_stages") ? 0 : 1;
     return check(d && d.size() == 4 && buckets &&
                      buckets.getValue().getSExtValue() >= 0 && mb &&
                      mb.getValueAsDouble() >= 0 && collectives &&
-                     collectives.getValue().getSExtValue() >
-                         buckets.getValue().getSExtValue() &&
+                     collectives.getValue().getSExtValue() >=
+                         buckets.getValue().getSExtValue() + loss &&
                      syncBN,
                  "{buckets = <non-negative i64>, bucket_mb = <non-negative "
                  "float>, collectives = <i64 above buckets>, sync_bn = "

@@ -2401,9 +2401,13 @@ LogicalResult Emitter::print(std::string &out, AllReduceOp a) {
   out += fmt::format("  // all-reduce bucket {}: {} tensors, {} bytes "
                      "({})\n  cnnrt::dist::begin(ctx, {});\n",
                      k, a.getInputs().size(), bytes, a.getReduction().str(), k);
+  // (Pipeline stages: the loss-scale flag is reduced over the stages, the
+  // gradients over a stage's data-parallel replicas.)
+  const char *fn = op->hasAttr("cnn.across_stages") ? "allReduceAcrossStages"
+                                                    : "allReduce";
   for (Value in : a.getInputs())
     out += fmt::format(
-        "  cnnrt::dist::allReduce(ctx, A + {}, {}ull, {}, {}, \"{}\");\n",
+        "  cnnrt::dist::{}(ctx, A + {}, {}ull, {}, {}, \"{}\");\n", fn,
         plan.offsetOf(in), ttype(in).getNumElements(),
         ttype(in).getElementType().isF16() ? 1 : 0, red, loc(op));
   out += fmt::format("  cnnrt::dist::end(ctx, {});\n", k);

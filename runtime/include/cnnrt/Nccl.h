@@ -56,6 +56,15 @@ void join(Context &ctx, int bucket);
 void send(Context &ctx, const void *buf, size_t bytes, int peer,
           const char *what);
 void recv(Context &ctx, void *buf, size_t bytes, int peer, const char *what);
+/// As allReduce (inside a begin/end bucket), over the stages of this
+/// process's pipeline replica: the loss-scale flag of pipeline stages.
+void allReduceAcrossStages(Context &ctx, void *buf, size_t count, int dtype,
+                           int op, const char *loc);
+/// Pipeline x data parallel: with CNNC_PIPELINE_STAGES=S set (the pipeline
+/// driver sets it) and a world of S x D ranks (rank = replica x S + stage),
+/// prepare() splits the world into the S stages of each replica (send,
+/// recv, allReduceAcrossStages; rank = stage) and the D replicas of each
+/// stage (allReduce: the stage's gradients; rank = replica).
 
 /// Waits for `stream` like cudaStreamSynchronize, but polls the
 /// communicator: after $CNNC_DIST_TIMEOUT seconds without completion, or on

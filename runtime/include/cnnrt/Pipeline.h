@@ -20,6 +20,12 @@ namespace cnnrt {
 
 int trainPipelineMain(int argc, char **argv, const ModelSpec *const *stages,
                       int numStages);
+/// Pipeline x data parallel (cnnc --pipeline-stages S --gpus D): S x D
+/// processes, rank = replica x S + stage on GPU `rank`; each replica trains
+/// on its shard of the batch stream, each stage's gradients are averaged
+/// over its D replicas, replica 0's last stage reports.
+int trainPipelineMain(int argc, char **argv, const ModelSpec *const *stages,
+                      int numStages, int replicas);
 
 } // namespace cnnrt
 
