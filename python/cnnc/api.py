@@ -693,7 +693,8 @@ def compile(model, example_input, optimizer=None, *, label_smoothing=0.0,
             ignore_index=-100, aux_loss_weight=None,
             lr=None, device=None, precision=None, layout=None, arch=None,
             remat=None, cache=True, verbose=False, clip_grad_norm=None,
-            accumulate=1, scaler=None, _gradients_only=False):
+            accumulate=1, scaler=None, pipeline_stages=None, micro_batches=None,
+            _gradients_only=False):
     """Compiles the training step of `model` (cross-entropy loss on its
     logits; `optimizer`'s algorithm and hyper-parameters) for inputs of
     `example_input`'s shape, and returns a Trainer holding the model's
@@ -746,6 +747,10 @@ def compile(model, example_input, optimizer=None, *, label_smoothing=0.0,
       statistics update at every call; step the LR scheduler once per
       `accumulate` calls. Under fp16 the calls of one update share the
       loss scale, which changes (or skips the update) once per update.
+    pipeline_stages/micro_batches: refused with a CompileError naming them:
+      pipeline stages run one process per GPU, built as an executable
+      (cnnc --pipeline-stages S --micro-batches M -o train; cnnc/pipeline.py,
+      docs/pipeline-parallel.md); accumulate=M is their one-device step.
     scaler: a torch GradScaler, the source and sink of the fp16 step's loss
       scale as the optimizer is of its state: compile starts from its
       scale and growth tracker, sync_to writes them back (cnnc/scaler.py;
@@ -754,6 +759,8 @@ def compile(model, example_input, optimizer=None, *, label_smoothing=0.0,
     """
     if not isinstance(model, torch.nn.Module):
         raise TypeError("cnnc.compile needs a torch.nn.Module, got %s" % type(model).__name__)
+    from . import pipeline as _pipeline
+    _pipeline.check_compile_options(pipeline_stages, micro_batches, device, CompileError)
     if not isinstance(example_input, torch.Tensor):
         raise TypeError("example_input must be a torch.Tensor")
     if example_input.dim() != 4:

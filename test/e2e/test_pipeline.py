@@ -258,3 +258,27 @@ def test_pipeline_cuda_executable_builds_dp(cnnc, models, tmp_path):
     assert r.returncode == 1, r.stdout + r.stderr
     assert ("--gpus 2: this step has 2 pipeline stages x 2 data-parallel replicas = 4 GPUs "
             "(compiled with cnnc --pipeline-stages 2 --gpus 2)") in r.stderr, r.stderr
+
+
+def test_python_compile_refuses_pipeline_stages():
+    """cnnc.compile(pipeline_stages=S, micro_batches=M) is one CompileError
+    naming the options and the executable that runs them (cnnc/pipeline.py:
+    a Trainer's step runs in this process on one device; pipeline stages are
+    one process per GPU), on the CPU as on the GPU, before anything is
+    exported or compiled; bad values are ValueErrors naming the option."""
+    import cnnc
+    model = tc.make_model("simplecnn", seed=0)
+    x = torch.randn(B, 3, 32, 32)
+    with pytest.raises(cnnc.CompileError) as e:
+        cnnc.compile(model, x, pipeline_stages=2, micro_batches=4, device="cpu")
+    msg = str(e.value)
+    assert "cnnc.compile(pipeline_stages=2, micro_batches=4) on cpu" in msg, msg
+    assert "cnnc model.onnx --train --pipeline-stages 2 --micro-batches 4 -o train" in msg, msg
+    assert "accumulate=4" in msg, msg
+    with pytest.raises(ValueError, match=r"micro_batches=4 splits the batch of pipeline "
+                                         r"stages: give pipeline_stages too"):
+        cnnc.compile(model, x, micro_batches=4, device="cpu")
+    with pytest.raises(ValueError, match=r"pipeline_stages must be an int >= 2, got 1"):
+        cnnc.compile(model, x, pipeline_stages=1, device="cpu")
+    with pytest.raises(ValueError, match=r"micro_batches must be an int >= 1, got 0"):
+        cnnc.compile(model, x, pipeline_stages=2, micro_batches=0, device="cpu")
