@@ -212,6 +212,74 @@ __global__ void __launch_bounds__(256)
   nhwcTileSums8(scratch, s, sh, C, MODE == 0 ? 1 : 2);
 }
 
+// fused_conv2d_stats' split form (C % 8 == 0): nhwcPartial8<1>'s shifted
+// sums s0 = sum(x - k), s1 = sum((x - k)^2), k = x[row 0], with the same
+// tiling, launch and scratch layout (nhwcSumsFinish finishes both), but the
+// per-element arithmetic in f32: each thread adds up to kShiftedChunk of its
+// rows in f32 and then adds that chunk's two sums to its f64 sums.
+// nhwcPartial8<1> converts every element to f64 and does three f64 operations
+// on it; an f32-to-f64 conversion runs at a quarter of the FP64 rate on
+// sm_90, which puts ~1.4 G elements per ResNet-50 step near the time of
+// reading them (bench: runtime/test/bn_stats_bench.cu). The rows are still
+// added in a fixed order (within a chunk, then chunk by chunk, then
+// nhwcTileSums8): bitwise the same every run. The chunk's error is that of
+// kShiftedChunk f32 additions of shifted f16 values, below the f32 rounding
+// the sums are stored with.
+constexpr int kShiftedChunk = 16;
+template <typename T>
+__global__ void __launch_bounds__(256)
+    nhwcShiftedSums8(double *scratch, const T *a, int64_t M, int C,
+                     int64_t rowsPerTile) {
+  __shared__ double sh[2][256][8];
+  const int CV = blockDim.x, RY = blockDim.y;
+  int c = (blockIdx.x * CV + threadIdx.x) * 8;
+  int64_t r0 = blockIdx.y * rowsPerTile, r1 = min(M, r0 + rowsPerTile);
+  double s[2][8];
+#pragma unroll
+  for (int e = 0; e < 8; ++e)
+    s[0][e] = s[1][e] = 0;
+  if (c < C) {
+    float k[8];
+    ldv8(a + c, k);
+    // U rows of 16-byte loads in flight per thread (as nhwcPartial8), the
+    // chunk = kShiftedChunk / U such batches.
+    constexpr int U = 4;
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += kShiftedChunk * RY) {
+      float f0[8], f1[8];
+#pragma unroll
+      for (int e = 0; e < 8; ++e)
+        f0[e] = f1[e] = 0.f;
+      for (int j = 0; j < kShiftedChunk / U; ++j) {
+        int64_t rj = r + (int64_t)j * U * RY;
+        if (rj >= r1)
+          break;
+        float v[U][8];
+#pragma unroll
+        for (int q = 0; q < U; ++q)
+          if (rj + q * RY < r1)
+            ldv8(a + (rj + q * RY) * C + c, v[q]);
+#pragma unroll
+        for (int q = 0; q < U; ++q) {
+          if (rj + q * RY >= r1)
+            break;
+#pragma unroll
+          for (int e = 0; e < 8; ++e) {
+            float d = v[q][e] - k[e];
+            f0[e] += d;
+            f1[e] = fmaf(d, d, f1[e]);
+          }
+        }
+      }
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        s[0][e] += f0[e];
+        s[1][e] += f1[e];
+      }
+    }
+  }
+  nhwcTileSums8(scratch, s, sh, C, 2);
+}
+
 // The finishing kernels run one block per channel: thread k adds tiles k,
 // k + blockDim.x, ... and a block sum (fixed order: deterministic) adds
 // those; one thread per channel adding up to 2048 tiles in sequence took
@@ -283,6 +351,34 @@ __global__ void nhwcScaleShiftRelu(const T *x, const float *scale,
     int c = (int)(i % C);
     float v = ld(x + i) * scale[c] + shift[c];
     st(out + i, v > 0.f ? v : 0.f);
+  }
+}
+// nhwcScaleShiftRelu with C % 8 == 0 (16-byte aligned x and out): eight
+// channels per thread with 16-byte loads and stores, and the channel of each
+// vector advanced by the grid stride instead of a 64-bit remainder per
+// element (the scalar kernel's i % C is a software division). Same values:
+// the same expression of x, scale[c] and shift[c] per element.
+template <typename T>
+__global__ void nhwcScaleShiftRelu8(const T *x, const float *scale,
+                                    const float *shift, T *out, int64_t n,
+                                    int C) {
+  const int cv = C / 8;
+  int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x,
+          stride = (int64_t)gridDim.x * blockDim.x, nv = n / 8;
+  int g = (int)(i % cv), step = (int)(stride % cv);
+  for (; i < nv; i += stride) {
+    float v[8];
+    ldv8(x + i * 8, v);
+    int c = g * 8;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      float t = v[e] * scale[c + e] + shift[c + e];
+      v[e] = t > 0.f ? t : 0.f;
+    }
+    stv8(out + i * 8, v);
+    g += step;
+    if (g >= cv)
+      g -= cv;
   }
 }
 // batch_norm_finalize: batch_norm_stats' results from per-channel sums
