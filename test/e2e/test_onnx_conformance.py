@@ -43,11 +43,18 @@ MODULES = [
     "elu", "selu", "celu", "softplus", "prelu", "log", "min", "max",
     "globalmaxpool", "reducel2", "logsoftmax", "instancenorm",
     "resize", "upsample", "expand",
+    # The shape arithmetic of exported CNNs (TF "same" padding, flatten
+    # sizes), which the importer folds on constants and refuses on run-time
+    # tensors (these cases feed a run-time input: clean refusals, and Cast's
+    # float-to-float case passes). "constant" is left out: its model has no
+    # input at all.
+    "cast", "ceil", "floor", "constantofshape", "gather", "equal", "greater",
+    "less", "rangeop", "shape", "size", "where",
 ]
 
-# Cases that pass today (315 of 374, measured with python3-onnx 1.12); raise it as the
+# Cases that pass today (316 of 419, measured with python3-onnx 1.12); raise it as the
 # importer learns more.
-PASS_FLOOR = int(os.environ.get("CNNC_CONFORMANCE_FLOOR", "315"))
+PASS_FLOOR = int(os.environ.get("CNNC_CONFORMANCE_FLOOR", "316"))
 
 RTOL, ATOL = 1e-3, 1e-5
 
