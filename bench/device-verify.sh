@@ -38,6 +38,10 @@
 #     reproducibility probe (each candidate's verdict), two
 #     CNNRT_DETERMINISTIC=1 processes' losses identical, img/s against
 #     CNNRT_DETERMINISTIC=0, then check_determinism.py (bench/genstats_repro.sh).
+#  b. issue 37: the split conv+stats form's kernels, old and new in one
+#     binary (runtime/test/bn_stats_bench.cu): `check` (host f64 reference,
+#     bitwise equal over runs), then ResNet-50's shapes at batch BN_BATCH
+#     (default 128): ms, GB/s and % of the HBM peak per shape, per step.
 #  f. the f32 step at a large batch (ResNet-50, batch F32_BATCH, default 128):
 #     img/s by default, with CNNRT_DETERMINISTIC=0 and with --workspace-mb
 #     2048, the convolution algorithms picked (CNNRT_VERBOSE) and the
@@ -167,6 +171,13 @@ e(build_model(\"resnet50\", 1000), \"$d/m.onnx\", (128, 3, 224, 224), training=T
     for r in 1 2; do for v in a b; do
       echo "$v ($(head -c 60 $ab/$v.rev 2>/dev/null)) run $r: $($d/$v --data synthetic --steps 80 --log-every 40 | grep -o "steady img/s [0-9]*")"
     done; done'
+fi
+if [[ $PARTS == *b* ]]; then
+  part bn-stats ${BN_STATS_S:-300} bash -c "{ [ -f /tmp/rt/build.ninja ] || $CONFIGURE_RT; }"' &&
+    ninja -C /tmp/rt cnnrt_bn_stats_bench >/tmp/rt-build.log 2>&1 ||
+      { tail -30 /tmp/rt-cmake.log /tmp/rt-build.log; exit 1; }
+    b="$(find /tmp/rt -name cnnrt_bn_stats_bench -type f | head -1)"
+    "$b" check && "$b" '"${BN_BATCH:-128}"
 fi
 if [[ $PARTS == *8* ]]; then
   part dgrad-stats ${DGRAD_S:-400} bash -c "{ [ -f /tmp/rt/build.ninja ] || $CONFIGURE_RT; }"' &&
