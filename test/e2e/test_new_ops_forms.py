@@ -11,6 +11,8 @@ every gradient of step 1, then 3 SGD steps: losses and parameters).
   attention (softmax over the radix, axis 1 of N x R x C x 1 x 1, weighting
   R branches). test_gradient_rules.py checks the rule on IR; here it is the
   exported model, its Softmax between convolutions.
+* ReduceMin (torch.amin) and ReduceL1 (torch.norm(p=1)), imported as
+  -reduce_max(-x) and reduce_sum(|x|), in a channel gate.
 """
 import subprocess
 
@@ -92,4 +94,25 @@ def test_radix_softmax_attention_trains_as_pytorch(cnnc, tmp_path, radix):
     path = tmp_path / "sk.onnx"
     tc.export_training(model, path, ops.SHAPE)
     assert any(n.op_type == "Softmax" for n in onnx.load(str(path)).graph.node)
+    check_against_pytorch(cnnc, tmp_path, model, path)
+
+
+class MinL1Gate(nn.Module):
+    """torch.amin (ONNX ReduceMin) and torch.norm(p=1) (ReduceL1) over H, W
+    as a channel gate: reduce_max of the negated input and reduce_sum of
+    |x| in cnnc, trained through both."""
+
+    def forward(self, x):
+        lo = torch.amin(x, dim=(2, 3), keepdim=True)
+        l1 = torch.norm(x, p=1, dim=(2, 3), keepdim=True) / (x.shape[2] * x.shape[3])
+        return x * torch.sigmoid(l1 + lo)
+
+
+def test_reduce_min_and_l1_train_as_pytorch(cnnc, tmp_path):
+    torch.manual_seed(0)
+    model = ops.Net(nn.Sequential(nn.Tanh(), MinL1Gate()))
+    path = tmp_path / "minl1.onnx"
+    tc.export_training(model, path, ops.SHAPE)
+    kinds = {n.op_type for n in onnx.load(str(path)).graph.node}
+    assert {"ReduceMin", "ReduceL1"} <= kinds, kinds
     check_against_pytorch(cnnc, tmp_path, model, path)

@@ -42,7 +42,8 @@ MODULES = [
     "squeeze", "sub", "tanh", "transpose", "unsqueeze", "gelu",
     "elu", "selu", "celu", "softplus", "prelu", "log", "min", "max",
     "globalmaxpool", "reducel2", "logsoftmax", "instancenorm",
-    "resize", "upsample", "expand",
+    "resize", "upsample", "expand", "reducel1", "reducesumsquare",
+    "reduce_log_sum", "reducemin",
     # The shape arithmetic of exported CNNs (TF "same" padding, flatten
     # sizes), which the importer folds on constants and refuses on run-time
     # tensors (these cases feed a run-time input: clean refusals, and Cast's
@@ -52,9 +53,9 @@ MODULES = [
     "less", "rangeop", "shape", "size", "where",
 ]
 
-# Cases that pass today (316 of 419, measured with python3-onnx 1.12); raise it as the
+# Cases that pass today (344 of 447, measured with python3-onnx 1.12); raise it as the
 # importer learns more.
-PASS_FLOOR = int(os.environ.get("CNNC_CONFORMANCE_FLOOR", "316"))
+PASS_FLOOR = int(os.environ.get("CNNC_CONFORMANCE_FLOOR", "344"))
 
 RTOL, ATOL = 1e-3, 1e-5
 

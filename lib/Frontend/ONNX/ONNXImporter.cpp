@@ -2399,9 +2399,10 @@ LogicalResult Importer::importPow() {
   return success();
 }
 
-/// ReduceMean / ReduceSum / ReduceMax / ReduceL2 (sqrt of the sum of
-/// squares): axes from the attribute (before opset 18, 13 for ReduceSum) or
-/// the constant input; keepdims; noop_with_empty_axes.
+/// ReduceMean / ReduceSum / ReduceMax and the reductions composed of them
+/// and elementwise ops (ReduceL2, ReduceL1, ReduceSumSquare, ReduceLogSum,
+/// ReduceMin): axes from the attribute (before opset 18, 13 for ReduceSum)
+/// or the constant input; keepdims; noop_with_empty_axes.
 LogicalResult Importer::importReduce() {
   StringRef opType = node->op_type();
   Value x = data(0);
@@ -2440,6 +2441,15 @@ LogicalResult Importer::importReduce() {
   else if (opType == "ReduceL2") // torch.norm(x, 2, dim)
     y = make<cnn::SqrtOp>(
         {make<cnn::ReduceSumOp>({make<cnn::MulOp>({x, x})}, {axesAttr})});
+  else if (opType == "ReduceSumSquare")
+    y = make<cnn::ReduceSumOp>({make<cnn::MulOp>({x, x})}, {axesAttr});
+  else if (opType == "ReduceL1") // torch.norm(x, 1, dim)
+    y = make<cnn::ReduceSumOp>({make<cnn::AbsOp>({x})}, {axesAttr});
+  else if (opType == "ReduceLogSum")
+    y = make<cnn::LogOp>({make<cnn::ReduceSumOp>({x}, {axesAttr})});
+  else if (opType == "ReduceMin") // torch.amin: -max(-x), ties split as amax
+    y = make<cnn::NegOp>(
+        {make<cnn::ReduceMaxOp>({make<cnn::NegOp>({x})}, {axesAttr})});
   else
     y = make<cnn::ReduceSumOp>({x}, {axesAttr});
   if (y && intAttr("keepdims", 1) == 0) {
@@ -2840,6 +2850,10 @@ const OpHandler kOpHandlers[] = {
   {"Mish", 18, kMaxOpset, &Importer::importMish, Y, Y, "x * tanh(softplus(x)): cnn.mul, cnn.tanh, cnn.softplus"},
   {"PRelu", 7, kMaxOpset, &Importer::importPRelu, Y, Y, "cnn.prelu (the slope broadcasts to the input; a one-value slope is a parameter too)"},
   {"ReduceL2", 1, kMaxOpset, &Importer::importReduce, Y, Y, "cnn.sqrt(cnn.reduce_sum(x * x)) (axes attribute before opset 18, constant input after; keepdims=0: cnn.reshape)"},
+  {"ReduceL1", 1, kMaxOpset, &Importer::importReduce, Y, Y, "cnn.reduce_sum(cnn.abs(x)) (axes attribute before opset 18, constant input after; keepdims=0: cnn.reshape)"},
+  {"ReduceSumSquare", 1, kMaxOpset, &Importer::importReduce, Y, Y, "cnn.reduce_sum(x * x) (axes attribute before opset 18, constant input after; keepdims=0: cnn.reshape)"},
+  {"ReduceLogSum", 1, kMaxOpset, &Importer::importReduce, Y, Y, "cnn.log(cnn.reduce_sum(x)) (axes attribute before opset 18, constant input after; keepdims=0: cnn.reshape)"},
+  {"ReduceMin", 1, kMaxOpset, &Importer::importReduce, Y, Y, "-cnn.reduce_max(-x) (a tie splits the gradient, as torch.amin; axes attribute before opset 18, constant input after; keepdims=0: cnn.reshape)"},
   {"Selu", 6, kMaxOpset, &Importer::importSelu, Y, Y, "cnn.selu"},
   {"Softplus", 1, kMaxOpset, &Importer::importSoftplus, Y, Y, "cnn.softplus (x above 20, as PyTorch)"},
   {"LayerNormalization", 17, kMaxOpset, &Importer::importLayerNorm, Y, Y, "decomposed: cnn.reduce_mean, sub, mul, add, sqrt, div (scale, bias broadcast); no Mean/InvStdDev outputs"},

@@ -85,6 +85,29 @@ def reductions18():
     return reductions(18)
 
 
+def reductions_composed(opset=13):
+    # ReduceL1, ReduceSumSquare, ReduceLogSum, ReduceMin over H, W (axes as
+    # attribute before opset 18, input from 18); ReduceMin drops them.
+    ops = [("ReduceL1", 1), ("ReduceSumSquare", 1), ("ReduceLogSum", 1),
+           ("ReduceMin", 0)]
+    nodes, inits = [], []
+    for op, keep in ops:
+        if opset < 18:
+            nodes.append(helper.make_node(op, ["x"], [op], name=op.lower(),
+                                          axes=[2, -1], keepdims=keep))
+        else:
+            nodes.append(helper.make_node(op, ["x", "axes"], [op],
+                                          name=op.lower(), keepdims=keep))
+    if opset >= 18:
+        inits = [ints("axes", [2, -1])]
+    return model(nodes, [vi("x", [2, 3, 4, 5])], [vi(op, None) for op, _ in ops],
+                 inits, opset=opset)
+
+
+def reductions_composed18():
+    return reductions_composed(18)
+
+
 def logsoftmax(opset=13):
     # Opset 13: over the last axis by default. Opset 11, axis 1: over [1, 3)
     # (the input flattened to 2-D at the axis).
@@ -279,7 +302,8 @@ def batchnorm_affine_false():
 
 
 CASES = {f.__name__: f for f in [
-    activations, minmax, reductions, reductions18, logsoftmax, logsoftmax11,
+    activations, minmax, reductions, reductions18, reductions_composed,
+    reductions_composed18, logsoftmax, logsoftmax11,
     instancenorm, conv1d, batchnorm1d, mish, celu_zero, prelu_bad, max_bad,
     conv3d, expand_gate, expand_broadcast, expand_const, expand_bad,
     batchnorm_affine_false]}
