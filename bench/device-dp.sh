@@ -686,6 +686,11 @@ fi
 #     (ranks 0..3 = replica x 2 + stage), 2 steps of the global batch 2 x 4 x
 #     8 = 64, against the one-GPU --accumulate 8 over the same 8-row
 #     micro-batches (16 micro-steps), 1e-5 relative (reduction order).
+#  h. 1F1B (--pipeline-schedule 1f1b: the transfers in NCCL groups): the
+#     BN-free net S=2 M=4 f32 against a's GPipe run, each step's loss
+#     within 1e-6 relative (the same ops in another order of micro-batches:
+#     exact but for rounding of the accumulation order, which both keep),
+#     and S=4 on 4 GPUs.
 # With 4 GPUs, b and f also run on S=4 (and a, as before).
 # The last line: PIPELINE PART P: PASS, or FAIL <what failed>.
 if has P; then
@@ -708,6 +713,9 @@ if has P; then
     BUILD_PIDS+=($!)
     build p-r18f16-pp2 300 "$PW/resnet18.onnx" "${PF16[@]}" --pipeline-stages 2 --micro-batches 4 &
     BUILD_PIDS+=($!)
+    build p-nobn-1f1b2 300 "$PW/nobn.onnx" "${PF32[@]}" --pipeline-stages 2 --micro-batches 4 \
+      --pipeline-schedule 1f1b &
+    BUILD_PIDS+=($!)
     build p-r18f16-acc 300 "$PW/resnet18.onnx" "${PF16[@]}" --accumulate 4 &
     BUILD_PIDS+=($!)
     if ((NG >= 4)); then
@@ -720,6 +728,9 @@ if has P; then
       build p-nobn-pp2dp2 300 "$PW/nobn.onnx" "${PF32[@]}" --pipeline-stages 2 --micro-batches 4 --gpus 2 &
       BUILD_PIDS+=($!)
       build p-nobn-acc8 300 "$PW/nobn.onnx" "${PF32[@]}" --accumulate 8 &
+      BUILD_PIDS+=($!)
+      build p-nobn-1f1b4 300 "$PW/nobn.onnx" "${PF32[@]}" --pipeline-stages 4 --micro-batches 4 \
+        --pipeline-schedule 1f1b &
       BUILD_PIDS+=($!)
     fi
     (if run p-export-r50 180 $PY -c "
@@ -809,6 +820,38 @@ print('%.3g' % max(0.03, max(abs(u - v) / abs(u) for u, v in zip(a, b))))")
         pass "P $1: $2 S=${3#pp} M=4 vs --accumulate 4: $out"
       else
         pfail "$1: $2 S=${3#pp} M=4 vs --accumulate 4: $out"
+      fi
+    done
+    # h. 1F1B against GPipe (a's runs), S=2 and (4 GPUs) S=4.
+    for c in "2 pp2" "4 pp4"; do
+      set -- $c
+      if [ "$1" = 4 ] && ((NG < 4)); then
+        note "h: S=4 skipped: needs 4 GPUs, $NG visible"
+        continue
+      fi
+      if [ ! -x "$W/p-nobn-1f1b$1" ]; then
+        pfail "h: p-nobn-1f1b$1 did not build (see build-p-nobn-1f1b$1.log)"
+        continue
+      fi
+      run "p-nobn-1f1b$1" 120 "$W/p-nobn-1f1b$1" "${PX[@]}" --steps 5 ||
+        pfail "h: nobn 1f1b S=$1 run (exit $?, see p-nobn-1f1b$1.log)"
+      if out=$($PY - "$LOGS/p-nobn-1f1b$1.log" "$LOGS/p-nobn-$2.log" <<'PYEOF'
+import re, sys
+step = re.compile(r"^step (\d+) loss (\S+)", re.M)
+a = [float(v) for _, v in step.findall(open(sys.argv[1]).read())]
+b = [float(v) for _, v in step.findall(open(sys.argv[2]).read())]
+if len(a) != 5 or len(b) != 5:
+    print("steps: %d 1f1b, %d gpipe (want 5 each)" % (len(a), len(b)))
+    sys.exit(1)
+rel = max(abs(u - v) / max(abs(v), 1e-12) for u, v in zip(a, b))
+print("losses %s vs GPipe %s: max relative %.3g (bound 1e-6)"
+      % (["%.7g" % v for v in a], ["%.7g" % v for v in b], rel))
+sys.exit(0 if rel <= 1e-6 else 1)
+PYEOF
+      ); then
+        pass "P h: nobn 1F1B S=$1 M=4 vs GPipe: $out"
+      else
+        pfail "h: nobn 1F1B S=$1 M=4 vs GPipe: $out"
       fi
     done
     # g. pipeline x data parallel on 4 GPUs.

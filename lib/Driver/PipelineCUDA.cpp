@@ -35,7 +35,7 @@ LogicalResult cnnc::driver::compilePipelineCUDA(const DriverOptions &o,
                                                 std::string &exePath) {
   std::unique_ptr<CNNPipelineOptions> p = pipelineOptions(o);
   // The options were checked before the target was known (validateOptions):
-  // the CUDA target's own refusals (1f1b, fp16) now.
+  // the CUDA target's own refusals now.
   std::string err;
   if (failed(verifyCNNPipelineOptions(
           *p, [&](const Twine &msg) { err = msg.str(); }, "--")))

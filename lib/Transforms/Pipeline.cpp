@@ -127,19 +127,9 @@ cnnc::verifyCNNPipelineOptions(const CNNPipelineOptions &o,
                              "(BatchNorm statistics are per micro-batch)"));
     ok = false;
   }
-  // The CUDA target (docs/pipeline-parallel.md): GPipe in f32. Its
-  // transfers block on the compute stream, which 1F1B's crossing sends
-  // (a stage sending forward while its peer sends backward) would deadlock.
-  // fp16 runs: each stage's finite flag is combined over the stages
-  // (cnn-precision on a stage's step), so the loss scales agree.
-  if (ok && isPipelined(o) && o.target != "cpu" &&
-      o.pipelineSchedule != "gpipe") {
-    error(flagPrefix + Twine("pipeline-schedule ") + o.pipelineSchedule +
-          ": the CUDA target runs the gpipe schedule only (its sends and "
-          "receives block on the compute stream; 1f1b runs on the reference "
-          "interpreter, --run-reference)");
-    ok = false;
-  }
+  // The CUDA target (docs/pipeline-parallel.md) runs both schedules (1F1B's
+  // crossing transfers as NCCL groups, cnn-pipeline-stage) in f32 and fp16
+  // (each stage's finite flag combined over the stages by cnn-precision).
   if (ok && o.syncBN && o.worldSize < 1) {
     error(flagPrefix +
           Twine("sync-bn synchronizes BatchNorm across "

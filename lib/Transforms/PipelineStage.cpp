@@ -70,6 +70,86 @@ void dropUnappliedUpdates(func::FuncOp fn) {
     op->erase();
 }
 
+/// 1F1B on the CUDA target: its transfers run on the compute stream, and a
+/// blocking send deadlocks where both neighbours send before they receive
+/// (stage s sends micro-batch m+1's activation forward while stage s+1
+/// sends micro-batch m's gradient back). Runs of transfers become one
+/// cnn.transfers (one NCCL group) each: a run ends only where a receive is
+/// followed, after other ops, by a send (the ops between need what was
+/// received and make what is sent); sends sink to the run's first receive,
+/// later receives rise to it (a send has no result, a receive no operand,
+/// so the data dependences hold; the memory plan sees the longer lives).
+/// In such groups, the orders of cnn-pipeline-schedule are free of
+/// deadlocks for S = 2..8, M = 1..12, one to three tensors per cut,
+/// whether a cut's sends are adjacent or not (a simulation of blocking
+/// sends and receives with group semantics, docs/pipeline-parallel.md).
+/// A send that reads a value made after the run's first receive (by it, or
+/// by an op in between) starts a new run.
+void groupTransfers(func::FuncOp fn) {
+  Block &body = fn.getBody().front();
+  SmallVector<SmallVector<Operation *>> runs;
+  SmallVector<Operation *> cur;
+  Operation *anchor = nullptr; // the run's first receive
+  bool lastWasRecv = false, opsBetween = false;
+  for (Operation &op : body) {
+    if (!isa<SendOp, RecvOp>(op)) {
+      opsBetween = true;
+      continue;
+    }
+    bool isSend = isa<SendOp>(op);
+    bool cut = !cur.empty() && isSend && lastWasRecv && opsBetween;
+    if (!cut && isSend && anchor) {
+      Operation *d = cast<SendOp>(op).getInput().getDefiningOp();
+      cut = d && d->getBlock() == &body &&
+            (d == anchor || !d->isBeforeInBlock(anchor));
+    }
+    if (cut) {
+      runs.push_back(std::move(cur));
+      cur.clear();
+      anchor = nullptr;
+    }
+    cur.push_back(&op);
+    if (!isSend && !anchor)
+      anchor = &op;
+    lastWasRecv = !isSend;
+    opsBetween = false;
+  }
+  if (!cur.empty())
+    runs.push_back(std::move(cur));
+  for (ArrayRef<Operation *> run : runs) {
+    if (run.size() < 2)
+      continue;
+    Operation *at = nullptr;
+    SmallVector<Value> inputs;
+    SmallVector<int64_t> sendPeers, sendTags, recvPeers, recvTags;
+    SmallVector<Type> types;
+    SmallVector<RecvOp> recvs;
+    for (Operation *op : run) {
+      if (auto snd = dyn_cast<SendOp>(op)) {
+        inputs.push_back(snd.getInput());
+        sendPeers.push_back(snd.getPeerAttr().getValue().getSExtValue());
+        sendTags.push_back(snd.getTagAttr().getValue().getSExtValue());
+        continue;
+      }
+      auto rcv = cast<RecvOp>(op);
+      at = at ? at : op;
+      recvs.push_back(rcv);
+      types.push_back(rcv.getType());
+      recvPeers.push_back(rcv.getPeerAttr().getValue().getSExtValue());
+      recvTags.push_back(rcv.getTagAttr().getValue().getSExtValue());
+    }
+    OpBuilder b(at ? at : run.back());
+    auto group = TransfersOp::create(
+        b, run.front()->getLoc(), types, inputs,
+        b.getDenseI64ArrayAttr(sendPeers), b.getDenseI64ArrayAttr(sendTags),
+        b.getDenseI64ArrayAttr(recvPeers), b.getDenseI64ArrayAttr(recvTags));
+    for (auto [k, rcv] : llvm::enumerate(recvs))
+      rcv.getResult().replaceAllUsesWith(group.getResult(k));
+    for (Operation *op : run)
+      op->erase();
+  }
+}
+
 struct StagePass : public cnnc::impl::CNNPipelineStageBase<StagePass> {
   using CNNPipelineStageBase::CNNPipelineStageBase;
   void runOnOperation() override;
@@ -123,6 +203,9 @@ void StagePass::runOnOperation() {
   fn->setAttr("cnn.num_classes", b.getI64IntegerAttr(classes));
   fn->setAttr("cnn.pipeline_stages", b.getI64IntegerAttr(stages));
   dropUnappliedUpdates(fn);
+  if (auto sched = fn->getAttrOfType<StringAttr>("cnn.pipeline_schedule");
+      sched && sched.getValue() == "1f1b")
+    groupTransfers(fn);
 
   // The M losses (cnn.loss on results, micro-batch order) become their mean:
   // summed in micro-batch order, then scaled by 1/M, one result in place of

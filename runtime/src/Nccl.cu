@@ -416,6 +416,19 @@ void recv(Context &ctx, void *buf, size_t bytes, int peer, const char *what) {
               "ncclRecv");
 }
 
+void groupStart(Context &ctx) {
+  if (!S().ready)
+    ctx.fail("pipeline", "a transfer group before dist::prepare");
+  checkNccl(ncclGroupStart(), "ncclGroupStart (pipeline transfers)");
+}
+
+void groupEnd(Context &ctx) {
+  (void)ctx;
+  // Non-blocking communicator: the group's calls are issued here, polled
+  // on the stages' communicator.
+  checkNcclOn(stagesComm(), ncclGroupEnd(), "ncclGroupEnd (pipeline transfers)");
+}
+
 /// Records a timing event on `stream`: inside a capture as an event node of
 /// the graph (cudaEventRecordExternal, so that every replay records it);
 /// outside one (the step's uncaptured first run) plainly, since the

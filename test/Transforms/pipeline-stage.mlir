@@ -25,7 +25,13 @@
 // gradients over the replicas (world-size); only the last stage's loss.
 // RUN: cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 micro-batches=2" -cnn-pipeline-split -cnn-pipeline-schedule -cnn-pipeline-stage="stage=0" -cnn-gpu-pipeline="precision=fp32 world-size=2" | FileCheck %s --check-prefix=DP0
 // RUN: cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 micro-batches=2" -cnn-pipeline-split -cnn-pipeline-schedule -cnn-pipeline-stage="stage=1" -cnn-gpu-pipeline="precision=fp32 world-size=2" | FileCheck %s --check-prefix=DP1
-// RUN: not cnnc-opt %s --cnn-train-pipeline="pipeline-stages=2 micro-batches=2 precision=fp32 pipeline-schedule=1f1b" 2>&1 | FileCheck %s --check-prefix=ONEF
+// 1F1B: the transfers of a stage become NCCL groups (cnn.transfers), a run
+// of them cut only where a receive is followed by a send after other ops.
+// RUN: cnnc-opt %s --cnn-train-pipeline="pipeline-stages=2 micro-batches=2 precision=fp32 pipeline-schedule=1f1b" | FileCheck %s --check-prefix=TRAIN
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=2 micro-batches=4" -cnn-pipeline-split -cnn-pipeline-schedule="schedule=1f1b" -cnn-pipeline-stage="stage=0" | FileCheck %s --check-prefix=ONEF0
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=2 micro-batches=4" -cnn-pipeline-split -cnn-pipeline-schedule="schedule=1f1b" -cnn-pipeline-stage="stage=1" | FileCheck %s --check-prefix=ONEF1
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=2 micro-batches=4" -cnn-pipeline-split -cnn-pipeline-schedule="schedule=1f1b" -cnn-pipeline-stage="stage=0" -cnn-gpu-pipeline -o %t1f1b.mlir
+// RUN: cnnc %t1f1b.mlir --emit cuda | FileCheck %s --check-prefix=ONEFCUDA
 
 // cnn-pipeline-stage: one stage's @stage<s>_step as the module's
 // @train_step, for the CUDA target to plan and print as a step of its own.
@@ -155,7 +161,31 @@ func.func @forward(%x: tensor<2x3x8x8xf32> {cnn.input},
 // CUDA16-NEXT: cnnrt::dist::end(ctx, 0);
 // CUDA16-NEXT: cnnrt::dist::join(ctx, 0);
 // CUDA16: lossScaleUpdate<<<
-// ONEF: error: cnn-train-pipeline: pipeline-schedule 1f1b: the CUDA target runs the gpipe schedule only
+
+// Stage 0 of 2, M = 4, 1F1B: F0 F1 B0 F2 B1 F3 B2 B3. Groups: {a0, a1 sent,
+// g0 received} after F1; {a2 sent, g1 received}; {a3 sent, g2 and g3
+// received} (a receive after a receive joins the run).
+// ONEF0-NOT: cnn.send
+// ONEF0-NOT: cnn.recv
+// ONEF0: cnn.transfers %{{.*}}, %{{.*}} {recv_peers = array<i64: 1>, recv_tags = array<i64: 1>, send_peers = array<i64: 1, 1>, send_tags = array<i64: 0, 0>}
+// ONEF0: cnn.transfers %{{.*}} {recv_peers = array<i64: 1>, recv_tags = array<i64: 1>, send_peers = array<i64: 1>, send_tags = array<i64: 0>}
+// ONEF0: cnn.transfers %{{.*}} {recv_peers = array<i64: 1, 1>, recv_tags = array<i64: 1, 1>, send_peers = array<i64: 1>, send_tags = array<i64: 0>}
+// ONEF0-NOT: cnn.send
+// ONEF0-NOT: cnn.recv
+// ONEF0-NOT: cnn.transfers
+// The last stage: F0 B0 F1 B1 ...: a0 alone, then {g0 sent, a1 received},
+// {g1, a2}, {g2, a3}, g3 alone.
+// ONEF1: cnn.recv {peer = 0 : i64, tag = 0 : i64}
+// ONEF1: cnn.transfers %{{.*}} {recv_peers = array<i64: 0>, recv_tags = array<i64: 0>, send_peers = array<i64: 0>, send_tags = array<i64: 1>}
+// ONEF1: cnn.transfers %{{.*}} {recv_peers = array<i64: 0>, recv_tags = array<i64: 0>, send_peers = array<i64: 0>, send_tags = array<i64: 1>}
+// ONEF1: cnn.transfers %{{.*}} {recv_peers = array<i64: 0>, recv_tags = array<i64: 0>, send_peers = array<i64: 0>, send_tags = array<i64: 1>}
+// ONEF1: cnn.send %{{.*}} {peer = 0 : i64, tag = 1 : i64}
+// ONEF1-NOT: cnn.transfers
+// ONEFCUDA: cnnrt::dist::groupStart(ctx);
+// ONEFCUDA-NEXT: cnnrt::dist::send(ctx, A + {{[0-9]+}}, 1024ull, 1, "tag 0 at
+// ONEFCUDA-NEXT: cnnrt::dist::send(ctx, A + {{[0-9]+}}, 1024ull, 1, "tag 0 at
+// ONEFCUDA-NEXT: cnnrt::dist::recv(ctx, A + {{[0-9]+}}, 1024ull, 1, "tag 1 at
+// ONEFCUDA-NEXT: cnnrt::dist::groupEnd(ctx);
 
 // DP0: cnn.data_parallel = {bucket_mb = {{.*}}, buckets = 1 : i64, collectives = 1 : i64
 // DP0: cnn.accumulate_grad

@@ -130,18 +130,35 @@ NVCC = os.path.exists("/usr/local/cuda/bin/nvcc") or shutil.which("nvcc")
 
 def test_pipeline_cuda_refusals(cnnc, models, tmp_path):
     """What the CUDA target's pipeline stages do not run is one error naming
-    it, before anything is compiled: the 1f1b schedule, the C API
-    library."""
+    it, before anything is compiled: the C API library, sync-bn."""
     model = models["simplecnn"]
     base = ("--train", "--pipeline-stages", 2, "--micro-batches", 4)
-    r = tc.run_cnnc(cnnc, model, *base, "--pipeline-schedule", "1f1b",
-                    "-o", tmp_path / "b.cu")
-    assert r.returncode != 0
-    assert "--pipeline-schedule 1f1b: the CUDA target runs the gpipe schedule only" in r.stderr, r.stderr
     r = tc.run_cnnc(cnnc, model, *base, "--emit", "lib", "-o", tmp_path / "lib.so")
     assert r.returncode != 0
     assert "--emit lib with --pipeline-stages" in r.stderr, r.stderr
+    r = tc.run_cnnc(cnnc, model, *base, "--gpus", 2, "--sync-bn", "-o", tmp_path / "b.cu")
+    assert r.returncode != 0
+    assert "--sync-bn with pipeline stages is not built" in r.stderr, r.stderr
     assert not (tmp_path / "b.cu").exists() and not (tmp_path / "lib.so").exists()
+
+
+def test_pipeline_cuda_1f1b_source(cnnc, models, tmp_path):
+    """--pipeline-schedule 1f1b on the CUDA target (the CUDA text, no nvcc):
+    every transfer of the two stages is in an NCCL group or alone, and the
+    groups pair up: stage 0 sends 4 activations and receives 4 gradients,
+    stage 1 the other way round, each in its schedule's order."""
+    out = tmp_path / "train.cu"
+    r = tc.run_cnnc(cnnc, models["simplecnn"], "--train", "--pipeline-stages", 2,
+                    "--micro-batches", M, "--pipeline-schedule", "1f1b", "--emit", "cuda",
+                    "-o", out)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "pipeline plan: 2 stage(s) x 4 micro-batch(es)" in r.stdout, r.stdout
+    stages = out.read_text().split("namespace cnnc_stage")
+    s0, s1 = stages[1], stages[3]
+    for s, sends, recvs in ((s0, 1, 1), (s1, 0, 0)):
+        assert len(re.findall(r"dist::send\(ctx, A \+ \d+, \d+ull, %d," % sends, s)) == M
+        assert len(re.findall(r"dist::recv\(ctx, A \+ \d+, \d+ull, %d," % recvs, s)) == M
+        assert s.count("dist::groupStart(ctx);") == s.count("dist::groupEnd(ctx);") == 3
 
 
 def test_pipeline_cuda_fp32_source(cnnc, models, tmp_path):

@@ -40,6 +40,30 @@ LogicalResult RecvOp::verify() {
                         getResult().getType());
 }
 
+LogicalResult TransfersOp::verify() {
+  if (getSendPeers().size() != getInputs().size() ||
+      getSendTags().size() != getInputs().size())
+    return emitOpError("needs one send peer and tag per input: ")
+           << getInputs().size() << " inputs, " << getSendPeers().size()
+           << " peers, " << getSendTags().size() << " tags";
+  if (getRecvPeers().size() != getResults().size() ||
+      getRecvTags().size() != getResults().size())
+    return emitOpError("needs one receive peer and tag per result: ")
+           << getResults().size() << " results, " << getRecvPeers().size()
+           << " peers, " << getRecvTags().size() << " tags";
+  if (getInputs().empty() && getResults().empty())
+    return emitOpError("has no transfer");
+  for (auto [v, peer, tag] :
+       llvm::zip(getInputs(), getSendPeers(), getSendTags()))
+    if (failed(verifyTransfer(*this, peer, tag, v.getType())))
+      return failure();
+  for (auto [v, peer, tag] :
+       llvm::zip(getResults(), getRecvPeers(), getRecvTags()))
+    if (failed(verifyTransfer(*this, peer, tag, v.getType())))
+      return failure();
+  return success();
+}
+
 LogicalResult MicroBatchOp::verify() {
   auto in = cast<RankedTensorType>(getInput().getType());
   auto out = cast<RankedTensorType>(getResult().getType());

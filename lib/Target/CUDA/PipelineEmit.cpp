@@ -16,10 +16,12 @@ using namespace cnnc;
 using namespace cnnc::cnn;
 
 bool cnnc::isPipelineOp(Operation *op) {
-  return isa<MicroBatchOp, SendOp, RecvOp>(op);
+  return isa<MicroBatchOp, SendOp, RecvOp, TransfersOp>(op);
 }
 
-bool cnnc::isPipelineTransfer(Operation *op) { return isa<SendOp, RecvOp>(op); }
+bool cnnc::isPipelineTransfer(Operation *op) {
+  return isa<SendOp, RecvOp, TransfersOp>(op);
+}
 
 /// The bytes of a tensor of `t` (f32, f16, bf16, integers; a sub-byte
 /// element type is refused by the caller).
@@ -77,6 +79,31 @@ LogicalResult cnnc::printPipelineOp(Operation *op,
                            offsetOf(rcv.getResult()), bytesOf(t),
                            static_cast<int64_t>(rcv.getPeer()),
                            static_cast<int64_t>(rcv.getTag()), loc);
+        return success();
+      })
+      .Case<TransfersOp>([&](TransfersOp g) {
+        // One NCCL group: every send and receive of it posted before any
+        // waits for its peer.
+        out += "  cnnrt::dist::groupStart(ctx);\n";
+        for (auto [v, peer, tag] :
+             llvm::zip(g.getInputs(), g.getSendPeers(), g.getSendTags())) {
+          auto t = cast<RankedTensorType>(v.getType());
+          if (failed(checkBytes(op, t)))
+            return failure();
+          out += fmt::format("  cnnrt::dist::send(ctx, A + {}, {}ull, {}, "
+                             "\"tag {} at {}\");\n",
+                             offsetOf(v), bytesOf(t), peer, tag, loc);
+        }
+        for (auto [v, peer, tag] :
+             llvm::zip(g.getResults(), g.getRecvPeers(), g.getRecvTags())) {
+          auto t = cast<RankedTensorType>(v.getType());
+          if (failed(checkBytes(op, t)))
+            return failure();
+          out += fmt::format("  cnnrt::dist::recv(ctx, A + {}, {}ull, {}, "
+                             "\"tag {} at {}\");\n",
+                             offsetOf(v), bytesOf(t), peer, tag, loc);
+        }
+        out += "  cnnrt::dist::groupEnd(ctx);\n";
         return success();
       })
       .Default([&](Operation *) {

@@ -56,6 +56,10 @@ void join(Context &ctx, int bucket);
 void send(Context &ctx, const void *buf, size_t bytes, int peer,
           const char *what);
 void recv(Context &ctx, void *buf, size_t bytes, int peer, const char *what);
+/// The transfers between them run as one NCCL group (cnn.transfers: 1F1B's
+/// sends and receives in both directions, posted before any waits).
+void groupStart(Context &ctx);
+void groupEnd(Context &ctx);
 /// As allReduce (inside a begin/end bucket), over the stages of this
 /// process's pipeline replica: the loss-scale flag of pipeline stages.
 void allReduceAcrossStages(Context &ctx, void *buf, size_t count, int dtype,

@@ -50,6 +50,32 @@ def CNN_RecvOp : CNN_Op<"recv"> {
   let hasVerifier = 1;
 }
 
+// Not Pure, as send and recv.
+def CNN_TransfersOp : CNN_Op<"transfers"> {
+  let summary = "sends and receives that run as one group";
+  let description = [{
+    The CUDA target's form of adjacent cnn.send / cnn.recv ops of a stage
+    (cnn-pipeline-stage makes it under the 1f1b schedule): `inputs[i]` goes
+    to stage `send_peers[i]` with tag `send_tags[i]`, result j comes from
+    stage `recv_peers[j]` with tag `recv_tags[j]`, all in one NCCL group,
+    so that a stage sending forward while its neighbour sends backward does
+    not block on its send before posting its receive (1F1B's steady state:
+    a blocking send on each side waits for the other's receive). Per peer,
+    sends and receives keep their order (NCCL pairs them by order).
+    ```mlir
+    %g = cnn.transfers %a {send_peers = array<i64: 1>, send_tags = array<i64: 0>,
+        recv_peers = array<i64: 1>, recv_tags = array<i64: 1>}
+        : (tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<AnyRankedTensor>:$inputs,
+                   DenseI64ArrayAttr:$send_peers, DenseI64ArrayAttr:$send_tags,
+                   DenseI64ArrayAttr:$recv_peers, DenseI64ArrayAttr:$recv_tags);
+  let results = (outs Variadic<AnyRankedTensor>:$results);
+  let assemblyFormat = "$inputs attr-dict `:` functional-type($inputs, $results)";
+  let hasVerifier = 1;
+}
+
 def CNN_MicroBatchOp : CNN_Op<"micro_batch", [Pure]> {
   let summary = "micro-batch `index` of `count`: a row range of the batch";
   let description = [{
