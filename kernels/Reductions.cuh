@@ -215,41 +215,51 @@ __global__ void __launch_bounds__(256)
 // fused_conv2d_stats' split form (C % 8 == 0): nhwcPartial8<1>'s shifted
 // sums s0 = sum(x - k), s1 = sum((x - k)^2), k = x[row 0], with the same
 // tiling, launch and scratch layout (nhwcSumsFinish finishes both), but the
-// per-element arithmetic in f32: each thread adds up to kShiftedChunk of its
-// rows in f32 and then adds that chunk's two sums to its f64 sums.
+// per-element arithmetic in f32: each thread adds a chunk of 4 U of its rows
+// in f32 and then adds that chunk's two sums to its f64 sums.
 // nhwcPartial8<1> converts every element to f64 and does three f64 operations
 // on it; an f32-to-f64 conversion runs at a quarter of the FP64 rate on
-// sm_90, which puts ~1.4 G elements per ResNet-50 step near the time of
-// reading them (bench: runtime/test/bn_stats_bench.cu). The rows are still
-// added in a fixed order (within a chunk, then chunk by chunk, then
-// nhwcTileSums8): bitwise the same every run. The chunk's error is that of
-// kShiftedChunk f32 additions of shifted f16 values, below the f32 rounding
-// the sums are stored with.
-constexpr int kShiftedChunk = 16;
-template <typename T>
+// sm_90: by that rate, ResNet-50's ~1.4 G output elements a step cost
+// about as long to convert as to read. The rows are still added in a fixed
+// order (within a chunk, then chunk by chunk, then over the block's threads in
+// row order): bitwise the same every run. The chunk's error is that of 4 U f32
+// additions of shifted f16 values, below the f32 rounding the sums are stored
+// with. U rows of 16-byte loads are in flight per thread. SHARED_ACC keeps the
+// thread's f64 sums in shared memory ([sum][lane][thread]: consecutive
+// threads, consecutive banks) instead of 32 registers, at a shared-memory
+// update per chunk; ptxas (CUDA 13, sm_90a) still gives it 128 registers
+// (126 without), so the default keeps them in registers. runtime/test/
+// bn_stats_bench.cu times the variants against nhwcPartial8<1>.
+template <typename T, int U = 4, bool SHARED_ACC = false>
 __global__ void __launch_bounds__(256)
     nhwcShiftedSums8(double *scratch, const T *a, int64_t M, int C,
                      int64_t rowsPerTile) {
-  __shared__ double sh[2][256][8];
-  const int CV = blockDim.x, RY = blockDim.y;
+  constexpr int CHUNK = 4 * U;
+  const int CV = blockDim.x, RY = blockDim.y,
+            t = threadIdx.y * CV + threadIdx.x;
   int c = (blockIdx.x * CV + threadIdx.x) * 8;
   int64_t r0 = blockIdx.y * rowsPerTile, r1 = min(M, r0 + rowsPerTile);
+  // The f64 sums: registers s, or this thread's column of `acc`; without
+  // SHARED_ACC, `acc` is nhwcTileSums8's buffer (the same 16 KiB).
+  __shared__ double acc[2][8][SHARED_ACC ? 256 : 128];
   double s[2][8];
 #pragma unroll
-  for (int e = 0; e < 8; ++e)
-    s[0][e] = s[1][e] = 0;
+  for (int e = 0; e < 8; ++e) {
+    if constexpr (SHARED_ACC)
+      acc[0][e][t] = acc[1][e][t] = 0;
+    else
+      s[0][e] = s[1][e] = 0;
+  }
   if (c < C) {
     float k[8];
     ldv8(a + c, k);
-    // U rows of 16-byte loads in flight per thread (as nhwcPartial8), the
-    // chunk = kShiftedChunk / U such batches.
-    constexpr int U = 4;
-    for (int64_t r = r0 + threadIdx.y; r < r1; r += kShiftedChunk * RY) {
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += CHUNK * RY) {
       float f0[8], f1[8];
 #pragma unroll
       for (int e = 0; e < 8; ++e)
         f0[e] = f1[e] = 0.f;
-      for (int j = 0; j < kShiftedChunk / U; ++j) {
+#pragma unroll
+      for (int j = 0; j < CHUNK / U; ++j) {
         int64_t rj = r + (int64_t)j * U * RY;
         if (rj >= r1)
           break;
@@ -272,12 +282,34 @@ __global__ void __launch_bounds__(256)
       }
 #pragma unroll
       for (int e = 0; e < 8; ++e) {
-        s[0][e] += f0[e];
-        s[1][e] += f1[e];
+        if constexpr (SHARED_ACC) {
+          acc[0][e][t] += f0[e];
+          acc[1][e][t] += f1[e];
+        } else {
+          s[0][e] += f0[e];
+          s[1][e] += f1[e];
+        }
       }
     }
   }
-  nhwcTileSums8(scratch, s, sh, C, 2);
+  if constexpr (!SHARED_ACC) {
+    nhwcTileSums8(scratch, s, *reinterpret_cast<double(*)[1][256][8]>(&acc), C,
+                  2);
+  } else {
+    __syncthreads();
+    // Sum k of channel (column x, lane e) over the block's RY rows of
+    // threads, in row order (nhwcTileSums8's order).
+    for (int task = t; task < 2 * CV * 8; task += CV * RY) {
+      int k = task / (CV * 8), x = (task / 8) % CV, e = task % 8;
+      int ch = (blockIdx.x * CV + x) * 8 + e;
+      if (ch >= C)
+        continue;
+      double tot = 0;
+      for (int y = 0; y < RY; ++y)
+        tot += acc[k][e][y * CV + x];
+      scratch[((int64_t)k * gridDim.y + blockIdx.y) * C + ch] = tot;
+    }
+  }
 }
 
 // The finishing kernels run one block per channel: thread k adds tiles k,

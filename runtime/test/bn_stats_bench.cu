@@ -9,12 +9,14 @@
 // form prints, launched as EmitCUDA.cpp launches them, old and new side by
 // side:
 //   stats:    nhwcPartial8<1> + nhwcSumsFinish  against
-//             nhwcShiftedSums8 + nhwcSumsFinish (f32 chunks);
+//             nhwcShiftedSums8 + nhwcSumsFinish (f32 chunks; the variant
+//             cnnc emits and three others, see kStatsKernels);
 //   prologue: nhwcScaleShiftRelu  against  nhwcScaleShiftRelu8.
 //
-//   cnnrt_bn_stats_bench check   correctness (the ctest, label gpu): both
-//       against a host f64 reference on small shapes with a large mean, the
-//       new kernels bitwise equal over runs with poisoned scratch/outputs;
+//   cnnrt_bn_stats_bench check   correctness (the ctest, label gpu): every
+//       kernel against a host f64 reference on small shapes with a large
+//       mean, each new one bitwise equal over 5 runs with poisoned
+//       scratch and outputs;
 //   cnnrt_bn_stats_bench [N]     timing (not a ctest): ResNet-50's 53 conv
 //       output shapes at batch N (default 128), L2 flushed before each run,
 //       median of 9 runs, GB/s against the HBM peak from the device's memory
@@ -69,19 +71,41 @@ unsigned gridFor(int64_t n) {
       1, std::min<int64_t>((n + kThreads - 1) / kThreads, kGridLimit));
 }
 
-/// The statistics pass of the split form, old (nhwcPartial8<1>) or new
-/// (nhwcShiftedSums8), then nhwcSumsFinish; `finish` false times the
-/// partial sums alone.
-void statsPass(bool newKernel, double *scratch, const __half *y, float *sum,
+/// The statistics kernels: the old one, the emitted new one (the template's
+/// defaults) and the other variants of nhwcShiftedSums8 (U rows in flight,
+/// f64 sums in shared memory or registers), to pick from on the device.
+const char *const kStatsKernels[] = {
+    "nhwcPartial8<1> (old)", "nhwcShiftedSums8 (new, emitted: U=4 regs)",
+    "nhwcShiftedSums8<U=4, shared>", "nhwcShiftedSums8<U=2, regs>",
+    "nhwcShiftedSums8<U=8, regs>"};
+constexpr int kNumStats = 5;
+
+/// The statistics pass of the split form with kernel `which` of
+/// kStatsKernels, then nhwcSumsFinish; `finish` false times the partial
+/// sums alone.
+void statsPass(int which, double *scratch, const __half *y, float *sum,
                float *sumSq, int64_t M, int C, bool finish = true) {
   Tiling t = tiling(M, C);
-  if (newKernel)
-    nhwcShiftedSums8<__half>
-        <<<t.grid(), t.block()>>>(scratch, y, M, C, t.rowsPerTile);
-  else
-    nhwcPartial8<1, __half><<<t.grid(), t.block()>>>(
-        scratch, y, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, M, C,
-        t.rowsPerTile);
+  dim3 g = t.grid(), b = t.block();
+  int64_t rpt = t.rowsPerTile;
+  switch (which) {
+  case 0:
+    nhwcPartial8<1, __half><<<g, b>>>(scratch, y, nullptr, nullptr, nullptr,
+                                      nullptr, nullptr, nullptr, M, C, rpt);
+    break;
+  case 1:
+    nhwcShiftedSums8<__half><<<g, b>>>(scratch, y, M, C, rpt);
+    break;
+  case 2:
+    nhwcShiftedSums8<__half, 4, true><<<g, b>>>(scratch, y, M, C, rpt);
+    break;
+  case 3:
+    nhwcShiftedSums8<__half, 2, false><<<g, b>>>(scratch, y, M, C, rpt);
+    break;
+  default:
+    nhwcShiftedSums8<__half, 8, false><<<g, b>>>(scratch, y, M, C, rpt);
+    break;
+  }
   if (finish)
     nhwcSumsFinish<__half>
         <<<C, kThreads>>>(scratch, y, sum, sumSq, M, C, (int)t.tiles);
@@ -141,16 +165,16 @@ void checkShape(int64_t M, int C, float mean) {
 
   char what[160];
   std::vector<uint32_t> firstS, firstSS;
-  for (int k = 0; k < 2; ++k) {
-    bool nk = k == 1;
-    const char *name = nk ? "nhwcShiftedSums8" : "nhwcPartial8<1>";
+  for (int k = 0; k < kNumStats; ++k) {
+    bool nk = k > 0;
+    const char *name = kStatsKernels[k];
     for (int run = 0; run < (nk ? 5 : 1); ++run) {
       // Poisoned scratch and outputs (NaN bytes): a kernel that read what
       // it did not write this run would differ or fail the reference.
       CUDA_OK(cudaMemset(scratch, 0xff, kScratchDoubles * 2 * sizeof(double)));
       CUDA_OK(cudaMemset(sum, 0xff, C * 4));
       CUDA_OK(cudaMemset(sumSq, 0xff, C * 4));
-      statsPass(nk, scratch, y, sum, sumSq, M, C);
+      statsPass(k, scratch, y, sum, sumSq, M, C);
       CUDA_OK(cudaGetLastError());
       CUDA_OK(cudaDeviceSynchronize());
       std::vector<float> gs = download(sum, C), gss = download(sumSq, C);
@@ -317,16 +341,20 @@ int bench(int N) {
   std::printf("%-14s %5s %8s %6s | %9s %9s %7s %5s | %9s %9s %7s %5s\n",
               "NxHxWxC", "count", "MB", "tiles", "old ms", "(partial)", "GB/s",
               "%peak", "new ms", "(partial)", "GB/s", "%peak");
-  double totOld = 0, totNew = 0, totBytes = 0;
+  double totOld = 0, totNew = 0, totBytes = 0, tot[kNumStats] = {};
+  std::vector<std::vector<double>> variants; // per shape, ms per kernel
   for (const Shape &s : kResNet50) {
     int64_t M = (int64_t)N * s.hw * s.hw;
     double bytes = (double)M * s.C * 2;
-    double t[2], p[2];
-    for (int k = 0; k < 2; ++k) {
-      t[k] = timeMs([&] { statsPass(k == 1, scratch, y, sum, sumSq, M, s.C); });
-      p[k] = timeMs(
-          [&] { statsPass(k == 1, scratch, y, sum, sumSq, M, s.C, false); });
+    double t[kNumStats], p[2];
+    for (int k = 0; k < kNumStats; ++k) {
+      t[k] = timeMs([&] { statsPass(k, scratch, y, sum, sumSq, M, s.C); });
+      tot[k] += s.stats * t[k];
+      if (k < 2)
+        p[k] = timeMs(
+            [&] { statsPass(k, scratch, y, sum, sumSq, M, s.C, false); });
     }
+    variants.emplace_back(t, t + kNumStats);
     std::printf("%3dx%3dx%3dx%-4d %5d %8.1f %6lld | %9.4f %9.4f %7.0f %4.0f%% "
                 "| %9.4f %9.4f %7.0f %4.0f%%\n",
                 N, s.hw, s.hw, s.C, s.stats, bytes / 1e6,
@@ -340,6 +368,27 @@ int bench(int N) {
   std::printf("per step (53 passes, %.2f GB): old %.3f ms, new %.3f ms; "
               "floor at the HBM peak %.3f ms\n",
               totBytes / 1e9, totOld, totNew, totBytes / peak * 1e3);
+  std::printf("\nstatistics kernels, ms with nhwcSumsFinish:\n");
+  for (int k = 0; k < kNumStats; ++k)
+    std::printf("  [%d] %s\n", k, kStatsKernels[k]);
+  std::printf("%-14s", "NxHxWxC");
+  for (int k = 0; k < kNumStats; ++k) {
+    char label[16];
+    std::snprintf(label, sizeof label, "[%d]", k);
+    std::printf(" %9s", label);
+  }
+  std::printf("\n");
+  for (size_t i = 0; i < variants.size(); ++i) {
+    const Shape &s = kResNet50[i];
+    std::printf("%3dx%3dx%3dx%-4d", N, s.hw, s.hw, s.C);
+    for (double ms : variants[i])
+      std::printf(" %9.4f", ms);
+    std::printf("\n");
+  }
+  std::printf("%-15s", "per step");
+  for (double ms : tot)
+    std::printf(" %9.3f", ms);
+  std::printf("\n");
 
   std::printf("\nprologue relu(x * scale + shift) into scratch, batch %d:\n",
               N);
