@@ -30,6 +30,10 @@ struct State {
   /// roles are then `comm`'s).
   ncclComm_t stages_comm = nullptr, replicas_comm = nullptr;
   int stages = 0; ///< the stages_comm's size (0: no split)
+  /// The communicator of the bucket being issued (begin .. end): its
+  /// ncclGroupEnd is polled on it (a non-blocking group completes on the
+  /// communicators it used).
+  ncclComm_t bucket_comm = nullptr;
   cudaStream_t comm_stream = nullptr;
   std::vector<cudaEvent_t> ready_ev, done_ev;
   double timeout = 300;
@@ -357,6 +361,7 @@ void allReduce(Context &ctx, void *buf, size_t count, int dtype, int op,
                   : op == kSum ? ncclSum
                   : op == kMax ? ncclMax
                                : ncclMin;
+  S().bucket_comm = replicasComm();
   ncclResult_t r =
       ncclAllReduce(buf, buf, count, t, o, replicasComm(), S().comm_stream);
   // Inside a group the call only queues (ncclSuccess or ncclInProgress).
@@ -372,6 +377,7 @@ void allReduceAcrossStages(Context &ctx, void *buf, size_t count, int dtype,
                   : op == kSum ? ncclSum
                   : op == kMax ? ncclMax
                                : ncclMin;
+  S().bucket_comm = stagesComm();
   ncclResult_t r =
       ncclAllReduce(buf, buf, count, t, o, stagesComm(), S().comm_stream);
   if (r != ncclSuccess && r != ncclInProgress)
@@ -381,7 +387,9 @@ void allReduceAcrossStages(Context &ctx, void *buf, size_t count, int dtype,
 
 void end(Context &ctx, int bucket) {
   State &s = S();
-  checkNccl(ncclGroupEnd(), "ncclGroupEnd");
+  ncclComm_t used = s.bucket_comm ? s.bucket_comm : s.comm;
+  s.bucket_comm = nullptr;
+  checkNcclOn(used, ncclGroupEnd(), "ncclGroupEnd");
   ctx.check(cudaEventRecord(s.done_ev[bucket], s.comm_stream),
             "data parallel: join");
 }
