@@ -878,13 +878,18 @@ static int64_t nhwcScratchDoubles(int mode, int64_t tiles, int64_t C) {
 std::string Emitter::scaleShiftReluToScratch(Operation *op, RankedTensorType x,
                                              const std::string &T) {
   int64_t n = x.getNumElements();
+  // Eight channels a thread with 16-byte accesses where C % 8 == 0: the
+  // scalar kernel moves 2 bytes a load and divides a 64-bit index by C per
+  // element, and CNNRT_DETERMINISTIC runs every split form.
+  bool vec = x.getDimSize(3) % 8 == 0;
+  const char *kernel = vec ? "nhwcScaleShiftRelu8" : "nhwcScaleShiftRelu";
   return fmt::format(
-      "  nhwcScaleShiftRelu<{0}><<<{1}, {6}, 0, s>>>(static_cast<const "
+      "  {7}<{0}><<<{1}, {6}, 0, s>>>(static_cast<const "
       "{0} *>(x), scale, shift, static_cast<{0} *>(scratch), {2}ll, "
       "{3});\n  CNNRT_CHECK_KERNEL(ctx, \"{4}\", \"{5} "
-      "nhwcScaleShiftRelu\");\n",
-      T, gridFor(n), n, x.getDimSize(3), loc(op),
-      op->getName().getStringRef().str(), threads());
+      "{7}\");\n",
+      T, gridFor(vec ? n / 8 : n), n, x.getDimSize(3), loc(op),
+      op->getName().getStringRef().str(), threads(), kernel);
 }
 
 /// The name of the host function `<prefix><k>(<params>)` whose statements
@@ -917,6 +922,16 @@ int64_t Emitter::nhwcPartial(std::string &out, Operation *op, int mode, Value a,
   NhwcTiling tl = nhwcTiling(M, C, vec, launchOf.getPartialBlocks(),
                               launchOf.getBlock());
   std::string T = ctype(t.getElementType());
+  // fused_conv2d_stats' split form: the same shifted sums with f32 chunks
+  // (nhwcShiftedSums8: same tiling and scratch layout, so the same finish).
+  if (mode == 1 && isa<FusedConv2DStatsOp>(op)) {
+    launch(out, op, fmt::format("nhwcShiftedSums8<{}>", T), tl.grid(),
+           tl.block(),
+           fmt::format("{}, {}, {}ll, {}, {}ll",
+                       reductionScratch(nhwcScratchDoubles(mode, tl.tiles, C)),
+                       ptr(a), M, C, tl.rowsPerTile));
+    return tl.tiles;
+  }
   auto orNull = [&](Value v, const std::string &type) {
     return v ? ptr(v) : fmt::format("({} *)nullptr", type);
   };

@@ -14,9 +14,21 @@
 // REQUIRES: nvcc
 // RUN: %nvcc -std=c++17 -arch=sm_90a -I%cnnc_src/runtime/include -c %t.cu -o %t.o
 
+// The second conv + statistics' split form (what CNNRT_DETERMINISTIC runs):
+// the prologue eight channels a thread (C = 16), the convolution, the
+// shifted sums with f32 chunks (nhwcPartial8<1>'s tiling: M = 512 rows in
+// 8 tiles of 64) and their fixed-order finish.
+// CHECK-LABEL: static void convStatsSplit1(
+// CHECK: nhwcScaleShiftRelu8<__half><<<4, 256, 0, s>>>(static_cast<const __half *>(x), scale, shift, static_cast<__half *>(scratch), 8192ll, 16);
+// CHECK-NEXT: CNNRT_CHECK_KERNEL
+// CHECK-NEXT: x = scratch;
+// CHECK-NEXT: ctx.convFwd(1, x, w, y);
+// CHECK-NEXT: nhwcShiftedSums8<__half><<<dim3(1, 8), dim3(2, 128), 0, s>>>(ctx.reductionScratch(256), static_cast<__half *>(y), 512ll, 16, 64ll);
+// CHECK-NEXT: CNNRT_CHECK_KERNEL
+// CHECK-NEXT: nhwcSumsFinish<__half><<<16, 256, 0, s>>>(ctx.reductionScratch(256), static_cast<__half *>(y), sum, sumSq, 512ll, 16, 8);
 // CHECK-LABEL: static void wgradPrologueSplit0(cnnrt::Context &ctx, const void *x, const void *dy,
 // CHECK-NEXT: void *dw, const float *scale, const float *shift, void *scratch) {
-// CHECK: nhwcScaleShiftRelu<__half><<<{{.*}}>>>(static_cast<const __half *>(x), scale, shift, static_cast<__half *>(scratch), 8192ll, 16);
+// CHECK: nhwcScaleShiftRelu8<__half><<<4, 256, 0, s>>>(static_cast<const __half *>(x), scale, shift, static_cast<__half *>(scratch), 8192ll, 16);
 // CHECK: ctx.convBwdFilter({{[0-9]+}}, scratch, dy, dw);
 // CHECK: ctx.registerConvBwdFilterPrologue(0, {{[0-9]+}}, wgradPrologueSplit0, "
 // CHECK-LABEL: static void trainStep(
