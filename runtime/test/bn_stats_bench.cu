@@ -55,13 +55,17 @@ struct Tiling {
     return dim3((unsigned)lanes, (unsigned)(kThreads / lanes));
   }
 };
-Tiling tiling(int64_t M, int64_t C) {
+/// `maxTiles` > 0: at most that many tiles (the check's long tiles: many
+/// chunks per thread, which the small shapes' default tiling never gives).
+Tiling tiling(int64_t M, int64_t C, int64_t maxTiles = 0) {
   Tiling t;
   t.lanes = std::min<int64_t>(C / 8, 32);
   t.colBlocks = (C / 8 + t.lanes - 1) / t.lanes;
   t.tiles = std::max<int64_t>(
       1, std::min({(M + 63) / 64, kPartialBlocks / t.colBlocks,
                    kScratchDoubles / C}));
+  if (maxTiles > 0)
+    t.tiles = std::min(t.tiles, maxTiles);
   t.rowsPerTile = (M + t.tiles - 1) / t.tiles;
   t.tiles = (M + t.rowsPerTile - 1) / t.rowsPerTile;
   return t;
@@ -84,8 +88,9 @@ constexpr int kNumStats = 5;
 /// kStatsKernels, then nhwcSumsFinish; `finish` false times the partial
 /// sums alone.
 void statsPass(int which, double *scratch, const __half *y, float *sum,
-               float *sumSq, int64_t M, int C, bool finish = true) {
-  Tiling t = tiling(M, C);
+               float *sumSq, int64_t M, int C, bool finish = true,
+               int64_t maxTiles = 0) {
+  Tiling t = tiling(M, C, maxTiles);
   dim3 g = t.grid(), b = t.block();
   int64_t rpt = t.rowsPerTile;
   switch (which) {
@@ -168,17 +173,21 @@ void checkShape(int64_t M, int C, float mean) {
   for (int k = 0; k < kNumStats; ++k) {
     bool nk = k > 0;
     const char *name = kStatsKernels[k];
-    for (int run = 0; run < (nk ? 5 : 1); ++run) {
+    // Runs 0..4 (new kernels; run 0 only for the old): the emitted tiling,
+    // bitwise equal; the last run: 3 long tiles, against the reference.
+    const int runs = nk ? 6 : 2;
+    for (int run = 0; run < runs; ++run) {
+      bool coarse = run == runs - 1;
       // Poisoned scratch and outputs (NaN bytes): a kernel that read what
       // it did not write this run would differ or fail the reference.
       CUDA_OK(cudaMemset(scratch, 0xff, kScratchDoubles * 2 * sizeof(double)));
       CUDA_OK(cudaMemset(sum, 0xff, C * 4));
       CUDA_OK(cudaMemset(sumSq, 0xff, C * 4));
-      statsPass(k, scratch, y, sum, sumSq, M, C);
+      statsPass(k, scratch, y, sum, sumSq, M, C, true, coarse ? 3 : 0);
       CUDA_OK(cudaGetLastError());
       CUDA_OK(cudaDeviceSynchronize());
       std::vector<float> gs = download(sum, C), gss = download(sumSq, C);
-      if (run == 0) {
+      if (run == 0 || coarse) {
         double worst = 0;
         int at = -1;
         for (int c = 0; c < C; ++c) {
@@ -195,12 +204,13 @@ void checkShape(int64_t M, int C, float mean) {
         // these shapes' sums.
         bool ok = worst <= 1e-5;
         std::snprintf(what, sizeof what,
-                      "%s M=%lld C=%d mean=%g: max error %.3g (channel %d)",
-                      name, (long long)M, C, mean, worst, at);
+                      "%s M=%lld C=%d mean=%g%s: max error %.3g (channel %d)",
+                      name, (long long)M, C, mean, coarse ? " (3 tiles)" : "",
+                      worst, at);
         std::printf("%s %s\n", ok ? "ok  " : "FAIL", what);
         failures += !ok;
       }
-      if (nk) {
+      if (nk && !coarse) {
         std::vector<uint32_t> bs(C), bss(C);
         std::memcpy(bs.data(), gs.data(), C * 4);
         std::memcpy(bss.data(), gss.data(), C * 4);
@@ -247,6 +257,18 @@ void checkShape(int64_t M, int C, float mean) {
               "%lld elements differ from nhwcScaleShiftRelu\n",
               ok ? "ok  " : "FAIL", (long long)M, C, worst, (long long)differ,
               (long long)n);
+  failures += !ok;
+  // A grid of 3 blocks: every thread walks several vectors, so the channel
+  // advanced by the stride (768 % (C / 8)) is exercised; same output.
+  CUDA_OK(cudaMemset(out1, 0xff, n * 2));
+  nhwcScaleShiftRelu8<__half><<<3, kThreads>>>(y, scale, shift, out1, n, C);
+  CUDA_OK(cudaGetLastError());
+  CUDA_OK(cudaDeviceSynchronize());
+  std::vector<__half> g3 = download(out1, n);
+  ok = std::memcmp(g3.data(), g8.data(), n * 2) == 0;
+  std::printf("%s nhwcScaleShiftRelu8 M=%lld C=%d: a 3-block grid gives the "
+              "same bits\n",
+              ok ? "ok  " : "FAIL", (long long)M, C);
   failures += !ok;
   for (void *p : {(void *)y, (void *)out8, (void *)out1, (void *)sum,
                   (void *)sumSq, (void *)scale, (void *)shift, (void *)scratch})
