@@ -84,7 +84,10 @@ void dropUnappliedUpdates(func::FuncOp fn) {
 /// whether a cut's sends are adjacent or not (a simulation of blocking
 /// sends and receives with group semantics, docs/pipeline-parallel.md).
 /// A send that reads a value made after the run's first receive (by it, or
-/// by an op in between) starts a new run.
+/// by an op in between) starts a new run, and so does a transfer of a kind
+/// and peer the run already holds, after other ops: each group then holds
+/// one micro-batch's transfers per neighbour, mirrored on that neighbour
+/// (what NCCL needs: see below; S = 2 and 4 ran on 4 H200s, session 26).
 void groupTransfers(func::FuncOp fn) {
   Block &body = fn.getBody().front();
   SmallVector<SmallVector<Operation *>> runs;
@@ -98,6 +101,27 @@ void groupTransfers(func::FuncOp fn) {
     }
     bool isSend = isa<SendOp>(op);
     bool cut = !cur.empty() && isSend && lastWasRecv && opsBetween;
+    // NCCL splits a group's transfers to one peer by what else the group
+    // holds for that peer, so both neighbours must group them alike
+    // (unlike groups failed on 4 H200s: "Message truncated: received 4096
+    // bytes instead of 2048"). A transfer of the same kind with the same
+    // peer as one in the run, after other ops (another micro-batch's,
+    // where a cut's several tensors are adjacent), starts a new run: the
+    // groups are then per micro-batch on both sides, as Megatron pairs
+    // send-forward-recv-backward with send-backward-recv-forward.
+    if (!cut && opsBetween) {
+      int64_t peer =
+          isSend ? cast<SendOp>(op).getPeerAttr().getValue().getSExtValue()
+                 : cast<RecvOp>(op).getPeerAttr().getValue().getSExtValue();
+      cut = llvm::any_of(cur, [&](Operation *o) {
+        if (isSend != isa<SendOp>(o))
+          return false;
+        int64_t p =
+            isSend ? cast<SendOp>(o).getPeerAttr().getValue().getSExtValue()
+                   : cast<RecvOp>(o).getPeerAttr().getValue().getSExtValue();
+        return p == peer;
+      });
+    }
     if (!cut && isSend && anchor) {
       Operation *d = cast<SendOp>(op).getInput().getDefiningOp();
       cut = d && d->getBlock() == &body &&

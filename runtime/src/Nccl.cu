@@ -161,11 +161,27 @@ void splitForPipeline(const LaunchInfo &li) {
     ncclResult_t r = ncclCommSplit(s.comm, color, key, &out, &config);
     if (r != ncclSuccess && r != ncclInProgress)
       die(std::string(what) + ": " + ncclGetErrorString(r));
+    // A non-blocking split stores the new communicator from NCCL's own
+    // thread when the child's initialization has run (on 4 H200s `out`
+    // was still null when the call returned): wait for it, watching the
+    // parent for errors, then for the child to settle.
+    auto t0 = std::chrono::steady_clock::now();
+    while (!__atomic_load_n(&out, __ATOMIC_ACQUIRE)) {
+      ncclResult_t pr = ncclSuccess;
+      ncclCommGetAsyncError(s.comm, &pr);
+      if (pr != ncclSuccess && pr != ncclInProgress)
+        die(std::string(what) + ": " + ncclGetErrorString(pr) + " (" +
+            ncclGetLastError(s.comm) + ")");
+      if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+              .count() > s.timeout)
+        die(std::string(what) +
+            ": no communicator within CNNC_DIST_TIMEOUT: a rank died, hangs "
+            "or never started");
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
     std::string err;
-    if (!settle(out ? out : s.comm, r, s.timeout, err, what))
+    if (!settle(out, ncclInProgress, s.timeout, err, what))
       die(err);
-    if (!out)
-      die(std::string(what) + ": no communicator");
     return out;
   };
   s.stages_comm = split(li.rank / stages, li.rank % stages,
