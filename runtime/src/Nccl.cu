@@ -369,36 +369,35 @@ void begin(Context &ctx, int bucket) {
   checkNccl(ncclGroupStart(), "ncclGroupStart");
 }
 
-void allReduce(Context &ctx, void *buf, size_t count, int dtype, int op,
-               const char *loc) {
-  (void)ctx;
+namespace {
+/// Queues one all-reduce of the bucket being issued on `comm`, which its
+/// ncclGroupEnd then polls (dist::end).
+void queueAllReduce(ncclComm_t comm, void *buf, size_t count, int dtype,
+                    int op, const char *what, const char *loc) {
   ncclDataType_t t = dtype == (int)DType::F16 ? ncclFloat16 : ncclFloat32;
   ncclRedOp_t o = op == kAvg   ? ncclAvg
                   : op == kSum ? ncclSum
                   : op == kMax ? ncclMax
                                : ncclMin;
-  S().bucket_comm = replicasComm();
-  ncclResult_t r =
-      ncclAllReduce(buf, buf, count, t, o, replicasComm(), S().comm_stream);
+  S().bucket_comm = comm;
+  ncclResult_t r = ncclAllReduce(buf, buf, count, t, o, comm, S().comm_stream);
   // Inside a group the call only queues (ncclSuccess or ncclInProgress).
   if (r != ncclSuccess && r != ncclInProgress)
-    die(std::string("ncclAllReduce at ") + loc + ": " + ncclGetErrorString(r));
+    die(std::string(what) + " at " + loc + ": " + ncclGetErrorString(r));
+}
+} // namespace
+
+void allReduce(Context &ctx, void *buf, size_t count, int dtype, int op,
+               const char *loc) {
+  (void)ctx;
+  queueAllReduce(replicasComm(), buf, count, dtype, op, "ncclAllReduce", loc);
 }
 
 void allReduceAcrossStages(Context &ctx, void *buf, size_t count, int dtype,
                            int op, const char *loc) {
   (void)ctx;
-  ncclDataType_t t = dtype == (int)DType::F16 ? ncclFloat16 : ncclFloat32;
-  ncclRedOp_t o = op == kAvg   ? ncclAvg
-                  : op == kSum ? ncclSum
-                  : op == kMax ? ncclMax
-                               : ncclMin;
-  S().bucket_comm = stagesComm();
-  ncclResult_t r =
-      ncclAllReduce(buf, buf, count, t, o, stagesComm(), S().comm_stream);
-  if (r != ncclSuccess && r != ncclInProgress)
-    die(std::string("ncclAllReduce (across the stages) at ") + loc + ": " +
-        ncclGetErrorString(r));
+  queueAllReduce(stagesComm(), buf, count, dtype, op,
+                 "ncclAllReduce (across the stages)", loc);
 }
 
 void end(Context &ctx, int bucket) {
