@@ -13,6 +13,7 @@
 // printed, not judged: whether a plan passes or wins is cuDNN's and the
 // GPU's business. Exit 0: passed; 1: a check failed; 3: no GPU (SKIPPED).
 // Argument: the batch (8).
+#include "GpuCheck.cuh"
 #include "cnnrt/cnnrt.h"
 
 #include <cuda_fp16.h>
@@ -28,15 +29,6 @@
 
 using namespace cnnrt;
 
-#define CUDA_OK(x)                                                             \
-  do {                                                                         \
-    cudaError_t e_ = (x);                                                      \
-    if (e_ != cudaSuccess) {                                                   \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x,          \
-                   cudaGetErrorString(e_));                                    \
-      std::exit(2);                                                            \
-    }                                                                          \
-  } while (0)
 
 namespace {
 
@@ -58,16 +50,6 @@ ConvDesc gShapes[] = {
 constexpr int kShapes = sizeof(gShapes) / sizeof(gShapes[0]);
 bool hasPrologue(int i) { return i == 1 || i == 2; }
 
-__global__ void fillHalf(__half *p, size_t n, unsigned seed, float scale) {
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-       i += (size_t)gridDim.x * blockDim.x) {
-    unsigned v = (unsigned)(i * 2654435761u) ^ seed;
-    v ^= v >> 13;
-    v *= 0x5bd1e995;
-    v ^= v >> 15;
-    p[i] = __float2half(((v & 0xffff) / 65535.0f - 0.5f) * scale);
-  }
-}
 
 __global__ void scaleShiftRelu(const __half *x, const float *scale,
                                const float *shift, __half *out, int64_t n,
@@ -133,8 +115,9 @@ struct Bufs {
     CUDA_OK(cudaMalloc(&sq, d.K * 4));
     CUDA_OK(cudaMalloc(&scale, d.C * 4));
     CUDA_OK(cudaMalloc(&shift, d.C * 4));
-    fillHalf<<<1024, 256>>>((__half *)x, nx, seed, 4.f);
-    fillHalf<<<1024, 256>>>((__half *)w, nw, seed * 7 + 1, 0.25f);
+    gpucheck::fillHalf<<<1024, 256>>>((__half *)x, nx, seed, 4.f, 0.f);
+    gpucheck::fillHalf<<<1024, 256>>>((__half *)w, nw, seed * 7 + 1, 0.25f,
+                                      0.f);
     std::vector<float> sc(d.C), sh(d.C);
     for (int c = 0; c < d.C; ++c) {
       sc[c] = 0.5f + float((c * 37) % 17) / 17.f;
