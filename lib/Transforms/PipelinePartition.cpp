@@ -606,8 +606,11 @@ LogicalResult cnnc::printPipelinePlan(ModuleOp module, raw_ostream &os) {
     return llvm::formatv("{0:f2} MiB", b / 1048576.0).str();
   };
   double bubble = double(S - 1) / double(M + S - 1);
+  // The cost model keeps every micro-batch's activations until its
+  // backward pass (GPipe); 1F1B keeps fewer, so for it this is a bound.
   os << llvm::formatv("pipeline plan: {0} stage(s) x {1} micro-batch(es) "
-                      "(GPipe), bubble (S-1)/(M+S-1) = {2:f3}",
+                      "(memory as GPipe keeps it, also for 1F1B), bubble "
+                      "(S-1)/(M+S-1) = {2:f3}",
                       S, M, bubble);
   if (int64_t budget = i64("budget_bytes"))
     os << ", device memory " << mib(budget);

@@ -49,7 +49,7 @@ func.func @forward(%x: tensor<2x3x8x8xf32> {cnn.input},
 
 // The fewest stages within 20,000 bytes (one stage needs 22.2 KiB with 4
 // micro-batches' activations in flight).
-// AUTO2: pipeline plan: 2 stage(s) x 4 micro-batch(es) (GPipe), bubble (S-1)/(M+S-1) = 0.200, device memory 19.5 KiB
+// AUTO2: pipeline plan: 2 stage(s) x 4 micro-batch(es) (memory as GPipe keeps it, also for 1F1B), bubble (S-1)/(M+S-1) = 0.200, device memory 19.5 KiB
 // AUTO2-NEXT: stage 0: forward ops 0-3, peak 16.7 KiB (parameters and state 4.7 KiB, 4 x 2.0 KiB kept for the backward pass)
 // AUTO2-NEXT: cut 0|1 after forward op 3: 2 tensor(s), 2048 bytes per micro-batch (both directions)
 // AUTO2-NEXT: stage 1: forward ops 4-end, peak 7.5 KiB
@@ -59,7 +59,7 @@ func.func @forward(%x: tensor<2x3x8x8xf32> {cnn.input},
 // AUTO3: stage 1: forward ops 3-3, peak 14.4 KiB
 // AUTO3: stage 2: forward ops 4-end
 
-// FOUR: pipeline plan: 4 stage(s) x 4 micro-batch(es) (GPipe), bubble (S-1)/(M+S-1) = 0.429
+// FOUR: pipeline plan: 4 stage(s) x 4 micro-batch(es) (memory as GPipe keeps it, also for 1F1B), bubble (S-1)/(M+S-1) = 0.429
 // FOUR-COUNT-3: cut {{[0-2]}}|{{[1-3]}} after forward op
 // FOUR: stage 3: forward ops {{[0-9]}}-end
 
