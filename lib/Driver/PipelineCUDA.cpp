@@ -45,10 +45,6 @@ LogicalResult cnnc::driver::compilePipelineCUDA(const DriverOptions &o,
                    "(it validates on the test split, which pipeline stages "
                    "do not run): compile with -o train and run ./train, or "
                    "train on the reference interpreter (--run-reference)");
-  if (o.emit == "lib")
-    return fail(c, "--emit lib with --pipeline-stages: the C API runs one "
-                   "step on one GPU; pipeline stages run as an executable "
-                   "(-o train)");
   if (!(*c.module).lookupSymbol("train_step"))
     return fail(c, "--pipeline-stages: the module has no @train_step");
   FailureOr<OwningOpRef<ModuleOp>> split = splitIntoPipelineStages(
@@ -141,27 +137,52 @@ LogicalResult cnnc::driver::compilePipelineCUDA(const DriverOptions &o,
                    ".\n" +
                    header + "#include \"cnnrt/Pipeline.h\"\n" +
                    kKernelsMarker.str() + stageTexts;
-  cu += "int main(int argc, char **argv) {\n"
-        "  static const cnnrt::ModelSpec *const kStages[] = {";
+  std::string stageTable = "static const cnnrt::ModelSpec *const kStages[] = {";
   for (int64_t s = 0; s < stages; ++s)
-    cu +=
+    stageTable +=
         (s ? ", &cnnc_stage" : "&cnnc_stage") + std::to_string(s) + "::kModel";
+  stageTable += "};\n";
   // Pipeline x data parallel (--gpus D): D replicas of every stage, each
   // stage's gradients averaged over its replicas (cnn-data-parallel on the
   // stage's step), S x D processes.
   const int64_t replicas = p->worldSize >= 1 ? p->worldSize : 1;
-  cu += "};\n  return cnnrt::trainPipelineMain(argc, argv, kStages, " +
-        std::to_string(stages) +
-        (replicas > 1 ? ", " + std::to_string(replicas) : std::string()) +
-        ");\n}\n";
+  if (o.emit == "lib") {
+    // --emit lib: no main; the C API (cnnrt_c.h) creates a session of the
+    // stage the calling process runs (the Python entry under torchrun:
+    // stage = rank % S, python/cnnc/pipeline.py).
+    cu += "// The stages of a shared library: the C API (cnnrt_c.h) creates "
+          "a\n// session of the stage this process runs.\n" +
+          stageTable +
+          "#define CNNC_EXPORT extern \"C\" "
+          "__attribute__((visibility(\"default\")))\n"
+          "CNNC_EXPORT int cnnrt_pipeline_stages(void) { return " +
+          std::to_string(stages) +
+          "; }\n"
+          "CNNC_EXPORT int cnnrt_pipeline_replicas(void) { return " +
+          std::to_string(replicas) +
+          "; }\n"
+          "CNNC_EXPORT const void *cnnrt_pipeline_stage_spec(int stage) {\n"
+          "  return stage >= 0 && stage < " +
+          std::to_string(stages) +
+          " ? kStages[stage] : nullptr;\n}\n";
+  } else {
+    cu += "int main(int argc, char **argv) {\n  " + stageTable +
+          "  return cnnrt::trainPipelineMain(argc, argv, kStages, " +
+          std::to_string(stages) +
+          (replicas > 1 ? ", " + std::to_string(replicas) : std::string()) +
+          ");\n}\n";
+  }
 
   if (o.emit == "cuda")
     return writeCUDASource(o, c, cu);
-  exePath = o.outputFile.empty() ? std::string("train") : o.outputFile;
+  exePath = o.outputFile.empty()
+                ? std::string(o.emit == "lib" ? "libstep.so" : "train")
+                : o.outputFile;
   NvccOptions no;
   no.arch = o.arch;
   no.runtimeDir = o.runtimeDir;
   no.argv0 = o.argv0;
   no.wholeUnit = true;
+  no.library = o.emit == "lib";
   return buildWithNvcc(c, cu, no, exePath);
 }

@@ -12,6 +12,9 @@ namespace cnnc::driver {
 /// printed), compiles each stage's step (cnn-pipeline-stage, then the CUDA
 /// target's step pipeline) and prints them into one CUDA file whose main
 /// runs the stages (cnnrt/Pipeline.h), then builds it like compileCUDA.
+/// With --emit lib the file has no main but cnnrt_pipeline_stages,
+/// cnnrt_pipeline_replicas and cnnrt_pipeline_stage_spec (cnnrt_c.h), and
+/// builds a shared library whose sessions each run one stage.
 mlir::LogicalResult compilePipelineCUDA(const DriverOptions &options,
                                         Compilation &c, std::string &exePath);
 

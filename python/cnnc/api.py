@@ -153,7 +153,8 @@ class _ReferenceBackend:
 
     device = torch.device("cpu")
 
-    def __init__(self, mlir_path, weights_path, lib_path):
+    def __init__(self, mlir_path, weights_path, lib_path, stages_path=None,
+                 micro_batches=1):
         import ctypes as C
         self.C = C
         lib = C.CDLL(lib_path)
@@ -183,6 +184,7 @@ class _ReferenceBackend:
             "cnnref_trace_op": (C.c_char_p, [P, I]),
             "cnnref_trace_shape": (I, [P, I, P, P]),
             "cnnref_trace_get": (I, [P, I, P]),
+            "cnnref_set_pipeline": (I, [P, C.c_char_p, I]),
         }
         for name, (res, args) in sig.items():
             fn = getattr(lib, name)
@@ -191,6 +193,12 @@ class _ReferenceBackend:
         self.handle = lib.cnnref_open(mlir_path.encode(), weights_path.encode())
         if not self.handle:
             raise CompileError("cannot open the compiled step: " + self._error())
+        if stages_path is not None:
+            # Pipeline stages: each step runs the split step's stages on
+            # threads, on M micro-batches (cnnc/pipeline.py).
+            if lib.cnnref_set_pipeline(self.handle, stages_path.encode(),
+                                       int(micro_batches)) != 0:
+                raise CompileError("cannot load the pipeline stages: " + self._error())
         self.input_shape = self._shape(lib.cnnref_input_shape, self.handle)
         self.num_classes = int(lib.cnnref_num_classes(self.handle))
         # (N,) or per-pixel (N, H, W); the eval output (N, classes[, H, W]).
@@ -316,13 +324,20 @@ class _CudaBackend:
 
     _ROLES = {0: "param", 1: "buffer", 2: "opt_state", 3: "loss_scale"}
 
-    def __init__(self, lib_path, weights_path, device, ignore_index=-100):
+    def __init__(self, lib_path, weights_path, device, ignore_index=-100, plan=None):
         import ctypes as C
         self.C = C
         self.device = device
         self.ignore_index = int(ignore_index)
         lib = C.CDLL(lib_path)
         sig = _cuda_api_signatures(C)
+        if plan is not None:
+            # A pipeline stage's library (cnnc --emit lib --pipeline-stages):
+            # the stages' specs instead of one model's.
+            del sig["cnnrt_model_spec"]
+            sig.update({"cnnrt_pipeline_stages": (C.c_int, []),
+                        "cnnrt_pipeline_replicas": (C.c_int, []),
+                        "cnnrt_pipeline_stage_spec": (C.c_void_p, [C.c_int])})
         for name, (res, args) in sig.items():
             fn = getattr(lib, name)
             fn.restype, fn.argtypes = res, args
@@ -332,8 +347,20 @@ class _CudaBackend:
         self.device = device
         torch.cuda.current_stream(device)  # PyTorch's context first
         self._set_device()
+        # The last pipeline stage has the loss; the other stages none.
+        self.has_loss = plan is None or plan.stage == plan.stages - 1
+        if plan is None:
+            spec = lib.cnnrt_model_spec()
+        else:
+            built = (lib.cnnrt_pipeline_stages(), lib.cnnrt_pipeline_replicas())
+            if built != (plan.stages, plan.replicas):
+                raise CompileError("the step library holds %d stages x %d replicas, not "
+                                   "%d x %d" % (built + (plan.stages, plan.replicas)))
+            spec = lib.cnnrt_pipeline_stage_spec(plan.stage)
+            from cnnc import pipeline as _pipeline
+            _pipeline.stage_environment(plan)
         # A runtime failure (no GPU, out of memory, ...) is a cnnc.CnnrtError.
-        self.handle = _rt.create_session(lib, lib.cnnrt_model_spec(), weights_path)
+        self.handle = _rt.create_session(lib, spec, weights_path)
         self.input_shape = self._shape(lib.cnnrt_input_shape, self.handle)
         self.num_classes = int(lib.cnnrt_num_classes(self.handle))
         # (N,) or, for a dense model, (N, H, W): one class per pixel.
@@ -379,6 +406,8 @@ class _CudaBackend:
         self._check(self.lib.cnnrt_train_step(self.handle, x.data_ptr(), y.data_ptr(),
                                               int(on_device), float(lr), self._stream()),
                     "step")
+        if not self.has_loss:
+            return None  # a pipeline stage before the last
         # The loss stays on the GPU (a 0-d tensor, ordered on PyTorch's
         # stream): reading it back every step would make the host wait for
         # each step and leave the GPU idle while Python prepares the next.
@@ -448,6 +477,10 @@ class Trainer:
         self._optimizer = optimizer
         self._lr = lr
         self.info = info  #: how it was compiled (backend, cache hit, paths)
+        #: Pipeline stages (cnnc/pipeline.py Plan: stages, micro_batches,
+        #: schedule; on the GPU this process's stage, replica, replicas), or
+        #: None.
+        self.pipeline = info.get("pipeline")
         self.cache_hit = info["cache_hit"]
         self.artifact_dir = info["artifact_dir"]
         self.input_shape = backend.input_shape
@@ -460,6 +493,14 @@ class Trainer:
         self._state = collections.OrderedDict((t.name, t) for t in backend.tensors)
         model_sd = model.state_dict()
         self._names = list(model_sd.keys())
+        # A GPU pipeline stage holds its own tensors only: state_dict() and
+        # sync_to() read and write those (None: every name).
+        self._owned = None
+        if self.pipeline is not None and self.pipeline.stage is not None:
+            from cnnc import pipeline as _pipeline
+            self._owned = _pipeline.owned_names(self._names, self._state)
+        # BatchNorm forwards per step: a pipelined step runs M micro-batches.
+        self._forwards = self.pipeline.micro_batches if self.pipeline else 1
         self._like = {k: (v.dtype, v.device, tuple(v.shape)) for k, v in model_sd.items()}
         # num_batches_tracked of each BN: the model's count plus this
         # trainer's steps (torch counts training forwards).
@@ -475,7 +516,8 @@ class Trainer:
                     "model's state_dict (the export renamed it)" % name)
         self.load_state_dict(model_sd, strict=False)
         self._opt_kind = info["flags"]["optimizer"]
-        self._params = dict(model.named_parameters())
+        self._params = {n: p for n, p in model.named_parameters()
+                        if self._owned is None or n in self._owned}
         optim.check_state(model, optimizer, self._opt_kind)
         self._load_optimizer_state(model, optimizer)
         # Accumulation: the step counts micro-steps, torch's state optimizer
@@ -551,7 +593,12 @@ class Trainer:
         images x and integer labels y. Returns the loss: on the GPU a 0-d
         float32 CUDA tensor that the step fills asynchronously (float(loss)
         waits for it; not reading it lets the next step queue at once), on
-        the CPU path a float."""
+        the CPU path a float. With pipeline_stages: x is the step's whole
+        batch (M micro-batches), the loss the mean of the M micro-batches';
+        on the GPU every stage of a replica takes the same x and y (stage 0
+        reads x, the last stage y) and only the last stage returns the
+        loss: the other stages return None (as PyTorch's pipeline
+        schedules; is_last_stage says which)."""
         x = self._check_x(x)
         y = self._check_y(y)
         if not y.is_cuda:
@@ -573,7 +620,28 @@ class Trainer:
 
     def eval(self, x):
         """Logits of the forward in inference mode (BN running statistics)."""
+        if self.pipeline is not None:
+            from cnnc import pipeline as _pipeline
+            _pipeline.refuse_eval(self.pipeline)
         return self._backend.eval(self._check_x(x))
+
+    @property
+    def pipeline_stage(self):
+        """This process's pipeline stage (GPU pipeline), else None."""
+        return self.pipeline.stage if self.pipeline is not None else None
+
+    @property
+    def pipeline_replica(self):
+        """This process's data-parallel replica of the pipeline (GPU
+        pipeline: rank // pipeline_stages), else None."""
+        return self.pipeline.replica if self.pipeline is not None else None
+
+    @property
+    def is_last_stage(self):
+        """Whether step() returns the loss here: True but on a GPU pipeline
+        stage before the last."""
+        p = self.pipeline
+        return p is None or p.stage is None or p.stage == p.stages - 1
 
     __call__ = eval
 
@@ -581,10 +649,14 @@ class Trainer:
 
     def state_dict(self):
         """The model's state_dict (its names, dtypes and devices) with the
-        trained values."""
+        trained values. A GPU pipeline stage returns its own entries only
+        (its parameters, buffers and their BatchNorms' counts): the union
+        over the stages is the model's."""
         out = collections.OrderedDict()
-        steps = self._backend.step_count - self._tracked_base
+        steps = (self._backend.step_count - self._tracked_base) * self._forwards
         for name in self._names:
+            if self._owned is not None and name not in self._owned:
+                continue
             dtype, device, shape = self._like[name]
             if name in self._state:
                 v = self._backend.get(self._state[name]).reshape(shape)
@@ -598,13 +670,14 @@ class Trainer:
 
     def load_state_dict(self, state_dict, strict=True):
         """Loads parameters and buffers (names of the model's state_dict)."""
-        missing = [n for n in self._names if n not in state_dict]
+        missing = [n for n in self._names if n not in state_dict
+                   and (self._owned is None or n in self._owned)]
         unexpected = [n for n in state_dict if n not in self._like]
         if strict and (missing or unexpected):
             raise KeyError("load_state_dict: missing %s, unexpected %s" % (missing, unexpected))
         if not hasattr(self, "_extra"):
             self._extra = {}
-        steps = self._backend.step_count - self._tracked_base
+        steps = (self._backend.step_count - self._tracked_base) * self._forwards
         for name, value in state_dict.items():
             if name not in self._like:
                 continue
@@ -623,8 +696,11 @@ class Trainer:
     def sync_to(self, model):
         """Copies the trained parameters and buffers into `model`, and the
         optimizer state (momentum buffers, Adam moments and step) into the
-        optimizer given to compile, so that its state_dict() is torch's."""
-        model.load_state_dict(self.state_dict())
+        optimizer given to compile, so that its state_dict() is torch's. A
+        GPU pipeline stage writes its own parameters, buffers and their
+        optimizer state, and leaves the others as they are (each stage's
+        process holds its part of the model)."""
+        model.load_state_dict(self.state_dict(), strict=self._owned is None)
         optim.write_state(self, self._params, self._optimizer, self._opt_kind,
                           self._optimizer_steps())
         _scaler.write_back(self)  # the loss scale into compile's scaler=
@@ -694,7 +770,7 @@ def compile(model, example_input, optimizer=None, *, label_smoothing=0.0,
             lr=None, device=None, precision=None, layout=None, arch=None,
             remat=None, cache=True, verbose=False, clip_grad_norm=None,
             accumulate=1, scaler=None, pipeline_stages=None, micro_batches=None,
-            _gradients_only=False):
+            pipeline_schedule=None, _gradients_only=False):
     """Compiles the training step of `model` (cross-entropy loss on its
     logits; `optimizer`'s algorithm and hyper-parameters) for inputs of
     `example_input`'s shape, and returns a Trainer holding the model's
@@ -747,10 +823,14 @@ def compile(model, example_input, optimizer=None, *, label_smoothing=0.0,
       statistics update at every call; step the LR scheduler once per
       `accumulate` calls. Under fp16 the calls of one update share the
       loss scale, which changes (or skips the update) once per update.
-    pipeline_stages/micro_batches: refused with a CompileError naming them:
-      pipeline stages run one process per GPU, built as an executable
-      (cnnc --pipeline-stages S --micro-batches M -o train; cnnc/pipeline.py,
-      docs/pipeline-parallel.md); accumulate=M is their one-device step.
+    pipeline_stages/micro_batches/pipeline_schedule: the model cut into S
+      pipeline stages (cnnc picks the cuts), example_input's batch into M
+      micro-batches, run in 'gpipe' (default) or '1f1b' order; one update
+      per step, the same as accumulate=M over the same micro-batches. On
+      the GPU one process per stage under torchrun (--nproc-per-node S x D,
+      rank = replica x S + stage; only the last stage returns the loss, each
+      stage holds its own parameters); on the CPU every stage in this
+      process. cnnc/pipeline.py, docs/python.md "Pipeline stages".
     scaler: a torch GradScaler, the source and sink of the fp16 step's loss
       scale as the optimizer is of its state: compile starts from its
       scale and growth tracker, sync_to writes them back (cnnc/scaler.py;
@@ -760,12 +840,18 @@ def compile(model, example_input, optimizer=None, *, label_smoothing=0.0,
     if not isinstance(model, torch.nn.Module):
         raise TypeError("cnnc.compile needs a torch.nn.Module, got %s" % type(model).__name__)
     from . import pipeline as _pipeline
-    _pipeline.check_compile_options(pipeline_stages, micro_batches, device, CompileError)
+    plan = _pipeline.check_options(pipeline_stages, micro_batches, pipeline_schedule,
+                                   accumulate)
     if not isinstance(example_input, torch.Tensor):
         raise TypeError("example_input must be a torch.Tensor")
     if example_input.dim() != 4:
         raise ValueError("example_input must be a 4-D image batch (N, C, H, W), got shape %s"
                          % (tuple(example_input.shape),))
+    # The step's batch (what trainer.step takes) and the batch the model is
+    # exported for: a pipelined step's micro-batch.
+    step_input = example_input
+    if plan is not None:
+        example_input = _pipeline.micro_batch(plan, example_input)
     if not 0.0 <= float(label_smoothing) < 1.0:
         raise ValueError("label_smoothing must be in [0, 1), got %r" % label_smoothing)
     if _gradients_only:  # cnnc.compare: the step returns the gradients
@@ -811,6 +897,11 @@ def compile(model, example_input, optimizer=None, *, label_smoothing=0.0,
     if device.type not in ("cuda", "cpu"):
         raise ValueError("device must be 'cuda' or 'cpu', got %s" % device)
     backend_kind = "cuda" if device.type == "cuda" else "reference"
+    if plan is not None:
+        plan = _pipeline.place(plan, ranks, backend_kind, CompileError)
+        flags["pipeline"] = [plan.stages, plan.micro_batches, plan.schedule]
+        # The data-parallel replicas of each stage (cnnc --gpus D).
+        ranks = plan.replicas or 1
     if ranks > 1:
         if backend_kind == "reference":
             raise CompileError(
@@ -858,7 +949,7 @@ def compile(model, example_input, optimizer=None, *, label_smoothing=0.0,
         if ref_lib is None:
             raise CompileError("libcnnc_reference.so was not found next to %s" % cnnc_bin)
         fingerprint.append(_file_fingerprint(ref_lib))
-    shape = tuple(example_input.shape)
+    shape = tuple(step_input.shape)
     quick = hashlib.sha256(json.dumps({
         "module": _module_fingerprint(model), "modes": finetune.mode_key(model),
         "shape": shape,
@@ -888,18 +979,21 @@ def compile(model, example_input, optimizer=None, *, label_smoothing=0.0,
     with open(os.path.join(artifact_dir, "meta.json")) as f:
         meta = json.load(f)
     if backend_kind == "reference":
-        backend = _ReferenceBackend(os.path.join(artifact_dir, "step.mlir"),
-                                    os.path.join(artifact_dir, "step.mlir.cnnw"), ref_lib)
+        backend = _ReferenceBackend(
+            os.path.join(artifact_dir, "step.mlir"),
+            os.path.join(artifact_dir, "step.mlir.cnnw"), ref_lib,
+            stages_path=os.path.join(artifact_dir, "stages.mlir") if plan else None,
+            micro_batches=plan.micro_batches if plan else 1)
     else:
         backend = _CudaBackend(os.path.join(artifact_dir, "libstep.so"),
                                os.path.join(artifact_dir, "libstep.so.cnnw"), device,
-                               flags["ignore-index"])
+                               flags["ignore-index"], plan=plan)
     if tuple(backend.input_shape) != shape:
         raise CompileError("the compiled step takes %s, not the example's %s" %
                            (backend.input_shape, shape))
     info = {"backend": backend_kind, "cache_hit": cache_hit, "artifact_dir": artifact_dir,
             "compile_seconds": time.time() - t0, "flags": flags, "onnx_sha256": meta["onnx_sha256"],
-            "eval_batch_norms": eval_bns}
+            "eval_batch_norms": eval_bns, "pipeline": plan}
     trainer = Trainer(backend, model, optimizer, lr, info)
     _scaler.load_into(trainer, scaler)  # the f16 step resumes scaler='s scale
     return trainer
@@ -949,6 +1043,11 @@ def _build(model, example_input, flags, backend_kind, cnnc_bin, fingerprint, roo
         if flags["optimizer"] != "none":
             args += ["--weight-decay", repr(flags["weight-decay"])]
         args += optim.optimizer_step_args(flags)  # clipping, accumulation
+        if flags.get("pipeline"):
+            from cnnc import pipeline as _pipeline
+            stages, micro, schedule = flags["pipeline"]
+            args += _pipeline.cnnc_args(_pipeline.Plan(stages, micro, schedule,
+                                                       None, None, None))
         if flags.get("param-groups"):  # frozen parameters, param groups
             groups_path = os.path.join(work, "param_groups.json")
             _write_json_atomic(groups_path, flags["param-groups"])
@@ -965,6 +1064,11 @@ def _build(model, example_input, flags, backend_kind, cnnc_bin, fingerprint, roo
             # Locations (ONNX node names) stay in the IR for cnnc.compare.
             args += ["--emit", "mlir", "--print-locations", "-o", os.path.join(work, "step.mlir")]
             _run_cnnc(args, "compile the training step")
+            if flags.get("pipeline"):
+                _pipeline.split_for_reference(
+                    tools.find_tool("cnnc-opt"), os.path.join(work, "step.mlir"),
+                    os.path.join(work, "stages.mlir"),
+                    _pipeline.Plan(stages, micro, schedule, None, None, None), _run_cnnc)
         else:
             if flags.get("gpus"):
                 args += ["--gpus", str(flags["gpus"])]

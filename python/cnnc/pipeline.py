@@ -1,19 +1,45 @@
-"""Pipeline stages from Python (issue 38, docs/pipeline-parallel.md).
+"""Pipeline stages from Python (issue 38, docs/pipeline-parallel.md,
+docs/python.md "Pipeline stages").
 
-`cnnc.compile(..., pipeline_stages=S, micro_batches=M)` is refused with one
-error naming the option, on both devices: a Trainer runs its step in this
-process, one `trainer.step(x, y)` at a time on one GPU (the C API) or on
-the CPU reference interpreter, while pipeline stages run as S processes,
-one per GPU, each stage's step exchanging activations and gradients with
-its neighbours through NCCL inside its captured graph. A stage's step
-cannot be driven from one process's call: the executable runs them
-(`cnnc model.onnx --train --pipeline-stages S --micro-batches M -o train`,
-then `./train --data DIR`), and the reference interpreter runs the same
-split in `cnnc --train --run-reference --pipeline-stages S`. What the
-pipelined step computes is, bitwise on the reference interpreter, what
-`accumulate=M` computes over the same M micro-batches, so the in-process
-equivalent on one device is `cnnc.compile(..., accumulate=M)`.
+`cnnc.compile(model, x, pipeline_stages=S, micro_batches=M)` compiles the
+step that `cnnc --train --pipeline-stages S --micro-batches M` compiles: the
+model cut into S stages (cnn-pipeline-partition picks the cuts), the batch x
+(N rows) cut into M micro-batches of N / M, the M micro-steps' gradients
+accumulated into one update, exactly as `accumulate=M` over the same M
+micro-batches. It runs in one of two ways:
+
+- On the GPU, one process per stage and GPU, as torch.distributed.pipelining
+  is launched: `torchrun --nproc-per-node S*D script.py`. Every process
+  calls `cnnc.compile(...)` and `trainer.step(x, y)` with its replica's
+  whole batch; rank = replica x S + stage (the executable's layout), so the
+  process of RANK r runs stage r % S of replica r // S on cuda:LOCAL_RANK.
+  The step library (`cnnc --emit lib --pipeline-stages S [--gpus D]`) holds
+  every stage; a process creates its stage's session (cnnrt_c.h,
+  cnnrt_pipeline_stage_spec) with CNNC_PIPELINE_STAGES=S, so that the NCCL
+  layer splits the world into each replica's stages (activations and
+  gradients, the fp16 loss-scale flag) and each stage's replicas (the
+  gradient all-reduce). Stage 0 reads x, the last stage y; the last stage
+  returns the loss, the others None (as PyTorch's pipeline schedules: only
+  the last stage has it). Each stage holds only its own parameters:
+  state_dict() / sync_to(model) read and write those, and leave the
+  module's other parameters as they are.
+- On the CPU reference interpreter (no GPU, or device='cpu'), in this one
+  process: the split step runs each stage on a thread of its own
+  (reference::runScheduledPipelineStep, what `cnnc --run-reference
+  --pipeline-stages S` runs); the trainer holds every stage's state and
+  returns the mean of the M micro-batches' losses. Bitwise what
+  accumulate=M computes over the same micro-batches.
 """
+import collections
+import os
+
+SCHEDULES = ("gpipe", "1f1b")
+
+#: What compile() resolved: S, M and the schedule; on the GPU this process's
+#: stage and replica and the replica count (None on the CPU, where one
+#: process runs every stage).
+Plan = collections.namedtuple(
+    "Plan", "stages micro_batches schedule stage replica replicas")
 
 
 def _count(name, value, minimum):
@@ -24,23 +50,113 @@ def _count(name, value, minimum):
     return value
 
 
-def check_compile_options(pipeline_stages, micro_batches, device, error=RuntimeError):
-    """Validates cnnc.compile's pipeline_stages / micro_batches and refuses
-    them with `error` (cnnc.CompileError): see the module's docstring.
-    Returns quietly when neither is given."""
+def check_options(pipeline_stages, micro_batches, pipeline_schedule, accumulate):
+    """Validates compile()'s pipeline options before anything is exported.
+    Returns None without pipeline_stages, else Plan(S, M, schedule, None,
+    None, None) (the layout is filled in by place())."""
     stages = _count("pipeline_stages", pipeline_stages, 2)
     micro = _count("micro_batches", micro_batches, 1)
-    if stages is None and micro is None:
-        return
     if stages is None:
-        raise ValueError("micro_batches=%d splits the batch of pipeline stages: give "
-                         "pipeline_stages too (one device: accumulate=%d)" % (micro, micro))
-    micro = micro or 1
-    raise error(
-        "cnnc.compile(pipeline_stages=%d, micro_batches=%d) on %s: a Trainer runs its step "
-        "in this process on one device, and pipeline stages run one process per GPU; "
-        "build the executable instead: cnnc model.onnx --train --pipeline-stages %d "
-        "--micro-batches %d -o train (then ./train --data DIR), or train in-process with "
-        "accumulate=%d (the same update over the same micro-batches on one device; "
-        "docs/pipeline-parallel.md)" % (stages, micro, device or "the default device",
-                                          stages, micro, micro))
+        if micro is not None:
+            raise ValueError("micro_batches=%d splits the batch of pipeline stages: give "
+                             "pipeline_stages too (one device: accumulate=%d)" % (micro, micro))
+        if pipeline_schedule is not None:
+            raise ValueError("pipeline_schedule=%r orders the micro-batches of pipeline "
+                             "stages: give pipeline_stages too" % (pipeline_schedule,))
+        return None
+    if micro is None:
+        raise ValueError("pipeline_stages=%d needs micro_batches=M, the micro-batches "
+                         "each step's batch is cut into (M >= %d keeps every stage busy "
+                         "part of the time; the bubble is (S-1)/(M+S-1))" % (stages, stages))
+    schedule = "gpipe" if pipeline_schedule is None else pipeline_schedule
+    if schedule not in SCHEDULES:
+        raise ValueError("pipeline_schedule must be 'gpipe' or '1f1b', got %r" % (schedule,))
+    if accumulate != 1:
+        raise ValueError("accumulate=%r with pipeline_stages: the %d micro-batches are the "
+                         "accumulation's micro-steps (one update per trainer.step)"
+                         % (accumulate, micro))
+    return Plan(stages, micro, schedule, None, None, None)
+
+
+def micro_batch(plan, example_input):
+    """The micro-batch the step is exported for: example_input's batch (the
+    whole step's, per replica) divided by M."""
+    n = int(example_input.shape[0])
+    if n % plan.micro_batches != 0:
+        raise ValueError("the example batch of %d does not split into micro_batches=%d "
+                         "(the step's batch is M micro-batches of equal size)"
+                         % (n, plan.micro_batches))
+    return example_input[: n // plan.micro_batches]
+
+
+def place(plan, world, backend_kind, error):
+    """This process's place in the pipeline (rank = replica x S + stage,
+    torchrun's RANK). On the CPU one process runs every stage (world 1)."""
+    S = plan.stages
+    if backend_kind == "reference":
+        if world > 1:
+            raise error(
+                "pipeline_stages=%d on the CPU reference interpreter runs every stage in "
+                "this one process (threads), but the launcher started %d processes: "
+                "run it without torchrun, or on GPUs" % (S, world))
+        return plan
+    if world < S or world % S != 0:
+        raise error(
+            "pipeline_stages=%d on the GPU runs one process per stage and GPU: launch "
+            "%s under torchrun --nproc-per-node %d (x D for D data-parallel replicas; "
+            "rank = replica x %d + stage); this process has a world size of %d"
+            % (S, "the script", S, S, world))
+    rank = int(os.environ.get("RANK", "0")) if world > 1 else 0
+    if not 0 <= rank < world:
+        raise error("RANK=%d is outside the world of %d" % (rank, world))
+    return plan._replace(stage=rank % S, replica=rank // S, replicas=world // S)
+
+
+def cnnc_args(plan):
+    """cnnc's flags for the pipelined step (--gpus D is added with the other
+    data-parallel flags)."""
+    return ["--pipeline-stages", str(plan.stages), "--micro-batches",
+            str(plan.micro_batches), "--pipeline-schedule", plan.schedule]
+
+
+def split_for_reference(cnnc_opt, step_mlir, stages_mlir, plan, run):
+    """The reference step's stages: @train_step (accumulating over M) split
+    by cnn-pipeline-partition, -split and -schedule into @stage<s>_step, as
+    the driver's reference training splits it (splitIntoPipelineStages)."""
+    if cnnc_opt is None:
+        raise RuntimeError("cnnc-opt was not found next to cnnc: the CPU pipeline "
+                           "step needs it to split the step into stages")
+    run([cnnc_opt, step_mlir,
+         "--cnn-pipeline-partition=stages=%d micro-batches=%d" % (plan.stages,
+                                                                  plan.micro_batches),
+         "--cnn-pipeline-split",
+         "--cnn-pipeline-schedule=schedule=%s" % plan.schedule,
+         "-o", stages_mlir], "split the step into pipeline stages")
+
+
+def stage_environment(plan):
+    """Before a stage's session is created: the NCCL layer reads the stage
+    count to split the world (runtime/src/Nccl.cu, splitForPipeline), and
+    the C API leaves out the rank-0 state broadcast."""
+    os.environ["CNNC_PIPELINE_STAGES"] = str(plan.stages)
+
+
+def owned_names(names, state):
+    """The model state_dict names a stage holds: its tensors, and the
+    num_batches_tracked of each BatchNorm whose running mean it holds."""
+    out = set()
+    for n in names:
+        if n in state:
+            out.add(n)
+        elif n.endswith("num_batches_tracked"):
+            prefix = n[: -len("num_batches_tracked")]
+            if prefix + "running_mean" in state:
+                out.add(n)
+    return out
+
+
+def refuse_eval(plan):
+    raise RuntimeError(
+        "trainer.eval with pipeline_stages=%d: the pipelined step has no evaluation step "
+        "(nor has the executable, docs/pipeline-parallel.md); sync_to(model) on every "
+        "stage and evaluate the module" % plan.stages)

@@ -13,6 +13,7 @@
 #include "cnnrt/cnnrt_c.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <new>
@@ -195,6 +196,13 @@ int setBatch(cnnrt_session *s, const uint8_t *images, const int32_t *labels) {
   return 0;
 }
 
+/// This process runs a pipeline stage: CNNC_PIPELINE_STAGES (set by the
+/// executable's trainPipelineMain and by the Python entry) is 2 or more.
+bool pipelineStage() {
+  const char *e = std::getenv("CNNC_PIPELINE_STAGES");
+  return e && std::atoi(e) >= 2;
+}
+
 /// Enqueues one step on the session's stream; the third step of a session
 /// with use_graph is captured into a CUDA graph, later ones replay it.
 int runStep(cnnrt_session *s, float lr) {
@@ -202,8 +210,12 @@ int runStep(cnnrt_session *s, float lr) {
   const ModelSpec &spec = ctx.spec();
   // A data-parallel step under torchrun (the Python entry): before the
   // first step every rank takes rank 0's state (weights, BN statistics,
-  // optimizer state), as DDP broadcasts the module at construction.
-  if (!s->stateBroadcast && spec.dist && spec.dist->launch().worldSize > 1) {
+  // optimizer state), as DDP broadcasts the module at construction. Not for
+  // a pipeline stage (CNNC_PIPELINE_STAGES, cnnrt_pipeline_stage_spec): the
+  // world's ranks hold different stages' tensors, and each stage starts
+  // from its own, as the executable's stages load theirs.
+  if (!s->stateBroadcast && spec.dist && spec.dist->launch().worldSize > 1 &&
+      !pipelineStage()) {
     for (const TensorSpec *t : s->state)
       spec.dist->broadcast(ctx, ctx.arena() + t->offset, t->bytes);
   }

@@ -130,16 +130,14 @@ NVCC = os.path.exists("/usr/local/cuda/bin/nvcc") or shutil.which("nvcc")
 
 def test_pipeline_cuda_refusals(cnnc, models, tmp_path):
     """What the CUDA target's pipeline stages do not run is one error naming
-    it, before anything is compiled: the C API library, sync-bn."""
+    it, before anything is compiled: sync-bn. (--emit lib builds the
+    stages' library: test_python_pipeline_stage_library_builds.)"""
     model = models["simplecnn"]
     base = ("--train", "--pipeline-stages", 2, "--micro-batches", 4)
-    r = tc.run_cnnc(cnnc, model, *base, "--emit", "lib", "-o", tmp_path / "lib.so")
-    assert r.returncode != 0
-    assert "--emit lib with --pipeline-stages" in r.stderr, r.stderr
     r = tc.run_cnnc(cnnc, model, *base, "--gpus", 2, "--sync-bn", "-o", tmp_path / "b.cu")
     assert r.returncode != 0
     assert "--sync-bn with pipeline stages is not built" in r.stderr, r.stderr
-    assert not (tmp_path / "b.cu").exists() and not (tmp_path / "lib.so").exists()
+    assert not (tmp_path / "b.cu").exists()
 
 
 def test_pipeline_cuda_1f1b_source(cnnc, models, tmp_path):
@@ -277,28 +275,173 @@ def test_pipeline_cuda_executable_builds_dp(cnnc, models, tmp_path):
             "(compiled with cnnc --pipeline-stages 2 --gpus 2)") in r.stderr, r.stderr
 
 
-def test_python_compile_refuses_pipeline_stages():
-    """cnnc.compile(pipeline_stages=S, micro_batches=M) is one CompileError
-    naming the options and the executable that runs them (cnnc/pipeline.py:
-    a Trainer's step runs in this process on one device; pipeline stages are
-    one process per GPU), on the CPU as on the GPU, before anything is
-    exported or compiled; bad values are ValueErrors naming the option."""
+def _torch_step_inputs(seed, batch):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(batch, 3, 32, 32, generator=g),
+            torch.randint(0, 10, (batch,), generator=g))
+
+
+def test_python_pipeline_option_errors(monkeypatch):
+    """cnnc.compile's pipeline options: each bad value or combination is one
+    error naming it, before anything is exported or compiled."""
     import cnnc
     model = tc.make_model("simplecnn", seed=0)
-    x = torch.randn(B, 3, 32, 32)
-    with pytest.raises(cnnc.CompileError) as e:
-        cnnc.compile(model, x, pipeline_stages=2, micro_batches=4, device="cpu")
-    msg = str(e.value)
-    assert "cnnc.compile(pipeline_stages=2, micro_batches=4) on cpu" in msg, msg
-    assert "cnnc model.onnx --train --pipeline-stages 2 --micro-batches 4 -o train" in msg, msg
-    assert "accumulate=4" in msg, msg
-    with pytest.raises(ValueError, match=r"micro_batches=4 splits the batch of pipeline "
-                                         r"stages: give pipeline_stages too"):
-        cnnc.compile(model, x, micro_batches=4, device="cpu")
-    with pytest.raises(ValueError, match=r"pipeline_stages must be an int >= 2, got 1"):
-        cnnc.compile(model, x, pipeline_stages=1, device="cpu")
-    with pytest.raises(ValueError, match=r"micro_batches must be an int >= 1, got 0"):
-        cnnc.compile(model, x, pipeline_stages=2, micro_batches=0, device="cpu")
+    x = torch.randn(M * B, 3, 32, 32)
+    cases = [
+        (dict(micro_batches=4), ValueError,
+         r"micro_batches=4 splits the batch of pipeline stages: give pipeline_stages too"),
+        (dict(pipeline_stages=1, micro_batches=4), ValueError,
+         r"pipeline_stages must be an int >= 2, got 1"),
+        (dict(pipeline_stages=2, micro_batches=0), ValueError,
+         r"micro_batches must be an int >= 1, got 0"),
+        (dict(pipeline_stages=2), ValueError, r"pipeline_stages=2 needs micro_batches=M"),
+        (dict(pipeline_schedule="1f1b"), ValueError,
+         r"pipeline_schedule='1f1b' orders the micro-batches of pipeline stages"),
+        (dict(pipeline_stages=2, micro_batches=4, pipeline_schedule="zigzag"), ValueError,
+         r"pipeline_schedule must be 'gpipe' or '1f1b', got 'zigzag'"),
+        (dict(pipeline_stages=2, micro_batches=4, accumulate=2), ValueError,
+         r"accumulate=2 with pipeline_stages: the 4 micro-batches are the accumulation's"),
+        (dict(pipeline_stages=2, micro_batches=3), ValueError,
+         r"the example batch of 8 does not split into micro_batches=3"),
+    ]
+    for kwargs, error, message in cases:
+        with pytest.raises(error, match=message):
+            cnnc.compile(model, x, device="cpu", **kwargs)
+    # The CPU runs every stage in this process: a launcher's world is refused.
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(cnnc.CompileError, match=r"pipeline_stages=2 on the CPU reference "
+                                                r"interpreter runs every stage in this one "
+                                                r"process .* started 2 processes"):
+        cnnc.compile(model, x, device="cpu", pipeline_stages=2, micro_batches=4)
+
+
+def test_python_pipeline_gpu_placement():
+    """On the GPU one process runs one stage: rank = replica x S + stage
+    (the executable's layout); a world that is no multiple of S, or one
+    process alone, is one error saying how to launch it."""
+    import cnnc
+    from cnnc import pipeline
+    plan = pipeline.check_options(2, 4, None, 1)
+    assert plan == pipeline.Plan(2, 4, "gpipe", None, None, None)
+    old = os.environ.get("RANK")
+    try:
+        for rank, world, want in ((0, 2, (0, 0, 1)), (1, 2, (1, 0, 1)), (3, 4, (1, 1, 2)),
+                                  (2, 4, (0, 1, 2))):
+            os.environ["RANK"] = str(rank)
+            p = pipeline.place(plan, world, "cuda", cnnc.CompileError)
+            assert (p.stage, p.replica, p.replicas) == want, (rank, world, p)
+        for world in (1, 3):
+            with pytest.raises(cnnc.CompileError,
+                               match=r"pipeline_stages=2 on the GPU runs one process per "
+                                     r"stage and GPU: launch the script under torchrun "
+                                     r"--nproc-per-node 2"):
+                pipeline.place(plan, world, "cuda", cnnc.CompileError)
+    finally:
+        if old is None:
+            os.environ.pop("RANK", None)
+        else:
+            os.environ["RANK"] = old
+    assert pipeline.cnnc_args(plan) == ["--pipeline-stages", "2", "--micro-batches", "4",
+                                        "--pipeline-schedule", "gpipe"]
+
+
+def _bits(t):
+    return t.detach().contiguous().numpy().view(np.uint32)
+
+
+@pytest.mark.parametrize("name,stages,schedule", [("simplecnn", 2, "gpipe"),
+                                                  ("smallbn", 2, "1f1b")])
+def test_python_pipeline_cpu_equals_accumulation(tmp_path, monkeypatch, name, stages,
+                                                 schedule):
+    """cnnc.compile(pipeline_stages=S, micro_batches=4) on the CPU runs the
+    split step's stages on threads in this process (the reference
+    interpreter's runScheduledPipelineStep) and is bitwise what
+    accumulate=4 computes over the same 4 micro-batches: every step's loss
+    (the mean of its micro-batches' losses, summed in their order in f32),
+    every parameter and BatchNorm statistic, num_batches_tracked (4 per
+    step) and the SGD momentum written back by sync_to."""
+    import copy
+    import cnnc
+    monkeypatch.setenv("CNNC_CACHE_DIR", str(tmp_path / "cache"))
+    base = tc.make_model("simplecnn", seed=0) if name == "simplecnn" else pm.SmallBN()
+    piped_model, acc_model = copy.deepcopy(base), copy.deepcopy(base)
+    piped_opt = torch.optim.SGD(piped_model.parameters(), lr=0.05, momentum=0.9)
+    acc_opt = torch.optim.SGD(acc_model.parameters(), lr=0.05, momentum=0.9)
+    piped = cnnc.compile(piped_model, torch.zeros(M * B, 3, 32, 32), optimizer=piped_opt,
+                         device="cpu", pipeline_stages=stages, micro_batches=M,
+                         pipeline_schedule=schedule)
+    acc = cnnc.compile(acc_model, torch.zeros(B, 3, 32, 32), optimizer=acc_opt,
+                       device="cpu", accumulate=M)
+    assert piped.pipeline == cnnc.pipeline.Plan(stages, M, schedule, None, None, None)
+    assert piped.input_shape == (M * B, 3, 32, 32) and piped.labels_shape == (M * B,)
+    assert os.path.exists(os.path.join(piped.artifact_dir, "stages.mlir"))
+    assert piped.is_last_stage and piped.pipeline_stage is None
+    for k in range(STEPS):
+        x, y = _torch_step_inputs(k, M * B)
+        loss = piped.step(x, y)
+        micro = [acc.step(x[m * B:(m + 1) * B], y[m * B:(m + 1) * B]) for m in range(M)]
+        mean = np.float32(0)
+        for v in micro:
+            mean = np.float32(mean + np.float32(v) / np.float32(M))
+        assert np.float32(loss) == mean, (k, loss, micro)
+    assert piped.steps == acc.steps == STEPS
+    sd_p, sd_a = piped.state_dict(), acc.state_dict()
+    assert list(sd_p) == list(sd_a)
+    for key in sd_a:
+        if sd_a[key].is_floating_point():
+            assert np.array_equal(_bits(sd_p[key]), _bits(sd_a[key])), key
+        else:
+            assert int(sd_p[key]) == int(sd_a[key]) == STEPS * M, key
+    piped.sync_to(piped_model)
+    acc.sync_to(acc_model)
+    for (n, p), (_, q) in zip(piped_model.named_parameters(), acc_model.named_parameters()):
+        assert np.array_equal(_bits(piped_opt.state[p]["momentum_buffer"]),
+                              _bits(acc_opt.state[q]["momentum_buffer"])), n
+    with pytest.raises(RuntimeError, match=r"trainer.eval with pipeline_stages=%d: the "
+                                           r"pipelined step has no evaluation step" % stages):
+        piped.eval(x)
+    with pytest.raises(ValueError, match=r"input of shape \(2, 3, 32, 32\), but the step "
+                                         r"was compiled for \(8, 3, 32, 32\)"):
+        piped.step(x[:B], y[:B])
+
+
+@pytest.mark.skipif(not NVCC, reason="nvcc not installed")
+def test_python_pipeline_stage_library_builds(tmp_path):
+    """The GPU path's build (what compile does in each torchrun process):
+    `cnnc --emit lib --pipeline-stages 2 --micro-batches 4` with the
+    optimizer's flags, through the package's _build: one shared library
+    holding both stages' steps and no main, exporting the C API and
+    cnnrt_pipeline_stages / _replicas / _stage_spec, which answer 2, 1, two
+    distinct specs and NULL outside [0, 2). (Running it needs GPUs:
+    test/gpu/check_pipeline_python.py.)"""
+    import ctypes
+    import cnnc
+    from cnnc.tools import find_tool
+    model = tc.make_model("simplecnn", seed=0)
+    flags, _ = cnnc.optimizer_flags(torch.optim.SGD(model.parameters(), lr=0.1,
+                                                    momentum=0.9), model)
+    flags.update({"label-smoothing": 0.0, "precision": "fp32", "layout": "nhwc",
+                  "arch": "sm_90a", "pipeline": [2, M, "gpipe"]})
+    root = str(tmp_path / "cache")
+    os.makedirs(root, exist_ok=True)
+    artifact = cnnc.api._build(model, torch.zeros(B, 3, 32, 32), flags, "cuda",
+                               find_tool("cnnc"), ["test"], root, verbose=False)
+    lib_path = os.path.join(artifact, "libstep.so")
+    assert os.path.exists(lib_path) and os.path.exists(lib_path + ".cnnw")
+    with open(lib_path + ".cu") as f:
+        source = f.read()
+    assert "int main(" not in source and "cnnrt_model_spec" not in source
+    assert source.count("namespace cnnc_stage") == 4
+    lib = ctypes.CDLL(lib_path)
+    sig = cnnc.api._cuda_api_signatures(ctypes)
+    del sig["cnnrt_model_spec"]
+    for name in sig:
+        assert hasattr(lib, name), name
+    lib.cnnrt_pipeline_stage_spec.restype = ctypes.c_void_p
+    assert lib.cnnrt_pipeline_stages() == 2 and lib.cnnrt_pipeline_replicas() == 1
+    specs = [lib.cnnrt_pipeline_stage_spec(s) for s in range(-1, 3)]
+    assert specs[0] is None and specs[3] is None
+    assert specs[1] and specs[2] and specs[1] != specs[2]
 
 
 def _transfer_groups(stage_text):

@@ -46,6 +46,16 @@ int cnnref_output_shape(const cnnref_session *s, int64_t *dims, int *rank);
  * learning rate `lr`; the step counter advances; writes the loss. */
 int cnnref_step(cnnref_session *s, const float *images, const int64_t *labels,
                 float lr, float *loss);
+/* Pipeline stages (docs/pipeline-parallel.md): `stages_path` holds the
+ * session's step split by cnn-pipeline-partition, -split and -schedule
+ * (one @stage<s>_step per stage; the session's @train_step must accumulate
+ * over `micro_batches`). From then on a step takes micro_batches x the
+ * step's batch (cnnref_input_shape and cnnref_labels_shape say so), runs
+ * each stage on a thread of its own (reference::runScheduledPipelineStep),
+ * micro-batch m of step k as micro-step (k - 1) x M + m + 1, and writes the
+ * mean of the M losses; the step counter counts pipeline steps. */
+int cnnref_set_pipeline(cnnref_session *s, const char *stages_path,
+                        int micro_batches);
 /* @forward (inference mode: BN running statistics) on images; writes its
  * output (cnnref_output_shape). */
 int cnnref_eval(cnnref_session *s, const float *images, float *logits);

@@ -11,6 +11,7 @@
 
 #include "cnnc/Dialect/CNN/CNNOps.h"
 #include "cnnc/Reference/Interpreter.h"
+#include "cnnc/Reference/Pipeline.h"
 #include "cnnc/Reference/TensorEntry.h"
 #include "cnnrt/TensorFile.h"
 
@@ -63,6 +64,11 @@ struct cnnref_session {
   int64_t classes = 0;
   int64_t ignoreIndex = -100; ///< the loss's ignore_index
   int64_t stepCount = 0;
+  /// Pipeline stages (cnnref_set_pipeline): the split module and M; the
+  /// step's batch is then M micro-batches of @train_step's.
+  llvm::SourceMgr stagesSourceMgr; ///< a SourceMgr parses one main buffer
+  OwningOpRef<ModuleOp> stages;
+  int64_t microBatches = 1;
   std::vector<TraceEntry> trace;
   /// Diagnostics of the current call, joined into gLastError on failure.
   std::string diagnostics;
@@ -221,6 +227,7 @@ int cnnref_input_shape(const cnnref_session *s, int64_t *dims, int *rank) {
   *rank = shape.size();
   for (size_t i = 0; i < shape.size(); ++i)
     dims[i] = shape[i];
+  dims[0] *= s->microBatches; // a pipelined step reads M micro-batches
   return 0;
 }
 
@@ -233,6 +240,7 @@ int cnnref_labels_shape(const cnnref_session *s, int64_t *dims, int *rank) {
   *rank = shape.size();
   for (size_t i = 0; i < shape.size(); ++i)
     dims[i] = shape[i];
+  dims[0] *= s->microBatches;
   return 0;
 }
 
@@ -254,32 +262,46 @@ int cnnref_output_shape(const cnnref_session *s, int64_t *dims, int *rank) {
 int cnnref_step(cnnref_session *s, const float *images, const int64_t *labels,
                 float lr, float *loss) {
   func::FuncOp step = s->step;
+  auto imageType = argType(step, s->imageArg);
   auto labelsType = argType(step, s->labelsArg);
-  Tensor labelTensor = Tensor::zeros(labelsType);
-  for (int64_t i = 0; i < labelTensor.numel(); ++i) {
-    if ((labels[i] < 0 || labels[i] >= s->classes) &&
-        labels[i] != s->ignoreIndex)
-      return setError("label " + std::to_string(labels[i]) + " at index " +
-                      std::to_string(i) + " is not a class in [0, " +
-                      std::to_string(s->classes) + ") nor the ignore_index " +
-                      std::to_string(s->ignoreIndex));
-    labelTensor.data[i] = static_cast<float>(labels[i]);
+  // @train_step's arguments of each micro-batch (one without stages): its
+  // rows of the images and labels, its micro-step number.
+  const int64_t micro = s->microBatches;
+  const int64_t imageElems = imageType.getNumElements();
+  const int64_t labelElems = labelsType.getNumElements();
+  std::vector<std::vector<Tensor>> microArgs(micro);
+  for (int64_t m = 0; m < micro; ++m) {
+    Tensor labelTensor = Tensor::zeros(labelsType);
+    for (int64_t i = 0; i < labelTensor.numel(); ++i) {
+      int64_t label = labels[m * labelElems + i];
+      if ((label < 0 || label >= s->classes) && label != s->ignoreIndex)
+        return setError("label " + std::to_string(label) + " at index " +
+                        std::to_string(m * labelElems + i) +
+                        " is not a class in [0, " +
+                        std::to_string(s->classes) + ") nor the ignore_index " +
+                        std::to_string(s->ignoreIndex));
+      labelTensor.data[i] = static_cast<float>(label);
+    }
+    std::vector<Tensor> &args = microArgs[m];
+    args.resize(step.getNumArguments());
+    for (unsigned i = 0; i < step.getNumArguments(); ++i) {
+      auto type = argType(step, i);
+      if ((int)i == s->imageArg)
+        args[i] = fromFloats(type, images + m * imageElems);
+      else if ((int)i == s->labelsArg)
+        args[i] = labelTensor;
+      else if ((int)i == s->lrArg)
+        args[i] = Tensor::zeros(type, lr);
+      else if ((int)i == s->stepArg)
+        args[i] = Tensor::zeros(type, (float)(s->stepCount * micro + m + 1));
+      else
+        args[i] = s->state.at(s->argName(step, i));
+    }
   }
-  std::vector<Tensor> args(step.getNumArguments());
-  for (unsigned i = 0; i < step.getNumArguments(); ++i) {
-    auto type = argType(step, i);
-    if ((int)i == s->imageArg)
-      args[i] = fromFloats(type, images);
-    else if ((int)i == s->labelsArg)
-      args[i] = labelTensor;
-    else if ((int)i == s->lrArg)
-      args[i] = Tensor::zeros(type, lr);
-    else if ((int)i == s->stepArg)
-      args[i] = Tensor::zeros(type, (float)(s->stepCount + 1));
-    else
-      args[i] = s->state.at(s->argName(step, i));
-  }
-  auto results = reference::run(step, args);
+  std::vector<float> microLosses;
+  auto results = s->stages ? reference::runScheduledPipelineStep(
+                                 *s->stages, microArgs, &microLosses)
+                           : reference::run(step, microArgs[0]);
   if (failed(results))
     return s->fail("the training step failed");
   ++s->stepCount;
@@ -289,6 +311,13 @@ int cnnref_step(cnnref_session *s, const float *images, const int64_t *labels,
       continue;
     if (d.get(cnn::kLossAttr)) {
       *loss = (*results)[r].data[0];
+      if (s->stages) {
+        // The mean over the micro-batches, summed in their order as the
+        // driver's reference training (ReferenceTraining.cpp) reports it.
+        *loss = 0;
+        for (float l : microLosses)
+          *loss += l / (float)microLosses.size();
+      }
       continue;
     }
     for (const char *key : {cnn::kParamAttr, cnn::kBufferAttr, cnn::kStateAttr})
@@ -300,7 +329,32 @@ int cnnref_step(cnnref_session *s, const float *images, const int64_t *labels,
   return 0;
 }
 
+int cnnref_set_pipeline(cnnref_session *s, const char *stages_path,
+                        int micro_batches) {
+  gLastError.clear();
+  if (micro_batches < 1)
+    return setError("cnnref_set_pipeline: micro_batches must be >= 1, not " +
+                    std::to_string(micro_batches));
+  OwningOpRef<ModuleOp> stages = parseSourceFile<ModuleOp>(
+      stages_path, s->stagesSourceMgr, ParserConfig(&s->context));
+  if (!stages)
+    return s->fail(std::string("cannot parse '") + stages_path + "'");
+  bool any = false;
+  stages->walk([&](func::FuncOp f) {
+    any |= f->hasAttr("cnn.pipeline_schedule");
+  });
+  if (!any)
+    return setError(std::string("'") + stages_path +
+                    "' has no @stage<s>_step (cnn-pipeline-schedule's)");
+  s->stages = std::move(stages);
+  s->microBatches = micro_batches;
+  return 0;
+}
+
 int cnnref_eval(cnnref_session *s, const float *images, float *logits) {
+  if (s->stages)
+    return setError("cnnref_eval: a pipelined step has no evaluation step "
+                    "(its @forward takes one micro-batch)");
   if (!s->forward)
     return setError("the module has no @forward");
   auto imageType = argType(s->step, s->imageArg);

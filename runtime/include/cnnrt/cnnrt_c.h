@@ -27,6 +27,21 @@ typedef struct cnnrt_session cnnrt_session;
 /* Defined by the generated code of `cnnc --emit lib`: the model's spec. */
 const void *cnnrt_model_spec(void);
 
+/* Defined instead by the generated code of `cnnc --emit lib --pipeline-stages
+ * S [--gpus D]` (one library holding every stage's step): the number of
+ * stages S, of data-parallel replicas D, and stage `stage`'s spec for
+ * cnnrt_create (NULL outside [0, S)). A process of rank r in a world of S x D
+ * (rank = replica x S + stage, torchrun's RANK) creates the session of stage
+ * r % S with CNNC_PIPELINE_STAGES=S in its environment (the NCCL layer splits
+ * the world into the replica's stages and the stage's replicas); its steps
+ * exchange activations and gradients with the neighbouring stages through
+ * NCCL, only the last stage has a loss (cnnrt_loss fails on the others),
+ * and no state is broadcast before the first step (each stage holds its own
+ * tensors). */
+int cnnrt_pipeline_stages(void);
+int cnnrt_pipeline_replicas(void);
+const void *cnnrt_pipeline_stage_spec(int stage);
+
 /* Creates the context, runs the model's prepare, loads `weights_path` (a .cnnw
  * file; NULL leaves the arena zeroed). use_graph != 0 captures the step into a
  * CUDA graph after two eager steps. Returns NULL on error (also when there
