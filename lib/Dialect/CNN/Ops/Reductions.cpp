@@ -1,0 +1,115 @@
+//===- Reductions.cpp - cnn ops: reductions -------------------------------===//
+//
+// What the dialect knows about reduce_sum, reduce_mean, reduce_max:
+// verifiers and shape inference, then the gradient rules
+// (GradientOpInterface; cnn-autodiff asks each op).
+//
+//===----------------------------------------------------------------------===//
+#include "OpHelpers.h"
+
+#include "llvm/Support/MathExtras.h"
+
+using namespace mlir;
+using namespace cnnc;
+using namespace cnnc::cnn;
+using namespace cnnc::cnn::detail;
+
+/// The keepdims result of a reduction over `axes` (distinct, in range).
+static LogicalResult inferReduce(std::optional<Location> loc,
+                                 RankedTensorType in, ArrayRef<int64_t> axes,
+                                 SmallVectorImpl<Type> &out) {
+  SmallVector<int64_t> shape(in.getShape());
+  for (int64_t a : axes) {
+    if (a < 0 || a >= in.getRank())
+      return fail(loc, "'axes' " + str(axes) + " must lie in [0, " +
+                           Twine(in.getRank()) + ") for 'input' " + str(in));
+    if (llvm::count(axes, a) != 1)
+      return fail(loc, "'axes' " + str(axes) + " must be distinct");
+    shape[a] = 1;
+  }
+  out.push_back(RankedTensorType::get(shape, in.getElementType()));
+  return success();
+}
+
+bool ReduceSumOp::isCompatibleReturnTypes(TypeRange l, TypeRange r) {
+  return compatibleReduce(l, r);
+}
+bool ReduceMeanOp::isCompatibleReturnTypes(TypeRange l, TypeRange r) {
+  return compatibleReduce(l, r);
+}
+bool ReduceMaxOp::isCompatibleReturnTypes(TypeRange l, TypeRange r) {
+  return compatibleReduce(l, r);
+}
+
+LogicalResult ReduceSumOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor a,
+                                            SmallVectorImpl<Type> &out) {
+  return inferReduce(loc, ranked(a.getInput()), a.getAxes(), out);
+}
+
+LogicalResult ReduceMeanOp::inferReturnTypes(MLIRContext *,
+                                             std::optional<Location> loc,
+                                             Adaptor a,
+                                             SmallVectorImpl<Type> &out) {
+  return inferReduce(loc, ranked(a.getInput()), a.getAxes(), out);
+}
+
+LogicalResult ReduceMaxOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor a,
+                                            SmallVectorImpl<Type> &out) {
+  return inferReduce(loc, ranked(a.getInput()), a.getAxes(), out);
+}
+
+//===----------------------------------------------------------------------===//
+// Gradient rules
+//===----------------------------------------------------------------------===//
+
+// The sum's gradient is dy repeated over the reduced dimensions.
+LogicalResult ReduceSumOp::buildGradient(OpBuilder &b, GradientEmitter &g) {
+  g.accumulate(getInput(), broadcastTo(b, getLoc(), g.resultGrad(0),
+                                       getInput().getType(), 1.0));
+  return success();
+}
+
+LogicalResult ReduceMeanOp::buildGradient(OpBuilder &b, GradientEmitter &g) {
+  auto in = cast<RankedTensorType>(getInput().getType());
+  int64_t count = 1;
+  for (int64_t a : getAxes())
+    count *= in.getDimSize(a);
+  g.accumulate(getInput(), broadcastTo(b, getLoc(), g.resultGrad(0), in,
+                                       1.0 / (double)count));
+  return success();
+}
+
+// PyTorch's rule for amax/max over dimensions: dy goes to the elements equal
+// to the maximum, split evenly among ties (mask / count).
+LogicalResult ReduceMaxOp::buildGradient(OpBuilder &b, GradientEmitter &g) {
+  Location loc = getLoc();
+  Value dy = g.resultGrad(0), x = getInput(), y = getResult();
+  auto full = withElementOf(x.getType(), dy);
+  int64_t bcY = broadcastKind(y.getType(), full);
+  Value mask = makeFusedElementwise(
+                   b, loc, TypeRange{full}, ValueRange{x, y}, {0, bcY},
+                   Layout::NCHW,
+                   [&](ScalarBuilder &s, ValueRange a) {
+                     return SmallVector<Value>{s.select(
+                         s.cmp(arith::CmpFPredicate::OEQ, a[0], a[1]), s.c(1),
+                         s.c(0))};
+                   })
+                   .getResult(0);
+  Value count = ReduceSumOp::create(b, loc, mask, getAxesAttr());
+  Value dx = makeFusedElementwise(
+                 b, loc, TypeRange{full}, ValueRange{mask, dy, count},
+                 {0, broadcastKind(dy.getType(), full),
+                  broadcastKind(count.getType(), full)},
+                 Layout::NCHW,
+                 [&](ScalarBuilder &s, ValueRange a) {
+                   return SmallVector<Value>{
+                       s.div(s.mul(a[0], a[1]), a[2])};
+                 })
+                 .getResult(0);
+  g.accumulate(x, dx);
+  return success();
+}

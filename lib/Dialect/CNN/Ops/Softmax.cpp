@@ -1,0 +1,89 @@
+//===- Softmax.cpp - cnn ops: softmax and the loss ------------------------===//
+//
+// What the dialect knows about softmax, softmax_cross_entropy,
+// softmax_cross_entropy_grad: verifiers and shape inference, then the
+// gradient rules (GradientOpInterface; cnn-autodiff asks each op).
+//
+//===----------------------------------------------------------------------===//
+#include "OpHelpers.h"
+
+#include "llvm/Support/MathExtras.h"
+
+using namespace mlir;
+using namespace cnnc;
+using namespace cnnc::cnn;
+using namespace cnnc::cnn::detail;
+
+LogicalResult SoftmaxOp::verify() {
+  int64_t axis = getAxisAttr().getInt();
+  if (axis < 0 || axis >= getType().getRank())
+    return emitOpError("'axis' ") << axis << " out of range for " << getType();
+  return success();
+}
+
+static LogicalResult checkLogitsLabels(std::optional<Location> loc,
+                                       RankedTensorType logits,
+                                       RankedTensorType labels,
+                                       float smoothing) {
+  if (logits.getRank() != 2)
+    return fail(loc, "'logits' must be 2-D (N x C), got " + str(logits));
+  // Per-pixel labels (N x H x W, for logits flattened to (N*H*W) x C by
+  // cnn-autodiff) are read in row order: any shape with one label per row.
+  if (labels.getRank() < 1 || labels.getNumElements() != logits.getDimSize(0))
+    return fail(loc, "'labels' " + str(labels) + " must hold " +
+                         Twine(logits.getDimSize(0)) +
+                         " labels, one per row of 'logits' " + str(logits));
+  if (smoothing < 0 || smoothing > 1)
+    return fail(loc, "'label_smoothing' must be in [0, 1], got " +
+                         Twine(std::to_string(smoothing)));
+  return success();
+}
+
+LogicalResult
+SoftmaxCrossEntropyOp::inferReturnTypes(MLIRContext *ctx,
+                                        std::optional<Location> loc, Adaptor a,
+                                        SmallVectorImpl<Type> &out) {
+  if (failed(checkLogitsLabels(loc, ranked(a.getLogits()),
+                               ranked(a.getLabels()),
+                               a.getLabelSmoothing().convertToFloat())))
+    return failure();
+  out.push_back(RankedTensorType::get({}, Float32Type::get(ctx)));
+  return success();
+}
+
+LogicalResult SoftmaxCrossEntropyGradOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, Adaptor a,
+    SmallVectorImpl<Type> &out) {
+  auto logits = ranked(a.getLogits());
+  if (failed(checkLogitsLabels(loc, logits, ranked(a.getLabels()),
+                               a.getLabelSmoothing().convertToFloat())))
+    return failure();
+  out.push_back(logits);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Gradient rules
+//===----------------------------------------------------------------------===//
+
+// y = softmax(x) along `axis`: dx = y * (dy - sum(dy * y, axis)), written with
+// ops the GPU target already runs (a product, a sum over one axis, a fused
+// elementwise).
+LogicalResult SoftmaxOp::buildGradient(OpBuilder &b, GradientEmitter &g) {
+  Location loc = getLoc();
+  Value dy = g.resultGrad(0), y = getResult();
+  auto type = cast<RankedTensorType>(y.getType());
+  int64_t axis = static_cast<int64_t>(getAxis());
+  Value dot = ReduceSumOp::create(b, loc, MulOp::create(b, loc, dy, y),
+                                  b.getDenseI64ArrayAttr({axis}));
+  auto full = withElementOf(type, dy);
+  Value dx = makeFusedElementwise(
+                 b, loc, TypeRange{full}, ValueRange{y, dy, dot},
+                 {0, 0, broadcastKind(dot.getType(), full)}, Layout::NCHW,
+                 [&](ScalarBuilder &s, ValueRange a) {
+                   return SmallVector<Value>{s.mul(a[0], s.sub(a[1], a[2]))};
+                 })
+                 .getResult(0);
+  g.accumulate(getInput(), dx);
+  return success();
+}
