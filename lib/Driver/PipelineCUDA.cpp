@@ -54,6 +54,13 @@ LogicalResult cnnc::driver::compilePipelineCUDA(const DriverOptions &o,
     return failure();
   auto plan = (**split)->getAttrOfType<DictionaryAttr>(kPipelineAttr);
   int64_t stages = cast<IntegerAttr>(plan.get("stages")).getInt();
+  // --pipeline-memory-mb alone: the fewest stages that fit; one means the
+  // step needs no pipeline on a GPU of that memory.
+  if (stages < 2 && p->pipelineStages == 0)
+    return fail(c, "--pipeline-memory-mb " + Twine(p->pipelineMemoryMB) +
+                       ": the step fits one stage (the plan above), and the "
+                       "CUDA target runs 2 or more: compile without "
+                       "--pipeline-memory-mb to run it on one GPU");
   if (stages < 2)
     return fail(c, "--pipeline-stages: the plan has " + Twine(stages) +
                        " stage: the CUDA target runs 2 or more (without "
