@@ -15,6 +15,9 @@ seeds, into --work:
                            2B makes the one-GPU step from the same file
   resnet18_init.npz        its initial state (the exported initializers;
                            parameters and BN buffers by state_dict name)
+  resnet152.onnx, resnet152_init.npz
+                           the same for ResNet-152 (--models resnet152: part
+                           P's deep model at a size that fits one GPU)
   nobn.onnx, nobn_init.npz a small net without BatchNorm (NoBN below)
   meta.json                B, S, steps, lr, momentum
 
@@ -46,10 +49,15 @@ def nobn_model(num_classes=10):
 
 
 def resnet18(num_classes=10, seed=0):
+    return resnet("resnet18", num_classes, seed)
+
+
+def resnet(name, num_classes=10, seed=0):
+    """A torchvision ResNet (resnet18, resnet152) from a fixed seed."""
     import torch
     import torchvision
     torch.manual_seed(seed)
-    return torchvision.models.resnet18(weights=None, num_classes=num_classes)
+    return getattr(torchvision.models, name)(weights=None, num_classes=num_classes)
 
 
 def save_state(model, path):
@@ -83,16 +91,16 @@ def main(argv=None):
                      {"batch": args.batch, "ranks": args.ranks, "size": args.size,
                       "steps": args.steps, "lr": args.lr, "momentum": args.momentum})
     models = [m for m in args.models.split(",") if m]
-    unknown = set(models) - {"resnet18", "nobn"}
+    unknown = set(models) - {"resnet18", "resnet152", "nobn"}
     if unknown:
-        ap.error("unknown model(s) %s (resnet18, nobn)" % ", ".join(sorted(unknown)))
+        ap.error("unknown model(s) %s (resnet18, resnet152, nobn)" % ", ".join(sorted(unknown)))
     if models:
         import torch
         from cnnc.train_check import export_training
         shape = (args.batch, 3, args.size, args.size)
         for name in models:
-            if name == "resnet18":
-                m = resnet18()
+            if name.startswith("resnet"):
+                m = resnet(name)
             else:
                 torch.manual_seed(0)
                 m = nobn_model()

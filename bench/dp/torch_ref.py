@@ -48,7 +48,7 @@ def exact_f32():
 
 
 def load_model(work, name, device):
-    model = prepare.resnet18() if name == "resnet18" else prepare.nobn_model()
+    model = prepare.resnet(name) if name.startswith("resnet") else prepare.nobn_model()
     init = np.load(os.path.join(work, name + "_init.npz"))
     model.load_state_dict({k: torch.from_numpy(init[k]) for k in init.files})
     return model.to(device)
@@ -73,7 +73,7 @@ def main(argv=None):
                     help="accumulate: steps (default: as many as the data gives)")
     ap.add_argument("--work", required=True)
     ap.add_argument("--out", required=True, help="output prefix (.json, .npz)")
-    ap.add_argument("--model", default="resnet18", choices=["resnet18", "nobn"])
+    ap.add_argument("--model", default="resnet18", choices=["resnet18", "resnet152", "nobn"])
     ap.add_argument("--amp", action="store_true",
                     help="accumulate: torch.autocast(float16) + GradScaler (cuda)")
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"],
