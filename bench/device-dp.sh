@@ -11,6 +11,8 @@
 #                                          PARTS=S runs both, which may not
 #                                          fit one call)
 #   PARTS=R   bash bench/device-dp.sh     (the runtime's own NCCL checks)
+#   PARTS=P   bash bench/device-dp.sh     (pipeline stages, issue 38; 4 GPUs;
+#                                          estimated 8 minutes: see part P)
 #
 # Parts (letters in PARTS, any order; E's checks may be narrowed with
 # E_SUB=abcde):
@@ -668,13 +670,6 @@ fi
 # take them in this order:
 #  refs. the bounds of b, f and i3 from PyTorch (torch_ref.py accumulate,
 #     5 steps of 4 x 8), one GPU each, side by side;
-#  c-torch. PyTorch's pipeline API (torch.distributed.pipelining,
-#     bench/dp/torch_pipeline.py under torchrun --nproc-per-node S) on the
-#     split cnnc chose for ResNet-50 (each stage starts at the block of its
-#     first parameter in `cnnc --emit cuda`; a cut inside a block keeps the
-#     block on the earlier stage), f32 and AMP, S=2 M=8 and S=4 M=16,
-#     micro-batch 32, 224x224, 1000 classes, 30 steps timed after 10: the
-#     last column of c's table (run while cnnc's executables build);
 #  a. a net without BatchNorm (prepare.py's NoBN, micro-batch 8, 32x32):
 #     `cnnc --pipeline-stages 2 --micro-batches 4` and S=4, 5 steps, against
 #     the same ONNX compiled with --accumulate 4 on one GPU over the same
@@ -699,6 +694,13 @@ fi
 #     step 5: steps 4 and 5 as a's (1e-5);
 #  d. a stage SIGKILLed mid-run: the launcher exits non-zero with one
 #     "pipeline run failed" error within 60 s;
+#  c-torch. PyTorch's pipeline API (torch.distributed.pipelining,
+#     bench/dp/torch_pipeline.py under torchrun --nproc-per-node S) on the
+#     split cnnc chose for ResNet-50 (each stage starts at the block of its
+#     first parameter in `cnnc --emit cuda`; a cut inside a block keeps the
+#     block on the earlier stage), f32 and AMP, S=2 M=8 and S=4 M=16,
+#     micro-batch 32, 224x224, 1000 classes, 30 steps timed after 10: the
+#     last column of c's table;
 #  c. throughput (issue 38: >= 0.8 x S x one stage's rate with M = 4S):
 #     ResNet-50 f32 and f16, micro-batch 32, S=2 M=8 and S=4 M=16,
 #     synthetic data, the pipeline's steady img/s. "One stage's rate" is
@@ -736,8 +738,11 @@ if has P; then
   pfail() { fail "P $*"; echo "${1%%:*}" >>"$W/p-fails"; }
   PF32=(--train --precision fp32 "${SGD[@]}")
   PF16=(--train --precision fp16 "${SGD[@]}")
-  # Builds run niced beside the GPU runs.
-  BUILD_PREFIX=(nice -n 10)
+  # Builds run niced beside the GPU runs, each with 1/8 of the cores for
+  # its nvcc processes (some 25 builds start together).
+  P_JOBS=$(($(nproc) / 8))
+  ((P_JOBS < 2)) && P_JOBS=2
+  BUILD_PREFIX=(env "CNNC_NVCC_JOBS=$P_JOBS" nice -n 10)
   declare -A BPID=()
   # pb NAME SECONDS ONNX FLAGS...: build NAME in the background.
   pb() {
@@ -888,28 +893,6 @@ PYEOF
     p-torch-acc p-torch-acc-amp
   spread_note i3 "PyTorch's own spread (ResNet-152, accumulate 4 x 8)" "$P_R152_BOUND" \
     p-torch-r152 p-torch-r152-perturbed
-
-  # c-torch: PyTorch's pipeline API on cnnc's cuts (the GPUs are free while
-  # cnnc's executables build).
-  for S in "${P_SIZES[@]}"; do
-    M=$((4 * S))
-    for pr in f32 f16; do
-      x=${pr/f32/}
-      amp=()
-      [ $pr = f16 ] && amp=(--amp)
-      if ! starts=$($PY "$DP/torch_pipeline.py" --model resnet50 --from-cnnc-cuda "$PW/r50$x-pp$S.cu" \
-        2>"$LOGS/p-torch-split-$pr-S$S.log"); then
-        pfail "c: the cut of p-r50$x-pp$S for PyTorch (see p-torch-split-$pr-S$S.log)"
-        continue
-      fi
-      note "c: PyTorch's split of ResNet-50 $pr S=$S: stages start at $starts $(tr '\n' ' ' <"$LOGS/p-torch-split-$pr-S$S.log")"
-      CUDA_VISIBLE_DEVICES=$(gpu_list 0 $((S - 1))) run "p-torch-pp-$pr-S$S" 150 "${TORCHRUN[@]}" \
-        --standalone --nproc-per-node $S "$DP/torch_pipeline.py" --model resnet50 --stage-starts "$starts" \
-        --micro-batch 32 --micro-batches $M "${amp[@]}" --warmup 10 --steps 30 ||
-        pfail "c: PyTorch pipelining ResNet-50 $pr S=$S (exit $?, see p-torch-pp-$pr-S$S.log)"
-      grep -h "^torch pipelining " "$LOGS/p-torch-pp-$pr-S$S.log" | sed 's/^/     /' | tee -a "$SUMMARY"
-    done
-  done
 
   # p_compare NAME PP ACC BOUND [K [STEPS]]: PP's step losses against the
   # mean of each K (4) consecutive micro-step losses of ACC, STEPS (5).
@@ -1068,6 +1051,29 @@ PYEOF
       pfail "d: no stage-0 process found to kill (see p-kill.log)"
     fi
   fi
+
+  # c-torch: PyTorch's pipeline API on cnnc's cuts (after the small cases:
+  # by then the builds that run many nvcc processes are done, and PyTorch's
+  # host threads have their CPU).
+  for S in "${P_SIZES[@]}"; do
+    M=$((4 * S))
+    for pr in f32 f16; do
+      x=${pr/f32/}
+      amp=()
+      [ $pr = f16 ] && amp=(--amp)
+      if ! starts=$($PY "$DP/torch_pipeline.py" --model resnet50 --from-cnnc-cuda "$PW/r50$x-pp$S.cu" \
+        2>"$LOGS/p-torch-split-$pr-S$S.log"); then
+        pfail "c: the cut of p-r50$x-pp$S for PyTorch (see p-torch-split-$pr-S$S.log)"
+        continue
+      fi
+      note "c: PyTorch's split of ResNet-50 $pr S=$S: stages start at $starts $(tr '\n' ' ' <"$LOGS/p-torch-split-$pr-S$S.log")"
+      CUDA_VISIBLE_DEVICES=$(gpu_list 0 $((S - 1))) run "p-torch-pp-$pr-S$S" 150 "${TORCHRUN[@]}" \
+        --standalone --nproc-per-node $S "$DP/torch_pipeline.py" --model resnet50 --stage-starts "$starts" \
+        --micro-batch 32 --micro-batches $M "${amp[@]}" --warmup 10 --steps 30 ||
+        pfail "c: PyTorch pipelining ResNet-50 $pr S=$S (exit $?, see p-torch-pp-$pr-S$S.log)"
+      grep -h "^torch pipelining " "$LOGS/p-torch-pp-$pr-S$S.log" | sed 's/^/     /' | tee -a "$SUMMARY"
+    done
+  done
 
   # c. throughput: the one-GPU runs side by side, one a GPU (f32, then
   # f16), then each pipeline alone. Steps: about 5 s after the first logged
