@@ -845,7 +845,7 @@ export_onnx(build_model('resnet152', None, 0), '$PW/r152_128.onnx', (2, 3, 128, 
 
   # refs: PyTorch's spreads, one GPU each, side by side.
   ref() { # ref NAME GPU WORK ARGS...: torch_ref.py accumulate, 5 steps of 4 x 8
-    CUDA_VISIBLE_DEVICES=$2 run "$1" 240 $PY "$DP/torch_ref.py" accumulate --micro 4 --steps 5 \
+    CUDA_VISIBLE_DEVICES=$2 run "$1" 120 $PY "$DP/torch_ref.py" accumulate --micro 4 --steps 5 \
       --work "$3" "${@:4}"
   }
   ref p-torch-acc 0 "$PW" --out "$PW/pt_acc" &
@@ -923,7 +923,7 @@ PYEOF
     [ -f "$LOGS/$1.log" ] && return 0
     local n=$1 g=$2 k=$3
     shift 3
-    CUDA_VISIBLE_DEVICES=$g run "$n" 240 "$W/$n" "$@" --steps "$k" ||
+    CUDA_VISIBLE_DEVICES=$g run "$n" 90 "$W/$n" "$@" --steps "$k" ||
       pfail "${PCASE:-acc}: $n run (exit $?, see $n.log)"
   }
   # versus CASE PP ACC BOUND WHAT [K [STEPS]]: PASS/FAIL line of p_compare.
@@ -945,7 +945,7 @@ PYEOF
     ACC_PID=$!
   fi
   if pw p-nobn-pp2; then
-    run p-nobn-pp2 120 "$W/p-nobn-pp2" "${PX[@]}" --steps 5 ||
+    run p-nobn-pp2 60 "$W/p-nobn-pp2" "${PX[@]}" --steps 5 ||
       pfail "a: nobn pp2 run (exit $?, see p-nobn-pp2.log)"
   fi
   [ -n "${ACC_PID:-}" ] && wait "$ACC_PID"
@@ -954,7 +954,7 @@ PYEOF
     set -- $c
     [ "$3" = pp4 ] && ((NG < 4)) && continue
     PCASE=$1 pw "p-$2-$3" || continue
-    run "p-$2-$3" 120 "$W/p-$2-$3" "${PX[@]}" --steps 5 ||
+    run "p-$2-$3" 60 "$W/p-$2-$3" "${PX[@]}" --steps 5 ||
       pfail "$1: $2 $3 run (exit $?, see p-$2-$3.log)"
     versus "$1" "p-$2-$3" "p-$2-acc" "$4" "$2 S=${3#pp} M=4 vs --accumulate 4"
   done
@@ -965,7 +965,7 @@ PYEOF
       continue
     fi
     PCASE=h pw "p-nobn-1f1b$S" || continue
-    run "p-nobn-1f1b$S" 120 "$W/p-nobn-1f1b$S" "${PX[@]}" --steps 5 ||
+    run "p-nobn-1f1b$S" 60 "$W/p-nobn-1f1b$S" "${PX[@]}" --steps 5 ||
       pfail "h: nobn 1f1b S=$S run (exit $?, see p-nobn-1f1b$S.log)"
     if out=$($PY - "$LOGS/p-nobn-1f1b$S.log" "$LOGS/p-nobn-pp$S.log" <<'PYEOF'
 import re, sys
@@ -991,16 +991,16 @@ PYEOF
     note "g: skipped: pipeline x data parallel (S=2 x D=2) needs 4 GPUs, $NG visible"
   elif PCASE=g pw p-nobn-pp2dp2 p-nobn-acc8; then
     PCASE=g acc_run p-nobn-acc8 0 16 "${PX[@]}"
-    run p-nobn-pp2dp2 120 "$W/p-nobn-pp2dp2" "${PX[@]}" --steps 2 ||
+    run p-nobn-pp2dp2 60 "$W/p-nobn-pp2dp2" "${PX[@]}" --steps 2 ||
       pfail "g: nobn S=2 x D=2 run (exit $?, see p-nobn-pp2dp2.log)"
     versus g p-nobn-pp2dp2 p-nobn-acc8 1e-5 "nobn S=2 x D=2 M=4 (global batch 64) vs --accumulate 8" 8 2
   fi
   # e. a checkpoint of the stages (their union, one file) and a resumed
   # run: steps 4 and 5 as in a's uninterrupted run.
   if [ -x "$W/p-nobn-pp2" ] && [ -f "$LOGS/p-nobn-pp2.log" ]; then
-    run p-ckpt3 120 "$W/p-nobn-pp2" "${PX[@]}" --steps 3 --checkpoint "$PW/ck3.cnnw" ||
+    run p-ckpt3 60 "$W/p-nobn-pp2" "${PX[@]}" --steps 3 --checkpoint "$PW/ck3.cnnw" ||
       pfail "e: 3 steps with --checkpoint (exit $?, see p-ckpt3.log)"
-    run p-resume 120 "$W/p-nobn-pp2" "${PX[@]}" --steps 5 --resume "$PW/ck3.cnnw" \
+    run p-resume 60 "$W/p-nobn-pp2" "${PX[@]}" --steps 5 --resume "$PW/ck3.cnnw" \
       --checkpoint "$PW/ck5.cnnw" || pfail "e: --resume (exit $?, see p-resume.log)"
     if out=$($PY - "$LOGS/p-nobn-pp2.log" "$LOGS/p-resume.log" "$PW/ck5.cnnw" "$PW/nobn_init.npz" 2>&1 <<'PYEOF'
 import glob, re, sys
@@ -1067,9 +1067,9 @@ PYEOF
         continue
       fi
       note "c: PyTorch's split of ResNet-50 $pr S=$S: stages start at $starts $(tr '\n' ' ' <"$LOGS/p-torch-split-$pr-S$S.log")"
-      CUDA_VISIBLE_DEVICES=$(gpu_list 0 $((S - 1))) run "p-torch-pp-$pr-S$S" 150 "${TORCHRUN[@]}" \
+      CUDA_VISIBLE_DEVICES=$(gpu_list 0 $((S - 1))) run "p-torch-pp-$pr-S$S" 100 "${TORCHRUN[@]}" \
         --standalone --nproc-per-node $S "$DP/torch_pipeline.py" --model resnet50 --stage-starts "$starts" \
-        --micro-batch 32 --micro-batches $M "${amp[@]}" --warmup 10 --steps 30 ||
+        --micro-batch 32 --micro-batches $M "${amp[@]}" --warmup 10 --steps 30 --timeout 60 ||
         pfail "c: PyTorch pipelining ResNet-50 $pr S=$S (exit $?, see p-torch-pp-$pr-S$S.log)"
       grep -h "^torch pipelining " "$LOGS/p-torch-pp-$pr-S$S.log" | sed 's/^/     /' | tee -a "$SUMMARY"
     done
@@ -1094,7 +1094,7 @@ PYEOF
           *) k=60 ;;
         esac
         PCASE=c pw "$n" || continue
-        (CUDA_VISIBLE_DEVICES=$lane run "$n" 150 "$W/$n" --data synthetic --steps $k \
+        (CUDA_VISIBLE_DEVICES=$lane run "$n" 90 "$W/$n" --data synthetic --steps $k \
           --log-every $((k / 5)) || pfail "c: $n run (exit $?, see $n.log)") &
         LP+=($!)
         lane=$((lane + 1))
@@ -1108,7 +1108,7 @@ PYEOF
       PCASE=c pw "$n" || continue
       k=$((S == 2 ? 35 : 30))
       [ -n "$x" ] && k=100
-      run "$n" 150 "$W/$n" --data synthetic --steps $k --log-every $((k / 5)) ||
+      run "$n" 90 "$W/$n" --data synthetic --steps $k --log-every $((k / 5)) ||
         pfail "c: $n run (exit $?, see $n.log)"
     done
   done
@@ -1171,7 +1171,7 @@ PYEOF
   # one-GPU accumulation, within PyTorch's own spread.
   if PCASE=i3 pw p-r152s-pp$SMALL_S p-r152s-acc; then
     PCASE=i3 acc_run p-r152s-acc 0 20 "${PX152[@]}"
-    run p-r152s-pp$SMALL_S 180 "$W/p-r152s-pp$SMALL_S" "${PX152[@]}" --steps 5 ||
+    run p-r152s-pp$SMALL_S 90 "$W/p-r152s-pp$SMALL_S" "${PX152[@]}" --steps 5 ||
       pfail "i3: ResNet-152 S=$SMALL_S run (exit $?, see p-r152s-pp$SMALL_S.log)"
     versus i3 p-r152s-pp$SMALL_S p-r152s-acc "$P_R152_BOUND" \
       "ResNet-152 (32x32, micro-batch 8) S=$SMALL_S M=4 vs --accumulate 4"
@@ -1188,7 +1188,7 @@ PYEOF
     pfail "i1: cnnc --pipeline-stages 1 --pipeline-memory-mb $P_BUDGET: exit $r (see p-r152-refuse.log)"
   fi
   if PCASE=i1 pw p-r152-1x; then
-    CUDA_VISIBLE_DEVICES=0 run p-r152-1x 120 "$W/p-r152-1x" --data synthetic --steps 1
+    CUDA_VISIBLE_DEVICES=0 run p-r152-1x 60 "$W/p-r152-1x" --data synthetic --steps 1
     r=$?
     n=$(grep -c "out of GPU memory" "$LOGS/p-r152-1x.log")
     if [ $r -eq 2 ] && [ "$n" -eq 1 ] && ! grep -qiE "segmentation|core dumped|terminate called|abort" \

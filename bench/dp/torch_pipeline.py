@@ -47,6 +47,7 @@ so on stderr. `--describe` (no GPU) prints each stage's units and
 parameter count for a `--stage-starts`.
 """
 import argparse
+import datetime
 import os
 import re
 import sys
@@ -209,7 +210,10 @@ def run(args):
     local = int(os.environ["LOCAL_RANK"])
     torch.cuda.set_device(local)
     device = torch.device("cuda", local)
-    dist.init_process_group("nccl", device_id=device)
+    # A stage that waits longer than --timeout for a peer fails (NCCL's
+    # watchdog) instead of hanging the call.
+    dist.init_process_group("nccl", device_id=device,
+                            timeout=datetime.timedelta(seconds=args.timeout))
     rank, world = dist.get_rank(), dist.get_world_size()
     if world != len(args.starts) + 1:
         fail("%d processes for %d stages (--stage-starts %s): one process a stage"
@@ -334,6 +338,8 @@ def main(argv=None):
     ap.add_argument("--classes", type=int, default=1000)
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--timeout", type=int, default=120,
+                    help="seconds a collective or transfer may wait for a peer")
     ap.add_argument("--from-cnnc-cuda", metavar="FILE",
                     help="print the --stage-starts of the cut in cnnc's CUDA source and exit")
     ap.add_argument("--describe", action="store_true",
