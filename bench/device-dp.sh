@@ -1055,6 +1055,8 @@ PYEOF
   # c-torch: PyTorch's pipeline API on cnnc's cuts (after the small cases:
   # by then the builds that run many nvcc processes are done, and PyTorch's
   # host threads have their CPU).
+  $PY "$DP/torch_pipeline.py" --self-test >"$LOGS/p-torch-selftest.log" 2>&1 ||
+    pfail "c: torch_pipeline.py --self-test (the cut reading; see p-torch-selftest.log)"
   for S in "${P_SIZES[@]}"; do
     M=$((4 * S))
     for pr in f32 f16; do

@@ -150,6 +150,40 @@ def starts_from_params(stage_params, names):
     return starts, notes
 
 
+def self_test():
+    """The cut reading on a made-up pipelined source (no torch): a cut at a
+    block boundary, one inside a block, the head, and the errors."""
+    names = ["stem"] + ["layer1.%d" % j for j in range(3)] + ["layer2.%d" % j for j in range(4)] + ["head"]
+
+    def source(stages):
+        text = "// prelude\n"
+        for s, params in enumerate(stages):
+            text += "namespace cnnc_stage%d {\nstatic const cnnrt::TensorSpec kTensors[] = {\n" % s
+            for p in params:
+                text += '  {"%s", cnnrt::DType::F32, 1, {8, 0, 0, 0}, 0, 32, cnnrt::Role::Param},\n' % p
+            text += '  {"%s.momentum_buffer", cnnrt::DType::F32, 1, {8, 0, 0, 0}, 0, 32, ' \
+                    'cnnrt::Role::OptState},\n};\n} // namespace cnnc_stage%d\n' % (params[0], s)
+        return text
+
+    block = ["conv1.weight", "bn1.weight", "conv2.weight", "bn2.weight", "conv3.weight"]
+    stages = [["conv1.weight", "bn1.weight"] + ["layer1.%d.%s" % (j, b) for j in range(3) for b in block],
+              # table order is not forward order: the stage's earliest unit counts
+              ["layer2.1.conv1.weight", "layer2.0.conv1.weight", "layer2.0.bn1.weight"]
+              + ["layer2.%d.%s" % (j, b) for j in (0, 1) for b in block[2:]],
+              ["layer2.2.conv2.weight", "layer2.2.conv3.weight", "layer2.3.conv1.weight", "fc.weight"]]
+    parsed = stage_params_from_cuda(source(stages))
+    assert sorted(parsed) == [0, 1, 2] and parsed[0][:2] == ["conv1.weight", "bn1.weight"], parsed
+    assert all(not p.endswith("momentum_buffer") for ps in parsed.values() for p in ps), parsed
+    starts, notes = starts_from_params(parsed, names)
+    assert starts == ["layer2.0", "layer2.3"], starts
+    assert len(notes) == 1 and "falls inside layer2.2" in notes[0], notes
+    assert stage_ranges(names, starts) == [(0, 4), (4, 7), (7, 9)], stage_ranges(names, starts)
+    starts, notes = starts_from_params({0: ["conv1.weight"], 1: ["fc.weight", "fc.bias"]}, names)
+    assert starts == ["head"] and not notes, (starts, notes)
+    print("torch_pipeline self-test: ok")
+    return 0
+
+
 def build_stage(args, stage, num_stages, device):
     import torch
     import torch.nn as nn
@@ -344,7 +378,11 @@ def main(argv=None):
                     help="print the --stage-starts of the cut in cnnc's CUDA source and exit")
     ap.add_argument("--describe", action="store_true",
                     help="print each stage's units and parameter count (CPU) and exit")
+    ap.add_argument("--self-test", action="store_true",
+                    help="check the cut reading on a made-up source (no torch) and exit")
     args = ap.parse_args(argv)
+    if args.self_test:
+        return self_test()
     args.starts = [s for s in args.stage_starts.split(",") if s]
     if args.from_cnnc_cuda:
         try:
