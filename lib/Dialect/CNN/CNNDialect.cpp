@@ -262,6 +262,13 @@ LogicalResult verifyCNNAttr(function_ref<InFlightDiagnostic()> emitError,
       return emitError() << "'" << name << "' on '" << op->getName()
                          << "': \"block_per_result\" needs at most 2^31 - 1 "
                             "results (one block each)";
+    // An op whose lowering is kernel calls describes them under this
+    // launch: the description must be one the target can print.
+    if (auto calls = dyn_cast<KernelCallOpInterface>(op))
+      return verifyKernelCalls(calls, l, [&] {
+        return emitError() << "'" << name << "' on '" << op->getName()
+                           << "': ";
+      });
     return success();
   }
   case AttrKind::DataParallel: {

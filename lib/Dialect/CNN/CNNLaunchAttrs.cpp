@@ -127,3 +127,111 @@ bool cnnc::cnn::launchesKernel(Operation *op) {
   return !isa<func::ReturnOp, ReshapeOp, FlattenOp, Conv2DOp, Conv2DBwdDataOp,
               Conv2DBwdFilterOp, MatmulOp, AllReduceOp>(op);
 }
+
+//===----------------------------------------------------------------------===//
+// Kernel-call descriptions (KernelCallOpInterface)
+//===----------------------------------------------------------------------===//
+
+/// "operand #i" or "result #i" of `op`, or empty where `v` is neither.
+static std::string roleOf(Operation *op, Value v) {
+  for (OpOperand &o : op->getOpOperands())
+    if (o.get() == v)
+      return "operand #" + std::to_string(o.getOperandNumber());
+  for (OpResult r : op->getResults())
+    if (r == v)
+      return "result #" + std::to_string(r.getResultNumber());
+  return "";
+}
+
+/// A 32-bit integer argument (or field of a record) that does not fit.
+static const KernelArg *wideI32(const KernelArg &a) {
+  if (a.kind == KernelArg::Kind::I32 &&
+      (a.integer < std::numeric_limits<int32_t>::min() ||
+       a.integer > std::numeric_limits<int32_t>::max()))
+    return &a;
+  for (const KernelArg &f : a.fields)
+    if (const KernelArg *w = wideI32(f))
+      return w;
+  return nullptr;
+}
+
+LogicalResult
+cnnc::cnn::verifyKernelCall(Operation *op, const KernelCall &call,
+                            function_ref<InFlightDiagnostic()> emitError) {
+  auto fail = [&]() {
+    return emitError() << "kernel call '" << call.kernel << "': ";
+  };
+  if (call.kernel.empty())
+    return emitError() << "a kernel call names no kernel";
+  for (const KernelTemplateArg &t : call.templateArgs)
+    if (t.kind == KernelTemplateArg::Kind::ElementType &&
+        !(t.type && (t.type.isF32() || t.type.isF16())))
+      return fail() << "template element type must be f32 or f16, got "
+                    << t.type;
+  const KernelGrid &grid = call.grid;
+  switch (grid.kind) {
+  case KernelGrid::Kind::ThreadPerElement: {
+    std::string role = grid.value ? roleOf(op, grid.value) : "";
+    auto t = grid.value ? dyn_cast<RankedTensorType>(grid.value.getType())
+                        : RankedTensorType();
+    if (role.empty() || !t || !t.hasStaticShape())
+      return fail() << "the grid's one thread per element names "
+                    << (role.empty() ? "a value that is not an operand or "
+                                       "result of the op"
+                                     : role)
+                    << ", which must be a tensor of static shape";
+    if (grid.perThread < 1 || t.getNumElements() % grid.perThread)
+      return fail() << "the grid's one thread per " << grid.perThread
+                    << " elements of " << role << " " << t << " needs "
+                    << "a multiple of " << grid.perThread << " elements, got "
+                    << t.getNumElements();
+    break;
+  }
+  case KernelGrid::Kind::ThreadPerUnit:
+    if (grid.units < 0)
+      return fail() << "the grid's units must not be negative, got "
+                    << grid.units;
+    break;
+  case KernelGrid::Kind::BlockPerUnit:
+    // gridDim.x is at most 2^31 - 1.
+    if (grid.units < 1 || grid.units > std::numeric_limits<int32_t>::max())
+      return fail() << "one block per unit needs 1 to 2^31 - 1 units, got "
+                    << grid.units;
+    break;
+  }
+  for (auto [i, a] : llvm::enumerate(call.args)) {
+    if (a.kind == KernelArg::Kind::Buffer) {
+      if (!a.value || roleOf(op, a.value).empty())
+        return fail() << "argument #" << i
+                      << " is a buffer that is not an operand or result of "
+                         "the op";
+      if (call.wrap && a.name.empty())
+        return fail() << "argument #" << i
+                      << " is a buffer of a wrapped call without a name";
+    }
+    if (a.kind == KernelArg::Kind::Table &&
+        (a.integer < 0 || a.integer >= (int64_t)call.tables.size()))
+      return fail() << "argument #" << i << " names table #" << a.integer
+                    << " of " << call.tables.size();
+    if (const KernelArg *w = wideI32(a))
+      return fail() << "argument #" << i << " holds " << w->integer
+                    << ", which the kernel's 32-bit int cannot";
+  }
+  for (auto [k, t] : llvm::enumerate(call.tables))
+    for (const KernelArg &row : t.rows)
+      if (const KernelArg *w = wideI32(row))
+        return fail() << "table #" << k << " holds " << w->integer
+                      << ", which its 32-bit int cannot";
+  return success();
+}
+
+LogicalResult cnnc::cnn::verifyKernelCalls(
+    KernelCallOpInterface op, LaunchAttr launch,
+    function_ref<InFlightDiagnostic()> emitError) {
+  SmallVector<KernelCall, 1> calls;
+  op.describeKernelCalls(launch, calls);
+  for (const KernelCall &call : calls)
+    if (failed(verifyKernelCall(op, call, emitError)))
+      return failure();
+  return success();
+}

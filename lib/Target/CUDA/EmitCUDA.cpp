@@ -12,7 +12,6 @@
 #include "BufferPlan.h"
 #include "PipelineEmit.h"
 #include "cnnc/Dialect/CNN/CNNOps.h"
-#include "cnnc/Support/Resize.h"
 #include "cnnc/Transforms/LoweringLimits.h"
 #include "cnnc/Transforms/MemoryPlan.h"
 
@@ -32,7 +31,6 @@
 #include <map>
 #include <numeric>
 #include <optional>
-#include <type_traits>
 
 using namespace mlir;
 using namespace cnnc;
@@ -178,7 +176,6 @@ private:
   LogicalResult printReduction(std::string &out, Operation *o);
   LogicalResult print(std::string &out, DropoutMaskOp d);
   LogicalResult print(std::string &out, GlobalAvgPoolGradOp g);
-  LogicalResult print(std::string &out, GlobalAvgPoolOp g);
   LogicalResult print(std::string &out, BiasGradOp b);
   LogicalResult print(std::string &out, BatchNormOp b);
   LogicalResult print(std::string &out, BatchNormTrainOp b);
@@ -196,14 +193,9 @@ private:
   LogicalResult print(std::string &out, FusedBatchNormAffineReluGradOp b);
   LogicalResult print(std::string &out, FusedDualBatchNormGradOp b);
   LogicalResult print(std::string &out, BatchNormGradOp b);
-  LogicalResult print(std::string &out, MaxPool2DOp p);
-  LogicalResult print(std::string &out, MaxPool2DGradOp p);
   LogicalResult print(std::string &out, FusedMaxPool2DOp p);
   LogicalResult print(std::string &out, FusedMaxPool2DBatchNormReluGradOp b);
   LogicalResult print(std::string &out, MaxPool2DIndexGradOp p);
-  LogicalResult print(std::string &out, AvgPool2DOp p);
-  LogicalResult print(std::string &out, AvgPool2DGradOp p);
-  LogicalResult print(std::string &out, SoftmaxOp s);
   LogicalResult print(std::string &out, SoftmaxCrossEntropyOp s);
   LogicalResult print(std::string &out, SoftmaxCrossEntropyGradOp s);
   LogicalResult print(std::string &out, ConcatOp c);
@@ -247,10 +239,14 @@ private:
   void emitPad(std::string &out, PadOp op);
   /// cnn.pad_grad: each input element sums the output elements copying it.
   void emitPadGrad(std::string &out, PadGradOp op);
-  /// cnn.resize and cnn.resize_grad: the prelude's resizeFwd / resizeBwd
-  /// (a gather) on tap tables printed from cnnc/Support/Resize.h.
-  template <typename ResizeLikeOp>
-  LogicalResult emitResize(std::string &out, ResizeLikeOp op);
+  /// Every op with KernelCallOpInterface (pooling, softmax, resize, ...):
+  /// the launches it describes, printed as `kernel<targs><<<grid, block, 0,
+  /// s>>>(args)`; a call of a device function with constant tables gets a
+  /// generated kernel that binds them.
+  LogicalResult printKernelCalls(std::string &out, KernelCallOpInterface op);
+  /// One argument of a kernel call (in a wrapper kernel: buffers by name).
+  std::string kernelArg(const KernelArg &a, ArrayRef<std::string> tables,
+                        bool inWrapper);
   /// The name of a `__device__` table with the given element type and
   /// initializer list, declared once in `kernels` (equal tables shared).
   std::string deviceTable(const std::string &type, const std::string &init);
@@ -565,64 +561,95 @@ std::string Emitter::deviceTable(const std::string &type,
   return name;
 }
 
-template <typename ResizeLikeOp>
-LogicalResult Emitter::emitResize(std::string &out, ResizeLikeOp op) {
-  constexpr bool grad = std::is_same_v<ResizeLikeOp, ResizeGradOp>;
-  bool nhwc = isNHWC(op);
-  // x: the resize input (the gradient's result), y: its output.
-  RankedTensorType x = ttype(grad ? op->getResult(0) : op->getOperand(0));
-  RankedTensorType y = ttype(grad ? op->getOperand(0) : op->getResult(0));
-  auto dims = [&](RankedTensorType t) {
-    auto s = t.getShape();
-    return nhwc ? SmallVector<int64_t, 4>{s[0], s[3], s[1], s[2]}
-                : SmallVector<int64_t, 4>(s);
-  };
-  auto xs = dims(x), ys = dims(y);
-  for (int64_t d : {xs[0], xs[1], xs[2], xs[3], ys[2], ys[3]})
-    if (d > std::numeric_limits<int32_t>::max())
-      return op.emitError("CUDA backend: resize dimensions must fit in int32, "
-                          "got ")
-             << x << " and " << y;
-  bool linear = op.getMode() == "linear";
-  std::optional<ArrayRef<double>> scales;
-  if (auto sc = op.getScalesAttr())
-    scales = sc.asArrayRef();
-  std::string tapTables[2], rangeTables[2];
-  for (int d = 0; d < 2; ++d) {
-    int64_t in = xs[2 + d], outSize = ys[2 + d];
-    std::vector<ResizeTap> taps = resizeTaps(
-        in, outSize, op.getMode(), op.getCoordinateTransformationMode(),
-        op.getNearestMode(), scales ? (*scales)[d] : 0.0);
-    std::string init;
-    for (const ResizeTap &t : taps)
-      init += fmt::format("{}{{{}, {}, {}}}", init.empty() ? "" : ", ", t.lo,
-                          t.hi, floatLit(t.l1));
-    tapTables[d] = deviceTable("ResizeTap", init);
-    if (!grad)
-      continue;
-    init.clear();
-    for (const ResizeRange &r : resizeRanges(in, taps))
-      init += fmt::format("{}{{{}, {}}}", init.empty() ? "" : ", ", r.first,
-                          r.last);
-    rangeTables[d] = deviceTable("int2", init);
+/// One argument of a kernel call as CUDA: buffers as arena pointers (or, in
+/// a wrapper kernel, by their parameter names), tables by their names.
+std::string Emitter::kernelArg(const KernelArg &a, ArrayRef<std::string> tables,
+                               bool inWrapper) {
+  switch (a.kind) {
+  case KernelArg::Kind::Buffer:
+    return inWrapper ? a.name : ptr(a.value);
+  case KernelArg::Kind::Null:
+    return "nullptr";
+  case KernelArg::Kind::I32:
+    return std::to_string(a.integer);
+  case KernelArg::Kind::Table:
+    return tables[a.integer];
+  case KernelArg::Kind::I64:
+    return fmt::format("{}ll", a.integer);
+  case KernelArg::Kind::F32:
+    return floatLit(a.real);
+  case KernelArg::Kind::Bool:
+    return a.integer ? "true" : "false";
+  case KernelArg::Kind::Record: {
+    std::vector<std::string> fields;
+    for (const KernelArg &f : a.fields)
+      fields.push_back(kernelArg(f, tables, inWrapper));
+    return a.name + "{" + llvm::join(fields, ", ") + "}";
   }
-  std::string T = ctype(y.getElementType());
-  std::string params = fmt::format("ResizeParams{{{}, {}, {}, {}, {}, {}}}",
-                                   xs[0], xs[1], xs[2], xs[3], ys[2], ys[3]);
-  std::string tmpl = fmt::format("<{}, {}, {}>", T, nhwc ? "true" : "false",
-                                 linear ? "true" : "false");
-  std::string body =
-      grad ? fmt::format("  resizeBwd{}(dy, dx, {}, {}, {}, {}, {});\n", tmpl,
-                         params, tapTables[0], tapTables[1], rangeTables[0],
-                         rangeTables[1])
-           : fmt::format("  resizeFwd{}(x, y, {}, {}, {});\n", tmpl, params,
-                         tapTables[0], tapTables[1]);
-  std::string sig =
-      grad ? fmt::format("const {0} *__restrict__ dy, {0} *__restrict__ dx", T)
-           : fmt::format("const {0} *__restrict__ x, {0} *__restrict__ y", T);
-  int64_t n = ttype(op->getResult(0)).getNumElements();
-  launch(out, op, kernel(sig, body), gridFor(n), threads(),
-         fmt::format("{}, {}", ptr(op->getOperand(0)), ptr(op->getResult(0))));
+  }
+  llvm_unreachable("unknown kernel argument kind");
+}
+
+LogicalResult Emitter::printKernelCalls(std::string &out,
+                                        KernelCallOpInterface op) {
+  SmallVector<KernelCall, 1> calls;
+  op.describeKernelCalls(launchOf, calls);
+  for (const KernelCall &call : calls) {
+    // The dialect verified the description where the op got its
+    // #cnn.launch; the printer relies on it, so it checks again.
+    if (failed(verifyKernelCall(
+            op, call, [&] { return op->emitError("CUDA backend: "); })))
+      return failure();
+    std::vector<std::string> targs;
+    for (const KernelTemplateArg &t : call.templateArgs)
+      targs.push_back(t.kind == KernelTemplateArg::Kind::ElementType
+                          ? ctype(t.type)
+                          : (t.flag ? "true" : "false"));
+    std::string name = call.kernel;
+    if (!targs.empty())
+      name += "<" + llvm::join(targs, ", ") + ">";
+    std::vector<std::string> tables;
+    for (const KernelTable &t : call.tables) {
+      std::string init;
+      for (const KernelArg &row : t.rows)
+        init += (init.empty() ? "" : ", ") + kernelArg(row, {}, false);
+      tables.push_back(deviceTable(t.rowType, init));
+    }
+    std::vector<std::string> args;
+    for (const KernelArg &a : call.args)
+      args.push_back(kernelArg(a, tables, call.wrap));
+    std::vector<std::string> launchArgs;
+    if (call.wrap) {
+      // A kernel of its own calls the device function with the constants
+      // bound; it takes the buffers.
+      std::vector<std::string> params;
+      for (const KernelArg &a : call.args)
+        if (a.kind == KernelArg::Kind::Buffer) {
+          params.push_back(fmt::format(
+              "{}{} *__restrict__ {}", a.written ? "" : "const ",
+              ctype(ttype(a.value).getElementType()), a.name));
+          launchArgs.push_back(ptr(a.value));
+        }
+      name = kernel(llvm::join(params, ", "),
+                    fmt::format("  {}({});\n", name, llvm::join(args, ", ")));
+    } else {
+      launchArgs = std::move(args);
+    }
+    std::string grid;
+    switch (call.grid.kind) {
+    case KernelGrid::Kind::ThreadPerElement:
+      grid = gridFor(ttype(call.grid.value).getNumElements() /
+                     call.grid.perThread);
+      break;
+    case KernelGrid::Kind::ThreadPerUnit:
+      grid = gridFor(call.grid.units);
+      break;
+    case KernelGrid::Kind::BlockPerUnit:
+      grid = std::to_string(call.grid.units);
+      break;
+    }
+    launch(out, op, name, grid, threads(), llvm::join(launchArgs, ", "));
+  }
   return success();
 }
 
@@ -810,14 +837,6 @@ std::string Emitter::poolParams(RankedTensorType x, RankedTensorType y,
                      "{}, {}, {}, {}}}",
                      xs[0], c, h, w, ph, pw, k[0], k[1], s[0], s[1], p[0], p[1],
                      p[2], p[3], cip ? "true" : "false");
-}
-
-/// The prelude's pooling kernel ("maxPoolFwd", ...) instantiated for the
-/// element type and the op's layout.
-static std::string poolKernel(StringRef base, Operation *op,
-                              RankedTensorType t) {
-  return fmt::format("{}<{}, {}>", base.str(), ctype(t.getElementType()),
-                     isNHWC(op) ? "true" : "false");
 }
 
 static int64_t channelInner(RankedTensorType t) {
@@ -1180,17 +1199,6 @@ LogicalResult Emitter::emitNHWC(Operation *op, std::string &out) {
                            ptr(b.getResult()), C, tiles));
         return success();
       })
-      .Case([&](GlobalAvgPoolOp g) {
-        auto t = g.getInput().getType();
-        int64_t n = t.getDimSize(0), hw = t.getDimSize(1) * t.getDimSize(2),
-                c = t.getDimSize(3);
-        launch(out, op,
-               fmt::format("spatialMeanNHWC<{}>", ctype(t.getElementType())),
-               gridFor(n * c), threads(),
-               fmt::format("{}, {}, {}ll, {}ll, {}ll", ptr(g.getInput()),
-                           ptr(g.getResult()), n, hw, c));
-        return success();
-      })
       .Case([&](GlobalAvgPoolGradOp g) {
         auto t = g.getType();
         int64_t hw = t.getDimSize(1) * t.getDimSize(2), c = t.getDimSize(3);
@@ -1454,18 +1462,6 @@ LogicalResult Emitter::print(std::string &out, GlobalAvgPoolGradOp g) {
   int64_t hw = t.getDimSize(2) * t.getDimSize(3);
   elementwise(out, op, {{g.getGradOutput(), fmt::format("i / {}ll", hw)}},
               {g.getResult()}, "r0 = a0 / " + floatLit((double)hw) + ";");
-  return success();
-}
-
-LogicalResult Emitter::print(std::string &out, GlobalAvgPoolOp g) {
-  Operation *op = g;
-  auto t = g.getInput().getType();
-  int64_t rows = t.getDimSize(0) * t.getDimSize(1);
-  launch(out, op, fmt::format("rowMean<{}>", ctype(t.getElementType())),
-         gridFor(rows), threads(),
-         fmt::format("{}, {}, {}ll, {}ll", ptr(g.getInput()),
-                     ptr(g.getResult()), rows,
-                     t.getDimSize(2) * t.getDimSize(3)));
   return success();
 }
 
@@ -1956,40 +1952,6 @@ LogicalResult Emitter::print(std::string &out, BatchNormGradOp b) {
   return success();
 }
 
-LogicalResult Emitter::print(std::string &out, MaxPool2DOp p) {
-  Operation *op = p;
-  auto pp = poolParams(p.getInput().getType(), p.getType(), p.getKernel(),
-                       p.getStrides(), p.getPadding(), false, isNHWC(op));
-  if (loweringOf(op) == "vec8") {
-    launch(out, op,
-           fmt::format("maxPoolNHWC8<{}, false>",
-                       ctype(p.getType().getElementType())),
-           gridFor(p.getType().getNumElements() / 8), threads(),
-           fmt::format("{}, {}, nullptr, {}", ptr(p.getInput()),
-                       ptr(p.getResult()), pp));
-    return success();
-  }
-  launch(out, op, poolKernel("maxPoolFwd", op, p.getType()),
-         gridFor(p.getType().getNumElements()), threads(),
-         fmt::format("{}, {}, {}", ptr(p.getInput()), ptr(p.getResult()), pp));
-  return success();
-}
-
-LogicalResult Emitter::print(std::string &out, MaxPool2DGradOp p) {
-  Operation *op = p;
-  // The gather form: each input element finds the first maximum of
-  // each window it is in again. cnn-max-pool-index replaces this op
-  // on the pipeline's step (the forward records the argmax).
-  auto pp = poolParams(p.getInput().getType(), p.getGradOutput().getType(),
-                       p.getKernel(), p.getStrides(), p.getPadding(), false,
-                       isNHWC(op));
-  launch(out, op, poolKernel("maxPoolBwd", op, p.getType()),
-         gridFor(p.getType().getNumElements()), threads(),
-         fmt::format("{}, {}, {}, {}", ptr(p.getGradOutput()),
-                     ptr(p.getInput()), ptr(p.getResult()), pp));
-  return success();
-}
-
 LogicalResult Emitter::print(std::string &out, FusedMaxPool2DOp p) {
   Operation *op = p;
   auto y = p.getResult().getType();
@@ -2035,58 +1997,6 @@ LogicalResult Emitter::print(std::string &out, MaxPool2DIndexGradOp p) {
            fmt::format("maxPoolBwdGather<{}, {}>", T,
                        isNHWC(op) ? "true" : "false"),
            gridFor(dx.getNumElements()), threads(), args);
-  return success();
-}
-
-LogicalResult Emitter::print(std::string &out, AvgPool2DOp p) {
-  Operation *op = p;
-  auto pp = poolParams(p.getInput().getType(), p.getType(), p.getKernel(),
-                       p.getStrides(), p.getPadding(), p.getCountIncludePad(),
-                       isNHWC(op));
-  launch(out, op, poolKernel("avgPoolFwd", op, p.getType()),
-         gridFor(p.getType().getNumElements()), threads(),
-         fmt::format("{}, {}, {}", ptr(p.getInput()), ptr(p.getResult()), pp));
-  return success();
-}
-
-LogicalResult Emitter::print(std::string &out, AvgPool2DGradOp p) {
-  Operation *op = p;
-  auto pp = poolParams(p.getType(), p.getGradOutput().getType(), p.getKernel(),
-                       p.getStrides(), p.getPadding(), p.getCountIncludePad(),
-                       isNHWC(op));
-  launch(out, op, poolKernel("avgPoolBwd", op, p.getType()),
-         gridFor(p.getType().getNumElements()), threads(),
-         fmt::format("{}, {}, {}", ptr(p.getGradOutput()), ptr(p.getResult()),
-                     pp));
-  return success();
-}
-
-LogicalResult Emitter::print(std::string &out, SoftmaxOp s) {
-  Operation *op = s;
-  // The tensor as outer x n x inner around the axis: a row per block
-  // (cnn-prepare-for-emission's "block_per_result", a contiguous
-  // axis) or one thread per (outer, inner) pair.
-  auto t = s.getType();
-  int64_t axis = s.getAxis(), outer = 1, inner = 1;
-  for (int64_t d = 0; d < axis; ++d)
-    outer *= t.getDimSize(d);
-  for (int64_t d = axis + 1; d < t.getRank(); ++d)
-    inner *= t.getDimSize(d);
-  int64_t n = t.getDimSize(axis);
-  if (n > std::numeric_limits<int32_t>::max())
-    return s.emitError("CUDA backend: softmax over an axis of ")
-           << n << " elements (the kernels count it in int32)";
-  std::string T = ctype(t.getElementType());
-  if (launchOf.getReduction().getValue() == "block_per_result") {
-    launch(out, op, fmt::format("softmaxRows<{}>", T), std::to_string(outer),
-           threads(),
-           fmt::format("{}, {}, {}", ptr(s.getInput()), ptr(s.getResult()), n));
-    return success();
-  }
-  launch(out, op, fmt::format("softmaxStrided<{}>", T), gridFor(outer * inner),
-         threads(),
-         fmt::format("{}, {}, {}ll, {}, {}ll", ptr(s.getInput()),
-                     ptr(s.getResult()), outer, n, inner));
   return success();
 }
 
@@ -2464,20 +2374,22 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
   if (launchOf && needsReductionStrategy(op) && !launchOf.getReduction())
     return op->emitError("CUDA backend: '")
            << op->getName() << "' has no reduction strategy in its cnn.launch";
-  if (isNHWC(op) && isa<BiasGradOp, GlobalAvgPoolOp, GlobalAvgPoolGradOp>(op))
+  if (auto calls = dyn_cast<KernelCallOpInterface>(op))
+    return printKernelCalls(out, calls);
+  if (isNHWC(op) && isa<BiasGradOp, GlobalAvgPoolGradOp>(op))
     return emitNHWC(op, out);
   return TypeSwitch<Operation *, LogicalResult>(op)
       .Case<ConstantOp, Conv2DOp, Conv2DBwdDataOp, Conv2DBwdFilterOp, MatmulOp,
-            BiasAddOp, DropoutMaskOp, GlobalAvgPoolGradOp, GlobalAvgPoolOp,
-            BiasGradOp, BatchNormOp, BatchNormTrainOp, FusedElementwiseOp,
+            BiasAddOp, DropoutMaskOp, GlobalAvgPoolGradOp, BiasGradOp,
+            BatchNormOp, BatchNormTrainOp, FusedElementwiseOp,
             FusedConv2DOp, FusedConv2DStatsOp, FusedConv2DBwdFilterOp,
             FusedConv2DBwdDataOp, BatchNormFinalizeOp, BatchNormStatsOp,
             BatchNormSumsOp, BatchNormGradSumsOp,
             FusedBatchNormAffineReluGradSumsOp, FusedBatchNormReluGradOp,
             FusedBatchNormAffineReluGradOp, FusedDualBatchNormGradOp,
-            BatchNormGradOp, MaxPool2DOp, MaxPool2DGradOp, FusedMaxPool2DOp,
+            BatchNormGradOp, FusedMaxPool2DOp,
             FusedMaxPool2DBatchNormReluGradOp, MaxPool2DIndexGradOp,
-            AvgPool2DOp, AvgPool2DGradOp, SoftmaxOp, SoftmaxCrossEntropyOp,
+            SoftmaxCrossEntropyOp,
             SoftmaxCrossEntropyGradOp, ConcatOp, PadOp, PadGradOp, SGDUpdateOp,
             AdamUpdateOp, AllFiniteOp, LossScaleUpdateOp, UnscaleOp,
             AccumulateGradOp, AccumulationStepOp, AllReduceOp>(
@@ -2496,8 +2408,6 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
           [&](Operation *o) { return printReduction(out, o); })
       .Case<SliceOp, TransposeOp>(
           [&](Operation *o) { return printGather(out, o); })
-      .Case([&](ResizeOp r) { return emitResize(out, r); })
-      .Case([&](ResizeGradOp r) { return emitResize(out, r); })
       .Case([&](ClipDivisorOp c) { return emitClipDivisor(out, c); })
       .Default([&](Operation *o) {
         return o->emitError("CUDA backend: no lowering for '")

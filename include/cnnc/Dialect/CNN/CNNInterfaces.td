@@ -127,4 +127,32 @@ def CNN_ReferenceEvalOpInterface : OpInterface<"ReferenceEvalOpInterface"> {
   ];
 }
 
+def CNN_KernelCallOpInterface : OpInterface<"KernelCallOpInterface"> {
+  let cppNamespace = "::cnnc::cnn";
+  let description = [{
+    An op whose CUDA lowering is launches of prelude kernels
+    (kernels/<Family>.cuh), described as data kept with the op: for each
+    launch, the kernel's name and template arguments (element types,
+    flags), the grid as a rule (one thread per element of an operand or
+    result, a grid-stride loop over N units, one block per unit), and the
+    arguments (the op's buffers, integers and floats from its shapes and
+    attributes, records of them, constant tables): KernelCall
+    (include/cnnc/Dialect/CNN/KernelCall.h). The description is no target
+    text; the CUDA printer has one case for every op with this interface.
+    Decisions about the launch are cnn-prepare-for-emission's `#cnn.launch`
+    (the grid ceiling, the block, a reduction strategy), which the
+    description reads from the attribute it is given. The dialect verifies
+    the description wherever the op carries a `#cnn.launch`
+    (verifyKernelCall: buffers and grid values of the op, of static shape,
+    32-bit arguments in range, ...).
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        Appends the op's launches, in order, as `launch` decides them.
+      }], "void", "describeKernelCalls",
+      (ins "::cnnc::cnn::LaunchAttr":$launch,
+           "::llvm::SmallVectorImpl<::cnnc::cnn::KernelCall> &":$calls)>,
+  ];
+}
+
 #endif

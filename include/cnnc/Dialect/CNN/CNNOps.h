@@ -77,6 +77,7 @@ inline int64_t channelDim(mlir::RankedTensorType t, Layout layout) {
 } // namespace cnnc::cnn
 
 #include "cnnc/Dialect/CNN/Gradient.h"
+#include "cnnc/Dialect/CNN/KernelCall.h"
 namespace cnnc::reference {
 class Evaluator; // lib/Reference: ReferenceEvalOpInterface's argument
 } // namespace cnnc::reference
@@ -187,6 +188,11 @@ constexpr int64_t kXentMaxBlocks = 1024;
 /// (conv2d and its gradients, matmul, all_reduce), views (reshape, flatten)
 /// and the return.
 bool launchesKernel(mlir::Operation *op);
+/// Checks the kernel calls `op` describes under `launch` (verifyKernelCall,
+/// KernelCall.h); the dialect's verifier of `cnn.launch` runs it.
+mlir::LogicalResult
+verifyKernelCalls(KernelCallOpInterface op, LaunchAttr launch,
+                  llvm::function_ref<mlir::InFlightDiagnostic()> emitError);
 } // namespace cnnc::cnn
 
 #endif

@@ -47,8 +47,11 @@ class CNN_LayoutOp<string mnemonic, list<Trait> traits = []>
     : CNN_PureOp<mnemonic, !listconcat([CNN_LayoutSensitiveOpInterface], traits)>;
 
 // An op whose reverse-mode rule is its own (GradientOpInterface): the rule is
-// `<Op>::buildGradient` in lib/Dialect/CNN/CNNGradients.cpp.
+// `<Op>::buildGradient` in its family's file, lib/Dialect/CNN/Ops/<Family>.cpp.
 def CNN_Gradient : DeclareOpInterfaceMethods<CNN_GradientOpInterface>;
+// The op's CUDA lowering as data (KernelCallOpInterface): the printer has one
+// case for every op that declares it.
+def CNN_KernelCall : DeclareOpInterfaceMethods<CNN_KernelCallOpInterface>;
 
 // Convolution attributes shared by conv2d and its gradients.
 defvar ConvAttrs = (ins DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$padding,
@@ -490,7 +493,7 @@ def CNN_BatchNormTrainOp : CNN_LayoutOp<"batch_norm_train", [CNN_InferShapes, CN
                  CNN_FloatTensor:$new_running_var);
 }
 
-def CNN_MaxPool2DOp : CNN_LayoutOp<"max_pool2d", [CNN_InferShapes, CNN_Gradient]> {
+def CNN_MaxPool2DOp : CNN_LayoutOp<"max_pool2d", [CNN_InferShapes, CNN_Gradient, CNN_KernelCall]> {
   let summary = "2-D max pooling (padding never wins)";
   let description = [{
     `kernel`, `strides`: 2 positive entries; `padding`: 4 (t, l, b, r), each
@@ -501,7 +504,7 @@ def CNN_MaxPool2DOp : CNN_LayoutOp<"max_pool2d", [CNN_InferShapes, CNN_Gradient]
   let results = (outs CNN_FloatTensor:$result);
 }
 
-def CNN_AvgPool2DOp : CNN_LayoutOp<"avg_pool2d", [CNN_InferShapes, CNN_Gradient]> {
+def CNN_AvgPool2DOp : CNN_LayoutOp<"avg_pool2d", [CNN_InferShapes, CNN_Gradient, CNN_KernelCall]> {
   let summary = "2-D average pooling";
   let description = [{
     As max_pool2d; `count_include_pad` divides by the full kernel area
@@ -512,7 +515,7 @@ def CNN_AvgPool2DOp : CNN_LayoutOp<"avg_pool2d", [CNN_InferShapes, CNN_Gradient]
   let results = (outs CNN_FloatTensor:$result);
 }
 
-def CNN_GlobalAvgPoolOp : CNN_LayoutOp<"global_avg_pool", [CNN_InferShapes, CNN_Gradient]> {
+def CNN_GlobalAvgPoolOp : CNN_LayoutOp<"global_avg_pool", [CNN_InferShapes, CNN_Gradient, CNN_KernelCall]> {
   let summary = "Mean over H and W: N x C x H x W -> N x C x 1 x 1";
   let description = [{ With `layout = #cnn.layout<NHWC>`: N x H x W x C -> N x 1 x 1 x C. }];
   let arguments = (ins CNN_FloatTensor:$input, CNN_Layout:$layout);
@@ -664,7 +667,7 @@ def CNN_DropoutMaskOp : CNN_PureOp<"dropout_mask"> {
   let hasVerifier = 1;
 }
 
-def CNN_SoftmaxOp : CNN_PureOp<"softmax", [SameOperandsAndResultType, CNN_Gradient]> {
+def CNN_SoftmaxOp : CNN_PureOp<"softmax", [SameOperandsAndResultType, CNN_Gradient, CNN_KernelCall]> {
   let summary = "Softmax along `axis`";
   let arguments = (ins CNN_FloatTensor:$input, I64Attr:$axis);
   let results = (outs CNN_FloatTensor:$result);
@@ -746,7 +749,7 @@ def CNN_ClipGradOp : CNN_ElementwiseOp<"clip_grad",
   let results = (outs CNN_FloatTensor:$result);
 }
 
-def CNN_MaxPool2DGradOp : CNN_LayoutOp<"max_pool2d_grad"> {
+def CNN_MaxPool2DGradOp : CNN_LayoutOp<"max_pool2d_grad", [CNN_KernelCall]> {
   let summary = "Routes each output gradient to the first maximum of its window";
   let description = [{ Result type = `input` type; max_pool2d(input) must have the type of `grad_output`. }];
   let arguments = !con((ins CNN_FloatTensor:$grad_output, CNN_FloatTensor:$input), PoolAttrs,
@@ -755,7 +758,7 @@ def CNN_MaxPool2DGradOp : CNN_LayoutOp<"max_pool2d_grad"> {
   let hasVerifier = 1;
 }
 
-def CNN_AvgPool2DGradOp : CNN_LayoutOp<"avg_pool2d_grad"> {
+def CNN_AvgPool2DGradOp : CNN_LayoutOp<"avg_pool2d_grad", [CNN_KernelCall]> {
   let summary = "Gradient of avg_pool2d; the result type is the input type";
   let arguments = !con((ins CNN_FloatTensor:$grad_output), PoolAttrs,
                        (ins BoolAttr:$count_include_pad), LayoutArg);
@@ -808,7 +811,7 @@ defvar ResizeAttrs = (ins DenseI64ArrayAttr:$size,
     DefaultValuedAttr<StrAttr, "\"round_prefer_floor\"">:$nearest_mode,
     OptionalAttr<DenseF64ArrayAttr>:$scales);
 
-def CNN_ResizeOp : CNN_LayoutOp<"resize", [CNN_InferShapes, CNN_Gradient]> {
+def CNN_ResizeOp : CNN_LayoutOp<"resize", [CNN_InferShapes, CNN_Gradient, CNN_KernelCall]> {
   let summary = "Nearest or bilinear resampling of H and W (F.interpolate, ONNX Resize)";
   let description = [{
     `input` is N x C x H x W (N x H x W x C with `layout = #cnn.layout<NHWC>`);
@@ -845,7 +848,7 @@ def CNN_ResizeOp : CNN_LayoutOp<"resize", [CNN_InferShapes, CNN_Gradient]> {
   let results = (outs CNN_FloatTensor:$result);
 }
 
-def CNN_ResizeGradOp : CNN_LayoutOp<"resize_grad"> {
+def CNN_ResizeGradOp : CNN_LayoutOp<"resize_grad", [CNN_KernelCall]> {
   let summary = "Gradient of resize: each output gradient added back into the input elements it read";
   let description = [{
     The adjoint of cnn.resize with the same attributes: `grad_output` has

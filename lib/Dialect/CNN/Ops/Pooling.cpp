@@ -1,8 +1,10 @@
 //===- Pooling.cpp - cnn ops: pooling -------------------------------------===//
 //
 // What the dialect knows about max_pool2d, avg_pool2d, global_avg_pool and
-// their gradients: verifiers and shape inference, then the gradient rules
-// (GradientOpInterface; cnn-autodiff asks each op).
+// their gradients: verifiers and shape inference, gradient rules
+// (GradientOpInterface; cnn-autodiff asks each op), and the CUDA lowering as
+// data (KernelCallOpInterface; the CUDA printer asks each op).
+// global_avg_pool_grad is a generated elementwise kernel, not a kernel call.
 //
 //===----------------------------------------------------------------------===//
 #include "OpHelpers.h"
@@ -146,4 +148,122 @@ LogicalResult GlobalAvgPoolOp::buildGradient(OpBuilder &b,
                GlobalAvgPoolGradOp::create(b, getLoc(), getInput().getType(),
                                            g.resultGrad(0)));
   return success();
+}
+
+//===----------------------------------------------------------------------===//
+// CUDA lowering (KernelCallOpInterface): kernels/Pooling.cuh,
+// kernels/PoolingNHWC.cuh, kernels/Reductions.cuh
+//===----------------------------------------------------------------------===//
+
+/// The prelude's PoolParams of a window over `x` giving `y`: N, C, H, W, P,
+/// Q, the window, strides and pads, whatever the memory layout.
+static KernelArg poolParams(RankedTensorType x, RankedTensorType y,
+                            ArrayRef<int64_t> k, ArrayRef<int64_t> s,
+                            ArrayRef<int64_t> p, bool countIncludePad,
+                            bool nhwc) {
+  auto xs = x.getShape(), ys = y.getShape();
+  int64_t c = nhwc ? xs[3] : xs[1], h = nhwc ? xs[1] : xs[2],
+          w = nhwc ? xs[2] : xs[3];
+  int64_t ph = nhwc ? ys[1] : ys[2], pw = nhwc ? ys[2] : ys[3];
+  SmallVector<KernelArg> fields;
+  for (int64_t v : {xs[0], c, h, w, ph, pw, k[0], k[1], s[0], s[1], p[0], p[1],
+                    p[2], p[3]})
+    fields.push_back(KernelArg::i32(v));
+  fields.push_back(KernelArg::boolean(countIncludePad));
+  return KernelArg::record("PoolParams", fields);
+}
+
+/// The prelude's pooling kernel `name`<T, NHWC> (T the result's element
+/// type), one thread per element of the result.
+static KernelCall poolCall(StringRef name, Operation *op,
+                           ArrayRef<KernelArg> args) {
+  KernelCall call;
+  call.kernel = name.str();
+  Value result = op->getResult(0);
+  call.templateArgs = {
+      KernelTemplateArg::elementType(ranked(result).getElementType()),
+      KernelTemplateArg::boolean(isNHWC(op))};
+  call.grid = KernelGrid::threadPerElement(result);
+  call.args.assign(args.begin(), args.end());
+  return call;
+}
+
+static bool isVec8(Operation *op) {
+  auto lowering = op->getAttrOfType<StringAttr>("cnn.lowering");
+  return lowering && lowering.getValue() == "vec8";
+}
+
+void MaxPool2DOp::describeKernelCalls(LaunchAttr,
+                                      SmallVectorImpl<KernelCall> &calls) {
+  KernelArg params =
+      poolParams(getInput().getType(), getType(), getKernel(), getStrides(),
+                 getPadding(), false, isNHWC());
+  KernelCall call =
+      poolCall("maxPoolFwd", *this,
+               {KernelArg::read(getInput()), KernelArg::write(getResult()),
+                params});
+  // cnn-select-lowering's "vec8": eight channels a thread (NHWC);
+  // maxPoolNHWC8<T, ARG> records no argmax (ARG false, its pointer null).
+  if (isVec8(*this)) {
+    call.kernel = "maxPoolNHWC8";
+    call.templateArgs[1] = KernelTemplateArg::boolean(false);
+    call.grid = KernelGrid::threadPerElement(getResult(), 8);
+    call.args.insert(call.args.begin() + 2, KernelArg::null());
+  }
+  calls.push_back(call);
+}
+
+void MaxPool2DGradOp::describeKernelCalls(LaunchAttr,
+                                          SmallVectorImpl<KernelCall> &calls) {
+  // The gather form: each input element finds the first maximum of each
+  // window it is in again. cnn-max-pool-index replaces this op on the
+  // pipeline's step (the forward records the argmax).
+  calls.push_back(poolCall(
+      "maxPoolBwd", *this,
+      {KernelArg::read(getGradOutput()), KernelArg::read(getInput()),
+       KernelArg::write(getResult()),
+       poolParams(getInput().getType(), getGradOutput().getType(),
+                  getKernel(), getStrides(), getPadding(), false,
+                  isNHWC())}));
+}
+
+void AvgPool2DOp::describeKernelCalls(LaunchAttr,
+                                      SmallVectorImpl<KernelCall> &calls) {
+  calls.push_back(poolCall(
+      "avgPoolFwd", *this,
+      {KernelArg::read(getInput()), KernelArg::write(getResult()),
+       poolParams(getInput().getType(), getType(), getKernel(), getStrides(),
+                  getPadding(), getCountIncludePad(), isNHWC())}));
+}
+
+void AvgPool2DGradOp::describeKernelCalls(LaunchAttr,
+                                          SmallVectorImpl<KernelCall> &calls) {
+  calls.push_back(poolCall(
+      "avgPoolBwd", *this,
+      {KernelArg::read(getGradOutput()), KernelArg::write(getResult()),
+       poolParams(getType(), getGradOutput().getType(), getKernel(),
+                  getStrides(), getPadding(), getCountIncludePad(),
+                  isNHWC())}));
+}
+
+// One thread per result element (an N x C plane's mean): rowMean over the
+// contiguous H x W of NCHW, spatialMeanNHWC striding over the channels.
+void GlobalAvgPoolOp::describeKernelCalls(LaunchAttr,
+                                          SmallVectorImpl<KernelCall> &calls) {
+  auto t = getInput().getType();
+  KernelCall call;
+  call.templateArgs = {KernelTemplateArg::elementType(t.getElementType())};
+  call.grid = KernelGrid::threadPerElement(getResult());
+  call.args = {KernelArg::read(getInput()), KernelArg::write(getResult())};
+  if (isNHWC()) {
+    call.kernel = "spatialMeanNHWC";
+    call.args.append({KernelArg::i64(t.getDimSize(0)),
+                      KernelArg::i64(t.getDimSize(1) * t.getDimSize(2)),
+                      KernelArg::i64(t.getDimSize(3))});
+  } else {
+    call.kernel = "rowMean";
+    call.args.append({KernelArg::i64(t.getDimSize(0) * t.getDimSize(1)),
+                      KernelArg::i64(t.getDimSize(2) * t.getDimSize(3))});
+  }
+  calls.push_back(call);
 }

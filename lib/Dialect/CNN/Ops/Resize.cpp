@@ -1,12 +1,16 @@
 //===- Resize.cpp - cnn ops: resampling -----------------------------------===//
 //
 // What the dialect knows about resize, resize_grad: verifiers and shape
-// inference, then the gradient rules (GradientOpInterface; cnn-autodiff asks
-// each op).
+// inference, gradient rules (GradientOpInterface; cnn-autodiff asks each
+// op), and the CUDA lowering as data (KernelCallOpInterface; the CUDA
+// printer asks each op).
 //
 //===----------------------------------------------------------------------===//
 #include "OpHelpers.h"
 #include "cnnc/Support/Resize.h"
+
+#include <limits>
+#include <type_traits>
 
 #include "llvm/Support/MathExtras.h"
 
@@ -105,4 +109,90 @@ LogicalResult ResizeOp::buildGradient(OpBuilder &b, GradientEmitter &g) {
                                                 ValueRange{g.resultGrad(0)},
                                                 (*this)->getAttrs()));
   return success();
+}
+
+//===----------------------------------------------------------------------===//
+// CUDA lowering (KernelCallOpInterface): kernels/Resize.cuh
+//===----------------------------------------------------------------------===//
+
+// The prelude's resizeFwd / resizeBwd (gathers) read their source taps from
+// tables computed here by cnnc/Support/Resize.h, the code the verifier and
+// the reference interpreter read: the three cannot disagree about which
+// input pixel an output reads. The gradient also reads, for each input row
+// and column, the outputs [first, last] that may read it. The tables are
+// bound at compile time, so the call is a wrapped device function.
+template <typename ResizeLikeOp>
+static void describeResize(ResizeLikeOp op,
+                           SmallVectorImpl<KernelCall> &calls) {
+  constexpr bool grad = std::is_same_v<ResizeLikeOp, ResizeGradOp>;
+  bool nhwc = op.isNHWC();
+  // x: the resize input (the gradient's result), y: its output.
+  RankedTensorType x = ranked(grad ? op->getResult(0) : op->getOperand(0));
+  RankedTensorType y = ranked(grad ? op->getOperand(0) : op->getResult(0));
+  auto xs = nchwShape(x, nhwc), ys = nchwShape(y, nhwc);
+  std::optional<ArrayRef<double>> scales;
+  if (auto sc = op.getScalesAttr())
+    scales = sc.asArrayRef();
+  KernelCall call;
+  call.kernel = grad ? "resizeBwd" : "resizeFwd";
+  call.wrap = true;
+  call.templateArgs = {KernelTemplateArg::elementType(y.getElementType()),
+                       KernelTemplateArg::boolean(nhwc),
+                       KernelTemplateArg::boolean(op.getMode() == "linear")};
+  call.grid = KernelGrid::threadPerElement(op->getResult(0));
+  call.args = {KernelArg::read(op->getOperand(0), grad ? "dy" : "x"),
+               KernelArg::write(op->getResult(0), grad ? "dx" : "y")};
+  SmallVector<KernelArg> params;
+  for (int64_t d : {xs[0], xs[1], xs[2], xs[3], ys[2], ys[3]})
+    params.push_back(KernelArg::i32(d));
+  call.args.push_back(KernelArg::record("ResizeParams", params));
+  // Sizes beyond the kernel's int are refused on the record
+  // (verifyKernelCall): their tables, an entry per output row and column,
+  // are not built.
+  if (llvm::any_of(params, [](const KernelArg &a) {
+        return a.integer > std::numeric_limits<int32_t>::max();
+      })) {
+    calls.push_back(call);
+    return;
+  }
+  // Tables in the order the target declares them: per dimension the taps,
+  // then (gradient) the ranges.
+  int64_t tapTable[2], rangeTable[2];
+  for (int d = 0; d < 2; ++d) {
+    int64_t in = xs[2 + d], out = ys[2 + d];
+    std::vector<ResizeTap> taps = resizeTaps(
+        in, out, op.getMode(), op.getCoordinateTransformationMode(),
+        op.getNearestMode(), scales ? (*scales)[d] : 0.0);
+    KernelTable tapRows{"ResizeTap", {}};
+    for (const ResizeTap &t : taps)
+      tapRows.rows.push_back(KernelArg::record(
+          "", {KernelArg::i32(t.lo), KernelArg::i32(t.hi),
+               KernelArg::f32(t.l1)}));
+    tapTable[d] = call.tables.size();
+    call.tables.push_back(std::move(tapRows));
+    if (!grad)
+      continue;
+    KernelTable rangeRows{"int2", {}};
+    for (const ResizeRange &r : resizeRanges(in, taps))
+      rangeRows.rows.push_back(KernelArg::record(
+          "", {KernelArg::i32(r.first), KernelArg::i32(r.last)}));
+    rangeTable[d] = call.tables.size();
+    call.tables.push_back(std::move(rangeRows));
+  }
+  call.args.append(
+      {KernelArg::table(tapTable[0]), KernelArg::table(tapTable[1])});
+  if (grad)
+    call.args.append(
+        {KernelArg::table(rangeTable[0]), KernelArg::table(rangeTable[1])});
+  calls.push_back(call);
+}
+
+void ResizeOp::describeKernelCalls(LaunchAttr,
+                                   SmallVectorImpl<KernelCall> &calls) {
+  describeResize(*this, calls);
+}
+
+void ResizeGradOp::describeKernelCalls(LaunchAttr,
+                                       SmallVectorImpl<KernelCall> &calls) {
+  describeResize(*this, calls);
 }

@@ -1,8 +1,9 @@
 //===- Softmax.cpp - cnn ops: softmax and the loss ------------------------===//
 //
-// What the dialect knows about softmax, softmax_cross_entropy,
-// softmax_cross_entropy_grad: verifiers and shape inference, then the
-// gradient rules (GradientOpInterface; cnn-autodiff asks each op).
+// What the dialect knows about softmax, softmax_cross_entropy and
+// softmax_cross_entropy_grad: verifiers and shape inference, gradient rules
+// (GradientOpInterface; cnn-autodiff asks each op), and softmax's CUDA
+// lowering as data (KernelCallOpInterface; the CUDA printer asks each op).
 //
 //===----------------------------------------------------------------------===//
 #include "OpHelpers.h"
@@ -86,4 +87,37 @@ LogicalResult SoftmaxOp::buildGradient(OpBuilder &b, GradientEmitter &g) {
                  .getResult(0);
   g.accumulate(getInput(), dx);
   return success();
+}
+
+//===----------------------------------------------------------------------===//
+// CUDA lowering (KernelCallOpInterface): kernels/Softmax.cuh
+//===----------------------------------------------------------------------===//
+
+// The tensor as outer x n x inner around the axis: a row per block
+// (cnn-prepare-for-emission's "block_per_result", for a contiguous axis) or
+// one thread per (outer, inner) pair. The kernels count the axis in int.
+void SoftmaxOp::describeKernelCalls(LaunchAttr launch,
+                                    SmallVectorImpl<KernelCall> &calls) {
+  auto t = getType();
+  int64_t axis = getAxis(), outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= t.getDimSize(d);
+  for (int64_t d = axis + 1; d < t.getRank(); ++d)
+    inner *= t.getDimSize(d);
+  int64_t n = t.getDimSize(axis);
+  KernelCall call;
+  call.templateArgs = {KernelTemplateArg::elementType(t.getElementType())};
+  call.args = {KernelArg::read(getInput()), KernelArg::write(getResult())};
+  if (launch.getReduction() &&
+      launch.getReduction().getValue() == "block_per_result") {
+    call.kernel = "softmaxRows";
+    call.grid = KernelGrid::blockPerUnit(outer);
+    call.args.push_back(KernelArg::i32(n));
+  } else {
+    call.kernel = "softmaxStrided";
+    call.grid = KernelGrid::threadPerUnit(outer * inner);
+    call.args.append(
+        {KernelArg::i64(outer), KernelArg::i32(n), KernelArg::i64(inner)});
+  }
+  calls.push_back(call);
 }

@@ -1,0 +1,169 @@
+//===- KernelCall.h - an op's kernel launches as data -----------*- C++ -*-===//
+//
+// KernelCallOpInterface's vocabulary: what an op's lowering to a prelude
+// kernel (kernels/<Family>.cuh) is, as data the target prints: the kernel's
+// name and template arguments, the grid as a rule over the op's values, and
+// the arguments (the op's buffers, integers and floats from its shapes and
+// attributes, records of them, constant tables). No target syntax: the CUDA
+// printer (lib/Target/CUDA/EmitCUDA.cpp, one case for every op implementing
+// the interface) turns a KernelCall into `kernel<targs><<<grid, block, 0,
+// stream>>>(args)`. The launch decisions (`#cnn.launch`: the grid ceiling,
+// the block, a reduction strategy) stay cnn-prepare-for-emission's; the
+// description reads them from the attribute it is given.
+//
+//===----------------------------------------------------------------------===//
+#ifndef CNNC_DIALECT_CNN_KERNELCALL_H
+#define CNNC_DIALECT_CNN_KERNELCALL_H
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Types.h"
+#include "mlir/IR/Value.h"
+#include "llvm/ADT/SmallVector.h"
+
+#include <string>
+#include <vector>
+
+namespace cnnc::cnn {
+
+/// One argument of a kernel call.
+struct KernelArg {
+  enum class Kind {
+    Buffer, // an operand or result of the op (its memory)
+    Null,   // no buffer (an optional pointer the kernel skips)
+    I32,    // an integer the kernel takes as `int`
+    I64,    // an integer the kernel takes as `int64_t`
+    F32,    // a float
+    Bool,
+    Record, // a struct of the kernel family (PoolParams{...}): `fields`
+    Table,  // constant table #`index` of KernelCall::tables
+  };
+  Kind kind = Kind::Null;
+  /// Buffer: the value; `written` when the kernel writes it.
+  mlir::Value value;
+  bool written = false;
+  /// Buffer: its parameter name in a wrapper kernel (KernelCall::wrap);
+  /// Record: the struct's name.
+  std::string name;
+  int64_t integer = 0; // I32, I64, Bool, Table (the index)
+  double real = 0;     // F32
+  /// Record (a std::vector: KernelArg is incomplete here).
+  std::vector<KernelArg> fields;
+
+  static KernelArg read(mlir::Value v, llvm::StringRef name = "") {
+    KernelArg a;
+    a.kind = Kind::Buffer;
+    a.value = v;
+    a.name = name.str();
+    return a;
+  }
+  static KernelArg write(mlir::Value v, llvm::StringRef name = "") {
+    KernelArg a = read(v, name);
+    a.written = true;
+    return a;
+  }
+  static KernelArg null() { return KernelArg(); }
+  static KernelArg i32(int64_t v) { return scalar(Kind::I32, v); }
+  static KernelArg i64(int64_t v) { return scalar(Kind::I64, v); }
+  static KernelArg boolean(bool v) { return scalar(Kind::Bool, v); }
+  static KernelArg f32(double v) {
+    KernelArg a;
+    a.kind = Kind::F32;
+    a.real = v;
+    return a;
+  }
+  static KernelArg record(llvm::StringRef type,
+                          llvm::ArrayRef<KernelArg> fields) {
+    KernelArg a;
+    a.kind = Kind::Record;
+    a.name = type.str();
+    a.fields.assign(fields.begin(), fields.end());
+    return a;
+  }
+  static KernelArg table(int64_t index) { return scalar(Kind::Table, index); }
+
+private:
+  static KernelArg scalar(Kind k, int64_t v) {
+    KernelArg a;
+    a.kind = k;
+    a.integer = v;
+    return a;
+  }
+};
+
+/// A constant table a call reads (resize's source taps): rows of one record
+/// type, each row a Record of scalars.
+struct KernelTable {
+  std::string rowType;
+  std::vector<KernelArg> rows;
+};
+
+/// A template argument of the kernel.
+struct KernelTemplateArg {
+  enum class Kind { ElementType, Bool };
+  Kind kind;
+  mlir::Type type; // ElementType: f32 or f16
+  bool flag = false;
+  static KernelTemplateArg elementType(mlir::Type t) {
+    return {Kind::ElementType, t, false};
+  }
+  static KernelTemplateArg boolean(bool b) { return {Kind::Bool, {}, b}; }
+};
+
+/// How many blocks the call launches, as a rule the target resolves with
+/// the op's `#cnn.launch`.
+struct KernelGrid {
+  enum class Kind {
+    /// A grid-stride loop with one thread per `perThread` elements of
+    /// `value` (an operand or result of the op): min(ceil(units / block),
+    /// grid_limit) blocks.
+    ThreadPerElement,
+    /// A grid-stride loop over `units` units of work.
+    ThreadPerUnit,
+    /// One block per unit (a row of a softmax): `units` blocks.
+    BlockPerUnit,
+  };
+  Kind kind = Kind::ThreadPerUnit;
+  mlir::Value value;
+  int64_t perThread = 1;
+  int64_t units = 0;
+
+  static KernelGrid threadPerElement(mlir::Value v, int64_t perThread = 1) {
+    return {Kind::ThreadPerElement, v, perThread, 0};
+  }
+  static KernelGrid threadPerUnit(int64_t units) {
+    return {Kind::ThreadPerUnit, {}, 1, units};
+  }
+  static KernelGrid blockPerUnit(int64_t units) {
+    return {Kind::BlockPerUnit, {}, 1, units};
+  }
+};
+
+/// One launch of a prelude kernel.
+struct KernelCall {
+  /// The kernel's name in the prelude (kernels/<Family>.cuh).
+  std::string kernel;
+  llvm::SmallVector<KernelTemplateArg, 4> templateArgs;
+  KernelGrid grid;
+  llvm::SmallVector<KernelArg, 8> args;
+  /// Constant tables, in the order the target declares them; arguments
+  /// name them by index (KernelArg::table).
+  llvm::SmallVector<KernelTable, 0> tables;
+  /// `kernel` is a device function taking the tables: the target wraps it
+  /// in a kernel of its own that takes the buffers (by their names) and
+  /// binds the scalars, records and tables at compile time.
+  bool wrap = false;
+};
+
+/// Checks `call`, a description of `op`'s launch: its buffers and its
+/// grid's value are operands or results of `op` with a static shape (the
+/// grid's element count a multiple of `perThread`), its 32-bit integers
+/// (I32 arguments and record fields) fit in int32, a block-per-unit grid
+/// has 1 to 2^31 - 1 blocks, the element types are f32 or f16, and the
+/// table indices exist. One error through `emitError` naming the kernel.
+mlir::LogicalResult
+verifyKernelCall(mlir::Operation *op, const KernelCall &call,
+                 llvm::function_ref<mlir::InFlightDiagnostic()> emitError);
+
+} // namespace cnnc::cnn
+
+#endif
