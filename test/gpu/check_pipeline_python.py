@@ -26,6 +26,14 @@ optimizer.step()) and asserts:
   as they were;
 - the replicas' losses agree (D > 1).
 
+With --kill-rank R, rank R exits (code 9) before step 3, a stage that dies:
+the caller checks that torchrun ends non-zero (not by `timeout`), naming
+rank R's exit code 9 and the others stopped:
+  timeout 200 torchrun --standalone --nproc-per-node 2 \
+      test/gpu/check_pipeline_python.py --kill-rank 1; echo $?   # 1, not 124
+(4 x H200, session 27: exit 1 after 14 s, ChildFailedError: rank 1 exit 9,
+rank 0 SIGTERM).
+
 The last line (rank 0) is `check_pipeline_python: PASS` or
 `check_pipeline_python: FAIL <what>`; a failing rank exits 1. Every process
 has a watchdog (--timeout, default 600 s) that prints FAIL and exits 3, and
@@ -120,6 +128,12 @@ def stage_run(a, torch):
         x, y = batch(k, D * rows, torch)
         xr = x[p.replica * rows:(p.replica + 1) * rows].to(device)
         yr = y[p.replica * rows:(p.replica + 1) * rows].to(device)
+        if rank == a.kill_rank and k == 2:
+            # A stage that dies mid-run (--kill-rank): torchrun must stop the
+            # others, which wait on it inside NCCL, with no hang.
+            print("%s: rank %d dies before step %d (--kill-rank)" % (NAME, rank, k + 1),
+                  flush=True)
+            os._exit(9)
         loss = trainer.step(xr, yr)
         if loss is None:
             out["none_losses"] += 1
@@ -276,6 +290,8 @@ def main():
     ap.add_argument("--schedule", default="gpipe", choices=("gpipe", "1f1b"))
     ap.add_argument("--timeout", type=int, default=600)
     ap.add_argument("--work", default=None, help="shared directory of the ranks' records")
+    ap.add_argument("--kill-rank", type=int, default=-1,
+                    help="this rank exits before step 3: the run must fail, not hang")
     ap.add_argument("--reference", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--replicas", type=int, default=1, help=argparse.SUPPRESS)
     ap.add_argument("--self-test", action="store_true")
