@@ -1068,7 +1068,8 @@ def _build(model, example_input, flags, backend_kind, cnnc_bin, fingerprint, roo
                 _pipeline.split_for_reference(
                     tools.find_tool("cnnc-opt"), os.path.join(work, "step.mlir"),
                     os.path.join(work, "stages.mlir"),
-                    _pipeline.Plan(stages, micro, schedule, None, None, None), _run_cnnc)
+                    _pipeline.Plan(stages, micro, schedule, None, None, None), _run_cnnc,
+                    CompileError)
         else:
             if flags.get("gpus"):
                 args += ["--gpus", str(flags["gpus"])]

@@ -119,13 +119,13 @@ def cnnc_args(plan):
             str(plan.micro_batches), "--pipeline-schedule", plan.schedule]
 
 
-def split_for_reference(cnnc_opt, step_mlir, stages_mlir, plan, run):
+def split_for_reference(cnnc_opt, step_mlir, stages_mlir, plan, run, error):
     """The reference step's stages: @train_step (accumulating over M) split
     by cnn-pipeline-partition, -split and -schedule into @stage<s>_step, as
     the driver's reference training splits it (splitIntoPipelineStages)."""
     if cnnc_opt is None:
-        raise RuntimeError("cnnc-opt was not found next to cnnc: the CPU pipeline "
-                           "step needs it to split the step into stages")
+        raise error("cnnc-opt was not found next to cnnc: the CPU pipeline step needs it "
+                    "to split the step into stages (build the cnnc-opt target)")
     run([cnnc_opt, step_mlir,
          "--cnn-pipeline-partition=stages=%d micro-batches=%d" % (plan.stages,
                                                                   plan.micro_batches),
