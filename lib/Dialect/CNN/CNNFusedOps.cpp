@@ -1,5 +1,5 @@
 //===- CNNFusedOps.cpp - verifiers of the ops made by cnn-fuse -----------===//
-#include "cnnc/Dialect/CNN/CNNOps.h"
+#include "Ops/OpHelpers.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Builders.h"
@@ -371,6 +371,56 @@ LogicalResult MaxPool2DIndexGradOp::verify() {
   if (failed(t))
     return failure();
   return checkWindowIndex(*this, getWindowIndex(), *t, getKernel());
+}
+
+// CUDA lowering (KernelCallOpInterface): kernels/Pooling.cuh and
+// kernels/PoolingNHWC.cuh, one thread per pooled element (per 8 channels in
+// cnn-select-lowering's "vec8" form), the argmax in one byte per window.
+void FusedMaxPool2DOp::describeKernelCalls(LaunchAttr,
+                                           SmallVectorImpl<KernelCall> &calls) {
+  auto y = getResult().getType();
+  bool prologue = static_cast<bool>(getScale());
+  KernelCall call;
+  call.templateArgs = {KernelTemplateArg::elementType(y.getElementType())};
+  call.args = {KernelArg::read(getInput()),
+               prologue ? KernelArg::read(getScale()) : KernelArg::null(),
+               prologue ? KernelArg::read(getShift()) : KernelArg::null(),
+               KernelArg::write(getResult()),
+               KernelArg::write(getWindowIndex()),
+               detail::poolParams(getInput().getType(), y, getKernel(),
+                                  getStrides(), getPadding(), false,
+                                  isNHWC())};
+  if (detail::isVec8(*this)) {
+    call.kernel = "maxPoolIndexNHWC8";
+    call.grid = KernelGrid::threadPerElement(getResult(), 8);
+  } else {
+    call.kernel = "maxPoolIndex";
+    call.templateArgs.push_back(KernelTemplateArg::boolean(isNHWC()));
+    call.grid = KernelGrid::threadPerElement(getResult());
+  }
+  call.templateArgs.push_back(KernelTemplateArg::boolean(prologue));
+  calls.push_back(call);
+}
+
+void MaxPool2DIndexGradOp::describeKernelCalls(
+    LaunchAttr, SmallVectorImpl<KernelCall> &calls) {
+  auto dx = getType();
+  KernelCall call;
+  call.templateArgs = {KernelTemplateArg::elementType(dx.getElementType())};
+  call.args = {KernelArg::read(getGradOutput()),
+               KernelArg::read(getWindowIndex()), KernelArg::write(getResult()),
+               detail::poolParams(dx, getGradOutput().getType(), getKernel(),
+                                  getStrides(), getPadding(), false,
+                                  isNHWC())};
+  if (detail::isVec8(*this)) {
+    call.kernel = "maxPoolBwdGatherNHWC8";
+    call.grid = KernelGrid::threadPerElement(getResult(), 8);
+  } else {
+    call.kernel = "maxPoolBwdGather";
+    call.templateArgs.push_back(KernelTemplateArg::boolean(isNHWC()));
+    call.grid = KernelGrid::threadPerElement(getResult());
+  }
+  calls.push_back(call);
 }
 
 LogicalResult FusedMaxPool2DBatchNormReluGradOp::verify() {

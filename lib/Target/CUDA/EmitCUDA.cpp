@@ -193,9 +193,7 @@ private:
   LogicalResult print(std::string &out, FusedBatchNormAffineReluGradOp b);
   LogicalResult print(std::string &out, FusedDualBatchNormGradOp b);
   LogicalResult print(std::string &out, BatchNormGradOp b);
-  LogicalResult print(std::string &out, FusedMaxPool2DOp p);
   LogicalResult print(std::string &out, FusedMaxPool2DBatchNormReluGradOp b);
-  LogicalResult print(std::string &out, MaxPool2DIndexGradOp p);
   LogicalResult print(std::string &out, SoftmaxCrossEntropyOp s);
   LogicalResult print(std::string &out, SoftmaxCrossEntropyGradOp s);
   LogicalResult print(std::string &out, ConcatOp c);
@@ -1952,52 +1950,9 @@ LogicalResult Emitter::print(std::string &out, BatchNormGradOp b) {
   return success();
 }
 
-LogicalResult Emitter::print(std::string &out, FusedMaxPool2DOp p) {
-  Operation *op = p;
-  auto y = p.getResult().getType();
-  auto pp = poolParams(p.getInput().getType(), y, p.getKernel(), p.getStrides(),
-                       p.getPadding(), false, isNHWC(op));
-  std::string T = ctype(y.getElementType()),
-              pro = p.getScale() ? "true" : "false",
-              scale = p.getScale() ? ptr(p.getScale()) : "nullptr",
-              shift = p.getShift() ? ptr(p.getShift()) : "nullptr";
-  std::string args =
-      fmt::format("{}, {}, {}, {}, {}, {}", ptr(p.getInput()), scale, shift,
-                  ptr(p.getResult()), ptr(p.getWindowIndex()), pp);
-  if (loweringOf(op) == "vec8")
-    launch(out, op, fmt::format("maxPoolIndexNHWC8<{}, {}>", T, pro),
-           gridFor(y.getNumElements() / 8), threads(), args);
-  else
-    launch(out, op,
-           fmt::format("maxPoolIndex<{}, {}, {}>", T,
-                       isNHWC(op) ? "true" : "false", pro),
-           gridFor(y.getNumElements()), threads(), args);
-  return success();
-}
-
 LogicalResult Emitter::print(std::string &out,
                              FusedMaxPool2DBatchNormReluGradOp b) {
   return poolBnGrad(out, b);
-}
-
-LogicalResult Emitter::print(std::string &out, MaxPool2DIndexGradOp p) {
-  Operation *op = p;
-  auto dx = p.getType();
-  auto pp = poolParams(dx, p.getGradOutput().getType(), p.getKernel(),
-                       p.getStrides(), p.getPadding(), false, isNHWC(op));
-  std::string T = ctype(dx.getElementType());
-  std::string args =
-      fmt::format("{}, {}, {}, {}", ptr(p.getGradOutput()),
-                  ptr(p.getWindowIndex()), ptr(p.getResult()), pp);
-  if (loweringOf(op) == "vec8")
-    launch(out, op, fmt::format("maxPoolBwdGatherNHWC8<{}>", T),
-           gridFor(dx.getNumElements() / 8), threads(), args);
-  else
-    launch(out, op,
-           fmt::format("maxPoolBwdGather<{}, {}>", T,
-                       isNHWC(op) ? "true" : "false"),
-           gridFor(dx.getNumElements()), threads(), args);
-  return success();
 }
 
 LogicalResult Emitter::print(std::string &out, SoftmaxCrossEntropyOp s) {
@@ -2387,10 +2342,9 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
             BatchNormSumsOp, BatchNormGradSumsOp,
             FusedBatchNormAffineReluGradSumsOp, FusedBatchNormReluGradOp,
             FusedBatchNormAffineReluGradOp, FusedDualBatchNormGradOp,
-            BatchNormGradOp, FusedMaxPool2DOp,
-            FusedMaxPool2DBatchNormReluGradOp, MaxPool2DIndexGradOp,
-            SoftmaxCrossEntropyOp,
-            SoftmaxCrossEntropyGradOp, ConcatOp, PadOp, PadGradOp, SGDUpdateOp,
+            BatchNormGradOp, FusedMaxPool2DBatchNormReluGradOp,
+            SoftmaxCrossEntropyOp, SoftmaxCrossEntropyGradOp, ConcatOp, PadOp,
+            PadGradOp, SGDUpdateOp,
             AdamUpdateOp, AllFiniteOp, LossScaleUpdateOp, UnscaleOp,
             AccumulateGradOp, AccumulationStepOp, AllReduceOp>(
           [&](auto x) { return print(out, x); })

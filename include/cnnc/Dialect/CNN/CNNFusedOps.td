@@ -176,7 +176,7 @@ def CNN_FusedConv2DBwdFilterOp : CNN_LayoutOp<"fused_conv2d_bwd_filter"> {
 }
 
 def CNN_FusedMaxPool2DOp : CNN_LayoutOp<"fused_max_pool2d",
-                                        [AttrSizedOperandSegments]> {
+                                        [AttrSizedOperandSegments, CNN_KernelCall]> {
   let summary = "max_pool2d that keeps each window's argmax, with an optional BatchNorm apply + ReLU prologue";
   let description = [{
     `result = max_pool2d(x)` (attributes as max_pool2d) where x is `input`,
@@ -210,7 +210,7 @@ def CNN_FusedMaxPool2DOp : CNN_LayoutOp<"fused_max_pool2d",
   let hasVerifier = 1;
 }
 
-def CNN_MaxPool2DIndexGradOp : CNN_LayoutOp<"max_pool2d_index_grad"> {
+def CNN_MaxPool2DIndexGradOp : CNN_LayoutOp<"max_pool2d_index_grad", [CNN_KernelCall]> {
   let summary = "Gradient of max pooling from the window index fused_max_pool2d kept";
   let description = [{
     Each element of the result (the pooled input's type) is the sum of

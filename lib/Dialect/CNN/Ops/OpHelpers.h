@@ -90,6 +90,21 @@ mlir::LogicalResult checkSameType(std::optional<mlir::Location> loc,
 bool compatibleReduce(mlir::TypeRange inferred, mlir::TypeRange declared);
 
 //===----------------------------------------------------------------------===//
+// Kernel-call descriptions
+//===----------------------------------------------------------------------===//
+
+/// The prelude's PoolParams (kernels/Pooling.cuh) of a window over `x`
+/// giving `y`: N, C, H, W, P, Q, the window, strides and pads, whatever the
+/// memory layout (Ops/Pooling.cpp).
+KernelArg poolParams(mlir::RankedTensorType x, mlir::RankedTensorType y,
+                     llvm::ArrayRef<int64_t> k, llvm::ArrayRef<int64_t> s,
+                     llvm::ArrayRef<int64_t> p, bool countIncludePad,
+                     bool nhwc);
+/// Whether cnn-select-lowering chose the "vec8" form for `op` (eight
+/// channels a thread, NHWC).
+bool isVec8(mlir::Operation *op);
+
+//===----------------------------------------------------------------------===//
 // Gradient rules
 //===----------------------------------------------------------------------===//
 

@@ -155,12 +155,12 @@ LogicalResult GlobalAvgPoolOp::buildGradient(OpBuilder &b,
 // kernels/PoolingNHWC.cuh, kernels/Reductions.cuh
 //===----------------------------------------------------------------------===//
 
-/// The prelude's PoolParams of a window over `x` giving `y`: N, C, H, W, P,
-/// Q, the window, strides and pads, whatever the memory layout.
-static KernelArg poolParams(RankedTensorType x, RankedTensorType y,
-                            ArrayRef<int64_t> k, ArrayRef<int64_t> s,
-                            ArrayRef<int64_t> p, bool countIncludePad,
-                            bool nhwc) {
+KernelArg cnnc::cnn::detail::poolParams(RankedTensorType x,
+                                        RankedTensorType y,
+                                        ArrayRef<int64_t> k,
+                                        ArrayRef<int64_t> s,
+                                        ArrayRef<int64_t> p,
+                                        bool countIncludePad, bool nhwc) {
   auto xs = x.getShape(), ys = y.getShape();
   int64_t c = nhwc ? xs[3] : xs[1], h = nhwc ? xs[1] : xs[2],
           w = nhwc ? xs[2] : xs[3];
@@ -188,7 +188,7 @@ static KernelCall poolCall(StringRef name, Operation *op,
   return call;
 }
 
-static bool isVec8(Operation *op) {
+bool cnnc::cnn::detail::isVec8(Operation *op) {
   auto lowering = op->getAttrOfType<StringAttr>("cnn.lowering");
   return lowering && lowering.getValue() == "vec8";
 }
