@@ -8,7 +8,8 @@
       (2 stages x 2 data-parallel replicas)
 
 Every process calls cnnc.compile(SimpleCNN, x, pipeline_stages=S,
-micro_batches=M, precision='fp32') and trainer.step(x, y) on its replica's
+micro_batches=M, precision='fp32' (--precision fp16: the GPU default, bounds
+1e-2 / 3e-2 / 5e-2 instead)) and trainer.step(x, y) on its replica's
 batch (rank = replica x S + stage; stage 0 reads x, the last stage y) for
 --steps steps. Each rank writes what it saw to the work directory; rank 0
 then runs the references in a child process with no launcher variables (one
@@ -116,7 +117,7 @@ def stage_run(a, torch):
     opt = sgd(model, torch)
     rows = M * B
     trainer = cnnc.compile(model, torch.zeros(rows, 3, 32, 32), optimizer=opt,
-                           precision="fp32", pipeline_stages=S, micro_batches=M,
+                           precision=a.precision, pipeline_stages=S, micro_batches=M,
                            pipeline_schedule=a.schedule)
     p = trainer.pipeline
     out = {"rank": rank, "stage": p.stage, "replica": p.replica, "replicas": p.replicas,
@@ -179,7 +180,7 @@ def reference_run(a, torch):
     device = torch.device("cuda", 0)
     model = make_model(torch)
     trainer = cnnc.compile(model, torch.zeros(B, 3, 32, 32), optimizer=sgd(model, torch),
-                           precision="fp32", accumulate=n, device="cuda")
+                           precision=a.precision, accumulate=n, device="cuda")
     ref = make_model(torch).to(device)
     ref_opt = sgd(ref, torch)
     acc_losses, torch_losses = [], []
@@ -208,6 +209,11 @@ def compare(a, ranks, reference, shards, whole, torch=None):
     """Rank 0's verdict from every rank's record, the references and the
     state shards: a list of failures (empty: PASS)."""
     S, D = a.stages, a.replicas
+    # f32: the pipeline is the accumulate step's arithmetic (1e-5) and
+    # PyTorch f32's (1e-4); fp16 (--precision fp16, the GPU default): both
+    # cnnc runs scale and round alike, PyTorch f32 is 3 % away at most.
+    f16 = getattr(a, "precision", "fp32") == "fp16"
+    acc_tol, torch_tol, weight_tol = (1e-2, 3e-2, 5e-2) if f16 else (1e-5, 1e-4, 1e-4)
     fails = []
     for r in ranks:
         fails += ["rank %d: %s" % (r["rank"], e) for e in r["errors"]]
@@ -222,12 +228,12 @@ def compare(a, ranks, reference, shards, whole, torch=None):
     if len(main) != a.steps:
         fails.append("%d losses on the last stage, expected %d" % (len(main), a.steps))
     for k, (p, q, t) in enumerate(zip(main, reference["accumulate"], reference["torch"])):
-        if rel(p, q) > 1e-5:
-            fails.append("step %d loss %.7g vs accumulate %.7g (rel %.2g > 1e-5)"
-                         % (k + 1, p, q, rel(p, q)))
-        if rel(p, t) > 1e-4:
-            fails.append("step %d loss %.7g vs PyTorch %.7g (rel %.2g > 1e-4)"
-                         % (k + 1, p, t, rel(p, t)))
+        if rel(p, q) > acc_tol:
+            fails.append("step %d loss %.7g vs accumulate %.7g (rel %.2g > %g)"
+                         % (k + 1, p, q, rel(p, q), acc_tol))
+        if rel(p, t) > torch_tol:
+            fails.append("step %d loss %.7g vs PyTorch %.7g (rel %.2g > %g)"
+                         % (k + 1, p, t, rel(p, t), torch_tol))
     for r in last:
         if any(rel(u, v) > 1e-6 for u, v in zip(r["losses"], main)):
             fails.append("replica %d's losses differ from replica 0's" % r["replica"])
@@ -248,8 +254,9 @@ def compare(a, ranks, reference, shards, whole, torch=None):
                 if k in whole and v.is_floating_point():
                     worst = max(worst, max_rel(v, whole[k]))
         print("weights: max relative difference to accumulate %.3g" % worst)
-        if worst > 1e-4:
-            fails.append("weights differ from accumulate's by %.3g (> 1e-4)" % worst)
+        if worst > weight_tol:
+            fails.append("weights differ from accumulate's by %.3g (> %g)"
+                         % (worst, weight_tol))
     return fails
 
 
@@ -289,6 +296,8 @@ def main():
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--schedule", default="gpipe", choices=("gpipe", "1f1b"))
     ap.add_argument("--timeout", type=int, default=600)
+    ap.add_argument("--precision", default="fp32", choices=("fp32", "fp16"),
+                    help="fp16: the GPU default, with looser bounds (see compare)")
     ap.add_argument("--work", default=None, help="shared directory of the ranks' records")
     ap.add_argument("--kill-rank", type=int, default=-1,
                     help="this rank exits before step 3: the run must fail, not hang")
@@ -358,7 +367,8 @@ def main():
     cmd = [sys.executable, os.path.abspath(__file__), "--reference", "--work", a.work,
            "--stages", str(a.stages), "--micro-batches", str(a.micro_batches),
            "--micro-batch", str(a.micro_batch), "--steps", str(a.steps),
-           "--replicas", str(a.replicas), "--timeout", str(a.timeout)]
+           "--replicas", str(a.replicas), "--timeout", str(a.timeout),
+           "--precision", a.precision]
     try:
         r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=a.timeout)
     except subprocess.TimeoutExpired:
@@ -379,8 +389,8 @@ def main():
             print("FAIL  " + f)
         print("%s: FAIL %s" % (NAME, fails[0]))
         return 1
-    print("S=%d x D=%d, M=%d, %s, %d steps: every check passed" % (
-        a.stages, a.replicas, a.micro_batches, a.schedule, a.steps))
+    print("S=%d x D=%d, M=%d, %s, %s, %d steps: every check passed" % (
+        a.stages, a.replicas, a.micro_batches, a.schedule, a.precision, a.steps))
     print("%s: PASS" % NAME)
     return 0
 
