@@ -164,6 +164,14 @@ void Context::init() {
                       std::to_string(visible) + " GPU(s) are visible");
   }
   CNNRT_CUDA(*this, cudaSetDevice(device), "runtime init");
+  // The baseline of the reported peak memory: this GPU's use once the CUDA
+  // context exists (cudaFree(nullptr) creates it), before the arena.
+  CNNRT_CUDA(*this, cudaFree(nullptr), "runtime init");
+  {
+    size_t freeBytes = 0, totalBytes = 0;
+    if (cudaMemGetInfo(&freeBytes, &totalBytes) == cudaSuccess)
+      impl_->memoryInUseAtStart = totalBytes - freeBytes;
+  }
   cudaDeviceProp prop;
   CNNRT_CUDA(*this, cudaGetDeviceProperties(&prop, device), "runtime init");
   impl_->gpuName = prop.name;
@@ -349,6 +357,10 @@ void Context::finishPrepare() {
   chooseFusedConvForms(*this);
   I.cache.save(opts_.algoCachePath);
   CNNRT_CUDA(*this, cudaDeviceSynchronize(), "prepare");
+}
+
+size_t Context::memoryInUseAtStart() const {
+  return impl_->memoryInUseAtStart;
 }
 
 } // namespace cnnrt

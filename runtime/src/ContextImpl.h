@@ -224,6 +224,7 @@ struct Context::Impl {
   size_t scratchBytes[3] = {0, 0, 0};
   // algorithm cache
   std::string gpuName;
+  size_t memoryInUseAtStart = 0;
   std::string cudnnVer;
   AlgoCache cache;
   // profiling (CNNRT_PROFILE): one event after each launch, with its labels

@@ -896,12 +896,13 @@ int runTraining(int argc, char **argv, const ModelSpec &spec) {
   if (ls.epoch != 0 || ls.cursor != 0)
     loader.setState(ls);
 
-  // Memory is reported net of what was in use once this process's CUDA
-  // context existed: the context itself and other processes do not count
-  // (comparable to PyTorch's max_memory_reserved).
-  cudaFree(nullptr);
-  const size_t baseUsed = usedGPUMemory();
+  // Memory is reported net of what was in use on this process's GPU once
+  // its CUDA context existed (Context measures it after selecting the GPU:
+  // measured here, before, it read device 0 for every rank and stage): the
+  // context itself and other processes do not count (comparable to
+  // PyTorch's max_memory_reserved).
   Context ctx(spec, contextOptions);
+  const size_t baseUsed = ctx.memoryInUseAtStart();
   const TensorSpec *lossT = findTensor(spec, Role::Loss);
   const TensorSpec *scaleT = findTensor(spec, Role::LossScale);
   // A pipeline stage before the last has no loss.

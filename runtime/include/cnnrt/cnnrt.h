@@ -252,6 +252,11 @@ public:
   cudaStream_t copyStream() const { return copyStream_; }
   const ModelSpec &spec() const { return spec_; }
   const ContextOptions &options() const { return opts_; }
+  /// Device memory in use (all processes) on this context's GPU once it was
+  /// selected and its CUDA context existed, before the arena: the baseline
+  /// the executable reports its peak memory net of. Measured here because
+  /// the GPU is chosen here (a rank's or stage's local rank), not on device 0.
+  size_t memoryInUseAtStart() const;
 
   //--- prepare-time registration (algorithm choice happens here) ----------//
   void registerConv(int id, const ConvDesc &d, const char *loc);
