@@ -342,10 +342,16 @@ def run_parallel(names):
     passthrough = ["--cnnc", ARGS.cnnc] + (["--skip-amp"] if ARGS.skip_amp else []) + \
         (["--skip-f32"] if ARGS.skip_f32 else [])
 
+    # Each child's PyTorch would otherwise start one thread per core: N
+    # children (and N nvcc builds) on all cores each starved a 64-core host
+    # (session 27: three instances of --jobs 14 finished no model in 530 s).
+    env = dict(os.environ)
+    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // ARGS.jobs)))
+
     def one(name):
         p = subprocess.run([sys.executable, os.path.abspath(__file__), *passthrough,
                             "--work", os.path.join(ARGS.work, name), "--models", name],
-                           capture_output=True, text=True)
+                           capture_output=True, text=True, env=env)
         return name, p.returncode, p.stdout + p.stderr[-3000:]
 
     # Printed as each finishes, so that a call cut off by its time limit still
