@@ -1,4 +1,4 @@
-//===- CNNAmpOps.cpp - verifiers of the loss-scaling ops -----------------===//
+//===- CNNAmpOps.cpp - verifiers and CUDA launches of the loss-scaling ops===//
 #include "cnnc/Dialect/CNN/CNNOps.h"
 
 #include "mlir/IR/Builders.h"
@@ -60,4 +60,23 @@ LogicalResult AccumulationStepOp::verify() {
   if (getEvery() < 2)
     return emitOpError("'every' must be >= 2, got ") << getEvery();
   return success();
+}
+
+// CUDA lowering (KernelCallOpInterface): kernels/LossScale.cuh's
+// lossScaleUpdate, one thread (a scalar update).
+void LossScaleUpdateOp::describeKernelCalls(
+    LaunchAttr, SmallVectorImpl<KernelCall> &calls) {
+  KernelCall call;
+  call.kernel = "lossScaleUpdate";
+  call.grid = KernelGrid::blockPerUnit(1);
+  call.block = KernelBlock::Single;
+  call.args = {KernelArg::read(getScale()),
+               KernelArg::read(getGrowthTracker()),
+               KernelArg::read(getFinite()),
+               KernelArg::write(getNewScale()),
+               KernelArg::write(getNewGrowthTracker()),
+               KernelArg::i64(getGrowthInterval()),
+               KernelArg::f32(getGrowthFactor().convertToFloat()),
+               KernelArg::f32(getBackoffFactor().convertToFloat())};
+  calls.push_back(call);
 }

@@ -323,6 +323,37 @@ int64_t cnnc::cnn::lowerElementwise(Operation *root) {
   return ops.size();
 }
 
+// CUDA lowering (KernelCallOpInterface): kernels/Reductions.cuh's bnFinalize,
+// one thread per channel (no grid-stride loop: as many blocks as the
+// channels need).
+void BatchNormFinalizeOp::describeKernelCalls(
+    LaunchAttr launch, SmallVectorImpl<KernelCall> &calls) {
+  int64_t C = cast<RankedTensorType>(getSum().getType()).getDimSize(0);
+  int64_t block = launch.getBlock();
+  KernelCall call;
+  call.kernel = "bnFinalize";
+  call.templateArgs = {KernelTemplateArg::elementType(
+      cast<RankedTensorType>(getRunningMean().getType()).getElementType())};
+  call.grid = KernelGrid::blockPerUnit((C + block - 1) / block);
+  call.args = {KernelArg::read(getSum()),
+               KernelArg::read(getSumSq()),
+               KernelArg::write(getSavedMean()),
+               KernelArg::write(getSavedInvstd()),
+               KernelArg::write(getNewRunningMean()),
+               KernelArg::write(getNewRunningVar()),
+               KernelArg::read(getRunningMean()),
+               KernelArg::read(getRunningVar()),
+               KernelArg::read(getScale()),
+               KernelArg::read(getBias()),
+               KernelArg::write(getAlpha()),
+               KernelArg::write(getBeta()),
+               KernelArg::i64(getCount()),
+               KernelArg::i32(C),
+               KernelArg::f32(getEpsilon().convertToFloat()),
+               KernelArg::hyperParameter(getMomentum().convertToFloat())};
+  calls.push_back(call);
+}
+
 //===----------------------------------------------------------------------===//
 // fused_max_pool2d, max_pool2d_index_grad
 //===----------------------------------------------------------------------===//

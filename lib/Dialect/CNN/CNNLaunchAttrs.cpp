@@ -165,8 +165,11 @@ cnnc::cnn::verifyKernelCall(Operation *op, const KernelCall &call,
     return emitError() << "a kernel call names no kernel";
   for (const KernelTemplateArg &t : call.templateArgs)
     if (t.kind == KernelTemplateArg::Kind::ElementType &&
-        !(t.type && (t.type.isF32() || t.type.isF16())))
-      return fail() << "template element type must be f32 or f16, got "
+        !(t.type && (t.type.isF32() || t.type.isF16() ||
+                     t.type.isSignlessInteger(32) ||
+                     t.type.isSignlessInteger(64))))
+      return fail() << "template element type must be f32, f16, i32 or i64 "
+                       "(labels), got "
                     << t.type;
   const KernelGrid &grid = call.grid;
   switch (grid.kind) {
@@ -199,6 +202,11 @@ cnnc::cnn::verifyKernelCall(Operation *op, const KernelCall &call,
                     << grid.units;
     break;
   }
+  // A one-thread block is a scalar update: one block of it, not a grid.
+  if (call.block == KernelBlock::Single &&
+      !(grid.kind == KernelGrid::Kind::BlockPerUnit && grid.units == 1))
+    return fail() << "a block of one thread launches one block, got a grid "
+                     "of more";
   for (auto [i, a] : llvm::enumerate(call.args)) {
     if (a.kind == KernelArg::Kind::Buffer) {
       if (!a.value || roleOf(op, a.value).empty())
@@ -213,6 +221,10 @@ cnnc::cnn::verifyKernelCall(Operation *op, const KernelCall &call,
         (a.integer < 0 || a.integer >= (int64_t)call.tables.size()))
       return fail() << "argument #" << i << " names table #" << a.integer
                     << " of " << call.tables.size();
+    if (a.kind == KernelArg::Kind::Scratch && a.integer < 1)
+      return fail() << "argument #" << i
+                    << " is a reduction scratch of " << a.integer
+                    << " doubles; it needs at least one";
     if (const KernelArg *w = wideI32(a))
       return fail() << "argument #" << i << " holds " << w->integer
                     << ", which the kernel's 32-bit int cannot";

@@ -184,7 +184,6 @@ private:
   LogicalResult print(std::string &out, FusedConv2DStatsOp c);
   LogicalResult print(std::string &out, FusedConv2DBwdFilterOp c);
   LogicalResult print(std::string &out, FusedConv2DBwdDataOp c);
-  LogicalResult print(std::string &out, BatchNormFinalizeOp b);
   LogicalResult print(std::string &out, BatchNormStatsOp b);
   LogicalResult print(std::string &out, BatchNormSumsOp b);
   LogicalResult print(std::string &out, BatchNormGradSumsOp b);
@@ -194,8 +193,6 @@ private:
   LogicalResult print(std::string &out, FusedDualBatchNormGradOp b);
   LogicalResult print(std::string &out, BatchNormGradOp b);
   LogicalResult print(std::string &out, FusedMaxPool2DBatchNormReluGradOp b);
-  LogicalResult print(std::string &out, SoftmaxCrossEntropyOp s);
-  LogicalResult print(std::string &out, SoftmaxCrossEntropyGradOp s);
   LogicalResult print(std::string &out, ConcatOp c);
   LogicalResult printGather(std::string &out, Operation *o);
   LogicalResult print(std::string &out, PadOp p);
@@ -203,7 +200,6 @@ private:
   LogicalResult print(std::string &out, SGDUpdateOp u);
   LogicalResult print(std::string &out, AdamUpdateOp u);
   LogicalResult print(std::string &out, AllFiniteOp a);
-  LogicalResult print(std::string &out, LossScaleUpdateOp u);
   LogicalResult print(std::string &out, UnscaleOp u);
   LogicalResult print(std::string &out, AccumulateGradOp a);
   LogicalResult print(std::string &out, AccumulationStepOp a);
@@ -572,10 +568,12 @@ std::string Emitter::kernelArg(const KernelArg &a, ArrayRef<std::string> tables,
     return std::to_string(a.integer);
   case KernelArg::Kind::Table:
     return tables[a.integer];
+  case KernelArg::Kind::Scratch:
+    return reductionScratch(a.integer);
   case KernelArg::Kind::I64:
     return fmt::format("{}ll", a.integer);
   case KernelArg::Kind::F32:
-    return floatLit(a.real);
+    return floatLit(a.decimal ? dec(static_cast<float>(a.real)) : a.real);
   case KernelArg::Kind::Bool:
     return a.integer ? "true" : "false";
   case KernelArg::Kind::Record: {
@@ -646,7 +644,19 @@ LogicalResult Emitter::printKernelCalls(std::string &out,
       grid = std::to_string(call.grid.units);
       break;
     }
-    launch(out, op, name, grid, threads(), llvm::join(launchArgs, ", "));
+    std::string block;
+    switch (call.block) {
+    case KernelBlock::Launch:
+      block = threads();
+      break;
+    case KernelBlock::ReduceBlock:
+      block = reduceThreads();
+      break;
+    case KernelBlock::Single:
+      block = "1";
+      break;
+    }
+    launch(out, op, name, grid, block, llvm::join(launchArgs, ", "));
   }
   return success();
 }
@@ -1847,25 +1857,6 @@ LogicalResult Emitter::print(std::string &out, FusedConv2DBwdDataOp c) {
   return success();
 }
 
-LogicalResult Emitter::print(std::string &out, BatchNormFinalizeOp b) {
-  Operation *op = b;
-  int64_t C = ttype(b.getSum()).getDimSize(0);
-  std::string S = ctype(ttype(b.getRunningMean()).getElementType());
-  launch(out, op, fmt::format("bnFinalize<{}>", S),
-         std::to_string((C + launchOf.getBlock() - 1) / launchOf.getBlock()),
-         threads(),
-         fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, "
-                     "{}ll, {}, {}, {}",
-                     ptr(b.getSum()), ptr(b.getSumSq()), ptr(b.getSavedMean()),
-                     ptr(b.getSavedInvstd()), ptr(b.getNewRunningMean()),
-                     ptr(b.getNewRunningVar()), ptr(b.getRunningMean()),
-                     ptr(b.getRunningVar()), ptr(b.getScale()),
-                     ptr(b.getBias()), ptr(b.getAlpha()), ptr(b.getBeta()),
-                     b.getCount(), C, floatLit(b.getEpsilon().convertToFloat()),
-                     floatLit(dec(b.getMomentum()))));
-  return success();
-}
-
 LogicalResult Emitter::print(std::string &out, BatchNormStatsOp b) {
   Operation *op = b;
   bnStats(out, op, b.getInput(), b.getSavedMean(), b.getSavedInvstd(),
@@ -1953,59 +1944,6 @@ LogicalResult Emitter::print(std::string &out, BatchNormGradOp b) {
 LogicalResult Emitter::print(std::string &out,
                              FusedMaxPool2DBatchNormReluGradOp b) {
   return poolBnGrad(out, b);
-}
-
-LogicalResult Emitter::print(std::string &out, SoftmaxCrossEntropyOp s) {
-  Operation *op = s;
-  // Two passes (the prelude's softmaxXentLoss*): one warp per row, each
-  // block's sum and count of the non-ignored rows, then their mean.
-  auto t = s.getLogits().getType();
-  // A warp per row, at most partial_blocks blocks (the prelude's scratch
-  // holds kXentMaxBlocks).
-  int64_t rows = t.getDimSize(0), warps = launchOf.getBlock() / 32,
-          blocks = std::clamp<int64_t>((rows + warps - 1) / warps, 1,
-                                       launchOf.getPartialBlocks());
-  launch(out, op,
-         fmt::format("softmaxXentLossPartial<{}, {}>",
-                     ctype(t.getElementType()),
-                     ctype(s.getLabels().getType().getElementType())),
-         std::to_string(blocks), threads(),
-         fmt::format("{}, {}, {}, {}ll, {}, {}, {}ll",
-                     reductionScratch(2 * blocks), ptr(s.getLogits()),
-                     ptr(s.getLabels()), rows, t.getDimSize(1),
-                     floatLit(s.getLabelSmoothing().convertToFloat()),
-                     static_cast<int64_t>(s.getIgnoreIndex())));
-  launch(out, op, "softmaxXentLossFinish", "1", threads(),
-         fmt::format("{}, {}, {}", reductionScratch(2 * blocks),
-                     ptr(s.getLoss()), blocks));
-  return success();
-}
-
-LogicalResult Emitter::print(std::string &out, SoftmaxCrossEntropyGradOp s) {
-  Operation *op = s;
-  // The count of non-ignored rows first (the mean's divisor), then one
-  // warp per row.
-  auto t = s.getLogits().getType();
-  int64_t rows = t.getDimSize(0), warps = launchOf.getBlock() / 32;
-  std::string labelType = ctype(s.getLabels().getType().getElementType());
-  launch(out, op, fmt::format("xentCountValid<{}>", labelType), "1",
-         reduceThreads(),
-         fmt::format("{}, {}, {}ll, {}ll", reductionScratch(1),
-                     ptr(s.getLabels()), rows,
-                     static_cast<int64_t>(s.getIgnoreIndex())));
-  launch(out, op,
-         fmt::format("softmaxXentGrad<{}, {}>", ctype(t.getElementType()),
-                     labelType),
-         std::to_string(std::clamp<int64_t>((rows + warps - 1) / warps, 1,
-                                            gridLimit())),
-         threads(),
-         fmt::format("{}, {}, {}, {}, {}, {}ll, {}, {}, {}ll",
-                     reductionScratch(1), ptr(s.getLogits()),
-                     ptr(s.getLabels()), ptr(s.getGradLoss()),
-                     ptr(s.getResult()), rows, t.getDimSize(1),
-                     floatLit(s.getLabelSmoothing().convertToFloat()),
-                     static_cast<int64_t>(s.getIgnoreIndex())));
-  return success();
 }
 
 LogicalResult Emitter::print(std::string &out, ConcatOp c) {
@@ -2209,18 +2147,6 @@ LogicalResult Emitter::print(std::string &out, AllFiniteOp a) {
   return success();
 }
 
-LogicalResult Emitter::print(std::string &out, LossScaleUpdateOp u) {
-  Operation *op = u;
-  launch(out, op, "lossScaleUpdate", "1", "1",
-         fmt::format("{}, {}, {}, {}, {}, {}ll, {}, {}", ptr(u.getScale()),
-                     ptr(u.getGrowthTracker()), ptr(u.getFinite()),
-                     ptr(u.getNewScale()), ptr(u.getNewGrowthTracker()),
-                     u.getGrowthInterval(),
-                     floatLit(u.getGrowthFactor().convertToFloat()),
-                     floatLit(u.getBackoffFactor().convertToFloat())));
-  return success();
-}
-
 LogicalResult Emitter::print(std::string &out, UnscaleOp u) {
   Operation *op = u;
   elementwise(out, op, {{u.getInput()}, {u.getScale(), "0"}}, {u.getResult()},
@@ -2338,14 +2264,13 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
             BiasAddOp, DropoutMaskOp, GlobalAvgPoolGradOp, BiasGradOp,
             BatchNormOp, BatchNormTrainOp, FusedElementwiseOp,
             FusedConv2DOp, FusedConv2DStatsOp, FusedConv2DBwdFilterOp,
-            FusedConv2DBwdDataOp, BatchNormFinalizeOp, BatchNormStatsOp,
+            FusedConv2DBwdDataOp, BatchNormStatsOp,
             BatchNormSumsOp, BatchNormGradSumsOp,
             FusedBatchNormAffineReluGradSumsOp, FusedBatchNormReluGradOp,
             FusedBatchNormAffineReluGradOp, FusedDualBatchNormGradOp,
             BatchNormGradOp, FusedMaxPool2DBatchNormReluGradOp,
-            SoftmaxCrossEntropyOp, SoftmaxCrossEntropyGradOp, ConcatOp, PadOp,
-            PadGradOp, SGDUpdateOp,
-            AdamUpdateOp, AllFiniteOp, LossScaleUpdateOp, UnscaleOp,
+            ConcatOp, PadOp, PadGradOp, SGDUpdateOp,
+            AdamUpdateOp, AllFiniteOp, UnscaleOp,
             AccumulateGradOp, AccumulationStepOp, AllReduceOp>(
           [&](auto x) { return print(out, x); })
       .Case<ReshapeOp, FlattenOp>([&](Operation *) { return success(); })

@@ -50,3 +50,23 @@ func.func @pool_of_f32(%x: tensor<1x2x4x4xf32>) -> tensor<1x2x2x2xf32> {
   %y = cnn.avg_pool2d %x {ceil_mode = false, count_include_pad = false, kernel = array<i64: 2, 2>, padding = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 2>, cnn.launch = #cnn.launch<grid_limit = 4224, block = 256, vector = 1>} : (tensor<1x2x4x4xf32>) -> tensor<1x2x2x2xf32>
   return %y : tensor<1x2x2x2xf32>
 }
+
+// -----
+
+// The loss kernels count a row's classes in int: 3e9 classes cannot be
+// launched.
+func.func @xent_classes_beyond_int(%l: tensor<1x3000000000xf32>, %y: tensor<1xi32>) -> tensor<f32> {
+  // expected-error @+1 {{'cnn.launch' on 'cnn.softmax_cross_entropy': kernel call 'softmaxXentLossPartial': argument #4 holds 3000000000, which the kernel's 32-bit int cannot}}
+  %loss = cnn.softmax_cross_entropy %l, %y {cnn.launch = #cnn.launch<grid_limit = 4224, block = 256, vector = 1, partial_blocks = 264>} : (tensor<1x3000000000xf32>, tensor<1xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// A valid loss and loss-scale update pass (labels i64 are a template
+// argument of the loss kernels; lossScaleUpdate is one thread).
+func.func @loss_and_scale(%l: tensor<4x10xf16>, %y: tensor<4xi64>, %s: tensor<f32>, %t: tensor<f32>, %f: tensor<f32>) -> (tensor<f32>, tensor<f32>, tensor<f32>) {
+  %loss = cnn.softmax_cross_entropy %l, %y {cnn.launch = #cnn.launch<grid_limit = 4224, block = 256, vector = 1, partial_blocks = 264>} : (tensor<4x10xf16>, tensor<4xi64>) -> tensor<f32>
+  %ns, %nt = cnn.loss_scale_update %s, %t, %f {growth_interval = 2000 : i64, growth_factor = 2.0 : f32, backoff_factor = 0.5 : f32, cnn.launch = #cnn.launch<grid_limit = 4224, block = 256, vector = 1>} : (tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<f32>, tensor<f32>)
+  return %loss, %ns, %nt : tensor<f32>, tensor<f32>, tensor<f32>
+}

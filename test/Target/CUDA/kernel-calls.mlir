@@ -1,6 +1,7 @@
-// The ops with KernelCallOpInterface (pooling, softmax, resize) describe
-// their launches as data next to their verifiers (lib/Dialect/CNN/Ops/
-// <Family>.cpp); the printer has one case for all of them. Each launch below
+// The ops with KernelCallOpInterface (pooling, softmax, resize, the loss,
+// the loss scale's update) describe their launches as data next to their
+// verifiers (lib/Dialect/CNN/Ops/<Family>.cpp); the printer has one case for
+// all of them. Each launch below
 // is what the description says: the kernel and its template arguments
 // (element type, NHWC, linear), the grid by its rule under #cnn.launch
 // (block 256; one thread per element of a value: ceil(elements / 256); one
@@ -10,6 +11,7 @@
 // generated kernel that calls the device function.
 // RUN: cnnc %s --train --precision fp32 --layout nchw --emit cuda | FileCheck %s
 // RUN: cnnc %s --train --emit cuda | FileCheck %s --check-prefix=F16
+// RUN: cnnc %s --train --emit cuda --label-smoothing 0.1 --ignore-index 3 | FileCheck %s --check-prefix=XENT
 
 // The generated kernels come first: resize 4x4 -> 8x8 (bilinear,
 // half_pixel) has one tap table for both dimensions (source x = (o + 0.5) / 2
@@ -34,6 +36,15 @@
 // CHECK: softmaxStrided<float><<<1, 256, 0, s>>>(P<float>(A, {{[0-9]+}}), P<float>(A, {{[0-9]+}}), 2ll, 8, 64ll);
 // global_avg_pool: a thread per result (16 rows of 64).
 // CHECK: rowMean<float><<<1, 256, 0, s>>>(P<float>(A, {{[0-9]+}}), P<float>(A, {{[0-9]+}}), 16ll, 64ll);
+// The loss (kernels/Loss.cuh), two passes on the runtime's reduction
+// scratch: 2 rows, a warp each, in one block writing 2 x 1 partials, then
+// one block adding them; its gradient counts the labels not ignored in one
+// reduce_block (1024) block, then a warp per row.
+// CHECK: softmaxXentLossPartial<float, int32_t><<<1, 256, 0, s>>>(ctx.reductionScratch(2), P<float>(A, [[LOGITS:[0-9]+]]), P<int32_t>(A, [[LABELS:[0-9]+]]), 2ll, 10, 0.0f, -100ll);
+// CHECK-NEXT: "cnn.softmax_cross_entropy softmaxXentLossPartial<float, int32_t>"
+// CHECK-NEXT: softmaxXentLossFinish<<<1, 256, 0, s>>>(ctx.reductionScratch(2), P<float>(A, {{[0-9]+}}), 1);
+// CHECK: xentCountValid<int32_t><<<1, 1024, 0, s>>>(ctx.reductionScratch(1), P<int32_t>(A, [[LABELS]]), 2ll, -100ll);
+// CHECK: softmaxXentGrad<float, int32_t><<<1, 256, 0, s>>>(ctx.reductionScratch(1), P<float>(A, [[LOGITS]]), P<int32_t>(A, [[LABELS]]), P<float>(A, {{[0-9]+}}), P<float>(A, {{[0-9]+}}), 2ll, 10, 0.0f, -100ll);
 // Backward: resize_grad, a thread per input gradient element (256).
 // CHECK: [[BWD]]<<<1, 256, 0, s>>>(P<float>(A, {{[0-9]+}}), P<float>(A, {{[0-9]+}}));
 // CHECK-NEXT: "cnn.resize_grad [[BWD]]"
@@ -50,6 +61,13 @@
 // F16: softmaxRows<__half><<<128, 256, 0, s>>>(P<__half>(A, {{[0-9]+}}), P<__half>(A, {{[0-9]+}}), 8);
 // F16: spatialMeanNHWC<__half><<<1, 256, 0, s>>>({{.*}}, 2ll, 64ll, 8ll);
 // F16: avgPoolBwd<{{float|__half}}, true><<<4, 256, 0, s>>>
+// The loss scale's update: one block of one thread.
+// F16: lossScaleUpdate<<<1, 1, 0, s>>>(P<float>(A, {{[0-9]+}}), P<float>(A, {{[0-9]+}}), P<float>(A, {{[0-9]+}}), P<float>(A, {{[0-9]+}}), P<float>(A, {{[0-9]+}}), 2000ll, 2.0f, 0.5f);
+
+// The loss's smoothing and ignored label are the kernels' arguments.
+// XENT: softmaxXentLossPartial<__half, int32_t><<<1, 256, 0, s>>>(ctx.reductionScratch(2), {{.*}}, 2ll, 10, 0.100000001f, 3ll);
+// XENT: xentCountValid<int32_t><<<1, 1024, 0, s>>>(ctx.reductionScratch(1), P<int32_t>(A, {{[0-9]+}}), 2ll, 3ll);
+// XENT: softmaxXentGrad<__half, int32_t><<<1, 256, 0, s>>>({{.*}}, 2ll, 10, 0.100000001f, 3ll);
 
 func.func @forward(%x: tensor<2x8x8x8xf32> {cnn.input},
                    %s: tensor<8xf32> {cnn.param = "scale"},

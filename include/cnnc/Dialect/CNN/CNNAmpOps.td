@@ -26,7 +26,7 @@ def CNN_AllFiniteOp : CNN_PureOp<"all_finite"> {
   let hasVerifier = 1;
 }
 
-def CNN_LossScaleUpdateOp : CNN_PureOp<"loss_scale_update"> {
+def CNN_LossScaleUpdateOp : CNN_PureOp<"loss_scale_update", [CNN_KernelCall]> {
   let summary = "torch.amp.GradScaler.update: the next loss scale and growth tracker";
   let description = [{
     `scale`, `growth_tracker` (the count of consecutive finite steps, held in

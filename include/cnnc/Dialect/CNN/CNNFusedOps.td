@@ -229,7 +229,7 @@ def CNN_MaxPool2DIndexGradOp : CNN_LayoutOp<"max_pool2d_index_grad", [CNN_Kernel
   let hasVerifier = 1;
 }
 
-def CNN_BatchNormFinalizeOp : CNN_PureOp<"batch_norm_finalize"> {
+def CNN_BatchNormFinalizeOp : CNN_PureOp<"batch_norm_finalize", [CNN_KernelCall]> {
   let summary = "batch_norm_stats from per-channel sums";
   let description = [{
     The results of batch_norm_stats for a tensor of `count` elements per

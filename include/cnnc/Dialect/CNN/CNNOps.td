@@ -674,7 +674,7 @@ def CNN_SoftmaxOp : CNN_PureOp<"softmax", [SameOperandsAndResultType, CNN_Gradie
   let hasVerifier = 1;
 }
 
-def CNN_SoftmaxCrossEntropyOp : CNN_PureOp<"softmax_cross_entropy", [CNN_InferShapes]> {
+def CNN_SoftmaxCrossEntropyOp : CNN_PureOp<"softmax_cross_entropy", [CNN_InferShapes, CNN_KernelCall]> {
   let summary = "Mean softmax cross-entropy of N x C logits against N labels";
   let description = [{
     loss = mean_{n : y_n != ignore_index}
@@ -782,7 +782,7 @@ def CNN_BatchNormGradOp : CNN_LayoutOp<"batch_norm_grad", [CNN_InferShapes]> {
                  CNN_FloatTensor:$grad_bias);
 }
 
-def CNN_SoftmaxCrossEntropyGradOp : CNN_PureOp<"softmax_cross_entropy_grad", [CNN_InferShapes]> {
+def CNN_SoftmaxCrossEntropyGradOp : CNN_PureOp<"softmax_cross_entropy_grad", [CNN_InferShapes, CNN_KernelCall]> {
   let summary = "d loss / d logits, times the upstream scalar `grad_loss`";
   let description = [{
     (softmax(logits) - smoothed_onehot(labels)) * grad_loss / V for the rows

@@ -36,6 +36,10 @@ struct KernelArg {
     Bool,
     Record, // a struct of the kernel family (PoolParams{...}): `fields`
     Table,  // constant table #`index` of KernelCall::tables
+    /// The partial sums of a two-pass reduction: a scratch buffer of
+    /// `integer` doubles the runtime holds (not a value of the op), shared
+    /// by the op's calls, so its first call's partials reach its second.
+    Scratch,
   };
   Kind kind = Kind::Null;
   /// Buffer: the value; `written` when the kernel writes it.
@@ -46,6 +50,9 @@ struct KernelArg {
   std::string name;
   int64_t integer = 0; // I32, I64, Bool, Table (the index)
   double real = 0;     // F32
+  /// F32 of an f32 hyper-parameter (a momentum): printed as the shortest
+  /// decimal that rounds to it, as PyTorch's Python float.
+  bool decimal = false;
   /// Record (a std::vector: KernelArg is incomplete here).
   std::vector<KernelArg> fields;
 
@@ -71,6 +78,11 @@ struct KernelArg {
     a.real = v;
     return a;
   }
+  static KernelArg hyperParameter(float v) {
+    KernelArg a = f32(v);
+    a.decimal = true;
+    return a;
+  }
   static KernelArg record(llvm::StringRef type,
                           llvm::ArrayRef<KernelArg> fields) {
     KernelArg a;
@@ -80,6 +92,9 @@ struct KernelArg {
     return a;
   }
   static KernelArg table(int64_t index) { return scalar(Kind::Table, index); }
+  static KernelArg scratch(int64_t doubles) {
+    return scalar(Kind::Scratch, doubles);
+  }
 
 private:
   static KernelArg scalar(Kind k, int64_t v) {
@@ -138,12 +153,21 @@ struct KernelGrid {
   }
 };
 
+/// How many threads a block of the call has, as a rule the target resolves
+/// with the op's `#cnn.launch`.
+enum class KernelBlock {
+  Launch,      // `#cnn.launch`'s block (the default)
+  ReduceBlock, // its reduce_block: a one-block reduction (bnSums, channelSum)
+  Single,      // one thread: a scalar update (the loss scale)
+};
+
 /// One launch of a prelude kernel.
 struct KernelCall {
   /// The kernel's name in the prelude (kernels/<Family>.cuh).
   std::string kernel;
   llvm::SmallVector<KernelTemplateArg, 4> templateArgs;
   KernelGrid grid;
+  KernelBlock block = KernelBlock::Launch;
   llvm::SmallVector<KernelArg, 8> args;
   /// Constant tables, in the order the target declares them; arguments
   /// name them by index (KernelArg::table).
@@ -158,8 +182,11 @@ struct KernelCall {
 /// grid's value are operands or results of `op` with a static shape (the
 /// grid's element count a multiple of `perThread`), its 32-bit integers
 /// (I32 arguments and record fields) fit in int32, a block-per-unit grid
-/// has 1 to 2^31 - 1 blocks, the element types are f32 or f16, and the
-/// table indices exist. One error through `emitError` naming the kernel.
+/// has 1 to 2^31 - 1 blocks, the element types are f32 or f16, the table
+/// indices exist, a scratch holds at least one double, and a one-thread
+/// block launches one block. One error through `emitError` naming the
+/// kernel. (A reduce_block rule's size is the `#cnn.launch` verifier's:
+/// usesReduceBlock ops must carry one.)
 mlir::LogicalResult
 verifyKernelCall(mlir::Operation *op, const KernelCall &call,
                  llvm::function_ref<mlir::InFlightDiagnostic()> emitError);

@@ -2,7 +2,7 @@
 //
 // What the dialect knows about softmax, softmax_cross_entropy and
 // softmax_cross_entropy_grad: verifiers and shape inference, gradient rules
-// (GradientOpInterface; cnn-autodiff asks each op), and softmax's CUDA
+// (GradientOpInterface; cnn-autodiff asks each op), and the three ops' CUDA
 // lowering as data (KernelCallOpInterface; the CUDA printer asks each op).
 //
 //===----------------------------------------------------------------------===//
@@ -120,4 +120,81 @@ void SoftmaxOp::describeKernelCalls(LaunchAttr launch,
         {KernelArg::i64(outer), KernelArg::i32(n), KernelArg::i64(inner)});
   }
   calls.push_back(call);
+}
+
+//===----------------------------------------------------------------------===//
+// CUDA lowering (KernelCallOpInterface): kernels/Loss.cuh
+//===----------------------------------------------------------------------===//
+
+/// The rows a block of the loss kernels takes: one warp each.
+static int64_t xentWarpsPerBlock(LaunchAttr launch) {
+  return std::max<int64_t>(launch.getBlock() / 32, 1);
+}
+
+// The loss in two passes on the runtime's reduction scratch: one warp per
+// row in at most partial_blocks blocks (the prelude's scratch holds
+// kXentMaxBlocks), each block's sum and count of its non-ignored rows into
+// 2 x blocks doubles; then one block adds them in block order and divides.
+void SoftmaxCrossEntropyOp::describeKernelCalls(
+    LaunchAttr launch, SmallVectorImpl<KernelCall> &calls) {
+  auto t = getLogits().getType();
+  int64_t rows = t.getDimSize(0);
+  int64_t warps = xentWarpsPerBlock(launch);
+  int64_t blocks = std::max<int64_t>(
+      1, std::min<int64_t>((rows + warps - 1) / warps,
+                           launch.getPartialBlocks()));
+  KernelCall partial;
+  partial.kernel = "softmaxXentLossPartial";
+  partial.templateArgs = {
+      KernelTemplateArg::elementType(t.getElementType()),
+      KernelTemplateArg::elementType(getLabels().getType().getElementType())};
+  partial.grid = KernelGrid::blockPerUnit(blocks);
+  partial.args = {KernelArg::scratch(2 * blocks),
+                  KernelArg::read(getLogits()),
+                  KernelArg::read(getLabels()),
+                  KernelArg::i64(rows),
+                  KernelArg::i32(t.getDimSize(1)),
+                  KernelArg::f32(getLabelSmoothing().convertToFloat()),
+                  KernelArg::i64(getIgnoreIndex())};
+  calls.push_back(partial);
+  KernelCall finish;
+  finish.kernel = "softmaxXentLossFinish";
+  finish.grid = KernelGrid::blockPerUnit(1);
+  finish.args = {KernelArg::scratch(2 * blocks), KernelArg::write(getLoss()),
+                 KernelArg::i32(blocks)};
+  calls.push_back(finish);
+}
+
+// The count of non-ignored rows first (the mean's divisor, one reduce_block
+// block into the scratch's first double), then one warp per row.
+void SoftmaxCrossEntropyGradOp::describeKernelCalls(
+    LaunchAttr launch, SmallVectorImpl<KernelCall> &calls) {
+  auto t = getLogits().getType();
+  int64_t rows = t.getDimSize(0);
+  int64_t warps = xentWarpsPerBlock(launch);
+  Type labelType = getLabels().getType().getElementType();
+  KernelCall count;
+  count.kernel = "xentCountValid";
+  count.templateArgs = {KernelTemplateArg::elementType(labelType)};
+  count.grid = KernelGrid::blockPerUnit(1);
+  count.block = KernelBlock::ReduceBlock;
+  count.args = {KernelArg::scratch(1), KernelArg::read(getLabels()),
+                KernelArg::i64(rows), KernelArg::i64(getIgnoreIndex())};
+  calls.push_back(count);
+  KernelCall grad;
+  grad.kernel = "softmaxXentGrad";
+  grad.templateArgs = {KernelTemplateArg::elementType(t.getElementType()),
+                       KernelTemplateArg::elementType(labelType)};
+  grad.grid = KernelGrid::blockPerUnit(std::max<int64_t>(
+      1, std::min<int64_t>((rows + warps - 1) / warps, launch.getGridLimit())));
+  grad.args = {KernelArg::scratch(1),
+               KernelArg::read(getLogits()),
+               KernelArg::read(getLabels()),
+               KernelArg::read(getGradLoss()),
+               KernelArg::write(getResult()),
+               KernelArg::i64(rows),
+               KernelArg::i32(t.getDimSize(1)),
+               KernelArg::f32(getLabelSmoothing().convertToFloat()),
+               KernelArg::i64(getIgnoreIndex())};
+  calls.push_back(grad);
 }
