@@ -464,6 +464,166 @@ struct BiasAddToFused : Counted<OpRewritePattern<BiasAddOp>> {
   }
 };
 
+/// A fused_elementwise on a grouped view [N, G, K] of a tensor that a
+/// cnn.reshape takes back to [N, D, S...] with D = G * (D / G) and
+/// K = (D / G) * prod(S): the reshape splits dimension 1 into G x D/G and
+/// merges D/G with the rest, so element (n, g, k) is element
+/// (n, g * D/G + k / prod(S), ...) of the channel view. GroupNorm's
+/// normalization (x - mean) * invstd, which the importer computes on that
+/// view, is such an op; its scale, shift and activation then follow on the
+/// channel view, and the reshape between kept them apart. The op is rebuilt
+/// on the channel view: each same-shape input is reshaped with it, each
+/// per-(N, G) statistic [A, G, 1] is repeated over its group's D/G channels
+/// by a small [A, G, D/G] identity fused_elementwise and reshaped to
+/// [A, D, 1, ...] (which the rebuilt op broadcasts), and an input that is
+/// one value per batch item or overall ([A, 1, 1]) is reshaped to
+/// [A, 1, 1, ...]. The body is unchanged, so every element gets the same
+/// f32 operations on the same operands; cnn-fuse's merge phase then joins
+/// the rebuilt op with what follows. Anything else (another broadcast, a
+/// statistic that varies along K, a reshape that is not such a split) is
+/// left alone.
+struct GroupedElementwiseToChannelView : OpRewritePattern<ReshapeOp> {
+  GroupedElementwiseToChannelView(MLIRContext *ctx, int64_t &count)
+      : OpRewritePattern(ctx), count(count) {}
+  int64_t &count;
+
+  LogicalResult matchAndRewrite(ReshapeOp reshape,
+                                PatternRewriter &rewriter) const override {
+    auto grouped = reshape.getInput().getDefiningOp<FusedElementwiseOp>();
+    if (!grouped || grouped->getNumResults() != 1)
+      return rewriter.notifyMatchFailure(reshape,
+                                         "input is not a one-result elementwise");
+    auto from = cast<RankedTensorType>(reshape.getInput().getType());
+    auto to = cast<RankedTensorType>(reshape.getType());
+    if (from.getRank() != 3 || to.getRank() < 2)
+      return rewriter.notifyMatchFailure(reshape, "not [N, G, K] -> [N, D...]");
+    int64_t n = from.getDimSize(0), g = from.getDimSize(1),
+            k = from.getDimSize(2), d = to.getDimSize(1);
+    int64_t rest = 1;
+    for (int64_t s : to.getShape().drop_front(2))
+      rest *= s;
+    if (to.getDimSize(0) != n || g < 1 || d % g != 0 ||
+        (d / g) * rest != k)
+      return rewriter.notifyMatchFailure(reshape,
+                                         "not a split of dimension 1 into G");
+    // Where the inputs go: 0 = reshaped with the op, 1 = one value per
+    // (A, G) repeated over the group, 2 = one value per A (or overall).
+    SmallVector<int> role;
+    for (auto [i, in] : llvm::enumerate(grouped.getInputs())) {
+      int64_t kind = grouped.getBroadcast()[i];
+      auto t = cast<RankedTensorType>(in.getType());
+      if (kind == 0 && t.getShape() == from.getShape()) {
+        role.push_back(0);
+      } else if (kind == 3 && t.getRank() == 3 && t.getDimSize(2) == 1 &&
+                 (t.getDimSize(0) == 1 || t.getDimSize(0) == n) &&
+                 (t.getDimSize(1) == 1 || t.getDimSize(1) == g)) {
+        role.push_back(t.getDimSize(1) == g && g != 1 ? 1 : 2);
+      } else {
+        return rewriter.notifyMatchFailure(reshape,
+                                           "an input is not [N, G, K], "
+                                           "[A, G, 1] or [A, 1, 1]");
+      }
+    }
+    // Only an op that reads the grouped tensor itself: not a broadcast of
+    // statistics alone (the repeat below is one, and is left as it is).
+    if (!llvm::is_contained(role, 0))
+      return rewriter.notifyMatchFailure(reshape, "no input of shape [N, G, K]");
+    // The rebuilt op goes right before the reshape's first user, so that
+    // every other operand of that user is defined before it (the merge
+    // phase's condition for joining them).
+    // Other readers of the grouped result (the backward pass reads the
+    // normalized x) read a reshape of the rebuilt op's result instead.
+    Operation *first = nullptr;
+    SmallVector<Operation *> users(reshape->getUsers());
+    for (Operation *u : grouped->getUsers())
+      if (u != reshape.getOperation())
+        users.push_back(u);
+    for (Operation *u : users) {
+      if (u->getBlock() != reshape->getBlock())
+        return rewriter.notifyMatchFailure(reshape, "a user in another block");
+      if (!first || u->isBeforeInBlock(first))
+        first = u;
+    }
+    if (!first)
+      return rewriter.notifyMatchFailure(reshape, "no user");
+    // A grouped-view reader before the first channel-view reader (the
+    // square of GroupNorm's centered x, which merges with the centering)
+    // would be split from it: leave such an op on the grouped view.
+    if (!llvm::is_contained(reshape->getUsers(), first))
+      return rewriter.notifyMatchFailure(
+          reshape, "the grouped result is read first on the grouped view");
+    rewriter.setInsertionPoint(first);
+    Location loc = grouped.getLoc();
+    SmallVector<Value> inputs;
+    SmallVector<int64_t> broadcast;
+    for (auto [i, in] : llvm::enumerate(grouped.getInputs())) {
+      auto t = cast<RankedTensorType>(in.getType());
+      if (role[i] == 0) {
+        inputs.push_back(ReshapeOp::create(
+            rewriter, loc, to.clone(t.getElementType()), in));
+        broadcast.push_back(0);
+        continue;
+      }
+      Value stat = in;
+      SmallVector<int64_t> shape(to.getRank(), 1);
+      shape[0] = t.getDimSize(0);
+      if (role[i] == 1) {
+        auto repeated = RankedTensorType::get({t.getDimSize(0), g, d / g},
+                                              t.getElementType());
+        stat = makeFusedElementwise(rewriter, loc, TypeRange{repeated},
+                                    ValueRange{in}, {3}, Layout::NCHW,
+                                    [](ScalarBuilder &, ValueRange a) {
+                                      return SmallVector<Value>{a[0]};
+                                    })
+                   .getResult(0);
+        shape[1] = d;
+      }
+      inputs.push_back(ReshapeOp::create(
+          rewriter, loc, RankedTensorType::get(shape, t.getElementType()),
+          stat));
+      broadcast.push_back(3);
+    }
+    auto channel = FusedElementwiseOp::create(
+        rewriter, loc, TypeRange{to}, inputs,
+        {rewriter.getNamedAttr("broadcast",
+                               rewriter.getDenseI64ArrayAttr(broadcast)),
+         rewriter.getNamedAttr("layout", grouped.getLayoutAttr())});
+    rewriter.cloneRegionBefore(grouped.getBody(), channel.getBody(),
+                               channel.getBody().end());
+    Value back = ReshapeOp::create(rewriter, loc, from, channel.getResult(0));
+    rewriter.replaceOp(reshape, channel->getResults());
+    rewriter.replaceOp(grouped, back);
+    ++count;
+    return success();
+  }
+};
+
+/// Whether `v` is defined before `op` in its block (or is an argument), or
+/// by a chain of cnn.reshape ops (free: a reshape is a view) of such a
+/// value, which `hoistReshapesBefore` can then move before `op`. A
+/// parameter's reshape to the shape an elementwise op broadcasts is often
+/// placed right before its reader, after the reader's producer.
+bool definedOrReshapedBefore(Value v, Operation *op) {
+  Operation *d = v.getDefiningOp();
+  if (!d || d == op || (d->getBlock() == op->getBlock() &&
+                        d->isBeforeInBlock(op)))
+    return true;
+  auto reshape = dyn_cast<ReshapeOp>(d);
+  return reshape && reshape->getBlock() == op->getBlock() &&
+         definedOrReshapedBefore(reshape.getInput(), op);
+}
+
+/// Moves the cnn.reshape chain that defines `v` before `op`
+/// (definedOrReshapedBefore(v, op) holds), innermost first.
+void hoistReshapesBefore(RewriterBase &b, Value v, Operation *op) {
+  Operation *d = v.getDefiningOp();
+  if (!d || d == op || d->isBeforeInBlock(op))
+    return;
+  auto reshape = cast<ReshapeOp>(d);
+  hoistReshapesBefore(b, reshape.getInput(), op);
+  b.moveOpBefore(reshape, op);
+}
+
 /// Merges `consumer` into `producer` (both fused_elementwise, same shape and
 /// compatible layouts); every other operand of `consumer` is defined before
 /// `producer`, so the merged op takes the producer's place.
@@ -660,12 +820,12 @@ struct MergeElementwiseProducer
       if (!sameSpace(producer, consumer))
         continue;
       bool dominated = llvm::all_of(consumer.getInputs(), [&](Value v) {
-        Operation *d = v.getDefiningOp();
-        return !d || d == producer.getOperation() ||
-               d->isBeforeInBlock(producer);
+        return definedOrReshapedBefore(v, producer);
       });
       if (!dominated)
         continue;
+      for (Value v : consumer.getInputs())
+        hoistReshapesBefore(rewriter, v, producer);
       merge(rewriter, producer, consumer);
       ++counts.elementwiseMerges;
       return success();
@@ -721,6 +881,7 @@ struct FusePass : public cnnc::impl::CNNFuseBase<FusePass> {
   void runOnOperation() override {
     MLIRContext *ctx = &getContext();
     counts = {};
+    groupedToChannel = 0;
     for (auto f : getOperation().getOps<func::FuncOp>()) {
       if (f.getBlocks().size() != 1)
         continue;
@@ -756,6 +917,12 @@ struct FusePass : public cnnc::impl::CNNFuseBase<FusePass> {
       toFused.add<ElementwiseToFused, BiasAddToFused>(ctx, counts);
       applyGreedily(f, std::move(toFused));
 
+      // GroupNorm's normalization onto the channel view its scale, shift
+      // and activation use, before the merges join them.
+      RewritePatternSet channelView(ctx);
+      channelView.add<GroupedElementwiseToChannelView>(ctx, groupedToChannel);
+      applyGreedily(f, std::move(channelView));
+
       RewritePatternSet mergeSet(ctx);
       mergeSet.add<MergeElementwiseProducer>(ctx, counts);
       applyFirstMatchInBlockOrder(f.getBody().front(),
@@ -768,7 +935,10 @@ struct FusePass : public cnnc::impl::CNNFuseBase<FusePass> {
     numBatchNormGradPairs = counts.bnGradPairs;
     numElementwiseOps = counts.elementwiseOps;
     numElementwiseMerges = counts.elementwiseMerges;
+    numGroupedToChannelView = groupedToChannel;
   }
+  /// GroupedElementwiseToChannelView rewrites of the last run.
+  int64_t groupedToChannel = 0;
   /// The counts of the last run, for getFusionCounts: the Statistics above
   /// are no-ops in builds without LLVM_ENABLE_STATS (NDEBUG without
   /// LLVM_FORCE_ENABLE_STATS, as Debian's release packages and this

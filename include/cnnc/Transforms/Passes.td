@@ -862,6 +862,9 @@ def CNNFuse : Pass<"cnn-fuse", "mlir::ModuleOp"> {
               "Elementwise ops given the fused_elementwise form">,
     Statistic<"numElementwiseMerges", "elementwise-merges",
               "fused_elementwise producer/consumer merges">,
+    Statistic<"numGroupedToChannelView", "grouped-to-channel-view",
+              "Elementwise ops on a GroupNorm grouped view rebuilt on the "
+              "channel view (joining its scale, shift and activation)">,
   ];
 }
 
