@@ -524,6 +524,14 @@ struct GroupedElementwiseToChannelView : OpRewritePattern<ReshapeOp> {
                                            "[A, G, 1] or [A, 1, 1]");
       }
     }
+    // Only where an elementwise op on the channel view can join the rebuilt
+    // one (the scale and shift of the forward); otherwise the reshapes only
+    // keep the op from its grouped-view producers (the backward's input
+    // gradient, read by a bias gradient, stays as it is).
+    if (llvm::none_of(reshape->getUsers(),
+                      [](Operation *u) { return isa<FusedElementwiseOp>(u); }))
+      return rewriter.notifyMatchFailure(reshape,
+                                         "no elementwise reader to join");
     // Only an op that reads the grouped tensor itself: not a broadcast of
     // statistics alone (the repeat below is one, and is left as it is).
     if (!llvm::is_contained(role, 0))
