@@ -10,7 +10,9 @@
 //     where y = relu(x * alpha + beta) of 2, the mask recomputed from x
 //     (fused_batch_norm_affine_relu_grad: y is not read). Two batch_norm_grad
 //     of one dy -> fused_dual_batch_norm_grad (dy read once for both).
-//  4. Every elementwise op becomes a fused_elementwise; producer/consumer
+//  4. Every elementwise op becomes a fused_elementwise; an op on
+//     GroupNorm's grouped N x G x K view is rebuilt on the channel view its
+//     reader uses (GroupedElementwiseToChannelView); producer/consumer
 //     pairs of the same shape merge until nothing changes.
 // Each rewrite keeps the step's semantics exactly (checked by running the
 // reference interpreter before and after in the tests). Each is a
