@@ -148,7 +148,7 @@ inline std::vector<ResizeTap> resizeTaps(int64_t in, int64_t out,
   }
   double s = scale > 0 ? scale : (double)out / (double)in;
   for (int64_t o = 0; o < out; ++o) {
-    double x;
+    double x = 0; // every ResizeCoord sets it; GCC cannot see the switch is total
     switch (coord) {
     case ResizeCoord::AlignCorners:
       x = out > 1 ? (double)o * (double)(in - 1) / (double)(out - 1) : 0.0;
