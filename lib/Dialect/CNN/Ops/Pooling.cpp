@@ -24,10 +24,12 @@ cnnc::cnn::inferPool2DType(Location loc, RankedTensorType in,
   return inferPool(loc, in, kernel, strides, padding, ceilMode, layout);
 }
 
-LogicalResult MaxPool2DOp::inferReturnTypes(MLIRContext *,
-                                            std::optional<Location> loc,
-                                            Adaptor a,
-                                            SmallVectorImpl<Type> &out) {
+/// Max and average pooling share their window attributes, hence their
+/// result type.
+template <typename PoolAdaptor>
+static LogicalResult inferWindowedPool(std::optional<Location> loc,
+                                       PoolAdaptor a,
+                                       SmallVectorImpl<Type> &out) {
   auto t = inferPool(loc, ranked(a.getInput()), a.getKernel(), a.getStrides(),
                      a.getPadding(), a.getCeilMode(), layoutOf(a));
   if (failed(t))
@@ -36,16 +38,18 @@ LogicalResult MaxPool2DOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+LogicalResult MaxPool2DOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor a,
+                                            SmallVectorImpl<Type> &out) {
+  return inferWindowedPool(loc, a, out);
+}
+
 LogicalResult AvgPool2DOp::inferReturnTypes(MLIRContext *,
                                             std::optional<Location> loc,
                                             Adaptor a,
                                             SmallVectorImpl<Type> &out) {
-  auto t = inferPool(loc, ranked(a.getInput()), a.getKernel(), a.getStrides(),
-                     a.getPadding(), a.getCeilMode(), layoutOf(a));
-  if (failed(t))
-    return failure();
-  out.push_back(*t);
-  return success();
+  return inferWindowedPool(loc, a, out);
 }
 
 LogicalResult GlobalAvgPoolOp::inferReturnTypes(MLIRContext *,
