@@ -228,6 +228,9 @@ private:
   LogicalResult exec(cnn::DropoutMaskOp op);
   LogicalResult exec(cnn::SoftmaxOp op);
   LogicalResult exec(cnn::SoftmaxCrossEntropyOp op);
+  LogicalResult exec(cnn::NLLLossOp op);
+  LogicalResult exec(cnn::ArgMaxOp op) { return execArgExtreme(op, true); }
+  LogicalResult exec(cnn::ArgMinOp op) { return execArgExtreme(op, false); }
   // Backward ops.
   LogicalResult exec(cnn::Conv2DBwdDataOp op);
   LogicalResult exec(cnn::Conv2DBwdFilterOp op);
@@ -237,6 +240,7 @@ private:
   LogicalResult exec(cnn::GlobalAvgPoolGradOp op);
   LogicalResult exec(cnn::BatchNormGradOp op);
   LogicalResult exec(cnn::SoftmaxCrossEntropyGradOp op);
+  LogicalResult exec(cnn::NLLLossGradOp op);
   // Optimizer ops.
   LogicalResult exec(cnn::SGDUpdateOp op);
   LogicalResult exec(cnn::AdamUpdateOp op);
@@ -261,17 +265,28 @@ private:
   /// Every elementwise op: its own scalar body (ElementwiseOpInterface), run
   /// as the one-op fused_elementwise that cnn-fuse would make of it.
   LogicalResult execElementwise(cnn::ElementwiseOpInterface op);
-  /// reduce_sum / reduce_mean / reduce_max over the op's `axes` (keepdims),
-  /// in double.
+  /// reduce_sum / reduce_mean / reduce_max / reduce_prod over the op's `axes`
+  /// (keepdims), in double.
   LogicalResult execReduce(Operation *op);
   /// Every label in [0, classes) or equal to `ignoreIndex`.
   LogicalResult checkLabels(Operation *op, Value labels, int64_t classes,
                             int64_t ignoreIndex);
+  /// nll_loss's per-position class weights (1 without a `weight`), whether
+  /// each position's label is the ignore_index (it reads nothing then), and
+  /// the weight sum of the others, the mean's divisor; fails on a label
+  /// outside [0, C) that is not the ignore_index.
+  template <typename OpT>
+  LogicalResult nllPositionWeights(OpT op, int64_t classes,
+                                   std::vector<double> &weights,
+                                   std::vector<char> &ignored, double &sum);
+  /// arg_max (`max`) or arg_min along the op's axis.
+  template <typename OpT> LogicalResult execArgExtreme(OpT op, bool max);
 
   // Reduction ops share one kernel; flatten and reshape are copies.
   LogicalResult exec(cnn::ReduceSumOp op) { return execReduce(op); }
   LogicalResult exec(cnn::ReduceMeanOp op) { return execReduce(op); }
   LogicalResult exec(cnn::ReduceMaxOp op) { return execReduce(op); }
+  LogicalResult exec(cnn::ReduceProdOp op) { return execReduce(op); }
   LogicalResult exec(cnn::FlattenOp op) { return execCopy(op); }
   LogicalResult exec(cnn::ReshapeOp op) { return execCopy(op); }
   template <typename OpT> friend struct EvalModel;
@@ -537,6 +552,8 @@ static void attachEvaluations(MLIRContext *ctx) {
          cnn::SoftmaxOp, cnn::SoftmaxCrossEntropyOp, cnn::FlattenOp,
          cnn::ReshapeOp, cnn::ReduceSumOp, cnn::ReduceMeanOp,
          cnn::ReduceMaxOp>(ctx);
+  attach<cnn::NLLLossOp, cnn::NLLLossGradOp, cnn::ArgMaxOp, cnn::ArgMinOp,
+         cnn::ReduceProdOp>(ctx);
   attach<cnn::Conv2DBwdDataOp, cnn::Conv2DBwdFilterOp, cnn::BiasGradOp,
          cnn::MaxPool2DGradOp, cnn::AvgPool2DGradOp, cnn::GlobalAvgPoolGradOp,
          cnn::BatchNormGradOp, cnn::SoftmaxCrossEntropyGradOp>(ctx);
@@ -685,9 +702,11 @@ LogicalResult Executor::execReduce(Operation *op) {
     outCount *= d;
   for (int64_t a : axes)
     count *= shape[a];
-  bool isMax = isa<cnn::ReduceMaxOp>(op);
-  std::vector<double> acc(
-      outCount, isMax ? -std::numeric_limits<double>::infinity() : 0.0);
+  bool isMax = isa<cnn::ReduceMaxOp>(op), isProd = isa<cnn::ReduceProdOp>(op);
+  std::vector<double> acc(outCount,
+                          isMax    ? -std::numeric_limits<double>::infinity()
+                          : isProd ? 1.0
+                                   : 0.0);
   int64_t rank = shape.size();
   for (int64_t i = 0, n = in.data.size(); i < n; ++i) {
     int64_t rest = i, o = 0, stride = 1;
@@ -697,7 +716,9 @@ LogicalResult Executor::execReduce(Operation *op) {
       o += (outShape[d] == 1 ? 0 : idx) * stride;
       stride *= outShape[d];
     }
-    if (!isMax)
+    if (isProd)
+      acc[o] *= in.data[i];
+    else if (!isMax)
       acc[o] += in.data[i];
     else if (std::isnan(in.data[i]) || in.data[i] > acc[o])
       acc[o] = in.data[i];
@@ -892,6 +913,103 @@ LogicalResult Executor::exec(cnn::SoftmaxCrossEntropyOp op) {
   return success();
 }
 
+template <typename OpT>
+LogicalResult Executor::nllPositionWeights(OpT op, int64_t classes,
+                                           std::vector<double> &weights,
+                                           std::vector<char> &ignored,
+                                           double &sum) {
+  const Tensor &labels = get(op.getLabels());
+  const float *classWeight = op.getWeight() ? ptr(op.getWeight()) : nullptr;
+  std::optional<int64_t> ignore = op.getIgnoreIndex();
+  weights.assign(labels.data.size(), 0.0);
+  ignored.assign(labels.data.size(), 0);
+  sum = 0;
+  for (auto [i, l] : llvm::enumerate(labels.data)) {
+    auto y = static_cast<int64_t>(l);
+    if (ignore && y == *ignore) {
+      ignored[i] = 1;
+      continue;
+    }
+    if (!(y >= 0 && y < classes)) {
+      InFlightDiagnostic d = op.emitError("reference interpreter: label #")
+                             << i << " is " << y << ", outside [0, "
+                             << classes << ")";
+      if (ignore)
+        d << " and not the ignore_index " << *ignore;
+      return d;
+    }
+    weights[i] = classWeight ? classWeight[y] : 1.0;
+    sum += weights[i];
+  }
+  return success();
+}
+
+// l[n, d] = -w[y] x[n, y, d], summed and divided in double.
+LogicalResult Executor::exec(cnn::NLLLossOp op) {
+  auto s = shapeOf(op.getInput());
+  int64_t n = s[0], classes = s[1], inner = 1;
+  for (size_t d = 2; d < s.size(); ++d)
+    inner *= s[d];
+  std::vector<double> weights;
+  std::vector<char> ignored;
+  double weightSum;
+  if (failed(nllPositionWeights(op, classes, weights, ignored, weightSum)))
+    return failure();
+  const float *x = ptr(op.getInput()), *labels = ptr(op.getLabels());
+  float *loss = out(op.getResult());
+  double total = 0;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t d = 0; d < inner; ++d) {
+      int64_t pos = i * inner + d;
+      if (ignored[pos])
+        continue; // exactly 0, whatever the input holds there
+      auto y = static_cast<int64_t>(labels[pos]);
+      double l = -weights[pos] * x[(i * classes + y) * inner + d];
+      if (op.getReduction() == cnn::LossReduction::None)
+        loss[pos] = static_cast<float>(l);
+      total += l;
+    }
+  if (op.getReduction() == cnn::LossReduction::Sum)
+    loss[0] = static_cast<float>(total);
+  else if (op.getReduction() == cnn::LossReduction::Mean)
+    loss[0] = static_cast<float>(total / weightSum); // NaN when 0 / 0
+  return success();
+}
+
+template <typename OpT>
+LogicalResult Executor::execArgExtreme(OpT op, bool max) {
+  auto s = shapeOf(op.getInput());
+  int64_t axis = op.getAxis(), outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= s[d];
+  for (size_t d = axis + 1; d < s.size(); ++d)
+    inner *= s[d];
+  int64_t n = s[axis];
+  bool last = op.getSelectLastIndex();
+  const float *x = ptr(op.getInput());
+  float *index = out(op.getResult());
+  // `v` replaces the best so far: a NaN wins over numbers (numpy), the first
+  // NaN over later ones; equal values keep the first unless `last`.
+  auto better = [&](float v, float best) {
+    if (std::isnan(best))
+      return last && std::isnan(v);
+    if (std::isnan(v))
+      return true;
+    return max ? (v > best || (last && v == best))
+               : (v < best || (last && v == best));
+  };
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      const float *row = x + o * n * inner + i;
+      int64_t best = 0;
+      for (int64_t k = 1; k < n; ++k)
+        if (better(row[k * inner], row[best * inner]))
+          best = k;
+      index[o * inner + i] = static_cast<float>(best);
+    }
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Backward ops
 //===----------------------------------------------------------------------===//
@@ -962,6 +1080,34 @@ LogicalResult Executor::exec(cnn::SoftmaxCrossEntropyGradOp op) {
                               scalar(op.getGradLoss()), out(op.getResult()),
                               s[0], s[1], f32(op.getLabelSmoothing()),
                               op.getIgnoreIndex());
+  return success();
+}
+
+// -w[y] g / D at (n, y, d), 0 elsewhere: the scatter of nll_loss's reads.
+LogicalResult Executor::exec(cnn::NLLLossGradOp op) {
+  auto s = shapeOf(op.getResult());
+  int64_t n = s[0], classes = s[1], inner = 1;
+  for (size_t d = 2; d < s.size(); ++d)
+    inner *= s[d];
+  std::vector<double> weights;
+  std::vector<char> ignored;
+  double weightSum;
+  if (failed(nllPositionWeights(op, classes, weights, ignored, weightSum)))
+    return failure();
+  const float *labels = ptr(op.getLabels()), *g = ptr(op.getGradLoss());
+  bool perPosition = op.getReduction() == cnn::LossReduction::None;
+  double divisor =
+      op.getReduction() == cnn::LossReduction::Mean ? weightSum : 1.0;
+  float *dx = out(op.getResult());
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t d = 0; d < inner; ++d) {
+      int64_t pos = i * inner + d;
+      if (ignored[pos])
+        continue;
+      auto y = static_cast<int64_t>(labels[pos]);
+      dx[(i * classes + y) * inner + d] = static_cast<float>(
+          -weights[pos] * (perPosition ? g[pos] : g[0]) / divisor);
+    }
   return success();
 }
 

@@ -51,11 +51,19 @@ MODULES = [
     # input at all.
     "cast", "ceil", "floor", "constantofshape", "gather", "equal", "greater",
     "less", "rangeop", "shape", "size", "where",
+    # Losses and heads (session 28): SoftmaxCrossEntropyLoss and
+    # NegativeLogLikelihoodLoss (every reduction, class weights,
+    # ignore_index, N x C x d1 ... d5, log_prob; the labels are int64
+    # initializers here), ArgMax/ArgMin, ReduceProd. The 18
+    # NegativeLogLikelihoodLoss "_expanded" cases are refused (GatherElements).
+    "softmaxcrossentropy", "negativeloglikelihoodloss", "argmax", "argmin",
+    "reduceprod",
 ]
 
-# Cases that pass today (344 of 447, measured with python3-onnx 1.12); raise it as the
+# Cases that pass today (470 of 591, measured with python3-onnx 1.12; 344 of 447
+# before the losses, ArgMax/ArgMin and ReduceProd); raise it as the
 # importer learns more.
-PASS_FLOOR = int(os.environ.get("CNNC_CONFORMANCE_FLOOR", "344"))
+PASS_FLOOR = int(os.environ.get("CNNC_CONFORMANCE_FLOOR", "470"))
 
 RTOL, ATOL = 1e-3, 1e-5
 

@@ -258,6 +258,21 @@ public:
   LogicalResult importLayerNorm();
   LogicalResult importInstanceNorm();
   LogicalResult importLogSoftmax();
+  LogicalResult importNLLLoss();
+  LogicalResult importSoftmaxCrossEntropyLoss();
+  LogicalResult importArgMax() { return importArgExtreme<cnn::ArgMaxOp>(); }
+  LogicalResult importArgMin() { return importArgExtreme<cnn::ArgMinOp>(); }
+  template <typename OpTy> LogicalResult importArgExtreme();
+  /// x - m - log(sum(exp(x - m))) over `axes`, m = cnn.reduce_max there.
+  Value logSoftmax(Value x, ArrayRef<int64_t> axes);
+  /// Input `i` as integer class labels: a run-time integer tensor, or an
+  /// integer constant materialized as an i64 cnn.constant. Null after an
+  /// error.
+  Value labels(int i);
+  /// The `reduction` and `ignore_index` attributes of a loss node as the
+  /// loss ops' attributes; failure (one diagnostic) for a reduction that
+  /// is not none, sum or mean.
+  LogicalResult lossAttributes(SmallVectorImpl<NamedAttribute> &attrs);
   LogicalResult importGlobalMaxPool();
   LogicalResult importPRelu();
   LogicalResult importSplit();
@@ -2447,6 +2462,8 @@ LogicalResult Importer::importReduce() {
     y = make<cnn::ReduceSumOp>({make<cnn::AbsOp>({x})}, {axesAttr});
   else if (opType == "ReduceLogSum")
     y = make<cnn::LogOp>({make<cnn::ReduceSumOp>({x}, {axesAttr})});
+  else if (opType == "ReduceProd")
+    y = make<cnn::ReduceProdOp>({x}, {axesAttr});
   else if (opType == "ReduceMin") // torch.amin: -max(-x), ties split as amax
     y = make<cnn::NegOp>(
         {make<cnn::ReduceMaxOp>({make<cnn::NegOp>({x})}, {axesAttr})});
@@ -2604,12 +2621,137 @@ LogicalResult Importer::importLogSoftmax() {
   if (opset < 13)
     for (int64_t d = axis + 1; d < rank; ++d)
       axes.push_back(d);
+  Value y = logSoftmax(x, axes);
+  if (!y)
+    return failure();
+  setOutput(0, y);
+  return success();
+}
+
+Value Importer::logSoftmax(Value x, ArrayRef<int64_t> axes) {
   NamedAttribute axesAttr = attr("axes", b.getDenseI64ArrayAttr(axes));
   Value m = make<cnn::ReduceMaxOp>({x}, {axesAttr});
   Value d = make<cnn::SubOp>({x, m});
   Value lse = make<cnn::LogOp>(
       {make<cnn::ReduceSumOp>({make<cnn::ExpOp>({d})}, {axesAttr})});
-  Value y = make<cnn::SubOp>({d, lse});
+  return make<cnn::SubOp>({d, lse});
+}
+
+Value Importer::labels(int i) {
+  Slot *s = input(i);
+  if (!s)
+    return {};
+  if (s->value) {
+    if (!cast<RankedTensorType>(s->value.getType())
+             .getElementType()
+             .isInteger())
+      (void)nodeError(fmt::format("labels '{}' of node '{}' ({}) must be an "
+                                  "integer tensor",
+                                  node->input(i), nodeName, node->op_type()));
+    return s->value;
+  }
+  const ConstVal &c = *s->constant;
+  if (!c.isInt) {
+    (void)nodeError(fmt::format("labels '{}' of node '{}' ({}) must be an "
+                                "integer tensor, got float values",
+                                node->input(i), nodeName, node->op_type()));
+    return {};
+  }
+  if (c.numel() > kMaxInlineConstant) {
+    (void)nodeError(fmt::format("node '{}' ({}) needs a constant of shape {} "
+                                "({} elements, more than {})",
+                                nodeName, node->op_type(), shapeStr(c.shape),
+                                c.numel(), kMaxInlineConstant));
+    return {};
+  }
+  auto type = tensorType(c.shape, b.getI64Type());
+  Value v = makeTyped<cnn::ConstantOp>(
+      type, {}, {attr("value", DenseElementsAttr::get(type, ArrayRef(c.ints)))});
+  if (v)
+    s->value = v;
+  return v;
+}
+
+LogicalResult
+Importer::lossAttributes(SmallVectorImpl<NamedAttribute> &attrs) {
+  std::string reduction = stringAttr("reduction", "mean");
+  std::optional<cnn::LossReduction> kind =
+      cnn::symbolizeLossReduction(reduction);
+  if (!kind)
+    return unsupported(fmt::format("reduction '{}' (none, sum or mean)",
+                                   reduction));
+  attrs.push_back(
+      attr("reduction", cnn::LossReductionAttr::get(&ctx, *kind)));
+  if (getAttr("ignore_index"))
+    attrs.push_back(
+        attr("ignore_index", b.getI64IntegerAttr(intAttr("ignore_index", 0))));
+  return success();
+}
+
+/// NegativeLogLikelihoodLoss(input, target[, weight]): cnn.nll_loss.
+LogicalResult Importer::importNLLLoss() {
+  SmallVector<NamedAttribute> attrs;
+  if (failed(lossAttributes(attrs)))
+    return failure();
+  SmallVector<Value> operands{data(0), labels(1)};
+  if (hasInput(2))
+    operands.push_back(data(2));
+  Value loss = make<cnn::NLLLossOp>(operands, attrs);
+  if (!loss)
+    return failure();
+  setOutput(0, loss);
+  return success();
+}
+
+/// SoftmaxCrossEntropyLoss(scores, labels[, weights]) -> (loss[, log_prob]):
+/// the log-softmax over dimension 1 (LogSoftmax's decomposition, the
+/// optional second output) and cnn.nll_loss of it, F.cross_entropy's
+/// definition. cnn.softmax_cross_entropy, the training loss cnn-autodiff
+/// appends, is not reused: it takes N x C logits, means only, has no class
+/// weights and no gradient rule (it is the loss, not an op inside the
+/// forward).
+LogicalResult Importer::importSoftmaxCrossEntropyLoss() {
+  SmallVector<NamedAttribute> attrs;
+  if (failed(lossAttributes(attrs)))
+    return failure();
+  Value x = data(0);
+  if (!x)
+    return failure();
+  if (shapeOf(x).size() < 2)
+    return nodeError(fmt::format("scores of node '{}' "
+                                 "(SoftmaxCrossEntropyLoss) must be N x C x "
+                                 "d1 x ... (rank >= 2), got {}",
+                                 nodeName, shapeStr(shapeOf(x))));
+  Value logProb = logSoftmax(x, {1});
+  SmallVector<Value> operands{logProb, labels(1)};
+  if (hasInput(2))
+    operands.push_back(data(2));
+  Value loss = make<cnn::NLLLossOp>(operands, attrs);
+  if (!loss)
+    return failure();
+  setOutput(0, loss);
+  setOutput(1, logProb);
+  return success();
+}
+
+/// ArgMax / ArgMin (axis, keepdims, select_last_index): cnn.arg_max /
+/// cnn.arg_min, an i64 result.
+template <typename OpTy> LogicalResult Importer::importArgExtreme() {
+  Value x = data(0);
+  if (!x)
+    return failure();
+  int64_t rank = shapeOf(x).size();
+  int64_t axis = intAttr("axis", 0);
+  if (!normalizeAxis(axis, rank))
+    return nodeError(fmt::format("{} axis {} of node '{}' is out of range for "
+                                 "rank {}",
+                                 node->op_type(), intAttr("axis", 0), nodeName,
+                                 rank));
+  Value y = make<OpTy>(
+      {x}, {attr("axis", b.getI64IntegerAttr(axis)),
+            attr("keepdims", b.getBoolAttr(intAttr("keepdims", 1) != 0)),
+            attr("select_last_index",
+                 b.getBoolAttr(intAttr("select_last_index", 0) != 0))});
   if (!y)
     return failure();
   setOutput(0, y);
@@ -2784,6 +2926,8 @@ constexpr Support Y = Support::Yes, N = Support::No, C = Support::Const;
 // clang-format off
 const OpHandler kOpHandlers[] = {
   {"Abs", 6, kMaxOpset, &Importer::importAbs, Y, Y, "cnn.abs"},
+  {"ArgMax", 1, kMaxOpset, &Importer::importArgMax, N, N, "cnn.arg_max (axis, keepdims, select_last_index): an int64 index, no gradient"},
+  {"ArgMin", 1, kMaxOpset, &Importer::importArgMin, N, N, "cnn.arg_min (axis, keepdims, select_last_index): an int64 index, no gradient"},
   {"Add", 7, kMaxOpset, &Importer::importBinaryNode, Y, Y, "cnn.add (numpy broadcasting); canonicalized: a per-channel addend becomes cnn.bias_add; constants fold"},
   {"AveragePool", 7, kMaxOpset, &Importer::importAvgPool, Y, Y, "1-D (as 1 x k) and 2-D; cnn.avg_pool2d (ceil_mode, count_include_pad, auto_pad)"},
   {"BatchNormalization", 7, kMaxOpset, &Importer::importBatchNorm, Y, Y, "N x C, N x C x L (as N x C x L x 1) and N x C x H x W: cnn.batch_norm (training_mode=1: cnn.batch_norm_train when run forward; inference form, an eval-mode module: running statistics in the training step, not updated)"},
@@ -2816,6 +2960,7 @@ const OpHandler kOpHandlers[] = {
   {"Range", 11, kMaxOpset, &Importer::importRange, C, C, "constants only (folded)"},
   {"ReduceMax", 1, kMaxOpset, &Importer::importReduce, Y, Y, "cnn.reduce_max (axes attribute before opset 18, constant input after; keepdims=0: cnn.reshape)"},
   {"ReduceMean", 1, kMaxOpset, &Importer::importReduce, Y, Y, "cnn.reduce_mean (axes attribute before opset 18, constant input after; keepdims=0: cnn.reshape); canonicalized: over H and W of a 4-D tensor becomes cnn.global_avg_pool"},
+  {"ReduceProd", 1, kMaxOpset, &Importer::importReduce, N, N, "cnn.reduce_prod (axes attribute before opset 18, constant input after; keepdims=0: cnn.reshape); forward only"},
   {"ReduceSum", 1, kMaxOpset, &Importer::importReduce, Y, Y, "cnn.reduce_sum (axes attribute before opset 13, constant input after; keepdims=0: cnn.reshape)"},
   {"Relu", 6, kMaxOpset, &Importer::importRelu, Y, Y, "cnn.relu"},
   {"Erf", 9, kMaxOpset, &Importer::importErf, Y, Y, "cnn.erf"},
@@ -2836,6 +2981,8 @@ const OpHandler kOpHandlers[] = {
   {"Size", 1, kMaxOpset, &Importer::importSize, C, C, "static shapes: folded"},
   {"Slice", 1, kMaxOpset, &Importer::importSlice, Y, Y, "constant starts/ends/axes, steps 1: cnn.slice; constants fold"},
   {"Softmax", 1, kMaxOpset, &Importer::importSoftmax, Y, Y, "cnn.softmax (before opset 13: last axis only)"},
+  {"SoftmaxCrossEntropyLoss", 12, kMaxOpset, &Importer::importSoftmaxCrossEntropyLoss, Y, N, "LogSoftmax's decomposition over dimension 1 (the log_prob output) and cnn.nll_loss of it; labels a constant or an integer tensor"},
+  {"NegativeLogLikelihoodLoss", 12, kMaxOpset, &Importer::importNLLLoss, Y, N, "cnn.nll_loss (reduction none/sum/mean, class weights, ignore_index, N x C x d1 x ...); labels a constant or an integer tensor; differentiable in the input"},
   {"Squeeze", 1, kMaxOpset, &Importer::importSqueeze, Y, Y, "constant axes: cnn.reshape"},
   {"Sub", 7, kMaxOpset, &Importer::importBinaryNode, Y, Y, "cnn.sub (numpy broadcasting); constants fold"},
   {"Transpose", 1, kMaxOpset, &Importer::importTranspose, Y, Y, "cnn.transpose; constants fold"},

@@ -22,6 +22,24 @@ def CNN_LayoutAttr : EnumAttr<CNN_Dialect, CNN_LayoutEnum, "layout"> {
   let assemblyFormat = "`<` $value `>`";
 }
 
+// How a loss op combines its per-position losses (ONNX's `reduction` of
+// NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss, PyTorch's of
+// F.nll_loss): `#cnn.loss_reduction<none>`, `<sum>` or `<mean>`.
+def CNN_LossReductionNone : I32EnumAttrCase<"None", 0, "none">;
+def CNN_LossReductionSum : I32EnumAttrCase<"Sum", 1, "sum">;
+def CNN_LossReductionMean : I32EnumAttrCase<"Mean", 2, "mean">;
+def CNN_LossReductionEnum : I32EnumAttr<"LossReduction",
+    "reduction of a loss over its positions",
+    [CNN_LossReductionNone, CNN_LossReductionSum, CNN_LossReductionMean]> {
+  let cppNamespace = "::cnnc::cnn";
+  let genSpecializedAttr = 0;
+}
+def CNN_LossReductionAttr
+    : EnumAttr<CNN_Dialect, CNN_LossReductionEnum, "loss_reduction"> {
+  let summary = "Loss reduction: none (per position), sum or mean";
+  let assemblyFormat = "`<` $value `>`";
+}
+
 // The GPU the CUDA target prints for (`cnn.target` on the module, set by
 // cnn-prepare-for-emission from --arch): what the launch decisions are
 // computed from, so that they are in the IR rather than in the printer.

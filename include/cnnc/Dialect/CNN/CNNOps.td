@@ -450,6 +450,17 @@ def CNN_ReduceMaxOp : CNN_PureOp<"reduce_max", [CNN_InferShapesWide, CNN_Gradien
   let results = (outs CNN_FloatTensor:$result);
 }
 
+def CNN_ReduceProdOp : CNN_PureOp<"reduce_prod", [CNN_InferShapes]> {
+  let summary = "Product over `axes`, which keep size 1 (ONNX ReduceProd)";
+  let description = [{
+    The constraints of `cnn.reduce_sum`; the product is taken in double.
+    Forward only: no gradient rule (cnn-autodiff refuses the op on a
+    differentiated path), no CUDA lowering.
+  }];
+  let arguments = (ins CNN_FloatTensor:$input, DenseI64ArrayAttr:$axes);
+  let results = (outs CNN_FloatTensor:$result);
+}
+
 def CNN_BatchNormOp : CNN_LayoutOp<"batch_norm", [CNN_InferShapes, CNN_Gradient]> {
   let summary = "Batch normalization, inference form (running statistics)";
   let description = [{
@@ -692,6 +703,54 @@ def CNN_SoftmaxCrossEntropyOp : CNN_PureOp<"softmax_cross_entropy", [CNN_InferSh
   let results = (outs CNN_Scalar:$loss);
 }
 
+def CNN_NLLLossOp : CNN_PureOp<"nll_loss", [CNN_InferShapes, CNN_Gradient]> {
+  let summary = "Negative log-likelihood at integer labels (ONNX "
+                "NegativeLogLikelihoodLoss, F.nll_loss)";
+  let description = [{
+    `input` is N x C x d1 x ... x dk (k >= 0, usually log-probabilities),
+    `labels` N x d1 x ... x dk (i32 or i64), the optional `weight` C.
+    At each position (n, d) with label y = labels[n, d]:
+      l[n, d] = -weight[y] * input[n, y, d]   (weight 1 without `weight`)
+    and l = 0, weight 0 where y equals `ignore_index` (when the attribute
+    is present; ONNX has no default). `reduction` none: l, the labels'
+    shape; sum: the sum of l; mean: the sum of l divided by the sum of the
+    weights of the positions not ignored (their count without `weight`,
+    NaN when it is 0), a 0-D tensor; the result has the input's element
+    type. Every label that is not `ignore_index` must lie in [0, C): the
+    reference interpreter checks it when the op runs. Differentiable in
+    `input` (nll_loss_grad); the labels and the weight are not.
+    SoftmaxCrossEntropyLoss imports as log-softmax (over dimension 1)
+    followed by this op.
+  }];
+  let arguments = (ins CNN_FloatTensor:$input, CNN_LabelTensor:$labels,
+                   Optional<CNN_FloatTensor>:$weight,
+                   DefaultValuedAttr<CNN_LossReductionAttr,
+                       "::cnnc::cnn::LossReduction::Mean">:$reduction,
+                   OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs CNN_FloatTensor:$result);
+}
+
+// Forward only: the result is an integer index, so no gradient flows
+// through either op (no GradientOpInterface: cnn-autodiff refuses one on a
+// differentiated path with "no gradient rule").
+class CNN_ArgExtremeOp<string mnemonic, string extreme>
+    : CNN_PureOp<mnemonic, [CNN_InferShapes]> {
+  let summary = "Index of the " # extreme # " along `axis` (ONNX Arg"
+                # !if(!eq(extreme, "maximum"), "Max", "Min") # ")";
+  let description = [{
+    `axis` in [0, rank). The result is i64 with the input's shape, `axis`
+    of size 1 (`keepdims`) or left out. Among equal values the first index
+    is taken, the last with `select_last_index`; a NaN counts as the
+    extreme (numpy's argmax/argmin). No gradient: the result is an index.
+  }];
+  let arguments = (ins CNN_FloatTensor:$input, I64Attr:$axis,
+                   DefaultValuedAttr<BoolAttr, "true">:$keepdims,
+                   DefaultValuedAttr<BoolAttr, "false">:$select_last_index);
+  let results = (outs RankedTensorOf<[I64]>:$result);
+}
+def CNN_ArgMaxOp : CNN_ArgExtremeOp<"arg_max", "maximum">;
+def CNN_ArgMinOp : CNN_ArgExtremeOp<"arg_min", "minimum">;
+
 //===----------------------------------------------------------------------===//
 // Backward ops (produced by cnn-autodiff)
 //===----------------------------------------------------------------------===//
@@ -794,6 +853,25 @@ def CNN_SoftmaxCrossEntropyGradOp : CNN_PureOp<"softmax_cross_entropy_grad", [CN
                    DefaultValuedAttr<F32Attr, "0.0f">:$label_smoothing,
                    DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
   let results = (outs CNN_FloatTensor:$result);
+}
+
+def CNN_NLLLossGradOp : CNN_PureOp<"nll_loss_grad"> {
+  let summary = "d nll_loss / d input, times the upstream gradient `grad_loss`";
+  let description = [{
+    The result has nll_loss's input type N x C x d1 x ... x dk: at
+    (n, labels[n, d], d) it is -weight[y] * g / D, 0 elsewhere and at
+    ignored positions, with g = grad_loss[n, d] (`reduction` none, so
+    `grad_loss` has the labels' shape) or the 0-D grad_loss (sum, mean),
+    and D the mean's divisor (the weight sum of the positions not ignored)
+    or 1. The attributes are those of the nll_loss it differentiates.
+  }];
+  let arguments = (ins CNN_FloatTensor:$grad_loss, CNN_LabelTensor:$labels,
+                   Optional<CNN_FloatTensor>:$weight,
+                   DefaultValuedAttr<CNN_LossReductionAttr,
+                       "::cnnc::cnn::LossReduction::Mean">:$reduction,
+                   OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs CNN_FloatTensor:$result);
+  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//

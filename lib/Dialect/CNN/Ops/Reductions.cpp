@@ -1,8 +1,10 @@
 //===- Reductions.cpp - cnn ops: reductions -------------------------------===//
 //
-// What the dialect knows about reduce_sum, reduce_mean, reduce_max:
+// What the dialect knows about reduce_sum, reduce_mean, reduce_max,
+// reduce_prod (forward only):
 // verifiers and shape inference, then the gradient rules
-// (GradientOpInterface; cnn-autodiff asks each op).
+// (GradientOpInterface; cnn-autodiff asks each op); and the shape inference
+// of arg_max / arg_min (forward only: no gradient rule).
 //
 //===----------------------------------------------------------------------===//
 #include "OpHelpers.h"
@@ -60,6 +62,47 @@ LogicalResult ReduceMaxOp::inferReturnTypes(MLIRContext *,
                                             Adaptor a,
                                             SmallVectorImpl<Type> &out) {
   return inferReduce(loc, ranked(a.getInput()), a.getAxes(), out);
+}
+
+LogicalResult ReduceProdOp::inferReturnTypes(MLIRContext *,
+                                             std::optional<Location> loc,
+                                             Adaptor a,
+                                             SmallVectorImpl<Type> &out) {
+  return inferReduce(loc, ranked(a.getInput()), a.getAxes(), out);
+}
+
+/// The i64 index tensor of arg_max / arg_min: `axis` kept as 1 or left out.
+template <typename AdaptorT>
+static LogicalResult inferArgExtreme(MLIRContext *ctx,
+                                     std::optional<Location> loc, AdaptorT &a,
+                                     SmallVectorImpl<Type> &out) {
+  auto in = ranked(a.getInput());
+  int64_t axis = a.getAxisAttr().getInt();
+  if (axis < 0 || axis >= in.getRank())
+    return fail(loc, "'axis' " + Twine(axis) + " must lie in [0, " +
+                         Twine(in.getRank()) + ") for 'input' " + str(in));
+  SmallVector<int64_t> shape(in.getShape());
+  BoolAttr keep = a.getKeepdimsAttr();
+  if (!keep || keep.getValue())
+    shape[axis] = 1;
+  else
+    shape.erase(shape.begin() + axis);
+  out.push_back(RankedTensorType::get(shape, IntegerType::get(ctx, 64)));
+  return success();
+}
+
+LogicalResult ArgMaxOp::inferReturnTypes(MLIRContext *ctx,
+                                         std::optional<Location> loc,
+                                         Adaptor a,
+                                         SmallVectorImpl<Type> &out) {
+  return inferArgExtreme(ctx, loc, a, out);
+}
+
+LogicalResult ArgMinOp::inferReturnTypes(MLIRContext *ctx,
+                                         std::optional<Location> loc,
+                                         Adaptor a,
+                                         SmallVectorImpl<Type> &out) {
+  return inferArgExtreme(ctx, loc, a, out);
 }
 
 //===----------------------------------------------------------------------===//

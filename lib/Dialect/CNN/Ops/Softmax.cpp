@@ -4,6 +4,9 @@
 // softmax_cross_entropy_grad: verifiers and shape inference, gradient rules
 // (GradientOpInterface; cnn-autodiff asks each op), and the three ops' CUDA
 // lowering as data (KernelCallOpInterface; the CUDA printer asks each op).
+// Also the imported losses' nll_loss and nll_loss_grad (ONNX
+// NegativeLogLikelihoodLoss, and SoftmaxCrossEntropyLoss after a
+// log-softmax): shape inference, verifier and gradient rule.
 //
 //===----------------------------------------------------------------------===//
 #include "OpHelpers.h"
@@ -63,6 +66,72 @@ LogicalResult SoftmaxCrossEntropyGradOp::inferReturnTypes(
   return success();
 }
 
+/// What nll_loss and nll_loss_grad check alike: `labels` has the shape of
+/// `input` without dimension 1 (the classes), `weight` one value per class.
+static LogicalResult checkNLLOperands(std::optional<Location> loc,
+                                      RankedTensorType input,
+                                      RankedTensorType labels, Value weight) {
+  if (input.getRank() < 2)
+    return fail(loc, "'input' must be N x C x d1 x ... (rank >= 2), got " +
+                         str(input));
+  SmallVector<int64_t> perPosition(input.getShape());
+  perPosition.erase(perPosition.begin() + 1);
+  if (labels.getShape() != ArrayRef<int64_t>(perPosition))
+    return fail(loc, "'labels' " + str(labels) + " must have the shape " +
+                         str(perPosition) + " of 'input' " + str(input) +
+                         " without dimension 1");
+  if (weight) {
+    auto w = ranked(weight);
+    if (w.getRank() != 1 || w.getDimSize(0) != input.getDimSize(1))
+      return fail(loc, "'weight' " + str(w) + " must be 1-D with one value "
+                           "per class (" +
+                           Twine(input.getDimSize(1)) + ")");
+  }
+  return success();
+}
+
+/// The type of an nll_loss result (and of nll_loss_grad's `grad_loss`):
+/// per position for reduction none, else 0-D.
+static RankedTensorType nllLossType(RankedTensorType labels, Type element,
+                                    LossReduction reduction) {
+  if (reduction == LossReduction::None)
+    return RankedTensorType::get(labels.getShape(), element);
+  return RankedTensorType::get({}, element);
+}
+
+/// Result type inference sees the attributes a builder gave, before the
+/// defaults are filled in: an unset reduction is the mean.
+template <typename AdaptorT> static LossReduction reductionOf(AdaptorT &a) {
+  LossReductionAttr attr = a.getReductionAttr();
+  return attr ? attr.getValue() : LossReduction::Mean;
+}
+
+LogicalResult NLLLossOp::inferReturnTypes(MLIRContext *,
+                                          std::optional<Location> loc,
+                                          Adaptor a,
+                                          SmallVectorImpl<Type> &out) {
+  auto input = ranked(a.getInput()), labels = ranked(a.getLabels());
+  if (failed(checkNLLOperands(loc, input, labels, a.getWeight())))
+    return failure();
+  out.push_back(nllLossType(labels, input.getElementType(), reductionOf(a)));
+  return success();
+}
+
+LogicalResult NLLLossGradOp::verify() {
+  auto input = getType();
+  auto labels = ranked(getLabels());
+  if (failed(checkNLLOperands(getLoc(), input, labels, getWeight())))
+    return failure();
+  auto gradLoss = ranked(getGradLoss());
+  auto expected =
+      nllLossType(labels, gradLoss.getElementType(), getReduction());
+  if (gradLoss != expected)
+    return emitOpError("'grad_loss' ")
+           << gradLoss << " must be " << expected << " for reduction '"
+           << stringifyLossReduction(getReduction()) << "'";
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Gradient rules
 //===----------------------------------------------------------------------===//
@@ -85,6 +154,24 @@ LogicalResult SoftmaxOp::buildGradient(OpBuilder &b, GradientEmitter &g) {
                    return SmallVector<Value>{s.mul(a[0], s.sub(a[1], a[2]))};
                  })
                  .getResult(0);
+  g.accumulate(getInput(), dx);
+  return success();
+}
+
+// The loss reads input[n, y, d] only: its gradient is nll_loss_grad, the
+// upstream gradient scattered to those positions. Class weights are
+// constants (ONNX initializers, PyTorch's `weight=`): a weight that a
+// parameter feeds has no rule.
+LogicalResult NLLLossOp::buildGradient(OpBuilder &b, GradientEmitter &g) {
+  if (getWeight() && g.wants(getWeight()))
+    return emitOpError("has no gradient rule for its 'weight' operand (class "
+                       "weights are constants)");
+  Value dy = g.resultGrad(0);
+  if (!dy || !g.wants(getInput()))
+    return success();
+  Value dx = NLLLossGradOp::create(
+      b, getLoc(), withElementOf(getInput().getType(), dy), dy, getLabels(),
+      getWeight(), getReductionAttr(), getIgnoreIndexAttr());
   g.accumulate(getInput(), dx);
   return success();
 }
