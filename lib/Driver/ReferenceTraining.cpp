@@ -53,13 +53,63 @@ std::string argName(func::FuncOp f, unsigned i, const char *attr) {
 //===----------------------------------------------------------------------===//
 
 namespace {
+/// The image argument's form. cnn-input-format (the CUDA target's pipeline,
+/// which `--target gpu --run-reference` runs) folds the batch's cast to f16,
+/// transpose to NHWC and zero channel padding into the argument
+/// (`cnn.image_shape`, `cnn.image_layout`), which the runtime's input
+/// conversion writes; the data sources give f32 N x C x H x W batches, which
+/// toArgument converts the same way.
+struct ImageFormat {
+  RankedTensorType loaded;   // what the data sources fill: f32 N, C, H, W
+  RankedTensorType argument; // the step's image argument
+  bool nhwc = false;
+
+  ImageFormat(func::FuncOp f, unsigned arg)
+      : loaded(cast<RankedTensorType>(f.getArgument(arg).getType())),
+        argument(loaded) {
+    auto shape = f.getArgAttrOfType<DenseI64ArrayAttr>(arg, "cnn.image_shape");
+    if (!shape)
+      return;
+    loaded = RankedTensorType::get(shape.asArrayRef(),
+                                   Float32Type::get(f.getContext()));
+    auto layout = f.getArgAttrOfType<cnn::LayoutAttr>(arg, "cnn.image_layout");
+    nhwc = layout && layout.getValue() == cnn::Layout::NHWC;
+  }
+  bool folded() const { return loaded != argument; }
+
+  /// `nchw` (f32 N x C x H x W, any N) in the argument's form: transposed
+  /// to NHWC, the channels beyond C zero, rounded to f16 where the argument
+  /// is f16.
+  reference::Tensor toArgument(const reference::Tensor &nchw) const {
+    if (!folded())
+      return nchw;
+    std::vector<int64_t> shape(argument.getShape());
+    shape[0] = nchw.shape[0];
+    reference::Tensor out(reference::elemKindOf(argument.getElementType()),
+                          shape);
+    const bool half = argument.getElementType().isF16();
+    const int64_t N = nchw.shape[0], C = nchw.shape[1], H = nchw.shape[2],
+                  W = nchw.shape[3], padded = shape[nhwc ? 3 : 1];
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t ch = 0; ch < C; ++ch)
+        for (int64_t h = 0; h < H; ++h)
+          for (int64_t w = 0; w < W; ++w) {
+            float v = nchw.data[((n * C + ch) * H + h) * W + w];
+            int64_t at = nhwc ? ((n * H + h) * W + w) * padded + ch
+                              : ((n * padded + ch) * H + h) * W + w;
+            out.data[at] = half ? reference::roundToHalf(v) : v;
+          }
+    return out;
+  }
+};
+
 /// Where the step's batches come from: a dataset or one fixed batch.
 struct BatchSource {
   std::unique_ptr<cnnrt::SampleSource> set, test;
   std::unique_ptr<cnnrt::StreamLoader> loader;
   cnnrt::Normalization norm;
   int workers = 0;
-  reference::Tensor fixedImages, fixedLabels;
+  reference::Tensor fixedImages, fixedLabels; // images in the argument's form
 };
 
 double now() {
@@ -73,9 +123,10 @@ double now() {
 /// batch (the global batch of data parallelism, rank r takes the r-th
 /// slice: disjoint shards of one shuffle).
 LogicalResult openData(const DriverOptions &o, Compilation &c,
-                       RankedTensorType imageType, RankedTensorType labelsType,
+                       const ImageFormat &image, RankedTensorType labelsType,
                        int64_t classes, int64_t ignoreIndex, bool wantTest,
                        BatchSource &src, int64_t ranks = 1) {
+  RankedTensorType imageType = image.loaded;
   // The data sources keep N, C, H and W in an int (a larger dimension
   // wrapped: H = 2^31 became a negative size and a length_error), and a batch
   // that cannot fit this process's memory aborted inside the allocator: both
@@ -112,10 +163,15 @@ LogicalResult openData(const DriverOptions &o, Compilation &c,
   }
   SmallVector<int64_t> labelsShape(labelsType.getShape());
   labelsShape[0] *= ranks;
+  RankedTensorType argumentType = image.argument;
   if (ranks > 1) {
-    SmallVector<int64_t> shape(imageType.getShape());
-    shape[0] *= ranks;
-    imageType = RankedTensorType::get(shape, imageType.getElementType());
+    auto global = [&](RankedTensorType t) {
+      SmallVector<int64_t> shape(t.getShape());
+      shape[0] *= ranks;
+      return RankedTensorType::get(shape, t.getElementType());
+    };
+    imageType = global(imageType);
+    argumentType = global(argumentType);
   }
   const bool dense = labelsShape.size() > 1;
   std::string err;
@@ -125,7 +181,11 @@ LogicalResult openData(const DriverOptions &o, Compilation &c,
     if (failed(readTensor(o.inputTensor, src.fixedImages, err)) ||
         failed(readTensor(o.labelsTensor, src.fixedLabels, err)))
       return fail(c, "cannot read the fixed batch: " + err);
-    if (!src.fixedImages.matches(imageType))
+    // --input is N x C x H x W f32 (converted here) or already in the
+    // argument's form.
+    if (src.fixedImages.matches(imageType))
+      src.fixedImages = image.toArgument(src.fixedImages);
+    else if (!src.fixedImages.matches(argumentType))
       return fail(c, "--input has the wrong shape for the model's input");
     if (ArrayRef<int64_t>(src.fixedLabels.shape) != ArrayRef(labelsShape)) {
       if (dense)
@@ -194,7 +254,10 @@ LogicalResult openData(const DriverOptions &o, Compilation &c,
   return success();
 }
 
+/// The next batch: `loaded` (f32 N x C x H x W) from the loader, `images`
+/// in the image argument's form.
 LogicalResult nextBatch(Compilation &c, BatchSource &src,
+                        const ImageFormat &image, reference::Tensor &loaded,
                         reference::Tensor &images, reference::Tensor &labels) {
   if (!src.loader) {
     images = src.fixedImages;
@@ -203,8 +266,9 @@ LogicalResult nextBatch(Compilation &c, BatchSource &src,
   }
   std::vector<int32_t> l(labels.numel());
   std::string err;
-  if (!src.loader->nextF32(images.data.data(), l.data(), src.norm, err))
+  if (!src.loader->nextF32(loaded.data.data(), l.data(), src.norm, err))
     return fail(c, err);
+  images = image.toArgument(loaded);
   for (size_t i = 0; i < l.size(); ++i)
     labels.data[i] = (float)l[i];
   return success();
@@ -215,14 +279,14 @@ LogicalResult nextBatch(Compilation &c, BatchSource &src,
 FailureOr<cnnrt::EvalResult> evaluate(Compilation &c, func::FuncOp forward,
                                       const reference::TensorMap &state,
                                       BatchSource &src,
-                                      RankedTensorType imageType, int64_t step,
+                                      const ImageFormat &image, int64_t step,
                                       double epoch) {
   cnnrt::LoaderOptions lo;
-  lo.batch = imageType.getDimSize(0);
+  lo.batch = image.loaded.getDimSize(0);
   lo.shuffle = false;
   lo.workers = src.workers;
   cnnrt::StreamLoader loader(*src.test, lo);
-  reference::Tensor images = reference::Tensor::zeros(imageType);
+  reference::Tensor images = reference::Tensor::zeros(image.loaded);
   std::vector<int32_t> labels(lo.batch);
   cnnrt::EvalResult r;
   r.step = step;
@@ -231,7 +295,8 @@ FailureOr<cnnrt::EvalResult> evaluate(Compilation &c, func::FuncOp forward,
   for (int64_t seen = 0, total = src.test->size(); seen < total;) {
     if (!loader.nextF32(images.data.data(), labels.data(), src.norm, err))
       return fail(c, err);
-    auto args = reference::bindArguments(forward, state, {images});
+    auto args =
+        reference::bindArguments(forward, state, {image.toArgument(images)});
     if (failed(args))
       return failure();
     auto out = reference::run(forward, *args);
@@ -284,6 +349,7 @@ LogicalResult cnnc::driver::trainReference(const DriverOptions &options,
   if (imageArg < 0 || labelsArg < 0 || lrArg < 0 || stepArg < 0)
     return fail(c, "@train_step lacks its input, labels, lr or step argument");
   auto imageType = cast<RankedTensorType>(step.getArgument(imageArg).getType());
+  const ImageFormat imageFormat(step, imageArg);
   auto labelsType =
       cast<RankedTensorType>(step.getArgument(labelsArg).getType());
   int64_t classes = 0, ignoreIndex = pipelineOptions(o)->ignoreIndex;
@@ -311,7 +377,7 @@ LogicalResult cnnc::driver::trainReference(const DriverOptions &options,
   }
   const int parts = piped ? micro : ranks;
   BatchSource src;
-  if (failed(openData(o, c, imageType, labelsType, classes, ignoreIndex,
+  if (failed(openData(o, c, imageFormat, labelsType, classes, ignoreIndex,
                       /*wantTest=*/bool(forward), src, parts)))
     return failure();
   const int rankBatch = imageType.getDimSize(0);
@@ -358,7 +424,7 @@ LogicalResult cnnc::driver::trainReference(const DriverOptions &options,
   };
   auto runEval = [&](const reference::TensorMap &state,
                      int64_t k) -> LogicalResult {
-    auto r = evaluate(c, forward, state, src, imageType, k, epochAt(k));
+    auto r = evaluate(c, forward, state, src, imageFormat, k, epochAt(k));
     if (failed(r))
       return failure();
     llvm::outs() << cnnrt::evalLine(*r) << "\n";
@@ -374,14 +440,15 @@ LogicalResult cnnc::driver::trainReference(const DriverOptions &options,
     initial[name] = t;
   std::vector<reference::TensorMap> states(ranks, initial);
   reference::TensorMap &state = states[0];
-  reference::Tensor images = reference::Tensor::zeros(
-      RankedTensorType::get(
-          [&] {
-            SmallVector<int64_t> s(imageType.getShape());
-            s[0] = batch;
-            return s;
-          }(),
-          imageType.getElementType()));
+  // The global batch as the loader fills it, and in the argument's form.
+  reference::Tensor loaded = reference::Tensor::zeros(RankedTensorType::get(
+      [&] {
+        SmallVector<int64_t> s(imageFormat.loaded.getShape());
+        s[0] = batch;
+        return s;
+      }(),
+      imageFormat.loaded.getElementType()));
+  reference::Tensor images;
   std::vector<int64_t> labelsShape(labelsType.getShape());
   labelsShape[0] = batch; // one label per image or per pixel
   reference::Tensor labels(reference::elemKindOf(labelsType.getElementType()),
@@ -421,7 +488,7 @@ LogicalResult cnnc::driver::trainReference(const DriverOptions &options,
                       : cnnrt::LoaderState{o.seed, 0, 0};
   };
   for (int64_t k = first; k <= plan.totalSteps; ++k) {
-    if (failed(nextBatch(c, src, images, labels)))
+    if (failed(nextBatch(c, src, imageFormat, loaded, images, labels)))
       return failure();
     const double lr = plan.lr.at(k);
     std::vector<std::vector<reference::Tensor>> rankArgs(parts);

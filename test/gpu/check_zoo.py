@@ -14,6 +14,18 @@ below):
 * f16 (the default pipeline: NHWC, f16, loss scaling) 30 steps vs PyTorch
   AMP + channels_last: at every step |cnnc - torch| <= 3 % of the starting
   loss, or twice PyTorch's own NCHW-vs-channels_last AMP deviation.
+PyTorch trains on the batches the executable trains on: its loader
+shuffles the one-batch data file every epoch (here every step), so each step
+sees the batch's images in another order (bench/dp/common.py replays the
+loader's permutations). With exact arithmetic the order changes nothing;
+in f16 it changes the statistics' rounding, and a chaotic network's loss
+moves with it (timm's fbnetc_100 at 64x64: a relative 2^-23 change of the
+BatchNorm scales moves its f16 loss from 6.212 to 6.23..6.28 on the
+reference interpreter, its f32 loss by under 1e-4). So the AMP check also
+runs PyTorch on the fixed batch every step: how far that moves PyTorch's
+own curve ("order") widens the bound as the NCHW-vs-channels_last drift
+does, and a failure lists how much each side's loss moved over its skipped
+steps (weights unchanged: only the order differs).
 Dropout and StochasticDepth run with p = 0 on both sides (cnnc draws its own
 masks); GoogLeNet/Inception-v3 train with their auxiliary classifiers (loss
 = CE(main) + 0.4 * sum CE(aux), cnnc's default --aux-loss-weight).
@@ -37,6 +49,10 @@ import numpy as np
 
 from gpucheck_common import (adapt, losses_of, rel, require_gpu, run,  # noqa: E402,F401
                              write_cifar)
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "bench", "dp"))
+from common import stream_batches  # noqa: E402  (the executable's batch order)
 
 torch = require_gpu("check_zoo")
 
@@ -144,25 +160,40 @@ def prepare(name, work, precision, layout, wd):
     return exe, data, images, labels, sd, t_compile
 
 
+def loader_order(images, steps):
+    """The sample indices of each step's batch (steps x batch) as the
+    executable's loader draws them from a data file of exactly one batch
+    (--seed 0): a new permutation every epoch."""
+    return stream_batches(len(images), len(images), steps, seed=0)
+
+
 def torch_steps(name, sd, images, labels, device, steps, amp=False, channels_last=False,
-                scales=None, wd=None, skip=(), peak=None):
-    """(model, losses). With `scales` (a list), GradScaler's scale after
+                scales=None, wd=None, skip=(), peak=None, fixed_order=False):
+    """(model, losses). Step k trains on the batch in the executable's
+    order (loader_order), or, with `fixed_order`, in the file's order every
+    step. With `scales` (a list), GradScaler's scale after
     each step is appended to it. Steps in `skip` (0-based) are skipped as
     GradScaler skips a step whose gradients overflowed (no update, the
     scale halves), whatever the gradients are. With `peak` (a dict), the
     largest |scaled gradient| of the first step and its parameter."""
     _, hw, _ = MODELS[name]
     m = build(name, sd).to(device).train()
-    xx = torch.from_numpy(adapt(images, hw, hw).astype(np.float32) / 255.0).to(device)
+    x_all = torch.from_numpy(adapt(images, hw, hw).astype(np.float32) / 255.0).to(device)
+    y_all = torch.from_numpy(labels.astype(np.int64)).to(device)
     if channels_last:
         m = m.to(memory_format=torch.channels_last)
-        xx = xx.to(memory_format=torch.channels_last)
-    yy = torch.from_numpy(labels.astype(np.int64)).to(device)
+    order = None if fixed_order else loader_order(images, steps)
     opt = torch.optim.SGD(m.parameters(), lr=lr_of(name), momentum=MOMENTUM,
                           weight_decay=(0.0 if amp else WD) if wd is None else wd)
     scaler = torch.amp.GradScaler("cuda", enabled=amp)
     ls = []
     for k in range(steps):
+        xx, yy = x_all, y_all
+        if order is not None:
+            pick = torch.from_numpy(order[k]).to(device)
+            xx, yy = x_all[pick], y_all[pick]
+        if channels_last:
+            xx = xx.contiguous(memory_format=torch.channels_last)
         opt.zero_grad()
         with torch.autocast("cuda", dtype=torch.float16, enabled=amp):
             loss = classification_loss(m(xx), yy, torch.nn.functional.cross_entropy)
@@ -190,6 +221,14 @@ def skipped_steps(scales, start=65536.0):
             out.append(k)
         prev = v
     return out
+
+
+def skipped_prefix(skips):
+    """How many steps from the first were all skipped."""
+    n = 0
+    while n in skips:
+        n += 1
+    return n
 
 
 def check_f32(name):
@@ -258,12 +297,18 @@ def check_amp(name, steps=30):
                          scales=ref_scales, peak=peak)
     _, nchw = torch_steps(name, sd, images, labels, "cuda", steps, amp=True)
     _, f32 = torch_steps(name, sd, images, labels, "cuda", steps, wd=0.0)
+    # The same run on the fixed batch: what the order of the images within
+    # the batch alone does to PyTorch's AMP curve.
+    fixed_scales = []
+    _, fixed = torch_steps(name, sd, images, labels, "cuda", steps, amp=True,
+                           channels_last=True, scales=fixed_scales, fixed_order=True)
 
     def deviation(ls, base=ref):
         return max(abs(u - v) for u, v in zip(ls, base)) / abs(base[0]) if ls else float("inf")
 
     ours, drift, spread = deviation(got), deviation(nchw), deviation(f32)
-    bound = max(0.03, 2 * drift, spread)
+    order = deviation(fixed)
+    bound = max(0.03, 2 * drift, 2 * order, spread)
     ok = len(got) == steps and ours <= bound
     ours_skips, ref_skips = skipped_steps(got_scales), skipped_steps(ref_scales)
     note = ""
@@ -279,15 +324,26 @@ def check_amp(name, steps=30):
                 "deviation %.2f%%" % (ours_skips, ref_skips, peak.get("value", 0),
                                       peak.get("param", "?"), 100 * ours_aligned))
     print("amp %-18s every 5 steps: cnnc %s torch-AMP %s; deviation %.2f%% (PyTorch "
-          "AMP-vs-f32 %.2f%%, NCHW %.2f%%, bound %.2f%%)%s; compile %.1f s: %s" % (
+          "AMP-vs-f32 %.2f%%, NCHW %.2f%%, order %.2f%%, bound %.2f%%)%s; compile %.1f s: %s" % (
               name, ["%.3f" % v for v in got[4::5]], ["%.3f" % v for v in ref[4::5]],
-              100 * ours, 100 * spread, 100 * drift, 100 * bound, note, t_compile,
-              "ok" if ok else "FAIL"), flush=True)
+              100 * ours, 100 * spread, 100 * drift, 100 * order, 100 * bound, note,
+              t_compile, "ok" if ok else "FAIL"), flush=True)
     if not ok:
         # Where the curves part.
-        print("  first steps: cnnc losses %s scales %s\n  torch-AMP losses %s scales %s" % (
-            ["%.4f" % v for v in got[:8]], ["%g" % v for v in got_scales[:8]],
-            ["%.4f" % v for v in ref[:8]], ["%g" % v for v in ref_scales[:8]]), flush=True)
+        print("  first steps: cnnc losses %s scales %s\n  torch-AMP losses %s scales %s\n"
+              "  torch-AMP on the fixed batch: losses %s scales %s" % (
+                  ["%.4f" % v for v in got[:8]], ["%g" % v for v in got_scales[:8]],
+                  ["%.4f" % v for v in ref[:8]], ["%g" % v for v in ref_scales[:8]],
+                  ["%.4f" % v for v in fixed[:8]], ["%g" % v for v in fixed_scales[:8]]),
+              flush=True)
+        # A skipped step changes no weight: over a run of skipped steps
+        # from the start the loss moves only with the batch order.
+        for who, ls, sk in (("cnnc", got, ours_skips), ("torch-AMP", ref, ref_skips)):
+            lead = skipped_prefix(sk)
+            if lead > 1:
+                moved = ls[:lead]
+                print("  %s's loss over its first %d (skipped) steps: %.4f..%.4f" % (
+                    who, lead, min(moved), max(moved)), flush=True)
         failures.append("amp %s: the loss curve deviates beyond the bound" % name)
 
 
