@@ -19,8 +19,13 @@ interpreter), trained from a data file as the executable trains
   1's, although the loader gives each step (each epoch of this one-batch
   file) the images in another order. The first step that applies changes
   the parameters.
+* test/gpu/check_zoo.py's probe of the executable's skipped steps
+  (gpucheck_common.skipped_steps_moved), with the reference interpreter
+  standing in for the executable: nothing moved over the skipped steps,
+  and the applied step's changes are found.
 """
 import os
+import stat
 import sys
 
 import numpy as np
@@ -28,6 +33,7 @@ import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "python"))
+sys.path.insert(0, os.path.join(REPO, "test", "gpu"))
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("onnx")
@@ -148,3 +154,24 @@ def test_skipped_steps_change_no_parameter(cnnc, case):
     changed = [n for n in params if not np.array_equal(
         np.asarray(states[skipped][n]), np.asarray(states[0][n]))]
     assert changed, "step %d applied but changed no parameter" % (skipped + 1)
+
+
+def test_check_zoo_probe_of_skipped_steps(cnnc, case, tmp_path):
+    from gpucheck_common import skipped_steps_moved
+    d, onnx_path = case
+    # `./train ARGS` as `cnnc --run-reference ARGS` (the loop's flags are
+    # the executable's).
+    exe = tmp_path / "train"
+    exe.write_text("#!/bin/sh\nexec %s %s --train %s --optimizer sgd --momentum 0.9 "
+                   "--weight-decay 0 --run-reference \"$@\"\n" % (
+                       cnnc, onnx_path, " ".join(GPU_F16)))
+    exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
+    init = tc.onnx_initializers(onnx_path)
+    args = ["--data", str(d / "batch.bin"), "--lr", "0.01", "--log-every", "1"]
+    ckpt = str(tmp_path / "skip{step}.cnnw")
+    # The net skips its first 4 steps (test_skipped_steps_change_no_parameter).
+    assert skipped_steps_moved(str(exe), args, init, 4, ckpt) == []
+    moved = skipped_steps_moved(str(exe), args, init, 5, ckpt)
+    assert "fc.weight after step 5" in moved and "fc.weight.momentum_buffer after step 5" \
+        in moved and "optimizer.applied_steps after step 5" in moved, moved
+    assert not [m for m in moved if not m.endswith("after step 5")], moved

@@ -48,7 +48,7 @@ import sys
 import numpy as np
 
 from gpucheck_common import (adapt, losses_of, rel, require_gpu, run,  # noqa: E402,F401
-                             write_cifar)
+                             skipped_steps_moved, write_cifar)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "..", "bench", "dp"))
@@ -231,6 +231,20 @@ def skipped_prefix(skips):
     return n
 
 
+def skipped_state_probe(name, exe, data, work, lead):
+    """Runs the executable's first `lead` steps (all skipped) again with a
+    checkpoint after each: no parameter, momentum buffer or step count may
+    differ from the initial weights. Returns the finding as a line."""
+    moved = skipped_steps_moved(exe, ["--data", data, "--lr", str(lr_of(name)), "--log-every",
+                                      "1"], read_cnnw(exe + ".cnnw"), lead,
+                                os.path.join(work, "skip{step}.cnnw"))
+    if moved:
+        failures.append("amp %s: a skipped step changed %s" % (name, ", ".join(moved[:5])))
+        return "FAIL: skipped steps changed %d tensors: %s" % (len(moved), ", ".join(moved[:5]))
+    return ("cnnc's parameters, momenta and step count after each of its first %d (skipped) "
+            "steps: bitwise the initial ones" % lead)
+
+
 def check_f32(name):
     work = os.path.join(ARGS.work, name, "f32")
     exe, data, images, labels, sd, t_compile = prepare(name, work, "fp32", "nchw", WD)
@@ -344,6 +358,9 @@ def check_amp(name, steps=30):
                 moved = ls[:lead]
                 print("  %s's loss over its first %d (skipped) steps: %.4f..%.4f" % (
                     who, lead, min(moved), max(moved)), flush=True)
+        lead = skipped_prefix(ours_skips)
+        if lead > 1:
+            print("  " + skipped_state_probe(name, exe, data, work, lead), flush=True)
         failures.append("amp %s: the loss curve deviates beyond the bound" % name)
 
 

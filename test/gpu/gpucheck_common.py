@@ -86,3 +86,28 @@ def adapt(images, h, w):
     sy = (np.arange(h) * images.shape[2]) // h
     sx = (np.arange(w) * images.shape[3]) // w
     return images[:, :, sy][:, :, :, sx]
+
+
+def skipped_steps_moved(exe, args, init, lead, ckpt):
+    """What the first `lead` steps of `exe` (all skipped by loss scaling)
+    changed: runs `exe args --steps lead` with a checkpoint after each step
+    (`ckpt`, with '{step}') and returns "tensor after step k" for every
+    parameter that differs from `init` (name -> initial array, public
+    shapes) and every momentum buffer or applied-step count that is not
+    zero. BatchNorm running statistics and the loss scale move on a skipped
+    step (as in PyTorch) and are not compared."""
+    from cnnc.cnnw import read_cnnw
+    run([exe, *args, "--steps", str(lead), "--checkpoint", ckpt, "--checkpoint-every", "1"])
+    moved = []
+    for k in range(1, lead + 1):
+        for key, v in read_cnnw(ckpt.replace("{step}", str(k))).items():
+            v = np.asarray(v)
+            if key.endswith(".momentum_buffer") or key == "optimizer.applied_steps":
+                changed = bool(np.any(v))
+            elif key in init and not key.endswith(("running_mean", "running_var")):
+                changed = not np.array_equal(v.ravel(), np.asarray(init[key]).ravel())
+            else:
+                continue
+            if changed:
+                moved.append("%s after step %d" % (key, k))
+    return moved
