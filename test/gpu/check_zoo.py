@@ -361,6 +361,13 @@ def check_amp(name, steps=30):
         lead = skipped_prefix(ours_skips)
         if lead > 1:
             print("  " + skipped_state_probe(name, exe, data, work, lead), flush=True)
+        # Step 1 from the same weights on the same images, only their order
+        # within the batch changed by the loader's seed.
+        firsts = [losses_of(run([exe, "--data", data, "--steps", "1", "--lr", str(lr_of(name)),
+                                 "--log-every", "1", "--seed", str(seed)])[0])[0]
+                  for seed in (0, 1, 2)]
+        print("  cnnc's step-1 loss with the images in the orders of --seed 0, 1, 2: %s" % (
+            ["%.6f" % v for v in firsts]), flush=True)
         failures.append("amp %s: the loss curve deviates beyond the bound" % name)
 
 
