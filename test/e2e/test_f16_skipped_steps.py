@@ -7,7 +7,7 @@ interpreter), trained from a data file as the executable trains
   image's cast to f16, transpose to NHWC and channel padding into the
   step's argument, and the reference driver converts each loaded batch as
   the runtime's input conversion does. (Before, the loader read the NHWC
-  argument's H as the channels: "cannot adapt 3-channel images to 16
+  argument's H as the channels: "cannot adapt 3-channel images to 32
   channels".) The loss of step 1 equals the run on the same batch given as
   `--input` (f32 N x C x H x W, converted the same way) and as `--input` in
   the argument's own form (f16 N x H x W x C').
