@@ -276,6 +276,10 @@ public:
   LogicalResult importGlobalMaxPool();
   LogicalResult importPRelu();
   LogicalResult importSplit();
+  /// DepthToSpace (DCR or CRD) and SpaceToDepth: reshape, transpose,
+  /// reshape.
+  LogicalResult importDepthSpace();
+  LogicalResult importLRN();
   /// A 1-D window op (N x C x L) runs as the 2-D one with a 1 x k window
   /// over N x C x 1 x L: the shape with a 1 inserted before the last
   /// dimension, and the window attributes with a leading 1 (pads 0).
@@ -2322,7 +2326,10 @@ LogicalResult Importer::importCeilFloor() {
 /// Min / Max over 1..n inputs (numpy broadcasting): constants fold; with a
 /// run-time operand, a chain of cnn.minimum / cnn.maximum.
 LogicalResult Importer::importMinMax() {
-  bool isMax = node->op_type() == "Max";
+  StringRef opType = node->op_type();
+  bool isMax = opType == "Max";
+  // Sum and Mean: a chain of cnn.add (Mean then scaled by 1 / n).
+  bool isSum = opType == "Sum" || opType == "Mean";
   std::vector<int> present;
   for (int i = 0; i < node->input_size(); ++i)
     if (hasInput(i))
@@ -2344,10 +2351,21 @@ LogicalResult Importer::importMinMax() {
     for (size_t k = 1; k < ins.size(); ++k) {
       ConstVal out;
       std::string err;
-      if (!foldBinary(isMax ? BinaryKind::Max : BinaryKind::Min, acc,
-                      *ins[k]->constant, out, err))
+      BinaryKind kind = isSum   ? BinaryKind::Add
+                        : isMax ? BinaryKind::Max
+                                : BinaryKind::Min;
+      if (!foldBinary(kind, acc, *ins[k]->constant, out, err))
         return nodeError("node '" + nodeName + "' (" + node->op_type() +
                          "): " + err);
+      acc = std::move(out);
+    }
+    if (opType == "Mean") {
+      ConstVal out;
+      std::string err;
+      if (!foldBinary(BinaryKind::Div, acc,
+                      ConstVal::floatTensor({}, {float(ins.size())}), out,
+                      err))
+        return nodeError("node '" + nodeName + "' (Mean): " + err);
       acc = std::move(out);
     }
     setOutput(0, std::move(acc));
@@ -2381,8 +2399,12 @@ LogicalResult Importer::importMinMax() {
   Value y = alignRank(values[0], rank);
   for (size_t k = 1; k < values.size() && y; ++k) {
     Value rhs = alignRank(values[k], rank);
-    y = isMax ? make<cnn::MaximumOp>({y, rhs}) : make<cnn::MinimumOp>({y, rhs});
+    y = isSum   ? make<cnn::AddOp>({y, rhs})
+        : isMax ? make<cnn::MaximumOp>({y, rhs})
+                : make<cnn::MinimumOp>({y, rhs});
   }
+  if (y && opType == "Mean" && values.size() > 1)
+    y = make<cnn::DivOp>({y, scalarConstant(float(values.size()), rank)});
   if (!y)
     return failure();
   setOutput(0, y);
@@ -2688,6 +2710,99 @@ Importer::lossAttributes(SmallVectorImpl<NamedAttribute> &attrs) {
   return success();
 }
 
+LogicalResult Importer::importDepthSpace() {
+  bool toSpace = node->op_type() == "DepthToSpace";
+  Value x = data(0);
+  if (!x)
+    return failure();
+  auto s = shapeOf(x);
+  int64_t block = intAttr("blocksize", 0);
+  std::string mode = stringAttr("mode", "DCR");
+  if (toSpace && mode != "DCR" && mode != "CRD")
+    return unsupported("mode '" + mode + "' (DCR or CRD)");
+  if (s.size() != 4 || block < 1)
+    return nodeError(fmt::format("node '{}' ({}) needs an N x C x H x W "
+                                 "input and a blocksize >= 1, got {} and {}",
+                                 nodeName, node->op_type(), shapeStr(s),
+                                 block));
+  int64_t n = s[0], c = s[1], h = s[2], w = s[3];
+  std::vector<int64_t> split, perm, merged;
+  if (toSpace) {
+    if (c % (block * block) != 0)
+      return nodeError(fmt::format("node '{}' (DepthToSpace): channels {} are "
+                                   "not a multiple of blocksize^2 = {}",
+                                   nodeName, c, block * block));
+    int64_t cb = c / (block * block);
+    if (mode == "DCR") {
+      split = {n, block, block, cb, h, w};
+      perm = {0, 3, 4, 1, 5, 2};
+    } else {
+      split = {n, cb, block, block, h, w};
+      perm = {0, 1, 4, 2, 5, 3};
+    }
+    merged = {n, cb, h * block, w * block};
+  } else {
+    if (h % block != 0 || w % block != 0)
+      return nodeError(fmt::format("node '{}' (SpaceToDepth): H x W {} x {} "
+                                   "are not multiples of the blocksize {}",
+                                   nodeName, h, w, block));
+    split = {n, c, h / block, block, w / block, block};
+    perm = {0, 3, 5, 1, 2, 4};
+    merged = {n, c * block * block, h / block, w / block};
+  }
+  Value y = make<cnn::TransposeOp>(
+      {reshape(x, split)}, {attr("permutation", b.getDenseI64ArrayAttr(perm))});
+  y = reshape(y, merged);
+  if (!y)
+    return failure();
+  setOutput(0, y);
+  return success();
+}
+
+/// LRN (AlexNet, GoogLeNet): y = x / (bias + alpha / size * s)^beta with s
+/// the sum of x^2 over the channels [c - floor((size-1)/2), c +
+/// ceil((size-1)/2)] clipped to [0, C). The window sum is size times an
+/// average pooling of x^2 over N x 1 x C x (rest) with a size x 1 window and
+/// that padding, counting the padding: every part has a gradient rule and a
+/// GPU kernel.
+LogicalResult Importer::importLRN() {
+  Value x = data(0);
+  if (!x)
+    return failure();
+  auto shape = shapeOf(x);
+  int64_t size = intAttr("size", 0);
+  if (shape.size() < 3 || size < 1)
+    return nodeError(fmt::format("node '{}' (LRN) needs an N x C x D1 ... "
+                                 "input and a size >= 1, got {} and {}",
+                                 nodeName, shapeStr(shape), size));
+  float alpha = floatAttr("alpha", 1e-4f), beta = floatAttr("beta", 0.75f);
+  float bias = floatAttr("bias", 1.0f);
+  int64_t rest = 1;
+  for (size_t d = 2; d < shape.size(); ++d)
+    rest *= shape[d];
+  int64_t rank = shape.size();
+  Value square = make<cnn::MulOp>({x, x});
+  Value windows = make<cnn::AvgPool2DOp>(
+      {reshape(square, {shape[0], 1, shape[1], rest})},
+      {attr("kernel", b.getDenseI64ArrayAttr({size, 1})),
+       attr("strides", b.getDenseI64ArrayAttr({1, 1})),
+       attr("padding",
+            b.getDenseI64ArrayAttr({(size - 1) / 2, 0, size / 2, 0})),
+       attr("ceil_mode", b.getBoolAttr(false)),
+       attr("count_include_pad", b.getBoolAttr(true))});
+  // bias + alpha / size * sum = bias + alpha * average.
+  Value scaled = make<cnn::ScaleOp>(
+      {reshape(windows, shape)}, {attr("factor", b.getF32FloatAttr(alpha))});
+  Value base = make<cnn::AddOp>({scaled, scalarConstant(bias, rank)});
+  Value y = make<cnn::DivOp>(
+      {x, make<cnn::PowOp>({base},
+                           {attr("exponent", b.getF32FloatAttr(beta))})});
+  if (!y)
+    return failure();
+  setOutput(0, y);
+  return success();
+}
+
 /// NegativeLogLikelihoodLoss(input, target[, weight]): cnn.nll_loss.
 LogicalResult Importer::importNLLLoss() {
   SmallVector<NamedAttribute> attrs;
@@ -2938,6 +3053,7 @@ const OpHandler kOpHandlers[] = {
   {"ConstantOfShape", 9, kMaxOpset, &Importer::importConstantOfShape, C, C, "constant shape only (folded)"},
   {"Conv", 1, kMaxOpset, &Importer::importConv, Y, Y, "1-D (as 1 x k) and 2-D, groups, dilations, auto_pad: cnn.conv2d (+ cnn.bias_add)"},
   {"ConvTranspose", 1, kMaxOpset, &Importer::importConvTranspose, Y, Y, "1-D (as 1 x k) and 2-D, groups, dilations, output_padding, output_shape, auto_pad: cnn.conv2d_bwd_data (+ cnn.bias_add)"},
+  {"DepthToSpace", 1, kMaxOpset, &Importer::importDepthSpace, Y, Y, "4-D, DCR or CRD (opset 11+): cnn.reshape, cnn.transpose, cnn.reshape"},
   {"Div", 7, kMaxOpset, &Importer::importBinaryNode, Y, Y, "cnn.div (numpy broadcasting); canonicalized: by a scalar constant becomes cnn.scale; constants fold"},
   {"Dropout", 1, kMaxOpset, &Importer::importDropout, Y, Y, "cnn.dropout (identity in @forward, a mask in the training step); no mask output"},
   {"Ceil", 6, kMaxOpset, &Importer::importCeilFloor, C, C, "constants only (folded; TF same-padding arithmetic)"},
@@ -2980,6 +3096,9 @@ const OpHandler kOpHandlers[] = {
   {"Shape", 1, kMaxOpset, &Importer::importShape, C, C, "static shapes (start/end): folded"},
   {"Size", 1, kMaxOpset, &Importer::importSize, C, C, "static shapes: folded"},
   {"Slice", 1, kMaxOpset, &Importer::importSlice, Y, Y, "constant starts/ends/axes, steps 1: cnn.slice; constants fold"},
+  {"SpaceToDepth", 1, kMaxOpset, &Importer::importDepthSpace, Y, Y, "4-D: cnn.reshape, cnn.transpose, cnn.reshape"},
+  {"Sum", 8, kMaxOpset, &Importer::importMinMax, Y, Y, "1..n inputs (numpy broadcasting): a chain of cnn.add; constants fold"},
+  {"Mean", 8, kMaxOpset, &Importer::importMinMax, Y, Y, "1..n inputs (numpy broadcasting): a chain of cnn.add divided by n; constants fold"},
   {"Softmax", 1, kMaxOpset, &Importer::importSoftmax, Y, Y, "cnn.softmax (before opset 13: last axis only)"},
   {"SoftmaxCrossEntropyLoss", 12, kMaxOpset, &Importer::importSoftmaxCrossEntropyLoss, Y, N, "LogSoftmax's decomposition over dimension 1 (the log_prob output) and cnn.nll_loss of it; labels a constant or an integer tensor"},
   {"NegativeLogLikelihoodLoss", 12, kMaxOpset, &Importer::importNLLLoss, Y, N, "cnn.nll_loss (reduction none/sum/mean, class weights, ignore_index, N x C x d1 x ...); labels a constant or an integer tensor; differentiable in the input"},
@@ -2992,6 +3111,7 @@ const OpHandler kOpHandlers[] = {
   {"Elu", 6, kMaxOpset, &Importer::importElu, Y, Y, "cnn.elu"},
   {"GlobalMaxPool", 1, kMaxOpset, &Importer::importGlobalMaxPool, Y, Y, "cnn.reduce_max over the spatial dimensions (keepdims)"},
   {"InstanceNormalization", 6, kMaxOpset, &Importer::importInstanceNorm, Y, Y, "decomposed as LayerNormalization over the spatial dimensions (scale, bias per channel; Constant scale 1 / bias 0 left out); with Reshape, Mul, Add: nn.GroupNorm"},
+  {"LRN", 1, kMaxOpset, &Importer::importLRN, Y, Y, "x / (bias + alpha * avg_pool(x^2 over a size x 1 window of N x 1 x C x (H*W), the padding counted))^beta: cnn.mul, cnn.avg_pool2d, cnn.scale, cnn.add, cnn.pow, cnn.div"},
   {"Log", 6, kMaxOpset, &Importer::importLog, Y, Y, "cnn.log"},
   {"LogSoftmax", 1, kMaxOpset, &Importer::importLogSoftmax, Y, Y, "decomposed: x - m - log(reduce_sum(exp(x - m))), m = cnn.reduce_max (before opset 13: over [axis, rank))"},
   {"Mish", 18, kMaxOpset, &Importer::importMish, Y, Y, "x * tanh(softplus(x)): cnn.mul, cnn.tanh, cnn.softplus"},

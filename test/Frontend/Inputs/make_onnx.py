@@ -220,7 +220,7 @@ def clip_attr():
 def unsupported():
     nodes = [
         helper.make_node("Relu", ["x"], ["r"], name="relu"),
-        helper.make_node("LRN", ["r"], ["y"], name="lrn_1", size=3),
+        helper.make_node("LpNormalization", ["r"], ["y"], name="lpnorm_1"),
     ]
     return model(nodes, [vi("x", [1, 3, 4, 4])], [vi("y", None)])
 
@@ -305,9 +305,9 @@ def unsupported_many():
     # Three unsupported op types, one of them twice, one in another domain.
     nodes = [
         helper.make_node("Relu", ["x"], ["r"], name="relu"),
-        helper.make_node("LRN", ["r"], ["l1"], name="lrn_1", size=3),
+        helper.make_node("LpNormalization", ["r"], ["l1"], name="lpnorm_1"),
         helper.make_node("Relu", ["l1"], ["r2"], name="relu2"),
-        helper.make_node("LRN", ["r2"], ["l2"], name="lrn_2", size=3),
+        helper.make_node("LpNormalization", ["r2"], ["l2"], name="lpnorm_2"),
         helper.make_node("Hardmax", ["l2"], ["h"]),
         helper.make_node("MyOp", ["h"], ["y"], name="custom",
                          domain="com.example"),
