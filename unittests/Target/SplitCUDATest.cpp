@@ -256,6 +256,83 @@ TEST(SplitCUDA, FunctionLaunchingAHostDefinedKernelStays) {
   }
 }
 
+
+TEST(SplitCUDA, PreludeKernelLaunchesGoThroughTheKernelUnits) {
+  // The host code's launches of prelude kernels call a function of the
+  // kernel unit that instantiates the kernel (cudaLaunchKernel there), so a
+  // host unit compiles no device code; the arguments keep their text and
+  // order, a launch without shared memory or stream gets 0, 0.
+  std::string cu = hostModelCu();
+  cu.replace(cu.find("template <typename T> __global__ void pre"), 0,
+             "__global__ void __launch_bounds__(256)\nplain(int n) {}\n"
+             "__global__ void twice(int n) {}\n"
+             "__global__ void twice(float x) {}\n");
+  cu.replace(cu.find("  k0<<<1, 256, 0, s>>>(p);\n"), 0,
+             "  pre<float><<<dim3(2, 3), 256, 0, s>>>(P<float>(A, 64));\n"
+             "  plain<<<1, 32>>>(7);\n"
+             "  twice<<<1, 32, 0, s>>>(7);\n"
+             "  pre<float><<<std::max<int>(1, 2), 32, 0, s>>>(nullptr);\n");
+  for (unsigned hostUnits : {1u, 3u}) {
+    auto units = splitCUDATranslationUnits(cu, 2, hostUnits);
+    std::string host, kernels;
+    for (const auto &u : units) {
+      if (u.name.rfind("host", 0) == 0) {
+        host += u.text;
+        bool launches = u.text.find("::launch(cnncPreludeLaunch") !=
+                        std::string::npos;
+        EXPECT_EQ(u.text.rfind("#pragma nv_diag_suppress 20280\n", 0) == 0,
+                  launches)
+            << u.name;
+        EXPECT_EQ(u.text.find("cnncPreludeLaunch0(dim3, dim3, size_t, "
+                              "cudaStream_t, void **);") != std::string::npos,
+                  launches)
+            << u.name;
+      } else if (u.name.rfind("kernels", 0) == 0) {
+        kernels += u.text;
+      }
+    }
+    EXPECT_NE(host.find("  CnncPreludeLaunch<decltype(pre<float>)>::launch("
+                        "cnncPreludeLaunch0, dim3(2, 3), 256, 0, s, "
+                        "P<float>(A, 64));\n"),
+              std::string::npos)
+        << hostUnits;
+    EXPECT_NE(host.find("  CnncPreludeLaunch<decltype(plain)>::launch("
+                        "cnncPreludeLaunch1, 1, 32, 0, 0, 7);\n"),
+              std::string::npos)
+        << hostUnits;
+    // An overloaded name (decltype could not pick one) and a configuration
+    // with template arguments (its commas are ambiguous) stay launches.
+    EXPECT_NE(host.find("  twice<<<1, 32, 0, s>>>(7);\n"), std::string::npos);
+    EXPECT_NE(host.find("  pre<float><<<std::max<int>(1, 2), 32, 0, s>>>("
+                        "nullptr);\n"),
+              std::string::npos);
+    EXPECT_EQ(host.find("pre<float><<<dim3"), std::string::npos);
+    // Each launched kernel is instantiated in exactly one kernel unit.
+    for (const char *thunk :
+         {"cudaError_t cnncPreludeLaunch0(dim3 grid, dim3 block, size_t "
+          "shared,\n    cudaStream_t stream, void **args) {\n  return "
+          "cudaLaunchKernel(reinterpret_cast<const void *>(&pre<float>),\n"
+          "      grid, block, args, shared, stream);\n}\n",
+          "reinterpret_cast<const void *>(&plain)"}) {
+      size_t at = kernels.find(thunk);
+      EXPECT_NE(at, std::string::npos) << thunk;
+      EXPECT_EQ(kernels.find(thunk, at + 1), std::string::npos) << thunk;
+    }
+    EXPECT_EQ(kernels.find("cnncPreludeLaunch2"), std::string::npos);
+  }
+  // A mutable __device__ variable: every launch stays in the host unit
+  // (instantiations in several units would each have their own copy).
+  std::string withVariable = cu;
+  withVariable.replace(withVariable.find("} // namespace\n"), 0,
+                       "__device__ double scratch[8];\n");
+  for (const auto &u : splitCUDATranslationUnits(withVariable, 2, 1))
+    EXPECT_EQ(u.text.find("cnncPreludeLaunch"), std::string::npos) << u.name;
+  // The whole text as one unit: unchanged.
+  auto whole = splitCUDATranslationUnits(cu, 0, 1);
+  ASSERT_EQ(whole.size(), 1u);
+  EXPECT_EQ(whole[0].text, cu);
+}
+
 // The kernel prelude every model.cu starts with, as cnnc prints it
 // (kernels/*.cuh embedded by EmbedPrelude.cmake).
 const char kPrelude[] = {

@@ -30,14 +30,18 @@
 
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/Twine.h"
 
 #include <algorithm>
+#include <numeric>
 #include <optional>
+#include <set>
 
 using namespace cnnc;
+using llvm::ArrayRef;
 using llvm::SmallVector;
 using llvm::StringRef;
 using llvm::Twine;
@@ -423,6 +427,209 @@ std::string cutStepFunctions(StringRef host, StringRef whole, size_t maxBytes) {
   return out;
 }
 
+/// The prelude's kernels: name -> the size of its definition (from
+/// `__global__` to the end of its body), for the names defined once (an
+/// overloaded name cannot be named by `decltype`).
+llvm::StringMap<size_t> preludeKernels(StringRef header) {
+  llvm::StringMap<size_t> sizes;
+  llvm::StringSet<> overloaded;
+  constexpr StringRef kGlobal = "__global__";
+  for (size_t i = 0; i < header.size(); ++i) {
+    size_t skipped = skipCommentOrLiteral(header, i);
+    if (skipped == StringRef::npos)
+      break;
+    if (skipped != i) {
+      i = skipped;
+      continue;
+    }
+    if (!header.substr(i).starts_with(kGlobal) ||
+        (i > 0 && isIdentChar(header[i - 1])) ||
+        (i + kGlobal.size() < header.size() &&
+         isIdentChar(header[i + kGlobal.size()])))
+      continue;
+    // `__global__ void [__launch_bounds__(...)] NAME(`.
+    StringRef rest = header.substr(i + kGlobal.size()).ltrim();
+    if (!rest.consume_front("void"))
+      continue;
+    rest = rest.ltrim();
+    if (rest.consume_front("__launch_bounds__")) {
+      size_t close = rest.find(')');
+      if (close == StringRef::npos)
+        break;
+      rest = rest.drop_front(close + 1).ltrim();
+    }
+    StringRef name = rest.take_while(isIdentChar);
+    std::optional<size_t> end = definitionEnd(header, i, /*kernel=*/true);
+    if (name.empty() || !end)
+      continue;
+    if (!sizes.try_emplace(name, *end - i).second)
+      overloaded.insert(name);
+    i = *end - 1;
+  }
+  for (const auto &name : overloaded)
+    sizes.erase(name.getKey());
+  return sizes;
+}
+
+/// The parts of `text` separated by commas outside parentheses, brackets
+/// and braces.
+SmallVector<StringRef> splitTopLevel(StringRef text) {
+  SmallVector<StringRef> parts;
+  int depth = 0;
+  size_t from = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (c == '(' || c == '[' || c == '{')
+      ++depth;
+    else if (c == ')' || c == ']' || c == '}')
+      --depth;
+    else if (c == ',' && depth == 0) {
+      parts.push_back(text.slice(from, i).trim());
+      from = i + 1;
+    }
+  }
+  parts.push_back(text.substr(from).trim());
+  return parts;
+}
+
+/// Launches of prelude kernels in host code, rewritten to go through a
+/// function of a kernel unit (cnncPreludeLaunch<i>) that calls
+/// cudaLaunchKernel on the kernel it instantiates. A unit of host code then
+/// compiles no device code: the prelude's templates were instantiated
+/// (cicc, ptxas) in every host unit that launched them, half of such a
+/// unit's compile time.
+///
+/// `NAME<ARGS><<<grid, block, shared, stream>>>(a, b);` becomes
+/// `CnncPreludeLaunch<decltype(NAME<ARGS>)>::launch(cnncPreludeLaunch<i>,
+/// grid, block, shared, stream, a, b);`: the launch's arguments are
+/// converted to the kernel's parameter types as a launch converts them, and
+/// the stream, the configuration and the order of launches are unchanged.
+/// A launch not on one line in this form stays a launch.
+class PreludeLaunches {
+public:
+  PreludeLaunches(StringRef header) : kernels(preludeKernels(header)) {}
+
+  /// `host` with its launches of prelude kernels rewritten, and the
+  /// declarations and helper it needs at its top in `preamble` ("" where it
+  /// launches none).
+  std::string rewrite(StringRef host, std::string &preamble) {
+    std::string out;
+    std::set<unsigned> used;
+    for (StringRef rest = host; !rest.empty();) {
+      auto [line, tail] = rest.split('\n');
+      bool newline = rest.size() > line.size();
+      rest = tail;
+      std::optional<std::string> call = rewriteLine(line, used);
+      out += call ? *call : line.str();
+      if (newline)
+        out += "\n";
+    }
+    preamble.clear();
+    if (used.empty())
+      return out;
+    preamble =
+        "// ---- prelude kernels: launched through cnncPreludeLaunch<i> of "
+        "the kernel\n// unit that instantiates them (this unit compiles no "
+        "device code for them) ----\n"
+        "template <class Kernel> struct CnncPreludeLaunch;\n"
+        "template <class... Params> struct CnncPreludeLaunch<void(Params...)> "
+        "{\n"
+        "  // The launch's arguments converted to the kernel's parameters, as "
+        "a launch\n  // converts them; cudaLaunchKernel reads their "
+        "addresses.\n"
+        "  static void launch(cudaError_t (*thunk)(dim3, dim3, size_t, "
+        "cudaStream_t,\n"
+        "                                          void **),\n"
+        "                     dim3 grid, dim3 block, size_t shared, "
+        "cudaStream_t stream,\n"
+        "                     Params... params) {\n"
+        "    void *args[] = {&params..., nullptr};\n"
+        "    thunk(grid, block, shared, stream, args);\n"
+        "  }\n};\n";
+    for (unsigned i : used)
+      preamble += "cudaError_t cnncPreludeLaunch" + std::to_string(i) +
+                  "(dim3, dim3, size_t, cudaStream_t, void **);\n";
+    return out;
+  }
+
+  /// The kernels launched so far (NAME<ARGS>), in the order of their
+  /// cnncPreludeLaunch<i>, and the size of each one's definition.
+  ArrayRef<std::string> instantiations() const { return launched; }
+  size_t definitionSize(unsigned i) const {
+    return kernels.lookup(StringRef(launched[i]).take_while(isIdentChar));
+  }
+
+  /// The definition of cnncPreludeLaunch<i> (in a kernel unit).
+  std::string thunk(unsigned i) const {
+    return "cudaError_t cnncPreludeLaunch" + std::to_string(i) +
+           "(dim3 grid, dim3 block, size_t shared,\n    cudaStream_t stream, "
+           "void **args) {\n"
+           "  return cudaLaunchKernel(reinterpret_cast<const void *>(&" +
+           launched[i] + "),\n      grid, block, args, shared, stream);\n}\n";
+  }
+
+private:
+  std::optional<std::string> rewriteLine(StringRef line,
+                                         std::set<unsigned> &used) {
+    StringRef body = line.ltrim(' ');
+    StringRef indent = line.take_front(line.size() - body.size());
+    StringRef name = body.take_while(isIdentChar);
+    size_t open = body.find("<<<");
+    if (name.empty() || !kernels.count(name) || open == StringRef::npos)
+      return std::nullopt;
+    // NAME or NAME<template arguments>, then the configuration.
+    StringRef kernel = body.take_front(open);
+    StringRef targs = kernel.drop_front(name.size());
+    if (!targs.empty() &&
+        (!targs.starts_with("<") || !targs.ends_with(">") ||
+         targs.count('<') != targs.count('>')))
+      return std::nullopt;
+    size_t close = body.find(">>>(", open + 3);
+    if (close == StringRef::npos || !body.ends_with(");"))
+      return std::nullopt;
+    StringRef config = body.slice(open + 3, close);
+    StringRef args = body.slice(close + 4, body.size() - 2);
+    // The arguments are one parenthesized list (the line is one statement).
+    int depth = 0;
+    for (size_t i = 0; i < args.size() && depth >= 0; ++i) {
+      size_t skipped = skipCommentOrLiteral(args, i);
+      if (skipped == StringRef::npos)
+        return std::nullopt;
+      if (skipped != i) {
+        i = skipped;
+        continue;
+      }
+      depth += args[i] == '(' ? 1 : args[i] == ')' ? -1 : 0;
+    }
+    if (depth != 0)
+      return std::nullopt;
+    // Template arguments in the configuration would make its split by
+    // commas ambiguous; the printer writes dim3(...), numbers and `s`.
+    SmallVector<StringRef> parts = splitTopLevel(config);
+    if (parts.size() < 2 || parts.size() > 4 || config.contains('<') ||
+        config.contains('>'))
+      return std::nullopt;
+    while (parts.size() < 4)
+      parts.push_back("0");
+    auto [it, inserted] = index.try_emplace(kernel, launched.size());
+    if (inserted)
+      launched.push_back(kernel.str());
+    used.insert(it->second);
+    std::string call = indent.str() + "CnncPreludeLaunch<decltype(" +
+                       kernel.str() + ")>::launch(cnncPreludeLaunch" +
+                       std::to_string(it->second);
+    for (StringRef p : parts)
+      call += ", " + p.str();
+    if (!args.trim().empty())
+      call += ", " + args.str();
+    return call + ");";
+  }
+
+  llvm::StringMap<size_t> kernels;
+  llvm::StringMap<unsigned> index;
+  std::vector<std::string> launched;
+};
+
 } // namespace
 
 std::vector<std::string> cnnc::mutableDeviceVariables(StringRef cu) {
@@ -572,6 +779,7 @@ cnnc::splitCUDATranslationUnits(StringRef cu, unsigned maxKernelUnits,
   std::vector<CUDATranslationUnit> units;
   unsigned n = std::min<size_t>(maxKernelUnits, kernels.size());
   size_t done = 0, next = 0;
+  std::vector<size_t> kernelLoad; // each kernel unit's kernel text
   for (unsigned u = 0; u < n; ++u) {
     // Kernels in order, cut where the running size passes the unit's share
     // (at least one kernel per unit).
@@ -586,6 +794,7 @@ cnnc::splitCUDATranslationUnits(StringRef cu, unsigned maxKernelUnits,
       done += kernels[next]->text.size();
       ++next;
     }
+    kernelLoad.push_back(body.size());
     units.push_back({"kernels" + std::to_string(u),
                      kernelUnitHeader(header, body) + kKernelsMarker.str() +
                          tablesFor(body) + body,
@@ -602,7 +811,8 @@ cnnc::splitCUDATranslationUnits(StringRef cu, unsigned maxKernelUnits,
   // Host units of their own only where no kernel keeps state in a
   // namespace-scope __device__ variable (one copy per unit: see the top of
   // this file); the driver reports such a variable before splitting.
-  if (hostUnits > 1 && mutableDeviceVariables(cu).empty()) {
+  bool noDeviceVariables = mutableDeviceVariables(cu).empty();
+  if (hostUnits > 1 && noDeviceVariables) {
     hostText = cutStepFunctions(hostText, cu, hostText.size() / hostUnits);
     functions = scanHost(hostText, otherNames);
   }
@@ -681,18 +891,64 @@ cnnc::splitCUDATranslationUnits(StringRef cu, unsigned maxKernelUnits,
         decls += k->header.str() + ";\n";
     return decls;
   };
+  // The host code's launches of prelude kernels go through the kernel
+  // units (PreludeLaunches), where no kernel keeps state in a
+  // namespace-scope __device__ variable: each unit instantiating one would
+  // have its own copy (see the top of this file).
+  std::optional<PreludeLaunches> preludeLaunches;
+  if (noDeviceVariables && !cu.contains("cnncPreludeLaunch") &&
+      !cu.contains("CnncPreludeLaunch"))
+    preludeLaunches.emplace(header);
+  auto hostUnit = [&](std::string name, StringRef declarations,
+                      StringRef body, bool hostCode) {
+    std::string preamble, text = body.str();
+    if (preludeLaunches)
+      text = preludeLaunches->rewrite(body, preamble);
+    // decltype names the prelude kernels' instantiations, whose stubs are
+    // in the kernel units: nvcc's warning 20280 ("must have a definition in
+    // the current translation unit") is about a launch, which this unit no
+    // longer has.
+    std::string pragma =
+        preamble.empty() ? "" : "#pragma nv_diag_suppress 20280\n";
+    units.push_back({std::move(name),
+                     pragma + header.str() + preamble + declarations.str() +
+                         tablesFor(body) + "\n" + text,
+                     false, hostCode});
+  };
   // The host unit declares every kernel (as before the host split).
-  units.push_back({"host",
-                   header.str() + kernelDecls(hostMain, true) +
-                       tablesFor(hostMain) + "\n" + hostMain,
-                   false, /*hostCode=*/!hostParts.empty()});
+  hostUnit("host", kernelDecls(hostMain, true), hostMain,
+           /*hostCode=*/!hostParts.empty());
   for (size_t p = 0; p < hostParts.size(); ++p) {
     std::string body =
         "// ---- host functions ----\n" + prototypes + hostParts[p];
-    units.push_back({"host" + std::to_string(p + 1),
-                     header.str() + kernelDecls(body, false) + tablesFor(body) +
-                         "\n" + body,
-                     false, /*hostCode=*/true});
+    hostUnit("host" + std::to_string(p + 1), kernelDecls(body, false), body,
+             /*hostCode=*/true);
+  }
+  // Each launched prelude kernel is instantiated in one kernel unit, the
+  // largest first into the unit with the least kernel text.
+  if (preludeLaunches && !preludeLaunches->instantiations().empty()) {
+    std::vector<unsigned> order(preludeLaunches->instantiations().size());
+    std::iota(order.begin(), order.end(), 0u);
+    std::stable_sort(order.begin(), order.end(), [&](unsigned a, unsigned b) {
+      return preludeLaunches->definitionSize(a) >
+             preludeLaunches->definitionSize(b);
+    });
+    std::vector<std::vector<unsigned>> thunks(n);
+    for (unsigned i : order) {
+      unsigned u = std::min_element(kernelLoad.begin(), kernelLoad.end()) -
+                   kernelLoad.begin();
+      kernelLoad[u] += preludeLaunches->definitionSize(i);
+      thunks[u].push_back(i);
+    }
+    for (unsigned u = 0; u < n; ++u) {
+      if (thunks[u].empty())
+        continue;
+      llvm::sort(thunks[u]);
+      std::string &text = units[u].text;
+      text += "\n// ---- prelude kernels the host code launches ----\n";
+      for (unsigned i : thunks[u])
+        text += preludeLaunches->thunk(i);
+    }
   }
   if (!hyper.empty())
     units.push_back({"hyper", hyper, true});
