@@ -49,7 +49,9 @@ LogicalResult cnnc::driver::compilePipelineCUDA(const DriverOptions &o,
     return fail(c, "--pipeline-stages: the module has no @train_step");
   FailureOr<OwningOpRef<ModuleOp>> split = splitIntoPipelineStages(
       *c.module, p->pipelineStages, p->microBatches, &llvm::outs(),
-      p->pipelineSchedule, p->pipelineMemoryMB * (int64_t(1) << 20));
+      p->pipelineSchedule, p->pipelineMemoryMB * (int64_t(1) << 20),
+      effectivePrecision(*p) == "fp16",
+      p->pipelineAsyncTransfers && p->pipelineSchedule != "1f1b");
   if (failed(split))
     return failure();
   auto plan = (**split)->getAttrOfType<DictionaryAttr>(kPipelineAttr);

@@ -370,7 +370,8 @@ LogicalResult cnnc::driver::trainReference(const DriverOptions &options,
     FailureOr<OwningOpRef<ModuleOp>> p = splitIntoPipelineStages(
         *c.module, pipelineOptions(o)->pipelineStages, micro, &llvm::outs(),
         pipelineOptions(o)->pipelineSchedule,
-        pipelineOptions(o)->pipelineMemoryMB * (int64_t(1) << 20));
+        pipelineOptions(o)->pipelineMemoryMB * (int64_t(1) << 20),
+        effectivePrecision(*pipelineOptions(o)) == "fp16");
     if (failed(p))
       return failure();
     piped = std::move(*p);

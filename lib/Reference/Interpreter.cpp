@@ -256,6 +256,8 @@ private:
   LogicalResult exec(cnn::SendOp op);
   LogicalResult exec(cnn::RecvOp op);
   LogicalResult exec(cnn::MicroBatchOp op);
+  /// The mailbox's receive already blocked until the tensor arrived.
+  LogicalResult exec(cnn::TransferWaitOp) { return success(); }
   /// The gradient operand of an optimizer update divided by its grad_scale
   /// (or the gradient itself without loss scaling).
   const float *unscaledGrad(Value grad, Value scale, std::vector<float> &tmp);
@@ -559,7 +561,8 @@ static void attachEvaluations(MLIRContext *ctx) {
          cnn::BatchNormGradOp, cnn::SoftmaxCrossEntropyGradOp>(ctx);
   attach<cnn::SGDUpdateOp, cnn::AdamUpdateOp, cnn::AllFiniteOp,
          cnn::LossScaleUpdateOp, cnn::UnscaleOp, cnn::AllReduceOp>(ctx);
-  attach<cnn::SendOp, cnn::RecvOp, cnn::MicroBatchOp>(ctx);
+  attach<cnn::SendOp, cnn::RecvOp, cnn::MicroBatchOp, cnn::TransferWaitOp>(
+      ctx);
   attach<cnn::ClipDivisorOp, cnn::AccumulateGradOp, cnn::AccumulationStepOp>(
       ctx);
   attach<cnn::ResizeOp, cnn::ResizeGradOp>(ctx);

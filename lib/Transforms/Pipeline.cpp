@@ -179,7 +179,8 @@ namespace {
 struct StepSettings {
   bool nhwc, fp16, fuse, lowerElementwise, remat, rematConvs, convStats,
       convStatsPrologue, dgradEpilogue, maxPoolIndex, poolBnGrad, dualBnGrad,
-      wgradPrologue, paramFormat, memoryPlan, memoryReuse, dataParallel, syncBN;
+      wgradPrologue, paramFormat, memoryPlan, memoryReuse, dataParallel, syncBN,
+      asyncTransfers;
   int64_t rematMB, rematConvsPercent, workspaceMB, worldSize;
   double bucketMB;
   std::string arch;
@@ -212,6 +213,7 @@ StepSettings resolve(const CNNPipelineOptions &o) {
   // it plans without sharing memory between temporaries.
   s.memoryPlan = gpu;
   s.memoryReuse = o.optimize && o.memoryPlan;
+  s.asyncTransfers = gpu && o.pipelineAsyncTransfers;
   s.workspaceMB = o.workspaceMB;
   s.dataParallel = o.worldSize >= 1;
   s.worldSize = o.worldSize;
@@ -318,6 +320,11 @@ void cnnc::buildCNNStepPipeline(OpPassManager &pm,
   // How each op runs on the GPU: decided here, printed by the emitter.
   if (s.lowerElementwise)
     pm.addPass(createCNNSelectLowering());
+  // A pipeline stage's transfers on its links' streams: after every pass
+  // that adds readers (a received value's readers follow its wait), before
+  // the plan (a sent tensor lives until its wait).
+  if (s.asyncTransfers)
+    pm.addPass(createCNNPipelineAsyncTransfers());
   // The arena plan is for the CUDA target (the reference interpreter
   // allocates per value); it runs last, after every rewrite of the step.
   if (s.memoryPlan) {

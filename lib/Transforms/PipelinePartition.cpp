@@ -4,9 +4,14 @@
 // cost model and records the decision as attributes (PipelinePlan.h):
 //
 //  - per forward op, a time estimate from its FLOPs and bytes (a roofline of
-//    one GPU: max(flops / 50 TFLOP/s, bytes / 3 TB/s)); a stage's time is
-//    three times its forward ops' (the backward pass costs about two
-//    forwards);
+//    one GPU: max(flops / 50 TFLOP/s, bytes / 3 TB/s); with half-precision,
+//    the step's f16 form: 400 TFLOP/s of Tensor Cores and half the bytes);
+//    a stage's time is three times its forward ops' (the backward pass
+//    costs about two forwards) and its transfers (the activations crossing
+//    its cuts and their gradients at link-gbps, 100 GB/s: NCCL send/recv
+//    between two GPUs of one NVLink host): added to the compute, or with
+//    overlap-transfers (the CUDA target's asynchronous transfers) the
+//    larger of the two;
 //  - per stage, its peak bytes: the parameters, BN buffers and optimizer
 //    state it owns, plus the activations its backward pass reads (values
 //    that live from the forward into the backward: the memory plan's
@@ -46,8 +51,9 @@ using namespace cnnc::cnn;
 
 namespace {
 
-constexpr double kFlopsPerUs = 50e6; // 50 TFLOP/s
-constexpr double kBytesPerUs = 3e6;  // 3 TB/s
+constexpr double kFlopsPerUs = 50e6;      // 50 TFLOP/s (f32, no TF32)
+constexpr double kHalfFlopsPerUs = 400e6; // f16 Tensor Cores, sustained
+constexpr double kBytesPerUs = 3e6;       // 3 TB/s
 constexpr double kTimeSlack = 1.10;  // cuts within 10 % of the best balance
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
@@ -59,8 +65,9 @@ int64_t numel(Value v) {
   return cast<ShapedType>(v.getType()).getNumElements();
 }
 
-/// The forward op's time estimate in microseconds.
-double timeUs(Operation *op) {
+/// The forward op's time estimate in microseconds; `half`: the step runs in
+/// f16 (half the bytes, Tensor Core FLOPs).
+double timeUs(Operation *op, bool half) {
   double bytes = 0;
   for (Value v : op->getOperands())
     if (isa<ShapedType>(v.getType()))
@@ -82,6 +89,8 @@ double timeUs(Operation *op) {
       if (isa<ShapedType>(v.getType()))
         flops += 4.0 * numel(v);
   }
+  if (half)
+    return std::max(flops / kHalfFlopsPerUs, 0.5 * bytes / kBytesPerUs);
   return std::max(flops / kFlopsPerUs, bytes / kBytesPerUs);
 }
 
@@ -131,6 +140,13 @@ void PartitionPass::runOnOperation() {
         "cnn-pipeline-partition: stages must be >= 0 (0: auto), "
         "micro-batches >= 1 and device-memory-bytes >= 0, got {0}, {1}, {2}",
         (int64_t)stages, (int64_t)microBatches, (int64_t)deviceMemoryBytes));
+    return signalPassFailure();
+  }
+  if (linkGBps < 0) {
+    module.emitError(llvm::formatv(
+        "cnn-pipeline-partition: link-gbps must be >= 0 (0: transfers cost "
+        "nothing), got {0}",
+        (double)linkGBps));
     return signalPassFailure();
   }
   if (stages == 0 && deviceMemoryBytes == 0) {
@@ -227,7 +243,7 @@ void PartitionPass::runOnOperation() {
           ws += bytesOf(v);
       for (Value v : op.getResults())
         ws += bytesOf(v);
-      fwd.push_back({&op, timeUs(&op), ws, {}});
+      fwd.push_back({&op, timeUs(&op, halfPrecision), ws, {}});
     }
   const int64_t n = fwd.size();
   if (n == 0) {
@@ -310,6 +326,25 @@ void PartitionPass::runOnOperation() {
   auto stageCost = [&](int64_t i, int64_t j) -> const StageCost & {
     return cost[i][j - i - 1];
   };
+  // The stage of forward ops [i, j): its ops, then the activations crossing
+  // its cuts (received, sent) and their gradients (sent, received back).
+  const double crossScale = halfPrecision ? 0.5 : 1.0;
+  // link-gbps: NCCL send/recv between two GPUs of one host over NVLink
+  // (default 100 GB/s). On 4 H200s, session 27's S=4 f16 ResNet-50 plan cut
+  // inside layer2's first block (154 MB per micro-batch each way in f32)
+  // because transfers cost nothing in the model; its stages ran at 0.40 of
+  // S x the one-GPU rate.
+  const double linkBytesPerUs = linkGBps * 1e3;
+  auto transferUs = [&](int64_t boundary) {
+    return linkBytesPerUs > 0 && boundary > 0 && boundary < n
+               ? 2.0 * crossScale * crossFwd[boundary - 1] / linkBytesPerUs
+               : 0.0;
+  };
+  auto stageTime = [&](int64_t i, int64_t j) {
+    double transfers = transferUs(i) + transferUs(j);
+    return overlapTransfers ? std::max(stageCost(i, j).time, transfers)
+                            : stageCost(i, j).time + transfers;
+  };
   auto fits = [&](int64_t i, int64_t j) {
     return deviceMemoryBytes == 0 ||
            stageCost(i, j).peak(inFlight) <= (int64_t)deviceMemoryBytes;
@@ -347,7 +382,7 @@ void PartitionPass::runOnOperation() {
         for (int64_t i = k - 1; i < j; ++i)
           if (best[k - 1][i] < kInf && fits(i, j))
             best[k][j] = std::min(
-                best[k][j], std::max(best[k - 1][i], stageCost(i, j).time));
+                best[k][j], std::max(best[k - 1][i], stageTime(i, j)));
       }
     if (best[s][n] == kInf)
       return std::nullopt;
@@ -365,7 +400,7 @@ void PartitionPass::runOnOperation() {
         int64_t cross = j < n ? crossFwd[j - 1] : 0;
         for (int64_t i = k - 1; i < j; ++i)
           if (bytes[k - 1][i] != kNone && fits(i, j) &&
-              stageCost(i, j).time <= limit &&
+              stageTime(i, j) <= limit &&
               bytes[k - 1][i] + cross < bytes[k][j]) {
             bytes[k][j] = bytes[k - 1][i] + cross;
             from[k][j] = i;
@@ -553,7 +588,7 @@ void PartitionPass::runOnOperation() {
     peak.push_back(c.peak(inFlight));
     saved.push_back(c.saved);
     params.push_back(c.param);
-    times.push_back(c.time);
+    times.push_back(stageTime((*bounds)[s], (*bounds)[s + 1]));
   }
   module->setAttr(
       kPipelineAttr,

@@ -203,7 +203,8 @@ void SplitPass::runOnOperation() {
                  << s,
              failure();
     Value r = RecvOp::create(b, v.getLoc(), v.getType(), b.getI64IntegerAttr(a),
-                             b.getI64IntegerAttr(it->second));
+                             b.getI64IntegerAttr(it->second),
+                             /*event=*/IntegerAttr());
     sf.map.map(v, r);
     return r;
   };
@@ -231,7 +232,8 @@ void SplitPass::runOnOperation() {
         llvm::sort(sends);
         for (auto [tag, peer] : sends)
           SendOp::create(b, op.getLoc(), sf.map.lookup(r),
-                         b.getI64IntegerAttr(peer), b.getI64IntegerAttr(tag));
+                         b.getI64IntegerAttr(peer), b.getI64IntegerAttr(tag),
+                         /*event=*/IntegerAttr());
       }
     }
   }
@@ -279,13 +281,16 @@ void SplitPass::runOnOperation() {
 FailureOr<OwningOpRef<ModuleOp>>
 cnnc::splitIntoPipelineStages(ModuleOp module, int64_t stages,
                               int64_t microBatches, raw_ostream *plan,
-                              StringRef schedule, int64_t deviceMemoryBytes) {
+                              StringRef schedule, int64_t deviceMemoryBytes,
+                              bool halfPrecision, bool overlapTransfers) {
   OwningOpRef<ModuleOp> copy(cast<ModuleOp>(module->clone()));
   PassManager pm(module.getContext());
   CNNPipelinePartitionOptions po;
   po.stages = stages;
   po.microBatches = microBatches;
   po.deviceMemoryBytes = deviceMemoryBytes;
+  po.halfPrecision = halfPrecision;
+  po.overlapTransfers = overlapTransfers;
   pm.addPass(createCNNPipelinePartition(po));
   pm.addPass(createCNNPipelineSplit());
   if (!schedule.empty()) {

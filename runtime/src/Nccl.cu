@@ -30,6 +30,16 @@ struct State {
   /// roles are then `comm`'s).
   ncclComm_t stages_comm = nullptr, replicas_comm = nullptr;
   int stages = 0; ///< the stages_comm's size (0: no split)
+  /// Asynchronous pipeline transfers (prepareTransfers): the two splits of
+  /// the stages' communicator into neighbour pairs (stages 2k, 2k+1 and
+  /// 2k+1, 2k+2), this stage's link to the stage before ([0]) and after
+  /// ([1]) (one of the two splits each; null at the ends), a stream per
+  /// link, and per transfer event the compute stream's fork and the link
+  /// stream's completion.
+  ncclComm_t pair_split[2] = {nullptr, nullptr};
+  ncclComm_t link_comm[2] = {nullptr, nullptr};
+  cudaStream_t link_stream[2] = {nullptr, nullptr};
+  std::vector<cudaEvent_t> xfer_fork, xfer_done;
   /// The communicator of the bucket being issued (begin .. end): its
   /// ncclGroupEnd is polled on it (a non-blocking group completes on the
   /// communicators it used).
@@ -74,7 +84,8 @@ std::string who() { return S().li.describe(); }
   }
   // A library caller (the C API under torchrun) gets the error; peers
   // blocked on this rank see the abort, not a hang.
-  for (ncclComm_t *c : {&S().stages_comm, &S().replicas_comm, &S().comm})
+  for (ncclComm_t *c : {&S().pair_split[0], &S().pair_split[1],
+                        &S().stages_comm, &S().replicas_comm, &S().comm})
     if (*c) {
       ncclCommAbort(*c);
       *c = nullptr;
@@ -125,10 +136,14 @@ void checkNcclOn(ncclComm_t comm, ncclResult_t r, const char *what) {
     return checkNccl(r, what);
   std::string err;
   if (!settle(comm, r, S().timeout, err, what)) {
-    if (comm == S().stages_comm)
-      S().stages_comm = nullptr; // aborted
-    else
-      S().replicas_comm = nullptr;
+    // Aborted: forget it.
+    for (ncclComm_t *c : {&S().pair_split[0], &S().pair_split[1],
+                          &S().stages_comm, &S().replicas_comm})
+      if (*c == comm)
+        *c = nullptr;
+    for (ncclComm_t &c : S().link_comm)
+      if (c == comm)
+        c = nullptr;
     die(err);
   }
 }
@@ -140,6 +155,41 @@ ncclComm_t stagesComm() {
 /// Gradient buckets: the stage's replicas, else the world.
 ncclComm_t replicasComm() {
   return S().replicas_comm ? S().replicas_comm : S().comm;
+}
+
+/// A communicator of the ranks of `parent` that pass the same `color`,
+/// ranked by `key` (collective over `parent`; non-blocking, polled within
+/// CNNC_DIST_TIMEOUT).
+ncclComm_t splitComm(ncclComm_t parent, int color, int key, const char *what) {
+  State &s = S();
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t out = nullptr;
+  ncclResult_t r = ncclCommSplit(parent, color, key, &out, &config);
+  if (r != ncclSuccess && r != ncclInProgress)
+    die(std::string(what) + ": " + ncclGetErrorString(r));
+  // A non-blocking split stores the new communicator from NCCL's own
+  // thread when the child's initialization has run (on 4 H200s `out`
+  // was still null when the call returned): wait for it, watching the
+  // parent for errors, then for the child to settle.
+  auto t0 = std::chrono::steady_clock::now();
+  while (!__atomic_load_n(&out, __ATOMIC_ACQUIRE)) {
+    ncclResult_t pr = ncclSuccess;
+    ncclCommGetAsyncError(parent, &pr);
+    if (pr != ncclSuccess && pr != ncclInProgress)
+      die(std::string(what) + ": " + ncclGetErrorString(pr) + " (" +
+          ncclGetLastError(parent) + ")");
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+            .count() > s.timeout)
+      die(std::string(what) +
+          ": no communicator within CNNC_DIST_TIMEOUT: a rank died, hangs "
+          "or never started");
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  std::string err;
+  if (!settle(out, ncclInProgress, s.timeout, err, what))
+    die(err);
+  return out;
 }
 
 /// Pipeline x data parallel: CNNC_PIPELINE_STAGES=S over a world of S x D
@@ -154,40 +204,10 @@ void splitForPipeline(const LaunchInfo &li) {
   if (li.worldSize % stages != 0)
     die("CNNC_PIPELINE_STAGES=" + std::to_string(stages) +
         " does not divide the world size " + std::to_string(li.worldSize));
-  auto split = [&](int color, int key, const char *what) {
-    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    config.blocking = 0;
-    ncclComm_t out = nullptr;
-    ncclResult_t r = ncclCommSplit(s.comm, color, key, &out, &config);
-    if (r != ncclSuccess && r != ncclInProgress)
-      die(std::string(what) + ": " + ncclGetErrorString(r));
-    // A non-blocking split stores the new communicator from NCCL's own
-    // thread when the child's initialization has run (on 4 H200s `out`
-    // was still null when the call returned): wait for it, watching the
-    // parent for errors, then for the child to settle.
-    auto t0 = std::chrono::steady_clock::now();
-    while (!__atomic_load_n(&out, __ATOMIC_ACQUIRE)) {
-      ncclResult_t pr = ncclSuccess;
-      ncclCommGetAsyncError(s.comm, &pr);
-      if (pr != ncclSuccess && pr != ncclInProgress)
-        die(std::string(what) + ": " + ncclGetErrorString(pr) + " (" +
-            ncclGetLastError(s.comm) + ")");
-      if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
-              .count() > s.timeout)
-        die(std::string(what) +
-            ": no communicator within CNNC_DIST_TIMEOUT: a rank died, hangs "
-            "or never started");
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    std::string err;
-    if (!settle(out, ncclInProgress, s.timeout, err, what))
-      die(err);
-    return out;
-  };
-  s.stages_comm = split(li.rank / stages, li.rank % stages,
-                        "ncclCommSplit (the stages of a replica)");
-  s.replicas_comm = split(li.rank % stages, li.rank / stages,
-                          "ncclCommSplit (the replicas of a stage)");
+  s.stages_comm = splitComm(s.comm, li.rank / stages, li.rank % stages,
+                            "ncclCommSplit (the stages of a replica)");
+  s.replicas_comm = splitComm(s.comm, li.rank % stages, li.rank / stages,
+                              "ncclCommSplit (the replicas of a stage)");
   s.stages = stages;
 }
 
@@ -439,6 +459,102 @@ void recv(Context &ctx, void *buf, size_t bytes, int peer, const char *what) {
               "ncclRecv");
 }
 
+namespace {
+/// This process's stage and the stage count of its pipeline.
+std::pair<int, int> stageAndCount() {
+  State &s = S();
+  const int stages = s.stages > 0 ? s.stages : s.li.worldSize;
+  const int stage = s.stages > 0 ? s.li.rank % s.stages : s.li.rank;
+  return {stage, stages};
+}
+} // namespace
+
+void prepareTransfers(Context &ctx, int numEvents) {
+  State &s = S();
+  if (!s.ready)
+    ctx.fail("pipeline", "dist::prepareTransfers before dist::prepare");
+  if (!s.pair_split[0]) {
+    auto [stage, stages] = stageAndCount();
+    // Both splits on every stage, in this order (collective over the
+    // stages' communicator); ranked by stage: the lower stage of a pair is
+    // rank 0.
+    s.pair_split[0] = splitComm(stagesComm(), stage / 2, stage,
+                                "ncclCommSplit (stages 2k and 2k+1)");
+    s.pair_split[1] = splitComm(stagesComm(), (stage + 1) / 2, stage,
+                                "ncclCommSplit (stages 2k+1 and 2k+2)");
+    if (stage > 0)
+      s.link_comm[0] = s.pair_split[(stage - 1) % 2];
+    if (stage + 1 < stages)
+      s.link_comm[1] = s.pair_split[stage % 2];
+    for (cudaStream_t &st : s.link_stream)
+      ctx.check(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking),
+                "pipeline: a link's stream");
+  }
+  while ((int)s.xfer_done.size() < numEvents) {
+    cudaEvent_t fork, done;
+    ctx.check(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming),
+              "pipeline: transfer events");
+    ctx.check(cudaEventCreateWithFlags(&done, cudaEventDisableTiming),
+              "pipeline: transfer events");
+    s.xfer_fork.push_back(fork);
+    s.xfer_done.push_back(done);
+  }
+}
+
+namespace {
+/// Issues `transfer` (ncclSend or ncclRecv of `bytes` at `buf` with the
+/// neighbour `peer`) on the link's stream once the compute stream has
+/// reached this point; `event` records its completion.
+void issueOnLink(Context &ctx, void *buf, size_t bytes, int peer, int event,
+                 bool isSend, const char *what) {
+  State &s = S();
+  checkPeer(ctx, peer, what);
+  auto [stage, stages] = stageAndCount();
+  (void)stages;
+  if (event < 0 || event >= (int)s.xfer_done.size())
+    ctx.fail("pipeline", std::string(what) + ": transfer event " +
+                             std::to_string(event) +
+                             " beyond dist::prepareTransfers' events");
+  const int link = peer < stage ? 0 : 1;
+  if (peer != stage + (link ? 1 : -1) || !s.link_comm[link])
+    die(std::string("pipeline transfer ") + what + ": stage " +
+        std::to_string(peer) + " is not a neighbour of stage " +
+        std::to_string(stage));
+  cudaStream_t ls = s.link_stream[link];
+  ctx.check(cudaEventRecord(s.xfer_fork[event], ctx.stream()),
+            "pipeline: transfer fork");
+  ctx.check(cudaStreamWaitEvent(ls, s.xfer_fork[event], 0),
+            "pipeline: transfer fork");
+  // Within the pair the lower stage is rank 0.
+  const int peerRank = link == 0 ? 0 : 1;
+  ncclComm_t comm = s.link_comm[link];
+  checkNcclOn(comm,
+              isSend ? ncclSend(buf, bytes, ncclUint8, peerRank, comm, ls)
+                     : ncclRecv(buf, bytes, ncclUint8, peerRank, comm, ls),
+              isSend ? "ncclSend (asynchronous)" : "ncclRecv (asynchronous)");
+  ctx.check(cudaEventRecord(s.xfer_done[event], ls), "pipeline: transfer done");
+}
+} // namespace
+
+void sendAsync(Context &ctx, const void *buf, size_t bytes, int peer,
+               int event, const char *what) {
+  issueOnLink(ctx, const_cast<void *>(buf), bytes, peer, event, true, what);
+}
+
+void recvAsync(Context &ctx, void *buf, size_t bytes, int peer, int event,
+               const char *what) {
+  issueOnLink(ctx, buf, bytes, peer, event, false, what);
+}
+
+void transferWait(Context &ctx, int event) {
+  State &s = S();
+  if (event < 0 || event >= (int)s.xfer_done.size())
+    ctx.fail("pipeline", "wait for transfer event " + std::to_string(event) +
+                             " beyond dist::prepareTransfers' events");
+  ctx.check(cudaStreamWaitEvent(ctx.stream(), s.xfer_done[event], 0),
+            "pipeline: transfer wait");
+}
+
 void groupStart(Context &ctx) {
   if (!S().ready)
     ctx.fail("pipeline", "a transfer group before dist::prepare");
@@ -486,7 +602,8 @@ void waitStream(Context &ctx, cudaStream_t stream, const char *what) {
       return;
     if (e != cudaErrorNotReady)
       ctx.check(e, what);
-    for (ncclComm_t c : {s.comm, s.stages_comm, s.replicas_comm}) {
+    for (ncclComm_t c : {s.comm, s.stages_comm, s.replicas_comm,
+                         s.pair_split[0], s.pair_split[1]}) {
       if (!c)
         continue;
       ncclResult_t r = ncclSuccess;
@@ -572,8 +689,11 @@ const DistHooks kHooks = {launch, broadcastHook, sumHostHook, waitStream,
 
 void shutdown() {
   State &s = S();
-  // The split communicators first (their parent outlives them).
-  for (ncclComm_t *c : {&s.stages_comm, &s.replicas_comm}) {
+  // The split communicators first (their parent outlives them), the pairs
+  // before the stages' communicator they were split from.
+  s.link_comm[0] = s.link_comm[1] = nullptr;
+  for (ncclComm_t *c : {&s.pair_split[0], &s.pair_split[1], &s.stages_comm,
+                        &s.replicas_comm}) {
     if (!*c)
       continue;
     std::string err;

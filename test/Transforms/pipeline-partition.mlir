@@ -1,13 +1,20 @@
-// RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=2 micro-batches=4" | FileCheck %s
-// RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=0 micro-batches=4 device-memory-bytes=20000 print-plan=1" -o /dev/null | FileCheck %s --check-prefix=AUTO2
-// RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=0 micro-batches=4 device-memory-bytes=15000 print-plan=1" -o /dev/null | FileCheck %s --check-prefix=AUTO3
-// RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=4 micro-batches=4 print-plan=1" -o /dev/null | FileCheck %s --check-prefix=FOUR
-// RUN: not cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=0 micro-batches=4 device-memory-bytes=13000" 2>&1 | FileCheck %s --check-prefix=BIG
-// RUN: not cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=1 micro-batches=4 device-memory-bytes=20000" 2>&1 | FileCheck %s --check-prefix=FEW
-// RUN: not cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 micro-batches=4" 2>&1 | FileCheck %s --check-prefix=ACC
-// RUN: not cnnc-opt %s -cnn-autodiff="accumulate=4 clip-grad-norm=1.0" -cnn-pipeline-partition="stages=2 micro-batches=4" 2>&1 | FileCheck %s --check-prefix=CLIP
-// RUN: not cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=12 micro-batches=4" 2>&1 | FileCheck %s --check-prefix=MANY
-// RUN: not cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=0 micro-batches=4" 2>&1 | FileCheck %s --check-prefix=NOBUDGET
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=2 micro-batches=4 link-gbps=0" | FileCheck %s
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=0 micro-batches=4 device-memory-bytes=20000 print-plan=1 link-gbps=0" -o /dev/null | FileCheck %s --check-prefix=AUTO2
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=0 micro-batches=4 device-memory-bytes=15000 print-plan=1 link-gbps=0" -o /dev/null | FileCheck %s --check-prefix=AUTO3
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=4 micro-batches=4 print-plan=1 link-gbps=0" -o /dev/null | FileCheck %s --check-prefix=FOUR
+// RUN: not cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=0 micro-batches=4 device-memory-bytes=13000 link-gbps=0" 2>&1 | FileCheck %s --check-prefix=BIG
+// RUN: not cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=1 micro-batches=4 device-memory-bytes=20000 link-gbps=0" 2>&1 | FileCheck %s --check-prefix=FEW
+// RUN: not cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 micro-batches=4 link-gbps=0" 2>&1 | FileCheck %s --check-prefix=ACC
+// RUN: not cnnc-opt %s -cnn-autodiff="accumulate=4 clip-grad-norm=1.0" -cnn-pipeline-partition="stages=2 micro-batches=4 link-gbps=0" 2>&1 | FileCheck %s --check-prefix=CLIP
+// RUN: not cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=12 micro-batches=4 link-gbps=0" 2>&1 | FileCheck %s --check-prefix=MANY
+// RUN: not cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=0 micro-batches=4 link-gbps=0" 2>&1 | FileCheck %s --check-prefix=NOBUDGET
+// The transfers' time (link-gbps, 100 GB/s by default): the 4 KiB crossing
+// after the first convolution costs more than the ops it would balance, so
+// the cut moves to the 128 bytes crossing after forward op 5; with
+// overlap-transfers a stage takes the larger of compute and transfers.
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=2 micro-batches=4" | FileCheck %s --check-prefix=LINK
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=2 micro-batches=4 overlap-transfers=1" | FileCheck %s --check-prefix=OVERLAP
+// RUN: not cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=2 micro-batches=4 link-gbps=-1" 2>&1 | FileCheck %s --check-prefix=NEGLINK
 
 func.func @forward(%x: tensor<2x3x8x8xf32> {cnn.input},
                    %w1: tensor<4x3x3x3xf32> {cnn.param = "conv1.weight"},
@@ -65,7 +72,7 @@ func.func @forward(%x: tensor<2x3x8x8xf32> {cnn.input},
 
 // The second convolution alone (its filter, momentum and accumulated
 // gradient, four micro-batches of its input) exceeds 13,000 bytes.
-// BIG: pipeline-partition.mlir:20:9: error: cnn-pipeline-partition: this layer alone needs 14720 bytes on one stage (3456 of parameters and state, 4 x 2048 of activations kept for the backward pass, 3072 working set), over device-memory-bytes 13000: no cut can fit it
+// BIG: pipeline-partition.mlir:27:9: error: cnn-pipeline-partition: this layer alone needs 14720 bytes on one stage (3456 of parameters and state, 4 x 2048 of activations kept for the backward pass, 3072 working set), over device-memory-bytes 13000: no cut can fit it
 
 // FEW: error: cnn-pipeline-partition: 1 stages cannot hold @train_step within device-memory-bytes 20000 with 4 micro-batches in flight; the fewest stages that fit: 2
 
@@ -76,3 +83,9 @@ func.func @forward(%x: tensor<2x3x8x8xf32> {cnn.input},
 // MANY: error: cnn-pipeline-partition: 12 stages but @train_step has 9 forward ops
 
 // NOBUDGET: error: cnn-pipeline-partition: stages=0 (the fewest stages that fit) needs device-memory-bytes
+
+// LINK: cuts = array<i64: 5>
+// LINK-SAME: stage_time_us = array<f64: 2.086400e-02, 0.0019640000000000005>
+// OVERLAP: cuts = array<i64: 5>
+// OVERLAP-SAME: stage_time_us = array<f64: 1.958400e-02, 1.280000e-03>
+// NEGLINK: error: cnn-pipeline-partition: link-gbps must be >= 0 (0: transfers cost nothing), got -1

@@ -170,15 +170,23 @@ def test_pipeline_cuda_fp32_source(cnnc, models, tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     cu = out.read_text()
     assert "Role::LossScale" not in cu and "dist::allReduce" not in cu
-    f32_bytes = re.findall(r"dist::send\(ctx, A \+ \d+, (\d+)ull", cu)
+    f32_bytes = re.findall(r"dist::send(?:Async)?\(ctx, A \+ \d+, (\d+)ull", cu)
+    plan32 = r.stdout
     r = tc.run_cnnc(cnnc, models["simplecnn"], "--train", "--pipeline-stages", 2,
                     "--micro-batches", M, "--emit", "cuda", "-o", tmp_path / "train16.cu")
     assert r.returncode == 0, r.stdout + r.stderr
-    f16_bytes = re.findall(r"dist::send\(ctx, A \+ \d+, (\d+)ull",
+    f16_bytes = re.findall(r"dist::send(?:Async)?\(ctx, A \+ \d+, (\d+)ull",
                            (tmp_path / "train16.cu").read_text())
-    # The same transfers, in f16 half the bytes.
+    # Each plan prints its cut's f32 bytes (both directions: the stages'
+    # sends per micro-batch together); the f16 step sends half as many (its
+    # cost model times the f16 step, so its cut may differ).
+    def cut_bytes(plan):
+        m = re.search(r"cut 0\|1 after forward op \d+: \d+ tensor\(s\), (\d+) bytes", plan)
+        assert m, plan
+        return int(m.group(1))
     assert len(f32_bytes) == len(f16_bytes) == 2 * M
-    assert [int(b) // 2 for b in f32_bytes] == [int(b) for b in f16_bytes]
+    assert sum(map(int, f32_bytes)) == M * cut_bytes(plan32)
+    assert sum(map(int, f16_bytes)) == M * cut_bytes(r.stdout) // 2
 
 
 @pytest.mark.skipif(not NVCC, reason="nvcc not installed")
@@ -201,13 +209,19 @@ def test_pipeline_cuda_executable_builds(cnnc, models, tmp_path):
     stages = cu.split("namespace cnnc_stage")
     assert len(stages) == 1 + 2 * 2, "two stages, each opened and closed"
     s0, s1 = stages[1], stages[3]
-    # Stage 0 sends to 1 and receives from it; stage 1 the other way round.
-    assert len(re.findall(r"cnnrt::dist::send\(ctx, A \+ \d+, \d+ull, 1,", s0)) == M
-    assert len(re.findall(r"cnnrt::dist::recv\(ctx, A \+ \d+, \d+ull, 1,", s0)) == M
-    assert len(re.findall(r"cnnrt::dist::recv\(ctx, A \+ \d+, \d+ull, 0,", s1)) == M
-    assert len(re.findall(r"cnnrt::dist::send\(ctx, A \+ \d+, \d+ull, 0,", s1)) == M
+    # Stage 0 sends to 1 and receives from it; stage 1 the other way round,
+    # each on the link's stream (cnn-pipeline-async-transfers), waited for
+    # once each.
+    assert len(re.findall(r"cnnrt::dist::sendAsync\(ctx, A \+ \d+, \d+ull, 1,", s0)) == M
+    assert len(re.findall(r"cnnrt::dist::recvAsync\(ctx, A \+ \d+, \d+ull, 1,", s0)) == M
+    assert len(re.findall(r"cnnrt::dist::recvAsync\(ctx, A \+ \d+, \d+ull, 0,", s1)) == M
+    assert len(re.findall(r"cnnrt::dist::sendAsync\(ctx, A \+ \d+, \d+ull, 0,", s1)) == M
     for s in (s0, s1):
         assert "cnnrt::dist::prepare(ctx, 0)" in s
+        assert "cnnrt::dist::prepareTransfers(ctx, %d);" % (2 * M) in s
+        assert sorted(map(int, re.findall(r"dist::transferWait\(ctx, (\d+)\);", s))) == \
+            list(range(2 * M))
+        assert "dist::send(" not in s and "dist::recv(" not in s
         assert len(re.findall(r"// micro-batch \d of 4: rows", s)) == M
         # The spec: the M x B batch, 10 classes, the stage hooks.
         assert re.search(r"kModel = \{.*, %d, 3, 32, 32, 10, prepareModel, trainStep, "
@@ -223,8 +237,8 @@ def test_pipeline_cuda_executable_builds(cnnc, models, tmp_path):
         assert "dist::allReduce(" not in s
         assert s.index("dist::allReduceAcrossStages") < s.index("lossScaleUpdate<<<")
     # The sends of one stage and the receives of the other carry the same bytes.
-    sent = re.findall(r"dist::send\(ctx, A \+ \d+, (\d+)ull", s0)
-    got = re.findall(r"dist::recv\(ctx, A \+ \d+, (\d+)ull", s1)
+    sent = re.findall(r"dist::send(?:Async)?\(ctx, A \+ \d+, (\d+)ull", s0)
+    got = re.findall(r"dist::recv(?:Async)?\(ctx, A \+ \d+, (\d+)ull", s1)
     assert sent == got, (sent, got)
     assert "return cnnrt::trainPipelineMain(argc, argv, kStages, 2);" in cu
     assert os.access(exe, os.X_OK)

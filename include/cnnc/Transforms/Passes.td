@@ -880,7 +880,10 @@ def CNNPipelinePartition : Pass<"cnn-pipeline-partition", "mlir::ModuleOp"> {
     each cut. cnn-pipeline-split reads them.
 
     Cost model: a forward op's time is max(FLOPs / 50 TFLOP/s, bytes /
-    3 TB/s), a stage's time three times its forward ops'. A stage's peak is
+    3 TB/s) (`half-precision`: 400 TFLOP/s and half the bytes), a stage's
+    time three times its forward ops' plus its transfers (the activations
+    crossing its cuts and their gradients, at `link-gbps`), or the larger of
+    the two with `overlap-transfers`. A stage's peak is
     its parameters, BN buffers and optimizer state, plus the activations
     its backward pass reads (values that live from the forward into the
     backward pass) times the `micro-batches` in flight (the GPipe schedule
@@ -945,6 +948,16 @@ def CNNPipelinePartition : Pass<"cnn-pipeline-partition", "mlir::ModuleOp"> {
     Option<"printPlan", "print-plan", "bool", "false",
            "print the plan (cuts, per-stage memory and time, bubble) to "
            "stdout">,
+    Option<"halfPrecision", "half-precision", "bool", "false",
+           "time the step as its f16 form runs (cnn-precision after the "
+           "split): Tensor Core FLOPs, half the bytes moved and sent">,
+    Option<"overlapTransfers", "overlap-transfers", "bool", "false",
+           "the transfers overlap the stage's compute (the CUDA target's "
+           "cnn-pipeline-async-transfers): a stage takes the larger of its "
+           "compute and its transfers, not their sum">,
+    Option<"linkGBps", "link-gbps", "double", "100.0",
+           "the bandwidth between two stages' GPUs in GB/s (NCCL send/recv "
+           "over NVLink; 0: transfers cost nothing)">,
   ];
   let statistics = [
     Statistic<"numStages", "stages", "pipeline stages chosen">,
@@ -1073,6 +1086,58 @@ def CNNPipelineStage : Pass<"cnn-pipeline-stage", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"stage", "stage", "int64_t", "0", "the stage to keep (0 .. S - 1)">,
+  ];
+}
+
+def CNNPipelineAsyncTransfers : Pass<"cnn-pipeline-async-transfers", "mlir::ModuleOp"> {
+  let summary = "A pipeline stage's sends and receives overlap its compute (CUDA target, GPipe)";
+  let description = [{
+    On a stage's `@train_step` (cnn-pipeline-stage's, with
+    `cnn.pipeline_stages`): every `cnn.send` and `cnn.recv` gets an `event`
+    and a `cnn.transfer_wait` of it. The CUDA target issues the transfer on
+    the stream of its link (this stage and the peer: a communicator and a
+    stream per neighbour) when the compute stream reaches the op, and makes
+    the compute stream wait at the `cnn.transfer_wait`:
+
+    - a receive rises to just after the wait of the previous receive of its
+      tag (the same tensor, one micro-batch earlier) or the previous send to
+      its peer, whichever is later, or to the top of the step; its wait
+      stands where the receive was, before every reader;
+    - a send's wait goes just before the next send to the same peer, or at
+      the end of the step: the memory plan keeps the sent tensor until then.
+
+    A link's transfers keep their order, and every wait stands where the
+    synchronous form waited or later, so the schedule stays free of
+    deadlocks. The function gets `cnn.transfer_events` (how many events the
+    runtime creates). Steps with 1F1B's grouped transfers (`cnn.transfers`)
+    and steps of no pipeline are left as they are. Runs before
+    cnn-memory-plan, after every pass that adds readers.
+
+    Before (stage 1 of 2, two micro-batches):
+    ```mlir
+    %x0 = cnn.recv {peer = 0 : i64, tag = 0 : i64} : tensor<2x8xf32>
+    %y0 = cnn.relu %x0 : tensor<2x8xf32>
+    %x1 = cnn.recv {peer = 0 : i64, tag = 0 : i64} : tensor<2x8xf32>
+    %y1 = cnn.relu %x1 : tensor<2x8xf32>
+    cnn.send %g0 {peer = 0 : i64, tag = 1 : i64} : tensor<2x8xf32>
+    cnn.send %g1 {peer = 0 : i64, tag = 1 : i64} : tensor<2x8xf32>
+    ```
+    After:
+    ```mlir
+    %x0 = cnn.recv {event = 0 : i64, peer = 0 : i64, tag = 0 : i64} : tensor<2x8xf32>
+    cnn.transfer_wait %x0 {event = 0 : i64} : tensor<2x8xf32>
+    %x1 = cnn.recv {event = 1 : i64, peer = 0 : i64, tag = 0 : i64} : tensor<2x8xf32>
+    %y0 = cnn.relu %x0 : tensor<2x8xf32>
+    cnn.transfer_wait %x1 {event = 1 : i64} : tensor<2x8xf32>
+    %y1 = cnn.relu %x1 : tensor<2x8xf32>
+    cnn.send %g0 {event = 2 : i64, peer = 0 : i64, tag = 1 : i64} : tensor<2x8xf32>
+    cnn.transfer_wait %g0 {event = 2 : i64} : tensor<2x8xf32>
+    cnn.send %g1 {event = 3 : i64, peer = 0 : i64, tag = 1 : i64} : tensor<2x8xf32>
+    cnn.transfer_wait %g1 {event = 3 : i64} : tensor<2x8xf32>
+    ```
+  }];
+  let statistics = [
+    Statistic<"numAsync", "async-transfers", "transfers made asynchronous">,
   ];
 }
 

@@ -286,6 +286,13 @@ struct CNNPipelineOptions
                      "--param-format=false turns it off; checkpoints keep the "
                      "public K, C, R, S layout)"),
       llvm::cl::init(true), llvm::cl::cat(stepPassOptionCategory())};
+  Option<bool> pipelineAsyncTransfers{
+      *this, "pipeline-async-transfers",
+      llvm::cl::desc("Pipeline stages on the GPU (GPipe): sends and receives "
+                     "on a stream per neighbour, overlapping the stage's "
+                     "compute (cnn-pipeline-async-transfers; default on; off: "
+                     "on the compute stream)"),
+      llvm::cl::init(true), llvm::cl::cat(stepPassOptionCategory())};
   Option<bool> memoryPlan{
       *this, "memory-plan",
       llvm::cl::desc("cnn-memory-plan shares memory between temporaries "

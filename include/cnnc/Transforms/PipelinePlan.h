@@ -48,11 +48,15 @@ mlir::LogicalResult printPipelinePlan(mlir::ModuleOp module,
 /// `stages` 0 with a `deviceMemoryBytes` budget: the fewest stages that
 /// fit it. With a `schedule` ("gpipe" or "1f1b"), cnn-pipeline-schedule then makes
 /// one @stage<s>_step per stage (reference::runScheduledPipelineStep).
+/// `halfPrecision`: the stages will run in f16; `overlapTransfers`: their
+/// transfers overlap their compute (the cost model's times).
 mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>>
 splitIntoPipelineStages(mlir::ModuleOp module, int64_t stages,
                         int64_t microBatches, llvm::raw_ostream *plan,
                         llvm::StringRef schedule = "",
-                        int64_t deviceMemoryBytes = 0);
+                        int64_t deviceMemoryBytes = 0,
+                        bool halfPrecision = false,
+                        bool overlapTransfers = false);
 
 } // namespace cnnc
 

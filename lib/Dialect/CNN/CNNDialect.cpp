@@ -115,6 +115,8 @@ AttrKind funcAttrKind(StringRef name) {
       .Case("cnn.pipeline_schedule", AttrKind::String) // cnn-pipeline-schedule
       // cnn-pipeline-stage: a stage's step for the CUDA target.
       .Cases({"cnn.pipeline_stages", "cnn.num_classes"}, AttrKind::Count)
+      // cnn-pipeline-async-transfers: the events the runtime creates.
+      .Case("cnn.transfer_events", AttrKind::Count)
       .Default(AttrKind::Unknown);
 }
 

@@ -28,16 +28,82 @@ static LogicalResult verifyTransfer(Operation *op, int64_t peer, int64_t tag,
   return success();
 }
 
+/// An asynchronous transfer (`event` set) has exactly one
+/// cnn.transfer_wait of its event, reading `v` (what it sends or received).
+static LogicalResult verifyAsync(Operation *op, std::optional<uint64_t> event,
+                                 Value v) {
+  if (!event)
+    return success();
+  auto e = static_cast<int64_t>(*event);
+  if (e < 0)
+    return op->emitOpError("'event' must be >= 0, got ") << e;
+  int waits = 0;
+  for (Operation *u : v.getUsers())
+    if (auto w = dyn_cast<TransferWaitOp>(u); w && w.getEvent() == *event)
+      ++waits;
+  if (waits != 1)
+    return op->emitOpError("with event ")
+           << e << " needs exactly one cnn.transfer_wait of that event, has "
+           << waits;
+  return success();
+}
+
 LogicalResult SendOp::verify() {
-  return verifyTransfer(*this, getPeerAttr().getValue().getSExtValue(),
-                        getTagAttr().getValue().getSExtValue(),
-                        getInput().getType());
+  if (failed(verifyTransfer(*this, getPeerAttr().getValue().getSExtValue(),
+                            getTagAttr().getValue().getSExtValue(),
+                            getInput().getType())))
+    return failure();
+  return verifyAsync(*this, getEvent(), getInput());
 }
 
 LogicalResult RecvOp::verify() {
-  return verifyTransfer(*this, getPeerAttr().getValue().getSExtValue(),
-                        getTagAttr().getValue().getSExtValue(),
-                        getResult().getType());
+  if (failed(verifyTransfer(*this, getPeerAttr().getValue().getSExtValue(),
+                            getTagAttr().getValue().getSExtValue(),
+                            getResult().getType())))
+    return failure();
+  return verifyAsync(*this, getEvent(), getResult());
+}
+
+LogicalResult TransferWaitOp::verify() {
+  auto e = static_cast<int64_t>(getEvent());
+  if (e < 0)
+    return emitOpError("'event' must be >= 0, got ") << e;
+  Operation *transfer = nullptr;
+  int count = 0;
+  for (Operation &op : *(*this)->getBlock()) {
+    std::optional<uint64_t> ev;
+    if (auto s = dyn_cast<SendOp>(op))
+      ev = s.getEvent();
+    else if (auto r = dyn_cast<RecvOp>(op))
+      ev = r.getEvent();
+    if (ev && static_cast<int64_t>(*ev) == e) {
+      transfer = &op;
+      ++count;
+    }
+  }
+  if (count != 1)
+    return emitOpError("event ")
+           << e << " needs exactly one cnn.send or cnn.recv with that event "
+           << "in its block, found " << count;
+  if (!transfer->isBeforeInBlock(*this))
+    return emitOpError("waits for event ")
+           << e << " before its transfer is issued";
+  if (auto snd = dyn_cast<SendOp>(transfer)) {
+    if (getTensor() != snd.getInput())
+      return emitOpError("must read the tensor its cnn.send of event ")
+             << e << " sends";
+    return success();
+  }
+  auto rcv = cast<RecvOp>(transfer);
+  if (getTensor() != rcv.getResult())
+    return emitOpError("must read the result of its cnn.recv of event ") << e;
+  for (Operation *u : rcv.getResult().getUsers()) {
+    Operation *top = (*this)->getBlock()->findAncestorOpInBlock(*u);
+    if (u != getOperation() && top && top->isBeforeInBlock(*this))
+      return emitOpError("the value received with event ")
+             << e << " is read before this wait";
+  }
+  return success();
 }
 
 LogicalResult TransfersOp::verify() {

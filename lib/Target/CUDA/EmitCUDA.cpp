@@ -2274,9 +2274,17 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
             AccumulateGradOp, AccumulationStepOp, AllReduceOp>(
           [&](auto x) { return print(out, x); })
       .Case<ReshapeOp, FlattenOp>([&](Operation *) { return success(); })
-      .Case<MicroBatchOp, SendOp, RecvOp, TransfersOp>([&](Operation *o) {
+      .Case<MicroBatchOp, SendOp, RecvOp, TransfersOp, TransferWaitOp>(
+          [&](Operation *o) {
         if (isPipelineTransfer(o) && !pipelineTransfers) {
           prepare += "  cnnrt::dist::prepare(ctx, 0); // the stages\n";
+          // cnn-pipeline-async-transfers' events: links and their streams.
+          if (auto events = o->getParentOfType<func::FuncOp>()
+                                ->getAttrOfType<IntegerAttr>(
+                                    "cnn.transfer_events"))
+            prepare += fmt::format(
+                "  cnnrt::dist::prepareTransfers(ctx, {});\n",
+                events.getInt());
           pipelineTransfers = true;
         }
         ++numLaunches;

@@ -16,7 +16,7 @@ using namespace cnnc;
 using namespace cnnc::cnn;
 
 bool cnnc::isPipelineOp(Operation *op) {
-  return isa<MicroBatchOp, SendOp, RecvOp, TransfersOp>(op);
+  return isa<MicroBatchOp, SendOp, RecvOp, TransfersOp, TransferWaitOp>(op);
 }
 
 bool cnnc::isPipelineTransfer(Operation *op) {
@@ -63,6 +63,14 @@ LogicalResult cnnc::printPipelineOp(Operation *op,
         auto t = cast<RankedTensorType>(snd.getInput().getType());
         if (failed(checkBytes(op, t)))
           return failure();
+        if (std::optional<uint64_t> e = snd.getEvent()) {
+          out += fmt::format("  cnnrt::dist::sendAsync(ctx, A + {}, {}ull, {}, "
+                             "{}, \"tag {} at {}\");\n",
+                             offsetOf(snd.getInput()), bytesOf(t),
+                             static_cast<int64_t>(snd.getPeer()), *e,
+                             static_cast<int64_t>(snd.getTag()), loc);
+          return success();
+        }
         out += fmt::format("  cnnrt::dist::send(ctx, A + {}, {}ull, {}, "
                            "\"tag {} at {}\");\n",
                            offsetOf(snd.getInput()), bytesOf(t),
@@ -74,11 +82,24 @@ LogicalResult cnnc::printPipelineOp(Operation *op,
         auto t = cast<RankedTensorType>(rcv.getResult().getType());
         if (failed(checkBytes(op, t)))
           return failure();
+        if (std::optional<uint64_t> e = rcv.getEvent()) {
+          out += fmt::format("  cnnrt::dist::recvAsync(ctx, A + {}, {}ull, {}, "
+                             "{}, \"tag {} at {}\");\n",
+                             offsetOf(rcv.getResult()), bytesOf(t),
+                             static_cast<int64_t>(rcv.getPeer()), *e,
+                             static_cast<int64_t>(rcv.getTag()), loc);
+          return success();
+        }
         out += fmt::format("  cnnrt::dist::recv(ctx, A + {}, {}ull, {}, "
                            "\"tag {} at {}\");\n",
                            offsetOf(rcv.getResult()), bytesOf(t),
                            static_cast<int64_t>(rcv.getPeer()),
                            static_cast<int64_t>(rcv.getTag()), loc);
+        return success();
+      })
+      .Case<TransferWaitOp>([&](TransferWaitOp w) {
+        out += fmt::format("  cnnrt::dist::transferWait(ctx, {});\n",
+                           static_cast<uint64_t>(w.getEvent()));
         return success();
       })
       .Case<TransfersOp>([&](TransfersOp g) {

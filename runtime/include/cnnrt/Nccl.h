@@ -56,6 +56,18 @@ void join(Context &ctx, int bucket);
 void send(Context &ctx, const void *buf, size_t bytes, int peer,
           const char *what);
 void recv(Context &ctx, void *buf, size_t bytes, int peer, const char *what);
+/// Asynchronous transfers (cnn-pipeline-async-transfers): prepareTransfers
+/// (the step's prepareModel) splits the stages into neighbour pairs (a
+/// communicator and a stream per link) and creates `numEvents` events;
+/// sendAsync / recvAsync issue the transfer with the neighbour `peer` on
+/// its link's stream once the compute stream has reached them, and
+/// transferWait(event) makes the compute stream wait for it.
+void prepareTransfers(Context &ctx, int numEvents);
+void sendAsync(Context &ctx, const void *buf, size_t bytes, int peer,
+               int event, const char *what);
+void recvAsync(Context &ctx, void *buf, size_t bytes, int peer, int event,
+               const char *what);
+void transferWait(Context &ctx, int event);
 /// The transfers between them run as one NCCL group (cnn.transfers: 1F1B's
 /// sends and receives in both directions, posted before any waits).
 void groupStart(Context &ctx);

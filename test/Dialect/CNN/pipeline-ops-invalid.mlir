@@ -77,3 +77,61 @@ func.func @micro_shape(%x: tensor<8x3xf32>) -> tensor<4x3xf32> {
   %a = cnn.micro_batch %x {index = 0 : i64, count = 4 : i64} : tensor<8x3xf32> -> tensor<4x3xf32>
   return %a : tensor<4x3xf32>
 }
+
+// -----
+
+// cnn.transfer_wait's constraints (CNNPipelineOps.td): one transfer of its
+// event in the block, before it, reading what that transfer moves; a
+// received value read only after its wait; an asynchronous transfer waited
+// for exactly once.
+func.func @wait_without_transfer(%a: tensor<4xf32>) {
+  // expected-error @+1 {{event 3 needs exactly one cnn.send or cnn.recv with that event in its block, found 0}}
+  cnn.transfer_wait %a {event = 3 : i64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @send_never_waited(%a: tensor<4xf32>) {
+  // expected-error @+1 {{with event 0 needs exactly one cnn.transfer_wait of that event, has 0}}
+  cnn.send %a {event = 0 : i64, peer = 1 : i64, tag = 0 : i64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @wait_before_recv() {
+  %b = cnn.constant dense<0.0> : tensor<4xf32>
+  // expected-error @+1 {{waits for event 0 before its transfer is issued}}
+  cnn.transfer_wait %r {event = 0 : i64} : tensor<4xf32>
+  %r = cnn.recv {event = 0 : i64, peer = 0 : i64, tag = 0 : i64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @read_before_wait() -> tensor<4xf32> {
+  %r = cnn.recv {event = 0 : i64, peer = 0 : i64, tag = 0 : i64} : tensor<4xf32>
+  %y = cnn.relu %r : (tensor<4xf32>) -> tensor<4xf32>
+  // expected-error @+1 {{the value received with event 0 is read before this wait}}
+  cnn.transfer_wait %r {event = 0 : i64} : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+func.func @wrong_tensor(%a: tensor<4xf32>, %b: tensor<4xf32>) {
+  cnn.send %a {event = 0 : i64, peer = 1 : i64, tag = 0 : i64} : tensor<4xf32>
+  // expected-error @+1 {{must read the tensor its cnn.send of event 0 sends}}
+  cnn.transfer_wait %b {event = 0 : i64} : tensor<4xf32>
+  cnn.transfer_wait %a {event = 0 : i64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @negative_event(%a: tensor<4xf32>) {
+  // expected-error @+1 {{'event' must be >= 0, got -1}}
+  cnn.send %a {event = -1 : i64, peer = 1 : i64, tag = 0 : i64} : tensor<4xf32>
+  return
+}

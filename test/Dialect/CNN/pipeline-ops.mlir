@@ -41,3 +41,18 @@ func.func @micro(%x: tensor<8x3x2x2xf32>, %l: tensor<8xi32>) -> (tensor<2x3x2x2x
   %b = cnn.micro_batch %l {index = 0 : i64, count = 2 : i64} : tensor<8xi32> -> tensor<4xi32>
   return %a, %b : tensor<2x3x2x2xf32>, tensor<4xi32>
 }
+
+// Asynchronous transfers (cnn-pipeline-async-transfers): an event on the
+// send and the receive, and the compute stream's wait for each.
+// CHECK-LABEL: func.func @async
+// CHECK: %[[R:.*]] = cnn.recv {event = 0 : i64, peer = 0 : i64, tag = 0 : i64} : tensor<2x4xf16>
+// CHECK: cnn.transfer_wait %[[R]] {event = 0 : i64} : tensor<2x4xf16>
+// CHECK: cnn.send %[[R]] {event = 1 : i64, peer = 2 : i64, tag = 1 : i64} : tensor<2x4xf16>
+// CHECK: cnn.transfer_wait %[[R]] {event = 1 : i64} : tensor<2x4xf16>
+func.func @async() attributes {cnn.pipeline_stage = 1 : i64} {
+  %r = cnn.recv {event = 0 : i64, peer = 0 : i64, tag = 0 : i64} : tensor<2x4xf16>
+  cnn.transfer_wait %r {event = 0 : i64} : tensor<2x4xf16>
+  cnn.send %r {event = 1 : i64, peer = 2 : i64, tag = 1 : i64} : tensor<2x4xf16>
+  cnn.transfer_wait %r {event = 1 : i64} : tensor<2x4xf16>
+  return
+}

@@ -27,8 +27,16 @@ def CNN_SendOp : CNN_Op<"send"> {
     ```mlir
     cnn.send %act {peer = 1 : i64, tag = 0 : i64} : tensor<4x16x8x8xf32>
     ```
+
+    With `event` (cnn-pipeline-async-transfers, CUDA target): the send runs
+    on the stream of its link (this stage and `peer`) once the compute
+    stream has reached it, and the compute stream goes on; the
+    `cnn.transfer_wait` of the same event, later in the function and
+    reading `input` (which keeps the buffer alive until then), is where
+    the compute stream waits for it.
   }];
-  let arguments = (ins AnyRankedTensor:$input, I64Attr:$peer, I64Attr:$tag);
+  let arguments = (ins AnyRankedTensor:$input, I64Attr:$peer, I64Attr:$tag,
+                   OptionalAttr<I64Attr>:$event);
   let assemblyFormat = "$input attr-dict `:` type($input)";
   let hasVerifier = 1;
 }
@@ -43,8 +51,15 @@ def CNN_RecvOp : CNN_Op<"recv"> {
     ```mlir
     %act = cnn.recv {peer = 0 : i64, tag = 0 : i64} : tensor<4x16x8x8xf32>
     ```
+
+    With `event` (cnn-pipeline-async-transfers, CUDA target): the receive
+    is posted on its link's stream once the compute stream has reached it
+    (it may stand well before its readers, so that it overlaps the
+    compute); the result may be read only after the `cnn.transfer_wait` of
+    the same event, which must come before every other reader.
   }];
-  let arguments = (ins I64Attr:$peer, I64Attr:$tag);
+  let arguments = (ins I64Attr:$peer, I64Attr:$tag,
+                   OptionalAttr<I64Attr>:$event);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = "attr-dict `:` type($result)";
   let hasVerifier = 1;
@@ -73,6 +88,29 @@ def CNN_TransfersOp : CNN_Op<"transfers"> {
                    DenseI64ArrayAttr:$recv_peers, DenseI64ArrayAttr:$recv_tags);
   let results = (outs Variadic<AnyRankedTensor>:$results);
   let assemblyFormat = "$inputs attr-dict `:` functional-type($inputs, $results)";
+  let hasVerifier = 1;
+}
+
+def CNN_TransferWaitOp : CNN_Op<"transfer_wait"> {
+  let summary = "the compute stream waits for an asynchronous send or receive";
+  let description = [{
+    Made by cnn-pipeline-async-transfers: the step's compute stream waits
+    here for the `cnn.send` or `cnn.recv` with the same `event` (earlier in
+    the function) to complete. `tensor` is what that op sends or received:
+    reading it keeps a sent buffer alive in the memory plan until NCCL has
+    read it, and puts the wait for a received one before its readers.
+    Constraints (verified): exactly one send or receive of the function has
+    `event`, before this op, and `tensor` is its input (send) or result
+    (recv); a received value's other readers all come after this op.
+
+    ```mlir
+    %a = cnn.recv {event = 0 : i64, peer = 0 : i64, tag = 0 : i64} : tensor<4x16x8x8xf16>
+    ...
+    cnn.transfer_wait %a {event = 0 : i64} : tensor<4x16x8x8xf16>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$tensor, I64Attr:$event);
+  let assemblyFormat = "$tensor attr-dict `:` type($tensor)";
   let hasVerifier = 1;
 }
 
