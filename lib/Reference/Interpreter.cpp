@@ -231,6 +231,7 @@ private:
   LogicalResult exec(cnn::NLLLossOp op);
   LogicalResult exec(cnn::ArgMaxOp op) { return execArgExtreme(op, true); }
   LogicalResult exec(cnn::ArgMinOp op) { return execArgExtreme(op, false); }
+  LogicalResult exec(cnn::GatherElementsOp op);
   // Backward ops.
   LogicalResult exec(cnn::Conv2DBwdDataOp op);
   LogicalResult exec(cnn::Conv2DBwdFilterOp op);
@@ -241,6 +242,7 @@ private:
   LogicalResult exec(cnn::BatchNormGradOp op);
   LogicalResult exec(cnn::SoftmaxCrossEntropyGradOp op);
   LogicalResult exec(cnn::NLLLossGradOp op);
+  LogicalResult exec(cnn::GatherElementsGradOp op);
   // Optimizer ops.
   LogicalResult exec(cnn::SGDUpdateOp op);
   LogicalResult exec(cnn::AdamUpdateOp op);
@@ -281,6 +283,12 @@ private:
   LogicalResult nllPositionWeights(OpT op, int64_t classes,
                                    std::vector<double> &weights,
                                    std::vector<char> &ignored, double &sum);
+  /// For gather_elements (forward and gradient): the flat input offset of
+  /// each element of `indices`, whose shape is `indexShape`, along `axis` of
+  /// an input of shape `inputShape`; fails on an index outside [-s, s).
+  LogicalResult gatherOffsets(Operation *op, Value indices,
+                              ArrayRef<int64_t> inputShape, int64_t axis,
+                              std::vector<int64_t> &offsets);
   /// arg_max (`max`) or arg_min along the op's axis.
   template <typename OpT> LogicalResult execArgExtreme(OpT op, bool max);
 
@@ -555,7 +563,8 @@ static void attachEvaluations(MLIRContext *ctx) {
          cnn::ReshapeOp, cnn::ReduceSumOp, cnn::ReduceMeanOp,
          cnn::ReduceMaxOp>(ctx);
   attach<cnn::NLLLossOp, cnn::NLLLossGradOp, cnn::ArgMaxOp, cnn::ArgMinOp,
-         cnn::ReduceProdOp>(ctx);
+         cnn::ReduceProdOp, cnn::GatherElementsOp, cnn::GatherElementsGradOp>(
+      ctx);
   attach<cnn::Conv2DBwdDataOp, cnn::Conv2DBwdFilterOp, cnn::BiasGradOp,
          cnn::MaxPool2DGradOp, cnn::AvgPool2DGradOp, cnn::GlobalAvgPoolGradOp,
          cnn::BatchNormGradOp, cnn::SoftmaxCrossEntropyGradOp>(ctx);
@@ -979,6 +988,48 @@ LogicalResult Executor::exec(cnn::NLLLossOp op) {
   return success();
 }
 
+LogicalResult Executor::gatherOffsets(Operation *op, Value indices,
+                                     ArrayRef<int64_t> inputShape,
+                                     int64_t axis,
+                                     std::vector<int64_t> &offsets) {
+  auto indexShape = shapeOf(indices);
+  int64_t rank = inputShape.size(), size = inputShape[axis];
+  const Tensor &index = get(indices);
+  offsets.resize(index.data.size());
+  for (size_t i = 0; i < index.data.size(); ++i) {
+    auto k = static_cast<int64_t>(index.data[i]);
+    if (k < -size || k >= size)
+      return op->emitError("reference interpreter: index #")
+             << i << " is " << k << ", outside [" << -size << ", " << size
+             << ") along axis " << axis;
+    if (k < 0)
+      k += size;
+    // The input offset of the index's position with its `axis` coordinate
+    // replaced by k (row-major in both shapes).
+    int64_t rest = i, offset = 0, stride = 1;
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      int64_t coord = rest % indexShape[d];
+      rest /= indexShape[d];
+      offset += (d == axis ? k : coord) * stride;
+      stride *= inputShape[d];
+    }
+    offsets[i] = offset;
+  }
+  return success();
+}
+
+LogicalResult Executor::exec(cnn::GatherElementsOp op) {
+  std::vector<int64_t> offsets;
+  if (failed(gatherOffsets(op, op.getIndices(), shapeOf(op.getInput()),
+                           op.getAxis(), offsets)))
+    return failure();
+  const float *x = ptr(op.getInput());
+  float *y = out(op.getResult());
+  for (size_t i = 0; i < offsets.size(); ++i)
+    y[i] = x[offsets[i]];
+  return success();
+}
+
 template <typename OpT>
 LogicalResult Executor::execArgExtreme(OpT op, bool max) {
   auto s = shapeOf(op.getInput());
@@ -1083,6 +1134,22 @@ LogicalResult Executor::exec(cnn::SoftmaxCrossEntropyGradOp op) {
                               scalar(op.getGradLoss()), out(op.getResult()),
                               s[0], s[1], f32(op.getLabelSmoothing()),
                               op.getIgnoreIndex());
+  return success();
+}
+
+// The scatter-add of gather_elements' reads, summed in double.
+LogicalResult Executor::exec(cnn::GatherElementsGradOp op) {
+  std::vector<int64_t> offsets;
+  if (failed(gatherOffsets(op, op.getIndices(), shapeOf(op.getResult()),
+                           op.getAxis(), offsets)))
+    return failure();
+  const float *dy = ptr(op.getGradOutput());
+  Tensor &dx = def(op.getResult());
+  std::vector<double> sum(dx.data.size(), 0.0);
+  for (size_t i = 0; i < offsets.size(); ++i)
+    sum[offsets[i]] += dy[i];
+  for (size_t j = 0; j < sum.size(); ++j)
+    dx.data[j] = static_cast<float>(sum[j]);
   return success();
 }
 

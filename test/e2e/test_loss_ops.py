@@ -1,5 +1,7 @@
-"""cnn.nll_loss's gradient rule (the imported NegativeLogLikelihoodLoss and
-SoftmaxCrossEntropyLoss) against torch.autograd in float64.
+"""Gradient rules of the ops imported for the ONNX conformance set's losses
+against torch.autograd in float64: cnn.nll_loss (NegativeLogLikelihoodLoss,
+SoftmaxCrossEntropyLoss), and cnn.gather_elements, cnn.select (Where with a
+run-time operand) and cnn.thresholded_relu (the last test).
 
 The forward feeds x * w (a parameter) through cnn.nll_loss with constant
 integer labels and class weights; cnn-autodiff builds the backward pass
@@ -99,3 +101,50 @@ def test_nll_loss_gradient(reduction, weighted, ignore, extra):
                 mask[n, labels[n, d], d] = True
     assert np.all(dw[~mask] == 0)
     assert np.all(dw[mask] != 0)
+
+
+# gather_elements (what NegativeLogLikelihoodLoss's expanded form and
+# torch.gather export) and select (ONNX Where with a run-time operand): the
+# gradient rules against torch.autograd.
+# N x 2 x D: one negative index, and positions gathered twice (n 0, d 0;
+# n 1, d 3), whose gradients add up.
+GATHER_INDEX = [[[0, 2, 1, -1], [0, 1, 1, 2]], [[2, 2, 0, 1], [2, 0, 0, 1]]]
+COND = [[[1, 0, 1, 1], [1, 1, 0, 1]], [[0, 1, 1, 1], [1, 1, 0, 1]]]
+
+
+@pytest.mark.parametrize("extra", PIPELINES, ids=IDS)
+def test_gather_elements_and_select_gradient(extra):
+    t = ty((N, C, D))
+    mlir = f"""
+func.func @forward(%x: {t} {{cnn.input}}, %w: {t} {{cnn.param = "w"}}) -> tensor<2x8xf32> {{
+  %h = cnn.mul %x, %w : ({t}, {t}) -> {t}
+  %i = cnn.constant dense<{GATHER_INDEX}> : tensor<2x2x4xi64>
+  %g = cnn.gather_elements %h, %i {{axis = 1}} : ({t}, tensor<2x2x4xi64>) -> tensor<2x2x4xf32>
+  %c = cnn.constant dense<{np.array(COND, float).tolist()}> : tensor<2x2x4xf32>
+  %z = cnn.constant dense<0.5> : tensor<1x1x1xf32>
+  %s = cnn.select %c, %g, %z : (tensor<2x2x4xf32>, tensor<2x2x4xf32>, tensor<1x1x1xf32>) -> tensor<2x2x4xf32>
+  %t = cnn.thresholded_relu %s {{alpha = -0.25 : f32}} : (tensor<2x2x4xf32>) -> tensor<2x2x4xf32>
+  %l = cnn.reshape %t : (tensor<2x2x4xf32>) -> tensor<2x8xf32>
+  return %l : tensor<2x8xf32>
+}}"""
+    rng = np.random.default_rng(9)
+    x = rng.normal(size=(N, C, D)).astype(np.float32)
+    w = rng.normal(size=(N, C, D)).astype(np.float32)
+    step_labels = np.array([0, 7])
+    loss, dw = train_step_grads(mlir, x, w, step_labels, extra)
+
+    tw = torch.tensor(w, dtype=torch.float64, requires_grad=True)
+    h = torch.tensor(x, dtype=torch.float64) * tw
+    index = torch.tensor(GATHER_INDEX) % C
+    g = torch.gather(h, 1, index)
+    cond = torch.tensor(COND, dtype=torch.bool)
+    s = torch.where(cond, g, torch.tensor(0.5, dtype=torch.float64))
+    t = torch.where(s > -0.25, s, torch.zeros_like(s))
+    ref = F.cross_entropy(t.reshape(N, 2 * D), torch.tensor(step_labels))
+    ref.backward()
+    assert rel(loss, ref.item()) < TOL, (loss, ref.item())
+    assert rel(dw, tw.grad.numpy()) < TOL, (dw, tw.grad.numpy())
+    # Only the gathered positions that were selected and above the
+    # threshold get a gradient.
+    assert np.count_nonzero(dw) == np.count_nonzero(tw.grad.numpy())
+    assert 0 < np.count_nonzero(dw) < N * C * D

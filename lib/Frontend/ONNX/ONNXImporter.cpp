@@ -265,10 +265,10 @@ public:
   template <typename OpTy> LogicalResult importArgExtreme();
   /// x - m - log(sum(exp(x - m))) over `axes`, m = cnn.reduce_max there.
   Value logSoftmax(Value x, ArrayRef<int64_t> axes);
-  /// Input `i` as integer class labels: a run-time integer tensor, or an
-  /// integer constant materialized as an i64 cnn.constant. Null after an
-  /// error.
-  Value labels(int i);
+  /// Input `i` as an integer tensor (class labels, gather indices; `what`
+  /// names it in errors): a run-time integer tensor, or an integer constant
+  /// materialized as an i64 cnn.constant. Null after an error.
+  Value integerInput(int i, StringRef what);
   /// The `reduction` and `ignore_index` attributes of a loss node as the
   /// loss ops' attributes; failure (one diagnostic) for a reduction that
   /// is not none, sum or mean.
@@ -379,6 +379,11 @@ public:
                                    nodeName));
     return importUnary<cnn::CeluOp>({attr("alpha", b.getF32FloatAttr(alpha))});
   }
+  LogicalResult importThresholdedRelu() {
+    return importUnary<cnn::ThresholdedReluOp>(
+        {attr("alpha", b.getF32FloatAttr(floatAttr("alpha", 1.0f)))});
+  }
+  LogicalResult importGatherElements();
   LogicalResult importLeakyRelu() {
     return importUnary<cnn::LeakyReluOp>(
         {attr("alpha", b.getF32FloatAttr(floatAttr("alpha", 0.01f)))});
@@ -2267,7 +2272,33 @@ LogicalResult Importer::importSize() {
   return success();
 }
 
+/// Where: folded on constants; with a run-time X or Y, cnn.select on the
+/// constant condition materialized as 0 / 1 (cnnc has no run-time boolean
+/// tensors: a computed condition is refused).
 LogicalResult Importer::importWhere() {
+  Slot *xs = input(1), *ys = xs ? input(2) : nullptr;
+  if (!ys)
+    return failure();
+  if (!xs->constant || !ys->constant) {
+    const ConstVal *c = constant(0, "condition");
+    if (!c)
+      return failure();
+    std::vector<float> flags(c->numel());
+    for (int64_t k = 0; k < c->numel(); ++k)
+      flags[k] = c->at(k) != 0 ? 1.0f : 0.0f;
+    Value cond = materialize(ConstVal::floatTensor(c->shape, flags));
+    Value x = data(1), y = data(2);
+    if (!cond || !x || !y)
+      return failure();
+    int64_t rank = std::max({shapeOf(cond).size(), shapeOf(x).size(),
+                             shapeOf(y).size()});
+    Value r = make<cnn::SelectOp>(
+        {alignRank(cond, rank), alignRank(x, rank), alignRank(y, rank)});
+    if (!r)
+      return failure();
+    setOutput(0, r);
+    return success();
+  }
   const ConstVal *c = constant(0, "condition");
   const ConstVal *x = c ? constant(1, "X") : nullptr;
   const ConstVal *y = x ? constant(2, "Y") : nullptr;
@@ -2659,7 +2690,7 @@ Value Importer::logSoftmax(Value x, ArrayRef<int64_t> axes) {
   return make<cnn::SubOp>({d, lse});
 }
 
-Value Importer::labels(int i) {
+Value Importer::integerInput(int i, StringRef what) {
   Slot *s = input(i);
   if (!s)
     return {};
@@ -2667,16 +2698,18 @@ Value Importer::labels(int i) {
     if (!cast<RankedTensorType>(s->value.getType())
              .getElementType()
              .isInteger())
-      (void)nodeError(fmt::format("labels '{}' of node '{}' ({}) must be an "
+      (void)nodeError(fmt::format("{} '{}' of node '{}' ({}) must be an "
                                   "integer tensor",
-                                  node->input(i), nodeName, node->op_type()));
+                                  what.str(), node->input(i), nodeName,
+                                  node->op_type()));
     return s->value;
   }
   const ConstVal &c = *s->constant;
   if (!c.isInt) {
-    (void)nodeError(fmt::format("labels '{}' of node '{}' ({}) must be an "
+    (void)nodeError(fmt::format("{} '{}' of node '{}' ({}) must be an "
                                 "integer tensor, got float values",
-                                node->input(i), nodeName, node->op_type()));
+                                what.str(), node->input(i), nodeName,
+                                node->op_type()));
     return {};
   }
   if (c.numel() > kMaxInlineConstant) {
@@ -2803,12 +2836,32 @@ LogicalResult Importer::importLRN() {
   return success();
 }
 
+/// GatherElements(data, indices): cnn.gather_elements.
+LogicalResult Importer::importGatherElements() {
+  Value x = data(0);
+  if (!x)
+    return failure();
+  int64_t rank = shapeOf(x).size();
+  int64_t axis = intAttr("axis", 0);
+  if (!normalizeAxis(axis, rank))
+    return nodeError(fmt::format("GatherElements axis {} of node '{}' is out "
+                                 "of range for rank {}",
+                                 intAttr("axis", 0), nodeName, rank));
+  Value y = make<cnn::GatherElementsOp>(
+      {x, integerInput(1, "indices")},
+      {attr("axis", b.getI64IntegerAttr(axis))});
+  if (!y)
+    return failure();
+  setOutput(0, y);
+  return success();
+}
+
 /// NegativeLogLikelihoodLoss(input, target[, weight]): cnn.nll_loss.
 LogicalResult Importer::importNLLLoss() {
   SmallVector<NamedAttribute> attrs;
   if (failed(lossAttributes(attrs)))
     return failure();
-  SmallVector<Value> operands{data(0), labels(1)};
+  SmallVector<Value> operands{data(0), integerInput(1, "labels")};
   if (hasInput(2))
     operands.push_back(data(2));
   Value loss = make<cnn::NLLLossOp>(operands, attrs);
@@ -2838,7 +2891,7 @@ LogicalResult Importer::importSoftmaxCrossEntropyLoss() {
                                  "d1 x ... (rank >= 2), got {}",
                                  nodeName, shapeStr(shapeOf(x))));
   Value logProb = logSoftmax(x, {1});
-  SmallVector<Value> operands{logProb, labels(1)};
+  SmallVector<Value> operands{logProb, integerInput(1, "labels")};
   if (hasInput(2))
     operands.push_back(data(2));
   Value loss = make<cnn::NLLLossOp>(operands, attrs);
@@ -3084,6 +3137,7 @@ const OpHandler kOpHandlers[] = {
   {"Gelu", 20, kMaxOpset, &Importer::importGelu, Y, Y, "cnn.gelu (approximate none or tanh)"},
   {"HardSigmoid", 6, kMaxOpset, &Importer::importHardSigmoid, Y, Y, "cnn.hard_sigmoid"},
   {"HardSwish", 14, kMaxOpset, &Importer::importHardSwish, Y, Y, "cnn.hard_swish"},
+  {"ThresholdedRelu", 10, kMaxOpset, &Importer::importThresholdedRelu, Y, Y, "cnn.thresholded_relu (alpha, default 1)"},
   {"LeakyRelu", 6, kMaxOpset, &Importer::importLeakyRelu, Y, Y, "cnn.leaky_relu"},
   {"Pad", 2, kMaxOpset, &Importer::importPad, Y, Y, "constant/reflect/edge, constant pads (attribute before opset 11, inputs after): cnn.pad"},
   {"Resize", 10, kMaxOpset, &Importer::importResize, Y, Y, "4-D, H and W only: cnn.resize, nearest (nearest_mode round_prefer_floor/ceil, floor, ceil) or linear (bilinear), coordinate_transformation_mode half_pixel, pytorch_half_pixel, align_corners or asymmetric (opset 10: asymmetric, nearest rounds down), constant scales or sizes (axes at 18+); no cubic, tf_crop_and_resize, antialias, exclude_outside"},
@@ -3106,7 +3160,8 @@ const OpHandler kOpHandlers[] = {
   {"Sub", 7, kMaxOpset, &Importer::importBinaryNode, Y, Y, "cnn.sub (numpy broadcasting); constants fold"},
   {"Transpose", 1, kMaxOpset, &Importer::importTranspose, Y, Y, "cnn.transpose; constants fold"},
   {"Unsqueeze", 1, kMaxOpset, &Importer::importUnsqueeze, Y, Y, "constant axes: cnn.reshape"},
-  {"Where", 9, kMaxOpset, &Importer::importWhere, C, C, "constants only (folded)"},
+  {"Where", 9, kMaxOpset, &Importer::importWhere, Y, N, "constants fold; a run-time X or Y with a constant condition: cnn.select (numpy broadcasting; the CUDA target takes splat constants only, so not a non-uniform condition)"},
+  {"GatherElements", 11, kMaxOpset, &Importer::importGatherElements, Y, N, "cnn.gather_elements (indices a constant or an integer tensor; negative indices count from the end); differentiable in the data"},
   {"Celu", 12, kMaxOpset, &Importer::importCelu, Y, Y, "cnn.celu (alpha != 0)"},
   {"Elu", 6, kMaxOpset, &Importer::importElu, Y, Y, "cnn.elu"},
   {"GlobalMaxPool", 1, kMaxOpset, &Importer::importGlobalMaxPool, Y, Y, "cnn.reduce_max over the spatial dimensions (keepdims)"},

@@ -1,6 +1,7 @@
 // RUN: cnnc-opt %s -split-input-file -verify-diagnostics
 // Each constraint of cnn.nll_loss, cnn.nll_loss_grad, cnn.arg_max,
-// cnn.arg_min and cnn.reduce_prod (CNNOps.td) rejected with one message.
+// cnn.arg_min, cnn.reduce_prod, cnn.gather_elements(_grad) and cnn.select
+// (CNNOps.td) rejected with one message.
 
 func.func @nll_rank(%x: tensor<4xf32>, %y: tensor<4xi64>) {
   // expected-error @+1 {{'input' must be N x C x d1 x ... (rank >= 2), got tensor<4xf32>}}
@@ -94,5 +95,53 @@ func.func @arg_min_result(%x: tensor<2x3xf32>) {
 func.func @reduce_prod_axes(%x: tensor<2x3xf32>) {
   // expected-error @+1 {{'axes' [1, 1] must be distinct}}
   %0 = cnn.reduce_prod %x {axes = array<i64: 1, 1>} : (tensor<2x3xf32>) -> tensor<2x1xf32>
+  return
+}
+
+// -----
+
+func.func @gather_axis(%x: tensor<2x3xf32>, %i: tensor<2x1xi64>) {
+  // expected-error @+1 {{'axis' 2 must lie in [0, 2) for 'input' tensor<2x3xf32>}}
+  %0 = cnn.gather_elements %x, %i {axis = 2} : (tensor<2x3xf32>, tensor<2x1xi64>) -> tensor<2x1xf32>
+  return
+}
+
+// -----
+
+func.func @gather_rank(%x: tensor<2x3xf32>, %i: tensor<2xi64>) {
+  // expected-error @+1 {{'indices' tensor<2xi64> must have the rank of 'input' tensor<2x3xf32>}}
+  %0 = cnn.gather_elements %x, %i {axis = 1} : (tensor<2x3xf32>, tensor<2xi64>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @gather_sizes(%x: tensor<2x3xf32>, %i: tensor<1x5xi64>) {
+  // expected-error @+1 {{'indices' tensor<1x5xi64> must have the sizes of 'input' tensor<2x3xf32> except along 'axis' 1}}
+  %0 = cnn.gather_elements %x, %i {axis = 1} : (tensor<2x3xf32>, tensor<1x5xi64>) -> tensor<1x5xf32>
+  return
+}
+
+// -----
+
+func.func @gather_grad_shape(%g: tensor<2x2xf32>, %i: tensor<2x1xi64>) {
+  // expected-error @+1 {{'grad_output' 'tensor<2x2xf32>' must have the shape of 'indices' 'tensor<2x1xi64>'}}
+  %0 = cnn.gather_elements_grad %g, %i {axis = 1} : (tensor<2x2xf32>, tensor<2x1xi64>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @select_rank(%c: tensor<2xf32>, %x: tensor<2x3xf32>) {
+  // expected-error @+1 {{'condition' tensor<2xf32>, 'on_true' tensor<2x3xf32> and 'on_false' tensor<2x3xf32> must have the same rank}}
+  %0 = cnn.select %c, %x, %x : (tensor<2xf32>, tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @select_broadcast(%c: tensor<2x2xf32>, %x: tensor<2x3xf32>) {
+  // expected-error @+1 {{'condition' tensor<2x2xf32>, 'on_true' tensor<2x3xf32> and 'on_false' tensor<2x3xf32> do not broadcast: each dimension must be 1 or one size in all three}}
+  %0 = cnn.select %c, %x, %x : (tensor<2x2xf32>, tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
   return
 }

@@ -3,7 +3,8 @@
 // RUN: cnnc-opt %s --mlir-print-op-generic | cnnc-opt | FileCheck %s
 // The ops of the ONNX conformance set's losses and heads round-trip with
 // their attributes: cnn.nll_loss and its gradient, the index ops
-// cnn.arg_max / cnn.arg_min, cnn.reduce_prod.
+// cnn.arg_max / cnn.arg_min, cnn.reduce_prod, cnn.gather_elements and its
+// gradient, cnn.select, cnn.thresholded_relu.
 
 // CHECK-LABEL: func @nll_loss_forms
 func.func @nll_loss_forms(%x: tensor<2x3x4xf32>, %y: tensor<2x4xi64>, %w: tensor<3xf32>, %g: tensor<2x4xf32>, %s: tensor<f32>) -> (tensor<f32>, tensor<2x4xf32>, tensor<f16>, tensor<2x3x4xf32>, tensor<2x3x4xf32>) {
@@ -35,4 +36,17 @@ func.func @reduce_prod(%x: tensor<2x3x4xf32>) -> tensor<2x1x1xf32> {
   // CHECK: cnn.reduce_prod %{{.*}} {axes = array<i64: 1, 2>} : (tensor<2x3x4xf32>) -> tensor<2x1x1xf32>
   %p = cnn.reduce_prod %x {axes = array<i64: 1, 2>} : (tensor<2x3x4xf32>) -> tensor<2x1x1xf32>
   return %p : tensor<2x1x1xf32>
+}
+
+// CHECK-LABEL: func @gather_select_threshold
+func.func @gather_select_threshold(%x: tensor<2x3x4xf32>, %i: tensor<2x1x4xi64>, %g: tensor<2x1x4xf32>, %c: tensor<2x1x1xf32>, %z: tensor<1x1x1xf32>) -> (tensor<2x1x4xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>) {
+  // CHECK: cnn.gather_elements %{{.*}}, %{{.*}} {axis = 1 : i64} : (tensor<2x3x4xf32>, tensor<2x1x4xi64>) -> tensor<2x1x4xf32>
+  %a = cnn.gather_elements %x, %i {axis = 1} : (tensor<2x3x4xf32>, tensor<2x1x4xi64>) -> tensor<2x1x4xf32>
+  // CHECK: cnn.gather_elements_grad %{{.*}}, %{{.*}} {axis = 1 : i64} : (tensor<2x1x4xf32>, tensor<2x1x4xi64>) -> tensor<2x3x4xf32>
+  %da = cnn.gather_elements_grad %g, %i {axis = 1} : (tensor<2x1x4xf32>, tensor<2x1x4xi64>) -> tensor<2x3x4xf32>
+  // CHECK: cnn.select %{{.*}}, %{{.*}}, %{{.*}} : (tensor<2x1x1xf32>, tensor<1x1x1xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  %s = cnn.select %c, %z, %x : (tensor<2x1x1xf32>, tensor<1x1x1xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  // CHECK: cnn.thresholded_relu %{{.*}} {alpha = 5.000000e-01 : f32} : (tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  %t = cnn.thresholded_relu %x {alpha = 0.5 : f32} : (tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  return %a, %da, %s, %t : tensor<2x1x4xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>
 }

@@ -230,6 +230,15 @@ def CNN_PowOp : CNN_UnaryOp<"pow",
   let summary = "x raised to a constant exponent";
 }
 
+def CNN_ThresholdedReluOp : CNN_UnaryOp<"thresholded_relu",
+    [{ return s.select(s.gt(x[0], s.c(getAlpha().convertToFloat())), x[0],
+                       s.c(0)); }],
+    [{ return s.select(s.gt(x[0], s.c(getAlpha().convertToFloat())), dy,
+                       s.c(0)); }],
+    (ins F32Attr:$alpha)> {
+  let summary = "x where x > alpha, else 0 (ONNX ThresholdedRelu)";
+}
+
 def CNN_LeakyReluOp : CNN_UnaryOp<"leaky_relu",
     [{ return s.select(s.gt(x[0], s.c(0)), x[0],
                        s.mul(x[0], s.c(getAlpha().convertToFloat()))); }],
@@ -409,6 +418,27 @@ def CNN_MaximumOp : CNN_BinaryOp<"maximum", [{ return s.max(x[0], x[1]); }],
        return s.select(s.lt(x[i], x[1 - i]), s.c(0), share); }],
     [Commutative]> {
   let summary = "Elementwise maximum (numpy broadcasting; NaN propagates)";
+}
+
+// ONNX Where with a run-time operand: the condition is a float tensor (0 is
+// false), as the importer materializes a constant boolean one.
+def CNN_SelectOp : CNN_ElementwiseOp<"select",
+    [{ return s.select(s.eq(x[0], s.c(0)), x[2], x[1]); }],
+    [{ if (i == 0)
+         return {};
+       ::mlir::Value isFalse = s.eq(x[0], s.c(0));
+       return i == 1 ? s.select(isFalse, s.c(0), dy)
+                     : s.select(isFalse, dy, s.c(0)); }],
+    [CNN_InferShapes]> {
+  let summary = "on_true where condition != 0, else on_false (ONNX Where)";
+  let description = [{
+    The three operands have the same element type and rank and broadcast
+    as numpy's (each dimension equal or 1). The gradient goes to the
+    operand that was selected; the condition has none.
+  }];
+  let arguments = (ins CNN_FloatTensor:$condition, CNN_FloatTensor:$on_true,
+                   CNN_FloatTensor:$on_false);
+  let results = (outs CNN_FloatTensor:$result);
 }
 
 def CNN_MinimumOp : CNN_BinaryOp<"minimum", [{ return s.min(x[0], x[1]); }],
@@ -730,6 +760,23 @@ def CNN_NLLLossOp : CNN_PureOp<"nll_loss", [CNN_InferShapes, CNN_Gradient]> {
   let results = (outs CNN_FloatTensor:$result);
 }
 
+def CNN_GatherElementsOp : CNN_PureOp<"gather_elements", [CNN_InferShapes, CNN_Gradient]> {
+  let summary = "Gathers `input` along `axis` at integer indices (ONNX "
+                "GatherElements, torch.gather)";
+  let description = [{
+    `indices` (i32 or i64) has the rank of `input` and its sizes except
+    along `axis` (in [0, rank)); the result has the indices' shape and the
+    input's element type: result[p] = input[p with p[axis] replaced by
+    indices[p]]. An index lies in [-s, s) for the input's size s along
+    `axis` (a negative one counts from the end): the reference interpreter
+    checks it when the op runs. Differentiable in `input`
+    (gather_elements_grad).
+  }];
+  let arguments = (ins CNN_FloatTensor:$input, CNN_LabelTensor:$indices,
+                   I64Attr:$axis);
+  let results = (outs CNN_FloatTensor:$result);
+}
+
 // Forward only: the result is an integer index, so no gradient flows
 // through either op (no GradientOpInterface: cnn-autodiff refuses one on a
 // differentiated path with "no gradient rule").
@@ -870,6 +917,20 @@ def CNN_NLLLossGradOp : CNN_PureOp<"nll_loss_grad"> {
                    DefaultValuedAttr<CNN_LossReductionAttr,
                        "::cnnc::cnn::LossReduction::Mean">:$reduction,
                    OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs CNN_FloatTensor:$result);
+  let hasVerifier = 1;
+}
+
+def CNN_GatherElementsGradOp : CNN_PureOp<"gather_elements_grad"> {
+  let summary = "Gradient of gather_elements: `grad_output` added at the "
+                "gathered positions of zeros of the input's type";
+  let description = [{
+    The result type is gather_elements' input type; `grad_output` and
+    `indices` have its result's shape. Positions gathered more than once
+    receive the sum of their gradients.
+  }];
+  let arguments = (ins CNN_FloatTensor:$grad_output, CNN_LabelTensor:$indices,
+                   I64Attr:$axis);
   let results = (outs CNN_FloatTensor:$result);
   let hasVerifier = 1;
 }

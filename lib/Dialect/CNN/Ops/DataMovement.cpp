@@ -1,8 +1,9 @@
 //===- DataMovement.cpp - cnn ops: data movement --------------------------===//
 //
 // What the dialect knows about flatten, reshape, concat, slice, pad,
-// pad_grad, transpose: verifiers and shape inference, then the gradient
-// rules (GradientOpInterface; cnn-autodiff asks each op).
+// pad_grad, transpose, gather_elements and its gradient: verifiers and shape
+// inference, then the gradient rules (GradientOpInterface; cnn-autodiff asks
+// each op).
 //
 //===----------------------------------------------------------------------===//
 #include "OpHelpers.h"
@@ -209,9 +210,69 @@ OpFoldResult TransposeOp::fold(FoldAdaptor) {
   return {};
 }
 
+/// gather_elements' operands: `indices` of the input's rank and sizes except
+/// along `axis`.
+static LogicalResult checkGatherElements(std::optional<Location> loc,
+                                         RankedTensorType input,
+                                         RankedTensorType indices,
+                                         int64_t axis) {
+  if (axis < 0 || axis >= input.getRank())
+    return fail(loc, "'axis' " + Twine(axis) + " must lie in [0, " +
+                         Twine(input.getRank()) + ") for 'input' " +
+                         str(input));
+  if (indices.getRank() != input.getRank())
+    return fail(loc, "'indices' " + str(indices) + " must have the rank of "
+                         "'input' " + str(input));
+  for (int64_t d = 0; d < input.getRank(); ++d)
+    if (d != axis && indices.getDimSize(d) != input.getDimSize(d))
+      return fail(loc, "'indices' " + str(indices) + " must have the sizes "
+                           "of 'input' " + str(input) +
+                           " except along 'axis' " + Twine(axis));
+  return success();
+}
+
+LogicalResult GatherElementsOp::inferReturnTypes(MLIRContext *,
+                                                 std::optional<Location> loc,
+                                                 Adaptor a,
+                                                 SmallVectorImpl<Type> &out) {
+  auto input = ranked(a.getInput()), indices = ranked(a.getIndices());
+  if (failed(checkGatherElements(loc, input, indices,
+                                 a.getAxisAttr().getInt())))
+    return failure();
+  out.push_back(
+      RankedTensorType::get(indices.getShape(), input.getElementType()));
+  return success();
+}
+
+LogicalResult GatherElementsGradOp::verify() {
+  auto indices = ranked(getIndices());
+  if (failed(checkGatherElements(getLoc(), getType(), indices,
+                                 static_cast<int64_t>(getAxis()))))
+    return failure();
+  if (getGradOutput().getType().getShape() != indices.getShape())
+    return emitOpError("'grad_output' ")
+           << getGradOutput().getType() << " must have the shape of 'indices' "
+           << indices;
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Gradient rules
 //===----------------------------------------------------------------------===//
+
+// The gathered positions receive the result's gradient (summed where one is
+// gathered more than once): gather_elements_grad.
+LogicalResult GatherElementsOp::buildGradient(OpBuilder &b,
+                                              GradientEmitter &g) {
+  Value dy = g.resultGrad(0);
+  if (!dy || !g.wants(getInput()))
+    return success();
+  Value dx = GatherElementsGradOp::create(
+      b, getLoc(), withElementOf(getInput().getType(), dy), dy, getIndices(),
+      getAxisAttr());
+  g.accumulate(getInput(), dx);
+  return success();
+}
 
 LogicalResult FlattenOp::buildGradient(OpBuilder &b, GradientEmitter &g) {
   g.accumulate(getInput(), ReshapeOp::create(b, getLoc(), getInput().getType(),

@@ -1,8 +1,8 @@
 //===- Elementwise.cpp - cnn ops: elementwise verifiers and rules ---------===//
 //
-// What the dialect knows about clip, gelu, celu, prelu, the binary ops'
-// broadcasting, cast; the gradient rules of relu, clip, add, mul, scale and
-// cast (the other elementwise ops derive theirs from their scalar
+// What the dialect knows about clip, gelu, celu, prelu, the binary ops' and
+// select's broadcasting, cast; the gradient rules of relu, clip, add, mul,
+// scale and cast (the other elementwise ops derive theirs from their scalar
 // derivative, CNNGradients.cpp): verifiers and shape inference, then the
 // gradient rules (GradientOpInterface; cnn-autodiff asks each op).
 //
@@ -85,6 +85,36 @@ CNN_BINARY_INFER(PReluOp)
 CNN_BINARY_INFER(MaximumOp)
 CNN_BINARY_INFER(MinimumOp)
 #undef CNN_BINARY_INFER
+
+// numpy broadcasting of select's three operands.
+LogicalResult SelectOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor a,
+                                         SmallVectorImpl<Type> &out) {
+  auto cond = ranked(a.getCondition()), onTrue = ranked(a.getOnTrue()),
+       onFalse = ranked(a.getOnFalse());
+  if (onTrue.getElementType() != onFalse.getElementType())
+    return fail(loc, "'on_true' " + str(onTrue) + " and 'on_false' " +
+                         str(onFalse) + " have different element types");
+  if (cond.getRank() != onTrue.getRank() ||
+      onTrue.getRank() != onFalse.getRank())
+    return fail(loc, "'condition' " + str(cond) + ", 'on_true' " +
+                         str(onTrue) + " and 'on_false' " + str(onFalse) +
+                         " must have the same rank");
+  SmallVector<int64_t> shape(cond.getRank(), 1);
+  for (RankedTensorType t : {cond, onTrue, onFalse})
+    for (auto [d, n] : llvm::enumerate(t.getShape())) {
+      if (n != shape[d] && n != 1 && shape[d] != 1)
+        return fail(loc, "'condition' " + str(cond) + ", 'on_true' " +
+                             str(onTrue) + " and 'on_false' " + str(onFalse) +
+                             " do not broadcast: each dimension must be 1 "
+                             "or one size in all three");
+      if (shape[d] == 1)
+        shape[d] = n;
+    }
+  out.push_back(RankedTensorType::get(shape, onTrue.getElementType()));
+  return success();
+}
 
 LogicalResult CastOp::verify() {
   if (getInput().getType().getShape() != getType().getShape())
