@@ -349,6 +349,13 @@ void PartitionPass::runOnOperation() {
     return deviceMemoryBytes == 0 ||
            stageCost(i, j).peak(inFlight) <= (int64_t)deviceMemoryBytes;
   };
+  // A stage of several owns parameters: its step has an optimizer and
+  // gradients (cnn-precision's loss scaling and the runtime need them).
+  // Without it, transfer costs can make a stage of parameter-free ops
+  // (a pooling and a flatten) the cheapest.
+  auto admissible = [&](int64_t i, int64_t j, int64_t numStages) {
+    return fits(i, j) && (numStages == 1 || stageCost(i, j).param > 0);
+  };
   // A layer that alone does not fit: no cut helps (every cost grows with
   // the range).
   if (deviceMemoryBytes > 0)
@@ -380,7 +387,7 @@ void PartitionPass::runOnOperation() {
         if (j < n && !cutOK[j - 1])
           continue;
         for (int64_t i = k - 1; i < j; ++i)
-          if (best[k - 1][i] < kInf && fits(i, j))
+          if (best[k - 1][i] < kInf && admissible(i, j, s))
             best[k][j] = std::min(
                 best[k][j], std::max(best[k - 1][i], stageTime(i, j)));
       }
@@ -399,7 +406,7 @@ void PartitionPass::runOnOperation() {
           continue;
         int64_t cross = j < n ? crossFwd[j - 1] : 0;
         for (int64_t i = k - 1; i < j; ++i)
-          if (bytes[k - 1][i] != kNone && fits(i, j) &&
+          if (bytes[k - 1][i] != kNone && admissible(i, j, s) &&
               stageTime(i, j) <= limit &&
               bytes[k - 1][i] + cross < bytes[k][j]) {
             bytes[k][j] = bytes[k - 1][i] + cross;
@@ -420,6 +427,16 @@ void PartitionPass::runOnOperation() {
       f.emitError(llvm::formatv("cnn-pipeline-partition: {0} stages but "
                                 "@train_step has {1} forward ops",
                                 (int64_t)stages, n));
+      return signalPassFailure();
+    }
+    int64_t owners = 0;
+    for (int64_t k = 0; k < n; ++k)
+      owners += stageCost(k, k + 1).param > 0;
+    if (stages > 1 && stages > owners) {
+      f.emitError(llvm::formatv(
+          "cnn-pipeline-partition: {0} stages need a layer with parameters "
+          "each; @train_step has {1}",
+          (int64_t)stages, owners));
       return signalPassFailure();
     }
     bounds = solve(stages);

@@ -15,6 +15,9 @@
 // RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=2 micro-batches=4" | FileCheck %s --check-prefix=LINK
 // RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=2 micro-batches=4 overlap-transfers=1" | FileCheck %s --check-prefix=OVERLAP
 // RUN: not cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=2 micro-batches=4 link-gbps=-1" 2>&1 | FileCheck %s --check-prefix=NEGLINK
+// Every stage owns parameters (its step has an optimizer): at most 4 here.
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=4 micro-batches=4" | FileCheck %s --check-prefix=OWN4
+// RUN: not cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=5 micro-batches=4" 2>&1 | FileCheck %s --check-prefix=OWN5
 
 func.func @forward(%x: tensor<2x3x8x8xf32> {cnn.input},
                    %w1: tensor<4x3x3x3xf32> {cnn.param = "conv1.weight"},
@@ -72,7 +75,7 @@ func.func @forward(%x: tensor<2x3x8x8xf32> {cnn.input},
 
 // The second convolution alone (its filter, momentum and accumulated
 // gradient, four micro-batches of its input) exceeds 13,000 bytes.
-// BIG: pipeline-partition.mlir:27:9: error: cnn-pipeline-partition: this layer alone needs 14720 bytes on one stage (3456 of parameters and state, 4 x 2048 of activations kept for the backward pass, 3072 working set), over device-memory-bytes 13000: no cut can fit it
+// BIG: pipeline-partition.mlir:30:9: error: cnn-pipeline-partition: this layer alone needs 14720 bytes on one stage (3456 of parameters and state, 4 x 2048 of activations kept for the backward pass, 3072 working set), over device-memory-bytes 13000: no cut can fit it
 
 // FEW: error: cnn-pipeline-partition: 1 stages cannot hold @train_step within device-memory-bytes 20000 with 4 micro-batches in flight; the fewest stages that fit: 2
 
@@ -89,3 +92,6 @@ func.func @forward(%x: tensor<2x3x8x8xf32> {cnn.input},
 // OVERLAP: cuts = array<i64: 5>
 // OVERLAP-SAME: stage_time_us = array<f64: 1.958400e-02, 1.280000e-03>
 // NEGLINK: error: cnn-pipeline-partition: link-gbps must be >= 0 (0: transfers cost nothing), got -1
+// OWN4: cuts = array<i64: 0, 1, 5>
+// OWN4-SAME: stage_param_bytes = array<i64: {{[1-9][0-9]*}}, {{[1-9][0-9]*}}, {{[1-9][0-9]*}}, {{[1-9][0-9]*}}>
+// OWN5: error: cnn-pipeline-partition: 5 stages need a layer with parameters each; @train_step has 4
