@@ -1,33 +1,34 @@
 #!/usr/bin/env python3
 """cnnc's compile time, stage by stage (issue 37): one model compiled
 several ways with the same cnnc, on this machine's cores. Each row's label
-says what it builds (H: --host-units, default 4):
+says what it builds ("default": CNNC_NVCC_HOST_UNITS not set, cnnc's
+default for the jobs, NvccCompile.h's defaultHostUnits; H: --host-units):
 
   one nvcc unit, no cache       CNNC_NVCC_SPLIT=0, CNNC_OBJECT_CACHE=off: the
                                 whole model.cu as one nvcc unit (the build
                                 before the split)
-  cold, 1 host unit, no cache   CNNC_NVCC_HOST_UNITS=1 (cnnc's default),
-                                cache off: kernel units in parallel, the host
-                                code in one unit
+  cold, 1 host unit, no cache   CNNC_NVCC_HOST_UNITS=1, cache off: kernel
+                                units in parallel, the host code in one unit
+  cold, default host units, no cache   cnnc's default, cache off
   cold, H host units, no cache  CNNC_NVCC_HOST_UNITS=H, cache off: the host
                                 code's functions (the step cut into parts)
-                                in H units
-  cold, H host units, empty cache   the same, filling an empty object cache
-  unchanged, H host units       the same build again (all from the cache)
-  weights changed, H host units the model exported with other weights
-  lr changed, H host units      --lr 0.05 instead of 0.01
+                                in H units (only with --host-units H > 1)
+  cold, X, empty cache          the same, filling an empty object cache
+  unchanged, X                  the same build again (all from the cache)
+  weights changed, X            the model exported with other weights
+  lr changed, X                 --lr 0.05 instead of 0.01
 
-The cached rows use H host units (CNNC_NVCC_HOST_UNITS=H); with
---host-units 1 the "cold, H host units, no cache" row is left out (the
-same build as the one-host-unit row).
+X is "H host units" with --host-units H, else "default host units".
 
-Each row: wall seconds, units compiled / from the cache, and the stages of
-`--mlir-timing` (ONNX import, nvcc compile, nvcc link, the rest), and the
-slowest unit's nvcc (it bounds "nvcc compile" when there are cores for all).
+Each row: wall seconds, units compiled / from the cache, the host units
+built, the stages of `--mlir-timing` (ONNX import, nvcc compile, nvcc link,
+the rest: cnnc's own work before nvcc), and the slowest unit's nvcc (it
+bounds "nvcc compile" when there are cores for all). Then every unit's
+nvcc seconds of the cold default row.
 
   python3 bench/compile_time.py --cnnc .carry/cnnc [--model resnet50]
        [--batch 128] [--jobs N] [--host-units H] [--work DIR] [--json FILE]
-Prints a markdown table and writes the rows to JSON (default <work>/compile_time.json).
+Prints markdown tables and writes the rows to JSON (default <work>/compile_time.json).
 """
 import argparse
 import json
@@ -78,12 +79,15 @@ def export(model, batch, path, seed):
 
 def build_runs(host_units):
     """(label, environment, --lr, export seed or None) of each row, in order;
-    the label names what differs."""
+    the label names what differs. host_units 0: the cached rows use cnnc's
+    default."""
     off = {"CNNC_OBJECT_CACHE": "off"}
-    h = {"CNNC_NVCC_HOST_UNITS": str(host_units)}
-    hs = "%d host unit%s" % (host_units, "" if host_units == 1 else "s")
+    h = {"CNNC_NVCC_HOST_UNITS": str(host_units)} if host_units else {}
+    hs = ("%d host unit%s" % (host_units, "" if host_units == 1 else "s")
+          if host_units else "default host units")
     runs = [("one nvcc unit, no cache", dict(off, CNNC_NVCC_SPLIT="0"), 0.01, None),
-            ("cold, 1 host unit, no cache", dict(off, CNNC_NVCC_HOST_UNITS="1"), 0.01, None)]
+            ("cold, 1 host unit, no cache", dict(off, CNNC_NVCC_HOST_UNITS="1"), 0.01, None),
+            ("cold, default host units, no cache", dict(off), 0.01, None)]
     if host_units > 1:
         runs.append(("cold, %s, no cache" % hs, dict(off, **h), 0.01, None))
     runs += [("cold, %s, empty cache" % hs, h, 0.01, None),
@@ -93,6 +97,14 @@ def build_runs(host_units):
     return runs
 
 
+def host_units_of(unit_s):
+    """How many host units a build had, from its unit names (host, host1,
+    ...); None when it was one unit (model) or everything was cached."""
+    names = [u.split(" ")[0] for u in unit_s]
+    n = sum(1 for u in names if re.match(r"^host\d*$", u))
+    return n or None
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -100,15 +112,16 @@ def main(argv=None):
     ap.add_argument("--model", default="resnet50")
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--jobs", type=int, default=0, help="CNNC_NVCC_JOBS (default: cnnc's)")
-    ap.add_argument("--host-units", type=int, default=4,
-                    help="CNNC_NVCC_HOST_UNITS of the split rows (default: %(default)s)")
+    ap.add_argument("--host-units", type=int, default=0,
+                    help="CNNC_NVCC_HOST_UNITS of a row of its own and of the cached "
+                         "rows (default 0: cnnc's default)")
     ap.add_argument("--work", default="/tmp/cnnc-compile-time")
     ap.add_argument("--json", default="")
     ap.add_argument("--flags", default="--optimizer sgd --momentum 0.9",
                     help="more cnnc flags (default: %(default)s)")
     args = ap.parse_args(argv)
-    if not 1 <= args.host_units <= 64:
-        ap.error("--host-units must be from 1 to 64")
+    if not 0 <= args.host_units <= 64:
+        ap.error("--host-units must be from 0 (cnnc's default) to 64")
     os.makedirs(args.work, exist_ok=True)
     onnx = os.path.join(args.work, args.model + ".onnx")
     cache = os.path.join(args.work, "object-cache")
@@ -139,29 +152,40 @@ def main(argv=None):
         stages, units = parse_timing(p.stderr)
         row = {"run": label, "env": env, "lr": lr, "wall_s": wall, "stages": stages,
                "units": units, "unit_s": parse_unit_times(p.stderr)}
+        row["host_units"] = host_units_of(row["unit_s"])
         rows.append(row)
         print(json.dumps(row), flush=True)
     path = args.json or os.path.join(args.work, "compile_time.json")
     with open(path, "w") as f:
         json.dump({"model": args.model, "batch": args.batch, "cores": os.cpu_count(),
                    "rows": rows}, f, indent=1)
-    print("\n| %s, %d cores | wall s | units compiled / cached | ONNX import s | "
-          "nvcc compile s | slowest unit | nvcc link s | rest s |" % (args.model, os.cpu_count()))
-    print("|---|---|---|---|---|---|---|---|")
+    print("\n| %s, %d cores | wall s | units compiled / cached | host units | "
+          "ONNX import s | nvcc compile s | slowest unit | nvcc link s | rest s |"
+          % (args.model, os.cpu_count()))
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         if "error" in r:
-            print("| %s | %s | | | | | | |" % (r["run"], r["error"]))
+            print("| %s | %s | | | | | | | |" % (r["run"], r["error"]))
             continue
         s = r["stages"]
         known = sum(s.get(k, 0) for k in ("ONNX import", "nvcc compile", "nvcc link"))
         u = r["units"]
         per_unit = r["unit_s"]
         slowest = max(per_unit.items(), key=lambda kv: kv[1]) if per_unit else None
-        print("| %s | %.2f | %s | %.2f | %.2f | %s | %.2f | %.2f |" % (
+        print("| %s | %.2f | %s | %s | %.2f | %.2f | %s | %.2f | %.2f |" % (
             r["run"], r["wall_s"], "%d / %d" % (u[1], u[2]) if u else "?",
-            s.get("ONNX import", 0), s.get("nvcc compile", 0),
+            r["host_units"] or "", s.get("ONNX import", 0), s.get("nvcc compile", 0),
             "%s %.2f" % slowest if slowest else "",
             s.get("nvcc link", 0), max(0.0, r["wall_s"] - known)))
+    cold = [r for r in rows if r["run"] == "cold, default host units, no cache"
+            and "error" not in r]
+    if cold:
+        units = sorted(cold[0]["unit_s"].items(), key=lambda kv: -kv[1])
+        print("\nEvery unit of the cold default build (nvcc wall s, %d at a time):"
+              % (args.jobs or os.cpu_count()))
+        print("| " + " | ".join(n for n, _ in units) + " |")
+        print("|" + "---|" * len(units))
+        print("| " + " | ".join("%.2f" % t for _, t in units) + " |")
     print("JSON:", path)
     return 0 if all("error" not in r for r in rows) else 1
 

@@ -30,19 +30,6 @@ using llvm::StringRef;
 
 namespace {
 
-/// The unit's nvcc flags: a host-code unit's host compiler runs at
-/// b.hostCodeOpt instead of -O3 (nvcc's -O is the host compiler's level
-/// only: cicc and ptxas optimize device code as before).
-std::vector<std::string> unitFlags(const cnnc::driver::ObjectBuild &b,
-                                   const cnnc::CUDATranslationUnit &u) {
-  std::vector<std::string> flags = b.flags;
-  if (u.hostCode && !b.hostCodeOpt.empty())
-    for (std::string &f : flags)
-      if (f == "-O3")
-        f = b.hostCodeOpt;
-  return flags;
-}
-
 std::string hexKey(const cnnc::driver::ObjectBuild &b,
                    const cnnc::CUDATranslationUnit &u) {
   llvm::SHA256 h;
@@ -52,7 +39,7 @@ std::string hexKey(const cnnc::driver::ObjectBuild &b,
     h.update(s);
   };
   add(b.keySalt);
-  for (const std::string &f : unitFlags(b, u))
+  for (const std::string &f : b.flags)
     add(f);
   add(u.hostOnly ? "cpp" : "cu");
   add(u.text);
@@ -206,8 +193,7 @@ bool cnnc::driver::compileUnits(const ObjectBuild &build,
         continue;
       }
       std::vector<StringRef> args = {build.nvcc};
-      std::vector<std::string> flags = unitFlags(build, u);
-      for (const std::string &f : flags)
+      for (const std::string &f : build.flags)
         args.push_back(f);
       std::string objPath = out[i].object;
       args.insert(args.end(), {"-c", src, "-o", objPath});

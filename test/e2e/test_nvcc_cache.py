@@ -9,9 +9,10 @@ learning-rate unit, and the executable's --help shows the new default (the
 unit is linked, not stale); the .cu beside the executable is the whole
 text --emit cuda prints; CNNC_OBJECT_CACHE_MAX_MB caps the cache, the
 oldest objects first; a bad CNNC_NVCC_JOBS, cap or host unit count is one
-error; the host code compiles in one unit by default and in several with
-CNNC_NVCC_HOST_UNITS (the net has NHWC BatchNorm reductions and the
-cross-entropy, whose two-pass kernels may then be launched from two units).
+error; the host code compiles in one unit below 8 jobs, in several from 8
+jobs on and with CNNC_NVCC_HOST_UNITS (the net has NHWC BatchNorm reductions
+and the cross-entropy, whose two-pass kernels may then be launched from two
+units).
 No GPU needed (nvcc only; the executable runs --help)."""
 import os
 import re
@@ -105,36 +106,48 @@ def test_object_cache_weights_and_lr(cnnc, tmp_path):
 
 
 def test_host_code_in_units(cnnc, tmp_path):
-    """The host code compiles in one unit by default (kernels0, host, hyper),
-    also with 8 jobs; CNNC_NVCC_HOST_UNITS=4 moves the step's functions
-    into host1..host3 beside the host unit. The timing report lists every
-    unit and the link; each executable links and runs --help; the same
-    build again compiles nothing. The net's NHWC BatchNorm statistics and
-    gradients and its cross-entropy are two-pass reductions: their partial
-    sums go through the Context's reductionScratch, not a per-unit
-    __device__ array (session 24's split trained dm-NFNet wrong that way),
-    which is why more host units are allowed again."""
+    """The host code compiles in one unit by default below 8 jobs (kernels0,
+    host, hyper), in a quarter of the jobs' units from 8 on (host, host1 with
+    8 jobs) and in CNNC_NVCC_HOST_UNITS units when set (4: host1..host3
+    beside the host unit). The timing report lists every unit and the link;
+    each executable links and runs --help; the same build again compiles
+    nothing. The net's NHWC BatchNorm statistics and gradients and its
+    cross-entropy are two-pass prelude kernels, launched from the host units
+    through the kernel unit that instantiates them (cnncPreludeLaunch<i>,
+    SplitCUDA.cpp); their partial sums go through the Context's
+    reductionScratch, not a per-unit __device__ array (session 24's split
+    trained dm-NFNet wrong that way)."""
     onnx, exe = str(tmp_path / "m.onnx"), str(tmp_path / "out" / "train")
     os.makedirs(os.path.dirname(exe))
     export(onnx, seed=0)
-    env = dict(os.environ, CNNC_OBJECT_CACHE=str(tmp_path / "cache"), CNNC_NVCC_JOBS="8",
+    env = dict(os.environ, CNNC_OBJECT_CACHE=str(tmp_path / "cache"), CNNC_NVCC_JOBS="4",
                CNNC_NVCC_SPLIT="1")
     env.pop("CNNC_NVCC_HOST_UNITS", None)
-    units, compiled, log = build(cnnc, onnx, exe, env, 0.1, jobs=8)
+    units, compiled, log = build(cnnc, onnx, exe, env, 0.1, jobs=4)
     assert (units, compiled) == (3, 3), log
     for stage in ("nvcc compile", "kernels0", "host", "hyper", "nvcc link"):
         assert re.search(r"\)  +%s\n" % re.escape(stage), log), stage
     assert not re.search(r"\)  +host1\n", log), log
     h = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=60)
     assert h.returncode == 0 and "--lr" in h.stdout, h.stdout + h.stderr
-    assert build(cnnc, onnx, exe, env, 0.1, jobs=8)[:2] == (3, 0)
+    assert build(cnnc, onnx, exe, env, 0.1, jobs=4)[:2] == (3, 0)
 
-    # Four host units: the kernel unit and the LR unit come from the cache.
+    # 8 jobs: two host units by default; the kernel unit (the same text: it
+    # instantiates the prelude kernels the host code launches either way)
+    # and the LR unit come from the cache.
     cu = open(exe + ".cu").read()
     assert "nhwcStatsFinish<" in cu and "softmaxXentLossFinish<<<" in cu
     assert "ctx.reductionScratch(" in cu
     assert not re.search(r"^__device__ double \w+ *[\[;]", cu, re.M), cu
-    env4 = dict(env, CNNC_NVCC_HOST_UNITS="4")
+    env8 = dict(env, CNNC_NVCC_JOBS="8")
+    units, compiled, log = build(cnnc, onnx, exe, env8, 0.1, jobs=8)
+    assert (units, compiled) == (4, 2), log
+    for stage in ("host", "host1", "kernels0 (cached)", "hyper (cached)"):
+        assert re.search(r"\)  +%s\n" % re.escape(stage), log), stage
+    h = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=60)
+    assert h.returncode == 0 and "--lr" in h.stdout, h.stdout + h.stderr
+
+    env4 = dict(env8, CNNC_NVCC_HOST_UNITS="4")
     units, compiled, log = build(cnnc, onnx, exe, env4, 0.1, jobs=8)
     assert (units, compiled) == (6, 4), log
     for stage in ("host", "host1", "host2", "host3", "nvcc link"):

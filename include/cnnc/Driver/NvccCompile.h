@@ -33,6 +33,16 @@ mlir::LogicalResult buildWithNvcc(Compilation &c, const std::string &cu,
                                   const NvccOptions &options,
                                   const std::string &exePath);
 
+/// The jobs from which the host code gets units of its own by default.
+constexpr unsigned kHostUnitsFromJobs = 8;
+
+/// How many units the host code compiles in when CNNC_NVCC_HOST_UNITS is
+/// not set, with `jobs` parallel nvcc processes: a quarter of the jobs (at
+/// most 8) from kHostUnitsFromJobs on, the kernels taking the other jobs;
+/// one below (each unit repeats the prelude and the runtime header, work
+/// that fewer cores than units would queue).
+unsigned defaultHostUnits(unsigned jobs);
+
 /// $CNNC_NVCC, /usr/local/cuda/bin/nvcc or nvcc on PATH; "" if none.
 std::string findNvcc();
 

@@ -25,8 +25,6 @@ struct ObjectBuild {
   std::string nvcc;
   /// The compile flags (without -c, -o and the source).
   std::vector<std::string> flags;
-  /// Replaces -O3 in `flags` for units of host code (hostCode): "" keeps it.
-  std::string hostCodeOpt;
   /// "" compiles without a cache.
   std::string cacheDir;
   /// Parallel nvcc processes.

@@ -741,19 +741,29 @@ cnnc::splitCUDATranslationUnits(StringRef cu, unsigned maxKernelUnits,
     return whole;
   StringRef host = section.substr(hostBegin);
   std::vector<const Item *> kernels, tables;
-  size_t kernelBytes = 0;
   std::vector<StringRef> structs = headerStructs(header);
   for (const Item &item : *items) {
     (item.kernel ? kernels : tables).push_back(&item);
     if (!item.kernel)
       continue;
-    kernelBytes += item.text.size();
     for (StringRef s : structs)
       if (mentions(item.header, s))
         return whole;
   }
   if (kernels.empty())
     return whole;
+  // A kernel's share of its unit's compile time: its text and the tables it
+  // reads (a multi-tensor kernel's chunk tables are thousands of numbers).
+  std::vector<size_t> kernelWeight;
+  size_t kernelBytes = 0;
+  for (const Item *k : kernels) {
+    size_t weight = k->text.size();
+    for (const Item *t : tables)
+      if (mentions(k->text, t->name))
+        weight += t->text.size();
+    kernelWeight.push_back(weight);
+    kernelBytes += weight;
+  }
 
   // The learning-rate default on its own line (the printer's
   // `const float cnncDefaultLR = <value>;`): in a host-only unit of its own.
@@ -779,22 +789,24 @@ cnnc::splitCUDATranslationUnits(StringRef cu, unsigned maxKernelUnits,
   std::vector<CUDATranslationUnit> units;
   unsigned n = std::min<size_t>(maxKernelUnits, kernels.size());
   size_t done = 0, next = 0;
-  std::vector<size_t> kernelLoad; // each kernel unit's kernel text
+  std::vector<size_t> kernelLoad; // each kernel unit's kernel weight
   for (unsigned u = 0; u < n; ++u) {
     // Kernels in order, cut where the running size passes the unit's share
     // (at least one kernel per unit).
     size_t target = kernelBytes * (u + 1) / n;
     std::string body;
     size_t first = next;
+    size_t load = 0;
     while (next < kernels.size() &&
-           (next == first || done + kernels[next]->text.size() <= target ||
+           (next == first || done + kernelWeight[next] <= target ||
             u + 1 == n) &&
            kernels.size() - next > n - u - 1) {
       body += kernels[next]->text.str() + "\n";
-      done += kernels[next]->text.size();
+      done += kernelWeight[next];
+      load += kernelWeight[next];
       ++next;
     }
-    kernelLoad.push_back(body.size());
+    kernelLoad.push_back(load);
     units.push_back({"kernels" + std::to_string(u),
                      kernelUnitHeader(header, body) + kKernelsMarker.str() +
                          tablesFor(body) + body,
@@ -812,6 +824,19 @@ cnnc::splitCUDATranslationUnits(StringRef cu, unsigned maxKernelUnits,
   // namespace-scope __device__ variable (one copy per unit: see the top of
   // this file); the driver reports such a variable before splitting.
   bool noDeviceVariables = mutableDeviceVariables(cu).empty();
+  // The host code's launches of prelude kernels go through the kernel
+  // units (PreludeLaunches), where no kernel keeps state in a
+  // namespace-scope __device__ variable: each unit instantiating one would
+  // have its own copy (see the top of this file). The kernels are numbered
+  // in the order of the whole host code, so that the kernel units do not
+  // depend on how many host units there are.
+  std::optional<PreludeLaunches> preludeLaunches;
+  if (noDeviceVariables && !cu.contains("cnncPreludeLaunch") &&
+      !cu.contains("CnncPreludeLaunch")) {
+    preludeLaunches.emplace(header);
+    std::string unused;
+    preludeLaunches->rewrite(hostText, unused);
+  }
   if (hostUnits > 1 && noDeviceVariables) {
     hostText = cutStepFunctions(hostText, cu, hostText.size() / hostUnits);
     functions = scanHost(hostText, otherNames);
@@ -891,14 +916,6 @@ cnnc::splitCUDATranslationUnits(StringRef cu, unsigned maxKernelUnits,
         decls += k->header.str() + ";\n";
     return decls;
   };
-  // The host code's launches of prelude kernels go through the kernel
-  // units (PreludeLaunches), where no kernel keeps state in a
-  // namespace-scope __device__ variable: each unit instantiating one would
-  // have its own copy (see the top of this file).
-  std::optional<PreludeLaunches> preludeLaunches;
-  if (noDeviceVariables && !cu.contains("cnncPreludeLaunch") &&
-      !cu.contains("CnncPreludeLaunch"))
-    preludeLaunches.emplace(header);
   auto hostUnit = [&](std::string name, StringRef declarations,
                       StringRef body, bool hostCode) {
     std::string preamble, text = body.str();
@@ -925,7 +942,7 @@ cnnc::splitCUDATranslationUnits(StringRef cu, unsigned maxKernelUnits,
              /*hostCode=*/true);
   }
   // Each launched prelude kernel is instantiated in one kernel unit, the
-  // largest first into the unit with the least kernel text.
+  // largest first into the unit with the least kernel weight.
   if (preludeLaunches && !preludeLaunches->instantiations().empty()) {
     std::vector<unsigned> order(preludeLaunches->instantiations().size());
     std::iota(order.begin(), order.end(), 0u);

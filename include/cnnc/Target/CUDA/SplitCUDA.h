@@ -24,9 +24,7 @@ struct CUDATranslationUnit {
   /// A host-only unit (C++, no CUDA): compiled as .cpp.
   bool hostOnly = false;
   /// A unit of the host code's functions (hostUnits > 1): launches and
-  /// runtime calls that run when the step is captured, not per step, so
-  /// the driver may optimize its host side less (its device code, the
-  /// prelude kernels it launches, is compiled as in every unit).
+  /// runtime calls that run when the step is captured, not per step.
   bool hostCode = false;
 };
 
@@ -52,6 +50,15 @@ struct CUDATranslationUnit {
 /// names a top-level table, macro or other non-moving entity of the host
 /// code stays in the host unit. The host code stays whole where
 /// mutableDeviceVariables(cu) is not empty.
+///
+/// Where it is empty, the host units launch prelude kernels through the
+/// kernel units: a one-line launch `NAME<ARGS><<<cfg>>>(args);` of a prelude
+/// kernel becomes a call of `cnncPreludeLaunch<i>`, defined in the one kernel
+/// unit that instantiates NAME<ARGS> (cudaLaunchKernel there), with the
+/// arguments converted to the kernel's parameter types (`decltype`) as the
+/// launch converts them. A host unit then compiles no device code for the
+/// prelude's templates. The numbering follows the whole host code, so the
+/// kernel units are the same for every `hostUnits`.
 std::vector<CUDATranslationUnit>
 splitCUDATranslationUnits(llvm::StringRef cu, unsigned maxKernelUnits,
                           unsigned hostUnits = 1);
