@@ -432,9 +432,10 @@ def CNN_SelectOp : CNN_ElementwiseOp<"select",
     [CNN_InferShapes]> {
   let summary = "on_true where condition != 0, else on_false (ONNX Where)";
   let description = [{
-    The three operands have the same element type and rank and broadcast
-    as numpy's (each dimension equal or 1). The gradient goes to the
-    operand that was selected; the condition has none.
+    The three operands have the same rank and broadcast as numpy's (each
+    dimension 1 or one size in all three); `on_true` and `on_false` have
+    the result's element type, the condition may have another. The
+    gradient goes to the operand that was selected; the condition has none.
   }];
   let arguments = (ins CNN_FloatTensor:$condition, CNN_FloatTensor:$on_true,
                    CNN_FloatTensor:$on_false);
