@@ -316,6 +316,18 @@ static void warmUp(Context &ctx) {
   cudaFree(buf);
 }
 
+namespace {
+/// A fork and a join event (no timing) appended to `fork` and `done`.
+void appendEventPair(Context &ctx, std::vector<cudaEvent_t> &fork,
+                     std::vector<cudaEvent_t> &done, const char *what) {
+  cudaEvent_t a, b;
+  ctx.check(cudaEventCreateWithFlags(&a, cudaEventDisableTiming), what);
+  ctx.check(cudaEventCreateWithFlags(&b, cudaEventDisableTiming), what);
+  fork.push_back(a);
+  done.push_back(b);
+}
+} // namespace
+
 void prepare(Context &ctx, int numBuckets) {
   State &s = S();
   if (!s.ready) {
@@ -360,13 +372,7 @@ void prepare(Context &ctx, int numBuckets) {
     splitForPipeline(li);
   }
   while ((int)s.done_ev.size() < numBuckets) {
-    cudaEvent_t a, b;
-    ctx.check(cudaEventCreateWithFlags(&a, cudaEventDisableTiming),
-              "data parallel: events");
-    ctx.check(cudaEventCreateWithFlags(&b, cudaEventDisableTiming),
-              "data parallel: events");
-    s.ready_ev.push_back(a);
-    s.done_ev.push_back(b);
+    appendEventPair(ctx, s.ready_ev, s.done_ev, "data parallel: events");
     if (s.timing) {
       cudaEvent_t t0, t1;
       ctx.check(cudaEventCreate(&t0), "data parallel: timing events");
@@ -430,12 +436,19 @@ void end(Context &ctx, int bucket) {
 }
 
 namespace {
+/// This process's stage and the stage count of its pipeline.
+std::pair<int, int> stageAndCount() {
+  State &s = S();
+  const int stages = s.stages > 0 ? s.stages : s.li.worldSize;
+  const int stage = s.stages > 0 ? s.li.rank % s.stages : s.li.rank;
+  return {stage, stages};
+}
+
 void checkPeer(Context &ctx, int peer, const char *what) {
   State &s = S();
   if (!s.ready)
     ctx.fail("pipeline", std::string(what) + " before dist::prepare");
-  const int stages = s.stages > 0 ? s.stages : s.li.worldSize;
-  const int stage = s.stages > 0 ? s.li.rank % s.stages : s.li.rank;
+  const auto [stage, stages] = stageAndCount();
   if (peer < 0 || peer >= stages || peer == stage)
     die(std::string("pipeline transfer ") + what + ": stage " +
         std::to_string(peer) + " is not another stage of " +
@@ -459,15 +472,6 @@ void recv(Context &ctx, void *buf, size_t bytes, int peer, const char *what) {
               "ncclRecv");
 }
 
-namespace {
-/// This process's stage and the stage count of its pipeline.
-std::pair<int, int> stageAndCount() {
-  State &s = S();
-  const int stages = s.stages > 0 ? s.stages : s.li.worldSize;
-  const int stage = s.stages > 0 ? s.li.rank % s.stages : s.li.rank;
-  return {stage, stages};
-}
-} // namespace
 
 void prepareTransfers(Context &ctx, int numEvents) {
   State &s = S();
@@ -491,13 +495,8 @@ void prepareTransfers(Context &ctx, int numEvents) {
                 "pipeline: a link's stream");
   }
   while ((int)s.xfer_done.size() < numEvents) {
-    cudaEvent_t fork, done;
-    ctx.check(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming),
-              "pipeline: transfer events");
-    ctx.check(cudaEventCreateWithFlags(&done, cudaEventDisableTiming),
-              "pipeline: transfer events");
-    s.xfer_fork.push_back(fork);
-    s.xfer_done.push_back(done);
+    appendEventPair(ctx, s.xfer_fork, s.xfer_done,
+                    "pipeline: transfer events");
   }
 }
 
@@ -509,8 +508,7 @@ void issueOnLink(Context &ctx, void *buf, size_t bytes, int peer, int event,
                  bool isSend, const char *what) {
   State &s = S();
   checkPeer(ctx, peer, what);
-  auto [stage, stages] = stageAndCount();
-  (void)stages;
+  const int stage = stageAndCount().first;
   if (event < 0 || event >= (int)s.xfer_done.size())
     ctx.fail("pipeline", std::string(what) + ": transfer event " +
                              std::to_string(event) +

@@ -40,6 +40,26 @@ static LogicalResult checkBytes(Operation *op, RankedTensorType t) {
   return success();
 }
 
+/// One half of a transfer of `v`'s bytes with stage `peer`: `dist::send` /
+/// `recv` on the compute stream, or with cnn-pipeline-async-transfers'
+/// `event` `sendAsync` / `recvAsync` on the link's stream.
+static LogicalResult printTransfer(Operation *op, StringRef kind, Value v,
+                                   uint64_t peer, uint64_t tag,
+                                   std::optional<uint64_t> event,
+                                   function_ref<int64_t(Value)> offsetOf,
+                                   const std::string &loc, std::string &out) {
+  auto t = cast<RankedTensorType>(v.getType());
+  if (failed(checkBytes(op, t)))
+    return failure();
+  std::string eventArg = event ? fmt::format("{}, ", *event) : "";
+  out += fmt::format("  cnnrt::dist::{}{}(ctx, A + {}, {}ull, {}, {}\"tag {} "
+                     "at {}\");\n",
+                     kind.str(), event ? "Async" : "", offsetOf(v), bytesOf(t),
+                     static_cast<int64_t>(peer), eventArg,
+                     static_cast<int64_t>(tag), loc);
+  return success();
+}
+
 LogicalResult cnnc::printPipelineOp(Operation *op,
                                     function_ref<int64_t(Value)> offsetOf,
                                     const std::string &loc, std::string &out) {
@@ -60,42 +80,12 @@ LogicalResult cnnc::printPipelineOp(Operation *op,
         return success();
       })
       .Case<SendOp>([&](SendOp snd) {
-        auto t = cast<RankedTensorType>(snd.getInput().getType());
-        if (failed(checkBytes(op, t)))
-          return failure();
-        if (std::optional<uint64_t> e = snd.getEvent()) {
-          out += fmt::format("  cnnrt::dist::sendAsync(ctx, A + {}, {}ull, {}, "
-                             "{}, \"tag {} at {}\");\n",
-                             offsetOf(snd.getInput()), bytesOf(t),
-                             static_cast<int64_t>(snd.getPeer()), *e,
-                             static_cast<int64_t>(snd.getTag()), loc);
-          return success();
-        }
-        out += fmt::format("  cnnrt::dist::send(ctx, A + {}, {}ull, {}, "
-                           "\"tag {} at {}\");\n",
-                           offsetOf(snd.getInput()), bytesOf(t),
-                           static_cast<int64_t>(snd.getPeer()),
-                           static_cast<int64_t>(snd.getTag()), loc);
-        return success();
+        return printTransfer(op, "send", snd.getInput(), snd.getPeer(),
+                             snd.getTag(), snd.getEvent(), offsetOf, loc, out);
       })
       .Case<RecvOp>([&](RecvOp rcv) {
-        auto t = cast<RankedTensorType>(rcv.getResult().getType());
-        if (failed(checkBytes(op, t)))
-          return failure();
-        if (std::optional<uint64_t> e = rcv.getEvent()) {
-          out += fmt::format("  cnnrt::dist::recvAsync(ctx, A + {}, {}ull, {}, "
-                             "{}, \"tag {} at {}\");\n",
-                             offsetOf(rcv.getResult()), bytesOf(t),
-                             static_cast<int64_t>(rcv.getPeer()), *e,
-                             static_cast<int64_t>(rcv.getTag()), loc);
-          return success();
-        }
-        out += fmt::format("  cnnrt::dist::recv(ctx, A + {}, {}ull, {}, "
-                           "\"tag {} at {}\");\n",
-                           offsetOf(rcv.getResult()), bytesOf(t),
-                           static_cast<int64_t>(rcv.getPeer()),
-                           static_cast<int64_t>(rcv.getTag()), loc);
-        return success();
+        return printTransfer(op, "recv", rcv.getResult(), rcv.getPeer(),
+                             rcv.getTag(), rcv.getEvent(), offsetOf, loc, out);
       })
       .Case<TransferWaitOp>([&](TransferWaitOp w) {
         out += fmt::format("  cnnrt::dist::transferWait(ctx, {});\n",
@@ -107,23 +97,15 @@ LogicalResult cnnc::printPipelineOp(Operation *op,
         // waits for its peer.
         out += "  cnnrt::dist::groupStart(ctx);\n";
         for (auto [v, peer, tag] :
-             llvm::zip(g.getInputs(), g.getSendPeers(), g.getSendTags())) {
-          auto t = cast<RankedTensorType>(v.getType());
-          if (failed(checkBytes(op, t)))
+             llvm::zip(g.getInputs(), g.getSendPeers(), g.getSendTags()))
+          if (failed(printTransfer(op, "send", v, peer, tag, std::nullopt,
+                                   offsetOf, loc, out)))
             return failure();
-          out += fmt::format("  cnnrt::dist::send(ctx, A + {}, {}ull, {}, "
-                             "\"tag {} at {}\");\n",
-                             offsetOf(v), bytesOf(t), peer, tag, loc);
-        }
         for (auto [v, peer, tag] :
-             llvm::zip(g.getResults(), g.getRecvPeers(), g.getRecvTags())) {
-          auto t = cast<RankedTensorType>(v.getType());
-          if (failed(checkBytes(op, t)))
+             llvm::zip(g.getResults(), g.getRecvPeers(), g.getRecvTags()))
+          if (failed(printTransfer(op, "recv", v, peer, tag, std::nullopt,
+                                   offsetOf, loc, out)))
             return failure();
-          out += fmt::format("  cnnrt::dist::recv(ctx, A + {}, {}ull, {}, "
-                             "\"tag {} at {}\");\n",
-                             offsetOf(v), bytesOf(t), peer, tag, loc);
-        }
         out += "  cnnrt::dist::groupEnd(ctx);\n";
         return success();
       })
