@@ -105,6 +105,19 @@ cnnc::verifyCNNPipelineOptions(const CNNPipelineOptions &o,
           flagPrefix + "pipeline-stages S too");
     ok = false;
   }
+  // Asynchronous transfers asked for where there are none to make so:
+  // without stages, and under 1F1B (its grouped transfers stay on the
+  // compute stream, cnn-pipeline-async-transfers).
+  if (ok && o.pipelineAsyncTransfers.hasValue() && o.pipelineAsyncTransfers &&
+      (!isPipelined(o) || o.pipelineSchedule == "1f1b")) {
+    error(flagPrefix + Twine("pipeline-async-transfers applies to GPipe "
+                             "pipeline stages: ") +
+          (isPipelined(o) ? "1F1B's grouped transfers run on the compute "
+                            "stream (give " +
+                                flagPrefix + "pipeline-schedule gpipe)"
+                          : "give " + flagPrefix + "pipeline-stages S too"));
+    ok = false;
+  }
   if (ok && o.microBatches > 1 && !isPipelined(o)) {
     error(flagPrefix + Twine("micro-batches splits the batch of pipeline "
                              "stages: give ") +
