@@ -929,9 +929,12 @@ struct FusePass : public cnnc::impl::CNNFuseBase<FusePass> {
 
       // GroupNorm's normalization onto the channel view its scale, shift
       // and activation use, before the merges join them.
-      RewritePatternSet channelView(ctx);
-      channelView.add<GroupedElementwiseToChannelView>(ctx, groupedToChannel);
-      applyGreedily(f, std::move(channelView));
+      if (groupNormChannelView) {
+        RewritePatternSet channelView(ctx);
+        channelView.add<GroupedElementwiseToChannelView>(ctx,
+                                                         groupedToChannel);
+        applyGreedily(f, std::move(channelView));
+      }
 
       RewritePatternSet mergeSet(ctx);
       mergeSet.add<MergeElementwiseProducer>(ctx, counts);

@@ -192,6 +192,7 @@ namespace {
 struct StepSettings {
   bool nhwc, fp16, fuse, lowerElementwise, remat, rematConvs, convStats,
       convStatsPrologue, dgradEpilogue, maxPoolIndex, poolBnGrad, dualBnGrad,
+      fuseGroupNorm,
       wgradPrologue, paramFormat, memoryPlan, memoryReuse, dataParallel, syncBN,
       asyncTransfers;
   int64_t rematMB, rematConvsPercent, workspaceMB, worldSize;
@@ -219,6 +220,7 @@ StepSettings resolve(const CNNPipelineOptions &o) {
   s.maxPoolIndex = o.maxPoolIndex;
   s.poolBnGrad = o.poolBnGrad;
   s.dualBnGrad = o.dualBnGrad;
+  s.fuseGroupNorm = o.fuseGroupNorm;
   s.wgradPrologue = o.wgradPrologue;
   s.paramFormat = o.paramFormat;
   // The CUDA target reads its arena plan from the IR, always (the reference
@@ -288,6 +290,7 @@ void cnnc::buildCNNStepPipeline(OpPassManager &pm,
   if (s.fuse) {
     CNNFuseOptions fo;
     fo.dualBatchNormGrad = s.dualBnGrad;
+    fo.groupNormChannelView = s.fuseGroupNorm;
     pm.addPass(createCNNFuse(fo));
   }
   // BatchNorm statistics out of the convolution's epilogue: the CUDA

@@ -1,4 +1,5 @@
 // RUN: cnnc-opt %s --cnn-fuse | FileCheck %s
+// RUN: cnnc-opt %s --cnn-fuse=group-norm-channel-view=false | FileCheck %s --check-prefix=OFF
 
 // GroupNorm(2, 4) + scale, shift and SiLU as the importer writes it: the
 // normalization (x - mean) / std on the grouped 2x2x18 view, the rest on the
@@ -7,6 +8,17 @@
 // 2x2x2 -> 2x4x1x1; the sqrt, read only there, is recomputed in that small
 // repeat) and merges it with the scale, shift and SiLU: one kernel on
 // 2x4x3x3.
+
+// With group-norm-channel-view=false (cnnc --fuse-group-norm=false, the A/B
+// of docs/benchmarks.md) the division stays on the grouped view and the
+// scale, shift and SiLU are a second kernel.
+// OFF-LABEL: func.func @group_norm_silu
+// OFF:       math.sqrt
+// OFF-NEXT:  arith.divf
+// OFF-NEXT:  cnn.yield
+// OFF:       cnn.reshape %{{.*}} : (tensor<2x2x18xf32>) -> tensor<2x4x3x3xf32>
+// OFF-NOT:   tensor<2x2x2xf32>
+// OFF-LABEL: func.func @not_a_channel_split
 
 // CHECK-LABEL: func.func @group_norm_silu
 // CHECK:      %[[CENTER:[0-9]+]]:2 = cnn.fused_elementwise {{.*}} -> (tensor<2x2x18xf32>, tensor<2x2x18xf32>)

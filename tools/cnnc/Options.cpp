@@ -238,6 +238,8 @@ struct PipelineFlags {
         flags.push_back(std::make_unique<cl::opt<std::string>>(
             opt.ArgStr, cl::desc(opt.HelpStr), cl::value_desc("value"),
             cl::cat(*cat)));
+      // A/B switches declared cl::Hidden stay out of --help (--help-hidden).
+      flags.back()->setHiddenFlag(opt.getOptionHiddenFlag());
     });
   }
 

@@ -846,6 +846,10 @@ def CNNFuse : Pass<"cnn-fuse", "mlir::ModuleOp"> {
     Option<"dualBatchNormGrad", "dual-bn-grad", "bool", "true",
            "Make two batch_norm_grad of one gradient one "
            "fused_dual_batch_norm_grad (off: keep them apart)">,
+    Option<"groupNormChannelView", "group-norm-channel-view", "bool", "true",
+           "Rebuild GroupNorm's normalization on the channel view so its "
+           "scale, shift and activation join it (off: leave it on the "
+           "grouped view; the A/B of docs/benchmarks.md)">,
   ];
   let statistics = [
     Statistic<"numConvEpilogueOps", "conv-epilogue-ops",

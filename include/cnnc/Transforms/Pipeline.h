@@ -278,6 +278,13 @@ struct CNNPipelineOptions
                      "shortcut with its own BatchNorm) read it in one pair "
                      "of passes"),
       llvm::cl::init(true), llvm::cl::cat(stepPassOptionCategory())};
+  Option<bool> fuseGroupNorm{
+      *this, "fuse-group-norm",
+      llvm::cl::desc("cnn-fuse: GroupNorm's normalization joins its scale, "
+                     "shift and activation in one kernel (the channel view; "
+                     "default on; an A/B switch, in --help-hidden)"),
+      llvm::cl::init(true), llvm::cl::Hidden,
+      llvm::cl::cat(stepPassOptionCategory())};
   Option<bool> paramFormat{
       *this, "param-format",
       llvm::cl::desc("cnn-param-format: convolution filters and their "
