@@ -48,6 +48,9 @@ namespace {
 
 bool hasOneUse(Value v) { return v.hasOneUse(); }
 
+/// NCHW -> NHWC (cnn-layout's permutation).
+constexpr int64_t kChannelsLast[] = {0, 2, 3, 1};
+
 /// What one run of the pass did; the patterns add to it as they rewrite.
 using Counts = FusionCounts;
 
@@ -526,11 +529,24 @@ struct GroupedElementwiseToChannelView : OpRewritePattern<ReshapeOp> {
                                            "[A, G, 1] or [A, 1, 1]");
       }
     }
+    // The channel view: the reshape's result (NCHW), or, in the NHWC
+    // pipeline, its one transpose to N x H x W x C (cnn-layout pulls the
+    // transpose in front of the scale up to the reshape); the rebuilt op
+    // then works on the NHWC tensor, each same-shape input transposed
+    // instead of its result.
+    Value view = reshape.getResult();
+    TransposeOp toNHWC;
+    if (reshape->hasOneUse() && to.getRank() == 4)
+      if (auto t = dyn_cast<TransposeOp>(*reshape->getUsers().begin());
+          t && t.getPermutation() == ArrayRef<int64_t>(kChannelsLast)) {
+        toNHWC = t;
+        view = t.getResult();
+      }
     // Only where an elementwise op on the channel view can join the rebuilt
     // one (the scale and shift of the forward); otherwise the reshapes only
     // keep the op from its grouped-view producers (the backward's input
     // gradient, read by a bias gradient, stays as it is).
-    if (llvm::none_of(reshape->getUsers(),
+    if (llvm::none_of(view.getUsers(),
                       [](Operation *u) { return isa<FusedElementwiseOp>(u); }))
       return rewriter.notifyMatchFailure(reshape,
                                          "no elementwise reader to join");
@@ -538,13 +554,15 @@ struct GroupedElementwiseToChannelView : OpRewritePattern<ReshapeOp> {
     // statistics alone (the repeat below is one, and is left as it is).
     if (!llvm::is_contained(role, 0))
       return rewriter.notifyMatchFailure(reshape, "no input of shape [N, G, K]");
-    // The rebuilt op goes right before the reshape's first user, so that
+    // The rebuilt op goes right before the view's first user, so that
     // every other operand of that user is defined before it (the merge
     // phase's condition for joining them).
     // Other readers of the grouped result (the backward pass reads the
-    // normalized x) read a reshape of the rebuilt op's result instead.
+    // normalized x) read a reshape of the rebuilt op's result instead; in
+    // NHWC that would be a transpose back, so there they keep the grouped
+    // op (the merge phase sinks it into its one reader).
     Operation *first = nullptr;
-    SmallVector<Operation *> users(reshape->getUsers());
+    SmallVector<Operation *> users(view.getUsers());
     for (Operation *u : grouped->getUsers())
       if (u != reshape.getOperation())
         users.push_back(u);
@@ -559,23 +577,34 @@ struct GroupedElementwiseToChannelView : OpRewritePattern<ReshapeOp> {
     // A grouped-view reader before the first channel-view reader (the
     // square of GroupNorm's centered x, which merges with the centering)
     // would be split from it: leave such an op on the grouped view.
-    if (!llvm::is_contained(reshape->getUsers(), first))
+    if (!llvm::is_contained(view.getUsers(), first))
       return rewriter.notifyMatchFailure(
           reshape, "the grouped result is read first on the grouped view");
     rewriter.setInsertionPoint(first);
     Location loc = grouped.getLoc();
+    auto viewType = cast<RankedTensorType>(view.getType());
+    // Dimension of the channels in the view, and the shape of a per-(A, D)
+    // statistic there: [A, D, 1, ...] or [A, 1, 1, D].
+    int64_t channelDim = toNHWC ? viewType.getRank() - 1 : 1;
     SmallVector<Value> inputs;
     SmallVector<int64_t> broadcast;
     for (auto [i, in] : llvm::enumerate(grouped.getInputs())) {
       auto t = cast<RankedTensorType>(in.getType());
       if (role[i] == 0) {
-        inputs.push_back(ReshapeOp::create(
-            rewriter, loc, to.clone(t.getElementType()), in));
+        Value v = ReshapeOp::create(rewriter, loc,
+                                    to.clone(t.getElementType()), in);
+        if (toNHWC)
+          v = TransposeOp::create(
+              rewriter, loc, ValueRange{v},
+              {rewriter.getNamedAttr(
+                  "permutation",
+                  rewriter.getDenseI64ArrayAttr(kChannelsLast))});
+        inputs.push_back(v);
         broadcast.push_back(0);
         continue;
       }
       Value stat = in;
-      SmallVector<int64_t> shape(to.getRank(), 1);
+      SmallVector<int64_t> shape(viewType.getRank(), 1);
       shape[0] = t.getDimSize(0);
       if (role[i] == 1) {
         auto repeated = RankedTensorType::get({t.getDimSize(0), g, d / g},
@@ -586,7 +615,7 @@ struct GroupedElementwiseToChannelView : OpRewritePattern<ReshapeOp> {
                                       return SmallVector<Value>{a[0]};
                                     })
                    .getResult(0);
-        shape[1] = d;
+        shape[channelDim] = d;
       }
       inputs.push_back(ReshapeOp::create(
           rewriter, loc, RankedTensorType::get(shape, t.getElementType()),
@@ -594,15 +623,22 @@ struct GroupedElementwiseToChannelView : OpRewritePattern<ReshapeOp> {
       broadcast.push_back(3);
     }
     auto channel = FusedElementwiseOp::create(
-        rewriter, loc, TypeRange{to}, inputs,
+        rewriter, loc, TypeRange{viewType}, inputs,
         {rewriter.getNamedAttr("broadcast",
                                rewriter.getDenseI64ArrayAttr(broadcast)),
          rewriter.getNamedAttr("layout", grouped.getLayoutAttr())});
     rewriter.cloneRegionBefore(grouped.getBody(), channel.getBody(),
                                channel.getBody().end());
-    Value back = ReshapeOp::create(rewriter, loc, from, channel.getResult(0));
-    rewriter.replaceOp(reshape, channel->getResults());
-    rewriter.replaceOp(grouped, back);
+    if (toNHWC) {
+      rewriter.replaceOp(toNHWC, channel->getResults());
+      rewriter.eraseOp(reshape);
+      if (grouped->use_empty())
+        rewriter.eraseOp(grouped);
+    } else {
+      Value back = ReshapeOp::create(rewriter, loc, from, channel.getResult(0));
+      rewriter.replaceOp(reshape, channel->getResults());
+      rewriter.replaceOp(grouped, back);
+    }
     ++count;
     return success();
   }
@@ -635,11 +671,12 @@ void hoistReshapesBefore(RewriterBase &b, Value v, Operation *op) {
 }
 
 /// Merges `consumer` into `producer` (both fused_elementwise, same shape and
-/// compatible layouts); every other operand of `consumer` is defined before
-/// `producer`, so the merged op takes the producer's place.
+/// compatible layouts) at `at`: the producer's place when every other
+/// operand of `consumer` is defined before `producer`, or the consumer's
+/// when the consumer is the producer's only reader (sinkable).
 FusedElementwiseOp merge(RewriterBase &b, FusedElementwiseOp producer,
-                         FusedElementwiseOp consumer) {
-  b.setInsertionPoint(producer);
+                         FusedElementwiseOp consumer, Operation *at) {
+  b.setInsertionPoint(at);
   Location loc =
       FusedLoc::get(b.getContext(), {producer.getLoc(), consumer.getLoc()});
   // Inputs: the producer's, then the consumer's that are not producer results.
@@ -798,6 +835,30 @@ FusedElementwiseOp inlineBroadcast(RewriterBase &b, FusedElementwiseOp producer,
   return fused;
 }
 
+/// Whether `producer` can move down into `consumer` (the merge at the
+/// consumer's place): the consumer reads every result, nothing else does,
+/// and the producer reads at most one tensor of its own shape that the
+/// consumer does not read already, so keeping its inputs alive until the
+/// consumer costs no more memory than keeping its result. GroupNorm's
+/// normalized x on the grouped view, which the backward reads there while
+/// the forward computes it on the NHWC channel view: recomputed in the
+/// backward's kernel from the centered x and the statistic, not a kernel
+/// of its own.
+bool sinkable(FusedElementwiseOp producer, FusedElementwiseOp consumer) {
+  if (producer->getBlock() != consumer->getBlock() ||
+      !llvm::all_of(producer->getUsers(), [&](Operation *u) {
+        return u == consumer.getOperation();
+      }))
+    return false;
+  ArrayRef<int64_t> space =
+      cast<ShapedType>(producer.getResult(0).getType()).getShape();
+  int64_t fullInputs = 0;
+  for (Value in : producer.getInputs())
+    if (cast<ShapedType>(in.getType()).getShape() == space)
+      fullInputs += !llvm::is_contained(consumer.getInputs(), in);
+  return fullInputs <= 1;
+}
+
 bool sameSpace(FusedElementwiseOp a, FusedElementwiseOp b) {
   auto ta = cast<RankedTensorType>(a.getResult(0).getType());
   auto tb = cast<RankedTensorType>(b.getResult(0).getType());
@@ -832,11 +893,15 @@ struct MergeElementwiseProducer
       bool dominated = llvm::all_of(consumer.getInputs(), [&](Value v) {
         return definedOrReshapedBefore(v, producer);
       });
-      if (!dominated)
+      if (dominated) {
+        for (Value v : consumer.getInputs())
+          hoistReshapesBefore(rewriter, v, producer);
+        merge(rewriter, producer, consumer, producer);
+      } else if (sinkable(producer, consumer)) {
+        merge(rewriter, producer, consumer, consumer);
+      } else {
         continue;
-      for (Value v : consumer.getInputs())
-        hoistReshapesBefore(rewriter, v, producer);
-      merge(rewriter, producer, consumer);
+      }
       ++counts.elementwiseMerges;
       return success();
     }

@@ -13,7 +13,9 @@
 //    (elementwise ops, concat, slice, pad, reductions and softmax over
 //    explicit axes, renumbered), and back-to-back inverse transposes
 //    fold away (TransposeOp's folder), so in between the edges the whole step
-//    stays NHWC.
+//    stays NHWC. One transpose moves up: NCHW->NHWC behind GroupNorm's
+//    channel view, to the reshape of its grouped result (so that the scale
+//    joins the shift and activation in cnn-fuse).
 // 3. Cleanup. A transpose that only moves unit dimensions (N x 1 x 1 x C ->
 //    N x C x 1 x 1, the global-avg-pool -> linear case, or a 1x1 filter) is a
 //    reshape; reshape chains and flatten-of-reshape fold; CSE merges the
@@ -196,6 +198,97 @@ struct PushThroughElementwise : RewritePattern {
   }
 };
 
+/// Whether transposing `v` to NHWC moves no data: only unit dimensions move
+/// (a per-channel 1 x C x 1 x 1 operand becomes 1 x 1 x 1 x C, a reshape
+/// after the cleanup step).
+bool transposesToNHWCForFree(Value v) {
+  auto t = dyn_cast<RankedTensorType>(v.getType());
+  if (!t || t.getRank() != 4)
+    return false;
+  int64_t last = -1;
+  for (int64_t p : kToNHWC) {
+    if (t.getDimSize(p) == 1)
+      continue;
+    if (p < last)
+      return false;
+    last = p;
+  }
+  return true;
+}
+
+/// The one operand of an NCHW elementwise op that a transpose to NHWC would
+/// move data for, when every other operand transposes for free; null when
+/// there is none or several.
+OpOperand *onlyDataOperand(Operation *op) {
+  OpOperand *data = nullptr;
+  for (OpOperand &o : op->getOpOperands()) {
+    if (!isRank4(o.get().getType()))
+      return nullptr;
+    if (transposesToNHWCForFree(o.get()))
+      continue;
+    if (data)
+      return nullptr;
+    data = &o;
+  }
+  return data;
+}
+
+/// Whether `v` is GroupNorm's channel view of its grouped N x G x K result
+/// (a cnn.reshape from another rank), possibly through one-use elementwise
+/// ops whose other operands are per-channel (its scale).
+bool isGroupedViewChain(Value v) {
+  Operation *d = v.getDefiningOp();
+  if (auto reshape = dyn_cast_or_null<ReshapeOp>(d))
+    return !isRank4(reshape.getInput().getType());
+  if (!d || !isLayoutAgnostic(d) || isa<FusedElementwiseOp>(d) ||
+      d->getNumResults() != 1 || !v.hasOneUse())
+    return false;
+  OpOperand *data = onlyDataOperand(d);
+  return data && isGroupedViewChain(data->get());
+}
+
+/// transpose(op(a, s), NCHW->NHWC) -> op(transpose(a), transpose(s)) for an
+/// elementwise op on GroupNorm's channel view: a is the reshape of the
+/// grouped N x G x K result back to N x C x H x W (which no transpose can
+/// pass), s transposes for free (the 1 x C x 1 x 1 scale). Step 1 puts the
+/// transpose in front of the first layout-sensitive op (the shift's
+/// bias_add), and step 2 only pushes NHWC->NCHW transposes down, so the
+/// scale stayed NCHW, between the normalization and the transpose: the
+/// transpose then split normalize * scale from shift + activation, and the
+/// backward's transpose of the same normalized x was a second one. Pulled
+/// up to the reshape, the transpose is one (CSE joins the backward's), and
+/// cnn-fuse rebuilds the normalization on the NHWC channel view, where the
+/// scale, shift and activation join it. Only on such a chain: elsewhere
+/// (the image's cast) the transpose is where it belongs.
+struct PullTransposeAboveGroupedViewElementwise : OpRewritePattern<TransposeOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(TransposeOp op,
+                                PatternRewriter &rw) const override {
+    if (op.getPermutation() != ArrayRef<int64_t>(kToNHWC))
+      return failure();
+    Operation *ew = op.getInput().getDefiningOp();
+    if (!ew || !isLayoutAgnostic(ew) || isa<FusedElementwiseOp>(ew) ||
+        ew->getNumResults() != 1 || !isGroupedViewChain(op.getInput()))
+      return failure();
+    // Every reader transposes to NHWC: the op's NCHW result is not needed.
+    if (!llvm::all_of(ew->getUsers(), [](Operation *u) {
+          auto t = dyn_cast<TransposeOp>(u);
+          return t && t.getPermutation() == ArrayRef<int64_t>(kToNHWC);
+        }))
+      return failure();
+    rw.setInsertionPoint(ew);
+    SmallVector<Value> operands;
+    for (Value v : ew->getOperands())
+      operands.push_back(transposeOrFold(rw, ew->getLoc(), v, kToNHWC));
+    Operation *moved = rebuild(rw, ew, operands,
+                               {permuted(ew->getResult(0).getType(), kToNHWC)});
+    for (Operation *u : llvm::make_early_inc_range(ew->getUsers()))
+      rw.replaceOp(u, moved->getResults());
+    rw.eraseOp(ew);
+    return success();
+  }
+};
+
 /// concat(transpose(x_i, NHWC->NCHW), axis) -> transpose(concat(x_i, axis'),
 /// ...).
 struct PushThroughConcat : OpRewritePattern<ConcatOp> {
@@ -361,7 +454,8 @@ struct LayoutPass : public cnnc::impl::CNNLayoutBase<LayoutPass> {
 
     // 2. Push transposes down; inverse pairs fold.
     RewritePatternSet push(ctx);
-    push.add<PushThroughElementwise, PushThroughConcat, PushThroughSlice,
+    push.add<PushThroughElementwise, PullTransposeAboveGroupedViewElementwise,
+             PushThroughConcat, PushThroughSlice,
              PushThroughReduce<ReduceSumOp>, PushThroughReduce<ReduceMeanOp>,
              PushThroughReduce<ReduceMaxOp>, PushThroughSoftmax,
              PushThroughPad<PadOp>, PushThroughPad<PadGradOp>>(ctx);
