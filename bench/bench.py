@@ -22,22 +22,51 @@ A mode that does not finish within its limit (--limits, --deadline) is
 killed with its compile workers and reported as "timeout after N s"; one
 that fails is reported with its last error line. Neither stops the run.
 TF32 is off for the f32 rows. Each torch.compile mode starts with an empty
-Inductor cache (a user's first compile), unless --warm-torch-cache.
+Inductor cache (a user's first compile), unless --warm-torch-cache (Inductor's
+default cache directory, kept) or --torch-cache-dir DIR (one cache directory
+for every mode and process, FX-graph and AOTAutograd caches on): then a
+row's compile_s is the warm-up with that cache, not a user's cold compile.
 
   python3 bench/bench.py --cnnc .carry/cnnc [--models simplecnn,resnet18,resnet50]
        [--steps 50] [--modes amp,compile-default,...] [--limits MODE=S,...]
        [--deadline S] [--json FILE] [--cnnc-flags "..."] [--no-compile]
+       [--resume FILE ...] [--torch-group N] [--torch-cache-dir DIR]
 Prints a markdown table (for docs/benchmarks.md) at the end and writes every
 row, as it finishes, to the JSON file (default <work>/bench.json).
+
+Filling one table over several runs (device calls): `--resume FILE` (may be
+repeated; FILE is only read, it may be the --json file itself) starts from
+FILE's rows. A row with a result (status ok) is kept, copied into the new
+JSON file and not run again; a timed-out, failed or skipped one is run
+again. Rows are matched on (model, runner, batch, image size, classes),
+runner being the PyTorch mode or "cnnc <variant label>"; of two files
+holding the same row the later one wins. Each row records the GPU and the
+start time of the run that measured it ("gpu", "call").
+
+`--torch-group N` times the PyTorch modes that can share a process (eager,
+amp, and the compile modes other than reduce-overhead when the Inductor
+cache is shared: --warm-torch-cache or --torch-cache-dir) for up to N
+models in one worker process: torch and timm are imported once; each model
+still builds its own model, optimizer and, under torch.compile, its own
+graphs (Dynamo is reset between models), and each model has its mode's own
+time limit from the end of the previous one. cuDNN's benchmark results for
+convolution shapes an earlier model of the group already ran are reused (the
+steady state is timed either way). A model whose time runs out is killed with
+the process; the rest of the group goes on in a new process. Rows, table and
+JSON are the same as without grouping; models are then taken N at a time
+(cnnc rows of the N, then each mode over the N).
 """
 import argparse
+import gc
 import json
 import os
+import queue
 import re
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -191,6 +220,41 @@ def worker_main(spec_text):
     return 0
 
 
+# The group worker's protocol (--torch-group-worker SPECS): for the i-th
+# spec, "BENCH_START i", then either "BENCH_RESULT {..., "index": i}" or
+# "BENCH_FAILED i <error line>" (its traceback before it).
+START_TAG = "BENCH_START "
+FAILED_TAG = "BENCH_FAILED "
+
+
+def group_worker_main(specs_text):
+    """Times every spec of the list in this process, one after the other;
+    a model that raises is reported and the next one runs."""
+    import traceback
+
+    import torch
+
+    for i, spec in enumerate(json.loads(specs_text)):
+        print(START_TAG + str(i), flush=True)
+        try:
+            res = torch_worker(spec)
+            res["index"] = i
+            print(RESULT_TAG + json.dumps(res), flush=True)
+        except Exception as e:  # noqa: BLE001 -- reported, the group goes on
+            traceback.print_exc()
+            line = ("%s: %s" % (type(e).__name__, e)).splitlines()[0]
+            print(FAILED_TAG + "%d %s" % (i, line[:300]), flush=True)
+        # The next model starts from an empty allocator (its reserved
+        # memory is its own) and without this one's compiled graphs (Dynamo
+        # counts recompilations of `step` across models otherwise).
+        if hasattr(torch, "_dynamo"):
+            torch._dynamo.reset()
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    return 0
+
+
 # ---------------------------------------------------------------------------
 # Running a mode (or cnnc) in a process with a time limit.
 
@@ -237,22 +301,52 @@ def last_error(log):
     return lines[-1][:300] if lines else "no output"
 
 
+def shared_cache_env(env, cache):
+    """env with Inductor's on-disk caches in `cache`: compiled FX graphs,
+    AOTAutograd's joint graphs (both keyed on the graph, its input shapes
+    and the configuration, so another process compiling the same step hits
+    them), autotuning results and Triton's kernels."""
+    env = dict(env)
+    env["TORCHINDUCTOR_CACHE_DIR"] = cache
+    env["TRITON_CACHE_DIR"] = os.path.join(cache, "triton")
+    env["TORCHINDUCTOR_FX_GRAPH_CACHE"] = "1"
+    env["TORCHINDUCTOR_AUTOGRAD_CACHE"] = "1"
+    return env
+
+
+def torch_env(mode, args):
+    """The worker's environment for `mode` and the cache directory to remove
+    after it (None): an empty Inductor cache of its own per compile mode
+    (a user's first compile) unless the cache is warm or shared."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env["PYTHONPATH"] = PYTHON_DIR + os.pathsep + env.get("PYTHONPATH", "")
+    if getattr(args, "torch_cache_dir", ""):
+        return shared_cache_env(env, args.torch_cache_dir), None
+    if TORCH_MODES[mode][2] and not args.warm_torch_cache:
+        cache = tempfile.mkdtemp(prefix="inductor-cache-")
+        return shared_cache_env(env, cache), cache
+    return env, None
+
+
+def worker_spec(name, batch, hw, classes, mode, args, steps=None, repeats=3):
+    return {"name": name, "batch": batch, "hw": hw, "classes": classes, "mode": mode,
+            "steps": args.steps if steps is None else steps, "repeats": repeats,
+            "device": args.torch_device}
+
+
+def torch_row(name, batch, hw, classes, mode, limit_s):
+    return {"model": name, "batch": batch, "hw": hw, "classes": classes, "runner": mode,
+            "label": TORCH_MODES[mode][0], "limit_s": limit_s}
+
+
 def time_torch(name, batch, hw, classes, mode, args, limit_s):
     """One row: a dict with status ok/timeout/failed/skipped."""
-    row = {"model": name, "batch": batch, "hw": hw, "classes": classes, "runner": mode,
-           "label": TORCH_MODES[mode][0], "limit_s": limit_s}
+    row = torch_row(name, batch, hw, classes, mode, limit_s)
     if limit_s < 10:
         row.update(status="skipped", error="no time left before --deadline")
         return row
-    spec = {"name": name, "batch": batch, "hw": hw, "classes": classes, "mode": mode,
-            "steps": args.steps, "repeats": 3, "device": args.torch_device}
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    env["PYTHONPATH"] = PYTHON_DIR + os.pathsep + env.get("PYTHONPATH", "")
-    cache = None
-    if TORCH_MODES[mode][2] and not args.warm_torch_cache:
-        cache = tempfile.mkdtemp(prefix="inductor-cache-")
-        env["TORCHINDUCTOR_CACHE_DIR"] = cache
-        env["TRITON_CACHE_DIR"] = os.path.join(cache, "triton")
+    spec = worker_spec(name, batch, hw, classes, mode, args)
+    env, cache = torch_env(mode, args)
     t0 = time.time()
     status, res, log = run_limited(
         [sys.executable, os.path.abspath(__file__), "--torch-worker", json.dumps(spec)],
@@ -272,6 +366,124 @@ def time_torch(name, batch, hw, classes, mode, args, limit_s):
     if row["status"] != "ok":
         print("\n".join(log.splitlines()[-15:]), flush=True)
     return row
+
+
+def groupable(mode, args):
+    """Whether `mode` may time several models in one process: eager modes
+    always; compile modes when the Inductor cache is shared anyway (a cold
+    cache per model is one process per model), except reduce-overhead
+    (cudagraph trees keep their memory pool across Dynamo resets)."""
+    compile_mode = TORCH_MODES[mode][2]
+    if compile_mode is None:
+        return True
+    if compile_mode == "reduce-overhead":
+        return False
+    return bool(args.warm_torch_cache or getattr(args, "torch_cache_dir", ""))
+
+
+def group_worker_argv(specs):
+    """The command of one group worker (tests put a fake one here)."""
+    return [sys.executable, os.path.abspath(__file__), "--torch-group-worker",
+            json.dumps(specs)]
+
+
+def time_torch_group(members, mode, args, limit_of, on_row=None):
+    """`mode`'s rows for members [(name, batch, hw, classes), ...], timed in
+    as few worker processes as possible, in order. limit_of() is the time
+    limit (s) of the next model, read when the previous one ends (or its
+    process starts): the mode's limit, bounded by --deadline. A model that
+    runs past it is killed with its process, and the rest continue in a
+    new one; a model whose process dies is a failed row. on_row(row) is
+    called as each row is done. Returns the rows in member order."""
+    rows = [None] * len(members)
+
+    def finish(i, row):
+        rows[i] = row
+        if on_row:
+            on_row(row)
+
+    pending = list(range(len(members)))
+    while pending:
+        limit = limit_of()
+        if limit < 10:
+            for i in pending:
+                row = torch_row(*members[i], mode, limit)
+                row.update(status="skipped", error="no time left before --deadline")
+                finish(i, row)
+            break
+        specs = [worker_spec(*members[i], mode, args) for i in pending]
+        env, cache = torch_env(mode, args)
+        p = subprocess.Popen(group_worker_argv(specs), stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, env=env,
+                             start_new_session=True)
+        lines = queue.Queue()
+
+        def read(stream=p.stdout, out=lines):
+            for line in stream:
+                out.put(line)
+            out.put(None)
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        done, log, since = set(), [], 0  # local indices; log lines; the model's first line
+        t_event, timed_out, out_of_time = time.time(), False, False
+        while True:
+            try:
+                line = lines.get(timeout=max(0.05, t_event + limit - time.time()))
+            except queue.Empty:
+                timed_out = True
+                break
+            if line is None:
+                break
+            log.append(line.rstrip("\n"))
+            j = None
+            if line.startswith(RESULT_TAG):
+                res = json.loads(line[len(RESULT_TAG):])
+                j = res.pop("index")
+                row = torch_row(*members[pending[j]], mode, limit)
+                row.update(status="ok", **res)
+            elif line.startswith(FAILED_TAG):
+                k, _, err = line[len(FAILED_TAG):].rstrip("\n").partition(" ")
+                j = int(k)
+                row = torch_row(*members[pending[j]], mode, limit)
+                row.update(status="failed", error=err)
+                print("\n".join(log[since:][-15:]), flush=True)
+            if j is None:
+                continue
+            now = time.time()
+            row["wall_s"] = now - t_event
+            done.add(j)
+            finish(pending[j], row)
+            t_event, since = now, len(log)
+            limit = limit_of()
+            if limit < 10 and len(done) < len(pending):
+                out_of_time = True
+                break
+        if timed_out or out_of_time:
+            kill_group(p)
+        try:
+            p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            kill_group(p)
+        reader.join(timeout=10)
+        if cache:
+            subprocess.run(["rm", "-rf", cache])
+        rest = [j for j in range(len(pending)) if j not in done]
+        if rest and not out_of_time:
+            # The model the process was on when it was killed or died: its
+            # row says so; the ones after it run in a new process.
+            j = rest[0]
+            row = torch_row(*members[pending[j]], mode, limit)
+            if timed_out:
+                row.update(status="timeout", error="timeout after %.0f s" % limit)
+            else:
+                row.update(status="failed", error=last_error("\n".join(log[since:])))
+            row["wall_s"] = time.time() - t_event
+            print("\n".join(log[since:][-15:]), flush=True)
+            finish(pending[j], row)
+            rest = rest[1:]
+        pending = [pending[j] for j in rest]
+    return rows
 
 
 # ---------------------------------------------------------------------------
@@ -413,6 +625,16 @@ def parse_args(argv, config=None):
     ap.add_argument("--cnnc-only", action="store_true", help="skip the PyTorch rows")
     ap.add_argument("--warm-torch-cache", action="store_true",
                     help="keep Inductor's on-disk cache between modes and runs")
+    ap.add_argument("--torch-cache-dir", default="",
+                    help="one Inductor cache directory (FX-graph and AOTAutograd caches "
+                         "on) for every PyTorch mode and process: warm once filled")
+    ap.add_argument("--torch-group", type=int, default=1,
+                    help="time the PyTorch modes that can share a process for up to N "
+                         "models per worker process (see above); default 1")
+    ap.add_argument("--resume", action="append", default=[], metavar="FILE",
+                    help="start from FILE's rows (a --json file of an earlier run; read "
+                         "only; may be repeated): rows with a result are kept and not "
+                         "run again")
     ap.add_argument("--torch-device", default="cuda", help=argparse.SUPPRESS)
     ap.add_argument("--prebuilt", action="store_true",
                     help="use the executables an earlier build phase left in --work "
@@ -420,6 +642,16 @@ def parse_args(argv, config=None):
     ap.add_argument("--profile", action="store_true",
                     help="also print each cnnc variant's CNNRT_PROFILE report of one step")
     args = ap.parse_args(argv)
+    if args.torch_group < 1:
+        ap.error("--torch-group: expected a positive number of models, got %d"
+                 % args.torch_group)
+    for path in args.resume:
+        try:
+            read_rows([path])
+        except (OSError, ValueError) as e:
+            ap.error("--resume: %s" % e)
+    if args.torch_cache_dir:
+        args.torch_cache_dir = os.path.abspath(args.torch_cache_dir)
     args.models = [m for m in args.models.split(",") if m]
     for m in args.models:
         if m not in config:
@@ -447,6 +679,44 @@ def parse_args(argv, config=None):
     return args
 
 
+def row_key(r):
+    """What makes two rows the same measurement (--resume)."""
+    return (r["model"], r["runner"], r.get("batch"), r.get("hw"), r.get("classes"))
+
+
+def read_rows(paths, ok_only=False):
+    """The rows of bench.json files, one per row_key: a row with a result
+    wins over one without, else the later file's. Each row gets its file's
+    GPU and start time where it has none ("gpu", "call"). Raises ValueError
+    for a file that is not such a JSON file."""
+    by_key = {}
+    for path in paths:
+        try:
+            with open(path) as f:
+                d = json.load(f)
+        except json.JSONDecodeError as e:
+            raise ValueError("%s is not JSON: %s" % (path, e))
+        if not isinstance(d, dict) or not isinstance(d.get("rows"), list):
+            raise ValueError("%s has no \"rows\" list (not a bench.py --json file)" % path)
+        for r in d["rows"]:
+            if ok_only and r.get("status") != "ok":
+                continue
+            r = dict(r)
+            r.setdefault("gpu", d.get("gpu", "unknown"))
+            r.setdefault("call", d.get("started", ""))
+            old = by_key.get(row_key(r))
+            if old is None or r.get("status") == "ok" or old.get("status") != "ok":
+                by_key[row_key(r)] = r
+    return list(by_key.values())
+
+
+def runner_rank(runner):
+    """cnnc rows first, then the PyTorch modes in TORCH_MODES' order."""
+    if runner.startswith("cnnc"):
+        return -1
+    return list(TORCH_MODES).index(runner) if runner in TORCH_MODES else len(TORCH_MODES)
+
+
 def fmt(v, spec):
     return "" if v is None else spec % v
 
@@ -463,7 +733,8 @@ def table(rows):
             models.append(r["model"])
     summary = []
     for name in models:
-        mine = [r for r in rows if r["model"] == name]
+        mine = sorted((r for r in rows if r["model"] == name),
+                      key=lambda r: runner_rank(r["runner"]))
         ok = [r for r in mine if r["status"] == "ok"]
         cnnc = [r for r in ok if r["runner"].startswith("cnnc")]
         best = min((r["ms"] for r in cnnc), default=None)
@@ -507,42 +778,118 @@ def gpu_name():
         return "unknown"
 
 
-def main(argv=None, config=None):
+def geometry(name, args, config):
+    """(batch, image size, classes) of a model in this run."""
+    batch, hw, classes = config[name]
+    return batch, hw, args.classes or classes
+
+
+def cnnc_row(name, label, flags, batch, hw, classes):
+    return {"model": name, "batch": batch, "hw": hw, "classes": classes,
+            "runner": "cnnc " + label, "label": "cnnc " + label, "flags": flags}
+
+
+def pending_work(args, config, done):
+    """What is left to run after --resume: {model: (cnnc variants as
+    (label, flags), PyTorch modes)} for the models with anything left."""
+    out = {}
+    for name in args.models:
+        batch, hw, classes = geometry(name, args, config)
+        variants = [(label, flags) for label, flags in args.variants
+                    if row_key(cnnc_row(name, label, flags, batch, hw, classes)) not in done]
+        modes = [m for m in args.modes
+                 if row_key(torch_row(name, batch, hw, classes, m, 0)) not in done]
+        if variants or modes:
+            out[name] = (variants, modes)
+    return out
+
+
+def main(argv=None, config=None, prewarm=None, started_at=None):
+    """The run. prewarm: {(model, mode): info} of bench/zoo_bench.py's
+    --torch-prewarm-jobs phase; a mode whose prewarm did not finish is not
+    run again (its row says why), the others' rows keep the info.
+    started_at: when --deadline's clock started (default: now)."""
     config = CONFIG if config is None else config
     args = parse_args(sys.argv[1:] if argv is None else argv, config)
-    start = time.time()
+    prewarm = prewarm or {}
+    start = time.time() if started_at is None else started_at
     # The parent does not initialize CUDA: each PyTorch mode's process gets
     # the whole GPU, and its peak memory is its own.
     meta = {"gpu": gpu_name(), "started": time.strftime("%Y-%m-%d %H:%M:%S UTC",
                                                         time.gmtime()),
             "argv": sys.argv if argv is None else argv, "steps": args.steps,
             "warmup_steps": WARMUP_STEPS}
+    if args.resume:
+        meta["resumed_from"] = [os.path.abspath(p) for p in args.resume]
+    if args.torch_cache_dir:
+        meta["torch_cache_dir"] = args.torch_cache_dir
     print("GPU:", meta["gpu"], flush=True)
-    rows = []
-    for name in args.models:
-        batch, hw, classes = config[name]
-        classes = args.classes or classes
-        for label, flags in args.variants:
-            row = {"model": name, "batch": batch, "hw": hw, "classes": classes,
-                   "runner": "cnnc " + label, "label": "cnnc " + label, "flags": flags}
-            try:
-                ms, mem, comp, run_s = run_cnnc(name, batch, hw, args, flags, classes)
-                row.update(status="ok", ms=ms, img_s=1000.0 * batch / ms, alloc_mib=mem,
-                           compile_s=comp, run_s=run_s)
-            except Exception as e:  # the PyTorch rows still run
-                row.update(status="failed", error=last_error(str(e)))
-                print("cnnc %s %s: %s" % (name, label, e), flush=True)
-            rows.append(row)
-            print(json.dumps(row), flush=True)
-            write_json(args.json, meta, rows)
+    rows = read_rows(args.resume, ok_only=True)
+    done = {row_key(r) for r in rows}
+    if args.resume:
+        print("resumed %d rows with a result from %s" % (len(rows), ", ".join(args.resume)),
+              flush=True)
+    write_json(args.json, meta, rows)
+
+    def left():
+        return args.deadline - (time.time() - start) - 20 if args.deadline else float("inf")
+
+    def limit_of(mode):
+        return min(args.limits[mode], left())
+
+    def add(row):
+        row.setdefault("gpu", meta["gpu"])
+        row.setdefault("call", meta["started"])
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+        write_json(args.json, meta, rows)
+
+    work = pending_work(args, config, done)
+    models = [m for m in args.models if m in work]
+    for b in range(0, len(models), args.torch_group):
+        block = models[b:b + args.torch_group]
+        for name in block:
+            batch, hw, classes = geometry(name, args, config)
+            for label, flags in work[name][0]:
+                row = cnnc_row(name, label, flags, batch, hw, classes)
+                if left() < 10:
+                    row.update(status="skipped", error="no time left before --deadline")
+                    add(row)
+                    continue
+                try:
+                    ms, mem, comp, run_s = run_cnnc(name, batch, hw, args, flags, classes)
+                    row.update(status="ok", ms=ms, img_s=1000.0 * batch / ms, alloc_mib=mem,
+                               compile_s=comp, run_s=run_s)
+                except Exception as e:  # the PyTorch rows still run
+                    row.update(status="failed", error=last_error(str(e)))
+                    print("cnnc %s %s: %s" % (name, label, e), flush=True)
+                add(row)
         for mode in args.modes:
-            limit = args.limits[mode]
-            if args.deadline:
-                limit = min(limit, args.deadline - (time.time() - start) - 20)
-            row = time_torch(name, batch, hw, classes, mode, args, limit)
-            rows.append(row)
-            print(json.dumps(row), flush=True)
-            write_json(args.json, meta, rows)
+            run = []
+            for name in block:
+                if mode not in work[name][1]:
+                    continue
+                member = (name,) + geometry(name, args, config)
+                pw = prewarm.get((name, mode))
+                if pw is not None and pw["status"] != "ok":
+                    # The timed run would compile cold again: not run.
+                    row = torch_row(*member, mode, limit_of(mode))
+                    row.update(status=pw["status"], error="prewarm: " + pw.get("error", ""),
+                               prewarm=pw)
+                    add(row)
+                else:
+                    run.append(member)
+
+            def add_timed(row, mode=mode):
+                if (row["model"], mode) in prewarm:
+                    row["prewarm"] = prewarm[(row["model"], mode)]
+                add(row)
+
+            if len(run) > 1 and groupable(mode, args):
+                time_torch_group(run, mode, args, lambda mode=mode: limit_of(mode), add_timed)
+            else:
+                for member in run:
+                    add_timed(time_torch(*member, mode, args, limit_of(mode)))
     print()
     print(table(rows))
     print("JSON:", args.json)
@@ -552,4 +899,6 @@ def main(argv=None, config=None):
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--torch-worker":
         sys.exit(worker_main(sys.argv[2]))
+    if len(sys.argv) == 3 and sys.argv[1] == "--torch-group-worker":
+        sys.exit(group_worker_main(sys.argv[2]))
     sys.exit(main())

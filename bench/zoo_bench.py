@@ -23,14 +23,42 @@ compiles every model's executable, N at a time (cnnc's compile is CPU work:
 the GPU is timed only afterwards, one model at a time); compile_s stays each
 model's own wall time.
 
-Every bench/bench.py flag applies. A model cnnc cannot compile yet prints its
-error and keeps PyTorch's rows. The three torch.compile modes take minutes per
-model: name a few models per device call, or bound the call with --deadline.
+Every bench/bench.py flag applies (--resume, --torch-group, --deadline, ...).
+A model cnnc cannot compile yet prints its error and keeps PyTorch's rows. The
+three torch.compile modes take minutes per model: name a few models per device
+call, or bound the call with --deadline (which counts from zoo_bench's start:
+the build phases are in it).
+
+`--torch-prewarm-jobs N`: after the cnnc builds and before any timing, every
+requested torch.compile mode's worker runs once per model (1 timed step after
+the 3 warm-up steps), N processes at a time, all compiling into one shared
+Inductor cache (<work>/inductor-cache, or --torch-cache-dir; FX-graph and
+AOTAutograd caches on; Inductor's compile threads split between the N:
+TORCHINDUCTOR_COMPILE_THREADS = cores / N, at least 2, unless set), each
+within its mode's limit. The timed phase then runs with that cache. A row's
+"prewarm" holds the prewarm's status, wall seconds and compile_s (a cold
+compile, N at a time on a shared machine); the row's own compile_s is then
+the warm-up with a warm cache, NOT a user's cold compile. A mode whose
+prewarm timed out or failed is not timed again (its row says "prewarm: ...").
+
+`--max-models K`: only the first K models (in --models order) that still
+have rows to run after --resume; successive calls with the same --models and
+the previous calls' JSON files as --resume fill the table K models at a time.
+
+`--table FILE.json [FILE.json ...]` (no GPU, nothing else needed): prints the
+markdown table of docs/benchmarks.md from the rows of the files (merged as
+--resume merges them): family, batch x size, cnnc ms/step, eager AMP
+ms/step, the fastest torch.compile mode that finished (its name), cnnc's
+speed-up over each, cnnc's compile seconds; a side that failed, timed out
+or was not run says so.
 """
 import argparse
 import concurrent.futures
+import json
+import math
 import os
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -76,6 +104,10 @@ def timm_config(shape):
     return {"timm:" + n: (batch, hw, 1000) for n in TIMM_FAMILIES}
 
 
+def timm_family(name):
+    return name[len("timm:"):] if name.startswith("timm:") else name
+
+
 def _prebuild_one(job):
     name, batch, hw, classes, args, flags = job
     try:
@@ -88,19 +120,156 @@ def _prebuild_one(job):
         return name, None, bench.last_error(str(e))
 
 
-def prebuild(args, config, jobs):
-    """Every model's executable, `jobs` compiles at a time, before any
-    timing (bench.run_cnnc then finds them: args.prebuilt)."""
-    work = []
+def prebuild(args, config, jobs, work):
+    """Every model's executable (of the variants `work` still needs: see
+    bench.pending_work), `jobs` compiles at a time, before any timing
+    (bench.run_cnnc then finds them: args.prebuilt)."""
+    todo = []
     for name in args.models:
-        batch, hw, classes = config[name]
-        for _, flags in args.variants:
-            work.append((name, batch, hw, args.classes or classes, args,
-                         bench.split_flags(flags)[0]))
+        batch, hw, classes = bench.geometry(name, args, config)
+        for _, flags in work.get(name, ([], []))[0]:
+            todo.append((name, batch, hw, classes, args, bench.split_flags(flags)[0]))
+    if not todo:
+        return
     with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
-        for name, compile_s, err in pool.map(_prebuild_one, work):
+        for name, compile_s, err in pool.map(_prebuild_one, todo):
             print("prebuilt %s: %s" % (name, "%.1f s" % compile_s if err == "" else err),
                   flush=True)
+
+
+def compile_threads(jobs):
+    """Inductor's compile workers per prewarm process: the cores split
+    between the `jobs` processes (at least 2 each)."""
+    return max(2, (os.cpu_count() or 1) // max(1, jobs))
+
+
+def prewarm_one(name, mode, member, args, cache, limit, jobs):
+    """Runs `mode`'s worker once for one model into `cache`; the info dict
+    bench.main puts in the row ("prewarm")."""
+    info = {"status": "skipped", "jobs": jobs, "limit_s": limit, "cache": cache}
+    if limit < 10:
+        info["error"] = "no time left before --deadline"
+        return info
+    spec = bench.worker_spec(*member, mode, args, steps=1, repeats=1)
+    env = bench.shared_cache_env(bench.torch_env("amp", args)[0], cache)
+    env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", str(compile_threads(jobs)))
+    t0 = time.time()
+    status, res, log = bench.run_limited(
+        [sys.executable, os.path.join(HERE, "bench.py"), "--torch-worker", json.dumps(spec)],
+        limit, env)
+    info.update(status=status, wall_s=time.time() - t0)
+    if status == "ok" and res is None:
+        info.update(status="failed", error="the worker printed no result")
+    elif status == "ok":
+        info["compile_s"] = res["compile_s"]
+    elif status == "timeout":
+        info["error"] = "timeout after %.0f s (cold compile, %d at a time)" % (limit, jobs)
+    else:
+        info["error"] = bench.last_error(log)
+    return info
+
+
+def prewarm(args, config, jobs, work, left):
+    """The --torch-prewarm-jobs phase: {(model, mode): info} for every
+    compile mode `work` still needs; left() is the time left before the
+    deadline (s)."""
+    cache = args.torch_cache_dir or os.path.abspath(os.path.join(args.work, "inductor-cache"))
+    os.makedirs(cache, exist_ok=True)
+    items = [(name, mode) for name in args.models if name in work
+             for mode in work[name][1] if bench.TORCH_MODES[mode][2]]
+
+    def one(item):
+        name, mode = item
+        member = (name,) + bench.geometry(name, args, config)
+        info = prewarm_one(name, mode, member, args, cache,
+                           min(args.limits[mode], left()), jobs)
+        print("prewarmed %s %s: %s" % (name, mode, "%.1f s" % info["wall_s"]
+                                      if info["status"] == "ok" else
+                                      "%s %s" % (info["status"], info.get("error", ""))),
+              flush=True)
+        return item, info
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        return dict(pool.map(one, items)), cache
+
+
+def markdown_cell(text):
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def family_table(rows):
+    """The docs/benchmarks.md table of bench.json rows (see --table), then
+    a summary line."""
+    out = ["| family | batch × size | cnnc ms/step | eager AMP ms/step | "
+           "torch.compile ms/step (mode) | cnnc vs eager AMP | cnnc vs torch.compile | "
+           "cnnc compile s |",
+           "|---|---|---|---|---|---|---|---|"]
+    models = []
+    for r in rows:
+        if r["model"] not in models:
+            models.append(r["model"])
+    amp_ratios, compile_ratios, cnnc_ok = [], [], 0
+
+    def failed(rs):
+        r = rs[0]
+        return markdown_cell("%s: %s" % (r["status"], r.get("error", ""))[:120])
+
+    for name in models:
+        mine = [r for r in rows if r["model"] == name]
+        shape = "%d × %d²" % (mine[0]["batch"], mine[0]["hw"])
+        cnnc = [r for r in mine if r["runner"].startswith("cnnc")]
+        cnnc_ok_rows = [r for r in cnnc if r["status"] == "ok"]
+        best = min(cnnc_ok_rows, key=lambda r: r["ms"]) if cnnc_ok_rows else None
+        if best:
+            cnnc_ok += 1
+            label = best["runner"][len("cnnc "):]
+            cnnc_cell = "%.2f" % best["ms"] + ("" if label == "default" else " (%s)" % label)
+            compile_cell = fmt_s(best.get("compile_s"))
+        else:
+            cnnc_cell = failed(cnnc) if cnnc else "not run"
+            compile_cell = ""
+        amp = [r for r in mine if r["runner"] == "amp"]
+        amp_ok = [r for r in amp if r["status"] == "ok"]
+        amp_cell = "%.2f" % amp_ok[0]["ms"] if amp_ok else (failed(amp) if amp else "not run")
+        comp = [r for r in mine if bench.TORCH_MODES.get(r["runner"], ("", True, None))[2]
+                and bench.TORCH_MODES[r["runner"]][1]]
+        comp_ok = [r for r in comp if r["status"] == "ok"]
+        fastest = min(comp_ok, key=lambda r: r["ms"]) if comp_ok else None
+        if fastest:
+            comp_cell = "%.2f (%s)" % (fastest["ms"], bench.TORCH_MODES[fastest["runner"]][2])
+        elif comp:
+            comp_cell = failed(comp) + " (%s)" % ", ".join(
+                bench.TORCH_MODES[r["runner"]][2] for r in comp)
+        else:
+            comp_cell = "not run"
+        vs_amp = vs_comp = ""
+        if best and amp_ok:
+            amp_ratios.append(amp_ok[0]["ms"] / best["ms"])
+            vs_amp = "%.2f×" % amp_ratios[-1]
+        if best and fastest:
+            compile_ratios.append(fastest["ms"] / best["ms"])
+            vs_comp = "%.2f×" % compile_ratios[-1]
+        out.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            timm_family(name), shape, cnnc_cell, amp_cell, comp_cell, vs_amp, vs_comp,
+            compile_cell))
+
+    def gmean(v):
+        return math.exp(sum(math.log(x) for x in v) / len(v)) if v else float("nan")
+
+    gpus = sorted({r.get("gpu", "unknown") for r in rows})
+    torches = sorted({r["torch"] for r in rows if r.get("torch")})
+    out.append("")
+    out.append("%d families, cnnc ran %d; geometric-mean cnnc speed-up %.2f× over eager AMP "
+               "(%d families), %.2f× over the fastest torch.compile mode (%d families); "
+               "GPU %s; torch %s" % (
+                   len(models), cnnc_ok, gmean(amp_ratios), len(amp_ratios),
+                   gmean(compile_ratios), len(compile_ratios), ", ".join(gpus),
+                   ", ".join(torches) or "unknown"))
+    return "\n".join(out)
+
+
+def fmt_s(v):
+    return "" if v is None else "%.1f" % v
 
 
 def select_zoo(argv):
@@ -110,7 +279,13 @@ def select_zoo(argv):
     own.add_argument("--zoo", choices=["torchvision", "timm"], default="torchvision")
     own.add_argument("--timm-shape", default="32,224")
     own.add_argument("--prebuild-jobs", type=int, default=0)
+    own.add_argument("--torch-prewarm-jobs", type=int, default=0)
+    own.add_argument("--max-models", type=int, default=0)
+    own.add_argument("--table", nargs="+", default=None)
     opts, argv = own.parse_known_args(list(argv))
+    for flag in ("prebuild_jobs", "torch_prewarm_jobs", "max_models"):
+        if getattr(opts, flag) < 0:
+            own.error("--%s: expected a number >= 0" % flag.replace("_", "-"))
     if opts.zoo == "timm":
         config = timm_config([int(v) for v in opts.timm_shape.split(",")])
         models = None
@@ -132,11 +307,44 @@ def select_zoo(argv):
 
 
 def main(argv=None):
+    start = time.time()
     opts, argv, config = select_zoo(sys.argv[1:] if argv is None else argv)
+    if opts.table is not None:
+        try:
+            print(family_table(bench.read_rows(opts.table)))
+        except (OSError, ValueError) as e:
+            print("zoo_bench.py: error: --table: %s" % e, file=sys.stderr)
+            return 2
+        return 0
+    args = bench.parse_args(argv, config)
+    done = {bench.row_key(r) for r in bench.read_rows(args.resume, ok_only=True)}
+    work = bench.pending_work(args, config, done)
+    models = [m for m in args.models if m in work]
+    if opts.max_models:
+        models = models[:opts.max_models]
+    if models != args.models:
+        print("to run: %s" % (", ".join(models) or "nothing (every row has a result)"),
+              flush=True)
+        argv = argv + ["--models", ",".join(models)]
+        args = bench.parse_args(argv, config)
+    work = {m: work[m] for m in models}
+
+    def left():
+        return args.deadline - (time.time() - start) - 20 if args.deadline else float("inf")
+
     if opts.prebuild_jobs > 0:
-        prebuild(bench.parse_args(argv, config), config, opts.prebuild_jobs)
+        t0 = time.time()
+        prebuild(args, config, opts.prebuild_jobs, work)
+        print("prebuild: %.0f s" % (time.time() - t0), flush=True)
         argv = argv + ["--prebuilt"]
-    return bench.main(argv, config)
+    prewarmed = None
+    if opts.torch_prewarm_jobs > 0:
+        t0 = time.time()
+        prewarmed, cache = prewarm(args, config, opts.torch_prewarm_jobs, work, left)
+        print("prewarm: %.0f s" % (time.time() - t0), flush=True)
+        if not args.torch_cache_dir:
+            argv = argv + ["--torch-cache-dir", cache]
+    return bench.main(argv, config, prewarm=prewarmed, started_at=start)
 
 
 if __name__ == "__main__":

@@ -289,3 +289,317 @@ def test_roofline_floors(tmp_path):
     # At 1e-6 TFLOP/s (1e6 FLOP/s) the conv takes 147.5 ms, more than its
     # 6,272 bytes' 6.3 ms at 1e6 B/s.
     assert float(rows["conv2d"][6]) == pytest.approx(flops / 1e3, rel=1e-3)
+
+
+# ---------------------------------------------------------------------------
+# Filling one table over several device calls: --resume, --torch-group,
+# zoo_bench's --torch-prewarm-jobs, --max-models and --table.
+
+def bench_json(path, rows, gpu="NVIDIA H100 80GB HBM3", started="2026-11-27 09:00:00 UTC"):
+    path.write_text(json.dumps({"gpu": gpu, "started": started, "rows": rows}))
+    return str(path)
+
+
+def trow(model, runner, status="ok", ms=10.0, batch=128, hw=224, classes=1000, **kw):
+    r = {"model": model, "runner": runner, "batch": batch, "hw": hw, "classes": classes,
+         "label": bench.TORCH_MODES[runner][0] if runner in bench.TORCH_MODES else runner,
+         "status": status}
+    if status == "ok":
+        r.update(ms=ms, img_s=1000.0 * batch / ms)
+    else:
+        r["error"] = kw.pop("error", "timeout after 240 s")
+    r.update(kw)
+    return r
+
+
+def fake_runs(monkeypatch, calls):
+    """bench's cnnc and PyTorch runners replaced by fakes that record what
+    was run: [("cnnc", model, flags) | (mode, model) | ("group", mode, [models])]."""
+    def fake_cnnc(name, batch, hw, args, flags, classes):
+        calls.append(("cnnc", name, flags))
+        return 10.0, 1000.0, 3.0, 5.0
+
+    def fake_torch(name, batch, hw, classes, mode, args, limit):
+        calls.append((mode, name))
+        row = bench.torch_row(name, batch, hw, classes, mode, limit)
+        row.update(status="ok", ms=20.0, img_s=1000.0 * batch / 20.0, compile_s=1.0)
+        return row
+
+    def fake_group(members, mode, args, limit_of, on_row=None):
+        calls.append(("group", mode, [m[0] for m in members]))
+        rows = []
+        for m in members:
+            row = bench.torch_row(*m, mode, limit_of())
+            row.update(status="ok", ms=15.0, img_s=1.0, compile_s=1.0)
+            rows.append(row)
+            on_row(row)
+        return rows
+
+    monkeypatch.setattr(bench, "run_cnnc", fake_cnnc)
+    monkeypatch.setattr(bench, "time_torch", fake_torch)
+    monkeypatch.setattr(bench, "time_torch_group", fake_group)
+
+
+def test_read_rows_merges_files(tmp_path):
+    a = bench_json(tmp_path / "a.json", [
+        trow("resnet18", "amp", ms=30.0),
+        trow("resnet18", "compile-default", status="timeout"),
+        trow("resnet50", "amp", status="failed", error="RuntimeError: boom")])
+    b = bench_json(tmp_path / "b.json", [
+        trow("resnet18", "amp", status="failed", error="CUDA out of memory"),
+        trow("resnet18", "compile-default", ms=25.0),
+        trow("resnet50", "amp", status="timeout")], gpu="NVIDIA H200", started="later")
+    rows = {(r["model"], r["runner"]): r for r in bench.read_rows([a, b])}
+    # A row with a result wins over a later one without; else the later one.
+    assert rows[("resnet18", "amp")]["ms"] == 30.0
+    assert rows[("resnet18", "amp")]["gpu"] == "NVIDIA H100 80GB HBM3"
+    assert rows[("resnet18", "compile-default")]["call"] == "later"
+    assert rows[("resnet50", "amp")]["status"] == "timeout"
+    assert [r["model"] for r in bench.read_rows([a, b], ok_only=True)] == ["resnet18"] * 2
+    # Another batch is another measurement.
+    c = bench_json(tmp_path / "c.json", [trow("resnet18", "amp", ms=5.0, batch=64)])
+    assert len(bench.read_rows([a, c], ok_only=True)) == 2
+
+
+def test_resume_runs_only_what_has_no_result(tmp_path, monkeypatch):
+    calls = []
+    fake_runs(monkeypatch, calls)
+    prev = bench_json(tmp_path / "prev.json", [
+        trow("resnet18", "cnnc default", ms=8.0, compile_s=12.0),
+        trow("resnet18", "amp", ms=30.0),
+        trow("resnet18", "compile-default", status="timeout"),
+        trow("resnet50", "cnnc default", status="failed", error="error: x"),
+        trow("resnet50", "amp", status="skipped", error="no time left before --deadline"),
+    ])
+    out = tmp_path / "new.json"
+    assert bench.main(["--cnnc", "x", "--models", "resnet18,resnet50", "--json", str(out),
+                       "--modes", "amp,compile-default", "--resume", prev]) == 0
+    assert calls == [("compile-default", "resnet18"), ("cnnc", "resnet50", ""),
+                     ("amp", "resnet50"), ("compile-default", "resnet50")]
+    d = json.loads(out.read_text())
+    assert d["resumed_from"] == [os.path.abspath(prev)]
+    got = {(r["model"], r["runner"]): r for r in d["rows"]}
+    assert len(d["rows"]) == 6
+    # Kept rows keep their own GPU and call; new rows get this run's.
+    assert got[("resnet18", "amp")]["ms"] == 30.0
+    assert got[("resnet18", "amp")]["gpu"] == "NVIDIA H100 80GB HBM3"
+    assert got[("resnet18", "amp")]["call"] == "2026-11-27 09:00:00 UTC"
+    assert got[("resnet50", "amp")]["call"] == d["started"]
+    # The --json file itself as --resume: everything has a result now.
+    calls.clear()
+    assert bench.main(["--cnnc", "x", "--models", "resnet18,resnet50", "--json", str(out),
+                       "--modes", "amp,compile-default", "--resume", str(out)]) == 0
+    assert calls == [] and len(json.loads(out.read_text())["rows"]) == 6
+
+
+@pytest.mark.parametrize("content,message", [
+    (None, "No such file"), ("{", "is not JSON"), ('{"gpu": "x"}', 'no "rows" list')])
+def test_resume_bad_file(tmp_path, content, message, capsys):
+    path = tmp_path / "r.json"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(SystemExit) as e:
+        bench.parse_args(["--cnnc", "x", "--resume", str(path)])
+    assert e.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_torch_group_blocks(tmp_path, monkeypatch):
+    """--torch-group 2 over three models: the cnnc rows of a block, then
+    each mode over the block; compile modes share a process only with a
+    shared cache, reduce-overhead never; a block of one runs alone."""
+    calls = []
+    fake_runs(monkeypatch, calls)
+    argv = ["--cnnc", "x", "--models", "simplecnn,resnet18,resnet50", "--torch-group", "2",
+            "--modes", "amp,compile-default", "--json", str(tmp_path / "a.json")]
+    assert bench.main(argv) == 0
+    assert calls == [
+        ("cnnc", "simplecnn", ""), ("cnnc", "resnet18", ""),
+        ("group", "amp", ["simplecnn", "resnet18"]),
+        ("compile-default", "simplecnn"), ("compile-default", "resnet18"),
+        ("cnnc", "resnet50", ""), ("amp", "resnet50"), ("compile-default", "resnet50")]
+    rows = json.loads((tmp_path / "a.json").read_text())["rows"]
+    assert len(rows) == 9 and all(r["status"] == "ok" for r in rows)
+    calls.clear()
+    assert bench.main(argv[:-2] + ["--json", str(tmp_path / "b.json"), "--torch-cache-dir",
+                                   str(tmp_path / "cache"), "--cnnc-only"]) == 0
+    assert [c[0] for c in calls] == ["cnnc"] * 3
+    a = bench.parse_args(["--cnnc", "x", "--torch-cache-dir", str(tmp_path / "c")])
+    assert bench.groupable("compile-default", a) and bench.groupable("amp", a)
+    assert not bench.groupable("compile-reduce-overhead", a)
+    assert not bench.groupable("compile-default", bench.parse_args(["--cnnc", "x"]))
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--cnnc", "x", "--torch-group", "0"])
+
+
+def test_torch_cache_env(tmp_path):
+    a = bench.parse_args(["--cnnc", "x", "--torch-cache-dir", str(tmp_path / "ind")])
+    env, cache = bench.torch_env("compile-default", a)
+    assert cache is None and env["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "ind")
+    assert env["TRITON_CACHE_DIR"] == str(tmp_path / "ind" / "triton")
+    assert env["TORCHINDUCTOR_FX_GRAPH_CACHE"] == "1"
+    assert env["TORCHINDUCTOR_AUTOGRAD_CACHE"] == "1"
+    # Without it: a fresh cache per compile mode, removed afterwards.
+    env, cache = bench.torch_env("compile-default", bench.parse_args(["--cnnc", "x"]))
+    assert cache and env["TORCHINDUCTOR_CACHE_DIR"] == cache and os.path.isdir(cache)
+    os.rmdir(cache)
+    assert bench.torch_env("amp", bench.parse_args(["--cnnc", "x"]))[1] is None
+
+
+def test_torch_group_worker_on_cpu(tmp_path):
+    """The real group worker on the CPU: three models in one process, the
+    middle one fails (unknown model) and the third still runs."""
+    args = worker_args(tmp_path)
+    members = [("simplecnn", 2, 32, 10), ("no_such_model", 2, 32, 10),
+               ("simplecnn", 3, 32, 10)]
+    seen = []
+    rows = bench.time_torch_group(members, "amp", args, lambda: 120, seen.append)
+    assert [r["status"] for r in rows] == ["ok", "failed", "ok"]
+    assert "unknown model 'no_such_model'" in rows[1]["error"]
+    assert rows[2]["batch"] == 3 and rows[2]["img_s"] == pytest.approx(3000.0 / rows[2]["ms"])
+    assert rows[0]["device"] == "cpu" and "index" not in rows[0]
+    assert set(rows[0]) >= {"ms", "img_s", "compile_s", "fused_sgd", "torch", "wall_s"}
+    assert seen == rows
+
+
+FAKE_GROUP = r"""
+import json, os, sys, time
+specs = json.loads(sys.argv[1])
+with open(%r, "a") as f:
+    f.write(",".join(s["name"] for s in specs) + "\n")
+for i, s in enumerate(specs):
+    print("BENCH_START %%d" %% i, flush=True)
+    if s["name"] == "hang":
+        time.sleep(60)
+    if s["name"] == "crash":
+        print("Fatal Python error: Segmentation fault", flush=True)
+        os._exit(139)
+    print("BENCH_RESULT " + json.dumps({"ms": 2.0, "img_s": 1.0, "compile_s": 0.1,
+                                         "index": i}), flush=True)
+"""
+
+
+def test_torch_group_timeout_and_crash(tmp_path, monkeypatch):
+    """A model that hangs is killed at its own limit and one whose process
+    dies is a failed row; the models after each go on in a new process."""
+    starts = tmp_path / "starts.txt"
+    script = tmp_path / "fake.py"
+    script.write_text(FAKE_GROUP % str(starts))
+    monkeypatch.setattr(bench, "group_worker_argv",
+                        lambda specs: [sys.executable, str(script), json.dumps(specs)])
+    members = [(n, 2, 32, 10) for n in ["a", "hang", "b", "crash", "c"]]
+    t0 = time.time()
+    rows = bench.time_torch_group(members, "amp", worker_args(tmp_path), lambda: 10)
+    assert time.time() - t0 < 40
+    assert [r["status"] for r in rows] == ["ok", "timeout", "ok", "failed", "ok"]
+    assert rows[1]["error"] == "timeout after 10 s"
+    assert "Segmentation fault" in rows[3]["error"]
+    assert starts.read_text().splitlines() == ["a,hang,b,crash,c", "b,crash,c", "c"]
+    # No time left: the rest are skipped, nothing runs.
+    rows = bench.time_torch_group(members[:2], "amp", worker_args(tmp_path), lambda: 5)
+    assert [r["status"] for r in rows] == ["skipped", "skipped"]
+    assert len(starts.read_text().splitlines()) == 3
+
+
+def test_zoo_max_models_and_prewarm(tmp_path, monkeypatch):
+    """zoo_bench: --max-models takes the first models with work left after
+    --resume; --torch-prewarm-jobs runs each compile mode once per model
+    into one cache, the timed phase gets that cache; a model whose prewarm
+    timed out is not timed again."""
+    calls, prewarmed = [], []
+    fake_runs(monkeypatch, calls)
+
+    def fake_prewarm_one(name, mode, member, args, cache, limit, jobs):
+        prewarmed.append((name, mode, member, cache, jobs))
+        if name == "convnext_tiny":
+            return {"status": "timeout", "error": "timeout after 240 s (cold compile)"}
+        return {"status": "ok", "wall_s": 50.0, "compile_s": 45.0, "jobs": jobs}
+
+    monkeypatch.setattr(zoo_bench, "prewarm_one", fake_prewarm_one)
+    seen_args = []
+    real_main = bench.main
+
+    def spy_main(argv, config, **kw):
+        seen_args.append(argv)
+        return real_main(argv, config, **kw)
+
+    monkeypatch.setattr(bench, "main", spy_main)
+    prev = bench_json(tmp_path / "prev.json", [
+        trow(m, r, batch=64) for m in ["efficientnet_b0", "mobilenet_v3_large"]
+        for r in ["cnnc default", "amp", "compile-default"]])
+    out = tmp_path / "z.json"
+    assert zoo_bench.main(["--cnnc", "x", "--work", str(tmp_path / "w"), "--json", str(out),
+                           "--modes", "amp,compile-default", "--resume", prev,
+                           "--max-models", "2", "--torch-prewarm-jobs", "3",
+                           "--torch-group", "2"]) == 0
+    cache = os.path.join(str(tmp_path / "w"), "inductor-cache")
+    assert os.path.isdir(cache)
+    assert sorted(p[0] for p in prewarmed) == ["convnext_tiny", "regnet_y_400mf"]
+    assert all(p[1] == "compile-default" and p[3] == cache and p[4] == 3 for p in prewarmed)
+    assert ("regnet_y_400mf", 64, 224, 1000) in [p[2] for p in prewarmed]
+    assert seen_args[0][-2:] == ["--torch-cache-dir", cache]
+    # Only regnet is timed under torch.compile (in the group path: cache shared).
+    assert calls == [("cnnc", "convnext_tiny", ""), ("cnnc", "regnet_y_400mf", ""),
+                     ("group", "amp", ["convnext_tiny", "regnet_y_400mf"]),
+                     ("compile-default", "regnet_y_400mf")]
+    rows = {(r["model"], r["runner"]): r for r in json.loads(out.read_text())["rows"]}
+    assert len(rows) == 6 + 6
+    r = rows[("convnext_tiny", "compile-default")]
+    assert r["status"] == "timeout" and r["error"].startswith("prewarm: timeout after 240 s")
+    r = rows[("regnet_y_400mf", "compile-default")]
+    assert r["status"] == "ok" and r["prewarm"]["compile_s"] == 45.0
+    assert "prewarm" not in rows[("regnet_y_400mf", "amp")]
+
+
+def test_zoo_prewarm_one_without_torch_compile(tmp_path):
+    """prewarm_one runs the real worker (1 step) into the shared cache with
+    the compile threads split; on a torch without torch.compile it is a
+    failed prewarm naming why."""
+    import torch
+    if hasattr(torch, "compile"):
+        pytest.skip("this torch has torch.compile (the CPU compile would take minutes)")
+    args = worker_args(tmp_path)
+    info = zoo_bench.prewarm_one("simplecnn", "compile-default", ("simplecnn", 2, 32, 10),
+                                 args, str(tmp_path / "cache"), 120, 4)
+    assert info["status"] == "failed" and "torch.compile needs torch >= 2.0" in info["error"]
+    assert info["jobs"] == 4 and info["wall_s"] > 0
+    assert zoo_bench.compile_threads(4) == max(2, (os.cpu_count() or 1) // 4)
+    assert zoo_bench.prewarm_one("simplecnn", "compile-default", ("simplecnn", 2, 32, 10),
+                                 args, str(tmp_path / "cache"), 5, 4)["status"] == "skipped"
+
+
+def test_zoo_table(tmp_path):
+    """--table: one line per family from two calls' files; failures and
+    rows not run say so; speed-ups over eager AMP and the fastest
+    torch.compile mode that finished."""
+    a = bench_json(tmp_path / "a.json", [
+        trow("timm:resnet26d", "cnnc default", ms=6.0, batch=32, compile_s=9.25),
+        trow("timm:resnet26d", "amp", ms=13.5, batch=32),
+        trow("timm:resnet26d", "compile-default", ms=9.0, batch=32),
+        trow("timm:resnet26d", "compile-max-autotune", ms=8.0, batch=32),
+        trow("timm:resnet26d", "compile-f32", ms=4.0, batch=32),
+        trow("timm:dla34", "cnnc default", status="failed", batch=32,
+             error="error: 'cnn.foo' | unsupported"),
+        trow("timm:dla34", "amp", ms=20.0, batch=32),
+        trow("timm:dla34", "compile-default", status="timeout", batch=32),
+    ])
+    b = bench_json(tmp_path / "b.json", [
+        trow("timm:dpn68", "cnnc default", ms=10.0, batch=32, compile_s=12.0),
+        trow("timm:dpn68", "amp", ms=25.0, batch=32),
+    ], gpu="NVIDIA H200")
+    out = subprocess.run([sys.executable, os.path.join(REPO, "bench", "zoo_bench.py"),
+                          "--table", a, b], capture_output=True, text=True, check=True).stdout
+    lines = out.splitlines()
+    assert lines[0].startswith("| family | batch × size | cnnc ms/step | eager AMP ms/step |")
+    assert lines[2] == ("| resnet26d | 32 × 224² | 6.00 | 13.50 | 8.00 (max-autotune-no-cudagraphs)"
+                        " | 2.25× | 1.33× | 9.2 |")
+    assert lines[3].startswith("| dla34 | 32 × 224² | failed: error: 'cnn.foo' \\| unsupported |"
+                               " 20.00 | timeout: timeout after 240 s (default) |  |  |")
+    assert lines[4] == "| dpn68 | 32 × 224² | 10.00 | 25.00 | not run | 2.50× |  | 12.0 |"
+    summary = lines[-1]
+    assert summary.startswith("3 families, cnnc ran 2; geometric-mean cnnc speed-up 2.37× over "
+                              "eager AMP (2 families), 1.33× over the fastest torch.compile "
+                              "mode (1 families)")
+    assert "NVIDIA H100 80GB HBM3, NVIDIA H200" in summary
+    bad = subprocess.run([sys.executable, os.path.join(REPO, "bench", "zoo_bench.py"),
+                          "--table", str(tmp_path / "none.json")], capture_output=True, text=True)
+    assert bad.returncode == 2 and "--table" in bad.stderr
