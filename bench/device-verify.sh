@@ -50,6 +50,11 @@
 #     one cnnc, its printed prelude (.carry/ab/printed.txt) swapped for
 #     .carry/ab/a.txt and .carry/ab/b.txt (bench/ab/make-prelude.sh REV,
 #     run before the carry), one algorithm cache, timed a b a b.
+#  u. issue 32's fusion timings (test/gpu/bench_fusions.py): GroupNorm(32) +
+#     SiLU ResNet-18, b32 224², f16, default vs --fuse-group-norm=false
+#     timed a b a b (GN_FUSION line, launches per step); a 4-level U-Net's
+#     bilinear upsample + concat share of a CNNRT_PROFILE step, b16 256²
+#     (UPSAMPLE_CONCAT line). FUSION_PARTS=gn or unet narrows.
 # Data parallelism on 2 or 4 GPUs has its own script: bench/device-dp.sh.
 # Each part has its own time limit so the call returns what finished; logs
 # go to $OUT.   Usage: bash bench/device-verify.sh [PARTS]  (default 1234)
@@ -184,5 +189,9 @@ if [[ $PARTS == *8* ]]; then
     ninja -C /tmp/rt cnnrt_dgrad_stats_check >/tmp/rt-build.log 2>&1 ||
       { tail -30 /tmp/rt-cmake.log /tmp/rt-build.log; exit 1; }
     "$(find /tmp/rt -name cnnrt_dgrad_stats_check -type f | head -1)" '"${DGRAD_BATCH:-128}"
+fi
+if [[ $PARTS == *u* ]]; then
+  part fusions ${FUSIONS_S:-300} env PYTHONPATH="$PWD/python" python3 test/gpu/bench_fusions.py \
+    --cnnc "$CNNC" --work /tmp/fusions ${FUSION_PARTS:+--parts $FUSION_PARTS}
 fi
 exit $rc

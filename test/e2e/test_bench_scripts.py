@@ -9,10 +9,18 @@
 * the PyTorch worker's training step end to end on the CPU (eager f32 and
   autocast), and torch.compile reported as a failed row where this torch
   has none;
-* the table and the JSON file from finished, timed-out and failed rows.
+* the table and the JSON file from finished, timed-out and failed rows;
+* one table over several device calls: --resume (which rows are run
+  again, how files merge), --torch-group (the order of the rows, the real
+  group worker on the CPU, a hung and a crashing model with a fake worker),
+  zoo_bench's --torch-prewarm-jobs and --max-models (with fake runners) and
+  --table (the docs/benchmarks.md family table);
+* test/gpu/bench_fusions.py: its profile parsing and a --dry-run that
+  exports and compiles both nets at small sizes (needs the built cnnc).
 """
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -603,3 +611,64 @@ def test_zoo_table(tmp_path):
     bad = subprocess.run([sys.executable, os.path.join(REPO, "bench", "zoo_bench.py"),
                           "--table", str(tmp_path / "none.json")], capture_output=True, text=True)
     assert bad.returncode == 2 and "--table" in bad.stderr
+
+
+# ---------------------------------------------------------------------------
+# test/gpu/bench_fusions.py (device-verify.sh part u): what runs without a GPU.
+
+PROFILE = """cnnrt: warning: something else
+cnnrt: profile of step 2: 274 launches and library calls, 20.000 ms (CUDA events between consecutive launches; no graph)
+  by op kind                                ms      %  calls
+  cnn.fused_conv                        12.000   60.0     46
+  cuDNN convolution backward data        3.000   15.0     20
+  cnn.resize_grad                        1.500    7.5      4
+  cnn.concat                             1.000    5.0      8
+  cnn.resize                             0.500    2.5      4
+  cnn.fused_slice_concat                 0.250    1.2      2
+  slowest launches:
+      1.000 ms  cnn.fused_conv fusedConv3   loc("x")
+"""
+
+
+def fusions_module():
+    sys.path.insert(0, os.path.join(REPO, "test", "gpu"))
+    import bench_fusions
+    return bench_fusions
+
+
+def test_fusions_profile_line():
+    bf = fusions_module()
+    total, kinds = bf.profile_by_kind(PROFILE)
+    assert total == 20.0
+    assert kinds["cuDNN convolution backward data"] == (3.0, 20)
+    assert kinds["cnn.resize"] == (0.5, 4) and "slowest" not in " ".join(kinds)
+    # cnn.slice is not in this table: 0 ms; the fused kind is listed after.
+    assert bf.upsample_concat_line(total, kinds) == (
+        "UPSAMPLE_CONCAT share=16.2% of step (resize 0.500 ms, resize_grad 1.500 ms, "
+        "concat 1.000 ms, slices 0.000 ms, cnn.fused_slice_concat 0.250 ms)")
+    with pytest.raises(RuntimeError, match="no CNNRT_PROFILE report"):
+        bf.profile_by_kind("done: steady img/s 100")
+    assert bf.launches_of("cnnc: stats: 638 kernel launches and library calls per "
+                          "training step\n") == 638
+    with pytest.raises(RuntimeError, match="kernel launches"):
+        bf.launches_of("cnnc: built 'x'")
+
+
+def test_fusions_dry_run(cnnc, tmp_path):
+    """Both nets build, export and compile (GroupNorm with and without
+    --fuse-group-norm, the U-Net's dense step), at small sizes, and the
+    script stops before running an executable."""
+    p = subprocess.run([sys.executable, os.path.join(REPO, "test", "gpu", "bench_fusions.py"),
+                        "--cnnc", cnnc, "--work", str(tmp_path), "--dry-run", "--gn-batch", "2",
+                        "--gn-size", "64", "--unet-batch", "2", "--unet-size", "32"],
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    m = re.search(r"^GN_FUSION dry run: launches default=(\d+) off=(\d+)$", p.stdout, re.M)
+    assert m and int(m.group(1)) > 100 and int(m.group(2)) > 100
+    assert re.search(r"^UPSAMPLE_CONCAT dry run: \d+ launches per step$", p.stdout, re.M)
+    assert (tmp_path / "gn" / "off" / "train").exists()
+    assert (tmp_path / "unet" / "data" / "train_y.npy").exists()
+    bad = subprocess.run([sys.executable, os.path.join(REPO, "test", "gpu", "bench_fusions.py"),
+                          "--cnnc", cnnc, "--unet-size", "40", "--dry-run"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "not a multiple of 16" in bad.stderr
