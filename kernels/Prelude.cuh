@@ -33,6 +33,7 @@
 #include "Loss.cuh"
 #include "LossScale.cuh"
 #include "Random.cuh"
+#include "Elementwise.cuh"
 // clang-format on
 
 #endif // CNNC_KERNELS_PRELUDE_CUH

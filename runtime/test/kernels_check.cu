@@ -6,6 +6,8 @@
 // against a computation in double on the host: batch statistics (NCHW, and
 // NHWC through the two-pass scratch reduction in f16), bias_grad's NHWC sums,
 // the per-channel scale-shift-ReLU (an elementwise kernel with f16 rounding),
+// the generated elementwise kernels' loops (Elementwise.cuh: every operand
+// kind, the scalar and the 8-wide forms),
 // average pooling with padding, max and average pooling's kernels and
 // gradients in both layouts (checkPooling), the NCHW batch_norm_grad sums,
 // softmax, the cross-entropy loss and its gradient (label smoothing, ignored
@@ -24,6 +26,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <random>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -268,6 +271,82 @@ void checkScaleShiftRelu() {
   }
   // |want| < 16: one f16 step is 2^-7 at most, within 1/128 * max(1, |want|).
   expectNear("nhwcScaleShiftRelu f16", got, want, 1.0 / 128);
+}
+
+// The elementwise loops (kernels/Elementwise.cuh) as the printer uses them:
+// a kernel whose one statement calls the template with a lambda, over every
+// operand kind: a dense f16 input, a per-channel input of a channels-last
+// tensor (each ChannelLoad form), channels-first per-channel inputs whose
+// planes are and are not a multiple of 8 elements, a one-element input, a
+// broadcast row the functor gathers, and f16 and f32 outputs.
+constexpr int64_t kEwC = 24, kEwW = 9, kEwN = 4 * 8 * kEwW * kEwC;
+
+template <ew::ChannelLoad L, bool Vec8>
+__global__ void __launch_bounds__(256)
+    ewCheckKernel(const __half *__restrict__ x, const float *__restrict__ scale,
+                  const float *__restrict__ planes8,
+                  const float *__restrict__ planes5,
+                  const float *__restrict__ step, const float *__restrict__ row,
+                  __half *__restrict__ y, float *__restrict__ z) {
+  auto fn = [=](const int64_t i, float(&io)[8]) {
+    float a5 = ld(row + (i / kEwC) % kEwW);
+    float v = io[0] * io[1] + io[2] - io[3] * io[4] + a5;
+    io[6] = v > 0.f ? v : 0.f;
+    io[7] = v * 0.5f + (float)i;
+  };
+  if constexpr (Vec8)
+    ew::elementwiseVec8<kEwN / 8, ew::In<__half>,
+                        ew::ChannelsLast<float, kEwC, L>,
+                        ew::ChannelsFirst<float, 8, 3>,
+                        ew::ChannelsFirst<float, 5, 7>, ew::Scalar<float>,
+                        ew::Gathered<float>, ew::Out<__half>, ew::Out<float>>(
+        fn, x, scale, planes8, planes5, step, row, y, z);
+  else
+    ew::elementwise<kEwN, ew::In<__half>, ew::ChannelsLast<float, kEwC, L>,
+                    ew::ChannelsFirst<float, 8, 3>,
+                    ew::ChannelsFirst<float, 5, 7>, ew::Scalar<float>,
+                    ew::Gathered<float>, ew::Out<__half>, ew::Out<float>>(
+        fn, x, scale, planes8, planes5, step, row, y, z);
+}
+
+template <ew::ChannelLoad L, bool Vec8>
+void checkElementwiseForm(const char *what, int grid) {
+  const int64_t n = kEwN;
+  std::vector<__half> x = toHalf(randoms(n, -4.f, 4.f, 41));
+  std::vector<float> scale = randoms(kEwC, -2, 2, 42),
+                     planes8 = randoms(3, -1, 1, 43),
+                     planes5 = randoms(7, -1, 1, 44), step = {3.f},
+                     row = randoms(kEwW, -1, 1, 45);
+  std::vector<double> wantY(n), wantZ(n);
+  for (int64_t i = 0; i < n; ++i) {
+    double v = (double)__half2float(x[i]) * scale[i % kEwC] +
+               planes8[(i / 8) % 3] - planes5[(i / 5) % 7] * step[0] +
+               row[(i / kEwC) % kEwW];
+    wantY[i] = __half2float(__float2half_rn((float)(v > 0 ? v : 0)));
+    wantZ[i] = v * 0.5 + (double)i;
+  }
+  __half *dx = toDevice(x), *dy = toDevice(std::vector<__half>(n));
+  float *dScale = toDevice(scale), *dPlanes8 = toDevice(planes8),
+        *dPlanes5 = toDevice(planes5), *dStep = toDevice(step),
+        *dRow = toDevice(row), *dz = toDevice(std::vector<float>(n));
+  ewCheckKernel<L, Vec8><<<grid, 256>>>(dx, dScale, dPlanes8, dPlanes5, dStep,
+                                        dRow, dy, dz);
+  CUDA_OK(cudaGetLastError());
+  CUDA_OK(cudaDeviceSynchronize());
+  std::string name = what;
+  // f16 y: the f32 sum may round to the neighbouring half (2^-10 relative).
+  expectNear((name + " f16 out").c_str(), fromDevice(dy, n), wantY, 2e-3);
+  expectNear((name + " f32 out").c_str(), fromDevice(dz, n), wantZ, 1e-5);
+}
+
+void checkElementwise() {
+  using L = ew::ChannelLoad;
+  checkElementwiseForm<L::Lanes, false>("ew::elementwise", 5);
+  checkElementwiseForm<L::Lanes, true>("ew::elementwiseVec8 Lanes", 5);
+  checkElementwiseForm<L::Vector, true>("ew::elementwiseVec8 Vector", 5);
+  // Hoisted: the grid's stride (3 * 256 vectors) a multiple of C / 8 = 3,
+  // and 864 vectors > 768: threads run a second iteration.
+  checkElementwiseForm<L::Hoisted, true>("ew::elementwiseVec8 Hoisted", 3);
 }
 
 /// avgPoolFwd<float, false> (NCHW), 3x3 stride 2 with asymmetric padding, the
@@ -703,6 +782,7 @@ int main() {
   checkBnStatsNCHW();
   checkNhwcReductions();
   checkScaleShiftRelu();
+  checkElementwise();
   checkAvgPool();
   checkPooling();
   checkBnGradReduce();

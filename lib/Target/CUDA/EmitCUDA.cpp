@@ -673,20 +673,22 @@ void Emitter::elementwise(std::string &out, Operation *op, ArrayRef<EwIn> ins,
     for (const EwIn &in : ins)
       aliased |= plan.offsetOf(o) == plan.offsetOf(in.v);
   const char *restrict_ = aliased ? "" : " __restrict__";
-  std::vector<std::string> paramList, argList;
+  std::vector<std::string> paramList, argList, names;
   for (auto [k, in] : llvm::enumerate(ins)) {
     paramList.push_back(fmt::format("const {} *{} in{}",
                                     ctype(ttype(in.v).getElementType()),
                                     restrict_, k));
     argList.push_back(ptr(in.v));
+    names.push_back(fmt::format("in{}", k));
   }
   for (auto [k, o] : llvm::enumerate(outs)) {
     paramList.push_back(fmt::format(
         "{} *{} out{}", ctype(ttype(o).getElementType()), restrict_, k));
     argList.push_back(ptr(o));
+    names.push_back(fmt::format("out{}", k));
   }
-  std::string body, params = llvm::join(paramList, ", "),
-                    args = llvm::join(argList, ", ");
+  std::string params = llvm::join(paramList, ", "),
+              args = llvm::join(argList, ", ");
   // Eight elements per thread with 16-byte loads and stores where #cnn.launch
   // asks for them (vector = 8) and the operands allow them: every full-size
   // operand 16-byte aligned in the arena, a multiple of 8 elements.
@@ -698,91 +700,76 @@ void Emitter::elementwise(std::string &out, Operation *op, ArrayRef<EwIn> ins,
            (aligned(in.v) && ttype(in.v).getElementType().isF32());
   for (Value o : outs)
     vec &= aligned(o);
+  int64_t grid = std::stoll(gridFor(vec ? n / 8 : n));
+  // Per-channel inputs in the vector form: the 8 elements' channels are 8
+  // consecutive ones (NHWC, C % 8 == 0: one vector load) or one channel
+  // (NCHW with H*W % 8 == 0: one load; ew::ChannelsFirst sees that) instead
+  // of 8 scalar loads. In NHWC, when the grid's stride (grid * block
+  // vectors) is a multiple of C / 8 vectors, a thread sees the same 8
+  // channels in every iteration: their loads move out of the loop (the
+  // BN-gradient kernels read up to seven per-channel arrays per eight
+  // elements; inside the loop those L1 loads, not HBM, bound the kernel).
+  // The grid is rounded down to make that so.
+  auto perVector = [&](const EwIn &in) {
+    return in.channel && in.channel->inner == 0 &&
+           in.channel->channels % 8 == 0 && aligned(in.v);
+  };
+  bool hoist = false;
   if (vec) {
-    // Per-channel inputs: the 8 elements' channels are 8 consecutive ones
-    // (NHWC, C % 8 == 0: one vector load) or one channel (NCHW with H*W % 8
-    // == 0: one load) instead of 8 scalar loads. In NHWC, when the grid's
-    // stride (grid * block vectors) is a multiple of C / 8 vectors, a thread
-    // sees the same 8 channels in every iteration: their loads move out of
-    // the loop (the BN-gradient kernels read up to seven per-channel arrays
-    // per eight elements; inside the loop those L1 loads, not HBM, bound
-    // the kernel). The grid is rounded down to make that so.
-    int64_t grid = std::stoll(gridFor(n / 8)), period = 1,
-            block = launchOf.getBlock();
+    int64_t period = 1, block = launchOf.getBlock();
     bool anyPerVec = false;
     for (const EwIn &in : ins)
-      if (in.channel && in.channel->inner == 0 &&
-          in.channel->channels % 8 == 0 && aligned(in.v)) {
+      if (perVector(in)) {
         anyPerVec = true;
         int64_t cv = in.channel->channels / 8;
         period = std::lcm(period, cv / std::gcd(cv, block));
       }
-    bool hoist = anyPerVec && grid >= period && n / 8 > grid * block;
+    hoist = anyPerVec && grid >= period && n / 8 > grid * block;
     if (hoist)
       grid -= grid % period;
-    std::string perChannel;
-    body += fmt::format(
-        "  for (int64_t v = blockIdx.x * 256ll + threadIdx.x; v < {}ll; "
-        "v += (int64_t)gridDim.x * 256) {{\n",
-        n / 8);
-    std::vector<bool> perVec(ins.size()), perOne(ins.size());
-    for (auto [k, in] : llvm::enumerate(ins)) {
-      if (!in.channel)
-        continue;
-      const Channel &ch = *in.channel;
-      if (ch.inner == 0 && ch.channels % 8 == 0 && aligned(in.v)) {
-        perVec[k] = true;
-        (hoist ? perChannel : body) += fmt::format(
-            "    float a{}v[8];\n    ldv8(in{} + ({} * 8) % {}ll, a{}v);\n",
-            k, k, hoist ? "(blockIdx.x * 256ll + threadIdx.x)" : "v",
-            ch.channels, k);
-      } else if (ch.inner > 0 && ch.inner % 8 == 0) {
-        perOne[k] = true;
-        body += fmt::format(
-            "    const float a{}s = ld(in{} + ((v * 8) / {}ll) % {}ll);\n", k,
-            k, ch.inner, ch.channels);
-      }
-    }
-    for (auto [k, in] : llvm::enumerate(ins))
-      if (in.index == "i")
-        body += fmt::format(
-            "    float a{}v[8];\n    ldv8(in{} + v * 8, a{}v);\n", k, k, k);
-    for (size_t k = 0; k < outs.size(); ++k)
-      body += fmt::format("    float r{}v[8];\n", k);
-    body += "#pragma unroll\n    for (int e = 0; e < 8; ++e) {\n"
-            "      const int64_t i = v * 8 + e;\n      (void)i;\n";
-    for (auto [k, in] : llvm::enumerate(ins))
-      body += in.index == "i" || perVec[k]
-                  ? fmt::format("      float a{} = a{}v[e];\n", k, k)
-              : perOne[k] ? fmt::format("      float a{} = a{}s;\n", k, k)
-                          : fmt::format("      float a{} = ld(in{} + ({}));\n",
-                                        k, k, in.index);
-    for (size_t k = 0; k < outs.size(); ++k)
-      body += fmt::format("      float r{};\n", k);
-    body += "      " + expr + "\n";
-    for (size_t k = 0; k < outs.size(); ++k)
-      body += fmt::format("      r{}v[e] = r{};\n", k, k);
-    body += "    }\n";
-    for (size_t k = 0; k < outs.size(); ++k)
-      body += fmt::format("    stv8(out{} + v * 8, r{}v);\n", k, k);
-    body += "  }\n";
-    launch(out, op, kernel(params, perChannel + body), std::to_string(grid),
-           threads(), args);
-    return;
   }
-  body += fmt::format(
-      "  for (int64_t i = blockIdx.x * 256ll + threadIdx.x; i < {}ll; "
-      "i += (int64_t)gridDim.x * 256) {{\n",
-      n);
-  for (auto [k, in] : llvm::enumerate(ins))
-    body += fmt::format("    float a{} = ld(in{} + ({}));\n", k, k, in.index);
+  // Each operand's kind (kernels/Elementwise.cuh); an input indexed by a
+  // model-specific expression is loaded by the functor.
+  std::vector<std::string> kinds;
+  std::string fn = "[=](const int64_t i, float(&io)[" +
+                   std::to_string(ins.size() + outs.size()) + "]) {\n";
+  for (auto [k, in] : llvm::enumerate(ins)) {
+    std::string T = ctype(ttype(in.v).getElementType());
+    if (in.index == "i") {
+      kinds.push_back(fmt::format("ew::In<{}>", T));
+    } else if (in.channel && in.channel->inner == 0) {
+      const char *load = !vec || !perVector(in) ? "Lanes"
+                         : hoist                ? "Hoisted"
+                                                : "Vector";
+      kinds.push_back(fmt::format("ew::ChannelsLast<{}, {}ll, "
+                                  "ew::ChannelLoad::{}>",
+                                  T, in.channel->channels, load));
+    } else if (in.channel) {
+      kinds.push_back(fmt::format("ew::ChannelsFirst<{}, {}ll, {}ll>", T,
+                                  in.channel->inner, in.channel->channels));
+    } else if (in.index == "0") {
+      kinds.push_back(fmt::format("ew::Scalar<{}>", T));
+    } else {
+      kinds.push_back(fmt::format("ew::Gathered<{}>", T));
+      fn += fmt::format("    float a{} = ld(in{} + ({}));\n", k, k, in.index);
+      continue;
+    }
+    fn += fmt::format("    float a{0} = io[{0}];\n", k);
+  }
+  for (Value o : outs)
+    kinds.push_back(
+        fmt::format("ew::Out<{}>", ctype(ttype(o).getElementType())));
   for (size_t k = 0; k < outs.size(); ++k)
-    body += fmt::format("    float r{};\n", k);
-  body += "    " + expr + "\n";
+    fn += fmt::format("    float r{};\n", k);
+  fn += "    " + expr + "\n";
   for (size_t k = 0; k < outs.size(); ++k)
-    body += fmt::format("    st(out{} + i, r{});\n", k, k);
-  body += "  }\n";
-  launch(out, op, kernel(params, body), gridFor(n), threads(), args);
+    fn += fmt::format("    io[{}] = r{};\n", ins.size() + k, k);
+  fn += "  }";
+  std::string body = fmt::format(
+      "  ew::{}<{}ll, {}>(\n  {},\n  {});\n",
+      vec ? "elementwiseVec8" : "elementwise", vec ? n / 8 : n,
+      llvm::join(kinds, ", "), fn, llvm::join(names, ", "));
+  launch(out, op, kernel(params, body), std::to_string(grid), threads(), args);
 }
 
 int Emitter::matmulId(Operation *op, int64_t M, int64_t N, int64_t K,

@@ -9,7 +9,7 @@
 // CHECK: // ---- generated kernels ----
 // bias_add: the bias is indexed by i % C; with C % 8 == 0 the 8 elements a
 // thread takes have 8 consecutive channels: one vector load.
-// CHECK: ldv8(in1 + (v * 8) % 8ll, a1v);
+// CHECK: ew::elementwiseVec8<256ll, ew::In<float>, ew::ChannelsLast<float, 8ll, ew::ChannelLoad::Vector>, ew::Out<float>>(
 // CHECK: static const cnnrt::TensorSpec kTensors[] = {
 // CHECK-DAG: {"input", cnnrt::DType::F32, 4, {4, 3, 8, 8}, {{[0-9]+}}, 3072, cnnrt::Role::InputImage}
 // CHECK-DAG: {"conv1.weight", cnnrt::DType::F32, 4, {8, 3, 3, 3}, {{[0-9]+}}, 864, cnnrt::Role::Param}
