@@ -860,6 +860,12 @@ def main(argv=None, config=None, prewarm=None, started_at=None):
                     ms, mem, comp, run_s = run_cnnc(name, batch, hw, args, flags, classes)
                     row.update(status="ok", ms=ms, img_s=1000.0 * batch / ms, alloc_mib=mem,
                                compile_s=comp, run_s=run_s)
+                    # zoo_bench --cnnc-warm's one-step run (the algorithm
+                    # search) before the timed phase, not in run_s.
+                    warm = cnnc_exe_path(name, args, split_flags(flags)[0]) + ".warm_s"
+                    if args.prebuilt and os.path.exists(warm):
+                        with open(warm) as f:
+                            row["autotune_s"] = float(f.read())
                 except Exception as e:  # the PyTorch rows still run
                     row.update(status="failed", error=last_error(str(e)))
                     print("cnnc %s %s: %s" % (name, label, e), flush=True)

@@ -21,7 +21,16 @@ classes; --timm-shape, default 32,224); `--models` then picks among them,
 with or without their `timm:` prefix. `--prebuild-jobs N` first exports and
 compiles every model's executable, N at a time (cnnc's compile is CPU work:
 the GPU is timed only afterwards, one model at a time); compile_s stays each
-model's own wall time.
+model's own wall time (N builds sharing the machine's cores).
+`--cnnc-warm` (with --prebuild-jobs): each executable, once built, runs one
+step, one at a time on the GPU while other models still build, so that the
+runtime's algorithm search (every cuDNN candidate of every convolution,
+timed; 20-40 s with an empty cache) fills the algorithm cache
+(CNNRT_ALGO_CACHE, default ~/.cache/cnnc/algos.txt) before the timed run;
+the row's "autotune_s" holds it and its run_s no longer does. The steady
+ms/step never included it. The search then runs beside the other builds and
+the Inductor prewarm: what other work on the GPU does to its choices can
+only slow cnnc's steady step, not speed it up.
 
 Every bench/bench.py flag applies (--resume, --torch-group, --deadline, ...).
 A model cnnc cannot compile yet prints its error and keeps PyTorch's rows. The
@@ -29,17 +38,21 @@ three torch.compile modes take minutes per model: name a few models per device
 call, or bound the call with --deadline (which counts from zoo_bench's start:
 the build phases are in it).
 
-`--torch-prewarm-jobs N`: after the cnnc builds and before any timing, every
+`--torch-prewarm-jobs N`: beside the cnnc builds and before any timing, every
 requested torch.compile mode's worker runs once per model (1 timed step after
-the 3 warm-up steps), N processes at a time, all compiling into one shared
-Inductor cache (<work>/inductor-cache, or --torch-cache-dir; FX-graph and
-AOTAutograd caches on; Inductor's compile threads split between the N:
+the 3 warm-up steps), N processes at a time at a lower CPU priority (nice 10:
+cnnc's builds keep theirs), all compiling into one shared Inductor cache
+(<work>/inductor-cache, or --torch-cache-dir; FX-graph and AOTAutograd caches
+on; Inductor's compile threads split between the N:
 TORCHINDUCTOR_COMPILE_THREADS = cores / N, at least 2, unless set), each
 within its mode's limit. The timed phase then runs with that cache. A row's
 "prewarm" holds the prewarm's status, wall seconds and compile_s (a cold
 compile, N at a time on a shared machine); the row's own compile_s is then
 the warm-up with a warm cache, NOT a user's cold compile. A mode whose
 prewarm timed out or failed is not timed again (its row says "prewarm: ...").
+The cache also keeps the launch configurations Triton benchmarked for
+Inductor's kernels during the prewarm, while other processes shared the GPU;
+cuDNN's benchmark of the convolutions is redone in the timed process.
 
 `--max-models K`: only the first K models (in --models order) that still
 have rows to run after --resume; successive calls with the same --models and
@@ -56,8 +69,11 @@ import argparse
 import concurrent.futures
 import json
 import math
+import multiprocessing
 import os
+import shutil
 import sys
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -110,6 +126,7 @@ def timm_family(name):
 
 def _prebuild_one(job):
     name, batch, hw, classes, args, flags = job
+    flags = bench.split_flags(flags)[0]
     try:
         return name, bench.build_cnnc(name, batch, hw, args, flags, classes), ""
     except Exception as e:  # the timed phase reports it as the row's error
@@ -120,21 +137,64 @@ def _prebuild_one(job):
         return name, None, bench.last_error(str(e))
 
 
-def prebuild(args, config, jobs, work):
+def warm_cnnc(name, exe, env, limit):
+    """One step of a built executable, so that the runtime's algorithm
+    search (cuDNN candidates, each timed, for every convolution) fills the
+    algorithm cache before the timed run; its seconds go next to the
+    executable (bench.main: the row's "autotune_s")."""
+    t0 = time.time()
+    status, _, log = bench.run_limited([exe, "--data", "synthetic", "--steps", "1"], limit,
+                                       dict(os.environ, **env))
+    secs = time.time() - t0
+    if status == "ok":
+        with open(exe + ".warm_s", "w") as f:
+            f.write("%.3f" % secs)
+        print("warmed %s: %.1f s" % (name, secs), flush=True)
+    else:  # the timed run searches (and fails) on its own
+        print("warming %s: %s %s" % (name, status, bench.last_error(log)), flush=True)
+
+
+def prebuild(args, config, jobs, work, warm=False, left=lambda: float("inf")):
     """Every model's executable (of the variants `work` still needs: see
     bench.pending_work), `jobs` compiles at a time, before any timing
-    (bench.run_cnnc then finds them: args.prebuilt)."""
-    todo = []
+    (bench.run_cnnc then finds them: args.prebuilt). warm: each executable,
+    once built, also runs one step (warm_cnnc), one at a time on the GPU
+    while the others still compile."""
+    todo, seen = [], set()
     for name in args.models:
         batch, hw, classes = bench.geometry(name, args, config)
         for _, flags in work.get(name, ([], []))[0]:
-            todo.append((name, batch, hw, classes, args, bench.split_flags(flags)[0]))
+            # Variants that differ only in the runtime's environment share
+            # one executable: built once, warmed once per environment.
+            exe = bench.cnnc_exe_path(name, args, bench.split_flags(flags)[0])
+            env = sorted(bench.split_flags(flags)[1].items())
+            if (exe, tuple(env)) in seen:
+                continue
+            built = any(e == exe for e, _ in seen)
+            seen.add((exe, tuple(env)))
+            todo.append((name, batch, hw, classes, args, flags, built))
     if not todo:
         return
-    with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
-        for name, compile_s, err in pool.map(_prebuild_one, todo):
+    # Spawned, not forked: the Inductor prewarm's threads run beside this.
+    ctx = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool, \
+            concurrent.futures.ThreadPoolExecutor(max_workers=1) as lane:
+        builds = {pool.submit(_prebuild_one, job[:6]): job for job in todo if not job[6]}
+        warms = []
+        for done in concurrent.futures.as_completed(builds):
+            name, compile_s, err = done.result()
             print("prebuilt %s: %s" % (name, "%.1f s" % compile_s if err == "" else err),
                   flush=True)
+            if not warm or err != "" or left() < 60:
+                continue
+            cnnc_flags = bench.split_flags(builds[done][5])[0]
+            exe = bench.cnnc_exe_path(name, args, cnnc_flags)
+            for job in todo:  # this executable in each of its environments
+                if bench.cnnc_exe_path(job[0], args, bench.split_flags(job[5])[0]) == exe:
+                    warms.append(lane.submit(warm_cnnc, name, exe,
+                                             bench.split_flags(job[5])[1], args.cnnc_timeout))
+        for w in warms:
+            w.result()
 
 
 def compile_threads(jobs):
@@ -153,10 +213,13 @@ def prewarm_one(name, mode, member, args, cache, limit, jobs):
     spec = bench.worker_spec(*member, mode, args, steps=1, repeats=1)
     env = bench.shared_cache_env(bench.torch_env("amp", args)[0], cache)
     env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", str(compile_threads(jobs)))
+    # Below the cnnc builds' priority: cnnc's compile seconds stay its own
+    # (the prewarm takes the cores they leave).
+    nice = ["nice", "-n", "10"] if shutil.which("nice") else []
     t0 = time.time()
     status, res, log = bench.run_limited(
-        [sys.executable, os.path.join(HERE, "bench.py"), "--torch-worker", json.dumps(spec)],
-        limit, env)
+        nice + [sys.executable, os.path.join(HERE, "bench.py"), "--torch-worker",
+                json.dumps(spec)], limit, env)
     info.update(status=status, wall_s=time.time() - t0)
     if status == "ok" and res is None:
         info.update(status="failed", error="the worker printed no result")
@@ -254,13 +317,13 @@ def family_table(rows):
             compile_cell))
 
     def gmean(v):
-        return math.exp(sum(math.log(x) for x in v) / len(v)) if v else float("nan")
+        return "%.2f×" % math.exp(sum(math.log(x) for x in v) / len(v)) if v else "n/a"
 
     gpus = sorted({r.get("gpu", "unknown") for r in rows})
     torches = sorted({r["torch"] for r in rows if r.get("torch")})
     out.append("")
-    out.append("%d families, cnnc ran %d; geometric-mean cnnc speed-up %.2f× over eager AMP "
-               "(%d families), %.2f× over the fastest torch.compile mode (%d families); "
+    out.append("%d families, cnnc ran %d; geometric-mean cnnc speed-up %s over eager AMP "
+               "(%d families), %s over the fastest torch.compile mode (%d families); "
                "GPU %s; torch %s" % (
                    len(models), cnnc_ok, gmean(amp_ratios), len(amp_ratios),
                    gmean(compile_ratios), len(compile_ratios), ", ".join(gpus),
@@ -275,17 +338,21 @@ def fmt_s(v):
 def select_zoo(argv):
     """zoo_bench's own flags out of argv: (options, bench.py's argv, the
     model table)."""
-    own = argparse.ArgumentParser(add_help=False)
+    own = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     own.add_argument("--zoo", choices=["torchvision", "timm"], default="torchvision")
     own.add_argument("--timm-shape", default="32,224")
     own.add_argument("--prebuild-jobs", type=int, default=0)
     own.add_argument("--torch-prewarm-jobs", type=int, default=0)
     own.add_argument("--max-models", type=int, default=0)
+    own.add_argument("--cnnc-warm", action="store_true")
     own.add_argument("--table", nargs="+", default=None)
     opts, argv = own.parse_known_args(list(argv))
     for flag in ("prebuild_jobs", "torch_prewarm_jobs", "max_models"):
         if getattr(opts, flag) < 0:
             own.error("--%s: expected a number >= 0" % flag.replace("_", "-"))
+    if opts.cnnc_warm and not opts.prebuild_jobs:
+        own.error("--cnnc-warm runs the executables --prebuild-jobs builds; "
+                  "give --prebuild-jobs N")
     if opts.zoo == "timm":
         config = timm_config([int(v) for v in opts.timm_shape.split(",")])
         models = None
@@ -332,16 +399,28 @@ def main(argv=None):
     def left():
         return args.deadline - (time.time() - start) - 20 if args.deadline else float("inf")
 
-    if opts.prebuild_jobs > 0:
+    # The build phase: cnnc's builds (and --cnnc-warm's one-step runs) and
+    # the Inductor prewarm side by side, all before any timing.
+    phase = {}
+
+    def timed(key, fn, *a):
         t0 = time.time()
-        prebuild(args, config, opts.prebuild_jobs, work)
-        print("prebuild: %.0f s" % (time.time() - t0), flush=True)
+        phase[key] = fn(*a)
+        print("%s: %.0f s" % (key, time.time() - t0), flush=True)
+
+    prewarm_thread = None
+    if opts.torch_prewarm_jobs > 0:
+        prewarm_thread = threading.Thread(target=timed, args=(
+            "prewarm", prewarm, args, config, opts.torch_prewarm_jobs, work, left))
+        prewarm_thread.start()
+    if opts.prebuild_jobs > 0:
+        timed("prebuild", prebuild, args, config, opts.prebuild_jobs, work, opts.cnnc_warm,
+              left)
         argv = argv + ["--prebuilt"]
     prewarmed = None
-    if opts.torch_prewarm_jobs > 0:
-        t0 = time.time()
-        prewarmed, cache = prewarm(args, config, opts.torch_prewarm_jobs, work, left)
-        print("prewarm: %.0f s" % (time.time() - t0), flush=True)
+    if prewarm_thread is not None:
+        prewarm_thread.join()
+        prewarmed, cache = phase["prewarm"]
         if not args.torch_cache_dir:
             argv = argv + ["--torch-cache-dir", cache]
     return bench.main(argv, config, prewarm=prewarmed, started_at=start)

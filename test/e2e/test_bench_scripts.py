@@ -672,3 +672,55 @@ def test_fusions_dry_run(cnnc, tmp_path):
                           "--cnnc", cnnc, "--unet-size", "40", "--dry-run"],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "not a multiple of 16" in bad.stderr
+
+
+def test_zoo_warm_cnnc(tmp_path, capsys):
+    """--cnnc-warm's one-step run: its seconds next to the executable when
+    it succeeds, nothing (the timed run searches itself) when it fails."""
+    exe = tmp_path / "train"
+    exe.write_text("#!/bin/sh\n[ \"$CNNRT_X\" = 1 ] || { echo 'cnnrt: error: no GPU' >&2; "
+                   "exit 1; }\necho \"$@\" > %s/args\n" % tmp_path)
+    exe.chmod(0o755)
+    zoo_bench.warm_cnnc("m", str(exe), {"CNNRT_X": "1"}, 30)
+    assert float((tmp_path / "train.warm_s").read_text()) >= 0
+    assert (tmp_path / "args").read_text().split() == ["--data", "synthetic", "--steps", "1"]
+    (tmp_path / "train.warm_s").unlink()
+    zoo_bench.warm_cnnc("m", str(exe), {}, 30)
+    assert not (tmp_path / "train.warm_s").exists()
+    assert "warming m: failed cnnrt: error: no GPU" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        zoo_bench.select_zoo(["--cnnc", "x", "--cnnc-warm"])
+
+
+def test_zoo_build_phase_on_cpu(cnnc, tmp_path, capsys):
+    """zoo_bench end to end on the CPU machine: the cnnc build (spawned
+    pool) with --cnnc-warm beside the Inductor prewarm threads, then the
+    timed phase: the executable cannot run here (its row fails), eager AMP
+    runs on the CPU, and compile-default, whose prewarm failed on this
+    torch, is not run again."""
+    import torch
+    if hasattr(torch, "compile"):
+        pytest.skip("this torch has torch.compile (the CPU compile would take minutes)")
+    out = tmp_path / "z.json"
+    assert zoo_bench.main(["--cnnc", cnnc, "--models", "simplecnn", "--work", str(tmp_path),
+                           "--json", str(out), "--steps", "1", "--modes", "amp,compile-default",
+                           "--torch-device", "cpu", "--prebuild-jobs", "1", "--cnnc-warm",
+                           "--torch-prewarm-jobs", "2", "--torch-group", "2"]) == 0
+    text = capsys.readouterr().out
+    assert re.search(r"^prebuilt simplecnn: [\d.]+ s$", text, re.M)
+    assert re.search(r"^warming simplecnn: failed ", text, re.M)
+    assert re.search(r"^prewarm: \d+ s$", text, re.M) and re.search(r"^prebuild: \d+ s$",
+                                                                     text, re.M)
+    d = json.loads(out.read_text())
+    assert d["torch_cache_dir"] == str(tmp_path / "inductor-cache")
+    rows = {r["runner"]: r for r in d["rows"]}
+    assert rows["cnnc default"]["status"] == "failed"
+    assert "compile_s" not in rows["cnnc default"] and "autotune_s" not in rows["cnnc default"]
+    assert rows["amp"]["status"] == "ok" and rows["amp"]["device"] == "cpu"
+    assert rows["compile-default"]["status"] == "failed"
+    assert rows["compile-default"]["error"].startswith(
+        "prewarm: RuntimeError: torch.compile needs torch >= 2.0")
+    assert rows["compile-default"]["prewarm"]["jobs"] == 2
+    exe = bench.cnnc_exe_path("simplecnn", bench.parse_args(
+        ["--cnnc", cnnc, "--work", str(tmp_path)]), [])
+    assert os.path.exists(exe + ".compile_s") and not os.path.exists(exe + ".warm_s")
