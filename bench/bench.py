@@ -244,6 +244,11 @@ def group_worker_main(specs_text):
             traceback.print_exc()
             line = ("%s: %s" % (type(e).__name__, e)).splitlines()[0]
             print(FAILED_TAG + "%d %s" % (i, line[:300]), flush=True)
+            # A CUDA error other than out-of-memory is sticky: the context
+            # is lost for every later model. The parent runs them in a new
+            # process.
+            if "CUDA error" in str(e) or "CUBLAS_STATUS" in str(e):
+                return 3
         # The next model starts from an empty allocator (its reserved
         # memory is its own) and without this one's compiled graphs (Dynamo
         # counts recompilations of `step` across models otherwise).
@@ -425,7 +430,8 @@ def time_torch_group(members, mode, args, limit_of, on_row=None):
 
         reader = threading.Thread(target=read, daemon=True)
         reader.start()
-        done, log, since = set(), [], 0  # local indices; log lines; the model's first line
+        # Local indices done and started; the log; the current model's first line.
+        done, started, log, since = set(), set(), [], 0
         t_event, timed_out, out_of_time = time.time(), False, False
         while True:
             try:
@@ -437,7 +443,9 @@ def time_torch_group(members, mode, args, limit_of, on_row=None):
                 break
             log.append(line.rstrip("\n"))
             j = None
-            if line.startswith(RESULT_TAG):
+            if line.startswith(START_TAG):
+                started.add(int(line[len(START_TAG):]))
+            elif line.startswith(RESULT_TAG):
                 res = json.loads(line[len(RESULT_TAG):])
                 j = res.pop("index")
                 row = torch_row(*members[pending[j]], mode, limit)
@@ -469,9 +477,12 @@ def time_torch_group(members, mode, args, limit_of, on_row=None):
         if cache:
             subprocess.run(["rm", "-rf", cache])
         rest = [j for j in range(len(pending)) if j not in done]
-        if rest and not out_of_time:
-            # The model the process was on when it was killed or died: its
-            # row says so; the ones after it run in a new process.
+        if rest and not out_of_time and (rest[0] in started or not started or timed_out):
+            # The model the process was on when it was killed or died (or,
+            # when it started none, the first: something must progress):
+            # its row says so; the ones after it run in a new process. A
+            # process that ended between two models (the worker's exit
+            # after a sticky CUDA error) leaves the next one to a new one.
             j = rest[0]
             row = torch_row(*members[pending[j]], mode, limit)
             if timed_out:

@@ -481,6 +481,10 @@ for i, s in enumerate(specs):
     if s["name"] == "crash":
         print("Fatal Python error: Segmentation fault", flush=True)
         os._exit(139)
+    if s["name"] == "sticky":
+        print("BENCH_FAILED %%d RuntimeError: CUDA error: an illegal memory access" %% i,
+              flush=True)
+        sys.exit(3)
     print("BENCH_RESULT " + json.dumps({"ms": 2.0, "img_s": 1.0, "compile_s": 0.1,
                                          "index": i}), flush=True)
 """
@@ -488,24 +492,35 @@ for i, s in enumerate(specs):
 
 def test_torch_group_timeout_and_crash(tmp_path, monkeypatch):
     """A model that hangs is killed at its own limit and one whose process
-    dies is a failed row; the models after each go on in a new process."""
+    dies is a failed row; the models after each go on in a new process, as
+    after a worker that ends itself between models (a sticky CUDA error)."""
     starts = tmp_path / "starts.txt"
     script = tmp_path / "fake.py"
     script.write_text(FAKE_GROUP % str(starts))
     monkeypatch.setattr(bench, "group_worker_argv",
                         lambda specs: [sys.executable, str(script), json.dumps(specs)])
-    members = [(n, 2, 32, 10) for n in ["a", "hang", "b", "crash", "c"]]
+    members = [(n, 2, 32, 10) for n in ["a", "hang", "b", "crash", "sticky", "c"]]
     t0 = time.time()
     rows = bench.time_torch_group(members, "amp", worker_args(tmp_path), lambda: 10)
     assert time.time() - t0 < 40
-    assert [r["status"] for r in rows] == ["ok", "timeout", "ok", "failed", "ok"]
+    assert [r["status"] for r in rows] == ["ok", "timeout", "ok", "failed", "failed", "ok"]
     assert rows[1]["error"] == "timeout after 10 s"
     assert "Segmentation fault" in rows[3]["error"]
-    assert starts.read_text().splitlines() == ["a,hang,b,crash,c", "b,crash,c", "c"]
+    assert rows[4]["error"] == "RuntimeError: CUDA error: an illegal memory access"
+    assert starts.read_text().splitlines() == ["a,hang,b,crash,sticky,c", "b,crash,sticky,c",
+                                               "sticky,c", "c"]
     # No time left: the rest are skipped, nothing runs.
     rows = bench.time_torch_group(members[:2], "amp", worker_args(tmp_path), lambda: 5)
     assert [r["status"] for r in rows] == ["skipped", "skipped"]
-    assert len(starts.read_text().splitlines()) == 3
+    assert len(starts.read_text().splitlines()) == 4
+    # A worker that dies before its first model: that model is the failed
+    # row (something progresses), the next one runs in a new process.
+    monkeypatch.setattr(bench, "group_worker_argv", lambda specs: [
+        sys.executable, "-c", "import sys; sys.exit('ImportError: no torch')"])
+    rows = bench.time_torch_group([("x", 2, 32, 10), ("y", 2, 32, 10)], "amp",
+                                  worker_args(tmp_path), lambda: 10)
+    assert [r["status"] for r in rows] == ["failed", "failed"]
+    assert all("ImportError: no torch" in r["error"] for r in rows)
 
 
 def test_zoo_max_models_and_prewarm(tmp_path, monkeypatch):

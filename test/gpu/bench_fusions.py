@@ -28,7 +28,7 @@ before running an executable: the CPU machine checks the script that way
 
   python3 test/gpu/bench_fusions.py --cnnc .carry/cnnc [--work DIR] [--parts gn,unet]
       [--steps 60] [--gn-batch 32] [--gn-size 224] [--unet-batch 16] [--unet-size 256]
-      [--dry-run]
+      [--unet-flags "..."] [--dry-run]
 Exit 0 when every part printed its line, 1 otherwise.
 """
 import argparse
@@ -281,7 +281,7 @@ def part_unet(args):
     np.save(os.path.join(data, "train_x.npy"), x.numpy())
     np.save(os.path.join(data, "train_y.npy"), y.numpy())
     exe = os.path.join(work, "train")
-    launches = compile_step(args.cnnc, onnx_path, exe, [])
+    launches = compile_step(args.cnnc, onnx_path, exe, args.unet_flags.split())
     if args.dry_run:
         result("UPSAMPLE_CONCAT dry run: %d launches per step" % launches)
         return True
@@ -309,6 +309,10 @@ def main(argv=None):
     ap.add_argument("--unet-batch", type=int, default=16)
     ap.add_argument("--unet-size", type=int, default=256)
     ap.add_argument("--unet-classes", type=int, default=21)
+    ap.add_argument("--unet-flags", default="",
+                    help="more cnnc flags for the U-Net (default: none, the default "
+                         "f16 NHWC pipeline; e.g. '--precision fp32 --layout nchw', the "
+                         "dense form test/gpu/check_segmentation.py checks)")
     ap.add_argument("--dry-run", action="store_true",
                     help="build, export and compile, then stop before running anything")
     args = ap.parse_args(argv)
