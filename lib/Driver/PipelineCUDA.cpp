@@ -48,10 +48,8 @@ LogicalResult cnnc::driver::compilePipelineCUDA(const DriverOptions &o,
   if (!(*c.module).lookupSymbol("train_step"))
     return fail(c, "--pipeline-stages: the module has no @train_step");
   FailureOr<OwningOpRef<ModuleOp>> split = splitIntoPipelineStages(
-      *c.module, p->pipelineStages, p->microBatches, &llvm::outs(),
-      p->pipelineSchedule, p->pipelineMemoryMB * (int64_t(1) << 20),
-      effectivePrecision(*p) == "fp16",
-      p->pipelineAsyncTransfers && p->pipelineSchedule != "1f1b");
+      *c.module, getPartitionOptions(*p), &llvm::outs(),
+      p->pipelineSchedule);
   if (failed(split))
     return failure();
   auto plan = (**split)->getAttrOfType<DictionaryAttr>(kPipelineAttr);

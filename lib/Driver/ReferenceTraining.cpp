@@ -368,10 +368,8 @@ LogicalResult cnnc::driver::trainReference(const DriverOptions &options,
   if (isPipelined(*pipelineOptions(o))) {
     // --pipeline-memory-mb alone: stages 0, the fewest that fit.
     FailureOr<OwningOpRef<ModuleOp>> p = splitIntoPipelineStages(
-        *c.module, pipelineOptions(o)->pipelineStages, micro, &llvm::outs(),
-        pipelineOptions(o)->pipelineSchedule,
-        pipelineOptions(o)->pipelineMemoryMB * (int64_t(1) << 20),
-        effectivePrecision(*pipelineOptions(o)) == "fp16");
+        *c.module, getPartitionOptions(*pipelineOptions(o)), &llvm::outs(),
+        pipelineOptions(o)->pipelineSchedule);
     if (failed(p))
       return failure();
     piped = std::move(*p);

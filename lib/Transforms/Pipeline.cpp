@@ -99,6 +99,18 @@ cnnc::verifyCNNPipelineOptions(const CNNPipelineOptions &o,
           o.pipelineSchedule + "'");
     ok = false;
   }
+  if (ok && !o.pipelineProfile.empty() && !isPipelined(o)) {
+    error(flagPrefix + Twine("pipeline-profile balances pipeline stages: "
+                             "give ") +
+          flagPrefix + "pipeline-stages S too");
+    ok = false;
+  }
+  if (ok && !(o.pipelineTimeSlack >= 0 && o.pipelineTimeSlack <= 10)) {
+    error(flagPrefix + Twine("pipeline-time-slack must be within [0, 10], "
+                             "got ") +
+          Twine(std::to_string((double)o.pipelineTimeSlack)));
+    ok = false;
+  }
   if (ok && o.pipelineSchedule != "gpipe" && !isPipelined(o)) {
     error(flagPrefix + Twine("pipeline-schedule orders the micro-batches of "
                              "pipeline stages: give ") +
@@ -163,6 +175,22 @@ std::string cnnc::effectivePrecision(const CNNPipelineOptions &o) {
   if (!o.precision.empty())
     return o.precision;
   return o.optimize && o.target == "gpu" ? "fp16" : "fp32";
+}
+
+CNNPipelinePartitionOptions
+cnnc::getPartitionOptions(const CNNPipelineOptions &o) {
+  CNNPipelinePartitionOptions po;
+  po.stages = o.pipelineStages;
+  po.microBatches = o.microBatches;
+  po.deviceMemoryBytes = o.pipelineMemoryMB * (int64_t(1) << 20);
+  po.halfPrecision = effectivePrecision(o) == "fp16";
+  // The CUDA target's GPipe transfers run on their own streams
+  // (cnn-pipeline-async-transfers); 1F1B's and the reference's do not.
+  po.overlapTransfers = o.target == "gpu" && o.pipelineAsyncTransfers &&
+                        o.pipelineSchedule != "1f1b";
+  po.profile = o.pipelineProfile;
+  po.timeSlack = o.pipelineTimeSlack;
+  return po;
 }
 
 CNNAutodiffOptions cnnc::getAutodiffOptions(const CNNPipelineOptions &o) {

@@ -7,7 +7,11 @@
 //    one GPU: max(flops / 50 TFLOP/s, bytes / 3 TB/s); with half-precision,
 //    the step's f16 form: 400 TFLOP/s of Tensor Cores and half the bytes);
 //    a stage's time is three times its forward ops' (the backward pass
-//    costs about two forwards) and its transfers (the activations crossing
+//    costs about two forwards); or, with `profile`, the measured time of
+//    the launches named by each forward op's location (its forward and
+//    backward kernels, CNNRT_PROFILE_JSON of the unpartitioned step), which
+//    knows what the roofline does not: fusion, cuDNN's efficiency per
+//    shape, launch overhead; and its transfers (the activations crossing
 //    its cuts and their gradients at link-gbps, 100 GB/s: NCCL send/recv
 //    between two GPUs of one NVLink host): added to the compute, or with
 //    overlap-transfers (the CUDA target's asynchronous transfers) the
@@ -20,8 +24,8 @@
 //    the largest single op's working set (operands + results);
 //  - per cut, the bytes of the activations crossing it (sent forward; their
 //    gradients, of the same size, come back).
-// The cuts minimize the slowest stage's time; among the cuts within 10 % of
-// that, the fewest crossing bytes; every stage within device-memory-bytes.
+// The cuts minimize the slowest stage's time; among the cuts within
+// time-slack (10 %) of that, the fewest crossing bytes; every stage within device-memory-bytes.
 // Backward and optimizer ops then take the stage of the forward values and
 // parameters they read (a gradient only flows to the same or an earlier
 // stage); see the pass description in Passes.td.
@@ -36,6 +40,9 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
 
 #include <cmath>
 #include <limits>
@@ -54,7 +61,6 @@ namespace {
 constexpr double kFlopsPerUs = 50e6;      // 50 TFLOP/s (f32, no TF32)
 constexpr double kHalfFlopsPerUs = 400e6; // f16 Tensor Cores, sustained
 constexpr double kBytesPerUs = 3e6;       // 3 TB/s
-constexpr double kTimeSlack = 1.10;  // cuts within 10 % of the best balance
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 int64_t bytesOf(Value v) {
@@ -125,6 +131,66 @@ StringRef persistentName(func::FuncOp f, unsigned i) {
   return "";
 }
 
+/// The name a launch of `loc` carries in the generated code and hence in a
+/// CNNRT_PROFILE_JSON file (EmitCUDA's locString: the ONNX node name).
+std::string locationName(Location loc) {
+  if (auto n = dyn_cast<NameLoc>(loc))
+    return n.getName().str();
+  if (auto f = dyn_cast<FileLineColLoc>(loc))
+    return llvm::formatv("{0}:{1}:{2}", f.getFilename(), f.getLine(),
+                         f.getColumn())
+        .str();
+  if (auto f = dyn_cast<FusedLoc>(loc))
+    if (!f.getLocations().empty())
+      return locationName(f.getLocations().front());
+  return "<unknown>";
+}
+
+/// A CNNRT_PROFILE_JSON file (runtime/src/ProfileJson.h): milliseconds by
+/// location, in file order.
+struct MeasuredStep {
+  SmallVector<std::pair<std::string, double>> byLocation;
+  double totalMs = 0;
+};
+
+FailureOr<MeasuredStep> readProfile(StringRef path, ModuleOp module) {
+  auto fail = [&](const Twine &why) {
+    module.emitError("cnn-pipeline-partition: profile '")
+        << path << "': " << why;
+    return failure();
+  };
+  auto buf = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
+  if (!buf)
+    return fail(buf.getError().message());
+  llvm::Expected<llvm::json::Value> json =
+      llvm::json::parse((*buf)->getBuffer());
+  if (!json)
+    return fail("not JSON: " + llvm::toString(json.takeError()));
+  const llvm::json::Object *top = json->getAsObject();
+  if (!top || top->getString("format") != StringRef("cnnrt-profile") ||
+      top->getInteger("version") != 1)
+    return fail("not a cnnrt profile (expected \"format\": "
+                "\"cnnrt-profile\", \"version\": 1, as CNNRT_PROFILE_JSON "
+                "writes)");
+  const llvm::json::Object *by = top->getObject("by_location");
+  if (!by)
+    return fail("no \"by_location\" object");
+  MeasuredStep step;
+  for (const auto &[key, value] : *by) {
+    const llvm::json::Object *entry = value.getAsObject();
+    std::optional<double> ms = entry ? entry->getNumber("ms") : std::nullopt;
+    if (!ms || !std::isfinite(*ms) || *ms < 0)
+      return fail(llvm::formatv("location '{0}': expected {{\"ms\": a "
+                                "number >= 0, ...}",
+                                key.str()));
+    step.byLocation.push_back({key.str(), *ms});
+    step.totalMs += *ms;
+  }
+  // llvm::json::Object is a hash map: a fixed order for the sums below.
+  llvm::sort(step.byLocation);
+  return step;
+}
+
 } // namespace
 
 void PartitionPass::runOnOperation() {
@@ -147,6 +213,12 @@ void PartitionPass::runOnOperation() {
         "cnn-pipeline-partition: link-gbps must be >= 0 (0: transfers cost "
         "nothing), got {0}",
         (double)linkGBps));
+    return signalPassFailure();
+  }
+  if (!(timeSlack >= 0 && timeSlack <= 10)) {
+    module.emitError(llvm::formatv(
+        "cnn-pipeline-partition: time-slack must be within [0, 10], got {0}",
+        (double)timeSlack));
     return signalPassFailure();
   }
   if (stages == 0 && deviceMemoryBytes == 0) {
@@ -250,6 +322,54 @@ void PartitionPass::runOnOperation() {
     f.emitError("cnn-pipeline-partition: @train_step has no forward op");
     return signalPassFailure();
   }
+  // With a measured step, each location's milliseconds replace the
+  // roofline of the forward ops named by it (split by their roofline
+  // shares; an op whose location launched nothing was fused into another
+  // op's launches); time no forward op's location claims (the optimizer,
+  // the loss scale) is added after the parameters are known.
+  double unclaimedUs = 0, claimedMs = 0;
+  std::string timeSource;
+  if (!profile.empty()) {
+    FailureOr<MeasuredStep> measured = readProfile(profile, module);
+    if (failed(measured))
+      return signalPassFailure();
+    llvm::StringMap<SmallVector<int64_t>> byLoc;
+    for (int64_t k = 0; k < n; ++k)
+      byLoc[locationName(fwd[k].op->getLoc())].push_back(k);
+    std::vector<double> measuredUs(n, 0.0);
+    for (const auto &[loc, ms] : measured->byLocation) {
+      auto it = byLoc.find(loc);
+      if (it == byLoc.end()) {
+        unclaimedUs += 1e3 * ms;
+        continue;
+      }
+      claimedMs += ms;
+      double roof = 0;
+      for (int64_t k : it->second)
+        roof += fwd[k].time;
+      for (int64_t k : it->second)
+        measuredUs[k] += 1e3 * ms *
+                         (roof > 0 ? fwd[k].time / roof
+                                   : 1.0 / it->second.size());
+    }
+    if (claimedMs <= 0) {
+      module.emitError("cnn-pipeline-partition: profile '")
+          << profile << "' names none of @train_step's forward ops ("
+          << measured->byLocation.size()
+          << " locations; measured on another model, or without locations?)";
+      return signalPassFailure();
+    }
+    // A stage's time is 3 x its forward ops' (below): the measured time
+    // already holds the backward pass.
+    for (int64_t k = 0; k < n; ++k)
+      fwd[k].time = measuredUs[k] / 3.0;
+    timeSource = llvm::formatv("profile {0} (the forward ops' locations "
+                               "name {1:f3} of its {2:f3} ms)",
+                               llvm::sys::path::filename(profile), claimedMs,
+                               measured->totalMs)
+                     .str();
+  }
+
   // First and last forward use of each persistent argument (a parameter's
   // state, read by the optimizer only, goes with its parameter).
   std::vector<int64_t> firstUse(f.getNumArguments(), -1),
@@ -273,6 +393,16 @@ void PartitionPass::runOnOperation() {
   for (unsigned i = 0; i < f.getNumArguments(); ++i)
     if (firstUse[i] >= 0)
       fwd[firstUse[i]].ownArgs.push_back(i);
+  // The measured time of no forward op (the optimizer's updates) goes with
+  // the parameters, by their bytes.
+  if (unclaimedUs > 0) {
+    int64_t total = 0;
+    for (int64_t b : argBytes)
+      total += b;
+    for (int64_t k = 0; total > 0 && k < n; ++k)
+      for (int64_t a : fwd[k].ownArgs)
+        fwd[k].time += unclaimedUs * argBytes[a] / (3.0 * total);
+  }
   // A cut after forward op k is allowed unless a parameter (or buffer) is
   // read on both sides of it (tied weights: one stage owns the update).
   std::vector<char> cutOK(n, 1);
@@ -393,7 +523,7 @@ void PartitionPass::runOnOperation() {
       }
     if (best[s][n] == kInf)
       return std::nullopt;
-    double limit = best[s][n] * kTimeSlack;
+    double limit = best[s][n] * (1.0 + timeSlack);
     constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
     std::vector<std::vector<int64_t>> bytes(s + 1,
                                             std::vector<int64_t>(n + 1, kNone));
@@ -607,21 +737,22 @@ void PartitionPass::runOnOperation() {
     params.push_back(c.param);
     times.push_back(stageTime((*bounds)[s], (*bounds)[s + 1]));
   }
-  module->setAttr(
-      kPipelineAttr,
-      b.getDictionaryAttr({
-          b.getNamedAttr("stages", b.getI64IntegerAttr(S)),
-          b.getNamedAttr("micro_batches", b.getI64IntegerAttr(microBatches)),
-          b.getNamedAttr("budget_bytes",
-                         b.getI64IntegerAttr(deviceMemoryBytes)),
-          b.getNamedAttr("cuts", b.getDenseI64ArrayAttr(cuts)),
-          b.getNamedAttr("stage_peak_bytes", b.getDenseI64ArrayAttr(peak)),
-          b.getNamedAttr("stage_saved_bytes", b.getDenseI64ArrayAttr(saved)),
-          b.getNamedAttr("stage_param_bytes", b.getDenseI64ArrayAttr(params)),
-          b.getNamedAttr("stage_time_us", b.getDenseF64ArrayAttr(times)),
-          b.getNamedAttr("cut_bytes", b.getDenseI64ArrayAttr(cutBytes)),
-          b.getNamedAttr("cut_tensors", b.getDenseI64ArrayAttr(cutTensors)),
-      }));
+  SmallVector<NamedAttribute> planAttrs = {
+      b.getNamedAttr("stages", b.getI64IntegerAttr(S)),
+      b.getNamedAttr("micro_batches", b.getI64IntegerAttr(microBatches)),
+      b.getNamedAttr("budget_bytes", b.getI64IntegerAttr(deviceMemoryBytes)),
+      b.getNamedAttr("cuts", b.getDenseI64ArrayAttr(cuts)),
+      b.getNamedAttr("stage_peak_bytes", b.getDenseI64ArrayAttr(peak)),
+      b.getNamedAttr("stage_saved_bytes", b.getDenseI64ArrayAttr(saved)),
+      b.getNamedAttr("stage_param_bytes", b.getDenseI64ArrayAttr(params)),
+      b.getNamedAttr("stage_time_us", b.getDenseF64ArrayAttr(times)),
+      b.getNamedAttr("cut_bytes", b.getDenseI64ArrayAttr(cutBytes)),
+      b.getNamedAttr("cut_tensors", b.getDenseI64ArrayAttr(cutTensors))};
+  // A measured step says so (the roofline, the default, is not recorded).
+  if (!profile.empty())
+    planAttrs.push_back(
+        b.getNamedAttr("time_source", b.getStringAttr(timeSource)));
+  module->setAttr(kPipelineAttr, b.getDictionaryAttr(planAttrs));
   numStages = S;
   numCrossings = crossings;
   if (printPlan)
@@ -667,6 +798,8 @@ LogicalResult cnnc::printPipelinePlan(ModuleOp module, raw_ostream &os) {
   if (int64_t budget = i64("budget_bytes"))
     os << ", device memory " << mib(budget);
   os << "\n";
+  if (auto source = plan.getAs<StringAttr>("time_source"))
+    os << "  stage times measured: " << source.getValue() << "\n";
   double slowest = 0;
   for (int64_t s = 0; s < S; ++s) {
     slowest = std::max(slowest, timesAttr[s]);

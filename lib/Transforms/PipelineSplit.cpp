@@ -279,18 +279,11 @@ void SplitPass::runOnOperation() {
 }
 
 FailureOr<OwningOpRef<ModuleOp>>
-cnnc::splitIntoPipelineStages(ModuleOp module, int64_t stages,
-                              int64_t microBatches, raw_ostream *plan,
-                              StringRef schedule, int64_t deviceMemoryBytes,
-                              bool halfPrecision, bool overlapTransfers) {
+cnnc::splitIntoPipelineStages(ModuleOp module,
+                              const CNNPipelinePartitionOptions &po,
+                              raw_ostream *plan, StringRef schedule) {
   OwningOpRef<ModuleOp> copy(cast<ModuleOp>(module->clone()));
   PassManager pm(module.getContext());
-  CNNPipelinePartitionOptions po;
-  po.stages = stages;
-  po.microBatches = microBatches;
-  po.deviceMemoryBytes = deviceMemoryBytes;
-  po.halfPrecision = halfPrecision;
-  po.overlapTransfers = overlapTransfers;
   pm.addPass(createCNNPipelinePartition(po));
   pm.addPass(createCNNPipelineSplit());
   if (!schedule.empty()) {

@@ -44,6 +44,8 @@ ContextOptions ContextOptions::fromEnv() {
     o.algoCachePath = p;
   else if (const char *h = std::getenv("HOME"))
     o.algoCachePath = std::string(h) + "/.cache/cnnc/algos.txt";
+  if (const char *j = std::getenv("CNNRT_PROFILE_JSON"))
+    o.profileJson = j;
   if (const char *t = std::getenv("CNNRT_PROFILE_TOP"))
     o.profileTop = std::strtoul(t, nullptr, 10);
   if (const char *v = std::getenv("CNNRT_MATMUL_WORKSPACE_MB"))

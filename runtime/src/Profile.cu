@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ContextImpl.h"
+#include "ProfileJson.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -88,11 +89,29 @@ void Context::endProfile(const char *title) {
   for (size_t i = 0; i < each.size() && i < top; ++i)
     std::fprintf(stderr, "  %9.3f ms  %-40s %s\n", each[i].first,
                  each[i].second->what.c_str(), each[i].second->loc.c_str());
+  // CNNRT_PROFILE_JSON=FILE: the same launches by location, for the
+  // compiler (cnnc --pipeline-profile).
+  std::vector<ProfiledLaunch> launches;
+  if (!opts_.profileJson.empty()) {
+    launches.reserve(I.marks.size());
+    prev = I.profileStart;
+    for (const Impl::Mark &m : I.marks) {
+      float ms = 0;
+      cudaEventElapsedTime(&ms, prev, m.ev);
+      prev = m.ev;
+      launches.push_back({m.loc, ms});
+    }
+  }
   for (const Impl::Mark &m : I.marks)
     cudaEventDestroy(m.ev);
   I.marks.clear();
   cudaEventDestroy(I.profileStart);
   I.profileStart = nullptr;
+  if (!opts_.profileJson.empty()) {
+    writeLocationProfile(opts_.profileJson, title, launches);
+    std::fprintf(stderr, "cnnrt: profile by location written to %s\n",
+                 opts_.profileJson.c_str());
+  }
 }
 
 } // namespace cnnrt

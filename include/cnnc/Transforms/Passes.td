@@ -962,6 +962,17 @@ def CNNPipelinePartition : Pass<"cnn-pipeline-partition", "mlir::ModuleOp"> {
     Option<"linkGBps", "link-gbps", "double", "100.0",
            "the bandwidth between two stages' GPUs in GB/s (NCCL send/recv "
            "over NVLink; 0: transfers cost nothing)">,
+    Option<"profile", "profile", "std::string", "\"\"",
+           "a measured step (CNNRT_PROFILE_JSON of the unpartitioned step "
+           "at the micro-batch size): each forward op takes the time of "
+           "the launches named by its location (its forward and backward "
+           "kernels), split over the ops sharing the location by their "
+           "roofline estimates; launches of no forward op's location (the "
+           "optimizer) are spread by parameter bytes. Empty: the roofline">,
+    Option<"timeSlack", "time-slack", "double", "0.10",
+           "among cuts whose slowest stage is within this fraction of the "
+           "best balance, take the fewest crossing bytes (0: the best "
+           "balance only)">,
   ];
   let statistics = [
     Statistic<"numStages", "stages", "pipeline stages chosen">,

@@ -138,6 +138,21 @@ struct CNNPipelineOptions
                      "Without --pipeline-stages: the fewest stages that fit "
                      "(0: no budget)"),
       llvm::cl::init(0), llvm::cl::cat(trainingStepOptionCategory())};
+  Option<std::string> pipelineProfile{
+      *this, "pipeline-profile",
+      llvm::cl::desc("Pipeline stages: balance the stages by a measured step "
+                     "instead of the roofline estimate: the JSON file "
+                     "CNNRT_PROFILE_JSON=FILE CNNRT_PROFILE=1 writes when "
+                     "the unpartitioned step runs at the micro-batch size "
+                     "(cnn-pipeline-partition's profile)"),
+      llvm::cl::init(""), llvm::cl::cat(trainingStepOptionCategory())};
+  Option<double> pipelineTimeSlack{
+      *this, "pipeline-time-slack",
+      llvm::cl::desc("Pipeline stages: among cuts whose slowest stage is "
+                     "within this fraction of the best balance, the fewest "
+                     "crossing bytes (cnn-pipeline-partition's time-slack)"),
+      llvm::cl::init(CNNPipelinePartitionOptions().timeSlack),
+      llvm::cl::Hidden, llvm::cl::cat(trainingStepOptionCategory())};
   Option<std::string> pipelineSchedule{
       *this, "pipeline-schedule",
       llvm::cl::desc("Pipeline stages: the order of each stage's micro-"
@@ -353,6 +368,11 @@ std::string effectiveLayout(const CNNPipelineOptions &options);
 std::string effectivePrecision(const CNNPipelineOptions &options);
 /// cnn-autodiff's options from the pipeline's.
 CNNAutodiffOptions getAutodiffOptions(const CNNPipelineOptions &options);
+/// cnn-pipeline-partition's options from the pipeline's (stages, micro-
+/// batches, memory budget, the step's precision, whether the target's
+/// transfers overlap its compute, profile, time slack).
+CNNPipelinePartitionOptions
+getPartitionOptions(const CNNPipelineOptions &options);
 
 /// Adds cnn-train-pipeline to `pm` (a ModuleOp pass manager):
 /// cnn-import-cleanup (with import-cleanup), cnn-autodiff, CSE, then

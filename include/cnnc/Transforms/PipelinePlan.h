@@ -22,6 +22,8 @@
 #ifndef CNNC_TRANSFORMS_PIPELINEPLAN_H
 #define CNNC_TRANSFORMS_PIPELINEPLAN_H
 
+#include "cnnc/Transforms/Passes.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "llvm/Support/raw_ostream.h"
@@ -39,24 +41,19 @@ constexpr const char *kPipelineStageAttr = "cnn.pipeline_stage";
 mlir::LogicalResult printPipelinePlan(mlir::ModuleOp module,
                                       llvm::raw_ostream &os);
 
-/// A copy of `module` (with @train_step built for `microBatches`
-/// micro-steps of accumulation) split into `stages` stages:
-/// cnn-pipeline-partition + cnn-pipeline-split, the plan printed to `plan`
-/// when given. `module` itself is left as it is (the caller binds the
-/// step's arguments by @train_step's signature).
-///
-/// `stages` 0 with a `deviceMemoryBytes` budget: the fewest stages that
-/// fit it. With a `schedule` ("gpipe" or "1f1b"), cnn-pipeline-schedule then makes
-/// one @stage<s>_step per stage (reference::runScheduledPipelineStep).
-/// `halfPrecision`: the stages will run in f16; `overlapTransfers`: their
-/// transfers overlap their compute (the cost model's times).
+/// A copy of `module` (with @train_step built for `options.microBatches`
+/// micro-steps of accumulation) split into stages: cnn-pipeline-partition
+/// with `options` (getPartitionOptions makes them from the pipeline's) +
+/// cnn-pipeline-split, the plan printed to `plan` when given. `module`
+/// itself is left as it is (the caller binds the step's arguments by
+/// @train_step's signature). With a `schedule` ("gpipe" or "1f1b"),
+/// cnn-pipeline-schedule then makes one @stage<s>_step per stage
+/// (reference::runScheduledPipelineStep).
 mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>>
-splitIntoPipelineStages(mlir::ModuleOp module, int64_t stages,
-                        int64_t microBatches, llvm::raw_ostream *plan,
-                        llvm::StringRef schedule = "",
-                        int64_t deviceMemoryBytes = 0,
-                        bool halfPrecision = false,
-                        bool overlapTransfers = false);
+splitIntoPipelineStages(mlir::ModuleOp module,
+                        const CNNPipelinePartitionOptions &options,
+                        llvm::raw_ostream *plan,
+                        llvm::StringRef schedule = "");
 
 } // namespace cnnc
 

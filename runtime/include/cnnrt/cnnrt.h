@@ -208,6 +208,9 @@ struct ContextOptions {
   bool profile = false;
   /// CNNRT_PROFILE_TOP=N: the profile lists the N slowest launches.
   size_t profileTop = 20;
+  /// CNNRT_PROFILE_JSON=FILE: the profile is also written to FILE as JSON,
+  /// by location (src/ProfileJson.h; cnnc --pipeline-profile reads it).
+  std::string profileJson;
   /// CNNRT_MATMUL_WORKSPACE_MB: the most workspace a cuBLASLt algorithm may
   /// use (capped by a planned workspace).
   size_t matmulWorkspaceBytes = size_t(32) << 20;
