@@ -815,11 +815,12 @@ def pending_work(args, config, done):
     return out
 
 
-def main(argv=None, config=None, prewarm=None, started_at=None):
+def main(argv=None, config=None, prewarm=None, started_at=None, meta_extra=None):
     """The run. prewarm: {(model, mode): info} of bench/zoo_bench.py's
     --torch-prewarm-jobs phase; a mode whose prewarm did not finish is not
     run again (its row says why), the others' rows keep the info.
-    started_at: when --deadline's clock started (default: now)."""
+    started_at: when --deadline's clock started (default: now); meta_extra:
+    more keys for the JSON file's header."""
     config = CONFIG if config is None else config
     args = parse_args(sys.argv[1:] if argv is None else argv, config)
     prewarm = prewarm or {}
@@ -834,6 +835,7 @@ def main(argv=None, config=None, prewarm=None, started_at=None):
         meta["resumed_from"] = [os.path.abspath(p) for p in args.resume]
     if args.torch_cache_dir:
         meta["torch_cache_dir"] = args.torch_cache_dir
+    meta.update(meta_extra or {})
     print("GPU:", meta["gpu"], flush=True)
     rows = read_rows(args.resume, ok_only=True)
     done = {row_key(r) for r in rows}
@@ -907,6 +909,8 @@ def main(argv=None, config=None, prewarm=None, started_at=None):
             else:
                 for member in run:
                     add_timed(time_torch(*member, mode, args, limit_of(mode)))
+    meta["wall_s"] = round(time.time() - start, 1)  # from started_at
+    write_json(args.json, meta, rows)
     print()
     print(table(rows))
     print("JSON:", args.json)

@@ -58,6 +58,11 @@ cuDNN's benchmark of the convolutions is redone in the timed process.
 have rows to run after --resume; successive calls with the same --models and
 the previous calls' JSON files as --resume fill the table K models at a time.
 
+`--timing FILE.json [...] [--budget S]` (no GPU): where each call's time went
+(its build phase, the mean seconds of each kind of row) and how many families
+like its own a call of S seconds (default 540) holds: --max-models for the
+next call.
+
 `--table FILE.json [FILE.json ...]` (no GPU, nothing else needed): prints the
 markdown table of docs/benchmarks.md from the rows of the files (merged as
 --resume merges them): family, batch x size, cnnc ms/step, eager AMP
@@ -331,6 +336,51 @@ def family_table(rows):
     return "\n".join(out)
 
 
+def call_timing(path, budget):
+    """What one call's JSON file says about where its time went, and how
+    many families like these a call of `budget` seconds holds."""
+    with open(path) as f:
+        d = json.load(f)
+    if not isinstance(d, dict) or not isinstance(d.get("rows"), list):
+        raise ValueError("%s has no \"rows\" list (not a bench.py --json file)" % path)
+    mine = [r for r in d["rows"] if r.get("call") == d.get("started")
+            and r.get("status") != "skipped"]
+    families = sorted({r["model"] for r in mine})
+    zb = d.get("zoo_bench", {})
+    lines = ["%s: call of %s on %s, %d cores: %d families measured, wall %s s "
+             "(build phase %s s: prebuild %s s, prewarm %s s)" % (
+                 path, d.get("started", "?"), d.get("gpu", "?"), zb.get("cores") or 0,
+                 len(families), fmt_s(d.get("wall_s")), fmt_s(zb.get("build_phase_s")),
+                 fmt_s(zb.get("prebuild_s")), fmt_s(zb.get("prewarm_s")))]
+
+    def mean(key, pick):
+        v = [r[key] for r in mine if pick(r) and r.get(key) is not None]
+        return (sum(v) / len(v), len(v)) if v else (None, 0)
+
+    for label, key, pick in [
+            ("cnnc compile (prebuild, s)", "compile_s", lambda r: r["runner"].startswith("cnnc")),
+            ("cnnc algorithm search (--cnnc-warm, s)", "autotune_s",
+             lambda r: r["runner"].startswith("cnnc")),
+            ("cnnc timed run (s)", "run_s", lambda r: r["runner"].startswith("cnnc")),
+            ("eager AMP timed process or group share (s)", "wall_s",
+             lambda r: r["runner"] == "amp"),
+            ("torch.compile timed (warm cache, s)", "wall_s",
+             lambda r: r["runner"].startswith("compile")),
+            ("torch.compile prewarm (cold, concurrent, s)", None, None)]:
+        if key is None:
+            v = [r["prewarm"]["wall_s"] for r in mine
+                 if isinstance(r.get("prewarm"), dict) and r["prewarm"].get("wall_s")]
+            m, n = (sum(v) / len(v), len(v)) if v else (None, 0)
+        else:
+            m, n = mean(key, pick)
+        lines.append("  mean %s: %s over %d rows" % (label, fmt_s(m), n))
+    if families and d.get("wall_s"):
+        per = d["wall_s"] / len(families)
+        lines.append("  %.1f s per family: a %d-s call holds about %d such families "
+                     "(--max-models)" % (per, budget, int(budget // per)))
+    return "\n".join(lines)
+
+
 def fmt_s(v):
     return "" if v is None else "%.1f" % v
 
@@ -346,6 +396,8 @@ def select_zoo(argv):
     own.add_argument("--max-models", type=int, default=0)
     own.add_argument("--cnnc-warm", action="store_true")
     own.add_argument("--table", nargs="+", default=None)
+    own.add_argument("--timing", nargs="+", default=None)
+    own.add_argument("--budget", type=int, default=540)
     opts, argv = own.parse_known_args(list(argv))
     for flag in ("prebuild_jobs", "torch_prewarm_jobs", "max_models"):
         if getattr(opts, flag) < 0:
@@ -383,6 +435,13 @@ def main(argv=None):
             print("zoo_bench.py: error: --table: %s" % e, file=sys.stderr)
             return 2
         return 0
+    if opts.timing is not None:
+        try:
+            print("\n".join(call_timing(p, opts.budget) for p in opts.timing))
+        except (OSError, ValueError) as e:
+            print("zoo_bench.py: error: --timing: %s" % e, file=sys.stderr)
+            return 2
+        return 0
     args = bench.parse_args(argv, config)
     done = {bench.row_key(r) for r in bench.read_rows(args.resume, ok_only=True)}
     work = bench.pending_work(args, config, done)
@@ -401,12 +460,14 @@ def main(argv=None):
 
     # The build phase: cnnc's builds (and --cnnc-warm's one-step runs) and
     # the Inductor prewarm side by side, all before any timing.
-    phase = {}
+    phase, seconds = {}, {}
+    t_build = time.time()
 
     def timed(key, fn, *a):
         t0 = time.time()
         phase[key] = fn(*a)
-        print("%s: %.0f s" % (key, time.time() - t0), flush=True)
+        seconds[key + "_s"] = round(time.time() - t0, 1)
+        print("%s: %.0f s" % (key, seconds[key + "_s"]), flush=True)
 
     prewarm_thread = None
     if opts.torch_prewarm_jobs > 0:
@@ -423,7 +484,12 @@ def main(argv=None):
         prewarmed, cache = phase["prewarm"]
         if not args.torch_cache_dir:
             argv = argv + ["--torch-cache-dir", cache]
-    return bench.main(argv, config, prewarm=prewarmed, started_at=start)
+    seconds["build_phase_s"] = round(time.time() - t_build, 1)
+    meta = {"zoo_bench": dict(seconds, models=models, prebuild_jobs=opts.prebuild_jobs,
+                              cnnc_warm=opts.cnnc_warm,
+                              torch_prewarm_jobs=opts.torch_prewarm_jobs,
+                              cores=os.cpu_count())}
+    return bench.main(argv, config, prewarm=prewarmed, started_at=start, meta_extra=meta)
 
 
 if __name__ == "__main__":

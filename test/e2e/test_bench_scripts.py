@@ -728,6 +728,10 @@ def test_zoo_build_phase_on_cpu(cnnc, tmp_path, capsys):
                                                                      text, re.M)
     d = json.loads(out.read_text())
     assert d["torch_cache_dir"] == str(tmp_path / "inductor-cache")
+    zb = d["zoo_bench"]
+    assert zb["models"] == ["simplecnn"] and zb["cnnc_warm"] and zb["torch_prewarm_jobs"] == 2
+    assert zb["build_phase_s"] >= max(zb["prebuild_s"], zb["prewarm_s"]) > 0
+    assert d["wall_s"] >= zb["build_phase_s"]
     rows = {r["runner"]: r for r in d["rows"]}
     assert rows["cnnc default"]["status"] == "failed"
     assert "compile_s" not in rows["cnnc default"] and "autotune_s" not in rows["cnnc default"]
@@ -739,3 +743,35 @@ def test_zoo_build_phase_on_cpu(cnnc, tmp_path, capsys):
     exe = bench.cnnc_exe_path("simplecnn", bench.parse_args(
         ["--cnnc", cnnc, "--work", str(tmp_path)]), [])
     assert os.path.exists(exe + ".compile_s") and not os.path.exists(exe + ".warm_s")
+
+
+def test_zoo_timing(tmp_path):
+    """--timing: a call's build phase and mean row seconds, and how many
+    families like them a call of --budget seconds holds."""
+    started = "2026-11-28 10:00:00 UTC"
+    rows = [
+        trow("timm:a", "cnnc default", compile_s=10.0, autotune_s=20.0, run_s=6.0,
+             call=started),
+        trow("timm:a", "amp", wall_s=12.0, call=started),
+        trow("timm:a", "compile-default", wall_s=18.0, prewarm={"wall_s": 90.0},
+             call=started),
+        trow("timm:b", "cnnc default", compile_s=14.0, autotune_s=30.0, run_s=8.0,
+             call=started),
+        trow("timm:b", "amp", status="skipped", error="no time left", call=started),
+        # Kept from an earlier call: not this call's.
+        trow("timm:c", "amp", wall_s=99.0, call="earlier"),
+    ]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"gpu": "H100", "started": started, "wall_s": 200.0,
+                                "zoo_bench": {"cores": 16, "build_phase_s": 80.0,
+                                              "prebuild_s": 30.0, "prewarm_s": 80.0},
+                                "rows": rows}))
+    out = subprocess.run([sys.executable, os.path.join(REPO, "bench", "zoo_bench.py"),
+                          "--timing", str(path), "--budget", "500"], capture_output=True,
+                         text=True, check=True).stdout
+    assert "2 families measured, wall 200.0 s (build phase 80.0 s: prebuild 30.0 s, " \
+           "prewarm 80.0 s)" in out
+    assert "mean cnnc algorithm search (--cnnc-warm, s): 25.0 over 2 rows" in out
+    assert "mean eager AMP timed process or group share (s): 12.0 over 1 rows" in out
+    assert "mean torch.compile prewarm (cold, concurrent, s): 90.0 over 1 rows" in out
+    assert "100.0 s per family: a 500-s call holds about 5 such families" in out
