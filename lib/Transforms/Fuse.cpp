@@ -29,6 +29,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Rewrite/PatternApplicator.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/ADT/SetVector.h"
@@ -48,8 +49,50 @@ namespace {
 
 bool hasOneUse(Value v) { return v.hasOneUse(); }
 
-/// NCHW -> NHWC (cnn-layout's permutation).
+/// NCHW -> NHWC and back (cnn-layout's permutations).
 constexpr int64_t kChannelsLast[] = {0, 2, 3, 1};
+constexpr int64_t kChannelsFirst[] = {0, 3, 1, 2};
+
+/// The value a reader of `result` gets for the scalar `yielded` that a
+/// fused body computes for it: an f16 result is stored rounded to f16, so
+/// a body that now reads the scalar directly (a merge, a recompute) rounds
+/// it the same way, unless it is rounded already (extf of truncf). Without
+/// this a merged f16 kernel kept the f32 intermediate that the unmerged
+/// step had rounded (cnn-precision's f16 gradient bodies, as the SiLU
+/// gradient's (1 - s) * s * dy, yield unrounded values).
+///
+/// One read needs no rounding: `readAs` (the reader's block argument) used
+/// only by a ReLU max(v, 0) whose result is itself rounded to f16, since
+/// rounding is monotonic and keeps 0 and the sign: round(max(round(v), 0))
+/// == round(max(v, 0)). That keeps the BatchNorm apply + ReLU body in the
+/// form the convolution and pooling prologues match (isScaleShiftRelu).
+bool reluOfRounded(Value readAs) {
+  if (!readAs || !readAs.hasOneUse())
+    return false;
+  auto max = dyn_cast<arith::MaximumFOp>(*readAs.getUsers().begin());
+  if (!max)
+    return false;
+  Value other = max.getLhs() == readAs ? max.getRhs() : max.getLhs();
+  auto c = other.getDefiningOp<arith::ConstantOp>();
+  auto f = c ? dyn_cast<FloatAttr>(c.getValue()) : nullptr;
+  return f && f.getValue().isZero() && !max->use_empty() &&
+         llvm::all_of(max->getUsers(), [](Operation *u) {
+           auto t = dyn_cast<arith::TruncFOp>(u);
+           return t && t.getType().isF16();
+         });
+}
+
+Value asStored(OpBuilder &b, Location loc, Value yielded, Value result,
+               Value readAs = nullptr) {
+  if (!getElementTypeOrSelf(result.getType()).isF16() || reluOfRounded(readAs))
+    return yielded;
+  if (auto ext = yielded.getDefiningOp<arith::ExtFOp>())
+    if (auto trunc = ext.getIn().getDefiningOp<arith::TruncFOp>();
+        trunc && trunc.getType().isF16())
+      return yielded;
+  Value h = arith::TruncFOp::create(b, loc, b.getF16Type(), yielded);
+  return arith::ExtFOp::create(b, loc, b.getF32Type(), h);
+}
 
 /// What one run of the pass did; the patterns add to it as they rewrite.
 using Counts = FusionCounts;
@@ -512,22 +555,25 @@ struct GroupedElementwiseToChannelView : OpRewritePattern<ReshapeOp> {
       return rewriter.notifyMatchFailure(reshape,
                                          "not a split of dimension 1 into G");
     // Where the inputs go: 0 = reshaped with the op, 1 = one value per
-    // (A, G) repeated over the group, 2 = one value per A (or overall).
+    // (A, G) repeated over the group, 2 = one value per A (or overall);
+    // -1: none of these (the op is left alone).
+    auto roleOf = [&](Value in, int64_t kind) {
+      auto t = cast<RankedTensorType>(in.getType());
+      if (kind == 0 && t.getShape() == from.getShape())
+        return 0;
+      if (kind == 3 && t.getRank() == 3 && t.getDimSize(2) == 1 &&
+          (t.getDimSize(0) == 1 || t.getDimSize(0) == n) &&
+          (t.getDimSize(1) == 1 || t.getDimSize(1) == g))
+        return t.getDimSize(1) == g && g != 1 ? 1 : 2;
+      return -1;
+    };
     SmallVector<int> role;
     for (auto [i, in] : llvm::enumerate(grouped.getInputs())) {
-      int64_t kind = grouped.getBroadcast()[i];
-      auto t = cast<RankedTensorType>(in.getType());
-      if (kind == 0 && t.getShape() == from.getShape()) {
-        role.push_back(0);
-      } else if (kind == 3 && t.getRank() == 3 && t.getDimSize(2) == 1 &&
-                 (t.getDimSize(0) == 1 || t.getDimSize(0) == n) &&
-                 (t.getDimSize(1) == 1 || t.getDimSize(1) == g)) {
-        role.push_back(t.getDimSize(1) == g && g != 1 ? 1 : 2);
-      } else {
+      role.push_back(roleOf(in, grouped.getBroadcast()[i]));
+      if (role.back() < 0)
         return rewriter.notifyMatchFailure(reshape,
                                            "an input is not [N, G, K], "
                                            "[A, G, 1] or [A, 1, 1]");
-      }
     }
     // The channel view: the reshape's result (NCHW), or, in the NHWC
     // pipeline, its one transpose to N x H x W x C (cnn-layout pulls the
@@ -586,35 +632,171 @@ struct GroupedElementwiseToChannelView : OpRewritePattern<ReshapeOp> {
     // Dimension of the channels in the view, and the shape of a per-(A, D)
     // statistic there: [A, D, 1, ...] or [A, 1, 1, D].
     int64_t channelDim = toNHWC ? viewType.getRank() - 1 : 1;
+
+    // A same-shape input on the NHWC view without a transpose: the grouped
+    // view of a tensor that came from NHWC (GroupNorm's input x, the
+    // convolution's NHWC output transposed for the statistics); else null.
+    auto freeNHWCView = [&](Value in) -> Value {
+      auto r = in.getDefiningOp<ReshapeOp>();
+      if (!r || cast<ShapedType>(r.getInput().getType()).getShape() !=
+                    to.getShape())
+        return nullptr;
+      auto t = r.getInput().getDefiningOp<TransposeOp>();
+      if (!t || t.getPermutation() != ArrayRef<int64_t>(kChannelsFirst))
+        return nullptr;
+      return t.getInput();
+    };
+    // In NHWC, an input that a transpose would have to bring there but that
+    // a grouped-view elementwise op computes from inputs that are free on
+    // the view (the centering x - mean) is recomputed inside the rebuilt op
+    // from those: the transpose of the centered x goes, and its statistic
+    // joins the one repeat kernel below.
+    auto inlinable = [&](Value in) -> FusedElementwiseOp {
+      auto producer = in.getDefiningOp<FusedElementwiseOp>();
+      if (!toNHWC || freeNHWCView(in) || !producer ||
+          producer->getBlock() != grouped->getBlock())
+        return nullptr;
+      for (auto [i, pin] : llvm::enumerate(producer.getInputs())) {
+        int r = roleOf(pin, producer.getBroadcast()[i]);
+        if (r < 0 || (r == 0 && !freeNHWCView(pin)))
+          return nullptr;
+      }
+      return producer;
+    };
+
+    // The rebuilt op's inputs (value, role), each once.
+    SmallVector<std::pair<Value, int>> leaves;
+    auto leaf = [&](Value v, int r) -> unsigned {
+      auto it = llvm::find(leaves, std::make_pair(v, r));
+      if (it != leaves.end())
+        return it - leaves.begin();
+      leaves.push_back({v, r});
+      return leaves.size() - 1;
+    };
+    // For each input of `grouped`: its leaf, or the producer recomputed.
+    SmallVector<FusedElementwiseOp> recomputed;
+    SmallVector<SmallVector<unsigned>> producerLeaves;
+    SmallVector<unsigned> groupedLeaves;
+    for (auto [i, in] : llvm::enumerate(grouped.getInputs())) {
+      FusedElementwiseOp producer = role[i] == 0 ? inlinable(in) : nullptr;
+      recomputed.push_back(producer);
+      producerLeaves.emplace_back();
+      if (!producer) {
+        groupedLeaves.push_back(leaf(in, role[i]));
+        continue;
+      }
+      groupedLeaves.push_back(~0u);
+      for (auto [k, pin] : llvm::enumerate(producer.getInputs()))
+        producerLeaves.back().push_back(
+            leaf(pin, roleOf(pin, producer.getBroadcast()[k])));
+    }
+
+    // The per-(A, G) statistics repeated over their groups: one small
+    // kernel per batch extent A for all of them. A statistic that an
+    // elementwise op computes from others of its shape (the mean's cast to
+    // f16) is recomputed there, so that the op stays with its other reader.
+    DenseMap<unsigned, Value> repeatedOf;
+    SmallVector<int64_t> extents;
+    for (auto [v, r] : leaves)
+      if (r == 1 && !llvm::is_contained(
+                        extents, cast<ShapedType>(v.getType()).getDimSize(0)))
+        extents.push_back(cast<ShapedType>(v.getType()).getDimSize(0));
+    auto statProducer = [](Value v) -> FusedElementwiseOp {
+      auto p = v.getDefiningOp<FusedElementwiseOp>();
+      if (!p || p->getNumResults() != 1)
+        return nullptr;
+      for (auto [k, in] : llvm::enumerate(p.getInputs())) {
+        auto t = cast<RankedTensorType>(in.getType());
+        if (p.getBroadcast()[k] == 1 || t.getRank() != 3 ||
+            (p.getBroadcast()[k] == 0 &&
+             t.getShape() != cast<ShapedType>(v.getType()).getShape()))
+          return nullptr;
+      }
+      return p;
+    };
+    for (int64_t a : extents) {
+      SmallVector<unsigned> which;
+      SmallVector<Value> repeatInputs;
+      SmallVector<Type> repeatedTypes;
+      for (auto [j, lv] : llvm::enumerate(leaves)) {
+        Value v = lv.first;
+        if (lv.second != 1 || cast<ShapedType>(v.getType()).getDimSize(0) != a)
+          continue;
+        which.push_back(j);
+        repeatedTypes.push_back(RankedTensorType::get(
+            {a, g, d / g}, cast<ShapedType>(v.getType()).getElementType()));
+        if (FusedElementwiseOp p = statProducer(v)) {
+          for (Value in : p.getInputs())
+            if (!llvm::is_contained(repeatInputs, in))
+              repeatInputs.push_back(in);
+        } else if (!llvm::is_contained(repeatInputs, v)) {
+          repeatInputs.push_back(v);
+        }
+      }
+      SmallVector<int64_t> kinds(repeatInputs.size(), 3);
+      auto repeat = FusedElementwiseOp::create(
+          rewriter, loc, repeatedTypes, repeatInputs,
+          {rewriter.getNamedAttr("broadcast",
+                                 rewriter.getDenseI64ArrayAttr(kinds)),
+           rewriter.getNamedAttr("layout", rewriter.getAttr<LayoutAttr>(
+                                               Layout::NCHW))});
+      Block *rb = new Block();
+      repeat.getBody().push_back(rb);
+      for (size_t k = 0; k < repeatInputs.size(); ++k)
+        rb->addArgument(rewriter.getF32Type(), loc);
+      OpBuilder rbb = OpBuilder::atBlockEnd(rb);
+      auto argOf = [&](Value in) {
+        return rb->getArgument(llvm::find(repeatInputs, in) -
+                               repeatInputs.begin());
+      };
+      SmallVector<Value> yields;
+      for (unsigned j : which) {
+        Value v = leaves[j].first;
+        FusedElementwiseOp p = statProducer(v);
+        if (!p) {
+          yields.push_back(argOf(v));
+          continue;
+        }
+        IRMapping pmap;
+        Block &pb = p.getBody().front();
+        for (auto [k, parg] : llvm::enumerate(pb.getArguments()))
+          pmap.map(parg, argOf(p.getInputs()[k]));
+        for (Operation &op : pb.without_terminator())
+          rbb.clone(op, pmap);
+        yields.push_back(
+            pmap.lookup(cast<YieldOp>(pb.getTerminator()).getValues()[0]));
+      }
+      YieldOp::create(rbb, loc, yields);
+      for (auto [j, r] : llvm::zip(which, repeat->getResults()))
+        repeatedOf[j] = r;
+    }
+
     SmallVector<Value> inputs;
     SmallVector<int64_t> broadcast;
-    for (auto [i, in] : llvm::enumerate(grouped.getInputs())) {
+    for (auto [j, lv] : llvm::enumerate(leaves)) {
+      auto [in, r] = lv;
       auto t = cast<RankedTensorType>(in.getType());
-      if (role[i] == 0) {
-        Value v = ReshapeOp::create(rewriter, loc,
-                                    to.clone(t.getElementType()), in);
-        if (toNHWC)
-          v = TransposeOp::create(
-              rewriter, loc, ValueRange{v},
-              {rewriter.getNamedAttr(
-                  "permutation",
-                  rewriter.getDenseI64ArrayAttr(kChannelsLast))});
+      if (r == 0) {
+        Value v = toNHWC ? freeNHWCView(in) : Value();
+        if (!v) {
+          v = ReshapeOp::create(rewriter, loc, to.clone(t.getElementType()),
+                                in);
+          if (toNHWC)
+            v = TransposeOp::create(
+                rewriter, loc, ValueRange{v},
+                {rewriter.getNamedAttr(
+                    "permutation",
+                    rewriter.getDenseI64ArrayAttr(kChannelsLast))});
+        }
         inputs.push_back(v);
         broadcast.push_back(0);
         continue;
       }
-      Value stat = in;
       SmallVector<int64_t> shape(viewType.getRank(), 1);
       shape[0] = t.getDimSize(0);
-      if (role[i] == 1) {
-        auto repeated = RankedTensorType::get({t.getDimSize(0), g, d / g},
-                                              t.getElementType());
-        stat = makeFusedElementwise(rewriter, loc, TypeRange{repeated},
-                                    ValueRange{in}, {3}, Layout::NCHW,
-                                    [](ScalarBuilder &, ValueRange a) {
-                                      return SmallVector<Value>{a[0]};
-                                    })
-                   .getResult(0);
+      Value stat = in;
+      if (r == 1) {
+        stat = repeatedOf.lookup(j);
         shape[channelDim] = d;
       }
       inputs.push_back(ReshapeOp::create(
@@ -627,8 +809,41 @@ struct GroupedElementwiseToChannelView : OpRewritePattern<ReshapeOp> {
         {rewriter.getNamedAttr("broadcast",
                                rewriter.getDenseI64ArrayAttr(broadcast)),
          rewriter.getNamedAttr("layout", grouped.getLayoutAttr())});
-    rewriter.cloneRegionBefore(grouped.getBody(), channel.getBody(),
-                               channel.getBody().end());
+    // The body: each recomputed producer's, then the grouped op's, the same
+    // f32 operations in the same order (bit for bit the values they stored).
+    Block *body = new Block();
+    channel.getBody().push_back(body);
+    for (size_t j = 0; j < inputs.size(); ++j)
+      body->addArgument(rewriter.getF32Type(), loc);
+    OpBuilder ib = OpBuilder::atBlockEnd(body);
+    IRMapping map;
+    Block &gb = grouped.getBody().front();
+    for (auto [i, arg] : llvm::enumerate(gb.getArguments())) {
+      FusedElementwiseOp producer = recomputed[i];
+      if (!producer) {
+        map.map(arg, body->getArgument(groupedLeaves[i]));
+        continue;
+      }
+      IRMapping pmap;
+      Block &pb = producer.getBody().front();
+      for (auto [k, parg] : llvm::enumerate(pb.getArguments()))
+        pmap.map(parg, body->getArgument(producerLeaves[i][k]));
+      for (Operation &op : pb.without_terminator())
+        ib.clone(op, pmap);
+      Value in = grouped.getInputs()[i];
+      unsigned result = cast<OpResult>(in).getResultNumber();
+      map.map(arg, asStored(ib, loc,
+                            pmap.lookup(cast<YieldOp>(pb.getTerminator())
+                                            .getValues()[result]),
+                            in));
+    }
+    for (Operation &op : gb)
+      ib.clone(op, map);
+    // What the recomputed producers yielded for their other readers.
+    for (Operation &op : llvm::make_early_inc_range(
+             llvm::reverse(body->without_terminator())))
+      if (isOpTriviallyDead(&op))
+        op.erase();
     if (toNHWC) {
       rewriter.replaceOp(toNHWC, channel->getResults());
       rewriter.eraseOp(reshape);
@@ -728,9 +943,10 @@ FusedElementwiseOp merge(RewriterBase &b, FusedElementwiseOp producer,
   for (auto [k, arg] : llvm::enumerate(cb.getArguments())) {
     Value in = consumer.getInputs()[k];
     if (in.getDefiningOp() == producer.getOperation()) {
-      map.map(
-          arg,
-          map.lookup(pyield.getValues()[cast<OpResult>(in).getResultNumber()]));
+      map.map(arg, asStored(ib, loc,
+                            map.lookup(pyield.getValues()[cast<OpResult>(in)
+                                                              .getResultNumber()]),
+                            in, arg));
       continue;
     }
     for (size_t i = 0; i < inputs.size(); ++i)
@@ -818,7 +1034,9 @@ FusedElementwiseOp inlineBroadcast(RewriterBase &b, FusedElementwiseOp producer,
     map.map(arg, block->getArgument(producerSlots[k]));
   for (Operation &op : pb.without_terminator())
     ib.clone(op, map);
-  Value gate = map.lookup(cast<YieldOp>(pb.getTerminator()).getValues()[0]);
+  Value gate = asStored(
+      ib, loc, map.lookup(cast<YieldOp>(pb.getTerminator()).getValues()[0]),
+      r);
   Block &cb = consumer.getBody().front();
   for (auto [k, arg] : llvm::enumerate(cb.getArguments()))
     map.map(arg, consumerSlots[k] == ~0u
