@@ -373,7 +373,7 @@ def call_timing(path, budget):
             m, n = (sum(v) / len(v), len(v)) if v else (None, 0)
         else:
             m, n = mean(key, pick)
-        lines.append("  mean %s: %s over %d rows" % (label, fmt_s(m), n))
+        lines.append("  mean %s: %s over %d rows" % (label, fmt_s(m) or "n/a", n))
     if families and d.get("wall_s"):
         per = d["wall_s"] / len(families)
         lines.append("  %.1f s per family: a %d-s call holds about %d such families "
