@@ -4,7 +4,9 @@
 // says the classifier ("fc") takes 20 of the 22 ms its forward ops name, so
 // every op with time before it goes to stage 0 (the flatten, which launched
 // nothing, goes with the fc: the crossing bytes tie). The optimizer's 3 ms
-// (a location no forward op has) go with the parameters, by their bytes.
+// (a location no forward op has; once a step, so 3/4 ms per micro-batch)
+// go with the parameters, by their bytes: stage 0 = 3 x (1 + 1) ms of
+// convolutions' ... see PLAN's estimates.
 // RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=2 micro-batches=4 link-gbps=0" | FileCheck %s --check-prefix=ROOF
 // RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=2 micro-batches=4 link-gbps=0 profile=%S/Inputs/profile-fc-heavy.json" | FileCheck %s --check-prefix=MEASURED
 // RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=2 micro-batches=4 link-gbps=0 print-plan=1 profile=%S/Inputs/profile-fc-heavy.json" -o /dev/null | FileCheck %s --check-prefix=PLAN

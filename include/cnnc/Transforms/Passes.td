@@ -968,7 +968,8 @@ def CNNPipelinePartition : Pass<"cnn-pipeline-partition", "mlir::ModuleOp"> {
            "the launches named by its location (its forward and backward "
            "kernels), split over the ops sharing the location by their "
            "roofline estimates; launches of no forward op's location (the "
-           "optimizer) are spread by parameter bytes. Empty: the roofline">,
+           "optimizer: 1/M of it per micro-batch) are spread by parameter "
+           "bytes. Empty: the roofline">,
     Option<"timeSlack", "time-slack", "double", "0.10",
            "among cuts whose slowest stage is within this fraction of the "
            "best balance, take the fewest crossing bytes (0: the best "
