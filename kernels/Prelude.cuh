@@ -34,6 +34,7 @@
 #include "LossScale.cuh"
 #include "Random.cuh"
 #include "Elementwise.cuh"
+#include "MultiTensor.cuh"
 // clang-format on
 
 #endif // CNNC_KERNELS_PRELUDE_CUH

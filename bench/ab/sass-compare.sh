@@ -2,10 +2,10 @@
 # The generated elementwise and multi-tensor kernels of two cnnc builds side
 # by side at the machine-code level: registers, spill bytes and SASS
 # instructions of every kernel the printer names (k<N>: elementwise, mt<N>:
-# grouped optimizer updates and casts, af<N>: all_finite, clip<N> and
-# clip<N>_finish: gradient clipping), old vs new, matched by name (the
-# printer numbers them in program order, and a kernel's mangled name is its
-# name and parameter types, so the same kernel has the same symbol).
+# grouped optimizer updates and casts, af<N>: all_finite, clip<N>: the
+# gradient norm, and its finish, clip<N>_finish before kernels/
+# MultiTensor.cuh's clipDivisorFinish), old vs new, matched by name and
+# parameter types (the printer numbers kernels in program order).
 #
 #   bench/ab/sass-compare.sh OLD_CNNC NEW_CNNC MODEL.onnx [cnnc flags...]
 #
@@ -69,10 +69,17 @@ for config in "${CONFIGS[@]}"; do
   python3 - "$WORK/$name/old" "$WORK/$name/new" <<'EOF' || status=1
 import os, re, subprocess, sys
 
-def same_unit(mangled):
-    # nvcc names the anonymous namespace (the prelude's) with a hash that
-    # differs between any two files.
-    return re.sub(r"_GLOBAL__N__[0-9a-f]{8}_", "_GLOBAL__N__X_", mangled)
+def demangle(mangled):
+    return subprocess.run(["c++filt", mangled], capture_output=True,
+                          text=True).stdout.strip()
+
+def key(mangled):
+    """The kernel's name and parameters, the same on both sides: nvcc names
+    the anonymous namespace (the prelude's) with a hash that differs between
+    any two files, and clip<N>_finish became the prelude's
+    clipDivisorFinish (same parameters)."""
+    name = demangle(mangled).replace("(anonymous namespace)::", "")
+    return re.sub(r"^clip\d+_finish\(", "clipDivisorFinish(", name)
 
 def kernels(d):
     """{mangled: [registers, spill bytes, instructions]} of the cubin."""
@@ -80,7 +87,7 @@ def kernels(d):
     for line in open(os.path.join(d, "ptxas.txt")):
         m = re.search(r"Compiling entry function '([^']+)'", line)
         if m:
-            cur = same_unit(m.group(1))
+            cur = key(m.group(1))
             out[cur] = [0, 0, 0]
             continue
         m = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", line)
@@ -95,7 +102,7 @@ def kernels(d):
         for line in open(sass):
             m = re.match(r"\s*Function : (\S+)", line)
             if m:
-                fn = same_unit(m.group(1))
+                fn = key(m.group(1))
             elif fn in out and re.match(r"\s*/\*[0-9a-f]{4,}\*/", line):
                 out[fn][2] += 1
     else:
@@ -105,17 +112,15 @@ def kernels(d):
         for line in sections.splitlines():
             m = re.search(r"\]\s+\.text\.(\S+)\s+\S+\s+\S+\s+\S+\s+([0-9a-f]+)",
                           line)
-            if m and same_unit(m.group(1)) in out:
-                out[same_unit(m.group(1))][2] = int(m.group(2), 16) // 16
+            if m and key(m.group(1)) in out:
+                out[key(m.group(1))][2] = int(m.group(2), 16) // 16
     return out
 
-def plain(mangled):
-    name = subprocess.run(["c++filt", mangled], capture_output=True,
-                          text=True).stdout.strip()
-    return name.split("(")[0]
+def plain(k):
+    return k.split("(")[0]
 
 old, new = kernels(sys.argv[1]), kernels(sys.argv[2])
-generated = re.compile(r"^(k|mt|af|clip)\d+(_finish)?$")
+generated = re.compile(r"^((k|mt|af|clip)\d+|clipDivisorFinish)$")
 ours = lambda ks: {k for k in ks if generated.match(plain(k))}
 o, n = ours(old), ours(new)
 rows, same, missing = [], 0, 0

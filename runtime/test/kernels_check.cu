@@ -7,7 +7,9 @@
 // NHWC through the two-pass scratch reduction in f16), bias_grad's NHWC sums,
 // the per-channel scale-shift-ReLU (an elementwise kernel with f16 rounding),
 // the generated elementwise kernels' loops (Elementwise.cuh: every operand
-// kind, the scalar and the 8-wide forms),
+// kind, the scalar and the 8-wide forms), the multi-tensor walk
+// (MultiTensor.cuh: an SGD-momentum update over tensors of several sizes and
+// types, the finiteness check, the clipping norm),
 // average pooling with padding, max and average pooling's kernels and
 // gradients in both layouts (checkPooling), the NCHW batch_norm_grad sums,
 // softmax, the cross-entropy loss and its gradient (label smoothing, ignored
@@ -25,6 +27,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <string>
 #include <type_traits>
@@ -347,6 +350,204 @@ void checkElementwise() {
   // Hoisted: the grid's stride (3 * 256 vectors) a multiple of C / 8 = 3,
   // and 864 vectors > 768: threads run a second iteration.
   checkElementwiseForm<L::Hoisted, true>("ew::elementwiseVec8 Hoisted", 3);
+}
+
+// The multi-tensor walk (kernels/MultiTensor.cuh) as the printer uses it:
+// an SGD-momentum update over four tensors in one arena, f16 and f32
+// gradients told apart by a per-tensor type table, cut into chunks by a
+// host-built chunk table; updated in place as the optimizer does.
+constexpr int kMtTensors = 4;
+
+/// {tensor, first unit, end unit} per chunk of `chunkUnits` units.
+std::vector<int> chunkTable(const std::vector<int64_t> &units,
+                            int64_t chunkUnits) {
+  std::vector<int> chunk;
+  for (size_t t = 0; t < units.size(); ++t)
+    for (int64_t b = 0; b < units[t]; b += chunkUnits)
+      chunk.insert(chunk.end(), {(int)t, (int)b,
+                                 (int)std::min(units[t], b + chunkUnits)});
+  return chunk;
+}
+
+template <int Chunks, int Vec>
+__global__ void __launch_bounds__(256)
+    mtCheckSgd(char *A, const int *chunk, const int64_t *param,
+               const int64_t *grad, const int64_t *gradType,
+               const int64_t *mom, const float *lr) {
+  const float a3 = ld(lr);
+  auto rule = [&](const int64_t i, float(&io)[5]) {
+    float a0 = io[0], a1 = io[1], a2 = io[2];
+    float buf = 0.9f * a2 + a1;
+    io[3] = a0 - a3 * buf;
+    io[4] = buf;
+  };
+  mt::forEachUnit<Chunks>(chunk, [&](const int lo, const int64_t at) {
+    if constexpr (Vec == 8) {
+      float x[5][8];
+      mt::load8<float>(0, A + param[lo], at * 8, x[0]);
+      mt::load8<__half, float>(gradType[lo], A + grad[lo], at * 8, x[1]);
+      mt::load8<float>(0, A + mom[lo], at * 8, x[2]);
+      mt::eachLane<5>(at * 8, x, rule);
+      mt::store8<float>(A + param[lo], at * 8, x[3]);
+      mt::store8<float>(A + mom[lo], at * 8, x[4]);
+    } else {
+      float x[5];
+      x[0] = mt::load<float>(0, A + param[lo], at);
+      x[1] = mt::load<__half, float>(gradType[lo], A + grad[lo], at);
+      x[2] = mt::load<float>(0, A + mom[lo], at);
+      rule(at, x);
+      mt::store<float>(A + param[lo], at, x[3]);
+      mt::store<float>(A + mom[lo], at, x[4]);
+    }
+  });
+}
+
+template <int Chunks>
+__global__ void __launch_bounds__(256)
+    mtCheckAllFinite(const char *A, const int *chunk, const int64_t *offset,
+                     float *flag) {
+  mt::allFinite<Chunks, float, 1>(chunk, offset, A, flag);
+}
+
+template <int Chunks>
+__global__ void __launch_bounds__(256)
+    mtCheckSumSquares(const char *A, const int *chunk, const int64_t *offset,
+                      const int64_t *half, double *partial) {
+  mt::sumSquares<Chunks>(chunk, offset, half, A, partial);
+}
+
+/// Arena offsets (256-byte aligned) of tensors of `bytes` bytes each.
+std::vector<int64_t> layOut(const std::vector<int64_t> &bytes,
+                            int64_t &total) {
+  std::vector<int64_t> at;
+  for (int64_t b : bytes) {
+    at.push_back(total);
+    total += (b + 255) / 256 * 256;
+  }
+  return at;
+}
+
+/// The SGD update in the scalar form over {1000, 37, 4096, 13} elements
+/// (chunks of 256: none of the sizes but 4096 a multiple of the chunk or of
+/// 8), or in the vec8 form over {1000, 8, 4096, 24} (chunks of 64 vectors:
+/// 1000 elements are 125 vectors), the 2nd and 4th gradients f32, the others
+/// f16; then (scalar sizes) the finiteness check with and without a NaN and
+/// the clipping norm's sums.
+template <int Vec> void checkMultiTensorForm() {
+  const std::vector<int64_t> sizes =
+      Vec == 8 ? std::vector<int64_t>{1000, 8, 4096, 24}
+               : std::vector<int64_t>{1000, 37, 4096, 13};
+  const bool gradF32[kMtTensors] = {false, true, false, true};
+  std::vector<int64_t> units, paramBytes, gradBytes;
+  for (int t = 0; t < kMtTensors; ++t) {
+    units.push_back(sizes[t] / Vec);
+    paramBytes.push_back(sizes[t] * 4);
+    gradBytes.push_back(sizes[t] * (gradF32[t] ? 4 : 2));
+  }
+  int64_t total = 0;
+  std::vector<int64_t> param = layOut(paramBytes, total),
+                       grad = layOut(gradBytes, total),
+                       mom = layOut(paramBytes, total), gradType;
+  std::vector<char> arena(total);
+  std::vector<std::vector<float>> p(kMtTensors), g(kMtTensors),
+      m(kMtTensors);
+  for (int t = 0; t < kMtTensors; ++t) {
+    p[t] = randoms(sizes[t], -1, 1, 50 + t);
+    g[t] = randoms(sizes[t], -1, 1, 60 + t);
+    m[t] = randoms(sizes[t], -1, 1, 70 + t);
+    std::memcpy(&arena[param[t]], p[t].data(), sizes[t] * 4);
+    std::memcpy(&arena[mom[t]], m[t].data(), sizes[t] * 4);
+    if (gradF32[t]) {
+      std::memcpy(&arena[grad[t]], g[t].data(), sizes[t] * 4);
+    } else {
+      std::vector<__half> h = toHalf(g[t]);
+      std::memcpy(&arena[grad[t]], h.data(), sizes[t] * 2);
+      for (int64_t i = 0; i < sizes[t]; ++i)
+        g[t][i] = __half2float(h[i]);
+    }
+    gradType.push_back(gradF32[t] ? 1 : 0);
+  }
+  const float lr = 0.1f;
+  std::vector<double> wantP, wantM;
+  for (int t = 0; t < kMtTensors; ++t)
+    for (int64_t i = 0; i < sizes[t]; ++i) {
+      float buf = 0.9f * m[t][i] + g[t][i];
+      wantP.push_back(p[t][i] - lr * buf);
+      wantM.push_back(buf);
+    }
+  constexpr int64_t chunkUnits = Vec == 8 ? 64 : 256;
+  std::vector<int> chunk = chunkTable(units, chunkUnits);
+  // 1000/256 -> 4, 37 -> 1, 4096/256 -> 16, 13 -> 1; vec8: 125/64 -> 2,
+  // 1, 512/64 -> 8, 3/64 -> 1.
+  constexpr int kChunks = Vec == 8 ? 12 : 22;
+  if ((int)chunk.size() != 3 * kChunks) {
+    ++failures;
+    std::printf("FAIL multi-tensor chunk table: %zu chunks\n",
+                chunk.size() / 3);
+    return;
+  }
+  char *dA = toDevice(arena);
+  int *dChunk = toDevice(chunk);
+  int64_t *dParam = toDevice(param), *dGrad = toDevice(grad),
+          *dType = toDevice(gradType), *dMom = toDevice(mom);
+  float *dLr = toDevice(std::vector<float>{lr});
+  mtCheckSgd<kChunks, Vec><<<5, 256>>>(dA, dChunk, dParam, dGrad, dType, dMom,
+                                       dLr);
+  CUDA_OK(cudaGetLastError());
+  CUDA_OK(cudaDeviceSynchronize());
+  std::vector<double> gotP, gotM;
+  for (int t = 0; t < kMtTensors; ++t) {
+    for (double v : fromDevice(reinterpret_cast<float *>(dA + param[t]),
+                               sizes[t]))
+      gotP.push_back(v);
+    for (double v :
+         fromDevice(reinterpret_cast<float *>(dA + mom[t]), sizes[t]))
+      gotM.push_back(v);
+  }
+  std::string form = Vec == 8 ? "mt::forEachUnit vec8" : "mt::forEachUnit";
+  expectNear((form + " SGD param").c_str(), gotP, wantP, 1e-6);
+  expectNear((form + " SGD momentum").c_str(), gotM, wantM, 1e-6);
+  if constexpr (Vec == 1) {
+    // The momentum buffers (f32) as the checked and summed tensors.
+    float *dFlag = toDevice(std::vector<float>{1.f});
+    mtCheckAllFinite<kChunks><<<3, 256>>>(dA, dChunk, dMom, dFlag);
+    CUDA_OK(cudaDeviceSynchronize());
+    double finite = fromDevice(dFlag, 1)[0];
+    float nan = NAN;
+    CUDA_OK(cudaMemcpy(dA + mom[2] + 4 * 4000, &nan, 4,
+                       cudaMemcpyHostToDevice));
+    mtCheckAllFinite<kChunks><<<3, 256>>>(dA, dChunk, dMom, dFlag);
+    CUDA_OK(cudaDeviceSynchronize());
+    double nonFinite = fromDevice(dFlag, 1)[0];
+    expectNear("mt::allFinite (finite, then a NaN)", {finite, nonFinite},
+               {1.0, 0.0}, 0);
+    CUDA_OK(cudaMemcpy(dA + mom[2] + 4 * 4000, &gotM[1000 + 37 + 4000], 4,
+                       cudaMemcpyHostToDevice));
+    // sum(m^2) of the updated momentum, then the divisor for max norm 0.5
+    // at scale 2: S / min(1, maxNorm / (sqrt(sum) / S + 1e-6)).
+    const int blocks = 3;
+    double *dPartial = toDevice(std::vector<double>(blocks));
+    int64_t *dHalf = toDevice(std::vector<int64_t>(kMtTensors, 0));
+    float *dScale = toDevice(std::vector<float>{2.f}),
+          *dAcc = toDevice(std::vector<float>{0.f});
+    mtCheckSumSquares<kChunks><<<blocks, 256>>>(dA, dChunk, dMom, dHalf,
+                                                dPartial);
+    clipDivisorFinish<<<1, 256>>>(dPartial, blocks, dAcc, dScale, 0.5f);
+    CUDA_OK(cudaGetLastError());
+    CUDA_OK(cudaDeviceSynchronize());
+    double sum = 0;
+    for (double v : wantM)
+      sum += v * v;
+    double norm = std::sqrt(sum) / 2.0;
+    double want = 2.0 / std::min(1.0, 0.5 / (norm + 1e-6));
+    expectNear("mt::sumSquares + clipDivisorFinish", fromDevice(dAcc, 1),
+               {want}, 1e-5);
+  }
+}
+
+void checkMultiTensor() {
+  checkMultiTensorForm<1>();
+  checkMultiTensorForm<8>();
 }
 
 /// avgPoolFwd<float, false> (NCHW), 3x3 stride 2 with asymmetric padding, the
@@ -783,6 +984,7 @@ int main() {
   checkNhwcReductions();
   checkScaleShiftRelu();
   checkElementwise();
+  checkMultiTensor();
   checkAvgPool();
   checkPooling();
   checkBnGradReduce();

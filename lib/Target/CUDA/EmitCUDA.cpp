@@ -272,18 +272,16 @@ private:
   /// A multi-tensor kernel over tensors of `sizes` units (elements, or
   /// vectors of 8 in the "vec8" form), cut into chunks of `chunkUnits`
   /// units (cnn-prepare-for-emission's) that never straddle two
-  /// tensors: declares (in
-  /// `kernels`) `<name>_chunk`, each chunk's tensor, first and end unit, and
-  /// one `<name>_<suffix>` table of per-tensor values for each entry of
-  /// `tables`; returns the opening of the loops (blocks over chunks, threads
-  /// over a chunk's units) that set `lo`, the tensor, and `at`, the unit
-  /// within it; `kMultiTensorLoopEnd` closes them. `chunks` is set to the
-  /// chunk count (the launch's grid, at most grid_limit). The chunk table
-  /// replaces a binary search per unit.
-  std::string
-  multiTensorLoop(const std::string &name, ArrayRef<int64_t> sizes,
-                  ArrayRef<std::pair<std::string, std::vector<int64_t>>> tables,
-                  int64_t chunkUnits, int64_t &chunks);
+  /// tensors: declares (in `kernels`) `<name>_chunk`, each chunk's tensor,
+  /// first and end unit, and one `<name>_<suffix>` table of per-tensor
+  /// values for each entry of `tables`; returns the chunk count (the
+  /// launch's grid, at most grid_limit). kernels/MultiTensor.cuh's
+  /// mt::forEachUnit<chunks>(<name>_chunk, ...) walks them (the chunk table
+  /// replaces a binary search per unit).
+  int64_t multiTensorTables(
+      const std::string &name, ArrayRef<int64_t> sizes,
+      ArrayRef<std::pair<std::string, std::vector<int64_t>>> tables,
+      int64_t chunkUnits);
   /// Finds the multi-tensor groups of `f` (optimizer updates, parameter
   /// casts).
   void groupMultiTensorKernels(func::FuncOp f);
@@ -419,9 +417,6 @@ static std::string roundTo(Type t, const std::string &expr) {
     return "__half2float(__float2half_rn(" + expr + "))";
   return "(" + expr + ")";
 }
-
-/// Closes multiTensorLoop's two loops.
-static constexpr const char *kMultiTensorLoopEnd = "    }\n  }\n";
 
 std::string Emitter::gridFor(int64_t n) const {
   // Grid-stride loops: enough blocks to fill the GPU (cnn-prepare-for-
@@ -2104,27 +2099,14 @@ LogicalResult Emitter::print(std::string &out, AllFiniteOp a) {
     FailureOr<int64_t> chunk = chunkOf(op, multiTensorKernels++);
     if (failed(chunk))
       return failure();
-    int64_t chunks = 0;
-    std::string loop =
-        multiTensorLoop(name, sizes, {{"in", offsets}}, *chunk, chunks);
-    std::string check =
-        vec == 8 ? fmt::format("      float v[8];\n"
-                               "      ldv8(reinterpret_cast<const {1} *>(A + "
-                               "{0}_in[lo]) + at * 8, v);\n"
-                               "#pragma unroll\n"
-                               "      for (int k = 0; k < 8; ++k) bad |= "
-                               "!isfinite(v[k]);\n",
-                               name, T)
-                 : fmt::format("      bad |= !isfinite(ld(reinterpret_cast<"
-                               "const {1} *>(A + {0}_in[lo]) + at));\n",
-                               name, T);
+    int64_t chunks =
+        multiTensorTables(name, sizes, {{"in", offsets}}, *chunk);
     kernels += fmt::format(
         "__global__ void __launch_bounds__(256) {0}(const char *A, float "
         "*flag) {{\n"
-        "  bool bad = false;\n{1}{2}{3}"
-        "  if (__syncthreads_or(bad) && threadIdx.x == 0) *flag = 0.0f;\n"
+        "  mt::allFinite<{1}, {2}, {3}>({0}_chunk, {0}_in, A, flag);\n"
         "}}\n\n",
-        name, loop, check, kMultiTensorLoopEnd);
+        name, chunks, T, vec);
     out += fmt::format("  // {} gradients checked in one multi-tensor kernel\n",
                        vs.size());
     launch(out, op, name,
@@ -2319,10 +2301,10 @@ void Emitter::groupMultiTensorKernels(func::FuncOp f) {
   }
 }
 
-std::string Emitter::multiTensorLoop(
+int64_t Emitter::multiTensorTables(
     const std::string &name, ArrayRef<int64_t> sizes,
     ArrayRef<std::pair<std::string, std::vector<int64_t>>> tables,
-    int64_t chunkUnits, int64_t &chunks) {
+    int64_t chunkUnits) {
   auto table = [&](const std::string &type, const std::string &suffix,
                    ArrayRef<int64_t> values) {
     std::vector<std::string> v;
@@ -2336,19 +2318,12 @@ std::string Emitter::multiTensorLoop(
     for (int64_t b = 0; b < n; b += chunkUnits)
       llvm::append_range(
           chunk, ArrayRef<int64_t>{(int64_t)t, b, std::min(n, b + chunkUnits)});
-  chunks = chunk.size() / 3;
   // 32-bit entries unless a tensor has 2^31 units or more.
   bool wide = llvm::any_of(sizes, [](int64_t n) { return n >= INT32_MAX; });
   table(wide ? "int64_t" : "int", "chunk", chunk);
   for (auto &[suffix, values] : tables)
     table("int64_t", suffix, values);
-  return fmt::format(
-      "  for (int c = blockIdx.x; c < {1}; c += gridDim.x) {{\n"
-      "    const int lo = {0}_chunk[3 * c];\n"
-      "    const {2} end = {0}_chunk[3 * c + 2];\n"
-      "    for (int64_t at = {0}_chunk[3 * c + 1] + threadIdx.x; at < end; "
-      "at += 256) {{\n",
-      name, chunks, wide ? "int64_t" : "int");
+  return chunk.size() / 3;
 }
 
 FailureOr<int64_t> Emitter::chunkOf(Operation *op, size_t k) {
@@ -2374,60 +2349,25 @@ LogicalResult Emitter::emitClipDivisor(std::string &out, ClipDivisorOp op) {
   FailureOr<int64_t> chunk = chunkOf(op, 0);
   if (failed(chunk))
     return failure();
-  int64_t chunks = 0;
-  std::string loop = multiTensorLoop(
-      name, sizes, {{"in", offsets}, {"h", half}}, *chunk, chunks);
+  int64_t chunks = multiTensorTables(
+      name, sizes, {{"in", offsets}, {"h", half}}, *chunk);
   std::string acc = ptr(op.getDivisor());
   // Each block's sum of squares goes to its own slot of the reduction
-  // scratch and one block adds the slots in a fixed order: the norm (and
-  // so a clipped step) is the same in every run and process, which an
-  // atomicAdd of the block sums is not (a resumed run must repeat the
-  // uninterrupted one's losses to the printed digit).
+  // scratch, added in a fixed order by clipDivisorFinish
+  // (kernels/MultiTensor.cuh says why).
   int64_t blocks = std::min<int64_t>(chunks, gridLimit());
   std::string partial = reductionScratch(blocks);
   kernels += fmt::format(
       "__global__ void __launch_bounds__(256) {0}(const char *A, double "
       "*partial) {{\n"
-      "  float s = 0.f;\n{1}"
-      "      const char *p = A + {0}_in[lo];\n"
-      "      float v = {0}_h[lo] ? ld(reinterpret_cast<const __half *>(p) + "
-      "at)\n"
-      "                          : ld(reinterpret_cast<const float *>(p) + "
-      "at);\n"
-      "      s += v * v;\n{2}"
-      "  __shared__ float red[256];\n"
-      "  red[threadIdx.x] = s;\n"
-      "  __syncthreads();\n"
-      "  for (int w = 128; w > 0; w >>= 1) {{\n"
-      "    if (threadIdx.x < w) red[threadIdx.x] += red[threadIdx.x + w];\n"
-      "    __syncthreads();\n"
-      "  }}\n"
-      "  if (threadIdx.x == 0) partial[blockIdx.x] = red[0];\n"
-      "}}\n\n"
-      "// torch.nn.utils.clip_grad_norm_ of the gradients scaled by *scale,\n"
-      "// from the blocks' sums in a fixed order.\n"
-      "__global__ void __launch_bounds__(256) {0}_finish(const double "
-      "*partial, int blocks, float *acc, const float *scale, float maxNorm) "
-      "{{\n"
-      "  __shared__ double red[256];\n"
-      "  double t = 0.0;\n"
-      "  for (int b = threadIdx.x; b < blocks; b += 256) t += partial[b];\n"
-      "  red[threadIdx.x] = t;\n"
-      "  __syncthreads();\n"
-      "  for (int w = 128; w > 0; w >>= 1) {{\n"
-      "    if (threadIdx.x < w) red[threadIdx.x] += red[threadIdx.x + w];\n"
-      "    __syncthreads();\n"
-      "  }}\n"
-      "  if (threadIdx.x != 0) return;\n"
-      "  float S = *scale, norm = sqrtf((float)red[0]) / S;\n"
-      "  *acc = S / fminf(1.f, maxNorm / (norm + 1e-6f));\n"
+      "  mt::sumSquares<{1}>({0}_chunk, {0}_in, {0}_h, A, partial);\n"
       "}}\n\n",
-      name, loop, kMultiTensorLoopEnd);
+      name, chunks);
   out += fmt::format("  // global gradient norm of {} tensors (clipping)\n",
                      sizes.size());
   launch(out, op, name, std::to_string(blocks), threads(),
          fmt::format("A, {}", partial));
-  launch(out, op, name + "_finish", "1", threads(),
+  launch(out, op, "clipDivisorFinish", "1", threads(),
          fmt::format("{}, {}, {}, {}, {}", partial, blocks, acc,
                      ptr(op.getScale()),
                      floatLit(op.getMaxNorm().convertToFloat())));
@@ -2518,73 +2458,70 @@ LogicalResult Emitter::groupedElementwise(std::string &out, Operation *op,
     for (int64_t &n : sizes)
       n /= 8;
   }
-  // Scalar (per-step) operands once per thread, then in the loops the
-  // per-tensor ones: one element, or eight into a<k>v.
+  // Scalar (per-step) operands once per thread; then, per unit, the
+  // per-tensor ones (one element, or eight into slot k of x) through the
+  // tables, the rule (a lambda over a slot array as ew:: has it: the
+  // per-tensor inputs, then the outputs), the stores.
   std::string body;
-  for (auto [k, in] : llvm::enumerate(first.first))
-    if (in.index != "i")
-      body += fmt::format("  const float a{} = ld(reinterpret_cast<const {} "
-                          "*>(A + {}ll));\n",
-                          k, ctype(ttype(in.v).getElementType()),
-                          plan.offsetOf(in.v));
+  std::vector<size_t> slotOf(first.first.size());
+  size_t slots = 0;
+  for (auto [k, in] : llvm::enumerate(first.first)) {
+    if (in.index == "i") {
+      slotOf[k] = slots++;
+      continue;
+    }
+    body += fmt::format("  const float a{} = ld(reinterpret_cast<const {} "
+                        "*>(A + {}ll));\n",
+                        k, ctype(ttype(in.v).getElementType()),
+                        plan.offsetOf(in.v));
+  }
+  size_t numSlots = slots + first.second.size();
   FailureOr<int64_t> chunk = chunkOf(op, 0);
   if (failed(chunk))
     return failure();
-  int64_t chunks = 0;
-  body += multiTensorLoop(name, sizes, tables, *chunk, chunks);
-  body += vec == 1 ? "    const int64_t i = at;\n"
-                   : "    const int64_t i0 = at * 8;\n";
+  int64_t chunks = multiTensorTables(name, sizes, tables, *chunk);
+  std::string rule =
+      fmt::format("[&](const int64_t i, float(&io)[{}]) {{\n", numSlots);
+  for (auto [k, in] : llvm::enumerate(first.first))
+    if (in.index == "i")
+      rule += fmt::format("        float a{} = io[{}];\n", k, slotOf[k]);
+  for (size_t k = 0; k < first.second.size(); ++k)
+    rule += fmt::format("        float r{};\n", k);
+  rule += "        " + expr + "\n";
+  for (size_t k = 0; k < first.second.size(); ++k)
+    rule += fmt::format("        io[{}] = r{};\n", slots + k, k);
+  rule += "      }";
+  body += fmt::format("  mt::forEachUnit<{}>({}_chunk, [&](const int lo, "
+                      "const int64_t at) {{\n",
+                      chunks, name);
+  body += vec == 1 ? fmt::format("    float x[{}];\n", numSlots)
+                   : fmt::format("    float x[{}][8];\n", numSlots);
+  const char *at = vec == 1 ? "at" : "at * 8";
   for (auto [k, in] : llvm::enumerate(first.first)) {
     if (in.index != "i")
       continue;
-    auto pointer = [&](Type t) {
-      return fmt::format("reinterpret_cast<const {} *>(A + {}_in{}[lo])",
-                         ctype(t), name, k);
-    };
-    if (vec == 1) {
-      std::string expr = "ld(" + pointer(typesOf[k].back()) + " + i)";
-      for (int64_t j = int64_t(typesOf[k].size()) - 2; j >= 0; --j)
-        expr = fmt::format("{}_ty{}[lo] == {} ? ld({} + i) : {}", name, k, j,
-                           pointer(typesOf[k][j]), expr);
-      body += fmt::format("    float a{} = {};\n", k, expr);
-      continue;
-    }
-    body += fmt::format("    float a{}v[8];\n", k);
-    std::string load =
-        fmt::format("ldv8({} + i0, a{}v);", pointer(typesOf[k].back()), k);
-    for (int64_t j = int64_t(typesOf[k].size()) - 2; j >= 0; --j)
-      load = fmt::format("if ({}_ty{}[lo] == {}) ldv8({} + i0, a{}v); else {}",
-                         name, k, j, pointer(typesOf[k][j]), k, load);
-    body += "    " + load + "\n";
+    std::vector<std::string> types;
+    for (Type t : typesOf[k])
+      types.push_back(ctype(t));
+    std::string which =
+        types.size() > 1 ? fmt::format("{}_ty{}[lo]", name, k) : "0";
+    std::string from = fmt::format("{}, A + {}_in{}[lo], {}", which, name, k, at);
+    body += vec == 1 ? fmt::format("    x[{}] = mt::load<{}>({});\n",
+                                   slotOf[k], llvm::join(types, ", "), from)
+                     : fmt::format("    mt::load8<{}>({}, x[{}]);\n",
+                                   llvm::join(types, ", "), from, slotOf[k]);
   }
-  if (vec == 1) {
-    for (size_t k = 0; k < first.second.size(); ++k)
-      body += fmt::format("    float r{};\n", k);
-    body += "    " + expr + "\n";
-    for (auto [k, o] : llvm::enumerate(first.second))
-      body += fmt::format(
-          "    st(reinterpret_cast<{} *>(A + {}_out{}[lo]) + i, r{});\n",
-          ctype(ttype(o).getElementType()), name, k, k);
-  } else {
-    for (size_t k = 0; k < first.second.size(); ++k)
-      body += fmt::format("    float r{}v[8];\n", k);
-    body += "#pragma unroll\n    for (int lane = 0; lane < 8; ++lane) {\n"
-            "      const int64_t i = i0 + lane;\n      (void)i;\n";
-    for (auto [k, in] : llvm::enumerate(first.first))
-      if (in.index == "i")
-        body += fmt::format("      float a{0} = a{0}v[lane];\n", k);
-    for (size_t k = 0; k < first.second.size(); ++k)
-      body += fmt::format("      float r{};\n", k);
-    body += "      " + expr + "\n";
-    for (size_t k = 0; k < first.second.size(); ++k)
-      body += fmt::format("      r{0}v[lane] = r{0};\n", k);
-    body += "    }\n";
-    for (auto [k, o] : llvm::enumerate(first.second))
-      body += fmt::format(
-          "    stv8(reinterpret_cast<{} *>(A + {}_out{}[lo]) + i0, r{}v);\n",
-          ctype(ttype(o).getElementType()), name, k, k);
-  }
-  body += kMultiTensorLoopEnd;
+  if (vec == 1)
+    body += fmt::format("    ({})(at, x);\n", rule);
+  else
+    body += fmt::format("    mt::eachLane<{}>(at * 8, x, {});\n", numSlots,
+                        rule);
+  for (auto [k, o] : llvm::enumerate(first.second))
+    body += fmt::format("    mt::store{}<{}>(A + {}_out{}[lo], {}, x[{}]);\n",
+                        vec == 1 ? "" : "8",
+                        ctype(ttype(o).getElementType()), name, k, at,
+                        slots + k);
+  body += "  });\n";
   kernels += fmt::format(
       "__global__ void __launch_bounds__(256) {}(char *A) {{\n{}}}\n\n", name,
       body);

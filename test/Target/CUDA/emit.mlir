@@ -83,7 +83,7 @@
 // Their gradients are f16 (conv, linear) and f32 (BN): a table gives each
 // tensor's type and the load picks by it (no cast kernel per gradient).
 // OPT-DAG: __device__ const int64_t [[MT:mt[0-9]+]]_ty1[6] = {0ll, 0ll, 1ll, 1ll, 0ll, 0ll};
-// OPT-DAG: float a1 = [[MT]]_ty1[lo] == 0 ? ld(reinterpret_cast<const __half *>(A + [[MT]]_in1[lo]) + i) : ld(reinterpret_cast<const float *>(A + [[MT]]_in1[lo]) + i);
+// OPT-DAG: x[1] = mt::load<__half, float>([[MT]]_ty1[lo], A + [[MT]]_in1[lo], at);
 // The loss-scaling finiteness check of the 6 gradients: one multi-tensor
 // kernel per gradient element type (4 f32 + 2 f16 here), not one per tensor.
 // OPT-DAG: // 4 gradients checked in one multi-tensor kernel

@@ -19,16 +19,14 @@
 // end vector) that the blocks walk, no search per element.
 // CHECK: __device__ const int mt0_chunk[9] = {0, 0, 2, 1, 0, 16, 2, 0, 72};
 // CHECK-LABEL: __global__ void __launch_bounds__(256) mt0(char *A)
-// CHECK-NEXT: for (int c = blockIdx.x; c < 3; c += gridDim.x) {
-// CHECK-NEXT: const int lo = mt0_chunk[3 * c];
-// CHECK-NEXT: const int end = mt0_chunk[3 * c + 2];
-// CHECK-NEXT: for (int64_t at = mt0_chunk[3 * c + 1] + threadIdx.x; at < end; at += 256) {
-// CHECK-NEXT: const int64_t i0 = at * 8;
-// CHECK: ldv8(reinterpret_cast<const float *>(A + mt0_in0[lo]) + i0, a0v);
-// CHECK: stv8(reinterpret_cast<__half *>(A + mt0_out0[lo]) + i0, r0v);
+// CHECK-NEXT: mt::forEachUnit<3>(mt0_chunk, [&](const int lo, const int64_t at) {
+// CHECK-NEXT: float x[2][8];
+// CHECK-NEXT: mt::load8<float>(0, A + mt0_in0[lo], at * 8, x[0]);
+// CHECK-NEXT: mt::eachLane<2>(at * 8, x, [&](const int64_t i, float(&io)[2]) {
+// CHECK: mt::store8<__half>(A + mt0_out0[lo], at * 8, x[1]);
 // The f16 gradients (convolution, linear) checked eight at a time.
 // CHECK-LABEL: __global__ void __launch_bounds__(256) af{{[0-9]+}}(const char *A, float *flag)
-// CHECK: ldv8(reinterpret_cast<const __half *>(A + af{{[0-9]+}}_in[lo]) + at * 8, v);
+// CHECK-NEXT: mt::allFinite<3, __half, 8>(af[[AF:[0-9]+]]_chunk, af[[AF]]_in, A, flag);
 // The SGD updates: the step's scalars (lr, step, grad scale, finite flag)
 // loaded once per thread; the gradient by its tensor's type, param and
 // momentum f32.
@@ -37,11 +35,17 @@
 // CHECK-NEXT: const float a4 = ld(
 // CHECK-NEXT: const float a5 = ld(
 // CHECK-NEXT: const float a6 = ld(
-// CHECK-NEXT: for (int c = blockIdx.x; c < 5; c += gridDim.x) {
-// CHECK: if (mt[[U:[0-9]+]]_ty1[lo] == 0) ldv8(reinterpret_cast<const __half *>(A + mt[[U]]_in1[lo]) + i0, a1v); else ldv8(reinterpret_cast<const float *>(A + mt[[U]]_in1[lo]) + i0, a1v);
-// CHECK: for (int lane = 0; lane < 8; ++lane)
-// CHECK: stv8(reinterpret_cast<float *>(A + mt[[U]]_out0[lo]) + i0, r0v);
-// CHECK: stv8(reinterpret_cast<float *>(A + mt[[U]]_out1[lo]) + i0, r1v);
+// CHECK-NEXT: mt::forEachUnit<5>(mt[[U:[0-9]+]]_chunk, [&](const int lo, const int64_t at) {
+// CHECK-NEXT: float x[5][8];
+// CHECK-NEXT: mt::load8<float>(0, A + mt[[U]]_in0[lo], at * 8, x[0]);
+// CHECK-NEXT: mt::load8<__half, float>(mt[[U]]_ty1[lo], A + mt[[U]]_in1[lo], at * 8, x[1]);
+// CHECK-NEXT: mt::load8<float>(0, A + mt[[U]]_in2[lo], at * 8, x[2]);
+// CHECK-NEXT: mt::eachLane<5>(at * 8, x, [&](const int64_t i, float(&io)[5]) {
+// CHECK: io[3] = r0;
+// CHECK-NEXT: io[4] = r1;
+// CHECK-NEXT: });
+// CHECK-NEXT: mt::store8<float>(A + mt[[U]]_out0[lo], at * 8, x[3]);
+// CHECK-NEXT: mt::store8<float>(A + mt[[U]]_out1[lo], at * 8, x[4]);
 // CHECK-LABEL: static void trainStep(
 // CHECK: // 3 parameter casts in one multi-tensor kernel
 // CHECK-NEXT: mt0<<<3, 256, 0, s>>>(A);
