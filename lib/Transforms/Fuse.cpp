@@ -12,8 +12,11 @@
 //     of one dy -> fused_dual_batch_norm_grad (dy read once for both).
 //  4. Every elementwise op becomes a fused_elementwise; an op on
 //     GroupNorm's grouped N x G x K view is rebuilt on the channel view its
-//     reader uses (GroupedElementwiseToChannelView); producer/consumer
-//     pairs of the same shape merge until nothing changes.
+//     reader uses, NCHW or NHWC (GroupedElementwiseToChannelView);
+//     producer/consumer pairs of the same shape merge until nothing
+//     changes, at the producer's place or, for a producer read only by the
+//     consumer, at the consumer's. A merged f16 body rounds what it reads
+//     from its producer as storing it did.
 // Each rewrite keeps the step's semantics exactly (checked by running the
 // reference interpreter before and after in the tests). Each is a
 // RewritePattern; the pass runs them phase by phase (a phase finishes on the
@@ -530,6 +533,16 @@ struct BiasAddToFused : Counted<OpRewritePattern<BiasAddOp>> {
 /// the rebuilt op with what follows. Anything else (another broadcast, a
 /// statistic that varies along K, a reshape that is not such a split) is
 /// left alone.
+///
+/// In the f16 NHWC pipeline the reshape's one reader is a transpose to
+/// N x H x W x C (cnn-layout's pull-up), and the op is rebuilt on that NHWC
+/// view instead: statistics reshaped to [A, 1, 1, D], and a same-shape
+/// input that a grouped-view elementwise op computes from inputs already
+/// on the NHWC view (the centering x - mean, x the grouped view of the
+/// convolution's NHWC output) recomputed inside it, so that no transpose
+/// is needed. All statistics of one batch extent share one repeat kernel.
+/// The grouped op stays for its grouped-view readers (the backward), where
+/// the merge phase sinks it into its reader.
 struct GroupedElementwiseToChannelView : OpRewritePattern<ReshapeOp> {
   GroupedElementwiseToChannelView(MLIRContext *ctx, int64_t &count)
       : OpRewritePattern(ctx), count(count) {}
@@ -1077,6 +1090,27 @@ bool sinkable(FusedElementwiseOp producer, FusedElementwiseOp consumer) {
   return fullInputs <= 1;
 }
 
+/// Whether `op` only widens its one input (an f16 -> f32 cast: its body
+/// yields its argument) for one elementwise reader. Merged up into the
+/// producer it would make the producer store the value a second time, in
+/// f32, until that reader runs (GroupNorm's normalized x, which the
+/// backward's scale gradient reads as f32: the f16 NHWC forward kernel
+/// kept it twice, +20 % peak memory on a GroupNorm ResNet-18); left alone
+/// it sinks into that reader instead (`sinkable`).
+bool widensForOneReader(FusedElementwiseOp op) {
+  if (op.getInputs().size() != 1 || op->getNumResults() != 1 ||
+      !op->hasOneUse() || !isa<FusedElementwiseOp>(*op->user_begin()))
+    return false;
+  Block &body = op.getBody().front();
+  if (!body.without_terminator().empty() ||
+      body.getTerminator()->getOperand(0) != body.getArgument(0))
+    return false;
+  return getElementTypeOrSelf(op.getResult(0).getType())
+             .getIntOrFloatBitWidth() >
+         getElementTypeOrSelf(op.getInputs()[0].getType())
+             .getIntOrFloatBitWidth();
+}
+
 bool sameSpace(FusedElementwiseOp a, FusedElementwiseOp b) {
   auto ta = cast<RankedTensorType>(a.getResult(0).getType());
   auto tb = cast<RankedTensorType>(b.getResult(0).getType());
@@ -1111,7 +1145,7 @@ struct MergeElementwiseProducer
       bool dominated = llvm::all_of(consumer.getInputs(), [&](Value v) {
         return definedOrReshapedBefore(v, producer);
       });
-      if (dominated) {
+      if (dominated && !widensForOneReader(consumer)) {
         for (Value v : consumer.getInputs())
           hoistReshapesBefore(rewriter, v, producer);
         merge(rewriter, producer, consumer, producer);

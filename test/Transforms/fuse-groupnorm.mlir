@@ -114,7 +114,11 @@ func.func @channels_not_a_multiple_of_groups(%x: tensor<2x6x6xf32>, %std: tensor
 // CHECK:      %[[BWD:.*]] = cnn.fused_elementwise %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {{.*}} -> tensor<2x2x18xf32>
 // CHECK:        arith.divf
 // CHECK:        arith.mulf
-// CHECK:      return %[[OUT]]#1, %[[OUT]]#0, %[[BWD]]
+// The backward's f32 read of the normalized x (the scale gradient's
+// product) takes the f16 result: the widening cast sinks into that kernel
+// instead of making the forward store the normalized x again in f32.
+// CHECK:      %[[SG:.*]] = cnn.fused_elementwise %[[OUT]]#0, %{{.*}} {{.*}} -> tensor<2x3x3x4xf32>
+// CHECK:      return %[[OUT]]#1, %[[OUT]]#0, %[[BWD]], %[[SG]]
 // The same with the channel view off: the division stays on the grouped
 // view, the transpose of the normalized x is a kernel, then scale, shift
 // and SiLU.
@@ -122,8 +126,10 @@ func.func @channels_not_a_multiple_of_groups(%x: tensor<2x6x6xf32>, %std: tensor
 // OFF:       arith.divf
 // OFF:       cnn.transpose %{{.*}} {permutation = array<i64: 0, 2, 3, 1>} : (tensor<2x4x3x3xf16>) -> tensor<2x3x3x4xf16>
 func.func @group_norm_silu_nhwc(%y: tensor<2x3x3x4xf16>, %scale: tensor<4xf16>,
-                                %shift: tensor<4xf16>, %dn: tensor<2x2x18xf16>)
-    -> (tensor<2x3x3x4xf16>, tensor<2x3x3x4xf16>, tensor<2x2x18xf32>) {
+                                %shift: tensor<4xf16>, %dn: tensor<2x2x18xf16>,
+                                %dy: tensor<2x3x3x4xf32>)
+    -> (tensor<2x3x3x4xf16>, tensor<2x3x3x4xf16>, tensor<2x2x18xf32>,
+        tensor<2x3x3x4xf32>) {
   %eps = cnn.constant dense<1.0e-5> : tensor<1x1x1xf32>
   %x = cnn.transpose %y {permutation = array<i64: 0, 3, 1, 2>} : (tensor<2x3x3x4xf16>) -> tensor<2x4x3x3xf16>
   %g = cnn.reshape %x : (tensor<2x4x3x3xf16>) -> tensor<2x2x18xf16>
@@ -139,6 +145,7 @@ func.func @group_norm_silu_nhwc(%y: tensor<2x3x3x4xf16>, %scale: tensor<4xf16>,
   %n = cnn.div %c, %std16 : (tensor<2x2x18xf16>, tensor<2x2x1xf16>) -> tensor<2x2x18xf16>
   %v = cnn.reshape %n : (tensor<2x2x18xf16>) -> tensor<2x4x3x3xf16>
   %vt = cnn.transpose %v {permutation = array<i64: 0, 2, 3, 1>} : (tensor<2x4x3x3xf16>) -> tensor<2x3x3x4xf16>
+  %vt32 = cnn.cast %vt : (tensor<2x3x3x4xf16>) -> tensor<2x3x3x4xf32>
   %s = cnn.reshape %scale : (tensor<4xf16>) -> tensor<1x1x1x4xf16>
   %m = cnn.mul %vt, %s : (tensor<2x3x3x4xf16>, tensor<1x1x1x4xf16>) -> tensor<2x3x3x4xf16>
   %b = cnn.bias_add %m, %shift {layout = #cnn.layout<NHWC>} : (tensor<2x3x3x4xf16>, tensor<4xf16>) -> tensor<2x3x3x4xf16>
@@ -153,7 +160,11 @@ func.func @group_norm_silu_nhwc(%y: tensor<2x3x3x4xf16>, %scale: tensor<4xf16>,
     %q = arith.divf %p, %a0 : f32
     cnn.yield %q : f32
   }
-  return %out, %vt, %bwd : tensor<2x3x3x4xf16>, tensor<2x3x3x4xf16>, tensor<2x2x18xf32>
+  // The softmax stands for the backward's gradient: not elementwise, so its
+  // result comes after the forward kernel.
+  %dy2 = cnn.softmax %dy {axis = 3 : i64} : (tensor<2x3x3x4xf32>) -> tensor<2x3x3x4xf32>
+  %sg = cnn.mul %dy2, %vt32 : (tensor<2x3x3x4xf32>, tensor<2x3x3x4xf32>) -> tensor<2x3x3x4xf32>
+  return %out, %vt, %bwd, %sg : tensor<2x3x3x4xf16>, tensor<2x3x3x4xf16>, tensor<2x2x18xf32>, tensor<2x3x3x4xf32>
 }
 
 // A merge reads a producer's f16 result inside the merged body: the value
