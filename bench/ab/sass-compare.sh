@@ -9,6 +9,11 @@
 #
 #   bench/ab/sass-compare.sh OLD_CNNC NEW_CNNC MODEL.onnx [cnnc flags...]
 #
+# Both must print the same kernels (the same passes): for a printer or
+# prelude change, OLD_CNNC from bench/ab/make-printer-baseline.sh REV (this
+# build with REV's printer); a cnnc of an older commit differs wherever
+# other work changed the fusions, and those kernels are on one side only.
+#
 # Compiles each `--emit cuda` training step (for f16, the default pipeline,
 # and for --precision fp32; SGD with momentum and --clip-grad-norm 1, so
 # that every multi-tensor family is there, unless flags are given: then
@@ -23,7 +28,7 @@
 # (differences are for the reader to judge). WORK=dir keeps the files.
 set -euo pipefail
 if [ $# -lt 3 ]; then
-  sed -n '2,22p' "$0"
+  sed -n '2,27p' "$0"
   exit 2
 fi
 OLD=$(readlink -f "$1")
