@@ -28,7 +28,7 @@
 # (differences are for the reader to judge). WORK=dir keeps the files.
 set -euo pipefail
 if [ $# -lt 3 ]; then
-  sed -n '2,27p' "$0"
+  sed -n '2,/^set -euo/p' "$0" | grep '^#'
   exit 2
 fi
 OLD=$(readlink -f "$1")
