@@ -34,14 +34,21 @@ namespace ew {
 // (load8, after begin8 once per thread with the thread's first vector), and
 // for an output how they are written.
 
+// What an input kind does not do: it is not written, and only a hoisted
+// per-channel input keeps a vector from before the loop.
+struct Input {
+  template <typename P>
+  static __device__ void begin8(P, int64_t, float (&)[8]) {}
+  template <typename P> static __device__ void store(P, int64_t, float) {}
+  template <typename P>
+  static __device__ void store8(P, int64_t, const float (&)[8]) {}
+};
+
 // An input read at element i (16-byte aligned for the vector form).
-template <typename T> struct In {
-  static constexpr bool kOutput = false;
+template <typename T> struct In : Input {
   template <typename P> static __device__ float load(P p, int64_t i) {
     return ld(p + i);
   }
-  template <typename P>
-  static __device__ void begin8(P, int64_t, float (&)[8]) {}
   template <typename P>
   static __device__ void load8(P p, int64_t v, const float (&)[8],
                                float (&x)[8]) {
@@ -51,7 +58,6 @@ template <typename T> struct In {
 
 // An output written at element i (16-byte aligned for the vector form).
 template <typename T> struct Out {
-  static constexpr bool kOutput = true;
   template <typename P> static __device__ float load(P, int64_t) { return 0.f; }
   template <typename P>
   static __device__ void begin8(P, int64_t, float (&)[8]) {}
@@ -77,8 +83,7 @@ enum class ChannelLoad { Lanes, Vector, Hoisted };
 // A per-channel operand of a channels-last tensor of C channels: element
 // i % C.
 template <typename T, int64_t C, ChannelLoad L = ChannelLoad::Lanes>
-struct ChannelsLast {
-  static constexpr bool kOutput = false;
+struct ChannelsLast : Input {
   template <typename P> static __device__ float load(P p, int64_t i) {
     return ld(p + i % C);
   }
@@ -107,13 +112,10 @@ struct ChannelsLast {
 // A per-channel operand of a channels-first tensor of C channels of Inner
 // elements each: element (i / Inner) % C; with Inner % 8 == 0 the eight
 // elements of a vector share one channel, read once.
-template <typename T, int64_t Inner, int64_t C> struct ChannelsFirst {
-  static constexpr bool kOutput = false;
+template <typename T, int64_t Inner, int64_t C> struct ChannelsFirst : Input {
   template <typename P> static __device__ float load(P p, int64_t i) {
     return ld(p + (i / Inner) % C);
   }
-  template <typename P>
-  static __device__ void begin8(P, int64_t, float (&)[8]) {}
   template <typename P>
   static __device__ void load8(P p, int64_t v, const float (&)[8],
                                float (&x)[8]) {
@@ -132,13 +134,10 @@ template <typename T, int64_t Inner, int64_t C> struct ChannelsFirst {
 
 // A one-element operand (a step counter, a learning rate, a loss scale):
 // element 0 for every i.
-template <typename T> struct Scalar {
-  static constexpr bool kOutput = false;
+template <typename T> struct Scalar : Input {
   template <typename P> static __device__ float load(P p, int64_t) {
     return ld(p);
   }
-  template <typename P>
-  static __device__ void begin8(P, int64_t, float (&)[8]) {}
   template <typename P>
   static __device__ void load8(P p, int64_t, const float (&)[8],
                                float (&x)[8]) {
@@ -151,73 +150,64 @@ template <typename T> struct Scalar {
 
 // An input whose index the functor computes (a numpy broadcast, a pooled
 // gradient's i / (H * W)): the functor loads it; its slot of x is unset.
-template <typename T> struct Gathered {
-  static constexpr bool kOutput = false;
+template <typename T> struct Gathered : Input {
   template <typename P> static __device__ float load(P, int64_t) { return 0.f; }
-  template <typename P>
-  static __device__ void begin8(P, int64_t, float (&)[8]) {}
   template <typename P>
   static __device__ void load8(P, int64_t, const float (&)[8], float (&)[8]) {}
 };
 
+// 0, 1, ..., N - 1 as a type: the operands' slots.
+template <int... K> struct Slots {};
+template <int N, int... K> struct MakeSlots : MakeSlots<N - 1, N - 1, K...> {};
+template <int... K> struct MakeSlots<0, K...> { using type = Slots<K...>; };
+
 // One element per thread and iteration of a grid-stride loop over N
 // elements (blocks of 256 threads).
+template <int64_t N, typename... Xs, typename Fn, typename... Ps, int... K>
+__device__ __forceinline__ void elementwiseSlots(Slots<K...>, Fn fn, Ps... ps) {
+  for (int64_t i = blockIdx.x * 256ll + threadIdx.x; i < N;
+       i += (int64_t)gridDim.x * 256) {
+    float x[] = {Xs::load(ps, i)...};
+    fn(i, x);
+    (Xs::store(ps, i, x[K]), ...);
+  }
+}
 template <int64_t N, typename... Xs, typename Fn, typename... Ps>
 __device__ __forceinline__ void elementwise(Fn fn, Ps... ps) {
   static_assert(sizeof...(Xs) == sizeof...(Ps), "one kind per operand");
-  for (int64_t i = blockIdx.x * 256ll + threadIdx.x; i < N;
-       i += (int64_t)gridDim.x * 256) {
-    float x[sizeof...(Xs)];
-    int k = 0;
-    ((x[k++] = Xs::load(ps, i)), ...);
-    fn(i, x);
-    k = 0;
-    (
-        [&] {
-          if constexpr (Xs::kOutput)
-            Xs::store(ps, i, x[k]);
-          ++k;
-        }(),
-        ...);
-  }
+  elementwiseSlots<N, Xs...>(typename MakeSlots<sizeof...(Xs)>::type{}, fn,
+                             ps...);
 }
 
 // Eight elements per thread and iteration (16-byte loads and stores of the
 // operands that allow them) of a grid-stride loop over Vectors vectors of
 // eight elements; the functor runs once per element, unrolled.
+template <int64_t Vectors, typename... Xs, typename Fn, typename... Ps,
+          int... K>
+__device__ __forceinline__ void elementwiseVec8Slots(Slots<K...>, Fn fn,
+                                                     Ps... ps) {
+  constexpr int N = sizeof...(Xs);
+  const int64_t first = blockIdx.x * 256ll + threadIdx.x;
+  // The hoisted per-channel vectors (unused slots are optimized away).
+  float hoisted[N][8];
+  (Xs::begin8(ps, first, hoisted[K]), ...);
+  for (int64_t v = first; v < Vectors; v += (int64_t)gridDim.x * 256) {
+    float x8[N][8];
+    (Xs::load8(ps, v, hoisted[K], x8[K]), ...);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      float x[N] = {x8[K][e]...};
+      fn(v * 8 + e, x);
+      ((x8[K][e] = x[K]), ...);
+    }
+    (Xs::store8(ps, v, x8[K]), ...);
+  }
+}
 template <int64_t Vectors, typename... Xs, typename Fn, typename... Ps>
 __device__ __forceinline__ void elementwiseVec8(Fn fn, Ps... ps) {
   static_assert(sizeof...(Xs) == sizeof...(Ps), "one kind per operand");
-  constexpr int K = sizeof...(Xs);
-  const int64_t first = blockIdx.x * 256ll + threadIdx.x;
-  // The hoisted per-channel vectors (unused slots are optimized away).
-  float hoisted[K][8];
-  int k = 0;
-  ((Xs::begin8(ps, first, hoisted[k++])), ...);
-  for (int64_t v = first; v < Vectors; v += (int64_t)gridDim.x * 256) {
-    float x8[K][8];
-    k = 0;
-    ((Xs::load8(ps, v, hoisted[k], x8[k]), ++k), ...);
-#pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      float x[K];
-#pragma unroll
-      for (int j = 0; j < K; ++j)
-        x[j] = x8[j][e];
-      fn(v * 8 + e, x);
-#pragma unroll
-      for (int j = 0; j < K; ++j)
-        x8[j][e] = x[j];
-    }
-    k = 0;
-    (
-        [&] {
-          if constexpr (Xs::kOutput)
-            Xs::store8(ps, v, x8[k]);
-          ++k;
-        }(),
-        ...);
-  }
+  elementwiseVec8Slots<Vectors, Xs...>(
+      typename MakeSlots<sizeof...(Xs)>::type{}, fn, ps...);
 }
 } // namespace ew
 // cnnc-prelude-end

@@ -22,6 +22,7 @@
 #define CNNC_KERNELS_MULTITENSOR_CUH
 
 #include "Common.cuh"
+#include "Elementwise.cuh"
 
 namespace {
 // cnnc-prelude-begin
@@ -73,19 +74,19 @@ __device__ __forceinline__ void store8(char *p, int64_t i,
 
 // The eight elements i0..i0+7 of a "vec8" unit through the per-element rule
 // fn(i, x), x[K] one lane of x8 (inputs in, outputs out, as in ew::).
-template <int K, typename Fn>
-__device__ __forceinline__ void eachLane(int64_t i0, float (&x8)[K][8], Fn fn) {
+template <int K, typename Fn, int... J>
+__device__ __forceinline__ void eachLaneSlots(ew::Slots<J...>, int64_t i0,
+                                              float (&x8)[K][8], Fn fn) {
 #pragma unroll
   for (int lane = 0; lane < 8; ++lane) {
-    float x[K];
-#pragma unroll
-    for (int j = 0; j < K; ++j)
-      x[j] = x8[j][lane];
+    float x[K] = {x8[J][lane]...};
     fn(i0 + lane, x);
-#pragma unroll
-    for (int j = 0; j < K; ++j)
-      x8[j][lane] = x[j];
+    ((x8[J][lane] = x[J]), ...);
   }
+}
+template <int K, typename Fn>
+__device__ __forceinline__ void eachLane(int64_t i0, float (&x8)[K][8], Fn fn) {
+  eachLaneSlots<K>(typename ew::MakeSlots<K>::type{}, i0, x8, fn);
 }
 
 // cnn.all_finite over the tensors (of one element type T) at A + offset[t]:
