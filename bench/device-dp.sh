@@ -13,6 +13,8 @@
 #   PARTS=R   bash bench/device-dp.sh     (the runtime's own NCCL checks)
 #   PARTS=P   bash bench/device-dp.sh     (pipeline stages, issue 38; 4 GPUs;
 #                                          estimated 8 minutes: see part P)
+#   PARTS=B   bash bench/device-dp.sh     (pipeline stages balanced by a
+#                                          measured step; see part B)
 #
 # Parts (letters in PARTS, any order; E's checks may be narrowed with
 # E_SUB=abcde):
@@ -1255,6 +1257,105 @@ PYEOF
     echo "PIPELINE PART P: FAIL ${P_FAILS% }" | tee -a "$SUMMARY"
   fi
   part_end P
+fi
+
+# ---------------------------------------------------------------- B
+# Pipeline stages balanced by a measured step (issue 38's S=4 ratio):
+# ResNet-50 micro-batch 32 (224x224, 1000 classes), f16 and f32 (BAL_PR),
+# S=BAL_S (4) with M=4S. The one-GPU --accumulate M step runs first (one
+# stage's rate; it also fills the algorithm cache for batch 32), then the
+# unpartitioned step at batch 32 runs 3 steps with CNNRT_PROFILE=1
+# CNNRT_PROFILE_JSON=FILE (its launches by location); the pipeline is built
+# with --pipeline-profile FILE --pipeline-time-slack BAL_SLACK (0.02) and,
+# with BAL_ROOF=1, with the roofline's cuts too; each runs alone. Prints
+# the plans and "BALANCE <pr> S=<S>: profile Y img/s (ratio q)[, roofline
+# X img/s (ratio r)]"; the ratio is pipeline / (S x one GPU), as part P's.
+if has B; then
+  part_begin B
+  BW=$W/b
+  mkdir -p "$BW"
+  BAL_S=${BAL_S:-4}
+  ((NG < BAL_S)) && BAL_S=$NG
+  BAL_M=$((4 * BAL_S))
+  BAL_SLACK=${BAL_SLACK:-0.02}
+  BAL_PRS=(${BAL_PR:-f16 f32})
+  run b-export 240 $PY -c "
+from cnnc.export import build_model, export_onnx
+export_onnx(build_model('resnet50', None, 0), '$BW/r50.onnx', (2, 3, 224, 224), training=True)
+" || fail "B: ResNet-50 export (exit $?, see b-export.log)"
+  # bflags PR: cnnc's training flags for precision PR.
+  bflags() {
+    if [ "$1" = f16 ]; then echo --train --precision fp16 "${SGD[@]}"; else
+      echo --train --precision fp32 "${SGD[@]}"; fi
+  }
+  for pr in "${BAL_PRS[@]}"; do
+    x=${pr/f32/}
+    build b-r50$x-b32 300 "$BW/r50.onnx" $(bflags $pr) --batch 32 &
+    build b-r50$x-acc 300 "$BW/r50.onnx" $(bflags $pr) --batch 32 --accumulate $BAL_M &
+    if [ "${BAL_ROOF:-0}" = 1 ]; then
+      build b-r50$x-roof 420 "$BW/r50.onnx" $(bflags $pr) --batch 32 --pipeline-stages $BAL_S \
+        --micro-batches $BAL_M &
+    fi
+  done
+  wait
+  for pr in "${BAL_PRS[@]}"; do
+    x=${pr/f32/}
+    check_builds b-r50$x-b32 b-r50$x-acc || continue
+    ka=$([ $pr = f16 ] && echo 60 || echo 20)
+    run b-r50$x-acc 150 "$W/b-r50$x-acc" --data synthetic --steps $ka --log-every $((ka / 5)) ||
+      fail "B: b-r50$x-acc run (exit $?, see b-r50$x-acc.log)"
+    prof=$BW/r50$x.profile.json
+    CNNRT_PROFILE=1 CNNRT_PROFILE_TOP=5 CNNRT_PROFILE_JSON=$prof run b-r50$x-profile 150 \
+      "$W/b-r50$x-b32" --data synthetic --steps 3 ||
+      fail "B: $pr profile run (exit $?, see b-r50$x-profile.log)"
+    grep -h "cnnrt: profile of" "$LOGS/b-r50$x-profile.log" | sed "s/^/     $pr: /" | tee -a "$SUMMARY"
+    if [ -f "$prof" ]; then
+      cp "$prof" "$OUT/"
+      build b-r50$x-prof 420 "$BW/r50.onnx" $(bflags $pr) --batch 32 --pipeline-stages $BAL_S \
+        --micro-batches $BAL_M --pipeline-profile "$prof" --pipeline-time-slack $BAL_SLACK &
+    else
+      fail "B: $pr: no profile written"
+    fi
+  done
+  wait
+  for pr in "${BAL_PRS[@]}"; do
+    x=${pr/f32/}
+    k=$([ $pr = f16 ] && echo 100 || echo 30)
+    kinds=(prof)
+    [ "${BAL_ROOF:-0}" = 1 ] && kinds+=(roof)
+    for kind in "${kinds[@]}"; do
+      n=b-r50$x-$kind
+      check_builds $n || continue
+      grep -A12 "^pipeline plan" "$LOGS/build-$n.log" | grep -v "^cnnc: built" |
+        sed "s/^/     $n: /" | tee -a "$SUMMARY"
+      run "$n" 120 "$W/$n" --data synthetic --steps $k --log-every $((k / 5)) ||
+        fail "B: $n run (exit $?, see $n.log)"
+      grep -h "^done:" "$LOGS/$n.log" | sed "s/^/     $n: /" | tee -a "$SUMMARY"
+    done
+    line=$($PY - "$LOGS" "$pr" "$x" "$BAL_S" <<'PYEOF'
+import os, re, sys
+logs, pr, x, s = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+def steady(name):
+    try:
+        t = open(os.path.join(logs, name + ".log")).read()
+    except OSError:
+        return None
+    m = re.findall(r"^done:.*steady img/s (\d+)", t, re.M)
+    return float(m[-1]) if m else None
+a = steady("b-r50%s-acc" % x)
+out = []
+for label, n in (("profile", "prof"), ("roofline", "roof")):
+    p = steady("b-r50%s-%s" % (x, n))
+    if p or label == "profile":
+        out.append("%s %s img/s (ratio %s)" % (label, "%.0f" % p if p else "n/a",
+                   "%.3f" % (p / (s * a)) if p and a else "n/a"))
+print("BALANCE %s S=%d M=%d: %s; one GPU --accumulate %d: %s img/s"
+      % (pr, s, 4 * s, ", ".join(out), 4 * s, "%.0f" % a if a else "n/a"))
+PYEOF
+    )
+    note "$line"
+  done
+  part_end B
 fi
 
 # ---------------------------------------------------------------- R

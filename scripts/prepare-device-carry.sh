@@ -6,6 +6,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${BUILD_DIR:-build}
+# The runtime libraries are rebuilt first: a libcnnrt_nccl.a older than
+# cnnrt.h's ContextOptions (a field added, the Context's layout shifted)
+# crashed every pipeline stage on the device (session 29: signal 11).
+[ -f "$B/build.ninja" ] && ninja -C "$B" cnnrt cnnrt_nccl >/dev/null
 rm -rf .carry && mkdir -p .carry/rt/lib
 cp "$B/bin/cnnc" .carry/cnnc
 strip .carry/cnnc
