@@ -521,7 +521,8 @@ template <int Vec> void checkMultiTensorForm() {
     double nonFinite = fromDevice(dFlag, 1)[0];
     expectNear("mt::allFinite (finite, then a NaN)", {finite, nonFinite},
                {1.0, 0.0}, 0);
-    CUDA_OK(cudaMemcpy(dA + mom[2] + 4 * 4000, &gotM[1000 + 37 + 4000], 4,
+    const float restored = (float)gotM[1000 + 37 + 4000];
+    CUDA_OK(cudaMemcpy(dA + mom[2] + 4 * 4000, &restored, 4,
                        cudaMemcpyHostToDevice));
     // sum(m^2) of the updated momentum, then the divisor for max norm 0.5
     // at scale 2: S / min(1, maxNorm / (sqrt(sum) / S + 1e-6)).
