@@ -414,3 +414,36 @@ TEST(MeanIoU, EvalBatchCountsItsRealImagesOnly) {
   EXPECT_EQ(all.confusion, (std::vector<int64_t>{1, 1, 1, 2}));
   EXPECT_NEAR(meanIoU(all), (1.0 / 3 + 2.0 / 4) / 2, 1e-12);
 }
+
+// `--data synthetic` for a dense model: every sample has labelH x labelW
+// labels (a 4 x 4 grid of classes from the image's label), all classes;
+// before, the source gave one label per image and the step read a batch x 1
+// buffer as batch x H x W.
+TEST(SyntheticDense, EveryPixelHasAClassLabel) {
+  SourceOptions o;
+  o.C = 3;
+  o.H = 8;
+  o.W = 8;
+  o.numClasses = 21;
+  o.batch = 4;
+  o.labelH = 8;
+  o.labelW = 8;
+  std::unique_ptr<SampleSource> src;
+  std::string err;
+  ASSERT_TRUE(openSource("synthetic", Split::Train, o, src, err)) << err;
+  ASSERT_EQ(src->labelsPerSample(), 64u);
+  std::vector<uint8_t> x(src->sampleBytes());
+  std::vector<int32_t> labels(64, -1);
+  ASSERT_TRUE(src->getSample(2, 0, x.data(), labels.data(), err)) << err;
+  int32_t image = -1;
+  ImageSet s = makeSynthetic(4, 3, 8, 8, 21, o.seed);
+  image = s.labels[2];
+  EXPECT_EQ(labels[0], image);
+  EXPECT_EQ(labels[7 * 8 + 7], (image + 15) % 21);
+  for (int32_t l : labels)
+    EXPECT_TRUE(l >= 0 && l < 21) << l;
+  // The single-label read is refused, not half-filled.
+  int32_t one = -1;
+  EXPECT_FALSE(src->get(0, 0, x.data(), one, err));
+  EXPECT_NE(err.find("per-pixel"), std::string::npos) << err;
+}

@@ -95,12 +95,17 @@ private:
 /// diagnostic at once instead of after materializing batch-many images.
 class SyntheticSource final : public SampleSource {
 public:
+  /// labelH > 0: a dense model's per-pixel labels (labelH x labelW), a
+  /// 4 x 4 grid of classes starting at the image's label, so that a
+  /// segmentation net's step reads a label for every pixel it predicts.
   SyntheticSource(int64_t count, int c, int h, int w, int numClasses,
-                  uint64_t seed)
+                  uint64_t seed, int labelRows = 0, int labelCols = 0)
       : count_(count), numClasses_(numClasses), seed_(seed) {
     C = c;
     H = h;
     W = w;
+    labelH = labelRows;
+    labelW = labelCols;
   }
   int64_t size() const override { return count_; }
   int numClasses() const override { return numClasses_; }
@@ -108,9 +113,28 @@ public:
     return "synthetic: " + std::to_string(count_) + " images";
   }
   bool get(int64_t i, uint64_t, void *out, int32_t &label,
-           std::string &) const override {
+           std::string &err) const override {
+    if (labelH > 0) {
+      err = "synthetic data for a dense model has per-pixel labels only";
+      return false;
+    }
     synthesizeImage(seed_, i, C, H, W, numClasses_, static_cast<uint8_t *>(out),
                     label);
+    return true;
+  }
+  bool getSample(int64_t i, uint64_t, void *out, int32_t *labels,
+                 std::string &) const override {
+    int32_t label = 0;
+    synthesizeImage(seed_, i, C, H, W, numClasses_, static_cast<uint8_t *>(out),
+                    label);
+    if (labelH <= 0) {
+      labels[0] = label;
+      return true;
+    }
+    for (int y = 0; y < labelH; ++y)
+      for (int x = 0; x < labelW; ++x)
+        labels[static_cast<size_t>(y) * labelW + x] =
+            (label + (4 * y / labelH) * 4 + 4 * x / labelW) % numClasses_;
     return true;
   }
 
@@ -906,7 +930,7 @@ bool openSource(const std::string &spec, Split split, const SourceOptions &o,
     int64_t n = o.syntheticCount > 0 ? o.syntheticCount : o.batch;
     uint64_t seed = split == Split::Train ? o.seed : (o.seed ^ 0x7E57);
     out = std::make_unique<SyntheticSource>(n, o.C, o.H, o.W, o.numClasses,
-                                            seed);
+                                            seed, o.labelH, o.labelW);
     return true;
   }
   case DataFormat::Cifar: {
