@@ -46,15 +46,9 @@
 #     img/s by default, with CNNRT_DETERMINISTIC=0 and with --workspace-mb
 #     2048, the convolution algorithms picked (CNNRT_VERBOSE) and the
 #     slowest launches (CNNRT_PROFILE); PyTorch eager f32 beside it.
-#  a. A/B of the kernel prelude: ResNet-50 f16 batch 128 built twice from
-#     one cnnc, its printed prelude (.carry/ab/printed.txt) swapped for
-#     .carry/ab/a.txt and .carry/ab/b.txt (bench/ab/make-prelude.sh REV,
-#     run before the carry), one algorithm cache, timed a b a b.
-#  u. issue 32's fusion timings (test/gpu/bench_fusions.py): GroupNorm(32) +
-#     SiLU ResNet-18, b32 224², f16, default vs --fuse-group-norm=false
-#     timed a b a b (GN_FUSION line, launches per step); a 4-level U-Net's
-#     bilinear upsample + concat share of a CNNRT_PROFILE step, b16 256²
-#     (UPSAMPLE_CONCAT line). FUSION_PARTS=gn or unet narrows.
+#  a. A/B of two compilers: ResNet-50 f16 batch 128 (AB_MODEL, AB_BATCH,
+#     AB_FLAGS) built by .carry/ab/cnnc-old and by .carry/cnnc, one
+#     algorithm cache, timed old new old new (steady img/s, peak memory).
 # Data parallelism on 2 or 4 GPUs has its own script: bench/device-dp.sh.
 # Each part has its own time limit so the call returns what finished; logs
 # go to $OUT.   Usage: bash bench/device-verify.sh [PARTS]  (default 1234)
@@ -162,19 +156,22 @@ e(build_model(\"resnet50\", 1000), \"$d/m.onnx\", ($b, 3, 224, 224), training=Tr
       --cnnc-flags "--precision fp32" --work $d/b 2>&1 | grep "^| resnet50"'
 fi
 if [[ $PARTS == *a* ]]; then
-  part prelude-ab ${AB_S:-300} bash -c '
-    set -e; d=/tmp/ab; mkdir -p $d; ab=$PWD/.carry/ab
+  # Two compilers side by side: .carry/ab/cnnc-old (copied there before
+  # the carry, its revision in .carry/ab/old.rev) and .carry/cnnc; each
+  # builds AB_MODEL (resnet50) at batch AB_BATCH (128) with AB_FLAGS (the
+  # default f16 step), one algorithm cache, timed old new old new.
+  part compiler-ab ${AB_S:-300} bash -c '
+    set -e; d=/tmp/ab; mkdir -p $d; ab=$PWD/.carry/ab; m=${AB_MODEL:-resnet50}; b=${AB_BATCH:-128}
     PYTHONPATH=$PWD/python python3 -c "from cnnc.export import build_model, export_onnx as e
-e(build_model(\"resnet50\", 1000), \"$d/m.onnx\", (128, 3, 224, 224), training=True, opset=17)" 2>/dev/null
-    for v in a b; do
-      CNNC_OBJECT_CACHE=off CNNC_NVCC_SPLIT=0 PRELUDE_NEW=$ab/printed.txt PRELUDE_OLD=$ab/$v.txt \
-        CNNC_NVCC=$PWD/bench/ab/prelude_swap_nvcc.py '"$CNNC"' $d/m.onnx --train -o $d/$v >$d/$v.log 2>&1 ||
-        { tail -5 $d/$v.log; exit 1; }
-    done
+e(build_model(\"$m\", 1000), \"$d/m.onnx\", ($b, 3, 224, 224), training=True, opset=17)" 2>/dev/null
+    $ab/cnnc-old $d/m.onnx --train ${AB_FLAGS:-} -o $d/old >$d/old.log 2>&1 &
+    '"$CNNC"' $d/m.onnx --train ${AB_FLAGS:-} -o $d/new >$d/new.log 2>&1 || { tail -5 $d/new.log; exit 1; }
+    wait $! || { tail -5 $d/old.log; exit 1; }
     export CNNRT_ALGO_CACHE=$d/algo.txt
-    $d/a --data synthetic --steps 3 >/dev/null
-    for r in 1 2; do for v in a b; do
-      echo "$v ($(head -c 60 $ab/$v.rev 2>/dev/null)) run $r: $($d/$v --data synthetic --steps 80 --log-every 40 | grep -o "steady img/s [0-9]*")"
+    $d/new --data synthetic --steps 3 >/dev/null; $d/old --data synthetic --steps 3 >/dev/null
+    echo "old = $(cat $ab/old.rev 2>/dev/null), new = $('"$CNNC"' --version | head -1)"
+    for r in 1 2; do for v in old new; do
+      echo "$m b$b $v run $r: $($d/$v --data synthetic --steps 80 --log-every 40 | grep -o "steady img/s [0-9]*\|peak GPU memory [0-9]* MiB" | tr "\n" " ")"
     done; done'
 fi
 if [[ $PARTS == *b* ]]; then
