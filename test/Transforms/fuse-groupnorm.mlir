@@ -167,19 +167,20 @@ func.func @group_norm_silu_nhwc(%y: tensor<2x3x3x4xf16>, %scale: tensor<4xf16>,
   return %out, %vt, %bwd, %sg : tensor<2x3x3x4xf16>, tensor<2x3x3x4xf16>, tensor<2x2x18xf32>, tensor<2x3x3x4xf32>
 }
 
-// A merge reads a producer's f16 result inside the merged body: the value
-// is rounded to f16 there, as storing it did (cnn-precision's f16 gradient
-// bodies yield unrounded f32 scalars). Without it the merged f16 step was
-// not bit for bit the unmerged one.
-// CHECK-LABEL: func.func @merged_f16_result_is_rounded
+// A merge reads a producer's f16 result inside the merged body as the f32
+// scalar the producer computed: no rounding to f16 in between, where the
+// unmerged step stored it as f16 (cnn-precision's gradient bodies yield
+// unrounded scalars). That is why an f16 step after cnn-fuse is close to,
+// not bit for bit, the unmerged one (session 27's conv.bias.grad one f16
+// step off); rounding the read cost accuracy (GRN's f16 filter gradient
+// 7.8 % off its f32 step instead of 0.23 %, test_precision_stats.py).
+// CHECK-LABEL: func.func @merged_f16_read_keeps_f32
 // CHECK:      cnn.fused_elementwise
 // CHECK:        %[[P:.*]] = arith.mulf
-// CHECK-NEXT:   %[[H:.*]] = arith.truncf %[[P]] : f32 to f16
-// CHECK-NEXT:   %[[R:.*]] = arith.extf %[[H]] : f16 to f32
-// CHECK-NEXT:   arith.addf %[[R]]
+// CHECK-NEXT:   arith.addf %[[P]]
 // CHECK-NOT:  cnn.fused_elementwise
 // CHECK:      return
-func.func @merged_f16_result_is_rounded(%a: tensor<8xf16>, %b: tensor<8xf16>) -> tensor<8xf32> {
+func.func @merged_f16_read_keeps_f32(%a: tensor<8xf16>, %b: tensor<8xf16>) -> tensor<8xf32> {
   %p = cnn.fused_elementwise %a, %b {broadcast = array<i64: 0, 0>} : (tensor<8xf16>, tensor<8xf16>) -> tensor<8xf16> {
   ^bb0(%x: f32, %y: f32):
     %m = arith.mulf %x, %y : f32
