@@ -1049,16 +1049,29 @@ bool sinkable(FusedElementwiseOp producer, FusedElementwiseOp consumer) {
   return fullInputs <= 1;
 }
 
+bool sameSpace(FusedElementwiseOp a, FusedElementwiseOp b) {
+  auto ta = cast<RankedTensorType>(a.getResult(0).getType());
+  auto tb = cast<RankedTensorType>(b.getResult(0).getType());
+  if (ta.getShape() != tb.getShape())
+    return false;
+  bool ca = llvm::is_contained(a.getBroadcast(), 1),
+       cb = llvm::is_contained(b.getBroadcast(), 1);
+  return !(ca && cb) || a.getLayout() == b.getLayout();
+}
+
 /// Whether `op` only widens its one input (an f16 -> f32 cast: its body
 /// yields its argument) for one elementwise reader. Merged up into the
 /// producer it would make the producer store the value a second time, in
 /// f32, until that reader runs (GroupNorm's normalized x, which the
 /// backward's scale gradient reads as f32: the f16 NHWC forward kernel
 /// kept it twice, +20 % peak memory on a GroupNorm ResNet-18); left alone
-/// it sinks into that reader instead (`sinkable`).
+/// it sinks into that reader instead (`sinkable`; only where it can).
 bool widensForOneReader(FusedElementwiseOp op) {
   if (op.getInputs().size() != 1 || op->getNumResults() != 1 ||
-      !op->hasOneUse() || !isa<FusedElementwiseOp>(*op->user_begin()))
+      !op->hasOneUse())
+    return false;
+  auto reader = dyn_cast<FusedElementwiseOp>(*op->user_begin());
+  if (!reader || !sameSpace(op, reader) || !sinkable(op, reader))
     return false;
   Block &body = op.getBody().front();
   if (!body.without_terminator().empty() ||
@@ -1068,16 +1081,6 @@ bool widensForOneReader(FusedElementwiseOp op) {
              .getIntOrFloatBitWidth() >
          getElementTypeOrSelf(op.getInputs()[0].getType())
              .getIntOrFloatBitWidth();
-}
-
-bool sameSpace(FusedElementwiseOp a, FusedElementwiseOp b) {
-  auto ta = cast<RankedTensorType>(a.getResult(0).getType());
-  auto tb = cast<RankedTensorType>(b.getResult(0).getType());
-  if (ta.getShape() != tb.getShape())
-    return false;
-  bool ca = llvm::is_contained(a.getBroadcast(), 1),
-       cb = llvm::is_contained(b.getBroadcast(), 1);
-  return !(ca && cb) || a.getLayout() == b.getLayout();
 }
 
 /// Merges a fused_elementwise consumer with the first of its producers
