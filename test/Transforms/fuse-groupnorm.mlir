@@ -95,10 +95,14 @@ func.func @channels_not_a_multiple_of_groups(%x: tensor<2x6x6xf32>, %std: tensor
 // The normalize, scale, shift and SiLU are then ONE kernel on 2x3x3x4; its
 // normalized x is a result (the backward's scale gradient reads it on the
 // NHWC view). The backward's reader of the normalized x on the grouped view
-// (%bwd, whose other input comes later) gets the division sunk into it.
+// (%bwd) computes the division itself, merged at the centering's place
+// (not sunk: a producer with an f16 result is never sunk, see `sinkable`).
 // CHECK-LABEL: func.func @group_norm_silu_nhwc
 // CHECK-SAME:  (%[[Y:.*]]: tensor<2x3x3x4xf16>
 // CHECK:      %[[T:.*]] = cnn.transpose %[[Y]] {permutation = array<i64: 0, 3, 1, 2>}
+// CHECK:      %[[BWD:.*]] = cnn.fused_elementwise %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {{.*}} -> tensor<2x2x18xf32>
+// CHECK:        arith.divf
+// CHECK:        arith.mulf
 // CHECK:      %[[REP:.*]]:2 = cnn.fused_elementwise %{{.*}}, %{{.*}} {broadcast = array<i64: 3, 3>{{.*}}} : (tensor<2x2x1xf32>, tensor<2x2x1xf32>) -> (tensor<2x2x2xf16>, tensor<2x2x2xf16>)
 // CHECK-DAG:  %[[MEAN:.*]] = cnn.reshape %[[REP]]#0 : (tensor<2x2x2xf16>) -> tensor<2x1x1x4xf16>
 // CHECK-DAG:  %[[STD:.*]] = cnn.reshape %[[REP]]#1 : (tensor<2x2x2xf16>) -> tensor<2x1x1x4xf16>
@@ -111,9 +115,6 @@ func.func @channels_not_a_multiple_of_groups(%x: tensor<2x6x6xf32>, %std: tensor
 // CHECK:        math.exp
 // CHECK:        cnn.yield
 // CHECK-NOT:  cnn.transpose
-// CHECK:      %[[BWD:.*]] = cnn.fused_elementwise %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {{.*}} -> tensor<2x2x18xf32>
-// CHECK:        arith.divf
-// CHECK:        arith.mulf
 // The backward's f32 read of the normalized x (the scale gradient's
 // product) takes the f16 result: the widening cast sinks into that kernel
 // instead of making the forward store the normalized x again in f32.

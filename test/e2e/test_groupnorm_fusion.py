@@ -149,17 +149,18 @@ def launches(cnnc, onnx, *flags):
 def test_launches_per_step(cnnc, exported):
     """GroupNorm(2, 8) + SiLU's training step, f16 NHWC (the default): 66
     launches at b07e52a (normalize * scale, the transpose, shift + SiLU;
-    the backward's own transpose of the normalized x), 59 now: the forward
-    is transpose, 2 reductions, centering, std, one repeat, one kernel; the
-    backward's normalized x on the grouped view is recomputed in the kernel
-    that reads it. --fuse-group-norm=false gives 61 (the layout and merge
+    the backward's own transpose of the normalized x), 61 now: the forward
+    is transpose, 2 reductions, centering, std, one repeat, one kernel (59
+    while producers with f16 results could sink into their reader, which
+    moved ResNet-50's f16 curve out of check_vs_torch's bound on the GPU;
+    session 29). --fuse-group-norm=false gives more (the layout and merge
     changes apply to it too). f32 NCHW: the same count either way (the
     channel view trades the normalize kernel for the small repeat)."""
     _, path = exported
     fused = launches(cnnc, path)
     off = launches(cnnc, path, "--fuse-group-norm=false")
     assert fused < off, (fused, off)
-    assert fused <= 59, fused
+    assert fused <= 61, fused
     f32 = ("--precision", "fp32", "--layout", "nchw")
     assert launches(cnnc, path, *f32) <= launches(
         cnnc, path, *f32, "--fuse-group-norm=false")
