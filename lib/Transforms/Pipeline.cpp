@@ -471,7 +471,9 @@ void cnnc::printCNNPipelineOptionsJSON(llvm::raw_ostream &os) {
                  : def.kind() == llvm::json::Value::Number ? "number"
                                                            : "string"},
         {"default", std::move(def)},
-        {"description", opt.HelpStr}});
+        {"description", opt.HelpStr},
+        // A/B and tuning switches: listed by cnnc --help-hidden only.
+        {"hidden", opt.getOptionHiddenFlag() != llvm::cl::NotHidden}});
   });
   // The defaults that depend on the target (and on optimize).
   llvm::json::Object targets;

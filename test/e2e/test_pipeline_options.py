@@ -11,14 +11,23 @@ def test_every_flag_is_a_cnnc_flag_with_its_description(cnnc):
     doc = pipeline_options.options(cnnc)
     help_text = subprocess.run([cnnc, "--help"], capture_output=True, text=True,
                                check=True).stdout
+    hidden_text = subprocess.run([cnnc, "--help-hidden"], capture_output=True, text=True,
+                                 check=True).stdout
     flags = [o for o in doc["options"] if o["flag"]]
     assert {o["name"] for o in flags} >= {"optimizer", "layout", "precision", "fuse",
                                           "remat-mb", "workspace-mb", "ignore-index"}
+    assert {o["name"] for o in flags if o["hidden"]} >= {"fuse-group-norm",
+                                                         "pipeline-time-slack"}
     for o in flags:
         assert o["flag"] == "--" + o["name"]
-        # llvm::cl prints "--name" or "--name=<value>" then the description.
-        assert ("  %s " % o["flag"]) in help_text or ("  %s=" % o["flag"]) in help_text, o
-        assert o["description"][:40] in help_text, o
+        # llvm::cl prints "--name" or "--name=<value>" then the description;
+        # a hidden (A/B, tuning) option only in --help-hidden.
+        text = hidden_text if o["hidden"] else help_text
+        listed = ("  %s " % o["flag"]) in text or ("  %s=" % o["flag"]) in text
+        assert listed, o
+        assert o["description"][:40] in text, o
+        if o["hidden"]:
+            assert ("  %s " % o["flag"]) not in help_text, o
     # The options the driver sets from its own flags are not flags of their own.
     driver_set = {o["name"] for o in doc["options"] if not o["flag"]}
     assert driver_set == {"target", "optimize", "import-cleanup", "world-size", "arch"}
