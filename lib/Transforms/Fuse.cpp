@@ -54,6 +54,24 @@ using namespace cnnc::cnn;
 
 namespace {
 
+/// A fused_elementwise of `types` over `inputs` (`broadcast` kinds,
+/// `layout`) whose body is one empty block of an f32 argument per input:
+/// the caller fills it and its cnn.yield.
+std::pair<FusedElementwiseOp, Block *>
+createFusedShell(OpBuilder &b, Location loc, TypeRange types,
+                 ValueRange inputs, ArrayRef<int64_t> broadcast,
+                 LayoutAttr layout) {
+  auto fused = FusedElementwiseOp::create(
+      b, loc, types, inputs,
+      {b.getNamedAttr("broadcast", b.getDenseI64ArrayAttr(broadcast)),
+       b.getNamedAttr("layout", layout)});
+  Block *block = new Block();
+  fused.getBody().push_back(block);
+  for (size_t i = 0; i < inputs.size(); ++i)
+    block->addArgument(b.getF32Type(), loc);
+  return {fused, block};
+}
+
 
 bool hasOneUse(Value v) { return v.hasOneUse(); }
 
@@ -711,16 +729,12 @@ struct GroupedElementwiseToChannelView : OpRewritePattern<ReshapeOp> {
         }
       }
       SmallVector<int64_t> kinds(repeatInputs.size(), 3);
-      auto repeat = FusedElementwiseOp::create(
-          rewriter, loc, repeatedTypes, repeatInputs,
-          {rewriter.getNamedAttr("broadcast",
-                                 rewriter.getDenseI64ArrayAttr(kinds)),
-           rewriter.getNamedAttr("layout", rewriter.getAttr<LayoutAttr>(
-                                               Layout::NCHW))});
-      Block *rb = new Block();
-      repeat.getBody().push_back(rb);
-      for (size_t k = 0; k < repeatInputs.size(); ++k)
-        rb->addArgument(rewriter.getF32Type(), loc);
+      // (Not a structured binding: argOf below captures the block.)
+      FusedElementwiseOp repeat;
+      Block *rb;
+      std::tie(repeat, rb) = createFusedShell(
+          rewriter, loc, repeatedTypes, repeatInputs, kinds,
+          rewriter.getAttr<LayoutAttr>(Layout::NCHW));
       OpBuilder rbb = OpBuilder::atBlockEnd(rb);
       auto argOf = [&](Value in) {
         return rb->getArgument(llvm::find(repeatInputs, in) -
@@ -781,17 +795,11 @@ struct GroupedElementwiseToChannelView : OpRewritePattern<ReshapeOp> {
           stat));
       broadcast.push_back(3);
     }
-    auto channel = FusedElementwiseOp::create(
-        rewriter, loc, TypeRange{viewType}, inputs,
-        {rewriter.getNamedAttr("broadcast",
-                               rewriter.getDenseI64ArrayAttr(broadcast)),
-         rewriter.getNamedAttr("layout", grouped.getLayoutAttr())});
     // The body: each recomputed producer's, then the grouped op's, the same
     // f32 operations in the same order (bit for bit the values they stored).
-    Block *body = new Block();
-    channel.getBody().push_back(body);
-    for (size_t j = 0; j < inputs.size(); ++j)
-      body->addArgument(rewriter.getF32Type(), loc);
+    auto [channel, body] =
+        createFusedShell(rewriter, loc, TypeRange{viewType}, inputs,
+                         broadcast, grouped.getLayoutAttr());
     OpBuilder ib = OpBuilder::atBlockEnd(body);
     IRMapping map;
     Block &gb = grouped.getBody().front();
@@ -896,14 +904,7 @@ FusedElementwiseOp merge(RewriterBase &b, FusedElementwiseOp producer,
   LayoutAttr layout = producer.getLayoutAttr();
   if (llvm::is_contained(consumer.getBroadcast(), 1))
     layout = consumer.getLayoutAttr();
-  auto fused = FusedElementwiseOp::create(
-      b, loc, types, inputs,
-      {b.getNamedAttr("broadcast", b.getDenseI64ArrayAttr(bc)),
-       b.getNamedAttr("layout", layout)});
-  Block *block = new Block();
-  fused.getBody().push_back(block);
-  for (size_t i = 0; i < inputs.size(); ++i)
-    block->addArgument(b.getF32Type(), loc);
+  auto [fused, block] = createFusedShell(b, loc, types, inputs, bc, layout);
   OpBuilder ib = OpBuilder::atBlockEnd(block);
   // Producer body.
   IRMapping map;
@@ -993,14 +994,8 @@ FusedElementwiseOp inlineBroadcast(RewriterBase &b, FusedElementwiseOp producer,
   for (auto [k, in] : llvm::enumerate(consumer.getInputs()))
     consumerSlots.push_back(in == r ? ~0u
                                     : slot(in, consumer.getBroadcast()[k]));
-  auto fused = FusedElementwiseOp::create(
-      b, loc, consumer->getResultTypes(), inputs,
-      {b.getNamedAttr("broadcast", b.getDenseI64ArrayAttr(bc)),
-       b.getNamedAttr("layout", consumer.getLayoutAttr())});
-  Block *block = new Block();
-  fused.getBody().push_back(block);
-  for (size_t i = 0; i < inputs.size(); ++i)
-    block->addArgument(b.getF32Type(), loc);
+  auto [fused, block] = createFusedShell(b, loc, consumer->getResultTypes(),
+                                         inputs, bc, consumer.getLayoutAttr());
   OpBuilder ib = OpBuilder::atBlockEnd(block);
   IRMapping map;
   Block &pb = producer.getBody().front();

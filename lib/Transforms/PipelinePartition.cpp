@@ -31,6 +31,7 @@
 // stage); see the pass description in Passes.td.
 //
 //===----------------------------------------------------------------------===//
+#include "cnnc/Support/LocationName.h"
 #include "cnnc/Transforms/MemoryPlan.h"
 #include "cnnc/Transforms/Passes.h"
 #include "cnnc/Transforms/PipelinePlan.h"
@@ -129,21 +130,6 @@ StringRef persistentName(func::FuncOp f, unsigned i) {
     if (auto s = f.getArgAttrOfType<StringAttr>(i, key))
       return s.getValue();
   return "";
-}
-
-/// The name a launch of `loc` carries in the generated code and hence in a
-/// CNNRT_PROFILE_JSON file (EmitCUDA's locString: the ONNX node name).
-std::string locationName(Location loc) {
-  if (auto n = dyn_cast<NameLoc>(loc))
-    return n.getName().str();
-  if (auto f = dyn_cast<FileLineColLoc>(loc))
-    return llvm::formatv("{0}:{1}:{2}", f.getFilename(), f.getLine(),
-                         f.getColumn())
-        .str();
-  if (auto f = dyn_cast<FusedLoc>(loc))
-    if (!f.getLocations().empty())
-      return locationName(f.getLocations().front());
-  return "<unknown>";
 }
 
 /// A CNNRT_PROFILE_JSON file (runtime/src/ProfileJson.h): milliseconds by

@@ -52,6 +52,7 @@ void Context::endProfile(const char *title) {
   };
   std::map<std::string, Row> byWhat;
   std::vector<std::pair<double, const Impl::Mark *>> each;
+  std::vector<ProfiledLaunch> launches;
   double total = 0;
   cudaEvent_t prev = I.profileStart;
   for (const Impl::Mark &m : I.marks) {
@@ -68,6 +69,10 @@ void Context::endProfile(const char *title) {
     r.ms += ms;
     r.calls += 1;
     each.push_back({ms, &m});
+    // CNNRT_PROFILE_JSON=FILE: the same launches by location, for the
+    // compiler (cnnc --pipeline-profile).
+    if (!opts_.profileJson.empty())
+      launches.push_back({m.loc, ms});
   }
   std::vector<std::pair<std::string, Row>> rows(byWhat.begin(), byWhat.end());
   std::sort(rows.begin(), rows.end(),
@@ -89,19 +94,6 @@ void Context::endProfile(const char *title) {
   for (size_t i = 0; i < each.size() && i < top; ++i)
     std::fprintf(stderr, "  %9.3f ms  %-40s %s\n", each[i].first,
                  each[i].second->what.c_str(), each[i].second->loc.c_str());
-  // CNNRT_PROFILE_JSON=FILE: the same launches by location, for the
-  // compiler (cnnc --pipeline-profile).
-  std::vector<ProfiledLaunch> launches;
-  if (!opts_.profileJson.empty()) {
-    launches.reserve(I.marks.size());
-    prev = I.profileStart;
-    for (const Impl::Mark &m : I.marks) {
-      float ms = 0;
-      cudaEventElapsedTime(&ms, prev, m.ev);
-      prev = m.ev;
-      launches.push_back({m.loc, ms});
-    }
-  }
   for (const Impl::Mark &m : I.marks)
     cudaEventDestroy(m.ev);
   I.marks.clear();

@@ -420,11 +420,7 @@ TEST(MeanIoU, EvalBatchCountsItsRealImagesOnly) {
 // before, the source gave one label per image and the step read a batch x 1
 // buffer as batch x H x W.
 TEST(SyntheticDense, EveryPixelHasAClassLabel) {
-  SourceOptions o;
-  o.C = 3;
-  o.H = 8;
-  o.W = 8;
-  o.numClasses = 21;
+  SourceOptions o = model(3, 8, 8, 21);
   o.batch = 4;
   o.labelH = 8;
   o.labelW = 8;

@@ -12,6 +12,7 @@
 #include "BufferPlan.h"
 #include "PipelineEmit.h"
 #include "cnnc/Dialect/CNN/CNNOps.h"
+#include "cnnc/Support/LocationName.h"
 #include "cnnc/Transforms/LoweringLimits.h"
 #include "cnnc/Transforms/MemoryPlan.h"
 
@@ -103,17 +104,6 @@ std::string broadcastIndex(RankedTensorType in, RankedTensorType out) {
   return terms.empty() ? "0" : "(" + llvm::join(terms, " + ") + ")";
 }
 
-std::string locString(Location loc) {
-  if (auto n = dyn_cast<NameLoc>(loc))
-    return n.getName().str();
-  if (auto f = dyn_cast<FileLineColLoc>(loc))
-    return fmt::format("{}:{}:{}", f.getFilename().str(), f.getLine(),
-                       f.getColumn());
-  if (auto f = dyn_cast<FusedLoc>(loc))
-    if (!f.getLocations().empty())
-      return locString(f.getLocations().front());
-  return "<unknown>";
-}
 
 std::string escape(const std::string &s) {
   std::string o;
@@ -226,7 +216,7 @@ private:
     return fmt::format("P<{}>(A, {})", ctype(ttype(v).getElementType()),
                        plan.offsetOf(v));
   }
-  std::string loc(Operation *op) { return escape(locString(op->getLoc())); }
+  std::string loc(Operation *op) { return escape(locationName(op->getLoc())); }
   /// Emits (or reuses) a kernel with the given signature and body.
   std::string kernel(const std::string &params, const std::string &body);
   /// cnn.pad: a gather, each output element maps back to its source.
