@@ -25,7 +25,15 @@ ContextOptions ContextOptions::fromEnv() {
   o.deterministic = flag("CNNRT_DETERMINISTIC", true);
   o.syncCheck = flag("CNNRT_SYNC_CHECK", false);
   o.verbose = flag("CNNRT_VERBOSE", false);
-  o.profile = flag("CNNRT_PROFILE", false);
+  // CNNRT_PROFILE_JSON=FILE alone asks for the profile too; with
+  // CNNRT_PROFILE=0 it cannot be written.
+  if (const char *j = std::getenv("CNNRT_PROFILE_JSON"))
+    o.profileJson = j;
+  o.profile = flag("CNNRT_PROFILE", !o.profileJson.empty());
+  if (!o.profile && !o.profileJson.empty())
+    throw Error(ErrorKind::Config,
+                "cnnrt: CNNRT_PROFILE_JSON=" + o.profileJson +
+                    " needs the profile, but CNNRT_PROFILE turns it off");
   o.convGraph = flag("CNNRT_CONV_GRAPH", true);
   o.warmCached = flag("CNNRT_WARM_CACHED", true);
   if (const char *f = std::getenv("CNNRT_CONV_FUSION")) {
@@ -44,8 +52,6 @@ ContextOptions ContextOptions::fromEnv() {
     o.algoCachePath = p;
   else if (const char *h = std::getenv("HOME"))
     o.algoCachePath = std::string(h) + "/.cache/cnnc/algos.txt";
-  if (const char *j = std::getenv("CNNRT_PROFILE_JSON"))
-    o.profileJson = j;
   if (const char *t = std::getenv("CNNRT_PROFILE_TOP"))
     o.profileTop = std::strtoul(t, nullptr, 10);
   if (const char *v = std::getenv("CNNRT_MATMUL_WORKSPACE_MB"))

@@ -961,6 +961,14 @@ int runTraining(int argc, char **argv, const ModelSpec &spec) {
                                   inputFormat));
 
   int64_t first = startStep + 1, last = plan.totalSteps, runSteps = 0;
+  // The profile is of this run's second step: a run of fewer would end
+  // without it (and without the CNNRT_PROFILE_JSON file) and say nothing.
+  if (ctx.options().profile && last - first + 1 < 2)
+    ctx.fail("CNNRT_PROFILE",
+             "the profile times this run's second step, and the run has " +
+                 std::to_string(std::max<int64_t>(last - first + 1, 0)) +
+                 ": run at least 2 steps",
+             ErrorKind::Config);
   if (first > last && !o.eval)
     std::fprintf(stderr,
                  "cnnrt: nothing to do: the checkpoint is at step %lld and "

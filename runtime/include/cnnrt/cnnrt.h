@@ -209,7 +209,8 @@ struct ContextOptions {
   /// CNNRT_PROFILE_TOP=N: the profile lists the N slowest launches.
   size_t profileTop = 20;
   /// CNNRT_PROFILE_JSON=FILE: the profile is also written to FILE as JSON,
-  /// by location (src/ProfileJson.h; cnnc --pipeline-profile reads it).
+  /// by location (src/ProfileJson.h; cnnc --pipeline-profile reads it);
+  /// implies CNNRT_PROFILE (CNNRT_PROFILE=0 with it is a Config error).
   std::string profileJson;
   /// CNNRT_MATMUL_WORKSPACE_MB: the most workspace a cuBLASLt algorithm may
   /// use (capped by a planned workspace).
