@@ -15,6 +15,7 @@
 #                                          estimated 8 minutes: see part P)
 #   PARTS=B   bash bench/device-dp.sh     (pipeline stages balanced by a
 #                                          measured step; see part B)
+#   PARTS=D   bash bench/device-dp.sh     (where a pipeline slot goes; part D)
 #
 # Parts (letters in PARTS, any order; E's checks may be narrowed with
 # E_SUB=abcde):
@@ -1356,6 +1357,81 @@ PYEOF
     note "$line"
   done
   part_end B
+fi
+
+# ---------------------------------------------------------------- D
+# Where a pipeline slot goes (issue 38's S=4 gap: each f16 slot 2.58 ms
+# against ~1.96 ms of one GPU's step a stage): ResNet-50 micro-batch 32,
+# S=D_S (default: all GPUs, at most 4) with M=4S, f16 (D_PR), the
+# roofline's cuts. The one-GPU --accumulate M step gives the reference;
+# then the pipeline under CNNC_ALLREDUCE_TIMING=1 (timing events around
+# each transferWait: "pipeline: compute stream waiting for its
+# neighbours ... busy (step - wait)"), once per D_VARIANTS entry
+# (NAME:ENV=V,ENV=V; default: NCCL's defaults, NCCL_MAX_CTAS=2,
+# NCCL_MAX_P2P_NCHANNELS=1, NCCL_P2P_USE_CUDA_MEMCPY=1), 100 steps each.
+# D_NSYS=1 also runs the default under Nsight Systems (if installed:
+# --cuda-graph-trace=node) and prints bench/dp/nsys_stages.py's kernel
+# time per GPU.
+if has D; then
+  part_begin D
+  DW=$W/d
+  mkdir -p "$DW"
+  D_S=${D_S:-$NG}
+  ((D_S > 4)) && D_S=4
+  ((NG < D_S)) && D_S=$NG
+  D_M=$((4 * D_S))
+  D_PR=${D_PR:-f16}
+  dflags=(--train --precision $([ "$D_PR" = f16 ] && echo fp16 || echo fp32) "${SGD[@]}")
+  run d-export 240 $PY -c "
+from cnnc.export import build_model, export_onnx
+export_onnx(build_model('resnet50', None, 0), '$DW/r50.onnx', (2, 3, 224, 224), training=True)
+" || fail "D: ResNet-50 export (exit $?, see d-export.log)"
+  build d-acc 300 "$DW/r50.onnx" "${dflags[@]}" --batch 32 --accumulate $D_M &
+  build d-pipe 420 "$DW/r50.onnx" "${dflags[@]}" --batch 32 --pipeline-stages $D_S \
+    --micro-batches $D_M &
+  wait
+  if check_builds d-acc d-pipe; then
+    grep -A12 "^pipeline plan" "$LOGS/build-d-pipe.log" | grep -v "^cnnc: built" |
+      sed "s/^/     d-pipe: /" | tee -a "$SUMMARY"
+    ka=$([ "$D_PR" = f16 ] && echo 60 || echo 20)
+    run d-acc 150 "$W/d-acc" --data synthetic --steps $ka --log-every $((ka / 5)) ||
+      fail "D: one-GPU --accumulate run (exit $?, see d-acc.log)"
+    grep -h "^done:" "$LOGS/d-acc.log" | sed "s/^/     one GPU --accumulate $D_M: /" | tee -a "$SUMMARY"
+    VARIANTS=${D_VARIANTS:-"default ctas2:NCCL_MAX_CTAS=2 p2pch1:NCCL_MAX_P2P_NCHANNELS=1 ce:NCCL_P2P_USE_CUDA_MEMCPY=1"}
+    for v in $VARIANTS; do
+      name=${v%%:*}
+      envs=()
+      [[ $v == *:* ]] && IFS=, read -ra envs <<<"${v#*:}"
+      (
+        for e in ${envs[@]+"${envs[@]}"}; do export "$e"; done
+        export CNNC_ALLREDUCE_TIMING=1
+        run d-pipe-$name 120 "$W/d-pipe" --data synthetic --steps 100 --log-every 10
+      ) || fail "D: pipeline $name (exit $?, see d-pipe-$name.log)"
+      grep -h "^done:\|^pipeline: compute stream" "$LOGS/d-pipe-$name.log" |
+        sed "s/^/     $name (${v#*:}): /" | tee -a "$SUMMARY"
+    done
+    if [ "${D_NSYS:-1}" = 1 ]; then
+      NSYS=$(command -v nsys || ls /opt/nvidia/nsight-systems*/bin/nsys /usr/local/cuda/bin/nsys \
+        /opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys 2>/dev/null | head -1)
+      if [ -n "$NSYS" ]; then
+        note "nsys: $NSYS ($("$NSYS" --version 2>&1 | head -1))"
+        run d-nsys 150 "$NSYS" profile --cuda-graph-trace=node -t cuda --force-overwrite true \
+          -o "$DW/pipe" "$W/d-pipe" --data synthetic --steps 30 --log-every 10 ||
+          fail "D: nsys profile (exit $?, see d-nsys.log)"
+        if [ -f "$DW/pipe.nsys-rep" ]; then
+          run d-nsys-export 120 "$NSYS" export --type sqlite --force-overwrite true \
+            -o "$DW/pipe.sqlite" "$DW/pipe.nsys-rep" &&
+            run d-nsys-stages 60 $PY "$DP/nsys_stages.py" "$DW/pipe.sqlite" &&
+            sed "s/^/     nsys: /" "$LOGS/d-nsys-stages.log" | tee -a "$SUMMARY"
+        else
+          note "nsys wrote no report (see d-nsys.log)"
+        fi
+      else
+        note "nsys: not installed"
+      fi
+    fi
+  fi
+  part_end D
 fi
 
 # ---------------------------------------------------------------- R

@@ -46,6 +46,9 @@
 #     img/s by default, with CNNRT_DETERMINISTIC=0 and with --workspace-mb
 #     2048, the convolution algorithms picked (CNNRT_VERBOSE) and the
 #     slowest launches (CNNRT_PROFILE); PyTorch eager f32 beside it.
+#  p. where one model's step spends its time: bench/profile_model.py
+#     (PROFILE_MODELS, default timm:resnest14d; CNNRT_PROFILE=1 on the
+#     default f16 step, the profile JSON and the generated CUDA in $OUT/profile).
 #  a. A/B of two compilers: ResNet-50 f16 batch 128 (AB_MODEL, AB_BATCH,
 #     AB_FLAGS) built by .carry/ab/cnnc-old and by .carry/cnnc, one
 #     algorithm cache, timed old new old new (steady img/s, peak memory).
@@ -186,6 +189,11 @@ if [[ $PARTS == *8* ]]; then
     ninja -C /tmp/rt cnnrt_dgrad_stats_check >/tmp/rt-build.log 2>&1 ||
       { tail -30 /tmp/rt-cmake.log /tmp/rt-build.log; exit 1; }
     "$(find /tmp/rt -name cnnrt_dgrad_stats_check -type f | head -1)" '"${DGRAD_BATCH:-128}"
+fi
+if [[ $PARTS == *p* ]]; then
+  part profile ${PROFILE_S:-300} env PYTHONPATH="$PWD/python" python3 bench/profile_model.py \
+    --cnnc "$CNNC" --models "${PROFILE_MODELS:-timm:resnest14d}" --out "$OUT/profile" \
+    --emit-cuda ${PROFILE_ARGS:-}
 fi
 if [[ $PARTS == *u* ]]; then
   part fusions ${FUSIONS_S:-300} env PYTHONPATH="$PWD/python" python3 test/gpu/bench_fusions.py \

@@ -318,7 +318,7 @@ static bool chooseGraphConv(Context &ctx, Context::Impl &I, ConvEntry &c,
   std::string why;
   auto plans = cg::convPlans(I.cudnn, g, static_cast<cg::Dir>(dir),
                              ctx.options().graphPlans,
-                             ctx.options().deterministic, &why);
+                             ctx.options().deterministic, &why, wsLimit);
   std::shared_ptr<cg::ConvPlan> best;
   float bestMs = -1;
   for (auto &p : plans) {
@@ -1181,8 +1181,13 @@ chooseGraphOrSplit(Context &ctx, ConvEntry &c, const char *loc,
     return cudaGetLastError() == cudaSuccess;
   });
   why.clear();
+  // A workspace of our own grows to 256 MiB for a plan (below).
   auto plans = cg::convPlans(I.cudnn, g, f.dir, ctx.options().graphPlans,
-                             opts.deterministic, &why);
+                             opts.deterministic, &why,
+                             I.plannedWorkspace
+                                 ? I.workspaceBytes
+                                 : std::max<size_t>(I.workspaceBytes,
+                                                    256u << 20));
   struct Timed {
     std::shared_ptr<cg::ConvPlan> plan;
     float ms;

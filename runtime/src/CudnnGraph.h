@@ -136,12 +136,14 @@ private:
   std::string engineTag_;
 };
 
-/// Up to `maxPlans` plans, in the heuristics' order, whose engine configs
-/// finalize; non-deterministic engines are skipped when `deterministic`.
-/// Empty (with `why`) when cuDNN supports no engine for the graph.
+/// Up to `maxPlans` plans, in the heuristics' order over every engine
+/// configuration they rank, whose configs finalize and whose workspace is
+/// at most `maxWorkspace`; non-deterministic engines are skipped when
+/// `deterministic`. Empty (with `why`) when no engine is left.
 std::vector<std::unique_ptr<ConvPlan>>
 convPlans(cudnnHandle_t h, const ConvGeometry &g, Dir dir, int maxPlans,
-          bool deterministic, std::string *why);
+          bool deterministic, std::string *why,
+          size_t maxWorkspace = SIZE_MAX);
 
 /// The plan at heuristics position `index` (a cached choice), or null.
 std::unique_ptr<ConvPlan> convPlanAt(cudnnHandle_t h, const ConvGeometry &g,

@@ -54,6 +54,11 @@ struct State {
   /// compute stream's wait for each bucket is measured in every replay.
   bool timing = false;
   std::vector<cudaEvent_t> stall_begin, stall_end;
+  /// The same for pipeline transfers: timing events around the compute
+  /// stream's wait at each transferWait (per transfer event), so that a
+  /// stage's time idle for its neighbours is measured apart from its
+  /// compute (docs/pipeline-parallel.md).
+  std::vector<cudaEvent_t> xfer_wait_begin, xfer_wait_end;
 };
 State &S() {
   static State s;
@@ -497,6 +502,13 @@ void prepareTransfers(Context &ctx, int numEvents) {
   while ((int)s.xfer_done.size() < numEvents) {
     appendEventPair(ctx, s.xfer_fork, s.xfer_done,
                     "pipeline: transfer events");
+    if (s.timing) {
+      cudaEvent_t t0, t1;
+      ctx.check(cudaEventCreate(&t0), "pipeline: timing events");
+      ctx.check(cudaEventCreate(&t1), "pipeline: timing events");
+      s.xfer_wait_begin.push_back(t0);
+      s.xfer_wait_end.push_back(t1);
+    }
   }
 }
 
@@ -544,13 +556,20 @@ void recvAsync(Context &ctx, void *buf, size_t bytes, int peer, int event,
   issueOnLink(ctx, buf, bytes, peer, event, false, what);
 }
 
+void recordTiming(Context &ctx, cudaEvent_t ev, cudaStream_t stream);
+
 void transferWait(Context &ctx, int event) {
   State &s = S();
   if (event < 0 || event >= (int)s.xfer_done.size())
     ctx.fail("pipeline", "wait for transfer event " + std::to_string(event) +
                              " beyond dist::prepareTransfers' events");
+  const bool timed = s.timing && event < (int)s.xfer_wait_begin.size();
+  if (timed)
+    recordTiming(ctx, s.xfer_wait_begin[event], ctx.stream());
   ctx.check(cudaStreamWaitEvent(ctx.stream(), s.xfer_done[event], 0),
             "pipeline: transfer wait");
+  if (timed)
+    recordTiming(ctx, s.xfer_wait_end[event], ctx.stream());
 }
 
 void groupStart(Context &ctx) {
@@ -669,15 +688,21 @@ double stallHook(Context &ctx) {
   if (!s.timing)
     return -1;
   double total = 0;
-  for (size_t k = 0; k < s.stall_begin.size(); ++k) {
-    float ms = 0;
-    if (cudaEventElapsedTime(&ms, s.stall_begin[k], s.stall_end[k]) !=
-        cudaSuccess) {
-      cudaGetLastError(); // not recorded (yet): no measurement
-      return -1;
+  auto add = [&](const std::vector<cudaEvent_t> &b,
+                 const std::vector<cudaEvent_t> &e) {
+    for (size_t k = 0; k < b.size(); ++k) {
+      float ms = 0;
+      if (cudaEventElapsedTime(&ms, b[k], e[k]) != cudaSuccess) {
+        cudaGetLastError(); // not recorded (yet): no measurement
+        return false;
+      }
+      total += ms;
     }
-    total += ms;
-  }
+    return true;
+  };
+  if (!add(s.stall_begin, s.stall_end) ||
+      !add(s.xfer_wait_begin, s.xfer_wait_end))
+    return -1;
   return total;
 }
 } // namespace

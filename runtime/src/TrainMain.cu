@@ -1182,18 +1182,44 @@ int runTraining(int argc, char **argv, const ModelSpec &spec) {
     us[rank] = static_cast<int64_t>(1000.0 * stallMsSum / stallSamples + 0.5);
     if (world > 1)
       spec.dist->sumHost(ctx, us.data(), world);
-    double stepMs = 1000.0 * spec.batch * world / std::max(steadyIps, 1e-9);
+    // A pipeline's img/s is the pipeline's (times its replicas), its
+    // spec's batch all M micro-batches.
+    double stepMs = 1000.0 * spec.batch *
+                    (piped ? gPipeline.replicas : world) /
+                    std::max(steadyIps, 1e-9);
     std::string each;
     for (int r = 0; r < world; ++r) {
       char buf[64];
       std::snprintf(buf, sizeof(buf), "%s%.3f", r ? ", " : "", us[r] / 1000.0);
       each += buf;
     }
-    std::printf("data parallel: all-reduce not hidden by the backward pass: "
-                "ms/step per rank [%s] (rank 0: %.1f%% of a %.3f ms step; "
-                "%d sampled steps)\n",
-                each.c_str(), 100.0 * us[0] / 1000.0 / stepMs, stepMs,
-                stallSamples);
+    if (piped)
+      // The compute stream idle at its transferWaits (and, with replicas,
+      // at its gradient buckets' joins): what is left of the step is the
+      // stage's own work, the graph's launch gaps included.
+      std::printf("pipeline: compute stream waiting for its neighbours "
+                  "(transfers%s): ms/step per rank [%s] of a %.3f ms step; "
+                  "busy (step - wait) [%s] ms; %d sampled steps\n",
+                  gPipeline.replicas > 1 ? " and gradient buckets" : "",
+                  each.c_str(), stepMs,
+                  [&] {
+                    std::string busy;
+                    for (int r = 0; r < world; ++r) {
+                      char buf[64];
+                      std::snprintf(buf, sizeof(buf), "%s%.3f", r ? ", " : "",
+                                    stepMs - us[r] / 1000.0);
+                      busy += buf;
+                    }
+                    return busy;
+                  }()
+                      .c_str(),
+                  stallSamples);
+    else
+      std::printf("data parallel: all-reduce not hidden by the backward "
+                  "pass: ms/step per rank [%s] (rank 0: %.1f%% of a %.3f ms "
+                  "step; %d sampled steps)\n",
+                  each.c_str(), 100.0 * us[0] / 1000.0 / stepMs, stepMs,
+                  stallSamples);
   }
   summary.finalLoss = lastLoss;
   summary.miou = lastMIoU;
