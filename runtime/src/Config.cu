@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "cnnrt/cnnrt.h"
+#include "ProfileJson.h"
 
 #include <cstdlib>
 #include <string>
@@ -28,7 +29,8 @@ ContextOptions ContextOptions::fromEnv() {
   // CNNRT_PROFILE_JSON=FILE alone asks for the profile too; with
   // CNNRT_PROFILE=0 it cannot be written.
   if (const char *j = std::getenv("CNNRT_PROFILE_JSON"))
-    o.profileJson = j;
+    o.profileJson = profileJsonPathForProcess(
+        j, std::getenv("CNNC_WORLD_SIZE"), std::getenv("CNNC_RANK"));
   o.profile = flag("CNNRT_PROFILE", !o.profileJson.empty());
   if (!o.profile && !o.profileJson.empty())
     throw Error(ErrorKind::Config,

@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 
@@ -81,6 +82,14 @@ void writeLocationProfile(const std::string &path, const std::string &title,
   if (!ok)
     throw Error(ErrorKind::Config, "cnnrt: CNNRT_PROFILE_JSON: cannot write '" +
                                        path + "': " + std::strerror(err));
+}
+
+std::string profileJsonPathForProcess(const std::string &path,
+                                      const char *worldSize, const char *rank) {
+  if (path.empty() || !worldSize || std::atoi(worldSize) <= 1 || !rank ||
+      !*rank)
+    return path;
+  return path + ".rank" + rank;
 }
 
 } // namespace cnnrt

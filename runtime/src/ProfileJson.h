@@ -37,6 +37,15 @@ std::string locationProfileJson(const std::string &title,
 void writeLocationProfile(const std::string &path, const std::string &title,
                           const std::vector<ProfiledLaunch> &launches);
 
+/// The file this process writes for CNNRT_PROFILE_JSON=`path`: `path`
+/// itself, or `path`.rank<r> for rank r of a multi-process run (world size
+/// over 1: data-parallel ranks and pipeline stages each profile their own
+/// step, and one shared file would hold whichever rank wrote last).
+/// `worldSize` and `rank` are CNNC_WORLD_SIZE's and CNNC_RANK's values (null
+/// when unset).
+std::string profileJsonPathForProcess(const std::string &path,
+                                      const char *worldSize, const char *rank);
+
 } // namespace cnnrt
 
 #endif // CNNRT_SRC_PROFILEJSON_H

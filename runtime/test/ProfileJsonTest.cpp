@@ -68,3 +68,11 @@ TEST(ProfileJson, AnUnwritablePathIsAConfigErrorNamingIt) {
     EXPECT_NE(std::string(e.what()).find(dir), std::string::npos) << e.what();
   }
 }
+
+TEST(ProfileJson, EachRankOfAMultiProcessRunWritesItsOwnFile) {
+  EXPECT_EQ(profileJsonPathForProcess("p.json", nullptr, nullptr), "p.json");
+  EXPECT_EQ(profileJsonPathForProcess("p.json", "1", "0"), "p.json");
+  EXPECT_EQ(profileJsonPathForProcess("p.json", "4", "2"), "p.json.rank2");
+  EXPECT_EQ(profileJsonPathForProcess("p.json", "2", nullptr), "p.json");
+  EXPECT_EQ(profileJsonPathForProcess("", "2", "1"), "");
+}
