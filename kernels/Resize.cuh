@@ -15,7 +15,7 @@
 
 namespace {
 // cnnc-prelude-begin
-// ---- cnn.resize / cnn.resize_grad ----
+// ---- cnn.resize / cnn.resize_grad / cnn.fused_resize_concat ----
 // The taps of each output row and column (lo, hi, l1: cnnc/Support/Resize.h)
 // are computed on the host and printed as tables, which the generated kernel
 // passes in: the device reads the reference interpreter's indices and
@@ -29,8 +29,25 @@ struct ResizeParams {
   int N, C, H, W, P, Q;
 }; // input H x W, output P x Q
 
-// Nearest copies x[lo_h, lo_w] (no arithmetic: an inf stays an inf);
-// linear is PyTorch's bilinear in f32.
+// Output element y[i] (batch n, channel c of x) from the taps a (row) and b
+// (column). Nearest copies x[lo_h, lo_w] (no arithmetic: an inf stays an
+// inf); linear is PyTorch's bilinear in f32.
+template <typename T, bool NHWC, bool LINEAR>
+__device__ __forceinline__ void resizeStore(const T *__restrict__ x, T *y,
+                                            const ResizeParams &p, int64_t n,
+                                            int c, ResizeTap a, ResizeTap b) {
+  if (!LINEAR) {
+    *y = x[layoutAt(p.C, NHWC, n, c, a.lo, b.lo, p.H, p.W)];
+    return;
+  }
+  float h1 = a.l1, h0 = 1.f - h1, w1 = b.l1, w0 = 1.f - w1;
+  float top = ld(x + layoutAt(p.C, NHWC, n, c, a.lo, b.lo, p.H, p.W)) * w0 +
+              ld(x + layoutAt(p.C, NHWC, n, c, a.lo, b.hi, p.H, p.W)) * w1;
+  float bottom = ld(x + layoutAt(p.C, NHWC, n, c, a.hi, b.lo, p.H, p.W)) * w0 +
+                 ld(x + layoutAt(p.C, NHWC, n, c, a.hi, b.hi, p.H, p.W)) * w1;
+  st(y, top * h0 + bottom * h1);
+}
+
 template <typename T, bool NHWC, bool LINEAR>
 __device__ __forceinline__ void
 resizeFwd(const T *__restrict__ x, T *__restrict__ y, ResizeParams p,
@@ -41,18 +58,31 @@ resizeFwd(const T *__restrict__ x, T *__restrict__ y, ResizeParams p,
     int64_t n;
     int c, oh, ow;
     layoutIndex(p.C, NHWC, i, n, c, oh, ow, p.P, p.Q);
-    const ResizeTap a = th[oh], b = tw[ow];
-    if (!LINEAR) {
-      y[i] = x[layoutAt(p.C, NHWC, n, c, a.lo, b.lo, p.H, p.W)];
+    resizeStore<T, NHWC, LINEAR>(x, y + i, p, n, c, th[oh], tw[ow]);
+  }
+}
+
+// cnn.fused_resize_concat (upsample + concat): y, of p.C + otherC channels
+// (P x Q), holds resize(x) in channels [c0, c0 + p.C) and `other` in the
+// rest, in order; the resized tensor is never stored.
+template <typename T, bool NHWC, bool LINEAR>
+__device__ __forceinline__ void
+resizeConcatFwd(const T *__restrict__ x, const T *__restrict__ other,
+                T *__restrict__ y, ResizeParams p, int otherC, int c0,
+                const ResizeTap *th, const ResizeTap *tw) {
+  int cy = p.C + otherC;
+  int64_t total = (int64_t)p.N * cy * p.P * p.Q;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    int64_t n;
+    int c, oh, ow;
+    layoutIndex(cy, NHWC, i, n, c, oh, ow, p.P, p.Q);
+    if (c >= c0 && c < c0 + p.C) {
+      resizeStore<T, NHWC, LINEAR>(x, y + i, p, n, c - c0, th[oh], tw[ow]);
       continue;
     }
-    float h1 = a.l1, h0 = 1.f - h1, w1 = b.l1, w0 = 1.f - w1;
-    float top = ld(x + layoutAt(p.C, NHWC, n, c, a.lo, b.lo, p.H, p.W)) * w0 +
-                ld(x + layoutAt(p.C, NHWC, n, c, a.lo, b.hi, p.H, p.W)) * w1;
-    float bottom =
-        ld(x + layoutAt(p.C, NHWC, n, c, a.hi, b.lo, p.H, p.W)) * w0 +
-        ld(x + layoutAt(p.C, NHWC, n, c, a.hi, b.hi, p.H, p.W)) * w1;
-    st(y + i, top * h0 + bottom * h1);
+    int co = c < c0 ? c : c - p.C;
+    y[i] = other[layoutAt(otherC, NHWC, n, co, oh, ow, p.P, p.Q)];
   }
 }
 
@@ -64,12 +94,16 @@ __device__ __forceinline__ float resizeWeight(const ResizeTap &t, int k,
   return (t.lo == k ? 1.f - t.l1 : 0.f) + (t.hi == k ? t.l1 : 0.f);
 }
 
-// dx[h, w] = sum over the outputs (oh, ow) reading it of wh * ww * dy, in f32.
+// dx[h, w] = sum over the outputs (oh, ow) reading it of wh * ww * dy, in f32,
+// with dy the channels [c0, c0 + p.C) of a gradient of p.C + otherC channels
+// (cnn.resize_grad's channel_offset: the slice of a concatenation's
+// gradient, read in place).
 template <typename T, bool NHWC, bool LINEAR>
 __device__ __forceinline__ void
-resizeBwd(const T *__restrict__ dy, T *__restrict__ dx, ResizeParams p,
-          const ResizeTap *th, const ResizeTap *tw, const int2 *rh,
-          const int2 *rw) {
+resizeSliceBwd(const T *__restrict__ dy, T *__restrict__ dx, ResizeParams p,
+               int otherC, int c0, const ResizeTap *th, const ResizeTap *tw,
+               const int2 *rh, const int2 *rw) {
+  int cy = p.C + otherC;
   int64_t total = (int64_t)p.N * p.C * p.H * p.W;
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
        i += (int64_t)gridDim.x * blockDim.x) {
@@ -86,11 +120,20 @@ resizeBwd(const T *__restrict__ dy, T *__restrict__ dx, ResizeParams p,
         float ww = resizeWeight(tw[ow], w, LINEAR);
         if (ww == 0.f)
           continue;
-        g += wh * ww * ld(dy + layoutAt(p.C, NHWC, n, c, oh, ow, p.P, p.Q));
+        g += wh * ww * ld(dy + layoutAt(cy, NHWC, n, c0 + c, oh, ow, p.P, p.Q));
       }
     }
     st(dx + i, g);
   }
+}
+
+// The whole gradient (cnn.resize_grad without a channel offset).
+template <typename T, bool NHWC, bool LINEAR>
+__device__ __forceinline__ void
+resizeBwd(const T *__restrict__ dy, T *__restrict__ dx, ResizeParams p,
+          const ResizeTap *th, const ResizeTap *tw, const int2 *rh,
+          const int2 *rw) {
+  resizeSliceBwd<T, NHWC, LINEAR>(dy, dx, p, 0, 0, th, tw, rh, rw);
 }
 // cnnc-prelude-end
 } // namespace

@@ -224,6 +224,7 @@ private:
   LogicalResult exec(cnn::PadGradOp op);
   LogicalResult exec(cnn::ResizeOp op);
   LogicalResult exec(cnn::ResizeGradOp op);
+  LogicalResult exec(cnn::FusedResizeConcatOp op);
   LogicalResult exec(cnn::TransposeOp op);
   LogicalResult exec(cnn::DropoutMaskOp op);
   LogicalResult exec(cnn::SoftmaxOp op);
@@ -574,7 +575,7 @@ static void attachEvaluations(MLIRContext *ctx) {
       ctx);
   attach<cnn::ClipDivisorOp, cnn::AccumulateGradOp, cnn::AccumulationStepOp>(
       ctx);
-  attach<cnn::ResizeOp, cnn::ResizeGradOp>(ctx);
+  attach<cnn::ResizeOp, cnn::ResizeGradOp, cnn::FusedResizeConcatOp>(ctx);
 }
 
 /// NHWC support, written for clarity: a scratch NCHW twin of the op reads
@@ -868,8 +869,37 @@ LogicalResult Executor::exec(cnn::ResizeOp op) {
 LogicalResult Executor::exec(cnn::ResizeGradOp op) {
   auto in = shapeOf(op.getResult()), resized = shapeOf(op.getGradOutput());
   auto [th, tw] = resizeTapsOf(op, in, resized);
-  kn::resizeGrad(ptr(op.getGradOutput()), out(op.getResult()), in[0] * in[1],
-                 in[2], in[3], th, tw, op.getMode() == "linear");
+  const float *dy = ptr(op.getGradOutput());
+  // With a channel offset, the resize's channels of the wider gradient
+  // (NCHW here: the channel range is contiguous per image).
+  std::vector<float> sliced;
+  if (std::optional<int64_t> offset = op.getChannelOffset()) {
+    kn::Shape sizes{resized[0], in[1], resized[2], resized[3]};
+    sliced.resize(sizes[0] * sizes[1] * sizes[2] * sizes[3]);
+    kn::slice(dy, resized, kn::Shape{0, *offset, 0, 0}, sizes, sliced.data());
+    dy = sliced.data();
+  }
+  kn::resizeGrad(dy, out(op.getResult()), in[0] * in[1], in[2], in[3], th, tw,
+                 op.getMode() == "linear");
+  return success();
+}
+
+/// resize, then concat along the channels (NCHW here), as the two ops it
+/// replaces compute them.
+LogicalResult Executor::exec(cnn::FusedResizeConcatOp op) {
+  auto in = shapeOf(op.getInput()), other = shapeOf(op.getOther());
+  kn::Shape resized{in[0], in[1], other[2], other[3]};
+  auto [th, tw] = resizeTapsOf(op, in, resized);
+  std::vector<float> r(resized[0] * resized[1] * resized[2] * resized[3]);
+  kn::resize(ptr(op.getInput()), r.data(), in[0] * in[1], in[2], in[3], th, tw,
+             op.getMode() == "linear");
+  std::vector<const float *> inputs{r.data(), ptr(op.getOther())};
+  std::vector<kn::Shape> shapes{resized, other};
+  if (!op.getResizedFirst()) {
+    std::swap(inputs[0], inputs[1]);
+    std::swap(shapes[0], shapes[1]);
+  }
+  kn::concat(inputs, shapes, 1, out(op.getResult()));
   return success();
 }
 

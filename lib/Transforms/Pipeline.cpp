@@ -220,7 +220,7 @@ namespace {
 struct StepSettings {
   bool nhwc, fp16, fuse, lowerElementwise, remat, rematConvs, convStats,
       convStatsPrologue, dgradEpilogue, maxPoolIndex, poolBnGrad, dualBnGrad,
-      fuseGroupNorm,
+      fuseGroupNorm, fuseResizeConcat,
       wgradPrologue, paramFormat, memoryPlan, memoryReuse, dataParallel, syncBN,
       asyncTransfers;
   int64_t rematMB, rematConvsPercent, workspaceMB, worldSize;
@@ -249,6 +249,7 @@ StepSettings resolve(const CNNPipelineOptions &o) {
   s.poolBnGrad = o.poolBnGrad;
   s.dualBnGrad = o.dualBnGrad;
   s.fuseGroupNorm = o.fuseGroupNorm;
+  s.fuseResizeConcat = o.fuseResizeConcat;
   s.wgradPrologue = o.wgradPrologue;
   s.paramFormat = o.paramFormat;
   // The CUDA target reads its arena plan from the IR, always (the reference
@@ -319,6 +320,7 @@ void cnnc::buildCNNStepPipeline(OpPassManager &pm,
     CNNFuseOptions fo;
     fo.dualBatchNormGrad = s.dualBnGrad;
     fo.groupNormChannelView = s.fuseGroupNorm;
+    fo.resizeConcat = s.fuseResizeConcat;
     pm.addPass(createCNNFuse(fo));
   }
   // BatchNorm statistics out of the convolution's epilogue: the CUDA

@@ -786,7 +786,7 @@ def CNNLowerElementwise : Pass<"cnn-lower-elementwise", "mlir::ModuleOp"> {
 def CNNFuse : Pass<"cnn-fuse", "mlir::ModuleOp"> {
   let summary = "Fuses conv+bias+relu(+residual), elementwise chains and backward pairs";
   let description = [{
-    Four rewrites on @train_step and @forward, each exact: the reference
+    Five rewrites on @train_step and @forward, each exact: the reference
     interpreter gives bit-identical numbers before and after
     (test/e2e/test_fuse.py), because each fused op performs the f32
     operations of the ops it replaces in their order.
@@ -808,6 +808,13 @@ def CNNFuse : Pass<"cnn-fuse", "mlir::ModuleOp"> {
     4. Every elementwise op becomes a fused_elementwise with an `arith` body;
        producer/consumer pairs of the same shape merge while the consumer's
        other operands are defined before the producer.
+    5. Upsample + concat (`resize-concat`): a cnn.concat of two operands
+       along the channel dimension, one of them a cnn.resize with no other
+       user, becomes one cnn.fused_resize_concat (the resized tensor is
+       never stored and re-read); a cnn.resize_grad whose `grad_output` is a
+       single-use cnn.slice of a channel range (every other dimension
+       whole) reads that range of the slice's input in place
+       (`channel_offset`). Both layouts, f32 and f16.
     Each rewrite is a `RewritePattern`: 1-4's conversions run with the greedy
     driver, phase by phase; the merges of 4 with a driver that applies the
     first match in block order and starts over (the merge order decides the
@@ -850,6 +857,10 @@ def CNNFuse : Pass<"cnn-fuse", "mlir::ModuleOp"> {
            "Rebuild GroupNorm's normalization on the channel view so its "
            "scale, shift and activation join it (off: leave it on the "
            "grouped view; the A/B of docs/benchmarks.md)">,
+    Option<"resizeConcat", "resize-concat", "bool", "true",
+           "Make a channel concat of a single-use resize one "
+           "fused_resize_concat, and a resize_grad of a channel slice read "
+           "the range in place (off: keep resize, concat and slice)">,
   ];
   let statistics = [
     Statistic<"numConvEpilogueOps", "conv-epilogue-ops",
@@ -869,6 +880,10 @@ def CNNFuse : Pass<"cnn-fuse", "mlir::ModuleOp"> {
     Statistic<"numGroupedToChannelView", "grouped-to-channel-view",
               "Elementwise ops on a GroupNorm grouped view rebuilt on the "
               "channel view (joining its scale, shift and activation)">,
+    Statistic<"numResizeConcats", "resize-concats",
+              "concat(resize) pairs made one fused_resize_concat">,
+    Statistic<"numResizeGradSlices", "resize-grad-slices",
+              "resize_grad ops reading a channel range in place of a slice">,
   ];
 }
 

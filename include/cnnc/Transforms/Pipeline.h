@@ -300,6 +300,13 @@ struct CNNPipelineOptions
                      "default on; an A/B switch, in --help-hidden)"),
       llvm::cl::init(true), llvm::cl::Hidden,
       llvm::cl::cat(stepPassOptionCategory())};
+  Option<bool> fuseResizeConcat{
+      *this, "fuse-resize-concat",
+      llvm::cl::desc("cnn-fuse: upsample + concat as one kernel, the resize "
+                     "gradient reading its channels of the concat's gradient "
+                     "in place (default on; an A/B switch, in --help-hidden)"),
+      llvm::cl::init(true), llvm::cl::Hidden,
+      llvm::cl::cat(stepPassOptionCategory())};
   Option<bool> paramFormat{
       *this, "param-format",
       llvm::cl::desc("cnn-param-format: convolution filters and their "

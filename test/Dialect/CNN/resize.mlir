@@ -21,3 +21,17 @@ func.func @resize_ops(%x: tensor<2x3x5x4xf32>, %h: tensor<2x5x4x3xf16>) -> tenso
   %gt = cnn.resize_grad %t {size = array<i64: 10, 8>, layout = #cnn.layout<NHWC>} : (tensor<2x10x8x3xf16>) -> tensor<2x5x4x3xf16>
   return %g : tensor<2x3x5x4xf32>
 }
+
+// cnn-fuse's upsample + concat: resize_grad reading a channel range of a
+// wider gradient, and the fused forward (resized channels first or last;
+// resized_first = true, the default, is not printed).
+// CHECK-LABEL: func @resize_concat_ops
+func.func @resize_concat_ops(%x: tensor<2x5x4x3xf16>, %skip: tensor<2x10x8x2xf16>, %dy: tensor<2x10x8x5xf16>, %xc: tensor<2x3x5x4xf32>, %sc: tensor<2x6x10x8xf32>) -> tensor<2x5x4x3xf16> {
+  // CHECK: cnn.resize_grad %{{.*}} {channel_offset = 2 : i64, layout = #cnn.layout<NHWC>, size = array<i64: 10, 8>} : (tensor<2x10x8x5xf16>) -> tensor<2x5x4x3xf16>
+  %g = cnn.resize_grad %dy {size = array<i64: 10, 8>, channel_offset = 2, layout = #cnn.layout<NHWC>} : (tensor<2x10x8x5xf16>) -> tensor<2x5x4x3xf16>
+  // CHECK: cnn.fused_resize_concat %{{.*}}, %{{.*}} {layout = #cnn.layout<NHWC>, mode = "linear", size = array<i64: 10, 8>} : (tensor<2x5x4x3xf16>, tensor<2x10x8x2xf16>) -> tensor<2x10x8x5xf16>
+  %y = cnn.fused_resize_concat %x, %skip {size = array<i64: 10, 8>, mode = "linear", layout = #cnn.layout<NHWC>} : (tensor<2x5x4x3xf16>, tensor<2x10x8x2xf16>) -> tensor<2x10x8x5xf16>
+  // CHECK: cnn.fused_resize_concat %{{.*}}, %{{.*}} {resized_first = false, scales = array<f64: 2.000000e+00, 2.000000e+00>, size = array<i64: 10, 8>} : (tensor<2x3x5x4xf32>, tensor<2x6x10x8xf32>) -> tensor<2x9x10x8xf32>
+  %z = cnn.fused_resize_concat %xc, %sc {size = array<i64: 10, 8>, resized_first = false, scales = array<f64: 2.0, 2.0>} : (tensor<2x3x5x4xf32>, tensor<2x6x10x8xf32>) -> tensor<2x9x10x8xf32>
+  return %g : tensor<2x5x4x3xf16>
+}

@@ -996,11 +996,49 @@ def CNN_ResizeGradOp : CNN_LayoutOp<"resize_grad", [CNN_KernelCall]> {
     type, and dx[h, w] sums dy[oh, ow] times the weight with which output
     (oh, ow) read input (h, w) (nearest: weight 1 for the element it
     copied; linear: the product of the two bilinear weights).
+    With `channel_offset` (cnn-fuse, upsample + concat: the gradient of a
+    resize whose result was one operand of a channel concatenation),
+    `grad_output` is the whole concatenation's gradient and the op reads its
+    channels [channel_offset, channel_offset + C), C the result's channels,
+    in place of a cnn.slice that copied them out.
     Constraints: the constraints of cnn.resize on the attributes; result
     and `grad_output` are 4-D with the same element type, batch and
-    channels, and `size` equals the H and W of `grad_output`.
+    channels, and `size` equals the H and W of `grad_output`; with
+    `channel_offset`, `grad_output` may have more channels than the result,
+    and 0 <= channel_offset <= its channels - C.
   }];
-  let arguments = !con((ins CNN_FloatTensor:$grad_output), ResizeAttrs, LayoutArg);
+  let arguments = !con((ins CNN_FloatTensor:$grad_output), ResizeAttrs,
+                       (ins OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$channel_offset),
+                       LayoutArg);
+  let results = (outs CNN_FloatTensor:$result);
+  let hasVerifier = 1;
+}
+
+def CNN_FusedResizeConcatOp : CNN_LayoutOp<"fused_resize_concat", [CNN_KernelCall]> {
+  let summary = "concat(resize(input), other) along the channels, or concat(other, resize(input)): one kernel";
+  let description = [{
+    cnn-fuse's upsample + concat (a U-Net decoder): the channel concatenation
+    of cnn.resize(`input`) (the resize attributes, as cnn.resize) and
+    `other`, the resized channels first when `resized_first`, else after
+    `other`'s. Each output element is interpolated from `input` or copied
+    from `other`: the resized tensor is never stored. Its values are bit for
+    bit those of the cnn.resize and cnn.concat it replaces.
+    Constraints: the constraints of cnn.resize on `input` and the
+    attributes; `other` is 4-D with the resized tensor's element type,
+    batch and spatial size (`size`); the result is the concatenation of the
+    two along the channel dimension of `layout`, in the order
+    `resized_first` says.
+
+    ```mlir
+    %y = cnn.fused_resize_concat %x, %skip {layout = #cnn.layout<NHWC>,
+        mode = "linear", resized_first = true, size = array<i64: 16, 16>}
+        : (tensor<2x8x8x32xf16>, tensor<2x16x16x16xf16>) -> tensor<2x16x16x48xf16>
+    ```
+  }];
+  let arguments = !con((ins CNN_FloatTensor:$input, CNN_FloatTensor:$other),
+                       ResizeAttrs,
+                       (ins DefaultValuedAttr<BoolAttr, "true">:$resized_first),
+                       LayoutArg);
   let results = (outs CNN_FloatTensor:$result);
   let hasVerifier = 1;
 }

@@ -1,6 +1,7 @@
 //===- Resize.cpp - cnn ops: resampling -----------------------------------===//
 //
-// What the dialect knows about resize, resize_grad: verifiers and shape
+// What the dialect knows about resize, resize_grad and cnn-fuse's
+// fused_resize_concat (upsample + concat): verifiers and shape
 // inference, gradient rules (GradientOpInterface; cnn-autodiff asks each
 // op), and the CUDA lowering as data (KernelCallOpInterface; the CUDA
 // printer asks each op).
@@ -83,6 +84,14 @@ LogicalResult ResizeOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+/// `t` with `channels` channels (dimension chanDim of `layout`).
+static RankedTensorType withChannels(RankedTensorType t, int64_t channels,
+                                     Layout layout) {
+  SmallVector<int64_t> shape(t.getShape());
+  shape[chanDim(t, layout)] = channels;
+  return RankedTensorType::get(shape, t.getElementType());
+}
+
 LogicalResult ResizeGradOp::verify() {
   auto resized =
       inferResize(getLoc(), getType(), "result", getSize(), getModeAttr(),
@@ -90,11 +99,57 @@ LogicalResult ResizeGradOp::verify() {
                   getScalesAttr(), getLayout());
   if (failed(resized))
     return failure();
-  if (*resized != getGradOutput().getType())
+  RankedTensorType dy = getGradOutput().getType();
+  std::optional<int64_t> offset = getChannelOffset();
+  if (!offset) {
+    if (*resized != dy)
+      return emitOpError("'grad_output' ")
+             << dy << " must have the type " << *resized
+             << " that resizing the result " << getType() << " to 'size' "
+             << str(getSize()) << " gives";
+    return success();
+  }
+  // A channel range of a wider gradient: every other dimension as resized.
+  int64_t channels = (*resized).getDimSize(chanDim(*resized, getLayout()));
+  int64_t dyChannels =
+      dy.getRank() == 4 ? dy.getDimSize(chanDim(dy, getLayout())) : -1;
+  if (dy.getRank() != 4 || withChannels(*resized, dyChannels, getLayout()) != dy)
     return emitOpError("'grad_output' ")
-           << getGradOutput().getType() << " must have the type " << *resized
+           << dy << " must have the type " << *resized
            << " that resizing the result " << getType() << " to 'size' "
-           << str(getSize()) << " gives";
+           << str(getSize()) << " gives, but for its channel count";
+  if (*offset > dyChannels - channels)
+    return emitOpError("'channel_offset' ")
+           << *offset << " + the result's " << channels
+           << " channels exceed the " << dyChannels
+           << " channels of 'grad_output'";
+  return success();
+}
+
+LogicalResult FusedResizeConcatOp::verify() {
+  auto resized = inferResize(
+      getLoc(), getInput().getType(), "input", getSize(), getModeAttr(),
+      getCoordinateTransformationModeAttr(), getNearestModeAttr(),
+      getScalesAttr(), getLayout());
+  if (failed(resized))
+    return failure();
+  RankedTensorType other = getOther().getType();
+  int64_t resizedChannels =
+      (*resized).getDimSize(chanDim(*resized, getLayout()));
+  int64_t otherChannels =
+      other.getRank() == 4 ? other.getDimSize(chanDim(other, getLayout())) : -1;
+  if (other.getRank() != 4 ||
+      withChannels(*resized, otherChannels, getLayout()) != other)
+    return emitOpError("'other' ")
+           << other << " must have the batch, spatial size and element type "
+           << "of the resized input " << *resized;
+  auto result = withChannels(*resized, resizedChannels + otherChannels,
+                             getLayout());
+  if (result != getType())
+    return emitOpError("result ")
+           << getType() << " must be the channel concatenation " << result
+           << " of the resized input " << *resized << " and 'other' "
+           << other;
   return success();
 }
 
@@ -121,12 +176,21 @@ LogicalResult ResizeOp::buildGradient(OpBuilder &b, GradientEmitter &g) {
 // input pixel an output reads. The gradient also reads, for each input row
 // and column, the outputs [first, last] that may read it. The tables are
 // bound at compile time, so the call is a wrapped device function.
+//
+// The fused forward (resizeConcatFwd) writes the whole channel
+// concatenation of the resized input and `other`; the gradient with a
+// `channel_offset` (resizeSliceBwd) reads its channel range of the wider
+// gradient. Both take the resize's ResizeParams (the resized channels only)
+// and the other tensor's channel count and the resized channels' offset.
 template <typename ResizeLikeOp>
 static void describeResize(ResizeLikeOp op,
                            SmallVectorImpl<KernelCall> &calls) {
   constexpr bool grad = std::is_same_v<ResizeLikeOp, ResizeGradOp>;
+  constexpr bool concat = std::is_same_v<ResizeLikeOp, FusedResizeConcatOp>;
   bool nhwc = op.isNHWC();
-  // x: the resize input (the gradient's result), y: its output.
+  // x: the resize input (the gradient's result), y: its output (the
+  // concatenation, or the gradient of one, where the op has channels
+  // besides the resized ones).
   RankedTensorType x = ranked(grad ? op->getResult(0) : op->getOperand(0));
   RankedTensorType y = ranked(grad ? op->getOperand(0) : op->getResult(0));
   auto xs = nchwShape(x, nhwc), ys = nchwShape(y, nhwc);
@@ -134,18 +198,33 @@ static void describeResize(ResizeLikeOp op,
   if (auto sc = op.getScalesAttr())
     scales = sc.asArrayRef();
   KernelCall call;
-  call.kernel = grad ? "resizeBwd" : "resizeFwd";
+  // The channels of y besides the resized ones, and where those start.
+  int64_t otherChannels = ys[1] - xs[1], resizedOffset = 0;
+  if constexpr (concat) {
+    call.kernel = "resizeConcatFwd";
+    resizedOffset = op.getResizedFirst() ? 0 : otherChannels;
+  } else if constexpr (grad) {
+    call.kernel = op.getChannelOffset() ? "resizeSliceBwd" : "resizeBwd";
+    resizedOffset = op.getChannelOffset().value_or(0);
+  } else {
+    call.kernel = "resizeFwd";
+  }
   call.wrap = true;
   call.templateArgs = {KernelTemplateArg::elementType(y.getElementType()),
                        KernelTemplateArg::boolean(nhwc),
                        KernelTemplateArg::boolean(op.getMode() == "linear")};
   call.grid = KernelGrid::threadPerElement(op->getResult(0));
-  call.args = {KernelArg::read(op->getOperand(0), grad ? "dy" : "x"),
-               KernelArg::write(op->getResult(0), grad ? "dx" : "y")};
+  call.args = {KernelArg::read(op->getOperand(0), grad ? "dy" : "x")};
+  if constexpr (concat)
+    call.args.push_back(KernelArg::read(op.getOther(), "other"));
+  call.args.push_back(KernelArg::write(op->getResult(0), grad ? "dx" : "y"));
   SmallVector<KernelArg> params;
   for (int64_t d : {xs[0], xs[1], xs[2], xs[3], ys[2], ys[3]})
     params.push_back(KernelArg::i32(d));
   call.args.push_back(KernelArg::record("ResizeParams", params));
+  if (call.kernel != "resizeFwd" && call.kernel != "resizeBwd")
+    call.args.append(
+        {KernelArg::i32(otherChannels), KernelArg::i32(resizedOffset)});
   // Sizes beyond the kernel's int are refused on the record
   // (verifyKernelCall): their tables, an entry per output row and column,
   // are not built.
@@ -194,5 +273,10 @@ void ResizeOp::describeKernelCalls(LaunchAttr,
 
 void ResizeGradOp::describeKernelCalls(LaunchAttr,
                                        SmallVectorImpl<KernelCall> &calls) {
+  describeResize(*this, calls);
+}
+
+void FusedResizeConcatOp::describeKernelCalls(
+    LaunchAttr, SmallVectorImpl<KernelCall> &calls) {
   describeResize(*this, calls);
 }
