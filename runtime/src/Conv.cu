@@ -7,8 +7,8 @@
 // families run on a registered convolution: bias + activation (cuDNN's
 // legacy fused call or the split form) and the three graph-or-split
 // families (conv + statistics, dgrad + add + ReLU backward, prologue +
-// wgrad), which share their registration, their choice
-// (chooseGraphOrSplit) and their lookup.
+// wgrad): each is a table (GraphFamily) over one registration, lookup,
+// choice (chooseGraphOrSplit), `*UsesGraph` query and step-time run.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,9 +19,12 @@
 #include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <iterator>
 #include <sstream>
 
 namespace cnnrt {
+
+namespace cg = cnnrt::cudnn_graph;
 
 namespace {
 
@@ -250,7 +253,6 @@ static bool runLegacy(Context::Impl &I, ConvEntry &c, int dir, void *x,
 static bool chooseGraphConv(Context &ctx, Context::Impl &I, ConvEntry &c,
                             int dir, int pH, int pW, size_t wsCap,
                             size_t xBytes, size_t wBytes, size_t yBytes) {
-  namespace cg = cnnrt::cudnn_graph;
   const ConvDesc &d = c.d;
   cg::ConvGeometry g{d.N,
                      d.C,
@@ -708,20 +710,6 @@ static Entry &registerFused(Context &ctx, std::vector<Entry> &entries, int id,
   return e;
 }
 
-/// A graph-or-split family's registration (registerFused with its split
-/// form).
-template <typename SplitFn>
-static GraphFusedEntry<SplitFn> &
-registerGraphFused(Context &ctx, std::vector<GraphFusedEntry<SplitFn>> &entries,
-                   int id, int convId, SplitFn split, const char *api,
-                   const std::string &what, const char *loc) {
-  GraphFusedEntry<SplitFn> &e =
-      registerFused(ctx, entries, id, convId, split != nullptr, api, what,
-                    "a split-form function", /*nhwcF16=*/true, loc);
-  e.split = split;
-  return e;
-}
-
 /// The fused convolution `id` of `entries`, registered, on a registered and
 /// prepared convolution; `what` names the family in the message.
 template <typename Entry>
@@ -734,12 +722,14 @@ static Entry &getFused(Context &ctx, std::vector<Entry> &entries, int id,
   return entries[id];
 }
 
-/// After finishPrepare: whether graph-or-split entry `id` runs as its
-/// cuDNN graph.
+/// Entry `id` of `entries` when it was registered, else null (the
+/// `*Uses*` queries answer false for an id that names none).
 template <typename Entry>
-static bool runsAsGraph(const std::vector<Entry> &entries, int id) {
+static const Entry *findFused(const std::vector<Entry> &entries, int id) {
   return id >= 0 && static_cast<size_t>(id) < entries.size() &&
-         entries[id].valid && entries[id].graph != nullptr;
+                 entries[id].valid
+             ? &entries[id]
+             : nullptr;
 }
 
 //===--- convolutions with a bias/activation epilogue ---------------------===//
@@ -980,12 +970,11 @@ void Context::convBiasActFwd(int id, const void *x, const void *w,
 }
 
 bool Context::convBiasActUsesCudnn(int id) const {
-  auto &v = impl_->fusedConvs;
-  return id >= 0 && static_cast<size_t>(id) < v.size() && v[id].valid &&
-         v[id].useCudnn;
+  const FusedConvEntry *f = findFused(impl_->fusedConvs, id);
+  return f && f->useCudnn;
 }
 
-//===--- convolutions with BatchNorm statistics ---------------------------===//
+//===--- graph-or-split fused convolutions: the choice of a form ----------===//
 
 /// The prologue's f32 scale and shift as the f16 pair the graph reads.
 __global__ void scaleShiftToHalf(const float *scale, const float *shift,
@@ -995,14 +984,6 @@ __global__ void scaleShiftToHalf(const float *scale, const float *shift,
     out[c] = __float2half_rn(scale[c]);
     out[C + c] = __float2half_rn(shift[c]);
   }
-}
-
-void Context::registerConvStats(int id, int convId, ConvStatsFn split,
-                                bool prologue, const char *loc) {
-  ConvStatsEntry &e =
-      registerGraphFused(*this, impl_->convStats, id, convId, split,
-                         "registerConvStats", "conv-stats", loc);
-  e.prologue = prologue;
 }
 
 namespace {
@@ -1073,7 +1054,6 @@ static void
 chooseGraphOrSplit(Context &ctx, ConvEntry &c, const char *loc,
                    std::shared_ptr<cnnrt::cudnn_graph::ConvPlan> &graph,
                    const GraphOrSplit &f) {
-  namespace cg = cnnrt::cudnn_graph;
   Context::Impl &I = *ctx.impl();
   const ContextOptions &opts = ctx.options();
   graph.reset();
@@ -1349,87 +1329,255 @@ static ConvF16Bytes convF16Bytes(const ConvDesc &d) {
           static_cast<size_t>(d.N) * d.K * d.P * d.Q * 2};
 }
 
-/// Times cuDNN's conv + GenStats graph plans of each registered
-/// conv-stats against its split form (the convolution as chosen, then the
-/// statistics kernels) and keeps the faster; cached by shape ("|genstats":
-/// heuristics index, -1 = split). CNNRT_CONV_GRAPH=0 keeps the split form.
-static void chooseConvStats(Context &ctx) {
-  namespace cg = cnnrt::cudnn_graph;
+//===--- the graph-or-split families over one table -----------------------===//
+
+namespace {
+/// A graph-or-split family's plan direction and names: a row of
+/// kGraphFamilyNames.
+struct GraphFamilyNames {
+  cg::Dir dir;
+  /// The registration call and the entry in the registration's and the
+  /// lookup's messages ("<what> id 3 was not registered").
+  const char *api;
+  const char *what;
+  /// GraphOrSplit::planName and buffersWhat.
+  const char *planName;
+  const char *buffersWhat;
+  /// The profile's label of a graph-form run.
+  const char *graphProfileWhat;
+};
+/// The rows of kGraphFamilyNames.
+enum GraphFamilyRow { kStatsRow, kDgradRow, kWgradRow, kGraphFamilyRows };
+
+/// One graph-or-split family (conv + statistics, dgrad + add + ReLU
+/// backward, prologue + wgrad): where its entries live, what finishPrepare
+/// times for one of them, and its names. Registration (registerGraphFused),
+/// lookup (getGraphFused), the `*UsesGraph` query (runsAsGraph), the choice
+/// (chooseGraphFamily) and the step-time run of the chosen form
+/// (runChosenForm) are one implementation over it; a family's own code is
+/// its describe function, its split-form call and its cuDNN graph call.
+template <typename SplitFn> struct GraphFamily {
+  using Entry = GraphFusedEntry<SplitFn>;
+  /// The context's vector of this family's entries.
+  using EntriesMember = std::vector<Entry> Context::Impl::*;
+  EntriesMember entries;
+  /// Fills the rest of `f` (cache tag, label, timing buffers, the two
+  /// forms) for entry `e` on convolution `d` (f16 tensors of `bytes`). The
+  /// functions it stores outlive the call: they capture `ctx`, `e` and `d`
+  /// by reference, nothing of the call's own.
+  void (*describe)(Context &ctx, Entry &e, const ConvDesc &d,
+                   const ConvF16Bytes &bytes, GraphOrSplit &f);
+  GraphFamilyNames names;
+};
+} // namespace
+
+/// Registers entry `id` of `family` on convolution `convId`
+/// (registerFused's checks, with its split form).
+template <typename SplitFn>
+static GraphFusedEntry<SplitFn> &
+registerGraphFused(Context &ctx, const GraphFamily<SplitFn> &family, int id,
+                   int convId, SplitFn split, const char *loc) {
+  GraphFusedEntry<SplitFn> &e =
+      registerFused(ctx, ctx.impl()->*family.entries, id, convId,
+                    split != nullptr, family.names.api, family.names.what,
+                    "a split-form function", /*nhwcF16=*/true, loc);
+  e.split = split;
+  return e;
+}
+
+/// Entry `id` of `family`, registered, on a prepared convolution.
+template <typename SplitFn>
+static GraphFusedEntry<SplitFn> &
+getGraphFused(Context &ctx, const GraphFamily<SplitFn> &family, int id) {
+  return getFused(ctx, ctx.impl()->*family.entries, id, family.names.what);
+}
+
+/// After finishPrepare: whether entry `id` of `family` runs as its cuDNN
+/// graph.
+template <typename SplitFn>
+static bool runsAsGraph(const Context::Impl &I,
+                        const GraphFamily<SplitFn> &family, int id) {
+  const GraphFusedEntry<SplitFn> *e = findFused(I.*family.entries, id);
+  return e && e->graph != nullptr;
+}
+
+/// finishPrepare's choice for each registered entry of `family`: its form
+/// as family.describe says, chosen by chooseGraphOrSplit.
+template <typename SplitFn>
+static void chooseGraphFamily(Context &ctx,
+                              const GraphFamily<SplitFn> &family) {
   Context::Impl &I = *ctx.impl();
-  for (ConvStatsEntry &e : I.convStats) {
+  for (GraphFusedEntry<SplitFn> &e : I.*family.entries) {
     if (!e.valid)
       continue;
     ConvEntry &c = I.convs[e.conv];
-    const ConvDesc &d = c.d;
-    const char *loc = e.loc.c_str();
-    auto [xBytes, wBytes, yBytes] = convF16Bytes(d);
-    size_t kBytes = (size_t)d.K * sizeof(float),
-           cBytes = (size_t)d.C * sizeof(float);
     GraphOrSplit f;
-    f.dir = cg::Dir::FwdStats;
-    f.prologue = e.prologue;
-    f.cacheTag = e.prologue ? "sbr+genstats" : "genstats";
-    f.needsReproProbe = true;
-    f.outputs = {2, 3, 4};
-    f.bufferNames = {"x", "w", "y", "sum", "sumSq", "scale", "shift"};
-    f.label = e.prologue ? "conv+genstats (prologue)" : "conv+genstats";
-    f.planName = "conv+GenStats";
-    // x, w, y, sum, sumSq, the prologue's scale and shift.
-    f.bufferBytes = {xBytes, wBytes, yBytes, kBytes, kBytes, cBytes, cBytes};
-    f.buffersWhat = "conv+statistics timing buffers";
-    prologueBuffers(ctx, e, f, xBytes, d.C, "conv+statistics");
-    f.runSplit = [&](void **p) {
-      const float *scale = e.prologue ? static_cast<float *>(p[5]) : nullptr;
-      const float *shift = e.prologue ? static_cast<float *>(p[6]) : nullptr;
-      e.split(ctx, p[0], p[1], p[2], static_cast<float *>(p[3]),
-              static_cast<float *>(p[4]), scale, shift, e.scratch);
-    };
-    f.runPlan = [&](const cg::ConvPlan &pl, void **p) {
-      // A plan without the prologue takes no scale and shift: passing
-      // them makes its variant pack invalid and the plan "fail to run"
-      // (sessions 12-13 timed every plain conv+GenStats graph that way and
-      // kept the split form). The graph reads the f16 pair: the zeroed f32
-      // scale buffer holds 2 x C halves, zeros too.
-      const void *hScale = e.prologue ? p[5] : nullptr;
-      const void *hShift =
-          e.prologue ? static_cast<char *>(p[5]) + d.C * 2 : nullptr;
-      return pl.executeStats(
-          I.cudnn, p[0], p[1], p[2], static_cast<float *>(p[3]),
-          static_cast<float *>(p[4]), hScale, hShift, I.workspace);
-    };
-    chooseGraphOrSplit(ctx, c, loc, e.graph, f);
+    f.dir = family.names.dir;
+    f.planName = family.names.planName;
+    f.buffersWhat = family.names.buffersWhat;
+    family.describe(ctx, e, c.d, convF16Bytes(c.d), f);
+    chooseGraphOrSplit(ctx, c, e.loc.c_str(), e.graph, f);
   }
+}
+
+/// Runs entry `e` of `family` in the form finishPrepare chose: `runSplit()`,
+/// or `runGraph()` (which enqueues the plan and checks its status), marked
+/// for the profile.
+template <typename SplitFn, typename RunSplit, typename RunGraph>
+static void runChosenForm(Context &ctx, const GraphFamily<SplitFn> &family,
+                          GraphFusedEntry<SplitFn> &e, RunSplit runSplit,
+                          RunGraph runGraph) {
+  if (!e.graph) {
+    runSplit();
+    return;
+  }
+  runGraph();
+  profileMark(ctx, e.loc.c_str(), family.names.graphProfileWhat);
+}
+
+/// Each family's row, in GraphFamilyRow's order.
+static constexpr GraphFamilyNames kGraphFamilyNames[] = {
+    {cg::Dir::FwdStats, "registerConvStats", "conv-stats", "conv+GenStats",
+     "conv+statistics timing buffers", "cuDNN graph conv fwd+genstats"},
+    {cg::Dir::BwdDataAddRelu, "registerConvBwdDataAddRelu", "dgrad+add+drelu",
+     "dgrad+add+drelu", "dgrad+add+drelu timing buffers",
+     "cuDNN graph dgrad+add+drelu"},
+    {cg::Dir::BwdFilter, "registerConvBwdFilterPrologue", "sbr+wgrad",
+     "prologue+wgrad", "sbr+wgrad timing buffers", "cuDNN graph sbr+wgrad"}};
+static_assert(std::size(kGraphFamilyNames) == kGraphFamilyRows);
+
+/// conv + statistics: cuDNN's conv + GenStats graph plans (with the
+/// prologue when registered with one) against the split form (the
+/// convolution as chosen, then the statistics kernels); cached by shape
+/// ("|genstats" or "|sbr+genstats": heuristics index, -1 = split).
+static void describeConvStats(Context &ctx, ConvStatsEntry &e,
+                              const ConvDesc &d, const ConvF16Bytes &bytes,
+                              GraphOrSplit &f) {
+  size_t kBytes = (size_t)d.K * sizeof(float),
+         cBytes = (size_t)d.C * sizeof(float);
+  f.prologue = e.prologue;
+  f.cacheTag = e.prologue ? "sbr+genstats" : "genstats";
+  f.needsReproProbe = true;
+  f.outputs = {2, 3, 4};
+  f.bufferNames = {"x", "w", "y", "sum", "sumSq", "scale", "shift"};
+  f.label = e.prologue ? "conv+genstats (prologue)" : "conv+genstats";
+  // x, w, y, sum, sumSq, the prologue's scale and shift.
+  f.bufferBytes = {bytes.x, bytes.w, bytes.y, kBytes, kBytes, cBytes, cBytes};
+  prologueBuffers(ctx, e, f, bytes.x, d.C, "conv+statistics");
+  f.runSplit = [&ctx, &e](void **p) {
+    const float *scale = e.prologue ? static_cast<float *>(p[5]) : nullptr;
+    const float *shift = e.prologue ? static_cast<float *>(p[6]) : nullptr;
+    e.split(ctx, p[0], p[1], p[2], static_cast<float *>(p[3]),
+            static_cast<float *>(p[4]), scale, shift, e.scratch);
+  };
+  f.runPlan = [&ctx, &e, &d](const cg::ConvPlan &pl, void **p) {
+    // A plan without the prologue takes no scale and shift: passing
+    // them makes its variant pack invalid and the plan "fail to run"
+    // (sessions 12-13 timed every plain conv+GenStats graph that way and
+    // kept the split form). The graph reads the f16 pair: the zeroed f32
+    // scale buffer holds 2 x C halves, zeros too.
+    const void *hScale = e.prologue ? p[5] : nullptr;
+    const void *hShift =
+        e.prologue ? static_cast<char *>(p[5]) + d.C * 2 : nullptr;
+    Context::Impl &I = *ctx.impl();
+    return pl.executeStats(
+        I.cudnn, p[0], p[1], p[2], static_cast<float *>(p[3]),
+        static_cast<float *>(p[4]), hScale, hShift, I.workspace);
+  };
+}
+
+/// dgrad + add + ReLU backward: cuDNN's graph plans against the split form
+/// (the backward-data convolution as chosen, then the generated epilogue
+/// kernel); cached by shape ("|dgrad+add+drelu": heuristics index, -1 =
+/// split).
+static void describeConvDgrad(Context &ctx, ConvDgradEntry &e, const ConvDesc &,
+                              const ConvF16Bytes &bytes, GraphOrSplit &f) {
+  f.cacheTag = "dgrad+add+drelu";
+  f.label = "dgrad+add+drelu";
+  // dy, w, addend, reluOut, dx.
+  f.bufferBytes = {bytes.y, bytes.w, bytes.x, bytes.x, bytes.x};
+  f.runSplit = [&ctx, &e](void **p) {
+    e.split(ctx, p[0], p[1], p[2], p[3], p[4]);
+  };
+  f.runPlan = [&ctx](const cg::ConvPlan &pl, void **p) {
+    return pl.executeDgradAddRelu(ctx.impl()->cudnn, p[0], p[1], p[2], p[3],
+                                  p[4], ctx.impl()->workspace);
+  };
+}
+
+/// prologue (scale, shift, ReLU) + wgrad: cuDNN's graph plans against the
+/// split form (the generated normalization into the scratch buffer, then
+/// the backward-filter convolution as chosen); cached by shape
+/// ("|sbr+wgrad": heuristics index, -1 = split).
+static void describeConvWgrad(Context &ctx, ConvWgradEntry &e,
+                              const ConvDesc &d, const ConvF16Bytes &bytes,
+                              GraphOrSplit &f) {
+  size_t cBytes = (size_t)d.C * sizeof(float);
+  f.prologue = true;
+  f.cacheTag = "sbr+wgrad";
+  f.label = "sbr+wgrad";
+  // x, dy, dw, scale, shift.
+  f.bufferBytes = {bytes.x, bytes.y, bytes.w, cBytes, cBytes};
+  prologueBuffers(ctx, e, f, bytes.x, d.C, "wgrad");
+  f.runSplit = [&ctx, &e](void **p) {
+    e.split(ctx, p[0], p[1], p[2], static_cast<float *>(p[3]),
+            static_cast<float *>(p[4]), e.scratch);
+  };
+  f.runPlan = [&ctx, &d](const cg::ConvPlan &pl, void **p) {
+    // The graph reads the f16 pair: the zeroed f32 scale buffer holds
+    // 2 x C halves, zeros too.
+    return pl.executeWgradPrologue(ctx.impl()->cudnn, p[0], p[1], p[2], p[3],
+                                   static_cast<char *>(p[3]) + d.C * 2,
+                                   ctx.impl()->workspace);
+  };
+}
+
+static constexpr GraphFamily<ConvStatsFn> kConvStats{
+    &Context::Impl::convStats, describeConvStats, kGraphFamilyNames[kStatsRow]};
+static constexpr GraphFamily<ConvDgradEpilogueFn> kConvDgrad{
+    &Context::Impl::convDgrads, describeConvDgrad,
+    kGraphFamilyNames[kDgradRow]};
+static constexpr GraphFamily<ConvWgradPrologueFn> kConvWgrad{
+    &Context::Impl::convWgrads, describeConvWgrad,
+    kGraphFamilyNames[kWgradRow]};
+
+//===--- convolutions with BatchNorm statistics ---------------------------===//
+
+void Context::registerConvStats(int id, int convId, ConvStatsFn split,
+                                bool prologue, const char *loc) {
+  registerGraphFused(*this, kConvStats, id, convId, split, loc).prologue =
+      prologue;
+}
+
+bool Context::convStatsUsesGraph(int id) const {
+  return runsAsGraph(*impl_, kConvStats, id);
 }
 
 void Context::convStatsFwd(int id, const void *x, const void *w, void *y,
                            float *sum, float *sumSq, const float *scale,
                            const float *shift) {
-  ConvStatsEntry &e = getFused(*this, impl_->convStats, id, "conv-stats");
+  ConvStatsEntry &e = getGraphFused(*this, kConvStats, id);
   if (e.prologue != (scale && shift) || (!e.prologue && (scale || shift)))
     fail(e.loc.c_str(), e.prologue
                             ? "conv-stats needs its prologue's scale "
                               "and shift"
                             : "conv-stats registered without a prologue");
-  if (!e.graph) {
-    e.split(*this, x, w, y, sum, sumSq, scale, shift, e.scratch);
-    return;
-  }
-  const void *gScale = nullptr, *gShift = nullptr;
-  if (e.prologue) {
-    int C = impl_->convs[e.conv].d.C;
-    toHalfScaleShift(*this, e, scale, shift, C);
-    gScale = e.halfScaleShift;
-    gShift = e.halfScaleShift + C;
-  }
-  CNNRT_CUDNN(*this,
-              e.graph->executeStats(impl_->cudnn, x, w, y, sum, sumSq, gScale,
-                                    gShift, impl_->workspace),
-              e.loc.c_str());
-  profileMark(*this, e.loc.c_str(), "cuDNN graph conv fwd+genstats");
-}
-
-bool Context::convStatsUsesGraph(int id) const {
-  return runsAsGraph(impl_->convStats, id);
+  runChosenForm(
+      *this, kConvStats, e,
+      [&] { e.split(*this, x, w, y, sum, sumSq, scale, shift, e.scratch); },
+      [&] {
+        const void *gScale = nullptr, *gShift = nullptr;
+        if (e.prologue) {
+          int C = impl_->convs[e.conv].d.C;
+          toHalfScaleShift(*this, e, scale, shift, C);
+          gScale = e.halfScaleShift;
+          gShift = e.halfScaleShift + C;
+        }
+        CNNRT_CUDNN(*this,
+                    e.graph->executeStats(impl_->cudnn, x, w, y, sum, sumSq,
+                                          gScale, gShift, impl_->workspace),
+                    e.loc.c_str());
+      });
 }
 
 //===--- backward-data convolutions with the residual-gradient epilogue ---===//
@@ -1437,58 +1585,25 @@ bool Context::convStatsUsesGraph(int id) const {
 void Context::registerConvBwdDataAddRelu(int id, int convId,
                                          ConvDgradEpilogueFn split,
                                          const char *loc) {
-  registerGraphFused(*this, impl_->convDgrads, id, convId, split,
-                     "registerConvBwdDataAddRelu", "dgrad+add+drelu", loc);
+  registerGraphFused(*this, kConvDgrad, id, convId, split, loc);
 }
 
-/// Times cuDNN's dgrad + add + ReLU-backward graph plans of each registered
-/// entry against its split form (the backward-data convolution as chosen,
-/// then the generated epilogue kernel) and keeps the faster; cached by
-/// shape ("|dgrad+add+drelu": heuristics index, -1 = split), as
-/// chooseConvStats does. CNNRT_CONV_GRAPH=0 keeps the split form.
-static void chooseConvDgradAddRelu(Context &ctx) {
-  namespace cg = cnnrt::cudnn_graph;
-  Context::Impl &I = *ctx.impl();
-  for (ConvDgradEntry &e : I.convDgrads) {
-    if (!e.valid)
-      continue;
-    ConvEntry &c = I.convs[e.conv];
-    const ConvDesc &d = c.d;
-    auto [xBytes, wBytes, yBytes] = convF16Bytes(d);
-    GraphOrSplit f;
-    f.dir = cg::Dir::BwdDataAddRelu;
-    f.cacheTag = "dgrad+add+drelu";
-    f.label = "dgrad+add+drelu";
-    f.planName = "dgrad+add+drelu";
-    // dy, w, addend, reluOut, dx.
-    f.bufferBytes = {yBytes, wBytes, xBytes, xBytes, xBytes};
-    f.buffersWhat = "dgrad+add+drelu timing buffers";
-    f.runSplit = [&](void **p) { e.split(ctx, p[0], p[1], p[2], p[3], p[4]); };
-    f.runPlan = [&](const cg::ConvPlan &pl, void **p) {
-      return pl.executeDgradAddRelu(I.cudnn, p[0], p[1], p[2], p[3], p[4],
-                                    I.workspace);
-    };
-    chooseGraphOrSplit(ctx, c, e.loc.c_str(), e.graph, f);
-  }
+bool Context::convBwdDataAddReluUsesGraph(int id) const {
+  return runsAsGraph(*impl_, kConvDgrad, id);
 }
 
 void Context::convBwdDataAddRelu(int id, const void *dy, const void *w,
                                  const void *addend, const void *reluOut,
                                  void *dx) {
-  ConvDgradEntry &e = getFused(*this, impl_->convDgrads, id, "dgrad+add+drelu");
-  if (!e.graph) {
-    e.split(*this, dy, w, addend, reluOut, dx);
-    return;
-  }
-  CNNRT_CUDNN(*this,
-              e.graph->executeDgradAddRelu(impl_->cudnn, dy, w, addend, reluOut,
-                                           dx, impl_->workspace),
-              e.loc.c_str());
-  profileMark(*this, e.loc.c_str(), "cuDNN graph dgrad+add+drelu");
-}
-
-bool Context::convBwdDataAddReluUsesGraph(int id) const {
-  return runsAsGraph(impl_->convDgrads, id);
+  ConvDgradEntry &e = getGraphFused(*this, kConvDgrad, id);
+  runChosenForm(
+      *this, kConvDgrad, e, [&] { e.split(*this, dy, w, addend, reluOut, dx); },
+      [&] {
+        CNNRT_CUDNN(*this,
+                    e.graph->executeDgradAddRelu(impl_->cudnn, dy, w, addend,
+                                                 reluOut, dx, impl_->workspace),
+                    e.loc.c_str());
+      });
 }
 
 //===--- backward-filter convolutions with the scale-shift-ReLU prologue --===//
@@ -1496,82 +1611,43 @@ bool Context::convBwdDataAddReluUsesGraph(int id) const {
 void Context::registerConvBwdFilterPrologue(int id, int convId,
                                             ConvWgradPrologueFn split,
                                             const char *loc) {
-  registerGraphFused(*this, impl_->convWgrads, id, convId, split,
-                     "registerConvBwdFilterPrologue", "sbr+wgrad", loc)
-      .prologue = true;
+  registerGraphFused(*this, kConvWgrad, id, convId, split, loc).prologue = true;
 }
 
-/// Times cuDNN's prologue (scale, shift, ReLU) + wgrad graph plans of each
-/// registered entry against its split form (the generated normalization
-/// into the scratch buffer, then the backward-filter convolution as chosen)
-/// and keeps the faster; cached by shape ("|sbr+wgrad": heuristics index,
-/// -1 = split), as chooseConvStats does. CNNRT_CONV_GRAPH=0 keeps the split
-/// form.
-static void chooseConvWgradPrologue(Context &ctx) {
-  namespace cg = cnnrt::cudnn_graph;
-  Context::Impl &I = *ctx.impl();
-  for (ConvWgradEntry &e : I.convWgrads) {
-    if (!e.valid)
-      continue;
-    ConvEntry &c = I.convs[e.conv];
-    const ConvDesc &d = c.d;
-    const char *loc = e.loc.c_str();
-    auto [xBytes, wBytes, yBytes] = convF16Bytes(d);
-    size_t cBytes = (size_t)d.C * sizeof(float);
-    GraphOrSplit f;
-    f.dir = cg::Dir::BwdFilter;
-    f.prologue = true;
-    f.cacheTag = "sbr+wgrad";
-    f.label = "sbr+wgrad";
-    f.planName = "prologue+wgrad";
-    // x, dy, dw, scale, shift.
-    f.bufferBytes = {xBytes, yBytes, wBytes, cBytes, cBytes};
-    f.buffersWhat = "sbr+wgrad timing buffers";
-    prologueBuffers(ctx, e, f, xBytes, d.C, "wgrad");
-    f.runSplit = [&](void **p) {
-      e.split(ctx, p[0], p[1], p[2], static_cast<float *>(p[3]),
-              static_cast<float *>(p[4]), e.scratch);
-    };
-    f.runPlan = [&](const cg::ConvPlan &pl, void **p) {
-      // The graph reads the f16 pair: the zeroed f32 scale buffer holds
-      // 2 x C halves, zeros too.
-      return pl.executeWgradPrologue(I.cudnn, p[0], p[1], p[2], p[3],
-                                     static_cast<char *>(p[3]) + d.C * 2,
-                                     I.workspace);
-    };
-    chooseGraphOrSplit(ctx, c, loc, e.graph, f);
-  }
+bool Context::convBwdFilterPrologueUsesGraph(int id) const {
+  return runsAsGraph(*impl_, kConvWgrad, id);
 }
 
 void Context::convBwdFilterPrologue(int id, const void *x, const void *dy,
                                     void *dw, const float *scale,
                                     const float *shift) {
-  ConvWgradEntry &e = getFused(*this, impl_->convWgrads, id, "sbr+wgrad");
+  ConvWgradEntry &e = getGraphFused(*this, kConvWgrad, id);
   int C = impl_->convs[e.conv].d.C;
   if (!scale || !shift)
     fail(e.loc.c_str(), "sbr+wgrad needs its prologue's scale and shift");
-  if (!e.graph) {
-    e.split(*this, x, dy, dw, scale, shift, e.scratch);
-    return;
-  }
-  toHalfScaleShift(*this, e, scale, shift, C);
-  CNNRT_CUDNN(
-      *this,
-      e.graph->executeWgradPrologue(impl_->cudnn, x, dy, dw, e.halfScaleShift,
-                                    e.halfScaleShift + C, impl_->workspace),
-      e.loc.c_str());
-  profileMark(*this, e.loc.c_str(), "cuDNN graph sbr+wgrad");
-}
-
-bool Context::convBwdFilterPrologueUsesGraph(int id) const {
-  return runsAsGraph(impl_->convWgrads, id);
+  runChosenForm(
+      *this, kConvWgrad, e,
+      [&] { e.split(*this, x, dy, dw, scale, shift, e.scratch); },
+      [&] {
+        toHalfScaleShift(*this, e, scale, shift, C);
+        // CNNRT_CUDNN's message quotes the call's text, in which a line
+        // break after `(` would be a space.
+        // clang-format off
+        CNNRT_CUDNN(*this,
+                    e.graph->executeWgradPrologue(impl_->cudnn, x, dy, dw,
+                                                  e.halfScaleShift,
+                                                  e.halfScaleShift + C,
+                                                  impl_->workspace),
+                    e.loc.c_str());
+        // clang-format on
+      });
 }
 
 void chooseFusedConvForms(Context &ctx) {
   chooseFusedConvs(ctx);
-  chooseConvStats(ctx);
-  chooseConvDgradAddRelu(ctx);
-  chooseConvWgradPrologue(ctx);
+  chooseGraphFamily(ctx, kConvStats);
+  chooseGraphFamily(ctx, kConvDgrad);
+  chooseGraphFamily(ctx, kConvWgrad);
 }
 
 } // namespace cnnrt
