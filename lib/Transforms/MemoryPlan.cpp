@@ -465,6 +465,10 @@ LogicalResult MemoryPlanPass::plan() {
   module->setAttr(kPersistentBytesAttr, i64(persistentBytes));
   module->setAttr(kWorkspaceOffsetAttr, i64(wsOffset));
   module->setAttr(kWorkspaceBytesAttr, i64(wsBytes));
+  if (workspaceMB >= 0)
+    module->setAttr(kWorkspaceIsCapAttr, b.getUnitAttr());
+  else
+    module->removeAttr(kWorkspaceIsCapAttr);
   module->setAttr(kTempOffsetAttr, i64(tempBase));
   module->setAttr(kTrainPeakAttr, i64(trainPlan->peak));
   module->setAttr(kTrainLowerBoundAttr, i64(trainPlan->lowerBound));

@@ -38,6 +38,11 @@ constexpr const char *kArenaBytesAttr = "cnn.arena_bytes";
 constexpr const char *kPersistentBytesAttr = "cnn.persistent_bytes";
 constexpr const char *kWorkspaceOffsetAttr = "cnn.workspace_offset";
 constexpr const char *kWorkspaceBytesAttr = "cnn.workspace_bytes";
+/// Set when the workspace was given (--workspace-mb): the runtime then picks
+/// only algorithms within it. Without it the planned size is a default the
+/// runtime may exceed, outside the arena, for a convolution plan at least
+/// twice as fast (ModelSpec::workspaceIsCap).
+constexpr const char *kWorkspaceIsCapAttr = "cnn.workspace_is_cap";
 constexpr const char *kTempOffsetAttr = "cnn.temp_offset";
 constexpr const char *kTrainPeakAttr = "cnn.train_peak_bytes";
 constexpr const char *kTrainLowerBoundAttr = "cnn.train_lower_bound_bytes";

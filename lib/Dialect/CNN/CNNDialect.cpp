@@ -102,6 +102,9 @@ AttrKind moduleAttrKind(StringRef name) {
       .Case("cnn.fusion_stats", AttrKind::Dictionary)
       .Case("cnn.pipeline", AttrKind::Dictionary) // cnn-pipeline-partition
       .Case("cnn.target", AttrKind::Target)
+      // cnn-memory-plan: the workspace is --workspace-mb's cap, not the
+      // planned default the runtime may exceed for a much faster plan.
+      .Case("cnn.workspace_is_cap", AttrKind::Unit)
       .Default(AttrKind::Unknown);
 }
 

@@ -49,6 +49,8 @@ struct BufferPlan {
   /// bounds of the temporary peaks (max over time of live bytes).
   size_t workspaceOffset = 0, workspaceBytes = 0, tempOffset = 0;
   size_t trainLowerBound = 0, evalLowerBound = 0;
+  /// --workspace-mb gave the workspace (cnn.workspace_is_cap).
+  bool workspaceIsCap = false;
   unsigned numInPlace = 0;
   std::string strategy;
 

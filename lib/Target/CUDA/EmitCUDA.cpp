@@ -2650,9 +2650,12 @@ LogicalResult Emitter::write(llvm::raw_ostream &os, func::FuncOp step,
   std::string tail =
       // The training driver's collectives (broadcast, sums over ranks).
       numBuckets > 0 || pipelineTransfers ? ", &cnnrt::dist::kHooks" : "";
-  if (ignoreIndex != -100)
+  if (ignoreIndex != -100 || plan.workspaceIsCap)
     tail = fmt::format("{}, {}ll", !tail.empty() ? tail : ", nullptr",
                        ignoreIndex);
+  // ModelSpec::workspaceIsCap (written only when --workspace-mb was given).
+  if (plan.workspaceIsCap)
+    tail += ", true";
   os << fmt::format(
       "static const cnnrt::ModelSpec kModel = {{\"{}\", {}ull, kTensors, "
       "(int)(sizeof(kTensors) / sizeof(kTensors[0])), {}, {}, {}, {}, {}, "

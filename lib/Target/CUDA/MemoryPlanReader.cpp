@@ -186,6 +186,7 @@ FailureOr<BufferPlan> cnnc::getBufferPlan(func::FuncOp step,
     return failure();
   if (auto s = module->getAttrOfType<StringAttr>(kPlanStrategyAttr))
     plan.strategy = s.str();
+  plan.workspaceIsCap = module->hasAttr(kWorkspaceIsCapAttr);
   if (plan.persistentBytes > plan.workspaceOffset ||
       plan.workspaceOffset + plan.workspaceBytes > plan.tempOffset ||
       plan.tempOffset > plan.arenaBytes ||

@@ -113,6 +113,11 @@ struct ModelSpec {
   /// The cross-entropy's ignore_index (cnnc --ignore-index): dense labels
   /// that are not a class must be this; validation leaves them out.
   int64_t ignoreIndex = -100;
+  /// The planned workspace is a cap (cnnc --workspace-mb): no algorithm
+  /// beyond it. Without it (the planned default) a convolution's graph plan
+  /// that needs more and runs at least twice as fast as the best within it
+  /// gets a workspace of its own outside the arena (said at start-up).
+  bool workspaceIsCap = false;
 };
 
 /// A 2-D convolution. x: [N,C,H,W] (or NHWC), w: [K,C/groups,R,S] (or KRSC
