@@ -13,7 +13,8 @@
 // average pooling with padding, max and average pooling's kernels and
 // gradients in both layouts (checkPooling), the NCHW batch_norm_grad sums,
 // softmax, the cross-entropy loss and its gradient (label smoothing, ignored
-// rows), loss scaling and splitmix64.
+// rows), loss scaling and splitmix64, and upsample + concat's fused
+// forward and channel-range gradient (checkResizeConcat).
 //
 // Prints one line per check; exit 0 when all pass, 1 on a mismatch, 2 on a
 // CUDA error, 3 without a GPU (ctest's SKIP_RETURN_CODE).
@@ -975,6 +976,147 @@ void checkLossScaleAndRandom() {
 
 } // namespace
 
+/// Bilinear (half_pixel, scale 2: x = (o + 0.5) / 2 - 0.5, clamped at 0)
+/// or nearest (PyTorch's: o / 2) taps of one dimension doubled from `in`,
+/// as cnnc/Support/Resize.h computes them for these cases.
+std::vector<ResizeTap> doublingTaps(int in, bool linear) {
+  std::vector<ResizeTap> taps;
+  for (int o = 0; o < 2 * in; ++o) {
+    if (!linear) {
+      taps.push_back({o / 2, o / 2, 0.f});
+      continue;
+    }
+    float x = std::max((float)((o + 0.5) / 2 - 0.5), 0.f);
+    int lo = std::min((int)std::floor(x), in - 1);
+    taps.push_back({lo, std::min(lo + 1, in - 1), x - (float)lo});
+  }
+  return taps;
+}
+
+/// For each input index, the outputs [first, last] whose taps read it.
+std::vector<int2> tapRanges(int in, const std::vector<ResizeTap> &taps) {
+  std::vector<int2> r(in, int2{(int)taps.size(), -1});
+  for (int o = 0; o < (int)taps.size(); ++o)
+    for (int i : {taps[o].lo, taps[o].hi}) {
+      r[i].x = std::min(r[i].x, o);
+      r[i].y = std::max(r[i].y, o);
+    }
+  return r;
+}
+
+/// The weight with which tap `t` reads input `k`, in double.
+double tapWeight(const ResizeTap &t, int k, bool linear) {
+  if (!linear)
+    return t.lo == k ? 1.0 : 0.0;
+  return (t.lo == k ? 1.0 - t.l1 : 0.0) + (t.hi == k ? (double)t.l1 : 0.0);
+}
+
+template <typename T, bool NHWC, bool LINEAR>
+__global__ void resizeConcatFwdKernel(const T *x, const T *other, T *y,
+                                      ResizeParams p, int otherC, int c0,
+                                      const ResizeTap *th,
+                                      const ResizeTap *tw) {
+  resizeConcatFwd<T, NHWC, LINEAR>(x, other, y, p, otherC, c0, th, tw);
+}
+
+template <typename T, bool NHWC, bool LINEAR>
+__global__ void resizeSliceBwdKernel(const T *dy, T *dx, ResizeParams p,
+                                     int otherC, int c0, const ResizeTap *th,
+                                     const ResizeTap *tw, const int2 *rh,
+                                     const int2 *rw) {
+  resizeSliceBwd<T, NHWC, LINEAR>(dy, dx, p, otherC, c0, th, tw, rh, rw);
+}
+
+/// cnn.fused_resize_concat's kernel (resizeConcatFwd) and cnn.resize_grad
+/// with a channel offset (resizeSliceBwd), launched as the printer launches
+/// them (a thread per result element, grid-stride), against the resize and
+/// concatenation in double: 2 images, 3 channels of 5 x 4 doubled to 10 x 8,
+/// concatenated with 5 other channels, the resized ones first (c0 = 0) or
+/// last (c0 = 5).
+template <typename T, bool NHWC, bool LINEAR>
+void checkResizeConcat(int c0, double tol) {
+  const int N = 2, C = 3, H = 5, W = 4, P = 10, Q = 8, OC = 5, CY = C + OC;
+  const ResizeParams p{N, C, H, W, P, Q};
+  auto at = [](int ch, int64_t n, int c, int y, int x, int Y, int X) {
+    return NHWC ? ((n * Y + y) * X + x) * ch + c
+                : ((n * ch + c) * Y + y) * (int64_t)X + x;
+  };
+  std::vector<ResizeTap> th = doublingTaps(H, LINEAR),
+                         tw = doublingTaps(W, LINEAR);
+  std::vector<int2> rh = tapRanges(H, th), rw = tapRanges(W, tw);
+  std::vector<float> x = randoms((size_t)N * C * H * W, -2, 2, 41),
+                     other = randoms((size_t)N * OC * P * Q, -2, 2, 42),
+                     dy = randoms((size_t)N * CY * P * Q, -2, 2, 43);
+  // The operands as the kernels read them (f16 rounded where T is __half).
+  auto stored = [](const std::vector<float> &v) {
+    if constexpr (std::is_same_v<T, __half>)
+      return toHalf(v);
+    else
+      return v;
+  };
+  auto value = [](float v) -> double {
+    if constexpr (std::is_same_v<T, __half>)
+      return __half2float(__float2half_rn(v));
+    else
+      return v;
+  };
+  std::vector<double> want((size_t)N * CY * P * Q), wantDx(x.size());
+  for (int n = 0; n < N; ++n)
+    for (int c = 0; c < CY; ++c)
+      for (int oh = 0; oh < P; ++oh)
+        for (int ow = 0; ow < Q; ++ow) {
+          double v = 0;
+          if (c >= c0 && c < c0 + C) {
+            for (int h = 0; h < H; ++h)
+              for (int w = 0; w < W; ++w)
+                v += tapWeight(th[oh], h, LINEAR) *
+                     tapWeight(tw[ow], w, LINEAR) *
+                     value(x[at(C, n, c - c0, h, w, H, W)]);
+          } else {
+            int co = c < c0 ? c : c - C;
+            v = value(other[at(OC, n, co, oh, ow, P, Q)]);
+          }
+          want[at(CY, n, c, oh, ow, P, Q)] = v;
+        }
+  for (int n = 0; n < N; ++n)
+    for (int c = 0; c < C; ++c)
+      for (int h = 0; h < H; ++h)
+        for (int w = 0; w < W; ++w) {
+          double g = 0;
+          for (int oh = 0; oh < P; ++oh)
+            for (int ow = 0; ow < Q; ++ow)
+              g += tapWeight(th[oh], h, LINEAR) * tapWeight(tw[ow], w, LINEAR) *
+                   value(dy[at(CY, n, c0 + c, oh, ow, P, Q)]);
+          wantDx[at(C, n, c, h, w, H, W)] = g;
+        }
+  auto hx = stored(x), ho = stored(other), hdy = stored(dy);
+  T *dX = toDevice(hx), *dO = toDevice(ho), *dDy = toDevice(hdy);
+  T *dY = toDevice(std::vector<T>(want.size())),
+    *dDx = toDevice(std::vector<T>(x.size()));
+  ResizeTap *dTh = toDevice(th), *dTw = toDevice(tw);
+  int2 *dRh = toDevice(rh), *dRw = toDevice(rw);
+  // Small grids: the grid-stride loops cover the rest.
+  resizeConcatFwdKernel<T, NHWC, LINEAR>
+      <<<2, 256>>>(dX, dO, dY, p, OC, c0, dTh, dTw);
+  CUDA_OK(cudaGetLastError());
+  resizeSliceBwdKernel<T, NHWC, LINEAR>
+      <<<1, 256>>>(dDy, dDx, p, OC, c0, dTh, dTw, dRh, dRw);
+  CUDA_OK(cudaGetLastError());
+  CUDA_OK(cudaDeviceSynchronize());
+  std::string what = std::string(std::is_same_v<T, __half> ? "f16" : "f32") +
+                     (NHWC ? " NHWC" : " NCHW") +
+                     (LINEAR ? " bilinear" : " nearest") +
+                     " c0=" + std::to_string(c0);
+  expectNear(("resizeConcatFwd " + what).c_str(),
+             fromDevice(dY, want.size()), want, tol);
+  expectNear(("resizeSliceBwd " + what).c_str(), fromDevice(dDx, x.size()),
+             wantDx, tol);
+  for (void *d : {(void *)dX, (void *)dO, (void *)dDy, (void *)dY,
+                  (void *)dDx, (void *)dTh, (void *)dTw, (void *)dRh,
+                  (void *)dRw})
+    CUDA_OK(cudaFree(d));
+}
+
 int main() {
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
@@ -993,6 +1135,10 @@ int main() {
   checkCrossEntropy(37, 10);
   checkCrossEntropy(5, 1000);
   checkLossScaleAndRandom();
+  checkResizeConcat<float, false, true>(0, 1e-5);
+  checkResizeConcat<float, false, false>(5, 1e-5);
+  checkResizeConcat<__half, true, true>(5, 1e-3);
+  checkResizeConcat<__half, true, false>(0, 1e-3);
   if (failures) {
     std::printf("kernels_check: %d check(s) FAILED\n", failures);
     return 1;
