@@ -14,13 +14,20 @@ part u), two measurements:
 * upsample + concat: a 4-level U-Net (bilinear Upsample(scale 2,
   align_corners=False) + torch.cat skips, conv + BatchNorm + ReLU, batch 16,
   256x256, 21 classes) trained on per-pixel labels (.npy masks, as
-  test/gpu/check_segmentation.py feeds the executable) with cnnc's default
-  pipeline; its steady step time, then one step under CNNRT_PROFILE=1 (the
-  by-op-kind table of runtime/src/Profile.cu, CUDA events around every
-  launch of the uncaptured second step); prints
-    UPSAMPLE_CONCAT share=P% of step (resize X ms, resize_grad Y ms, concat Z ms, slices W ms)
+  test/gpu/check_segmentation.py feeds the executable), compiled twice with
+  cnnc's default pipeline: as is (cnn-fuse makes each upsample + concat one
+  cnn.fused_resize_concat kernel and the resize gradient read its channels
+  of the concat's gradient in place) and with --fuse-resize-concat=false
+  (resize, concat and the gradient's slices apart, as session 29 measured
+  them). Each is timed (steady ms/step, a b a b), then profiled for one step
+  under CNNRT_PROFILE=1 (the by-op-kind table of runtime/src/Profile.cu,
+  CUDA events around every launch of the uncaptured second step); prints
+    UNET step default=X ms off=Y ms (...)
+    default: UPSAMPLE_CONCAT share=P% of step (resize X ms, resize_grad Y ms, concat Z ms,
+      slices W ms, cnn.fused_resize_concat V ms)
+    off: UPSAMPLE_CONCAT share=P% of step (...)
   where P is those kinds' share of the profiled step and every other
-  resize/concat/slice kind the table names follows.
+  resize/concat/slice kind the table names (the fused op) follows.
 
 --dry-run builds, exports and compiles everything (with --stats) and stops
 before running an executable: the CPU machine checks the script that way
@@ -280,20 +287,44 @@ def part_unet(args):
     # mode reads .npy masks (synthetic data has one label per image).
     np.save(os.path.join(data, "train_x.npy"), x.numpy())
     np.save(os.path.join(data, "train_y.npy"), y.numpy())
-    exe = os.path.join(work, "train")
-    launches = compile_step(args.cnnc, onnx_path, exe, args.unet_flags.split())
+    # The A/B of the upsample + concat fusion: the default pipeline, and
+    # --fuse-resize-concat=false (resize, concat and the gradient's slices
+    # as separate kernels, as session 29 measured them).
+    exes = {v: os.path.join(work, v, "train") for v in ("default", "off")}
+    flags = {"default": args.unet_flags.split(),
+             "off": args.unet_flags.split() + ["--fuse-resize-concat=false"]}
+    launches = {}
+    for v in ("default", "off"):
+        os.makedirs(os.path.dirname(exes[v]), exist_ok=True)
+        launches[v] = compile_step(args.cnnc, onnx_path, exes[v], flags[v])
     if args.dry_run:
-        result("UPSAMPLE_CONCAT dry run: %d launches per step" % launches)
+        result("UPSAMPLE_CONCAT dry run: launches per step default=%d off=%d"
+               % (launches["default"], launches["off"]))
         return True
-    step = ms_per_step(exe, data, args.unet_batch, args.steps)
-    out, _ = run([exe, "--data", data, "--steps", "3"], dict(os.environ, CNNRT_PROFILE="1"))
-    total, kinds = profile_by_kind(out)
-    print("\n".join(l for l in out.splitlines()
-                    if l.startswith("  ") or l.startswith("cnnrt: profile")), flush=True)
-    result("UNET step=%.3f ms/step (steady, batch %d, %dx%d, %d launches per step); "
-           "profiled step %.3f ms (uncaptured, events between launches)"
-           % (step, args.unet_batch, args.unet_size, args.unet_size, launches, total))
-    result(upsample_concat_line(total, kinds))
+    times = {"default": [], "off": []}
+    for r in range(2):
+        for v in ("default", "off"):
+            ms = ms_per_step(exes[v], data, args.unet_batch, args.steps)
+            times[v].append(ms)
+            print("unet %s run %d: %.3f ms/step" % (v, r + 1, ms), flush=True)
+    profiles = {}
+    for v in ("default", "off"):
+        out, _ = run([exes[v], "--data", data, "--steps", "3"],
+                     dict(os.environ, CNNRT_PROFILE="1"))
+        profiles[v] = profile_by_kind(out)
+        print("unet %s:" % v, flush=True)
+        print("\n".join(l for l in out.splitlines()
+                        if l.startswith("  ") or l.startswith("cnnrt: profile")), flush=True)
+    result("UNET step default=%.3f ms off=%.3f ms (steady, best of %s / %s; --fuse-resize-concat"
+           "=false is off; batch %d, %dx%d; launches per step default %d, off %d); profiled "
+           "step default %.3f ms, off %.3f ms (uncaptured, events between launches)"
+           % (min(times["default"]), min(times["off"]),
+              ", ".join("%.3f" % t for t in times["default"]),
+              ", ".join("%.3f" % t for t in times["off"]), args.unet_batch, args.unet_size,
+              args.unet_size, launches["default"], launches["off"], profiles["default"][0],
+              profiles["off"][0]))
+    for v in ("default", "off"):
+        result("%s: %s" % (v, upsample_concat_line(*profiles[v])))
     return True
 
 
