@@ -13,7 +13,7 @@
 // CHECK-SAME: cnn.persistent_bytes = 1792 : i64
 // CHECK-SAME: cnn.temp_offset = 1050368 : i64
 // CHECK-SAME: cnn.train_lower_bound_bytes = 388 : i64, cnn.train_peak_bytes = 772 : i64
-// CHECK-SAME: cnn.workspace_bytes = 1048576 : i64, cnn.workspace_offset = 1792 : i64
+// CHECK-SAME: cnn.workspace_bytes = 1048576 : i64, cnn.workspace_is_cap, cnn.workspace_offset = 1792 : i64
 
 // Persistent tensors in argument order.
 // CHECK-LABEL: func.func @train_step(

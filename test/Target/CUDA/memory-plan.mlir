@@ -15,7 +15,7 @@
 // CHECK: ctx.convFwd(0, P<float>(A, 0), P<float>(A, 3840), P<float>(A, [[CONV:[0-9]+]]));
 // CHECK-NEXT: k0<<<{{[0-9]+}}, 256, 0, s>>>(P<float>(A, [[CONV]]), P<float>(A, 4864), P<float>(A, [[CONV]]));
 // CHECK: k1<<<{{[0-9]+}}, 256, 0, s>>>(P<float>(A, [[CONV]]), P<float>(A, [[CONV]]));
-// CHECK: static const cnnrt::ModelSpec kModel = {{.*}}, cnncDefaultLR, 100, 9984ull, 4194304ull};
+// CHECK: static const cnnrt::ModelSpec kModel = {{.*}}, cnncDefaultLR, 100, 9984ull, 4194304ull, nullptr, -100ll, true};
 // CHECK: const float cnncDefaultLR = 0.0500000007f;
 
 // PLAN: # buffer plan (cnn-memory-plan, {{.*}})
