@@ -211,6 +211,7 @@ void Context::init() {
     impl_->workspace = arena_ + spec.workspaceOffset;
     impl_->workspaceBytes = spec.workspaceBytes;
     impl_->plannedWorkspace = true;
+    impl_->workspaceIsCap = spec.workspaceIsCap;
     impl_->matmulWsLimit = std::min(impl_->matmulWsLimit, spec.workspaceBytes);
   }
   impl_->cache.load(opts_.algoCachePath);
@@ -241,6 +242,7 @@ void Context::release() {
   releaseMatmuls(*impl_);
   if (!impl_->plannedWorkspace)
     cudaFree(impl_->workspace);
+  cudaFree(impl_->overflowWs);
   cudaFree(arena_);
   cudaFree(impl_->reductionScratch);
   if (impl_->lt)
@@ -345,6 +347,15 @@ void Context::finishPrepare() {
     if (cudaMalloc(&I.workspace, I.neededWorkspace) != cudaSuccess)
       throwOutOfMemory(spec_, "the algorithm workspace", I.neededWorkspace);
     I.workspaceBytes = I.neededWorkspace;
+  }
+  if (I.neededOverflow > I.overflowWsBytes) {
+    cudaFree(I.overflowWs);
+    I.overflowWs = nullptr;
+    if (cudaMalloc(&I.overflowWs, I.neededOverflow) != cudaSuccess)
+      throwOutOfMemory(spec_, "the workspace of the convolution plans beyond "
+                              "the planned one",
+                       I.neededOverflow);
+    I.overflowWsBytes = I.neededOverflow;
   }
   if (I.neededPad > I.padBytes) {
     cudaFree(I.padBuf);

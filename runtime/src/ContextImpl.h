@@ -125,6 +125,10 @@ struct ConvEntry {
   /// algorithm when timed (null: the legacy call). Runs only calls that
   /// overwrite their output (beta 0); accumulating calls take the legacy one.
   std::shared_ptr<cnnrt::cudnn_graph::ConvPlan> graph[3];
+  /// The graph plan of a direction needs more than the planned (default)
+  /// workspace and runs with Impl::overflowWs (chooseGraphConv: at least
+  /// twice as fast as the best within it).
+  bool overflow[3] = {false, false, false};
 };
 
 /// What every fused convolution has: the registered convolution it runs
@@ -210,6 +214,13 @@ struct Context::Impl {
   /// The workspace is the arena region ModelSpec plans: algorithms must fit
   /// in workspaceBytes, nothing is allocated or freed.
   bool plannedWorkspace = false;
+  /// ModelSpec::workspaceIsCap: the planned workspace was given
+  /// (--workspace-mb), so no convolution plan may exceed it.
+  bool workspaceIsCap = false;
+  /// The workspace of the convolution plans beyond the planned default one
+  /// (ConvEntry::overflow): allocated by finishPrepare, outside the arena.
+  void *overflowWs = nullptr;
+  size_t overflowWsBytes = 0, neededOverflow = 0;
   /// Context::reductionScratch's buffer and its size in doubles.
   double *reductionScratch = nullptr;
   size_t reductionScratchDoubles = 0;

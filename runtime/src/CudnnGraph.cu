@@ -567,6 +567,7 @@ std::vector<std::unique_ptr<ConvPlan>> plansFrom(cudnnHandle_t h,
                                                  int first, int limit,
                                                  bool deterministic,
                                                  size_t maxWorkspace,
+                                                 size_t minWorkspace,
                                                  bool onlyFirst,
                                                  std::string *why) {
   std::vector<std::unique_ptr<ConvPlan>> out;
@@ -591,7 +592,8 @@ std::vector<std::unique_ptr<ConvPlan>> plansFrom(cudnnHandle_t h,
       continue;
     }
     if (auto p = b.plan(std::move(cfgs[i]), i, own)) {
-      if (p->workspaceBytes() > maxWorkspace) {
+      if (p->workspaceBytes() > maxWorkspace ||
+          p->workspaceBytes() < minWorkspace) {
         ++skippedWorkspace;
         continue;
       }
@@ -604,7 +606,9 @@ std::vector<std::unique_ptr<ConvPlan>> plansFrom(cudnnHandle_t h,
     *why = "of " + std::to_string(cfgs.size() - first) + " engines, " +
            std::to_string(skippedNondeterministic) +
            " not deterministic, " + std::to_string(skippedWorkspace) +
-           " over the workspace, the rest not supported";
+           (minWorkspace > 0 ? " outside the workspace range"
+                             : " over the workspace") +
+           ", the rest not supported";
   return out;
 }
 
@@ -612,15 +616,16 @@ std::vector<std::unique_ptr<ConvPlan>> plansFrom(cudnnHandle_t h,
 
 std::vector<std::unique_ptr<ConvPlan>>
 convPlans(cudnnHandle_t h, const ConvGeometry &g, Dir dir, int maxPlans,
-          bool deterministic, std::string *why, size_t maxWorkspace) {
+          bool deterministic, std::string *why, size_t maxWorkspace,
+          size_t minWorkspace) {
   return plansFrom(h, g, dir, 0, maxPlans, deterministic, maxWorkspace,
-                   /*onlyFirst=*/false, why);
+                   minWorkspace, /*onlyFirst=*/false, why);
 }
 
 std::unique_ptr<ConvPlan> convPlanAt(cudnnHandle_t h, const ConvGeometry &g,
                                      Dir dir, int index, std::string *why) {
-  auto v = plansFrom(h, g, dir, index, 1, false, SIZE_MAX, /*onlyFirst=*/true,
-                     why);
+  auto v = plansFrom(h, g, dir, index, 1, false, SIZE_MAX, 0,
+                     /*onlyFirst=*/true, why);
   if (v.empty() || v.front()->index() != index)
     return nullptr;
   return std::move(v.front());

@@ -138,12 +138,12 @@ private:
 
 /// Up to `maxPlans` plans, in the heuristics' order over every engine
 /// configuration they rank, whose configs finalize and whose workspace is
-/// at most `maxWorkspace`; non-deterministic engines are skipped when
+/// from `minWorkspace` to `maxWorkspace`; non-deterministic engines are skipped when
 /// `deterministic`. Empty (with `why`) when no engine is left.
 std::vector<std::unique_ptr<ConvPlan>>
 convPlans(cudnnHandle_t h, const ConvGeometry &g, Dir dir, int maxPlans,
           bool deterministic, std::string *why,
-          size_t maxWorkspace = SIZE_MAX);
+          size_t maxWorkspace = SIZE_MAX, size_t minWorkspace = 0);
 
 /// The plan at heuristics position `index` (a cached choice), or null.
 std::unique_ptr<ConvPlan> convPlanAt(cudnnHandle_t h, const ConvGeometry &g,

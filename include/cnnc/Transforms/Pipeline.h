@@ -331,9 +331,11 @@ struct CNNPipelineOptions
   Option<int64_t> workspaceMB{
       *this, "workspace-mb",
       llvm::cl::desc("GPU target: the cuDNN/cuBLASLt workspace in the arena, "
-                     "in MiB (default: the largest tensor a convolution "
-                     "reads or writes, 4 to 64 MiB; algorithms that need "
-                     "more are not chosen)"),
+                     "in MiB, a cap: algorithms that need more are not "
+                     "chosen (default: the largest tensor a convolution "
+                     "reads or writes, 4 to 64 MiB, which a convolution "
+                     "plan at least twice as fast may exceed with a "
+                     "workspace of its own, said at start-up)"),
       llvm::cl::init(-1), llvm::cl::cat(stepPassOptionCategory())};
   Option<double> bucketMB{
       *this, "bucket-mb",
