@@ -377,7 +377,17 @@ static bool chooseGraphConv(Context &ctx, Context::Impl &I, ConvEntry &c,
   std::shared_ptr<cg::ConvPlan> beyond;
   float beyondMs = -1, withinMs = useGraph ? bestMs : legacyMs;
   size_t beyondLimit = std::min(I.tuneWsBytes, kOverflowWorkspaceMax);
-  if (overflowAllowed(I) && wsCap < beyondLimit) {
+  // Searched only where the choice within the workspace is poor: nothing
+  // ran, or a launch of over 0.5 ms at under 20 TFLOP/s in f16 (5 in f32;
+  // Hopper's dense f16 Tensor Cores peak near 1,000): each graph plan
+  // costs start-up time to build and time, and most convolutions have a
+  // fast plan within the default workspace.
+  const double flops = 2.0 * d.N * d.K * d.P * d.Q * (double(d.C) / d.groups) *
+                       d.R * d.S;
+  const double floorTflops = d.dtype == DType::F16 ? 20.0 : 5.0;
+  const bool poor = withinMs < 0 || (withinMs > 0.5f &&
+                                     flops / (withinMs * 1e9) < floorTflops);
+  if (overflowAllowed(I) && poor && wsCap < beyondLimit) {
     std::string whyBeyond;
     auto more = cg::convPlans(I.cudnn, g, static_cast<cg::Dir>(dir),
                               ctx.options().graphPlans,
