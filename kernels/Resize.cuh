@@ -86,6 +86,50 @@ resizeConcatFwd(const T *__restrict__ x, const T *__restrict__ other,
   }
 }
 
+// cnn-select-lowering's "vec8" form of resizeConcatFwd (NHWC; p.C, otherC
+// and c0 multiples of 8): eight channels of one pixel a thread, 16-byte
+// loads and stores, the taps read once for the eight. The same f32
+// arithmetic per channel as resizeStore.
+template <typename T, bool LINEAR>
+__device__ __forceinline__ void
+resizeConcatFwdNHWC8(const T *__restrict__ x, const T *__restrict__ other,
+                     T *__restrict__ y, ResizeParams p, int otherC, int c0,
+                     const ResizeTap *th, const ResizeTap *tw) {
+  const int cy8 = (p.C + otherC) / 8;
+  int64_t total = (int64_t)p.N * p.P * p.Q * cy8;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    int c = (int)(i % cy8) * 8;
+    int64_t pixel = i / cy8;
+    int ow = (int)(pixel % p.Q);
+    int oh = (int)(pixel / p.Q % p.P);
+    int64_t n = pixel / ((int64_t)p.P * p.Q);
+    float v[8];
+    if (c < c0 || c >= c0 + p.C) {
+      ldv8(other + pixel * otherC + (c < c0 ? c : c - p.C), v);
+      stv8(y + i * 8, v);
+      continue;
+    }
+    const ResizeTap a = th[oh], b = tw[ow];
+    const T *xn = x + n * p.H * p.W * p.C + (c - c0);
+    ldv8(xn + ((int64_t)a.lo * p.W + b.lo) * p.C, v);
+    if (LINEAR) {
+      float v01[8], v10[8], v11[8];
+      ldv8(xn + ((int64_t)a.lo * p.W + b.hi) * p.C, v01);
+      ldv8(xn + ((int64_t)a.hi * p.W + b.lo) * p.C, v10);
+      ldv8(xn + ((int64_t)a.hi * p.W + b.hi) * p.C, v11);
+      float h1 = a.l1, h0 = 1.f - h1, w1 = b.l1, w0 = 1.f - w1;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        float top = v[e] * w0 + v01[e] * w1;
+        float bottom = v10[e] * w0 + v11[e] * w1;
+        v[e] = top * h0 + bottom * h1;
+      }
+    }
+    stv8(y + i * 8, v);
+  }
+}
+
 // The weight with which tap `t` reads input index `k`.
 __device__ __forceinline__ float resizeWeight(const ResizeTap &t, int k,
                                               bool linear) {
@@ -124,6 +168,48 @@ resizeSliceBwd(const T *__restrict__ dy, T *__restrict__ dx, ResizeParams p,
       }
     }
     st(dx + i, g);
+  }
+}
+
+// The "vec8" form of resizeSliceBwd (NHWC; p.C, otherC and c0 multiples
+// of 8): eight channels of one input pixel a thread, the weights computed
+// once for the eight, 16-byte gradient loads; the sums in resizeSliceBwd's
+// order.
+template <typename T, bool LINEAR>
+__device__ __forceinline__ void
+resizeSliceBwdNHWC8(const T *__restrict__ dy, T *__restrict__ dx,
+                    ResizeParams p, int otherC, int c0, const ResizeTap *th,
+                    const ResizeTap *tw, const int2 *rh, const int2 *rw) {
+  const int c8 = p.C / 8, cy = p.C + otherC;
+  int64_t total = (int64_t)p.N * p.H * p.W * c8;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    int c = (int)(i % c8) * 8;
+    int64_t pixel = i / c8;
+    int w = (int)(pixel % p.W);
+    int h = (int)(pixel / p.W % p.H);
+    int64_t n = pixel / ((int64_t)p.H * p.W);
+    const T *dyn = dy + n * p.P * p.Q * cy + c0 + c;
+    const int2 R = rh[h], S = rw[w];
+    float g[8], d[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e)
+      g[e] = 0.f;
+    for (int oh = R.x; oh <= R.y; ++oh) {
+      float wh = resizeWeight(th[oh], h, LINEAR);
+      if (wh == 0.f)
+        continue;
+      for (int ow = S.x; ow <= S.y; ++ow) {
+        float ww = resizeWeight(tw[ow], w, LINEAR);
+        if (ww == 0.f)
+          continue;
+        ldv8(dyn + ((int64_t)oh * p.Q + ow) * cy, d);
+#pragma unroll
+        for (int e = 0; e < 8; ++e)
+          g[e] += wh * ww * d[e];
+      }
+    }
+    stv8(dx + i * 8, g);
   }
 }
 

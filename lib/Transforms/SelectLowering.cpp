@@ -16,7 +16,10 @@
 //                                    and fused_dual_batch_norm_grad, with
 //                                    C % 8 == 0: eight channels per thread,
 //                                    16-byte accesses (the dual BN gradient
-//                                    otherwise runs as two batch_norm_grad)
+//                                    otherwise runs as two batch_norm_grad);
+//                                    upsample + concat's fused_resize_concat
+//                                    and channel-range resize_grad when the
+//                                    offset is too
 //   cnn.lowering = "cudnn_bias_act"  fused_conv2d whose epilogue is exactly
 //                                    cudnnConvolutionBiasActivationForward's
 //                                    (a bias of the data type, relu or none):
@@ -176,6 +179,22 @@ StringRef loweringOf(Operation *op) {
       })
       .Case([](FusedDualBatchNormGradOp p) {
         return vec8Pool(p, p.getGradOutput().getType()) ? "vec8" : "";
+      })
+      // Upsample + concat's fused forms (cnn-fuse): eight channels a thread
+      // where the resized channels, the others and their offset are
+      // multiples of 8 (what FusedResizeConcatOp / ResizeGradOp verify).
+      .Case([](FusedResizeConcatOp r) {
+        return vec8Pool(r, r.getInput().getType()) &&
+                       vec8Pool(r, r.getType())
+                   ? "vec8"
+                   : "";
+      })
+      .Case([](ResizeGradOp r) {
+        return r.getChannelOffset() && *r.getChannelOffset() % 8 == 0 &&
+                       vec8Pool(r, r.getType()) &&
+                       vec8Pool(r, r.getGradOutput().getType())
+                   ? "vec8"
+                   : "";
       })
       // Their per-channel sums (nhwcPartial8 against nhwcPartial): operand
       // 0 is the tensor summed (x, or dy of the gradients).

@@ -1011,31 +1011,38 @@ double tapWeight(const ResizeTap &t, int k, bool linear) {
   return (t.lo == k ? 1.0 - t.l1 : 0.0) + (t.hi == k ? (double)t.l1 : 0.0);
 }
 
-template <typename T, bool NHWC, bool LINEAR>
+// VEC8: the "vec8" forms (NHWC only).
+template <typename T, bool NHWC, bool LINEAR, bool VEC8>
 __global__ void resizeConcatFwdKernel(const T *x, const T *other, T *y,
                                       ResizeParams p, int otherC, int c0,
                                       const ResizeTap *th,
                                       const ResizeTap *tw) {
-  resizeConcatFwd<T, NHWC, LINEAR>(x, other, y, p, otherC, c0, th, tw);
+  if (VEC8)
+    resizeConcatFwdNHWC8<T, LINEAR>(x, other, y, p, otherC, c0, th, tw);
+  else
+    resizeConcatFwd<T, NHWC, LINEAR>(x, other, y, p, otherC, c0, th, tw);
 }
 
-template <typename T, bool NHWC, bool LINEAR>
+template <typename T, bool NHWC, bool LINEAR, bool VEC8>
 __global__ void resizeSliceBwdKernel(const T *dy, T *dx, ResizeParams p,
                                      int otherC, int c0, const ResizeTap *th,
                                      const ResizeTap *tw, const int2 *rh,
                                      const int2 *rw) {
-  resizeSliceBwd<T, NHWC, LINEAR>(dy, dx, p, otherC, c0, th, tw, rh, rw);
+  if (VEC8)
+    resizeSliceBwdNHWC8<T, LINEAR>(dy, dx, p, otherC, c0, th, tw, rh, rw);
+  else
+    resizeSliceBwd<T, NHWC, LINEAR>(dy, dx, p, otherC, c0, th, tw, rh, rw);
 }
 
 /// cnn.fused_resize_concat's kernel (resizeConcatFwd) and cnn.resize_grad
 /// with a channel offset (resizeSliceBwd), launched as the printer launches
 /// them (a thread per result element, grid-stride), against the resize and
-/// concatenation in double: 2 images, 3 channels of 5 x 4 doubled to 10 x 8,
-/// concatenated with 5 other channels, the resized ones first (c0 = 0) or
-/// last (c0 = 5).
-template <typename T, bool NHWC, bool LINEAR>
-void checkResizeConcat(int c0, double tol) {
-  const int N = 2, C = 3, H = 5, W = 4, P = 10, Q = 8, OC = 5, CY = C + OC;
+/// concatenation in double: 2 images, C channels of 5 x 4 doubled to 10 x 8,
+/// concatenated with OC other channels, the resized ones first (c0 = 0) or
+/// last (c0 = OC); VEC8: the "vec8" forms (eight channels a thread).
+template <typename T, bool NHWC, bool LINEAR, bool VEC8>
+void checkResizeConcat(int C, int OC, int c0, double tol) {
+  const int N = 2, H = 5, W = 4, P = 10, Q = 8, CY = C + OC;
   const ResizeParams p{N, C, H, W, P, Q};
   auto at = [](int ch, int64_t n, int c, int y, int x, int Y, int X) {
     return NHWC ? ((n * Y + y) * X + x) * ch + c
@@ -1096,16 +1103,17 @@ void checkResizeConcat(int c0, double tol) {
   ResizeTap *dTh = toDevice(th), *dTw = toDevice(tw);
   int2 *dRh = toDevice(rh), *dRw = toDevice(rw);
   // Small grids: the grid-stride loops cover the rest.
-  resizeConcatFwdKernel<T, NHWC, LINEAR>
+  resizeConcatFwdKernel<T, NHWC, LINEAR, VEC8>
       <<<2, 256>>>(dX, dO, dY, p, OC, c0, dTh, dTw);
   CUDA_OK(cudaGetLastError());
-  resizeSliceBwdKernel<T, NHWC, LINEAR>
+  resizeSliceBwdKernel<T, NHWC, LINEAR, VEC8>
       <<<1, 256>>>(dDy, dDx, p, OC, c0, dTh, dTw, dRh, dRw);
   CUDA_OK(cudaGetLastError());
   CUDA_OK(cudaDeviceSynchronize());
   std::string what = std::string(std::is_same_v<T, __half> ? "f16" : "f32") +
                      (NHWC ? " NHWC" : " NCHW") +
                      (LINEAR ? " bilinear" : " nearest") +
+                     (VEC8 ? " vec8" : "") + " C=" + std::to_string(C) +
                      " c0=" + std::to_string(c0);
   expectNear(("resizeConcatFwd " + what).c_str(),
              fromDevice(dY, want.size()), want, tol);
@@ -1135,10 +1143,14 @@ int main() {
   checkCrossEntropy(37, 10);
   checkCrossEntropy(5, 1000);
   checkLossScaleAndRandom();
-  checkResizeConcat<float, false, true>(0, 1e-5);
-  checkResizeConcat<float, false, false>(5, 1e-5);
-  checkResizeConcat<__half, true, true>(5, 1e-3);
-  checkResizeConcat<__half, true, false>(0, 1e-3);
+  checkResizeConcat<float, false, true, false>(3, 5, 0, 1e-5);
+  checkResizeConcat<float, false, false, false>(3, 5, 5, 1e-5);
+  checkResizeConcat<__half, true, true, false>(3, 5, 5, 1e-3);
+  checkResizeConcat<__half, true, false, false>(3, 5, 0, 1e-3);
+  checkResizeConcat<__half, true, true, true>(8, 16, 0, 1e-3);
+  checkResizeConcat<__half, true, true, true>(16, 8, 8, 1e-3);
+  checkResizeConcat<__half, true, false, true>(8, 16, 16, 1e-3);
+  checkResizeConcat<float, true, true, true>(16, 8, 0, 1e-5);
   if (failures) {
     std::printf("kernels_check: %d check(s) FAILED\n", failures);
     return 1;

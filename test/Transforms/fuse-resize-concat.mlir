@@ -1,10 +1,20 @@
 // RUN: cnnc-opt %s --cnn-fuse | FileCheck %s
 // RUN: cnnc-opt %s --cnn-fuse=resize-concat=false | FileCheck %s --check-prefix=OFF
+// RUN: cnnc-opt %s --cnn-fuse --cnn-select-lowering | FileCheck %s --check-prefix=LOWER
 
 // cnn-fuse's upsample + concat (a U-Net decoder level): the forward
 // concat(resize(x), skip) along the channels becomes one
 // fused_resize_concat, and the backward resize_grad reads its channel range
 // of the concat's gradient in place of a slice copy. The skip's slice stays.
+
+// cnn-select-lowering: the NHWC fused forms whose channel counts (8 resized,
+// 4 others) are not all multiples of 8 keep the one-channel kernels; the
+// multiple-of-8 level of @vec8_level gets "vec8" (eight channels a thread).
+// LOWER-LABEL: func.func @unet_level_nhwc
+// LOWER-NOT:   "vec8"
+// LOWER-LABEL: func.func @vec8_level
+// LOWER:       cnn.fused_resize_concat {{.*}}cnn.lowering = "vec8"
+// LOWER:       cnn.resize_grad {{.*}}channel_offset = 8 : i64, cnn.lowering = "vec8"
 
 // With resize-concat=false (cnnc --fuse-resize-concat=false, the A/B of
 // test/gpu/bench_fusions.py) resize, concat and both slices stay.
@@ -80,4 +90,16 @@ func.func @backward_not_fused(%dy: tensor<2x8x8x12xf16>, %dz: tensor<2x10x8x12xf
   %dh = cnn.slice %dz {offsets = array<i64: 0, 2, 0, 4>, sizes = array<i64: 2, 8, 8, 8>} : (tensor<2x10x8x12xf16>) -> tensor<2x8x8x8xf16>
   %dxh = cnn.resize_grad %dh {size = array<i64: 8, 8>, layout = #cnn.layout<NHWC>} : (tensor<2x8x8x8xf16>) -> tensor<2x4x4x8xf16>
   return %dx, %dr, %dxh : tensor<2x4x4x8xf16>, tensor<2x8x8x8xf16>, tensor<2x4x4x8xf16>
+}
+
+// Channels 8 (resized, second) and 8 (skip): the "vec8" forms.
+// CHECK-LABEL: func.func @vec8_level
+// CHECK:       cnn.fused_resize_concat {{.*}}resized_first = false
+// CHECK:       cnn.resize_grad {{.*}}channel_offset = 8 : i64
+func.func @vec8_level(%x: tensor<2x4x4x8xf16>, %skip: tensor<2x8x8x8xf16>, %dy: tensor<2x8x8x16xf16>) -> (tensor<2x8x8x16xf16>, tensor<2x4x4x8xf16>) {
+  %r = cnn.resize %x {size = array<i64: 8, 8>, mode = "linear", layout = #cnn.layout<NHWC>} : (tensor<2x4x4x8xf16>) -> tensor<2x8x8x8xf16>
+  %y = cnn.concat %skip, %r {axis = 3 : i64} : (tensor<2x8x8x8xf16>, tensor<2x8x8x8xf16>) -> tensor<2x8x8x16xf16>
+  %dr = cnn.slice %dy {offsets = array<i64: 0, 0, 0, 8>, sizes = array<i64: 2, 8, 8, 8>} : (tensor<2x8x8x16xf16>) -> tensor<2x8x8x8xf16>
+  %dx = cnn.resize_grad %dr {size = array<i64: 8, 8>, mode = "linear", layout = #cnn.layout<NHWC>} : (tensor<2x8x8x8xf16>) -> tensor<2x4x4x8xf16>
+  return %y, %dx : tensor<2x8x8x16xf16>, tensor<2x4x4x8xf16>
 }

@@ -183,3 +183,38 @@ func.func @resize_concat_result(%x: tensor<1x5x4x3xf16>, %s: tensor<1x10x8x2xf16
   %0 = cnn.fused_resize_concat %x, %s {size = array<i64: 10, 8>, layout = #cnn.layout<NHWC>} : (tensor<1x5x4x3xf16>, tensor<1x10x8x2xf16>) -> tensor<1x10x8x6xf16>
   return
 }
+
+// -----
+
+// cnn-select-lowering's "vec8" on the fused forms: NHWC, and channel counts
+// and offsets that are multiples of 8 ...
+func.func @resize_concat_vec8_channels(%x: tensor<1x5x4x8xf16>, %s: tensor<1x10x8x4xf16>) {
+  // expected-error @+1 {{'cnn.lowering' "vec8" needs NHWC and channel counts and offsets that are multiples of 8, got [8, 4]}}
+  %0 = cnn.fused_resize_concat %x, %s {size = array<i64: 10, 8>, layout = #cnn.layout<NHWC>, cnn.lowering = "vec8"} : (tensor<1x5x4x8xf16>, tensor<1x10x8x4xf16>) -> tensor<1x10x8x12xf16>
+  return
+}
+
+// -----
+
+func.func @resize_concat_vec8_nchw(%x: tensor<1x8x5x4xf32>, %s: tensor<1x8x10x8xf32>) {
+  // expected-error @+1 {{'cnn.lowering' "vec8" needs NHWC and channel counts and offsets that are multiples of 8, got [8, 8]}}
+  %0 = cnn.fused_resize_concat %x, %s {size = array<i64: 10, 8>, cnn.lowering = "vec8"} : (tensor<1x8x5x4xf32>, tensor<1x8x10x8xf32>) -> tensor<1x16x10x8xf32>
+  return
+}
+
+// -----
+
+func.func @resize_grad_vec8_offset(%dy: tensor<1x10x8x24xf16>) {
+  // expected-error @+1 {{'cnn.lowering' "vec8" needs NHWC and channel counts and offsets that are multiples of 8, got [8, 24, 4]}}
+  %0 = cnn.resize_grad %dy {size = array<i64: 10, 8>, channel_offset = 4, layout = #cnn.layout<NHWC>, cnn.lowering = "vec8"} : (tensor<1x10x8x24xf16>) -> tensor<1x5x4x8xf16>
+  return
+}
+
+// -----
+
+// ... and a resize_grad with a channel offset only.
+func.func @resize_grad_vec8_plain(%dy: tensor<1x10x8x8xf16>) {
+  // expected-error @+1 {{'cnn.lowering' "vec8" is for a resize_grad with a 'channel_offset' only}}
+  %0 = cnn.resize_grad %dy {size = array<i64: 10, 8>, layout = #cnn.layout<NHWC>, cnn.lowering = "vec8"} : (tensor<1x10x8x8xf16>) -> tensor<1x5x4x8xf16>
+  return
+}

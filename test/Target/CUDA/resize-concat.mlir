@@ -5,6 +5,9 @@
 // RUN: cnnc %S/Inputs/resize-concat.mlir --train --emit cuda -o %t16.cu
 // RUN: %if nvcc %{ %nvcc -std=c++17 -arch=sm_90a -I%cnnc_src/runtime/include -c %t32.cu -o %t32.o %}
 // RUN: %if nvcc %{ %nvcc -std=c++17 -arch=sm_90a -I%cnnc_src/runtime/include -c %t16.cu -o %t16.o %}
+// RUN: cnnc %S/Inputs/resize-concat-vec8.mlir --train --emit cuda -o %t8.cu
+// RUN: FileCheck %s --check-prefix=VEC8 < %t8.cu
+// RUN: %if nvcc %{ %nvcc -std=c++17 -arch=sm_90a -I%cnnc_src/runtime/include -c %t8.cu -o %t8.o %}
 
 // cnn-fuse's upsample + concat as launched (kernels/Resize.cuh): each
 // concat(resize(x), skip) is one resizeConcatFwd over the 2 x 12 x 16 x 16
@@ -41,6 +44,20 @@
 // NHWC: resizeConcatFwd<__half, true, false>(x, other, y, ResizeParams{2, 8, 8, 8, 16, 16}, 4, 4,
 // NHWC: resizeSliceBwd<__half, true, false>(dy, dx, ResizeParams{2, 8, 8, 8, 16, 16}, 4, 4,
 // NHWC: resizeSliceBwd<__half, true, true>(dy, dx, ResizeParams{2, 8, 8, 8, 16, 16}, 4, 0,
+
+// Every channel count (and offset) a multiple of 8, channels last, so
+// cnn-select-lowering chooses the "vec8" forms, eight channels a thread (the NHWC template flag
+// dropped): the 2 x 16 x 16 x 16 concatenation in 1024 threads (4 blocks),
+// the 2 x 8 x 8 x 8 gradient in 128 (1 block).
+// VEC8: [[FWD:k[0-9]+]](const __half *__restrict__ x, const __half *__restrict__ other, __half *__restrict__ y) {
+// VEC8-NEXT: resizeConcatFwdNHWC8<__half, true>(x, other, y, ResizeParams{2, 8, 8, 8, 16, 16}, 8, 0,
+// VEC8: resizeConcatFwdNHWC8<__half, false>(x, other, y, ResizeParams{2, 8, 8, 8, 16, 16}, 8, 8,
+// VEC8: [[BWD:k[0-9]+]](const __half *__restrict__ dy, __half *__restrict__ dx) {
+// VEC8-NEXT: resizeSliceBwdNHWC8<__half, false>(dy, dx, ResizeParams{2, 8, 8, 8, 16, 16}, 8, 8,
+// VEC8: resizeSliceBwdNHWC8<__half, true>(dy, dx, ResizeParams{2, 8, 8, 8, 16, 16}, 8, 0,
+// VEC8-LABEL: static void trainStep(
+// VEC8: [[FWD]]<<<4, 256, 0, s>>>
+// VEC8: [[BWD]]<<<1, 256, 0, s>>>
 
 // --fuse-resize-concat=false: the plain resize kernels.
 // OFF-NOT: resizeConcatFwd<__half

@@ -92,6 +92,20 @@ static RankedTensorType withChannels(RankedTensorType t, int64_t channels,
   return RankedTensorType::get(shape, t.getElementType());
 }
 
+/// cnn-select-lowering's "vec8" on a fused form (eight channels a thread,
+/// 16-byte accesses): NHWC, and every channel count and offset of its
+/// tensors a multiple of 8.
+static LogicalResult verifyVec8(Operation *op, ArrayRef<int64_t> channels) {
+  if (!isVec8(op))
+    return success();
+  if (!cast<LayoutSensitiveOpInterface>(op).isNHWC() ||
+      llvm::any_of(channels, [](int64_t c) { return c % 8 != 0; }))
+    return op->emitOpError("'cnn.lowering' \"vec8\" needs NHWC and channel "
+                           "counts and offsets that are multiples of 8, got ")
+           << str(channels);
+  return success();
+}
+
 LogicalResult ResizeGradOp::verify() {
   auto resized =
       inferResize(getLoc(), getType(), "result", getSize(), getModeAttr(),
@@ -107,6 +121,9 @@ LogicalResult ResizeGradOp::verify() {
              << dy << " must have the type " << *resized
              << " that resizing the result " << getType() << " to 'size' "
              << str(getSize()) << " gives";
+    if (isVec8(*this))
+      return emitOpError("'cnn.lowering' \"vec8\" is for a resize_grad "
+                         "with a 'channel_offset' only");
     return success();
   }
   // A channel range of a wider gradient: every other dimension as resized.
@@ -123,7 +140,7 @@ LogicalResult ResizeGradOp::verify() {
            << *offset << " + the result's " << channels
            << " channels exceed the " << dyChannels
            << " channels of 'grad_output'";
-  return success();
+  return verifyVec8(*this, {channels, dyChannels, *offset});
 }
 
 LogicalResult FusedResizeConcatOp::verify() {
@@ -150,7 +167,7 @@ LogicalResult FusedResizeConcatOp::verify() {
            << getType() << " must be the channel concatenation " << result
            << " of the resized input " << *resized << " and 'other' "
            << other;
-  return success();
+  return verifyVec8(*this, {resizedChannels, otherChannels});
 }
 
 //===----------------------------------------------------------------------===//
@@ -214,6 +231,13 @@ static void describeResize(ResizeLikeOp op,
                        KernelTemplateArg::boolean(nhwc),
                        KernelTemplateArg::boolean(op.getMode() == "linear")};
   call.grid = KernelGrid::threadPerElement(op->getResult(0));
+  // cnn-select-lowering's "vec8" (the fused forms only; their verifiers
+  // check the channel counts): eight NHWC channels a thread.
+  if ((concat || grad) && isVec8(op)) {
+    call.kernel += "NHWC8";
+    call.templateArgs.erase(call.templateArgs.begin() + 1);
+    call.grid = KernelGrid::threadPerElement(op->getResult(0), 8);
+  }
   call.args = {KernelArg::read(op->getOperand(0), grad ? "dy" : "x")};
   if constexpr (concat)
     call.args.push_back(KernelArg::read(op.getOther(), "other"));
