@@ -17,7 +17,9 @@ cnn.slice copy; the skip's slice stays.
   pipeline runs them, then cnn-fuse with and without resize-concat, on the
   reference interpreter: the same loss and gradients bit for bit (f32 NCHW,
   f32 NHWC, f16 NHWC), for the bilinear resized-first U-Net and a net whose
-  nearest resize is the concat's second operand (a non-zero channel offset).
+  nearest resize is the concat's second operand (a non-zero channel offset);
+  and the whole default GPU step (`--target gpu --run-reference`, two SGD
+  steps) bit for bit with and without the fusion.
 """
 import os
 import re
@@ -185,5 +187,29 @@ def test_fused_step_is_bit_for_bit(cnnc, exported, tmp_path, before):
     assert runs["fused"].losses[0] == runs["off"].losses[0]
     assert runs["fused"].state.keys() == runs["off"].state.keys()
     assert any("grad" in k for k in runs["fused"].state), list(runs["fused"].state)
+    for k, v in runs["off"].state.items():
+        assert np.array_equal(np.asarray(v), np.asarray(runs["fused"].state[k])), k
+
+
+def test_gpu_pipeline_on_the_reference(cnnc, exported, tmp_path):
+    """`cnnc --target gpu --run-reference`: the whole default GPU step (f16
+    NHWC, the fused forms with their "vec8" lowering where the channels
+    allow) on the interpreter, two SGD steps: the losses and the trained
+    state bit for bit those of --fuse-resize-concat=false."""
+    path, _ = exported
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal(SHAPE).astype(np.float32)
+    y = rng.integers(0, CLASSES, (SHAPE[0],) + SHAPE[2:]).astype(np.int64)
+    xp, yp = str(tmp_path / "x.npy"), str(tmp_path / "y.npy")
+    np.save(xp, x)
+    np.save(yp, y)
+    runs = {}
+    for name, flags in (("fused", []), ("off", ["--fuse-resize-concat=false"])):
+        sp = str(tmp_path / (name + ".cnnw"))
+        args = [str(path), "--train", "--target", "gpu", *flags, "--run-reference",
+                "--steps", 2, "--input", xp, "--labels", yp, "--save-state", sp]
+        runs[name] = tc.CnncRun([cnnc, *args], tc.run_cnnc(cnnc, *args), 0.0, sp).check()
+    assert len(runs["fused"].losses) == 2
+    assert runs["fused"].losses == runs["off"].losses
     for k, v in runs["off"].state.items():
         assert np.array_equal(np.asarray(v), np.asarray(runs["fused"].state[k])), k
