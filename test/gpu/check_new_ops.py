@@ -24,6 +24,9 @@ CELU, Softplus, Mish, PReLU, maximum/minimum, GlobalMaxPool, LogSoftmax;
 GroupNorm, InstanceNorm, ECA's Conv1d + Expand, BatchNorm1d, GRN's ReduceL2),
 a few per network; cnn.resize / cnn.resize_grad (F.interpolate nearest and
 bilinear, align_corners both ways, scale factors and sizes, up and down);
+upsample + concat (--only resize_concat: cnn-fuse's fused_resize_concat and
+channel-range resize_grad, resized channels first and second, their
+eight-channel "vec8" forms and the one-channel ones);
 cnn.softmax over a dimension that is not the last (over the channels and
 the height of N x C x H x W, ResNeSt's radix softmax, selective kernels'
 N x 2 x C x 1 x 1) and its gradient; weight standardization (timm's
@@ -441,9 +444,56 @@ def run_timm(cnnc, torch, quick):
                       net, shape, precision, layout)
 
 
-CHECKS = {"resize": run_resize, "softmax": run_softmax,
-          "activations": run_activations, "norms": run_norms,
-          "stdconv": run_stdconv, "timm": run_timm}
+# ---------------------------------------------------------------------------
+# Upsample + concat (cnn-fuse's cnn.fused_resize_concat and resize_grad with
+# channel_offset; their "vec8" forms where the channels are multiples of 8)
+# ---------------------------------------------------------------------------
+
+def resize_concat_net(torch, mode, resized_first, c_up, c_skip):
+    nn, F = torch.nn, torch.nn.functional
+
+    class Net(nn.Module):
+        """A U-Net decoder level: the skip (c_skip channels, full size) and
+        a stride-2 feature (c_up channels) upsampled by 2 and concatenated
+        with it along the channels; c2 learns only through the resize's
+        gradient, read from its channels of the concat's gradient."""
+
+        def __init__(self):
+            super().__init__()
+            self.c1 = nn.Conv2d(3, c_skip, 3, padding=1)
+            self.c2 = nn.Conv2d(c_skip, c_up, 3, stride=2, padding=1)
+            extra = {"align_corners": False} if mode == "bilinear" else {}
+            self.up = nn.Upsample(scale_factor=2, mode=mode, **extra)
+            self.c3 = nn.Conv2d(c_up + c_skip, 8, 3, padding=1)
+            self.fc = nn.Linear(8, 10)
+
+        def forward(self, x):
+            s = torch.relu(self.c1(x))
+            u = self.up(torch.relu(self.c2(s)))
+            cat = torch.cat([u, s] if resized_first else [s, u], dim=1)
+            return self.fc(torch.relu(self.c3(cat)).mean(dim=(2, 3)))
+
+    return Net
+
+
+# name -> (mode, resized first, resized channels, skip channels)
+RESIZE_CONCAT_CASES = {
+    "bilinear_first_vec8": ("bilinear", True, 16, 8),
+    "nearest_second_vec8": ("nearest", False, 8, 16),
+    "bilinear_second_odd": ("bilinear", False, 6, 5),
+}
+
+
+def run_resize_concat(cnnc, torch, quick):
+    for precision, layout in [("fp32", "nchw"), ("fp32", "nhwc"), ("fp16", "nhwc")]:
+        for name, args in RESIZE_CONCAT_CASES.items():
+            check_net(cnnc, torch, "resize_concat/%s %s %s" % (name, precision, layout),
+                      resize_concat_net(torch, *args), (4, 3, 16, 16), precision, layout)
+
+
+CHECKS = {"resize": run_resize, "resize_concat": run_resize_concat,
+          "softmax": run_softmax, "activations": run_activations,
+          "norms": run_norms, "stdconv": run_stdconv, "timm": run_timm}
 
 
 def main():
