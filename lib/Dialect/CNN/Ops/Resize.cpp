@@ -130,7 +130,8 @@ LogicalResult ResizeGradOp::verify() {
   int64_t channels = (*resized).getDimSize(chanDim(*resized, getLayout()));
   int64_t dyChannels =
       dy.getRank() == 4 ? dy.getDimSize(chanDim(dy, getLayout())) : -1;
-  if (dy.getRank() != 4 || withChannels(*resized, dyChannels, getLayout()) != dy)
+  if (dy.getRank() != 4 ||
+      withChannels(*resized, dyChannels, getLayout()) != dy)
     return emitOpError("'grad_output' ")
            << dy << " must have the type " << *resized
            << " that resizing the result " << getType() << " to 'size' "
@@ -215,13 +216,17 @@ static void describeResize(ResizeLikeOp op,
   if (auto sc = op.getScalesAttr())
     scales = sc.asArrayRef();
   KernelCall call;
-  // The channels of y besides the resized ones, and where those start.
+  // The fused forms: y has channels besides the resized ones (how many, and
+  // where the resized ones start are the kernel's arguments).
+  bool channelRange = false;
   int64_t otherChannels = ys[1] - xs[1], resizedOffset = 0;
   if constexpr (concat) {
     call.kernel = "resizeConcatFwd";
+    channelRange = true;
     resizedOffset = op.getResizedFirst() ? 0 : otherChannels;
   } else if constexpr (grad) {
-    call.kernel = op.getChannelOffset() ? "resizeSliceBwd" : "resizeBwd";
+    channelRange = op.getChannelOffset().has_value();
+    call.kernel = channelRange ? "resizeSliceBwd" : "resizeBwd";
     resizedOffset = op.getChannelOffset().value_or(0);
   } else {
     call.kernel = "resizeFwd";
@@ -233,7 +238,7 @@ static void describeResize(ResizeLikeOp op,
   call.grid = KernelGrid::threadPerElement(op->getResult(0));
   // cnn-select-lowering's "vec8" (the fused forms only; their verifiers
   // check the channel counts): eight NHWC channels a thread.
-  if ((concat || grad) && isVec8(op)) {
+  if (channelRange && isVec8(op)) {
     call.kernel += "NHWC8";
     call.templateArgs.erase(call.templateArgs.begin() + 1);
     call.grid = KernelGrid::threadPerElement(op->getResult(0), 8);
@@ -246,7 +251,7 @@ static void describeResize(ResizeLikeOp op,
   for (int64_t d : {xs[0], xs[1], xs[2], xs[3], ys[2], ys[3]})
     params.push_back(KernelArg::i32(d));
   call.args.push_back(KernelArg::record("ResizeParams", params));
-  if (call.kernel != "resizeFwd" && call.kernel != "resizeBwd")
+  if (channelRange)
     call.args.append(
         {KernelArg::i32(otherChannels), KernelArg::i32(resizedOffset)});
   // Sizes beyond the kernel's int are refused on the record
