@@ -378,13 +378,15 @@ static bool chooseGraphConv(Context &ctx, Context::Impl &I, ConvEntry &c,
   float beyondMs = -1, withinMs = useGraph ? bestMs : legacyMs;
   size_t beyondLimit = std::min(I.tuneWsBytes, kOverflowWorkspaceMax);
   // Searched only where the choice within the workspace is poor: nothing
-  // ran, or a launch of over 0.5 ms at under 20 TFLOP/s in f16 (5 in f32;
-  // Hopper's dense f16 Tensor Cores peak near 1,000): each graph plan
-  // costs start-up time to build and time, and most convolutions have a
-  // fast plan within the default workspace.
+  // ran, or a launch of over 0.5 ms at under 50 TFLOP/s in f16 (10 in f32;
+  // Hopper's dense f16 Tensor Cores peak near 1,000, ResNet-50's 3x3
+  // convolutions run at 150-300): each graph plan costs start-up time to
+  // build and time, and most convolutions have a fast plan within the
+  // default workspace. (ResNeSt's grouped 3x3 forward, 1.36 ms at 22
+  // TFLOP/s, is such a launch; its weight gradient runs at 138.)
   const double flops = 2.0 * d.N * d.K * d.P * d.Q * (double(d.C) / d.groups) *
                        d.R * d.S;
-  const double floorTflops = d.dtype == DType::F16 ? 20.0 : 5.0;
+  const double floorTflops = d.dtype == DType::F16 ? 50.0 : 10.0;
   const bool poor = withinMs < 0 || (withinMs > 0.5f &&
                                      flops / (withinMs * 1e9) < floorTflops);
   if (overflowAllowed(I) && poor && wsCap < beyondLimit) {
