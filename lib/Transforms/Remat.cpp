@@ -72,7 +72,10 @@ struct RematPass : cnnc::impl::CNNRematBase<RematPass> {
   static bool isCheap(Operation *op) {
     if (op->getNumResults() != 1)
       return false;
-    return isa<FusedElementwiseOp, TransposeOp, ConcatOp>(op);
+    // A fused resize + concat reads its small source and the skip and
+    // writes the concatenation: a concat's traffic.
+    return isa<FusedElementwiseOp, TransposeOp, ConcatOp, FusedResizeConcatOp>(
+        op);
   }
 
   static int64_t bytesOf(Value v) {

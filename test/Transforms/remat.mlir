@@ -81,6 +81,25 @@ func.func @stem_chain(%in: tensor<1x3x2x2xf32>, %w: tensor<1x2x2x8xf32>) -> (ten
 
 // -----
 
+// A U-Net decoder's fused resize + concat (cnn-fuse phase 5) read early and
+// late is recomputed like the concat it replaces.
+// CHECK-LABEL: func.func @resize_concat
+// CHECK: cnn.fused_resize_concat
+// CHECK: cnn.neg
+// CHECK: %[[C:.*]] = cnn.fused_resize_concat %arg0, %arg1 {cnn.remat
+// CHECK: cnn.add %[[C]]
+func.func @resize_concat(%x: tensor<1x2x2x4xf32>, %skip: tensor<1x4x4x4xf32>, %w: tensor<1x4x4x8xf32>) -> (tensor<1x4x4x8xf32>, tensor<1x4x4x8xf32>) {
+  %p = cnn.fused_resize_concat %x, %skip {layout = #cnn.layout<NHWC>, mode = "nearest", size = array<i64: 4, 4>} : (tensor<1x2x2x4xf32>, tensor<1x4x4x4xf32>) -> tensor<1x4x4x8xf32>
+  %z = cnn.relu %p : (tensor<1x4x4x8xf32>) -> tensor<1x4x4x8xf32>
+  %g1 = cnn.neg %w : (tensor<1x4x4x8xf32>) -> tensor<1x4x4x8xf32>
+  %g2 = cnn.neg %g1 : (tensor<1x4x4x8xf32>) -> tensor<1x4x4x8xf32>
+  %g3 = cnn.neg %g2 : (tensor<1x4x4x8xf32>) -> tensor<1x4x4x8xf32>
+  %late = cnn.add %p, %g3 : (tensor<1x4x4x8xf32>, tensor<1x4x4x8xf32>) -> tensor<1x4x4x8xf32>
+  return %late, %z : tensor<1x4x4x8xf32>, tensor<1x4x4x8xf32>
+}
+
+// -----
+
 // A function of the parameters alone (a weight's f16 copy, read by the
 // forward convolution and again by the backward one) is left stored: it is
 // small next to the activations, and recomputing it only adds kernels.
