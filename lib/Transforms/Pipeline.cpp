@@ -190,6 +190,7 @@ cnnc::getPartitionOptions(const CNNPipelineOptions &o) {
                         o.pipelineSchedule != "1f1b";
   po.profile = o.pipelineProfile;
   po.timeSlack = o.pipelineTimeSlack;
+  po.schedule = o.pipelineSchedule;
   return po;
 }
 

@@ -20,7 +20,8 @@
 //    state it owns, plus the activations its backward pass reads (values
 //    that live from the forward into the backward: the memory plan's
 //    lifetimes) times the micro-batches in flight (M: the GPipe schedule
-//    keeps every micro-batch's activations until the backward pass), plus
+//    keeps every micro-batch's activations until the backward pass; 1F1B
+//    keeps min(M, S - s) on stage s), plus
 //    the largest single op's working set (operands + results);
 //  - per cut, the bytes of the activations crossing it (sent forward; their
 //    gradients, of the same size, come back).
@@ -185,6 +186,12 @@ void PartitionPass::runOnOperation() {
   if (!f) {
     module.emitError("cnn-pipeline-partition: no @train_step (run "
                      "cnn-autodiff first)");
+    return signalPassFailure();
+  }
+  if (schedule != "gpipe" && schedule != "1f1b") {
+    module.emitError("cnn-pipeline-partition: schedule must be gpipe "
+                     "or 1f1b, got '")
+        << schedule << "'";
     return signalPassFailure();
   }
   if (stages < 0 || microBatches < 1 || deviceMemoryBytes < 0) {
@@ -420,7 +427,17 @@ void PartitionPass::runOnOperation() {
     }
 
   // cost[i][j-i-1]: the stage of forward ops [i, j).
-  const int64_t inFlight = microBatches;
+  // Micro-batches whose activations stage `s` of `numStages` keeps at once:
+  // all M under GPipe; under 1F1B the S - s warm-up forwards (stage s
+  // starts its first backward pass after them).
+  const bool oneFOneB = schedule == "1f1b";
+  auto inFlightAt = [&](int64_t s, int64_t numStages) -> int64_t {
+    return oneFOneB ? std::min<int64_t>(microBatches, numStages - s)
+                    : int64_t(microBatches);
+  };
+  // The fewest any stage keeps: a layer that does not fit alone with it
+  // fits nowhere.
+  const int64_t leastInFlight = oneFOneB ? 1 : int64_t(microBatches);
   std::vector<std::vector<StageCost>> cost(n);
   for (int64_t i = 0; i < n; ++i) {
     StageCost c;
@@ -466,7 +483,7 @@ void PartitionPass::runOnOperation() {
     return overlapTransfers ? std::max(stageCost(i, j).time, transfers)
                             : stageCost(i, j).time + transfers;
   };
-  auto fits = [&](int64_t i, int64_t j) {
+  auto fitsWith = [&](int64_t i, int64_t j, int64_t inFlight) {
     return deviceMemoryBytes == 0 ||
            stageCost(i, j).peak(inFlight) <= (int64_t)deviceMemoryBytes;
   };
@@ -474,21 +491,24 @@ void PartitionPass::runOnOperation() {
   // gradients (cnn-precision's loss scaling and the runtime need them).
   // Without it, transfer costs can make a stage of parameter-free ops
   // (a pooling and a flatten) the cheapest.
-  auto admissible = [&](int64_t i, int64_t j, int64_t numStages) {
-    return fits(i, j) && (numStages == 1 || stageCost(i, j).param > 0);
+  auto admissible = [&](int64_t i, int64_t j, int64_t stage,
+                        int64_t numStages) {
+    return fitsWith(i, j, inFlightAt(stage, numStages)) &&
+           (numStages == 1 || stageCost(i, j).param > 0);
   };
   // A layer that alone does not fit: no cut helps (every cost grows with
   // the range).
   if (deviceMemoryBytes > 0)
     for (int64_t k = 0; k < n; ++k)
-      if (!fits(k, k + 1)) {
+      if (!fitsWith(k, k + 1, leastInFlight)) {
         const StageCost &c = stageCost(k, k + 1);
         fwd[k].op->emitError(llvm::formatv(
             "cnn-pipeline-partition: this layer alone needs {0} bytes on "
             "one stage ({1} of parameters and state, {2} x {3} of "
             "activations kept for the backward pass, {4} working set), over "
             "device-memory-bytes {5}: no cut can fit it",
-            c.peak(inFlight), c.param, inFlight, c.saved, c.transient,
+            c.peak(leastInFlight), c.param, leastInFlight, c.saved,
+            c.transient,
             (int64_t)deviceMemoryBytes));
         return signalPassFailure();
       }
@@ -508,7 +528,7 @@ void PartitionPass::runOnOperation() {
         if (j < n && !cutOK[j - 1])
           continue;
         for (int64_t i = k - 1; i < j; ++i)
-          if (best[k - 1][i] < kInf && admissible(i, j, s))
+          if (best[k - 1][i] < kInf && admissible(i, j, k - 1, s))
             best[k][j] = std::min(
                 best[k][j], std::max(best[k - 1][i], stageTime(i, j)));
       }
@@ -527,7 +547,7 @@ void PartitionPass::runOnOperation() {
           continue;
         int64_t cross = j < n ? crossFwd[j - 1] : 0;
         for (int64_t i = k - 1; i < j; ++i)
-          if (bytes[k - 1][i] != kNone && admissible(i, j, s) &&
+          if (bytes[k - 1][i] != kNone && admissible(i, j, k - 1, s) &&
               stageTime(i, j) <= limit &&
               bytes[k - 1][i] + cross < bytes[k][j]) {
             bytes[k][j] = bytes[k - 1][i] + cross;
@@ -569,7 +589,10 @@ void PartitionPass::runOnOperation() {
       f.emitError(llvm::formatv(
           "cnn-pipeline-partition: {0} stages cannot hold @train_step "
           "within device-memory-bytes {1} with {2} micro-batches in flight{3}",
-          (int64_t)stages, (int64_t)deviceMemoryBytes, inFlight,
+          (int64_t)stages, (int64_t)deviceMemoryBytes,
+          oneFOneB ? std::string("min(M, S - s) of ") +
+                         std::to_string(microBatches) + " (1F1B)"
+                   : std::to_string(microBatches),
           fewest
               ? llvm::formatv("; the fewest stages that fit: {0}", fewest).str()
               : std::string()));
@@ -717,13 +740,14 @@ void PartitionPass::runOnOperation() {
   for (Operation *op : replicated)
     op->removeAttr(kStageAttr);
 
-  SmallVector<int64_t> cuts, peak, saved, params;
+  SmallVector<int64_t> cuts, peak, saved, params, kept;
   SmallVector<double> times;
   for (int64_t s = 0; s < S; ++s) {
     if (s > 0)
       cuts.push_back((*bounds)[s] - 1);
     const StageCost &c = stageCost((*bounds)[s], (*bounds)[s + 1]);
-    peak.push_back(c.peak(inFlight));
+    peak.push_back(c.peak(inFlightAt(s, S)));
+    kept.push_back(inFlightAt(s, S));
     saved.push_back(c.saved);
     params.push_back(c.param);
     times.push_back(stageTime((*bounds)[s], (*bounds)[s + 1]));
@@ -735,6 +759,8 @@ void PartitionPass::runOnOperation() {
       b.getNamedAttr("cuts", b.getDenseI64ArrayAttr(cuts)),
       b.getNamedAttr("stage_peak_bytes", b.getDenseI64ArrayAttr(peak)),
       b.getNamedAttr("stage_saved_bytes", b.getDenseI64ArrayAttr(saved)),
+      b.getNamedAttr("stage_in_flight", b.getDenseI64ArrayAttr(kept)),
+      b.getNamedAttr("schedule", b.getStringAttr(oneFOneB ? "1f1b" : "gpipe")),
       b.getNamedAttr("stage_param_bytes", b.getDenseI64ArrayAttr(params)),
       b.getNamedAttr("stage_time_us", b.getDenseF64ArrayAttr(times)),
       b.getNamedAttr("cut_bytes", b.getDenseI64ArrayAttr(cutBytes)),
@@ -768,7 +794,13 @@ LogicalResult cnnc::printPipelinePlan(ModuleOp module, raw_ostream &os) {
                        saved = arr("stage_saved_bytes"),
                        params = arr("stage_param_bytes"),
                        cutBytes = arr("cut_bytes"),
-                       cutTensors = arr("cut_tensors");
+                       cutTensors = arr("cut_tensors"),
+                       kept = arr("stage_in_flight");
+  // Plans written before the 1F1B memory model: every stage keeps M.
+  if ((int64_t)kept.size() != S)
+    kept.assign(S, M);
+  auto scheduleAttr = plan.getAs<StringAttr>("schedule");
+  const bool oneFOneB = scheduleAttr && scheduleAttr.getValue() == "1f1b";
   if ((int64_t)peak.size() != S || (int64_t)cuts.size() != S - 1 ||
       !timesAttr || (int64_t)timesAttr.size() != S)
     return failure();
@@ -780,12 +812,12 @@ LogicalResult cnnc::printPipelinePlan(ModuleOp module, raw_ostream &os) {
     return llvm::formatv("{0:f2} MiB", b / 1048576.0).str();
   };
   double bubble = double(S - 1) / double(M + S - 1);
-  // The cost model keeps every micro-batch's activations until its
-  // backward pass (GPipe); 1F1B keeps fewer, so for it this is a bound.
   os << llvm::formatv("pipeline plan: {0} stage(s) x {1} micro-batch(es) "
-                      "(memory as GPipe keeps it, also for 1F1B), bubble "
-                      "(S-1)/(M+S-1) = {2:f3}",
-                      S, M, bubble);
+                      "(memory as {2} keeps it), bubble "
+                      "(S-1)/(M+S-1) = {3:f3}",
+                      S, M,
+                      oneFOneB ? "1F1B (min(M, S - s) on stage s)" : "GPipe",
+                      bubble);
   if (int64_t budget = i64("budget_bytes"))
     os << ", device memory " << mib(budget);
   os << "\n";
@@ -800,7 +832,7 @@ LogicalResult cnnc::printPipelinePlan(ModuleOp module, raw_ostream &os) {
         "backward pass), est. {7:f3} us\n",
         s, s == 0 ? 0 : cuts[s - 1] + 1,
         s + 1 < S ? llvm::formatv("{0}", cuts[s]).str() : std::string("end"),
-        mib(peak[s]), mib(params[s]), M, mib(saved[s]), timesAttr[s]);
+        mib(peak[s]), mib(params[s]), kept[s], mib(saved[s]), timesAttr[s]);
     if (s + 1 < S)
       os << llvm::formatv("  cut {0}|{1} after forward op {2}: {3} "
                           "tensor(s), {4} bytes per micro-batch (both "

@@ -15,6 +15,14 @@
 // RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=2 micro-batches=4" | FileCheck %s --check-prefix=LINK
 // RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=2 micro-batches=4 overlap-transfers=1" | FileCheck %s --check-prefix=OVERLAP
 // RUN: not cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=2 micro-batches=4 link-gbps=-1" 2>&1 | FileCheck %s --check-prefix=NEGLINK
+// 1F1B keeps min(M, S - s) micro-batches' activations on stage s (its
+// warm-up forwards), not all M: one stage of plain accumulation fits 20,000
+// bytes, and the second convolution that alone exceeds 13,000 bytes with 4
+// micro-batches (BIG) fits on the last of two stages with 1.
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=1 micro-batches=4 device-memory-bytes=20000 print-plan=1 link-gbps=0 schedule=1f1b" -o /dev/null | FileCheck %s --check-prefix=F1B1
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=0 micro-batches=4 device-memory-bytes=13000 print-plan=1 link-gbps=0 schedule=1f1b" -o /dev/null | FileCheck %s --check-prefix=F1B2
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=2 micro-batches=4 link-gbps=0 schedule=1f1b" | FileCheck %s --check-prefix=F1BATTR
+// RUN: not cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=2 micro-batches=4 schedule=interleaved" 2>&1 | FileCheck %s --check-prefix=F1BBAD
 // Every stage owns parameters (its step has an optimizer): at most 4 here.
 // RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=4 micro-batches=4" | FileCheck %s --check-prefix=OWN4
 // RUN: not cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=5 micro-batches=4" 2>&1 | FileCheck %s --check-prefix=OWN5
@@ -59,7 +67,7 @@ func.func @forward(%x: tensor<2x3x8x8xf32> {cnn.input},
 
 // The fewest stages within 20,000 bytes (one stage needs 22.2 KiB with 4
 // micro-batches' activations in flight).
-// AUTO2: pipeline plan: 2 stage(s) x 4 micro-batch(es) (memory as GPipe keeps it, also for 1F1B), bubble (S-1)/(M+S-1) = 0.200, device memory 19.5 KiB
+// AUTO2: pipeline plan: 2 stage(s) x 4 micro-batch(es) (memory as GPipe keeps it), bubble (S-1)/(M+S-1) = 0.200, device memory 19.5 KiB
 // AUTO2-NEXT: stage 0: forward ops 0-3, peak 16.7 KiB (parameters and state 4.7 KiB, 4 x 2.0 KiB kept for the backward pass)
 // AUTO2-NEXT: cut 0|1 after forward op 3: 2 tensor(s), 2048 bytes per micro-batch (both directions)
 // AUTO2-NEXT: stage 1: forward ops 4-end, peak 7.5 KiB
@@ -69,13 +77,13 @@ func.func @forward(%x: tensor<2x3x8x8xf32> {cnn.input},
 // AUTO3: stage 1: forward ops 3-3, peak 14.4 KiB
 // AUTO3: stage 2: forward ops 4-end
 
-// FOUR: pipeline plan: 4 stage(s) x 4 micro-batch(es) (memory as GPipe keeps it, also for 1F1B), bubble (S-1)/(M+S-1) = 0.429
+// FOUR: pipeline plan: 4 stage(s) x 4 micro-batch(es) (memory as GPipe keeps it), bubble (S-1)/(M+S-1) = 0.429
 // FOUR-COUNT-3: cut {{[0-2]}}|{{[1-3]}} after forward op
 // FOUR: stage 3: forward ops {{[0-9]}}-end
 
 // The second convolution alone (its filter, momentum and accumulated
 // gradient, four micro-batches of its input) exceeds 13,000 bytes.
-// BIG: pipeline-partition.mlir:30:9: error: cnn-pipeline-partition: this layer alone needs 14720 bytes on one stage (3456 of parameters and state, 4 x 2048 of activations kept for the backward pass, 3072 working set), over device-memory-bytes 13000: no cut can fit it
+// BIG: pipeline-partition.mlir:{{[0-9]+}}:9: error: cnn-pipeline-partition: this layer alone needs 14720 bytes on one stage (3456 of parameters and state, 4 x 2048 of activations kept for the backward pass, 3072 working set), over device-memory-bytes 13000: no cut can fit it
 
 // FEW: error: cnn-pipeline-partition: 1 stages cannot hold @train_step within device-memory-bytes 20000 with 4 micro-batches in flight; the fewest stages that fit: 2
 
@@ -95,3 +103,11 @@ func.func @forward(%x: tensor<2x3x8x8xf32> {cnn.input},
 // OWN4: cuts = array<i64: 0, 1, 5>
 // OWN4-SAME: stage_param_bytes = array<i64: {{[1-9][0-9]*}}, {{[1-9][0-9]*}}, {{[1-9][0-9]*}}, {{[1-9][0-9]*}}>
 // OWN5: error: cnn-pipeline-partition: 5 stages need a layer with parameters each; @train_step has 4
+
+// F1B1: pipeline plan: 1 stage(s) x 4 micro-batch(es) (memory as 1F1B (min(M, S - s) on stage s) keeps it), bubble (S-1)/(M+S-1) = 0.000, device memory 19.5 KiB
+// F1B1-NEXT: stage 0: forward ops 0-end, peak 12.8 KiB (parameters and state 5.6 KiB, 1 x 3.1 KiB kept for the backward pass)
+// F1B2: pipeline plan: 2 stage(s) x 4 micro-batch(es) (memory as 1F1B (min(M, S - s) on stage s) keeps it)
+// F1B2-NEXT: stage 0: forward ops 0-1, peak 5.3 KiB (parameters and state 1.3 KiB, 2 x 0 B kept for the backward pass)
+// F1B2: stage 1: forward ops 2-end, peak 11.5 KiB (parameters and state 4.3 KiB, 1 x 3.1 KiB kept for the backward pass)
+// F1BATTR: schedule = "1f1b", stage_in_flight = array<i64: 2, 1>
+// F1BBAD: error: cnn-pipeline-partition: schedule must be gpipe or 1f1b, got 'interleaved'

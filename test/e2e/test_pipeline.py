@@ -204,7 +204,7 @@ def test_pipeline_cuda_executable_builds(cnnc, models, tmp_path):
     r = tc.run_cnnc(cnnc, model, "--train", "--pipeline-stages", 2,
                     "--micro-batches", M, "-o", exe)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "pipeline plan: 2 stage(s) x 4 micro-batch(es) (memory as GPipe keeps it, also for 1F1B)" in r.stdout, r.stdout
+    assert "pipeline plan: 2 stage(s) x 4 micro-batch(es) (memory as GPipe keeps it)" in r.stdout, r.stdout
     cu = (tmp_path / "train.cu").read_text()
     stages = cu.split("namespace cnnc_stage")
     assert len(stages) == 1 + 2 * 2, "two stages, each opened and closed"

@@ -905,8 +905,10 @@ def CNNPipelinePartition : Pass<"cnn-pipeline-partition", "mlir::ModuleOp"> {
     the two with `overlap-transfers`. A stage's peak is
     its parameters, BN buffers and optimizer state, plus the activations
     its backward pass reads (values that live from the forward into the
-    backward pass) times the `micro-batches` in flight (the GPipe schedule
-    keeps all of them), plus the largest op's operands and results. The
+    backward pass) times the micro-batches in flight (the GPipe schedule
+    keeps all `micro-batches` on every stage; `schedule=1f1b` keeps
+    min(M, S - s) on stage s: its warm-up forwards), plus the largest op's
+    operands and results. The
     cuts minimize the slowest stage; among cuts within 10 % of that, the
     fewest bytes crossing the cuts; every stage's peak within
     `device-memory-bytes` (0: no limit). `stages=0` takes the fewest stages
@@ -989,6 +991,10 @@ def CNNPipelinePartition : Pass<"cnn-pipeline-partition", "mlir::ModuleOp"> {
            "among cuts whose slowest stage is within this fraction of the "
            "best balance, take the fewest crossing bytes (0: the best "
            "balance only)">,
+    Option<"schedule", "schedule", "std::string", "\"gpipe\"",
+           "the schedule the stages run (cnn-pipeline-schedule's): gpipe "
+           "keeps all M micro-batches' activations on every stage, 1f1b "
+           "min(M, S - s) on stage s">,
   ];
   let statistics = [
     Statistic<"numStages", "stages", "pipeline stages chosen">,
