@@ -131,7 +131,10 @@ LogicalResult cnnc::driver::buildTrainStep(const DriverOptions &o,
             {"bn_split", fused->bnSplits},
             {"conv_epilogue_ops", fused->convEpilogueOps},
             {"elementwise_merges", fused->elementwiseMerges},
-            {"elementwise_ops", fused->elementwiseOps}};
+            {"elementwise_ops", fused->elementwiseOps},
+            {"group_norm_channel_views", fused->groupNormChannelViews},
+            {"resize_concats", fused->resizeConcats},
+            {"resize_grad_slices", fused->resizeGradSlices}};
         for (auto [name, count] : lines)
           llvm::errs() << "cnnc: stats: fusion " << name << " " << count
                        << "\n";

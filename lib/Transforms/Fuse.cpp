@@ -1176,7 +1176,7 @@ struct FuseResizeIntoConcat : OpRewritePattern<ConcatOp> {
     for (int64_t i = 0; i < 2; ++i) {
       auto resize = concat.getInputs()[i].getDefiningOp<ResizeOp>();
       if (!resize || !resize.getResult().hasOneUse() ||
-          channelDimOf(resize) != concat.getAxis())
+          channelDimOf(resize) != static_cast<int64_t>(concat.getAxis()))
         continue;
       Value other = concat.getInputs()[1 - i];
       SmallVector<NamedAttribute> attrs = resizeAttrsOf(rewriter, resize);
@@ -1347,6 +1347,9 @@ struct FusePass : public cnnc::impl::CNNFuseBase<FusePass> {
     numGroupedToChannelView = groupedToChannel;
     numResizeConcats = resizeConcats;
     numResizeGradSlices = resizeGradSlices;
+    counts.groupNormChannelViews = groupedToChannel;
+    counts.resizeConcats = resizeConcats;
+    counts.resizeGradSlices = resizeGradSlices;
   }
   /// FuseResizeIntoConcat and ResizeGradReadsChannelRange rewrites of the
   /// last run.

@@ -213,3 +213,22 @@ def test_gpu_pipeline_on_the_reference(cnnc, exported, tmp_path):
     assert runs["fused"].losses == runs["off"].losses
     for k, v in runs["off"].state.items():
         assert np.array_equal(np.asarray(v), np.asarray(runs["fused"].state[k])), k
+
+
+def test_stats_count_the_fusions(cnnc, exported, tmp_path):
+    """`cnnc --stats` names the rewrites: one fused_resize_concat per level
+    in each of the training and evaluation steps, one channel-range
+    resize_grad per level in the training step; none with the switch off."""
+    path, levels = exported
+
+    def stats(*flags):
+        r = subprocess.run([cnnc, str(path), "--train", "--target", "gpu", *flags,
+                            "--emit", "mlir", "--stats", "-o", str(tmp_path / "s.mlir")],
+                           capture_output=True, text=True, check=True)
+        return dict(re.findall(r"cnnc: stats: fusion (\w+) (\d+)", r.stderr))
+
+    on = stats()
+    assert on["resize_concats"] == str(2 * levels), on
+    assert on["resize_grad_slices"] == str(levels), on
+    off = stats("--fuse-resize-concat=false")
+    assert off["resize_concats"] == "0" and off["resize_grad_slices"] == "0", off

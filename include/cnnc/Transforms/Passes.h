@@ -31,6 +31,10 @@ struct FusionCounts {
   int64_t bnGradPairs = 0; ///< batch_norm_grad pairs of one gradient fused
   int64_t elementwiseOps = 0;    ///< elementwise ops given the fused form
   int64_t elementwiseMerges = 0; ///< fused_elementwise producer/consumer merges
+  int64_t groupNormChannelViews = 0; ///< GroupNorm elementwise ops rebuilt
+                                     ///< on the channel view
+  int64_t resizeConcats = 0;     ///< concat(resize) made fused_resize_concat
+  int64_t resizeGradSlices = 0;  ///< resize_grad reading a channel range
 };
 /// The counts of `pass` after it ran, if it is a cnn-fuse pass.
 std::optional<FusionCounts> getFusionCounts(const mlir::Pass &pass);
