@@ -158,6 +158,15 @@ check_builds() {
   done
   return $ok
 }
+# export_r50 LOG PATH: ResNet-50's training graph (1000 classes, seed 0) as
+# PATH, for the pipeline parts B and D (compiled at another batch with
+# --batch); run's exit code.
+export_r50() {
+  run "$1" 240 $PY -c "
+from cnnc.export import build_model, export_onnx
+export_onnx(build_model('resnet50', None, 0), '$2', (2, 3, 224, 224), training=True)
+"
+}
 part_begin() { PART_T=$SECONDS; echo "=== part $1 ($(date -u +%H:%M:%S))" | tee -a "$SUMMARY"; }
 part_end() { echo "=== part $1: $((SECONDS - PART_T)) s" | tee -a "$SUMMARY"; }
 finish() {
@@ -1280,10 +1289,7 @@ if has B; then
   BAL_M=$((4 * BAL_S))
   BAL_SLACK=${BAL_SLACK:-0.02}
   BAL_PRS=(${BAL_PR:-f16 f32})
-  run b-export 240 $PY -c "
-from cnnc.export import build_model, export_onnx
-export_onnx(build_model('resnet50', None, 0), '$BW/r50.onnx', (2, 3, 224, 224), training=True)
-" || fail "B: ResNet-50 export (exit $?, see b-export.log)"
+  export_r50 b-export "$BW/r50.onnx" || fail "B: ResNet-50 export (exit $?, see b-export.log)"
   # bflags PR: cnnc's training flags for precision PR.
   bflags() {
     if [ "$1" = f16 ]; then echo --train --precision fp16 "${SGD[@]}"; else
@@ -1382,10 +1388,7 @@ if has D; then
   D_M=$((4 * D_S))
   D_PR=${D_PR:-f16}
   dflags=(--train --precision $([ "$D_PR" = f16 ] && echo fp16 || echo fp32) "${SGD[@]}")
-  run d-export 240 $PY -c "
-from cnnc.export import build_model, export_onnx
-export_onnx(build_model('resnet50', None, 0), '$DW/r50.onnx', (2, 3, 224, 224), training=True)
-" || fail "D: ResNet-50 export (exit $?, see d-export.log)"
+  export_r50 d-export "$DW/r50.onnx" || fail "D: ResNet-50 export (exit $?, see d-export.log)"
   build d-acc 300 "$DW/r50.onnx" "${dflags[@]}" --batch 32 --accumulate $D_M &
   build d-pipe 420 "$DW/r50.onnx" "${dflags[@]}" --batch 32 --pipeline-stages $D_S \
     --micro-batches $D_M &

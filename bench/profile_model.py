@@ -19,9 +19,9 @@ import os
 import shlex
 import subprocess
 import sys
-import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.join(HERE, "..", "python")]
 
 
 def main(argv=None):
@@ -39,33 +39,28 @@ def main(argv=None):
     p.add_argument("--emit-cuda", action="store_true")
     p.add_argument("--limit", type=int, default=300)
     a = p.parse_args(argv)
-    from cnnc.export import build_model, export_onnx
+    import bench  # bench/bench.py: the export and compile every bench row uses
 
     os.makedirs(a.out, exist_ok=True)
+    build = argparse.Namespace(cnnc=a.cnnc, work=a.work, cnnc_timeout=a.limit)
+    flags = shlex.split(a.flags)
     rc = 0
     for name in a.models.split(","):
         tag = name.replace(":", "_")
-        work = os.path.join(a.work, tag)
-        os.makedirs(work, exist_ok=True)
-        onnx_path = os.path.join(work, "model.onnx")
-        t0 = time.time()
-        export_onnx(build_model(name, a.classes, seed=0), onnx_path,
-                    (a.batch, 3, a.image_size, a.image_size), training=True, opset=17)
-        exe = os.path.join(work, "train")
-        base = [a.cnnc, onnx_path, "--train", "--optimizer", "sgd", "--lr", "0.01",
-                "--momentum", "0.9"] + shlex.split(a.flags)
-        r = subprocess.run(base + ["-o", exe], capture_output=True, text=True,
-                           timeout=a.limit)
-        print("=== %s: export + compile %.1f s (exit %d)" % (name, time.time() - t0,
-                                                           r.returncode), flush=True)
-        if r.returncode != 0:
-            print(r.stdout[-2000:] + r.stderr[-3000:], flush=True)
+        exe = bench.cnnc_exe_path(name, build, flags)
+        try:
+            secs = bench.build_cnnc(name, a.batch, a.image_size, build, flags, a.classes)
+        except RuntimeError as e:
+            print("=== %s: %s" % (name, e), flush=True)
             rc = 1
             continue
+        print("=== %s: export + compile %.1f s" % (name, secs), flush=True)
         if a.emit_cuda:
-            src = os.path.join(work, "step.cu")
-            subprocess.run(base + ["--emit", "cuda", "-o", src], check=False,
-                           capture_output=True, timeout=a.limit)
+            src = exe + ".cu"
+            onnx_path = os.path.join(os.path.dirname(exe), "model-%d.onnx" % a.classes)
+            subprocess.run([a.cnnc, onnx_path, "--train", "--optimizer", "sgd", "--lr",
+                            "0.01", "--momentum", "0.9", *flags, "--emit", "cuda",
+                            "-o", src], check=False, capture_output=True, timeout=a.limit)
             if os.path.exists(src):
                 with open(src, "rb") as f, gzip.open(os.path.join(a.out, tag + ".cu.gz"), "wb") as g:
                     g.write(f.read())

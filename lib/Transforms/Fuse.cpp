@@ -529,10 +529,9 @@ struct BiasAddToFused : Counted<OpRewritePattern<BiasAddOp>> {
 /// is needed. All statistics of one batch extent share one repeat kernel.
 /// The grouped op stays for its grouped-view readers (the backward), where
 /// the merge phase sinks it into its reader.
-struct GroupedElementwiseToChannelView : OpRewritePattern<ReshapeOp> {
-  GroupedElementwiseToChannelView(MLIRContext *ctx, int64_t &count)
-      : OpRewritePattern(ctx), count(count) {}
-  int64_t &count;
+struct GroupedElementwiseToChannelView
+    : Counted<OpRewritePattern<ReshapeOp>> {
+  using Counted::Counted;
 
   LogicalResult matchAndRewrite(ReshapeOp reshape,
                                 PatternRewriter &rewriter) const override {
@@ -841,7 +840,7 @@ struct GroupedElementwiseToChannelView : OpRewritePattern<ReshapeOp> {
       rewriter.replaceOp(reshape, channel->getResults());
       rewriter.replaceOp(grouped, back);
     }
-    ++count;
+    ++counts.groupNormChannelViews;
     return success();
   }
 };
@@ -1165,10 +1164,8 @@ SmallVector<NamedAttribute> resizeAttrsOf(OpBuilder &b, ResizeLikeOp op) {
 /// one kernel writes the concatenation, the resized tensor is never stored
 /// and re-read. Two operands only (the U-Net's decoder); with two resizes,
 /// the first is fused.
-struct FuseResizeIntoConcat : OpRewritePattern<ConcatOp> {
-  FuseResizeIntoConcat(MLIRContext *ctx, int64_t &count)
-      : OpRewritePattern(ctx), count(count) {}
-  int64_t &count;
+struct FuseResizeIntoConcat : Counted<OpRewritePattern<ConcatOp>> {
+  using Counted::Counted;
   LogicalResult matchAndRewrite(ConcatOp concat,
                                 PatternRewriter &rewriter) const override {
     if (concat.getInputs().size() != 2)
@@ -1188,7 +1185,7 @@ struct FuseResizeIntoConcat : OpRewritePattern<ConcatOp> {
           ValueRange{resize.getInput(), other}, attrs);
       rewriter.replaceOp(concat, fused.getResult());
       rewriter.eraseOp(resize);
-      ++count;
+      ++counts.resizeConcats;
       return success();
     }
     return rewriter.notifyMatchFailure(
@@ -1199,10 +1196,9 @@ struct FuseResizeIntoConcat : OpRewritePattern<ConcatOp> {
 /// resize_grad(slice(dy)) where the slice, read by nothing else, takes a
 /// channel range of dy (a concatenation's gradient) -> resize_grad(dy) with
 /// `channel_offset`: the range is read in place, the slice's copy is gone.
-struct ResizeGradReadsChannelRange : OpRewritePattern<ResizeGradOp> {
-  ResizeGradReadsChannelRange(MLIRContext *ctx, int64_t &count)
-      : OpRewritePattern(ctx), count(count) {}
-  int64_t &count;
+struct ResizeGradReadsChannelRange
+    : Counted<OpRewritePattern<ResizeGradOp>> {
+  using Counted::Counted;
   LogicalResult matchAndRewrite(ResizeGradOp grad,
                                 PatternRewriter &rewriter) const override {
     auto slice = grad.getGradOutput().getDefiningOp<SliceOp>();
@@ -1224,7 +1220,7 @@ struct ResizeGradReadsChannelRange : OpRewritePattern<ResizeGradOp> {
                                      ValueRange{slice.getInput()}, attrs);
     rewriter.replaceOp(grad, read.getResult());
     rewriter.eraseOp(slice);
-    ++count;
+    ++counts.resizeGradSlices;
     return success();
   }
 };
@@ -1276,8 +1272,6 @@ struct FusePass : public cnnc::impl::CNNFuseBase<FusePass> {
   void runOnOperation() override {
     MLIRContext *ctx = &getContext();
     counts = {};
-    groupedToChannel = 0;
-    resizeConcats = resizeGradSlices = 0;
     for (auto f : getOperation().getOps<func::FuncOp>()) {
       if (f.getBlocks().size() != 1)
         continue;
@@ -1313,9 +1307,8 @@ struct FusePass : public cnnc::impl::CNNFuseBase<FusePass> {
       // rewrite takes a resize, concat or slice).
       if (resizeConcat) {
         RewritePatternSet resizeConcatSet(ctx);
-        resizeConcatSet.add<FuseResizeIntoConcat>(ctx, resizeConcats);
-        resizeConcatSet.add<ResizeGradReadsChannelRange>(ctx,
-                                                         resizeGradSlices);
+        resizeConcatSet.add<FuseResizeIntoConcat, ResizeGradReadsChannelRange>(
+            ctx, counts);
         applyGreedily(f, std::move(resizeConcatSet));
       }
 
@@ -1327,8 +1320,7 @@ struct FusePass : public cnnc::impl::CNNFuseBase<FusePass> {
       // and activation use, before the merges join them.
       if (groupNormChannelView) {
         RewritePatternSet channelView(ctx);
-        channelView.add<GroupedElementwiseToChannelView>(ctx,
-                                                         groupedToChannel);
+        channelView.add<GroupedElementwiseToChannelView>(ctx, counts);
         applyGreedily(f, std::move(channelView));
       }
 
@@ -1344,18 +1336,10 @@ struct FusePass : public cnnc::impl::CNNFuseBase<FusePass> {
     numBatchNormGradPairs = counts.bnGradPairs;
     numElementwiseOps = counts.elementwiseOps;
     numElementwiseMerges = counts.elementwiseMerges;
-    numGroupedToChannelView = groupedToChannel;
-    numResizeConcats = resizeConcats;
-    numResizeGradSlices = resizeGradSlices;
-    counts.groupNormChannelViews = groupedToChannel;
-    counts.resizeConcats = resizeConcats;
-    counts.resizeGradSlices = resizeGradSlices;
+    numGroupedToChannelView = counts.groupNormChannelViews;
+    numResizeConcats = counts.resizeConcats;
+    numResizeGradSlices = counts.resizeGradSlices;
   }
-  /// FuseResizeIntoConcat and ResizeGradReadsChannelRange rewrites of the
-  /// last run.
-  int64_t resizeConcats = 0, resizeGradSlices = 0;
-  /// GroupedElementwiseToChannelView rewrites of the last run.
-  int64_t groupedToChannel = 0;
   /// The counts of the last run, for getFusionCounts: the Statistics above
   /// are no-ops in builds without LLVM_ENABLE_STATS (NDEBUG without
   /// LLVM_FORCE_ENABLE_STATS, as Debian's release packages and this

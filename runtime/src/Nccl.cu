@@ -322,12 +322,15 @@ static void warmUp(Context &ctx) {
 }
 
 namespace {
-/// A fork and a join event (no timing) appended to `fork` and `done`.
+/// Two events appended to `fork` and `done`: a fork and a join (no timing),
+/// or with `timing` the begin and end of a timed wait.
 void appendEventPair(Context &ctx, std::vector<cudaEvent_t> &fork,
-                     std::vector<cudaEvent_t> &done, const char *what) {
+                     std::vector<cudaEvent_t> &done, const char *what,
+                     bool timing = false) {
+  const unsigned flags = timing ? cudaEventDefault : cudaEventDisableTiming;
   cudaEvent_t a, b;
-  ctx.check(cudaEventCreateWithFlags(&a, cudaEventDisableTiming), what);
-  ctx.check(cudaEventCreateWithFlags(&b, cudaEventDisableTiming), what);
+  ctx.check(cudaEventCreateWithFlags(&a, flags), what);
+  ctx.check(cudaEventCreateWithFlags(&b, flags), what);
   fork.push_back(a);
   done.push_back(b);
 }
@@ -378,13 +381,9 @@ void prepare(Context &ctx, int numBuckets) {
   }
   while ((int)s.done_ev.size() < numBuckets) {
     appendEventPair(ctx, s.ready_ev, s.done_ev, "data parallel: events");
-    if (s.timing) {
-      cudaEvent_t t0, t1;
-      ctx.check(cudaEventCreate(&t0), "data parallel: timing events");
-      ctx.check(cudaEventCreate(&t1), "data parallel: timing events");
-      s.stall_begin.push_back(t0);
-      s.stall_end.push_back(t1);
-    }
+    if (s.timing)
+      appendEventPair(ctx, s.stall_begin, s.stall_end,
+                      "data parallel: timing events", /*timing=*/true);
   }
 }
 
@@ -502,13 +501,9 @@ void prepareTransfers(Context &ctx, int numEvents) {
   while ((int)s.xfer_done.size() < numEvents) {
     appendEventPair(ctx, s.xfer_fork, s.xfer_done,
                     "pipeline: transfer events");
-    if (s.timing) {
-      cudaEvent_t t0, t1;
-      ctx.check(cudaEventCreate(&t0), "pipeline: timing events");
-      ctx.check(cudaEventCreate(&t1), "pipeline: timing events");
-      s.xfer_wait_begin.push_back(t0);
-      s.xfer_wait_end.push_back(t1);
-    }
+    if (s.timing)
+      appendEventPair(ctx, s.xfer_wait_begin, s.xfer_wait_end,
+                      "pipeline: timing events", /*timing=*/true);
   }
 }
 
@@ -558,18 +553,29 @@ void recvAsync(Context &ctx, void *buf, size_t bytes, int peer, int event,
 
 void recordTiming(Context &ctx, cudaEvent_t ev, cudaStream_t stream);
 
+namespace {
+/// The compute stream waits for `done`; with `begin` and `end` (timing
+/// events, CNNC_ALLREDUCE_TIMING) the wait is timed in every replay.
+void computeWaits(Context &ctx, cudaEvent_t done, const cudaEvent_t *begin,
+                  const cudaEvent_t *end, const char *what) {
+  if (begin)
+    recordTiming(ctx, *begin, ctx.stream());
+  ctx.check(cudaStreamWaitEvent(ctx.stream(), done, 0), what);
+  if (end)
+    recordTiming(ctx, *end, ctx.stream());
+}
+} // namespace
+
 void transferWait(Context &ctx, int event) {
   State &s = S();
   if (event < 0 || event >= (int)s.xfer_done.size())
     ctx.fail("pipeline", "wait for transfer event " + std::to_string(event) +
                              " beyond dist::prepareTransfers' events");
   const bool timed = s.timing && event < (int)s.xfer_wait_begin.size();
-  if (timed)
-    recordTiming(ctx, s.xfer_wait_begin[event], ctx.stream());
-  ctx.check(cudaStreamWaitEvent(ctx.stream(), s.xfer_done[event], 0),
-            "pipeline: transfer wait");
-  if (timed)
-    recordTiming(ctx, s.xfer_wait_end[event], ctx.stream());
+  computeWaits(ctx, s.xfer_done[event],
+               timed ? &s.xfer_wait_begin[event] : nullptr,
+               timed ? &s.xfer_wait_end[event] : nullptr,
+               "pipeline: transfer wait");
 }
 
 void groupStart(Context &ctx) {
@@ -602,12 +608,10 @@ void recordTiming(Context &ctx, cudaEvent_t ev, cudaStream_t stream) {
 
 void join(Context &ctx, int bucket) {
   State &s = S();
-  if (s.timing)
-    recordTiming(ctx, s.stall_begin[bucket], ctx.stream());
-  ctx.check(cudaStreamWaitEvent(ctx.stream(), s.done_ev[bucket], 0),
-            "data parallel: join");
-  if (s.timing)
-    recordTiming(ctx, s.stall_end[bucket], ctx.stream());
+  computeWaits(ctx, s.done_ev[bucket],
+               s.timing ? &s.stall_begin[bucket] : nullptr,
+               s.timing ? &s.stall_end[bucket] : nullptr,
+               "data parallel: join");
 }
 
 void waitStream(Context &ctx, cudaStream_t stream, const char *what) {

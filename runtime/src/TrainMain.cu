@@ -1187,12 +1187,17 @@ int runTraining(int argc, char **argv, const ModelSpec &spec) {
     double stepMs = 1000.0 * spec.batch *
                     (piped ? gPipeline.replicas : world) /
                     std::max(steadyIps, 1e-9);
-    std::string each;
-    for (int r = 0; r < world; ++r) {
-      char buf[64];
-      std::snprintf(buf, sizeof(buf), "%s%.3f", r ? ", " : "", us[r] / 1000.0);
-      each += buf;
-    }
+    // Per-rank milliseconds, ", "-separated.
+    auto perRank = [&](auto msOf) {
+      std::string out;
+      for (int r = 0; r < world; ++r) {
+        char buf[64];
+        std::snprintf(buf, sizeof(buf), "%s%.3f", r ? ", " : "", msOf(r));
+        out += buf;
+      }
+      return out;
+    };
+    const std::string each = perRank([&](int r) { return us[r] / 1000.0; });
     if (piped)
       // The compute stream idle at its transferWaits (and, with replicas,
       // at its gradient buckets' joins): what is left of the step is the
@@ -1202,16 +1207,7 @@ int runTraining(int argc, char **argv, const ModelSpec &spec) {
                   "busy (step - wait) [%s] ms; %d sampled steps\n",
                   gPipeline.replicas > 1 ? " and gradient buckets" : "",
                   each.c_str(), stepMs,
-                  [&] {
-                    std::string busy;
-                    for (int r = 0; r < world; ++r) {
-                      char buf[64];
-                      std::snprintf(buf, sizeof(buf), "%s%.3f", r ? ", " : "",
-                                    stepMs - us[r] / 1000.0);
-                      busy += buf;
-                    }
-                    return busy;
-                  }()
+                  perRank([&](int r) { return stepMs - us[r] / 1000.0; })
                       .c_str(),
                   stallSamples);
     else
