@@ -57,6 +57,9 @@ cuDNN's benchmark of the convolutions is redone in the timed process.
 `--max-models K`: only the first K models (in --models order) that still
 have rows to run after --resume; successive calls with the same --models and
 the previous calls' JSON files as --resume fill the table K models at a time.
+`--shard I/N`: of those models, every N-th from the I-th (before
+--max-models): bench/zoo-table-gpus.sh runs one shard per GPU of a
+several-GPU machine, each pinned to its own share of the cores.
 
 `--timing FILE.json [...] [--budget S]` (no GPU): where each call's time went
 (its build phase, the mean seconds of each kind of row) and how many families
@@ -202,10 +205,19 @@ def prebuild(args, config, jobs, work, warm=False, left=lambda: float("inf")):
             w.result()
 
 
+def usable_cores():
+    """The cores this process may run on (its affinity: a shard pinned by
+    bench/zoo-table-gpus.sh sees its own share, not the host's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def compile_threads(jobs):
     """Inductor's compile workers per prewarm process: the cores split
     between the `jobs` processes (at least 2 each)."""
-    return max(2, (os.cpu_count() or 1) // max(1, jobs))
+    return max(2, usable_cores() // max(1, jobs))
 
 
 def prewarm_one(name, mode, member, args, cache, limit, jobs):
@@ -398,7 +410,15 @@ def select_zoo(argv):
     own.add_argument("--table", nargs="+", default=None)
     own.add_argument("--timing", nargs="+", default=None)
     own.add_argument("--budget", type=int, default=540)
+    own.add_argument("--shard", default=None, metavar="I/N")
     opts, argv = own.parse_known_args(list(argv))
+    if opts.shard is not None:
+        try:
+            i, n = (int(v) for v in opts.shard.split("/"))
+        except ValueError:
+            i, n = -1, 0
+        if not 0 <= i < n:
+            own.error("--shard: expected I/N with 0 <= I < N, got %r" % opts.shard)
     for flag in ("prebuild_jobs", "torch_prewarm_jobs", "max_models"):
         if getattr(opts, flag) < 0:
             own.error("--%s: expected a number >= 0" % flag.replace("_", "-"))
@@ -446,6 +466,11 @@ def main(argv=None):
     done = {bench.row_key(r) for r in bench.read_rows(args.resume, ok_only=True)}
     work = bench.pending_work(args, config, done)
     models = [m for m in args.models if m in work]
+    if opts.shard is not None:
+        # Every I-th of the models still to run: N processes (one per GPU)
+        # given the same --resume files split the same list.
+        i, n = (int(v) for v in opts.shard.split("/"))
+        models = models[i::n]
     if opts.max_models:
         models = models[:opts.max_models]
     if models != args.models:
@@ -488,7 +513,7 @@ def main(argv=None):
     meta = {"zoo_bench": dict(seconds, models=models, prebuild_jobs=opts.prebuild_jobs,
                               cnnc_warm=opts.cnnc_warm,
                               torch_prewarm_jobs=opts.torch_prewarm_jobs,
-                              cores=os.cpu_count())}
+                              cores=usable_cores(), shard=opts.shard)}
     return bench.main(argv, config, prewarm=prewarmed, started_at=start, meta_extra=meta)
 
 

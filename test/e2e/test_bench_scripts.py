@@ -573,6 +573,35 @@ def test_zoo_max_models_and_prewarm(tmp_path, monkeypatch):
     assert "prewarm" not in rows[("regnet_y_400mf", "amp")]
 
 
+def test_zoo_shards_split_what_is_left(tmp_path, monkeypatch, capsys):
+    """zoo_bench --shard I/N: N processes given the same --resume split the
+    models still to run between them (every N-th from the I-th, before
+    --max-models), so together they run each once; a bad shard is an error."""
+    calls = []
+    fake_runs(monkeypatch, calls)
+    prev = bench_json(tmp_path / "prev.json", [
+        trow(m, r, batch=64) for m in ["efficientnet_b0"] for r in ["cnnc default", "amp"]])
+    models = "efficientnet_b0,mobilenet_v3_large,convnext_tiny,regnet_y_400mf,densenet121"
+    ran = []
+    for i in range(2):
+        calls.clear()
+        assert zoo_bench.main(["--cnnc", "x", "--work", str(tmp_path / "w"),
+                               "--json", str(tmp_path / ("s%d.json" % i)), "--modes", "amp",
+                               "--no-compile", "--resume", prev, "--models", models,
+                               "--shard", "%d/2" % i]) == 0
+        ran.append(sorted({c[1] for c in calls if c[0] == "cnnc"}))
+    # efficientnet_b0 has its rows; the four others are split two and two.
+    assert [len(r) for r in ran] == [2, 2] and not set(ran[0]) & set(ran[1])
+    assert sorted(ran[0] + ran[1]) == ["convnext_tiny", "densenet121", "mobilenet_v3_large",
+                                       "regnet_y_400mf"]
+    meta = json.loads((tmp_path / "s1.json").read_text())["zoo_bench"]
+    assert meta["shard"] == "1/2" and meta["cores"] >= 1
+    for bad in ("2/2", "x", "1/0"):
+        with pytest.raises(SystemExit):
+            zoo_bench.main(["--cnnc", "x", "--shard", bad])
+        assert "--shard" in capsys.readouterr().err
+
+
 def test_zoo_prewarm_one_without_torch_compile(tmp_path):
     """prewarm_one runs the real worker (1 step) into the shared cache with
     the compile threads split; on a torch without torch.compile it is a
