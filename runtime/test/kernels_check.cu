@@ -13,8 +13,9 @@
 // average pooling with padding, max and average pooling's kernels and
 // gradients in both layouts (checkPooling), the NCHW batch_norm_grad sums,
 // softmax, the cross-entropy loss and its gradient (label smoothing, ignored
-// rows), loss scaling and splitmix64, and upsample + concat's fused
-// forward and channel-range gradient (checkResizeConcat).
+// rows), loss scaling and splitmix64, upsample + concat's fused
+// forward and channel-range gradient (checkResizeConcat), and
+// global_avg_pool's NHWC block kernels (checkSpatialMeans).
 //
 // Prints one line per check; exit 0 when all pass, 1 on a mismatch, 2 on a
 // CUDA error, 3 without a GPU (ctest's SKIP_RETURN_CODE).
@@ -25,6 +26,7 @@
 
 #include "GpuCheck.cuh"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -1125,6 +1127,120 @@ void checkResizeConcat(int C, int OC, int c0, double tol) {
     CUDA_OK(cudaFree(d));
 }
 
+/// describeSpatialSum's (lib/Dialect/CNN/Ops/Pooling.cpp) lanes and splits
+/// for an N x HW x C spatial sum under #cnn.launch's grid_limit and block.
+struct SpatialLaunch {
+  int lanes, splits;
+  long long blocks;
+};
+SpatialLaunch spatialLaunch(long long N, long long HW, long long C, bool vec8,
+                            long long gridLimit = 4224, long long block = 256) {
+  long long units = vec8 ? C / 8 : C;
+  long long lanes = std::min(units, vec8 ? 4LL : 32LL);
+  while (lanes * 2 <= std::min(units, block) && block / lanes > HW)
+    lanes *= 2;
+  long long rows = 1;
+  while (rows * 2 * lanes <= block)
+    rows *= 2;
+  long long outer = N * ((units + lanes - 1) / lanes);
+  long long target = std::max(1LL, gridLimit / 8);
+  long long splits = std::clamp((target + outer - 1) / outer, 1LL,
+                                std::max(1LL, HW / (rows * 4)));
+  return {(int)lanes, (int)splits, outer * splits};
+}
+
+/// global_avg_pool's NHWC kernels (spatialSumTiles, spatialSumFinish where
+/// the pixels are split) over N x HW x C against the mean in double, with
+/// the description's lanes and splits and with forced ones (an odd split
+/// count, one split, the scalar form where C % 8 == 0 too): each result twice,
+/// bitwise the same (deterministic).
+template <typename T>
+void checkSpatialMean(int N, int HW, int C, double tol) {
+  const char *type = std::is_same_v<T, __half> ? "f16" : "f32";
+  std::vector<float> x =
+      randoms((size_t)N * HW * C, -1, 1, 40 + N + HW + C);
+  std::vector<T> xt(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    if constexpr (std::is_same_v<T, __half>)
+      xt[i] = __float2half_rn(x[i]);
+    else
+      xt[i] = x[i];
+  }
+  std::vector<double> want((size_t)N * C);
+  for (int n = 0; n < N; ++n)
+    for (int c = 0; c < C; ++c) {
+      double s = 0;
+      for (int p = 0; p < HW; ++p) {
+        if constexpr (std::is_same_v<T, __half>)
+          s += __half2float(xt[((size_t)n * HW + p) * C + c]);
+        else
+          s += xt[((size_t)n * HW + p) * C + c];
+      }
+      want[(size_t)n * C + c] = s / HW;
+    }
+  T *dx = toDevice(xt);
+  T *dy = toDevice(std::vector<T>((size_t)N * C));
+  for (bool vec8 : {true, false}) {
+    if (vec8 && C % 8)
+      continue;
+    SpatialLaunch d = spatialLaunch(N, HW, C, vec8);
+    std::vector<SpatialLaunch> forms = {d, {d.lanes, 1, 0}};
+    if (HW >= 7)
+      forms.push_back({vec8 ? 3 : 5, 7, 0});
+    for (SpatialLaunch f : forms) {
+      int units = vec8 ? C / 8 : C;
+      long long blocks =
+          (long long)N * ((units + f.lanes - 1) / f.lanes) * f.splits;
+      double *scratch = nullptr;
+      CUDA_OK(cudaMalloc(&scratch,
+                         sizeof(double) * (size_t)N * C * f.splits));
+      std::vector<double> got[2];
+      for (std::vector<double> &g : got) {
+        CUDA_OK(cudaMemset(dy, 0xff, sizeof(T) * (size_t)N * C));
+        if (vec8)
+          spatialSumTiles<T, T, true><<<(unsigned)blocks, 256>>>(
+              scratch, dx, dy, N, HW, C, f.lanes, f.splits, (float)HW);
+        else
+          spatialSumTiles<T, T, false><<<(unsigned)blocks, 256>>>(
+              scratch, dx, dy, N, HW, C, f.lanes, f.splits, (float)HW);
+        if (f.splits > 1)
+          spatialSumFinish<T><<<3, 64>>>(scratch, dy, (int64_t)N * C,
+                                         f.splits, (float)HW);
+        CUDA_OK(cudaGetLastError());
+        CUDA_OK(cudaDeviceSynchronize());
+        g = fromDevice(dy, (size_t)N * C);
+      }
+      char what[128];
+      std::snprintf(what, sizeof what,
+                    "spatialSumTiles %s %s N=%d HW=%d C=%d lanes=%d "
+                    "splits=%d",
+                    type, vec8 ? "vec8" : "scalar", N, HW, C, f.lanes,
+                    f.splits);
+      expectNear(what, got[0], want, tol);
+      if (std::memcmp(got[0].data(), got[1].data(),
+                      got[0].size() * sizeof(double)) != 0) {
+        ++failures;
+        std::printf("FAIL %s: a second run differs\n", what);
+      }
+      CUDA_OK(cudaFree(scratch));
+    }
+  }
+  CUDA_OK(cudaFree(dx));
+  CUDA_OK(cudaFree(dy));
+}
+
+void checkSpatialMeans() {
+  for (int N : {1, 3})
+    for (int HW : {1, 49, 3136})
+      for (int C : {3, 12, 40, 264}) {
+        checkSpatialMean<float>(N, HW, C, 1e-5);
+        checkSpatialMean<__half>(N, HW, C, 1e-3);
+      }
+  // The shape of session 30's profile (resnest14d's first split attention),
+  // one image: the description splits the pixels.
+  checkSpatialMean<__half>(1, 3136, 256, 1e-3);
+}
+
 int main() {
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
@@ -1151,6 +1267,7 @@ int main() {
   checkResizeConcat<__half, true, true, true>(16, 8, 8, 1e-3);
   checkResizeConcat<__half, true, false, true>(8, 16, 16, 1e-3);
   checkResizeConcat<float, true, true, true>(16, 8, 0, 1e-5);
+  checkSpatialMeans();
   if (failures) {
     std::printf("kernels_check: %d check(s) FAILED\n", failures);
     return 1;

@@ -52,14 +52,16 @@
 // CHECK: avgPoolBwd<float, false><<<4, 256, 0, s>>>(P<float>(A, {{[0-9]+}}), P<float>(A, {{[0-9]+}}), PoolParams{2, 8, 8, 8, 4, 4, 2, 2, 2, 2, 0, 0, 0, 0, false});
 
 // f16 NHWC: the channel is the last axis, so softmax is a block per row of
-// 8 (2 x 8 x 8 rows), and the spatial mean strides over the channels. The
+// 8 (2 x 8 x 8 rows), and the spatial mean reads rows of channels. The
 // element type is the op's values' as cnn-precision left them (resize_grad
 // may stay f32).
 // F16: resizeFwd<__half, true, true>(x, y, ResizeParams{2, 8, 4, 4, 8, 8}, [[TAPS:tbl[0-9]+]], [[TAPS]]);
 // F16: resizeBwd<{{float|__half}}, true, true>(dy, dx, ResizeParams{2, 8, 4, 4, 8, 8}
 // F16: avgPoolFwd<__half, true><<<1, 256, 0, s>>>({{.*}}, PoolParams{2, 8, 8, 8, 4, 4, 2, 2, 2, 2, 0, 0, 0, 0, false});
 // F16: softmaxRows<__half><<<128, 256, 0, s>>>(P<__half>(A, {{[0-9]+}}), P<__half>(A, {{[0-9]+}}), 8);
-// F16: spatialMeanNHWC<__half><<<1, 256, 0, s>>>({{.*}}, 2ll, 64ll, 8ll);
+// The NHWC spatial mean: a block per image (one chunk of 8 channels, 64
+// pixels: no split; spatial-mean.mlir has the other forms).
+// F16: spatialSumTiles<__half, __half, true><<<2, 256, 0, s>>>({{.*}}, 2, 64, 8, 1, 1, 64.0f);
 // F16: avgPoolBwd<{{float|__half}}, true><<<4, 256, 0, s>>>
 // The loss scale's update: one block of one thread.
 // F16: lossScaleUpdate<<<1, 1, 0, s>>>(P<float>(A, {{[0-9]+}}), P<float>(A, {{[0-9]+}}), P<float>(A, {{[0-9]+}}), P<float>(A, {{[0-9]+}}), P<float>(A, {{[0-9]+}}), 2000ll, 2.0f, 0.5f);

@@ -178,6 +178,20 @@ struct KernelCall {
   bool wrap = false;
 };
 
+class LaunchAttr;
+
+/// The launches that sum (or average) an N x pixels x C tensor `x` over its
+/// pixels into the N x C values of `y`, each divided by `divisor`
+/// (global_avg_pool: the pixel count): kernels/PoolingNHWC.cuh's
+/// spatialSumTiles, a block per (image, chunk of channels, split of the
+/// pixels), and where the pixels are split, spatialSumFinish adding the
+/// splits in order. The splits and chunks follow from `launch`'s grid_limit
+/// and block. Needs n * C and the pixel count to fit in int32.
+void describeSpatialSum(mlir::Value x, mlir::Value y, int64_t n,
+                        int64_t pixels, int64_t channels, double divisor,
+                        LaunchAttr launch,
+                        llvm::SmallVectorImpl<KernelCall> &calls);
+
 /// Checks `call`, a description of `op`'s launch: its buffers and its
 /// grid's value are operands or results of `op` with a static shape (the
 /// grid's element count a multiple of `perThread`), its 32-bit integers

@@ -9,7 +9,11 @@
 //===----------------------------------------------------------------------===//
 #include "OpHelpers.h"
 
+#include "llvm/ADT/bit.h"
 #include "llvm/Support/MathExtras.h"
+
+#include <algorithm>
+#include <limits>
 
 using namespace mlir;
 using namespace cnnc;
@@ -250,24 +254,95 @@ void AvgPool2DGradOp::describeKernelCalls(LaunchAttr,
                   isNHWC())}));
 }
 
-// One thread per result element (an N x C plane's mean): rowMean over the
-// contiguous H x W of NCHW, spatialMeanNHWC striding over the channels.
-void GlobalAvgPoolOp::describeKernelCalls(LaunchAttr,
+/// The pixels a thread of spatialSumTiles adds at least before the
+/// description splits an image's pixels over more blocks (its U: one round
+/// of loads in flight).
+static constexpr int64_t kSpatialPixelsPerThread = 4;
+
+void cnnc::cnn::describeSpatialSum(Value x, Value y, int64_t n, int64_t pixels,
+                                   int64_t channels, double divisor,
+                                   LaunchAttr launch,
+                                   SmallVectorImpl<KernelCall> &calls) {
+  int64_t block = launch.getBlock();
+  // Eight channels a lane with 16-byte loads where the rows allow it (the
+  // arena aligns every buffer; C % 8 == 0 keeps each pixel's row aligned).
+  bool vec8 = channels % 8 == 0;
+  int64_t perLane = vec8 ? 8 : 1, units = channels / perLane;
+  // The fewest lanes whose pixel row is a whole 64-byte stretch (f16; 128
+  // bytes in f32), so a warp reads several pixels at once; with few pixels
+  // the lanes widen until the rows no longer outnumber the pixels.
+  int64_t lanes = std::min<int64_t>(units, vec8 ? 4 : 32);
+  while (lanes * 2 <= std::min(units, block) && block / lanes > pixels)
+    lanes *= 2;
+  int64_t rows = llvm::bit_floor(static_cast<uint64_t>(block / lanes));
+  int64_t outer = n * llvm::divideCeil(units, lanes);
+  // Split the pixels until about four blocks per SM run (grid_limit is 32
+  // blocks per SM), each thread keeping a round of loads to add.
+  int64_t target = std::max<int64_t>(1, launch.getGridLimit() / 8);
+  int64_t splits = std::clamp<int64_t>(
+      llvm::divideCeil(target, outer), 1,
+      std::max<int64_t>(1, pixels / (rows * kSpatialPixelsPerThread)));
+  Type in = ranked(x).getElementType(), out = ranked(y).getElementType();
+  KernelCall tiles;
+  tiles.kernel = "spatialSumTiles";
+  tiles.templateArgs = {KernelTemplateArg::elementType(in),
+                        KernelTemplateArg::elementType(out),
+                        KernelTemplateArg::boolean(vec8)};
+  tiles.grid = KernelGrid::blockPerUnit(outer * splits);
+  int64_t scratch = splits > 1 ? n * channels * splits : 1;
+  tiles.args = {KernelArg::scratch(scratch),
+                KernelArg::read(x),
+                KernelArg::write(y),
+                KernelArg::i32(n),
+                KernelArg::i32(pixels),
+                KernelArg::i32(channels),
+                KernelArg::i32(lanes),
+                KernelArg::i32(splits),
+                KernelArg::f32(divisor)};
+  calls.push_back(tiles);
+  if (splits == 1)
+    return;
+  KernelCall finish;
+  finish.kernel = "spatialSumFinish";
+  finish.templateArgs = {KernelTemplateArg::elementType(out)};
+  finish.grid = KernelGrid::threadPerElement(y);
+  finish.args = {KernelArg::scratch(scratch), KernelArg::write(y),
+                 KernelArg::i64(n * channels), KernelArg::i32(splits),
+                 KernelArg::f32(divisor)};
+  calls.push_back(finish);
+}
+
+// NCHW: rowMean, a thread per result over the contiguous H x W. NHWC:
+// describeSpatialSum's blocks over (image, channel chunk, pixel split);
+// spatialMeanNHWC's thread per (n, c) striding over the channels only where
+// there is one pixel (the mean is a copy: nothing to add) or N x C or the
+// pixels exceed spatialSumTiles' 32-bit counts (a split's end, (s + 1) x
+// tile, stays below twice the pixels).
+void GlobalAvgPoolOp::describeKernelCalls(LaunchAttr launch,
                                           SmallVectorImpl<KernelCall> &calls) {
   auto t = getInput().getType();
+  int64_t n = t.getDimSize(0);
+  int64_t pixels = isNHWC() ? t.getDimSize(1) * t.getDimSize(2)
+                            : t.getDimSize(2) * t.getDimSize(3);
+  int64_t channels = t.getDimSize(isNHWC() ? 3 : 1);
+  if (isNHWC() && pixels > 1 &&
+      n * channels <= std::numeric_limits<int32_t>::max() &&
+      pixels <= std::numeric_limits<int32_t>::max() / 2) {
+    describeSpatialSum(getInput(), getResult(), n, pixels, channels,
+                       (double)pixels, launch, calls);
+    return;
+  }
   KernelCall call;
   call.templateArgs = {KernelTemplateArg::elementType(t.getElementType())};
   call.grid = KernelGrid::threadPerElement(getResult());
   call.args = {KernelArg::read(getInput()), KernelArg::write(getResult())};
   if (isNHWC()) {
     call.kernel = "spatialMeanNHWC";
-    call.args.append({KernelArg::i64(t.getDimSize(0)),
-                      KernelArg::i64(t.getDimSize(1) * t.getDimSize(2)),
-                      KernelArg::i64(t.getDimSize(3))});
+    call.args.append({KernelArg::i64(n), KernelArg::i64(pixels),
+                      KernelArg::i64(channels)});
   } else {
     call.kernel = "rowMean";
-    call.args.append({KernelArg::i64(t.getDimSize(0) * t.getDimSize(1)),
-                      KernelArg::i64(t.getDimSize(2) * t.getDimSize(3))});
+    call.args.append({KernelArg::i64(n * channels), KernelArg::i64(pixels)});
   }
   calls.push_back(call);
 }
