@@ -1150,13 +1150,17 @@ SpatialLaunch spatialLaunch(long long N, long long HW, long long C, bool vec8,
 }
 
 /// global_avg_pool's NHWC kernels (spatialSumTiles, spatialSumFinish where
-/// the pixels are split) over N x HW x C against the mean in double, with
+/// the pixels are split) over N x HW x C against the mean (or, `mean` false,
+/// the sum: a "spatial_sum" reduce_sum) in double, T values, R results, with
 /// the description's lanes and splits and with forced ones (an odd split
 /// count, one split, the scalar form where C % 8 == 0 too): each result twice,
 /// bitwise the same (deterministic).
-template <typename T>
-void checkSpatialMean(int N, int HW, int C, double tol) {
-  const char *type = std::is_same_v<T, __half> ? "f16" : "f32";
+template <typename T, typename R = T>
+void checkSpatialMean(int N, int HW, int C, double tol, bool mean = true) {
+  const char *type = std::is_same_v<T, __half>
+                         ? (std::is_same_v<R, __half> ? "f16" : "f16->f32")
+                         : (std::is_same_v<R, float> ? "f32" : "f32->f16");
+  const float divisor = mean ? (float)HW : 1.f;
   std::vector<float> x =
       randoms((size_t)N * HW * C, -1, 1, 40 + N + HW + C);
   std::vector<T> xt(x.size());
@@ -1176,10 +1180,10 @@ void checkSpatialMean(int N, int HW, int C, double tol) {
         else
           s += xt[((size_t)n * HW + p) * C + c];
       }
-      want[(size_t)n * C + c] = s / HW;
+      want[(size_t)n * C + c] = s / divisor;
     }
   T *dx = toDevice(xt);
-  T *dy = toDevice(std::vector<T>((size_t)N * C));
+  R *dy = toDevice(std::vector<R>((size_t)N * C));
   for (bool vec8 : {true, false}) {
     if (vec8 && C % 8)
       continue;
@@ -1196,26 +1200,26 @@ void checkSpatialMean(int N, int HW, int C, double tol) {
                          sizeof(double) * (size_t)N * C * f.splits));
       std::vector<double> got[2];
       for (std::vector<double> &g : got) {
-        CUDA_OK(cudaMemset(dy, 0xff, sizeof(T) * (size_t)N * C));
+        CUDA_OK(cudaMemset(dy, 0xff, sizeof(R) * (size_t)N * C));
         if (vec8)
-          spatialSumTiles<T, T, true><<<(unsigned)blocks, 256>>>(
-              scratch, dx, dy, N, HW, C, f.lanes, f.splits, (float)HW);
+          spatialSumTiles<T, R, true><<<(unsigned)blocks, 256>>>(
+              scratch, dx, dy, N, HW, C, f.lanes, f.splits, divisor);
         else
-          spatialSumTiles<T, T, false><<<(unsigned)blocks, 256>>>(
-              scratch, dx, dy, N, HW, C, f.lanes, f.splits, (float)HW);
+          spatialSumTiles<T, R, false><<<(unsigned)blocks, 256>>>(
+              scratch, dx, dy, N, HW, C, f.lanes, f.splits, divisor);
         if (f.splits > 1)
-          spatialSumFinish<T><<<3, 64>>>(scratch, dy, (int64_t)N * C,
-                                         f.splits, (float)HW);
+          spatialSumFinish<R><<<3, 64>>>(scratch, dy, (int64_t)N * C,
+                                         f.splits, divisor);
         CUDA_OK(cudaGetLastError());
         CUDA_OK(cudaDeviceSynchronize());
         g = fromDevice(dy, (size_t)N * C);
       }
       char what[128];
       std::snprintf(what, sizeof what,
-                    "spatialSumTiles %s %s N=%d HW=%d C=%d lanes=%d "
+                    "spatialSumTiles %s %s %s N=%d HW=%d C=%d lanes=%d "
                     "splits=%d",
-                    type, vec8 ? "vec8" : "scalar", N, HW, C, f.lanes,
-                    f.splits);
+                    mean ? "mean" : "sum", type, vec8 ? "vec8" : "scalar", N,
+                    HW, C, f.lanes, f.splits);
       expectNear(what, got[0], want, tol);
       if (std::memcmp(got[0].data(), got[1].data(),
                       got[0].size() * sizeof(double)) != 0) {
@@ -1239,6 +1243,13 @@ void checkSpatialMeans() {
   // The shape of session 30's profile (resnest14d's first split attention),
   // one image: the description splits the pixels.
   checkSpatialMean<__half>(1, 3136, 256, 1e-3);
+  // "spatial_sum" reductions: rows of contiguous values (inner 1: a 5-D
+  // split attention's H x W, f16 values, f32 means), squeeze-excitation's
+  // gradient (an f32 sum over the pixels, split, C % 8 == 0 and not).
+  checkSpatialMean<__half, float>(300, 256, 1, 1e-5);
+  checkSpatialMean<float>(2, 3136, 1, 1e-5);
+  checkSpatialMean<float>(3, 3136, 64, 2e-5, false);
+  checkSpatialMean<float>(2, 784, 36, 2e-5, false);
 }
 
 int main() {

@@ -51,13 +51,13 @@ func.func @stale(%x: tensor<2x8x8x16xf16>, %w1: tensor<32x1x1x16xf16>) -> tensor
 // Sums and means over every dimension but the innermost (an NHWC tensor's
 // per-channel statistics) take bias_grad's coalesced two-pass kernels,
 // eight channels per thread when C % 8 == 0 ("channel_sum_vec8": 16 channels here, 12 in @channel_sums_12); a
-// reduction that keeps another dimension, or a maximum, keeps the generic
-// kernel.
+// reduction that keeps another dimension sums one run of dimensions in
+// global_avg_pool's blocks ("spatial_sum"; select-lowering-spatial-sum.mlir),
+// and a maximum keeps the generic kernel.
 // CHECK-LABEL: func.func @channel_sums
 // CHECK: cnn.reduce_mean {{.*}}cnn.lowering = "channel_sum_vec8"
 // CHECK: cnn.reduce_sum {{.*}}cnn.lowering = "channel_sum_vec8"
-// CHECK: cnn.reduce_sum
-// CHECK-NOT: cnn.lowering
+// CHECK: cnn.reduce_sum {{.*}}cnn.lowering = "spatial_sum"
 // CHECK-SAME: -> tensor<2x1x1x1xf32>
 // CHECK: cnn.reduce_max
 // CHECK-NOT: cnn.lowering

@@ -721,6 +721,13 @@ def CNNSelectLowering : Pass<"cnn-select-lowering", "mlir::ModuleOp"> {
       dimension but the innermost (an NHWC tensor's per-channel sums): the
       coalesced two-pass kernels of bias_grad; `"channel_sum_vec8"` when
       that dimension is a multiple of 8 (eight channels per thread);
+    - `cnn.lowering = "spatial_sum"` on the other reduce_sum / reduce_mean
+      over one run of consecutive dimensions, of f16 / f32 values, at least
+      32 per result (an NHWC tensor's pixels: squeeze-excitation's
+      gradient; the trailing H x W of a 5-D split attention): the blocks of
+      global_avg_pool's spatialSumTiles over (outer, chunk of the inner
+      dimensions, split of the run) instead of a thread or a block per
+      result (no `reduction` strategy);
     - `cnn.update_group = k` on optimizer updates that share one
       multi-tensor kernel (same algorithm, hyper-parameters, element types
       and scalar operands; results read only by the return);
@@ -746,6 +753,7 @@ def CNNSelectLowering : Pass<"cnn-select-lowering", "mlir::ModuleOp"> {
     Statistic<"numVec8", "vec8", "ops with eight channels or elements per thread">,
     Statistic<"numCudnnFused", "cudnn-bias-act", "fused convs offered to cuDNN's bias-activation form">,
     Statistic<"numChannelSum", "channel-sum", "reductions over all but the innermost dimension">,
+    Statistic<"numSpatialSum", "spatial-sum", "reductions over one run of dimensions in spatialSumTiles' blocks">,
     Statistic<"numGrouped", "grouped-updates", "optimizer updates in multi-tensor groups">,
     Statistic<"numCastGrouped", "grouped-casts", "parameter casts in multi-tensor groups">
   ];
@@ -1285,7 +1293,8 @@ def CNNPrepareForEmission : Pass<"cnn-prepare-for-emission", "mlir::ModuleOp"> {
       - `grid_limit`: the most blocks of a grid-stride kernel, 32 per SM of
         the target (the printer's grid is min(ceil(n / 256), grid_limit));
       - `reduction` on reduce_sum / reduce_mean / reduce_max (other than
-        cnn-select-lowering's "channel_sum" ones) and softmax:
+        cnn-select-lowering's "channel_sum" and "spatial_sum" ones) and
+        softmax:
         "block_per_result" when each result reduces at least 32 times as
         many elements as there are results (a block of 256 threads per
         result, a fixed-order tree: ConvNeXt's LayerNorm weight gradients

@@ -195,10 +195,12 @@ LogicalResult verifyCNNAttr(function_ref<InFlightDiagnostic()> emitError,
     return check(s && llvm::is_contained({StringRef("gemm"), StringRef("vec8"),
                                           StringRef("cudnn_bias_act"),
                                           StringRef("channel_sum"),
-                                          StringRef("channel_sum_vec8")},
+                                          StringRef("channel_sum_vec8"),
+                                          StringRef("spatial_sum")},
                                          s.getValue()),
                  "\"gemm\", \"vec8\", \"cudnn_bias_act\", "
-                 "\"channel_sum\" or \"channel_sum_vec8\"");
+                 "\"channel_sum\", \"channel_sum_vec8\" or "
+                 "\"spatial_sum\"");
   }
   case AttrKind::Count: {
     auto i = dyn_cast<IntegerAttr>(value);

@@ -120,7 +120,8 @@ bool cnnc::cnn::needsReductionStrategy(Operation *op) {
   if (!isa<ReduceSumOp, ReduceMeanOp, ReduceMaxOp>(op))
     return false;
   auto lowering = op->getAttrOfType<StringAttr>("cnn.lowering");
-  return !lowering || !lowering.getValue().starts_with("channel_sum");
+  return !lowering || !(lowering.getValue().starts_with("channel_sum") ||
+                        lowering.getValue() == "spatial_sum");
 }
 
 bool cnnc::cnn::launchesKernel(Operation *op) {

@@ -228,6 +228,10 @@ private:
   /// s>>>(args)`; a call of a device function with constant tables gets a
   /// generated kernel that binds them.
   LogicalResult printKernelCalls(std::string &out, KernelCallOpInterface op);
+  /// The launches `calls` of `op` (a KernelCallOpInterface op's, or the
+  /// "spatial_sum" reductions' describeSpatialReduction).
+  LogicalResult printKernelCalls(std::string &out, Operation *op,
+                                 ArrayRef<KernelCall> calls);
   /// One argument of a kernel call (in a wrapper kernel: buffers by name).
   std::string kernelArg(const KernelArg &a, ArrayRef<std::string> tables,
                         bool inWrapper);
@@ -575,6 +579,11 @@ LogicalResult Emitter::printKernelCalls(std::string &out,
                                         KernelCallOpInterface op) {
   SmallVector<KernelCall, 1> calls;
   op.describeKernelCalls(launchOf, calls);
+  return printKernelCalls(out, op, calls);
+}
+
+LogicalResult Emitter::printKernelCalls(std::string &out, Operation *op,
+                                        ArrayRef<KernelCall> calls) {
   for (const KernelCall &call : calls) {
     // The dialect verified the description where the op got its
     // #cnn.launch; the printer relies on it, so it checks again.
@@ -1321,6 +1330,19 @@ LogicalResult Emitter::printReduction(std::string &out, Operation *o) {
   // block per result (below), as #cnn.launch's reduction says.
   auto in = ttype(o->getOperand(0)), res = ttype(o->getResult(0));
   auto axes = o->getAttrOfType<DenseI64ArrayAttr>("axes").asArrayRef();
+  if (auto l = o->getAttrOfType<StringAttr>("cnn.lowering");
+      l && l.getValue() == "spatial_sum") {
+    // cnn-select-lowering: one run of dimensions summed in
+    // global_avg_pool's blocks (kernels/PoolingNHWC.cuh).
+    SmallVector<KernelCall, 2> calls;
+    if (failed(describeSpatialReduction(o, launchOf, calls)))
+      return o->emitError("CUDA backend: '")
+             << o->getName()
+             << "' has cnn.lowering = \"spatial_sum\" but does not sum one "
+                "run of dimensions as spatialSumTiles can (run "
+                "cnn-select-lowering again)";
+    return printKernelCalls(out, o, calls);
+  }
   if (auto l = o->getAttrOfType<StringAttr>("cnn.lowering");
       l && l.getValue().starts_with("channel_sum")) {
     // cnn-select-lowering: rows of C contiguous channels, summed by

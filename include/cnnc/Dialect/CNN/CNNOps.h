@@ -162,7 +162,8 @@ constexpr const char *kParamOptionsAttr = "cnn.param_options";
 constexpr const char *kTargetAttr = "cnn.target";
 constexpr const char *kLaunchAttr = "cnn.launch";
 /// Whether `op` needs #cnn.launch's `reduction` (reduce_sum, reduce_mean and
-/// reduce_max other than the "channel_sum" lowerings; softmax).
+/// reduce_max other than the "channel_sum" and "spatial_sum" lowerings;
+/// softmax).
 bool needsReductionStrategy(mlir::Operation *op);
 /// Whether `op` sums an NHWC tensor per channel through partial sums over
 /// row tiles (#cnn.launch's `partial_blocks`): bias_grad, the BatchNorm

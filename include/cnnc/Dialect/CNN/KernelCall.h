@@ -20,6 +20,7 @@
 #include "mlir/IR/Value.h"
 #include "llvm/ADT/SmallVector.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -191,6 +192,24 @@ void describeSpatialSum(mlir::Value x, mlir::Value y, int64_t n,
                         int64_t pixels, int64_t channels, double divisor,
                         LaunchAttr launch,
                         llvm::SmallVectorImpl<KernelCall> &calls);
+
+/// A reduce_sum / reduce_mean over one run of consecutive dimensions as
+/// describeSpatialSum's `outer` x `middle` x `inner` (n x pixels x C): the
+/// pixels of an NHWC tensor, or the trailing H x W of a 5-D split-attention
+/// tensor (inner 1). Present where describeSpatialSum applies: f16 / f32
+/// values, at least kSpatialSumMinElements summed per result (below that the
+/// generic thread per result adds few elements each), the counts within its
+/// int32 arguments. cnn-select-lowering's "spatial_sum".
+struct SpatialSumShape {
+  int64_t outer, middle, inner;
+};
+constexpr int64_t kSpatialSumMinElements = 32;
+std::optional<SpatialSumShape> spatialSumShape(mlir::Operation *op);
+/// describeSpatialSum's launches for such a reduction (the mean divides by
+/// the elements summed); fails where spatialSumShape has none.
+mlir::LogicalResult
+describeSpatialReduction(mlir::Operation *op, LaunchAttr launch,
+                         llvm::SmallVectorImpl<KernelCall> &calls);
 
 /// Checks `call`, a description of `op`'s launch: its buffers and its
 /// grid's value are operands or results of `op` with a static shape (the

@@ -4,12 +4,16 @@
 // reduce_prod (forward only):
 // verifiers and shape inference, then the gradient rules
 // (GradientOpInterface; cnn-autodiff asks each op); and the shape inference
-// of arg_max / arg_min (forward only: no gradient rule).
+// of arg_max / arg_min (forward only: no gradient rule); and the CUDA
+// lowering of cnn-select-lowering's "spatial_sum" reductions as kernel calls
+// (kernels/PoolingNHWC.cuh's spatialSumTiles, which global_avg_pool uses).
 //
 //===----------------------------------------------------------------------===//
 #include "OpHelpers.h"
 
 #include "llvm/Support/MathExtras.h"
+
+#include <limits>
 
 using namespace mlir;
 using namespace cnnc;
@@ -154,5 +158,50 @@ LogicalResult ReduceMaxOp::buildGradient(OpBuilder &b, GradientEmitter &g) {
                  })
                  .getResult(0);
   g.accumulate(x, dx);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// CUDA lowering of the "spatial_sum" reductions: kernels/PoolingNHWC.cuh
+//===----------------------------------------------------------------------===//
+
+std::optional<SpatialSumShape> cnnc::cnn::spatialSumShape(Operation *op) {
+  if (!isa<ReduceSumOp, ReduceMeanOp>(op))
+    return std::nullopt;
+  auto in = ranked(op->getOperand(0)), out = ranked(op->getResult(0));
+  auto isFloat = [](Type t) { return t.isF16() || t.isF32(); };
+  if (!in.hasStaticShape() || !isFloat(in.getElementType()) ||
+      !isFloat(out.getElementType()))
+    return std::nullopt;
+  SmallVector<int64_t> axes(
+      op->getAttrOfType<DenseI64ArrayAttr>("axes").asArrayRef());
+  llvm::sort(axes);
+  if (axes.empty())
+    return std::nullopt;
+  for (size_t i = 1; i < axes.size(); ++i)
+    if (axes[i] != axes[i - 1] + 1)
+      return std::nullopt; // not one run
+  SpatialSumShape s{1, 1, 1};
+  for (int64_t d = 0; d < in.getRank(); ++d)
+    (d < axes.front()  ? s.outer
+     : d > axes.back() ? s.inner
+                       : s.middle) *= in.getDimSize(d);
+  constexpr int64_t kI32 = std::numeric_limits<int32_t>::max();
+  if (s.middle < kSpatialSumMinElements || s.middle > kI32 / 2 ||
+      s.outer * s.inner > kI32)
+    return std::nullopt;
+  return s;
+}
+
+LogicalResult
+cnnc::cnn::describeSpatialReduction(Operation *op, LaunchAttr launch,
+                                    SmallVectorImpl<KernelCall> &calls) {
+  std::optional<SpatialSumShape> s = spatialSumShape(op);
+  if (!s)
+    return failure();
+  describeSpatialSum(op->getOperand(0), op->getResult(0), s->outer, s->middle,
+                     s->inner,
+                     isa<ReduceMeanOp>(op) ? (double)s->middle : 1.0, launch,
+                     calls);
   return success();
 }
