@@ -282,8 +282,8 @@ def family_table(rows):
     a summary line."""
     out = ["| family | batch × size | cnnc ms/step | eager AMP ms/step | "
            "torch.compile ms/step (mode) | cnnc vs eager AMP | cnnc vs torch.compile | "
-           "cnnc compile s |",
-           "|---|---|---|---|---|---|---|---|"]
+           "cnnc compile s | GPU |",
+           "|---|---|---|---|---|---|---|---|---|"]
     models = []
     for r in rows:
         if r["model"] not in models:
@@ -322,16 +322,25 @@ def family_table(rows):
                 bench.TORCH_MODES[r["runner"]][2] for r in comp)
         else:
             comp_cell = "not run"
+        # A speed-up only between rows timed on the same kind of GPU (a
+        # table filled over several calls may mix machines).
         vs_amp = vs_comp = ""
         if best and amp_ok:
-            amp_ratios.append(amp_ok[0]["ms"] / best["ms"])
-            vs_amp = "%.2f×" % amp_ratios[-1]
+            if same_gpu(best, amp_ok[0]):
+                amp_ratios.append(amp_ok[0]["ms"] / best["ms"])
+                vs_amp = "%.2f×" % amp_ratios[-1]
+            else:
+                vs_amp = "not compared (GPUs differ)"
         if best and fastest:
-            compile_ratios.append(fastest["ms"] / best["ms"])
-            vs_comp = "%.2f×" % compile_ratios[-1]
-        out.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            if same_gpu(best, fastest):
+                compile_ratios.append(fastest["ms"] / best["ms"])
+                vs_comp = "%.2f×" % compile_ratios[-1]
+            else:
+                vs_comp = "not compared (GPUs differ)"
+        out.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             timm_family(name), shape, cnnc_cell, amp_cell, comp_cell, vs_amp, vs_comp,
-            compile_cell))
+            compile_cell, gpu_cell([r for r in (best, amp_ok[0] if amp_ok else None, fastest)
+                                    if r])))
 
     def gmean(v):
         return "%.2f×" % math.exp(sum(math.log(x) for x in v) / len(v)) if v else "n/a"
@@ -346,6 +355,28 @@ def family_table(rows):
                    gmean(compile_ratios), len(compile_ratios), ", ".join(gpus),
                    ", ".join(torches) or "unknown"))
     return "\n".join(out)
+
+
+def gpu_name(row):
+    """A row's GPU, short ("H100", "H200") where the name says so."""
+    name = row.get("gpu", "unknown")
+    for short in ("H100", "H200", "A100", "B200"):
+        if short in name:
+            return short
+    return name
+
+
+def same_gpu(a, b):
+    return a.get("gpu", "unknown") == b.get("gpu", "unknown")
+
+
+def gpu_cell(rows):
+    """One GPU name, or which side ran where when a family's rows differ."""
+    names = [gpu_name(r) for r in rows]
+    if len(set(names)) <= 1:
+        return names[0] if names else ""
+    return ", ".join("%s %s" % ("cnnc" if r["runner"].startswith("cnnc") else r["runner"], n)
+                     for r, n in zip(rows, names))
 
 
 def call_timing(path, budget):

@@ -9,6 +9,7 @@
 #include "llvm/Support/Process.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/SHA256.h"
+#include "llvm/Support/Threading.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
@@ -282,7 +283,11 @@ unsigned cnnc::driver::nvccJobs(std::string &err) {
     }
     return v;
   }
-  return std::max(1u, std::thread::hardware_concurrency());
+  // The CPUs this process may run on (its affinity mask: taskset, a
+  // container's cpuset), not every CPU of the host as
+  // std::thread::hardware_concurrency counts them: four pinned builds side
+  // by side on a 64-core host would otherwise each start 64 nvcc jobs.
+  return std::max(1u, llvm::hardware_concurrency().compute_thread_count());
 }
 
 std::string cnnc::driver::objectKeySalt(const std::string &nvcc,

@@ -633,22 +633,29 @@ def test_zoo_table(tmp_path):
              error="error: 'cnn.foo' | unsupported"),
         trow("timm:dla34", "amp", ms=20.0, batch=32),
         trow("timm:dla34", "compile-default", status="timeout", batch=32),
+        trow("timm:resnest14d", "amp", ms=16.5, batch=32),
+        trow("timm:resnest14d", "compile-default", ms=14.2, batch=32),
     ])
     b = bench_json(tmp_path / "b.json", [
         trow("timm:dpn68", "cnnc default", ms=10.0, batch=32, compile_s=12.0),
         trow("timm:dpn68", "amp", ms=25.0, batch=32),
+        # Timed on another GPU than its PyTorch rows (file a's H100): no speed-up.
+        trow("timm:resnest14d", "cnnc default", ms=11.0, batch=32, compile_s=70.0),
     ], gpu="NVIDIA H200")
     out = subprocess.run([sys.executable, os.path.join(REPO, "bench", "zoo_bench.py"),
                           "--table", a, b], capture_output=True, text=True, check=True).stdout
     lines = out.splitlines()
     assert lines[0].startswith("| family | batch × size | cnnc ms/step | eager AMP ms/step |")
     assert lines[2] == ("| resnet26d | 32 × 224² | 6.00 | 13.50 | 8.00 (max-autotune-no-cudagraphs)"
-                        " | 2.25× | 1.33× | 9.2 |")
+                        " | 2.25× | 1.33× | 9.2 | H100 |")
     assert lines[3].startswith("| dla34 | 32 × 224² | failed: error: 'cnn.foo' \\| unsupported |"
                                " 20.00 | timeout: timeout after 240 s (default) |  |  |")
-    assert lines[4] == "| dpn68 | 32 × 224² | 10.00 | 25.00 | not run | 2.50× |  | 12.0 |"
+    assert lines[4] == ("| resnest14d | 32 × 224² | 11.00 | 16.50 | 14.20 (default) | not compared"
+                        " (GPUs differ) | not compared (GPUs differ) | 70.0 | cnnc H200, amp H100,"
+                        " compile-default H100 |")
+    assert lines[5] == "| dpn68 | 32 × 224² | 10.00 | 25.00 | not run | 2.50× |  | 12.0 | H200 |"
     summary = lines[-1]
-    assert summary.startswith("3 families, cnnc ran 2; geometric-mean cnnc speed-up 2.37× over "
+    assert summary.startswith("4 families, cnnc ran 3; geometric-mean cnnc speed-up 2.37× over "
                               "eager AMP (2 families), 1.33× over the fastest torch.compile "
                               "mode (1 families)")
     assert "NVIDIA H100 80GB HBM3, NVIDIA H200" in summary

@@ -104,6 +104,18 @@ def test_object_cache_weights_and_lr(cnnc, tmp_path):
     assert len(objects()) == 3 and str(old) not in objects() and foreign.exists()
     assert build(cnnc, onnx, exe, env, 0.05)[:2] == (3, 0)
 
+    # Without CNNC_NVCC_JOBS the jobs are the CPUs the process may run on
+    # (its affinity), not the host's: pinned to one CPU, one at a time.
+    if shutil.which("taskset"):
+        pinned = dict(env)
+        pinned.pop("CNNC_NVCC_JOBS")
+        p = subprocess.run(["taskset", "-c", "0", cnnc, onnx, "--train", "--lr", "0.05",
+                            "--arch", "sm_80", "-o", exe, "--mlir-timing"],
+                           capture_output=True, text=True, env=pinned, timeout=300)
+        assert p.returncode == 0, p.stderr[-3000:]
+        assert re.search(r"cnnc: nvcc: \d+ unit\(s\), \d+ compiled \(1 at a time\)",
+                         p.stderr), p.stderr[-3000:]
+
 
 def test_host_code_in_units(cnnc, tmp_path):
     """The host code compiles in one unit by default below 8 jobs (kernels0,
