@@ -187,7 +187,9 @@ class LaunchAttr;
 /// spatialSumTiles, a block per (image, chunk of channels, split of the
 /// pixels), and where the pixels are split, spatialSumFinish adding the
 /// splits in order. The splits and chunks follow from `launch`'s grid_limit
-/// and block. Needs n * C and the pixel count to fit in int32.
+/// and block. Needs n * C and the pixel count of at most kSpatialSumMaxCount
+/// (the kernels count in int, their chunk and split ends beyond them).
+constexpr int64_t kSpatialSumMaxCount = (int64_t(1) << 30) - 1;
 void describeSpatialSum(mlir::Value x, mlir::Value y, int64_t n,
                         int64_t pixels, int64_t channels, double divisor,
                         LaunchAttr launch,
@@ -198,8 +200,8 @@ void describeSpatialSum(mlir::Value x, mlir::Value y, int64_t n,
 /// pixels of an NHWC tensor, or the trailing H x W of a 5-D split-attention
 /// tensor (inner 1). Present where describeSpatialSum applies: f16 / f32
 /// values, at least kSpatialSumMinElements summed per result (below that the
-/// generic thread per result adds few elements each), the counts within its
-/// int32 arguments. cnn-select-lowering's "spatial_sum".
+/// generic thread per result adds few elements each), the counts within
+/// kSpatialSumMaxCount. cnn-select-lowering's "spatial_sum".
 struct SpatialSumShape {
   int64_t outer, middle, inner;
 };

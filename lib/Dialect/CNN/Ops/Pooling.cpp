@@ -13,7 +13,6 @@
 #include "llvm/Support/MathExtras.h"
 
 #include <algorithm>
-#include <limits>
 
 using namespace mlir;
 using namespace cnnc;
@@ -316,8 +315,7 @@ void cnnc::cnn::describeSpatialSum(Value x, Value y, int64_t n, int64_t pixels,
 // describeSpatialSum's blocks over (image, channel chunk, pixel split);
 // spatialMeanNHWC's thread per (n, c) striding over the channels only where
 // there is one pixel (the mean is a copy: nothing to add) or N x C or the
-// pixels exceed spatialSumTiles' 32-bit counts (a split's end, (s + 1) x
-// tile, stays below twice the pixels).
+// pixels exceed kSpatialSumMaxCount (spatialSumTiles counts in int).
 void GlobalAvgPoolOp::describeKernelCalls(LaunchAttr launch,
                                           SmallVectorImpl<KernelCall> &calls) {
   auto t = getInput().getType();
@@ -326,8 +324,7 @@ void GlobalAvgPoolOp::describeKernelCalls(LaunchAttr launch,
                             : t.getDimSize(2) * t.getDimSize(3);
   int64_t channels = t.getDimSize(isNHWC() ? 3 : 1);
   if (isNHWC() && pixels > 1 &&
-      n * channels <= std::numeric_limits<int32_t>::max() &&
-      pixels <= std::numeric_limits<int32_t>::max() / 2) {
+      n * channels <= kSpatialSumMaxCount && pixels <= kSpatialSumMaxCount) {
     describeSpatialSum(getInput(), getResult(), n, pixels, channels,
                        (double)pixels, launch, calls);
     return;

@@ -13,8 +13,6 @@
 
 #include "llvm/Support/MathExtras.h"
 
-#include <limits>
-
 using namespace mlir;
 using namespace cnnc;
 using namespace cnnc::cnn;
@@ -186,9 +184,8 @@ std::optional<SpatialSumShape> cnnc::cnn::spatialSumShape(Operation *op) {
     (d < axes.front()  ? s.outer
      : d > axes.back() ? s.inner
                        : s.middle) *= in.getDimSize(d);
-  constexpr int64_t kI32 = std::numeric_limits<int32_t>::max();
-  if (s.middle < kSpatialSumMinElements || s.middle > kI32 / 2 ||
-      s.outer * s.inner > kI32)
+  if (s.middle < kSpatialSumMinElements || s.middle > kSpatialSumMaxCount ||
+      s.outer * s.inner > kSpatialSumMaxCount)
     return std::nullopt;
   return s;
 }
