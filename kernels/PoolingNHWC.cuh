@@ -315,7 +315,9 @@ template <typename T, typename R, bool VEC8>
 __global__ void __launch_bounds__(256)
     spatialSumTiles(double *scratch, const T *x, R *y, int N, int HW, int C,
                     int lanes, int splits, float divisor) {
-  constexpr int V = VEC8 ? 8 : 1, U = 4;
+  // U pixels of loads in flight a thread: one 16-byte load each, or one
+  // element each in the scalar form (twice as many of those).
+  constexpr int V = VEC8 ? 8 : 1, U = VEC8 ? 4 : 8;
   __shared__ float sh[256 * V];
   // rows: the largest power of two of at most blockDim.x / lanes (the
   // tree below halves it); threads past rows x lanes only join the barriers.
@@ -334,33 +336,28 @@ __global__ void __launch_bounds__(256)
     acc[e] = 0.f;
   if (row < rows && c < C) {
     const T *xc = x + (int64_t)n * HW * C + c;
-    int p = s * tile + row;
-    for (; p + (U - 1) * rows < p1; p += U * rows) {
+    // Every round issues its U loads before adding (the last round's
+    // pixels past the split add 0: the sum and its order are unchanged).
+    for (int p = s * tile + row; p < p1; p += U * rows) {
       float v[U][V];
 #pragma unroll
       for (int q = 0; q < U; ++q) {
-        const T *at = xc + (int64_t)(p + q * rows) * C;
-        if (VEC8)
-          ldv8(at, v[q]);
-        else
-          v[q][0] = ld(at);
+        const int pq = p + q * rows;
+        if (pq >= p1) {
+#pragma unroll
+          for (int e = 0; e < V; ++e)
+            v[q][e] = 0.f;
+        } else if (VEC8) {
+          ldv8(xc + (int64_t)pq * C, v[q]);
+        } else {
+          v[q][0] = ld(xc + (int64_t)pq * C);
+        }
       }
 #pragma unroll
       for (int q = 0; q < U; ++q)
 #pragma unroll
         for (int e = 0; e < V; ++e)
           acc[e] += v[q][e];
-    }
-    for (; p < p1; p += rows) {
-      float v[V];
-      const T *at = xc + (int64_t)p * C;
-      if (VEC8)
-        ldv8(at, v);
-      else
-        v[0] = ld(at);
-#pragma unroll
-      for (int e = 0; e < V; ++e)
-        acc[e] += v[e];
     }
   }
   // Row r < half adds row r + half (not written in this round).

@@ -1145,7 +1145,7 @@ SpatialLaunch spatialLaunch(long long N, long long HW, long long C, bool vec8,
   long long outer = N * ((units + lanes - 1) / lanes);
   long long target = std::max(1LL, gridLimit / 8);
   long long splits = std::clamp((target + outer - 1) / outer, 1LL,
-                                std::max(1LL, HW / (rows * 4)));
+                                std::max(1LL, HW / (rows * (vec8 ? 4 : 8))));
   return {(int)lanes, (int)splits, outer * splits};
 }
 

@@ -254,9 +254,9 @@ void AvgPool2DGradOp::describeKernelCalls(LaunchAttr,
 }
 
 /// The pixels a thread of spatialSumTiles adds at least before the
-/// description splits an image's pixels over more blocks (its U: one round
-/// of loads in flight).
-static constexpr int64_t kSpatialPixelsPerThread = 4;
+/// description splits an image's pixels over more blocks: its U, one round
+/// of loads in flight (16-byte loads; twice as many scalar ones).
+static int64_t spatialPixelsPerThread(bool vec8) { return vec8 ? 4 : 8; }
 
 void cnnc::cnn::describeSpatialSum(Value x, Value y, int64_t n, int64_t pixels,
                                    int64_t channels, double divisor,
@@ -280,7 +280,7 @@ void cnnc::cnn::describeSpatialSum(Value x, Value y, int64_t n, int64_t pixels,
   int64_t target = std::max<int64_t>(1, launch.getGridLimit() / 8);
   int64_t splits = std::clamp<int64_t>(
       llvm::divideCeil(target, outer), 1,
-      std::max<int64_t>(1, pixels / (rows * kSpatialPixelsPerThread)));
+      std::max<int64_t>(1, pixels / (rows * spatialPixelsPerThread(vec8))));
   Type in = ranked(x).getElementType(), out = ranked(y).getElementType();
   KernelCall tiles;
   tiles.kernel = "spatialSumTiles";
