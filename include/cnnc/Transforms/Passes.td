@@ -723,8 +723,9 @@ def CNNSelectLowering : Pass<"cnn-select-lowering", "mlir::ModuleOp"> {
       that dimension is a multiple of 8 (eight channels per thread);
     - `cnn.lowering = "spatial_sum"` on the other reduce_sum / reduce_mean
       over one run of consecutive dimensions, of f16 / f32 values, at least
-      32 per result (an NHWC tensor's pixels: squeeze-excitation's
-      gradient; the trailing H x W of a 5-D split attention): the blocks of
+      32 per result (256 where the run is innermost; an NHWC tensor's
+      pixels: squeeze-excitation's gradient; the trailing H x W of a 5-D
+      split attention): the blocks of
       global_avg_pool's spatialSumTiles over (outer, chunk of the inner
       dimensions, split of the run) instead of a thread or a block per
       result (no `reduction` strategy);

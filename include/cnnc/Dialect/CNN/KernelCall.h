@@ -200,8 +200,9 @@ void describeSpatialSum(mlir::Value x, mlir::Value y, int64_t n,
 /// pixels of an NHWC tensor, or the trailing H x W of a 5-D split-attention
 /// tensor (inner 1). Present where describeSpatialSum applies: f16 / f32
 /// values, at least kSpatialSumMinElements summed per result (below that the
-/// generic thread per result adds few elements each), the counts within
-/// kSpatialSumMaxCount. cnn-select-lowering's "spatial_sum".
+/// generic thread per result adds few elements each), a block's threads
+/// (256) where the run is innermost (inner 1: one lane a block), the counts
+/// within kSpatialSumMaxCount. cnn-select-lowering's "spatial_sum".
 struct SpatialSumShape {
   int64_t outer, middle, inner;
 };

@@ -187,6 +187,11 @@ std::optional<SpatialSumShape> cnnc::cnn::spatialSumShape(Operation *op) {
   if (s.middle < kSpatialSumMinElements || s.middle > kSpatialSumMaxCount ||
       s.outer * s.inner > kSpatialSumMaxCount)
     return std::nullopt;
+  // A run that is innermost gives each block one lane: fewer elements than
+  // a block's threads would leave most of them idle, one block per result
+  // (the generic thread per result reads such short rows well enough).
+  if (s.inner == 1 && s.middle < kKernelBlock)
+    return std::nullopt;
   return s;
 }
 
