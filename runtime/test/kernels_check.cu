@@ -1248,8 +1248,13 @@ void checkSpatialMeans() {
   // gradient (an f32 sum over the pixels, split, C % 8 == 0 and not).
   checkSpatialMean<__half, float>(300, 256, 1, 1e-5);
   checkSpatialMean<float>(2, 3136, 1, 1e-5);
-  checkSpatialMean<float>(3, 3136, 64, 2e-5, false);
-  checkSpatialMean<float>(2, 784, 36, 2e-5, false);
+  // A sum (not a mean) of 3136 values in [-1, 1] in f32: partial sums
+  // reach ~60, each addition rounds by up to 60 x 2^-24 = 3.6e-6, ~400 of
+  // them in one thread's row; 2e-5 failed on an H200 at 2.08e-5 (a result
+  // of 0.84, session 31). The double reference is exact; 1e-4 is the f32
+  // order's bound, not the kernel's slack.
+  checkSpatialMean<float>(3, 3136, 64, 1e-4, false);
+  checkSpatialMean<float>(2, 784, 36, 1e-4, false);
 }
 
 int main() {

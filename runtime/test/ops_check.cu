@@ -50,6 +50,12 @@ struct Buf {
     } else {
       cudaMemcpy(d, h.data(), h.size() * 4, cudaMemcpyHostToDevice);
     }
+    // A copy from pageable memory may return before its DMA has landed,
+    // and the Context's streams are non-blocking (no implicit order with
+    // the legacy stream): without this, a check can read the buffer's
+    // previous contents (conv-stats 1x1 +prologue failed that way on an
+    // H200 shared with other GPU processes, session 31).
+    cudaDeviceSynchronize();
   }
   std::vector<float> download() const {
     std::vector<float> out(h.size());
