@@ -1375,6 +1375,8 @@ fi
 # neighbours ... busy (step - wait)"), once per D_VARIANTS entry
 # (NAME:ENV=V,ENV=V; default: NCCL's defaults, NCCL_MAX_CTAS=2,
 # NCCL_MAX_P2P_NCHANNELS=1, NCCL_P2P_USE_CUDA_MEMCPY=1), 100 steps each.
+# D_PROFILE=1 (default) then profiles both (CNNRT_PROFILE=1, 3 steps) and
+# compares each stage's kernels with the one-GPU step's (stage_profile.py).
 # D_NSYS=1 also runs the default under Nsight Systems (if installed:
 # --cuda-graph-trace=node) and prints bench/dp/nsys_stages.py's kernel
 # time per GPU.
@@ -1413,6 +1415,23 @@ if has D; then
       grep -h "^done:\|^pipeline: compute stream" "$LOGS/d-pipe-$name.log" |
         sed "s/^/     $name (${v#*:}): /" | tee -a "$SUMMARY"
     done
+    # D_PROFILE=1: each stage's kernels against the same kernels on one
+    # GPU (CNNRT_PROFILE=1, one JSON per rank; bench/dp/stage_profile.py):
+    # what a stage's slot holds beyond its share of the one-GPU step.
+    if [ "${D_PROFILE:-1}" = 1 ]; then
+      rm -f "$DW"/prof-acc.json "$DW"/prof-pipe.json.rank*
+      (export CNNRT_PROFILE=1 CNNRT_PROFILE_JSON=$DW/prof-acc.json
+        run d-acc-prof 120 "$W/d-acc" --data synthetic --steps 3 --log-every 1) ||
+        fail "D: profiled one-GPU run (exit $?, see d-acc-prof.log)"
+      (export CNNRT_PROFILE=1 CNNRT_PROFILE_JSON=$DW/prof-pipe.json
+        run d-pipe-prof 150 "$W/d-pipe" --data synthetic --steps 3 --log-every 1) ||
+        fail "D: profiled pipeline run (exit $?, see d-pipe-prof.log)"
+      run d-stage-prof 30 $PY "$DP/stage_profile.py" --one "$DW/prof-acc.json" \
+        --micro-batches $D_M "$DW"/prof-pipe.json.rank* &&
+        sed "s/^/     stages: /" "$LOGS/d-stage-prof.log" | tee -a "$SUMMARY" ||
+        fail "D: stage_profile.py (exit $?, see d-stage-prof.log)"
+      cp "$DW"/prof-acc.json "$DW"/prof-pipe.json.rank* "$OUT"/ 2>/dev/null
+    fi
     if [ "${D_NSYS:-1}" = 1 ]; then
       NSYS=$(command -v nsys || ls /opt/nvidia/nsight-systems*/bin/nsys /usr/local/cuda/bin/nsys \
         /opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys 2>/dev/null | head -1)

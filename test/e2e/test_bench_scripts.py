@@ -817,3 +817,36 @@ def test_zoo_timing(tmp_path):
     assert "mean eager AMP timed process or group share (s): 12.0 over 1 rows" in out
     assert "mean torch.compile prewarm (cold, concurrent, s): 90.0 over 1 rows" in out
     assert "100.0 s per family: a 500-s call holds about 5 such families" in out
+
+
+def test_stage_profile_compares_stages_with_one_gpu(tmp_path):
+    """bench/dp/stage_profile.py: a stage's locations the one-GPU step has
+    are its share (pipeline ms / M against one-GPU ms), the rest its own
+    (transfers, the flag's all-reduce, the optimizer); a file that is not
+    a profile is one error."""
+    def prof(path, locs):
+        path.write_text(json.dumps({"format": "cnnrt-profile", "version": 1, "title": "t",
+                                    "total_ms": sum(locs.values()), "launches": len(locs),
+                                    "by_location": {k: {"ms": v, "launches": 1}
+                                                    for k, v in locs.items()}}))
+        return str(path)
+    one = prof(tmp_path / "acc.json", {"/conv1": 1.0, "/conv2": 2.0, "/fc": 0.5})
+    s0 = prof(tmp_path / "pipe.json.rank0", {"/conv1": 4 * 1.25, "ncclSend": 0.8})
+    s1 = prof(tmp_path / "pipe.json.rank1", {"/conv2": 4 * 2.0, "/fc": 4 * 0.5,
+                                              "optimizer.fc.weight": 0.3})
+    script = os.path.join(REPO, "bench", "dp", "stage_profile.py")
+    out = subprocess.run([sys.executable, script, "--one", one, "--micro-batches", "4", s1, s0],
+                         capture_output=True, text=True, check=True).stdout
+    lines = out.splitlines()
+    assert lines[0] == "one GPU, one micro-batch: 3.500 ms over 3 locations"
+    assert lines[1].startswith("stage 0: 1 shared locations, 1.250 ms per micro-batch against "
+                               "1.000 ms on one GPU (x1.250); its own launches 0.800 ms")
+    assert lines[2] == "  own: ncclSend 0.800 ms"
+    assert "/conv1 +0.250 ms" in lines[3]
+    assert lines[4].startswith("stage 1: 2 shared locations, 2.500 ms per micro-batch against "
+                               "2.500 ms on one GPU (x1.000)")
+    assert lines[-1] == "one-GPU locations no stage launched: 0.000 ms"
+    (tmp_path / "bad.json").write_text("{}")
+    bad = subprocess.run([sys.executable, script, "--one", str(tmp_path / "bad.json"),
+                          "--micro-batches", "4", s0], capture_output=True, text=True)
+    assert bad.returncode == 2 and "not a CNNRT_PROFILE_JSON file" in bad.stderr
