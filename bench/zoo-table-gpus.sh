@@ -26,7 +26,8 @@ echo "zoo-table-gpus: $NG shards, $PER cores each"
 pids=()
 for ((g = 0; g < NG; g++)); do
   pin=()
-  command -v taskset >/dev/null && pin=(taskset -c "$((g * PER))-$((g * PER + PER - 1))")
+  ((PER >= 1)) && command -v taskset >/dev/null &&
+    pin=(taskset -c "$((g * PER))-$((g * PER + PER - 1))")
   CUDA_VISIBLE_DEVICES=$g "${pin[@]}" python3 bench/zoo_bench.py --cnnc "$PWD/.carry/cnnc" \
     --zoo timm --work "/tmp/zoo-shard$g" --shard "$g/$NG" "$@" --json "$OUT/zoo-shard$g.json" \
     >"$OUT/zoo-shard$g.log" 2>&1 &
