@@ -49,6 +49,10 @@
 #  p. where one model's step spends its time: bench/profile_model.py
 #     (PROFILE_MODELS, default timm:resnest14d; CNNRT_PROFILE=1 on the
 #     default f16 step, the profile JSON and the generated CUDA in $OUT/profile).
+#  u. fusion A/Bs (test/gpu/bench_fusions.py; FUSION_PARTS=gn,unet): the
+#     GroupNorm ResNet-18 default vs FUSION_GN_B's flags (default
+#     --fuse-group-norm=false; e.g. FUSION_GN_B=--tiled-transpose), the U-Net
+#     with and without --fuse-resize-concat.
 #  a. A/B of two compilers: ResNet-50 f16 batch 128 (AB_MODEL, AB_BATCH,
 #     AB_FLAGS) built by .carry/ab/cnnc-old and by .carry/cnnc, one
 #     algorithm cache, timed old new old new (steady img/s, peak memory).
@@ -197,6 +201,7 @@ if [[ $PARTS == *p* ]]; then
 fi
 if [[ $PARTS == *u* ]]; then
   part fusions ${FUSIONS_S:-300} env PYTHONPATH="$PWD/python" python3 test/gpu/bench_fusions.py \
-    --cnnc "$CNNC" --work /tmp/fusions ${FUSION_PARTS:+--parts $FUSION_PARTS}
+    --cnnc "$CNNC" --work /tmp/fusions ${FUSION_PARTS:+--parts $FUSION_PARTS} \
+    ${FUSION_GN_B:+--gn-b-flags="$FUSION_GN_B"}
 fi
 exit $rc

@@ -731,6 +731,23 @@ def test_fusions_dry_run(cnnc, tmp_path):
     assert bad.returncode == 2 and "not a multiple of 16" in bad.stderr
 
 
+def test_fusions_gn_b_side_flags(tmp_path, monkeypatch, capsys):
+    """--gn-b-flags replaces the GroupNorm net's B build (default
+    --fuse-group-norm=false), e.g. to A/B --tiled-transpose; the result line
+    names them."""
+    bf = fusions_module()
+    built = []
+    monkeypatch.setattr(bf, "export", lambda model, shape, path: None)
+    monkeypatch.setattr(bf, "compile_step",
+                        lambda cnnc, onnx, exe, flags: built.append(list(flags)) or 100)
+    assert bf.main(["--cnnc", "x", "--work", str(tmp_path), "--parts", "gn", "--dry-run",
+                    "--gn-b-flags", "--tiled-transpose --conv-stats=false"]) == 0
+    assert built == [[], ["--tiled-transpose", "--conv-stats=false"]]
+    built.clear()
+    assert bf.main(["--cnnc", "x", "--work", str(tmp_path), "--parts", "gn", "--dry-run"]) == 0
+    assert built == [[], ["--fuse-group-norm=false"]]
+
+
 def test_zoo_warm_cnnc(tmp_path, capsys):
     """--cnnc-warm's one-step run: its seconds next to the executable when
     it succeeds, nothing (the timed run searches itself) when it fails."""

@@ -34,7 +34,8 @@ before running an executable: the CPU machine checks the script that way
 (test/e2e/test_bench_scripts.py, at small sizes).
 
   python3 test/gpu/bench_fusions.py --cnnc .carry/cnnc [--work DIR] [--parts gn,unet]
-      [--steps 60] [--gn-batch 32] [--gn-size 224] [--unet-batch 16] [--unet-size 256]
+      [--steps 60] [--gn-batch 32] [--gn-size 224] [--gn-b-flags "..."] [--unet-batch 16]
+      [--unet-size 256]
       [--unet-flags "..."] [--dry-run]
 Exit 0 when every part printed its line, 1 otherwise.
 """
@@ -247,7 +248,9 @@ def part_gn(args):
     export(GNResNet18(1000), (args.gn_batch, 3, args.gn_size, args.gn_size), onnx_path)
     exes = {"default": os.path.join(work, "default", "train"),
             "off": os.path.join(work, "off", "train")}
-    flags = {"default": [], "off": ["--fuse-group-norm=false"]}
+    # "off" is the B side of the A/B: --fuse-group-norm=false by default,
+    # --gn-b-flags for another switch (e.g. --tiled-transpose).
+    flags = {"default": [], "off": args.gn_b_flags.split()}
     launches = {}
     for v in ("default", "off"):
         os.makedirs(os.path.dirname(exes[v]), exist_ok=True)
@@ -262,9 +265,9 @@ def part_gn(args):
             ms = ms_per_step(exes[v], "synthetic", args.gn_batch, args.steps)
             times[v].append(ms)
             print("gn %s run %d: %.3f ms/step" % (v, r + 1, ms), flush=True)
-    result("GN_FUSION default=%.3f ms off=%.3f ms (best of %s / %s; launches per step "
+    result("GN_FUSION default=%.3f ms off=%.3f ms (off = %s; best of %s / %s; launches per step "
            "default %d, off %d; batch %d, %dx%d)"
-           % (min(times["default"]), min(times["off"]),
+           % (min(times["default"]), min(times["off"]), args.gn_b_flags,
               ", ".join("%.3f" % t for t in times["default"]),
               ", ".join("%.3f" % t for t in times["off"]), launches["default"],
               launches["off"], args.gn_batch, args.gn_size, args.gn_size))
@@ -337,6 +340,9 @@ def main(argv=None):
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--gn-batch", type=int, default=32)
     ap.add_argument("--gn-size", type=int, default=224)
+    ap.add_argument("--gn-b-flags", default="--fuse-group-norm=false",
+                    help="the GroupNorm net's second build (the B side, 'off' in the result "
+                         "line; default --fuse-group-norm=false)")
     ap.add_argument("--unet-batch", type=int, default=16)
     ap.add_argument("--unet-size", type=int, default=256)
     ap.add_argument("--unet-classes", type=int, default=21)
