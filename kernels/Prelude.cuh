@@ -27,6 +27,7 @@
 #include "BatchNorm.cuh"
 #include "Pooling.cuh"
 #include "Resize.cuh"
+#include "Transpose.cuh"
 #include "Reductions.cuh"
 #include "PoolingNHWC.cuh"
 #include "Softmax.cuh"

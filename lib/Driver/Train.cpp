@@ -248,7 +248,9 @@ LogicalResult cnnc::driver::compileCUDA(const DriverOptions &o, Compilation &c,
         mpi.gradFusion = false;
         pm.addPass(createCNNMaxPoolIndex(mpi));
       }
-      pm.addPass(createCNNSelectLowering());
+      CNNSelectLoweringOptions sl;
+      sl.tiledTranspose = pipelineOptions(o)->tiledTranspose;
+      pm.addPass(createCNNSelectLowering(sl));
     }
     if (!planned) {
       CNNMemoryPlanOptions mp;

@@ -221,7 +221,7 @@ namespace {
 struct StepSettings {
   bool nhwc, fp16, fuse, lowerElementwise, remat, rematConvs, convStats,
       convStatsPrologue, dgradEpilogue, maxPoolIndex, poolBnGrad, dualBnGrad,
-      fuseGroupNorm, fuseResizeConcat,
+      fuseGroupNorm, fuseResizeConcat, tiledTranspose,
       wgradPrologue, paramFormat, memoryPlan, memoryReuse, dataParallel, syncBN,
       asyncTransfers;
   int64_t rematMB, rematConvsPercent, workspaceMB, worldSize;
@@ -251,6 +251,7 @@ StepSettings resolve(const CNNPipelineOptions &o) {
   s.dualBnGrad = o.dualBnGrad;
   s.fuseGroupNorm = o.fuseGroupNorm;
   s.fuseResizeConcat = o.fuseResizeConcat;
+  s.tiledTranspose = o.tiledTranspose;
   s.wgradPrologue = o.wgradPrologue;
   s.paramFormat = o.paramFormat;
   // The CUDA target reads its arena plan from the IR, always (the reference
@@ -365,8 +366,11 @@ void cnnc::buildCNNStepPipeline(OpPassManager &pm,
     pm.addPass(createCNNRemat(ro));
   }
   // How each op runs on the GPU: decided here, printed by the emitter.
-  if (s.lowerElementwise)
-    pm.addPass(createCNNSelectLowering());
+  if (s.lowerElementwise) {
+    CNNSelectLoweringOptions sl;
+    sl.tiledTranspose = s.tiledTranspose;
+    pm.addPass(createCNNSelectLowering(sl));
+  }
   // A pipeline stage's transfers on its links' streams: after every pass
   // that adds readers (a received value's readers follow its wait), before
   // the plan (a sent tensor lives until its wait).

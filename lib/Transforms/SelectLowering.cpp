@@ -43,6 +43,17 @@
 //                                    thread per result left 8,192 threads
 //                                    adding 3,136 values each (resnest14d:
 //                                    0.43 ms for 100 MB on the H100)
+//   cnn.lowering = "tiled"           cnn.transpose keeping leading
+//                                    dimensions and swapping the next two
+//                                    groups (tiledTransposeShape: NCHW <->
+//                                    NHWC, GroupNorm's channel views), only
+//                                    with tiled-transpose (off by default
+//                                    until measured): batchedTranspose2D's
+//                                    32 x 32 shared-memory tiles; the
+//                                    generic gather reads at a stride of C
+//                                    or H x W (resnetv2_50x1_bit: 0.18 ms
+//                                    for 51 MB each way, ~570 GB/s on an
+//                                    H200)
 //   cnn.update_group = k             optimizer updates of one algorithm,
 //                                    hyper-parameters, element types and
 //                                    scalar operands whose results go
@@ -125,8 +136,9 @@ bool eightElements(Value v) {
   return cast<RankedTensorType>(v.getType()).getNumElements() % 8 == 0;
 }
 
-/// The lowering of `op`, or "" for the default one.
-StringRef loweringOf(Operation *op) {
+/// The lowering of `op`, or "" for the default one. `tiledTranspose`: the
+/// pass option of that name.
+StringRef loweringOf(Operation *op, bool tiledTranspose) {
   return llvm::TypeSwitch<Operation *, StringRef>(op)
       .Case([](Conv2DOp c) {
         return pointwiseGemm(c, c.getInput().getType(), c.getFilter().getType(),
@@ -236,6 +248,9 @@ StringRef loweringOf(Operation *op) {
         return t.getDimSize(t.getRank() - 1) % 8 == 0 ? "channel_sum_vec8"
                                                       : "channel_sum";
       })
+      .Case([&](TransposeOp t) {
+        return tiledTranspose && tiledTransposeShape(t) ? "tiled" : "";
+      })
       .Case([](AllFiniteOp a) {
         return a.getInputs().size() > 1 &&
                        llvm::all_of(a.getInputs(), eightElements)
@@ -247,13 +262,14 @@ StringRef loweringOf(Operation *op) {
 
 struct SelectLoweringPass
     : public cnnc::impl::CNNSelectLoweringBase<SelectLoweringPass> {
+  using CNNSelectLoweringBase::CNNSelectLoweringBase;
   void runOnOperation() override {
     MLIRContext *ctx = &getContext();
     getOperation().walk([&](func::FuncOp f) {
       if (f.isExternal())
         return;
       for (Operation &op : f.getBody().front()) {
-        StringRef l = loweringOf(&op);
+        StringRef l = loweringOf(&op, tiledTranspose);
         if (l.empty()) {
           op.removeAttr("cnn.lowering");
           continue;
@@ -263,6 +279,7 @@ struct SelectLoweringPass
            : l == "vec8"                  ? numVec8
            : l.starts_with("channel_sum") ? numChannelSum
            : l == "spatial_sum"           ? numSpatialSum
+           : l == "tiled"                 ? numTiledTranspose
                                           : numCudnnFused);
       }
       groupUpdates(f);

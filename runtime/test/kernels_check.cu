@@ -15,7 +15,8 @@
 // softmax, the cross-entropy loss and its gradient (label smoothing, ignored
 // rows), loss scaling and splitmix64, upsample + concat's fused
 // forward and channel-range gradient (checkResizeConcat), and
-// global_avg_pool's NHWC block kernels (checkSpatialMeans).
+// global_avg_pool's NHWC block kernels (checkSpatialMeans), and the tiled
+// transpose (checkBatchedTransposes).
 //
 // Prints one line per check; exit 0 when all pass, 1 on a mismatch, 2 on a
 // CUDA error, 3 without a GPU (ctest's SKIP_RETURN_CODE).
@@ -84,6 +85,19 @@ template <typename T> std::vector<double> fromDevice(const T *d, size_t n) {
   CUDA_OK(cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost));
   std::vector<double> out(n);
   for (size_t i = 0; i < n; ++i) {
+    if constexpr (std::is_same_v<T, __half>)
+      out[i] = __half2float(h[i]);
+    else
+      out[i] = (double)h[i];
+  }
+  return out;
+}
+
+/// Host values as doubles (f16 through __half2float).
+template <typename T>
+std::vector<double> fromHostValues(const std::vector<T> &h) {
+  std::vector<double> out(h.size());
+  for (size_t i = 0; i < h.size(); ++i) {
     if constexpr (std::is_same_v<T, __half>)
       out[i] = __half2float(h[i]);
     else
@@ -1257,6 +1271,74 @@ void checkSpatialMeans() {
   checkSpatialMean<float>(2, 784, 36, 1e-4, false);
 }
 
+/// cnn.transpose's "tiled" lowering: batchedTranspose2D (Transpose.cuh)
+/// out[b][c][r] = in[b][r][c], a copy: bitwise equal to the host's, with
+/// describeTiledTranspose's grid (a block per tile; here every tile, one
+/// block and 7: the blocks loop over the rest), and nothing written past
+/// the output (a guard of 64 elements keeps its 0xff bytes).
+template <typename T> void checkBatchedTranspose(int64_t B, int64_t R,
+                                                 int64_t C) {
+  const char *type = std::is_same_v<T, __half> ? "f16" : "f32";
+  const size_t n = (size_t)(B * R * C), guard = 64;
+  std::vector<float> x = randoms(n, -100, 100, 70 + (unsigned)(B + R + C));
+  std::vector<T> xt(n);
+  for (size_t i = 0; i < n; ++i) {
+    if constexpr (std::is_same_v<T, __half>)
+      xt[i] = __float2half_rn(x[i]);
+    else
+      xt[i] = x[i];
+  }
+  std::vector<double> in = fromHostValues(xt), want(n);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t c = 0; c < C; ++c)
+        want[(size_t)((b * C + c) * R + r)] = in[(size_t)((b * R + r) * C + c)];
+  T *dx = toDevice(xt), *dy = nullptr;
+  CUDA_OK(cudaMalloc(&dy, (n + guard) * sizeof(T)));
+  const int64_t tiles = B * ((R + 31) / 32) * ((C + 31) / 32);
+  for (int64_t grid : {tiles, (int64_t)1, (int64_t)7}) {
+    CUDA_OK(cudaMemset(dy, 0xff, (n + guard) * sizeof(T)));
+    batchedTranspose2D<T><<<(unsigned)grid, 256>>>(dx, dy, B, R, C);
+    CUDA_OK(cudaGetLastError());
+    CUDA_OK(cudaDeviceSynchronize());
+    char what[128];
+    std::snprintf(what, sizeof what,
+                  "batchedTranspose2D %s batch=%lld rows=%lld cols=%lld "
+                  "grid=%lld",
+                  type, (long long)B, (long long)R, (long long)C,
+                  (long long)grid);
+    expectNear(what, fromDevice(dy, n), want, 0);
+    std::vector<unsigned char> tail(guard * sizeof(T));
+    CUDA_OK(cudaMemcpy(tail.data(), dy + n, tail.size(),
+                       cudaMemcpyDeviceToHost));
+    if (std::any_of(tail.begin(), tail.end(),
+                    [](unsigned char v) { return v != 0xff; })) {
+      ++failures;
+      std::printf("FAIL %s: wrote past the output\n", what);
+    }
+  }
+  CUDA_OK(cudaFree(dx));
+  CUDA_OK(cudaFree(dy));
+}
+
+void checkBatchedTransposes() {
+  // NCHW -> NHWC (rows C, columns H x W) and back (rows H x W, columns C):
+  // sides that are not multiples of 32 (40 channels, 7 x 7 pixels), batch
+  // 1 and 3; GroupNorm's 56 x 56 x 256 view of resnetv2_50x1_bit (one
+  // image); sides under a tile (5 x 3) and of exactly one (32 x 32).
+  for (int64_t B : {1, 3}) {
+    checkBatchedTranspose<float>(B, 40, 49);
+    checkBatchedTranspose<float>(B, 49, 40);
+    checkBatchedTranspose<__half>(B, 40, 49);
+    checkBatchedTranspose<__half>(B, 49, 40);
+    checkBatchedTranspose<__half>(B, 5, 3);
+    checkBatchedTranspose<float>(B, 32, 32);
+  }
+  checkBatchedTranspose<__half>(1, 3136, 256);
+  checkBatchedTranspose<__half>(1, 256, 3136);
+  checkBatchedTranspose<float>(2, 100, 33);
+}
+
 int main() {
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
@@ -1284,6 +1366,7 @@ int main() {
   checkResizeConcat<__half, true, false, true>(8, 16, 16, 1e-3);
   checkResizeConcat<float, true, true, true>(16, 8, 0, 1e-5);
   checkSpatialMeans();
+  checkBatchedTransposes();
   if (failures) {
     std::printf("kernels_check: %d check(s) FAILED\n", failures);
     return 1;

@@ -729,6 +729,12 @@ def CNNSelectLowering : Pass<"cnn-select-lowering", "mlir::ModuleOp"> {
       global_avg_pool's spatialSumTiles over (outer, chunk of the inner
       dimensions, split of the run) instead of a thread or a block per
       result (no `reduction` strategy);
+    - `cnn.lowering = "tiled"` on cnn.transpose that keeps leading
+      dimensions and swaps the next two groups of dimensions (NCHW <-> NHWC:
+      permutations (0, 2, 3, 1) and (0, 3, 1, 2)), f16 / f32, both groups
+      at least 16 elements, only with `tiled-transpose`: batchedTranspose2D's
+      32 x 32 shared-memory tiles (reads and writes coalesced) instead of the
+      generic gather, which reads at a stride of C or H x W;
     - `cnn.update_group = k` on optimizer updates that share one
       multi-tensor kernel (same algorithm, hyper-parameters, element types
       and scalar operands; results read only by the return);
@@ -749,12 +755,18 @@ def CNNSelectLowering : Pass<"cnn-select-lowering", "mlir::ModuleOp"> {
     %y = cnn.conv2d %x, %w {..., cnn.lowering = "gemm", layout = #cnn.layout<NHWC>} ...
     ```
   }];
+  let options = [
+    Option<"tiledTranspose", "tiled-transpose", "bool", /*default=*/"false",
+           "Batched 2-D transposes (NCHW <-> NHWC) in shared-memory tiles "
+           "(off by default until measured on a GPU)">
+  ];
   let statistics = [
     Statistic<"numGemm", "gemm", "convolutions run as cuBLASLt products">,
     Statistic<"numVec8", "vec8", "ops with eight channels or elements per thread">,
     Statistic<"numCudnnFused", "cudnn-bias-act", "fused convs offered to cuDNN's bias-activation form">,
     Statistic<"numChannelSum", "channel-sum", "reductions over all but the innermost dimension">,
     Statistic<"numSpatialSum", "spatial-sum", "reductions over one run of dimensions in spatialSumTiles' blocks">,
+    Statistic<"numTiledTranspose", "tiled-transpose", "transposes in batchedTranspose2D's shared-memory tiles">,
     Statistic<"numGrouped", "grouped-updates", "optimizer updates in multi-tensor groups">,
     Statistic<"numCastGrouped", "grouped-casts", "parameter casts in multi-tensor groups">
   ];

@@ -307,6 +307,13 @@ struct CNNPipelineOptions
                      "in place (default on; an A/B switch, in --help-hidden)"),
       llvm::cl::init(true), llvm::cl::Hidden,
       llvm::cl::cat(stepPassOptionCategory())};
+  Option<bool> tiledTranspose{
+      *this, "tiled-transpose",
+      llvm::cl::desc("cnn-select-lowering: NCHW <-> NHWC transposes (and "
+                     "other batched 2-D ones) in 32 x 32 shared-memory tiles "
+                     "instead of a gather with strided reads (default off "
+                     "until measured on a GPU)"),
+      llvm::cl::init(false), llvm::cl::cat(stepPassOptionCategory())};
   Option<bool> paramFormat{
       *this, "param-format",
       llvm::cl::desc("cnn-param-format: convolution filters and their "

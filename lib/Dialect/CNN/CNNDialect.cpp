@@ -196,11 +196,12 @@ LogicalResult verifyCNNAttr(function_ref<InFlightDiagnostic()> emitError,
                                           StringRef("cudnn_bias_act"),
                                           StringRef("channel_sum"),
                                           StringRef("channel_sum_vec8"),
-                                          StringRef("spatial_sum")},
+                                          StringRef("spatial_sum"),
+                                          StringRef("tiled")},
                                          s.getValue()),
                  "\"gemm\", \"vec8\", \"cudnn_bias_act\", "
-                 "\"channel_sum\", \"channel_sum_vec8\" or "
-                 "\"spatial_sum\"");
+                 "\"channel_sum\", \"channel_sum_vec8\", "
+                 "\"spatial_sum\" or \"tiled\"");
   }
   case AttrKind::Count: {
     auto i = dyn_cast<IntegerAttr>(value);

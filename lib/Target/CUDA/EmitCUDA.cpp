@@ -1971,6 +1971,19 @@ LogicalResult Emitter::print(std::string &out, ConcatOp c) {
 
 LogicalResult Emitter::printGather(std::string &out, Operation *o) {
   Operation *op = o;
+  if (auto l = o->getAttrOfType<StringAttr>("cnn.lowering");
+      l && l.getValue() == "tiled") {
+    // cnn-select-lowering (--tiled-transpose): a batched 2-D transpose in
+    // shared-memory tiles (kernels/Transpose.cuh).
+    SmallVector<KernelCall, 1> calls;
+    if (failed(describeTiledTranspose(o, launchOf, calls)))
+      return o->emitError("CUDA backend: '")
+             << o->getName()
+             << "' has cnn.lowering = \"tiled\" but is not a batched 2-D "
+                "transpose as batchedTranspose2D takes it (run "
+                "cnn-select-lowering again)";
+    return printKernelCalls(out, o, calls);
+  }
   // Gather: each output element computes its input offset.
   auto in = ttype(o->getOperand(0)), res = ttype(o->getResult(0));
   int64_t rank = in.getRank();

@@ -122,7 +122,7 @@ func.func @dp_typo() attributes {cnn.data_paralel = {buckets = 1 : i64, bucket_m
 
 // cnn-select-lowering's choices are a closed set.
 func.func @bad_lowering(%x: tensor<1x4xf32>) -> tensor<1x4xf32> {
-  // expected-error @+1 {{'cnn.lowering' on an operation must be "gemm", "vec8", "cudnn_bias_act", "channel_sum", "channel_sum_vec8" or "spatial_sum", got "fast"}}
+  // expected-error @+1 {{'cnn.lowering' on an operation must be "gemm", "vec8", "cudnn_bias_act", "channel_sum", "channel_sum_vec8", "spatial_sum" or "tiled", got "fast"}}
   %y = cnn.relu %x {cnn.lowering = "fast"} : (tensor<1x4xf32>) -> tensor<1x4xf32>
   return %y : tensor<1x4xf32>
 }

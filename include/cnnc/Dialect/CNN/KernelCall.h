@@ -214,6 +214,27 @@ mlir::LogicalResult
 describeSpatialReduction(mlir::Operation *op, LaunchAttr launch,
                          llvm::SmallVectorImpl<KernelCall> &calls);
 
+/// A cnn.transpose that keeps its leading dimensions and swaps the next two
+/// groups of consecutive dimensions (NCHW -> NHWC: permutation (0, 2, 3, 1),
+/// batch N, rows C, columns H x W; NHWC -> NCHW: (0, 3, 1, 2), rows H x W,
+/// columns C), as kernels/Transpose.cuh's batchedTranspose2D takes it:
+/// out[b][c][r] = in[b][r][c]. Present for static f16 / f32 shapes whose
+/// rows and columns are both at least kTiledTransposeMinSide (a narrower
+/// side leaves most of each warp idle in one of the tile's passes, where
+/// the generic gather's strided reads fall in few sectors).
+/// cnn-select-lowering's "tiled" (under --tiled-transpose).
+struct TiledTransposeShape {
+  int64_t batch, rows, cols;
+};
+constexpr int64_t kTiledTransposeMinSide = 16;
+std::optional<TiledTransposeShape> tiledTransposeShape(mlir::Operation *op);
+/// batchedTranspose2D's launch for such a transpose: a block per 32 x 32
+/// tile, at most `launch`'s grid ceiling of them (the blocks loop over the
+/// rest); fails where tiledTransposeShape has none.
+mlir::LogicalResult
+describeTiledTranspose(mlir::Operation *op, LaunchAttr launch,
+                       llvm::SmallVectorImpl<KernelCall> &calls);
+
 /// Checks `call`, a description of `op`'s launch: its buffers and its
 /// grid's value are operands or results of `op` with a static shape (the
 /// grid's element count a multiple of `perThread`), its 32-bit integers

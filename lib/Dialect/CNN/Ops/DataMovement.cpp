@@ -210,6 +210,67 @@ OpFoldResult TransposeOp::fold(FoldAdaptor) {
   return {};
 }
 
+//===----------------------------------------------------------------------===//
+// CUDA lowering of the "tiled" transposes: kernels/Transpose.cuh
+//===----------------------------------------------------------------------===//
+
+std::optional<TiledTransposeShape>
+cnnc::cnn::tiledTransposeShape(Operation *op) {
+  auto t = dyn_cast<TransposeOp>(op);
+  if (!t)
+    return std::nullopt;
+  auto in = ranked(t.getInput());
+  Type et = in.getElementType();
+  if (!in.hasStaticShape() || !(et.isF16() || et.isF32()) ||
+      in.getNumElements() == 0)
+    return std::nullopt;
+  // perm = (0, .., p - 1, p + k, .., rank - 1, p, .., p + k - 1): the
+  // prefix kept, then the last rank - p - k dimensions, then the k before.
+  ArrayRef<int64_t> perm = t.getPermutation();
+  int64_t rank = in.getRank(), p = 0;
+  while (p < rank && perm[p] == p)
+    ++p;
+  if (p == rank)
+    return std::nullopt; // the identity (it folds away)
+  int64_t k = perm[p] - p, moved = rank - p - k;
+  if (k < 1 || moved < 1)
+    return std::nullopt;
+  for (int64_t j = 0; j < moved; ++j)
+    if (perm[p + j] != p + k + j)
+      return std::nullopt;
+  for (int64_t j = 0; j < k; ++j)
+    if (perm[p + moved + j] != p + j)
+      return std::nullopt;
+  TiledTransposeShape s{1, 1, 1};
+  for (int64_t d = 0; d < rank; ++d)
+    (d < p ? s.batch : d < p + k ? s.rows : s.cols) *= in.getDimSize(d);
+  if (s.rows < kTiledTransposeMinSide || s.cols < kTiledTransposeMinSide)
+    return std::nullopt;
+  return s;
+}
+
+LogicalResult
+cnnc::cnn::describeTiledTranspose(Operation *op, LaunchAttr launch,
+                                  SmallVectorImpl<KernelCall> &calls) {
+  std::optional<TiledTransposeShape> s = tiledTransposeShape(op);
+  if (!s)
+    return failure();
+  constexpr int64_t kTile = 32; // batchedTranspose2D's
+  int64_t tiles = s->batch * llvm::divideCeil(s->rows, kTile) *
+                  llvm::divideCeil(s->cols, kTile);
+  KernelCall call;
+  call.kernel = "batchedTranspose2D";
+  call.templateArgs = {KernelTemplateArg::elementType(
+      ranked(op->getOperand(0)).getElementType())};
+  call.grid = KernelGrid::blockPerUnit(
+      std::min<int64_t>(tiles, std::max<int64_t>(1, launch.getGridLimit())));
+  call.args = {KernelArg::read(op->getOperand(0)),
+               KernelArg::write(op->getResult(0)), KernelArg::i64(s->batch),
+               KernelArg::i64(s->rows), KernelArg::i64(s->cols)};
+  calls.push_back(call);
+  return success();
+}
+
 /// gather_elements' operands: `indices` of the input's rank and sizes except
 /// along `axis`.
 static LogicalResult checkGatherElements(std::optional<Location> loc,
