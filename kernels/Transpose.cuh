@@ -27,9 +27,9 @@ namespace {
 // tiles (any count: the grid is the launch's grid ceiling at most, no
 // grid.y / grid.z limit). Each thread issues its 4 loads before storing
 // any to shared memory, so they are in flight together (a load followed by
-// its store waits a round trip each). The tile's rows are padded to an odd number of 4-byte
-// words (33 f32 or 34 f16), so the column read of the second pass hits 32
-// distinct banks.
+// its store waits a round trip each). The tile's rows are padded to an odd
+// number of 4-byte words (33 f32 or 34 f16), so the column read of the
+// second pass hits 32 distinct banks.
 template <typename T>
 __global__ void __launch_bounds__(256)
     batchedTranspose2D(const T *__restrict__ in, T *__restrict__ out,
