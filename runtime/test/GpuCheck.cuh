@@ -2,7 +2,8 @@
 //
 // What cudnn_fusion_check.cu and dgrad_stats_check.cu both need: a CUDA
 // error check that exits, deterministic f16 fills, copies back to the host,
-// one relative error per tensor and an event timing loop.
+// one relative error per tensor and event timing loops (the benches'
+// median after an L2 flush too).
 //
 //===----------------------------------------------------------------------===//
 #ifndef CNNRT_TEST_GPUCHECK_CUH
@@ -84,6 +85,31 @@ template <typename F> float timeMs(F fn) {
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
   return ms / iters;
+}
+
+/// The median time of `fn` over `runs` single runs in ms, each after
+/// writing `flushBytes` at `flush` (more than the L2), so that its inputs
+/// come from HBM as a tensor just written by another kernel mostly does.
+template <typename F>
+float medianAfterFlushMs(void *flush, size_t flushBytes, F fn, int runs = 9) {
+  cudaEvent_t e0, e1;
+  CUDA_OK(cudaEventCreate(&e0));
+  CUDA_OK(cudaEventCreate(&e1));
+  std::vector<float> t;
+  for (int k = 0; k < runs; ++k) {
+    CUDA_OK(cudaMemsetAsync(flush, k, flushBytes));
+    CUDA_OK(cudaEventRecord(e0));
+    fn();
+    CUDA_OK(cudaEventRecord(e1));
+    CUDA_OK(cudaEventSynchronize(e1));
+    float ms = 0;
+    CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
+    t.push_back(ms);
+  }
+  CUDA_OK(cudaEventDestroy(e0));
+  CUDA_OK(cudaEventDestroy(e1));
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
 }
 
 } // namespace gpucheck

@@ -24,6 +24,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Prelude.cuh"
+#include "SpatialSumLayout.h"
 
 #include "GpuCheck.cuh"
 
@@ -1141,26 +1142,18 @@ void checkResizeConcat(int C, int OC, int c0, double tol) {
     CUDA_OK(cudaFree(d));
 }
 
-/// describeSpatialSum's (lib/Dialect/CNN/Ops/Pooling.cpp) lanes and splits
-/// for an N x HW x C spatial sum under #cnn.launch's grid_limit and block.
+/// describeSpatialSum's lanes and splits for an N x HW x C spatial sum under
+/// #cnn.launch's grid_limit and block (kernels/SpatialSumLayout.h, the
+/// compiler's own function).
 struct SpatialLaunch {
   int lanes, splits;
   long long blocks;
 };
 SpatialLaunch spatialLaunch(long long N, long long HW, long long C, bool vec8,
                             long long gridLimit = 4224, long long block = 256) {
-  long long units = vec8 ? C / 8 : C;
-  long long lanes = std::min(units, vec8 ? 4LL : 32LL);
-  while (lanes * 2 <= std::min(units, block) && block / lanes > HW)
-    lanes *= 2;
-  long long rows = 1;
-  while (rows * 2 * lanes <= block)
-    rows *= 2;
-  long long outer = N * ((units + lanes - 1) / lanes);
-  long long target = std::max(1LL, gridLimit / 8);
-  long long splits = std::clamp((target + outer - 1) / outer, 1LL,
-                                std::max(1LL, HW / (rows * (vec8 ? 4 : 8))));
-  return {(int)lanes, (int)splits, outer * splits};
+  cnnc_kernels::SpatialSumLayout l =
+      cnnc_kernels::spatialSumLayout(N, HW, C, vec8, gridLimit, block);
+  return {(int)l.lanes, (int)l.splits, l.blocks()};
 }
 
 /// global_avg_pool's NHWC kernels (spatialSumTiles, spatialSumFinish where

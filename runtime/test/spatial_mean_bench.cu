@@ -24,6 +24,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "PoolingNHWC.cuh"
+#include "SpatialSumLayout.h"
 
 #include "GpuCheck.cuh"
 
@@ -56,23 +57,12 @@ struct Launch {
   int lanes, splits;
   long long blocks;
 };
-/// describeSpatialSum (lib/Dialect/CNN/Ops/Pooling.cpp) at grid_limit
+/// describeSpatialSum's launch (kernels/SpatialSumLayout.h) at grid_limit
 /// 4224 (132 SMs), block 256.
 Launch describe(long long N, long long HW, long long C) {
-  const long long block = 256, gridLimit = 4224;
-  bool vec8 = C % 8 == 0;
-  long long units = vec8 ? C / 8 : C;
-  long long lanes = std::min(units, vec8 ? 4LL : 32LL);
-  while (lanes * 2 <= std::min(units, block) && block / lanes > HW)
-    lanes *= 2;
-  long long rows = 1;
-  while (rows * 2 * lanes <= block)
-    rows *= 2;
-  long long outer = N * ((units + lanes - 1) / lanes);
-  long long splits =
-      std::clamp((gridLimit / 8 + outer - 1) / outer, 1LL,
-                 std::max(1LL, HW / (rows * (vec8 ? 4 : 8))));
-  return {(int)lanes, (int)splits, outer * splits};
+  cnnc_kernels::SpatialSumLayout l =
+      cnnc_kernels::spatialSumLayout(N, HW, C, C % 8 == 0, 4224, 256);
+  return {(int)l.lanes, (int)l.splits, l.blocks()};
 }
 
 int failures = 0;
@@ -143,25 +133,8 @@ void run(const char *what, int N, int HW, int C, bool mean, bool oldIsPool,
     ++failures;
   // One launch (or launch pair) after each L2 flush: the profile's case,
   // the tensor just written by another kernel, mostly not in L2.
-  cudaEvent_t e0, e1;
-  CUDA_OK(cudaEventCreate(&e0));
-  CUDA_OK(cudaEventCreate(&e1));
-  auto median = [&](auto fn) {
-    std::vector<float> t;
-    for (int k = 0; k < 9; ++k) {
-      CUDA_OK(cudaMemsetAsync(flush, k, flushBytes));
-      CUDA_OK(cudaEventRecord(e0));
-      fn();
-      CUDA_OK(cudaEventRecord(e1));
-      CUDA_OK(cudaEventSynchronize(e1));
-      float ms = 0;
-      CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
-      t.push_back(ms);
-    }
-    std::sort(t.begin(), t.end());
-    return t[4];
-  };
-  float tOld = median(oldKernel), tNew = median(newKernel);
+  float tOld = gpucheck::medianAfterFlushMs(flush, flushBytes, oldKernel),
+        tNew = gpucheck::medianAfterFlushMs(flush, flushBytes, newKernel);
   double mb = n * sizeof(T) / 1e6;
   std::printf("%-28s %5d %5d %5d %8.1f | old %8.4f ms %7.0f GB/s | new %8.4f "
               "ms %7.0f GB/s (lanes %d, splits %d, %lld blocks) | %6.1fx | "
@@ -173,8 +146,6 @@ void run(const char *what, int N, int HW, int C, bool mean, bool oldIsPool,
   CUDA_OK(cudaFree(yOld));
   CUDA_OK(cudaFree(yNew));
   CUDA_OK(cudaFree(scratch));
-  CUDA_OK(cudaEventDestroy(e0));
-  CUDA_OK(cudaEventDestroy(e1));
 }
 
 } // namespace

@@ -92,25 +92,8 @@ void run(const char *what, int sms, char *flush, size_t flushBytes) {
   bool same = std::memcmp(a.data(), b.data(), n * sizeof(T)) == 0;
   if (!same)
     ++failures;
-  cudaEvent_t e0, e1;
-  CUDA_OK(cudaEventCreate(&e0));
-  CUDA_OK(cudaEventCreate(&e1));
-  auto median = [&](auto fn) {
-    std::vector<float> t;
-    for (int k = 0; k < 9; ++k) {
-      CUDA_OK(cudaMemsetAsync(flush, k, flushBytes));
-      CUDA_OK(cudaEventRecord(e0));
-      fn();
-      CUDA_OK(cudaEventRecord(e1));
-      CUDA_OK(cudaEventSynchronize(e1));
-      float ms = 0;
-      CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
-      t.push_back(ms);
-    }
-    std::sort(t.begin(), t.end());
-    return t[4];
-  };
-  float tOld = median(oldKernel), tNew = median(newKernel);
+  float tOld = gpucheck::medianAfterFlushMs(flush, flushBytes, oldKernel),
+        tNew = gpucheck::medianAfterFlushMs(flush, flushBytes, newKernel);
   double mb = 2.0 * n * sizeof(T) / 1e6; // read + written
   std::printf("%-30s %3lld %5lld %5lld %7.1f | old %7.4f ms %5.0f GB/s | new "
               "%7.4f ms %5.0f GB/s (%u blocks) | %5.2fx%s\n",
@@ -120,8 +103,6 @@ void run(const char *what, int sms, char *flush, size_t flushBytes) {
   CUDA_OK(cudaFree(x));
   CUDA_OK(cudaFree(yOld));
   CUDA_OK(cudaFree(yNew));
-  CUDA_OK(cudaEventDestroy(e0));
-  CUDA_OK(cudaEventDestroy(e1));
 }
 
 } // namespace

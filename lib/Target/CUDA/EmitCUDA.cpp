@@ -232,6 +232,17 @@ private:
   /// "spatial_sum" reductions' describeSpatialReduction).
   LogicalResult printKernelCalls(std::string &out, Operation *op,
                                  ArrayRef<KernelCall> calls);
+  /// Where cnn-select-lowering gave `op` the lowering `value` that
+  /// `describe` describes: its launches printed, or one error when the
+  /// description no longer fits the op (`needs` says what it wants);
+  /// std::nullopt for an op without that lowering.
+  using DescribeFn = LogicalResult (*)(Operation *, LaunchAttr,
+                                       SmallVectorImpl<KernelCall> &);
+  std::optional<LogicalResult> printChosenLowering(std::string &out,
+                                                   Operation *op,
+                                                   StringRef value,
+                                                   DescribeFn describe,
+                                                   StringRef needs);
   /// One argument of a kernel call (in a wrapper kernel: buffers by name).
   std::string kernelArg(const KernelArg &a, ArrayRef<std::string> tables,
                         bool inWrapper);
@@ -579,6 +590,20 @@ LogicalResult Emitter::printKernelCalls(std::string &out,
                                         KernelCallOpInterface op) {
   SmallVector<KernelCall, 1> calls;
   op.describeKernelCalls(launchOf, calls);
+  return printKernelCalls(out, op, calls);
+}
+
+std::optional<LogicalResult>
+Emitter::printChosenLowering(std::string &out, Operation *op, StringRef value,
+                             DescribeFn describe, StringRef needs) {
+  auto l = op->getAttrOfType<StringAttr>("cnn.lowering");
+  if (!l || l.getValue() != value)
+    return std::nullopt;
+  SmallVector<KernelCall, 2> calls;
+  if (failed(describe(op, launchOf, calls)))
+    return op->emitError("CUDA backend: '")
+           << op->getName() << "' has cnn.lowering = \"" << value << "\" but "
+           << needs << " (run cnn-select-lowering again)";
   return printKernelCalls(out, op, calls);
 }
 
@@ -1330,19 +1355,12 @@ LogicalResult Emitter::printReduction(std::string &out, Operation *o) {
   // block per result (below), as #cnn.launch's reduction says.
   auto in = ttype(o->getOperand(0)), res = ttype(o->getResult(0));
   auto axes = o->getAttrOfType<DenseI64ArrayAttr>("axes").asArrayRef();
-  if (auto l = o->getAttrOfType<StringAttr>("cnn.lowering");
-      l && l.getValue() == "spatial_sum") {
-    // cnn-select-lowering: one run of dimensions summed in
-    // global_avg_pool's blocks (kernels/PoolingNHWC.cuh).
-    SmallVector<KernelCall, 2> calls;
-    if (failed(describeSpatialReduction(o, launchOf, calls)))
-      return o->emitError("CUDA backend: '")
-             << o->getName()
-             << "' has cnn.lowering = \"spatial_sum\" but does not sum one "
-                "run of dimensions as spatialSumTiles can (run "
-                "cnn-select-lowering again)";
-    return printKernelCalls(out, o, calls);
-  }
+  // cnn-select-lowering: one run of dimensions summed in global_avg_pool's
+  // blocks (kernels/PoolingNHWC.cuh).
+  if (auto printed = printChosenLowering(
+          out, o, "spatial_sum", describeSpatialReduction,
+          "does not sum one run of dimensions as spatialSumTiles can"))
+    return *printed;
   if (auto l = o->getAttrOfType<StringAttr>("cnn.lowering");
       l && l.getValue().starts_with("channel_sum")) {
     // cnn-select-lowering: rows of C contiguous channels, summed by
@@ -1971,19 +1989,12 @@ LogicalResult Emitter::print(std::string &out, ConcatOp c) {
 
 LogicalResult Emitter::printGather(std::string &out, Operation *o) {
   Operation *op = o;
-  if (auto l = o->getAttrOfType<StringAttr>("cnn.lowering");
-      l && l.getValue() == "tiled") {
-    // cnn-select-lowering (--tiled-transpose): a batched 2-D transpose in
-    // shared-memory tiles (kernels/Transpose.cuh).
-    SmallVector<KernelCall, 1> calls;
-    if (failed(describeTiledTranspose(o, launchOf, calls)))
-      return o->emitError("CUDA backend: '")
-             << o->getName()
-             << "' has cnn.lowering = \"tiled\" but is not a batched 2-D "
-                "transpose as batchedTranspose2D takes it (run "
-                "cnn-select-lowering again)";
-    return printKernelCalls(out, o, calls);
-  }
+  // cnn-select-lowering (--tiled-transpose): a batched 2-D transpose in
+  // shared-memory tiles (kernels/Transpose.cuh).
+  if (auto printed = printChosenLowering(
+          out, o, "tiled", describeTiledTranspose,
+          "is not a batched 2-D transpose as batchedTranspose2D takes it"))
+    return *printed;
   // Gather: each output element computes its input offset.
   auto in = ttype(o->getOperand(0)), res = ttype(o->getResult(0));
   int64_t rank = in.getRank();

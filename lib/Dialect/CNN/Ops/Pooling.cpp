@@ -9,8 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "OpHelpers.h"
 
-#include "llvm/ADT/bit.h"
-#include "llvm/Support/MathExtras.h"
+#include "SpatialSumLayout.h"
 
 #include <algorithm>
 
@@ -253,41 +252,25 @@ void AvgPool2DGradOp::describeKernelCalls(LaunchAttr,
                   isNHWC())}));
 }
 
-/// The pixels a thread of spatialSumTiles adds at least before the
-/// description splits an image's pixels over more blocks: its U, one round
-/// of loads in flight (16-byte loads; twice as many scalar ones).
-static int64_t spatialPixelsPerThread(bool vec8) { return vec8 ? 4 : 8; }
-
 void cnnc::cnn::describeSpatialSum(Value x, Value y, int64_t n, int64_t pixels,
                                    int64_t channels, double divisor,
                                    LaunchAttr launch,
                                    SmallVectorImpl<KernelCall> &calls) {
-  int64_t block = launch.getBlock();
   // Eight channels a lane with 16-byte loads where the rows allow it (the
   // arena aligns every buffer; C % 8 == 0 keeps each pixel's row aligned).
+  // The lanes, rows and splits: kernels/SpatialSumLayout.h, which the
+  // runtime's kernel checks launch with too.
   bool vec8 = channels % 8 == 0;
-  int64_t perLane = vec8 ? 8 : 1, units = channels / perLane;
-  // The fewest lanes whose pixel row is a whole 64-byte stretch (f16; 128
-  // bytes in f32), so a warp reads several pixels at once; with few pixels
-  // the lanes widen until the rows no longer outnumber the pixels.
-  int64_t lanes = std::min<int64_t>(units, vec8 ? 4 : 32);
-  while (lanes * 2 <= std::min(units, block) && block / lanes > pixels)
-    lanes *= 2;
-  int64_t rows = llvm::bit_floor(static_cast<uint64_t>(block / lanes));
-  int64_t outer = n * llvm::divideCeil(units, lanes);
-  // Split the pixels until about four blocks per SM run (grid_limit is 32
-  // blocks per SM), each thread keeping a round of loads to add.
-  int64_t target = std::max<int64_t>(1, launch.getGridLimit() / 8);
-  int64_t splits = std::clamp<int64_t>(
-      llvm::divideCeil(target, outer), 1,
-      std::max<int64_t>(1, pixels / (rows * spatialPixelsPerThread(vec8))));
+  cnnc_kernels::SpatialSumLayout layout = cnnc_kernels::spatialSumLayout(
+      n, pixels, channels, vec8, launch.getGridLimit(), launch.getBlock());
+  int64_t lanes = layout.lanes, splits = layout.splits;
   Type in = ranked(x).getElementType(), out = ranked(y).getElementType();
   KernelCall tiles;
   tiles.kernel = "spatialSumTiles";
   tiles.templateArgs = {KernelTemplateArg::elementType(in),
                         KernelTemplateArg::elementType(out),
                         KernelTemplateArg::boolean(vec8)};
-  tiles.grid = KernelGrid::blockPerUnit(outer * splits);
+  tiles.grid = KernelGrid::blockPerUnit(layout.blocks());
   int64_t scratch = splits > 1 ? n * channels * splits : 1;
   tiles.args = {KernelArg::scratch(scratch),
                 KernelArg::read(x),
