@@ -214,3 +214,33 @@ func.func @softmax_channels(%x: tensor<2x3x4x4xf32>, %w: tensor<6x3x3x3xf32>) ->
   %h = cnn.softmax %s {axis = 2 : i64} : (tensor<2x6x4x4xf32>) -> tensor<2x6x4x4xf32>
   return %h : tensor<2x6x4x4xf32>
 }
+
+// -----
+
+// Pipeline transfers carry their 4-D tensors in NHWC: every stage is
+// compiled on its own and both ends of a cut apply this rule, so no
+// transpose stands between a transfer and the NHWC ops beside it (a cut
+// between ResNet-50's blocks had four 51 MB transposes per micro-batch).
+// The converted transfer is marked, so a second run leaves it alone; a
+// transfer of a 2-D tensor is not touched.
+// CHECK-LABEL: func @stage_transfers
+// CHECK: %[[R:.*]] = cnn.recv {cnn.transfer_layout = #cnn.layout<NHWC>, peer = 0 : i64, tag = 0 : i64} : tensor<2x8x8x4xf32>
+// CHECK-NOT: cnn.transpose %[[R]]
+// CHECK: %[[C:.*]] = cnn.conv2d %[[R]], %{{.*}} {{.*}}layout = #cnn.layout<NHWC>{{.*}} -> tensor<2x8x8x6xf32>
+// CHECK-NEXT: %[[A:.*]] = cnn.relu %[[C]] : (tensor<2x8x8x6xf32>) -> tensor<2x8x8x6xf32>
+// CHECK-NEXT: cnn.send %[[A]] {cnn.transfer_layout = #cnn.layout<NHWC>, peer = 2 : i64, tag = 1 : i64} : tensor<2x8x8x6xf32>
+// CHECK-NEXT: cnn.send %{{.*}} {peer = 2 : i64, tag = 2 : i64} : tensor<2x10xf32>
+// CHECK-NEXT: %[[G:.*]] = cnn.transfers %[[A]] {cnn.transfer_layout = #cnn.layout<NHWC>{{.*}}} : (tensor<2x8x8x6xf32>) -> tensor<2x8x8x6xf32>
+// CHECK-NEXT: %[[S:.*]] = cnn.add %[[G]], %[[A]] : (tensor<2x8x8x6xf32>, tensor<2x8x8x6xf32>) -> tensor<2x8x8x6xf32>
+// CHECK-NEXT: %[[OUT:.*]] = cnn.transpose %[[S]] {permutation = array<i64: 0, 3, 1, 2>}
+// CHECK-NEXT: return %[[OUT]]
+func.func @stage_transfers(%w: tensor<6x4x3x3xf32>, %v: tensor<2x10xf32>) -> tensor<2x6x8x8xf32> attributes {cnn.pipeline_stage = 1 : i64} {
+  %r = cnn.recv {peer = 0 : i64, tag = 0 : i64} : tensor<2x4x8x8xf32>
+  %c = cnn.conv2d %r, %w {strides = array<i64: 1, 1>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1} : (tensor<2x4x8x8xf32>, tensor<6x4x3x3xf32>) -> tensor<2x6x8x8xf32>
+  %a = cnn.relu %c : (tensor<2x6x8x8xf32>) -> tensor<2x6x8x8xf32>
+  cnn.send %a {peer = 2 : i64, tag = 1 : i64} : tensor<2x6x8x8xf32>
+  cnn.send %v {peer = 2 : i64, tag = 2 : i64} : tensor<2x10xf32>
+  %g = cnn.transfers %a {send_peers = array<i64: 2>, send_tags = array<i64: 3>, recv_peers = array<i64: 2>, recv_tags = array<i64: 4>} : (tensor<2x6x8x8xf32>) -> tensor<2x6x8x8xf32>
+  %s = cnn.add %g, %a : (tensor<2x6x8x8xf32>, tensor<2x6x8x8xf32>) -> tensor<2x6x8x8xf32>
+  return %s : tensor<2x6x8x8xf32>
+}

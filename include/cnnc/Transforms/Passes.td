@@ -142,6 +142,12 @@ def CNNLayout : Pass<"cnn-layout", "mlir::ModuleOp"> {
       unit dimensions (N x 1 x 1 x C after global_avg_pool, 1x1 filters)
       becomes a free cnn.reshape.
 
+    Pipeline transfers (cnn.send, cnn.recv, cnn.transfers of a stage's
+    step) carry their 4-D tensors in NHWC and get
+    `cnn.transfer_layout = #cnn.layout<NHWC>`: every stage is compiled on
+    its own and both ends of a cut apply the same rule, so a cut between
+    NHWC ops costs no transpose on either side.
+
     Before:
     ```mlir
     %y = cnn.conv2d %x, %w {dilations = array<i64: 1, 1>, groups = 1 : i64,

@@ -137,6 +137,8 @@ AttrKind opAttrKind(StringRef name) {
       // cnn-precision on a pipeline stage: the all_reduce of the loss-scale
       // flag spans the stages, not the data-parallel replicas.
       .Case("cnn.across_stages", AttrKind::Unit)
+      // cnn-layout on a pipeline transfer: its 4-D tensors cross in NHWC.
+      .Case("cnn.transfer_layout", AttrKind::LayoutEnum)
       .Default(AttrKind::Unknown);
 }
 
