@@ -46,7 +46,7 @@ __global__ void rowMean(const T *x, T *y, int64_t rows, int64_t HW) {
 // The partial sums go to `scratch`, a device buffer the caller owns (the
 // generated step passes the Context's reductionScratch): sum k of tile t,
 // channel c at scratch[(k * tiles + t) * C + c], nsums x tiles x C doubles
-// (nsums: 1 for MODE 0, 2 otherwise, 3 for dualBnGradPartial8). Not a
+// (nsums: 1 for MODE 0, 2 otherwise, 3 for dualBnGradSums8). Not a
 // namespace-scope __device__ array: that is one array per translation unit,
 // and a partial-sum launch and its finish in two host units of a split
 // build read different arrays (dm-NFNet trained wrong so in session 24).
@@ -141,6 +141,9 @@ __device__ __forceinline__ void channels8(const float *p, int c,
 // with 16-byte loads; block (CV, 256 / CV) with CV = min(C / 8, 32) threads
 // across channels, grid (ceil(C / (8 CV)), R). Same sums (in double, same
 // scratch layout) as nhwcPartial, so the finishing kernels are shared.
+// cnnc prints it for MODE 0 and 1 (bias_grad, channel sums, the BN
+// statistics); MODE 2-4 print as nhwcBnGradSums8, which
+// runtime/test/bn_grad_bench.cu times against this kernel's.
 template <int MODE, typename T>
 __global__ void __launch_bounds__(256)
     nhwcPartial8(double *scratch, const T *a, const T *b, const T *mask,
@@ -442,48 +445,9 @@ __global__ void nhwcBnGradFinish(const double *scratch, S *gradScale,
   st(gradScale + c, (float)sx);
 }
 
-// fused_dual_batch_norm_grad, pass 1 (C % 8 == 0; nhwcPartial8's layout):
-// nhwcPartial8's MODE 2 sums of (dy, xa) and of (dy, xb) with dy read once:
-// sum(dy), sum(dy * xhat_a), sum(dy * xhat_b) as scratch sums 0, 1, 2. The
-// block's rows are added one sum at a time through one 16 KiB buffer (three
-// at once would take the whole 48 KiB and halve the blocks per SM).
-template <typename T>
-__global__ void __launch_bounds__(256)
-    dualBnGradPartial8(double *scratch, const T *dy, const T *xa, const T *xb,
-                       const float *meanA, const float *invA,
-                       const float *meanB, const float *invB, int64_t M, int C,
-                       int64_t rowsPerTile) {
-  __shared__ double sh[1][256][8];
-  const int CV = blockDim.x, RY = blockDim.y;
-  int c = (blockIdx.x * CV + threadIdx.x) * 8;
-  int64_t r0 = blockIdx.y * rowsPerTile, r1 = min(M, r0 + rowsPerTile);
-  double s[3][8];
-#pragma unroll
-  for (int e = 0; e < 8; ++e)
-    s[0][e] = s[1][e] = s[2][e] = 0;
-  if (c < C) {
-    float ma[8], ia[8], mb[8], ib[8];
-    channels8(meanA, c, ma);
-    channels8(invA, c, ia);
-    channels8(meanB, c, mb);
-    channels8(invB, c, ib);
-    for (int64_t r = r0 + threadIdx.y; r < r1; r += RY) {
-      float v[8], a[8], b[8];
-      ldv8(dy + r * C + c, v);
-      ldv8(xa + r * C + c, a);
-      ldv8(xb + r * C + c, b);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) {
-        s[0][e] += v[e];
-        s[1][e] += (double)v[e] * ((a[e] - ma[e]) * ia[e]);
-        s[2][e] += (double)v[e] * ((b[e] - mb[e]) * ib[e]);
-      }
-    }
-  }
-  nhwcTileSums8(scratch, s, sh, C, 3);
-}
-// fused_dual_batch_norm_grad, pass 2: both halves' grad_bias (sum(dy), the
-// same for both) and grad_scale, as nhwcBnGradFinish.
+// fused_dual_batch_norm_grad's finish (after dualBnGradSums8): both halves'
+// grad_bias (sum(dy), the same for both) and grad_scale, as
+// nhwcBnGradFinish.
 template <typename S>
 __global__ void dualBnGradFinish(const double *scratch, S *gradScaleA,
                                  S *gradBiasA, S *gradScaleB, S *gradBiasB,
@@ -498,6 +462,293 @@ __global__ void dualBnGradFinish(const double *scratch, S *gradScaleA,
   st(gradBiasB + c, (float)s);
   st(gradScaleA + c, (float)sa);
   st(gradScaleB + c, (float)sb);
+}
+
+// ---- batch_norm_grad's NHWC passes (C % 8 == 0, cnn-select-lowering's
+// "vec8"), nhwcTileLayout's tiling (kernels/NhwcTileLayout.h) ----
+// Pass 1, nhwcBnGradSums8<MODE> (MODE 2, 3, 4 as nhwcPartial8's):
+// s0 = sum(g), s1 = sum(g * xhat) per channel into nhwcPartial8's scratch
+// layout (nhwcBnGradFinish finishes them), with the per-element arithmetic
+// in f32: each thread adds a chunk of 4 U of its rows in f32 (g and
+// g * (x - mean)) and then adds the chunk to its f64 sums; invstd multiplies
+// the thread's f64 sum once at the end. nhwcPartial8<2..4> kept one row of
+// loads in flight and converted every element to f64 (a quarter of the FP64
+// rate on sm_90, and 32 more registers): ResNet-50's BN gradients took 6.74
+// ms a step against a two-pass floor of ~3.9 ms (H100, session 24). The rows
+// are still added in a fixed order (within a chunk, chunk by chunk, then over
+// the block's threads in row order): bitwise the same every run; a chunk's
+// error is that of 4 U f32 additions, below the f32 the sums are stored in.
+// U rows of 16-byte loads (two or three tensors) are in flight per thread.
+// runtime/test/bn_grad_bench.cu times U against nhwcPartial8.
+template <int MODE, typename T, int U = 2>
+__global__ void __launch_bounds__(256)
+    nhwcBnGradSums8(double *scratch, const T *dy, const T *x, const T *mask,
+                    const float *mean, const float *invstd, const float *alpha,
+                    const float *beta, int64_t M, int C, int64_t rowsPerTile) {
+  static_assert(MODE >= 2 && MODE <= 4, "batch_norm_grad's modes");
+  constexpr int CHUNK = 4 * U;
+  __shared__ double sh[1][256][8];
+  const int CV = blockDim.x, RY = blockDim.y;
+  int c = (blockIdx.x * CV + threadIdx.x) * 8;
+  int64_t r0 = blockIdx.y * rowsPerTile, r1 = min(M, r0 + rowsPerTile);
+  double s[2][8];
+#pragma unroll
+  for (int e = 0; e < 8; ++e)
+    s[0][e] = s[1][e] = 0;
+  if (c < C) {
+    float mu[8], al[8], be[8];
+    channels8(mean, c, mu);
+    if (MODE == 4) {
+      channels8(alpha, c, al);
+      channels8(beta, c, be);
+    }
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += CHUNK * RY) {
+      float f0[8], f1[8];
+#pragma unroll
+      for (int e = 0; e < 8; ++e)
+        f0[e] = f1[e] = 0.f;
+#pragma unroll
+      for (int j = 0; j < CHUNK / U; ++j) {
+        int64_t rj = r + (int64_t)j * U * RY;
+        if (rj >= r1)
+          break;
+        float v[U][8], u[U][8], w[U][8];
+#pragma unroll
+        for (int q = 0; q < U; ++q) {
+          int64_t rq = rj + q * RY;
+          if (rq < r1) {
+            ldv8(dy + rq * C + c, v[q]);
+            ldv8(x + rq * C + c, u[q]);
+            if (MODE == 3)
+              ldv8(mask + rq * C + c, w[q]);
+          }
+        }
+#pragma unroll
+        for (int q = 0; q < U; ++q) {
+          if (rj + q * RY >= r1)
+            break;
+#pragma unroll
+          for (int e = 0; e < 8; ++e) {
+            float g = v[q][e];
+            if (MODE == 3 && !(w[q][e] > 0.f))
+              g = 0.f;
+            if (MODE == 4 && !(roundAs(x, u[q][e] * al[e] + be[e]) > 0.f))
+              g = 0.f;
+            f0[e] += g;
+            f1[e] = fmaf(g, u[q][e] - mu[e], f1[e]);
+          }
+        }
+      }
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        s[0][e] += f0[e];
+        s[1][e] += f1[e];
+      }
+    }
+    float is[8];
+    channels8(invstd, c, is);
+#pragma unroll
+    for (int e = 0; e < 8; ++e)
+      s[1][e] *= is[e];
+  }
+  nhwcTileSums8(scratch, s, sh, C, 2);
+}
+// batch_norm_grad's apply pass for channels c..c+7 as per-channel
+// coefficients: dx = scale * invstd * (g - sum(g) / m - xhat * sum(g xhat) /
+// m) = a g - b (x - mean) - k with a = scale * invstd, b = a * invstd *
+// sum(g xhat) / m, k = a * sum(g) / m (grad_scale = sum(g xhat), grad_bias =
+// sum(g): nhwcBnGradFinish's outputs).
+template <typename S>
+__device__ __forceinline__ void
+bnGradApplyCoefficients8(int c, int64_t M, const float *invstd, const S *scale,
+                         const S *gradScale, const S *gradBias, float (&a)[8],
+                         float (&b)[8], float (&k)[8]) {
+  const float m = (float)M;
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    float is = invstd[c + e];
+    a[e] = ld(scale + c + e) * is;
+    b[e] = a[e] * is * (ld(gradScale + c + e) / m);
+    k[e] = a[e] * (ld(gradBias + c + e) / m);
+  }
+}
+// Pass 2, nhwcBnGradApply8<MODE>: dx for M rows of C channels, g = dy masked
+// as in nhwcBnGradSums8<MODE>, on nhwcTileLayout's grid (no scratch bound):
+// each thread keeps its eight channels' coefficients in registers for all of
+// its rows (the generic elementwise kernel read five to seven per-channel
+// arrays and did two f32 divisions per element) and has U rows of loads in
+// flight.
+template <int MODE, typename T, typename S, int U = 2>
+__global__ void __launch_bounds__(256)
+    nhwcBnGradApply8(const T *dy, const T *x, const T *mask, const float *mean,
+                     const float *invstd, const S *scale, const S *gradScale,
+                     const S *gradBias, const float *alpha, const float *beta,
+                     T *dx, int64_t M, int C, int64_t rowsPerTile) {
+  static_assert(MODE >= 2 && MODE <= 4, "batch_norm_grad's modes");
+  const int CV = blockDim.x, RY = blockDim.y;
+  int c = (blockIdx.x * CV + threadIdx.x) * 8;
+  if (c >= C)
+    return;
+  int64_t r0 = blockIdx.y * rowsPerTile, r1 = min(M, r0 + rowsPerTile);
+  float a[8], b[8], k[8], mu[8], al[8], be[8];
+  bnGradApplyCoefficients8(c, M, invstd, scale, gradScale, gradBias, a, b, k);
+  channels8(mean, c, mu);
+  if (MODE == 4) {
+    channels8(alpha, c, al);
+    channels8(beta, c, be);
+  }
+  for (int64_t r = r0 + threadIdx.y; r < r1; r += U * RY) {
+    float v[U][8], u[U][8], w[U][8];
+#pragma unroll
+    for (int q = 0; q < U; ++q) {
+      int64_t rq = r + q * RY;
+      if (rq < r1) {
+        ldv8(dy + rq * C + c, v[q]);
+        ldv8(x + rq * C + c, u[q]);
+        if (MODE == 3)
+          ldv8(mask + rq * C + c, w[q]);
+      }
+    }
+#pragma unroll
+    for (int q = 0; q < U; ++q) {
+      int64_t rq = r + q * RY;
+      if (rq >= r1)
+        break;
+      float o[8];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        float g = v[q][e];
+        if (MODE == 3 && !(w[q][e] > 0.f))
+          g = 0.f;
+        if (MODE == 4 && !(roundAs(x, u[q][e] * al[e] + be[e]) > 0.f))
+          g = 0.f;
+        o[e] = fmaf(a[e], g, -fmaf(b[e], u[q][e] - mu[e], k[e]));
+      }
+      stv8(dx + rq * C + c, o);
+    }
+  }
+}
+// fused_dual_batch_norm_grad's passes (nhwcBnGradSums8's and
+// nhwcBnGradApply8's form, dy read once for both halves). Pass 1: sum(dy),
+// sum(dy * xhat_a), sum(dy * xhat_b) as scratch sums 0, 1, 2 (dualBnGradFinish
+// finishes them), f32 chunks of 4 U rows added to f64 sums, U rows of loads
+// in flight; the block's rows go through one 16 KiB buffer one sum at a time.
+template <typename T, int U = 2>
+__global__ void __launch_bounds__(256)
+    dualBnGradSums8(double *scratch, const T *dy, const T *xa, const T *xb,
+                    const float *meanA, const float *invA, const float *meanB,
+                    const float *invB, int64_t M, int C, int64_t rowsPerTile) {
+  constexpr int CHUNK = 4 * U;
+  __shared__ double sh[1][256][8];
+  const int CV = blockDim.x, RY = blockDim.y;
+  int c = (blockIdx.x * CV + threadIdx.x) * 8;
+  int64_t r0 = blockIdx.y * rowsPerTile, r1 = min(M, r0 + rowsPerTile);
+  double s[3][8];
+#pragma unroll
+  for (int e = 0; e < 8; ++e)
+    s[0][e] = s[1][e] = s[2][e] = 0;
+  if (c < C) {
+    float ma[8], mb[8];
+    channels8(meanA, c, ma);
+    channels8(meanB, c, mb);
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += CHUNK * RY) {
+      float f0[8], fa[8], fb[8];
+#pragma unroll
+      for (int e = 0; e < 8; ++e)
+        f0[e] = fa[e] = fb[e] = 0.f;
+#pragma unroll
+      for (int j = 0; j < CHUNK / U; ++j) {
+        int64_t rj = r + (int64_t)j * U * RY;
+        if (rj >= r1)
+          break;
+        float v[U][8], a[U][8], b[U][8];
+#pragma unroll
+        for (int q = 0; q < U; ++q) {
+          int64_t rq = rj + q * RY;
+          if (rq < r1) {
+            ldv8(dy + rq * C + c, v[q]);
+            ldv8(xa + rq * C + c, a[q]);
+            ldv8(xb + rq * C + c, b[q]);
+          }
+        }
+#pragma unroll
+        for (int q = 0; q < U; ++q) {
+          if (rj + q * RY >= r1)
+            break;
+#pragma unroll
+          for (int e = 0; e < 8; ++e) {
+            f0[e] += v[q][e];
+            fa[e] = fmaf(v[q][e], a[q][e] - ma[e], fa[e]);
+            fb[e] = fmaf(v[q][e], b[q][e] - mb[e], fb[e]);
+          }
+        }
+      }
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        s[0][e] += f0[e];
+        s[1][e] += fa[e];
+        s[2][e] += fb[e];
+      }
+    }
+    float ia[8], ib[8];
+    channels8(invA, c, ia);
+    channels8(invB, c, ib);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      s[1][e] *= ia[e];
+      s[2][e] *= ib[e];
+    }
+  }
+  nhwcTileSums8(scratch, s, sh, C, 3);
+}
+// fused_dual_batch_norm_grad, the apply pass: both input gradients
+// (nhwcBnGradApply8<2>'s expression for each half) with dy read once.
+template <typename T, typename S, int U = 2>
+__global__ void __launch_bounds__(256)
+    dualBnGradApply8(const T *dy, const T *xa, const float *meanA,
+                     const float *invA, const S *scaleA, const S *gradScaleA,
+                     const S *gradBiasA, const T *xb, const float *meanB,
+                     const float *invB, const S *scaleB, const S *gradScaleB,
+                     const S *gradBiasB, T *dxa, T *dxb, int64_t M, int C,
+                     int64_t rowsPerTile) {
+  const int CV = blockDim.x, RY = blockDim.y;
+  int c = (blockIdx.x * CV + threadIdx.x) * 8;
+  if (c >= C)
+    return;
+  int64_t r0 = blockIdx.y * rowsPerTile, r1 = min(M, r0 + rowsPerTile);
+  float aa[8], ba[8], ka[8], ma[8], ab[8], bb[8], kb[8], mb[8];
+  bnGradApplyCoefficients8(c, M, invA, scaleA, gradScaleA, gradBiasA, aa, ba,
+                           ka);
+  bnGradApplyCoefficients8(c, M, invB, scaleB, gradScaleB, gradBiasB, ab, bb,
+                           kb);
+  channels8(meanA, c, ma);
+  channels8(meanB, c, mb);
+  for (int64_t r = r0 + threadIdx.y; r < r1; r += U * RY) {
+    float v[U][8], a[U][8], b[U][8];
+#pragma unroll
+    for (int q = 0; q < U; ++q) {
+      int64_t rq = r + q * RY;
+      if (rq < r1) {
+        ldv8(dy + rq * C + c, v[q]);
+        ldv8(xa + rq * C + c, a[q]);
+        ldv8(xb + rq * C + c, b[q]);
+      }
+    }
+#pragma unroll
+    for (int q = 0; q < U; ++q) {
+      int64_t rq = r + q * RY;
+      if (rq >= r1)
+        break;
+      float oa[8], ob[8];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        oa[e] = fmaf(aa[e], v[q][e], -fmaf(ba[e], a[q][e] - ma[e], ka[e]));
+        ob[e] = fmaf(ab[e], v[q][e], -fmaf(bb[e], b[q][e] - mb[e], kb[e]));
+      }
+      stv8(dxa + rq * C + c, oa);
+      stv8(dxb + rq * C + c, ob);
+    }
+  }
 }
 // cnnc-prelude-end
 } // namespace
