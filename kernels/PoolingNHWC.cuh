@@ -207,14 +207,18 @@ __global__ void maxPoolBwdGatherNHWC8(const T *dy, const uint8_t *arg, T *dx,
 // pooling gradient poolIndexGradAt8 gathers at each pixel, rounded to T as
 // max_pool2d_index_grad stored it; the ReLU mask is round(x * alpha + beta)
 // > 0 as in fused_batch_norm_affine_relu_grad. Pass 1: that op's sums
-// (nhwcPartial8's MODE 4, one row = one pixel) into `scratch` for
-// nhwcBnGradFinish.
+// (nhwcBnGradSums8's MODE 4, one row = one pixel) into `scratch` for
+// nhwcBnGradFinish, with its f32 chunks: each thread adds CHUNK of its rows
+// (g, g * (x - mean)) in f32, then the chunk to its f64 sums (f64 per
+// element ran at a quarter of the FP64 rate on sm_90); invstd multiplies
+// the f64 sum once at the end. Same fixed order every run.
 template <typename T>
 __global__ void __launch_bounds__(256)
     poolBnGradPartial8(double *scratch, const T *dy, const uint8_t *arg,
                        const T *x, const float *mean, const float *invstd,
                        const float *alpha, const float *beta, PoolParams p,
                        int64_t rowsPerTile) {
+  constexpr int CHUNK = 8;
   __shared__ double sh[2][256][8];
   const int CV = blockDim.x, RY = blockDim.y, C = p.C;
   const int64_t M = (int64_t)p.N * p.H * p.W;
@@ -226,27 +230,45 @@ __global__ void __launch_bounds__(256)
   for (int e = 0; e < 8; ++e)
     s0[e] = s1[e] = 0;
   if (c < C) {
-    float mu[8], is[8], al[8], be[8];
+    float mu[8], al[8], be[8];
     channels8(mean, c, mu);
-    channels8(invstd, c, is);
     channels8(alpha, c, al);
     channels8(beta, c, be);
-    for (int64_t r = r0 + threadIdx.y; r < r1; r += RY) {
-      // Rows (pixels) of one step fit 32 bits (cheaper divisions).
-      int nh = (int)r / p.W, n = nh / p.H;
-      int w = (int)r - nh * p.W, h = nh - n * p.H;
-      float g[8], u[8];
-      poolIndexGradAt8(dy, arg, p, n, h, w, c, g);
-      ldv8(x + r * C + c, u);
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += CHUNK * RY) {
+      float f0[8], f1[8];
+#pragma unroll
+      for (int e = 0; e < 8; ++e)
+        f0[e] = f1[e] = 0.f;
+      for (int j = 0; j < CHUNK; ++j) {
+        int64_t rj = r + (int64_t)j * RY;
+        if (rj >= r1)
+          break;
+        // Rows (pixels) of one step fit 32 bits (cheaper divisions).
+        int nh = (int)rj / p.W, n = nh / p.H;
+        int w = (int)rj - nh * p.W, h = nh - n * p.H;
+        float g[8], u[8];
+        poolIndexGradAt8(dy, arg, p, n, h, w, c, g);
+        ldv8(x + rj * C + c, u);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          float v = roundAs(dy, g[e]);
+          if (!(roundAs(x, u[e] * al[e] + be[e]) > 0.f))
+            v = 0.f;
+          f0[e] += v;
+          f1[e] = fmaf(v, u[e] - mu[e], f1[e]);
+        }
+      }
 #pragma unroll
       for (int e = 0; e < 8; ++e) {
-        float v = roundAs(dy, g[e]);
-        if (!(roundAs(x, u[e] * al[e] + be[e]) > 0.f))
-          v = 0.f;
-        s0[e] += v;
-        s1[e] += (double)v * ((u[e] - mu[e]) * is[e]);
+        s0[e] += f0[e];
+        s1[e] += f1[e];
       }
     }
+    float is[8];
+    channels8(invstd, c, is);
+#pragma unroll
+    for (int e = 0; e < 8; ++e)
+      s1[e] *= is[e];
   }
   nhwcTileSums8(scratch, s, sh, C, 2);
 }
@@ -259,8 +281,11 @@ poolBnGradApply8(const T *dy, const uint8_t *arg, const T *x, const float *mean,
                  const S *gradBias, const float *alpha, const float *beta,
                  T *dx, PoolParams p, float m) {
   // One thread per eight channels of a pixel; 32-bit index math (the
-  // emitter launches this kernel only where N * H * W * C / 8 fits).
+  // emitter launches this kernel only where N * H * W * C / 8 fits). 1 / m
+  // once: two f32 divisions an element are a slow path of a dozen
+  // instructions each.
   const int C8 = p.C / 8, total = p.N * p.H * p.W * C8;
+  const float rm = 1.f / m;
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total;
        i += gridDim.x * blockDim.x) {
     int r = i / C8, nh = r / p.W, n = nh / p.H;
@@ -276,7 +301,7 @@ poolBnGradApply8(const T *dy, const uint8_t *arg, const T *x, const float *mean,
         v = 0.f;
       float xhat = (u[e] - mean[k]) * invstd[k];
       o[e] = ld(scale + k) * invstd[k] *
-             (v - ld(gradBias + k) / m - xhat * ld(gradScale + k) / m);
+             (v - ld(gradBias + k) * rm - xhat * ld(gradScale + k) * rm);
     }
     stv8(dx + (int64_t)i * 8, o);
   }
