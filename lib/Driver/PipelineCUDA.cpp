@@ -49,7 +49,7 @@ LogicalResult cnnc::driver::compilePipelineCUDA(const DriverOptions &o,
     return fail(c, "--pipeline-stages: the module has no @train_step");
   FailureOr<OwningOpRef<ModuleOp>> split = splitIntoPipelineStages(
       *c.module, getPartitionOptions(*p), &llvm::outs(),
-      p->pipelineSchedule);
+      p->pipelineSchedule, getSplitOptions(*p));
   if (failed(split))
     return failure();
   auto plan = (**split)->getAttrOfType<DictionaryAttr>(kPipelineAttr);

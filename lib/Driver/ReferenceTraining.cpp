@@ -369,7 +369,8 @@ LogicalResult cnnc::driver::trainReference(const DriverOptions &options,
     // --pipeline-memory-mb alone: stages 0, the fewest that fit.
     FailureOr<OwningOpRef<ModuleOp>> p = splitIntoPipelineStages(
         *c.module, getPartitionOptions(*pipelineOptions(o)), &llvm::outs(),
-        pipelineOptions(o)->pipelineSchedule);
+        pipelineOptions(o)->pipelineSchedule,
+        getSplitOptions(*pipelineOptions(o)));
     if (failed(p))
       return failure();
     piped = std::move(*p);

@@ -194,6 +194,12 @@ cnnc::getPartitionOptions(const CNNPipelineOptions &o) {
   return po;
 }
 
+CNNPipelineSplitOptions cnnc::getSplitOptions(const CNNPipelineOptions &o) {
+  CNNPipelineSplitOptions so;
+  so.sendsFirst = o.pipelineSendsFirst;
+  return so;
+}
+
 CNNAutodiffOptions cnnc::getAutodiffOptions(const CNNPipelineOptions &o) {
   CNNAutodiffOptions ad;
   ad.optimizer = o.optimizer;

@@ -46,6 +46,61 @@ struct StageFn {
   llvm::MapVector<Value, BlockArgument> saved;
 };
 
+/// sends-first: moves the ops `block`'s cnn.send ops need (transitively,
+/// within the block) ahead of the others, both groups keeping their order.
+/// Receives stay in their order too: a needed receive takes every earlier
+/// receive with it (peers pair transfers by their order). Returns how many
+/// ops moved.
+int64_t hoistSendSlices(Block *block) {
+  llvm::SmallPtrSet<Operation *, 32> needed;
+  SmallVector<Operation *> work;
+  for (Operation &op : *block)
+    if (isa<SendOp>(op))
+      work.push_back(&op);
+  auto take = [&](Operation *op) {
+    op->walk([&](Operation *inner) {
+      for (Value v : inner->getOperands())
+        if (Operation *d = v.getDefiningOp(); d && d->getBlock() == block)
+          work.push_back(d);
+    });
+  };
+  while (!work.empty()) {
+    Operation *op = work.pop_back_val();
+    if (needed.insert(op).second)
+      take(op);
+  }
+  // Receives: the prefix up to the last needed one.
+  Operation *lastRecv = nullptr;
+  for (Operation &op : *block)
+    if (isa<RecvOp>(op) && needed.count(&op))
+      lastRecv = &op;
+  if (lastRecv)
+    for (Operation &op : *block) {
+      if (isa<RecvOp>(op))
+        needed.insert(&op);
+      if (&op == lastRecv)
+        break;
+    }
+  // The first op no send needs is the anchor; every needed op after it
+  // moves just before it, in order.
+  Operation *anchor = nullptr;
+  int64_t moved = 0;
+  for (Operation &op : llvm::make_early_inc_range(*block)) {
+    if (op.hasTrait<OpTrait::IsTerminator>())
+      break;
+    if (!needed.count(&op)) {
+      if (!anchor)
+        anchor = &op;
+      continue;
+    }
+    if (anchor) {
+      op.moveBefore(anchor);
+      ++moved;
+    }
+  }
+  return moved;
+}
+
 } // namespace
 
 void SplitPass::runOnOperation() {
@@ -275,17 +330,22 @@ void SplitPass::runOnOperation() {
                      b.getDenseI64ArrayAttr(sf.resultIndices));
     }
   numTransfers = nextTag;
+  if (sendsFirst)
+    for (std::vector<StageFn> *fns : {&fwdFns, &bwdFns})
+      for (StageFn &sf : *fns)
+        numHoisted += hoistSendSlices(sf.block);
   step.erase();
 }
 
 FailureOr<OwningOpRef<ModuleOp>>
 cnnc::splitIntoPipelineStages(ModuleOp module,
                               const CNNPipelinePartitionOptions &po,
-                              raw_ostream *plan, StringRef schedule) {
+                              raw_ostream *plan, StringRef schedule,
+                              const CNNPipelineSplitOptions &splitOptions) {
   OwningOpRef<ModuleOp> copy(cast<ModuleOp>(module->clone()));
   PassManager pm(module.getContext());
   pm.addPass(createCNNPipelinePartition(po));
-  pm.addPass(createCNNPipelineSplit());
+  pm.addPass(createCNNPipelineSplit(splitOptions));
   if (!schedule.empty()) {
     CNNPipelineScheduleOptions so;
     so.schedule = schedule.str();

@@ -1,4 +1,5 @@
 // RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=2 micro-batches=4 link-gbps=0" -cnn-pipeline-split | FileCheck %s
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=2 micro-batches=4 link-gbps=0" -cnn-pipeline-split="sends-first=false" | FileCheck %s --check-prefix=AUTODIFF-ORDER
 // RUN: not cnnc-opt %s -cnn-pipeline-split 2>&1 | FileCheck %s --check-prefix=NOPLAN
 
 func.func @forward(%x: tensor<2x3x8x8xf32> {cnn.input},
@@ -54,9 +55,22 @@ func.func @forward(%x: tensor<2x3x8x8xf32> {cnn.input},
 // CHECK-LABEL: func.func @stage1_backward(
 // CHECK-SAME: tensor<2x10xf32> {cnn.pipeline_saved = 0 : i64}
 // CHECK-SAME: cnn.pipeline_results = array<i64: 3, 4, 9, 10, 11, 12>, cnn.pipeline_stage = 1 : i64
-// CHECK: cnn.conv2d_bwd_filter
+// sends-first (the default): the chain the send needs (the data gradients
+// down to the cut) comes first, the weight gradients nothing downstream
+// waits for after it, each group in its order.
+// CHECK-NOT: cnn.conv2d_bwd_filter
+// CHECK-NOT: cnn.matmul {{.*}}transpose_lhs = true
+// CHECK: cnn.conv2d_bwd_data
 // CHECK-NEXT: %[[DR:.*]] = cnn.relu_grad
 // CHECK-NEXT: cnn.send %[[DR]] {peer = 0 : i64, tag = 1 : i64} : tensor<2x4x8x8xf32>
+// CHECK-NEXT: cnn.matmul {{.*}}transpose_lhs = true
+// CHECK-NEXT: cnn.conv2d_bwd_filter
 // CHECK: cnn.sgd_update
 // CHECK: cnn.sgd_update
 // CHECK: return
+// With sends-first=false the functions keep cnn-autodiff's order: the
+// weight gradients of a layer before the data gradient of the one below.
+// AUTODIFF-ORDER-LABEL: func.func @stage1_backward(
+// AUTODIFF-ORDER: cnn.conv2d_bwd_filter
+// AUTODIFF-ORDER-NEXT: %[[DR:.*]] = cnn.relu_grad
+// AUTODIFF-ORDER-NEXT: cnn.send %[[DR]] {peer = 0 : i64, tag = 1 : i64} : tensor<2x4x8x8xf32>

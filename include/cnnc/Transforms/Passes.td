@@ -1091,8 +1091,18 @@ def CNNPipelineSplit : Pass<"cnn-pipeline-split", "mlir::ModuleOp"> {
     }
     ```
   }];
+  let options = [
+    Option<"sendsFirst", "sends-first", "bool", "true",
+           "in each stage function, the ops its cnn.send ops need come first "
+           "(in their order), the rest after: a backward function hands its "
+           "input gradients on before the weight gradients nothing "
+           "downstream waits for, which shortens GPipe's drain by each "
+           "stage's weight-gradient time">,
+  ];
   let statistics = [
-    Statistic<"numTransfers", "transfers", "cnn.send/cnn.recv pairs made">
+    Statistic<"numTransfers", "transfers", "cnn.send/cnn.recv pairs made">,
+    Statistic<"numHoisted", "hoisted",
+              "ops moved ahead of the ops no send needs (sends-first)">
   ];
 }
 

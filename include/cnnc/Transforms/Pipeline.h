@@ -153,6 +153,14 @@ struct CNNPipelineOptions
                      "crossing bytes (cnn-pipeline-partition's time-slack)"),
       llvm::cl::init(CNNPipelinePartitionOptions().timeSlack),
       llvm::cl::Hidden, llvm::cl::cat(trainingStepOptionCategory())};
+  Option<bool> pipelineSendsFirst{
+      *this, "pipeline-sends-first",
+      llvm::cl::desc("Pipeline stages: each stage function runs the ops its "
+                     "sends need first, so a backward pass hands its input "
+                     "gradients on before computing its weight gradients "
+                     "(cnn-pipeline-split's sends-first; default on)"),
+      llvm::cl::init(CNNPipelineSplitOptions().sendsFirst),
+      llvm::cl::Hidden, llvm::cl::cat(trainingStepOptionCategory())};
   Option<std::string> pipelineSchedule{
       *this, "pipeline-schedule",
       llvm::cl::desc("Pipeline stages: the order of each stage's micro-"
@@ -389,6 +397,8 @@ CNNAutodiffOptions getAutodiffOptions(const CNNPipelineOptions &options);
 /// transfers overlap its compute, profile, time slack).
 CNNPipelinePartitionOptions
 getPartitionOptions(const CNNPipelineOptions &options);
+/// cnn-pipeline-split's options from the pipeline's.
+CNNPipelineSplitOptions getSplitOptions(const CNNPipelineOptions &options);
 
 /// Adds cnn-train-pipeline to `pm` (a ModuleOp pass manager):
 /// cnn-import-cleanup (with import-cleanup), cnn-autodiff, CSE, then

@@ -53,7 +53,8 @@ mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>>
 splitIntoPipelineStages(mlir::ModuleOp module,
                         const CNNPipelinePartitionOptions &options,
                         llvm::raw_ostream *plan,
-                        llvm::StringRef schedule = "");
+                        llvm::StringRef schedule = "",
+                        const CNNPipelineSplitOptions &splitOptions = {});
 
 } // namespace cnnc
 
