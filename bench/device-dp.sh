@@ -1377,6 +1377,12 @@ fi
 # NCCL_MAX_P2P_NCHANNELS=1, NCCL_P2P_USE_CUDA_MEMCPY=1), 100 steps each.
 # D_PROFILE=1 (default) then profiles both (CNNRT_PROFILE=1, 3 steps) and
 # compares each stage's kernels with the one-GPU step's (stage_profile.py).
+# D_PIPE_FLAGS: more cnnc flags for the pipeline build (e.g.
+# "--pipeline-profile .carry/r50f16.profile.json": part B's measured balance).
+# D_AB_FLAGS (non-empty): a second pipeline build, D_PIPE_FLAGS + these
+# (e.g. --pipeline-sends-first=false), timed against the first one
+# alternately (first, second, first, second; 100 steps each, NCCL's
+# defaults): an A/B of one compiler change on the same GPUs.
 # D_NSYS=1 also runs the default under Nsight Systems (if installed:
 # --cuda-graph-trace=node) and prints bench/dp/nsys_stages.py's kernel
 # time per GPU.
@@ -1392,8 +1398,14 @@ if has D; then
   dflags=(--train --precision $([ "$D_PR" = f16 ] && echo fp16 || echo fp32) "${SGD[@]}")
   export_r50 d-export "$DW/r50.onnx" || fail "D: ResNet-50 export (exit $?, see d-export.log)"
   build d-acc 300 "$DW/r50.onnx" "${dflags[@]}" --batch 32 --accumulate $D_M &
+  read -ra dpipe <<<"${D_PIPE_FLAGS:-}"
+  read -ra dab <<<"${D_AB_FLAGS:-}"
   build d-pipe 420 "$DW/r50.onnx" "${dflags[@]}" --batch 32 --pipeline-stages $D_S \
-    --micro-batches $D_M &
+    --micro-batches $D_M ${dpipe[@]+"${dpipe[@]}"} &
+  if ((${#dab[@]})); then
+    build d-pipe-b 420 "$DW/r50.onnx" "${dflags[@]}" --batch 32 --pipeline-stages $D_S \
+      --micro-batches $D_M ${dpipe[@]+"${dpipe[@]}"} "${dab[@]}" &
+  fi
   wait
   if check_builds d-acc d-pipe; then
     grep -A12 "^pipeline plan" "$LOGS/build-d-pipe.log" | grep -v "^cnnc: built" |
@@ -1415,6 +1427,19 @@ if has D; then
       grep -h "^done:\|^pipeline: compute stream" "$LOGS/d-pipe-$name.log" |
         sed "s/^/     $name (${v#*:}): /" | tee -a "$SUMMARY"
     done
+    if ((${#dab[@]})) && check_builds d-pipe-b; then
+      for round in 1 2; do
+        for side in a b; do
+          exe=$W/d-pipe
+          [ $side = b ] && exe=$W/d-pipe-b
+          run d-ab-$side$round 120 "$exe" --data synthetic --steps 100 --log-every 10 ||
+            fail "D: A/B $side round $round (exit $?, see d-ab-$side$round.log)"
+          grep -h "^done:" "$LOGS/d-ab-$side$round.log" |
+            sed "s/^/     A\/B $side$([ $side = b ] && echo " (${dab[*]})") round $round: /" |
+            tee -a "$SUMMARY"
+        done
+      done
+    fi
     # D_PROFILE=1: each stage's kernels against the same kernels on one
     # GPU (CNNRT_PROFILE=1, one JSON per rank; bench/dp/stage_profile.py):
     # what a stage's slot holds beyond its share of the one-GPU step.
