@@ -56,6 +56,11 @@
 #  a. A/B of two compilers: ResNet-50 f16 batch 128 (AB_MODEL, AB_BATCH,
 #     AB_FLAGS) built by .carry/ab/cnnc-old and by .carry/cnnc, one
 #     algorithm cache, timed old new old new (steady img/s, peak memory).
+#  t. --tiled-transpose (off by default): test/gpu/check_tiled_transpose.py
+#     (the default and the tiled step bitwise equal: losses and checkpoint),
+#     then runtime/test/transpose_bench.cu (the kernel against the gather).
+#  b also runs runtime/test/bn_grad_bench.cu (the BatchNorm gradient
+#     kernels: `check`, then ResNet-50's shapes, old and new).
 # Data parallelism on 2 or 4 GPUs has its own script: bench/device-dp.sh.
 # Each part has its own time limit so the call returns what finished; logs
 # go to $OUT.   Usage: bash bench/device-verify.sh [PARTS]  (default 1234)
@@ -187,6 +192,20 @@ if [[ $PARTS == *b* ]]; then
       { tail -30 /tmp/rt-cmake.log /tmp/rt-build.log; exit 1; }
     b="$(find /tmp/rt -name cnnrt_bn_stats_bench -type f | head -1)"
     "$b" check && "$b" '"${BN_BATCH:-128}"
+  # The BatchNorm gradient kernels, old and new (bn_grad_bench.cu).
+  part bn-grad ${BN_GRAD_S:-300} bash -c "{ [ -f /tmp/rt/build.ninja ] || $CONFIGURE_RT; }"' &&
+    ninja -C /tmp/rt cnnrt_bn_grad_bench >/tmp/rt-build.log 2>&1 ||
+      { tail -30 /tmp/rt-cmake.log /tmp/rt-build.log; exit 1; }
+    b="$(find /tmp/rt -name cnnrt_bn_grad_bench -type f | head -1)"
+    "$b" check && "$b" '"${BN_BATCH:-128}"
+fi
+if [[ $PARTS == *t* ]]; then
+  # --tiled-transpose: the default step and the tiled one bitwise equal,
+  # then the kernel against the generic gather on BiT's shapes.
+  part tiled-transpose ${TILED_S:-300} bash -c 'python3 test/gpu/check_tiled_transpose.py \
+    --cnnc '"$CNNC"' --work /tmp/tt && PATH=$PATH:/usr/local/cuda/bin nvcc -O3 -std=c++17 -arch=sm_90a -Ikernels \
+    -Iruntime/include -Iruntime/test runtime/test/transpose_bench.cu -o /tmp/transpose_bench &&
+    /tmp/transpose_bench'
 fi
 if [[ $PARTS == *8* ]]; then
   part dgrad-stats ${DGRAD_S:-400} bash -c "{ [ -f /tmp/rt/build.ninja ] || $CONFIGURE_RT; }"' &&
