@@ -62,9 +62,9 @@ constexpr int64_t kPartialBlocks = 2048, kThreads = 256, kGridLimit = 132 * 32,
 /// partial_blocks blocks, the apply kernels on grid_limit blocks.
 cnnc_kernels::NhwcTileLayout sumsLayout(int64_t M, int64_t C,
                                         int64_t maxTiles = 0) {
-  return cnnc_kernels::nhwcTileLayout(
-      M, C, true, kPartialBlocks,
-      maxTiles > 0 ? maxTiles : kScratchDoubles / C);
+  return cnnc_kernels::nhwcTileLayout(M, C, true, kPartialBlocks,
+                                      maxTiles > 0 ? maxTiles
+                                                   : kScratchDoubles / C);
 }
 /// `minRows`: the emitted kNhwcApplyMinRows, or another to time.
 cnnc_kernels::NhwcTileLayout
@@ -117,8 +117,7 @@ constexpr int kNumApply = 5;
 template <typename T>
 __global__ void __launch_bounds__(256)
     oldDualBnGradPartial8(double *scratch, const T *dy, const T *xa,
-                          const T *xb,
-                          const float *meanA, const float *invA,
+                          const T *xb, const float *meanA, const float *invA,
                           const float *meanB, const float *invB, int64_t M,
                           int C, int64_t rowsPerTile) {
   __shared__ double sh[1][256][8];
@@ -161,9 +160,9 @@ void newSums(const Bufs &b, int64_t M, int C,
 template <int U>
 void newDualSums(const Bufs &b, int64_t M, int C,
                  const cnnc_kernels::NhwcTileLayout &t) {
-  dualBnGradSums8<__half, U><<<gridOf(t), blockOf(t)>>>(
-      b.scratch, b.dy, b.x, b.xB, b.mean, b.invstd, b.meanB, b.invB, M, C,
-      t.rowsPerTile);
+  dualBnGradSums8<__half, U>
+      <<<gridOf(t), blockOf(t)>>>(b.scratch, b.dy, b.x, b.xB, b.mean, b.invstd,
+                                  b.meanB, b.invB, M, C, t.rowsPerTile);
 }
 
 /// Pass 1 of form `mode` with sums kernel `which` of kSumVariants, then its
@@ -192,9 +191,8 @@ void sumsPass(int mode, int which, const Bufs &b, int64_t M, int C,
       break;
     }
     if (finish)
-      dualBnGradFinish<float><<<C, kThreads>>>(b.scratch, b.gScale, b.gBias,
-                                               b.gScaleB, b.gBiasB, C,
-                                               (int)t.tiles);
+      dualBnGradFinish<float><<<C, kThreads>>>(
+          b.scratch, b.gScale, b.gBias, b.gScaleB, b.gBiasB, C, (int)t.tiles);
     return;
   }
   auto run = [&](auto modeTag) {
@@ -248,13 +246,13 @@ void newDualApply(const Bufs &b, int64_t M, int C, int64_t minRows) {
   cnnc_kernels::NhwcTileLayout t = applyLayout(M, C, minRows);
   if constexpr (U == 0)
     dualBnGradApply8<__half, float><<<gridOf(t), blockOf(t)>>>(
-        b.dy, b.x, b.mean, b.invstd, b.scale, b.gScale, b.gBias, b.xB,
-        b.meanB, b.invB, b.scaleB, b.gScaleB, b.gBiasB, b.dx, b.dxB, M, C,
+        b.dy, b.x, b.mean, b.invstd, b.scale, b.gScale, b.gBias, b.xB, b.meanB,
+        b.invB, b.scaleB, b.gScaleB, b.gBiasB, b.dx, b.dxB, M, C,
         t.rowsPerTile);
   else
     dualBnGradApply8<__half, float, U><<<gridOf(t), blockOf(t)>>>(
-        b.dy, b.x, b.mean, b.invstd, b.scale, b.gScale, b.gBias, b.xB,
-        b.meanB, b.invB, b.scaleB, b.gScaleB, b.gBiasB, b.dx, b.dxB, M, C,
+        b.dy, b.x, b.mean, b.invstd, b.scale, b.gScale, b.gBias, b.xB, b.meanB,
+        b.invB, b.scaleB, b.gScaleB, b.gBiasB, b.dx, b.dxB, M, C,
         t.rowsPerTile);
 }
 /// Pass 2 of form `mode` with apply kernel `which` of kApplyVariants.
@@ -297,22 +295,20 @@ template <int64_t Vectors, int64_t C> struct OldApplyLaunch {
   static constexpr int64_t grid0 =
       std::min<int64_t>((Vectors + kThreads - 1) / kThreads, kGridLimit);
   static constexpr int64_t period = (C / 8) / std::gcd(C / 8, kThreads);
-  static constexpr bool hoist =
-      grid0 >= period && Vectors > grid0 * kThreads;
+  static constexpr bool hoist = grid0 >= period && Vectors > grid0 * kThreads;
   static constexpr int64_t grid = hoist ? grid0 - grid0 % period : grid0;
   static constexpr ew::ChannelLoad load =
       hoist ? ew::ChannelLoad::Hoisted : ew::ChannelLoad::Vector;
-  template <typename T>
-  using Ch = ew::ChannelsLast<T, C, load>;
+  template <typename T> using Ch = ew::ChannelsLast<T, C, load>;
 };
 
 template <int64_t Vectors, int64_t C, int64_t M>
 __global__ void __launch_bounds__(256)
     oldPlainApply(const __half *__restrict__ in0,
-                  const __half *__restrict__ in1,
-                  const float *__restrict__ in2, const float *__restrict__ in3,
-                  const float *__restrict__ in4, const float *__restrict__ in5,
-                  const float *__restrict__ in6, __half *__restrict__ out0) {
+                  const __half *__restrict__ in1, const float *__restrict__ in2,
+                  const float *__restrict__ in3, const float *__restrict__ in4,
+                  const float *__restrict__ in5, const float *__restrict__ in6,
+                  __half *__restrict__ out0) {
   using L = OldApplyLaunch<Vectors, C>;
   using Ch = typename L::template Ch<float>;
   ew::elementwiseVec8<Vectors, ew::In<__half>, ew::In<__half>, Ch, Ch, Ch, Ch,
@@ -355,15 +351,15 @@ __global__ void __launch_bounds__(256)
       in0, in1, in2, in3, in4, in5, in6, in7, in8, out0);
 }
 template <int64_t Vectors, int64_t C, int64_t M>
-__global__ void __launch_bounds__(256) oldDualApply(
-    const __half *__restrict__ in0, const __half *__restrict__ in1,
-    const float *__restrict__ in2, const float *__restrict__ in3,
-    const float *__restrict__ in4, const float *__restrict__ in5,
-    const float *__restrict__ in6, const __half *__restrict__ in7,
-    const float *__restrict__ in8, const float *__restrict__ in9,
-    const float *__restrict__ in10, const float *__restrict__ in11,
-    const float *__restrict__ in12, __half *__restrict__ out0,
-    __half *__restrict__ out1) {
+__global__ void __launch_bounds__(256)
+    oldDualApply(const __half *__restrict__ in0, const __half *__restrict__ in1,
+                 const float *__restrict__ in2, const float *__restrict__ in3,
+                 const float *__restrict__ in4, const float *__restrict__ in5,
+                 const float *__restrict__ in6, const __half *__restrict__ in7,
+                 const float *__restrict__ in8, const float *__restrict__ in9,
+                 const float *__restrict__ in10, const float *__restrict__ in11,
+                 const float *__restrict__ in12, __half *__restrict__ out0,
+                 __half *__restrict__ out1) {
   using L = OldApplyLaunch<Vectors, C>;
   using Ch = typename L::template Ch<float>;
   ew::elementwiseVec8<Vectors, ew::In<__half>, ew::In<__half>, Ch, Ch, Ch, Ch,
@@ -412,28 +408,28 @@ template <typename T> std::vector<T> download(const T *d, size_t n) {
   return h;
 }
 template <typename T> void upload(T *d, const std::vector<T> &h) {
-  CUDA_OK(cudaMemcpy(d, h.data(), h.size() * sizeof(T),
-                     cudaMemcpyHostToDevice));
+  CUDA_OK(
+      cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
 }
 
 Bufs allocBufs(int64_t n, int C) {
   Bufs b;
   for (__half **p : {&b.dy, &b.x, &b.relu, &b.dx, &b.xB, &b.dxB})
     CUDA_OK(cudaMalloc(p, n * 2));
-  for (float **p : {&b.mean, &b.invstd, &b.scale, &b.alpha, &b.beta, &b.gScale,
-                    &b.gBias, &b.meanB, &b.invB, &b.scaleB, &b.gScaleB,
-                    &b.gBiasB})
+  for (float **p :
+       {&b.mean, &b.invstd, &b.scale, &b.alpha, &b.beta, &b.gScale, &b.gBias,
+        &b.meanB, &b.invB, &b.scaleB, &b.gScaleB, &b.gBiasB})
     CUDA_OK(cudaMalloc(p, C * 4));
   CUDA_OK(cudaMalloc(&b.scratch, kScratchDoubles * 3 * sizeof(double)));
   return b;
 }
 void freeBufs(Bufs &b) {
-  for (void *p : {(void *)b.dy, (void *)b.x, (void *)b.relu, (void *)b.dx,
-                  (void *)b.xB, (void *)b.dxB, (void *)b.mean,
-                  (void *)b.invstd, (void *)b.scale, (void *)b.alpha,
-                  (void *)b.beta, (void *)b.gScale, (void *)b.gBias,
-                  (void *)b.meanB, (void *)b.invB, (void *)b.scaleB,
-                  (void *)b.gScaleB, (void *)b.gBiasB, (void *)b.scratch})
+  for (void *p :
+       {(void *)b.dy, (void *)b.x, (void *)b.relu, (void *)b.dx, (void *)b.xB,
+        (void *)b.dxB, (void *)b.mean, (void *)b.invstd, (void *)b.scale,
+        (void *)b.alpha, (void *)b.beta, (void *)b.gScale, (void *)b.gBias,
+        (void *)b.meanB, (void *)b.invB, (void *)b.scaleB, (void *)b.gScaleB,
+        (void *)b.gBiasB, (void *)b.scratch})
     CUDA_OK(cudaFree(p));
 }
 
@@ -526,9 +522,8 @@ Want reference(int mode, const Host &h, bool halfB, int64_t M, int C) {
     float xv = __half2float(x[r * C + c]);
     if (mode == 3 && !(__half2float(h.relu[r * C + c]) > 0.f))
       v = 0;
-    if (mode == 4 &&
-        !(__half2float(__float2half_rn(std::fma(xv, h.alpha[c], h.beta[c]))) >
-          0.f))
+    if (mode == 4 && !(__half2float(__float2half_rn(
+                           std::fma(xv, h.alpha[c], h.beta[c]))) > 0.f))
       v = 0;
     return v;
   };

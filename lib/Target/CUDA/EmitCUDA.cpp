@@ -887,9 +887,9 @@ struct NhwcTiling : cnnc_kernels::NhwcTileLayout {
 /// sum of nhwcScratch.
 static NhwcTiling nhwcTiling(int64_t M, int64_t C, bool vec, int64_t blocks,
                              int64_t threads) {
-  return {cnnc_kernels::nhwcTileLayout(M, C, vec, blocks,
-                                       kNhwcScratchDoubles / C),
-          threads};
+  return {
+      cnnc_kernels::nhwcTileLayout(M, C, vec, blocks, kNhwcScratchDoubles / C),
+      threads};
 }
 /// An apply kernel's tiling (nhwcBnGradApply8, dualBnGradApply8): no
 /// scratch, at most `blocks` (#cnn.launch's grid_limit) blocks.
@@ -973,11 +973,11 @@ int64_t Emitter::nhwcPartial(std::string &out, Operation *op, int mode, Value a,
   // batch_norm_grad's sums (modes 2-4) in their vec8 form: nhwcPartial8's
   // sums with f32 chunks and more rows in flight (nhwcBnGradSums8: same
   // tiling and scratch layout, so the same finish).
-  const char *kernel = !tl.vec   ? "nhwcPartial"
+  const char *kernel = !tl.vec     ? "nhwcPartial"
                        : mode >= 2 ? "nhwcBnGradSums8"
                                    : "nhwcPartial8";
-  launch(out, op, fmt::format("{}<{}, {}>", kernel, mode, T),
-         tl.grid(), tl.block(),
+  launch(out, op, fmt::format("{}<{}, {}>", kernel, mode, T), tl.grid(),
+         tl.block(),
          fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}ll, {}, {}ll",
                      reductionScratch(nhwcScratchDoubles(mode, tl.tiles, C)),
                      ptr(a), orNull(b, "const " + T),
