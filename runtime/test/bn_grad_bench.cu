@@ -104,9 +104,12 @@ constexpr int kNumSums = 4;
 const char *const kApplyVariants[] = {
     "new, emitted (the template's default U, 2; tiles of >= "
     "kNhwcApplyMinRows = 32 rows)",
-    "new, U = 1", "new, U = 4", "new, default U, tiles of >= 64 rows",
-    "new, default U, tiles of >= 16 rows"};
-constexpr int kNumApply = 5;
+    "new, U = 1",
+    "new, U = 4",
+    "new, default U, tiles of >= 64 rows",
+    "new, default U, tiles of >= 16 rows",
+    "new, U = 2, tiles in block order (FROM_END = false)"};
+constexpr int kNumApply = 6;
 
 // The old dual sums kernel (Reductions.cuh's dualBnGradPartial8 until
 // session 32; cnnc now prints dualBnGradSums8), verbatim: nhwcPartial8's
@@ -227,9 +230,10 @@ void sumsPass(int mode, int which, const Bufs &b, int64_t M, int C,
         <<<C, kThreads>>>(b.scratch, b.gScale, b.gBias, C, (int)t.tiles);
 }
 
-/// The apply kernels with U rows in flight (0: the template's default, what
-/// cnnc emits) on applyLayout(M, C, minRows).
-template <int MODE, int U>
+/// The apply kernels with U rows in flight (0: the templates' defaults, what
+/// cnnc emits) on applyLayout(M, C, minRows), tiles from the end unless
+/// FROM_END is false.
+template <int MODE, int U, bool FROM_END = true>
 void newApply(const Bufs &b, int64_t M, int C, int64_t minRows) {
   cnnc_kernels::NhwcTileLayout t = applyLayout(M, C, minRows);
   if constexpr (U == 0)
@@ -237,11 +241,12 @@ void newApply(const Bufs &b, int64_t M, int C, int64_t minRows) {
         b.dy, b.x, b.relu, b.mean, b.invstd, b.scale, b.gScale, b.gBias,
         b.alpha, b.beta, b.dx, M, C, t.rowsPerTile);
   else
-    nhwcBnGradApply8<MODE, __half, float, U><<<gridOf(t), blockOf(t)>>>(
-        b.dy, b.x, b.relu, b.mean, b.invstd, b.scale, b.gScale, b.gBias,
-        b.alpha, b.beta, b.dx, M, C, t.rowsPerTile);
+    nhwcBnGradApply8<MODE, __half, float, U, FROM_END>
+        <<<gridOf(t), blockOf(t)>>>(b.dy, b.x, b.relu, b.mean, b.invstd,
+                                    b.scale, b.gScale, b.gBias, b.alpha, b.beta,
+                                    b.dx, M, C, t.rowsPerTile);
 }
-template <int U>
+template <int U, bool FROM_END = true>
 void newDualApply(const Bufs &b, int64_t M, int C, int64_t minRows) {
   cnnc_kernels::NhwcTileLayout t = applyLayout(M, C, minRows);
   if constexpr (U == 0)
@@ -250,7 +255,7 @@ void newDualApply(const Bufs &b, int64_t M, int C, int64_t minRows) {
         b.invB, b.scaleB, b.gScaleB, b.gBiasB, b.dx, b.dxB, M, C,
         t.rowsPerTile);
   else
-    dualBnGradApply8<__half, float, U><<<gridOf(t), blockOf(t)>>>(
+    dualBnGradApply8<__half, float, U, FROM_END><<<gridOf(t), blockOf(t)>>>(
         b.dy, b.x, b.mean, b.invstd, b.scale, b.gScale, b.gBias, b.xB, b.meanB,
         b.invB, b.scaleB, b.gScaleB, b.gBiasB, b.dx, b.dxB, M, C,
         t.rowsPerTile);
@@ -260,29 +265,32 @@ void applyPass(int mode, int which, const Bufs &b, int64_t M, int C) {
   int64_t minRows = which == 3   ? 64
                     : which == 4 ? 16
                                  : cnnc_kernels::kNhwcApplyMinRows;
-  auto run = [&](auto uTag) {
+  auto run = [&](auto uTag, auto fromEndTag) {
     constexpr int U = decltype(uTag)::value;
+    constexpr bool FROM_END = decltype(fromEndTag)::value;
     switch (mode) {
     case 2:
-      newApply<2, U>(b, M, C, minRows);
+      newApply<2, U, FROM_END>(b, M, C, minRows);
       break;
     case 3:
-      newApply<3, U>(b, M, C, minRows);
+      newApply<3, U, FROM_END>(b, M, C, minRows);
       break;
     case 4:
-      newApply<4, U>(b, M, C, minRows);
+      newApply<4, U, FROM_END>(b, M, C, minRows);
       break;
     default:
-      newDualApply<U>(b, M, C, minRows);
+      newDualApply<U, FROM_END>(b, M, C, minRows);
       break;
     }
   };
   if (which == 1)
-    run(std::integral_constant<int, 1>());
+    run(std::integral_constant<int, 1>(), std::true_type());
   else if (which == 2)
-    run(std::integral_constant<int, 4>());
+    run(std::integral_constant<int, 4>(), std::true_type());
+  else if (which == 5)
+    run(std::integral_constant<int, 2>(), std::false_type());
   else
-    run(std::integral_constant<int, 0>());
+    run(std::integral_constant<int, 0>(), std::true_type());
 }
 
 // ---- The old apply: the elementwise kernels cnnc printed for
@@ -782,7 +790,7 @@ int bench() {
   const Form forms[] = {{4, "affine+ReLU", &Shape::affine, 4, 6},
                         {2, "plain", &Shape::plain, 4, 6},
                         {kDual, "dual", &Shape::dual, 6, 10}};
-  double totOld = 0, totNew = 0, totFloor = 0;
+  double totOld = 0, totNew = 0, totFwd = 0, totFloor = 0;
   double totSums[kNumSums] = {}, totApply[kNumApply + 1] = {};
   for (const Form &f : forms) {
     std::printf("\n%s BN gradients, batch %d (ms; GB/s and %% of the HBM "
@@ -793,7 +801,7 @@ int bench() {
                 "NxHxWxC", "count", "old sums", "GB/s", "%peak", "new sums",
                 "GB/s", "%peak", "old appl", "GB/s", "%peak", "new appl",
                 "GB/s", "%peak");
-    double fOld = 0, fNew = 0, fFloor = 0;
+    double fOld = 0, fNew = 0, fFwd = 0, fFloor = 0;
     for (const Shape &s : kResNet50) {
       int count = s.*f.count;
       if (!count)
@@ -823,25 +831,49 @@ int bench() {
       for (int k = 0; k < kNumApply; ++k)
         std::printf(" [%d] %.4f", k, ta[k + 1]);
       std::printf("\n");
+      // Both passes (sums, finish, apply) back to back, the L2 flushed
+      // before the sums only: the apply finds in L2 what the sums read last,
+      // as in the step.
+      double pOld = timeMs([&] {
+        sumsPass(f.mode, 0, b, M, s.C);
+        oldApplyFor(s, f.mode, b);
+      });
+      double pNew = timeMs([&] {
+        sumsPass(f.mode, 1, b, M, s.C);
+        applyPass(f.mode, 0, b, M, s.C);
+      });
+      double pFwd = timeMs([&] {
+        sumsPass(f.mode, 1, b, M, s.C);
+        applyPass(f.mode, 5, b, M, s.C);
+      });
+      std::printf("%-21s   both passes back to back: old %.4f, new %.4f "
+                  "(%.0f%% of the HBM peak; apply tiles in block order "
+                  "%.4f)\n",
+                  "", pOld, pNew, pct(sb + ab, pNew), pFwd);
       for (int k = 0; k < kNumSums; ++k)
         totSums[k] += count * ts[k];
       for (int k = 0; k <= kNumApply; ++k)
         totApply[k] += count * ta[k];
-      fOld += count * (ts[0] + ta[0]);
-      fNew += count * (ts[1] + ta[1]);
+      fOld += count * pOld;
+      fNew += count * pNew;
+      fFwd += count * pFwd;
       fFloor += count * (sb + ab) / peak * 1e3;
     }
-    std::printf("%s per step: old %.3f ms, new %.3f ms (both passes); "
-                "two-pass floor at the HBM peak %.3f ms\n",
-                f.name, fOld, fNew, fFloor);
+    std::printf("%s per step, both passes back to back: old %.3f ms, new "
+                "%.3f ms (apply tiles in block order %.3f ms); two-pass "
+                "floor at the HBM peak %.3f ms\n",
+                f.name, fOld, fNew, fFwd, fFloor);
     totOld += fOld;
     totNew += fNew;
+    totFwd += fFwd;
     totFloor += fFloor;
   }
-  std::printf("\nBN gradients per step (45 single + 4 dual): old %.3f ms, "
-              "new %.3f ms (saved %.3f ms); two-pass floor %.3f ms\n",
-              totOld, totNew, totOld - totNew, totFloor);
-  std::printf("per step by variant, sums (with their finish):");
+  std::printf("\nBN gradients per step (45 single + 4 dual), both passes "
+              "back to back: old %.3f ms, new %.3f ms (saved %.3f ms; apply "
+              "tiles in block order %.3f ms); two-pass floor %.3f ms\n",
+              totOld, totNew, totOld - totNew, totFwd, totFloor);
+  std::printf("per step by variant, each pass alone after an L2 flush, sums "
+              "(with their finish):");
   for (int k = 0; k < kNumSums; ++k)
     std::printf("  [%d] %s %.3f ms", k, kSumVariants[k], totSums[k]);
   std::printf("\nper step by variant, apply:  [old] %.3f ms", totApply[0]);
