@@ -21,7 +21,7 @@
 //       new kernel variant against a host f64 reference on small odd
 //       shapes (MODE 2, 3, 4 and the dual form), bitwise equal over 5 runs
 //       with poisoned scratch and outputs;
-//   cnnrt_bn_grad_bench         timing (not a ctest): ResNet-50's BN
+//   cnnrt_bn_grad_bench [128]   timing (not a ctest): ResNet-50's BN
 //       gradient shapes at batch 128 (the old apply kernels are compiled
 //       for them: their sizes are template arguments, as cnnc prints them),
 //       L2 flushed before each run, median of 9 runs, GB/s against the HBM
@@ -927,8 +927,13 @@ int main(int argc, char **argv) {
   }
   if (argc > 1 && std::string(argv[1]) == "check")
     return check();
-  if (argc > 1) {
-    std::fprintf(stderr, "usage: %s [check]\n", argv[0]);
+  // A batch may be given (bench/device-verify.sh passes BN_BATCH, as to
+  // bn_stats_bench): the old apply kernels are compiled for 128 only.
+  if (argc > 1 && std::string(argv[1]) != "128") {
+    std::fprintf(stderr,
+                 "usage: %s [check | 128] (the old apply kernels are "
+                 "compiled for batch 128)\n",
+                 argv[0]);
     return 2;
   }
   return bench();
