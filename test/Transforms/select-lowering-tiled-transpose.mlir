@@ -1,9 +1,10 @@
 // RUN: cnnc-opt %s -cnn-select-lowering=tiled-transpose=true | FileCheck %s
-// RUN: cnnc-opt %s -cnn-select-lowering | FileCheck %s --check-prefix=OFF
+// RUN: cnnc-opt %s -cnn-select-lowering | FileCheck %s
+// RUN: cnnc-opt %s -cnn-select-lowering=tiled-transpose=false | FileCheck %s --check-prefix=OFF
 // RUN: cnnc-opt %s -cnn-select-lowering=tiled-transpose=true -cnn-prepare-for-emission | FileCheck %s --check-prefix=LAUNCH
 
-// cnn-select-lowering's "tiled" (tiledTransposeShape), only under
-// tiled-transpose: a cnn.transpose that keeps its leading dimensions and
+// cnn-select-lowering's "tiled" (tiledTransposeShape), under
+// tiled-transpose (the default): a cnn.transpose that keeps its leading dimensions and
 // swaps the next two groups of dimensions, f16 / f32, both groups at least
 // 16 elements, runs as batchedTranspose2D's shared-memory tiles. Here:
 // NCHW -> NHWC (0, 2, 3, 1) and NHWC -> NCHW (0, 3, 1, 2) in f16 and f32,

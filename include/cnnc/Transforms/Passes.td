@@ -738,7 +738,8 @@ def CNNSelectLowering : Pass<"cnn-select-lowering", "mlir::ModuleOp"> {
     - `cnn.lowering = "tiled"` on cnn.transpose that keeps leading
       dimensions and swaps the next two groups of dimensions (NCHW <-> NHWC:
       permutations (0, 2, 3, 1) and (0, 3, 1, 2)), f16 / f32, both groups
-      at least 16 elements, only with `tiled-transpose`: batchedTranspose2D's
+      at least 16 elements, with `tiled-transpose` (the default; off: every
+      transpose is the gather): batchedTranspose2D's
       32 x 32 shared-memory tiles (reads and writes coalesced) instead of the
       generic gather, which reads at a stride of C or H x W;
     - `cnn.update_group = k` on optimizer updates that share one
@@ -762,9 +763,9 @@ def CNNSelectLowering : Pass<"cnn-select-lowering", "mlir::ModuleOp"> {
     ```
   }];
   let options = [
-    Option<"tiledTranspose", "tiled-transpose", "bool", /*default=*/"false",
+    Option<"tiledTranspose", "tiled-transpose", "bool", /*default=*/"true",
            "Batched 2-D transposes (NCHW <-> NHWC) in shared-memory tiles "
-           "(off by default until measured on a GPU)">
+           "(default on; off: the generic gather)">
   ];
   let statistics = [
     Statistic<"numGemm", "gemm", "convolutions run as cuBLASLt products">,

@@ -319,9 +319,11 @@ struct CNNPipelineOptions
       *this, "tiled-transpose",
       llvm::cl::desc("cnn-select-lowering: NCHW <-> NHWC transposes (and "
                      "other batched 2-D ones) in 32 x 32 shared-memory tiles "
-                     "instead of a gather with strided reads (default off "
-                     "until measured on a GPU)"),
-      llvm::cl::init(false), llvm::cl::cat(stepPassOptionCategory())};
+                     "instead of a gather with strided reads (default on: "
+                     "bitwise the gather's result, 2.3-3.7x faster on an "
+                     "H100; --tiled-transpose=false keeps the gather)"),
+      llvm::cl::init(CNNSelectLoweringOptions().tiledTranspose),
+      llvm::cl::cat(stepPassOptionCategory())};
   Option<bool> paramFormat{
       *this, "param-format",
       llvm::cl::desc("cnn-param-format: convolution filters and their "

@@ -5,9 +5,9 @@
 // NHWC f16 step, 4 x 32 channels x 16 x 16: NHWC -> NCHW is batch 4, rows
 // H x W = 256, columns C = 32 (4 x 8 x 1 = 32 tiles), NCHW -> NHWC the
 // reverse. Without the flag the same transposes stay generated gathers.
-// RUN: cnnc %s --train --emit cuda --tiled-transpose -o %t.cu
+// RUN: cnnc %s --train --emit cuda -o %t.cu
 // RUN: FileCheck %s < %t.cu
-// RUN: cnnc %s --train --emit cuda -o %t.off.cu
+// RUN: cnnc %s --train --emit cuda --tiled-transpose=false -o %t.off.cu
 // RUN: FileCheck %s --check-prefix=OFF < %t.off.cu
 // RUN: %if nvcc %{ %nvcc -std=c++17 -arch=sm_90a -I%cnnc_src/runtime/include -c %t.cu -o %t.o %}
 
