@@ -2,11 +2,12 @@
 //
 // Host-only C++ (no CUDA, no LLVM), not part of the prelude: how the
 // per-channel NHWC kernels of Reductions.cuh (nhwcPartial, nhwcPartial8,
-// nhwcShiftedSums8, nhwcBnGradSums8, dualBnGradSums8, nhwcBnGradApply8,
-// dualBnGradApply8) and PoolingNHWC.cuh's poolBnGradPartial8 split M rows of
-// C channels into blocks. EmitCUDA.cpp launches them with it;
-// runtime/test/bn_grad_bench.cu launches what the compiler would with the
-// same function, so the two cannot drift apart.
+// nhwcShiftedSums8, dualBnGradPartial8, and the unprinted nhwcBnGradSums8,
+// dualBnGradSums8, nhwcBnGradApply8, dualBnGradApply8) and PoolingNHWC.cuh's
+// poolBnGradPartial8 split M rows of C channels into blocks. EmitCUDA.cpp
+// launches the printed ones with it; runtime/test/bn_grad_bench.cu launches
+// the old and the new BN-gradient kernels with the same function, so the
+// bench's old kernels run as the compiler launches them.
 //
 //===----------------------------------------------------------------------===//
 #ifndef CNNC_KERNELS_NHWC_TILE_LAYOUT_H
@@ -26,8 +27,9 @@ struct NhwcTileLayout {
 };
 
 /// The fewest rows of an apply kernel's tile (nhwcBnGradApply8,
-/// dualBnGradApply8): ResNet-50's 7 x 7 stages at batch 128 have 6,272 rows,
-/// 98 tiles of 64 rows, which leave most SMs one or two blocks.
+/// dualBnGradApply8, launched by the bench only): ResNet-50's 7 x 7 stages at
+/// batch 128 have 6,272 rows, 98 tiles of 64 rows, which leave most SMs one
+/// or two blocks.
 constexpr int64_t kNhwcApplyMinRows = 32;
 
 /// At most `blocks` blocks (#cnn.launch's partial_blocks for the sums,

@@ -207,11 +207,12 @@ __global__ void maxPoolBwdGatherNHWC8(const T *dy, const uint8_t *arg, T *dx,
 // pooling gradient poolIndexGradAt8 gathers at each pixel, rounded to T as
 // max_pool2d_index_grad stored it; the ReLU mask is round(x * alpha + beta)
 // > 0 as in fused_batch_norm_affine_relu_grad. Pass 1: that op's sums
-// (nhwcBnGradSums8's MODE 4, one row = one pixel) into `scratch` for
-// nhwcBnGradFinish, with its f32 chunks: each thread adds CHUNK of its rows
-// (g, g * (x - mean)) in f32, then the chunk to its f64 sums (f64 per
-// element ran at a quarter of the FP64 rate on sm_90); invstd multiplies
-// the f64 sum once at the end. Same fixed order every run.
+// (nhwcPartial8's MODE 4, one row = one pixel) into `scratch` for
+// nhwcBnGradFinish, in f32 chunks as Reductions.cuh's nhwcBnGradSums8: each
+// thread adds CHUNK of its rows (g, g * (x - mean)) in f32, then the chunk
+// to its f64 sums (instead of a conversion to f64 per element; not yet
+// measured on a GPU); invstd multiplies the f64 sum once at the end. Same
+// fixed order every run.
 template <typename T>
 __global__ void __launch_bounds__(256)
     poolBnGradPartial8(double *scratch, const T *dy, const uint8_t *arg,

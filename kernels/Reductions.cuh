@@ -46,7 +46,7 @@ __global__ void rowMean(const T *x, T *y, int64_t rows, int64_t HW) {
 // The partial sums go to `scratch`, a device buffer the caller owns (the
 // generated step passes the Context's reductionScratch): sum k of tile t,
 // channel c at scratch[(k * tiles + t) * C + c], nsums x tiles x C doubles
-// (nsums: 1 for MODE 0, 2 otherwise, 3 for dualBnGradSums8). Not a
+// (nsums: 1 for MODE 0, 2 otherwise, 3 for dualBnGradPartial8). Not a
 // namespace-scope __device__ array: that is one array per translation unit,
 // and a partial-sum launch and its finish in two host units of a split
 // build read different arrays (dm-NFNet trained wrong so in session 24).
@@ -141,9 +141,6 @@ __device__ __forceinline__ void channels8(const float *p, int c,
 // with 16-byte loads; block (CV, 256 / CV) with CV = min(C / 8, 32) threads
 // across channels, grid (ceil(C / (8 CV)), R). Same sums (in double, same
 // scratch layout) as nhwcPartial, so the finishing kernels are shared.
-// cnnc prints it for MODE 0 and 1 (bias_grad, channel sums, the BN
-// statistics); MODE 2-4 print as nhwcBnGradSums8, which
-// runtime/test/bn_grad_bench.cu times against this kernel's.
 template <int MODE, typename T>
 __global__ void __launch_bounds__(256)
     nhwcPartial8(double *scratch, const T *a, const T *b, const T *mask,
@@ -445,9 +442,48 @@ __global__ void nhwcBnGradFinish(const double *scratch, S *gradScale,
   st(gradScale + c, (float)sx);
 }
 
-// fused_dual_batch_norm_grad's finish (after dualBnGradSums8): both halves'
-// grad_bias (sum(dy), the same for both) and grad_scale, as
-// nhwcBnGradFinish.
+// fused_dual_batch_norm_grad, pass 1 (C % 8 == 0; nhwcPartial8's layout):
+// nhwcPartial8's MODE 2 sums of (dy, xa) and of (dy, xb) with dy read once:
+// sum(dy), sum(dy * xhat_a), sum(dy * xhat_b) as scratch sums 0, 1, 2. The
+// block's rows are added one sum at a time through one 16 KiB buffer (three
+// at once would take the whole 48 KiB and halve the blocks per SM).
+template <typename T>
+__global__ void __launch_bounds__(256)
+    dualBnGradPartial8(double *scratch, const T *dy, const T *xa, const T *xb,
+                       const float *meanA, const float *invA,
+                       const float *meanB, const float *invB, int64_t M, int C,
+                       int64_t rowsPerTile) {
+  __shared__ double sh[1][256][8];
+  const int CV = blockDim.x, RY = blockDim.y;
+  int c = (blockIdx.x * CV + threadIdx.x) * 8;
+  int64_t r0 = blockIdx.y * rowsPerTile, r1 = min(M, r0 + rowsPerTile);
+  double s[3][8];
+#pragma unroll
+  for (int e = 0; e < 8; ++e)
+    s[0][e] = s[1][e] = s[2][e] = 0;
+  if (c < C) {
+    float ma[8], ia[8], mb[8], ib[8];
+    channels8(meanA, c, ma);
+    channels8(invA, c, ia);
+    channels8(meanB, c, mb);
+    channels8(invB, c, ib);
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += RY) {
+      float v[8], a[8], b[8];
+      ldv8(dy + r * C + c, v);
+      ldv8(xa + r * C + c, a);
+      ldv8(xb + r * C + c, b);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        s[0][e] += v[e];
+        s[1][e] += (double)v[e] * ((a[e] - ma[e]) * ia[e]);
+        s[2][e] += (double)v[e] * ((b[e] - mb[e]) * ib[e]);
+      }
+    }
+  }
+  nhwcTileSums8(scratch, s, sh, C, 3);
+}
+// fused_dual_batch_norm_grad, pass 2: both halves' grad_bias (sum(dy), the
+// same for both) and grad_scale, as nhwcBnGradFinish.
 template <typename S>
 __global__ void dualBnGradFinish(const double *scratch, S *gradScaleA,
                                  S *gradBiasA, S *gradScaleB, S *gradBiasB,
@@ -463,18 +499,28 @@ __global__ void dualBnGradFinish(const double *scratch, S *gradScaleA,
   st(gradScaleA + c, (float)sa);
   st(gradScaleB + c, (float)sb);
 }
+// cnnc-prelude-end
 
-// ---- batch_norm_grad's NHWC passes (C % 8 == 0, cnn-select-lowering's
-// "vec8"), nhwcTileLayout's tiling (kernels/NhwcTileLayout.h) ----
+// ---- Not in the prelude: batch_norm_grad's NHWC passes with f32 chunks
+// (issue 37), which runtime/test/bn_grad_bench.cu times against the kernels
+// cnnc prints (nhwcPartial8<2|3|4> + the generic elementwise apply,
+// dualBnGradPartial8 + its elementwise apply). Session 32's one H100 run
+// printed them by default and the ResNet-50 f16 b128 step got 2.7 % slower
+// (5,612 -> 5,458 img/s), so cnnc prints the old kernels again until the
+// bench shows a variant that wins in both passes back to back. They take
+// the shapes cnn-select-lowering's "vec8" gives (C % 8 == 0) on
+// nhwcTileLayout's tiling (kernels/NhwcTileLayout.h). ----
+//
 // Pass 1, nhwcBnGradSums8<MODE> (MODE 2, 3, 4 as nhwcPartial8's):
 // s0 = sum(g), s1 = sum(g * xhat) per channel into nhwcPartial8's scratch
 // layout (nhwcBnGradFinish finishes them), with the per-element arithmetic
 // in f32: each thread adds a chunk of 4 U of its rows in f32 (g and
 // g * (x - mean)) and then adds the chunk to its f64 sums; invstd multiplies
-// the thread's f64 sum once at the end. nhwcPartial8<2..4> kept one row of
-// loads in flight and converted every element to f64 (a quarter of the FP64
-// rate on sm_90, and 32 more registers): ResNet-50's BN gradients took 6.74
-// ms a step against a two-pass floor of ~3.9 ms (H100, session 24). The rows
+// the thread's f64 sum once at the end. nhwcPartial8<2..4> keeps one row of
+// loads in flight and converts every element to f64 (the H100's FP64 rate is
+// half its FP32 rate, so that was a guess, never measured to be the limit):
+// ResNet-50's BN gradients took 6.74 ms a step against a two-pass floor of
+// ~3.9 ms (H100, session 24). The rows
 // are still added in a fixed order (within a chunk, chunk by chunk, then over
 // the block's threads in row order): bitwise the same every run; a chunk's
 // error is that of 4 U f32 additions, below the f32 the sums are stored in.
@@ -760,7 +806,6 @@ __global__ void __launch_bounds__(256)
     }
   }
 }
-// cnnc-prelude-end
 } // namespace
 
 #endif // CNNC_KERNELS_REDUCTIONS_CUH

@@ -866,7 +866,7 @@ static int64_t channelInner(RankedTensorType t) {
 // per-channel elementwise kernels, the prelude's *NHWC kernels otherwise.
 //===----------------------------------------------------------------------===//
 
-/// How the NHWC per-channel kernels split M rows of C channels
+/// How nhwcPartial's kernels split M rows of C channels
 /// (kernels/NhwcTileLayout.h, which runtime/test/bn_grad_bench.cu launches
 /// with too): `lanes` threads across channels (eight channels each when
 /// `vec`), `colBlocks` blocks across channels and `tiles` of `rowsPerTile`
@@ -890,15 +890,6 @@ static NhwcTiling nhwcTiling(int64_t M, int64_t C, bool vec, int64_t blocks,
   return {
       cnnc_kernels::nhwcTileLayout(M, C, vec, blocks, kNhwcScratchDoubles / C),
       threads};
-}
-/// An apply kernel's tiling (nhwcBnGradApply8, dualBnGradApply8): no
-/// scratch, at most `blocks` (#cnn.launch's grid_limit) blocks.
-static NhwcTiling nhwcApplyTiling(int64_t M, int64_t C, int64_t blocks,
-                                  int64_t threads) {
-  return {cnnc_kernels::nhwcTileLayout(M, C, /*vec=*/true, blocks,
-                                       std::numeric_limits<int64_t>::max(),
-                                       cnnc_kernels::kNhwcApplyMinRows),
-          threads};
 }
 
 /// The scratch of nhwcPartial<mode>'s sums over `tiles` tiles of C channels
@@ -970,14 +961,14 @@ int64_t Emitter::nhwcPartial(std::string &out, Operation *op, int mode, Value a,
   auto orNull = [&](Value v, const std::string &type) {
     return v ? ptr(v) : fmt::format("({} *)nullptr", type);
   };
-  // batch_norm_grad's sums (modes 2-4) in their vec8 form: nhwcPartial8's
-  // sums with f32 chunks and more rows in flight (nhwcBnGradSums8: same
-  // tiling and scratch layout, so the same finish).
-  const char *kernel = !tl.vec     ? "nhwcPartial"
-                       : mode >= 2 ? "nhwcBnGradSums8"
-                                   : "nhwcPartial8";
-  launch(out, op, fmt::format("{}<{}, {}>", kernel, mode, T), tl.grid(),
-         tl.block(),
+  // batch_norm_grad's sums (modes 2-4) stay nhwcPartial8's: its f32-chunk
+  // form (Reductions.cuh's nhwcBnGradSums8 with nhwcBnGradApply8) made
+  // ResNet-50 f16 b128's step 2.7 % slower on an H100 (session 32);
+  // runtime/test/bn_grad_bench.cu compares the two.
+  launch(out, op,
+         fmt::format("{}<{}, {}>", tl.vec ? "nhwcPartial8" : "nhwcPartial",
+                     mode, T),
+         tl.grid(), tl.block(),
          fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}ll, {}, {}ll",
                      reductionScratch(nhwcScratchDoubles(mode, tl.tiles, C)),
                      ptr(a), orNull(b, "const " + T),
@@ -1062,7 +1053,8 @@ void Emitter::dualBnGrad(std::string &out, FusedDualBatchNormGradOp op) {
               S = ctype(ttype(op.getScaleA()).getElementType());
   // Three sums: sum(dy) and sum(dy * xhat) of each half.
   std::string scratch = reductionScratch(3 * tl.tiles * C);
-  launch(out, op, fmt::format("dualBnGradSums8<{}>", T), tl.grid(), tl.block(),
+  launch(out, op, fmt::format("dualBnGradPartial8<{}>", T), tl.grid(),
+         tl.block(),
          fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}ll, {}, {}ll", scratch,
                      ptr(op.getGradOutput()), ptr(op.getInputA()),
                      ptr(op.getInputB()), ptr(op.getSavedMeanA()),
@@ -1074,20 +1066,18 @@ void Emitter::dualBnGrad(std::string &out, FusedDualBatchNormGradOp op) {
                      ptr(op.getGradScaleA()), ptr(op.getGradBiasA()),
                      ptr(op.getGradScaleB()), ptr(op.getGradBiasB()), C,
                      tl.tiles));
-  // Both input gradients, dy read once (nhwcBnGradApply8's form).
-  NhwcTiling at = nhwcApplyTiling(M, C, gridLimit(), launchOf.getBlock());
-  launch(out, op, fmt::format("dualBnGradApply8<{}, {}>", T, S), at.grid(),
-         at.block(),
-         fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, "
-                     "{}, {}ll, {}, {}ll",
-                     ptr(op.getGradOutput()), ptr(op.getInputA()),
-                     ptr(op.getSavedMeanA()), ptr(op.getSavedInvstdA()),
-                     ptr(op.getScaleA()), ptr(op.getGradScaleA()),
-                     ptr(op.getGradBiasA()), ptr(op.getInputB()),
-                     ptr(op.getSavedMeanB()), ptr(op.getSavedInvstdB()),
-                     ptr(op.getScaleB()), ptr(op.getGradScaleB()),
-                     ptr(op.getGradBiasB()), ptr(op.getGradInputA()),
-                     ptr(op.getGradInputB()), M, C, at.rowsPerTile));
+  // batch_norm_grad's apply expression for each half, dy loaded once.
+  Channel ci = chanIndex(t, true);
+  std::vector<EwIn> ins{{op.getGradOutput()},     {op.getInputA()},
+                        {op.getSavedMeanA(), ci}, {op.getSavedInvstdA(), ci},
+                        {op.getScaleA(), ci},     {op.getGradScaleA(), ci},
+                        {op.getGradBiasA(), ci},  {op.getInputB()},
+                        {op.getSavedMeanB(), ci}, {op.getSavedInvstdB(), ci},
+                        {op.getScaleB(), ci},     {op.getGradScaleB(), ci},
+                        {op.getGradBiasB(), ci}};
+  elementwise(out, op, ins, {op.getGradInputA(), op.getGradInputB()},
+              bnGradApplyExpr(0, "a0", 1, (double)M) +
+                  bnGradApplyExpr(1, "a0", 7, (double)M));
 }
 
 void Emitter::bnGradSums(std::string &out, Operation *op, bool nhwc,
@@ -1141,27 +1131,6 @@ void Emitter::bnGrad(std::string &out, Operation *op, bool nhwc, Value dy,
   bnGradSums(out, op, nhwc, dy, reluOut, x, mean, invstd, gradScale, gradBias,
              S, alpha, beta);
   // Pass 2: dx = scale * invstd * (g - sum(g) / m - xhat * sum(g xhat) / m).
-  // cnn-select-lowering's "vec8" (NHWC, C % 8 == 0): nhwcBnGradApply8, each
-  // thread eight channels' coefficients in registers over its rows.
-  if (nhwc && loweringOf(op) == "vec8") {
-    int64_t M = t.getNumElements() / C;
-    NhwcTiling tl = nhwcApplyTiling(M, C, gridLimit(), launchOf.getBlock());
-    std::string T = ctype(t.getElementType());
-    auto orNull = [&](Value v, const std::string &type) {
-      return v ? ptr(v) : fmt::format("({} *)nullptr", type);
-    };
-    int mode = alpha ? 4 : reluOut ? 3 : 2; // as bnGradSums'
-    launch(out, op, fmt::format("nhwcBnGradApply8<{}, {}, {}>", mode, T, S),
-           tl.grid(), tl.block(),
-           fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}ll, {}, "
-                       "{}ll",
-                       ptr(dy), ptr(x), orNull(reluOut, "const " + T),
-                       ptr(mean), ptr(invstd), ptr(scale), ptr(gradScale),
-                       ptr(gradBias), orNull(alpha, "const float"),
-                       orNull(beta, "const float"), ptr(gradInput), M, C,
-                       tl.rowsPerTile));
-    return;
-  }
   Channel ci = chanIndex(t, nhwc);
   double m = (double)t.getNumElements() / C;
   std::vector<EwIn> ins{{dy}};

@@ -57,8 +57,7 @@
 // APART-LABEL: static void trainStep(
 // APART: maxPoolIndexNHWC8<__half, true>
 // APART: maxPoolBwdGatherNHWC8<__half><<<
-// APART: nhwcBnGradSums8<4, __half>
-// APART: nhwcBnGradApply8<4, __half, float>
+// APART: nhwcPartial8<4, __half>
 // APART-NOT: poolBnGrad
 
 // Off: the pooling reads the stored normalization, and its gradient finds

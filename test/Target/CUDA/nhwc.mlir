@@ -35,11 +35,8 @@
 // CHECK: avgPoolBwd<float, true>
 // CHECK: ctx.convBwdData(1,
 // CHECK: ctx.convBwdFilter(1,
-// batch_norm_grad: the sums with f32 chunks, the apply with each thread's
-// eight channels' coefficients in registers (64 rows: 2 tiles of 32).
-// CHECK: nhwcBnGradSums8<2, float><<<dim3(1, 1), dim3(1, 256), 0, s>>>({{.*}}, 64ll, 8, 64ll);
+// CHECK: nhwcPartial8<2, float>
 // CHECK: nhwcBnGradFinish<float><<<8, 256, 0, s>>>
-// CHECK: nhwcBnGradApply8<2, float, float><<<dim3(1, 2), dim3(1, 256), 0, s>>>({{.*}}, 64ll, 8, 32ll);
 // The pooling gradient: a gather routed by the forward's argmax bytes.
 // CHECK: maxPoolBwdGatherNHWC8<float>
 // CHECK: nhwcPartial8<0, float><<<dim3(1, 4), dim3(1, 256), 0, s>>>({{.*}}, 256ll, 8, 64ll);

@@ -20,7 +20,7 @@
 // The backward: the rank's sums of dy and dy * xhat, then one collective
 // adding them up, joined at once (dx needs it); the gradients (the BN's
 // own are already averaged from those sums) in one bucket, then the loss.
-// CHECK: nhwcBnGradSums8<2, __half>
+// CHECK: nhwcPartial8<2, __half>
 // CHECK: nhwcBnGradFinish<float><<<8, 256, 0, s>>>
 // CHECK: all-reduce bucket 1: 2 tensors, 64 bytes (sum)
 // CHECK-NEXT: cnnrt::dist::begin(ctx, 1);
