@@ -769,7 +769,26 @@ int bench() {
   const Form forms[] = {{4, "affine+ReLU", &Shape::affine, 4, 6},
                         {2, "plain", &Shape::plain, 4, 6},
                         {kDual, "dual", &Shape::dual, 6, 10}};
-  double totOld = 0, totNew = 0, totFwd = 0, totFloor = 0;
+  // Both passes (sums, finish, apply) back to back, the L2 flushed before
+  // the sums only: the apply finds in L2 what the sums read last, as in the
+  // step. Each pair is a sums variant (kSumVariants) and an apply variant
+  // (-1 the old apply, else kApplyVariants): a pass can be chosen on its
+  // own (old sums with the new apply or the reverse), and the U = 1 pair
+  // (61-128 registers on sm_90a against U = 2's 92-178: two blocks of 256
+  // threads an SM where U = 2's dual kernels get one) tells whether
+  // occupancy is what U = 2 lost.
+  struct Pair {
+    int sums, apply;
+    const char *name;
+  };
+  const Pair pairs[] = {{0, -1, "old (what cnnc prints)"},
+                        {1, 0, "new"},
+                        {1, 5, "new, apply tiles in block order"},
+                        {0, 0, "old sums + new apply"},
+                        {1, -1, "new sums + old apply"},
+                        {2, 1, "new, U = 1 both"}};
+  constexpr int kNumPairs = sizeof(pairs) / sizeof(pairs[0]);
+  double totPair[kNumPairs] = {}, totFloor = 0;
   double totSums[kNumSums] = {}, totApply[kNumApply + 1] = {};
   for (const Form &f : forms) {
     std::printf("\n%s BN gradients, batch %d (ms; GB/s and %% of the HBM "
@@ -780,7 +799,7 @@ int bench() {
                 "NxHxWxC", "count", "old sums", "GB/s", "%peak", "new sums",
                 "GB/s", "%peak", "old appl", "GB/s", "%peak", "new appl",
                 "GB/s", "%peak");
-    double fOld = 0, fNew = 0, fFwd = 0, fFloor = 0;
+    double fPair[kNumPairs] = {}, fFloor = 0;
     for (const Shape &s : kResNet50) {
       int count = s.*f.count;
       if (!count)
@@ -810,47 +829,40 @@ int bench() {
       for (int k = 0; k < kNumApply; ++k)
         std::printf(" [%d] %.4f", k, ta[k + 1]);
       std::printf("\n");
-      // Both passes (sums, finish, apply) back to back, the L2 flushed
-      // before the sums only: the apply finds in L2 what the sums read last,
-      // as in the step.
-      double pOld = timeMs([&] {
-        sumsPass(f.mode, 0, b, M, s.C);
-        oldApplyFor(s, f.mode, b);
-      });
-      double pNew = timeMs([&] {
-        sumsPass(f.mode, 1, b, M, s.C);
-        applyPass(f.mode, 0, b, M, s.C);
-      });
-      double pFwd = timeMs([&] {
-        sumsPass(f.mode, 1, b, M, s.C);
-        applyPass(f.mode, 5, b, M, s.C);
-      });
-      std::printf("%-21s   both passes back to back: old %.4f, new %.4f "
-                  "(%.0f%% of the HBM peak; apply tiles in block order "
-                  "%.4f)\n",
-                  "", pOld, pNew, pct(sb + ab, pNew), pFwd);
+      std::printf("%-21s   both passes back to back:", "");
+      for (int k = 0; k < kNumPairs; ++k) {
+        double ms = timeMs([&] {
+          sumsPass(f.mode, pairs[k].sums, b, M, s.C);
+          if (pairs[k].apply < 0)
+            oldApplyFor(s, f.mode, b);
+          else
+            applyPass(f.mode, pairs[k].apply, b, M, s.C);
+        });
+        std::printf("%s %s %.4f (%.0f%%)", k ? ";" : "", pairs[k].name, ms,
+                    pct(sb + ab, ms));
+        fPair[k] += count * ms;
+      }
+      std::printf("\n");
       for (int k = 0; k < kNumSums; ++k)
         totSums[k] += count * ts[k];
       for (int k = 0; k <= kNumApply; ++k)
         totApply[k] += count * ta[k];
-      fOld += count * pOld;
-      fNew += count * pNew;
-      fFwd += count * pFwd;
       fFloor += count * (sb + ab) / peak * 1e3;
     }
-    std::printf("%s per step, both passes back to back: old %.3f ms, new "
-                "%.3f ms (apply tiles in block order %.3f ms); two-pass "
-                "floor at the HBM peak %.3f ms\n",
-                f.name, fOld, fNew, fFwd, fFloor);
-    totOld += fOld;
-    totNew += fNew;
-    totFwd += fFwd;
+    std::printf("%s per step, both passes back to back:", f.name);
+    for (int k = 0; k < kNumPairs; ++k) {
+      std::printf("%s %s %.3f ms", k ? ";" : "", pairs[k].name, fPair[k]);
+      totPair[k] += fPair[k];
+    }
+    std::printf("; two-pass floor at the HBM peak %.3f ms\n", fFloor);
     totFloor += fFloor;
   }
   std::printf("\nBN gradients per step (45 single + 4 dual), both passes "
-              "back to back: old %.3f ms, new %.3f ms (saved %.3f ms; apply "
-              "tiles in block order %.3f ms); two-pass floor %.3f ms\n",
-              totOld, totNew, totOld - totNew, totFwd, totFloor);
+              "back to back:");
+  for (int k = 0; k < kNumPairs; ++k)
+    std::printf("%s %s %.3f ms (%+.3f against old)", k ? ";" : "",
+                pairs[k].name, totPair[k], totPair[k] - totPair[0]);
+  std::printf("; two-pass floor %.3f ms\n", totFloor);
   std::printf("per step by variant, each pass alone after an L2 flush, sums "
               "(with their finish):");
   for (int k = 0; k < kNumSums; ++k)
