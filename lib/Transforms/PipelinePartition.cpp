@@ -711,7 +711,14 @@ void PartitionPass::runOnOperation() {
   }
 
   // What crosses each cut: a value made on stage a and read on stage b != a
-  // is sent once from a to b (forward: activations, backward: gradients).
+  // is sent once from a to b (forward: activations, backward: gradients),
+  // in f16 when the step is (half-precision: cnn-precision runs on each
+  // stage's step after the split, so the f32 IR here sends half its bytes).
+  auto sentBytes = [&](Value v) {
+    auto t = dyn_cast<RankedTensorType>(v.getType());
+    return halfPrecision && t && t.getElementType().isF32() ? bytesOf(v) / 2
+                                                             : bytesOf(v);
+  };
   std::vector<int64_t> cutBytes(std::max<int64_t>(S - 1, 0), 0),
       cutTensors(std::max<int64_t>(S - 1, 0), 0);
   int64_t crossings = 0;
@@ -729,7 +736,7 @@ void PartitionPass::runOnOperation() {
         int64_t a = std::min(t, stageOf.lookup(&op)),
                 z = std::max(t, stageOf.lookup(&op));
         for (int64_t c = a; c < z; ++c) {
-          cutBytes[c] += bytesOf(r);
+          cutBytes[c] += sentBytes(r);
           ++cutTensors[c];
         }
       }
