@@ -10,7 +10,11 @@
 # the merged table is printed at the end.
 #   bash bench/zoo-table-gpus.sh --timm-shape 32,224 --modes amp,compile-default \
 #     --resume bench/results/timm-2.json --max-models 7 --deadline 540 ...
-# ZOO_GPUS=N uses the first N GPUs only.
+# ZOO_GPUS=N uses the first N GPUs only. ZOO=torchvision shards the
+# torchvision zoo instead (issue 37's table: batch 64 at 224², zoo_bench.py's shapes,
+# e.g. --models efficientnet_b0,mobilenet_v3_large,convnext_tiny,
+# regnet_y_400mf --modes amp,compile-default,compile-reduce-overhead,
+# compile-max-autotune: one model per GPU, each mode in its own process).
 set -uo pipefail
 export CNNC_RUNTIME_DIR=$PWD/.carry/rt PYTHONUNBUFFERED=1
 export LD_LIBRARY_PATH=$PWD/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -29,7 +33,7 @@ for ((g = 0; g < NG; g++)); do
   ((PER >= 1)) && command -v taskset >/dev/null &&
     pin=(taskset -c "$((g * PER))-$((g * PER + PER - 1))")
   CUDA_VISIBLE_DEVICES=$g "${pin[@]}" python3 bench/zoo_bench.py --cnnc "$PWD/.carry/cnnc" \
-    --zoo timm --work "/tmp/zoo-shard$g" --shard "$g/$NG" "$@" --json "$OUT/zoo-shard$g.json" \
+    --zoo "${ZOO:-timm}" --work "/tmp/zoo-shard$g" --shard "$g/$NG" "$@" --json "$OUT/zoo-shard$g.json" \
     >"$OUT/zoo-shard$g.log" 2>&1 &
   pids+=($!)
 done
@@ -41,5 +45,5 @@ for g in "${!pids[@]}"; do
 done
 shopt -s nullglob
 files=("$OUT"/zoo-shard*.json)
-((${#files[@]})) && python3 bench/zoo_bench.py --cnnc x --zoo timm --table "${files[@]}"
+((${#files[@]})) && python3 bench/zoo_bench.py --cnnc x --zoo "${ZOO:-timm}" --table "${files[@]}"
 exit $rc
