@@ -111,6 +111,12 @@ cnnc::verifyCNNPipelineOptions(const CNNPipelineOptions &o,
           Twine(std::to_string((double)o.pipelineTimeSlack)));
     ok = false;
   }
+  if (ok && o.pipelineSendsFirst.hasValue() && !isPipelined(o)) {
+    error(flagPrefix + Twine("pipeline-sends-first orders the functions of "
+                             "pipeline stages: give ") +
+          flagPrefix + "pipeline-stages S too");
+    ok = false;
+  }
   if (ok && o.pipelineSchedule != "gpipe" && !isPipelined(o)) {
     error(flagPrefix + Twine("pipeline-schedule orders the micro-batches of "
                              "pipeline stages: give ") +

@@ -101,6 +101,13 @@ def test_pipeline_flag_errors(cnnc, models):
     assert r.returncode != 0
     assert "--pipeline-schedule orders the micro-batches of pipeline stages: give " \
         "--pipeline-stages S too" in r.stderr, r.stderr
+    # Either value of --pipeline-sends-first without stages: one error naming it.
+    for value in ("true", "false"):
+        r = tc.run_cnnc(cnnc, model, "--train", "--run-reference", "--steps", 1,
+                        "--data", "synthetic", "--pipeline-sends-first=" + value)
+        assert r.returncode != 0
+        assert "--pipeline-sends-first orders the functions of pipeline stages: give " \
+            "--pipeline-stages S too" in r.stderr, r.stderr
 
 
 def test_pipeline_memory_budget(cnnc, models, digits, tmp_path):
