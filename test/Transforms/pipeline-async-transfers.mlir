@@ -1,12 +1,12 @@
-// RUN: cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 micro-batches=2 link-gbps=0" -cnn-pipeline-split -cnn-pipeline-schedule -cnn-pipeline-stage="stage=0" -cnn-pipeline-async-transfers | FileCheck %s --check-prefix=S0
-// RUN: cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 micro-batches=2 link-gbps=0" -cnn-pipeline-split -cnn-pipeline-schedule -cnn-pipeline-stage="stage=1" -cnn-pipeline-async-transfers | FileCheck %s --check-prefix=S1
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 micro-batches=2 link-gbps=0 launch-us=0 launch-us=0" -cnn-pipeline-split -cnn-pipeline-schedule -cnn-pipeline-stage="stage=0" -cnn-pipeline-async-transfers | FileCheck %s --check-prefix=S0
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 micro-batches=2 link-gbps=0 launch-us=0 launch-us=0" -cnn-pipeline-split -cnn-pipeline-schedule -cnn-pipeline-stage="stage=1" -cnn-pipeline-async-transfers | FileCheck %s --check-prefix=S1
 // The CUDA target's step pipeline runs it (pipeline-async-transfers, on by
 // default) and the emitter prints the transfers on the links' streams.
-// RUN: cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 micro-batches=2 link-gbps=0" -cnn-pipeline-split -cnn-pipeline-schedule -cnn-pipeline-stage="stage=1" -cnn-gpu-pipeline="precision=fp32" -o %t1.mlir
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 micro-batches=2 link-gbps=0 launch-us=0 launch-us=0" -cnn-pipeline-split -cnn-pipeline-schedule -cnn-pipeline-stage="stage=1" -cnn-gpu-pipeline="precision=fp32" -o %t1.mlir
 // RUN: cnnc %t1.mlir --emit cuda | FileCheck %s --check-prefix=CUDA1
 // 1F1B's grouped transfers stay on the compute stream; a step of no
 // pipeline is left alone.
-// RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=2 micro-batches=4 link-gbps=0" -cnn-pipeline-split -cnn-pipeline-schedule="schedule=1f1b" -cnn-pipeline-stage="stage=0" -cnn-pipeline-async-transfers | FileCheck %s --check-prefix=ONEF
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=2 micro-batches=4 link-gbps=0 launch-us=0 launch-us=0" -cnn-pipeline-split -cnn-pipeline-schedule="schedule=1f1b" -cnn-pipeline-stage="stage=0" -cnn-pipeline-async-transfers | FileCheck %s --check-prefix=ONEF
 // RUN: cnnc-opt %s -cnn-autodiff -cnn-pipeline-async-transfers | FileCheck %s --check-prefix=NONE
 
 // cnn-pipeline-async-transfers on the stages of a two-stage GPipe step.

@@ -7,9 +7,9 @@
 // (a location no forward op has; once a step, so 3/4 ms per micro-batch)
 // go with the parameters, by their bytes: stage 0 = 3 x (1 + 1) ms of
 // convolutions' ... see PLAN's estimates.
-// RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=2 micro-batches=4 link-gbps=0" | FileCheck %s --check-prefix=ROOF
-// RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=2 micro-batches=4 link-gbps=0 profile=%S/Inputs/profile-fc-heavy.json" | FileCheck %s --check-prefix=MEASURED
-// RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=2 micro-batches=4 link-gbps=0 print-plan=1 profile=%S/Inputs/profile-fc-heavy.json" -o /dev/null | FileCheck %s --check-prefix=PLAN
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=2 micro-batches=4 link-gbps=0 launch-us=0 launch-us=0" | FileCheck %s --check-prefix=ROOF
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=2 micro-batches=4 link-gbps=0 launch-us=0 profile=%S/Inputs/profile-fc-heavy.json" | FileCheck %s --check-prefix=MEASURED
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=2 micro-batches=4 link-gbps=0 launch-us=0 print-plan=1 profile=%S/Inputs/profile-fc-heavy.json" -o /dev/null | FileCheck %s --check-prefix=PLAN
 // Bad profiles and options: one error each, naming the file.
 // RUN: not cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=2 micro-batches=4 profile=%S/Inputs/no-such-profile.json" 2>&1 | FileCheck %s --check-prefix=MISSING
 // RUN: not cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=2 micro-batches=4 profile=%S/Inputs/profile-truncated.json" 2>&1 | FileCheck %s --check-prefix=TRUNC

@@ -1,31 +1,36 @@
-// RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=2 micro-batches=4 link-gbps=0" | FileCheck %s
-// RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=0 micro-batches=4 device-memory-bytes=20000 print-plan=1 link-gbps=0" -o /dev/null | FileCheck %s --check-prefix=AUTO2
-// RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=0 micro-batches=4 device-memory-bytes=15000 print-plan=1 link-gbps=0" -o /dev/null | FileCheck %s --check-prefix=AUTO3
-// RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=4 micro-batches=4 print-plan=1 link-gbps=0" -o /dev/null | FileCheck %s --check-prefix=FOUR
-// RUN: not cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=0 micro-batches=4 device-memory-bytes=13000 link-gbps=0" 2>&1 | FileCheck %s --check-prefix=BIG
-// RUN: not cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=1 micro-batches=4 device-memory-bytes=20000 link-gbps=0" 2>&1 | FileCheck %s --check-prefix=FEW
-// RUN: not cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 micro-batches=4 link-gbps=0" 2>&1 | FileCheck %s --check-prefix=ACC
-// RUN: not cnnc-opt %s -cnn-autodiff="accumulate=4 clip-grad-norm=1.0" -cnn-pipeline-partition="stages=2 micro-batches=4 link-gbps=0" 2>&1 | FileCheck %s --check-prefix=CLIP
-// RUN: not cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=12 micro-batches=4 link-gbps=0" 2>&1 | FileCheck %s --check-prefix=MANY
-// RUN: not cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=0 micro-batches=4 link-gbps=0" 2>&1 | FileCheck %s --check-prefix=NOBUDGET
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=2 micro-batches=4 link-gbps=0 launch-us=0 launch-us=0" | FileCheck %s
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=0 micro-batches=4 device-memory-bytes=20000 print-plan=1 link-gbps=0 launch-us=0 launch-us=0" -o /dev/null | FileCheck %s --check-prefix=AUTO2
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=0 micro-batches=4 device-memory-bytes=15000 print-plan=1 link-gbps=0 launch-us=0 launch-us=0" -o /dev/null | FileCheck %s --check-prefix=AUTO3
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=4 micro-batches=4 print-plan=1 link-gbps=0 launch-us=0 launch-us=0" -o /dev/null | FileCheck %s --check-prefix=FOUR
+// RUN: not cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=0 micro-batches=4 device-memory-bytes=13000 link-gbps=0 launch-us=0 launch-us=0" 2>&1 | FileCheck %s --check-prefix=BIG
+// RUN: not cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=1 micro-batches=4 device-memory-bytes=20000 link-gbps=0 launch-us=0 launch-us=0" 2>&1 | FileCheck %s --check-prefix=FEW
+// RUN: not cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 micro-batches=4 link-gbps=0 launch-us=0 launch-us=0" 2>&1 | FileCheck %s --check-prefix=ACC
+// RUN: not cnnc-opt %s -cnn-autodiff="accumulate=4 clip-grad-norm=1.0" -cnn-pipeline-partition="stages=2 micro-batches=4 link-gbps=0 launch-us=0 launch-us=0" 2>&1 | FileCheck %s --check-prefix=CLIP
+// RUN: not cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=12 micro-batches=4 link-gbps=0 launch-us=0 launch-us=0" 2>&1 | FileCheck %s --check-prefix=MANY
+// RUN: not cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=0 micro-batches=4 link-gbps=0 launch-us=0 launch-us=0" 2>&1 | FileCheck %s --check-prefix=NOBUDGET
 // The transfers' time (link-gbps, 100 GB/s by default): the 4 KiB crossing
 // after the first convolution costs more than the ops it would balance, so
 // the cut moves to the 128 bytes crossing after forward op 5; with
 // overlap-transfers a stage takes the larger of compute and transfers.
-// RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=2 micro-batches=4" | FileCheck %s --check-prefix=LINK
-// RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=2 micro-batches=4 overlap-transfers=1" | FileCheck %s --check-prefix=OVERLAP
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=2 micro-batches=4 launch-us=0" | FileCheck %s --check-prefix=LINK
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=2 micro-batches=4 overlap-transfers=1 launch-us=0" | FileCheck %s --check-prefix=OVERLAP
+// launch-us (default 5): each forward op also costs its launches, so on a
+// net this small (its roofline times are nanoseconds) the cut follows the
+// op count: forward ops 0-3 on stage 0 and 4-8 on stage 1, 4 x 15 = 60 us
+// and 5 x 15 = 75 us (5 us a forward op, tripled with its backward pass).
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=2 micro-batches=4 link-gbps=0" | FileCheck %s --check-prefix=LAUNCH
 // RUN: not cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=2 micro-batches=4 link-gbps=-1" 2>&1 | FileCheck %s --check-prefix=NEGLINK
 // 1F1B keeps min(M, S - s) micro-batches' activations on stage s (its
 // warm-up forwards), not all M: one stage of plain accumulation fits 20,000
 // bytes, and the second convolution that alone exceeds 13,000 bytes with 4
 // micro-batches (BIG) fits on the last of two stages with 1.
-// RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=1 micro-batches=4 device-memory-bytes=20000 print-plan=1 link-gbps=0 schedule=1f1b" -o /dev/null | FileCheck %s --check-prefix=F1B1
-// RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=0 micro-batches=4 device-memory-bytes=13000 print-plan=1 link-gbps=0 schedule=1f1b" -o /dev/null | FileCheck %s --check-prefix=F1B2
-// RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=2 micro-batches=4 link-gbps=0 schedule=1f1b" | FileCheck %s --check-prefix=F1BATTR
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=1 micro-batches=4 device-memory-bytes=20000 print-plan=1 link-gbps=0 launch-us=0 schedule=1f1b" -o /dev/null | FileCheck %s --check-prefix=F1B1
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=0 micro-batches=4 device-memory-bytes=13000 print-plan=1 link-gbps=0 launch-us=0 schedule=1f1b" -o /dev/null | FileCheck %s --check-prefix=F1B2
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=2 micro-batches=4 link-gbps=0 launch-us=0 schedule=1f1b" | FileCheck %s --check-prefix=F1BATTR
 // RUN: not cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=2 micro-batches=4 schedule=interleaved" 2>&1 | FileCheck %s --check-prefix=F1BBAD
 // Every stage owns parameters (its step has an optimizer): at most 4 here.
-// RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=4 micro-batches=4" | FileCheck %s --check-prefix=OWN4
-// RUN: not cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=5 micro-batches=4" 2>&1 | FileCheck %s --check-prefix=OWN5
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=4 micro-batches=4 launch-us=0" | FileCheck %s --check-prefix=OWN4
+// RUN: not cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=5 micro-batches=4 launch-us=0" 2>&1 | FileCheck %s --check-prefix=OWN5
 
 func.func @forward(%x: tensor<2x3x8x8xf32> {cnn.input},
                    %w1: tensor<4x3x3x3xf32> {cnn.param = "conv1.weight"},
@@ -94,6 +99,9 @@ func.func @forward(%x: tensor<2x3x8x8xf32> {cnn.input},
 // MANY: error: cnn-pipeline-partition: 12 stages but @train_step has 9 forward ops
 
 // NOBUDGET: error: cnn-pipeline-partition: stages=0 (the fewest stages that fit) needs device-memory-bytes
+
+// LAUNCH: cuts = array<i64: 3>
+// LAUNCH-SAME: stage_time_us = array<f64: 60.01{{[0-9]*}}, 75.00{{[0-9]*}}>
 
 // LINK: cuts = array<i64: 5>
 // LINK-SAME: stage_time_us = array<f64: 2.086400e-02, 0.0019640000000000005>

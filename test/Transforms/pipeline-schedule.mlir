@@ -1,8 +1,8 @@
-// RUN: cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 micro-batches=2 link-gbps=0" -cnn-pipeline-split -cnn-pipeline-schedule | FileCheck %s --check-prefixes=CHECK,GPIPE
-// RUN: cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 micro-batches=2 link-gbps=0" -cnn-pipeline-split -cnn-pipeline-schedule="schedule=1f1b" | FileCheck %s --check-prefixes=CHECK,ONEF
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 micro-batches=2 link-gbps=0 launch-us=0 launch-us=0" -cnn-pipeline-split -cnn-pipeline-schedule | FileCheck %s --check-prefixes=CHECK,GPIPE
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 micro-batches=2 link-gbps=0 launch-us=0 launch-us=0" -cnn-pipeline-split -cnn-pipeline-schedule="schedule=1f1b" | FileCheck %s --check-prefixes=CHECK,ONEF
 // RUN: not cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-schedule 2>&1 | FileCheck %s --check-prefix=NOPLAN
-// RUN: not cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 micro-batches=2 link-gbps=0" -cnn-pipeline-split -cnn-pipeline-schedule="schedule=zb" 2>&1 | FileCheck %s --check-prefix=BADSCHED
-// RUN: not cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 micro-batches=2 link-gbps=0" -cnn-pipeline-schedule 2>&1 | FileCheck %s --check-prefix=NOSPLIT
+// RUN: not cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 micro-batches=2 link-gbps=0 launch-us=0 launch-us=0" -cnn-pipeline-split -cnn-pipeline-schedule="schedule=zb" 2>&1 | FileCheck %s --check-prefix=BADSCHED
+// RUN: not cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 micro-batches=2 link-gbps=0 launch-us=0 launch-us=0" -cnn-pipeline-schedule 2>&1 | FileCheck %s --check-prefix=NOSPLIT
 
 // cnn-pipeline-schedule: each stage's M = 2 micro-batches unrolled into one
 // @stage<s>_step, the sends and receives in the schedule's order.

@@ -1,5 +1,5 @@
-// RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=2 micro-batches=4 link-gbps=0" -cnn-pipeline-split | FileCheck %s
-// RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=2 micro-batches=4 link-gbps=0" -cnn-pipeline-split="sends-first=false" | FileCheck %s --check-prefix=AUTODIFF-ORDER
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=2 micro-batches=4 link-gbps=0 launch-us=0 launch-us=0" -cnn-pipeline-split | FileCheck %s
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=2 micro-batches=4 link-gbps=0 launch-us=0 launch-us=0" -cnn-pipeline-split="sends-first=false" | FileCheck %s --check-prefix=AUTODIFF-ORDER
 // RUN: not cnnc-opt %s -cnn-pipeline-split 2>&1 | FileCheck %s --check-prefix=NOPLAN
 
 func.func @forward(%x: tensor<2x3x8x8xf32> {cnn.input},

@@ -1,15 +1,15 @@
-// RUN: cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 micro-batches=2 link-gbps=0" -cnn-pipeline-split -cnn-pipeline-schedule -cnn-pipeline-stage="stage=0" | FileCheck %s --check-prefix=S0
-// RUN: cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 micro-batches=2 link-gbps=0" -cnn-pipeline-split -cnn-pipeline-schedule -cnn-pipeline-stage="stage=1" | FileCheck %s --check-prefix=S1
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 micro-batches=2 link-gbps=0 launch-us=0 launch-us=0" -cnn-pipeline-split -cnn-pipeline-schedule -cnn-pipeline-stage="stage=0" | FileCheck %s --check-prefix=S0
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 micro-batches=2 link-gbps=0 launch-us=0 launch-us=0" -cnn-pipeline-split -cnn-pipeline-schedule -cnn-pipeline-stage="stage=1" | FileCheck %s --check-prefix=S1
 // RUN: not cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-stage 2>&1 | FileCheck %s --check-prefix=NOPLAN
-// RUN: not cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 micro-batches=2 link-gbps=0" -cnn-pipeline-split -cnn-pipeline-schedule -cnn-pipeline-stage="stage=2" 2>&1 | FileCheck %s --check-prefix=RANGE
-// RUN: not cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 micro-batches=2 link-gbps=0" -cnn-pipeline-split -cnn-pipeline-stage="stage=0" 2>&1 | FileCheck %s --check-prefix=NOSCHED
+// RUN: not cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 micro-batches=2 link-gbps=0 launch-us=0 launch-us=0" -cnn-pipeline-split -cnn-pipeline-schedule -cnn-pipeline-stage="stage=2" 2>&1 | FileCheck %s --check-prefix=RANGE
+// RUN: not cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 micro-batches=2 link-gbps=0 launch-us=0 launch-us=0" -cnn-pipeline-split -cnn-pipeline-stage="stage=0" 2>&1 | FileCheck %s --check-prefix=NOSCHED
 // The CUDA target's step pipeline runs on a stage's step, and the emitter
 // prints its micro-batch copies and transfers (here on the compute stream:
 // pipeline-async-transfers=0; the asynchronous form is
 // pipeline-async-transfers.mlir's).
-// RUN: cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 micro-batches=2 link-gbps=0" -cnn-pipeline-split -cnn-pipeline-schedule -cnn-pipeline-stage="stage=0" -cnn-gpu-pipeline="precision=fp32 pipeline-async-transfers=0" -o %t0.mlir
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 micro-batches=2 link-gbps=0 launch-us=0 launch-us=0" -cnn-pipeline-split -cnn-pipeline-schedule -cnn-pipeline-stage="stage=0" -cnn-gpu-pipeline="precision=fp32 pipeline-async-transfers=0" -o %t0.mlir
 // RUN: cnnc %t0.mlir --emit cuda | FileCheck %s --check-prefix=CUDA0
-// RUN: cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 micro-batches=2 link-gbps=0" -cnn-pipeline-split -cnn-pipeline-schedule -cnn-pipeline-stage="stage=1" -cnn-gpu-pipeline="precision=fp32 pipeline-async-transfers=0" -o %t1.mlir
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 micro-batches=2 link-gbps=0 launch-us=0 launch-us=0" -cnn-pipeline-split -cnn-pipeline-schedule -cnn-pipeline-stage="stage=1" -cnn-gpu-pipeline="precision=fp32 pipeline-async-transfers=0" -o %t1.mlir
 // RUN: cnnc %t1.mlir --emit cuda | FileCheck %s --check-prefix=CUDA1
 
 // cnn-train-pipeline with pipeline stages for the CUDA target stops after
@@ -19,20 +19,20 @@
 // fp16 (the CUDA target's default): every stage scales, checks its own
 // gradients and takes the minimum of the finite flags over the stages
 // before the scale update and the optimizer.
-// RUN: cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 micro-batches=2 link-gbps=0" -cnn-pipeline-split -cnn-pipeline-schedule -cnn-pipeline-stage="stage=0" -cnn-gpu-pipeline="precision=fp16 layout=nchw fuse=0" | FileCheck %s --check-prefix=F16S0
-// RUN: cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 micro-batches=2 link-gbps=0" -cnn-pipeline-split -cnn-pipeline-schedule -cnn-pipeline-stage="stage=1" -cnn-gpu-pipeline="precision=fp16 layout=nchw fuse=0" | FileCheck %s --check-prefix=F16S1
-// RUN: cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 micro-batches=2 link-gbps=0" -cnn-pipeline-split -cnn-pipeline-schedule -cnn-pipeline-stage="stage=0" -cnn-gpu-pipeline="pipeline-async-transfers=0" -o %t16.mlir
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 micro-batches=2 link-gbps=0 launch-us=0 launch-us=0" -cnn-pipeline-split -cnn-pipeline-schedule -cnn-pipeline-stage="stage=0" -cnn-gpu-pipeline="precision=fp16 layout=nchw fuse=0" | FileCheck %s --check-prefix=F16S0
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 micro-batches=2 link-gbps=0 launch-us=0 launch-us=0" -cnn-pipeline-split -cnn-pipeline-schedule -cnn-pipeline-stage="stage=1" -cnn-gpu-pipeline="precision=fp16 layout=nchw fuse=0" | FileCheck %s --check-prefix=F16S1
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 micro-batches=2 link-gbps=0 launch-us=0 launch-us=0" -cnn-pipeline-split -cnn-pipeline-schedule -cnn-pipeline-stage="stage=0" -cnn-gpu-pipeline="pipeline-async-transfers=0" -o %t16.mlir
 // RUN: cnnc %t16.mlir --emit cuda | FileCheck %s --check-prefix=CUDA16
 // Pipeline x data parallel: each stage's step averages its accumulated
 // gradients over the replicas (world-size); only the last stage's loss.
-// RUN: cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 micro-batches=2 link-gbps=0" -cnn-pipeline-split -cnn-pipeline-schedule -cnn-pipeline-stage="stage=0" -cnn-gpu-pipeline="precision=fp32 world-size=2" | FileCheck %s --check-prefix=DP0
-// RUN: cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 micro-batches=2 link-gbps=0" -cnn-pipeline-split -cnn-pipeline-schedule -cnn-pipeline-stage="stage=1" -cnn-gpu-pipeline="precision=fp32 world-size=2" | FileCheck %s --check-prefix=DP1
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 micro-batches=2 link-gbps=0 launch-us=0 launch-us=0" -cnn-pipeline-split -cnn-pipeline-schedule -cnn-pipeline-stage="stage=0" -cnn-gpu-pipeline="precision=fp32 world-size=2" | FileCheck %s --check-prefix=DP0
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 micro-batches=2 link-gbps=0 launch-us=0 launch-us=0" -cnn-pipeline-split -cnn-pipeline-schedule -cnn-pipeline-stage="stage=1" -cnn-gpu-pipeline="precision=fp32 world-size=2" | FileCheck %s --check-prefix=DP1
 // 1F1B: the transfers of a stage become NCCL groups (cnn.transfers), a run
 // of them cut only where a receive is followed by a send after other ops.
 // RUN: cnnc-opt %s --cnn-train-pipeline="pipeline-stages=2 micro-batches=2 precision=fp32 pipeline-schedule=1f1b" | FileCheck %s --check-prefix=TRAIN
-// RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=2 micro-batches=4 link-gbps=0" -cnn-pipeline-split -cnn-pipeline-schedule="schedule=1f1b" -cnn-pipeline-stage="stage=0" | FileCheck %s --check-prefix=ONEF0
-// RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=2 micro-batches=4 link-gbps=0" -cnn-pipeline-split -cnn-pipeline-schedule="schedule=1f1b" -cnn-pipeline-stage="stage=1" | FileCheck %s --check-prefix=ONEF1
-// RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=2 micro-batches=4 link-gbps=0" -cnn-pipeline-split -cnn-pipeline-schedule="schedule=1f1b" -cnn-pipeline-stage="stage=0" -cnn-gpu-pipeline -o %t1f1b.mlir
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=2 micro-batches=4 link-gbps=0 launch-us=0 launch-us=0" -cnn-pipeline-split -cnn-pipeline-schedule="schedule=1f1b" -cnn-pipeline-stage="stage=0" | FileCheck %s --check-prefix=ONEF0
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=2 micro-batches=4 link-gbps=0 launch-us=0 launch-us=0" -cnn-pipeline-split -cnn-pipeline-schedule="schedule=1f1b" -cnn-pipeline-stage="stage=1" | FileCheck %s --check-prefix=ONEF1
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=2 micro-batches=4 link-gbps=0 launch-us=0 launch-us=0" -cnn-pipeline-split -cnn-pipeline-schedule="schedule=1f1b" -cnn-pipeline-stage="stage=0" -cnn-gpu-pipeline -o %t1f1b.mlir
 // RUN: cnnc %t1f1b.mlir --emit cuda | FileCheck %s --check-prefix=ONEFCUDA
 
 // cnn-pipeline-stage: one stage's @stage<s>_step as the module's

@@ -126,7 +126,7 @@ TEST_P(PipelineTest, EqualsAccumulationOverMicroBatches) {
       model(bn, residual),
       autodiff + ",cnn-pipeline-partition{stages=" + std::to_string(stages) +
           " micro-batches=" + std::to_string(M) +
-          " link-gbps=0},cnn-pipeline-split");
+          " link-gbps=0 launch-us=0},cnn-pipeline-split");
   // The same stages unrolled per stage by cnn-pipeline-schedule (one
   // @stage<s>_step each, stages on threads of their own), in both orders.
   std::vector<OwningOpRef<ModuleOp>> scheduled;
@@ -135,7 +135,8 @@ TEST_P(PipelineTest, EqualsAccumulationOverMicroBatches) {
         model(bn, residual),
         autodiff + ",cnn-pipeline-partition{stages=" + std::to_string(stages) +
             " micro-batches=" + std::to_string(M) +
-            " link-gbps=0},cnn-pipeline-split,cnn-pipeline-schedule{schedule=" +
+            " link-gbps=0 launch-us=0},cnn-pipeline-split,"
+            "cnn-pipeline-schedule{schedule=" +
             order +
             "}"));
   ASSERT_TRUE(plain && piped && scheduled[0] && scheduled[1]);
@@ -148,8 +149,8 @@ TEST_P(PipelineTest, EqualsAccumulationOverMicroBatches) {
   // With the residual block, two stages cut inside it: the skip and the
   // block's convolution cross (and both gradients come back), so the
   // split's multi-reader transfers and the gradient sum are exercised
-  // (link-gbps=0: the compute balance alone chooses that cut; the
-  // transfers' cost would move it out of the block).
+  // (link-gbps=0 launch-us=0: the roofline's compute balance alone chooses
+  // that cut; the transfers' or the launches' cost would move it).
   if (residual && stages == 2) {
     EXPECT_EQ(plan.getAs<DenseI64ArrayAttr>("cut_tensors")[0], 4);
   }

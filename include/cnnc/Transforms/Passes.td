@@ -927,7 +927,9 @@ def CNNPipelinePartition : Pass<"cnn-pipeline-partition", "mlir::ModuleOp"> {
     each cut. cnn-pipeline-split reads them.
 
     Cost model: a forward op's time is max(FLOPs / 50 TFLOP/s, bytes /
-    3 TB/s) (`half-precision`: 400 TFLOP/s and half the bytes), a stage's
+    3 TB/s) (`half-precision`: 400 TFLOP/s and half the bytes) plus
+    `launch-us` (its launches' latency, which the roofline does not see),
+    or its measured time with `profile`, a stage's
     time three times its forward ops' plus its transfers (the activations
     crossing its cuts and their gradients, at `link-gbps`), or the larger of
     the two with `overlap-transfers`. A stage's peak is
@@ -1004,6 +1006,12 @@ def CNNPipelinePartition : Pass<"cnn-pipeline-partition", "mlir::ModuleOp"> {
            "the transfers overlap the stage's compute (the CUDA target's "
            "cnn-pipeline-async-transfers): a stage takes the larger of its "
            "compute and its transfers, not their sum">,
+    Option<"launchUs", "launch-us", "double", "5.0",
+           "microseconds added to each forward op's roofline time (its "
+           "launches' latency and tails; the stage's time triples it with "
+           "the backward pass); not with `profile`. 5: ResNet-50 f16 at "
+           "micro-batch 32 gets the cuts its measured step gives (24, 56, "
+           "108 against 24, 58, 108 at S=4; 0 gave 24, 46, 88)">,
     Option<"linkGBps", "link-gbps", "double", "100.0",
            "the bandwidth between two stages' GPUs in GB/s (NCCL send/recv "
            "over NVLink; 0: transfers cost nothing)">,
