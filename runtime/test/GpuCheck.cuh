@@ -112,6 +112,25 @@ float medianAfterFlushMs(void *flush, size_t flushBytes, F fn, int runs = 9) {
   return t[t.size() / 2];
 }
 
+/// Prints the current device (name, SMs, L2) and its HBM peak, and returns
+/// the peak in bytes/s: memory clock x bus width x 2 (DDR). The benches'
+/// GB/s and % of peak are against it.
+inline double printDeviceHbmPeak() {
+  int dev = 0, clockKHz = 0, busBits = 0;
+  CUDA_OK(cudaGetDevice(&dev));
+  CUDA_OK(cudaDeviceGetAttribute(&clockKHz, cudaDevAttrMemoryClockRate, dev));
+  CUDA_OK(
+      cudaDeviceGetAttribute(&busBits, cudaDevAttrGlobalMemoryBusWidth, dev));
+  cudaDeviceProp prop;
+  CUDA_OK(cudaGetDeviceProperties(&prop, dev));
+  double peak = 2.0 * clockKHz * 1e3 * busBits / 8; // bytes/s, DDR
+  std::printf("%s, %d SMs, L2 %d MiB, HBM peak %.0f GB/s (memory clock %d "
+              "MHz x %d bits x 2)\n",
+              prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20,
+              peak / 1e9, clockKHz / 1000, busBits);
+  return peak;
+}
+
 } // namespace gpucheck
 
 #endif // CNNRT_TEST_GPUCHECK_CUH

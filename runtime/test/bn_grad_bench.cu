@@ -722,18 +722,7 @@ void oldApplyFor(const Shape &s, int mode, const Bufs &b) {
 
 int bench() {
   const int N = 128; // the old apply kernels are compiled for it
-  int dev = 0, clockKHz = 0, busBits = 0;
-  CUDA_OK(cudaGetDevice(&dev));
-  CUDA_OK(cudaDeviceGetAttribute(&clockKHz, cudaDevAttrMemoryClockRate, dev));
-  CUDA_OK(
-      cudaDeviceGetAttribute(&busBits, cudaDevAttrGlobalMemoryBusWidth, dev));
-  cudaDeviceProp prop;
-  CUDA_OK(cudaGetDeviceProperties(&prop, dev));
-  double peak = 2.0 * clockKHz * 1e3 * busBits / 8; // bytes/s, DDR
-  std::printf("%s, %d SMs, L2 %d MiB, HBM peak %.0f GB/s (memory clock %d "
-              "MHz x %d bits x 2)\n",
-              prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20,
-              peak / 1e9, clockKHz / 1000, busBits);
+  const double peak = gpucheck::printDeviceHbmPeak();
   int64_t most = 0;
   for (const Shape &s : kResNet50)
     most = std::max<int64_t>(most, (int64_t)N * s.hw * s.hw * s.C);
