@@ -1986,8 +1986,8 @@ LogicalResult Emitter::print(std::string &out, ConcatOp c) {
 
 LogicalResult Emitter::printGather(std::string &out, Operation *o) {
   Operation *op = o;
-  // cnn-select-lowering (--tiled-transpose): a batched 2-D transpose in
-  // shared-memory tiles (kernels/Transpose.cuh).
+  // cnn-select-lowering (tiled-transpose, on by default): a batched 2-D
+  // transpose in shared-memory tiles (kernels/Transpose.cuh).
   if (auto printed = printChosenLowering(
           out, o, "tiled", describeTiledTranspose,
           "is not a batched 2-D transpose as batchedTranspose2D takes it"))
