@@ -139,7 +139,10 @@ runPipelineStep(ModuleOp module, ArrayRef<std::vector<Tensor>> microArgs,
   FailureOr<int64_t> stages = pipelineStages(module);
   if (failed(stages))
     return failure();
-  const int64_t S = *stages;
+  // The split's functions: one pair per virtual stage (interleaved plans).
+  auto chunks = module->getAttrOfType<DictionaryAttr>("cnn.pipeline")
+                    .getAs<IntegerAttr>("chunks");
+  const int64_t S = *stages * (chunks ? chunks.getInt() : 1);
   const size_t M = microArgs.size();
   std::vector<func::FuncOp> fwd(S), bwd(S);
   for (int64_t s = 0; s < S; ++s) {

@@ -99,6 +99,22 @@ cnnc::verifyCNNPipelineOptions(const CNNPipelineOptions &o,
           o.pipelineSchedule + "'");
     ok = false;
   }
+  if (ok && o.pipelineChunks != 1 &&
+      (o.pipelineChunks < 1 || o.pipelineStages < 3 ||
+       o.pipelineSchedule != "gpipe")) {
+    std::string why =
+        o.pipelineChunks < 1
+            ? std::string(" is not a positive count")
+            : (" (interleaved stages) needs " + flagPrefix +
+               "pipeline-stages S >= 3 and " + flagPrefix +
+               "pipeline-schedule gpipe (with 2 stages both neighbours of a "
+               "GPU are one GPU, and a link would carry both directions of "
+               "a phase)")
+                  .str();
+    error(flagPrefix + Twine("pipeline-chunks ") + Twine(o.pipelineChunks) +
+          why);
+    ok = false;
+  }
   if (ok && !o.pipelineProfile.empty() && !isPipelined(o)) {
     error(flagPrefix + Twine("pipeline-profile balances pipeline stages: "
                              "give ") +
@@ -197,6 +213,7 @@ cnnc::getPartitionOptions(const CNNPipelineOptions &o) {
   po.profile = o.pipelineProfile;
   po.timeSlack = o.pipelineTimeSlack;
   po.schedule = o.pipelineSchedule;
+  po.chunks = o.pipelineChunks;
   return po;
 }
 

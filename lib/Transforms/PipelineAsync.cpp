@@ -10,8 +10,9 @@
 // compute stream waits for it):
 //
 //  - a receive rises to just after the wait of the previous receive of its
-//    tag (the same tensor one micro-batch earlier) or the previous send to
-//    its peer, whichever is later, or to the top of the step: micro-batch
+//    tag (the same tensor one micro-batch earlier), the previous send to
+//    its peer or the previous receive from it, whichever is latest, or to
+//    the top of the step: micro-batch
 //    m+1's activation arrives while micro-batch m computes; its wait stays
 //    where the receive was, before every reader;
 //  - a send's wait goes just before the next send to the same peer, or at
@@ -115,7 +116,7 @@ void AsyncTransfersPass::runOnOperation() {
   Operation *lastAtTop = nullptr;
   for (auto &[peer, ops] : byPeer) {
     llvm::DenseMap<int64_t, Operation *> prevOfTag;
-    Operation *prevSend = nullptr;
+    Operation *prevSend = nullptr, *prevRecv = nullptr;
     for (Operation *op : ops) {
       auto rcv = dyn_cast<RecvOp>(op);
       if (!rcv) {
@@ -127,7 +128,13 @@ void AsyncTransfersPass::runOnOperation() {
       if (Operation *p = prevOfTag.lookup(tag))
         if (!anchor || anchor->isBeforeInBlock(waitOf[p]))
           anchor = waitOf[p];
+      // Never above the previous receive from the peer (already in its
+      // place): interleaved stages receive a later chunk's first tensor,
+      // whose tag has no earlier receive, after the earlier chunk's.
+      if (prevRecv && (!anchor || anchor->isBeforeInBlock(prevRecv)))
+        anchor = prevRecv;
       prevOfTag[tag] = op;
+      prevRecv = op;
       if (!anchor) {
         if (lastAtTop)
           op->moveAfter(lastAtTop);

@@ -209,6 +209,34 @@ void PartitionPass::runOnOperation() {
         (double)linkGBps));
     return signalPassFailure();
   }
+  if (!(launchUs >= 0)) {
+    module.emitError(llvm::formatv(
+        "cnn-pipeline-partition: launch-us must be >= 0, got {0}",
+        (double)launchUs));
+    return signalPassFailure();
+  }
+  // Interleaved stages (chunks > 1): the virtual stages v and v + S share a
+  // GPU, so a GPU with two neighbours of which one is also the wrap's
+  // (S = 2) would carry both directions of one phase on one link, and the
+  // placement needs the stage count the user chose. 1F1B's interleaved
+  // form is not built.
+  if (chunks < 1) {
+    module.emitError(llvm::formatv(
+        "cnn-pipeline-partition: chunks must be >= 1, got {0}",
+        (int64_t)chunks));
+    return signalPassFailure();
+  }
+  if (chunks > 1 && (stages < 3 || schedule != "gpipe")) {
+    module.emitError(llvm::formatv(
+        "cnn-pipeline-partition: chunks={0} (interleaved stages) needs an "
+        "explicit stages >= 3 and the gpipe schedule, got stages={1}, "
+        "schedule={2}",
+        (int64_t)chunks, (int64_t)stages, std::string(schedule)));
+    return signalPassFailure();
+  }
+  // The virtual stages the cost model cuts (the stages themselves unless
+  // interleaved).
+  const int64_t numVirtual = stages * chunks;
   if (!(timeSlack >= 0 && timeSlack <= 10)) {
     module.emitError(llvm::formatv(
         "cnn-pipeline-partition: time-slack must be within [0, 10], got {0}",
@@ -573,33 +601,39 @@ void PartitionPass::runOnOperation() {
     return bounds;
   };
   std::optional<SmallVector<int64_t>> bounds;
+  // What the errors call the stages the cost model cuts.
+  const std::string cutStages =
+      chunks > 1 ? llvm::formatv("{0} virtual stages ({1} stages x {2} chunks)",
+                                 numVirtual, (int64_t)stages, (int64_t)chunks)
+                       .str()
+                 : llvm::formatv("{0} stages", (int64_t)stages).str();
   if (stages > 0) {
-    if (stages > n) {
-      f.emitError(llvm::formatv("cnn-pipeline-partition: {0} stages but "
+    if (numVirtual > n) {
+      f.emitError(llvm::formatv("cnn-pipeline-partition: {0} but "
                                 "@train_step has {1} forward ops",
-                                (int64_t)stages, n));
+                                cutStages, n));
       return signalPassFailure();
     }
     int64_t owners = 0;
     for (int64_t k = 0; k < n; ++k)
       owners += stageCost(k, k + 1).param > 0;
-    if (stages > 1 && stages > owners) {
+    if (numVirtual > 1 && numVirtual > owners) {
       f.emitError(llvm::formatv(
-          "cnn-pipeline-partition: {0} stages need a layer with parameters "
+          "cnn-pipeline-partition: {0} need a layer with parameters "
           "each; @train_step has {1}",
-          (int64_t)stages, owners));
+          cutStages, owners));
       return signalPassFailure();
     }
-    bounds = solve(stages);
+    bounds = solve(numVirtual);
     if (!bounds) {
       int64_t fewest = 0;
-      for (int64_t s = stages + 1; s <= n && !fewest; ++s)
+      for (int64_t s = stages + 1; s <= n && !fewest && chunks == 1; ++s)
         if (solve(s))
           fewest = s;
       f.emitError(llvm::formatv(
-          "cnn-pipeline-partition: {0} stages cannot hold @train_step "
+          "cnn-pipeline-partition: {0} cannot hold @train_step "
           "within device-memory-bytes {1} with {2} micro-batches in flight{3}",
-          (int64_t)stages, (int64_t)deviceMemoryBytes,
+          cutStages, (int64_t)deviceMemoryBytes,
           oneFOneB ? std::string("min(M, S - s) of ") +
                          std::to_string(microBatches) + " (1F1B)"
                    : std::to_string(microBatches),
@@ -620,6 +654,8 @@ void PartitionPass::runOnOperation() {
       return signalPassFailure();
     }
   }
+  // S: the virtual stages (the stages unless interleaved); cnn.stage is the
+  // virtual stage, run by stage (GPU) cnn.stage mod (S / chunks).
   const int64_t S = bounds->size() - 1;
 
   // Stage of every op: forward ops from the cuts; the others from what they
@@ -769,8 +805,24 @@ void PartitionPass::runOnOperation() {
     params.push_back(c.param);
     times.push_back(stageTime((*bounds)[s], (*bounds)[s + 1]));
   }
+  // Interleaved: a GPU holds its chunks' parameters and kept activations
+  // together (GPipe keeps all M micro-batches of each).
+  if (chunks > 1 && deviceMemoryBytes > 0)
+    for (int64_t g = 0; g < stages; ++g) {
+      int64_t sum = 0;
+      for (int64_t c = 0; c < chunks; ++c)
+        sum += peak[g + c * stages];
+      if (sum > (int64_t)deviceMemoryBytes) {
+        module.emitError(llvm::formatv(
+            "cnn-pipeline-partition: stage {0} runs {1} chunks of {2} bytes "
+            "together, over device-memory-bytes {3} (give more stages or "
+            "chunks=1)",
+            g, (int64_t)chunks, sum, (int64_t)deviceMemoryBytes));
+        return signalPassFailure();
+      }
+    }
   SmallVector<NamedAttribute> planAttrs = {
-      b.getNamedAttr("stages", b.getI64IntegerAttr(S)),
+      b.getNamedAttr("stages", b.getI64IntegerAttr(S / chunks)),
       b.getNamedAttr("micro_batches", b.getI64IntegerAttr(microBatches)),
       b.getNamedAttr("budget_bytes", b.getI64IntegerAttr(deviceMemoryBytes)),
       b.getNamedAttr("cuts", b.getDenseI64ArrayAttr(cuts)),
@@ -782,12 +834,15 @@ void PartitionPass::runOnOperation() {
       b.getNamedAttr("stage_time_us", b.getDenseF64ArrayAttr(times)),
       b.getNamedAttr("cut_bytes", b.getDenseI64ArrayAttr(cutBytes)),
       b.getNamedAttr("cut_tensors", b.getDenseI64ArrayAttr(cutTensors))};
+  if (chunks > 1)
+    planAttrs.push_back(
+        b.getNamedAttr("chunks", b.getI64IntegerAttr(chunks)));
   // A measured step says so (the roofline, the default, is not recorded).
   if (!profile.empty())
     planAttrs.push_back(
         b.getNamedAttr("time_source", b.getStringAttr(timeSource)));
   module->setAttr(kPipelineAttr, b.getDictionaryAttr(planAttrs));
-  numStages = S;
+  numStages = S / chunks;
   numCrossings = crossings;
   if (printPlan)
     (void)printPipelinePlan(module, llvm::outs());
@@ -806,7 +861,11 @@ LogicalResult cnnc::printPipelinePlan(ModuleOp module, raw_ostream &os) {
     return a ? SmallVector<int64_t>(a.asArrayRef()) : SmallVector<int64_t>();
   };
   auto timesAttr = plan.getAs<DenseF64ArrayAttr>("stage_time_us");
-  int64_t S = i64("stages"), M = i64("micro_batches");
+  // Interleaved plans list the S x V virtual stages (stage v mod S runs
+  // virtual stage v).
+  const int64_t V = std::max<int64_t>(1, i64("chunks"));
+  const int64_t gpus = i64("stages"), M = i64("micro_batches");
+  const int64_t S = gpus * V;
   SmallVector<int64_t> cuts = arr("cuts"), peak = arr("stage_peak_bytes"),
                        saved = arr("stage_saved_bytes"),
                        params = arr("stage_param_bytes"),
@@ -828,13 +887,21 @@ LogicalResult cnnc::printPipelinePlan(ModuleOp module, raw_ostream &os) {
       return llvm::formatv("{0:f1} KiB", b / 1024.0).str();
     return llvm::formatv("{0:f2} MiB", b / 1048576.0).str();
   };
-  double bubble = double(S - 1) / double(M + S - 1);
-  os << llvm::formatv("pipeline plan: {0} stage(s) x {1} micro-batch(es) "
-                      "(memory as {2} keeps it), bubble "
-                      "(S-1)/(M+S-1) = {3:f3}",
-                      S, M,
-                      oneFOneB ? "1F1B (min(M, S - s) on stage s)" : "GPipe",
-                      bubble);
+  double bubble = double(gpus - 1) / double(V * M + gpus - 1);
+  if (V > 1)
+    os << llvm::formatv("pipeline plan: {0} stage(s) x {1} chunks = {2} "
+                        "virtual stages (virtual stage v on stage v mod {0}) "
+                        "x {3} micro-batch(es) (memory as GPipe keeps it), "
+                        "bubble (S-1)/(V*M+S-1) = {4:f3}",
+                        gpus, V, S, M, bubble);
+  else
+    os << llvm::formatv("pipeline plan: {0} stage(s) x {1} micro-batch(es) "
+                        "(memory as {2} keeps it), bubble "
+                        "(S-1)/(M+S-1) = {3:f3}",
+                        S, M,
+                        oneFOneB ? "1F1B (min(M, S - s) on stage s)"
+                                 : "GPipe",
+                        bubble);
   if (int64_t budget = i64("budget_bytes"))
     os << ", device memory " << mib(budget);
   os << "\n";
@@ -844,20 +911,29 @@ LogicalResult cnnc::printPipelinePlan(ModuleOp module, raw_ostream &os) {
   for (int64_t s = 0; s < S; ++s) {
     slowest = std::max(slowest, timesAttr[s]);
     os << llvm::formatv(
-        "  stage {0}: forward ops {1}-{2}, peak {3} "
+        "  {8}stage {0}{9}: forward ops {1}-{2}, peak {3} "
         "(parameters and state {4}, {5} x {6} kept for the "
         "backward pass), est. {7:f3} us\n",
         s, s == 0 ? 0 : cuts[s - 1] + 1,
         s + 1 < S ? llvm::formatv("{0}", cuts[s]).str() : std::string("end"),
-        mib(peak[s]), mib(params[s]), kept[s], mib(saved[s]), timesAttr[s]);
+        mib(peak[s]), mib(params[s]), kept[s], mib(saved[s]), timesAttr[s],
+        V > 1 ? "virtual " : "",
+        V > 1 ? llvm::formatv(" (stage {0}, chunk {1})", s % gpus, s / gpus)
+                    .str()
+              : std::string());
     if (s + 1 < S)
       os << llvm::formatv("  cut {0}|{1} after forward op {2}: {3} "
                           "tensor(s), {4} bytes per micro-batch (both "
                           "directions)\n",
                           s, s + 1, cuts[s], cutTensors[s], cutBytes[s]);
   }
-  os << llvm::formatv("  estimated step: {0:f3} us for {1} micro-batches "
-                      "((M+S-1) x the slowest stage)\n",
-                      (M + S - 1) * slowest / 1.0, M);
+  if (V > 1)
+    os << llvm::formatv("  estimated step: {0:f3} us for {1} micro-batches "
+                        "((V*M+S-1) x the slowest virtual stage)\n",
+                        (V * M + gpus - 1) * slowest, M);
+  else
+    os << llvm::formatv("  estimated step: {0:f3} us for {1} micro-batches "
+                        "((M+S-1) x the slowest stage)\n",
+                        (M + S - 1) * slowest / 1.0, M);
   return success();
 }

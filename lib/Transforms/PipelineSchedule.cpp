@@ -17,6 +17,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 
+#include <deque>
 #include <map>
 
 namespace cnnc {
@@ -48,6 +49,13 @@ std::string persistentName(DictionaryAttr d) {
 
 } // namespace
 
+/// One body of a stage's step: the forward or backward pass of chunk
+/// `chunk` (virtual stage s + chunk x S) for micro-batch `micro`.
+struct ScheduledBody {
+  bool isForward;
+  int64_t chunk, micro;
+};
+
 /// The order of stage `s`'s micro-batch bodies: (is forward, micro-batch).
 static std::vector<std::pair<bool, int64_t>>
 scheduleOrder(bool oneFOneB, int64_t s, int64_t S, int64_t M) {
@@ -71,6 +79,112 @@ scheduleOrder(bool oneFOneB, int64_t s, int64_t S, int64_t M) {
   return order;
 }
 
+/// Stage `s`'s bodies over its `V` chunks. V = 1: scheduleOrder. V > 1
+/// (interleaved GPipe, the breadth-first order): every micro-batch's
+/// forward pass through chunk 0, then chunk 1, ..., then the backward
+/// passes from the last chunk to the first, micro-batches in order within
+/// each. Chunk c + 1's first forward on stage 0 needs micro-batch 0 through
+/// the S virtual stages before it, which M >= S micro-batches of chunk c
+/// cover, so a stage idles S - 1 virtual-stage slots per phase: the bubble
+/// is (S-1)/(V*M+S-1). Every link carries one direction per phase (S >= 3,
+/// cnn-pipeline-partition), and both ends order a link's tensors by (phase,
+/// chunk, micro-batch).
+static std::vector<ScheduledBody> stageBodies(bool oneFOneB, int64_t s,
+                                              int64_t S, int64_t V,
+                                              int64_t M) {
+  std::vector<ScheduledBody> bodies;
+  if (V == 1) {
+    for (auto [fwd, m] : scheduleOrder(oneFOneB, s, S, M))
+      bodies.push_back({fwd, 0, m});
+    return bodies;
+  }
+  for (int64_t c = 0; c < V; ++c)
+    for (int64_t m = 0; m < M; ++m)
+      bodies.push_back({true, c, m});
+  for (int64_t c = V - 1; c >= 0; --c)
+    for (int64_t m = 0; m < M; ++m)
+      bodies.push_back({false, c, m});
+  return bodies;
+}
+
+/// A stage receives from a peer in the order the peer sends. The split
+/// receives a tensor where the receiving stage first needs it, which may be
+/// later than another tensor the peer sends after it: a forward value that
+/// only a backward pass reads (a BatchNorm's or ReLU's saved input beyond a
+/// cut) is sent in the sender's forward pass and was received in the
+/// receiver's backward pass, after the next micro-batch's activation, so
+/// NCCL (which pairs by order, not by tag) would have delivered one into
+/// the other. Receives take no operands, so each may rise: walking the
+/// peer's send order backwards, a receive after the one of the next tensor
+/// moves just before it. Where the original order waited for a later
+/// tensor, the peer had sent the earlier one first, so no receive waits
+/// longer than before.
+static void matchReceiveOrder(MutableArrayRef<func::FuncOp> steps) {
+  // (from, to) -> the tags `from` sends, in order.
+  std::map<std::pair<int64_t, int64_t>, SmallVector<int64_t>> sent;
+  for (auto [s, fn] : llvm::enumerate(steps))
+    fn.walk([&](SendOp snd) {
+      sent[{(int64_t)s, (int64_t)snd.getPeer()}].push_back(
+          (int64_t)snd.getTag());
+    });
+  for (auto [s, fn] : llvm::enumerate(steps)) {
+    // Per peer and tag, this stage's receives in block order.
+    std::map<int64_t, std::map<int64_t, std::deque<RecvOp>>> recvs;
+    fn.walk([&](RecvOp rcv) {
+      recvs[(int64_t)rcv.getPeer()][(int64_t)rcv.getTag()].push_back(rcv);
+    });
+    for (auto &[peer, byTag] : recvs) {
+      auto it = sent.find({peer, (int64_t)s});
+      if (it == sent.end())
+        continue;
+      // The receives in the peer's send order (a tag's k-th send meets its
+      // k-th receive); a count mismatch is checkTransferOrder's error.
+      SmallVector<RecvOp> order;
+      for (int64_t tag : it->second) {
+        std::deque<RecvOp> &q = byTag[tag];
+        if (q.empty())
+          return;
+        order.push_back(q.front());
+        q.pop_front();
+      }
+      for (int64_t k = (int64_t)order.size() - 2; k >= 0; --k)
+        if (order[k + 1]->isBeforeInBlock(order[k]))
+          order[k]->moveBefore(order[k + 1]);
+    }
+  }
+}
+
+/// NCCL pairs the transfers of two stages by their order: the tags stage a
+/// sends to stage b, in a's block order, must be the tags b receives from a
+/// in b's. The schedules are built to hold this; the check makes a
+/// schedule that does not an error here instead of a hang or a wrong
+/// tensor on the GPUs.
+static LogicalResult checkTransferOrder(MutableArrayRef<func::FuncOp> steps) {
+  std::map<std::pair<int64_t, int64_t>, SmallVector<int64_t>> sent, received;
+  for (auto [s, fn] : llvm::enumerate(steps))
+    fn.walk([&](Operation *op) {
+      if (auto snd = dyn_cast<SendOp>(op))
+        sent[{(int64_t)s, (int64_t)snd.getPeer()}].push_back(
+            (int64_t)snd.getTag());
+      else if (auto rcv = dyn_cast<RecvOp>(op))
+        received[{(int64_t)rcv.getPeer(), (int64_t)s}].push_back(
+            (int64_t)rcv.getTag());
+    });
+  for (auto &[link, tags] : sent) {
+    auto it = received.find(link);
+    if (it == received.end() || it->second != tags)
+      return steps[link.first].emitError("cnn-pipeline-schedule: stage ")
+             << link.first << " sends " << tags.size() << " tensor(s) to stage "
+             << link.second << " in an order its receives do not follow";
+  }
+  for (auto &[link, tags] : received)
+    if (!sent.count(link))
+      return steps[link.second].emitError("cnn-pipeline-schedule: stage ")
+             << link.second << " receives from stage " << link.first
+             << ", which sends it nothing";
+  return success();
+}
+
 void SchedulePass::runOnOperation() {
   ModuleOp module = getOperation();
   MLIRContext *ctx = &getContext();
@@ -89,13 +203,20 @@ void SchedulePass::runOnOperation() {
     return signalPassFailure();
   }
   const int64_t S = stagesAttr.getInt(), M = microAttr.getInt();
+  const int64_t V = pipelineChunks(plan);
   if (M < 1) {
     module.emitError("cnn-pipeline-schedule: micro_batches ")
         << M << " is not a positive count";
     return signalPassFailure();
   }
-  std::vector<func::FuncOp> fwd(S), bwd(S);
-  for (int64_t s = 0; s < S; ++s) {
+  if (V > 1 && schedule != "gpipe") {
+    module.emitError("cnn-pipeline-schedule: interleaved stages (chunks ")
+        << V << ") run the gpipe schedule only, not '" << schedule << "'";
+    return signalPassFailure();
+  }
+  // The virtual stages' functions (the stages' unless interleaved).
+  std::vector<func::FuncOp> fwd(S * V), bwd(S * V);
+  for (int64_t s = 0; s < S * V; ++s) {
     fwd[s] = module.lookupSymbol<func::FuncOp>(
         ("stage" + Twine(s) + "_forward").str());
     bwd[s] = module.lookupSymbol<func::FuncOp>(
@@ -111,6 +232,7 @@ void SchedulePass::runOnOperation() {
   OpBuilder mb(ctx);
   mb.setInsertionPoint(fwd[0]);
   Builder b(ctx);
+  SmallVector<func::FuncOp> steps;
   // The data arguments (image, labels) of any stage, by @train_step
   // argument: every stage takes them, batched over the M micro-batches,
   // whether it reads them or not, so each stage reads the same batch
@@ -140,6 +262,9 @@ void SchedulePass::runOnOperation() {
                              FunctionType::get(ctx, {}, {}));
     fn->setAttr(kPipelineStageAttr, b.getI64IntegerAttr(s));
     fn->setAttr("cnn.pipeline_schedule", b.getStringAttr(schedule));
+    if (V > 1)
+      fn->setAttr("cnn.pipeline_chunks", b.getI64IntegerAttr(V));
+    steps.push_back(fn);
     Block *block = fn.addEntryBlock();
     OpBuilder ib = OpBuilder::atBlockEnd(block);
     SmallVector<DictionaryAttr> argAttrs;
@@ -204,20 +329,26 @@ void SchedulePass::runOnOperation() {
       return v;
     };
 
-    std::vector<SmallVector<Value>> kept(M);
+    // The activations each (chunk, micro-batch)'s backward pass reads.
+    std::vector<SmallVector<Value>> kept(M * V);
+    // Tensors one chunk of this stage sends another, by tag.
+    std::map<int64_t, std::deque<Value>> local;
     // The @train_step results this stage makes: index -> (value, attrs).
     std::map<int64_t, std::pair<Value, DictionaryAttr>> results;
     SmallVector<std::pair<Value, DictionaryAttr>> losses;
-    for (auto [isForward, m] : scheduleOrder(schedule == "1f1b", s, S, M)) {
-      func::FuncOp f = isForward ? fwd[s] : bwd[s];
+    for (auto [isForward, c, m] :
+         stageBodies(schedule == "1f1b", s, S, V, M)) {
+      const int64_t v = s + c * S; // the virtual stage
+      func::FuncOp f = isForward ? fwd[v] : bwd[v];
+      SmallVector<Value> &keptHere = kept[c * M + m];
       IRMapping map;
       for (unsigned i = 0; i < f.getNumArguments(); ++i) {
         if (f.getArgAttr(i, "cnn.pipeline_arg")) {
           map.map(f.getArgument(i), argument(f, i, m));
         } else if (auto k =
                        f.getArgAttrOfType<IntegerAttr>(i, "cnn.pipeline_saved");
-                   k && k.getInt() < (int64_t)kept[m].size()) {
-          map.map(f.getArgument(i), kept[m][k.getInt()]);
+                   k && k.getInt() < (int64_t)keptHere.size()) {
+          map.map(f.getArgument(i), keptHere[k.getInt()]);
         } else {
           f.emitError("cnn-pipeline-schedule: argument #")
               << i << " has neither cnn.pipeline_arg nor a cnn.pipeline_saved "
@@ -225,8 +356,35 @@ void SchedulePass::runOnOperation() {
           return signalPassFailure();
         }
       }
-      for (Operation &op : f.getBody().front().without_terminator())
-        ib.clone(op, map);
+      for (Operation &op : f.getBody().front().without_terminator()) {
+        // Peers were virtual stages: virtual stage p runs on stage p mod S.
+        // A tensor between two chunks of this stage (a value crossing S
+        // cuts) is passed on directly, in the order it was sent.
+        if (auto snd = dyn_cast<SendOp>(op);
+            snd && int64_t(snd.getPeer()) % S == s) {
+          local[int64_t(snd.getTag())].push_back(
+              map.lookupOrDefault(snd.getInput()));
+          continue;
+        }
+        if (auto rcv = dyn_cast<RecvOp>(op);
+            rcv && int64_t(rcv.getPeer()) % S == s) {
+          std::deque<Value> &q = local[int64_t(rcv.getTag())];
+          if (q.empty()) {
+            rcv.emitError("cnn-pipeline-schedule: chunk ")
+                << c << " of stage " << s << " receives tag "
+                << rcv.getTag() << " before its other chunk sends it";
+            return signalPassFailure();
+          }
+          map.map(rcv.getResult(), q.front());
+          q.pop_front();
+          continue;
+        }
+        Operation *copy = ib.clone(op, map);
+        if (auto snd = dyn_cast<SendOp>(copy))
+          snd.setPeer(int64_t(snd.getPeer()) % S);
+        else if (auto rcv = dyn_cast<RecvOp>(copy))
+          rcv.setPeer(int64_t(rcv.getPeer()) % S);
+      }
       auto ret = cast<func::ReturnOp>(f.getBody().front().getTerminator());
       auto idx = f->getAttrOfType<DenseI64ArrayAttr>("cnn.pipeline_results");
       size_t n = idx ? idx.size() : 0;
@@ -250,10 +408,10 @@ void SchedulePass::runOnOperation() {
           current[name] = v;
       }
       if (isForward)
-        for (Value v : ret.getOperands().drop_front(n))
-          kept[m].push_back(map.lookupOrDefault(v));
+        for (Value r : ret.getOperands().drop_front(n))
+          keptHere.push_back(map.lookupOrDefault(r));
       else
-        kept[m].clear(); // the activations die with their backward pass
+        keptHere.clear(); // the activations die with their backward pass
     }
 
     SmallVector<Value> outs;
@@ -275,8 +433,11 @@ void SchedulePass::runOnOperation() {
     fn.setAllResultAttrs(resAttrs);
     fn->setAttr("cnn.pipeline_results", b.getDenseI64ArrayAttr(resIdx));
   }
-  for (int64_t s = 0; s < S; ++s) {
+  for (int64_t s = 0; s < S * V; ++s) {
     fwd[s].erase();
     bwd[s].erase();
   }
+  matchReceiveOrder(steps);
+  if (failed(checkTransferOrder(steps)))
+    return signalPassFailure();
 }

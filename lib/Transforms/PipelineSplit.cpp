@@ -113,7 +113,9 @@ void SplitPass::runOnOperation() {
                      "cnn.pipeline plan of cnn-pipeline-partition");
     return signalPassFailure();
   }
-  const int64_t S = plan.getAs<IntegerAttr>("stages").getInt();
+  // Interleaved plans: one function pair per virtual stage; peers are
+  // virtual stages until cnn-pipeline-schedule places them.
+  const int64_t S = pipelineVirtualStages(plan);
   Block &body = step.getBody().front();
   auto ret = cast<func::ReturnOp>(body.getTerminator());
 

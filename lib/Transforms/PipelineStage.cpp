@@ -227,6 +227,24 @@ void StagePass::runOnOperation() {
   fn->setAttr("cnn.num_classes", b.getI64IntegerAttr(classes));
   fn->setAttr("cnn.pipeline_stages", b.getI64IntegerAttr(stages));
   dropUnappliedUpdates(fn);
+  // Interleaved stages: a chunk's update comes with its last backward pass,
+  // before the next chunk's gradients, but cnn-precision's finite check
+  // needs every gradient of the step before the first update. The updates
+  // left (one per parameter) feed only the step's results: they move to
+  // its end, in their order.
+  if (auto chunks = fn->getAttrOfType<IntegerAttr>("cnn.pipeline_chunks");
+      chunks && chunks.getInt() > 1) {
+    Operation *ret = fn.getBody().front().getTerminator();
+    SmallVector<Operation *> updates;
+    fn.walk([&](Operation *op) {
+      if (isa<SGDUpdateOp, AdamUpdateOp>(op) &&
+          llvm::all_of(op->getUsers(),
+                       [&](Operation *u) { return u == ret; }))
+        updates.push_back(op);
+    });
+    for (Operation *op : updates)
+      op->moveBefore(ret);
+  }
   if (auto sched = fn->getAttrOfType<StringAttr>("cnn.pipeline_schedule");
       sched && sched.getValue() == "1f1b")
     groupTransfers(fn);

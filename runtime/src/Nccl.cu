@@ -35,10 +35,14 @@ struct State {
   /// 2k+1, 2k+2), this stage's link to the stage before ([0]) and after
   /// ([1]) (one of the two splits each; null at the ends), a stream per
   /// link, and per transfer event the compute stream's fork and the link
-  /// stream's completion.
+  /// stream's completion. Interleaved stages (prepareTransfers' wrapLink:
+  /// chunk c of the last stage sends to chunk c + 1 of the first) add a
+  /// third link, [2], between the first and the last stage: its own split
+  /// (`wrap_split`, the first stage rank 0) and stream.
   ncclComm_t pair_split[2] = {nullptr, nullptr};
-  ncclComm_t link_comm[2] = {nullptr, nullptr};
-  cudaStream_t link_stream[2] = {nullptr, nullptr};
+  ncclComm_t wrap_split = nullptr;
+  ncclComm_t link_comm[3] = {nullptr, nullptr, nullptr};
+  cudaStream_t link_stream[3] = {nullptr, nullptr, nullptr};
   std::vector<cudaEvent_t> xfer_fork, xfer_done;
   /// The communicator of the bucket being issued (begin .. end): its
   /// ncclGroupEnd is polled on it (a non-blocking group completes on the
@@ -142,8 +146,9 @@ void checkNcclOn(ncclComm_t comm, ncclResult_t r, const char *what) {
   std::string err;
   if (!settle(comm, r, S().timeout, err, what)) {
     // Aborted: forget it.
-    for (ncclComm_t *c : {&S().pair_split[0], &S().pair_split[1],
-                          &S().stages_comm, &S().replicas_comm})
+    for (ncclComm_t *c : {&S().wrap_split, &S().pair_split[0],
+                          &S().pair_split[1], &S().stages_comm,
+                          &S().replicas_comm})
       if (*c == comm)
         *c = nullptr;
     for (ncclComm_t &c : S().link_comm)
@@ -173,6 +178,10 @@ ncclComm_t splitComm(ncclComm_t parent, int color, int key, const char *what) {
   ncclResult_t r = ncclCommSplit(parent, color, key, &out, &config);
   if (r != ncclSuccess && r != ncclInProgress)
     die(std::string(what) + ": " + ncclGetErrorString(r));
+  // A rank outside every new communicator takes part in the split (it is
+  // collective) and gets none.
+  if (color == NCCL_SPLIT_NOCOLOR)
+    return nullptr;
   // A non-blocking split stores the new communicator from NCCL's own
   // thread when the child's initialization has run (on 4 H200s `out`
   // was still null when the call returned): wait for it, watching the
@@ -477,10 +486,24 @@ void recv(Context &ctx, void *buf, size_t bytes, int peer, const char *what) {
 }
 
 
-void prepareTransfers(Context &ctx, int numEvents) {
+void prepareTransfers(Context &ctx, int numEvents, bool wrapLink) {
   State &s = S();
   if (!s.ready)
     ctx.fail("pipeline", "dist::prepareTransfers before dist::prepare");
+  if (wrapLink && !s.wrap_split) {
+    auto [stage, stages] = stageAndCount();
+    // With two stages the first and the last are already neighbours (one
+    // link would carry both directions of a phase: the compiler refuses
+    // interleaving there).
+    if (stages < 3)
+      ctx.fail("pipeline", "interleaved stages need 3 or more stages, got " +
+                               std::to_string(stages));
+    const bool end = stage == 0 || stage == stages - 1;
+    s.wrap_split = splitComm(stagesComm(), end ? 0 : NCCL_SPLIT_NOCOLOR,
+                             stage == 0 ? 0 : 1,
+                             "ncclCommSplit (the first and the last stage)");
+    s.link_comm[2] = s.wrap_split;
+  }
   if (!s.pair_split[0]) {
     auto [stage, stages] = stageAndCount();
     // Both splits on every stage, in this order (collective over the
@@ -520,8 +543,14 @@ void issueOnLink(Context &ctx, void *buf, size_t bytes, int peer, int event,
     ctx.fail("pipeline", std::string(what) + ": transfer event " +
                              std::to_string(event) +
                              " beyond dist::prepareTransfers' events");
-  const int link = peer < stage ? 0 : 1;
-  if (peer != stage + (link ? 1 : -1) || !s.link_comm[link])
+  const int stages = stageAndCount().second;
+  // The wrap link (interleaved stages) joins the first and the last stage;
+  // the first is its rank 0, as the lower stage of a neighbour pair.
+  const bool wrap = s.link_comm[2] && stages >= 3 &&
+                    ((stage == 0 && peer == stages - 1) ||
+                     (stage == stages - 1 && peer == 0));
+  const int link = wrap ? 2 : peer < stage ? 0 : 1;
+  if ((!wrap && peer != stage + (link ? 1 : -1)) || !s.link_comm[link])
     die(std::string("pipeline transfer ") + what + ": stage " +
         std::to_string(peer) + " is not a neighbour of stage " +
         std::to_string(stage));
@@ -531,7 +560,7 @@ void issueOnLink(Context &ctx, void *buf, size_t bytes, int peer, int event,
   ctx.check(cudaStreamWaitEvent(ls, s.xfer_fork[event], 0),
             "pipeline: transfer fork");
   // Within the pair the lower stage is rank 0.
-  const int peerRank = link == 0 ? 0 : 1;
+  const int peerRank = wrap ? (peer == 0 ? 0 : 1) : link == 0 ? 0 : 1;
   ncclComm_t comm = s.link_comm[link];
   checkNcclOn(comm,
               isSend ? ncclSend(buf, bytes, ncclUint8, peerRank, comm, ls)
@@ -718,9 +747,9 @@ void shutdown() {
   State &s = S();
   // The split communicators first (their parent outlives them), the pairs
   // before the stages' communicator they were split from.
-  s.link_comm[0] = s.link_comm[1] = nullptr;
-  for (ncclComm_t *c : {&s.pair_split[0], &s.pair_split[1], &s.stages_comm,
-                        &s.replicas_comm}) {
+  s.link_comm[0] = s.link_comm[1] = s.link_comm[2] = nullptr;
+  for (ncclComm_t *c : {&s.wrap_split, &s.pair_split[0], &s.pair_split[1],
+                        &s.stages_comm, &s.replicas_comm}) {
     if (!*c)
       continue;
     std::string err;

@@ -46,3 +46,31 @@ class SmallBN(torch.nn.Module):
     def forward(self, x):
         x = torch.nn.functional.max_pool2d(torch.relu(self.bn(self.conv(x))), 4)
         return self.fc(torch.flatten(x, 1))
+
+
+class DeepBN(torch.nn.Module):
+    """Seven layers with parameters (conv + BatchNorm pairs, a residual
+    block, a skip across several layers, a linear head): enough for the
+    6 virtual stages of 3 interleaved stages of 2 chunks, with tensors that
+    cross several cuts."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.stem = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.bn0 = torch.nn.BatchNorm2d(8)
+        self.convs = torch.nn.ModuleList(
+            torch.nn.Conv2d(8, 8, 3, padding=1) for _ in range(5))
+        self.bns = torch.nn.ModuleList(torch.nn.BatchNorm2d(8) for _ in range(5))
+        self.fc = torch.nn.Linear(8 * 4 * 4, 10)
+
+    def forward(self, x):
+        x = torch.nn.functional.max_pool2d(torch.relu(self.bn0(self.stem(x))), 2)
+        skip = x
+        for k, (conv, bn) in enumerate(zip(self.convs, self.bns)):
+            y = bn(conv(x))
+            # A residual over one layer, and at the end the stem's output
+            # again (it crosses every cut in between).
+            x = torch.relu(y + x) if k % 2 else torch.relu(y)
+        x = torch.nn.functional.max_pool2d(x + skip, 4)
+        return self.fc(torch.flatten(x, 1))

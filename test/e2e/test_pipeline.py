@@ -40,7 +40,8 @@ def digits(tmp_path_factory):
 def models(tmp_path_factory):
     return {name: pm.export(tmp_path_factory, name, B, model, prefix="pp")
             for name, model in (("simplecnn", tc.make_model("simplecnn", seed=0)),
-                                ("smallbn", pm.SmallBN()))}
+                                ("smallbn", pm.SmallBN()),
+                                ("deepbn", pm.DeepBN()))}
 
 
 def train(cnnc, model, data, out, steps, *extra):
@@ -78,6 +79,84 @@ def test_pipeline_equals_accumulation(cnnc, models, digits, tmp_path, name, stag
     # The run trained: the weights moved from the exported ones.
     init = tc.onnx_initializers(model)
     assert any(np.any(np.asarray(p[n]) != np.asarray(init[n])) for n in names)
+
+
+# DeepBN: seven layers with parameters, BatchNorm, a residual and a skip
+# across several cuts. On 3 stages a BatchNorm's forward value that only the
+# next stage's backward pass reads crosses a cut: it used to be received in
+# that backward pass, after the next micro-batch's activation that was sent
+# after it (NCCL pairs by order; cnn-pipeline-schedule now receives in the
+# sender's order and checks every link). Interleaved: 3 stages x 2 chunks,
+# the skip crossing into the other chunk of the same stage.
+@pytest.mark.parametrize("chunks", [1, 2])
+def test_pipeline_deep_equals_accumulation(cnnc, models, digits, tmp_path, chunks):
+    model = models["deepbn"]
+    acc, acc_losses = train(cnnc, model, digits, tmp_path / "acc.cnnw", STEPS * M,
+                            "--accumulate", M)
+    pp, pp_losses = train(cnnc, model, digits, tmp_path / "pp.cnnw", STEPS,
+                          "--pipeline-stages", 3, "--micro-batches", M,
+                          "--pipeline-chunks", chunks)
+    if chunks > 1:
+        assert "pipeline plan: 3 stage(s) x 2 chunks = 6 virtual stages" in pp.stdout, pp.stdout
+        assert "virtual stage 3 (stage 0, chunk 1)" in pp.stdout, pp.stdout
+    np.testing.assert_allclose(pp_losses, acc_losses.reshape(STEPS, M).mean(axis=1),
+                               rtol=1e-5)
+    a, p = read_cnnw(str(tmp_path / "acc.cnnw")), read_cnnw(str(tmp_path / "pp.cnnw"))
+    names = [n for n in tc.onnx_initializers(model).keys() if "num_batches" not in n]
+    assert names and all(n in p for n in names), sorted(p)
+    for n in names:
+        np.testing.assert_array_equal(np.asarray(p[n]), np.asarray(a[n]), err_msg=n)
+
+
+def test_pipeline_chunks_flag_errors(cnnc, models):
+    model = models["deepbn"]
+    for extra, msg in (
+            (("--pipeline-stages", 2, "--pipeline-chunks", 2),
+             "--pipeline-chunks 2 (interleaved stages) needs --pipeline-stages S >= 3 "
+             "and --pipeline-schedule gpipe"),
+            (("--pipeline-stages", 3, "--pipeline-chunks", 2, "--pipeline-schedule", "1f1b"),
+             "--pipeline-chunks 2 (interleaved stages) needs --pipeline-stages S >= 3"),
+            (("--pipeline-stages", 3, "--pipeline-chunks", 0),
+             "--pipeline-chunks 0 is not a positive count"),
+            (("--pipeline-chunks", 2,),
+             "--pipeline-chunks 2 (interleaved stages) needs --pipeline-stages S >= 3"),
+            (("--pipeline-stages", 3, "--pipeline-chunks", 8),
+             "24 virtual stages (3 stages x 8 chunks) but @train_step has 15 forward ops")):
+        r = tc.run_cnnc(cnnc, models["simplecnn"] if "8" in map(str, extra) else model,
+                        "--train", "--run-reference", "--steps", 1,
+                        "--data", "synthetic", "--micro-batches", 4, *extra)
+        assert r.returncode != 0, extra
+        assert msg in r.stderr, (extra, r.stderr)
+        assert "Stack dump" not in r.stderr, r.stderr
+
+
+def test_pipeline_cuda_interleaved_source(cnnc, models, tmp_path):
+    """Interleaved stages on the CUDA target (the CUDA text, no nvcc): every
+    stage links to the first and the last (prepareTransfers' wrapLink), the
+    transfers are asynchronous, and per pair of stages the bytes one sends
+    are the bytes the other receives, in the same order."""
+    out = tmp_path / "il.cu"
+    r = tc.run_cnnc(cnnc, models["deepbn"], "--train", "--pipeline-stages", 3,
+                    "--pipeline-chunks", 2, "--micro-batches", M, "--emit", "cuda",
+                    "-o", out)
+    assert r.returncode == 0, r.stdout + r.stderr
+    stages = out.read_text().split("namespace cnnc_stage")
+    texts = [stages[1], stages[3], stages[5]]  # each namespace opens and closes
+    assert all(re.search(r"dist::prepareTransfers\(ctx, \d+, /\*wrapLink=\*/true\)", t)
+               for t in texts)
+    pattern = r"dist::(send|recv)Async\(ctx, A \+ \d+, (\d+)ull, (\d+),"
+    moves = [re.findall(pattern, t) for t in texts]
+    assert all(moves)
+    # Stage 0 receives from stage 2 over the wrap (chunk 1's input).
+    assert any(kind == "recv" and peer == "2" for kind, _, peer in moves[0])
+    for a in range(3):
+        for b in range(3):
+            if a == b:
+                continue
+            sent = [n for kind, n, peer in moves[a] if kind == "send" and int(peer) == b]
+            got = [n for kind, n, peer in moves[b] if kind == "recv" and int(peer) == a]
+            assert sent == got, (a, b)
+    assert "dist::send(" not in out.read_text()
 
 
 def test_pipeline_flag_errors(cnnc, models):

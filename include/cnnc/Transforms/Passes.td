@@ -1031,6 +1031,13 @@ def CNNPipelinePartition : Pass<"cnn-pipeline-partition", "mlir::ModuleOp"> {
            "the schedule the stages run (cnn-pipeline-schedule's): gpipe "
            "keeps all M micro-batches' activations on every stage, 1f1b "
            "min(M, S - s) on stage s">,
+    Option<"chunks", "chunks", "int64_t", "1",
+           "interleaved stages: each of the S stages (GPUs) runs V chunks, "
+           "the S x V virtual stages cut as S x V stages would be and "
+           "placed in a loop (virtual stage v on stage v mod S), so that "
+           "the GPipe bubble falls from (S-1)/(M+S-1) to "
+           "(S-1)/(V x M+S-1); the plan's cuts, times and peaks are the "
+           "virtual stages'. Needs an explicit `stages` >= 3 and gpipe">,
   ];
   let statistics = [
     Statistic<"numStages", "stages", "pipeline stages chosen">,

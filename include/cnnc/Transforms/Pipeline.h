@@ -170,6 +170,17 @@ struct CNNPipelineOptions
                      "activations in flight); each stage runs on a thread "
                      "of its own"),
       llvm::cl::init("gpipe"), llvm::cl::cat(trainingStepOptionCategory())};
+  Option<int64_t> pipelineChunks{
+      *this, "pipeline-chunks",
+      llvm::cl::desc("Pipeline stages: interleaved stages, V chunks per GPU "
+                     "(cnn-pipeline-partition's chunks): the step is cut "
+                     "into S x V virtual stages placed in a loop (virtual "
+                     "stage v on GPU v mod S), and the GPipe bubble falls "
+                     "from (S-1)/(M+S-1) to (S-1)/(V*M+S-1); needs "
+                     "--pipeline-stages S >= 3 and the gpipe schedule "
+                     "(1: one range of layers per GPU)"),
+      llvm::cl::init(CNNPipelinePartitionOptions().chunks),
+      llvm::cl::cat(trainingStepOptionCategory())};
   Option<double> beta1{*this, "beta1", llvm::cl::desc("Adam beta1"),
                        llvm::cl::init(CNNAutodiffOptions().beta1),
                        llvm::cl::cat(trainingStepOptionCategory())};

@@ -13,7 +13,11 @@
 //                            falls), stage_peak_bytes, stage_saved_bytes,
 //                            stage_param_bytes, stage_time_us,
 //                            cut_bytes (forward + backward per cut),
-//                            cut_tensors}
+//                            cut_tensors[, chunks]}
+//
+// With `chunks` = V > 1 (interleaved stages) cnn.stage and the per-stage
+// arrays count the S x V virtual stages; `stages` is S, the GPUs, and
+// virtual stage v runs on stage v mod S.
 //
 // cnn-pipeline-split reads cnn.stage; printPipelinePlan prints the module
 // attribute (cnnc --print-pipeline-plan, the pass's print-plan option).
@@ -34,6 +38,19 @@ constexpr const char *kStageAttr = "cnn.stage";
 constexpr const char *kPipelineAttr = "cnn.pipeline";
 /// On each function cnn-pipeline-split makes: its stage.
 constexpr const char *kPipelineStageAttr = "cnn.pipeline_stage";
+
+/// The plan's chunks per stage (interleaved stages; 1 without `chunks`).
+inline int64_t pipelineChunks(mlir::DictionaryAttr plan) {
+  auto a = plan ? plan.getAs<mlir::IntegerAttr>("chunks") : mlir::IntegerAttr();
+  return a ? a.getInt() : 1;
+}
+
+/// The plan's virtual stages (stages x chunks): cnn.stage's range, the
+/// functions of cnn-pipeline-split, the entries of the per-stage arrays.
+inline int64_t pipelineVirtualStages(mlir::DictionaryAttr plan) {
+  auto a = plan ? plan.getAs<mlir::IntegerAttr>("stages") : mlir::IntegerAttr();
+  return a ? a.getInt() * pipelineChunks(plan) : 0;
+}
 
 /// Prints the plan recorded in `module`'s cnn.pipeline (cuts, per-stage
 /// peak memory and time estimate, crossing bytes, GPipe bubble fraction).

@@ -116,6 +116,8 @@ AttrKind funcAttrKind(StringRef name) {
       .Case("cnn.pipeline_stage", AttrKind::Count) // cnn-pipeline-split
       .Case("cnn.pipeline_results", AttrKind::Indices)
       .Case("cnn.pipeline_schedule", AttrKind::String) // cnn-pipeline-schedule
+      // cnn-pipeline-schedule: the chunks of an interleaved stage.
+      .Case("cnn.pipeline_chunks", AttrKind::Count)
       // cnn-pipeline-stage: a stage's step for the CUDA target.
       .Cases({"cnn.pipeline_stages", "cnn.num_classes"}, AttrKind::Count)
       // cnn-pipeline-async-transfers: the events the runtime creates.

@@ -2281,12 +2281,17 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &out) {
         if (isPipelineTransfer(o) && !pipelineTransfers) {
           prepare += "  cnnrt::dist::prepare(ctx, 0); // the stages\n";
           // cnn-pipeline-async-transfers' events: links and their streams.
-          if (auto events = o->getParentOfType<func::FuncOp>()
-                                ->getAttrOfType<IntegerAttr>(
-                                    "cnn.transfer_events"))
+          // Interleaved stages (cnn.pipeline_chunks) also link the first
+          // and the last stage.
+          auto step = o->getParentOfType<func::FuncOp>();
+          auto chunks =
+              step->getAttrOfType<IntegerAttr>("cnn.pipeline_chunks");
+          if (auto events =
+                  step->getAttrOfType<IntegerAttr>("cnn.transfer_events"))
             prepare += fmt::format(
-                "  cnnrt::dist::prepareTransfers(ctx, {});\n",
-                events.getInt());
+                "  cnnrt::dist::prepareTransfers(ctx, {}{});\n",
+                events.getInt(),
+                chunks && chunks.getInt() > 1 ? ", /*wrapLink=*/true" : "");
           pipelineTransfers = true;
         }
         ++numLaunches;

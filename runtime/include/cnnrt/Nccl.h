@@ -61,8 +61,10 @@ void recv(Context &ctx, void *buf, size_t bytes, int peer, const char *what);
 /// communicator and a stream per link) and creates `numEvents` events;
 /// sendAsync / recvAsync issue the transfer with the neighbour `peer` on
 /// its link's stream once the compute stream has reached them, and
-/// transferWait(event) makes the compute stream wait for it.
-void prepareTransfers(Context &ctx, int numEvents);
+/// transferWait(event) makes the compute stream wait for it. `wrapLink`
+/// (interleaved stages, --pipeline-chunks): a link between the first and
+/// the last stage too; every stage of the pipeline must pass the same.
+void prepareTransfers(Context &ctx, int numEvents, bool wrapLink = false);
 void sendAsync(Context &ctx, const void *buf, size_t bytes, int peer,
                int event, const char *what);
 void recvAsync(Context &ctx, void *buf, size_t bytes, int peer, int event,
