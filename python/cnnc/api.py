@@ -770,7 +770,7 @@ def compile(model, example_input, optimizer=None, *, label_smoothing=0.0,
             lr=None, device=None, precision=None, layout=None, arch=None,
             remat=None, cache=True, verbose=False, clip_grad_norm=None,
             accumulate=1, scaler=None, pipeline_stages=None, micro_batches=None,
-            pipeline_schedule=None, _gradients_only=False):
+            pipeline_schedule=None, pipeline_chunks=None, _gradients_only=False):
     """Compiles the training step of `model` (cross-entropy loss on its
     logits; `optimizer`'s algorithm and hyper-parameters) for inputs of
     `example_input`'s shape, and returns a Trainer holding the model's
@@ -823,9 +823,10 @@ def compile(model, example_input, optimizer=None, *, label_smoothing=0.0,
       statistics update at every call; step the LR scheduler once per
       `accumulate` calls. Under fp16 the calls of one update share the
       loss scale, which changes (or skips the update) once per update.
-    pipeline_stages/micro_batches/pipeline_schedule: the model cut into S
-      pipeline stages (cnnc picks the cuts), example_input's batch into M
-      micro-batches, run in 'gpipe' (default) or '1f1b' order; one update
+    pipeline_stages/micro_batches/pipeline_schedule/pipeline_chunks: the
+      model cut into S pipeline stages (cnnc picks the cuts), example_input's
+      batch into M micro-batches, run in 'gpipe' (default) or '1f1b' order
+      (pipeline_chunks=V: interleaved, V chunks a GPU, S >= 3, gpipe); one update
       per step, the same as accumulate=M over the same micro-batches. On
       the GPU one process per stage under torchrun (--nproc-per-node S x D,
       rank = replica x S + stage; only the last stage returns the loss, each
@@ -841,7 +842,7 @@ def compile(model, example_input, optimizer=None, *, label_smoothing=0.0,
         raise TypeError("cnnc.compile needs a torch.nn.Module, got %s" % type(model).__name__)
     from . import pipeline as _pipeline
     plan = _pipeline.check_options(pipeline_stages, micro_batches, pipeline_schedule,
-                                   accumulate)
+                                   accumulate, pipeline_chunks)
     if not isinstance(example_input, torch.Tensor):
         raise TypeError("example_input must be a torch.Tensor")
     if example_input.dim() != 4:
@@ -899,7 +900,7 @@ def compile(model, example_input, optimizer=None, *, label_smoothing=0.0,
     backend_kind = "cuda" if device.type == "cuda" else "reference"
     if plan is not None:
         plan = _pipeline.place(plan, ranks, backend_kind, CompileError)
-        flags["pipeline"] = [plan.stages, plan.micro_batches, plan.schedule]
+        flags["pipeline"] = [plan.stages, plan.micro_batches, plan.schedule, plan.chunks]
         # The data-parallel replicas of each stage (cnnc --gpus D).
         ranks = plan.replicas or 1
     if ranks > 1:
@@ -1045,9 +1046,9 @@ def _build(model, example_input, flags, backend_kind, cnnc_bin, fingerprint, roo
         args += optim.optimizer_step_args(flags)  # clipping, accumulation
         if flags.get("pipeline"):
             from cnnc import pipeline as _pipeline
-            stages, micro, schedule = flags["pipeline"]
+            stages, micro, schedule, chunks = flags["pipeline"]
             args += _pipeline.cnnc_args(_pipeline.Plan(stages, micro, schedule,
-                                                       None, None, None))
+                                                       None, None, None, chunks))
         if flags.get("param-groups"):  # frozen parameters, param groups
             groups_path = os.path.join(work, "param_groups.json")
             _write_json_atomic(groups_path, flags["param-groups"])
@@ -1068,7 +1069,8 @@ def _build(model, example_input, flags, backend_kind, cnnc_bin, fingerprint, roo
                 _pipeline.split_for_reference(
                     tools.find_tool("cnnc-opt"), os.path.join(work, "step.mlir"),
                     os.path.join(work, "stages.mlir"),
-                    _pipeline.Plan(stages, micro, schedule, None, None, None), _run_cnnc,
+                    _pipeline.Plan(stages, micro, schedule, None, None, None, chunks),
+                    _run_cnnc,
                     CompileError)
         else:
             if flags.get("gpus"):

@@ -38,8 +38,10 @@ SCHEDULES = ("gpipe", "1f1b")
 #: What compile() resolved: S, M and the schedule; on the GPU this process's
 #: stage and replica and the replica count (None on the CPU, where one
 #: process runs every stage).
+#: chunks: interleaved stages (--pipeline-chunks), 1 without.
 Plan = collections.namedtuple(
-    "Plan", "stages micro_batches schedule stage replica replicas")
+    "Plan", "stages micro_batches schedule stage replica replicas chunks",
+    defaults=(1,))
 
 
 def _count(name, value, minimum):
@@ -50,12 +52,14 @@ def _count(name, value, minimum):
     return value
 
 
-def check_options(pipeline_stages, micro_batches, pipeline_schedule, accumulate):
+def check_options(pipeline_stages, micro_batches, pipeline_schedule, accumulate,
+                  pipeline_chunks=None):
     """Validates compile()'s pipeline options before anything is exported.
     Returns None without pipeline_stages, else Plan(S, M, schedule, None,
-    None, None) (the layout is filled in by place())."""
+    None, None, chunks) (the layout is filled in by place())."""
     stages = _count("pipeline_stages", pipeline_stages, 2)
     micro = _count("micro_batches", micro_batches, 1)
+    chunks = _count("pipeline_chunks", pipeline_chunks, 1)
     if stages is None:
         if micro is not None:
             raise ValueError("micro_batches=%d splits the batch of pipeline stages: give "
@@ -63,6 +67,9 @@ def check_options(pipeline_stages, micro_batches, pipeline_schedule, accumulate)
         if pipeline_schedule is not None:
             raise ValueError("pipeline_schedule=%r orders the micro-batches of pipeline "
                              "stages: give pipeline_stages too" % (pipeline_schedule,))
+        if chunks is not None:
+            raise ValueError("pipeline_chunks=%d interleaves pipeline stages: give "
+                             "pipeline_stages too" % chunks)
         return None
     if micro is None:
         raise ValueError("pipeline_stages=%d needs micro_batches=M, the micro-batches "
@@ -75,7 +82,12 @@ def check_options(pipeline_stages, micro_batches, pipeline_schedule, accumulate)
         raise ValueError("accumulate=%r with pipeline_stages: the %d micro-batches are the "
                          "accumulation's micro-steps (one update per trainer.step)"
                          % (accumulate, micro))
-    return Plan(stages, micro, schedule, None, None, None)
+    chunks = 1 if chunks is None else chunks
+    if chunks > 1 and (stages < 3 or schedule != "gpipe"):
+        raise ValueError("pipeline_chunks=%d (interleaved stages) needs pipeline_stages >= 3 "
+                         "and the 'gpipe' schedule, got %d stages and %r"
+                         % (chunks, stages, schedule))
+    return Plan(stages, micro, schedule, None, None, None, chunks)
 
 
 def micro_batch(plan, example_input):
@@ -115,8 +127,11 @@ def place(plan, world, backend_kind, error):
 def cnnc_args(plan):
     """cnnc's flags for the pipelined step (--gpus D is added with the other
     data-parallel flags)."""
-    return ["--pipeline-stages", str(plan.stages), "--micro-batches",
+    args = ["--pipeline-stages", str(plan.stages), "--micro-batches",
             str(plan.micro_batches), "--pipeline-schedule", plan.schedule]
+    if plan.chunks > 1:
+        args += ["--pipeline-chunks", str(plan.chunks)]
+    return args
 
 
 def split_for_reference(cnnc_opt, step_mlir, stages_mlir, plan, run, error):
@@ -127,8 +142,8 @@ def split_for_reference(cnnc_opt, step_mlir, stages_mlir, plan, run, error):
         raise error("cnnc-opt was not found next to cnnc: the CPU pipeline step needs it "
                     "to split the step into stages (build the cnnc-opt target)")
     run([cnnc_opt, step_mlir,
-         "--cnn-pipeline-partition=stages=%d micro-batches=%d" % (plan.stages,
-                                                                  plan.micro_batches),
+         "--cnn-pipeline-partition=stages=%d micro-batches=%d chunks=%d"
+         % (plan.stages, plan.micro_batches, plan.chunks),
          "--cnn-pipeline-split",
          "--cnn-pipeline-schedule=schedule=%s" % plan.schedule,
          "-o", stages_mlir], "split the step into pipeline stages")

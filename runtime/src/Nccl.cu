@@ -179,9 +179,15 @@ ncclComm_t splitComm(ncclComm_t parent, int color, int key, const char *what) {
   if (r != ncclSuccess && r != ncclInProgress)
     die(std::string(what) + ": " + ncclGetErrorString(r));
   // A rank outside every new communicator takes part in the split (it is
-  // collective) and gets none.
-  if (color == NCCL_SPLIT_NOCOLOR)
+  // collective) and gets none, but its parent (non-blocking) is busy until
+  // the split has run: the next call on it was 'invalid argument' (4 H200s,
+  // session 33). Wait for the parent to settle.
+  if (color == NCCL_SPLIT_NOCOLOR) {
+    std::string err;
+    if (!settle(parent, r, s.timeout, err, what))
+      die(err);
     return nullptr;
+  }
   // A non-blocking split stores the new communicator from NCCL's own
   // thread when the child's initialization has run (on 4 H200s `out`
   // was still null when the call returned): wait for it, watching the

@@ -39,7 +39,7 @@ func.func @forward(%x: tensor<2x8xf32> {cnn.input},
 // PLAN: virtual stage 0 (stage 0, chunk 0): forward ops 0-1
 // PLAN: virtual stage 3 (stage 0, chunk 1): forward ops 6-7
 // PLAN: virtual stage 5 (stage 2, chunk 1): forward ops 10-end
-// PLAN: estimated step: {{.*}} ((V*M+S-1) x the slowest virtual stage)
+// PLAN: estimated step: {{.*}} (M x the slowest stage's chunks, {{.*}} us, + (S-1) x the slowest virtual stage)
 
 // Stage 0: both micro-batches through chunk 0 (layer 0, sent to stage 1),
 // then through chunk 1 (layer 3: received from stage 2 over the wrap,

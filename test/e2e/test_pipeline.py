@@ -404,6 +404,12 @@ def test_python_pipeline_option_errors(monkeypatch):
          r"accumulate=2 with pipeline_stages: the 4 micro-batches are the accumulation's"),
         (dict(pipeline_stages=2, micro_batches=3), ValueError,
          r"the example batch of 8 does not split into micro_batches=3"),
+        (dict(pipeline_chunks=2), ValueError,
+         r"pipeline_chunks=2 interleaves pipeline stages: give pipeline_stages too"),
+        (dict(pipeline_stages=2, micro_batches=4, pipeline_chunks=2), ValueError,
+         r"pipeline_chunks=2 \(interleaved stages\) needs pipeline_stages >= 3"),
+        (dict(pipeline_stages=3, micro_batches=4, pipeline_chunks=0), ValueError,
+         r"pipeline_chunks must be an int >= 1, got 0"),
     ]
     for kwargs, error, message in cases:
         with pytest.raises(error, match=message):
@@ -450,10 +456,11 @@ def _bits(t):
     return t.detach().contiguous().numpy().view(np.uint32)
 
 
-@pytest.mark.parametrize("name,stages,schedule", [("simplecnn", 2, "gpipe"),
-                                                  ("smallbn", 2, "1f1b")])
+@pytest.mark.parametrize("name,stages,schedule,chunks", [("simplecnn", 2, "gpipe", 1),
+                                                         ("smallbn", 2, "1f1b", 1),
+                                                         ("deepbn", 3, "gpipe", 2)])
 def test_python_pipeline_cpu_equals_accumulation(tmp_path, monkeypatch, name, stages,
-                                                 schedule):
+                                                 schedule, chunks):
     """cnnc.compile(pipeline_stages=S, micro_batches=4) on the CPU runs the
     split step's stages on threads in this process (the reference
     interpreter's runScheduledPipelineStep) and is bitwise what
@@ -464,16 +471,18 @@ def test_python_pipeline_cpu_equals_accumulation(tmp_path, monkeypatch, name, st
     import copy
     import cnnc
     monkeypatch.setenv("CNNC_CACHE_DIR", str(tmp_path / "cache"))
-    base = tc.make_model("simplecnn", seed=0) if name == "simplecnn" else pm.SmallBN()
+    base = {"simplecnn": lambda: tc.make_model("simplecnn", seed=0), "smallbn": pm.SmallBN,
+            "deepbn": pm.DeepBN}[name]()
     piped_model, acc_model = copy.deepcopy(base), copy.deepcopy(base)
     piped_opt = torch.optim.SGD(piped_model.parameters(), lr=0.05, momentum=0.9)
     acc_opt = torch.optim.SGD(acc_model.parameters(), lr=0.05, momentum=0.9)
     piped = cnnc.compile(piped_model, torch.zeros(M * B, 3, 32, 32), optimizer=piped_opt,
                          device="cpu", pipeline_stages=stages, micro_batches=M,
-                         pipeline_schedule=schedule)
+                         pipeline_schedule=schedule,
+                         pipeline_chunks=chunks if chunks > 1 else None)
     acc = cnnc.compile(acc_model, torch.zeros(B, 3, 32, 32), optimizer=acc_opt,
                        device="cpu", accumulate=M)
-    assert piped.pipeline == cnnc.pipeline.Plan(stages, M, schedule, None, None, None)
+    assert piped.pipeline == cnnc.pipeline.Plan(stages, M, schedule, None, None, None, chunks)
     assert piped.input_shape == (M * B, 3, 32, 32) and piped.labels_shape == (M * B,)
     assert os.path.exists(os.path.join(piped.artifact_dir, "stages.mlir"))
     assert piped.is_last_stage and piped.pipeline_stage is None
@@ -526,7 +535,7 @@ def test_python_pipeline_stage_library_builds(tmp_path):
     flags, _ = cnnc.optimizer_flags(torch.optim.SGD(model.parameters(), lr=0.1,
                                                     momentum=0.9), model)
     flags.update({"label-smoothing": 0.0, "precision": "fp32", "layout": "nhwc",
-                  "arch": "sm_90a", "pipeline": [2, M, "gpipe"]})
+                  "arch": "sm_90a", "pipeline": [2, M, "gpipe", 1]})
     root = str(tmp_path / "cache")
     os.makedirs(root, exist_ok=True)
     artifact = cnnc.api._build(model, torch.zeros(B, 3, 32, 32), flags, "cuda",
