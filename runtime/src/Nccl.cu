@@ -178,16 +178,6 @@ ncclComm_t splitComm(ncclComm_t parent, int color, int key, const char *what) {
   ncclResult_t r = ncclCommSplit(parent, color, key, &out, &config);
   if (r != ncclSuccess && r != ncclInProgress)
     die(std::string(what) + ": " + ncclGetErrorString(r));
-  // A rank outside every new communicator takes part in the split (it is
-  // collective) and gets none, but its parent (non-blocking) is busy until
-  // the split has run: the next call on it was 'invalid argument' (4 H200s,
-  // session 33). Wait for the parent to settle.
-  if (color == NCCL_SPLIT_NOCOLOR) {
-    std::string err;
-    if (!settle(parent, r, s.timeout, err, what))
-      die(err);
-    return nullptr;
-  }
   // A non-blocking split stores the new communicator from NCCL's own
   // thread when the child's initialization has run (on 4 H200s `out`
   // was still null when the call returned): wait for it, watching the
@@ -504,11 +494,16 @@ void prepareTransfers(Context &ctx, int numEvents, bool wrapLink) {
     if (stages < 3)
       ctx.fail("pipeline", "interleaved stages need 3 or more stages, got " +
                                std::to_string(stages));
+    // Every stage takes a communicator (the middle ones one of their own,
+    // never used): with NCCL_SPLIT_NOCOLOR the middle stages' next split of
+    // the same parent failed with 'invalid argument' on 4 H200s (session
+    // 33), even after the parent had settled.
     const bool end = stage == 0 || stage == stages - 1;
-    s.wrap_split = splitComm(stagesComm(), end ? 0 : NCCL_SPLIT_NOCOLOR,
+    s.wrap_split = splitComm(stagesComm(), end ? 0 : 1 + stage,
                              stage == 0 ? 0 : 1,
                              "ncclCommSplit (the first and the last stage)");
-    s.link_comm[2] = s.wrap_split;
+    if (end)
+      s.link_comm[2] = s.wrap_split;
   }
   if (!s.pair_split[0]) {
     auto [stage, stages] = stageAndCount();
