@@ -226,6 +226,39 @@ void StagePass::runOnOperation() {
   fn.setSymName("train_step");
   fn->setAttr("cnn.num_classes", b.getI64IntegerAttr(classes));
   fn->setAttr("cnn.pipeline_stages", b.getI64IntegerAttr(stages));
+  // The runtime joins a stage with its neighbours (and, interleaved, the
+  // first with the last stage): a tensor that skips stages (a U-Net's long
+  // skip connection across several cuts) has no link, and on the compute
+  // stream its blocking send can meet the receiver waiting for another
+  // stage (a model of blocking transfers deadlocks on such a step,
+  // test_pipeline.py). Refused here, for the CUDA target only: the
+  // reference interpreter's mailbox takes any pair.
+  auto chunksAttr = fn->getAttrOfType<IntegerAttr>("cnn.pipeline_chunks");
+  const bool chunked = chunksAttr && chunksAttr.getInt() > 1;
+  WalkResult skips = fn.walk([&](Operation *op) -> WalkResult {
+    if (!isa<SendOp, RecvOp>(op))
+      return WalkResult::advance();
+    auto snd = dyn_cast<SendOp>(op);
+    int64_t peer = snd ? int64_t(snd.getPeer())
+                       : int64_t(cast<RecvOp>(op).getPeer());
+    int64_t tag = snd ? int64_t(snd.getTag())
+                      : int64_t(cast<RecvOp>(op).getTag());
+    bool wrap = chunked && stages >= 3 &&
+                ((s == 0 && peer == stages - 1) ||
+                 (s == stages - 1 && peer == 0));
+    if (peer == s - 1 || peer == s + 1 || wrap)
+      return WalkResult::advance();
+    op->emitError("cnn-pipeline-stage: tag ")
+        << tag << " crosses between stages " << std::min(s, peer) << " and "
+        << std::max(s, peer)
+        << ", which are not neighbours (a tensor that skips stages, such as "
+           "a long skip connection across several cuts): the CUDA target's "
+           "pipeline transfers join neighbouring stages only; use fewer "
+           "stages";
+    return WalkResult::interrupt();
+  });
+  if (skips.wasInterrupted())
+    return signalPassFailure();
   dropUnappliedUpdates(fn);
   // Interleaved stages: a chunk's update comes with its last backward pass,
   // before the next chunk's gradients, but cnn-precision's finite check

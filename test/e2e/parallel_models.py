@@ -49,14 +49,17 @@ class SmallBN(torch.nn.Module):
 
 
 class DeepBN(torch.nn.Module):
-    """Seven layers with parameters (conv + BatchNorm pairs, a residual
-    block, a skip across several layers, a linear head): enough for the
-    6 virtual stages of 3 interleaved stages of 2 chunks, with tensors that
-    cross several cuts."""
+    """Seven layers with parameters (conv + BatchNorm pairs, a linear head):
+    enough for the 6 virtual stages of 3 interleaved stages of 2 chunks.
+    With `skips`, residuals over one layer and the stem's output added again
+    at the end (a tensor that crosses every cut in between); without, a
+    chain (what interleaved stages take: tensors between adjacent stages
+    only)."""
 
-    def __init__(self):
+    def __init__(self, skips=True):
         super().__init__()
         torch.manual_seed(0)
+        self.skips = skips
         self.stem = torch.nn.Conv2d(3, 8, 3, padding=1)
         self.bn0 = torch.nn.BatchNorm2d(8)
         self.convs = torch.nn.ModuleList(
@@ -69,8 +72,6 @@ class DeepBN(torch.nn.Module):
         skip = x
         for k, (conv, bn) in enumerate(zip(self.convs, self.bns)):
             y = bn(conv(x))
-            # A residual over one layer, and at the end the stem's output
-            # again (it crosses every cut in between).
-            x = torch.relu(y + x) if k % 2 else torch.relu(y)
-        x = torch.nn.functional.max_pool2d(x + skip, 4)
+            x = torch.relu(y + x) if k % 2 and self.skips else torch.relu(y)
+        x = torch.nn.functional.max_pool2d(x + skip if self.skips else x, 4)
         return self.fc(torch.flatten(x, 1))

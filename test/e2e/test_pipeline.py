@@ -41,7 +41,8 @@ def models(tmp_path_factory):
     return {name: pm.export(tmp_path_factory, name, B, model, prefix="pp")
             for name, model in (("simplecnn", tc.make_model("simplecnn", seed=0)),
                                 ("smallbn", pm.SmallBN()),
-                                ("deepbn", pm.DeepBN()))}
+                                ("deepbn", pm.DeepBN()),
+                                ("deepchain", pm.DeepBN(skips=False)))}
 
 
 def train(cnnc, model, data, out, steps, *extra):
@@ -81,16 +82,16 @@ def test_pipeline_equals_accumulation(cnnc, models, digits, tmp_path, name, stag
     assert any(np.any(np.asarray(p[n]) != np.asarray(init[n])) for n in names)
 
 
-# DeepBN: seven layers with parameters, BatchNorm, a residual and a skip
+# DeepBN: seven layers with parameters, BatchNorm, residuals and a skip
 # across several cuts. On 3 stages a BatchNorm's forward value that only the
 # next stage's backward pass reads crosses a cut: it used to be received in
 # that backward pass, after the next micro-batch's activation that was sent
 # after it (NCCL pairs by order; cnn-pipeline-schedule now receives in the
-# sender's order and checks every link). Interleaved: 3 stages x 2 chunks,
-# the skip crossing into the other chunk of the same stage.
+# sender's order and checks every link). Interleaved: 3 stages x 2 chunks of
+# the chain form (tensors between adjacent virtual stages only).
 @pytest.mark.parametrize("chunks", [1, 2])
 def test_pipeline_deep_equals_accumulation(cnnc, models, digits, tmp_path, chunks):
-    model = models["deepbn"]
+    model = models["deepbn" if chunks == 1 else "deepchain"]
     acc, acc_losses = train(cnnc, model, digits, tmp_path / "acc.cnnw", STEPS * M,
                             "--accumulate", M)
     pp, pp_losses = train(cnnc, model, digits, tmp_path / "pp.cnnw", STEPS,
@@ -121,7 +122,12 @@ def test_pipeline_chunks_flag_errors(cnnc, models):
             (("--pipeline-chunks", 2,),
              "--pipeline-chunks 2 (interleaved stages) needs --pipeline-stages S >= 3"),
             (("--pipeline-stages", 3, "--pipeline-chunks", 8),
-             "24 virtual stages (3 stages x 8 chunks) but @train_step has 15 forward ops")):
+             "24 virtual stages (3 stages x 8 chunks) but @train_step has 15 forward ops"),
+            # The stem's output skips every cut: not between adjacent
+            # virtual stages.
+            (("--pipeline-stages", 3, "--pipeline-chunks", 2),
+             "interleaved stages pass tensors between adjacent virtual stages only; this "
+             "one crosses from virtual stage 0 to")):
         r = tc.run_cnnc(cnnc, models["simplecnn"] if "8" in map(str, extra) else model,
                         "--train", "--run-reference", "--steps", 1,
                         "--data", "synthetic", "--micro-batches", 4, *extra)
@@ -136,7 +142,7 @@ def test_pipeline_cuda_interleaved_source(cnnc, models, tmp_path):
     transfers are asynchronous, and per pair of stages the bytes one sends
     are the bytes the other receives, in the same order."""
     out = tmp_path / "il.cu"
-    r = tc.run_cnnc(cnnc, models["deepbn"], "--train", "--pipeline-stages", 3,
+    r = tc.run_cnnc(cnnc, models["deepchain"], "--train", "--pipeline-stages", 3,
                     "--pipeline-chunks", 2, "--micro-batches", M, "--emit", "cuda",
                     "-o", out)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -458,7 +464,7 @@ def _bits(t):
 
 @pytest.mark.parametrize("name,stages,schedule,chunks", [("simplecnn", 2, "gpipe", 1),
                                                          ("smallbn", 2, "1f1b", 1),
-                                                         ("deepbn", 3, "gpipe", 2)])
+                                                         ("deepchain", 3, "gpipe", 2)])
 def test_python_pipeline_cpu_equals_accumulation(tmp_path, monkeypatch, name, stages,
                                                  schedule, chunks):
     """cnnc.compile(pipeline_stages=S, micro_batches=4) on the CPU runs the
@@ -472,7 +478,7 @@ def test_python_pipeline_cpu_equals_accumulation(tmp_path, monkeypatch, name, st
     import cnnc
     monkeypatch.setenv("CNNC_CACHE_DIR", str(tmp_path / "cache"))
     base = {"simplecnn": lambda: tc.make_model("simplecnn", seed=0), "smallbn": pm.SmallBN,
-            "deepbn": pm.DeepBN}[name]()
+            "deepchain": lambda: pm.DeepBN(skips=False)}[name]()
     piped_model, acc_model = copy.deepcopy(base), copy.deepcopy(base)
     piped_opt = torch.optim.SGD(piped_model.parameters(), lr=0.05, momentum=0.9)
     acc_opt = torch.optim.SGD(acc_model.parameters(), lr=0.05, momentum=0.9)
@@ -693,7 +699,8 @@ def test_async_link_model_sees_deadlocks():
     assert _async_runs_without_deadlock(ordered)
 
 
-@pytest.mark.parametrize("stages,chunks,micro", [(4, 1, 8), (3, 2, 8)])
+@pytest.mark.parametrize("stages,chunks,micro", [(4, 1, 8), (3, 2, 8), (4, 2, 12),
+                                                 (3, 3, 5)])
 def test_pipeline_cuda_async_transfers_do_not_deadlock(cnnc, models, tmp_path, stages,
                                                        chunks, micro):
     """GPipe's asynchronous transfers as emitted, through the link-stream
@@ -703,7 +710,7 @@ def test_pipeline_cuda_async_transfers_do_not_deadlock(cnnc, models, tmp_path, s
     of chunk 0: with one receive posted at a time the loop deadlocked on 4
     H200s, session 33)."""
     out = tmp_path / "train.cu"
-    r = tc.run_cnnc(cnnc, models["deepbn"], "--train", "--pipeline-stages", stages,
+    r = tc.run_cnnc(cnnc, models["deepchain"], "--train", "--pipeline-stages", stages,
                     "--pipeline-chunks", chunks, "--micro-batches", micro,
                     "--emit", "cuda", "-o", out)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -711,6 +718,22 @@ def test_pipeline_cuda_async_transfers_do_not_deadlock(cnnc, models, tmp_path, s
     programs = [_async_program(parts[2 * s + 1]) for s in range(stages)]
     assert all(programs), "every stage transfers asynchronously"
     assert _async_runs_without_deadlock(programs)
+
+
+def test_pipeline_cuda_transfers_need_neighbours(cnnc, models, tmp_path):
+    """A tensor that skips stages (DeepBN's stem output, read after the last
+    layer) has no link in the runtime (it joins neighbours), and on the
+    compute stream its blocking send deadlocks the step (the model below):
+    one compile-time error naming the stages, with the asynchronous
+    transfers and without. The reference interpreter runs the same split
+    (test_pipeline_deep_equals_accumulation)."""
+    for extra in ((), ("--pipeline-async-transfers=false",)):
+        r = tc.run_cnnc(cnnc, models["deepbn"], "--train", "--pipeline-stages", 3,
+                        "--micro-batches", M, *extra, "--emit", "cuda", "-o", tmp_path / "a.cu")
+        assert r.returncode != 0, extra
+        assert "tag 0 crosses between stages 0 and 2, which are not neighbours" in r.stderr, \
+            r.stderr
+        assert "Stack dump" not in r.stderr
 
 
 @pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
