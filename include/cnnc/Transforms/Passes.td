@@ -1139,7 +1139,18 @@ def CNNPipelineSchedule : Pass<"cnn-pipeline-schedule", "mlir::ModuleOp"> {
     activations a backward body reads come from its own micro-batch's
     forward body. The cnn.send / cnn.recv of micro-batch m keep their tags:
     a pair is matched by its order on both peers (NCCL's rule, and the
-    reference mailbox's FIFO), micro-batch order on both sides.
+    reference mailbox's FIFO), micro-batch order on both sides. Receives
+    rise to follow their peer's send order (the split receives where a
+    tensor is first needed, which can be after a tensor sent later), and
+    every link is checked: a stage whose receives cannot follow its peer's
+    sends is an error naming the two stages.
+
+    Interleaved plans (`chunks` V > 1, cnn-pipeline-partition): stage s
+    runs virtual stages s, s + S, ..., breadth-first (every micro-batch's
+    forward through chunk 0, then chunk 1, ...; the backward passes from
+    the last chunk to the first), its peers mapped from virtual stages to
+    stages (`cnn.pipeline_chunks = V` on the function); a tensor between
+    virtual stages that are not adjacent is an error, and only gpipe.
 
     Arguments of `@stage<s>_step`: first the image and labels of the M
     micro-batches (M x B rows; every stage takes them, read or not, so all
