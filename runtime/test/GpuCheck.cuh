@@ -112,6 +112,18 @@ float medianAfterFlushMs(void *flush, size_t flushBytes, F fn, int runs = 9) {
   return t[t.size() / 2];
 }
 
+/// True (after printing "<program>: no GPU: SKIPPED") where no CUDA device
+/// is visible: the GPU tests and benches then exit 3, ctest's
+/// SKIP_RETURN_CODE, so a machine without a GPU reports them skipped.
+inline bool skippedWithoutGpu(const char *program) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0)
+    return false;
+  std::printf("%s: no GPU: SKIPPED\n", program);
+  std::fflush(stdout);
+  return true;
+}
+
 /// Prints the current device (name, SMs, L2) and its HBM peak, and returns
 /// the peak in bytes/s: memory clock x bus width x 2 (DDR). The benches'
 /// GB/s and % of peak are against it.

@@ -900,11 +900,8 @@ int bench() {
 } // namespace
 
 int main(int argc, char **argv) {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::printf("SKIPPED: no CUDA device\n");
+  if (gpucheck::skippedWithoutGpu("bn_grad_bench"))
     return 3;
-  }
   if (argc > 1 && std::string(argv[1]) == "check")
     return check();
   // A batch may be given (bench/device-verify.sh passes BN_BATCH, as to

@@ -451,11 +451,8 @@ int bench(int N) {
 } // namespace
 
 int main(int argc, char **argv) {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::printf("SKIPPED: no CUDA device\n");
+  if (gpucheck::skippedWithoutGpu("bn_stats_bench"))
     return 3;
-  }
   if (argc > 1 && std::string(argv[1]) == "check")
     return check();
   int N = argc > 1 ? std::atoi(argv[1]) : 128;

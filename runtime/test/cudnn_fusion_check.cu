@@ -412,11 +412,8 @@ __global__ void channelStats(const __half *y, size_t rows, int c, float *sum,
 } // namespace
 
 int main(int argc, char **argv) {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::printf("cudnn_fusion_check: no GPU: SKIPPED\n");
+  if (gpucheck::skippedWithoutGpu("cudnn_fusion_check"))
     return 3;
-  }
   int batch = argc > 1 ? std::atoi(argv[1]) : 128;
   cudnnHandle_t h;
   if (cudnnCreate(&h) != CUDNN_STATUS_SUCCESS) {

@@ -70,11 +70,8 @@ __global__ void reference(__half *dgrad, const __half *addend,
 } // namespace
 
 int main(int argc, char **argv) {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::printf("dgrad_stats_check: no GPU: SKIPPED\n");
+  if (gpucheck::skippedWithoutGpu("dgrad_stats_check"))
     return 3;
-  }
   int batch = argc > 1 ? std::atoi(argv[1]) : 128;
   int limit = argc > 2 ? std::atoi(argv[2]) : 1 << 30;
   cudnnHandle_t h;

@@ -220,11 +220,8 @@ std::vector<Result> runContext(const char *tag, ConvFusion mode,
 } // namespace
 
 int main(int argc, char **argv) {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::printf("genstats_repro_check: no GPU: SKIPPED\n");
+  if (gpucheck::skippedWithoutGpu("genstats_repro_check"))
     return 3;
-  }
   int batch = argc > 1 ? std::atoi(argv[1]) : 8;
   if (batch < 1) {
     std::fprintf(stderr, "genstats_repro_check: batch must be >= 1\n");

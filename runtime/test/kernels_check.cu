@@ -1333,11 +1333,8 @@ void checkBatchedTransposes() {
 }
 
 int main() {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::printf("kernels_check: no GPU: SKIPPED\n");
+  if (gpucheck::skippedWithoutGpu("kernels_check"))
     return 3;
-  }
   checkBnStatsNCHW();
   checkNhwcReductions();
   checkScaleShiftRelu();

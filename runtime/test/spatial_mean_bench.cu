@@ -151,11 +151,8 @@ void run(const char *what, int N, int HW, int C, bool mean, bool oldIsPool,
 } // namespace
 
 int main() {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::printf("spatial_mean_bench: no GPU: SKIPPED\n");
+  if (gpucheck::skippedWithoutGpu("spatial_mean_bench"))
     return 3;
-  }
   cudaDeviceProp prop;
   CUDA_OK(cudaGetDeviceProperties(&prop, 0));
   std::printf("%s, %d SMs\n", prop.name, prop.multiProcessorCount);

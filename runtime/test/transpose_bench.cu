@@ -108,11 +108,8 @@ void run(const char *what, int sms, char *flush, size_t flushBytes) {
 } // namespace
 
 int main() {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::printf("transpose_bench: no GPU: SKIPPED\n");
+  if (gpucheck::skippedWithoutGpu("transpose_bench"))
     return 3;
-  }
   cudaDeviceProp prop;
   CUDA_OK(cudaGetDeviceProperties(&prop, 0));
   std::printf("%s, %d SMs\n", prop.name, prop.multiProcessorCount);
