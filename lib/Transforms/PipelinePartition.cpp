@@ -973,19 +973,28 @@ LogicalResult cnnc::printPipelinePlan(ModuleOp module, raw_ostream &os) {
   // slowest stage's sum sets the pace; filling and draining the loop take
   // S - 1 slots of a virtual stage each way.
   if (V > 1) {
+    // Each GPU holds its chunks together: their peaks add up (a bound: the
+    // chunks' working sets need not coincide).
     double slowestGpu = 0;
     for (int64_t g = 0; g < gpus; ++g) {
       double sum = 0;
-      for (int64_t c = 0; c < V; ++c)
+      int64_t bytes = 0;
+      std::string chunks;
+      for (int64_t c = 0; c < V; ++c) {
         sum += timesAttr[g + c * gpus];
+        bytes += peak[g + c * gpus];
+        chunks += (c ? ", " : "") + std::to_string(g + c * gpus);
+      }
       slowestGpu = std::max(slowestGpu, sum);
+      os << llvm::formatv("  stage {0} (virtual stages {1}): peak {2} with its "
+                          "chunks together, est. {3:f3} us a micro-batch\n",
+                          g, chunks, mib(bytes), sum);
     }
     os << llvm::formatv("  estimated step: {0:f3} us for {1} micro-batches "
                         "(M x the slowest stage's chunks, {2:f3} us, + (S-1) x "
                         "the slowest virtual stage)\n",
                         M * slowestGpu + (gpus - 1) * slowest, M, slowestGpu);
-  }
-  else
+  } else
     os << llvm::formatv("  estimated step: {0:f3} us for {1} micro-batches "
                         "((M+S-1) x the slowest stage)\n",
                         (M + S - 1) * slowest / 1.0, M);

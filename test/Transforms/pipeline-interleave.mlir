@@ -39,6 +39,9 @@ func.func @forward(%x: tensor<2x8xf32> {cnn.input},
 // PLAN: virtual stage 0 (stage 0, chunk 0): forward ops 0-1
 // PLAN: virtual stage 3 (stage 0, chunk 1): forward ops 6-7
 // PLAN: virtual stage 5 (stage 2, chunk 1): forward ops 10-end
+// Per stage, its chunks together (virtual stages 0 and 3 on stage 0).
+// PLAN: stage 0 (virtual stages 0, 3): peak {{.*}} with its chunks together, est. {{.*}} us a micro-batch
+// PLAN: stage 2 (virtual stages 2, 5): peak
 // PLAN: estimated step: {{.*}} (M x the slowest stage's chunks, {{.*}} us, + (S-1) x the slowest virtual stage)
 
 // Stage 0: both micro-batches through chunk 0 (layer 0, sent to stage 1),
