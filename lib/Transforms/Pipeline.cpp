@@ -115,6 +115,18 @@ cnnc::verifyCNNPipelineOptions(const CNNPipelineOptions &o,
           why);
     ok = false;
   }
+  // Interleaved stages on the compute stream deadlock: the first stage
+  // takes chunk 1's inputs only after chunk 0's M micro-batches, while the
+  // last stage's blocking send of the next one waits (a model of blocking
+  // transfers, test_pipeline.py). The asynchronous transfers post them
+  // ahead.
+  if (ok && o.pipelineChunks > 1 && o.target == "gpu" &&
+      o.pipelineAsyncTransfers.hasValue() && !o.pipelineAsyncTransfers) {
+    error(flagPrefix + Twine("pipeline-chunks ") + Twine(o.pipelineChunks) +
+          " needs the asynchronous transfers on the GPU (" + flagPrefix +
+          "pipeline-async-transfers=false would deadlock the loop of stages)");
+    ok = false;
+  }
   if (ok && !o.pipelineProfile.empty() && !isPipelined(o)) {
     error(flagPrefix + Twine("pipeline-profile balances pipeline stages: "
                              "give ") +

@@ -226,6 +226,12 @@ void PartitionPass::runOnOperation() {
         (int64_t)chunks));
     return signalPassFailure();
   }
+  if (chunks > 1 && stages > std::numeric_limits<int64_t>::max() / chunks) {
+    module.emitError(llvm::formatv(
+        "cnn-pipeline-partition: {0} stages x {1} chunks overflow a count",
+        (int64_t)stages, (int64_t)chunks));
+    return signalPassFailure();
+  }
   if (chunks > 1 && (stages < 3 || schedule != "gpipe")) {
     module.emitError(llvm::formatv(
         "cnn-pipeline-partition: chunks={0} (interleaved stages) needs an "

@@ -134,6 +134,18 @@ def test_pipeline_chunks_flag_errors(cnnc, models):
         assert r.returncode != 0, extra
         assert msg in r.stderr, (extra, r.stderr)
         assert "Stack dump" not in r.stderr, r.stderr
+    # The CUDA target: interleaved stages need the asynchronous transfers
+    # (on the compute stream the loop deadlocks); counts that overflow.
+    for extra, msg in (
+            (("--pipeline-chunks", 2, "--pipeline-async-transfers=false"),
+             "--pipeline-chunks 2 needs the asynchronous transfers on the GPU"),
+            (("--pipeline-chunks", 4611686018427387904),
+             "3 stages x 4611686018427387904 chunks overflow a count")):
+        r = tc.run_cnnc(cnnc, models["deepchain"], "--train", "--pipeline-stages", 3,
+                        "--micro-batches", 4, *extra, "--emit", "cuda", "-o", "/dev/null")
+        assert r.returncode != 0, extra
+        assert msg in r.stderr, (extra, r.stderr)
+        assert "Stack dump" not in r.stderr, r.stderr
 
 
 def test_pipeline_cuda_interleaved_source(cnnc, models, tmp_path):
