@@ -112,6 +112,38 @@ def stage_params_from_cuda(text):
     return out
 
 
+def virtual_params(stage_params, names, chunks):
+    """Interleaved stages (cnnc --pipeline-chunks V): each namespace (GPU g)
+    holds the parameters of virtual stages g, g + S, ...; its units fall into
+    V runs of consecutive units (forward order), run c being virtual stage
+    g + c x S. Returns {virtual stage: [parameter names]}."""
+    if chunks == 1:
+        return stage_params
+    S = len(stage_params)
+    out = {}
+    for g, params in stage_params.items():
+        order = sorted({names.index(unit_of(p)) for p in params})
+        runs, cur = [], [order[0]] if order else []
+        for i in order[1:]:
+            if i == cur[-1] + 1:
+                cur.append(i)
+            else:
+                runs.append(cur)
+                cur = [i]
+        if cur:
+            runs.append(cur)
+        if len(runs) != chunks:
+            fail("cnnc's stage %d holds %d runs of units (%s), not its %d chunks"
+                 % (g, len(runs), "; ".join("%s..%s" % (names[r[0]], names[r[-1]])
+                                            for r in runs), chunks))
+        for c, run_ in enumerate(runs):
+            # A unit a cut splits shows in two runs: its parameters go to the
+            # run that holds them, by unit.
+            units_c = {names[i] for i in run_}
+            out[g + c * S] = [p for p in params if unit_of(p) in units_c]
+    return out
+
+
 def unit_of(param):
     """The unit a torchvision ResNet parameter belongs to."""
     m = re.match(r"(layer\d+\.\d+)\.", param)
@@ -180,6 +212,17 @@ def self_test():
     assert stage_ranges(names, starts) == [(0, 4), (4, 7), (7, 9)], stage_ranges(names, starts)
     starts, notes = starts_from_params({0: ["conv1.weight"], 1: ["fc.weight", "fc.bias"]}, names)
     assert starts == ["head"] and not notes, (starts, notes)
+    # Interleaved, 2 stages x 2 chunks: stage 0 holds the stem + layer1.0
+    # and layer2.1.., stage 1 layer1.1..layer2.0 and the head.
+    inter = {0: ["conv1.weight", "layer1.0.conv1.weight", "layer2.2.conv1.weight",
+                 "layer2.3.conv1.weight"],
+             1: ["layer1.1.conv1.weight", "layer1.2.conv1.weight", "layer2.0.conv1.weight",
+                 "layer2.1.conv1.weight", "fc.weight"]}
+    v = virtual_params(inter, names, 2)
+    assert sorted(v) == [0, 1, 2, 3], v
+    assert v[2] == ["layer2.2.conv1.weight", "layer2.3.conv1.weight"] and v[3] == ["fc.weight"], v
+    starts, _ = starts_from_params(v, names)
+    assert starts == ["layer1.1", "layer2.2", "head"], starts
     print("torch_pipeline self-test: ok")
     return 0
 
@@ -232,7 +275,8 @@ def run(args):
     except ImportError as e:
         fail("PyTorch is needed: %s" % e)
     try:
-        from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+        from torch.distributed.pipelining import (PipelineStage, Schedule1F1B, ScheduleGPipe,
+                                                  ScheduleLoopedBFS)
     except ImportError as e:
         fail("torch.distributed.pipelining is not in PyTorch %s (2.4 or newer): %s"
              % (torch.__version__, e))
@@ -249,9 +293,13 @@ def run(args):
     dist.init_process_group("nccl", device_id=device,
                             timeout=datetime.timedelta(seconds=args.timeout))
     rank, world = dist.get_rank(), dist.get_world_size()
-    if world != len(args.starts) + 1:
-        fail("%d processes for %d stages (--stage-starts %s): one process a stage"
-             % (world, len(args.starts) + 1, ",".join(args.starts)))
+    V = args.chunks
+    if world * V != len(args.starts) + 1:
+        fail("%d processes x %d chunks for %d stages (--stage-starts %s)"
+             % (world, V, len(args.starts) + 1, ",".join(args.starts)))
+    if V > 1 and args.schedule != "gpipe":
+        fail("--chunks %d runs the looped breadth-first schedule (cnnc's), not %s"
+             % (V, args.schedule))
     if args.schedule == "1f1b" and args.micro_batches < world:
         fail("1F1B needs at least as many micro-batches (%d) as stages (%d)"
              % (args.micro_batches, world))
@@ -259,9 +307,17 @@ def run(args):
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
 
-    module, stage_units = build_stage(args, rank, world, device)
-    module.train()
-    stage = PipelineStage(module, rank, world, device)
+    # Interleaved (--chunks V): virtual stages rank, rank + S, ... on this
+    # GPU, run breadth-first (ScheduleLoopedBFS: every micro-batch through
+    # chunk 0, then chunk 1; backward from the last chunk), as cnnc.
+    modules, pipe_stages, stage_units = [], [], []
+    for c in range(V):
+        v = rank + c * world
+        module, names_c = build_stage(args, v, world * V, device)
+        module.train()
+        modules.append(module)
+        stage_units += names_c
+        pipe_stages.append(PipelineStage(module, v, world * V, device))
     batch = args.micro_batch * args.micro_batches
     is_first, is_last = rank == 0, rank == world - 1
     scale = torch.full((), 65536.0 if args.amp else 1.0, device=device)
@@ -275,9 +331,13 @@ def run(args):
         losses.append(loss.detach())
         return loss * scale
 
-    cls = Schedule1F1B if args.schedule == "1f1b" else ScheduleGPipe
-    schedule = cls(stage, n_microbatches=args.micro_batches, loss_fn=loss_fn)
-    params = [p for p in module.parameters() if p.requires_grad]
+    if V > 1:
+        schedule = ScheduleLoopedBFS(pipe_stages, n_microbatches=args.micro_batches,
+                                     loss_fn=loss_fn)
+    else:
+        cls = Schedule1F1B if args.schedule == "1f1b" else ScheduleGPipe
+        schedule = cls(pipe_stages[0], n_microbatches=args.micro_batches, loss_fn=loss_fn)
+    params = [p for m in modules for p in m.parameters() if p.requires_grad]
     try:
         opt = torch.optim.SGD(params, lr=0.01, momentum=0.9, fused=True)
         fused = True
@@ -350,7 +410,8 @@ def run(args):
     if is_last:
         print("torch pipelining %s %s S=%d M=%d micro-batch %d %s: %.0f img/s (%d steps timed, "
               "%.2f s, loss %.5g, %s SGD%s)"
-              % (args.schedule, args.model, world, args.micro_batches, args.micro_batch,
+              % ("looped-bfs V=%d" % V if V > 1 else args.schedule, args.model, world,
+                 args.micro_batches, args.micro_batch,
                  "amp" if args.amp else "f32", args.steps * batch / seconds, args.steps, seconds,
                  last_loss, "fused" if fused else "foreach",
                  ", %d skipped steps" % skipped if args.amp else ""), flush=True)
@@ -367,6 +428,9 @@ def main(argv=None):
     ap.add_argument("--micro-batch", type=int, default=32)
     ap.add_argument("--micro-batches", type=int, default=8)
     ap.add_argument("--schedule", default="gpipe", choices=["gpipe", "1f1b"])
+    ap.add_argument("--chunks", type=int, default=1,
+                    help="interleaved stages: V chunks a process (cnnc's --pipeline-chunks); "
+                         "--stage-starts then lists the S x V - 1 virtual stages' starts")
     ap.add_argument("--amp", action="store_true")
     ap.add_argument("--size", type=int, default=224)
     ap.add_argument("--classes", type=int, default=1000)
@@ -394,7 +458,10 @@ def main(argv=None):
             names = unit_names(getattr(torchvision.models, args.model)(weights=None))
         except ImportError:
             fail("torchvision is needed to list %s's units" % args.model)
-        starts, notes = starts_from_params(stage_params_from_cuda(text), names)
+        if args.chunks < 1:
+            fail("--chunks must be >= 1")
+        starts, notes = starts_from_params(
+            virtual_params(stage_params_from_cuda(text), names, args.chunks), names)
         for n in notes:
             print("torch_pipeline: note: " + n, file=sys.stderr)
         print(",".join(starts))
