@@ -162,6 +162,53 @@ check_builds() {
   done
   return $ok
 }
+
+# p_compare NAME PP ACC BOUND [K [STEPS]] (parts P and J): PP's step losses against the
+# mean of each K (4) consecutive micro-step losses of ACC, STEPS (5).
+p_compare() {
+  $PY - "$LOGS/$2.log" "$LOGS/$3.log" "$4" "${5:-4}" "${6:-5}" <<'PYEOF'
+import math, re, sys
+step = re.compile(r"^step (\d+) loss (\S+)", re.M)
+pp = [float(v) for _, v in step.findall(open(sys.argv[1]).read())]
+acc = [float(v) for _, v in step.findall(open(sys.argv[2]).read())]
+bound = float(sys.argv[3])
+k_, n_ = int(sys.argv[4]), int(sys.argv[5])
+if len(pp) != n_ or len(acc) != k_ * n_:
+    print("steps: %d pipelined, %d accumulated (want %d and %d)" % (len(pp), len(acc), n_, k_ * n_))
+    sys.exit(1)
+ref = [sum(acc[k_ * k:k_ * k + k_]) / k_ for k in range(n_)]
+if not all(math.isfinite(v) for v in pp + ref):
+    print("a loss is not finite: %s vs %s" % (pp, ref))
+    sys.exit(1)
+# f16: the loss scale after each step (the accumulation's after its k-th
+# micro-step). Where the two runs decide differently whether a step
+# overflowed (a borderline gradient: one skips the update, the other
+# applies it), the following losses are no longer the same computation,
+# and PyTorch's AMP-vs-f32 spread does not bound them: compared up to that
+# step, at least 3 steps (session 33: step 4 skipped by the pipeline and
+# applied by one GPU, step 5 8 % apart).
+scale = re.compile(r"^step \d+ loss \S+ .*scale (\d+)", re.M)
+sp = [int(v) for v in scale.findall(open(sys.argv[1]).read())]
+sa = [int(v) for v in scale.findall(open(sys.argv[2]).read())][k_ - 1::k_]
+n_cmp, note = n_, ""
+if len(sp) == n_ and len(sa) == n_:
+    for k in range(n_):
+        if sp[k] != sa[k]:
+            n_cmp = k + 1
+            note = ("; the loss scale decisions differ after step %d (pipeline %d, one GPU %d): "
+                    "steps %d.. not compared" % (k + 1, sp[k], sa[k], k + 2))
+            break
+if n_cmp < min(3, n_):
+    print("the loss scale decisions differ from step %d (%s vs %s): too few steps to compare"
+          % (n_cmp, sp, sa))
+    sys.exit(1)
+diff = max(abs(a - b) for a, b in zip(pp[:n_cmp], ref[:n_cmp]))
+rel = max(abs(a - b) / max(abs(b), 1e-12) for a, b in zip(pp[:n_cmp], ref[:n_cmp]))
+print("losses %s vs %s: max |diff| %.3g, max relative %.3g (bound %g)%s"
+      % (["%.7g" % v for v in pp], ["%.7g" % v for v in ref], diff, rel, bound, note))
+sys.exit(0 if rel <= bound else 1)
+PYEOF
+}
 # export_r50 LOG PATH: ResNet-50's training graph (1000 classes, seed 0) as
 # PATH, for the pipeline parts B and D (compiled at another batch with
 # --batch); run's exit code.
@@ -932,52 +979,6 @@ PYEOF
   spread_note i3 "PyTorch's own spread (ResNet-152, accumulate 4 x 8)" "$P_R152_BOUND" \
     p-torch-r152 p-torch-r152-perturbed
 
-  # p_compare NAME PP ACC BOUND [K [STEPS]]: PP's step losses against the
-  # mean of each K (4) consecutive micro-step losses of ACC, STEPS (5).
-  p_compare() {
-    $PY - "$LOGS/$2.log" "$LOGS/$3.log" "$4" "${5:-4}" "${6:-5}" <<'PYEOF'
-import math, re, sys
-step = re.compile(r"^step (\d+) loss (\S+)", re.M)
-pp = [float(v) for _, v in step.findall(open(sys.argv[1]).read())]
-acc = [float(v) for _, v in step.findall(open(sys.argv[2]).read())]
-bound = float(sys.argv[3])
-k_, n_ = int(sys.argv[4]), int(sys.argv[5])
-if len(pp) != n_ or len(acc) != k_ * n_:
-    print("steps: %d pipelined, %d accumulated (want %d and %d)" % (len(pp), len(acc), n_, k_ * n_))
-    sys.exit(1)
-ref = [sum(acc[k_ * k:k_ * k + k_]) / k_ for k in range(n_)]
-if not all(math.isfinite(v) for v in pp + ref):
-    print("a loss is not finite: %s vs %s" % (pp, ref))
-    sys.exit(1)
-# f16: the loss scale after each step (the accumulation's after its k-th
-# micro-step). Where the two runs decide differently whether a step
-# overflowed (a borderline gradient: one skips the update, the other
-# applies it), the following losses are no longer the same computation,
-# and PyTorch's AMP-vs-f32 spread does not bound them: compared up to that
-# step, at least 3 steps (session 33: step 4 skipped by the pipeline and
-# applied by one GPU, step 5 8 % apart).
-scale = re.compile(r"^step \d+ loss \S+ .*scale (\d+)", re.M)
-sp = [int(v) for v in scale.findall(open(sys.argv[1]).read())]
-sa = [int(v) for v in scale.findall(open(sys.argv[2]).read())][k_ - 1::k_]
-n_cmp, note = n_, ""
-if len(sp) == n_ and len(sa) == n_:
-    for k in range(n_):
-        if sp[k] != sa[k]:
-            n_cmp = k + 1
-            note = ("; the loss scale decisions differ after step %d (pipeline %d, one GPU %d): "
-                    "steps %d.. not compared" % (k + 1, sp[k], sa[k], k + 2))
-            break
-if n_cmp < min(3, n_):
-    print("the loss scale decisions differ from step %d (%s vs %s): too few steps to compare"
-          % (n_cmp, sp, sa))
-    sys.exit(1)
-diff = max(abs(a - b) for a, b in zip(pp[:n_cmp], ref[:n_cmp]))
-rel = max(abs(a - b) / max(abs(b), 1e-12) for a, b in zip(pp[:n_cmp], ref[:n_cmp]))
-print("losses %s vs %s: max |diff| %.3g, max relative %.3g (bound %g)%s"
-      % (["%.7g" % v for v in pp], ["%.7g" % v for v in ref], diff, rel, bound, note))
-sys.exit(0 if rel <= bound else 1)
-PYEOF
-  }
   # acc_run NAME GPU STEPS [DATA...]: a one-GPU accumulation reference, once.
   acc_run() {
     [ -f "$LOGS/$1.log" ] && return 0
@@ -1384,21 +1385,7 @@ if has J; then
         fail "J: one-GPU --accumulate 4 (exit $?, see j-r18-acc.log)"
       run j-r18-il4 90 "$W/j-r18-il4" "${JX[@]}" --steps 5 ||
         fail "J: interleaved S=4 x 2 chunks (exit $?, see j-r18-il4.log)"
-      if out=$($PY - "$LOGS/j-r18-il4.log" "$LOGS/j-r18-acc.log" <<'PYEOF'
-import re, sys
-step = re.compile(r"^step (\d+) loss (\S+)", re.M)
-pp = [float(v) for _, v in step.findall(open(sys.argv[1]).read())]
-acc = [float(v) for _, v in step.findall(open(sys.argv[2]).read())]
-if len(pp) != 5 or len(acc) != 20:
-    print("steps: %d interleaved, %d accumulated (want 5 and 20)" % (len(pp), len(acc)))
-    sys.exit(1)
-ref = [sum(acc[4 * k:4 * k + 4]) / 4 for k in range(5)]
-rel = max(abs(a - b) / max(abs(b), 1e-12) for a, b in zip(pp, ref))
-print("losses %s vs %s: max relative %.3g (bound 1e-4)"
-      % (["%.7g" % v for v in pp], ["%.7g" % v for v in ref], rel))
-sys.exit(0 if rel <= 1e-4 else 1)
-PYEOF
-      ); then
+      if out=$(p_compare J j-r18-il4 j-r18-acc 1e-4 4 5 2>&1); then
         pass "J: ResNet-18 f32 S=4 x 2 chunks M=4 vs --accumulate 4: $out"
       else
         fail "J: ResNet-18 f32 S=4 x 2 chunks M=4 vs --accumulate 4: $out"
