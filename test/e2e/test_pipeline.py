@@ -55,20 +55,15 @@ def train(cnnc, model, data, out, steps, *extra):
     return r, np.array([v for _, v in steps_seen], np.float64)
 
 
-# Each stage's unrolled step (cnn-pipeline-schedule) runs on a thread of its
-# own; GPipe on two stages, 1F1B on four (where the warm-up differs per
-# stage). unittests/Reference/PipelineTest.cpp covers the other pairs.
-@pytest.mark.parametrize("stages,schedule", [(2, "gpipe"), (4, "1f1b")])
-@pytest.mark.parametrize("name", ["simplecnn", "smallbn"])
-def test_pipeline_equals_accumulation(cnnc, models, digits, tmp_path, name, stages,
-                                      schedule):
-    model = models[name]
+def train_both(cnnc, model, digits, tmp_path, *pipeline):
+    """`--accumulate M` over STEPS x M micro-batches and the pipelined step
+    (`pipeline`: its flags) over STEPS steps of the same data; asserts each
+    pipelined loss is the mean of its M micro-steps' and every initializer
+    bitwise equal. Returns the pipelined run, the names and its weights."""
     acc, acc_losses = train(cnnc, model, digits, tmp_path / "acc.cnnw", STEPS * M,
                             "--accumulate", M)
     pp, pp_losses = train(cnnc, model, digits, tmp_path / "pp.cnnw", STEPS,
-                          "--pipeline-stages", stages, "--micro-batches", M,
-                          "--pipeline-schedule", schedule)
-    assert "pipeline plan: %d stage(s) x %d micro-batch(es)" % (stages, M) in pp.stdout, pp.stdout
+                          "--micro-batches", M, *pipeline)
     # A pipelined step reports the mean of its micro-batches' losses.
     np.testing.assert_allclose(pp_losses, acc_losses.reshape(STEPS, M).mean(axis=1),
                                rtol=1e-5)
@@ -77,6 +72,20 @@ def test_pipeline_equals_accumulation(cnnc, models, digits, tmp_path, name, stag
     assert names and all(n in p for n in names), sorted(p)
     for n in names:
         np.testing.assert_array_equal(np.asarray(p[n]), np.asarray(a[n]), err_msg=n)
+    return pp, names, p
+
+
+# Each stage's unrolled step (cnn-pipeline-schedule) runs on a thread of its
+# own; GPipe on two stages, 1F1B on four (where the warm-up differs per
+# stage). unittests/Reference/PipelineTest.cpp covers the other pairs.
+@pytest.mark.parametrize("stages,schedule", [(2, "gpipe"), (4, "1f1b")])
+@pytest.mark.parametrize("name", ["simplecnn", "smallbn"])
+def test_pipeline_equals_accumulation(cnnc, models, digits, tmp_path, name, stages,
+                                      schedule):
+    model = models[name]
+    pp, names, p = train_both(cnnc, model, digits, tmp_path, "--pipeline-stages", stages,
+                              "--pipeline-schedule", schedule)
+    assert "pipeline plan: %d stage(s) x %d micro-batch(es)" % (stages, M) in pp.stdout, pp.stdout
     # The run trained: the weights moved from the exported ones.
     init = tc.onnx_initializers(model)
     assert any(np.any(np.asarray(p[n]) != np.asarray(init[n])) for n in names)
@@ -92,21 +101,11 @@ def test_pipeline_equals_accumulation(cnnc, models, digits, tmp_path, name, stag
 @pytest.mark.parametrize("chunks", [1, 2])
 def test_pipeline_deep_equals_accumulation(cnnc, models, digits, tmp_path, chunks):
     model = models["deepbn" if chunks == 1 else "deepchain"]
-    acc, acc_losses = train(cnnc, model, digits, tmp_path / "acc.cnnw", STEPS * M,
-                            "--accumulate", M)
-    pp, pp_losses = train(cnnc, model, digits, tmp_path / "pp.cnnw", STEPS,
-                          "--pipeline-stages", 3, "--micro-batches", M,
+    pp, _, _ = train_both(cnnc, model, digits, tmp_path, "--pipeline-stages", 3,
                           "--pipeline-chunks", chunks)
     if chunks > 1:
         assert "pipeline plan: 3 stage(s) x 2 chunks = 6 virtual stages" in pp.stdout, pp.stdout
         assert "virtual stage 3 (stage 0, chunk 1)" in pp.stdout, pp.stdout
-    np.testing.assert_allclose(pp_losses, acc_losses.reshape(STEPS, M).mean(axis=1),
-                               rtol=1e-5)
-    a, p = read_cnnw(str(tmp_path / "acc.cnnw")), read_cnnw(str(tmp_path / "pp.cnnw"))
-    names = [n for n in tc.onnx_initializers(model).keys() if "num_batches" not in n]
-    assert names and all(n in p for n in names), sorted(p)
-    for n in names:
-        np.testing.assert_array_equal(np.asarray(p[n]), np.asarray(a[n]), err_msg=n)
 
 
 def test_pipeline_chunks_flag_errors(cnnc, models):
