@@ -27,6 +27,7 @@
 //===----------------------------------------------------------------------===//
 #include "cnnc/Dialect/CNN/CNNOps.h"
 #include "cnnc/Transforms/Passes.h"
+#include "cnnc/Transforms/PipelinePlan.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -42,12 +43,6 @@ using namespace cnnc;
 using namespace cnnc::cnn;
 
 namespace {
-
-int64_t peerOf(Operation *op) {
-  if (auto s = dyn_cast<SendOp>(op))
-    return s.getPeerAttr().getValue().getSExtValue();
-  return cast<RecvOp>(op).getPeerAttr().getValue().getSExtValue();
-}
 
 struct AsyncTransfersPass
     : public cnnc::impl::CNNPipelineAsyncTransfersBase<AsyncTransfersPass> {
@@ -79,7 +74,7 @@ void AsyncTransfersPass::runOnOperation() {
   // Per peer, the transfers in their (kept) order.
   llvm::DenseMap<int64_t, SmallVector<Operation *>> byPeer;
   for (Operation *op : transfers)
-    byPeer[peerOf(op)].push_back(op);
+    byPeer[transferPeer(op)].push_back(op);
   int64_t event = 0;
   llvm::DenseMap<Operation *, int64_t> eventOf;
   for (Operation *op : transfers)

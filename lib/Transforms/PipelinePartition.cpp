@@ -669,7 +669,7 @@ void PartitionPass::runOnOperation() {
   if (chunks > 1) {
     SmallVector<int64_t> &bd = *bounds;
     const int64_t V = numVirtual;
-    auto cost = [&](ArrayRef<int64_t> b) {
+    auto gpuLoad = [&](ArrayRef<int64_t> b) {
       std::vector<double> gpu(stages, 0.0);
       double slowest = 0;
       for (int64_t v = 0; v < V; ++v) {
@@ -680,7 +680,7 @@ void PartitionPass::runOnOperation() {
       return std::make_pair(*std::max_element(gpu.begin(), gpu.end()),
                             slowest);
     };
-    auto best = cost(bd);
+    auto best = gpuLoad(bd);
     for (bool moved = true; moved;) {
       moved = false;
       for (int64_t k = 1; k < V; ++k) {
@@ -691,7 +691,7 @@ void PartitionPass::runOnOperation() {
               !admissible(trial[k - 1], at, k - 1, V) ||
               !admissible(at, trial[k + 1], k, V))
             continue;
-          auto c = cost(trial);
+          auto c = gpuLoad(trial);
           if (c.first < best.first - 1e-9 ||
               (c.first <= best.first + 1e-9 && c.second < best.second - 1e-9)) {
             best = c;

@@ -361,8 +361,7 @@ void SchedulePass::runOnOperation() {
         // one stage; neither is built. The link-stream model of the
         // emitted transfers (test_pipeline.py) deadlocks on such steps.
         if (V > 1 && isa<SendOp, RecvOp>(op)) {
-          int64_t peer = isa<SendOp>(op) ? int64_t(cast<SendOp>(op).getPeer())
-                                         : int64_t(cast<RecvOp>(op).getPeer());
+          int64_t peer = transferPeer(&op);
           if (peer != v - 1 && peer != v + 1) {
             op.emitError("cnn-pipeline-schedule: interleaved stages pass "
                          "tensors between adjacent virtual stages only; this "

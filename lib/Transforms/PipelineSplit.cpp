@@ -103,6 +103,12 @@ int64_t hoistSendSlices(Block *block) {
 
 } // namespace
 
+int64_t cnnc::transferPeer(Operation *sendOrRecv) {
+  if (auto s = dyn_cast<SendOp>(sendOrRecv))
+    return s.getPeerAttr().getValue().getSExtValue();
+  return cast<RecvOp>(sendOrRecv).getPeerAttr().getValue().getSExtValue();
+}
+
 void SplitPass::runOnOperation() {
   ModuleOp module = getOperation();
   MLIRContext *ctx = &getContext();

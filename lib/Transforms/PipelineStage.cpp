@@ -239,8 +239,7 @@ void StagePass::runOnOperation() {
     if (!isa<SendOp, RecvOp>(op))
       return WalkResult::advance();
     auto snd = dyn_cast<SendOp>(op);
-    int64_t peer = snd ? int64_t(snd.getPeer())
-                       : int64_t(cast<RecvOp>(op).getPeer());
+    int64_t peer = transferPeer(op);
     int64_t tag = snd ? int64_t(snd.getTag())
                       : int64_t(cast<RecvOp>(op).getTag());
     bool wrap = chunked && stages >= 3 &&

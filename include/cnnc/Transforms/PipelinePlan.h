@@ -52,6 +52,9 @@ inline int64_t pipelineVirtualStages(mlir::DictionaryAttr plan) {
   return a ? a.getInt() * pipelineChunks(plan) : 0;
 }
 
+/// The `peer` of a cnn.send or cnn.recv.
+int64_t transferPeer(mlir::Operation *sendOrRecv);
+
 /// Prints the plan recorded in `module`'s cnn.pipeline (cuts, per-stage
 /// peak memory and time estimate, crossing bytes, GPipe bubble fraction).
 /// Fails (without printing) when the module has no plan.
