@@ -43,6 +43,7 @@ struct State {
   ncclComm_t wrap_split = nullptr;
   ncclComm_t link_comm[3] = {nullptr, nullptr, nullptr};
   cudaStream_t link_stream[3] = {nullptr, nullptr, nullptr};
+  bool links_connected = false; ///< connectLinks ran
   std::vector<cudaEvent_t> xfer_fork, xfer_done;
   /// The communicator of the bucket being issued (begin .. end): its
   /// ncclGroupEnd is polled on it (a non-blocking group completes on the
@@ -482,6 +483,51 @@ void recv(Context &ctx, void *buf, size_t bytes, int peer, const char *what) {
 }
 
 
+namespace {
+/// Connects every link of this stage before the step is issued, one
+/// communicator at a time in the same order on every stage (the pairs
+/// 2k/2k+1, then 2k+1/2k+2, then the wrap link), each with a grouped 1-byte
+/// send and receive to the peer. NCCL connects a peer on the host at the
+/// first send or receive on it, and the receive's set-up waits for the
+/// peer's first send the other way. A chunked step posts its receives
+/// ahead, so that lazy connection formed a cycle on the host: stage 0 waited
+/// in its first wrap receive for stage S-1's first send, which came after
+/// S-1's own receives from S-2, ... from 0 (the interleaved steps on 4
+/// H200s, session 34, hung before their first step). Pairs of one phase are
+/// disjoint and the phases are ordered, so these exchanges cannot cycle.
+void connectLinks(Context &ctx) {
+  State &s = S();
+  if (s.links_connected)
+    return;
+  void *buf = nullptr;
+  ctx.check(cudaMalloc(&buf, 2), "pipeline: link connection buffer");
+  ctx.check(cudaMemset(buf, 0, 2), "pipeline: link connection buffer");
+  for (ncclComm_t comm : {s.pair_split[0], s.pair_split[1], s.wrap_split})
+    for (int link = 0; link < 3; ++link) {
+      if (!comm || s.link_comm[link] != comm)
+        continue;
+      int me = 0;
+      checkNcclOn(comm, ncclCommUserRank(comm, &me),
+                  "ncclCommUserRank (pipeline link)");
+      const int peer = 1 - me;
+      char *bytes = static_cast<char *>(buf);
+      checkNccl(ncclGroupStart(), "ncclGroupStart (pipeline link set-up)");
+      checkNcclOn(comm,
+                  ncclSend(bytes, 1, ncclUint8, peer, comm,
+                           s.link_stream[link]),
+                  "ncclSend (pipeline link set-up)");
+      checkNcclOn(comm,
+                  ncclRecv(bytes + 1, 1, ncclUint8, peer, comm,
+                           s.link_stream[link]),
+                  "ncclRecv (pipeline link set-up)");
+      checkNcclOn(comm, ncclGroupEnd(), "ncclGroupEnd (pipeline link set-up)");
+      waitStream(ctx, s.link_stream[link], "pipeline: link set-up");
+    }
+  ctx.check(cudaFree(buf), "pipeline: link connection buffer");
+  s.links_connected = true;
+}
+} // namespace
+
 void prepareTransfers(Context &ctx, int numEvents, bool wrapLink) {
   State &s = S();
   if (!s.ready)
@@ -522,6 +568,7 @@ void prepareTransfers(Context &ctx, int numEvents, bool wrapLink) {
       ctx.check(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking),
                 "pipeline: a link's stream");
   }
+  connectLinks(ctx);
   while ((int)s.xfer_done.size() < numEvents) {
     appendEventPair(ctx, s.xfer_fork, s.xfer_done,
                     "pipeline: transfer events");
