@@ -804,10 +804,12 @@ void PartitionPass::runOnOperation() {
       stageOf[&op] = target;
   }
 
-  // What crosses each cut: a value made on stage a and read on stage b != a
-  // is sent once from a to b (forward: activations, backward: gradients),
-  // in f16 when the step is (half-precision: cnn-precision runs on each
-  // stage's step after the split, so the f32 IR here sends half its bytes).
+  // What crosses each cut: a value made on stage a and read on stages b != a
+  // crosses every cut between a and the farthest b once (cnn-pipeline-split
+  // relays it through the stages between; forward: activations, backward:
+  // gradients), in f16 when the step is (half-precision: cnn-precision runs
+  // on each stage's step after the split, so the f32 IR here sends half its
+  // bytes).
   auto sentBytes = [&](Value v) {
     auto t = dyn_cast<RankedTensorType>(v.getType());
     return halfPrecision && t && t.getElementType().isF32() ? bytesOf(v) / 2
@@ -825,14 +827,17 @@ void PartitionPass::runOnOperation() {
         if (auto it = stageOf.find(u);
             it != stageOf.end() && it->second != stageOf.lookup(&op))
           to.insert(it->second);
+      if (to.empty())
+        continue;
+      ++crossings;
+      int64_t a = stageOf.lookup(&op), lo = a, hi = a;
       for (int64_t t : to) {
-        ++crossings;
-        int64_t a = std::min(t, stageOf.lookup(&op)),
-                z = std::max(t, stageOf.lookup(&op));
-        for (int64_t c = a; c < z; ++c) {
-          cutBytes[c] += sentBytes(r);
-          ++cutTensors[c];
-        }
+        lo = std::min(lo, t);
+        hi = std::max(hi, t);
+      }
+      for (int64_t c = lo; c < hi; ++c) {
+        cutBytes[c] += sentBytes(r);
+        ++cutTensors[c];
       }
     }
   }

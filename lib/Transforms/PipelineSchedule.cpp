@@ -356,10 +356,12 @@ void SchedulePass::runOnOperation() {
       }
       for (Operation &op : f.getBody().front().without_terminator()) {
         // Interleaved: a tensor between virtual stages that are not
-        // adjacent (a skip across cuts) would share a link with the chunk
-        // transitions in both directions of a phase, or join two chunks of
-        // one stage; neither is built. The link-stream model of the
-        // emitted transfers (test_pipeline.py) deadlocks on such steps.
+        // adjacent would share a link with the chunk transitions in both
+        // directions of a phase, or join two chunks of one stage; neither
+        // is built (the link-stream model of the emitted transfers,
+        // test_pipeline.py, deadlocked on such steps). cnn-pipeline-split
+        // relays a skip across cuts through the virtual stages between, so
+        // only a hand-written split gets here.
         if (V > 1 && isa<SendOp, RecvOp>(op)) {
           int64_t peer = transferPeer(&op);
           if (peer != v - 1 && peer != v + 1) {
@@ -367,8 +369,8 @@ void SchedulePass::runOnOperation() {
                          "tensors between adjacent virtual stages only; this "
                          "one crosses from virtual stage ")
                 << std::min(v, peer) << " to " << std::max(v, peer)
-                << " (a tensor that skips stages): compile without "
-                   "--pipeline-chunks";
+                << " (a tensor that skips stages; cnn-pipeline-split relays "
+                   "such tensors through the virtual stages between)";
             return signalPassFailure();
           }
         }

@@ -173,24 +173,53 @@ void SplitPass::runOnOperation() {
       return stageOf(u) == b && forward.count(u);
     });
   };
-  // One tag per (value, receiving stage), numbered in schedule order.
+  // Transfers join adjacent stages only (the runtime links neighbouring
+  // GPUs, and interleaved, adjacent virtual stages): a value made on stage a
+  // and read k > 1 stages away (a U-Net's long skip connection across
+  // several cuts) is relayed, each stage between receiving it from the
+  // stage before and sending it on. `receivers[r]`: every stage that
+  // receives r (its readers and the relays), sorted; one tag per (value,
+  // receiving stage), numbered in schedule order. The stage a receiver
+  // takes r from is the one next to it towards a.
   llvm::DenseMap<std::pair<Value, int64_t>, int64_t> tags;
+  llvm::DenseMap<Value, std::pair<int64_t, int64_t>> span; // lo, hi stage
   int64_t nextTag = 0;
   for (Operation &op : body.without_terminator()) {
     int64_t a = stageOf(&op);
     if (a < 0)
       continue;
     for (Value r : op.getResults()) {
-      SmallVector<int64_t> to;
+      int64_t lo = a, hi = a;
       for (Operation *u : r.getUsers())
-        if (int64_t b = stageOf(u);
-            b >= 0 && b != a && !llvm::is_contained(to, b))
-          to.push_back(b);
-      llvm::sort(to);
-      for (int64_t b : to)
-        tags[{r, b}] = nextTag++;
+        if (int64_t b = stageOf(u); b >= 0) {
+          lo = std::min(lo, b);
+          hi = std::max(hi, b);
+        }
+      if (lo == hi)
+        continue;
+      span[r] = {lo, hi};
+      for (int64_t m = lo; m <= hi; ++m)
+        if (m != a)
+          tags[{r, m}] = nextTag++;
     }
   }
+  auto sourceOf = [&](Value r, int64_t m) {
+    return m > stageOf(r.getDefiningOp()) ? m - 1 : m + 1;
+  };
+  // Whether stage m (a receiver of r) receives it in its forward function:
+  // when a forward op of m or of a stage beyond m (away from r's stage)
+  // reads it, since m's relay then runs in the forward pass too.
+  auto recvInForward = [&](Value r, int64_t m) {
+    auto it = span.find(r);
+    if (it == span.end())
+      return false;
+    int64_t a = stageOf(r.getDefiningOp());
+    int64_t from = m, to = m > a ? it->second.second : it->second.first;
+    for (int64_t b = std::min(from, to); b <= std::max(from, to); ++b)
+      if (readInForward(r, b))
+        return true;
+    return false;
+  };
 
   OpBuilder mb(ctx);
   mb.setInsertionPoint(step);
@@ -249,9 +278,9 @@ void SplitPass::runOnOperation() {
       return Value(na);
     }
     // Made on stage a: received, in the forward function if a forward op
-    // of this stage reads it (the backward function then takes it from
-    // the forward one).
-    if (!isForward && readInForward(v, s)) {
+    // of this stage (or of one it relays v to) reads it (the backward
+    // function then takes it from the forward one).
+    if (!isForward && recvInForward(v, s)) {
       BlockArgument na = sf.block->addArgument(v.getType(), v.getLoc());
       sf.argAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr(
           "cnn.pipeline_saved", b.getI64IntegerAttr(sf.saved.size()))));
@@ -265,38 +294,74 @@ void SplitPass::runOnOperation() {
                           "stage ")
                  << s,
              failure();
-    Value r = RecvOp::create(b, v.getLoc(), v.getType(), b.getI64IntegerAttr(a),
+    Value r = RecvOp::create(b, v.getLoc(), v.getType(),
+                             b.getI64IntegerAttr(sourceOf(v, s)),
                              b.getI64IntegerAttr(it->second),
                              /*event=*/IntegerAttr());
     sf.map.map(v, r);
     return r;
   };
 
+  // The sends of r from stage s (its maker or a relay): to the receivers
+  // next to s that take it from s, in tag order.
+  auto sendOn = [&](OpBuilder &b, Location loc, Value r, Value here,
+                    int64_t s) {
+    SmallVector<std::pair<int64_t, int64_t>> sends; // (tag, peer)
+    for (int64_t peer : {s - 1, s + 1})
+      if (auto it = tags.find({r, peer});
+          it != tags.end() && sourceOf(r, peer) == s)
+        sends.push_back({it->second, peer});
+    llvm::sort(sends);
+    for (auto [tag, peer] : sends)
+      SendOp::create(b, loc, here, b.getI64IntegerAttr(peer),
+                     b.getI64IntegerAttr(tag), /*event=*/IntegerAttr());
+  };
+
+  // Stage m passes r on: receives it from the stage before (towards r's
+  // maker) and sends it to the next one.
+  auto relay = [&](Value r, int64_t m, bool isForward) -> LogicalResult {
+    StageFn &sf = isForward ? fwdFns[m] : bwdFns[m];
+    FailureOr<Value> here = get(sf, m, isForward, r);
+    if (failed(here))
+      return failure();
+    OpBuilder b = OpBuilder::atBlockEnd(sf.block);
+    sendOn(b, r.getLoc(), r, *here, m);
+    ++numRelayed;
+    return success();
+  };
+
   // The ops, in @train_step's order: forward ops into the forward
   // functions, the others into the backward ones; a send after each value
-  // another stage reads.
+  // another stage reads; where a value is made, the relays that pass it on
+  // (a receive and a send on each stage between, in the pass that stage
+  // receives it in).
   for (bool isForward : {true, false}) {
     for (Operation &op : body.without_terminator()) {
       int64_t s = stageOf(&op);
-      if (s < 0 || (forward.count(&op) != 0) != isForward)
+      if (s < 0)
         continue;
-      StageFn &sf = isForward ? fwdFns[s] : bwdFns[s];
-      for (Value v : op.getOperands())
-        if (failed(get(sf, s, isForward, v)))
-          return signalPassFailure();
-      OpBuilder b = OpBuilder::atBlockEnd(sf.block);
-      Operation *c = b.clone(op, sf.map);
-      c->removeAttr(kStageAttr);
+      if ((forward.count(&op) != 0) == isForward) {
+        StageFn &sf = isForward ? fwdFns[s] : bwdFns[s];
+        for (Value v : op.getOperands())
+          if (failed(get(sf, s, isForward, v)))
+            return signalPassFailure();
+        OpBuilder b = OpBuilder::atBlockEnd(sf.block);
+        Operation *c = b.clone(op, sf.map);
+        c->removeAttr(kStageAttr);
+        for (Value r : op.getResults())
+          sendOn(b, op.getLoc(), r, sf.map.lookup(r), s);
+      }
       for (Value r : op.getResults()) {
-        SmallVector<std::pair<int64_t, int64_t>> sends; // (tag, peer)
-        for (auto &[key, tag] : tags)
-          if (key.first == r)
-            sends.push_back({tag, key.second});
-        llvm::sort(sends);
-        for (auto [tag, peer] : sends)
-          SendOp::create(b, op.getLoc(), sf.map.lookup(r),
-                         b.getI64IntegerAttr(peer), b.getI64IntegerAttr(tag),
-                         /*event=*/IntegerAttr());
+        auto it = span.find(r);
+        if (it == span.end())
+          continue;
+        auto [lo, hi] = it->second;
+        for (int64_t m = s + 1; m < hi; ++m)
+          if (recvInForward(r, m) == isForward && failed(relay(r, m, isForward)))
+            return signalPassFailure();
+        for (int64_t m = s - 1; m > lo; --m)
+          if (recvInForward(r, m) == isForward && failed(relay(r, m, isForward)))
+            return signalPassFailure();
       }
     }
   }

@@ -227,11 +227,13 @@ void StagePass::runOnOperation() {
   fn->setAttr("cnn.num_classes", b.getI64IntegerAttr(classes));
   fn->setAttr("cnn.pipeline_stages", b.getI64IntegerAttr(stages));
   // The runtime joins a stage with its neighbours (and, interleaved, the
-  // first with the last stage): a tensor that skips stages (a U-Net's long
-  // skip connection across several cuts) has no link, and on the compute
-  // stream its blocking send can meet the receiver waiting for another
-  // stage (a model of blocking transfers deadlocks on such a step,
-  // test_pipeline.py). Refused here, for the CUDA target only: the
+  // first with the last stage). cnn-pipeline-split relays a tensor that
+  // skips stages (a U-Net's long skip connection across several cuts)
+  // through the stages between, so this holds for every split it makes; a
+  // step written otherwise has no link for such a transfer, and on the
+  // compute stream its blocking send can meet the receiver waiting for
+  // another stage (test_pipeline.py's blocking model deadlocked on such
+  // steps before the relays). Checked here, for the CUDA target only: the
   // reference interpreter's mailbox takes any pair.
   auto chunksAttr = fn->getAttrOfType<IntegerAttr>("cnn.pipeline_chunks");
   const bool chunked = chunksAttr && chunksAttr.getInt() > 1;
@@ -252,8 +254,8 @@ void StagePass::runOnOperation() {
         << std::max(s, peer)
         << ", which are not neighbours (a tensor that skips stages, such as "
            "a long skip connection across several cuts): the CUDA target's "
-           "pipeline transfers join neighbouring stages only; use fewer "
-           "stages";
+           "pipeline transfers join neighbouring stages only (cnn-pipeline-"
+           "split relays such tensors through the stages between)";
     return WalkResult::interrupt();
   });
   if (skips.wasInterrupted())

@@ -96,11 +96,13 @@ def test_pipeline_equals_accumulation(cnnc, models, digits, tmp_path, name, stag
 # next stage's backward pass reads crosses a cut: it used to be received in
 # that backward pass, after the next micro-batch's activation that was sent
 # after it (NCCL pairs by order; cnn-pipeline-schedule now receives in the
-# sender's order and checks every link). Interleaved: 3 stages x 2 chunks of
-# the chain form (tensors between adjacent virtual stages only).
-@pytest.mark.parametrize("chunks", [1, 2])
-def test_pipeline_deep_equals_accumulation(cnnc, models, digits, tmp_path, chunks):
-    model = models["deepbn" if chunks == 1 else "deepchain"]
+# sender's order and checks every link). Its skip crosses several cuts: the
+# stages between relay it (cnn-pipeline-split), plain and interleaved (3
+# stages x 2 chunks: through every virtual stage between); the chain form
+# without the skip as well.
+@pytest.mark.parametrize("name,chunks", [("deepbn", 1), ("deepchain", 2), ("deepbn", 2)])
+def test_pipeline_deep_equals_accumulation(cnnc, models, digits, tmp_path, name, chunks):
+    model = models[name]
     pp, _, _ = train_both(cnnc, model, digits, tmp_path, "--pipeline-stages", 3,
                           "--pipeline-chunks", chunks)
     if chunks > 1:
@@ -121,12 +123,7 @@ def test_pipeline_chunks_flag_errors(cnnc, models):
             (("--pipeline-chunks", 2,),
              "--pipeline-chunks 2 (interleaved stages) needs --pipeline-stages S >= 3"),
             (("--pipeline-stages", 3, "--pipeline-chunks", 8),
-             "24 virtual stages (3 stages x 8 chunks) but @train_step has 15 forward ops"),
-            # The stem's output skips every cut: not between adjacent
-            # virtual stages.
-            (("--pipeline-stages", 3, "--pipeline-chunks", 2),
-             "interleaved stages pass tensors between adjacent virtual stages only; this "
-             "one crosses from virtual stage 0 to")):
+             "24 virtual stages (3 stages x 8 chunks) but @train_step has 15 forward ops")):
         r = tc.run_cnnc(cnnc, models["simplecnn"] if "8" in map(str, extra) else model,
                         "--train", "--run-reference", "--steps", 1,
                         "--data", "synthetic", "--micro-batches", 4, *extra)
@@ -731,20 +728,35 @@ def test_pipeline_cuda_async_transfers_do_not_deadlock(cnnc, models, tmp_path, s
     assert _async_runs_without_deadlock(programs)
 
 
-def test_pipeline_cuda_transfers_need_neighbours(cnnc, models, tmp_path):
+@pytest.mark.parametrize("chunks", [1, 2])
+def test_pipeline_cuda_relays_skips(cnnc, models, tmp_path, chunks):
     """A tensor that skips stages (DeepBN's stem output, read after the last
-    layer) has no link in the runtime (it joins neighbours), and on the
-    compute stream its blocking send deadlocks the step (the model below):
-    one compile-time error naming the stages, with the asynchronous
-    transfers and without. The reference interpreter runs the same split
-    (test_pipeline_deep_equals_accumulation)."""
-    for extra in ((), ("--pipeline-async-transfers=false",)):
-        r = tc.run_cnnc(cnnc, models["deepbn"], "--train", "--pipeline-stages", 3,
-                        "--micro-batches", M, *extra, "--emit", "cuda", "-o", tmp_path / "a.cu")
-        assert r.returncode != 0, extra
-        assert "tag 0 crosses between stages 0 and 2, which are not neighbours" in r.stderr, \
-            r.stderr
-        assert "Stack dump" not in r.stderr
+    layer, and its gradient) is relayed by the stages between: every
+    transfer of the emitted step joins neighbouring GPUs (interleaved: or
+    the first and the last, the wrap link), the middle stage passes the
+    stem's output on, and the step gets through the link-stream model; with
+    blocking transfers on the compute stream (plain stages) through the
+    blocking model too. Before the relays the CUDA target refused this split
+    (the runtime has no link between stages 0 and 2)."""
+    S = 3
+    variants = [(), ("--pipeline-async-transfers=false",)] if chunks == 1 else [()]
+    for extra in variants:
+        out = tmp_path / "a.cu"
+        r = tc.run_cnnc(cnnc, models["deepbn"], "--train", "--pipeline-stages", S,
+                        "--pipeline-chunks", chunks, "--micro-batches", M, *extra,
+                        "--emit", "cuda", "-o", out)
+        assert r.returncode == 0, (extra, r.stderr)
+        parts = out.read_text().split("namespace cnnc_stage")
+        texts = [parts[2 * s + 1] for s in range(S)]
+        for s, text in enumerate(texts):
+            peers = set(int(p) for p in re.findall(
+                r"cnnrt::dist::(?:send|recv)(?:Async)?\(ctx, A \+ \d+, \d+ull, (\d+),", text))
+            allowed = {s - 1, s + 1} | ({0, S - 1} if chunks > 1 else set())
+            assert peers and peers <= allowed, (extra, s, peers)
+        if extra:
+            assert _runs_without_deadlock([_transfer_groups(t) for t in texts])
+        else:
+            assert _async_runs_without_deadlock([_async_program(t) for t in texts])
 
 
 @pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])

@@ -1054,8 +1054,14 @@ def CNNPipelineSplit : Pass<"cnn-pipeline-split", "mlir::ModuleOp"> {
     is sent once (`cnn.send {peer = b, tag = t}` after its definition) and
     received once (`cnn.recv {peer = a, tag = t}` where stage b first needs
     it): activations in the forward functions, their gradients in the
-    backward functions. Ops without a stage (constants, the accumulation
-    step) are cloned into every function that reads them.
+    backward functions. Transfers join adjacent stages only: a value read
+    more than one stage away (a U-Net's long skip connection across several
+    cuts) is relayed, every stage between receiving it from the stage
+    before and sending it on where the value is made in @train_step's
+    order (in the forward function when it or a stage beyond reads it in
+    the forward pass, else in the backward one). Ops without a stage
+    (constants, the accumulation step) are cloned into every function that
+    reads them.
 
     A stage function takes the arguments of @train_step it reads (each
     marked `cnn.pipeline_arg = <index in @train_step>`); the backward
@@ -1117,6 +1123,9 @@ def CNNPipelineSplit : Pass<"cnn-pipeline-split", "mlir::ModuleOp"> {
   ];
   let statistics = [
     Statistic<"numTransfers", "transfers", "cnn.send/cnn.recv pairs made">,
+    Statistic<"numRelayed", "relayed",
+              "receive-and-send pairs on stages between a value's maker and "
+              "a reader more than one stage away">,
     Statistic<"numHoisted", "hoisted",
               "ops moved ahead of the ops no send needs (sends-first)">
   ];
