@@ -11,8 +11,9 @@ these checks run it on CUDA tensors and compare with PyTorch on the same GPU
    on the CPU and in channels_last from it); every parameter and BN
    statistic within 1e-3 of the same steps in float64 on the CPU, or
    within four times the distance from that float64 run of PyTorch's own
-   f32 runs (on the GPU, on the CPU, on the GPU in channels_last) where
-   that is larger. AdamW turns a gradient's relative rounding error into
+   f32 runs (on the GPU, on the CPU, on the GPU in channels_last, on the
+   GPU with cudnn.benchmark: the fastest algorithms, as cnnc's autotuner
+   picks) where that is larger. AdamW turns a gradient's relative rounding error into
    the same relative error of its update, and a BN bias's or a conv
    weight's gradient is a sum of 32,768 terms that nearly cancel: f32
    PyTorch on the CPU is 0.007 from float64 on conv1.weight and 0.011 on
@@ -129,6 +130,7 @@ def check_vs_torch(cnnc, name, ctor, opt_name):
     # same steps in float64 on the CPU (the exact answer, to f32's eyes).
     spread_runs = {"cpu": cpu,
                    "channels_last": copy.deepcopy(model).to(memory_format=torch.channels_last),
+                   "benchmark": copy.deepcopy(model),
                    "f64": copy.deepcopy(model).cpu().double()}
     x = torch.randn(32, 3, 32, 32, device="cuda")
     y = torch.randint(0, 10, (32,), device="cuda")
@@ -150,7 +152,11 @@ def check_vs_torch(cnnc, name, ctor, opt_name):
                 xin = xin.contiguous(memory_format=torch.channels_last)
             if n == "f64":
                 xin = xin.double()
+            # cudnn.benchmark: the fastest algorithms for each shape (FFT,
+            # Winograd), as cnnc's autotuner picks them.
+            torch.backends.cudnn.benchmark = n == "benchmark"
             other = torch_step(m, spread_opts[n], xin, y.to(dev))
+            torch.backends.cudnn.benchmark = False
             if n != "f64":
                 drift = max(drift, abs(other - ref_loss) / abs(ref_loss))
     check(worst < max(1e-4, 4 * drift), "%s/%s: 3 losses vs torch: %.2g (PyTorch CPU and channels_last vs GPU "
