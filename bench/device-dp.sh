@@ -1508,7 +1508,8 @@ fi
 # D_AB_FLAGS (non-empty): a second pipeline build, D_PIPE_FLAGS + these
 # (e.g. --pipeline-sends-first=false), timed against the first one
 # alternately (first, second, first, second; 100 steps each, NCCL's
-# defaults): an A/B of one compiler change on the same GPUs.
+# defaults; D_AB_ROUNDS pairs, default 2): an A/B of one compiler change on
+# the same GPUs. D_VARIANTS=" " (a blank) skips the NCCL variants' runs.
 # D_NSYS=1 also runs the default under Nsight Systems (if installed:
 # --cuda-graph-trace=node) and prints bench/dp/nsys_stages.py's kernel
 # time per GPU.
@@ -1554,7 +1555,7 @@ if has D; then
         sed "s/^/     $name (${v#*:}): /" | tee -a "$SUMMARY"
     done
     if ((${#dab[@]})) && check_builds d-pipe-b; then
-      for round in 1 2; do
+      for round in $(seq 1 "${D_AB_ROUNDS:-2}"); do
         for side in a b; do
           exe=$W/d-pipe
           [ $side = b ] && exe=$W/d-pipe-b
