@@ -71,8 +71,8 @@
 #  T  the first steps of ResNet-50 f16 on all GPUs, plain and --sync-bn,
 #     30 steps logged every step, NCCL_GRAPH_REGISTER=1 and 0: where the
 #     whole-run figure loses to the steady state.
-#  J  interleaved pipeline stages (--pipeline-chunks 2) on 4 GPUs: ResNet-18
-#     f32 S=4 x 2 chunks against the one-GPU --accumulate 4 (the quick form
+#  J  interleaved pipeline stages (--pipeline-chunks 2) on J_S GPUs (4, or 2
+#     on -x2): ResNet-18 f32 S x 2 chunks against the one-GPU --accumulate 4 (the quick form
 #     of part P's case j; pair with PARTS=D D_AB_FLAGS="--pipeline-chunks 2"
 #     for the throughput A/B)
 #  R  the runtime's NCCL checks (built there with cmake, ~2 min):
@@ -1366,29 +1366,32 @@ fi
 # PyTorch's bound; this part is the quick form beside part D.
 if has J; then
   part_begin J
-  if ((NG < 4)); then
-    note "J: skipped: needs 4 GPUs, $NG visible"
+  # J_S: the stages (default: 4 GPUs, or 2 where only 2 are visible).
+  J_S=${J_S:-$((NG >= 4 ? 4 : 2))}
+  if ((NG < J_S || J_S < 2)); then
+    note "J: skipped: needs $J_S GPUs, $NG visible"
   else
     JW=$W/j
+    JN=j-r18-il$J_S
     run j-prepare 180 $PY "$DP/prepare.py" --work "$JW" --batch 8 --size 32 --steps 10 \
       --models resnet18 || fail "J: prepare.py (exit $?, see j-prepare.log)"
     JF=(--train --precision fp32 "${SGD[@]}")
-    build j-r18-il4 300 "$JW/resnet18.onnx" "${JF[@]}" --pipeline-stages 4 --pipeline-chunks 2 \
+    build $JN 300 "$JW/resnet18.onnx" "${JF[@]}" --pipeline-stages $J_S --pipeline-chunks 2 \
       --micro-batches 4 &
     build j-r18-acc 300 "$JW/resnet18.onnx" "${JF[@]}" --accumulate 4 &
     wait
     JX=(--data "$JW/data_x.npy" --labels "$JW/data_y.npy" --seed 0 --log-every 1)
-    if check_builds j-r18-il4 j-r18-acc; then
-      grep -A20 "^pipeline plan" "$LOGS/build-j-r18-il4.log" | grep -v "^cnnc: built" |
+    if check_builds $JN j-r18-acc; then
+      grep -A20 "^pipeline plan" "$LOGS/build-$JN.log" | grep -v "^cnnc: built" |
         sed "s/^/     J: /" | tee -a "$SUMMARY"
       CUDA_VISIBLE_DEVICES=0 run j-r18-acc 90 "$W/j-r18-acc" "${JX[@]}" --steps 20 ||
         fail "J: one-GPU --accumulate 4 (exit $?, see j-r18-acc.log)"
-      run j-r18-il4 90 "$W/j-r18-il4" "${JX[@]}" --steps 5 ||
-        fail "J: interleaved S=4 x 2 chunks (exit $?, see j-r18-il4.log)"
-      if out=$(p_compare J j-r18-il4 j-r18-acc 1e-4 4 5 2>&1); then
-        pass "J: ResNet-18 f32 S=4 x 2 chunks M=4 vs --accumulate 4: $out"
+      run $JN 90 "$W/$JN" "${JX[@]}" --steps 5 ||
+        fail "J: interleaved S=$J_S x 2 chunks (exit $?, see $JN.log)"
+      if out=$(p_compare J $JN j-r18-acc 1e-4 4 5 2>&1); then
+        pass "J: ResNet-18 f32 S=$J_S x 2 chunks M=4 vs --accumulate 4: $out"
       else
-        fail "J: ResNet-18 f32 S=4 x 2 chunks M=4 vs --accumulate 4: $out"
+        fail "J: ResNet-18 f32 S=$J_S x 2 chunks M=4 vs --accumulate 4: $out"
       fi
     fi
   fi

@@ -100,16 +100,14 @@ cnnc::verifyCNNPipelineOptions(const CNNPipelineOptions &o,
     ok = false;
   }
   if (ok && o.pipelineChunks != 1 &&
-      (o.pipelineChunks < 1 || o.pipelineStages < 3 ||
+      (o.pipelineChunks < 1 || o.pipelineStages < 2 ||
        o.pipelineSchedule != "gpipe")) {
     std::string why =
         o.pipelineChunks < 1
             ? std::string(" is not a positive count")
             : (" (interleaved stages) needs " + flagPrefix +
-               "pipeline-stages S >= 3 and " + flagPrefix +
-               "pipeline-schedule gpipe (with 2 stages both neighbours of a "
-               "GPU are one GPU, and a link would carry both directions of "
-               "a phase)")
+               "pipeline-stages S >= 2 and " + flagPrefix +
+               "pipeline-schedule gpipe")
                   .str();
     error(flagPrefix + Twine("pipeline-chunks ") + Twine(o.pipelineChunks) +
           why);

@@ -69,12 +69,21 @@ void AsyncTransfersPass::runOnOperation() {
     return;
   auto chunksAttr = fn->getAttrOfType<IntegerAttr>("cnn.pipeline_chunks");
   const bool chunked = chunksAttr && chunksAttr.getInt() > 1;
+  // Two interleaved stages: the runtime gives each direction between the
+  // two GPUs a link of its own (runtime/src/Nccl.cu, issueOnLink), so the
+  // sends and the receives are two links, each in its own order.
+  auto stagesAttr = fn->getAttrOfType<IntegerAttr>("cnn.pipeline_stages");
+  const bool linkPerDirection =
+      chunked && stagesAttr && stagesAttr.getInt() == 2;
   OpBuilder b(fn.getContext());
   Operation *terminator = body.getTerminator();
-  // Per peer, the transfers in their (kept) order.
+  // Per link (its peer; with a link per direction, its peer and direction),
+  // the transfers in their (kept) order.
   llvm::DenseMap<int64_t, SmallVector<Operation *>> byPeer;
   for (Operation *op : transfers)
-    byPeer[transferPeer(op)].push_back(op);
+    byPeer[linkPerDirection ? 2 * transferPeer(op) + isa<SendOp>(op)
+                            : transferPeer(op)]
+        .push_back(op);
   int64_t event = 0;
   llvm::DenseMap<Operation *, int64_t> eventOf;
   for (Operation *op : transfers)
@@ -116,7 +125,9 @@ void AsyncTransfersPass::runOnOperation() {
   // the sender's next send waits for that (its wait stands before it), and
   // the loop of stages deadlocks (4 H200s, session 33). A chunked step
   // posts all its receives ahead, in order (a link-stream model of the
-  // emitted transfers, test_pipeline.py, finds no deadlock then).
+  // emitted transfers, test_pipeline.py, finds no deadlock then). With a
+  // link per direction (two stages) a receive has no send on its link to
+  // wait behind: all rise to the top, in order.
   Operation *top = &body.front();
   llvm::DenseMap<Operation *, Operation *> lastAfter;
   Operation *lastAtTop = nullptr;
@@ -155,12 +166,12 @@ void AsyncTransfersPass::runOnOperation() {
     }
   }
   // NCCL pairs a link's transfers by their order: it must not have changed.
-  for (auto &[peer, ops] : byPeer)
+  for (auto &[link, ops] : byPeer)
     for (size_t k = 1; k < ops.size(); ++k)
       if (!ops[k - 1]->isBeforeInBlock(ops[k])) {
         ops[k]->emitError("cnn-pipeline-async-transfers: moving the "
                           "receives reordered the transfers with stage ")
-            << peer;
+            << transferPeer(ops[k]);
         return signalPassFailure();
       }
   fn->setAttr("cnn.transfer_events", b.getI64IntegerAttr(event));

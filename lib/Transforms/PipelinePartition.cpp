@@ -232,10 +232,10 @@ void PartitionPass::runOnOperation() {
         (int64_t)stages, (int64_t)chunks));
     return signalPassFailure();
   }
-  if (chunks > 1 && (stages < 3 || schedule != "gpipe")) {
+  if (chunks > 1 && (stages < 2 || schedule != "gpipe")) {
     module.emitError(llvm::formatv(
         "cnn-pipeline-partition: chunks={0} (interleaved stages) needs an "
-        "explicit stages >= 3 and the gpipe schedule, got stages={1}, "
+        "explicit stages >= 2 and the gpipe schedule, got stages={1}, "
         "schedule={2}",
         (int64_t)chunks, (int64_t)stages, std::string(schedule)));
     return signalPassFailure();

@@ -86,9 +86,10 @@ scheduleOrder(bool oneFOneB, int64_t s, int64_t S, int64_t M) {
 /// each. Chunk c + 1's first forward on stage 0 needs micro-batch 0 through
 /// the S virtual stages before it, which M >= S micro-batches of chunk c
 /// cover, so a stage idles S - 1 virtual-stage slots per phase: the bubble
-/// is (S-1)/(V*M+S-1). Every link carries one direction per phase (S >= 3,
-/// cnn-pipeline-partition), and both ends order a link's tensors by (phase,
-/// chunk, micro-batch).
+/// is (S-1)/(V*M+S-1). With S >= 3 every link carries one direction per
+/// phase; with S = 2 the runtime gives each direction between the two GPUs
+/// a link of its own. Both ends order a link's tensors by (phase, chunk,
+/// micro-batch).
 static std::vector<ScheduledBody> stageBodies(bool oneFOneB, int64_t s,
                                               int64_t S, int64_t V,
                                               int64_t M) {

@@ -826,7 +826,7 @@ def compile(model, example_input, optimizer=None, *, label_smoothing=0.0,
     pipeline_stages/micro_batches/pipeline_schedule/pipeline_chunks: the
       model cut into S pipeline stages (cnnc picks the cuts), example_input's
       batch into M micro-batches, run in 'gpipe' (default) or '1f1b' order
-      (pipeline_chunks=V: interleaved, V chunks a GPU, S >= 3, gpipe); one update
+      (pipeline_chunks=V: interleaved, V chunks a GPU, S >= 2, gpipe); one update
       per step, the same as accumulate=M over the same micro-batches. On
       the GPU one process per stage under torchrun (--nproc-per-node S x D,
       rank = replica x S + stage; only the last stage returns the loss, each

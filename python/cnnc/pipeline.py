@@ -83,10 +83,9 @@ def check_options(pipeline_stages, micro_batches, pipeline_schedule, accumulate,
                          "accumulation's micro-steps (one update per trainer.step)"
                          % (accumulate, micro))
     chunks = 1 if chunks is None else chunks
-    if chunks > 1 and (stages < 3 or schedule != "gpipe"):
-        raise ValueError("pipeline_chunks=%d (interleaved stages) needs pipeline_stages >= 3 "
-                         "and the 'gpipe' schedule, got %d stages and %r"
-                         % (chunks, stages, schedule))
+    if chunks > 1 and schedule != "gpipe":
+        raise ValueError("pipeline_chunks=%d (interleaved stages) needs the 'gpipe' schedule, "
+                         "got %r" % (chunks, schedule))
     return Plan(stages, micro, schedule, None, None, None, chunks)
 
 

@@ -534,11 +534,13 @@ void prepareTransfers(Context &ctx, int numEvents, bool wrapLink) {
     ctx.fail("pipeline", "dist::prepareTransfers before dist::prepare");
   if (wrapLink && !s.wrap_split) {
     auto [stage, stages] = stageAndCount();
-    // With two stages the first and the last are already neighbours (one
-    // link would carry both directions of a phase: the compiler refuses
-    // interleaving there).
-    if (stages < 3)
-      ctx.fail("pipeline", "interleaved stages need 3 or more stages, got " +
+    // With two stages the first and the last are the neighbour pair itself:
+    // the wrap communicator then carries the direction from stage 1 to
+    // stage 0 and the pair's own the other (issueOnLink), so that no link
+    // carries both directions of a phase (with receives posted ahead, a
+    // link stream whose head is a receive on both ends deadlocks).
+    if (stages < 2)
+      ctx.fail("pipeline", "interleaved stages need 2 or more stages, got " +
                                std::to_string(stages));
     // Every stage takes a communicator (the middle ones one of their own,
     // never used): with NCCL_SPLIT_NOCOLOR the middle stages' next split of
@@ -593,10 +595,14 @@ void issueOnLink(Context &ctx, void *buf, size_t bytes, int peer, int event,
                              " beyond dist::prepareTransfers' events");
   const int stages = stageAndCount().second;
   // The wrap link (interleaved stages) joins the first and the last stage;
-  // the first is its rank 0, as the lower stage of a neighbour pair.
-  const bool wrap = s.link_comm[2] && stages >= 3 &&
-                    ((stage == 0 && peer == stages - 1) ||
-                     (stage == stages - 1 && peer == 0));
+  // the first is its rank 0, as the lower stage of a neighbour pair. With
+  // two stages it carries every transfer from stage 1 to stage 0, the
+  // pair's own link every transfer from 0 to 1 (one direction a link).
+  const bool wrap =
+      s.link_comm[2] &&
+      (stages == 2 ? (isSend ? peer < stage : peer > stage)
+                   : ((stage == 0 && peer == stages - 1) ||
+                      (stage == stages - 1 && peer == 0)));
   const int link = wrap ? 2 : peer < stage ? 0 : 1;
   if ((!wrap && peer != stage + (link ? 1 : -1)) || !s.link_comm[link])
     die(std::string("pipeline transfer ") + what + ": stage " +

@@ -1,7 +1,8 @@
 // RUN: cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=3 chunks=2 micro-batches=2 link-gbps=0 launch-us=0 print-plan=1" -o /dev/null | FileCheck %s --check-prefix=PLAN
 // RUN: cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=3 chunks=2 micro-batches=2 link-gbps=0 launch-us=0" -cnn-pipeline-split -cnn-pipeline-schedule | FileCheck %s
 // RUN: cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=3 chunks=2 micro-batches=2 link-gbps=0 launch-us=0" -cnn-pipeline-split -cnn-pipeline-schedule -cnn-pipeline-stage="stage=0" | FileCheck %s --check-prefix=STAGE0
-// RUN: not cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 chunks=2 micro-batches=2" 2>&1 | FileCheck %s --check-prefix=TWO
+// RUN: not cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=1 chunks=2 micro-batches=2" 2>&1 | FileCheck %s --check-prefix=ONE
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 chunks=2 micro-batches=2 link-gbps=0 launch-us=0 print-plan=1" -cnn-pipeline-split -cnn-pipeline-schedule 2>&1 | FileCheck %s --check-prefix=TWO
 // RUN: not cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=3 chunks=2 micro-batches=2 schedule=1f1b" 2>&1 | FileCheck %s --check-prefix=ONEF
 // RUN: not cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=3 chunks=0 micro-batches=2" 2>&1 | FileCheck %s --check-prefix=ZERO
 // RUN: not cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=0 chunks=2 micro-batches=2 device-memory-bytes=100000" 2>&1 | FileCheck %s --check-prefix=AUTO
@@ -90,9 +91,18 @@ func.func @forward(%x: tensor<2x8xf32> {cnn.input},
 // STAGE0-NEXT: cnn.sgd_update
 // STAGE0-NEXT: return
 
-// TWO: error: cnn-pipeline-partition: chunks=2 (interleaved stages) needs an explicit stages >= 3 and the gpipe schedule, got stages=2, schedule=gpipe
-// ONEF: error: cnn-pipeline-partition: chunks=2 (interleaved stages) needs an explicit stages >= 3 and the gpipe schedule, got stages=3, schedule=1f1b
+// ONE: error: cnn-pipeline-partition: chunks=2 (interleaved stages) needs an explicit stages >= 2 and the gpipe schedule, got stages=1, schedule=gpipe
+// Two stages: virtual stages 0 and 2 on GPU 0, 1 and 3 on GPU 1; every
+// transfer is between the two (the runtime gives each direction a link).
+// TWO: pipeline plan: 2 stage(s) x 2 chunks = 4 virtual stages
+// TWO-LABEL: func.func @stage0_step(
+// TWO-NOT: peer = 0
+// TWO: return
+// TWO-LABEL: func.func @stage1_step(
+// TWO-NOT: peer = 1
+// TWO: return
+// ONEF: error: cnn-pipeline-partition: chunks=2 (interleaved stages) needs an explicit stages >= 2 and the gpipe schedule, got stages=3, schedule=1f1b
 // ZERO: error: cnn-pipeline-partition: chunks must be >= 1, got 0
-// AUTO: error: cnn-pipeline-partition: chunks=2 (interleaved stages) needs an explicit stages >= 3 and the gpipe schedule, got stages=0, schedule=gpipe
+// AUTO: error: cnn-pipeline-partition: chunks=2 (interleaved stages) needs an explicit stages >= 2 and the gpipe schedule, got stages=0, schedule=gpipe
 // LAUNCH: error: cnn-pipeline-partition: launch-us must be >= 0, got -1.00
 // MANY: error: cnn-pipeline-partition: 8 virtual stages (4 stages x 2 chunks) need a layer with parameters each; @train_step has 6

@@ -100,28 +100,31 @@ def test_pipeline_equals_accumulation(cnnc, models, digits, tmp_path, name, stag
 # stages between relay it (cnn-pipeline-split), plain and interleaved (3
 # stages x 2 chunks: through every virtual stage between); the chain form
 # without the skip as well.
-@pytest.mark.parametrize("name,chunks", [("deepbn", 1), ("deepchain", 2), ("deepbn", 2)])
-def test_pipeline_deep_equals_accumulation(cnnc, models, digits, tmp_path, name, chunks):
+@pytest.mark.parametrize("name,stages,chunks", [("deepbn", 3, 1), ("deepchain", 3, 2),
+                                                ("deepbn", 3, 2), ("deepbn", 2, 2)])
+def test_pipeline_deep_equals_accumulation(cnnc, models, digits, tmp_path, name, stages,
+                                           chunks):
     model = models[name]
-    pp, _, _ = train_both(cnnc, model, digits, tmp_path, "--pipeline-stages", 3,
+    pp, _, _ = train_both(cnnc, model, digits, tmp_path, "--pipeline-stages", stages,
                           "--pipeline-chunks", chunks)
     if chunks > 1:
-        assert "pipeline plan: 3 stage(s) x 2 chunks = 6 virtual stages" in pp.stdout, pp.stdout
-        assert "virtual stage 3 (stage 0, chunk 1)" in pp.stdout, pp.stdout
+        assert "pipeline plan: %d stage(s) x 2 chunks = %d virtual stages" % (
+            stages, 2 * stages) in pp.stdout, pp.stdout
+        assert "virtual stage %d (stage 0, chunk 1)" % stages in pp.stdout, pp.stdout
 
 
 def test_pipeline_chunks_flag_errors(cnnc, models):
     model = models["deepbn"]
     for extra, msg in (
-            (("--pipeline-stages", 2, "--pipeline-chunks", 2),
-             "--pipeline-chunks 2 (interleaved stages) needs --pipeline-stages S >= 3 "
+            (("--pipeline-stages", 1, "--pipeline-chunks", 2),
+             "--pipeline-chunks 2 (interleaved stages) needs --pipeline-stages S >= 2 "
              "and --pipeline-schedule gpipe"),
             (("--pipeline-stages", 3, "--pipeline-chunks", 2, "--pipeline-schedule", "1f1b"),
-             "--pipeline-chunks 2 (interleaved stages) needs --pipeline-stages S >= 3"),
+             "--pipeline-chunks 2 (interleaved stages) needs --pipeline-stages S >= 2"),
             (("--pipeline-stages", 3, "--pipeline-chunks", 0),
              "--pipeline-chunks 0 is not a positive count"),
             (("--pipeline-chunks", 2,),
-             "--pipeline-chunks 2 (interleaved stages) needs --pipeline-stages S >= 3"),
+             "--pipeline-chunks 2 (interleaved stages) needs --pipeline-stages S >= 2"),
             (("--pipeline-stages", 3, "--pipeline-chunks", 8),
              "24 virtual stages (3 stages x 8 chunks) but @train_step has 15 forward ops")):
         r = tc.run_cnnc(cnnc, models["simplecnn"] if "8" in map(str, extra) else model,
@@ -420,8 +423,9 @@ def test_python_pipeline_option_errors(monkeypatch):
          r"the example batch of 8 does not split into micro_batches=3"),
         (dict(pipeline_chunks=2), ValueError,
          r"pipeline_chunks=2 interleaves pipeline stages: give pipeline_stages too"),
-        (dict(pipeline_stages=2, micro_batches=4, pipeline_chunks=2), ValueError,
-         r"pipeline_chunks=2 \(interleaved stages\) needs pipeline_stages >= 3"),
+        (dict(pipeline_stages=2, micro_batches=4, pipeline_chunks=2, pipeline_schedule="1f1b"),
+         ValueError, r"pipeline_chunks=2 \(interleaved stages\) needs the 'gpipe' schedule, "
+         r"got '1f1b'"),
         (dict(pipeline_stages=3, micro_batches=4, pipeline_chunks=0), ValueError,
          r"pipeline_chunks must be an int >= 1, got 0"),
     ]
@@ -651,9 +655,11 @@ def _async_program(stage_text):
     return prog
 
 
-def _async_runs_without_deadlock(programs):
+def _async_runs_without_deadlock(programs, by_direction=False):
     """The link streams as the runtime runs them (runtime/src/Nccl.cu): a
-    stream per pair of stages, its transfers in issue order; the n-th send
+    stream per pair of stages (`by_direction`: a stream per pair and
+    direction, as the runtime links two interleaved stages), its transfers
+    in issue order; the n-th send
     from a to b and the n-th receive at b from a complete together once both
     are first on their streams (large NCCL transfers: neither side buffers);
     a stage's compute stream stops at a wait until that transfer completed.
@@ -675,12 +681,14 @@ def _async_runs_without_deadlock(programs):
                 else:
                     _, kind, peer, event = op
                     count[s][(kind, peer)] += 1
-                    links[s][peer].append((kind, count[s][(kind, peer)], event))
+                    key = (peer, (kind == "S") == (peer > s)) if by_direction else peer
+                    links[s][key].append((kind, count[s][(kind, peer)], event))
                 pc[s] += 1
                 moved = True
         for a in range(S):
-            for b, q in links[a].items():
-                other = links[b].get(a)
+            for key, q in links[a].items():
+                b = key[0] if by_direction else key
+                other = links[b].get((a, key[1]) if by_direction else a)
                 if not q or not other:
                     continue
                 (k1, n1, e1), (k2, n2, e2) = q[0], other[0]
@@ -708,7 +716,7 @@ def test_async_link_model_sees_deadlocks():
 
 
 @pytest.mark.parametrize("stages,chunks,micro", [(4, 1, 8), (3, 2, 8), (4, 2, 12),
-                                                 (3, 3, 5)])
+                                                 (3, 3, 5), (2, 2, 8), (2, 3, 4)])
 def test_pipeline_cuda_async_transfers_do_not_deadlock(cnnc, models, tmp_path, stages,
                                                        chunks, micro):
     """GPipe's asynchronous transfers as emitted, through the link-stream
@@ -725,7 +733,14 @@ def test_pipeline_cuda_async_transfers_do_not_deadlock(cnnc, models, tmp_path, s
     parts = out.read_text().split("namespace cnnc_stage")
     programs = [_async_program(parts[2 * s + 1]) for s in range(stages)]
     assert all(programs), "every stage transfers asynchronously"
-    assert _async_runs_without_deadlock(programs)
+    if stages == 2 and chunks > 1:
+        # Two interleaved stages: each direction between the GPUs has a link
+        # of its own; one link for both would deadlock (a receive posted
+        # ahead at the head of the stream on both ends).
+        assert _async_runs_without_deadlock(programs, by_direction=True)
+        assert not _async_runs_without_deadlock(programs)
+    else:
+        assert _async_runs_without_deadlock(programs)
 
 
 @pytest.mark.parametrize("chunks", [1, 2])

@@ -1037,7 +1037,7 @@ def CNNPipelinePartition : Pass<"cnn-pipeline-partition", "mlir::ModuleOp"> {
            "placed in a loop (virtual stage v on stage v mod S), so that "
            "the GPipe bubble falls from (S-1)/(M+S-1) to "
            "(S-1)/(V x M+S-1); the plan's cuts, times and peaks are the "
-           "virtual stages'. Needs an explicit `stages` >= 3 and gpipe">,
+           "virtual stages'. Needs an explicit `stages` >= 2 and gpipe">,
   ];
   let statistics = [
     Statistic<"numStages", "stages", "pipeline stages chosen">,

@@ -177,7 +177,7 @@ struct CNNPipelineOptions
                      "into S x V virtual stages placed in a loop (virtual "
                      "stage v on GPU v mod S), and the GPipe bubble falls "
                      "from (S-1)/(M+S-1) to (S-1)/(V*M+S-1); needs "
-                     "--pipeline-stages S >= 3 and the gpipe schedule "
+                     "--pipeline-stages S >= 2 and the gpipe schedule "
                      "(1: one range of layers per GPU)"),
       llvm::cl::init(CNNPipelinePartitionOptions().chunks),
       llvm::cl::cat(trainingStepOptionCategory())};
