@@ -62,6 +62,15 @@ from cnnc.cnnw import read_cnnw  # noqa: E402
 from timm_zoo import TIMM_FAMILIES  # noqa: E402
 from cnnc.export import export_onnx  # noqa: E402
 from cnnc.train_check import classification_loss  # noqa: E402
+from cnnc import pipeline_options  # noqa: E402
+
+
+def aux_loss_weight():
+    """cnnc's default --aux-loss-weight, asked of the compiler this check
+    runs (--cnnc): the package's own lookup finds only a build directory,
+    and on the GPU machine the compiler is .carry/cnnc (session 34: GoogLeNet
+    and Inception-v3 failed with "the cnnc compiler was not found")."""
+    return pipeline_options.default("aux-loss-weight", ARGS.cnnc)
 
 
 # name: (batch, H=W, constructor kwargs)
@@ -196,7 +205,8 @@ def torch_steps(name, sd, images, labels, device, steps, amp=False, channels_las
             xx = xx.contiguous(memory_format=torch.channels_last)
         opt.zero_grad()
         with torch.autocast("cuda", dtype=torch.float16, enabled=amp):
-            loss = classification_loss(m(xx), yy, torch.nn.functional.cross_entropy)
+            loss = classification_loss(m(xx), yy, torch.nn.functional.cross_entropy,
+                                       aux_loss_weight())
         scaler.scale(loss).backward()
         if peak is not None and k == 0:
             g, n = max((p.grad.abs().max().item(), n) for n, p in m.named_parameters()
