@@ -1386,8 +1386,15 @@ if has J; then
         sed "s/^/     J: /" | tee -a "$SUMMARY"
       CUDA_VISIBLE_DEVICES=0 run j-r18-acc 90 "$W/j-r18-acc" "${JX[@]}" --steps 20 ||
         fail "J: one-GPU --accumulate 4 (exit $?, see j-r18-acc.log)"
-      run $JN 90 "$W/$JN" "${JX[@]}" --steps 5 ||
+      # The transfers traced (CNNC_PIPELINE_TRACE=1: each one issued, and the
+      # pending ones every 5 s) and NCCL's connections logged: the two
+      # interleaved attempts of session 34 hung before their first step
+      # with nothing in the log. Its tail goes to $OUT at once (the call may
+      # end before logs.txt is written).
+      (export CNNC_PIPELINE_TRACE=1 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,P2P
+        run $JN 90 "$W/$JN" "${JX[@]}" --steps 5) ||
         fail "J: interleaved S=$J_S x 2 chunks (exit $?, see $JN.log)"
+      grep -v "^step" "$LOGS/$JN.log" | tail -150 >"$OUT/$JN-tail.log"
       if out=$(p_compare J $JN j-r18-acc 1e-4 4 5 2>&1); then
         pass "J: ResNet-18 f32 S=$J_S x 2 chunks M=4 vs --accumulate 4: $out"
       else

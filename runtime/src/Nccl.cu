@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <thread>
 #include <unistd.h>
 #include <vector>
@@ -44,6 +45,13 @@ struct State {
   ncclComm_t link_comm[3] = {nullptr, nullptr, nullptr};
   cudaStream_t link_stream[3] = {nullptr, nullptr, nullptr};
   bool links_connected = false; ///< connectLinks ran
+  /// CNNC_PIPELINE_TRACE=1 (diagnosis of a pipeline that hangs): every
+  /// transfer issued and waited for is printed on stderr, and a watchdog
+  /// thread prints every 5 s the transfer events still pending (their
+  /// description in `xfer_desc`), so that a hang names the transfers it is
+  /// stuck on and whether the host or the GPU stopped.
+  bool trace = false;
+  std::vector<std::string> xfer_desc;
   std::vector<cudaEvent_t> xfer_fork, xfer_done;
   /// The communicator of the bucket being issued (begin .. end): its
   /// ncclGroupEnd is polled on it (a non-blocking group completes on the
@@ -484,6 +492,34 @@ void recv(Context &ctx, void *buf, size_t bytes, int peer, const char *what) {
 
 
 namespace {
+std::mutex traceMutex; ///< xfer_desc, between the host thread and the watchdog
+
+/// CNNC_PIPELINE_TRACE's watchdog (detached; ends with the process).
+void startTraceWatchdog() {
+  std::thread([] {
+    State &s = S();
+    for (int tick = 1;; ++tick) {
+      std::this_thread::sleep_for(std::chrono::seconds(5));
+      std::string pending;
+      int count = 0;
+      {
+        std::lock_guard<std::mutex> lock(traceMutex);
+        for (size_t e = 0; e < s.xfer_desc.size() && e < s.xfer_done.size();
+             ++e)
+          if (!s.xfer_desc[e].empty() &&
+              cudaEventQuery(s.xfer_done[e]) == cudaErrorNotReady) {
+            if (++count <= 16)
+              pending += "\n    event " + std::to_string(e) + ": " +
+                         s.xfer_desc[e];
+          }
+      }
+      std::fprintf(stderr,
+                   "pipeline trace: %s: after %d s, %d transfer(s) pending%s\n",
+                   who().c_str(), 5 * tick, count, pending.c_str());
+    }
+  }).detach();
+}
+
 /// Connects every link of this stage before the step is issued, one
 /// communicator at a time in the same order on every stage (the pairs
 /// 2k/2k+1, then 2k+1/2k+2, then the wrap link), each with a grouped 1-byte
@@ -510,6 +546,10 @@ void connectLinks(Context &ctx) {
       checkNcclOn(comm, ncclCommUserRank(comm, &me),
                   "ncclCommUserRank (pipeline link)");
       const int peer = 1 - me;
+      if (s.trace || std::getenv("CNNC_PIPELINE_TRACE"))
+        std::fprintf(stderr,
+                     "pipeline trace: %s: connecting link %d (rank %d of 2)\n",
+                     who().c_str(), link, me);
       char *bytes = static_cast<char *>(buf);
       checkNccl(ncclGroupStart(), "ncclGroupStart (pipeline link set-up)");
       checkNcclOn(comm,
@@ -571,6 +611,11 @@ void prepareTransfers(Context &ctx, int numEvents, bool wrapLink) {
                 "pipeline: a link's stream");
   }
   connectLinks(ctx);
+  if (const char *t = std::getenv("CNNC_PIPELINE_TRACE");
+      t && std::atoi(t) != 0 && !s.trace) {
+    s.trace = true;
+    startTraceWatchdog();
+  }
   while ((int)s.xfer_done.size() < numEvents) {
     appendEventPair(ctx, s.xfer_fork, s.xfer_done,
                     "pipeline: transfer events");
@@ -616,11 +661,25 @@ void issueOnLink(Context &ctx, void *buf, size_t bytes, int peer, int event,
   // Within the pair the lower stage is rank 0.
   const int peerRank = wrap ? (peer == 0 ? 0 : 1) : link == 0 ? 0 : 1;
   ncclComm_t comm = s.link_comm[link];
+  std::string desc;
+  if (s.trace) {
+    desc = std::string(isSend ? "send to" : "receive from") + " stage " +
+           std::to_string(peer) + " on link " + std::to_string(link) + ", " +
+           std::to_string(bytes) + " bytes (" + what + ")";
+    std::fprintf(stderr, "pipeline trace: %s: event %d: %s\n", who().c_str(),
+                 event, desc.c_str());
+  }
   checkNcclOn(comm,
               isSend ? ncclSend(buf, bytes, ncclUint8, peerRank, comm, ls)
                      : ncclRecv(buf, bytes, ncclUint8, peerRank, comm, ls),
               isSend ? "ncclSend (asynchronous)" : "ncclRecv (asynchronous)");
   ctx.check(cudaEventRecord(s.xfer_done[event], ls), "pipeline: transfer done");
+  if (s.trace) {
+    std::lock_guard<std::mutex> lock(traceMutex);
+    if ((int)s.xfer_desc.size() <= event)
+      s.xfer_desc.resize(event + 1);
+    s.xfer_desc[event] = desc;
+  }
 }
 } // namespace
 
@@ -655,6 +714,9 @@ void transferWait(Context &ctx, int event) {
     ctx.fail("pipeline", "wait for transfer event " + std::to_string(event) +
                              " beyond dist::prepareTransfers' events");
   const bool timed = s.timing && event < (int)s.xfer_wait_begin.size();
+  if (s.trace)
+    std::fprintf(stderr, "pipeline trace: %s: compute waits for event %d\n",
+                 who().c_str(), event);
   computeWaits(ctx, s.xfer_done[event],
                timed ? &s.xfer_wait_begin[event] : nullptr,
                timed ? &s.xfer_wait_end[event] : nullptr,

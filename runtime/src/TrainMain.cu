@@ -93,6 +93,8 @@ const char *kUsage =
     "             CNNRT_SYNC_CHECK=1 CNNRT_VERBOSE=1 CNNC_DIST_INIT=URL\n"
     "             CNNC_DIST_TIMEOUT=seconds (rendezvous and collectives, "
     "default 300)\n"
+    "             CNNC_PIPELINE_TRACE=1 (pipeline stages: every transfer on "
+    "stderr, and the pending ones every 5 s)\n"
     "exit codes: 0 ok, 1 error, 2 out of GPU memory, 3 no GPU\n";
 
 [[noreturn]] void usageError(const std::string &msg) {
