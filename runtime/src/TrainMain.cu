@@ -1365,6 +1365,15 @@ int trainPipelineMain(int argc, char **argv, const ModelSpec *const *stages,
     // The NCCL layer splits the world into the stages of each replica and
     // the replicas of each stage (Nccl.h).
     setenv("CNNC_PIPELINE_STAGES", std::to_string(numStages).c_str(), 1);
+    // A stage's link streams hold NCCL kernels that spin until the peer
+    // arrives (an interleaved step posts its receives at the top). CUDA
+    // maps streams onto CUDA_DEVICE_MAX_CONNECTIONS hardware queues (8 by
+    // default) and serializes streams that share one: a waiting receive
+    // then stalls the compute stream behind it, and a ring of stages
+    // deadlocks. The most queues, before this process first touches CUDA,
+    // unless the caller chose (the likely cause of session 34's
+    // interleaved hangs; not yet confirmed on GPUs).
+    setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", /*overwrite=*/0);
     return runTraining(argc, argv, *stages[gPipeline.stage]);
   } catch (const Error &e) {
     std::fflush(stdout);
