@@ -4,9 +4,12 @@ momentum) of a test net on the GPU, every parameter's update against
 PyTorch's on the same GPU, worst first (a diagnostic, not a check).
 
   python3 test/gpu/diag_grads.py NET [--precision fp32] [--layout nhwc]
-NET: nf_resnet | nfnet_l0 | dm_nfnet (test/e2e/timm_family_layers.py), or
+NET: nf_resnet | nfnet_l0 | dm_nfnet (test/e2e/timm_family_layers.py),
+resnet_block (check_python_api.py's residual block, batch 32 at 32x32: its
+AdamW state is further from float64 than PyTorch's, session 34), or
 timm:MODEL (a timm model, random init, 10 classes, batch 8 at 64x64; the
-GPU machine has timm). With --precision fp16 the reference step is PyTorch
+GPU machine has timm). In f32 the same step in float64 on the CPU is a third
+column: each gradient's error from it, cnnc's and PyTorch's on the GPU. With --precision fp16 the reference step is PyTorch
 AMP (autocast f16 + channels_last, no scaler): an update of 0 everywhere in
 cnnc's column means its loss scaling skipped the step; a second PyTorch run
 with GradScaler at cnnc's starting scale (65536) then says whether PyTorch's
@@ -16,7 +19,6 @@ Environment toggles of the runtime (CNNRT_CONV_FUSION=split,
 CNNRT_CONV_GRAPH=0) narrow the kernel at fault."""
 import argparse
 import copy
-import functools
 import os
 import sys
 
@@ -44,6 +46,12 @@ def main():
         model = timm.create_model(a.net[5:], pretrained=False, num_classes=10).to(a.device)
         x = torch.randn(8, 3, 64, 64, device=a.device)
         y = torch.randint(0, 10, (8,), device=a.device)
+    elif a.net == "resnet_block":
+        sys.path.insert(0, HERE)
+        import check_python_api
+        model = check_python_api.models()["resnet_block"]().to(a.device)
+        x = torch.randn(32, 3, 32, 32, device=a.device)
+        y = torch.randint(0, 10, (32,), device=a.device)
     else:
         model = tl.NFNetTiny(a.net).to(a.device)
         x = torch.randn(4, 3, 29, 29, device=a.device)
@@ -51,6 +59,16 @@ def main():
     ref = copy.deepcopy(model)
     model_for_scaler = copy.deepcopy(model)
     amp = a.precision == "fp16"
+    exact = None
+    if not amp:
+        # The same step in float64 on the CPU: which of the two f32 steps
+        # is off, not only how far apart they are.
+        exact = copy.deepcopy(model).cpu().double()
+        opt64 = torch.optim.SGD(exact.parameters(), lr=1.0)
+        e0 = {n: p.detach().clone() for n, p in exact.named_parameters()}
+        torch.nn.functional.cross_entropy(exact(x.cpu().double()), y.cpu()).backward()
+        opt64.step()
+        g64 = {n: (e0[n] - p.detach()) for n, p in exact.named_parameters()}
     trainer = cnnc.compile(model, x, optimizer=torch.optim.SGD(model.parameters(), lr=1.0),
                            precision=a.precision, layout=a.layout, cache=False,
                            device=a.device)
@@ -69,18 +87,25 @@ def main():
     opt.step()
     if amp:
         scaler_verdict(torch, model_for_scaler, x, y)
+    def rel(g, r):
+        return ((g - r).abs().max() / r.abs().max().clamp_min(1e-30)).item()
+
     rows = []
     got = dict(model.named_parameters())
     for n, p in ref.named_parameters():
         g_ref = (p0[n] - p.detach()).double()
         g = (p0[n] - got[n].detach()).double()
-        err = ((g - g_ref).abs().max() / g_ref.abs().max().clamp_min(1e-30)).item()
-        rows.append((err, n, g_ref.abs().max().item(), g.abs().max().item()))
+        vs64 = ""
+        if exact is not None:
+            r64 = g64[n].to(g.device)
+            vs64 = "  %10.3g %10.3g" % (rel(g, r64), rel(g_ref, r64))
+        rows.append((rel(g, g_ref), n, g_ref.abs().max().item(), g.abs().max().item(), vs64))
     rows.sort(reverse=True)
-    print("%s %s %s: gradient rel err, worst first (param, |g| torch, |g| cnnc)" %
-          (a.net, a.precision, a.layout))
-    for err, n, gr, gc in rows[:a.top]:
-        print("  %10.3g  %-40s %10.3g %10.3g" % (err, n, gr, gc))
+    print("%s %s %s: gradient rel err, worst first (param, |g| torch, |g| cnnc%s)" %
+          (a.net, a.precision, a.layout,
+           ", cnnc and torch vs float64" if exact is not None else ""))
+    for err, n, gr, gc, vs64 in rows[:a.top]:
+        print("  %10.3g  %-40s %10.3g %10.3g%s" % (err, n, gr, gc, vs64))
 
 
 def scaler_verdict(torch, model, x, y):
