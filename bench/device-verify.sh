@@ -3,7 +3,9 @@
 # repo root, .carry/ from scripts/prepare-device-carry.sh):
 #  1. the runtime's own GPU tests (ctest -L gpu of runtime/, built there);
 #  2. the CUDA backend against PyTorch (test/gpu/check_vs_torch.py);
-#  3. the Python entry on CUDA tensors (test/gpu/check_python_api.py);
+#  3. the Python entry on CUDA tensors (test/gpu/check_python_api.py), then
+#     the residual block's f32 gradients against float64, cnnc's and
+#     PyTorch's (test/gpu/diag_grads.py resnet_block; a diagnostic);
 #  4. GPU robustness: out of memory, corrupt checkpoints, special files
 #     (test/gpu/robustness_gpu.sh);
 #  5. the ops added for issue 32 against PyTorch on the GPU
@@ -103,6 +105,10 @@ if [[ $PARTS == *2* ]]; then
 fi
 if [[ $PARTS == *3* ]]; then
   part python-api 120 python3 test/gpu/check_python_api.py --cnnc "$CNNC"
+  # Each f32 gradient of the residual block against float64 for cnnc and
+  # PyTorch (issue 35's AdamW accuracy gap: which tensor, which side).
+  CNNC="$CNNC" CNNC_CACHE_DIR=/tmp/diag-cache part diag-grads 60 \
+    python3 test/gpu/diag_grads.py resnet_block
 fi
 if [[ $PARTS == *4* ]]; then
   mkdir -p /tmp/carrybuild/bin && ln -sf "$CNNC" /tmp/carrybuild/bin/cnnc
