@@ -843,6 +843,8 @@ def compile(model, example_input, optimizer=None, *, label_smoothing=0.0,
     from . import pipeline as _pipeline
     plan = _pipeline.check_options(pipeline_stages, micro_batches, pipeline_schedule,
                                    accumulate, pipeline_chunks)
+    if plan is not None and plan.chunks > 1:
+        _pipeline.ensure_hardware_queues(torch)
     if not isinstance(example_input, torch.Tensor):
         raise TypeError("example_input must be a torch.Tensor")
     if example_input.dim() != 4:

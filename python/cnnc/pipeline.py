@@ -32,6 +32,7 @@ micro-batches. It runs in one of two ways:
 """
 import collections
 import os
+import warnings
 
 SCHEDULES = ("gpipe", "1f1b")
 
@@ -87,6 +88,26 @@ def check_options(pipeline_stages, micro_batches, pipeline_schedule, accumulate,
         raise ValueError("pipeline_chunks=%d (interleaved stages) needs the 'gpipe' schedule, "
                          "got %r" % (chunks, schedule))
     return Plan(stages, micro, schedule, None, None, None, chunks)
+
+
+def ensure_hardware_queues(torch):
+    """Interleaved stages on the GPU: every CUDA hardware queue the device
+    has (CUDA_DEVICE_MAX_CONNECTIONS=32; the executable's stage processes
+    set the same). A stage's NCCL receives wait on their link streams from
+    the top of the step, and streams that share one of the default 8 queues
+    run one after the other: a waiting receive could stall the compute
+    stream that feeds the ring. CUDA reads the variable when it starts, so
+    it is set here only while torch has not started CUDA; after that a
+    warning says what to do."""
+    if os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS"):
+        return
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        warnings.warn("pipeline_chunks > 1: CUDA has started without "
+                      "CUDA_DEVICE_MAX_CONNECTIONS; set CUDA_DEVICE_MAX_CONNECTIONS=32 in the "
+                      "environment of every rank (streams that share a hardware queue can stall "
+                      "an interleaved step)", RuntimeWarning, stacklevel=3)
+        return
+    os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = "32"
 
 
 def micro_batch(plan, example_input):

@@ -791,3 +791,27 @@ def test_pipeline_cuda_transfers_do_not_deadlock(cnnc, models, tmp_path, schedul
     assert _runs_without_deadlock(stages)
     one_at_a_time = [[[op] for g in groups for op in g] for groups in stages]
     assert _runs_without_deadlock(one_at_a_time) == (schedule == "gpipe")
+
+
+def test_interleaved_hardware_queues(monkeypatch):
+    """cnnc.compile(pipeline_chunks > 1) asks for every CUDA hardware queue
+    (CUDA_DEVICE_MAX_CONNECTIONS=32) while CUDA has not started, warns once
+    it has, and leaves a caller's setting alone."""
+    import types
+    from cnnc import pipeline as pl
+
+    def fake(initialized):
+        cuda = types.SimpleNamespace(is_available=lambda: True,
+                                     is_initialized=lambda: initialized)
+        return types.SimpleNamespace(cuda=cuda)
+
+    monkeypatch.delenv("CUDA_DEVICE_MAX_CONNECTIONS", raising=False)
+    pl.ensure_hardware_queues(fake(False))
+    assert os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] == "32"
+    monkeypatch.delenv("CUDA_DEVICE_MAX_CONNECTIONS")
+    with pytest.warns(RuntimeWarning, match="CUDA_DEVICE_MAX_CONNECTIONS=32"):
+        pl.ensure_hardware_queues(fake(True))
+    assert "CUDA_DEVICE_MAX_CONNECTIONS" not in os.environ
+    monkeypatch.setenv("CUDA_DEVICE_MAX_CONNECTIONS", "4")
+    pl.ensure_hardware_queues(fake(False))
+    assert os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] == "4"
