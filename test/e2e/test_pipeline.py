@@ -741,6 +741,13 @@ def test_pipeline_cuda_async_transfers_do_not_deadlock(cnnc, models, tmp_path, s
         assert not _async_runs_without_deadlock(programs)
     else:
         assert _async_runs_without_deadlock(programs)
+    # With every stream of a GPU run one after another in issue order (CUDA
+    # serializes streams that share a hardware queue; the blocking model):
+    # GPipe still gets through, an interleaved step does not. It needs its
+    # link streams to run beside the compute stream, hence the stage
+    # processes' CUDA_DEVICE_MAX_CONNECTIONS=32 (runtime/src/TrainMain.cu).
+    serialized = [_transfer_groups(parts[2 * s + 1]) for s in range(stages)]
+    assert _runs_without_deadlock(serialized) == (chunks == 1)
 
 
 @pytest.mark.parametrize("chunks", [1, 2])
