@@ -177,10 +177,11 @@ void SplitPass::runOnOperation() {
   // GPUs, and interleaved, adjacent virtual stages): a value made on stage a
   // and read k > 1 stages away (a U-Net's long skip connection across
   // several cuts) is relayed, each stage between receiving it from the
-  // stage before and sending it on. `receivers[r]`: every stage that
-  // receives r (its readers and the relays), sorted; one tag per (value,
-  // receiving stage), numbered in schedule order. The stage a receiver
-  // takes r from is the one next to it towards a.
+  // stage before and sending it on. `span[r]`: the lowest and the highest
+  // stage that read r (or make it); every stage of the span but r's maker
+  // receives it, with one tag per (value, receiving stage), numbered in
+  // schedule order. A receiver takes r from its neighbour towards the
+  // maker (`sourceOf`).
   llvm::DenseMap<std::pair<Value, int64_t>, int64_t> tags;
   llvm::DenseMap<Value, std::pair<int64_t, int64_t>> span; // lo, hi stage
   int64_t nextTag = 0;
