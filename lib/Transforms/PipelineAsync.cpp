@@ -140,7 +140,7 @@ void AsyncTransfersPass::runOnOperation() {
         prevSend = op;
         continue;
       }
-      int64_t tag = rcv.getTagAttr().getValue().getSExtValue();
+      int64_t tag = transferTag(rcv);
       Operation *anchor = prevSend;
       if (Operation *p = prevOfTag.lookup(tag); p && !chunked)
         if (!anchor || anchor->isBeforeInBlock(waitOf[p]))

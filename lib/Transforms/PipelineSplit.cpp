@@ -109,6 +109,12 @@ int64_t cnnc::transferPeer(Operation *sendOrRecv) {
   return cast<RecvOp>(sendOrRecv).getPeerAttr().getValue().getSExtValue();
 }
 
+int64_t cnnc::transferTag(Operation *sendOrRecv) {
+  if (auto s = dyn_cast<SendOp>(sendOrRecv))
+    return s.getTagAttr().getValue().getSExtValue();
+  return cast<RecvOp>(sendOrRecv).getTagAttr().getValue().getSExtValue();
+}
+
 void SplitPass::runOnOperation() {
   ModuleOp module = getOperation();
   MLIRContext *ctx = &getContext();

@@ -240,10 +240,7 @@ void StagePass::runOnOperation() {
   WalkResult skips = fn.walk([&](Operation *op) -> WalkResult {
     if (!isa<SendOp, RecvOp>(op))
       return WalkResult::advance();
-    auto snd = dyn_cast<SendOp>(op);
-    int64_t peer = transferPeer(op);
-    int64_t tag = snd ? int64_t(snd.getTag())
-                      : int64_t(cast<RecvOp>(op).getTag());
+    int64_t peer = transferPeer(op), tag = transferTag(op);
     bool wrap = chunked && stages >= 3 &&
                 ((s == 0 && peer == stages - 1) ||
                  (s == stages - 1 && peer == 0));

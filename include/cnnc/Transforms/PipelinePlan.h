@@ -54,6 +54,8 @@ inline int64_t pipelineVirtualStages(mlir::DictionaryAttr plan) {
 
 /// The `peer` of a cnn.send or cnn.recv.
 int64_t transferPeer(mlir::Operation *sendOrRecv);
+/// The `tag` of a cnn.send or cnn.recv.
+int64_t transferTag(mlir::Operation *sendOrRecv);
 
 /// Prints the plan recorded in `module`'s cnn.pipeline (cuts, per-stage
 /// peak memory and time estimate, crossing bytes, GPipe bubble fraction).
