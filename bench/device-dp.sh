@@ -72,7 +72,9 @@
 #     30 steps logged every step, NCCL_GRAPH_REGISTER=1 and 0: where the
 #     whole-run figure loses to the steady state.
 #  J  interleaved pipeline stages (--pipeline-chunks 2) on J_S GPUs (4, or 2
-#     on -x2): ResNet-18 f32 S x 2 chunks against the one-GPU --accumulate 4 (the quick form
+#     on -x2): ResNet-18 f32 S x 2 chunks against the one-GPU --accumulate 4;
+#     then a long skip relayed by the stages between (prepare.py's skipnet,
+#     S = all GPUs up to 4, or 2 x 2 chunks on -x2; 1e-5) (the quick form
 #     of part P's case j; pair with PARTS=D D_AB_FLAGS="--pipeline-chunks 2"
 #     for the throughput A/B)
 #  R  the runtime's NCCL checks (built there with cmake, ~2 min):
@@ -1374,7 +1376,7 @@ if has J; then
     JW=$W/j
     JN=j-r18-il$J_S
     run j-prepare 180 $PY "$DP/prepare.py" --work "$JW" --batch 8 --size 32 --steps 10 \
-      --models resnet18 || fail "J: prepare.py (exit $?, see j-prepare.log)"
+      --models resnet18,skipnet || fail "J: prepare.py (exit $?, see j-prepare.log)"
     JF=(--train --precision fp32 "${SGD[@]}")
     build $JN 300 "$JW/resnet18.onnx" "${JF[@]}" --pipeline-stages $J_S --pipeline-chunks 2 \
       --micro-batches 4 &
@@ -1399,6 +1401,30 @@ if has J; then
         pass "J: ResNet-18 f32 S=$J_S x 2 chunks M=4 vs --accumulate 4: $out"
       else
         fail "J: ResNet-18 f32 S=$J_S x 2 chunks M=4 vs --accumulate 4: $out"
+      fi
+    fi
+    # Relayed skips: a BatchNorm-free net whose stem output skips every cut
+    # (prepare.py's skipnet), on all GPUs (up to 4) without chunks, so that
+    # the stages between relay it; on 2 GPUs the relays only exist between
+    # virtual stages, so 2 x 2 chunks. Equal to --accumulate 4 to 1e-5.
+    KS=$((NG >= 4 ? 4 : NG)) KC=1
+    ((KS < 3)) && KC=2
+    KN=j-skip-s${KS}c$KC
+    build $KN 300 "$JW/skipnet.onnx" "${JF[@]}" --pipeline-stages $KS --pipeline-chunks $KC \
+      --micro-batches 4 &
+    build j-skip-acc 300 "$JW/skipnet.onnx" "${JF[@]}" --accumulate 4 &
+    wait
+    if check_builds $KN j-skip-acc; then
+      CUDA_VISIBLE_DEVICES=0 run j-skip-acc 60 "$W/j-skip-acc" "${JX[@]}" --steps 20 ||
+        fail "J: skipnet one-GPU --accumulate 4 (exit $?, see j-skip-acc.log)"
+      (export CNNC_PIPELINE_TRACE=1
+        run $KN 60 "$W/$KN" "${JX[@]}" --steps 5) ||
+        fail "J: skipnet S=$KS x $KC (exit $?, see $KN.log)"
+      grep -v "^step" "$LOGS/$KN.log" | tail -60 >"$OUT/$KN-tail.log"
+      if out=$(p_compare J $KN j-skip-acc 1e-5 4 5 2>&1); then
+        pass "J: skipnet (relayed skip) f32 S=$KS x $KC M=4 vs --accumulate 4: $out"
+      else
+        fail "J: skipnet (relayed skip) f32 S=$KS x $KC M=4 vs --accumulate 4: $out"
       fi
     fi
   fi

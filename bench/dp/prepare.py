@@ -48,6 +48,34 @@ def nobn_model(num_classes=10):
         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, num_classes))
 
 
+class SkipNet:
+    """A BatchNorm-free net with a long skip connection (a U-Net's in
+    miniature): the stem's output is added back after six more
+    convolutions, so on 3 or more pipeline stages it crosses several cuts
+    and the stages between relay it (cnn-pipeline-split). Without
+    BatchNorm the pipelined step equals --accumulate M to rounding."""
+
+    @staticmethod
+    def build(num_classes=10):
+        import torch.nn as nn
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.stem = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU())
+                self.body = nn.Sequential(*[m for _ in range(6)
+                                            for m in (nn.Conv2d(16, 16, 3, padding=1),
+                                                      nn.ReLU())])
+                self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                                          nn.Linear(16, num_classes))
+
+            def forward(self, x):
+                s = self.stem(x)
+                return self.head(self.body(s) + s)
+
+        return Net()
+
+
 def resnet18(num_classes=10, seed=0):
     return resnet("resnet18", num_classes, seed)
 
@@ -91,9 +119,10 @@ def main(argv=None):
                      {"batch": args.batch, "ranks": args.ranks, "size": args.size,
                       "steps": args.steps, "lr": args.lr, "momentum": args.momentum})
     models = [m for m in args.models.split(",") if m]
-    unknown = set(models) - {"resnet18", "resnet152", "nobn"}
+    unknown = set(models) - {"resnet18", "resnet152", "nobn", "skipnet"}
     if unknown:
-        ap.error("unknown model(s) %s (resnet18, resnet152, nobn)" % ", ".join(sorted(unknown)))
+        ap.error("unknown model(s) %s (resnet18, resnet152, nobn, skipnet)"
+                 % ", ".join(sorted(unknown)))
     if models:
         import torch
         from cnnc.train_check import export_training
@@ -101,6 +130,9 @@ def main(argv=None):
         for name in models:
             if name.startswith("resnet"):
                 m = resnet(name)
+            elif name == "skipnet":
+                torch.manual_seed(0)
+                m = SkipNet.build()
             else:
                 torch.manual_seed(0)
                 m = nobn_model()
