@@ -42,7 +42,17 @@ def models(tmp_path_factory):
             for name, model in (("simplecnn", tc.make_model("simplecnn", seed=0)),
                                 ("smallbn", pm.SmallBN()),
                                 ("deepbn", pm.DeepBN()),
-                                ("deepchain", pm.DeepBN(skips=False)))}
+                                ("deepchain", pm.DeepBN(skips=False)),
+                                ("unet", _unet()))}
+
+
+def _unet():
+    """test_resize.py's U-Net/FPN (BatchNorm, max-pool, a bilinear
+    upsampling into a concatenation with a skip, a nearest FPN addition, a
+    long residual skip from the first block to the last)."""
+    import test_resize
+    torch.manual_seed(0)
+    return test_resize.UNetFPN()
 
 
 def train(cnnc, model, data, out, steps, *extra):
@@ -822,3 +832,29 @@ def test_interleaved_hardware_queues(monkeypatch):
     monkeypatch.setenv("CUDA_DEVICE_MAX_CONNECTIONS", "4")
     pl.ensure_hardware_queues(fake(False))
     assert os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] == "4"
+
+
+@pytest.mark.parametrize("stages", [3, 4])
+def test_pipeline_unet_cut_inside_its_skips(cnnc, models, digits, tmp_path, stages):
+    """Issue 38's U-Net, cut inside its skip span: the encoder's outputs that
+    the decoder reads (and their gradients) cross several cuts and are
+    relayed by the stages between. The pipelined step equals --accumulate 4
+    on the reference interpreter (losses, every initializer bitwise), and
+    the CUDA step's transfers all join neighbouring stages and run through
+    the link-stream model."""
+    model = models["unet"]
+    train_both(cnnc, model, digits, tmp_path, "--pipeline-stages", stages)
+    out = tmp_path / "unet.cu"
+    r = tc.run_cnnc(cnnc, model, "--train", "--pipeline-stages", stages,
+                    "--micro-batches", M, "--emit", "cuda", "-o", out)
+    assert r.returncode == 0, r.stderr
+    parts = out.read_text().split("namespace cnnc_stage")
+    programs = [_async_program(parts[2 * s + 1]) for s in range(stages)]
+    for s, prog in enumerate(programs):
+        peers = {op[2] for op in prog if op[0] == "I"}
+        assert peers and peers <= {s - 1, s + 1}, (s, peers)
+    assert _async_runs_without_deadlock(programs)
+    # Relays: a middle stage receives from one neighbour and sends the same
+    # bytes on to the other, more than its own activation and gradient.
+    cuts = [int(n) for n in re.findall(r"cut \d+\|\d+ after forward op \d+: (\d+) tensor", r.stdout)]
+    assert len(cuts) == stages - 1 and max(cuts) > 2, r.stdout
