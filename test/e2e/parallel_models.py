@@ -48,6 +48,41 @@ class SmallBN(torch.nn.Module):
         return self.fc(torch.flatten(x, 1))
 
 
+class UNet(torch.nn.Module):
+    """The U-Net of Ronneberger et al. with padded convolutions (4 levels,
+    channels w .. 16w, BatchNorm, max-pool, transposed-convolution
+    upsampling into concatenations with the encoder's outputs): every level's
+    skip spans the middle of the network, so a pipeline cut anywhere but at
+    the ends crosses skips (issue 38's example of a step that does not fit
+    one GPU, at 1024 x 1024 and w = 64)."""
+
+    def __init__(self, classes=2, w=4):
+        super().__init__()
+        nn = torch.nn
+
+        def block(i, o):
+            return nn.Sequential(nn.Conv2d(i, o, 3, padding=1, bias=False), nn.BatchNorm2d(o),
+                                 nn.ReLU(), nn.Conv2d(o, o, 3, padding=1, bias=False),
+                                 nn.BatchNorm2d(o), nn.ReLU())
+
+        c = [w, 2 * w, 4 * w, 8 * w, 16 * w]
+        self.enc = nn.ModuleList([block(3, c[0])] + [block(c[k], c[k + 1]) for k in range(4)])
+        self.up = nn.ModuleList([nn.ConvTranspose2d(c[k + 1], c[k], 2, stride=2)
+                                 for k in reversed(range(4))])
+        self.dec = nn.ModuleList([block(2 * c[k], c[k]) for k in reversed(range(4))])
+        self.head = nn.Conv2d(c[0], classes, 1)
+
+    def forward(self, x):
+        skips = []
+        for k, e in enumerate(self.enc):
+            x = e(x if k == 0 else torch.nn.functional.max_pool2d(x, 2))
+            skips.append(x)
+        x = skips.pop()
+        for up, dec in zip(self.up, self.dec):
+            x = dec(torch.cat([up(x), skips.pop()], 1))
+        return self.head(x)
+
+
 class DeepBN(torch.nn.Module):
     """Seven layers with parameters (conv + BatchNorm pairs, a linear head):
     enough for the 6 virtual stages of 3 interleaved stages of 2 chunks.

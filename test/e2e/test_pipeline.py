@@ -858,3 +858,32 @@ def test_pipeline_unet_cut_inside_its_skips(cnnc, models, digits, tmp_path, stag
     # bytes on to the other, more than its own activation and gradient.
     cuts = [int(n) for n in re.findall(r"cut \d+\|\d+ after forward op \d+: (\d+) tensor", r.stdout)]
     assert len(cuts) == stages - 1 and max(cuts) > 2, r.stdout
+
+
+def test_pipeline_unet_over_budget(cnnc, tmp_path):
+    """A U-Net (4 levels, BatchNorm, transposed convolutions, concatenated
+    skips) over a per-GPU budget it cannot fit in one stage: the plan takes
+    3 or more stages, cut inside the skips, and the CUDA step relays them
+    (every transfer between neighbouring stages; through the link-stream
+    model). Width 64 at 1024 x 1024, micro-batch 4, M = 8 within 79,000 MiB
+    a GPU takes 3 stages the same way (compiled, not run on GPUs;
+    docs/pipeline-parallel.md)."""
+    torch.manual_seed(0)
+    onnx_path = tmp_path / "unet.onnx"
+    tc.export_training(pm.UNet(w=4), onnx_path, (2, 3, 128, 128))
+    out = tmp_path / "unet.cu"
+    r = tc.run_cnnc(cnnc, onnx_path, "--train", "--micro-batches", M,
+                    "--pipeline-memory-mb", 12, "--emit", "cuda", "-o", out)
+    assert r.returncode == 0, r.stderr
+    m = re.search(r"pipeline plan: (\d+) stage\(s\)", r.stdout)
+    assert m and int(m.group(1)) >= 3, r.stdout
+    stages = int(m.group(1))
+    cuts = [int(n) for n in re.findall(r"cut \d+\|\d+ after forward op \d+: (\d+) tensor",
+                                       r.stdout)]
+    assert len(cuts) == stages - 1 and max(cuts) > 2, r.stdout
+    parts = out.read_text().split("namespace cnnc_stage")
+    programs = [_async_program(parts[2 * s + 1]) for s in range(stages)]
+    for s, prog in enumerate(programs):
+        peers = {op[2] for op in prog if op[0] == "I"}
+        assert peers and peers <= {s - 1, s + 1}, (s, peers)
+    assert _async_runs_without_deadlock(programs)
