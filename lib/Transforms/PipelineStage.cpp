@@ -277,8 +277,30 @@ void StagePass::runOnOperation() {
       op->moveBefore(ret);
   }
   if (auto sched = fn->getAttrOfType<StringAttr>("cnn.pipeline_schedule");
-      sched && sched.getValue() == "1f1b")
+      sched && sched.getValue() == "1f1b") {
+    // A relayed tensor (cnn-pipeline-split: a skip across several cuts,
+    // received and sent on unchanged) puts a receive and a send to the
+    // other neighbour in one run, which the neighbours do not mirror: the
+    // blocking model of the grouped transfers deadlocks on every such step
+    // (DeepBN, U-Nets at S = 3, 4; test_pipeline.py). Not built: GPipe's
+    // schedule runs them.
+    WalkResult relayed = fn.walk([&](SendOp snd) -> WalkResult {
+      auto rcv = snd.getInput().getDefiningOp<RecvOp>();
+      if (!rcv)
+        return WalkResult::advance();
+      snd.emitError("cnn-pipeline-stage: stage ")
+          << s << " relays a tensor from stage " << transferPeer(rcv)
+          << " to stage " << transferPeer(snd) << " (tag " << transferTag(rcv)
+          << " to tag " << transferTag(snd)
+          << ": a tensor that skips stages, such as a long skip connection "
+             "across several cuts); the 1f1b schedule's grouped transfers "
+             "do not relay on the CUDA target: use --pipeline-schedule gpipe";
+      return WalkResult::interrupt();
+    });
+    if (relayed.wasInterrupted())
+      return signalPassFailure();
     groupTransfers(fn);
+  }
 
   // The M losses (cnn.loss on results, micro-batch order) become their mean:
   // summed in micro-batch order, then scaled by 1/M, one result in place of

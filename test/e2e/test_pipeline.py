@@ -887,3 +887,29 @@ def test_pipeline_unet_over_budget(cnnc, tmp_path):
         peers = {op[2] for op in prog if op[0] == "I"}
         assert peers and peers <= {s - 1, s + 1}, (s, peers)
     assert _async_runs_without_deadlock(programs)
+
+
+def test_pipeline_cuda_1f1b_refuses_relays(cnnc, models, tmp_path):
+    """1F1B's grouped transfers (one NCCL group per run) with a relayed skip
+    deadlock in the blocking model (a relay's receive and send to the other
+    neighbour share a run its neighbours do not mirror): one error on the
+    CUDA target naming the stages and GPipe; without skips 1F1B compiles and
+    gets through; the reference interpreter runs the relays under 1F1B."""
+    out = tmp_path / "a.cu"
+    r = tc.run_cnnc(cnnc, models["deepbn"], "--train", "--pipeline-stages", 3,
+                    "--micro-batches", M, "--pipeline-schedule", "1f1b", "--emit", "cuda",
+                    "-o", out)
+    assert r.returncode != 0
+    assert re.search(r"cnn-pipeline-stage: stage 1 relays a tensor from stage \d to stage \d "
+                     r"\(tag \d+ to tag \d+: a tensor that skips stages", r.stderr), r.stderr
+    assert "use --pipeline-schedule gpipe" in r.stderr and "Stack dump" not in r.stderr
+    r = tc.run_cnnc(cnnc, models["deepchain"], "--train", "--pipeline-stages", 3,
+                    "--micro-batches", M, "--pipeline-schedule", "1f1b", "--emit", "cuda",
+                    "-o", out)
+    assert r.returncode == 0, r.stderr
+    parts = out.read_text().split("namespace cnnc_stage")
+    assert _runs_without_deadlock([_transfer_groups(parts[2 * s + 1]) for s in range(3)])
+    r = tc.run_cnnc(cnnc, models["deepbn"], "--train", "--run-reference", "--steps", 1,
+                    "--data", "synthetic", "--pipeline-stages", 3, "--micro-batches", M,
+                    "--pipeline-schedule", "1f1b")
+    assert r.returncode == 0, r.stderr
