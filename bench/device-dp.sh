@@ -1378,55 +1378,47 @@ if has J; then
     run j-prepare 180 $PY "$DP/prepare.py" --work "$JW" --batch 8 --size 32 --steps 10 \
       --models resnet18,skipnet || fail "J: prepare.py (exit $?, see j-prepare.log)"
     JF=(--train --precision fp32 "${SGD[@]}")
-    build $JN 300 "$JW/resnet18.onnx" "${JF[@]}" --pipeline-stages $J_S --pipeline-chunks 2 \
-      --micro-batches 4 &
-    build j-r18-acc 300 "$JW/resnet18.onnx" "${JF[@]}" --accumulate 4 &
-    wait
     JX=(--data "$JW/data_x.npy" --labels "$JW/data_y.npy" --seed 0 --log-every 1)
-    if check_builds $JN j-r18-acc; then
-      grep -A20 "^pipeline plan" "$LOGS/build-$JN.log" | grep -v "^cnnc: built" |
+    # j_case LABEL PIPE ACC ONNX TOL SECONDS TAIL "EXPORTS" PIPELINE-FLAGS...:
+    # builds PIPE (the pipeline, M=4) and ACC (--accumulate 4) from ONNX,
+    # runs ACC on one GPU and PIPE with its transfers traced
+    # (CNNC_PIPELINE_TRACE=1: each one issued, and the pending ones every
+    # 5 s; EXPORTS: more of the environment), copies PIPE's log tail (TAIL
+    # lines) into $OUT at once (the call may end before logs.txt is
+    # written; the interleaved attempts of session 34 hung before their
+    # first step with nothing in the log), and compares the losses (TOL).
+    j_case() {
+      local label=$1 pn=$2 an=$3 onnx=$4 tol=$5 secs=$6 tl=$7 envs=$8
+      shift 8
+      build $pn 300 "$onnx" "${JF[@]}" "$@" --micro-batches 4 &
+      build $an 300 "$onnx" "${JF[@]}" --accumulate 4 &
+      wait
+      check_builds $pn $an || return 0
+      grep -A20 "^pipeline plan" "$LOGS/build-$pn.log" | grep -v "^cnnc: built" |
         sed "s/^/     J: /" | tee -a "$SUMMARY"
-      CUDA_VISIBLE_DEVICES=0 run j-r18-acc 90 "$W/j-r18-acc" "${JX[@]}" --steps 20 ||
-        fail "J: one-GPU --accumulate 4 (exit $?, see j-r18-acc.log)"
-      # The transfers traced (CNNC_PIPELINE_TRACE=1: each one issued, and the
-      # pending ones every 5 s) and NCCL's connections logged: the two
-      # interleaved attempts of session 34 hung before their first step
-      # with nothing in the log. Its tail goes to $OUT at once (the call may
-      # end before logs.txt is written).
-      (export CNNC_PIPELINE_TRACE=1 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,P2P
-        run $JN 90 "$W/$JN" "${JX[@]}" --steps 5) ||
-        fail "J: interleaved S=$J_S x 2 chunks (exit $?, see $JN.log)"
-      grep -v "^step" "$LOGS/$JN.log" | tail -150 >"$OUT/$JN-tail.log"
-      if out=$(p_compare J $JN j-r18-acc 1e-4 4 5 2>&1); then
-        pass "J: ResNet-18 f32 S=$J_S x 2 chunks M=4 vs --accumulate 4: $out"
+      CUDA_VISIBLE_DEVICES=0 run $an $secs "$W/$an" "${JX[@]}" --steps 20 ||
+        fail "J: $label: one-GPU --accumulate 4 (exit $?, see $an.log)"
+      (export CNNC_PIPELINE_TRACE=1 $envs
+        run $pn $secs "$W/$pn" "${JX[@]}" --steps 5) ||
+        fail "J: $label (exit $?, see $pn.log)"
+      grep -v "^step" "$LOGS/$pn.log" | tail -$tl >"$OUT/$pn-tail.log"
+      if out=$(p_compare J $pn $an $tol 4 5 2>&1); then
+        pass "J: $label M=4 vs --accumulate 4: $out"
       else
-        fail "J: ResNet-18 f32 S=$J_S x 2 chunks M=4 vs --accumulate 4: $out"
+        fail "J: $label M=4 vs --accumulate 4: $out"
       fi
-    fi
+    }
+    # Interleaved, with NCCL's connections logged too.
+    j_case "ResNet-18 f32 S=$J_S x 2 chunks" $JN j-r18-acc "$JW/resnet18.onnx" 1e-4 90 150 \
+      "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,P2P" --pipeline-stages $J_S --pipeline-chunks 2
     # Relayed skips: a BatchNorm-free net whose stem output skips every cut
     # (prepare.py's skipnet), on all GPUs (up to 4) without chunks, so that
     # the stages between relay it; on 2 GPUs the relays only exist between
     # virtual stages, so 2 x 2 chunks. Equal to --accumulate 4 to 1e-5.
     KS=$((NG >= 4 ? 4 : NG)) KC=1
     ((KS < 3)) && KC=2
-    KN=j-skip-s${KS}c$KC
-    build $KN 300 "$JW/skipnet.onnx" "${JF[@]}" --pipeline-stages $KS --pipeline-chunks $KC \
-      --micro-batches 4 &
-    build j-skip-acc 300 "$JW/skipnet.onnx" "${JF[@]}" --accumulate 4 &
-    wait
-    if check_builds $KN j-skip-acc; then
-      CUDA_VISIBLE_DEVICES=0 run j-skip-acc 60 "$W/j-skip-acc" "${JX[@]}" --steps 20 ||
-        fail "J: skipnet one-GPU --accumulate 4 (exit $?, see j-skip-acc.log)"
-      (export CNNC_PIPELINE_TRACE=1
-        run $KN 60 "$W/$KN" "${JX[@]}" --steps 5) ||
-        fail "J: skipnet S=$KS x $KC (exit $?, see $KN.log)"
-      grep -v "^step" "$LOGS/$KN.log" | tail -60 >"$OUT/$KN-tail.log"
-      if out=$(p_compare J $KN j-skip-acc 1e-5 4 5 2>&1); then
-        pass "J: skipnet (relayed skip) f32 S=$KS x $KC M=4 vs --accumulate 4: $out"
-      else
-        fail "J: skipnet (relayed skip) f32 S=$KS x $KC M=4 vs --accumulate 4: $out"
-      fi
-    fi
+    j_case "skipnet (relayed skip) f32 S=$KS x $KC" j-skip-s${KS}c$KC j-skip-acc \
+      "$JW/skipnet.onnx" 1e-5 60 60 "" --pipeline-stages $KS --pipeline-chunks $KC
   fi
   part_end J
 fi

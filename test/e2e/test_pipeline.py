@@ -834,6 +834,22 @@ def test_interleaved_hardware_queues(monkeypatch):
     assert os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] == "4"
 
 
+def _assert_relayed_cuda_step(plan, cuda_path, stages):
+    """A plain pipeline's emitted CUDA step (`cuda_path`, its printed `plan`)
+    relays skips: some cut carries more than an activation and its gradient
+    (a relayed tensor crosses it too), every stage transfers with its
+    neighbours only, and the step gets through the link-stream model."""
+    cuts = [int(n) for n in re.findall(r"cut \d+\|\d+ after forward op \d+: (\d+) tensor",
+                                       plan)]
+    assert len(cuts) == stages - 1 and max(cuts) > 2, plan
+    parts = cuda_path.read_text().split("namespace cnnc_stage")
+    programs = [_async_program(parts[2 * s + 1]) for s in range(stages)]
+    for s, prog in enumerate(programs):
+        peers = {op[2] for op in prog if op[0] == "I"}
+        assert peers and peers <= {s - 1, s + 1}, (s, peers)
+    assert _async_runs_without_deadlock(programs)
+
+
 @pytest.mark.parametrize("stages", [3, 4])
 def test_pipeline_unet_cut_inside_its_skips(cnnc, models, digits, tmp_path, stages):
     """Issue 38's U-Net, cut inside its skip span: the encoder's outputs that
@@ -848,16 +864,7 @@ def test_pipeline_unet_cut_inside_its_skips(cnnc, models, digits, tmp_path, stag
     r = tc.run_cnnc(cnnc, model, "--train", "--pipeline-stages", stages,
                     "--micro-batches", M, "--emit", "cuda", "-o", out)
     assert r.returncode == 0, r.stderr
-    parts = out.read_text().split("namespace cnnc_stage")
-    programs = [_async_program(parts[2 * s + 1]) for s in range(stages)]
-    for s, prog in enumerate(programs):
-        peers = {op[2] for op in prog if op[0] == "I"}
-        assert peers and peers <= {s - 1, s + 1}, (s, peers)
-    assert _async_runs_without_deadlock(programs)
-    # Relays: a middle stage receives from one neighbour and sends the same
-    # bytes on to the other, more than its own activation and gradient.
-    cuts = [int(n) for n in re.findall(r"cut \d+\|\d+ after forward op \d+: (\d+) tensor", r.stdout)]
-    assert len(cuts) == stages - 1 and max(cuts) > 2, r.stdout
+    _assert_relayed_cuda_step(r.stdout, out, stages)
 
 
 def test_pipeline_unet_over_budget(cnnc, tmp_path):
@@ -877,16 +884,7 @@ def test_pipeline_unet_over_budget(cnnc, tmp_path):
     assert r.returncode == 0, r.stderr
     m = re.search(r"pipeline plan: (\d+) stage\(s\)", r.stdout)
     assert m and int(m.group(1)) >= 3, r.stdout
-    stages = int(m.group(1))
-    cuts = [int(n) for n in re.findall(r"cut \d+\|\d+ after forward op \d+: (\d+) tensor",
-                                       r.stdout)]
-    assert len(cuts) == stages - 1 and max(cuts) > 2, r.stdout
-    parts = out.read_text().split("namespace cnnc_stage")
-    programs = [_async_program(parts[2 * s + 1]) for s in range(stages)]
-    for s, prog in enumerate(programs):
-        peers = {op[2] for op in prog if op[0] == "I"}
-        assert peers and peers <= {s - 1, s + 1}, (s, peers)
-    assert _async_runs_without_deadlock(programs)
+    _assert_relayed_cuda_step(r.stdout, out, int(m.group(1)))
 
 
 def test_pipeline_cuda_1f1b_refuses_relays(cnnc, models, tmp_path):
