@@ -546,7 +546,7 @@ void connectLinks(Context &ctx) {
       checkNcclOn(comm, ncclCommUserRank(comm, &me),
                   "ncclCommUserRank (pipeline link)");
       const int peer = 1 - me;
-      if (s.trace || std::getenv("CNNC_PIPELINE_TRACE"))
+      if (s.trace)
         std::fprintf(stderr,
                      "pipeline trace: %s: connecting link %d (rank %d of 2)\n",
                      who().c_str(), link, me);
@@ -610,12 +610,12 @@ void prepareTransfers(Context &ctx, int numEvents, bool wrapLink) {
       ctx.check(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking),
                 "pipeline: a link's stream");
   }
-  connectLinks(ctx);
   if (const char *t = std::getenv("CNNC_PIPELINE_TRACE");
       t && std::atoi(t) != 0 && !s.trace) {
     s.trace = true;
     startTraceWatchdog();
   }
+  connectLinks(ctx);
   while ((int)s.xfer_done.size() < numEvents) {
     appendEventPair(ctx, s.xfer_fork, s.xfer_done,
                     "pipeline: transfer events");
