@@ -223,6 +223,9 @@ int runStep(cnnrt_session *s, float lr) {
   ++s->step;
   ++s->stepsHere;
   launchSetScalars(ctx, lr, s->step);
+  // A pipeline stage's first step runs once alone before (runStageAlone).
+  if (s->stepsHere == 1)
+    runStageAlone(ctx, spec);
   if (s->useGraph && s->stepsHere == 3 && !s->exec) {
     ctx.check(
         cudaStreamBeginCapture(ctx.stream(), cudaStreamCaptureModeRelaxed),

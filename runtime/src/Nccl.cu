@@ -45,6 +45,10 @@ struct State {
   ncclComm_t link_comm[3] = {nullptr, nullptr, nullptr};
   cudaStream_t link_stream[3] = {nullptr, nullptr, nullptr};
   bool links_connected = false; ///< connectLinks ran
+  /// DistHooks::stageAlone: the step's asynchronous transfers are off (a
+  /// send does nothing, a receive zero-fills its buffer, a wait does
+  /// nothing) while the stage's first step runs alone.
+  bool transfers_off = false;
   /// CNNC_PIPELINE_TRACE=1 (diagnosis of a pipeline that hangs): every
   /// transfer issued and waited for is printed on stderr, and a watchdog
   /// thread prints every 5 s the transfer events still pending (their
@@ -685,11 +689,20 @@ void issueOnLink(Context &ctx, void *buf, size_t bytes, int peer, int event,
 
 void sendAsync(Context &ctx, const void *buf, size_t bytes, int peer,
                int event, const char *what) {
+  if (S().transfers_off)
+    return;
   issueOnLink(ctx, const_cast<void *>(buf), bytes, peer, event, true, what);
 }
 
 void recvAsync(Context &ctx, void *buf, size_t bytes, int peer, int event,
                const char *what) {
+  // Zeros, not the arena's old bytes: a received i32 tensor (labels) is an
+  // index, and zero is always a valid one.
+  if (S().transfers_off) {
+    ctx.check(cudaMemsetAsync(buf, 0, bytes, ctx.stream()),
+              "pipeline: a receive of the stage's step alone");
+    return;
+  }
   issueOnLink(ctx, buf, bytes, peer, event, false, what);
 }
 
@@ -713,6 +726,8 @@ void transferWait(Context &ctx, int event) {
   if (event < 0 || event >= (int)s.xfer_done.size())
     ctx.fail("pipeline", "wait for transfer event " + std::to_string(event) +
                              " beyond dist::prepareTransfers' events");
+  if (s.transfers_off)
+    return;
   const bool timed = s.timing && event < (int)s.xfer_wait_begin.size();
   if (s.trace)
     std::fprintf(stderr, "pipeline trace: %s: compute waits for event %d\n",
@@ -854,10 +869,24 @@ double stallHook(Context &ctx) {
     return -1;
   return total;
 }
+/// DistHooks::stageAlone: only a stage whose step has asynchronous
+/// transfers (prepareTransfers made its links) runs its first step alone.
+bool stageAloneHook(Context &ctx, bool alone) {
+  State &s = S();
+  (void)ctx;
+  if (!s.ready || !s.pair_split[0])
+    return false;
+  s.transfers_off = alone;
+  if (s.trace)
+    std::fprintf(stderr, "pipeline trace: %s: transfers %s\n", who().c_str(),
+                 alone ? "off (the step alone, for the libraries' set-up)"
+                       : "on");
+  return true;
+}
 } // namespace
 
-const DistHooks kHooks = {launch, broadcastHook, sumHostHook, waitStream,
-                          stallHook};
+const DistHooks kHooks = {launch,    broadcastHook, sumHostHook,
+                          waitStream, stallHook,    stageAloneHook};
 
 void shutdown() {
   State &s = S();

@@ -388,4 +388,33 @@ void captureStep(Context &ctx, const ModelSpec &spec) {
   }
 }
 
+void runStageAlone(Context &ctx, const ModelSpec &spec) {
+  if (!spec.dist || !spec.dist->stageAlone || !spec.dist->stageAlone(ctx, true))
+    return;
+  struct On { // transfers back on, also when the step throws
+    Context &ctx;
+    const ModelSpec &spec;
+    ~On() { spec.dist->stageAlone(ctx, false); }
+  } on{ctx, spec};
+  std::vector<std::vector<char>> kept(spec.numTensors);
+  ctx.check(cudaStreamSynchronize(ctx.stream()), "the stage's step alone");
+  for (int i = 0; i < spec.numTensors; ++i) {
+    const TensorSpec &t = spec.tensors[i];
+    if (t.role == Role::Temp)
+      continue;
+    kept[i].resize(t.bytes);
+    ctx.check(cudaMemcpyAsync(kept[i].data(), ctx.arena() + t.offset, t.bytes,
+                              cudaMemcpyDeviceToHost, ctx.stream()),
+              "the stage's step alone: keeping the state");
+  }
+  spec.trainStep(ctx);
+  for (int i = 0; i < spec.numTensors; ++i)
+    if (!kept[i].empty())
+      ctx.check(cudaMemcpyAsync(ctx.arena() + spec.tensors[i].offset,
+                                kept[i].data(), kept[i].size(),
+                                cudaMemcpyHostToDevice, ctx.stream()),
+                "the stage's step alone: restoring the state");
+  ctx.check(cudaStreamSynchronize(ctx.stream()), "the stage's step alone");
+}
+
 } // namespace cnnrt

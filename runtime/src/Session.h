@@ -74,6 +74,23 @@ float readScalar(Context &ctx, const TensorSpec &t);
 /// dropped) before it propagates, so that the stream is not left capturing.
 void captureStep(Context &ctx, const ModelSpec &spec);
 
+/// A pipeline stage's first step, before it runs for real: the step once
+/// with its asynchronous transfers off (DistHooks::stageAlone: sends do
+/// nothing, receives read zeros), and every tensor but the temporaries
+/// (parameters, optimizer state, statistics, loss scale, inputs, scalars)
+/// put back as it was. The libraries' set-up happens in a step's first
+/// run: algorithms timed, workspaces grown, kernels loaded at their first
+/// launch (CUDA's lazy loading); each of those may synchronize the whole
+/// device, and a stage that posts its receives ahead (interleaved stages
+/// post all of them at the top) has receive kernels spinning on its link
+/// streams until a neighbour sends, which it does only after its own
+/// set-up: the stages then wait for each other (2 H200s, session 35: both
+/// stages stuck in their first step, every receive pending and no send
+/// issued). Alone, a stage's device holds no transfer, and the real first
+/// step finds everything set up. A step without asynchronous transfers:
+/// nothing. Synchronizes ctx.stream().
+void runStageAlone(Context &ctx, const ModelSpec &spec);
+
 } // namespace cnnrt
 
 #endif // CNNRT_SRC_SESSION_H

@@ -1040,6 +1040,9 @@ int runTraining(int argc, char **argv, const ModelSpec &spec) {
       pipe->consume(slot);
     const double lr = plan.lr.at(step);
     launchSetScalars(ctx, static_cast<float>(lr), step);
+    // A pipeline stage's first step runs once alone before (runStageAlone).
+    if (runSteps == 1)
+      runStageAlone(ctx, spec);
     // Captured after one uncaptured step, which does the libraries' first
     // calls (their lazy set-up cannot be captured); with CNNRT_PROFILE the
     // second runs uncaptured too, timed per launch.

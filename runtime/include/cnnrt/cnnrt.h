@@ -80,6 +80,11 @@ struct DistHooks {
   /// the last finished step waited for all-reduce buckets (the all-reduce
   /// time the backward pass did not hide); -1 when not measured.
   double (*stallMs)(Context &);
+  /// A pipeline stage with asynchronous transfers: turns them off (alone:
+  /// sends and waits do nothing, a receive zero-fills its buffer) or back
+  /// on, and returns true; any other step: does nothing, returns false.
+  /// Used by runStageAlone (Session.h). Not collective.
+  bool (*stageAlone)(Context &, bool alone);
 };
 
 /// Everything the runtime needs to know about a generated model.
