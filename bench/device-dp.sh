@@ -1401,7 +1401,7 @@ if has J; then
       (export CNNC_PIPELINE_TRACE=1 $envs
         run $pn $secs "$W/$pn" "${JX[@]}" --steps 5) ||
         fail "J: $label (exit $?, see $pn.log)"
-      grep -v "^step" "$LOGS/$pn.log" | tail -$tl >"$OUT/$pn-tail.log"
+      { grep -v "^step" "$LOGS/$pn.log" | head -120; echo "[...]"; grep -v "^step" "$LOGS/$pn.log" | tail -$tl; } >"$OUT/$pn-trace.log"
       if out=$(p_compare J $pn $an $tol 4 5 2>&1); then
         pass "J: $label M=4 vs --accumulate 4: $out"
       else
