@@ -1596,7 +1596,12 @@ if has D; then
           (if [ $side = b ] && [ "${D_AB_TRACE:-0}" = 1 ]; then
             export CNNC_PIPELINE_TRACE=1
           fi
-          run d-ab-$side$round 120 "$exe" --data synthetic --steps 100 --log-every 10) ||
+          # D_AB_RUN_FLAGS: more flags for the second build's runs
+          # (e.g. --no-graph).
+          xf=()
+          [ $side = b ] && read -ra xf <<<"${D_AB_RUN_FLAGS:-}"
+          run d-ab-$side$round 120 "$exe" --data synthetic --steps 100 --log-every 10 \
+            ${xf[@]+"${xf[@]}"}) ||
             fail "D: A/B $side round $round (exit $?, see d-ab-$side$round.log)"
           if [ $side = b ] && [ "${D_AB_TRACE:-0}" = 1 ]; then
             { head -150 "$LOGS/d-ab-b$round.log"; echo "[...]"
