@@ -265,6 +265,22 @@ void StagePass::runOnOperation() {
   // its end, in their order.
   if (auto chunks = fn->getAttrOfType<IntegerAttr>("cnn.pipeline_chunks");
       chunks && chunks.getInt() > 1) {
+    // An interleaved step needs its link streams to run beside the compute
+    // stream (it posts every receive ahead; with a GPU's streams serialized
+    // it deadlocks, test_pipeline.py's blocking model), which a CUDA graph's
+    // replay does not promise: ResNet-50 f16 at S=2 x 2 and S=4 x 2 hung in
+    // its replays on H200s (session 35; ResNet-18 f32 replayed), and ran
+    // through uncaptured. The runtime reads this and runs every step
+    // uncaptured (ModelSpec::uncapturedWhy).
+    fn->setAttr("cnn.step_uncaptured",
+                b.getStringAttr(
+                    "interleaved pipeline stages (--pipeline-chunks " +
+                    std::to_string(chunks.getInt()) +
+                    ") need their transfers to run beside the step's "
+                    "kernels, which a CUDA graph's replay does not promise "
+                    "(ResNet-50 hung in it); uncaptured, each step's "
+                    "launches cost host time (ResNet-50 f16 S=2: 2.8x "
+                    "slower than --pipeline-chunks 1)"));
     Operation *ret = fn.getBody().front().getTerminator();
     SmallVector<Operation *> updates;
     fn.walk([&](Operation *op) {

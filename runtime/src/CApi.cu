@@ -124,6 +124,9 @@ cnnrt_session *cnnrt_create(const void *model_spec, const char *weights_path,
     const ContextOptions opts = ContextOptions::fromEnv();
     s->ctx.reset(new Context(spec, opts));
     s->useGraph = use_graph != 0;
+    if (s->useGraph && spec.uncapturedWhy)
+      std::fprintf(stderr, "cnnrt: every step runs uncaptured: %s\n",
+                   spec.uncapturedWhy);
     if (spec.prepare)
       spec.prepare(*s->ctx);
     s->ctx->finishPrepare();
@@ -226,7 +229,7 @@ int runStep(cnnrt_session *s, float lr) {
   // A pipeline stage's first step runs once alone before (runStageAlone).
   if (s->stepsHere == 1)
     runStageAlone(ctx, spec);
-  if (s->useGraph && s->stepsHere == 3 && !s->exec) {
+  if (s->useGraph && !spec.uncapturedWhy && s->stepsHere == 3 && !s->exec) {
     ctx.check(
         cudaStreamBeginCapture(ctx.stream(), cudaStreamCaptureModeRelaxed),
         "CUDA graph capture");

@@ -978,6 +978,9 @@ int runTraining(int argc, char **argv, const ModelSpec &spec) {
                  (long long)startStep, (long long)last);
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t graphExec = nullptr;
+  if (o.graph && spec.uncapturedWhy && rank == 0)
+    std::fprintf(stderr, "cnnrt: every step runs uncaptured: %s\n",
+                 spec.uncapturedWhy);
   size_t peak = usedGPUMemory();
   auto ownMemory = [&](size_t used) {
     return used > baseUsed ? used - baseUsed : 0;
@@ -1046,7 +1049,8 @@ int runTraining(int argc, char **argv, const ModelSpec &spec) {
     // Captured after one uncaptured step, which does the libraries' first
     // calls (their lazy set-up cannot be captured); with CNNRT_PROFILE the
     // second runs uncaptured too, timed per launch.
-    if (o.graph && runSteps == (ctx.options().profile ? 3 : 2) &&
+    if (o.graph && !spec.uncapturedWhy &&
+        runSteps == (ctx.options().profile ? 3 : 2) &&
         !graphExec) {
       ctx.check(
           cudaStreamBeginCapture(ctx.stream(), cudaStreamCaptureModeRelaxed),

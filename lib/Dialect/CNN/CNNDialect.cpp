@@ -120,6 +120,9 @@ AttrKind funcAttrKind(StringRef name) {
       .Case("cnn.pipeline_chunks", AttrKind::Count)
       // cnn-pipeline-stage: a stage's step for the CUDA target.
       .Cases({"cnn.pipeline_stages", "cnn.num_classes"}, AttrKind::Count)
+      // cnn-pipeline-stage: why the runtime must not capture the step into
+      // a CUDA graph (ModelSpec::uncapturedWhy).
+      .Case("cnn.step_uncaptured", AttrKind::String)
       // cnn-pipeline-async-transfers: the events the runtime creates.
       .Case("cnn.transfer_events", AttrKind::Count)
       .Default(AttrKind::Unknown);

@@ -2695,15 +2695,27 @@ LogicalResult Emitter::write(llvm::raw_ostream &os, func::FuncOp step,
   step.walk([&](SoftmaxCrossEntropyOp x) {
     ignoreIndex = static_cast<int64_t>(x.getIgnoreIndex());
   });
-  std::string tail =
-      // The training driver's collectives (broadcast, sums over ranks).
-      numBuckets > 0 || pipelineTransfers ? ", &cnnrt::dist::kHooks" : "";
-  if (ignoreIndex != -100 || plan.workspaceIsCap)
-    tail = fmt::format("{}, {}ll", !tail.empty() ? tail : ", nullptr",
-                       ignoreIndex);
-  // ModelSpec::workspaceIsCap (written only when --workspace-mb was given).
-  if (plan.workspaceIsCap)
-    tail += ", true";
+  // ModelSpec's trailing fields, written up to the last one that is not
+  // its default: dist (the training driver's collectives: broadcast, sums
+  // over ranks), ignoreIndex (the loss's ignore_index, for the runtime's
+  // label checks and mIoU), workspaceIsCap (--workspace-mb), uncapturedWhy
+  // (cnn.step_uncaptured, a pass's decision).
+  auto uncaptured = step->getAttrOfType<StringAttr>("cnn.step_uncaptured");
+  SmallVector<std::string> trailing = {
+      numBuckets > 0 || pipelineTransfers ? "&cnnrt::dist::kHooks"
+                                          : "nullptr",
+      fmt::format("{}ll", ignoreIndex),
+      plan.workspaceIsCap ? "true" : "false",
+      uncaptured ? "\"" + escape(uncaptured.getValue().str()) + "\""
+                 : "nullptr"};
+  const SmallVector<std::string> defaults = {"nullptr", "-100ll", "false",
+                                             "nullptr"};
+  size_t used = trailing.size();
+  while (used > 0 && trailing[used - 1] == defaults[used - 1])
+    --used;
+  std::string tail;
+  for (size_t i = 0; i < used; ++i)
+    tail += ", " + trailing[i];
   os << fmt::format(
       "static const cnnrt::ModelSpec kModel = {{\"{}\", {}ull, kTensors, "
       "(int)(sizeof(kTensors) / sizeof(kTensors[0])), {}, {}, {}, {}, {}, "

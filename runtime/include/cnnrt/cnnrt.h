@@ -123,6 +123,11 @@ struct ModelSpec {
   /// that needs more and runs at least twice as fast as the best within it
   /// gets a workspace of its own outside the arena (said at start-up).
   bool workspaceIsCap = false;
+  /// Set (to why) when the step must not be captured into a CUDA graph: the
+  /// compiler decided it (cnn.step_uncaptured, e.g. interleaved pipeline
+  /// stages), and the runtime then runs every step uncaptured, saying so
+  /// once at start-up.
+  const char *uncapturedWhy = nullptr;
 };
 
 /// A 2-D convolution. x: [N,C,H,W] (or NHWC), w: [K,C/groups,R,S] (or KRSC
