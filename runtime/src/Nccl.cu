@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <condition_variable>
 #include <thread>
 #include <unistd.h>
 #include <vector>
@@ -496,18 +497,24 @@ void recv(Context &ctx, void *buf, size_t bytes, int peer, const char *what) {
 
 
 namespace {
-std::mutex traceMutex; ///< xfer_desc, between the host thread and the watchdog
+std::mutex traceMutex; ///< xfer_desc and watchdogStop, with the watchdog
+std::condition_variable watchdogWake; ///< stopTraceWatchdog's signal
+bool watchdogStop = false;
+std::thread watchdog;
 
-/// CNNC_PIPELINE_TRACE's watchdog (detached; ends with the process).
+/// CNNC_PIPELINE_TRACE's watchdog: a thread until stopTraceWatchdog (at
+/// shutdown, before the events and this file's statics go away).
 void startTraceWatchdog() {
-  std::thread([] {
+  watchdog = std::thread([] {
     State &s = S();
     for (int tick = 1;; ++tick) {
-      std::this_thread::sleep_for(std::chrono::seconds(5));
       std::string pending;
       int count = 0;
       {
-        std::lock_guard<std::mutex> lock(traceMutex);
+        std::unique_lock<std::mutex> lock(traceMutex);
+        if (watchdogWake.wait_for(lock, std::chrono::seconds(5),
+                                  [] { return watchdogStop; }))
+          return;
         for (size_t e = 0; e < s.xfer_desc.size() && e < s.xfer_done.size();
              ++e)
           if (!s.xfer_desc[e].empty() &&
@@ -521,7 +528,18 @@ void startTraceWatchdog() {
                    "pipeline trace: %s: after %d s, %d transfer(s) pending%s\n",
                    who().c_str(), 5 * tick, count, pending.c_str());
     }
-  }).detach();
+  });
+}
+
+void stopTraceWatchdog() {
+  if (!watchdog.joinable())
+    return;
+  {
+    std::lock_guard<std::mutex> lock(traceMutex);
+    watchdogStop = true;
+  }
+  watchdogWake.notify_all();
+  watchdog.join();
 }
 
 /// Connects every link of this stage before the step is issued, one
@@ -890,6 +908,7 @@ const DistHooks kHooks = {launch,    broadcastHook, sumHostHook,
 
 void shutdown() {
   State &s = S();
+  stopTraceWatchdog();
   // The split communicators first (their parent outlives them), the pairs
   // before the stages' communicator they were split from.
   s.link_comm[0] = s.link_comm[1] = s.link_comm[2] = nullptr;
