@@ -76,7 +76,8 @@
 #     then a long skip relayed by the stages between (prepare.py's skipnet,
 #     S = all GPUs up to 4, or 2 x 2 chunks on -x2; 1e-5) (the quick form
 #     of part P's case j; pair with PARTS=D D_AB_FLAGS="--pipeline-chunks 2"
-#     for the throughput A/B)
+#     for the throughput A/B); J_ENV: NAME=VALUE words for both pipelined
+#     runs (e.g. CNNRT_SEGMENTED_CAPTURE=1; part D's second build: D_AB_ENV)
 #  R  the runtime's NCCL checks (built there with cmake, ~2 min):
 #     nccl_check with 2 ranks in captured graphs, a rank that leaves after
 #     the rendezvous, a rank that never comes (CNNC_DIST_TIMEOUT=10), a rank
@@ -1414,7 +1415,7 @@ if has J; then
     # 1e-7, 4 x H200, session 33). On 4 H200s (session 35) S=4 x 2 agreed
     # to the printed digits for 2 steps, then 2.5e-6 .. 6.3e-3 relative.
     j_case "ResNet-18 f32 S=$J_S x 2 chunks" $JN j-r18-acc "$JW/resnet18.onnx" 0.096 90 150 \
-      "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,P2P" --pipeline-stages $J_S --pipeline-chunks 2
+      "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,P2P ${J_ENV:-}" --pipeline-stages $J_S --pipeline-chunks 2
     # Relayed skips: a BatchNorm-free net whose stem output skips every cut
     # (prepare.py's skipnet), on all GPUs (up to 4) without chunks, so that
     # the stages between relay it; on 2 GPUs the relays only exist between
@@ -1422,7 +1423,7 @@ if has J; then
     KS=$((NG >= 4 ? 4 : NG)) KC=1
     ((KS < 3)) && KC=2
     j_case "skipnet (relayed skip) f32 S=$KS x $KC" j-skip-s${KS}c$KC j-skip-acc \
-      "$JW/skipnet.onnx" 1e-5 60 60 "" --pipeline-stages $KS --pipeline-chunks $KC
+      "$JW/skipnet.onnx" 1e-5 60 60 "${J_ENV:-}" --pipeline-stages $KS --pipeline-chunks $KC
   fi
   part_end J
 fi
@@ -1593,8 +1594,13 @@ if has D; then
           [ $side = b ] && exe=$W/d-pipe-b
           # D_AB_TRACE=1: the second build's runs traced
           # (CNNC_PIPELINE_TRACE=1), the log's head and tail into $OUT.
+          # D_AB_ENV: NAME=VALUE words for the second build's runs
+          # (e.g. CNNRT_SEGMENTED_CAPTURE=1).
           (if [ $side = b ] && [ "${D_AB_TRACE:-0}" = 1 ]; then
             export CNNC_PIPELINE_TRACE=1
+          fi
+          if [ $side = b ]; then
+            for e in ${D_AB_ENV:-}; do export "$e"; done
           fi
           # D_AB_RUN_FLAGS: more flags for the second build's runs
           # (e.g. --no-graph).

@@ -36,6 +36,8 @@ static_assert(CNNRT_ERROR_INVALID == int(ErrorKind::Invalid) &&
 struct cnnrt_session {
   std::unique_ptr<Context> ctx;
   bool useGraph = true;
+  /// The step captured in segments (segmentedStep) on its third call.
+  bool segments = false;
   int64_t step = 0;
   int64_t stepsHere = 0;
   uint8_t *dImg = nullptr;
@@ -124,9 +126,8 @@ cnnrt_session *cnnrt_create(const void *model_spec, const char *weights_path,
     const ContextOptions opts = ContextOptions::fromEnv();
     s->ctx.reset(new Context(spec, opts));
     s->useGraph = use_graph != 0;
-    if (s->useGraph && spec.uncapturedWhy)
-      std::fprintf(stderr, "cnnrt: every step runs uncaptured: %s\n",
-                   spec.uncapturedWhy);
+    if (s->useGraph)
+      noteUncapturedStep(*s->ctx, spec);
     if (spec.prepare)
       spec.prepare(*s->ctx);
     s->ctx->finishPrepare();
@@ -229,6 +230,9 @@ int runStep(cnnrt_session *s, float lr) {
   // A pipeline stage's first step runs once alone before (runStageAlone).
   if (s->stepsHere == 1)
     runStageAlone(ctx, spec);
+  if (s->useGraph && s->stepsHere == 3 && !s->segments &&
+      segmentedStep(ctx, spec))
+    s->segments = spec.dist->captureSegments(ctx, spec);
   if (s->useGraph && !spec.uncapturedWhy && s->stepsHere == 3 && !s->exec) {
     ctx.check(
         cudaStreamBeginCapture(ctx.stream(), cudaStreamCaptureModeRelaxed),
@@ -241,6 +245,8 @@ int runStep(cnnrt_session *s, float lr) {
   }
   if (s->exec)
     ctx.check(cudaGraphLaunch(s->exec, ctx.stream()), "CUDA graph launch");
+  else if (s->segments)
+    spec.dist->replaySegments(ctx);
   else
     spec.trainStep(ctx);
   return 0;

@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <condition_variable>
+#include <functional>
 #include <thread>
 #include <unistd.h>
 #include <vector>
@@ -50,6 +51,14 @@ struct State {
   /// send does nothing, a receive zero-fills its buffer, a wait does
   /// nothing) while the stage's first step runs alone.
   bool transfers_off = false;
+  /// Segmented capture (DistHooks::captureSegments): while `segmenting`,
+  /// each asynchronous transfer call ends the compute stream's capture into
+  /// the next of `segment_execs` (null: nothing captured in that stretch)
+  /// and becomes the next of `segment_actions`, issued by replaySegments
+  /// between the graphs' launches; capture then begins again.
+  bool segmenting = false;
+  std::vector<cudaGraphExec_t> segment_execs;
+  std::vector<std::function<void(Context &)>> segment_actions;
   /// CNNC_PIPELINE_TRACE=1 (diagnosis of a pipeline that hangs): every
   /// transfer issued and waited for is printed on stderr, and a watchdog
   /// thread prints every 5 s the transfer events still pending (their
@@ -648,6 +657,41 @@ void prepareTransfers(Context &ctx, int numEvents, bool wrapLink) {
 }
 
 namespace {
+/// The captured graph `g` instantiated (null when it has no node: two
+/// transfers in a row), `g` destroyed.
+cudaGraphExec_t instantiateSegment(Context &ctx, cudaGraph_t g) {
+  size_t nodes = 0;
+  ctx.check(cudaGraphGetNodes(g, nullptr, &nodes), "segmented capture");
+  cudaGraphExec_t exec = nullptr;
+  if (nodes > 0)
+    ctx.check(cudaGraphInstantiate(&exec, g, 0), "segmented capture");
+  cudaGraphDestroy(g);
+  return exec;
+}
+
+/// Segmented capture: ends the stretch captured so far, keeps `action` to
+/// follow it, and begins capturing the next.
+void cutSegment(Context &ctx, std::function<void(Context &)> action) {
+  State &s = S();
+  cudaGraph_t g = nullptr;
+  ctx.check(cudaStreamEndCapture(ctx.stream(), &g), "segmented capture");
+  s.segment_execs.push_back(instantiateSegment(ctx, g));
+  s.segment_actions.push_back(std::move(action));
+  ctx.check(cudaStreamBeginCapture(ctx.stream(), cudaStreamCaptureModeRelaxed),
+            "segmented capture");
+}
+
+void dropSegments() {
+  State &s = S();
+  for (cudaGraphExec_t e : s.segment_execs)
+    if (e)
+      cudaGraphExecDestroy(e);
+  s.segment_execs.clear();
+  s.segment_actions.clear();
+}
+} // namespace
+
+namespace {
 /// Issues `transfer` (ncclSend or ncclRecv of `bytes` at `buf` with the
 /// neighbour `peer`) on the link's stream once the compute stream has
 /// reached this point; `event` records its completion.
@@ -709,7 +753,12 @@ void sendAsync(Context &ctx, const void *buf, size_t bytes, int peer,
                int event, const char *what) {
   if (S().transfers_off)
     return;
-  issueOnLink(ctx, const_cast<void *>(buf), bytes, peer, event, true, what);
+  void *b = const_cast<void *>(buf);
+  if (S().segmenting)
+    return cutSegment(ctx, [=](Context &c) {
+      issueOnLink(c, b, bytes, peer, event, true, what);
+    });
+  issueOnLink(ctx, b, bytes, peer, event, true, what);
 }
 
 void recvAsync(Context &ctx, void *buf, size_t bytes, int peer, int event,
@@ -721,6 +770,10 @@ void recvAsync(Context &ctx, void *buf, size_t bytes, int peer, int event,
               "pipeline: a receive of the stage's step alone");
     return;
   }
+  if (S().segmenting)
+    return cutSegment(ctx, [=](Context &c) {
+      issueOnLink(c, buf, bytes, peer, event, false, what);
+    });
   issueOnLink(ctx, buf, bytes, peer, event, false, what);
 }
 
@@ -746,6 +799,8 @@ void transferWait(Context &ctx, int event) {
                              " beyond dist::prepareTransfers' events");
   if (s.transfers_off)
     return;
+  if (s.segmenting)
+    return cutSegment(ctx, [event](Context &c) { transferWait(c, event); });
   const bool timed = s.timing && event < (int)s.xfer_wait_begin.size();
   if (s.trace)
     std::fprintf(stderr, "pipeline trace: %s: compute waits for event %d\n",
@@ -901,14 +956,68 @@ bool stageAloneHook(Context &ctx, bool alone) {
                        : "on");
   return true;
 }
+
+/// DistHooks::captureSegments.
+bool captureSegmentsHook(Context &ctx, const ModelSpec &spec) {
+  State &s = S();
+  if (!s.ready || !s.pair_split[0])
+    return false;
+  // Pipeline x data parallel: a gradient bucket's all-reduce runs on the
+  // side stream across transfers (joined after them), and a capture cannot
+  // end with a stream it forked not joined back.
+  if (s.replicas_comm) {
+    std::fprintf(stderr, "cnnrt: %s: segmented capture is not built for "
+                         "pipeline x data parallel steps; every step runs "
+                         "uncaptured\n",
+                 who().c_str());
+    return false;
+  }
+  dropSegments();
+  ctx.check(cudaStreamBeginCapture(ctx.stream(), cudaStreamCaptureModeRelaxed),
+            "segmented capture");
+  s.segmenting = true;
+  try {
+    spec.trainStep(ctx);
+  } catch (...) {
+    s.segmenting = false;
+    cudaGraph_t partial = nullptr;
+    cudaStreamEndCapture(ctx.stream(), &partial);
+    if (partial)
+      cudaGraphDestroy(partial);
+    cudaGetLastError(); // the invalidated capture's error is not the news
+    dropSegments();
+    throw;
+  }
+  s.segmenting = false;
+  cudaGraph_t last = nullptr;
+  ctx.check(cudaStreamEndCapture(ctx.stream(), &last), "segmented capture");
+  s.segment_execs.push_back(instantiateSegment(ctx, last));
+  return true;
+}
+
+/// DistHooks::replaySegments.
+void replaySegmentsHook(Context &ctx) {
+  State &s = S();
+  for (size_t i = 0; i < s.segment_execs.size(); ++i) {
+    if (s.segment_execs[i])
+      ctx.check(cudaGraphLaunch(s.segment_execs[i], ctx.stream()),
+                "segmented capture: graph launch");
+    if (i < s.segment_actions.size())
+      s.segment_actions[i](ctx);
+  }
+}
 } // namespace
 
-const DistHooks kHooks = {launch,    broadcastHook, sumHostHook,
-                          waitStream, stallHook,    stageAloneHook};
+const DistHooks kHooks = {launch,          broadcastHook,      sumHostHook,
+                          waitStream,      stallHook,          stageAloneHook,
+                          captureSegmentsHook, replaySegmentsHook};
 
 void shutdown() {
   State &s = S();
   stopTraceWatchdog();
+  // Before the communicators: a segment's graph may hold a captured
+  // collective (nccl_check's graph outliving its communicator hung).
+  dropSegments();
   // The split communicators first (their parent outlives them), the pairs
   // before the stages' communicator they were split from.
   s.link_comm[0] = s.link_comm[1] = s.link_comm[2] = nullptr;

@@ -3,6 +3,7 @@
 #include "Session.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 namespace cnnrt {
@@ -386,6 +387,25 @@ void captureStep(Context &ctx, const ModelSpec &spec) {
     cudaGetLastError(); // the invalidated capture's error is not the news
     throw;
   }
+}
+
+bool segmentedStep(const Context &ctx, const ModelSpec &spec) {
+  return spec.uncapturedWhy && ctx.options().segmentedCapture && spec.dist &&
+         spec.dist->captureSegments && spec.dist->replaySegments;
+}
+
+void noteUncapturedStep(const Context &ctx, const ModelSpec &spec) {
+  if (!spec.uncapturedWhy)
+    return;
+  if (segmentedStep(ctx, spec))
+    std::fprintf(stderr,
+                 "cnnrt: the step is captured in segments between its "
+                 "pipeline transfers (CNNRT_SEGMENTED_CAPTURE=1), not whole: "
+                 "%s\n",
+                 spec.uncapturedWhy);
+  else
+    std::fprintf(stderr, "cnnrt: every step runs uncaptured: %s\n",
+                 spec.uncapturedWhy);
 }
 
 void runStageAlone(Context &ctx, const ModelSpec &spec) {

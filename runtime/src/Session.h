@@ -91,6 +91,15 @@ void captureStep(Context &ctx, const ModelSpec &spec);
 /// nothing. Synchronizes ctx.stream().
 void runStageAlone(Context &ctx, const ModelSpec &spec);
 
+/// Whether the step is captured in segments between its pipeline transfers
+/// (DistHooks::captureSegments) rather than run uncaptured: the compiler
+/// marked it uncaptured (ModelSpec::uncapturedWhy) and
+/// CNNRT_SEGMENTED_CAPTURE=1 asks for segments.
+bool segmentedStep(const Context &ctx, const ModelSpec &spec);
+
+/// Said once at start-up where the step is not captured whole (stderr).
+void noteUncapturedStep(const Context &ctx, const ModelSpec &spec);
+
 } // namespace cnnrt
 
 #endif // CNNRT_SRC_SESSION_H

@@ -95,6 +95,8 @@ const char *kUsage =
     "default 300)\n"
     "             CNNC_PIPELINE_TRACE=1 (pipeline stages: every transfer on "
     "stderr, and the pending ones every 5 s)\n"
+    "             CNNRT_SEGMENTED_CAPTURE=1 (interleaved pipeline stages: "
+    "CUDA graphs between the transfers)\n"
     "exit codes: 0 ok, 1 error, 2 out of GPU memory, 3 no GPU\n";
 
 [[noreturn]] void usageError(const std::string &msg) {
@@ -978,9 +980,10 @@ int runTraining(int argc, char **argv, const ModelSpec &spec) {
                  (long long)startStep, (long long)last);
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t graphExec = nullptr;
-  if (o.graph && spec.uncapturedWhy && rank == 0)
-    std::fprintf(stderr, "cnnrt: every step runs uncaptured: %s\n",
-                 spec.uncapturedWhy);
+  if (o.graph && rank == 0)
+    noteUncapturedStep(ctx, spec);
+  const bool segmented = o.graph && segmentedStep(ctx, spec);
+  bool segmentsCaptured = false;
   size_t peak = usedGPUMemory();
   auto ownMemory = [&](size_t used) {
     return used > baseUsed ? used - baseUsed : 0;
@@ -1049,9 +1052,11 @@ int runTraining(int argc, char **argv, const ModelSpec &spec) {
     // Captured after one uncaptured step, which does the libraries' first
     // calls (their lazy set-up cannot be captured); with CNNRT_PROFILE the
     // second runs uncaptured too, timed per launch.
-    if (o.graph && !spec.uncapturedWhy &&
-        runSteps == (ctx.options().profile ? 3 : 2) &&
-        !graphExec) {
+    const bool captureNow =
+        o.graph && runSteps == (ctx.options().profile ? 3 : 2);
+    if (captureNow && segmented && !segmentsCaptured)
+      segmentsCaptured = spec.dist->captureSegments(ctx, spec);
+    if (captureNow && !spec.uncapturedWhy && !graphExec) {
       ctx.check(
           cudaStreamBeginCapture(ctx.stream(), cudaStreamCaptureModeRelaxed),
           "CUDA graph capture");
@@ -1066,6 +1071,8 @@ int runTraining(int argc, char **argv, const ModelSpec &spec) {
       ctx.beginProfile();
     if (graphExec)
       ctx.check(cudaGraphLaunch(graphExec, ctx.stream()), "CUDA graph launch");
+    else if (segmentsCaptured)
+      spec.dist->replaySegments(ctx);
     else
       spec.trainStep(ctx);
     if (profileThis)

@@ -61,6 +61,7 @@ void publicFromStored(const TensorSpec &t, size_t es, const char *stored,
 
 class Context;
 struct LaunchInfo;
+struct ModelSpec;
 
 /// What a data-parallel step (compiled with cnnc --gpus, linked with
 /// libcnnrt_nccl.a) lends the training driver, which itself does not link
@@ -85,6 +86,15 @@ struct DistHooks {
   /// on, and returns true; any other step: does nothing, returns false.
   /// Used by runStageAlone (Session.h). Not collective.
   bool (*stageAlone)(Context &, bool alone);
+  /// Segmented capture (ContextOptions::segmentedCapture): captures
+  /// spec.trainStep as CUDA graphs cut at each asynchronous pipeline
+  /// transfer, which is kept to be issued between them, and returns true;
+  /// a step without such transfers: nothing captured, false.
+  /// replaySegments enqueues the captured step: each graph, then the
+  /// transfer after it. A graph's branches may run one after another;
+  /// streams run side by side, which an interleaved step needs.
+  bool (*captureSegments)(Context &, const ModelSpec &);
+  void (*replaySegments)(Context &);
 };
 
 /// Everything the runtime needs to know about a generated model.
@@ -218,6 +228,12 @@ struct ContextOptions {
   /// (without it, a run with a warm cache paid ~120 ms of kernel loading in
   /// its first step: ResNet-50, session 22's part T).
   bool warmCached = true;
+  /// CNNRT_SEGMENTED_CAPTURE=1: a step the compiler marks uncaptured
+  /// (ModelSpec::uncapturedWhy: interleaved pipeline stages) is captured
+  /// instead as one CUDA graph per stretch between its pipeline transfers,
+  /// the transfers issued on their link streams between the graphs'
+  /// launches (DistHooks::captureSegments). Off until it has run on GPUs.
+  bool segmentedCapture = false;
   /// CNNRT_PROFILE=1: time every launch of one (uncaptured) training step
   /// with CUDA events and print where the time goes.
   bool profile = false;
