@@ -109,6 +109,12 @@ if [[ $PARTS == *3* ]]; then
   # PyTorch (issue 35's AdamW accuracy gap: which tensor, which side).
   CNNC="$CNNC" CNNC_CACHE_DIR=/tmp/diag-cache part diag-grads 60 \
     python3 test/gpu/diag_grads.py resnet_block
+  # The AdamW check's own metric per parameter (max and 99th percentile of
+  # the distance from float64, cnnc and PyTorch's f32 runs) and the step-1
+  # gradient at cnnc's worst element (reference interpreter on the CPU,
+  # session 35: conv1.weight's worst at 0.001 of the largest gradient).
+  CNNC="$CNNC" CNNC_CACHE_DIR=/tmp/diag-cache part diag-adamw 90 \
+    python3 test/gpu/diag_grads.py resnet_block --optim adamw
 fi
 if [[ $PARTS == *4* ]]; then
   mkdir -p /tmp/carrybuild/bin && ln -sf "$CNNC" /tmp/carrybuild/bin/cnnc

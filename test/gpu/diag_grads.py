@@ -34,6 +34,9 @@ def main():
     ap.add_argument("--layout", default="nhwc")
     ap.add_argument("--top", type=int, default=12)
     ap.add_argument("--device", default="cuda")
+    ap.add_argument("--optim", default="sgd", choices=["sgd", "adamw"],
+                    help="adamw: check_python_api's 3 AdamW steps instead of one "
+                    "SGD step (f32 only), each parameter's distance from float64")
     a = ap.parse_args()
     import torch
     import cnnc
@@ -56,6 +59,8 @@ def main():
         model = tl.NFNetTiny(a.net).to(a.device)
         x = torch.randn(4, 3, 29, 29, device=a.device)
         y = torch.randint(0, 10, (4,), device=a.device)
+    if a.optim == "adamw":
+        return adamw_steps(a, torch, cnnc, model, x, y)
     ref = copy.deepcopy(model)
     model_for_scaler = copy.deepcopy(model)
     amp = a.precision == "fp16"
@@ -106,6 +111,66 @@ def main():
            ", cnnc and torch vs float64" if exact is not None else ""))
     for err, n, gr, gc, vs64 in rows[:a.top]:
         print("  %10.3g  %-40s %10.3g %10.3g%s" % (err, n, gr, gc, vs64))
+
+
+def adamw_steps(a, torch, cnnc, model, x, y):
+    """check_python_api's AdamW case (lr 1e-3, weight decay 1e-2, 3 steps on
+    x + 0.1 k) for cnnc, PyTorch f32 on the GPU and on the CPU, and PyTorch
+    float64 on the CPU; per parameter, each f32 run's distance from float64
+    as the check measures it (max |a - b| / max |b| over the elements Adam
+    conditions well, check_python_api.adam_mask), its 99th percentile
+    instead of the max, and at cnnc's worst element: the float64 gradient of
+    step 1 there against the largest of the tensor (an element whose
+    gradient is a near-cancelling sum is where f32 runs part)."""
+    sys.path.insert(0, HERE)
+    import check_python_api as cpa
+    if a.precision != "fp32":
+        sys.exit("diag_grads: --optim adamw is f32 only")
+    mk = lambda m: torch.optim.AdamW(m.parameters(), lr=1e-3, weight_decay=1e-2)
+    runs = {"torch-gpu": copy.deepcopy(model), "torch-cpu": copy.deepcopy(model).cpu(),
+            "f64": copy.deepcopy(model).cpu().double()}
+    opts = {n: mk(m) for n, m in runs.items()}
+    trainer = cnnc.compile(model, x, optimizer=mk(model), precision="fp32",
+                           layout=a.layout, cache=False, device=a.device)
+    g1 = None
+    for k in range(3):
+        xk = x + 0.1 * k
+        trainer.step(xk, y)
+        for n, m in runs.items():
+            dev = next(m.parameters()).device
+            xin = xk.to(dev).double() if n == "f64" else xk.to(dev)
+            cpa.torch_step(m, opts[n], xin, y.to(dev))
+            if n == "f64" and k == 0:
+                g1 = {p: q.grad.detach().clone() for p, q in m.named_parameters()}
+    trainer.sync_to(model)
+    mask = cpa.adam_mask(opts["torch-gpu"], runs["torch-gpu"])
+    exact = dict(runs["f64"].named_parameters())
+    f32 = {"cnnc": dict(model.named_parameters())}
+    f32.update({n: dict(runs[n].named_parameters()) for n in ("torch-gpu", "torch-cpu")})
+    print("resnet_block AdamW, 3 steps, f32 %s: distance from float64 per parameter "
+          "(max-based as check_python_api / 99th percentile), worst first" % a.layout)
+    rows = []
+    for name, e in exact.items():
+        m = mask[name]
+        e = e.detach().double().cpu()[m]
+        if e.numel() == 0:
+            continue
+        scale = e.abs().max().clamp_min(1e-12).item()
+        cells, worst_at = [], None
+        for run, params in f32.items():
+            d = (params[name].detach().double().cpu()[m] - e).abs()
+            cells.append("%s %.2g / %.2g" % (run, d.max().item() / scale,
+                                              d.quantile(0.99).item() / scale))
+            if run == "cnnc":
+                worst_at = d.argmax().item()
+                worst = d.max().item() / scale
+        g = g1[name].double().cpu()[m]
+        rows.append((worst, name, cells, g[worst_at].abs().item() /
+                     g.abs().max().clamp_min(1e-30).item()))
+    rows.sort(reverse=True)
+    for worst, name, cells, gfrac in rows[:a.top]:
+        print("  %-16s %s; cnnc's worst element: |g1| %.2g of the largest" %
+              (name, ", ".join(cells), gfrac))
 
 
 def scaler_verdict(torch, model, x, y):
