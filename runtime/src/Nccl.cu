@@ -8,15 +8,16 @@
 //
 //===----------------------------------------------------------------------===//
 #include "cnnrt/Nccl.h"
+#include "Session.h"
 
 #include <nccl.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <mutex>
 #include <condition_variable>
 #include <functional>
+#include <mutex>
 #include <thread>
 #include <unistd.h>
 #include <vector>
@@ -977,14 +978,9 @@ bool captureSegmentsHook(Context &ctx, const ModelSpec &spec) {
             "segmented capture");
   s.segmenting = true;
   try {
-    spec.trainStep(ctx);
+    captureStep(ctx, spec); // ends the capture if the step throws
   } catch (...) {
     s.segmenting = false;
-    cudaGraph_t partial = nullptr;
-    cudaStreamEndCapture(ctx.stream(), &partial);
-    if (partial)
-      cudaGraphDestroy(partial);
-    cudaGetLastError(); // the invalidated capture's error is not the news
     dropSegments();
     throw;
   }
