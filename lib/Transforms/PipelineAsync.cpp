@@ -69,21 +69,36 @@ void AsyncTransfersPass::runOnOperation() {
     return;
   auto chunksAttr = fn->getAttrOfType<IntegerAttr>("cnn.pipeline_chunks");
   const bool chunked = chunksAttr && chunksAttr.getInt() > 1;
-  // Two interleaved stages: the runtime gives each direction between the
-  // two GPUs a link of its own (runtime/src/Nccl.cu, issueOnLink), so the
-  // sends and the receives are two links, each in its own order.
   auto stagesAttr = fn->getAttrOfType<IntegerAttr>("cnn.pipeline_stages");
-  const bool linkPerDirection =
-      chunked && stagesAttr && stagesAttr.getInt() == 2;
+  auto stageAttr = fn->getAttrOfType<IntegerAttr>("cnn.pipeline_stage");
+  if (!stagesAttr || !stageAttr) {
+    fn.emitError("cnn-pipeline-async-transfers: a stage's step needs "
+                 "cnn.pipeline_stages and cnn.pipeline_stage");
+    return signalPassFailure();
+  }
+  const int64_t stages = stagesAttr.getInt(), stage = stageAttr.getInt();
+  // Each transfer's link (the `link` attribute the runtime issues it on):
+  // 0 to the stage before, 1 to the stage after, 2 between the first and
+  // the last stage (interleaved: chunk c of the last stage feeds chunk c + 1
+  // of the first). Two interleaved stages are each other's neighbours both
+  // ways: the pair's link carries 0 to 1 and link 2 carries 1 to 0, a link
+  // per direction (with one link for both and receives posted ahead, the
+  // link-stream model deadlocks, test_pipeline.py).
+  auto linkOf = [&](Operation *op) -> int64_t {
+    const int64_t peer = transferPeer(op);
+    const bool toLower = isa<SendOp>(op) ? peer < stage : peer > stage;
+    const bool wrap =
+        chunked && (stages == 2 ? toLower
+                                : (stage == 0 && peer == stages - 1) ||
+                                      (stage == stages - 1 && peer == 0));
+    return wrap ? 2 : peer < stage ? 0 : 1;
+  };
   OpBuilder b(fn.getContext());
   Operation *terminator = body.getTerminator();
-  // Per link (its peer; with a link per direction, its peer and direction),
-  // the transfers in their (kept) order.
-  llvm::DenseMap<int64_t, SmallVector<Operation *>> byPeer;
+  // Per link, the transfers in their (kept) order.
+  llvm::DenseMap<int64_t, SmallVector<Operation *>> byLink;
   for (Operation *op : transfers)
-    byPeer[linkPerDirection ? 2 * transferPeer(op) + isa<SendOp>(op)
-                            : transferPeer(op)]
-        .push_back(op);
+    byLink[linkOf(op)].push_back(op);
   int64_t event = 0;
   llvm::DenseMap<Operation *, int64_t> eventOf;
   for (Operation *op : transfers)
@@ -91,10 +106,11 @@ void AsyncTransfersPass::runOnOperation() {
   // Waits first (at the positions the synchronous form had), then the
   // receives rise.
   llvm::DenseMap<Operation *, Operation *> waitOf;
-  for (auto &[peer, ops] : byPeer) {
+  for (auto &[link, ops] : byLink) {
     for (auto [k, op] : llvm::enumerate(ops)) {
       if (auto rcv = dyn_cast<RecvOp>(op)) {
         rcv.setEventAttr(b.getI64IntegerAttr(eventOf[op]));
+        rcv.setLinkAttr(b.getI64IntegerAttr(link));
         b.setInsertionPointAfter(op);
         waitOf[op] = TransferWaitOp::create(b, op->getLoc(), rcv.getResult(),
                                             eventOf[op]);
@@ -102,6 +118,7 @@ void AsyncTransfersPass::runOnOperation() {
       }
       auto snd = cast<SendOp>(op);
       snd.setEventAttr(b.getI64IntegerAttr(eventOf[op]));
+      snd.setLinkAttr(b.getI64IntegerAttr(link));
       Operation *next = terminator;
       for (Operation *later : ArrayRef<Operation *>(ops).drop_front(k + 1))
         if (isa<SendOp>(later)) {
@@ -131,7 +148,7 @@ void AsyncTransfersPass::runOnOperation() {
   Operation *top = &body.front();
   llvm::DenseMap<Operation *, Operation *> lastAfter;
   Operation *lastAtTop = nullptr;
-  for (auto &[peer, ops] : byPeer) {
+  for (auto &[link, ops] : byLink) {
     llvm::DenseMap<int64_t, Operation *> prevOfTag;
     Operation *prevSend = nullptr, *prevRecv = nullptr;
     for (Operation *op : ops) {
@@ -166,7 +183,7 @@ void AsyncTransfersPass::runOnOperation() {
     }
   }
   // NCCL pairs a link's transfers by their order: it must not have changed.
-  for (auto &[link, ops] : byPeer)
+  for (auto &[link, ops] : byLink)
     for (size_t k = 1; k < ops.size(); ++k)
       if (!ops[k - 1]->isBeforeInBlock(ops[k])) {
         ops[k]->emitError("cnn-pipeline-async-transfers: moving the "

@@ -304,7 +304,7 @@ void SplitPass::runOnOperation() {
     Value r = RecvOp::create(b, v.getLoc(), v.getType(),
                              b.getI64IntegerAttr(sourceOf(v, s)),
                              b.getI64IntegerAttr(it->second),
-                             /*event=*/IntegerAttr());
+                             /*event=*/IntegerAttr(), /*link=*/IntegerAttr());
     sf.map.map(v, r);
     return r;
   };
@@ -321,7 +321,8 @@ void SplitPass::runOnOperation() {
     llvm::sort(sends);
     for (auto [tag, peer] : sends)
       SendOp::create(b, loc, here, b.getI64IntegerAttr(peer),
-                     b.getI64IntegerAttr(tag), /*event=*/IntegerAttr());
+                     b.getI64IntegerAttr(tag), /*event=*/IntegerAttr(),
+                     /*link=*/IntegerAttr());
   };
 
   // Stage m passes r on: receives it from the stage before (towards r's

@@ -694,39 +694,38 @@ void dropSegments() {
 
 namespace {
 /// Issues `transfer` (ncclSend or ncclRecv of `bytes` at `buf` with the
-/// neighbour `peer`) on the link's stream once the compute stream has
-/// reached this point; `event` records its completion.
+/// neighbour `peer`) on the stream of `link` (the compiler's choice, see
+/// sendAsync) once the compute stream has reached this point; `event`
+/// records its completion.
 void issueOnLink(Context &ctx, void *buf, size_t bytes, int peer, int event,
-                 bool isSend, const char *what) {
+                 int link, bool isSend, const char *what) {
   State &s = S();
   checkPeer(ctx, peer, what);
-  const int stage = stageAndCount().first;
+  const auto [stage, stages] = stageAndCount();
   if (event < 0 || event >= (int)s.xfer_done.size())
     ctx.fail("pipeline", std::string(what) + ": transfer event " +
                              std::to_string(event) +
                              " beyond dist::prepareTransfers' events");
-  const int stages = stageAndCount().second;
-  // The wrap link (interleaved stages) joins the first and the last stage;
-  // the first is its rank 0, as the lower stage of a neighbour pair. With
-  // two stages it carries every transfer from stage 1 to stage 0, the
-  // pair's own link every transfer from 0 to 1 (one direction a link).
-  const bool wrap =
-      s.link_comm[2] &&
-      (stages == 2 ? (isSend ? peer < stage : peer > stage)
-                   : ((stage == 0 && peer == stages - 1) ||
-                      (stage == stages - 1 && peer == 0)));
-  const int link = wrap ? 2 : peer < stage ? 0 : 1;
-  if ((!wrap && peer != stage + (link ? 1 : -1)) || !s.link_comm[link])
-    die(std::string("pipeline transfer ") + what + ": stage " +
-        std::to_string(peer) + " is not a neighbour of stage " +
-        std::to_string(stage));
+  // The link must join this stage and `peer`: 0 the stage before, 1 the
+  // stage after, 2 the first and the last stage (made by prepareTransfers'
+  // wrapLink).
+  const bool joins =
+      link >= 0 && link <= 2 && s.link_comm[link] &&
+      (link == 0   ? peer == stage - 1
+       : link == 1 ? peer == stage + 1
+                   : (stage == 0 && peer == stages - 1) ||
+                         (stage == stages - 1 && peer == 0));
+  if (!joins)
+    die(std::string("pipeline transfer ") + what + ": link " +
+        std::to_string(link) + " does not join stage " +
+        std::to_string(stage) + " with stage " + std::to_string(peer));
   cudaStream_t ls = s.link_stream[link];
   ctx.check(cudaEventRecord(s.xfer_fork[event], ctx.stream()),
             "pipeline: transfer fork");
   ctx.check(cudaStreamWaitEvent(ls, s.xfer_fork[event], 0),
             "pipeline: transfer fork");
-  // Within the pair the lower stage is rank 0.
-  const int peerRank = wrap ? (peer == 0 ? 0 : 1) : link == 0 ? 0 : 1;
+  // Within a pair the lower stage is rank 0; on the wrap link the first.
+  const int peerRank = link == 2 ? (peer == 0 ? 0 : 1) : link == 0 ? 0 : 1;
   ncclComm_t comm = s.link_comm[link];
   std::string desc;
   if (s.trace) {
@@ -751,19 +750,19 @@ void issueOnLink(Context &ctx, void *buf, size_t bytes, int peer, int event,
 } // namespace
 
 void sendAsync(Context &ctx, const void *buf, size_t bytes, int peer,
-               int event, const char *what) {
+               int event, int link, const char *what) {
   if (S().transfers_off)
     return;
   void *b = const_cast<void *>(buf);
   if (S().segmenting)
     return cutSegment(ctx, [=](Context &c) {
-      issueOnLink(c, b, bytes, peer, event, true, what);
+      issueOnLink(c, b, bytes, peer, event, link, true, what);
     });
-  issueOnLink(ctx, b, bytes, peer, event, true, what);
+  issueOnLink(ctx, b, bytes, peer, event, link, true, what);
 }
 
 void recvAsync(Context &ctx, void *buf, size_t bytes, int peer, int event,
-               const char *what) {
+               int link, const char *what) {
   // Zeros, not the arena's old bytes: a received i32 tensor (labels) is an
   // index, and zero is always a valid one.
   if (S().transfers_off) {
@@ -773,9 +772,9 @@ void recvAsync(Context &ctx, void *buf, size_t bytes, int peer, int event,
   }
   if (S().segmenting)
     return cutSegment(ctx, [=](Context &c) {
-      issueOnLink(c, buf, bytes, peer, event, false, what);
+      issueOnLink(c, buf, bytes, peer, event, link, false, what);
     });
-  issueOnLink(ctx, buf, bytes, peer, event, false, what);
+  issueOnLink(ctx, buf, bytes, peer, event, link, false, what);
 }
 
 void recordTiming(Context &ctx, cudaEvent_t ev, cudaStream_t stream);

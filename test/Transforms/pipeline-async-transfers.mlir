@@ -34,13 +34,13 @@ func.func @forward(%x: tensor<2x3x8x8xf32> {cnn.input},
 // S0: func.func @train_step(
 // S0-SAME: cnn.transfer_events = 4 : i64
 // S0: cnn.micro_batch %{{.*}} {count = 2 : i64, index = 0 : i64}
-// S0: cnn.send %[[A0:.*]] {event = 0 : i64, peer = 1 : i64, tag = 0 : i64}
+// S0: cnn.send %[[A0:.*]] {event = 0 : i64, link = 1 : i64, peer = 1 : i64, tag = 0 : i64}
 // S0-NEXT: cnn.micro_batch %{{.*}} {count = 2 : i64, index = 1 : i64}
 // S0: cnn.transfer_wait %[[A0]] {event = 0 : i64}
-// S0-NEXT: cnn.send %[[A1:.*]] {event = 1 : i64, peer = 1 : i64, tag = 0 : i64}
-// S0-NEXT: %[[G0:.*]] = cnn.recv {event = 2 : i64, peer = 1 : i64, tag = 1 : i64}
+// S0-NEXT: cnn.send %[[A1:.*]] {event = 1 : i64, link = 1 : i64, peer = 1 : i64, tag = 0 : i64}
+// S0-NEXT: %[[G0:.*]] = cnn.recv {event = 2 : i64, link = 1 : i64, peer = 1 : i64, tag = 1 : i64}
 // S0: cnn.transfer_wait %[[G0]] {event = 2 : i64}
-// S0-NEXT: %[[G1:.*]] = cnn.recv {event = 3 : i64, peer = 1 : i64, tag = 1 : i64}
+// S0-NEXT: %[[G1:.*]] = cnn.recv {event = 3 : i64, link = 1 : i64, peer = 1 : i64, tag = 1 : i64}
 // S0-NEXT: cnn.bias_grad %[[G0]]
 // S0: cnn.transfer_wait %[[G1]] {event = 3 : i64}
 // S0-NEXT: cnn.bias_grad %[[G1]]
@@ -52,28 +52,28 @@ func.func @forward(%x: tensor<2x3x8x8xf32> {cnn.input},
 // reads it; micro-batch 1's wait stands where its receive was.
 // S1: func.func @train_step(
 // S1-SAME: cnn.transfer_events = 4 : i64
-// S1-NEXT: %[[X0:.*]] = cnn.recv {event = 0 : i64, peer = 0 : i64, tag = 0 : i64}
+// S1-NEXT: %[[X0:.*]] = cnn.recv {event = 0 : i64, link = 0 : i64, peer = 0 : i64, tag = 0 : i64}
 // S1: cnn.transfer_wait %[[X0]] {event = 0 : i64}
-// S1-NEXT: %[[X1:.*]] = cnn.recv {event = 1 : i64, peer = 0 : i64, tag = 0 : i64}
+// S1-NEXT: %[[X1:.*]] = cnn.recv {event = 1 : i64, link = 0 : i64, peer = 0 : i64, tag = 0 : i64}
 // S1-NEXT: cnn.relu %[[X0]]
 // S1: cnn.softmax_cross_entropy
 // S1: cnn.transfer_wait %[[X1]] {event = 1 : i64}
 // S1-NEXT: cnn.relu %[[X1]]
-// S1: cnn.send %[[D0:.*]] {event = 2 : i64, peer = 0 : i64, tag = 1 : i64}
+// S1: cnn.send %[[D0:.*]] {event = 2 : i64, link = 0 : i64, peer = 0 : i64, tag = 1 : i64}
 // S1: cnn.transfer_wait %[[D0]] {event = 2 : i64}
-// S1-NEXT: cnn.send %[[D1:.*]] {event = 3 : i64, peer = 0 : i64, tag = 1 : i64}
+// S1-NEXT: cnn.send %[[D1:.*]] {event = 3 : i64, link = 0 : i64, peer = 0 : i64, tag = 1 : i64}
 // S1: cnn.transfer_wait %[[D1]] {event = 3 : i64}
 // S1-NEXT: return
 
 // CUDA1: cnnrt::dist::prepare(ctx, 0); // the stages
 // CUDA1-NEXT: cnnrt::dist::prepareTransfers(ctx, 4);
-// CUDA1: cnnrt::dist::recvAsync(ctx, A + {{[0-9]+}}, 2048ull, 0, 0, "tag 0 at
+// CUDA1: cnnrt::dist::recvAsync(ctx, A + {{[0-9]+}}, 2048ull, 0, 0, 0, "tag 0 at
 // CUDA1: cnnrt::dist::transferWait(ctx, 0);
-// CUDA1-NEXT: cnnrt::dist::recvAsync(ctx, A + {{[0-9]+}}, 2048ull, 0, 1, "tag 0 at
+// CUDA1-NEXT: cnnrt::dist::recvAsync(ctx, A + {{[0-9]+}}, 2048ull, 0, 1, 0, "tag 0 at
 // CUDA1: cnnrt::dist::transferWait(ctx, 1);
-// CUDA1: cnnrt::dist::sendAsync(ctx, A + {{[0-9]+}}, 2048ull, 0, 2, "tag 1 at
+// CUDA1: cnnrt::dist::sendAsync(ctx, A + {{[0-9]+}}, 2048ull, 0, 2, 0, "tag 1 at
 // CUDA1: cnnrt::dist::transferWait(ctx, 2);
-// CUDA1-NEXT: cnnrt::dist::sendAsync(ctx, A + {{[0-9]+}}, 2048ull, 0, 3, "tag 1 at
+// CUDA1-NEXT: cnnrt::dist::sendAsync(ctx, A + {{[0-9]+}}, 2048ull, 0, 3, 0, "tag 1 at
 // CUDA1: cnnrt::dist::transferWait(ctx, 3);
 // CUDA1-NOT: cnnrt::dist::send(
 // CUDA1-NOT: cnnrt::dist::recv(

@@ -8,6 +8,14 @@
 // RUN: not cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=0 chunks=2 micro-batches=2 device-memory-bytes=100000" 2>&1 | FileCheck %s --check-prefix=AUTO
 // RUN: not cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=3 launch-us=-1 micro-batches=2" 2>&1 | FileCheck %s --check-prefix=LAUNCH
 // RUN: not cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=4 chunks=2 micro-batches=2" 2>&1 | FileCheck %s --check-prefix=MANY
+// The links cnn-pipeline-async-transfers gives the transfers (the runtime
+// issues each on the stream of its `link`): at S = 2 a link per direction,
+// stage 0 -> 1 on the pair's link (stage 0's 1, stage 1's 0), 1 -> 0 on the
+// wrap link (2); at S = 3 the wrap link joins stages 0 and 2 only.
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 chunks=2 micro-batches=2 link-gbps=0 launch-us=0" -cnn-pipeline-split -cnn-pipeline-schedule -cnn-pipeline-stage="stage=0" -cnn-pipeline-async-transfers | FileCheck %s --check-prefix=LINK20
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 chunks=2 micro-batches=2 link-gbps=0 launch-us=0" -cnn-pipeline-split -cnn-pipeline-schedule -cnn-pipeline-stage="stage=1" -cnn-pipeline-async-transfers | FileCheck %s --check-prefix=LINK21
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=3 chunks=2 micro-batches=2 link-gbps=0 launch-us=0" -cnn-pipeline-split -cnn-pipeline-schedule -cnn-pipeline-stage="stage=1" -cnn-pipeline-async-transfers | FileCheck %s --check-prefix=LINK31
+// RUN: cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=3 chunks=2 micro-batches=2 link-gbps=0 launch-us=0" -cnn-pipeline-split -cnn-pipeline-schedule -cnn-pipeline-stage="stage=2" -cnn-pipeline-async-transfers | FileCheck %s --check-prefix=LINK32
 
 // Interleaved stages (chunks = 2 on 3 stages): six linear layers cut into
 // 3 x 2 = 6 virtual stages, virtual stage v on stage v mod 3, so stage 0
@@ -107,3 +115,27 @@ func.func @forward(%x: tensor<2x8xf32> {cnn.input},
 // AUTO: error: cnn-pipeline-partition: chunks=2 (interleaved stages) needs an explicit stages >= 2 and the gpipe schedule, got stages=0, schedule=gpipe
 // LAUNCH: error: cnn-pipeline-partition: launch-us must be >= 0, got -1.00
 // MANY: error: cnn-pipeline-partition: 8 virtual stages (4 stages x 2 chunks) need a layer with parameters each; @train_step has 6
+
+// LINK20-LABEL: func.func @train_step(
+// LINK20-NOT: link = 0 : i64
+// LINK20-DAG: cnn.send %{{.*}} {event = {{[0-9]+}} : i64, link = 1 : i64, peer = 1 : i64
+// LINK20-DAG: cnn.recv {event = {{[0-9]+}} : i64, link = 2 : i64, peer = 1 : i64
+// LINK20-NOT: cnn.send %{{.*}} link = 2
+// LINK20-NOT: cnn.recv {{.*}} link = 1
+
+// LINK21-LABEL: func.func @train_step(
+// LINK21-NOT: link = 1 : i64
+// LINK21-DAG: cnn.recv {event = {{[0-9]+}} : i64, link = 0 : i64, peer = 0 : i64
+// LINK21-DAG: cnn.send %{{.*}} {event = {{[0-9]+}} : i64, link = 2 : i64, peer = 0 : i64
+// LINK21-NOT: link = 1 : i64
+
+// LINK31-LABEL: func.func @train_step(
+// LINK31-NOT: link = 2 : i64
+// LINK31-DAG: {{.*}}link = 0 : i64, peer = 0 : i64
+// LINK31-DAG: {{.*}}link = 1 : i64, peer = 2 : i64
+// LINK31-NOT: link = 2 : i64
+
+// LINK32-LABEL: func.func @train_step(
+// LINK32-DAG: cnn.send %{{.*}} {event = {{[0-9]+}} : i64, link = 2 : i64, peer = 0 : i64
+// LINK32-DAG: cnn.recv {event = {{[0-9]+}} : i64, link = 0 : i64, peer = 1 : i64
+// LINK32-NOT: link = 1 : i64

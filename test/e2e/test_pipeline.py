@@ -659,17 +659,19 @@ def _runs_without_deadlock(stages):
 
 def _async_program(stage_text):
     """One stage's emitted asynchronous transfers, in compute-stream order:
-    ("I", kind, peer, event) where sendAsync / recvAsync issue a transfer on
-    the stream of the link with `peer`, ("W", event) where transferWait
-    makes the compute stream wait for it."""
+    ("I", kind, peer, event, link) where sendAsync / recvAsync issue a
+    transfer with `peer` on the stream of the stage's `link` (the compiler's
+    choice: 0 the stage before, 1 the stage after, 2 the first and the last
+    stage), ("W", event) where transferWait makes the compute stream wait
+    for it."""
     prog = []
     for line in stage_text.splitlines():
         line = line.strip()
-        m = re.match(r"cnnrt::dist::(send|recv)Async\(ctx, A \+ \d+, \d+ull, (\d+), (\d+),",
-                     line)
+        m = re.match(r"cnnrt::dist::(send|recv)Async\(ctx, A \+ \d+, \d+ull, (\d+), (\d+), "
+                     r"(\d+),", line)
         if m:
             prog.append(("I", "S" if m.group(1) == "send" else "R", int(m.group(2)),
-                         int(m.group(3))))
+                         int(m.group(3)), int(m.group(4))))
             continue
         m = re.match(r"cnnrt::dist::transferWait\(ctx, (\d+)\)", line)
         if m:
@@ -677,14 +679,16 @@ def _async_program(stage_text):
     return prog
 
 
-def _async_runs_without_deadlock(programs, by_direction=False):
+def _async_runs_without_deadlock(programs, one_link_per_pair=False):
     """The link streams as the runtime runs them (runtime/src/Nccl.cu): a
-    stream per pair of stages (`by_direction`: a stream per pair and
-    direction, as the runtime links two interleaved stages), its transfers
-    in issue order; the n-th send
-    from a to b and the n-th receive at b from a complete together once both
-    are first on their streams (large NCCL transfers: neither side buffers);
-    a stage's compute stream stops at a wait until that transfer completed.
+    stream per link of a stage, as the emitted `link` names it (a stage's
+    link 1 is the next stage's link 0; link 2 joins the first and the
+    last), its transfers in issue order; `one_link_per_pair`: one stream
+    per pair of stages whatever the link (what the runtime did before two
+    interleaved stages got a link per direction). The n-th send from a to
+    b and the n-th receive at b from a complete together once both are
+    first on their streams (large NCCL transfers: neither side buffers); a
+    stage's compute stream stops at a wait until that transfer completed.
     True when every stage gets through its step."""
     import collections
     S = len(programs)
@@ -692,6 +696,7 @@ def _async_runs_without_deadlock(programs, by_direction=False):
     links = [collections.defaultdict(collections.deque) for _ in range(S)]
     count = [collections.Counter() for _ in range(S)]
     done = [set() for _ in range(S)]
+    other_end = {0: 1, 1: 0, 2: 2}
     while True:
         moved = False
         for s in range(S):
@@ -701,16 +706,15 @@ def _async_runs_without_deadlock(programs, by_direction=False):
                     if op[1] not in done[s]:
                         break
                 else:
-                    _, kind, peer, event = op
+                    _, kind, peer, event, link = op
                     count[s][(kind, peer)] += 1
-                    key = (peer, (kind == "S") == (peer > s)) if by_direction else peer
+                    key = (peer, None if one_link_per_pair else link)
                     links[s][key].append((kind, count[s][(kind, peer)], event))
                 pc[s] += 1
                 moved = True
         for a in range(S):
-            for key, q in links[a].items():
-                b = key[0] if by_direction else key
-                other = links[b].get((a, key[1]) if by_direction else a)
+            for (b, link), q in links[a].items():
+                other = links[b].get((a, None if link is None else other_end[link]))
                 if not q or not other:
                     continue
                 (k1, n1, e1), (k2, n2, e2) = q[0], other[0]
@@ -729,12 +733,19 @@ def _async_runs_without_deadlock(programs, by_direction=False):
 def test_async_link_model_sees_deadlocks():
     """The model above: two stages that each send before they receive on
     one link deadlock; receives posted first do not."""
-    both_send = [[("I", "S", 1, 0), ("W", 0), ("I", "R", 1, 1), ("W", 1)],
-                 [("I", "S", 0, 0), ("W", 0), ("I", "R", 0, 1), ("W", 1)]]
+    both_send = [[("I", "S", 1, 0, 1), ("W", 0), ("I", "R", 1, 1, 1), ("W", 1)],
+                 [("I", "S", 0, 0, 0), ("W", 0), ("I", "R", 0, 1, 0), ("W", 1)]]
     assert not _async_runs_without_deadlock(both_send)
-    ordered = [[("I", "S", 1, 0), ("W", 0), ("I", "R", 1, 1), ("W", 1)],
-               [("I", "R", 0, 0), ("W", 0), ("I", "S", 0, 1), ("W", 1)]]
+    ordered = [[("I", "S", 1, 0, 1), ("W", 0), ("I", "R", 1, 1, 1), ("W", 1)],
+               [("I", "R", 0, 0, 0), ("W", 0), ("I", "S", 0, 1, 0), ("W", 1)]]
     assert _async_runs_without_deadlock(ordered)
+    # Both receives posted ahead, then the sends: on one link per pair a
+    # receive heads the stream at both ends and nothing moves; with a link
+    # per direction (0 -> 1 on the pair's link, 1 -> 0 on link 2) it runs.
+    per_direction = [[("I", "R", 1, 0, 2), ("I", "S", 1, 1, 1), ("W", 1), ("W", 0)],
+                     [("I", "R", 0, 0, 0), ("I", "S", 0, 1, 2), ("W", 1), ("W", 0)]]
+    assert _async_runs_without_deadlock(per_direction)
+    assert not _async_runs_without_deadlock(per_direction, one_link_per_pair=True)
 
 
 @pytest.mark.parametrize("stages,chunks,micro", [(4, 1, 8), (3, 2, 8), (4, 2, 12),
@@ -755,14 +766,21 @@ def test_pipeline_cuda_async_transfers_do_not_deadlock(cnnc, models, tmp_path, s
     parts = out.read_text().split("namespace cnnc_stage")
     programs = [_async_program(parts[2 * s + 1]) for s in range(stages)]
     assert all(programs), "every stage transfers asynchronously"
+    assert _async_runs_without_deadlock(programs)
+    links = {(s, op[2]): set() for s, prog in enumerate(programs) for op in prog
+             if op[0] == "I"}
+    for s, prog in enumerate(programs):
+        for op in prog:
+            if op[0] == "I":
+                links[(s, op[2])].add((op[1], op[4]))
     if stages == 2 and chunks > 1:
-        # Two interleaved stages: each direction between the GPUs has a link
-        # of its own; one link for both would deadlock (a receive posted
-        # ahead at the head of the stream on both ends).
-        assert _async_runs_without_deadlock(programs, by_direction=True)
-        assert not _async_runs_without_deadlock(programs)
-    else:
-        assert _async_runs_without_deadlock(programs)
+        # Two interleaved stages: the compiler gives each direction between
+        # the GPUs a link of its own (0 -> 1 on the pair's, 1 -> 0 on link
+        # 2); one link for both would deadlock (a receive posted ahead at
+        # the head of the stream on both ends).
+        assert links[(0, 1)] == {("S", 1), ("R", 2)}, links
+        assert links[(1, 0)] == {("R", 0), ("S", 2)}, links
+        assert not _async_runs_without_deadlock(programs, one_link_per_pair=True)
     # With every stream of a GPU run one after another in issue order (CUDA
     # serializes streams that share a hardware queue; the blocking model):
     # GPipe still gets through, an interleaved step does not. It needs its

@@ -31,7 +31,16 @@ static LogicalResult verifyTransfer(Operation *op, int64_t peer, int64_t tag,
 /// An asynchronous transfer (`event` set) has exactly one
 /// cnn.transfer_wait of its event, reading `v` (what it sends or received).
 static LogicalResult verifyAsync(Operation *op, std::optional<uint64_t> event,
-                                 Value v) {
+                                 std::optional<uint64_t> link, Value v) {
+  if (link && !event)
+    return op->emitOpError("has a 'link' but no 'event': only an "
+                           "asynchronous transfer runs on a link");
+  if (link && (static_cast<int64_t>(*link) < 0 ||
+               static_cast<int64_t>(*link) > 2))
+    return op->emitOpError("'link' must be 0 (the stage before), 1 (the "
+                           "stage after) or 2 (the first and the last "
+                           "stage), got ")
+           << static_cast<int64_t>(*link);
   if (!event)
     return success();
   auto e = static_cast<int64_t>(*event);
@@ -53,7 +62,7 @@ LogicalResult SendOp::verify() {
                             getTagAttr().getValue().getSExtValue(),
                             getInput().getType())))
     return failure();
-  return verifyAsync(*this, getEvent(), getInput());
+  return verifyAsync(*this, getEvent(), getLink(), getInput());
 }
 
 LogicalResult RecvOp::verify() {
@@ -61,7 +70,7 @@ LogicalResult RecvOp::verify() {
                             getTagAttr().getValue().getSExtValue(),
                             getResult().getType())))
     return failure();
-  return verifyAsync(*this, getEvent(), getResult());
+  return verifyAsync(*this, getEvent(), getLink(), getResult());
 }
 
 LogicalResult TransferWaitOp::verify() {

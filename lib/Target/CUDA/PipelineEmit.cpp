@@ -42,16 +42,22 @@ static LogicalResult checkBytes(Operation *op, RankedTensorType t) {
 
 /// One half of a transfer of `v`'s bytes with stage `peer`: `dist::send` /
 /// `recv` on the compute stream, or with cnn-pipeline-async-transfers'
-/// `event` `sendAsync` / `recvAsync` on the link's stream.
+/// `event` and `link` `sendAsync` / `recvAsync` on that link's stream.
 static LogicalResult printTransfer(Operation *op, StringRef kind, Value v,
                                    uint64_t peer, uint64_t tag,
                                    std::optional<uint64_t> event,
+                                   std::optional<uint64_t> link,
                                    function_ref<int64_t(Value)> offsetOf,
                                    const std::string &loc, std::string &out) {
   auto t = cast<RankedTensorType>(v.getType());
   if (failed(checkBytes(op, t)))
     return failure();
-  std::string eventArg = event ? fmt::format("{}, ", *event) : "";
+  if (event && !link)
+    return op->emitError("CUDA backend: an asynchronous transfer without "
+                         "its 'link' (cnn-pipeline-async-transfers sets it)");
+  std::string eventArg =
+      event ? fmt::format("{}, {}, ", *event, static_cast<int64_t>(*link))
+            : "";
   out += fmt::format("  cnnrt::dist::{}{}(ctx, A + {}, {}ull, {}, {}\"tag {} "
                      "at {}\");\n",
                      kind.str(), event ? "Async" : "", offsetOf(v), bytesOf(t),
@@ -81,11 +87,13 @@ LogicalResult cnnc::printPipelineOp(Operation *op,
       })
       .Case<SendOp>([&](SendOp snd) {
         return printTransfer(op, "send", snd.getInput(), snd.getPeer(),
-                             snd.getTag(), snd.getEvent(), offsetOf, loc, out);
+                             snd.getTag(), snd.getEvent(), snd.getLink(),
+                             offsetOf, loc, out);
       })
       .Case<RecvOp>([&](RecvOp rcv) {
         return printTransfer(op, "recv", rcv.getResult(), rcv.getPeer(),
-                             rcv.getTag(), rcv.getEvent(), offsetOf, loc, out);
+                             rcv.getTag(), rcv.getEvent(), rcv.getLink(),
+                             offsetOf, loc, out);
       })
       .Case<TransferWaitOp>([&](TransferWaitOp w) {
         out += fmt::format("  cnnrt::dist::transferWait(ctx, {});\n",
@@ -99,12 +107,12 @@ LogicalResult cnnc::printPipelineOp(Operation *op,
         for (auto [v, peer, tag] :
              llvm::zip(g.getInputs(), g.getSendPeers(), g.getSendTags()))
           if (failed(printTransfer(op, "send", v, peer, tag, std::nullopt,
-                                   offsetOf, loc, out)))
+                                   std::nullopt, offsetOf, loc, out)))
             return failure();
         for (auto [v, peer, tag] :
              llvm::zip(g.getResults(), g.getRecvPeers(), g.getRecvTags()))
           if (failed(printTransfer(op, "recv", v, peer, tag, std::nullopt,
-                                   offsetOf, loc, out)))
+                                   std::nullopt, offsetOf, loc, out)))
             return failure();
         out += "  cnnrt::dist::groupEnd(ctx);\n";
         return success();

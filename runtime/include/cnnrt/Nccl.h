@@ -59,16 +59,18 @@ void recv(Context &ctx, void *buf, size_t bytes, int peer, const char *what);
 /// Asynchronous transfers (cnn-pipeline-async-transfers): prepareTransfers
 /// (the step's prepareModel) splits the stages into neighbour pairs (a
 /// communicator and a stream per link) and creates `numEvents` events;
-/// sendAsync / recvAsync issue the transfer with the neighbour `peer` on
-/// its link's stream once the compute stream has reached them, and
-/// transferWait(event) makes the compute stream wait for it. `wrapLink`
-/// (interleaved stages, --pipeline-chunks): a link between the first and
-/// the last stage too; every stage of the pipeline must pass the same.
+/// sendAsync / recvAsync issue the transfer with `peer` on the stream of
+/// `link` (the op's `link`, the compiler's choice: 0 the link to the stage
+/// before, 1 to the stage after, 2 between the first and the last stage)
+/// once the compute stream has reached them, and transferWait(event) makes
+/// the compute stream wait for it. `wrapLink` (interleaved stages,
+/// --pipeline-chunks): link 2 exists; every stage of the pipeline must pass
+/// the same.
 void prepareTransfers(Context &ctx, int numEvents, bool wrapLink = false);
 void sendAsync(Context &ctx, const void *buf, size_t bytes, int peer,
-               int event, const char *what);
+               int event, int link, const char *what);
 void recvAsync(Context &ctx, void *buf, size_t bytes, int peer, int event,
-               const char *what);
+               int link, const char *what);
 void transferWait(Context &ctx, int event);
 /// The transfers between them run as one NCCL group (cnn.transfers: 1F1B's
 /// sends and receives in both directions, posted before any waits).

@@ -135,3 +135,22 @@ func.func @negative_event(%a: tensor<4xf32>) {
   cnn.send %a {event = -1 : i64, peer = 1 : i64, tag = 0 : i64} : tensor<4xf32>
   return
 }
+
+// -----
+
+// `link` (the stage's link that carries an asynchronous transfer): only
+// with an `event`, and 0, 1 or 2.
+func.func @link_without_event(%a: tensor<4xf32>) {
+  // expected-error @+1 {{has a 'link' but no 'event': only an asynchronous transfer runs on a link}}
+  cnn.send %a {link = 1 : i64, peer = 1 : i64, tag = 0 : i64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @link_out_of_range() {
+  // expected-error @+1 {{'link' must be 0 (the stage before), 1 (the stage after) or 2 (the first and the last stage), got 3}}
+  %r = cnn.recv {event = 0 : i64, link = 3 : i64, peer = 0 : i64, tag = 0 : i64} : tensor<4xf32>
+  cnn.transfer_wait %r {event = 0 : i64} : tensor<4xf32>
+  return
+}

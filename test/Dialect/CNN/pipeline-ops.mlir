@@ -43,16 +43,17 @@ func.func @micro(%x: tensor<8x3x2x2xf32>, %l: tensor<8xi32>) -> (tensor<2x3x2x2x
 }
 
 // Asynchronous transfers (cnn-pipeline-async-transfers): an event on the
-// send and the receive, and the compute stream's wait for each.
+// send and the receive (and the link that carries it), and the compute
+// stream's wait for each.
 // CHECK-LABEL: func.func @async
-// CHECK: %[[R:.*]] = cnn.recv {event = 0 : i64, peer = 0 : i64, tag = 0 : i64} : tensor<2x4xf16>
+// CHECK: %[[R:.*]] = cnn.recv {event = 0 : i64, link = 0 : i64, peer = 0 : i64, tag = 0 : i64} : tensor<2x4xf16>
 // CHECK: cnn.transfer_wait %[[R]] {event = 0 : i64} : tensor<2x4xf16>
-// CHECK: cnn.send %[[R]] {event = 1 : i64, peer = 2 : i64, tag = 1 : i64} : tensor<2x4xf16>
+// CHECK: cnn.send %[[R]] {event = 1 : i64, link = 1 : i64, peer = 2 : i64, tag = 1 : i64} : tensor<2x4xf16>
 // CHECK: cnn.transfer_wait %[[R]] {event = 1 : i64} : tensor<2x4xf16>
 func.func @async() attributes {cnn.pipeline_stage = 1 : i64} {
-  %r = cnn.recv {event = 0 : i64, peer = 0 : i64, tag = 0 : i64} : tensor<2x4xf16>
+  %r = cnn.recv {event = 0 : i64, link = 0 : i64, peer = 0 : i64, tag = 0 : i64} : tensor<2x4xf16>
   cnn.transfer_wait %r {event = 0 : i64} : tensor<2x4xf16>
-  cnn.send %r {event = 1 : i64, peer = 2 : i64, tag = 1 : i64} : tensor<2x4xf16>
+  cnn.send %r {event = 1 : i64, link = 1 : i64, peer = 2 : i64, tag = 1 : i64} : tensor<2x4xf16>
   cnn.transfer_wait %r {event = 1 : i64} : tensor<2x4xf16>
   return
 }

@@ -33,10 +33,15 @@ def CNN_SendOp : CNN_Op<"send"> {
     stream has reached it, and the compute stream goes on; the
     `cnn.transfer_wait` of the same event, later in the function and
     reading `input` (which keeps the buffer alive until then), is where
-    the compute stream waits for it.
+    the compute stream waits for it. `link` (set with `event`) names the
+    stage's link that carries it: 0 the one to the stage before, 1 the one
+    to the stage after, 2 the one between the first and the last stage
+    (interleaved stages; with two stages it carries every transfer from
+    stage 1 to stage 0, so each direction has a link of its own). The
+    runtime issues the transfer on that link's stream.
   }];
   let arguments = (ins AnyRankedTensor:$input, I64Attr:$peer, I64Attr:$tag,
-                   OptionalAttr<I64Attr>:$event);
+                   OptionalAttr<I64Attr>:$event, OptionalAttr<I64Attr>:$link);
   let assemblyFormat = "$input attr-dict `:` type($input)";
   let hasVerifier = 1;
 }
@@ -56,10 +61,11 @@ def CNN_RecvOp : CNN_Op<"recv"> {
     is posted on its link's stream once the compute stream has reached it
     (it may stand well before its readers, so that it overlaps the
     compute); the result may be read only after the `cnn.transfer_wait` of
-    the same event, which must come before every other reader.
+    the same event, which must come before every other reader. `link` as
+    cnn.send's.
   }];
   let arguments = (ins I64Attr:$peer, I64Attr:$tag,
-                   OptionalAttr<I64Attr>:$event);
+                   OptionalAttr<I64Attr>:$event, OptionalAttr<I64Attr>:$link);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = "attr-dict `:` type($result)";
   let hasVerifier = 1;
