@@ -272,15 +272,15 @@ void StagePass::runOnOperation() {
     // its replays on H200s (session 35; ResNet-18 f32 replayed), and ran
     // through uncaptured. The runtime reads this and runs every step
     // uncaptured (ModelSpec::uncapturedWhy).
-    fn->setAttr("cnn.step_uncaptured",
-                b.getStringAttr(
-                    "interleaved pipeline stages (--pipeline-chunks " +
-                    std::to_string(chunks.getInt()) +
-                    ") need their transfers to run beside the step's "
-                    "kernels, which a CUDA graph's replay does not promise "
-                    "(ResNet-50 hung in it); uncaptured, each step's "
-                    "launches cost host time (ResNet-50 f16 S=2: 2.8x "
-                    "slower than --pipeline-chunks 1)"));
+    fn->setAttr(
+        "cnn.step_uncaptured",
+        b.getStringAttr("interleaved pipeline stages (--pipeline-chunks " +
+                        std::to_string(chunks.getInt()) +
+                        ") need their transfers to run beside the step's "
+                        "kernels, which a CUDA graph's replay does not promise "
+                        "(ResNet-50 hung in it); uncaptured, each step's "
+                        "launches cost host time (ResNet-50 f16 S=2: 2.8x "
+                        "slower than --pipeline-chunks 1)"));
     Operation *ret = fn.getBody().front().getTerminator();
     SmallVector<Operation *> updates;
     fn.walk([&](Operation *op) {

@@ -35,8 +35,8 @@ static LogicalResult verifyAsync(Operation *op, std::optional<uint64_t> event,
   if (link && !event)
     return op->emitOpError("has a 'link' but no 'event': only an "
                            "asynchronous transfer runs on a link");
-  if (link && (static_cast<int64_t>(*link) < 0 ||
-               static_cast<int64_t>(*link) > 2))
+  if (link &&
+      (static_cast<int64_t>(*link) < 0 || static_cast<int64_t>(*link) > 2))
     return op->emitOpError("'link' must be 0 (the stage before), 1 (the "
                            "stage after) or 2 (the first and the last "
                            "stage), got ")

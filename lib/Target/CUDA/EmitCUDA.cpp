@@ -2702,10 +2702,8 @@ LogicalResult Emitter::write(llvm::raw_ostream &os, func::FuncOp step,
   // (cnn.step_uncaptured, a pass's decision).
   auto uncaptured = step->getAttrOfType<StringAttr>("cnn.step_uncaptured");
   SmallVector<std::string> trailing = {
-      numBuckets > 0 || pipelineTransfers ? "&cnnrt::dist::kHooks"
-                                          : "nullptr",
-      fmt::format("{}ll", ignoreIndex),
-      plan.workspaceIsCap ? "true" : "false",
+      numBuckets > 0 || pipelineTransfers ? "&cnnrt::dist::kHooks" : "nullptr",
+      fmt::format("{}ll", ignoreIndex), plan.workspaceIsCap ? "true" : "false",
       uncaptured ? "\"" + escape(uncaptured.getValue().str()) + "\""
                  : "nullptr"};
   const SmallVector<std::string> defaults = {"nullptr", "-100ll", "false",

@@ -56,8 +56,7 @@ static LogicalResult printTransfer(Operation *op, StringRef kind, Value v,
     return op->emitError("CUDA backend: an asynchronous transfer without "
                          "its 'link' (cnn-pipeline-async-transfers sets it)");
   std::string eventArg =
-      event ? fmt::format("{}, {}, ", *event, static_cast<int64_t>(*link))
-            : "";
+      event ? fmt::format("{}, {}, ", *event, static_cast<int64_t>(*link)) : "";
   out += fmt::format("  cnnrt::dist::{}{}(ctx, A + {}, {}ull, {}, {}\"tag {} "
                      "at {}\");\n",
                      kind.str(), event ? "Async" : "", offsetOf(v), bytesOf(t),

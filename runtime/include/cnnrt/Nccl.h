@@ -67,8 +67,8 @@ void recv(Context &ctx, void *buf, size_t bytes, int peer, const char *what);
 /// --pipeline-chunks): link 2 exists; every stage of the pipeline must pass
 /// the same.
 void prepareTransfers(Context &ctx, int numEvents, bool wrapLink = false);
-void sendAsync(Context &ctx, const void *buf, size_t bytes, int peer,
-               int event, int link, const char *what);
+void sendAsync(Context &ctx, const void *buf, size_t bytes, int peer, int event,
+               int link, const char *what);
 void recvAsync(Context &ctx, void *buf, size_t bytes, int peer, int event,
                int link, const char *what);
 void transferWait(Context &ctx, int event);
