@@ -4,6 +4,10 @@
 // default) and the emitter prints the transfers on the links' streams.
 // RUN: cnnc-opt %s -cnn-autodiff="accumulate=2" -cnn-pipeline-partition="stages=2 micro-batches=2 link-gbps=0 launch-us=0 launch-us=0" -cnn-pipeline-split -cnn-pipeline-schedule -cnn-pipeline-stage="stage=1" -cnn-gpu-pipeline="precision=fp32" -o %t1.mlir
 // RUN: cnnc %t1.mlir --emit cuda | FileCheck %s --check-prefix=CUDA1
+// The emitter prints the link the pass chose; a transfer without one (the
+// same step, its links removed) is refused, not given a link.
+// RUN: sed -e 's/link = [0-9] : i64, //' %t1.mlir > %t1-nolink.mlir
+// RUN: not cnnc %t1-nolink.mlir --emit cuda 2>&1 | FileCheck %s --check-prefix=NOLINK
 // 1F1B's grouped transfers stay on the compute stream; a step of no
 // pipeline is left alone.
 // RUN: cnnc-opt %s -cnn-autodiff="accumulate=4" -cnn-pipeline-partition="stages=2 micro-batches=4 link-gbps=0 launch-us=0 launch-us=0" -cnn-pipeline-split -cnn-pipeline-schedule="schedule=1f1b" -cnn-pipeline-stage="stage=0" -cnn-pipeline-async-transfers | FileCheck %s --check-prefix=ONEF
@@ -85,3 +89,5 @@ func.func @forward(%x: tensor<2x3x8x8xf32> {cnn.input},
 
 // NONE-NOT: transfer_wait
 // NONE-NOT: transfer_events
+
+// NOLINK: CUDA backend: an asynchronous transfer without its 'link' (cnn-pipeline-async-transfers sets it)

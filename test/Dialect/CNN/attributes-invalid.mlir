@@ -180,3 +180,12 @@ func.func @bad_public_shape(%w: tensor<8x3x3x8xf32> {cnn.param = "w", cnn.public
 func.func @short_result(%w: tensor<8x3x3x8xf32>) -> (tensor<8x3x3x8xf32> {cnn.public_shape = array<i64: 8, 16, 3, 3>}) {
   return %w : tensor<8x3x3x8xf32>
 }
+
+// -----
+
+// cnn-pipeline-stage's decision that the runtime must not capture the step
+// (ModelSpec::uncapturedWhy): the reason, a string.
+// expected-error @+1 {{'cnn.step_uncaptured' on a function must be a string, got true}}
+func.func @uncaptured_not_a_string() attributes {cnn.step_uncaptured = true} {
+  return
+}
