@@ -96,7 +96,9 @@ def ensure_hardware_queues(torch):
     set the same). A stage's NCCL receives wait on their link streams from
     the top of the step, and streams that share one of the default 8 queues
     run one after the other: a waiting receive could stall the compute
-    stream that feeds the ring. CUDA reads the variable when it starts, so
+    stream that feeds the ring (a precaution: the hangs of sessions 34-35
+    came from the first step's library set-up and the CUDA graph's replay,
+    which the runtime now avoids). CUDA reads the variable when it starts, so
     it is set here only while torch has not started CUDA; after that a
     warning says what to do."""
     if os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS"):

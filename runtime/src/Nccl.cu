@@ -942,12 +942,19 @@ double stallHook(Context &ctx) {
     return -1;
   return total;
 }
-/// DistHooks::stageAlone: only a stage whose step has asynchronous
-/// transfers (prepareTransfers made its links) runs its first step alone.
+/// Whether this process is a stage whose step has asynchronous transfers
+/// (prepareTransfers made its links): the steps the stage-alone run and
+/// segmented capture are for.
+bool hasAsyncTransfers() {
+  const State &s = S();
+  return s.ready && s.pair_split[0];
+}
+
+/// DistHooks::stageAlone.
 bool stageAloneHook(Context &ctx, bool alone) {
   State &s = S();
   (void)ctx;
-  if (!s.ready || !s.pair_split[0])
+  if (!hasAsyncTransfers())
     return false;
   s.transfers_off = alone;
   if (s.trace)
@@ -960,7 +967,7 @@ bool stageAloneHook(Context &ctx, bool alone) {
 /// DistHooks::captureSegments.
 bool captureSegmentsHook(Context &ctx, const ModelSpec &spec) {
   State &s = S();
-  if (!s.ready || !s.pair_split[0])
+  if (!hasAsyncTransfers())
     return false;
   // Pipeline x data parallel: a gradient bucket's all-reduce runs on the
   // side stream across transfers (joined after them), and a capture cannot

@@ -1385,8 +1385,9 @@ int trainPipelineMain(int argc, char **argv, const ModelSpec *const *stages,
     // default) and serializes streams that share one: a waiting receive
     // then stalls the compute stream behind it, and a ring of stages
     // deadlocks. The most queues, before this process first touches CUDA,
-    // unless the caller chose (the likely cause of session 34's
-    // interleaved hangs; not yet confirmed on GPUs).
+    // unless the caller chose: a precaution (session 35 found the
+    // interleaved hangs elsewhere: the first step's library set-up, then
+    // the CUDA graph's replay; see runStageAlone, ModelSpec::uncapturedWhy).
     setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", /*overwrite=*/0);
     return runTraining(argc, argv, *stages[gPipeline.stage]);
   } catch (const Error &e) {
