@@ -1536,6 +1536,7 @@ fi
 # NCCL_MAX_P2P_NCHANNELS=1, NCCL_P2P_USE_CUDA_MEMCPY=1), 100 steps each.
 # D_PROFILE=1 (default) then profiles both (CNNRT_PROFILE=1, 3 steps) and
 # compares each stage's kernels with the one-GPU step's (stage_profile.py).
+# D_MB: the micro-batch (default 32), also the one-GPU reference's batch.
 # D_PIPE_FLAGS: more cnnc flags for the pipeline build (e.g.
 # "--pipeline-profile .carry/r50f16.profile.json": part B's measured balance).
 # D_AB_FLAGS (non-empty): a second pipeline build, D_PIPE_FLAGS + these
@@ -1545,7 +1546,7 @@ fi
 # the same GPUs (D_AB_TRACE=1 traces the second). D_VARIANTS=" " (a blank) skips the NCCL variants' runs.
 # D_NSYS=1 also runs the default under Nsight Systems (if installed:
 # --cuda-graph-trace=node) and prints bench/dp/nsys_stages.py's kernel
-# time per GPU.
+# time per GPU; D_NSYS_B=1 the second build (D_AB_FLAGS, with D_AB_ENV).
 if has D; then
   part_begin D
   DW=$W/d
@@ -1554,16 +1555,17 @@ if has D; then
   ((D_S > 4)) && D_S=4
   ((NG < D_S)) && D_S=$NG
   D_M=$((4 * D_S))
+  D_MB=${D_MB:-32} # the micro-batch (the one-GPU step's batch too)
   D_PR=${D_PR:-f16}
   dflags=(--train --precision $([ "$D_PR" = f16 ] && echo fp16 || echo fp32) "${SGD[@]}")
   export_r50 d-export "$DW/r50.onnx" || fail "D: ResNet-50 export (exit $?, see d-export.log)"
-  build d-acc 300 "$DW/r50.onnx" "${dflags[@]}" --batch 32 --accumulate $D_M &
+  build d-acc 300 "$DW/r50.onnx" "${dflags[@]}" --batch $D_MB --accumulate $D_M &
   read -ra dpipe <<<"${D_PIPE_FLAGS:-}"
   read -ra dab <<<"${D_AB_FLAGS:-}"
-  build d-pipe 420 "$DW/r50.onnx" "${dflags[@]}" --batch 32 --pipeline-stages $D_S \
+  build d-pipe 420 "$DW/r50.onnx" "${dflags[@]}" --batch $D_MB --pipeline-stages $D_S \
     --micro-batches $D_M ${dpipe[@]+"${dpipe[@]}"} &
   if ((${#dab[@]})); then
-    build d-pipe-b 420 "$DW/r50.onnx" "${dflags[@]}" --batch 32 --pipeline-stages $D_S \
+    build d-pipe-b 420 "$DW/r50.onnx" "${dflags[@]}" --batch $D_MB --pipeline-stages $D_S \
       --micro-batches $D_M ${dpipe[@]+"${dpipe[@]}"} "${dab[@]}" &
   fi
   wait
@@ -1573,7 +1575,7 @@ if has D; then
     ka=$([ "$D_PR" = f16 ] && echo 60 || echo 20)
     run d-acc 150 "$W/d-acc" --data synthetic --steps $ka --log-every $((ka / 5)) ||
       fail "D: one-GPU --accumulate run (exit $?, see d-acc.log)"
-    grep -h "^done:" "$LOGS/d-acc.log" | sed "s/^/     one GPU --accumulate $D_M: /" | tee -a "$SUMMARY"
+    grep -h "^done:" "$LOGS/d-acc.log" | sed "s/^/     one GPU batch $D_MB --accumulate $D_M: /" | tee -a "$SUMMARY"
     VARIANTS=${D_VARIANTS:-"default ctas2:NCCL_MAX_CTAS=2 p2pch1:NCCL_MAX_P2P_NCHANNELS=1 ce:NCCL_P2P_USE_CUDA_MEMCPY=1"}
     for v in $VARIANTS; do
       name=${v%%:*}
@@ -1636,24 +1638,40 @@ if has D; then
         fail "D: stage_profile.py (exit $?, see d-stage-prof.log)"
       cp "$DW"/prof-acc.json "$DW"/prof-pipe.json.rank* "$OUT"/ 2>/dev/null
     fi
-    if [ "${D_NSYS:-1}" = 1 ]; then
-      NSYS=$(command -v nsys || ls /opt/nvidia/nsight-systems*/bin/nsys /usr/local/cuda/bin/nsys \
-        /opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys 2>/dev/null | head -1)
-      if [ -n "$NSYS" ]; then
-        note "nsys: $NSYS ($("$NSYS" --version 2>&1 | head -1))"
-        run d-nsys 150 "$NSYS" profile --cuda-graph-trace=node -t cuda --force-overwrite true \
-          -o "$DW/pipe" "$W/d-pipe" --data synthetic --steps 30 --log-every 10 ||
-          fail "D: nsys profile (exit $?, see d-nsys.log)"
-        if [ -f "$DW/pipe.nsys-rep" ]; then
-          run d-nsys-export 120 "$NSYS" export --type sqlite --force-overwrite true \
-            -o "$DW/pipe.sqlite" "$DW/pipe.nsys-rep" &&
-            run d-nsys-stages 60 $PY "$DP/nsys_stages.py" "$DW/pipe.sqlite" &&
-            sed "s/^/     nsys: /" "$LOGS/d-nsys-stages.log" | tee -a "$SUMMARY"
-        else
-          note "nsys wrote no report (see d-nsys.log)"
-        fi
+    # D_NSYS=1 (default): the first build under Nsight Systems; D_NSYS_B=1
+    # the second build's too (with D_AB_ENV): each GPU's compute, NCCL and
+    # idle time in the steady steps (bench/dp/nsys_stages.py), which tells a
+    # stage that waits from one whose kernels run slower beside NCCL's.
+    NSYS=$(command -v nsys || ls /opt/nvidia/nsight-systems*/bin/nsys /usr/local/cuda/bin/nsys \
+      /opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys 2>/dev/null | head -1)
+    # d_nsys NAME EXE [NAME=VALUE...]: 30 steps of EXE profiled, then the
+    # per-GPU table.
+    d_nsys() {
+      local name=$1 exe=$2
+      shift 2
+      (for e in "$@"; do export "$e"; done
+        run d-nsys-$name 150 "$NSYS" profile --cuda-graph-trace=node -t cuda \
+          --force-overwrite true -o "$DW/$name" "$exe" --data synthetic --steps 30 \
+          --log-every 10) || fail "D: nsys profile of $name (exit $?, see d-nsys-$name.log)"
+      if [ -f "$DW/$name.nsys-rep" ]; then
+        run d-nsys-export-$name 120 "$NSYS" export --type sqlite --force-overwrite true \
+          -o "$DW/$name.sqlite" "$DW/$name.nsys-rep" &&
+          run d-nsys-stages-$name 60 $PY "$DP/nsys_stages.py" "$DW/$name.sqlite" &&
+          sed "s/^/     nsys $name: /" "$LOGS/d-nsys-stages-$name.log" | tee -a "$SUMMARY"
       else
+        note "nsys wrote no report for $name (see d-nsys-$name.log)"
+      fi
+    }
+    if [ "${D_NSYS:-1}" = 1 ] || [ "${D_NSYS_B:-0}" = 1 ]; then
+      if [ -z "$NSYS" ]; then
         note "nsys: not installed"
+      else
+        note "nsys: $NSYS ($("$NSYS" --version 2>&1 | head -1))"
+        [ "${D_NSYS:-1}" = 1 ] && d_nsys pipe "$W/d-pipe"
+        # shellcheck disable=SC2086 # D_AB_ENV is NAME=VALUE words
+        if [ "${D_NSYS_B:-0}" = 1 ] && ((${#dab[@]})) && [ -x "$W/d-pipe-b" ]; then
+          d_nsys pipe-b "$W/d-pipe-b" ${D_AB_ENV:-}
+        fi
       fi
     fi
   fi
