@@ -931,16 +931,18 @@ def CNNPipelinePartition : Pass<"cnn-pipeline-partition", "mlir::ModuleOp"> {
     `launch-us` (its launches' latency, which the roofline does not see),
     or its measured time with `profile`, a stage's
     time three times its forward ops' plus its transfers (the activations
-    crossing its cuts and their gradients, at `link-gbps`), or the larger of
-    the two with `overlap-transfers`. A stage's peak is
+    crossing its cuts and their gradients, at `link-gbps`; an activation
+    read by u forward ops beyond a cut has u gradients coming back apart),
+    or the larger of the two with `overlap-transfers`. A stage's peak is
     its parameters, BN buffers and optimizer state, plus the activations
     its backward pass reads (values that live from the forward into the
     backward pass) times the micro-batches in flight (the GPipe schedule
     keeps all `micro-batches` on every stage; `schedule=1f1b` keeps
     min(M, S - s) on stage s: its warm-up forwards), plus the largest op's
     operands and results. The
-    cuts minimize the slowest stage; among cuts within 10 % of that, the
-    fewest bytes crossing the cuts; every stage's peak within
+    cuts minimize the slowest stage; among cuts within `time-slack` (10 %)
+    of that, the fewest bytes crossing the cuts, and among those the
+    smallest slowest stage; every stage's peak within
     `device-memory-bytes` (0: no limit). `stages=0` takes the fewest stages
     that fit. A cut never separates two readers of one parameter. A layer
     that alone exceeds the budget is an error naming it.
