@@ -77,7 +77,7 @@
 #     S = all GPUs up to 4, or 2 x 2 chunks on -x2; 1e-5) (the quick form
 #     of part P's case j; pair with PARTS=D D_AB_FLAGS="--pipeline-chunks 2"
 #     for the throughput A/B); J_ENV: NAME=VALUE words for both pipelined
-#     runs (e.g. CNNRT_SEGMENTED_CAPTURE=1; part D's second build: D_AB_ENV)
+#     runs (e.g. CNNRT_SEGMENTED_CAPTURE=0; part D's second build: D_AB_ENV)
 #  R  the runtime's NCCL checks (built there with cmake, ~2 min):
 #     nccl_check with 2 ranks in captured graphs, a rank that leaves after
 #     the rendezvous, a rank that never comes (CNNC_DIST_TIMEOUT=10), a rank
@@ -1597,7 +1597,7 @@ if has D; then
           # D_AB_TRACE=1: the second build's runs traced
           # (CNNC_PIPELINE_TRACE=1), the log's head and tail into $OUT.
           # D_AB_ENV: NAME=VALUE words for the second build's runs
-          # (e.g. CNNRT_SEGMENTED_CAPTURE=1).
+          # (e.g. CNNRT_SEGMENTED_CAPTURE=0: uncaptured).
           (if [ $side = b ] && [ "${D_AB_TRACE:-0}" = 1 ]; then
             export CNNC_PIPELINE_TRACE=1
           fi

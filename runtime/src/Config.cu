@@ -38,7 +38,7 @@ ContextOptions ContextOptions::fromEnv() {
                     " needs the profile, but CNNRT_PROFILE turns it off");
   o.convGraph = flag("CNNRT_CONV_GRAPH", true);
   o.warmCached = flag("CNNRT_WARM_CACHED", true);
-  o.segmentedCapture = flag("CNNRT_SEGMENTED_CAPTURE", false);
+  o.segmentedCapture = flag("CNNRT_SEGMENTED_CAPTURE", true);
   if (const char *f = std::getenv("CNNRT_CONV_FUSION")) {
     std::string v = f;
     if (v == "cudnn")

@@ -400,7 +400,8 @@ void noteUncapturedStep(const Context &ctx, const ModelSpec &spec) {
   if (segmentedStep(ctx, spec))
     std::fprintf(stderr,
                  "cnnrt: the step is captured in segments between its "
-                 "pipeline transfers (CNNRT_SEGMENTED_CAPTURE=1), not whole: "
+                 "pipeline transfers (CNNRT_SEGMENTED_CAPTURE=0: uncaptured), "
+                 "not whole: "
                  "%s\n",
                  spec.uncapturedWhy);
   else

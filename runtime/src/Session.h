@@ -94,7 +94,7 @@ void runStageAlone(Context &ctx, const ModelSpec &spec);
 /// Whether the step is captured in segments between its pipeline transfers
 /// (DistHooks::captureSegments) rather than run uncaptured: the compiler
 /// marked it uncaptured (ModelSpec::uncapturedWhy) and
-/// CNNRT_SEGMENTED_CAPTURE=1 asks for segments.
+/// CNNRT_SEGMENTED_CAPTURE (default on) asks for segments.
 bool segmentedStep(const Context &ctx, const ModelSpec &spec);
 
 /// Said once at start-up where the step is not captured whole (stderr).

@@ -95,8 +95,8 @@ const char *kUsage =
     "default 300)\n"
     "             CNNC_PIPELINE_TRACE=1 (pipeline stages: every transfer on "
     "stderr, and the pending ones every 5 s)\n"
-    "             CNNRT_SEGMENTED_CAPTURE=1 (interleaved pipeline stages: "
-    "CUDA graphs between the transfers)\n"
+    "             CNNRT_SEGMENTED_CAPTURE=0 (interleaved pipeline stages: "
+    "uncaptured, not CUDA graphs between the transfers)\n"
     "exit codes: 0 ok, 1 error, 2 out of GPU memory, 3 no GPU\n";
 
 [[noreturn]] void usageError(const std::string &msg) {
