@@ -35,11 +35,9 @@ static_assert(CNNRT_ERROR_INVALID == int(ErrorKind::Invalid) &&
 
 struct cnnrt_session {
   std::unique_ptr<Context> ctx;
-  bool useGraph = true;
-  /// The step captured in segments (segmentedStep) on its third call.
-  bool segments = false;
+  /// Enqueues the steps: captured on its third call in this process.
+  std::unique_ptr<StepRunner> runner;
   int64_t step = 0;
-  int64_t stepsHere = 0;
   uint8_t *dImg = nullptr;
   int32_t *dLab = nullptr;
   size_t imgBytes = 0;
@@ -50,8 +48,6 @@ struct cnnrt_session {
   // Orders the session's stream after / before the caller's stream.
   cudaEvent_t callerReady = nullptr, sessionDone = nullptr;
   std::vector<const TensorSpec *> state; ///< persistent tensors, spec order
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
   bool stateBroadcast = false; ///< data parallel: rank 0's state sent once
 };
 
@@ -125,8 +121,8 @@ cnnrt_session *cnnrt_create(const void *model_spec, const char *weights_path,
     // from the Context.
     const ContextOptions opts = ContextOptions::fromEnv();
     s->ctx.reset(new Context(spec, opts));
-    s->useGraph = use_graph != 0;
-    if (s->useGraph)
+    s->runner = std::make_unique<StepRunner>(use_graph != 0);
+    if (use_graph)
       noteUncapturedStep(*s->ctx, spec);
     if (spec.prepare)
       spec.prepare(*s->ctx);
@@ -225,30 +221,8 @@ int runStep(cnnrt_session *s, float lr) {
   }
   s->stateBroadcast = true;
   ++s->step;
-  ++s->stepsHere;
   launchSetScalars(ctx, lr, s->step);
-  // A pipeline stage's first step runs once alone before (runStageAlone).
-  if (s->stepsHere == 1)
-    runStageAlone(ctx, spec);
-  if (s->useGraph && s->stepsHere == 3 && !s->segments &&
-      segmentedStep(ctx, spec))
-    s->segments = spec.dist->captureSegments(ctx, spec);
-  if (s->useGraph && !spec.uncapturedWhy && s->stepsHere == 3 && !s->exec) {
-    ctx.check(
-        cudaStreamBeginCapture(ctx.stream(), cudaStreamCaptureModeRelaxed),
-        "CUDA graph capture");
-    captureStep(ctx, spec);
-    ctx.check(cudaStreamEndCapture(ctx.stream(), &s->graph),
-              "CUDA graph capture");
-    ctx.check(cudaGraphInstantiate(&s->exec, s->graph, 0),
-              "CUDA graph instantiate");
-  }
-  if (s->exec)
-    ctx.check(cudaGraphLaunch(s->exec, ctx.stream()), "CUDA graph launch");
-  else if (s->segments)
-    spec.dist->replaySegments(ctx);
-  else
-    spec.trainStep(ctx);
+  s->runner->enqueue(ctx, spec, 3);
   return 0;
 }
 
@@ -607,10 +581,7 @@ void cnnrt_destroy(cnnrt_session *s) {
     return;
   if (s->ctx) // null when cnnrt_create failed before the Context existed
     cudaStreamSynchronize(s->ctx->stream());
-  if (s->exec)
-    cudaGraphExecDestroy(s->exec);
-  if (s->graph)
-    cudaGraphDestroy(s->graph);
+  s->runner.reset(); // its graphs, before the Context
   cudaFree(s->dImg);
   cudaFree(s->dLab);
   cudaFree(s->dImgF32);

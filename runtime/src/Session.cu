@@ -409,6 +409,44 @@ void noteUncapturedStep(const Context &ctx, const ModelSpec &spec) {
                  spec.uncapturedWhy);
 }
 
+StepRunner::~StepRunner() {
+  // A stuck device (a peer died, NCCL aborted): nothing may wait for it,
+  // and the process is on its way out.
+  if (deviceStuck())
+    return;
+  // Before the communicators go (dist::shutdown, at exit): NCCL keeps a
+  // captured collective's resources until its graph is destroyed.
+  if (exec)
+    cudaGraphExecDestroy(exec);
+  if (graph)
+    cudaGraphDestroy(graph);
+}
+
+void StepRunner::enqueue(Context &ctx, const ModelSpec &spec,
+                         int64_t captureAt) {
+  ++stepsRun;
+  if (stepsRun == 1)
+    runStageAlone(ctx, spec);
+  const bool captureNow = useGraph && stepsRun == captureAt;
+  if (captureNow && !segments && segmentedStep(ctx, spec))
+    segments = spec.dist->captureSegments(ctx, spec);
+  if (captureNow && !spec.uncapturedWhy && !exec) {
+    ctx.check(
+        cudaStreamBeginCapture(ctx.stream(), cudaStreamCaptureModeRelaxed),
+        "CUDA graph capture");
+    captureStep(ctx, spec);
+    ctx.check(cudaStreamEndCapture(ctx.stream(), &graph),
+              "CUDA graph capture");
+    ctx.check(cudaGraphInstantiate(&exec, graph, 0), "CUDA graph instantiate");
+  }
+  if (exec)
+    ctx.check(cudaGraphLaunch(exec, ctx.stream()), "CUDA graph launch");
+  else if (segments)
+    spec.dist->replaySegments(ctx);
+  else
+    spec.trainStep(ctx);
+}
+
 void runStageAlone(Context &ctx, const ModelSpec &spec) {
   if (!spec.dist || !spec.dist->stageAlone || !spec.dist->stageAlone(ctx, true))
     return;

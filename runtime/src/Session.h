@@ -100,6 +100,35 @@ bool segmentedStep(const Context &ctx, const ModelSpec &spec);
 /// Said once at start-up where the step is not captured whole (stderr).
 void noteUncapturedStep(const Context &ctx, const ModelSpec &spec);
 
+/// How the executable and the C API enqueue a training step, one call a
+/// step: a pipeline stage's first step runs once alone before it
+/// (runStageAlone); steps run uncaptured until the `captureAt`-th of this
+/// process (the libraries' lazy set-up cannot be captured: the C API
+/// captures the third, the executable the second, or the third when it
+/// profiles the second); then, with graphs on, the step is captured once
+/// and replayed: whole as one CUDA graph, or in segments between its
+/// pipeline transfers where the compiler marked it uncaptured
+/// (segmentedStep), or not at all (marked uncaptured, no segments).
+class StepRunner {
+public:
+  explicit StepRunner(bool useGraph) : useGraph(useGraph) {}
+  ~StepRunner();
+  StepRunner(const StepRunner &) = delete;
+  StepRunner &operator=(const StepRunner &) = delete;
+
+  /// Enqueues the next step on ctx.stream().
+  void enqueue(Context &ctx, const ModelSpec &spec, int64_t captureAt);
+  /// Whether the step replays as one CUDA graph.
+  bool wholeGraph() const { return exec != nullptr; }
+
+private:
+  bool useGraph;
+  int64_t stepsRun = 0;
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  bool segments = false; ///< captured in segments (DistHooks)
+};
+
 } // namespace cnnrt
 
 #endif // CNNRT_SRC_SESSION_H

@@ -978,12 +978,9 @@ int runTraining(int argc, char **argv, const ModelSpec &spec) {
                  "cnnrt: nothing to do: the checkpoint is at step %lld and "
                  "the run ends at step %lld\n",
                  (long long)startStep, (long long)last);
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t graphExec = nullptr;
+  StepRunner runner(o.graph);
   if (o.graph && rank == 0)
     noteUncapturedStep(ctx, spec);
-  const bool segmented = o.graph && segmentedStep(ctx, spec);
-  bool segmentsCaptured = false;
   size_t peak = usedGPUMemory();
   auto ownMemory = [&](size_t used) {
     return used > baseUsed ? used - baseUsed : 0;
@@ -1046,35 +1043,13 @@ int runTraining(int argc, char **argv, const ModelSpec &spec) {
       pipe->consume(slot);
     const double lr = plan.lr.at(step);
     launchSetScalars(ctx, static_cast<float>(lr), step);
-    // A pipeline stage's first step runs once alone before (runStageAlone).
-    if (runSteps == 1)
-      runStageAlone(ctx, spec);
     // Captured after one uncaptured step, which does the libraries' first
     // calls (their lazy set-up cannot be captured); with CNNRT_PROFILE the
     // second runs uncaptured too, timed per launch.
-    const bool captureNow =
-        o.graph && runSteps == (ctx.options().profile ? 3 : 2);
-    if (captureNow && segmented && !segmentsCaptured)
-      segmentsCaptured = spec.dist->captureSegments(ctx, spec);
-    if (captureNow && !spec.uncapturedWhy && !graphExec) {
-      ctx.check(
-          cudaStreamBeginCapture(ctx.stream(), cudaStreamCaptureModeRelaxed),
-          "CUDA graph capture");
-      captureStep(ctx, spec);
-      ctx.check(cudaStreamEndCapture(ctx.stream(), &graph),
-                "CUDA graph capture");
-      ctx.check(cudaGraphInstantiate(&graphExec, graph, 0),
-                "CUDA graph instantiate");
-    }
     bool profileThis = ctx.options().profile && runSteps == 2;
     if (profileThis)
       ctx.beginProfile();
-    if (graphExec)
-      ctx.check(cudaGraphLaunch(graphExec, ctx.stream()), "CUDA graph launch");
-    else if (segmentsCaptured)
-      spec.dist->replaySegments(ctx);
-    else
-      spec.trainStep(ctx);
+    runner.enqueue(ctx, spec, ctx.options().profile ? 3 : 2);
     if (profileThis)
       ctx.endProfile("training step 2");
     // Prefetch the next batch while this step runs.
@@ -1089,7 +1064,7 @@ int runTraining(int argc, char **argv, const ModelSpec &spec) {
         waitForStep("training step");
       lastLoss = lossT ? readScalar(ctx, *lossT) : NAN;
       // The step has finished: its joins' timing events are final.
-      if (spec.dist && graphExec && runSteps > 2) {
+      if (spec.dist && runner.wholeGraph() && runSteps > 2) {
         double ms = spec.dist->stallMs(ctx);
         if (ms >= 0) {
           stallMsSum += ms;
@@ -1156,10 +1131,6 @@ int runTraining(int argc, char **argv, const ModelSpec &spec) {
   if (evaluator)
     evaluate(std::max(last, startStep));
 
-  if (graphExec)
-    cudaGraphExecDestroy(graphExec);
-  if (graph)
-    cudaGraphDestroy(graph);
   if (world > 1 && !piped) {
     // Every rank's own figures (each in its slot, summed over the ranks),
     // then the totals the "done" line reports; start-up is the slowest
