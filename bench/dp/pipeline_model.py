@@ -15,7 +15,8 @@ order, and the n-th send from a to b completes with the n-th receive at b
 from a once both head their streams, `--latency-us` + bytes / `--gbps`
 later. Prints, per link speed, the modelled step (the last stage to
 finish), each stage's compute time and its time waiting for transfers;
-"deadlock" if a stage never gets through. Session 36 found with it that a
+"deadlock" if a stage never gets through. test_pipeline.py runs the same
+model (time aside) on every emitted pipeline step it checks. Session 36 found with it that a
 send's wait stood before the next send to the peer (one op later when two
 tensors cross a cut): ResNet-50 f16 interleaved S=4 x 2 45.6 -> 42.9 ms at
 100 GB/s once the wait moved before the next send of its tag.
@@ -30,49 +31,58 @@ _XFER = re.compile(r"cnnrt::dist::(send|recv)Async\(ctx, [^,]+, (\d+)ull, (\d+),
 _WAIT = re.compile(r"cnnrt::dist::transferWait\(ctx, (\d+)\)")
 
 
+def parse_stage(text):
+    """One stage's step (its `trainStep` body, or `text` itself when it has
+    none): ("ops", n), ("S"|"R", peer, event, link, bytes), ("W", event)."""
+    m = _STEP.search(text)
+    prog = []
+    for line in (m.group(1) if m else text).split("\n"):
+        t = line.strip()
+        x = _XFER.match(t)
+        w = _WAIT.match(t)
+        if x:
+            prog.append(("S" if x.group(1) == "send" else "R", int(x.group(3)),
+                         int(x.group(4)), int(x.group(5)), int(x.group(2))))
+        elif w:
+            prog.append(("W", int(w.group(1))))
+        elif line.startswith("  ") and not line.startswith("   ") and \
+                re.match(r"[A-Za-z]", t) and not t.startswith("//"):
+            if prog and prog[-1][0] == "ops":
+                prog[-1] = ("ops", prog[-1][1] + 1)
+            else:
+                prog.append(("ops", 1))
+    return prog
+
+
 def parse(text):
-    """Per stage: ("ops", n), ("S"|"R", peer, event, link, bytes), ("W", event)."""
-    stages = []
-    for m in _STEP.finditer(text):
-        prog = []
-        for line in m.group(1).split("\n"):
-            t = line.strip()
-            x = _XFER.match(t)
-            w = _WAIT.match(t)
-            if x:
-                prog.append(("S" if x.group(1) == "send" else "R", int(x.group(3)),
-                             int(x.group(4)), int(x.group(5)), int(x.group(2))))
-            elif w:
-                prog.append(("W", int(w.group(1))))
-            elif line.startswith("  ") and not line.startswith("   ") and \
-                    re.match(r"[A-Za-z]", t) and not t.startswith("//"):
-                if prog and prog[-1][0] == "ops":
-                    prog[-1] = ("ops", prog[-1][1] + 1)
-                else:
-                    prog.append(("ops", 1))
-        stages.append(prog)
-    return stages
+    """Every stage's step of an emitted file, in stage order."""
+    return [parse_stage(m.group(0)) for m in _STEP.finditer(text)]
 
 
-def simulate(stages, op_us, gbps, latency_us):
+def simulate(stages, op_us, gbps, latency_us, one_link_per_pair=False):
     """(finish time per stage, wait time per stage) in microseconds, or None
-    on a deadlock."""
+    when a stage never gets through its step or a transfer never completes
+    (a deadlock). Each link of a stage is a stream (`one_link_per_pair`: one
+    stream per neighbour, what the runtime had before two interleaved stages
+    got a link per direction); the n-th send from a to b pairs with the n-th
+    receive at b from a on the same communicator (the neighbours' pair
+    link, or link 2 between the first and the last stage)."""
     n = len(stages)
     pc, now, waited = [0] * n, [0.0] * n, [0.0] * n
-    queue = collections.defaultdict(list)  # (stage, link) -> transfer ids
+    queue = collections.defaultdict(list)  # (stage, stream) -> transfer ids
     issued, complete, size = {}, {}, {}
     sends, recvs = collections.defaultdict(list), collections.defaultdict(list)
 
     def head_time(tid):
-        at, link = issued[tid]
-        q = queue[(tid[0], link)]
+        at, stream = issued[tid]
+        q = queue[(tid[0], stream)]
         i = q.index(tid)
         if i == 0:
             return at
         prev = q[i - 1]
         return max(at, complete[prev]) if prev in complete else None
 
-    while any(pc[s] < len(stages[s]) for s in range(n)):
+    while True:
         moved = False
         for s in range(n):
             while pc[s] < len(stages[s]):
@@ -88,9 +98,14 @@ def simulate(stages, op_us, gbps, latency_us):
                 else:
                     kind, peer, event, link, nbytes = op
                     tid = (s, event)
-                    issued[tid], size[tid] = (now[s], link), nbytes
-                    queue[(s, link)].append(tid)
-                    (sends[(s, peer)] if kind == "S" else recvs[(peer, s)]).append(tid)
+                    stream = ("peer", peer) if one_link_per_pair else link
+                    issued[tid], size[tid] = (now[s], stream), nbytes
+                    queue[(s, stream)].append(tid)
+                    comm = link == 2 and not one_link_per_pair
+                    if kind == "S":
+                        sends[(s, peer, comm)].append(tid)
+                    else:
+                        recvs[(peer, s, comm)].append(tid)
                 pc[s] += 1
                 moved = True
         for key, ids in sends.items():
@@ -107,7 +122,9 @@ def simulate(stages, op_us, gbps, latency_us):
                     max(a, b) + latency_us + size[sid] / (gbps * 1e3)
                 moved = True
         if not moved:
-            return None
+            break
+    if any(pc[s] < len(stages[s]) for s in range(n)) or len(complete) < len(issued):
+        return None
     return now, waited
 
 

@@ -24,6 +24,9 @@ from cnnc import train_check as tc  # noqa: E402
 from cnnc.cnnw import read_cnnw  # noqa: E402
 import parallel_models as pm  # noqa: E402
 
+sys.path.insert(0, os.path.join(REPO, "bench", "dp"))
+import pipeline_model  # noqa: E402
+
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
 B = 2      # the micro-batch
@@ -658,92 +661,46 @@ def _runs_without_deadlock(stages):
 
 
 def _async_program(stage_text):
-    """One stage's emitted asynchronous transfers, in compute-stream order:
-    ("I", kind, peer, event, link) where sendAsync / recvAsync issue a
-    transfer with `peer` on the stream of the stage's `link` (the compiler's
-    choice: 0 the stage before, 1 the stage after, 2 the first and the last
-    stage), ("W", event) where transferWait makes the compute stream wait
-    for it."""
-    prog = []
-    for line in stage_text.splitlines():
-        line = line.strip()
-        m = re.match(r"cnnrt::dist::(send|recv)Async\(ctx, A \+ \d+, \d+ull, (\d+), (\d+), "
-                     r"(\d+),", line)
-        if m:
-            prog.append(("I", "S" if m.group(1) == "send" else "R", int(m.group(2)),
-                         int(m.group(3)), int(m.group(4))))
-            continue
-        m = re.match(r"cnnrt::dist::transferWait\(ctx, (\d+)\)", line)
-        if m:
-            prog.append(("W", int(m.group(1))))
-    return prog
+    """One stage's emitted step in compute-stream order, as
+    bench/dp/pipeline_model.py reads it: ("S"|"R", peer, event, link,
+    bytes) where sendAsync / recvAsync issue a transfer with `peer` on the
+    stream of the stage's `link` (the compiler's choice: 0 the stage before,
+    1 the stage after, 2 the first and the last stage), ("W", event) where
+    transferWait makes the compute stream wait for it, ("ops", n) launches
+    between."""
+    return pipeline_model.parse_stage(stage_text)
 
 
 def _async_runs_without_deadlock(programs, one_link_per_pair=False):
-    """The link streams as the runtime runs them (runtime/src/Nccl.cu): a
-    stream per link of a stage, as the emitted `link` names it (a stage's
-    link 1 is the next stage's link 0; link 2 joins the first and the
-    last), its transfers in issue order; `one_link_per_pair`: one stream
-    per pair of stages whatever the link (what the runtime did before two
-    interleaved stages got a link per direction). The n-th send from a to
-    b and the n-th receive at b from a complete together once both are
-    first on their streams (large NCCL transfers: neither side buffers); a
-    stage's compute stream stops at a wait until that transfer completed.
-    True when every stage gets through its step."""
-    import collections
-    S = len(programs)
-    pc = [0] * S
-    links = [collections.defaultdict(collections.deque) for _ in range(S)]
-    count = [collections.Counter() for _ in range(S)]
-    done = [set() for _ in range(S)]
-    other_end = {0: 1, 1: 0, 2: 2}
-    while True:
-        moved = False
-        for s in range(S):
-            while pc[s] < len(programs[s]):
-                op = programs[s][pc[s]]
-                if op[0] == "W":
-                    if op[1] not in done[s]:
-                        break
-                else:
-                    _, kind, peer, event, link = op
-                    count[s][(kind, peer)] += 1
-                    key = (peer, None if one_link_per_pair else link)
-                    links[s][key].append((kind, count[s][(kind, peer)], event))
-                pc[s] += 1
-                moved = True
-        for a in range(S):
-            for (b, link), q in links[a].items():
-                other = links[b].get((a, None if link is None else other_end[link]))
-                if not q or not other:
-                    continue
-                (k1, n1, e1), (k2, n2, e2) = q[0], other[0]
-                if k1 != k2 and n1 == n2:
-                    q.popleft()
-                    other.popleft()
-                    done[a].add(e1)
-                    done[b].add(e2)
-                    moved = True
-        if not moved:
-            break
-    return all(pc[s] == len(programs[s]) for s in range(S)) and \
-        not any(q for L in links for q in L.values())
+    """The link streams as the runtime runs them (runtime/src/Nccl.cu;
+    bench/dp/pipeline_model.py's model, time aside): a stream per link of a
+    stage, as the emitted `link` names it (a stage's link 1 is the next
+    stage's link 0; link 2 joins the first and the last), its transfers in
+    issue order; `one_link_per_pair`: one stream per pair of stages whatever
+    the link (what the runtime did before two interleaved stages got a link
+    per direction). The n-th send from a to b and the n-th receive at b from
+    a complete together once both are first on their streams (large NCCL
+    transfers: neither side buffers); a stage's compute stream stops at a
+    wait until that transfer completed. True when every stage gets through
+    its step and every transfer completes."""
+    return pipeline_model.simulate(programs, op_us=1.0, gbps=100.0, latency_us=0.0,
+                                   one_link_per_pair=one_link_per_pair) is not None
 
 
 def test_async_link_model_sees_deadlocks():
     """The model above: two stages that each send before they receive on
     one link deadlock; receives posted first do not."""
-    both_send = [[("I", "S", 1, 0, 1), ("W", 0), ("I", "R", 1, 1, 1), ("W", 1)],
-                 [("I", "S", 0, 0, 0), ("W", 0), ("I", "R", 0, 1, 0), ("W", 1)]]
+    both_send = [[("S", 1, 0, 1, 64), ("W", 0), ("R", 1, 1, 1, 64), ("W", 1)],
+                 [("S", 0, 0, 0, 64), ("W", 0), ("R", 0, 1, 0, 64), ("W", 1)]]
     assert not _async_runs_without_deadlock(both_send)
-    ordered = [[("I", "S", 1, 0, 1), ("W", 0), ("I", "R", 1, 1, 1), ("W", 1)],
-               [("I", "R", 0, 0, 0), ("W", 0), ("I", "S", 0, 1, 0), ("W", 1)]]
+    ordered = [[("S", 1, 0, 1, 64), ("W", 0), ("R", 1, 1, 1, 64), ("W", 1)],
+               [("R", 0, 0, 0, 64), ("W", 0), ("S", 0, 1, 0, 64), ("W", 1)]]
     assert _async_runs_without_deadlock(ordered)
     # Both receives posted ahead, then the sends: on one link per pair a
     # receive heads the stream at both ends and nothing moves; with a link
     # per direction (0 -> 1 on the pair's link, 1 -> 0 on link 2) it runs.
-    per_direction = [[("I", "R", 1, 0, 2), ("I", "S", 1, 1, 1), ("W", 1), ("W", 0)],
-                     [("I", "R", 0, 0, 0), ("I", "S", 0, 1, 2), ("W", 1), ("W", 0)]]
+    per_direction = [[("R", 1, 0, 2, 64), ("S", 1, 1, 1, 64), ("W", 1), ("W", 0)],
+                     [("R", 0, 0, 0, 64), ("S", 0, 1, 2, 64), ("W", 1), ("W", 0)]]
     assert _async_runs_without_deadlock(per_direction)
     assert not _async_runs_without_deadlock(per_direction, one_link_per_pair=True)
 
@@ -765,14 +722,15 @@ def test_pipeline_cuda_async_transfers_do_not_deadlock(cnnc, models, tmp_path, s
     assert r.returncode == 0, r.stdout + r.stderr
     parts = out.read_text().split("namespace cnnc_stage")
     programs = [_async_program(parts[2 * s + 1]) for s in range(stages)]
-    assert all(programs), "every stage transfers asynchronously"
+    assert all(any(op[0] in ("S", "R") for op in prog) for prog in programs), \
+        "every stage transfers asynchronously"
     assert _async_runs_without_deadlock(programs)
-    links = {(s, op[2]): set() for s, prog in enumerate(programs) for op in prog
-             if op[0] == "I"}
+    links = {(s, op[1]): set() for s, prog in enumerate(programs) for op in prog
+             if op[0] in ("S", "R")}
     for s, prog in enumerate(programs):
         for op in prog:
-            if op[0] == "I":
-                links[(s, op[2])].add((op[1], op[4]))
+            if op[0] in ("S", "R"):
+                links[(s, op[1])].add((op[0], op[3]))
     if stages == 2 and chunks > 1:
         # Two interleaved stages: the compiler gives each direction between
         # the GPUs a link of its own (0 -> 1 on the pair's, 1 -> 0 on link
@@ -875,7 +833,7 @@ def _assert_relayed_cuda_step(plan, cuda_path, stages):
     parts = cuda_path.read_text().split("namespace cnnc_stage")
     programs = [_async_program(parts[2 * s + 1]) for s in range(stages)]
     for s, prog in enumerate(programs):
-        peers = {op[2] for op in prog if op[0] == "I"}
+        peers = {op[1] for op in prog if op[0] in ("S", "R")}
         assert peers and peers <= {s - 1, s + 1}, (s, peers)
     assert _async_runs_without_deadlock(programs)
 
