@@ -29,6 +29,7 @@ struct CNNImportCleanupPass
     cnn::MulOp::getCanonicalizationPatterns(patterns, ctx);
     cnn::DivOp::getCanonicalizationPatterns(patterns, ctx);
     cnn::ReduceMeanOp::getCanonicalizationPatterns(patterns, ctx);
+    cnn::ScaleOp::getCanonicalizationPatterns(patterns, ctx);
     // No folding: folders would drop cnn.dropout (see Passes.td). The
     // greedy driver not converging is not an error: what it rewrote stands.
     GreedyRewriteConfig config;

@@ -8,10 +8,20 @@
 //   cnn.div(x, splat c)                         ->  cnn.scale(x) {factor = 1/c}
 //   cnn.add(x, b) with b of shape 1 x C x 1...  ->  cnn.bias_add(x, b')
 //   cnn.reduce_mean(x) {axes = [2, 3]}, x 4-D     ->  cnn.global_avg_pool(x)
+//   x * 0.5 * (1 + erf(x / sqrt 2)), associated
+//   as an exporter writes it (below)             ->  cnn.gelu(x)
 //
 // where x has the result's type (the constant does not broadcast x) and b'
 // is the 1-D channel vector behind b (the value a cnn.reshape expanded, or
 // the constant's values).
+//
+// GELU: exporters before ONNX opset 20 (PyTorch's TorchScript exporter at
+// opset 17, the default of cnnc.export) write nn.GELU out as Div, Erf, Add,
+// Mul, Mul. Differentiated as written, the step keeps three full-size
+// intermediates of x for the backward pass besides x (erf's argument, 1 +
+// erf, the product): in ConvNeXt's 4C-wide MLP that was a third of the
+// stored activations (docs/benchmarks.md, session 37). cnn.gelu's gradient
+// reads x alone, as PyTorch's does.
 //
 //===----------------------------------------------------------------------===//
 #include "cnnc/Dialect/CNN/CNNOps.h"
@@ -19,6 +29,8 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
+
+#include <cmath>
 
 using namespace mlir;
 using namespace cnnc::cnn;
@@ -130,7 +142,90 @@ struct SpatialMeanToGlobalAvgPool : OpRewritePattern<ReduceMeanOp> {
   }
 };
 
+/// Whether `v` is a splat constant within f32 rounding of `c` (an
+/// exporter writes 1/sqrt 2 as a division by 1.4142135, or a product by
+/// 0.70710677).
+bool isSplatNear(Value v, double c) {
+  auto f = splatValue(v);
+  return f && std::abs(*f - c) <= 1e-6 * std::abs(c);
+}
+
+/// x if `a` is 1 + erf(x / sqrt 2) (cnn.add of cnn.erf(cnn.scale(x)) and a
+/// splat 1, in either order, of erf's type), else null.
+Value erfCdfArgument(Value a) {
+  auto add = a.getDefiningOp<AddOp>();
+  if (!add)
+    return {};
+  for (int i = 0; i < 2; ++i) {
+    auto erf = add->getOperand(i).getDefiningOp<ErfOp>();
+    if (!erf || erf.getType() != add.getType() ||
+        !isSplatNear(add->getOperand(1 - i), 1.0))
+      continue;
+    auto arg = erf.getInput().getDefiningOp<ScaleOp>();
+    if (arg && std::abs(arg.getFactor().convertToDouble() * std::sqrt(2.0) -
+                        1.0) <= 1e-6)
+      return arg.getInput();
+  }
+  return {};
+}
+
+/// Whether `op` is cnn.scale by 0.5.
+bool isHalf(ScaleOp op) {
+  return op && op.getFactor().convertToDouble() == 0.5;
+}
+
+/// cnn.scale(cnn.mul(x, 1 + erf(x / sqrt 2)), 0.5) -> cnn.gelu(x): PyTorch's
+/// TorchScript exporter (symbolic_opset9's gelu).
+struct HalfOfProductToGelu : OpRewritePattern<ScaleOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(ScaleOp op,
+                                PatternRewriter &rewriter) const override {
+    auto mul = op.getInput().getDefiningOp<MulOp>();
+    if (!isHalf(op) || !mul)
+      return failure();
+    for (int i = 0; i < 2; ++i) {
+      Value x = mul->getOperand(i);
+      if (x.getType() == op.getType() &&
+          erfCdfArgument(mul->getOperand(1 - i)) == x) {
+        rewriter.replaceOpWithNewOp<GeluOp>(op, op.getType(), x);
+        return success();
+      }
+    }
+    return failure();
+  }
+};
+
+/// cnn.mul(cnn.scale(x, 0.5), 1 + erf(x / sqrt 2)) and
+/// cnn.mul(x, cnn.scale(1 + erf(x / sqrt 2), 0.5)), either operand order,
+/// -> cnn.gelu(x): the other associations of 0.5 * x * (1 + erf(...)).
+struct ProductWithHalfToGelu : OpRewritePattern<MulOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(MulOp op,
+                                PatternRewriter &rewriter) const override {
+    for (int i = 0; i < 2; ++i) {
+      Value p = op->getOperand(i), q = op->getOperand(1 - i);
+      Value x;
+      if (auto half = p.getDefiningOp<ScaleOp>(); isHalf(half)) {
+        if (erfCdfArgument(q) == half.getInput())
+          x = half.getInput(); // (0.5 x) * (1 + erf)
+        else if (erfCdfArgument(half.getInput()) == q)
+          x = q; // (0.5 (1 + erf)) * x
+      }
+      if (x && x.getType() == op.getType()) {
+        rewriter.replaceOpWithNewOp<GeluOp>(op, op.getType(), x);
+        return success();
+      }
+    }
+    return failure();
+  }
+};
+
 } // namespace
+
+void ScaleOp::getCanonicalizationPatterns(RewritePatternSet &results,
+                                          MLIRContext *context) {
+  results.add<HalfOfProductToGelu>(context);
+}
 
 void ReduceMeanOp::getCanonicalizationPatterns(RewritePatternSet &results,
                                                MLIRContext *context) {
@@ -139,7 +234,7 @@ void ReduceMeanOp::getCanonicalizationPatterns(RewritePatternSet &results,
 
 void MulOp::getCanonicalizationPatterns(RewritePatternSet &results,
                                         MLIRContext *context) {
-  results.add<MulByScalarToScale>(context);
+  results.add<MulByScalarToScale, ProductWithHalfToGelu>(context);
 }
 
 void DivOp::getCanonicalizationPatterns(RewritePatternSet &results,

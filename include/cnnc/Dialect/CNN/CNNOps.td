@@ -175,6 +175,8 @@ def CNN_ScaleOp : CNN_UnaryOp<"scale",
     [{ return s.mul(dy, s.c(getFactor().convertToFloat())); }],
     (ins F32Attr:$factor), [CNN_Gradient]> {
   let summary = "Multiplies every element by a constant factor";
+  // The erf form of GELU an exporter writes out (CNNCanonicalize.cpp).
+  let hasCanonicalizer = 1;
 }
 
 def CNN_SigmoidOp : CNN_UnaryOp<"sigmoid", [{ return s.sigmoid(x[0]); }],
