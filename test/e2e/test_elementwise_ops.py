@@ -42,6 +42,7 @@ UNARY = {
     "hard_sigmoid": ("cnn.hard_sigmoid %h {alpha = 0.166666672 : f32, "
                      "beta = 0.5 : f32}", F.hardsigmoid),
     "hard_swish": ("cnn.hard_swish %h", F.hardswish),
+    "silu": ("cnn.silu %h", F.silu),
     "gelu": ("cnn.gelu %h", F.gelu),
     "gelu_tanh": ("cnn.gelu %h {approximate = \"tanh\"}",
                   lambda x: F.gelu(x, approximate="tanh")),

@@ -252,6 +252,8 @@ CASES = {
     "gelu": lambda: Net(nn.Sequential(nn.GELU(), Act(nn.GELU()))),
     "gelu_by_hand": lambda: Net(nn.Sequential(Act(gelu_half_first),
                                               Act(gelu_half_last))),
+    # nn.SiLU: Sigmoid and Mul in the export, one cnn.silu after import.
+    "silu": lambda: Net(nn.Sequential(nn.SiLU(), Act(nn.SiLU()))),
     "tf_same_padding": lambda: Net(nn.Sequential(nn.ReLU(), SamePadConv())),
 }
 
@@ -296,23 +298,26 @@ def test_matches_pytorch(cnnc, tmp_path, case):
     assert not failures, "\n".join(failures)
 
 
-@pytest.mark.parametrize("case", ["gelu", "gelu_by_hand"])
-def test_gelu_forms_import_as_gelu(cnnc, tmp_path, case):
-    """The erf form an exporter writes for GELU (Div, Erf, Add, Mul, Mul) is
-    one cnn.gelu after import, in each association: its gradient then reads
-    x alone, where the form as written kept three full-size intermediates
-    for the backward pass (ConvNeXt-T at batch 64: 6,164 -> 4,069 MiB)."""
+@pytest.mark.parametrize("case,written,op", [
+    ("gelu", "Erf", "cnn.gelu"), ("gelu_by_hand", "Erf", "cnn.gelu"),
+    ("silu", "Sigmoid", "cnn.silu")])
+def test_activation_forms_import_as_one_op(cnnc, tmp_path, case, written, op):
+    """The forms an exporter writes for GELU (Div, Erf, Add, Mul, Mul; each
+    association) and SiLU (Sigmoid, Mul) are one cnn.gelu / cnn.silu after
+    import: their gradients then read x alone, where the forms as written
+    kept full-size intermediates for the backward pass (ConvNeXt-T at batch
+    64: 6,164 -> 4,069 MiB; EfficientNet-B0: 3,277 -> 2,588 MiB)."""
     torch.manual_seed(0)
     onnx_path = tmp_path / (case + ".onnx")
     tc.export_training(CASES[case](), onnx_path, SHAPE)
     import onnx
     ops = [n.op_type for n in onnx.load(str(onnx_path)).graph.node]
-    assert ops.count("Erf") == 2, ops  # the exporter wrote the form out
+    assert ops.count(written) == 2, ops  # the exporter wrote the form out
     out = subprocess.run([cnnc, str(onnx_path), "--emit", "mlir"],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.count("cnn.gelu") == 2, out.stdout
-    assert "cnn.erf" not in out.stdout, out.stdout
+    assert out.stdout.count(op + " ") == 2, out.stdout
+    assert "cnn." + written.lower() not in out.stdout, out.stdout
 
 
 def test_prelu_one_value_slope_is_trained(cnnc, tmp_path):

@@ -10,6 +10,7 @@
 //   cnn.reduce_mean(x) {axes = [2, 3]}, x 4-D     ->  cnn.global_avg_pool(x)
 //   x * 0.5 * (1 + erf(x / sqrt 2)), associated
 //   as an exporter writes it (below)             ->  cnn.gelu(x)
+//   cnn.mul(x, cnn.sigmoid(x)), either order     ->  cnn.silu(x)
 //
 // where x has the result's type (the constant does not broadcast x) and b'
 // is the 1-D channel vector behind b (the value a cnn.reshape expanded, or
@@ -21,7 +22,8 @@
 // intermediates of x for the backward pass besides x (erf's argument, 1 +
 // erf, the product): in ConvNeXt's 4C-wide MLP that was a third of the
 // stored activations (docs/benchmarks.md, session 37). cnn.gelu's gradient
-// reads x alone, as PyTorch's does.
+// reads x alone, as PyTorch's does. SiLU likewise: x * sigmoid(x) as
+// written keeps sigmoid(x) besides x (EfficientNet's, RegNetY's activations).
 //
 //===----------------------------------------------------------------------===//
 #include "cnnc/Dialect/CNN/CNNOps.h"
@@ -220,6 +222,24 @@ struct ProductWithHalfToGelu : OpRewritePattern<MulOp> {
   }
 };
 
+/// cnn.mul(x, cnn.sigmoid(x)) -> cnn.silu(x): nn.SiLU as exporters before
+/// ONNX's Swish write it.
+struct ProductWithSigmoidToSilu : OpRewritePattern<MulOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(MulOp op,
+                                PatternRewriter &rewriter) const override {
+    for (int i = 0; i < 2; ++i) {
+      Value x = op->getOperand(i);
+      auto sig = op->getOperand(1 - i).getDefiningOp<SigmoidOp>();
+      if (sig && sig.getInput() == x && x.getType() == op.getType()) {
+        rewriter.replaceOpWithNewOp<SiluOp>(op, op.getType(), x);
+        return success();
+      }
+    }
+    return failure();
+  }
+};
+
 } // namespace
 
 void ScaleOp::getCanonicalizationPatterns(RewritePatternSet &results,
@@ -234,7 +254,9 @@ void ReduceMeanOp::getCanonicalizationPatterns(RewritePatternSet &results,
 
 void MulOp::getCanonicalizationPatterns(RewritePatternSet &results,
                                         MLIRContext *context) {
-  results.add<MulByScalarToScale, ProductWithHalfToGelu>(context);
+  results
+      .add<MulByScalarToScale, ProductWithHalfToGelu, ProductWithSigmoidToSilu>(
+          context);
 }
 
 void DivOp::getCanonicalizationPatterns(RewritePatternSet &results,

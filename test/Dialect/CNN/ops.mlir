@@ -143,8 +143,10 @@ func.func @activations(%x: tensor<2x8x4x4xf16>) -> tensor<2x8x4x4xf16> {
   %1 = cnn.hard_sigmoid %0 {alpha = 0.166666672 : f32, beta = 0.5 : f32} : (tensor<2x8x4x4xf16>) -> tensor<2x8x4x4xf16>
   // CHECK: cnn.hard_swish
   %2 = cnn.hard_swish %1 : (tensor<2x8x4x4xf16>) -> tensor<2x8x4x4xf16>
+  // CHECK: cnn.silu
+  %s = cnn.silu %2 : (tensor<2x8x4x4xf16>) -> tensor<2x8x4x4xf16>
   // CHECK: cnn.leaky_relu {{.*}}alpha = 0.00999999977
-  %3 = cnn.leaky_relu %2 {alpha = 0.01 : f32} : (tensor<2x8x4x4xf16>) -> tensor<2x8x4x4xf16>
+  %3 = cnn.leaky_relu %s {alpha = 0.01 : f32} : (tensor<2x8x4x4xf16>) -> tensor<2x8x4x4xf16>
   // CHECK: cnn.gelu {{.*}}approximate = "tanh"
   %4 = cnn.gelu %3 {approximate = "tanh"} : (tensor<2x8x4x4xf16>) -> tensor<2x8x4x4xf16>
   // CHECK: cnn.tanh

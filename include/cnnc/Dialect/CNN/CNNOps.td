@@ -307,6 +307,17 @@ def CNN_GeluOp : CNN_UnaryOp<"gelu",
   let hasVerifier = 1;
 }
 
+// SiLU's derivative reads x alone, as PyTorch's silu_backward does: the
+// x * sigmoid(x) an exporter writes (Sigmoid, Mul) keeps sigmoid(x) too for
+// the product's gradient (cnn-import-cleanup makes it cnn.silu).
+def CNN_SiluOp : CNN_UnaryOp<"silu",
+    [{ return s.mul(x[0], s.sigmoid(x[0])); }],
+    [{ ::mlir::Value sg = s.sigmoid(x[0]);
+       return s.mul(dy, s.mul(sg, s.add(s.c(1),
+                                        s.mul(x[0], s.sub(s.c(1), sg))))); }]> {
+  let summary = "x * sigmoid(x) (SiLU, swish)";
+}
+
 // The exponential family below follows PyTorch's elu kernel: the negative
 // branch (alpha * expm1) is taken for x <= 0, so the derivative at 0 is the
 // negative branch's (elu_backward with is_result = false).

@@ -94,3 +94,29 @@ func.func @wrong_constants(%x: tensor<16x8xf32>) -> (tensor<16x8xf32>, tensor<16
   %c4 = cnn.scale %c3 {factor = 0.5 : f32} : (tensor<16x8xf32>) -> tensor<16x8xf32>
   return %a4, %b4, %c4 : tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>
 }
+
+// -----
+
+// SiLU as exporters write it: x * sigmoid(x), either order.
+// CHECK-LABEL: func @silu
+// CHECK-NEXT: %[[A:.*]] = cnn.silu %arg0
+// CHECK-NEXT: %[[B:.*]] = cnn.silu %arg0
+// CHECK-NEXT: return %[[A]], %[[B]]
+func.func @silu(%x: tensor<2x8x4x4xf32>) -> (tensor<2x8x4x4xf32>, tensor<2x8x4x4xf32>) {
+  %0 = cnn.sigmoid %x : (tensor<2x8x4x4xf32>) -> tensor<2x8x4x4xf32>
+  %1 = cnn.mul %x, %0 : (tensor<2x8x4x4xf32>, tensor<2x8x4x4xf32>) -> tensor<2x8x4x4xf32>
+  %2 = cnn.mul %0, %x : (tensor<2x8x4x4xf32>, tensor<2x8x4x4xf32>) -> tensor<2x8x4x4xf32>
+  return %1, %2 : tensor<2x8x4x4xf32>, tensor<2x8x4x4xf32>
+}
+
+// -----
+
+// Not SiLU: the sigmoid of another tensor (an SE gate's product).
+// CHECK-LABEL: func @gate
+// CHECK-NOT: cnn.silu
+// CHECK: cnn.mul
+func.func @gate(%x: tensor<2x8x4x4xf32>, %y: tensor<2x8x4x4xf32>) -> tensor<2x8x4x4xf32> {
+  %0 = cnn.sigmoid %y : (tensor<2x8x4x4xf32>) -> tensor<2x8x4x4xf32>
+  %1 = cnn.mul %x, %0 : (tensor<2x8x4x4xf32>, tensor<2x8x4x4xf32>) -> tensor<2x8x4x4xf32>
+  return %1 : tensor<2x8x4x4xf32>
+}
