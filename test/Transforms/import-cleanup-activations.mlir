@@ -120,3 +120,31 @@ func.func @gate(%x: tensor<2x8x4x4xf32>, %y: tensor<2x8x4x4xf32>) -> tensor<2x8x
   %1 = cnn.mul %x, %0 : (tensor<2x8x4x4xf32>, tensor<2x8x4x4xf32>) -> tensor<2x8x4x4xf32>
   return %1 : tensor<2x8x4x4xf32>
 }
+
+// -----
+
+// Mish as exporters before opset 18 write it: x * tanh(softplus(x)).
+// CHECK-LABEL: func @mish
+// CHECK-NEXT: %[[M:.*]] = cnn.mish %arg0
+// CHECK-NEXT: return %[[M]]
+func.func @mish(%x: tensor<2x8x4x4xf32>) -> tensor<2x8x4x4xf32> {
+  %0 = cnn.softplus %x : (tensor<2x8x4x4xf32>) -> tensor<2x8x4x4xf32>
+  %1 = cnn.tanh %0 : (tensor<2x8x4x4xf32>) -> tensor<2x8x4x4xf32>
+  %2 = cnn.mul %1, %x : (tensor<2x8x4x4xf32>, tensor<2x8x4x4xf32>) -> tensor<2x8x4x4xf32>
+  return %2 : tensor<2x8x4x4xf32>
+}
+
+// -----
+
+// Not Mish: tanh without softplus, softplus of another tensor.
+// CHECK-LABEL: func @not_mish
+// CHECK-NOT: cnn.mish
+// CHECK: return
+func.func @not_mish(%x: tensor<2x8x4x4xf32>, %y: tensor<2x8x4x4xf32>) -> (tensor<2x8x4x4xf32>, tensor<2x8x4x4xf32>) {
+  %0 = cnn.tanh %x : (tensor<2x8x4x4xf32>) -> tensor<2x8x4x4xf32>
+  %1 = cnn.mul %x, %0 : (tensor<2x8x4x4xf32>, tensor<2x8x4x4xf32>) -> tensor<2x8x4x4xf32>
+  %2 = cnn.softplus %y : (tensor<2x8x4x4xf32>) -> tensor<2x8x4x4xf32>
+  %3 = cnn.tanh %2 : (tensor<2x8x4x4xf32>) -> tensor<2x8x4x4xf32>
+  %4 = cnn.mul %x, %3 : (tensor<2x8x4x4xf32>, tensor<2x8x4x4xf32>) -> tensor<2x8x4x4xf32>
+  return %1, %4 : tensor<2x8x4x4xf32>, tensor<2x8x4x4xf32>
+}

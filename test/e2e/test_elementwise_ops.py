@@ -43,6 +43,9 @@ UNARY = {
                      "beta = 0.5 : f32}", F.hardsigmoid),
     "hard_swish": ("cnn.hard_swish %h", F.hardswish),
     "silu": ("cnn.silu %h", F.silu),
+    "mish": ("cnn.mish %h", F.mish),
+    # 10 x h: both sides of softplus' threshold inside mish.
+    "mish_wide": ("cnn.mish %t", F.mish),
     "gelu": ("cnn.gelu %h", F.gelu),
     "gelu_tanh": ("cnn.gelu %h {approximate = \"tanh\"}",
                   lambda x: F.gelu(x, approximate="tanh")),

@@ -115,7 +115,8 @@ def CNNImportCleanup : Pass<"cnn-import-cleanup", "mlir::ModuleOp"> {
     spatial mean, cnn.gelu for the erf form of GELU an exporter before
     opset 20 writes out: x * 0.5 * (1 + erf(x / sqrt 2)), whose gradient
     then reads x alone instead of three stored intermediates, cnn.silu for
-    x * sigmoid(x), which kept sigmoid(x) as well). Only these
+    x * sigmoid(x), which kept sigmoid(x) as well, cnn.mish for
+    x * tanh(softplus(x))). Only these
     patterns run, without folding: folders would
     drop cnn.dropout, from which cnn-autodiff builds the training mask. The
     first pass of cnn-train-pipeline; cnnc runs it when it imports an ONNX

@@ -11,6 +11,7 @@
 //   x * 0.5 * (1 + erf(x / sqrt 2)), associated
 //   as an exporter writes it (below)             ->  cnn.gelu(x)
 //   cnn.mul(x, cnn.sigmoid(x)), either order     ->  cnn.silu(x)
+//   cnn.mul(x, cnn.tanh(cnn.softplus(x)))         ->  cnn.mish(x)
 //
 // where x has the result's type (the constant does not broadcast x) and b'
 // is the 1-D channel vector behind b (the value a cnn.reshape expanded, or
@@ -23,7 +24,8 @@
 // erf, the product): in ConvNeXt's 4C-wide MLP that was a third of the
 // stored activations (docs/benchmarks.md, session 37). cnn.gelu's gradient
 // reads x alone, as PyTorch's does. SiLU likewise: x * sigmoid(x) as
-// written keeps sigmoid(x) besides x (EfficientNet's, RegNetY's activations).
+// written keeps sigmoid(x) besides x (EfficientNet's, RegNetY's activations),
+// and Mish (ONNX's Mish is opset 18) tanh(softplus(x)).
 //
 //===----------------------------------------------------------------------===//
 #include "cnnc/Dialect/CNN/CNNOps.h"
@@ -240,6 +242,25 @@ struct ProductWithSigmoidToSilu : OpRewritePattern<MulOp> {
   }
 };
 
+/// cnn.mul(x, cnn.tanh(cnn.softplus(x))), either order -> cnn.mish(x):
+/// nn.Mish as exporters before ONNX opset 18 write it.
+struct ProductWithTanhSoftplusToMish : OpRewritePattern<MulOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(MulOp op,
+                                PatternRewriter &rewriter) const override {
+    for (int i = 0; i < 2; ++i) {
+      Value x = op->getOperand(i);
+      auto t = op->getOperand(1 - i).getDefiningOp<TanhOp>();
+      auto sp = t ? t.getInput().getDefiningOp<SoftplusOp>() : SoftplusOp();
+      if (sp && sp.getInput() == x && x.getType() == op.getType()) {
+        rewriter.replaceOpWithNewOp<MishOp>(op, op.getType(), x);
+        return success();
+      }
+    }
+    return failure();
+  }
+};
+
 } // namespace
 
 void ScaleOp::getCanonicalizationPatterns(RewritePatternSet &results,
@@ -254,9 +275,8 @@ void ReduceMeanOp::getCanonicalizationPatterns(RewritePatternSet &results,
 
 void MulOp::getCanonicalizationPatterns(RewritePatternSet &results,
                                         MLIRContext *context) {
-  results
-      .add<MulByScalarToScale, ProductWithHalfToGelu, ProductWithSigmoidToSilu>(
-          context);
+  results.add<MulByScalarToScale, ProductWithHalfToGelu,
+              ProductWithSigmoidToSilu, ProductWithTanhSoftplusToMish>(context);
 }
 
 void DivOp::getCanonicalizationPatterns(RewritePatternSet &results,

@@ -350,15 +350,7 @@ public:
   LogicalResult importSoftplus() { return importUnary<cnn::SoftplusOp>(); }
   /// Mish (opset 18; PyTorch exports it so from opset 18 on, as
   /// Mul(x, Tanh(Softplus(x))) before): x * tanh(softplus(x)).
-  LogicalResult importMish() {
-    Value x = data(0);
-    Value y = make<cnn::MulOp>(
-        {x, make<cnn::TanhOp>({make<cnn::SoftplusOp>({x})})});
-    if (!y)
-      return failure();
-    setOutput(0, y);
-    return success();
-  }
+  LogicalResult importMish() { return importUnary<cnn::MishOp>(); }
   LogicalResult importElu() {
     return importUnary<cnn::EluOp>(
         {attr("alpha", b.getF32FloatAttr(floatAttr("alpha", 1.0f)))});
@@ -3169,7 +3161,7 @@ const OpHandler kOpHandlers[] = {
   {"LRN", 1, kMaxOpset, &Importer::importLRN, Y, Y, "x / (bias + alpha * avg_pool(x^2 over a size x 1 window of N x 1 x C x (H*W), the padding counted))^beta: cnn.mul, cnn.avg_pool2d, cnn.scale, cnn.add, cnn.pow, cnn.div"},
   {"Log", 6, kMaxOpset, &Importer::importLog, Y, Y, "cnn.log"},
   {"LogSoftmax", 1, kMaxOpset, &Importer::importLogSoftmax, Y, Y, "decomposed: x - m - log(reduce_sum(exp(x - m))), m = cnn.reduce_max (before opset 13: over [axis, rank))"},
-  {"Mish", 18, kMaxOpset, &Importer::importMish, Y, Y, "x * tanh(softplus(x)): cnn.mul, cnn.tanh, cnn.softplus"},
+  {"Mish", 18, kMaxOpset, &Importer::importMish, Y, Y, "cnn.mish"},
   {"PRelu", 7, kMaxOpset, &Importer::importPRelu, Y, Y, "cnn.prelu (the slope broadcasts to the input; a one-value slope is a parameter too)"},
   {"ReduceL2", 1, kMaxOpset, &Importer::importReduce, Y, Y, "cnn.sqrt(cnn.reduce_sum(x * x)) (axes attribute before opset 18, constant input after; keepdims=0: cnn.reshape)"},
   {"ReduceL1", 1, kMaxOpset, &Importer::importReduce, Y, Y, "cnn.reduce_sum(cnn.abs(x)) (axes attribute before opset 18, constant input after; keepdims=0: cnn.reshape)"},

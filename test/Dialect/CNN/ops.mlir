@@ -144,7 +144,9 @@ func.func @activations(%x: tensor<2x8x4x4xf16>) -> tensor<2x8x4x4xf16> {
   // CHECK: cnn.hard_swish
   %2 = cnn.hard_swish %1 : (tensor<2x8x4x4xf16>) -> tensor<2x8x4x4xf16>
   // CHECK: cnn.silu
-  %s = cnn.silu %2 : (tensor<2x8x4x4xf16>) -> tensor<2x8x4x4xf16>
+  %sl = cnn.silu %2 : (tensor<2x8x4x4xf16>) -> tensor<2x8x4x4xf16>
+  // CHECK: cnn.mish
+  %s = cnn.mish %sl : (tensor<2x8x4x4xf16>) -> tensor<2x8x4x4xf16>
   // CHECK: cnn.leaky_relu {{.*}}alpha = 0.00999999977
   %3 = cnn.leaky_relu %s {alpha = 0.01 : f32} : (tensor<2x8x4x4xf16>) -> tensor<2x8x4x4xf16>
   // CHECK: cnn.gelu {{.*}}approximate = "tanh"

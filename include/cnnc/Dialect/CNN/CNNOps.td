@@ -369,6 +369,22 @@ def CNN_SoftplusOp : CNN_UnaryOp<"softplus",
   let summary = "log(1 + exp(x)); x for x > 20 (PyTorch's threshold)";
 }
 
+// Mish as x * tanh(softplus(x)) with softplus' threshold above (ONNX's and
+// F.mish's definition); the derivative reads x alone (PyTorch's
+// mish_backward), where the decomposed form kept tanh(softplus(x)) too.
+def CNN_MishOp : CNN_UnaryOp<"mish",
+    [{ ::mlir::Value big = s.gt(x[0], s.c(20));
+       ::mlir::Value sp = s.select(big, x[0], s.log1p(s.exp(x[0])));
+       return s.mul(x[0], s.tanh(sp)); }],
+    [{ ::mlir::Value big = s.gt(x[0], s.c(20));
+       ::mlir::Value sp = s.select(big, x[0], s.log1p(s.exp(x[0])));
+       ::mlir::Value t = s.tanh(sp);
+       ::mlir::Value dsp = s.select(big, s.c(1), s.sigmoid(x[0]));
+       return s.mul(dy, s.add(t, s.mul(x[0], s.mul(s.sub(s.c(1), s.mul(t, t)),
+                                                   dsp)))); }]> {
+  let summary = "x * tanh(softplus(x))";
+}
+
 def CNN_LogOp : CNN_UnaryOp<"log", [{ return s.log(x[0]); }],
     [{ return s.div(dy, x[0]); }]> {
   let summary = "Natural logarithm";
