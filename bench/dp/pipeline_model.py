@@ -135,7 +135,12 @@ def main():
     ap.add_argument("--gbps", type=float, nargs="+", default=[100.0, 50.0])
     ap.add_argument("--latency-us", type=float, default=20.0)
     args = ap.parse_args()
-    stages = parse(open(args.step).read())
+    try:
+        with open(args.step) as f:
+            text = f.read()
+    except OSError as e:
+        sys.exit("pipeline_model.py: cannot read %s: %s" % (args.step, e.strerror))
+    stages = parse(text)
     if not stages:
         sys.exit("pipeline_model.py: no trainStep in %s (not a pipelined step?)" % args.step)
     compute = [sum(op[1] for op in prog if op[0] == "ops") * args.op_us for prog in stages]

@@ -58,7 +58,7 @@ try:
 except ImportError:
     torch = None
 
-from gpucheck_common import FAILURES, check, tensor_rel  # noqa: E402
+from gpucheck_common import FAILURES, check, spread_bound, tensor_rel  # noqa: E402
 
 
 def rel(a, b):
@@ -186,8 +186,9 @@ def check_vs_torch(cnnc, name, ctor, opt_name):
                 continue
         rows.append((k, rel(a, exact), {n: rel(o, exact) for n, o in others.items()},
                      rel(a, others["gpu"])))
-    # The bound is the model's, as check_zoo's: cnnc's farthest tensor against
-    # four times the farthest any of PyTorch's f32 runs puts any tensor. A
+    # The bound is the model's, check_zoo's spread_bound: cnnc's farthest
+    # tensor against four times the farthest any of PyTorch's f32 runs puts
+    # any tensor. A
     # step within rounding of a ReLU's zero or of Adam's sign flips in one f32
     # run and not in another, and the difference lands on whichever tensors
     # that element feeds: on the H200 (session 36) cnnc's AdamW bn.bias was
@@ -197,7 +198,7 @@ def check_vs_torch(cnnc, name, ctor, opt_name):
     worst = max(rows, key=lambda r: r[1])
     base = max(((n, k, d) for k, _, spreads, _ in rows for n, d in spreads.items()),
                key=lambda t: t[2])
-    tol = max(1e-3, 4 * base[2])
+    tol = spread_bound(base[2])
     detail = "; ".join("%s %.2g (PyTorch %s, vs PyTorch on the GPU %.2g)" % (
         k, e, " ".join("%s %.2g" % kv for kv in spreads.items()), g)
         for k, e, spreads, g in sorted(rows, key=lambda r: -r[1])[:3])

@@ -47,7 +47,7 @@ import sys
 
 import numpy as np
 
-from gpucheck_common import (adapt, losses_of, rel, require_gpu, run,  # noqa: E402,F401
+from gpucheck_common import (adapt, losses_of, rel, require_gpu, run, spread_bound,  # noqa: E402,F401
                              skipped_steps_moved, write_cifar)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
@@ -288,7 +288,7 @@ def check_f32(name):
     ok = True
     for kind, ours, base in (("loss", ("loss", loss_err), ("loss", base_loss_err)),
                              ("param", worst, worst_base)):
-        bound = max(1e-3, 4.0 * base[1])
+        bound = spread_bound(base[1])
         good = ours[1] <= bound
         ok &= good
         print("  %-18s %-6s cnnc %.2e (%s)  torch spread %.2e (%s)  bound %.1e %s" % (

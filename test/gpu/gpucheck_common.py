@@ -66,6 +66,17 @@ def tensor_rel(a, b, floor=1e-6):
     return ((a - b).abs().max() / b.abs().max().clamp_min(floor)).item()
 
 
+def spread_bound(torch_spread, factor=4.0, floor=1e-3):
+    """The model-level bound of check_zoo and check_python_api: cnnc's
+    farthest tensor (or loss) may lie `factor` times as far as the farthest
+    any of PyTorch's own f32 runs puts any tensor, and never less than
+    `floor`. A few f32 training steps part by more than rounding on every
+    implementation (an element within rounding of a ReLU's zero, Adam's
+    sign-like first update), and the difference lands on whichever tensors
+    that element feeds; a wrong step is off by O(1)."""
+    return max(floor, factor * torch_spread)
+
+
 def rel(a, b):
     """max |a - b| / max |b|."""
     a = np.asarray(a, np.float64)
