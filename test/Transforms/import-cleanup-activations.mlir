@@ -148,3 +148,54 @@ func.func @not_mish(%x: tensor<2x8x4x4xf32>, %y: tensor<2x8x4x4xf32>) -> (tensor
   %4 = cnn.mul %x, %3 : (tensor<2x8x4x4xf32>, tensor<2x8x4x4xf32>) -> tensor<2x8x4x4xf32>
   return %1, %4 : tensor<2x8x4x4xf32>, tensor<2x8x4x4xf32>
 }
+
+// -----
+
+// GELU's tanh approximation as the TorchScript exporter writes it:
+// 0.5 * (x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x * (x * x))))).
+// CHECK-LABEL: func @gelu_tanh
+// CHECK-NEXT: %[[G:.*]] = cnn.gelu %arg0 {approximate = "tanh"}
+// CHECK-NEXT: return %[[G]]
+func.func @gelu_tanh(%x: tensor<16x8xf32>) -> tensor<16x8xf32> {
+  %one = cnn.constant dense<1.0> : tensor<1x1xf32>
+  %beta = cnn.constant dense<0.797884583> : tensor<1x1xf32>
+  %kappa = cnn.constant dense<0.044715> : tensor<1x1xf32>
+  %half = cnn.constant dense<0.5> : tensor<1x1xf32>
+  %sq = cnn.mul %x, %x : (tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<16x8xf32>
+  %cube = cnn.mul %x, %sq : (tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<16x8xf32>
+  %k = cnn.mul %kappa, %cube : (tensor<1x1xf32>, tensor<16x8xf32>) -> tensor<16x8xf32>
+  %s = cnn.add %x, %k : (tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<16x8xf32>
+  %in = cnn.mul %beta, %s : (tensor<1x1xf32>, tensor<16x8xf32>) -> tensor<16x8xf32>
+  %t = cnn.tanh %in : (tensor<16x8xf32>) -> tensor<16x8xf32>
+  %a = cnn.add %one, %t : (tensor<1x1xf32>, tensor<16x8xf32>) -> tensor<16x8xf32>
+  %p = cnn.mul %x, %a : (tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<16x8xf32>
+  %r = cnn.mul %half, %p : (tensor<1x1xf32>, tensor<16x8xf32>) -> tensor<16x8xf32>
+  return %r : tensor<16x8xf32>
+}
+
+// -----
+
+// Not the tanh approximation: 0.05 for 0.044715, and a square for the cube.
+// CHECK-LABEL: func @not_gelu_tanh
+// CHECK-NOT: cnn.gelu
+// CHECK: return
+func.func @not_gelu_tanh(%x: tensor<16x8xf32>) -> (tensor<16x8xf32>, tensor<16x8xf32>) {
+  %one = cnn.constant dense<1.0> : tensor<1x1xf32>
+  %sq = cnn.mul %x, %x : (tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<16x8xf32>
+  %cube = cnn.mul %x, %sq : (tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<16x8xf32>
+  %k = cnn.scale %cube {factor = 0.05 : f32} : (tensor<16x8xf32>) -> tensor<16x8xf32>
+  %s = cnn.add %x, %k : (tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<16x8xf32>
+  %in = cnn.scale %s {factor = 0.797884583 : f32} : (tensor<16x8xf32>) -> tensor<16x8xf32>
+  %t = cnn.tanh %in : (tensor<16x8xf32>) -> tensor<16x8xf32>
+  %a = cnn.add %t, %one : (tensor<16x8xf32>, tensor<1x1xf32>) -> tensor<16x8xf32>
+  %p = cnn.mul %x, %a : (tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<16x8xf32>
+  %r = cnn.scale %p {factor = 0.5 : f32} : (tensor<16x8xf32>) -> tensor<16x8xf32>
+  %k2 = cnn.scale %sq {factor = 0.044715 : f32} : (tensor<16x8xf32>) -> tensor<16x8xf32>
+  %s2 = cnn.add %x, %k2 : (tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<16x8xf32>
+  %in2 = cnn.scale %s2 {factor = 0.797884583 : f32} : (tensor<16x8xf32>) -> tensor<16x8xf32>
+  %t2 = cnn.tanh %in2 : (tensor<16x8xf32>) -> tensor<16x8xf32>
+  %a2 = cnn.add %t2, %one : (tensor<16x8xf32>, tensor<1x1xf32>) -> tensor<16x8xf32>
+  %p2 = cnn.mul %x, %a2 : (tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<16x8xf32>
+  %r2 = cnn.scale %p2 {factor = 0.5 : f32} : (tensor<16x8xf32>) -> tensor<16x8xf32>
+  return %r, %r2 : tensor<16x8xf32>, tensor<16x8xf32>
+}

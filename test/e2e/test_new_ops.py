@@ -250,6 +250,8 @@ CASES = {
     # the exporter writes all out (opset < 20), cnn-import-cleanup makes
     # each cnn.gelu again (test_gelu_forms_import_as_gelu).
     "gelu": lambda: Net(nn.Sequential(nn.GELU(), Act(nn.GELU()))),
+    "gelu_tanh": lambda: Net(nn.Sequential(nn.GELU(approximate="tanh"),
+                                           Act(nn.GELU(approximate="tanh")))),
     "gelu_by_hand": lambda: Net(nn.Sequential(Act(gelu_half_first),
                                               Act(gelu_half_last))),
     # nn.SiLU: Sigmoid and Mul in the export, one cnn.silu after import.
@@ -300,6 +302,7 @@ def test_matches_pytorch(cnnc, tmp_path, case):
 
 @pytest.mark.parametrize("case,written,op", [
     ("gelu", "Erf", "cnn.gelu"), ("gelu_by_hand", "Erf", "cnn.gelu"),
+    ("gelu_tanh", "Tanh", "cnn.gelu"),
     ("silu", "Sigmoid", "cnn.silu"), ("mish", "Softplus", "cnn.mish")])
 def test_activation_forms_import_as_one_op(cnnc, tmp_path, case, written, op):
     """The forms an exporter writes for GELU (Div, Erf, Add, Mul, Mul; each

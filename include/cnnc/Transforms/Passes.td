@@ -113,7 +113,8 @@ def CNNImportCleanup : Pass<"cnn-import-cleanup", "mlir::ModuleOp"> {
     passes and the CUDA target know (cnn.scale for a scalar factor,
     cnn.bias_add for a per-channel addend, cnn.global_avg_pool for a
     spatial mean, cnn.gelu for the erf form of GELU an exporter before
-    opset 20 writes out: x * 0.5 * (1 + erf(x / sqrt 2)), whose gradient
+    opset 20 writes out (x * 0.5 * (1 + erf(x / sqrt 2)), or the tanh
+    approximation's 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))), whose gradient
     then reads x alone instead of three stored intermediates, cnn.silu for
     x * sigmoid(x), which kept sigmoid(x) as well, cnn.mish for
     x * tanh(softplus(x))). Only these

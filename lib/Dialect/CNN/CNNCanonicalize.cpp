@@ -10,6 +10,8 @@
 //   cnn.reduce_mean(x) {axes = [2, 3]}, x 4-D     ->  cnn.global_avg_pool(x)
 //   x * 0.5 * (1 + erf(x / sqrt 2)), associated
 //   as an exporter writes it (below)             ->  cnn.gelu(x)
+//   x * 0.5 * (1 + tanh(sqrt(2 / pi) (x +
+//   0.044715 x^3)))                              ->  cnn.gelu(x) {tanh}
 //   cnn.mul(x, cnn.sigmoid(x)), either order     ->  cnn.silu(x)
 //   cnn.mul(x, cnn.tanh(cnn.softplus(x)))         ->  cnn.mish(x)
 //
@@ -154,21 +156,72 @@ bool isSplatNear(Value v, double c) {
   return f && std::abs(*f - c) <= 1e-6 * std::abs(c);
 }
 
-/// x if `a` is 1 + erf(x / sqrt 2) (cnn.add of cnn.erf(cnn.scale(x)) and a
-/// splat 1, in either order, of erf's type), else null.
-Value erfCdfArgument(Value a) {
+/// The x of a GELU's cumulative factor 2 * Phi(x), as exporters write it,
+/// and the approximation it uses; a null x when `a` is neither form.
+struct CdfForm {
+  Value x;
+  StringRef approximate;
+};
+
+/// x if `v` is x * x * x (cnn.mul of x and x * x, either order, or
+/// cnn.pow(x) by 3), else null.
+Value cubeArgument(Value v) {
+  if (auto pow = v.getDefiningOp<PowOp>())
+    return pow.getExponent().convertToDouble() == 3.0 ? pow.getInput()
+                                                      : Value();
+  auto mul = v.getDefiningOp<MulOp>();
+  if (!mul)
+    return {};
+  for (int i = 0; i < 2; ++i) {
+    Value x = mul->getOperand(i);
+    auto sq = mul->getOperand(1 - i).getDefiningOp<MulOp>();
+    if (sq && sq.getLhs() == x && sq.getRhs() == x)
+      return x;
+  }
+  return {};
+}
+
+/// x if `v` is sqrt(2 / pi) * (x + 0.044715 x^3) (the tanh approximation's
+/// argument: cnn.scale of a cnn.add, either order), else null.
+Value tanhInnerArgument(Value v) {
+  auto outer = v.getDefiningOp<ScaleOp>();
+  if (!outer || std::abs(outer.getFactor().convertToDouble() -
+                         std::sqrt(2.0 / M_PI)) > 1e-6)
+    return {};
+  auto add = outer.getInput().getDefiningOp<AddOp>();
+  if (!add)
+    return {};
+  for (int i = 0; i < 2; ++i) {
+    Value x = add->getOperand(i);
+    auto k = add->getOperand(1 - i).getDefiningOp<ScaleOp>();
+    if (k && std::abs(k.getFactor().convertToDouble() - 0.044715) <= 1e-7 &&
+        cubeArgument(k.getInput()) == x)
+      return x;
+  }
+  return {};
+}
+
+/// `a` as 1 + erf(x / sqrt 2) (approximate "none") or 1 + tanh(sqrt(2 / pi)
+/// (x + 0.044715 x^3)) ("tanh"): a cnn.add of the erf or tanh and a splat
+/// 1, in either order, of that op's type.
+CdfForm cdfArgument(Value a) {
   auto add = a.getDefiningOp<AddOp>();
   if (!add)
     return {};
   for (int i = 0; i < 2; ++i) {
-    auto erf = add->getOperand(i).getDefiningOp<ErfOp>();
-    if (!erf || erf.getType() != add.getType() ||
+    Value f = add->getOperand(i);
+    if (f.getType() != add.getType() ||
         !isSplatNear(add->getOperand(1 - i), 1.0))
       continue;
-    auto arg = erf.getInput().getDefiningOp<ScaleOp>();
-    if (arg && std::abs(arg.getFactor().convertToDouble() * std::sqrt(2.0) -
-                        1.0) <= 1e-6)
-      return arg.getInput();
+    if (auto erf = f.getDefiningOp<ErfOp>()) {
+      auto arg = erf.getInput().getDefiningOp<ScaleOp>();
+      if (arg && std::abs(arg.getFactor().convertToDouble() * std::sqrt(2.0) -
+                          1.0) <= 1e-6)
+        return {arg.getInput(), "none"};
+    }
+    if (auto tanh = f.getDefiningOp<TanhOp>())
+      if (Value x = tanhInnerArgument(tanh.getInput()))
+        return {x, "tanh"};
   }
   return {};
 }
@@ -178,8 +231,15 @@ bool isHalf(ScaleOp op) {
   return op && op.getFactor().convertToDouble() == 0.5;
 }
 
+void replaceWithGelu(PatternRewriter &rewriter, Operation *op, Value x,
+                     StringRef approximate) {
+  rewriter.replaceOpWithNewOp<GeluOp>(op, op->getResult(0).getType(), x,
+                                      rewriter.getStringAttr(approximate));
+}
+
 /// cnn.scale(cnn.mul(x, 1 + erf(x / sqrt 2)), 0.5) -> cnn.gelu(x): PyTorch's
-/// TorchScript exporter (symbolic_opset9's gelu).
+/// TorchScript exporter (symbolic_opset9's gelu); the same with the tanh
+/// form -> cnn.gelu(x) {approximate = "tanh"}.
 struct HalfOfProductToGelu : OpRewritePattern<ScaleOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(ScaleOp op,
@@ -189,9 +249,9 @@ struct HalfOfProductToGelu : OpRewritePattern<ScaleOp> {
       return failure();
     for (int i = 0; i < 2; ++i) {
       Value x = mul->getOperand(i);
-      if (x.getType() == op.getType() &&
-          erfCdfArgument(mul->getOperand(1 - i)) == x) {
-        rewriter.replaceOpWithNewOp<GeluOp>(op, op.getType(), x);
+      CdfForm cdf = cdfArgument(mul->getOperand(1 - i));
+      if (x.getType() == op.getType() && cdf.x == x) {
+        replaceWithGelu(rewriter, op, x, cdf.approximate);
         return success();
       }
     }
@@ -201,22 +261,25 @@ struct HalfOfProductToGelu : OpRewritePattern<ScaleOp> {
 
 /// cnn.mul(cnn.scale(x, 0.5), 1 + erf(x / sqrt 2)) and
 /// cnn.mul(x, cnn.scale(1 + erf(x / sqrt 2), 0.5)), either operand order,
-/// -> cnn.gelu(x): the other associations of 0.5 * x * (1 + erf(...)).
+/// -> cnn.gelu(x): the other associations of 0.5 * x * (1 + erf(...)) (and
+/// of the tanh form).
 struct ProductWithHalfToGelu : OpRewritePattern<MulOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(MulOp op,
                                 PatternRewriter &rewriter) const override {
     for (int i = 0; i < 2; ++i) {
       Value p = op->getOperand(i), q = op->getOperand(1 - i);
-      Value x;
-      if (auto half = p.getDefiningOp<ScaleOp>(); isHalf(half)) {
-        if (erfCdfArgument(q) == half.getInput())
-          x = half.getInput(); // (0.5 x) * (1 + erf)
-        else if (erfCdfArgument(half.getInput()) == q)
-          x = q; // (0.5 (1 + erf)) * x
+      auto half = p.getDefiningOp<ScaleOp>();
+      if (!isHalf(half))
+        continue;
+      CdfForm cdf = cdfArgument(q); // (0.5 x) * (1 + erf)
+      if (cdf.x != half.getInput()) {
+        cdf = cdfArgument(half.getInput()); // (0.5 (1 + erf)) * x
+        if (cdf.x != q)
+          continue;
       }
-      if (x && x.getType() == op.getType()) {
-        rewriter.replaceOpWithNewOp<GeluOp>(op, op.getType(), x);
+      if (cdf.x.getType() == op.getType()) {
+        replaceWithGelu(rewriter, op, cdf.x, cdf.approximate);
         return success();
       }
     }
