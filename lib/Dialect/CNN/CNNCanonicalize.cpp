@@ -237,6 +237,17 @@ void replaceWithGelu(PatternRewriter &rewriter, Operation *op, Value x,
                                       rewriter.getStringAttr(approximate));
 }
 
+/// x if `mul` is x * f(x) in either operand order, x of the product's type,
+/// where `argumentOf(f(x))` is x; else null.
+Value selfProductArgument(MulOp mul, function_ref<Value(Value)> argumentOf) {
+  for (int i = 0; i < 2; ++i) {
+    Value x = mul->getOperand(i);
+    if (x.getType() == mul.getType() && argumentOf(mul->getOperand(1 - i)) == x)
+      return x;
+  }
+  return {};
+}
+
 /// cnn.scale(cnn.mul(x, 1 + erf(x / sqrt 2)), 0.5) -> cnn.gelu(x): PyTorch's
 /// TorchScript exporter (symbolic_opset9's gelu); the same with the tanh
 /// form -> cnn.gelu(x) {approximate = "tanh"}.
@@ -247,15 +258,16 @@ struct HalfOfProductToGelu : OpRewritePattern<ScaleOp> {
     auto mul = op.getInput().getDefiningOp<MulOp>();
     if (!isHalf(op) || !mul)
       return failure();
-    for (int i = 0; i < 2; ++i) {
-      Value x = mul->getOperand(i);
-      CdfForm cdf = cdfArgument(mul->getOperand(1 - i));
-      if (x.getType() == op.getType() && cdf.x == x) {
-        replaceWithGelu(rewriter, op, x, cdf.approximate);
-        return success();
-      }
-    }
-    return failure();
+    // The form of the factor that matched (the search stops at it).
+    CdfForm cdf;
+    Value x = selfProductArgument(mul, [&](Value f) {
+      cdf = cdfArgument(f);
+      return cdf.x;
+    });
+    if (!x)
+      return failure();
+    replaceWithGelu(rewriter, op, x, cdf.approximate);
+    return success();
   }
 };
 
@@ -287,42 +299,37 @@ struct ProductWithHalfToGelu : OpRewritePattern<MulOp> {
   }
 };
 
-/// cnn.mul(x, cnn.sigmoid(x)) -> cnn.silu(x): nn.SiLU as exporters before
-/// ONNX's Swish write it.
-struct ProductWithSigmoidToSilu : OpRewritePattern<MulOp> {
-  using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(MulOp op,
-                                PatternRewriter &rewriter) const override {
-    for (int i = 0; i < 2; ++i) {
-      Value x = op->getOperand(i);
-      auto sig = op->getOperand(1 - i).getDefiningOp<SigmoidOp>();
-      if (sig && sig.getInput() == x && x.getType() == op.getType()) {
-        rewriter.replaceOpWithNewOp<SiluOp>(op, op.getType(), x);
-        return success();
-      }
-    }
-    return failure();
-  }
-};
+/// x if `v` is cnn.sigmoid(x), else null.
+Value sigmoidArgument(Value v) {
+  auto sig = v.getDefiningOp<SigmoidOp>();
+  return sig ? sig.getInput() : Value();
+}
 
-/// cnn.mul(x, cnn.tanh(cnn.softplus(x))), either order -> cnn.mish(x):
-/// nn.Mish as exporters before ONNX opset 18 write it.
-struct ProductWithTanhSoftplusToMish : OpRewritePattern<MulOp> {
-  using OpRewritePattern::OpRewritePattern;
+/// x if `v` is cnn.tanh(cnn.softplus(x)), else null.
+Value tanhSoftplusArgument(Value v) {
+  auto t = v.getDefiningOp<TanhOp>();
+  auto sp = t ? t.getInput().getDefiningOp<SoftplusOp>() : SoftplusOp();
+  return sp ? sp.getInput() : Value();
+}
+
+/// cnn.mul(x, f(x)), either order -> ToOp(x), f recognized by
+/// `GateArgument`: nn.SiLU (x * sigmoid(x)) as exporters before ONNX's Swish
+/// write it, nn.Mish (x * tanh(softplus(x))) before opset 18.
+template <typename ToOp, Value (*GateArgument)(Value)>
+struct SelfGatedProductTo : OpRewritePattern<MulOp> {
+  using OpRewritePattern<MulOp>::OpRewritePattern;
   LogicalResult matchAndRewrite(MulOp op,
                                 PatternRewriter &rewriter) const override {
-    for (int i = 0; i < 2; ++i) {
-      Value x = op->getOperand(i);
-      auto t = op->getOperand(1 - i).getDefiningOp<TanhOp>();
-      auto sp = t ? t.getInput().getDefiningOp<SoftplusOp>() : SoftplusOp();
-      if (sp && sp.getInput() == x && x.getType() == op.getType()) {
-        rewriter.replaceOpWithNewOp<MishOp>(op, op.getType(), x);
-        return success();
-      }
-    }
-    return failure();
+    Value x = selfProductArgument(op, GateArgument);
+    if (!x)
+      return failure();
+    rewriter.replaceOpWithNewOp<ToOp>(op, op.getType(), x);
+    return success();
   }
 };
+using ProductWithSigmoidToSilu = SelfGatedProductTo<SiluOp, sigmoidArgument>;
+using ProductWithTanhSoftplusToMish =
+    SelfGatedProductTo<MishOp, tanhSoftplusArgument>;
 
 } // namespace
 
