@@ -112,13 +112,13 @@ def CNNImportCleanup : Pass<"cnn-import-cleanup", "mlir::ModuleOp"> {
     ops; their canonicalization patterns give the specialized forms the
     passes and the CUDA target know (cnn.scale for a scalar factor,
     cnn.bias_add for a per-channel addend, cnn.global_avg_pool for a
-    spatial mean, cnn.gelu for the erf form of GELU an exporter before
-    opset 20 writes out (x * 0.5 * (1 + erf(x / sqrt 2)), or the tanh
-    approximation's 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))), whose gradient
-    then reads x alone instead of three stored intermediates, cnn.silu for
-    x * sigmoid(x), which kept sigmoid(x) as well, cnn.mish for
-    x * tanh(softplus(x))). Only these
-    patterns run, without folding: folders would
+    spatial mean) and make the activations exporters write out one op
+    again: cnn.gelu for GELU before opset 20 (x * 0.5 * (1 + erf(x / sqrt
+    2)), or the tanh approximation 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715
+    x^3)))), cnn.silu for x * sigmoid(x), cnn.mish for x * tanh(softplus(x)):
+    their gradients read x alone, where the written-out forms stored their
+    intermediates for the backward pass. Only these patterns run, without
+    folding: folders would
     drop cnn.dropout, from which cnn-autodiff builds the training mask. The
     first pass of cnn-train-pipeline; cnnc runs it when it imports an ONNX
     model.

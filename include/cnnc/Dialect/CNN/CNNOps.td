@@ -175,7 +175,7 @@ def CNN_ScaleOp : CNN_UnaryOp<"scale",
     [{ return s.mul(dy, s.c(getFactor().convertToFloat())); }],
     (ins F32Attr:$factor), [CNN_Gradient]> {
   let summary = "Multiplies every element by a constant factor";
-  // The erf form of GELU an exporter writes out (CNNCanonicalize.cpp).
+  // The forms of GELU an exporter writes out (CNNCanonicalize.cpp).
   let hasCanonicalizer = 1;
 }
 
@@ -361,9 +361,8 @@ def CNN_CeluOp : CNN_UnaryOp<"celu",
 }
 
 def CNN_SoftplusOp : CNN_UnaryOp<"softplus",
-    // PyTorch's threshold 20: above it log1p(exp(x)) is x in f32 and exp(x)
-    // heads for overflow.
-    [{ return s.select(s.gt(x[0], s.c(20)), x[0], s.log1p(s.exp(x[0]))); }],
+    // PyTorch's threshold 20 (ScalarBuilder::softplus).
+    [{ return s.softplus(x[0]); }],
     [{ return s.select(s.gt(x[0], s.c(20)), dy,
                        s.mul(dy, s.sigmoid(x[0]))); }]> {
   let summary = "log(1 + exp(x)); x for x > 20 (PyTorch's threshold)";
@@ -373,13 +372,11 @@ def CNN_SoftplusOp : CNN_UnaryOp<"softplus",
 // F.mish's definition); the derivative reads x alone (PyTorch's
 // mish_backward), where the decomposed form kept tanh(softplus(x)) too.
 def CNN_MishOp : CNN_UnaryOp<"mish",
-    [{ ::mlir::Value big = s.gt(x[0], s.c(20));
-       ::mlir::Value sp = s.select(big, x[0], s.log1p(s.exp(x[0])));
-       return s.mul(x[0], s.tanh(sp)); }],
-    [{ ::mlir::Value big = s.gt(x[0], s.c(20));
-       ::mlir::Value sp = s.select(big, x[0], s.log1p(s.exp(x[0])));
-       ::mlir::Value t = s.tanh(sp);
-       ::mlir::Value dsp = s.select(big, s.c(1), s.sigmoid(x[0]));
+    [{ return s.mul(x[0], s.tanh(s.softplus(x[0]))); }],
+    [{ ::mlir::Value t = s.tanh(s.softplus(x[0]));
+       // softplus' derivative: 1 above its threshold, sigmoid below.
+       ::mlir::Value dsp = s.select(s.gt(x[0], s.c(20)), s.c(1),
+                                    s.sigmoid(x[0]));
        return s.mul(dy, s.add(t, s.mul(x[0], s.mul(s.sub(s.c(1), s.mul(t, t)),
                                                    dsp)))); }]> {
   let summary = "x * tanh(softplus(x))";

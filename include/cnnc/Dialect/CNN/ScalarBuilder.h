@@ -71,6 +71,11 @@ public:
   mlir::Value sigmoid(mlir::Value x) {
     return div(c(1), add(c(1), exp(neg(x))));
   }
+  /// log(1 + exp(x)), x itself above PyTorch's threshold 20 (where it is x
+  /// in f32 and exp(x) heads for overflow): cnn.softplus and cnn.mish.
+  mlir::Value softplus(mlir::Value x) {
+    return select(gt(x, c(20)), x, log1p(exp(x)));
+  }
   /// An i1 comparison, and a select between two f32 values on it.
   mlir::Value cmp(mlir::arith::CmpFPredicate p, mlir::Value x, mlir::Value y) {
     return mlir::arith::CmpFOp::create(b, loc, p, x, y);
